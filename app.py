@@ -1,0 +1,38 @@
+"""CDK app entry: `python app.py` synthesizes the Interlude stack into cdk.out (offline, no AWS calls).
+
+Context: stackName (default Interlude; name one per developer/branch), layerDir (see infra/layer.py),
+logLevel (default INFO).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Node 20 is what this machine has; jsii's end-of-life banner would otherwise precede every synth.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from aws_cdk import App, Validations  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra.layer import PROJECT_ROOT, choose_layer_dir  # noqa: E402
+from infra.stack import InterludeStack  # noqa: E402
+
+DEFAULT_STACK_NAME = "Interlude"
+
+
+def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[App, InterludeStack]:
+    app = App(context=context, outdir=outdir, analytics_reporting=False)
+    stack = InterludeStack(
+        app,
+        app.node.try_get_context("stackName") or DEFAULT_STACK_NAME,
+        layer_dir=choose_layer_dir(app),
+        log_level=app.node.try_get_context("logLevel") or "INFO",
+    )
+    # Violations of the AWS Solutions pack fail synthesis; acknowledgements sit next to the resources they excuse.
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return app, stack
+
+
+if __name__ == "__main__":
+    # The CDK CLI passes CDK_OUTDIR; a bare `python app.py` would otherwise synthesize into a temp dir.
+    build_app(outdir=None if "CDK_OUTDIR" in os.environ else str(PROJECT_ROOT / "cdk.out"))[0].synth()

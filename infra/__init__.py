@@ -1,0 +1,1 @@
+"""CDK constructs for Interlude; the stack composes them, wiring.py decides what they build."""

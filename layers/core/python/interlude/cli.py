@@ -1,0 +1,107 @@
+"""`interlude`: run the local stack, and administer a deployment (keys) from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from . import wiring
+
+STATE_FILE = Path(".interlude/local.json")
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from .local.stack import LocalStack, write_state_file
+
+    stack = LocalStack(port=args.port, moto_port=args.moto_port, verbose=args.verbose)
+    info = stack.start()
+    write_state_file(info, Path(args.state_file))
+    print(f"Interlude is running at {info.base_url}  (tenant {info.tenant!r}; data lives in this process only)")
+    print(f"  admin key: {info.api_key}")
+    print(f"  state:     {args.state_file}  (baseUrl, tenant, apiKey)")
+    print("  try:")
+    print(
+        f"    curl -s -X POST {info.base_url}/runs -H 'Authorization: Bearer {info.api_key}' "
+        "-H 'Content-Type: application/json' -d '{\"workflowId\": \"demo-approval\"}'"
+    )
+    print("  Ctrl-C stops it.", flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        while not stopped.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    stack.stop()
+    print("stopped.")
+    return 0
+
+
+def _store(args: argparse.Namespace):  # noqa: ANN202 - the store type needs boto3, imported late
+    from .local.stack import TABLE_NAME, configure_environment
+    from .store import Store
+
+    if args.local:
+        state = json.loads(Path(args.state_file).read_text())
+        configure_environment(state["motoEndpoint"], TABLE_NAME)
+        return Store(TABLE_NAME)
+    table = args.table or os.environ.get("TABLE_NAME")
+    if not table:
+        sys.exit("interlude: name the table with --table or TABLE_NAME (or use --local)")
+    return Store(table)
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    from .model.requests import CreateKeyRequest
+    from .service import Service
+
+    request = CreateKeyRequest(
+        subjectId=args.subject,
+        scopes=[s for s in args.scopes.split(",") if s],
+        groups=[g for g in (args.groups or "").split(",") if g],
+        roles=[r for r in (args.roles or "").split(",") if r],
+        kind=args.kind,
+    )
+    created = Service(_store(args)).issue_key(args.tenant, request)
+    print(json.dumps(created, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="interlude", description="Human-in-the-loop gates for workflow runs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run the whole service locally (moto in-process)")
+    dev.add_argument("--port", type=int, default=int(os.environ.get("INTERLUDE_PORT", "8080")))
+    dev.add_argument("--moto-port", type=int, default=0)
+    dev.add_argument("--state-file", default=str(STATE_FILE))
+    dev.add_argument("--verbose", action="store_true")
+    dev.set_defaults(func=_dev)
+
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="create an API key (printed once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--subject", required=True, help="subjectId of the key's holder")
+    create.add_argument("--scopes", default=",".join(wiring.ALL_SCOPES), help="comma-separated scopes")
+    create.add_argument("--groups", default="")
+    create.add_argument("--roles", default="")
+    create.add_argument("--kind", default="user", choices=["user", "agent", "workload"])
+    create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
+    create.add_argument("--local", action="store_true", help="use the running local stack")
+    create.add_argument("--state-file", default=str(STATE_FILE))
+    create.set_defaults(func=_keys_create)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

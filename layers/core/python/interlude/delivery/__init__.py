@@ -1,0 +1,1 @@
+"""Outbound delivery of callbacks: the egress guard and the pinned HTTP client."""

@@ -1,0 +1,48 @@
+"""Turn event drafts into RunEventDocs: contiguous sequences, derived ids, validated before they are stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import schemas
+from ..ids import derive_opaque
+from .run import EventDraft
+
+SCHEMA_VERSION = 1
+ENGINE_VERSION = 1
+EVENT_LOG_SCHEMA_VERSION = 3
+
+
+class InvalidEvent(Exception):
+    """The engine built an event that breaks the OpenWOP schema: a bug, never written to the log."""
+
+
+def to_docs(run_id: str, drafts: list[EventDraft], first_seq: int, timestamp: str) -> list[dict[str, Any]]:
+    docs = []
+    for offset, draft in enumerate(drafts):
+        seq = first_seq + offset
+        doc: dict[str, Any] = {
+            # Derived from (run, sequence): a replayed step writes the same id, never a second event.
+            "eventId": derive_opaque("event", run_id, str(seq)),
+            "runId": run_id,
+            "type": draft.type,
+            "payload": draft.payload,
+            "timestamp": timestamp,
+            "sequence": seq,
+            "schemaVersion": SCHEMA_VERSION,
+            "engineVersion": ENGINE_VERSION,
+        }
+        if draft.node_id is not None:
+            doc["nodeId"] = draft.node_id
+        check(doc)
+        docs.append(doc)
+    return docs
+
+
+def check(doc: dict[str, Any]) -> None:
+    problems = schemas.errors_of(schemas.validator("run-event.schema.json"), doc)
+    payload_validator = schemas.payload_validator(doc["type"])
+    if payload_validator is not None:
+        problems += schemas.errors_of(payload_validator, doc["payload"])
+    if problems:
+        raise InvalidEvent(f"{doc['type']}: {problems}")

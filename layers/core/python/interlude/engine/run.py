@@ -1,0 +1,400 @@
+"""Advance a run through its graph: the engine's only entry points are start, advance, resolve and cancel.
+
+Each returns a Transition (new state, event drafts, interrupts opened and closed) and never mutates its
+input, so a caller can retry on a lost race by reading again and deciding again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..ids import derive_opaque, tenant_bound
+from ..interrupts.decide import Decision
+from ..interrupts.payloads import status_for_kind, validate_payload
+from ..model.run import TERMINAL_NODE_STATUSES, NodeState, OpenInterrupt, RunState, Vote
+from ..model.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
+from .nodetypes import NODE_TYPES
+
+DEFAULT_MAX_LOOP_ITERATIONS = 25
+DEFAULT_RECURSION_LIMIT = 1000
+# Node executions per transition; the rest is left runnable for `dispatch` (keeps one transaction small).
+DEFAULT_STEP_BUDGET = 200
+KEY_MAX = 256
+
+
+@dataclass(frozen=True)
+class EventDraft:
+    type: str
+    node_id: str | None
+    payload: dict[str, Any]
+
+
+@dataclass
+class Closed:
+    interrupt: OpenInterrupt
+    status: str  # resolved | cancelled
+    resolution: dict[str, Any] | None = None
+
+
+@dataclass
+class Transition:
+    state: RunState
+    events: list[EventDraft] = field(default_factory=list)
+    opened: list[OpenInterrupt] = field(default_factory=list)
+    closed: list[Closed] = field(default_factory=list)
+    # Votes recorded on interrupts that stay open: (interrupt after the vote).
+    updated: list[OpenInterrupt] = field(default_factory=list)
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _duration_ms(start: str | None, now: datetime) -> int:
+    if not start:
+        return 0
+    began = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    return max(0, int((now - began).total_seconds() * 1000))
+
+
+def interrupt_key(run_id: str, node_id: str, visit: int) -> str:
+    key = f"{run_id}:{node_id}:{visit}"
+    return key if len(key) <= KEY_MAX else f"{derive_opaque(run_id)}:{node_id}:{visit}"[:KEY_MAX]
+
+
+class _Step:
+    def __init__(self, state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int) -> None:
+        self.t = Transition(state=state.model_copy(deep=True))
+        self.s = self.t.state
+        self.wf = workflow
+        self.now = now
+        self.budget = step_budget
+        run_options = (self.s.configurable or {}).get("run") or {}
+        self.max_visits = int(run_options.get("maxLoopIterations") or DEFAULT_MAX_LOOP_ITERATIONS)
+        self.max_executions = int(run_options.get("recursionLimit") or DEFAULT_RECURSION_LIMIT)
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def emit(self, type_: str, node_id: str | None, payload: dict[str, Any]) -> None:
+        self.t.events.append(EventDraft(type_, node_id, payload))
+
+    def tick(self) -> int:
+        self.s.step += 1
+        return self.s.step
+
+    def scope(self) -> dict[str, Any]:
+        inputs = {v.name: v.defaultValue for v in self.wf.variables if v.defaultValue is not None}
+        inputs.update(self.s.inputs)
+        return {**self.s.outputs, "inputs": inputs}
+
+    # -- node lifecycle --------------------------------------------------------------------------
+
+    def enqueue(self, node_id: str) -> None:
+        self.s.nodes[node_id].status = "queued"
+        self.s.queue.append(node_id)
+
+    def run_queue(self) -> None:
+        while self.s.queue and not self.s.terminal:
+            if self.budget <= 0:
+                break
+            self.budget -= 1
+            self.execute(self.s.queue.pop(0))
+        self.settle()
+
+    def execute(self, node_id: str) -> None:
+        node = self.wf.node(node_id)
+        ns = self.s.nodes[node_id]
+        ns.visits += 1
+        ns.activatedAt = self.tick()
+        self.s.executed += 1
+        if ns.visits > self.max_visits or self.s.executed > self.max_executions:
+            limit = "maxLoopIterations" if ns.visits > self.max_visits else "recursionLimit"
+            error = {"code": "loop_limit_exceeded", "message": f"node {node_id!r} exceeded {limit}", "retryable": False}
+            ns.status = "failed"
+            ns.settledAt = self.tick()
+            self.emit("node.failed", node_id, {"nodeId": node_id, "error": error, "attempts": 1})
+            self.fail_run(error, node_id)
+            return
+        self.emit("node.started", node_id, {"nodeId": node_id, "typeId": node.typeId})
+        node_type = NODE_TYPES[node.typeId]
+        config = node_type.config_model.model_validate(node.config)
+        scope = self.scope()
+        if node_type.ask is not None:
+            self.suspend(node_id, node_type.ask(node_id, config, scope))
+        else:
+            assert node_type.compute is not None
+            self.complete(node_id, node_type.compute(config, scope))
+
+    def suspend(self, node_id: str, spec: Any) -> None:
+        visit = self.s.nodes[node_id].visits
+        key = interrupt_key(self.s.runId, node_id, visit)
+        payload: dict[str, Any] = {"kind": spec.kind, "key": key, "data": spec.data}
+        if spec.resume_schema is not None:
+            payload["resumeSchema"] = spec.resume_schema
+        if spec.timeout_ms:
+            payload["timeoutMs"] = spec.timeout_ms
+        problems = validate_payload(payload)
+        if problems:
+            # Registration probes every gate, so only run-time template values can get here.
+            error = {
+                "code": "validation_error",
+                "message": "the gate built an invalid interrupt payload",
+                "details": {"errors": problems},
+                "retryable": False,
+            }
+            self.fail(node_id, error)
+            return
+        interrupt = OpenInterrupt(
+            nodeId=node_id,
+            key=key,
+            interruptId=tenant_bound(self.s.tenant, derive_opaque(self.s.runId, node_id, str(visit))),
+            kind=spec.kind,
+            visit=visit,
+            payload=payload,
+            raisedAt=iso(self.now),
+            deadline=self.now.timestamp() + spec.timeout_ms / 1000 if spec.timeout_ms else None,
+        )
+        self.s.interrupts[node_id] = interrupt
+        self.s.nodes[node_id].status = "suspended"
+        self.t.opened.append(interrupt)
+        self.emit("interrupt.requested", node_id, payload)
+        self.emit(
+            "node.suspended",
+            node_id,
+            {"nodeId": node_id, "interruptId": interrupt.interruptId, "kind": spec.kind, "key": key},
+        )
+
+    def complete(self, node_id: str, output: Any) -> None:
+        ns = self.s.nodes[node_id]
+        ns.status = "completed"
+        ns.settledAt = self.tick()
+        self.s.outputs[node_id] = output
+        outputs = output if isinstance(output, dict) else {"value": output}
+        self.emit("node.completed", node_id, {"nodeId": node_id, "outputs": outputs})
+        self.propagate(node_id)
+
+    def fail(self, node_id: str, error: dict[str, Any]) -> None:
+        ns = self.s.nodes[node_id]
+        ns.status = "failed"
+        ns.settledAt = self.tick()
+        self.emit("node.failed", node_id, {"nodeId": node_id, "error": error, "attempts": 1})
+        if any(e.triggerRule in FAILURE_ADMITTING_RULES for e in self.wf.outgoing(node_id)):
+            self.propagate(node_id)
+        else:
+            self.fail_run(error, node_id)
+
+    def skip(self, node_id: str, reason: str) -> None:
+        ns = self.s.nodes[node_id]
+        ns.status = "skipped"
+        ns.settledAt = self.tick()
+        self.emit("node.skipped", node_id, {"nodeId": node_id, "reason": reason})
+        self.propagate(node_id)
+
+    def propagate(self, node_id: str) -> None:
+        seen: list[str] = []
+        for edge in self.wf.outgoing(node_id):
+            if edge.targetNodeId not in seen:
+                seen.append(edge.targetNodeId)
+        for target in seen:
+            self.evaluate(target)
+
+    def evaluate(self, target: str) -> None:
+        if self.s.terminal:
+            return
+        tns = self.s.nodes[target]
+        if tns.status in ("queued", "suspended"):
+            return
+        rule = self.wf.trigger_rule(target) or "all_success"
+        sources = list(dict.fromkeys(e.sourceNodeId for e in self.wf.incoming(target)))
+        fresh = [
+            self.s.nodes[s].status
+            for s in sources
+            if self.s.nodes[s].status in TERMINAL_NODE_STATUSES and self.s.nodes[s].settledAt > tns.activatedAt
+        ]
+        all_settled = len(fresh) == len(sources)
+        fire: bool | None
+        if rule == "any_success":
+            fire = True if "completed" in fresh else (False if all_settled else None)
+        elif rule == "any_failed":
+            fire = True if "failed" in fresh else (False if all_settled else None)
+        elif not all_settled:
+            fire = None
+        elif rule == "all_success":
+            fire = all(s == "completed" for s in fresh)
+        elif rule == "none_failed":
+            fire = "failed" not in fresh
+        else:  # all_complete
+            fire = True
+        if fire:
+            self.enqueue(target)
+        elif fire is False and tns.visits == 0 and tns.status == "pending":
+            self.skip(target, f"triggerRule {rule} not satisfied")
+
+    # -- run lifecycle ---------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        if self.s.terminal:
+            return
+        if self.s.queue:
+            self.s.status = "running"
+        elif self.s.interrupts:
+            self.s.status = status_for_kind(next(iter(self.s.interrupts.values())).kind)  # type: ignore[assignment]
+        else:
+            self.complete_run()
+
+    def complete_run(self) -> None:
+        for node_id, ns in self.s.nodes.items():
+            if ns.status == "pending" and ns.visits == 0:
+                ns.status = "skipped"
+                ns.settledAt = self.tick()
+                self.emit("node.skipped", node_id, {"nodeId": node_id, "reason": "not reached"})
+        self.s.status = "completed"
+        self.s.completedAt = iso(self.now)
+        self.emit(
+            "run.completed",
+            None,
+            {"outputs": dict(self.s.outputs), "durationMs": _duration_ms(self.s.startedAt, self.now)},
+        )
+
+    def close_open_interrupts(self, reason: str) -> None:
+        for node_id, interrupt in list(self.s.interrupts.items()):
+            self.t.closed.append(Closed(interrupt, "cancelled", {"reason": reason, "at": iso(self.now)}))
+            ns = self.s.nodes[node_id]
+            ns.status = "skipped"
+            ns.settledAt = self.tick()
+            self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
+        self.s.interrupts.clear()
+        self.s.queue.clear()
+
+    def fail_run(self, error: dict[str, Any], node_id: str | None) -> None:
+        self.close_open_interrupts("run failed")
+        self.s.status = "failed"
+        self.s.error = {k: v for k, v in error.items() if k in ("code", "message", "details")}
+        self.s.failedNodeId = node_id
+        self.s.completedAt = iso(self.now)
+        payload: dict[str, Any] = {"error": error, "durationMs": _duration_ms(self.s.startedAt, self.now)}
+        if node_id:
+            payload["failedNodeId"] = node_id
+        self.emit("run.failed", None, payload)
+
+
+# -- public entry points ---------------------------------------------------------------------------
+
+
+def start(
+    state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+) -> Transition:
+    step = _Step(state, workflow, now, step_budget)
+    s = step.s
+    s.status = "running"
+    s.startedAt = iso(now)
+    s.nodes = {n.id: NodeState() for n in workflow.nodes}
+    started: dict[str, Any] = {"workflowId": s.workflowId, "inputs": s.inputs, "owner": s.owner, "transport": "rest"}
+    if s.tags:
+        started["tags"] = s.tags
+    if s.metadata:
+        started["metadata"] = s.metadata
+    step.emit("run.started", None, started)
+    for root in workflow.roots():
+        step.enqueue(root)
+    step.run_queue()
+    return step.t
+
+
+def advance(
+    state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+) -> Transition:
+    """Continue a run left runnable (queue not empty); a no-op Transition otherwise."""
+    step = _Step(state, workflow, now, step_budget)
+    if step.s.queue and not step.s.terminal:
+        step.run_queue()
+    return step.t
+
+
+def resolve(
+    state: RunState,
+    workflow: WorkflowDefinition,
+    node_id: str,
+    decision: Decision,
+    now: datetime,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+) -> Transition:
+    step = _Step(state, workflow, now, step_budget)
+    s = step.s
+    interrupt = s.interrupts[node_id]
+    ids = {"nodeId": node_id, "interruptId": interrupt.interruptId}
+    if decision.outcome == "record":
+        if decision.vote is not None:
+            interrupt.votes.append(Vote.model_validate(decision.vote.model_dump()))
+        step.t.updated.append(interrupt)
+        if interrupt.kind == "approval":
+            step.emit("approval.received", node_id, {**ids, **decision.event})
+        return step.t
+    if decision.vote is not None:
+        interrupt.votes.append(Vote.model_validate(decision.vote.model_dump()))
+    del s.interrupts[node_id]
+    resolution = {**decision.event, "at": iso(now), "votes": [v.model_dump() for v in interrupt.votes]}
+    step.t.closed.append(Closed(interrupt, "resolved", resolution))
+    step.emit("interrupt.resolved", node_id, {**ids, **decision.event})
+    for type_, payload in decision.extra_events:
+        step.emit(type_, node_id, {**ids, **payload})
+    if decision.outcome == "complete":
+        step.emit("node.resumed", node_id, {**ids, "resumeValue": decision.resume_value})
+        step.complete(node_id, decision.resume_value)
+    else:
+        assert decision.error is not None
+        if interrupt.kind == "approval":
+            step.emit("approval.rejected", node_id, {**ids, **decision.event})
+        step.fail(node_id, decision.error)
+    step.run_queue()
+    return step.t
+
+
+def cancel(state: RunState, now: datetime, reason: str | None, cancelled_by: str | None) -> Transition:
+    step = _Step.__new__(_Step)
+    step.t = Transition(state=state.model_copy(deep=True))
+    step.s = step.t.state
+    step.now = now
+    step.close_open_interrupts("run cancelled")
+    step.s.status = "cancelled"
+    step.s.completedAt = iso(now)
+    payload: dict[str, Any] = {"durationMs": _duration_ms(step.s.startedAt, now)}
+    if reason:
+        payload["reason"] = reason
+    if cancelled_by:
+        payload["cancelledBy"] = cancelled_by
+    step.emit("run.cancelled", None, payload)
+    return step.t
+
+
+def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
+    """Registration-time problems: unknown node types, bad configs, gates that would raise invalid payloads."""
+    problems: list[dict[str, Any]] = []
+    if not workflow.roots():
+        problems.append({"path": "edges", "message": "every node is the target of an edge, so no node can start"})
+    for i, node in enumerate(workflow.nodes):
+        node_type = NODE_TYPES.get(node.typeId)
+        if node_type is None:
+            problems.append(
+                {"path": f"nodes/{i}/typeId", "message": f"unknown typeId {node.typeId!r}; known: {sorted(NODE_TYPES)}"}
+            )
+            continue
+        try:
+            config = node_type.config_model.model_validate(node.config)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = "/".join(str(p) for p in err["loc"])
+                problems.append({"path": f"nodes/{i}/config/{loc}".rstrip("/"), "message": err["msg"]})
+            continue
+        if node_type.ask is not None:
+            spec = node_type.ask(node.id, config, {})
+            payload: dict[str, Any] = {"kind": spec.kind, "key": "probe", "data": spec.data}
+            if spec.resume_schema is not None:
+                payload["resumeSchema"] = spec.resume_schema
+            for err in validate_payload(payload):
+                problems.append({"path": f"nodes/{i}/config/{err['path']}".rstrip("/"), "message": err["message"]})
+    return problems

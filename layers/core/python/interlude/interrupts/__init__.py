@@ -1,0 +1,1 @@
+"""Interrupt rules: payloads per kind, resume validation and decisions. Pure: no I/O."""

@@ -1,0 +1,63 @@
+"""Build InterruptPayloads from gate configs and validate them against suspend-request.schema.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import schemas
+
+APPROVAL_ACTIONS = ("accept", "reject", "refine", "edit-accept", "ask")
+SUSPEND_SCHEMA = "suspend-request.schema.json"
+
+REFINE_FEEDBACK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["scope"],
+    "additionalProperties": False,
+    "properties": {
+        "scope": {"enum": ["whole", "section", "items"]},
+        "sectionPath": {"type": "string"},
+        "itemIds": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "text": {"type": "string"},
+    },
+}
+
+
+def approval_resume_schema(actions: list[str]) -> dict[str, Any]:
+    """The resume value an approval accepts: an action from the gate's list plus that action's fields."""
+    return {
+        "type": "object",
+        "required": ["action"],
+        "additionalProperties": False,
+        "properties": {
+            "action": {"enum": list(actions)},
+            "feedback": {"type": "string", "maxLength": 10000},
+            "refineFeedback": REFINE_FEEDBACK_SCHEMA,
+            "editedArtifactData": {},
+            "decidedAt": {"type": "string", "format": "date-time"},
+            "decidedBy": {"type": "string", "maxLength": 512},
+            "comment": {"type": "string", "maxLength": 10000},
+        },
+    }
+
+
+def clarification_resume_schema(questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """An object keyed by question id; each answer follows the question's schema, else a string."""
+    return {
+        "type": "object",
+        "required": [q["id"] for q in questions],
+        "additionalProperties": False,
+        "properties": {q["id"]: q.get("schema") or {"type": "string", "minLength": 1} for q in questions},
+    }
+
+
+def validate_payload(payload: dict[str, Any]) -> list[dict[str, str]]:
+    return schemas.errors_of(schemas.validator(SUSPEND_SCHEMA), payload)
+
+
+def status_for_kind(kind: str) -> str:
+    if kind == "external-event":
+        return "waiting-external"
+    if kind in ("clarification", "credential", "conversation.start", "conversation.exchange", "conversation.close"):
+        return "waiting-input"
+    return "waiting-approval"

@@ -1,0 +1,1 @@
+"""The local stack: moto in-process, the real handlers behind a loopback HTTP server, and pumps playing AWS."""

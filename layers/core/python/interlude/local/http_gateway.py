@@ -1,0 +1,120 @@
+"""A loopback HTTP server that plays API Gateway (HTTP API, payload 2.0) in front of the real `api` handler."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from .lambda_runtime import invoke
+
+MAX_BODY = 2_000_000
+
+
+def to_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict[str, Any]:
+    parts = urlsplit(target)
+    query: dict[str, str] = {}
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        query[k] = f"{query[k]},{v}" if k in query else v
+    try:
+        text, is_b64 = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, is_b64 = base64.b64encode(body).decode(), True
+    lowered = {k.lower(): v for k, v in headers.items()}
+    lowered.setdefault("x-forwarded-proto", "http")
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": parts.path,
+        "rawQueryString": parts.query,
+        "headers": lowered,
+        "queryStringParameters": query or None,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "local",
+            "domainName": lowered.get("host", "127.0.0.1"),
+            "http": {
+                "method": method,
+                "path": parts.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": lowered.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime()),
+            "timeEpoch": int(time.time() * 1000),
+        },
+        "body": text or None,
+        "isBase64Encoded": is_b64,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "interlude-local"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        if getattr(self.server, "verbose", False):
+            super().log_message(format, *args)
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY:
+            self.send_error(413)
+            return
+        body = self.rfile.read(length) if length else b""
+        event = to_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
+        try:
+            result = invoke("api", event)
+        except Exception:  # Lambda would answer 502 when the function itself crashes
+            result = {
+                "statusCode": 502,
+                "headers": {"Content-Type": "application/json"},
+                "body": '{"message":"Internal Server Error"}',
+            }
+        payload = result.get("body") or ""
+        data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+        self.send_response(int(result.get("statusCode", 200)))
+        for name, value in (result.get("headers") or {}).items():
+            self.send_header(name, value)
+        for name, values in (result.get("multiValueHeaders") or {}).items():
+            for value in values:
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+
+
+class _Server(ThreadingHTTPServer):
+    # Bursts of concurrent clients (approvers racing) must queue, not be reset.
+    request_queue_size = 256
+
+
+class Gateway:
+    def __init__(self, port: int = 0, verbose: bool = False) -> None:
+        self.server = _Server(("127.0.0.1", port), _Handler)
+        self.server.daemon_threads = True
+        self.server.verbose = verbose  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.server.serve_forever, name="gateway", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Gateway:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

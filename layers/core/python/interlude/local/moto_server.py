@@ -1,0 +1,49 @@
+"""moto's server on 127.0.0.1, serialised: one request at a time, so conditional writes are atomic as on AWS."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
+
+
+class _QuietHandler(MotoRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
+class LockedMotoServer:
+    def __init__(self, port: int = 0) -> None:
+        self._app = DomainDispatcherApplication(create_backend_app)
+        self._lock = threading.Lock()
+        self._server: BaseWSGIServer = make_server(
+            "127.0.0.1", port, self._locked, threaded=True, request_handler=_QuietHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
+
+    def _locked(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        # moto's backends are not thread-safe (two conditional writers can both win); the whole
+        # request, response body included, runs under one lock.
+        with self._lock:
+            result = self._app(environ, start_response)
+            try:
+                return [b"".join(result)]
+            finally:
+                close = getattr(result, "close", None)
+                if close:
+                    close()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> LockedMotoServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)

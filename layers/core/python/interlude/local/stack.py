@@ -1,0 +1,138 @@
+"""Start the whole service on this machine: `make dev` / `interlude dev`."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from .. import wiring
+from ..model.requests import CreateKeyRequest
+from ..model.workflow import WorkflowDefinition
+from ..store import Store, create_table
+from .http_gateway import Gateway
+from .moto_server import LockedMotoServer
+from .pumps import StreamPump
+
+DEMO_TENANT = "demo"
+TABLE_NAME = "interlude-local"
+
+DEMO_WORKFLOW: dict[str, Any] = {
+    "name": "Publish a post after approval",
+    "description": "Drafts a post from the run's inputs, asks an editor, then publishes or files the rejection.",
+    "nodes": [
+        {
+            "id": "draft",
+            "typeId": "core.transform",
+            "config": {"outputs": {"title": "{{inputs.title}}", "body": "Draft about {{inputs.title}}"}},
+        },
+        {
+            "id": "review",
+            "typeId": "core.approvalGate",
+            "config": {
+                "title": "Publish '{{draft.title}}'?",
+                "description": "{{draft.body}}",
+                "actions": ["accept", "reject"],
+            },
+        },
+        {
+            "id": "publish",
+            "typeId": "core.transform",
+            "config": {"outputs": {"published": "{{draft.title}}", "by": "{{review.decidedBy}}"}},
+        },
+        {"id": "file-rejection", "typeId": "core.noop"},
+    ],
+    "edges": [
+        {"id": "draft-review", "sourceNodeId": "draft", "targetNodeId": "review"},
+        {"id": "review-publish", "sourceNodeId": "review", "targetNodeId": "publish", "triggerRule": "all_success"},
+        {
+            "id": "review-reject",
+            "sourceNodeId": "review",
+            "targetNodeId": "file-rejection",
+            "triggerRule": "any_failed",
+        },
+    ],
+    "variables": [{"name": "title", "type": "string", "defaultValue": "Hello, Interlude"}],
+}
+
+
+def configure_environment(moto_endpoint: str, table_name: str) -> None:
+    """Point every boto3 client in this process (the handlers' too) at the local moto server."""
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": moto_endpoint,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+            "TABLE_NAME": table_name,
+            "POWERTOOLS_SERVICE_NAME": "interlude",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+            "POWERTOOLS_METRICS_NAMESPACE": "Interlude",
+        }
+    )
+    os.environ.pop("AWS_PROFILE", None)
+
+
+@dataclass
+class LocalInfo:
+    base_url: str
+    tenant: str
+    api_key: str
+    moto_endpoint: str
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "baseUrl": self.base_url,
+            "tenant": self.tenant,
+            "apiKey": self.api_key,
+            "motoEndpoint": self.moto_endpoint,
+        }
+
+
+class LocalStack:
+    def __init__(self, port: int = 8080, moto_port: int = 0, verbose: bool = False) -> None:
+        self.port = port
+        self.moto_port = moto_port
+        self.verbose = verbose
+        self.moto: LockedMotoServer | None = None
+        self.gateway: Gateway | None = None
+        self.pump: StreamPump | None = None
+        self.info: LocalInfo | None = None
+
+    def start(self) -> LocalInfo:
+        self.moto = LockedMotoServer(self.moto_port).start()
+        configure_environment(self.moto.endpoint, TABLE_NAME)
+        create_table(boto3.client("dynamodb"), TABLE_NAME)
+        api_key = seed(Store(TABLE_NAME))
+        self.pump = StreamPump(TABLE_NAME).start()
+        self.gateway = Gateway(self.port, self.verbose).start()
+        self.info = LocalInfo(self.gateway.base_url, DEMO_TENANT, api_key, self.moto.endpoint)
+        return self.info
+
+    def stop(self) -> None:
+        for part in (self.gateway, self.pump, self.moto):
+            if part is not None:
+                part.stop()
+
+
+def seed(store: Store) -> str:
+    """A demo tenant: an admin key holding every scope, and the demo approval workflow."""
+    from ..service import Service
+
+    service = Service(store)
+    admin = service.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))
+    principal = service.authenticate(f"Bearer {admin['apiKey']}")
+    WorkflowDefinition.model_validate(DEMO_WORKFLOW)
+    service.put_workflow(principal, "demo-approval", DEMO_WORKFLOW)
+    return admin["apiKey"]
+
+
+def write_state_file(info: LocalInfo, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info.as_json(), indent=2) + "\n")
+    path.chmod(0o600)

@@ -1,0 +1,1 @@
+"""Pydantic models of what Interlude stores and exchanges."""

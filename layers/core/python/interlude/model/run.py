@@ -1,0 +1,93 @@
+"""A run's durable state: what the run head item holds (as JSON) between transitions."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RunStatus = Literal[
+    "pending",
+    "running",
+    "waiting-approval",
+    "waiting-input",
+    "waiting-external",
+    "completed",
+    "failed",
+    "cancelled",
+]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+WAITING_STATUSES: frozenset[str] = frozenset({"waiting-approval", "waiting-input", "waiting-external"})
+NodeStatus = Literal["pending", "queued", "suspended", "completed", "failed", "skipped"]
+TERMINAL_NODE_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
+
+
+class Mutable(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class NodeState(Mutable):
+    status: NodeStatus = "pending"
+    visits: int = 0
+    # Step counters: a source counts for a target only if it settled after the target last started.
+    activatedAt: int = -1
+    settledAt: int = -1
+
+
+class Vote(Mutable):
+    principal: str
+    action: str
+    at: str
+    surface: str
+    subject: dict[str, Any] | None = None
+    groups: list[str] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    resumeValue: Any = None
+
+
+class OpenInterrupt(Mutable):
+    nodeId: str
+    key: str
+    interruptId: str
+    kind: str
+    visit: int
+    payload: dict[str, Any]
+    raisedAt: str
+    # Epoch seconds, or None when the interrupt has no timeout.
+    deadline: float | None = None
+    votes: list[Vote] = Field(default_factory=list)
+
+
+class RunState(Mutable):
+    v: int = 1  # format version of this document
+    runId: str
+    tenant: str
+    workflowId: str
+    workflowVersion: int
+    status: RunStatus = "pending"
+    owner: dict[str, Any]
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    configurable: dict[str, Any] | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    callbackUrl: str | None = None
+    createdAt: str
+    startedAt: str | None = None
+    completedAt: str | None = None
+    step: int = 0
+    executed: int = 0
+    nodes: dict[str, NodeState] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    queue: list[str] = Field(default_factory=list)
+    interrupts: dict[str, OpenInterrupt] = Field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    failedNodeId: str | None = None
+    nextSeq: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def current_node_id(self) -> str | None:
+        return next(iter(self.interrupts), None)

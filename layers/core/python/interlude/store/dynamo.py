@@ -1,0 +1,324 @@
+"""Single-table DynamoDB repository (design §4). Every state change is one conditional TransactWriteItems.
+
+Item layout (keys are strings; every item carries its tenant in pk):
+  run head     T#{tenant}#R#{run}        RUN              state JSON, status, version
+  event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote
+  interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution; inbox GSI while open
+  workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
+  api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from .. import wiring
+from ..engine.events import to_docs
+from ..engine.run import Transition, iso
+from ..model.run import OpenInterrupt, RunState
+
+Item = dict[str, dict[str, Any]]
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _json(value: Any) -> dict[str, str]:
+    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
+
+
+def run_pk(run_id: str) -> str:
+    tenant, opaque = run_id.split("/", 1)
+    return f"T#{tenant}#R#{opaque}"
+
+
+def workflow_pk(tenant: str, workflow_id: str) -> str:
+    return f"T#{tenant}#W#{workflow_id}"
+
+
+def event_sk(last_seq: int) -> str:
+    return f"{wiring.EVENT_ITEM_PREFIX}{last_seq:012d}"
+
+
+RUN_SK = "RUN"
+
+
+@dataclass
+class Conflict(Exception):
+    """A transaction lost a condition. `reasons` holds, per failed item, its sort key and old image."""
+
+    reasons: list[tuple[str, dict[str, Any] | None]]
+
+    def interrupt_old_image(self) -> dict[str, Any] | None:
+        return next((old for sk, old in self.reasons if sk.startswith("I#")), None)
+
+
+def plain(item: Item) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, typed in item.items():
+        ((kind, value),) = typed.items()
+        out[name] = (
+            int(value) if kind == "N" and value.lstrip("-").isdigit() else float(value) if kind == "N" else value
+        )
+    return out
+
+
+def create_table(client: Any, name: str) -> None:
+    """Create the table exactly as wiring declares it (the local stack and tests use this)."""
+    client.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": t} for n, t in wiring.key_attributes()],
+        KeySchema=[
+            {"AttributeName": wiring.PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": wiring.SORT_KEY, "KeyType": "RANGE"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": gsi.name,
+                "KeySchema": [
+                    {"AttributeName": gsi.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": gsi.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for gsi in wiring.GLOBAL_INDEXES
+        ],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": wiring.STREAM_VIEW},
+    )
+    client.get_waiter("table_exists").wait(TableName=name)
+    client.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": wiring.TTL_ATTRIBUTE}
+    )
+
+
+class Store:
+    def __init__(self, table_name: str, client: Any = None) -> None:
+        self.table = table_name
+        self.client = client or boto3.client("dynamodb")
+
+    # -- api keys ----------------------------------------------------------------------------------
+
+    def put_api_key(self, key_id: str, record: dict[str, Any]) -> None:
+        self.client.put_item(
+            TableName=self.table,
+            Item={"pk": _s(f"K#{key_id}"), "sk": _s("KEY"), "record": _json(record)},
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def get_api_key(self, key_id: str) -> dict[str, Any] | None:
+        got = self.client.get_item(TableName=self.table, Key={"pk": _s(f"K#{key_id}"), "sk": _s("KEY")})
+        item = got.get("Item")
+        return json.loads(item["record"]["S"]) if item else None
+
+    # -- workflows ---------------------------------------------------------------------------------
+
+    def latest_workflow(self, tenant: str, workflow_id: str) -> tuple[int, dict[str, Any]] | None:
+        got = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :v)",
+            ExpressionAttributeValues={":pk": _s(workflow_pk(tenant, workflow_id)), ":v": _s("V#")},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        items = got.get("Items") or []
+        if not items:
+            return None
+        return int(items[0]["version"]["N"]), json.loads(items[0]["definition"]["S"])
+
+    def get_workflow(self, tenant: str, workflow_id: str, version: int) -> dict[str, Any] | None:
+        got = self.client.get_item(
+            TableName=self.table, Key={"pk": _s(workflow_pk(tenant, workflow_id)), "sk": _s(f"V#{version:08d}")}
+        )
+        item = got.get("Item")
+        return json.loads(item["definition"]["S"]) if item else None
+
+    def put_workflow_version(
+        self, tenant: str, workflow_id: str, version: int, definition: dict[str, Any], created_at: str, created_by: str
+    ) -> bool:
+        """False when that version number was taken meanwhile (the caller retries with the next one)."""
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": _s(workflow_pk(tenant, workflow_id)),
+                    "sk": _s(f"V#{version:08d}"),
+                    "version": _n(version),
+                    "definition": _json(definition),
+                    "createdAt": _s(created_at),
+                    "createdBy": _s(created_by),
+                },
+                ConditionExpression="attribute_not_exists(sk)",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> tuple[RunState, int] | None:
+        got = self.client.get_item(TableName=self.table, Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)})
+        item = got.get("Item")
+        if not item:
+            return None
+        return RunState.model_validate_json(item["state"]["S"]), int(item["version"]["N"])
+
+    def commit(
+        self, transition: Transition, expected_version: int | None, now_iso: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race."""
+        state = transition.state
+        pk = run_pk(state.runId)
+        first_seq = state.nextSeq
+        docs = to_docs(state.runId, transition.events, first_seq, now_iso or iso_now())
+        state.nextSeq = first_seq + len(docs)
+        version = 1 if expected_version is None else expected_version + 1
+        head: Item = {
+            "pk": _s(pk),
+            "sk": _s(RUN_SK),
+            "version": _n(version),
+            "status": _s(state.status),
+            "workflowId": _s(state.workflowId),
+            "state": {"S": state.model_dump_json()},
+        }
+        items: list[tuple[str, dict[str, Any]]] = []
+        if expected_version is None:
+            items.append((RUN_SK, {"Put": {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}}))
+        else:
+            items.append(
+                (
+                    RUN_SK,
+                    {
+                        "Put": {
+                            "Item": head,
+                            "ConditionExpression": "version = :v",
+                            "ExpressionAttributeValues": {":v": _n(expected_version)},
+                        }
+                    },
+                )
+            )
+        if docs:
+            sk = event_sk(state.nextSeq - 1)
+            batch: Item = {
+                "pk": _s(pk),
+                "sk": _s(sk),
+                "first": _n(first_seq),
+                "last": _n(state.nextSeq - 1),
+                "events": _json(docs),
+            }
+            items.append((sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}))
+        for interrupt in transition.opened:
+            items.append((f"I#{interrupt.key}", {"Put": self._interrupt_put(state, interrupt)}))
+        for updated in transition.updated:
+            items.append((f"I#{updated.key}", {"Update": self._interrupt_votes(pk, updated)}))
+        for closed in transition.closed:
+            items.append(
+                (
+                    f"I#{closed.interrupt.key}",
+                    {"Update": self._interrupt_close(pk, closed.interrupt, closed.status, closed.resolution)},
+                )
+            )
+        for _, op in items:
+            body = next(iter(op.values()))
+            body["TableName"] = self.table
+            body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        try:
+            self.client.transact_write_items(TransactItems=[op for _, op in items])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            failed = [
+                (items[i][0], plain(r["Item"]) if r.get("Item") else None)
+                for i, r in enumerate(reasons)
+                if r.get("Code") == "ConditionalCheckFailed"
+            ]
+            if not failed and not reasons:
+                failed = [(RUN_SK, None)]
+            if not failed:
+                raise
+            raise Conflict(failed) from exc
+        return docs
+
+    def _interrupt_put(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
+        item: Item = {
+            "pk": _s(run_pk(state.runId)),
+            "sk": _s(f"I#{interrupt.key}"),
+            "status": _s("open"),
+            "interruptId": _s(interrupt.interruptId),
+            "nodeId": _s(interrupt.nodeId),
+            "kind": _s(interrupt.kind),
+            "runId": _s(state.runId),
+            "workflowId": _s(state.workflowId),
+            "payload": _json(interrupt.payload),
+            "raisedAt": _s(interrupt.raisedAt),
+            wiring.INBOX_INDEX.partition_key: _s(f"T#{state.tenant}#INBOX"),
+            wiring.INBOX_INDEX.sort_key: _s(f"{interrupt.raisedAt}#{interrupt.interruptId}"),
+        }
+        if interrupt.deadline is not None:
+            item["deadline"] = _n(interrupt.deadline)
+        # Re-entry guard: one interrupt per key for the lifetime of the run.
+        return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
+
+    def _interrupt_votes(self, pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
+        return {
+            "Key": {"pk": _s(pk), "sk": _s(f"I#{interrupt.key}")},
+            "UpdateExpression": "SET votes = :votes",
+            "ConditionExpression": "#st = :open",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": {
+                ":votes": _json([v.model_dump() for v in interrupt.votes]),
+                ":open": _s("open"),
+            },
+        }
+
+    def _interrupt_close(
+        self, pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return {
+            "Key": {"pk": _s(pk), "sk": _s(f"I#{interrupt.key}")},
+            # Leaving the inbox index: an index entry exists only while the interrupt is open.
+            "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
+            "ConditionExpression": "#st = :open",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": {":status": _s(status), ":resolution": _json(resolution), ":open": _s("open")},
+        }
+
+    def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events with sequence > after_sequence, in order. Batches are keyed by their last sequence."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": _s(run_pk(run_id)),
+                ":lo": _s(event_sk(max(after_sequence + 1, 0))),
+                ":hi": _s(event_sk(10**12 - 1)),
+            },
+        }
+        out: list[dict[str, Any]] = []
+        while True:
+            got = self.client.query(**kwargs)
+            for item in got.get("Items") or []:
+                out.extend(e for e in json.loads(item["events"]["S"]) if e["sequence"] > after_sequence)
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
+            if "LastEvaluatedKey" not in got:
+                return out
+            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+
+
+def iso_now() -> str:
+    return iso(datetime.now(UTC))

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what the suite needs from outside PyPI: Node.js (CDK synth runs on jsii).
+# Idempotent; uses Debian's packages (CI runs as root on a fresh machine).
+set -euo pipefail
+
+need=()
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing system packages: ${need[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi

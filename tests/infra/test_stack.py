@@ -1,0 +1,351 @@
+"""The synthesized CloudFormation template carries exactly the wiring that interlude.wiring declares."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import pytest  # noqa: E402
+from aws_cdk import App  # noqa: E402
+from aws_cdk.assertions import Template  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+from cfnlint.api import ManualArgs, lint  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+from app import build_app  # noqa: E402
+from infra import layer as layer_module  # noqa: E402
+from infra.stack import InterludeStack  # noqa: E402
+
+# What Lambda's stream poller calls on the stream (DynamoDB developer guide, "IAM policy to allow a Lambda
+# function to access DynamoDB stream records").
+STREAM_READ_ACTIONS = {
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+}
+
+
+class Synth:
+    def __init__(self, app: App, stack: InterludeStack, outdir: Path) -> None:
+        self.app = app
+        self.stack = stack
+        self.outdir = outdir
+        self.artifact = app.synth().get_stack_by_name(stack.stack_name)
+        self.template_json = self.artifact.template
+        self.template = Template.from_json(self.template_json)
+        self.resources = self.template_json["Resources"]
+
+    def logical_id(self, construct) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)
+
+    def of_type(self, resource_type: str) -> dict[str, dict]:
+        return {key: res for key, res in self.resources.items() if res["Type"] == resource_type}
+
+    def table_id(self) -> str:
+        return self.logical_id(self.stack.data.table)
+
+    def function_id(self, name: str) -> str:
+        return self.logical_id(self.stack.functions.by_name[name])
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> Synth:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    with pytest.MonkeyPatch.context() as env:
+        # Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            env.setenv(key, value)
+        env.delenv("CDK_OUTDIR", raising=False)
+        app, stack = build_app(
+            # The bare sources: synthesis must not depend on scripts/build_layer.sh having run. Asset
+            # metadata (what the CLI turns on) lets the tests see which directory each asset came from.
+            context={"layerDir": "layers/core", "aws:cdk:enable-asset-metadata": True},
+            outdir=str(outdir),
+        )
+        return Synth(app, stack, outdir)
+
+
+def _statements_of_role(synth: Synth, role_id: str) -> list[dict]:
+    role = synth.resources[role_id]["Properties"]
+    statements = [s for policy in role.get("Policies", []) for s in policy["PolicyDocument"]["Statement"]]
+    for policy in synth.of_type("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _actions_on(statements: list[dict], resource) -> set[str]:
+    return {
+        action
+        for statement in statements
+        if resource in _as_list(statement["Resource"])
+        for action in _as_list(statement["Action"])
+    }
+
+
+# --- table ---------------------------------------------------------------------------------------------
+
+
+def test_table_keys_and_attribute_definitions_match_wiring(synth):
+    # Given the synthesized template / When the table is read / Then its keys are wiring's, nothing else
+    (table,) = synth.of_type("AWS::DynamoDB::Table").values()
+    props = table["Properties"]
+    assert props["KeySchema"] == [
+        {"AttributeName": wiring.PARTITION_KEY, "KeyType": "HASH"},
+        {"AttributeName": wiring.SORT_KEY, "KeyType": "RANGE"},
+    ]
+    definitions = [(d["AttributeName"], d["AttributeType"]) for d in props["AttributeDefinitions"]]
+    assert sorted(definitions) == sorted(wiring.key_attributes())
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_table_indexes_ttl_stream_and_protection(synth):
+    # Given the synthesized table / Then GSIs, TTL, stream and recovery settings follow wiring
+    (table,) = synth.of_type("AWS::DynamoDB::Table").values()
+    props = table["Properties"]
+    indexes = {index["IndexName"]: index for index in props["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {index.name for index in wiring.GLOBAL_INDEXES}
+    for index in wiring.GLOBAL_INDEXES:
+        assert indexes[index.name]["KeySchema"] == [
+            {"AttributeName": index.partition_key, "KeyType": "HASH"},
+            {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+        ]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": wiring.TTL_ATTRIBUTE, "Enabled": True}
+    assert props["StreamSpecification"] == {"StreamViewType": wiring.STREAM_VIEW}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+
+
+# --- functions ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_function_runtime_architecture_handler_and_environment(synth, spec):
+    # Given a wiring.Function / When its Lambda resource is read / Then it runs the declared handler on arm64 3.12
+    fn = synth.resources[synth.function_id(spec.name)]
+    props = fn["Properties"]
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+    assert props["Handler"] == spec.handler
+    assert props["MemorySize"] == spec.memory_mb
+    assert props["Timeout"] == spec.timeout_s
+    assert props["Environment"]["Variables"] == {
+        "TABLE_NAME": {"Ref": synth.table_id()},
+        "POWERTOOLS_SERVICE_NAME": "interlude",
+        "LOG_LEVEL": "INFO",
+    }
+    assert props["Layers"] == [{"Ref": synth.logical_id(synth.stack.core_layer.layer)}]
+    # The handler module named by wiring is inside the code asset, which is functions/<name>/ as it is on disk.
+    asset_dir = synth.outdir / fn["Metadata"]["aws:asset:path"]
+    module = spec.handler.rsplit(".", 1)[0].replace(".", "/") + ".py"
+    assert (asset_dir / module).read_text() == (PROJECT_ROOT / "functions" / spec.name / module).read_text()
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_function_has_own_log_group_with_retention(synth, spec):
+    # Given a function / Then it logs to a log group of its own that expires its entries
+    props = synth.resources[synth.function_id(spec.name)]["Properties"]
+    log_group_id = props["LoggingConfig"]["LogGroup"]["Ref"]
+    assert synth.resources[log_group_id]["Type"] == "AWS::Logs::LogGroup"
+    assert synth.resources[log_group_id]["Properties"]["RetentionInDays"] > 0
+
+
+def test_layer_is_built_for_the_functions_platform(synth):
+    # Given the core layer / Then it targets the functions' runtime and architecture and ships interlude under python/
+    layer_id = synth.logical_id(synth.stack.core_layer.layer)
+    layer = synth.resources[layer_id]
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    asset_dir = synth.outdir / layer["Metadata"]["aws:asset:path"]
+    assert (asset_dir / "python" / "interlude" / "wiring.py").is_file()
+    assert not list(asset_dir.glob("python/*.egg-info"))
+
+
+# --- least privilege ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_role_table_actions_are_exactly_wirings(synth, spec):
+    # Given a function's role / When every statement attached to it is collected
+    role_id = synth.resources[synth.function_id(spec.name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = _statements_of_role(synth, role_id)
+    table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
+    stream_arn = {"Fn::GetAtt": [synth.table_id(), "StreamArn"]}
+
+    # Then the table gets exactly wiring's actions, and so does every index
+    assert _actions_on(statements, table_arn) == set(spec.table_actions)
+    for index in wiring.GLOBAL_INDEXES:
+        index_arn = {"Fn::Join": ["", [table_arn, f"/index/{index.name}"]]}
+        assert _actions_on(statements, index_arn) == set(spec.table_actions)
+    # And the stream is readable only by the function wiring says reads it
+    assert _actions_on(statements, stream_arn) == (STREAM_READ_ACTIONS if spec.reads_stream else set())
+    # And no DynamoDB action is granted anywhere else or through a wildcard
+    all_dynamodb = {a for s in statements for a in _as_list(s["Action"]) if a.startswith("dynamodb:")}
+    assert all_dynamodb == set(spec.table_actions) | (STREAM_READ_ACTIONS if spec.reads_stream else set())
+    assert not [a for s in statements for a in _as_list(s["Action"]) if "*" in a]
+    for statement in statements:
+        if any(a.startswith("dynamodb:") for a in _as_list(statement["Action"])):
+            assert "*" not in _as_list(statement["Resource"])
+
+
+def test_roles_have_no_managed_policies(synth):
+    # Given every function role / Then nothing broader than the inline statements is attached
+    for spec in wiring.FUNCTIONS:
+        role_id = synth.resources[synth.function_id(spec.name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+        assert "ManagedPolicyArns" not in synth.resources[role_id]["Properties"]
+
+
+# --- the stream outbox ----------------------------------------------------------------------------------
+
+
+def test_stream_mapping_feeds_only_new_event_items_to_the_reader(synth):
+    # Given wiring's stream reader / When the event source mappings are read
+    (reader,) = [spec for spec in wiring.FUNCTIONS if spec.reads_stream]
+    mappings = list(synth.of_type("AWS::Lambda::EventSourceMapping").values())
+    assert len(mappings) == 1
+    props = mappings[0]["Properties"]
+
+    # Then the reader consumes the table's stream with wiring's batch and retry settings
+    assert props["FunctionName"] == {"Ref": synth.function_id(reader.name)}
+    assert props["EventSourceArn"] == {"Fn::GetAtt": [synth.table_id(), "StreamArn"]}
+    assert props["BatchSize"] == wiring.STREAM_BATCH_SIZE
+    assert props["MaximumRetryAttempts"] == wiring.STREAM_MAX_RETRIES
+    assert props["BisectBatchOnFunctionError"] is True
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    # And only inserts of event-log items pass the filter
+    (only_filter,) = props["FilterCriteria"]["Filters"]
+    assert json.loads(only_filter["Pattern"]) == {
+        "eventName": ["INSERT"],
+        "dynamodb": {"NewImage": {wiring.SORT_KEY: {"S": [{"prefix": wiring.EVENT_ITEM_PREFIX}]}}},
+    }
+    # And batches that exhaust their retries land in an SQS dead-letter queue the reader may write to
+    dlq_id = props["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    assert synth.resources[dlq_id]["Type"] == "AWS::SQS::Queue"
+    role_id = synth.resources[synth.function_id(reader.name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+    dlq_actions = _actions_on(_statements_of_role(synth, role_id), {"Fn::GetAtt": [dlq_id, "Arn"]})
+    assert "sqs:SendMessage" in dlq_actions
+
+
+# --- HTTP API -------------------------------------------------------------------------------------------
+
+
+def test_one_route_per_wiring_route_all_on_the_routes_function(synth):
+    # Given the HTTP API / When its routes are read
+    routes = list(synth.of_type("AWS::ApiGatewayV2::Route").values())
+    route_keys = [route["Properties"]["RouteKey"] for route in routes]
+
+    # Then there is exactly one route per wiring entry
+    assert sorted(route_keys) == sorted(f"{r.method} {r.path}" for r in wiring.ROUTES)
+    # And every route targets a Lambda proxy integration (payload 2.0) of the routes function
+    function_arn = {"Fn::GetAtt": [synth.function_id(wiring.ROUTES_FUNCTION), "Arn"]}
+    for route in routes:
+        target = route["Properties"]["Target"]["Fn::Join"][1]
+        assert target[0] == "integrations/"
+        integration = synth.resources[target[1]["Ref"]]["Properties"]
+        assert integration["IntegrationType"] == "AWS_PROXY"
+        assert integration["IntegrationUri"] == function_arn
+        assert integration["PayloadFormatVersion"] == "2.0"
+
+
+def test_api_gateway_may_invoke_the_routes_function_per_route(synth):
+    # Given the Lambda permissions / Then API Gateway may invoke the routes function on each declared path
+    function_arn = {"Fn::GetAtt": [synth.function_id(wiring.ROUTES_FUNCTION), "Arn"]}
+    source_suffixes = {
+        permission["Properties"]["SourceArn"]["Fn::Join"][1][-1]
+        for permission in synth.of_type("AWS::Lambda::Permission").values()
+        if permission["Properties"]["FunctionName"] == function_arn
+        and permission["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    }
+    assert source_suffixes == {f"/*/*{route.path}" for route in wiring.ROUTES}
+
+
+def test_default_stage_throttles_and_logs_without_raw_paths(synth):
+    # Given the API's stage / Then it deploys itself, throttles, and writes access logs keyed by route
+    (stage,) = synth.of_type("AWS::ApiGatewayV2::Stage").values()
+    props = stage["Properties"]
+    assert props["StageName"] == "$default"
+    assert props["AutoDeploy"] is True
+    assert props["DefaultRouteSettings"]["ThrottlingRateLimit"] > 0
+    assert props["DefaultRouteSettings"]["ThrottlingBurstLimit"] > 0
+    log_format = json.loads(props["AccessLogSettings"]["Format"])
+    assert log_format["requestId"] == "$context.requestId"
+    assert log_format["routeKey"] == "$context.routeKey"
+    # Token surfaces carry capability tokens in the path; the access log must not record them.
+    assert not [value for value in log_format.values() if "$context.path" in value]
+
+
+def test_outputs_have_stable_names(synth):
+    # Given the outputs / Then the API URL and table name sit under fixed logical ids
+    outputs = synth.template_json["Outputs"]
+    assert outputs[InterludeStack.OUTPUT_TABLE_NAME]["Value"] == {"Ref": synth.table_id()}
+    url_parts = outputs[InterludeStack.OUTPUT_API_URL]["Value"]["Fn::Join"][1]
+    assert url_parts[0] == "https://"
+    assert url_parts[1] == {"Ref": synth.logical_id(synth.stack.api.http_api)}
+
+
+# --- linters --------------------------------------------------------------------------------------------
+
+
+def test_cdk_nag_aws_solutions_reports_nothing_unacknowledged(synth):
+    # Given the whole app / When the AWS Solutions pack evaluates it / Then every finding is acknowledged
+    report = AwsSolutionsChecks().validate_scope(synth.app)
+    findings = [f"{v.rule_name} at {[r.construct_path for r in v.violating_resources]}" for v in report.violations]
+    assert findings == []
+    assert report.success
+
+
+def test_every_acknowledgement_gives_a_reason(synth):
+    # Given the synthesized metadata / Then each acknowledged rule carries a written reason
+    metadata = json.loads((synth.outdir / f"{synth.stack.artifact_id}.metadata.json").read_text())
+    acknowledged = {
+        f"{path} {rule}": reason
+        for path, entries in metadata.items()
+        for entry in entries
+        if entry["type"] == "aws:cdk:acknowledged-rules"
+        for rule, reason in entry["data"].items()
+    }
+    assert acknowledged
+    assert {key: reason for key, reason in acknowledged.items() if len(reason.strip()) < 20} == {}
+
+
+def test_cfn_lint_passes(synth):
+    # Given the template / When cfn-lint checks it / Then nothing is reported
+    # W3005 (redundant DependsOn) is how aws_lambda.Function orders itself after its role's default policy.
+    matches = lint(
+        json.dumps(synth.template_json),
+        config=ManualArgs(regions=["us-east-1", "eu-west-1"], ignore_checks=["W3005"]),
+    )
+    assert [str(match) for match in matches] == []
+
+
+# --- layer directory choice -----------------------------------------------------------------------------
+
+
+def test_layer_dir_prefers_context_then_build_then_sources(tmp_path, monkeypatch):
+    # Given no build and no context / Then the bare sources are used
+    monkeypatch.setattr(layer_module, "BUILT_LAYER_DIR", tmp_path / "build")
+    assert layer_module.choose_layer_dir(App()) == layer_module.SOURCE_LAYER_DIR
+    # Given a built layer / Then it wins over the sources
+    (tmp_path / "build" / "python").mkdir(parents=True)
+    assert layer_module.choose_layer_dir(App()) == tmp_path / "build"
+    # Given context layerDir / Then it wins over both, relative to the project root
+    chosen = layer_module.choose_layer_dir(App(context={"layerDir": "layers/core"}))
+    assert chosen == PROJECT_ROOT / "layers" / "core"

@@ -1,0 +1,154 @@
+"""The token key ring in Secrets Manager (moto): created once, rotated, retired, and read through Powertools' cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+from aws_lambda_powertools.utilities.parameters import base as parameters_base
+from moto import mock_aws
+
+from interlude.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
+from interlude.tokens.keyring_store import ensure_key_ring, load_key_ring, retire_key, rotate_key_ring
+
+SECRET = "interlude/test/token-keys"
+NOW = 1_760_000_000.0
+
+
+@pytest.fixture
+def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SECRETS_MANAGER"):
+        monkeypatch.delenv(name, raising=False)
+    parameters.clear_caches()
+    with mock_aws():
+        yield boto3.client("secretsmanager", region_name="us-east-1")
+    parameters.clear_caches()
+
+
+@pytest.fixture
+def claims() -> TokenClaims:
+    return TokenClaims(
+        interrupt_id="acme/int-0123456789abcdef",
+        run_id="acme/run-0123456789abcdef",
+        node_id="approve",
+        expires_at=int(NOW) + 600,
+        intent="resolve",
+    )
+
+
+def stored_ring(client) -> KeyRing:
+    return KeyRing.from_json(client.get_secret_value(SecretId=SECRET)["SecretString"])
+
+
+def test_ensure_creates_the_secret_once_and_then_returns_it_unchanged(secretsmanager) -> None:
+    # Given no secret, when the local stack starts twice
+    first = ensure_key_ring(SECRET, client=secretsmanager)
+    second = ensure_key_ring(SECRET, client=secretsmanager)
+
+    # Then one secret exists and both starts use the same ring
+    assert [s["Name"] for s in secretsmanager.list_secrets()["SecretList"]] == [SECRET]
+    assert first == second == stored_ring(secretsmanager)
+    assert len(first.keys) == 1
+    assert all(len(secret) >= 32 for secret in first.keys.values())
+
+
+def test_ensure_keeps_a_ring_that_already_exists(secretsmanager) -> None:
+    existing = KeyRing.generate("k-operator").rotated()
+    secretsmanager.create_secret(Name=SECRET, SecretString=existing.to_json())
+
+    assert ensure_key_ring(SECRET, client=secretsmanager) == existing
+    assert stored_ring(secretsmanager) == existing
+
+
+def test_rotate_adds_a_signing_kid_and_keeps_the_old_one(secretsmanager, claims: TokenClaims) -> None:
+    original = ensure_key_ring(SECRET, client=secretsmanager)
+    old_token = mint(claims, original)
+
+    rotated = rotate_key_ring(SECRET, client=secretsmanager)
+
+    assert stored_ring(secretsmanager) == rotated
+    assert rotated.current_kid != original.current_kid
+    assert set(rotated.keys) == {original.current_kid, rotated.current_kid}
+    assert rotated.keys[original.current_kid] == original.keys[original.current_kid]
+    assert verify(old_token, stored_ring(secretsmanager), now=NOW) == claims
+
+
+def test_retire_removes_a_kid_and_revokes_its_tokens(secretsmanager, claims: TokenClaims) -> None:
+    original = ensure_key_ring(SECRET, client=secretsmanager)
+    old_token = mint(claims, original)
+    rotated = rotate_key_ring(SECRET, client=secretsmanager)
+
+    retired = retire_key(SECRET, original.current_kid, client=secretsmanager)
+
+    assert stored_ring(secretsmanager) == retired
+    assert set(retired.keys) == {rotated.current_kid}
+    with pytest.raises(TokenInvalid):
+        verify(old_token, retired, now=NOW)
+
+
+def test_retiring_the_current_kid_is_refused_and_changes_nothing(secretsmanager) -> None:
+    ring = ensure_key_ring(SECRET, client=secretsmanager)
+    versions_before = secretsmanager.list_secret_version_ids(SecretId=SECRET)["Versions"]
+
+    with pytest.raises(ValueError):
+        retire_key(SECRET, ring.current_kid, client=secretsmanager)
+
+    assert stored_ring(secretsmanager) == ring
+    assert secretsmanager.list_secret_version_ids(SecretId=SECRET)["Versions"] == versions_before
+
+
+def test_load_is_served_from_the_powertools_cache_until_max_age(secretsmanager, monkeypatch) -> None:
+    ensure_key_ring(SECRET, client=secretsmanager)
+    provider = SecretsProvider(boto3_client=secretsmanager)
+    fetches: list[str] = []
+    secretsmanager.meta.events.register(
+        "before-parameter-build.secrets-manager.GetSecretValue",
+        lambda params, **_: fetches.append(params["SecretId"]),
+    )
+
+    # Given a warm reader
+    first = load_key_ring(SECRET, max_age_s=60, provider=provider)
+    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == first
+    assert fetches == [SECRET]
+
+    # When an operator rotates, the reader keeps its cached ring within max_age
+    rotated = rotate_key_ring(SECRET, client=secretsmanager)
+    fetches.clear()
+    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == first
+    assert fetches == []
+
+    # Then force_fetch sees the rotation at once
+    assert load_key_ring(SECRET, max_age_s=60, provider=provider, force_fetch=True) == rotated
+
+    # And once max_age has passed on Powertools' clock, a plain load sees the next rotation
+    rotated_again = rotate_key_ring(SECRET, client=secretsmanager)
+    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == rotated
+
+    class Later(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.now(tz) + timedelta(seconds=61)
+
+    monkeypatch.setattr(parameters_base, "datetime", Later)
+    assert load_key_ring(SECRET, max_age_s=60, provider=provider) == rotated_again
+
+
+def test_load_through_the_default_powertools_provider(secretsmanager) -> None:
+    ring = ensure_key_ring(SECRET, client=secretsmanager)
+    assert load_key_ring(SECRET) == ring
+
+    rotated = rotate_key_ring(SECRET, client=secretsmanager)
+    assert load_key_ring(SECRET) == ring
+    assert load_key_ring(SECRET, force_fetch=True) == rotated

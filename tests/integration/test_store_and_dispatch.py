@@ -1,0 +1,158 @@
+"""The store and the stream consumer against moto's DynamoDB and DynamoDB Streams, with the real handlers."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import schemas, wiring
+from interlude.auth import Principal
+from interlude.errors import ApiError
+from interlude.local import lambda_runtime
+from interlude.model.requests import CreateKeyRequest
+from interlude.service import Service
+from interlude.store import Store, create_table
+
+TABLE = "interlude-test"
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        yield
+
+
+@pytest.fixture
+def service(aws) -> Service:
+    return Service(Store(TABLE))
+
+
+@pytest.fixture
+def admin(service) -> Principal:
+    created = service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    return service.authenticate(f"Bearer {created['apiKey']}")
+
+
+def register(service, admin, name: str) -> str:
+    definition = json.loads((FIXTURES / f"{name}.json").read_text())
+    service.put_workflow(admin, definition["id"], definition)
+    return definition["id"]
+
+
+def stream_records() -> list[dict]:
+    streams = boto3.client("dynamodbstreams")
+    arn = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")[
+            "ShardIterator"
+        ]
+        records += streams.get_records(ShardIterator=it, Limit=1000)["Records"]
+    return [{**r, "eventSourceARN": arn} for r in records]
+
+
+def all_items() -> list[dict]:
+    # A scan is fine in a test: it checks that nothing else was written.
+    return boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+
+
+def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transition(service, admin):
+    workflow = register(service, admin, "conformance-approval")
+    state = service.create_run(admin, {"workflowId": workflow})
+    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+    events = service.store.read_events(state.runId)
+    assert [e["type"] for e in events] == [
+        "run.started",
+        "node.started",
+        "interrupt.requested",
+        "node.suspended",
+        "interrupt.resolved",
+        "node.resumed",
+        "node.completed",
+        "run.completed",
+    ]
+    assert [e["sequence"] for e in events] == list(range(8))
+    envelope = schemas.validator("run-event.schema.json")
+    for e in events:
+        assert envelope.is_valid(e)
+        payload = schemas.payload_validator(e["type"])
+        assert payload is None or payload.is_valid(e["payload"])
+    event_items = [i for i in all_items() if i["sk"]["S"].startswith("E#")]
+    assert len(event_items) == 2  # one per transition: create, resolve
+    assert service.store.read_events(state.runId, after_sequence=5) == events[6:]
+
+
+def test_stream_records_delivered_twice_and_out_of_order_change_nothing(service, admin, monkeypatch):
+    workflow = register(service, admin, "conformance-approval-reject-loopback")
+    state = service.create_run(admin, {"workflowId": workflow})
+    service.resolve_interrupt(admin, state.runId, "gate", {"action": "reject"})
+    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+    before = sorted(json.dumps(i, sort_keys=True) for i in all_items())
+    records = stream_records()
+    assert len([r for r in records if r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")]) == 3
+    doubled = records * 2
+    random.Random(7).shuffle(doubled)
+    result = lambda_runtime.invoke("dispatch", {"Records": doubled})
+    assert result == {"batchItemFailures": []}
+    after = sorted(json.dumps(i, sort_keys=True) for i in all_items())
+    assert after == before
+
+
+def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):
+    service = Service(Store(TABLE), step_budget=2)
+    created = service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    admin = service.authenticate(f"Bearer {created['apiKey']}")
+    chain = {
+        "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
+        "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
+    }
+    service.put_workflow(admin, "chain", chain)
+    state = service.create_run(admin, {"workflowId": "chain"})
+    assert state.status == "running"
+    # The real dispatch handler, fed the stream as the event source mapping would, finishes the run.
+    monkeypatch.setenv("INTERLUDE_STEP_BUDGET", "2")
+    for _ in range(10):
+        records = stream_records()
+        lambda_runtime.invoke("dispatch", {"Records": records})
+        if service.store.get_run(state.runId)[0].status == "completed":
+            break
+    final, _ = service.store.get_run(state.runId)
+    assert final.status == "completed"
+    seqs = [e["sequence"] for e in service.store.read_events(state.runId)]
+    assert seqs == list(range(len(seqs)))
+
+
+def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(service, admin):
+    workflow = register(service, admin, "conformance-approval")
+    state = service.create_run(admin, {"workflowId": workflow})
+    stale_state, stale_version = service.store.get_run(state.runId)
+    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+    calls = []
+    service.store.client.meta.events.register("before-call.dynamodb", lambda **kw: calls.append(kw["model"].name))
+    with pytest.raises(ApiError) as lost:
+        service.resolve(stale_state, stale_version, "gate", {"action": "reject"}, _resolver(admin))
+    assert lost.value.code == "interrupt_already_resolved"
+    assert lost.value.details["resolution"]["decision"] == "granted"
+    assert calls == ["TransactWriteItems"]
+
+
+def _resolver(principal: Principal):
+    from interlude.interrupts.decide import Resolver
+
+    return Resolver(subject=principal.subject, surface="run")
+
+
+def test_workflow_versions_are_immutable_and_increment(service, admin):
+    first = service.put_workflow(admin, "wf", {"nodes": [{"id": "a", "typeId": "core.noop"}]})
+    second = service.put_workflow(admin, "wf", {"nodes": [{"id": "b", "typeId": "core.noop"}]})
+    assert (first["version"], second["version"]) == (1, 2)
+    assert service.store.get_workflow("t1", "wf", 1)["nodes"][0]["id"] == "a"
+    assert service.get_workflow(admin, "wf")["version"] == 2

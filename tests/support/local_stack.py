@@ -1,0 +1,123 @@
+"""Run `interlude dev` as a real subprocess on loopback, exactly as a developer would, and talk HTTP to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "openwop" / "fixtures"
+
+
+@dataclass
+class Api:
+    base_url: str
+    api_key: str
+    tenant: str
+    session: requests.Session = field(default_factory=requests.Session)
+
+    def headers(self, key: str | None = None, **extra: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.api_key}", "Content-Type": "application/json", **extra}
+
+    def call(self, method: str, path: str, body: Any = None, key: str | None = None, **extra: str) -> requests.Response:
+        data = body if isinstance(body, str | bytes) or body is None else json.dumps(body)
+        return self.session.request(
+            method, self.base_url + path, data=data, headers=self.headers(key, **extra), timeout=30
+        )
+
+    def put_workflow(self, workflow_id: str, definition: dict[str, Any], key: str | None = None) -> requests.Response:
+        return self.call("PUT", f"/workflows/{workflow_id}", definition, key)
+
+    def fixture(self, name: str) -> str:
+        """Register a shared OpenWOP fixture under a unique id; returns that id."""
+        definition = json.loads((FIXTURES / f"{name}.json").read_text())
+        workflow_id = f"{name}-{uuid.uuid4().hex[:8]}"
+        definition["id"] = workflow_id
+        got = self.put_workflow(workflow_id, definition)
+        assert got.status_code == 201, got.text
+        return workflow_id
+
+    def start(self, workflow_id: str, key: str | None = None, **body: Any) -> dict[str, Any]:
+        got = self.call("POST", "/runs", {"workflowId": workflow_id, **body}, key)
+        assert got.status_code == 201, got.text
+        return got.json()
+
+    def run(self, run_id: str, key: str | None = None) -> dict[str, Any]:
+        got = self.call("GET", f"/runs/{wire(run_id)}", key=key)
+        assert got.status_code == 200, got.text
+        return got.json()
+
+    def resolve(self, run_id: str, node_id: str, resume_value: Any, key: str | None = None) -> requests.Response:
+        return self.call("POST", f"/runs/{wire(run_id)}/interrupts/{node_id}", {"resumeValue": resume_value}, key)
+
+    def events(self, run_id: str, after: int | None = None) -> list[dict[str, Any]]:
+        query = "?timeout=1" + (f"&afterSequence={after}" if after is not None else "")
+        got = self.call("GET", f"/runs/{wire(run_id)}/events/poll{query}")
+        assert got.status_code == 200, got.text
+        return got.json()["events"]
+
+    def new_key(self, scopes: list[str], subject: str | None = None, **extra: Any) -> str:
+        got = self.call(
+            "POST", "/keys", {"subjectId": subject or f"user-{uuid.uuid4().hex[:6]}", "scopes": scopes, **extra}
+        )
+        assert got.status_code == 201, got.text
+        return got.json()["apiKey"]
+
+    def wait_status(self, run_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            snap = self.run(run_id)
+            if snap["status"] in statuses or time.monotonic() > deadline:
+                return snap
+            time.sleep(0.05)
+
+
+def wire(run_id: str) -> str:
+    return run_id.replace("/", "~2F")
+
+
+class LocalStackProcess:
+    def __init__(self, tmp: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.state_file = tmp / "local.json"
+        self.log = (tmp / "local-stack.log").open("w")
+        env = {**os.environ, **(extra_env or {})}
+        env.pop("AWS_ENDPOINT_URL", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "interlude.cli", "dev", "--port", "0", "--state-file", str(self.state_file)],
+            cwd=REPO,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait(self, timeout_s: float = 60.0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"local stack exited with {self.proc.returncode}; see {self.log.name}")
+            if self.state_file.exists():
+                info = json.loads(self.state_file.read_text())
+                try:
+                    if requests.get(info["baseUrl"] + "/.well-known/openwop", timeout=2).ok:
+                        return info
+                except requests.ConnectionError:
+                    pass
+            time.sleep(0.1)
+        raise TimeoutError("local stack did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()

@@ -1,0 +1,301 @@
+"""The engine alone: trigger rules, gates, loops, rejection routing, and the shared conformance fixtures."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from interlude import schemas
+from interlude.engine import run as engine
+from interlude.engine.events import to_docs
+from interlude.errors import ApiError
+from interlude.interrupts.decide import Resolver, decide
+from interlude.model.run import RunState
+from interlude.model.workflow import WorkflowDefinition
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ALICE = {"issuer": "urn:test", "subjectId": "alice", "tenant": "t1", "lane": "api-key", "kind": "user"}
+
+
+def fixture(name: str) -> WorkflowDefinition:
+    return WorkflowDefinition.model_validate(json.loads((FIXTURES / f"{name}.json").read_text()))
+
+
+def new_state(wf: WorkflowDefinition, **extra) -> RunState:
+    return RunState(
+        runId="t1/AAAAAAAAAAAAAAAAAAAA",
+        tenant="t1",
+        workflowId=wf.id or "wf",
+        workflowVersion=1,
+        owner={"tenant": "t1", "subject": ALICE},
+        createdAt=engine.iso(NOW),
+        **extra,
+    )
+
+
+def answer(t: engine.Transition, wf: WorkflowDefinition, node: str, value, who=ALICE) -> engine.Transition:
+    decision = decide(t.state.interrupts[node], value, Resolver(who, "run"), engine.iso(NOW), wf.node(node).config)
+    return engine.resolve(t.state, wf, node, decision, NOW)
+
+
+def types(t: engine.Transition) -> list[str]:
+    return [e.type for e in t.events]
+
+
+def wf_of(nodes, edges=()) -> WorkflowDefinition:
+    return WorkflowDefinition.model_validate({"id": "wf", "nodes": nodes, "edges": list(edges)})
+
+
+def noop(i):
+    return {"id": i, "typeId": "core.noop"}
+
+
+def gate(i, **config):
+    return {"id": i, "typeId": "core.approvalGate", "config": {"title": f"Approve {i}", **config}}
+
+
+def edge(a, b, rule="all_success"):
+    return {"sourceNodeId": a, "targetNodeId": b, "triggerRule": rule}
+
+
+def test_approval_fixture_waits_then_completes_on_accept():
+    wf = fixture("conformance-approval")
+    t = engine.start(new_state(wf), wf, NOW)
+    assert t.state.status == "waiting-approval"
+    assert t.state.current_node_id == "gate"
+    assert types(t) == ["run.started", "node.started", "interrupt.requested", "node.suspended"]
+    t2 = answer(t, wf, "gate", {"action": "accept"})
+    assert types(t2) == ["interrupt.resolved", "node.resumed", "node.completed", "run.completed"]
+    assert t2.state.status == "completed"
+    assert t2.state.outputs["gate"]["action"] == "accept"
+    assert t2.state.outputs["gate"]["decidedBy"] == "alice"
+    resolved = t2.events[0].payload
+    assert resolved["decision"] == "granted"
+    assert resolved["action"] == "accept"
+
+
+def test_every_event_of_a_lifecycle_is_schema_valid_and_contiguous():
+    wf = fixture("conformance-approval-reject-loopback")
+    t1 = engine.start(new_state(wf), wf, NOW)
+    t2 = answer(t1, wf, "gate", {"action": "reject"})
+    t3 = answer(t2, wf, "gate", {"action": "accept"})
+    drafts = t1.events + t2.events + t3.events
+    docs = to_docs("t1/AAAAAAAAAAAAAAAAAAAA", drafts, 0, engine.iso(NOW))  # raises on any invalid event
+    assert [d["sequence"] for d in docs] == list(range(len(docs)))
+    assert len({d["eventId"] for d in docs}) == len(docs)
+    validator = schemas.validator("run-event.schema.json")
+    assert all(validator.is_valid(d) for d in docs)
+
+
+def test_reject_routed_takes_the_any_failed_edge_and_skips_all_success():
+    wf = fixture("conformance-approval-reject-routed")
+    t = answer(engine.start(new_state(wf), wf, NOW), wf, "gate", {"action": "reject"})
+    failed = next(e for e in t.events if e.type == "node.failed")
+    assert failed.payload["error"] == {
+        "code": "approval_rejected",
+        "message": failed.payload["error"]["message"],
+        "retryable": False,
+    }
+    assert t.state.nodes["on-reject"].status == "completed"
+    assert t.state.nodes["on-accept"].status == "skipped"
+    assert t.state.status == "completed"
+
+
+def test_reject_without_a_failure_edge_fails_the_run_naming_the_gate():
+    wf = fixture("conformance-approval")
+    t = answer(engine.start(new_state(wf), wf, NOW), wf, "gate", {"action": "reject"})
+    assert t.state.status == "failed"
+    run_failed = t.events[-1]
+    assert run_failed.type == "run.failed"
+    assert run_failed.payload["error"]["code"] == "approval_rejected"
+    assert run_failed.payload["failedNodeId"] == "gate"
+    resolved = t.events[0].payload
+    assert (resolved["action"], resolved["decision"]) == ("reject", "rejected")
+
+
+def test_loop_back_raises_a_new_interrupt_under_a_new_key():
+    wf = fixture("conformance-approval-reject-loopback")
+    t1 = engine.start(new_state(wf), wf, NOW)
+    first_key = t1.state.interrupts["gate"].key
+    t2 = answer(t1, wf, "gate", {"action": "reject"})
+    assert t2.state.status == "waiting-approval"
+    second = t2.state.interrupts["gate"]
+    assert second.key != first_key
+    assert second.interruptId != t1.state.interrupts["gate"].interruptId
+    assert types(t2).count("interrupt.requested") == 1
+    t3 = answer(t2, wf, "gate", {"action": "accept"})
+    assert t3.state.status == "completed"
+
+
+def test_keys_derive_from_run_node_and_visit_so_replay_repeats_them():
+    wf = fixture("conformance-approval")
+    a = engine.start(new_state(wf), wf, NOW)
+    b = engine.start(new_state(wf), wf, NOW)
+    assert a.state.interrupts["gate"].key == b.state.interrupts["gate"].key == "t1/AAAAAAAAAAAAAAAAAAAA:gate:1"
+    assert a.events == b.events
+
+
+def test_loops_are_bounded_by_max_loop_iterations():
+    wf = wf_of(
+        [noop("start"), gate("g"), noop("again")],
+        [edge("start", "g", "any_success"), edge("g", "again", "any_failed"), edge("again", "g", "any_success")],
+    )
+    t = engine.start(new_state(wf, configurable={"version": 1, "run": {"maxLoopIterations": 2}}), wf, NOW)
+    t = answer(t, wf, "g", {"action": "reject"})
+    assert t.state.status == "waiting-approval"
+    t = answer(t, wf, "g", {"action": "reject"})
+    assert t.state.status == "failed"
+    assert t.state.error["code"] == "loop_limit_exceeded"
+
+
+@pytest.mark.parametrize(
+    ("rule", "a_ok", "b_ok", "fires"),
+    [
+        ("all_success", True, True, True),
+        ("all_success", True, False, False),
+        ("any_success", False, True, True),
+        ("any_success", False, False, False),
+        ("all_complete", False, False, True),
+        ("none_failed", True, True, True),
+        ("none_failed", True, False, False),
+        ("any_failed", True, False, True),
+        ("any_failed", True, True, False),
+    ],
+)
+def test_trigger_rules(rule, a_ok, b_ok, fires):
+    # Two gates feed `join`; a rejected gate is a failed source. Failure edges keep the run alive.
+    wf = wf_of(
+        [gate("a"), gate("b"), noop("join"), noop("sink")],
+        [
+            edge("a", "join", rule),
+            edge("b", "join", rule),
+            edge("a", "sink", "all_complete"),
+            edge("b", "sink", "all_complete"),
+        ],
+    )
+    t = engine.start(new_state(wf), wf, NOW)
+    assert set(t.state.interrupts) == {"a", "b"}
+    t = answer(t, wf, "a", {"action": "accept" if a_ok else "reject"})
+    t = answer(t, wf, "b", {"action": "accept" if b_ok else "reject"})
+    assert t.state.nodes["join"].status == ("completed" if fires else "skipped")
+    assert t.state.status == "completed"
+
+
+def test_transform_resolves_references_and_leaves_unknown_ones_intact():
+    wf = wf_of(
+        [
+            {
+                "id": "src",
+                "typeId": "core.transform",
+                "config": {"outputs": {"n": "{{inputs.n}}", "who": "user-{{inputs.name}}"}},
+            },
+            {
+                "id": "use",
+                "typeId": "core.transform",
+                "config": {"outputs": {"copy": "{{src.n}}", "text": "{{src.who}} / {{nope.x}}"}},
+            },
+        ],
+        [edge("src", "use")],
+    )
+    t = engine.start(new_state(wf, inputs={"n": 3, "name": "bo"}), wf, NOW)
+    assert t.state.outputs["use"] == {"copy": 3, "text": "user-bo / {{nope.x}}"}
+    assert t.events[-1].type == "run.completed"
+    assert t.events[-1].payload["outputs"]["use"]["copy"] == 3
+
+
+def test_step_budget_leaves_the_run_runnable_and_advance_finishes_it():
+    nodes = [noop(f"n{i}") for i in range(6)]
+    edges = [edge(f"n{i}", f"n{i + 1}") for i in range(5)]
+    wf = wf_of(nodes, edges)
+    t = engine.start(new_state(wf), wf, NOW, step_budget=2)
+    assert t.state.status == "running"
+    assert t.state.queue == ["n2"]
+    t = engine.advance(t.state, wf, NOW, step_budget=2)
+    t = engine.advance(t.state, wf, NOW, step_budget=10)
+    assert t.state.status == "completed"
+    assert engine.advance(t.state, wf, NOW).events == []
+
+
+def test_clarification_and_external_event_statuses_and_resume_schema():
+    wf = wf_of(
+        [
+            {
+                "id": "ask",
+                "typeId": "core.clarificationGate",
+                "config": {"questions": [{"id": "q1", "question": "Colour?"}]},
+            },
+            {
+                "id": "ext",
+                "typeId": "core.interrupt",
+                "config": {
+                    "kind": "external-event",
+                    "data": {"eventType": "paid", "correlation": {"order": "{{ask.q1}}"}},
+                },
+            },
+        ],
+        [edge("ask", "ext")],
+    )
+    t = engine.start(new_state(wf), wf, NOW)
+    assert t.state.status == "waiting-input"
+    with pytest.raises(ApiError) as bad:
+        answer(t, wf, "ask", {"q2": "x"})
+    assert bad.value.code == "validation_error"
+    t = answer(t, wf, "ask", {"q1": "blue"})
+    assert t.state.status == "waiting-external"
+    assert t.state.interrupts["ext"].payload["data"]["correlation"] == {"order": "blue"}
+
+
+def test_cancel_closes_open_interrupts():
+    wf = fixture("conformance-approval")
+    t = engine.start(new_state(wf), wf, NOW)
+    c = engine.cancel(t.state, NOW, "changed my mind", "alice")
+    assert c.state.status == "cancelled"
+    assert not c.state.interrupts
+    assert [x.status for x in c.closed] == ["cancelled"]
+    assert types(c) == ["node.cancelled", "run.cancelled"]
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ({"action": "timeout"}, "resumeValue.action"),
+        ({"action": "refine"}, "resumeValue.action"),  # not in this gate's actions
+        ({}, "resumeValue"),
+        ("accept", "resumeValue"),
+        ({"action": "accept", "extra": 1}, "resumeValue"),
+    ],
+)
+def test_approval_refuses_bad_resume_values(value, field):
+    wf = fixture("conformance-approval")
+    t = engine.start(new_state(wf), wf, NOW)
+    with pytest.raises(ApiError) as refused:
+        answer(t, wf, "gate", value)
+    assert refused.value.code == "validation_error"
+    assert refused.value.details["field"] == field
+
+
+def test_approvers_list_binds():
+    wf = wf_of([gate("g", approversList=["bob"])])
+    t = engine.start(new_state(wf), wf, NOW)
+    with pytest.raises(ApiError) as refused:
+        answer(t, wf, "g", {"action": "accept"})
+    assert refused.value.code == "forbidden"
+    bob = {**ALICE, "subjectId": "bob"}
+    assert answer(t, wf, "g", {"action": "accept"}, who=bob).state.status == "completed"
+
+
+def test_registration_checks_report_paths():
+    wf = wf_of(
+        [
+            {"id": "x", "typeId": "core.nope"},
+            {"id": "g", "typeId": "core.approvalGate", "config": {"actions": ["accept"]}},
+        ]
+    )
+    problems = engine.check_config(wf)
+    paths = {p["path"] for p in problems}
+    assert "nodes/0/typeId" in paths
+    assert "nodes/1/config/title" in paths
