@@ -1,16 +1,25 @@
 """The outbox consumer: every new event-log item on the table's stream comes here.
 
-It continues runs left runnable (a transition that hit its step budget) and is where side effects of
-events hang (schedules, callback notices). Everything it does is keyed on state, so a record delivered
-twice, or out of order, changes nothing the second time.
+For each item it runs the outbox handlers (side effects of the events it holds: schedules, callback
+notices), then continues the run if a transition left it runnable (a step budget was reached). Everything
+is keyed on state or on derived names, so a record delivered twice, or out of order, changes nothing the
+second time.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 from . import wiring
 from .service import Service
+
+# (service, run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
+OutboxHandler = Callable[[Service, str, list[dict[str, Any]]], None]
+
+# Declared once, in order. Features add their handler here.
+OUTBOX: tuple[OutboxHandler, ...] = ()
 
 
 def run_id_of(pk: str) -> str | None:
@@ -27,10 +36,19 @@ def is_event_insert(record: dict[str, Any]) -> bool:
     return record.get("eventName") == "INSERT" and sk.startswith(wiring.EVENT_ITEM_PREFIX)
 
 
-def handle_record(service: Service, record: dict[str, Any]) -> None:
+def events_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    image = (record.get("dynamodb") or {}).get("NewImage") or {}
+    raw = (image.get("events") or {}).get("S")
+    return json.loads(raw) if raw else []
+
+
+def handle_record(service: Service, record: dict[str, Any], outbox: tuple[OutboxHandler, ...] = OUTBOX) -> None:
     if not is_event_insert(record):
         return
-    pk = record["dynamodb"]["Keys"][wiring.PARTITION_KEY]["S"]
-    run_id = run_id_of(pk)
-    if run_id is not None:
-        service.advance_run(run_id)
+    run_id = run_id_of(record["dynamodb"]["Keys"][wiring.PARTITION_KEY]["S"])
+    if run_id is None:
+        return
+    events = events_of(record)
+    for handler in outbox:
+        handler(service, run_id, events)
+    service.advance_run(run_id)

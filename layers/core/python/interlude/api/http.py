@@ -1,0 +1,123 @@
+"""The one powertools resolver, the error envelope, and the request helpers every route module uses."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+
+from .. import wiring
+from ..auth import Principal
+from ..config import settings
+from ..errors import ApiError
+from ..ids import to_wire
+from ..service import Service
+from ..store import Store
+
+logger = Logger(service="interlude")
+app = APIGatewayHttpResolver()
+OPENWOP_VERSION = "2.0"
+MAX_BODY_BYTES = 1_000_000
+ROUTES_BY_OPERATION = {r.operation: r for r in wiring.ROUTES}
+
+
+@cache
+def service() -> Service:
+    cfg = settings()
+    return Service(Store(cfg.table_name), step_budget=cfg.step_budget)
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        status_code=status,
+        content_type="application/json",
+        body=json.dumps(body, separators=(",", ":")),
+        headers={"OpenWOP-Version": OPENWOP_VERSION, **(headers or {})},
+    )
+
+
+@app.exception_handler(ApiError)
+def _api_error(exc: ApiError) -> Response:
+    headers = dict(exc.headers)
+    if exc.status == 401 and exc.code == "unauthenticated":
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="interlude"')
+    return json_response(exc.status, exc.envelope(), headers)
+
+
+@app.exception_handler(Exception)
+def _unexpected(exc: Exception) -> Response:
+    logger.exception("unhandled error")
+    request_id = app.current_event.request_context.request_id or "unknown"
+    return json_response(
+        500, {"error": "internal_error", "message": "internal error", "details": {"correlationId": request_id}}
+    )
+
+
+@app.not_found
+def _not_found(exc: Exception) -> Response:
+    return json_response(404, {"error": "not_found", "message": "no such route"})
+
+
+# -- request helpers -----------------------------------------------------------------------------
+
+
+def principal_for(operation: str) -> Principal:
+    principal = service().authenticate(app.current_event.get_header_value("authorization"))
+    scope = ROUTES_BY_OPERATION[operation].scope
+    if scope:
+        principal.require(scope)
+    return principal
+
+
+def body() -> Any:
+    raw = app.current_event.decoded_body or ""
+    if len(raw.encode()) > MAX_BODY_BYTES:
+        raise ApiError("payload_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
+    if not raw.strip():
+        return None
+    content_type = (app.current_event.get_header_value("content-type") or "application/json").lower()
+    if "json" not in content_type:
+        raise ApiError("unsupported_media_type", "send the body as application/json")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ApiError("validation_error", f"the body is not valid JSON: {exc}") from None
+
+
+def required_body() -> Any:
+    value = body()
+    if value is None:
+        raise ApiError("validation_error", "a JSON body is required")
+    return value
+
+
+def query_int(name: str, default: int | None, lo: int, hi: int) -> int | None:
+    raw = (app.current_event.query_string_parameters or {}).get(name)
+    if raw is None:
+        return default
+    if not re.fullmatch(r"-?\d{1,12}", raw) or not lo <= int(raw) <= hi:
+        raise ApiError("validation_error", f"{name} must be an integer from {lo} to {hi}", {"field": name})
+    return int(raw)
+
+
+def base_url() -> str:
+    headers = app.current_event.headers or {}
+    host = headers.get("x-forwarded-host") or headers.get("host") or app.current_event.request_context.domain_name
+    proto = headers.get("x-forwarded-proto", "https")
+    return f"{proto}://{host}"
+
+
+def run_links(run_id: str) -> dict[str, str]:
+    wire = to_wire(run_id)
+    return {"eventsUrl": f"{base_url()}/runs/{wire}/events/poll", "statusUrl": f"{base_url()}/runs/{wire}"}
+
+
+def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    spec = ROUTES_BY_OPERATION[operation]
+    rule = re.sub(r"{(\w+)}", r"<\1>", spec.path)
+    return app.route(rule, spec.method)

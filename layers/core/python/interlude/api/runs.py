@@ -1,0 +1,117 @@
+"""The OpenWOP core routes: discovery, workflows, runs, the run-scoped resolve, keys."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+
+from .. import __version__
+from ..config import settings
+from ..engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from ..errors import ApiError
+from ..ids import check_author_id, from_wire
+from . import openapi
+from .http import (
+    OPENWOP_VERSION,
+    app,
+    body,
+    json_response,
+    principal_for,
+    query_int,
+    required_body,
+    route,
+    run_links,
+    service,
+)
+
+# -- routes ----------------------------------------------------------------------------------------
+
+
+@route("getCapabilities")
+def get_capabilities() -> Response:
+    return json_response(200, capabilities(), {"Cache-Control": "public, max-age=60"})
+
+
+def capabilities() -> dict[str, Any]:
+    # Advertise only what this deployment actually serves.
+    return {
+        "protocolVersions": [OPENWOP_VERSION],
+        "preferredVersion": OPENWOP_VERSION,
+        "implementation": {"name": "interlude", "version": __version__},
+        "engineVersion": ENGINE_VERSION,
+        "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
+        "eventLog": {"status": "stable", "since": "2.0", "witness": "witnessable-unaided", "poll": True},
+    }
+
+
+@route("getOpenApi")
+def get_openapi() -> Response:
+    return json_response(200, openapi.document())
+
+
+@route("putWorkflow")
+def put_workflow(workflowId: str) -> Response:
+    principal = principal_for("putWorkflow")
+    workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    return json_response(201, service().put_workflow(principal, workflow_id, required_body()))
+
+
+@route("getWorkflow")
+def get_workflow(workflowId: str) -> Response:
+    principal = principal_for("getWorkflow")
+    return json_response(200, service().get_workflow(principal, check_author_id(unquote(workflowId), "workflowId")))
+
+
+@route("createRun")
+def create_run() -> Response:
+    principal = principal_for("createRun")
+    state = service().create_run(principal, required_body())
+    links = run_links(state.runId)
+    return json_response(201, {"runId": state.runId, "status": state.status, **links}, {"Location": links["statusUrl"]})
+
+
+@route("getRun")
+def get_run(runId: str) -> Response:
+    principal = principal_for("getRun")
+    state, _ = service().load_run(principal.tenant, from_wire(runId))
+    etag = f'"{state.nextSeq}-{state.status}"'
+    if app.current_event.get_header_value("if-none-match") == etag:
+        return Response(status_code=304, headers={"OpenWOP-Version": OPENWOP_VERSION, "ETag": etag})
+    return json_response(200, service().snapshot(state), {"ETag": etag})
+
+
+@route("cancelRun")
+def cancel_run(runId: str) -> Response:
+    principal = principal_for("cancelRun")
+    state = service().cancel_run(principal, from_wire(runId), body())
+    return json_response(200, {"runId": state.runId, "status": state.status})
+
+
+@route("pollRunEvents")
+def poll_run_events(runId: str) -> Response:
+    principal = principal_for("pollRunEvents")
+    run_id = from_wire(runId)
+    after = query_int("afterSequence", None, 0, 10**12)
+    timeout = query_int("timeout", 30, 1, 60) or 30
+    wait = min(float(timeout), settings().max_poll_seconds)
+    # afterSequence is an exclusive cursor; omitted means "from the first event".
+    return json_response(200, service().poll_events(principal, run_id, -1 if after is None else after, wait))
+
+
+@route("resolveInterruptByRun")
+def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
+    principal = principal_for("resolveInterruptByRun")
+    run_id = from_wire(runId)
+    node_id = check_author_id(unquote(nodeId), "nodeId")
+    payload = required_body()
+    if not isinstance(payload, dict) or set(payload) != {"resumeValue"}:
+        raise ApiError("validation_error", "the body must be exactly {resumeValue}", {"field": "body"})
+    return json_response(200, service().resolve_interrupt(principal, run_id, node_id, payload["resumeValue"]))
+
+
+@route("createKey")
+def create_key() -> Response:
+    principal = principal_for("createKey")
+    return json_response(201, service().create_key(principal, required_body()))
