@@ -1,0 +1,137 @@
+"""Print what one approval lifecycle costs on AWS, per million lifecycles, from measured DynamoDB item sizes.
+
+Lifecycle: createRun, getRun, a winning resolve, one poll of the events; plus what the stream consumer does
+for each event-log item. The real Service and Store run against moto in-process; each write's resulting
+item sizes are measured with DynamoDB's size rules, so the figures follow the code. Prices are us-east-1
+on-demand list prices (edit PRICES to compare).
+Usage: .venv/bin/python bench/cost_per_million.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from decimal import Decimal
+from pathlib import Path
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+from interlude.dispatch import run_id_of  # noqa: E402
+from interlude.model.requests import CreateKeyRequest  # noqa: E402
+from interlude.service import Service  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+PRICES = {
+    "write_request_unit": 0.625 / 1e6,  # DynamoDB on-demand WRU
+    "read_request_unit": 0.125 / 1e6,  # DynamoDB on-demand RRU
+    "http_api_request": 1.00 / 1e6,  # API Gateway HTTP API, first 300 M
+    "lambda_request": 0.20 / 1e6,
+    "lambda_gb_second_arm": 0.0000133334,
+}
+LAMBDA_MEMORY_GB = 0.5
+ASSUMED_WARM_MS = 40  # per invocation; measure in your account and edit
+
+
+def attr_size(value: dict) -> int:
+    (kind, v), = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        digits = len(str(Decimal(v)).replace("-", "").replace(".", "").lstrip("0")) or 1
+        return math.ceil(digits / 2) + 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + attr_size(x) + 1 for k, x in v.items())
+    if kind == "L":
+        return 3 + sum(attr_size(x) + 1 for x in v)
+    if kind == "BOOL" or kind == "NULL":
+        return 1
+    return len(str(v))
+
+
+def item_size(item: dict) -> int:
+    return sum(len(k.encode()) + attr_size(v) for k, v in item.items())
+
+
+class Meter:
+    def __init__(self, client, reader) -> None:
+        self.wru = 0.0
+        self.rru = 0.0
+        self.reader = reader
+        self.pending: list[tuple[dict, int]] = []
+        client.meta.events.register("before-parameter-build.dynamodb", self.before)
+        client.meta.events.register("after-call.dynamodb", self.after)
+
+    def before(self, model, params, **_):
+        name = model.name
+        if name == "TransactWriteItems":
+            for op in params["TransactItems"]:
+                body = next(iter(op.values()))
+                key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
+                self.pending.append((key, 2))
+        elif name in ("PutItem", "UpdateItem"):
+            key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
+            self.pending.append((key, 1))
+
+    def after(self, model, parsed, **_):
+        name = model.name
+        for key, factor in self.pending:
+            got = self.reader.get_item(TableName="bench", Key=key).get("Item") or key
+            self.wru += factor * math.ceil(item_size(got) / 1024)
+        self.pending = []
+        if name == "GetItem" and "Item" in parsed:
+            self.rru += 0.5 * math.ceil(item_size(parsed["Item"]) / 4096)
+        elif name == "Query":
+            self.rru += 0.5 * max(1, math.ceil(sum(item_size(i) for i in parsed.get("Items", [])) / 4096))
+
+
+def main() -> None:
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_table(client, "bench")
+        service = Service(Store("bench", client))
+        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        principal = service.authenticate(f"Bearer {created['apiKey']}")
+        definition = json.loads(FIXTURE.read_text())
+        service.put_workflow(principal, definition["id"], definition)
+        meter = Meter(client, boto3.client("dynamodb"))
+
+        run = service.create_run(principal, {"workflowId": definition["id"]})
+        service.load_run(principal.tenant, run.runId)
+        service.resolve_interrupt(principal, run.runId, "gate", {"action": "accept"})
+        service.poll_events(principal, run.runId, -1, 0)
+        event_items = [i for i in meter.reader.query(
+            TableName="bench", KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+            ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.runId.split("/", 1)[1]}, ":e": {"S": "E#"}},
+        )["Items"]]
+        for item in event_items:  # what the stream consumer does for each event-log item
+            service.advance_run(run_id_of(item["pk"]["S"]))
+        rru, wru = meter.rru, meter.wru
+
+    api_requests = 4
+    dispatch_invocations = len(event_items)
+    invocations = api_requests + dispatch_invocations
+    dynamo = wru * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
+    gateway = api_requests * PRICES["http_api_request"]
+    lam = invocations * (PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"])
+    per_million = 1e6
+    print("One approval lifecycle (create, get, resolve, poll; stream consumer per event item):")
+    print(f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles")
+    print(f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles")
+    print(f"  API Gateway HTTP requests     {api_requests:6d}   -> ${gateway * per_million:8.2f} per million lifecycles")
+    print(f"  Lambda invocations            {invocations:6d}   -> ${lam * per_million:8.2f} per million lifecycles "
+          f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each)")
+    print(f"  event-log items written       {len(event_items):6d}")
+    print(f"  total                                  ${(dynamo + gateway + lam) * per_million:8.2f} per million lifecycles")
+
+
+if __name__ == "__main__":
+    main()
