@@ -108,10 +108,10 @@ def main() -> None:
         service.load_run(principal.tenant, run.runId)
         service.resolve_interrupt(principal, run.runId, "gate", {"action": "accept"})
         service.poll_events(principal, run.runId, -1, 0)
-        event_items = [i for i in meter.reader.query(
+        event_items = list(meter.reader.query(
             TableName="bench", KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
             ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.runId.split("/", 1)[1]}, ":e": {"S": "E#"}},
-        )["Items"]]
+        )["Items"])
         for item in event_items:  # what the stream consumer does for each event-log item
             service.advance_run(run_id_of(item["pk"]["S"]))
         rru, wru = meter.rru, meter.wru

@@ -8,8 +8,11 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.api import HttpFront
+from infra.callbacks import CallbackDelivery
+from infra.deadlines import Deadlines
 from infra.functions import Functions
 from infra.layer import CoreLayer
+from infra.secrets import Secrets
 from infra.table import DataTable
 from interlude import wiring
 
@@ -18,6 +21,7 @@ class InterludeStack(Stack):
     # Logical ids of the outputs, stable so scripts and tests can look them up.
     OUTPUT_API_URL = "ApiUrl"
     OUTPUT_TABLE_NAME = "TableName"
+    OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
 
     def __init__(self, scope: Construct, construct_id: str, *, layer_dir: Path, log_level: str = "INFO", **kwargs):
         super().__init__(scope, construct_id, **kwargs)
@@ -32,8 +36,16 @@ class InterludeStack(Stack):
             log_level=log_level,
         )
         self.api = HttpFront(self, "Api", handler=self.functions.by_name[wiring.ROUTES_FUNCTION])
+        self.secrets = Secrets(self, "Secrets", functions=self.functions.by_name)
+        self.callbacks = CallbackDelivery(self, "Callbacks", functions=self.functions.by_name, api_url=self.api.url)
+        self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name)
         self._output(self.OUTPUT_API_URL, self.api.url, "Base URL of the HTTP API")
         self._output(self.OUTPUT_TABLE_NAME, self.data.table.table_name, "The single DynamoDB table")
+        self._output(
+            self.OUTPUT_KEY_RING_SECRET,
+            self.secrets.by_name[wiring.KEY_RING_SECRET.name].secret_arn,
+            "Token key ring secret (interlude tokens rotate|retire --secret <this>)",
+        )
 
     def _output(self, key: str, value: str, description: str) -> None:
         CfnOutput(self, key, value=value, description=description).override_logical_id(key)

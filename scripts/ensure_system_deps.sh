@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Installs what the suite needs from outside PyPI: Node.js (CDK synth runs on jsii).
+# Installs what the suite needs from outside PyPI: Node.js (CDK synth runs on jsii) and Chromium (the approval
+# page's browser test drives Debian's /usr/bin/chromium through Playwright).
 # Idempotent; uses Debian's packages (CI runs as root on a fresh machine).
 set -euo pipefail
 
 need=()
 command -v node >/dev/null 2>&1 || need+=(nodejs)
+if [ ! -x /usr/bin/chromium ]; then
+  # Only root installs it; elsewhere the browser test skips and says why.
+  if [ "$(id -u)" -eq 0 ]; then need+=(chromium); else echo "note: /usr/bin/chromium is missing (run as root to install it)" >&2; fi
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "missing system packages: ${need[*]} (run as root or install them)" >&2

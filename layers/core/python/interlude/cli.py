@@ -18,7 +18,12 @@ STATE_FILE = Path(".interlude/local.json")
 def _dev(args: argparse.Namespace) -> int:
     from .local.stack import LocalStack, write_state_file
 
-    stack = LocalStack(port=args.port, moto_port=args.moto_port, verbose=args.verbose)
+    stack = LocalStack(
+        port=args.port,
+        moto_port=args.moto_port,
+        verbose=args.verbose,
+        clock_file=Path(args.state_file).parent / "clock",
+    )
     info = stack.start()
     write_state_file(info, Path(args.state_file))
     print(f"Interlude is running at {info.base_url}  (tenant {info.tenant!r}; data lives in this process only)")
@@ -72,6 +77,17 @@ def _keys_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clock_advance(args: argparse.Namespace) -> int:
+    from . import clock
+
+    state = json.loads(Path(args.state_file).read_text())
+    if not state.get("clockFile"):
+        sys.exit("interlude: this local stack has no clock file")
+    offset = clock.advance(state["clockFile"], args.seconds)
+    print(json.dumps({"clockFile": state["clockFile"], "offsetSeconds": offset}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="interlude", description="Human-in-the-loop gates for workflow runs.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +111,23 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--local", action="store_true", help="use the running local stack")
     create.add_argument("--state-file", default=str(STATE_FILE))
     create.set_defaults(func=_keys_create)
+
+    clock_cmd = sub.add_parser("clock", help="the local stack's clock (tests and demos)")
+    clock_sub = clock_cmd.add_subparsers(dest="clock_command", required=True)
+    advance = clock_sub.add_parser("advance", help="move the running local stack's clock forward")
+    advance.add_argument("seconds", type=float)
+    advance.add_argument("--state-file", default=str(STATE_FILE))
+    advance.set_defaults(func=_clock_advance)
+
+    from .cli_hitl import add_commands
+
+    add_commands(sub)  # inbox, tenant settings, credentials grant (issue 3)
+    from .cli_tokens import add_commands as add_token_commands
+
+    add_token_commands(sub)  # tokens rotate / retire (issue 4)
+    from .cli_webhooks import add_commands as add_webhook_commands
+
+    add_webhook_commands(sub)  # webhooks secret show / rotate (issue 6)
     return parser
 
 

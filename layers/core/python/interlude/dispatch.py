@@ -13,13 +13,16 @@ from collections.abc import Callable
 from typing import Any
 
 from . import wiring
+from .delivery.outbox import callback_notices
+from .hitl import resolve_kept_events
 from .service import Service
+from .timeouts import outbox as deadline_schedules
 
 # (service, run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
 OutboxHandler = Callable[[Service, str, list[dict[str, Any]]], None]
 
 # Declared once, in order. Features add their handler here.
-OUTBOX: tuple[OutboxHandler, ...] = ()
+OUTBOX: tuple[OutboxHandler, ...] = (deadline_schedules.on_events, callback_notices, resolve_kept_events)
 
 
 def run_id_of(pk: str) -> str | None:

@@ -18,19 +18,23 @@ ERROR_STATUS: dict[str, int] = {
     "forbidden": 403,
     "id_tenant_mismatch": 403,
     "not_found": 404,
-    "method_not_allowed": 405,
+    "interlude.method_not_allowed": 405,
     "interrupt_already_resolved": 409,
     "run_terminal": 409,
     "idempotency_key_mismatch": 409,
     "idempotency_in_flight": 409,
     "interlude.vote_already_cast": 409,
+    # ModuleX face (interlude.api.modulex): a run that is not in a state the operation needs (400 there), and a
+    # ModuleX definition that cannot run (422, FastAPI-style detail list).
+    "interlude.run_state_invalid": 400,
+    "interlude.workflow_unprocessable": 422,
     "interrupt_expired": 410,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "capability_required": 422,
     "rate_limited": 429,
     "internal_error": 500,
-    "service_unavailable": 503,
+    "runner_unavailable": 503,
 }
 
 # Codes a run or node fails with; they never answer a request.
@@ -39,6 +43,7 @@ RUN_ERROR_CODES = {
     "interrupt_timeout",
     "run_timeout",
     "loop_limit_exceeded",
+    "recursion_limit_exceeded",
     "connector_auth_declined",
     "node_failed",
 }

@@ -6,28 +6,34 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from . import auth, schemas
+from . import clock as clock_
+from .delivery.registration import check_callback_url
+from .engine import deadlines
 from .engine import run as engine
 from .engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from .errors import ApiError
+from .hitl import with_tenant_facts
 from .ids import mint_opaque, tenant_bound, tenant_of
 from .interrupts.decide import Resolver, decide
 from .model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
 from .model.run import RunState
 from .model.workflow import WorkflowDefinition
 from .store import Conflict, Store
+from .store.hitl import HitlStore
 
 MAX_RACE_RETRIES = 8
 Clock = Callable[[], datetime]
 
 
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    # The real UTC clock, shifted only when INTERLUDE_CLOCK_FILE is set (the local stack; see interlude.clock).
+    return clock_.now()
 
 
 def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]:
@@ -48,6 +54,9 @@ def parse(model: type, body: Any, what: str) -> Any:
 
 
 class Service:
+    # Host-name resolver of the callbackUrl guard at createRun (None: getaddrinfo); tests inject a fixed table.
+    callback_resolver: Callable[[str, int], list[str]] | None = None
+
     def __init__(self, store: Store, clock: Clock = utc_now, step_budget: int = engine.DEFAULT_STEP_BUDGET) -> None:
         self.store = store
         self.clock = clock
@@ -116,7 +125,7 @@ class Service:
             ):
                 return {"workflowId": workflow_id, "version": version, "definition": stored}
             version += 1
-        raise ApiError("service_unavailable", "too many concurrent registrations of this workflow; retry")
+        raise ApiError("runner_unavailable", "too many concurrent registrations of this workflow; retry")
 
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         latest = self.store.latest_workflow(principal.tenant, workflow_id)
@@ -148,11 +157,7 @@ class Service:
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise ApiError("forbidden", "tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
-            raise ApiError(
-                "validation_error",
-                "callbackUrl is not supported by this host (interrupt.callbackDelivery is not advertised)",
-                {"field": "callbackUrl"},
-            )
+            check_callback_url(request.callbackUrl, self.callback_resolver)
         for field in ("residency", "evalSuiteRef", "agentId"):
             if getattr(request, field) is not None:
                 raise ApiError("validation_error", f"{field} is not supported by this host", {"field": field})
@@ -192,6 +197,7 @@ class Service:
             configurable=request.configurable,
             tags=request.tags,
             metadata=request.metadata,
+            callbackUrl=request.callbackUrl,
             createdAt=engine.iso(now),
         )
         transition = engine.start(state, definition, now, self.step_budget)
@@ -205,7 +211,50 @@ class Service:
         got = self.store.get_run(run_id)
         if got is None:
             raise ApiError("not_found", "no such run")
-        return got
+        return self.apply_deadlines(*got)
+
+    def apply_deadlines(self, state: RunState, version: int) -> tuple[RunState, int]:
+        """Record every deadline that has passed (timeouts, delays, the run's own) in one transaction.
+
+        Every read and resolve goes through here, so a late or lost schedule never lets a late decision
+        through; the scheduler's worker calls it too. Whoever commits first wins; the others see the result.
+        """
+        for _ in range(MAX_RACE_RETRIES):
+            now = self.clock()
+            if not deadlines.due(state, now):
+                return state, version
+            definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            transition = deadlines.expire(state, definition, now, self.step_budget)
+            try:
+                self.store.commit(transition, version, engine.iso(now))
+                return transition.state, version + 1
+            except Conflict:
+                got = self.store.get_run(state.runId)
+                if got is None:
+                    raise ApiError("not_found", "no such run") from None
+                state, version = got
+        raise ApiError("runner_unavailable", "the run kept changing while applying its deadlines; retry")
+
+    def fire_deadline(self, body: dict[str, Any]) -> int:
+        """The scheduler's worker: apply the named deadline if it is still pending and due.
+
+        Returns the number of events written; 0 when the deadline was already applied, its interrupt was
+        decided by a person first, the run moved on, or the run is gone — firing twice changes nothing.
+        """
+        run_id = body.get("runId")
+        if not isinstance(run_id, str):
+            return 0
+        got = self.store.get_run(run_id)
+        if got is None:
+            return 0
+        state, version = got
+        before = state.nextSeq
+        state, _ = self.apply_deadlines(state, version)
+        named = deadlines.from_input(body)
+        if named is not None and deadlines.is_pending(state, named):
+            # Fired before its time by this process's clock: fail, so the invoker retries later.
+            raise deadlines.NotDueYet(f"{named.purpose} deadline of {run_id} is not due yet")
+        return state.nextSeq - before
 
     def snapshot(self, state: RunState) -> dict[str, Any]:
         snap: dict[str, Any] = {
@@ -269,7 +318,7 @@ class Service:
                 return transition.state
             except Conflict:
                 continue
-        raise ApiError("service_unavailable", "the run kept changing while cancelling; retry")
+        raise ApiError("runner_unavailable", "the run kept changing while cancelling; retry")
 
     def poll_events(self, principal: auth.Principal, run_id: str, after: int, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -298,9 +347,18 @@ class Service:
         return self.resolve(state, version, node_id, resume_value, resolver)
 
     def resolve(
-        self, state: RunState, version: int, node_id: str, resume_value: Any, resolver: Resolver
+        self,
+        state: RunState,
+        version: int,
+        node_id: str,
+        resume_value: Any,
+        resolver: Resolver,
+        interrupt_id: str | None = None,
     ) -> dict[str, Any]:
+        """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another)."""
         for _ in range(MAX_RACE_RETRIES):
+            # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
+            state, version = self.apply_deadlines(state, version)
             definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
             interrupt = state.interrupts.get(node_id)
             if interrupt is None:
@@ -314,8 +372,18 @@ class Service:
                         {"runStatus": state.status},
                     )
                 raise ApiError("not_found", f"node {node_id!r} has not raised an interrupt")
+            if interrupt_id is not None and interrupt.interruptId != interrupt_id:
+                raise ApiError(
+                    "interrupt_already_resolved",
+                    f"the interrupt this token names was resolved; node {node_id!r} has asked again since",
+                    {"runStatus": state.status},
+                )
             now = self.clock()
+            if interrupt.deadline is not None and interrupt.deadline <= now.timestamp():
+                continue  # the deadline passed while deciding: the next attempt records the timeout first
             config = definition.node(node_id).config
+            # Tenant-held facts (override principals, credential grants), read at decision time (issue 3).
+            resolver = with_tenant_facts(HitlStore(self.store.table, self.store.client), state.tenant, interrupt, resolver)
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
             transition = engine.resolve(state, definition, node_id, decision, now, self.step_budget)
             try:
@@ -331,7 +399,7 @@ class Service:
                         {"resolution": json.loads(old["resolution"]) if old.get("resolution") else None},
                     ) from None
                 state, version = self.load_run(state.tenant, state.runId)
-        raise ApiError("service_unavailable", "the run kept changing while resolving; retry")
+        raise ApiError("runner_unavailable", "the run kept changing while resolving; retry")
 
     # -- dispatch ---------------------------------------------------------------------------------
 

@@ -54,6 +54,14 @@ class Function:
     table_actions: tuple[str, ...] = ()
     reads_stream: bool = False
     description: str = ""
+    # Queues (QUEUES names) this function may send to; each one's URL arrives in the queue's `url_env`.
+    sends_to: tuple[str, ...] = ()
+    # The queue whose messages invoke this function (an SQS event source reporting batch item failures).
+    consumes: str | None = None
+    # Secrets Manager grants on every secret under a name prefix: (SECRET_PREFIXES key, actions).
+    secret_grants: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # PUBLIC_BASE_URL (the API's base URL, for links in outgoing notices) is set in this function's environment.
+    needs_public_base_url: bool = False
 
 
 FUNCTIONS: tuple[Function, ...] = (
@@ -83,6 +91,36 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:Query",
             "dynamodb:ConditionCheckItem",
         ),
+        sends_to=("callbacks",),
+        needs_public_base_url=True,
+    ),
+    Function(
+        name="callbacks",
+        handler="handler.lambda_handler",
+        # A batch is delivered one notice after another: CALLBACK_BATCH_SIZE attempts of at most 15 s each.
+        timeout_s=90,
+        description="Callback notices from the SQS queue to tenant URLs: egress-checked, pinned, signed, retried",
+        consumes="callbacks",
+        sends_to=("callbacks-dlq",),
+        table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+        ),
+        secret_grants=(("WEBHOOK_SECRET_PREFIX", ("secretsmanager:GetSecretValue", "secretsmanager:CreateSecret")),),
+    ),
+    Function(
+        name="timeouts",
+        handler="handler.lambda_handler",
+        description="EventBridge Scheduler target: applies a due deadline (interrupt timeout, delay, run timeout)",
+        # Reads the run head and its workflow, commits one conditional transaction; no queries.
+        table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
+        ),
     ),
 )
 
@@ -94,6 +132,82 @@ def function(name: str) -> Function:
 # Stream → dispatch settings, shared by the event source mapping and the local pump.
 STREAM_BATCH_SIZE = 25
 STREAM_MAX_RETRIES = 10
+
+# --- queues (callback delivery) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    # Environment variable that carries the queue's URL to the functions that use it.
+    url_env: str
+    retention_s: int = 4 * 24 * 3600
+    visibility_timeout_s: int = 30
+    # Where SQS moves a message received more than max_receive_count times (0: no redrive).
+    dead_letter: str | None = None
+    max_receive_count: int = 0
+
+
+# Attempts per callback notice (the worker dead-letters after the last one; see interlude.delivery).
+CALLBACK_MAX_ATTEMPTS = 10
+# SQS → callbacks settings, shared by the event source mapping and the local pump.
+CALLBACK_BATCH_SIZE = 4
+# What an SQS event source mapping needs on its queue (what CDK's SqsEventSource grants, nothing more).
+QUEUE_CONSUME_ACTIONS = (
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueUrl",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+)
+
+QUEUES: tuple[Queue, ...] = (
+    # Dead letters carry the notice's identity and delivery history, never its body, token or signing secret.
+    Queue(name="callbacks-dlq", url_env="CALLBACK_DLQ_URL", retention_s=14 * 24 * 3600),
+    Queue(
+        name="callbacks",
+        url_env="CALLBACK_QUEUE_URL",
+        # At least 6x the callbacks function's timeout (AWS's guidance for SQS event sources).
+        visibility_timeout_s=540,
+        dead_letter="callbacks-dlq",
+        # A safety net only: the worker dead-letters a notice itself after CALLBACK_MAX_ATTEMPTS; SQS redrives
+        # a message the worker could not even process (a crash every time) after twice as many receives.
+        max_receive_count=2 * CALLBACK_MAX_ATTEMPTS,
+    ),
+)
+
+
+def queue(name: str) -> Queue:
+    return next(q for q in QUEUES if q.name == name)
+
+
+# Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.delivery.signing).
+# Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
+SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/"}
+
+# --- secrets (generated at deploy, never in the template) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Secret:
+    name: str  # construct id
+    # Environment variable that carries the secret's ARN to its readers.
+    env: str
+    # Functions granted SECRET_READ_ACTIONS on exactly this secret.
+    readers: tuple[str, ...]
+    description: str = ""
+
+
+SECRET_READ_ACTIONS = ("secretsmanager:GetSecretValue",)
+# The interrupt token key ring (interlude.tokens.keyring_store); `interlude tokens rotate|retire` edit it.
+KEY_RING_SECRET = Secret(
+    name="TokenKeyRing",
+    env="KEY_RING_SECRET",
+    # dispatch mints the resolve token a callback notice carries (interlude.delivery.outbox).
+    readers=("api", "dispatch"),
+    description="Interlude interrupt token key ring: the current kid signs, every kid held verifies",
+)
+SECRETS: tuple[Secret, ...] = (KEY_RING_SECRET,)
 
 # --- routes ----------------------------------------------------------------------------------------
 
@@ -126,6 +240,46 @@ ROUTES: tuple[Route, ...] = (
         True,
     ),
     Route("POST", "/keys", "createKey", "keys:admin", "Create an API key", True),
+    # Signed-token surfaces (interlude.api.tokens): the token in the path is the credential.
+    Route("GET", "/interrupts/{token}", "inspectInterruptByToken", None, "Interrupt payload, or the approval page"),
+    Route("POST", "/interrupts/{token}", "resolveInterruptByToken", None, "Resolve through a signed token", True),
+    Route("GET", "/runs/{runId}/interrupts/{nodeId}", "getInterruptToken", "runs:read", "An interrupt and a token"),
+    Route(
+        "POST",
+        "/runs/{runId}/interrupts/{nodeId}/tokens",
+        "mintInterruptToken",
+        "approvals:respond",
+        "Mint a token with an intent and a shorter lifetime",
+        True,
+    ),
+    Route("GET", "/runs/{runId}/deliveries", "listRunDeliveries", "runs:read", "Callback delivery attempts of a run"),
+    # Issue 3 (interlude.api.hitl): the approver inbox, external events, tenant settings and credential grants.
+    Route("GET", "/interrupts", "listInterrupts", "approvals:respond", "Pending interrupts the caller may decide"),
+    Route("POST", "/events", "postEvent", "events:write", "Deliver an external event by correlation", True),
+    Route("GET", "/tenant/settings", "getTenantSettings", "keys:admin", "The tenant's settings"),
+    Route("PUT", "/tenant/settings", "putTenantSettings", "keys:admin", "Replace the tenant's settings", True),
+    Route(
+        "PUT",
+        "/tenant/credential-grants/{provider}",
+        "putCredentialGrant",
+        "keys:admin",
+        "Record that the tenant holds a credential grant (never the material)",
+        True,
+    ),
+    # Issue 7 (interlude.api.streams, interlude.api.modulex): the SSE event stream, and the ModuleX face.
+    Route("GET", "/runs/{runId}/events", "streamRunEvents", "runs:read", "Stream the event log (SSE)"),
+    Route("POST", "/workflows/run", "modulexRun", "runs:create", "ModuleX: start a run", True),
+    Route("GET", "/workflows/listen/{runId}", "modulexListen", "runs:read", "ModuleX: the run's frames (SSE)"),
+    Route(
+        "POST",
+        "/workflows/resume/{threadId}",
+        "modulexResume",
+        "approvals:respond",
+        "ModuleX: answer the run's interrupt (owner/admin key)",
+        True,
+    ),
+    Route("POST", "/workflows/cancel/{runId}", "modulexCancel", "runs:cancel", "ModuleX: cancel a run", True),
+    Route("GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state"),
 )
 
 # The function every route above is integrated with (API Gateway in the stack, the HTTP server locally).
@@ -141,3 +295,33 @@ ALL_SCOPES = (
     "events:write",
     "keys:admin",
 )
+
+# --- deadlines (EventBridge Scheduler) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Schedules:
+    """One-time schedules, one per deadline, in one schedule group per deployment (interlude.timeouts)."""
+
+    # The function every schedule invokes (through the scheduler's execution role).
+    target: str
+    # Functions that create and delete schedules (granted exactly SCHEDULE_ACTIONS on the group's schedules
+    # and iam:PassRole on exactly the execution role).
+    managers: tuple[str, ...]
+    # Target retry policy (Scheduler allows 0..185 attempts and 60..86400 s).
+    max_retry_attempts: int = 185
+    max_event_age_s: int = 24 * 3600
+    dead_letter_retention_s: int = 14 * 24 * 3600
+    # Environment of the managers, in SchedulerSettings' field order: group, target ARN, role ARN, DLQ ARN.
+    environment: tuple[str, ...] = (
+        "SCHEDULE_GROUP",
+        "TIMEOUTS_FUNCTION_ARN",
+        "SCHEDULER_ROLE_ARN",
+        "SCHEDULE_DLQ_ARN",
+    )
+
+
+SCHEDULES = Schedules(target="timeouts", managers=("dispatch",))
+SCHEDULE_ACTIONS = ("scheduler:CreateSchedule", "scheduler:DeleteSchedule")
+# The local stack's group name; the deployed one is generated by CloudFormation (one per stack).
+LOCAL_SCHEDULE_GROUP = "interlude-local-deadlines"

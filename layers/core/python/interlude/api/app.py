@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import runs  # noqa: F401 - registers routes
+from . import deliveries, hitl, runs  # noqa: F401 - registers routes (hitl: inbox, events, tenant; issue 3)
 from .http import app, logger
+from .modulex import ModulexError as _modulex_routes  # noqa: F401 - registers the ModuleX face (issue 7)
+from .streams import stream_run_events as _stream_routes  # noqa: F401 - registers the SSE stream (issue 7)
+from .tokens import surface as _token_routes  # noqa: F401 - registers the token routes (issue 4)
 
 # -- entry point -------------------------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()
 OPENWOP_VERSION = "2.0"
 MAX_BODY_BYTES = 1_000_000
+# Deep enough for any real document; shallow enough that copying and serialising never recurses out.
+MAX_JSON_DEPTH = 64
 ROUTES_BY_OPERATION = {r.operation: r for r in wiring.ROUTES}
 
 
@@ -58,8 +60,19 @@ def _unexpected(exc: Exception) -> Response:
     )
 
 
+ROUTE_PATTERNS = [(re.compile("^" + re.sub(r"{\w+}", r"[^/]+", r.path) + "$"), r.method) for r in wiring.ROUTES]
+
+
 @app.not_found
 def _not_found(exc: Exception) -> Response:
+    path = app.current_event.path
+    allowed = sorted({method for pattern, method in ROUTE_PATTERNS if pattern.match(path)})
+    if allowed:
+        return json_response(
+            405,
+            {"error": "interlude.method_not_allowed", "message": f"{app.current_event.http_method} is not allowed here", "details": {"allowed": allowed}},
+            {"Allow": ", ".join(allowed)},
+        )
     return json_response(404, {"error": "not_found", "message": "no such route"})
 
 
@@ -67,26 +80,60 @@ def _not_found(exc: Exception) -> Response:
 
 
 def principal_for(operation: str) -> Principal:
-    principal = service().authenticate(app.current_event.get_header_value("authorization"))
+    principal = service().authenticate(app.current_event.headers.get("authorization"))
     scope = ROUTES_BY_OPERATION[operation].scope
     if scope:
         principal.require(scope)
     return principal
 
 
-def body() -> Any:
-    raw = app.current_event.decoded_body or ""
-    if len(raw.encode()) > MAX_BODY_BYTES:
-        raise ApiError("payload_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
-    if not raw.strip():
-        return None
-    content_type = (app.current_event.get_header_value("content-type") or "application/json").lower()
-    if "json" not in content_type:
-        raise ApiError("unsupported_media_type", "send the body as application/json")
+def raw_body() -> str:
     try:
-        return json.loads(raw)
+        raw = app.current_event.decoded_body or ""
+    except UnicodeDecodeError:
+        raise ApiError("validation_error", "the body is not valid UTF-8") from None
+    if len(raw.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+        raise ApiError("payload_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
+    return raw
+
+
+def parse_json(raw: str) -> Any:
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ApiError("validation_error", f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
         raise ApiError("validation_error", f"the body is not valid JSON: {exc}") from None
+    check_json_value(value)
+    return value
+
+
+def check_json_value(value: Any, depth: int = 0) -> None:
+    """Refuse what JSON admits but nothing downstream can store: deep nesting and lone surrogates."""
+    if depth > MAX_JSON_DEPTH:
+        raise ApiError("validation_error", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError("validation_error", "the body holds a string that is not valid Unicode") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_json_value(key, depth + 1)
+            check_json_value(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            check_json_value(item, depth + 1)
+
+
+def body() -> Any:
+    raw = raw_body()
+    if not raw.strip():
+        return None
+    content_type = (app.current_event.headers.get("content-type") or "application/json").lower()
+    if "json" not in content_type:
+        raise ApiError("unsupported_media_type", "send the body as application/json")
+    return parse_json(raw)
 
 
 def required_body() -> Any:
@@ -114,10 +161,22 @@ def base_url() -> str:
 
 def run_links(run_id: str) -> dict[str, str]:
     wire = to_wire(run_id)
-    return {"eventsUrl": f"{base_url()}/runs/{wire}/events/poll", "statusUrl": f"{base_url()}/runs/{wire}"}
+    return {"eventsUrl": f"{base_url()}/runs/{wire}/events", "statusUrl": f"{base_url()}/runs/{wire}"}
 
 
 def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
     spec = ROUTES_BY_OPERATION[operation]
     rule = re.sub(r"{(\w+)}", r"<\1>", spec.path)
-    return app.route(rule, spec.method)
+    register = app.route(rule, spec.method)
+
+    def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
+        # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
+        if spec.mutating and spec.method != "GET":
+            from .idempotency import idempotent  # imports this module; loaded once routes register
+
+            register(idempotent(spec, handler))
+        else:
+            register(handler)
+        return handler
+
+    return decorator

@@ -8,8 +8,11 @@ from typing import Any
 
 from .. import __version__, wiring
 from ..errors import ERROR_STATUS
+from ..model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
 from ..model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest, ResolveInterruptRequest
+from ..model.tokens import MintTokenRequest
 from ..model.workflow import WorkflowDefinition
+from ..modulex.service import ModulexCancelRequest, ModulexResumeRequest, ModulexRunRequest
 
 REQUEST_BODIES = {
     "createRun": CreateRunRequest,
@@ -17,6 +20,14 @@ REQUEST_BODIES = {
     "cancelRun": CancelRunRequest,
     "createKey": CreateKeyRequest,
     "putWorkflow": WorkflowDefinition,
+    "resolveInterruptByToken": ResolveInterruptRequest,
+    "mintInterruptToken": MintTokenRequest,
+    "postEvent": PostEventRequest,
+    "putTenantSettings": TenantSettings,
+    "putCredentialGrant": CredentialGrantRequest,
+    "modulexRun": ModulexRunRequest,
+    "modulexResume": ModulexResumeRequest,
+    "modulexCancel": ModulexCancelRequest,
 }
 
 

@@ -12,6 +12,8 @@ from ..config import settings
 from ..engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from ..errors import ApiError
 from ..ids import check_author_id, from_wire
+from ..interrupts.decide import REF_KINDS
+from ..tokens.scheme import TOKEN_ALGS
 from . import openapi
 from .http import (
     OPENWOP_VERSION,
@@ -36,7 +38,7 @@ def get_capabilities() -> Response:
 
 def capabilities() -> dict[str, Any]:
     # Advertise only what this deployment actually serves.
-    return {
+    caps: dict[str, Any] = {
         "protocolVersions": [OPENWOP_VERSION],
         "preferredVersion": OPENWOP_VERSION,
         "implementation": {"name": "interlude", "version": __version__},
@@ -44,6 +46,18 @@ def capabilities() -> dict[str, Any]:
         "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
         "eventLog": {"status": "stable", "since": "2.0", "witness": "witnessable-unaided", "poll": True},
     }
+    # Issue 3: the approver ref kinds this host resolves and enforces (approverGroupRefs / approverRoleRefs bind
+    # only because they are listed here), and core.conversationGate.
+    interrupt = caps.setdefault(
+        "interrupt", {"status": "stable", "since": "2.0", "witness": "witnessable-gated", "tokenAlgs": []}
+    )
+    # Issue 4: the signed-token surfaces (api/tokens.py) verify exactly these algs.
+    interrupt["tokenAlgs"] = list(TOKEN_ALGS)
+    interrupt["refKinds"] = list(REF_KINDS)
+    # Issue 6: notices go to a run's callbackUrl (interlude.delivery), guarded at createRun and at delivery.
+    interrupt["callbackDelivery"] = True
+    caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}
+    return caps
 
 
 @route("getOpenApi")
@@ -77,7 +91,7 @@ def get_run(runId: str) -> Response:
     principal = principal_for("getRun")
     state, _ = service().load_run(principal.tenant, from_wire(runId))
     etag = f'"{state.nextSeq}-{state.status}"'
-    if app.current_event.get_header_value("if-none-match") == etag:
+    if app.current_event.headers.get("if-none-match") == etag:
         return Response(status_code=304, headers={"OpenWOP-Version": OPENWOP_VERSION, "ETag": etag})
     return json_response(200, service().snapshot(state), {"ETag": etag})
 

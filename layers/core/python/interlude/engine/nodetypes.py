@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..interrupts.payloads import approval_resume_schema, clarification_resume_schema
+from ..modulex import nodes as modulex_nodes
 from .templates import render
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
@@ -70,6 +71,15 @@ class InterruptConfig(Config):
     timeoutMs: int = Field(default=0, ge=0)
 
 
+# Longest a core.delay may sleep (30 days); EventBridge Scheduler one-time schedules have no nearer limit.
+MAX_DELAY_MS = 30 * 24 * 3600 * 1000
+
+
+class DelayConfig(Config):
+    # Or the node's `inputs.delayMs` binding ({"type": "variable", "variableName": ...} or a literal).
+    delayMs: int | None = Field(default=None, ge=0, le=MAX_DELAY_MS)
+
+
 @dataclass(frozen=True)
 class GateSpec:
     """What a gate asks: the InterruptPayload without its key."""
@@ -78,15 +88,24 @@ class GateSpec:
     data: dict[str, Any]
     resume_schema: dict[str, Any] | None
     timeout_ms: int
+    # node.suspended `reason` (e.g. "low-confidence"), and effects applied once the interrupt is raised
+    # (engine/gates.py documents them).
+    reason: str | None = None
+    effects: tuple[tuple[Any, ...], ...] = ()
 
 
 @dataclass(frozen=True)
 class NodeType:
     type_id: str
     config_model: type[Config]
-    # Exactly one of the two is set.
+    # Exactly one of compute, ask and wait is set.
     compute: Callable[[Any, Mapping[str, Any]], dict[str, Any]] | None = None
     ask: Callable[[str, Any, Mapping[str, Any]], GateSpec] | None = None
+    # A timer node (core.delay): (config, scope, bound inputs) -> milliseconds to sleep, or an error message.
+    wait: Callable[[Any, Mapping[str, Any], Mapping[str, Any]], int | str] | None = None
+    # A routing node (modulex.conditional): (config, output) -> engine ids of the targets the run continues to;
+    # its other outgoing edges count it as skipped, so the branches not taken are skipped (engine/run.py).
+    route: Callable[[Any, Any], list[str]] | None = None
 
     @property
     def is_gate(self) -> bool:
@@ -145,6 +164,36 @@ def _transform(cfg: TransformConfig, scope: Mapping[str, Any]) -> dict[str, Any]
     return render(cfg.outputs, scope)
 
 
+def bind_inputs(bindings: Mapping[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's `inputs`: `{"type": "variable", "variableName": v}` reads the run input (or variable default) v;
+    `{"type": "literal"|"value", "value": x}` is x; anything else is rendered as a template."""
+    inputs = scope.get("inputs") or {}
+    bound: dict[str, Any] = {}
+    for name, binding in bindings.items():
+        if isinstance(binding, Mapping) and binding.get("type") == "variable":
+            if binding.get("variableName") in inputs:
+                bound[name] = inputs[binding["variableName"]]
+        elif isinstance(binding, Mapping) and binding.get("type") in ("literal", "value"):
+            bound[name] = binding.get("value")
+        else:
+            bound[name] = render(binding, scope)
+    return bound
+
+
+def _delay(cfg: DelayConfig, scope: Mapping[str, Any], inputs: Mapping[str, Any]) -> int | str:
+    value = cfg.delayMs if cfg.delayMs is not None else inputs.get("delayMs")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
+        return f"delayMs must be an integer from 0 to {MAX_DELAY_MS} (config.delayMs or inputs.delayMs), got {value!r}"
+    return value
+
+
+def _modulex_interrupt(node_id: str, cfg: Any, scope: Mapping[str, Any]) -> GateSpec:
+    # `custom` kind: the ModuleX resume_schema travels inside data, forwarded and never enforced.
+    return GateSpec("custom", modulex_nodes.interrupt_data(node_id, cfg, scope), None, 0)
+
+
 NODE_TYPES: dict[str, NodeType] = {
     t.type_id: t
     for t in (
@@ -153,5 +202,15 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("core.approvalGate", ApprovalGateConfig, ask=_approval),
         NodeType("core.clarificationGate", ClarificationGateConfig, ask=_clarification),
         NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
+        NodeType("core.delay", DelayConfig, wait=_delay),
+        # Translation targets of the ModuleX face (interlude/modulex/definition.py).
+        NodeType("modulex.interrupt", modulex_nodes.InterruptConfig, ask=_modulex_interrupt),  # type: ignore[arg-type]
+        NodeType("modulex.transformer", modulex_nodes.TransformerConfig, compute=modulex_nodes.transform),  # type: ignore[arg-type]
+        NodeType(
+            "modulex.conditional",
+            modulex_nodes.ConditionalConfig,  # type: ignore[arg-type]
+            compute=modulex_nodes.choose,
+            route=modulex_nodes.route,
+        ),
     )
 }

@@ -15,9 +15,10 @@ from pydantic import ValidationError
 from ..ids import derive_opaque, tenant_bound
 from ..interrupts.decide import Decision
 from ..interrupts.payloads import status_for_kind, validate_payload
-from ..model.run import TERMINAL_NODE_STATUSES, NodeState, OpenInterrupt, RunState, Vote
+from ..model.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState, Vote
 from ..model.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
-from .nodetypes import NODE_TYPES
+from .gates import Failed, Passed
+from .nodetypes import NODE_TYPES, bind_inputs
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
@@ -48,6 +49,8 @@ class Transition:
     closed: list[Closed] = field(default_factory=list)
     # Votes recorded on interrupts that stay open: (interrupt after the vote).
     updated: list[OpenInterrupt] = field(default_factory=list)
+    # Conversation ids opened by this transition: each is claimed tenant-wide (a conditional item).
+    claims: list[str] = field(default_factory=list)
 
 
 def iso(moment: datetime) -> str:
@@ -113,7 +116,8 @@ class _Step:
         self.s.executed += 1
         if ns.visits > self.max_visits or self.s.executed > self.max_executions:
             limit = "maxLoopIterations" if ns.visits > self.max_visits else "recursionLimit"
-            error = {"code": "loop_limit_exceeded", "message": f"node {node_id!r} exceeded {limit}", "retryable": False}
+            code = "loop_limit_exceeded" if limit == "maxLoopIterations" else "recursion_limit_exceeded"
+            error = {"code": code, "message": f"node {node_id!r} exceeded {limit}", "retryable": False}
             ns.status = "failed"
             ns.settledAt = self.tick()
             self.emit("node.failed", node_id, {"nodeId": node_id, "error": error, "attempts": 1})
@@ -123,11 +127,50 @@ class _Step:
         node_type = NODE_TYPES[node.typeId]
         config = node_type.config_model.model_validate(node.config)
         scope = self.scope()
+        if node_type.wait is not None:
+            self.sleep(node_id, node_type.wait(config, scope, bind_inputs(node.inputs, scope)))
+            return
         if node_type.ask is not None:
-            self.suspend(node_id, node_type.ask(node_id, config, scope))
+            scope["$run"] = self.run_facts(node_id)
+            self.gate(node_id, node_type.ask(node_id, config, scope))
         else:
             assert node_type.compute is not None
-            self.complete(node_id, node_type.compute(config, scope))
+            output = node_type.compute(config, scope)
+            if node_type.route is not None:
+                self.s.nodes[node_id].routes = node_type.route(config, output)
+            self.complete(node_id, output)
+
+    def run_facts(self, node_id: str) -> dict[str, Any]:
+        """What a gate may know of the run besides templates (engine/gates.py); no template can reach it."""
+        return {
+            "runId": self.s.runId,
+            "visit": self.s.nodes[node_id].visits,
+            "configurable": self.s.configurable or {},
+            "conversations": dict(self.s.conversations),
+            "exchanging": [
+                oi.payload["data"]["conversationId"]
+                for oi in self.s.interrupts.values()
+                if oi.kind == "conversation.exchange"
+            ],
+        }
+
+    def gate(self, node_id: str, outcome: Any) -> None:
+        if isinstance(outcome, Failed):
+            self.fail(node_id, outcome.error)
+        elif isinstance(outcome, Passed):
+            self.apply_effects(node_id, outcome.effects)
+            self.complete(node_id, outcome.output)
+        else:
+            self.suspend(node_id, outcome)
+
+    def apply_effects(self, node_id: str, effects: tuple[tuple[Any, ...], ...]) -> None:
+        for effect in effects:
+            if effect[0] == "event":
+                self.emit(effect[1], node_id, {"nodeId": node_id, **effect[2]})
+            elif effect[0] == "conversation":
+                if effect[2] == "open":
+                    self.t.claims.append(effect[1])
+                self.s.conversations[effect[1]] = effect[2]
 
     def suspend(self, node_id: str, spec: Any) -> None:
         visit = self.s.nodes[node_id].visits
@@ -162,11 +205,23 @@ class _Step:
         self.s.nodes[node_id].status = "suspended"
         self.t.opened.append(interrupt)
         self.emit("interrupt.requested", node_id, payload)
-        self.emit(
-            "node.suspended",
-            node_id,
-            {"nodeId": node_id, "interruptId": interrupt.interruptId, "kind": spec.kind, "key": key},
-        )
+        suspended = {"nodeId": node_id, "interruptId": interrupt.interruptId, "kind": spec.kind, "key": key}
+        if getattr(spec, "reason", None):
+            suspended["reason"] = spec.reason
+        self.emit("node.suspended", node_id, suspended)
+        self.apply_effects(node_id, getattr(spec, "effects", ()))
+
+    def sleep(self, node_id: str, delay: int | str) -> None:
+        """core.delay: sleep durably; the run stays `running` and wakes through engine.deadlines.expire."""
+        if isinstance(delay, str):
+            self.fail(node_id, {"code": "validation_error", "message": delay, "retryable": False})
+            return
+        if delay == 0:
+            self.complete(node_id, {"delayMs": 0})
+            return
+        ns = self.s.nodes[node_id]
+        ns.status = "running"
+        self.s.delays[node_id] = Delay(visit=ns.visits, delayMs=delay, due=self.now.timestamp() + delay / 1000)
 
     def complete(self, node_id: str, output: Any) -> None:
         ns = self.s.nodes[node_id]
@@ -202,16 +257,23 @@ class _Step:
         for target in seen:
             self.evaluate(target)
 
+    def source_status(self, source: str, target: str) -> str:
+        """A routing node that completed counts as skipped for the targets it did not route to."""
+        ns = self.s.nodes[source]
+        if ns.status == "completed" and ns.routes is not None and target not in ns.routes:
+            return "skipped"
+        return ns.status
+
     def evaluate(self, target: str) -> None:
         if self.s.terminal:
             return
         tns = self.s.nodes[target]
-        if tns.status in ("queued", "suspended"):
+        if tns.status in ("queued", "suspended", "running"):
             return
         rule = self.wf.trigger_rule(target) or "all_success"
         sources = list(dict.fromkeys(e.sourceNodeId for e in self.wf.incoming(target)))
         fresh = [
-            self.s.nodes[s].status
+            self.source_status(s, target)
             for s in sources
             if self.s.nodes[s].status in TERMINAL_NODE_STATUSES and self.s.nodes[s].settledAt > tns.activatedAt
         ]
@@ -243,6 +305,8 @@ class _Step:
             self.s.status = "running"
         elif self.s.interrupts:
             self.s.status = status_for_kind(next(iter(self.s.interrupts.values())).kind)  # type: ignore[assignment]
+        elif self.s.delays:
+            self.s.status = "running"
         else:
             self.complete_run()
 
@@ -268,6 +332,12 @@ class _Step:
             ns.settledAt = self.tick()
             self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
         self.s.interrupts.clear()
+        for node_id in list(self.s.delays):
+            ns = self.s.nodes[node_id]
+            ns.status = "skipped"
+            ns.settledAt = self.tick()
+            self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
+        self.s.delays.clear()
         self.s.queue.clear()
 
     def fail_run(self, error: dict[str, Any], node_id: str | None) -> None:
@@ -293,6 +363,9 @@ def start(
     s.status = "running"
     s.startedAt = iso(now)
     s.nodes = {n.id: NodeState() for n in workflow.nodes}
+    run_timeout_ms = int(((s.configurable or {}).get("run") or {}).get("runTimeoutMs") or 0)
+    if run_timeout_ms > 0:
+        s.deadline = now.timestamp() + run_timeout_ms / 1000
     started: dict[str, Any] = {"workflowId": s.workflowId, "inputs": s.inputs, "owner": s.owner, "transport": "rest"}
     if s.tags:
         started["tags"] = s.tags
@@ -344,7 +417,9 @@ def resolve(
         step.emit(type_, node_id, {**ids, **payload})
     if decision.outcome == "complete":
         step.emit("node.resumed", node_id, {**ids, "resumeValue": decision.resume_value})
-        step.complete(node_id, decision.resume_value)
+        if interrupt.kind == "conversation.close":
+            s.conversations[interrupt.payload["data"]["conversationId"]] = "closed"
+        step.complete(node_id, decision.resume_value if decision.output is None else decision.output)
     else:
         assert decision.error is not None
         if interrupt.kind == "approval":
@@ -373,7 +448,9 @@ def cancel(state: RunState, now: datetime, reason: str | None, cancelled_by: str
 
 def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
     """Registration-time problems: unknown node types, bad configs, gates that would raise invalid payloads."""
-    problems: list[dict[str, Any]] = []
+    problems: list[dict[str, Any]] = list(workflow.edge_problems())
+    if problems:
+        return problems
     if not workflow.roots():
         problems.append({"path": "edges", "message": "every node is the target of an edge, so no node can start"})
     for i, node in enumerate(workflow.nodes):
@@ -391,7 +468,9 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
                 problems.append({"path": f"nodes/{i}/config/{loc}".rstrip("/"), "message": err["msg"]})
             continue
         if node_type.ask is not None:
-            spec = node_type.ask(node.id, config, {})
+            spec = node_type.ask(node.id, config, {"$probe": True})
+            if isinstance(spec, Passed | Failed):
+                continue
             payload: dict[str, Any] = {"kind": spec.kind, "key": "probe", "data": spec.data}
             if spec.resume_schema is not None:
                 payload["resumeSchema"] = spec.resume_schema

@@ -13,6 +13,11 @@ from jsonschema import Draft202012Validator
 from .. import schemas
 from ..errors import ApiError
 from ..model.run import OpenInterrupt, Vote
+from .secrets import credential_material
+
+# The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
+# A ref kind not listed here is ignored on a gate (openwop-notes §1.1 Approver enforcement).
+REF_KINDS: tuple[str, ...] = ("principal", "group", "role")
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,9 @@ class Resolver:
     roles: tuple[str, ...] = ()
     # Principals configured as override principals for the tenant.
     tenant_override_principals: tuple[str, ...] = ()
+    # For a `credential` interrupt: the scopes the tenant's credential store grants for its provider
+    # (None: no grant at all). Looked up by the service at decision time.
+    granted_scopes: frozenset[str] | None = None
 
     @property
     def principal(self) -> str:
@@ -48,6 +56,8 @@ class Decision:
     error: dict[str, Any] | None = None
     vote: Vote | None = None
     extra_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # The node's output when it completes; None: the resume value itself.
+    output: Any = None
 
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
@@ -68,24 +78,54 @@ def _check_resume_schema(interrupt: OpenInterrupt, value: Any) -> None:
         )
 
 
-def _eligible(data: dict[str, Any], resolver: Resolver) -> bool:
-    approvers = data.get("approversList") or []
-    groups = data.get("approverGroupRefs") or []
-    roles = data.get("approverRoleRefs") or []
-    if not (approvers or groups or roles):
+def binding_refs(data: dict[str, Any], ref_kinds: tuple[str, ...] = REF_KINDS) -> list[str]:
+    """The eligibility fields of an approval that bind on this host (approversList always)."""
+    fields = ["approversList"] if data.get("approversList") else []
+    if "group" in ref_kinds and data.get("approverGroupRefs"):
+        fields.append("approverGroupRefs")
+    if "role" in ref_kinds and data.get("approverRoleRefs"):
+        fields.append("approverRoleRefs")
+    return fields
+
+
+def eligible(data: dict[str, Any], resolver: Resolver, ref_kinds: tuple[str, ...] = REF_KINDS) -> bool:
+    """May this resolver decide the approval? The union of the binding refs; no binding ref: anyone.
+
+    Group and role membership is what the resolver's credential carries at decision time; it is recorded on
+    the vote and never resolved again (a replay reads the recorded decision).
+    """
+    fields = binding_refs(data, ref_kinds)
+    if not fields:
         return True
+    approvers = data.get("approversList") or []
     sid = resolver.subject_id
     if sid is not None and (sid in approvers or resolver.principal.replace("|", ":") in approvers):
         return True
-    return bool(set(groups) & set(resolver.groups)) or bool(set(roles) & set(resolver.roles))
+    if "approverGroupRefs" in fields and set(data["approverGroupRefs"]) & set(resolver.groups):
+        return True
+    return "approverRoleRefs" in fields and bool(set(data["approverRoleRefs"]) & set(resolver.roles))
+
+
+
+def _refuse_credential_material(value: Any) -> None:
+    path = credential_material(value)
+    if path is not None:
+        raise ApiError(
+            "validation_error",
+            "an interrupt never accepts credential material; grant credentials out of band",
+            {"field": "resumeValue", "path": path},
+        )
 
 
 def decide(
     interrupt: OpenInterrupt, resume_value: Any, resolver: Resolver, now_iso: str, config: dict[str, Any]
 ) -> Decision:
     """`config` is the gate node's validated config (as a dict) for rules not carried by the payload."""
+    _refuse_credential_material(resume_value)
     if interrupt.kind == "approval":
         return _decide_approval(interrupt, resume_value, resolver, now_iso, config)
+    if interrupt.kind in KIND_DECIDERS:
+        return KIND_DECIDERS[interrupt.kind](interrupt, resume_value, resolver)
     _check_resume_schema(interrupt, resume_value)
     event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": resume_value}
     if resolver.subject:
@@ -98,6 +138,13 @@ def _decide_approval(
 ) -> Decision:
     data = interrupt.payload["data"]
     actions = data["actions"]
+    # Eligibility first: an ineligible resolver learns nothing about the gate from validation messages.
+    if not eligible(data, resolver):
+        fields = binding_refs(data)
+        details: dict[str, Any] = {"field": fields[0]}
+        if len(fields) > 1:
+            details["fields"] = fields
+        raise ApiError("forbidden", "this principal is not an eligible approver for the gate", details)
     if isinstance(value, dict) and value.get("action") == "timeout":
         raise ApiError("validation_error", "a resume may not carry action 'timeout'", {"field": "resumeValue.action"})
     if not isinstance(value, dict) or not isinstance(value.get("action"), str):
@@ -120,10 +167,6 @@ def _decide_approval(
             {"field": "resumeValue.editedArtifactData"},
         )
     _check_resume_schema(interrupt, value)
-    if not _eligible(data, resolver):
-        raise ApiError(
-            "forbidden", "this principal is not an eligible approver for the gate", {"field": "approversList"}
-        )
     principal = resolver.principal
     if any(v.principal == principal and v.action != "ask" for v in interrupt.votes) and action != "ask":
         raise ApiError("interlude.vote_already_cast", "this principal has already voted on this gate")
@@ -181,7 +224,106 @@ def _decide_approval(
     if action in ("accept", "edit-accept") and is_override:
         event.update(action=action, decision="overridden")
         return Decision("complete", normalized, event, vote=vote)
-    if action == "refine" or accepts >= required:
+    if action == "refine":
+        # A refine sends the artifact back: it exits the suspend but grants nothing, so it carries no decision.
+        event.update(action=action)
+        return Decision("complete", normalized, event, vote=vote)
+    if accepts >= required:
         event.update(action=action, decision="granted")
         return Decision("complete", normalized, event, vote=vote)
     return Decision("record", normalized, {**event, "action": action}, vote=vote)
+
+
+# -- the other kinds ------------------------------------------------------------------------------
+
+
+def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> dict[str, Any]:
+    event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": value}
+    if resolver.subject:
+        event["resolvedBy"] = resolver.subject
+    return event
+
+
+def _decide_credential(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
+    """Resume `{outcome}` only; `authorized` needs a grant in the tenant's credential store (oauth.md)."""
+    _check_resume_schema(interrupt, value)  # the fixed resumeSchema: {outcome: authorized|declined}, closed
+    data = interrupt.payload["data"]
+    event = _resolved_event(interrupt, value, resolver)
+    if value["outcome"] == "declined":
+        error = {
+            "code": "connector_auth_declined",
+            "message": f"authorization for provider {data['provider']!r} was declined",
+            "retryable": False,
+        }
+        return Decision("fail", value, event, error=error)
+    missing = sorted(set(data["scopes"]) - (resolver.granted_scopes or frozenset()))
+    if resolver.granted_scopes is None or missing:
+        raise ApiError(
+            "validation_error",
+            f"no credential for provider {data['provider']!r} covering the requested scopes is held for this tenant",
+            {"field": "resumeValue", "provider": data["provider"], "missingScopes": missing or list(data["scopes"])},
+        )
+    output = {"outcome": "authorized", "provider": data["provider"], "scopes": list(data["scopes"])}
+    return Decision("complete", value, event, output=output)
+
+
+def _decide_low_confidence(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
+    """An operator ratifies (accept) or overrules (reject) a decision taken below the confidence threshold."""
+    _check_resume_schema(interrupt, value)
+    data = interrupt.payload["data"]
+    action = value["action"]
+    event = {**_resolved_event(interrupt, value, resolver), "action": action}
+    if action == "reject":
+        event["decision"] = "rejected"
+        error = {
+            "code": "approval_rejected",
+            "message": f"the low-confidence decision at {interrupt.nodeId!r} was rejected",
+            "retryable": False,
+        }
+        return Decision("fail", value, event, error=error)
+    event["decision"] = "granted"
+    output = {
+        "escalated": True,
+        "ratified": True,
+        "observed": data["observed"],
+        "threshold": data["threshold"],
+        "decision": value.get("decision", data.get("decision")),
+    }
+    return Decision("complete", value, event, output=output)
+
+
+def _decide_conversation(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
+    data = interrupt.payload["data"]
+    cid = data["conversationId"]
+    event = _resolved_event(interrupt, value, resolver)
+    if interrupt.kind == "conversation.exchange":
+        schema = data.get("outcomeSchema") or interrupt.payload.get("resumeSchema")
+        errors = _schema_errors(schema, value) if schema else []
+        if errors:
+            raise ApiError(
+                "validation_error",
+                "resumeValue does not match the turn's outcomeSchema",
+                {"field": "resumeValue", "errors": errors},
+            )
+        exchanged: dict[str, Any] = {"conversationId": cid, "prompt": data["prompt"], "response": value}
+        if "turnIndex" in data:
+            exchanged["turnIndex"] = data["turnIndex"]
+        output = {"conversationId": cid, "response": value}
+        return Decision("complete", value, event, output=output, extra_events=[("conversation.exchanged", exchanged)])
+    _check_resume_schema(interrupt, value)
+    if interrupt.kind == "conversation.close":
+        closed: dict[str, Any] = {"conversationId": cid}
+        if "reason" in data:
+            closed["reason"] = data["reason"]
+        output = {"conversationId": cid, "closed": True}
+        return Decision("complete", value, event, output=output, extra_events=[("conversation.closed", closed)])
+    return Decision("complete", value, event, output={"conversationId": cid, "response": value})
+
+
+KIND_DECIDERS = {
+    "credential": _decide_credential,
+    "low-confidence": _decide_low_confidence,
+    "conversation.start": _decide_conversation,
+    "conversation.exchange": _decide_conversation,
+    "conversation.close": _decide_conversation,
+}

@@ -52,6 +52,8 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes, sou
         },
         "body": text or None,
         "isBase64Encoded": is_b64,
+        # API Gateway (payload 2.0) hands the Cookie header over as a list.
+        **({"cookies": [c.strip() for c in lowered["cookie"].split(";") if c.strip()]} if "cookie" in lowered else {}),
     }
 
 
@@ -86,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, values in (result.get("multiValueHeaders") or {}).items():
             for value in values:
                 self.send_header(name, value)
+        for cookie in result.get("cookies") or []:
+            self.send_header("Set-Cookie", cookie)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":

@@ -59,19 +59,24 @@ class StreamPump:
         moved = 0
         for shard in shards:
             sid = shard["ShardId"]
-            if sid not in self._iterators:
-                self._iterators[sid] = self.streams.get_shard_iterator(
-                    StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            iterator = self._iterators[sid]
-            if iterator is None:
-                continue
+            # A fresh iterator after the last sequence seen, every poll: moto restores a deep copy of the table
+            # (its stream shard included) when a transaction is cancelled, which orphans any iterator kept
+            # from before, so a kept NextShardIterator would stop seeing records after the first lost race.
+            last = self._iterators.get(sid)
+            position = (
+                {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+                if last
+                else {"ShardIteratorType": "TRIM_HORIZON"}
+            )
+            iterator = self.streams.get_shard_iterator(StreamArn=arn, ShardId=sid, **position)["ShardIterator"]
             got = self.streams.get_records(ShardIterator=iterator, Limit=wiring.STREAM_BATCH_SIZE)
-            records = [r for r in got.get("Records", []) if is_event_insert(r)]
+            all_records = got.get("Records", [])
+            records = [r for r in all_records if is_event_insert(r)]
             if records:
                 self._deliver(arn, records)
                 moved += len(records)
-            self._iterators[sid] = got.get("NextShardIterator")
+            if all_records:
+                self._iterators[sid] = all_records[-1]["dynamodb"]["SequenceNumber"]
         return moved
 
     def _deliver(self, arn: str, records: list[dict[str, Any]]) -> None:

@@ -10,13 +10,17 @@ from typing import Any
 
 import boto3
 
-from .. import wiring
+from .. import clock, wiring
+from ..delivery.settings import PUBLIC_BASE_URL_ENV
 from ..model.requests import CreateKeyRequest
 from ..model.workflow import WorkflowDefinition
 from ..store import Store, create_table
 from .http_gateway import Gateway
+from .keyring import prepare_local_key_ring
 from .moto_server import LockedMotoServer
 from .pumps import StreamPump
+from .schedules import SchedulePump, create_local_deadline_resources
+from .sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
 
 DEMO_TENANT = "demo"
 TABLE_NAME = "interlude-local"
@@ -84,6 +88,7 @@ class LocalInfo:
     tenant: str
     api_key: str
     moto_endpoint: str
+    clock_file: str = ""
 
     def as_json(self) -> dict[str, str]:
         return {
@@ -91,31 +96,52 @@ class LocalInfo:
             "tenant": self.tenant,
             "apiKey": self.api_key,
             "motoEndpoint": self.moto_endpoint,
+            "clockFile": self.clock_file,
         }
 
 
 class LocalStack:
-    def __init__(self, port: int = 8080, moto_port: int = 0, verbose: bool = False) -> None:
+    def __init__(
+        self, port: int = 8080, moto_port: int = 0, verbose: bool = False, clock_file: Path | None = None
+    ) -> None:
+        # The process clock's offset file (interlude.clock): `interlude clock advance` moves it forward.
+        self.clock_file = clock_file
         self.port = port
         self.moto_port = moto_port
         self.verbose = verbose
         self.moto: LockedMotoServer | None = None
         self.gateway: Gateway | None = None
         self.pump: StreamPump | None = None
+        self.schedule_pump: SchedulePump | None = None
+        self.queue_pumps: list[QueuePump] = []
         self.info: LocalInfo | None = None
 
     def start(self) -> LocalInfo:
         self.moto = LockedMotoServer(self.moto_port).start()
         configure_environment(self.moto.endpoint, TABLE_NAME)
         create_table(boto3.client("dynamodb"), TABLE_NAME)
+        os.environ.update(prepare_local_key_ring())
+        os.environ.update(create_local_deadline_resources())
+        queue_urls = create_queues(boto3.client("sqs"), TABLE_NAME)
+        export_queue_urls(queue_urls)
+        if self.clock_file is not None:
+            clock.reset(self.clock_file)
+            os.environ[clock.CLOCK_FILE_ENV] = str(self.clock_file)
         api_key = seed(Store(TABLE_NAME))
+        # Links in callback notices point at this stack: its port is known once the gateway is bound.
+        self.gateway = Gateway(self.port, self.verbose)
+        os.environ[PUBLIC_BASE_URL_ENV] = self.gateway.base_url
+        self.queue_pumps = start_queue_pumps(queue_urls)
         self.pump = StreamPump(TABLE_NAME).start()
-        self.gateway = Gateway(self.port, self.verbose).start()
-        self.info = LocalInfo(self.gateway.base_url, DEMO_TENANT, api_key, self.moto.endpoint)
+        self.schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).start()
+        self.gateway.start()
+        self.info = LocalInfo(
+            self.gateway.base_url, DEMO_TENANT, api_key, self.moto.endpoint, str(self.clock_file or "")
+        )
         return self.info
 
     def stop(self) -> None:
-        for part in (self.gateway, self.pump, self.moto):
+        for part in (self.gateway, *self.queue_pumps, self.schedule_pump, self.pump, self.moto):
             if part is not None:
                 part.stop()
 

@@ -19,7 +19,8 @@ class CreateRunRequest(Closed):
     inputs: dict[str, Any] = Field(default_factory=dict)
     tenantId: str | None = None
     scopeId: str | None = None
-    callbackUrl: str | None = Field(default=None, max_length=2048)
+    # Length and everything else are judged by the egress guard, whose refusal names the field (issue 6).
+    callbackUrl: str | None = None
     configurable: dict[str, Any] | None = None
     tags: list[str] = Field(default_factory=list, max_length=100)
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -18,7 +18,8 @@ RunStatus = Literal[
 ]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 WAITING_STATUSES: frozenset[str] = frozenset({"waiting-approval", "waiting-input", "waiting-external"})
-NodeStatus = Literal["pending", "queued", "suspended", "completed", "failed", "skipped"]
+# "running": a core.delay node sleeping until its wake-up time.
+NodeStatus = Literal["pending", "queued", "running", "suspended", "completed", "failed", "skipped"]
 TERMINAL_NODE_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
 
 
@@ -32,6 +33,8 @@ class NodeState(Mutable):
     # Step counters: a source counts for a target only if it settled after the target last started.
     activatedAt: int = -1
     settledAt: int = -1
+    # Set by a routing node (modulex.conditional) when it completes: the targets it continues to.
+    routes: list[str] | None = None
 
 
 class Vote(Mutable):
@@ -58,6 +61,14 @@ class OpenInterrupt(Mutable):
     votes: list[Vote] = Field(default_factory=list)
 
 
+class Delay(Mutable):
+    """A core.delay node asleep: it completes when `due` (epoch seconds) has passed."""
+
+    visit: int
+    delayMs: int
+    due: float
+
+
 class RunState(Mutable):
     v: int = 1  # format version of this document
     runId: str
@@ -80,6 +91,11 @@ class RunState(Mutable):
     outputs: dict[str, Any] = Field(default_factory=dict)
     queue: list[str] = Field(default_factory=list)
     interrupts: dict[str, OpenInterrupt] = Field(default_factory=dict)
+    # Conversations this run opened (core.conversationGate): id -> open | closing | closed.
+    conversations: dict[str, str] = Field(default_factory=dict)
+    # Sleeping core.delay nodes by node id, and the run's own deadline (configurable.run.runTimeoutMs), epoch s.
+    delays: dict[str, Delay] = Field(default_factory=dict)
+    deadline: float | None = None
     error: dict[str, Any] | None = None
     failedNodeId: str | None = None
     nextSeq: int = 0

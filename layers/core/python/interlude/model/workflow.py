@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..ids import AUTHOR_ID_RE
 
@@ -82,22 +82,26 @@ class WorkflowDefinition(Closed):
             seen.add(node.id)
         return nodes
 
-    @model_validator(mode="after")
-    def _edges_join_known_nodes(self) -> WorkflowDefinition:
+    def edge_problems(self) -> list[dict[str, str]]:
+        """Edges that join unknown nodes, or disagree on a node's trigger rule, with the path of each."""
         ids = {n.id for n in self.nodes}
         rules: dict[str, str] = {}
+        problems = []
         for i, edge in enumerate(self.edges):
             for end in ("sourceNodeId", "targetNodeId"):
                 if getattr(edge, end) not in ids:
-                    raise ValueError(f"edges[{i}].{end} names no node: {getattr(edge, end)!r}")
+                    problems.append({"path": f"edges/{i}/{end}", "message": f"names no node: {getattr(edge, end)!r}"})
             # One trigger rule per node: edges into a node must agree, or the rule would be ambiguous.
             known = rules.setdefault(edge.targetNodeId, edge.triggerRule)
             if known != edge.triggerRule:
-                raise ValueError(
-                    f"edges[{i}] into {edge.targetNodeId!r} says triggerRule {edge.triggerRule!r} "
-                    f"but another edge into it says {known!r}; a node has one trigger rule"
+                problems.append(
+                    {
+                        "path": f"edges/{i}/triggerRule",
+                        "message": f"edge into {edge.targetNodeId!r} says {edge.triggerRule!r} but another edge into it "
+                        f"says {known!r}; a node has one trigger rule",
+                    }
                 )
-        return self
+        return problems
 
     def node(self, node_id: str) -> Node:
         return self._index()[node_id]

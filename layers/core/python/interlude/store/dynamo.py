@@ -21,7 +21,9 @@ from botocore.exceptions import ClientError
 from .. import wiring
 from ..engine.events import to_docs
 from ..engine.run import Transition, iso
+from ..errors import ApiError
 from ..model.run import OpenInterrupt, RunState
+from .hitl import transition_items
 
 Item = dict[str, dict[str, Any]]
 
@@ -52,6 +54,12 @@ def event_sk(last_seq: int) -> str:
 
 
 RUN_SK = "RUN"
+# DynamoDB's item limit is 400 KB; keep a margin for attribute names and numbers.
+MAX_ITEM_BYTES = 380_000
+
+
+def approximate_size(item: Item) -> int:
+    return sum(len(name) + len(next(iter(value.values())).encode("utf-8", "surrogatepass")) for name, value in item.items() if isinstance(next(iter(value.values())), str))
 
 
 @dataclass
@@ -231,14 +239,21 @@ class Store:
                     {"Update": self._interrupt_close(pk, closed.interrupt, closed.status, closed.resolution)},
                 )
             )
+        # External-event waiters and conversation claims (store/hitl.py) travel in the same transaction.
+        items += transition_items(self.table, transition, now_iso or iso_now())
         for _, op in items:
             body = next(iter(op.values()))
             body["TableName"] = self.table
             body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            if "Item" in body and approximate_size(body["Item"]) > MAX_ITEM_BYTES:
+                raise ApiError("payload_too_large", "the run's state would exceed what one stored item can hold (400 KB)")
         try:
             self.client.transact_write_items(TransactItems=[op for _, op in items])
         except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+            error = exc.response["Error"]
+            if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
+                raise ApiError("payload_too_large", "the run's state exceeds what DynamoDB can store in one item") from None
+            if error["Code"] != "TransactionCanceledException":
                 raise
             reasons = exc.response.get("CancellationReasons") or []
             failed = [

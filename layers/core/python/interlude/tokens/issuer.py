@@ -7,11 +7,22 @@ from .scheme import Intent, KeyRing, TokenClaims, mint, token_lifetime
 
 
 def interrupt_token(
-    ring: KeyRing, run_id: str, interrupt: OpenInterrupt, now: float, intent: Intent = "resolve", requested_s: int | None = None
+    ring: KeyRing,
+    run_id: str,
+    interrupt: OpenInterrupt,
+    now: float,
+    intent: Intent = "resolve",
+    requested_s: int | None = None,
+    minter: str | None = None,
 ) -> tuple[str, int]:
-    """(token, expiresAt epoch seconds)."""
+    """(token, expiresAt epoch seconds). `minter` is the API key id the token acts for (None: the host)."""
     expires_at = token_lifetime(now, interrupt.deadline, requested_s)
     claims = TokenClaims(
-        interrupt_id=interrupt.interruptId, run_id=run_id, node_id=interrupt.nodeId, expires_at=expires_at, intent=intent
+        interrupt_id=interrupt.interruptId,
+        run_id=run_id,
+        node_id=interrupt.nodeId,
+        expires_at=expires_at,
+        intent=intent,
+        minter=minter,
     )
     return mint(claims, ring), expires_at

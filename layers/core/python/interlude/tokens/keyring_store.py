@@ -6,6 +6,8 @@ operators rotate and retire with read-modify-write. No secret value is ever logg
 
 from __future__ import annotations
 
+import base64
+import json
 from functools import lru_cache
 from typing import Any
 
@@ -84,7 +86,31 @@ def _read(client: Any, secret_name: str) -> KeyRing:
 # Parsing is memoised on the exact stored text so a cached secret is not re-decoded on every request.
 @lru_cache(maxsize=8)
 def _parse_ring(raw: str) -> KeyRing:
+    seed = _seed_of(raw)
+    if seed is not None:
+        return KeyRing(current_kid=SEED_KID, keys={SEED_KID: seed})
     return KeyRing.from_json(raw)
+
+
+# The form Secrets Manager generates at deploy time (infra/secrets.py): `{"seed": <44 random alphanumerics>}`.
+# Any 44 characters of [A-Za-z0-9] are canonical unpadded base64url of 33 bytes (44 x 6 bits, no spare bits),
+# so the generated string is itself the first secret; the first `tokens rotate` writes the full ring form.
+SEED_KID = "k0"
+SEED_KEY = "seed"
+SEED_CHARS = 44
+
+
+def _seed_of(raw: str) -> bytes | None:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or set(doc) != {SEED_KEY} or not isinstance(doc[SEED_KEY], str):
+        return None
+    seed = doc[SEED_KEY]
+    if len(seed) != SEED_CHARS or not seed.isascii() or not seed.isalnum():
+        raise ValueError(f"a seeded key ring holds exactly {SEED_CHARS} ASCII letters and digits")
+    return base64.urlsafe_b64decode(seed)
 
 
 def _error_code(exc: ClientError) -> str:

@@ -44,6 +44,9 @@ _KID = re.compile(r"[A-Za-z0-9._~-]{1,128}")
 _RING_KID = re.compile(r"[A-Za-z0-9_~-]{1,128}")
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 _CLAIM_KEYS = frozenset({"i", "r", "n", "e", "t", "v"})
+# Optional: the API key id of the principal that minted the token (who a token resolution is made for).
+_MINTER_CLAIM = "k"
+_MINTER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class TokenError(ApiError):
@@ -80,6 +83,8 @@ class TokenClaims:
     # Epoch seconds; the token is refused from this second on.
     expires_at: int
     intent: Intent
+    # The API key id that minted the token, or None for a token minted by the host itself.
+    minter: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("interrupt_id", "run_id", "node_id"):
@@ -91,9 +96,11 @@ class TokenClaims:
             raise ValueError("expires_at must be a non-negative int (epoch seconds)")
         if self.intent not in INTENTS:
             raise ValueError(f"intent must be one of {sorted(INTENTS)}")
+        if self.minter is not None and (not isinstance(self.minter, str) or not _MINTER.fullmatch(self.minter)):
+            raise ValueError(f"minter must match {_MINTER.pattern}")
 
     def _wire(self) -> dict[str, Any]:
-        return {
+        wire = {
             "i": self.interrupt_id,
             "r": self.run_id,
             "n": self.node_id,
@@ -101,6 +108,9 @@ class TokenClaims:
             "t": self.intent,
             "v": CLAIMS_VERSION,
         }
+        if self.minter is not None:
+            wire[_MINTER_CLAIM] = self.minter
+        return wire
 
 
 @dataclass(frozen=True)
@@ -247,13 +257,18 @@ def _parse_claims(raw: bytes) -> TokenClaims:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise TokenInvalid("payload_json") from exc
-    if not isinstance(doc, dict) or set(doc) != _CLAIM_KEYS:
+    if not isinstance(doc, dict) or set(doc) - {_MINTER_CLAIM} != _CLAIM_KEYS:
         raise TokenInvalid("claims_shape")
     if type(doc["v"]) is not int or doc["v"] != CLAIMS_VERSION:
         raise TokenInvalid("claims_version")
     try:
         claims = TokenClaims(
-            interrupt_id=doc["i"], run_id=doc["r"], node_id=doc["n"], expires_at=doc["e"], intent=doc["t"]
+            interrupt_id=doc["i"],
+            run_id=doc["r"],
+            node_id=doc["n"],
+            expires_at=doc["e"],
+            intent=doc["t"],
+            minter=doc.get(_MINTER_CLAIM),
         )
     except ValueError as exc:
         raise TokenInvalid("claims_types") from exc

@@ -1,0 +1,118 @@
+"""Print the AWS calls callback delivery makes: the outbox per transition, the worker per attempt.
+
+Runs the real dispatch and callbacks handlers against moto in-process with a receiver on 127.0.0.1 (the
+development-only loopback switch is on here). Usage: .venv/bin/python bench/callback_calls.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench",
+    AWS_SECRET_ACCESS_KEY="bench",
+    AWS_DEFAULT_REGION="us-east-1",
+    TABLE_NAME="interlude-test",
+    PUBLIC_BASE_URL="https://interlude.example.com",
+    INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS="1",
+    INTERLUDE_CALLBACK_BACKOFF_BASE_S="0",
+    KEY_RING_SECRET="bench/token-keys",
+    POWERTOOLS_LOG_LEVEL="ERROR",
+    AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+from interlude.local import lambda_runtime  # noqa: E402
+from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
+from interlude.model.requests import CreateKeyRequest  # noqa: E402
+from interlude.service import Service  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+from interlude.tokens.keyring_store import ensure_key_ring  # noqa: E402
+from tests.integration.test_callbacks import TABLE, Stream  # noqa: E402
+from tests.support.receiver import Receiver  # noqa: E402
+
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+COUNTED = ("dynamodb", "sqs", "secretsmanager")
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.counter: Counter[str] = Counter()
+        boto3.setup_default_session()
+        boto3.DEFAULT_SESSION.events.register("before-call", self._count)
+
+    def _count(self, model, **_):
+        service = model.service_model.endpoint_prefix
+        if service in COUNTED:
+            self.counter[f"{service}:{model.name}"] += 1
+
+    def take(self) -> Counter[str]:
+        taken, self.counter = self.counter, Counter()
+        return taken
+
+
+def fmt(c: Counter[str]) -> str:
+    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
+
+
+def main() -> None:
+    receiver = Receiver().start()
+    with mock_aws():
+        # moto resets boto3's default session when it starts: count on the session it leaves in place.
+        calls = Calls()
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), "bench")
+        export_queue_urls(urls)
+        ensure_key_ring("bench/token-keys")
+        service = Service(Store(TABLE))
+        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        admin = service.authenticate(f"Bearer {created['apiKey']}")
+        definition = json.loads(FIXTURE.read_text())
+        service.put_workflow(admin, definition["id"], definition)
+        stream, pump = Stream(), QueuePump("callbacks", urls["callbacks"])
+        rows = []
+
+        def dispatch(again: bool = False) -> Counter[str]:
+            # Only the dispatch handler is counted, not the harness reading the stream.
+            fresh = [r for r in stream.records() if again or r["dynamodb"]["SequenceNumber"] not in stream.seen]
+            stream.seen.update(r["dynamodb"]["SequenceNumber"] for r in fresh)
+            calls.take()
+            lambda_runtime.invoke("dispatch", {"Records": fresh})
+            return calls.take()
+
+        def run(callback: str):
+            return service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": callback}).runId
+
+        run_id = run(receiver.url())
+        rows.append(("dispatch, transition raising an interrupt (1 notice, token minted)", dispatch()))
+        pump.pump_once()
+        rows.append(("callbacks, first delivery of a tenant (secret created)", calls.take()))
+        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+        rows.append(("dispatch, transition deciding and ending the run (2 notices)", dispatch()))
+        pump.pump_once()
+        rows.append(("callbacks, batch of 2 successful deliveries (warm secret)", calls.take()))
+        dispatch(again=True)
+        pump.pump_once()
+        rows.append(("callbacks, batch of 3 duplicate messages (already delivered)", calls.take()))
+        receiver.script[:] = [500]
+        run(receiver.url())
+        dispatch()
+        pump.pump_once()
+        rows.append(("callbacks, one failed attempt (retry scheduled)", calls.take()))
+        for what, counted in rows:
+            print(f"{what:70s} {fmt(counted)}")
+        print("(pump = local SQS mapping: ReceiveMessage/DeleteMessageBatch are what Lambda's poller does for free)")
+    receiver.close()
+
+
+if __name__ == "__main__":
+    main()

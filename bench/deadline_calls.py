@@ -1,0 +1,117 @@
+"""Print the AWS calls a deadline costs: DynamoDB and Scheduler calls per step of a timed gate's life.
+
+Runs the real Service, the real dispatch outbox handler and the real timeouts handler against moto
+in-process (no network), moving the process clock with its offset file instead of sleeping.
+Usage: .venv/bin/python bench/deadline_calls.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import clock, wiring  # noqa: E402
+from interlude.errors import ApiError  # noqa: E402
+from interlude.model.requests import CreateKeyRequest  # noqa: E402
+from interlude.service import Service  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+from interlude.timeouts import outbox  # noqa: E402
+from interlude.timeouts import scheduler as scheduler_module  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures"
+
+
+class Calls:
+    def __init__(self, *clients) -> None:
+        self.counter: Counter[str] = Counter()
+        for client in clients:
+            client.meta.events.register("before-call", self._count)
+
+    def _count(self, model, **_):
+        self.counter[f"{model.service_model.service_name}:{model.name}"] += 1
+
+    def take(self) -> Counter[str]:
+        taken, self.counter = self.counter, Counter()
+        return taken
+
+
+def fmt(c: Counter[str]) -> str:
+    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
+
+
+def main() -> None:
+    clock_file = Path(tempfile.mkdtemp()) / "clock"
+    clock.reset(clock_file)
+    os.environ[clock.CLOCK_FILE_ENV] = str(clock_file)
+    with mock_aws():
+        from interlude.local.schedules import SchedulePump, create_local_deadline_resources
+
+        client = boto3.client("dynamodb")
+        create_table(client, "bench")
+        os.environ.update(create_local_deadline_resources())
+        service = Service(Store("bench", client))
+        sched = scheduler_module.Scheduler(scheduler_module.SchedulerSettings.from_env())
+        scheduler_module._cached = (sched.settings, sched)
+        calls = Calls(client, sched.client)
+        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        principal = service.authenticate(f"Bearer {created['apiKey']}")
+        definition = json.loads((FIXTURES / "conformance-approval-timeout.json").read_text())
+        service.put_workflow(principal, definition["id"], definition)
+        calls.take()
+
+        def lifecycle(label: str, finish) -> None:
+            state = service.create_run(principal, {"workflowId": definition["id"]})
+            print(f"{label}: createRun                      {fmt(calls.take())}")
+            batch = service.store.read_events(state.runId)
+            calls.take()  # the bench's own read of the batch, which the stream record carries
+            outbox.on_events(service, state.runId, batch)
+            print(f"{label}: outbox on the suspend batch   {fmt(calls.take())}")
+            outbox.on_events(service, state.runId, batch)
+            print(f"{label}: same batch delivered again    {fmt(calls.take())}")
+            finish(state)
+
+        def timeout(state) -> None:
+            clock.advance(clock_file, 3)
+            body = {"runId": state.runId}
+            print(f"timed out : worker fires                 {service.fire_deadline(body)} events")
+            print(f"timed out : worker call cost             {fmt(calls.take())}")
+            service.fire_deadline(body)
+            print(f"timed out : second firing (no-op)        {fmt(calls.take())}")
+
+        def human(state) -> None:
+            service.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
+            print(f"decided   : resolve in time              {fmt(calls.take())}")
+            last = service.store.read_events(state.runId)
+            calls.take()
+            outbox.on_events(service, state.runId, last)
+            print(f"decided   : outbox on the resolve batch  {fmt(calls.take())}")
+
+        def late(state) -> None:
+            clock.advance(clock_file, 3)
+            try:
+                service.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
+            except ApiError as exc:
+                print(f"late      : resolve after deadline → {exc.status} {exc.code}  {fmt(calls.take())}")
+
+        lifecycle("timed out ", timeout)
+        lifecycle("decided   ", human)
+        lifecycle("late      ", late)
+        pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
+        calls.take()
+        clock.advance(clock_file, 10)
+        print(f"local pump tick with leftovers: fired {pump.pump_once()}")
+
+
+if __name__ == "__main__":
+    main()

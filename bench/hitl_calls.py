@@ -1,0 +1,72 @@
+"""Print the DynamoDB calls of the issue-3 operations: votes on a quorum gate, POST /events, the inbox.
+
+Runs the real Service and Store against moto in-process (no network). Usage: .venv/bin/python bench/hitl_calls.py
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import hitl, wiring  # noqa: E402
+from interlude.model.requests import CreateKeyRequest  # noqa: E402
+from interlude.service import Service  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+
+
+def main() -> None:
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), "bench")
+        service = Service(Store("bench"))
+        counter: Counter[str] = Counter()
+        service.store.client.meta.events.register(
+            "before-call.dynamodb", lambda model, **_: counter.update([model.name])
+        )
+
+        def principal(name: str):
+            created = service.issue_key("t1", CreateKeyRequest(subjectId=name, scopes=list(wiring.ALL_SCOPES)))
+            return service.authenticate(f"Bearer {created['apiKey']}")
+
+        admin, bob, carol = principal("admin"), principal("bob"), principal("carol")
+        gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t", "requiredApprovals": 3}}
+        service.put_workflow(admin, "quorum", {"nodes": [gate]})
+        wait = {"eventType": "order.paid", "correlation": {"orderId": "o-1"}}
+        ext = {"id": "wait", "typeId": "core.interrupt", "config": {"kind": "external-event", "data": wait}}
+        service.put_workflow(admin, "ext", {"nodes": [ext]})
+        run_id = service.create_run(admin, {"workflowId": "quorum"}).runId
+        for _ in range(30):
+            service.create_run(admin, {"workflowId": "quorum"})
+
+        def measure(label: str, fn) -> None:
+            counter.clear()
+            fn()
+            print(f"{label:<52} {sum(counter.values()):>3}  {dict(sorted(counter.items()))}")
+
+        print("operation (authentication excluded)                  calls")
+        measure(
+            "vote 1 of 3 (recorded, gate stays open)",
+            lambda: service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"}),
+        )
+        measure("vote 2 of 3", lambda: service.resolve_interrupt(bob, run_id, "gate", {"action": "accept"}))
+        measure("vote 3 of 3 (decides)", lambda: service.resolve_interrupt(carol, run_id, "gate", {"action": "accept"}))
+        measure("inbox page of 25 (31 pending)", lambda: hitl.inbox(service, admin, {"limit": "25"}))
+        body = {**wait, "payload": {}}
+        measure("POST /events, nobody waiting (kept)", lambda: hitl.post_event(service, admin, body))
+        for _ in range(3):
+            service.create_run(admin, {"workflowId": "ext"})
+        measure("POST /events, 3 waiting interrupts resolved", lambda: hitl.post_event(service, admin, body))
+        later = service.create_run(admin, {"workflowId": "ext"}).runId
+        events = service.store.read_events(later)
+        measure("outbox: a raised gate takes a kept event", lambda: hitl.resolve_kept_events(service, later, events))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Print the DynamoDB calls Idempotency-Key adds to a request, through the real `api` handler.
+
+Runs in-process against moto (no network); the API key lookup is warm (cached) so only the operation and the
+idempotency record are counted. Usage: .venv/bin/python bench/idempotency_calls.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections import Counter
+from pathlib import Path
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench",
+    AWS_SECRET_ACCESS_KEY="bench",
+    AWS_DEFAULT_REGION="us-east-1",
+    TABLE_NAME="bench",
+    POWERTOOLS_LOG_LEVEL="ERROR",
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+from interlude.api import http  # noqa: E402
+from interlude.local import lambda_runtime  # noqa: E402
+from interlude.local.http_gateway import to_event  # noqa: E402
+from interlude.model.requests import CreateKeyRequest  # noqa: E402
+from interlude.store import create_table  # noqa: E402
+
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+
+
+def main() -> None:
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), "bench")
+        service = http.service()
+        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        counter: Counter[str] = Counter()
+        service.store.client.meta.events.register(
+            "before-call.dynamodb", lambda model, **_: counter.update([model.name])
+        )
+
+        def call(method: str, path: str, body: object, key: str | None) -> tuple[int, Counter[str], str]:
+            headers = {"authorization": f"Bearer {created['apiKey']}", "content-type": "application/json"}
+            if key:
+                headers["idempotency-key"] = key
+            counter.clear()
+            got = lambda_runtime.invoke("api", to_event(method, path, headers, json.dumps(body).encode(), "127.0.0.1"))
+            return got["statusCode"], Counter(counter), got["body"]
+
+        def new_run() -> str:
+            return json.loads(call("POST", "/runs", create, None)[2])["runId"].replace("/", "~2F")
+
+        definition = json.loads(FIXTURE.read_text())
+        call("PUT", f"/workflows/{definition['id']}", definition, None)
+        create = {"workflowId": definition["id"]}
+        key = uuid.uuid4().hex + "-bench"
+        resume = {"resumeValue": {"action": "accept"}}
+        run, other = new_run(), new_run()
+        rows = [
+            ("createRun, no key", *call("POST", "/runs", create, None)),
+            ("createRun, new key", *call("POST", "/runs", create, key)),
+            ("createRun, replay", *call("POST", "/runs", create, key)),
+            ("createRun, mismatch", *call("POST", "/runs", {**create, "inputs": {"x": 1}}, key)),
+            ("resolve, no key", *call("POST", f"/runs/{other}/interrupts/gate", resume, None)),
+            ("resolve, new key", *call("POST", f"/runs/{run}/interrupts/gate", resume, key + "r")),
+            ("resolve, replay", *call("POST", f"/runs/{run}/interrupts/gate", resume, key + "r")),
+            ("resolve 409, new key", *call("POST", f"/runs/{run}/interrupts/gate", resume, key + "s")),
+            ("resolve 400, new key", *call("POST", f"/runs/{new_run()}/interrupts/gate", {"resumeValue": {}}, key)),
+        ]
+        print(f"{'request':26} {'status':>6}  DynamoDB calls")
+        for name, status, calls, _ in rows:
+            detail = ", ".join(f"{k}×{v}" for k, v in sorted(calls.items())) or "-"
+            print(f"{name:26} {status:>6}  {sum(calls.values())} ({detail})")
+
+
+if __name__ == "__main__":
+    main()

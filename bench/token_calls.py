@@ -1,0 +1,121 @@
+"""Print the AWS calls each token operation makes, and how long the pure parts take (verify, page render).
+
+Runs the real Service, TokenSurface and Store against moto in-process (no network), with the key ring read
+through powertools parameters from moto's Secrets Manager. Usage: .venv/bin/python bench/token_calls.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.update(
+    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
+)
+os.environ.pop("AWS_ENDPOINT_URL", None)
+
+import boto3  # noqa: E402
+from aws_lambda_powertools.utilities import parameters  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+from interlude.errors import ApiError  # noqa: E402
+from interlude.model.requests import CreateKeyRequest  # noqa: E402
+from interlude.page import approval  # noqa: E402
+from interlude.page.graph import GraphNode  # noqa: E402
+from interlude.service import Service  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+from interlude.tokens import verify  # noqa: E402
+from interlude.tokens.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
+from interlude.tokens.surface import TokenSurface  # noqa: E402
+
+FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+SECRET = "bench/token-keys"
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.counter: Counter[str] = Counter()
+
+    def watch(self, client, service: str) -> None:
+        client.meta.events.register(f"before-call.{service}", self._count)
+
+    def _count(self, model, **_):
+        self.counter[model.name] += 1
+
+    def take(self) -> Counter[str]:
+        taken, self.counter = self.counter, Counter()
+        return taken
+
+
+def fmt(c: Counter[str]) -> str:
+    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
+
+
+def per_call_us(fn, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - start) / n * 1e6
+
+
+def main() -> None:
+    with mock_aws():
+        calls = Calls()
+        dynamo = boto3.client("dynamodb")
+        secrets = boto3.client("secretsmanager")
+        calls.watch(dynamo, "dynamodb")
+        create_table(dynamo, "bench")
+        ensure_key_ring(SECRET, client=secrets)
+        provider = parameters.SecretsProvider(boto3_client=secrets)
+        calls.watch(secrets, "secrets-manager")
+        service = Service(Store("bench", dynamo))
+        surface = TokenSurface(service, lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
+        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        principal = service.authenticate(f"Bearer {created['apiKey']}")
+        definition = json.loads(FIXTURE.read_text())
+        service.put_workflow(principal, definition["id"], definition)
+        run_id = service.create_run(principal, {"workflowId": definition["id"]}).runId
+        calls.take()
+
+        rows = []
+        minted = {}
+        rows.append(("mint (cold ring cache)", minted.update(surface.mint(principal, run_id, "gate", "resolve")), calls.take()))
+        token = minted["token"]
+        surface.mint(principal, run_id, "gate", "resolve")
+        rows.append(("mint (warm)", None, calls.take()))
+        surface.inspect(token)
+        rows.append(("inspect (GET /interrupts/{token})", None, calls.take()))
+        surface.resolve(token, {"action": "accept"})
+        rows.append(("resolve via token (winner)", None, calls.take()))
+        with contextlib.suppress(ApiError):  # 409 interrupt_already_resolved
+            surface.resolve(token, {"action": "accept"})
+        rows.append(("resolve via token (after resolution: 409)", None, calls.take()))
+
+        width = max(len(r[0]) for r in rows)
+        print(f"{'operation'.ljust(width)}  AWS calls")
+        for name, _, counted in rows:
+            print(f"{name.ljust(width)}  {fmt(counted)}")
+
+        ring = surface.ring()
+        at = time.time()
+        verify_us = per_call_us(lambda: verify(token, ring, now=at), 20000)
+        payload = minted["payload"]
+        nodes = [GraphNode(f"step-{i}", "core.noop", "completed") for i in range(12)] + [
+            GraphNode("gate", "core.approvalGate", "suspended")
+        ]
+        edges = [(f"step-{i}", f"step-{i + 1}") for i in range(11)] + [("step-11", "gate")]
+        view = approval.View(payload, "gate", "resolve", "waiting-approval", int(at) + 600, nodes, edges)
+        render_us = per_call_us(
+            lambda: approval.document("t", approval.render_open(view, style_nonce="n", csrf_field="f"), "n"), 2000
+        )
+        size = len(approval.document("t", approval.render_open(view, style_nonce="n", csrf_field="f"), "n"))
+        print(f"\nverify one token: {verify_us:.1f} µs; render the page (13-node graph): {render_us:.0f} µs, {size} bytes")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Lambda entry point for the callback queue (SQS), with partial-batch failure reporting."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from interlude.config import settings
+from interlude.delivery.settings import delivery_settings
+from interlude.delivery.signing import SecretCache
+from interlude.delivery.worker import Worker
+from interlude.store import Store
+from interlude.store.deliveries import DeliveryStore
+
+logger = Logger(service="interlude-callbacks")
+# Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@cache
+def worker() -> Worker:
+    cfg = delivery_settings()
+    return Worker(
+        deliveries=DeliveryStore(Store(settings().table_name)),
+        sqs=boto3.client("sqs"),
+        secrets=SecretCache(boto3.client("secretsmanager"), cfg.secret_prefix),
+        settings=cfg,
+    )
+
+
+def record_handler(record: SQSRecord) -> str:
+    return worker().handle(record.raw_event)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,100 @@
+"""Callback delivery: the SQS queues of wiring.QUEUES and what wiring.FUNCTIONS declares about them.
+
+Per function: sqs:SendMessage on exactly the queues it `sends_to`; the SQS event source (reporting batch item
+failures) and the consume actions on exactly the queue it `consumes`; Secrets Manager actions on exactly the
+secret-name prefixes of its `secret_grants`; and the environment that names them. The development-only loopback
+switch (interlude.delivery.settings.DEV_ALLOW_LOOPBACK_ENV) is never set here.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from interlude import wiring
+
+PUBLIC_BASE_URL_ENV = "PUBLIC_BASE_URL"
+
+
+class CallbackDelivery(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, functions: dict[str, lambda_.Function], api_url: str
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.queues: dict[str, sqs.Queue] = {}
+        pending = list(wiring.QUEUES)
+        while pending:
+            spec = next(q for q in pending if q.dead_letter is None or q.dead_letter in self.queues)
+            self.queues[spec.name] = self._build_queue(spec)
+            pending.remove(spec)
+        for spec in wiring.FUNCTIONS:
+            self._wire_function(spec, functions[spec.name], api_url)
+
+    def _build_queue(self, spec: wiring.Queue) -> sqs.Queue:
+        dead_letter = None
+        if spec.dead_letter:
+            dead_letter = sqs.DeadLetterQueue(
+                queue=self.queues[spec.dead_letter], max_receive_count=spec.max_receive_count
+            )
+        queue = sqs.Queue(
+            self,
+            _pascal(spec.name),
+            retention_period=Duration.seconds(spec.retention_s),
+            visibility_timeout=Duration.seconds(spec.visibility_timeout_s),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=dead_letter,
+        )
+        if dead_letter is None:
+            Validations.of(queue).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SQS3",
+                    reason="A dead-letter queue itself: it holds dead callback notices (identity and delivery "
+                    "history only) for an operator.",
+                )
+            )
+        return queue
+
+    def _wire_function(self, spec: wiring.Function, function: lambda_.Function, api_url: str) -> None:
+        for name in spec.sends_to:
+            queue = self.queues[name]
+            function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn]))
+            function.add_environment(wiring.queue(name).url_env, queue.queue_url)
+        if spec.consumes:
+            queue = self.queues[spec.consumes]
+            # The event source grants exactly wiring.QUEUE_CONSUME_ACTIONS on this queue (asserted in tests/infra).
+            function.add_event_source(
+                event_sources.SqsEventSource(
+                    queue, batch_size=wiring.CALLBACK_BATCH_SIZE, report_batch_item_failures=True
+                )
+            )
+            function.add_environment(wiring.queue(spec.consumes).url_env, queue.queue_url)
+        for key, actions in spec.secret_grants:
+            prefix = wiring.SECRET_PREFIXES[key]
+            arn = Stack.of(self).format_arn(
+                service="secretsmanager",
+                resource="secret",
+                resource_name=f"{prefix}*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[arn]))
+            function.add_environment(key, prefix)
+            assert function.role is not None
+            Validations.of(function.role).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+                    f"<AWS::AccountId>:secret:{prefix}*]",
+                    reason="One signing secret per tenant, created on first use: the grant is every secret under "
+                    "this one name prefix and nothing else.",
+                )
+            )
+        if spec.needs_public_base_url:
+            function.add_environment(PUBLIC_BASE_URL_ENV, api_url)
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("-", "_").split("_"))

@@ -1,0 +1,183 @@
+"""`Idempotency-Key` on every mutating route (OpenWOP idempotency.md Layer 1, RFC 0213 §B).
+
+`http.route()` wraps the handler of every route declared `mutating=True` in wiring.ROUTES with
+`idempotent()`, so a route added later is covered without touching its handler. GET routes are never
+wrapped: they ignore the header.
+
+Per request carrying the header:
+  1. the value must match KEY_RE, else `400 idempotency_key_invalid` (never stored);
+  2. the record namespace ("tenant") comes from the credential: the API key's tenant for routes with a
+     scope (so 401/403 come first and are never stored), or, for a credential-less route (the signed-token
+     surfaces), the capability in the path — `tok:` + sha256 of the path parameters. A token belongs to one
+     interrupt of one run of one tenant, so that namespace is narrower than the tenant's; the token is
+     verified by the handler before any effect and a refused token (401/403) is never stored;
+  3. the request digest is sha256 over the operationId, the path parameters and the raw body bytes;
+  4. one conditional PutItem claims (tenant, operationId, key) for the lease (the Lambda's remaining time
+     plus LEASE_MARGIN_MS). The loser of a claim gets the record back and answers: a different digest ⇒
+     `409 idempotency_key_mismatch` (never the cached body); the first request still running ⇒
+     `409 idempotency_in_flight` with `Retry-After` (no timing in details); a stored final response ⇒ that
+     response byte for byte plus `OpenWOP-Idempotent-Replay: true`, and nothing runs again;
+  5. the winner runs the handler; a final outcome (2xx and 4xx other than 400 validation_error /
+     idempotency_key_invalid, 401, 403, 429) is stored for RETENTION_SECONDS; any other outcome (429, 5xx,
+     an unexpected exception) releases the claim so a retry with the same key executes.
+Keys are never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable
+from functools import cache
+
+from aws_lambda_powertools.event_handler import Response
+
+from .. import wiring
+from ..errors import ApiError
+from ..store.idempotency import CachedResponse, Claim, IdempotencyStore
+from . import http
+
+HEADER = "idempotency-key"
+REPLAY_HEADER = "OpenWOP-Idempotent-Replay"
+KEY_RE = re.compile(r"[A-Za-z0-9._~-]{22,128}")
+IN_FLIGHT_RETRY_AFTER_S = 1
+LEASE_MARGIN_MS = 1_000
+# 400 codes that describe the request itself; a corrected request with the same key must execute.
+UNCACHED_400_CODES = frozenset({"validation_error", "idempotency_key_invalid"})
+
+
+def is_final(status: int, code: str | None) -> bool:
+    """Whether an outcome is cached: 2xx and non-retryable 4xx, except 400 validation, 401 and 403."""
+    if status >= 500 or status in (401, 403, 429):
+        return False
+    return not (status == 400 and code in UNCACHED_400_CODES)
+
+
+def request_digest(operation: str, params: dict[str, str], raw_body: bytes) -> str:
+    # The JSON line cannot contain a raw newline, so the split between it and the body is unambiguous.
+    head = json.dumps([operation, sorted(params.items())], separators=(",", ":"))
+    return hashlib.sha256(head.encode() + b"\n" + raw_body).hexdigest()
+
+
+def capability_namespace(params: dict[str, str]) -> str:
+    # ':' never occurs in a tenant id (ids.TENANT_RE), so this cannot collide with a real tenant.
+    return "tok:" + hashlib.sha256(json.dumps(sorted(params.items())).encode()).hexdigest()
+
+
+@cache
+def records() -> IdempotencyStore:
+    store = http.service().store
+    return IdempotencyStore(store.table, store.client)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _lease_ms() -> int:
+    context = http.app.lambda_context
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return wiring.function(wiring.ROUTES_FUNCTION).timeout_s * 1000 + LEASE_MARGIN_MS
+    return int(remaining()) + LEASE_MARGIN_MS
+
+
+def _raw_body() -> bytes:
+    event = http.app.current_event
+    raw = event.body or ""
+    return base64.b64decode(raw) if event.is_base64_encoded else raw.encode()
+
+
+def _error_code(response: Response) -> str | None:
+    if response.status_code != 400 or not isinstance(response.body, str):
+        return None
+    try:
+        doc = json.loads(response.body)
+    except ValueError:
+        return None
+    return doc.get("error") if isinstance(doc, dict) else None
+
+
+def _to_cached(response: Response) -> CachedResponse:
+    body = response.body
+    headers = dict(response.headers)
+    if isinstance(body, bytes):
+        return CachedResponse(response.status_code, headers, base64.b64encode(body).decode(), is_base64=True)
+    return CachedResponse(response.status_code, headers, "" if body is None else str(body))
+
+
+def _error_response(exc: ApiError) -> Response:
+    # The response the resolver's own exception handler would give (a route module may register one for
+    # a subclass), so what is stored is exactly what the first caller received.
+    handler = http.app.exception_handler_manager.lookup_exception_handler(type(exc))
+    return handler(exc)
+
+
+def _replay(cached: CachedResponse) -> Response:
+    body: str | bytes = base64.b64decode(cached.body) if cached.is_base64 else cached.body
+    return Response(status_code=cached.status, body=body, headers={**cached.headers, REPLAY_HEADER: "true"})
+
+
+def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable[..., Response]:
+    @functools.wraps(handler)
+    def wrapped(**params: str) -> Response:
+        key = (http.app.current_event.headers or {}).get(HEADER)
+        if key is None:
+            return handler(**params)
+        if not KEY_RE.fullmatch(key):
+            raise ApiError(
+                "idempotency_key_invalid",
+                "Idempotency-Key must be 22 to 128 characters from A-Z a-z 0-9 . _ ~ -",
+                {"header": "Idempotency-Key"},
+            )
+        tenant = http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params)
+        digest = request_digest(spec.operation, params, _raw_body())
+        got = records().claim(tenant, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
+        if not isinstance(got, Claim):
+            if got.digest != digest:
+                raise ApiError("idempotency_key_mismatch", "this Idempotency-Key was used with a different request")
+            if got.completed is None:
+                raise ApiError(
+                    "idempotency_in_flight",
+                    "a request with this Idempotency-Key is still in progress",
+                    headers={"Retry-After": str(IN_FLIGHT_RETRY_AFTER_S)},
+                )
+            return _replay(got.completed)
+        return _run_claimed(got, handler, params)
+
+    return wrapped
+
+
+def _run_claimed(claim: Claim, handler: Callable[..., Response], params: dict[str, str]) -> Response:
+    try:
+        response = handler(**params)
+    except ApiError as exc:
+        if not is_final(exc.status, exc.code):
+            _release(claim)
+            raise
+        response = _error_response(exc)
+    except Exception:
+        _release(claim)
+        raise
+    if not is_final(response.status_code, _error_code(response)):
+        _release(claim)
+        return response
+    try:
+        if not records().complete(claim, _to_cached(response), now_ms=_now_ms()):
+            http.logger.warning("idempotency claim was taken over before completion; response not stored")
+    except Exception:
+        # The effect happened; answer it. The claim stays in flight until its lease ends.
+        http.logger.exception("storing the idempotent response failed")
+    return response
+
+
+def _release(claim: Claim) -> None:
+    try:
+        records().release(claim)
+    except Exception:
+        # The original outcome is what the caller must see; the claim ends with its lease.
+        http.logger.exception("releasing an idempotency claim failed")

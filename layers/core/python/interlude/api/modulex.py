@@ -1,0 +1,159 @@
+"""The ModuleX face: POST /workflows/run, GET /workflows/listen/{run_id}, POST /workflows/resume/{thread_id},
+POST /workflows/cancel/{run_id}, GET /workflows/state/{thread_id} (shared/reference/modulex-contract.md).
+
+Same keys, engine and event log as the OpenWOP face. Errors on this surface are `{"detail": ...}` (the
+OpenWOP code travels in the `X-Interlude-Error` header); a run that is unknown, malformed or another
+organisation's is one identical 404. `X-Organization-ID` is optional; when sent it must name the key's
+tenant (the organisation): otherwise 404 on run routes (no existence leak) and 403 on POST /workflows/run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from .. import streaming
+from ..auth import Principal
+from ..config import settings
+from ..engine.run import iso
+from ..errors import ApiError
+from ..modulex import frames
+from ..modulex.service import ModulexFace, not_found
+from .http import app, body, principal_for, required_body, route, service
+
+ORG_HEADER = "x-organization-id"
+
+
+class ModulexError(ApiError):
+    """An ApiError raised on the ModuleX face: rendered as {detail}."""
+
+
+@app.exception_handler(ModulexError)
+def _modulex_error(exc: ModulexError) -> Response:
+    status = 404 if exc.code == "id_tenant_mismatch" else exc.status
+    detail: Any = exc.message
+    if exc.code == "interlude.workflow_unprocessable" and exc.details and exc.details.get("errors"):
+        detail = exc.details["errors"]  # FastAPI-style [{loc, msg, type}]
+    headers = {**exc.headers, "X-Interlude-Error": exc.code}
+    if status == 401:
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="interlude"')
+    return Response(
+        status_code=status,
+        content_type="application/json",
+        body=json.dumps({"detail": detail}, separators=(",", ":")),
+        headers=headers,
+    )
+
+
+def modulex_route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    register = route(operation)
+
+    def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
+        @functools.wraps(handler)
+        def wrapped(**params: str) -> Response:
+            try:
+                return handler(**params)
+            except ModulexError:
+                raise
+            except ApiError as exc:
+                raise ModulexError(exc.code, exc.message, exc.details, dict(exc.headers)) from None
+
+        register(wrapped)
+        return handler
+
+    return decorator
+
+
+def face() -> ModulexFace:
+    return ModulexFace(service())
+
+
+def caller(operation: str, run_scoped: bool) -> Principal:
+    principal = principal_for(operation)
+    org = (app.current_event.headers or {}).get(ORG_HEADER)
+    if org and org != principal.tenant:
+        if run_scoped:
+            raise not_found()
+        raise ApiError("forbidden", f"this key does not act for organisation {org!r}")
+    return principal
+
+
+def ok(payload: dict[str, Any], status: int = 200) -> Response:
+    return Response(
+        status_code=status, content_type="application/json", body=json.dumps(payload, separators=(",", ":"))
+    )
+
+
+@modulex_route("modulexRun")
+def run() -> Response:
+    return ok(face().run(caller("modulexRun", run_scoped=False), required_body()))
+
+
+@modulex_route("modulexResume")
+def resume(threadId: str) -> Response:
+    principal = caller("modulexResume", run_scoped=True)
+    return ok(face().resume(principal, threadId, body()))
+
+
+@modulex_route("modulexCancel")
+def cancel(runId: str) -> Response:
+    principal = caller("modulexCancel", run_scoped=True)
+    return ok(face().cancel(principal, runId, body()))
+
+
+@modulex_route("modulexState")
+def state(threadId: str) -> Response:
+    return ok(face().state(caller("modulexState", run_scoped=True), threadId))
+
+
+@modulex_route("modulexListen")
+def listen(runId: str) -> Response:
+    """History from the start (or after Last-Event-ID), then what arrives within the request's bounds."""
+    principal = caller("modulexListen", run_scoped=True)
+    mx = face()
+    run_state, _ = mx.load(principal, runId)
+    view = mx.view(run_state)
+    try:
+        last = streaming.parse_last_event_id((app.current_event.headers or {}).get("last-event-id"))
+    except ValueError:
+        raise ApiError("validation_error", "Last-Event-ID must be a non-negative integer") from None
+    cfg = settings()
+    bounds = streaming.Bounds(cfg.stream_hold_seconds, cfg.stream_linger_seconds, cfg.stream_retry_ms)
+    store = mx.service.store
+    parts: list[str] = []
+
+    def now() -> str:
+        return iso(datetime.now(UTC))
+
+    def on_events(docs: list[dict[str, Any]]) -> int:
+        written = 0
+        for doc in docs:
+            projected = frames.project(doc, view)
+            if projected is not None:
+                parts.append(streaming.frame(projected, id=doc["sequence"]))
+                written += 1
+        return written
+
+    ended = streaming.follow(
+        lambda after: store.read_events(run_state.runId, after),
+        -1 if last is None else last,
+        run_state.terminal,
+        bounds,
+        on_events,
+        lambda: parts.append(streaming.frame(frames.heartbeat(now()))),
+    )
+    if ended != "terminal":
+        # Not finished (running, or waiting on an interrupt): idle on a heartbeat and ask for a reconnect.
+        parts.append(streaming.frame(frames.heartbeat(now())))
+        parts.append(streaming.retry(cfg.stream_retry_ms))
+    return Response(
+        status_code=200,
+        content_type="text/event-stream",
+        body="".join(parts),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

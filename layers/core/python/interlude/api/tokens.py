@@ -1,0 +1,290 @@
+"""The signed-token surfaces and the approval page.
+
+* `GET /interrupts/{token}`: the InterruptPayload as JSON, or, asked for `text/html`, the approval page. A GET
+  never changes anything (mail and chat link scanners open links).
+* `POST /interrupts/{token}`: `{resumeValue}` as JSON, or the page's form (`application/x-www-form-urlencoded`),
+  which must carry the double-submit proof (interlude.page.csrf) and not come from another site.
+* `GET /runs/{runId}/interrupts/{nodeId}` (runs:read): `{interruptId, token, expiresAt, intent, payload, url}`;
+  the token is a `resolve` token only when the caller also holds approvals:respond, else `inspect`.
+* `POST /runs/{runId}/interrupts/{nodeId}/tokens` (approvals:respond): mint with an intent and a shorter lifetime.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import cache
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
+from ..config import settings
+from ..errors import ApiError
+from ..ids import check_author_id, from_wire
+from ..model.run import RunState
+from ..model.tokens import MintTokenRequest
+from ..page import approval, csrf
+from ..page.graph import GraphNode
+from ..service import parse
+from ..tokens.keyring_store import load_key_ring
+from ..tokens.scheme import KeyRing, TokenClaims
+from ..tokens.surface import RESOLVE_SCOPE, Target, TokenSurface
+from .http import (
+    MAX_BODY_BYTES,
+    OPENWOP_VERSION,
+    app,
+    base_url,
+    body,
+    json_response,
+    principal_for,
+    required_body,
+    route,
+    service,
+)
+
+NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+# Error code → what the page calls it.
+PAGE_KINDS = {
+    "interrupt_token_invalid": "invalid",
+    "interrupt_expired": "expired",
+    "interrupt_already_resolved": "already",
+    "not_found": "not-found",
+    "forbidden": "forbidden",
+    "interlude.vote_already_cast": "vote-cast",
+}
+
+
+@cache
+def surface() -> TokenSurface:
+    cfg = settings()
+
+    def ring(force: bool) -> KeyRing:
+        return load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds, force_fetch=force)
+
+    return TokenSurface(service(), ring)
+
+
+# -- routes -------------------------------------------------------------------------------------------
+
+
+@route("inspectInterruptByToken")
+def inspect_interrupt_by_token(token: str) -> Response:
+    if wants_html():
+        return page_get(token)
+    target = surface().inspect(token)
+    return json_response(200, target.interrupt.payload, NO_STORE)
+
+
+@route("resolveInterruptByToken")
+def resolve_interrupt_by_token(token: str) -> Response:
+    content_type = (app.current_event.headers.get("content-type") or "").lower()
+    if content_type.split(";")[0].strip() == FORM_TYPE:
+        return page_post(token)
+    # The token first: a refused token is 401/410 whatever the body holds.
+    claims = surface().verify(token)
+    payload = required_body()
+    if not isinstance(payload, dict) or set(payload) != {"resumeValue"}:
+        raise ApiError("validation_error", "the body must be exactly {resumeValue}", {"field": "body"})
+    target = surface().target(claims)
+    return json_response(200, surface().resolve_target(target, payload["resumeValue"]), NO_STORE)
+
+
+@route("getInterruptToken")
+def get_interrupt_token(runId: str, nodeId: str) -> Response:
+    principal = principal_for("getInterruptToken")
+    intent = "resolve" if RESOLVE_SCOPE in principal.scopes else "inspect"
+    minted = surface().mint(principal, from_wire(runId), check_author_id(unquote(nodeId), "nodeId"), intent)
+    return json_response(200, with_url(minted), NO_STORE)
+
+
+@route("mintInterruptToken")
+def mint_interrupt_token(runId: str, nodeId: str) -> Response:
+    principal = principal_for("mintInterruptToken")
+    run_id = from_wire(runId)
+    node_id = check_author_id(unquote(nodeId), "nodeId")
+    request: MintTokenRequest = parse(MintTokenRequest, body() if body() is not None else {}, "request body")
+    minted = surface().mint(principal, run_id, node_id, request.intent, request.lifetimeSeconds)
+    return json_response(201, with_url(minted), NO_STORE)
+
+
+def with_url(minted: dict[str, Any]) -> dict[str, Any]:
+    return {**minted, "url": f"{base_url()}/interrupts/{minted['token']}"}
+
+
+# -- the page -----------------------------------------------------------------------------------------
+
+
+def wants_html() -> bool:
+    accept = (app.current_event.headers.get("accept") or "").lower()
+    return "text/html" in accept
+
+
+def html_response(
+    status: int, title: str, body_html: str, style_nonce: str, cookies: list[Cookie] | None = None
+) -> Response:
+    return Response(
+        status_code=status,
+        content_type="text/html; charset=utf-8",
+        body=approval.document(title, body_html, style_nonce),
+        headers={"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(style_nonce)},
+        # Payload 2.0 carries Set-Cookie values in their own list (the local gateway writes them as headers).
+        cookies=cookies,
+    )
+
+
+def _nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def page_get(token: str) -> Response:
+    style = _nonce()
+    claims: TokenClaims | None = None
+    try:
+        claims = surface().verify(token)
+        target = surface().target(claims)
+    except ApiError as exc:
+        return error_page(exc, claims, style)
+    return open_page(token, target, style, status=200)
+
+
+def open_page(token: str, target: Target, style: str, status: int, error: str | None = None) -> Response:
+    view = view_of(target.state, target.claims, target.interrupt.payload)
+    title = approval.title_of(view.payload)
+    if target.claims.intent != "resolve":
+        return html_response(status, title, approval.render_open(view, style_nonce=style, csrf_field=None), style)
+    browser = csrf.browser_secret(request_cookies().get(csrf.cookie_name(token)))
+    form_field = csrf.field_value(csrf.derive_key(surface().kid_secret(token)), token, browser)
+    cookie = Cookie(
+        name=csrf.cookie_name(token),
+        value=browser,
+        path=csrf.COOKIE_PATH,
+        secure=base_url().startswith("https://"),
+        http_only=True,
+        max_age=csrf.COOKIE_MAX_AGE_S,
+        same_site=SameSite.STRICT_MODE,
+    )
+    markup = approval.render_open(view, style_nonce=style, csrf_field=form_field, error=error)
+    return html_response(status, title, markup, style, cookies=[cookie])
+
+
+def page_post(token: str) -> Response:
+    style = _nonce()
+    claims: TokenClaims | None = None
+    try:
+        claims = surface().verify(token)
+        form = read_form()
+        if not form_is_same_site(token, form):
+            return result_page(403, approval.Result("cross-site"), None, style)
+        target = surface().target(claims)
+    except ApiError as exc:
+        return error_page(exc, claims, style)
+    if claims.intent != "resolve":
+        detail = "This link lets you see this request, not decide it."
+        return result_page(403, approval.Result("forbidden", detail=detail), None, style)
+    try:
+        resume_value = approval.resume_from_form(target.interrupt.payload, form)
+    except approval.FormError as exc:
+        return open_page(token, target, style, status=400, error=str(exc))
+    try:
+        surface().resolve_target(target, resume_value)
+    except ApiError as exc:
+        if exc.code == "validation_error":
+            return open_page(token, target, style, status=400, error=f"The answer was not accepted: {exc.message}.")
+        return error_page(exc, claims, style)
+    return decided_page(target, resume_value, style)
+
+
+def read_form() -> dict[str, list[str]]:
+    raw = app.current_event.decoded_body or ""
+    if len(raw.encode()) > MAX_BODY_BYTES:
+        raise ApiError("payload_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
+    try:
+        return parse_qs(raw, keep_blank_values=True, max_num_fields=approval.MAX_FORM_FIELDS)
+    except ValueError:
+        raise ApiError("validation_error", "the form has too many fields") from None
+
+
+def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:
+    event = app.current_event
+    if csrf.cross_site(
+        event.headers.get("origin"), event.headers.get("sec-fetch-site"), base_url()
+    ):
+        return False
+    key = csrf.derive_key(surface().kid_secret(token))
+    return csrf.check(key, token, approval.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))
+
+
+def request_cookies() -> dict[str, str]:
+    event = app.current_event
+    values = list(event.cookies or [])
+    if not values and event.headers.get("cookie"):
+        values = [event.headers.get("cookie") or ""]
+    return csrf.parse_cookies(values)
+
+
+def decided_page(target: Target, resume_value: Any, style: str) -> Response:
+    claims = target.claims
+    after, _ = service().load_run(target.state.tenant, claims.run_id)
+    still = after.interrupts.get(claims.node_id)
+    action = resume_value.get("action") if isinstance(resume_value, dict) else None
+    kind = target.interrupt.kind
+    if still is not None and still.interruptId == claims.interrupt_id:
+        counted = sum(1 for v in still.votes if v.action != "ask")
+        required = (target.interrupt.payload.get("data") or {}).get("requiredApprovals", 1)
+        result = approval.Result(
+            "recorded", action=action, run_status=after.status, extra={"counted": counted, "required": required}
+        )
+    else:
+        result = approval.Result(
+            "decided" if kind == "approval" else "answered", action=action, run_status=after.status
+        )
+    return result_page(200, result, view_of(after, claims, target.interrupt.payload), style)
+
+
+def error_page(exc: ApiError, claims: TokenClaims | None, style: str) -> Response:
+    kind = PAGE_KINDS.get(exc.code, "error")
+    detail = exc.message[:1].upper() + exc.message[1:] + "." if kind in ("forbidden", "error") else None
+    if exc.code == "forbidden" and (exc.details or {}).get("field") == "approversList":
+        detail = "You are not one of the approvers named for this request."
+    view = None
+    if claims is not None and kind in ("already", "vote-cast", "forbidden"):
+        try:
+            state, _ = service().load_run(claims.run_id.split("/", 1)[0], claims.run_id)
+            view = view_of(state, claims, {})
+        except ApiError:
+            view = None
+    run_status = view.run_status if view else None
+    return result_page(exc.status, approval.Result(kind, run_status=run_status, detail=detail), view, style)
+
+
+def result_page(status: int, result: approval.Result, view: approval.View | None, style: str) -> Response:
+    _, heading, _ = approval.outcome_words(result)
+    return html_response(status, heading, approval.render_result(result, view), style)
+
+
+def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> approval.View:
+    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    nodes = [
+        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending")
+        for n in definition.nodes
+    ]
+    edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
+    open_interrupt = state.interrupts.get(claims.node_id)
+    votes = (
+        sum(1 for v in open_interrupt.votes if v.action != "ask")
+        if open_interrupt is not None and open_interrupt.interruptId == claims.interrupt_id
+        else 0
+    )
+    return approval.View(
+        payload=payload,
+        node_id=claims.node_id,
+        intent=claims.intent,
+        run_status=state.status,
+        expires_at=claims.expires_at,
+        nodes=nodes,
+        edges=edges,
+        votes=votes,
+    )

@@ -1,0 +1,51 @@
+"""The process clock, with an opt-in offset for the local stack and its tests.
+
+Deployed functions read the real UTC clock. When `INTERLUDE_CLOCK_FILE` names a file (only the local stack
+sets it; the CDK stack never does, which tests/infra asserts), every reading adds the number of seconds that
+file holds. `interlude clock advance N` (or `advance()` in a test) moves that offset forward, so a test can
+let a 1.5 s deadline pass without sleeping, and the API, the dispatch pump and the schedule pump — all in
+the local stack's process — agree on the time. There is no HTTP route for it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+CLOCK_FILE_ENV = "INTERLUDE_CLOCK_FILE"
+
+
+def offset_seconds(path: str | os.PathLike[str] | None = None) -> float:
+    target = path if path is not None else os.environ.get(CLOCK_FILE_ENV)
+    if not target:
+        return 0.0
+    try:
+        return float(Path(target).read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0.0
+
+
+def now() -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=offset_seconds())
+
+
+def reset(path: str | os.PathLike[str]) -> None:
+    _write(Path(path), 0.0)
+
+
+def advance(path: str | os.PathLike[str], seconds: float) -> float:
+    """Move the clock forward by `seconds` (never backward); returns the new offset."""
+    if seconds < 0:
+        raise ValueError("the clock only moves forward")
+    new = offset_seconds(path) + seconds
+    _write(Path(path), new)
+    return new
+
+
+def _write(path: Path, value: float) -> None:
+    # Atomic replace: a reader in another process sees the old offset or the new one, never half a number.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(repr(float(value)))
+    os.replace(tmp, path)

@@ -1,0 +1,117 @@
+"""Standard Webhooks signing with per-tenant secrets kept in Secrets Manager.
+
+Each tenant has one secret, `{prefix}{tenant}`, holding JSON `{"current": "whsec_…", "previous": [{"secret":
+"whsec_…", "until": <epoch s>}]}`. It is created with a fresh 32-byte secret the first time a notice for that
+tenant is signed. A rotation makes a new `current` and keeps the old one in `previous` for a grace period;
+meanwhile every delivery carries one `v1,…` signature per live secret (space-separated, as the spec allows), so
+receivers can switch secrets without missing a notice. Secret values are never logged or put in an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+from standardwebhooks import Webhook
+
+SECRET_BYTES = 32
+DEFAULT_GRACE_S = 24 * 3600
+CACHE_SECONDS = 60.0
+_DESCRIPTION = "Interlude callback signing secret of one tenant (Standard Webhooks whsec_; current + previous)"
+
+
+def secret_name(prefix: str, tenant: str) -> str:
+    # Secrets Manager names allow [A-Za-z0-9/_+=.@-]; tenants use [A-Za-z0-9._~-], so '~' -> '_' is one-to-one.
+    return prefix + tenant.replace("~", "_")
+
+
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+
+
+def live_secrets(value: dict[str, Any], now: float) -> list[str]:
+    """The current secret first, then every previous one still inside its grace period."""
+    return [value["current"], *(p["secret"] for p in value.get("previous", []) if float(p["until"]) > now)]
+
+
+def signature_header(signing_secrets: list[str], msg_id: str, timestamp: int, body: str) -> str:
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return " ".join(Webhook(s).sign(msg_id=msg_id, timestamp=moment, data=body) for s in signing_secrets)
+
+
+def webhook_headers(signing_secrets: list[str], msg_id: str, timestamp: int, body: str) -> dict[str, str]:
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature_header(signing_secrets, msg_id, timestamp, body),
+    }
+
+
+def _error_code(exc: ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+def read_secret(client: Any, name: str) -> dict[str, Any] | None:
+    try:
+        raw = client.get_secret_value(SecretId=name)["SecretString"]
+    except ClientError as exc:
+        if _error_code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+    return json.loads(raw)
+
+
+def ensure_secret(client: Any, name: str) -> dict[str, Any]:
+    """The tenant's stored secret, created on first use (a concurrent creator's secret wins)."""
+    found = read_secret(client, name)
+    if found is not None:
+        return found
+    value = {"current": new_secret(), "previous": []}
+    try:
+        client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=json.dumps(value))
+    except ClientError as exc:
+        if _error_code(exc) != "ResourceExistsException":
+            raise
+        stored = read_secret(client, name)
+        assert stored is not None
+        return stored
+    return value
+
+
+def rotate_secret(client: Any, name: str, grace_s: float = DEFAULT_GRACE_S, now: float | None = None) -> dict[str, Any]:
+    """A new current secret; the old one keeps signing (second signature) for `grace_s` seconds."""
+    now = time.time() if now is None else now
+    value = ensure_secret(client, name)
+    previous = [p for p in value.get("previous", []) if float(p["until"]) > now]
+    previous.insert(0, {"secret": value["current"], "until": int(now + grace_s)})
+    rotated = {"current": new_secret(), "previous": previous}
+    client.put_secret_value(SecretId=name, SecretString=json.dumps(rotated))
+    return rotated
+
+
+class SecretCache:
+    """Per-process cache of tenants' secrets: a warm worker reads Secrets Manager at most once a minute each."""
+
+    def __init__(self, client: Any, prefix: str, max_age_s: float = CACHE_SECONDS) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def signing_secrets(self, tenant: str, now: float | None = None) -> list[str]:
+        now = time.time() if now is None else now
+        with self._lock:
+            hit = self._cache.get(tenant)
+        if hit is None or hit[0] <= time.monotonic():
+            value = ensure_secret(self.client, secret_name(self.prefix, tenant))
+            hit = (time.monotonic() + self.max_age_s, value)
+            with self._lock:
+                self._cache[tenant] = hit
+        return live_secrets(hit[1], now)

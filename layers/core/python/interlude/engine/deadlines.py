@@ -1,0 +1,182 @@
+"""Deadlines of a run: interrupt timeouts, core.delay wake-ups and the run's own timeout. Pure: no I/O.
+
+Rules (shared/reference/openwop-notes.md §1.1 §Rejection, RFC 0223):
+* an approval whose non-zero `timeoutMs` elapsed resolves rejected — `action: "timeout"`, `decision:
+  "rejected"`, `reason: "timeout"`, no `resolvedBy` — whatever `onTimeout` says: `approve` is treated as
+  `reject`, `escalate` additionally records an `interlude.escalation-requested` notice and never extends or
+  grants. The gate then fails with `approval_rejected` and routes like any reject;
+* any other kind resolves with `reason: "timeout"` and fails its node with `interrupt_timeout`, routed like a
+  failure;
+* a sleeping core.delay node completes with `{"delayMs": n}`;
+* a run past `configurable.run.runTimeoutMs` fails with `run_timeout`, cancelling open interrupts and delays.
+
+`expire` applies every deadline that has passed at `now`, earliest first, in one Transition, so the
+scheduler's worker, a resolve and a read all converge on the same outcome, and applying it twice is a no-op
+(a deadline that was applied is no longer in the state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ..interrupts.decide import Decision
+from ..model.run import OpenInterrupt, RunState
+from ..model.workflow import WorkflowDefinition
+from .run import DEFAULT_STEP_BUDGET, Transition, _Step, iso, resolve
+
+ESCALATION_EVENT = "interlude.escalation-requested"
+RUN_TIMEOUT_CODE = "run_timeout"
+INTERRUPT_TIMEOUT_CODE = "interrupt_timeout"
+
+Purpose = Literal["interrupt", "delay", "run"]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """One pending deadline of a run: what it is for, and when (epoch seconds) it falls due."""
+
+    purpose: Purpose
+    due: float
+    node_id: str | None = None
+    # The interrupt id (interrupt) or the visit (delay): identifies the one occurrence this deadline is for.
+    interrupt_id: str | None = None
+    visit: int | None = None
+
+    def as_input(self, run_id: str) -> dict[str, Any]:
+        """The schedule's input: names the run and the exact occurrence, so a stale firing is a no-op."""
+        body: dict[str, Any] = {"runId": run_id, "purpose": self.purpose, "due": self.due}
+        if self.node_id is not None:
+            body["nodeId"] = self.node_id
+        if self.interrupt_id is not None:
+            body["interruptId"] = self.interrupt_id
+        if self.visit is not None:
+            body["visit"] = self.visit
+        return body
+
+
+class NotDueYet(Exception):
+    """A schedule fired before the deadline it names (clock skew): the invoker should retry."""
+
+
+def from_input(body: dict[str, Any]) -> Deadline | None:
+    """The Deadline a schedule's input names (see Deadline.as_input), or None if it names none."""
+    try:
+        return Deadline(
+            purpose=body["purpose"],
+            due=float(body["due"]),
+            node_id=body.get("nodeId"),
+            interrupt_id=body.get("interruptId"),
+            visit=body.get("visit"),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def pending(state: RunState) -> list[Deadline]:
+    """Every deadline the run still waits on, earliest first."""
+    if state.terminal:
+        return []
+    out: list[Deadline] = []
+    if state.deadline is not None:
+        out.append(Deadline("run", state.deadline))
+    for node_id, interrupt in state.interrupts.items():
+        if interrupt.deadline is not None:
+            out.append(Deadline("interrupt", interrupt.deadline, node_id, interrupt_id=interrupt.interruptId))
+    for node_id, delay in state.delays.items():
+        out.append(Deadline("delay", delay.due, node_id, visit=delay.visit))
+    return sorted(out, key=lambda d: (d.due, d.purpose != "run"))
+
+
+def due(state: RunState, now: datetime) -> list[Deadline]:
+    moment = now.timestamp()
+    return [d for d in pending(state) if d.due <= moment]
+
+
+def is_pending(state: RunState, deadline: Deadline) -> bool:
+    """True while this exact occurrence (not a later visit of the same node) is still waiting."""
+    return deadline in pending(state)
+
+
+def timeout_decision(interrupt: OpenInterrupt) -> Decision:
+    """What an elapsed timeout does to an open interrupt: never a grant."""
+    event: dict[str, Any] = {"kind": interrupt.kind, "reason": "timeout"}
+    if interrupt.kind == "approval":
+        event.update(action="timeout", decision="rejected")
+        extra: list[tuple[str, dict[str, Any]]] = []
+        if interrupt.payload.get("data", {}).get("onTimeout") == "escalate":
+            extra.append((ESCALATION_EVENT, {"reason": "timeout", "raisedAt": interrupt.raisedAt}))
+        error = {
+            "code": "approval_rejected",
+            "message": f"approval gate {interrupt.nodeId!r} timed out and was rejected",
+            "retryable": False,
+        }
+        return Decision("fail", None, event, error=error, extra_events=extra)
+    error = {
+        "code": INTERRUPT_TIMEOUT_CODE,
+        "message": f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out",
+        "retryable": False,
+    }
+    return Decision("fail", None, event, error=error)
+
+
+def expire(
+    state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+) -> Transition:
+    """Apply every deadline passed at `now`; a Transition with no events when none has."""
+    transition = Transition(state=state.model_copy(deep=True))
+    for deadline in due(state, now):
+        current = transition.state
+        if current.terminal or not is_pending(current, deadline):
+            continue  # an earlier deadline in this same pass settled it (e.g. the run timed out)
+        step_t = _apply(current, workflow, deadline, now, step_budget)
+        transition = _chain(transition, step_t)
+    return transition
+
+
+def _apply(
+    state: RunState, workflow: WorkflowDefinition, deadline: Deadline, now: datetime, step_budget: int
+) -> Transition:
+    if deadline.purpose == "interrupt":
+        assert deadline.node_id is not None
+        interrupt = state.interrupts[deadline.node_id]
+        return resolve(state, workflow, deadline.node_id, timeout_decision(interrupt), now, step_budget)
+    step = _Step(state, workflow, now, step_budget)
+    if deadline.purpose == "delay":
+        assert deadline.node_id is not None
+        delay = step.s.delays.pop(deadline.node_id)
+        step.complete(deadline.node_id, {"delayMs": delay.delayMs})
+        step.run_queue()
+        return step.t
+    limit = int(((state.configurable or {}).get("run") or {}).get("runTimeoutMs") or 0)
+    step.fail_run(
+        {
+            "code": RUN_TIMEOUT_CODE,
+            "message": f"the run did not finish within runTimeoutMs={limit}",
+            "retryable": False,
+        },
+        None,
+    )
+    return step.t
+
+
+def _chain(first: Transition, second: Transition) -> Transition:
+    """Two transitions in a row as one commit (the second started from the first's state).
+
+    An interrupt the first opened and the second closed (a delay woke a gate, then the run timed out in the
+    same pass) is neither written nor closed: one transaction cannot touch an item twice, and the run is
+    terminal, so its key can never be raised again anyway.
+    """
+    transient = {i.key for i in first.opened} & {c.interrupt.key for c in second.closed}
+    return Transition(
+        state=second.state,
+        events=first.events + second.events,
+        opened=[i for i in first.opened if i.key not in transient] + second.opened,
+        closed=first.closed + [c for c in second.closed if c.interrupt.key not in transient],
+        updated=first.updated + second.updated,
+    )
+
+
+def iso_epoch(epoch: float) -> str:
+    return iso(datetime.fromtimestamp(epoch, UTC))

@@ -1,0 +1,290 @@
+"""The operations behind the approver inbox, external events by correlation, tenant settings and grants.
+
+Between the HTTP layer (api/hitl.py) and the store (store/hitl.py); the interrupt rules stay in
+interrupts/decide.py. Rules and their reasons: docs/decisions.md, "Issue 3".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from . import wiring
+from .auth import Principal
+from .engine.run import iso
+from .errors import ApiError
+from .ids import AUTHOR_ID_RE, TENANT_BOUND_RE, mint_opaque, tenant_of
+from .interrupts.correlation import correlation_hash
+from .interrupts.decide import Resolver, eligible
+from .interrupts.secrets import credential_material
+from .model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
+from .model.run import OpenInterrupt
+from .store.hitl import HitlStore, decode_cursor, encode_cursor
+
+if TYPE_CHECKING:
+    from .service import Service
+
+INTERRUPT_KINDS = (
+    "approval",
+    "clarification",
+    "external-event",
+    "custom",
+    "conversation.start",
+    "conversation.exchange",
+    "conversation.close",
+    "low-confidence",
+    "credential",
+)
+MAX_INBOX_LIMIT = 100
+DEFAULT_INBOX_LIMIT = 25
+MAX_INBOX_QUERIES = 10
+
+
+def store_of(service: Service) -> HitlStore:
+    return HitlStore(service.store.table, service.store.client)
+
+
+# -- tenant settings and credential grants ---------------------------------------------------------
+
+
+def tenant_settings(hitl: HitlStore, tenant: str) -> TenantSettings:
+    raw = hitl.get_settings(tenant)
+    return TenantSettings.model_validate(raw) if raw else TenantSettings()
+
+
+def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
+    settings = tenant_settings(store_of(service), principal.tenant)
+    return {"tenant": principal.tenant, "settings": settings.model_dump()}
+
+
+def put_settings(service: Service, tenant: str, body: Any, by: str) -> dict[str, Any]:
+    from .service import parse
+
+    settings: TenantSettings = parse(TenantSettings, body, "tenant settings")
+    store_of(service).put_settings(tenant, settings.model_dump(), iso(service.clock()), by)
+    return {"tenant": tenant, "settings": settings.model_dump()}
+
+
+def put_grant(service: Service, tenant: str, provider: str, body: Any, by: str) -> dict[str, Any]:
+    from .service import parse
+
+    if not AUTHOR_ID_RE.match(provider):
+        raise ApiError("validation_error", f"provider must match {AUTHOR_ID_RE.pattern}", {"field": "provider"})
+    request: CredentialGrantRequest = parse(CredentialGrantRequest, body, "credential grant")
+    at = iso(service.clock())
+    store_of(service).put_grant(tenant, provider, list(request.scopes), at, by)
+    return {"tenant": tenant, "provider": provider, "scopes": sorted(set(request.scopes)), "grantedAt": at}
+
+
+def with_tenant_facts(hitl: HitlStore, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
+    """Add the tenant-held facts a decision needs, read at decision time: override principals, grants."""
+    data = interrupt.payload.get("data") or {}
+    if interrupt.kind == "approval" and data.get("overrideBypassesQuorum"):
+        settings = tenant_settings(hitl, tenant)
+        resolver = replace(resolver, tenant_override_principals=tuple(settings.overridePrincipals))
+    if interrupt.kind == "credential":
+        resolver = replace(resolver, granted_scopes=hitl.get_grant(tenant, data["provider"]))
+    return resolver
+
+
+# -- external events -------------------------------------------------------------------------------
+
+
+def _resume_value(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record[k] for k in ("eventId", "eventType", "correlation", "payload", "receivedAt")}
+
+
+def _resolve_waiter(
+    service: Service, run_id: str, node_id: str, key: str, record: dict[str, Any], subject: dict[str, Any] | None
+) -> dict[str, Any]:
+    outcome: dict[str, Any] = {"runId": run_id, "nodeId": node_id}
+    got = service.store.get_run(run_id)
+    interrupt = got[0].interrupts.get(node_id) if got else None
+    if got is None or interrupt is None or interrupt.key != key:
+        return {**outcome, "outcome": "already-resolved"}
+    state, version = got
+    try:
+        result = service.resolve(
+            state,
+            version,
+            node_id,
+            _resume_value(record),
+            Resolver(subject, "event"),
+            interrupt_id=interrupt.interruptId,
+        )
+    except ApiError as exc:
+        if exc.code == "interrupt_already_resolved":
+            return {**outcome, "outcome": "already-resolved"}
+        if exc.code == "validation_error":
+            return {**outcome, "outcome": "refused", "errors": (exc.details or {}).get("errors", [])}
+        raise
+    return {**outcome, "outcome": "resolved", "status": result["status"]}
+
+
+def post_event(service: Service, principal: Principal, body: Any) -> dict[str, Any]:
+    """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions)."""
+    from .service import parse
+
+    request: PostEventRequest = parse(PostEventRequest, body, "request body")
+    found = credential_material({"correlation": request.correlation, "payload": request.payload})
+    if found is not None:
+        raise ApiError(
+            "validation_error",
+            "an event never carries credential material: it becomes an interrupt's resume value",
+            {"field": found.split("/")[1], "path": found},
+        )
+    hitl = store_of(service)
+    tenant = principal.tenant
+    now = service.clock()
+    retention_h = tenant_settings(hitl, tenant).eventRetentionHours
+    expires = int(now.timestamp()) + retention_h * 3600
+    record = {
+        "eventId": mint_opaque(),
+        "eventType": request.eventType,
+        "correlation": request.correlation,
+        "payload": request.payload,
+        "receivedAt": iso(now),
+        "sentBy": principal.subject,
+    }
+    hash_ = correlation_hash(request.eventType, request.correlation)
+    # 1. keep the event (so an interrupt raised from now on finds it), 2. then look for who waits already.
+    sk = hitl.put_event(tenant, hash_, record, expires)
+    results = [
+        _resolve_waiter(service, w["runId"], w["nodeId"], w["interruptKey"], record, principal.subject)
+        for w in hitl.waiters(tenant, hash_)
+    ]
+    resolved = [r for r in results if r["outcome"] == "resolved"]
+    if resolved:
+        hitl.claim_event(tenant, hash_, sk, f"{resolved[0]['runId']}:{resolved[0]['nodeId']}")
+    return {
+        "eventId": record["eventId"],
+        "receivedAt": record["receivedAt"],
+        "matched": len(results),
+        "resolved": len(resolved),
+        "results": results,
+        # Kept for an interrupt raised later when nothing took it now.
+        "kept": not resolved,
+        "expiresAt": iso(datetime.fromtimestamp(expires, UTC)),
+    }
+
+
+def resolve_kept_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
+    """Outbox handler: an external-event interrupt just raised takes the oldest kept event that matches it.
+
+    Idempotent: an interrupt already resolved (by this handler before, or by POST /events) is left alone,
+    and a kept event is marked used once it has resolved an interrupt, so a later interrupt never reuses it.
+    """
+    raised = [
+        e for e in events if e.get("type") == "interrupt.requested" and e["payload"].get("kind") == "external-event"
+    ]
+    if not raised:
+        return
+    hitl = store_of(service)
+    tenant = tenant_of(run_id)
+    for event in raised:
+        data = event["payload"]["data"]
+        hash_ = correlation_hash(data["eventType"], data["correlation"])
+        kept = hitl.unconsumed_events(tenant, hash_, service.clock().timestamp())
+        for sk, record in kept:
+            outcome = _resolve_waiter(
+                service, run_id, event["nodeId"], event["payload"]["key"], record, record.get("sentBy")
+            )
+            if outcome["outcome"] == "resolved":
+                hitl.claim_event(tenant, hash_, sk, f"{run_id}:{event['nodeId']}")
+            if outcome["outcome"] != "refused":
+                break
+
+
+# -- inbox -----------------------------------------------------------------------------------------
+
+
+def _vote_view(votes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keep = ("principal", "action", "at", "surface", "groups", "roles")
+    return [{k: v for k, v in vote.items() if k in keep} for vote in votes]
+
+
+def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]], resolver: Resolver) -> bool:
+    if kind != "approval":
+        return True
+    if not eligible(payload["data"], resolver):
+        return False
+    # A principal who has cast a vote cannot cast another, so the gate is no longer theirs to decide.
+    return not any(v["principal"] == resolver.principal and v["action"] != "ask" for v in votes)
+
+
+def inbox(service: Service, principal: Principal, query: dict[str, str]) -> dict[str, Any]:
+    status = query.get("status", "pending")
+    if status != "pending":
+        raise ApiError(
+            "validation_error", "status must be 'pending' (the inbox lists open interrupts)", {"field": "status"}
+        )
+    raw_limit = query.get("limit", str(DEFAULT_INBOX_LIMIT))
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_INBOX_LIMIT:
+        raise ApiError("validation_error", f"limit must be an integer from 1 to {MAX_INBOX_LIMIT}", {"field": "limit"})
+    limit = int(raw_limit)
+    filters: dict[str, str] = {}
+    if "kind" in query:
+        if query["kind"] not in INTERRUPT_KINDS:
+            raise ApiError("validation_error", f"kind must be one of {list(INTERRUPT_KINDS)}", {"field": "kind"})
+        filters["kind"] = query["kind"]
+    if "workflowId" in query:
+        if not AUTHOR_ID_RE.match(query["workflowId"]):
+            raise ApiError("validation_error", "workflowId is malformed", {"field": "workflowId"})
+        filters["workflowId"] = query["workflowId"]
+    if "runId" in query:
+        run_id = query["runId"].replace("~2F", "/").replace("%2F", "/")
+        if not TENANT_BOUND_RE.match(run_id):
+            raise ApiError("validation_error", "runId is not a tenant-bound id", {"field": "runId"})
+        if tenant_of(run_id) != principal.tenant:
+            raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
+        filters["runId"] = run_id
+    start = None
+    if query.get("cursor"):
+        start = decode_cursor(query["cursor"])
+        if start is None or start[wiring.INBOX_INDEX.partition_key]["S"] != f"T#{principal.tenant}#INBOX":
+            raise ApiError("validation_error", "cursor is not one this inbox issued", {"field": "cursor"})
+    resolver = Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
+    hitl = store_of(service)
+    out: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(MAX_INBOX_QUERIES):
+        items, last = hitl.inbox_page(principal.tenant, min(MAX_INBOX_LIMIT, limit * 2), start, filters)
+        for i, item in enumerate(items):
+            if "deadline" in item and float(item["deadline"]["N"]) <= service.clock().timestamp():
+                # Past its deadline: timed out, not pending. Reading the run records the timeout if nobody has.
+                with contextlib.suppress(ApiError):
+                    service.load_run(principal.tenant, item["runId"]["S"])
+                continue
+            payload = json.loads(item["payload"]["S"])
+            votes = json.loads(item["votes"]["S"]) if "votes" in item else []
+            if not _may_decide(item["kind"]["S"], payload, votes, resolver):
+                continue
+            out.append(
+                {
+                    "interruptId": item["interruptId"]["S"],
+                    "runId": item["runId"]["S"],
+                    "nodeId": item["nodeId"]["S"],
+                    "workflowId": item["workflowId"]["S"],
+                    "kind": item["kind"]["S"],
+                    "raisedAt": item["raisedAt"]["S"],
+                    "payload": payload,
+                    "votes": _vote_view(votes),
+                }
+            )
+            if len(out) == limit:
+                more = i < len(items) - 1 or last is not None
+                names = (
+                    wiring.PARTITION_KEY,
+                    wiring.SORT_KEY,
+                    wiring.INBOX_INDEX.partition_key,
+                    wiring.INBOX_INDEX.sort_key,
+                )
+                cursor = encode_cursor({n: item[n] for n in names}) if more else None
+                return {"interrupts": out, "nextCursor": cursor}
+        if last is None:
+            return {"interrupts": out, "nextCursor": None}
+        start = last
+    return {"interrupts": out, "nextCursor": encode_cursor(start) if start else None}

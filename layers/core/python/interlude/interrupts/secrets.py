@@ -1,0 +1,62 @@
+"""No interrupt accepts credential material: a resume value (or an external event's body) that looks like a
+secret is refused before anything is decided or stored.
+
+The rule is deliberately blunt, because a gate is the wrong place for a secret whatever its kind: a value is
+refused when, anywhere inside it, an object key names a credential (`password`, `access_token`,
+`client_secret`, `apiKey`, `privateKey`, `authorization`, ...) or a string has the shape of one (a bearer
+header, a JWT, a PEM private key, an Interlude API key, or a well-known provider token prefix such as
+`ghp_`, `xoxb-`, `sk-`, `AKIA`, `ya29.`). A credential is granted out of band (`PUT
+/tenant/credential-grants/{provider}` records that a grant exists, never the material itself).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_KEY_RE = re.compile(
+    r"^(password|passwd|passphrase|secret|client[-_]?secret|api[-_]?key|access[-_]?token|refresh[-_]?token|"
+    r"id[-_]?token|bearer[-_]?token|auth[-_]?token|session[-_]?token|private[-_]?key|authorization|"
+    r"credentials?|cookie|set[-_]?cookie|otp|totp[-_]?secret|aws[-_]?secret[-_]?access[-_]?key)$",
+    re.IGNORECASE,
+)
+_VALUE_RES = (
+    re.compile(r"^\s*(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}\s*$", re.IGNORECASE),
+    re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWT
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"\bil_[0-9a-f]{16}_[A-Za-z0-9_-]{43}\b"),  # an Interlude API key
+    re.compile(r"\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"),
+)
+MAX_DEPTH = 64
+
+
+def credential_material(value: Any, path: str = "") -> str | None:
+    """The JSON-pointer-ish path of the first thing that looks like a credential, else None."""
+    return _walk(value, path, 0)
+
+
+def _walk(value: Any, path: str, depth: int) -> str | None:
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}/{key}"
+            if isinstance(key, str) and _KEY_RE.match(key) and item not in (None, "", False):
+                return here
+            found = _walk(item, here, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _walk(item, f"{path}/{i}", depth + 1)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, str) and any(r.search(value) for r in _VALUE_RES):
+        return path or "/"
+    return None

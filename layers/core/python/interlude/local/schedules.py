@@ -1,0 +1,129 @@
+"""The local stack's EventBridge Scheduler: fires due one-time schedules that moto stores but never fires.
+
+Reads the schedule group wiring declares from moto's scheduler, and for every `at(...)` schedule whose time
+has come by the process clock (interlude.clock, so an injected offset counts) invokes the real target
+handler (functions/<target>/handler.py) with the schedule's Input, as Scheduler would. Then it honours the
+schedule's settings: ActionAfterCompletion DELETE deletes it after the invocation; a failed invocation is
+retried on later ticks up to the RetryPolicy's MaximumRetryAttempts, then the input goes to the
+DeadLetterConfig queue and the schedule is deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from .. import clock, wiring
+from ..timeouts.names import parse_at
+from .lambda_runtime import invoke
+
+
+class SchedulePump:
+    def __init__(self, group: str, interval_s: float = 0.1) -> None:
+        self.group = group
+        self.interval_s = interval_s
+        self.client = boto3.client("scheduler")
+        self.sqs = boto3.client("sqs")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="schedule-pump", daemon=True)
+        self._attempts: dict[str, int] = {}
+        self.fired = 0
+        self.dead_lettered = 0
+
+    def start(self) -> SchedulePump:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            # A failed tick is tried again on the next one.
+            with contextlib.suppress(Exception):
+                self.pump_once()
+            time.sleep(self.interval_s)
+
+    def due_schedules(self) -> list[dict[str, Any]]:
+        now = clock.now().timestamp()
+        out = []
+        pages = self.client.get_paginator("list_schedules").paginate(GroupName=self.group)
+        for summary in (s for page in pages for s in page.get("Schedules", [])):
+            if summary.get("State", "ENABLED") != "ENABLED":
+                continue
+            try:
+                schedule = self.client.get_schedule(Name=summary["Name"], GroupName=self.group)
+            except ClientError:
+                continue  # deleted meanwhile
+            at = parse_at(schedule.get("ScheduleExpression", ""))
+            if at is not None and at <= now:
+                out.append(schedule)
+        return out
+
+    def pump_once(self) -> int:
+        fired = 0
+        for schedule in self.due_schedules():
+            self.fire(schedule)
+            fired += 1
+        return fired
+
+    def fire(self, schedule: dict[str, Any]) -> None:
+        name = schedule["Name"]
+        target = schedule["Target"]
+        function = _function_of(target["Arn"])
+        try:
+            invoke(function, json.loads(target.get("Input") or "{}"))
+        except Exception:
+            self._attempts[name] = self._attempts.get(name, 0) + 1
+            retries = (target.get("RetryPolicy") or {}).get("MaximumRetryAttempts", 185)
+            if self._attempts[name] <= retries:
+                return  # due still: the next tick tries again
+            dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
+            if dead_letter:
+                self.sqs.send_message(QueueUrl=self._queue_url(dead_letter), MessageBody=target.get("Input") or "{}")
+                self.dead_lettered += 1
+        else:
+            self.fired += 1
+        self._attempts.pop(name, None)
+        if schedule.get("ActionAfterCompletion") == "DELETE":
+            try:
+                self.client.delete_schedule(Name=name, GroupName=self.group)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                    raise
+
+    def _queue_url(self, arn: str) -> str:
+        return self.sqs.get_queue_url(QueueName=arn.rsplit(":", 1)[1])["QueueUrl"]
+
+
+def _function_of(arn: str) -> str:
+    """`arn:aws:lambda:…:function:interlude-timeouts` → `timeouts` (the wiring name)."""
+    name = arn.rsplit(":", 1)[1]
+    return name.removeprefix("interlude-") if name.startswith("interlude-") else wiring.SCHEDULES.target
+
+
+def local_function_arn(name: str) -> str:
+    return f"arn:aws:lambda:us-east-1:123456789012:function:interlude-{name}"
+
+
+def create_local_deadline_resources() -> dict[str, str]:
+    """The schedule group and dead-letter queue in moto; returns the managers' environment (wiring's names)."""
+    client = boto3.client("scheduler")
+    client.create_schedule_group(Name=wiring.LOCAL_SCHEDULE_GROUP)
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"{wiring.LOCAL_SCHEDULE_GROUP}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    values = (
+        wiring.LOCAL_SCHEDULE_GROUP,
+        local_function_arn(wiring.SCHEDULES.target),
+        "arn:aws:iam::123456789012:role/interlude-local-scheduler",
+        dlq_arn,
+    )
+    return dict(zip(wiring.SCHEDULES.environment, values, strict=True))

@@ -1,0 +1,145 @@
+"""Callback delivery records in the run's partition (the only DynamoDB access of callback delivery).
+
+Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with its runs):
+  notice state   N#{noticeId}               status pending|delivering|delivered|dead, attempts, leaseUntil
+  attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs
+
+A worker claims an attempt (one conditional transaction: attempts + 1, a lease) before it dials, and finishes it
+in one conditional transaction (the attempt record and the new notice status). `delivered` is written only under
+the condition that this worker's claim still stands, so one notice has at most one successful delivery, however
+many copies of its SQS message exist. Neither item starts with "E#", so the stream filter never passes them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .dynamo import Store, plain, run_pk
+
+FINAL_STATUSES = ("delivered", "dead")
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: str  # "claimed" | "done" (delivered or dead already) | "busy" (another worker holds it)
+    attempt: int = 0
+    status: str = ""
+    retry_in_s: int = 0
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+class DeliveryStore:
+    def __init__(self, store: Store) -> None:
+        self.client = store.client
+        self.table = store.table
+
+    def notice(self, run_id: str, notice_id: str) -> dict[str, Any] | None:
+        got = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(run_pk(run_id)), "sk": _s(f"N#{notice_id}")},
+            ConsistentRead=True,
+        )
+        item = got.get("Item")
+        return plain(item) if item else None
+
+    def claim(self, run_id: str, notice_id: str, notice_type: str, now: float, lease_s: float) -> Claim:
+        current = self.notice(run_id, notice_id)
+        if current is not None:
+            if current.get("status") in FINAL_STATUSES:
+                return Claim("done", status=current["status"], attempt=int(current.get("attempts", 0)))
+            lease = float(current.get("leaseUntil", 0))
+            if current.get("status") == "delivering" and lease > now:
+                return Claim("busy", retry_in_s=int(lease - now) + 1)
+        previous = int(current.get("attempts", 0)) if current else 0
+        attempt = previous + 1
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": _s(run_pk(run_id)), "sk": _s(f"N#{notice_id}")},
+            "UpdateExpression": "SET #st = :delivering, attempts = :attempt, leaseUntil = :lease, #ty = :type",
+            "ExpressionAttributeNames": {"#st": "status", "#ty": "type"},
+            "ExpressionAttributeValues": {
+                ":delivering": _s("delivering"),
+                ":attempt": _n(attempt),
+                ":lease": _n(round(now + lease_s, 3)),
+                ":type": _s(notice_type),
+            },
+        }
+        if current is None:
+            update["ConditionExpression"] = "attribute_not_exists(sk)"
+        else:
+            update["ConditionExpression"] = "attempts = :previous AND #st IN (:pending, :delivering)"
+            update["ExpressionAttributeValues"].update({":previous": _n(previous), ":pending": _s("pending")})
+        try:
+            self.client.transact_write_items(TransactItems=[{"Update": update}])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            # Another copy of the message claimed it between our read and our write.
+            return Claim("busy", retry_in_s=1)
+        return Claim("claimed", attempt=attempt)
+
+    def finish(self, run_id: str, notice_id: str, attempt: int, record: dict[str, Any], status: str) -> bool:
+        """Record attempt `attempt` and move the notice to `status` (pending, delivered or dead).
+
+        False when this worker's claim no longer stands (its lease ran out and another attempt was claimed).
+        """
+        pk = run_pk(run_id)
+        item = {"pk": _s(pk), "sk": _s(f"D#{notice_id}#{attempt:03d}"), "record": _s(json.dumps(record))}
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": item,
+                            "ConditionExpression": "attribute_not_exists(sk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"pk": _s(pk), "sk": _s(f"N#{notice_id}")},
+                            "UpdateExpression": "SET #st = :status REMOVE leaseUntil",
+                            "ConditionExpression": "attempts = :attempt AND #st = :delivering",
+                            "ExpressionAttributeNames": {"#st": "status"},
+                            "ExpressionAttributeValues": {
+                                ":status": _s(status),
+                                ":attempt": _n(attempt),
+                                ":delivering": _s("delivering"),
+                            },
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            return False
+        return True
+
+    def attempts(self, run_id: str, notice_id: str | None = None) -> list[dict[str, Any]]:
+        """Attempt records of a run (or of one notice), ordered by notice id and attempt number."""
+        prefix = f"D#{notice_id}#" if notice_id else "D#"
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": _s(run_pk(run_id)), ":prefix": _s(prefix)},
+        }
+        out: list[dict[str, Any]] = []
+        while True:
+            got = self.client.query(**kwargs)
+            out.extend(json.loads(item["record"]["S"]) for item in got.get("Items") or [])
+            if "LastEvaluatedKey" not in got:
+                return out
+            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]

@@ -1,0 +1,266 @@
+"""Items of the human-in-the-loop features (issue 3), beside the run items of store/dynamo.py.
+
+  tenant settings   T#{tenant}                 SETTINGS                 overridePrincipals, eventRetentionHours
+  credential grant  T#{tenant}                 CRED#{provider}          scopes (never material), grantedAt/By
+  conversation      T#{tenant}#CONV#{convId}   CONV                     the tenant-unique claim of a conversationId
+  event waiter      T#{tenant}#EV#{hash}       W#{interruptId}          an external-event interrupt (closedAt once closed)
+  received event    T#{tenant}#EV#{hash}       R#{receivedAt}#{eventId} an external event, kept until its ttl
+
+`hash` is interrupts.correlation.correlation_hash(eventType, correlation): waiters and events of one
+(eventType, correlation) share a partition, so each side finds the other with one Query (no scan, no index).
+Waiters and conversation claims are written inside the run's transition transaction (transition_items).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .. import wiring
+from ..interrupts.correlation import correlation_hash
+from ..model.run import OpenInterrupt
+
+SETTINGS_SK = "SETTINGS"
+CLOSED_WAITER_TTL_S = 24 * 3600
+
+
+def _epoch(iso_text: str) -> int:
+    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int | float) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _json(value: Any) -> dict[str, str]:
+    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
+
+
+def tenant_pk(tenant: str) -> str:
+    return f"T#{tenant}"
+
+
+def conversation_pk(tenant: str, conversation_id: str) -> str:
+    return f"T#{tenant}#CONV#{conversation_id}"
+
+
+def events_pk(tenant: str, hash_: str) -> str:
+    return f"T#{tenant}#EV#{hash_}"
+
+
+def waiter_key(tenant: str, interrupt: OpenInterrupt) -> dict[str, Any] | None:
+    if interrupt.kind != "external-event":
+        return None
+    data = interrupt.payload["data"]
+    hash_ = correlation_hash(data["eventType"], data["correlation"])
+    return {"pk": _s(events_pk(tenant, hash_)), "sk": _s(f"W#{interrupt.interruptId}")}
+
+
+def transition_items(table: str, transition: Any, now_iso: str) -> list[tuple[str, dict[str, Any]]]:
+    """The HITL items one transition writes with the run: waiters opened/closed, conversation claims."""
+    state = transition.state
+    items: list[tuple[str, dict[str, Any]]] = []
+    for interrupt in transition.opened:
+        key = waiter_key(state.tenant, interrupt)
+        if key is not None:
+            item = {
+                **key,
+                "runId": _s(state.runId),
+                "nodeId": _s(interrupt.nodeId),
+                "interruptKey": _s(interrupt.key),
+                "raisedAt": _s(interrupt.raisedAt),
+            }
+            items.append((key["sk"]["S"], {"Put": {"TableName": table, "Item": item}}))
+    for closed in transition.closed:
+        key = waiter_key(state.tenant, closed.interrupt)
+        if key is not None:
+            # Marked closed (and swept by TTL a day later) rather than deleted: every role that commits a
+            # transition already holds UpdateItem, so closing needs no further permission.
+            update = {
+                "TableName": table,
+                "Key": key,
+                "UpdateExpression": "SET closedAt = :at, #ttl = :ttl",
+                "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
+                "ExpressionAttributeValues": {":at": _s(now_iso), ":ttl": _n(_epoch(now_iso) + CLOSED_WAITER_TTL_S)},
+            }
+            items.append((key["sk"]["S"], {"Update": update}))
+    for conversation_id in getattr(transition, "claims", ()):
+        item = {
+            "pk": _s(conversation_pk(state.tenant, conversation_id)),
+            "sk": _s("CONV"),
+            "runId": _s(state.runId),
+            "createdAt": _s(now_iso),
+        }
+        # Tenant-unique: a second conversation with this id in the tenant cannot be written.
+        put = {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        items.append(("CONV", {"Put": put}))
+    return items
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    raw = json.dumps({k: v["S"] for k, v in key.items()}, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> dict[str, Any] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        plain = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    names = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
+    if not isinstance(plain, dict) or set(plain) != names or not all(isinstance(v, str) for v in plain.values()):
+        return None
+    return {k: _s(v) for k, v in plain.items()}
+
+
+class HitlStore:
+    def __init__(self, table: str, client: Any) -> None:
+        self.table = table
+        self.client = client
+
+    # -- tenant settings and credential grants -------------------------------------------------------
+
+    def get_settings(self, tenant: str) -> dict[str, Any] | None:
+        got = self.client.get_item(TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(SETTINGS_SK)})
+        item = got.get("Item")
+        return json.loads(item["settings"]["S"]) if item else None
+
+    def put_settings(self, tenant: str, settings: dict[str, Any], at: str, by: str) -> None:
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                "pk": _s(tenant_pk(tenant)),
+                "sk": _s(SETTINGS_SK),
+                "settings": _json(settings),
+                "updatedAt": _s(at),
+                "updatedBy": _s(by),
+            },
+        )
+
+    def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
+        got = self.client.get_item(
+            TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(f"CRED#{provider}")}
+        )
+        item = got.get("Item")
+        return frozenset(json.loads(item["scopes"]["S"])) if item else None
+
+    def put_grant(self, tenant: str, provider: str, scopes: list[str], at: str, by: str) -> None:
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                "pk": _s(tenant_pk(tenant)),
+                "sk": _s(f"CRED#{provider}"),
+                "scopes": _json(sorted(set(scopes))),
+                "grantedAt": _s(at),
+                "grantedBy": _s(by),
+            },
+        )
+
+    def delete_grant(self, tenant: str, provider: str) -> None:
+        self.client.delete_item(TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(f"CRED#{provider}")})
+
+    # -- external events --------------------------------------------------------------------------
+
+    def put_event(self, tenant: str, hash_: str, record: dict[str, Any], expires_at: int) -> str:
+        sk = f"R#{record['receivedAt']}#{record['eventId']}"
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                "pk": _s(events_pk(tenant, hash_)),
+                "sk": _s(sk),
+                "record": _json(record),
+                "expiresAt": _n(expires_at),
+                wiring.TTL_ATTRIBUTE: _n(expires_at),
+            },
+            ConditionExpression="attribute_not_exists(sk)",
+        )
+        return sk
+
+    def _query(self, pk: str, prefix: str) -> list[dict[str, Any]]:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": _s(pk), ":p": _s(prefix)},
+            # Strongly consistent: an event written before this read, or a waiter committed before it, is seen.
+            "ConsistentRead": True,
+        }
+        items: list[dict[str, Any]] = []
+        while True:
+            got = self.client.query(**kwargs)
+            items += got.get("Items") or []
+            if "LastEvaluatedKey" not in got:
+                return items
+            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+
+    def waiters(self, tenant: str, hash_: str) -> list[dict[str, str]]:
+        return [
+            {"runId": i["runId"]["S"], "nodeId": i["nodeId"]["S"], "interruptKey": i["interruptKey"]["S"]}
+            for i in self._query(events_pk(tenant, hash_), "W#")
+            if "closedAt" not in i
+        ]
+
+    def unconsumed_events(self, tenant: str, hash_: str, now_epoch: float) -> list[tuple[str, dict[str, Any]]]:
+        """(sk, record) of kept events not past their retention and not yet used, oldest first."""
+        out = []
+        for item in self._query(events_pk(tenant, hash_), "R#"):
+            if float(item["expiresAt"]["N"]) <= now_epoch or "consumedBy" in item:
+                continue  # TTL deletion is lazy: an expired item may still be there
+            out.append((item["sk"]["S"], json.loads(item["record"]["S"])))
+        return out
+
+    def claim_event(self, tenant: str, hash_: str, sk: str, interrupt_id: str) -> bool:
+        """Mark a kept event as used by one interrupt; False when another claim came first."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(events_pk(tenant, hash_)), "sk": _s(sk)},
+                UpdateExpression="SET consumedBy = :by",
+                ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
+                ExpressionAttributeValues={":by": _s(interrupt_id)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    # -- inbox ------------------------------------------------------------------------------------
+
+    def inbox_page(
+        self,
+        tenant: str,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        filters: dict[str, str],
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """One Query of the inbox index, newest first; filters (kind, workflowId, runId) apply server-side."""
+        index = wiring.INBOX_INDEX
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index.name,
+            "KeyConditionExpression": "#gpk = :gpk",
+            "ExpressionAttributeNames": {"#gpk": index.partition_key},
+            "ExpressionAttributeValues": {":gpk": _s(f"T#{tenant}#INBOX")},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        conditions = []
+        for i, (name, value) in enumerate(sorted(filters.items())):
+            kwargs["ExpressionAttributeNames"][f"#f{i}"] = name
+            kwargs["ExpressionAttributeValues"][f":f{i}"] = _s(value)
+            conditions.append(f"#f{i} = :f{i}")
+        if conditions:
+            kwargs["FilterExpression"] = " AND ".join(conditions)
+        if start_key is not None:
+            kwargs["ExclusiveStartKey"] = start_key
+        got = self.client.query(**kwargs)
+        return got.get("Items") or [], got.get("LastEvaluatedKey")

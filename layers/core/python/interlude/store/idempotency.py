@@ -1,0 +1,163 @@
+"""Idempotency-Key records (OpenWOP idempotency.md Layer 1) in the single table (design §4).
+
+Item: pk `T#{tenant}#IDEM#{endpoint}#{key}`, sk `IDEM`, attributes
+  digest      sha256 of the request (operation, path parameters, raw body), hex
+  status      `INPROGRESS` while the first request runs, `COMPLETED` once its final response is stored
+  owner       random token of the request holding the claim (only the owner completes or releases it)
+  leaseUntil  epoch milliseconds; an `INPROGRESS` claim past it belongs to a request that died
+  response    JSON {status, headers, body} of the final response (COMPLETED only)
+  ttl         epoch seconds (wiring.TTL_ATTRIBUTE); records are kept at least RETENTION_SECONDS
+
+The claim is one conditional PutItem: it wins when no live record exists (absent, past its TTL but not yet
+swept, or an in-flight claim whose lease ran out) and otherwise returns the existing record
+(`ReturnValuesOnConditionCheckFailure=ALL_OLD`) without another read. Keys are never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .. import wiring
+
+RETENTION_SECONDS = 24 * 3600
+SORT_KEY = "IDEM"
+IN_PROGRESS = "INPROGRESS"
+COMPLETED = "COMPLETED"
+
+
+def record_pk(tenant: str, endpoint: str, key: str) -> str:
+    return f"T#{tenant}#IDEM#{endpoint}#{key}"
+
+
+@dataclass(frozen=True)
+class CachedResponse:
+    status: int
+    headers: dict[str, Any]
+    body: str
+    is_base64: bool = False
+
+    def to_json(self) -> str:
+        doc = {"status": self.status, "headers": self.headers, "body": self.body, "isBase64": self.is_base64}
+        return json.dumps(doc, separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> CachedResponse:
+        doc = json.loads(text)
+        return CachedResponse(int(doc["status"]), dict(doc["headers"]), doc["body"], bool(doc.get("isBase64")))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """This request holds the record and must complete or release it."""
+
+    pk: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class Existing:
+    """Another request holds (or held) the record."""
+
+    digest: str
+    completed: CachedResponse | None  # None while that request is still in flight
+
+
+class IdempotencyStore:
+    def __init__(self, table_name: str, client: Any) -> None:
+        self.table = table_name
+        self.client = client
+
+    def claim(
+        self, tenant: str, endpoint: str, key: str, digest: str, *, now_ms: int, lease_ms: int
+    ) -> Claim | Existing:
+        pk = record_pk(tenant, endpoint, key)
+        owner = secrets.token_urlsafe(12)
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={
+                    wiring.PARTITION_KEY: {"S": pk},
+                    wiring.SORT_KEY: {"S": SORT_KEY},
+                    "digest": {"S": digest},
+                    "status": {"S": IN_PROGRESS},
+                    "owner": {"S": owner},
+                    "leaseUntil": {"N": str(now_ms + lease_ms)},
+                    wiring.TTL_ATTRIBUTE: {"N": str(now_ms // 1000 + RETENTION_SECONDS)},
+                },
+                ConditionExpression=(
+                    "attribute_not_exists(#pk) OR #ttl < :now_s OR (#status = :inprogress AND #lease < :now_ms)"
+                ),
+                ExpressionAttributeNames={
+                    "#pk": wiring.PARTITION_KEY,
+                    "#ttl": wiring.TTL_ATTRIBUTE,
+                    "#status": "status",
+                    "#lease": "leaseUntil",
+                },
+                ExpressionAttributeValues={
+                    ":now_s": {"N": str(now_ms // 1000)},
+                    ":now_ms": {"N": str(now_ms)},
+                    ":inprogress": {"S": IN_PROGRESS},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            old = exc.response.get("Item")
+            if old is None:  # the record vanished between the condition and the answer: treat as in flight
+                return Existing(digest=digest, completed=None)
+            completed = (
+                CachedResponse.from_json(old["response"]["S"])
+                if old.get("status", {}).get("S") == COMPLETED and "response" in old
+                else None
+            )
+            return Existing(digest=old["digest"]["S"], completed=completed)
+        return Claim(pk=pk, owner=owner)
+
+    def complete(self, claim: Claim, response: CachedResponse, *, now_ms: int) -> bool:
+        """Store the final response; False if this request no longer owns the claim (its lease was taken)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={wiring.PARTITION_KEY: {"S": claim.pk}, wiring.SORT_KEY: {"S": SORT_KEY}},
+                UpdateExpression="SET #status = :completed, #response = :response, #ttl = :ttl REMOVE #lease",
+                ConditionExpression="#owner = :owner AND #status = :inprogress",
+                ExpressionAttributeNames={
+                    "#status": "status",
+                    "#response": "response",
+                    "#ttl": wiring.TTL_ATTRIBUTE,
+                    "#lease": "leaseUntil",
+                    "#owner": "owner",
+                },
+                ExpressionAttributeValues={
+                    ":completed": {"S": COMPLETED},
+                    ":inprogress": {"S": IN_PROGRESS},
+                    ":response": {"S": response.to_json()},
+                    ":ttl": {"N": str(now_ms // 1000 + RETENTION_SECONDS)},
+                    ":owner": {"S": claim.owner},
+                },
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def release(self, claim: Claim) -> None:
+        """Drop an in-flight claim whose outcome is not cached, so a retry with the same key executes."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key={wiring.PARTITION_KEY: {"S": claim.pk}, wiring.SORT_KEY: {"S": SORT_KEY}},
+                ConditionExpression="#owner = :owner AND #status = :inprogress",
+                ExpressionAttributeNames={"#owner": "owner", "#status": "status"},
+                ExpressionAttributeValues={":owner": {"S": claim.owner}, ":inprogress": {"S": IN_PROGRESS}},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise

@@ -1,0 +1,269 @@
+"""Callback delivery over HTTP against the real local stack (a subprocess), with receivers on 127.0.0.1.
+
+Two stacks of their own:
+* `guarded` runs with the production egress setting (no loopback) and with outbound delivery switched off, so
+  public controls can be accepted at createRun without any notice ever being dialled;
+* `loopback` sets the development-only switch that admits loopback receivers, with 3 attempts and no backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import boto3
+import pytest
+import requests
+
+from tests.integration.test_callbacks import needs_lookup
+from tests.support.local_stack import REPO, Api, LocalStackProcess, wire
+from tests.support.receiver import Receiver, verify
+from tests.unit.test_egress import REFUSED
+
+WORKFLOW = {
+    "nodes": [
+        {"id": "draft", "typeId": "core.transform", "config": {"outputs": {"title": "{{inputs.title}}"}}},
+        {
+            "id": "review",
+            "typeId": "core.approvalGate",
+            "config": {"title": "Publish?", "actions": ["accept", "reject"]},
+        },
+    ],
+    "edges": [{"sourceNodeId": "draft", "targetNodeId": "review"}],
+}
+# Everything the guard refuses without a DNS lookup (the host-name cases run in-process with a fixed resolver).
+REFUSED_OVER_HTTP = [url for url, _ in REFUSED if not needs_lookup(url)]
+PUBLIC_CONTROLS = [
+    "https://8.8.8.8/hook",
+    "https://93.184.215.14:8443/callbacks?run=1",
+    "https://[2606:4700:4700::1111]/hook",
+    "https://[64:ff9b::5db8:d822]/",
+    "https://[2002:5db8:d822::1]/",
+]
+
+
+def start_stack(tmp_path_factory, name: str, env: dict[str, str]):
+    stack = LocalStackProcess(tmp_path_factory.mktemp(name), extra_env=env)
+    info = stack.wait()
+    return stack, info
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    stack, info = start_stack(
+        tmp_path_factory,
+        "guarded",
+        {"INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off", "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": ""},
+    )
+    try:
+        api = Api(info["baseUrl"], info["apiKey"], info["tenant"])
+        assert api.put_workflow("cb", WORKFLOW).status_code == 201
+        yield api
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def loopback(tmp_path_factory):
+    stack, info = start_stack(
+        tmp_path_factory,
+        "loopback",
+        {
+            "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+            "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "3",
+            "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+            "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "1",
+            "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "1",
+        },
+    )
+    try:
+        api = Api(info["baseUrl"], info["apiKey"], info["tenant"])
+        assert api.put_workflow("cb", WORKFLOW).status_code == 201
+        yield api, info, str(stack.state_file)
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver().start()
+    yield started
+    started.close()
+
+
+# --- the guard at createRun -----------------------------------------------------------------------
+
+
+def test_the_refusal_table_over_http_is_broad():
+    assert len(REFUSED_OVER_HTTP) >= 60
+
+
+@pytest.mark.parametrize("url", REFUSED_OVER_HTTP, ids=[u[:60] for u in REFUSED_OVER_HTTP])
+def test_create_run_refuses_the_url(guarded, url):
+    # When a run is created with a callbackUrl the egress guard refuses
+    got = guarded.call("POST", "/runs", {"workflowId": "cb", "callbackUrl": url})
+    # Then it is 400 validation_error naming the field, and no run exists
+    assert got.status_code == 400, got.text
+    body = got.json()
+    assert body["error"] == "validation_error"
+    assert body["details"]["field"] == "callbackUrl"
+
+
+@pytest.mark.parametrize("url", PUBLIC_CONTROLS)
+def test_create_run_accepts_public_destinations(guarded, url):
+    got = guarded.call("POST", "/runs", {"workflowId": "cb", "callbackUrl": url})
+    assert got.status_code == 201, got.text
+
+
+def test_discovery_advertises_callback_delivery(guarded):
+    got = requests.get(guarded.base_url + "/.well-known/openwop", timeout=10)
+    assert got.json()["interrupt"]["callbackDelivery"] is True
+
+
+# --- delivery -------------------------------------------------------------------------------------
+
+
+def tenant_secret(state_file: str, tenant: str, command: str = "show") -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "interlude.cli", "webhooks", "secret", command, "--tenant", tenant, "--local"]
+        + ["--state-file", state_file],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout)["secret"]
+
+
+def deliveries(api: Api, run_id: str, count: int, timeout_s: float = 20.0) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = api.call("GET", f"/runs/{wire(run_id)}/deliveries")
+        assert got.status_code == 200, got.text
+        found = got.json()["deliveries"]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def sqs_of(info: dict):
+    return boto3.client(
+        "sqs",
+        endpoint_url=info["motoEndpoint"],
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def test_a_receiver_verifies_every_notice_and_resolves_through_the_token_link(loopback, receiver):
+    api, _, state_file = loopback
+    # Given a run with a loopback callbackUrl (the development-only setting is on in this stack)
+    run_id = api.start("cb", callbackUrl=receiver.url(), inputs={"title": "Hi"})["runId"]
+
+    # When the gate is raised / Then the receiver gets a notice it verifies with the tenant's secret
+    (hit,) = receiver.wait_for(1)
+    secret = tenant_secret(state_file, api.tenant)
+    notice = verify(secret, hit)
+    assert (notice["type"], notice["runId"], notice["nodeId"], notice["kind"]) == (
+        "interrupt.requested",
+        run_id,
+        "review",
+        "approval",
+    )
+    assert notice["links"]["resolve"] == f"{api.base_url}/interrupts/{notice['token']}"
+
+    # When the receiver resolves through the token link it was sent
+    got = requests.post(notice["links"]["resolve"], json={"resumeValue": {"action": "accept"}}, timeout=10)
+    assert got.status_code == 200, got.text
+
+    # Then the decision and the end of the run arrive too, each verified
+    hits = receiver.wait_for(3)
+    assert sorted(verify(secret, h)["type"] for h in hits) == [
+        "interrupt.requested",
+        "interrupt.resolved",
+        "run.completed",
+    ]
+    # And GET /runs/{runId}/deliveries lists one successful attempt per notice
+    listed = deliveries(api, run_id, 3)
+    assert sorted((d["type"], d["attempt"], d["status"], d["httpStatus"]) for d in listed) == [
+        ("interrupt.requested", 1, "succeeded", 200),
+        ("interrupt.resolved", 1, "succeeded", 200),
+        ("run.completed", 1, "succeeded", 200),
+    ]
+    assert all(d["webhookId"] == d["noticeId"] for d in listed)
+
+    # When SQS hands the first notice's message out again (a duplicate)
+    sqs = sqs_of(loopback[1])
+    queue_url = sqs.get_queue_url(QueueName="interlude-local-callbacks")["QueueUrl"]
+    message = {"v": 1, "tenant": api.tenant, "callbackUrl": receiver.url(), "notice": notice}
+    sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(message))
+    wait_until_empty(sqs, queue_url)
+
+    # Then no second successful delivery happens
+    assert len(receiver.hits) == 3
+    assert len(deliveries(api, run_id, 3)) == 3
+
+
+def wait_until_empty(sqs, queue_url: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    while time.monotonic() < deadline:
+        attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
+        if all(attrs[n] == "0" for n in names):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the callback queue did not drain")
+
+
+def test_failures_are_retried_then_dead_lettered_and_listed(loopback, receiver):
+    api, info, state_file = loopback
+    # Given a receiver that answers 500, then times out, then answers 500 again
+    receiver.script[:] = [500, ("sleep", 3), 500]
+    run_id = api.start("cb", callbackUrl=receiver.url())["runId"]
+
+    # When the three attempts the stack allows have run
+    listed = deliveries(api, run_id, 3)
+
+    # Then each was a signed POST under the same webhook-id, and each is listed with its failure
+    assert len(receiver.hits) == 3
+    assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
+    secret = tenant_secret(state_file, api.tenant)
+    for hit in receiver.hits:
+        verify(secret, hit)
+    listed.sort(key=lambda d: d["attempt"])
+    assert [(d["attempt"], d["status"], d.get("httpStatus"), d["errorClass"]) for d in listed] == [
+        (1, "failed", 500, "http_status"),
+        (2, "failed", None, "timeout"),
+        (3, "failed", 500, "http_status"),
+    ]
+    assert listed[-1]["final"] is True
+    # And the dead-letter queue holds the notice's history, without its token or the signing secret
+    sqs = sqs_of(info)
+    dlq = sqs.get_queue_url(QueueName="interlude-local-callbacks-dlq")["QueueUrl"]
+    bodies = []
+    deadline = time.monotonic() + 10
+    while not bodies and time.monotonic() < deadline:
+        bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])]
+    (raw,) = [b for b in bodies if json.loads(b)["runId"] == run_id]
+    dead = json.loads(raw)
+    assert len(dead["deliveryHistory"]) == 3
+    token = json.loads(receiver.hits[0].body)["token"]
+    assert token not in raw
+    assert secret not in raw
+
+
+def test_deliveries_are_read_with_runs_read_within_the_tenant(guarded):
+    run_id = guarded.start("cb")["runId"]
+    assert guarded.call("GET", f"/runs/{wire(run_id)}/deliveries").json() == {
+        "runId": run_id,
+        "callbackUrl": None,
+        "deliveries": [],
+    }
+    foreign = guarded.call("GET", "/runs/other~2F" + "x" * 24 + "/deliveries")
+    assert (foreign.status_code, foreign.json()["error"]) == (403, "id_tenant_mismatch")
+    no_scope = guarded.new_key(["runs:create"])
+    refused = guarded.call("GET", f"/runs/{wire(run_id)}/deliveries", key=no_scope)
+    assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")

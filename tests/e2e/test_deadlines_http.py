@@ -1,0 +1,212 @@
+"""Deadlines in the real local stack over HTTP: its schedule pump fires moto's stored schedules into the real
+timeouts handler. The stack's clock is moved with `interlude clock advance` (an offset file), never slept.
+
+A stack of its own (not the session one), so moving its clock cannot disturb other tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import boto3
+import pytest
+
+from interlude import clock, wiring
+from tests.support.local_stack import FIXTURES, REPO, Api, LocalStackProcess
+
+GROUP = wiring.LOCAL_SCHEDULE_GROUP
+
+
+@pytest.fixture(scope="module")
+def deadline_stack(tmp_path_factory):
+    stack = LocalStackProcess(tmp_path_factory.mktemp("deadline-stack"))
+    try:
+        yield {**stack.wait(), "stateFile": str(stack.state_file)}
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def api(deadline_stack) -> Api:
+    return Api(deadline_stack["baseUrl"], deadline_stack["apiKey"], deadline_stack["tenant"])
+
+
+@pytest.fixture(scope="module")
+def scheduler(deadline_stack):
+    return boto3.client("scheduler", endpoint_url=deadline_stack["motoEndpoint"], region_name="us-east-1")
+
+
+def advance(stack: dict, seconds: float) -> None:
+    """Move the running stack's clock forward with the CLI, as a developer would."""
+    subprocess.run(
+        [sys.executable, "-m", "interlude.cli", "clock", "advance", str(seconds), "--state-file", stack["stateFile"]],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+
+
+def schedule_inputs(scheduler) -> list[str]:
+    listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]
+    out = []
+    for summary in listed:
+        with contextlib.suppress(scheduler.exceptions.ResourceNotFoundException):
+            out.append(scheduler.get_schedule(Name=summary["Name"], GroupName=GROUP)["Target"]["Input"])
+    return out
+
+
+def wait_for(predicate, timeout_s: float = 20.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def schedule_for(scheduler, run_id: str) -> bool:
+    return any(run_id in body for body in schedule_inputs(scheduler))
+
+
+@pytest.fixture(scope="module")
+def table(deadline_stack):
+    return boto3.client("dynamodb", endpoint_url=deadline_stack["motoEndpoint"], region_name="us-east-1")
+
+
+def stored_status(table, run_id: str) -> str:
+    """The run head's status straight from the table: observing it this way applies no deadline."""
+    tenant, opaque = run_id.split("/", 1)
+    key = {"pk": {"S": f"T#{tenant}#R#{opaque}"}, "sk": {"S": "RUN"}}
+    return table.get_item(TableName="interlude-local", Key=key)["Item"]["status"]["S"]
+
+
+def long_gate(api: Api, timeout_ms: int = 600_000) -> str:
+    """The timeout fixture with a deadline far beyond any real time a test spends (the clock is moved instead)."""
+    definition = json.loads((FIXTURES / "conformance-approval-timeout.json").read_text())
+    definition["nodes"][0]["config"]["timeoutMs"] = timeout_ms
+    workflow_id = f"long-gate-{uuid.uuid4().hex[:8]}"
+    definition["id"] = workflow_id
+    assert api.put_workflow(workflow_id, definition).status_code == 201
+    return workflow_id
+
+
+@pytest.mark.parametrize("fixture", ["conformance-approval-timeout", "conformance-approval-timeout-approve"])
+def test_conformance_timeout_fixtures_reject_on_time_through_the_schedule_pump(
+    api, deadline_stack, scheduler, table, fixture
+):
+    # Given a run of the fixture: it waits at its gate with a 1500 ms timeout
+    started = api.start(api.fixture(fixture))
+    run_id = started["runId"]
+    assert started["status"] == "waiting-approval"
+
+    # When the stack's clock passes the deadline, and nobody reads the run through the API
+    advance(deadline_stack, 3)
+
+    # Then the stack applies the timeout by itself (its schedule pump, or the outbox if it saw the record
+    # late) and no schedule is left behind
+    assert wait_for(lambda: stored_status(table, run_id) == "failed"), "the timeout was never applied"
+    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "a schedule was left behind"
+    # And the gate resolved rejected by timeout — never granted — and the run failed naming the gate
+    snapshot = api.run(run_id)
+    assert snapshot["status"] == "failed"
+    assert snapshot["error"]["code"] == "approval_rejected"
+    events = api.events(run_id)
+    (requested,) = [e for e in events if e["type"] == "interrupt.requested"]
+    assert requested["payload"]["timeoutMs"] == 1500
+    (resolved,) = [e for e in events if e["type"] == "interrupt.resolved"]
+    assert resolved["nodeId"] == "gate"
+    assert {k: v for k, v in resolved["payload"].items() if k != "interruptId"} == {
+        "nodeId": "gate",
+        "kind": "approval",
+        "action": "timeout",
+        "decision": "rejected",
+        "reason": "timeout",
+    }
+    (failed,) = [e for e in events if e["type"] == "node.failed"]
+    assert failed["payload"]["error"]["code"] == "approval_rejected"
+    assert failed["payload"]["error"]["retryable"] is False
+    (run_failed,) = [e for e in events if e["type"] == "run.failed"]
+    assert run_failed["payload"]["failedNodeId"] == "gate"
+    assert not [e for e in events if e["type"] == "approval.granted"]
+
+
+def test_a_resolve_after_the_deadline_is_409_and_the_gate_is_timed_out(api, deadline_stack):
+    run_id = api.start(api.fixture("conformance-approval-timeout"))["runId"]
+    advance(deadline_stack, 2)
+    late = api.resolve(run_id, "gate", {"action": "accept"})
+    assert late.status_code == 409
+    assert late.json()["error"] == "interrupt_already_resolved"
+    resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
+    assert [e["payload"]["action"] for e in resolved] == ["timeout"]
+    assert api.run(run_id)["status"] == "failed"
+
+
+def test_the_pump_fires_the_schedule_when_the_clock_passes_it(api, deadline_stack, scheduler, table):
+    run_id = api.start(long_gate(api))["runId"]
+    assert wait_for(lambda: schedule_for(scheduler, run_id)), "the outbox did not create the schedule"
+    advance(deadline_stack, 300)
+    assert stored_status(table, run_id) == "waiting-approval"
+    advance(deadline_stack, 301)
+    # No API read meanwhile: only the schedule pump can apply it, and the schedule deletes itself after firing
+    assert wait_for(lambda: stored_status(table, run_id) == "failed"), "the schedule never fired"
+    assert wait_for(lambda: not schedule_for(scheduler, run_id))
+    assert [e["payload"]["action"] for e in api.events(run_id) if e["type"] == "interrupt.resolved"] == ["timeout"]
+
+
+def test_a_decision_in_time_wins_and_its_schedule_is_deleted(api, deadline_stack, scheduler):
+    run_id = api.start(long_gate(api))["runId"]
+    assert wait_for(lambda: schedule_for(scheduler, run_id))
+    accepted = api.resolve(run_id, "gate", {"action": "accept"})
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["status"] == "completed"
+    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "resolving did not delete the schedule"
+    advance(deadline_stack, 601)
+    assert api.run(run_id)["status"] == "completed"
+    resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
+    assert [e["payload"]["decision"] for e in resolved] == ["granted"]
+
+
+def test_conformance_delay_runs_then_completes_after_its_delay(api, deadline_stack, scheduler):
+    run_id = api.start(api.fixture("conformance-delay"), inputs={"delayMs": 600_000})["runId"]
+    # In flight: running, the node sleeping, a wake-up scheduled
+    snapshot = api.run(run_id)
+    assert snapshot["status"] == "running"
+    assert snapshot["nodeStates"]["wait"]["status"] == "running"
+    assert wait_for(lambda: schedule_for(scheduler, run_id))
+    advance(deadline_stack, 601)
+    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "the wake-up never fired"
+    done = api.run(run_id)
+    assert done["status"] == "completed"
+    assert done["variables"]["wait"] == {"delayMs": 600_000}
+
+
+def test_conformance_cancellable_cancels_mid_delay(api, scheduler):
+    run_id = api.start(api.fixture("conformance-cancellable"))["runId"]
+    assert api.run(run_id)["status"] == "running"
+    assert wait_for(lambda: schedule_for(scheduler, run_id))
+    cancelled = api.call("POST", f"/runs/{run_id.replace('/', '~2F')}/cancel", {"reason": "enough"})
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled"
+    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "cancelling did not delete the wake-up"
+    assert api.run(run_id)["status"] == "cancelled"
+
+
+def test_the_clock_file_is_advertised_in_the_state_file(deadline_stack):
+    assert deadline_stack["clockFile"]
+    assert clock.offset_seconds(deadline_stack["clockFile"]) >= 0
+
+
+def test_the_inbox_never_lists_a_gate_past_its_deadline(api, deadline_stack):
+    run_id = api.start(long_gate(api))["runId"]
+    query = f"/interrupts?status=pending&runId={run_id.replace('/', '~2F')}"
+    listed = api.call("GET", query)
+    assert listed.status_code == 200, listed.text
+    assert [i["nodeId"] for i in listed.json()["interrupts"]] == ["gate"]
+    advance(deadline_stack, 601)
+    assert api.call("GET", query).json()["interrupts"] == []
+    assert api.run(run_id)["status"] == "failed"

@@ -1,0 +1,359 @@
+"""Idempotency-Key over HTTP against the real local stack: replay byte for byte, mismatch, grammar, GET,
+concurrency, uncached refusals and tenant separation (OpenWOP idempotency.md Layer 1, RFC 0213 §B)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import requests
+
+from interlude import schemas, wiring
+from interlude.errors import ERROR_STATUS
+from interlude.local.stack import TABLE_NAME
+from tests.support.local_stack import FIXTURES, REPO, Api, wire
+
+REPLAY = "OpenWOP-Idempotent-Replay"
+ENVELOPE = schemas.validator("error-envelope.schema.json")
+
+
+def new_key() -> str:
+    return uuid.uuid4().hex + "-idem"  # 36 characters, 128 random bits
+
+
+def refused(response: requests.Response, code: str) -> dict[str, Any]:
+    assert response.status_code == ERROR_STATUS[code], response.text
+    body = response.json()
+    assert schemas.errors_of(ENVELOPE, body) == []
+    assert body["error"] == code, body
+    assert REPLAY not in response.headers
+    return body
+
+
+def tenant_key(stack_info: dict[str, str], tenant: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "interlude.cli", "keys", "create", "--local", "--state-file", stack_info["stateFile"],
+         "--tenant", tenant, "--subject", "idem-admin"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)["apiKey"]
+
+
+@pytest.fixture(scope="module")
+def tenant(stack_info: dict[str, str]) -> tuple[str, Api]:
+    """A tenant of its own, so the runs it holds can be counted."""
+    name = f"idem-{uuid.uuid4().hex[:8]}"
+    return name, Api(stack_info["baseUrl"], tenant_key(stack_info, name), name)
+
+
+@pytest.fixture(scope="module")
+def approval(tenant: tuple[str, Api]) -> str:
+    return tenant[1].fixture("conformance-approval")
+
+
+def runs_of(stack_info: dict[str, str], tenant: str) -> int:
+    # A scan is fine in a test: it counts run heads straight from the local stack's table.
+    info = json.loads(Path(stack_info["stateFile"]).read_text())
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=info["motoEndpoint"],
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    count, kwargs = 0, {}
+    while True:
+        page = client.scan(
+            TableName=TABLE_NAME,
+            FilterExpression="begins_with(pk, :p) AND sk = :run",
+            ExpressionAttributeValues={":p": {"S": f"T#{tenant}#R#"}, ":run": {"S": "RUN"}},
+            Select="COUNT",
+            **kwargs,
+        )
+        count += page["Count"]
+        if "LastEvaluatedKey" not in page:
+            return count
+        kwargs = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def resolved_events(api: Api, run_id: str) -> list[dict[str, Any]]:
+    return [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
+
+
+# -- replay ------------------------------------------------------------------------------------------
+
+
+def test_a_replayed_create_run_answers_the_same_bytes_and_creates_no_second_run(tenant, approval, stack_info):
+    name, api = tenant
+    key = new_key()
+    before = runs_of(stack_info, name)
+    first = api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": key})
+    again = api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": key})
+    assert first.status_code == again.status_code == 201
+    assert REPLAY not in first.headers
+    assert again.headers[REPLAY] == "true"
+    assert again.content == first.content
+    for header in ("Content-Type", "Location", "OpenWOP-Version"):
+        assert again.headers[header] == first.headers[header]
+    assert runs_of(stack_info, name) == before + 1
+    # Without the key the same body is a new request, as always.
+    other = api.call("POST", "/runs", {"workflowId": approval})
+    assert other.json()["runId"] != first.json()["runId"]
+
+
+def test_a_replayed_resolve_answers_the_first_outcome_and_does_not_resolve_again(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    key = new_key()
+    first = api.call("POST", f"/runs/{wire(run_id)}/interrupts/gate", {"resumeValue": {"action": "accept"}},
+                     **{"Idempotency-Key": key})  # fmt: skip
+    again = api.call("POST", f"/runs/{wire(run_id)}/interrupts/gate", {"resumeValue": {"action": "accept"}},
+                     **{"Idempotency-Key": key})  # fmt: skip
+    assert first.status_code == again.status_code == 200, first.text
+    assert again.headers[REPLAY] == "true"
+    assert again.content == first.content
+    assert len(resolved_events(api, run_id)) == 1
+    # A new key is a new request: the gate is already decided.
+    refused(api.resolve(run_id, "gate", {"action": "accept"}), "interrupt_already_resolved")
+
+
+def test_a_final_refusal_is_replayed_too(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    assert api.call("POST", f"/runs/{wire(run_id)}/cancel").status_code == 200
+    key = new_key()
+    first = api.call("POST", f"/runs/{wire(run_id)}/cancel", **{"Idempotency-Key": key})
+    refused(first, "run_terminal")
+    again = api.call("POST", f"/runs/{wire(run_id)}/cancel", **{"Idempotency-Key": key})
+    assert again.status_code == 409
+    assert again.headers[REPLAY] == "true"
+    assert again.content == first.content
+
+
+def test_a_replayed_cancel_is_the_first_success_not_run_terminal(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    key = new_key()
+    first = api.call("POST", f"/runs/{wire(run_id)}/cancel", **{"Idempotency-Key": key})
+    again = api.call("POST", f"/runs/{wire(run_id)}/cancel", **{"Idempotency-Key": key})
+    assert first.status_code == again.status_code == 200
+    assert again.headers[REPLAY] == "true"
+    assert again.content == first.content
+
+
+# -- mismatch and grammar ------------------------------------------------------------------------------
+
+
+def test_the_same_key_with_another_body_is_a_mismatch_never_the_cached_body(tenant, approval):
+    _, api = tenant
+    key = new_key()
+    first = api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": key})
+    assert first.status_code == 201
+    other = api.call("POST", "/runs", {"workflowId": approval, "inputs": {"x": 1}}, **{"Idempotency-Key": key})
+    body = refused(other, "idempotency_key_mismatch")
+    assert first.json()["runId"] not in other.text
+    assert "details" not in body or "runId" not in body["details"]
+    # The same bytes still replay.
+    assert api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": key}).content == first.content
+
+
+def test_the_same_key_on_another_run_is_a_mismatch(tenant, approval):
+    _, api = tenant
+    one, two = api.start(approval)["runId"], api.start(approval)["runId"]
+    key = new_key()
+    assert api.call("POST", f"/runs/{wire(one)}/cancel", **{"Idempotency-Key": key}).status_code == 200
+    refused(api.call("POST", f"/runs/{wire(two)}/cancel", **{"Idempotency-Key": key}), "idempotency_key_mismatch")
+    assert api.run(two)["status"] == "waiting-approval"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "a" * 21,  # too short
+        "a" * 129,  # too long
+        "",  # empty
+        "a" * 21 + "!",  # outside the alphabet
+        "a" * 21 + "/",
+        "a" * 21 + "+",
+        "a" * 21 + "#",
+        "aaaaaaaaaaa aaaaaaaaaaa",
+        "a" * 22 + ",",
+    ],
+)
+def test_a_key_outside_the_grammar_is_refused_and_nothing_runs(tenant, approval, stack_info, key):
+    name, api = tenant
+    before = runs_of(stack_info, name)
+    refused(api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": key}), "idempotency_key_invalid")
+    assert runs_of(stack_info, name) == before
+
+
+@pytest.mark.parametrize("key", ["a" * 22, "A-z0.9_~" * 16, "6f1d0c2e-8b47-4a51-9e0f-3c2b1a5d7e99"])
+def test_keys_at_the_grammar_bounds_are_accepted(tenant, approval, key):
+    _, api = tenant
+    got = api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": key})
+    assert got.status_code == 201, got.text
+
+
+def test_get_routes_ignore_the_header(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    for key in ("bad key!", new_key()):
+        got = api.call("GET", f"/runs/{wire(run_id)}", **{"Idempotency-Key": key})
+        assert got.status_code == 200
+        assert REPLAY not in got.headers
+        assert api.call("GET", f"/runs/{wire(run_id)}/events/poll?timeout=1", **{"Idempotency-Key": key}).ok
+        assert api.call("GET", f"/workflows/{approval}", **{"Idempotency-Key": key}).ok
+
+
+@pytest.mark.parametrize("route", [r for r in wiring.ROUTES if r.mutating], ids=lambda r: r.operation)
+def test_every_mutating_route_checks_the_key_grammar(tenant, route):
+    _, api = tenant
+    path = re.sub(r"{(\w+)}", "x", route.path)
+    refused(api.call(route.method, path, {}, **{"Idempotency-Key": "too-short"}), "idempotency_key_invalid")
+
+
+def test_every_mutating_route_advertises_the_header(api):
+    document = api.session.get(api.base_url + "/openapi.json", timeout=10).json()
+    for path, methods in document["paths"].items():
+        for method, op in methods.items():
+            names = {p["name"] for p in op["parameters"]}
+            assert ("Idempotency-Key" in names) == (method != "get"), (method, path)
+
+
+# -- uncached outcomes ------------------------------------------------------------------------------
+
+
+def test_a_validation_error_is_not_cached_so_a_corrected_request_with_the_key_executes(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    key = new_key()
+    path = f"/runs/{wire(run_id)}/interrupts/gate"
+    bad = api.call("POST", path, {"resumeValue": {"action": "publish"}}, **{"Idempotency-Key": key})
+    refused(bad, "validation_error")
+    again = api.call("POST", path, {"resumeValue": {"action": "publish"}}, **{"Idempotency-Key": key})
+    refused(again, "validation_error")  # executed again, not replayed
+    good = api.call("POST", path, {"resumeValue": {"action": "accept"}}, **{"Idempotency-Key": key})
+    assert good.status_code == 200, good.text
+    assert REPLAY not in good.headers
+    assert api.run(run_id)["status"] == "completed"
+
+
+def test_a_key_invalid_refusal_is_not_cached(tenant, approval):
+    _, api = tenant
+    refused(api.call("POST", "/runs", "{not json", **{"Idempotency-Key": "short"}), "idempotency_key_invalid")
+    got = api.call("POST", "/runs", {"workflowId": approval}, **{"Idempotency-Key": new_key()})
+    assert got.status_code == 201
+
+
+def test_unauthenticated_and_forbidden_are_not_cached(tenant, approval):
+    _, api = tenant
+    key = new_key()
+    body = {"workflowId": approval}
+    refused(api.call("POST", "/runs", body, key="il_0000000000000000_" + "x" * 43, **{"Idempotency-Key": key}),
+            "unauthenticated")  # fmt: skip
+    reader = api.new_key(["runs:read"])
+    refused(api.call("POST", "/runs", body, key=reader, **{"Idempotency-Key": key}), "forbidden")
+    got = api.call("POST", "/runs", body, **{"Idempotency-Key": key})
+    assert got.status_code == 201
+    assert REPLAY not in got.headers
+
+
+# -- concurrency ---------------------------------------------------------------------------------------
+
+
+def test_twenty_concurrent_same_key_resolves_execute_once(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    key = new_key()
+    barrier = threading.Barrier(20)
+
+    def resolve(_: int) -> requests.Response:
+        session = requests.Session()
+        barrier.wait()
+        return session.post(
+            f"{api.base_url}/runs/{wire(run_id)}/interrupts/gate",
+            data=json.dumps({"resumeValue": {"action": "accept"}}),
+            headers=api.headers(**{"Idempotency-Key": key}),
+            timeout=30,
+        )
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(resolve, range(20)))
+    executed = [a for a in answers if a.status_code == 200 and REPLAY not in a.headers]
+    assert len(executed) == 1, [(a.status_code, a.text) for a in answers]
+    for answer in answers:
+        if answer is executed[0]:
+            continue
+        if answer.status_code == 200:
+            assert answer.headers[REPLAY] == "true"
+            assert answer.content == executed[0].content
+        else:
+            body = refused(answer, "idempotency_in_flight")
+            assert int(answer.headers["Retry-After"]) >= 1
+            assert "retryAfter" not in json.dumps(body.get("details") or {})
+    assert len(resolved_events(api, run_id)) == 1
+    # Once the first has finished, every later duplicate replays it.
+    late = api.call("POST", f"/runs/{wire(run_id)}/interrupts/gate", {"resumeValue": {"action": "accept"}},
+                    **{"Idempotency-Key": key})  # fmt: skip
+    assert late.headers[REPLAY] == "true"
+    assert late.content == executed[0].content
+
+
+# -- tenant separation ---------------------------------------------------------------------------------
+
+
+def test_the_same_key_under_two_tenants_does_two_different_things(tenant, stack_info):
+    name_a, api_a = tenant
+    name_b = f"idem-{uuid.uuid4().hex[:8]}"
+    api_b = Api(stack_info["baseUrl"], tenant_key(stack_info, name_b), name_b)
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    for api in (api_a, api_b):
+        assert api.put_workflow("idem-shared", {**definition, "id": "idem-shared"}).status_code == 201
+    key = new_key()
+    first = api_a.call("POST", "/runs", {"workflowId": "idem-shared"}, **{"Idempotency-Key": key})
+    second = api_b.call("POST", "/runs", {"workflowId": "idem-shared"}, **{"Idempotency-Key": key})
+    assert first.status_code == second.status_code == 201
+    assert REPLAY not in second.headers
+    assert first.json()["runId"].startswith(f"{name_a}/")
+    assert second.json()["runId"].startswith(f"{name_b}/")
+    # Each tenant replays its own.
+    again_b = api_b.call("POST", "/runs", {"workflowId": "idem-shared"}, **{"Idempotency-Key": key})
+    assert again_b.headers[REPLAY] == "true"
+    assert again_b.content == second.content
+
+
+# -- the signed-token surface (no API key: the record namespace is the token) ---------------------------
+
+
+def test_a_replayed_token_resolve_answers_the_first_outcome_and_resolves_once(tenant, approval):
+    _, api = tenant
+    run_id = api.start(approval)["runId"]
+    got = api.call("GET", f"/runs/{wire(run_id)}/interrupts/gate")
+    assert got.status_code == 200, got.text
+    token = got.json()["token"]
+    key = new_key()
+    body = json.dumps({"resumeValue": {"action": "accept"}})
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+    url = f"{api.base_url}/interrupts/{token}"
+    forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    refused(requests.post(f"{api.base_url}/interrupts/{forged}", data=body, headers=headers, timeout=30),
+            "interrupt_token_invalid")  # fmt: skip
+    first = requests.post(url, data=body, headers=headers, timeout=30)
+    again = requests.post(url, data=body, headers=headers, timeout=30)
+    assert first.status_code == 200, first.text
+    assert REPLAY not in first.headers
+    assert again.status_code == 200
+    assert again.headers[REPLAY] == "true"
+    assert again.content == first.content
+    other = requests.post(url, data=json.dumps({"resumeValue": {"action": "reject"}}), headers=headers, timeout=30)
+    refused(other, "idempotency_key_mismatch")
+    assert len(resolved_events(api, run_id)) == 1

@@ -1,0 +1,145 @@
+"""Callback delivery in the synthesized template: queues, redrive, the SQS event source, exact grants, and no
+development-only loopback switch anywhere in the deployed stack."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interlude import wiring
+from interlude.delivery.settings import DEFAULT_TOTAL_TIMEOUT_S, DEV_ALLOW_LOOPBACK_ENV, PUBLIC_BASE_URL_ENV
+from tests.infra.test_stack import _actions_on, _as_list, _statements_of_role
+from tests.infra.test_stack import synth as synth_fixture  # noqa: F401 - the module-scoped synthesis
+
+
+@pytest.fixture(scope="module")
+def synth(synth_fixture):  # noqa: F811 - the synthesized stack, shared with tests/infra/test_stack.py's fixture
+    return synth_fixture
+
+
+def queue_id(synth, name: str) -> str:
+    return synth.logical_id(synth.stack.callbacks.queues[name])
+
+
+def role_statements(synth, function_name: str) -> list[dict]:
+    role_id = synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return _statements_of_role(synth, role_id)
+
+
+def env_of(synth, function_name: str) -> dict:
+    return synth.resources[synth.function_id(function_name)]["Properties"]["Environment"]["Variables"]
+
+
+def test_queues_follow_wiring_with_redrive_encryption_and_tls_only(synth):
+    # Given wiring.QUEUES / When their resources are read
+    for spec in wiring.QUEUES:
+        props = synth.resources[queue_id(synth, spec.name)]["Properties"]
+        # Then retention, visibility and encryption are as declared
+        assert props["MessageRetentionPeriod"] == spec.retention_s
+        assert props["VisibilityTimeout"] == spec.visibility_timeout_s
+        assert props["SqsManagedSseEnabled"] is True
+        # And the redrive goes to the declared dead-letter queue after max_receive_count receives
+        if spec.dead_letter:
+            assert props["RedrivePolicy"] == {
+                "deadLetterTargetArn": {"Fn::GetAtt": [queue_id(synth, spec.dead_letter), "Arn"]},
+                "maxReceiveCount": spec.max_receive_count,
+            }
+        else:
+            assert "RedrivePolicy" not in props
+    # And the callback queue's visibility outlasts six runs of its consumer (AWS's guidance for SQS sources)
+    (consumer,) = [f for f in wiring.FUNCTIONS if f.consumes == "callbacks"]
+    assert wiring.queue("callbacks").visibility_timeout_s >= 6 * consumer.timeout_s
+    # And a whole batch of attempts at their longest fits in one invocation
+    assert consumer.timeout_s > wiring.CALLBACK_BATCH_SIZE * DEFAULT_TOTAL_TIMEOUT_S
+    # And every queue refuses requests without TLS
+    policies = synth.of_type("AWS::SQS::QueuePolicy").values()
+    for spec in wiring.QUEUES:
+        ref = {"Ref": queue_id(synth, spec.name)}
+        (policy,) = [p for p in policies if ref in p["Properties"]["Queues"]]
+        (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert deny["Effect"] == "Deny"
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_the_callbacks_function_consumes_its_queue_reporting_item_failures(synth):
+    # Given the SQS event source mappings
+    mappings = [
+        m["Properties"]
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if "Fn::GetAtt" in m["Properties"]["EventSourceArn"]
+        and m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] in {queue_id(synth, q.name) for q in wiring.QUEUES}
+    ]
+    # Then exactly one per consuming function, on its queue, with partial batch responses
+    consumers = [f for f in wiring.FUNCTIONS if f.consumes]
+    assert len(mappings) == len(consumers) == 1
+    (props,) = mappings
+    assert props["FunctionName"] == {"Ref": synth.function_id(consumers[0].name)}
+    assert props["EventSourceArn"] == {"Fn::GetAtt": [queue_id(synth, consumers[0].consumes), "Arn"]}
+    assert props["BatchSize"] == wiring.CALLBACK_BATCH_SIZE
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_queue_actions_of_every_role_are_exactly_wirings(synth, spec):
+    # Given a function's role / When its actions on each callback queue are collected
+    statements = role_statements(synth, spec.name)
+    for queue in wiring.QUEUES:
+        expected = set()
+        if queue.name in spec.sends_to:
+            expected.add("sqs:SendMessage")
+        if queue.name == spec.consumes:
+            expected |= set(wiring.QUEUE_CONSUME_ACTIONS)
+        # Then they are exactly what wiring declares (dispatch: SendMessage on the callback queue only)
+        assert _actions_on(statements, {"Fn::GetAtt": [queue_id(synth, queue.name), "Arn"]}) == expected, queue.name
+    # And no SQS action is granted on "*"
+    for statement in statements:
+        if any(a.startswith("sqs:") for a in _as_list(statement["Action"])):
+            assert "*" not in _as_list(statement["Resource"])
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_webhook_secret_actions_cover_exactly_the_tenant_secret_prefix(synth, spec):
+    # Given the statements that name the webhook secrets' prefix
+    prefix = wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"]
+    on_prefix = [
+        s
+        for s in role_statements(synth, spec.name)
+        for r in _as_list(s["Resource"])
+        if "Fn::Join" in r and r["Fn::Join"][1][-1] == f":secret:{prefix}*"
+    ]
+    granted = {a for s in on_prefix for a in _as_list(s["Action"])}
+    declared = {a for key, actions in spec.secret_grants if key == "WEBHOOK_SECRET_PREFIX" for a in actions}
+    # Then only the declared function holds them, with exactly the declared actions
+    assert granted == declared
+    if declared:
+        (statement,) = on_prefix
+        (resource,) = _as_list(statement["Resource"])
+        assert resource["Fn::Join"][1][:2] == ["arn:", {"Ref": "AWS::Partition"}]
+
+
+def test_functions_get_the_queue_urls_prefix_and_public_base_url_they_use(synth):
+    # Given the functions' environments / Then each names the queues it uses and nothing else of delivery
+    api_url = synth.template_json["Outputs"]["ApiUrl"]["Value"]
+    for spec in wiring.FUNCTIONS:
+        variables = env_of(synth, spec.name)
+        uses = set(spec.sends_to) | ({spec.consumes} if spec.consumes else set())
+        for queue in wiring.QUEUES:
+            if queue.name in uses:
+                assert variables[queue.url_env] == {"Ref": queue_id(synth, queue.name)}
+            else:
+                assert queue.url_env not in variables
+        if spec.needs_public_base_url:
+            assert variables[PUBLIC_BASE_URL_ENV] == api_url
+        else:
+            assert PUBLIC_BASE_URL_ENV not in variables
+        for key, _ in spec.secret_grants:
+            assert variables[key] == wiring.SECRET_PREFIXES[key]
+
+
+def test_the_deployed_stack_never_allows_loopback_callbacks(synth):
+    # Given every function of the deployed stack / Then none sets the development-only loopback switch
+    for spec in wiring.FUNCTIONS:
+        assert DEV_ALLOW_LOOPBACK_ENV not in env_of(synth, spec.name)
+    # And the switch's name appears nowhere in the template at all
+    assert DEV_ALLOW_LOOPBACK_ENV not in json.dumps(synth.template_json)

@@ -1,0 +1,115 @@
+"""The deadline wiring in the synthesized template: schedule group, execution role, dead letters, grants."""
+
+from __future__ import annotations
+
+from interlude import clock, wiring
+from tests.infra.test_stack import _as_list, _statements_of_role, synth  # noqa: F401 - the module's synth fixture
+
+
+def _role_of(synth, function_name: str) -> str:  # noqa: F811
+    return synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+def _ids(synth):  # noqa: F811
+    deadlines = synth.stack.deadlines
+    return {
+        "group": synth.stack.get_logical_id(deadlines.group),
+        "role": synth.logical_id(deadlines.role),
+        "dlq": synth.logical_id(deadlines.dead_letters),
+        "target": synth.function_id(wiring.SCHEDULES.target),
+    }
+
+
+def test_one_schedule_group_per_deployment_and_a_dead_letter_queue(synth):  # noqa: F811
+    # Given the template / Then it holds exactly one schedule group (named by CloudFormation, so one per stack)
+    groups = synth.of_type("AWS::Scheduler::ScheduleGroup")
+    assert list(groups) == [_ids(synth)["group"]]
+    assert "Name" not in (groups[_ids(synth)["group"]].get("Properties") or {})
+    # And a dead-letter queue, encrypted, kept as long as wiring says
+    dlq = synth.resources[_ids(synth)["dlq"]]
+    assert dlq["Type"] == "AWS::SQS::Queue"
+    assert dlq["Properties"]["MessageRetentionPeriod"] == wiring.SCHEDULES.dead_letter_retention_s
+    assert dlq["Properties"]["SqsManagedSseEnabled"] is True
+
+
+def test_the_scheduler_role_may_invoke_exactly_the_timeouts_function_and_write_its_dead_letters(synth):  # noqa: F811
+    ids = _ids(synth)
+    role = synth.resources[ids["role"]]["Properties"]
+    # Given the execution role / Then only this account's EventBridge Scheduler may assume it
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    # And it carries exactly two grants: invoke the target function, send to the dead-letter queue
+    statements = _statements_of_role(synth, ids["role"])
+    granted = sorted((a, str(r)) for s in statements for a in _as_list(s["Action"]) for r in _as_list(s["Resource"]))
+    assert granted == sorted(
+        [
+            ("lambda:InvokeFunction", str({"Fn::GetAtt": [ids["target"], "Arn"]})),
+            ("sqs:SendMessage", str({"Fn::GetAtt": [ids["dlq"], "Arn"]})),
+        ]
+    )
+    assert "ManagedPolicyArns" not in role
+
+
+def test_managers_get_the_schedule_environment(synth):  # noqa: F811
+    ids = _ids(synth)
+    expected = dict(
+        zip(
+            wiring.SCHEDULES.environment,
+            [
+                {"Ref": ids["group"]},
+                {"Fn::GetAtt": [ids["target"], "Arn"]},
+                {"Fn::GetAtt": [ids["role"], "Arn"]},
+                {"Fn::GetAtt": [ids["dlq"], "Arn"]},
+            ],
+            strict=True,
+        )
+    )
+    for spec in wiring.FUNCTIONS:
+        variables = synth.resources[synth.function_id(spec.name)]["Properties"]["Environment"]["Variables"]
+        present = {k: variables[k] for k in wiring.SCHEDULES.environment if k in variables}
+        assert present == (expected if spec.name in wiring.SCHEDULES.managers else {}), spec.name
+        # The test clock is a local-stack feature: no deployed function may carry it.
+        assert clock.CLOCK_FILE_ENV not in variables
+
+
+def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_scheduler_role(synth):  # noqa: F811
+    ids = _ids(synth)
+    schedules_arn = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":scheduler:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":schedule/",
+                {"Ref": ids["group"]},
+                "/*",
+            ],
+        ]
+    }
+    for spec in wiring.FUNCTIONS:
+        statements = _statements_of_role(synth, _role_of(synth, spec.name))
+        scheduler = [s for s in statements if any(a.startswith("scheduler:") for a in _as_list(s["Action"]))]
+        passing = [s for s in statements if "iam:PassRole" in _as_list(s["Action"])]
+        if spec.name not in wiring.SCHEDULES.managers:
+            assert scheduler == [], spec.name
+            assert passing == [], spec.name
+            continue
+        # Exactly CreateSchedule/DeleteSchedule, only on the deployment's own group's schedules
+        (statement,) = scheduler
+        assert sorted(_as_list(statement["Action"])) == sorted(wiring.SCHEDULE_ACTIONS)
+        assert _as_list(statement["Resource"]) == [schedules_arn]
+        # And PassRole on exactly the execution role, only towards the scheduler
+        (passrole,) = passing
+        assert _as_list(passrole["Action"]) == ["iam:PassRole"]
+        assert _as_list(passrole["Resource"]) == [{"Fn::GetAtt": [ids["role"], "Arn"]}]
+        assert passrole["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_the_target_function_exists_with_its_own_handler(synth):  # noqa: F811
+    target = synth.resources[_ids(synth)["target"]]
+    assert target["Properties"]["Handler"] == wiring.function(wiring.SCHEDULES.target).handler

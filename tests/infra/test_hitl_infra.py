@@ -1,0 +1,63 @@
+"""Issue 3 in the stack: its routes on the HTTP API, and the table permissions its items need (nothing more).
+
+Issue 3 adds no function, queue, schedule or secret: its items (tenant settings, credential grants, kept events,
+event waiters, conversation claims) live in the one table, the inbox reads the existing inbox index, and kept
+events expire through the table's TTL attribute. Closing an event waiter is an UpdateItem, so no role gains
+DeleteItem for it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from interlude import wiring
+from tests.infra.test_stack import _actions_on, _statements_of_role, synth  # noqa: F401 - the module fixture
+
+ISSUE3_ROUTES = {
+    ("GET", "/interrupts", "approvals:respond"),
+    ("POST", "/events", "events:write"),
+    ("GET", "/tenant/settings", "keys:admin"),
+    ("PUT", "/tenant/settings", "keys:admin"),
+    ("PUT", "/tenant/credential-grants/{provider}", "keys:admin"),
+}
+# Functions that commit run transitions: each writes waiters and conversation claims with them.
+COMMITTERS = ("api", "dispatch", "timeouts")
+
+
+def test_issue3_routes_are_declared_with_their_scopes_and_served_by_the_api(synth):  # noqa: F811
+    declared = {(r.method, r.path, r.scope) for r in wiring.ROUTES}
+    assert declared >= ISSUE3_ROUTES
+    route_keys = {r["Properties"]["RouteKey"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()}
+    assert {f"{m} {p}" for m, p, _ in ISSUE3_ROUTES} <= route_keys
+    mutating = {(r.method, r.path) for r in wiring.ROUTES if r.mutating}
+    assert {
+        ("POST", "/events"),
+        ("PUT", "/tenant/settings"),
+        ("PUT", "/tenant/credential-grants/{provider}"),
+    } <= mutating
+
+
+@pytest.mark.parametrize("name", [n for n in COMMITTERS if n in {f.name for f in wiring.FUNCTIONS}])
+def test_committers_hold_what_waiters_and_claims_need_and_no_delete_for_them(synth, name):  # noqa: F811
+    role_id = synth.resources[synth.function_id(name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+    actions = _actions_on(_statements_of_role(synth, role_id), {"Fn::GetAtt": [synth.table_id(), "Arn"]})
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions
+    if name != "api":
+        assert "dynamodb:DeleteItem" not in actions
+
+
+def test_the_api_queries_the_inbox_index_and_the_outbox_queries_kept_events(synth):  # noqa: F811
+    table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
+    index_arn = {"Fn::Join": ["", [table_arn, f"/index/{wiring.INBOX_INDEX.name}"]]}
+    api_role = synth.resources[synth.function_id("api")]["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert "dynamodb:Query" in _actions_on(_statements_of_role(synth, api_role), index_arn)
+    dispatch_role = synth.resources[synth.function_id("dispatch")]["Properties"]["Role"]["Fn::GetAtt"][0]
+    assert "dynamodb:Query" in _actions_on(_statements_of_role(synth, dispatch_role), table_arn)
+
+
+def test_kept_events_expire_through_the_tables_ttl_and_the_inbox_index_projects_everything(synth):  # noqa: F811
+    (table,) = synth.of_type("AWS::DynamoDB::Table").values()
+    props = table["Properties"]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": wiring.TTL_ATTRIBUTE, "Enabled": True}
+    inbox = next(i for i in props["GlobalSecondaryIndexes"] if i["IndexName"] == wiring.INBOX_INDEX.name)
+    assert inbox["Projection"] == {"ProjectionType": "ALL"}

@@ -1,0 +1,70 @@
+"""The token key ring in the synthesized template: generated at deploy (no secret value in the template), read
+by exactly the functions wiring names, with exactly GetSecretValue on exactly that secret."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlude import wiring
+from interlude.tokens.keyring_store import SEED_CHARS, SEED_KEY
+from tests.infra.test_stack import _actions_on, _as_list, _statements_of_role
+from tests.infra.test_stack import synth as synth_fixture  # noqa: F401 - the module-scoped synthesis
+
+
+@pytest.fixture(scope="module")
+def synth(synth_fixture):  # noqa: F811 - the synthesized stack, shared with tests/infra/test_stack.py's fixture
+    return synth_fixture
+
+
+def secret_id(synth, name: str) -> str:
+    return synth.logical_id(synth.stack.secrets.by_name[name])
+
+
+def role_statements(synth, function_name: str) -> list[dict]:
+    role_id = synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return _statements_of_role(synth, role_id)
+
+
+def test_the_key_ring_is_generated_at_deploy_and_never_in_the_template(synth):
+    # Given wiring.SECRETS / When the secrets in the template are read
+    secrets = synth.of_type("AWS::SecretsManager::Secret")
+    assert set(secrets) == {secret_id(synth, spec.name) for spec in wiring.SECRETS}
+    ring = secrets[secret_id(synth, wiring.KEY_RING_SECRET.name)]
+    props = ring["Properties"]
+    # Then Secrets Manager generates the seed form the key ring loader reads, and no value is in the template
+    assert "SecretString" not in props
+    assert props["GenerateSecretString"] == {
+        "SecretStringTemplate": "{}",
+        "GenerateStringKey": SEED_KEY,
+        "PasswordLength": SEED_CHARS,
+        "ExcludePunctuation": True,
+        "IncludeSpace": False,
+    }
+    # And the ring outlives the stack (deleting it would orphan every outstanding token)
+    assert ring["DeletionPolicy"] == "Retain"
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_only_wirings_readers_get_exactly_get_secret_value_on_exactly_the_ring(synth, spec):
+    # Given a function's role / When every statement naming a wiring secret is collected
+    statements = role_statements(synth, spec.name)
+    env = synth.resources[synth.function_id(spec.name)]["Properties"]["Environment"]["Variables"]
+    for secret in wiring.SECRETS:
+        ref = {"Ref": secret_id(synth, secret.name)}
+        reads = spec.name in secret.readers
+        # Then a reader holds exactly the read actions on exactly that secret's ARN, and nobody else holds any
+        assert _actions_on(statements, ref) == (set(wiring.SECRET_READ_ACTIONS) if reads else set())
+        # And the reader finds the secret through its environment
+        assert (env.get(secret.env) == ref) is reads
+    # And no statement grants a Secrets Manager action on a wildcard or on another secret of this stack
+    ring_refs = [{"Ref": secret_id(synth, s.name)} for s in wiring.SECRETS]
+    for statement in statements:
+        actions = _as_list(statement["Action"])
+        if "secretsmanager:GetSecretValue" in actions and any(r in _as_list(statement["Resource"]) for r in ring_refs):
+            assert _as_list(statement["Resource"]) in ([r] for r in ring_refs)
+            assert set(actions) == set(wiring.SECRET_READ_ACTIONS)
+
+
+def test_the_stack_outputs_the_ring_for_the_cli(synth):
+    outputs = synth.template_json["Outputs"]
+    assert outputs["KeyRingSecret"]["Value"] == {"Ref": secret_id(synth, wiring.KEY_RING_SECRET.name)}

@@ -1,0 +1,59 @@
+"""Issue 7 in the synthesized template: the SSE route and the ModuleX routes reach the api function, whose
+timeout leaves room for a held stream request, and whose role needed nothing new to read the log."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlude import wiring
+from interlude.config import Settings
+from interlude.streaming import RESUMABLE_FLOOR_SECONDS
+from tests.infra.test_stack import _actions_on, _statements_of_role
+from tests.infra.test_stack import synth as synth_fixture  # noqa: F401 - the module-scoped synthesis
+
+STREAM_ROUTES = {
+    "GET /runs/{runId}/events",
+    "POST /workflows/run",
+    "GET /workflows/listen/{runId}",
+    "POST /workflows/resume/{threadId}",
+    "POST /workflows/cancel/{runId}",
+    "GET /workflows/state/{threadId}",
+}
+# API Gateway HTTP API ends an integration at 30 s.
+API_GATEWAY_LIMIT_S = 30
+
+
+@pytest.fixture(scope="module")
+def synth(synth_fixture):  # noqa: F811 - the synthesized stack, shared with tests/infra/test_stack.py's fixture
+    return synth_fixture
+
+
+def test_stream_and_modulex_routes_are_served_by_the_api_function(synth):
+    function_arn = {"Fn::GetAtt": [synth.function_id(wiring.ROUTES_FUNCTION), "Arn"]}
+    integrations = {
+        key: res
+        for key, res in synth.of_type("AWS::ApiGatewayV2::Integration").items()
+        if res["Properties"]["IntegrationUri"] == function_arn
+    }
+    routes = {res["Properties"]["RouteKey"]: res for res in synth.of_type("AWS::ApiGatewayV2::Route").values()}
+    assert set(routes) >= STREAM_ROUTES
+    for key in STREAM_ROUTES:
+        target = routes[key]["Properties"]["Target"]["Fn::Join"][1][1]["Ref"]
+        assert target in integrations
+    # The OpenWOP workflow routes stay beside the longer ModuleX ones.
+    assert {"GET /workflows/{workflowId}", "PUT /workflows/{workflowId}"} <= set(routes)
+
+
+def test_the_api_function_outlives_a_held_stream_request_within_the_gateway_limit(synth):
+    props = synth.resources[synth.function_id("api")]["Properties"]
+    defaults = Settings(table_name="t", step_budget=1, max_poll_seconds=1, key_ring_secret="s")
+    held = max(defaults.stream_hold_seconds, RESUMABLE_FLOOR_SECONDS) + defaults.stream_linger_seconds
+    assert held < props["Timeout"] < API_GATEWAY_LIMIT_S
+
+
+def test_reading_the_log_needs_only_the_api_roles_declared_table_actions(synth):
+    role_id = synth.resources[synth.function_id("api")]["Properties"]["Role"]["Fn::GetAtt"][0]
+    table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
+    actions = _actions_on(_statements_of_role(synth, role_id), table_arn)
+    assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions
+    assert "dynamodb:Scan" not in actions

@@ -1,0 +1,394 @@
+"""Callback notices end to end in-process: moto (DynamoDB, streams, SQS, Secrets Manager), the real dispatch and
+callbacks handlers, and a receiver on 127.0.0.1 that verifies signatures with the `standardwebhooks` package."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import config, wiring
+from interlude.delivery import outbox
+from interlude.delivery.egress import EgressRefused, check_url
+from interlude.delivery.notices import notice_id
+from interlude.delivery.settings import DeliverySettings
+from interlude.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
+from interlude.delivery.worker import Worker
+from interlude.errors import ApiError
+from interlude.local import lambda_runtime
+from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, to_event_record
+from interlude.model.requests import CreateKeyRequest
+from interlude.service import Service
+from interlude.store import Store, create_table
+from interlude.store.deliveries import DeliveryStore
+from interlude.tokens.keyring_store import ensure_key_ring
+from tests.support.receiver import Receiver, verify
+from tests.unit.test_egress import FAKE_DNS, REFUSED, fake_resolve
+
+# The name every integration module uses: the real dispatch handler keeps its Store for the life of the process.
+TABLE = "interlude-test"
+TENANT = "t1"
+BASE = "https://interlude.example.com"
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
+MAX_ATTEMPTS = 3
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    env = {
+        "TABLE_NAME": TABLE,
+        "PUBLIC_BASE_URL": BASE,
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "1",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "1",
+        "KEY_RING_SECRET": "interlude-test/token-keys",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config.settings.cache_clear()
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        for queue in wiring.QUEUES:
+            monkeypatch.setenv(queue.url_env, urls[queue.name])
+        export_queue_urls(urls)
+        ensure_key_ring(env["KEY_RING_SECRET"])
+        outbox._sqs.cache_clear()
+        lambda_runtime.handler_module("callbacks").worker.cache_clear()
+        yield urls
+    config.settings.cache_clear()
+    lambda_runtime.handler_module("callbacks").worker.cache_clear()
+
+
+@pytest.fixture
+def service(aws) -> Service:
+    return Service(Store(TABLE))
+
+
+@pytest.fixture
+def admin(service):
+    created = service.issue_key(TENANT, CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    return service.authenticate(f"Bearer {created['apiKey']}")
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver().start()
+    yield started
+    started.close()
+
+
+class Stream:
+    """Feeds new table-stream records to the real dispatch handler, as the event source mapping would."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def records(self) -> list[dict]:
+        streams = boto3.client("dynamodbstreams")
+        arn = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+        out = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+            out += streams.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]
+        return [{**r, "eventSourceARN": arn} for r in out]
+
+    def pump(self, again: bool = False) -> list[dict]:
+        fresh = [r for r in self.records() if again or r["dynamodb"]["SequenceNumber"] not in self.seen]
+        self.seen.update(r["dynamodb"]["SequenceNumber"] for r in fresh)
+        assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+        return fresh
+
+
+def drain(urls: dict[str, str], rounds: int = 50) -> None:
+    """Play the SQS → callbacks mapping until the queue has nothing visible (backoff is 0 s in these tests)."""
+    pump = QueuePump("callbacks", urls["callbacks"])
+    for _ in range(rounds):
+        if not pump.pump_once():
+            return
+    raise AssertionError("the callback queue did not drain")
+
+
+def queued(url: str) -> list[dict]:
+    sqs = boto3.client("sqs")
+    out = []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            return out
+        out += got
+
+
+def start_gate_run(service, admin, callback_url: str) -> str:
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(admin, definition["id"], definition)
+    return service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": callback_url}).runId
+
+
+def tenant_secret() -> str:
+    return read_secret(boto3.client("secretsmanager"), secret_name("interlude/webhooks/", TENANT))["current"]
+
+
+# --- delivery -------------------------------------------------------------------------------------
+
+
+def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(service, admin, aws, receiver):
+    # Given a run with a callbackUrl that pauses at its gate
+    run_id = start_gate_run(service, admin, receiver.url())
+    stream = Stream()
+
+    # When the outbox and the delivery worker run
+    stream.pump()
+    drain(aws)
+
+    # Then the receiver got one notice for the raised interrupt, verifiable with the tenant's secret
+    (hit,) = receiver.hits
+    notice = verify(tenant_secret(), hit)
+    assert notice["type"] == "interrupt.requested"
+    assert notice["runId"] == run_id
+    assert notice["nodeId"] == "gate"
+    assert notice["kind"] == "approval"
+    assert notice["key"] == f"{run_id}:gate:1"
+    assert notice["payload"]["kind"] == "approval"
+    assert notice["token"].startswith("ow2.hs256.")
+    assert notice["expiresAt"].endswith("Z")
+    resolve_url = f"{BASE}/interrupts/{notice['token']}"
+    assert notice["links"] == {
+        "run": f"{BASE}/runs/{run_id.replace('/', '~2F')}",
+        "inspect": resolve_url,
+        "resolve": resolve_url,
+        "page": resolve_url,
+    }
+    assert hit.headers["webhook-id"] == notice["id"] == notice_id(run_id, notice["sequence"])
+    assert hit.headers["webhook-signature"].startswith("v1,")
+
+    # When the gate is decided and the run ends
+    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    stream.pump()
+    drain(aws)
+
+    # Then a notice for the decision and one for the end of the run follow, each signed
+    later = [verify(tenant_secret(), h) for h in receiver.hits[1:]]
+    assert [(n["type"], n.get("nodeId")) for n in later] == [("interrupt.resolved", "gate"), ("run.completed", None)]
+    assert later[0]["key"] == f"{run_id}:gate:1"
+    assert later[0]["payload"]["action"] == "accept"
+    assert later[1]["runStatus"] == "completed"
+    assert "token" not in later[0]
+    assert "token" not in later[1]
+    # And every attempt is recorded as a success
+    attempts = DeliveryStore(service.store).attempts(run_id)
+    assert sorted(a["type"] for a in attempts) == ["interrupt.requested", "interrupt.resolved", "run.completed"]
+    assert {(a["status"], a["attempt"], a["httpStatus"]) for a in attempts} == {("succeeded", 1, 200)}
+
+
+def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service, admin, aws, receiver):
+    # Given a receiver that fails every attempt: 500, a timeout, 500
+    receiver.script[:] = [500, ("sleep", 3), 503]
+    run_id = start_gate_run(service, admin, receiver.url("/hook?tenant-secret=s3cr3t"))
+
+    # When the notice is queued and the queue is played until it is empty
+    Stream().pump()
+    drain(aws)
+
+    # Then it was attempted exactly MAX_ATTEMPTS times, under one webhook-id, each signed
+    assert len(receiver.hits) == MAX_ATTEMPTS
+    assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
+    for hit in receiver.hits:
+        verify(tenant_secret(), hit)
+    attempts = sorted(DeliveryStore(service.store).attempts(run_id), key=lambda a: a["attempt"])
+    assert [(a["attempt"], a["status"], a.get("httpStatus"), a["errorClass"]) for a in attempts] == [
+        (1, "failed", 500, "http_status"),
+        (2, "failed", None, "timeout"),
+        (3, "failed", 503, "http_status"),
+    ]
+    assert attempts[-1]["final"] is True
+    # And the notice is on the dead-letter queue with its history, and without body, token, URL path or secret
+    (dead,) = queued(aws["callbacks-dlq"])
+    raw = dead["Body"]
+    record = json.loads(raw)
+    assert record["noticeId"] == receiver.hits[0].headers["webhook-id"]
+    assert record["runId"] == run_id
+    assert record["type"] == "interrupt.requested"
+    assert record["callbackOrigin"] == f"http://127.0.0.1:{receiver.port}"
+    assert [a["errorClass"] for a in record["deliveryHistory"]] == ["http_status", "timeout", "http_status"]
+    sent = json.loads(receiver.hits[0].body)
+    for secret in (sent["token"], tenant_secret(), "s3cr3t", "whsec_", '"payload"', "/hook"):
+        assert secret not in raw
+    # And nothing is left on the callback queue
+    assert queued(aws["callbacks"]) == []
+
+
+def test_a_redelivered_message_yields_one_successful_delivery(service, admin, aws, receiver):
+    # Given a notice queued once, and the same stream record delivered again (a second copy of the message)
+    run_id = start_gate_run(service, admin, receiver.url())
+    stream = Stream()
+    stream.pump()
+    stream.pump(again=True)
+    # And SQS itself duplicating the message
+    sqs = boto3.client("sqs")
+    (first, second) = queued(aws["callbacks"])
+    for message in (first, second):
+        sqs.change_message_visibility(
+            QueueUrl=aws["callbacks"], ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    sqs.send_message(QueueUrl=aws["callbacks"], MessageBody=first["Body"])
+    assert first["Body"] == second["Body"]
+
+    # When every copy is processed
+    drain(aws)
+
+    # Then the receiver saw one POST and one success is recorded
+    assert len(receiver.hits) == 1
+    attempts = DeliveryStore(service.store).attempts(run_id)
+    assert [(a["attempt"], a["status"]) for a in attempts] == [(1, "succeeded")]
+
+
+def test_during_rotation_both_secrets_sign_and_each_verifies(service, admin, aws, receiver):
+    # Given the tenant's secret, rotated with a grace period
+    client = boto3.client("secretsmanager")
+    name = secret_name("interlude/webhooks/", TENANT)
+    old = ensure_secret(client, name)["current"]
+    new = rotate_secret(client, name, grace_s=3600)["current"]
+    assert old != new
+    assert new.startswith("whsec_")
+
+    # When a notice is delivered
+    start_gate_run(service, admin, receiver.url())
+    Stream().pump()
+    drain(aws)
+
+    # Then it carries two v1 signatures, and each verifies with its own secret alone
+    (hit,) = receiver.hits
+    assert len(hit.headers["webhook-signature"].split(" ")) == 2
+    verify(old, hit)
+    verify(new, hit)
+
+
+# --- egress at delivery ---------------------------------------------------------------------------
+
+
+def worker_for(resolve, allow_loopback: bool) -> Worker:
+    settings = DeliverySettings.from_env()
+    settings = DeliverySettings(**{**settings.__dict__, "allow_loopback": allow_loopback})
+    return Worker(
+        deliveries=DeliveryStore(Store(TABLE)),
+        sqs=boto3.client("sqs"),
+        secrets=SecretCache(boto3.client("secretsmanager"), settings.secret_prefix),
+        settings=settings,
+        resolve=resolve,
+    )
+
+
+def test_dns_rebinding_between_create_and_delivery_reaches_no_loopback_listener(
+    service, admin, aws, receiver, monkeypatch
+):
+    # Given a name that answers a public address at createRun, then loopback (a rebinding attacker's DNS)
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
+    answers = iter([["93.184.215.14"], ["127.0.0.1"], ["127.0.0.1"]])
+    calls: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        calls.append(host)
+        return next(answers)
+
+    service.callback_resolver = rebinding
+    run_id = start_gate_run(service, admin, f"https://rebind.example.com:{receiver.port}/hook")
+    assert calls == ["rebind.example.com"]
+    Stream().pump()
+    (message,) = queued(aws["callbacks"])
+
+    # When the worker delivers it, resolving the name again
+    worker = worker_for(rebinding, allow_loopback=False)
+    with pytest.raises(Exception, match="egress_denied"):
+        worker.handle(to_event_record(message, "arn:aws:sqs:us-east-1:123456789012:callbacks"))
+
+    # Then it resolved once more, refused the loopback answer, and no connection reached the listener
+    assert calls == ["rebind.example.com", "rebind.example.com"]
+    assert receiver.hits == []
+    (attempt,) = DeliveryStore(service.store).attempts(run_id)
+    assert (attempt["status"], attempt["errorClass"]) == ("failed", "egress_denied")
+    assert "httpStatus" not in attempt
+
+
+def test_a_redirect_is_a_failure_and_its_target_is_never_called(service, admin, aws, receiver):
+    # Given a receiver that redirects to another listener
+    elsewhere = Receiver().start()
+    try:
+        receiver.script[:] = [("redirect", elsewhere.url("/stolen"))]
+        run_id = start_gate_run(service, admin, receiver.url())
+        Stream().pump()
+        (message,) = queued(aws["callbacks"])
+
+        # When the worker delivers
+        with pytest.raises(Exception, match="redirect"):
+            worker_for(None, allow_loopback=True).handle(to_event_record(message, "arn:aws:sqs:::callbacks"))
+
+        # Then the 302 is a failed attempt and the Location was never followed
+        assert len(receiver.hits) == 1
+        assert elsewhere.hits == []
+        (attempt,) = DeliveryStore(service.store).attempts(run_id)
+        assert (attempt["httpStatus"], attempt["errorClass"]) == (302, "redirect")
+    finally:
+        elsewhere.close()
+
+
+# --- createRun guard with host names (a fixed resolver; no real DNS) -------------------------------
+
+
+def needs_lookup(url: str) -> bool:
+    """True when the guard must resolve the URL's host to judge it (an e2e test cannot inject DNS)."""
+
+    def tripwire(host: str, port: int) -> list[str]:
+        raise LookupError(host)
+
+    try:
+        check_url(url, resolve=tripwire)
+    except LookupError:
+        return True
+    except EgressRefused:
+        return False
+    return True
+
+
+RESOLVED_NAMES = [(url, reason) for url, reason in REFUSED if needs_lookup(url)]
+
+
+def test_the_host_name_cases_are_the_ones_e2e_cannot_cover():
+    assert {u for u, _ in RESOLVED_NAMES} == {
+        u
+        for u, r in REFUSED
+        if r in ("address_not_global", "unresolvable")
+        and urlsplit(u).hostname in set(FAKE_DNS) | {"nxdomain.example.com"}
+    }
+
+
+@pytest.mark.parametrize(("url", "reason"), RESOLVED_NAMES, ids=[u[:60] for u, _ in RESOLVED_NAMES])
+def test_create_run_refuses_every_url_the_guard_refuses(service, admin, monkeypatch, url, reason):
+    # Given the production setting (no loopback) and a resolver answering from a fixed table
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
+    service.callback_resolver = fake_resolve
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(admin, definition["id"], definition)
+
+    # When a run is created with that callbackUrl / Then it is a 400 validation_error on field callbackUrl
+    with pytest.raises(ApiError) as refused:
+        service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": url})
+    assert (refused.value.status, refused.value.code) == (400, "validation_error")
+    assert refused.value.details["field"] == "callbackUrl"
+    assert service.store.client.scan(TableName=TABLE, Select="COUNT")["Count"] == 2  # the key and the workflow
+
+
+def test_create_run_accepts_names_resolving_only_to_public_addresses(service, admin, monkeypatch):
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
+    service.callback_resolver = fake_resolve
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(admin, definition["id"], definition)
+    for url in ("https://hooks.example.com/approve", "https://dual.example.com/", "https://nat64.example.com/"):
+        state = service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": url})
+        assert state.callbackUrl == url

@@ -1,0 +1,424 @@
+"""Deadlines end to end in-process: moto's DynamoDB, Streams, Scheduler and SQS; the real dispatch and
+timeouts handlers; the process clock moved by the offset file instead of sleeping."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import clock, wiring
+from interlude.engine import deadlines
+from interlude.errors import ApiError
+from interlude.local import lambda_runtime
+from interlude.local.schedules import SchedulePump, create_local_deadline_resources
+from interlude.model.requests import CreateKeyRequest
+from interlude.service import Service
+from interlude.store import Store, create_table
+from interlude.timeouts.names import parse_at, schedule_name
+
+TABLE = "interlude-test"
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
+GROUP = wiring.LOCAL_SCHEDULE_GROUP
+LONG_MS = 600_000
+PAST_LONG_S = 602  # past LONG_MS and the whole second at() rounds the deadline up to
+
+
+class World:
+    """The table, the stream delivered to the real dispatch handler, the scheduler, and the clock."""
+
+    def __init__(self, clock_file: Path) -> None:
+        self.clock_file = clock_file
+        self.service = Service(Store(TABLE))
+        self.scheduler = boto3.client("scheduler")
+        self._delivered: set[str] = set()
+        created = self.service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        self.admin = self.service.authenticate(f"Bearer {created['apiKey']}")
+        bob = self.service.issue_key("t1", CreateKeyRequest(subjectId="bob", scopes=list(wiring.ALL_SCOPES)))
+        self.bob = self.service.authenticate(f"Bearer {bob['apiKey']}")
+
+    def register(self, name: str, **overrides) -> str:
+        definition = json.loads((FIXTURES / f"{name}.json").read_text())
+        definition.update(overrides)
+        self.service.put_workflow(self.admin, definition["id"], definition)
+        return definition["id"]
+
+    def register_long(self, name: str) -> str:
+        """A timeout fixture with its gate's timeoutMs raised to LONG_MS, so no real time spent by a test
+        (however loaded the machine) reaches the deadline; the tests move the clock instead."""
+        definition = json.loads((FIXTURES / f"{name}.json").read_text())
+        definition["nodes"][0]["config"]["timeoutMs"] = LONG_MS
+        self.service.put_workflow(self.admin, definition["id"], definition)
+        return definition["id"]
+
+    def advance(self, seconds: float) -> None:
+        clock.advance(self.clock_file, seconds)
+
+    def dispatch(self) -> int:
+        """Deliver every stream record not delivered yet to the real dispatch handler (the mapping's job)."""
+        streams = boto3.client("dynamodbstreams")
+        arn = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+        fresh = []
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+            for record in streams.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]:
+                seq = record["dynamodb"]["SequenceNumber"]
+                if seq not in self._delivered:
+                    self._delivered.add(seq)
+                    fresh.append({**record, "eventSourceARN": arn})
+        if fresh:
+            assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+        return len(fresh)
+
+    def settle(self) -> None:
+        while self.dispatch():
+            pass
+
+    def schedules(self) -> list[dict]:
+        listed = self.scheduler.list_schedules(GroupName=GROUP)["Schedules"]
+        return [self.scheduler.get_schedule(Name=s["Name"], GroupName=GROUP) for s in listed]
+
+    def events(self, run_id: str) -> list[dict]:
+        return self.service.store.read_events(run_id)
+
+    def resolved(self, run_id: str) -> list[dict]:
+        return [e["payload"] for e in self.events(run_id) if e["type"] == "interrupt.resolved"]
+
+
+@pytest.fixture
+def world(monkeypatch, tmp_path):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    clock_file = tmp_path / "clock"
+    clock.reset(clock_file)
+    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        for key, value in create_local_deadline_resources().items():
+            monkeypatch.setenv(key, value)
+        yield World(clock_file)
+
+
+TIMED_OUT = {"nodeId": "gate", "kind": "approval", "action": "timeout", "decision": "rejected", "reason": "timeout"}
+
+
+def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and_dead_letters(world):
+    # Given a run of the 1500 ms timeout fixture
+    workflow = world.register_long("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    interrupt = state.interrupts["gate"]
+
+    # When the outbox sees its records — twice, as at-least-once delivery may
+    world.settle()
+    world._delivered.clear()
+    world.settle()
+
+    # Then exactly one schedule exists, named from the interrupt, in the deployment's group
+    (schedule,) = world.schedules()
+    deadline = deadlines.Deadline("interrupt", interrupt.deadline, "gate", interrupt_id=interrupt.interruptId)
+    assert schedule["Name"] == schedule_name(state.runId, deadline)
+    assert schedule["GroupName"] == GROUP
+    # a one-time, UTC, precise schedule that deletes itself after it fired, never before the deadline
+    assert schedule["ScheduleExpression"].startswith("at(")
+    assert 0 <= parse_at(schedule["ScheduleExpression"]) - interrupt.deadline < 1
+    assert schedule["ScheduleExpressionTimezone"] == "UTC"
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert schedule["ActionAfterCompletion"] == "DELETE"
+    # targeting the timeouts function through the scheduler role, with retries and a dead-letter queue
+    target = schedule["Target"]
+    env = dict(zip(wiring.SCHEDULES.environment, [None] * 4, strict=True))
+    for key in env:
+        env[key] = __import__("os").environ[key]
+    assert target["Arn"] == env["TIMEOUTS_FUNCTION_ARN"]
+    assert target["Arn"].endswith(":function:interlude-timeouts")
+    assert target["RoleArn"] == env["SCHEDULER_ROLE_ARN"]
+    assert target["DeadLetterConfig"] == {"Arn": env["SCHEDULE_DLQ_ARN"]}
+    assert target["RetryPolicy"] == {
+        "MaximumRetryAttempts": wiring.SCHEDULES.max_retry_attempts,
+        "MaximumEventAgeInSeconds": wiring.SCHEDULES.max_event_age_s,
+    }
+    # and an input naming the run and the exact interrupt occurrence
+    assert json.loads(target["Input"]) == {
+        "runId": state.runId,
+        "purpose": "interrupt",
+        "nodeId": "gate",
+        "interruptId": interrupt.interruptId,
+        "due": interrupt.deadline,
+    }
+
+
+def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_rejected(world):
+    workflow = world.register_long("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    pump = SchedulePump(GROUP)
+
+    # When the deadline passes (at() rounds it up to the whole second), the pump fires the schedule into
+    # the real timeouts handler
+    world.advance(PAST_LONG_S)
+    assert pump.pump_once() == 1
+    world.settle()
+
+    # Then the gate resolved rejected by timeout with the exact payload, and the run failed naming the gate
+    interrupt_id = state.interrupts["gate"].interruptId
+    assert world.resolved(state.runId) == [{**TIMED_OUT, "interruptId": interrupt_id}]
+    after, _ = world.service.load_run("t1", state.runId)
+    assert after.status == "failed"
+    assert after.failedNodeId == "gate"
+    assert after.error["code"] == "approval_rejected"
+    failed = [e for e in world.events(state.runId) if e["type"] == "node.failed"]
+    assert failed[0]["payload"]["error"]["code"] == "approval_rejected"
+    # And ActionAfterCompletion DELETE removed the schedule
+    assert world.schedules() == []
+
+
+def test_on_timeout_approve_still_rejects(world):
+    workflow = world.register_long("conformance-approval-timeout-approve")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    world.advance(PAST_LONG_S)
+    assert SchedulePump(GROUP).pump_once() == 1
+    (resolved,) = world.resolved(state.runId)
+    assert resolved["decision"] == "rejected"
+    assert resolved["action"] == "timeout"
+    assert [e["type"] for e in world.events(state.runId) if e["type"].startswith("approval.")] == ["approval.rejected"]
+    assert world.service.load_run("t1", state.runId)[0].status == "failed"
+
+
+def test_firing_twice_resolves_once(world):
+    workflow = world.register_long("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    (schedule,) = world.schedules()
+    body = json.loads(schedule["Target"]["Input"])
+    world.advance(PAST_LONG_S)
+
+    first = lambda_runtime.invoke("timeouts", body)
+    second = lambda_runtime.invoke("timeouts", body)
+
+    assert first["events"] > 0
+    assert second == {"events": 0}
+    assert len(world.resolved(state.runId)) == 1
+
+
+def test_a_fire_after_a_human_decision_is_a_no_op_without_an_event(world):
+    workflow = world.register_long("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    (schedule,) = world.schedules()
+    body = json.loads(schedule["Target"]["Input"])
+
+    # A person accepts in time; the resolve's record deletes the schedule
+    assert (
+        world.service.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})["status"] == "completed"
+    )
+    world.settle()
+    assert world.schedules() == []
+    events_before = world.events(state.runId)
+
+    # When a late (or duplicate) firing arrives anyway
+    world.advance(PAST_LONG_S)
+    assert lambda_runtime.invoke("timeouts", body) == {"events": 0}
+
+    # Then nothing changed: no event, the decision stands
+    assert world.events(state.runId) == events_before
+    (resolved,) = world.resolved(state.runId)
+    assert resolved["decision"] == "granted"
+
+
+def test_a_resolve_after_the_deadline_before_the_schedule_fired_is_409_and_records_the_timeout(world):
+    workflow = world.register("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    world.advance(1.6)  # past the deadline; the pump is not running
+
+    with pytest.raises(ApiError) as refused:
+        world.service.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
+    assert refused.value.code == "interrupt_already_resolved"
+    assert refused.value.status == 409
+
+    # The timeout was recorded (once), in one transaction, and the run failed — never granted
+    assert world.resolved(state.runId) == [{**TIMED_OUT, "interruptId": state.interrupts["gate"].interruptId}]
+    after, _ = world.service.store.get_run(state.runId)
+    assert after.status == "failed"
+    assert after.error["code"] == "approval_rejected"
+    # And the (late) schedule, when it fires, changes nothing
+    world.settle()
+    world.advance(1)
+    SchedulePump(GROUP).pump_once()
+    assert len(world.resolved(state.runId)) == 1
+    assert world.schedules() == []
+
+
+def test_a_read_after_the_deadline_sees_the_gate_timed_out(world):
+    workflow = world.register("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.advance(1.5)
+    snapshot, _ = world.service.load_run("t1", state.runId)
+    assert snapshot.status == "failed"
+    assert snapshot.interrupts == {}
+    assert len(world.resolved(state.runId)) == 1
+
+
+def test_a_human_decision_racing_the_timeout_has_exactly_one_winner_either_order(world):
+    workflow = world.register("conformance-approval-timeout")
+
+    # Order 1: the person read the run in time, the timeout commits first, the person's commit loses
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    stale, version = world.service.store.get_run(state.runId)
+    world.advance(2)
+    assert world.service.fire_deadline({"runId": state.runId}) > 0
+    early = Service(world.service.store, clock=lambda: clock.now().replace(year=2000))  # a clock before the deadline
+    with pytest.raises(ApiError) as lost:
+        early.resolve(stale, version, "gate", {"action": "accept"}, resolver_of(world.admin))
+    assert lost.value.code == "interrupt_already_resolved"
+    assert lost.value.details["resolution"]["action"] == "timeout"
+    assert [r["decision"] for r in world.resolved(state.runId)] == ["rejected"]
+
+    # Order 2: the person commits first (with a clock before the deadline), the timeout then finds nothing
+    state2 = world.service.create_run(world.admin, {"workflowId": workflow})
+    got = world.service.store.get_run(state2.runId)
+    early.resolve(*got, "gate", {"action": "accept"}, resolver_of(world.admin))
+    world.advance(2)
+    assert world.service.fire_deadline({"runId": state2.runId}) == 0
+    assert [r["decision"] for r in world.resolved(state2.runId)] == ["granted"]
+
+
+def test_threads_racing_the_timeout_worker_produce_one_resolution(world, monkeypatch):
+    # moto is not thread-safe: serialise every call into it, as the local stack does, so this tests our logic
+    lock = threading.RLock()
+    original = world.service.store.client._make_api_call
+
+    def serialised(*args, **kwargs):
+        with lock:
+            return original(*args, **kwargs)
+
+    monkeypatch.setattr(world.service.store.client, "_make_api_call", serialised)
+    workflow = world.register("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.advance(1.5)
+    outcomes: list[str] = []
+
+    def human() -> None:
+        try:
+            world.service.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
+            outcomes.append("human")
+        except ApiError as exc:
+            outcomes.append(exc.code)
+
+    def timer() -> None:
+        outcomes.append("timer" if world.service.fire_deadline({"runId": state.runId}) else "timer-noop")
+
+    threads = [threading.Thread(target=f) for f in (human, timer, human, timer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # The deadline had passed: no person may win, and exactly one timeout resolution exists
+    assert "human" not in outcomes
+    assert len(world.resolved(state.runId)) == 1
+    assert world.resolved(state.runId)[0]["action"] == "timeout"
+
+
+def resolver_of(principal):
+    from interlude.interrupts.decide import Resolver
+
+    return Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
+
+
+# --- delays and run timeouts ---------------------------------------------------------------------------
+
+
+def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
+    workflow = world.register("conformance-delay")
+    state = world.service.create_run(world.admin, {"workflowId": workflow, "inputs": {"delayMs": 60_000}})
+    assert state.status == "running"
+    world.settle()
+    (schedule,) = world.schedules()
+    assert json.loads(schedule["Target"]["Input"])["purpose"] == "delay"
+    pump = SchedulePump(GROUP)
+    # Half-way (by the injected clock; real time spent here is far below the margin) nothing fires
+    world.advance(30)
+    assert pump.pump_once() == 0
+    assert world.service.store.get_run(state.runId)[0].status == "running"
+    world.advance(31)  # past the deadline and the whole second at() rounds it up to
+    assert pump.pump_once() == 1
+    after, _ = world.service.store.get_run(state.runId)
+    assert after.status == "completed"
+    assert after.outputs["wait"] == {"delayMs": 60_000}
+    assert world.schedules() == []
+
+
+def test_cancel_mid_delay_deletes_the_wake_up_schedule(world):
+    workflow = world.register("conformance-cancellable")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    assert len(world.schedules()) == 1
+    assert world.service.cancel_run(world.admin, state.runId, {"reason": "enough"}).status == "cancelled"
+    world.settle()
+    assert world.schedules() == []
+
+
+def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world):
+    workflow = world.register(
+        "conformance-approval-timeout",
+        nodes=[
+            {
+                "id": "gate",
+                "typeId": "core.approvalGate",
+                "config": {"title": "Long gate", "timeoutMs": 3_600_000},
+            }
+        ],
+    )
+    state = world.service.create_run(
+        world.admin, {"workflowId": workflow, "configurable": {"version": 1, "run": {"runTimeoutMs": 60_000}}}
+    )
+    world.settle()
+    purposes = sorted(json.loads(s["Target"]["Input"])["purpose"] for s in world.schedules())
+    assert purposes == ["interrupt", "run"]
+    world.advance(61)
+    assert SchedulePump(GROUP).pump_once() == 1
+    world.settle()
+    after, _ = world.service.store.get_run(state.runId)
+    assert after.status == "failed"
+    assert after.error["code"] == "run_timeout"
+    types = [e["type"] for e in world.events(state.runId)]
+    assert "node.cancelled" in types
+    assert types[-1] == "run.failed"
+    # the gate's own schedule was deleted with the run; the run's schedule deleted itself after firing
+    assert world.schedules() == []
+
+
+def test_a_deadline_already_due_when_its_record_arrives_is_applied_by_the_outbox(world):
+    workflow = world.register("conformance-approval-timeout")
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.advance(5)  # the stream lagged past the deadline
+    world.settle()
+    assert world.service.store.get_run(state.runId)[0].status == "failed"
+    assert world.schedules() == []
+    assert len(world.resolved(state.runId)) == 1
+
+
+def test_a_schedule_whose_target_keeps_failing_goes_to_the_dead_letter_queue(world, monkeypatch):
+    workflow = world.register_long("conformance-approval-timeout")
+    world.service.create_run(world.admin, {"workflowId": workflow})
+    world.settle()
+    (schedule,) = world.schedules()
+    pump = SchedulePump(GROUP)
+
+    def broken(name, event):
+        raise RuntimeError("target down")
+
+    monkeypatch.setattr("interlude.local.schedules.invoke", broken)
+    world.advance(PAST_LONG_S)
+    for _ in range(wiring.SCHEDULES.max_retry_attempts + 1):
+        pump.pump_once()
+    assert pump.dead_lettered == 1
+    assert world.schedules() == []
+    sqs = boto3.client("sqs")
+    url = sqs.get_queue_url(QueueName=f"{GROUP}-dlq")["QueueUrl"]
+    (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"]) == json.loads(schedule["Target"]["Input"])

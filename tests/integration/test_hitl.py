@@ -1,0 +1,408 @@
+"""Issue 3 against moto's DynamoDB: external events by correlation, the inbox query, tenant settings, credential
+grants and the tenant-unique conversation claim, through the real Service and store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import hitl, wiring
+from interlude.errors import ApiError
+from interlude.model.requests import CreateKeyRequest
+from interlude.service import Service
+from interlude.store import Conflict, Store, create_table
+
+TABLE = "interlude-hitl-test"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)  # strictly increasing, like real time
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(monkeypatch, clock) -> Service:
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        yield Service(Store(TABLE), clock=clock)
+
+
+def key(service: Service, subject: str, tenant: str = "t1", scopes=wiring.ALL_SCOPES, **extra):
+    created = service.issue_key(tenant, CreateKeyRequest(subjectId=subject, scopes=list(scopes), **extra))
+    return service.authenticate(f"Bearer {created['apiKey']}")
+
+
+@pytest.fixture
+def admin(service):
+    return key(service, "admin")
+
+
+def external(node_id="wait", correlation=None, event_type="order.paid") -> dict:
+    data = {"eventType": event_type, "correlation": correlation or {"orderId": "o-1"}}
+    return {"id": node_id, "typeId": "core.interrupt", "config": {"kind": "external-event", "data": data}}
+
+
+def approval(node_id="gate", **config) -> dict:
+    return {"id": node_id, "typeId": "core.approvalGate", "config": {"title": "t", **config}}
+
+
+def register(service, admin, wid, nodes, edges=()):
+    service.put_workflow(admin, wid, {"nodes": nodes, "edges": list(edges)})
+    return wid
+
+
+def raised_events(service, run_id):
+    return [e for e in service.store.read_events(run_id) if e["type"] == "interrupt.requested"]
+
+
+# -- external events -------------------------------------------------------------------------------
+
+
+def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_match(service, admin):
+    register(service, admin, "pay", [external()])
+    runs = [service.create_run(admin, {"workflowId": "pay"}).runId for _ in range(3)]
+    other = register(service, admin, "other", [external(correlation={"orderId": "o-2"})])
+    other_run = service.create_run(admin, {"workflowId": other}).runId
+    result = hitl.post_event(
+        service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"amount": 5}}
+    )
+    assert (result["matched"], result["resolved"], result["kept"]) == (3, 3, False)
+    for run_id in runs:
+        state, _ = service.store.get_run(run_id)
+        assert state.status == "completed"
+        value = state.outputs["wait"]
+        assert value["payload"] == {"amount": 5}
+        assert value["eventId"] == result["eventId"]
+        resolved = [e for e in service.store.read_events(run_id) if e["type"] == "interrupt.resolved"][0]
+        assert resolved["payload"]["kind"] == "external-event"
+        assert resolved["payload"]["resolvedBy"]["subjectId"] == "admin"
+    assert service.store.get_run(other_run)[0].status == "waiting-external"
+
+
+@pytest.mark.parametrize(
+    ("correlation", "matches"),
+    [
+        ({"orderId": "o-1", "status": "ok"}, True),
+        ({"status": "ok", "orderId": "o-1"}, True),  # key order is irrelevant
+        ({"orderId": "o-1"}, False),  # a subset is not a match
+        ({"orderId": "o-1", "status": "ok", "x": 1}, False),  # nor a superset
+        ({"orderId": "O-1", "status": "ok"}, False),
+    ],
+)
+def test_correlation_matches_exactly(service, admin, correlation, matches):
+    register(service, admin, "pay", [external(correlation={"orderId": "o-1", "status": "ok"})])
+    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    result = hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": correlation})
+    assert result["resolved"] == (1 if matches else 0)
+    assert service.store.get_run(run_id)[0].status == ("completed" if matches else "waiting-external")
+
+
+def test_types_matter_in_correlations_and_event_types_must_match(service, admin):
+    register(service, admin, "pay", [external(correlation={"n": 1})])
+    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    assert hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"n": "1"}})["resolved"] == 0
+    assert hitl.post_event(service, admin, {"eventType": "order.shipped", "correlation": {"n": 1}})["resolved"] == 0
+    assert service.store.get_run(run_id)[0].status == "waiting-external"
+
+
+def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised(service, admin):
+    register(
+        service, admin, "later", [approval("first"), external()], [{"sourceNodeId": "first", "targetNodeId": "wait"}]
+    )
+    run_id = service.create_run(admin, {"workflowId": "later"}).runId
+    early = hitl.post_event(
+        service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 1}
+    )
+    assert (early["matched"], early["kept"]) == (0, True)
+    service.resolve_interrupt(admin, run_id, "first", {"action": "accept"})
+    assert service.store.get_run(run_id)[0].status == "waiting-external"
+    # The outbox handler sees the interrupt.requested of that transition (as dispatch would) and resolves it.
+    events = service.store.read_events(run_id)
+    hitl.resolve_kept_events(service, run_id, events)
+    state, _ = service.store.get_run(run_id)
+    assert state.status == "completed"
+    assert state.outputs["wait"]["eventId"] == early["eventId"]
+    # Delivered again (at least once), it changes nothing.
+    before = service.store.read_events(run_id)
+    hitl.resolve_kept_events(service, run_id, events)
+    assert service.store.read_events(run_id) == before
+
+
+def test_a_kept_event_is_used_once(service, admin):
+    register(service, admin, "pay", [external()])
+    hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
+    first = service.create_run(admin, {"workflowId": "pay"}).runId
+    hitl.resolve_kept_events(service, first, raised_events(service, first))
+    second = service.create_run(admin, {"workflowId": "pay"}).runId
+    hitl.resolve_kept_events(service, second, raised_events(service, second))
+    assert service.store.get_run(first)[0].status == "completed"
+    assert service.store.get_run(second)[0].status == "waiting-external"
+
+
+def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clock):
+    hitl.put_settings(service, "t1", {"eventRetentionHours": 1}, "admin")
+    register(service, admin, "pay", [external()])
+    result = hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
+    sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
+    assert datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00")) - sent <= timedelta(hours=1)
+    clock.now += timedelta(hours=1, minutes=1)
+    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    hitl.resolve_kept_events(service, run_id, raised_events(service, run_id))
+    assert service.store.get_run(run_id)[0].status == "waiting-external"
+
+
+def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, admin):
+    result = hitl.post_event(service, admin, {"eventType": "e", "correlation": {}})
+    sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
+    expires = datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00"))
+    assert timedelta(hours=23, minutes=59) < expires - sent <= timedelta(hours=24)
+    items = boto3.client("dynamodb").query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={
+            ":pk": {
+                "S": f"T#t1#EV#{__import__('interlude.interrupts.correlation', fromlist=['x']).correlation_hash('e', {})}"
+            }
+        },
+    )["Items"]
+    assert items
+    assert items[0][wiring.TTL_ATTRIBUTE]["N"] == str(int(expires.timestamp()))
+
+
+def test_a_closed_interrupt_no_longer_waits(service, admin):
+    register(service, admin, "pay", [external()])
+    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    service.cancel_run(admin, run_id, None)
+    assert (
+        hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"] == 0
+    )
+
+
+def test_events_stay_inside_their_tenant(service, admin):
+    register(service, admin, "pay", [external()])
+    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    stranger = key(service, "eve", tenant="t2")
+    assert (
+        hitl.post_event(service, stranger, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"]
+        == 0
+    )
+    assert service.store.get_run(run_id)[0].status == "waiting-external"
+
+
+def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_interrupt_only(service, admin):
+    strict = external()
+    strict["config"]["resumeSchema"] = {
+        "type": "object",
+        "required": ["payload"],
+        "properties": {"payload": {"type": "integer"}},
+    }
+    register(service, admin, "strict", [strict])
+    run_id = service.create_run(admin, {"workflowId": "strict"}).runId
+    result = hitl.post_event(
+        service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": "x"}
+    )
+    assert result["results"][0]["outcome"] == "refused"
+    assert result["kept"] is True
+    assert service.store.get_run(run_id)[0].status == "waiting-external"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"eventType": "e", "correlation": {}, "payload": {"access_token": "abc"}},
+        {"eventType": "e", "correlation": {"auth": "Bearer abcdefghijklmnopqrs"}},
+    ],
+)
+def test_an_event_carrying_credential_material_is_refused(service, admin, body):
+    with pytest.raises(ApiError) as refused:
+        hitl.post_event(service, admin, body)
+    assert (refused.value.code, refused.value.status) == ("validation_error", 400)
+    assert refused.value.details["field"] in ("payload", "correlation")
+
+
+# -- inbox -----------------------------------------------------------------------------------------
+
+
+def test_the_inbox_lists_pending_interrupts_newest_first_with_an_opaque_cursor(service, admin):
+    register(service, admin, "one", [approval(requiredApprovals=2)])
+    run_ids = [service.create_run(admin, {"workflowId": "one"}).runId for _ in range(5)]
+    page = hitl.inbox(service, admin, {"limit": "2"})
+    assert [i["runId"] for i in page["interrupts"]] == run_ids[::-1][:2]
+    seen = [i["runId"] for i in page["interrupts"]]
+    while page["nextCursor"]:
+        page = hitl.inbox(service, admin, {"limit": "2", "cursor": page["nextCursor"]})
+        seen += [i["runId"] for i in page["interrupts"]]
+    assert seen == run_ids[::-1]
+
+
+def test_the_inbox_filters_by_kind_workflow_and_run(service, admin):
+    register(service, admin, "a", [approval()])
+    register(
+        service,
+        admin,
+        "c",
+        [{"id": "q", "typeId": "core.clarificationGate", "config": {"questions": [{"id": "x", "question": "?"}]}}],
+    )
+    a = service.create_run(admin, {"workflowId": "a"}).runId
+    c = service.create_run(admin, {"workflowId": "c"}).runId
+    assert [i["runId"] for i in hitl.inbox(service, admin, {"kind": "clarification"})["interrupts"]] == [c]
+    assert [i["runId"] for i in hitl.inbox(service, admin, {"workflowId": "a"})["interrupts"]] == [a]
+    assert [i["runId"] for i in hitl.inbox(service, admin, {"runId": a.replace("/", "~2F")})["interrupts"]] == [a]
+
+
+def test_the_inbox_shows_only_what_the_caller_may_decide_and_the_votes_so_far(service, admin):
+    register(service, admin, "list", [approval(approversList=["bob"])])
+    register(service, admin, "group", [approval(approverGroupRefs=["finance"])])
+    register(service, admin, "role", [approval(approverRoleRefs=["cfo"])])
+    register(service, admin, "quorum", [approval(requiredApprovals=2)])
+    runs = {w: service.create_run(admin, {"workflowId": w}).runId for w in ("list", "group", "role", "quorum")}
+    bob = key(service, "bob")
+    fin = key(service, "fay", groups=["finance"])
+    cfo = key(service, "cat", roles=["cfo"])
+
+    def visible(principal):
+        return {i["workflowId"] for i in hitl.inbox(service, principal, {})["interrupts"]}
+
+    assert visible(bob) == {"list", "quorum"}
+    assert visible(fin) == {"group", "quorum"}
+    assert visible(cfo) == {"role", "quorum"}
+    service.resolve_interrupt(bob, runs["quorum"], "gate", {"action": "accept"})
+    assert visible(bob) == {"list"}  # bob has cast his vote on the quorum gate
+    quorum = next(i for i in hitl.inbox(service, fin, {})["interrupts"] if i["workflowId"] == "quorum")
+    assert [(v["principal"], v["action"], v["surface"]) for v in quorum["votes"]] == [
+        ("urn:interlude:api-key|bob", "accept", "run")
+    ]
+    assert quorum["votes"][0]["at"]
+    service.resolve_interrupt(fin, runs["quorum"], "gate", {"action": "accept"})
+    assert "quorum" not in visible(cfo)  # resolved: out of every inbox
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"status": "resolved"}, "status"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "101"}, "limit"),
+        ({"limit": "x"}, "limit"),
+        ({"kind": "nope"}, "kind"),
+        ({"workflowId": "bad id"}, "workflowId"),
+        ({"runId": "nope"}, "runId"),
+        ({"cursor": "!!"}, "cursor"),
+        ({"cursor": "eyJhIjoxfQ"}, "cursor"),
+    ],
+)
+def test_the_inbox_refuses_bad_queries(service, admin, query, field):
+    with pytest.raises(ApiError) as refused:
+        hitl.inbox(service, admin, query)
+    assert (refused.value.code, refused.value.details["field"]) == ("validation_error", field)
+
+
+def test_a_cursor_from_another_tenant_is_refused(service, admin):
+    register(service, admin, "one", [approval()])
+    for _ in range(3):
+        service.create_run(admin, {"workflowId": "one"})
+    cursor = hitl.inbox(service, admin, {"limit": "1"})["nextCursor"]
+    stranger = key(service, "eve", tenant="t2")
+    with pytest.raises(ApiError) as refused:
+        hitl.inbox(service, stranger, {"cursor": cursor})
+    assert refused.value.details["field"] == "cursor"
+    with pytest.raises(ApiError) as foreign:
+        hitl.inbox(service, stranger, {"runId": "t1/AAAAAAAAAAAAAAAAAAAA"})
+    assert foreign.value.code == "id_tenant_mismatch"
+
+
+def test_the_inbox_reads_through_the_index_never_a_scan(service, admin):
+    register(service, admin, "one", [approval()])
+    service.create_run(admin, {"workflowId": "one"})
+    calls = []
+    service.store.client.meta.events.register(
+        "before-parameter-build.dynamodb", lambda **kw: calls.append((kw["model"].name, kw["params"].get("IndexName")))
+    )
+    hitl.inbox(service, admin, {})
+    assert calls == [("Query", wiring.INBOX_INDEX.name)]
+
+
+# -- tenant settings, override principals, credential grants ---------------------------------------
+
+
+def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_quorum(service, admin):
+    register(service, admin, "q", [approval(requiredApprovals=3, overrideBypassesQuorum=True)])
+    run_id = service.create_run(admin, {"workflowId": "q"}).runId
+    ops = key(service, "ops")
+    assert service.resolve_interrupt(ops, run_id, "gate", {"action": "accept"})["status"] == "waiting-approval"
+    run2 = service.create_run(admin, {"workflowId": "q"}).runId
+    hitl.put_settings(service, "t1", {"overridePrincipals": ["ops"]}, "admin")
+    assert service.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
+    resolved = [e for e in service.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
+    assert resolved["payload"]["decision"] == "overridden"
+    assert hitl.get_settings(service, admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24}
+
+
+@pytest.mark.parametrize(
+    "body", [{"overridePrincipals": "ops"}, {"eventRetentionHours": 0}, {"eventRetentionHours": 10000}, {"x": 1}, []]
+)
+def test_tenant_settings_are_validated(service, body):
+    with pytest.raises(ApiError) as refused:
+        hitl.put_settings(service, "t1", body, "admin")
+    assert refused.value.code == "validation_error"
+
+
+def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin):
+    cred = {
+        "id": "cred",
+        "typeId": "core.credentialGate",
+        "config": {"provider": "github", "scopes": ["repo"], "connectUrl": "https://app.example/connect/github"},
+    }
+    register(service, admin, "cred", [cred])
+    run_id = service.create_run(admin, {"workflowId": "cred"}).runId
+    with pytest.raises(ApiError) as refused:
+        service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
+    assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "resumeValue")
+    hitl.put_grant(service, "t2", "github", {"scopes": ["repo"]}, "x")  # another tenant's grant does not count
+    with pytest.raises(ApiError):
+        service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
+    hitl.put_grant(service, "t1", "github", {"scopes": ["repo", "gist"]}, "admin")
+    assert service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("provider", "body"),
+    [("bad id", {"scopes": ["a"]}), ("gh", {"scopes": []}), ("gh", {"scopes": ["a"], "token": "t"})],
+)
+def test_credential_grants_are_validated_and_never_carry_material(service, provider, body):
+    with pytest.raises(ApiError) as refused:
+        hitl.put_grant(service, "t1", provider, body, "admin")
+    assert refused.value.code == "validation_error"
+
+
+# -- conversations ---------------------------------------------------------------------------------
+
+
+def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(service, admin):
+    register(service, admin, "conv", [{"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start"}}])
+    state = service.create_run(admin, {"workflowId": "conv"})
+    cid = state.interrupts["open"].payload["data"]["conversationId"]
+    item = boto3.client("dynamodb").get_item(
+        TableName=TABLE, Key={"pk": {"S": f"T#t1#CONV#{cid}"}, "sk": {"S": "CONV"}}
+    )
+    assert item["Item"]["runId"]["S"] == state.runId
+    # A transition that claimed the same id again (a bug, or a forged id) cannot commit.
+    from interlude.engine.run import Transition
+
+    again, version = service.store.get_run(state.runId)
+    with pytest.raises(Conflict):
+        service.store.commit(Transition(state=again, claims=[cid]), version)
+    assert service.store.get_run(state.runId)[1] == version

@@ -1,0 +1,215 @@
+"""Idempotency-Key through the real `api` handler in-process, against moto's DynamoDB: faults, in-flight
+claims, leases and the record itself."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.api import http
+from interlude.api import idempotency as api_idem
+from interlude.config import settings
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.model.requests import CreateKeyRequest
+from interlude.service import Service
+from interlude.store import Store, create_table
+from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
+
+TABLE = "interlude-idem-test"
+REPLAY = "OpenWOP-Idempotent-Replay"
+APPROVAL = {
+    "nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "actions": ["accept"]}}],
+    "edges": [],
+}
+
+
+def _clear_caches() -> None:
+    settings.cache_clear()
+    http.service.cache_clear()
+    api_idem.records.cache_clear()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        _clear_caches()
+        yield
+    _clear_caches()
+
+
+@pytest.fixture
+def logs() -> Iterator[io.StringIO]:
+    """What the api function logs, formatted as it would reach CloudWatch."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(http.logger.registered_formatter)
+    std = logging.getLogger(http.logger.service)
+    std.addHandler(handler)
+    yield stream
+    std.removeHandler(handler)
+
+
+@pytest.fixture
+def api_key(aws) -> str:
+    created = Service(Store(TABLE)).issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    return created["apiKey"]
+
+
+def call(method: str, path: str, api_key: str, body: Any = None, key: str | None = None) -> dict[str, Any]:
+    headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json", "host": "127.0.0.1"}
+    if key is not None:
+        headers["idempotency-key"] = key
+    raw = b"" if body is None else json.dumps(body).encode()
+    return lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
+
+
+def waiting_run(api_key: str) -> str:
+    assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
+    created = call("POST", "/runs", api_key, {"workflowId": "ship"})
+    assert created["statusCode"] == 201, created
+    return json.loads(created["body"])["runId"]
+
+
+def resolve(run_id: str, api_key: str, key: str) -> dict[str, Any]:
+    return call("POST", f"/runs/{run_id.replace('/', '~2F')}/interrupts/gate", api_key, RESUME, key)
+
+
+RESUME = {"resumeValue": {"action": "accept"}}
+
+
+def resolved_count(run_id: str) -> int:
+    return sum(e["type"] == "interrupt.resolved" for e in Store(TABLE).read_events(run_id))
+
+
+def fail_once(operation: str) -> list[int]:
+    """Make the handler's DynamoDB client fail the next call of `operation` with a server error."""
+    calls: list[int] = []
+
+    def hook(**_: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, operation)
+
+    http.service().store.client.meta.events.register(f"before-call.dynamodb.{operation}", hook)
+    return calls
+
+
+def resolve_digest(run_id: str) -> str:
+    params = {"runId": run_id.replace("/", "~2F"), "nodeId": "gate"}
+    return api_idem.request_digest("resolveInterruptByRun", params, json.dumps(RESUME).encode())
+
+
+def test_a_5xx_is_not_replayed_and_the_retry_executes(api_key, logs):
+    run_id = waiting_run(api_key)
+    key = f"fault-{uuid.uuid4().hex}"
+    calls = fail_once("TransactWriteItems")
+    failed = resolve(run_id, api_key, key)
+    assert failed["statusCode"] == 500
+    assert json.loads(failed["body"])["error"] == "internal_error"
+    assert resolved_count(run_id) == 0
+    retried = resolve(run_id, api_key, key)
+    assert retried["statusCode"] == 200, retried
+    assert REPLAY not in retried["headers"]
+    assert len(calls) == 2
+    assert resolved_count(run_id) == 1
+    replayed = resolve(run_id, api_key, key)
+    assert replayed["headers"][REPLAY] == "true"
+    assert replayed["body"] == retried["body"]
+    assert "injected" in logs.getvalue()  # the fault was logged ...
+    assert key not in logs.getvalue()  # ... without the key
+
+
+def test_a_request_in_flight_answers_409_with_retry_after(api_key):
+    run_id = waiting_run(api_key)
+    key = f"flight-{uuid.uuid4().hex}"
+    now = int(time.time() * 1000)
+    claim = api_idem.records().claim(
+        "t1", "resolveInterruptByRun", key, resolve_digest(run_id), now_ms=now, lease_ms=60_000
+    )
+    assert isinstance(claim, Claim)
+    got = resolve(run_id, api_key, key)
+    assert got["statusCode"] == 409
+    assert got["headers"]["Retry-After"] == "1"
+    body = json.loads(got["body"])
+    assert body["error"] == "idempotency_in_flight"
+    assert "details" not in body
+    assert resolved_count(run_id) == 0
+    # A different request under that key is a mismatch even while the first is in flight.
+    other = call("POST", f"/runs/{run_id.replace('/', '~2F')}/cancel", api_key, None, key)
+    assert other["statusCode"] == 200  # another endpoint: another record
+    mismatch = call("POST", f"/runs/{run_id.replace('/', '~2F')}/interrupts/gate", api_key,
+                    {"resumeValue": {"action": "accept", "comment": "x"}}, key)  # fmt: skip
+    assert mismatch["statusCode"] == 409
+    assert json.loads(mismatch["body"])["error"] == "idempotency_key_mismatch"
+
+
+def test_a_claim_whose_lease_ran_out_is_taken_over(api_key):
+    run_id = waiting_run(api_key)
+    key = f"crash-{uuid.uuid4().hex}"
+    long_ago = int(time.time() * 1000) - 120_000
+    crashed = api_idem.records().claim(
+        "t1", "resolveInterruptByRun", key, resolve_digest(run_id), now_ms=long_ago, lease_ms=30_000
+    )
+    assert isinstance(crashed, Claim)
+    got = resolve(run_id, api_key, key)
+    assert got["statusCode"] == 200
+    assert REPLAY not in got["headers"]
+    # The crashed owner can no longer overwrite or release what the new owner stored.
+    assert api_idem.records().complete(crashed, CachedResponse(500, {}, "late"), now_ms=long_ago) is False
+    api_idem.records().release(crashed)
+    assert resolve(run_id, api_key, key)["body"] == got["body"]
+
+
+def test_a_failed_completion_still_answers_and_keeps_the_key_in_flight(api_key, logs):
+    run_id = waiting_run(api_key)
+    key = f"complete-{uuid.uuid4().hex}"
+    fail_once("UpdateItem")
+    got = resolve(run_id, api_key, key)
+    assert got["statusCode"] == 200  # the effect happened, so the caller hears it
+    again = resolve(run_id, api_key, key)
+    assert again["statusCode"] == 409
+    assert json.loads(again["body"])["error"] == "idempotency_in_flight"
+    assert resolved_count(run_id) == 1
+    assert "storing the idempotent response failed" in logs.getvalue()
+    assert key not in logs.getvalue()
+
+
+def test_the_record_layout_and_retention(api_key):
+    key = f"layout-{uuid.uuid4().hex}"
+    before = int(time.time())
+    assert call("PUT", "/workflows/ship", api_key, APPROVAL, key)["statusCode"] == 201
+    item = boto3.client("dynamodb").get_item(
+        TableName=TABLE, Key={"pk": {"S": f"T#t1#IDEM#putWorkflow#{key}"}, "sk": {"S": "IDEM"}}
+    )["Item"]
+    assert item["status"]["S"] == "COMPLETED"
+    assert "leaseUntil" not in item
+    assert int(item[wiring.TTL_ATTRIBUTE]["N"]) >= before + RETENTION_SECONDS
+    assert RETENTION_SECONDS >= 24 * 3600
+    cached = json.loads(item["response"]["S"])
+    assert cached["status"] == 201
+
+
+def test_an_expired_record_not_yet_swept_by_ttl_is_claimed_afresh(aws):
+    store = IdempotencyStore(TABLE, boto3.client("dynamodb"))
+    past = int(time.time() * 1000) - (RETENTION_SECONDS + 60) * 1000
+    old = store.claim("t1", "createRun", "k" * 22, "d1", now_ms=past, lease_ms=1000)
+    assert isinstance(old, Claim)
+    assert store.complete(old, CachedResponse(201, {"Content-Type": "application/json"}, "{}"), now_ms=past)
+    now = int(time.time() * 1000)
+    assert isinstance(store.claim("t1", "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000), Claim)
+    again = store.claim("t1", "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000)
+    assert again == Existing(digest="d2", completed=None)

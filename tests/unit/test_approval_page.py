@@ -1,0 +1,278 @@
+"""The approval page's pure parts: markup (escaped, only allowed actions, schema-generated fields), form parsing,
+the cross-site proof, the layered graph, the key ring's deploy-time seed form and the token's minter claim."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from interlude.interrupts.decide import Resolver
+from interlude.interrupts.payloads import approval_resume_schema, clarification_resume_schema
+from interlude.page import approval, csrf
+from interlude.page.approval import FormError, View, resume_from_form
+from interlude.page.graph import GraphNode, layer_of, positions, render_svg
+from interlude.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
+from interlude.tokens.keyring_store import SEED_KID, _parse_ring
+
+HOSTILE = '<script>alert("x")</script>&\'"'
+
+
+def approval_payload(actions: list[str], **data) -> dict:
+    return {
+        "kind": "approval",
+        "key": "k",
+        "data": {"artifactId": "a", "artifactType": "doc", "title": "T", "actions": actions, **data},
+        "resumeSchema": approval_resume_schema(actions),
+    }
+
+
+def view(payload: dict, **kw) -> View:
+    base = {
+        "payload": payload,
+        "node_id": "gate",
+        "intent": "resolve",
+        "run_status": "waiting-approval",
+        "expires_at": 1_800_000_000,
+        "nodes": [GraphNode("a", "core.noop", "completed"), GraphNode("gate", "core.approvalGate", "suspended")],
+        "edges": [("a", "gate")],
+    }
+    return View(**{**base, **kw})
+
+
+def buttons(markup: str) -> list[str]:
+    return re.findall(r'<button type="submit" name="action" value="([^"]+)"', markup)
+
+
+# -- markup ------------------------------------------------------------------------------------------------
+
+
+def test_everything_shown_is_escaped():
+    payload = approval_payload(["accept"], title=HOSTILE, description=HOSTILE, artifactData={HOSTILE: HOSTILE})
+    markup = approval.document("t", approval.render_open(view(payload, node_id=HOSTILE), style_nonce="n", csrf_field="f"), "n")
+    assert "<script>" not in markup
+    assert markup.count("&lt;script&gt;") >= 3
+
+
+@pytest.mark.parametrize(
+    ("actions", "expected"),
+    [
+        (["accept", "reject"], ["accept", "reject"]),
+        (["reject"], ["reject"]),
+        (["accept", "ask"], ["accept", "ask"]),
+        (["accept", "reject", "refine", "edit-accept", "ask"], ["accept", "reject", "ask", "refine", "edit-accept"]),
+    ],
+)
+def test_only_the_gates_actions_are_offered(actions, expected):
+    markup = approval.render_open(view(approval_payload(actions)), style_nonce="n", csrf_field="f")
+    assert buttons(markup) == expected
+    # refine and edit-accept ask for their fields
+    assert ('name="refine_text" required' in markup) is ("refine" in actions)
+    assert ('name="edited" required' in markup) is ("edit-accept" in actions)
+
+
+def test_an_inspect_view_has_no_form_and_every_form_carries_the_proof():
+    payload = approval_payload(["accept", "refine", "edit-accept"])
+    assert "<form" not in approval.render_open(view(payload, intent="inspect"), style_nonce="n", csrf_field=None)
+    markup = approval.render_open(view(payload), style_nonce="n", csrf_field="PROOF")
+    assert markup.count("<form") == 3
+    assert markup.count('name="csrf" value="PROOF"') == 3
+
+
+def test_security_headers_are_strict():
+    headers = approval.security_headers("abc")
+    csp = headers["Content-Security-Policy"]
+    for directive in ("default-src 'none'", "style-src 'nonce-abc'", "form-action 'self'", "frame-ancestors 'none'"):
+        assert directive in csp
+    assert "script-src" not in csp
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "no-referrer"
+    assert headers["Cache-Control"] == "no-store"
+    document = approval.document("t", "", "abc")
+    assert '<style nonce="abc">' in document
+    assert 'name="viewport"' in document
+    # No style attribute anywhere (the CSP would block it), no script, no external asset
+    assert " style=" not in document
+    assert "<script" not in document
+    assert "http" not in re.sub(r'xmlns="http://www.w3.org/2000/svg"', "", document)
+
+
+def test_outcomes_in_plain_words():
+    words = {
+        kind: approval.outcome_words(approval.Result(kind, action="accept", run_status="completed"))[1]
+        for kind in ("decided", "recorded", "already", "expired", "invalid", "cross-site", "vote-cast")
+    }
+    assert words == {
+        "decided": "Decision recorded",
+        "recorded": "Your vote was counted",
+        "already": "Already decided",
+        "expired": "This link has expired",
+        "invalid": "This link is not valid",
+        "cross-site": "Not sent from this page",
+        "vote-cast": "You already voted",
+    }
+    sentence = approval.outcome_words(approval.Result("decided", action="reject", run_status="failed"))[2]
+    assert sentence == "You rejected this request. The run is now stopped with a failure."
+
+
+# -- form → resume value -------------------------------------------------------------------------------------
+
+
+def test_approval_forms_make_resume_values():
+    payload = approval_payload(["accept", "reject", "refine", "edit-accept", "ask"], artifactData={"a": 1})
+    assert resume_from_form(payload, {"action": ["accept"], "feedback": [" ok "]}) == {"action": "accept", "feedback": "ok"}
+    assert resume_from_form(payload, {"action": ["reject"], "feedback": [""]}) == {"action": "reject"}
+    assert resume_from_form(payload, {"action": ["refine"], "refine_scope": ["items"], "refine_text": ["x"]}) == {
+        "action": "refine",
+        "refineFeedback": {"scope": "items", "text": "x"},
+    }
+    assert resume_from_form(payload, {"action": ["edit-accept"], "edited": ['{"a": 2}']}) == {
+        "action": "edit-accept",
+        "editedArtifactData": {"a": 2},
+    }
+    for bad in (
+        {"action": ["timeout"]},
+        {},
+        {"action": ["refine"], "refine_text": [" "]},
+        {"action": ["refine"], "refine_scope": ["everything"], "refine_text": ["x"]},
+        {"action": ["edit-accept"], "edited": ["{"]},
+        {"action": ["ask"]},
+    ):
+        with pytest.raises(FormError):
+            resume_from_form(payload, bad)
+    with pytest.raises(FormError):
+        resume_from_form(approval_payload(["accept"]), {"action": ["reject"]})
+
+
+def test_clarification_fields_follow_each_questions_schema():
+    questions = [
+        {"id": "why", "question": "Why?"},
+        {"id": "count", "question": "How many?", "schema": {"type": "integer"}},
+        {"id": "ok", "question": "OK?", "schema": {"type": "boolean"}},
+        {"id": "colour", "question": "Colour?", "schema": {"enum": ["red", "blue", 3]}},
+        {"id": "extra", "question": "Extra?", "schema": {"type": "object"}},
+    ]
+    payload = {"kind": "clarification", "key": "k", "data": {"questions": questions},
+               "resumeSchema": clarification_resume_schema(questions)}
+    markup = approval.render_open(view(payload), style_nonce="n", csrf_field="f")
+    assert 'type="number" step="1"' in markup
+    assert 'type="checkbox"' in markup
+    assert '<option value="blue">' in markup
+    assert 'class="json"' in markup
+    form = {"f0": ["because"], "f1": ["3"], "f2": ["yes"], "f3": ["3"], "f4": ['{"k": [1]}']}
+    assert resume_from_form(payload, form) == {"why": "because", "count": 3, "ok": True, "colour": 3, "extra": {"k": [1]}}
+    assert resume_from_form(payload, {**form, "f2": []})["ok"] is False
+    for bad in ({**form, "f0": [""]}, {**form, "f1": ["3.5"]}, {**form, "f3": ["green"]}, {**form, "f4": ["{"]}):
+        with pytest.raises(FormError):
+            resume_from_form(payload, bad)
+
+
+def test_other_kinds_use_their_resume_schema_or_a_json_answer():
+    schema = {"type": "object", "required": ["amount"], "properties": {"amount": {"type": "number"}, "note": {"type": "string"}}}
+    custom = {"kind": "custom", "key": "k", "data": {"customKind": "pay"}, "resumeSchema": schema}
+    assert resume_from_form(custom, {"f0": ["1.5"], "f1": [""]}) == {"amount": 1.5}
+    bare = {"kind": "external-event", "key": "k", "data": {"eventType": "paid", "correlation": {}}}
+    assert resume_from_form(bare, {"resume_json": ['{"paid": true}']}) == {"paid": True}
+    with pytest.raises(FormError):
+        resume_from_form(bare, {"resume_json": ["nope"]})
+
+
+# -- cross-site proof -------------------------------------------------------------------------------------------
+
+
+def test_the_form_proof_binds_token_browser_and_key():
+    key = csrf.derive_key(b"k" * 32)
+    browser = csrf.browser_secret(None)
+    assert csrf.browser_secret(browser) == browser
+    assert csrf.browser_secret("short") != "short"
+    field = csrf.field_value(key, "tok", browser)
+    assert csrf.check(key, "tok", field, browser)
+    assert not csrf.check(key, "other", field, browser)
+    assert not csrf.check(key, "tok", field, csrf.browser_secret(None))
+    assert not csrf.check(csrf.derive_key(b"j" * 32), "tok", field, browser)
+    assert not csrf.check(key, "tok", None, browser)
+    assert not csrf.check(key, "tok", field, None)
+    assert not csrf.check(key, "tok", field.upper(), browser)
+    assert csrf.cookie_name("a") != csrf.cookie_name("b")
+
+
+@pytest.mark.parametrize(
+    ("origin", "site", "refused"),
+    [
+        (None, None, False),
+        ("http://h", "same-origin", False),
+        ("null", "same-origin", False),
+        (None, "none", False),
+        (None, "cross-site", True),
+        (None, "same-site", True),
+        ("https://evil.example", None, True),
+        ("http://h", "cross-site", True),
+    ],
+)
+def test_cross_site_signals(origin, site, refused):
+    assert csrf.cross_site(origin, site, "http://h") is refused
+
+
+def test_cookies_parse_from_header_or_list():
+    assert csrf.parse_cookies(["a=1; b=2", "c=3"]) == {"a": "1", "b": "2", "c": "3"}
+    assert csrf.parse_cookies(["a=1; a=2"]) == {"a": "1"}
+
+
+# -- graph -----------------------------------------------------------------------------------------------------------
+
+
+def test_layers_follow_edges_and_ignore_loop_backs():
+    nodes = ["a", "b", "c", "d"]
+    assert layer_of(nodes, [("a", "b"), ("b", "c"), ("a", "c"), ("c", "b"), ("c", "d")]) == {
+        "a": 0, "b": 1, "c": 2, "d": 3,
+    }
+    assert layer_of(["x", "y"], [("x", "y"), ("y", "x")]) == {"x": 0, "y": 1}
+    pos, width, height = positions([GraphNode(n, "t", "pending") for n in nodes], [("a", "b"), ("a", "c")])
+    assert pos["b"][1] == pos["c"][1] > pos["a"][1]
+    assert width > 0
+    assert height > 0
+
+
+def test_the_svg_highlights_the_gate_and_escapes_labels():
+    svg = render_svg([GraphNode("<x>", "t", "completed"), GraphNode("gate", "t", "suspended")], [("<x>", "gate")], "gate")
+    assert svg.count('class="node s-suspended gate"') == 1
+    assert "&lt;x&gt;" in svg
+    assert "<x>" not in svg
+    assert "waiting for you" in svg
+    assert "style=" not in svg
+
+
+# -- key ring seed form and the minter claim ------------------------------------------------------------------------------
+
+
+def test_the_deploy_time_seed_is_a_one_kid_ring_and_bad_seeds_are_refused():
+    ring = _parse_ring(json.dumps({"seed": "A1b2" * 11}))
+    assert ring.current_kid == SEED_KID
+    assert len(ring.keys[SEED_KID]) == 33
+    claims = TokenClaims("t/aaaaaaaaaaaaaaaa", "t/bbbbbbbbbbbbbbbb", "n", 2_000_000_000, "resolve")
+    assert verify(mint(claims, ring), ring, now=0) == claims
+    assert _parse_ring(ring.rotated().to_json()).current_kid != SEED_KID
+    for bad in ("A" * 43, "A" * 45, "A!" * 22):
+        with pytest.raises(ValueError):
+            _parse_ring(json.dumps({"seed": bad}))
+
+
+def test_the_minter_claim_round_trips_and_is_covered_by_the_mac():
+    ring = KeyRing.generate("k1")
+    claims = TokenClaims("t/aaaaaaaaaaaaaaaa", "t/bbbbbbbbbbbbbbbb", "n", 2_000_000_000, "resolve", minter="0123abcd0123abcd")
+    token = mint(claims, ring)
+    assert verify(token, ring, now=0).minter == "0123abcd0123abcd"
+    plain = mint(TokenClaims("t/aaaaaaaaaaaaaaaa", "t/bbbbbbbbbbbbbbbb", "n", 2_000_000_000, "resolve"), ring)
+    assert verify(plain, ring, now=0).minter is None
+    # Swapping payloads between the two tokens breaks the MAC
+    swapped = ".".join(token.split(".")[:3] + [plain.split(".")[3], token.split(".")[4]])
+    with pytest.raises(TokenInvalid):
+        verify(swapped, ring, now=0)
+    with pytest.raises(ValueError):
+        TokenClaims("t/a", "t/b", "n", 1, "resolve", minter="not a key id")
+
+
+def test_a_minterless_token_votes_as_one_anonymous_principal():
+    # Host-minted tokens (no minter) count as one voter per gate, so they cannot stuff a quorum.
+    assert Resolver(subject=None, surface="token").principal == "token:anonymous"

@@ -1,0 +1,327 @@
+"""ModuleX definitions on the engine: translation, the interrupt node as the seed page describes it, the
+conditional node's routing (branches not taken are skipped), the transformer, and the frames projected
+from the resulting events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from interlude.engine import run as engine
+from interlude.engine.events import to_docs
+from interlude.interrupts.decide import Resolver, decide
+from interlude.model.run import RunState
+from interlude.model.workflow import WorkflowDefinition
+from interlude.modulex import frames
+from interlude.modulex.definition import Invalid, content_id, translate
+from interlude.modulex.references import engine_id
+from tests.support.modulex_example import APPROVAL_MESSAGE, DRAFT, worked_example
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ADMIN = {"issuer": "urn:test", "subjectId": "admin", "tenant": "t1", "lane": "api-key", "kind": "user"}
+E = engine_id
+
+
+def compiled(raw: dict) -> WorkflowDefinition:
+    wf = WorkflowDefinition.model_validate(translate(raw))
+    assert engine.check_config(wf) == []
+    return wf
+
+
+def start(wf: WorkflowDefinition, inputs: dict | None = None) -> engine.Transition:
+    state = RunState(
+        runId="t1/AAAAAAAAAAAAAAAAAAAA",
+        tenant="t1",
+        workflowId="wf",
+        workflowVersion=1,
+        owner={"tenant": "t1", "subject": ADMIN},
+        inputs=inputs or {},
+        createdAt=engine.iso(NOW),
+    )
+    return engine.start(state, wf, NOW)
+
+
+def answer(t: engine.Transition, wf: WorkflowDefinition, node: str, value) -> engine.Transition:
+    interrupt = t.state.interrupts[E(node)]
+    decision = decide(interrupt, value, Resolver(ADMIN, "run"), engine.iso(NOW), wf.node(E(node)).config)
+    return engine.resolve(t.state, wf, E(node), decision, NOW)
+
+
+def node_status(t: engine.Transition) -> dict[str, str]:
+    return {k: v.status for k, v in t.state.nodes.items()}
+
+
+# -- the worked example --------------------------------------------------------------------------------
+
+
+def test_the_interrupt_resolves_its_message_at_pause_time_and_forwards_schema_and_examples():
+    wf = compiled(worked_example())
+    t = start(wf, {"request": "the refund"})
+    assert t.state.status == "waiting-approval"
+    payload = t.state.interrupts[E("node_approval")].payload
+    assert payload["kind"] == "custom"
+    # resume_schema travels inside data, verbatim: not the payload's resumeSchema, so nothing enforces it.
+    assert "resumeSchema" not in payload
+    inner = payload["data"]["payload"]
+    assert inner["message"] == APPROVAL_MESSAGE.replace("{{node_draft}}", DRAFT.format(request="the refund"))
+    assert inner["resume_schema"] == worked_example()["nodes"][1]["interrupt_config"]["resume_schema"]
+    assert inner["examples"] == worked_example()["nodes"][1]["interrupt_config"]["examples"]
+    assert inner["data"] == {}
+
+
+def test_approval_routes_to_send_and_skips_the_rejection_branch():
+    wf = compiled(worked_example())
+    t = answer(start(wf, {"request": "x"}), wf, "node_approval", {"approved": True})
+    assert t.state.status == "completed"
+    assert t.state.outputs[E("node_approval")] == {"approved": True}  # the value lands under the node id
+    assert t.state.outputs[E("node_route")] == {"branch": "b_send", "target": "node_send"}
+    assert t.state.outputs[E("node_send")] == "sent: " + DRAFT.format(request="x")
+    assert node_status(t)[E("node_end_rejected")] == "skipped"
+    skipped = [e for e in t.events if e.type == "node.skipped"]
+    assert [e.node_id for e in skipped] == [E("node_end_rejected")]
+
+
+def test_rejection_takes_the_default_target():
+    wf = compiled(worked_example())
+    t = answer(start(wf, {"request": "x"}), wf, "node_approval", {"approved": False, "notes": "Tone too casual"})
+    assert t.state.status == "completed"
+    assert t.state.outputs[E("node_route")] == {"branch": "default", "target": "node_end_rejected"}
+    assert t.state.outputs[E("node_end_rejected")] == {"notes": "Tone too casual"}
+    assert node_status(t)[E("node_send")] == "skipped"
+
+
+def test_resume_schema_is_advisory_any_value_resumes():
+    wf = compiled(worked_example())
+    t = answer(start(wf), wf, "node_approval", "not even an object")
+    assert t.state.status == "completed"
+    assert t.state.outputs[E("node_approval")] == "not even an object"
+    assert node_status(t)[E("node_end_rejected")] == "completed"
+
+
+def test_unresolvable_references_stay_intact_and_data_keys_snapshot_state():
+    raw = worked_example()
+    raw["nodes"][1]["interrupt_config"] = {
+        "message": "Refund {{node_order.amount}} for {{node_draft}}?",
+        "data_keys": ["node_draft", "request", "node_missing"],
+        "output_key": "ignored",
+    }
+    wf = compiled(raw)
+    t = start(wf, {"request": "r1"})
+    inner = t.state.interrupts[E("node_approval")].payload["data"]["payload"]
+    assert inner["message"] == "Refund {{node_order.amount}} for " + DRAFT.format(request="r1") + "?"
+    assert inner["data"] == {"node_draft": DRAFT.format(request="r1"), "request": "r1"}
+    assert "resume_schema" not in inner
+    assert "examples" not in inner
+    t = answer(t, wf, "node_approval", {"approved": True})
+    assert E("ignored") not in t.state.outputs
+    assert t.state.outputs[E("node_approval")] == {"approved": True}
+
+
+def test_an_empty_message_is_allowed_but_a_missing_interrupt_config_is_refused():
+    raw = worked_example()
+    raw["nodes"][1]["interrupt_config"] = {}
+    assert start(compiled(raw)).state.interrupts[E("node_approval")].payload["data"]["payload"]["message"] == ""
+    del raw["nodes"][1]["interrupt_config"]
+    with pytest.raises(Invalid, match="has no interrupt_config"):
+        translate(raw)
+
+
+# -- conditionals, loops, transformers ------------------------------------------------------------------
+
+
+def mx_node(node_id: str, type_: str, **config) -> dict:
+    return {"id": node_id, "type": type_, "x": 0, "y": 0, f"{type_}_config": config}
+
+
+def test_expression_branches_are_evaluated_in_order_and_routes_map_expression_results():
+    raw = {
+        "nodes": [
+            mx_node("gate_in", "transformer", source="{{input}}"),
+            mx_node(
+                "route",
+                "conditional",
+                expression_branches=[
+                    {"name": "big", "condition": "gate_in.amount >= 100", "target": "big"},
+                    {"name": "also_big", "condition": "gate_in.amount >= 10", "target": "medium"},
+                ],
+                expression="gate_in.kind",
+                routes={"refund": "refund", "true": "refund"},
+                default_target="small",
+            ),
+            mx_node("big", "transformer"),
+            mx_node("medium", "transformer"),
+            mx_node("refund", "transformer"),
+            mx_node("small", "transformer"),
+        ],
+        "edges": [{"source": "gate_in", "target": "route"}],
+    }
+    wf = compiled(raw)
+    for inputs, chosen in (
+        ({"amount": 500}, "big"),
+        ({"amount": 50}, "medium"),
+        ({"amount": 1, "kind": "refund"}, "refund"),
+        ({"amount": 1, "kind": "other"}, "small"),
+    ):
+        t = start(wf, inputs)
+        statuses = node_status(t)
+        assert t.state.status == "completed"
+        assert statuses[E(chosen)] == "completed"
+        assert [n for n in ("big", "medium", "refund", "small") if statuses[E(n)] == "completed"] == [chosen]
+
+
+def test_a_conditional_loops_back_until_its_condition_holds():
+    raw = {
+        "entry_point": "ask",
+        "nodes": [
+            mx_node("ask", "interrupt", message="Amount? (last answer: {{ask.amount}})"),
+            mx_node(
+                "check",
+                "conditional",
+                expression_branches=[{"condition": "ask.amount > 0", "target": "done"}],
+                default_target="ask",
+            ),
+            mx_node("done", "transformer", source="{{ask.amount}}"),
+        ],
+        "edges": [{"source": "ask", "target": "check"}],
+    }
+    wf = compiled(raw)
+    t = start(wf)
+    assert t.state.interrupts[E("ask")].payload["data"]["payload"]["message"] == "Amount? (last answer: {{ask.amount}})"
+    t = answer(t, wf, "ask", {"amount": 0})
+    assert t.state.status == "waiting-approval"  # looped back: the same node asks again, a new interrupt
+    assert t.state.interrupts[E("ask")].payload["data"]["payload"]["message"] == "Amount? (last answer: 0)"
+    t = answer(t, wf, "ask", {"amount": 7})
+    assert t.state.status == "completed"
+    assert t.state.outputs[E("done")] == 7
+
+
+def test_routing_to_end_finishes_the_path():
+    raw = {
+        "nodes": [
+            mx_node("a", "transformer"),
+            mx_node(
+                "route",
+                "conditional",
+                expression_branches=[{"condition": "false", "target": "b"}],
+                default_target="__end__",
+            ),
+            mx_node("b", "transformer"),
+        ],
+        "edges": [
+            {"source": "__start__", "target": "a"},
+            {"source": "a", "target": "route"},
+            {"source": "route", "target": "b"},
+        ],
+    }
+    t = start(compiled(raw))
+    assert t.state.status == "completed"
+    assert node_status(t)[E("b")] == "skipped"
+
+
+def test_transformer_operations():
+    raw = {
+        "nodes": [
+            mx_node(
+                "t",
+                "transformer",
+                source="{{input}}",
+                operations=[
+                    {"type": "set", "field": "who", "params": {"value": "{{input.name}}"}},
+                    {"type": "uppercase", "field": "who"},
+                    {"type": "rename", "field": "who", "params": {"to": "shout"}},
+                    {"type": "default", "field": "missing", "params": {"value": 3}},
+                    {"type": "omit", "params": {"fields": ["name"]}},
+                    {"type": "split", "field": "tags", "params": {"separator": ","}},
+                ],
+            )
+        ]
+    }
+    t = start(compiled(raw), {"name": "ada", "tags": "a,b"})
+    assert t.state.outputs[E("t")] == {"shout": "ADA", "missing": 3, "tags": ["a", "b"]}
+
+
+@pytest.mark.parametrize("refused", ["llm", "agent", "tool", "knowledge", "guardrails", "function"])
+def test_node_types_interlude_does_not_run_are_refused_by_name(refused):
+    raw = worked_example()
+    raw["nodes"][0] = {"id": "node_draft", "type": refused, "x": 0, "y": 0}
+    with pytest.raises(Invalid) as got:
+        translate(raw)
+    assert any(f"is a {refused!r} node, which Interlude does not run" in e["msg"] for e in got.value.errors)
+    assert got.value.errors[0]["loc"] == ["body", "workflow", "nodes", 0, "type"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda w: w["nodes"][0].pop("x"), "Field required"),
+        (lambda w: w["nodes"][2]["conditional_config"].update(default_target="node_nowhere"), "names no node"),
+        (lambda w: w["nodes"][2]["conditional_config"].update(condition_type="llm"), "expression conditionals only"),
+        (
+            lambda w: w["nodes"][2]["conditional_config"]["expression_branches"][0].update(operator="resembles"),
+            "is not one of",
+        ),
+        (
+            lambda w: w["nodes"][2]["conditional_config"]["expression_branches"].append(
+                {"condition": "a ==", "target": "node_send"}
+            ),
+            "unexpected end",
+        ),
+        (lambda w: w["edges"].append({"source": "node_route", "target": "node_draft"}), "leaves a conditional"),
+        (lambda w: w["edges"].append({"source": "node_x", "target": "node_draft"}), "names no node"),
+        (
+            lambda w: (
+                w.update(entry_point="node_draft"),
+                w["nodes"].append({"id": "orphan", "type": "transformer", "x": 0, "y": 0}),
+            ),
+            "unreachable",
+        ),
+        (lambda w: w["nodes"][0]["transformer_config"]["operations"].append({"type": "eval"}), "Input should be"),
+    ],
+)
+def test_definitions_that_cannot_run_are_refused_at_validation(mutate, message):
+    raw = worked_example()
+    mutate(raw)
+    with pytest.raises(Invalid) as got:
+        translate(raw)
+    assert any(message in e["msg"] for e in got.value.errors), got.value.errors
+
+
+def test_inline_definitions_are_content_addressed():
+    a, b = translate(worked_example()), translate(worked_example())
+    assert content_id(a) == content_id(b)
+    changed = worked_example()
+    changed["nodes"][1]["interrupt_config"]["message"] = "Other?"
+    assert content_id(translate(changed)) != content_id(a)
+
+
+# -- frames ---------------------------------------------------------------------------------------------
+
+
+def test_frames_are_a_projection_of_the_event_log():
+    wf = compiled(worked_example())
+    first = start(wf, {"request": "x"})
+    docs = to_docs("t1/AAAAAAAAAAAAAAAAAAAA", first.events, 0, engine.iso(NOW))
+    second = answer(first, wf, "node_approval", {"approved": True})
+    docs += to_docs("t1/AAAAAAAAAAAAAAAAAAAA", second.events, len(docs), engine.iso(NOW))
+    view = frames.view_of("t1/AAAAAAAAAAAAAAAAAAAA", "wf", 1, wf)
+    out = [f for d in docs if (f := frames.project(d, view)) is not None]
+    kinds = [f["type"] for f in out]
+    assert kinds[0] == "metadata"
+    assert kinds[-1] == "done"
+    at = kinds.index("interrupt")
+    assert kinds[at + 1 : at + 3] == ["resumed", "node_update"]
+    interrupt = out[at]["data"]
+    assert interrupt["thread_id"] == "t1~2FAAAAAAAAAAAAAAAAAAAA"
+    assert interrupt["message"].endswith(DRAFT.format(request="x"))
+    assert set(interrupt) >= {"thread_id", "message", "data", "resume_schema", "examples"}
+    assert out[at + 1]["data"]["resume_value"] == {"approved": True}
+    assert out[at + 2]["output"] == {"node_approval": {"approved": True}}
+    assert {f["node"] for f in out if f["type"] == "node_update"} == {
+        "node_draft",
+        "node_approval",
+        "node_route",
+        "node_send",
+    }
+    assert out[-1]["data"]["final_state"]["node_send"].startswith("sent: ")
+    assert out[0]["data"]["workflow_name"] == "Approve before sending"
