@@ -154,3 +154,22 @@ def test_tenants_never_see_each_other(api, stack_info):
     resolve = api.resolve(run["runId"], "gate", {"action": "accept"}, key=other_key)
     assert resolve.status_code == 403
     assert api.run(run["runId"])["status"] == "waiting-approval"
+
+
+def test_concurrent_requests_never_see_each_others_input(api):
+    # Each request carries its own inputs and key; every answer must be about its own request.
+    workflow = api.fixture("conformance-noop")
+    keys = [api.new_key(["runs:create", "runs:read"], subject=f"parallel-{i}") for i in range(4)]
+    barrier = threading.Barrier(24)
+
+    def create(i: int) -> tuple[int, dict]:
+        barrier.wait()
+        got = api.call("POST", "/runs", {"workflowId": workflow, "inputs": {"nonce": f"n-{i}"}}, key=keys[i % 4])
+        return i, got.json()
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        results = list(pool.map(create, range(24)))
+    for i, created in results:
+        snap = api.run(created["runId"])
+        assert snap["inputs"] == {"nonce": f"n-{i}"}
+        assert snap["owner"]["subject"]["subjectId"] == f"parallel-{i % 4}"

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .lambda_runtime import invoke
+from .. import wiring
+from .lambda_runtime import InstancePool
 
 MAX_BODY = 2_000_000
 
@@ -73,7 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         event = to_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
         try:
-            result = invoke("api", event)
+            result = self.server.instances.invoke(event)  # type: ignore[attr-defined]
         except Exception:  # Lambda would answer 502 when the function itself crashes
             result = {
                 "statusCode": 502,
@@ -116,9 +117,13 @@ class Gateway:
         return f"http://{host}:{port}"
 
     def start(self) -> Gateway:
+        self.server.instances = InstancePool(wiring.ROUTES_FUNCTION)  # type: ignore[attr-defined]
         self.thread.start()
         return self
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        instances = getattr(self.server, "instances", None)
+        if instances is not None:
+            instances.stop()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
+import os
+import sys
 import uuid
 from dataclasses import dataclass, field
 from functools import cache
@@ -42,7 +45,47 @@ def handler_module(name: str) -> ModuleType:
     return module
 
 
+def fresh_instances() -> None:
+    """Forget every process-level cache (services, settings, key rings), as a new Lambda instance would start.
+
+    In-process tests run many moto worlds in one process; without this a handler would keep the previous
+    world's cached workflows, settings and keys.
+    """
+    from aws_lambda_powertools.utilities import parameters
+
+    parameters.clear_caches()
+    for module_name, module in list(sys.modules.items()):
+        if not (module_name.startswith("interlude") and module_name != "interlude.schemas"):
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+
 def invoke(name: str, event: dict[str, Any]) -> Any:
     fn = wiring.function(name)
     entry = getattr(handler_module(name), fn.handler.rpartition(".")[2])
     return entry(event, LambdaContext(function_name=f"interlude-{name}", memory_limit_in_mb=fn.memory_mb))
+
+
+class InstancePool:
+    """Concurrent invocations of one function, each in its own process, as Lambda runs separate instances.
+
+    Powertools keeps the current event on class attributes, so two requests served by threads of one process
+    could read each other's headers and body; separate processes cannot. Start it after the environment is set:
+    the instances inherit it.
+    """
+
+    SIZE_ENV = "INTERLUDE_LOCAL_INSTANCES"
+
+    def __init__(self, name: str, size: int | None = None) -> None:
+        self.name = name
+        size = size or int(os.environ.get(self.SIZE_ENV, "4"))
+        self._pool = multiprocessing.get_context("spawn").Pool(processes=size)
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        return self._pool.apply(invoke, (self.name, event))
+
+    def stop(self) -> None:
+        self._pool.terminate()
+        self._pool.join()
