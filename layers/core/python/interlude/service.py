@@ -22,7 +22,7 @@ from .hitl import with_tenant_facts
 from .ids import mint_opaque, tenant_bound, tenant_of
 from .interrupts.decide import Resolver, decide
 from .model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
-from .model.run import RunState
+from .model.run import OpenInterrupt, RunState
 from .model.workflow import WorkflowDefinition
 from .store import Conflict, Store
 from .store.hitl import HitlStore
@@ -346,6 +346,23 @@ class Service:
         state, version = self.load_run(principal.tenant, run_id)
         return self.resolve(state, version, node_id, resume_value, resolver)
 
+    def open_interrupt(self, state: RunState, node_id: str) -> OpenInterrupt:
+        """The interrupt node_id holds now; 409 if it had one and it is gone, 404 if it never asked."""
+        interrupt = state.interrupts.get(node_id)
+        if interrupt is not None:
+            return interrupt
+        definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        if node_id not in {n.id for n in definition.nodes}:
+            raise ApiError("not_found", f"the run has no node {node_id!r}")
+        ns = state.nodes.get(node_id)
+        if state.terminal or (ns is not None and ns.visits > 0 and ns.status != "queued"):
+            raise ApiError(
+                "interrupt_already_resolved",
+                f"node {node_id!r} holds no open interrupt (run {state.status})",
+                {"runStatus": state.status},
+            )
+        raise ApiError("not_found", f"node {node_id!r} has not raised an interrupt")
+
     def resolve(
         self,
         state: RunState,
@@ -360,18 +377,7 @@ class Service:
             # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
             state, version = self.apply_deadlines(state, version)
             definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
-            interrupt = state.interrupts.get(node_id)
-            if interrupt is None:
-                if node_id not in {n.id for n in definition.nodes}:
-                    raise ApiError("not_found", f"the run has no node {node_id!r}")
-                ns = state.nodes.get(node_id)
-                if state.terminal or (ns is not None and ns.visits > 0 and ns.status != "queued"):
-                    raise ApiError(
-                        "interrupt_already_resolved",
-                        f"node {node_id!r} holds no open interrupt (run {state.status})",
-                        {"runStatus": state.status},
-                    )
-                raise ApiError("not_found", f"node {node_id!r} has not raised an interrupt")
+            interrupt = self.open_interrupt(state, node_id)
             if interrupt_id is not None and interrupt.interruptId != interrupt_id:
                 raise ApiError(
                     "interrupt_already_resolved",

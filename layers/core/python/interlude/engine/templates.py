@@ -9,11 +9,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 REFERENCE_RE = re.compile(r"\{\{\s*([A-Za-z0-9._~:-]+(?:\.[A-Za-z0-9_~:-]+)*)\s*\}\}")
-_MISSING = object()
+MISSING = object()
+Lookup = Callable[[str, Mapping[str, Any]], Any]
+
+
+def walk(value: Any, parts: list[str]) -> Any:
+    """Follow field names and list indexes into a value; MISSING where the path leaves it."""
+    for part in parts:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return MISSING
+    return value
 
 
 def lookup(path: str, scope: Mapping[str, Any]) -> Any:
@@ -22,43 +35,33 @@ def lookup(path: str, scope: Mapping[str, Any]) -> Any:
     for head_len in range(len(parts), 0, -1):
         head = ".".join(parts[:head_len])
         if head in scope:
-            value: Any = scope[head]
-            for part in parts[head_len:]:
-                if isinstance(value, Mapping) and part in value:
-                    value = value[part]
-                elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-                    value = value[int(part)]
-                else:
-                    value = _MISSING
-                    break
-            if value is not _MISSING:
-                return value
-    return _MISSING
+            found = walk(scope[head], parts[head_len:])
+            if found is not MISSING:
+                return found
+    return MISSING
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+def as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def render(template: Any, scope: Mapping[str, Any]) -> Any:
+def render(template: Any, scope: Mapping[str, Any], find: Lookup = lookup, pattern: re.Pattern[str] = REFERENCE_RE) -> Any:
     """Resolve references in a string, or recursively in lists and objects."""
     if isinstance(template, str):
-        whole = REFERENCE_RE.fullmatch(template.strip())
+        whole = pattern.fullmatch(template.strip())
         if whole:
-            value = lookup(whole.group(1), scope)
-            return template if value is _MISSING else value
+            value = find(whole.group(1), scope)
+            return template if value is MISSING else value
 
         def substitute(m: re.Match[str]) -> str:
-            value = lookup(m.group(1), scope)
-            return m.group(0) if value is _MISSING else _as_text(value)
+            value = find(m.group(1), scope)
+            return m.group(0) if value is MISSING else as_text(value)
 
-        return REFERENCE_RE.sub(substitute, template)
+        return pattern.sub(substitute, template)
     if isinstance(template, list):
-        return [render(item, scope) for item in template]
+        return [render(item, scope, find, pattern) for item in template]
     if isinstance(template, dict):
-        return {key: render(value, scope) for key, value in template.items()}
+        return {key: render(value, scope, find, pattern) for key, value in template.items()}
     return template
 
 

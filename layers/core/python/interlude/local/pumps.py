@@ -6,8 +6,6 @@ reports as failed are delivered again, up to the mapping's retry limit.
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import boto3
@@ -15,46 +13,24 @@ import boto3
 from .. import wiring
 from ..dispatch import is_event_insert
 from .lambda_runtime import invoke
+from .pump import Pump
 
 
-class StreamPump:
+class StreamPump(Pump):
     def __init__(self, table_name: str, interval_s: float = 0.05) -> None:
+        super().__init__("stream-pump", interval_s)
         self.table_name = table_name
-        self.interval_s = interval_s
         self.streams = boto3.client("dynamodbstreams")
         self.dynamodb = boto3.client("dynamodb")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="stream-pump", daemon=True)
+        self._arn: str | None = None
         self._iterators: dict[str, str | None] = {}
         self._retries: dict[str, int] = {}
         self.delivered = 0
-        self.idle = threading.Event()
 
-    def start(self) -> StreamPump:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _stream_arn(self) -> str:
-        return self.dynamodb.describe_table(TableName=self.table_name)["Table"]["LatestStreamArn"]
-
-    def _loop(self) -> None:
-        arn = self._stream_arn()
-        while not self._stop.is_set():
-            try:
-                moved = self.pump_once(arn)
-            except Exception:  # a failed poll is retried on the next tick, as the mapping would
-                moved = 0
-            if moved:
-                self.idle.clear()
-            else:
-                self.idle.set()
-                time.sleep(self.interval_s)
-
-    def pump_once(self, arn: str) -> int:
+    def pump_once(self) -> int:
+        if self._arn is None:
+            self._arn = self.dynamodb.describe_table(TableName=self.table_name)["Table"]["LatestStreamArn"]
+        arn = self._arn
         shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
         moved = 0
         for shard in shards:

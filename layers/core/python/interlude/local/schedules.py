@@ -10,10 +10,7 @@ DeadLetterConfig queue and the schedule is deleted.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
-import time
 from typing import Any
 
 import boto3
@@ -22,34 +19,18 @@ from botocore.exceptions import ClientError
 from .. import clock, wiring
 from ..timeouts.names import parse_at
 from .lambda_runtime import invoke
+from .pump import Pump
 
 
-class SchedulePump:
+class SchedulePump(Pump):
     def __init__(self, group: str, interval_s: float = 0.1) -> None:
+        super().__init__("schedule-pump", interval_s)
         self.group = group
-        self.interval_s = interval_s
         self.client = boto3.client("scheduler")
         self.sqs = boto3.client("sqs")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="schedule-pump", daemon=True)
         self._attempts: dict[str, int] = {}
         self.fired = 0
         self.dead_lettered = 0
-
-    def start(self) -> SchedulePump:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            # A failed tick is tried again on the next one.
-            with contextlib.suppress(Exception):
-                self.pump_once()
-            time.sleep(self.interval_s)
 
     def due_schedules(self) -> list[dict[str, Any]]:
         now = clock.now().timestamp()

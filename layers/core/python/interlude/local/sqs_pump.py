@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from typing import Any
 
 import boto3
 
 from .. import wiring
 from .lambda_runtime import invoke
+from .pump import Pump
 
 REGION = "us-east-1"
 
@@ -69,35 +68,16 @@ def to_event_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
     }
 
 
-class QueuePump:
+class QueuePump(Pump):
     def __init__(self, function_name: str, queue_url: str, interval_s: float = 0.05) -> None:
+        super().__init__(f"sqs-pump-{function_name}", interval_s)
         self.function_name = function_name
         self.queue_url = queue_url
-        self.interval_s = interval_s
         self.sqs = boto3.client("sqs")
         self.queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
         self.batch_size = wiring.CALLBACK_BATCH_SIZE
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"sqs-pump-{function_name}", daemon=True)
-
-    def start(self) -> QueuePump:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                moved = self.pump_once()
-            except Exception:  # a failed poll is retried on the next tick, as the mapping would
-                moved = 0
-            if not moved:
-                time.sleep(self.interval_s)
 
     def pump_once(self) -> int:
         got = self.sqs.receive_message(

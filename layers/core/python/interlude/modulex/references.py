@@ -10,16 +10,17 @@ left intact in the text the human reads (the seed page's rule), not in its escap
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from ..engine import templates
+from ..engine.templates import MISSING, walk
+
 _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:-")
 _ESCAPED = re.compile(r"~([0-9A-F]{2})")
 REFERENCE = re.compile(r"\{\{\s*([^{}\s]+)\s*\}\}")
-MISSING = object()
 # Where run inputs live in a ModuleX reference: `{{input.request}}` (the SDK's spelling) or `{{inputs.x}}`.
 INPUT_HEADS = ("input", "inputs")
 
@@ -31,17 +32,6 @@ def engine_id(modulex_id: str) -> str:
 def modulex_id(node_id: str) -> str:
     raw = _ESCAPED.sub(lambda m: f"%{m.group(1)}", node_id)
     return node_id if raw == node_id else unquote(raw)
-
-
-def _walk(value: Any, parts: list[str]) -> Any:
-    for part in parts:
-        if isinstance(value, Mapping) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return MISSING
-    return value
 
 
 def lookup(path: str, scope: Mapping[str, Any]) -> Any:
@@ -56,16 +46,12 @@ def lookup(path: str, scope: Mapping[str, Any]) -> Any:
         head = ".".join(parts[:head_len])
         key = engine_id(head)
         if key in scope and key != "inputs":
-            found = _walk(scope[key], parts[head_len:])
+            found = walk(scope[key], parts[head_len:])
             if found is not MISSING:
                 return found
     if parts[0] in INPUT_HEADS:
-        return _walk(inputs, parts[1:])
-    return _walk(inputs, parts)
-
-
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return walk(inputs, parts[1:])
+    return walk(inputs, parts)
 
 
 def render(template: Any, scope: Mapping[str, Any]) -> Any:
@@ -73,19 +59,7 @@ def render(template: Any, scope: Mapping[str, Any]) -> Any:
 
     A string that is exactly one reference takes the value itself (a boolean stays a boolean).
     """
-    if isinstance(template, str):
-        whole = REFERENCE.fullmatch(template.strip())
-        if whole:
-            value = lookup(whole.group(1), scope)
-            return template if value is MISSING else value
-        return REFERENCE.sub(
-            lambda m: m.group(0) if (v := lookup(m.group(1), scope)) is MISSING else _as_text(v), template
-        )
-    if isinstance(template, list):
-        return [render(item, scope) for item in template]
-    if isinstance(template, dict):
-        return {key: render(value, scope) for key, value in template.items()}
-    return template
+    return templates.render(template, scope, lookup, REFERENCE)
 
 
 def resolve(template: Any, scope: Mapping[str, Any]) -> Any:

@@ -18,7 +18,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .dynamo import Store, plain, run_pk
+from . import attributes as a
+from .dynamo import Store, run_pk
 
 FINAL_STATUSES = ("delivered", "dead")
 
@@ -31,12 +32,6 @@ class Claim:
     retry_in_s: int = 0
 
 
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: int | float) -> dict[str, str]:
-    return {"N": str(value)}
 
 
 class DeliveryStore:
@@ -47,11 +42,11 @@ class DeliveryStore:
     def notice(self, run_id: str, notice_id: str) -> dict[str, Any] | None:
         got = self.client.get_item(
             TableName=self.table,
-            Key={"pk": _s(run_pk(run_id)), "sk": _s(f"N#{notice_id}")},
+            Key={"pk": a.s(run_pk(run_id)), "sk": a.s(f"N#{notice_id}")},
             ConsistentRead=True,
         )
         item = got.get("Item")
-        return plain(item) if item else None
+        return a.plain(item) if item else None
 
     def claim(self, run_id: str, notice_id: str, notice_type: str, now: float, lease_s: float) -> Claim:
         current = self.notice(run_id, notice_id)
@@ -65,21 +60,21 @@ class DeliveryStore:
         attempt = previous + 1
         update: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"pk": _s(run_pk(run_id)), "sk": _s(f"N#{notice_id}")},
+            "Key": {"pk": a.s(run_pk(run_id)), "sk": a.s(f"N#{notice_id}")},
             "UpdateExpression": "SET #st = :delivering, attempts = :attempt, leaseUntil = :lease, #ty = :type",
             "ExpressionAttributeNames": {"#st": "status", "#ty": "type"},
             "ExpressionAttributeValues": {
-                ":delivering": _s("delivering"),
-                ":attempt": _n(attempt),
-                ":lease": _n(round(now + lease_s, 3)),
-                ":type": _s(notice_type),
+                ":delivering": a.s("delivering"),
+                ":attempt": a.n(attempt),
+                ":lease": a.n(round(now + lease_s, 3)),
+                ":type": a.s(notice_type),
             },
         }
         if current is None:
             update["ConditionExpression"] = "attribute_not_exists(sk)"
         else:
             update["ConditionExpression"] = "attempts = :previous AND #st IN (:pending, :delivering)"
-            update["ExpressionAttributeValues"].update({":previous": _n(previous), ":pending": _s("pending")})
+            update["ExpressionAttributeValues"].update({":previous": a.n(previous), ":pending": a.s("pending")})
         try:
             self.client.transact_write_items(TransactItems=[{"Update": update}])
         except ClientError as exc:
@@ -95,7 +90,7 @@ class DeliveryStore:
         False when this worker's claim no longer stands (its lease ran out and another attempt was claimed).
         """
         pk = run_pk(run_id)
-        item = {"pk": _s(pk), "sk": _s(f"D#{notice_id}#{attempt:03d}"), "record": _s(json.dumps(record))}
+        item = {"pk": a.s(pk), "sk": a.s(f"D#{notice_id}#{attempt:03d}"), "record": a.s(json.dumps(record))}
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -109,14 +104,14 @@ class DeliveryStore:
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": {"pk": _s(pk), "sk": _s(f"N#{notice_id}")},
+                            "Key": {"pk": a.s(pk), "sk": a.s(f"N#{notice_id}")},
                             "UpdateExpression": "SET #st = :status REMOVE leaseUntil",
                             "ConditionExpression": "attempts = :attempt AND #st = :delivering",
                             "ExpressionAttributeNames": {"#st": "status"},
                             "ExpressionAttributeValues": {
-                                ":status": _s(status),
-                                ":attempt": _n(attempt),
-                                ":delivering": _s("delivering"),
+                                ":status": a.s(status),
+                                ":attempt": a.n(attempt),
+                                ":delivering": a.s("delivering"),
                             },
                         }
                     },
@@ -134,7 +129,7 @@ class DeliveryStore:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": _s(run_pk(run_id)), ":prefix": _s(prefix)},
+            "ExpressionAttributeValues": {":pk": a.s(run_pk(run_id)), ":prefix": a.s(prefix)},
         }
         out: list[dict[str, Any]] = []
         while True:

@@ -23,21 +23,8 @@ from ..engine.events import to_docs
 from ..engine.run import Transition, iso
 from ..errors import ApiError
 from ..model.run import OpenInterrupt, RunState
+from . import attributes as a
 from .hitl import transition_items
-
-Item = dict[str, dict[str, Any]]
-
-
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: int | float) -> dict[str, str]:
-    return {"N": str(value)}
-
-
-def _json(value: Any) -> dict[str, str]:
-    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
 
 
 def run_pk(run_id: str) -> str:
@@ -58,7 +45,7 @@ RUN_SK = "RUN"
 MAX_ITEM_BYTES = 380_000
 
 
-def approximate_size(item: Item) -> int:
+def approximate_size(item: a.Item) -> int:
     return sum(len(name) + len(next(iter(value.values())).encode("utf-8", "surrogatepass")) for name, value in item.items() if isinstance(next(iter(value.values())), str))
 
 
@@ -71,15 +58,6 @@ class Conflict(Exception):
     def interrupt_old_image(self) -> dict[str, Any] | None:
         return next((old for sk, old in self.reasons if sk.startswith("I#")), None)
 
-
-def plain(item: Item) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, typed in item.items():
-        ((kind, value),) = typed.items()
-        out[name] = (
-            int(value) if kind == "N" and value.lstrip("-").isdigit() else float(value) if kind == "N" else value
-        )
-    return out
 
 
 def create_table(client: Any, name: str) -> None:
@@ -121,12 +99,12 @@ class Store:
     def put_api_key(self, key_id: str, record: dict[str, Any]) -> None:
         self.client.put_item(
             TableName=self.table,
-            Item={"pk": _s(f"K#{key_id}"), "sk": _s("KEY"), "record": _json(record)},
+            Item={"pk": a.s(f"K#{key_id}"), "sk": a.s("KEY"), "record": a.as_json(record)},
             ConditionExpression="attribute_not_exists(pk)",
         )
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key={"pk": _s(f"K#{key_id}"), "sk": _s("KEY")})
+        got = self.client.get_item(TableName=self.table, Key={"pk": a.s(f"K#{key_id}"), "sk": a.s("KEY")})
         item = got.get("Item")
         return json.loads(item["record"]["S"]) if item else None
 
@@ -136,7 +114,7 @@ class Store:
         got = self.client.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :v)",
-            ExpressionAttributeValues={":pk": _s(workflow_pk(tenant, workflow_id)), ":v": _s("V#")},
+            ExpressionAttributeValues={":pk": a.s(workflow_pk(tenant, workflow_id)), ":v": a.s("V#")},
             ScanIndexForward=False,
             Limit=1,
         )
@@ -147,7 +125,7 @@ class Store:
 
     def get_workflow(self, tenant: str, workflow_id: str, version: int) -> dict[str, Any] | None:
         got = self.client.get_item(
-            TableName=self.table, Key={"pk": _s(workflow_pk(tenant, workflow_id)), "sk": _s(f"V#{version:08d}")}
+            TableName=self.table, Key={"pk": a.s(workflow_pk(tenant, workflow_id)), "sk": a.s(f"V#{version:08d}")}
         )
         item = got.get("Item")
         return json.loads(item["definition"]["S"]) if item else None
@@ -160,12 +138,12 @@ class Store:
             self.client.put_item(
                 TableName=self.table,
                 Item={
-                    "pk": _s(workflow_pk(tenant, workflow_id)),
-                    "sk": _s(f"V#{version:08d}"),
-                    "version": _n(version),
-                    "definition": _json(definition),
-                    "createdAt": _s(created_at),
-                    "createdBy": _s(created_by),
+                    "pk": a.s(workflow_pk(tenant, workflow_id)),
+                    "sk": a.s(f"V#{version:08d}"),
+                    "version": a.n(version),
+                    "definition": a.as_json(definition),
+                    "createdAt": a.s(created_at),
+                    "createdBy": a.s(created_by),
                 },
                 ConditionExpression="attribute_not_exists(sk)",
             )
@@ -178,7 +156,7 @@ class Store:
     # -- runs --------------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
-        got = self.client.get_item(TableName=self.table, Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)})
+        got = self.client.get_item(TableName=self.table, Key={"pk": a.s(run_pk(run_id)), "sk": a.s(RUN_SK)})
         item = got.get("Item")
         if not item:
             return None
@@ -194,12 +172,12 @@ class Store:
         docs = to_docs(state.runId, transition.events, first_seq, now_iso or iso_now())
         state.nextSeq = first_seq + len(docs)
         version = 1 if expected_version is None else expected_version + 1
-        head: Item = {
-            "pk": _s(pk),
-            "sk": _s(RUN_SK),
-            "version": _n(version),
-            "status": _s(state.status),
-            "workflowId": _s(state.workflowId),
+        head: a.Item = {
+            "pk": a.s(pk),
+            "sk": a.s(RUN_SK),
+            "version": a.n(version),
+            "status": a.s(state.status),
+            "workflowId": a.s(state.workflowId),
             "state": {"S": state.model_dump_json()},
         }
         items: list[tuple[str, dict[str, Any]]] = []
@@ -213,19 +191,19 @@ class Store:
                         "Put": {
                             "Item": head,
                             "ConditionExpression": "version = :v",
-                            "ExpressionAttributeValues": {":v": _n(expected_version)},
+                            "ExpressionAttributeValues": {":v": a.n(expected_version)},
                         }
                     },
                 )
             )
         if docs:
             sk = event_sk(state.nextSeq - 1)
-            batch: Item = {
-                "pk": _s(pk),
-                "sk": _s(sk),
-                "first": _n(first_seq),
-                "last": _n(state.nextSeq - 1),
-                "events": _json(docs),
+            batch: a.Item = {
+                "pk": a.s(pk),
+                "sk": a.s(sk),
+                "first": a.n(first_seq),
+                "last": a.n(state.nextSeq - 1),
+                "events": a.as_json(docs),
             }
             items.append((sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}))
         for interrupt in transition.opened:
@@ -257,7 +235,7 @@ class Store:
                 raise
             reasons = exc.response.get("CancellationReasons") or []
             failed = [
-                (items[i][0], plain(r["Item"]) if r.get("Item") else None)
+                (items[i][0], a.plain(r["Item"]) if r.get("Item") else None)
                 for i, r in enumerate(reasons)
                 if r.get("Code") == "ConditionalCheckFailed"
             ]
@@ -269,34 +247,34 @@ class Store:
         return docs
 
     def _interrupt_put(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
-        item: Item = {
-            "pk": _s(run_pk(state.runId)),
-            "sk": _s(f"I#{interrupt.key}"),
-            "status": _s("open"),
-            "interruptId": _s(interrupt.interruptId),
-            "nodeId": _s(interrupt.nodeId),
-            "kind": _s(interrupt.kind),
-            "runId": _s(state.runId),
-            "workflowId": _s(state.workflowId),
-            "payload": _json(interrupt.payload),
-            "raisedAt": _s(interrupt.raisedAt),
-            wiring.INBOX_INDEX.partition_key: _s(f"T#{state.tenant}#INBOX"),
-            wiring.INBOX_INDEX.sort_key: _s(f"{interrupt.raisedAt}#{interrupt.interruptId}"),
+        item: a.Item = {
+            "pk": a.s(run_pk(state.runId)),
+            "sk": a.s(f"I#{interrupt.key}"),
+            "status": a.s("open"),
+            "interruptId": a.s(interrupt.interruptId),
+            "nodeId": a.s(interrupt.nodeId),
+            "kind": a.s(interrupt.kind),
+            "runId": a.s(state.runId),
+            "workflowId": a.s(state.workflowId),
+            "payload": a.as_json(interrupt.payload),
+            "raisedAt": a.s(interrupt.raisedAt),
+            wiring.INBOX_INDEX.partition_key: a.s(f"T#{state.tenant}#INBOX"),
+            wiring.INBOX_INDEX.sort_key: a.s(f"{interrupt.raisedAt}#{interrupt.interruptId}"),
         }
         if interrupt.deadline is not None:
-            item["deadline"] = _n(interrupt.deadline)
+            item["deadline"] = a.n(interrupt.deadline)
         # Re-entry guard: one interrupt per key for the lifetime of the run.
         return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
 
     def _interrupt_votes(self, pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
         return {
-            "Key": {"pk": _s(pk), "sk": _s(f"I#{interrupt.key}")},
+            "Key": {"pk": a.s(pk), "sk": a.s(f"I#{interrupt.key}")},
             "UpdateExpression": "SET votes = :votes",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},
             "ExpressionAttributeValues": {
-                ":votes": _json([v.model_dump() for v in interrupt.votes]),
-                ":open": _s("open"),
+                ":votes": a.as_json([v.model_dump() for v in interrupt.votes]),
+                ":open": a.s("open"),
             },
         }
 
@@ -304,12 +282,12 @@ class Store:
         self, pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None
     ) -> dict[str, Any]:
         return {
-            "Key": {"pk": _s(pk), "sk": _s(f"I#{interrupt.key}")},
+            "Key": {"pk": a.s(pk), "sk": a.s(f"I#{interrupt.key}")},
             # Leaving the inbox index: an index entry exists only while the interrupt is open.
             "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": {":status": _s(status), ":resolution": _json(resolution), ":open": _s("open")},
+            "ExpressionAttributeValues": {":status": a.s(status), ":resolution": a.as_json(resolution), ":open": a.s("open")},
         }
 
     def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
@@ -318,9 +296,9 @@ class Store:
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
             "ExpressionAttributeValues": {
-                ":pk": _s(run_pk(run_id)),
-                ":lo": _s(event_sk(max(after_sequence + 1, 0))),
-                ":hi": _s(event_sk(10**12 - 1)),
+                ":pk": a.s(run_pk(run_id)),
+                ":lo": a.s(event_sk(max(after_sequence + 1, 0))),
+                ":hi": a.s(event_sk(10**12 - 1)),
             },
         }
         out: list[dict[str, Any]] = []

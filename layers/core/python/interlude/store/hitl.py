@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from .. import wiring
 from ..interrupts.correlation import correlation_hash
 from ..model.run import OpenInterrupt
+from . import attributes as a
 
 SETTINGS_SK = "SETTINGS"
 CLOSED_WAITER_TTL_S = 24 * 3600
@@ -32,16 +33,7 @@ def _epoch(iso_text: str) -> int:
     return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
 
 
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
 
-
-def _n(value: int | float) -> dict[str, str]:
-    return {"N": str(value)}
-
-
-def _json(value: Any) -> dict[str, str]:
-    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
 
 
 def tenant_pk(tenant: str) -> str:
@@ -61,7 +53,7 @@ def waiter_key(tenant: str, interrupt: OpenInterrupt) -> dict[str, Any] | None:
         return None
     data = interrupt.payload["data"]
     hash_ = correlation_hash(data["eventType"], data["correlation"])
-    return {"pk": _s(events_pk(tenant, hash_)), "sk": _s(f"W#{interrupt.interruptId}")}
+    return {"pk": a.s(events_pk(tenant, hash_)), "sk": a.s(f"W#{interrupt.interruptId}")}
 
 
 def transition_items(table: str, transition: Any, now_iso: str) -> list[tuple[str, dict[str, Any]]]:
@@ -73,10 +65,10 @@ def transition_items(table: str, transition: Any, now_iso: str) -> list[tuple[st
         if key is not None:
             item = {
                 **key,
-                "runId": _s(state.runId),
-                "nodeId": _s(interrupt.nodeId),
-                "interruptKey": _s(interrupt.key),
-                "raisedAt": _s(interrupt.raisedAt),
+                "runId": a.s(state.runId),
+                "nodeId": a.s(interrupt.nodeId),
+                "interruptKey": a.s(interrupt.key),
+                "raisedAt": a.s(interrupt.raisedAt),
             }
             items.append((key["sk"]["S"], {"Put": {"TableName": table, "Item": item}}))
     for closed in transition.closed:
@@ -89,15 +81,15 @@ def transition_items(table: str, transition: Any, now_iso: str) -> list[tuple[st
                 "Key": key,
                 "UpdateExpression": "SET closedAt = :at, #ttl = :ttl",
                 "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
-                "ExpressionAttributeValues": {":at": _s(now_iso), ":ttl": _n(_epoch(now_iso) + CLOSED_WAITER_TTL_S)},
+                "ExpressionAttributeValues": {":at": a.s(now_iso), ":ttl": a.n(_epoch(now_iso) + CLOSED_WAITER_TTL_S)},
             }
             items.append((key["sk"]["S"], {"Update": update}))
     for conversation_id in getattr(transition, "claims", ()):
         item = {
-            "pk": _s(conversation_pk(state.tenant, conversation_id)),
-            "sk": _s("CONV"),
-            "runId": _s(state.runId),
-            "createdAt": _s(now_iso),
+            "pk": a.s(conversation_pk(state.tenant, conversation_id)),
+            "sk": a.s("CONV"),
+            "runId": a.s(state.runId),
+            "createdAt": a.s(now_iso),
         }
         # Tenant-unique: a second conversation with this id in the tenant cannot be written.
         put = {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
@@ -119,7 +111,7 @@ def decode_cursor(cursor: str) -> dict[str, Any] | None:
     names = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
     if not isinstance(plain, dict) or set(plain) != names or not all(isinstance(v, str) for v in plain.values()):
         return None
-    return {k: _s(v) for k, v in plain.items()}
+    return {k: a.s(v) for k, v in plain.items()}
 
 
 class HitlStore:
@@ -130,7 +122,7 @@ class HitlStore:
     # -- tenant settings and credential grants -------------------------------------------------------
 
     def get_settings(self, tenant: str) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(SETTINGS_SK)})
+        got = self.client.get_item(TableName=self.table, Key={"pk": a.s(tenant_pk(tenant)), "sk": a.s(SETTINGS_SK)})
         item = got.get("Item")
         return json.loads(item["settings"]["S"]) if item else None
 
@@ -138,17 +130,17 @@ class HitlStore:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "pk": _s(tenant_pk(tenant)),
-                "sk": _s(SETTINGS_SK),
-                "settings": _json(settings),
-                "updatedAt": _s(at),
-                "updatedBy": _s(by),
+                "pk": a.s(tenant_pk(tenant)),
+                "sk": a.s(SETTINGS_SK),
+                "settings": a.as_json(settings),
+                "updatedAt": a.s(at),
+                "updatedBy": a.s(by),
             },
         )
 
     def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
         got = self.client.get_item(
-            TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(f"CRED#{provider}")}
+            TableName=self.table, Key={"pk": a.s(tenant_pk(tenant)), "sk": a.s(f"CRED#{provider}")}
         )
         item = got.get("Item")
         return frozenset(json.loads(item["scopes"]["S"])) if item else None
@@ -157,16 +149,16 @@ class HitlStore:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "pk": _s(tenant_pk(tenant)),
-                "sk": _s(f"CRED#{provider}"),
-                "scopes": _json(sorted(set(scopes))),
-                "grantedAt": _s(at),
-                "grantedBy": _s(by),
+                "pk": a.s(tenant_pk(tenant)),
+                "sk": a.s(f"CRED#{provider}"),
+                "scopes": a.as_json(sorted(set(scopes))),
+                "grantedAt": a.s(at),
+                "grantedBy": a.s(by),
             },
         )
 
     def delete_grant(self, tenant: str, provider: str) -> None:
-        self.client.delete_item(TableName=self.table, Key={"pk": _s(tenant_pk(tenant)), "sk": _s(f"CRED#{provider}")})
+        self.client.delete_item(TableName=self.table, Key={"pk": a.s(tenant_pk(tenant)), "sk": a.s(f"CRED#{provider}")})
 
     # -- external events --------------------------------------------------------------------------
 
@@ -175,11 +167,11 @@ class HitlStore:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "pk": _s(events_pk(tenant, hash_)),
-                "sk": _s(sk),
-                "record": _json(record),
-                "expiresAt": _n(expires_at),
-                wiring.TTL_ATTRIBUTE: _n(expires_at),
+                "pk": a.s(events_pk(tenant, hash_)),
+                "sk": a.s(sk),
+                "record": a.as_json(record),
+                "expiresAt": a.n(expires_at),
+                wiring.TTL_ATTRIBUTE: a.n(expires_at),
             },
             ConditionExpression="attribute_not_exists(sk)",
         )
@@ -189,7 +181,7 @@ class HitlStore:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-            "ExpressionAttributeValues": {":pk": _s(pk), ":p": _s(prefix)},
+            "ExpressionAttributeValues": {":pk": a.s(pk), ":p": a.s(prefix)},
             # Strongly consistent: an event written before this read, or a waiter committed before it, is seen.
             "ConsistentRead": True,
         }
@@ -222,10 +214,10 @@ class HitlStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": _s(events_pk(tenant, hash_)), "sk": _s(sk)},
+                Key={"pk": a.s(events_pk(tenant, hash_)), "sk": a.s(sk)},
                 UpdateExpression="SET consumedBy = :by",
                 ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
-                ExpressionAttributeValues={":by": _s(interrupt_id)},
+                ExpressionAttributeValues={":by": a.s(interrupt_id)},
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
@@ -249,14 +241,14 @@ class HitlStore:
             "IndexName": index.name,
             "KeyConditionExpression": "#gpk = :gpk",
             "ExpressionAttributeNames": {"#gpk": index.partition_key},
-            "ExpressionAttributeValues": {":gpk": _s(f"T#{tenant}#INBOX")},
+            "ExpressionAttributeValues": {":gpk": a.s(f"T#{tenant}#INBOX")},
             "ScanIndexForward": False,
             "Limit": limit,
         }
         conditions = []
         for i, (name, value) in enumerate(sorted(filters.items())):
             kwargs["ExpressionAttributeNames"][f"#f{i}"] = name
-            kwargs["ExpressionAttributeValues"][f":f{i}"] = _s(value)
+            kwargs["ExpressionAttributeValues"][f":f{i}"] = a.s(value)
             conditions.append(f"#f{i} = :f{i}")
         if conditions:
             kwargs["FilterExpression"] = " AND ".join(conditions)

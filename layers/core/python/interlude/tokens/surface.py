@@ -136,19 +136,7 @@ class TokenSurface:
         self, principal: Principal, run_id: str, node_id: str, intent: Intent, lifetime_s: int | None = None
     ) -> dict[str, Any]:
         state, _ = self.service.load_run(principal.tenant, run_id)
-        interrupt = state.interrupts.get(node_id)
-        if interrupt is None:
-            definition = self.service.workflow(state.tenant, state.workflowId, state.workflowVersion)
-            if node_id not in {n.id for n in definition.nodes}:
-                raise ApiError("not_found", f"the run has no node {node_id!r}")
-            ns = state.nodes.get(node_id)
-            if state.terminal or (ns is not None and ns.visits > 0 and ns.status != "queued"):
-                raise ApiError(
-                    "interrupt_already_resolved",
-                    f"node {node_id!r} holds no open interrupt (run {state.status})",
-                    {"runStatus": state.status},
-                )
-            raise ApiError("not_found", f"node {node_id!r} has not raised an interrupt")
+        interrupt = self.service.open_interrupt(state, node_id)
         token, expires_at = interrupt_token(
             self.ring(), run_id, interrupt, self.now(), intent, lifetime_s, minter=principal.key_id
         )
