@@ -52,6 +52,8 @@ def attr_size(value: dict) -> int:
         return 3 + sum(len(k.encode()) + attr_size(x) + 1 for k, x in v.items())
     if kind == "L":
         return 3 + sum(attr_size(x) + 1 for x in v)
+    if kind == "B":
+        return len(v)
     if kind == "BOOL" or kind == "NULL":
         return 1
     return len(str(v))

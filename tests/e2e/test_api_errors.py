@@ -4,6 +4,7 @@ the registered code, the details a client acts on — and never a 500."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import uuid
@@ -687,6 +688,10 @@ def test_an_unserved_method_on_a_known_path_is_method_not_allowed(client: Api, m
 # -- hostile inputs that currently crash the handler ---------------------------------------------------
 
 
+# Random text: stored documents are deflated, so a repetitive blob would fit in an item.
+INCOMPRESSIBLE_900K = secrets.token_urlsafe(675_000)
+
+
 def hostile_cases() -> list[Any]:
     return [
         pytest.param(
@@ -699,7 +704,7 @@ def hostile_cases() -> list[Any]:
             "createRun", {"inputs": {"deep": nested(300)}}, {400}, "validation_error", id="inputs-nested-300-deep",
         ),
         pytest.param(
-            "createRun", {"inputs": {"blob": "x" * 900_000}}, {400, 413}, None, id="inputs-over-the-item-limit",
+            "createRun", {"inputs": {"blob": INCOMPRESSIBLE_900K}}, {400, 413}, None, id="inputs-over-the-item-limit",
         ),
         pytest.param(
             "putWorkflow", {"nodes": [{"id": "a", "typeId": "core.transform", "config": {"outputs": nested(300)}}]},

@@ -95,14 +95,14 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(service,
     state = service.create_run(admin, {"workflowId": workflow})
     service.resolve_interrupt(admin, state.runId, "gate", {"action": "reject"})
     service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
-    before = sorted(json.dumps(i, sort_keys=True) for i in all_items())
+    before = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
     records = stream_records()
     assert len([r for r in records if r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")]) == 3
     doubled = records * 2
     random.Random(7).shuffle(doubled)
     result = lambda_runtime.invoke("dispatch", {"Records": doubled})
     assert result == {"batchItemFailures": []}
-    after = sorted(json.dumps(i, sort_keys=True) for i in all_items())
+    after = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
     assert after == before
 
 

@@ -8,7 +8,6 @@ second time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from . import wiring
 from .delivery.outbox import callback_notices
 from .hitl import resolve_kept_events
 from .service import Service
+from .store.attributes import unpacked
 from .timeouts import outbox as deadline_schedules
 
 # (service, run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
@@ -41,8 +41,7 @@ def is_event_insert(record: dict[str, Any]) -> bool:
 
 def events_of(record: dict[str, Any]) -> list[dict[str, Any]]:
     image = (record.get("dynamodb") or {}).get("NewImage") or {}
-    raw = (image.get("events") or {}).get("S")
-    return json.loads(raw) if raw else []
+    return unpacked(image["events"]) if "events" in image else []
 
 
 def handle_record(service: Service, record: dict[str, Any], outbox: tuple[OutboxHandler, ...] = OUTBOX) -> None:

@@ -7,22 +7,20 @@ interrupts/decide.py. Rules and their reasons: docs/decisions.md, "Issue 3".
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from . import wiring
 from .auth import Principal
 from .engine.run import iso
 from .errors import ApiError
-from .ids import AUTHOR_ID_RE, TENANT_BOUND_RE, mint_opaque, tenant_of
+from .ids import AUTHOR_ID_RE, from_wire, mint_opaque, tenant_of
 from .interrupts.correlation import correlation_hash
 from .interrupts.decide import Resolver, eligible
 from .interrupts.secrets import credential_material
 from .model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
 from .model.run import OpenInterrupt
-from .store.hitl import HitlStore, decode_cursor, encode_cursor
+from .store.hitl import HitlStore
 
 if TYPE_CHECKING:
     from .service import Service
@@ -235,56 +233,37 @@ def inbox(service: Service, principal: Principal, query: dict[str, str]) -> dict
             raise ApiError("validation_error", "workflowId is malformed", {"field": "workflowId"})
         filters["workflowId"] = query["workflowId"]
     if "runId" in query:
-        run_id = query["runId"].replace("~2F", "/").replace("%2F", "/")
-        if not TENANT_BOUND_RE.match(run_id):
-            raise ApiError("validation_error", "runId is not a tenant-bound id", {"field": "runId"})
+        run_id = from_wire(query["runId"])
         if tenant_of(run_id) != principal.tenant:
             raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
         filters["runId"] = run_id
-    start = None
-    if query.get("cursor"):
-        start = decode_cursor(query["cursor"])
-        if start is None or start[wiring.INBOX_INDEX.partition_key]["S"] != f"T#{principal.tenant}#INBOX":
-            raise ApiError("validation_error", "cursor is not one this inbox issued", {"field": "cursor"})
     resolver = Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
     hitl = store_of(service)
     out: list[dict[str, Any]] = []
-    cursor: str | None = None
+    cursor = query.get("cursor")
     for _ in range(MAX_INBOX_QUERIES):
-        items, last = hitl.inbox_page(principal.tenant, min(MAX_INBOX_LIMIT, limit * 2), start, filters)
-        for i, item in enumerate(items):
-            if "deadline" in item and float(item["deadline"]["N"]) <= service.clock().timestamp():
+        try:
+            entries, next_cursor = hitl.inbox_page(principal.tenant, min(MAX_INBOX_LIMIT, limit * 2), cursor, filters)
+        except ValueError:
+            raise ApiError("validation_error", "cursor is not one this inbox issued", {"field": "cursor"}) from None
+        for i, entry in enumerate(entries):
+            if entry.get("deadline") is not None and float(entry["deadline"]) <= service.clock().timestamp():
                 # Past its deadline: timed out, not pending. Reading the run records the timeout if nobody has.
                 with contextlib.suppress(ApiError):
-                    service.load_run(principal.tenant, item["runId"]["S"])
+                    service.load_run(principal.tenant, entry["runId"])
                 continue
-            payload = json.loads(item["payload"]["S"])
-            votes = json.loads(item["votes"]["S"]) if "votes" in item else []
-            if not _may_decide(item["kind"]["S"], payload, votes, resolver):
+            if not _may_decide(entry["kind"], entry["payload"], entry["votes"], resolver):
                 continue
             out.append(
                 {
-                    "interruptId": item["interruptId"]["S"],
-                    "runId": item["runId"]["S"],
-                    "nodeId": item["nodeId"]["S"],
-                    "workflowId": item["workflowId"]["S"],
-                    "kind": item["kind"]["S"],
-                    "raisedAt": item["raisedAt"]["S"],
-                    "payload": payload,
-                    "votes": _vote_view(votes),
+                    **{k: entry[k] for k in ("interruptId", "runId", "nodeId", "workflowId", "kind", "raisedAt", "payload")},
+                    "votes": _vote_view(entry["votes"]),
                 }
             )
             if len(out) == limit:
-                more = i < len(items) - 1 or last is not None
-                names = (
-                    wiring.PARTITION_KEY,
-                    wiring.SORT_KEY,
-                    wiring.INBOX_INDEX.partition_key,
-                    wiring.INBOX_INDEX.sort_key,
-                )
-                cursor = encode_cursor({n: item[n] for n in names}) if more else None
-                return {"interrupts": out, "nextCursor": cursor}
-        if last is None:
+                more = i < len(entries) - 1 or next_cursor is not None
+                return {"interrupts": out, "nextCursor": entry["cursor"] if more else None}
+        if next_cursor is None:
             return {"interrupts": out, "nextCursor": None}
-        start = last
-    return {"interrupts": out, "nextCursor": encode_cursor(start) if start else None}
+        cursor = next_cursor
+    return {"interrupts": out, "nextCursor": cursor}

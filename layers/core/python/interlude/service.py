@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -402,7 +401,7 @@ class Service:
                     raise ApiError(
                         "interrupt_already_resolved",
                         "another decision resolved this interrupt first",
-                        {"resolution": json.loads(old["resolution"]) if old.get("resolution") else None},
+                        {"resolution": old.get("resolution")},
                     ) from None
                 state, version = self.load_run(state.tenant, state.runId)
         raise ApiError("runner_unavailable", "the run kept changing while resolving; retry")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import os
+import signal
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -68,6 +69,11 @@ def invoke(name: str, event: dict[str, Any]) -> Any:
     return entry(event, LambdaContext(function_name=f"interlude-{name}", memory_limit_in_mb=fn.memory_mb))
 
 
+def _ignore_interrupts() -> None:
+    # Ctrl-C reaches the whole process group; the stack stops its instances itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class InstancePool:
     """Concurrent invocations of one function, each in its own process, as Lambda runs separate instances.
 
@@ -81,7 +87,7 @@ class InstancePool:
     def __init__(self, name: str, size: int | None = None) -> None:
         self.name = name
         size = size or int(os.environ.get(self.SIZE_ENV, "4"))
-        self._pool = multiprocessing.get_context("spawn").Pool(processes=size)
+        self._pool = multiprocessing.get_context("spawn").Pool(processes=size, initializer=_ignore_interrupts)
 
     def invoke(self, event: dict[str, Any]) -> Any:
         return self._pool.apply(invoke, (self.name, event))

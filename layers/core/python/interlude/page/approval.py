@@ -216,10 +216,11 @@ def render_open(view: View, *, style_nonce: str, csrf_field: str | None, error: 
 
 def _kind_words(payload: Mapping[str, Any]) -> str:
     return {
-        "approval": "Approval needed",
-        "clarification": "Your answer is needed",
+        # Nouns, not "needed": the same heading stands above the outcome once it is decided.
+        "approval": "Approval request",
+        "clarification": "Question",
         "external-event": "Waiting for an event",
-    }.get(str(payload.get("kind")), "Input needed")
+    }.get(str(payload.get("kind")), "Request")
 
 
 def _facts(view: View) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from typing import Any
 
 Item = dict[str, dict[str, Any]]
@@ -21,12 +23,31 @@ def as_json(value: Any) -> dict[str, str]:
 
 
 def plain(item: Item) -> dict[str, Any]:
-    """A low-level item as plain Python: strings stay strings, numbers become int or float."""
+    """A low-level item as plain Python: numbers become int or float, packed documents are unpacked."""
     out: dict[str, Any] = {}
     for name, typed in item.items():
         ((kind, value),) = typed.items()
         if kind == "N":
             out[name] = int(value) if value.lstrip("-").isdigit() else float(value)
+        elif kind == "B":
+            out[name] = unpacked(typed)
         else:
             out[name] = value
     return out
+
+
+def packed(value: Any) -> dict[str, bytes]:
+    """Compact JSON, deflated, as a binary attribute: the large documents (run state, event batches,
+    interrupt payloads) shrink about threefold, and DynamoDB bills writes per started kilobyte, twice
+    inside a transaction."""
+    return {"B": zlib.compress(json.dumps(value, separators=(",", ":"), sort_keys=True).encode(), 6)}
+
+
+def unpacked(attribute: dict[str, Any]) -> Any:
+    """Read a `packed` attribute (bytes from boto3, base64 text in a Lambda stream event) or a JSON string."""
+    if "S" in attribute:
+        return json.loads(attribute["S"])
+    raw = attribute["B"]
+    if isinstance(raw, str):
+        raw = base64.b64decode(raw)
+    return json.loads(zlib.decompress(raw))

@@ -46,7 +46,11 @@ MAX_ITEM_BYTES = 380_000
 
 
 def approximate_size(item: a.Item) -> int:
-    return sum(len(name) + len(next(iter(value.values())).encode("utf-8", "surrogatepass")) for name, value in item.items() if isinstance(next(iter(value.values())), str))
+    size = 0
+    for name, typed in item.items():
+        value = next(iter(typed.values()))
+        size += len(name) + (len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8", "surrogatepass")))
+    return size
 
 
 @dataclass
@@ -160,7 +164,7 @@ class Store:
         item = got.get("Item")
         if not item:
             return None
-        return RunState.model_validate_json(item["state"]["S"]), int(item["version"]["N"])
+        return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
 
     def commit(
         self, transition: Transition, expected_version: int | None, now_iso: str | None = None
@@ -178,7 +182,7 @@ class Store:
             "version": a.n(version),
             "status": a.s(state.status),
             "workflowId": a.s(state.workflowId),
-            "state": {"S": state.model_dump_json()},
+            "state": a.packed(state.model_dump(mode="json")),
         }
         items: list[tuple[str, dict[str, Any]]] = []
         if expected_version is None:
@@ -203,7 +207,7 @@ class Store:
                 "sk": a.s(sk),
                 "first": a.n(first_seq),
                 "last": a.n(state.nextSeq - 1),
-                "events": a.as_json(docs),
+                "events": a.packed(docs),
             }
             items.append((sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}))
         for interrupt in transition.opened:
@@ -256,7 +260,7 @@ class Store:
             "kind": a.s(interrupt.kind),
             "runId": a.s(state.runId),
             "workflowId": a.s(state.workflowId),
-            "payload": a.as_json(interrupt.payload),
+            "payload": a.packed(interrupt.payload),
             "raisedAt": a.s(interrupt.raisedAt),
             wiring.INBOX_INDEX.partition_key: a.s(f"T#{state.tenant}#INBOX"),
             wiring.INBOX_INDEX.sort_key: a.s(f"{interrupt.raisedAt}#{interrupt.interruptId}"),
@@ -287,7 +291,7 @@ class Store:
             "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": {":status": a.s(status), ":resolution": a.as_json(resolution), ":open": a.s("open")},
+            "ExpressionAttributeValues": {":status": a.s(status), ":resolution": a.packed(resolution), ":open": a.s("open")},
         }
 
     def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
@@ -305,7 +309,7 @@ class Store:
         while True:
             got = self.client.query(**kwargs)
             for item in got.get("Items") or []:
-                out.extend(e for e in json.loads(item["events"]["S"]) if e["sequence"] > after_sequence)
+                out.extend(e for e in a.unpacked(item["events"]) if e["sequence"] > after_sequence)
             if limit is not None and len(out) >= limit:
                 return out[:limit]
             if "LastEvaluatedKey" not in got:

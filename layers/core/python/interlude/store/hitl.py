@@ -231,10 +231,19 @@ class HitlStore:
         self,
         tenant: str,
         limit: int,
-        start_key: dict[str, Any] | None,
+        cursor: str | None,
         filters: dict[str, str],
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """One Query of the inbox index, newest first; filters (kind, workflowId, runId) apply server-side."""
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One Query of the inbox index, newest first; filters (kind, workflowId, runId) apply server-side.
+
+        Returns the open interrupts as plain documents, each with the cursor that resumes after it, and the
+        cursor after the page. A cursor this tenant's inbox did not issue raises ValueError.
+        """
+        start_key = None
+        if cursor is not None:
+            start_key = decode_cursor(cursor)
+            if start_key is None or start_key[wiring.INBOX_INDEX.partition_key]["S"] != f"T#{tenant}#INBOX":
+                raise ValueError("cursor is not one this inbox issued")
         index = wiring.INBOX_INDEX
         kwargs: dict[str, Any] = {
             "TableName": self.table,
@@ -255,4 +264,17 @@ class HitlStore:
         if start_key is not None:
             kwargs["ExclusiveStartKey"] = start_key
         got = self.client.query(**kwargs)
-        return got.get("Items") or [], got.get("LastEvaluatedKey")
+        last = got.get("LastEvaluatedKey")
+        return [_inbox_entry(item) for item in got.get("Items") or []], encode_cursor(last) if last else None
+
+
+CURSOR_KEYS = (wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key)
+
+
+def _inbox_entry(item: a.Item) -> dict[str, Any]:
+    entry = a.plain({k: v for k, v in item.items() if k not in CURSOR_KEYS})
+    entry.setdefault("votes", [])
+    if isinstance(entry["votes"], str):
+        entry["votes"] = json.loads(entry["votes"])
+    entry["cursor"] = encode_cursor({k: item[k] for k in CURSOR_KEYS})
+    return entry
