@@ -37,7 +37,7 @@ layer:
 	bash scripts/build_layer.sh
 
 bench: venv
-	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) cdk.out .interlude .pytest_cache

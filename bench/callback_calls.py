@@ -28,6 +28,7 @@ os.environ.update(
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
+from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -44,31 +45,16 @@ FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures
 COUNTED = ("dynamodb", "sqs", "secretsmanager")
 
 
-class Calls:
-    def __init__(self) -> None:
-        self.counter: Counter[str] = Counter()
-        boto3.setup_default_session()
-        boto3.DEFAULT_SESSION.events.register("before-call", self._count)
 
-    def _count(self, model, **_):
-        service = model.service_model.endpoint_prefix
-        if service in COUNTED:
-            self.counter[f"{service}:{model.name}"] += 1
-
-    def take(self) -> Counter[str]:
-        taken, self.counter = self.counter, Counter()
-        return taken
-
-
-def fmt(c: Counter[str]) -> str:
-    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
 
 
 def main() -> None:
     receiver = Receiver().start()
     with mock_aws():
         # moto resets boto3's default session when it starts: count on the session it leaves in place.
-        calls = Calls()
+        boto3.setup_default_session()
+        calls = Calls(services=COUNTED, qualified=True)
+        calls.watch(boto3.DEFAULT_SESSION)
         create_table(boto3.client("dynamodb"), TABLE)
         urls = create_queues(boto3.client("sqs"), "bench")
         export_queue_urls(urls)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 os.environ.update(
@@ -16,6 +15,7 @@ os.environ.update(
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
+from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -28,21 +28,7 @@ from interlude.store import Store, create_table  # noqa: E402
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
 
 
-class Calls:
-    def __init__(self, client) -> None:
-        self.counter: Counter[str] = Counter()
-        client.meta.events.register("before-call.dynamodb", self._count)
 
-    def _count(self, model, **_):
-        self.counter[model.name] += 1
-
-    def take(self) -> Counter[str]:
-        taken, self.counter = self.counter, Counter()
-        return taken
-
-
-def fmt(c: Counter[str]) -> str:
-    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
 
 
 def main() -> None:

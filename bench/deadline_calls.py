@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 os.environ.update(
@@ -19,6 +18,7 @@ os.environ.update(
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
+from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import clock, wiring  # noqa: E402
@@ -32,22 +32,7 @@ from interlude.timeouts import scheduler as scheduler_module  # noqa: E402
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures"
 
 
-class Calls:
-    def __init__(self, *clients) -> None:
-        self.counter: Counter[str] = Counter()
-        for client in clients:
-            client.meta.events.register("before-call", self._count)
 
-    def _count(self, model, **_):
-        self.counter[f"{model.service_model.service_name}:{model.name}"] += 1
-
-    def take(self) -> Counter[str]:
-        taken, self.counter = self.counter, Counter()
-        return taken
-
-
-def fmt(c: Counter[str]) -> str:
-    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
 
 
 def main() -> None:
@@ -63,7 +48,7 @@ def main() -> None:
         service = Service(Store("bench", client))
         sched = scheduler_module.Scheduler(scheduler_module.SchedulerSettings.from_env())
         scheduler_module._cached = (sched.settings, sched)
-        calls = Calls(client, sched.client)
+        calls = Calls(client, sched.client, qualified=True)
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         principal = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads((FIXTURES / "conformance-approval-timeout.json").read_text())

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import time
-from collections import Counter
 from pathlib import Path
 
 os.environ.update(
@@ -20,6 +19,7 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
 from aws_lambda_powertools.utilities import parameters  # noqa: E402
+from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -37,23 +37,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures
 SECRET = "bench/token-keys"
 
 
-class Calls:
-    def __init__(self) -> None:
-        self.counter: Counter[str] = Counter()
 
-    def watch(self, client, service: str) -> None:
-        client.meta.events.register(f"before-call.{service}", self._count)
-
-    def _count(self, model, **_):
-        self.counter[model.name] += 1
-
-    def take(self) -> Counter[str]:
-        taken, self.counter = self.counter, Counter()
-        return taken
-
-
-def fmt(c: Counter[str]) -> str:
-    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
 
 
 def per_call_us(fn, n: int) -> float:
@@ -68,11 +52,11 @@ def main() -> None:
         calls = Calls()
         dynamo = boto3.client("dynamodb")
         secrets = boto3.client("secretsmanager")
-        calls.watch(dynamo, "dynamodb")
+        calls.watch(dynamo)
         create_table(dynamo, "bench")
         ensure_key_ring(SECRET, client=secrets)
         provider = parameters.SecretsProvider(boto3_client=secrets)
-        calls.watch(secrets, "secrets-manager")
+        calls.watch(secrets)
         service = Service(Store("bench", dynamo))
         surface = TokenSurface(service, lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))

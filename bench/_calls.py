@@ -1,0 +1,35 @@
+"""Counting the AWS calls a bench makes (a hook on botocore's before-call event), and printing them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+class Calls:
+    """Count calls made through the watched clients (or a whole session), optionally only some services."""
+
+    def __init__(self, *clients: Any, services: tuple[str, ...] | None = None, qualified: bool = False) -> None:
+        self.counter: Counter[str] = Counter()
+        self.services = services
+        self.qualified = qualified
+        for client in clients:
+            self.watch(client)
+
+    def watch(self, emitter: Any) -> None:
+        """A client, or a boto3 Session (its events object) to count every client it makes."""
+        events = emitter.meta.events if hasattr(emitter, "meta") else emitter.events
+        events.register("before-call", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        service = model.service_model.endpoint_prefix
+        if self.services is None or service in self.services:
+            self.counter[f"{model.service_model.service_name}:{model.name}" if self.qualified else model.name] += 1
+
+    def take(self) -> Counter[str]:
+        taken, self.counter = self.counter, Counter()
+        return taken
+
+
+def fmt(c: Counter[str]) -> str:
+    return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
