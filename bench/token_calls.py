@@ -18,8 +18,8 @@ os.environ.update(
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
-from aws_lambda_powertools.utilities import parameters  # noqa: E402
 from _calls import Calls, fmt  # noqa: E402
+from aws_lambda_powertools.utilities import parameters  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
