@@ -9,13 +9,7 @@ import pytest
 
 from interlude import wiring
 from interlude.delivery.settings import DEFAULT_TOTAL_TIMEOUT_S, DEV_ALLOW_LOOPBACK_ENV, PUBLIC_BASE_URL_ENV
-from tests.infra.test_stack import _actions_on, _as_list, _statements_of_role
-from tests.infra.test_stack import synth as synth_fixture  # noqa: F401 - the module-scoped synthesis
-
-
-@pytest.fixture(scope="module")
-def synth(synth_fixture):  # noqa: F811 - the synthesized stack, shared with tests/infra/test_stack.py's fixture
-    return synth_fixture
+from tests.infra.support import actions_on, as_list, statements_of_role
 
 
 def queue_id(synth, name: str) -> str:
@@ -24,7 +18,7 @@ def queue_id(synth, name: str) -> str:
 
 def role_statements(synth, function_name: str) -> list[dict]:
     role_id = synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    return _statements_of_role(synth, role_id)
+    return statements_of_role(synth, role_id)
 
 
 def env_of(synth, function_name: str) -> dict:
@@ -91,11 +85,11 @@ def test_queue_actions_of_every_role_are_exactly_wirings(synth, spec):
         if queue.name == spec.consumes:
             expected |= set(wiring.QUEUE_CONSUME_ACTIONS)
         # Then they are exactly what wiring declares (dispatch: SendMessage on the callback queue only)
-        assert _actions_on(statements, {"Fn::GetAtt": [queue_id(synth, queue.name), "Arn"]}) == expected, queue.name
+        assert actions_on(statements, {"Fn::GetAtt": [queue_id(synth, queue.name), "Arn"]}) == expected, queue.name
     # And no SQS action is granted on "*"
     for statement in statements:
-        if any(a.startswith("sqs:") for a in _as_list(statement["Action"])):
-            assert "*" not in _as_list(statement["Resource"])
+        if any(a.startswith("sqs:") for a in as_list(statement["Action"])):
+            assert "*" not in as_list(statement["Resource"])
 
 
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
@@ -105,16 +99,16 @@ def test_webhook_secret_actions_cover_exactly_the_tenant_secret_prefix(synth, sp
     on_prefix = [
         s
         for s in role_statements(synth, spec.name)
-        for r in _as_list(s["Resource"])
+        for r in as_list(s["Resource"])
         if "Fn::Join" in r and r["Fn::Join"][1][-1] == f":secret:{prefix}*"
     ]
-    granted = {a for s in on_prefix for a in _as_list(s["Action"])}
+    granted = {a for s in on_prefix for a in as_list(s["Action"])}
     declared = {a for key, actions in spec.secret_grants if key == "WEBHOOK_SECRET_PREFIX" for a in actions}
     # Then only the declared function holds them, with exactly the declared actions
     assert granted == declared
     if declared:
         (statement,) = on_prefix
-        (resource,) = _as_list(statement["Resource"])
+        (resource,) = as_list(statement["Resource"])
         assert resource["Fn::Join"][1][:2] == ["arn:", {"Ref": "AWS::Partition"}]
 
 

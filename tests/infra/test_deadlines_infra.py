@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlude import clock, wiring
-from tests.infra.test_stack import _as_list, _statements_of_role, synth  # noqa: F401 - the module's synth fixture
+from tests.infra.support import as_list, statements_of_role
 
 
 def _role_of(synth, function_name: str) -> str:  # noqa: F811
@@ -40,8 +40,8 @@ def test_the_scheduler_role_may_invoke_exactly_the_timeouts_function_and_write_i
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
     # And it carries exactly two grants: invoke the target function, send to the dead-letter queue
-    statements = _statements_of_role(synth, ids["role"])
-    granted = sorted((a, str(r)) for s in statements for a in _as_list(s["Action"]) for r in _as_list(s["Resource"]))
+    statements = statements_of_role(synth, ids["role"])
+    granted = sorted((a, str(r)) for s in statements for a in as_list(s["Action"]) for r in as_list(s["Resource"]))
     assert granted == sorted(
         [
             ("lambda:InvokeFunction", str({"Fn::GetAtt": [ids["target"], "Arn"]})),
@@ -92,21 +92,21 @@ def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_sche
         ]
     }
     for spec in wiring.FUNCTIONS:
-        statements = _statements_of_role(synth, _role_of(synth, spec.name))
-        scheduler = [s for s in statements if any(a.startswith("scheduler:") for a in _as_list(s["Action"]))]
-        passing = [s for s in statements if "iam:PassRole" in _as_list(s["Action"])]
+        statements = statements_of_role(synth, _role_of(synth, spec.name))
+        scheduler = [s for s in statements if any(a.startswith("scheduler:") for a in as_list(s["Action"]))]
+        passing = [s for s in statements if "iam:PassRole" in as_list(s["Action"])]
         if spec.name not in wiring.SCHEDULES.managers:
             assert scheduler == [], spec.name
             assert passing == [], spec.name
             continue
         # Exactly CreateSchedule/DeleteSchedule, only on the deployment's own group's schedules
         (statement,) = scheduler
-        assert sorted(_as_list(statement["Action"])) == sorted(wiring.SCHEDULE_ACTIONS)
-        assert _as_list(statement["Resource"]) == [schedules_arn]
+        assert sorted(as_list(statement["Action"])) == sorted(wiring.SCHEDULE_ACTIONS)
+        assert as_list(statement["Resource"]) == [schedules_arn]
         # And PassRole on exactly the execution role, only towards the scheduler
         (passrole,) = passing
-        assert _as_list(passrole["Action"]) == ["iam:PassRole"]
-        assert _as_list(passrole["Resource"]) == [{"Fn::GetAtt": [ids["role"], "Arn"]}]
+        assert as_list(passrole["Action"]) == ["iam:PassRole"]
+        assert as_list(passrole["Resource"]) == [{"Fn::GetAtt": [ids["role"], "Arn"]}]
         assert passrole["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 
 

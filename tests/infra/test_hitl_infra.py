@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from interlude import wiring
-from tests.infra.test_stack import _actions_on, _statements_of_role, synth  # noqa: F401 - the module fixture
+from tests.infra.support import actions_on, statements_of_role
 
 ISSUE3_ROUTES = {
     ("GET", "/interrupts", "approvals:respond"),
@@ -40,7 +40,7 @@ def test_issue3_routes_are_declared_with_their_scopes_and_served_by_the_api(synt
 @pytest.mark.parametrize("name", [n for n in COMMITTERS if n in {f.name for f in wiring.FUNCTIONS}])
 def test_committers_hold_what_waiters_and_claims_need_and_no_delete_for_them(synth, name):  # noqa: F811
     role_id = synth.resources[synth.function_id(name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    actions = _actions_on(_statements_of_role(synth, role_id), {"Fn::GetAtt": [synth.table_id(), "Arn"]})
+    actions = actions_on(statements_of_role(synth, role_id), {"Fn::GetAtt": [synth.table_id(), "Arn"]})
     assert {"dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions
     if name != "api":
         assert "dynamodb:DeleteItem" not in actions
@@ -50,9 +50,9 @@ def test_the_api_queries_the_inbox_index_and_the_outbox_queries_kept_events(synt
     table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
     index_arn = {"Fn::Join": ["", [table_arn, f"/index/{wiring.INBOX_INDEX.name}"]]}
     api_role = synth.resources[synth.function_id("api")]["Properties"]["Role"]["Fn::GetAtt"][0]
-    assert "dynamodb:Query" in _actions_on(_statements_of_role(synth, api_role), index_arn)
+    assert "dynamodb:Query" in actions_on(statements_of_role(synth, api_role), index_arn)
     dispatch_role = synth.resources[synth.function_id("dispatch")]["Properties"]["Role"]["Fn::GetAtt"][0]
-    assert "dynamodb:Query" in _actions_on(_statements_of_role(synth, dispatch_role), table_arn)
+    assert "dynamodb:Query" in actions_on(statements_of_role(synth, dispatch_role), table_arn)
 
 
 def test_kept_events_expire_through_the_tables_ttl_and_the_inbox_index_projects_everything(synth):  # noqa: F811

@@ -7,13 +7,7 @@ import pytest
 
 from interlude import wiring
 from interlude.tokens.keyring_store import SEED_CHARS, SEED_KEY
-from tests.infra.test_stack import _actions_on, _as_list, _statements_of_role
-from tests.infra.test_stack import synth as synth_fixture  # noqa: F401 - the module-scoped synthesis
-
-
-@pytest.fixture(scope="module")
-def synth(synth_fixture):  # noqa: F811 - the synthesized stack, shared with tests/infra/test_stack.py's fixture
-    return synth_fixture
+from tests.infra.support import actions_on, as_list, statements_of_role
 
 
 def secret_id(synth, name: str) -> str:
@@ -22,7 +16,7 @@ def secret_id(synth, name: str) -> str:
 
 def role_statements(synth, function_name: str) -> list[dict]:
     role_id = synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    return _statements_of_role(synth, role_id)
+    return statements_of_role(synth, role_id)
 
 
 def test_the_key_ring_is_generated_at_deploy_and_never_in_the_template(synth):
@@ -53,15 +47,15 @@ def test_only_wirings_readers_get_exactly_get_secret_value_on_exactly_the_ring(s
         ref = {"Ref": secret_id(synth, secret.name)}
         reads = spec.name in secret.readers
         # Then a reader holds exactly the read actions on exactly that secret's ARN, and nobody else holds any
-        assert _actions_on(statements, ref) == (set(wiring.SECRET_READ_ACTIONS) if reads else set())
+        assert actions_on(statements, ref) == (set(wiring.SECRET_READ_ACTIONS) if reads else set())
         # And the reader finds the secret through its environment
         assert (env.get(secret.env) == ref) is reads
     # And no statement grants a Secrets Manager action on a wildcard or on another secret of this stack
     ring_refs = [{"Ref": secret_id(synth, s.name)} for s in wiring.SECRETS]
     for statement in statements:
-        actions = _as_list(statement["Action"])
-        if "secretsmanager:GetSecretValue" in actions and any(r in _as_list(statement["Resource"]) for r in ring_refs):
-            assert _as_list(statement["Resource"]) in ([r] for r in ring_refs)
+        actions = as_list(statement["Action"])
+        if "secretsmanager:GetSecretValue" in actions and any(r in as_list(statement["Resource"]) for r in ring_refs):
+            assert as_list(statement["Resource"]) in ([r] for r in ring_refs)
             assert set(actions) == set(wiring.SECRET_READ_ACTIONS)
 
 

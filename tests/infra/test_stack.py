@@ -10,15 +10,14 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import pytest  # noqa: E402
 from aws_cdk import App  # noqa: E402
-from aws_cdk.assertions import Template  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 from cfnlint.api import ManualArgs, lint  # noqa: E402
 
 from interlude import wiring  # noqa: E402
+from tests.infra.support import actions_on, as_list, statements_of_role  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-from app import build_app  # noqa: E402
 from infra import layer as layer_module  # noqa: E402
 from infra.stack import InterludeStack  # noqa: E402
 
@@ -30,72 +29,6 @@ STREAM_READ_ACTIONS = {
     "dynamodb:GetShardIterator",
     "dynamodb:ListStreams",
 }
-
-
-class Synth:
-    def __init__(self, app: App, stack: InterludeStack, outdir: Path) -> None:
-        self.app = app
-        self.stack = stack
-        self.outdir = outdir
-        self.artifact = app.synth().get_stack_by_name(stack.stack_name)
-        self.template_json = self.artifact.template
-        self.template = Template.from_json(self.template_json)
-        self.resources = self.template_json["Resources"]
-
-    def logical_id(self, construct) -> str:
-        return self.stack.get_logical_id(construct.node.default_child)
-
-    def of_type(self, resource_type: str) -> dict[str, dict]:
-        return {key: res for key, res in self.resources.items() if res["Type"] == resource_type}
-
-    def table_id(self) -> str:
-        return self.logical_id(self.stack.data.table)
-
-    def function_id(self, name: str) -> str:
-        return self.logical_id(self.stack.functions.by_name[name])
-
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory) -> Synth:
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    with pytest.MonkeyPatch.context() as env:
-        # Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            env.setenv(key, value)
-        env.delenv("CDK_OUTDIR", raising=False)
-        app, stack = build_app(
-            # The bare sources: synthesis must not depend on scripts/build_layer.sh having run. Asset
-            # metadata (what the CLI turns on) lets the tests see which directory each asset came from.
-            context={"layerDir": "layers/core", "aws:cdk:enable-asset-metadata": True},
-            outdir=str(outdir),
-        )
-        return Synth(app, stack, outdir)
-
-
-def _statements_of_role(synth: Synth, role_id: str) -> list[dict]:
-    role = synth.resources[role_id]["Properties"]
-    statements = [s for policy in role.get("Policies", []) for s in policy["PolicyDocument"]["Statement"]]
-    for policy in synth.of_type("AWS::IAM::Policy").values():
-        if {"Ref": role_id} in policy["Properties"]["Roles"]:
-            statements += policy["Properties"]["PolicyDocument"]["Statement"]
-    return statements
-
-
-def _as_list(value) -> list:
-    return value if isinstance(value, list) else [value]
-
-
-def _actions_on(statements: list[dict], resource) -> set[str]:
-    return {
-        action
-        for statement in statements
-        if resource in _as_list(statement["Resource"])
-        for action in _as_list(statement["Action"])
-    }
 
 
 # --- table ---------------------------------------------------------------------------------------------
@@ -189,24 +122,24 @@ def test_layer_is_built_for_the_functions_platform(synth):
 def test_role_table_actions_are_exactly_wirings(synth, spec):
     # Given a function's role / When every statement attached to it is collected
     role_id = synth.resources[synth.function_id(spec.name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = _statements_of_role(synth, role_id)
+    statements = statements_of_role(synth, role_id)
     table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
     stream_arn = {"Fn::GetAtt": [synth.table_id(), "StreamArn"]}
 
     # Then the table gets exactly wiring's actions, and so does every index
-    assert _actions_on(statements, table_arn) == set(spec.table_actions)
+    assert actions_on(statements, table_arn) == set(spec.table_actions)
     for index in wiring.GLOBAL_INDEXES:
         index_arn = {"Fn::Join": ["", [table_arn, f"/index/{index.name}"]]}
-        assert _actions_on(statements, index_arn) == set(spec.table_actions)
+        assert actions_on(statements, index_arn) == set(spec.table_actions)
     # And the stream is readable only by the function wiring says reads it
-    assert _actions_on(statements, stream_arn) == (STREAM_READ_ACTIONS if spec.reads_stream else set())
+    assert actions_on(statements, stream_arn) == (STREAM_READ_ACTIONS if spec.reads_stream else set())
     # And no DynamoDB action is granted anywhere else or through a wildcard
-    all_dynamodb = {a for s in statements for a in _as_list(s["Action"]) if a.startswith("dynamodb:")}
+    all_dynamodb = {a for s in statements for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
     assert all_dynamodb == set(spec.table_actions) | (STREAM_READ_ACTIONS if spec.reads_stream else set())
-    assert not [a for s in statements for a in _as_list(s["Action"]) if "*" in a]
+    assert not [a for s in statements for a in as_list(s["Action"]) if "*" in a]
     for statement in statements:
-        if any(a.startswith("dynamodb:") for a in _as_list(statement["Action"])):
-            assert "*" not in _as_list(statement["Resource"])
+        if any(a.startswith("dynamodb:") for a in as_list(statement["Action"])):
+            assert "*" not in as_list(statement["Resource"])
 
 
 def test_roles_have_no_managed_policies(synth):
@@ -248,7 +181,7 @@ def test_stream_mapping_feeds_only_new_event_items_to_the_reader(synth):
     dlq_id = props["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
     assert synth.resources[dlq_id]["Type"] == "AWS::SQS::Queue"
     role_id = synth.resources[synth.function_id(reader.name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    dlq_actions = _actions_on(_statements_of_role(synth, role_id), {"Fn::GetAtt": [dlq_id, "Arn"]})
+    dlq_actions = actions_on(statements_of_role(synth, role_id), {"Fn::GetAtt": [dlq_id, "Arn"]})
     assert "sqs:SendMessage" in dlq_actions
 
 

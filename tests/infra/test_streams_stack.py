@@ -3,13 +3,10 @@ timeout leaves room for a held stream request, and whose role needed nothing new
 
 from __future__ import annotations
 
-import pytest
-
 from interlude import wiring
 from interlude.config import Settings
 from interlude.streaming import RESUMABLE_FLOOR_SECONDS
-from tests.infra.test_stack import _actions_on, _statements_of_role
-from tests.infra.test_stack import synth as synth_fixture  # noqa: F401 - the module-scoped synthesis
+from tests.infra.support import actions_on, statements_of_role
 
 STREAM_ROUTES = {
     "GET /runs/{runId}/events",
@@ -23,9 +20,6 @@ STREAM_ROUTES = {
 API_GATEWAY_LIMIT_S = 30
 
 
-@pytest.fixture(scope="module")
-def synth(synth_fixture):  # noqa: F811 - the synthesized stack, shared with tests/infra/test_stack.py's fixture
-    return synth_fixture
 
 
 def test_stream_and_modulex_routes_are_served_by_the_api_function(synth):
@@ -54,6 +48,6 @@ def test_the_api_function_outlives_a_held_stream_request_within_the_gateway_limi
 def test_reading_the_log_needs_only_the_api_roles_declared_table_actions(synth):
     role_id = synth.resources[synth.function_id("api")]["Properties"]["Role"]["Fn::GetAtt"][0]
     table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
-    actions = _actions_on(_statements_of_role(synth, role_id), table_arn)
+    actions = actions_on(statements_of_role(synth, role_id), table_arn)
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions
     assert "dynamodb:Scan" not in actions

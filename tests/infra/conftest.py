@@ -1,0 +1,59 @@
+"""One synthesis of the CDK app per test process, shared by every infra test module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import pytest  # noqa: E402
+from aws_cdk import App  # noqa: E402
+from aws_cdk.assertions import Template  # noqa: E402
+
+from app import build_app  # noqa: E402
+from infra.stack import InterludeStack  # noqa: E402
+
+
+class Synth:
+    def __init__(self, app: App, stack: InterludeStack, outdir: Path) -> None:
+        self.app = app
+        self.stack = stack
+        self.outdir = outdir
+        self.artifact = app.synth().get_stack_by_name(stack.stack_name)
+        self.template_json = self.artifact.template
+        self.template = Template.from_json(self.template_json)
+        self.resources = self.template_json["Resources"]
+
+    def logical_id(self, construct) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)
+
+    def of_type(self, resource_type: str) -> dict[str, dict]:
+        return {key: res for key, res in self.resources.items() if res["Type"] == resource_type}
+
+    def table_id(self) -> str:
+        return self.logical_id(self.stack.data.table)
+
+    def function_id(self, name: str) -> str:
+        return self.logical_id(self.stack.functions.by_name[name])
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory) -> Synth:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    with pytest.MonkeyPatch.context() as env:
+        # Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            env.setenv(key, value)
+        env.delenv("CDK_OUTDIR", raising=False)
+        app, stack = build_app(
+            # The bare sources: synthesis must not depend on scripts/build_layer.sh having run. Asset
+            # metadata (what the CLI turns on) lets the tests see which directory each asset came from.
+            context={"layerDir": "layers/core", "aws:cdk:enable-asset-metadata": True},
+            outdir=str(outdir),
+        )
+        return Synth(app, stack, outdir)
