@@ -213,3 +213,34 @@ def test_an_expired_record_not_yet_swept_by_ttl_is_claimed_afresh(aws):
     assert isinstance(store.claim("t1", "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000), Claim)
     again = store.claim("t1", "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000)
     assert again == Existing(digest="d2", completed=None)
+
+
+def test_endless_contention_is_a_retryable_503_that_is_not_replayed(api_key):
+    # Given a run whose head every write finds changed (another writer always wins the condition)
+    run_id = waiting_run(api_key)
+
+    def always_lose(**_: Any) -> None:
+        raise ClientError(
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "injected"},
+                "CancellationReasons": [{"Code": "ConditionalCheckFailed"}],
+            },
+            "TransactWriteItems",
+        )
+
+    events = http.service().store.client.meta.events
+    events.register("before-call.dynamodb.TransactWriteItems", always_lose)
+    key = f"busy-{uuid.uuid4().hex}"
+    # When a resolve keeps losing
+    busy = resolve(run_id, api_key, key)
+    # Then it gives up with the registered retryable code and says when to come back, and records nothing
+    assert busy["statusCode"] == 503
+    assert json.loads(busy["body"])["error"] == "runner_unavailable"
+    assert busy["headers"]["Retry-After"] == "1"
+    assert resolved_count(run_id) == 0
+    # And once the contention is gone the same key executes rather than replaying the 503
+    events.unregister("before-call.dynamodb.TransactWriteItems", always_lose)
+    retried = resolve(run_id, api_key, key)
+    assert retried["statusCode"] == 200
+    assert REPLAY not in retried["headers"]
+    assert resolved_count(run_id) == 1

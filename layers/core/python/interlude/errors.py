@@ -31,8 +31,6 @@ ERROR_STATUS: dict[str, int] = {
     "interrupt_expired": 410,
     "payload_too_large": 413,
     "unsupported_media_type": 415,
-    "capability_required": 422,
-    "rate_limited": 429,
     "internal_error": 500,
     "runner_unavailable": 503,
 }

@@ -30,6 +30,11 @@ MAX_RACE_RETRIES = 8
 Clock = Callable[[], datetime]
 
 
+def busy(message: str) -> ApiError:
+    """Too many concurrent writers won the race in a row: a retryable refusal, never a wrong answer."""
+    return ApiError("runner_unavailable", message, headers={"Retry-After": "1"})
+
+
 def utc_now() -> datetime:
     # The real UTC clock, shifted only when INTERLUDE_CLOCK_FILE is set (the local stack; see interlude.clock).
     return clock_.now()
@@ -124,7 +129,7 @@ class Service:
             ):
                 return {"workflowId": workflow_id, "version": version, "definition": stored}
             version += 1
-        raise ApiError("runner_unavailable", "too many concurrent registrations of this workflow; retry")
+        raise busy("too many concurrent registrations of this workflow; retry")
 
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         latest = self.store.latest_workflow(principal.tenant, workflow_id)
@@ -232,7 +237,7 @@ class Service:
                 if got is None:
                     raise ApiError("not_found", "no such run") from None
                 state, version = got
-        raise ApiError("runner_unavailable", "the run kept changing while applying its deadlines; retry")
+        raise busy("the run kept changing while applying its deadlines; retry")
 
     def fire_deadline(self, body: dict[str, Any]) -> int:
         """The scheduler's worker: apply the named deadline if it is still pending and due.
@@ -317,7 +322,7 @@ class Service:
                 return transition.state
             except Conflict:
                 continue
-        raise ApiError("runner_unavailable", "the run kept changing while cancelling; retry")
+        raise busy("the run kept changing while cancelling; retry")
 
     def poll_events(self, principal: auth.Principal, run_id: str, after: int, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -404,7 +409,7 @@ class Service:
                         {"resolution": old.get("resolution")},
                     ) from None
                 state, version = self.load_run(state.tenant, state.runId)
-        raise ApiError("runner_unavailable", "the run kept changing while resolving; retry")
+        raise busy("the run kept changing while resolving; retry")
 
     # -- dispatch ---------------------------------------------------------------------------------
 
