@@ -74,8 +74,9 @@ def loopback(tmp_path_factory):
             "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
             "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "3",
             "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-            "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "1",
-            "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "1",
+            # Generous enough that a loaded machine never turns a good delivery into a timeout.
+            "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+            "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
         },
     )
     try:
@@ -221,7 +222,7 @@ def wait_until_empty(sqs, queue_url: str, timeout_s: float = 20.0) -> None:
 def test_failures_are_retried_then_dead_lettered_and_listed(loopback, receiver):
     api, info, state_file = loopback
     # Given a receiver that answers 500, then times out, then answers 500 again
-    receiver.script[:] = [500, ("sleep", 3), 500]
+    receiver.script[:] = [500, ("sleep", 8), 500]
     run_id = api.start("cb", callbackUrl=receiver.url())["runId"]
 
     # When the three attempts the stack allows have run

@@ -45,8 +45,9 @@ def aws(monkeypatch):
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
         "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
         "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "1",
-        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "1",
+        # Generous enough that a loaded machine never turns a good delivery into a timeout.
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
         "KEY_RING_SECRET": "interlude-test/token-keys",
     }
     for key, value in env.items():
@@ -189,7 +190,7 @@ def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(ser
 
 def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service, admin, aws, receiver):
     # Given a receiver that fails every attempt: 500, a timeout, 500
-    receiver.script[:] = [500, ("sleep", 3), 503]
+    receiver.script[:] = [500, ("sleep", 8), 503]
     run_id = start_gate_run(service, admin, receiver.url("/hook?tenant-secret=s3cr3t"))
 
     # When the notice is queued and the queue is played until it is empty
