@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import datetime
 from pathlib import Path
 
 import boto3
@@ -156,3 +157,13 @@ def test_workflow_versions_are_immutable_and_increment(service, admin):
     assert (first["version"], second["version"]) == (1, 2)
     assert service.store.get_workflow("t1", "wf", 1)["nodes"][0]["id"] == "a"
     assert service.get_workflow(admin, "wf")["version"] == 2
+
+
+def test_the_snapshot_shows_each_open_gates_deadline(service, admin):
+    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "timeoutMs": 60_000}}
+    service.put_workflow(admin, "timed", {"nodes": [gate]})
+    state = service.create_run(admin, {"workflowId": "timed"})
+    opened = service.snapshot(state)["extensions"]["interlude.run"]["openInterrupts"]["gate"]
+    raised = datetime.fromisoformat(opened["raisedAt"].replace("Z", "+00:00"))
+    deadline = datetime.fromisoformat(opened["deadline"].replace("Z", "+00:00"))
+    assert (deadline - raised).total_seconds() == 60

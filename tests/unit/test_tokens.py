@@ -43,7 +43,7 @@ def forge(ring: KeyRing, payload: str, *, kid: str | None = None, alg: str = "hs
     """A token over an arbitrary payload segment, MACed with the ring's real secret: the attacker holding a key."""
     kid = kid or ring.current_kid
     secret = ring.keys.get(kid, b"\0" * 32)
-    mac = hmac.new(secret, f"{alg}.{kid}.{payload}".encode(), hashlib.sha256).digest()
+    mac = hmac.new(secret, f"{prefix}.{alg}.{kid}.{payload}".encode(), hashlib.sha256).digest()
     return f"{prefix}.{alg}.{kid}.{payload}.{b64url(mac)}"
 
 
@@ -100,7 +100,7 @@ def test_token_has_the_ow2_grammar_and_a_canonical_payload(token: str, ring: Key
         "v": 1,
     }
     assert lenient_b64decode(payload) == json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
-    expected_mac = hmac.new(ring.keys[kid], f"hs256.{kid}.{payload}".encode(), hashlib.sha256).digest()
+    expected_mac = hmac.new(ring.keys[kid], f"ow2.hs256.{kid}.{payload}".encode(), hashlib.sha256).digest()
     assert mac == b64url(expected_mac)
     assert "=" not in token
 

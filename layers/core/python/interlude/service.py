@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -28,6 +28,10 @@ from .store.hitl import HitlStore
 
 MAX_RACE_RETRIES = 8
 Clock = Callable[[], datetime]
+
+
+def epoch_iso(epoch_s: float) -> str:
+    return engine.iso(datetime.fromtimestamp(epoch_s, UTC))
 
 
 def busy(message: str) -> ApiError:
@@ -289,6 +293,7 @@ class Service:
                 "kind": oi.kind,
                 "key": oi.key,
                 "raisedAt": oi.raisedAt,
+                **({"deadline": epoch_iso(oi.deadline)} if oi.deadline is not None else {}),
                 "votes": [
                     {
                         k: v

@@ -279,7 +279,8 @@ def _parse_claims(raw: bytes) -> TokenClaims:
 
 
 def _mac(secret: bytes, kid: str, payload: str) -> bytes:
-    return hmac.new(secret, f"{TOKEN_ALG}.{kid}.{payload}".encode("ascii"), hashlib.sha256).digest()
+    # Everything before the MAC is signed, the version prefix included, so no segment can be swapped.
+    return hmac.new(secret, f"{TOKEN_PREFIX}.{TOKEN_ALG}.{kid}.{payload}".encode("ascii"), hashlib.sha256).digest()
 
 
 def _canonical_json(doc: dict[str, Any]) -> bytes:

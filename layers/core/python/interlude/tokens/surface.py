@@ -17,16 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from ..auth import Principal
-from ..engine.run import iso
 from ..errors import ApiError
 from ..ids import derive_opaque, tenant_bound, tenant_of
 from ..interrupts.decide import Resolver
 from ..model.run import OpenInterrupt, RunState
-from ..service import Service
+from ..service import Service, epoch_iso
 from .issuer import interrupt_token
 from .scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
 
@@ -163,8 +161,4 @@ def existed(state: RunState, node_id: str, interrupt_id: str) -> bool:
         tenant_bound(state.tenant, derive_opaque(state.runId, node_id, str(visit))) == interrupt_id
         for visit in range(1, ns.visits + 1)
     )
-
-
-def epoch_iso(epoch_s: int) -> str:
-    return iso(datetime.fromtimestamp(epoch_s, UTC))
 
