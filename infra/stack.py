@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.alarms import DeadLetterAlarms
 from infra.api import HttpFront
 from infra.callbacks import CallbackDelivery
 from infra.deadlines import Deadlines
@@ -39,6 +41,7 @@ class InterludeStack(Stack):
         self.secrets = Secrets(self, "Secrets", functions=self.functions.by_name)
         self.callbacks = CallbackDelivery(self, "Callbacks", functions=self.functions.by_name, api_url=self.api.url)
         self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name)
+        self.alarms = DeadLetterAlarms(self, "DeadLetterAlarms", queues=self.dead_letter_queues())
         self._output(self.OUTPUT_API_URL, self.api.url, "Base URL of the HTTP API")
         self._output(self.OUTPUT_TABLE_NAME, self.data.table.table_name, "The single DynamoDB table")
         self._output(
@@ -46,6 +49,12 @@ class InterludeStack(Stack):
             self.secrets.by_name[wiring.KEY_RING_SECRET.name].secret_arn,
             "Token key ring secret (interlude tokens rotate|retire --secret <this>)",
         )
+
+    def dead_letter_queues(self) -> dict[str, sqs.IQueue]:
+        queues: dict[str, sqs.IQueue] = {f"{name}-stream": q for name, q in self.functions.stream_dlqs.items()}
+        queues.update({q.dead_letter: self.callbacks.queues[q.dead_letter] for q in wiring.QUEUES if q.dead_letter})
+        queues["schedules"] = self.deadlines.dead_letters
+        return queues
 
     def _output(self, key: str, value: str, description: str) -> None:
         CfnOutput(self, key, value=value, description=description).override_logical_id(key)

@@ -290,3 +290,31 @@ def test_layer_dir_prefers_context_then_build_then_sources(tmp_path, monkeypatch
     # Given context layerDir / Then it wins over both, relative to the project root
     chosen = layer_module.choose_layer_dir(App(context={"layerDir": "layers/core"}))
     assert chosen == PROJECT_ROOT / "layers" / "core"
+
+
+def test_every_dead_letter_queue_has_an_alarm(synth):
+    # Given every queue some other resource names as its dead-letter target
+    dlq_ids = set()
+    for resource in synth.resources.values():
+        props = resource.get("Properties", {})
+        redrive = props.get("RedrivePolicy", {}).get("deadLetterTargetArn")
+        failure = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+        scheduled = [t.get("DeadLetterConfig", {}).get("Arn") for t in [props.get("Target", {})]]
+        for ref in [redrive, failure, *scheduled]:
+            if isinstance(ref, dict) and "Fn::GetAtt" in ref:
+                dlq_ids.add(ref["Fn::GetAtt"][0])
+    # When the alarms are read
+    watched = {
+        dim["Value"]["Fn::GetAtt"][0]
+        for alarm in synth.of_type("AWS::CloudWatch::Alarm").values()
+        for dim in alarm["Properties"]["Dimensions"]
+        if dim["Name"] == "QueueName"
+    }
+    # Then each dead-letter queue (stream, callbacks, schedules) raises an alarm on its first message
+    assert dlq_ids
+    assert dlq_ids <= watched
+    # The schedules' dead-letter queue is named at run time (each schedule's DeadLetterConfig), not in the template
+    assert synth.logical_id(synth.stack.deadlines.dead_letters) in watched
+    for alarm in synth.of_type("AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["Threshold"] == 1
+        assert alarm["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
