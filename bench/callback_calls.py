@@ -7,16 +7,14 @@ development-only loopback switch is on here). Usage: .venv/bin/python bench/call
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench",
-    AWS_SECRET_ACCESS_KEY="bench",
-    AWS_DEFAULT_REGION="us-east-1",
+from _bench import Calls, fmt, offline_aws
+
+offline_aws(
     TABLE_NAME="interlude-test",
     PUBLIC_BASE_URL="https://interlude.example.com",
     INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS="1",
@@ -25,10 +23,8 @@ os.environ.update(
     POWERTOOLS_LOG_LEVEL="ERROR",
     AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
 )
-os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
-from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -43,9 +39,6 @@ from tests.support.receiver import Receiver  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
 COUNTED = ("dynamodb", "sqs", "secretsmanager")
-
-
-
 
 
 def main() -> None:

@@ -6,16 +6,13 @@ Runs the real Service and Store against moto in-process (no network). Usage: .ve
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
-)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from _bench import Calls, fmt, offline_aws
+
+offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
-from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -26,9 +23,6 @@ from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
-
-
-
 
 
 def main() -> None:
@@ -54,7 +48,10 @@ def main() -> None:
             rows.append((name, auth, calls.take()))
 
         state = {}
-        measure("create-run", lambda: state.update(run=service.create_run(principal, {"workflowId": "conformance-approval"})))
+        measure(
+            "create-run",
+            lambda: state.update(run=service.create_run(principal, {"workflowId": "conformance-approval"})),
+        )
         run_id = state["run"].runId
         measure("get-run", lambda: service.load_run(principal.tenant, run_id))
         stale = service.store.get_run(run_id)
@@ -84,7 +81,10 @@ def main() -> None:
         run2 = service.create_run(principal, {"workflowId": "conformance-approval"}).runId
         service._workflows.clear()
         calls.take()
-        measure("resolve (winner, cold process)", lambda: service.resolve_interrupt(principal, run2, "gate", {"action": "accept"}))
+        measure(
+            "resolve (winner, cold process)",
+            lambda: service.resolve_interrupt(principal, run2, "gate", {"action": "accept"}),
+        )
 
     width = max(len(r[0]) for r in rows)
     print(f"{'operation'.ljust(width)}  auth calls            operation calls")

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from decimal import Decimal
 from pathlib import Path
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
-)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from _bench import offline_aws
+
+offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -42,7 +40,7 @@ ASSUMED_WARM_MS = 40  # per invocation; measure in your account and edit
 
 
 def attr_size(value: dict) -> int:
-    (kind, v), = value.items()
+    ((kind, v),) = value.items()
     if kind == "S":
         return len(v.encode())
     if kind == "N":
@@ -110,10 +108,13 @@ def main() -> None:
         service.load_run(principal.tenant, run.runId)
         service.resolve_interrupt(principal, run.runId, "gate", {"action": "accept"})
         service.poll_events(principal, run.runId, -1, 0)
-        event_items = list(meter.reader.query(
-            TableName="bench", KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
-            ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.runId.split("/", 1)[1]}, ":e": {"S": "E#"}},
-        )["Items"])
+        event_items = list(
+            meter.reader.query(
+                TableName="bench",
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+                ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.runId.split("/", 1)[1]}, ":e": {"S": "E#"}},
+            )["Items"]
+        )
         for item in event_items:  # what the stream consumer does for each event-log item
             service.advance_run(run_id_of(item["pk"]["S"]))
         rru, wru = meter.rru, meter.wru
@@ -123,16 +124,28 @@ def main() -> None:
     invocations = api_requests + dispatch_invocations
     dynamo = wru * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
     gateway = api_requests * PRICES["http_api_request"]
-    lam = invocations * (PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"])
+    lam = invocations * (
+        PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"]
+    )
     per_million = 1e6
     print("One approval lifecycle (create, get, resolve, poll; stream consumer per event item):")
-    print(f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles")
-    print(f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles")
-    print(f"  API Gateway HTTP requests     {api_requests:6d}   -> ${gateway * per_million:8.2f} per million lifecycles")
-    print(f"  Lambda invocations            {invocations:6d}   -> ${lam * per_million:8.2f} per million lifecycles "
-          f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each)")
+    print(
+        f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
+    )
+    print(
+        f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles"
+    )
+    print(
+        f"  API Gateway HTTP requests     {api_requests:6d}   -> ${gateway * per_million:8.2f} per million lifecycles"
+    )
+    print(
+        f"  Lambda invocations            {invocations:6d}   -> ${lam * per_million:8.2f} per million lifecycles "
+        f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each)"
+    )
     print(f"  event-log items written       {len(event_items):6d}")
-    print(f"  total                                  ${(dynamo + gateway + lam) * per_million:8.2f} per million lifecycles")
+    print(
+        f"  total                                  ${(dynamo + gateway + lam) * per_million:8.2f} per million lifecycles"
+    )
 
 
 if __name__ == "__main__":

@@ -12,13 +12,11 @@ import os
 import tempfile
 from pathlib import Path
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
-)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from _bench import Calls, fmt, offline_aws
+
+offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
-from _calls import Calls, fmt  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import clock, wiring  # noqa: E402
@@ -30,9 +28,6 @@ from interlude.timeouts import outbox  # noqa: E402
 from interlude.timeouts import scheduler as scheduler_module  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures"
-
-
-
 
 
 def main() -> None:

@@ -5,13 +5,11 @@ Runs the real Service and Store against moto in-process (no network). Usage: .ve
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
-)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from _bench import offline_aws
+
+offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402

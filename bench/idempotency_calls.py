@@ -7,19 +7,13 @@ idempotency record are counted. Usage: .venv/bin/python bench/idempotency_calls.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections import Counter
 from pathlib import Path
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench",
-    AWS_SECRET_ACCESS_KEY="bench",
-    AWS_DEFAULT_REGION="us-east-1",
-    TABLE_NAME="bench",
-    POWERTOOLS_LOG_LEVEL="ERROR",
-)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from _bench import offline_aws
+
+offline_aws(TABLE_NAME="bench", POWERTOOLS_LOG_LEVEL="ERROR")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402

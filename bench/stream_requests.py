@@ -10,20 +10,17 @@ Usage: .venv/bin/python bench/stream_requests.py
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench",
-    AWS_SECRET_ACCESS_KEY="bench",
-    AWS_DEFAULT_REGION="us-east-1",
+from _bench import offline_aws
+
+offline_aws(
     TABLE_NAME="bench",
     INTERLUDE_STREAM_HOLD_SECONDS="2",
     INTERLUDE_STREAM_LINGER_SECONDS="0.2",
     POWERTOOLS_LOG_LEVEL="ERROR",
 )
-os.environ.pop("AWS_ENDPOINT_URL", None)
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402

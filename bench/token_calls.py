@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from pathlib import Path
 
-os.environ.update(
-    AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench"
-)
-os.environ.pop("AWS_ENDPOINT_URL", None)
+from _bench import Calls, fmt, offline_aws
+
+offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
-from _calls import Calls, fmt  # noqa: E402
 from aws_lambda_powertools.utilities import parameters  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
@@ -35,9 +32,6 @@ from interlude.tokens.surface import TokenSurface  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
 SECRET = "bench/token-keys"
-
-
-
 
 
 def per_call_us(fn, n: int) -> float:
@@ -68,7 +62,9 @@ def main() -> None:
 
         rows = []
         minted = {}
-        rows.append(("mint (cold ring cache)", minted.update(surface.mint(principal, run_id, "gate", "resolve")), calls.take()))
+        rows.append(
+            ("mint (cold ring cache)", minted.update(surface.mint(principal, run_id, "gate", "resolve")), calls.take())
+        )
         token = minted["token"]
         surface.mint(principal, run_id, "gate", "resolve")
         rows.append(("mint (warm)", None, calls.take()))
@@ -98,7 +94,9 @@ def main() -> None:
             lambda: approval.document("t", approval.render_open(view, style_nonce="n", csrf_field="f"), "n"), 2000
         )
         size = len(approval.document("t", approval.render_open(view, style_nonce="n", csrf_field="f"), "n"))
-        print(f"\nverify one token: {verify_us:.1f} µs; render the page (13-node graph): {render_us:.0f} µs, {size} bytes")
+        print(
+            f"\nverify one token: {verify_us:.1f} µs; render the page (13-node graph): {render_us:.0f} µs, {size} bytes"
+        )
 
 
 if __name__ == "__main__":

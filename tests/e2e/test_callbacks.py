@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from tests.integration.test_callbacks import needs_lookup
-from tests.support.local_stack import REPO, Api, LocalStackProcess, wire
+from tests.support.local_stack import REPO, Api, running_stack, wire
 from tests.support.receiver import Receiver, verify
 from tests.unit.test_egress import REFUSED
 
@@ -44,47 +44,29 @@ PUBLIC_CONTROLS = [
 ]
 
 
-def start_stack(tmp_path_factory, name: str, env: dict[str, str]):
-    stack = LocalStackProcess(tmp_path_factory.mktemp(name), extra_env=env)
-    info = stack.wait()
-    return stack, info
-
-
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    stack, info = start_stack(
-        tmp_path_factory,
-        "guarded",
-        {"INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off", "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": ""},
-    )
-    try:
-        api = Api(info["baseUrl"], info["apiKey"], info["tenant"])
+    env = {"INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off", "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": ""}
+    with running_stack(tmp_path_factory.mktemp("guarded"), env) as info:
+        api = Api.of(info)
         assert api.put_workflow("cb", WORKFLOW).status_code == 201
         yield api
-    finally:
-        stack.stop()
 
 
 @pytest.fixture(scope="module")
 def loopback(tmp_path_factory):
-    stack, info = start_stack(
-        tmp_path_factory,
-        "loopback",
-        {
-            "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-            "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "3",
-            "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-            # Generous enough that a loaded machine never turns a good delivery into a timeout.
-            "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
-            "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
-        },
-    )
-    try:
-        api = Api(info["baseUrl"], info["apiKey"], info["tenant"])
+    env = {
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "3",
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        # Generous enough that a loaded machine never turns a good delivery into a timeout.
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+    }
+    with running_stack(tmp_path_factory.mktemp("loopback"), env) as info:
+        api = Api.of(info)
         assert api.put_workflow("cb", WORKFLOW).status_code == 201
-        yield api, info, str(stack.state_file)
-    finally:
-        stack.stop()
+        yield api, info, info["stateFile"]
 
 
 @pytest.fixture

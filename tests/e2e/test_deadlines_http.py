@@ -17,23 +17,20 @@ import boto3
 import pytest
 
 from interlude import clock, wiring
-from tests.support.local_stack import FIXTURES, REPO, Api, LocalStackProcess
+from tests.support.local_stack import FIXTURES, REPO, Api, running_stack
 
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
 
 
 @pytest.fixture(scope="module")
 def deadline_stack(tmp_path_factory):
-    stack = LocalStackProcess(tmp_path_factory.mktemp("deadline-stack"))
-    try:
-        yield {**stack.wait(), "stateFile": str(stack.state_file)}
-    finally:
-        stack.stop()
+    with running_stack(tmp_path_factory.mktemp("deadline-stack")) as info:
+        yield info
 
 
 @pytest.fixture(scope="module")
 def api(deadline_stack) -> Api:
-    return Api(deadline_stack["baseUrl"], deadline_stack["apiKey"], deadline_stack["tenant"])
+    return Api.of(deadline_stack)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from modulex import Modulex
 from modulex._exceptions import NotFoundError, PermissionError, ValidationError
 from openwop_client import OpenwopClient
 
-from tests.support.local_stack import Api, LocalStackProcess, wire
+from tests.support.local_stack import Api, running_stack, wire
 from tests.support.modulex_example import APPROVAL_MESSAGE, DRAFT, worked_example
 
 # A request on a quiet run ends within about a second here (production: 20 s hold, 0.5 s linger).
@@ -39,16 +39,13 @@ TWO_GATES = {
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    process = LocalStackProcess(tmp_path_factory.mktemp("stream-stack"), extra_env=SHORT_BOUNDS)
-    try:
-        yield process.wait()
-    finally:
-        process.stop()
+    with running_stack(tmp_path_factory.mktemp("stream-stack"), SHORT_BOUNDS) as info:
+        yield info
 
 
 @pytest.fixture(scope="module")
 def api(stack) -> Api:
-    return Api(stack["baseUrl"], stack["apiKey"], stack["tenant"])
+    return Api.of(stack)
 
 
 def sdk(stack, key: str | None = None, org: str | None = None) -> Modulex:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,11 @@ class Api:
     api_key: str
     tenant: str
     session: requests.Session = field(default_factory=requests.Session)
+
+    @classmethod
+    def of(cls, info: dict[str, str]) -> Api:
+        """The seeded admin of a running stack (the dict `running_stack` yields)."""
+        return cls(info["baseUrl"], info["apiKey"], info["tenant"])
 
     def headers(self, key: str | None = None, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.api_key}", "Content-Type": "application/json", **extra}
@@ -121,3 +128,13 @@ class LocalStackProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+@contextlib.contextmanager
+def running_stack(tmp: Path, extra_env: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """A local stack of its own for the block: its state file's fields plus `stateFile`."""
+    stack = LocalStackProcess(tmp, extra_env)
+    try:
+        yield {**stack.wait(), "stateFile": str(stack.state_file)}
+    finally:
+        stack.stop()

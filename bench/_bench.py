@@ -1,9 +1,18 @@
-"""Counting the AWS calls a bench makes (a hook on botocore's before-call event), and printing them."""
+"""What every bench shares: an offline AWS environment, and counting the AWS calls it makes."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Any
+
+
+def offline_aws(**settings: str) -> None:
+    """Fake credentials and no endpoint override, before any client exists: benches run on moto in-process."""
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", **settings
+    )
+    os.environ.pop("AWS_ENDPOINT_URL", None)
 
 
 class Calls:
