@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from interlude.config import settings
 from interlude.dispatch import handle_record
-from interlude.service import Service
-from interlude.store import Store
+from interlude.service import default_service
 
 logger = Logger(service="interlude-dispatch")
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
-@cache
-def service() -> Service:
-    cfg = settings()
-    return Service(Store(cfg.table_name), step_budget=cfg.step_budget)
 
 
 def record_handler(record: DynamoDBRecord) -> None:
-    handle_record(service(), record.raw_event)
+    handle_record(default_service(), record.raw_event)
 
 
 @logger.inject_lambda_context(clear_state=True)

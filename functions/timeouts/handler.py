@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from interlude.config import settings
-from interlude.service import Service
-from interlude.store import Store
+from interlude.service import default_service
 
 logger = Logger(service="interlude-timeouts")
 
 
-@cache
-def service() -> Service:
-    cfg = settings()
-    return Service(Store(cfg.table_name), step_budget=cfg.step_budget)
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    written = service().fire_deadline(event)
+    written = default_service().fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}
     )

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .auth import Principal
-from .engine.run import iso
+from .engine.run import iso, iso_epoch
 from .errors import ApiError
 from .ids import AUTHOR_ID_RE, from_wire, mint_opaque, tenant_of
 from .interrupts.correlation import correlation_hash
@@ -165,7 +164,7 @@ def post_event(service: Service, principal: Principal, body: Any) -> dict[str, A
         "results": results,
         # Kept for an interrupt raised later when nothing took it now.
         "kept": not resolved,
-        "expiresAt": iso(datetime.fromtimestamp(expires, UTC)),
+        "expiresAt": iso_epoch(expires),
     }
 
 

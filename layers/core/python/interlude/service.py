@@ -5,13 +5,15 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import cache
 from typing import Any
 
 from pydantic import ValidationError
 
 from . import auth, schemas
 from . import clock as clock_
+from .config import settings
 from .delivery.registration import check_callback_url
 from .engine import deadlines
 from .engine import run as engine
@@ -30,18 +32,9 @@ MAX_RACE_RETRIES = 8
 Clock = Callable[[], datetime]
 
 
-def epoch_iso(epoch_s: float) -> str:
-    return engine.iso(datetime.fromtimestamp(epoch_s, UTC))
-
-
 def busy(message: str) -> ApiError:
     """Too many concurrent writers won the race in a row: a retryable refusal, never a wrong answer."""
     return ApiError("runner_unavailable", message, headers={"Retry-After": "1"})
-
-
-def utc_now() -> datetime:
-    # The real UTC clock, shifted only when INTERLUDE_CLOCK_FILE is set (the local stack; see interlude.clock).
-    return clock_.now()
 
 
 def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]:
@@ -65,7 +58,7 @@ class Service:
     # Host-name resolver of the callbackUrl guard at createRun (None: getaddrinfo); tests inject a fixed table.
     callback_resolver: Callable[[str, int], list[str]] | None = None
 
-    def __init__(self, store: Store, clock: Clock = utc_now, step_budget: int = engine.DEFAULT_STEP_BUDGET) -> None:
+    def __init__(self, store: Store, clock: Clock = clock_.now, step_budget: int = engine.DEFAULT_STEP_BUDGET) -> None:
         self.store = store
         self.clock = clock
         self.step_budget = step_budget
@@ -293,7 +286,7 @@ class Service:
                 "kind": oi.kind,
                 "key": oi.key,
                 "raisedAt": oi.raisedAt,
-                **({"deadline": epoch_iso(oi.deadline)} if oi.deadline is not None else {}),
+                **({"deadline": engine.iso_epoch(oi.deadline)} if oi.deadline is not None else {}),
                 "votes": [
                     {
                         k: v
@@ -435,3 +428,10 @@ class Service:
             except Conflict:
                 continue
         return 0
+
+
+@cache
+def default_service() -> Service:
+    """The process's one Service over the configured table: what every Lambda entry point uses."""
+    cfg = settings()
+    return Service(Store(cfg.table_name), step_budget=cfg.step_budget)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -13,11 +12,9 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from .. import wiring
 from ..auth import Principal
-from ..config import settings
 from ..errors import ApiError
 from ..ids import to_wire
-from ..service import Service
-from ..store import Store
+from ..service import default_service
 
 logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()
@@ -28,10 +25,8 @@ MAX_JSON_DEPTH = 64
 ROUTES_BY_OPERATION = {r.operation: r for r in wiring.ROUTES}
 
 
-@cache
-def service() -> Service:
-    cfg = settings()
-    return Service(Store(cfg.table_name), step_budget=cfg.step_budget)
+# The handlers' Service (one per process); an alias so route modules read `service()`.
+service = default_service
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..engine.run import interrupt_key
-from ..ids import derive_opaque, tenant_bound, to_wire
+from ..engine.run import interrupt_key, visit_of
+from ..ids import derive_opaque, to_wire
 from ..model.run import OpenInterrupt, RunState
 
 NOTICE_VERSION = 1
@@ -119,15 +119,9 @@ def _interrupt_resolved(
 
 
 def _key_of(state: RunState, node_id: str, interrupt_id: str | None) -> str | None:
-    # Interrupt ids are derived from (run, node, visit), so the visit (and with it the re-entry key) is found
-    # again without a read, even after the interrupt left the run head.
-    ns = state.nodes.get(node_id)
-    if ns is None or not interrupt_id:
-        return None
-    for visit in range(ns.visits, 0, -1):
-        if tenant_bound(state.tenant, derive_opaque(state.runId, node_id, str(visit))) == interrupt_id:
-            return interrupt_key(state.runId, node_id, visit)
-    return None
+    # The interrupt may have left the run head already; its id still names its visit, and so its key.
+    visit = visit_of(state, node_id, interrupt_id)
+    return None if visit is None else interrupt_key(state.runId, node_id, visit)
 
 
 def queue_message(tenant: str, callback_url: str, notice: dict[str, Any]) -> dict[str, Any]:

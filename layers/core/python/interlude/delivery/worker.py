@@ -15,11 +15,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from ..engine.run import iso_epoch
 from ..store.deliveries import DeliveryStore
 from .egress import EgressRefused, Resolver, check_url
 from .notices import backoff_s, dead_letter
@@ -37,10 +37,6 @@ LEASE_MARGIN_S = 30.0
 
 class RetryLater(Exception):
     """The message stays on the queue (its visibility was set to the backoff); report it as a failed item."""
-
-
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -75,7 +71,7 @@ class Worker:
             "webhookId": notice_id,
             "type": notice["type"],
             "attempt": attempt,
-            "at": iso(started),
+            "at": iso_epoch(started),
         }
         if notice.get("nodeId"):
             attempt_record["nodeId"] = notice["nodeId"]
@@ -123,7 +119,7 @@ class Worker:
             # The dead letter goes first: a crash after it leaves a duplicate dead letter, never a lost one.
             self.sqs.send_message(
                 QueueUrl=cfg.dlq_url,
-                MessageBody=json.dumps(dead_letter(message, _public(history), iso(self.clock()))),
+                MessageBody=json.dumps(dead_letter(message, _public(history), iso_epoch(self.clock()))),
             )
             self.deliveries.finish(run_id, notice_id, attempt, attempt_record, "dead")
             return "dead"

@@ -18,13 +18,13 @@ scheduler's worker, a resolve and a read all converge on the same outcome, and a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from ..interrupts.decide import Decision
 from ..model.run import OpenInterrupt, RunState
 from ..model.workflow import WorkflowDefinition
-from .run import DEFAULT_STEP_BUDGET, Transition, _Step, iso, resolve
+from .run import DEFAULT_STEP_BUDGET, Transition, _Step, resolve
 
 ESCALATION_EVENT = "interlude.escalation-requested"
 RUN_TIMEOUT_CODE = "run_timeout"
@@ -178,5 +178,3 @@ def _chain(first: Transition, second: Transition) -> Transition:
     )
 
 
-def iso_epoch(epoch: float) -> str:
-    return iso(datetime.fromtimestamp(epoch, UTC))

@@ -7,7 +7,7 @@ input, so a caller can retry on a lost race by reading again and deciding again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -57,11 +57,28 @@ def iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def iso_epoch(epoch: float) -> str:
+    return iso(datetime.fromtimestamp(epoch, UTC))
+
+
 def _duration_ms(start: str | None, now: datetime) -> int:
     if not start:
         return 0
     began = datetime.fromisoformat(start.replace("Z", "+00:00"))
     return max(0, int((now - began).total_seconds() * 1000))
+
+
+def interrupt_id(state: RunState, node_id: str, visit: int) -> str:
+    """Derived from (run, node, visit), so replaying a step raises the same id and any id names its visit."""
+    return tenant_bound(state.tenant, derive_opaque(state.runId, node_id, str(visit)))
+
+
+def visit_of(state: RunState, node_id: str, interrupt_id_: str | None) -> int | None:
+    """Which visit of `node_id` raised `interrupt_id_`, found without a read; None if none did."""
+    ns = state.nodes.get(node_id)
+    if ns is None or not interrupt_id_:
+        return None
+    return next((v for v in range(ns.visits, 0, -1) if interrupt_id(state, node_id, v) == interrupt_id_), None)
 
 
 def interrupt_key(run_id: str, node_id: str, visit: int) -> str:
@@ -194,7 +211,7 @@ class _Step:
         interrupt = OpenInterrupt(
             nodeId=node_id,
             key=key,
-            interruptId=tenant_bound(self.s.tenant, derive_opaque(self.s.runId, node_id, str(visit))),
+            interruptId=interrupt_id(self.s, node_id, visit),
             kind=spec.kind,
             visit=visit,
             payload=payload,

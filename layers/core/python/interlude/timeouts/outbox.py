@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import deadlines
 from ..engine.deadlines import Deadline
-from ..ids import derive_opaque, tenant_bound
+from ..engine.run import interrupt_id
 from . import scheduler as scheduler_
 
 if TYPE_CHECKING:
@@ -89,8 +89,7 @@ def settled(service: Service, state: Any, events: list[dict[str, Any]]) -> list[
             if nodes[node_id].typeId == "core.delay":
                 out.append(Deadline("delay", 0, node_id, visit=visit))
             elif timed(node_id):
-                interrupt_id = tenant_bound(state.tenant, derive_opaque(state.runId, node_id, str(visit)))
-                out.append(Deadline("interrupt", 0, node_id, interrupt_id=interrupt_id))
+                out.append(Deadline("interrupt", 0, node_id, interrupt_id=interrupt_id(state, node_id, visit)))
         elif event["type"] in TERMINAL_EVENTS and state.deadline is not None:
             error = payload.get("error") or {}
             if error.get("code") != deadlines.RUN_TIMEOUT_CODE:

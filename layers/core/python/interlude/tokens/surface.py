@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..auth import Principal
+from ..engine.run import iso_epoch, visit_of
 from ..errors import ApiError
-from ..ids import derive_opaque, tenant_bound, tenant_of
+from ..ids import tenant_of
 from ..interrupts.decide import Resolver
 from ..model.run import OpenInterrupt, RunState
-from ..service import Service, epoch_iso
+from ..service import Service
 from .issuer import interrupt_token
 from .scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
 
@@ -141,7 +142,7 @@ class TokenSurface:
         return {
             "interruptId": interrupt.interruptId,
             "token": token,
-            "expiresAt": epoch_iso(expires_at),
+            "expiresAt": iso_epoch(expires_at),
             "intent": intent,
             "payload": interrupt.payload,
         }
@@ -154,11 +155,5 @@ def require_resolve_intent(claims: TokenClaims) -> None:
 
 def existed(state: RunState, node_id: str, interrupt_id: str) -> bool:
     """Whether `interrupt_id` was raised by some visit of `node_id` in this run (ids derive from the visit)."""
-    ns = state.nodes.get(node_id)
-    if ns is None:
-        return False
-    return any(
-        tenant_bound(state.tenant, derive_opaque(state.runId, node_id, str(visit))) == interrupt_id
-        for visit in range(1, ns.visits + 1)
-    )
+    return visit_of(state, node_id, interrupt_id) is not None
 
