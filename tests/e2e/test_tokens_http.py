@@ -386,3 +386,12 @@ def test_the_readme_decision_link_snippet_runs_as_written(api):
     assert out.returncode == 0, out.stderr
     assert '"kind":"approval"' in out.stdout
     assert f'{{"runId":"{run_id}","nodeId":"review","status":"completed"}}' in out.stdout
+
+
+def test_a_form_body_that_is_not_utf8_is_refused_as_a_page_not_a_crash(api):
+    run_id = gated_run(api)
+    token = minted(api, run_id)["token"]
+    got = post_token(api, token, b"\xff\xfeaction=accept", "application/x-www-form-urlencoded")
+    assert got.status_code == 400
+    assert got.headers["Content-Type"].startswith("text/html")
+    assert api.run(run_id)["status"] == "waiting-approval"

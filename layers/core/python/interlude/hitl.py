@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .auth import Principal
 from .engine.run import iso, iso_epoch
 from .errors import ApiError
-from .ids import AUTHOR_ID_RE, from_wire, mint_opaque, tenant_of
+from .ids import AUTHOR_ID_RE, mint_opaque, tenant_of
 from .interrupts.correlation import correlation_hash
 from .interrupts.decide import Resolver, eligible
 from .interrupts.secrets import credential_material
@@ -212,34 +212,15 @@ def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]],
     return not any(v["principal"] == resolver.principal and v["action"] != "ask" for v in votes)
 
 
-def inbox(service: Service, principal: Principal, query: dict[str, str]) -> dict[str, Any]:
-    status = query.get("status", "pending")
-    if status != "pending":
-        raise ApiError(
-            "validation_error", "status must be 'pending' (the inbox lists open interrupts)", {"field": "status"}
-        )
-    raw_limit = query.get("limit", str(DEFAULT_INBOX_LIMIT))
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_INBOX_LIMIT:
-        raise ApiError("validation_error", f"limit must be an integer from 1 to {MAX_INBOX_LIMIT}", {"field": "limit"})
-    limit = int(raw_limit)
-    filters: dict[str, str] = {}
-    if "kind" in query:
-        if query["kind"] not in INTERRUPT_KINDS:
-            raise ApiError("validation_error", f"kind must be one of {list(INTERRUPT_KINDS)}", {"field": "kind"})
-        filters["kind"] = query["kind"]
-    if "workflowId" in query:
-        if not AUTHOR_ID_RE.match(query["workflowId"]):
-            raise ApiError("validation_error", "workflowId is malformed", {"field": "workflowId"})
-        filters["workflowId"] = query["workflowId"]
-    if "runId" in query:
-        run_id = from_wire(query["runId"])
-        if tenant_of(run_id) != principal.tenant:
-            raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
-        filters["runId"] = run_id
+def inbox(
+    service: Service, principal: Principal, limit: int, filters: dict[str, str], cursor: str | None
+) -> dict[str, Any]:
+    """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId."""
+    if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
+        raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
     resolver = Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
     hitl = store_of(service)
     out: list[dict[str, Any]] = []
-    cursor = query.get("cursor")
     for _ in range(MAX_INBOX_QUERIES):
         try:
             entries, next_cursor = hitl.inbox_page(principal.tenant, min(MAX_INBOX_LIMIT, limit * 2), cursor, filters)

@@ -138,11 +138,20 @@ def required_body() -> Any:
     return value
 
 
-def query_int(name: str, default: int | None, lo: int, hi: int) -> int | None:
-    raw = (app.current_event.query_string_parameters or {}).get(name)
+def resume_value_body() -> Any:
+    """A resolve's body, which is exactly {resumeValue}: the resume value."""
+    payload = required_body()
+    if not isinstance(payload, dict) or set(payload) != {"resumeValue"}:
+        raise ApiError("validation_error", "the body must be exactly {resumeValue}", {"field": "body"})
+    return payload["resumeValue"]
+
+
+def query_int(name: str, default: int | None, lo: int, hi: int, query: dict[str, str] | None = None) -> int | None:
+    """An integer query parameter (of this request, or of `query`) within [lo, hi]; else a 400 naming it."""
+    raw = (query if query is not None else app.current_event.query_string_parameters or {}).get(name)
     if raw is None:
         return default
-    if not re.fullmatch(r"-?\d{1,12}", raw) or not lo <= int(raw) <= hi:
+    if not re.fullmatch(r"-?[0-9]{1,12}", raw) or not lo <= int(raw) <= hi:
         raise ApiError("validation_error", f"{name} must be an integer from {lo} to {hi}", {"field": name})
     return int(raw)
 

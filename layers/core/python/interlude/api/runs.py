@@ -10,7 +10,6 @@ from aws_lambda_powertools.event_handler import Response
 from .. import __version__
 from ..config import settings
 from ..engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
-from ..errors import ApiError
 from ..ids import check_author_id, from_wire
 from ..interrupts.decide import REF_KINDS
 from ..tokens.scheme import TOKEN_ALGS
@@ -23,6 +22,7 @@ from .http import (
     principal_for,
     query_int,
     required_body,
+    resume_value_body,
     route,
     run_links,
     service,
@@ -119,10 +119,8 @@ def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
     principal = principal_for("resolveInterruptByRun")
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
-    payload = required_body()
-    if not isinstance(payload, dict) or set(payload) != {"resumeValue"}:
-        raise ApiError("validation_error", "the body must be exactly {resumeValue}", {"field": "body"})
-    return json_response(200, service().resolve_interrupt(principal, run_id, node_id, payload["resumeValue"]))
+    resume_value = resume_value_body()
+    return json_response(200, service().resolve_interrupt(principal, run_id, node_id, resume_value))
 
 
 @route("createKey")

@@ -31,14 +31,14 @@ from ..tokens.keyring_store import load_key_ring
 from ..tokens.scheme import KeyRing, TokenClaims
 from ..tokens.surface import RESOLVE_SCOPE, Target, TokenSurface
 from .http import (
-    MAX_BODY_BYTES,
     OPENWOP_VERSION,
     app,
     base_url,
     body,
     json_response,
     principal_for,
-    required_body,
+    raw_body,
+    resume_value_body,
     route,
     service,
 )
@@ -85,11 +85,9 @@ def resolve_interrupt_by_token(token: str) -> Response:
         return page_post(token)
     # The token first: a refused token is 401/410 whatever the body holds.
     claims = surface().verify(token)
-    payload = required_body()
-    if not isinstance(payload, dict) or set(payload) != {"resumeValue"}:
-        raise ApiError("validation_error", "the body must be exactly {resumeValue}", {"field": "body"})
+    resume_value = resume_value_body()
     target = surface().target(claims)
-    return json_response(200, surface().resolve_target(target, payload["resumeValue"]), NO_STORE)
+    return json_response(200, surface().resolve_target(target, resume_value), NO_STORE)
 
 
 @route("getInterruptToken")
@@ -105,7 +103,8 @@ def mint_interrupt_token(runId: str, nodeId: str) -> Response:
     principal = principal_for("mintInterruptToken")
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
-    request: MintTokenRequest = parse(MintTokenRequest, body() if body() is not None else {}, "request body")
+    raw = body()
+    request: MintTokenRequest = parse(MintTokenRequest, {} if raw is None else raw, "request body")
     minted = surface().mint(principal, run_id, node_id, request.intent, request.lifetimeSeconds)
     return json_response(201, with_url(minted), NO_STORE)
 
@@ -198,9 +197,7 @@ def page_post(token: str) -> Response:
 
 
 def read_form() -> dict[str, list[str]]:
-    raw = app.current_event.decoded_body or ""
-    if len(raw.encode()) > MAX_BODY_BYTES:
-        raise ApiError("payload_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
+    raw = raw_body()
     try:
         return parse_qs(raw, keep_blank_values=True, max_num_fields=approval.MAX_FORM_FIELDS)
     except ValueError:
