@@ -33,7 +33,7 @@ lint: venv
 synth: venv
 	$(PY) app.py
 
-layer:
+layer: venv
 	bash scripts/build_layer.sh
 
 bench: venv

@@ -66,6 +66,8 @@ def main() -> None:
             except ApiError as exc:
                 if exc.code != "interrupt_already_resolved":
                     raise
+            else:
+                raise AssertionError("the raced loser won: this figure would not be a loser's")
 
         def lose_late() -> None:
             try:
@@ -73,6 +75,8 @@ def main() -> None:
             except ApiError as exc:
                 if exc.code != "interrupt_already_resolved":
                     raise
+            else:
+                raise AssertionError("the late loser won: this figure would not be a loser's")
 
         measure("resolve (loser, raced)", lose_racing)
         measure("resolve (loser, late)", lose_late)

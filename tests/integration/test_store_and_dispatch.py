@@ -91,20 +91,36 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
     assert service.store.read_events(state.runId, after_sequence=5) == events[6:]
 
 
-def test_stream_records_delivered_twice_and_out_of_order_change_nothing(service, admin, monkeypatch):
-    workflow = register(service, admin, "conformance-approval-reject-loopback")
-    state = service.create_run(admin, {"workflowId": workflow})
-    service.resolve_interrupt(admin, state.runId, "gate", {"action": "reject"})
-    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
+    # Given a run that only dispatch can finish: a transition stops after two nodes (its step budget)
+    service = Service(Store(TABLE), step_budget=2)
+    created = service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    admin = service.authenticate(f"Bearer {created['apiKey']}")
+    chain = {
+        "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
+        "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
+    }
+    service.put_workflow(admin, "chain", chain)
+    state = service.create_run(admin, {"workflowId": "chain"})
+    # When every stream record so far reaches the real dispatch handler twice, shuffled, until nothing is new
+    shuffler = random.Random(7)
+    for _ in range(10):
+        doubled = stream_records() * 2
+        shuffler.shuffle(doubled)
+        assert lambda_runtime.invoke("dispatch", {"Records": doubled}) == {"batchItemFailures": []}
+        if service.store.get_run(state.runId)[0].status == "completed":
+            break
+    # Then the run completed once: every node ran once, sequences are contiguous, one run.completed
+    events = service.store.read_events(state.runId)
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert [e["type"] for e in events].count("run.completed") == 1
+    assert sorted(e["nodeId"] for e in events if e["type"] == "node.completed") == [f"n{i}" for i in range(7)]
+    # And delivering the whole stream twice more, shuffled, changes no item
     before = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
-    records = stream_records()
-    assert len([r for r in records if r["dynamodb"]["Keys"]["sk"]["S"].startswith("E#")]) == 3
-    doubled = records * 2
-    random.Random(7).shuffle(doubled)
-    result = lambda_runtime.invoke("dispatch", {"Records": doubled})
-    assert result == {"batchItemFailures": []}
-    after = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
-    assert after == before
+    doubled = stream_records() * 2
+    shuffler.shuffle(doubled)
+    assert lambda_runtime.invoke("dispatch", {"Records": doubled}) == {"batchItemFailures": []}
+    assert sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items()) == before
 
 
 def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):

@@ -267,6 +267,21 @@ def test_a_delay_waking_into_a_gate_then_the_run_timing_out_in_one_pass_writes_o
     assert both.closed == []
 
 
+def test_a_gate_a_waking_delay_opens_keeps_its_conversation_claim():
+    # Given delay -> a conversation start; the delay wakes through expire (not through a command)
+    wf = wf_of(
+        [
+            {"id": "w", "typeId": "core.delay", "config": {"delayMs": 1000}},
+            {"id": "talk", "typeId": "core.conversationGate", "config": {"turn": "start", "title": "Pick"}},
+        ],
+        [{"sourceNodeId": "w", "targetNodeId": "talk"}],
+    )
+    woke = deadlines.expire(start(wf).state, wf, later(2000))
+    # Then the conversation it opened is claimed tenant-wide in the same commit
+    (opened,) = woke.opened
+    assert woke.claims == [opened.payload["data"]["conversationId"]]
+
+
 # --- schedule names and expressions ----------------------------------------------------------------
 
 

@@ -1,20 +1,29 @@
-"""Settings read once per process from the environment (validated at cold start)."""
+"""Settings read once per process from the environment (validated at cold start).
+
+Each field's default is written once, here; `from_env` overrides a field only when its variable is set.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import cache
+
+from . import wiring
+from .engine.run import DEFAULT_STEP_BUDGET
+
+MAX_STREAM_HOLD_SECONDS = 25.0
 
 
 @dataclass(frozen=True)
 class Settings:
     table_name: str
-    step_budget: int
+    # Node executions per transaction; the rest continues through the table stream.
+    step_budget: int = DEFAULT_STEP_BUDGET
     # Longest a poll request may wait, bounded by API Gateway's 30 s integration timeout.
-    max_poll_seconds: float
+    max_poll_seconds: float = 25.0
     # Secrets Manager secret holding the token key ring (interlude.tokens.keyring_store).
-    key_ring_secret: str
+    key_ring_secret: str = "interlude/token-keys"
     # How long a warm function reuses the key ring it read (a retired kid stops verifying within this time).
     key_ring_cache_seconds: int = 60
     # SSE streams behind a buffering gateway (interlude.streaming.Bounds): the longest one request waits with
@@ -28,16 +37,26 @@ class Settings:
         table = os.environ.get("TABLE_NAME", "")
         if not table:
             raise RuntimeError("TABLE_NAME is not set")
-        return Settings(
-            table_name=table,
-            step_budget=int(os.environ.get("INTERLUDE_STEP_BUDGET", "200")),
-            max_poll_seconds=float(os.environ.get("INTERLUDE_MAX_POLL_SECONDS", "25")),
-            key_ring_secret=os.environ.get("KEY_RING_SECRET", "interlude/token-keys"),
-            key_ring_cache_seconds=int(os.environ.get("INTERLUDE_KEY_RING_CACHE_SECONDS", "60")),
-            stream_hold_seconds=min(25.0, float(os.environ.get("INTERLUDE_STREAM_HOLD_SECONDS", "20"))),
-            stream_linger_seconds=float(os.environ.get("INTERLUDE_STREAM_LINGER_SECONDS", "0.5")),
-            stream_retry_ms=int(os.environ.get("INTERLUDE_STREAM_RETRY_MS", "1000")),
-        )
+        settings = Settings(table_name=table)
+        overrides = {
+            f.name: type(getattr(settings, f.name))(os.environ[ENVIRONMENT[f.name]])
+            for f in fields(Settings)
+            if f.name in ENVIRONMENT and ENVIRONMENT[f.name] in os.environ
+        }
+        settings = replace(settings, **overrides)
+        return replace(settings, stream_hold_seconds=min(MAX_STREAM_HOLD_SECONDS, settings.stream_hold_seconds))
+
+
+# Field -> the environment variable that sets it.
+ENVIRONMENT = {
+    "step_budget": "INTERLUDE_STEP_BUDGET",
+    "max_poll_seconds": "INTERLUDE_MAX_POLL_SECONDS",
+    "key_ring_secret": wiring.KEY_RING_SECRET.env,
+    "key_ring_cache_seconds": "INTERLUDE_KEY_RING_CACHE_SECONDS",
+    "stream_hold_seconds": "INTERLUDE_STREAM_HOLD_SECONDS",
+    "stream_linger_seconds": "INTERLUDE_STREAM_LINGER_SECONDS",
+    "stream_retry_ms": "INTERLUDE_STREAM_RETRY_MS",
+}
 
 
 @cache

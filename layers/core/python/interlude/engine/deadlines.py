@@ -175,6 +175,7 @@ def _chain(first: Transition, second: Transition) -> Transition:
         opened=[i for i in first.opened if i.key not in transient] + second.opened,
         closed=first.closed + [c for c in second.closed if c.interrupt.key not in transient],
         updated=first.updated + second.updated,
+        claims=first.claims + second.claims,
     )
 
 

@@ -21,8 +21,8 @@ from jsonschema.exceptions import SchemaError
 from pydantic import Field, model_validator
 
 from ..ids import AUTHOR_ID_RE, derive_opaque
+from ..templates import references, render
 from .nodetypes import NODE_TYPES, Config, GateSpec, NodeType
-from .templates import references, render
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.
 CREDENTIAL_RESUME_SCHEMA: dict[str, Any] = {

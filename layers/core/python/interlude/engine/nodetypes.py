@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..interrupts.payloads import approval_resume_schema, clarification_resume_schema
 from ..modulex import nodes as modulex_nodes
-from .templates import render
+from ..templates import render
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
 
