@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+# Benches reuse the tests' support modules (fixture paths, the stream reader): the repo root must be importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def offline_aws(**settings: str) -> None:

@@ -7,11 +7,8 @@ development-only loopback switch is on here). Usage: .venv/bin/python bench/call
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _bench import Calls, fmt, offline_aws
 
 offline_aws(
@@ -34,10 +31,12 @@ from interlude.model.requests import CreateKeyRequest  # noqa: E402
 from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.tokens.keyring_store import ensure_key_ring  # noqa: E402
-from tests.integration.test_callbacks import TABLE, Stream  # noqa: E402
+from tests.integration.test_callbacks import TABLE  # noqa: E402
+from tests.support.local_stack import FIXTURES  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
+from tests.support.stream import Stream  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+FIXTURE = FIXTURES / "conformance-approval.json"
 COUNTED = ("dynamodb", "sqs", "secretsmanager")
 
 
@@ -57,13 +56,12 @@ def main() -> None:
         admin = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())
         service.put_workflow(admin, definition["id"], definition)
-        stream, pump = Stream(), QueuePump("callbacks", urls["callbacks"])
+        stream, pump = Stream(TABLE), QueuePump("callbacks", urls["callbacks"])
         rows = []
 
         def dispatch(again: bool = False) -> Counter[str]:
             # Only the dispatch handler is counted, not the harness reading the stream.
-            fresh = [r for r in stream.records() if again or r["dynamodb"]["SequenceNumber"] not in stream.seen]
-            stream.seen.update(r["dynamodb"]["SequenceNumber"] for r in fresh)
+            fresh = stream.take(again)
             calls.take()
             lambda_runtime.invoke("dispatch", {"Records": fresh})
             return calls.take()

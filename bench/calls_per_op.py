@@ -6,7 +6,6 @@ Runs the real Service and Store against moto in-process (no network). Usage: .ve
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from _bench import Calls, fmt, offline_aws
 
@@ -21,8 +20,9 @@ from interlude.interrupts.decide import Resolver  # noqa: E402
 from interlude.model.requests import CreateKeyRequest  # noqa: E402
 from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
+from tests.support.local_stack import FIXTURES  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+FIXTURE = FIXTURES / "conformance-approval.json"
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
-from pathlib import Path
 
 from _bench import offline_aws
 
@@ -22,12 +21,13 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
-from interlude.dispatch import run_id_of  # noqa: E402
 from interlude.model.requests import CreateKeyRequest  # noqa: E402
 from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.dynamo import run_id_of  # noqa: E402
+from tests.support.local_stack import FIXTURES  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+FIXTURE = FIXTURES / "conformance-approval.json"
 PRICES = {
     "write_request_unit": 0.625 / 1e6,  # DynamoDB on-demand WRU
     "read_request_unit": 0.125 / 1e6,  # DynamoDB on-demand RRU

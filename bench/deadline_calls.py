@@ -26,8 +26,7 @@ from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.timeouts import outbox  # noqa: E402
 from interlude.timeouts import scheduler as scheduler_module  # noqa: E402
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures"
+from tests.support.local_stack import FIXTURES  # noqa: E402
 
 
 def main() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from pathlib import Path
 
 from _bench import offline_aws
 
@@ -24,8 +23,9 @@ from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
 from interlude.model.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import create_table  # noqa: E402
+from tests.support.local_stack import FIXTURES, wire  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+FIXTURE = FIXTURES / "conformance-approval.json"
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
             return got["statusCode"], Counter(counter), got["body"]
 
         def new_run() -> str:
-            return json.loads(call("POST", "/runs", create, None)[2])["runId"].replace("/", "~2F")
+            return wire(json.loads(call("POST", "/runs", create, None)[2])["runId"])
 
         definition = json.loads(FIXTURE.read_text())
         call("PUT", f"/workflows/{definition['id']}", definition, None)

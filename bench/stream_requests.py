@@ -32,6 +32,7 @@ from interlude.local.lambda_runtime import invoke  # noqa: E402
 from interlude.model.requests import CreateKeyRequest  # noqa: E402
 from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
+from tests.support.local_stack import wire  # noqa: E402
 
 GATES = {
     "nodes": [{"id": f"g{i}", "typeId": "core.approvalGate", "config": {"title": f"Gate {i}?"}} for i in range(2)]
@@ -53,7 +54,7 @@ def main() -> None:
             return invoke("api", to_event(method, path, h, json.dumps(body).encode() if body else b"", "127.0.0.1"))
 
         call("PUT", "/workflows/gates", GATES)
-        run = json.loads(call("POST", "/runs", {"workflowId": "gates"})["body"])["runId"].replace("/", "~2F")
+        run = wire(json.loads(call("POST", "/runs", {"workflowId": "gates"})["body"])["runId"])
         call("GET", f"/runs/{run}/events")  # warm the key cache and the workflow cache
         for label, path, headers in (
             ("OpenWOP stream, run waiting at a gate", f"/runs/{run}/events", {}),

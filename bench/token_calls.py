@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from pathlib import Path
 
 from _bench import Calls, fmt, offline_aws
 
@@ -29,8 +28,9 @@ from interlude.store import Store, create_table  # noqa: E402
 from interlude.tokens import verify  # noqa: E402
 from interlude.tokens.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
 from interlude.tokens.surface import TokenSurface  # noqa: E402
+from tests.support.local_stack import FIXTURES  # noqa: E402
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "openwop" / "fixtures" / "conformance-approval.json"
+FIXTURE = FIXTURES / "conformance-approval.json"
 SECRET = "bench/token-keys"
 
 

@@ -15,9 +15,9 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.functions import pascal_case
 from interlude import wiring
-
-PUBLIC_BASE_URL_ENV = "PUBLIC_BASE_URL"
+from interlude.delivery.settings import PUBLIC_BASE_URL_ENV
 
 
 class CallbackDelivery(Construct):
@@ -26,11 +26,8 @@ class CallbackDelivery(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.queues: dict[str, sqs.Queue] = {}
-        pending = list(wiring.QUEUES)
-        while pending:
-            spec = next(q for q in pending if q.dead_letter is None or q.dead_letter in self.queues)
+        for spec in wiring.queues_in_creation_order():
             self.queues[spec.name] = self._build_queue(spec)
-            pending.remove(spec)
         for spec in wiring.FUNCTIONS:
             self._wire_function(spec, functions[spec.name], api_url)
 
@@ -42,7 +39,7 @@ class CallbackDelivery(Construct):
             )
         queue = sqs.Queue(
             self,
-            _pascal(spec.name),
+            pascal_case(spec.name),
             retention_period=Duration.seconds(spec.retention_s),
             visibility_timeout=Duration.seconds(spec.visibility_timeout_s),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
@@ -94,7 +91,3 @@ class CallbackDelivery(Construct):
             )
         if spec.needs_public_base_url:
             function.add_environment(PUBLIC_BASE_URL_ENV, api_url)
-
-
-def _pascal(name: str) -> str:
-    return "".join(part.capitalize() for part in name.replace("-", "_").split("_"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, Validations
 from aws_cdk import aws_dynamodb as dynamodb
@@ -14,9 +13,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.layer import PROJECT_ROOT, CoreLayer
 from interlude import wiring
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 SERVICE_NAME = "interlude"
 # What a stream event source mapping reads with; scoped to this table's stream as in the DynamoDB guide's
@@ -30,8 +29,9 @@ STREAM_READ_ACTIONS = (
 
 
 class Functions(Construct):
-    RUNTIME = lambda_.Runtime.PYTHON_3_12
-    ARCHITECTURE = lambda_.Architecture.ARM_64
+    # The functions run where the core layer's wheels were built for.
+    RUNTIME = CoreLayer.RUNTIME
+    ARCHITECTURE = CoreLayer.ARCHITECTURE
     TRACING = lambda_.Tracing.ACTIVE
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
     CODE_EXCLUDE = ("**/__pycache__", "**/*.pyc")
@@ -67,7 +67,7 @@ class Functions(Construct):
                 self.stream_dlqs[spec.name] = self._connect_stream(spec, self.by_name[spec.name])
 
     def _build_function(self, spec: wiring.Function) -> lambda_.Function:
-        scope = Construct(self, _pascal(spec.name))
+        scope = Construct(self, pascal_case(spec.name))
         log_group = logs.LogGroup(scope, "Logs", retention=self.LOG_RETENTION)
         role = iam.Role(
             scope,
@@ -146,7 +146,7 @@ class Functions(Construct):
     def _connect_stream(self, spec: wiring.Function, function: lambda_.Function) -> sqs.Queue:
         dlq = sqs.Queue(
             self,
-            f"{_pascal(spec.name)}StreamDlq",
+            f"{pascal_case(spec.name)}StreamDlq",
             retention_period=self.DLQ_RETENTION,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
@@ -186,5 +186,6 @@ def stream_filter() -> dict:
     )
 
 
-def _pascal(name: str) -> str:
+def pascal_case(name: str) -> str:
+    """A wiring name as a construct id: `callbacks-dlq` -> `CallbacksDlq`."""
     return "".join(part.capitalize() for part in name.replace("-", "_").split("_"))

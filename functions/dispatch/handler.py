@@ -15,8 +15,6 @@ logger = Logger(service="interlude-dispatch")
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 
 
-
-
 def record_handler(record: DynamoDBRecord) -> None:
     handle_record(default_service(), record.raw_event)
 

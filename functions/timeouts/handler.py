@@ -11,8 +11,6 @@ from interlude.service import default_service
 logger = Logger(service="interlude-timeouts")
 
 
-
-
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     written = default_service().fire_deadline(event)

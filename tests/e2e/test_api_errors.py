@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +14,7 @@ import requests
 
 from interlude import schemas, wiring
 from interlude.errors import ERROR_STATUS
-from tests.support.local_stack import FIXTURES, REPO, Api, wire
+from tests.support.local_stack import FIXTURES, Api, tenant_admin_key, wire
 
 ENVELOPE = schemas.validator("error-envelope.schema.json")
 ROUTES = {r.operation: r for r in wiring.ROUTES}
@@ -161,14 +159,7 @@ def fresh_run(client: Api, approval_wf: str) -> str:
 
 @pytest.fixture(scope="module")
 def other_tenant_key(stack_info: dict[str, str]) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "keys", "create", "--local", "--state-file", stack_info["stateFile"],
-         "--tenant", "other", "--subject", "x"],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
-    )
-    created = json.loads(done.stdout)
-    assert created["tenant"] == "other"
-    return created["apiKey"]
+    return tenant_admin_key(stack_info, "other", "x")
 
 
 @pytest.fixture(scope="module")

@@ -9,18 +9,13 @@ Two stacks of their own:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 
-import boto3
 import pytest
 import requests
 
-from tests.integration.test_callbacks import needs_lookup
-from tests.support.local_stack import REPO, Api, running_stack, wire
+from tests.support.egress import REFUSED, needs_lookup
+from tests.support.local_stack import Api, cli, running_stack, stack_client, until, wire
 from tests.support.receiver import Receiver, verify
-from tests.unit.test_egress import REFUSED
 
 WORKFLOW = {
     "nodes": [
@@ -66,7 +61,7 @@ def loopback(tmp_path_factory):
     with running_stack(tmp_path_factory.mktemp("loopback"), env) as info:
         api = Api.of(info)
         assert api.put_workflow("cb", WORKFLOW).status_code == 201
-        yield api, info, info["stateFile"]
+        yield api, info
 
 
 @pytest.fixture
@@ -108,47 +103,33 @@ def test_discovery_advertises_callback_delivery(guarded):
 # --- delivery -------------------------------------------------------------------------------------
 
 
-def tenant_secret(state_file: str, tenant: str, command: str = "show") -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "webhooks", "secret", command, "--tenant", tenant, "--local"]
-        + ["--state-file", state_file],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+def tenant_secret(info: dict[str, str], tenant: str, command: str = "show") -> str:
+    out = cli(info, "webhooks", "secret", command, "--tenant", tenant, "--local")
     return json.loads(out.stdout)["secret"]
 
 
 def deliveries(api: Api, run_id: str, count: int, timeout_s: float = 20.0) -> list[dict]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """The run's delivery attempts once there are `count` of them (or whatever is listed at the timeout)."""
+    found: list[dict] = []
+
+    def enough() -> bool:
         got = api.call("GET", f"/runs/{wire(run_id)}/deliveries")
         assert got.status_code == 200, got.text
-        found = got.json()["deliveries"]
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+        found[:] = got.json()["deliveries"]
+        return len(found) >= count
 
-
-def sqs_of(info: dict):
-    return boto3.client(
-        "sqs",
-        endpoint_url=info["motoEndpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    until(enough, timeout_s)
+    return found
 
 
 def test_a_receiver_verifies_every_notice_and_resolves_through_the_token_link(loopback, receiver):
-    api, _, state_file = loopback
+    api, info = loopback
     # Given a run with a loopback callbackUrl (the development-only setting is on in this stack)
     run_id = api.start("cb", callbackUrl=receiver.url(), inputs={"title": "Hi"})["runId"]
 
     # When the gate is raised / Then the receiver gets a notice it verifies with the tenant's secret
     (hit,) = receiver.wait_for(1)
-    secret = tenant_secret(state_file, api.tenant)
+    secret = tenant_secret(info, api.tenant)
     notice = verify(secret, hit)
     assert (notice["type"], notice["runId"], notice["nodeId"], notice["kind"]) == (
         "interrupt.requested",
@@ -179,7 +160,7 @@ def test_a_receiver_verifies_every_notice_and_resolves_through_the_token_link(lo
     assert all(d["webhookId"] == d["noticeId"] for d in listed)
 
     # When SQS hands the first notice's message out again (a duplicate)
-    sqs = sqs_of(loopback[1])
+    sqs = stack_client(info, "sqs")
     queue_url = sqs.get_queue_url(QueueName="interlude-local-callbacks")["QueueUrl"]
     message = {"v": 1, "tenant": api.tenant, "callbackUrl": receiver.url(), "notice": notice}
     sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(message))
@@ -191,18 +172,18 @@ def test_a_receiver_verifies_every_notice_and_resolves_through_the_token_link(lo
 
 
 def wait_until_empty(sqs, queue_url: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    while time.monotonic() < deadline:
+
+    def drained() -> bool:
         attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
-        if all(attrs[n] == "0" for n in names):
-            return
-        time.sleep(0.05)
-    raise AssertionError("the callback queue did not drain")
+        return all(attrs[n] == "0" for n in names)
+
+    if not until(drained, timeout_s):
+        raise AssertionError("the callback queue did not drain")
 
 
 def test_failures_are_retried_then_dead_lettered_and_listed(loopback, receiver):
-    api, info, state_file = loopback
+    api, info = loopback
     # Given a receiver that answers 500, then times out, then answers 500 again
     receiver.script[:] = [500, ("sleep", 8), 500]
     run_id = api.start("cb", callbackUrl=receiver.url())["runId"]
@@ -213,7 +194,7 @@ def test_failures_are_retried_then_dead_lettered_and_listed(loopback, receiver):
     # Then each was a signed POST under the same webhook-id, and each is listed with its failure
     assert len(receiver.hits) == 3
     assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
-    secret = tenant_secret(state_file, api.tenant)
+    secret = tenant_secret(info, api.tenant)
     for hit in receiver.hits:
         verify(secret, hit)
     listed.sort(key=lambda d: d["attempt"])
@@ -224,12 +205,11 @@ def test_failures_are_retried_then_dead_lettered_and_listed(loopback, receiver):
     ]
     assert listed[-1]["final"] is True
     # And the dead-letter queue holds the notice's history, without its token or the signing secret
-    sqs = sqs_of(info)
+    sqs = stack_client(info, "sqs")
     dlq = sqs.get_queue_url(QueueName="interlude-local-callbacks-dlq")["QueueUrl"]
-    bodies = []
-    deadline = time.monotonic() + 10
-    while not bodies and time.monotonic() < deadline:
-        bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])]
+    bodies = until(
+        lambda: [m["Body"] for m in sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])], 10
+    )
     (raw,) = [b for b in bodies if json.loads(b)["runId"] == run_id]
     dead = json.loads(raw)
     assert len(dead["deliveryHistory"]) == 3

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
 from interlude import wiring
-from tests.support.local_stack import FIXTURES, REPO, Api, running_stack
+from interlude.local.stack import TABLE_NAME
+from interlude.store.dynamo import RUN_SK, run_pk
+from tests.support.local_stack import FIXTURES, Api, cli, running_stack, stack_client, until, wire
 
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
+WAIT_S = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +35,12 @@ def api(deadline_stack) -> Api:
 
 @pytest.fixture(scope="module")
 def scheduler(deadline_stack):
-    return boto3.client("scheduler", endpoint_url=deadline_stack["motoEndpoint"], region_name="us-east-1")
+    return stack_client(deadline_stack, "scheduler")
 
 
 def advance(stack: dict, seconds: float) -> None:
     """Move the running stack's clock forward with the CLI, as a developer would."""
-    subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "clock", "advance", str(seconds), "--state-file", stack["stateFile"]],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
+    cli(stack, "clock", "advance", str(seconds))
 
 
 def schedule_inputs(scheduler) -> list[str]:
@@ -58,29 +52,19 @@ def schedule_inputs(scheduler) -> list[str]:
     return out
 
 
-def wait_for(predicate, timeout_s: float = 20.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
-
-
 def schedule_for(scheduler, run_id: str) -> bool:
     return any(run_id in body for body in schedule_inputs(scheduler))
 
 
 @pytest.fixture(scope="module")
 def table(deadline_stack):
-    return boto3.client("dynamodb", endpoint_url=deadline_stack["motoEndpoint"], region_name="us-east-1")
+    return stack_client(deadline_stack, "dynamodb")
 
 
 def stored_status(table, run_id: str) -> str:
     """The run head's status straight from the table: observing it this way applies no deadline."""
-    tenant, opaque = run_id.split("/", 1)
-    key = {"pk": {"S": f"T#{tenant}#R#{opaque}"}, "sk": {"S": "RUN"}}
-    return table.get_item(TableName="interlude-local", Key=key)["Item"]["status"]["S"]
+    key = {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}
+    return table.get_item(TableName=TABLE_NAME, Key=key)["Item"]["status"]["S"]
 
 
 def long_gate(api: Api, timeout_ms: int = 600_000) -> str:
@@ -107,8 +91,8 @@ def test_conformance_timeout_fixtures_reject_on_time_through_the_schedule_pump(
 
     # Then the stack applies the timeout by itself (its schedule pump, or the outbox if it saw the record
     # late) and no schedule is left behind
-    assert wait_for(lambda: stored_status(table, run_id) == "failed"), "the timeout was never applied"
-    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "a schedule was left behind"
+    assert until(lambda: stored_status(table, run_id) == "failed", WAIT_S), "the timeout was never applied"
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "a schedule was left behind"
     # And the gate resolved rejected by timeout — never granted — and the run failed naming the gate
     snapshot = api.run(run_id)
     assert snapshot["status"] == "failed"
@@ -146,23 +130,23 @@ def test_a_resolve_after_the_deadline_is_409_and_the_gate_is_timed_out(api, dead
 
 def test_the_pump_fires_the_schedule_when_the_clock_passes_it(api, deadline_stack, scheduler, table):
     run_id = api.start(long_gate(api))["runId"]
-    assert wait_for(lambda: schedule_for(scheduler, run_id)), "the outbox did not create the schedule"
+    assert until(lambda: schedule_for(scheduler, run_id), WAIT_S), "the outbox did not create the schedule"
     advance(deadline_stack, 300)
     assert stored_status(table, run_id) == "waiting-approval"
     advance(deadline_stack, 301)
     # No API read meanwhile: only the schedule pump can apply it, and the schedule deletes itself after firing
-    assert wait_for(lambda: stored_status(table, run_id) == "failed"), "the schedule never fired"
-    assert wait_for(lambda: not schedule_for(scheduler, run_id))
+    assert until(lambda: stored_status(table, run_id) == "failed", WAIT_S), "the schedule never fired"
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S)
     assert [e["payload"]["action"] for e in api.events(run_id) if e["type"] == "interrupt.resolved"] == ["timeout"]
 
 
 def test_a_decision_in_time_wins_and_its_schedule_is_deleted(api, deadline_stack, scheduler):
     run_id = api.start(long_gate(api))["runId"]
-    assert wait_for(lambda: schedule_for(scheduler, run_id))
+    assert until(lambda: schedule_for(scheduler, run_id), WAIT_S)
     accepted = api.resolve(run_id, "gate", {"action": "accept"})
     assert accepted.status_code == 200, accepted.text
     assert accepted.json()["status"] == "completed"
-    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "resolving did not delete the schedule"
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "resolving did not delete the schedule"
     advance(deadline_stack, 601)
     assert api.run(run_id)["status"] == "completed"
     resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
@@ -175,9 +159,9 @@ def test_conformance_delay_runs_then_completes_after_its_delay(api, deadline_sta
     snapshot = api.run(run_id)
     assert snapshot["status"] == "running"
     assert snapshot["nodeStates"]["wait"]["status"] == "running"
-    assert wait_for(lambda: schedule_for(scheduler, run_id))
+    assert until(lambda: schedule_for(scheduler, run_id), WAIT_S)
     advance(deadline_stack, 601)
-    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "the wake-up never fired"
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "the wake-up never fired"
     done = api.run(run_id)
     assert done["status"] == "completed"
     assert done["variables"]["wait"] == {"delayMs": 600_000}
@@ -186,11 +170,11 @@ def test_conformance_delay_runs_then_completes_after_its_delay(api, deadline_sta
 def test_conformance_cancellable_cancels_mid_delay(api, scheduler):
     run_id = api.start(api.fixture("conformance-cancellable"))["runId"]
     assert api.run(run_id)["status"] == "running"
-    assert wait_for(lambda: schedule_for(scheduler, run_id))
-    cancelled = api.call("POST", f"/runs/{run_id.replace('/', '~2F')}/cancel", {"reason": "enough"})
+    assert until(lambda: schedule_for(scheduler, run_id), WAIT_S)
+    cancelled = api.call("POST", f"/runs/{wire(run_id)}/cancel", {"reason": "enough"})
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "cancelled"
-    assert wait_for(lambda: not schedule_for(scheduler, run_id)), "cancelling did not delete the wake-up"
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "cancelling did not delete the wake-up"
     assert api.run(run_id)["status"] == "cancelled"
 
 
@@ -201,7 +185,7 @@ def test_the_clock_file_is_advertised_in_the_state_file(deadline_stack):
 
 def test_the_inbox_never_lists_a_gate_past_its_deadline(api, deadline_stack):
     run_id = api.start(long_gate(api))["runId"]
-    query = f"/interrupts?status=pending&runId={run_id.replace('/', '~2F')}"
+    query = f"/interrupts?status=pending&runId={wire(run_id)}"
     listed = api.call("GET", query)
     assert listed.status_code == 200, listed.text
     assert [i["nodeId"] for i in listed.json()["interrupts"]] == ["gate"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interlude.engine.nodetypes import NODE_TYPES
+from interlude.engine.registry import NODE_TYPES
 from tests.support.local_stack import FIXTURES, Api, wire
 
 OWNED_ELSEWHERE = {"conformance-approval-timeout", "conformance-approval-timeout-approve"}

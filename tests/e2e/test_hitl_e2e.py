@@ -4,8 +4,6 @@ events by correlation (before and after the gate), tenant settings, credential g
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.local_stack import REPO, Api, wire
+from tests.support.local_stack import Api, run_cli, wire
 
 RESPOND = ["approvals:respond", "runs:read"]
 
@@ -264,39 +262,13 @@ def test_the_inbox_over_http_and_in_the_terminal(api: Api, stack_info) -> None:
     other = api.call("GET", f"/interrupts?workflowId={workflow}", key=api.new_key(RESPOND)).json()
     assert other["interrupts"] == []
     assert api.resolve(runs[0], "gate", {"action": "accept"}, key=key).status_code == 200
-    cli = subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "inbox", "--url", api.base_url, "--key", key, "--workflow", workflow],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    cli = run_cli("inbox", "--url", api.base_url, "--key", key, "--workflow", workflow)
     lines = cli.stdout.strip().splitlines()
     assert lines[0].split() == ["RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES"]
     assert len(lines) == 3
     assert all("Ship it?" in line and "0/2" in line for line in lines[1:])
     assert runs[0] not in cli.stdout  # the principal voted there already
-    as_json = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "interlude.cli",
-            "inbox",
-            "--url",
-            api.base_url,
-            "--key",
-            api.api_key,
-            "--workflow",
-            workflow,
-            "--json",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    as_json = run_cli("inbox", "--url", api.base_url, "--key", api.api_key, "--workflow", workflow, "--json")
     listed = json.loads(as_json.stdout)["interrupts"]
     assert len(listed) == 0  # the admin is not on the approvers list
     error_of(api.call("GET", "/interrupts?status=resolved"), 400, "validation_error")

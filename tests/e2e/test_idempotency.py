@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import requests
 
 from interlude import schemas, wiring
 from interlude.errors import ERROR_STATUS
 from interlude.local.stack import TABLE_NAME
-from tests.support.local_stack import FIXTURES, REPO, Api, wire
+from interlude.store.dynamo import RUN_SK
+from tests.support.local_stack import FIXTURES, Api, stack_client, tenant_admin_key, wire
 
 REPLAY = "OpenWOP-Idempotent-Replay"
 ENVELOPE = schemas.validator("error-envelope.schema.json")
@@ -39,20 +36,11 @@ def refused(response: requests.Response, code: str) -> dict[str, Any]:
     return body
 
 
-def tenant_key(stack_info: dict[str, str], tenant: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "keys", "create", "--local", "--state-file", stack_info["stateFile"],
-         "--tenant", tenant, "--subject", "idem-admin"],
-        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    return json.loads(done.stdout)["apiKey"]
-
-
 @pytest.fixture(scope="module")
 def tenant(stack_info: dict[str, str]) -> tuple[str, Api]:
     """A tenant of its own, so the runs it holds can be counted."""
     name = f"idem-{uuid.uuid4().hex[:8]}"
-    return name, Api(stack_info["baseUrl"], tenant_key(stack_info, name), name)
+    return name, Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name, "idem-admin"), name)
 
 
 @pytest.fixture(scope="module")
@@ -62,20 +50,13 @@ def approval(tenant: tuple[str, Api]) -> str:
 
 def runs_of(stack_info: dict[str, str], tenant: str) -> int:
     # A scan is fine in a test: it counts run heads straight from the local stack's table.
-    info = json.loads(Path(stack_info["stateFile"]).read_text())
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=info["motoEndpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = stack_client(stack_info, "dynamodb")
     count, kwargs = 0, {}
     while True:
         page = client.scan(
             TableName=TABLE_NAME,
             FilterExpression="begins_with(pk, :p) AND sk = :run",
-            ExpressionAttributeValues={":p": {"S": f"T#{tenant}#R#"}, ":run": {"S": "RUN"}},
+            ExpressionAttributeValues={":p": {"S": f"T#{tenant}#R#"}, ":run": {"S": RUN_SK}},
             Select="COUNT",
             **kwargs,
         )
@@ -314,7 +295,7 @@ def test_twenty_concurrent_same_key_resolves_execute_once(tenant, approval):
 def test_the_same_key_under_two_tenants_does_two_different_things(tenant, stack_info):
     name_a, api_a = tenant
     name_b = f"idem-{uuid.uuid4().hex[:8]}"
-    api_b = Api(stack_info["baseUrl"], tenant_key(stack_info, name_b), name_b)
+    api_b = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name_b, "idem-admin"), name_b)
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
     for api in (api_a, api_b):
         assert api.put_workflow("idem-shared", {**definition, "id": "idem-shared"}).status_code == 201

@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import uuid
 
-import boto3
 import requests
 
 from interlude.local.keyring import LOCAL_KEY_RING_SECRET
 from interlude.tokens import KeyRing, TokenClaims, mint
-from tests.support.local_stack import REPO, wire
+from tests.support.local_stack import REPO, cli, stack_client, until, wire
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -64,36 +62,13 @@ def accept(api, token: str) -> requests.Response:
 
 
 def local_ring(stack_info) -> KeyRing:
-    client = boto3.client(
-        "secretsmanager",
-        endpoint_url=stack_info["motoEndpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = stack_client(stack_info, "secretsmanager")
     return KeyRing.from_json(client.get_secret_value(SecretId=LOCAL_KEY_RING_SECRET)["SecretString"])
 
 
-def cli(stack_info, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "tokens", *args, "--local", "--state-file", stack_info["stateFile"]],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def eventually(check, timeout_s: float = 8.0):
+def eventually(check):
     # The api re-reads the ring at most once a second locally; wait for that, never for a fixed time.
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
+    return until(check, timeout_s=8.0, interval_s=0.2)
 
 
 def error(response: requests.Response) -> tuple[int, str]:
@@ -252,7 +227,7 @@ def test_rotation_keeps_old_tokens_until_their_kid_is_retired(api, stack_info):
     before_b = minted(api, gated_run(api))["token"]
     old_kid = before_a.split(".")[2]
 
-    rotated = cli(stack_info, "rotate")
+    rotated = cli(stack_info, "tokens", "rotate", "--local").stdout
     assert old_kid in rotated
     # Tokens minted after the rotation are signed with the new kid (once the api has re-read the ring)
     new_run = gated_run(api)
@@ -265,7 +240,7 @@ def test_rotation_keeps_old_tokens_until_their_kid_is_retired(api, stack_info):
     # A token minted before the rotation still resolves
     assert accept(api, before_a).status_code == 200
 
-    cli(stack_info, "retire", old_kid)
+    cli(stack_info, "tokens", "retire", old_kid, "--local")
     # After its kid is retired, a token minted under it is 401; the new kid's token still works
     # Every api instance (a process each, as on Lambda) re-reads the ring on its own schedule.
     assert eventually(lambda: all(get_token(api, before_b).status_code == 401 for _ in range(8)))
@@ -275,11 +250,7 @@ def test_rotation_keeps_old_tokens_until_their_kid_is_retired(api, stack_info):
 
 def test_retiring_the_current_kid_is_refused(stack_info):
     current = local_ring(stack_info).current_kid
-    done = subprocess.run(
-        [sys.executable, "-m", "interlude.cli", "tokens", "retire", current, "--local", "--state-file",
-         stack_info["stateFile"]],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-    )
+    done = cli(stack_info, "tokens", "retire", current, "--local", check=False)
     assert done.returncode != 0
     assert "rotate before retiring" in done.stderr
 

@@ -10,7 +10,7 @@ import openwop_client
 import requests
 
 from interlude import schemas, wiring
-from tests.support.local_stack import wire
+from tests.support.local_stack import tenant_admin_key, wire
 
 
 def test_conformance_approval_waits_then_completes_with_a_schema_valid_log(api):
@@ -119,30 +119,7 @@ def test_discovery_and_openapi_describe_the_served_routes(api):
 
 def test_tenants_never_see_each_other(api, stack_info):
     # A second tenant's admin key, made with the CLI against the running stack.
-    import json
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "interlude.cli",
-            "keys",
-            "create",
-            "--local",
-            "--state-file",
-            stack_info["stateFile"],
-            "--tenant",
-            "other",
-            "--subject",
-            "o-admin",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    other_key = json.loads(out.stdout)["apiKey"]
+    other_key = tenant_admin_key(stack_info, "other", "o-admin")
     run = api.start(api.fixture("conformance-approval"))
     foreign = api.call("GET", f"/runs/{wire(run['runId'])}", key=other_key)
     assert foreign.status_code == 403

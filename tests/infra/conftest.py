@@ -37,6 +37,41 @@ class Synth:
     def function_id(self, name: str) -> str:
         return self.logical_id(self.stack.functions.by_name[name])
 
+    def role_id(self, name: str) -> str:
+        """The logical id of function `name`'s execution role."""
+        return self.resources[self.function_id(name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+
+    def statements_of_role(self, role_id: str) -> list[dict]:
+        """Every IAM statement granted to the role: its inline policies and the policies attached to it."""
+        role = self.resources[role_id]["Properties"]
+        statements = [s for policy in role.get("Policies", []) for s in policy["PolicyDocument"]["Statement"]]
+        for policy in self.of_type("AWS::IAM::Policy").values():
+            if {"Ref": role_id} in policy["Properties"]["Roles"]:
+                statements += policy["Properties"]["PolicyDocument"]["Statement"]
+        return statements
+
+    def statements(self, name: str) -> list[dict]:
+        """Every IAM statement function `name`'s role holds."""
+        return self.statements_of_role(self.role_id(name))
+
+    def env(self, name: str) -> dict:
+        """Function `name`'s environment variables."""
+        return self.resources[self.function_id(name)]["Properties"]["Environment"]["Variables"]
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def actions_on(statements: list[dict], resource) -> set[str]:
+    """The actions the statements allow on exactly `resource` (as the template names it)."""
+    return {
+        action
+        for statement in statements
+        if resource in as_list(statement["Resource"])
+        for action in as_list(statement["Action"])
+    }
+
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory) -> Synth:

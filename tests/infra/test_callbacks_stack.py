@@ -9,20 +9,11 @@ import pytest
 
 from interlude import wiring
 from interlude.delivery.settings import DEFAULT_TOTAL_TIMEOUT_S, DEV_ALLOW_LOOPBACK_ENV, PUBLIC_BASE_URL_ENV
-from tests.infra.support import actions_on, as_list, statements_of_role
+from tests.infra.conftest import actions_on, as_list
 
 
 def queue_id(synth, name: str) -> str:
     return synth.logical_id(synth.stack.callbacks.queues[name])
-
-
-def role_statements(synth, function_name: str) -> list[dict]:
-    role_id = synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    return statements_of_role(synth, role_id)
-
-
-def env_of(synth, function_name: str) -> dict:
-    return synth.resources[synth.function_id(function_name)]["Properties"]["Environment"]["Variables"]
 
 
 def test_queues_follow_wiring_with_redrive_encryption_and_tls_only(synth):
@@ -77,7 +68,7 @@ def test_the_callbacks_function_consumes_its_queue_reporting_item_failures(synth
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
 def test_queue_actions_of_every_role_are_exactly_wirings(synth, spec):
     # Given a function's role / When its actions on each callback queue are collected
-    statements = role_statements(synth, spec.name)
+    statements = synth.statements(spec.name)
     for queue in wiring.QUEUES:
         expected = set()
         if queue.name in spec.sends_to:
@@ -98,7 +89,7 @@ def test_webhook_secret_actions_cover_exactly_the_tenant_secret_prefix(synth, sp
     prefix = wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"]
     on_prefix = [
         s
-        for s in role_statements(synth, spec.name)
+        for s in synth.statements(spec.name)
         for r in as_list(s["Resource"])
         if "Fn::Join" in r and r["Fn::Join"][1][-1] == f":secret:{prefix}*"
     ]
@@ -116,7 +107,7 @@ def test_functions_get_the_queue_urls_prefix_and_public_base_url_they_use(synth)
     # Given the functions' environments / Then each names the queues it uses and nothing else of delivery
     api_url = synth.template_json["Outputs"]["ApiUrl"]["Value"]
     for spec in wiring.FUNCTIONS:
-        variables = env_of(synth, spec.name)
+        variables = synth.env(spec.name)
         uses = set(spec.sends_to) | ({spec.consumes} if spec.consumes else set())
         for queue in wiring.QUEUES:
             if queue.name in uses:
@@ -134,6 +125,6 @@ def test_functions_get_the_queue_urls_prefix_and_public_base_url_they_use(synth)
 def test_the_deployed_stack_never_allows_loopback_callbacks(synth):
     # Given every function of the deployed stack / Then none sets the development-only loopback switch
     for spec in wiring.FUNCTIONS:
-        assert DEV_ALLOW_LOOPBACK_ENV not in env_of(synth, spec.name)
+        assert DEV_ALLOW_LOOPBACK_ENV not in synth.env(spec.name)
     # And the switch's name appears nowhere in the template at all
     assert DEV_ALLOW_LOOPBACK_ENV not in json.dumps(synth.template_json)

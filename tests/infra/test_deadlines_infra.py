@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from interlude import clock, wiring
-from tests.infra.support import as_list, statements_of_role
-
-
-def _role_of(synth, function_name: str) -> str:  # noqa: F811
-    return synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
+from tests.infra.conftest import as_list
 
 
 def _ids(synth):  # noqa: F811
@@ -40,7 +36,7 @@ def test_the_scheduler_role_may_invoke_exactly_the_timeouts_function_and_write_i
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
     # And it carries exactly two grants: invoke the target function, send to the dead-letter queue
-    statements = statements_of_role(synth, ids["role"])
+    statements = synth.statements_of_role(ids["role"])
     granted = sorted((a, str(r)) for s in statements for a in as_list(s["Action"]) for r in as_list(s["Resource"]))
     assert granted == sorted(
         [
@@ -66,7 +62,7 @@ def test_managers_get_the_schedule_environment(synth):  # noqa: F811
         )
     )
     for spec in wiring.FUNCTIONS:
-        variables = synth.resources[synth.function_id(spec.name)]["Properties"]["Environment"]["Variables"]
+        variables = synth.env(spec.name)
         present = {k: variables[k] for k in wiring.SCHEDULES.environment if k in variables}
         assert present == (expected if spec.name in wiring.SCHEDULES.managers else {}), spec.name
         # The test clock is a local-stack feature: no deployed function may carry it.
@@ -92,7 +88,7 @@ def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_sche
         ]
     }
     for spec in wiring.FUNCTIONS:
-        statements = statements_of_role(synth, _role_of(synth, spec.name))
+        statements = synth.statements(spec.name)
         scheduler = [s for s in statements if any(a.startswith("scheduler:") for a in as_list(s["Action"]))]
         passing = [s for s in statements if "iam:PassRole" in as_list(s["Action"])]
         if spec.name not in wiring.SCHEDULES.managers:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from interlude import wiring
-from tests.infra.support import actions_on, statements_of_role
+from tests.infra.conftest import actions_on
 
 ISSUE3_ROUTES = {
     ("GET", "/interrupts", "approvals:respond"),
@@ -39,8 +39,7 @@ def test_issue3_routes_are_declared_with_their_scopes_and_served_by_the_api(synt
 
 @pytest.mark.parametrize("name", [n for n in COMMITTERS if n in {f.name for f in wiring.FUNCTIONS}])
 def test_committers_hold_what_waiters_and_claims_need_and_no_delete_for_them(synth, name):  # noqa: F811
-    role_id = synth.resources[synth.function_id(name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    actions = actions_on(statements_of_role(synth, role_id), {"Fn::GetAtt": [synth.table_id(), "Arn"]})
+    actions = actions_on(synth.statements(name), {"Fn::GetAtt": [synth.table_id(), "Arn"]})
     assert {"dynamodb:PutItem", "dynamodb:UpdateItem"} <= actions
     if name != "api":
         assert "dynamodb:DeleteItem" not in actions
@@ -49,10 +48,8 @@ def test_committers_hold_what_waiters_and_claims_need_and_no_delete_for_them(syn
 def test_the_api_queries_the_inbox_index_and_the_outbox_queries_kept_events(synth):  # noqa: F811
     table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
     index_arn = {"Fn::Join": ["", [table_arn, f"/index/{wiring.INBOX_INDEX.name}"]]}
-    api_role = synth.resources[synth.function_id("api")]["Properties"]["Role"]["Fn::GetAtt"][0]
-    assert "dynamodb:Query" in actions_on(statements_of_role(synth, api_role), index_arn)
-    dispatch_role = synth.resources[synth.function_id("dispatch")]["Properties"]["Role"]["Fn::GetAtt"][0]
-    assert "dynamodb:Query" in actions_on(statements_of_role(synth, dispatch_role), table_arn)
+    assert "dynamodb:Query" in actions_on(synth.statements("api"), index_arn)
+    assert "dynamodb:Query" in actions_on(synth.statements("dispatch"), table_arn)
 
 
 def test_kept_events_expire_through_the_tables_ttl_and_the_inbox_index_projects_everything(synth):  # noqa: F811

@@ -7,16 +7,11 @@ import pytest
 
 from interlude import wiring
 from interlude.tokens.keyring_store import SEED_CHARS, SEED_KEY
-from tests.infra.support import actions_on, as_list, statements_of_role
+from tests.infra.conftest import actions_on, as_list
 
 
 def secret_id(synth, name: str) -> str:
     return synth.logical_id(synth.stack.secrets.by_name[name])
-
-
-def role_statements(synth, function_name: str) -> list[dict]:
-    role_id = synth.resources[synth.function_id(function_name)]["Properties"]["Role"]["Fn::GetAtt"][0]
-    return statements_of_role(synth, role_id)
 
 
 def test_the_key_ring_is_generated_at_deploy_and_never_in_the_template(synth):
@@ -41,8 +36,8 @@ def test_the_key_ring_is_generated_at_deploy_and_never_in_the_template(synth):
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
 def test_only_wirings_readers_get_exactly_get_secret_value_on_exactly_the_ring(synth, spec):
     # Given a function's role / When every statement naming a wiring secret is collected
-    statements = role_statements(synth, spec.name)
-    env = synth.resources[synth.function_id(spec.name)]["Properties"]["Environment"]["Variables"]
+    statements = synth.statements(spec.name)
+    env = synth.env(spec.name)
     for secret in wiring.SECRETS:
         ref = {"Ref": secret_id(synth, secret.name)}
         reads = spec.name in secret.readers

@@ -6,7 +6,7 @@ from __future__ import annotations
 from interlude import wiring
 from interlude.config import Settings
 from interlude.streaming import RESUMABLE_FLOOR_SECONDS
-from tests.infra.support import actions_on, statements_of_role
+from tests.infra.conftest import actions_on
 
 STREAM_ROUTES = {
     "GET /runs/{runId}/events",
@@ -46,8 +46,7 @@ def test_the_api_function_outlives_a_held_stream_request_within_the_gateway_limi
 
 
 def test_reading_the_log_needs_only_the_api_roles_declared_table_actions(synth):
-    role_id = synth.resources[synth.function_id("api")]["Properties"]["Role"]["Fn::GetAtt"][0]
     table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
-    actions = actions_on(statements_of_role(synth, role_id), table_arn)
+    actions = actions_on(synth.statements("api"), table_arn)
     assert {"dynamodb:GetItem", "dynamodb:Query"} <= actions
     assert "dynamodb:Scan" not in actions

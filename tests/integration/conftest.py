@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
+from interlude import wiring
+from interlude.auth import Principal
 from interlude.local.lambda_runtime import fresh_instances
+from interlude.model.requests import CreateKeyRequest
+from interlude.service import Service
 
 
 @pytest.fixture(autouse=True)
@@ -11,3 +17,17 @@ def _fresh_lambda_instances():
     fresh_instances()
     yield
     fresh_instances()
+
+
+def new_api_key(
+    service: Service, subject: str = "admin", tenant: str = "t1", scopes: Iterable[str] = wiring.ALL_SCOPES, **extra
+) -> str:
+    """Issue an API key for `subject` in `tenant` (every scope unless told); returns the bearer secret."""
+    return service.issue_key(tenant, CreateKeyRequest(subjectId=subject, scopes=list(scopes), **extra))["apiKey"]
+
+
+def signed_in(
+    service: Service, subject: str = "admin", tenant: str = "t1", scopes: Iterable[str] = wiring.ALL_SCOPES, **extra
+) -> Principal:
+    """The principal a request bearing a freshly issued key for `subject` authenticates as."""
+    return service.authenticate(f"Bearer {new_api_key(service, subject, tenant, scopes, **extra)}")

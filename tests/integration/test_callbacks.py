@@ -4,36 +4,33 @@ callbacks handlers, and a receiver on 127.0.0.1 that verifies signatures with th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from interlude import config, wiring
-from interlude.delivery import outbox
-from interlude.delivery.egress import EgressRefused, check_url
+from interlude import wiring
 from interlude.delivery.notices import notice_id
 from interlude.delivery.settings import DeliverySettings
 from interlude.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
 from interlude.delivery.worker import Worker
 from interlude.errors import ApiError
-from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, to_event_record
-from interlude.model.requests import CreateKeyRequest
 from interlude.service import Service
 from interlude.store import Store, create_table
 from interlude.store.deliveries import DeliveryStore
 from interlude.tokens.keyring_store import ensure_key_ring
+from tests.integration.conftest import signed_in
+from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
+from tests.support.local_stack import FIXTURES, wire
 from tests.support.receiver import Receiver, verify
-from tests.unit.test_egress import FAKE_DNS, REFUSED, fake_resolve
+from tests.support.stream import Stream
 
 # The name every integration module uses: the real dispatch handler keeps its Store for the life of the process.
 TABLE = "interlude-test"
 TENANT = "t1"
 BASE = "https://interlude.example.com"
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
 MAX_ATTEMPTS = 3
 
 
@@ -52,7 +49,6 @@ def aws(monkeypatch):
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    config.settings.cache_clear()
     with mock_aws():
         create_table(boto3.client("dynamodb"), TABLE)
         urls = create_queues(boto3.client("sqs"), TABLE)
@@ -60,11 +56,7 @@ def aws(monkeypatch):
             monkeypatch.setenv(queue.url_env, urls[queue.name])
         export_queue_urls(urls)
         ensure_key_ring(env["KEY_RING_SECRET"])
-        outbox._sqs.cache_clear()
-        lambda_runtime.handler_module("callbacks").worker.cache_clear()
         yield urls
-    config.settings.cache_clear()
-    lambda_runtime.handler_module("callbacks").worker.cache_clear()
 
 
 @pytest.fixture
@@ -74,8 +66,7 @@ def service(aws) -> Service:
 
 @pytest.fixture
 def admin(service):
-    created = service.issue_key(TENANT, CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-    return service.authenticate(f"Bearer {created['apiKey']}")
+    return signed_in(service, tenant=TENANT)
 
 
 @pytest.fixture
@@ -83,28 +74,6 @@ def receiver():
     started = Receiver().start()
     yield started
     started.close()
-
-
-class Stream:
-    """Feeds new table-stream records to the real dispatch handler, as the event source mapping would."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def records(self) -> list[dict]:
-        streams = boto3.client("dynamodbstreams")
-        arn = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-        out = []
-        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-            it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-            out += streams.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]
-        return [{**r, "eventSourceARN": arn} for r in out]
-
-    def pump(self, again: bool = False) -> list[dict]:
-        fresh = [r for r in self.records() if again or r["dynamodb"]["SequenceNumber"] not in self.seen]
-        self.seen.update(r["dynamodb"]["SequenceNumber"] for r in fresh)
-        assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
-        return fresh
 
 
 def drain(urls: dict[str, str], rounds: int = 50) -> None:
@@ -142,7 +111,7 @@ def tenant_secret() -> str:
 def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(service, admin, aws, receiver):
     # Given a run with a callbackUrl that pauses at its gate
     run_id = start_gate_run(service, admin, receiver.url())
-    stream = Stream()
+    stream = Stream(TABLE)
 
     # When the outbox and the delivery worker run
     stream.pump()
@@ -161,7 +130,7 @@ def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(ser
     assert notice["expiresAt"].endswith("Z")
     resolve_url = f"{BASE}/interrupts/{notice['token']}"
     assert notice["links"] == {
-        "run": f"{BASE}/runs/{run_id.replace('/', '~2F')}",
+        "run": f"{BASE}/runs/{wire(run_id)}",
         "inspect": resolve_url,
         "resolve": resolve_url,
         "page": resolve_url,
@@ -194,7 +163,7 @@ def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service
     run_id = start_gate_run(service, admin, receiver.url("/hook?tenant-secret=s3cr3t"))
 
     # When the notice is queued and the queue is played until it is empty
-    Stream().pump()
+    Stream(TABLE).pump()
     drain(aws)
 
     # Then it was attempted exactly MAX_ATTEMPTS times, under one webhook-id, each signed
@@ -228,7 +197,7 @@ def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service
 def test_a_redelivered_message_yields_one_successful_delivery(service, admin, aws, receiver):
     # Given a notice queued once, and the same stream record delivered again (a second copy of the message)
     run_id = start_gate_run(service, admin, receiver.url())
-    stream = Stream()
+    stream = Stream(TABLE)
     stream.pump()
     stream.pump(again=True)
     # And SQS itself duplicating the message
@@ -261,7 +230,7 @@ def test_during_rotation_both_secrets_sign_and_each_verifies(service, admin, aws
 
     # When a notice is delivered
     start_gate_run(service, admin, receiver.url())
-    Stream().pump()
+    Stream(TABLE).pump()
     drain(aws)
 
     # Then it carries two v1 signatures, and each verifies with its own secret alone
@@ -301,7 +270,7 @@ def test_dns_rebinding_between_create_and_delivery_reaches_no_loopback_listener(
     service.callback_resolver = rebinding
     run_id = start_gate_run(service, admin, f"https://rebind.example.com:{receiver.port}/hook")
     assert calls == ["rebind.example.com"]
-    Stream().pump()
+    Stream(TABLE).pump()
     (message,) = queued(aws["callbacks"])
 
     # When the worker delivers it, resolving the name again
@@ -323,7 +292,7 @@ def test_a_redirect_is_a_failure_and_its_target_is_never_called(service, admin, 
     try:
         receiver.script[:] = [("redirect", elsewhere.url("/stolen"))]
         run_id = start_gate_run(service, admin, receiver.url())
-        Stream().pump()
+        Stream(TABLE).pump()
         (message,) = queued(aws["callbacks"])
 
         # When the worker delivers
@@ -340,21 +309,6 @@ def test_a_redirect_is_a_failure_and_its_target_is_never_called(service, admin, 
 
 
 # --- createRun guard with host names (a fixed resolver; no real DNS) -------------------------------
-
-
-def needs_lookup(url: str) -> bool:
-    """True when the guard must resolve the URL's host to judge it (an e2e test cannot inject DNS)."""
-
-    def tripwire(host: str, port: int) -> list[str]:
-        raise LookupError(host)
-
-    try:
-        check_url(url, resolve=tripwire)
-    except LookupError:
-        return True
-    except EgressRefused:
-        return False
-    return True
 
 
 RESOLVED_NAMES = [(url, reason) for url, reason in REFUSED if needs_lookup(url)]

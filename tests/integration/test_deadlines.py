@@ -16,13 +16,14 @@ from interlude.engine import deadlines
 from interlude.errors import ApiError
 from interlude.local import lambda_runtime
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
-from interlude.model.requests import CreateKeyRequest
 from interlude.service import Service
 from interlude.store import Store, create_table
 from interlude.timeouts.names import parse_at, schedule_name
+from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
+from tests.support.stream import Stream
 
 TABLE = "interlude-test"
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
 LONG_MS = 600_000
 PAST_LONG_S = 602  # past LONG_MS and the whole second at() rounds the deadline up to
@@ -35,11 +36,9 @@ class World:
         self.clock_file = clock_file
         self.service = Service(Store(TABLE))
         self.scheduler = boto3.client("scheduler")
-        self._delivered: set[str] = set()
-        created = self.service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        self.admin = self.service.authenticate(f"Bearer {created['apiKey']}")
-        bob = self.service.issue_key("t1", CreateKeyRequest(subjectId="bob", scopes=list(wiring.ALL_SCOPES)))
-        self.bob = self.service.authenticate(f"Bearer {bob['apiKey']}")
+        self.stream = Stream(TABLE)
+        self.admin = signed_in(self.service)
+        self.bob = signed_in(self.service, "bob")
 
     def register(self, name: str, **overrides) -> str:
         definition = json.loads((FIXTURES / f"{name}.json").read_text())
@@ -60,16 +59,7 @@ class World:
 
     def dispatch(self) -> int:
         """Deliver every stream record not delivered yet to the real dispatch handler (the mapping's job)."""
-        streams = boto3.client("dynamodbstreams")
-        arn = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-        fresh = []
-        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-            it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-            for record in streams.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]:
-                seq = record["dynamodb"]["SequenceNumber"]
-                if seq not in self._delivered:
-                    self._delivered.add(seq)
-                    fresh.append({**record, "eventSourceARN": arn})
+        fresh = self.stream.take()
         if fresh:
             assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
         return len(fresh)
@@ -113,7 +103,7 @@ def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and
 
     # When the outbox sees its records — twice, as at-least-once delivery may
     world.settle()
-    world._delivered.clear()
+    world.stream.seen.clear()
     world.settle()
 
     # Then exactly one schedule exists, named from the interrupt, in the deployment's group

@@ -19,13 +19,13 @@ from moto import mock_aws
 from interlude import wiring
 from interlude.api import http
 from interlude.api import idempotency as api_idem
-from interlude.config import settings
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.model.requests import CreateKeyRequest
 from interlude.service import Service
 from interlude.store import Store, create_table
 from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
+from tests.integration.conftest import new_api_key
+from tests.support.local_stack import wire
 
 TABLE = "interlude-idem-test"
 REPLAY = "OpenWOP-Idempotent-Replay"
@@ -35,20 +35,12 @@ APPROVAL = {
 }
 
 
-def _clear_caches() -> None:
-    settings.cache_clear()
-    http.service.cache_clear()
-    api_idem.records.cache_clear()
-
-
 @pytest.fixture
 def aws(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", TABLE)
     with mock_aws():
         create_table(boto3.client("dynamodb"), TABLE)
-        _clear_caches()
         yield
-    _clear_caches()
 
 
 @pytest.fixture
@@ -65,8 +57,7 @@ def logs() -> Iterator[io.StringIO]:
 
 @pytest.fixture
 def api_key(aws) -> str:
-    created = Service(Store(TABLE)).issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-    return created["apiKey"]
+    return new_api_key(Service(Store(TABLE)))
 
 
 def call(method: str, path: str, api_key: str, body: Any = None, key: str | None = None) -> dict[str, Any]:
@@ -85,7 +76,7 @@ def waiting_run(api_key: str) -> str:
 
 
 def resolve(run_id: str, api_key: str, key: str) -> dict[str, Any]:
-    return call("POST", f"/runs/{run_id.replace('/', '~2F')}/interrupts/gate", api_key, RESUME, key)
+    return call("POST", f"/runs/{wire(run_id)}/interrupts/gate", api_key, RESUME, key)
 
 
 RESUME = {"resumeValue": {"action": "accept"}}
@@ -109,7 +100,7 @@ def fail_once(operation: str) -> list[int]:
 
 
 def resolve_digest(run_id: str) -> str:
-    params = {"runId": run_id.replace("/", "~2F"), "nodeId": "gate"}
+    params = {"runId": wire(run_id), "nodeId": "gate"}
     return api_idem.request_digest("resolveInterruptByRun", params, json.dumps(RESUME).encode())
 
 
@@ -149,9 +140,9 @@ def test_a_request_in_flight_answers_409_with_retry_after(api_key):
     assert "details" not in body
     assert resolved_count(run_id) == 0
     # A different request under that key is a mismatch even while the first is in flight.
-    other = call("POST", f"/runs/{run_id.replace('/', '~2F')}/cancel", api_key, None, key)
+    other = call("POST", f"/runs/{wire(run_id)}/cancel", api_key, None, key)
     assert other["statusCode"] == 200  # another endpoint: another record
-    mismatch = call("POST", f"/runs/{run_id.replace('/', '~2F')}/interrupts/gate", api_key,
+    mismatch = call("POST", f"/runs/{wire(run_id)}/interrupts/gate", api_key,
                     {"resumeValue": {"action": "accept", "comment": "x"}}, key)  # fmt: skip
     assert mismatch["statusCode"] == 409
     assert json.loads(mismatch["body"])["error"] == "idempotency_key_mismatch"

@@ -5,22 +5,22 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime
-from pathlib import Path
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from interlude import schemas, wiring
+from interlude import schemas
 from interlude.auth import Principal
 from interlude.errors import ApiError
 from interlude.local import lambda_runtime
-from interlude.model.requests import CreateKeyRequest
 from interlude.service import Service
 from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
+from tests.support.stream import stream_records
 
 TABLE = "interlude-test"
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
 
 
 @pytest.fixture
@@ -38,26 +38,13 @@ def service(aws) -> Service:
 
 @pytest.fixture
 def admin(service) -> Principal:
-    created = service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-    return service.authenticate(f"Bearer {created['apiKey']}")
+    return signed_in(service)
 
 
 def register(service, admin, name: str) -> str:
     definition = json.loads((FIXTURES / f"{name}.json").read_text())
     service.put_workflow(admin, definition["id"], definition)
     return definition["id"]
-
-
-def stream_records() -> list[dict]:
-    streams = boto3.client("dynamodbstreams")
-    arn = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
-    records = []
-    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")[
-            "ShardIterator"
-        ]
-        records += streams.get_records(ShardIterator=it, Limit=1000)["Records"]
-    return [{**r, "eventSourceARN": arn} for r in records]
 
 
 def all_items() -> list[dict]:
@@ -94,8 +81,7 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
 def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
     # Given a run that only dispatch can finish: a transition stops after two nodes (its step budget)
     service = Service(Store(TABLE), step_budget=2)
-    created = service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-    admin = service.authenticate(f"Bearer {created['apiKey']}")
+    admin = signed_in(service)
     chain = {
         "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
         "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
@@ -105,7 +91,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
     # When every stream record so far reaches the real dispatch handler twice, shuffled, until nothing is new
     shuffler = random.Random(7)
     for _ in range(10):
-        doubled = stream_records() * 2
+        doubled = stream_records(TABLE) * 2
         shuffler.shuffle(doubled)
         assert lambda_runtime.invoke("dispatch", {"Records": doubled}) == {"batchItemFailures": []}
         if service.store.get_run(state.runId)[0].status == "completed":
@@ -117,7 +103,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
     assert sorted(e["nodeId"] for e in events if e["type"] == "node.completed") == [f"n{i}" for i in range(7)]
     # And delivering the whole stream twice more, shuffled, changes no item
     before = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
-    doubled = stream_records() * 2
+    doubled = stream_records(TABLE) * 2
     shuffler.shuffle(doubled)
     assert lambda_runtime.invoke("dispatch", {"Records": doubled}) == {"batchItemFailures": []}
     assert sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items()) == before
@@ -125,8 +111,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
 
 def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):
     service = Service(Store(TABLE), step_budget=2)
-    created = service.issue_key("t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-    admin = service.authenticate(f"Bearer {created['apiKey']}")
+    admin = signed_in(service)
     chain = {
         "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
         "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
@@ -137,7 +122,7 @@ def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):
     # The real dispatch handler, fed the stream as the event source mapping would, finishes the run.
     monkeypatch.setenv("INTERLUDE_STEP_BUDGET", "2")
     for _ in range(10):
-        records = stream_records()
+        records = stream_records(TABLE)
         lambda_runtime.invoke("dispatch", {"Records": records})
         if service.store.get_run(state.runId)[0].status == "completed":
             break

@@ -11,13 +11,12 @@ import pytest
 from moto import mock_aws
 
 from interlude import wiring
-from interlude.api import http
-from interlude.config import settings
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.model.requests import CreateKeyRequest
 from interlude.service import Service
 from interlude.store import Store, create_table
+from tests.integration.conftest import new_api_key
+from tests.support.local_stack import wire
 from tests.support.modulex_example import worked_example
 
 TABLE = "interlude-streams-test"
@@ -34,11 +33,6 @@ GATE = {
 }
 
 
-def _clear() -> None:
-    settings.cache_clear()
-    http.service.cache_clear()
-
-
 @pytest.fixture
 def aws(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", TABLE)
@@ -48,14 +42,11 @@ def aws(monkeypatch):
     monkeypatch.setenv("INTERLUDE_STREAM_RETRY_MS", "150")
     with mock_aws():
         create_table(boto3.client("dynamodb"), TABLE)
-        _clear()
         yield Service(Store(TABLE))
-    _clear()
 
 
 def issue(service: Service, tenant: str = "acme", scopes=wiring.ALL_SCOPES, **extra) -> str:
-    request = CreateKeyRequest(subjectId=extra.pop("subject", "admin"), scopes=list(scopes), **extra)
-    return service.issue_key(tenant, request)["apiKey"]
+    return new_api_key(service, extra.pop("subject", "admin"), tenant, scopes, **extra)
 
 
 @pytest.fixture
@@ -99,10 +90,6 @@ def call(method: str, path: str, key: str | None, body: Any = None, **headers: s
         h["authorization"] = f"Bearer {key}"
     raw = b"" if body is None else json.dumps(body).encode()
     return Reply(lambda_runtime.invoke("api", to_event(method, path, h, raw, "127.0.0.1")))
-
-
-def wire(run_id: str) -> str:
-    return run_id.replace("/", "~2F")
 
 
 def openwop_run(key: str, workflow: dict = GATE) -> str:

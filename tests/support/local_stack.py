@@ -9,15 +9,18 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import boto3
 import requests
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO.parent / "shared" / "openwop" / "fixtures"
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -92,6 +95,52 @@ def wire(run_id: str) -> str:
     return run_id.replace("/", "~2F")
 
 
+def until(predicate: Callable[[], T], timeout_s: float, interval_s: float = 0.05) -> T:
+    """Poll `predicate` until it returns something truthy or `timeout_s` has passed; returns its last value.
+
+    The stack works asynchronously (queues, schedules, instance caches): wait for the effect, never a fixed time.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval_s)
+
+
+def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`interlude <args>` as a developer runs it from the repo; a failure fails the test unless `check` is off."""
+    done = subprocess.run(
+        [sys.executable, "-m", "interlude.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def cli(info: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`interlude <args> --state-file <its state file>`: a command aimed at the running stack `info` describes."""
+    return run_cli(*args, "--state-file", info["stateFile"], check=check)
+
+
+def tenant_admin_key(info: dict[str, str], tenant: str, subject: str = "admin") -> str:
+    """An every-scope API key for another tenant of the running stack, made with the CLI."""
+    created = json.loads(cli(info, "keys", "create", "--local", "--tenant", tenant, "--subject", subject).stdout)
+    assert created["tenant"] == tenant
+    return created["apiKey"]
+
+
+def stack_client(info: dict[str, str], service: str) -> Any:
+    """A boto3 client for the running stack's moto server, to look behind the API."""
+    return boto3.client(
+        service,
+        endpoint_url=info["motoEndpoint"],
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
 class LocalStackProcess:
     def __init__(self, tmp: Path, extra_env: dict[str, str] | None = None) -> None:
         self.state_file = tmp / "local.json"
@@ -106,7 +155,8 @@ class LocalStackProcess:
             stderr=subprocess.STDOUT,
         )
 
-    def wait(self, timeout_s: float = 60.0) -> dict[str, str]:
+    def wait(self, timeout_s: float = 120.0) -> dict[str, str]:
+        # Generous: a loaded machine (other suites, Chromium) may take seconds to spawn the API instances.
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -114,9 +164,9 @@ class LocalStackProcess:
             if self.state_file.exists():
                 info = json.loads(self.state_file.read_text())
                 try:
-                    if requests.get(info["baseUrl"] + "/.well-known/openwop", timeout=2).ok:
+                    if requests.get(info["baseUrl"] + "/.well-known/openwop", timeout=10).ok:
                         return info
-                except requests.ConnectionError:
+                except requests.RequestException:
                     pass
             time.sleep(0.1)
         raise TimeoutError("local stack did not start")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -14,45 +13,12 @@ from interlude.engine import deadlines
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
 from interlude.interrupts.decide import Resolver, decide
-from interlude.model.run import RunState
-from interlude.model.workflow import WorkflowDefinition
 from interlude.timeouts.names import at_expression, parse_at, schedule_name
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ALICE = {"issuer": "urn:test", "subjectId": "alice", "tenant": "t1", "lane": "api-key", "kind": "user"}
-
-
-def fixture(name: str) -> WorkflowDefinition:
-    return WorkflowDefinition.model_validate(json.loads((FIXTURES / f"{name}.json").read_text()))
-
-
-def wf_of(nodes, edges=(), variables=()) -> WorkflowDefinition:
-    return WorkflowDefinition.model_validate(
-        {"id": "wf", "nodes": nodes, "edges": list(edges), "variables": list(variables)}
-    )
-
-
-def start(wf: WorkflowDefinition, inputs=None, configurable=None) -> engine.Transition:
-    state = RunState(
-        runId="t1/AAAAAAAAAAAAAAAAAAAA",
-        tenant="t1",
-        workflowId=wf.id or "wf",
-        workflowVersion=1,
-        owner={"tenant": "t1", "subject": ALICE},
-        inputs=inputs or {},
-        configurable=configurable,
-        createdAt=engine.iso(NOW),
-    )
-    return engine.start(state, wf, NOW)
+from tests.support.engine import ALICE, NOW, fixture, start, types, wf_of
 
 
 def later(ms: int) -> datetime:
     return NOW + timedelta(milliseconds=ms)
-
-
-def types(t: engine.Transition) -> list[str]:
-    return [e.type for e in t.events]
 
 
 def payload(t: engine.Transition, type_: str) -> dict:

@@ -2,64 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
-from pathlib import Path
-
 import pytest
 
 from interlude import schemas
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
 from interlude.errors import ApiError
-from interlude.interrupts.decide import Resolver, decide
-from interlude.model.run import RunState
-from interlude.model.workflow import WorkflowDefinition
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "openwop" / "fixtures"
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ALICE = {"issuer": "urn:test", "subjectId": "alice", "tenant": "t1", "lane": "api-key", "kind": "user"}
-
-
-def fixture(name: str) -> WorkflowDefinition:
-    return WorkflowDefinition.model_validate(json.loads((FIXTURES / f"{name}.json").read_text()))
-
-
-def new_state(wf: WorkflowDefinition, **extra) -> RunState:
-    return RunState(
-        runId="t1/AAAAAAAAAAAAAAAAAAAA",
-        tenant="t1",
-        workflowId=wf.id or "wf",
-        workflowVersion=1,
-        owner={"tenant": "t1", "subject": ALICE},
-        createdAt=engine.iso(NOW),
-        **extra,
-    )
-
-
-def answer(t: engine.Transition, wf: WorkflowDefinition, node: str, value, who=ALICE) -> engine.Transition:
-    decision = decide(t.state.interrupts[node], value, Resolver(who, "run"), engine.iso(NOW), wf.node(node).config)
-    return engine.resolve(t.state, wf, node, decision, NOW)
-
-
-def types(t: engine.Transition) -> list[str]:
-    return [e.type for e in t.events]
-
-
-def wf_of(nodes, edges=()) -> WorkflowDefinition:
-    return WorkflowDefinition.model_validate({"id": "wf", "nodes": nodes, "edges": list(edges)})
-
-
-def noop(i):
-    return {"id": i, "typeId": "core.noop"}
-
-
-def gate(i, **config):
-    return {"id": i, "typeId": "core.approvalGate", "config": {"title": f"Approve {i}", **config}}
-
-
-def edge(a, b, rule="all_success"):
-    return {"sourceNodeId": a, "targetNodeId": b, "triggerRule": rule}
+from tests.support.engine import ALICE, NOW, answer, edge, fixture, gate, new_state, noop, types, wf_of
 
 
 def test_approval_fixture_waits_then_completes_on_accept():

@@ -5,7 +5,6 @@ Normative text: shared/reference/openwop-notes.md §1.1 and suspend-request.sche
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,19 +12,14 @@ import pytest
 from interlude import schemas
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from interlude.engine.gates import CREDENTIAL_RESUME_SCHEMA, resolved_threshold
+from interlude.engine.gates import resolved_threshold
 from interlude.errors import ApiError
-from interlude.interrupts.decide import REF_KINDS, Resolver, decide, eligible
+from interlude.interrupts.decide import REF_KINDS, Resolver, eligible
 from interlude.interrupts.payloads import validate_payload
 from interlude.interrupts.secrets import credential_material
-from interlude.model.run import RunState
 from interlude.model.workflow import WorkflowDefinition
-
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-def subject(sid: str) -> dict[str, Any]:
-    return {"issuer": "urn:test", "subjectId": sid, "tenant": "t1", "lane": "api-key", "kind": "user"}
+from tests.support.engine import NOW, answer, edge, fixture, gate, new_state, subject, types, wf_of
+from tests.support.engine import start as start_run
 
 
 def who(sid: str, groups=(), roles=(), overrides=(), scopes=None) -> Resolver:
@@ -42,45 +36,18 @@ def who(sid: str, groups=(), roles=(), overrides=(), scopes=None) -> Resolver:
 ALICE, BOB, CAROL = who("alice"), who("bob"), who("carol")
 
 
-def wf_of(nodes, edges=()) -> WorkflowDefinition:
-    return WorkflowDefinition.model_validate({"id": "wf", "nodes": nodes, "edges": list(edges)})
+# The runs' owner is a subject that never answers in these tests: no rule can pass or refuse because of it.
+OWNER = {"tenant": "t1", "subject": subject("owner")}
 
 
-def gate(i="g", **config) -> dict[str, Any]:
-    return {"id": i, "typeId": "core.approvalGate", "config": {"title": f"Approve {i}", **config}}
-
-
-def edge(a, b, rule="all_success"):
-    return {"sourceNodeId": a, "targetNodeId": b, "triggerRule": rule}
-
-
-def start(wf: WorkflowDefinition, **extra) -> engine.Transition:
-    state = RunState(
-        runId="t1/AAAAAAAAAAAAAAAAAAAA",
-        tenant="t1",
-        workflowId="wf",
-        workflowVersion=1,
-        owner={"tenant": "t1", "subject": subject("owner")},
-        createdAt=engine.iso(NOW),
-        **extra,
-    )
-    return engine.start(state, wf, NOW)
-
-
-def answer(t: engine.Transition, wf, node: str, value, resolver: Resolver = ALICE) -> engine.Transition:
-    interrupt = t.state.interrupts[node]
-    decision = decide(interrupt, value, resolver, engine.iso(NOW), wf.node(node).config)
-    return engine.resolve(t.state, wf, node, decision, NOW)
+def start(wf: WorkflowDefinition, **state_fields) -> engine.Transition:
+    return start_run(wf, **{"workflowId": "wf", "owner": OWNER, **state_fields})
 
 
 def refused(t, wf, node, value, resolver=ALICE) -> ApiError:
     with pytest.raises(ApiError) as caught:
         answer(t, wf, node, value, resolver)
     return caught.value
-
-
-def types(t: engine.Transition) -> list[str]:
-    return [e.type for e in t.events]
 
 
 def event(t: engine.Transition, type_: str) -> dict[str, Any]:
@@ -486,14 +453,7 @@ def test_a_conversation_starts_exchanges_and_closes_with_one_tenant_unique_id():
 def test_another_run_mints_another_conversation_id():
     wf = conversation_wf()
     first = start(wf).opened[0].payload["data"]["conversationId"]
-    other = RunState(
-        runId="t1/BBBBBBBBBBBBBBBBBBBB",
-        tenant="t1",
-        workflowId="wf",
-        workflowVersion=1,
-        owner={"tenant": "t1", "subject": subject("o")},
-        createdAt=engine.iso(NOW),
-    )
+    other = new_state(wf, runId="t1/BBBBBBBBBBBBBBBBBBBB", owner={"tenant": "t1", "subject": subject("o")})
     assert engine.start(other, wf, NOW).opened[0].payload["data"]["conversationId"] != first
 
 
@@ -537,17 +497,7 @@ def test_no_exchange_follows_a_close():
 
 
 def test_the_conversation_fixture_runs_its_lifecycle_under_the_conformance_mock():
-    import json
-    from pathlib import Path
-
-    fixture = (
-        Path(__file__).resolve().parents[3]
-        / "shared"
-        / "openwop"
-        / "fixtures"
-        / "conformance-conversation-lifecycle.json"
-    )
-    wf = WorkflowDefinition.model_validate(json.loads(fixture.read_text()))
+    wf = fixture("conformance-conversation-lifecycle")
     assert engine.check_config(wf) == []
     t = start(wf)
     assert t.state.status == "completed"
@@ -617,7 +567,7 @@ def test_escalation_threshold_reading(configured, expected):
     from interlude.engine.gates import ConfidenceGateConfig
 
     cfg = ConfidenceGateConfig(agentId="a", observed=0.1)
-    assert resolved_threshold(cfg, {"run": {"escalationThreshold": configured}}) == expected
+    assert resolved_threshold(cfg, {"escalationThreshold": configured}) == expected
     assert resolved_threshold(cfg, None) == 0.7
 
 
@@ -629,7 +579,13 @@ def credential_wf(url="https://connect.example.com/oauth/start", scopes=("repo",
 def test_a_credential_interrupt_is_closed_and_carries_exactly_the_fixed_resume_schema():
     t = start(credential_wf())
     payload = t.opened[0].payload
-    assert payload["resumeSchema"] == CREDENTIAL_RESUME_SCHEMA
+    # Written out from the schema's `const` (suspend-request.schema.json, credential branch), not the code's constant.
+    assert payload["resumeSchema"] == {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["outcome"],
+        "properties": {"outcome": {"enum": ["authorized", "declined"]}},
+    }
     assert set(payload["data"]) == {"provider", "scopes", "reason", "connectUrl"}
     assert t.state.status == "waiting-input"
     assert validate_payload({**payload, "resumeSchema": {"type": "object"}})  # any other schema is invalid

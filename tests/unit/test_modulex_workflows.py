@@ -4,22 +4,20 @@ from the resulting events."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from interlude.interrupts.decide import Resolver, decide
-from interlude.model.run import RunState
 from interlude.model.workflow import WorkflowDefinition
 from interlude.modulex import frames
 from interlude.modulex.definition import Invalid, content_id, translate
 from interlude.modulex.references import engine_id
+from tests.support.engine import NOW, subject
+from tests.support.engine import answer as answer_as
+from tests.support.engine import start as start_run
 from tests.support.modulex_example import APPROVAL_MESSAGE, DRAFT, worked_example
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-ADMIN = {"issuer": "urn:test", "subjectId": "admin", "tenant": "t1", "lane": "api-key", "kind": "user"}
+ADMIN = subject("admin")
 E = engine_id
 
 
@@ -30,22 +28,11 @@ def compiled(raw: dict) -> WorkflowDefinition:
 
 
 def start(wf: WorkflowDefinition, inputs: dict | None = None) -> engine.Transition:
-    state = RunState(
-        runId="t1/AAAAAAAAAAAAAAAAAAAA",
-        tenant="t1",
-        workflowId="wf",
-        workflowVersion=1,
-        owner={"tenant": "t1", "subject": ADMIN},
-        inputs=inputs or {},
-        createdAt=engine.iso(NOW),
-    )
-    return engine.start(state, wf, NOW)
+    return start_run(wf, workflowId="wf", owner={"tenant": "t1", "subject": ADMIN}, inputs=inputs or {})
 
 
 def answer(t: engine.Transition, wf: WorkflowDefinition, node: str, value) -> engine.Transition:
-    interrupt = t.state.interrupts[E(node)]
-    decision = decide(interrupt, value, Resolver(ADMIN, "run"), engine.iso(NOW), wf.node(E(node)).config)
-    return engine.resolve(t.state, wf, E(node), decision, NOW)
+    return answer_as(t, wf, E(node), value, ADMIN)
 
 
 def node_status(t: engine.Transition) -> dict[str, str]:

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ApiError
+from .interrupts.decide import Resolver
 
 KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 ISSUER = "urn:interlude:api-key"
+# RFC 6750 §3: every refused bearer credential names the scheme the caller should use.
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="interlude"'}
 
 
 @dataclass(frozen=True)
@@ -64,13 +67,17 @@ def key_record(
     }
 
 
+def unauthenticated(message: str) -> ApiError:
+    return ApiError("unauthenticated", message, headers=dict(CHALLENGE))
+
+
 def parse_bearer(header: str | None) -> tuple[str, str]:
     if not header:
-        raise ApiError("unauthenticated", "missing Authorization: Bearer <api key>")
+        raise unauthenticated("missing Authorization: Bearer <api key>")
     scheme, _, value = header.strip().partition(" ")
     match = KEY_RE.match(value.strip()) if scheme.lower() == "bearer" else None
     if not match:
-        raise ApiError("unauthenticated", "the bearer credential is not an Interlude API key")
+        raise unauthenticated("the bearer credential is not an Interlude API key")
     return match.group(1), match.group(2)
 
 
@@ -78,12 +85,22 @@ def verify(record: dict[str, Any] | None, key_id: str, secret: str) -> Principal
     # Compare against a dummy hash when the key is unknown so timing does not reveal which key ids exist.
     expected = record["hash"] if record else "0" * 64
     if not hmac.compare_digest(expected, _hash(secret)) or record is None or record.get("revoked"):
-        raise ApiError("unauthenticated", "the API key is not valid")
+        raise unauthenticated("the API key is not valid")
+    return principal_from_record(record, key_id)
+
+
+def principal_from_record(record: dict[str, Any], key_id: str) -> Principal:
+    """Who a (valid, unrevoked) key record acts as; whether it may act at all is the caller's check."""
     return Principal(
         key_id=key_id,
         tenant=record["tenant"],
         subject=record["subject"],
-        scopes=frozenset(record["scopes"]),
-        groups=tuple(record.get("groups", ())),
-        roles=tuple(record.get("roles", ())),
+        scopes=frozenset(record.get("scopes") or ()),
+        groups=tuple(record.get("groups") or ()),
+        roles=tuple(record.get("roles") or ()),
     )
+
+
+def run_resolver(principal: Principal) -> Resolver:
+    """The principal deciding an interrupt on the run-scoped surface (its key's subject, groups and roles)."""
+    return Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)

@@ -11,8 +11,7 @@ import threading
 from pathlib import Path
 
 from . import wiring
-
-STATE_FILE = Path(".interlude/local.json")
+from .cli_local import STATE_FILE, add_local_args, table_store
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -47,20 +46,6 @@ def _dev(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store(args: argparse.Namespace):  # noqa: ANN202 - the store type needs boto3, imported late
-    from .local.stack import TABLE_NAME, configure_environment
-    from .store import Store
-
-    if args.local:
-        state = json.loads(Path(args.state_file).read_text())
-        configure_environment(state["motoEndpoint"], TABLE_NAME)
-        return Store(TABLE_NAME)
-    table = args.table or os.environ.get("TABLE_NAME")
-    if not table:
-        sys.exit("interlude: name the table with --table or TABLE_NAME (or use --local)")
-    return Store(table)
-
-
 def _keys_create(args: argparse.Namespace) -> int:
     from .model.requests import CreateKeyRequest
     from .service import Service
@@ -72,7 +57,7 @@ def _keys_create(args: argparse.Namespace) -> int:
         roles=[r for r in (args.roles or "").split(",") if r],
         kind=args.kind,
     )
-    created = Service(_store(args)).issue_key(args.tenant, request)
+    created = Service(table_store(args)).issue_key(args.tenant, request)
     print(json.dumps(created, indent=2))
     return 0
 
@@ -108,8 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--roles", default="")
     create.add_argument("--kind", default="user", choices=["user", "agent", "workload"])
     create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    create.add_argument("--local", action="store_true", help="use the running local stack")
-    create.add_argument("--state-file", default=str(STATE_FILE))
+    add_local_args(create)
     create.set_defaults(func=_keys_create)
 
     clock_cmd = sub.add_parser("clock", help="the local stack's clock (tests and demos)")

@@ -12,7 +12,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-STATE_FILE = Path(".interlude/local.json")
+from .cli_local import STATE_FILE, add_local_args, table_store
+
 COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
 MAX_CELL = 48
 
@@ -123,11 +124,10 @@ def _inbox(args: argparse.Namespace) -> int:
 
 def _tenant_settings(args: argparse.Namespace) -> int:
     from . import hitl
-    from .cli import _store
     from .service import Service
 
-    service = Service(_store(args))
-    current = hitl.tenant_settings(hitl.store_of(service), args.tenant).model_dump()
+    service = Service(table_store(args))
+    current = hitl.tenant_settings(service.hitl_store, args.tenant).model_dump()
     if args.override_principals is not None:
         current["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
     if args.event_retention_hours is not None:
@@ -138,10 +138,9 @@ def _tenant_settings(args: argparse.Namespace) -> int:
 
 def _credentials_grant(args: argparse.Namespace) -> int:
     from . import hitl
-    from .cli import _store
     from .service import Service
 
-    service = Service(_store(args))
+    service = Service(table_store(args))
     scopes = [s for s in args.scopes.split(",") if s]
     print(json.dumps(hitl.put_grant(service, args.tenant, args.provider, {"scopes": scopes}, "cli"), indent=2))
     return 0
@@ -150,8 +149,7 @@ def _credentials_grant(args: argparse.Namespace) -> int:
 def _table_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    parser.add_argument("--local", action="store_true", help="use the running local stack")
-    parser.add_argument("--state-file", default=str(STATE_FILE))
+    add_local_args(parser)
 
 
 def add_commands(sub: Any) -> None:

@@ -11,21 +11,16 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from . import wiring
-
-STATE_FILE = Path(".interlude/local.json")
+from .cli_local import add_local_args, use_local_stack
 
 
 def _secret(args: argparse.Namespace) -> str:
-    if args.local:
+    if use_local_stack(args):
         from .local.keyring import LOCAL_KEY_RING_SECRET
-        from .local.stack import TABLE_NAME, configure_environment
 
-        state = json.loads(Path(args.state_file).read_text())
-        configure_environment(state["motoEndpoint"], TABLE_NAME)
         return LOCAL_KEY_RING_SECRET
     name = args.secret or os.environ.get(wiring.KEY_RING_SECRET.env)
     if not name:
@@ -56,8 +51,7 @@ def _retire(args: argparse.Namespace) -> int:
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret", help=f"Secrets Manager secret id or ARN (default: ${wiring.KEY_RING_SECRET.env})")
-    parser.add_argument("--local", action="store_true", help="use the running local stack")
-    parser.add_argument("--state-file", default=str(STATE_FILE))
+    add_local_args(parser)
 
 
 def add_commands(sub: Any) -> None:

@@ -11,22 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 from . import wiring
+from .cli_local import add_local_args, use_local_stack
 
-STATE_FILE = Path(".interlude/local.json")
 PREFIX_KEY = "WEBHOOK_SECRET_PREFIX"
 
 
 def _client(args: argparse.Namespace):  # noqa: ANN202 - boto3 is imported late
     import boto3
 
-    if args.local:
-        from .local.stack import TABLE_NAME, configure_environment
-
-        state = json.loads(Path(args.state_file).read_text())
-        configure_environment(state["motoEndpoint"], TABLE_NAME)
+    use_local_stack(args)
     return boto3.client("secretsmanager")
 
 
@@ -69,8 +64,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         cmd = secret.add_parser(name, help=text)
         cmd.add_argument("--tenant", required=True)
         cmd.add_argument("--prefix", default=wiring.SECRET_PREFIXES[PREFIX_KEY], help="secret name prefix")
-        cmd.add_argument("--local", action="store_true", help="use the running local stack")
-        cmd.add_argument("--state-file", default=str(STATE_FILE))
+        add_local_args(cmd)
         if name == "rotate":
             cmd.add_argument("--grace-hours", type=float, default=24.0, help="how long the old secret keeps signing")
         cmd.set_defaults(func=func)

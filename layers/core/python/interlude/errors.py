@@ -35,16 +35,30 @@ ERROR_STATUS: dict[str, int] = {
     "runner_unavailable": 503,
 }
 
-# Codes a run or node fails with; they never answer a request.
-RUN_ERROR_CODES = {
-    "approval_rejected",
-    "interrupt_timeout",
-    "run_timeout",
-    "loop_limit_exceeded",
-    "recursion_limit_exceeded",
-    "connector_auth_declined",
-    "node_failed",
-}
+# Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none
+# answers a request.
+RUN_ERROR_CODES = frozenset(
+    {
+        "approval_rejected",
+        "interrupt_timeout",
+        "run_timeout",
+        "loop_limit_exceeded",
+        "recursion_limit_exceeded",
+        "connector_auth_declined",
+        "validation_error",
+    }
+)
+
+
+def run_error(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `error` a node or run fails with: never retryable, since every cause is decided, not transient."""
+    if code not in RUN_ERROR_CODES:
+        raise ValueError(f"unregistered run error code {code!r}")
+    error: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        error["details"] = details
+    error["retryable"] = False
+    return error
 
 
 @dataclass

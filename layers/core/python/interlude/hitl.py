@@ -10,38 +10,28 @@ import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .auth import Principal
+from . import schemas
+from .auth import Principal, run_resolver
 from .engine.run import iso, iso_epoch
 from .errors import ApiError
-from .ids import AUTHOR_ID_RE, mint_opaque, tenant_of
+from .ids import check_author_id, mint_opaque, tenant_of
 from .interrupts.correlation import correlation_hash
 from .interrupts.decide import Resolver, eligible
 from .interrupts.secrets import credential_material
 from .model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
 from .model.run import OpenInterrupt
 from .store.hitl import HitlStore
+from .validation import parse
 
 if TYPE_CHECKING:
     from .service import Service
 
-INTERRUPT_KINDS = (
-    "approval",
-    "clarification",
-    "external-event",
-    "custom",
-    "conversation.start",
-    "conversation.exchange",
-    "conversation.close",
-    "low-confidence",
-    "credential",
-)
+INTERRUPT_KINDS = tuple(schemas.load("suspend-request.schema.json")["properties"]["kind"]["enum"])
+# What of a vote anyone who may see the interrupt is shown (the run snapshot and the inbox alike).
+PUBLIC_VOTE_FIELDS = ("principal", "action", "at", "surface", "groups", "roles")
 MAX_INBOX_LIMIT = 100
 DEFAULT_INBOX_LIMIT = 25
 MAX_INBOX_QUERIES = 10
-
-
-def store_of(service: Service) -> HitlStore:
-    return HitlStore(service.store.table, service.store.client)
 
 
 # -- tenant settings and credential grants ---------------------------------------------------------
@@ -53,26 +43,21 @@ def tenant_settings(hitl: HitlStore, tenant: str) -> TenantSettings:
 
 
 def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
-    settings = tenant_settings(store_of(service), principal.tenant)
+    settings = tenant_settings(service.hitl_store, principal.tenant)
     return {"tenant": principal.tenant, "settings": settings.model_dump()}
 
 
 def put_settings(service: Service, tenant: str, body: Any, by: str) -> dict[str, Any]:
-    from .service import parse
-
     settings: TenantSettings = parse(TenantSettings, body, "tenant settings")
-    store_of(service).put_settings(tenant, settings.model_dump(), iso(service.clock()), by)
+    service.hitl_store.put_settings(tenant, settings.model_dump(), iso(service.clock()), by)
     return {"tenant": tenant, "settings": settings.model_dump()}
 
 
 def put_grant(service: Service, tenant: str, provider: str, body: Any, by: str) -> dict[str, Any]:
-    from .service import parse
-
-    if not AUTHOR_ID_RE.match(provider):
-        raise ApiError("validation_error", f"provider must match {AUTHOR_ID_RE.pattern}", {"field": "provider"})
+    check_author_id(provider, "provider")
     request: CredentialGrantRequest = parse(CredentialGrantRequest, body, "credential grant")
     at = iso(service.clock())
-    store_of(service).put_grant(tenant, provider, list(request.scopes), at, by)
+    service.hitl_store.put_grant(tenant, provider, list(request.scopes), at, by)
     return {"tenant": tenant, "provider": provider, "scopes": sorted(set(request.scopes)), "grantedAt": at}
 
 
@@ -123,8 +108,6 @@ def _resolve_waiter(
 
 def post_event(service: Service, principal: Principal, body: Any) -> dict[str, Any]:
     """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions)."""
-    from .service import parse
-
     request: PostEventRequest = parse(PostEventRequest, body, "request body")
     found = credential_material({"correlation": request.correlation, "payload": request.payload})
     if found is not None:
@@ -133,7 +116,7 @@ def post_event(service: Service, principal: Principal, body: Any) -> dict[str, A
             "an event never carries credential material: it becomes an interrupt's resume value",
             {"field": found.split("/")[1], "path": found},
         )
-    hitl = store_of(service)
+    hitl = service.hitl_store
     tenant = principal.tenant
     now = service.clock()
     retention_h = tenant_settings(hitl, tenant).eventRetentionHours
@@ -179,7 +162,7 @@ def resolve_kept_events(service: Service, run_id: str, events: list[dict[str, An
     ]
     if not raised:
         return
-    hitl = store_of(service)
+    hitl = service.hitl_store
     tenant = tenant_of(run_id)
     for event in raised:
         data = event["payload"]["data"]
@@ -199,8 +182,7 @@ def resolve_kept_events(service: Service, run_id: str, events: list[dict[str, An
 
 
 def _vote_view(votes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    keep = ("principal", "action", "at", "surface", "groups", "roles")
-    return [{k: v for k, v in vote.items() if k in keep} for vote in votes]
+    return [{k: v for k, v in vote.items() if k in PUBLIC_VOTE_FIELDS} for vote in votes]
 
 
 def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]], resolver: Resolver) -> bool:
@@ -218,8 +200,8 @@ def inbox(
     """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId."""
     if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
         raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
-    resolver = Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
-    hitl = store_of(service)
+    resolver = run_resolver(principal)
+    hitl = service.hitl_store
     out: list[dict[str, Any]] = []
     for _ in range(MAX_INBOX_QUERIES):
         try:

@@ -11,7 +11,6 @@ from urllib.parse import unquote
 from .errors import ApiError
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
-OPAQUE_RE = re.compile(r"^[A-Za-z0-9._~-]{16,128}$")
 TENANT_BOUND_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")
 AUTHOR_ID_RE = re.compile(r"^[A-Za-z0-9._~:-]{1,128}$")  # nodeId, workflowId
 SUBJECT_ID_RE = re.compile(r"^[^\s/]{1,256}$")

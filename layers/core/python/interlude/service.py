@@ -6,27 +6,29 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
-
-from pydantic import ValidationError
 
 from . import auth, schemas
 from . import clock as clock_
 from .config import settings
 from .delivery.registration import check_callback_url
+from .delivery.worker import _public as public_attempts
 from .engine import deadlines
 from .engine import run as engine
 from .engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from .errors import ApiError
-from .hitl import with_tenant_facts
+from .hitl import PUBLIC_VOTE_FIELDS, with_tenant_facts
 from .ids import mint_opaque, tenant_bound, tenant_of
 from .interrupts.decide import Resolver, decide
 from .model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
 from .model.run import OpenInterrupt, RunState
 from .model.workflow import WorkflowDefinition
 from .store import Conflict, Store
+from .store.deliveries import DeliveryStore
 from .store.hitl import HitlStore
+from .store.idempotency import IdempotencyStore
+from .validation import parse
 
 MAX_RACE_RETRIES = 8
 Clock = Callable[[], datetime]
@@ -35,23 +37,6 @@ Clock = Callable[[], datetime]
 def busy(message: str) -> ApiError:
     """Too many concurrent writers won the race in a row: a retryable refusal, never a wrong answer."""
     return ApiError("runner_unavailable", message, headers={"Retry-After": "1"})
-
-
-def validation_details(exc: ValidationError, prefix: str = "") -> dict[str, Any]:
-    errors = []
-    for err in exc.errors(include_url=False, include_input=False):
-        path = "/".join(str(p) for p in err["loc"])
-        errors.append({"path": f"{prefix}{path}", "message": err["msg"]})
-    return {"errors": errors}
-
-
-def parse(model: type, body: Any, what: str) -> Any:
-    if not isinstance(body, dict):
-        raise ApiError("validation_error", f"{what} must be a JSON object")
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        raise ApiError("validation_error", f"{what} is not valid", validation_details(exc)) from None
 
 
 class Service:
@@ -63,11 +48,27 @@ class Service:
         self.clock = clock
         self.step_budget = step_budget
         self._workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition] = OrderedDict()
-        self._keys: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._keys: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
+
+    # -- side stores: the one way to reach each, over the run table's connection ------------------
+
+    @cached_property
+    def hitl_store(self) -> HitlStore:
+        return HitlStore(self.store.table, self.store.client)
+
+    @cached_property
+    def deliveries(self) -> DeliveryStore:
+        return DeliveryStore(self.store)
+
+    @cached_property
+    def idempotency(self) -> IdempotencyStore:
+        return IdempotencyStore(self.store.table, self.store.client)
 
     # -- authentication ---------------------------------------------------------------------------
 
     KEY_CACHE_SECONDS = 30.0
+    # Every well-formed key id is cached, known or not, so the cache is bounded like the workflow cache.
+    KEY_CACHE_SIZE = 1024
 
     def authenticate(self, authorization: str | None) -> auth.Principal:
         key_id, secret = auth.parse_bearer(authorization)
@@ -77,6 +78,9 @@ class Service:
         else:
             record = self.store.get_api_key(key_id)
             self._keys[key_id] = (time.monotonic() + self.KEY_CACHE_SECONDS, record)
+            self._keys.move_to_end(key_id)
+            if len(self._keys) > self.KEY_CACHE_SIZE:
+                self._keys.popitem(last=False)
         return auth.verify(record, key_id, secret)
 
     def create_key(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
@@ -116,17 +120,26 @@ class Service:
         problems = engine.check_config(definition)
         if problems:
             raise ApiError("validation_error", "the workflow definition is not valid", {"errors": problems})
-        stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
-        stored["id"] = workflow_id
         latest = self.store.latest_workflow(principal.tenant, workflow_id)
         version = (latest[0] if latest else 0) + 1
         for _ in range(MAX_RACE_RETRIES):
-            if self.store.put_workflow_version(
-                principal.tenant, workflow_id, version, stored, engine.iso(self.clock()), principal.subject["subjectId"]
-            ):
+            stored = self.store_workflow_version(principal, workflow_id, version, definition)
+            if stored is not None:
                 return {"workflowId": workflow_id, "version": version, "definition": stored}
             version += 1
         raise busy("too many concurrent registrations of this workflow; retry")
+
+    def store_workflow_version(
+        self, principal: auth.Principal, workflow_id: str, version: int, definition: WorkflowDefinition
+    ) -> dict[str, Any] | None:
+        """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
+        taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
+        stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
+        stored["id"] = workflow_id
+        written = self.store.put_workflow_version(
+            principal.tenant, workflow_id, version, stored, engine.iso(self.clock()), principal.subject["subjectId"]
+        )
+        return stored if written else None
 
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         latest = self.store.latest_workflow(principal.tenant, workflow_id)
@@ -287,14 +300,7 @@ class Service:
                 "key": oi.key,
                 "raisedAt": oi.raisedAt,
                 **({"deadline": engine.iso_epoch(oi.deadline)} if oi.deadline is not None else {}),
-                "votes": [
-                    {
-                        k: v
-                        for k, v in vote.model_dump().items()
-                        if k in ("principal", "action", "at", "surface", "groups", "roles")
-                    }
-                    for vote in oi.votes
-                ],
+                "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
             }
             for nid, oi in state.interrupts.items()
         }
@@ -339,12 +345,21 @@ class Service:
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
 
+    def run_deliveries(self, principal: auth.Principal, run_id: str) -> dict[str, Any]:
+        """Every callback delivery attempt of a run, oldest first, in the fields a tenant may see."""
+        # Tenant check and existence first: a foreign or unknown run answers as getRun would.
+        state, _ = self.load_run(principal.tenant, run_id)
+        attempts = sorted(
+            self.deliveries.attempts(run_id), key=lambda a: (a.get("at", ""), a.get("noticeId", ""), a.get("attempt", 0))
+        )
+        return {"runId": state.runId, "callbackUrl": state.callbackUrl, "deliveries": public_attempts(attempts)}
+
     # -- interrupts --------------------------------------------------------------------------------
 
     def resolve_interrupt(
         self, principal: auth.Principal, run_id: str, node_id: str, resume_value: Any
     ) -> dict[str, Any]:
-        resolver = Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
+        resolver = auth.run_resolver(principal)
         state, version = self.load_run(principal.tenant, run_id)
         return self.resolve(state, version, node_id, resume_value, resolver)
 
@@ -391,7 +406,7 @@ class Service:
                 continue  # the deadline passed while deciding: the next attempt records the timeout first
             config = definition.node(node_id).config
             # Tenant-held facts (override principals, credential grants), read at decision time (issue 3).
-            resolver = with_tenant_facts(HitlStore(self.store.table, self.store.client), state.tenant, interrupt, resolver)
+            resolver = with_tenant_facts(self.hitl_store, state.tenant, interrupt, resolver)
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
             transition = engine.resolve(state, definition, node_id, decision, now, self.step_budget)
             try:

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-TERMINAL_EVENT_TYPES = frozenset({"run.completed", "run.failed", "run.cancelled"})
+from .engine.events import RUN_END_EVENTS
+
 # OpenWOP asks for a keep-alive comment at least every 30 s; we write one every 15 s of waiting.
 KEEPALIVE_SECONDS = 15.0
 # RFC 0247 §A: a host does not end an opted-in (resumable=true) stream within 15 s of opening it unless it
@@ -38,10 +39,9 @@ class Bounds:
     linger_s: float
     # The `retry:` hint (milliseconds) a request ends with when the run is not finished.
     retry_ms: int
-    keepalive_s: float = KEEPALIVE_SECONDS
 
     def for_resumable(self) -> Bounds:
-        return Bounds(max(self.hold_s, RESUMABLE_FLOOR_SECONDS), self.linger_s, self.retry_ms, self.keepalive_s)
+        return Bounds(max(self.hold_s, RESUMABLE_FLOOR_SECONDS), self.linger_s, self.retry_ms)
 
 
 def follow(
@@ -65,7 +65,7 @@ def follow(
     """
     start = clock()
     last_sent: float | None = start if already_sent else None
-    next_keepalive = start + bounds.keepalive_s
+    next_keepalive = start + KEEPALIVE_SECONDS
     cursor = after
     delay = FIRST_POLL_SECONDS
     while True:
@@ -75,7 +75,7 @@ def follow(
             delay = FIRST_POLL_SECONDS
             if on_events(docs) > 0:
                 last_sent = clock()
-            if any(d["type"] in TERMINAL_EVENT_TYPES for d in docs):
+            if any(d["type"] in RUN_END_EVENTS for d in docs):
                 return "terminal"
         elif run_terminal:
             return "terminal"
@@ -85,7 +85,7 @@ def follow(
         if now - start >= bounds.hold_s:
             return "bounded"
         if now >= next_keepalive:
-            next_keepalive += bounds.keepalive_s
+            next_keepalive += KEEPALIVE_SECONDS
             on_keepalive()
         wake = min(start + bounds.hold_s, next_keepalive)
         if last_sent is not None:

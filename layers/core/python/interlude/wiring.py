@@ -181,6 +181,18 @@ def queue(name: str) -> Queue:
     return next(q for q in QUEUES if q.name == name)
 
 
+def queues_in_creation_order() -> list[Queue]:
+    """QUEUES with every dead-letter queue before the queues that redrive to it (it must exist to be named)."""
+    ordered: list[Queue] = []
+    pending = list(QUEUES)
+    while pending:
+        created = {q.name for q in ordered}
+        ready = next(q for q in pending if q.dead_letter is None or q.dead_letter in created)
+        ordered.append(ready)
+        pending.remove(ready)
+    return ordered
+
+
 # Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.delivery.signing).
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
 SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/"}

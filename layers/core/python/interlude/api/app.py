@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import deliveries, hitl, runs  # noqa: F401 - registers routes (hitl: inbox, events, tenant; issue 3)
+# Importing a route module registers its routes: hitl (inbox, events, tenant; issue 3), tokens (issue 4),
+# deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7).
+from . import deliveries, hitl, modulex, runs, streams, tokens  # noqa: F401
 from .http import app, logger
-from .modulex import ModulexError as _modulex_routes  # noqa: F401 - registers the ModuleX face (issue 7)
-from .streams import stream_run_events as _stream_routes  # noqa: F401 - registers the SSE stream (issue 7)
-from .tokens import surface as _token_routes  # noqa: F401 - registers the token routes (issue 4)
 
 # -- entry point -------------------------------------------------------------------------------------
 

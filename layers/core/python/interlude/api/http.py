@@ -10,8 +10,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from .. import wiring
+from .. import streaming, wiring
 from ..auth import Principal
+from ..config import settings
 from ..errors import ApiError
 from ..ids import to_wire
 from ..service import default_service
@@ -40,19 +41,14 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
 
 @app.exception_handler(ApiError)
 def _api_error(exc: ApiError) -> Response:
-    headers = dict(exc.headers)
-    if exc.status == 401 and exc.code == "unauthenticated":
-        headers.setdefault("WWW-Authenticate", 'Bearer realm="interlude"')
-    return json_response(exc.status, exc.envelope(), headers)
+    return json_response(exc.status, exc.envelope(), dict(exc.headers))
 
 
 @app.exception_handler(Exception)
 def _unexpected(exc: Exception) -> Response:
     logger.exception("unhandled error")
     request_id = app.current_event.request_context.request_id or "unknown"
-    return json_response(
-        500, {"error": "internal_error", "message": "internal error", "details": {"correlationId": request_id}}
-    )
+    return _api_error(ApiError("internal_error", "internal error", {"correlationId": request_id}))
 
 
 ROUTE_PATTERNS = [(re.compile("^" + re.sub(r"{\w+}", r"[^/]+", r.path) + "$"), r.method) for r in wiring.ROUTES]
@@ -63,12 +59,15 @@ def _not_found(exc: Exception) -> Response:
     path = app.current_event.path
     allowed = sorted({method for pattern, method in ROUTE_PATTERNS if pattern.match(path)})
     if allowed:
-        return json_response(
-            405,
-            {"error": "interlude.method_not_allowed", "message": f"{app.current_event.http_method} is not allowed here", "details": {"allowed": allowed}},
-            {"Allow": ", ".join(allowed)},
+        return _api_error(
+            ApiError(
+                "interlude.method_not_allowed",
+                f"{app.current_event.http_method} is not allowed here",
+                {"allowed": allowed},
+                {"Allow": ", ".join(allowed)},
+            )
         )
-    return json_response(404, {"error": "not_found", "message": "no such route"})
+    return _api_error(ApiError("not_found", "no such route"))
 
 
 # -- request helpers -----------------------------------------------------------------------------
@@ -156,6 +155,33 @@ def query_int(name: str, default: int | None, lo: int, hi: int, query: dict[str,
     return int(raw)
 
 
+def last_event_id() -> int | None:
+    """The request's Last-Event-ID (an event sequence to resume after), or None; else a 400 naming it."""
+    try:
+        return streaming.parse_last_event_id((app.current_event.headers or {}).get("last-event-id"))
+    except ValueError:
+        raise ApiError(
+            "validation_error",
+            "Last-Event-ID must be a non-negative integer (an event sequence)",
+            {"field": "Last-Event-ID"},
+        ) from None
+
+
+def stream_bounds() -> streaming.Bounds:
+    cfg = settings()
+    return streaming.Bounds(cfg.stream_hold_seconds, cfg.stream_linger_seconds, cfg.stream_retry_ms)
+
+
+def sse_response(parts: list[str], headers: dict[str, str] | None = None) -> Response:
+    # No caching and no proxy buffering: each frame is meant to reach the client as it is written.
+    return Response(
+        status_code=200,
+        content_type="text/event-stream",
+        body="".join(parts),
+        headers={**(headers or {}), "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
 def base_url() -> str:
     headers = app.current_event.headers or {}
     host = headers.get("x-forwarded-host") or headers.get("host") or app.current_event.request_context.domain_name
@@ -175,7 +201,7 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
 
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
         # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
-        if spec.mutating and spec.method != "GET":
+        if spec.mutating:
             from .idempotency import idempotent  # imports this module; loaded once routes register
 
             register(idempotent(spec, handler))

@@ -70,8 +70,7 @@ def capability_namespace(params: dict[str, str]) -> str:
 
 @cache
 def records() -> IdempotencyStore:
-    store = http.service().store
-    return IdempotencyStore(store.table, store.client)
+    return http.service().idempotency
 
 
 def _now_ms() -> int:

@@ -12,19 +12,27 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
 from .. import streaming
 from ..auth import Principal
-from ..config import settings
 from ..engine.run import iso
 from ..errors import ApiError
 from ..modulex import frames
 from ..modulex.service import ModulexFace, not_found
-from .http import app, body, principal_for, required_body, route, service
+from .http import (
+    app,
+    body,
+    last_event_id,
+    principal_for,
+    required_body,
+    route,
+    service,
+    sse_response,
+    stream_bounds,
+)
 
 ORG_HEADER = "x-organization-id"
 
@@ -39,9 +47,8 @@ def _modulex_error(exc: ModulexError) -> Response:
     detail: Any = exc.message
     if exc.code == "interlude.workflow_unprocessable" and exc.details and exc.details.get("errors"):
         detail = exc.details["errors"]  # FastAPI-style [{loc, msg, type}]
+    # exc.headers carries what the error itself needs (WWW-Authenticate on a 401, Retry-After, ...).
     headers = {**exc.headers, "X-Interlude-Error": exc.code}
-    if status == 401:
-        headers.setdefault("WWW-Authenticate", 'Bearer realm="interlude"')
     return Response(
         status_code=status,
         content_type="application/json",
@@ -118,17 +125,13 @@ def listen(runId: str) -> Response:
     mx = face()
     run_state, _ = mx.load(principal, runId)
     view = mx.view(run_state)
-    try:
-        last = streaming.parse_last_event_id((app.current_event.headers or {}).get("last-event-id"))
-    except ValueError:
-        raise ApiError("validation_error", "Last-Event-ID must be a non-negative integer") from None
-    cfg = settings()
-    bounds = streaming.Bounds(cfg.stream_hold_seconds, cfg.stream_linger_seconds, cfg.stream_retry_ms)
+    last = last_event_id()
+    bounds = stream_bounds()
     store = mx.service.store
     parts: list[str] = []
 
     def now() -> str:
-        return iso(datetime.now(UTC))
+        return iso(mx.service.clock())
 
     def on_events(docs: list[dict[str, Any]]) -> int:
         written = 0
@@ -150,10 +153,5 @@ def listen(runId: str) -> Response:
     if ended != "terminal":
         # Not finished (running, or waiting on an interrupt): idle on a heartbeat and ask for a reconnect.
         parts.append(streaming.frame(frames.heartbeat(now())))
-        parts.append(streaming.retry(cfg.stream_retry_ms))
-    return Response(
-        status_code=200,
-        content_type="text/event-stream",
-        body="".join(parts),
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+        parts.append(streaming.retry(bounds.retry_ms))
+    return sse_response(parts)

@@ -13,6 +13,7 @@ from ..model.requests import CancelRunRequest, CreateKeyRequest, CreateRunReques
 from ..model.tokens import MintTokenRequest
 from ..model.workflow import WorkflowDefinition
 from ..modulex.service import ModulexCancelRequest, ModulexResumeRequest, ModulexRunRequest
+from .idempotency import KEY_RE as IDEMPOTENCY_KEY_RE
 
 REQUEST_BODIES = {
     "createRun": CreateRunRequest,
@@ -68,7 +69,7 @@ def document() -> dict[str, Any]:
                     "name": "Idempotency-Key",
                     "in": "header",
                     "required": False,
-                    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._~-]{22,128}$"},
+                    "schema": {"type": "string", "pattern": f"^{IDEMPOTENCY_KEY_RE.pattern}$"},
                 }
             )
         model = REQUEST_BODIES.get(route.operation)

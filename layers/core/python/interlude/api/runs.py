@@ -48,14 +48,16 @@ def capabilities() -> dict[str, Any]:
     }
     # Issue 3: the approver ref kinds this host resolves and enforces (approverGroupRefs / approverRoleRefs bind
     # only because they are listed here), and core.conversationGate.
-    interrupt = caps.setdefault(
-        "interrupt", {"status": "stable", "since": "2.0", "witness": "witnessable-gated", "tokenAlgs": []}
-    )
-    # Issue 4: the signed-token surfaces (api/tokens.py) verify exactly these algs.
-    interrupt["tokenAlgs"] = list(TOKEN_ALGS)
-    interrupt["refKinds"] = list(REF_KINDS)
-    # Issue 6: notices go to a run's callbackUrl (interlude.delivery), guarded at createRun and at delivery.
-    interrupt["callbackDelivery"] = True
+    caps["interrupt"] = {
+        "status": "stable",
+        "since": "2.0",
+        "witness": "witnessable-gated",
+        # Issue 4: the signed-token surfaces (api/tokens.py) verify exactly these algs.
+        "tokenAlgs": list(TOKEN_ALGS),
+        "refKinds": list(REF_KINDS),
+        # Issue 6: notices go to a run's callbackUrl (interlude.delivery), guarded at createRun and at delivery.
+        "callbackDelivery": True,
+    }
     caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}
     return caps
 
@@ -108,7 +110,7 @@ def poll_run_events(runId: str) -> Response:
     principal = principal_for("pollRunEvents")
     run_id = from_wire(runId)
     after = query_int("afterSequence", None, 0, 10**12)
-    timeout = query_int("timeout", 30, 1, 60) or 30
+    timeout = query_int("timeout", 30, 1, 60)
     wait = min(float(timeout), settings().max_poll_seconds)
     # afterSequence is an exclusive cursor; omitted means "from the first event".
     return json_response(200, service().poll_events(principal, run_id, -1 if after is None else after, wait))

@@ -15,10 +15,19 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from .. import schemas, streaming
-from ..config import settings
 from ..errors import ApiError
 from ..ids import from_wire
-from .http import OPENWOP_VERSION, app, principal_for, route, service
+from .http import (
+    OPENWOP_VERSION,
+    app,
+    last_event_id,
+    principal_for,
+    query_int,
+    route,
+    service,
+    sse_response,
+    stream_bounds,
+)
 
 SUPPORTED_MODES = ("updates", "debug", "values")
 MODE_RE = re.compile(r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$")
@@ -69,28 +78,13 @@ def stream_run_events(runId: str) -> Response:
     run_id = from_wire(runId)
     # Mode validation comes before any content negotiation: this answer does not depend on Accept.
     modes = parse_modes(_query("streamMode"))
-    raw_buffer = _query("bufferMs")
-    buffer_ms = 0
-    if raw_buffer is not None:
-        if not re.fullmatch(r"\d{1,4}", raw_buffer) or int(raw_buffer) > MAX_BUFFER_MS:
-            raise ApiError(
-                "validation_error", f"bufferMs must be an integer from 0 to {MAX_BUFFER_MS}", {"field": "bufferMs"}
-            )
-        buffer_ms = int(raw_buffer)
+    buffer_ms = query_int("bufferMs", 0, 0, MAX_BUFFER_MS)
     resumable = (_query("resumable") or "").lower() == "true"
     svc = service()
     state, _ = svc.load_run(principal.tenant, run_id)
     # Last-Event-ID is read only once the caller may see the run.
-    try:
-        last = streaming.parse_last_event_id((app.current_event.headers or {}).get("last-event-id"))
-    except ValueError:
-        raise ApiError(
-            "validation_error",
-            "Last-Event-ID must be a non-negative integer (an event sequence)",
-            {"field": "Last-Event-ID"},
-        ) from None
-    cfg = settings()
-    bounds = streaming.Bounds(cfg.stream_hold_seconds, cfg.stream_linger_seconds, cfg.stream_retry_ms)
+    last = last_event_id()
+    bounds = stream_bounds()
     if resumable:
         bounds = bounds.for_resumable()
     values = modes == ["values"]
@@ -133,9 +127,8 @@ def stream_run_events(runId: str) -> Response:
         already_sent=values and last is not None,
     )
     if ended != "terminal":
-        parts.append(streaming.retry(cfg.stream_retry_ms))
-    headers = {"OpenWOP-Version": OPENWOP_VERSION, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return Response(status_code=200, content_type="text/event-stream", body="".join(parts), headers=headers)
+        parts.append(streaming.retry(bounds.retry_ms))
+    return sse_response(parts, {"OpenWOP-Version": OPENWOP_VERSION})
 
 
 def _frames(docs: list[dict[str, Any]], modes: list[str], buffer_ms: int) -> list[str]:
@@ -147,7 +140,7 @@ def _frames(docs: list[dict[str, Any]], modes: list[str], buffer_ms: int) -> lis
     for doc, _ in admitted:
         batch.append(doc)
         # Forced flushes: a suspension and the terminal event close a batch.
-        if doc["type"] == "node.suspended" or doc["type"] in streaming.TERMINAL_EVENT_TYPES:
+        if doc["type"] == "node.suspended" or doc["type"] in streaming.RUN_END_EVENTS:
             out.append(streaming.frame(batch, event="batch", id=batch[-1]["sequence"]))
             batch = []
     if batch:

@@ -22,14 +22,14 @@ from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 from ..config import settings
 from ..errors import ApiError
 from ..ids import check_author_id, from_wire
-from ..model.run import RunState
+from ..model.run import OpenInterrupt, RunState
 from ..model.tokens import MintTokenRequest
 from ..page import approval, csrf
 from ..page.graph import GraphNode
-from ..service import parse
 from ..tokens.keyring_store import load_key_ring
 from ..tokens.scheme import KeyRing, TokenClaims
 from ..tokens.surface import RESOLVE_SCOPE, Target, TokenSurface
+from ..validation import parse
 from .http import (
     OPENWOP_VERSION,
     app,
@@ -229,7 +229,7 @@ def decided_page(target: Target, resume_value: Any, style: str) -> Response:
     action = resume_value.get("action") if isinstance(resume_value, dict) else None
     kind = target.interrupt.kind
     if still is not None and still.interruptId == claims.interrupt_id:
-        counted = sum(1 for v in still.votes if v.action != "ask")
+        counted = votes_cast(still)
         required = (target.interrupt.payload.get("data") or {}).get("requiredApprovals", 1)
         result = approval.Result(
             "recorded", action=action, run_status=after.status, extra={"counted": counted, "required": required}
@@ -239,6 +239,11 @@ def decided_page(target: Target, resume_value: Any, style: str) -> Response:
             "decided" if kind == "approval" else "answered", action=action, run_status=after.status
         )
     return result_page(200, result, view_of(after, claims, target.interrupt.payload), style)
+
+
+def votes_cast(interrupt: OpenInterrupt) -> int:
+    """The votes counted towards the gate: an `ask` is a question, not a vote."""
+    return sum(1 for v in interrupt.votes if v.action != "ask")
 
 
 def error_page(exc: ApiError, claims: TokenClaims | None, style: str) -> Response:
@@ -271,7 +276,7 @@ def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> ap
     edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
     open_interrupt = state.interrupts.get(claims.node_id)
     votes = (
-        sum(1 for v in open_interrupt.votes if v.action != "ask")
+        votes_cast(open_interrupt)
         if open_interrupt is not None and open_interrupt.interruptId == claims.interrupt_id
         else 0
     )

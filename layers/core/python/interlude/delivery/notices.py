@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..engine.events import RUN_END_EVENTS
 from ..engine.run import interrupt_key, visit_of
 from ..ids import derive_opaque, to_wire
 from ..model.run import OpenInterrupt, RunState
 
 NOTICE_VERSION = 1
 INTERRUPT_EVENTS = ("interrupt.requested", "interrupt.resolved")
-RUN_END_EVENTS = ("run.completed", "run.failed", "run.cancelled")
 NOTICE_EVENTS = frozenset(INTERRUPT_EVENTS + RUN_END_EVENTS)
 
 # (open interrupt) -> (token, expiresAt epoch seconds)

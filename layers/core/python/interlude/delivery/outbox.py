@@ -9,6 +9,7 @@ success keyed by notice id turns the copy into a no-op.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -26,18 +27,19 @@ def _sqs() -> Any:
     return boto3.client("sqs")
 
 
-def _minter(service: Any, run_id: str):  # noqa: ANN202 - a closure over the key ring
+def _minter(run_id: str):  # noqa: ANN202 - a closure over the key ring
     from ..config import settings
     from ..tokens.issuer import interrupt_token
     from ..tokens.keyring_store import load_key_ring
 
     cfg = settings()
     ring = load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds)
-    # The service's clock: the same one that later checks the token's expiry (shifted on the local stack).
-    now = service.clock().timestamp()
 
     def mint(interrupt: OpenInterrupt) -> tuple[str, int]:
-        return interrupt_token(ring, run_id, interrupt, now, "resolve")
+        # The token's life starts when the gate was raised, not when this record is handled: a stream record
+        # delivered twice queues the very same notice, token included.
+        raised = datetime.fromisoformat(interrupt.raisedAt.replace("Z", "+00:00")).timestamp()
+        return interrupt_token(ring, run_id, interrupt, raised, "resolve")
 
     return mint
 
@@ -55,7 +57,7 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
     needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
-    notices = build_notices(state, events, _minter(service, run_id) if needs_token else None, cfg.public_base_url)
+    notices = build_notices(state, events, _minter(run_id) if needs_token else None, cfg.public_base_url)
     send_notices(cfg.queue_url, state.tenant, state.callbackUrl, notices)
 
 

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..errors import run_error
 from ..interrupts.decide import Decision
 from ..model.run import OpenInterrupt, RunState
 from ..model.workflow import WorkflowDefinition
 from .run import DEFAULT_STEP_BUDGET, Transition, _Step, resolve
 
 ESCALATION_EVENT = "interlude.escalation-requested"
-RUN_TIMEOUT_CODE = "run_timeout"
-INTERRUPT_TIMEOUT_CODE = "interrupt_timeout"
 
 Purpose = Literal["interrupt", "delay", "run"]
 
@@ -107,17 +106,9 @@ def timeout_decision(interrupt: OpenInterrupt) -> Decision:
         extra: list[tuple[str, dict[str, Any]]] = []
         if interrupt.payload.get("data", {}).get("onTimeout") == "escalate":
             extra.append((ESCALATION_EVENT, {"reason": "timeout", "raisedAt": interrupt.raisedAt}))
-        error = {
-            "code": "approval_rejected",
-            "message": f"approval gate {interrupt.nodeId!r} timed out and was rejected",
-            "retryable": False,
-        }
+        error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} timed out and was rejected")
         return Decision("fail", None, event, error=error, extra_events=extra)
-    error = {
-        "code": INTERRUPT_TIMEOUT_CODE,
-        "message": f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out",
-        "retryable": False,
-    }
+    error = run_error("interrupt_timeout", f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out")
     return Decision("fail", None, event, error=error)
 
 
@@ -149,15 +140,8 @@ def _apply(
         step.complete(deadline.node_id, {"delayMs": delay.delayMs})
         step.run_queue()
         return step.t
-    limit = int(((state.configurable or {}).get("run") or {}).get("runTimeoutMs") or 0)
-    step.fail_run(
-        {
-            "code": RUN_TIMEOUT_CODE,
-            "message": f"the run did not finish within runTimeoutMs={limit}",
-            "retryable": False,
-        },
-        None,
-    )
+    limit = int(state.run_options.get("runTimeoutMs") or 0)
+    step.fail_run(run_error("run_timeout", f"the run did not finish within runTimeoutMs={limit}"), None)
     return step.t
 
 
@@ -177,5 +161,3 @@ def _chain(first: Transition, second: Transition) -> Transition:
         updated=first.updated + second.updated,
         claims=first.claims + second.claims,
     )
-
-

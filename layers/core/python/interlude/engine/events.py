@@ -11,6 +11,8 @@ from .run import EventDraft
 SCHEMA_VERSION = 1
 ENGINE_VERSION = 1
 EVENT_LOG_SCHEMA_VERSION = 3
+# The events that end a run: exactly one is the last event of every finished run.
+RUN_END_EVENTS: tuple[str, ...] = ("run.completed", "run.failed", "run.cancelled")
 
 
 class InvalidEvent(Exception):

@@ -2,7 +2,7 @@
 
 Each `ask` returns what the node does on this visit: a GateSpec (suspend), a `Passed` (complete at once, e.g.
 a confidence at or above the threshold) or a `Failed` (e.g. an exchange on a conversation that is not open).
-`scope["$run"]` carries the run facts a gate may need (run id, visit, configurable, conversations) under a key
+`scope["$run"]` carries the run facts a gate may need (run id, visit, run options, conversations) under a key
 no template can reference; `scope["$probe"]` is set when registration probes the gate for the payload it
 would raise (engine.check_config), so every probe answers a GateSpec.
 
@@ -20,9 +20,11 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, model_validator
 
+from ..errors import run_error
 from ..ids import AUTHOR_ID_RE, derive_opaque
+from ..model import FrozenClosed
 from ..templates import references, render
-from .nodetypes import NODE_TYPES, Config, GateSpec, NodeType
+from .nodetypes import GateSpec, NodeType
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.
 CREDENTIAL_RESUME_SCHEMA: dict[str, Any] = {
@@ -82,7 +84,7 @@ def _mint_conversation_id(node_id: str, scope: Mapping[str, Any]) -> str:
 # -- core.conversationGate ------------------------------------------------------------------------
 
 
-class ConversationGateConfig(Config):
+class ConversationGateConfig(FrozenClosed):
     # One turn of a conversation per node: start (the host mints conversationId), exchange, close.
     turn: Literal["start", "exchange", "close"] | None = None
     # The conformance fixture's whole lifecycle in one node, answered by the host's mock (mockAutoResume).
@@ -152,20 +154,13 @@ def _conversation(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str,
         conversations = run.get("conversations") or {}
         if not isinstance(cid, str) or conversations.get(cid) != "open":
             return Failed(
-                {
-                    "code": "validation_error",
-                    "message": f"conversation {cid!r} is not open in this run (start it with a conversation.start turn)",
-                    "retryable": False,
-                }
+                run_error(
+                    "validation_error",
+                    f"conversation {cid!r} is not open in this run (start it with a conversation.start turn)",
+                )
             )
         if cfg.turn == "close" and cid in (run.get("exchanging") or ()):
-            return Failed(
-                {
-                    "code": "validation_error",
-                    "message": f"conversation {cid!r} has an open exchange",
-                    "retryable": False,
-                }
-            )
+            return Failed(run_error("validation_error", f"conversation {cid!r} has an open exchange"))
     if cfg.turn == "exchange":
         data = {"conversationId": cid, "prompt": render(cfg.prompt, scope)}
         if cfg.outcomeSchema is not None:
@@ -183,7 +178,7 @@ def _conversation(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str,
 # -- core.confidenceGate --------------------------------------------------------------------------
 
 
-class ConfidenceGateConfig(Config):
+class ConfidenceGateConfig(FrozenClosed):
     agentId: str = Field(pattern=AUTHOR_ID_RE.pattern)
     # A number from 0 to 1, or a template that resolves to one ("{{agent.confidence}}", "{{inputs.c}}").
     observed: float | str
@@ -192,31 +187,27 @@ class ConfidenceGateConfig(Config):
     timeoutMs: int = Field(default=0, ge=0)
 
 
-def resolved_threshold(cfg: ConfidenceGateConfig, configurable: Mapping[str, Any] | None) -> float:
-    """configurable.run.escalationThreshold (per run) wins, then the gate's threshold, then 0.7.
+def resolved_threshold(cfg: ConfidenceGateConfig, run_options: Mapping[str, Any] | None) -> float:
+    """configurable.run.escalationThreshold (per run, in `run_options`) wins, then the gate's threshold, then 0.7.
 
     The configurable schema types escalationThreshold as an integer (openwop-notes §1.12 #3): 0 and 1 are
     read as they are, larger integers as percent (70 → 0.7).
     """
-    per_run = ((configurable or {}).get("run") or {}).get("escalationThreshold")
+    per_run = (run_options or {}).get("escalationThreshold")
     if isinstance(per_run, int | float) and not isinstance(per_run, bool):
         return min(1.0, float(per_run) if per_run <= 1 else per_run / 100)
     return cfg.threshold if cfg.threshold is not None else DEFAULT_ESCALATION_THRESHOLD
 
 
 def _confidence(node_id: str, cfg: ConfidenceGateConfig, scope: Mapping[str, Any]) -> Any:
-    threshold = resolved_threshold(cfg, _run(scope).get("configurable"))
+    threshold = resolved_threshold(cfg, _run(scope).get("runOptions"))
     observed = render(cfg.observed, scope) if isinstance(cfg.observed, str) else cfg.observed
     decision = render(cfg.decision, scope)
     if scope.get("$probe"):
         observed = observed if _is_confidence(observed) else 0.0
     elif not _is_confidence(observed):
         return Failed(
-            {
-                "code": "validation_error",
-                "message": f"observed confidence must be a number from 0 to 1, got {observed!r}",
-                "retryable": False,
-            }
+            run_error("validation_error", f"observed confidence must be a number from 0 to 1, got {observed!r}")
         )
     if scope.get("$probe") or observed < threshold:
         data: dict[str, Any] = {"agentId": cfg.agentId, "threshold": threshold, "observed": observed}
@@ -233,7 +224,7 @@ def _is_confidence(value: Any) -> bool:
 # -- core.credentialGate --------------------------------------------------------------------------
 
 
-class CredentialGateConfig(Config):
+class CredentialGateConfig(FrozenClosed):
     provider: str = Field(pattern=AUTHOR_ID_RE.pattern)
     scopes: list[str] = Field(default_factory=list, max_length=100)
     reason: Literal["missing", "expired", "insufficient_scope"] = "missing"
@@ -262,9 +253,4 @@ GATES: tuple[NodeType, ...] = (
 )
 
 
-def register() -> None:
-    for node_type in GATES:
-        NODE_TYPES.setdefault(node_type.type_id, node_type)
-
-
-__all__ = ["GATES", "Failed", "Passed", "register"]
+__all__ = ["GATES", "Failed", "Passed"]

@@ -9,29 +9,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..interrupts.payloads import approval_resume_schema, clarification_resume_schema
+from ..model import FrozenClosed
 from ..modulex import nodes as modulex_nodes
 from ..templates import render
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
 
 
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NoopConfig(Config):
+class NoopConfig(FrozenClosed):
     pass
 
 
-class TransformConfig(Config):
+class TransformConfig(FrozenClosed):
     # Output object whose string leaves are `{{node_id.field}}` / `{{inputs.x}}` templates.
     outputs: dict[str, Any] = Field(default_factory=dict)
 
 
-class ApprovalGateConfig(Config):
+class ApprovalGateConfig(FrozenClosed):
     title: str = Field(min_length=1, max_length=500)
     description: str | None = Field(default=None, max_length=10000)
     actions: list[Action] = Field(default_factory=lambda: ["accept", "reject"], min_length=1)
@@ -52,19 +49,19 @@ class ApprovalGateConfig(Config):
     profile: str | None = None
 
 
-class Question(Config):
+class Question(FrozenClosed):
     id: str = Field(min_length=1, max_length=128)
     question: str = Field(min_length=1, max_length=10000)
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
 
 
-class ClarificationGateConfig(Config):
+class ClarificationGateConfig(FrozenClosed):
     questions: list[Question] = Field(min_length=1, max_length=100)
     contextType: str | None = None
     timeoutMs: int = Field(default=0, ge=0)
 
 
-class InterruptConfig(Config):
+class InterruptConfig(FrozenClosed):
     kind: Literal["custom", "external-event"]
     data: dict[str, Any]
     resumeSchema: dict[str, Any] | None = None
@@ -75,7 +72,7 @@ class InterruptConfig(Config):
 MAX_DELAY_MS = 30 * 24 * 3600 * 1000
 
 
-class DelayConfig(Config):
+class DelayConfig(FrozenClosed):
     # Or the node's `inputs.delayMs` binding ({"type": "variable", "variableName": ...} or a literal).
     delayMs: int | None = Field(default=None, ge=0, le=MAX_DELAY_MS)
 
@@ -93,11 +90,20 @@ class GateSpec:
     reason: str | None = None
     effects: tuple[tuple[Any, ...], ...] = ()
 
+    def payload(self, key: str) -> dict[str, Any]:
+        """The InterruptPayload this gate raises under `key` (suspend-request.schema.json)."""
+        payload: dict[str, Any] = {"kind": self.kind, "key": key, "data": self.data}
+        if self.resume_schema is not None:
+            payload["resumeSchema"] = self.resume_schema
+        if self.timeout_ms:
+            payload["timeoutMs"] = self.timeout_ms
+        return payload
+
 
 @dataclass(frozen=True)
 class NodeType:
     type_id: str
-    config_model: type[Config]
+    config_model: type[FrozenClosed]
     # Exactly one of compute, ask and wait is set.
     compute: Callable[[Any, Mapping[str, Any]], dict[str, Any]] | None = None
     ask: Callable[[str, Any, Mapping[str, Any]], GateSpec] | None = None
@@ -106,10 +112,6 @@ class NodeType:
     # A routing node (modulex.conditional): (config, output) -> engine ids of the targets the run continues to;
     # its other outgoing edges count it as skipped, so the branches not taken are skipped (engine/run.py).
     route: Callable[[Any, Any], list[str]] | None = None
-
-    @property
-    def is_gate(self) -> bool:
-        return self.ask is not None
 
 
 def _approval(node_id: str, cfg: ApprovalGateConfig, scope: Mapping[str, Any]) -> GateSpec:
@@ -194,23 +196,21 @@ def _modulex_interrupt(node_id: str, cfg: Any, scope: Mapping[str, Any]) -> Gate
     return GateSpec("custom", modulex_nodes.interrupt_data(node_id, cfg, scope), None, 0)
 
 
-NODE_TYPES: dict[str, NodeType] = {
-    t.type_id: t
-    for t in (
-        NodeType("core.noop", NoopConfig, compute=_noop),
-        NodeType("core.transform", TransformConfig, compute=_transform),
-        NodeType("core.approvalGate", ApprovalGateConfig, ask=_approval),
-        NodeType("core.clarificationGate", ClarificationGateConfig, ask=_clarification),
-        NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
-        NodeType("core.delay", DelayConfig, wait=_delay),
-        # Translation targets of the ModuleX face (interlude/modulex/definition.py).
-        NodeType("modulex.interrupt", modulex_nodes.InterruptConfig, ask=_modulex_interrupt),  # type: ignore[arg-type]
-        NodeType("modulex.transformer", modulex_nodes.TransformerConfig, compute=modulex_nodes.transform),  # type: ignore[arg-type]
-        NodeType(
-            "modulex.conditional",
-            modulex_nodes.ConditionalConfig,  # type: ignore[arg-type]
-            compute=modulex_nodes.choose,
-            route=modulex_nodes.route,
-        ),
-    )
-}
+# engine/registry.py joins these with the gates of engine/gates.py into NODE_TYPES.
+CORE_TYPES: tuple[NodeType, ...] = (
+    NodeType("core.noop", NoopConfig, compute=_noop),
+    NodeType("core.transform", TransformConfig, compute=_transform),
+    NodeType("core.approvalGate", ApprovalGateConfig, ask=_approval),
+    NodeType("core.clarificationGate", ClarificationGateConfig, ask=_clarification),
+    NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
+    NodeType("core.delay", DelayConfig, wait=_delay),
+    # Translation targets of the ModuleX face (interlude/modulex/definition.py).
+    NodeType("modulex.interrupt", modulex_nodes.InterruptConfig, ask=_modulex_interrupt),
+    NodeType("modulex.transformer", modulex_nodes.TransformerConfig, compute=modulex_nodes.transform),
+    NodeType(
+        "modulex.conditional",
+        modulex_nodes.ConditionalConfig,
+        compute=modulex_nodes.choose,
+        route=modulex_nodes.route,
+    ),
+)

@@ -12,13 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..errors import run_error
 from ..ids import derive_opaque, tenant_bound
 from ..interrupts.decide import Decision
 from ..interrupts.payloads import status_for_kind, validate_payload
-from ..model.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState, Vote
+from ..model.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
 from ..model.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
 from .gates import Failed, Passed
-from .nodetypes import NODE_TYPES, bind_inputs
+from .nodetypes import GateSpec, bind_inputs
+from .registry import NODE_TYPES
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
@@ -87,17 +89,29 @@ def interrupt_key(run_id: str, node_id: str, visit: int) -> str:
 
 
 class _Step:
-    def __init__(self, state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        workflow: WorkflowDefinition | None,
+        now: datetime,
+        step_budget: int = DEFAULT_STEP_BUDGET,
+    ) -> None:
+        """`workflow` None: a step that only closes the run (cancel), which executes and routes nothing."""
         self.t = Transition(state=state.model_copy(deep=True))
         self.s = self.t.state
-        self.wf = workflow
+        self._wf = workflow
         self.now = now
         self.budget = step_budget
-        run_options = (self.s.configurable or {}).get("run") or {}
+        run_options = self.s.run_options
         self.max_visits = int(run_options.get("maxLoopIterations") or DEFAULT_MAX_LOOP_ITERATIONS)
         self.max_executions = int(run_options.get("recursionLimit") or DEFAULT_RECURSION_LIMIT)
 
     # -- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def wf(self) -> WorkflowDefinition:
+        assert self._wf is not None, "this step was made without its workflow"
+        return self._wf
 
     def emit(self, type_: str, node_id: str | None, payload: dict[str, Any]) -> None:
         self.t.events.append(EventDraft(type_, node_id, payload))
@@ -134,7 +148,7 @@ class _Step:
         if ns.visits > self.max_visits or self.s.executed > self.max_executions:
             limit = "maxLoopIterations" if ns.visits > self.max_visits else "recursionLimit"
             code = "loop_limit_exceeded" if limit == "maxLoopIterations" else "recursion_limit_exceeded"
-            error = {"code": code, "message": f"node {node_id!r} exceeded {limit}", "retryable": False}
+            error = run_error(code, f"node {node_id!r} exceeded {limit}")
             ns.status = "failed"
             ns.settledAt = self.tick()
             self.emit("node.failed", node_id, {"nodeId": node_id, "error": error, "attempts": 1})
@@ -162,7 +176,7 @@ class _Step:
         return {
             "runId": self.s.runId,
             "visit": self.s.nodes[node_id].visits,
-            "configurable": self.s.configurable or {},
+            "runOptions": self.s.run_options,
             "conversations": dict(self.s.conversations),
             "exchanging": [
                 oi.payload["data"]["conversationId"]
@@ -189,23 +203,14 @@ class _Step:
                     self.t.claims.append(effect[1])
                 self.s.conversations[effect[1]] = effect[2]
 
-    def suspend(self, node_id: str, spec: Any) -> None:
+    def suspend(self, node_id: str, spec: GateSpec) -> None:
         visit = self.s.nodes[node_id].visits
         key = interrupt_key(self.s.runId, node_id, visit)
-        payload: dict[str, Any] = {"kind": spec.kind, "key": key, "data": spec.data}
-        if spec.resume_schema is not None:
-            payload["resumeSchema"] = spec.resume_schema
-        if spec.timeout_ms:
-            payload["timeoutMs"] = spec.timeout_ms
+        payload = spec.payload(key)
         problems = validate_payload(payload)
         if problems:
             # Registration probes every gate, so only run-time template values can get here.
-            error = {
-                "code": "validation_error",
-                "message": "the gate built an invalid interrupt payload",
-                "details": {"errors": problems},
-                "retryable": False,
-            }
+            error = run_error("validation_error", "the gate built an invalid interrupt payload", {"errors": problems})
             self.fail(node_id, error)
             return
         interrupt = OpenInterrupt(
@@ -223,15 +228,15 @@ class _Step:
         self.t.opened.append(interrupt)
         self.emit("interrupt.requested", node_id, payload)
         suspended = {"nodeId": node_id, "interruptId": interrupt.interruptId, "kind": spec.kind, "key": key}
-        if getattr(spec, "reason", None):
+        if spec.reason:
             suspended["reason"] = spec.reason
         self.emit("node.suspended", node_id, suspended)
-        self.apply_effects(node_id, getattr(spec, "effects", ()))
+        self.apply_effects(node_id, spec.effects)
 
     def sleep(self, node_id: str, delay: int | str) -> None:
         """core.delay: sleep durably; the run stays `running` and wakes through engine.deadlines.expire."""
         if isinstance(delay, str):
-            self.fail(node_id, {"code": "validation_error", "message": delay, "retryable": False})
+            self.fail(node_id, run_error("validation_error", delay))
             return
         if delay == 0:
             self.complete(node_id, {"delayMs": 0})
@@ -321,7 +326,7 @@ class _Step:
         if self.s.queue:
             self.s.status = "running"
         elif self.s.interrupts:
-            self.s.status = status_for_kind(next(iter(self.s.interrupts.values())).kind)  # type: ignore[assignment]
+            self.s.status = status_for_kind(next(iter(self.s.interrupts.values())).kind)
         elif self.s.delays:
             self.s.status = "running"
         else:
@@ -380,7 +385,7 @@ def start(
     s.status = "running"
     s.startedAt = iso(now)
     s.nodes = {n.id: NodeState() for n in workflow.nodes}
-    run_timeout_ms = int(((s.configurable or {}).get("run") or {}).get("runTimeoutMs") or 0)
+    run_timeout_ms = int(s.run_options.get("runTimeoutMs") or 0)
     if run_timeout_ms > 0:
         s.deadline = now.timestamp() + run_timeout_ms / 1000
     started: dict[str, Any] = {"workflowId": s.workflowId, "inputs": s.inputs, "owner": s.owner, "transport": "rest"}
@@ -417,15 +422,13 @@ def resolve(
     s = step.s
     interrupt = s.interrupts[node_id]
     ids = {"nodeId": node_id, "interruptId": interrupt.interruptId}
+    if decision.vote is not None:
+        interrupt.votes.append(decision.vote)
     if decision.outcome == "record":
-        if decision.vote is not None:
-            interrupt.votes.append(Vote.model_validate(decision.vote.model_dump()))
         step.t.updated.append(interrupt)
         if interrupt.kind == "approval":
             step.emit("approval.received", node_id, {**ids, **decision.event})
         return step.t
-    if decision.vote is not None:
-        interrupt.votes.append(Vote.model_validate(decision.vote.model_dump()))
     del s.interrupts[node_id]
     resolution = {**decision.event, "at": iso(now), "votes": [v.model_dump() for v in interrupt.votes]}
     step.t.closed.append(Closed(interrupt, "resolved", resolution))
@@ -447,10 +450,7 @@ def resolve(
 
 
 def cancel(state: RunState, now: datetime, reason: str | None, cancelled_by: str | None) -> Transition:
-    step = _Step.__new__(_Step)
-    step.t = Transition(state=state.model_copy(deep=True))
-    step.s = step.t.state
-    step.now = now
+    step = _Step(state, None, now)
     step.close_open_interrupts("run cancelled")
     step.s.status = "cancelled"
     step.s.completedAt = iso(now)
@@ -488,9 +488,6 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
             spec = node_type.ask(node.id, config, {"$probe": True})
             if isinstance(spec, Passed | Failed):
                 continue
-            payload: dict[str, Any] = {"kind": spec.kind, "key": "probe", "data": spec.data}
-            if spec.resume_schema is not None:
-                payload["resumeSchema"] = spec.resume_schema
-            for err in validate_payload(payload):
+            for err in validate_payload(spec.payload("probe")):
                 problems.append({"path": f"nodes/{i}/config/{err['path']}".rstrip("/"), "message": err["message"]})
     return problems

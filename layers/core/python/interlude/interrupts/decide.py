@@ -11,7 +11,7 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 
 from .. import schemas
-from ..errors import ApiError
+from ..errors import ApiError, run_error
 from ..model.run import OpenInterrupt, Vote
 from .secrets import credential_material
 
@@ -106,6 +106,13 @@ def eligible(data: dict[str, Any], resolver: Resolver, ref_kinds: tuple[str, ...
     return "approverRoleRefs" in fields and bool(set(data["approverRoleRefs"]) & set(resolver.roles))
 
 
+def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> dict[str, Any]:
+    """The interrupt.resolved payload fields every kind carries (besides nodeId/interruptId)."""
+    event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": value}
+    if resolver.subject:
+        event["resolvedBy"] = resolver.subject
+    return event
+
 
 def _refuse_credential_material(value: Any) -> None:
     path = credential_material(value)
@@ -127,10 +134,7 @@ def decide(
     if interrupt.kind in KIND_DECIDERS:
         return KIND_DECIDERS[interrupt.kind](interrupt, resume_value, resolver)
     _check_resume_schema(interrupt, resume_value)
-    event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": resume_value}
-    if resolver.subject:
-        event["resolvedBy"] = resolver.subject
-    return Decision("complete", resume_value, event)
+    return Decision("complete", resume_value, _resolved_event(interrupt, resume_value, resolver))
 
 
 def _decide_approval(
@@ -187,9 +191,7 @@ def _decide_approval(
         roles=list(resolver.roles),
         resumeValue=normalized,
     )
-    event: dict[str, Any] = {"kind": "approval", "resumeValue": normalized}
-    if resolver.subject:
-        event["resolvedBy"] = resolver.subject
+    event = _resolved_event(interrupt, normalized, resolver)
     for extra in ("refineFeedback", "editedArtifactData"):
         if extra in value:
             event[extra] = value[extra]
@@ -214,11 +216,7 @@ def _decide_approval(
         event.update(action="reject", decision="rejected")
         if required > 1 and policy == "majority":
             event["reason"] = "quorum-reject"
-        error = {
-            "code": "approval_rejected",
-            "message": f"approval gate {interrupt.nodeId!r} was rejected",
-            "retryable": False,
-        }
+        error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} was rejected")
         return Decision("fail", normalized, event, error=error, vote=vote)
 
     if action in ("accept", "edit-accept") and is_override:
@@ -237,24 +235,13 @@ def _decide_approval(
 # -- the other kinds ------------------------------------------------------------------------------
 
 
-def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> dict[str, Any]:
-    event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": value}
-    if resolver.subject:
-        event["resolvedBy"] = resolver.subject
-    return event
-
-
 def _decide_credential(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
     """Resume `{outcome}` only; `authorized` needs a grant in the tenant's credential store (oauth.md)."""
     _check_resume_schema(interrupt, value)  # the fixed resumeSchema: {outcome: authorized|declined}, closed
     data = interrupt.payload["data"]
     event = _resolved_event(interrupt, value, resolver)
     if value["outcome"] == "declined":
-        error = {
-            "code": "connector_auth_declined",
-            "message": f"authorization for provider {data['provider']!r} was declined",
-            "retryable": False,
-        }
+        error = run_error("connector_auth_declined", f"authorization for provider {data['provider']!r} was declined")
         return Decision("fail", value, event, error=error)
     missing = sorted(set(data["scopes"]) - (resolver.granted_scopes or frozenset()))
     if resolver.granted_scopes is None or missing:
@@ -275,11 +262,7 @@ def _decide_low_confidence(interrupt: OpenInterrupt, value: Any, resolver: Resol
     event = {**_resolved_event(interrupt, value, resolver), "action": action}
     if action == "reject":
         event["decision"] = "rejected"
-        error = {
-            "code": "approval_rejected",
-            "message": f"the low-confidence decision at {interrupt.nodeId!r} was rejected",
-            "retryable": False,
-        }
+        error = run_error("approval_rejected", f"the low-confidence decision at {interrupt.nodeId!r} was rejected")
         return Decision("fail", value, event, error=error)
     event["decision"] = "granted"
     output = {

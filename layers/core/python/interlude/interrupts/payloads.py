@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import schemas
+from ..model.run import RunStatus
 
-APPROVAL_ACTIONS = ("accept", "reject", "refine", "edit-accept", "ask")
 SUSPEND_SCHEMA = "suspend-request.schema.json"
 
 REFINE_FEEDBACK_SCHEMA: dict[str, Any] = {
@@ -55,9 +55,20 @@ def validate_payload(payload: dict[str, Any]) -> list[dict[str, str]]:
     return schemas.errors_of(schemas.validator(SUSPEND_SCHEMA), payload)
 
 
-def status_for_kind(kind: str) -> str:
-    if kind == "external-event":
-        return "waiting-external"
-    if kind in ("clarification", "credential", "conversation.start", "conversation.exchange", "conversation.close"):
-        return "waiting-input"
-    return "waiting-approval"
+# The run status while an interrupt of each kind (suspend-request.schema.json) is open.
+KIND_STATUS: dict[str, RunStatus] = {
+    "approval": "waiting-approval",
+    "low-confidence": "waiting-approval",
+    "custom": "waiting-approval",
+    "external-event": "waiting-external",
+    "clarification": "waiting-input",
+    "credential": "waiting-input",
+    "conversation.start": "waiting-input",
+    "conversation.exchange": "waiting-input",
+    "conversation.close": "waiting-input",
+}
+
+
+def status_for_kind(kind: str) -> RunStatus:
+    # A kind the schema does not list cannot be raised (validate_payload); waiting-approval as before, to be safe.
+    return KIND_STATUS.get(kind, "waiting-approval")

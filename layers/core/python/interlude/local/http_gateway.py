@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .. import wiring
+from . import LOCAL_ACCOUNT
 from .lambda_runtime import InstancePool
 
 MAX_BODY = 2_000_000
@@ -35,7 +36,7 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes, sou
         "headers": lowered,
         "queryStringParameters": query or None,
         "requestContext": {
-            "accountId": "123456789012",
+            "accountId": LOCAL_ACCOUNT,
             "apiId": "local",
             "domainName": lowered.get("host", "127.0.0.1"),
             "http": {

@@ -15,19 +15,31 @@ from types import ModuleType
 from typing import Any
 
 from .. import wiring
+from . import LOCAL_ACCOUNT, LOCAL_REGION
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
+# Lambda knows wiring function `name` as `interlude-{name}`.
+FUNCTION_NAME_PREFIX = "interlude-"
+
+
+def local_function_arn(name: str) -> str:
+    """The ARN of wiring function `name` in the local account."""
+    return f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT}:function:{FUNCTION_NAME_PREFIX}{name}"
 
 
 @dataclass
 class LambdaContext:
-    function_name: str
+    name: str  # the wiring name
     memory_limit_in_mb: int = 512
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     @property
+    def function_name(self) -> str:
+        return f"{FUNCTION_NAME_PREFIX}{self.name}"
+
+    @property
     def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+        return local_function_arn(self.name)
 
     def get_remaining_time_in_millis(self) -> int:
         return 29_000
@@ -66,7 +78,7 @@ def fresh_instances() -> None:
 def invoke(name: str, event: dict[str, Any]) -> Any:
     fn = wiring.function(name)
     entry = getattr(handler_module(name), fn.handler.rpartition(".")[2])
-    return entry(event, LambdaContext(function_name=f"interlude-{name}", memory_limit_in_mb=fn.memory_mb))
+    return entry(event, LambdaContext(name=name, memory_limit_in_mb=fn.memory_mb))
 
 
 def _ignore_interrupts() -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import boto3
 
 from .. import wiring
-from ..dispatch import is_event_insert
+from ..store.stream import is_event_insert
+from . import LOCAL_REGION
 from .lambda_runtime import invoke
 from .pump import Pump
 
@@ -57,7 +58,7 @@ class StreamPump(Pump):
 
     def _deliver(self, arn: str, records: list[dict[str, Any]]) -> None:
         pending = [
-            {**r, "eventSourceARN": arn, "eventSource": "aws:dynamodb", "awsRegion": "us-east-1"} for r in records
+            {**r, "eventSourceARN": arn, "eventSource": "aws:dynamodb", "awsRegion": LOCAL_REGION} for r in records
         ]
         while pending:
             result = invoke("dispatch", {"Records": pending}) or {}

@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 
 from .. import clock, wiring
 from ..timeouts.names import parse_at
-from .lambda_runtime import invoke
+from . import LOCAL_ACCOUNT
+from .lambda_runtime import FUNCTION_NAME_PREFIX, invoke, local_function_arn
 from .pump import Pump
 
 
@@ -87,11 +88,7 @@ class SchedulePump(Pump):
 def _function_of(arn: str) -> str:
     """`arn:aws:lambda:…:function:interlude-timeouts` → `timeouts` (the wiring name)."""
     name = arn.rsplit(":", 1)[1]
-    return name.removeprefix("interlude-") if name.startswith("interlude-") else wiring.SCHEDULES.target
-
-
-def local_function_arn(name: str) -> str:
-    return f"arn:aws:lambda:us-east-1:123456789012:function:interlude-{name}"
+    return name.removeprefix(FUNCTION_NAME_PREFIX) if name.startswith(FUNCTION_NAME_PREFIX) else wiring.SCHEDULES.target
 
 
 def create_local_deadline_resources() -> dict[str, str]:
@@ -104,7 +101,7 @@ def create_local_deadline_resources() -> dict[str, str]:
     values = (
         wiring.LOCAL_SCHEDULE_GROUP,
         local_function_arn(wiring.SCHEDULES.target),
-        "arn:aws:iam::123456789012:role/interlude-local-scheduler",
+        f"arn:aws:iam::{LOCAL_ACCOUNT}:role/interlude-local-scheduler",
         dlq_arn,
     )
     return dict(zip(wiring.SCHEDULES.environment, values, strict=True))

@@ -16,10 +16,9 @@ from typing import Any
 import boto3
 
 from .. import wiring
+from . import LOCAL_REGION
 from .lambda_runtime import invoke
 from .pump import Pump
-
-REGION = "us-east-1"
 
 
 def physical_name(prefix: str, queue: wiring.Queue) -> str:
@@ -29,9 +28,7 @@ def physical_name(prefix: str, queue: wiring.Queue) -> str:
 def create_queues(client: Any, prefix: str) -> dict[str, str]:
     """Create every wiring.QUEUES queue (dead-letter targets first); returns name -> URL."""
     urls: dict[str, str] = {}
-    pending = list(wiring.QUEUES)
-    while pending:
-        queue = next(q for q in pending if q.dead_letter is None or q.dead_letter in urls)
+    for queue in wiring.queues_in_creation_order():
         attributes = {
             "MessageRetentionPeriod": str(queue.retention_s),
             "VisibilityTimeout": str(queue.visibility_timeout_s),
@@ -44,7 +41,6 @@ def create_queues(client: Any, prefix: str) -> dict[str, str]:
         urls[queue.name] = client.create_queue(QueueName=physical_name(prefix, queue), Attributes=attributes)[
             "QueueUrl"
         ]
-        pending.remove(queue)
     return urls
 
 
@@ -64,7 +60,7 @@ def to_event_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
         "md5OfBody": message.get("MD5OfBody", ""),
         "eventSource": "aws:sqs",
         "eventSourceARN": queue_arn,
-        "awsRegion": REGION,
+        "awsRegion": LOCAL_REGION,
     }
 
 

@@ -13,8 +13,8 @@ import boto3
 from .. import clock, wiring
 from ..delivery.settings import PUBLIC_BASE_URL_ENV
 from ..model.requests import CreateKeyRequest
-from ..model.workflow import WorkflowDefinition
 from ..store import Store, create_table
+from . import LOCAL_REGION
 from .http_gateway import Gateway
 from .keyring import prepare_local_key_ring
 from .moto_server import LockedMotoServer
@@ -71,7 +71,7 @@ def configure_environment(moto_endpoint: str, table_name: str) -> None:
             "AWS_ENDPOINT_URL": moto_endpoint,
             "AWS_ACCESS_KEY_ID": "local",
             "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": LOCAL_REGION,
             "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
             "TABLE_NAME": table_name,
             "POWERTOOLS_SERVICE_NAME": "interlude",
@@ -153,12 +153,14 @@ def seed(store: Store) -> str:
     service = Service(store)
     admin = service.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))
     principal = service.authenticate(f"Bearer {admin['apiKey']}")
-    WorkflowDefinition.model_validate(DEMO_WORKFLOW)
     service.put_workflow(principal, "demo-approval", DEMO_WORKFLOW)
     return admin["apiKey"]
 
 
 def write_state_file(info: LocalInfo, path: Path) -> None:
+    # Written whole, then renamed into place: a script polling for the file never reads half of it.
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(info.as_json(), indent=2) + "\n")
-    path.chmod(0o600)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(info.as_json(), indent=2) + "\n")
+    partial.chmod(0o600)
+    partial.replace(path)

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
+
+from . import Closed
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
 
 PrincipalRef = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-
-
-class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class TenantSettings(Closed):

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..ids import AUTHOR_ID_RE, SUBJECT_ID_RE
 from ..wiring import ALL_SCOPES
-
-
-class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from . import Closed
 
 
 class CreateRunRequest(Closed):

@@ -105,5 +105,10 @@ class RunState(Mutable):
         return self.status in TERMINAL_STATUSES
 
     @property
+    def run_options(self) -> dict[str, Any]:
+        """configurable.run: the per-run limits and thresholds (maxLoopIterations, runTimeoutMs, ...)."""
+        return (self.configurable or {}).get("run") or {}
+
+    @property
     def current_node_id(self) -> str | None:
         return next(iter(self.interrupts), None)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..tokens.scheme import DEFAULT_LIFETIME_S
+from . import Closed
 
 
-class MintTokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MintTokenRequest(Closed):
     # resolve: the token may read and decide; inspect: it may only read (a resolve with it is 403).
     intent: Literal["resolve", "inspect"]
     # Only shorter than the default (30 minutes); never past the interrupt's own deadline either way.

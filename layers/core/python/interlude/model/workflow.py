@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from ..ids import AUTHOR_ID_RE
+from . import FrozenClosed
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
 FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed"})
@@ -14,16 +15,12 @@ FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed
 AuthorId = Field(pattern=AUTHOR_ID_RE.pattern)
 
 
-class Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Position(Closed):
+class Position(FrozenClosed):
     x: float
     y: float
 
 
-class Node(Closed):
+class Node(FrozenClosed):
     id: str = AuthorId
     typeId: str = Field(min_length=1, max_length=128)
     name: str | None = None
@@ -34,7 +31,7 @@ class Node(Closed):
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
-class Edge(Closed):
+class Edge(FrozenClosed):
     id: str | None = None
     sourceNodeId: str = AuthorId
     targetNodeId: str = AuthorId
@@ -44,7 +41,7 @@ class Edge(Closed):
     triggerRule: TriggerRule = "all_success"
 
 
-class Variable(Closed):
+class Variable(FrozenClosed):
     name: str = Field(min_length=1, max_length=128)
     type: Literal["string", "number", "integer", "boolean", "object", "array"] | None = None
     description: str | None = None
@@ -52,14 +49,14 @@ class Variable(Closed):
     defaultValue: Any = None
 
 
-class Trigger(Closed):
+class Trigger(FrozenClosed):
     id: str
     type: str
     enabled: bool = True
     config: dict[str, Any] = Field(default_factory=dict)
 
 
-class WorkflowDefinition(Closed):
+class WorkflowDefinition(FrozenClosed):
     id: str | None = Field(default=None, pattern=AUTHOR_ID_RE.pattern)
     name: str | None = None
     version: str | None = None

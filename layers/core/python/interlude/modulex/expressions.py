@@ -74,13 +74,13 @@ FUNCTIONS: dict[str, tuple[int, Callable[..., Any]]] = {
     "int": (1, _num(int)),
     "float": (1, _num(float)),
     "bool": (1, lambda x: bool(x)),
-    "contains": (2, lambda a, b: _contains(a, b)),
+    "contains": (2, lambda a, b: contains(a, b)),
     "startswith": (2, lambda a, b: a.startswith(b) if isinstance(a, str) and isinstance(b, str) else False),
     "endswith": (2, lambda a, b: a.endswith(b) if isinstance(a, str) and isinstance(b, str) else False),
 }
 
 
-def _contains(container: Any, item: Any) -> bool:
+def contains(container: Any, item: Any) -> bool:
     if isinstance(container, str):
         return isinstance(item, str) and item in container
     if isinstance(container, list | dict):
@@ -252,7 +252,7 @@ def compile_expression(text: str) -> Node:
     return _Parser(text).parse()
 
 
-def _compare(op: str, a: Any, b: Any) -> Any:
+def compare(op: str, a: Any, b: Any) -> Any:
     if op in ("==", "!="):
         # Strict about booleans: true is not 1.
         if isinstance(a, bool) or isinstance(b, bool):
@@ -295,9 +295,9 @@ def evaluate(node: Node, scope: Mapping[str, Any]) -> Any:
     if kind == "not":
         return not truthy(evaluate(node[1], scope))
     if kind == "cmp":
-        return _compare(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
+        return compare(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
     if kind == "in":
-        return _contains(evaluate(node[2], scope), evaluate(node[1], scope))
+        return contains(evaluate(node[2], scope), evaluate(node[1], scope))
     if kind == "arith":
         return _arith(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
     if kind == "neg":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import to_wire
+from ..model.run import WAITING_STATUSES
 from . import nodes
 from .definition import META_KEY, START_NODE
 from .references import engine_id
@@ -53,7 +54,7 @@ def view_of(run_id: str, workflow_id: str, version: int, definition: Any) -> Run
 
 def status_of(openwop_status: str) -> str:
     """ModuleX run status for an OpenWOP one."""
-    return "interrupted" if openwop_status.startswith("waiting-") else openwop_status
+    return "interrupted" if openwop_status in WAITING_STATUSES else openwop_status
 
 
 def _unwrap(outputs: Any) -> Any:

@@ -11,9 +11,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from .expressions import ExpressionError, compile_expression, evaluate, truthy
+from ..model import FrozenClosed
+from .expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
 from .references import MISSING, engine_id, lookup, render, resolve
 
 END = "__end__"
@@ -21,14 +22,10 @@ END_TARGETS = frozenset({"__end__", "END", "end"})
 CUSTOM_KIND = "modulex.interrupt"
 
 
-class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 # -- interrupt -------------------------------------------------------------------------------------
 
 
-class InterruptConfig(_Config):
+class InterruptConfig(FrozenClosed):
     message: str = ""  # may be empty (InterruptNodeConfig.message has no minimum length)
     resume_schema: dict[str, Any] | None = None
     examples: Any = None
@@ -88,7 +85,7 @@ OPERATORS = {
 }
 
 
-class Branch(_Config):
+class Branch(FrozenClosed):
     id: str | None = None
     name: str | None = None
     # Either a structured test (source / operator / value) ...
@@ -104,7 +101,7 @@ class Branch(_Config):
         return self.name or self.id or self.target
 
 
-class ConditionalConfig(_Config):
+class ConditionalConfig(FrozenClosed):
     condition_type: Literal["expression"] = "expression"
     expression_branches: list[Branch] = Field(default_factory=list)
     # `expression` evaluates to a route name; `routes` maps it to a node.
@@ -146,12 +143,12 @@ def check_conditional(cfg: ConditionalConfig) -> list[str]:
 
 def _test(op: str, left: Any, right: Any) -> bool:
     if op in ("==", "!=", "<", "<=", ">", ">="):
-        return truthy(evaluate(("cmp", op, ("lit", left), ("lit", right)), {}))
+        return truthy(compare(op, left, right))
     if op in ("contains", "not_contains"):
-        found = truthy(evaluate(("call", "contains", [("lit", left), ("lit", right)]), {}))
+        found = contains(left, right)
         return found if op == "contains" else not found
     if op in ("in", "not_in"):
-        found = truthy(evaluate(("in", ("lit", left), ("lit", right)), {}))
+        found = contains(right, left)
         return found if op == "in" else not found
     if op == "starts_with":
         return isinstance(left, str) and isinstance(right, str) and left.startswith(right)
@@ -222,13 +219,13 @@ OPERATION_TYPES = (
 )
 
 
-class Operation(_Config):
+class Operation(FrozenClosed):
     type: Literal[OPERATION_TYPES]  # type: ignore[valid-type]
     field: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class TransformerConfig(_Config):
+class TransformerConfig(FrozenClosed):
     # A reference (`{{node_x}}`, `{{input}}`) whose value the operations start from; omitted: the run input.
     source: str | None = None
     operations: list[Operation] = Field(default_factory=list)

@@ -10,13 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import auth
 from ..engine import run as engine
 from ..errors import ApiError
 from ..ids import from_wire, tenant_of, to_wire
-from ..interrupts.decide import Resolver
 from ..model.run import RunState
 from ..model.workflow import WorkflowDefinition
 from ..service import Service
@@ -116,17 +115,8 @@ class ModulexFace:
             raise ApiError("interlude.workflow_unprocessable", "the workflow cannot run", {"errors": errors})
         workflow_id = mx.content_id(translated)
         if self.service.store.latest_workflow(principal.tenant, workflow_id) is None:
-            stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
-            stored["id"] = workflow_id
             # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.
-            self.service.store.put_workflow_version(
-                principal.tenant,
-                workflow_id,
-                1,
-                stored,
-                engine.iso(self.service.clock()),
-                principal.subject["subjectId"],
-            )
+            self.service.store_workflow_version(principal, workflow_id, 1, definition)
         return workflow_id
 
     def run(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
@@ -221,8 +211,7 @@ class ModulexFace:
                 "the run waits on several interrupts; resolve them one by one on POST /runs/{runId}/interrupts/{nodeId}",
             )
         node_id = next(iter(state.interrupts))
-        resolver = Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
-        self.service.resolve(state, version, node_id, body["resume_value"], resolver)
+        self.service.resolve(state, version, node_id, body["resume_value"], auth.run_resolver(principal))
         wire = to_wire(state.runId)
         return {
             "status": "resumed",
@@ -238,9 +227,10 @@ class ModulexFace:
     def cancel(self, principal: auth.Principal, wire: str, body: Any) -> dict[str, Any]:
         if body is not None and not isinstance(body, dict):
             raise ApiError("validation_error", "the body must be a JSON object")
-        reason = (body or {}).get("reason")
-        if reason is not None and not isinstance(reason, str):
-            raise ApiError("validation_error", "reason must be a string")
+        try:
+            reason = ModulexCancelRequest.model_validate(body or {}).reason
+        except ValidationError:
+            raise ApiError("validation_error", "reason must be a string") from None  # its only field
         state, _ = self.load(principal, wire)
         if state.terminal:
             raise ApiError("interlude.run_state_invalid", f"the run is already {state.status}")

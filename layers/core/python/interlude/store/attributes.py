@@ -7,6 +7,8 @@ import json
 import zlib
 from typing import Any
 
+from .. import wiring
+
 Item = dict[str, dict[str, Any]]
 
 
@@ -16,6 +18,11 @@ def s(value: str) -> dict[str, str]:
 
 def n(value: int | float) -> dict[str, str]:
     return {"N": str(value)}
+
+
+def key(pk: str, sk: str) -> Item:
+    """An item's primary key: its partition and sort key, as the table declares them."""
+    return {wiring.PARTITION_KEY: s(pk), wiring.SORT_KEY: s(sk)}
 
 
 def as_json(value: Any) -> dict[str, str]:

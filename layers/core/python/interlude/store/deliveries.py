@@ -4,7 +4,7 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
   notice state   N#{noticeId}               status pending|delivering|delivered|dead, attempts, leaseUntil
   attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs
 
-A worker claims an attempt (one conditional transaction: attempts + 1, a lease) before it dials, and finishes it
+A worker claims an attempt (one conditional update: attempts + 1, a lease) before it dials, and finishes it
 in one conditional transaction (the attempt record and the new notice status). `delivered` is written only under
 the condition that this worker's claim still stands, so one notice has at most one successful delivery, however
 many copies of its SQS message exist. Neither item starts with "E#", so the stream filter never passes them.
@@ -12,7 +12,6 @@ many copies of its SQS message exist. Neither item starts with "E#", so the stre
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,14 +23,24 @@ from .dynamo import Store, run_pk
 FINAL_STATUSES = ("delivered", "dead")
 
 
+def notice_sk(notice_id: str) -> str:
+    return f"N#{notice_id}"
+
+
+def attempt_sk(notice_id: str, attempt: int) -> str:
+    return f"{attempt_sk_prefix(notice_id)}{attempt:03d}"
+
+
+def attempt_sk_prefix(notice_id: str | None) -> str:
+    """Every attempt of a notice, or of the run when `notice_id` is None."""
+    return f"D#{notice_id}#" if notice_id else "D#"
+
+
 @dataclass(frozen=True)
 class Claim:
     outcome: str  # "claimed" | "done" (delivered or dead already) | "busy" (another worker holds it)
     attempt: int = 0
-    status: str = ""
     retry_in_s: int = 0
-
-
 
 
 class DeliveryStore:
@@ -42,7 +51,7 @@ class DeliveryStore:
     def notice(self, run_id: str, notice_id: str) -> dict[str, Any] | None:
         got = self.client.get_item(
             TableName=self.table,
-            Key={"pk": a.s(run_pk(run_id)), "sk": a.s(f"N#{notice_id}")},
+            Key=a.key(run_pk(run_id), notice_sk(notice_id)),
             ConsistentRead=True,
         )
         item = got.get("Item")
@@ -52,7 +61,7 @@ class DeliveryStore:
         current = self.notice(run_id, notice_id)
         if current is not None:
             if current.get("status") in FINAL_STATUSES:
-                return Claim("done", status=current["status"], attempt=int(current.get("attempts", 0)))
+                return Claim("done", attempt=int(current.get("attempts", 0)))
             lease = float(current.get("leaseUntil", 0))
             if current.get("status") == "delivering" and lease > now:
                 return Claim("busy", retry_in_s=int(lease - now) + 1)
@@ -60,7 +69,7 @@ class DeliveryStore:
         attempt = previous + 1
         update: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"pk": a.s(run_pk(run_id)), "sk": a.s(f"N#{notice_id}")},
+            "Key": a.key(run_pk(run_id), notice_sk(notice_id)),
             "UpdateExpression": "SET #st = :delivering, attempts = :attempt, leaseUntil = :lease, #ty = :type",
             "ExpressionAttributeNames": {"#st": "status", "#ty": "type"},
             "ExpressionAttributeValues": {
@@ -76,21 +85,22 @@ class DeliveryStore:
             update["ConditionExpression"] = "attempts = :previous AND #st IN (:pending, :delivering)"
             update["ExpressionAttributeValues"].update({":previous": a.n(previous), ":pending": a.s("pending")})
         try:
-            self.client.transact_write_items(TransactItems=[{"Update": update}])
+            self.client.update_item(**update)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+            if exc.response["Error"]["Code"] not in ("ConditionalCheckFailedException", "TransactionConflictException"):
                 raise
-            # Another copy of the message claimed it between our read and our write.
+            # Another copy of the message claimed it between our read and our write (the condition failed), or
+            # a worker's finishing transaction holds the notice item at this very moment.
             return Claim("busy", retry_in_s=1)
         return Claim("claimed", attempt=attempt)
 
-    def finish(self, run_id: str, notice_id: str, attempt: int, record: dict[str, Any], status: str) -> bool:
+    def finish(self, run_id: str, notice_id: str, attempt: int, record: dict[str, Any], status: str) -> None:
         """Record attempt `attempt` and move the notice to `status` (pending, delivered or dead).
 
-        False when this worker's claim no longer stands (its lease ran out and another attempt was claimed).
+        Writes nothing when this worker's claim no longer stands (its lease ran out and another attempt was claimed).
         """
         pk = run_pk(run_id)
-        item = {"pk": a.s(pk), "sk": a.s(f"D#{notice_id}#{attempt:03d}"), "record": a.s(json.dumps(record))}
+        item = {**a.key(pk, attempt_sk(notice_id, attempt)), "record": a.as_json(record)}
         try:
             self.client.transact_write_items(
                 TransactItems=[
@@ -104,7 +114,7 @@ class DeliveryStore:
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": {"pk": a.s(pk), "sk": a.s(f"N#{notice_id}")},
+                            "Key": a.key(pk, notice_sk(notice_id)),
                             "UpdateExpression": "SET #st = :status REMOVE leaseUntil",
                             "ConditionExpression": "attempts = :attempt AND #st = :delivering",
                             "ExpressionAttributeNames": {"#st": "status"},
@@ -120,21 +130,12 @@ class DeliveryStore:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
-            return False
-        return True
 
     def attempts(self, run_id: str, notice_id: str | None = None) -> list[dict[str, Any]]:
         """Attempt records of a run (or of one notice), ordered by notice id and attempt number."""
-        prefix = f"D#{notice_id}#" if notice_id else "D#"
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": a.s(run_pk(run_id)), ":prefix": a.s(prefix)},
-        }
-        out: list[dict[str, Any]] = []
-        while True:
-            got = self.client.query(**kwargs)
-            out.extend(json.loads(item["record"]["S"]) for item in got.get("Items") or [])
-            if "LastEvaluatedKey" not in got:
-                return out
-            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":prefix": a.s(attempt_sk_prefix(notice_id))},
+        )
+        return [a.unpacked(item["record"]) for page in pages for item in page.get("Items") or []]

@@ -10,9 +10,7 @@ Item layout (keys are strings; every item carries its tenant in pk):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -20,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from .. import wiring
 from ..engine.events import to_docs
-from ..engine.run import Transition, iso
+from ..engine.run import Transition
 from ..errors import ApiError
 from ..model.run import OpenInterrupt, RunState
 from . import attributes as a
@@ -32,15 +30,42 @@ def run_pk(run_id: str) -> str:
     return f"T#{tenant}#R#{opaque}"
 
 
+def run_id_of(pk: str) -> str | None:
+    """run_pk's inverse; None for a partition key that is not a run's."""
+    parts = pk.split("#")
+    if len(parts) != 4 or parts[0] != "T" or parts[2] != "R":
+        return None
+    return f"{parts[1]}/{parts[3]}"
+
+
 def workflow_pk(tenant: str, workflow_id: str) -> str:
     return f"T#{tenant}#W#{workflow_id}"
+
+
+def api_key_pk(key_id: str) -> str:
+    return f"K#{key_id}"
 
 
 def event_sk(last_seq: int) -> str:
     return f"{wiring.EVENT_ITEM_PREFIX}{last_seq:012d}"
 
 
+INTERRUPT_SK_PREFIX = "I#"
+
+
+def interrupt_sk(key: str) -> str:
+    return f"{INTERRUPT_SK_PREFIX}{key}"
+
+
+WORKFLOW_VERSION_SK_PREFIX = "V#"
+
+
+def workflow_version_sk(version: int) -> str:
+    return f"{WORKFLOW_VERSION_SK_PREFIX}{version:08d}"
+
+
 RUN_SK = "RUN"
+API_KEY_SK = "KEY"
 # DynamoDB's item limit is 400 KB; keep a margin for attribute names and numbers.
 MAX_ITEM_BYTES = 380_000
 
@@ -60,8 +85,7 @@ class Conflict(Exception):
     reasons: list[tuple[str, dict[str, Any] | None]]
 
     def interrupt_old_image(self) -> dict[str, Any] | None:
-        return next((old for sk, old in self.reasons if sk.startswith("I#")), None)
-
+        return next((old for sk, old in self.reasons if sk.startswith(INTERRUPT_SK_PREFIX)), None)
 
 
 def create_table(client: Any, name: str) -> None:
@@ -103,14 +127,14 @@ class Store:
     def put_api_key(self, key_id: str, record: dict[str, Any]) -> None:
         self.client.put_item(
             TableName=self.table,
-            Item={"pk": a.s(f"K#{key_id}"), "sk": a.s("KEY"), "record": a.as_json(record)},
+            Item={**a.key(api_key_pk(key_id), API_KEY_SK), "record": a.as_json(record)},
             ConditionExpression="attribute_not_exists(pk)",
         )
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key={"pk": a.s(f"K#{key_id}"), "sk": a.s("KEY")})
+        got = self.client.get_item(TableName=self.table, Key=a.key(api_key_pk(key_id), API_KEY_SK))
         item = got.get("Item")
-        return json.loads(item["record"]["S"]) if item else None
+        return a.unpacked(item["record"]) if item else None
 
     # -- workflows ---------------------------------------------------------------------------------
 
@@ -118,21 +142,24 @@ class Store:
         got = self.client.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :v)",
-            ExpressionAttributeValues={":pk": a.s(workflow_pk(tenant, workflow_id)), ":v": a.s("V#")},
+            ExpressionAttributeValues={
+                ":pk": a.s(workflow_pk(tenant, workflow_id)),
+                ":v": a.s(WORKFLOW_VERSION_SK_PREFIX),
+            },
             ScanIndexForward=False,
             Limit=1,
         )
         items = got.get("Items") or []
         if not items:
             return None
-        return int(items[0]["version"]["N"]), json.loads(items[0]["definition"]["S"])
+        return int(items[0]["version"]["N"]), a.unpacked(items[0]["definition"])
 
     def get_workflow(self, tenant: str, workflow_id: str, version: int) -> dict[str, Any] | None:
         got = self.client.get_item(
-            TableName=self.table, Key={"pk": a.s(workflow_pk(tenant, workflow_id)), "sk": a.s(f"V#{version:08d}")}
+            TableName=self.table, Key=a.key(workflow_pk(tenant, workflow_id), workflow_version_sk(version))
         )
         item = got.get("Item")
-        return json.loads(item["definition"]["S"]) if item else None
+        return a.unpacked(item["definition"]) if item else None
 
     def put_workflow_version(
         self, tenant: str, workflow_id: str, version: int, definition: dict[str, Any], created_at: str, created_by: str
@@ -142,8 +169,7 @@ class Store:
             self.client.put_item(
                 TableName=self.table,
                 Item={
-                    "pk": a.s(workflow_pk(tenant, workflow_id)),
-                    "sk": a.s(f"V#{version:08d}"),
+                    **a.key(workflow_pk(tenant, workflow_id), workflow_version_sk(version)),
                     "version": a.n(version),
                     "definition": a.as_json(definition),
                     "createdAt": a.s(created_at),
@@ -160,25 +186,22 @@ class Store:
     # -- runs --------------------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
-        got = self.client.get_item(TableName=self.table, Key={"pk": a.s(run_pk(run_id)), "sk": a.s(RUN_SK)})
+        got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK))
         item = got.get("Item")
         if not item:
             return None
         return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
 
-    def commit(
-        self, transition: Transition, expected_version: int | None, now_iso: str | None = None
-    ) -> list[dict[str, Any]]:
+    def commit(self, transition: Transition, expected_version: int | None, now_iso: str) -> list[dict[str, Any]]:
         """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race."""
         state = transition.state
         pk = run_pk(state.runId)
         first_seq = state.nextSeq
-        docs = to_docs(state.runId, transition.events, first_seq, now_iso or iso_now())
+        docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
         version = 1 if expected_version is None else expected_version + 1
         head: a.Item = {
-            "pk": a.s(pk),
-            "sk": a.s(RUN_SK),
+            **a.key(pk, RUN_SK),
             "version": a.n(version),
             "status": a.s(state.status),
             "workflowId": a.s(state.workflowId),
@@ -203,26 +226,25 @@ class Store:
         if docs:
             sk = event_sk(state.nextSeq - 1)
             batch: a.Item = {
-                "pk": a.s(pk),
-                "sk": a.s(sk),
+                **a.key(pk, sk),
                 "first": a.n(first_seq),
                 "last": a.n(state.nextSeq - 1),
                 "events": a.packed(docs),
             }
             items.append((sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}))
         for interrupt in transition.opened:
-            items.append((f"I#{interrupt.key}", {"Put": self._interrupt_put(state, interrupt)}))
+            items.append((interrupt_sk(interrupt.key), {"Put": self._interrupt_put(state, interrupt)}))
         for updated in transition.updated:
-            items.append((f"I#{updated.key}", {"Update": self._interrupt_votes(pk, updated)}))
+            items.append((interrupt_sk(updated.key), {"Update": self._interrupt_votes(pk, updated)}))
         for closed in transition.closed:
             items.append(
                 (
-                    f"I#{closed.interrupt.key}",
+                    interrupt_sk(closed.interrupt.key),
                     {"Update": self._interrupt_close(pk, closed.interrupt, closed.status, closed.resolution)},
                 )
             )
         # External-event waiters and conversation claims (store/hitl.py) travel in the same transaction.
-        items += transition_items(self.table, transition, now_iso or iso_now())
+        items += transition_items(transition, now_iso)
         for _, op in items:
             body = next(iter(op.values()))
             body["TableName"] = self.table
@@ -252,8 +274,7 @@ class Store:
 
     def _interrupt_put(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
         item: a.Item = {
-            "pk": a.s(run_pk(state.runId)),
-            "sk": a.s(f"I#{interrupt.key}"),
+            **a.key(run_pk(state.runId), interrupt_sk(interrupt.key)),
             "status": a.s("open"),
             "interruptId": a.s(interrupt.interruptId),
             "nodeId": a.s(interrupt.nodeId),
@@ -272,7 +293,7 @@ class Store:
 
     def _interrupt_votes(self, pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
         return {
-            "Key": {"pk": a.s(pk), "sk": a.s(f"I#{interrupt.key}")},
+            "Key": a.key(pk, interrupt_sk(interrupt.key)),
             "UpdateExpression": "SET votes = :votes",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},
@@ -286,7 +307,7 @@ class Store:
         self, pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None
     ) -> dict[str, Any]:
         return {
-            "Key": {"pk": a.s(pk), "sk": a.s(f"I#{interrupt.key}")},
+            "Key": a.key(pk, interrupt_sk(interrupt.key)),
             # Leaving the inbox index: an index entry exists only while the interrupt is open.
             "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
             "ConditionExpression": "#st = :open",
@@ -306,16 +327,9 @@ class Store:
             },
         }
         out: list[dict[str, Any]] = []
-        while True:
-            got = self.client.query(**kwargs)
-            for item in got.get("Items") or []:
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            for item in page.get("Items") or []:
                 out.extend(e for e in a.unpacked(item["events"]) if e["sequence"] > after_sequence)
             if limit is not None and len(out) >= limit:
-                return out[:limit]
-            if "LastEvaluatedKey" not in got:
-                return out
-            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
-
-
-def iso_now() -> str:
-    return iso(datetime.now(UTC))
+                return out[:limit]  # no further page is fetched
+        return out

@@ -21,6 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .. import wiring
+from ..engine.run import Transition
 from ..interrupts.correlation import correlation_hash
 from ..model.run import OpenInterrupt
 from . import attributes as a
@@ -33,11 +34,12 @@ def _epoch(iso_text: str) -> int:
     return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
 
 
-
-
-
 def tenant_pk(tenant: str) -> str:
     return f"T#{tenant}"
+
+
+def credential_grant_sk(provider: str) -> str:
+    return f"CRED#{provider}"
 
 
 def conversation_pk(tenant: str, conversation_id: str) -> str:
@@ -53,10 +55,10 @@ def waiter_key(tenant: str, interrupt: OpenInterrupt) -> dict[str, Any] | None:
         return None
     data = interrupt.payload["data"]
     hash_ = correlation_hash(data["eventType"], data["correlation"])
-    return {"pk": a.s(events_pk(tenant, hash_)), "sk": a.s(f"W#{interrupt.interruptId}")}
+    return a.key(events_pk(tenant, hash_), f"W#{interrupt.interruptId}")
 
 
-def transition_items(table: str, transition: Any, now_iso: str) -> list[tuple[str, dict[str, Any]]]:
+def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, dict[str, Any]]]:
     """The HITL items one transition writes with the run: waiters opened/closed, conversation claims."""
     state = transition.state
     items: list[tuple[str, dict[str, Any]]] = []
@@ -70,29 +72,27 @@ def transition_items(table: str, transition: Any, now_iso: str) -> list[tuple[st
                 "interruptKey": a.s(interrupt.key),
                 "raisedAt": a.s(interrupt.raisedAt),
             }
-            items.append((key["sk"]["S"], {"Put": {"TableName": table, "Item": item}}))
+            items.append((key[wiring.SORT_KEY]["S"], {"Put": {"Item": item}}))
     for closed in transition.closed:
         key = waiter_key(state.tenant, closed.interrupt)
         if key is not None:
             # Marked closed (and swept by TTL a day later) rather than deleted: every role that commits a
             # transition already holds UpdateItem, so closing needs no further permission.
             update = {
-                "TableName": table,
                 "Key": key,
                 "UpdateExpression": "SET closedAt = :at, #ttl = :ttl",
                 "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
                 "ExpressionAttributeValues": {":at": a.s(now_iso), ":ttl": a.n(_epoch(now_iso) + CLOSED_WAITER_TTL_S)},
             }
-            items.append((key["sk"]["S"], {"Update": update}))
-    for conversation_id in getattr(transition, "claims", ()):
+            items.append((key[wiring.SORT_KEY]["S"], {"Update": update}))
+    for conversation_id in transition.claims:
         item = {
-            "pk": a.s(conversation_pk(state.tenant, conversation_id)),
-            "sk": a.s("CONV"),
+            **a.key(conversation_pk(state.tenant, conversation_id), "CONV"),
             "runId": a.s(state.runId),
             "createdAt": a.s(now_iso),
         }
         # Tenant-unique: a second conversation with this id in the tenant cannot be written.
-        put = {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        put = {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
         items.append(("CONV", {"Put": put}))
     return items
 
@@ -102,14 +102,21 @@ def encode_cursor(key: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+# The attributes of an inbox cursor: the table's key and the inbox index's key.
+CURSOR_KEYS = (wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key)
+
+
 def decode_cursor(cursor: str) -> dict[str, Any] | None:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         plain = json.loads(raw)
     except (ValueError, TypeError):
         return None
-    names = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
-    if not isinstance(plain, dict) or set(plain) != names or not all(isinstance(v, str) for v in plain.values()):
+    if (
+        not isinstance(plain, dict)
+        or set(plain) != set(CURSOR_KEYS)
+        or not all(isinstance(v, str) for v in plain.values())
+    ):
         return None
     return {k: a.s(v) for k, v in plain.items()}
 
@@ -122,16 +129,15 @@ class HitlStore:
     # -- tenant settings and credential grants -------------------------------------------------------
 
     def get_settings(self, tenant: str) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key={"pk": a.s(tenant_pk(tenant)), "sk": a.s(SETTINGS_SK)})
+        got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), SETTINGS_SK))
         item = got.get("Item")
-        return json.loads(item["settings"]["S"]) if item else None
+        return a.unpacked(item["settings"]) if item else None
 
     def put_settings(self, tenant: str, settings: dict[str, Any], at: str, by: str) -> None:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "pk": a.s(tenant_pk(tenant)),
-                "sk": a.s(SETTINGS_SK),
+                **a.key(tenant_pk(tenant), SETTINGS_SK),
                 "settings": a.as_json(settings),
                 "updatedAt": a.s(at),
                 "updatedBy": a.s(by),
@@ -139,26 +145,20 @@ class HitlStore:
         )
 
     def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
-        got = self.client.get_item(
-            TableName=self.table, Key={"pk": a.s(tenant_pk(tenant)), "sk": a.s(f"CRED#{provider}")}
-        )
+        got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), credential_grant_sk(provider)))
         item = got.get("Item")
-        return frozenset(json.loads(item["scopes"]["S"])) if item else None
+        return frozenset(a.unpacked(item["scopes"])) if item else None
 
     def put_grant(self, tenant: str, provider: str, scopes: list[str], at: str, by: str) -> None:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "pk": a.s(tenant_pk(tenant)),
-                "sk": a.s(f"CRED#{provider}"),
+                **a.key(tenant_pk(tenant), credential_grant_sk(provider)),
                 "scopes": a.as_json(sorted(set(scopes))),
                 "grantedAt": a.s(at),
                 "grantedBy": a.s(by),
             },
         )
-
-    def delete_grant(self, tenant: str, provider: str) -> None:
-        self.client.delete_item(TableName=self.table, Key={"pk": a.s(tenant_pk(tenant)), "sk": a.s(f"CRED#{provider}")})
 
     # -- external events --------------------------------------------------------------------------
 
@@ -167,8 +167,7 @@ class HitlStore:
         self.client.put_item(
             TableName=self.table,
             Item={
-                "pk": a.s(events_pk(tenant, hash_)),
-                "sk": a.s(sk),
+                **a.key(events_pk(tenant, hash_), sk),
                 "record": a.as_json(record),
                 "expiresAt": a.n(expires_at),
                 wiring.TTL_ATTRIBUTE: a.n(expires_at),
@@ -178,20 +177,14 @@ class HitlStore:
         return sk
 
     def _query(self, pk: str, prefix: str) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
-            "ExpressionAttributeValues": {":pk": a.s(pk), ":p": a.s(prefix)},
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": a.s(pk), ":p": a.s(prefix)},
             # Strongly consistent: an event written before this read, or a waiter committed before it, is seen.
-            "ConsistentRead": True,
-        }
-        items: list[dict[str, Any]] = []
-        while True:
-            got = self.client.query(**kwargs)
-            items += got.get("Items") or []
-            if "LastEvaluatedKey" not in got:
-                return items
-            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+            ConsistentRead=True,
+        )
+        return [item for page in pages for item in page.get("Items") or []]
 
     def waiters(self, tenant: str, hash_: str) -> list[dict[str, str]]:
         return [
@@ -206,7 +199,7 @@ class HitlStore:
         for item in self._query(events_pk(tenant, hash_), "R#"):
             if float(item["expiresAt"]["N"]) <= now_epoch or "consumedBy" in item:
                 continue  # TTL deletion is lazy: an expired item may still be there
-            out.append((item["sk"]["S"], json.loads(item["record"]["S"])))
+            out.append((item["sk"]["S"], a.unpacked(item["record"])))
         return out
 
     def claim_event(self, tenant: str, hash_: str, sk: str, interrupt_id: str) -> bool:
@@ -214,7 +207,7 @@ class HitlStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": a.s(events_pk(tenant, hash_)), "sk": a.s(sk)},
+                Key=a.key(events_pk(tenant, hash_), sk),
                 UpdateExpression="SET consumedBy = :by",
                 ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
                 ExpressionAttributeValues={":by": a.s(interrupt_id)},
@@ -266,9 +259,6 @@ class HitlStore:
         got = self.client.query(**kwargs)
         last = got.get("LastEvaluatedKey")
         return [_inbox_entry(item) for item in got.get("Items") or []], encode_cursor(last) if last else None
-
-
-CURSOR_KEYS = (wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key)
 
 
 def _inbox_entry(item: a.Item) -> dict[str, Any]:

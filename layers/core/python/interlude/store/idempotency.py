@@ -23,6 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .. import wiring
+from . import attributes as a
 
 RETENTION_SECONDS = 24 * 3600
 SORT_KEY = "IDEM"
@@ -81,13 +82,12 @@ class IdempotencyStore:
             self.client.put_item(
                 TableName=self.table,
                 Item={
-                    wiring.PARTITION_KEY: {"S": pk},
-                    wiring.SORT_KEY: {"S": SORT_KEY},
-                    "digest": {"S": digest},
-                    "status": {"S": IN_PROGRESS},
-                    "owner": {"S": owner},
-                    "leaseUntil": {"N": str(now_ms + lease_ms)},
-                    wiring.TTL_ATTRIBUTE: {"N": str(now_ms // 1000 + RETENTION_SECONDS)},
+                    **a.key(pk, SORT_KEY),
+                    "digest": a.s(digest),
+                    "status": a.s(IN_PROGRESS),
+                    "owner": a.s(owner),
+                    "leaseUntil": a.n(now_ms + lease_ms),
+                    wiring.TTL_ATTRIBUTE: a.n(now_ms // 1000 + RETENTION_SECONDS),
                 },
                 ConditionExpression=(
                     "attribute_not_exists(#pk) OR #ttl < :now_s OR (#status = :inprogress AND #lease < :now_ms)"
@@ -99,9 +99,9 @@ class IdempotencyStore:
                     "#lease": "leaseUntil",
                 },
                 ExpressionAttributeValues={
-                    ":now_s": {"N": str(now_ms // 1000)},
-                    ":now_ms": {"N": str(now_ms)},
-                    ":inprogress": {"S": IN_PROGRESS},
+                    ":now_s": a.n(now_ms // 1000),
+                    ":now_ms": a.n(now_ms),
+                    ":inprogress": a.s(IN_PROGRESS),
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -124,7 +124,7 @@ class IdempotencyStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={wiring.PARTITION_KEY: {"S": claim.pk}, wiring.SORT_KEY: {"S": SORT_KEY}},
+                Key=a.key(claim.pk, SORT_KEY),
                 UpdateExpression="SET #status = :completed, #response = :response, #ttl = :ttl REMOVE #lease",
                 ConditionExpression="#owner = :owner AND #status = :inprogress",
                 ExpressionAttributeNames={
@@ -135,11 +135,11 @@ class IdempotencyStore:
                     "#owner": "owner",
                 },
                 ExpressionAttributeValues={
-                    ":completed": {"S": COMPLETED},
-                    ":inprogress": {"S": IN_PROGRESS},
-                    ":response": {"S": response.to_json()},
-                    ":ttl": {"N": str(now_ms // 1000 + RETENTION_SECONDS)},
-                    ":owner": {"S": claim.owner},
+                    ":completed": a.s(COMPLETED),
+                    ":inprogress": a.s(IN_PROGRESS),
+                    ":response": a.s(response.to_json()),
+                    ":ttl": a.n(now_ms // 1000 + RETENTION_SECONDS),
+                    ":owner": a.s(claim.owner),
                 },
             )
         except ClientError as exc:
@@ -153,10 +153,10 @@ class IdempotencyStore:
         try:
             self.client.delete_item(
                 TableName=self.table,
-                Key={wiring.PARTITION_KEY: {"S": claim.pk}, wiring.SORT_KEY: {"S": SORT_KEY}},
+                Key=a.key(claim.pk, SORT_KEY),
                 ConditionExpression="#owner = :owner AND #status = :inprogress",
                 ExpressionAttributeNames={"#owner": "owner", "#status": "status"},
-                ExpressionAttributeValues={":owner": {"S": claim.owner}, ":inprogress": {"S": IN_PROGRESS}},
+                ExpressionAttributeValues={":owner": a.s(claim.owner), ":inprogress": a.s(IN_PROGRESS)},
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":

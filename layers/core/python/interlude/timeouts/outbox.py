@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import deadlines
 from ..engine.deadlines import Deadline
+from ..engine.events import RUN_END_EVENTS
 from ..engine.run import interrupt_id
 from . import scheduler as scheduler_
 
@@ -24,8 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INTRODUCING = {"node.suspended", "node.started", "run.started"}
-SETTLING = {"interrupt.resolved", "node.cancelled", "run.completed", "run.failed", "run.cancelled"}
-TERMINAL_EVENTS = {"run.completed", "run.failed", "run.cancelled"}
+SETTLING = {"interrupt.resolved", "node.cancelled", *RUN_END_EVENTS}
 
 
 def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
@@ -90,8 +90,8 @@ def settled(service: Service, state: Any, events: list[dict[str, Any]]) -> list[
                 out.append(Deadline("delay", 0, node_id, visit=visit))
             elif timed(node_id):
                 out.append(Deadline("interrupt", 0, node_id, interrupt_id=interrupt_id(state, node_id, visit)))
-        elif event["type"] in TERMINAL_EVENTS and state.deadline is not None:
+        elif event["type"] in RUN_END_EVENTS and state.deadline is not None:
             error = payload.get("error") or {}
-            if error.get("code") != deadlines.RUN_TIMEOUT_CODE:
+            if error.get("code") != "run_timeout":
                 out.append(Deadline("run", 0))
     return out

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..auth import Principal
+from ..auth import Principal, principal_from_record
 from ..engine.run import iso_epoch, visit_of
 from ..errors import ApiError
 from ..ids import tenant_of
@@ -102,14 +102,10 @@ class TokenSurface:
         record = self.service.store.get_api_key(claims.minter)
         if record is None or record.get("revoked") or record.get("tenant") != tenant:
             raise TokenInvalid("minter")
-        if RESOLVE_SCOPE not in (record.get("scopes") or []):
+        minter = principal_from_record(record, claims.minter)
+        if RESOLVE_SCOPE not in minter.scopes:
             raise ApiError("forbidden", "the key that minted this token may no longer resolve interrupts")
-        return Resolver(
-            subject=record["subject"],
-            surface="token",
-            groups=tuple(record.get("groups") or ()),
-            roles=tuple(record.get("roles") or ()),
-        )
+        return Resolver(subject=minter.subject, surface="token", groups=minter.groups, roles=minter.roles)
 
     # -- operations -----------------------------------------------------------------------------------
 

@@ -1,0 +1,44 @@
+"""What every CLI command that can work on the running local stack (`interlude dev`) shares.
+
+`interlude dev` writes its state file (baseUrl, tenant, apiKey, motoEndpoint, ...); `--local` on another
+command reads it to reach that stack's in-process AWS instead of a deployment's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+STATE_FILE = Path(".interlude/local.json")
+
+
+def add_local_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--local", action="store_true", help="use the running local stack")
+    parser.add_argument("--state-file", default=str(STATE_FILE))
+
+
+def use_local_stack(args: argparse.Namespace) -> bool:
+    """With --local, point the AWS clients made from now on at the local stack; whether it did."""
+    if not args.local:
+        return False
+    from .local.stack import TABLE_NAME, configure_environment
+
+    state = json.loads(Path(args.state_file).read_text())
+    configure_environment(state["motoEndpoint"], TABLE_NAME)
+    return True
+
+
+def table_store(args: argparse.Namespace):  # noqa: ANN201 - the store type needs boto3, imported late
+    """The Store of the local stack (--local), else of --table or $TABLE_NAME."""
+    from .local.stack import TABLE_NAME
+    from .store import Store
+
+    if use_local_stack(args):
+        return Store(TABLE_NAME)
+    table = args.table or os.environ.get("TABLE_NAME")
+    if not table:
+        sys.exit("interlude: name the table with --table or TABLE_NAME (or use --local)")
+    return Store(table)

@@ -1,0 +1,27 @@
+"""The table's stream records, read back through the store's key layout (what `dispatch` consumes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import wiring
+from . import attributes as a
+from .dynamo import run_id_of
+
+
+def is_event_insert(record: dict[str, Any]) -> bool:
+    """A new event-log item: what the deployed stream filter passes (and the local stream pump too)."""
+    keys = (record.get("dynamodb") or {}).get("Keys") or {}
+    sk = (keys.get(wiring.SORT_KEY) or {}).get("S", "")
+    return record.get("eventName") == "INSERT" and sk.startswith(wiring.EVENT_ITEM_PREFIX)
+
+
+def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:
+    """(run id, the RunEventDocs one transition wrote) of a new event-log item; None for any other record."""
+    if not is_event_insert(record):
+        return None
+    run_id = run_id_of(record["dynamodb"]["Keys"][wiring.PARTITION_KEY]["S"])
+    if run_id is None:
+        return None
+    image = record["dynamodb"].get("NewImage") or {}
+    return run_id, a.unpacked(image["events"]) if "events" in image else []

@@ -1,0 +1,38 @@
+"""A moto table's stream, delivered to the real dispatch handler the way the event source mapping would."""
+
+from __future__ import annotations
+
+import boto3
+
+from interlude.local import lambda_runtime
+
+
+def stream_records(table: str) -> list[dict]:
+    """Every record on the table's stream so far, shaped as the mapping hands them to dispatch."""
+    streams = boto3.client("dynamodbstreams")
+    arn = boto3.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    records = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+        records += streams.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]
+    return [{**r, "eventSourceARN": arn} for r in records]
+
+
+class Stream:
+    """Remembers which records it has handed over, so each pump delivers only what is new."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.seen: set[str] = set()
+
+    def take(self, again: bool = False) -> list[dict]:
+        """The records not taken yet (every record when `again`), now marked as taken."""
+        fresh = [r for r in stream_records(self.table) if again or r["dynamodb"]["SequenceNumber"] not in self.seen]
+        self.seen.update(r["dynamodb"]["SequenceNumber"] for r in fresh)
+        return fresh
+
+    def pump(self, again: bool = False) -> list[dict]:
+        """Deliver the new records (even none) to the real dispatch handler; it must fail none."""
+        fresh = self.take(again)
+        assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+        return fresh
