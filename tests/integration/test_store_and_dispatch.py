@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime
+from typing import Any
 
 import boto3
 import pytest
@@ -78,8 +79,8 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
     assert service.store.read_events(state.runId, after_sequence=5) == events[6:]
 
 
-def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
-    # Given a run that only dispatch can finish: a transition stops after two nodes (its step budget)
+def budgeted_chain_run() -> tuple[Service, Any]:
+    """Seven noops in a row under a step budget of two: only dispatch can finish the run."""
     service = Service(Store(TABLE), step_budget=2)
     admin = signed_in(service)
     chain = {
@@ -87,7 +88,12 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
         "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
     }
     service.put_workflow(admin, "chain", chain)
-    state = service.create_run(admin, {"workflowId": "chain"})
+    return service, service.create_run(admin, {"workflowId": "chain"})
+
+
+def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
+    # Given a run that only dispatch can finish: a transition stops after two nodes (its step budget)
+    service, state = budgeted_chain_run()
     # When every stream record so far reaches the real dispatch handler twice, shuffled, until nothing is new
     shuffler = random.Random(7)
     for _ in range(10):
@@ -110,14 +116,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
 
 
 def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):
-    service = Service(Store(TABLE), step_budget=2)
-    admin = signed_in(service)
-    chain = {
-        "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
-        "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
-    }
-    service.put_workflow(admin, "chain", chain)
-    state = service.create_run(admin, {"workflowId": "chain"})
+    service, state = budgeted_chain_run()
     assert state.status == "running"
     # The real dispatch handler, fed the stream as the event source mapping would, finishes the run.
     monkeypatch.setenv("INTERLUDE_STEP_BUDGET", "2")
