@@ -55,7 +55,7 @@ def main() -> None:
         )
         measure("vote 2 of 3", lambda: service.resolve_interrupt(bob, run_id, "gate", {"action": "accept"}))
         measure("vote 3 of 3 (decides)", lambda: service.resolve_interrupt(carol, run_id, "gate", {"action": "accept"}))
-        measure("inbox page of 25 (31 pending)", lambda: hitl.inbox(service, admin, {"limit": "25"}))
+        measure("inbox page of 25 (31 pending)", lambda: hitl.inbox(service, admin, 25, {}, None))
         body = {**wait, "payload": {}}
         measure("POST /events, nobody waiting (kept)", lambda: hitl.post_event(service, admin, body))
         for _ in range(3):
