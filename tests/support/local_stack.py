@@ -18,7 +18,8 @@ import boto3
 import requests
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "openwop" / "fixtures"
+# Vendored OpenWOP conformance fixtures (Apache-2.0, see the NOTICE beside them).
+FIXTURES = REPO / "tests" / "fixtures" / "openwop"
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
-"""OpenWOP v2 JSON Schemas (Apache-2.0, copied verbatim from shared/openwop/schemas) and validators over them.
+"""OpenWOP v2 JSON Schemas (Apache-2.0, copied verbatim from the OpenWOP specification's schemas/v2) and validators over them.
 
-The copies ship inside the Lambda layer; tests/unit/test_schemas.py proves they equal the shared originals.
+The copies ship inside the Lambda layer; the licence is beside them (LICENSE-openwop-Apache-2.0.txt).
 """
 
 from __future__ import annotations
