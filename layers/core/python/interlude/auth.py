@@ -12,8 +12,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ApiError
-from .interrupts.decide import Resolver
+from interlude.errors import ApiError
+from interlude.interrupts.decide import Resolver
 
 KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 ISSUER = "urn:interlude:api-key"

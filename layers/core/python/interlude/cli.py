@@ -10,12 +10,12 @@ import sys
 import threading
 from pathlib import Path
 
-from . import wiring
-from .cli_local import STATE_FILE, add_local_args, table_store
+from interlude import wiring
+from interlude.cli_local import STATE_FILE, add_local_args, table_store
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from .local.stack import LocalStack, write_state_file
+    from interlude.local.stack import LocalStack, write_state_file
 
     stack = LocalStack(
         port=args.port,
@@ -47,8 +47,8 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
-    from .model.requests import CreateKeyRequest
-    from .service import Service
+    from interlude.model.requests import CreateKeyRequest
+    from interlude.service import Service
 
     request = CreateKeyRequest(
         subjectId=args.subject,
@@ -63,7 +63,7 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 
 def _clock_advance(args: argparse.Namespace) -> int:
-    from . import clock
+    from interlude import clock
 
     state = json.loads(Path(args.state_file).read_text())
     if not state.get("clockFile"):
@@ -103,13 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     advance.add_argument("--state-file", default=str(STATE_FILE))
     advance.set_defaults(func=_clock_advance)
 
-    from .cli_hitl import add_commands
+    from interlude.cli_hitl import add_commands
 
     add_commands(sub)  # inbox, tenant settings, credentials grant (issue 3)
-    from .cli_tokens import add_commands as add_token_commands
+    from interlude.cli_tokens import add_commands as add_token_commands
 
     add_token_commands(sub)  # tokens rotate / retire (issue 4)
-    from .cli_webhooks import add_commands as add_webhook_commands
+    from interlude.cli_webhooks import add_commands as add_webhook_commands
 
     add_webhook_commands(sub)  # webhooks secret show / rotate (issue 6)
     return parser

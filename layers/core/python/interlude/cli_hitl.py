@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .cli_local import STATE_FILE, add_local_args, table_store
+from interlude.cli_local import STATE_FILE, add_local_args, table_store
 
 COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
 MAX_CELL = 48
@@ -123,8 +123,8 @@ def _inbox(args: argparse.Namespace) -> int:
 
 
 def _tenant_settings(args: argparse.Namespace) -> int:
-    from . import hitl
-    from .service import Service
+    from interlude import hitl
+    from interlude.service import Service
 
     service = Service(table_store(args))
     current = hitl.tenant_settings(service.hitl_store, args.tenant).model_dump()
@@ -137,8 +137,8 @@ def _tenant_settings(args: argparse.Namespace) -> int:
 
 
 def _credentials_grant(args: argparse.Namespace) -> int:
-    from . import hitl
-    from .service import Service
+    from interlude import hitl
+    from interlude.service import Service
 
     service = Service(table_store(args))
     scopes = [s for s in args.scopes.split(",") if s]

@@ -24,7 +24,7 @@ def use_local_stack(args: argparse.Namespace) -> bool:
     """With --local, point the AWS clients made from now on at the local stack; whether it did."""
     if not args.local:
         return False
-    from .local.stack import TABLE_NAME, configure_environment
+    from interlude.local.stack import TABLE_NAME, configure_environment
 
     state = json.loads(Path(args.state_file).read_text())
     configure_environment(state["motoEndpoint"], TABLE_NAME)
@@ -33,8 +33,8 @@ def use_local_stack(args: argparse.Namespace) -> bool:
 
 def table_store(args: argparse.Namespace):  # noqa: ANN201 - the store type needs boto3, imported late
     """The Store of the local stack (--local), else of --table or $TABLE_NAME."""
-    from .local.stack import TABLE_NAME
-    from .store import Store
+    from interlude.local.stack import TABLE_NAME
+    from interlude.store import Store
 
     if use_local_stack(args):
         return Store(TABLE_NAME)

@@ -13,13 +13,13 @@ import os
 import sys
 from typing import Any
 
-from . import wiring
-from .cli_local import add_local_args, use_local_stack
+from interlude import wiring
+from interlude.cli_local import add_local_args, use_local_stack
 
 
 def _secret(args: argparse.Namespace) -> str:
     if use_local_stack(args):
-        from .local.keyring import LOCAL_KEY_RING_SECRET
+        from interlude.local.keyring import LOCAL_KEY_RING_SECRET
 
         return LOCAL_KEY_RING_SECRET
     name = args.secret or os.environ.get(wiring.KEY_RING_SECRET.env)
@@ -34,13 +34,13 @@ def _show(ring: Any) -> int:
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    from .tokens.keyring_store import rotate_key_ring
+    from interlude.tokens.keyring_store import rotate_key_ring
 
     return _show(rotate_key_ring(_secret(args)))
 
 
 def _retire(args: argparse.Namespace) -> int:
-    from .tokens.keyring_store import retire_key
+    from interlude.tokens.keyring_store import retire_key
 
     try:
         ring = retire_key(_secret(args), args.kid)

@@ -12,8 +12,8 @@ import argparse
 import json
 import time
 
-from . import wiring
-from .cli_local import add_local_args, use_local_stack
+from interlude import wiring
+from interlude.cli_local import add_local_args, use_local_stack
 
 PREFIX_KEY = "WEBHOOK_SECRET_PREFIX"
 
@@ -36,14 +36,14 @@ def _print(tenant: str, name: str, value: dict, now: float) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .delivery.signing import ensure_secret, secret_name
+    from interlude.delivery.signing import ensure_secret, secret_name
 
     name = secret_name(args.prefix, args.tenant)
     return _print(args.tenant, name, ensure_secret(_client(args), name), time.time())
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    from .delivery.signing import rotate_secret, secret_name
+    from interlude.delivery.signing import rotate_secret, secret_name
 
     name = secret_name(args.prefix, args.tenant)
     now = time.time()

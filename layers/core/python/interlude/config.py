@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass, fields, replace
 from functools import cache
 
-from . import wiring
-from .engine.run import DEFAULT_STEP_BUDGET
+from interlude import wiring
+from interlude.engine.run import DEFAULT_STEP_BUDGET
 
 MAX_STREAM_HOLD_SECONDS = 25.0
 

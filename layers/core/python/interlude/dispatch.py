@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .delivery.outbox import callback_notices
-from .hitl import resolve_kept_events
-from .service import Service
-from .store.stream import stream_events
-from .timeouts import outbox as deadline_schedules
+from interlude.delivery.outbox import callback_notices
+from interlude.hitl import resolve_kept_events
+from interlude.service import Service
+from interlude.store.stream import stream_events
+from interlude.timeouts import outbox as deadline_schedules
 
 # (service, run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
 OutboxHandler = Callable[[Service, str, list[dict[str, Any]]], None]

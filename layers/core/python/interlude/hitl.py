@@ -10,21 +10,21 @@ import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from . import schemas
-from .auth import Principal, run_resolver
-from .engine.run import iso, iso_epoch
-from .errors import ApiError
-from .ids import check_author_id, mint_opaque, tenant_of
-from .interrupts.correlation import correlation_hash
-from .interrupts.decide import Resolver, eligible
-from .interrupts.secrets import credential_material
-from .model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
-from .model.run import OpenInterrupt
-from .store.hitl import HitlStore
-from .validation import parse
+from interlude import schemas
+from interlude.auth import Principal, run_resolver
+from interlude.engine.run import iso, iso_epoch
+from interlude.errors import ApiError
+from interlude.ids import check_author_id, mint_opaque, tenant_of
+from interlude.interrupts.correlation import correlation_hash
+from interlude.interrupts.decide import Resolver, eligible
+from interlude.interrupts.secrets import credential_material
+from interlude.model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.model.run import OpenInterrupt
+from interlude.store.hitl import HitlStore
+from interlude.validation import parse
 
 if TYPE_CHECKING:
-    from .service import Service
+    from interlude.service import Service
 
 INTERRUPT_KINDS = tuple(schemas.load("suspend-request.schema.json")["properties"]["kind"]["enum"])
 # What of a vote anyone who may see the interrupt is shown (the run snapshot and the inbox alike).

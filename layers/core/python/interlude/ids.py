@@ -8,7 +8,7 @@ import re
 import secrets
 from urllib.parse import unquote
 
-from .errors import ApiError
+from interlude.errors import ApiError
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
 TENANT_BOUND_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")

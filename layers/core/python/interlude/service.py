@@ -9,26 +9,26 @@ from datetime import datetime
 from functools import cache, cached_property
 from typing import Any
 
-from . import auth, schemas
-from . import clock as clock_
-from .config import settings
-from .delivery.registration import check_callback_url
-from .delivery.worker import _public as public_attempts
-from .engine import deadlines
-from .engine import run as engine
-from .engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
-from .errors import ApiError
-from .hitl import PUBLIC_VOTE_FIELDS, with_tenant_facts
-from .ids import mint_opaque, tenant_bound, tenant_of
-from .interrupts.decide import Resolver, decide
-from .model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
-from .model.run import OpenInterrupt, RunState
-from .model.workflow import WorkflowDefinition
-from .store import Conflict, Store
-from .store.deliveries import DeliveryStore
-from .store.hitl import HitlStore
-from .store.idempotency import IdempotencyStore
-from .validation import parse
+from interlude import auth, schemas
+from interlude import clock as clock_
+from interlude.config import settings
+from interlude.delivery.registration import check_callback_url
+from interlude.delivery.worker import _public as public_attempts
+from interlude.engine import deadlines
+from interlude.engine import run as engine
+from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from interlude.errors import ApiError
+from interlude.hitl import PUBLIC_VOTE_FIELDS, with_tenant_facts
+from interlude.ids import mint_opaque, tenant_bound, tenant_of
+from interlude.interrupts.decide import Resolver, decide
+from interlude.model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
+from interlude.model.run import OpenInterrupt, RunState
+from interlude.model.workflow import WorkflowDefinition
+from interlude.store import Conflict, Store
+from interlude.store.deliveries import DeliveryStore
+from interlude.store.hitl import HitlStore
+from interlude.store.idempotency import IdempotencyStore
+from interlude.validation import parse
 
 MAX_RACE_RETRIES = 8
 Clock = Callable[[], datetime]

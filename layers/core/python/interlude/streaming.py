@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .engine.events import RUN_END_EVENTS
+from interlude.engine.events import RUN_END_EVENTS
 
 # OpenWOP asks for a keep-alive comment at least every 30 s; we write one every 15 s of waiting.
 KEEPALIVE_SECONDS = 15.0

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import ApiError
+from interlude.errors import ApiError
 
 
 def validation_details(exc: ValidationError) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from urllib.parse import quote, unquote
 
 # Importing a route module registers its routes: hitl (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7).
-from . import deliveries, hitl, modulex, runs, streams, tokens  # noqa: F401
-from .http import app, logger
+from interlude.api import deliveries, hitl, modulex, runs, streams, tokens  # noqa: F401
+from interlude.api.http import app, logger
 
 # -- entry point -------------------------------------------------------------------------------------
 

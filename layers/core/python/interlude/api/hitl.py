@@ -6,10 +6,10 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from .. import hitl
-from ..errors import ApiError
-from ..ids import check_author_id, from_wire
-from .http import app, json_response, principal_for, query_int, required_body, route, service
+from interlude import hitl
+from interlude.errors import ApiError
+from interlude.ids import check_author_id, from_wire
+from interlude.api.http import app, json_response, principal_for, query_int, required_body, route, service
 
 
 @route("listInterrupts")

@@ -10,12 +10,12 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from .. import streaming, wiring
-from ..auth import Principal
-from ..config import settings
-from ..errors import ApiError
-from ..ids import to_wire
-from ..service import default_service
+from interlude import streaming, wiring
+from interlude.auth import Principal
+from interlude.config import settings
+from interlude.errors import ApiError
+from interlude.ids import to_wire
+from interlude.service import default_service
 
 logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()
@@ -202,7 +202,7 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
         # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
         if spec.mutating:
-            from .idempotency import idempotent  # imports this module; loaded once routes register
+            from interlude.api.idempotency import idempotent  # imports this module; loaded once routes register
 
             register(idempotent(spec, handler))
         else:

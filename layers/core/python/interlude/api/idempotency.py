@@ -36,10 +36,10 @@ from functools import cache
 
 from aws_lambda_powertools.event_handler import Response
 
-from .. import wiring
-from ..errors import ApiError
-from ..store.idempotency import CachedResponse, Claim, IdempotencyStore
-from . import http
+from interlude import wiring
+from interlude.errors import ApiError
+from interlude.store.idempotency import CachedResponse, Claim, IdempotencyStore
+from interlude.api import http
 
 HEADER = "idempotency-key"
 REPLAY_HEADER = "OpenWOP-Idempotent-Replay"

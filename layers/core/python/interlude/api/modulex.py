@@ -16,23 +16,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from .. import streaming
-from ..auth import Principal
-from ..engine.run import iso
-from ..errors import ApiError
-from ..modulex import frames
-from ..modulex.service import ModulexFace, not_found
-from .http import (
-    app,
-    body,
-    last_event_id,
-    principal_for,
-    required_body,
-    route,
-    service,
-    sse_response,
-    stream_bounds,
-)
+from interlude import streaming
+from interlude.auth import Principal
+from interlude.engine.run import iso
+from interlude.errors import ApiError
+from interlude.modulex import frames
+from interlude.modulex.service import ModulexFace, not_found
+from interlude.api.http import app, body, last_event_id, principal_for, required_body, route, service, sse_response, stream_bounds
 
 ORG_HEADER = "x-organization-id"
 

@@ -6,14 +6,14 @@ import re
 from functools import cache
 from typing import Any
 
-from .. import __version__, wiring
-from ..errors import ERROR_STATUS
-from ..model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
-from ..model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest, ResolveInterruptRequest
-from ..model.tokens import MintTokenRequest
-from ..model.workflow import WorkflowDefinition
-from ..modulex.service import ModulexCancelRequest, ModulexResumeRequest, ModulexRunRequest
-from .idempotency import KEY_RE as IDEMPOTENCY_KEY_RE
+from interlude import __version__, wiring
+from interlude.errors import ERROR_STATUS
+from interlude.model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest, ResolveInterruptRequest
+from interlude.model.tokens import MintTokenRequest
+from interlude.model.workflow import WorkflowDefinition
+from interlude.modulex.service import ModulexCancelRequest, ModulexResumeRequest, ModulexRunRequest
+from interlude.api.idempotency import KEY_RE as IDEMPOTENCY_KEY_RE
 
 REQUEST_BODIES = {
     "createRun": CreateRunRequest,

@@ -7,26 +7,14 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from .. import __version__
-from ..config import settings
-from ..engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
-from ..ids import check_author_id, from_wire
-from ..interrupts.decide import REF_KINDS
-from ..tokens.scheme import TOKEN_ALGS
-from . import openapi
-from .http import (
-    OPENWOP_VERSION,
-    app,
-    body,
-    json_response,
-    principal_for,
-    query_int,
-    required_body,
-    resume_value_body,
-    route,
-    run_links,
-    service,
-)
+from interlude import __version__
+from interlude.config import settings
+from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from interlude.ids import check_author_id, from_wire
+from interlude.interrupts.decide import REF_KINDS
+from interlude.tokens.scheme import TOKEN_ALGS
+from interlude.api import openapi
+from interlude.api.http import OPENWOP_VERSION, app, body, json_response, principal_for, query_int, required_body, resume_value_body, route, run_links, service
 
 # -- routes ----------------------------------------------------------------------------------------
 

@@ -14,20 +14,10 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from .. import schemas, streaming
-from ..errors import ApiError
-from ..ids import from_wire
-from .http import (
-    OPENWOP_VERSION,
-    app,
-    last_event_id,
-    principal_for,
-    query_int,
-    route,
-    service,
-    sse_response,
-    stream_bounds,
-)
+from interlude import schemas, streaming
+from interlude.errors import ApiError
+from interlude.ids import from_wire
+from interlude.api.http import OPENWOP_VERSION, app, last_event_id, principal_for, query_int, route, service, sse_response, stream_bounds
 
 SUPPORTED_MODES = ("updates", "debug", "values")
 MODE_RE = re.compile(r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$")

@@ -19,29 +19,18 @@ from urllib.parse import parse_qs, unquote
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
-from ..config import settings
-from ..errors import ApiError
-from ..ids import check_author_id, from_wire
-from ..model.run import OpenInterrupt, RunState
-from ..model.tokens import MintTokenRequest
-from ..page import approval, csrf
-from ..page.graph import GraphNode
-from ..tokens.keyring_store import load_key_ring
-from ..tokens.scheme import KeyRing, TokenClaims
-from ..tokens.surface import RESOLVE_SCOPE, Target, TokenSurface
-from ..validation import parse
-from .http import (
-    OPENWOP_VERSION,
-    app,
-    base_url,
-    body,
-    json_response,
-    principal_for,
-    raw_body,
-    resume_value_body,
-    route,
-    service,
-)
+from interlude.config import settings
+from interlude.errors import ApiError
+from interlude.ids import check_author_id, from_wire
+from interlude.model.run import OpenInterrupt, RunState
+from interlude.model.tokens import MintTokenRequest
+from interlude.page import approval, csrf
+from interlude.page.graph import GraphNode
+from interlude.tokens.keyring_store import load_key_ring
+from interlude.tokens.scheme import KeyRing, TokenClaims
+from interlude.tokens.surface import RESOLVE_SCOPE, Target, TokenSurface
+from interlude.validation import parse
+from interlude.api.http import OPENWOP_VERSION, app, base_url, body, json_response, principal_for, raw_body, resume_value_body, route, service
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 FORM_TYPE = "application/x-www-form-urlencoded"

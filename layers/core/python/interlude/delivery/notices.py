@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..engine.events import RUN_END_EVENTS
-from ..engine.run import interrupt_key, visit_of
-from ..ids import derive_opaque, to_wire
-from ..model.run import OpenInterrupt, RunState
+from interlude.engine.events import RUN_END_EVENTS
+from interlude.engine.run import interrupt_key, visit_of
+from interlude.ids import derive_opaque, to_wire
+from interlude.model.run import OpenInterrupt, RunState
 
 NOTICE_VERSION = 1
 INTERRUPT_EVENTS = ("interrupt.requested", "interrupt.resolved")

@@ -15,9 +15,9 @@ from typing import Any
 
 import boto3
 
-from ..model.run import OpenInterrupt
-from .notices import build_notices, queue_message, wants_notices
-from .settings import delivery_settings
+from interlude.model.run import OpenInterrupt
+from interlude.delivery.notices import build_notices, queue_message, wants_notices
+from interlude.delivery.settings import delivery_settings
 
 SQS_BATCH = 10
 
@@ -28,9 +28,9 @@ def _sqs() -> Any:
 
 
 def _minter(run_id: str):  # noqa: ANN202 - a closure over the key ring
-    from ..config import settings
-    from ..tokens.issuer import interrupt_token
-    from ..tokens.keyring_store import load_key_ring
+    from interlude.config import settings
+    from interlude.tokens.issuer import interrupt_token
+    from interlude.tokens.keyring_store import load_key_ring
 
     cfg = settings()
     ring = load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds)

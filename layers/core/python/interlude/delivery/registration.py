@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import ApiError
-from .egress import EgressRefused, Resolver, check_url
-from .settings import delivery_settings
+from interlude.errors import ApiError
+from interlude.delivery.egress import EgressRefused, Resolver, check_url
+from interlude.delivery.settings import delivery_settings
 
 # Every refused destination reads the same to the tenant, whatever the reason (no oracle of internal DNS).
 _DESTINATION_REASONS = {"address_not_global", "unresolvable"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import wiring
+from interlude import wiring
 
 DEV_ALLOW_LOOPBACK_ENV = "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS"
 PUBLIC_BASE_URL_ENV = "PUBLIC_BASE_URL"

@@ -19,13 +19,13 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from ..engine.run import iso_epoch
-from ..store.deliveries import DeliveryStore
-from .egress import EgressRefused, Resolver, check_url
-from .notices import backoff_s, dead_letter
-from .pinned_http import DeliveryFailed, post_pinned
-from .settings import DeliverySettings
-from .signing import SecretCache, webhook_headers
+from interlude.engine.run import iso_epoch
+from interlude.store.deliveries import DeliveryStore
+from interlude.delivery.egress import EgressRefused, Resolver, check_url
+from interlude.delivery.notices import backoff_s, dead_letter
+from interlude.delivery.pinned_http import DeliveryFailed, post_pinned
+from interlude.delivery.settings import DeliverySettings
+from interlude.delivery.signing import SecretCache, webhook_headers
 
 logger = Logger(service="interlude-callbacks", child=True)
 USER_AGENT = "interlude-callbacks/1"

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..errors import run_error
-from ..interrupts.decide import Decision
-from ..model.run import OpenInterrupt, RunState
-from ..model.workflow import WorkflowDefinition
-from .run import DEFAULT_STEP_BUDGET, Transition, _Step, resolve
+from interlude.errors import run_error
+from interlude.interrupts.decide import Decision
+from interlude.model.run import OpenInterrupt, RunState
+from interlude.model.workflow import WorkflowDefinition
+from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, resolve
 
 ESCALATION_EVENT = "interlude.escalation-requested"
 

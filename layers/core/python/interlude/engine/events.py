@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import schemas
-from ..ids import derive_opaque
-from .run import EventDraft
+from interlude import schemas
+from interlude.ids import derive_opaque
+from interlude.engine.run import EventDraft
 
 SCHEMA_VERSION = 1
 ENGINE_VERSION = 1

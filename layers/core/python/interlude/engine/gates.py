@@ -20,11 +20,11 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, model_validator
 
-from ..errors import run_error
-from ..ids import AUTHOR_ID_RE, derive_opaque
-from ..model import FrozenClosed
-from ..templates import references, render
-from .nodetypes import GateSpec, NodeType
+from interlude.errors import run_error
+from interlude.ids import AUTHOR_ID_RE, derive_opaque
+from interlude.model import FrozenClosed
+from interlude.templates import references, render
+from interlude.engine.nodetypes import GateSpec, NodeType
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.
 CREDENTIAL_RESUME_SCHEMA: dict[str, Any] = {

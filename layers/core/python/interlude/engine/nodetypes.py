@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..interrupts.payloads import approval_resume_schema, clarification_resume_schema
-from ..model import FrozenClosed
-from ..modulex import nodes as modulex_nodes
-from ..templates import render
+from interlude.interrupts.payloads import approval_resume_schema, clarification_resume_schema
+from interlude.model import FrozenClosed
+from interlude.modulex import nodes as modulex_nodes
+from interlude.templates import render
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .gates import GATES
-from .nodetypes import CORE_TYPES, NodeType
+from interlude.engine.gates import GATES
+from interlude.engine.nodetypes import CORE_TYPES, NodeType
 
 NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *GATES)}

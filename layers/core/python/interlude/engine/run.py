@@ -12,15 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import run_error
-from ..ids import derive_opaque, tenant_bound
-from ..interrupts.decide import Decision
-from ..interrupts.payloads import status_for_kind, validate_payload
-from ..model.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
-from ..model.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
-from .gates import Failed, Passed
-from .nodetypes import GateSpec, bind_inputs
-from .registry import NODE_TYPES
+from interlude.errors import run_error
+from interlude.ids import derive_opaque, tenant_bound
+from interlude.interrupts.decide import Decision
+from interlude.interrupts.payloads import status_for_kind, validate_payload
+from interlude.model.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
+from interlude.model.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
+from interlude.engine.gates import Failed, Passed
+from interlude.engine.nodetypes import GateSpec, bind_inputs
+from interlude.engine.registry import NODE_TYPES
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000

@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 
-from .. import schemas
-from ..errors import ApiError, run_error
-from ..model.run import OpenInterrupt, Vote
-from .secrets import credential_material
+from interlude import schemas
+from interlude.errors import ApiError, run_error
+from interlude.model.run import OpenInterrupt, Vote
+from interlude.interrupts.secrets import credential_material
 
 # The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
 # A ref kind not listed here is ignored on a gate (openwop-notes §1.1 Approver enforcement).

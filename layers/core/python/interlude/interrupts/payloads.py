@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import schemas
-from ..model.run import RunStatus
+from interlude import schemas
+from interlude.model.run import RunStatus
 
 SUSPEND_SCHEMA = "suspend-request.schema.json"
 

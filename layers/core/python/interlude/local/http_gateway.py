@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .. import wiring
-from . import LOCAL_ACCOUNT
-from .lambda_runtime import InstancePool
+from interlude import wiring
+from interlude.local import LOCAL_ACCOUNT
+from interlude.local.lambda_runtime import InstancePool
 
 MAX_BODY = 2_000_000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import boto3
 
-from .. import wiring
-from ..tokens.keyring_store import ensure_key_ring
+from interlude import wiring
+from interlude.tokens.keyring_store import ensure_key_ring
 
 LOCAL_KEY_RING_SECRET = "interlude-local/token-keys"
 CACHE_ENV = "INTERLUDE_KEY_RING_CACHE_SECONDS"

@@ -14,8 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import wiring
-from . import LOCAL_ACCOUNT, LOCAL_REGION
+from interlude import wiring
+from interlude.local import LOCAL_ACCOUNT, LOCAL_REGION
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
 # Lambda knows wiring function `name` as `interlude-{name}`.

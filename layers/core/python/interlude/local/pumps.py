@@ -10,11 +10,11 @@ from typing import Any
 
 import boto3
 
-from .. import wiring
-from ..store.stream import is_event_insert
-from . import LOCAL_REGION
-from .lambda_runtime import invoke
-from .pump import Pump
+from interlude import wiring
+from interlude.store.stream import is_event_insert
+from interlude.local import LOCAL_REGION
+from interlude.local.lambda_runtime import invoke
+from interlude.local.pump import Pump
 
 
 class StreamPump(Pump):

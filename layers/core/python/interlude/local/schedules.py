@@ -16,11 +16,11 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from .. import clock, wiring
-from ..timeouts.names import parse_at
-from . import LOCAL_ACCOUNT
-from .lambda_runtime import FUNCTION_NAME_PREFIX, invoke, local_function_arn
-from .pump import Pump
+from interlude import clock, wiring
+from interlude.timeouts.names import parse_at
+from interlude.local import LOCAL_ACCOUNT
+from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke, local_function_arn
+from interlude.local.pump import Pump
 
 
 class SchedulePump(Pump):

@@ -15,10 +15,10 @@ from typing import Any
 
 import boto3
 
-from .. import wiring
-from . import LOCAL_REGION
-from .lambda_runtime import invoke
-from .pump import Pump
+from interlude import wiring
+from interlude.local import LOCAL_REGION
+from interlude.local.lambda_runtime import invoke
+from interlude.local.pump import Pump
 
 
 def physical_name(prefix: str, queue: wiring.Queue) -> str:

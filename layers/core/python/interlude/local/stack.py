@@ -10,17 +10,17 @@ from typing import Any
 
 import boto3
 
-from .. import clock, wiring
-from ..delivery.settings import PUBLIC_BASE_URL_ENV
-from ..model.requests import CreateKeyRequest
-from ..store import Store, create_table
-from . import LOCAL_REGION
-from .http_gateway import Gateway
-from .keyring import prepare_local_key_ring
-from .moto_server import LockedMotoServer
-from .pumps import StreamPump
-from .schedules import SchedulePump, create_local_deadline_resources
-from .sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
+from interlude import clock, wiring
+from interlude.delivery.settings import PUBLIC_BASE_URL_ENV
+from interlude.model.requests import CreateKeyRequest
+from interlude.store import Store, create_table
+from interlude.local import LOCAL_REGION
+from interlude.local.http_gateway import Gateway
+from interlude.local.keyring import prepare_local_key_ring
+from interlude.local.moto_server import LockedMotoServer
+from interlude.local.pumps import StreamPump
+from interlude.local.schedules import SchedulePump, create_local_deadline_resources
+from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
 
 DEMO_TENANT = "demo"
 TABLE_NAME = "interlude-local"
@@ -148,7 +148,7 @@ class LocalStack:
 
 def seed(store: Store) -> str:
     """A demo tenant: an admin key holding every scope, and the demo approval workflow."""
-    from ..service import Service
+    from interlude.service import Service
 
     service = Service(store)
     admin = service.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))

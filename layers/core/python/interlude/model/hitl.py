@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
-from . import Closed
+from interlude.model import Closed
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24

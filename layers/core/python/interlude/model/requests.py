@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..ids import AUTHOR_ID_RE, SUBJECT_ID_RE
-from ..wiring import ALL_SCOPES
-from . import Closed
+from interlude.ids import AUTHOR_ID_RE, SUBJECT_ID_RE
+from interlude.wiring import ALL_SCOPES
+from interlude.model import Closed
 
 
 class CreateRunRequest(Closed):

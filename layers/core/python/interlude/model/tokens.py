@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..tokens.scheme import DEFAULT_LIFETIME_S
-from . import Closed
+from interlude.tokens.scheme import DEFAULT_LIFETIME_S
+from interlude.model import Closed
 
 
 class MintTokenRequest(Closed):

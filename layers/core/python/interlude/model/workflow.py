@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ..ids import AUTHOR_ID_RE
-from . import FrozenClosed
+from interlude.ids import AUTHOR_ID_RE
+from interlude.model import FrozenClosed
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
 FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed"})

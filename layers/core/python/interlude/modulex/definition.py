@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..ids import AUTHOR_ID_RE
-from . import nodes
-from .references import engine_id
+from interlude.ids import AUTHOR_ID_RE
+from interlude.modulex import nodes
+from interlude.modulex.references import engine_id
 
 RUNNABLE_TYPES = ("interrupt", "conditional", "transformer")
 REFUSED_TYPES = ("llm", "agent", "tool", "knowledge", "guardrails", "function")

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .references import MISSING, lookup
+from interlude.modulex.references import MISSING, lookup
 
 MAX_LENGTH = 2000
 MAX_DEPTH = 40

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ids import to_wire
-from ..model.run import WAITING_STATUSES
-from . import nodes
-from .definition import META_KEY, START_NODE
-from .references import engine_id
+from interlude.ids import to_wire
+from interlude.model.run import WAITING_STATUSES
+from interlude.modulex import nodes
+from interlude.modulex.definition import META_KEY, START_NODE
+from interlude.modulex.references import engine_id
 
 
 @dataclass

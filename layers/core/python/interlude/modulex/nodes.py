@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..model import FrozenClosed
-from .expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
-from .references import MISSING, engine_id, lookup, render, resolve
+from interlude.model import FrozenClosed
+from interlude.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
+from interlude.modulex.references import MISSING, engine_id, lookup, render, resolve
 
 END = "__end__"
 END_TARGETS = frozenset({"__end__", "END", "end"})

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .. import templates
-from ..templates import MISSING, walk
+from interlude import templates
+from interlude.templates import MISSING, walk
 
 _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:-")
 _ESCAPED = re.compile(r"~([0-9A-F]{2})")

@@ -12,15 +12,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .. import auth
-from ..engine import run as engine
-from ..errors import ApiError
-from ..ids import from_wire, tenant_of, to_wire
-from ..model.run import RunState
-from ..model.workflow import WorkflowDefinition
-from ..service import Service
-from . import definition as mx
-from .frames import RunView, status_of, view_of
+from interlude import auth
+from interlude.engine import run as engine
+from interlude.errors import ApiError
+from interlude.ids import from_wire, tenant_of, to_wire
+from interlude.model.run import RunState
+from interlude.model.workflow import WorkflowDefinition
+from interlude.service import Service
+from interlude.modulex import definition as mx
+from interlude.modulex.frames import RunView, status_of, view_of
 
 ADMIN_ROLES = frozenset({"owner", "admin"})
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from . import csrf
-from .graph import GraphNode, describe, render_svg
+from interlude.page import csrf
+from interlude.page.graph import GraphNode, describe, render_svg
 
 MAX_FORM_FIELDS = 200
 

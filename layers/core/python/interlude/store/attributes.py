@@ -7,7 +7,7 @@ import json
 import zlib
 from typing import Any
 
-from .. import wiring
+from interlude import wiring
 
 Item = dict[str, dict[str, Any]]
 

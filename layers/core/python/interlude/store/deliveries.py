@@ -17,8 +17,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import attributes as a
-from .dynamo import Store, run_pk
+from interlude.store import attributes as a
+from interlude.store.dynamo import Store, run_pk
 
 FINAL_STATUSES = ("delivered", "dead")
 

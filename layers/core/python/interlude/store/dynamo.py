@@ -16,13 +16,13 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from .. import wiring
-from ..engine.events import to_docs
-from ..engine.run import Transition
-from ..errors import ApiError
-from ..model.run import OpenInterrupt, RunState
-from . import attributes as a
-from .hitl import transition_items
+from interlude import wiring
+from interlude.engine.events import to_docs
+from interlude.engine.run import Transition
+from interlude.errors import ApiError
+from interlude.model.run import OpenInterrupt, RunState
+from interlude.store import attributes as a
+from interlude.store.hitl import transition_items
 
 
 def run_pk(run_id: str) -> str:

@@ -20,11 +20,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import wiring
-from ..engine.run import Transition
-from ..interrupts.correlation import correlation_hash
-from ..model.run import OpenInterrupt
-from . import attributes as a
+from interlude import wiring
+from interlude.engine.run import Transition
+from interlude.interrupts.correlation import correlation_hash
+from interlude.model.run import OpenInterrupt
+from interlude.store import attributes as a
 
 SETTINGS_SK = "SETTINGS"
 CLOSED_WAITER_TTL_S = 24 * 3600

@@ -22,8 +22,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .. import wiring
-from . import attributes as a
+from interlude import wiring
+from interlude.store import attributes as a
 
 RETENTION_SECONDS = 24 * 3600
 SORT_KEY = "IDEM"

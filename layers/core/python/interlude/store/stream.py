@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import wiring
-from . import attributes as a
-from .dynamo import run_id_of
+from interlude import wiring
+from interlude.store import attributes as a
+from interlude.store.dynamo import run_id_of
 
 
 def is_event_insert(record: dict[str, Any]) -> bool:

@@ -6,7 +6,7 @@ import hashlib
 import math
 from datetime import UTC, datetime
 
-from ..engine.deadlines import Deadline
+from interlude.engine.deadlines import Deadline
 
 # Scheduler names: 1..64 of [0-9a-zA-Z-_.]; ClientToken: 1..64 of [a-zA-Z0-9-_]. "il-<p>-<40 hex>" fits both.
 NAME_PREFIX = "il"

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..engine import deadlines
-from ..engine.deadlines import Deadline
-from ..engine.events import RUN_END_EVENTS
-from ..engine.run import interrupt_id
-from . import scheduler as scheduler_
+from interlude.engine import deadlines
+from interlude.engine.deadlines import Deadline
+from interlude.engine.events import RUN_END_EVENTS
+from interlude.engine.run import interrupt_id
+from interlude.timeouts import scheduler as scheduler_
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from interlude.service import Service
 
 log = logging.getLogger(__name__)
 

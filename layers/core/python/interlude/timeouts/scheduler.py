@@ -17,9 +17,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from .. import wiring
-from ..engine.deadlines import Deadline
-from .names import at_expression, schedule_name
+from interlude import wiring
+from interlude.engine.deadlines import Deadline
+from interlude.timeouts.names import at_expression, schedule_name
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..model.run import OpenInterrupt
-from .scheme import Intent, KeyRing, TokenClaims, mint, token_lifetime
+from interlude.model.run import OpenInterrupt
+from interlude.tokens.scheme import Intent, KeyRing, TokenClaims, mint, token_lifetime
 
 
 def interrupt_token(

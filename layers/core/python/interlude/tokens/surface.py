@@ -19,15 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..auth import Principal, principal_from_record
-from ..engine.run import iso_epoch, visit_of
-from ..errors import ApiError
-from ..ids import tenant_of
-from ..interrupts.decide import Resolver
-from ..model.run import OpenInterrupt, RunState
-from ..service import Service
-from .issuer import interrupt_token
-from .scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
+from interlude.auth import Principal, principal_from_record
+from interlude.engine.run import iso_epoch, visit_of
+from interlude.errors import ApiError
+from interlude.ids import tenant_of
+from interlude.interrupts.decide import Resolver
+from interlude.model.run import OpenInterrupt, RunState
+from interlude.service import Service
+from interlude.tokens.issuer import interrupt_token
+from interlude.tokens.scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
 
 RESOLVE_SCOPE = "approvals:respond"
 # A token naming a kid this process has not seen triggers at most one forced re-read of the ring per interval,
