@@ -25,12 +25,12 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
+from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
-from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from interlude.tokens.keyring_store import ensure_key_ring  # noqa: E402
 from tests.integration.test_callbacks import TABLE  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402

@@ -21,8 +21,8 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
-from interlude.service import Service  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.store.dynamo import run_id_of  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402

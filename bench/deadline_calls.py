@@ -19,13 +19,14 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import clock, wiring  # noqa: E402
-from interlude.errors import ApiError  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
-from interlude.service import Service  # noqa: E402
+from interlude import wiring  # noqa: E402
+from interlude.adapters.scheduler import outbox  # noqa: E402
+from interlude.adapters.scheduler import scheduler as scheduler_module  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain import clock  # noqa: E402
+from interlude.domain.errors import ApiError  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from interlude.timeouts import outbox  # noqa: E402
-from interlude.timeouts import scheduler as scheduler_module  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
 

@@ -14,9 +14,10 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import hitl, wiring  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
-from interlude.service import Service  # noqa: E402
+from interlude import wiring  # noqa: E402
+from interlude.app import interactions as hitl  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 
 

@@ -19,9 +19,9 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.api import http  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES, wire  # noqa: E402
 

@@ -27,10 +27,10 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.api import http  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
 from interlude.local.lambda_runtime import invoke  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
-from interlude.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.local_stack import wire  # noqa: E402
 

@@ -19,15 +19,15 @@ from aws_lambda_powertools.utilities import parameters  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
-from interlude.errors import ApiError  # noqa: E402
-from interlude.model.requests import CreateKeyRequest  # noqa: E402
-from interlude.page import approval  # noqa: E402
-from interlude.page.graph import GraphNode  # noqa: E402
-from interlude.service import Service  # noqa: E402
+from interlude.adapters.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
+from interlude.api.page import approval  # noqa: E402
+from interlude.api.page.graph import GraphNode  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.app.tokens import TokenSurface  # noqa: E402
+from interlude.domain.errors import ApiError  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.rules.tokens import verify  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from interlude.tokens import verify  # noqa: E402
-from interlude.tokens.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
-from interlude.tokens.surface import TokenSurface  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
 FIXTURE = FIXTURES / "conformance-approval.json"

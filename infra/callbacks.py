@@ -3,7 +3,7 @@
 Per function: sqs:SendMessage on exactly the queues it `sends_to`; the SQS event source (reporting batch item
 failures) and the consume actions on exactly the queue it `consumes`; Secrets Manager actions on exactly the
 secret-name prefixes of its `secret_grants`; and the environment that names them. The development-only loopback
-switch (interlude.delivery.settings.DEV_ALLOW_LOOPBACK_ENV) is never set here.
+switch (interlude.config.delivery.DEV_ALLOW_LOOPBACK_ENV) is never set here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from constructs import Construct
 
 from infra.functions import pascal_case
 from interlude import wiring
-from interlude.delivery.settings import PUBLIC_BASE_URL_ENV
+from interlude.config.delivery import PUBLIC_BASE_URL_ENV
 
 
 class CallbackDelivery(Construct):

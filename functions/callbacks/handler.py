@@ -10,10 +10,10 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from interlude.adapters.delivery.signing import SecretCache
+from interlude.adapters.delivery.worker import Worker
 from interlude.config import settings
-from interlude.delivery.settings import delivery_settings
-from interlude.delivery.signing import SecretCache
-from interlude.delivery.worker import Worker
+from interlude.config.delivery import delivery_settings
 from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
 

@@ -8,8 +8,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from interlude.dispatch import handle_record
-from interlude.service import default_service
+from interlude.app.dispatch import handle_record
+from interlude.app.service import default_service
 
 logger = Logger(service="interlude-dispatch")
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)

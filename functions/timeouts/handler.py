@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from interlude.service import default_service
+from interlude.app.service import default_service
 
 logger = Logger(service="interlude-timeouts")
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import requests
 
-from interlude import schemas, wiring
-from interlude.errors import ERROR_STATUS
+from interlude import wiring
+from interlude.domain import schemas
+from interlude.domain.errors import ERROR_STATUS
 from tests.support.local_stack import FIXTURES, Api, tenant_admin_key, wire
 
 ENVELOPE = schemas.validator("error-envelope.schema.json")

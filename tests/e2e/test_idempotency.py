@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import requests
 
-from interlude import schemas, wiring
-from interlude.errors import ERROR_STATUS
+from interlude import wiring
+from interlude.domain import schemas
+from interlude.domain.errors import ERROR_STATUS
 from interlude.local.stack import TABLE_NAME
 from interlude.store.dynamo import RUN_SK
 from tests.support.local_stack import FIXTURES, Api, stack_client, tenant_admin_key, wire

@@ -12,7 +12,7 @@ import uuid
 import requests
 
 from interlude.local.keyring import LOCAL_KEY_RING_SECRET
-from interlude.tokens import KeyRing, TokenClaims, mint
+from interlude.rules.tokens import KeyRing, TokenClaims, mint
 from tests.support.local_stack import REPO, cli, stack_client, until, wire
 
 FORM = "application/x-www-form-urlencoded"

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import openwop_client
 import requests
 
-from interlude import schemas, wiring
+from interlude import wiring
+from interlude.domain import schemas
 from tests.support.local_stack import tenant_admin_key, wire
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from interlude import wiring
-from interlude.delivery.settings import DEFAULT_TOTAL_TIMEOUT_S, DEV_ALLOW_LOOPBACK_ENV, PUBLIC_BASE_URL_ENV
+from interlude.config.delivery import DEFAULT_TOTAL_TIMEOUT_S, DEV_ALLOW_LOOPBACK_ENV, PUBLIC_BASE_URL_ENV
 from tests.infra.conftest import actions_on, as_list
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from interlude import clock, wiring
+from interlude import wiring
+from interlude.domain import clock
 from tests.infra.conftest import as_list
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from interlude import wiring
-from interlude.tokens.keyring_store import SEED_CHARS, SEED_KEY
+from interlude.adapters.keyring_store import SEED_CHARS, SEED_KEY
 from tests.infra.conftest import actions_on, as_list
 
 

@@ -4,8 +4,8 @@ timeout leaves room for a held stream request, and whose role needed nothing new
 from __future__ import annotations
 
 from interlude import wiring
+from interlude.app.streams import RESUMABLE_FLOOR_SECONDS
 from interlude.config import Settings
-from interlude.streaming import RESUMABLE_FLOOR_SECONDS
 from tests.infra.conftest import actions_on
 
 STREAM_ROUTES = {

@@ -5,10 +5,10 @@ from collections.abc import Iterable
 import pytest
 
 from interlude import wiring
-from interlude.auth import Principal
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local.lambda_runtime import fresh_instances
-from interlude.model.requests import CreateKeyRequest
-from interlude.service import Service
+from interlude.rules.auth import Principal
 
 
 @pytest.fixture(autouse=True)

@@ -11,16 +11,16 @@ import pytest
 from moto import mock_aws
 
 from interlude import wiring
-from interlude.delivery.notices import notice_id
-from interlude.delivery.settings import DeliverySettings
-from interlude.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
-from interlude.delivery.worker import Worker
-from interlude.errors import ApiError
+from interlude.adapters.delivery.notices import notice_id
+from interlude.adapters.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
+from interlude.adapters.delivery.worker import Worker
+from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.app.service import Service
+from interlude.config.delivery import DeliverySettings
+from interlude.domain.errors import ApiError
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, to_event_record
-from interlude.service import Service
 from interlude.store import Store, create_table
 from interlude.store.deliveries import DeliveryStore
-from interlude.tokens.keyring_store import ensure_key_ring
 from tests.integration.conftest import signed_in
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire

@@ -11,14 +11,15 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from interlude import clock, wiring
+from interlude import wiring
+from interlude.adapters.scheduler.names import parse_at, schedule_name
+from interlude.app.service import Service
+from interlude.domain import clock
+from interlude.domain.errors import ApiError
 from interlude.engine import deadlines
-from interlude.errors import ApiError
 from interlude.local import lambda_runtime
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
-from interlude.service import Service
 from interlude.store import Store, create_table
-from interlude.timeouts.names import parse_at, schedule_name
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.stream import Stream
@@ -314,7 +315,7 @@ def test_threads_racing_the_timeout_worker_produce_one_resolution(world, monkeyp
 
 
 def resolver_of(principal):
-    from interlude.interrupts.decide import Resolver
+    from interlude.rules.interrupts.decide import Resolver
 
     return Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
 

@@ -9,10 +9,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from interlude import hitl, wiring
-from interlude.api.hitl import inbox_query
-from interlude.errors import ApiError
-from interlude.service import Service
+from interlude import wiring
+from interlude.api.inbox import inbox_query
+from interlude.app import interactions as hitl
+from interlude.app.service import Service
+from interlude.domain.errors import ApiError
 from interlude.store import Conflict, Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import wire
@@ -171,7 +172,7 @@ def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, 
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={
             ":pk": {
-                "S": f"T#t1#EV#{__import__('interlude.interrupts.correlation', fromlist=['x']).correlation_hash('e', {})}"
+                "S": f"T#t1#EV#{__import__('interlude.rules.interrupts.correlation', fromlist=['x']).correlation_hash('e', {})}"
             }
         },
     )["Items"]

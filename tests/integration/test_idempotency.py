@@ -19,9 +19,9 @@ from moto import mock_aws
 from interlude import wiring
 from interlude.api import http
 from interlude.api import idempotency as api_idem
+from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.service import Service
 from interlude.store import Store, create_table
 from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
 from tests.integration.conftest import new_api_key

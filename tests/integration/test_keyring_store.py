@@ -12,8 +12,8 @@ from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters import base as parameters_base
 from moto import mock_aws
 
-from interlude.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
-from interlude.tokens.keyring_store import ensure_key_ring, load_key_ring, retire_key, rotate_key_ring
+from interlude.adapters.keyring_store import ensure_key_ring, load_key_ring, retire_key, rotate_key_ring
+from interlude.rules.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
 
 SECRET = "interlude/test/token-keys"
 NOW = 1_760_000_000.0

@@ -11,11 +11,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from interlude import schemas
-from interlude.auth import Principal
-from interlude.errors import ApiError
+from interlude.app.service import Service
+from interlude.domain import schemas
+from interlude.domain.errors import ApiError
 from interlude.local import lambda_runtime
-from interlude.service import Service
+from interlude.rules.auth import Principal
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
@@ -146,7 +146,7 @@ def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(service, a
 
 
 def _resolver(principal: Principal):
-    from interlude.interrupts.decide import Resolver
+    from interlude.rules.interrupts.decide import Resolver
 
     return Resolver(subject=principal.subject, surface="run")
 

@@ -11,9 +11,9 @@ import pytest
 from moto import mock_aws
 
 from interlude import wiring
+from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.service import Service
 from interlude.store import Store, create_table
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from interlude.delivery.egress import EgressRefused, check_url
+from interlude.rules.egress import EgressRefused, check_url
 
 PUBLIC_V4 = "93.184.215.14"
 PUBLIC_V6 = "2606:4700::1111"

@@ -6,10 +6,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from interlude.domain.models.run import RunState
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
-from interlude.interrupts.decide import Resolver, decide
-from interlude.model.run import RunState
-from interlude.model.workflow import WorkflowDefinition
+from interlude.rules.interrupts.decide import Resolver, decide
 from tests.support.local_stack import FIXTURES
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

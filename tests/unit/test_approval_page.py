@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-from interlude.interrupts.decide import Resolver
-from interlude.interrupts.payloads import approval_resume_schema, clarification_resume_schema
-from interlude.page import approval, csrf
-from interlude.page.approval import FormError, View, resume_from_form
-from interlude.page.graph import GraphNode, layer_of, positions, render_svg
-from interlude.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
-from interlude.tokens.keyring_store import SEED_KID, _parse_ring
+from interlude.adapters.keyring_store import SEED_KID, _parse_ring
+from interlude.api.page import approval, csrf
+from interlude.api.page.approval import FormError, View, resume_from_form
+from interlude.api.page.graph import GraphNode, layer_of, positions, render_svg
+from interlude.rules.interrupts.decide import Resolver
+from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
+from interlude.rules.tokens import KeyRing, TokenClaims, TokenInvalid, mint, verify
 
 HOSTILE = '<script>alert("x")</script>&\'"'
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from interlude import clock, schemas
+from interlude.adapters.scheduler.names import at_expression, parse_at, schedule_name
+from interlude.domain import clock, schemas
 from interlude.engine import deadlines
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from interlude.interrupts.decide import Resolver, decide
-from interlude.timeouts.names import at_expression, parse_at, schedule_name
+from interlude.rules.interrupts.decide import Resolver, decide
 from tests.support.engine import ALICE, NOW, fixture, start, types, wf_of
 
 

@@ -9,7 +9,7 @@ import ipaddress
 
 import pytest
 
-from interlude.delivery.egress import CheckedTarget, EgressRefused, check_url, is_denied_address
+from interlude.rules.egress import CheckedTarget, EgressRefused, check_url, is_denied_address
 from tests.support.egress import PUBLIC_V4, PUBLIC_V6, REFUSED, fake_resolve
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from interlude import schemas
+from interlude.domain import schemas
+from interlude.domain.errors import ApiError
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from interlude.errors import ApiError
 from tests.support.engine import ALICE, NOW, answer, edge, fixture, gate, new_state, noop, types, wf_of
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from interlude import wiring
 from interlude.api.idempotency import KEY_RE, capability_namespace, is_final, request_digest
-from interlude.errors import ERROR_STATUS
-from interlude.ids import TENANT_RE
+from interlude.domain.errors import ERROR_STATUS
+from interlude.domain.ids import TENANT_RE
 
 
 @pytest.mark.parametrize(

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from interlude import schemas
+from interlude.domain import schemas
+from interlude.domain.errors import ApiError
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
 from interlude.engine.gates import resolved_threshold
-from interlude.errors import ApiError
-from interlude.interrupts.decide import REF_KINDS, Resolver, eligible
-from interlude.interrupts.payloads import validate_payload
-from interlude.interrupts.secrets import credential_material
-from interlude.model.workflow import WorkflowDefinition
+from interlude.rules.interrupts.decide import REF_KINDS, Resolver, eligible
+from interlude.rules.interrupts.payloads import validate_payload
+from interlude.rules.interrupts.secrets import credential_material
 from tests.support.engine import NOW, answer, edge, fixture, gate, new_state, subject, types, wf_of
 from tests.support.engine import start as start_run
 

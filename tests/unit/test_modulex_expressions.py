@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from interlude.modulex.expressions import ExpressionError, compile_expression, evaluate
-from interlude.modulex.references import engine_id, modulex_id, render
+from interlude.faces.modulex.expressions import ExpressionError, compile_expression, evaluate
+from interlude.faces.modulex.references import engine_id, modulex_id, render
 
 SCOPE = {
     engine_id("node_approval"): {"approved": True, "notes": "ok", "n": 3},

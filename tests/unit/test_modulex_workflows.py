@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from interlude.model.workflow import WorkflowDefinition
-from interlude.modulex import frames
-from interlude.modulex.definition import Invalid, content_id, translate
-from interlude.modulex.references import engine_id
+from interlude.faces.modulex import frames
+from interlude.faces.modulex.definition import Invalid, content_id, translate
+from interlude.faces.modulex.references import engine_id
 from tests.support.engine import NOW, subject
 from tests.support.engine import answer as answer_as
 from tests.support.engine import start as start_run

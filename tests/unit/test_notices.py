@@ -7,8 +7,8 @@ import time
 
 from standardwebhooks import Webhook
 
-from interlude.delivery.notices import backoff_s, dead_letter, notice_id, origin_of
-from interlude.delivery.signing import live_secrets, new_secret, secret_name, webhook_headers
+from interlude.adapters.delivery.notices import backoff_s, dead_letter, notice_id, origin_of
+from interlude.adapters.delivery.signing import live_secrets, new_secret, secret_name, webhook_headers
 
 
 def test_notice_ids_are_stable_per_event_and_valid_webhook_ids():

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from interlude.delivery.egress import CheckedTarget, EgressRefused, check_url
-from interlude.delivery.pinned_http import HEADER_BYTES_LIMIT, DeliveryFailed, DeliveryResponse, post_pinned
+from interlude.adapters.delivery.pinned_http import HEADER_BYTES_LIMIT, DeliveryFailed, DeliveryResponse, post_pinned
+from interlude.rules.egress import CheckedTarget, EgressRefused, check_url
 
 LOOPBACK = "127.0.0.1"
 CALLBACK_HOST = "callback.interlude.test"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from interlude import streaming
+from interlude.app import streams as streaming
 from interlude.config import Settings
 from interlude.wiring import function
 

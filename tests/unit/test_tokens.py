@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import interlude.tokens.scheme as scheme_module
-from interlude.errors import ERROR_STATUS
-from interlude.tokens import (
+import interlude.rules.tokens.scheme as scheme_module
+from interlude.domain.errors import ERROR_STATUS
+from interlude.rules.tokens import (
     MAX_TOKEN_CHARS,
     KeyRing,
     TokenClaims,

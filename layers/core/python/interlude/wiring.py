@@ -148,7 +148,7 @@ class Queue:
     max_receive_count: int = 0
 
 
-# Attempts per callback notice (the worker dead-letters after the last one; see interlude.delivery).
+# Attempts per callback notice (the worker dead-letters after the last one; see interlude.adapters.delivery).
 CALLBACK_MAX_ATTEMPTS = 10
 # SQS → callbacks settings, shared by the event source mapping and the local pump.
 CALLBACK_BATCH_SIZE = 4
@@ -193,7 +193,7 @@ def queues_in_creation_order() -> list[Queue]:
     return ordered
 
 
-# Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.delivery.signing).
+# Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.adapters.delivery.signing).
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
 SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/"}
 
@@ -211,11 +211,11 @@ class Secret:
 
 
 SECRET_READ_ACTIONS = ("secretsmanager:GetSecretValue",)
-# The interrupt token key ring (interlude.tokens.keyring_store); `interlude tokens rotate|retire` edit it.
+# The interrupt token key ring (interlude.adapters.keyring_store); `interlude tokens rotate|retire` edit it.
 KEY_RING_SECRET = Secret(
     name="TokenKeyRing",
     env="KEY_RING_SECRET",
-    # dispatch mints the resolve token a callback notice carries (interlude.delivery.outbox).
+    # dispatch mints the resolve token a callback notice carries (interlude.adapters.delivery.outbox).
     readers=("api", "dispatch"),
     description="Interlude interrupt token key ring: the current kid signs, every kid held verifies",
 )
@@ -265,7 +265,7 @@ ROUTES: tuple[Route, ...] = (
         True,
     ),
     Route("GET", "/runs/{runId}/deliveries", "listRunDeliveries", "runs:read", "Callback delivery attempts of a run"),
-    # Issue 3 (interlude.api.hitl): the approver inbox, external events, tenant settings and credential grants.
+    # Issue 3 (interlude.api.inbox): the approver inbox, external events, tenant settings and credential grants.
     Route("GET", "/interrupts", "listInterrupts", "approvals:respond", "Pending interrupts the caller may decide"),
     Route("POST", "/events", "postEvent", "events:write", "Deliver an external event by correlation", True),
     Route("GET", "/tenant/settings", "getTenantSettings", "keys:admin", "The tenant's settings"),
@@ -313,7 +313,7 @@ ALL_SCOPES = (
 
 @dataclass(frozen=True)
 class Schedules:
-    """One-time schedules, one per deadline, in one schedule group per deployment (interlude.timeouts)."""
+    """One-time schedules, one per deadline, in one schedule group per deployment (interlude.adapters.scheduler)."""
 
     # The function every schedule invokes (through the scheduler's execution role).
     target: str

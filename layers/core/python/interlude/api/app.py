@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, unquote
 
-# Importing a route module registers its routes: hitl (inbox, events, tenant; issue 3), tokens (issue 4),
+# Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7).
-from interlude.api import deliveries, hitl, modulex, runs, streams, tokens  # noqa: F401
+from interlude.api import deliveries, inbox, modulex, runs, streams, tokens  # noqa: F401
 from interlude.api.http import app, logger
 
 # -- entry point -------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
-from interlude.ids import from_wire
 from interlude.api.http import json_response, principal_for, route, service
+from interlude.domain.ids import from_wire
 
 
 @route("listRunDeliveries")

@@ -10,12 +10,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
-from interlude import streaming, wiring
-from interlude.auth import Principal
+from interlude import wiring
+from interlude.app import streams as streaming
+from interlude.app.service import default_service
 from interlude.config import settings
-from interlude.errors import ApiError
-from interlude.ids import to_wire
-from interlude.service import default_service
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import to_wire
+from interlude.rules.auth import Principal
 
 logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()

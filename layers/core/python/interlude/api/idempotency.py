@@ -37,9 +37,9 @@ from functools import cache
 from aws_lambda_powertools.event_handler import Response
 
 from interlude import wiring
-from interlude.errors import ApiError
-from interlude.store.idempotency import CachedResponse, Claim, IdempotencyStore
 from interlude.api import http
+from interlude.domain.errors import ApiError
+from interlude.store.idempotency import CachedResponse, Claim, IdempotencyStore
 
 HEADER = "idempotency-key"
 REPLAY_HEADER = "OpenWOP-Idempotent-Replay"

@@ -16,13 +16,23 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from interlude import streaming
-from interlude.auth import Principal
+from interlude.api.http import (
+    app,
+    body,
+    last_event_id,
+    principal_for,
+    required_body,
+    route,
+    service,
+    sse_response,
+    stream_bounds,
+)
+from interlude.app import streams as streaming
+from interlude.domain.errors import ApiError
 from interlude.engine.run import iso
-from interlude.errors import ApiError
-from interlude.modulex import frames
-from interlude.modulex.service import ModulexFace, not_found
-from interlude.api.http import app, body, last_event_id, principal_for, required_body, route, service, sse_response, stream_bounds
+from interlude.faces.modulex import frames
+from interlude.faces.modulex.operations import ModulexFace, not_found
+from interlude.rules.auth import Principal
 
 ORG_HEADER = "x-organization-id"
 

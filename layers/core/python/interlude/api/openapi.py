@@ -7,13 +7,18 @@ from functools import cache
 from typing import Any
 
 from interlude import __version__, wiring
-from interlude.errors import ERROR_STATUS
-from interlude.model.hitl import CredentialGrantRequest, PostEventRequest, TenantSettings
-from interlude.model.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest, ResolveInterruptRequest
-from interlude.model.tokens import MintTokenRequest
-from interlude.model.workflow import WorkflowDefinition
-from interlude.modulex.service import ModulexCancelRequest, ModulexResumeRequest, ModulexRunRequest
 from interlude.api.idempotency import KEY_RE as IDEMPOTENCY_KEY_RE
+from interlude.domain.errors import ERROR_STATUS
+from interlude.domain.models.requests import (
+    CancelRunRequest,
+    CreateKeyRequest,
+    CreateRunRequest,
+    ResolveInterruptRequest,
+)
+from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.domain.models.tokens import MintTokenRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.faces.modulex.operations import ModulexCancelRequest, ModulexResumeRequest, ModulexRunRequest
 
 REQUEST_BODIES = {
     "createRun": CreateRunRequest,

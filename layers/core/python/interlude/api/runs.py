@@ -8,13 +8,25 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 
 from interlude import __version__
-from interlude.config import settings
-from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
-from interlude.ids import check_author_id, from_wire
-from interlude.interrupts.decide import REF_KINDS
-from interlude.tokens.scheme import TOKEN_ALGS
 from interlude.api import openapi
-from interlude.api.http import OPENWOP_VERSION, app, body, json_response, principal_for, query_int, required_body, resume_value_body, route, run_links, service
+from interlude.api.http import (
+    OPENWOP_VERSION,
+    app,
+    body,
+    json_response,
+    principal_for,
+    query_int,
+    required_body,
+    resume_value_body,
+    route,
+    run_links,
+    service,
+)
+from interlude.config import settings
+from interlude.domain.ids import check_author_id, from_wire
+from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from interlude.rules.interrupts.decide import REF_KINDS
+from interlude.rules.tokens.scheme import TOKEN_ALGS
 
 # -- routes ----------------------------------------------------------------------------------------
 
@@ -43,7 +55,7 @@ def capabilities() -> dict[str, Any]:
         # Issue 4: the signed-token surfaces (api/tokens.py) verify exactly these algs.
         "tokenAlgs": list(TOKEN_ALGS),
         "refKinds": list(REF_KINDS),
-        # Issue 6: notices go to a run's callbackUrl (interlude.delivery), guarded at createRun and at delivery.
+        # Issue 6: notices go to a run's callbackUrl (interlude.adapters.delivery), guarded at createRun and at delivery.
         "callbackDelivery": True,
     }
     caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}

@@ -3,7 +3,7 @@
 Frames: `id:` = sequence, `event:` = the event type (in a mixed mode, the mode that admitted it), `data:` =
 the RunEventDoc. `values` sends one `state.snapshot` (a RunSnapshot) after each update the request reads;
 `bufferMs` > 0 sends `event: batch` frames (a JSON array), flushed at suspensions and the terminal event.
-Behind API Gateway a response is buffered, so a request ends after interlude.streaming.Bounds with a
+Behind API Gateway a response is buffered, so a request ends after interlude.app.streams.Bounds with a
 `retry:` hint and the client resumes with `Last-Event-ID` (README, "Live event streams").
 """
 
@@ -14,10 +14,21 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from interlude import schemas, streaming
-from interlude.errors import ApiError
-from interlude.ids import from_wire
-from interlude.api.http import OPENWOP_VERSION, app, last_event_id, principal_for, query_int, route, service, sse_response, stream_bounds
+from interlude.api.http import (
+    OPENWOP_VERSION,
+    app,
+    last_event_id,
+    principal_for,
+    query_int,
+    route,
+    service,
+    sse_response,
+    stream_bounds,
+)
+from interlude.app import streams as streaming
+from interlude.domain import schemas
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import from_wire
 
 SUPPORTED_MODES = ("updates", "debug", "values")
 MODE_RE = re.compile(r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$")

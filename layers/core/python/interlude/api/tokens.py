@@ -3,7 +3,7 @@
 * `GET /interrupts/{token}`: the InterruptPayload as JSON, or, asked for `text/html`, the approval page. A GET
   never changes anything (mail and chat link scanners open links).
 * `POST /interrupts/{token}`: `{resumeValue}` as JSON, or the page's form (`application/x-www-form-urlencoded`),
-  which must carry the double-submit proof (interlude.page.csrf) and not come from another site.
+  which must carry the double-submit proof (interlude.api.page.csrf) and not come from another site.
 * `GET /runs/{runId}/interrupts/{nodeId}` (runs:read): `{interruptId, token, expiresAt, intent, payload, url}`;
   the token is a `resolve` token only when the caller also holds approvals:respond, else `inspect`.
 * `POST /runs/{runId}/interrupts/{nodeId}/tokens` (approvals:respond): mint with an intent and a shorter lifetime.
@@ -19,18 +19,29 @@ from urllib.parse import parse_qs, unquote
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
+from interlude.adapters.keyring_store import load_key_ring
+from interlude.api.http import (
+    OPENWOP_VERSION,
+    app,
+    base_url,
+    body,
+    json_response,
+    principal_for,
+    raw_body,
+    resume_value_body,
+    route,
+    service,
+)
+from interlude.api.page import approval, csrf
+from interlude.api.page.graph import GraphNode
+from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
 from interlude.config import settings
-from interlude.errors import ApiError
-from interlude.ids import check_author_id, from_wire
-from interlude.model.run import OpenInterrupt, RunState
-from interlude.model.tokens import MintTokenRequest
-from interlude.page import approval, csrf
-from interlude.page.graph import GraphNode
-from interlude.tokens.keyring_store import load_key_ring
-from interlude.tokens.scheme import KeyRing, TokenClaims
-from interlude.tokens.surface import RESOLVE_SCOPE, Target, TokenSurface
-from interlude.validation import parse
-from interlude.api.http import OPENWOP_VERSION, app, base_url, body, json_response, principal_for, raw_body, resume_value_body, route, service
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.tokens import MintTokenRequest
+from interlude.domain.validation import parse
+from interlude.rules.tokens.scheme import KeyRing, TokenClaims
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 FORM_TYPE = "application/x-www-form-urlencoded"

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from interlude.errors import run_error
-from interlude.interrupts.decide import Decision
-from interlude.model.run import OpenInterrupt, RunState
-from interlude.model.workflow import WorkflowDefinition
+from interlude.domain.errors import run_error
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, resolve
+from interlude.rules.interrupts.decide import Decision
 
 ESCALATION_EVENT = "interlude.escalation-requested"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlude import schemas
-from interlude.ids import derive_opaque
+from interlude.domain import schemas
+from interlude.domain.ids import derive_opaque
 from interlude.engine.run import EventDraft
 
 SCHEMA_VERSION = 1

@@ -20,10 +20,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, model_validator
 
-from interlude.errors import run_error
-from interlude.ids import AUTHOR_ID_RE, derive_opaque
-from interlude.model import FrozenClosed
-from interlude.templates import references, render
+from interlude.domain.errors import run_error
+from interlude.domain.ids import AUTHOR_ID_RE, derive_opaque
+from interlude.domain.models import FrozenClosed
+from interlude.domain.templates import references, render
 from interlude.engine.nodetypes import GateSpec, NodeType
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.

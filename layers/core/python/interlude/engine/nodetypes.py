@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from interlude.interrupts.payloads import approval_resume_schema, clarification_resume_schema
-from interlude.model import FrozenClosed
-from interlude.modulex import nodes as modulex_nodes
-from interlude.templates import render
+from interlude.domain.models import FrozenClosed
+from interlude.domain.templates import render
+from interlude.faces.modulex import nodes as modulex_nodes
+from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
 

@@ -12,15 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from interlude.errors import run_error
-from interlude.ids import derive_opaque, tenant_bound
-from interlude.interrupts.decide import Decision
-from interlude.interrupts.payloads import status_for_kind, validate_payload
-from interlude.model.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
-from interlude.model.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
+from interlude.domain.errors import run_error
+from interlude.domain.ids import derive_opaque, tenant_bound
+from interlude.domain.models.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
+from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.nodetypes import GateSpec, bind_inputs
 from interlude.engine.registry import NODE_TYPES
+from interlude.rules.interrupts.decide import Decision
+from interlude.rules.interrupts.payloads import status_for_kind, validate_payload
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000

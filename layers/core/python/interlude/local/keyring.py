@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 
 from interlude import wiring
-from interlude.tokens.keyring_store import ensure_key_ring
+from interlude.adapters.keyring_store import ensure_key_ring
 
 LOCAL_KEY_RING_SECRET = "interlude-local/token-keys"
 CACHE_ENV = "INTERLUDE_KEY_RING_CACHE_SECONDS"

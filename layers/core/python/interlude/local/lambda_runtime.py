@@ -68,7 +68,7 @@ def fresh_instances() -> None:
 
     parameters.clear_caches()
     for module_name, module in list(sys.modules.items()):
-        if not (module_name.startswith("interlude") and module_name != "interlude.schemas"):
+        if not (module_name.startswith("interlude") and module_name != "interlude.domain.schemas"):
             continue
         for value in list(vars(module).values()):
             if callable(getattr(value, "cache_clear", None)):

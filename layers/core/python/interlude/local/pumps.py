@@ -11,10 +11,10 @@ from typing import Any
 import boto3
 
 from interlude import wiring
-from interlude.store.stream import is_event_insert
 from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import invoke
 from interlude.local.pump import Pump
+from interlude.store.stream import is_event_insert
 
 
 class StreamPump(Pump):

@@ -1,7 +1,7 @@
 """The local stack's EventBridge Scheduler: fires due one-time schedules that moto stores but never fires.
 
 Reads the schedule group wiring declares from moto's scheduler, and for every `at(...)` schedule whose time
-has come by the process clock (interlude.clock, so an injected offset counts) invokes the real target
+has come by the process clock (interlude.domain.clock, so an injected offset counts) invokes the real target
 handler (functions/<target>/handler.py) with the schedule's Input, as Scheduler would. Then it honours the
 schedule's settings: ActionAfterCompletion DELETE deletes it after the invocation; a failed invocation is
 retried on later ticks up to the RetryPolicy's MaximumRetryAttempts, then the input goes to the
@@ -16,8 +16,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from interlude import clock, wiring
-from interlude.timeouts.names import parse_at
+from interlude import wiring
+from interlude.adapters.scheduler.names import parse_at
+from interlude.domain import clock
 from interlude.local import LOCAL_ACCOUNT
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke, local_function_arn
 from interlude.local.pump import Pump

@@ -10,10 +10,10 @@ from typing import Any
 
 import boto3
 
-from interlude import clock, wiring
-from interlude.delivery.settings import PUBLIC_BASE_URL_ENV
-from interlude.model.requests import CreateKeyRequest
-from interlude.store import Store, create_table
+from interlude import wiring
+from interlude.config.delivery import PUBLIC_BASE_URL_ENV
+from interlude.domain import clock
+from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import LOCAL_REGION
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
@@ -21,6 +21,7 @@ from interlude.local.moto_server import LockedMotoServer
 from interlude.local.pumps import StreamPump
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
+from interlude.store import Store, create_table
 
 DEMO_TENANT = "demo"
 TABLE_NAME = "interlude-local"
@@ -104,7 +105,7 @@ class LocalStack:
     def __init__(
         self, port: int = 8080, moto_port: int = 0, verbose: bool = False, clock_file: Path | None = None
     ) -> None:
-        # The process clock's offset file (interlude.clock): `interlude clock advance` moves it forward.
+        # The process clock's offset file (interlude.domain.clock): `interlude clock advance` moves it forward.
         self.clock_file = clock_file
         self.port = port
         self.moto_port = moto_port
@@ -148,7 +149,7 @@ class LocalStack:
 
 def seed(store: Store) -> str:
     """A demo tenant: an admin key holding every scope, and the demo approval workflow."""
-    from interlude.service import Service
+    from interlude.app.service import Service
 
     service = Service(store)
     admin = service.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))

@@ -17,12 +17,12 @@ import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.domain.errors import ApiError
+from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import to_docs
 from interlude.engine.run import Transition
-from interlude.errors import ApiError
-from interlude.model.run import OpenInterrupt, RunState
 from interlude.store import attributes as a
-from interlude.store.hitl import transition_items
+from interlude.store.interactions import transition_items
 
 
 def run_pk(run_id: str) -> str:

@@ -1,0 +1,167 @@
+"""Callback notices: what a run's callbackUrl receives, built from the events of one transition (pure).
+
+A notice is sent when an interrupt is raised (`interrupt.requested`), decided or timed out (`interrupt.resolved`,
+with `reason: "timeout"` for a timeout) and when the run ends (`run.completed`, `run.failed`, `run.cancelled`).
+Its id is derived from (run, sequence) of the event it reports, so a stream record delivered twice yields the same
+notice id, which is also the Standard Webhooks `webhook-id` on every attempt.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from interlude.domain.ids import derive_opaque, to_wire
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.engine.events import RUN_END_EVENTS
+from interlude.engine.run import interrupt_key, visit_of
+
+NOTICE_VERSION = 1
+INTERRUPT_EVENTS = ("interrupt.requested", "interrupt.resolved")
+NOTICE_EVENTS = frozenset(INTERRUPT_EVENTS + RUN_END_EVENTS)
+
+# (open interrupt) -> (token, expiresAt epoch seconds)
+TokenMinter = Callable[[OpenInterrupt], tuple[str, int]]
+
+
+def notice_id(run_id: str, sequence: int) -> str:
+    """Stable per (run, event sequence); fits Standard Webhooks' id rules (no '.', ^[A-Za-z0-9_-]{16,128}$)."""
+    return "ntc_" + derive_opaque("notice", run_id, str(sequence))
+
+
+def wants_notices(events: list[dict[str, Any]]) -> bool:
+    return any(e.get("type") in NOTICE_EVENTS for e in events)
+
+
+def build_notices(
+    state: RunState, events: list[dict[str, Any]], mint: TokenMinter | None, public_base_url: str
+) -> list[dict[str, Any]]:
+    """The notices for `events` (one transition's RunEventDocs) of the run whose current state is `state`.
+
+    A resolve token is minted only for an interrupt that is still open in `state`: a notice processed after its
+    interrupt was already decided carries no token (it could only ever answer 409).
+    """
+    notices = []
+    for event in events:
+        kind = event.get("type")
+        if kind not in NOTICE_EVENTS:
+            continue
+        notice: dict[str, Any] = {
+            "id": notice_id(state.runId, event["sequence"]),
+            "type": kind,
+            "version": NOTICE_VERSION,
+            "occurredAt": event["timestamp"],
+            "sequence": event["sequence"],
+            "runId": state.runId,
+            "workflowId": state.workflowId,
+            "links": {},
+        }
+        if public_base_url:
+            notice["links"]["run"] = f"{public_base_url}/runs/{to_wire(state.runId)}"
+        payload = event.get("payload") or {}
+        if kind == "interrupt.requested":
+            _interrupt_requested(notice, state, event, payload, mint, public_base_url)
+        elif kind == "interrupt.resolved":
+            _interrupt_resolved(notice, state, event, payload)
+        else:
+            notice["runStatus"] = kind.split(".", 1)[1]
+            if "error" in payload:
+                notice["error"] = {k: v for k, v in payload["error"].items() if k in ("code", "message")}
+            if payload.get("failedNodeId"):
+                notice["nodeId"] = payload["failedNodeId"]
+            if payload.get("reason"):
+                notice["reason"] = payload["reason"]
+        notices.append(notice)
+    return notices
+
+
+def _interrupt_requested(
+    notice: dict[str, Any],
+    state: RunState,
+    event: dict[str, Any],
+    payload: dict[str, Any],
+    mint: TokenMinter | None,
+    public_base_url: str,
+) -> None:
+    node_id = event.get("nodeId", "")
+    notice.update({"nodeId": node_id, "kind": payload.get("kind"), "key": payload.get("key"), "payload": payload})
+    interrupt = state.interrupts.get(node_id)
+    if interrupt is not None and interrupt.key == payload.get("key"):
+        notice["interruptId"] = interrupt.interruptId
+        if mint is not None:
+            token, expires_at = mint(interrupt)
+            notice["token"] = token
+            notice["expiresAt"] = datetime.fromtimestamp(expires_at, UTC).isoformat().replace("+00:00", "Z")
+            if public_base_url:
+                url = f"{public_base_url}/interrupts/{token}"
+                # One URL serves all three: GET inspects (JSON) or shows the page (a browser), POST resolves.
+                notice["links"].update({"inspect": url, "resolve": url, "page": url})
+    else:
+        notice["open"] = False
+
+
+def _interrupt_resolved(
+    notice: dict[str, Any], state: RunState, event: dict[str, Any], payload: dict[str, Any]
+) -> None:
+    node_id = payload.get("nodeId") or event.get("nodeId", "")
+    notice.update({"nodeId": node_id, "interruptId": payload.get("interruptId")})
+    if payload.get("kind"):
+        notice["kind"] = payload["kind"]
+    key = _key_of(state, node_id, payload.get("interruptId"))
+    if key:
+        notice["key"] = key
+    notice["payload"] = {k: v for k, v in payload.items() if k not in ("nodeId", "interruptId")}
+    if payload.get("reason"):
+        notice["reason"] = payload["reason"]
+
+
+def _key_of(state: RunState, node_id: str, interrupt_id: str | None) -> str | None:
+    # The interrupt may have left the run head already; its id still names its visit, and so its key.
+    visit = visit_of(state, node_id, interrupt_id)
+    return None if visit is None else interrupt_key(state.runId, node_id, visit)
+
+
+def queue_message(tenant: str, callback_url: str, notice: dict[str, Any]) -> dict[str, Any]:
+    return {"v": 1, "tenant": tenant, "callbackUrl": callback_url, "notice": notice}
+
+
+def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], float] = random.random) -> int:
+    """Seconds to wait after failed attempt `attempt` (1-based): exponential, capped, with equal jitter."""
+    ceiling = min(cap_s, base_s * 2 ** max(attempt - 1, 0))
+    return max(0, int(round(ceiling / 2 + rand() * ceiling / 2)))
+
+
+def origin_of(url: str) -> str:
+    """scheme://host[:port] of a callback URL: its path and query may hold a tenant's own secrets."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:
+        return "(unparseable)"
+
+
+def dead_letter(message: dict[str, Any], history: list[dict[str, Any]], now_iso: str) -> dict[str, Any]:
+    """What the dead-letter queue keeps of a notice: identity and delivery history; no body, token or secret."""
+    notice = message.get("notice") or {}
+    record = {
+        "v": 1,
+        "deadLetteredAt": now_iso,
+        "tenant": message.get("tenant"),
+        "callbackOrigin": origin_of(message.get("callbackUrl") or ""),
+        "noticeId": notice.get("id"),
+        "type": notice.get("type"),
+        "runId": notice.get("runId"),
+        "sequence": notice.get("sequence"),
+        "attempts": len(history),
+        "deliveryHistory": history,
+    }
+    for field in ("nodeId", "interruptId", "kind", "key"):
+        if notice.get(field) is not None:
+            record[field] = notice[field]
+    return record

@@ -1,0 +1,76 @@
+"""The dispatch outbox handler that puts callback notices on the SQS callback queue.
+
+Runs for every event-log item of the table stream (at least once, in any order). Only transitions holding an
+interrupt or run-end event of a run with a callbackUrl cost anything (one read of the run head, one SQS batch);
+a record delivered twice sends the same notices again under the same ids, and the delivery worker's record of
+success keyed by notice id turns the copy into a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import boto3
+
+from interlude.adapters.delivery.notices import build_notices, queue_message, wants_notices
+from interlude.config.delivery import delivery_settings
+from interlude.domain.models.run import OpenInterrupt
+
+SQS_BATCH = 10
+
+
+@cache
+def _sqs() -> Any:
+    return boto3.client("sqs")
+
+
+def _minter(run_id: str):  # noqa: ANN202 - a closure over the key ring
+    from interlude.adapters.keyring_store import load_key_ring
+    from interlude.config import settings
+    from interlude.rules.tokens.issuer import interrupt_token
+
+    cfg = settings()
+    ring = load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds)
+
+    def mint(interrupt: OpenInterrupt) -> tuple[str, int]:
+        # The token's life starts when the gate was raised, not when this record is handled: a stream record
+        # delivered twice queues the very same notice, token included.
+        raised = datetime.fromisoformat(interrupt.raisedAt.replace("Z", "+00:00")).timestamp()
+        return interrupt_token(ring, run_id, interrupt, raised, "resolve")
+
+    return mint
+
+
+def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+    if not wants_notices(events):
+        return
+    got = service.store.get_run(run_id)
+    if got is None:
+        return
+    state, _ = got
+    if not state.callbackUrl:
+        return
+    cfg = delivery_settings()
+    if not cfg.queue_url:
+        raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
+    needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
+    notices = build_notices(state, events, _minter(run_id) if needs_token else None, cfg.public_base_url)
+    send_notices(cfg.queue_url, state.tenant, state.callbackUrl, notices)
+
+
+def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> None:
+    for start in range(0, len(notices), SQS_BATCH):
+        chunk = notices[start : start + SQS_BATCH]
+        result = _sqs().send_message_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(i), "MessageBody": json.dumps(queue_message(tenant, callback_url, n), separators=(",", ":"))}
+                for i, n in enumerate(chunk)
+            ],
+        )
+        if result.get("Failed"):
+            # The stream record is retried; notices already queued go again under the same ids (harmless).
+            raise RuntimeError(f"{len(result['Failed'])} callback notice(s) could not be queued")

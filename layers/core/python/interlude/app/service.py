@@ -1,0 +1,453 @@
+"""What each operation does, between the HTTP layer and the store: no HTTP here, no boto3 here."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime
+from functools import cache, cached_property
+from typing import Any
+
+from interlude.adapters.delivery.worker import _public as public_attempts
+from interlude.app.interactions import PUBLIC_VOTE_FIELDS, with_tenant_facts
+from interlude.config import settings
+from interlude.domain import clock as clock_
+from interlude.domain import schemas
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
+from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.validation import parse
+from interlude.engine import deadlines
+from interlude.engine import run as engine
+from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from interlude.rules import auth
+from interlude.rules.callback_url import check_callback_url
+from interlude.rules.interrupts.decide import Resolver, decide
+from interlude.store import Conflict, Store
+from interlude.store.deliveries import DeliveryStore
+from interlude.store.idempotency import IdempotencyStore
+from interlude.store.interactions import HitlStore
+
+MAX_RACE_RETRIES = 8
+Clock = Callable[[], datetime]
+
+
+def busy(message: str) -> ApiError:
+    """Too many concurrent writers won the race in a row: a retryable refusal, never a wrong answer."""
+    return ApiError("runner_unavailable", message, headers={"Retry-After": "1"})
+
+
+class Service:
+    # Host-name resolver of the callbackUrl guard at createRun (None: getaddrinfo); tests inject a fixed table.
+    callback_resolver: Callable[[str, int], list[str]] | None = None
+
+    def __init__(self, store: Store, clock: Clock = clock_.now, step_budget: int = engine.DEFAULT_STEP_BUDGET) -> None:
+        self.store = store
+        self.clock = clock
+        self.step_budget = step_budget
+        self._workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition] = OrderedDict()
+        self._keys: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
+
+    # -- side stores: the one way to reach each, over the run table's connection ------------------
+
+    @cached_property
+    def hitl_store(self) -> HitlStore:
+        return HitlStore(self.store.table, self.store.client)
+
+    @cached_property
+    def deliveries(self) -> DeliveryStore:
+        return DeliveryStore(self.store)
+
+    @cached_property
+    def idempotency(self) -> IdempotencyStore:
+        return IdempotencyStore(self.store.table, self.store.client)
+
+    # -- authentication ---------------------------------------------------------------------------
+
+    KEY_CACHE_SECONDS = 30.0
+    # Every well-formed key id is cached, known or not, so the cache is bounded like the workflow cache.
+    KEY_CACHE_SIZE = 1024
+
+    def authenticate(self, authorization: str | None) -> auth.Principal:
+        key_id, secret = auth.parse_bearer(authorization)
+        cached = self._keys.get(key_id)
+        if cached and cached[0] > time.monotonic():
+            record = cached[1]
+        else:
+            record = self.store.get_api_key(key_id)
+            self._keys[key_id] = (time.monotonic() + self.KEY_CACHE_SECONDS, record)
+            self._keys.move_to_end(key_id)
+            if len(self._keys) > self.KEY_CACHE_SIZE:
+                self._keys.popitem(last=False)
+        return auth.verify(record, key_id, secret)
+
+    def create_key(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
+        request: CreateKeyRequest = parse(CreateKeyRequest, body, "request body")
+        missing = set(request.scopes) - principal.scopes
+        if missing:
+            raise ApiError("forbidden", "a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
+        return self.issue_key(principal.tenant, request)
+
+    def issue_key(self, tenant: str, request: CreateKeyRequest) -> dict[str, Any]:
+        key_id, api_key, secret_hash = auth.new_key()
+        record = auth.key_record(
+            tenant,
+            request.subjectId,
+            list(request.scopes),
+            request.groups,
+            request.roles,
+            request.kind,
+            secret_hash,
+            engine.iso(self.clock()),
+        )
+        self.store.put_api_key(key_id, record)
+        return {
+            "keyId": key_id,
+            "apiKey": api_key,
+            "tenant": tenant,
+            "subject": record["subject"],
+            "scopes": record["scopes"],
+        }
+
+    # -- workflows ---------------------------------------------------------------------------------
+
+    def put_workflow(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
+        if isinstance(body, dict) and body.get("id") not in (None, workflow_id):
+            raise ApiError("validation_error", "the body's id differs from the path's workflowId", {"path": "id"})
+        definition: WorkflowDefinition = parse(WorkflowDefinition, body, "workflow definition")
+        problems = engine.check_config(definition)
+        if problems:
+            raise ApiError("validation_error", "the workflow definition is not valid", {"errors": problems})
+        latest = self.store.latest_workflow(principal.tenant, workflow_id)
+        version = (latest[0] if latest else 0) + 1
+        for _ in range(MAX_RACE_RETRIES):
+            stored = self.store_workflow_version(principal, workflow_id, version, definition)
+            if stored is not None:
+                return {"workflowId": workflow_id, "version": version, "definition": stored}
+            version += 1
+        raise busy("too many concurrent registrations of this workflow; retry")
+
+    def store_workflow_version(
+        self, principal: auth.Principal, workflow_id: str, version: int, definition: WorkflowDefinition
+    ) -> dict[str, Any] | None:
+        """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
+        taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
+        stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
+        stored["id"] = workflow_id
+        written = self.store.put_workflow_version(
+            principal.tenant, workflow_id, version, stored, engine.iso(self.clock()), principal.subject["subjectId"]
+        )
+        return stored if written else None
+
+    def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
+        latest = self.store.latest_workflow(principal.tenant, workflow_id)
+        if latest is None:
+            raise ApiError("not_found", f"no workflow {workflow_id!r}")
+        return {"workflowId": workflow_id, "version": latest[0], "definition": latest[1]}
+
+    def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition:
+        # Versions are immutable, so a process may keep them for its whole life.
+        cache_key = (tenant, workflow_id, version)
+        hit = self._workflows.get(cache_key)
+        if hit is None:
+            raw = self.store.get_workflow(tenant, workflow_id, version)
+            if raw is None:
+                raise ApiError("internal_error", "a run refers to a workflow version that is missing")
+            hit = WorkflowDefinition.model_validate(raw)
+            self._remember(cache_key, hit)
+        return hit
+
+    def _remember(self, cache_key: tuple[str, str, int], definition: WorkflowDefinition) -> None:
+        self._workflows[cache_key] = definition
+        if len(self._workflows) > 256:
+            self._workflows.popitem(last=False)
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def create_run(self, principal: auth.Principal, body: Any) -> RunState:
+        request: CreateRunRequest = parse(CreateRunRequest, body, "request body")
+        if request.tenantId is not None and request.tenantId != principal.tenant:
+            raise ApiError("forbidden", "tenantId must be the tenant of the credential", {"field": "tenantId"})
+        if request.callbackUrl is not None:
+            check_callback_url(request.callbackUrl, self.callback_resolver)
+        for field in ("residency", "evalSuiteRef", "agentId"):
+            if getattr(request, field) is not None:
+                raise ApiError("validation_error", f"{field} is not supported by this host", {"field": field})
+        if request.mode == "eval":
+            raise ApiError("validation_error", "mode 'eval' is not supported by this host", {"field": "mode"})
+        if request.configurable is not None:
+            problems = schemas.errors_of(schemas.validator("configurable.schema.json"), request.configurable)
+            if problems:
+                raise ApiError(
+                    "validation_error", "configurable is not valid", {"field": "configurable", "errors": problems}
+                )
+        latest = self.store.latest_workflow(principal.tenant, request.workflowId)
+        if latest is None:
+            raise ApiError("not_found", f"no workflow {request.workflowId!r}", {"field": "workflowId"})
+        version, raw = latest
+        definition = WorkflowDefinition.model_validate(raw)
+        self._remember((principal.tenant, request.workflowId, version), definition)
+        missing = [
+            v.name
+            for v in definition.variables
+            if v.required and v.defaultValue is None and v.name not in request.inputs
+        ]
+        if missing:
+            raise ApiError(
+                "validation_error",
+                f"inputs lack required variables: {missing}",
+                {"field": "inputs", "missing": missing},
+            )
+        now = self.clock()
+        state = RunState(
+            runId=tenant_bound(principal.tenant, mint_opaque()),
+            tenant=principal.tenant,
+            workflowId=request.workflowId,
+            workflowVersion=version,
+            owner={"tenant": principal.tenant, "subject": principal.subject},
+            inputs=request.inputs,
+            configurable=request.configurable,
+            tags=request.tags,
+            metadata=request.metadata,
+            callbackUrl=request.callbackUrl,
+            createdAt=engine.iso(now),
+        )
+        transition = engine.start(state, definition, now, self.step_budget)
+        self.store.commit(transition, None, engine.iso(now))
+        return transition.state
+
+    def load_run(self, principal_tenant: str, run_id: str) -> tuple[RunState, int]:
+        # The tenant check comes before any lookup, so a foreign id discloses nothing.
+        if tenant_of(run_id) != principal_tenant:
+            raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
+        got = self.store.get_run(run_id)
+        if got is None:
+            raise ApiError("not_found", "no such run")
+        return self.apply_deadlines(*got)
+
+    def apply_deadlines(self, state: RunState, version: int) -> tuple[RunState, int]:
+        """Record every deadline that has passed (timeouts, delays, the run's own) in one transaction.
+
+        Every read and resolve goes through here, so a late or lost schedule never lets a late decision
+        through; the scheduler's worker calls it too. Whoever commits first wins; the others see the result.
+        """
+        for _ in range(MAX_RACE_RETRIES):
+            now = self.clock()
+            if not deadlines.due(state, now):
+                return state, version
+            definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            transition = deadlines.expire(state, definition, now, self.step_budget)
+            try:
+                self.store.commit(transition, version, engine.iso(now))
+                return transition.state, version + 1
+            except Conflict:
+                got = self.store.get_run(state.runId)
+                if got is None:
+                    raise ApiError("not_found", "no such run") from None
+                state, version = got
+        raise busy("the run kept changing while applying its deadlines; retry")
+
+    def fire_deadline(self, body: dict[str, Any]) -> int:
+        """The scheduler's worker: apply the named deadline if it is still pending and due.
+
+        Returns the number of events written; 0 when the deadline was already applied, its interrupt was
+        decided by a person first, the run moved on, or the run is gone — firing twice changes nothing.
+        """
+        run_id = body.get("runId")
+        if not isinstance(run_id, str):
+            return 0
+        got = self.store.get_run(run_id)
+        if got is None:
+            return 0
+        state, version = got
+        before = state.nextSeq
+        state, _ = self.apply_deadlines(state, version)
+        named = deadlines.from_input(body)
+        if named is not None and deadlines.is_pending(state, named):
+            # Fired before its time by this process's clock: fail, so the invoker retries later.
+            raise deadlines.NotDueYet(f"{named.purpose} deadline of {run_id} is not due yet")
+        return state.nextSeq - before
+
+    def snapshot(self, state: RunState) -> dict[str, Any]:
+        snap: dict[str, Any] = {
+            "runId": state.runId,
+            "workflowId": state.workflowId,
+            "status": state.status,
+            "owner": state.owner,
+            "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
+            "engineVersion": ENGINE_VERSION,
+            "inputs": state.inputs,
+            "nodeStates": {nid: {"status": ns.status, "visits": ns.visits} for nid, ns in state.nodes.items()},
+            "variables": state.outputs,
+        }
+        for field in ("startedAt", "completedAt", "error"):
+            if getattr(state, field):
+                snap[field] = getattr(state, field)
+        if state.current_node_id:
+            snap["currentNodeId"] = state.current_node_id
+        if state.tags:
+            snap["tags"] = state.tags
+        if state.metadata:
+            snap["metadata"] = state.metadata
+        if state.configurable is not None:
+            snap["configurable"] = state.configurable
+        interrupts = {
+            nid: {
+                "interruptId": oi.interruptId,
+                "kind": oi.kind,
+                "key": oi.key,
+                "raisedAt": oi.raisedAt,
+                **({"deadline": engine.iso_epoch(oi.deadline)} if oi.deadline is not None else {}),
+                "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
+            }
+            for nid, oi in state.interrupts.items()
+        }
+        snap["extensions"] = {
+            "interlude.run": {
+                "workflowVersion": state.workflowVersion,
+                "openInterrupts": interrupts,
+                "failedNodeId": state.failedNodeId,
+            }
+        }
+        return snap
+
+    def cancel_run(self, principal: auth.Principal, run_id: str, body: Any) -> RunState:
+        request: CancelRunRequest = parse(CancelRunRequest, body if body is not None else {}, "request body")
+        for _ in range(MAX_RACE_RETRIES):
+            state, version = self.load_run(principal.tenant, run_id)
+            if state.terminal:
+                raise ApiError("run_terminal", f"the run is already {state.status}", {"runStatus": state.status})
+            now = self.clock()
+            transition = engine.cancel(state, now, request.reason, principal.subject["subjectId"])
+            try:
+                self.store.commit(transition, version, engine.iso(now))
+                return transition.state
+            except Conflict:
+                continue
+        raise busy("the run kept changing while cancelling; retry")
+
+    def poll_events(self, principal: auth.Principal, run_id: str, after: int, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.2
+        while True:
+            state, _ = self.load_run(principal.tenant, run_id)
+            events = self.store.read_events(run_id, after)
+            if events or state.terminal or time.monotonic() + delay > deadline:
+                return {
+                    "runId": run_id,
+                    "events": events,
+                    "lastSequence": state.nextSeq - 1,
+                    "status": state.status,
+                    "isTerminal": state.terminal,
+                }
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def run_deliveries(self, principal: auth.Principal, run_id: str) -> dict[str, Any]:
+        """Every callback delivery attempt of a run, oldest first, in the fields a tenant may see."""
+        # Tenant check and existence first: a foreign or unknown run answers as getRun would.
+        state, _ = self.load_run(principal.tenant, run_id)
+        attempts = sorted(
+            self.deliveries.attempts(run_id), key=lambda a: (a.get("at", ""), a.get("noticeId", ""), a.get("attempt", 0))
+        )
+        return {"runId": state.runId, "callbackUrl": state.callbackUrl, "deliveries": public_attempts(attempts)}
+
+    # -- interrupts --------------------------------------------------------------------------------
+
+    def resolve_interrupt(
+        self, principal: auth.Principal, run_id: str, node_id: str, resume_value: Any
+    ) -> dict[str, Any]:
+        resolver = auth.run_resolver(principal)
+        state, version = self.load_run(principal.tenant, run_id)
+        return self.resolve(state, version, node_id, resume_value, resolver)
+
+    def open_interrupt(self, state: RunState, node_id: str) -> OpenInterrupt:
+        """The interrupt node_id holds now; 409 if it had one and it is gone, 404 if it never asked."""
+        interrupt = state.interrupts.get(node_id)
+        if interrupt is not None:
+            return interrupt
+        definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        if node_id not in {n.id for n in definition.nodes}:
+            raise ApiError("not_found", f"the run has no node {node_id!r}")
+        ns = state.nodes.get(node_id)
+        if state.terminal or (ns is not None and ns.visits > 0 and ns.status != "queued"):
+            raise ApiError(
+                "interrupt_already_resolved",
+                f"node {node_id!r} holds no open interrupt (run {state.status})",
+                {"runStatus": state.status},
+            )
+        raise ApiError("not_found", f"node {node_id!r} has not raised an interrupt")
+
+    def resolve(
+        self,
+        state: RunState,
+        version: int,
+        node_id: str,
+        resume_value: Any,
+        resolver: Resolver,
+        interrupt_id: str | None = None,
+    ) -> dict[str, Any]:
+        """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another)."""
+        for _ in range(MAX_RACE_RETRIES):
+            # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
+            state, version = self.apply_deadlines(state, version)
+            definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            interrupt = self.open_interrupt(state, node_id)
+            if interrupt_id is not None and interrupt.interruptId != interrupt_id:
+                raise ApiError(
+                    "interrupt_already_resolved",
+                    f"the interrupt this token names was resolved; node {node_id!r} has asked again since",
+                    {"runStatus": state.status},
+                )
+            now = self.clock()
+            if interrupt.deadline is not None and interrupt.deadline <= now.timestamp():
+                continue  # the deadline passed while deciding: the next attempt records the timeout first
+            config = definition.node(node_id).config
+            # Tenant-held facts (override principals, credential grants), read at decision time (issue 3).
+            resolver = with_tenant_facts(self.hitl_store, state.tenant, interrupt, resolver)
+            decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
+            transition = engine.resolve(state, definition, node_id, decision, now, self.step_budget)
+            try:
+                self.store.commit(transition, version, engine.iso(now))
+                return {"runId": state.runId, "nodeId": node_id, "status": transition.state.status}
+            except Conflict as lost:
+                old = lost.interrupt_old_image()
+                if old is not None and old.get("status") != "open":
+                    # The failed condition already tells the loser what won: no further read.
+                    raise ApiError(
+                        "interrupt_already_resolved",
+                        "another decision resolved this interrupt first",
+                        {"resolution": old.get("resolution")},
+                    ) from None
+                state, version = self.load_run(state.tenant, state.runId)
+        raise busy("the run kept changing while resolving; retry")
+
+    # -- dispatch ---------------------------------------------------------------------------------
+
+    def advance_run(self, run_id: str) -> int:
+        """Continue a run left runnable; returns how many events were written (0 when nothing to do)."""
+        for _ in range(MAX_RACE_RETRIES):
+            got = self.store.get_run(run_id)
+            if got is None:
+                return 0
+            state, version = got
+            if state.terminal or not state.queue:
+                return 0
+            now = self.clock()
+            definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            transition = engine.advance(state, definition, now, self.step_budget)
+            try:
+                return len(self.store.commit(transition, version, engine.iso(now)))
+            except Conflict:
+                continue
+        return 0
+
+
+@cache
+def default_service() -> Service:
+    """The process's one Service over the configured table: what every Lambda entry point uses."""
+    cfg = settings()
+    return Service(Store(cfg.table_name), step_budget=cfg.step_budget)

@@ -1,0 +1,155 @@
+"""The signed-token surfaces' rules, between the HTTP layer and Service: no HTTP and no boto3 here.
+
+A token names one interrupt (`i`), its run (`r`) and node (`n`), an expiry and an intent, and — when an API
+key minted it — that key's id (`k`). It carries no identity of the person holding it, so:
+
+* A token minted through the API acts **for its minter**: the resolution is made as the minter's principal
+  (subject, groups and roles read at decision time from the key record), on the `token` surface. Eligibility
+  (`approversList`, group and role refs), quorum (distinct principals) and the one-vote-per-principal rule
+  apply exactly as on the run-scoped surface, so a link cannot vote twice for one person, and a revoked key's
+  links stop working (401). A minter that no longer holds `approvals:respond` is refused (403).
+* A token without a minter (minted by the host itself) resolves anonymously as the principal `token:anonymous`:
+  it can never satisfy an eligibility list, and all such tokens together count as one voter per gate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from interlude.app.service import Service
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import tenant_of
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.engine.run import iso_epoch, visit_of
+from interlude.rules.auth import Principal, principal_from_record
+from interlude.rules.interrupts.decide import Resolver
+from interlude.rules.tokens.issuer import interrupt_token
+from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
+
+RESOLVE_SCOPE = "approvals:respond"
+# A token naming a kid this process has not seen triggers at most one forced re-read of the ring per interval,
+# so a kid rotated in elsewhere verifies at once, and garbage kids cannot turn into a Secrets Manager call each.
+REFETCH_INTERVAL_S = 5.0
+
+RingSource = Callable[[bool], KeyRing]  # force_fetch -> the ring
+
+
+@dataclass(frozen=True)
+class Target:
+    claims: TokenClaims
+    state: RunState
+    version: int
+    interrupt: OpenInterrupt
+
+
+class TokenSurface:
+    def __init__(self, service: Service, ring_source: RingSource, monotonic: Callable[[], float] = time.monotonic):
+        self.service = service
+        self._ring_source = ring_source
+        self._monotonic = monotonic
+        self._last_forced = float("-inf")
+
+    # -- verification ---------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        # The service's clock, so token expiry and interrupt deadlines are judged by one clock.
+        return self.service.clock().timestamp()
+
+    def ring(self) -> KeyRing:
+        return self._ring_source(False)
+
+    def verify(self, token: str) -> TokenClaims:
+        try:
+            return verify(token, self._ring_source(False), now=self.now())
+        except TokenInvalid as exc:
+            if exc.reason != "kid_unknown" or self._monotonic() - self._last_forced < REFETCH_INTERVAL_S:
+                raise
+        self._last_forced = self._monotonic()
+        return verify(token, self._ring_source(True), now=self.now())
+
+    def kid_secret(self, token: str) -> bytes:
+        """The secret of the (already verified) token's kid, for deriving page keys."""
+        kid = token.split(".")[2]
+        return self._ring_source(False).keys[kid]
+
+    # -- what a token names ---------------------------------------------------------------------------
+
+    def target(self, claims: TokenClaims) -> Target:
+        """The open interrupt a valid token names: 409 when it was resolved or its run ended, 404 when unknown."""
+        try:
+            state, version = self.service.load_run(tenant_of(claims.run_id), claims.run_id)
+        except ApiError as exc:
+            if exc.code in ("not_found", "id_tenant_mismatch"):
+                raise ApiError("not_found", "the interrupt this token names does not exist") from None
+            raise
+        interrupt = state.interrupts.get(claims.node_id)
+        if interrupt is not None and interrupt.interruptId == claims.interrupt_id:
+            return Target(claims, state, version, interrupt)
+        if existed(state, claims.node_id, claims.interrupt_id):
+            raise ApiError(
+                "interrupt_already_resolved",
+                f"the interrupt this token names is no longer open (run {state.status})",
+                {"runStatus": state.status},
+            )
+        raise ApiError("not_found", "the interrupt this token names does not exist")
+
+    def resolver(self, claims: TokenClaims, tenant: str) -> Resolver:
+        if claims.minter is None:
+            return Resolver(subject=None, surface="token")
+        record = self.service.store.get_api_key(claims.minter)
+        if record is None or record.get("revoked") or record.get("tenant") != tenant:
+            raise TokenInvalid("minter")
+        minter = principal_from_record(record, claims.minter)
+        if RESOLVE_SCOPE not in minter.scopes:
+            raise ApiError("forbidden", "the key that minted this token may no longer resolve interrupts")
+        return Resolver(subject=minter.subject, surface="token", groups=minter.groups, roles=minter.roles)
+
+    # -- operations -----------------------------------------------------------------------------------
+
+    def inspect(self, token: str) -> Target:
+        return self.target(self.verify(token))
+
+    def resolve(self, token: str, resume_value: Any) -> tuple[dict[str, Any], Target]:
+        claims = self.verify(token)
+        require_resolve_intent(claims)
+        target = self.target(claims)
+        return self.resolve_target(target, resume_value), target
+
+    def resolve_target(self, target: Target, resume_value: Any) -> dict[str, Any]:
+        """Resolve an interrupt found by `target` under the run-scoped rules, as the token's resolver."""
+        claims = target.claims
+        require_resolve_intent(claims)
+        resolver = self.resolver(claims, target.state.tenant)
+        return self.service.resolve(
+            target.state, target.version, claims.node_id, resume_value, resolver, interrupt_id=claims.interrupt_id
+        )
+
+    def mint(
+        self, principal: Principal, run_id: str, node_id: str, intent: Intent, lifetime_s: int | None = None
+    ) -> dict[str, Any]:
+        state, _ = self.service.load_run(principal.tenant, run_id)
+        interrupt = self.service.open_interrupt(state, node_id)
+        token, expires_at = interrupt_token(
+            self.ring(), run_id, interrupt, self.now(), intent, lifetime_s, minter=principal.key_id
+        )
+        return {
+            "interruptId": interrupt.interruptId,
+            "token": token,
+            "expiresAt": iso_epoch(expires_at),
+            "intent": intent,
+            "payload": interrupt.payload,
+        }
+
+
+def require_resolve_intent(claims: TokenClaims) -> None:
+    if claims.intent != "resolve":
+        raise ApiError("forbidden", "this token may inspect the interrupt but not resolve it", {"intent": claims.intent})
+
+
+def existed(state: RunState, node_id: str, interrupt_id: str) -> bool:
+    """Whether `interrupt_id` was raised by some visit of `node_id` in this run (ids derive from the visit)."""
+    return visit_of(state, node_id, interrupt_id) is not None
+

@@ -1,0 +1,7 @@
+"""`python -m interlude.cli`."""
+
+import sys
+
+from interlude.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,182 @@
+"""`interlude inbox`, `interlude tenant settings` and `interlude credentials grant` (issue 3)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from interlude.cli.local import STATE_FILE, add_local_args, table_store
+
+COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
+MAX_CELL = 48
+
+
+def summary(item: dict[str, Any]) -> str:
+    data = item.get("payload", {}).get("data", {})
+    kind = item.get("kind")
+    if kind == "approval":
+        return str(data.get("title", ""))
+    if kind == "clarification":
+        questions = data.get("questions") or [{}]
+        extra = f" (+{len(questions) - 1})" if len(questions) > 1 else ""
+        return str(questions[0].get("question", "")) + extra
+    if kind == "external-event":
+        return f"{data.get('eventType')} {json.dumps(data.get('correlation'), sort_keys=True)}"
+    if kind == "custom":
+        return str(data.get("customKind", ""))
+    if kind == "low-confidence":
+        return f"{data.get('agentId')}: {data.get('observed')} < {data.get('threshold')}"
+    if kind == "credential":
+        return f"{data.get('provider')} {','.join(data.get('scopes') or [])} ({data.get('reason')})"
+    if kind and kind.startswith("conversation."):
+        return str(data.get("prompt") or data.get("title") or data.get("conversationId"))
+    return ""
+
+
+def votes_cell(item: dict[str, Any]) -> str:
+    votes = [v for v in item.get("votes", []) if v.get("action") != "ask"]
+    if item.get("kind") != "approval":
+        return "-"
+    required = item.get("payload", {}).get("data", {}).get("requiredApprovals", 1)
+    accepts = sum(1 for v in votes if v.get("action") in ("accept", "edit-accept"))
+    rejects = sum(1 for v in votes if v.get("action") == "reject")
+    return f"{accepts}/{required}" + (f" ({rejects} reject)" if rejects else "")
+
+
+def _cell(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def render_table(items: list[dict[str, Any]]) -> str:
+    rows = [
+        (
+            item["raisedAt"],
+            item["kind"],
+            item["workflowId"],
+            item["runId"],
+            item["nodeId"],
+            summary(item),
+            votes_cell(item),
+        )
+        for item in items
+    ]
+    cells = [tuple(_cell(c) for c in row) for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(COLUMNS)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    if not items:
+        lines.append("(no pending interrupts you may decide)")
+    return "\n".join(lines)
+
+
+def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
+    url = args.url or os.environ.get("INTERLUDE_URL")
+    key = args.key or os.environ.get("INTERLUDE_API_KEY")
+    if not (url and key) and Path(args.state_file).exists():
+        state = json.loads(Path(args.state_file).read_text())
+        url, key = url or state["baseUrl"], key or state["apiKey"]
+    if not (url and key):
+        sys.exit("interlude: give --url and --key (or INTERLUDE_URL / INTERLUDE_API_KEY, or run `make dev`)")
+    return url.rstrip("/"), key
+
+
+def fetch_inbox(url: str, key: str, query: dict[str, str]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{url}/interrupts?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - the operator's own URL
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode(errors="replace")
+        sys.exit(f"interlude: {exc.code} {body}")
+
+
+def _inbox(args: argparse.Namespace) -> int:
+    url, key = _endpoint(args)
+    query = {"status": "pending", "limit": str(args.limit)}
+    for name, value in (("kind", args.kind), ("workflowId", args.workflow), ("runId", args.run)):
+        if value:
+            query[name] = value
+    items: list[dict[str, Any]] = []
+    while True:
+        page = fetch_inbox(url, key, query)
+        items += page["interrupts"]
+        if not args.all or not page.get("nextCursor"):
+            break
+        query["cursor"] = page["nextCursor"]
+    if args.json:
+        print(json.dumps({"interrupts": items, "nextCursor": None if args.all else page.get("nextCursor")}, indent=2))
+    else:
+        print(render_table(items))
+        if page.get("nextCursor") and not args.all:
+            print(f"more: --all, or the cursor {page['nextCursor']}")
+    return 0
+
+
+def _tenant_settings(args: argparse.Namespace) -> int:
+    from interlude.app import interactions as hitl
+    from interlude.app.service import Service
+
+    service = Service(table_store(args))
+    current = hitl.tenant_settings(service.hitl_store, args.tenant).model_dump()
+    if args.override_principals is not None:
+        current["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
+    if args.event_retention_hours is not None:
+        current["eventRetentionHours"] = args.event_retention_hours
+    print(json.dumps(hitl.put_settings(service, args.tenant, current, "cli"), indent=2))
+    return 0
+
+
+def _credentials_grant(args: argparse.Namespace) -> int:
+    from interlude.app import interactions as hitl
+    from interlude.app.service import Service
+
+    service = Service(table_store(args))
+    scopes = [s for s in args.scopes.split(",") if s]
+    print(json.dumps(hitl.put_grant(service, args.tenant, args.provider, {"scopes": scopes}, "cli"), indent=2))
+    return 0
+
+
+def _table_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
+    add_local_args(parser)
+
+
+def add_commands(sub: Any) -> None:
+    inbox = sub.add_parser("inbox", help="pending interrupts you may decide (GET /interrupts) as a table")
+    inbox.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
+    inbox.add_argument("--key", help="API key (default: $INTERLUDE_API_KEY, else the local stack's)")
+    inbox.add_argument("--state-file", default=str(STATE_FILE))
+    inbox.add_argument("--kind")
+    inbox.add_argument("--workflow")
+    inbox.add_argument("--run")
+    inbox.add_argument("--limit", type=int, default=25)
+    inbox.add_argument("--all", action="store_true", help="follow the cursor to the end")
+    inbox.add_argument("--json", action="store_true")
+    inbox.set_defaults(func=_inbox)
+
+    tenant = sub.add_parser("tenant", help="tenant settings").add_subparsers(dest="tenant_command", required=True)
+    settings = tenant.add_parser("settings", help="show or change the tenant's settings")
+    _table_args(settings)
+    settings.add_argument("--override-principals", help="comma-separated subject ids (or issuer|subjectId)")
+    settings.add_argument("--event-retention-hours", type=int)
+    settings.set_defaults(func=_tenant_settings)
+
+    credentials = sub.add_parser("credentials", help="credential grants").add_subparsers(
+        dest="credentials_command", required=True
+    )
+    grant = credentials.add_parser("grant", help="record that the tenant holds a grant (never the material)")
+    _table_args(grant)
+    grant.add_argument("--provider", required=True)
+    grant.add_argument("--scopes", required=True, help="comma-separated")
+    grant.set_defaults(func=_credentials_grant)

@@ -1,0 +1,124 @@
+"""`interlude`: run the local stack, and administer a deployment (keys) from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from interlude import wiring
+from interlude.cli.local import STATE_FILE, add_local_args, table_store
+
+
+def _dev(args: argparse.Namespace) -> int:
+    from interlude.local.stack import LocalStack, write_state_file
+
+    stack = LocalStack(
+        port=args.port,
+        moto_port=args.moto_port,
+        verbose=args.verbose,
+        clock_file=Path(args.state_file).parent / "clock",
+    )
+    info = stack.start()
+    write_state_file(info, Path(args.state_file))
+    print(f"Interlude is running at {info.base_url}  (tenant {info.tenant!r}; data lives in this process only)")
+    print(f"  admin key: {info.api_key}")
+    print(f"  state:     {args.state_file}  (baseUrl, tenant, apiKey)")
+    print("  try:")
+    print(
+        f"    curl -s -X POST {info.base_url}/runs -H 'Authorization: Bearer {info.api_key}' "
+        "-H 'Content-Type: application/json' -d '{\"workflowId\": \"demo-approval\"}'"
+    )
+    print("  Ctrl-C stops it.", flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        while not stopped.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    stack.stop()
+    print("stopped.")
+    return 0
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    from interlude.app.service import Service
+    from interlude.domain.models.requests import CreateKeyRequest
+
+    request = CreateKeyRequest(
+        subjectId=args.subject,
+        scopes=[s for s in args.scopes.split(",") if s],
+        groups=[g for g in (args.groups or "").split(",") if g],
+        roles=[r for r in (args.roles or "").split(",") if r],
+        kind=args.kind,
+    )
+    created = Service(table_store(args)).issue_key(args.tenant, request)
+    print(json.dumps(created, indent=2))
+    return 0
+
+
+def _clock_advance(args: argparse.Namespace) -> int:
+    from interlude.domain import clock
+
+    state = json.loads(Path(args.state_file).read_text())
+    if not state.get("clockFile"):
+        sys.exit("interlude: this local stack has no clock file")
+    offset = clock.advance(state["clockFile"], args.seconds)
+    print(json.dumps({"clockFile": state["clockFile"], "offsetSeconds": offset}))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="interlude", description="Human-in-the-loop gates for workflow runs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run the whole service locally (moto in-process)")
+    dev.add_argument("--port", type=int, default=int(os.environ.get("INTERLUDE_PORT", "8080")))
+    dev.add_argument("--moto-port", type=int, default=0)
+    dev.add_argument("--state-file", default=str(STATE_FILE))
+    dev.add_argument("--verbose", action="store_true")
+    dev.set_defaults(func=_dev)
+
+    keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="create an API key (printed once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--subject", required=True, help="subjectId of the key's holder")
+    create.add_argument("--scopes", default=",".join(wiring.ALL_SCOPES), help="comma-separated scopes")
+    create.add_argument("--groups", default="")
+    create.add_argument("--roles", default="")
+    create.add_argument("--kind", default="user", choices=["user", "agent", "workload"])
+    create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
+    add_local_args(create)
+    create.set_defaults(func=_keys_create)
+
+    clock_cmd = sub.add_parser("clock", help="the local stack's clock (tests and demos)")
+    clock_sub = clock_cmd.add_subparsers(dest="clock_command", required=True)
+    advance = clock_sub.add_parser("advance", help="move the running local stack's clock forward")
+    advance.add_argument("seconds", type=float)
+    advance.add_argument("--state-file", default=str(STATE_FILE))
+    advance.set_defaults(func=_clock_advance)
+
+    from interlude.cli.inbox import add_commands
+
+    add_commands(sub)  # inbox, tenant settings, credentials grant (issue 3)
+    from interlude.cli.tokens import add_commands as add_token_commands
+
+    add_token_commands(sub)  # tokens rotate / retire (issue 4)
+    from interlude.cli.webhooks import add_commands as add_webhook_commands
+
+    add_webhook_commands(sub)  # webhooks secret show / rotate (issue 6)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

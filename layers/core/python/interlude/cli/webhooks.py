@@ -1,0 +1,70 @@
+"""`interlude webhooks secret show|rotate --tenant T`: a tenant's callback signing secret (Standard Webhooks).
+
+`show` prints the current `whsec_…` secret (creating it if the tenant has none yet), for the tenant to configure
+its receiver. `rotate` makes a new current secret and keeps the previous one signing for `--grace-hours`
+(every delivery carries both signatures meanwhile), then prints the new secret. `--local` works on the running
+local stack; otherwise the caller's AWS credentials reach the deployment's Secrets Manager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from interlude import wiring
+from interlude.cli.local import add_local_args, use_local_stack
+
+PREFIX_KEY = "WEBHOOK_SECRET_PREFIX"
+
+
+def _client(args: argparse.Namespace):  # noqa: ANN202 - boto3 is imported late
+    import boto3
+
+    use_local_stack(args)
+    return boto3.client("secretsmanager")
+
+
+def _print(tenant: str, name: str, value: dict, now: float) -> int:
+    previous = [
+        {"until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(p["until"]))}
+        for p in value.get("previous", [])
+        if p["until"] > now
+    ]
+    print(json.dumps({"tenant": tenant, "secretName": name, "secret": value["current"], "previous": previous}))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from interlude.adapters.delivery.signing import ensure_secret, secret_name
+
+    name = secret_name(args.prefix, args.tenant)
+    return _print(args.tenant, name, ensure_secret(_client(args), name), time.time())
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    from interlude.adapters.delivery.signing import rotate_secret, secret_name
+
+    name = secret_name(args.prefix, args.tenant)
+    now = time.time()
+    return _print(args.tenant, name, rotate_secret(_client(args), name, args.grace_hours * 3600, now), now)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    webhooks = sub.add_parser("webhooks", help="callback delivery").add_subparsers(
+        dest="webhooks_command", required=True
+    )
+    secret = webhooks.add_parser("secret", help="a tenant's signing secret").add_subparsers(
+        dest="secret_command", required=True
+    )
+    for name, func, text in (
+        ("show", _show, "print the tenant's current signing secret (created if missing)"),
+        ("rotate", _rotate, "new secret; the previous one keeps signing for the grace period"),
+    ):
+        cmd = secret.add_parser(name, help=text)
+        cmd.add_argument("--tenant", required=True)
+        cmd.add_argument("--prefix", default=wiring.SECRET_PREFIXES[PREFIX_KEY], help="secret name prefix")
+        add_local_args(cmd)
+        if name == "rotate":
+            cmd.add_argument("--grace-hours", type=float, default=24.0, help="how long the old secret keeps signing")
+        cmd.set_defaults(func=func)

@@ -1,0 +1,64 @@
+"""Settings read once per process from the environment (validated at cold start).
+
+Each field's default is written once, here; `from_env` overrides a field only when its variable is set.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from functools import cache
+
+from interlude import wiring
+from interlude.engine.run import DEFAULT_STEP_BUDGET
+
+MAX_STREAM_HOLD_SECONDS = 25.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    table_name: str
+    # Node executions per transaction; the rest continues through the table stream.
+    step_budget: int = DEFAULT_STEP_BUDGET
+    # Longest a poll request may wait, bounded by API Gateway's 30 s integration timeout.
+    max_poll_seconds: float = 25.0
+    # Secrets Manager secret holding the token key ring (interlude.adapters.keyring_store).
+    key_ring_secret: str = "interlude/token-keys"
+    # How long a warm function reuses the key ring it read (a retired kid stops verifying within this time).
+    key_ring_cache_seconds: int = 60
+    # SSE streams behind a buffering gateway (interlude.app.streams.Bounds): the longest one request waits with
+    # nothing to send, how long it lingers for more once it has sent a frame, and the `retry:` hint it ends with.
+    stream_hold_seconds: float = 20.0
+    stream_linger_seconds: float = 0.5
+    stream_retry_ms: int = 1000
+
+    @staticmethod
+    def from_env() -> Settings:
+        table = os.environ.get("TABLE_NAME", "")
+        if not table:
+            raise RuntimeError("TABLE_NAME is not set")
+        settings = Settings(table_name=table)
+        overrides = {
+            f.name: type(getattr(settings, f.name))(os.environ[ENVIRONMENT[f.name]])
+            for f in fields(Settings)
+            if f.name in ENVIRONMENT and ENVIRONMENT[f.name] in os.environ
+        }
+        settings = replace(settings, **overrides)
+        return replace(settings, stream_hold_seconds=min(MAX_STREAM_HOLD_SECONDS, settings.stream_hold_seconds))
+
+
+# Field -> the environment variable that sets it.
+ENVIRONMENT = {
+    "step_budget": "INTERLUDE_STEP_BUDGET",
+    "max_poll_seconds": "INTERLUDE_MAX_POLL_SECONDS",
+    "key_ring_secret": wiring.KEY_RING_SECRET.env,
+    "key_ring_cache_seconds": "INTERLUDE_KEY_RING_CACHE_SECONDS",
+    "stream_hold_seconds": "INTERLUDE_STREAM_HOLD_SECONDS",
+    "stream_linger_seconds": "INTERLUDE_STREAM_LINGER_SECONDS",
+    "stream_retry_ms": "INTERLUDE_STREAM_RETRY_MS",
+}
+
+
+@cache
+def settings() -> Settings:
+    return Settings.from_env()

@@ -1,0 +1,70 @@
+"""Identifier grammars, minting, and the tenant-bound wire form (OpenWOP ids.schema.json, RFC 0184)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from urllib.parse import unquote
+
+from interlude.domain.errors import ApiError
+
+TENANT_RE = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
+TENANT_BOUND_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")
+AUTHOR_ID_RE = re.compile(r"^[A-Za-z0-9._~:-]{1,128}$")  # nodeId, workflowId
+SUBJECT_ID_RE = re.compile(r"^[^\s/]{1,256}$")
+_WIRE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_TILDE_RE = re.compile(r"~([0-9A-Fa-f]{2})")
+
+
+def mint_opaque() -> str:
+    # 144 random bits, base64url without '~' (a minted tenant-bound id never contains '~').
+    return secrets.token_urlsafe(18)
+
+
+def derive_opaque(*parts: str) -> str:
+    """A deterministic opaque segment: replaying the same step derives the same id."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return base64.urlsafe_b64encode(digest[:18]).decode().rstrip("=")
+
+
+def tenant_bound(tenant: str, opaque: str) -> str:
+    return f"{tenant}/{opaque}"
+
+
+def tenant_of(bound_id: str) -> str:
+    return bound_id.split("/", 1)[0]
+
+
+def to_wire(bound_id: str) -> str:
+    """Project a tenant-bound id into one path segment: bytes outside [A-Za-z0-9._-] become ~XX."""
+    return "".join(chr(b) if b in _WIRE_SAFE else f"~{b:02X}" for b in bound_id.encode())
+
+
+def from_wire(segment: str, *, what: str = "runId") -> str:
+    """Accept `acme~2Fr-9f3c`, `acme%2Fr-9f3c` (or a path already decoded) and return `acme/r-9f3c`."""
+    text = unquote(segment)
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "~":
+            m = _TILDE_RE.match(text, i)
+            if not m:
+                raise ApiError("validation_error", f"{what} has a '~' not followed by two hex digits", {"field": what})
+            out.append(chr(int(m.group(1), 16)))
+            i += 3
+            continue
+        out.append(ch)
+        i += 1
+    value = "".join(out)
+    if not TENANT_BOUND_RE.match(value):
+        raise ApiError("validation_error", f"{what} is not a tenant-bound id (tenant/opaque)", {"field": what})
+    return value
+
+
+def check_author_id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not AUTHOR_ID_RE.match(value):
+        raise ApiError("validation_error", f"{what} must match {AUTHOR_ID_RE.pattern}", {"field": what})
+    return value

@@ -1,0 +1,47 @@
+"""Request bodies of the OpenWOP surface. All closed: an unknown field is a 400 validation_error."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from interlude.domain.ids import AUTHOR_ID_RE, SUBJECT_ID_RE
+from interlude.domain.models import Closed
+from interlude.wiring import ALL_SCOPES
+
+
+class CreateRunRequest(Closed):
+    workflowId: str = Field(pattern=AUTHOR_ID_RE.pattern)
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    tenantId: str | None = None
+    scopeId: str | None = None
+    # Length and everything else are judged by the egress guard, whose refusal names the field (issue 6).
+    callbackUrl: str | None = None
+    configurable: dict[str, Any] | None = None
+    tags: list[str] = Field(default_factory=list, max_length=100)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # Accepted by the schema but not offered by this host: refused with a clear message.
+    residency: Any = None
+    mode: Literal["run", "eval"] | None = None
+    evalSuiteRef: Any = None
+    agentId: str | None = None
+
+
+class ResolveInterruptRequest(Closed):
+    resumeValue: Any
+
+
+class CancelRunRequest(Closed):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+Scope = Literal[ALL_SCOPES]  # type: ignore[valid-type]
+
+
+class CreateKeyRequest(Closed):
+    subjectId: str = Field(pattern=SUBJECT_ID_RE.pattern)
+    scopes: list[Scope] = Field(min_length=1)  # type: ignore[valid-type]
+    groups: list[str] = Field(default_factory=list, max_length=100)
+    roles: list[str] = Field(default_factory=list, max_length=100)
+    kind: Literal["user", "agent", "workload"] = "user"

@@ -1,0 +1,125 @@
+"""An OpenWOP workflow definition, in the shape of shared/openwop/fixtures/*.json (closed: unknown fields refused)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from interlude.domain.ids import AUTHOR_ID_RE
+from interlude.domain.models import FrozenClosed
+
+TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
+FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed"})
+
+AuthorId = Field(pattern=AUTHOR_ID_RE.pattern)
+
+
+class Position(FrozenClosed):
+    x: float
+    y: float
+
+
+class Node(FrozenClosed):
+    id: str = AuthorId
+    typeId: str = Field(min_length=1, max_length=128)
+    name: str | None = None
+    description: str | None = None
+    position: Position | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    # Input bindings: {"delayMs": {"type": "variable", "variableName": "delayMs"}} or literals.
+    inputs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Edge(FrozenClosed):
+    id: str | None = None
+    sourceNodeId: str = AuthorId
+    targetNodeId: str = AuthorId
+    sourceOutput: str | None = None
+    targetInput: str | None = None
+    label: str | None = None
+    triggerRule: TriggerRule = "all_success"
+
+
+class Variable(FrozenClosed):
+    name: str = Field(min_length=1, max_length=128)
+    type: Literal["string", "number", "integer", "boolean", "object", "array"] | None = None
+    description: str | None = None
+    required: bool = False
+    defaultValue: Any = None
+
+
+class Trigger(FrozenClosed):
+    id: str
+    type: str
+    enabled: bool = True
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkflowDefinition(FrozenClosed):
+    id: str | None = Field(default=None, pattern=AUTHOR_ID_RE.pattern)
+    name: str | None = None
+    version: str | None = None
+    description: str | None = None
+    nodes: list[Node] = Field(min_length=1, max_length=500)
+    edges: list[Edge] = Field(default_factory=list, max_length=2000)
+    triggers: list[Trigger] = Field(default_factory=list)
+    variables: list[Variable] = Field(default_factory=list)
+    channels: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("nodes")
+    @classmethod
+    def _unique_node_ids(cls, nodes: list[Node]) -> list[Node]:
+        seen: set[str] = set()
+        for node in nodes:
+            if node.id in seen:
+                raise ValueError(f"duplicate node id {node.id!r}")
+            seen.add(node.id)
+        return nodes
+
+    def edge_problems(self) -> list[dict[str, str]]:
+        """Edges that join unknown nodes, or disagree on a node's trigger rule, with the path of each."""
+        ids = {n.id for n in self.nodes}
+        rules: dict[str, str] = {}
+        problems = []
+        for i, edge in enumerate(self.edges):
+            for end in ("sourceNodeId", "targetNodeId"):
+                if getattr(edge, end) not in ids:
+                    problems.append({"path": f"edges/{i}/{end}", "message": f"names no node: {getattr(edge, end)!r}"})
+            # One trigger rule per node: edges into a node must agree, or the rule would be ambiguous.
+            known = rules.setdefault(edge.targetNodeId, edge.triggerRule)
+            if known != edge.triggerRule:
+                problems.append(
+                    {
+                        "path": f"edges/{i}/triggerRule",
+                        "message": f"edge into {edge.targetNodeId!r} says {edge.triggerRule!r} but another edge into it "
+                        f"says {known!r}; a node has one trigger rule",
+                    }
+                )
+        return problems
+
+    def node(self, node_id: str) -> Node:
+        return self._index()[node_id]
+
+    def _index(self) -> dict[str, Node]:
+        index = self.__dict__.get("_node_index")
+        if index is None:
+            index = {n.id: n for n in self.nodes}
+            self.__dict__["_node_index"] = index
+        return index
+
+    def incoming(self, node_id: str) -> list[Edge]:
+        return [e for e in self.edges if e.targetNodeId == node_id]
+
+    def outgoing(self, node_id: str) -> list[Edge]:
+        return [e for e in self.edges if e.sourceNodeId == node_id]
+
+    def trigger_rule(self, node_id: str) -> str | None:
+        edges = self.incoming(node_id)
+        return edges[0].triggerRule if edges else None
+
+    def roots(self) -> list[str]:
+        targets = {e.targetNodeId for e in self.edges}
+        return [n.id for n in self.nodes if n.id not in targets]

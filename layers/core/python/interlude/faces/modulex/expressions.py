@@ -1,0 +1,312 @@
+"""A small, safe expression language for ModuleX conditional nodes (no eval, no attribute access, no calls
+beyond a fixed list of pure functions).
+
+    {{node_approval.approved}} == true and len(node_draft) > 0
+    node_order.amount >= 100 or input.priority in ['high', 'urgent']
+
+Literals: numbers, 'strings' / "strings", true/false/null (also True/False/None), [lists].
+Names: `node_id.field.sub` or `{{node_id.field}}`, resolved like message references (unresolvable ⇒ null).
+Operators, loosest first: or ||, and &&, not !, == != < <= > >= in, not in, + -, * / %, unary -.
+Functions: len lower upper trim str int float bool contains startswith endswith.
+
+`compile_expression` parses once (at validation, so a syntax error refuses the workflow); `evaluate` never
+raises for data reasons: a comparison or arithmetic that makes no sense for the values yields null, and a
+branch whose condition is not true is not taken.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from interlude.faces.modulex.references import MISSING, lookup
+
+MAX_LENGTH = 2000
+MAX_DEPTH = 40
+
+
+class ExpressionError(ValueError):
+    pass
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<ref>\{\{\s*[^{}\s]+\s*\}\})
+    | (?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
+    | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+    | (?P<op>==|!=|<=|>=|&&|\|\||[<>!+\-*/%(),\[\]])
+    | (?P<name>[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)*)
+    )""",
+    re.VERBOSE,
+)
+
+_KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "True", "False", "None"}
+_CONSTANTS = {"true": True, "True": True, "false": False, "False": False, "null": None, "None": None}
+
+
+def _len(x: Any) -> Any:
+    return len(x) if isinstance(x, str | list | dict) else None
+
+
+def _str(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return "null" if x is None else str(x)
+
+
+def _num(kind: type) -> Callable[[Any], Any]:
+    def convert(x: Any) -> Any:
+        try:
+            return kind(x) if not isinstance(x, bool | type(None)) else None
+        except (TypeError, ValueError, OverflowError):
+            return None
+
+    return convert
+
+
+FUNCTIONS: dict[str, tuple[int, Callable[..., Any]]] = {
+    "len": (1, _len),
+    "lower": (1, lambda x: x.lower() if isinstance(x, str) else None),
+    "upper": (1, lambda x: x.upper() if isinstance(x, str) else None),
+    "trim": (1, lambda x: x.strip() if isinstance(x, str) else None),
+    "str": (1, _str),
+    "int": (1, _num(int)),
+    "float": (1, _num(float)),
+    "bool": (1, lambda x: bool(x)),
+    "contains": (2, lambda a, b: contains(a, b)),
+    "startswith": (2, lambda a, b: a.startswith(b) if isinstance(a, str) and isinstance(b, str) else False),
+    "endswith": (2, lambda a, b: a.endswith(b) if isinstance(a, str) and isinstance(b, str) else False),
+}
+
+
+def contains(container: Any, item: Any) -> bool:
+    if isinstance(container, str):
+        return isinstance(item, str) and item in container
+    if isinstance(container, list | dict):
+        try:
+            return item in container
+        except TypeError:
+            return False
+    return False
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ExpressionError(f"unexpected character at {pos}: {text[pos : pos + 10]!r}")
+        kind = m.lastgroup or ""
+        value = m.group(kind)
+        if kind == "name" and value in _KEYWORDS:
+            kind = "kw"
+        out.append((kind, value))
+        pos = m.end()
+    return out
+
+
+Node = tuple[Any, ...]
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.i = 0
+        self.depth = 0
+
+    def peek(self, offset: int = 0) -> tuple[str, str] | None:
+        j = self.i + offset
+        return self.toks[j] if j < len(self.toks) else None
+
+    def take(self, kind: str | None = None, value: str | None = None) -> tuple[str, str] | None:
+        tok = self.peek()
+        if tok and (kind is None or tok[0] == kind) and (value is None or tok[1] == value):
+            self.i += 1
+            return tok
+        return None
+
+    def expect(self, kind: str, value: str) -> None:
+        if not self.take(kind, value):
+            got = self.peek()
+            raise ExpressionError(f"expected {value!r}, got {got[1]!r}" if got else f"expected {value!r} at end")
+
+    def parse(self) -> Node:
+        node = self.or_()
+        if self.peek() is not None:
+            raise ExpressionError(f"unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        return node
+
+    def nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExpressionError("expression nests too deeply")
+
+    def or_(self) -> Node:
+        left = self.and_()
+        while self.take("kw", "or") or self.take("op", "||"):
+            left = ("or", left, self.and_())
+        return left
+
+    def and_(self) -> Node:
+        left = self.not_()
+        while self.take("kw", "and") or self.take("op", "&&"):
+            left = ("and", left, self.not_())
+        return left
+
+    def not_(self) -> Node:
+        if self.take("kw", "not") or self.take("op", "!"):
+            self.nest()
+            node = ("not", self.not_())
+            self.depth -= 1
+            return node
+        return self.cmp()
+
+    def cmp(self) -> Node:
+        left = self.add()
+        tok = self.peek()
+        if tok and tok[0] == "op" and tok[1] in ("==", "!=", "<", "<=", ">", ">="):
+            self.i += 1
+            return ("cmp", tok[1], left, self.add())
+        if self.take("kw", "in"):
+            return ("in", left, self.add())
+        if tok == ("kw", "not") and self.peek(1) == ("kw", "in"):
+            self.i += 2
+            return ("not", ("in", left, self.add()))
+        return left
+
+    def add(self) -> Node:
+        left = self.mul()
+        while (tok := self.peek()) and tok[0] == "op" and tok[1] in "+-" and len(tok[1]) == 1:
+            self.i += 1
+            left = ("arith", tok[1], left, self.mul())
+        return left
+
+    def mul(self) -> Node:
+        left = self.unary()
+        while (tok := self.peek()) and tok[0] == "op" and tok[1] in ("*", "/", "%"):
+            self.i += 1
+            left = ("arith", tok[1], left, self.unary())
+        return left
+
+    def unary(self) -> Node:
+        if self.take("op", "-"):
+            self.nest()
+            node = ("neg", self.unary())
+            self.depth -= 1
+            return node
+        return self.primary()
+
+    def primary(self) -> Node:
+        tok = self.take()
+        if tok is None:
+            raise ExpressionError("unexpected end of expression")
+        kind, value = tok
+        if kind == "num":
+            return ("lit", float(value) if any(c in value for c in ".eE") else int(value))
+        if kind == "str":
+            return ("lit", re.sub(r"\\(.)", r"\1", value[1:-1]))
+        if kind == "kw" and value in _CONSTANTS:
+            return ("lit", _CONSTANTS[value])
+        if kind == "ref":
+            return ("ref", value[2:-2].strip())
+        if kind == "op" and value == "(":
+            self.nest()
+            node = self.or_()
+            self.expect("op", ")")
+            self.depth -= 1
+            return node
+        if kind == "op" and value == "[":
+            items: list[Node] = []
+            if not self.take("op", "]"):
+                items.append(self.or_())
+                while self.take("op", ","):
+                    items.append(self.or_())
+                self.expect("op", "]")
+            return ("list", items)
+        if kind == "name":
+            if self.take("op", "("):
+                if value not in FUNCTIONS:
+                    raise ExpressionError(f"unknown function {value!r}; known: {sorted(FUNCTIONS)}")
+                args: list[Node] = []
+                if not self.take("op", ")"):
+                    args.append(self.or_())
+                    while self.take("op", ","):
+                        args.append(self.or_())
+                    self.expect("op", ")")
+                arity = FUNCTIONS[value][0]
+                if len(args) != arity:
+                    raise ExpressionError(f"{value}() takes {arity} argument(s)")
+                return ("call", value, args)
+            return ("ref", value)
+        raise ExpressionError(f"unexpected {value!r}")
+
+
+def compile_expression(text: str) -> Node:
+    if not isinstance(text, str) or not text.strip():
+        raise ExpressionError("the expression is empty")
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"the expression is longer than {MAX_LENGTH} characters")
+    return _Parser(text).parse()
+
+
+def compare(op: str, a: Any, b: Any) -> Any:
+    if op in ("==", "!="):
+        # Strict about booleans: true is not 1.
+        if isinstance(a, bool) or isinstance(b, bool):
+            equal = isinstance(a, bool) and isinstance(b, bool) and a == b
+        else:
+            equal = a == b
+        return equal if op == "==" else not equal
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
+    if not numeric and not (isinstance(a, str) and isinstance(b, str)):
+        return None
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _arith(op: str, a: Any, b: Any) -> Any:
+    if op == "+" and isinstance(a, str) and isinstance(b, str):
+        return a + b
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b)):
+        return None
+    try:
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "%": lambda: a % b}[
+            op
+        ]()
+    except (ZeroDivisionError, OverflowError):
+        return None
+
+
+def evaluate(node: Node, scope: Mapping[str, Any]) -> Any:
+    kind = node[0]
+    if kind == "lit":
+        return node[1]
+    if kind == "ref":
+        value = lookup(node[1], scope)
+        return None if value is MISSING else value
+    if kind == "list":
+        return [evaluate(item, scope) for item in node[1]]
+    if kind == "or":
+        return truthy(evaluate(node[1], scope)) or truthy(evaluate(node[2], scope))
+    if kind == "and":
+        return truthy(evaluate(node[1], scope)) and truthy(evaluate(node[2], scope))
+    if kind == "not":
+        return not truthy(evaluate(node[1], scope))
+    if kind == "cmp":
+        return compare(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
+    if kind == "in":
+        return contains(evaluate(node[2], scope), evaluate(node[1], scope))
+    if kind == "arith":
+        return _arith(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
+    if kind == "neg":
+        value = evaluate(node[1], scope)
+        return -value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if kind == "call":
+        return FUNCTIONS[node[1]][1](*(evaluate(arg, scope) for arg in node[2]))
+    raise ExpressionError(f"unknown node {kind!r}")  # pragma: no cover - the parser builds only the above
+
+
+def truthy(value: Any) -> bool:
+    return bool(value)

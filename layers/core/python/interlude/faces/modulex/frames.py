@@ -1,0 +1,176 @@
+"""ModuleX run-stream frames, projected from the same RunEventDocs the OpenWOP stream sends.
+
+Frames are data-only (`data: {...}` with the type inside the JSON), as ModuleX's SDKs parse them. Wrapped
+types carry their fields under `data` (metadata, interrupt, resumed, done, cancelled); node frames are flat
+and carry both spellings the SDKs read (`node`/`name`/`output` and the older `node_id`/`node_type`/`status`).
+`error` is sent in both shapes the contract reports (flat `message`/`error_type`, and wrapped `data`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from interlude.domain.ids import to_wire
+from interlude.domain.models.run import WAITING_STATUSES
+from interlude.faces.modulex import nodes
+from interlude.faces.modulex.definition import META_KEY, START_NODE
+from interlude.faces.modulex.references import engine_id
+
+
+@dataclass
+class RunView:
+    """What a projection needs to know about the run besides its events."""
+
+    run_id: str  # the tenant-bound id; ModuleX sees its wire form (no slash)
+    workflow_name: str
+    workflow_version: str
+    # engine node id -> {"id": ModuleX id, "type": ModuleX type, "name": display name}
+    nodes: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def wire_id(self) -> str:
+        return to_wire(self.run_id)
+
+    def node(self, node_id: str) -> dict[str, str]:
+        return self.nodes.get(node_id) or {"id": node_id, "type": "node", "name": node_id}
+
+    def state_of(self, outputs: dict[str, Any]) -> dict[str, Any]:
+        """Run outputs keyed the way ModuleX state is: by ModuleX node id."""
+        return {self.node(k)["id"]: v for k, v in outputs.items() if not self.hidden(k)}
+
+    def hidden(self, node_id: str) -> bool:
+        return node_id == engine_id(START_NODE) and node_id not in self.nodes
+
+
+def view_of(run_id: str, workflow_id: str, version: int, definition: Any) -> RunView:
+    """A RunView from the run's workflow definition (an engine WorkflowDefinition)."""
+    meta = (definition.metadata or {}).get(META_KEY)
+    if meta:
+        return RunView(run_id, meta.get("name") or workflow_id, str(meta.get("version") or version), meta["nodes"])
+    info = {n.id: {"id": n.id, "type": n.typeId, "name": n.name or n.id} for n in definition.nodes}
+    return RunView(run_id, definition.name or workflow_id, str(version), info)
+
+
+def status_of(openwop_status: str) -> str:
+    """ModuleX run status for an OpenWOP one."""
+    return "interrupted" if openwop_status in WAITING_STATUSES else openwop_status
+
+
+def _unwrap(outputs: Any) -> Any:
+    # The engine reports a non-object output as {"value": x}.
+    if isinstance(outputs, dict) and set(outputs) == {"value"}:
+        return outputs["value"]
+    return outputs
+
+
+def _interrupt_fields(payload: dict[str, Any]) -> dict[str, Any]:
+    data = payload.get("data") or {}
+    if payload.get("kind") == "custom" and data.get("customKind") == nodes.CUSTOM_KIND:
+        inner = data.get("payload") or {}
+        out = {"message": inner.get("message", ""), "data": inner.get("data") or {}}
+        for key in ("resume_schema", "examples"):
+            if key in inner:
+                out[key] = inner[key]
+        return out
+    # An OpenWOP gate seen from the ModuleX face: its own words and its resume schema.
+    message = data.get("title") or data.get("description") or ""
+    if not message and data.get("questions"):
+        message = "\n".join(q.get("question", "") for q in data["questions"])
+    out = {"message": message, "data": data, "kind": payload.get("kind")}
+    if payload.get("resumeSchema") is not None:
+        out["resume_schema"] = payload["resumeSchema"]
+    return out
+
+
+def project(doc: dict[str, Any], view: RunView) -> dict[str, Any] | None:
+    """The ModuleX frame for one RunEventDoc, or None when ModuleX has no counterpart."""
+    kind = doc["type"]
+    payload = doc.get("payload") or {}
+    at = doc["timestamp"]
+    ids = {"run_id": view.wire_id, "thread_id": view.wire_id}
+    node_id = doc.get("nodeId")
+    if node_id is not None and view.hidden(node_id):
+        return None
+    node = view.node(node_id) if node_id else None
+    if kind == "run.started":
+        meta = {
+            **ids,
+            "workflow_name": view.workflow_name,
+            "workflow_version": view.workflow_version,
+            "workflow_type": "workflow",
+            "timestamp": at,
+        }
+        return {"type": "metadata", "data": meta, **ids, "workflow_type": "workflow", "timestamp": at}
+    if kind == "node.started" and node:
+        return {
+            "type": "node_started",
+            "node": node["id"],
+            "name": node["name"],
+            "timestamp": at,
+            "node_id": node["id"],
+            "node_type": node["type"],
+            "status": "started",
+        }
+    if kind == "node.completed" and node:
+        output = _unwrap(payload.get("outputs"))
+        return {
+            "type": "node_update",
+            "node": node["id"],
+            "name": node["name"],
+            "timestamp": at,
+            "output": {node["id"]: output},
+            "node_id": node["id"],
+            "node_type": node["type"],
+            "status": "completed",
+        }
+    if kind == "node.failed" and node:
+        error = payload.get("error") or {}
+        return {
+            "type": "node_error",
+            "node": node["id"],
+            "name": node["name"],
+            "timestamp": at,
+            "node_id": node["id"],
+            "node_type": node["type"],
+            "status": "error",
+            "reason": error.get("code"),
+            "message": error.get("message"),
+        }
+    if kind == "interrupt.requested" and node:
+        data = {"thread_id": view.wire_id, "node_id": node["id"], **_interrupt_fields(payload)}
+        return {"type": "interrupt", "data": data, "timestamp": at}
+    if kind == "interrupt.resolved" and node:
+        data = {**ids, "node_id": node["id"], "resume_value": payload.get("resumeValue"), "timestamp": at}
+        return {"type": "resumed", "data": data, "timestamp": at}
+    if kind == "run.completed":
+        data = {
+            "message": "Workflow completed successfully",
+            "final_state": view.state_of(payload.get("outputs") or {}),
+            "total_execution_time_ms": payload.get("durationMs"),
+        }
+        return {"type": "done", "data": data, **ids, "timestamp": at}
+    if kind == "run.failed":
+        error = payload.get("error") or {}
+        failed = payload.get("failedNodeId")
+        details = {
+            "error_type": error.get("code"),
+            "error_message": error.get("message"),
+            "node_id": view.node(failed)["id"] if failed else None,
+        }
+        return {
+            "type": "error",
+            "message": error.get("message"),
+            "error_type": error.get("code"),
+            "data": details,
+            **ids,
+            "timestamp": at,
+        }
+    if kind == "run.cancelled":
+        reason = payload.get("reason")
+        return {"type": "cancelled", "data": {"reason": reason}, "reason": reason, **ids, "timestamp": at}
+    return None
+
+
+def heartbeat(at: str) -> dict[str, Any]:
+    return {"type": "heartbeat", "timestamp": at}

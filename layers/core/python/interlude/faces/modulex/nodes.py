@@ -1,0 +1,290 @@
+"""What the ModuleX node types Interlude runs do, as pure functions over run state.
+
+The engine registers them (engine/nodetypes.py) as `modulex.interrupt`, `modulex.conditional` and
+`modulex.transformer`; interlude.faces.modulex.definition translates a ModuleX definition onto them. Config
+references keep their ModuleX spelling (`{{node_draft.subject}}`, `{{input.request}}`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field
+
+from interlude.domain.models import FrozenClosed
+from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
+from interlude.faces.modulex.references import MISSING, engine_id, lookup, render, resolve
+
+END = "__end__"
+END_TARGETS = frozenset({"__end__", "END", "end"})
+CUSTOM_KIND = "modulex.interrupt"
+
+
+# -- interrupt -------------------------------------------------------------------------------------
+
+
+class InterruptConfig(FrozenClosed):
+    message: str = ""  # may be empty (InterruptNodeConfig.message has no minimum length)
+    resume_schema: dict[str, Any] | None = None
+    examples: Any = None
+    data_keys: list[str] = Field(default_factory=list)  # deprecated: state keys snapshotted into `data`
+
+
+def interrupt_data(node_id: str, cfg: InterruptConfig, scope: Mapping[str, Any]) -> dict[str, Any]:
+    """The `custom` interrupt data: message resolved now, schema and examples verbatim (never enforced)."""
+    snapshot: dict[str, Any] = {}
+    for key in cfg.data_keys:
+        value = lookup(key, scope)
+        if value is not MISSING:
+            snapshot[key] = copy.deepcopy(value)
+    payload: dict[str, Any] = {"message": render(cfg.message, scope), "data": snapshot}
+    if cfg.resume_schema is not None:
+        payload["resume_schema"] = cfg.resume_schema
+    if cfg.examples is not None:
+        payload["examples"] = cfg.examples
+    return {"customKind": CUSTOM_KIND, "payload": payload}
+
+
+# -- conditional -----------------------------------------------------------------------------------
+
+OPERATORS = {
+    "equals": "==",
+    "eq": "==",
+    "==": "==",
+    "not_equals": "!=",
+    "neq": "!=",
+    "!=": "!=",
+    "greater_than": ">",
+    "gt": ">",
+    ">": ">",
+    "less_than": "<",
+    "lt": "<",
+    "<": "<",
+    "greater_than_or_equal": ">=",
+    "greater_than_or_equals": ">=",
+    "gte": ">=",
+    ">=": ">=",
+    "less_than_or_equal": "<=",
+    "less_than_or_equals": "<=",
+    "lte": "<=",
+    "<=": "<=",
+    "contains": "contains",
+    "not_contains": "not_contains",
+    "starts_with": "starts_with",
+    "ends_with": "ends_with",
+    "in": "in",
+    "not_in": "not_in",
+    "is_empty": "is_empty",
+    "is_not_empty": "is_not_empty",
+    "is_true": "is_true",
+    "is_false": "is_false",
+    "exists": "exists",
+    "not_exists": "not_exists",
+}
+
+
+class Branch(FrozenClosed):
+    id: str | None = None
+    name: str | None = None
+    # Either a structured test (source / operator / value) ...
+    source: str | None = None
+    operator: str | None = None
+    value: Any = None
+    # ... or an expression string (the expression language of interlude.faces.modulex.expressions).
+    condition: str | None = None
+    target: str
+
+    @property
+    def label(self) -> str:
+        return self.name or self.id or self.target
+
+
+class ConditionalConfig(FrozenClosed):
+    condition_type: Literal["expression"] = "expression"
+    expression_branches: list[Branch] = Field(default_factory=list)
+    # `expression` evaluates to a route name; `routes` maps it to a node.
+    expression: str | None = None
+    routes: dict[str, str] = Field(default_factory=dict)
+    default_target: str | None = None
+
+    def targets(self) -> list[str]:
+        found = [b.target for b in self.expression_branches] + list(self.routes.values())
+        if self.default_target:
+            found.append(self.default_target)
+        return list(dict.fromkeys(found))
+
+
+def check_conditional(cfg: ConditionalConfig) -> list[str]:
+    """Problems a definition would only show at run time: bad expressions, unknown operators, no routes."""
+    problems: list[str] = []
+    if not cfg.expression_branches and not cfg.expression and not cfg.default_target:
+        problems.append("a conditional needs expression_branches, an expression with routes, or a default_target")
+    for i, branch in enumerate(cfg.expression_branches):
+        if branch.condition is not None:
+            try:
+                compile_expression(branch.condition)
+            except ExpressionError as exc:
+                problems.append(f"expression_branches[{i}].condition: {exc}")
+        elif branch.source is None:
+            problems.append(f"expression_branches[{i}] needs `condition`, or `source` with an `operator`")
+        elif (branch.operator or "equals") not in OPERATORS:
+            problems.append(f"expression_branches[{i}].operator {branch.operator!r} is not one of {sorted(OPERATORS)}")
+    if cfg.expression is not None:
+        try:
+            compile_expression(cfg.expression)
+        except ExpressionError as exc:
+            problems.append(f"expression: {exc}")
+        if not cfg.routes:
+            problems.append("`expression` needs `routes` mapping its results to nodes")
+    return problems
+
+
+def _test(op: str, left: Any, right: Any) -> bool:
+    if op in ("==", "!=", "<", "<=", ">", ">="):
+        return truthy(compare(op, left, right))
+    if op in ("contains", "not_contains"):
+        found = contains(left, right)
+        return found if op == "contains" else not found
+    if op in ("in", "not_in"):
+        found = contains(right, left)
+        return found if op == "in" else not found
+    if op == "starts_with":
+        return isinstance(left, str) and isinstance(right, str) and left.startswith(right)
+    if op == "ends_with":
+        return isinstance(left, str) and isinstance(right, str) and left.endswith(right)
+    if op in ("is_empty", "is_not_empty"):
+        empty = left is None or left in ("", [], {})
+        return empty if op == "is_empty" else not empty
+    if op == "is_true":
+        return left is True
+    if op == "is_false":
+        return left is False
+    if op in ("exists", "not_exists"):
+        return (left is not None) == (op == "exists")
+    return False
+
+
+def branch_taken(branch: Branch, scope: Mapping[str, Any]) -> bool:
+    if branch.condition is not None:
+        return truthy(evaluate(compile_expression(branch.condition), scope))
+    source = branch.source or ""
+    # `source` is a reference; a bare path (`node_approval.approved`) is read as one too.
+    left = resolve(source if "{{" in source else "{{" + source + "}}", scope)
+    right = resolve(branch.value, scope)
+    return _test(OPERATORS[branch.operator or "equals"], left, right)
+
+
+def choose(cfg: ConditionalConfig, scope: Mapping[str, Any]) -> dict[str, Any]:
+    """Branches top to bottom, then `expression`/`routes`, then `default_target`; the output names the pick."""
+    for branch in cfg.expression_branches:
+        if branch_taken(branch, scope):
+            return {"branch": branch.label, "target": branch.target}
+    if cfg.expression is not None:
+        result = evaluate(compile_expression(cfg.expression), scope)
+        key = result if isinstance(result, str) else None
+        if key is None and isinstance(result, bool):
+            key = "true" if result else "false"
+        if key is not None and key in cfg.routes:
+            return {"branch": key, "target": cfg.routes[key]}
+    if cfg.default_target:
+        return {"branch": "default", "target": cfg.default_target}
+    return {"branch": None, "target": None}
+
+
+def route(cfg: ConditionalConfig, output: Mapping[str, Any]) -> list[str]:
+    """Engine ids of the nodes the run continues to; [] ends this path."""
+    target = output.get("target")
+    if not isinstance(target, str) or target in END_TARGETS:
+        return []
+    return [engine_id(target)]
+
+
+# -- transformer -----------------------------------------------------------------------------------
+
+OPERATION_TYPES = (
+    "template",
+    "set",
+    "get",
+    "pick",
+    "omit",
+    "rename",
+    "uppercase",
+    "lowercase",
+    "trim",
+    "default",
+    "join",
+    "split",
+)
+
+
+class Operation(FrozenClosed):
+    type: Literal[OPERATION_TYPES]  # type: ignore[valid-type]
+    field: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class TransformerConfig(FrozenClosed):
+    # A reference (`{{node_x}}`, `{{input}}`) whose value the operations start from; omitted: the run input.
+    source: str | None = None
+    operations: list[Operation] = Field(default_factory=list)
+
+
+def check_transformer(cfg: TransformerConfig) -> list[str]:
+    problems = []
+    for i, op in enumerate(cfg.operations):
+        needs_field = op.type in ("set", "get", "rename")
+        if needs_field and not op.field:
+            problems.append(f"operations[{i}] ({op.type}) needs `field`")
+        if op.type == "template" and not isinstance(op.params.get("template"), str):
+            problems.append(f"operations[{i}] (template) needs params.template (a string)")
+        if op.type in ("pick", "omit") and not isinstance(op.params.get("fields"), list):
+            problems.append(f"operations[{i}] ({op.type}) needs params.fields (a list)")
+        if op.type == "rename" and not isinstance(op.params.get("to"), str):
+            problems.append(f"operations[{i}] (rename) needs params.to (a string)")
+    return problems
+
+
+def _on_field(value: Any, field: str | None, fn: Any) -> Any:
+    if field is None:
+        return fn(value)
+    if isinstance(value, dict):
+        return {**value, field: fn(value.get(field))}
+    return value
+
+
+def transform(cfg: TransformerConfig, scope: Mapping[str, Any]) -> Any:
+    if cfg.source is None:
+        value: Any = copy.deepcopy(dict(scope.get("inputs") or {}))
+    else:
+        value = copy.deepcopy(resolve(cfg.source, scope))
+    for op in cfg.operations:
+        p = op.params
+        if op.type == "template":
+            value = render(p["template"], scope)
+        elif op.type == "set":
+            value = {**(value if isinstance(value, dict) else {}), op.field: render(p.get("value"), scope)}
+        elif op.type == "get":
+            for part in (op.field or "").split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+        elif op.type == "pick":
+            value = {k: value[k] for k in p["fields"] if isinstance(value, dict) and k in value}
+        elif op.type == "omit":
+            value = {k: v for k, v in value.items() if k not in p["fields"]} if isinstance(value, dict) else value
+        elif op.type == "rename":
+            if isinstance(value, dict) and op.field in value:
+                value = {(p["to"] if k == op.field else k): v for k, v in value.items()}
+        elif op.type in ("uppercase", "lowercase", "trim"):
+            fn = {"uppercase": str.upper, "lowercase": str.lower, "trim": str.strip}[op.type]
+            value = _on_field(value, op.field, lambda v, fn=fn: fn(v) if isinstance(v, str) else v)
+        elif op.type == "default":
+            fallback = render(p.get("value"), scope)
+            value = _on_field(value, op.field, lambda v, fallback=fallback: fallback if v is None else v)
+        elif op.type == "join":
+            sep = str(p.get("separator", ", "))
+            value = _on_field(value, op.field, lambda v, sep=sep: sep.join(map(str, v)) if isinstance(v, list) else v)
+        elif op.type == "split":
+            sep = str(p.get("separator", ","))
+            value = _on_field(value, op.field, lambda v, sep=sep: v.split(sep) if isinstance(v, str) else v)
+    return value

@@ -1,0 +1,263 @@
+"""The ModuleX operations (run, resume, cancel, state), over the same Service, store and engine as OpenWOP.
+
+A ModuleX run is an Interlude run; its `run_id` and `thread_id` are both the run's tenant-bound id in wire
+form (`demo~2FAbC…`: one path segment), so a run started on either face is addressable on the other.
+Every lookup by a ModuleX id answers 404 for unknown, malformed and other-organisation ids alike.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from interlude.app.service import Service
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import from_wire, tenant_of, to_wire
+from interlude.domain.models.run import RunState
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine import run as engine
+from interlude.faces.modulex import definition as mx
+from interlude.faces.modulex.frames import RunView, status_of, view_of
+from interlude.rules import auth
+
+ADMIN_ROLES = frozenset({"owner", "admin"})
+
+
+class ModulexRunRequest(BaseModel):
+    """POST /workflows/run (for the OpenAPI document; the face checks bodies itself, with ModuleX's answers)."""
+
+    model_config = ConfigDict(extra="forbid")
+    workflow_id: str | None = None
+    workflow: dict[str, Any] | None = Field(default=None, description="An inline ModuleX workflow definition")
+    system_workflow: str | None = Field(default=None, description="Not served: 400")
+    input: dict[str, Any] | None = None
+    config: dict[str, Any] | None = Field(default=None, description="recursion_limit is honoured; other keys ignored")
+    stream: bool = True
+    ephemeral: bool = False
+    is_private: bool = False
+    attribution_workflow_id: str | None = None
+    llm: Any = None
+    knowledge_config: Any = None
+
+
+class ModulexResumeRequest(BaseModel):
+    """POST /workflows/resume/{thread_id}."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+    resume_value: Any
+    workflow_id: str | None = None
+    workflow: dict[str, Any] | None = None
+    stream: bool = True
+
+
+class ModulexCancelRequest(BaseModel):
+    """POST /workflows/cancel/{run_id} (the body is optional)."""
+
+    model_config = ConfigDict(extra="allow")
+    reason: str | None = None
+
+
+RUN_FIELDS = frozenset(ModulexRunRequest.model_fields)
+
+
+def not_found(what: str = "run") -> ApiError:
+    return ApiError("not_found", f"{what} not found")
+
+
+def is_admin(principal: auth.Principal) -> bool:
+    """Owner/admin level: the key carries the role `owner` or `admin`, or may administer keys (keys:admin)."""
+    return bool(ADMIN_ROLES & set(principal.roles)) or "keys:admin" in principal.scopes
+
+
+class ModulexFace:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    # -- lookups -----------------------------------------------------------------------------------
+
+    def run_id(self, principal: auth.Principal, wire: str) -> str:
+        try:
+            run_id = from_wire(wire)
+        except ApiError:
+            raise not_found() from None
+        if tenant_of(run_id) != principal.tenant:
+            raise not_found()
+        return run_id
+
+    def load(self, principal: auth.Principal, wire: str) -> tuple[RunState, int]:
+        run_id = self.run_id(principal, wire)
+        try:
+            return self.service.load_run(principal.tenant, run_id)
+        except ApiError as exc:
+            if exc.code in ("not_found", "id_tenant_mismatch"):
+                raise not_found() from None
+            raise
+
+    def view(self, state: RunState) -> RunView:
+        definition = self.service.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        return view_of(state.runId, state.workflowId, state.workflowVersion, definition)
+
+    # -- run ----------------------------------------------------------------------------------------
+
+    def register_inline(self, principal: auth.Principal, raw: Any) -> str:
+        """Store an inline ModuleX definition under its content id (once) and return that id."""
+        try:
+            translated = mx.translate(raw)
+        except mx.Invalid as exc:
+            raise ApiError("interlude.workflow_unprocessable", str(exc), {"errors": exc.errors}) from None
+        definition = WorkflowDefinition.model_validate(translated)
+        problems = engine.check_config(definition)
+        if problems:
+            errors = [{"loc": ["body", "workflow"] + p["path"].split("/"), "msg": p["message"]} for p in problems]
+            raise ApiError("interlude.workflow_unprocessable", "the workflow cannot run", {"errors": errors})
+        workflow_id = mx.content_id(translated)
+        if self.service.store.latest_workflow(principal.tenant, workflow_id) is None:
+            # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.
+            self.service.store_workflow_version(principal, workflow_id, 1, definition)
+        return workflow_id
+
+    def run(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
+        began = time.monotonic()
+        if not isinstance(body, dict):
+            raise ApiError("validation_error", "the body must be a JSON object")
+        unknown = sorted(set(body) - RUN_FIELDS)
+        if unknown:
+            raise ApiError("validation_error", f"unknown fields: {unknown}")
+        if body.get("system_workflow") is not None:
+            raise ApiError("validation_error", "system workflows are not served by this host")
+        has_id, has_inline = body.get("workflow_id") is not None, body.get("workflow") is not None
+        if has_id == has_inline:
+            raise ApiError("validation_error", "give exactly one of workflow_id and workflow")
+        inputs = body.get("input")
+        if inputs is None:
+            inputs = {}
+        if not isinstance(inputs, dict):
+            raise ApiError("validation_error", "input must be a JSON object")
+        config = body.get("config") or {}
+        if not isinstance(config, dict):
+            raise ApiError("validation_error", "config must be a JSON object")
+        if has_inline:
+            workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
+        else:
+            workflow_id, source = body["workflow_id"], "database"
+            if not isinstance(workflow_id, str):
+                raise ApiError("validation_error", "workflow_id must be a string")
+        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs}
+        recursion = config.get("recursion_limit")
+        if recursion is None and has_inline:
+            recursion = (body["workflow"].get("config") or {}).get("recursion_limit")
+        if isinstance(recursion, int) and not isinstance(recursion, bool) and recursion > 0:
+            request["configurable"] = {"version": 1, "run": {"recursionLimit": recursion}}
+        try:
+            state = self.service.create_run(principal, request)
+        except ApiError as exc:
+            if exc.code == "not_found" and not has_inline:
+                # ModuleX: a workflow_id without an active deployment is a 400.
+                raise ApiError("validation_error", f"no deployed workflow {workflow_id!r}") from None
+            raise
+        view = self.view(state)
+        return {
+            "status": status_of(state.status),
+            "run_id": to_wire(state.runId),
+            "thread_id": to_wire(state.runId),
+            "chat_id": None,
+            "ephemeral": bool(body.get("ephemeral", False)),
+            "stream": bool(body.get("stream", True)),
+            "workflow_name": view.workflow_name,
+            "workflow_version": view.workflow_version,
+            "workflow_source": source,
+            "elapsed_ms": round((time.monotonic() - began) * 1000, 1),
+            "message": f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
+        }
+
+    # -- resume -------------------------------------------------------------------------------------
+
+    def resume(self, principal: auth.Principal, thread_id: str, body: Any) -> dict[str, Any]:
+        if not is_admin(principal):
+            raise ApiError("forbidden", "resuming a run requires an owner or admin key")
+        if not isinstance(body, dict):
+            raise ApiError("validation_error", "the body must be a JSON object with run_id and resume_value")
+        missing = [f for f in ("run_id", "resume_value") if body.get(f) is None]
+        if missing:
+            raise ApiError("validation_error", f"missing required field(s): {', '.join(missing)}")
+        if body.get("workflow_id") is not None and body.get("workflow") is not None:
+            raise ApiError("validation_error", "workflow_id and workflow are mutually exclusive")
+        if not isinstance(body["run_id"], str):
+            raise not_found()
+        state, version = self.load(principal, body["run_id"])
+        if to_wire(state.runId) != thread_id and thread_id != state.runId:
+            raise not_found("thread")
+        source = "database"
+        if body.get("workflow_id") is not None and body["workflow_id"] != state.workflowId:
+            raise ApiError("validation_error", f"the run was not started from workflow {body['workflow_id']!r}")
+        if body.get("workflow") is not None:
+            source = "request"
+            try:
+                inline_id = mx.content_id(mx.translate(body["workflow"]))
+            except mx.Invalid as exc:
+                raise ApiError("interlude.workflow_unprocessable", str(exc), {"errors": exc.errors}) from None
+            if inline_id != state.workflowId:
+                raise ApiError("validation_error", "the run was started from a different workflow definition")
+        if state.terminal or not state.interrupts:
+            raise ApiError(
+                "interlude.run_state_invalid", f"the run is not interrupted (it is {status_of(state.status)})"
+            )
+        if len(state.interrupts) > 1:
+            raise ApiError(
+                "interlude.run_state_invalid",
+                "the run waits on several interrupts; resolve them one by one on POST /runs/{runId}/interrupts/{nodeId}",
+            )
+        node_id = next(iter(state.interrupts))
+        self.service.resolve(state, version, node_id, body["resume_value"], auth.run_resolver(principal))
+        wire = to_wire(state.runId)
+        return {
+            "status": "resumed",
+            "run_id": wire,
+            "thread_id": wire,
+            "stream": bool(body.get("stream", True)),
+            "workflow_source": source,
+            "message": f"Run resumed at {self.view(state).node(node_id)['id']}; listen at /workflows/listen/{wire}",
+        }
+
+    # -- cancel, state ------------------------------------------------------------------------------
+
+    def cancel(self, principal: auth.Principal, wire: str, body: Any) -> dict[str, Any]:
+        if body is not None and not isinstance(body, dict):
+            raise ApiError("validation_error", "the body must be a JSON object")
+        try:
+            reason = ModulexCancelRequest.model_validate(body or {}).reason
+        except ValidationError:
+            raise ApiError("validation_error", "reason must be a string") from None  # its only field
+        state, _ = self.load(principal, wire)
+        if state.terminal:
+            raise ApiError("interlude.run_state_invalid", f"the run is already {state.status}")
+        self.service.cancel_run(principal, state.runId, {"reason": reason} if reason else {})
+        return {
+            "status": "cancellation_requested",
+            "run_id": to_wire(state.runId),
+            "reason": reason,
+            "message": "Run cancelled",
+        }
+
+    def state(self, principal: auth.Principal, thread_id: str) -> dict[str, Any]:
+        state, _ = self.load(principal, thread_id)
+        view = self.view(state)
+        waiting = list(state.interrupts) or list(state.queue)
+        return {
+            "thread_id": to_wire(state.runId),
+            "run_id": to_wire(state.runId),
+            "checkpoint_id": str(state.nextSeq - 1),
+            "state": {**view.state_of(state.outputs), "input": state.inputs},
+            "next": [view.node(n)["id"] for n in waiting],
+            "metadata": {
+                "status": status_of(state.status),
+                "openwop_status": state.status,
+                "workflow_id": state.workflowId,
+                "workflow_name": view.workflow_name,
+                "step": state.step,
+            },
+            "pending_writes": 0,
+        }

@@ -1,0 +1,106 @@
+"""API keys: `il_<keyId>_<secret>`, stored only as a SHA-256 of the secret, each bound to a tenant and a subject.
+
+The secret carries 256 random bits, so a fast hash is enough (no password stretching needed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from interlude.domain.errors import ApiError
+from interlude.rules.interrupts.decide import Resolver
+
+KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+ISSUER = "urn:interlude:api-key"
+# RFC 6750 §3: every refused bearer credential names the scheme the caller should use.
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="interlude"'}
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    tenant: str
+    subject: dict[str, Any]
+    scopes: frozenset[str]
+    groups: tuple[str, ...]
+    roles: tuple[str, ...]
+
+    def require(self, scope: str) -> None:
+        if scope not in self.scopes:
+            raise ApiError("forbidden", f"this key lacks the scope {scope!r}", {"scopeRequired": scope})
+
+
+def new_key() -> tuple[str, str, str]:
+    """(keyId, apiKey, secret hash)."""
+    key_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    return key_id, f"il_{key_id}_{secret}", _hash(secret)
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def key_record(
+    tenant: str,
+    subject_id: str,
+    scopes: list[str],
+    groups: list[str],
+    roles: list[str],
+    kind: str,
+    secret_hash: str,
+    created_at: str,
+) -> dict[str, Any]:
+    return {
+        "tenant": tenant,
+        "subject": {"issuer": ISSUER, "subjectId": subject_id, "tenant": tenant, "lane": "api-key", "kind": kind},
+        "scopes": sorted(set(scopes)),
+        "groups": sorted(set(groups)),
+        "roles": sorted(set(roles)),
+        "hash": secret_hash,
+        "createdAt": created_at,
+    }
+
+
+def unauthenticated(message: str) -> ApiError:
+    return ApiError("unauthenticated", message, headers=dict(CHALLENGE))
+
+
+def parse_bearer(header: str | None) -> tuple[str, str]:
+    if not header:
+        raise unauthenticated("missing Authorization: Bearer <api key>")
+    scheme, _, value = header.strip().partition(" ")
+    match = KEY_RE.match(value.strip()) if scheme.lower() == "bearer" else None
+    if not match:
+        raise unauthenticated("the bearer credential is not an Interlude API key")
+    return match.group(1), match.group(2)
+
+
+def verify(record: dict[str, Any] | None, key_id: str, secret: str) -> Principal:
+    # Compare against a dummy hash when the key is unknown so timing does not reveal which key ids exist.
+    expected = record["hash"] if record else "0" * 64
+    if not hmac.compare_digest(expected, _hash(secret)) or record is None or record.get("revoked"):
+        raise unauthenticated("the API key is not valid")
+    return principal_from_record(record, key_id)
+
+
+def principal_from_record(record: dict[str, Any], key_id: str) -> Principal:
+    """Who a (valid, unrevoked) key record acts as; whether it may act at all is the caller's check."""
+    return Principal(
+        key_id=key_id,
+        tenant=record["tenant"],
+        subject=record["subject"],
+        scopes=frozenset(record.get("scopes") or ()),
+        groups=tuple(record.get("groups") or ()),
+        roles=tuple(record.get("roles") or ()),
+    )
+
+
+def run_resolver(principal: Principal) -> Resolver:
+    """The principal deciding an interrupt on the run-scoped surface (its key's subject, groups and roles)."""
+    return Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)

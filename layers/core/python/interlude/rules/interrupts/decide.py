@@ -1,0 +1,312 @@
+"""Decide what a resume value does to an open interrupt: refuse it, record a vote, complete or fail the gate.
+
+Rules: shared/reference/openwop-notes.md §1.1 (Approval, Approver enforcement, §Rejection).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+
+from interlude.domain import schemas
+from interlude.domain.errors import ApiError, run_error
+from interlude.domain.models.run import OpenInterrupt, Vote
+from interlude.rules.interrupts.secrets import credential_material
+
+# The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
+# A ref kind not listed here is ignored on a gate (openwop-notes §1.1 Approver enforcement).
+REF_KINDS: tuple[str, ...] = ("principal", "group", "role")
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """Who is answering, as authenticated, and through which surface."""
+
+    subject: dict[str, Any] | None
+    surface: Literal["run", "token", "timeout", "event"]
+    groups: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    # Principals configured as override principals for the tenant.
+    tenant_override_principals: tuple[str, ...] = ()
+    # For a `credential` interrupt: the scopes the tenant's credential store grants for its provider
+    # (None: no grant at all). Looked up by the service at decision time.
+    granted_scopes: frozenset[str] | None = None
+
+    @property
+    def principal(self) -> str:
+        if not self.subject:
+            return f"{self.surface}:anonymous"
+        return f"{self.subject['issuer']}|{self.subject['subjectId']}"
+
+    @property
+    def subject_id(self) -> str | None:
+        return self.subject["subjectId"] if self.subject else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    # complete: the gate's node completes with resume_value; fail: it fails with error;
+    # record: a vote (or `ask`) is stored and the gate stays open.
+    outcome: Literal["complete", "fail", "record"]
+    resume_value: Any
+    # interrupt.resolved (or, for `record`, approval.received) payload fields besides nodeId/interruptId.
+    event: dict[str, Any]
+    error: dict[str, Any] | None = None
+    vote: Vote | None = None
+    extra_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # The node's output when it completes; None: the resume value itself.
+    output: Any = None
+
+
+def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
+    v = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return schemas.errors_of(v, value)
+
+
+def _check_resume_schema(interrupt: OpenInterrupt, value: Any) -> None:
+    schema = interrupt.payload.get("resumeSchema")
+    if not schema:
+        return
+    errors = _schema_errors(schema, value)
+    if errors:
+        raise ApiError(
+            "validation_error",
+            "resumeValue does not match the interrupt's resumeSchema",
+            {"field": "resumeValue", "errors": errors},
+        )
+
+
+def binding_refs(data: dict[str, Any], ref_kinds: tuple[str, ...] = REF_KINDS) -> list[str]:
+    """The eligibility fields of an approval that bind on this host (approversList always)."""
+    fields = ["approversList"] if data.get("approversList") else []
+    if "group" in ref_kinds and data.get("approverGroupRefs"):
+        fields.append("approverGroupRefs")
+    if "role" in ref_kinds and data.get("approverRoleRefs"):
+        fields.append("approverRoleRefs")
+    return fields
+
+
+def eligible(data: dict[str, Any], resolver: Resolver, ref_kinds: tuple[str, ...] = REF_KINDS) -> bool:
+    """May this resolver decide the approval? The union of the binding refs; no binding ref: anyone.
+
+    Group and role membership is what the resolver's credential carries at decision time; it is recorded on
+    the vote and never resolved again (a replay reads the recorded decision).
+    """
+    fields = binding_refs(data, ref_kinds)
+    if not fields:
+        return True
+    approvers = data.get("approversList") or []
+    sid = resolver.subject_id
+    if sid is not None and (sid in approvers or resolver.principal.replace("|", ":") in approvers):
+        return True
+    if "approverGroupRefs" in fields and set(data["approverGroupRefs"]) & set(resolver.groups):
+        return True
+    return "approverRoleRefs" in fields and bool(set(data["approverRoleRefs"]) & set(resolver.roles))
+
+
+def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> dict[str, Any]:
+    """The interrupt.resolved payload fields every kind carries (besides nodeId/interruptId)."""
+    event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": value}
+    if resolver.subject:
+        event["resolvedBy"] = resolver.subject
+    return event
+
+
+def _refuse_credential_material(value: Any) -> None:
+    path = credential_material(value)
+    if path is not None:
+        raise ApiError(
+            "validation_error",
+            "an interrupt never accepts credential material; grant credentials out of band",
+            {"field": "resumeValue", "path": path},
+        )
+
+
+def decide(
+    interrupt: OpenInterrupt, resume_value: Any, resolver: Resolver, now_iso: str, config: dict[str, Any]
+) -> Decision:
+    """`config` is the gate node's validated config (as a dict) for rules not carried by the payload."""
+    _refuse_credential_material(resume_value)
+    if interrupt.kind == "approval":
+        return _decide_approval(interrupt, resume_value, resolver, now_iso, config)
+    if interrupt.kind in KIND_DECIDERS:
+        return KIND_DECIDERS[interrupt.kind](interrupt, resume_value, resolver)
+    _check_resume_schema(interrupt, resume_value)
+    return Decision("complete", resume_value, _resolved_event(interrupt, resume_value, resolver))
+
+
+def _decide_approval(
+    interrupt: OpenInterrupt, value: Any, resolver: Resolver, now_iso: str, config: dict[str, Any]
+) -> Decision:
+    data = interrupt.payload["data"]
+    actions = data["actions"]
+    # Eligibility first: an ineligible resolver learns nothing about the gate from validation messages.
+    if not eligible(data, resolver):
+        fields = binding_refs(data)
+        details: dict[str, Any] = {"field": fields[0]}
+        if len(fields) > 1:
+            details["fields"] = fields
+        raise ApiError("forbidden", "this principal is not an eligible approver for the gate", details)
+    if isinstance(value, dict) and value.get("action") == "timeout":
+        raise ApiError("validation_error", "a resume may not carry action 'timeout'", {"field": "resumeValue.action"})
+    if not isinstance(value, dict) or not isinstance(value.get("action"), str):
+        raise ApiError("validation_error", "resumeValue must be an object with an 'action'", {"field": "resumeValue"})
+    action = value["action"]
+    if action not in actions:
+        raise ApiError(
+            "validation_error",
+            f"action {action!r} is not one this gate allows",
+            {"field": "resumeValue.action", "actions": actions},
+        )
+    if action == "refine" and "refineFeedback" not in value:
+        raise ApiError(
+            "validation_error", "action 'refine' requires refineFeedback", {"field": "resumeValue.refineFeedback"}
+        )
+    if action == "edit-accept" and "editedArtifactData" not in value:
+        raise ApiError(
+            "validation_error",
+            "action 'edit-accept' requires editedArtifactData",
+            {"field": "resumeValue.editedArtifactData"},
+        )
+    _check_resume_schema(interrupt, value)
+    principal = resolver.principal
+    if any(v.principal == principal and v.action != "ask" for v in interrupt.votes) and action != "ask":
+        raise ApiError("interlude.vote_already_cast", "this principal has already voted on this gate")
+
+    normalized = dict(value)
+    normalized["decidedAt"] = now_iso
+    if resolver.subject_id is not None:
+        normalized["decidedBy"] = resolver.subject_id
+    else:
+        normalized.pop("decidedBy", None)
+    vote = Vote(
+        principal=principal,
+        action=action,
+        at=now_iso,
+        surface=resolver.surface,
+        subject=resolver.subject,
+        groups=list(resolver.groups),
+        roles=list(resolver.roles),
+        resumeValue=normalized,
+    )
+    event = _resolved_event(interrupt, normalized, resolver)
+    for extra in ("refineFeedback", "editedArtifactData"):
+        if extra in value:
+            event[extra] = value[extra]
+
+    if action == "ask":
+        return Decision("record", normalized, event, vote=vote)
+
+    required = int(data.get("requiredApprovals", 1))
+    policy = data.get("rejectionPolicy", "single-veto")
+    overrides = set(config.get("overridePrincipals") or []) | set(resolver.tenant_override_principals)
+    is_override = bool(data.get("overrideBypassesQuorum")) and (
+        principal in overrides or (resolver.subject_id or "") in overrides
+    )
+    prior = [v for v in interrupt.votes if v.action != "ask"]
+    accepts = sum(1 for v in prior if v.action in ("accept", "edit-accept")) + (action in ("accept", "edit-accept"))
+    rejects = sum(1 for v in prior if v.action == "reject") + (action == "reject")
+
+    if action == "reject":
+        decisive = policy == "single-veto" or rejects > required / 2
+        if not decisive:
+            return Decision("record", normalized, {**event, "action": "reject"}, vote=vote)
+        event.update(action="reject", decision="rejected")
+        if required > 1 and policy == "majority":
+            event["reason"] = "quorum-reject"
+        error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} was rejected")
+        return Decision("fail", normalized, event, error=error, vote=vote)
+
+    if action in ("accept", "edit-accept") and is_override:
+        event.update(action=action, decision="overridden")
+        return Decision("complete", normalized, event, vote=vote)
+    if action == "refine":
+        # A refine sends the artifact back: it exits the suspend but grants nothing, so it carries no decision.
+        event.update(action=action)
+        return Decision("complete", normalized, event, vote=vote)
+    if accepts >= required:
+        event.update(action=action, decision="granted")
+        return Decision("complete", normalized, event, vote=vote)
+    return Decision("record", normalized, {**event, "action": action}, vote=vote)
+
+
+# -- the other kinds ------------------------------------------------------------------------------
+
+
+def _decide_credential(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
+    """Resume `{outcome}` only; `authorized` needs a grant in the tenant's credential store (oauth.md)."""
+    _check_resume_schema(interrupt, value)  # the fixed resumeSchema: {outcome: authorized|declined}, closed
+    data = interrupt.payload["data"]
+    event = _resolved_event(interrupt, value, resolver)
+    if value["outcome"] == "declined":
+        error = run_error("connector_auth_declined", f"authorization for provider {data['provider']!r} was declined")
+        return Decision("fail", value, event, error=error)
+    missing = sorted(set(data["scopes"]) - (resolver.granted_scopes or frozenset()))
+    if resolver.granted_scopes is None or missing:
+        raise ApiError(
+            "validation_error",
+            f"no credential for provider {data['provider']!r} covering the requested scopes is held for this tenant",
+            {"field": "resumeValue", "provider": data["provider"], "missingScopes": missing or list(data["scopes"])},
+        )
+    output = {"outcome": "authorized", "provider": data["provider"], "scopes": list(data["scopes"])}
+    return Decision("complete", value, event, output=output)
+
+
+def _decide_low_confidence(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
+    """An operator ratifies (accept) or overrules (reject) a decision taken below the confidence threshold."""
+    _check_resume_schema(interrupt, value)
+    data = interrupt.payload["data"]
+    action = value["action"]
+    event = {**_resolved_event(interrupt, value, resolver), "action": action}
+    if action == "reject":
+        event["decision"] = "rejected"
+        error = run_error("approval_rejected", f"the low-confidence decision at {interrupt.nodeId!r} was rejected")
+        return Decision("fail", value, event, error=error)
+    event["decision"] = "granted"
+    output = {
+        "escalated": True,
+        "ratified": True,
+        "observed": data["observed"],
+        "threshold": data["threshold"],
+        "decision": value.get("decision", data.get("decision")),
+    }
+    return Decision("complete", value, event, output=output)
+
+
+def _decide_conversation(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> Decision:
+    data = interrupt.payload["data"]
+    cid = data["conversationId"]
+    event = _resolved_event(interrupt, value, resolver)
+    if interrupt.kind == "conversation.exchange":
+        schema = data.get("outcomeSchema") or interrupt.payload.get("resumeSchema")
+        errors = _schema_errors(schema, value) if schema else []
+        if errors:
+            raise ApiError(
+                "validation_error",
+                "resumeValue does not match the turn's outcomeSchema",
+                {"field": "resumeValue", "errors": errors},
+            )
+        exchanged: dict[str, Any] = {"conversationId": cid, "prompt": data["prompt"], "response": value}
+        if "turnIndex" in data:
+            exchanged["turnIndex"] = data["turnIndex"]
+        output = {"conversationId": cid, "response": value}
+        return Decision("complete", value, event, output=output, extra_events=[("conversation.exchanged", exchanged)])
+    _check_resume_schema(interrupt, value)
+    if interrupt.kind == "conversation.close":
+        closed: dict[str, Any] = {"conversationId": cid}
+        if "reason" in data:
+            closed["reason"] = data["reason"]
+        output = {"conversationId": cid, "closed": True}
+        return Decision("complete", value, event, output=output, extra_events=[("conversation.closed", closed)])
+    return Decision("complete", value, event, output={"conversationId": cid, "response": value})
+
+
+KIND_DECIDERS = {
+    "credential": _decide_credential,
+    "low-confidence": _decide_low_confidence,
+    "conversation.start": _decide_conversation,
+    "conversation.exchange": _decide_conversation,
+    "conversation.close": _decide_conversation,
+}

@@ -1,0 +1,270 @@
+"""Items of the human-in-the-loop features (issue 3), beside the run items of store/dynamo.py.
+
+  tenant settings   T#{tenant}                 SETTINGS                 overridePrincipals, eventRetentionHours
+  credential grant  T#{tenant}                 CRED#{provider}          scopes (never material), grantedAt/By
+  conversation      T#{tenant}#CONV#{convId}   CONV                     the tenant-unique claim of a conversationId
+  event waiter      T#{tenant}#EV#{hash}       W#{interruptId}          an external-event interrupt (closedAt once closed)
+  received event    T#{tenant}#EV#{hash}       R#{receivedAt}#{eventId} an external event, kept until its ttl
+
+`hash` is interrupts.correlation.correlation_hash(eventType, correlation): waiters and events of one
+(eventType, correlation) share a partition, so each side finds the other with one Query (no scan, no index).
+Waiters and conversation claims are written inside the run's transition transaction (transition_items).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.domain.models.run import OpenInterrupt
+from interlude.engine.run import Transition
+from interlude.rules.interrupts.correlation import correlation_hash
+from interlude.store import attributes as a
+
+SETTINGS_SK = "SETTINGS"
+CLOSED_WAITER_TTL_S = 24 * 3600
+
+
+def _epoch(iso_text: str) -> int:
+    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
+
+
+def tenant_pk(tenant: str) -> str:
+    return f"T#{tenant}"
+
+
+def credential_grant_sk(provider: str) -> str:
+    return f"CRED#{provider}"
+
+
+def conversation_pk(tenant: str, conversation_id: str) -> str:
+    return f"T#{tenant}#CONV#{conversation_id}"
+
+
+def events_pk(tenant: str, hash_: str) -> str:
+    return f"T#{tenant}#EV#{hash_}"
+
+
+def waiter_key(tenant: str, interrupt: OpenInterrupt) -> dict[str, Any] | None:
+    if interrupt.kind != "external-event":
+        return None
+    data = interrupt.payload["data"]
+    hash_ = correlation_hash(data["eventType"], data["correlation"])
+    return a.key(events_pk(tenant, hash_), f"W#{interrupt.interruptId}")
+
+
+def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, dict[str, Any]]]:
+    """The HITL items one transition writes with the run: waiters opened/closed, conversation claims."""
+    state = transition.state
+    items: list[tuple[str, dict[str, Any]]] = []
+    for interrupt in transition.opened:
+        key = waiter_key(state.tenant, interrupt)
+        if key is not None:
+            item = {
+                **key,
+                "runId": a.s(state.runId),
+                "nodeId": a.s(interrupt.nodeId),
+                "interruptKey": a.s(interrupt.key),
+                "raisedAt": a.s(interrupt.raisedAt),
+            }
+            items.append((key[wiring.SORT_KEY]["S"], {"Put": {"Item": item}}))
+    for closed in transition.closed:
+        key = waiter_key(state.tenant, closed.interrupt)
+        if key is not None:
+            # Marked closed (and swept by TTL a day later) rather than deleted: every role that commits a
+            # transition already holds UpdateItem, so closing needs no further permission.
+            update = {
+                "Key": key,
+                "UpdateExpression": "SET closedAt = :at, #ttl = :ttl",
+                "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
+                "ExpressionAttributeValues": {":at": a.s(now_iso), ":ttl": a.n(_epoch(now_iso) + CLOSED_WAITER_TTL_S)},
+            }
+            items.append((key[wiring.SORT_KEY]["S"], {"Update": update}))
+    for conversation_id in transition.claims:
+        item = {
+            **a.key(conversation_pk(state.tenant, conversation_id), "CONV"),
+            "runId": a.s(state.runId),
+            "createdAt": a.s(now_iso),
+        }
+        # Tenant-unique: a second conversation with this id in the tenant cannot be written.
+        put = {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        items.append(("CONV", {"Put": put}))
+    return items
+
+
+def encode_cursor(key: dict[str, Any]) -> str:
+    raw = json.dumps({k: v["S"] for k, v in key.items()}, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+# The attributes of an inbox cursor: the table's key and the inbox index's key.
+CURSOR_KEYS = (wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key)
+
+
+def decode_cursor(cursor: str) -> dict[str, Any] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        plain = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if (
+        not isinstance(plain, dict)
+        or set(plain) != set(CURSOR_KEYS)
+        or not all(isinstance(v, str) for v in plain.values())
+    ):
+        return None
+    return {k: a.s(v) for k, v in plain.items()}
+
+
+class HitlStore:
+    def __init__(self, table: str, client: Any) -> None:
+        self.table = table
+        self.client = client
+
+    # -- tenant settings and credential grants -------------------------------------------------------
+
+    def get_settings(self, tenant: str) -> dict[str, Any] | None:
+        got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), SETTINGS_SK))
+        item = got.get("Item")
+        return a.unpacked(item["settings"]) if item else None
+
+    def put_settings(self, tenant: str, settings: dict[str, Any], at: str, by: str) -> None:
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                **a.key(tenant_pk(tenant), SETTINGS_SK),
+                "settings": a.as_json(settings),
+                "updatedAt": a.s(at),
+                "updatedBy": a.s(by),
+            },
+        )
+
+    def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
+        got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), credential_grant_sk(provider)))
+        item = got.get("Item")
+        return frozenset(a.unpacked(item["scopes"])) if item else None
+
+    def put_grant(self, tenant: str, provider: str, scopes: list[str], at: str, by: str) -> None:
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                **a.key(tenant_pk(tenant), credential_grant_sk(provider)),
+                "scopes": a.as_json(sorted(set(scopes))),
+                "grantedAt": a.s(at),
+                "grantedBy": a.s(by),
+            },
+        )
+
+    # -- external events --------------------------------------------------------------------------
+
+    def put_event(self, tenant: str, hash_: str, record: dict[str, Any], expires_at: int) -> str:
+        sk = f"R#{record['receivedAt']}#{record['eventId']}"
+        self.client.put_item(
+            TableName=self.table,
+            Item={
+                **a.key(events_pk(tenant, hash_), sk),
+                "record": a.as_json(record),
+                "expiresAt": a.n(expires_at),
+                wiring.TTL_ATTRIBUTE: a.n(expires_at),
+            },
+            ConditionExpression="attribute_not_exists(sk)",
+        )
+        return sk
+
+    def _query(self, pk: str, prefix: str) -> list[dict[str, Any]]:
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": a.s(pk), ":p": a.s(prefix)},
+            # Strongly consistent: an event written before this read, or a waiter committed before it, is seen.
+            ConsistentRead=True,
+        )
+        return [item for page in pages for item in page.get("Items") or []]
+
+    def waiters(self, tenant: str, hash_: str) -> list[dict[str, str]]:
+        return [
+            {"runId": i["runId"]["S"], "nodeId": i["nodeId"]["S"], "interruptKey": i["interruptKey"]["S"]}
+            for i in self._query(events_pk(tenant, hash_), "W#")
+            if "closedAt" not in i
+        ]
+
+    def unconsumed_events(self, tenant: str, hash_: str, now_epoch: float) -> list[tuple[str, dict[str, Any]]]:
+        """(sk, record) of kept events not past their retention and not yet used, oldest first."""
+        out = []
+        for item in self._query(events_pk(tenant, hash_), "R#"):
+            if float(item["expiresAt"]["N"]) <= now_epoch or "consumedBy" in item:
+                continue  # TTL deletion is lazy: an expired item may still be there
+            out.append((item["sk"]["S"], a.unpacked(item["record"])))
+        return out
+
+    def claim_event(self, tenant: str, hash_: str, sk: str, interrupt_id: str) -> bool:
+        """Mark a kept event as used by one interrupt; False when another claim came first."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(events_pk(tenant, hash_), sk),
+                UpdateExpression="SET consumedBy = :by",
+                ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
+                ExpressionAttributeValues={":by": a.s(interrupt_id)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    # -- inbox ------------------------------------------------------------------------------------
+
+    def inbox_page(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None,
+        filters: dict[str, str],
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One Query of the inbox index, newest first; filters (kind, workflowId, runId) apply server-side.
+
+        Returns the open interrupts as plain documents, each with the cursor that resumes after it, and the
+        cursor after the page. A cursor this tenant's inbox did not issue raises ValueError.
+        """
+        start_key = None
+        if cursor is not None:
+            start_key = decode_cursor(cursor)
+            if start_key is None or start_key[wiring.INBOX_INDEX.partition_key]["S"] != f"T#{tenant}#INBOX":
+                raise ValueError("cursor is not one this inbox issued")
+        index = wiring.INBOX_INDEX
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index.name,
+            "KeyConditionExpression": "#gpk = :gpk",
+            "ExpressionAttributeNames": {"#gpk": index.partition_key},
+            "ExpressionAttributeValues": {":gpk": a.s(f"T#{tenant}#INBOX")},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        conditions = []
+        for i, (name, value) in enumerate(sorted(filters.items())):
+            kwargs["ExpressionAttributeNames"][f"#f{i}"] = name
+            kwargs["ExpressionAttributeValues"][f":f{i}"] = a.s(value)
+            conditions.append(f"#f{i} = :f{i}")
+        if conditions:
+            kwargs["FilterExpression"] = " AND ".join(conditions)
+        if start_key is not None:
+            kwargs["ExclusiveStartKey"] = start_key
+        got = self.client.query(**kwargs)
+        last = got.get("LastEvaluatedKey")
+        return [_inbox_entry(item) for item in got.get("Items") or []], encode_cursor(last) if last else None
+
+
+def _inbox_entry(item: a.Item) -> dict[str, Any]:
+    entry = a.plain({k: v for k, v in item.items() if k not in CURSOR_KEYS})
+    entry.setdefault("votes", [])
+    if isinstance(entry["votes"], str):
+        entry["votes"] = json.loads(entry["votes"])
+    entry["cursor"] = encode_cursor({k: item[k] for k in CURSOR_KEYS})
+    return entry
