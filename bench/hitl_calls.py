@@ -15,7 +15,8 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
-from interlude.app import interactions as hitl  # noqa: E402
+from interlude.app import external_events  # noqa: E402
+from interlude.app import inbox as approver_inbox  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
@@ -56,15 +57,15 @@ def main() -> None:
         )
         measure("vote 2 of 3", lambda: service.resolve_interrupt(bob, run_id, "gate", {"action": "accept"}))
         measure("vote 3 of 3 (decides)", lambda: service.resolve_interrupt(carol, run_id, "gate", {"action": "accept"}))
-        measure("inbox page of 25 (31 pending)", lambda: hitl.inbox(service, admin, 25, {}, None))
+        measure("inbox page of 25 (31 pending)", lambda: approver_inbox.inbox(service, admin, 25, {}, None))
         body = {**wait, "payload": {}}
-        measure("POST /events, nobody waiting (kept)", lambda: hitl.post_event(service, admin, body))
+        measure("POST /events, nobody waiting (kept)", lambda: external_events.post_event(service, admin, body))
         for _ in range(3):
             service.create_run(admin, {"workflowId": "ext"})
-        measure("POST /events, 3 waiting interrupts resolved", lambda: hitl.post_event(service, admin, body))
+        measure("POST /events, 3 waiting interrupts resolved", lambda: external_events.post_event(service, admin, body))
         later = service.create_run(admin, {"workflowId": "ext"}).runId
         events = service.store.read_events(later)
-        measure("outbox: a raised gate takes a kept event", lambda: hitl.resolve_kept_events(service, later, events))
+        measure("outbox: a raised gate takes a kept event", lambda: external_events.resolve_kept_events(service, later, events))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ import os
 
 import pytest
 
+from interlude.composition import compose
+
+# The entry points compose the faces into the engine; tests that call the package directly need the same.
+compose()
+
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

@@ -7,8 +7,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from interlude.app.service import default_service
+from interlude.composition import compose
 
 logger = Logger(service="interlude-timeouts")
+compose()
 
 
 @logger.inject_lambda_context(clear_state=True)

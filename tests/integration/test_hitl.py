@@ -11,7 +11,8 @@ from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.app import interactions as hitl
+from interlude.app import external_events, tenants
+from interlude.app import inbox as approver_inbox
 from interlude.app.service import Service
 from interlude.domain.errors import ApiError
 from interlude.store import Conflict, Store, create_table
@@ -74,7 +75,7 @@ def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_ma
     runs = [service.create_run(admin, {"workflowId": "pay"}).runId for _ in range(3)]
     other = register(service, admin, "other", [external(correlation={"orderId": "o-2"})])
     other_run = service.create_run(admin, {"workflowId": other}).runId
-    result = hitl.post_event(
+    result = external_events.post_event(
         service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"amount": 5}}
     )
     assert (result["matched"], result["resolved"], result["kept"]) == (3, 3, False)
@@ -103,7 +104,7 @@ def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_ma
 def test_correlation_matches_exactly(service, admin, correlation, matches):
     register(service, admin, "pay", [external(correlation={"orderId": "o-1", "status": "ok"})])
     run_id = service.create_run(admin, {"workflowId": "pay"}).runId
-    result = hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": correlation})
+    result = external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": correlation})
     assert result["resolved"] == (1 if matches else 0)
     assert service.store.get_run(run_id)[0].status == ("completed" if matches else "waiting-external")
 
@@ -111,8 +112,8 @@ def test_correlation_matches_exactly(service, admin, correlation, matches):
 def test_types_matter_in_correlations_and_event_types_must_match(service, admin):
     register(service, admin, "pay", [external(correlation={"n": 1})])
     run_id = service.create_run(admin, {"workflowId": "pay"}).runId
-    assert hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"n": "1"}})["resolved"] == 0
-    assert hitl.post_event(service, admin, {"eventType": "order.shipped", "correlation": {"n": 1}})["resolved"] == 0
+    assert external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"n": "1"}})["resolved"] == 0
+    assert external_events.post_event(service, admin, {"eventType": "order.shipped", "correlation": {"n": 1}})["resolved"] == 0
     assert service.store.get_run(run_id)[0].status == "waiting-external"
 
 
@@ -121,7 +122,7 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
         service, admin, "later", [approval("first"), external()], [{"sourceNodeId": "first", "targetNodeId": "wait"}]
     )
     run_id = service.create_run(admin, {"workflowId": "later"}).runId
-    early = hitl.post_event(
+    early = external_events.post_event(
         service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 1}
     )
     assert (early["matched"], early["kept"]) == (0, True)
@@ -129,41 +130,41 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
     assert service.store.get_run(run_id)[0].status == "waiting-external"
     # The outbox handler sees the interrupt.requested of that transition (as dispatch would) and resolves it.
     events = service.store.read_events(run_id)
-    hitl.resolve_kept_events(service, run_id, events)
+    external_events.resolve_kept_events(service, run_id, events)
     state, _ = service.store.get_run(run_id)
     assert state.status == "completed"
     assert state.outputs["wait"]["eventId"] == early["eventId"]
     # Delivered again (at least once), it changes nothing.
     before = service.store.read_events(run_id)
-    hitl.resolve_kept_events(service, run_id, events)
+    external_events.resolve_kept_events(service, run_id, events)
     assert service.store.read_events(run_id) == before
 
 
 def test_a_kept_event_is_used_once(service, admin):
     register(service, admin, "pay", [external()])
-    hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
+    external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
     first = service.create_run(admin, {"workflowId": "pay"}).runId
-    hitl.resolve_kept_events(service, first, raised_events(service, first))
+    external_events.resolve_kept_events(service, first, raised_events(service, first))
     second = service.create_run(admin, {"workflowId": "pay"}).runId
-    hitl.resolve_kept_events(service, second, raised_events(service, second))
+    external_events.resolve_kept_events(service, second, raised_events(service, second))
     assert service.store.get_run(first)[0].status == "completed"
     assert service.store.get_run(second)[0].status == "waiting-external"
 
 
 def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clock):
-    hitl.put_settings(service, "t1", {"eventRetentionHours": 1}, "admin")
+    tenants.put_settings(service, "t1", {"eventRetentionHours": 1}, "admin")
     register(service, admin, "pay", [external()])
-    result = hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
+    result = external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     assert datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00")) - sent <= timedelta(hours=1)
     clock.now += timedelta(hours=1, minutes=1)
     run_id = service.create_run(admin, {"workflowId": "pay"}).runId
-    hitl.resolve_kept_events(service, run_id, raised_events(service, run_id))
+    external_events.resolve_kept_events(service, run_id, raised_events(service, run_id))
     assert service.store.get_run(run_id)[0].status == "waiting-external"
 
 
 def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, admin):
-    result = hitl.post_event(service, admin, {"eventType": "e", "correlation": {}})
+    result = external_events.post_event(service, admin, {"eventType": "e", "correlation": {}})
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     expires = datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00"))
     assert timedelta(hours=23, minutes=59) < expires - sent <= timedelta(hours=24)
@@ -185,7 +186,7 @@ def test_a_closed_interrupt_no_longer_waits(service, admin):
     run_id = service.create_run(admin, {"workflowId": "pay"}).runId
     service.cancel_run(admin, run_id, None)
     assert (
-        hitl.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"] == 0
+        external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"] == 0
     )
 
 
@@ -194,7 +195,7 @@ def test_events_stay_inside_their_tenant(service, admin):
     run_id = service.create_run(admin, {"workflowId": "pay"}).runId
     stranger = signed_in(service, "eve", tenant="t2")
     assert (
-        hitl.post_event(service, stranger, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"]
+        external_events.post_event(service, stranger, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"]
         == 0
     )
     assert service.store.get_run(run_id)[0].status == "waiting-external"
@@ -209,7 +210,7 @@ def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_inter
     }
     register(service, admin, "strict", [strict])
     run_id = service.create_run(admin, {"workflowId": "strict"}).runId
-    result = hitl.post_event(
+    result = external_events.post_event(
         service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": "x"}
     )
     assert result["results"][0]["outcome"] == "refused"
@@ -226,14 +227,14 @@ def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_inter
 )
 def test_an_event_carrying_credential_material_is_refused(service, admin, body):
     with pytest.raises(ApiError) as refused:
-        hitl.post_event(service, admin, body)
+        external_events.post_event(service, admin, body)
     assert (refused.value.code, refused.value.status) == ("validation_error", 400)
     assert refused.value.details["field"] in ("payload", "correlation")
 
 
 def inbox(service, principal, query):
     # The query goes through the route's own parsing, as a request's would.
-    return hitl.inbox(service, principal, *inbox_query(query))
+    return approver_inbox.inbox(service, principal, *inbox_query(query))
 
 
 # -- inbox -----------------------------------------------------------------------------------------
@@ -348,11 +349,11 @@ def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_
     ops = signed_in(service, "ops")
     assert service.resolve_interrupt(ops, run_id, "gate", {"action": "accept"})["status"] == "waiting-approval"
     run2 = service.create_run(admin, {"workflowId": "q"}).runId
-    hitl.put_settings(service, "t1", {"overridePrincipals": ["ops"]}, "admin")
+    tenants.put_settings(service, "t1", {"overridePrincipals": ["ops"]}, "admin")
     assert service.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
     resolved = [e for e in service.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
     assert resolved["payload"]["decision"] == "overridden"
-    assert hitl.get_settings(service, admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24}
+    assert tenants.get_settings(service, admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24}
 
 
 @pytest.mark.parametrize(
@@ -360,7 +361,7 @@ def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_
 )
 def test_tenant_settings_are_validated(service, body):
     with pytest.raises(ApiError) as refused:
-        hitl.put_settings(service, "t1", body, "admin")
+        tenants.put_settings(service, "t1", body, "admin")
     assert refused.value.code == "validation_error"
 
 
@@ -375,10 +376,10 @@ def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin
     with pytest.raises(ApiError) as refused:
         service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
     assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "resumeValue")
-    hitl.put_grant(service, "t2", "github", {"scopes": ["repo"]}, "x")  # another tenant's grant does not count
+    tenants.put_grant(service, "t2", "github", {"scopes": ["repo"]}, "x")  # another tenant's grant does not count
     with pytest.raises(ApiError):
         service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
-    hitl.put_grant(service, "t1", "github", {"scopes": ["repo", "gist"]}, "admin")
+    tenants.put_grant(service, "t1", "github", {"scopes": ["repo", "gist"]}, "admin")
     assert service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})["status"] == "completed"
 
 
@@ -388,7 +389,7 @@ def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin
 )
 def test_credential_grants_are_validated_and_never_carry_material(service, provider, body):
     with pytest.raises(ApiError) as refused:
-        hitl.put_grant(service, "t1", provider, body, "admin")
+        tenants.put_grant(service, "t1", provider, body, "admin")
     assert refused.value.code == "validation_error"
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
-from interlude.api.http import json_response, principal_for, route, service
+from interlude.api.http import json_response, principal_for, service
+from interlude.api.routes import route
 from interlude.domain.ids import from_wire
 
 

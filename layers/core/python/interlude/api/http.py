@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -193,21 +192,3 @@ def base_url() -> str:
 def run_links(run_id: str) -> dict[str, str]:
     wire = to_wire(run_id)
     return {"eventsUrl": f"{base_url()}/runs/{wire}/events", "statusUrl": f"{base_url()}/runs/{wire}"}
-
-
-def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
-    spec = ROUTES_BY_OPERATION[operation]
-    rule = re.sub(r"{(\w+)}", r"<\1>", spec.path)
-    register = app.route(rule, spec.method)
-
-    def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
-        # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
-        if spec.mutating:
-            from interlude.api.idempotency import idempotent  # imports this module; loaded once routes register
-
-            register(idempotent(spec, handler))
-        else:
-            register(handler)
-        return handler
-
-    return decorator

@@ -1,6 +1,6 @@
 """`Idempotency-Key` on every mutating route (OpenWOP idempotency.md Layer 1, RFC 0213 §B).
 
-`http.route()` wraps the handler of every route declared `mutating=True` in wiring.ROUTES with
+`routes.route()` wraps the handler of every route declared `mutating=True` in wiring.ROUTES with
 `idempotent()`, so a route added later is covered without touching its handler. GET routes are never
 wrapped: they ignore the header.
 

@@ -6,8 +6,10 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from interlude.api.http import app, json_response, principal_for, query_int, required_body, route, service
-from interlude.app import interactions as hitl
+from interlude.api.http import app, json_response, principal_for, query_int, required_body, service
+from interlude.api.routes import route
+from interlude.app import external_events, tenants
+from interlude.app import inbox as approver_inbox
 from interlude.domain.errors import ApiError
 from interlude.domain.ids import check_author_id, from_wire
 
@@ -16,7 +18,7 @@ from interlude.domain.ids import check_author_id, from_wire
 def list_interrupts() -> Response:
     principal = principal_for("listInterrupts")
     limit, filters, cursor = inbox_query(dict(app.current_event.query_string_parameters or {}))
-    return json_response(200, hitl.inbox(service(), principal, limit, filters, cursor))
+    return json_response(200, approver_inbox.inbox(service(), principal, limit, filters, cursor))
 
 
 def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]:
@@ -25,36 +27,36 @@ def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]
         raise ApiError(
             "validation_error", "status must be 'pending' (the inbox lists open interrupts)", {"field": "status"}
         )
-    limit = query_int("limit", hitl.DEFAULT_INBOX_LIMIT, 1, hitl.MAX_INBOX_LIMIT, query)
+    limit = query_int("limit", approver_inbox.DEFAULT_INBOX_LIMIT, 1, approver_inbox.MAX_INBOX_LIMIT, query)
     filters: dict[str, str] = {}
     if "kind" in query:
-        if query["kind"] not in hitl.INTERRUPT_KINDS:
-            raise ApiError("validation_error", f"kind must be one of {list(hitl.INTERRUPT_KINDS)}", {"field": "kind"})
+        if query["kind"] not in approver_inbox.INTERRUPT_KINDS:
+            raise ApiError("validation_error", f"kind must be one of {list(approver_inbox.INTERRUPT_KINDS)}", {"field": "kind"})
         filters["kind"] = query["kind"]
     if "workflowId" in query:
         filters["workflowId"] = check_author_id(query["workflowId"], "workflowId")
     if "runId" in query:
         filters["runId"] = from_wire(query["runId"])
-    return limit or hitl.DEFAULT_INBOX_LIMIT, filters, query.get("cursor")
+    return limit or approver_inbox.DEFAULT_INBOX_LIMIT, filters, query.get("cursor")
 
 
 @route("postEvent")
 def post_event() -> Response:
     principal = principal_for("postEvent")
-    return json_response(202, hitl.post_event(service(), principal, required_body()))
+    return json_response(202, external_events.post_event(service(), principal, required_body()))
 
 
 @route("getTenantSettings")
 def get_tenant_settings() -> Response:
     principal = principal_for("getTenantSettings")
-    return json_response(200, hitl.get_settings(service(), principal))
+    return json_response(200, tenants.get_settings(service(), principal))
 
 
 @route("putTenantSettings")
 def put_tenant_settings() -> Response:
     principal = principal_for("putTenantSettings")
     body = required_body()
-    return json_response(200, hitl.put_settings(service(), principal.tenant, body, principal.subject["subjectId"]))
+    return json_response(200, tenants.put_settings(service(), principal.tenant, body, principal.subject["subjectId"]))
 
 
 @route("putCredentialGrant")
@@ -62,4 +64,4 @@ def put_credential_grant(provider: str) -> Response:
     principal = principal_for("putCredentialGrant")
     body = required_body()
     by = principal.subject["subjectId"]
-    return json_response(200, hitl.put_grant(service(), principal.tenant, unquote(provider), body, by))
+    return json_response(200, tenants.put_grant(service(), principal.tenant, unquote(provider), body, by))

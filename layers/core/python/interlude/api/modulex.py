@@ -22,11 +22,11 @@ from interlude.api.http import (
     last_event_id,
     principal_for,
     required_body,
-    route,
     service,
     sse_response,
     stream_bounds,
 )
+from interlude.api.routes import route
 from interlude.app import streams as streaming
 from interlude.domain.errors import ApiError
 from interlude.engine.run import iso

@@ -18,10 +18,10 @@ from interlude.api.http import (
     query_int,
     required_body,
     resume_value_body,
-    route,
     run_links,
     service,
 )
+from interlude.api.routes import route
 from interlude.config import settings
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION

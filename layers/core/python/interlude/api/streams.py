@@ -20,11 +20,11 @@ from interlude.api.http import (
     last_event_id,
     principal_for,
     query_int,
-    route,
     service,
     sse_response,
     stream_bounds,
 )
+from interlude.api.routes import route
 from interlude.app import streams as streaming
 from interlude.domain import schemas
 from interlude.domain.errors import ApiError

@@ -29,11 +29,11 @@ from interlude.api.http import (
     principal_for,
     raw_body,
     resume_value_body,
-    route,
     service,
 )
 from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
+from interlude.api.routes import route
 from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import ApiError
@@ -206,9 +206,7 @@ def read_form() -> dict[str, list[str]]:
 
 def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:
     event = app.current_event
-    if csrf.cross_site(
-        event.headers.get("origin"), event.headers.get("sec-fetch-site"), base_url()
-    ):
+    if csrf.cross_site(event.headers.get("origin"), event.headers.get("sec-fetch-site"), base_url()):
         return False
     key = csrf.derive_key(surface().kid_secret(token))
     return csrf.check(key, token, approval.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))

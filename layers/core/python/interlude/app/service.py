@@ -9,15 +9,14 @@ from datetime import datetime
 from functools import cache, cached_property
 from typing import Any
 
-from interlude.adapters.delivery.worker import _public as public_attempts
-from interlude.app.interactions import PUBLIC_VOTE_FIELDS, with_tenant_facts
+from interlude.app.tenants import with_tenant_facts
 from interlude.config import settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
 from interlude.domain.errors import ApiError
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
-from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine import deadlines
@@ -27,7 +26,7 @@ from interlude.rules import auth
 from interlude.rules.callback_url import check_callback_url
 from interlude.rules.interrupts.decide import Resolver, decide
 from interlude.store import Conflict, Store
-from interlude.store.deliveries import DeliveryStore
+from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import HitlStore
 

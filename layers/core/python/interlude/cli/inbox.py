@@ -123,26 +123,26 @@ def _inbox(args: argparse.Namespace) -> int:
 
 
 def _tenant_settings(args: argparse.Namespace) -> int:
-    from interlude.app import interactions as hitl
+    from interlude.app import tenants
     from interlude.app.service import Service
 
     service = Service(table_store(args))
-    current = hitl.tenant_settings(service.hitl_store, args.tenant).model_dump()
+    current = tenants.tenant_settings(service.hitl_store, args.tenant).model_dump()
     if args.override_principals is not None:
         current["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
     if args.event_retention_hours is not None:
         current["eventRetentionHours"] = args.event_retention_hours
-    print(json.dumps(hitl.put_settings(service, args.tenant, current, "cli"), indent=2))
+    print(json.dumps(tenants.put_settings(service, args.tenant, current, "cli"), indent=2))
     return 0
 
 
 def _credentials_grant(args: argparse.Namespace) -> int:
-    from interlude.app import interactions as hitl
+    from interlude.app import tenants
     from interlude.app.service import Service
 
     service = Service(table_store(args))
     scopes = [s for s in args.scopes.split(",") if s]
-    print(json.dumps(hitl.put_grant(service, args.tenant, args.provider, {"scopes": scopes}, "cli"), indent=2))
+    print(json.dumps(tenants.put_grant(service, args.tenant, args.provider, {"scopes": scopes}, "cli"), indent=2))
     return 0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from interlude import wiring
 from interlude.cli.local import STATE_FILE, add_local_args, table_store
+from interlude.composition import compose
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    compose()
     return int(args.func(args))
 
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 
 from interlude import wiring
-from interlude.engine.run import DEFAULT_STEP_BUDGET
 
 MAX_STREAM_HOLD_SECONDS = 25.0
+# Node executions per transaction by default (the engine's default too; declared here so config imports no engine).
+DEFAULT_STEP_BUDGET = 200
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from pydantic import Field
 
 from interlude.domain.models import FrozenClosed
 from interlude.domain.templates import render
-from interlude.faces.modulex import nodes as modulex_nodes
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
@@ -191,12 +190,7 @@ def _delay(cfg: DelayConfig, scope: Mapping[str, Any], inputs: Mapping[str, Any]
     return value
 
 
-def _modulex_interrupt(node_id: str, cfg: Any, scope: Mapping[str, Any]) -> GateSpec:
-    # `custom` kind: the ModuleX resume_schema travels inside data, forwarded and never enforced.
-    return GateSpec("custom", modulex_nodes.interrupt_data(node_id, cfg, scope), None, 0)
-
-
-# engine/registry.py joins these with the gates of engine/gates.py into NODE_TYPES.
+# engine/registry.py joins these with the gates of engine/gates.py into NODE_TYPES; faces register theirs there.
 CORE_TYPES: tuple[NodeType, ...] = (
     NodeType("core.noop", NoopConfig, compute=_noop),
     NodeType("core.transform", TransformConfig, compute=_transform),
@@ -204,13 +198,4 @@ CORE_TYPES: tuple[NodeType, ...] = (
     NodeType("core.clarificationGate", ClarificationGateConfig, ask=_clarification),
     NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
     NodeType("core.delay", DelayConfig, wait=_delay),
-    # Translation targets of the ModuleX face (interlude/modulex/definition.py).
-    NodeType("modulex.interrupt", modulex_nodes.InterruptConfig, ask=_modulex_interrupt),
-    NodeType("modulex.transformer", modulex_nodes.TransformerConfig, compute=modulex_nodes.transform),
-    NodeType(
-        "modulex.conditional",
-        modulex_nodes.ConditionalConfig,
-        compute=modulex_nodes.choose,
-        route=modulex_nodes.route,
-    ),
 )

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain.errors import run_error
 from interlude.domain.ids import derive_opaque, tenant_bound
 from interlude.domain.models.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
@@ -25,7 +26,6 @@ from interlude.rules.interrupts.payloads import status_for_kind, validate_payloa
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
 # Node executions per transition; the rest is left runnable for `dispatch` (keeps one transaction small).
-DEFAULT_STEP_BUDGET = 200
 KEY_MAX = 256
 
 

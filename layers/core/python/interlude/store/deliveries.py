@@ -139,3 +139,23 @@ class DeliveryStore:
             ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":prefix": a.s(attempt_sk_prefix(notice_id))},
         )
         return [a.unpacked(item["record"]) for page in pages for item in page.get("Items") or []]
+
+
+# The fields of an attempt record a tenant sees (GET deliveries, the dead letter); the rest is bookkeeping.
+PUBLIC_ATTEMPT_FIELDS = (
+    "noticeId",
+    "webhookId",
+    "type",
+    "nodeId",
+    "attempt",
+    "at",
+    "status",
+    "httpStatus",
+    "errorClass",
+    "elapsedMs",
+    "final",
+)
+
+
+def public_attempts(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: a[k] for k in PUBLIC_ATTEMPT_FIELDS if k in a} for a in history]

@@ -25,7 +25,7 @@ from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.config.delivery import DeliverySettings
 from interlude.engine.run import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
-from interlude.store.deliveries import DeliveryStore
+from interlude.store.deliveries import DeliveryStore, public_attempts
 
 logger = Logger(service="interlude-callbacks", child=True)
 USER_AGENT = "interlude-callbacks/1"
@@ -119,7 +119,7 @@ class Worker:
             # The dead letter goes first: a crash after it leaves a duplicate dead letter, never a lost one.
             self.sqs.send_message(
                 QueueUrl=cfg.dlq_url,
-                MessageBody=json.dumps(dead_letter(message, _public(history), iso_epoch(self.clock()))),
+                MessageBody=json.dumps(dead_letter(message, public_attempts(history), iso_epoch(self.clock()))),
             )
             self.deliveries.finish(run_id, notice_id, attempt, attempt_record, "dead")
             return "dead"
@@ -136,25 +136,6 @@ class Worker:
             ReceiptHandle=record["receiptHandle"],
             VisibilityTimeout=max(0, min(int(seconds), 12 * 3600)),
         )
-
-
-PUBLIC_ATTEMPT_FIELDS = (
-    "noticeId",
-    "webhookId",
-    "type",
-    "nodeId",
-    "attempt",
-    "at",
-    "status",
-    "httpStatus",
-    "errorClass",
-    "elapsedMs",
-    "final",
-)
-
-
-def _public(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: a[k] for k in PUBLIC_ATTEMPT_FIELDS if k in a} for a in history]
 
 
 def _seconds(retry_after: str | None) -> int | None:

@@ -37,6 +37,10 @@ class NodeState(Mutable):
     routes: list[str] | None = None
 
 
+# What of a vote anyone who may see the interrupt is shown (the run snapshot and the inbox alike).
+PUBLIC_VOTE_FIELDS = ("principal", "action", "at", "surface", "groups", "roles")
+
+
 class Vote(Mutable):
     principal: str
     action: str

@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from interlude.domain.errors import ApiError
+from interlude.domain.models.tokens import DEFAULT_LIFETIME_S
 
 Intent = Literal["resolve", "inspect"]
 INTENTS: frozenset[str] = frozenset(get_args(Intent))
@@ -32,7 +33,6 @@ TOKEN_ALG = "hs256"
 # What the discovery facet advertises as `interrupt.tokenAlgs[]`.
 TOKEN_ALGS: tuple[str, ...] = (TOKEN_ALG,)
 MAX_TOKEN_CHARS = 2048
-DEFAULT_LIFETIME_S = 30 * 60
 CLAIMS_VERSION = 1
 MIN_SECRET_BYTES = 32
 

@@ -1,0 +1,125 @@
+"""External events by correlation: posting one resolves the waiting interrupts it matches, and one kept until a
+matching gate is raised resumes it then (an outbox handler). Rules and their reasons: docs/decisions.md, "Issue 3"."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from interlude.domain.errors import ApiError
+from interlude.domain.ids import mint_opaque, tenant_of
+from interlude.domain.models.tenants import PostEventRequest
+from interlude.domain.validation import parse
+from interlude.engine.run import iso, iso_epoch
+from interlude.rules.auth import Principal
+from interlude.rules.interrupts.correlation import correlation_hash
+from interlude.rules.interrupts.decide import Resolver
+from interlude.rules.interrupts.secrets import credential_material
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+
+
+from interlude.app.tenants import tenant_settings
+
+
+def _resume_value(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record[k] for k in ("eventId", "eventType", "correlation", "payload", "receivedAt")}
+
+
+def _resolve_waiter(
+    service: Service, run_id: str, node_id: str, key: str, record: dict[str, Any], subject: dict[str, Any] | None
+) -> dict[str, Any]:
+    outcome: dict[str, Any] = {"runId": run_id, "nodeId": node_id}
+    got = service.store.get_run(run_id)
+    interrupt = got[0].interrupts.get(node_id) if got else None
+    if got is None or interrupt is None or interrupt.key != key:
+        return {**outcome, "outcome": "already-resolved"}
+    state, version = got
+    try:
+        result = service.resolve(
+            state,
+            version,
+            node_id,
+            _resume_value(record),
+            Resolver(subject, "event"),
+            interrupt_id=interrupt.interruptId,
+        )
+    except ApiError as exc:
+        if exc.code == "interrupt_already_resolved":
+            return {**outcome, "outcome": "already-resolved"}
+        if exc.code == "validation_error":
+            return {**outcome, "outcome": "refused", "errors": (exc.details or {}).get("errors", [])}
+        raise
+    return {**outcome, "outcome": "resolved", "status": result["status"]}
+
+
+def post_event(service: Service, principal: Principal, body: Any) -> dict[str, Any]:
+    """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions)."""
+    request: PostEventRequest = parse(PostEventRequest, body, "request body")
+    found = credential_material({"correlation": request.correlation, "payload": request.payload})
+    if found is not None:
+        raise ApiError(
+            "validation_error",
+            "an event never carries credential material: it becomes an interrupt's resume value",
+            {"field": found.split("/")[1], "path": found},
+        )
+    hitl = service.hitl_store
+    tenant = principal.tenant
+    now = service.clock()
+    retention_h = tenant_settings(hitl, tenant).eventRetentionHours
+    expires = int(now.timestamp()) + retention_h * 3600
+    record = {
+        "eventId": mint_opaque(),
+        "eventType": request.eventType,
+        "correlation": request.correlation,
+        "payload": request.payload,
+        "receivedAt": iso(now),
+        "sentBy": principal.subject,
+    }
+    hash_ = correlation_hash(request.eventType, request.correlation)
+    # 1. keep the event (so an interrupt raised from now on finds it), 2. then look for who waits already.
+    sk = hitl.put_event(tenant, hash_, record, expires)
+    results = [
+        _resolve_waiter(service, w["runId"], w["nodeId"], w["interruptKey"], record, principal.subject)
+        for w in hitl.waiters(tenant, hash_)
+    ]
+    resolved = [r for r in results if r["outcome"] == "resolved"]
+    if resolved:
+        hitl.claim_event(tenant, hash_, sk, f"{resolved[0]['runId']}:{resolved[0]['nodeId']}")
+    return {
+        "eventId": record["eventId"],
+        "receivedAt": record["receivedAt"],
+        "matched": len(results),
+        "resolved": len(resolved),
+        "results": results,
+        # Kept for an interrupt raised later when nothing took it now.
+        "kept": not resolved,
+        "expiresAt": iso_epoch(expires),
+    }
+
+
+def resolve_kept_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
+    """Outbox handler: an external-event interrupt just raised takes the oldest kept event that matches it.
+
+    Idempotent: an interrupt already resolved (by this handler before, or by POST /events) is left alone,
+    and a kept event is marked used once it has resolved an interrupt, so a later interrupt never reuses it.
+    """
+    raised = [
+        e for e in events if e.get("type") == "interrupt.requested" and e["payload"].get("kind") == "external-event"
+    ]
+    if not raised:
+        return
+    hitl = service.hitl_store
+    tenant = tenant_of(run_id)
+    for event in raised:
+        data = event["payload"]["data"]
+        hash_ = correlation_hash(data["eventType"], data["correlation"])
+        kept = hitl.unconsumed_events(tenant, hash_, service.clock().timestamp())
+        for sk, record in kept:
+            outcome = _resolve_waiter(
+                service, run_id, event["nodeId"], event["payload"]["key"], record, record.get("sentBy")
+            )
+            if outcome["outcome"] == "resolved":
+                hitl.claim_event(tenant, hash_, sk, f"{run_id}:{event['nodeId']}")
+            if outcome["outcome"] != "refused":
+                break

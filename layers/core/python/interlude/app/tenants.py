@@ -1,0 +1,54 @@
+"""Tenant settings (override principals, event retention) and credential grants, and the tenant facts they add
+to a resolver. Rules and their reasons: docs/decisions.md, "Issue 3"."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from interlude.domain.ids import check_author_id
+from interlude.domain.models.run import OpenInterrupt
+from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
+from interlude.domain.validation import parse
+from interlude.engine.run import iso
+from interlude.rules.auth import Principal
+from interlude.rules.interrupts.decide import Resolver
+from interlude.store.interactions import HitlStore
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+
+
+def tenant_settings(hitl: HitlStore, tenant: str) -> TenantSettings:
+    raw = hitl.get_settings(tenant)
+    return TenantSettings.model_validate(raw) if raw else TenantSettings()
+
+
+def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
+    settings = tenant_settings(service.hitl_store, principal.tenant)
+    return {"tenant": principal.tenant, "settings": settings.model_dump()}
+
+
+def put_settings(service: Service, tenant: str, body: Any, by: str) -> dict[str, Any]:
+    settings: TenantSettings = parse(TenantSettings, body, "tenant settings")
+    service.hitl_store.put_settings(tenant, settings.model_dump(), iso(service.clock()), by)
+    return {"tenant": tenant, "settings": settings.model_dump()}
+
+
+def put_grant(service: Service, tenant: str, provider: str, body: Any, by: str) -> dict[str, Any]:
+    check_author_id(provider, "provider")
+    request: CredentialGrantRequest = parse(CredentialGrantRequest, body, "credential grant")
+    at = iso(service.clock())
+    service.hitl_store.put_grant(tenant, provider, list(request.scopes), at, by)
+    return {"tenant": tenant, "provider": provider, "scopes": sorted(set(request.scopes)), "grantedAt": at}
+
+
+def with_tenant_facts(hitl: HitlStore, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
+    """Add the tenant-held facts a decision needs, read at decision time: override principals, grants."""
+    data = interrupt.payload.get("data") or {}
+    if interrupt.kind == "approval" and data.get("overrideBypassesQuorum"):
+        settings = tenant_settings(hitl, tenant)
+        resolver = replace(resolver, tenant_override_principals=tuple(settings.overridePrincipals))
+    if interrupt.kind == "credential":
+        resolver = replace(resolver, granted_scopes=hitl.get_grant(tenant, data["provider"]))
+    return resolver

@@ -1,0 +1,29 @@
+"""What the entry points join together: the faces' node types into the engine, the adapters into dispatch.
+
+The layers below import nothing above them, so this top-level module is where a face or an adapter is
+plugged into the engine or the application services. Every entry point (functions/*/handler.py, the CLI, the
+test and bench harnesses) calls `compose()` before running a workflow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlude.adapters.delivery.outbox import callback_notices
+from interlude.adapters.scheduler import outbox as deadline_schedules
+from interlude.app import dispatch
+from interlude.app.external_events import resolve_kept_events
+from interlude.app.service import Service
+from interlude.engine.registry import register
+from interlude.faces.modulex.nodetypes import MODULEX_TYPES
+
+# The outbox handlers, declared once, in order. Features add their handler here.
+OUTBOX: tuple[dispatch.OutboxHandler, ...] = (deadline_schedules.on_events, callback_notices, resolve_kept_events)
+
+
+def compose() -> None:
+    register(MODULEX_TYPES)
+
+
+def handle_stream_record(service: Service, record: dict[str, Any]) -> None:
+    dispatch.handle_record(service, record, OUTBOX)
