@@ -24,11 +24,14 @@ system-deps:
 dev: venv
 	$(PY) -m interlude.cli dev --port $(PORT)
 
-test: venv system-deps
+# The lint contracts run first: a layer importing upward fails the build before any test runs.
+test: lint system-deps
 	$(PY) -m pytest -n 2 --dist loadfile -q
 
+# ruff, then the import contracts of pyproject.toml's [tool.importlinter] over this checkout's package.
 lint: venv
 	$(VENV)/bin/ruff check .
+	PYTHONPATH=layers/core/python$${PYTHONPATH:+:$$PYTHONPATH} $(VENV)/bin/lint-imports
 
 synth: venv
 	$(PY) app.py
