@@ -1,6 +1,6 @@
 """A request body validated against a pydantic model: the one 400 `validation_error` shape for every model.
 
-Below service.py and hitl.py (both parse bodies), so neither has to import the other to do it.
+In the domain, below every application service that parses bodies, so none has to import another to do it.
 """
 
 from __future__ import annotations

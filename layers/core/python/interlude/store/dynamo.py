@@ -243,7 +243,7 @@ class Store:
                     {"Update": self._interrupt_close(pk, closed.interrupt, closed.status, closed.resolution)},
                 )
             )
-        # External-event waiters and conversation claims (store/hitl.py) travel in the same transaction.
+        # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
         items += transition_items(transition, now_iso)
         for _, op in items:
             body = next(iter(op.values()))
