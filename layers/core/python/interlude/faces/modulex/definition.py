@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,7 +29,6 @@ from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.faces.modulex import nodes
 from interlude.faces.modulex.references import engine_id
 
-RUNNABLE_TYPES = ("interrupt", "conditional", "transformer")
 REFUSED_TYPES = ("llm", "agent", "tool", "knowledge", "guardrails", "function")
 START_NAMES = frozenset({"__start__", "START", "start"})
 START_NODE = "__start__"
@@ -96,191 +97,276 @@ def _pydantic_errors(exc: ValidationError, prefix: list[Any]) -> list[dict[str, 
     ]
 
 
+class _Unrunnable(Exception):
+    """A node config Interlude cannot run, found before its model validates it."""
+
+    def __init__(self, loc: list[Any], msg: str) -> None:
+        super().__init__(msg)
+        self.loc = loc
+        self.msg = msg
+
+
+def _interrupt_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
+    # output_key is a deprecated no-op: the resume value always lands under the node id.
+    config = {k: v for k, v in raw.items() if k in ("message", "resume_schema", "examples", "data_keys")}
+    if config.get("message") is None:
+        config.pop("message", None)
+    return config
+
+
+_BRANCH_KEYS = ("id", "name", "source", "operator", "value", "condition", "target")
+
+
+def _conditional_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
+    kind = raw.get("condition_type") or "expression"
+    if kind != "expression":
+        raise _Unrunnable(
+            ["conditional_config", "condition_type"],
+            f"conditional node {node.id!r} uses condition_type {kind!r}; Interlude runs expression "
+            "conditionals only (no LLM routing, no loops)",
+        )
+    config: dict[str, Any] = {
+        "condition_type": "expression",
+        "expression_branches": [
+            {k: v for k, v in b.items() if k in _BRANCH_KEYS} if isinstance(b, dict) else b
+            for b in raw.get("expression_branches") or []
+        ],
+        "routes": raw.get("routes") or {},
+    }
+    for key in ("expression", "default_target"):
+        if raw.get(key) is not None:
+            config[key] = raw[key]
+    return config
+
+
+def _transformer_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
+    config = {k: v for k, v in raw.items() if k in ("source", "operations") and v is not None}
+    config["operations"] = [
+        {k: v for k, v in op.items() if k in ("type", "field", "params") and v is not None}
+        if isinstance(op, dict)
+        else op
+        for op in config.get("operations") or []
+    ]
+    return config
+
+
+def _no_problems(_: Any) -> list[str]:
+    return []
+
+
+class _RunnableType(NamedTuple):
+    """How one ModuleX node type becomes an engine node."""
+
+    # Its <type>_config, keeping the fields the engine's model knows; raises _Unrunnable.
+    shape: Callable[[MxNode, dict[str, Any]], dict[str, Any]]
+    model: type[BaseModel]
+    # Problems its validated config would only show at run time.
+    check: Callable[[Any], list[str]]
+    config_required: bool
+
+
+_RUNNABLE: dict[str, _RunnableType] = {
+    "interrupt": _RunnableType(_interrupt_config, nodes.InterruptConfig, _no_problems, config_required=True),
+    "conditional": _RunnableType(
+        _conditional_config, nodes.ConditionalConfig, nodes.check_conditional, config_required=True
+    ),
+    "transformer": _RunnableType(
+        _transformer_config, nodes.TransformerConfig, nodes.check_transformer, config_required=False
+    ),
+}
+RUNNABLE_TYPES = tuple(_RUNNABLE)
+
+
+def _unrunnable_type(node: MxNode) -> str:
+    if node.type in REFUSED_TYPES:
+        return (
+            f"node {node.id!r} is a {node.type!r} node, which Interlude does not run: Interlude runs only "
+            f"{', '.join(RUNNABLE_TYPES)} nodes (no models, tools, knowledge bases or code)"
+        )
+    return f"node {node.id!r} has unknown type {node.type!r}"
+
+
 def _node_config(i: int, node: MxNode, errors: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
     """(engine typeId, engine config) for a runnable node; records errors otherwise."""
     loc: list[Any] = ["body", "workflow", "nodes", i]
-    if node.type in REFUSED_TYPES:
-        errors.append(
-            _err(
-                loc + ["type"],
-                f"node {node.id!r} is a {node.type!r} node, which Interlude does not run: Interlude runs only "
-                f"{', '.join(RUNNABLE_TYPES)} nodes (no models, tools, knowledge bases or code)",
-            )
-        )
+    runnable = _RUNNABLE.get(node.type)
+    if runnable is None:
+        errors.append(_err(loc + ["type"], _unrunnable_type(node)))
         return None
-    if node.type not in RUNNABLE_TYPES:
-        errors.append(_err(loc + ["type"], f"node {node.id!r} has unknown type {node.type!r}"))
-        return None
-    raw = getattr(node, f"{node.type}_config")
-    if node.type == "interrupt":
-        if raw is None:
-            errors.append(_err(loc + ["interrupt_config"], f"interrupt node {node.id!r} has no interrupt_config"))
-            return None
-        # output_key is a deprecated no-op: the resume value always lands under the node id.
-        config = {k: v for k, v in raw.items() if k in ("message", "resume_schema", "examples", "data_keys")}
-        if config.get("message") is None:
-            config.pop("message", None)
-        model: type[BaseModel] = nodes.InterruptConfig
-    elif node.type == "conditional":
-        if raw is None:
-            errors.append(_err(loc + ["conditional_config"], f"conditional node {node.id!r} has no conditional_config"))
-            return None
-        kind = raw.get("condition_type") or "expression"
-        if kind != "expression":
-            errors.append(
-                _err(
-                    loc + ["conditional_config", "condition_type"],
-                    f"conditional node {node.id!r} uses condition_type {kind!r}; Interlude runs expression "
-                    "conditionals only (no LLM routing, no loops)",
-                )
-            )
-            return None
-        branch_keys = ("id", "name", "source", "operator", "value", "condition", "target")
-        config = {
-            "condition_type": "expression",
-            "expression_branches": [
-                {k: v for k, v in b.items() if k in branch_keys} if isinstance(b, dict) else b
-                for b in raw.get("expression_branches") or []
-            ],
-            "routes": raw.get("routes") or {},
-        }
-        for key in ("expression", "default_target"):
-            if raw.get(key) is not None:
-                config[key] = raw[key]
-        model = nodes.ConditionalConfig
-    else:
-        config = {k: v for k, v in (raw or {}).items() if k in ("source", "operations") and v is not None}
-        config["operations"] = [
-            {k: v for k, v in op.items() if k in ("type", "field", "params") and v is not None}
-            if isinstance(op, dict)
-            else op
-            for op in config.get("operations") or []
-        ]
-        model = nodes.TransformerConfig
+    config_field = f"{node.type}_config"
+    raw = getattr(node, config_field)
     try:
-        parsed = model.model_validate(config)
-    except ValidationError as exc:
-        errors.extend(_pydantic_errors(exc, loc + [f"{node.type}_config"]))
+        if raw is None and runnable.config_required:
+            raise _Unrunnable([config_field], f"{node.type} node {node.id!r} has no {config_field}")
+        parsed = runnable.model.model_validate(runnable.shape(node, raw or {}))
+    except _Unrunnable as exc:
+        errors.append(_err(loc + exc.loc, exc.msg))
         return None
-    problems: list[str] = []
-    if isinstance(parsed, nodes.ConditionalConfig):
-        problems = nodes.check_conditional(parsed)
-    elif isinstance(parsed, nodes.TransformerConfig):
-        problems = nodes.check_transformer(parsed)
-    for problem in problems:
-        errors.append(_err(loc + [f"{node.type}_config"], f"node {node.id!r}: {problem}"))
-    return (f"modulex.{node.type}", parsed.model_dump(mode="json", exclude_none=True)) if not problems else None
+    except ValidationError as exc:
+        errors.extend(_pydantic_errors(exc, loc + [config_field]))
+        return None
+    problems = runnable.check(parsed)
+    errors.extend(_err(loc + [config_field], f"node {node.id!r}: {problem}") for problem in problems)
+    return None if problems else (f"modulex.{node.type}", parsed.model_dump(mode="json", exclude_none=True))
 
 
-def translate(raw: Any) -> dict[str, Any]:
-    """The OpenWOP workflow definition (a dict, ready for WorkflowDefinition) of a ModuleX definition."""
+def _parse(raw: Any) -> MxWorkflow:
     if not isinstance(raw, dict):
         raise Invalid([_err(["body", "workflow"], "workflow must be an object")])
     try:
-        wf = MxWorkflow.model_validate(raw)
+        return MxWorkflow.model_validate(raw)
     except ValidationError as exc:
         raise Invalid(_pydantic_errors(exc, ["body", "workflow"])) from None
-    errors: list[dict[str, Any]] = []
-    ids = [n.id for n in wf.nodes]
-    known = set(ids)
-    for i, node in enumerate(wf.nodes):
-        if node.id in START_NAMES or node.id in nodes.END_TARGETS:
-            errors.append(_err(["body", "workflow", "nodes", i, "id"], f"node id {node.id!r} is reserved"))
-        elif not AUTHOR_ID_RE.match(engine_id(node.id)):
-            errors.append(_err(["body", "workflow", "nodes", i, "id"], f"node id {node.id!r} is too long"))
-        if ids.count(node.id) > 1 and ids.index(node.id) == i:
-            errors.append(_err(["body", "workflow", "nodes", i, "id"], f"duplicate node id {node.id!r}"))
 
-    translated: list[dict[str, Any]] = []
-    info: dict[str, dict[str, Any]] = {}
-    conditionals: dict[str, list[str]] = {}
-    for i, node in enumerate(wf.nodes):
-        if not node.enabled:
-            # A disabled node passes the run through without doing anything.
-            type_id, config = "core.noop", {}
-        else:
-            got = _node_config(i, node, errors)
-            if got is None:
-                continue
-            type_id, config = got
-        entry: dict[str, Any] = {"id": engine_id(node.id), "typeId": type_id, "config": config}
-        if node.name:
-            entry["name"] = node.name
-        if node.description:
-            entry["description"] = node.description
-        translated.append(entry)
-        info[engine_id(node.id)] = {"id": node.id, "type": node.type, "name": node.name or node.id}
+
+def _check_ids(ids: list[str], errors: list[dict[str, Any]]) -> None:
+    for i, node_id in enumerate(ids):
+        loc = ["body", "workflow", "nodes", i, "id"]
+        if node_id in START_NAMES or node_id in nodes.END_TARGETS:
+            errors.append(_err(loc, f"node id {node_id!r} is reserved"))
+        elif not AUTHOR_ID_RE.match(engine_id(node_id)):
+            errors.append(_err(loc, f"node id {node_id!r} is too long"))
+        if ids.count(node_id) > 1 and ids.index(node_id) == i:
+            errors.append(_err(loc, f"duplicate node id {node_id!r}"))
+
+
+@dataclass
+class _Translated:
+    """The engine nodes of a definition, and what the edges and frames need to know about them."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    # engine node id -> {"id", "type", "name"} in ModuleX terms, for frames.
+    info: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # ModuleX id of each conditional -> the nodes its branches route to.
+    conditionals: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _engine_node(node: MxNode, type_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"id": engine_id(node.id), "typeId": type_id, "config": config}
+    if node.name:
+        entry["name"] = node.name
+    if node.description:
+        entry["description"] = node.description
+    return entry
+
+
+def _routes(i: int, node: MxNode, config: dict[str, Any], known: set[str], errors: list[dict[str, Any]]) -> list[str]:
+    """A conditional's targets; records those that name no node."""
+    targets = nodes.ConditionalConfig.model_validate(config).targets()
+    errors.extend(
+        _err(
+            ["body", "workflow", "nodes", i, "conditional_config"],
+            f"conditional node {node.id!r} routes to {target!r}, which names no node",
+        )
+        for target in targets
+        if target not in known and target not in nodes.END_TARGETS
+    )
+    return targets
+
+
+def _translate_nodes(mx_nodes: list[MxNode], known: set[str], errors: list[dict[str, Any]]) -> _Translated:
+    out = _Translated()
+    for i, node in enumerate(mx_nodes):
+        # A disabled node passes the run through without doing anything.
+        got = _node_config(i, node, errors) if node.enabled else ("core.noop", {})
+        if got is None:
+            continue
+        type_id, config = got
+        out.nodes.append(_engine_node(node, type_id, config))
+        out.info[engine_id(node.id)] = {"id": node.id, "type": node.type, "name": node.name or node.id}
         if type_id == "modulex.conditional":
-            targets = nodes.ConditionalConfig.model_validate(config).targets()
-            conditionals[node.id] = targets
-            for target in targets:
-                if target not in known and target not in nodes.END_TARGETS:
-                    errors.append(
-                        _err(
-                            ["body", "workflow", "nodes", i, "conditional_config"],
-                            f"conditional node {node.id!r} routes to {target!r}, which names no node",
-                        )
-                    )
+            out.conditionals[node.id] = _routes(i, node, config, known, errors)
+    return out
 
+
+def _edge_problems(
+    loc: list[Any], edge: MxEdge, known: set[str], conditionals: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """What is wrong with an edge between two nodes."""
+    problems = [
+        _err(loc + [end], f"edge {end} {getattr(edge, end)!r} names no node")
+        for end in ("source", "target")
+        if getattr(edge, end) not in known
+    ]
+    if edge.source in conditionals and edge.target not in conditionals[edge.source]:
+        problems.append(
+            _err(
+                loc,
+                f"edge {edge.source!r} -> {edge.target!r} leaves a conditional node for a node none of its "
+                "branches names; a conditional's routes live in its conditional_config",
+            )
+        )
+    return problems
+
+
+def _edges(
+    mx_edges: list[MxEdge], known: set[str], conditionals: dict[str, list[str]], errors: list[dict[str, Any]]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(edges between nodes, including each conditional's routes; nodes the start edges enter)."""
     edges: list[tuple[str, str]] = []
     entries: list[str] = []
-    for j, edge in enumerate(wf.edges):
+    for j, edge in enumerate(mx_edges):
         loc: list[Any] = ["body", "workflow", "edges", j]
         if edge.condition or edge.route_map:
             errors.append(_err(loc, "conditions on edges are not supported; route with a conditional node"))
-            continue
-        if edge.target in nodes.END_TARGETS:
-            continue
-        if edge.source in START_NAMES:
-            if edge.target in known:
-                entries.append(edge.target)
-            else:
-                errors.append(_err(loc + ["target"], f"edge target {edge.target!r} names no node"))
-            continue
-        for end in ("source", "target"):
-            if getattr(edge, end) not in known:
-                errors.append(_err(loc + [end], f"edge {end} {getattr(edge, end)!r} names no node"))
-        if edge.source in conditionals and edge.target not in conditionals[edge.source]:
-            errors.append(
-                _err(
-                    loc,
-                    f"edge {edge.source!r} -> {edge.target!r} leaves a conditional node for a node none of its "
-                    "branches names; a conditional's routes live in its conditional_config",
-                )
-            )
-        edges.append((edge.source, edge.target))
+        elif edge.target in nodes.END_TARGETS:
+            pass  # a node no edge leaves ends its branch already
+        elif edge.source not in START_NAMES:
+            errors.extend(_edge_problems(loc, edge, known, conditionals))
+            edges.append((edge.source, edge.target))
+        elif edge.target in known:
+            entries.append(edge.target)
+        else:
+            errors.append(_err(loc + ["target"], f"edge target {edge.target!r} names no node"))
     for source, targets in conditionals.items():
         edges.extend((source, t) for t in targets if t not in nodes.END_TARGETS)
-    edges = list(dict.fromkeys(e for e in edges if e[0] in known and e[1] in known))
+    return list(dict.fromkeys(e for e in edges if e[0] in known and e[1] in known)), entries
 
-    if wf.entry_point not in START_NAMES:
-        if wf.entry_point not in known:
-            errors.append(_err(["body", "workflow", "entry_point"], f"entry_point {wf.entry_point!r} names no node"))
-        entries = [wf.entry_point]
+
+def _entries(
+    entry_point: str, ids: list[str], edges: list[tuple[str, str]], entries: list[str], errors: list[dict[str, Any]]
+) -> list[str]:
+    """The nodes a run starts at: the entry point, else the start edges' targets, else nodes no edge enters.
+    Records an entry point that names no node and nodes nothing reaches."""
+    if entry_point not in START_NAMES:
+        if entry_point not in ids:
+            errors.append(_err(["body", "workflow", "entry_point"], f"entry_point {entry_point!r} names no node"))
+        entries = [entry_point]
     targets_of_edges = {t for _, t in edges}
     if not entries:
         entries = [n for n in ids if n not in targets_of_edges]
         if not entries and not errors:
             errors.append(_err(["body", "workflow", "edges"], "every node has an incoming edge, so none can start"))
-    for i, node_id in enumerate(ids):
-        if node_id not in targets_of_edges and node_id not in entries:
-            errors.append(
-                _err(["body", "workflow", "nodes", i], f"node {node_id!r} is unreachable: no edge leads to it")
-            )
-    if errors:
-        raise Invalid(errors)
+    errors.extend(
+        _err(["body", "workflow", "nodes", i], f"node {node_id!r} is unreachable: no edge leads to it")
+        for i, node_id in enumerate(ids)
+        if node_id not in targets_of_edges and node_id not in entries
+    )
+    return entries
 
+
+def _engine_graph(
+    translated: list[dict[str, Any]], edges: list[tuple[str, str]], entries: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(engine nodes, engine edges), with a start node when the entries are not where the engine starts."""
     out_edges = [
         {"sourceNodeId": engine_id(s), "targetNodeId": engine_id(t), "triggerRule": "any_success"} for s, t in edges
     ]
-    if any(e in targets_of_edges for e in entries) or len(set(entries)) > 1:
-        # The engine starts at nodes no edge enters; a looped-back (or several) entry needs a start node.
-        start = engine_id(START_NODE)
-        translated.insert(0, {"id": start, "typeId": "core.noop", "name": "start"})
-        out_edges += [
-            {"sourceNodeId": start, "targetNodeId": engine_id(e), "triggerRule": "any_success"}
-            for e in dict.fromkeys(entries)
-        ]
+    targets_of_edges = {t for _, t in edges}
+    if not any(e in targets_of_edges for e in entries) and len(set(entries)) <= 1:
+        return translated, out_edges
+    # The engine starts at nodes no edge enters; a looped-back (or several) entry needs a start node.
+    start = engine_id(START_NODE)
+    start_edges = [
+        {"sourceNodeId": start, "targetNodeId": engine_id(e), "triggerRule": "any_success"}
+        for e in dict.fromkeys(entries)
+    ]
+    return [{"id": start, "typeId": "core.noop", "name": "start"}, *translated], out_edges + start_edges
+
+
+def _definition(
+    wf: MxWorkflow, engine_nodes: list[dict[str, Any]], engine_edges: list[dict[str, Any]], info: dict[str, Any]
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"nodes": info}
     if wf.metadata.name:
         meta["name"] = wf.metadata.name
@@ -288,12 +374,28 @@ def translate(raw: Any) -> dict[str, Any]:
         meta["version"] = wf.metadata.version
     if wf.config.recursion_limit:
         meta["recursionLimit"] = wf.config.recursion_limit
-    definition: dict[str, Any] = {"nodes": translated, "edges": out_edges, "metadata": {META_KEY: meta}}
+    definition: dict[str, Any] = {"nodes": engine_nodes, "edges": engine_edges, "metadata": {META_KEY: meta}}
     if wf.metadata.name:
         definition["name"] = wf.metadata.name
     if wf.metadata.description:
         definition["description"] = wf.metadata.description
     return definition
+
+
+def translate(raw: Any) -> dict[str, Any]:
+    """The OpenWOP workflow definition (a dict, ready for WorkflowDefinition) of a ModuleX definition."""
+    wf = _parse(raw)
+    errors: list[dict[str, Any]] = []
+    ids = [n.id for n in wf.nodes]
+    known = set(ids)
+    _check_ids(ids, errors)
+    translated = _translate_nodes(wf.nodes, known, errors)
+    edges, start_targets = _edges(wf.edges, known, translated.conditionals, errors)
+    entries = _entries(wf.entry_point, ids, edges, start_targets, errors)
+    if errors:
+        raise Invalid(errors)
+    engine_nodes, engine_edges = _engine_graph(translated.nodes, edges, entries)
+    return _definition(wf, engine_nodes, engine_edges, translated.info)
 
 
 def content_id(definition: dict[str, Any]) -> str:
