@@ -137,44 +137,63 @@ def decide(
     return Decision("complete", resume_value, _resolved_event(interrupt, resume_value, resolver))
 
 
-def _decide_approval(
-    interrupt: OpenInterrupt, value: Any, resolver: Resolver, now_iso: str, config: dict[str, Any]
-) -> Decision:
-    data = interrupt.payload["data"]
-    actions = data["actions"]
-    # Eligibility first: an ineligible resolver learns nothing about the gate from validation messages.
-    if not eligible(data, resolver):
-        fields = binding_refs(data)
-        details: dict[str, Any] = {"field": fields[0]}
-        if len(fields) > 1:
-            details["fields"] = fields
-        raise ApiError("forbidden", "this principal is not an eligible approver for the gate", details)
+# The field each action needs in its resume value besides `action`.
+_ACTION_REQUIRES = {"refine": "refineFeedback", "edit-accept": "editedArtifactData"}
+_ACCEPTS = ("accept", "edit-accept")
+
+
+def _check_eligible(data: dict[str, Any], resolver: Resolver) -> None:
+    if eligible(data, resolver):
+        return
+    fields = binding_refs(data)
+    details: dict[str, Any] = {"field": fields[0]}
+    if len(fields) > 1:
+        details["fields"] = fields
+    raise ApiError("forbidden", "this principal is not an eligible approver for the gate", details)
+
+
+def _valid_action(interrupt: OpenInterrupt, value: Any, actions: list[str]) -> str:
+    """The action a resume value takes, once the value is one the gate accepts."""
     if isinstance(value, dict) and value.get("action") == "timeout":
         raise ApiError("validation_error", "a resume may not carry action 'timeout'", {"field": "resumeValue.action"})
     if not isinstance(value, dict) or not isinstance(value.get("action"), str):
         raise ApiError("validation_error", "resumeValue must be an object with an 'action'", {"field": "resumeValue"})
-    action = value["action"]
+    action: str = value["action"]
     if action not in actions:
         raise ApiError(
             "validation_error",
             f"action {action!r} is not one this gate allows",
             {"field": "resumeValue.action", "actions": actions},
         )
-    if action == "refine" and "refineFeedback" not in value:
+    required = _ACTION_REQUIRES.get(action)
+    if required is not None and required not in value:
         raise ApiError(
-            "validation_error", "action 'refine' requires refineFeedback", {"field": "resumeValue.refineFeedback"}
-        )
-    if action == "edit-accept" and "editedArtifactData" not in value:
-        raise ApiError(
-            "validation_error",
-            "action 'edit-accept' requires editedArtifactData",
-            {"field": "resumeValue.editedArtifactData"},
+            "validation_error", f"action {action!r} requires {required}", {"field": f"resumeValue.{required}"}
         )
     _check_resume_schema(interrupt, value)
+    return action
+
+
+@dataclass(frozen=True)
+class _Ballot:
+    """A valid vote on an approval gate, before the quorum rules say what it does."""
+
+    action: str
+    value: dict[str, Any]  # the resume value as recorded: decidedAt/decidedBy set by the host
+    event: dict[str, Any]
+    vote: Vote
+
+    def decision(
+        self, outcome: Literal["complete", "fail", "record"], error: dict[str, Any] | None = None, **event: Any
+    ) -> Decision:
+        return Decision(outcome, self.value, {**self.event, **event}, error=error, vote=self.vote)
+
+
+def _ballot(interrupt: OpenInterrupt, value: dict[str, Any], action: str, resolver: Resolver, now_iso: str) -> _Ballot:
+    """Records the vote; a principal votes once per gate (`ask` is not a vote)."""
     principal = resolver.principal
     if any(v.principal == principal and v.action != "ask" for v in interrupt.votes) and action != "ask":
         raise ApiError("interlude.vote_already_cast", "this principal has already voted on this gate")
-
     normalized = dict(value)
     normalized["decidedAt"] = now_iso
     if resolver.subject_id is not None:
@@ -192,44 +211,52 @@ def _decide_approval(
         resumeValue=normalized,
     )
     event = _resolved_event(interrupt, normalized, resolver)
-    for extra in ("refineFeedback", "editedArtifactData"):
-        if extra in value:
-            event[extra] = value[extra]
+    event.update({extra: value[extra] for extra in _ACTION_REQUIRES.values() if extra in value})
+    return _Ballot(action, normalized, event, vote)
 
-    if action == "ask":
-        return Decision("record", normalized, event, vote=vote)
 
-    required = int(data.get("requiredApprovals", 1))
-    policy = data.get("rejectionPolicy", "single-veto")
+def _is_override(data: dict[str, Any], config: dict[str, Any], resolver: Resolver) -> bool:
     overrides = set(config.get("overridePrincipals") or []) | set(resolver.tenant_override_principals)
-    is_override = bool(data.get("overrideBypassesQuorum")) and (
-        principal in overrides or (resolver.subject_id or "") in overrides
+    return bool(data.get("overrideBypassesQuorum")) and (
+        resolver.principal in overrides or (resolver.subject_id or "") in overrides
     )
-    prior = [v for v in interrupt.votes if v.action != "ask"]
-    accepts = sum(1 for v in prior if v.action in ("accept", "edit-accept")) + (action in ("accept", "edit-accept"))
-    rejects = sum(1 for v in prior if v.action == "reject") + (action == "reject")
 
+
+def _quorum_outcome(
+    interrupt: OpenInterrupt, ballot: _Ballot, data: dict[str, Any], config: dict[str, Any], resolver: Resolver
+) -> Decision:
+    """What a vote (not `ask`) does to the gate, given the votes before it."""
+    action = ballot.action
+    required = int(data.get("requiredApprovals", 1))
+    cast = [v.action for v in interrupt.votes if v.action != "ask"] + [action]
     if action == "reject":
-        decisive = policy == "single-veto" or rejects > required / 2
-        if not decisive:
-            return Decision("record", normalized, {**event, "action": "reject"}, vote=vote)
-        event.update(action="reject", decision="rejected")
-        if required > 1 and policy == "majority":
-            event["reason"] = "quorum-reject"
+        policy = data.get("rejectionPolicy", "single-veto")
+        if policy != "single-veto" and cast.count("reject") <= required / 2:
+            return ballot.decision("record", action="reject")
+        reason = {"reason": "quorum-reject"} if required > 1 and policy == "majority" else {}
         error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} was rejected")
-        return Decision("fail", normalized, event, error=error, vote=vote)
-
-    if action in ("accept", "edit-accept") and is_override:
-        event.update(action=action, decision="overridden")
-        return Decision("complete", normalized, event, vote=vote)
+        return ballot.decision("fail", error, action="reject", decision="rejected", **reason)
+    if action in _ACCEPTS and _is_override(data, config, resolver):
+        return ballot.decision("complete", action=action, decision="overridden")
     if action == "refine":
         # A refine sends the artifact back: it exits the suspend but grants nothing, so it carries no decision.
-        event.update(action=action)
-        return Decision("complete", normalized, event, vote=vote)
-    if accepts >= required:
-        event.update(action=action, decision="granted")
-        return Decision("complete", normalized, event, vote=vote)
-    return Decision("record", normalized, {**event, "action": action}, vote=vote)
+        return ballot.decision("complete", action=action)
+    if sum(1 for a in cast if a in _ACCEPTS) >= required:
+        return ballot.decision("complete", action=action, decision="granted")
+    return ballot.decision("record", action=action)
+
+
+def _decide_approval(
+    interrupt: OpenInterrupt, value: Any, resolver: Resolver, now_iso: str, config: dict[str, Any]
+) -> Decision:
+    data = interrupt.payload["data"]
+    # Eligibility first: an ineligible resolver learns nothing about the gate from validation messages.
+    _check_eligible(data, resolver)
+    action = _valid_action(interrupt, value, data["actions"])
+    ballot = _ballot(interrupt, value, action, resolver, now_iso)
+    if action == "ask":
+        return Decision("record", ballot.value, ballot.event, vote=ballot.vote)
+    return _quorum_outcome(interrupt, ballot, data, config, resolver)
 
 
 # -- the other kinds ------------------------------------------------------------------------------
