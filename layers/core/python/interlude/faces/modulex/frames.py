@@ -8,6 +8,7 @@ and carry both spellings the SDKs read (`node`/`name`/`output` and the older `no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,92 +84,115 @@ def _interrupt_fields(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _ids(view: RunView) -> dict[str, str]:
+    return {"run_id": view.wire_id, "thread_id": view.wire_id}
+
+
+def _metadata(payload: dict[str, Any], view: RunView, at: str) -> dict[str, Any]:
+    ids = _ids(view)
+    meta = {
+        **ids,
+        "workflow_name": view.workflow_name,
+        "workflow_version": view.workflow_version,
+        "workflow_type": "workflow",
+        "timestamp": at,
+    }
+    return {"type": "metadata", "data": meta, **ids, "workflow_type": "workflow", "timestamp": at}
+
+
+def _done(payload: dict[str, Any], view: RunView, at: str) -> dict[str, Any]:
+    data = {
+        "message": "Workflow completed successfully",
+        "final_state": view.state_of(payload.get("outputs") or {}),
+        "total_execution_time_ms": payload.get("durationMs"),
+    }
+    return {"type": "done", "data": data, **_ids(view), "timestamp": at}
+
+
+def _error(payload: dict[str, Any], view: RunView, at: str) -> dict[str, Any]:
+    error = payload.get("error") or {}
+    failed = payload.get("failedNodeId")
+    details = {
+        "error_type": error.get("code"),
+        "error_message": error.get("message"),
+        "node_id": view.node(failed)["id"] if failed else None,
+    }
+    return {
+        "type": "error",
+        "message": error.get("message"),
+        "error_type": error.get("code"),
+        "data": details,
+        **_ids(view),
+        "timestamp": at,
+    }
+
+
+def _cancelled(payload: dict[str, Any], view: RunView, at: str) -> dict[str, Any]:
+    reason = payload.get("reason")
+    return {"type": "cancelled", "data": {"reason": reason}, "reason": reason, **_ids(view), "timestamp": at}
+
+
+def _node_frame(
+    frame_type: str, status: str, node: dict[str, str], at: str, output: dict[str, Any] | None = None, **after: Any
+) -> dict[str, Any]:
+    """Node frames are flat, in both spellings; `output` (keyed by node id) only on updates."""
+    frame: dict[str, Any] = {"type": frame_type, "node": node["id"], "name": node["name"], "timestamp": at}
+    if output is not None:
+        frame["output"] = output
+    return {**frame, "node_id": node["id"], "node_type": node["type"], "status": status, **after}
+
+
+def _node_started(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
+    return _node_frame("node_started", "started", node, at)
+
+
+def _node_update(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
+    return _node_frame("node_update", "completed", node, at, output={node["id"]: _unwrap(payload.get("outputs"))})
+
+
+def _node_error(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
+    error = payload.get("error") or {}
+    return _node_frame("node_error", "error", node, at, reason=error.get("code"), message=error.get("message"))
+
+
+def _interrupt(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
+    data = {"thread_id": view.wire_id, "node_id": node["id"], **_interrupt_fields(payload)}
+    return {"type": "interrupt", "data": data, "timestamp": at}
+
+
+def _resumed(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
+    data = {**_ids(view), "node_id": node["id"], "resume_value": payload.get("resumeValue"), "timestamp": at}
+    return {"type": "resumed", "data": data, "timestamp": at}
+
+
+# The ModuleX frame of each RunEventDoc type that has one: run-level events, and events of a node.
+_RUN_FRAMES: dict[str, Callable[[dict[str, Any], RunView, str], dict[str, Any]]] = {
+    "run.started": _metadata,
+    "run.completed": _done,
+    "run.failed": _error,
+    "run.cancelled": _cancelled,
+}
+_NODE_FRAMES: dict[str, Callable[[dict[str, Any], RunView, dict[str, str], str], dict[str, Any]]] = {
+    "node.started": _node_started,
+    "node.completed": _node_update,
+    "node.failed": _node_error,
+    "interrupt.requested": _interrupt,
+    "interrupt.resolved": _resumed,
+}
+
+
 def project(doc: dict[str, Any], view: RunView) -> dict[str, Any] | None:
     """The ModuleX frame for one RunEventDoc, or None when ModuleX has no counterpart."""
     kind = doc["type"]
     payload = doc.get("payload") or {}
     at = doc["timestamp"]
-    ids = {"run_id": view.wire_id, "thread_id": view.wire_id}
     node_id = doc.get("nodeId")
     if node_id is not None and view.hidden(node_id):
         return None
-    node = view.node(node_id) if node_id else None
-    if kind == "run.started":
-        meta = {
-            **ids,
-            "workflow_name": view.workflow_name,
-            "workflow_version": view.workflow_version,
-            "workflow_type": "workflow",
-            "timestamp": at,
-        }
-        return {"type": "metadata", "data": meta, **ids, "workflow_type": "workflow", "timestamp": at}
-    if kind == "node.started" and node:
-        return {
-            "type": "node_started",
-            "node": node["id"],
-            "name": node["name"],
-            "timestamp": at,
-            "node_id": node["id"],
-            "node_type": node["type"],
-            "status": "started",
-        }
-    if kind == "node.completed" and node:
-        output = _unwrap(payload.get("outputs"))
-        return {
-            "type": "node_update",
-            "node": node["id"],
-            "name": node["name"],
-            "timestamp": at,
-            "output": {node["id"]: output},
-            "node_id": node["id"],
-            "node_type": node["type"],
-            "status": "completed",
-        }
-    if kind == "node.failed" and node:
-        error = payload.get("error") or {}
-        return {
-            "type": "node_error",
-            "node": node["id"],
-            "name": node["name"],
-            "timestamp": at,
-            "node_id": node["id"],
-            "node_type": node["type"],
-            "status": "error",
-            "reason": error.get("code"),
-            "message": error.get("message"),
-        }
-    if kind == "interrupt.requested" and node:
-        data = {"thread_id": view.wire_id, "node_id": node["id"], **_interrupt_fields(payload)}
-        return {"type": "interrupt", "data": data, "timestamp": at}
-    if kind == "interrupt.resolved" and node:
-        data = {**ids, "node_id": node["id"], "resume_value": payload.get("resumeValue"), "timestamp": at}
-        return {"type": "resumed", "data": data, "timestamp": at}
-    if kind == "run.completed":
-        data = {
-            "message": "Workflow completed successfully",
-            "final_state": view.state_of(payload.get("outputs") or {}),
-            "total_execution_time_ms": payload.get("durationMs"),
-        }
-        return {"type": "done", "data": data, **ids, "timestamp": at}
-    if kind == "run.failed":
-        error = payload.get("error") or {}
-        failed = payload.get("failedNodeId")
-        details = {
-            "error_type": error.get("code"),
-            "error_message": error.get("message"),
-            "node_id": view.node(failed)["id"] if failed else None,
-        }
-        return {
-            "type": "error",
-            "message": error.get("message"),
-            "error_type": error.get("code"),
-            "data": details,
-            **ids,
-            "timestamp": at,
-        }
-    if kind == "run.cancelled":
-        reason = payload.get("reason")
-        return {"type": "cancelled", "data": {"reason": reason}, "reason": reason, **ids, "timestamp": at}
+    if kind in _RUN_FRAMES:
+        return _RUN_FRAMES[kind](payload, view, at)
+    if kind in _NODE_FRAMES and node_id:
+        return _NODE_FRAMES[kind](payload, view, view.node(node_id), at)
     return None
 
 
