@@ -117,6 +117,22 @@ def create_table(client: Any, name: str) -> None:
     )
 
 
+def _condition_failures(
+    items: list[tuple[str, dict[str, Any]]], exc: ClientError
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """The items whose condition failed when a transaction lost a race, with their old images; [] if it did not."""
+    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+        return []
+    reasons = exc.response.get("CancellationReasons") or []
+    failed = [
+        (items[i][0], a.plain(r["Item"]) if r.get("Item") else None)
+        for i, r in enumerate(reasons)
+        if r.get("Code") == "ConditionalCheckFailed"
+    ]
+    # A cancellation that names no reasons is taken as a lost race on the run head.
+    return failed or ([(RUN_SK, None)] if not reasons else [])
+
+
 class Store:
     def __init__(self, table_name: str, client: Any = None) -> None:
         self.table = table_name
@@ -195,34 +211,24 @@ class Store:
     def commit(self, transition: Transition, expected_version: int | None, now_iso: str) -> list[dict[str, Any]]:
         """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race."""
         state = transition.state
-        pk = run_pk(state.runId)
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
-        version = 1 if expected_version is None else expected_version + 1
-        head: a.Item = {
-            **a.key(pk, RUN_SK),
-            "version": a.n(version),
-            "status": a.s(state.status),
-            "workflowId": a.s(state.workflowId),
-            "state": a.packed(state.model_dump(mode="json")),
-        }
-        items: list[tuple[str, dict[str, Any]]] = []
-        if expected_version is None:
-            items.append((RUN_SK, {"Put": {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}}))
-        else:
-            items.append(
-                (
-                    RUN_SK,
-                    {
-                        "Put": {
-                            "Item": head,
-                            "ConditionExpression": "version = :v",
-                            "ExpressionAttributeValues": {":v": a.n(expected_version)},
-                        }
-                    },
-                )
-            )
+        self._transact(self._transition_items(transition, expected_version, first_seq, docs, now_iso))
+        return docs
+
+    def _transition_items(
+        self,
+        transition: Transition,
+        expected_version: int | None,
+        first_seq: int,
+        docs: list[dict[str, Any]],
+        now_iso: str,
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """(sort key, TransactWriteItem) for everything one transition writes: head, events, interrupts."""
+        state = transition.state
+        pk = run_pk(state.runId)
+        items: list[tuple[str, dict[str, Any]]] = [(RUN_SK, {"Put": self._head_put(state, expected_version)})]
         if docs:
             sk = event_sk(state.nextSeq - 1)
             batch: a.Item = {
@@ -232,45 +238,57 @@ class Store:
                 "events": a.packed(docs),
             }
             items.append((sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}))
-        for interrupt in transition.opened:
-            items.append((interrupt_sk(interrupt.key), {"Put": self._interrupt_put(state, interrupt)}))
-        for updated in transition.updated:
-            items.append((interrupt_sk(updated.key), {"Update": self._interrupt_votes(pk, updated)}))
-        for closed in transition.closed:
-            items.append(
-                (
-                    interrupt_sk(closed.interrupt.key),
-                    {"Update": self._interrupt_close(pk, closed.interrupt, closed.status, closed.resolution)},
-                )
+        items += [(interrupt_sk(i.key), {"Put": self._interrupt_put(state, i)}) for i in transition.opened]
+        items += [(interrupt_sk(u.key), {"Update": self._interrupt_votes(pk, u)}) for u in transition.updated]
+        items += [
+            (
+                interrupt_sk(closed.interrupt.key),
+                {"Update": self._interrupt_close(pk, closed.interrupt, closed.status, closed.resolution)},
             )
+            for closed in transition.closed
+        ]
         # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
-        items += transition_items(transition, now_iso)
+        return items + transition_items(transition, now_iso)
+
+    def _head_put(self, state: RunState, expected_version: int | None) -> dict[str, Any]:
+        """The run head at its next version, on condition that no one wrote the version expected."""
+        version = 1 if expected_version is None else expected_version + 1
+        head: a.Item = {
+            **a.key(run_pk(state.runId), RUN_SK),
+            "version": a.n(version),
+            "status": a.s(state.status),
+            "workflowId": a.s(state.workflowId),
+            "state": a.packed(state.model_dump(mode="json")),
+        }
+        if expected_version is None:
+            return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
+        return {
+            "Item": head,
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": {":v": a.n(expected_version)},
+        }
+
+    def _transact(self, items: list[tuple[str, dict[str, Any]]]) -> None:
         for _, op in items:
             body = next(iter(op.values()))
             body["TableName"] = self.table
             body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             if "Item" in body and approximate_size(body["Item"]) > MAX_ITEM_BYTES:
-                raise ApiError("payload_too_large", "the run's state would exceed what one stored item can hold (400 KB)")
+                raise ApiError(
+                    "payload_too_large", "the run's state would exceed what one stored item can hold (400 KB)"
+                )
         try:
             self.client.transact_write_items(TransactItems=[op for _, op in items])
         except ClientError as exc:
             error = exc.response["Error"]
             if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
-                raise ApiError("payload_too_large", "the run's state exceeds what DynamoDB can store in one item") from None
-            if error["Code"] != "TransactionCanceledException":
-                raise
-            reasons = exc.response.get("CancellationReasons") or []
-            failed = [
-                (items[i][0], a.plain(r["Item"]) if r.get("Item") else None)
-                for i, r in enumerate(reasons)
-                if r.get("Code") == "ConditionalCheckFailed"
-            ]
-            if not failed and not reasons:
-                failed = [(RUN_SK, None)]
+                raise ApiError(
+                    "payload_too_large", "the run's state exceeds what DynamoDB can store in one item"
+                ) from None
+            failed = _condition_failures(items, exc)
             if not failed:
                 raise
             raise Conflict(failed) from exc
-        return docs
 
     def _interrupt_put(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
         item: a.Item = {
@@ -312,7 +330,11 @@ class Store:
             "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": {":status": a.s(status), ":resolution": a.packed(resolution), ":open": a.s("open")},
+            "ExpressionAttributeValues": {
+                ":status": a.s(status),
+                ":resolution": a.packed(resolution),
+                ":open": a.s("open"),
+            },
         }
 
     def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
