@@ -204,14 +204,9 @@ class _Parser:
         if tok is None:
             raise ExpressionError("unexpected end of expression")
         kind, value = tok
-        if kind == "num":
-            return ("lit", float(value) if any(c in value for c in ".eE") else int(value))
-        if kind == "str":
-            return ("lit", re.sub(r"\\(.)", r"\1", value[1:-1]))
-        if kind == "kw" and value in _CONSTANTS:
-            return ("lit", _CONSTANTS[value])
-        if kind == "ref":
-            return ("ref", value[2:-2].strip())
+        literal = _literal(kind, value)
+        if literal is not None:
+            return literal
         if kind == "op" and value == "(":
             self.nest()
             node = self.or_()
@@ -219,29 +214,42 @@ class _Parser:
             self.depth -= 1
             return node
         if kind == "op" and value == "[":
-            items: list[Node] = []
-            if not self.take("op", "]"):
-                items.append(self.or_())
-                while self.take("op", ","):
-                    items.append(self.or_())
-                self.expect("op", "]")
-            return ("list", items)
+            return ("list", self.items("]"))
         if kind == "name":
-            if self.take("op", "("):
-                if value not in FUNCTIONS:
-                    raise ExpressionError(f"unknown function {value!r}; known: {sorted(FUNCTIONS)}")
-                args: list[Node] = []
-                if not self.take("op", ")"):
-                    args.append(self.or_())
-                    while self.take("op", ","):
-                        args.append(self.or_())
-                    self.expect("op", ")")
-                arity = FUNCTIONS[value][0]
-                if len(args) != arity:
-                    raise ExpressionError(f"{value}() takes {arity} argument(s)")
-                return ("call", value, args)
-            return ("ref", value)
+            return self.call(value) if self.take("op", "(") else ("ref", value)
         raise ExpressionError(f"unexpected {value!r}")
+
+    def items(self, closing: str) -> list[Node]:
+        """Comma-separated expressions up to `closing` (after its opening bracket)."""
+        items: list[Node] = []
+        if not self.take("op", closing):
+            items.append(self.or_())
+            while self.take("op", ","):
+                items.append(self.or_())
+            self.expect("op", closing)
+        return items
+
+    def call(self, name: str) -> Node:
+        if name not in FUNCTIONS:
+            raise ExpressionError(f"unknown function {name!r}; known: {sorted(FUNCTIONS)}")
+        args = self.items(")")
+        arity = FUNCTIONS[name][0]
+        if len(args) != arity:
+            raise ExpressionError(f"{name}() takes {arity} argument(s)")
+        return ("call", name, args)
+
+
+def _literal(kind: str, value: str) -> Node | None:
+    """The node of a token that stands for itself: a number, a string, a constant, a {{reference}}."""
+    if kind == "num":
+        return ("lit", float(value) if any(c in value for c in ".eE") else int(value))
+    if kind == "str":
+        return ("lit", re.sub(r"\\(.)", r"\1", value[1:-1]))
+    if kind == "kw" and value in _CONSTANTS:
+        return ("lit", _CONSTANTS[value])
+    if kind == "ref":
+        return ("ref", value[2:-2].strip())
+    return None
 
 
 def compile_expression(text: str) -> Node:
