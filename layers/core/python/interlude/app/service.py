@@ -1,21 +1,25 @@
-"""What each operation does, between the HTTP layer and the store: no HTTP here, no boto3 here."""
+"""The run operations (create, read, cancel, resolve, deadlines, advance) and `Service`, which joins them with the key
+and workflow operations: between the HTTP layer and the store, no HTTP here, no boto3 here."""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from datetime import datetime
 from functools import cache, cached_property
 from typing import Any
 
+from interlude.app.keys import KeyOperations
+from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.tenants import with_tenant_facts
+from interlude.app.workflows import WorkflowOperations
 from interlude.config import settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
+from interlude.domain.clock import Clock
 from interlude.domain.errors import ApiError
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
-from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
@@ -30,16 +34,10 @@ from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import HitlStore
 
-MAX_RACE_RETRIES = 8
-Clock = Callable[[], datetime]
 
+class Service(KeyOperations, WorkflowOperations):
+    """Runs, their interrupts and deadlines; keys (app/keys.py) and workflows (app/workflows.py) join in."""
 
-def busy(message: str) -> ApiError:
-    """Too many concurrent writers won the race in a row: a retryable refusal, never a wrong answer."""
-    return ApiError("runner_unavailable", message, headers={"Retry-After": "1"})
-
-
-class Service:
     # Host-name resolver of the callbackUrl guard at createRun (None: getaddrinfo); tests inject a fixed table.
     callback_resolver: Callable[[str, int], list[str]] | None = None
 
@@ -63,106 +61,6 @@ class Service:
     @cached_property
     def idempotency(self) -> IdempotencyStore:
         return IdempotencyStore(self.store.table, self.store.client)
-
-    # -- authentication ---------------------------------------------------------------------------
-
-    KEY_CACHE_SECONDS = 30.0
-    # Every well-formed key id is cached, known or not, so the cache is bounded like the workflow cache.
-    KEY_CACHE_SIZE = 1024
-
-    def authenticate(self, authorization: str | None) -> auth.Principal:
-        key_id, secret = auth.parse_bearer(authorization)
-        cached = self._keys.get(key_id)
-        if cached and cached[0] > time.monotonic():
-            record = cached[1]
-        else:
-            record = self.store.get_api_key(key_id)
-            self._keys[key_id] = (time.monotonic() + self.KEY_CACHE_SECONDS, record)
-            self._keys.move_to_end(key_id)
-            if len(self._keys) > self.KEY_CACHE_SIZE:
-                self._keys.popitem(last=False)
-        return auth.verify(record, key_id, secret)
-
-    def create_key(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
-        request: CreateKeyRequest = parse(CreateKeyRequest, body, "request body")
-        missing = set(request.scopes) - principal.scopes
-        if missing:
-            raise ApiError("forbidden", "a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
-        return self.issue_key(principal.tenant, request)
-
-    def issue_key(self, tenant: str, request: CreateKeyRequest) -> dict[str, Any]:
-        key_id, api_key, secret_hash = auth.new_key()
-        record = auth.key_record(
-            tenant,
-            request.subjectId,
-            list(request.scopes),
-            request.groups,
-            request.roles,
-            request.kind,
-            secret_hash,
-            engine.iso(self.clock()),
-        )
-        self.store.put_api_key(key_id, record)
-        return {
-            "keyId": key_id,
-            "apiKey": api_key,
-            "tenant": tenant,
-            "subject": record["subject"],
-            "scopes": record["scopes"],
-        }
-
-    # -- workflows ---------------------------------------------------------------------------------
-
-    def put_workflow(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
-        if isinstance(body, dict) and body.get("id") not in (None, workflow_id):
-            raise ApiError("validation_error", "the body's id differs from the path's workflowId", {"path": "id"})
-        definition: WorkflowDefinition = parse(WorkflowDefinition, body, "workflow definition")
-        problems = engine.check_config(definition)
-        if problems:
-            raise ApiError("validation_error", "the workflow definition is not valid", {"errors": problems})
-        latest = self.store.latest_workflow(principal.tenant, workflow_id)
-        version = (latest[0] if latest else 0) + 1
-        for _ in range(MAX_RACE_RETRIES):
-            stored = self.store_workflow_version(principal, workflow_id, version, definition)
-            if stored is not None:
-                return {"workflowId": workflow_id, "version": version, "definition": stored}
-            version += 1
-        raise busy("too many concurrent registrations of this workflow; retry")
-
-    def store_workflow_version(
-        self, principal: auth.Principal, workflow_id: str, version: int, definition: WorkflowDefinition
-    ) -> dict[str, Any] | None:
-        """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
-        taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
-        stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
-        stored["id"] = workflow_id
-        written = self.store.put_workflow_version(
-            principal.tenant, workflow_id, version, stored, engine.iso(self.clock()), principal.subject["subjectId"]
-        )
-        return stored if written else None
-
-    def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
-        latest = self.store.latest_workflow(principal.tenant, workflow_id)
-        if latest is None:
-            raise ApiError("not_found", f"no workflow {workflow_id!r}")
-        return {"workflowId": workflow_id, "version": latest[0], "definition": latest[1]}
-
-    def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition:
-        # Versions are immutable, so a process may keep them for its whole life.
-        cache_key = (tenant, workflow_id, version)
-        hit = self._workflows.get(cache_key)
-        if hit is None:
-            raw = self.store.get_workflow(tenant, workflow_id, version)
-            if raw is None:
-                raise ApiError("internal_error", "a run refers to a workflow version that is missing")
-            hit = WorkflowDefinition.model_validate(raw)
-            self._remember(cache_key, hit)
-        return hit
-
-    def _remember(self, cache_key: tuple[str, str, int], definition: WorkflowDefinition) -> None:
-        self._workflows[cache_key] = definition
-        if len(self._workflows) > 256:
-            self._workflows.popitem(last=False)
 
     # -- runs --------------------------------------------------------------------------------------
 
@@ -350,7 +248,8 @@ class Service:
         # Tenant check and existence first: a foreign or unknown run answers as getRun would.
         state, _ = self.load_run(principal.tenant, run_id)
         attempts = sorted(
-            self.deliveries.attempts(run_id), key=lambda a: (a.get("at", ""), a.get("noticeId", ""), a.get("attempt", 0))
+            self.deliveries.attempts(run_id),
+            key=lambda a: (a.get("at", ""), a.get("noticeId", ""), a.get("attempt", 0)),
         )
         return {"runId": state.runId, "callbackUrl": state.callbackUrl, "deliveries": public_attempts(attempts)}
 

@@ -10,10 +10,13 @@ the local stack's process — agree on the time. There is no HTTP route for it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 CLOCK_FILE_ENV = "INTERLUDE_CLOCK_FILE"
+# What the services take as their clock (`now` unless a test or the local stack injects another).
+Clock = Callable[[], datetime]
 
 
 def offset_seconds(path: str | os.PathLike[str] | None = None) -> float:

@@ -1,0 +1,74 @@
+"""Workflow definitions: registering a version, reading the latest, and the process cache of immutable versions."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from interlude.app.retries import MAX_RACE_RETRIES, busy
+from interlude.domain.clock import Clock
+from interlude.domain.errors import ApiError
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.validation import parse
+from interlude.engine import run as engine
+from interlude.rules import auth
+from interlude.store import Store
+
+
+class WorkflowOperations:
+    """Part of Service (app/service.py), which sets these attributes."""
+
+    store: Store
+    clock: Clock
+    _workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition]
+
+    def put_workflow(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
+        if isinstance(body, dict) and body.get("id") not in (None, workflow_id):
+            raise ApiError("validation_error", "the body's id differs from the path's workflowId", {"path": "id"})
+        definition: WorkflowDefinition = parse(WorkflowDefinition, body, "workflow definition")
+        problems = engine.check_config(definition)
+        if problems:
+            raise ApiError("validation_error", "the workflow definition is not valid", {"errors": problems})
+        latest = self.store.latest_workflow(principal.tenant, workflow_id)
+        version = (latest[0] if latest else 0) + 1
+        for _ in range(MAX_RACE_RETRIES):
+            stored = self.store_workflow_version(principal, workflow_id, version, definition)
+            if stored is not None:
+                return {"workflowId": workflow_id, "version": version, "definition": stored}
+            version += 1
+        raise busy("too many concurrent registrations of this workflow; retry")
+
+    def store_workflow_version(
+        self, principal: auth.Principal, workflow_id: str, version: int, definition: WorkflowDefinition
+    ) -> dict[str, Any] | None:
+        """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
+        taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
+        stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
+        stored["id"] = workflow_id
+        written = self.store.put_workflow_version(
+            principal.tenant, workflow_id, version, stored, engine.iso(self.clock()), principal.subject["subjectId"]
+        )
+        return stored if written else None
+
+    def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
+        latest = self.store.latest_workflow(principal.tenant, workflow_id)
+        if latest is None:
+            raise ApiError("not_found", f"no workflow {workflow_id!r}")
+        return {"workflowId": workflow_id, "version": latest[0], "definition": latest[1]}
+
+    def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition:
+        # Versions are immutable, so a process may keep them for its whole life.
+        cache_key = (tenant, workflow_id, version)
+        hit = self._workflows.get(cache_key)
+        if hit is None:
+            raw = self.store.get_workflow(tenant, workflow_id, version)
+            if raw is None:
+                raise ApiError("internal_error", "a run refers to a workflow version that is missing")
+            hit = WorkflowDefinition.model_validate(raw)
+            self._remember(cache_key, hit)
+        return hit
+
+    def _remember(self, cache_key: tuple[str, str, int], definition: WorkflowDefinition) -> None:
+        self._workflows[cache_key] = definition
+        if len(self._workflows) > 256:
+            self._workflows.popitem(last=False)
