@@ -1,7 +1,8 @@
-"""CDK app entry: `python app.py` synthesizes the Interlude stack into cdk.out (offline, no AWS calls).
+"""CDK app entry: `python app.py` synthesizes one Interlude stack into cdk.out (offline, no AWS calls).
 
-Context: stackName (default Interlude; name one per developer/branch), layerDir (see infra/layer.py),
-logLevel (default INFO).
+Context: stackName (default Interlude; one per developer/branch), layerDir (a prebuilt layer from `make layer`;
+without it the layer is built during synthesis), logLevel (default INFO). Everything else is a prop of the
+Interlude construct: a deployment that needs more builds its own app (examples/customer-app).
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import os
 # Node 20 is what this machine has; jsii's end-of-life banner would otherwise precede every synth.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from aws_cdk import App, Validations  # noqa: E402
-from cdk_nag import AwsSolutionsChecks  # noqa: E402
+from aws_cdk import App  # noqa: E402
 
-from infra.layer import PROJECT_ROOT, choose_layer_dir  # noqa: E402
-from infra.stack import InterludeStack  # noqa: E402
+from interlude_cdk import InterludeStack, apply_checks  # noqa: E402
+from interlude_cdk.layer import PROJECT_ROOT, choose_layer_dir  # noqa: E402
 
 DEFAULT_STACK_NAME = "Interlude"
 
@@ -25,11 +25,9 @@ def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[A
     stack = InterludeStack(
         app,
         app.node.try_get_context("stackName") or DEFAULT_STACK_NAME,
-        layer_dir=choose_layer_dir(app),
-        log_level=app.node.try_get_context("logLevel") or "INFO",
+        interlude={"layer_dir": choose_layer_dir(app), "log_level": app.node.try_get_context("logLevel") or "INFO"},
     )
-    # Violations of the AWS Solutions pack fail synthesis; acknowledgements sit next to the resources they excuse.
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    apply_checks(app)
     return app, stack
 
 

@@ -1,7 +1,12 @@
-"""One synthesis of the CDK app per test process, shared by every infra test module."""
+"""One synthesis of the CDK app per test process, shared by every infra test module.
+
+Synthesis uses a stand-in for the dependencies layer (stamped like `make layer`'s output, holding no wheels):
+the tests check the template, and must neither download wheels nor depend on a build having run.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -12,13 +17,18 @@ from aws_cdk import App  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 
 from app import build_app  # noqa: E402
-from infra.stack import InterludeStack  # noqa: E402
+from interlude_cdk import layer as layer_module  # noqa: E402
+from interlude_cdk.stack import InterludeStack  # noqa: E402
+
+# Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
+OFFLINE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 class Synth:
     def __init__(self, app: App, stack: InterludeStack, outdir: Path) -> None:
         self.app = app
         self.stack = stack
+        self.interlude = stack.interlude
         self.outdir = outdir
         self.artifact = app.synth().get_stack_by_name(stack.stack_name)
         self.template_json = self.artifact.template
@@ -32,10 +42,10 @@ class Synth:
         return {key: res for key, res in self.resources.items() if res["Type"] == resource_type}
 
     def table_id(self) -> str:
-        return self.logical_id(self.stack.data.table)
+        return self.logical_id(self.interlude.data.table)
 
     def function_id(self, name: str) -> str:
-        return self.logical_id(self.stack.functions.by_name[name])
+        return self.logical_id(self.interlude.functions.by_name[name])
 
     def role_id(self, name: str) -> str:
         """The logical id of function `name`'s execution role."""
@@ -73,22 +83,45 @@ def actions_on(statements: list[dict], resource) -> set[str]:
     }
 
 
+def stand_in_layer(directory: Path) -> Path:
+    """A directory that passes for `make layer`'s output of the current lock file (without its wheels)."""
+    (directory / "python").mkdir(parents=True, exist_ok=True)
+    (directory / layer_module.STAMP).write_text(json.dumps(layer_module.stamp()))
+    return directory
+
+
 @pytest.fixture(scope="session")
-def synth(tmp_path_factory) -> Synth:
+def prebuilt_layer(tmp_path_factory) -> Path:
+    return stand_in_layer(tmp_path_factory.mktemp("layer"))
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory, prebuilt_layer) -> Synth:
     outdir = tmp_path_factory.mktemp("cdk.out")
     with pytest.MonkeyPatch.context() as env:
-        # Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
-        for key, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
+        for key, value in OFFLINE_AWS.items():
             env.setenv(key, value)
         env.delenv("CDK_OUTDIR", raising=False)
         app, stack = build_app(
-            # The bare sources: synthesis must not depend on scripts/build_layer.sh having run. Asset
-            # metadata (what the CLI turns on) lets the tests see which directory each asset came from.
-            context={"layerDir": "layers/core", "aws:cdk:enable-asset-metadata": True},
+            # Asset metadata (what the CLI turns on) lets the tests see which directory each asset came from.
+            context={"layerDir": str(prebuilt_layer), "aws:cdk:enable-asset-metadata": True},
             outdir=str(outdir),
         )
         return Synth(app, stack, outdir)
+
+
+def alarm_metrics(synth: Synth) -> list[tuple[str, dict, dict]]:
+    """(alarm logical id, alarm properties, one metric it reads) for every metric of every alarm."""
+    found = []
+    for alarm_id, alarm in synth.of_type("AWS::CloudWatch::Alarm").items():
+        props = alarm["Properties"]
+        for query in props.get("Metrics", []):
+            if "MetricStat" in query:
+                found.append((alarm_id, props, query["MetricStat"]["Metric"]))
+        if "MetricName" in props:
+            found.append((alarm_id, props, props))
+    return found
+
+
+def dimension(metric: dict, name: str):
+    return next((d["Value"] for d in metric.get("Dimensions", []) if d["Name"] == name), None)

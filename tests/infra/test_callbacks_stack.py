@@ -13,7 +13,7 @@ from tests.infra.conftest import actions_on, as_list
 
 
 def queue_id(synth, name: str) -> str:
-    return synth.logical_id(synth.stack.callbacks.queues[name])
+    return synth.logical_id(synth.interlude.callbacks.queues[name])
 
 
 def test_queues_follow_wiring_with_redrive_encryption_and_tls_only(synth):
@@ -85,8 +85,8 @@ def test_queue_actions_of_every_role_are_exactly_wirings(synth, spec):
 
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
 def test_webhook_secret_actions_cover_exactly_the_tenant_secret_prefix(synth, spec):
-    # Given the statements that name the webhook secrets' prefix
-    prefix = wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"]
+    # Given the statements that name this deployment's webhook secrets' prefix
+    prefix = synth.interlude.callbacks.secret_prefixes["WEBHOOK_SECRET_PREFIX"]
     on_prefix = [
         s
         for s in synth.statements(spec.name)
@@ -119,7 +119,17 @@ def test_functions_get_the_queue_urls_prefix_and_public_base_url_they_use(synth)
         else:
             assert PUBLIC_BASE_URL_ENV not in variables
         for key, _ in spec.secret_grants:
-            assert variables[key] == wiring.SECRET_PREFIXES[key]
+            assert variables[key] == synth.interlude.callbacks.secret_prefixes[key]
+
+
+def test_webhook_secrets_live_under_a_prefix_of_the_deployments_own(synth):
+    # Given the deployed stack / Then its webhook secret prefix names the deployment, so two stacks in one account
+    # and region never read or overwrite each other's tenant secrets
+    prefix = synth.interlude.callbacks.secret_prefixes["WEBHOOK_SECRET_PREFIX"]
+    assert prefix == f"interlude/{synth.stack.stack_name}/webhooks/"
+    assert prefix != wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"]
+    # And the CLI can find it among the stack's outputs
+    assert synth.template_json["Outputs"]["WebhookSecretPrefix"]["Value"] == prefix
 
 
 def test_the_deployed_stack_never_allows_loopback_callbacks(synth):

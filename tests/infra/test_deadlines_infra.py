@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from interlude import wiring
 from interlude.domain import clock
-from tests.infra.conftest import as_list
+from tests.infra.conftest import alarm_metrics, as_list, dimension
 
 
 def _ids(synth):  # noqa: F811
-    deadlines = synth.stack.deadlines
+    deadlines = synth.interlude.deadlines
     return {
         "group": synth.stack.get_logical_id(deadlines.group),
         "role": synth.logical_id(deadlines.role),
@@ -32,10 +32,14 @@ def test_one_schedule_group_per_deployment_and_a_dead_letter_queue(synth):  # no
 def test_the_scheduler_role_may_invoke_exactly_the_timeouts_function_and_write_its_dead_letters(synth):  # noqa: F811
     ids = _ids(synth)
     role = synth.resources[ids["role"]]["Properties"]
-    # Given the execution role / Then only this account's EventBridge Scheduler may assume it
+    # Given the execution role / Then only this account's EventBridge Scheduler, for a schedule of this
+    # deployment's own group, may assume it (confused deputy: SourceAccount and SourceArn)
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
-    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    assert trust["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        "ArnLike": {"aws:SourceArn": schedules_arn(ids["group"])},
+    }
     # And it carries exactly two grants: invoke the target function, send to the dead-letter queue
     statements = synth.statements_of_role(ids["role"])
     granted = sorted((a, str(r)) for s in statements for a in as_list(s["Action"]) for r in as_list(s["Resource"]))
@@ -70,9 +74,8 @@ def test_managers_get_the_schedule_environment(synth):  # noqa: F811
         assert clock.CLOCK_FILE_ENV not in variables
 
 
-def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_scheduler_role(synth):  # noqa: F811
-    ids = _ids(synth)
-    schedules_arn = {
+def schedules_arn(group_id: str) -> dict:
+    return {
         "Fn::Join": [
             "",
             [
@@ -83,11 +86,15 @@ def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_sche
                 ":",
                 {"Ref": "AWS::AccountId"},
                 ":schedule/",
-                {"Ref": ids["group"]},
+                {"Ref": group_id},
                 "/*",
             ],
         ]
     }
+
+
+def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_scheduler_role(synth):  # noqa: F811
+    ids = _ids(synth)
     for spec in wiring.FUNCTIONS:
         statements = synth.statements(spec.name)
         scheduler = [s for s in statements if any(a.startswith("scheduler:") for a in as_list(s["Action"]))]
@@ -99,7 +106,7 @@ def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_sche
         # Exactly CreateSchedule/DeleteSchedule, only on the deployment's own group's schedules
         (statement,) = scheduler
         assert sorted(as_list(statement["Action"])) == sorted(wiring.SCHEDULE_ACTIONS)
-        assert as_list(statement["Resource"]) == [schedules_arn]
+        assert as_list(statement["Resource"]) == [schedules_arn(ids["group"])]
         # And PassRole on exactly the execution role, only towards the scheduler
         (passrole,) = passing
         assert as_list(passrole["Action"]) == ["iam:PassRole"]
@@ -110,3 +117,28 @@ def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_sche
 def test_the_target_function_exists_with_its_own_handler(synth):  # noqa: F811
     target = synth.resources[_ids(synth)["target"]]
     assert target["Properties"]["Handler"] == wiring.function(wiring.SCHEDULES.target).handler
+
+
+def test_a_failed_deadline_invocation_lands_in_an_alarmed_queue_not_nowhere(synth):
+    # Given the timeouts function, which Scheduler invokes asynchronously
+    target = _ids(synth)["target"]
+    failures = synth.logical_id(synth.interlude.deadlines.target_failures)
+    (config,) = [
+        c["Properties"]
+        for c in synth.of_type("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": target}
+    ]
+    # Then Lambda retries as wiring says, then sends the event to the on-failure queue
+    assert config["MaximumRetryAttempts"] == wiring.SCHEDULES.target_async_retries
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [failures, "Arn"]}
+    # And the function may send there
+    sends = {
+        a
+        for s in synth.statements(wiring.SCHEDULES.target)
+        if {"Fn::GetAtt": [failures, "Arn"]} in as_list(s["Resource"])
+        for a in as_list(s["Action"])
+    }
+    assert "sqs:SendMessage" in sends
+    # And the queue is watched like every dead-letter queue
+    assert synth.interlude.dead_letter_queues()["timeouts-failures"] is synth.interlude.deadlines.target_failures
+    assert {"Fn::GetAtt": [failures, "QueueName"]} in [dimension(m, "QueueName") for _, _, m in alarm_metrics(synth)]

@@ -11,7 +11,7 @@ from tests.infra.conftest import actions_on, as_list
 
 
 def secret_id(synth, name: str) -> str:
-    return synth.logical_id(synth.stack.secrets.by_name[name])
+    return synth.logical_id(synth.interlude.secrets.by_name[name])
 
 
 def test_the_key_ring_is_generated_at_deploy_and_never_in_the_template(synth):

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from aws_cdk import App
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from cfnlint.api import ManualArgs, lint
 
 from interlude import wiring
@@ -15,8 +14,8 @@ from tests.infra.conftest import actions_on, as_list
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-from infra import layer as layer_module  # noqa: E402
-from infra.stack import InterludeStack  # noqa: E402
+from interlude_cdk import Interlude  # noqa: E402
+from interlude_cdk import layer as layer_module  # noqa: E402
 
 # What Lambda's stream poller calls on the stream (DynamoDB developer guide, "IAM policy to allow a Lambda
 # function to access DynamoDB stream records").
@@ -68,10 +67,11 @@ def test_table_indexes_ttl_stream_and_protection(synth):
 
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
 def test_function_runtime_architecture_handler_and_environment(synth, spec):
-    # Given a wiring.Function / When its Lambda resource is read / Then it runs the declared handler on arm64 3.12
+    # Given a wiring.Function / When its Lambda resource is read / Then it runs the declared handler on arm64, on
+    # the runtime the layer's wheels were locked for
     fn = synth.resources[synth.function_id(spec.name)]
     props = fn["Properties"]
-    assert props["Runtime"] == "python3.12"
+    assert props["Runtime"] == f"python{layer_module.PYTHON_VERSION}"
     assert props["Architectures"] == ["arm64"]
     assert props["Handler"] == spec.handler
     assert props["MemorySize"] == spec.memory_mb
@@ -85,7 +85,8 @@ def test_function_runtime_architecture_handler_and_environment(synth, spec):
     # infra test of its feature (e.g. tests/infra/test_callbacks_stack.py).
     variables = props["Environment"]["Variables"]
     assert {key: variables.get(key) for key in base} == base
-    assert props["Layers"] == [{"Ref": synth.logical_id(synth.stack.core_layer.layer)}]
+    layers = synth.interlude.core_layers
+    assert props["Layers"] == [{"Ref": synth.logical_id(layer)} for layer in (layers.dependencies, layers.package)]
     # The handler module named by wiring is inside the code asset, which is functions/<name>/ as it is on disk.
     asset_dir = synth.outdir / fn["Metadata"]["aws:asset:path"]
     module = spec.handler.rsplit(".", 1)[0].replace(".", "/") + ".py"
@@ -101,15 +102,22 @@ def test_function_has_own_log_group_with_retention(synth, spec):
     assert synth.resources[log_group_id]["Properties"]["RetentionInDays"] > 0
 
 
-def test_layer_is_built_for_the_functions_platform(synth):
-    # Given the core layer / Then it targets the functions' runtime and architecture and ships interlude under python/
-    layer_id = synth.logical_id(synth.stack.core_layer.layer)
-    layer = synth.resources[layer_id]
-    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
-    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
-    asset_dir = synth.outdir / layer["Metadata"]["aws:asset:path"]
+def test_layers_are_built_for_the_functions_platform(synth):
+    # Given both layers / Then they target the functions' runtime and architecture
+    layers = synth.interlude.core_layers
+    for layer in (layers.dependencies, layers.package):
+        props = synth.resources[synth.logical_id(layer)]["Properties"]
+        assert props["CompatibleRuntimes"] == [f"python{layer_module.PYTHON_VERSION}"]
+        assert props["CompatibleArchitectures"] == ["arm64"]
+    # And the package layer ships interlude under python/, without the local stack (the only user of moto)
+    package = synth.resources[synth.logical_id(layers.package)]
+    asset_dir = synth.outdir / package["Metadata"]["aws:asset:path"]
     assert (asset_dir / "python" / "interlude" / "wiring.py").is_file()
-    assert not list(asset_dir.glob("python/*.egg-info"))
+    assert not (asset_dir / "python" / "interlude" / "local").exists()
+    assert not list(asset_dir.rglob("__pycache__"))
+    # And the dependencies layer names the lock file it was built from
+    dependencies = synth.resources[synth.logical_id(layers.dependencies)]["Properties"]
+    assert layer_module.lock_sha256()[:12] in dependencies["Description"]
 
 
 # --- least privilege ------------------------------------------------------------------------------------
@@ -163,6 +171,8 @@ def test_stream_mapping_feeds_only_new_event_items_to_the_reader(synth):
     assert props["EventSourceArn"] == {"Fn::GetAtt": [synth.table_id(), "StreamArn"]}
     assert props["BatchSize"] == wiring.STREAM_BATCH_SIZE
     assert props["MaximumRetryAttempts"] == wiring.STREAM_MAX_RETRIES
+    # And a record older than wiring's age goes to the dead letters before the stream's 24 h trim could drop it
+    assert props["MaximumRecordAgeInSeconds"] == wiring.STREAM_MAX_RECORD_AGE_S < 24 * 3600
     assert props["BisectBatchOnFunctionError"] is True
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["StartingPosition"] == "TRIM_HORIZON"
@@ -230,18 +240,19 @@ def test_default_stage_throttles_and_logs_without_raw_paths(synth):
 def test_outputs_have_stable_names(synth):
     # Given the outputs / Then the API URL and table name sit under fixed logical ids
     outputs = synth.template_json["Outputs"]
-    assert outputs[InterludeStack.OUTPUT_TABLE_NAME]["Value"] == {"Ref": synth.table_id()}
-    url_parts = outputs[InterludeStack.OUTPUT_API_URL]["Value"]["Fn::Join"][1]
+    assert outputs[Interlude.OUTPUT_TABLE_NAME]["Value"] == {"Ref": synth.table_id()}
+    url_parts = outputs[Interlude.OUTPUT_API_URL]["Value"]["Fn::Join"][1]
     assert url_parts[0] == "https://"
-    assert url_parts[1] == {"Ref": synth.logical_id(synth.stack.api.http_api)}
+    assert url_parts[1] == {"Ref": synth.logical_id(synth.interlude.api.http_api)}
 
 
 # --- linters --------------------------------------------------------------------------------------------
 
 
-def test_cdk_nag_aws_solutions_reports_nothing_unacknowledged(synth):
-    # Given the whole app / When the AWS Solutions pack evaluates it / Then every finding is acknowledged
-    report = AwsSolutionsChecks().validate_scope(synth.app)
+@pytest.mark.parametrize("pack", [AwsSolutionsChecks, ServerlessChecks], ids=lambda pack: pack.__name__)
+def test_cdk_nag_packs_report_nothing_unacknowledged(synth, pack):
+    # Given the whole app / When the pack evaluates it / Then every finding is acknowledged
+    report = pack().validate_scope(synth.app)
     findings = [f"{v.rule_name} at {[r.construct_path for r in v.violating_resources]}" for v in report.violations]
     assert findings == []
     assert report.success
@@ -271,43 +282,3 @@ def test_cfn_lint_passes(synth):
     assert [str(match) for match in matches] == []
 
 
-# --- layer directory choice -----------------------------------------------------------------------------
-
-
-def test_layer_dir_prefers_context_then_build_then_sources(tmp_path, monkeypatch):
-    # Given no build and no context / Then the bare sources are used
-    monkeypatch.setattr(layer_module, "BUILT_LAYER_DIR", tmp_path / "build")
-    assert layer_module.choose_layer_dir(App()) == layer_module.SOURCE_LAYER_DIR
-    # Given a built layer / Then it wins over the sources
-    (tmp_path / "build" / "python").mkdir(parents=True)
-    assert layer_module.choose_layer_dir(App()) == tmp_path / "build"
-    # Given context layerDir / Then it wins over both, relative to the project root
-    chosen = layer_module.choose_layer_dir(App(context={"layerDir": "layers/core"}))
-    assert chosen == PROJECT_ROOT / "layers" / "core"
-
-
-def test_every_dead_letter_queue_has_an_alarm(synth):
-    # Given every queue some other resource names as its dead-letter target
-    dlq_ids = set()
-    for resource in synth.resources.values():
-        props = resource.get("Properties", {})
-        redrive = props.get("RedrivePolicy", {}).get("deadLetterTargetArn")
-        failure = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-        for ref in [redrive, failure]:
-            if isinstance(ref, dict) and "Fn::GetAtt" in ref:
-                dlq_ids.add(ref["Fn::GetAtt"][0])
-    # When the alarms are read
-    watched = {
-        dim["Value"]["Fn::GetAtt"][0]
-        for alarm in synth.of_type("AWS::CloudWatch::Alarm").values()
-        for dim in alarm["Properties"]["Dimensions"]
-        if dim["Name"] == "QueueName"
-    }
-    # Then each dead-letter queue (stream, callbacks, schedules) raises an alarm on its first message
-    assert dlq_ids
-    assert dlq_ids <= watched
-    # The schedules' dead-letter queue is named at run time (each schedule's DeadLetterConfig), not in the template
-    assert synth.logical_id(synth.stack.deadlines.dead_letters) in watched
-    for alarm in synth.of_type("AWS::CloudWatch::Alarm").values():
-        assert alarm["Properties"]["Threshold"] == 1
-        assert alarm["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible"

@@ -1,6 +1,6 @@
 """The one declaration of how Interlude is wired: table layout, functions, their triggers and the routes.
 
-The CDK stack (infra/), the local stack (interlude.local) and the tests all read this module, so the
+The CDK construct (interlude_cdk/), the local stack (interlude.local) and the tests all read this module, so the
 deployed shape and the emulated shape cannot drift. Add a function, queue or route here first.
 """
 
@@ -62,6 +62,9 @@ class Function:
     secret_grants: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # PUBLIC_BASE_URL (the API's base URL, for links in outgoing notices) is set in this function's environment.
     needs_public_base_url: bool = False
+    # Concurrency held back for this function alone (None: none), so held API requests cannot starve it.
+    # A deployment may override it (interlude_cdk.InterludeProps.reserved_concurrency).
+    reserved_concurrency: int | None = None
 
 
 FUNCTIONS: tuple[Function, ...] = (
@@ -93,6 +96,8 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         sends_to=("callbacks",),
         needs_public_base_url=True,
+        # One concurrent batch per stream shard; more than a few shards is a very busy table.
+        reserved_concurrency=10,
     ),
     Function(
         name="callbacks",
@@ -121,6 +126,7 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:UpdateItem",
             "dynamodb:ConditionCheckItem",
         ),
+        reserved_concurrency=5,
     ),
 )
 
@@ -132,6 +138,9 @@ def function(name: str) -> Function:
 # Stream → dispatch settings, shared by the event source mapping and the local pump.
 STREAM_BATCH_SIZE = 25
 STREAM_MAX_RETRIES = 10
+# A record older than this goes to the stream's dead-letter queue instead of being retried: well inside the
+# stream's 24 h retention, so a stuck outbox never loses records to the stream trimming them silently.
+STREAM_MAX_RECORD_AGE_S = 6 * 3600
 
 # --- queues (callback delivery) --------------------------------------------------------------------
 
@@ -196,6 +205,11 @@ def queues_in_creation_order() -> list[Queue]:
 # Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.adapters.delivery.signing).
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
 SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/"}
+
+
+def deployed_secret_prefix(key: str, deployment: str) -> str:
+    """A deployment's own prefix (`interlude/<deployment>/webhooks/`): stacks sharing an account never share secrets."""
+    return SECRET_PREFIXES[key].replace("interlude/", f"interlude/{deployment}/", 1)
 
 # --- secrets (generated at deploy, never in the template) -----------------------------------------
 
@@ -294,6 +308,18 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state"),
 )
 
+# Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class
+# of their own, since each one occupies an api invocation for its whole hold.
+HELD_OPERATIONS = frozenset({"pollRunEvents", "streamRunEvents", "modulexListen"})
+
+
+def route_class(route: Route) -> str:
+    """`held`, `writes` or `reads`: the throttle class a deployment applies to the route."""
+    if route.operation in HELD_OPERATIONS:
+        return "held"
+    return "writes" if route.mutating else "reads"
+
+
 # The function every route above is integrated with (API Gateway in the stack, the HTTP server locally).
 ROUTES_FUNCTION = "api"
 
@@ -324,6 +350,9 @@ class Schedules:
     max_retry_attempts: int = 185
     max_event_age_s: int = 24 * 3600
     dead_letter_retention_s: int = 14 * 24 * 3600
+    # Scheduler invokes the target asynchronously: Lambda retries a failed invocation this often, then sends the
+    # event to the target's on-failure queue (kept as long as the dead letters).
+    target_async_retries: int = 2
     # Environment of the managers, in SchedulerSettings' field order: group, target ARN, role ARN, DLQ ARN.
     environment: tuple[str, ...] = (
         "SCHEDULE_GROUP",

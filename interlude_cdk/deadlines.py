@@ -11,18 +11,28 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import wiring
+from interlude_cdk.functions import KEY_USE_ACTIONS, acknowledge_dead_letter_queue, queue_encryption
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 
 
 class Deadlines(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, functions: dict[str, lambda_.Function]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: dict[str, lambda_.Function],
+        encryption_key: kms.IKey | None,
+    ) -> None:
         super().__init__(scope, construct_id)
         spec = wiring.SCHEDULES
         stack = Stack.of(self)
@@ -32,22 +42,51 @@ class Deadlines(Construct):
             self,
             "DeadLetters",
             retention_period=Duration.seconds(spec.dead_letter_retention_s),
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+            **queue_encryption(encryption_key),
         )
-        Validations.of(self.dead_letters).acknowledge(
+        acknowledge_dead_letter_queue(
+            self.dead_letters,
+            "This queue is itself the dead-letter destination of the deadline schedules; it holds undelivered "
+            "schedule inputs for an operator to replay.",
+        )
+        # Scheduler invokes the target asynchronously; a deadline whose handler failed every Lambda retry lands
+        # here instead of vanishing (alarmed like every dead-letter queue).
+        self.target_failures = sqs.Queue(
+            self,
+            "TargetFailures",
+            retention_period=Duration.seconds(spec.dead_letter_retention_s),
+            enforce_ssl=True,
+            **queue_encryption(encryption_key),
+        )
+        acknowledge_dead_letter_queue(
+            self.target_failures,
+            "This queue is itself the on-failure destination of the timeouts function's asynchronous "
+            "invocations; it holds the failed deadline events for an operator to replay.",
+        )
+        self.target.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.target_failures),
+            retry_attempts=spec.target_async_retries,
+            # Lambda's ceiling for an asynchronous event; an older one goes to the failure queue too.
+            max_event_age=Duration.hours(6),
+        )
+        Validations.of(self.target).acknowledge(
             Acknowledgment(
-                id="AwsSolutions-SQS3",
-                reason="This queue is itself the dead-letter destination of the deadline schedules; it holds "
-                "undelivered schedule inputs for an operator to replay.",
+                id="Serverless-LambdaDLQ",
+                reason="The on-failure destination above (EventInvokeConfig) supersedes DeadLetterConfig and "
+                "keeps the failure's context with the event.",
             )
         )
-        # Confused-deputy guard: only this account's schedules may assume the role.
+        # Confused-deputy guard: only this account's schedules, in this deployment's group, may assume the role.
         self.role = iam.Role(
             self,
             "SchedulerRole",
             assumed_by=iam.ServicePrincipal(
-                SCHEDULER_PRINCIPAL, conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+                SCHEDULER_PRINCIPAL,
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": self._schedules_arn()},
+                },
             ),
             description="interlude deadlines: EventBridge Scheduler invokes exactly the timeouts function",
             inline_policies={
@@ -55,16 +94,16 @@ class Deadlines(Construct):
                     statements=[
                         iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.target.function_arn]),
                         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.dead_letters.queue_arn]),
+                        *(
+                            [iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[encryption_key.key_arn])]
+                            if encryption_key is not None
+                            else []
+                        ),
                     ]
                 )
             },
         )
-        self.schedules_arn = stack.format_arn(
-            service="scheduler",
-            resource="schedule",
-            resource_name=f"{self.group.ref}/*",
-            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-        )
+        self.schedules_arn = self._schedules_arn()
         environment = dict(
             zip(
                 spec.environment,
@@ -74,6 +113,14 @@ class Deadlines(Construct):
         )
         for name in spec.managers:
             self._grant_manager(functions[name], environment)
+
+    def _schedules_arn(self) -> str:
+        return Stack.of(self).format_arn(
+            service="scheduler",
+            resource="schedule",
+            resource_name=f"{self.group.ref}/*",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
 
     def _grant_manager(self, function: lambda_.Function, environment: dict[str, str]) -> None:
         for key, value in environment.items():

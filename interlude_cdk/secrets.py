@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -20,7 +21,15 @@ from interlude.adapters.keyring_store import SEED_CHARS, SEED_KEY
 
 
 class Secrets(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, functions: Mapping[str, lambda_.Function]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: Mapping[str, lambda_.Function],
+        encryption_key: kms.IKey | None,
+        removal_policy: RemovalPolicy,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.by_name: dict[str, secretsmanager.Secret] = {}
         for spec in wiring.SECRETS:
@@ -35,8 +44,9 @@ class Secrets(Construct):
                     exclude_punctuation=True,
                     include_space=False,
                 ),
-                # Losing the ring would orphan every outstanding token: keep it when the stack goes.
-                removal_policy=RemovalPolicy.RETAIN,
+                encryption_key=encryption_key,
+                # RETAIN (the default): losing the ring would orphan every outstanding token.
+                removal_policy=removal_policy,
             )
             Validations.of(secret).acknowledge(
                 Acknowledgment(

@@ -10,21 +10,32 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.functions import pascal_case
 from interlude import wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
+from interlude_cdk.functions import acknowledge_dead_letter_queue, pascal_case, queue_encryption
 
 
 class CallbackDelivery(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, functions: dict[str, lambda_.Function], api_url: str
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: dict[str, lambda_.Function],
+        api_url: str,
+        deployment: str,
+        encryption_key: kms.IKey | None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._key = encryption_key
+        # Each deployment's own name prefix, so two stacks in one account and region never share a secret.
+        self.secret_prefixes = {key: wiring.deployed_secret_prefix(key, deployment) for key in wiring.SECRET_PREFIXES}
         self.queues: dict[str, sqs.Queue] = {}
         for spec in wiring.queues_in_creation_order():
             self.queues[spec.name] = self._build_queue(spec)
@@ -42,17 +53,15 @@ class CallbackDelivery(Construct):
             pascal_case(spec.name),
             retention_period=Duration.seconds(spec.retention_s),
             visibility_timeout=Duration.seconds(spec.visibility_timeout_s),
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+            **queue_encryption(self._key),
             dead_letter_queue=dead_letter,
         )
         if dead_letter is None:
-            Validations.of(queue).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-SQS3",
-                    reason="A dead-letter queue itself: it holds dead callback notices (identity and delivery "
-                    "history only) for an operator.",
-                )
+            acknowledge_dead_letter_queue(
+                queue,
+                "A dead-letter queue itself: it holds dead callback notices (identity and delivery history only) "
+                "for an operator.",
             )
         return queue
 
@@ -69,9 +78,16 @@ class CallbackDelivery(Construct):
                     queue, batch_size=wiring.CALLBACK_BATCH_SIZE, report_batch_item_failures=True
                 )
             )
+            Validations.of(function).acknowledge(
+                Acknowledgment(
+                    id="Serverless-LambdaEventSourceMappingDestination",
+                    reason="An SQS event source has no on-failure destination: the queue's own redrive policy "
+                    "moves a message that keeps failing to its dead-letter queue (alarmed).",
+                )
+            )
             function.add_environment(wiring.queue(spec.consumes).url_env, queue.queue_url)
         for key, actions in spec.secret_grants:
-            prefix = wiring.SECRET_PREFIXES[key]
+            prefix = self.secret_prefixes[key]
             arn = Stack.of(self).format_arn(
                 service="secretsmanager",
                 resource="secret",

@@ -1,23 +1,43 @@
-"""The single DynamoDB table: keys, indexes, TTL and stream all come from interlude.wiring."""
+"""The single DynamoDB table: keys, indexes, TTL and stream all come from interlude.wiring.
+
+Or an existing table (a point-in-time restore): imported by name and stream, never modified by the stack.
+"""
 
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from interlude import wiring
+from interlude_cdk.props import ExistingTable
 
 
 class DataTable(Construct):
     BILLING = dynamodb.BillingMode.PAY_PER_REQUEST
-    # The table holds every tenant's runs and their audit trail: losing it to a stack delete or a bad
-    # `cdk destroy` is not recoverable, so it outlives the stack and refuses deletion.
-    REMOVAL_POLICY = RemovalPolicy.RETAIN
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy,
+        encryption_key: kms.IKey | None,
+        existing: ExistingTable | None,
+    ) -> None:
         super().__init__(scope, construct_id)
-        self.table = self._build_table()
+        self.imported = existing is not None
+        if existing is not None:
+            self.table: dynamodb.ITable = dynamodb.Table.from_table_attributes(
+                self,
+                wiring.TABLE_LOGICAL_NAME,
+                table_name=existing.table_name,
+                table_stream_arn=existing.stream_arn,
+                encryption_key=encryption_key,
+            )
+            return
+        self.table = self._build_table(removal_policy, encryption_key)
         for index in wiring.GLOBAL_INDEXES:
             self._add_index(index)
 
@@ -25,7 +45,10 @@ class DataTable(Construct):
     def index_arns(self) -> list[str]:
         return [f"{self.table.table_arn}/index/{index.name}" for index in wiring.GLOBAL_INDEXES]
 
-    def _build_table(self) -> dynamodb.Table:
+    def _build_table(self, removal_policy: RemovalPolicy, key: kms.IKey | None) -> dynamodb.Table:
+        encryption = {}
+        if key is not None:
+            encryption = {"encryption": dynamodb.TableEncryption.CUSTOMER_MANAGED, "encryption_key": key}
         return dynamodb.Table(
             self,
             wiring.TABLE_LOGICAL_NAME,
@@ -37,8 +60,11 @@ class DataTable(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            deletion_protection=True,
-            removal_policy=self.REMOVAL_POLICY,
+            # The table holds every tenant's runs and their audit trail: unless the deployment says otherwise
+            # (a test stack), it outlives the stack and refuses deletion.
+            deletion_protection=removal_policy == RemovalPolicy.RETAIN,
+            removal_policy=removal_policy,
+            **encryption,
         )
 
     def _add_index(self, index: wiring.GlobalIndex) -> None:

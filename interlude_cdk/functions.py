@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import sysconfig
 from collections.abc import Mapping
+from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.layer import PROJECT_ROOT, CoreLayer
 from interlude import wiring
+from interlude_cdk.layer import ARCHITECTURE, PROJECT_ROOT, RUNTIME
 
-FUNCTIONS_DIR = PROJECT_ROOT / "functions"
+
+def _functions_dir() -> Path:
+    """functions/ of a checkout; an installed project carries the same files under <prefix>/share/interlude."""
+    checkout = PROJECT_ROOT / "functions"
+    return checkout if checkout.is_dir() else Path(sysconfig.get_path("data")) / "share" / "interlude" / "functions"
+
+
+FUNCTIONS_DIR = _functions_dir()
+# What a function may do with the customer-managed key: read and write what it encrypts, nothing on the key itself.
+KEY_USE_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 SERVICE_NAME = "interlude"
 # What a stream event source mapping reads with; scoped to this table's stream as in the DynamoDB guide's
 # "IAM policy to allow a Lambda function to access DynamoDB stream records".
@@ -30,10 +42,9 @@ STREAM_READ_ACTIONS = (
 
 class Functions(Construct):
     # The functions run where the core layer's wheels were built for.
-    RUNTIME = CoreLayer.RUNTIME
-    ARCHITECTURE = CoreLayer.ARCHITECTURE
+    RUNTIME = RUNTIME
+    ARCHITECTURE = ARCHITECTURE
     TRACING = lambda_.Tracing.ACTIVE
-    LOG_RETENTION = logs.RetentionDays.ONE_MONTH
     CODE_EXCLUDE = ("**/__pycache__", "**/*.pyc")
     # Failed-batch records wait this long for an operator to replay them.
     DLQ_RETENTION = Duration.days(14)
@@ -47,14 +58,25 @@ class Functions(Construct):
         *,
         table: dynamodb.ITable,
         index_arns: list[str],
-        layer: lambda_.ILayerVersion,
+        layers: list[lambda_.ILayerVersion],
         log_level: str,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        encryption_key: kms.IKey | None,
+        reserved_concurrency: Mapping[str, int],
     ) -> None:
         super().__init__(scope, construct_id)
         self._table = table
         self._index_arns = index_arns
-        self._layer = layer
+        self._layers = layers
         self._log_level = log_level
+        self._log_retention = log_retention
+        self._removal_policy = removal_policy
+        self._key = encryption_key
+        self._reserved = reserved_concurrency
+        unknown = set(reserved_concurrency) - {spec.name for spec in wiring.FUNCTIONS}
+        if unknown:
+            raise ValueError(f"reserved_concurrency names no function of wiring.FUNCTIONS: {sorted(unknown)}")
         self.by_name: dict[str, lambda_.Function] = {}
         self.stream_dlqs: dict[str, sqs.Queue] = {}
         readers = [spec.name for spec in wiring.FUNCTIONS if spec.reads_stream]
@@ -68,7 +90,13 @@ class Functions(Construct):
 
     def _build_function(self, spec: wiring.Function) -> lambda_.Function:
         scope = Construct(self, pascal_case(spec.name))
-        log_group = logs.LogGroup(scope, "Logs", retention=self.LOG_RETENTION)
+        log_group = logs.LogGroup(
+            scope,
+            "Logs",
+            retention=self._log_retention,
+            encryption_key=self._key,
+            removal_policy=self._removal_policy,
+        )
         role = iam.Role(
             scope,
             "Role",
@@ -84,21 +112,24 @@ class Functions(Construct):
             architecture=self.ARCHITECTURE,
             handler=spec.handler,
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / spec.name), exclude=list(self.CODE_EXCLUDE)),
-            layers=[self._layer],
+            layers=self._layers,
             memory_size=spec.memory_mb,
             timeout=Duration.seconds(spec.timeout_s),
             role=role,
             log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
             tracing=self.TRACING,
             environment=self._environment(),
+            reserved_concurrent_executions=self._reserved.get(spec.name),
         )
-        Validations.of(function).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-L1",
-                reason="Pinned to Python 3.12 on purpose: the core layer is built for cp312 (scripts/build_layer.sh) "
-                "and the runtime moves only together with the layer.",
+        if spec.name != wiring.SCHEDULES.target:
+            Validations.of(function).acknowledge(
+                Acknowledgment(
+                    id="Serverless-LambdaDLQ",
+                    reason="Never invoked asynchronously (HTTP API, table stream or SQS source): failures are kept "
+                    "by the stream's on-failure queue and the callbacks queue's redrive, each alarmed.",
+                )
             )
-        )
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
@@ -120,6 +151,10 @@ class Functions(Construct):
                 ]
             )
         }
+        if self._key is not None:
+            policies["Key"] = iam.PolicyDocument(
+                statements=[iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[self._key.key_arn])]
+            )
         if spec.table_actions:
             policies["Table"] = iam.PolicyDocument(
                 statements=[
@@ -148,15 +183,13 @@ class Functions(Construct):
             self,
             f"{pascal_case(spec.name)}StreamDlq",
             retention_period=self.DLQ_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+            **queue_encryption(self._key),
         )
-        Validations.of(dlq).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-SQS3",
-                reason="This queue is itself the dead-letter destination of the table stream mapping; "
-                "it only holds failed-batch metadata for an operator to inspect.",
-            )
+        acknowledge_dead_letter_queue(
+            dlq,
+            "This queue is itself the dead-letter destination of the table stream mapping; "
+            "it only holds failed-batch metadata for an operator to inspect.",
         )
         function.add_event_source_mapping(
             "TableStream",
@@ -164,6 +197,7 @@ class Functions(Construct):
             starting_position=self.STREAM_START,
             batch_size=wiring.STREAM_BATCH_SIZE,
             retry_attempts=wiring.STREAM_MAX_RETRIES,
+            max_record_age=Duration.seconds(wiring.STREAM_MAX_RECORD_AGE_S),
             # A poison record is isolated by halving the batch instead of blocking its whole shard.
             bisect_batch_on_error=True,
             # dispatch answers with batchItemFailures (powertools' batch utility): retry only those.
@@ -189,3 +223,16 @@ def stream_filter() -> dict:
 def pascal_case(name: str) -> str:
     """A wiring name as a construct id: `callbacks-dlq` -> `CallbacksDlq`."""
     return "".join(part.capitalize() for part in name.replace("-", "_").split("_"))
+
+
+def queue_encryption(key: kms.IKey | None) -> dict:
+    """sqs.Queue kwargs: the customer-managed key when there is one, else SQS-managed encryption."""
+    if key is None:
+        return {"encryption": sqs.QueueEncryption.SQS_MANAGED}
+    return {"encryption": sqs.QueueEncryption.KMS, "encryption_master_key": key}
+
+
+def acknowledge_dead_letter_queue(queue: sqs.Queue, reason: str) -> None:
+    """A dead-letter queue has none of its own (its depth is alarmed instead)."""
+    for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+        Validations.of(queue).acknowledge(Acknowledgment(id=rule, reason=reason))

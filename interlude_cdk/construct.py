@@ -1,0 +1,196 @@
+"""Interlude as one construct a customer puts into a stack of their own (one per stack)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Stack, Tags, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from interlude import wiring
+from interlude_cdk.api import HttpFront
+from interlude_cdk.callbacks import CallbackDelivery
+from interlude_cdk.deadlines import Deadlines
+from interlude_cdk.functions import Functions
+from interlude_cdk.layer import CoreLayers
+from interlude_cdk.observability import Observability
+from interlude_cdk.props import InterludeProps
+from interlude_cdk.secrets import Secrets
+from interlude_cdk.table import DataTable
+
+DEPLOYMENT_TAG = "interlude:deployment"
+
+
+class Interlude(Construct):
+    """Interlude's whole deployment. Keyword arguments are InterludeProps' fields (see there for defaults).
+
+    Stack outputs (fixed logical ids, read by the `interlude` CLI): ApiUrl, TableName, KeyRingSecret,
+    WebhookSecretPrefix, AlarmTopic.
+    """
+
+    OUTPUT_API_URL = "ApiUrl"
+    OUTPUT_TABLE_NAME = "TableName"
+    OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
+    OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
+    OUTPUT_ALARM_TOPIC = "AlarmTopic"
+    OUTPUT_DOMAIN_TARGET = "ApiDomainTarget"
+
+    def __init__(self, scope: Construct, construct_id: str, **props) -> None:
+        super().__init__(scope, construct_id)
+        self.props = props = InterludeProps(**props)
+        stack = Stack.of(self)
+        self.deployment = props.deployment_name or stack.stack_name
+        key = props.encryption_key
+        if isinstance(key, kms.Key):
+            _allow_services_on_key(key)
+        reserved = (
+            {f.name: f.reserved_concurrency for f in wiring.FUNCTIONS if f.reserved_concurrency is not None}
+            if props.reserved_concurrency is None
+            else dict(props.reserved_concurrency)
+        )
+
+        self.data = DataTable(
+            self, "Data", removal_policy=props.removal_policy, encryption_key=key, existing=props.existing_table
+        )
+        self.core_layers = CoreLayers(
+            self, "CoreLayer", dependencies_dir=Path(props.layer_dir).resolve() if props.layer_dir else None
+        )
+        self.functions = Functions(
+            self,
+            "Functions",
+            table=self.data.table,
+            index_arns=self.data.index_arns,
+            layers=self.core_layers.layers,
+            log_level=props.log_level,
+            log_retention=props.log_retention,
+            removal_policy=props.removal_policy,
+            encryption_key=key,
+            reserved_concurrency=reserved,
+        )
+        self.api = HttpFront(
+            self,
+            "Api",
+            handler=self.functions.by_name[wiring.ROUTES_FUNCTION],
+            throttles=props.throttles,
+            domain=props.domain,
+            log_retention=props.log_retention,
+            encryption_key=key,
+            removal_policy=props.removal_policy,
+        )
+        self.secrets = Secrets(
+            self,
+            "Secrets",
+            functions=self.functions.by_name,
+            encryption_key=key,
+            removal_policy=props.removal_policy,
+        )
+        self.callbacks = CallbackDelivery(
+            self,
+            "Callbacks",
+            functions=self.functions.by_name,
+            api_url=self.api.url,
+            deployment=self.deployment,
+            encryption_key=key,
+        )
+        self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name, encryption_key=key)
+        self.alarm_topic = props.alarm_topic or self._create_topic(key)
+        self.observability = Observability(
+            self,
+            "Observability",
+            deployment=self.deployment,
+            topic=self.alarm_topic,
+            functions=self.functions.by_name,
+            api=self.api,
+            table=self.data.table,
+            dead_letter_queues=self.dead_letter_queues(),
+            dashboard=props.dashboard,
+        )
+
+        Tags.of(self).add(DEPLOYMENT_TAG, self.deployment)
+        for tag, value in props.tags.items():
+            Tags.of(self).add(tag, value)
+        self._outputs()
+
+    def dead_letter_queues(self) -> dict[str, sqs.IQueue]:
+        queues: dict[str, sqs.IQueue] = {f"{name}-stream": q for name, q in self.functions.stream_dlqs.items()}
+        queues.update({q.dead_letter: self.callbacks.queues[q.dead_letter] for q in wiring.QUEUES if q.dead_letter})
+        queues["schedules"] = self.deadlines.dead_letters
+        queues[f"{wiring.SCHEDULES.target}-failures"] = self.deadlines.target_failures
+        return queues
+
+    def _create_topic(self, key: kms.IKey | None) -> sns.Topic:
+        topic = sns.Topic(self, "AlarmTopic", display_name=f"Interlude {self.deployment} alarms", master_key=key)
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["sns:Publish"],
+                principals=[iam.AnyPrincipal()],
+                resources=[topic.topic_arn],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            )
+        )
+        if key is None:
+            Validations.of(topic).acknowledge(
+                Acknowledgment(
+                    id="AwsSolutions-SNS2",
+                    reason="CloudWatch alarms cannot publish to a topic under the AWS-managed SNS key; alarm "
+                    "notices carry no data of the tenants. Pass encryption_key to encrypt it with your key.",
+                )
+            )
+        return topic
+
+    def _outputs(self) -> None:
+        outputs = {
+            self.OUTPUT_API_URL: (self.api.url, "Base URL of the HTTP API"),
+            self.OUTPUT_TABLE_NAME: (self.data.table.table_name, "The single DynamoDB table"),
+            self.OUTPUT_KEY_RING_SECRET: (
+                self.secrets.by_name[wiring.KEY_RING_SECRET.name].secret_arn,
+                "Token key ring secret (interlude tokens rotate|retire)",
+            ),
+            self.OUTPUT_WEBHOOK_SECRET_PREFIX: (
+                self.callbacks.secret_prefixes["WEBHOOK_SECRET_PREFIX"],
+                "Name prefix of this deployment's per-tenant webhook signing secrets",
+            ),
+            self.OUTPUT_ALARM_TOPIC: (self.alarm_topic.topic_arn, "SNS topic every alarm notifies"),
+        }
+        if self.api.domain_name is not None:
+            outputs[self.OUTPUT_DOMAIN_TARGET] = (
+                self.api.domain_name.regional_domain_name,
+                "Point the custom domain's CNAME or alias here",
+            )
+        scope = Construct(self, "Outputs")
+        for key, (value, description) in outputs.items():
+            CfnOutput(scope, key, value=value, description=description).override_logical_id(key)
+
+
+def _allow_services_on_key(key: kms.Key) -> None:
+    """A key created in the same app: let CloudWatch Logs (log groups) and CloudWatch (alarm topic) use it."""
+    stack = Stack.of(key)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                }
+            },
+        )
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            resources=["*"],
+        )
+    )

@@ -1,0 +1,167 @@
+"""The two Lambda layers every function carries: pinned third-party dependencies, and the interlude package.
+
+Dependencies come only from the lock file beside this module (hashes checked by pip), as wheels for the
+functions' platform. They are either built during synthesis (local bundling: pip on this machine, no Docker)
+or taken from a directory `make layer` prebuilt, which must carry the stamp of the current lock file.
+Anything else (a missing build, a stale one, pip failing) fails synthesis with what to run: a deploy can never
+ship functions without their dependencies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+import interlude
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+LOCK_FILE = PACKAGE_DIR / "layer-requirements.lock"
+INTERLUDE_DIR = Path(interlude.__file__).resolve().parent
+# A repository checkout (the project itself); absent when interlude_cdk was pip-installed.
+PROJECT_ROOT = PACKAGE_DIR.parent
+DEFAULT_BUILD_DIR = PROJECT_ROOT / "layers" / "core" / "build"
+LAYER_DIR_CONTEXT_KEY = "layerDir"
+
+# The newest Lambda Python runtime every locked wheel exists for (checked by `make layer`: pip refuses otherwise).
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+PYTHON_VERSION = "3.14"
+PLATFORM = "manylinux2014_aarch64"
+STAMP = "interlude-layer.json"
+BUILD_COMMAND = "make layer"
+# Never copied into the interlude layer: interpreter caches, and the local stack (moto lives only there).
+PACKAGE_EXCLUDE = ("__pycache__", "*.pyc", "local")
+
+
+class LayerBuildError(RuntimeError):
+    pass
+
+
+def lock_sha256() -> str:
+    return hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()
+
+
+def stamp() -> dict[str, str]:
+    return {"lock_sha256": lock_sha256(), "python": PYTHON_VERSION, "platform": PLATFORM}
+
+
+def pip_command(target: Path, python: str = sys.executable) -> list[str]:
+    # --no-deps: the lock already lists every transitive dependency, each with its hashes.
+    # --no-compile: .pyc files from this machine's interpreter would be useless to the runtime's.
+    return [
+        python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "--no-deps",
+        "--platform", PLATFORM, "--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp",
+        "--require-hashes", "-r", str(LOCK_FILE), "--target", str(target),
+    ]  # fmt: skip
+
+
+def build_dependencies(output_dir: Path) -> None:
+    """Install the locked wheels under output_dir/python and stamp them with the lock's hash."""
+    target = output_dir / "python"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    result = subprocess.run(pip_command(target), capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise LayerBuildError(
+            f"could not install the layer's locked dependencies ({LOCK_FILE.name}):\n{result.stderr.strip()}\n"
+            f"Fix the cause (pip needs the package index), or build the layer where it can with `{BUILD_COMMAND}` "
+            "and synthesize with -c layerDir=layers/core/build."
+        )
+    for leftover in (target / "bin",):
+        shutil.rmtree(leftover, ignore_errors=True)
+    (output_dir / STAMP).write_text(json.dumps(stamp(), indent=2) + "\n")
+
+
+def check_prebuilt(directory: Path) -> None:
+    """Refuse a dependencies directory that is not `make layer`'s output for the current lock file."""
+    stamp_file = directory / STAMP
+    if not (directory / "python").is_dir() or not stamp_file.is_file():
+        raise LayerBuildError(
+            f"{directory} holds no built layer dependencies (no python/ or no {STAMP}): the functions would ship "
+            f"without pydantic or Powertools. Run `{BUILD_COMMAND}` and pass -c layerDir=layers/core/build, or "
+            "omit layerDir to build the layer during synthesis."
+        )
+    found = json.loads(stamp_file.read_text())
+    if found != stamp():
+        raise LayerBuildError(
+            f"{directory} was built for {found}, not for the current lock file {stamp()}: run `{BUILD_COMMAND}`."
+        )
+
+
+def choose_layer_dir(scope: Construct) -> Path | None:
+    """Context `layerDir` (absolute, or relative to the project root): a prebuilt directory; None: build at synth."""
+    override = scope.node.try_get_context(LAYER_DIR_CONTEXT_KEY)
+    return (PROJECT_ROOT / override).resolve() if override else None
+
+
+@jsii.implements(ILocalBundling)
+class _PipOnThisMachine:
+    def try_bundle(self, output_dir: str, *_args, **_kwargs) -> bool:
+        build_dependencies(Path(output_dir))
+        return True
+
+
+@jsii.implements(ILocalBundling)
+class _CopyPackage:
+    def try_bundle(self, output_dir: str, *_args, **_kwargs) -> bool:
+        shutil.copytree(
+            INTERLUDE_DIR, Path(output_dir) / "python" / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE)
+        )
+        return True
+
+
+# Local bundling always succeeds or raises; the image is never pulled.
+_NO_DOCKER = DockerImage.from_registry("interlude-layers-are-built-without-docker")
+
+
+class CoreLayers(Construct):
+    RUNTIME = RUNTIME
+    ARCHITECTURE = ARCHITECTURE
+
+    def __init__(self, scope: Construct, construct_id: str, *, dependencies_dir: Path | None) -> None:
+        super().__init__(scope, construct_id)
+        if dependencies_dir is None:
+            dependencies_code = lambda_.Code.from_asset(
+                str(PACKAGE_DIR),
+                # Keyed by the lock and the target: an unchanged lock reuses the bundle already in cdk.out.
+                asset_hash_type=AssetHashType.CUSTOM,
+                asset_hash=hashlib.sha256(json.dumps(stamp(), sort_keys=True).encode()).hexdigest(),
+                bundling=BundlingOptions(image=_NO_DOCKER, local=_PipOnThisMachine()),
+            )
+        else:
+            check_prebuilt(dependencies_dir)
+            dependencies_code = lambda_.Code.from_asset(str(dependencies_dir), exclude=["**/__pycache__"])
+        self.dependencies = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=dependencies_code,
+            compatible_runtimes=[self.RUNTIME],
+            compatible_architectures=[self.ARCHITECTURE],
+            description=f"interlude runtime dependencies ({LOCK_FILE.name} sha256 {lock_sha256()[:12]})",
+        )
+        self.package = lambda_.LayerVersion(
+            self,
+            "Package",
+            code=lambda_.Code.from_asset(
+                str(INTERLUDE_DIR),
+                exclude=[f"**/{pattern}" for pattern in PACKAGE_EXCLUDE],
+                bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackage()),
+            ),
+            compatible_runtimes=[self.RUNTIME],
+            compatible_architectures=[self.ARCHITECTURE],
+            description="interlude core package",
+        )
+
+    @property
+    def layers(self) -> list[lambda_.ILayerVersion]:
+        return [self.dependencies, self.package]
