@@ -7,6 +7,7 @@ Interlude construct: a deployment that needs more builds its own app (examples/c
 
 from __future__ import annotations
 
+import json
 import os
 
 # Node 20 is what this machine has; jsii's end-of-life banner would otherwise precede every synth.
@@ -21,7 +22,10 @@ DEFAULT_STACK_NAME = "Interlude"
 
 
 def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[App, InterludeStack]:
-    app = App(context=context, outdir=outdir, analytics_reporting=False)
+    # The CDK CLI hands cdk.json's context (the feature flags) to the app itself; `python app.py` and the tests
+    # read it here, so every synthesis of this app uses the same flags.
+    flags = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
+    app = App(context={**flags, **(context or {})}, outdir=outdir, analytics_reporting=False)
     stack = InterludeStack(
         app,
         app.node.try_get_context("stackName") or DEFAULT_STACK_NAME,

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from interlude import wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
-from interlude_cdk.functions import acknowledge_dead_letter_queue, pascal_case, queue_encryption
+from interlude_cdk.functions import acknowledge_dead_letter_queue, nag_resource, pascal_case, queue_encryption
 
 
 class CallbackDelivery(Construct):
@@ -99,8 +99,7 @@ class CallbackDelivery(Construct):
             assert function.role is not None
             Validations.of(function.role).acknowledge(
                 Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-                    f"<AWS::AccountId>:secret:{prefix}*]",
+                    id=f"AwsSolutions-IAM5[Resource::{nag_resource(self, arn)}]",
                     reason="One signing secret per tenant, created on first use: the grant is every secret under "
                     "this one name prefix and nothing else.",
                 )

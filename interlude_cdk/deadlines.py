@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import wiring
-from interlude_cdk.functions import KEY_USE_ACTIONS, acknowledge_dead_letter_queue, queue_encryption
+from interlude_cdk.functions import KEY_USE_ACTIONS, acknowledge_dead_letter_queue, nag_resource, queue_encryption
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 
@@ -139,9 +139,7 @@ class Deadlines(Construct):
             ],
         )
         policy.attach_to_role(function.role)
-        stack = Stack.of(self)
-        group_id = stack.resolve(stack.get_logical_id(self.group))
-        schedules = f"arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/<{group_id}>/*"
+        schedules = nag_resource(self, self.schedules_arn)
         Validations.of(policy).acknowledge(
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Resource::{schedules}]",

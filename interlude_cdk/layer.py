@@ -165,3 +165,4 @@ class CoreLayers(Construct):
     @property
     def layers(self) -> list[lambda_.ILayerVersion]:
         return [self.dependencies, self.package]
+

@@ -1,0 +1,161 @@
+"""examples/customer-app: a customer's own CDK app using the Interlude construct with non-default props.
+
+It is synthesized here as a customer would (its own app.py, a stack of its own with a concrete account and
+region), and every prop it sets is looked for in the template.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from cfnlint.api import ManualArgs, lint
+
+from interlude import wiring
+from interlude.delivery.settings import PUBLIC_BASE_URL_ENV
+from tests.infra.conftest import OFFLINE_AWS, as_list
+
+APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "customer-app"
+
+
+def load_customer_app():
+    spec = importlib.util.spec_from_file_location("customer_app", APP_DIR / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def customer(tmp_path_factory, prebuilt_layer):
+    module = load_customer_app()
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in OFFLINE_AWS.items():
+            env.setenv(key, value)
+        env.delenv("CDK_OUTDIR", raising=False)
+        # The synthesis itself runs both cdk-nag packs: an unacknowledged finding would fail it.
+        app, stack = module.build_app(
+            context={"layerDir": str(prebuilt_layer)}, outdir=str(tmp_path_factory.mktemp("customer.out"))
+        )
+        template = app.synth().get_stack_by_name(stack.stack_name).template
+    return module, stack, template
+
+
+def of_type(template: dict, resource_type: str) -> dict[str, dict]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == resource_type}
+
+
+def ref(stack, construct) -> dict:
+    return {"Ref": stack.get_logical_id(construct.node.default_child)}
+
+
+def arn(stack, construct) -> dict:
+    return {"Fn::GetAtt": [stack.get_logical_id(construct.node.default_child), "Arn"]}
+
+
+def test_the_custom_domain_fronts_the_api_and_every_link(customer):
+    module, stack, template = customer
+    (domain,) = of_type(template, "AWS::ApiGatewayV2::DomainName").values()
+    assert domain["Properties"]["DomainName"] == module.DOMAIN
+    (api,) = of_type(template, "AWS::ApiGatewayV2::Api").values()
+    assert api["Properties"]["DisableExecuteApiEndpoint"] is True
+    (record,) = of_type(template, "AWS::Route53::RecordSet").values()
+    assert record["Properties"]["Name"] == f"{module.DOMAIN}."
+    (certificate,) = of_type(template, "AWS::CertificateManager::Certificate").values()
+    assert certificate["Properties"]["ValidationMethod"] == "DNS"
+    # PUBLIC_BASE_URL (links in notices) and the ApiUrl output both use the domain
+    url = f"https://{module.DOMAIN}/"
+    assert template["Outputs"]["ApiUrl"]["Value"] == url
+    functions = stack.interlude.functions.by_name
+    for spec in wiring.FUNCTIONS:
+        variables = template["Resources"][stack.get_logical_id(functions[spec.name].node.default_child)]
+        assert variables["Properties"]["Environment"]["Variables"].get(PUBLIC_BASE_URL_ENV) == (
+            url if spec.needs_public_base_url else None
+        )
+
+
+def test_the_customer_key_encrypts_the_table_queues_secret_and_logs(customer):
+    _, stack, template = customer
+    key_arn = arn(stack, stack.key)
+    (table,) = of_type(template, "AWS::DynamoDB::Table").values()
+    assert table["Properties"]["SSESpecification"] == {
+        "KMSMasterKeyId": key_arn,
+        "SSEEnabled": True,
+        "SSEType": "KMS",
+    }
+    queues = of_type(template, "AWS::SQS::Queue")
+    assert len(queues) == 5
+    for queue in queues.values():
+        assert queue["Properties"]["KmsMasterKeyId"] == key_arn
+    (secret,) = of_type(template, "AWS::SecretsManager::Secret").values()
+    assert secret["Properties"]["KmsKeyId"] == key_arn
+    log_groups = of_type(template, "AWS::Logs::LogGroup")
+    assert len(log_groups) == len(wiring.FUNCTIONS) + 1
+    for group in log_groups.values():
+        assert group["Properties"]["KmsKeyId"] == key_arn
+        assert group["Properties"]["RetentionInDays"] == 90
+    # And the key lets CloudWatch Logs use it, and every function role use it (no more than that)
+    key_policy = json.dumps(template["Resources"][stack.get_logical_id(stack.key.node.default_child)])
+    assert "logs.eu-west-1.amazonaws.com" in key_policy
+
+
+def test_every_alarm_pages_the_customers_topic(customer):
+    _, stack, template = customer
+    alarms = of_type(template, "AWS::CloudWatch::Alarm")
+    assert alarms
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [ref(stack, stack.pager)]
+    # No topic of Interlude's own: the customer's replaces it
+    assert len(of_type(template, "AWS::SNS::Topic")) == 1
+    assert template["Outputs"]["AlarmTopic"]["Value"] == ref(stack, stack.pager)
+
+
+def test_reserved_concurrency_is_the_customers(customer):
+    module, stack, template = customer
+    for spec in wiring.FUNCTIONS:
+        function = template["Resources"][stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)]
+        assert function["Properties"].get("ReservedConcurrentExecutions") == module.RESERVED_CONCURRENCY.get(spec.name)
+
+
+def test_tags_reach_every_taggable_resource(customer):
+    module, _, template = customer
+    expected = {**module.TAGS, "interlude:deployment": "approvals-prod"}
+    for resource_type in ("AWS::DynamoDB::Table", "AWS::Lambda::Function", "AWS::SQS::Queue", "AWS::IAM::Role"):
+        for resource in of_type(template, resource_type).values():
+            tags = {t["Key"]: t["Value"] for t in resource["Properties"]["Tags"]}
+            assert tags.items() >= expected.items(), resource_type
+    (api,) = of_type(template, "AWS::ApiGatewayV2::Api").values()
+    assert api["Properties"]["Tags"].items() >= expected.items()
+
+
+def test_each_route_is_throttled_by_its_class(customer):
+    module, _, template = customer
+    (stage,) = of_type(template, "AWS::ApiGatewayV2::Stage").values()
+    settings = stage["Properties"]["RouteSettings"]
+    assert set(settings) == {f"{r.method} {r.path}" for r in wiring.ROUTES}
+    for route in wiring.ROUTES:
+        throttle = module.THROTTLES.of(wiring.route_class(route))
+        assert settings[f"{route.method} {route.path}"] == {
+            "ThrottlingRateLimit": throttle.rate_limit,
+            "ThrottlingBurstLimit": throttle.burst_limit,
+        }
+    assert settings["POST /runs"]["ThrottlingRateLimit"] == module.THROTTLES.writes.rate_limit
+    assert settings["GET /runs/{runId}/events"]["ThrottlingRateLimit"] == module.THROTTLES.held.rate_limit
+    # The stage's DependsOn lists every route, so CloudFormation never sets a route's throttle before it exists
+    assert len(as_list(stage.get("DependsOn", []))) >= len(wiring.ROUTES)
+
+
+def test_secret_prefix_and_names_follow_the_deployment_name(customer):
+    _, stack, template = customer
+    assert template["Outputs"]["WebhookSecretPrefix"]["Value"] == "interlude/approvals-prod/webhooks/"
+    for alarm in of_type(template, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmName"].startswith("approvals-prod-")
+    (dashboard,) = of_type(template, "AWS::CloudWatch::Dashboard").values()
+    assert dashboard["Properties"]["DashboardName"].startswith("approvals-prod")
+
+
+def test_the_customer_template_passes_cfn_lint(customer):
+    _, _, template = customer
+    matches = lint(json.dumps(template), config=ManualArgs(regions=["eu-west-1"], ignore_checks=["W3005"]))
+    assert [str(match) for match in matches] == []
