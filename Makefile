@@ -7,8 +7,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8080
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# The CDK CLI, from the npm registry through npx (docs/operations.md lists every prerequisite).
+CDK_CLI_VERSION ?= 2.1148.1
+CDK := npx -y aws-cdk@$(CDK_CLI_VERSION)
+STACK ?= Interlude
+# Layer's lock file: resolved for the functions' platform (interlude_cdk/layer.py), every wheel hashed.
+LOCK := interlude_cdk/layer-requirements.lock
 
-.PHONY: dev test venv system-deps lint synth layer bench clean
+.PHONY: dev test venv system-deps lint synth layer lock deploy bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +42,19 @@ lint: venv
 synth: venv
 	$(PY) app.py
 
+# The locked dependencies into layers/core/build (prints the layer's size and the lock's sha256).
 layer: venv
-	bash scripts/build_layer.sh
+	$(PY) -m interlude_cdk.make_layer
+
+# Re-resolve the lock after a change to pyproject's dependencies (UPGRADE=1: newest allowed versions).
+lock: venv
+	$(VENV)/bin/uv pip compile pyproject.toml --quiet --generate-hashes --only-binary :all: \
+	  --python-platform aarch64-manylinux2014 --python-version 3.14 --custom-compile-command "make lock" \
+	  $(if $(UPGRADE),--upgrade,) -o $(LOCK)
+
+# The one deploy command (docs/operations.md, "Deploy"): builds the layer while synthesizing, then deploys.
+deploy: venv
+	$(CDK) deploy $(STACK) -c stackName=$(STACK) --require-approval broadening $(CDK_ARGS)
 
 bench: venv
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

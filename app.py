@@ -1,8 +1,14 @@
 """CDK app entry: `python app.py` synthesizes one Interlude stack into cdk.out (offline, no AWS calls).
 
-Context: stackName (default Interlude; one per developer/branch), layerDir (a prebuilt layer from `make layer`;
-without it the layer is built during synthesis), logLevel (default INFO). Everything else is a prop of the
-Interlude construct: a deployment that needs more builds its own app (examples/customer-app).
+Context (-c key=value), each optional:
+  stackName      default Interlude; also names the deployment (secret prefixes, alarms, dashboard)
+  layerDir       a prebuilt layer (`make layer`); without it the layer is built during synthesis
+  logLevel       default INFO
+  domainName, certificateArn        the API under your own name (an ACM certificate in the stack's region)
+  alarmTopicArn                     an existing SNS topic for every alarm (default: a topic is created)
+  existingTableName, existingTableStreamArn   run on a restored table (docs/operations.md, "Restore")
+Everything else is a prop of the Interlude construct: a deployment that needs more builds its own app
+(examples/customer-app).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import os
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from aws_cdk import App  # noqa: E402
+from aws_cdk import aws_certificatemanager as acm  # noqa: E402
+from aws_cdk import aws_sns as sns  # noqa: E402
 
-from interlude_cdk import InterludeStack, apply_checks  # noqa: E402
+from interlude_cdk import CustomDomain, ExistingTable, InterludeStack, apply_checks  # noqa: E402
 from interlude_cdk.layer import PROJECT_ROOT, choose_layer_dir  # noqa: E402
 
 DEFAULT_STACK_NAME = "Interlude"
@@ -26,13 +34,25 @@ def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[A
     # read it here, so every synthesis of this app uses the same flags.
     flags = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
     app = App(context={**flags, **(context or {})}, outdir=outdir, analytics_reporting=False)
-    stack = InterludeStack(
-        app,
-        app.node.try_get_context("stackName") or DEFAULT_STACK_NAME,
-        interlude={"layer_dir": choose_layer_dir(app), "log_level": app.node.try_get_context("logLevel") or "INFO"},
-    )
+    stack = InterludeStack(app, app.node.try_get_context("stackName") or DEFAULT_STACK_NAME)
+    stack.build(**_props_from_context(stack))
     apply_checks(app)
     return app, stack
+
+
+def _props_from_context(stack: InterludeStack) -> dict:
+    context = stack.node.try_get_context
+    props: dict = {"layer_dir": choose_layer_dir(stack), "log_level": context("logLevel") or "INFO"}
+    if context("domainName"):
+        certificate = acm.Certificate.from_certificate_arn(stack, "Certificate", context("certificateArn"))
+        props["domain"] = CustomDomain(domain_name=context("domainName"), certificate=certificate)
+    if context("alarmTopicArn"):
+        props["alarm_topic"] = sns.Topic.from_topic_arn(stack, "AlarmTopic", context("alarmTopicArn"))
+    if context("existingTableName"):
+        props["existing_table"] = ExistingTable(
+            table_name=context("existingTableName"), stream_arn=context("existingTableStreamArn")
+        )
+    return props
 
 
 if __name__ == "__main__":

@@ -165,4 +165,3 @@ class CoreLayers(Construct):
     @property
     def layers(self) -> list[lambda_.ILayerVersion]:
         return [self.dependencies, self.package]
-

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from aws_cdk import Stack
-from constructs import Construct
 
 from interlude_cdk.construct import Interlude
 
 
 class InterludeStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, interlude: dict | None = None, **stack_props) -> None:
-        super().__init__(scope, construct_id, **stack_props)
-        self.interlude = Interlude(self, "Interlude", **(interlude or {}))
+    """A stack holding one Interlude; `build(**props)` adds it (props may name constructs of this stack)."""
+
+    interlude: Interlude
+
+    def build(self, **props) -> Interlude:
+        self.interlude = Interlude(self, "Interlude", **props)
+        return self.interlude

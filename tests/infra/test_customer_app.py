@@ -14,7 +14,7 @@ import pytest
 from cfnlint.api import ManualArgs, lint
 
 from interlude import wiring
-from interlude.delivery.settings import PUBLIC_BASE_URL_ENV
+from interlude.config.delivery import PUBLIC_BASE_URL_ENV
 from tests.infra.conftest import OFFLINE_AWS, as_list
 
 APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "customer-app"
@@ -114,7 +114,9 @@ def test_every_alarm_pages_the_customers_topic(customer):
 def test_reserved_concurrency_is_the_customers(customer):
     module, stack, template = customer
     for spec in wiring.FUNCTIONS:
-        function = template["Resources"][stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)]
+        function = template["Resources"][
+            stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)
+        ]
         assert function["Properties"].get("ReservedConcurrentExecutions") == module.RESERVED_CONCURRENCY.get(spec.name)
 
 
