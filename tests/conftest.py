@@ -7,9 +7,12 @@ import os
 import pytest
 
 from interlude.composition import compose
+from interlude.local import moto_patches
 
 # The entry points compose the faces into the engine; tests that call the package directly need the same.
 compose()
+# In-process moto behaves as the local stack's does (transactions and queries that cost what they touch).
+moto_patches.apply()
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -8,6 +8,8 @@ from typing import Any
 from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from . import moto_patches
+
 
 class _QuietHandler(MotoRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -16,6 +18,8 @@ class _QuietHandler(MotoRequestHandler):
 
 class LockedMotoServer:
     def __init__(self, port: int = 0) -> None:
+        # Transactions and queries that cost what they touch; their in-place undo relies on the lock below.
+        moto_patches.apply()
         self._app = DomainDispatcherApplication(create_backend_app)
         self._lock = threading.Lock()
         self._server: BaseWSGIServer = make_server(

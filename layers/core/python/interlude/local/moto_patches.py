@@ -1,0 +1,209 @@
+"""moto's DynamoDB made to cost what the touched items cost, for the local stack and in-process tests only.
+
+moto 5.x deep-copies every table a `TransactWriteItems` names once per item (its rollback), and its table
+Query sorts and reads every item of the table to find one partition: a lifecycle gets slower with every run
+the table holds. The deployed product uses DynamoDB itself and never imports this module.
+
+Both patches keep moto's observable behaviour (same checks in the same order, same errors and
+CancellationReasons, same stream records): the transaction keeps moto's loop but remembers only the items it
+writes (and how long each stream was) to undo them, and the Query reads only the partition its key names.
+Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself
+requires, so undoing in place is as atomic as moto's table swap was.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from contextvars import ContextVar
+from typing import Any
+
+from moto.dynamodb.comparisons import get_filter_expression
+from moto.dynamodb.exceptions import (
+    ConditionalCheckFailed,
+    MockValidationException,
+    MultipleTransactionsException,
+    TooManyTransactionsException,
+    TransactionCanceledException,
+    TransactWriteSingleOpException,
+)
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
+
+_original_query = Table.query
+_original_all_items = Table.all_items
+_QUERY_SIGNATURE = inspect.signature(_original_query)
+# The (table, hash key) a table Query is reading while it runs: `all_items` answers with that partition only.
+_partition: ContextVar[tuple[Table, DynamoType] | None] = ContextVar("moto_query_partition", default=None)
+_applied = False
+
+
+def apply() -> None:
+    """Patch moto's DynamoDB in this process (idempotent)."""
+    global _applied
+    if _applied:
+        return
+    DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
+    Table.query = _query  # type: ignore[method-assign]
+    Table.all_items = _all_items  # type: ignore[method-assign]
+    _applied = True
+
+
+# -- Query ------------------------------------------------------------------------------------------
+
+
+def _query(self: Table, *args: Any, **kwargs: Any) -> Any:
+    bound = _QUERY_SIGNATURE.bind(self, *args, **kwargs).arguments
+    hash_key = bound.get("hash_key")
+    if bound.get("index_name") or hash_key is None:
+        return _original_query(self, *args, **kwargs)
+    # moto's table path is `[i for i in self.all_items() if i.hash_key == hash_key]`, then sorted by range key.
+    token = _partition.set((self, hash_key))
+    try:
+        return _original_query(self, *args, **kwargs)
+    finally:
+        _partition.reset(token)
+
+
+def _all_items(self: Table) -> list[Item]:
+    scope = _partition.get()
+    if scope is None or scope[0] is not self:
+        return _original_all_items(self)
+    partition = self.items.get(scope[1])
+    if partition is None:
+        return []
+    if not self.range_key_attr:
+        return [partition]  # type: ignore[list-item]
+    return sorted(partition.values(), key=lambda item: item.range_key)
+
+
+# -- TransactWriteItems -----------------------------------------------------------------------------
+
+
+class _Undo:
+    """The prior state of each item a transaction writes, and each touched stream's length, to put back."""
+
+    def __init__(self, backend: DynamoDBBackend) -> None:
+        self.backend = backend
+        self.items: list[tuple[Table, DynamoType, DynamoType | None, Item | None]] = []
+        self.streams: dict[int, tuple[Table, int]] = {}
+
+    def remember(self, table_name: str, key: dict[str, Any], op_type: str) -> None:
+        table = self.backend.get_table(table_name)
+        hash_key, range_key = self.backend.get_keys_value(table, key)
+        current = table.get_item(hash_key, range_key)
+        # Update changes the stored Item in place; Put and Delete replace or drop it, so the object itself is
+        # the prior state.
+        prior = copy.deepcopy(current) if op_type == "Update" and current is not None else current
+        self.items.append((table, hash_key, range_key, prior))
+        if table.stream_shard is not None and id(table) not in self.streams:
+            self.streams[id(table)] = (table, len(table.stream_shard.items))
+
+    def rollback(self) -> None:
+        for table, hash_key, range_key, prior in reversed(self.items):
+            if range_key is not None:
+                if prior is None:
+                    table.items[hash_key].pop(range_key, None)
+                else:
+                    table.items[hash_key][range_key] = prior
+            elif prior is None:
+                table.items.pop(hash_key, None)
+            else:
+                table.items[hash_key] = prior
+        for table, length in self.streams.values():
+            if table.stream_shard is not None:
+                del table.stream_shard.items[length:]
+
+
+def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+    # moto 5.2's DynamoDBBackend.transact_write_items (Apache-2.0), with its per-item table deep copy replaced
+    # by _Undo. A request mixing operations in one entry is refused before anything is written (moto raised
+    # it mid-way, without rolling back the entries before it).
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    if any(len(entry) > 1 for entry in transact_items):
+        raise TransactWriteSingleOpException
+    undo = _Undo(self)
+    target_items: set[tuple[str, str]] = set()
+
+    def check_unicity(table_name: str, key: dict[str, Any]) -> None:
+        item = (str(table_name), str(dict(sorted(key.items()))))
+        if item in target_items:
+            raise MultipleTransactionsException()
+        target_items.add(item)
+
+    errors: list[tuple[str, str, dict[str, Any]] | tuple[None, None, None]] = []
+    for entry in transact_items:
+        original_item: dict[str, Any] | None = None
+        try:
+            op_type, op = next(iter(entry.items()))
+            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                raise ValueError("Unsupported transaction operation")
+
+            table_name = op["TableName"]
+            condition_expression = op.get("ConditionExpression")
+            expression_attribute_names = op.get("ExpressionAttributeNames")
+            expression_attribute_values = op.get("ExpressionAttributeValues")
+            return_values_on_condition_check_failure = op.get("ReturnValuesOnConditionCheckFailure")
+
+            if op_type == "Put":
+                attrs = op["Item"]
+                table = self.get_table(table_name)
+                key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = attrs[table.range_key_attr]
+            else:
+                key = op["Key"]
+
+            check_unicity(table_name, key)
+
+            current = self.get_item(table_name, key)
+            if condition_expression is not None:
+                condition_op = get_filter_expression(
+                    condition_expression, expression_attribute_names, expression_attribute_values
+                )
+                if not condition_op.expr(current):
+                    if return_values_on_condition_check_failure == "ALL_OLD" and current:
+                        original_item = current.to_json()["Attributes"]
+                    raise ConditionalCheckFailed(item=original_item)
+
+            if op_type != "ConditionCheck":
+                undo.remember(table_name, key, op_type)
+            if op_type == "Put":
+                self.put_item(
+                    table_name,
+                    op["Item"],
+                    condition_expression=condition_expression,
+                    expression_attribute_names=expression_attribute_names,
+                    expression_attribute_values=expression_attribute_values,
+                )
+            elif op_type == "Delete":
+                self.delete_item(
+                    table_name,
+                    key,
+                    condition_expression=condition_expression,
+                    expression_attribute_names=expression_attribute_names,
+                    expression_attribute_values=expression_attribute_values,
+                )
+            elif op_type == "Update":
+                self.update_item(
+                    table_name,
+                    key,
+                    update_expression=op["UpdateExpression"],
+                    condition_expression=condition_expression,
+                    expression_attribute_names=expression_attribute_names,
+                    expression_attribute_values=expression_attribute_values,
+                )
+            errors.append((None, None, None))
+        except (MultipleTransactionsException, MockValidationException):
+            undo.rollback()
+            raise
+        except ConditionalCheckFailed as e:
+            errors.append(("ConditionalCheckFailed", str(e.message), original_item))  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - moto reports any other failure as that entry's reason
+            errors.append((type(e).__name__, str(e), original_item))  # type: ignore[arg-type]
+
+    if any(code is not None for code, _, _ in errors):
+        undo.rollback()
+        raise TransactionCanceledException(errors)

@@ -1,0 +1,288 @@
+"""The local stack's moto: a transaction and a Query cost what they touch, and behave as moto (and DynamoDB) do.
+
+Cost is counted, not timed: the items moto deep-copies and the key comparisons it makes for one call, with 10
+and with 2,000 other items in the table, must be the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+from interlude.local import moto_patches
+from interlude.store import create_table
+
+TABLE = "patched"
+PK = "T#t#R#run"
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    moto_patches.apply()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        yield client
+
+
+def fill(ddb: Any, count: int) -> None:
+    """`count` items in partitions of their own, none of which a call below names."""
+    for start in range(0, count, 25):
+        ddb.batch_write_item(
+            RequestItems={
+                TABLE: [
+                    {"PutRequest": {"Item": {"pk": s(f"T#t#R#other{i}"), "sk": s("RUN"), "state": s("x" * 200)}}}
+                    for i in range(start, min(count, start + 25))
+                ]
+            }
+        )
+
+
+def run_items(ddb: Any) -> None:
+    ddb.put_item(TableName=TABLE, Item={"pk": s(PK), "sk": s("RUN"), "version": {"N": "1"}})
+    ddb.put_item(TableName=TABLE, Item={"pk": s(PK), "sk": s("I#review"), "status": s("open")})
+    for seq in range(3):
+        ddb.put_item(TableName=TABLE, Item={"pk": s(PK), "sk": s(f"E#{seq:012d}"), "events": s(f"batch {seq}")})
+
+
+def transition(run_version: int, event_seq: int) -> list[dict[str, Any]]:
+    """What a resolve commits: the run (versioned), a new event batch, the interrupt closed if still open."""
+    return [
+        {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": s(PK), "sk": s("RUN")},
+                "UpdateExpression": "SET version = :next",
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": {":next": {"N": str(run_version + 1)}, ":seen": {"N": str(run_version)}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+        {
+            "Put": {
+                "TableName": TABLE,
+                "Item": {"pk": s(PK), "sk": s(f"E#{event_seq:012d}"), "events": s("resolved")},
+                "ConditionExpression": "attribute_not_exists(sk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+        {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": s(PK), "sk": s("I#review")},
+                "UpdateExpression": "SET #st = :done",
+                "ConditionExpression": "#st = :open",
+                "ExpressionAttributeNames": {"#st": "status"},
+                "ExpressionAttributeValues": {":done": s("resolved"), ":open": s("open")},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+    ]
+
+
+def query_events(ddb: Any, **extra: Any) -> dict[str, Any]:
+    return ddb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+        ExpressionAttributeValues={":pk": s(PK), ":e": s("E#")},
+        **extra,
+    )
+
+
+@pytest.fixture
+def work(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts the work moto does: items deep-copied, and key/value comparisons (each item examined costs some)."""
+    counted: Counter[str] = Counter()
+
+    def counting(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counted[name] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    counting(Item, "__deepcopy__")
+    for name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+        counting(DynamoType, name)
+    return counted
+
+
+def cost_with(ddb: Any, work: Counter[str], others: int) -> tuple[Counter[str], Counter[str]]:
+    fill(ddb, others)
+    run_items(ddb)
+    work.clear()
+    ddb.transact_write_items(TransactItems=transition(1, 3))
+    transaction = Counter(work)
+    work.clear()
+    got = query_events(ddb)
+    assert [i["events"]["S"] for i in got["Items"]] == ["batch 0", "batch 1", "batch 2", "resolved"]
+    return transaction, Counter(work)
+
+
+def test_a_transaction_and_a_query_cost_the_same_at_10_and_2000_other_items(work):
+    moto_patches.apply()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        small = cost_with(client, work, 10)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        large = cost_with(client, work, 2000)
+    transaction, query = small
+    assert transaction["__deepcopy__"] <= 2 * 2  # each updated item: moto's stream image and its undo copy
+    assert query["__deepcopy__"] == 4  # the items returned
+    assert large == small
+
+
+def test_a_failed_condition_cancels_every_item_with_its_reason_and_old_image(ddb):
+    run_items(ddb)
+    ddb.transact_write_items(TransactItems=transition(1, 3))  # another decision won first
+    before = sorted(ddb.scan(TableName=TABLE)["Items"], key=lambda i: i["sk"]["S"])
+    stream_before = stream_records(ddb)
+    # The run update and the new event batch pass and are applied before the closed interrupt fails.
+    stale = transition(2, 4)
+    with pytest.raises(ClientError) as lost:
+        ddb.transact_write_items(TransactItems=stale)
+    error = lost.value.response
+    assert error["Error"]["Code"] == "TransactionCanceledException"
+    reasons = error["CancellationReasons"]
+    assert [r["Code"] for r in reasons] == ["None", "None", "ConditionalCheckFailed"]
+    assert reasons[2]["Item"]["status"] == s("resolved")  # ALL_OLD: what won
+    after = sorted(ddb.scan(TableName=TABLE)["Items"], key=lambda i: i["sk"]["S"])
+    assert after == before  # the run update and the new event batch were undone
+    assert stream_records(ddb) == stream_before  # and left nothing on the stream
+
+
+def test_serialised_rivals_on_one_interrupt_have_one_winner(ddb):
+    run_items(ddb)
+    outcomes = []
+    for rival in (transition(1, 3), transition(1, 3)):  # both read version 1 and the gate open
+        try:
+            ddb.transact_write_items(TransactItems=rival)
+            outcomes.append("won")
+        except ClientError as exc:
+            reasons = exc.response["CancellationReasons"]
+            outcomes.append([r["Code"] for r in reasons])
+            assert reasons[0]["Item"]["version"] == {"N": "2"}
+            assert reasons[1]["Item"]["events"] == s("resolved")
+    assert outcomes == ["won", ["ConditionalCheckFailed"] * 3]
+    run = ddb.get_item(TableName=TABLE, Key={"pk": s(PK), "sk": s("RUN")})["Item"]
+    assert run["version"] == {"N": "2"}
+
+
+def test_an_invalid_entry_undoes_the_entries_before_it_and_is_reported_as_moto_does(ddb):
+    run_items(ddb)
+    before = ddb.scan(TableName=TABLE)["Items"]
+    entries = transition(1, 3)[:2] + [
+        {"Put": {"TableName": TABLE, "Item": {"pk": s(PK), "sk": s("big"), "blob": s("x" * 410_000)}}}
+    ]
+    with pytest.raises(ClientError) as refused:
+        ddb.transact_write_items(TransactItems=entries)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "size" in refused.value.response["Error"]["Message"]
+    assert ddb.scan(TableName=TABLE)["Items"] == before
+    with pytest.raises(ClientError) as twice:
+        ddb.transact_write_items(TransactItems=transition(1, 3)[:1] * 2)
+    assert "multiple operations on one item" in twice.value.response["Error"]["Message"]
+    assert ddb.scan(TableName=TABLE)["Items"] == before
+
+
+def test_a_cancelled_transaction_restores_deleted_and_created_items(ddb):
+    run_items(ddb)
+    before = ddb.scan(TableName=TABLE)["Items"]
+    entries = [
+        {"Delete": {"TableName": TABLE, "Key": {"pk": s(PK), "sk": s("E#000000000000")}}},
+        {"Put": {"TableName": TABLE, "Item": {"pk": s("T#t#R#new"), "sk": s("RUN")}}},
+        {
+            "Update": {
+                "TableName": TABLE,
+                "Key": {"pk": s(PK), "sk": s("I#new")},
+                "UpdateExpression": "SET a = :a",
+                "ExpressionAttributeValues": {":a": s("b")},
+            }
+        },
+        {
+            "ConditionCheck": {
+                "TableName": TABLE,
+                "Key": {"pk": s(PK), "sk": s("RUN")},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        },
+    ]
+    with pytest.raises(ClientError) as lost:
+        ddb.transact_write_items(TransactItems=entries)
+    assert [r["Code"] for r in lost.value.response["CancellationReasons"]] == [
+        "None",
+        "None",
+        "None",
+        "ConditionalCheckFailed",
+    ]
+    assert ddb.scan(TableName=TABLE)["Items"] == before
+
+
+def test_a_query_reads_its_partition_in_order_with_limits_filters_and_pages(ddb):
+    fill(ddb, 30)
+    run_items(ddb)
+    ddb.put_item(TableName=TABLE, Item={"pk": s(PK + "x"), "sk": s("E#000000000001"), "events": s("neighbour")})
+    assert [i["events"]["S"] for i in query_events(ddb, ScanIndexForward=False)["Items"]] == [
+        "batch 2",
+        "batch 1",
+        "batch 0",
+    ]
+    first = query_events(ddb, Limit=2)
+    assert [i["events"]["S"] for i in first["Items"]] == ["batch 0", "batch 1"]
+    rest = query_events(ddb, Limit=2, ExclusiveStartKey=first["LastEvaluatedKey"])
+    assert [i["events"]["S"] for i in rest["Items"]] == ["batch 2"]
+    filtered = ddb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
+        FilterExpression="events = :b",
+        ExpressionAttributeValues={":pk": s(PK), ":e": s("E#"), ":b": s("batch 1")},
+    )
+    assert [i["events"]["S"] for i in filtered["Items"]] == ["batch 1"]
+    assert filtered["ScannedCount"] == 3
+    between = ddb.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+        ExpressionAttributeValues={":pk": s(PK), ":lo": s("E#000000000001"), ":hi": s("E#999999999999")},
+    )
+    assert [i["events"]["S"] for i in between["Items"]] == ["batch 1", "batch 2"]
+    missing = ddb.query(TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": s("no")})
+    assert missing["Items"] == []
+
+
+def test_an_index_query_still_reads_the_index(ddb):
+    fill(ddb, 5)
+    ddb.put_item(
+        TableName=TABLE, Item={"pk": s(PK), "sk": s("I#a"), "gsi1pk": s("T#t#INBOX"), "gsi1sk": s("2026-01-01#a")}
+    )
+    got = ddb.query(
+        TableName=TABLE,
+        IndexName="inbox",
+        KeyConditionExpression="gsi1pk = :g",
+        ExpressionAttributeValues={":g": s("T#t#INBOX")},
+    )
+    assert [i["sk"]["S"] for i in got["Items"]] == ["I#a"]
+
+
+def stream_records(ddb: Any) -> list[str]:
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    arn = ddb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    got = streams.get_records(ShardIterator=iterator["ShardIterator"], Limit=1000)
+    return [r["dynamodb"]["SequenceNumber"] for r in got["Records"]]
