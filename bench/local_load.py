@@ -30,8 +30,8 @@ from typing import Any
 import _bench  # noqa: F401  (puts the repo root on sys.path for tests.support)
 import boto3
 
+from interlude.app.service import Service
 from interlude.local.stack import TABLE_NAME, configure_environment
-from interlude.service import Service
 from interlude.store import Store
 from tests.support.local_stack import Api, LocalStackProcess, wire
 

@@ -125,85 +125,78 @@ def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, 
     if any(len(entry) > 1 for entry in transact_items):
         raise TransactWriteSingleOpException
     undo = _Undo(self)
-    target_items: set[tuple[str, str]] = set()
-
-    def check_unicity(table_name: str, key: dict[str, Any]) -> None:
-        item = (str(table_name), str(dict(sorted(key.items()))))
-        if item in target_items:
-            raise MultipleTransactionsException()
-        target_items.add(item)
-
-    errors: list[tuple[str, str, dict[str, Any]] | tuple[None, None, None]] = []
+    targets: set[tuple[str, str]] = set()
+    errors: list[tuple[str, str, dict[str, Any] | None] | tuple[None, None, None]] = []
     for entry in transact_items:
-        original_item: dict[str, Any] | None = None
         try:
-            op_type, op = next(iter(entry.items()))
-            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
-                raise ValueError("Unsupported transaction operation")
-
-            table_name = op["TableName"]
-            condition_expression = op.get("ConditionExpression")
-            expression_attribute_names = op.get("ExpressionAttributeNames")
-            expression_attribute_values = op.get("ExpressionAttributeValues")
-            return_values_on_condition_check_failure = op.get("ReturnValuesOnConditionCheckFailure")
-
-            if op_type == "Put":
-                attrs = op["Item"]
-                table = self.get_table(table_name)
-                key = {table.hash_key_attr: attrs[table.hash_key_attr]}
-                if table.range_key_attr is not None:
-                    key[table.range_key_attr] = attrs[table.range_key_attr]
-            else:
-                key = op["Key"]
-
-            check_unicity(table_name, key)
-
-            current = self.get_item(table_name, key)
-            if condition_expression is not None:
-                condition_op = get_filter_expression(
-                    condition_expression, expression_attribute_names, expression_attribute_values
-                )
-                if not condition_op.expr(current):
-                    if return_values_on_condition_check_failure == "ALL_OLD" and current:
-                        original_item = current.to_json()["Attributes"]
-                    raise ConditionalCheckFailed(item=original_item)
-
-            if op_type != "ConditionCheck":
-                undo.remember(table_name, key, op_type)
-            if op_type == "Put":
-                self.put_item(
-                    table_name,
-                    op["Item"],
-                    condition_expression=condition_expression,
-                    expression_attribute_names=expression_attribute_names,
-                    expression_attribute_values=expression_attribute_values,
-                )
-            elif op_type == "Delete":
-                self.delete_item(
-                    table_name,
-                    key,
-                    condition_expression=condition_expression,
-                    expression_attribute_names=expression_attribute_names,
-                    expression_attribute_values=expression_attribute_values,
-                )
-            elif op_type == "Update":
-                self.update_item(
-                    table_name,
-                    key,
-                    update_expression=op["UpdateExpression"],
-                    condition_expression=condition_expression,
-                    expression_attribute_names=expression_attribute_names,
-                    expression_attribute_values=expression_attribute_values,
-                )
-            errors.append((None, None, None))
+            errors.append(_transact_entry(self, entry, targets, undo))
         except (MultipleTransactionsException, MockValidationException):
             undo.rollback()
             raise
-        except ConditionalCheckFailed as e:
-            errors.append(("ConditionalCheckFailed", str(e.message), original_item))  # type: ignore[arg-type]
-        except Exception as e:  # noqa: BLE001 - moto reports any other failure as that entry's reason
-            errors.append((type(e).__name__, str(e), original_item))  # type: ignore[arg-type]
-
     if any(code is not None for code, _, _ in errors):
         undo.rollback()
         raise TransactionCanceledException(errors)
+
+
+def _transact_entry(
+    self: DynamoDBBackend, entry: dict[str, Any], targets: set[tuple[str, str]], undo: _Undo
+) -> tuple[str, str, dict[str, Any] | None] | tuple[None, None, None]:
+    """Check and apply one entry; its cancellation reason, or (None, None, None). Validation errors propagate."""
+    original_item: dict[str, Any] | None = None
+    try:
+        op_type, op = next(iter(entry.items()))
+        if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+            raise ValueError("Unsupported transaction operation")
+        table_name = op["TableName"]
+        key = _entry_key(self, op_type, op)
+        target = (str(table_name), str(dict(sorted(key.items()))))
+        if target in targets:
+            raise MultipleTransactionsException()
+        targets.add(target)
+
+        current = self.get_item(table_name, key)
+        condition_expression = op.get("ConditionExpression")
+        if condition_expression is not None:
+            condition_op = get_filter_expression(
+                condition_expression, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+            )
+            if not condition_op.expr(current):
+                if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+                    original_item = current.to_json()["Attributes"]
+                raise ConditionalCheckFailed(item=original_item)
+
+        if op_type != "ConditionCheck":
+            undo.remember(table_name, key, op_type)
+            _write(self, op_type, op, key)
+        return (None, None, None)
+    except (MultipleTransactionsException, MockValidationException):
+        raise
+    except ConditionalCheckFailed as e:
+        return ("ConditionalCheckFailed", str(e.message), original_item)
+    except Exception as e:  # noqa: BLE001 - moto reports any other failure as that entry's reason
+        return (type(e).__name__, str(e), original_item)
+
+
+def _entry_key(self: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+    if op_type != "Put":
+        return op["Key"]
+    attrs = op["Item"]
+    table = self.get_table(op["TableName"])
+    key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+    if table.range_key_attr is not None:
+        key[table.range_key_attr] = attrs[table.range_key_attr]
+    return key
+
+
+def _write(self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any]) -> None:
+    expression = {
+        "condition_expression": op.get("ConditionExpression"),
+        "expression_attribute_names": op.get("ExpressionAttributeNames"),
+        "expression_attribute_values": op.get("ExpressionAttributeValues"),
+    }
+    if op_type == "Put":
+        self.put_item(op["TableName"], op["Item"], **expression)
+    elif op_type == "Delete":
+        self.delete_item(op["TableName"], key, **expression)
+    else:
+        self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)

@@ -8,7 +8,7 @@ from typing import Any
 from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from . import moto_patches
+from interlude.local import moto_patches
 
 
 class _QuietHandler(MotoRequestHandler):
