@@ -3,10 +3,12 @@ and workflow operations: between the HTTP layer and the store, no HTTP here, no 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from functools import cache, cached_property
+from datetime import datetime
+from functools import cache, cached_property, partial
 from typing import Any
 
 from interlude.app.keys import KeyOperations
@@ -16,8 +18,9 @@ from interlude.app.workflows import WorkflowOperations
 from interlude.config import settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
+from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, json_size
 from interlude.domain.clock import Clock
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import ApiError, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
@@ -25,7 +28,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine import deadlines
 from interlude.engine import run as engine
-from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, InvalidEvent
 from interlude.rules import auth
 from interlude.rules.callback_url import check_callback_url
 from interlude.rules.interrupts.decide import Resolver, decide
@@ -33,6 +36,8 @@ from interlude.store import Conflict, Store
 from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import HitlStore
+
+logger = logging.getLogger(__name__)
 
 
 class Service(KeyOperations, WorkflowOperations):
@@ -98,6 +103,7 @@ class Service(KeyOperations, WorkflowOperations):
                 f"inputs lack required variables: {missing}",
                 {"field": "inputs", "missing": missing},
             )
+        within_budget(request.inputs, MAX_INPUTS_BYTES, "the run's inputs")
         now = self.clock()
         state = RunState(
             runId=tenant_bound(principal.tenant, mint_opaque()),
@@ -112,9 +118,43 @@ class Service(KeyOperations, WorkflowOperations):
             callbackUrl=request.callbackUrl,
             createdAt=engine.iso(now),
         )
-        transition = engine.start(state, definition, now, self.step_budget)
-        self.store.commit(transition, None, engine.iso(now))
+        transition = self.commit_or_fail(partial(engine.start, state, definition, now, self.step_budget), None, now)
         return transition.state
+
+    def commit_or_fail(
+        self,
+        build: Callable[..., engine.Transition],
+        version: int | None,
+        now: datetime,
+        node_id: str | None = None,
+    ) -> engine.Transition:
+        """Commit what `build()` makes; if it cannot be made (a bug) or stored (an item would pass DynamoDB's
+        size), commit `build(halt=error)` instead: what was decided lands and the run fails with a clear code,
+        never left waiting on a step nobody can take. A lost race (Conflict) and other storage errors propagate."""
+        where = f"what follows node {node_id!r}" if node_id else "the run's next steps"
+        try:
+            transition = build()
+        except Exception as exc:  # noqa: BLE001 - a bug after a decision must not strand the run
+            logger.exception("building a transition failed; failing the run")
+            error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
+        else:
+            try:
+                self.store.commit(transition, version, engine.iso(now))
+                return transition
+            except ApiError as exc:
+                if exc.code != "payload_too_large":
+                    raise
+                error = run_error(
+                    "interlude.budget_exceeded",
+                    f"{where} would not fit in one stored item (400 KB)",
+                    {"nodeId": node_id, "budget": "a stored item", "limit": 400_000, "unit": "bytes"},
+                )
+            except InvalidEvent as exc:
+                logger.exception("a transition built an invalid event; failing the run")
+                error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
+        transition = build(halt=error)
+        self.store.commit(transition, version, engine.iso(now))
+        return transition
 
     def load_run(self, principal_tenant: str, run_id: str) -> tuple[RunState, int]:
         # The tenant check comes before any lookup, so a foreign id discloses nothing.
@@ -136,9 +176,9 @@ class Service(KeyOperations, WorkflowOperations):
             if not deadlines.due(state, now):
                 return state, version
             definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
-            transition = deadlines.expire(state, definition, now, self.step_budget)
             try:
-                self.store.commit(transition, version, engine.iso(now))
+                build = partial(deadlines.expire, state, definition, now, self.step_budget)
+                transition = self.commit_or_fail(build, version, now)
                 return transition.state, version + 1
             except Conflict:
                 got = self.store.get_run(state.runId)
@@ -289,6 +329,7 @@ class Service(KeyOperations, WorkflowOperations):
         interrupt_id: str | None = None,
     ) -> dict[str, Any]:
         """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another)."""
+        within_budget(resume_value, MAX_VALUE_BYTES, "the resume value")
         for _ in range(MAX_RACE_RETRIES):
             # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
             state, version = self.apply_deadlines(state, version)
@@ -307,9 +348,9 @@ class Service(KeyOperations, WorkflowOperations):
             # Tenant-held facts (override principals, credential grants), read at decision time (issue 3).
             resolver = with_tenant_facts(self.hitl_store, state.tenant, interrupt, resolver)
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
-            transition = engine.resolve(state, definition, node_id, decision, now, self.step_budget)
             try:
-                self.store.commit(transition, version, engine.iso(now))
+                build = partial(engine.resolve, state, definition, node_id, decision, now, self.step_budget)
+                transition = self.commit_or_fail(build, version, now, node_id)
                 return {"runId": state.runId, "nodeId": node_id, "status": transition.state.status}
             except Conflict as lost:
                 old = lost.interrupt_old_image()
@@ -336,12 +377,21 @@ class Service(KeyOperations, WorkflowOperations):
                 return 0
             now = self.clock()
             definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
-            transition = engine.advance(state, definition, now, self.step_budget)
             try:
-                return len(self.store.commit(transition, version, engine.iso(now)))
+                build = partial(engine.advance, state, definition, now, self.step_budget)
+                transition = self.commit_or_fail(build, version, now, state.queue[0])
+                return len(transition.events)
             except Conflict:
                 continue
         return 0
+
+
+def within_budget(value: Any, limit: int, what: str) -> None:
+    """413 for a value the caller sends that could not be stored as part of a run."""
+    try:
+        json_size(value, limit, what)
+    except BudgetExceeded as exc:
+        raise ApiError("payload_too_large", str(exc), {"limit": limit, "unit": exc.unit}) from None
 
 
 @cache

@@ -3,6 +3,9 @@
 A string that is exactly one reference takes the referenced value as is (a number stays a number);
 references embedded in longer text are rendered as text (JSON for objects). A reference that does
 not resolve is left intact, as the ModuleX contract requires for interrupt messages.
+
+Rendering spends from a budgets.Meter before it builds each piece, so a template that multiplies what it
+references stops at the budget (BudgetExceeded) instead of building the whole output first.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from interlude.domain.budgets import Meter
 
 REFERENCE_RE = re.compile(r"\{\{\s*([A-Za-z0-9._~:-]+(?:\.[A-Za-z0-9_~:-]+)*)\s*\}\}")
 MISSING = object()
@@ -45,23 +50,45 @@ def as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def render(template: Any, scope: Mapping[str, Any], find: Lookup = lookup, pattern: re.Pattern[str] = REFERENCE_RE) -> Any:
-    """Resolve references in a string, or recursively in lists and objects."""
+def render(
+    template: Any,
+    scope: Mapping[str, Any],
+    find: Lookup = lookup,
+    pattern: re.Pattern[str] = REFERENCE_RE,
+    meter: Meter | None = None,
+) -> Any:
+    """Resolve references in a string, or recursively in lists and objects, within `meter` (a fresh
+    budgets.MAX_VALUE_BYTES one if none is given); raises budgets.BudgetExceeded once the result would pass it."""
+    meter = meter if meter is not None else Meter()
     if isinstance(template, str):
         whole = pattern.fullmatch(template.strip())
         if whole:
             value = find(whole.group(1), scope)
+            meter.spend_value(template if value is MISSING else value)
             return template if value is MISSING else value
+        # The literal text once (references included, refunded as they are replaced); then each value before
+        # its text is made.
+        meter.spend(len(template))
 
         def substitute(m: re.Match[str]) -> str:
             value = find(m.group(1), scope)
-            return m.group(0) if value is MISSING else as_text(value)
+            if value is MISSING:
+                return m.group(0)
+            meter.spent -= len(m.group(0))
+            if isinstance(value, str):
+                meter.spend(len(value))
+            else:
+                meter.spend_value(value)
+            return as_text(value)
 
         return pattern.sub(substitute, template)
     if isinstance(template, list):
-        return [render(item, scope, find, pattern) for item in template]
+        meter.spend(2 + len(template))
+        return [render(item, scope, find, pattern, meter) for item in template]
     if isinstance(template, dict):
-        return {key: render(value, scope, find, pattern) for key, value in template.items()}
+        meter.spend(2 + sum(len(key) + 4 for key in template))
+        return {key: render(value, scope, find, pattern, meter) for key, value in template.items()}
+    meter.spend_value(template)
     return template
 
 
@@ -73,3 +100,26 @@ def references(template: Any) -> list[str]:
     if isinstance(template, dict):
         return [ref for value in template.values() for ref in references(value)]
     return []
+
+
+def referenced_nodes(
+    template: Any, node_ids: set[str], pattern: re.Pattern[str] = REFERENCE_RE, to_id: Callable[[str], str] = str
+) -> list[str]:
+    """The node each reference in `template` reads, once per reference: the longest head of its path that names
+    one of `node_ids` once mapped by `to_id` (node ids may contain dots). Walks without recursion."""
+    found: list[str] = []
+    stack = [template]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            for path in pattern.findall(item):
+                parts = path.split(".")
+                heads = (to_id(".".join(parts[:n])) for n in range(len(parts), 0, -1))
+                named = next((head for head in heads if head in node_ids), None)
+                if named is not None:
+                    found.append(named)
+    return found

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from interlude.domain.errors import run_error
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, resolve
+from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, fail_where_it_stands, resolve
 from interlude.rules.interrupts.decide import Decision
 
 ESCALATION_EVENT = "interlude.escalation-requested"
@@ -113,9 +113,16 @@ def timeout_decision(interrupt: OpenInterrupt) -> Decision:
 
 
 def expire(
-    state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+    state: RunState,
+    workflow: WorkflowDefinition,
+    now: datetime,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    halt: dict[str, Any] | None = None,
 ) -> Transition:
-    """Apply every deadline passed at `now`; a Transition with no events when none has."""
+    """Apply every deadline passed at `now`; a Transition with no events when none has. `halt`: fail the run
+    instead (what the deadlines would set off could not be committed)."""
+    if halt is not None:
+        return fail_where_it_stands(state, now, halt, None)
     transition = Transition(state=state.model_copy(deep=True))
     for deadline in due(state, now):
         current = transition.state

@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from interlude.domain.budgets import Meter
 from interlude.domain.models import FrozenClosed
-from interlude.domain.templates import render
+from interlude.domain.templates import referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
@@ -111,19 +112,23 @@ class NodeType:
     # A routing node (modulex.conditional): (config, output) -> engine ids of the targets the run continues to;
     # its other outgoing edges count it as skipped, so the branches not taken are skipped (engine/run.py).
     route: Callable[[Any, Any], list[str]] | None = None
+    # A node whose output is built from what its templates reference: (config, node ids) -> the node each
+    # reference reads, once per reference (engine/growth.py refuses loops that multiply through them).
+    reads: Callable[[Any, set[str]], list[str]] | None = None
 
 
 def _approval(node_id: str, cfg: ApprovalGateConfig, scope: Mapping[str, Any]) -> GateSpec:
+    meter = Meter(what="the interrupt's data")
     data: dict[str, Any] = {
         "artifactId": cfg.artifactId or node_id,
         "artifactType": cfg.artifactType or "interlude.gate",
-        "title": render(cfg.title, scope),
+        "title": render(cfg.title, scope, meter=meter),
         "actions": list(cfg.actions),
     }
     if cfg.description is not None:
-        data["description"] = render(cfg.description, scope)
+        data["description"] = render(cfg.description, scope, meter=meter)
     if cfg.artifactData is not None:
-        data["artifactData"] = render(cfg.artifactData, scope)
+        data["artifactData"] = render(cfg.artifactData, scope, meter=meter)
     if cfg.onTimeout is not None:
         data["onTimeout"] = cfg.onTimeout
     if cfg.requiredApprovals != 1:
@@ -141,9 +146,10 @@ def _approval(node_id: str, cfg: ApprovalGateConfig, scope: Mapping[str, Any]) -
 
 
 def _clarification(node_id: str, cfg: ClarificationGateConfig, scope: Mapping[str, Any]) -> GateSpec:
+    meter = Meter(what="the interrupt's data")
     questions = []
     for q in cfg.questions:
-        item: dict[str, Any] = {"id": q.id, "question": render(q.question, scope)}
+        item: dict[str, Any] = {"id": q.id, "question": render(q.question, scope, meter=meter)}
         if q.schema_ is not None:
             item["schema"] = q.schema_
         questions.append(item)
@@ -169,6 +175,7 @@ def bind_inputs(bindings: Mapping[str, Any], scope: Mapping[str, Any]) -> dict[s
     """A node's `inputs`: `{"type": "variable", "variableName": v}` reads the run input (or variable default) v;
     `{"type": "literal"|"value", "value": x}` is x; anything else is rendered as a template."""
     inputs = scope.get("inputs") or {}
+    meter = Meter(what="the node's inputs")
     bound: dict[str, Any] = {}
     for name, binding in bindings.items():
         if isinstance(binding, Mapping) and binding.get("type") == "variable":
@@ -177,7 +184,7 @@ def bind_inputs(bindings: Mapping[str, Any], scope: Mapping[str, Any]) -> dict[s
         elif isinstance(binding, Mapping) and binding.get("type") in ("literal", "value"):
             bound[name] = binding.get("value")
         else:
-            bound[name] = render(binding, scope)
+            bound[name] = render(binding, scope, meter=meter)
     return bound
 
 
@@ -193,7 +200,12 @@ def _delay(cfg: DelayConfig, scope: Mapping[str, Any], inputs: Mapping[str, Any]
 # engine/registry.py joins these with the gates of engine/gates.py into NODE_TYPES; faces register theirs there.
 CORE_TYPES: tuple[NodeType, ...] = (
     NodeType("core.noop", NoopConfig, compute=_noop),
-    NodeType("core.transform", TransformConfig, compute=_transform),
+    NodeType(
+        "core.transform",
+        TransformConfig,
+        compute=_transform,
+        reads=lambda cfg, node_ids: referenced_nodes(cfg.outputs, node_ids),
+    ),
     NodeType("core.approvalGate", ApprovalGateConfig, ask=_approval),
     NodeType("core.clarificationGate", ClarificationGateConfig, ask=_clarification),
     NodeType("core.interrupt", InterruptConfig, ask=_interrupt),

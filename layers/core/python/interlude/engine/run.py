@@ -13,11 +13,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from interlude.config import DEFAULT_STEP_BUDGET
+from interlude.domain.budgets import MAX_STATE_BYTES, MAX_VALUE_BYTES, TRANSITION_SOFT_BYTES, BudgetExceeded, json_size
 from interlude.domain.errors import run_error
 from interlude.domain.ids import derive_opaque, tenant_bound
 from interlude.domain.models.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
 from interlude.engine.gates import Failed, Passed
+from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
 from interlude.engine.registry import NODE_TYPES
 from interlude.rules.interrupts.decide import Decision
@@ -105,6 +107,12 @@ class _Step:
         run_options = self.s.run_options
         self.max_visits = int(run_options.get("maxLoopIterations") or DEFAULT_MAX_LOOP_ITERATIONS)
         self.max_executions = int(run_options.get("recursionLimit") or DEFAULT_RECURSION_LIMIT)
+        # Bytes of outputs and interrupt payloads this transition recorded (TRANSITION_SOFT_BYTES), and the run
+        # state's size, measured once when first needed and then kept by each output's change.
+        self.recorded = 0
+        self._state_bytes: int | None = None
+        # Set when a decision must land without anything after it running (service.commit_or_fail).
+        self.halting = False
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -133,7 +141,7 @@ class _Step:
 
     def run_queue(self) -> None:
         while self.s.queue and not self.s.terminal:
-            if self.budget <= 0:
+            if self.budget <= 0 or self.recorded >= TRANSITION_SOFT_BYTES:
                 break
             self.budget -= 1
             self.execute(self.s.queue.pop(0))
@@ -158,18 +166,28 @@ class _Step:
         node_type = NODE_TYPES[node.typeId]
         config = node_type.config_model.model_validate(node.config)
         scope = self.scope()
-        if node_type.wait is not None:
-            self.sleep(node_id, node_type.wait(config, scope, bind_inputs(node.inputs, scope)))
+        try:
+            if node_type.wait is not None:
+                self.sleep(node_id, node_type.wait(config, scope, bind_inputs(node.inputs, scope)))
+                return
+            if node_type.ask is not None:
+                scope["$run"] = self.run_facts(node_id)
+                outcome = node_type.ask(node_id, config, scope)
+            else:
+                assert node_type.compute is not None
+                output = node_type.compute(config, scope)
+                routes = node_type.route(config, output) if node_type.route is not None else None
+        except BudgetExceeded as exc:
+            self.fail(node_id, budget_error(node_id, exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - a node's own failure fails the node, never the request
+            self.fail(node_id, node_error(node_id, exc))
             return
         if node_type.ask is not None:
-            scope["$run"] = self.run_facts(node_id)
-            self.gate(node_id, node_type.ask(node_id, config, scope))
-        else:
-            assert node_type.compute is not None
-            output = node_type.compute(config, scope)
-            if node_type.route is not None:
-                self.s.nodes[node_id].routes = node_type.route(config, output)
-            self.complete(node_id, output)
+            self.gate(node_id, outcome)
+            return
+        self.s.nodes[node_id].routes = routes
+        self.complete(node_id, output)
 
     def run_facts(self, node_id: str) -> dict[str, Any]:
         """What a gate may know of the run besides templates (engine/gates.py); no template can reach it."""
@@ -207,6 +225,10 @@ class _Step:
         visit = self.s.nodes[node_id].visits
         key = interrupt_key(self.s.runId, node_id, visit)
         payload = spec.payload(key)
+        error = self.admit(node_id, payload, None, "the interrupt's payload")
+        if error is not None:
+            self.fail(node_id, error)
+            return
         problems = validate_payload(payload)
         if problems:
             # Registration probes every gate, so only run-time template values can get here.
@@ -245,7 +267,31 @@ class _Step:
         ns.status = "running"
         self.s.delays[node_id] = Delay(visit=ns.visits, delayMs=delay, due=self.now.timestamp() + delay / 1000)
 
+    def state_bytes(self) -> int:
+        if self._state_bytes is None:
+            self._state_bytes = json_size(self.s.model_dump(mode="json"), limit=1 << 62, depth=1 << 30)
+        return self._state_bytes
+
+    def admit(self, node_id: str, value: Any, replaces: Any, what: str) -> dict[str, Any] | None:
+        """Account for `value` joining the run state (in place of `replaces`): None if it fits its budgets,
+        else the error its node fails with. Measured before anything is stored or copied."""
+        try:
+            size = json_size(value, MAX_VALUE_BYTES, what)
+            state = self.state_bytes() + size - (json_size(replaces, 1 << 62, depth=1 << 30) if replaces else 0)
+            if state > MAX_STATE_BYTES:
+                raise BudgetExceeded("the run's state", MAX_STATE_BYTES)
+        except BudgetExceeded as exc:
+            return budget_error(node_id, exc)
+        self._state_bytes = state
+        self.recorded += size
+        return None
+
     def complete(self, node_id: str, output: Any) -> None:
+        error = self.admit(node_id, output, self.s.outputs.get(node_id), "the node's output")
+        if error is not None:
+            self.s.nodes[node_id].routes = None
+            self.fail(node_id, error)
+            return
         ns = self.s.nodes[node_id]
         ns.status = "completed"
         ns.settledAt = self.tick()
@@ -272,6 +318,8 @@ class _Step:
         self.propagate(node_id)
 
     def propagate(self, node_id: str) -> None:
+        if self.halting:
+            return
         seen: list[str] = []
         for edge in self.wf.outgoing(node_id):
             if edge.targetNodeId not in seen:
@@ -374,12 +422,25 @@ class _Step:
         self.emit("run.failed", None, payload)
 
 
+def budget_error(node_id: str, exc: BudgetExceeded) -> dict[str, Any]:
+    return run_error("interlude.budget_exceeded", f"node {node_id!r}: {exc}", {"nodeId": node_id, **exc.details})
+
+
+def node_error(node_id: str, exc: BaseException) -> dict[str, Any]:
+    return run_error("interlude.node_error", f"node {node_id!r} failed: {type(exc).__name__}", {"nodeId": node_id})
+
+
 # -- public entry points ---------------------------------------------------------------------------
 
 
 def start(
-    state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+    state: RunState,
+    workflow: WorkflowDefinition,
+    now: datetime,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    halt: dict[str, Any] | None = None,
 ) -> Transition:
+    """`halt`: start the run and fail it at once with this error (its first steps could not be committed)."""
     step = _Step(state, workflow, now, step_budget)
     s = step.s
     s.status = "running"
@@ -394,6 +455,9 @@ def start(
     if s.metadata:
         started["metadata"] = s.metadata
     step.emit("run.started", None, started)
+    if halt is not None:
+        step.fail_run(halt, None)
+        return step.t
     for root in workflow.roots():
         step.enqueue(root)
     step.run_queue()
@@ -401,9 +465,16 @@ def start(
 
 
 def advance(
-    state: RunState, workflow: WorkflowDefinition, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+    state: RunState,
+    workflow: WorkflowDefinition,
+    now: datetime,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    halt: dict[str, Any] | None = None,
 ) -> Transition:
-    """Continue a run left runnable (queue not empty); a no-op Transition otherwise."""
+    """Continue a run left runnable (queue not empty); a no-op Transition otherwise. `halt`: fail it instead,
+    naming the node it would have run next (that step could not be committed)."""
+    if halt is not None:
+        return fail_where_it_stands(state, now, halt, state.queue[0] if state.queue else None)
     step = _Step(state, workflow, now, step_budget)
     if step.s.queue and not step.s.terminal:
         step.run_queue()
@@ -417,8 +488,12 @@ def resolve(
     decision: Decision,
     now: datetime,
     step_budget: int = DEFAULT_STEP_BUDGET,
+    halt: dict[str, Any] | None = None,
 ) -> Transition:
+    """`halt`: the decision lands (interrupt closed, node settled), then the run fails with this error instead of
+    continuing (what would follow could not be committed)."""
     step = _Step(state, workflow, now, step_budget)
+    step.halting = halt is not None
     s = step.s
     interrupt = s.interrupts[node_id]
     ids = {"nodeId": node_id, "interruptId": interrupt.interruptId}
@@ -445,7 +520,18 @@ def resolve(
         if interrupt.kind == "approval":
             step.emit("approval.rejected", node_id, {**ids, **decision.event})
         step.fail(node_id, decision.error)
+    if halt is not None:
+        if not s.terminal:
+            step.fail_run(halt, node_id)
+        return step.t
     step.run_queue()
+    return step.t
+
+
+def fail_where_it_stands(state: RunState, now: datetime, error: dict[str, Any], node_id: str | None) -> Transition:
+    """Fail the run as it is (its next steps could not be committed), closing whatever it waits on."""
+    step = _Step(state, None, now)
+    step.fail_run(error, node_id)
     return step.t
 
 
@@ -490,4 +576,4 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
                 continue
             for err in validate_payload(spec.payload("probe")):
                 problems.append({"path": f"nodes/{i}/config/{err['path']}".rstrip("/"), "message": err["message"]})
-    return problems
+    return problems or unbounded_growth(workflow)

@@ -10,8 +10,12 @@ Operators, loosest first: or ||, and &&, not !, == != < <= > >= in, not in, + -,
 Functions: len lower upper trim str int float bool contains startswith endswith.
 
 `compile_expression` parses once (at validation, so a syntax error refuses the workflow); `evaluate` never
-raises for data reasons: a comparison or arithmetic that makes no sense for the values yields null, and a
-branch whose condition is not true is not taken.
+raises for data reasons: a comparison, arithmetic or function that makes no sense for the values yields null,
+and a branch whose condition is not true is not taken.
+
+Neither recurses beyond MAX_DEPTH nesting levels (brackets, lists, calls, prefix operators), far below
+Python's own limit: a run of `a + b + c …` or `a or b or …` is one node evaluated in a loop, not a chain.
+The only run-time failure is budgets.BudgetExceeded, from joining strings past MAX_VALUE_BYTES.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from interlude.domain.budgets import MAX_INT_DIGITS, MAX_VALUE_BYTES, BudgetExceeded
 from interlude.faces.modulex.references import MISSING, lookup
 
 MAX_LENGTH = 2000
+# Parsing takes about eight Python frames per level, evaluating one or two: 40 levels stay under 350 frames.
 MAX_DEPTH = 40
 
 
@@ -145,16 +151,16 @@ class _Parser:
             raise ExpressionError("expression nests too deeply")
 
     def or_(self) -> Node:
-        left = self.and_()
+        operands = [self.and_()]
         while self.take("kw", "or") or self.take("op", "||"):
-            left = ("or", left, self.and_())
-        return left
+            operands.append(self.and_())
+        return operands[0] if len(operands) == 1 else ("or", operands)
 
     def and_(self) -> Node:
-        left = self.not_()
+        operands = [self.not_()]
         while self.take("kw", "and") or self.take("op", "&&"):
-            left = ("and", left, self.not_())
-        return left
+            operands.append(self.not_())
+        return operands[0] if len(operands) == 1 else ("and", operands)
 
     def not_(self) -> Node:
         if self.take("kw", "not") or self.take("op", "!"):
@@ -178,18 +184,20 @@ class _Parser:
         return left
 
     def add(self) -> Node:
-        left = self.mul()
+        first = self.mul()
+        rest: list[tuple[str, Node]] = []
         while (tok := self.peek()) and tok[0] == "op" and tok[1] in "+-" and len(tok[1]) == 1:
             self.i += 1
-            left = ("arith", tok[1], left, self.mul())
-        return left
+            rest.append((tok[1], self.mul()))
+        return ("arith", first, rest) if rest else first
 
     def mul(self) -> Node:
-        left = self.unary()
+        first = self.unary()
+        rest: list[tuple[str, Node]] = []
         while (tok := self.peek()) and tok[0] == "op" and tok[1] in ("*", "/", "%"):
             self.i += 1
-            left = ("arith", tok[1], left, self.unary())
-        return left
+            rest.append((tok[1], self.unary()))
+        return ("arith", first, rest) if rest else first
 
     def unary(self) -> Node:
         if self.take("op", "-"):
@@ -220,13 +228,16 @@ class _Parser:
         raise ExpressionError(f"unexpected {value!r}")
 
     def items(self, closing: str) -> list[Node]:
-        """Comma-separated expressions up to `closing` (after its opening bracket)."""
+        """Comma-separated expressions up to `closing` (after its opening bracket): a list or a call's arguments,
+        each a nesting level."""
+        self.nest()
         items: list[Node] = []
         if not self.take("op", closing):
             items.append(self.or_())
             while self.take("op", ","):
                 items.append(self.or_())
             self.expect("op", closing)
+        self.depth -= 1
         return items
 
     def call(self, name: str) -> Node:
@@ -276,14 +287,27 @@ def compare(op: str, a: Any, b: Any) -> Any:
 
 def _arith(op: str, a: Any, b: Any) -> Any:
     if op == "+" and isinstance(a, str) and isinstance(b, str):
+        if len(a) + len(b) > MAX_VALUE_BYTES:
+            raise BudgetExceeded("a string the expression joins", MAX_VALUE_BYTES)
         return a + b
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b)):
         return None
     try:
-        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "%": lambda: a % b}[
+        result = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "%": lambda: a % b}[
             op
         ]()
     except (ZeroDivisionError, OverflowError):
+        return None
+    # Numbers past what Python prints (and JSON carries) make no sense here either.
+    if isinstance(result, int) and result.bit_length() > MAX_INT_DIGITS * 3:
+        return None
+    return result
+
+
+def _call(name: str, args: list[Any]) -> Any:
+    try:
+        return FUNCTIONS[name][1](*args)
+    except (TypeError, ValueError, OverflowError):  # e.g. str() of an integer Python will not print
         return None
 
 
@@ -297,9 +321,9 @@ def evaluate(node: Node, scope: Mapping[str, Any]) -> Any:
     if kind == "list":
         return [evaluate(item, scope) for item in node[1]]
     if kind == "or":
-        return truthy(evaluate(node[1], scope)) or truthy(evaluate(node[2], scope))
+        return any(truthy(evaluate(operand, scope)) for operand in node[1])
     if kind == "and":
-        return truthy(evaluate(node[1], scope)) and truthy(evaluate(node[2], scope))
+        return all(truthy(evaluate(operand, scope)) for operand in node[1])
     if kind == "not":
         return not truthy(evaluate(node[1], scope))
     if kind == "cmp":
@@ -307,12 +331,15 @@ def evaluate(node: Node, scope: Mapping[str, Any]) -> Any:
     if kind == "in":
         return contains(evaluate(node[2], scope), evaluate(node[1], scope))
     if kind == "arith":
-        return _arith(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
+        value = evaluate(node[1], scope)
+        for op, operand in node[2]:
+            value = _arith(op, value, evaluate(operand, scope))
+        return value
     if kind == "neg":
         value = evaluate(node[1], scope)
         return -value if isinstance(value, int | float) and not isinstance(value, bool) else None
     if kind == "call":
-        return FUNCTIONS[node[1]][1](*(evaluate(arg, scope) for arg in node[2]))
+        return _call(node[1], [evaluate(arg, scope) for arg in node[2]])
     raise ExpressionError(f"unknown node {kind!r}")  # pragma: no cover - the parser builds only the above
 
 

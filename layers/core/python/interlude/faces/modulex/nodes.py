@@ -13,9 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from interlude.domain.budgets import Meter
 from interlude.domain.models import FrozenClosed
+from interlude.domain.templates import referenced_nodes
 from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
-from interlude.faces.modulex.references import MISSING, engine_id, lookup, render, resolve
+from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lookup, render, resolve
 
 END = "__end__"
 END_TARGETS = frozenset({"__end__", "END", "end"})
@@ -34,12 +36,14 @@ class InterruptConfig(FrozenClosed):
 
 def interrupt_data(node_id: str, cfg: InterruptConfig, scope: Mapping[str, Any]) -> dict[str, Any]:
     """The `custom` interrupt data: message resolved now, schema and examples verbatim (never enforced)."""
+    meter = Meter(what="the interrupt's data")
     snapshot: dict[str, Any] = {}
     for key in cfg.data_keys:
         value = lookup(key, scope)
         if value is not MISSING:
+            meter.spend_value(value)  # before copying it
             snapshot[key] = copy.deepcopy(value)
-    payload: dict[str, Any] = {"message": render(cfg.message, scope), "data": snapshot}
+    payload: dict[str, Any] = {"message": render(cfg.message, scope, meter), "data": snapshot}
     if cfg.resume_schema is not None:
         payload["resume_schema"] = cfg.resume_schema
     if cfg.examples is not None:
@@ -254,17 +258,25 @@ def _on_field(value: Any, field: str | None, fn: Any) -> Any:
     return value
 
 
+def reads(cfg: TransformerConfig, node_ids: set[str]) -> list[str]:
+    """The engine id of the node each reference of the transformer reads, once per reference."""
+    templates = [cfg.source, [op.params for op in cfg.operations]]
+    return referenced_nodes(templates, node_ids, REFERENCE, engine_id)
+
+
 def transform(cfg: TransformerConfig, scope: Mapping[str, Any]) -> Any:
+    # One budget for everything the operations render; the engine measures the result as any output.
+    meter = Meter()
     if cfg.source is None:
         value: Any = copy.deepcopy(dict(scope.get("inputs") or {}))
     else:
-        value = copy.deepcopy(resolve(cfg.source, scope))
+        value = copy.deepcopy(resolve(cfg.source, scope, meter))
     for op in cfg.operations:
         p = op.params
         if op.type == "template":
-            value = render(p["template"], scope)
+            value = render(p["template"], scope, meter)
         elif op.type == "set":
-            value = {**(value if isinstance(value, dict) else {}), op.field: render(p.get("value"), scope)}
+            value = {**(value if isinstance(value, dict) else {}), op.field: render(p.get("value"), scope, meter)}
         elif op.type == "get":
             for part in (op.field or "").split("."):
                 value = value.get(part) if isinstance(value, dict) else None
@@ -279,7 +291,7 @@ def transform(cfg: TransformerConfig, scope: Mapping[str, Any]) -> Any:
             fn = {"uppercase": str.upper, "lowercase": str.lower, "trim": str.strip}[op.type]
             value = _on_field(value, op.field, lambda v, fn=fn: fn(v) if isinstance(v, str) else v)
         elif op.type == "default":
-            fallback = render(p.get("value"), scope)
+            fallback = render(p.get("value"), scope, meter)
             value = _on_field(value, op.field, lambda v, fallback=fallback: fallback if v is None else v)
         elif op.type == "join":
             sep = str(p.get("separator", ", "))

@@ -19,6 +19,6 @@ def _interrupt(node_id: str, cfg: Any, scope: Mapping[str, Any]) -> GateSpec:
 
 MODULEX_TYPES: tuple[NodeType, ...] = (
     NodeType("modulex.interrupt", nodes.InterruptConfig, ask=_interrupt),
-    NodeType("modulex.transformer", nodes.TransformerConfig, compute=nodes.transform),
+    NodeType("modulex.transformer", nodes.TransformerConfig, compute=nodes.transform, reads=nodes.reads),
     NodeType("modulex.conditional", nodes.ConditionalConfig, compute=nodes.choose, route=nodes.route),
 )

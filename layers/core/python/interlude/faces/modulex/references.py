@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from interlude.domain import templates
+from interlude.domain.budgets import Meter
 from interlude.domain.templates import MISSING, walk
 
 _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:-")
@@ -54,19 +55,20 @@ def lookup(path: str, scope: Mapping[str, Any]) -> Any:
     return walk(inputs, parts)
 
 
-def render(template: Any, scope: Mapping[str, Any]) -> Any:
+def render(template: Any, scope: Mapping[str, Any], meter: Meter | None = None) -> Any:
     """Resolve references in a string (recursively in lists and objects); unresolvable ones stay as written.
 
-    A string that is exactly one reference takes the value itself (a boolean stays a boolean).
+    A string that is exactly one reference takes the value itself (a boolean stays a boolean). Spends from
+    `meter` as templates.render does.
     """
-    return templates.render(template, scope, lookup, REFERENCE)
+    return templates.render(template, scope, lookup, REFERENCE, meter)
 
 
-def resolve(template: Any, scope: Mapping[str, Any]) -> Any:
+def resolve(template: Any, scope: Mapping[str, Any], meter: Meter | None = None) -> Any:
     """Like render, but a string that is exactly one unresolvable reference becomes None (for comparisons)."""
     if isinstance(template, str):
         whole = REFERENCE.fullmatch(template.strip())
         if whole:
             value = lookup(whole.group(1), scope)
             return None if value is MISSING else value
-    return render(template, scope)
+    return render(template, scope, meter)

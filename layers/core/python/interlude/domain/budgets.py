@@ -1,0 +1,106 @@
+"""How large what a run builds may grow, measured while it is built, never after.
+
+Templates can multiply: a transform whose output repeats the previous one ten times grows tenfold per node.
+Every renderer spends from a Meter before it builds a piece, so a value stops growing the moment it would pass
+its budget, and the node fails with `interlude.budget_exceeded` instead of the process running out of memory.
+
+Sizes are compact-JSON bytes (what the store serialises before deflating), so a bound holds whatever the
+compression ratio: a run head under MAX_STATE_BYTES fits DynamoDB's 400 KB item uncompressed, and the
+snapshot `GET /runs/{id}` answers stays far under the 6 MB a Lambda answer may carry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# One node's output, one gate's rendered interrupt data, one resume value.
+MAX_VALUE_BYTES = 64 * 1024
+# Nesting of any such value: the request bodies' own limit (api/http.py), so every stored value re-parses.
+MAX_VALUE_DEPTH = 64
+# A run's state document (inputs, every node's output, open interrupts): the run head item.
+MAX_STATE_BYTES = 256 * 1024
+# A run's inputs, part of its state (refused at createRun with 413).
+MAX_INPUTS_BYTES = 128 * 1024
+# Output and interrupt bytes one transition records before it leaves the rest of the queue to dispatch (as the
+# step budget does), so one event-log item stays small; a single node may pass it by at most its own output.
+TRANSITION_SOFT_BYTES = 128 * 1024
+# Digits of an integer Python can still print (sys.get_int_max_str_digits() defaults to 4300).
+MAX_INT_DIGITS = 4000
+
+
+class BudgetExceeded(Exception):
+    def __init__(self, what: str, limit: int, unit: str = "bytes") -> None:
+        self.what = what
+        self.limit = limit
+        self.unit = unit
+        super().__init__(f"{what} would pass its budget of {limit} {unit}")
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {"budget": self.what, "limit": self.limit, "unit": self.unit}
+
+
+def _scalar_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(json.dumps(value))
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if isinstance(value, int):
+        if value.bit_length() > MAX_INT_DIGITS * 3:  # about 0.3 digits per bit: cheap, before printing
+            raise BudgetExceeded("a number", MAX_INT_DIGITS, "digits")
+        return len(str(value))
+    if isinstance(value, float):
+        return len(repr(value))
+    return len(json.dumps(str(value)))
+
+
+def json_size(value: Any, limit: int = MAX_VALUE_BYTES, what: str = "the value", depth: int = MAX_VALUE_DEPTH) -> int:
+    """Compact-JSON size of `value`, walked without recursion; BudgetExceeded as soon as it passes `limit` bytes
+    or nests deeper than `depth` (shared sub-values are counted each time they would be printed)."""
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            if level >= depth:
+                raise BudgetExceeded(f"{what} (nesting)", depth, "levels")
+            size += 2 + max(len(item) - 1, 0)
+            for key, sub in item.items():
+                size += _scalar_size(str(key)) + 1
+                stack.append((sub, level + 1))
+        elif isinstance(item, list | tuple):
+            if level >= depth:
+                raise BudgetExceeded(f"{what} (nesting)", depth, "levels")
+            size += 2 + max(len(item) - 1, 0)
+            stack.extend((sub, level + 1) for sub in item)
+        elif isinstance(item, str) and len(item) + size > limit:
+            raise BudgetExceeded(what, limit)
+        else:
+            size += _scalar_size(item)
+        if size > limit:
+            raise BudgetExceeded(what, limit)
+    return size
+
+
+class Meter:
+    """Bytes one value has cost so far; `spend` refuses the piece that would pass the limit, before it is built."""
+
+    def __init__(self, limit: int = MAX_VALUE_BYTES, what: str = "the node's output") -> None:
+        self.limit = limit
+        self.what = what
+        self.spent = 0
+
+    @property
+    def remaining(self) -> int:
+        return self.limit - self.spent
+
+    def spend(self, size: int) -> None:
+        self.spent += size
+        if self.spent > self.limit:
+            raise BudgetExceeded(self.what, self.limit)
+
+    def spend_value(self, value: Any) -> None:
+        self.spend(json_size(value, self.remaining, self.what))
