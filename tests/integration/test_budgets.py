@@ -1,0 +1,213 @@
+"""Issue 11, finding 4, against moto's DynamoDB through the real Service and store: every kind of gate can be
+resolved or cancelled whatever follows it — a node past its budget, a continuation DynamoDB refuses as too large,
+a bug after the gate — and the decision lands while the run fails with a clear code."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from interlude import hitl
+from interlude.engine import run as engine
+from interlude.errors import ApiError
+from interlude.service import Service
+from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+
+TABLE = "interlude-budgets-test"
+SEED = "x" * 100
+CREDENTIAL = {"provider": "github", "scopes": ["repo"], "connectUrl": "https://app.example/connect/github"}
+# Every kind of gate, the config that raises it, and an answer that completes it.
+GATES: dict[str, tuple[str, dict[str, Any], Any]] = {
+    "approval": ("core.approvalGate", {"title": "Approve?"}, {"action": "accept"}),
+    "clarification": ("core.clarificationGate", {"questions": [{"id": "why", "question": "Why?"}]}, {"why": "because"}),
+    "external-event": (
+        "core.interrupt",
+        {"kind": "external-event", "data": {"eventType": "order.paid", "correlation": {"orderId": "o-1"}}},
+        {"paid": True},
+    ),
+    "conversation": ("core.conversationGate", {"turn": "start"}, {"message": "hello"}),
+    "confidence": ("core.confidenceGate", {"agentId": "triage-bot", "observed": 0.1}, {"action": "accept"}),
+    "credential": ("core.credentialGate", CREDENTIAL, {"outcome": "authorized"}),
+    "modulex-interrupt": ("modulex.interrupt", {"message": "Go on?"}, {"approved": True}),
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+@pytest.fixture
+def service(monkeypatch) -> Service:
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        yield Service(Store(TABLE), clock=Clock())
+
+
+@pytest.fixture
+def admin(service):
+    hitl.put_grant(service, "t1", "github", {"scopes": ["repo"]}, "admin")
+    return signed_in(service, "admin")
+
+
+def gated(service, admin, kind: str, after: dict[str, Any]) -> str:
+    """Register `gate -> after` for a gate of `kind`; returns a run waiting at the gate."""
+    type_id, config, _ = GATES[kind]
+    workflow_id = f"wf-{kind}"
+    service.put_workflow(
+        admin,
+        workflow_id,
+        {
+            "nodes": [{"id": "gate", "typeId": type_id, "config": config}, after],
+            "edges": [{"sourceNodeId": "gate", "targetNodeId": after["id"]}],
+            "variables": [{"name": "seed", "type": "string"}],
+        },
+    )
+    state = service.create_run(admin, {"workflowId": workflow_id, "inputs": {"seed": SEED}})
+    assert "gate" in state.interrupts, state.error
+    return state.runId
+
+
+def blow(node_id: str = "blow") -> dict[str, Any]:
+    """A transform whose output would be 100 KB: past its budget."""
+    return {"id": node_id, "typeId": "core.transform", "config": {"outputs": {"v": "{{inputs.seed}}" * 1000}}}
+
+
+def small(node_id: str = "after") -> dict[str, Any]:
+    return {"id": node_id, "typeId": "core.transform", "config": {"outputs": {"v": "{{inputs.seed}}"}}}
+
+
+def interrupt_item(service: Service, run_id: str) -> dict[str, Any]:
+    tenant, opaque = run_id.split("/", 1)
+    items = boto3.client("dynamodb").query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
+        ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#R#{opaque}"}, ":i": {"S": "I#"}},
+    )["Items"]
+    assert len(items) == 1
+    return items[0]
+
+
+def assert_decision_landed_and_run_failed(service: Service, run_id: str, code: str, node: str) -> None:
+    state, _ = service.store.get_run(run_id)
+    assert state.status == "failed"
+    assert (state.error["code"], state.failedNodeId) == (code, node)
+    assert state.nodes["gate"].status == "completed"
+    assert interrupt_item(service, run_id)["status"]["S"] == "resolved"
+    events = service.store.read_events(run_id)
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert events[-1]["type"] == "run.failed"
+    assert "interrupt.resolved" in [e["type"] for e in events]
+
+
+@pytest.mark.parametrize("kind", list(GATES))
+def test_every_gate_resolves_when_the_node_after_it_passes_its_budget(service, admin, kind):
+    run_id = gated(service, admin, kind, blow())
+    answered = service.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
+    assert answered["status"] == "failed"
+    assert_decision_landed_and_run_failed(service, run_id, "interlude.budget_exceeded", "blow")
+
+
+@pytest.mark.parametrize("kind", list(GATES))
+def test_every_gate_can_be_cancelled_whatever_follows(service, admin, kind):
+    run_id = gated(service, admin, kind, blow())
+    assert service.cancel_run(admin, run_id, {"reason": "no"}).status == "cancelled"
+    assert interrupt_item(service, run_id)["status"]["S"] == "cancelled"
+
+
+def refuse_items_holding(node_id: str, monkeypatch, client) -> None:
+    """DynamoDB refuses, as too large, any transaction whose event batch completes `node_id`."""
+    real = client.transact_write_items
+
+    def transact(**kwargs):
+        for op in kwargs["TransactItems"]:
+            events = op.get("Put", {}).get("Item", {}).get("events")
+            if events and any(
+                e["type"] == "node.completed" and e.get("nodeId") == node_id
+                for e in json.loads(zlib.decompress(events["B"]))
+            ):
+                error = {"Code": "ValidationException", "Message": "Item size has exceeded the maximum allowed size"}
+                raise ClientError({"Error": error}, "TransactWriteItems")
+        return real(**kwargs)
+
+    monkeypatch.setattr(client, "transact_write_items", transact)
+
+
+@pytest.mark.parametrize("kind", list(GATES))
+def test_every_gate_resolves_when_dynamodb_refuses_what_follows_as_too_large(service, admin, kind, monkeypatch):
+    run_id = gated(service, admin, kind, small())
+    refuse_items_holding("after", monkeypatch, service.store.client)
+    # Before: every resolve answered 413 payload_too_large and the run waited forever.
+    answered = service.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
+    assert answered["status"] == "failed"
+    assert_decision_landed_and_run_failed(service, run_id, "interlude.budget_exceeded", "gate")
+
+
+@pytest.mark.parametrize("kind", list(GATES))
+def test_every_gate_resolves_when_what_follows_it_hits_a_bug(service, admin, kind, monkeypatch):
+    run_id = gated(service, admin, kind, small())
+
+    def broken(self):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(engine._Step, "run_queue", broken)
+    answered = service.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
+    assert answered["status"] == "failed"
+    assert_decision_landed_and_run_failed(service, run_id, "interlude.node_error", "gate")
+
+
+def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(service, admin, monkeypatch):
+    service.step_budget = 1
+    service.put_workflow(
+        admin,
+        "chain",
+        {
+            "nodes": [small("a"), small("b")],
+            "edges": [{"sourceNodeId": "a", "targetNodeId": "b"}],
+            "variables": [{"name": "seed", "type": "string"}],
+        },
+    )
+    state = service.create_run(admin, {"workflowId": "chain", "inputs": {"seed": SEED}})
+    assert state.queue == ["b"]
+    refuse_items_holding("b", monkeypatch, service.store.client)
+    assert service.advance_run(state.runId) > 0
+    after, _ = service.store.get_run(state.runId)
+    assert (after.status, after.error["code"], after.failedNodeId) == ("failed", "interlude.budget_exceeded", "b")
+    assert service.advance_run(state.runId) == 0  # nothing left for dispatch to retry
+
+
+def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(service, admin, monkeypatch):
+    service.put_workflow(admin, "one", {"nodes": [small("a")], "variables": [{"name": "seed", "type": "string"}]})
+    refuse_items_holding("a", monkeypatch, service.store.client)
+    state = service.create_run(admin, {"workflowId": "one", "inputs": {"seed": SEED}})
+    assert (state.status, state.error["code"]) == ("failed", "interlude.budget_exceeded")
+
+
+def send_large_inputs(service: Service, admin, run_id: str) -> Any:
+    return service.create_run(admin, {"workflowId": "wf-approval", "inputs": {"v": "y" * 140_000}})
+
+
+def send_a_large_resume_value(service: Service, admin, run_id: str) -> Any:
+    return service.resolve_interrupt(admin, run_id, "gate", {"action": "accept", "comment": "y" * 70_000})
+
+
+@pytest.mark.parametrize("call", [send_large_inputs, send_a_large_resume_value])
+def test_what_a_caller_sends_past_its_budget_is_413_and_the_gate_stays_open(service, admin, call):
+    run_id = gated(service, admin, "approval", small())
+    with pytest.raises(ApiError) as refused:
+        call(service, admin, run_id)
+    assert refused.value.code == "payload_too_large"
+    assert service.store.get_run(run_id)[0].status == "waiting-approval"
