@@ -197,17 +197,17 @@ def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(service, adm
 
 
 def send_large_inputs(service: Service, admin, run_id: str) -> Any:
-    return service.create_run(admin, {"workflowId": "wf-approval", "inputs": {"v": "y" * 140_000}})
+    return service.create_run(admin, {"workflowId": "wf-external-event", "inputs": {"v": "y" * 140_000}})
 
 
 def send_a_large_resume_value(service: Service, admin, run_id: str) -> Any:
-    return service.resolve_interrupt(admin, run_id, "gate", {"action": "accept", "comment": "y" * 70_000})
+    return service.resolve_interrupt(admin, run_id, "gate", {"blob": "y" * 70_000})
 
 
 @pytest.mark.parametrize("call", [send_large_inputs, send_a_large_resume_value])
 def test_what_a_caller_sends_past_its_budget_is_413_and_the_gate_stays_open(service, admin, call):
-    run_id = gated(service, admin, "approval", small())
+    run_id = gated(service, admin, "external-event", small())  # no resumeSchema: any value
     with pytest.raises(ApiError) as refused:
         call(service, admin, run_id)
     assert refused.value.code == "payload_too_large"
-    assert service.store.get_run(run_id)[0].status == "waiting-approval"
+    assert service.store.get_run(run_id)[0].status == "waiting-external"
