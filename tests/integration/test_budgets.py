@@ -14,10 +14,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from interlude import hitl
+from interlude.app import interactions
+from interlude.app.service import Service
+from interlude.domain.errors import ApiError
 from interlude.engine import run as engine
-from interlude.errors import ApiError
-from interlude.service import Service
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
 
@@ -59,7 +59,7 @@ def service(monkeypatch) -> Service:
 
 @pytest.fixture
 def admin(service):
-    hitl.put_grant(service, "t1", "github", {"scopes": ["repo"]}, "admin")
+    interactions.put_grant(service, "t1", "github", {"scopes": ["repo"]}, "admin")
     return signed_in(service, "admin")
 
 
