@@ -281,3 +281,11 @@ def test_a_deep_condition_is_refused_at_translation_naming_the_branch():
     with pytest.raises(Invalid) as refused:
         translate(raw)
     assert any("expression_branches[0].condition" in e["msg"] for e in refused.value.errors)
+
+
+def test_an_answer_listing_what_a_run_accumulated_is_paged_by_size():
+    events = [{"sequence": i, "payload": "p" * 1000} for i in range(100)]
+    page = budgets.first_page(events, limit=10_000)
+    assert [e["sequence"] for e in page] == list(range(9))
+    assert budgets.first_page(events) == events
+    assert budgets.first_page([{"huge": "h" * 20_000}], limit=10_000) == [{"huge": "h" * 20_000}]  # never empty

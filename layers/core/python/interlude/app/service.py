@@ -18,7 +18,7 @@ from interlude.app.workflows import WorkflowOperations
 from interlude.config import settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
-from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, json_size
+from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, first_page, json_size
 from interlude.domain.clock import Clock
 from interlude.domain.errors import ApiError, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
@@ -275,7 +275,8 @@ class Service(KeyOperations, WorkflowOperations):
             if events or state.terminal or time.monotonic() + delay > deadline:
                 return {
                     "runId": run_id,
-                    "events": events,
+                    # A page: lastSequence says whether more follow (ask again after the last event received).
+                    "events": first_page(events),
                     "lastSequence": state.nextSeq - 1,
                     "status": state.status,
                     "isTerminal": state.terminal,

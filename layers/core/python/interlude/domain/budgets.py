@@ -25,6 +25,8 @@ MAX_INPUTS_BYTES = 128 * 1024
 # Output and interrupt bytes one transition records before it leaves the rest of the queue to dispatch (as the
 # step budget does), so one event-log item stays small; a single node may pass it by at most its own output.
 TRANSITION_SOFT_BYTES = 128 * 1024
+# One answer that lists what a run accumulated (the events poll): a page, far under the 6 MB Lambda limit.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 # Digits of an integer Python can still print (sys.get_int_max_str_digits() defaults to 4300).
 MAX_INT_DIGITS = 4000
 
@@ -104,3 +106,17 @@ class Meter:
 
     def spend_value(self, value: Any) -> None:
         self.spend(json_size(value, self.remaining, self.what))
+
+
+def first_page(items: list[Any], limit: int = MAX_ANSWER_BYTES) -> list[Any]:
+    """The longest prefix of `items` whose JSON fits `limit` (never empty when `items` is not): the rest is the
+    next page, which the caller asks for after the last item it got."""
+    spent = 0
+    for count, item in enumerate(items):
+        try:
+            spent += json_size(item, limit, "an answer", depth=1 << 20) + 1
+        except BudgetExceeded:
+            return items[: max(count, 1)]
+        if spent > limit:
+            return items[: max(count, 1)]
+    return items
