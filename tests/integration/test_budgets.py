@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from interlude.app import interactions
+from interlude.app import tenants
 from interlude.app.service import Service
 from interlude.domain.errors import ApiError
 from interlude.engine import run as engine
@@ -59,7 +59,7 @@ def service(monkeypatch) -> Service:
 
 @pytest.fixture
 def admin(service):
-    interactions.put_grant(service, "t1", "github", {"scopes": ["repo"]}, "admin")
+    tenants.put_grant(service, "t1", "github", {"scopes": ["repo"]}, "admin")
     return signed_in(service, "admin")
 
 
