@@ -4,6 +4,7 @@ the registered code, the details a client acts on — and never a 500."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 import requests
 
 from interlude import wiring
+from interlude.api import contract
 from interlude.domain import schemas
 from interlude.domain.errors import ERROR_STATUS
 from tests.support.local_stack import FIXTURES, Api, tenant_admin_key, wire
@@ -61,8 +63,20 @@ def refused(response: requests.Response, status: int | set[int], code: str | Non
     assert ERROR_STATUS[body["error"]] == response.status_code
     if code is not None:
         assert body["error"] == code, body
+    route = route_of(response.request.method or "", response.request.path_url)
+    if route is not None:
+        # An operation never answers a code it does not declare (interlude.api.contract, the OpenAPI document).
+        assert body["error"] in contract.error_codes(route), f"{request}: {body['error']} is not declared"
     CODES_SEEN.add(body["error"])
     return body
+
+
+ROUTE_PATTERNS = [(re.compile("^" + re.sub(r"{\w+}", "[^/]+", r.path) + "$"), r) for r in wiring.ROUTES]
+
+
+def route_of(method: str, path_url: str) -> wiring.Route | None:
+    path = path_url.split("?")[0]
+    return next((r for pattern, r in ROUTE_PATTERNS if r.method == method and pattern.match(path)), None)
 
 
 def error_paths(body: dict[str, Any]) -> list[str]:
@@ -737,7 +751,7 @@ def test_every_registered_code_fits_the_openwop_envelope(code: str) -> None:
     assert registry.get(code, ERROR_STATUS[code]) == ERROR_STATUS[code]
 
 
-def test_openapi_lists_every_route_and_every_returned_error_code(client: Api) -> None:
+def test_openapi_lists_every_route_with_its_answers_and_every_returned_error_code(client: Api) -> None:
     got = client.session.get(client.base_url + "/openapi.json", timeout=30)
     assert got.status_code == 200, got.text
     document = got.json()
@@ -745,8 +759,14 @@ def test_openapi_lists_every_route_and_every_returned_error_code(client: Api) ->
         operation = document["paths"][route.path][route.method.lower()]
         assert operation["operationId"] == route.operation
         assert operation["security"] == ([{"bearer": [route.scope]}] if route.scope else [])
-        error_schema = operation["responses"]["default"]["content"]["application/json"]["schema"]
-        assert error_schema == {"$ref": "#/components/schemas/Error"}
+        responses = operation["responses"]
+        assert "default" not in responses, "every answer is declared by its status"
+        assert any(status.startswith("2") for status in responses), route.operation
+        declared = {code for status, codes in contract.error_statuses(route).items() for code in codes}
+        for status, codes in contract.error_statuses(route).items():
+            assert str(status) in responses, (route.operation, status)
+            assert all(ERROR_STATUS[c] == status or contract.is_modulex(route) for c in codes)
+        assert "internal_error" in declared
     listed = set(document["components"]["schemas"]["Error"]["properties"]["error"]["enum"])
     assert listed <= set(ERROR_STATUS)
     # CODES_SEEN holds what the tests above actually received (all of them when the module runs whole).

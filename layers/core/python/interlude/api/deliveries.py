@@ -7,9 +7,10 @@ from aws_lambda_powertools.event_handler import Response
 from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route
 from interlude.domain.ids import from_wire
+from interlude.domain.models.responses import RunDeliveries
 
 
 @route("listRunDeliveries")
 def list_run_deliveries(runId: str) -> Response:
     principal = principal_for("listRunDeliveries")
-    return json_response(200, service().run_deliveries(principal, from_wire(runId)))
+    return json_response(200, RunDeliveries.model_validate(service().run_deliveries(principal, from_wire(runId))))

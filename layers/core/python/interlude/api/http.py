@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from pydantic import BaseModel
 
 from interlude import wiring
 from interlude.app import streams as streaming
@@ -31,6 +32,9 @@ service = default_service
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    """`body` as JSON: an answer model (interlude.domain.models.responses) or a plain JSON value."""
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json")
     return Response(
         status_code=status,
         content_type="application/json",

@@ -12,13 +12,14 @@ from interlude.app import external_events, tenants
 from interlude.app import inbox as approver_inbox
 from interlude.domain.errors import ApiError
 from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.models.responses import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
 
 
 @route("listInterrupts")
 def list_interrupts() -> Response:
     principal = principal_for("listInterrupts")
     limit, filters, cursor = inbox_query(dict(app.current_event.query_string_parameters or {}))
-    return json_response(200, approver_inbox.inbox(service(), principal, limit, filters, cursor))
+    return json_response(200, Inbox.model_validate(approver_inbox.inbox(service(), principal, limit, filters, cursor)))
 
 
 def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]:
@@ -43,20 +44,21 @@ def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]
 @route("postEvent")
 def post_event() -> Response:
     principal = principal_for("postEvent")
-    return json_response(202, external_events.post_event(service(), principal, required_body()))
+    return json_response(202, EventAccepted.model_validate(external_events.post_event(service(), principal, required_body())))
 
 
 @route("getTenantSettings")
 def get_tenant_settings() -> Response:
     principal = principal_for("getTenantSettings")
-    return json_response(200, tenants.get_settings(service(), principal))
+    return json_response(200, TenantSettingsAnswer.model_validate(tenants.get_settings(service(), principal)))
 
 
 @route("putTenantSettings")
 def put_tenant_settings() -> Response:
     principal = principal_for("putTenantSettings")
     body = required_body()
-    return json_response(200, tenants.put_settings(service(), principal.tenant, body, principal.subject["subjectId"]))
+    stored = tenants.put_settings(service(), principal.tenant, body, principal.subject["subjectId"])
+    return json_response(200, TenantSettingsAnswer.model_validate(stored))
 
 
 @route("putCredentialGrant")
@@ -64,4 +66,5 @@ def put_credential_grant(provider: str) -> Response:
     principal = principal_for("putCredentialGrant")
     body = required_body()
     by = principal.subject["subjectId"]
-    return json_response(200, tenants.put_grant(service(), principal.tenant, unquote(provider), body, by))
+    grant = tenants.put_grant(service(), principal.tenant, unquote(provider), body, by)
+    return json_response(200, CredentialGrant.model_validate(grant))

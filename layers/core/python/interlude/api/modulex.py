@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
+from pydantic import BaseModel
 
 from interlude.api.http import (
     app,
@@ -90,10 +91,9 @@ def caller(operation: str, run_scoped: bool) -> Principal:
     return principal
 
 
-def ok(payload: dict[str, Any], status: int = 200) -> Response:
-    return Response(
-        status_code=status, content_type="application/json", body=json.dumps(payload, separators=(",", ":"))
-    )
+def ok(answer: BaseModel, status: int = 200) -> Response:
+    body = json.dumps(answer.model_dump(mode="json"), separators=(",", ":"))
+    return Response(status_code=status, content_type="application/json", body=body)
 
 
 @modulex_route("modulexRun")

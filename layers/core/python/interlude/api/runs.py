@@ -24,6 +24,15 @@ from interlude.api.http import (
 from interlude.api.routes import route
 from interlude.config import settings
 from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.models.responses import (
+    Capabilities,
+    CreatedKey,
+    EventPage,
+    Resolution,
+    RunCancelled,
+    RunCreated,
+    WorkflowVersion,
+)
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from interlude.rules.interrupts.decide import REF_KINDS
 from interlude.rules.tokens.scheme import TOKEN_ALGS
@@ -33,7 +42,7 @@ from interlude.rules.tokens.scheme import TOKEN_ALGS
 
 @route("getCapabilities")
 def get_capabilities() -> Response:
-    return json_response(200, capabilities(), {"Cache-Control": "public, max-age=60"})
+    return json_response(200, Capabilities.model_validate(capabilities()), {"Cache-Control": "public, max-age=60"})
 
 
 def capabilities() -> dict[str, Any]:
@@ -71,13 +80,14 @@ def get_openapi() -> Response:
 def put_workflow(workflowId: str) -> Response:
     principal = principal_for("putWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    return json_response(201, service().put_workflow(principal, workflow_id, required_body()))
+    return json_response(201, WorkflowVersion.model_validate(service().put_workflow(principal, workflow_id, required_body())))
 
 
 @route("getWorkflow")
 def get_workflow(workflowId: str) -> Response:
     principal = principal_for("getWorkflow")
-    return json_response(200, service().get_workflow(principal, check_author_id(unquote(workflowId), "workflowId")))
+    workflow = service().get_workflow(principal, check_author_id(unquote(workflowId), "workflowId"))
+    return json_response(200, WorkflowVersion.model_validate(workflow))
 
 
 @route("createRun")
@@ -85,7 +95,8 @@ def create_run() -> Response:
     principal = principal_for("createRun")
     state = service().create_run(principal, required_body())
     links = run_links(state.runId)
-    return json_response(201, {"runId": state.runId, "status": state.status, **links}, {"Location": links["statusUrl"]})
+    created = RunCreated(runId=state.runId, status=state.status, **links)
+    return json_response(201, created, {"Location": links["statusUrl"]})
 
 
 @route("getRun")
@@ -102,7 +113,7 @@ def get_run(runId: str) -> Response:
 def cancel_run(runId: str) -> Response:
     principal = principal_for("cancelRun")
     state = service().cancel_run(principal, from_wire(runId), body())
-    return json_response(200, {"runId": state.runId, "status": state.status})
+    return json_response(200, RunCancelled(runId=state.runId, status=state.status))
 
 
 @route("pollRunEvents")
@@ -113,7 +124,8 @@ def poll_run_events(runId: str) -> Response:
     timeout = query_int("timeout", 30, 1, 60)
     wait = min(float(timeout), settings().max_poll_seconds)
     # afterSequence is an exclusive cursor; omitted means "from the first event".
-    return json_response(200, service().poll_events(principal, run_id, -1 if after is None else after, wait))
+    page = service().poll_events(principal, run_id, -1 if after is None else after, wait)
+    return json_response(200, EventPage.model_validate(page))
 
 
 @route("resolveInterruptByRun")
@@ -122,10 +134,10 @@ def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
     resume_value = resume_value_body()
-    return json_response(200, service().resolve_interrupt(principal, run_id, node_id, resume_value))
+    return json_response(200, Resolution.model_validate(service().resolve_interrupt(principal, run_id, node_id, resume_value)))
 
 
 @route("createKey")
 def create_key() -> Response:
     principal = principal_for("createKey")
-    return json_response(201, service().create_key(principal, required_body()))
+    return json_response(201, CreatedKey.model_validate(service().create_key(principal, required_body())))

@@ -38,6 +38,7 @@ from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import ApiError
 from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.models.responses import MintedToken, Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.domain.validation import parse
@@ -87,7 +88,7 @@ def resolve_interrupt_by_token(token: str) -> Response:
     claims = surface().verify(token)
     resume_value = resume_value_body()
     target = surface().target(claims)
-    return json_response(200, surface().resolve_target(target, resume_value), NO_STORE)
+    return json_response(200, Resolution.model_validate(surface().resolve_target(target, resume_value)), NO_STORE)
 
 
 @route("getInterruptToken")
@@ -109,8 +110,8 @@ def mint_interrupt_token(runId: str, nodeId: str) -> Response:
     return json_response(201, with_url(minted), NO_STORE)
 
 
-def with_url(minted: dict[str, Any]) -> dict[str, Any]:
-    return {**minted, "url": f"{base_url()}/interrupts/{minted['token']}"}
+def with_url(minted: dict[str, Any]) -> MintedToken:
+    return MintedToken.model_validate({**minted, "url": f"{base_url()}/interrupts/{minted['token']}"})
 
 
 # -- the page -----------------------------------------------------------------------------------------

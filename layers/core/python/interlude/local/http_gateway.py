@@ -100,7 +100,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+    def __getattr__(self, name: str) -> Any:
+        # Every method (TRACE, QUERY, ...) reaches the function, which answers 405 where a path does not serve
+        # it; the stdlib's 501 for a method without a do_ would be a server error that no deployment gives.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
 
 class _Server(ThreadingHTTPServer):

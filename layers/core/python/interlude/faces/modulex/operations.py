@@ -8,7 +8,7 @@ Every lookup by a ModuleX id answers 404 for unknown, malformed and other-organi
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -61,6 +61,63 @@ class ModulexCancelRequest(BaseModel):
 
 
 RUN_FIELDS = frozenset(ModulexRunRequest.model_fields)
+
+
+# -- answers (closed: the OpenAPI document is generated from them) -------------------------------------
+
+ModulexStatus = Literal["pending", "running", "interrupted", "completed", "failed", "cancelled"]
+
+
+class ModulexAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModulexRunStarted(ModulexAnswer):
+    status: ModulexStatus
+    run_id: str
+    thread_id: str
+    chat_id: None
+    ephemeral: bool
+    stream: bool
+    workflow_name: str
+    workflow_version: str
+    workflow_source: Literal["request", "database"]
+    elapsed_ms: float
+    message: str
+
+
+class ModulexResumed(ModulexAnswer):
+    status: Literal["resumed"]
+    run_id: str
+    thread_id: str
+    stream: bool
+    workflow_source: Literal["request", "database"]
+    message: str
+
+
+class ModulexCancelled(ModulexAnswer):
+    status: Literal["cancellation_requested"]
+    run_id: str
+    reason: str | None
+    message: str
+
+
+class ModulexStateMetadata(ModulexAnswer):
+    status: ModulexStatus
+    openwop_status: str
+    workflow_id: str
+    workflow_name: str
+    step: int
+
+
+class ModulexState(ModulexAnswer):
+    thread_id: str
+    run_id: str
+    checkpoint_id: str
+    state: dict[str, Any]
+    next: list[str]
+    metadata: ModulexStateMetadata
+    pending_writes: int
 
 
 def not_found(what: str = "run") -> ApiError:
@@ -119,7 +176,7 @@ class ModulexFace:
             self.service.store_workflow_version(principal, workflow_id, 1, definition)
         return workflow_id
 
-    def run(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
+    def run(self, principal: auth.Principal, body: Any) -> ModulexRunStarted:
         began = time.monotonic()
         if not isinstance(body, dict):
             raise ApiError("validation_error", "the body must be a JSON object")
@@ -159,23 +216,23 @@ class ModulexFace:
                 raise ApiError("validation_error", f"no deployed workflow {workflow_id!r}") from None
             raise
         view = self.view(state)
-        return {
-            "status": status_of(state.status),
-            "run_id": to_wire(state.runId),
-            "thread_id": to_wire(state.runId),
-            "chat_id": None,
-            "ephemeral": bool(body.get("ephemeral", False)),
-            "stream": bool(body.get("stream", True)),
-            "workflow_name": view.workflow_name,
-            "workflow_version": view.workflow_version,
-            "workflow_source": source,
-            "elapsed_ms": round((time.monotonic() - began) * 1000, 1),
-            "message": f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
-        }
+        return ModulexRunStarted(
+            status=status_of(state.status),
+            run_id=to_wire(state.runId),
+            thread_id=to_wire(state.runId),
+            chat_id=None,
+            ephemeral=bool(body.get("ephemeral", False)),
+            stream=bool(body.get("stream", True)),
+            workflow_name=view.workflow_name,
+            workflow_version=view.workflow_version,
+            workflow_source=source,
+            elapsed_ms=round((time.monotonic() - began) * 1000, 1),
+            message=f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
+        )
 
     # -- resume -------------------------------------------------------------------------------------
 
-    def resume(self, principal: auth.Principal, thread_id: str, body: Any) -> dict[str, Any]:
+    def resume(self, principal: auth.Principal, thread_id: str, body: Any) -> ModulexResumed:
         if not is_admin(principal):
             raise ApiError("forbidden", "resuming a run requires an owner or admin key")
         if not isinstance(body, dict):
@@ -213,18 +270,18 @@ class ModulexFace:
         node_id = next(iter(state.interrupts))
         self.service.resolve(state, version, node_id, body["resume_value"], auth.run_resolver(principal))
         wire = to_wire(state.runId)
-        return {
-            "status": "resumed",
-            "run_id": wire,
-            "thread_id": wire,
-            "stream": bool(body.get("stream", True)),
-            "workflow_source": source,
-            "message": f"Run resumed at {self.view(state).node(node_id)['id']}; listen at /workflows/listen/{wire}",
-        }
+        return ModulexResumed(
+            status="resumed",
+            run_id=wire,
+            thread_id=wire,
+            stream=bool(body.get("stream", True)),
+            workflow_source=source,
+            message=f"Run resumed at {self.view(state).node(node_id)['id']}; listen at /workflows/listen/{wire}",
+        )
 
     # -- cancel, state ------------------------------------------------------------------------------
 
-    def cancel(self, principal: auth.Principal, wire: str, body: Any) -> dict[str, Any]:
+    def cancel(self, principal: auth.Principal, wire: str, body: Any) -> ModulexCancelled:
         if body is not None and not isinstance(body, dict):
             raise ApiError("validation_error", "the body must be a JSON object")
         try:
@@ -235,29 +292,26 @@ class ModulexFace:
         if state.terminal:
             raise ApiError("interlude.run_state_invalid", f"the run is already {state.status}")
         self.service.cancel_run(principal, state.runId, {"reason": reason} if reason else {})
-        return {
-            "status": "cancellation_requested",
-            "run_id": to_wire(state.runId),
-            "reason": reason,
-            "message": "Run cancelled",
-        }
+        return ModulexCancelled(
+            status="cancellation_requested", run_id=to_wire(state.runId), reason=reason, message="Run cancelled"
+        )
 
-    def state(self, principal: auth.Principal, thread_id: str) -> dict[str, Any]:
+    def state(self, principal: auth.Principal, thread_id: str) -> ModulexState:
         state, _ = self.load(principal, thread_id)
         view = self.view(state)
         waiting = list(state.interrupts) or list(state.queue)
-        return {
-            "thread_id": to_wire(state.runId),
-            "run_id": to_wire(state.runId),
-            "checkpoint_id": str(state.nextSeq - 1),
-            "state": {**view.state_of(state.outputs), "input": state.inputs},
-            "next": [view.node(n)["id"] for n in waiting],
-            "metadata": {
-                "status": status_of(state.status),
-                "openwop_status": state.status,
-                "workflow_id": state.workflowId,
-                "workflow_name": view.workflow_name,
-                "step": state.step,
-            },
-            "pending_writes": 0,
-        }
+        return ModulexState(
+            thread_id=to_wire(state.runId),
+            run_id=to_wire(state.runId),
+            checkpoint_id=str(state.nextSeq - 1),
+            state={**view.state_of(state.outputs), "input": state.inputs},
+            next=[view.node(n)["id"] for n in waiting],
+            metadata=ModulexStateMetadata(
+                status=status_of(state.status),
+                openwop_status=state.status,
+                workflow_id=state.workflowId,
+                workflow_name=view.workflow_name,
+                step=state.step,
+            ),
+            pending_writes=0,
+        )

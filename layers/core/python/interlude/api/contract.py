@@ -1,0 +1,237 @@
+"""What each operation of wiring.ROUTES answers: its success responses, its parameters, and every error code it
+may refuse with. Declared once, here; the OpenAPI document (interlude.api.openapi) is generated from it and the
+suite holds the handlers to it (schemathesis against the local stack; tests/e2e/test_api_errors.py checks every
+refusal's code against its operation's declaration).
+
+An operation's error codes are the ones its route implies (a key → 401/403; a body → 400/413/415; an
+Idempotency-Key → its three refusals; a path parameter → 400) plus the ones declared for it below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from interlude import wiring
+from interlude.app import inbox as approver_inbox
+from interlude.domain.errors import ERROR_STATUS
+from interlude.domain.ids import AUTHOR_ID_RE
+from interlude.domain.models import responses as r
+from interlude.domain.models.requests import (
+    CancelRunRequest,
+    CreateKeyRequest,
+    CreateRunRequest,
+    ResolveInterruptRequest,
+)
+from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.domain.models.tokens import MintTokenRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.faces.modulex import operations as mx
+
+JSON = "application/json"
+HTML = "text/html"
+SSE = "text/event-stream"
+FORM = "application/x-www-form-urlencoded"
+
+
+@dataclass(frozen=True)
+class Success:
+    status: int
+    description: str
+    # The body: a model, or a JSON schema (for documents that are not models: SSE text, an HTML page).
+    model: type[BaseModel] | None = None
+    schema: dict[str, Any] | None = None
+    media: tuple[str, ...] = (JSON,)
+    headers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: str  # "query" | "header"
+    schema: dict[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Operation:
+    answers: tuple[Success, ...]
+    # Error codes beyond those the route implies.
+    errors: tuple[str, ...] = ()
+    request: type[BaseModel] | None = None
+    # A body that may be left out (cancel's reason, a mint's defaults).
+    optional_body: bool = False
+    # Request media besides JSON (the approval page's form).
+    form: bool = False
+    params: tuple[Param, ...] = ()
+    # Refusals may also come as the approval page (a browser's GET or form POST on a token surface).
+    html_errors: bool = False
+
+
+# Every refusal a request can meet whatever the operation: an unexpected failure (the correlation id is logged).
+ALWAYS = ("internal_error",)
+KEYED = ("unauthenticated", "forbidden")
+BODY = ("validation_error", "payload_too_large", "unsupported_media_type")
+IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotency_in_flight")
+# A run named by the path: another tenant's (403, or ModuleX's 404), none, or one that kept changing (retry).
+RUN = ("validation_error", "id_tenant_mismatch", "not_found", "runner_unavailable")
+DECISION = ("not_found", "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "payload_too_large")
+TOKEN = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
+
+LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")
+ORGANIZATION = Param("X-Organization-ID", "header", {"type": "string"}, "Must name the key's tenant when sent")
+WORKFLOW_ID = {"type": "string", "pattern": AUTHOR_ID_RE.pattern}
+SSE_TEXT = Success(200, "Server-sent events, then a retry hint", schema={"type": "string"}, media=(SSE,))
+PAGE = {"type": "string", "description": "The approval page"}
+
+OPERATIONS: dict[str, Operation] = {
+    "getCapabilities": Operation((Success(200, "Discovery document", r.Capabilities, headers=("Cache-Control",)),)),
+    "getOpenApi": Operation((Success(200, "This document", schema={"type": "object"}),)),
+    "putWorkflow": Operation(
+        (Success(201, "The version registered", r.WorkflowVersion),), ("runner_unavailable",), WorkflowDefinition
+    ),
+    "getWorkflow": Operation((Success(200, "The latest version", r.WorkflowVersion),), ("not_found",)),
+    "createRun": Operation(
+        (Success(201, "The run started", r.RunCreated, headers=("Location",)),), ("not_found",), CreateRunRequest
+    ),
+    "getRun": Operation(
+        (
+            Success(200, "Run snapshot", schema={"$ref": "#/components/schemas/RunSnapshot"}, headers=("ETag",)),
+            Success(304, "Unchanged since the ETag sent in If-None-Match", media=(), headers=("ETag",)),
+        ),
+        RUN,
+        params=(Param("If-None-Match", "header", {"type": "string"}, "An ETag of an earlier snapshot"),),
+    ),
+    "cancelRun": Operation(
+        (Success(200, "The run cancelled", r.RunCancelled),), (*RUN, "run_terminal"), CancelRunRequest, True
+    ),
+    "pollRunEvents": Operation(
+        (Success(200, "Events after the cursor (may be none)", r.EventPage),),
+        RUN,
+        params=(
+            Param("afterSequence", "query", {"type": "integer", "minimum": 0, "maximum": 10**12}),
+            Param("timeout", "query", {"type": "integer", "minimum": 1, "maximum": 60}, "Seconds to wait"),
+        ),
+    ),
+    "resolveInterruptByRun": Operation(
+        (Success(200, "The decision recorded", r.Resolution),), (*RUN, *DECISION), ResolveInterruptRequest
+    ),
+    "createKey": Operation((Success(201, "The key (its secret shown once)", r.CreatedKey),), (), CreateKeyRequest),
+    "inspectInterruptByToken": Operation(
+        (Success(200, "The interrupt payload, or the approval page", schema={"type": "object"}, media=(JSON,)),),
+        ("forbidden", *TOKEN),
+        html_errors=True,
+    ),
+    "resolveInterruptByToken": Operation(
+        (Success(200, "The decision recorded, or the page saying so", r.Resolution),),
+        (*TOKEN, *DECISION, "validation_error"),
+        ResolveInterruptRequest,
+        form=True,
+        html_errors=True,
+    ),
+    "getInterruptToken": Operation(
+        (Success(200, "The interrupt and a token for it", r.MintedToken, headers=("Cache-Control",)),),
+        (*RUN, "interrupt_already_resolved"),
+    ),
+    "mintInterruptToken": Operation(
+        (Success(201, "A token for the interrupt", r.MintedToken, headers=("Cache-Control",)),),
+        (*RUN, "interrupt_already_resolved"),
+        MintTokenRequest,
+        True,
+    ),
+    "listRunDeliveries": Operation((Success(200, "Every delivery attempt", r.RunDeliveries),), RUN),
+    "listInterrupts": Operation(
+        (Success(200, "Pending interrupts, newest first", r.Inbox),),
+        ("validation_error", "id_tenant_mismatch"),
+        params=(
+            Param("status", "query", {"type": "string", "enum": ["pending"]}),
+            Param(
+                "limit",
+                "query",
+                {"type": "integer", "minimum": 1, "maximum": approver_inbox.MAX_INBOX_LIMIT},
+            ),
+            Param("kind", "query", {"type": "string", "enum": list(approver_inbox.INTERRUPT_KINDS)}),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("runId", "query", {"type": "string"}),
+            Param("cursor", "query", {"type": "string"}, "nextCursor of the previous page"),
+        ),
+    ),
+    "postEvent": Operation(
+        (Success(202, "Kept, and the waiting interrupts it resolved", r.EventAccepted),),
+        ("runner_unavailable",),
+        PostEventRequest,
+    ),
+    "getTenantSettings": Operation((Success(200, "The tenant's settings", r.TenantSettingsAnswer),)),
+    "putTenantSettings": Operation((Success(200, "The settings stored", r.TenantSettingsAnswer),), (), TenantSettings),
+    "putCredentialGrant": Operation(
+        (Success(200, "The grant recorded", r.CredentialGrant),), ("validation_error",), CredentialGrantRequest
+    ),
+    "streamRunEvents": Operation(
+        (SSE_TEXT,),
+        (*RUN, "unsupported_stream_mode"),
+        params=(
+            Param("streamMode", "query", {"type": "string"}, "updates (default), debug, values, or a mix"),
+            Param("bufferMs", "query", {"type": "integer", "minimum": 0, "maximum": 5000}),
+            Param("resumable", "query", {"type": "string", "enum": ["true", "false"]}),
+            LAST_EVENT_ID,
+        ),
+    ),
+    "modulexRun": Operation(
+        (Success(200, "The run started", mx.ModulexRunStarted),),
+        ("interlude.workflow_unprocessable",),
+        mx.ModulexRunRequest,
+        params=(ORGANIZATION,),
+    ),
+    "modulexListen": Operation((SSE_TEXT,), RUN, params=(LAST_EVENT_ID, ORGANIZATION)),
+    "modulexResume": Operation(
+        (Success(200, "The interrupt answered", mx.ModulexResumed),),
+        (*RUN, *DECISION, "interlude.run_state_invalid", "interlude.workflow_unprocessable"),
+        mx.ModulexResumeRequest,
+        params=(ORGANIZATION,),
+    ),
+    "modulexCancel": Operation(
+        (Success(200, "The run cancelled", mx.ModulexCancelled),),
+        (*RUN, "interlude.run_state_invalid", "run_terminal"),
+        mx.ModulexCancelRequest,
+        True,
+        params=(ORGANIZATION,),
+    ),
+    "modulexState": Operation((Success(200, "The run's state", mx.ModulexState),), RUN, params=(ORGANIZATION,)),
+}
+
+
+def is_modulex(route: wiring.Route) -> bool:
+    return route.operation.startswith("modulex")
+
+
+def error_codes(route: wiring.Route) -> list[str]:
+    """Every code `route` may refuse with: what its route implies, then what its operation declares."""
+    op = OPERATIONS[route.operation]
+    codes: list[str] = [*ALWAYS]
+    if route.scope:
+        codes += KEYED
+    if op.request is not None:
+        codes += BODY
+    if route.mutating:
+        codes += IDEMPOTENT
+    if "{" in route.path:
+        codes.append("validation_error")
+    codes += op.errors
+    return list(dict.fromkeys(codes))
+
+
+def status_for_code(code: str, modulex: bool) -> int:
+    # ModuleX hides another organisation's run behind the same 404 as a missing one (interlude.api.modulex).
+    if modulex and code == "id_tenant_mismatch":
+        return 404
+    return ERROR_STATUS[code]
+
+
+def error_statuses(route: wiring.Route) -> dict[int, list[str]]:
+    """The codes `route` may refuse with, by the status each answers with on the route's face."""
+    by_status: dict[int, list[str]] = {}
+    for code in error_codes(route):
+        by_status.setdefault(status_for_code(code, is_modulex(route)), []).append(code)
+    return dict(sorted(by_status.items()))

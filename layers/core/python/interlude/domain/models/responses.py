@@ -1,0 +1,183 @@
+"""What the OpenWOP face answers: one model per success body (the OpenAPI document is generated from them).
+
+Closed (`additionalProperties: false` in the document), so a field that leaks into an answer fails the build's
+schemathesis run. A field that an answer carries only sometimes is `Omitted`: absent, never `null`. The run
+snapshot, the events and the interrupt payload keep their OpenWOP shapes: they travel as JSON objects here
+and the document describes them with the vendored OpenWOP schemas (interlude.domain.schemas).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from interlude.domain.models.run import RunStatus
+from interlude.domain.models.tenants import TenantSettings
+
+COMPONENT_MARKER = "x-interlude-component"
+
+
+def component(name: str) -> WithJsonSchema:
+    """Describe a field with the document's component `name` (a vendored OpenWOP schema or a request model).
+
+    A marker the document turns into a $ref: pydantic would look a $ref up among its own definitions."""
+    return WithJsonSchema({COMPONENT_MARKER: name})
+
+
+# A field absent from an answer that has nothing to say, rather than null.
+def Omitted() -> Any:  # noqa: N802 - reads as a type in field declarations
+    return Field(default=None, exclude_if=lambda value: value is None)
+
+
+JsonObject = dict[str, Any]
+RunSnapshotDoc = Annotated[JsonObject, component("RunSnapshot")]
+RunEventDoc = Annotated[JsonObject, component("RunEvent")]
+WorkflowDocument = Annotated[JsonObject, component("WorkflowDefinition")]
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Implementation(Answer):
+    name: str
+    version: str
+
+
+class Capabilities(BaseModel):
+    """The discovery document: open, as OpenWOP discovery is (a host advertises what it serves)."""
+
+    model_config = ConfigDict(extra="allow")
+    protocolVersions: list[str]
+    preferredVersion: str
+    implementation: Implementation
+    engineVersion: int
+    eventLogSchemaVersion: int
+
+
+class WorkflowVersion(Answer):
+    workflowId: str
+    version: int = Field(ge=1)
+    definition: WorkflowDocument
+
+
+class RunCreated(Answer):
+    runId: str
+    status: RunStatus
+    eventsUrl: str
+    statusUrl: str
+
+
+class RunCancelled(Answer):
+    runId: str
+    status: RunStatus
+
+
+class EventPage(Answer):
+    runId: str
+    events: list[RunEventDoc]
+    # The sequence of the run's last event so far (-1 before the first).
+    lastSequence: int = Field(ge=-1)
+    status: RunStatus
+    isTerminal: bool
+
+
+class Resolution(Answer):
+    runId: str
+    nodeId: str
+    status: RunStatus
+
+
+class CreatedKey(Answer):
+    keyId: str
+    # The secret, shown once: only its hash is stored.
+    apiKey: str
+    tenant: str
+    subject: JsonObject
+    scopes: list[str]
+
+
+class MintedToken(Answer):
+    interruptId: str
+    token: str
+    expiresAt: str
+    intent: Literal["resolve", "inspect"]
+    payload: JsonObject
+    # The token surface's address for this token (GET: the payload or the approval page; POST: resolve).
+    url: str
+
+
+class DeliveryAttempt(Answer):
+    noticeId: str = Omitted()
+    webhookId: str = Omitted()
+    type: str = Omitted()
+    nodeId: str = Omitted()
+    attempt: int = Omitted()
+    at: str = Omitted()
+    status: Literal["succeeded", "failed"] = Omitted()
+    httpStatus: int = Omitted()
+    errorClass: str = Omitted()
+    elapsedMs: float = Omitted()
+    final: bool = Omitted()
+
+
+class RunDeliveries(Answer):
+    runId: str
+    callbackUrl: str | None
+    deliveries: list[DeliveryAttempt]
+
+
+class PublicVote(Answer):
+    principal: str
+    action: str
+    at: str
+    surface: str
+    groups: list[str] = Omitted()
+    roles: list[str] = Omitted()
+
+
+class InboxEntry(Answer):
+    interruptId: str
+    runId: str
+    nodeId: str
+    workflowId: str
+    kind: str
+    raisedAt: str
+    payload: JsonObject
+    votes: list[PublicVote]
+
+
+class Inbox(Answer):
+    interrupts: list[InboxEntry]
+    nextCursor: str | None
+
+
+class EventOutcome(Answer):
+    runId: str
+    nodeId: str
+    outcome: Literal["resolved", "already-resolved", "refused"]
+    status: RunStatus = Omitted()
+    errors: list[JsonObject] = Omitted()
+
+
+class EventAccepted(Answer):
+    eventId: str
+    receivedAt: str
+    matched: int = Field(ge=0)
+    resolved: int = Field(ge=0)
+    results: list[EventOutcome]
+    kept: bool
+    expiresAt: str
+
+
+class TenantSettingsAnswer(Answer):
+    tenant: str
+    settings: TenantSettings
+
+
+class CredentialGrant(Answer):
+    tenant: str
+    provider: str
+    scopes: list[str]
+    grantedAt: str
