@@ -7,6 +7,7 @@ deployed shape and the emulated shape cannot drift. Add a function, queue or rou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 # --- the table -------------------------------------------------------------------------------------
 
@@ -323,7 +324,7 @@ def route_class(route: Route) -> str:
 # The function every route above is integrated with (API Gateway in the stack, the HTTP server locally).
 ROUTES_FUNCTION = "api"
 
-ALL_SCOPES = (
+Scope = Literal[
     "workflows:write",
     "workflows:read",
     "runs:create",
@@ -332,7 +333,8 @@ ALL_SCOPES = (
     "approvals:respond",
     "events:write",
     "keys:admin",
-)
+]
+ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 
 # --- deadlines (EventBridge Scheduler) -------------------------------------------------------------
 

@@ -33,6 +33,7 @@ def load_key_ring(
 
     A rotation elsewhere becomes visible here within `max_age_s`, or at once with `force_fetch`.
     """
+    raw: object
     if provider is None:
         raw = parameters.get_secret(secret_name, max_age=max_age_s, force_fetch=force_fetch)
     else:

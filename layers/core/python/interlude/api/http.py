@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, overload
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -149,6 +149,10 @@ def resume_value_body() -> Any:
     return payload["resumeValue"]
 
 
+@overload
+def query_int(name: str, default: int, lo: int, hi: int, query: dict[str, str] | None = None) -> int: ...
+@overload
+def query_int(name: str, default: None, lo: int, hi: int, query: dict[str, str] | None = None) -> int | None: ...
 def query_int(name: str, default: int | None, lo: int, hi: int, query: dict[str, str] | None = None) -> int | None:
     """An integer query parameter (of this request, or of `query`) within [lo, hi]; else a 400 naming it."""
     raw = (query if query is not None else app.current_event.query_string_parameters or {}).get(name)

@@ -113,6 +113,7 @@ def _error_response(exc: ApiError) -> Response:
     # The response the resolver's own exception handler would give (a route module may register one for
     # a subclass), so what is stored is exactly what the first caller received.
     handler = http.app.exception_handler_manager.lookup_exception_handler(type(exc))
+    assert handler is not None, "api.http registers a handler for ApiError"
     return handler(exc)
 
 

@@ -42,7 +42,7 @@ from interlude.domain.models.responses import MintedToken, Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.domain.validation import parse
-from interlude.rules.tokens.scheme import KeyRing, TokenClaims
+from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -94,7 +94,7 @@ def resolve_interrupt_by_token(token: str) -> Response:
 @route("getInterruptToken")
 def get_interrupt_token(runId: str, nodeId: str) -> Response:
     principal = principal_for("getInterruptToken")
-    intent = "resolve" if RESOLVE_SCOPE in principal.scopes else "inspect"
+    intent: Intent = "resolve" if RESOLVE_SCOPE in principal.scopes else "inspect"
     minted = surface().mint(principal, from_wire(runId), check_author_id(unquote(nodeId), "nodeId"), intent)
     return json_response(200, with_url(minted), NO_STORE)
 

@@ -11,6 +11,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interlude.store import Store
 
 STATE_FILE = Path(".interlude/local.json")
 
@@ -31,7 +35,7 @@ def use_local_stack(args: argparse.Namespace) -> bool:
     return True
 
 
-def table_store(args: argparse.Namespace):  # noqa: ANN201 - the store type needs boto3, imported late
+def table_store(args: argparse.Namespace) -> Store:
     """The Store of the local stack (--local), else of --table or $TABLE_NAME."""
     from interlude.local.stack import TABLE_NAME
     from interlude.store import Store

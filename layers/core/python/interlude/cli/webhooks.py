@@ -11,14 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import TYPE_CHECKING
 
 from interlude import wiring
 from interlude.cli.local import add_local_args, use_local_stack
 
+if TYPE_CHECKING:
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+
 PREFIX_KEY = "WEBHOOK_SECRET_PREFIX"
 
 
-def _client(args: argparse.Namespace):  # noqa: ANN202 - boto3 is imported late
+def _client(args: argparse.Namespace) -> SecretsManagerClient:
     import boto3
 
     use_local_stack(args)

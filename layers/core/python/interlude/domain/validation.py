@@ -5,9 +5,9 @@ In the domain, below every application service that parses bodies, so none has t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from interlude.domain.errors import ApiError
 
@@ -20,7 +20,10 @@ def validation_details(exc: ValidationError) -> dict[str, Any]:
     return {"errors": errors}
 
 
-def parse(model: type, body: Any, what: str) -> Any:
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def parse(model: type[Model], body: Any, what: str) -> Model:
     if not isinstance(body, dict):
         raise ApiError("validation_error", f"{what} must be a JSON object")
     try:

@@ -17,6 +17,7 @@ from interlude.domain.templates import referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
+DEFAULT_ACTIONS: tuple[Action, ...] = ("accept", "reject")
 
 
 class NoopConfig(FrozenClosed):
@@ -31,7 +32,7 @@ class TransformConfig(FrozenClosed):
 class ApprovalGateConfig(FrozenClosed):
     title: str = Field(min_length=1, max_length=500)
     description: str | None = Field(default=None, max_length=10000)
-    actions: list[Action] = Field(default_factory=lambda: ["accept", "reject"], min_length=1)
+    actions: list[Action] = Field(default_factory=lambda: list(DEFAULT_ACTIONS), min_length=1)
     artifactId: str | None = Field(default=None, min_length=1)
     artifactType: str | None = Field(default=None, min_length=1)
     artifactData: Any = None

@@ -574,6 +574,8 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
             spec = node_type.ask(node.id, config, {"$probe": True})
             if isinstance(spec, Passed | Failed):
                 continue
-            for err in validate_payload(spec.payload("probe")):
-                problems.append({"path": f"nodes/{i}/config/{err['path']}".rstrip("/"), "message": err["message"]})
+            for invalid in validate_payload(spec.payload("probe")):
+                problems.append(
+                    {"path": f"nodes/{i}/config/{invalid['path']}".rstrip("/"), "message": invalid["message"]}
+                )
     return problems or unbounded_growth(workflow)

@@ -15,6 +15,7 @@ from interlude.local import LOCAL_ACCOUNT
 from interlude.local.lambda_runtime import InstancePool
 
 MAX_BODY = 2_000_000
+LOOPBACK = "127.0.0.1"
 
 
 def to_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict[str, Any]:
@@ -65,9 +66,10 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body leave in separate writes: with Nagle on, the body waits for the client's delayed ACK
     # (about 40 ms on Linux) on every keep-alive response.
     disable_nagle_algorithm = True
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        if getattr(self.server, "verbose", False):
+        if self.server.verbose:
             super().log_message(format, *args)
 
     def _serve(self) -> None:
@@ -78,7 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         event = to_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
         try:
-            result = self.server.instances.invoke(event)  # type: ignore[attr-defined]
+            if self.server.instances is None:
+                raise RuntimeError("the gateway is not started")
+            result = self.server.instances.invoke(event)
         except Exception:  # Lambda would answer 502 when the function itself crashes
             result = {
                 "statusCode": 502,
@@ -111,28 +115,29 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     # Bursts of concurrent clients (approvers racing) must queue, not be reset.
     request_queue_size = 256
+    verbose = False
+    # The `api` function's instances; made when the gateway starts.
+    instances: InstancePool | None = None
 
 
 class Gateway:
     def __init__(self, port: int = 0, verbose: bool = False) -> None:
-        self.server = _Server(("127.0.0.1", port), _Handler)
+        self.server = _Server((LOOPBACK, port), _Handler)
         self.server.daemon_threads = True
-        self.server.verbose = verbose  # type: ignore[attr-defined]
+        self.server.verbose = verbose
         self.thread = threading.Thread(target=self.server.serve_forever, name="gateway", daemon=True)
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{LOOPBACK}:{self.server.server_port}"
 
     def start(self) -> Gateway:
-        self.server.instances = InstancePool(wiring.ROUTES_FUNCTION)  # type: ignore[attr-defined]
+        self.server.instances = InstancePool(wiring.ROUTES_FUNCTION)
         self.thread.start()
         return self
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-        instances = getattr(self.server, "instances", None)
-        if instances is not None:
-            instances.stop()
+        if self.server.instances is not None:
+            self.server.instances.stop()

@@ -10,6 +10,8 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from interlude.local import moto_patches
 
+LOOPBACK = "127.0.0.1"
+
 
 class _QuietHandler(MotoRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -23,7 +25,7 @@ class LockedMotoServer:
         self._app = DomainDispatcherApplication(create_backend_app)
         self._lock = threading.Lock()
         self._server: BaseWSGIServer = make_server(
-            "127.0.0.1", port, self._locked, threaded=True, request_handler=_QuietHandler
+            LOOPBACK, port, self._locked, threaded=True, request_handler=_QuietHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
 
@@ -41,8 +43,7 @@ class LockedMotoServer:
 
     @property
     def endpoint(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{LOOPBACK}:{self._server.server_port}"
 
     def start(self) -> LockedMotoServer:
         self._thread.start()

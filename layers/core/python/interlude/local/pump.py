@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Self
 
 
 class Pump:
@@ -14,7 +15,7 @@ class Pump:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
-    def start(self) -> Pump:
+    def start(self) -> Self:
         self._thread.start()
         return self
 

@@ -11,6 +11,7 @@ DeadLetterConfig queue and the schedule is deleted.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -34,9 +35,9 @@ class SchedulePump(Pump):
         self.fired = 0
         self.dead_lettered = 0
 
-    def due_schedules(self) -> list[dict[str, Any]]:
+    def due_schedules(self) -> list[Mapping[str, Any]]:
         now = clock.now().timestamp()
-        out = []
+        out: list[Mapping[str, Any]] = []
         pages = self.client.get_paginator("list_schedules").paginate(GroupName=self.group)
         for summary in (s for page in pages for s in page.get("Schedules", [])):
             if summary.get("State", "ENABLED") != "ENABLED":
@@ -57,7 +58,7 @@ class SchedulePump(Pump):
             fired += 1
         return fired
 
-    def fire(self, schedule: dict[str, Any]) -> None:
+    def fire(self, schedule: Mapping[str, Any]) -> None:
         name = schedule["Name"]
         target = schedule["Target"]
         function = _function_of(target["Arn"])

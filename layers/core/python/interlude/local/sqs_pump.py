@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
@@ -50,7 +51,7 @@ def export_queue_urls(urls: dict[str, str]) -> None:
         os.environ[queue.url_env] = urls[queue.name]
 
 
-def to_event_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
+def to_event_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:
     return {
         "messageId": message["MessageId"],
         "receiptHandle": message["ReceiptHandle"],

@@ -149,7 +149,7 @@ def check_url(url: str, *, resolve: Resolver | None = None, allow_loopback: bool
 def resolve_host(host: str, port: int) -> list[str]:
     """The default resolver: every TCP address getaddrinfo returns for ``host``."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [info[4][0] for info in infos]
+    return [str(info[4][0]) for info in infos]
 
 
 def is_denied_address(address: IPAddress, *, allow_loopback: bool = False) -> bool:

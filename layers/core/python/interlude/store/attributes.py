@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 from interlude import wiring
@@ -29,7 +30,7 @@ def as_json(value: Any) -> dict[str, str]:
     return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
 
 
-def plain(item: Item) -> dict[str, Any]:
+def plain(item: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """A low-level item as plain Python: numbers become int or float, packed documents are unpacked."""
     out: dict[str, Any] = {}
     for name, typed in item.items():
@@ -50,7 +51,7 @@ def packed(value: Any) -> dict[str, bytes]:
     return {"B": zlib.compress(json.dumps(value, separators=(",", ":"), sort_keys=True).encode(), 6)}
 
 
-def unpacked(attribute: dict[str, Any]) -> Any:
+def unpacked(attribute: Mapping[str, Any]) -> Any:
     """Read a `packed` attribute (bytes from boto3, base64 text in a Lambda stream event) or a JSON string."""
     if "S" in attribute:
         return json.loads(attribute["S"])

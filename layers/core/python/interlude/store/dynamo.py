@@ -11,7 +11,7 @@ Item layout (keys are strings; every item carries its tenant in pk):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.exceptions import ClientError
@@ -23,6 +23,9 @@ from interlude.engine.events import to_docs
 from interlude.engine.run import Transition
 from interlude.store import attributes as a
 from interlude.store.interactions import transition_items
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 
 def run_pk(run_id: str) -> str:
@@ -123,7 +126,8 @@ def _condition_failures(
     """The items whose condition failed when a transaction lost a race, with their old images; [] if it did not."""
     if exc.response["Error"]["Code"] != "TransactionCanceledException":
         return []
-    reasons = exc.response.get("CancellationReasons") or []
+    # botocore-stubs type a reason's Item as {key, value}; DynamoDB sends the old item's attribute map.
+    reasons = cast("list[dict[str, Any]]", exc.response.get("CancellationReasons") or [])
     failed = [
         (items[i][0], a.plain(r["Item"]) if r.get("Item") else None)
         for i, r in enumerate(reasons)
@@ -278,7 +282,9 @@ class Store:
                     "payload_too_large", "the run's state would exceed what one stored item can hold (400 KB)"
                 )
         try:
-            self.client.transact_write_items(TransactItems=[op for _, op in items])
+            # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
+            transact_items = cast("list[TransactWriteItemTypeDef]", [op for _, op in items])
+            self.client.transact_write_items(TransactItems=transact_items)
         except ClientError as exc:
             error = exc.response["Error"]
             if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():

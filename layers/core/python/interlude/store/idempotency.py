@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -108,7 +108,9 @@ class IdempotencyStore:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-            old = exc.response.get("Item")
+            # ReturnValuesOnConditionCheckFailure puts the old item in the error response; botocore-stubs'
+            # ClientError response does not declare it.
+            old = cast("dict[str, dict[str, str]] | None", exc.response.get("Item"))
             if old is None:  # the record vanished between the condition and the answer: treat as in flight
                 return Existing(digest=digest, completed=None)
             completed = (

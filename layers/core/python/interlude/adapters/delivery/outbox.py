@@ -9,6 +9,7 @@ success keyed by notice id turns the copy into a no-op.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -27,7 +28,7 @@ def _sqs() -> Any:
     return boto3.client("sqs")
 
 
-def _minter(run_id: str):  # noqa: ANN202 - a closure over the key ring
+def _minter(run_id: str) -> Callable[[OpenInterrupt], tuple[str, int]]:
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.config import settings
     from interlude.rules.tokens.issuer import interrupt_token

@@ -15,9 +15,12 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude.rules.egress import CheckedTarget
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
 
 # Room for the status line and headers; http.client's own limits (100 headers of 64 KiB) are far looser.
 HEADER_BYTES_LIMIT = 64 * 1024
@@ -190,7 +193,7 @@ class _BoundedSocketReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:
+    def readinto(self, buffer: Buffer) -> int:
         room = self.cap - self.consumed
         if room <= 0:
             raise _ResponseTooLarge
@@ -229,6 +232,8 @@ class _PinnedConnection(http.client.HTTPConnection):
         self._deadline = deadline
         self._tls_context = tls_context
         self.reader: _BoundedSocketReader | None = None
+        # http.client calls response_class(sock, method=..., ...) to build each response; a bound method that
+        # builds ours serves, though typeshed declares the attribute a class.
         self.response_class = self._make_response  # type: ignore[assignment]
 
     def connect(self) -> None:

@@ -67,4 +67,6 @@ def cross_site(origin: str | None, sec_fetch_site: str | None, own_origin: str) 
     """
     if sec_fetch_site is not None and sec_fetch_site.strip().lower() not in ("same-origin", "none"):
         return True
-    return bool(origin) and origin.strip() != "null" and origin.strip().rstrip("/") != own_origin.rstrip("/")
+    if not origin:
+        return False
+    return origin.strip() != "null" and origin.strip().rstrip("/") != own_origin.rstrip("/")

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from interlude.domain.ids import AUTHOR_ID_RE, SUBJECT_ID_RE
 from interlude.domain.models import Closed
-from interlude.wiring import ALL_SCOPES
+from interlude.wiring import Scope
 
 
 class CreateRunRequest(Closed):
@@ -36,12 +36,9 @@ class CancelRunRequest(Closed):
     reason: str | None = Field(default=None, max_length=1000)
 
 
-Scope = Literal[ALL_SCOPES]  # type: ignore[valid-type]
-
-
 class CreateKeyRequest(Closed):
     subjectId: str = Field(pattern=SUBJECT_ID_RE.pattern)
-    scopes: list[Scope] = Field(min_length=1)  # type: ignore[valid-type]
+    scopes: list[Scope] = Field(min_length=1)
     groups: list[str] = Field(default_factory=list, max_length=100)
     roles: list[str] = Field(default_factory=list, max_length=100)
     kind: Literal["user", "agent", "workload"] = "user"

@@ -44,8 +44,8 @@ def registry() -> Registry:
     for name in SCHEMA_FILES:
         resource = Resource.from_contents(load(name))
         pairs.append((BASE_URI + name, resource))
-        if resource.id():
-            pairs.append((resource.id(), resource))
+        if resource_id := resource.id():
+            pairs.append((resource_id, resource))
     return Registry().with_resources(pairs)
 
 

@@ -141,8 +141,8 @@ class _Parser:
 
     def parse(self) -> Node:
         node = self.or_()
-        if self.peek() is not None:
-            raise ExpressionError(f"unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        if (extra := self.peek()) is not None:
+            raise ExpressionError(f"unexpected {extra[1]!r}")
         return node
 
     def nest(self) -> None:

@@ -207,7 +207,7 @@ def route(cfg: ConditionalConfig, output: Mapping[str, Any]) -> list[str]:
 
 # -- transformer -----------------------------------------------------------------------------------
 
-OPERATION_TYPES = (
+OperationType = Literal[
     "template",
     "set",
     "get",
@@ -220,11 +220,11 @@ OPERATION_TYPES = (
     "default",
     "join",
     "split",
-)
+]
 
 
 class Operation(FrozenClosed):
-    type: Literal[OPERATION_TYPES]  # type: ignore[valid-type]
+    type: OperationType
     field: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
