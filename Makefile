@@ -38,6 +38,7 @@ test: lint system-deps
 lint: venv
 	$(VENV)/bin/ruff check .
 	PYTHONPATH=layers/core/python$${PYTHONPATH:+:$$PYTHONPATH} $(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 synth: venv
 	$(PY) app.py
