@@ -110,7 +110,9 @@ class _Undo:
             elif prior is None:
                 table.items.pop(hash_key, None)
             else:
-                table.items[hash_key] = prior
+                # moto declares Table.items as hash -> {range -> Item}; a table without a range key holds the Item
+                # itself (moto's own put_item ignores the same error).
+                table.items[hash_key] = prior  # type: ignore[assignment]
         for table, length in self.streams.values():
             if table.stream_shard is not None:
                 del table.stream_shard.items[length:]
@@ -189,7 +191,7 @@ def _entry_key(self: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[
 
 
 def _write(self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any]) -> None:
-    expression = {
+    expression: dict[str, Any] = {
         "condition_expression": op.get("ConditionExpression"),
         "expression_attribute_names": op.get("ExpressionAttributeNames"),
         "expression_attribute_values": op.get("ExpressionAttributeValues"),
