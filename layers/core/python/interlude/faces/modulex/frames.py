@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast
 
 from interlude.domain.ids import to_wire
-from interlude.domain.models.run import WAITING_STATUSES
+from interlude.domain.models.run import WAITING_STATUSES, RunStatus
 from interlude.faces.modulex import nodes
 from interlude.faces.modulex.definition import META_KEY, START_NODE
 from interlude.faces.modulex.references import engine_id
@@ -53,9 +53,15 @@ def view_of(run_id: str, workflow_id: str, version: int, definition: Any) -> Run
     return RunView(run_id, definition.name or workflow_id, str(version), info)
 
 
-def status_of(openwop_status: str) -> str:
+ModulexStatus = Literal["pending", "running", "interrupted", "completed", "failed", "cancelled"]
+
+
+def status_of(openwop_status: RunStatus) -> ModulexStatus:
     """ModuleX run status for an OpenWOP one."""
-    return "interrupted" if openwop_status in WAITING_STATUSES else openwop_status
+    if openwop_status in WAITING_STATUSES:
+        return "interrupted"
+    # Every OpenWOP status but the waiting ones is a ModuleX status of the same name.
+    return cast(ModulexStatus, openwop_status)
 
 
 def _unwrap(outputs: Any) -> Any:

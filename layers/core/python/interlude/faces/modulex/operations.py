@@ -19,7 +19,7 @@ from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
-from interlude.faces.modulex.frames import RunView, status_of, view_of
+from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of, view_of
 from interlude.rules import auth
 
 ADMIN_ROLES = frozenset({"owner", "admin"})
@@ -65,7 +65,7 @@ RUN_FIELDS = frozenset(ModulexRunRequest.model_fields)
 
 # -- answers (closed: the OpenAPI document is generated from them) -------------------------------------
 
-ModulexStatus = Literal["pending", "running", "interrupted", "completed", "failed", "cancelled"]
+WorkflowSource = Literal["request", "database"]
 
 
 class ModulexAnswer(BaseModel):
@@ -81,7 +81,7 @@ class ModulexRunStarted(ModulexAnswer):
     stream: bool
     workflow_name: str
     workflow_version: str
-    workflow_source: Literal["request", "database"]
+    workflow_source: WorkflowSource
     elapsed_ms: float
     message: str
 
@@ -91,7 +91,7 @@ class ModulexResumed(ModulexAnswer):
     run_id: str
     thread_id: str
     stream: bool
-    workflow_source: Literal["request", "database"]
+    workflow_source: WorkflowSource
     message: str
 
 
@@ -196,6 +196,7 @@ class ModulexFace:
         config = body.get("config") or {}
         if not isinstance(config, dict):
             raise ApiError("validation_error", "config must be a JSON object")
+        source: WorkflowSource
         if has_inline:
             workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
         else:
@@ -247,7 +248,7 @@ class ModulexFace:
         state, version = self.load(principal, body["run_id"])
         if to_wire(state.runId) != thread_id and thread_id != state.runId:
             raise not_found("thread")
-        source = "database"
+        source: WorkflowSource = "database"
         if body.get("workflow_id") is not None and body["workflow_id"] != state.workflowId:
             raise ApiError("validation_error", f"the run was not started from workflow {body['workflow_id']!r}")
         if body.get("workflow") is not None:
