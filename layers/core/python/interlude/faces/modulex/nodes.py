@@ -8,8 +8,8 @@ references keep their ModuleX spelling (`{{node_draft.subject}}`, `{{input.reque
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
@@ -264,6 +264,79 @@ def reads(cfg: TransformerConfig, node_ids: set[str]) -> list[str]:
     return referenced_nodes(templates, node_ids, REFERENCE, engine_id)
 
 
+# Each operation: (the value so far, the operation, the run scope, the render budget) -> the new value.
+_Apply = Callable[[Any, Operation, Mapping[str, Any], Meter], Any]
+
+
+def _template(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    return render(op.params["template"], scope, meter)
+
+
+def _set(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    return {**(value if isinstance(value, dict) else {}), op.field: render(op.params.get("value"), scope, meter)}
+
+
+def _get(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    for part in (op.field or "").split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _pick(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    return {k: value[k] for k in op.params["fields"] if isinstance(value, dict) and k in value}
+
+
+def _omit(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {k: v for k, v in value.items() if k not in op.params["fields"]}
+
+
+def _rename(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    if not isinstance(value, dict) or op.field not in value:
+        return value
+    return {(op.params["to"] if k == op.field else k): v for k, v in value.items()}
+
+
+def _on_strings(fn: Callable[[str], str]) -> _Apply:
+    def apply(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+        return _on_field(value, op.field, lambda v: fn(v) if isinstance(v, str) else v)
+
+    return apply
+
+
+def _default(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    fallback = render(op.params.get("value"), scope, meter)
+    return _on_field(value, op.field, lambda v: fallback if v is None else v)
+
+
+def _join(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    sep = str(op.params.get("separator", ", "))
+    return _on_field(value, op.field, lambda v: sep.join(map(str, v)) if isinstance(v, list) else v)
+
+
+def _split(value: Any, op: Operation, scope: Mapping[str, Any], meter: Meter) -> Any:
+    sep = str(op.params.get("separator", ","))
+    return _on_field(value, op.field, lambda v: v.split(sep) if isinstance(v, str) else v)
+
+
+OPERATIONS: dict[OperationType, _Apply] = {
+    "template": _template,
+    "set": _set,
+    "get": _get,
+    "pick": _pick,
+    "omit": _omit,
+    "rename": _rename,
+    "uppercase": _on_strings(str.upper),
+    "lowercase": _on_strings(str.lower),
+    "trim": _on_strings(str.strip),
+    "default": _default,
+    "join": _join,
+    "split": _split,
+}
+assert set(OPERATIONS) == set(get_args(OperationType))
+
+
 def transform(cfg: TransformerConfig, scope: Mapping[str, Any]) -> Any:
     # One budget for everything the operations render; the engine measures the result as any output.
     meter = Meter()
@@ -272,31 +345,5 @@ def transform(cfg: TransformerConfig, scope: Mapping[str, Any]) -> Any:
     else:
         value = copy.deepcopy(resolve(cfg.source, scope, meter))
     for op in cfg.operations:
-        p = op.params
-        if op.type == "template":
-            value = render(p["template"], scope, meter)
-        elif op.type == "set":
-            value = {**(value if isinstance(value, dict) else {}), op.field: render(p.get("value"), scope, meter)}
-        elif op.type == "get":
-            for part in (op.field or "").split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-        elif op.type == "pick":
-            value = {k: value[k] for k in p["fields"] if isinstance(value, dict) and k in value}
-        elif op.type == "omit":
-            value = {k: v for k, v in value.items() if k not in p["fields"]} if isinstance(value, dict) else value
-        elif op.type == "rename":
-            if isinstance(value, dict) and op.field in value:
-                value = {(p["to"] if k == op.field else k): v for k, v in value.items()}
-        elif op.type in ("uppercase", "lowercase", "trim"):
-            fn = {"uppercase": str.upper, "lowercase": str.lower, "trim": str.strip}[op.type]
-            value = _on_field(value, op.field, lambda v, fn=fn: fn(v) if isinstance(v, str) else v)
-        elif op.type == "default":
-            fallback = render(p.get("value"), scope, meter)
-            value = _on_field(value, op.field, lambda v, fallback=fallback: fallback if v is None else v)
-        elif op.type == "join":
-            sep = str(p.get("separator", ", "))
-            value = _on_field(value, op.field, lambda v, sep=sep: sep.join(map(str, v)) if isinstance(v, list) else v)
-        elif op.type == "split":
-            sep = str(p.get("separator", ","))
-            value = _on_field(value, op.field, lambda v, sep=sep: v.split(sep) if isinstance(v, str) else v)
+        value = OPERATIONS[op.type](value, op, scope, meter)
     return value
