@@ -286,3 +286,31 @@ def stream_records(ddb: Any) -> list[str]:
     iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
     got = streams.get_records(ShardIterator=iterator["ShardIterator"], Limit=1000)
     return [r["dynamodb"]["SequenceNumber"] for r in got["Records"]]
+
+
+def test_a_table_without_a_sort_key_is_undone_and_queried_the_same_way(ddb):
+    ddb.create_table(
+        TableName="flat",
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    ddb.put_item(TableName="flat", Item={"id": s("a"), "n": {"N": "1"}})
+    before = ddb.scan(TableName="flat")["Items"]
+    entries = [
+        {
+            "Update": {
+                "TableName": "flat",
+                "Key": {"id": s("a")},
+                "UpdateExpression": "SET n = :two",
+                "ExpressionAttributeValues": {":two": {"N": "2"}},
+            }
+        },
+        {"Put": {"TableName": "flat", "Item": {"id": s("b")}}},
+        {"Put": {"TableName": "flat", "Item": {"id": s("c")}, "ConditionExpression": "attribute_exists(id)"}},
+    ]
+    with pytest.raises(ClientError):
+        ddb.transact_write_items(TransactItems=entries)
+    assert ddb.scan(TableName="flat")["Items"] == before
+    got = ddb.query(TableName="flat", KeyConditionExpression="id = :a", ExpressionAttributeValues={":a": s("a")})
+    assert got["Items"] == before

@@ -44,6 +44,7 @@ def apply() -> None:
     global _applied
     if _applied:
         return
+    # Replacing methods on moto's classes is the point of this module; mypy forbids assigning to a method.
     DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
     Table.query = _query  # type: ignore[method-assign]
     Table.all_items = _all_items  # type: ignore[method-assign]
@@ -74,7 +75,7 @@ def _all_items(self: Table) -> list[Item]:
     if partition is None:
         return []
     if not self.range_key_attr:
-        return [partition]  # type: ignore[list-item]
+        return [partition]  # type: ignore[list-item]  # moto types `items` for range tables only
     return sorted(partition.values(), key=lambda item: item.range_key)
 
 
@@ -112,7 +113,7 @@ class _Undo:
             else:
                 # moto declares Table.items as hash -> {range -> Item}; a table without a range key holds the Item
                 # itself (moto's own put_item ignores the same error).
-                table.items[hash_key] = prior  # type: ignore[assignment]
+                table.items[hash_key] = prior  # type: ignore[assignment]  # a hash-only table maps to the Item
         for table, length in self.streams.values():
             if table.stream_shard is not None:
                 del table.stream_shard.items[length:]
