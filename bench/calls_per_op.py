@@ -16,7 +16,7 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.errors import ApiError  # noqa: E402
+from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.rules.interrupts.decide import Resolver  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
@@ -63,7 +63,7 @@ def main() -> None:
             try:
                 service.store.get_run(run_id)  # the read it made before the winner wrote
                 service.resolve(stale[0], stale[1], "gate", {"action": "reject"}, Resolver(principal.subject, "run"))
-            except ApiError as exc:
+            except DomainError as exc:
                 if exc.code != "interrupt_already_resolved":
                     raise
             else:
@@ -72,7 +72,7 @@ def main() -> None:
         def lose_late() -> None:
             try:
                 service.resolve_interrupt(principal, run_id, "gate", {"action": "reject"})
-            except ApiError as exc:
+            except DomainError as exc:
                 if exc.code != "interrupt_already_resolved":
                     raise
             else:

@@ -24,7 +24,7 @@ from interlude.adapters.scheduler import outbox  # noqa: E402
 from interlude.adapters.scheduler import scheduler as scheduler_module  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain import clock  # noqa: E402
-from interlude.domain.errors import ApiError  # noqa: E402
+from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
@@ -81,7 +81,7 @@ def main() -> None:
             clock.advance(clock_file, 3)
             try:
                 service.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
-            except ApiError as exc:
+            except DomainError as exc:
                 print(f"late      : resolve after deadline → {exc.status} {exc.code}  {fmt(calls.take())}")
 
         lifecycle("timed out ", timeout)

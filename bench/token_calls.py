@@ -24,7 +24,7 @@ from interlude.api.page import approval  # noqa: E402
 from interlude.api.page.graph import GraphNode  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.app.tokens import TokenSurface  # noqa: E402
-from interlude.domain.errors import ApiError  # noqa: E402
+from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.rules.tokens import verify  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
@@ -72,7 +72,7 @@ def main() -> None:
         rows.append(("inspect (GET /interrupts/{token})", None, calls.take()))
         surface.resolve(token, {"action": "accept"})
         rows.append(("resolve via token (winner)", None, calls.take()))
-        with contextlib.suppress(ApiError):  # 409 interrupt_already_resolved
+        with contextlib.suppress(DomainError):  # 409 interrupt_already_resolved
             surface.resolve(token, {"action": "accept"})
         rows.append(("resolve via token (after resolution: 409)", None, calls.take()))
 

@@ -14,8 +14,8 @@ import pytest
 import requests
 
 from interlude import wiring
+from interlude.api.errors import status_for_code
 from interlude.domain import schemas
-from interlude.domain.errors import ERROR_STATUS
 from interlude.local.stack import TABLE_NAME
 from interlude.store.dynamo import RUN_SK
 from tests.support.local_stack import FIXTURES, Api, stack_client, tenant_admin_key, wire
@@ -28,11 +28,16 @@ def new_key() -> str:
     return uuid.uuid4().hex + "-idem"  # 36 characters, 128 random bits
 
 
-def refused(response: requests.Response, code: str) -> dict[str, Any]:
-    assert response.status_code == ERROR_STATUS[code], response.text
+def refused(response: requests.Response, code: str, face: wiring.Face = "openwop") -> dict[str, Any]:
+    """A refusal in the face's shape: the OpenWOP envelope, or ModuleX {detail} with the code in a header."""
+    assert response.status_code == status_for_code(code, face), response.text
     body = response.json()
-    assert schemas.errors_of(ENVELOPE, body) == []
-    assert body["error"] == code, body
+    if face == "modulex":
+        assert set(body) == {"detail"}, body
+        assert response.headers["X-Interlude-Error"] == code
+    else:
+        assert schemas.errors_of(ENVELOPE, body) == []
+        assert body["error"] == code, body
     assert REPLAY not in response.headers
     return body
 
@@ -200,7 +205,8 @@ def test_get_routes_ignore_the_header(tenant, approval):
 def test_every_mutating_route_checks_the_key_grammar(tenant, route):
     _, api = tenant
     path = re.sub(r"{(\w+)}", "x", route.path)
-    refused(api.call(route.method, path, {}, **{"Idempotency-Key": "too-short"}), "idempotency_key_invalid")
+    got = api.call(route.method, path, {}, **{"Idempotency-Key": "too-short"})
+    refused(got, "idempotency_key_invalid", route.face)
 
 
 def test_every_mutating_route_advertises_the_header(api):

@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from interlude.app import tenants
 from interlude.app.service import Service
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import TooLarge
 from interlude.engine import run as engine
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
@@ -207,7 +207,7 @@ def send_a_large_resume_value(service: Service, admin, run_id: str) -> Any:
 @pytest.mark.parametrize("call", [send_large_inputs, send_a_large_resume_value])
 def test_what_a_caller_sends_past_its_budget_is_413_and_the_gate_stays_open(service, admin, call):
     run_id = gated(service, admin, "external-event", small())  # no resumeSchema: any value
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(TooLarge) as refused:
         call(service, admin, run_id)
     assert refused.value.code == "payload_too_large"
     assert service.store.get_run(run_id)[0].status == "waiting-external"

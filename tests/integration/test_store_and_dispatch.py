@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from interlude.app.service import Service
 from interlude.domain import schemas
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import DomainError
 from interlude.local import lambda_runtime
 from interlude.rules.auth import Principal
 from interlude.store import Store, create_table
@@ -138,7 +138,7 @@ def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(service, a
     service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
     calls = []
     service.store.client.meta.events.register("before-call.dynamodb", lambda **kw: calls.append(kw["model"].name))
-    with pytest.raises(ApiError) as lost:
+    with pytest.raises(DomainError) as lost:
         service.resolve(stale_state, stale_version, "gate", {"action": "reject"}, _resolver(admin))
     assert lost.value.code == "interrupt_already_resolved"
     assert lost.value.details["resolution"]["decision"] == "granted"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from interlude.domain import schemas
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import DomainError
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
 from tests.support.engine import ALICE, NOW, answer, edge, fixture, gate, new_state, noop, types, wf_of
@@ -190,7 +190,7 @@ def test_clarification_and_external_event_statuses_and_resume_schema():
     )
     t = engine.start(new_state(wf), wf, NOW)
     assert t.state.status == "waiting-input"
-    with pytest.raises(ApiError) as bad:
+    with pytest.raises(DomainError) as bad:
         answer(t, wf, "ask", {"q2": "x"})
     assert bad.value.code == "validation_error"
     t = answer(t, wf, "ask", {"q1": "blue"})
@@ -221,7 +221,7 @@ def test_cancel_closes_open_interrupts():
 def test_approval_refuses_bad_resume_values(value, field):
     wf = fixture("conformance-approval")
     t = engine.start(new_state(wf), wf, NOW)
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         answer(t, wf, "gate", value)
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] == field
@@ -230,7 +230,7 @@ def test_approval_refuses_bad_resume_values(value, field):
 def test_approvers_list_binds():
     wf = wf_of([gate("g", approversList=["bob"])])
     t = engine.start(new_state(wf), wf, NOW)
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         answer(t, wf, "g", {"action": "accept"})
     assert refused.value.code == "forbidden"
     bob = {**ALICE, "subjectId": "bob"}

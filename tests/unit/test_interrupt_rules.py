@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from interlude.domain import schemas
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
@@ -44,8 +44,8 @@ def start(wf: WorkflowDefinition, **state_fields) -> engine.Transition:
     return start_run(wf, **{"workflowId": "wf", "owner": OWNER, **state_fields})
 
 
-def refused(t, wf, node, value, resolver=ALICE) -> ApiError:
-    with pytest.raises(ApiError) as caught:
+def refused(t, wf, node, value, resolver=ALICE) -> DomainError:
+    with pytest.raises(DomainError) as caught:
         answer(t, wf, node, value, resolver)
     return caught.value
 
@@ -80,7 +80,7 @@ def test_an_action_outside_the_gates_actions_is_refused_400(action):
     wf = wf_of([gate(actions=allowed)])
     t = start(wf)
     error = refused(t, wf, "g", VALUES[action])
-    assert (error.code, error.status, error.details["field"]) == ("validation_error", 400, "resumeValue.action")
+    assert (error.code, type(error), error.details["field"]) == ("validation_error", Invalid, "resumeValue.action")
     assert error.details["actions"] == allowed
 
 
@@ -117,7 +117,7 @@ def test_edit_accept_requires_edited_artifact_data_and_carries_it():
     wf = wf_of([gate(actions=["edit-accept"])])
     t = start(wf)
     error = refused(t, wf, "g", {"action": "edit-accept"})
-    assert (error.status, error.details["field"]) == (400, "resumeValue.editedArtifactData")
+    assert (type(error), error.details["field"]) == (Invalid, "resumeValue.editedArtifactData")
     done = answer(t, wf, "g", VALUES["edit-accept"])
     resolved = event(done, "interrupt.resolved")
     assert resolved["editedArtifactData"] == {"body": "edited"}
@@ -159,7 +159,7 @@ def test_every_recorded_vote_carries_decided_at():
 def test_a_resume_carrying_action_timeout_is_refused_400_even_when_the_gate_lists_every_action():
     wf = wf_of([gate(actions=ALL_ACTIONS)])
     error = refused(start(wf), wf, "g", {"action": "timeout"})
-    assert (error.code, error.status, error.details) == ("validation_error", 400, {"field": "resumeValue.action"})
+    assert (error.code, type(error), error.details) == ("validation_error", Invalid, {"field": "resumeValue.action"})
 
 
 # -- Quorum --------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_the_same_principal_cannot_vote_twice_and_is_not_counted_twice():
     wf = wf_of([gate(requiredApprovals=2)])
     t = answer(start(wf), wf, "g", {"action": "accept"}, ALICE)
     error = refused(t, wf, "g", {"action": "accept"}, ALICE)
-    assert (error.code, error.status) == ("interlude.vote_already_cast", 409)
+    assert (error.code, type(error)) == ("interlude.vote_already_cast", Conflict)
     error = refused(t, wf, "g", {"action": "reject"}, ALICE)
     assert error.code == "interlude.vote_already_cast"
     assert len(t.state.interrupts["g"].votes) == 1
@@ -265,7 +265,7 @@ def test_an_ineligible_resolver_gets_403_forbidden_and_the_run_stays_waiting(con
     wf = wf_of([gate(**config)])
     t = start(wf)
     error = refused(t, wf, "g", {"action": "accept"}, who("alice", groups=["sales"], roles=["clerk"]))
-    assert (error.code, error.status, error.details["field"]) == ("forbidden", 403, field)
+    assert (error.code, type(error), error.details["field"]) == ("forbidden", Forbidden, field)
     assert t.state.status == "waiting-approval"
     assert t.state.interrupts["g"].votes == []
     assert answer(t, wf, "g", {"action": "accept"}, eligible_resolver).state.status == "completed"
@@ -604,7 +604,7 @@ def test_authorized_is_accepted_only_when_the_tenant_holds_a_grant_for_the_provi
     t = start(wf)
     for scopes in (None, frozenset(), frozenset({"repo"})):
         error = refused(t, wf, "cred", {"outcome": "authorized"}, who("a", scopes=scopes))
-        assert (error.code, error.status, error.details["field"]) == ("validation_error", 400, "resumeValue")
+        assert (error.code, type(error), error.details["field"]) == ("validation_error", Invalid, "resumeValue")
     assert refused(t, wf, "cred", {"outcome": "authorized"}, who("a", scopes=frozenset({"repo"}))).details[
         "missingScopes"
     ] == ["read:user"]

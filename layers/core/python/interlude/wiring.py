@@ -239,6 +239,11 @@ SECRETS: tuple[Secret, ...] = (KEY_RING_SECRET,)
 # --- routes ----------------------------------------------------------------------------------------
 
 
+# The protocol a route speaks, which decides the shape of its refusals (interlude.api.errors): the OpenWOP
+# envelope {error, message, details?} or ModuleX {detail}.
+Face = Literal["openwop", "modulex"]
+
+
 @dataclass(frozen=True)
 class Route:
     method: str
@@ -247,6 +252,7 @@ class Route:
     scope: str | None  # None: no API key (discovery, token surfaces)
     summary: str = ""
     mutating: bool = field(default=False)
+    face: Face = "openwop"
 
 
 ROUTES: tuple[Route, ...] = (
@@ -295,8 +301,15 @@ ROUTES: tuple[Route, ...] = (
     ),
     # Issue 7 (interlude.api.streams, interlude.api.modulex): the SSE event stream, and the ModuleX face.
     Route("GET", "/runs/{runId}/events", "streamRunEvents", "runs:read", "Stream the event log (SSE)"),
-    Route("POST", "/workflows/run", "modulexRun", "runs:create", "ModuleX: start a run", True),
-    Route("GET", "/workflows/listen/{runId}", "modulexListen", "runs:read", "ModuleX: the run's frames (SSE)"),
+    Route("POST", "/workflows/run", "modulexRun", "runs:create", "ModuleX: start a run", True, face="modulex"),
+    Route(
+        "GET",
+        "/workflows/listen/{runId}",
+        "modulexListen",
+        "runs:read",
+        "ModuleX: the run's frames (SSE)",
+        face="modulex",
+    ),
     Route(
         "POST",
         "/workflows/resume/{threadId}",
@@ -304,9 +317,20 @@ ROUTES: tuple[Route, ...] = (
         "approvals:respond",
         "ModuleX: answer the run's interrupt (owner/admin key)",
         True,
+        face="modulex",
     ),
-    Route("POST", "/workflows/cancel/{runId}", "modulexCancel", "runs:cancel", "ModuleX: cancel a run", True),
-    Route("GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state"),
+    Route(
+        "POST",
+        "/workflows/cancel/{runId}",
+        "modulexCancel",
+        "runs:cancel",
+        "ModuleX: cancel a run",
+        True,
+        face="modulex",
+    ),
+    Route(
+        "GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state", face="modulex"
+    ),
 )
 
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from interlude import wiring
+from interlude.api.errors import status_for_code
 from interlude.app import inbox as approver_inbox
-from interlude.domain.errors import ERROR_STATUS
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
 from interlude.domain.models.requests import (
@@ -203,7 +203,7 @@ OPERATIONS: dict[str, Operation] = {
 
 
 def is_modulex(route: wiring.Route) -> bool:
-    return route.operation.startswith("modulex")
+    return route.face == "modulex"
 
 
 def error_codes(route: wiring.Route) -> list[str]:
@@ -222,16 +222,9 @@ def error_codes(route: wiring.Route) -> list[str]:
     return list(dict.fromkeys(codes))
 
 
-def status_for_code(code: str, modulex: bool) -> int:
-    # ModuleX hides another organisation's run behind the same 404 as a missing one (interlude.api.modulex).
-    if modulex and code == "id_tenant_mismatch":
-        return 404
-    return ERROR_STATUS[code]
-
-
 def error_statuses(route: wiring.Route) -> dict[int, list[str]]:
     """The codes `route` may refuse with, by the status each answers with on the route's face."""
     by_status: dict[int, list[str]] = {}
     for code in error_codes(route):
-        by_status.setdefault(status_for_code(code, is_modulex(route)), []).append(code)
+        by_status.setdefault(status_for_code(code, route.face), []).append(code)
     return dict(sorted(by_status.items()))

@@ -1,4 +1,4 @@
-"""The one powertools resolver, the error envelope, and the request helpers every route module uses."""
+"""The one powertools resolver, its refusal handlers, and the request helpers every route module uses."""
 
 from __future__ import annotations
 
@@ -11,12 +11,22 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 
 from interlude import wiring
+from interlude.api.errors import reply
 from interlude.app import streams as streaming
 from interlude.app.service import default_service
 from interlude.config import settings
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import (
+    DomainError,
+    Internal,
+    Invalid,
+    MethodNotAllowed,
+    NotFound,
+    TooLarge,
+    UnsupportedMedia,
+)
 from interlude.domain.ids import to_wire
 from interlude.rules.auth import Principal
+from interlude.wiring import Face
 
 logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()
@@ -25,6 +35,8 @@ MAX_BODY_BYTES = 1_000_000
 # Deep enough for any real document; shallow enough that copying and serialising never recurses out.
 MAX_JSON_DEPTH = 64
 ROUTES_BY_OPERATION = {r.operation: r for r in wiring.ROUTES}
+# The resolver's per-request context key naming the face of the route being answered.
+FACE_CONTEXT = "face"
 
 
 # The handlers' Service (one per process); an alias so route modules read `service()`.
@@ -43,16 +55,34 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     )
 
 
-@app.exception_handler(ApiError)
-def _api_error(exc: ApiError) -> Response:
-    return json_response(exc.status, exc.envelope(), dict(exc.headers))
+def current_face() -> Face:
+    """The face of the route answering this request (set by routes.route; the OpenWOP face if none matched)."""
+    face: Face = app.context.get(FACE_CONTEXT, "openwop")
+    return face
+
+
+def error_response(exc: DomainError) -> Response:
+    status, body, headers = reply(exc, current_face())
+    if current_face() == "openwop":
+        return json_response(status, body, headers)
+    return Response(
+        status_code=status,
+        content_type="application/json",
+        body=json.dumps(body, separators=(",", ":")),
+        headers=headers,
+    )
+
+
+@app.exception_handler(DomainError)
+def _refused(exc: DomainError) -> Response:
+    return error_response(exc)
 
 
 @app.exception_handler(Exception)
 def _unexpected(exc: Exception) -> Response:
     logger.exception("unhandled error")
     request_id = app.current_event.request_context.request_id or "unknown"
-    return _api_error(ApiError("internal_error", "internal error", {"correlationId": request_id}))
+    return error_response(Internal("internal error", {"correlationId": request_id}))
 
 
 ROUTE_PATTERNS = [(re.compile("^" + re.sub(r"{\w+}", r"[^/]+", r.path) + "$"), r.method) for r in wiring.ROUTES]
@@ -63,15 +93,8 @@ def _not_found(exc: Exception) -> Response:
     path = app.current_event.path
     allowed = sorted({method for pattern, method in ROUTE_PATTERNS if pattern.match(path)})
     if allowed:
-        return _api_error(
-            ApiError(
-                "interlude.method_not_allowed",
-                f"{app.current_event.http_method} is not allowed here",
-                {"allowed": allowed},
-                {"Allow": ", ".join(allowed)},
-            )
-        )
-    return _api_error(ApiError("not_found", "no such route"))
+        return error_response(MethodNotAllowed(f"{app.current_event.http_method} is not allowed here", allowed))
+    return error_response(NotFound("no such route"))
 
 
 # -- request helpers -----------------------------------------------------------------------------
@@ -89,9 +112,9 @@ def raw_body() -> str:
     try:
         raw = app.current_event.decoded_body or ""
     except UnicodeDecodeError:
-        raise ApiError("validation_error", "the body is not valid UTF-8") from None
+        raise Invalid("the body is not valid UTF-8") from None
     if len(raw.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
-        raise ApiError("payload_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
+        raise TooLarge(f"the request body exceeds {MAX_BODY_BYTES} bytes")
     return raw
 
 
@@ -99,9 +122,9 @@ def parse_json(raw: str) -> Any:
     try:
         value = json.loads(raw)
     except RecursionError:
-        raise ApiError("validation_error", f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
+        raise Invalid(f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError as exc:
-        raise ApiError("validation_error", f"the body is not valid JSON: {exc}") from None
+        raise Invalid(f"the body is not valid JSON: {exc}") from None
     check_json_value(value)
     return value
 
@@ -109,12 +132,12 @@ def parse_json(raw: str) -> Any:
 def check_json_value(value: Any, depth: int = 0) -> None:
     """Refuse what JSON admits but nothing downstream can store: deep nesting and lone surrogates."""
     if depth > MAX_JSON_DEPTH:
-        raise ApiError("validation_error", f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+        raise Invalid(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ApiError("validation_error", "the body holds a string that is not valid Unicode") from None
+            raise Invalid("the body holds a string that is not valid Unicode") from None
     elif isinstance(value, dict):
         for key, item in value.items():
             check_json_value(key, depth + 1)
@@ -130,14 +153,14 @@ def body() -> Any:
         return None
     content_type = (app.current_event.headers.get("content-type") or "application/json").lower()
     if "json" not in content_type:
-        raise ApiError("unsupported_media_type", "send the body as application/json")
+        raise UnsupportedMedia("send the body as application/json")
     return parse_json(raw)
 
 
 def required_body() -> Any:
     value = body()
     if value is None:
-        raise ApiError("validation_error", "a JSON body is required")
+        raise Invalid("a JSON body is required")
     return value
 
 
@@ -145,7 +168,7 @@ def resume_value_body() -> Any:
     """A resolve's body, which is exactly {resumeValue}: the resume value."""
     payload = required_body()
     if not isinstance(payload, dict) or set(payload) != {"resumeValue"}:
-        raise ApiError("validation_error", "the body must be exactly {resumeValue}", {"field": "body"})
+        raise Invalid("the body must be exactly {resumeValue}", {"field": "body"})
     return payload["resumeValue"]
 
 
@@ -159,7 +182,7 @@ def query_int(name: str, default: int | None, lo: int, hi: int, query: dict[str,
     if raw is None:
         return default
     if not re.fullmatch(r"-?[0-9]{1,12}", raw) or not lo <= int(raw) <= hi:
-        raise ApiError("validation_error", f"{name} must be an integer from {lo} to {hi}", {"field": name})
+        raise Invalid(f"{name} must be an integer from {lo} to {hi}", {"field": name})
     return int(raw)
 
 
@@ -168,8 +191,7 @@ def last_event_id() -> int | None:
     try:
         return streaming.parse_last_event_id((app.current_event.headers or {}).get("last-event-id"))
     except ValueError:
-        raise ApiError(
-            "validation_error",
+        raise Invalid(
             "Last-Event-ID must be a non-negative integer (an event sequence)",
             {"field": "Last-Event-ID"},
         ) from None

@@ -38,7 +38,8 @@ from aws_lambda_powertools.event_handler import Response
 
 from interlude import wiring
 from interlude.api import http
-from interlude.domain.errors import ApiError
+from interlude.api.errors import status_of
+from interlude.domain.errors import Conflict, DomainError, Invalid
 from interlude.store.idempotency import CachedResponse, Claim, IdempotencyStore
 
 HEADER = "idempotency-key"
@@ -109,14 +110,6 @@ def _to_cached(response: Response) -> CachedResponse:
     return CachedResponse(response.status_code, headers, "" if body is None else str(body))
 
 
-def _error_response(exc: ApiError) -> Response:
-    # The response the resolver's own exception handler would give (a route module may register one for
-    # a subclass), so what is stored is exactly what the first caller received.
-    handler = http.app.exception_handler_manager.lookup_exception_handler(type(exc))
-    assert handler is not None, "api.http registers a handler for ApiError"
-    return handler(exc)
-
-
 def _replay(cached: CachedResponse) -> Response:
     body: str | bytes = base64.b64decode(cached.body) if cached.is_base64 else cached.body
     return Response(status_code=cached.status, body=body, headers={**cached.headers, REPLAY_HEADER: "true"})
@@ -129,22 +122,22 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable
         if key is None:
             return handler(**params)
         if not KEY_RE.fullmatch(key):
-            raise ApiError(
-                "idempotency_key_invalid",
+            raise Invalid(
                 "Idempotency-Key must be 22 to 128 characters from A-Z a-z 0-9 . _ ~ -",
                 {"header": "Idempotency-Key"},
+                code="idempotency_key_invalid",
             )
         tenant = http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params)
         digest = request_digest(spec.operation, params, _raw_body())
         got = records().claim(tenant, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
         if not isinstance(got, Claim):
             if got.digest != digest:
-                raise ApiError("idempotency_key_mismatch", "this Idempotency-Key was used with a different request")
+                raise Conflict("this Idempotency-Key was used with a different request", code="idempotency_key_mismatch")
             if got.completed is None:
-                raise ApiError(
-                    "idempotency_in_flight",
+                raise Conflict(
                     "a request with this Idempotency-Key is still in progress",
-                    headers={"Retry-After": str(IN_FLIGHT_RETRY_AFTER_S)},
+                    code="idempotency_in_flight",
+                    retry_after_s=IN_FLIGHT_RETRY_AFTER_S,
                 )
             return _replay(got.completed)
         return _run_claimed(got, handler, params)
@@ -155,11 +148,12 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable
 def _run_claimed(claim: Claim, handler: Callable[..., Response], params: dict[str, str]) -> Response:
     try:
         response = handler(**params)
-    except ApiError as exc:
-        if not is_final(exc.status, exc.code):
+    except DomainError as exc:
+        if not is_final(status_of(exc, http.current_face()), exc.code):
             _release(claim)
             raise
-        response = _error_response(exc)
+        # Exactly what the resolver's handler answers, so what is stored is what the first caller received.
+        response = http.error_response(exc)
     except Exception:
         _release(claim)
         raise

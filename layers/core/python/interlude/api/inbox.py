@@ -10,7 +10,7 @@ from interlude.api.http import app, json_response, principal_for, query_int, req
 from interlude.api.routes import route
 from interlude.app import external_events, tenants
 from interlude.app import inbox as approver_inbox
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.responses import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
 
@@ -25,14 +25,15 @@ def list_interrupts() -> Response:
 def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]:
     """`GET /interrupts` query parameters as (limit, filters, cursor); a bad one is a 400 naming it."""
     if query.get("status", "pending") != "pending":
-        raise ApiError(
-            "validation_error", "status must be 'pending' (the inbox lists open interrupts)", {"field": "status"}
+        raise Invalid(
+            "status must be 'pending' (the inbox lists open interrupts)",
+            {"field": "status"},
         )
     limit = query_int("limit", approver_inbox.DEFAULT_INBOX_LIMIT, 1, approver_inbox.MAX_INBOX_LIMIT, query)
     filters: dict[str, str] = {}
     if "kind" in query:
         if query["kind"] not in approver_inbox.INTERRUPT_KINDS:
-            raise ApiError("validation_error", f"kind must be one of {list(approver_inbox.INTERRUPT_KINDS)}", {"field": "kind"})
+            raise Invalid(f"kind must be one of {list(approver_inbox.INTERRUPT_KINDS)}", {"field": "kind"})
         filters["kind"] = query["kind"]
     if "workflowId" in query:
         filters["workflowId"] = check_author_id(query["workflowId"], "workflowId")

@@ -1,17 +1,16 @@
 """The ModuleX face: POST /workflows/run, GET /workflows/listen/{run_id}, POST /workflows/resume/{thread_id},
 POST /workflows/cancel/{run_id}, GET /workflows/state/{thread_id} (shared/reference/modulex-contract.md).
 
-Same keys, engine and event log as the OpenWOP face. Errors on this surface are `{"detail": ...}` (the
-OpenWOP code travels in the `X-Interlude-Error` header); a run that is unknown, malformed or another
-organisation's is one identical 404. `X-Organization-ID` is optional; when sent it must name the key's
+Same keys, engine and event log as the OpenWOP face. Every refusal on these routes, an unexpected failure and
+an Idempotency-Key refusal included, is `{"detail": ...}` with the OpenWOP code in the `X-Interlude-Error`
+header (their routes are declared with face="modulex"; interlude.api.errors shapes them). A run that is
+unknown, malformed or another organisation's is one identical 404. `X-Organization-ID` is optional; when sent it must name the key's
 tenant (the organisation): otherwise 404 on run routes (no existence leak) and 403 on POST /workflows/run.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -29,52 +28,13 @@ from interlude.api.http import (
 )
 from interlude.api.routes import route
 from interlude.app import streams as streaming
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Forbidden
 from interlude.engine.run import iso
 from interlude.faces.modulex import frames
 from interlude.faces.modulex.operations import ModulexFace, not_found
 from interlude.rules.auth import Principal
 
 ORG_HEADER = "x-organization-id"
-
-
-class ModulexError(ApiError):
-    """An ApiError raised on the ModuleX face: rendered as {detail}."""
-
-
-@app.exception_handler(ModulexError)
-def _modulex_error(exc: ModulexError) -> Response:
-    status = 404 if exc.code == "id_tenant_mismatch" else exc.status
-    detail: Any = exc.message
-    if exc.code == "interlude.workflow_unprocessable" and exc.details and exc.details.get("errors"):
-        detail = exc.details["errors"]  # FastAPI-style [{loc, msg, type}]
-    # exc.headers carries what the error itself needs (WWW-Authenticate on a 401, Retry-After, ...).
-    headers = {**exc.headers, "X-Interlude-Error": exc.code}
-    return Response(
-        status_code=status,
-        content_type="application/json",
-        body=json.dumps({"detail": detail}, separators=(",", ":")),
-        headers=headers,
-    )
-
-
-def modulex_route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
-    register = route(operation)
-
-    def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
-        @functools.wraps(handler)
-        def wrapped(**params: str) -> Response:
-            try:
-                return handler(**params)
-            except ModulexError:
-                raise
-            except ApiError as exc:
-                raise ModulexError(exc.code, exc.message, exc.details, dict(exc.headers)) from None
-
-        register(wrapped)
-        return handler
-
-    return decorator
 
 
 def face() -> ModulexFace:
@@ -87,7 +47,7 @@ def caller(operation: str, run_scoped: bool) -> Principal:
     if org and org != principal.tenant:
         if run_scoped:
             raise not_found()
-        raise ApiError("forbidden", f"this key does not act for organisation {org!r}")
+        raise Forbidden(f"this key does not act for organisation {org!r}")
     return principal
 
 
@@ -96,29 +56,29 @@ def ok(answer: BaseModel, status: int = 200) -> Response:
     return Response(status_code=status, content_type="application/json", body=body)
 
 
-@modulex_route("modulexRun")
+@route("modulexRun")
 def run() -> Response:
     return ok(face().run(caller("modulexRun", run_scoped=False), required_body()))
 
 
-@modulex_route("modulexResume")
+@route("modulexResume")
 def resume(threadId: str) -> Response:
     principal = caller("modulexResume", run_scoped=True)
     return ok(face().resume(principal, threadId, body()))
 
 
-@modulex_route("modulexCancel")
+@route("modulexCancel")
 def cancel(runId: str) -> Response:
     principal = caller("modulexCancel", run_scoped=True)
     return ok(face().cancel(principal, runId, body()))
 
 
-@modulex_route("modulexState")
+@route("modulexState")
 def state(threadId: str) -> Response:
     return ok(face().state(caller("modulexState", run_scoped=True), threadId))
 
 
-@modulex_route("modulexListen")
+@route("modulexListen")
 def listen(runId: str) -> Response:
     """History from the start (or after Last-Event-ID), then what arrives within the request's bounds."""
     principal = caller("modulexListen", run_scoped=True)

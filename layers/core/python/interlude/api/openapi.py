@@ -16,7 +16,7 @@ from interlude.api import contract
 from interlude.api.contract import HTML, JSON, Operation, Success
 from interlude.api.idempotency import KEY_RE as IDEMPOTENCY_KEY_RE
 from interlude.domain import schemas as openwop
-from interlude.domain.errors import ERROR_STATUS
+from interlude.domain.errors import ERROR_CODES
 from interlude.domain.models.responses import COMPONENT_MARKER
 from interlude.domain.models.workflow import WorkflowDefinition
 
@@ -30,7 +30,7 @@ ERROR = {
     "required": ["error", "message"],
     "additionalProperties": False,
     "properties": {
-        "error": {"type": "string", "enum": sorted(ERROR_STATUS)},
+        "error": {"type": "string", "enum": sorted(ERROR_CODES)},
         "message": {"type": "string", "minLength": 1},
         "details": {"type": "object"},
     },

@@ -1,9 +1,11 @@
 """`route()`: registers a handler for an operation of wiring.ROUTES on the resolver, with Idempotency-Key on
-every mutating route. Above http.py and idempotency.py, so neither imports the other's importer.
+every mutating route and the route's face (how its refusals are shaped) on every request. Above http.py and
+idempotency.py, so neither imports the other's importer.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -20,10 +22,15 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
 
     def decorator(handler: Callable[..., Response]) -> Callable[..., Response]:
         # Every mutating route honours Idempotency-Key here, once, whatever module its handler lives in.
-        if spec.mutating:
-            register(idempotent(spec, handler))
-        else:
-            register(handler)
+        answer = idempotent(spec, handler) if spec.mutating else handler
+
+        @functools.wraps(handler)
+        def on_face(**params: str) -> Response:
+            # First, so that every refusal of this request (idempotency's included) takes the route's face.
+            http.app.append_context(**{http.FACE_CONTEXT: spec.face})
+            return answer(**params)
+
+        register(on_face)
         return handler
 
     return decorator

@@ -27,7 +27,7 @@ from interlude.api.http import (
 from interlude.api.routes import route
 from interlude.app import streams as streaming
 from interlude.domain import schemas
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Invalid
 from interlude.domain.ids import from_wire
 
 SUPPORTED_MODES = ("updates", "debug", "values")
@@ -54,10 +54,10 @@ def parse_modes(raw: str | None) -> list[str]:
     value = "updates" if raw is None or raw == "" else raw
     modes = value.split(",")
     if not MODE_RE.match(value) or any(m not in SUPPORTED_MODES for m in modes):
-        raise ApiError(
-            "unsupported_stream_mode",
+        raise Invalid(
             f"streamMode {value!r} is not served; this host serves {', '.join(SUPPORTED_MODES)}",
             {"supported": list(SUPPORTED_MODES), "requested": value},
+            code="unsupported_stream_mode",
         )
     return list(dict.fromkeys(modes))
 

@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
 from interlude.adapters.keyring_store import load_key_ring
+from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
     app,
@@ -36,7 +37,7 @@ from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
 from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
 from interlude.config import settings
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.responses import MintedToken, Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
@@ -145,7 +146,7 @@ def page_get(token: str) -> Response:
     try:
         claims = surface().verify(token)
         target = surface().target(claims)
-    except ApiError as exc:
+    except DomainError as exc:
         return error_page(exc, claims, style)
     return open_page(token, target, style, status=200)
 
@@ -179,7 +180,7 @@ def page_post(token: str) -> Response:
         if not form_is_same_site(token, form):
             return result_page(403, approval.Result("cross-site"), None, style)
         target = surface().target(claims)
-    except ApiError as exc:
+    except DomainError as exc:
         return error_page(exc, claims, style)
     if claims.intent != "resolve":
         detail = "This link lets you see this request, not decide it."
@@ -190,7 +191,7 @@ def page_post(token: str) -> Response:
         return open_page(token, target, style, status=400, error=str(exc))
     try:
         surface().resolve_target(target, resume_value)
-    except ApiError as exc:
+    except DomainError as exc:
         if exc.code == "validation_error":
             return open_page(token, target, style, status=400, error=f"The answer was not accepted: {exc.message}.")
         return error_page(exc, claims, style)
@@ -202,7 +203,7 @@ def read_form() -> dict[str, list[str]]:
     try:
         return parse_qs(raw, keep_blank_values=True, max_num_fields=approval.MAX_FORM_FIELDS)
     except ValueError:
-        raise ApiError("validation_error", "the form has too many fields") from None
+        raise Invalid("the form has too many fields") from None
 
 
 def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:
@@ -245,7 +246,7 @@ def votes_cast(interrupt: OpenInterrupt) -> int:
     return sum(1 for v in interrupt.votes if v.action != "ask")
 
 
-def error_page(exc: ApiError, claims: TokenClaims | None, style: str) -> Response:
+def error_page(exc: DomainError, claims: TokenClaims | None, style: str) -> Response:
     kind = PAGE_KINDS.get(exc.code, "error")
     detail = exc.message[:1].upper() + exc.message[1:] + "." if kind in ("forbidden", "error") else None
     if exc.code == "forbidden" and (exc.details or {}).get("field") == "approversList":
@@ -255,10 +256,10 @@ def error_page(exc: ApiError, claims: TokenClaims | None, style: str) -> Respons
         try:
             state, _ = service().load_run(claims.run_id.split("/", 1)[0], claims.run_id)
             view = view_of(state, claims, {})
-        except ApiError:
+        except DomainError:
             view = None
     run_status = view.run_status if view else None
-    return result_page(exc.status, approval.Result(kind, run_status=run_status, detail=detail), view, style)
+    return result_page(status_of(exc), approval.Result(kind, run_status=run_status, detail=detail), view, style)
 
 
 def result_page(status: int, result: approval.Result, view: approval.View | None, style: str) -> Response:

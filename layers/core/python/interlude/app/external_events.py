@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import mint_opaque, tenant_of
 from interlude.domain.models.tenants import PostEventRequest
 from interlude.domain.validation import parse
@@ -44,7 +44,7 @@ def _resolve_waiter(
             Resolver(subject, "event"),
             interrupt_id=interrupt.interruptId,
         )
-    except ApiError as exc:
+    except DomainError as exc:
         if exc.code == "interrupt_already_resolved":
             return {**outcome, "outcome": "already-resolved"}
         if exc.code == "validation_error":
@@ -58,8 +58,7 @@ def post_event(service: Service, principal: Principal, body: Any) -> dict[str, A
     request: PostEventRequest = parse(PostEventRequest, body, "request body")
     found = credential_material({"correlation": request.correlation, "payload": request.payload})
     if found is not None:
-        raise ApiError(
-            "validation_error",
+        raise Invalid(
             "an event never carries credential material: it becomes an interrupt's resume value",
             {"field": found.split("/")[1], "path": found},
         )

@@ -7,7 +7,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from interlude.domain import schemas
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import DomainError, Forbidden, Invalid
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS
 from interlude.rules.auth import Principal, run_resolver
@@ -41,7 +41,7 @@ def inbox(
 ) -> dict[str, Any]:
     """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId."""
     if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
-        raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
+        raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
     resolver = run_resolver(principal)
     hitl = service.hitl_store
     out: list[dict[str, Any]] = []
@@ -49,11 +49,11 @@ def inbox(
         try:
             entries, next_cursor = hitl.inbox_page(principal.tenant, min(MAX_INBOX_LIMIT, limit * 2), cursor, filters)
         except ValueError:
-            raise ApiError("validation_error", "cursor is not one this inbox issued", {"field": "cursor"}) from None
+            raise Invalid("cursor is not one this inbox issued", {"field": "cursor"}) from None
         for i, entry in enumerate(entries):
             if entry.get("deadline") is not None and float(entry["deadline"]) <= service.clock().timestamp():
                 # Past its deadline: timed out, not pending. Reading the run records the timeout if nobody has.
-                with contextlib.suppress(ApiError):
+                with contextlib.suppress(DomainError):
                     service.load_run(principal.tenant, entry["runId"])
                 continue
             if not _may_decide(entry["kind"], entry["payload"], entry["votes"], resolver):

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from typing import Any
 
 from interlude.domain.clock import Clock
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Forbidden
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.validation import parse
 from interlude.engine import run as engine
@@ -43,7 +43,7 @@ class KeyOperations:
         request: CreateKeyRequest = parse(CreateKeyRequest, body, "request body")
         missing = set(request.scopes) - principal.scopes
         if missing:
-            raise ApiError("forbidden", "a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
+            raise Forbidden("a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
         return self.issue_key(principal.tenant, request)
 
     def issue_key(self, tenant: str, request: CreateKeyRequest) -> dict[str, Any]:

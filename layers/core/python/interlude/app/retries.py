@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Unavailable
 
 MAX_RACE_RETRIES = 8
 
 
-def busy(message: str) -> ApiError:
+def busy(message: str) -> Unavailable:
     """Too many concurrent writers won the race in a row: a retryable refusal, never a wrong answer."""
-    return ApiError("runner_unavailable", message, headers={"Retry-After": "1"})
+    return Unavailable(message, retry_after_s=1)

@@ -20,7 +20,7 @@ from interlude.domain import clock as clock_
 from interlude.domain import schemas
 from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, first_page, json_size
 from interlude.domain.clock import Clock
-from interlude.domain.errors import ApiError, run_error
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
@@ -32,7 +32,8 @@ from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, In
 from interlude.rules import auth
 from interlude.rules.callback_url import check_callback_url
 from interlude.rules.interrupts.decide import Resolver, decide
-from interlude.store import Conflict, Store
+from interlude.store import Conflict as LostRace
+from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import HitlStore
@@ -72,23 +73,24 @@ class Service(KeyOperations, WorkflowOperations):
     def create_run(self, principal: auth.Principal, body: Any) -> RunState:
         request: CreateRunRequest = parse(CreateRunRequest, body, "request body")
         if request.tenantId is not None and request.tenantId != principal.tenant:
-            raise ApiError("forbidden", "tenantId must be the tenant of the credential", {"field": "tenantId"})
+            raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
             check_callback_url(request.callbackUrl, self.callback_resolver)
         for field in ("residency", "evalSuiteRef", "agentId"):
             if getattr(request, field) is not None:
-                raise ApiError("validation_error", f"{field} is not supported by this host", {"field": field})
+                raise Invalid(f"{field} is not supported by this host", {"field": field})
         if request.mode == "eval":
-            raise ApiError("validation_error", "mode 'eval' is not supported by this host", {"field": "mode"})
+            raise Invalid("mode 'eval' is not supported by this host", {"field": "mode"})
         if request.configurable is not None:
             problems = schemas.errors_of(schemas.validator("configurable.schema.json"), request.configurable)
             if problems:
-                raise ApiError(
-                    "validation_error", "configurable is not valid", {"field": "configurable", "errors": problems}
+                raise Invalid(
+                    "configurable is not valid",
+                    {"field": "configurable", "errors": problems},
                 )
         latest = self.store.latest_workflow(principal.tenant, request.workflowId)
         if latest is None:
-            raise ApiError("not_found", f"no workflow {request.workflowId!r}", {"field": "workflowId"})
+            raise NotFound(f"no workflow {request.workflowId!r}", {"field": "workflowId"})
         version, raw = latest
         definition = WorkflowDefinition.model_validate(raw)
         self._remember((principal.tenant, request.workflowId, version), definition)
@@ -98,8 +100,7 @@ class Service(KeyOperations, WorkflowOperations):
             if v.required and v.defaultValue is None and v.name not in request.inputs
         ]
         if missing:
-            raise ApiError(
-                "validation_error",
+            raise Invalid(
                 f"inputs lack required variables: {missing}",
                 {"field": "inputs", "missing": missing},
             )
@@ -141,9 +142,7 @@ class Service(KeyOperations, WorkflowOperations):
             try:
                 self.store.commit(transition, version, engine.iso(now))
                 return transition
-            except ApiError as exc:
-                if exc.code != "payload_too_large":
-                    raise
+            except TooLarge:
                 error = run_error(
                     "interlude.budget_exceeded",
                     f"{where} would not fit in one stored item (400 KB)",
@@ -159,10 +158,10 @@ class Service(KeyOperations, WorkflowOperations):
     def load_run(self, principal_tenant: str, run_id: str) -> tuple[RunState, int]:
         # The tenant check comes before any lookup, so a foreign id discloses nothing.
         if tenant_of(run_id) != principal_tenant:
-            raise ApiError("id_tenant_mismatch", "the run id belongs to another tenant")
+            raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
         got = self.store.get_run(run_id)
         if got is None:
-            raise ApiError("not_found", "no such run")
+            raise NotFound("no such run")
         return self.apply_deadlines(*got)
 
     def apply_deadlines(self, state: RunState, version: int) -> tuple[RunState, int]:
@@ -180,10 +179,10 @@ class Service(KeyOperations, WorkflowOperations):
                 build = partial(deadlines.expire, state, definition, now, self.step_budget)
                 transition = self.commit_or_fail(build, version, now)
                 return transition.state, version + 1
-            except Conflict:
+            except LostRace:
                 got = self.store.get_run(state.runId)
                 if got is None:
-                    raise ApiError("not_found", "no such run") from None
+                    raise NotFound("no such run") from None
                 state, version = got
         raise busy("the run kept changing while applying its deadlines; retry")
 
@@ -256,13 +255,13 @@ class Service(KeyOperations, WorkflowOperations):
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.load_run(principal.tenant, run_id)
             if state.terminal:
-                raise ApiError("run_terminal", f"the run is already {state.status}", {"runStatus": state.status})
+                raise Conflict(f"the run is already {state.status}", {"runStatus": state.status}, code="run_terminal")
             now = self.clock()
             transition = engine.cancel(state, now, request.reason, principal.subject["subjectId"])
             try:
                 self.store.commit(transition, version, engine.iso(now))
                 return transition.state
-            except Conflict:
+            except LostRace:
                 continue
         raise busy("the run kept changing while cancelling; retry")
 
@@ -310,15 +309,15 @@ class Service(KeyOperations, WorkflowOperations):
             return interrupt
         definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
         if node_id not in {n.id for n in definition.nodes}:
-            raise ApiError("not_found", f"the run has no node {node_id!r}")
+            raise NotFound(f"the run has no node {node_id!r}")
         ns = state.nodes.get(node_id)
         if state.terminal or (ns is not None and ns.visits > 0 and ns.status != "queued"):
-            raise ApiError(
-                "interrupt_already_resolved",
+            raise Conflict(
                 f"node {node_id!r} holds no open interrupt (run {state.status})",
                 {"runStatus": state.status},
+                code="interrupt_already_resolved",
             )
-        raise ApiError("not_found", f"node {node_id!r} has not raised an interrupt")
+        raise NotFound(f"node {node_id!r} has not raised an interrupt")
 
     def resolve(
         self,
@@ -337,10 +336,10 @@ class Service(KeyOperations, WorkflowOperations):
             definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
             interrupt = self.open_interrupt(state, node_id)
             if interrupt_id is not None and interrupt.interruptId != interrupt_id:
-                raise ApiError(
-                    "interrupt_already_resolved",
+                raise Conflict(
                     f"the interrupt this token names was resolved; node {node_id!r} has asked again since",
                     {"runStatus": state.status},
+                    code="interrupt_already_resolved",
                 )
             now = self.clock()
             if interrupt.deadline is not None and interrupt.deadline <= now.timestamp():
@@ -353,14 +352,14 @@ class Service(KeyOperations, WorkflowOperations):
                 build = partial(engine.resolve, state, definition, node_id, decision, now, self.step_budget)
                 transition = self.commit_or_fail(build, version, now, node_id)
                 return {"runId": state.runId, "nodeId": node_id, "status": transition.state.status}
-            except Conflict as lost:
+            except LostRace as lost:
                 old = lost.interrupt_old_image()
                 if old is not None and old.get("status") != "open":
                     # The failed condition already tells the loser what won: no further read.
-                    raise ApiError(
-                        "interrupt_already_resolved",
+                    raise Conflict(
                         "another decision resolved this interrupt first",
                         {"resolution": old.get("resolution")},
+                        code="interrupt_already_resolved",
                     ) from None
                 state, version = self.load_run(state.tenant, state.runId)
         raise busy("the run kept changing while resolving; retry")
@@ -382,7 +381,7 @@ class Service(KeyOperations, WorkflowOperations):
                 build = partial(engine.advance, state, definition, now, self.step_budget)
                 transition = self.commit_or_fail(build, version, now, state.queue[0])
                 return len(transition.events)
-            except Conflict:
+            except LostRace:
                 continue
         return 0
 
@@ -392,7 +391,7 @@ def within_budget(value: Any, limit: int, what: str) -> None:
     try:
         json_size(value, limit, what)
     except BudgetExceeded as exc:
-        raise ApiError("payload_too_large", str(exc), {"limit": limit, "unit": exc.unit}) from None
+        raise TooLarge(str(exc), {"limit": limit, "unit": exc.unit}) from None
 
 
 @cache

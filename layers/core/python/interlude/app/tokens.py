@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlude.app.service import Service
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.run import iso_epoch, visit_of
@@ -81,20 +81,20 @@ class TokenSurface:
         """The open interrupt a valid token names: 409 when it was resolved or its run ended, 404 when unknown."""
         try:
             state, version = self.service.load_run(tenant_of(claims.run_id), claims.run_id)
-        except ApiError as exc:
+        except DomainError as exc:
             if exc.code in ("not_found", "id_tenant_mismatch"):
-                raise ApiError("not_found", "the interrupt this token names does not exist") from None
+                raise NotFound("the interrupt this token names does not exist") from None
             raise
         interrupt = state.interrupts.get(claims.node_id)
         if interrupt is not None and interrupt.interruptId == claims.interrupt_id:
             return Target(claims, state, version, interrupt)
         if existed(state, claims.node_id, claims.interrupt_id):
-            raise ApiError(
-                "interrupt_already_resolved",
+            raise Conflict(
                 f"the interrupt this token names is no longer open (run {state.status})",
                 {"runStatus": state.status},
+                code="interrupt_already_resolved",
             )
-        raise ApiError("not_found", "the interrupt this token names does not exist")
+        raise NotFound("the interrupt this token names does not exist")
 
     def resolver(self, claims: TokenClaims, tenant: str) -> Resolver:
         if claims.minter is None:
@@ -104,7 +104,7 @@ class TokenSurface:
             raise TokenInvalid("minter")
         minter = principal_from_record(record, claims.minter)
         if RESOLVE_SCOPE not in minter.scopes:
-            raise ApiError("forbidden", "the key that minted this token may no longer resolve interrupts")
+            raise Forbidden("the key that minted this token may no longer resolve interrupts")
         return Resolver(subject=minter.subject, surface="token", groups=minter.groups, roles=minter.roles)
 
     # -- operations -----------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class TokenSurface:
 
 def require_resolve_intent(claims: TokenClaims) -> None:
     if claims.intent != "resolve":
-        raise ApiError("forbidden", "this token may inspect the interrupt but not resolve it", {"intent": claims.intent})
+        raise Forbidden("this token may inspect the interrupt but not resolve it", {"intent": claims.intent})
 
 
 def existed(state: RunState, node_id: str, interrupt_id: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import Clock
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Internal, Invalid, NotFound
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine import run as engine
@@ -24,11 +24,11 @@ class WorkflowOperations:
 
     def put_workflow(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
         if isinstance(body, dict) and body.get("id") not in (None, workflow_id):
-            raise ApiError("validation_error", "the body's id differs from the path's workflowId", {"path": "id"})
+            raise Invalid("the body's id differs from the path's workflowId", {"path": "id"})
         definition: WorkflowDefinition = parse(WorkflowDefinition, body, "workflow definition")
         problems = engine.check_config(definition)
         if problems:
-            raise ApiError("validation_error", "the workflow definition is not valid", {"errors": problems})
+            raise Invalid("the workflow definition is not valid", {"errors": problems})
         latest = self.store.latest_workflow(principal.tenant, workflow_id)
         version = (latest[0] if latest else 0) + 1
         for _ in range(MAX_RACE_RETRIES):
@@ -53,7 +53,7 @@ class WorkflowOperations:
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         latest = self.store.latest_workflow(principal.tenant, workflow_id)
         if latest is None:
-            raise ApiError("not_found", f"no workflow {workflow_id!r}")
+            raise NotFound(f"no workflow {workflow_id!r}")
         return {"workflowId": workflow_id, "version": latest[0], "definition": latest[1]}
 
     def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition:
@@ -63,7 +63,7 @@ class WorkflowOperations:
         if hit is None:
             raw = self.store.get_workflow(tenant, workflow_id, version)
             if raw is None:
-                raise ApiError("internal_error", "a run refers to a workflow version that is missing")
+                raise Internal("a run refers to a workflow version that is missing")
             hit = WorkflowDefinition.model_validate(raw)
             self._remember(cache_key, hit)
         return hit

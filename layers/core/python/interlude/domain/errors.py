@@ -1,38 +1,135 @@
-"""The one registry of error codes this host returns, and the exception that carries them.
+"""Refusals named for what happened, the one registry of their OpenWOP codes, and the codes a run fails with.
 
-Statuses follow the OpenWOP v2 error registry (shared/reference/openwop-notes.md §1.9). Every code
-listed here is returned somewhere and has a test; nothing outside this table may invent a status.
+Every layer raises these; none of them knows HTTP. The API edge (interlude.api.errors) is the one place that
+turns an outcome into a status, an envelope and headers, once per face. Every code registered here is
+returned somewhere and has a test.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-ERROR_STATUS: dict[str, int] = {
-    "validation_error": 400,
-    "idempotency_key_invalid": 400,
-    "unsupported_stream_mode": 400,
-    "unauthenticated": 401,
-    "interrupt_token_invalid": 401,
-    "forbidden": 403,
-    "id_tenant_mismatch": 403,
-    "not_found": 404,
-    "interlude.method_not_allowed": 405,
-    "interrupt_already_resolved": 409,
-    "run_terminal": 409,
-    "idempotency_key_mismatch": 409,
-    "idempotency_in_flight": 409,
-    "interlude.vote_already_cast": 409,
-    # ModuleX face (interlude.api.modulex): a run that is not in a state the operation needs (400 there), and a
-    # ModuleX definition that cannot run (422, FastAPI-style detail list).
-    "interlude.run_state_invalid": 400,
-    "interlude.workflow_unprocessable": 422,
-    "interrupt_expired": 410,
-    "payload_too_large": 413,
-    "unsupported_media_type": 415,
-    "internal_error": 500,
-    "runner_unavailable": 503,
+
+class DomainError(Exception):
+    """A refusal: its class says what happened, `code` is the OpenWOP error code the caller sees."""
+
+    # The code a refusal of this outcome carries unless it names another (None: every raise names its code).
+    default_code: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        code: str | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:
+        code = code or self.default_code
+        if code is None or not issubclass(type(self), ERROR_CODES.get(code, ())):
+            raise ValueError(f"error code {code!r} is not registered for {type(self).__name__}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+        # When a retry may succeed, in seconds (only for refusals that pass with time).
+        self.retry_after_s = retry_after_s
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code!r}, {self.message!r}, {self.details!r})"
+
+
+class Invalid(DomainError):
+    """The request itself is wrong: correcting it is the way forward."""
+
+    default_code = "validation_error"
+
+
+class Unauthenticated(DomainError):
+    """No credential, or one that is not accepted."""
+
+    default_code = "unauthenticated"
+
+
+class Forbidden(DomainError):
+    """The caller is known but may not do this."""
+
+    default_code = "forbidden"
+
+
+class NotFound(DomainError):
+    default_code = "not_found"
+
+
+class MethodNotAllowed(DomainError):
+    """The resource exists but does not answer this method; `allowed` lists the methods it does answer."""
+
+    default_code = "interlude.method_not_allowed"
+
+    def __init__(self, message: str, allowed: list[str]) -> None:
+        super().__init__(message, {"allowed": allowed})
+        self.allowed = allowed
+
+
+class Conflict(DomainError):
+    """The request is well formed but the state it acts on has moved on (or is still moving)."""
+
+
+class Expired(DomainError):
+    default_code = "interrupt_expired"
+
+
+class TooLarge(DomainError):
+    default_code = "payload_too_large"
+
+
+class UnsupportedMedia(DomainError):
+    default_code = "unsupported_media_type"
+
+
+class Unprocessable(DomainError):
+    """Well-formed input describing something that cannot run (a ModuleX definition)."""
+
+    default_code = "interlude.workflow_unprocessable"
+
+
+class Unavailable(DomainError):
+    """Transiently unable to answer; `retry_after_s` says when to try again."""
+
+    default_code = "runner_unavailable"
+
+
+class Internal(DomainError):
+    """A failure of this host, never of the request."""
+
+    default_code = "internal_error"
+
+
+# The one registry of error codes a request can be refused with, each with its outcome.
+ERROR_CODES: dict[str, type[DomainError]] = {
+    "validation_error": Invalid,
+    "idempotency_key_invalid": Invalid,
+    "unsupported_stream_mode": Invalid,
+    "unauthenticated": Unauthenticated,
+    "interrupt_token_invalid": Unauthenticated,
+    "forbidden": Forbidden,
+    # The id names another tenant's resource: the caller may not see it (OpenWOP: 403; ModuleX hides it as 404).
+    "id_tenant_mismatch": Forbidden,
+    "not_found": NotFound,
+    "interlude.method_not_allowed": MethodNotAllowed,
+    "interrupt_already_resolved": Conflict,
+    "run_terminal": Conflict,
+    "idempotency_key_mismatch": Conflict,
+    "idempotency_in_flight": Conflict,
+    "interlude.vote_already_cast": Conflict,
+    # ModuleX face: the run is not in a state the operation needs (interrupted to resume, live to cancel).
+    "interlude.run_state_invalid": Conflict,
+    # ModuleX face: a definition that cannot run (FastAPI-style detail list in details.errors).
+    "interlude.workflow_unprocessable": Unprocessable,
+    "interrupt_expired": Expired,
+    "payload_too_large": TooLarge,
+    "unsupported_media_type": UnsupportedMedia,
+    "internal_error": Internal,
+    "runner_unavailable": Unavailable,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none
@@ -64,28 +161,3 @@ def run_error(code: str, message: str, details: dict[str, Any] | None = None) ->
         error["details"] = details
     error["retryable"] = False
     return error
-
-
-@dataclass
-class ApiError(Exception):
-    """A refusal that maps to an HTTP status through ERROR_STATUS."""
-
-    code: str
-    message: str
-    details: dict[str, Any] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.code not in ERROR_STATUS:
-            raise ValueError(f"unregistered error code {self.code!r}")
-        super().__init__(self.message)
-
-    @property
-    def status(self) -> int:
-        return ERROR_STATUS[self.code]
-
-    def envelope(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.code, "message": self.message}
-        if self.details is not None:
-            body["details"] = self.details
-        return body

@@ -8,7 +8,7 @@ import re
 import secrets
 from urllib.parse import unquote
 
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Invalid
 
 TENANT_RE = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
 TENANT_BOUND_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")
@@ -52,7 +52,7 @@ def from_wire(segment: str, *, what: str = "runId") -> str:
         if ch == "~":
             m = _TILDE_RE.match(text, i)
             if not m:
-                raise ApiError("validation_error", f"{what} has a '~' not followed by two hex digits", {"field": what})
+                raise Invalid(f"{what} has a '~' not followed by two hex digits", {"field": what})
             out.append(chr(int(m.group(1), 16)))
             i += 3
             continue
@@ -60,11 +60,11 @@ def from_wire(segment: str, *, what: str = "runId") -> str:
         i += 1
     value = "".join(out)
     if not TENANT_BOUND_RE.match(value):
-        raise ApiError("validation_error", f"{what} is not a tenant-bound id (tenant/opaque)", {"field": what})
+        raise Invalid(f"{what} is not a tenant-bound id (tenant/opaque)", {"field": what})
     return value
 
 
 def check_author_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not AUTHOR_ID_RE.match(value):
-        raise ApiError("validation_error", f"{what} must match {AUTHOR_ID_RE.pattern}", {"field": what})
+        raise Invalid(f"{what} must match {AUTHOR_ID_RE.pattern}", {"field": what})
     return value

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Invalid
 
 
 def validation_details(exc: ValidationError) -> dict[str, Any]:
@@ -25,8 +25,8 @@ Model = TypeVar("Model", bound=BaseModel)
 
 def parse(model: type[Model], body: Any, what: str) -> Model:
     if not isinstance(body, dict):
-        raise ApiError("validation_error", f"{what} must be a JSON object")
+        raise Invalid(f"{what} must be a JSON object")
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        raise ApiError("validation_error", f"{what} is not valid", validation_details(exc)) from None
+        raise Invalid(f"{what} is not valid", validation_details(exc)) from None

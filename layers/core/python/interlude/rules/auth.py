@@ -12,13 +12,11 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Forbidden, Unauthenticated
 from interlude.rules.interrupts.decide import Resolver
 
 KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 ISSUER = "urn:interlude:api-key"
-# RFC 6750 §3: every refused bearer credential names the scheme the caller should use.
-CHALLENGE = {"WWW-Authenticate": 'Bearer realm="interlude"'}
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class Principal:
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes:
-            raise ApiError("forbidden", f"this key lacks the scope {scope!r}", {"scopeRequired": scope})
+            raise Forbidden(f"this key lacks the scope {scope!r}", {"scopeRequired": scope})
 
 
 def new_key() -> tuple[str, str, str]:
@@ -67,8 +65,8 @@ def key_record(
     }
 
 
-def unauthenticated(message: str) -> ApiError:
-    return ApiError("unauthenticated", message, headers=dict(CHALLENGE))
+def unauthenticated(message: str) -> Unauthenticated:
+    return Unauthenticated(message)
 
 
 def parse_bearer(header: str | None) -> tuple[str, str]:

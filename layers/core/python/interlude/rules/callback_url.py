@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlude.config.delivery import delivery_settings
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Invalid
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 
 # Every refused destination reads the same to the tenant, whatever the reason (no oracle of internal DNS).
@@ -18,5 +18,5 @@ def check_callback_url(url: str, resolve: Resolver | None = None) -> str:
             reason, message = "destination_denied", "callbackUrl must name a publicly reachable https destination"
         else:
             reason, message = refused.reason, f"callbackUrl is refused: {refused.message}"
-        raise ApiError("validation_error", message, {"field": "callbackUrl", "reason": reason}) from None
+        raise Invalid(message, {"field": "callbackUrl", "reason": reason}) from None
     return url

@@ -17,7 +17,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import TooLarge
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import to_docs
 from interlude.engine.run import Transition
@@ -278,8 +278,8 @@ class Store:
             body["TableName"] = self.table
             body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             if "Item" in body and approximate_size(body["Item"]) > MAX_ITEM_BYTES:
-                raise ApiError(
-                    "payload_too_large", "the run's state would exceed what one stored item can hold (400 KB)"
+                raise TooLarge(
+                    "the run's state would exceed what one stored item can hold (400 KB)",
                 )
         try:
             # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
@@ -288,8 +288,8 @@ class Store:
         except ClientError as exc:
             error = exc.response["Error"]
             if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
-                raise ApiError(
-                    "payload_too_large", "the run's state exceeds what DynamoDB can store in one item"
+                raise TooLarge(
+                    "the run's state exceeds what DynamoDB can store in one item",
                 ) from None
             failed = _condition_failures(items, exc)
             if not failed:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from interlude.app.service import Service
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
 from interlude.domain.ids import from_wire, tenant_of, to_wire
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -120,8 +120,8 @@ class ModulexState(ModulexAnswer):
     pending_writes: int
 
 
-def not_found(what: str = "run") -> ApiError:
-    return ApiError("not_found", f"{what} not found")
+def not_found(what: str = "run") -> NotFound:
+    return NotFound(f"{what} not found")
 
 
 def is_admin(principal: auth.Principal) -> bool:
@@ -138,7 +138,7 @@ class ModulexFace:
     def run_id(self, principal: auth.Principal, wire: str) -> str:
         try:
             run_id = from_wire(wire)
-        except ApiError:
+        except DomainError:
             raise not_found() from None
         if tenant_of(run_id) != principal.tenant:
             raise not_found()
@@ -148,7 +148,7 @@ class ModulexFace:
         run_id = self.run_id(principal, wire)
         try:
             return self.service.load_run(principal.tenant, run_id)
-        except ApiError as exc:
+        except DomainError as exc:
             if exc.code in ("not_found", "id_tenant_mismatch"):
                 raise not_found() from None
             raise
@@ -164,12 +164,12 @@ class ModulexFace:
         try:
             translated = mx.translate(raw)
         except mx.Invalid as exc:
-            raise ApiError("interlude.workflow_unprocessable", str(exc), {"errors": exc.errors}) from None
+            raise Unprocessable(str(exc), {"errors": exc.errors}) from None
         definition = WorkflowDefinition.model_validate(translated)
         problems = engine.check_config(definition)
         if problems:
             errors = [{"loc": ["body", "workflow"] + p["path"].split("/"), "msg": p["message"]} for p in problems]
-            raise ApiError("interlude.workflow_unprocessable", "the workflow cannot run", {"errors": errors})
+            raise Unprocessable("the workflow cannot run", {"errors": errors})
         workflow_id = mx.content_id(translated)
         if self.service.store.latest_workflow(principal.tenant, workflow_id) is None:
             # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.
@@ -179,30 +179,30 @@ class ModulexFace:
     def run(self, principal: auth.Principal, body: Any) -> ModulexRunStarted:
         began = time.monotonic()
         if not isinstance(body, dict):
-            raise ApiError("validation_error", "the body must be a JSON object")
+            raise Invalid("the body must be a JSON object")
         unknown = sorted(set(body) - RUN_FIELDS)
         if unknown:
-            raise ApiError("validation_error", f"unknown fields: {unknown}")
+            raise Invalid(f"unknown fields: {unknown}")
         if body.get("system_workflow") is not None:
-            raise ApiError("validation_error", "system workflows are not served by this host")
+            raise Invalid("system workflows are not served by this host")
         has_id, has_inline = body.get("workflow_id") is not None, body.get("workflow") is not None
         if has_id == has_inline:
-            raise ApiError("validation_error", "give exactly one of workflow_id and workflow")
+            raise Invalid("give exactly one of workflow_id and workflow")
         inputs = body.get("input")
         if inputs is None:
             inputs = {}
         if not isinstance(inputs, dict):
-            raise ApiError("validation_error", "input must be a JSON object")
+            raise Invalid("input must be a JSON object")
         config = body.get("config") or {}
         if not isinstance(config, dict):
-            raise ApiError("validation_error", "config must be a JSON object")
+            raise Invalid("config must be a JSON object")
         source: WorkflowSource
         if has_inline:
             workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
         else:
             workflow_id, source = body["workflow_id"], "database"
             if not isinstance(workflow_id, str):
-                raise ApiError("validation_error", "workflow_id must be a string")
+                raise Invalid("workflow_id must be a string")
         request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs}
         recursion = config.get("recursion_limit")
         if recursion is None and has_inline:
@@ -211,10 +211,10 @@ class ModulexFace:
             request["configurable"] = {"version": 1, "run": {"recursionLimit": recursion}}
         try:
             state = self.service.create_run(principal, request)
-        except ApiError as exc:
+        except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
-                raise ApiError("validation_error", f"no deployed workflow {workflow_id!r}") from None
+                raise Invalid(f"no deployed workflow {workflow_id!r}") from None
             raise
         view = self.view(state)
         return ModulexRunStarted(
@@ -235,14 +235,14 @@ class ModulexFace:
 
     def resume(self, principal: auth.Principal, thread_id: str, body: Any) -> ModulexResumed:
         if not is_admin(principal):
-            raise ApiError("forbidden", "resuming a run requires an owner or admin key")
+            raise Forbidden("resuming a run requires an owner or admin key")
         if not isinstance(body, dict):
-            raise ApiError("validation_error", "the body must be a JSON object with run_id and resume_value")
+            raise Invalid("the body must be a JSON object with run_id and resume_value")
         missing = [f for f in ("run_id", "resume_value") if body.get(f) is None]
         if missing:
-            raise ApiError("validation_error", f"missing required field(s): {', '.join(missing)}")
+            raise Invalid(f"missing required field(s): {', '.join(missing)}")
         if body.get("workflow_id") is not None and body.get("workflow") is not None:
-            raise ApiError("validation_error", "workflow_id and workflow are mutually exclusive")
+            raise Invalid("workflow_id and workflow are mutually exclusive")
         if not isinstance(body["run_id"], str):
             raise not_found()
         state, version = self.load(principal, body["run_id"])
@@ -250,23 +250,24 @@ class ModulexFace:
             raise not_found("thread")
         source: WorkflowSource = "database"
         if body.get("workflow_id") is not None and body["workflow_id"] != state.workflowId:
-            raise ApiError("validation_error", f"the run was not started from workflow {body['workflow_id']!r}")
+            raise Invalid(f"the run was not started from workflow {body['workflow_id']!r}")
         if body.get("workflow") is not None:
             source = "request"
             try:
                 inline_id = mx.content_id(mx.translate(body["workflow"]))
             except mx.Invalid as exc:
-                raise ApiError("interlude.workflow_unprocessable", str(exc), {"errors": exc.errors}) from None
+                raise Unprocessable(str(exc), {"errors": exc.errors}) from None
             if inline_id != state.workflowId:
-                raise ApiError("validation_error", "the run was started from a different workflow definition")
+                raise Invalid("the run was started from a different workflow definition")
         if state.terminal or not state.interrupts:
-            raise ApiError(
-                "interlude.run_state_invalid", f"the run is not interrupted (it is {status_of(state.status)})"
+            raise Conflict(
+                f"the run is not interrupted (it is {status_of(state.status)})",
+                code="interlude.run_state_invalid",
             )
         if len(state.interrupts) > 1:
-            raise ApiError(
-                "interlude.run_state_invalid",
+            raise Conflict(
                 "the run waits on several interrupts; resolve them one by one on POST /runs/{runId}/interrupts/{nodeId}",
+                code="interlude.run_state_invalid",
             )
         node_id = next(iter(state.interrupts))
         self.service.resolve(state, version, node_id, body["resume_value"], auth.run_resolver(principal))
@@ -284,14 +285,14 @@ class ModulexFace:
 
     def cancel(self, principal: auth.Principal, wire: str, body: Any) -> ModulexCancelled:
         if body is not None and not isinstance(body, dict):
-            raise ApiError("validation_error", "the body must be a JSON object")
+            raise Invalid("the body must be a JSON object")
         try:
             reason = ModulexCancelRequest.model_validate(body or {}).reason
         except ValidationError:
-            raise ApiError("validation_error", "reason must be a string") from None  # its only field
+            raise Invalid("reason must be a string") from None  # its only field
         state, _ = self.load(principal, wire)
         if state.terminal:
-            raise ApiError("interlude.run_state_invalid", f"the run is already {state.status}")
+            raise Conflict(f"the run is already {state.status}", code="interlude.run_state_invalid")
         self.service.cancel_run(principal, state.runId, {"reason": reason} if reason else {})
         return ModulexCancelled(
             status="cancellation_requested", run_id=to_wire(state.runId), reason=reason, message="Run cancelled"

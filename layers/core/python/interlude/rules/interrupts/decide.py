@@ -11,7 +11,7 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 
 from interlude.domain import schemas
-from interlude.domain.errors import ApiError, run_error
+from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.models.run import OpenInterrupt, Vote
 from interlude.rules.interrupts.secrets import credential_material
 
@@ -71,8 +71,7 @@ def _check_resume_schema(interrupt: OpenInterrupt, value: Any) -> None:
         return
     errors = _schema_errors(schema, value)
     if errors:
-        raise ApiError(
-            "validation_error",
+        raise Invalid(
             "resumeValue does not match the interrupt's resumeSchema",
             {"field": "resumeValue", "errors": errors},
         )
@@ -117,8 +116,7 @@ def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) ->
 def _refuse_credential_material(value: Any) -> None:
     path = credential_material(value)
     if path is not None:
-        raise ApiError(
-            "validation_error",
+        raise Invalid(
             "an interrupt never accepts credential material; grant credentials out of band",
             {"field": "resumeValue", "path": path},
         )
@@ -149,26 +147,26 @@ def _check_eligible(data: dict[str, Any], resolver: Resolver) -> None:
     details: dict[str, Any] = {"field": fields[0]}
     if len(fields) > 1:
         details["fields"] = fields
-    raise ApiError("forbidden", "this principal is not an eligible approver for the gate", details)
+    raise Forbidden("this principal is not an eligible approver for the gate", details)
 
 
 def _valid_action(interrupt: OpenInterrupt, value: Any, actions: list[str]) -> str:
     """The action a resume value takes, once the value is one the gate accepts."""
     if isinstance(value, dict) and value.get("action") == "timeout":
-        raise ApiError("validation_error", "a resume may not carry action 'timeout'", {"field": "resumeValue.action"})
+        raise Invalid("a resume may not carry action 'timeout'", {"field": "resumeValue.action"})
     if not isinstance(value, dict) or not isinstance(value.get("action"), str):
-        raise ApiError("validation_error", "resumeValue must be an object with an 'action'", {"field": "resumeValue"})
+        raise Invalid("resumeValue must be an object with an 'action'", {"field": "resumeValue"})
     action: str = value["action"]
     if action not in actions:
-        raise ApiError(
-            "validation_error",
+        raise Invalid(
             f"action {action!r} is not one this gate allows",
             {"field": "resumeValue.action", "actions": actions},
         )
     required = _ACTION_REQUIRES.get(action)
     if required is not None and required not in value:
-        raise ApiError(
-            "validation_error", f"action {action!r} requires {required}", {"field": f"resumeValue.{required}"}
+        raise Invalid(
+            f"action {action!r} requires {required}",
+            {"field": f"resumeValue.{required}"},
         )
     _check_resume_schema(interrupt, value)
     return action
@@ -193,7 +191,7 @@ def _ballot(interrupt: OpenInterrupt, value: dict[str, Any], action: str, resolv
     """Records the vote; a principal votes once per gate (`ask` is not a vote)."""
     principal = resolver.principal
     if any(v.principal == principal and v.action != "ask" for v in interrupt.votes) and action != "ask":
-        raise ApiError("interlude.vote_already_cast", "this principal has already voted on this gate")
+        raise Conflict("this principal has already voted on this gate", code="interlude.vote_already_cast")
     normalized = dict(value)
     normalized["decidedAt"] = now_iso
     if resolver.subject_id is not None:
@@ -272,8 +270,7 @@ def _decide_credential(interrupt: OpenInterrupt, value: Any, resolver: Resolver)
         return Decision("fail", value, event, error=error)
     missing = sorted(set(data["scopes"]) - (resolver.granted_scopes or frozenset()))
     if resolver.granted_scopes is None or missing:
-        raise ApiError(
-            "validation_error",
+        raise Invalid(
             f"no credential for provider {data['provider']!r} covering the requested scopes is held for this tenant",
             {"field": "resumeValue", "provider": data["provider"], "missingScopes": missing or list(data["scopes"])},
         )
@@ -310,8 +307,7 @@ def _decide_conversation(interrupt: OpenInterrupt, value: Any, resolver: Resolve
         schema = data.get("outcomeSchema") or interrupt.payload.get("resumeSchema")
         errors = _schema_errors(schema, value) if schema else []
         if errors:
-            raise ApiError(
-                "validation_error",
+            raise Invalid(
                 "resumeValue does not match the turn's outcomeSchema",
                 {"field": "resumeValue", "errors": errors},
             )

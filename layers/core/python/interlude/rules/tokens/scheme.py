@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from interlude.domain.errors import ApiError
+from interlude.domain.errors import DomainError, Expired, Unauthenticated
 from interlude.domain.models.tokens import DEFAULT_LIFETIME_S
 
 Intent = Literal["resolve", "inspect"]
@@ -49,25 +49,26 @@ _MINTER_CLAIM = "k"
 _MINTER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class TokenError(ApiError):
+class TokenError(DomainError):
     """A token refused; `reason` is for logs only and never names the token or a secret."""
 
-    error_code = "interrupt_token_invalid"
     public_message = "interrupt token not accepted"
 
     def __init__(self, reason: str) -> None:
-        super().__init__(code=self.error_code, message=self.public_message)
+        super().__init__(self.public_message)
         self.reason = reason
 
 
-class TokenInvalid(TokenError):
-    """401 interrupt_token_invalid: malformed, unadvertised alg, unheld kid, bad MAC or bad claims."""
+class TokenInvalid(TokenError, Unauthenticated):
+    """interrupt_token_invalid: malformed, unadvertised alg, unheld kid, bad MAC or bad claims."""
+
+    default_code = "interrupt_token_invalid"
 
 
-class TokenExpired(TokenError):
-    """410 interrupt_expired: an authentic token past its expiry; `claims` say which interrupt it named."""
+class TokenExpired(TokenError, Expired):
+    """interrupt_expired: an authentic token past its expiry; `claims` say which interrupt it named."""
 
-    error_code = "interrupt_expired"
+    default_code = "interrupt_expired"
     public_message = "interrupt token expired"
 
     def __init__(self, claims: TokenClaims) -> None:
