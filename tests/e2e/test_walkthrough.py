@@ -54,8 +54,8 @@ def test_conformance_approval_waits_then_completes_with_a_schema_valid_log(api):
 def test_poll_cursor_is_exclusive_and_reports_the_end(api):
     run = api.start(api.fixture("conformance-approval"))
     first = api.call("GET", f"/runs/{wire(run['runId'])}/events/poll?afterSequence=1&timeout=1").json()
-    assert [e["sequence"] for e in first["events"]] == [2, 3]
-    assert first["lastSequence"] == 3
+    assert [e["sequence"] for e in first["events"]] == [2, 3, 4]
+    assert first["lastSequence"] == 4
     assert first["isTerminal"] is False
     assert first["status"] == "waiting-approval"
     past = api.call("GET", f"/runs/{wire(run['runId'])}/events/poll?afterSequence=99&timeout=1").json()
@@ -83,8 +83,14 @@ def test_the_openwop_client_drives_a_run_to_completion(api):
         created.runId, "gate", openwop_client.ResolveInterruptRequest(resumeValue={"action": "accept"})
     )
     assert (resolved.runId, resolved.nodeId, resolved.status) == (created.runId, "gate", "completed")
-    polled = client.runs_poll_events(created.runId, after_sequence=3, timeout_seconds=1)
-    assert [e.type for e in polled.events] == ["interrupt.resolved", "node.resumed", "node.completed", "run.completed"]
+    polled = client.runs_poll_events(created.runId, after_sequence=4, timeout_seconds=1)
+    assert [e.type for e in polled.events] == [
+        "interrupt.resolved",
+        "approval.granted",
+        "node.resumed",
+        "node.completed",
+        "run.completed",
+    ]
     assert polled.isTerminal is True
 
 

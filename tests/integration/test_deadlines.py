@@ -175,7 +175,8 @@ def test_on_timeout_approve_still_rejects(world):
     (resolved,) = world.resolved(state.runId)
     assert resolved["decision"] == "rejected"
     assert resolved["action"] == "timeout"
-    assert [e["type"] for e in world.events(state.runId) if e["type"].startswith("approval.")] == ["approval.rejected"]
+    approval_events = [e["type"] for e in world.events(state.runId) if e["type"].startswith("approval.")]
+    assert approval_events == ["approval.requested", "approval.rejected"]
     assert world.service.load_run("t1", state.runId)[0].status == "failed"
 
 

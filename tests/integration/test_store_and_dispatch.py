@@ -62,13 +62,15 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
         "run.started",
         "node.started",
         "interrupt.requested",
+        "approval.requested",
         "node.suspended",
         "interrupt.resolved",
+        "approval.granted",
         "node.resumed",
         "node.completed",
         "run.completed",
     ]
-    assert [e["sequence"] for e in events] == list(range(8))
+    assert [e["sequence"] for e in events] == list(range(10))
     envelope = schemas.validator("run-event.schema.json")
     for e in events:
         assert envelope.is_valid(e)
@@ -77,6 +79,7 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
     event_items = [i for i in all_items() if i["sk"]["S"].startswith("E#")]
     assert len(event_items) == 2  # one per transition: create, resolve
     assert service.store.read_events(state.runId, after_sequence=5) == events[6:]
+    assert service.store.read_events(state.runId, after_sequence=7) == events[8:]
 
 
 def budgeted_chain_run() -> tuple[Service, Any]:

@@ -117,7 +117,13 @@ def test_frames_carry_sequence_type_and_the_run_event_doc(key):
     frames = got.frames()
     assert frames[0] == {":": "interlude run events; streamMode=updates"}
     events = got.events()
-    assert [e["event"] for e in events] == ["run.started", "node.completed", "interrupt.requested", "node.suspended"]
+    assert [e["event"] for e in events] == [
+        "run.started",
+        "node.completed",
+        "interrupt.requested",
+        "approval.requested",
+        "node.suspended",
+    ]
     for e in events:
         assert e["id"] == str(e["data"]["sequence"])
         assert e["event"] == e["data"]["type"]
@@ -134,6 +140,7 @@ def test_debug_mode_carries_every_event_and_updates_leaves_out_node_started(key)
         "node.completed",
         "node.started",
         "interrupt.requested",
+        "approval.requested",
         "node.suspended",
     ]
     mixed = call("GET", f"/runs/{wire(run_id)}/events?streamMode=updates,debug", key).events()
@@ -171,9 +178,9 @@ def test_values_mode_sends_a_snapshot_after_updates_and_first_on_resume(key):
     assert [e["event"] for e in got] == ["state.snapshot"]
     assert got[0]["data"]["status"] == "waiting-approval"
     assert got[0]["data"]["currentNodeId"] == "review"
-    assert got[0]["id"] == "5"
+    assert got[0]["id"] == "6"
     call("POST", f"/runs/{wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
-    resumed = call("GET", f"/runs/{wire(run_id)}/events?streamMode=values", key, last_event_id="5").events()
+    resumed = call("GET", f"/runs/{wire(run_id)}/events?streamMode=values", key, last_event_id="6").events()
     assert [e["data"]["status"] for e in resumed] == ["completed"]
 
 
@@ -182,7 +189,7 @@ def test_buffer_ms_batches_and_flushes_at_suspension(key):
     got = call("GET", f"/runs/{wire(run_id)}/events?bufferMs=250&resumable=true", key).events()
     assert [e["event"] for e in got] == ["batch"]
     assert [d["type"] for d in got[0]["data"]][-1] == "node.suspended"
-    assert got[0]["id"] == "5"
+    assert got[0]["id"] == "6"
 
 
 @pytest.mark.parametrize("mode", ["messages", "values,updates", "bogus", "updates,,debug", "UPDATES"])
@@ -333,7 +340,7 @@ def test_a_run_started_on_openwop_is_observed_and_resumed_on_modulex(key):
         "POST", f"/workflows/resume/{wire(run_id)}", key, {"run_id": wire(run_id), "resume_value": {"action": "accept"}}
     )
     assert resumed.status == 200, resumed.text
-    openwop = call("GET", f"/runs/{wire(run_id)}/events?streamMode=debug", key, last_event_id="5").events()
+    openwop = call("GET", f"/runs/{wire(run_id)}/events?streamMode=debug", key, last_event_id="6").events()
     assert [e["event"] for e in openwop][0] == "interrupt.resolved"
     assert openwop[-1]["event"] == "run.completed"
     assert openwop[0]["data"]["payload"]["resumeValue"]["action"] == "accept"

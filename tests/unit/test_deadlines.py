@@ -10,6 +10,7 @@ import pytest
 
 from interlude.adapters.scheduler.names import at_expression, parse_at, schedule_name
 from interlude.domain import clock, schemas
+from interlude.domain.errors import RUN_ERROR_CODES
 from interlude.engine import deadlines
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
@@ -96,8 +97,8 @@ def test_escalate_records_a_notice_but_still_rejects():
     t = deadlines.expire(start(wf).state, wf, later(10))
     assert types(t) == [
         "interrupt.resolved",
-        deadlines.ESCALATION_EVENT,
         "approval.rejected",
+        deadlines.ESCALATION_EVENT,
         "node.failed",
         "run.failed",
     ]
@@ -106,7 +107,7 @@ def test_escalate_records_a_notice_but_still_rejects():
     assert_schema_valid(t)
 
 
-def test_other_kinds_fail_their_node_with_interrupt_timeout():
+def test_other_kinds_fail_their_node_with_the_vendor_interrupt_timeout_code():
     wf = wf_of(
         [
             {
@@ -123,12 +124,12 @@ def test_other_kinds_fail_their_node_with_interrupt_timeout():
     assert "decision" not in resolved
     assert "action" not in resolved
     assert payload(t, "node.failed")["error"] == {
-        "code": "interrupt_timeout",
+        "code": "interlude.interrupt_timeout",
         "message": "the clarification interrupt of node 'ask' timed out",
         "retryable": False,
     }
     assert t.state.status == "failed"
-    assert t.state.error["code"] == "interrupt_timeout"
+    assert t.state.error["code"] == "interlude.interrupt_timeout"
     assert_schema_valid(t)
 
 
@@ -306,3 +307,17 @@ def test_escalation_event_type_is_a_valid_vendor_type():
             "engineVersion": 1,
         }
     )
+
+
+# approval_rejected joined the registry at 2.43 (openwop-notes §1.1); the vendored envelope predates it.
+REGISTERED_SINCE_THE_VENDORED_ENVELOPE = {"approval_rejected"}
+VENDOR_CODE = re.compile(r"^(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9_]*$")
+
+
+def test_every_code_a_run_or_node_fails_with_is_registered_or_carries_the_vendor_prefix():
+    registered = set(schemas.load("error-envelope.schema.json")["properties"]["error"]["oneOf"][0]["enum"])
+    for code in RUN_ERROR_CODES:
+        assert code in registered | REGISTERED_SINCE_THE_VENDORED_ENVELOPE or (
+            VENDOR_CODE.match(code) and code.startswith("interlude.")
+        ), code
+    assert "interrupt_timeout" not in RUN_ERROR_CODES

@@ -15,10 +15,10 @@ def test_approval_fixture_waits_then_completes_on_accept():
     wf = fixture("conformance-approval")
     t = engine.start(new_state(wf), wf, NOW)
     assert t.state.status == "waiting-approval"
-    assert t.state.current_node_id == "gate"
-    assert types(t) == ["run.started", "node.started", "interrupt.requested", "node.suspended"]
+    assert engine.waiting_on(t.state) == ("gate", "waiting-approval")
+    assert types(t) == ["run.started", "node.started", "interrupt.requested", "approval.requested", "node.suspended"]
     t2 = answer(t, wf, "gate", {"action": "accept"})
-    assert types(t2) == ["interrupt.resolved", "node.resumed", "node.completed", "run.completed"]
+    assert types(t2) == ["interrupt.resolved", "approval.granted", "node.resumed", "node.completed", "run.completed"]
     assert t2.state.status == "completed"
     assert t2.state.outputs["gate"]["action"] == "accept"
     assert t2.state.outputs["gate"]["decidedBy"] == "alice"

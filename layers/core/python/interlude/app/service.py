@@ -222,8 +222,9 @@ class Service(KeyOperations, WorkflowOperations):
         for field in ("startedAt", "completedAt", "error"):
             if getattr(state, field):
                 snap[field] = getattr(state, field)
-        if state.current_node_id:
-            snap["currentNodeId"] = state.current_node_id
+        held = engine.waiting_on(state)
+        if held is not None:
+            snap["currentNodeId"] = held[0]
         if state.tags:
             snap["tags"] = state.tags
         if state.metadata:

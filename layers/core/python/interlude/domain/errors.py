@@ -137,7 +137,7 @@ ERROR_CODES: dict[str, type[DomainError]] = {
 RUN_ERROR_CODES = frozenset(
     {
         "approval_rejected",
-        "interrupt_timeout",
+        "interlude.interrupt_timeout",
         "run_timeout",
         "loop_limit_exceeded",
         "recursion_limit_exceeded",

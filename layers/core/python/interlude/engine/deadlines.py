@@ -5,8 +5,9 @@ Rules (shared/reference/openwop-notes.md §1.1 §Rejection, RFC 0223):
   "rejected"`, `reason: "timeout"`, no `resolvedBy` — whatever `onTimeout` says: `approve` is treated as
   `reject`, `escalate` additionally records an `interlude.escalation-requested` notice and never extends or
   grants. The gate then fails with `approval_rejected` and routes like any reject;
-* any other kind resolves with `reason: "timeout"` and fails its node with `interrupt_timeout`, routed like a
-  failure;
+* any other kind resolves with `reason: "timeout"` and fails its node with `interlude.interrupt_timeout`, routed
+  like a failure (a vendor code: the OpenWOP registry has no code for a timed-out interrupt that is not an
+  approval, and a producer may emit only registered or vendor codes);
 * a sleeping core.delay node completes with `{"delayMs": n}`;
 * a run past `configurable.run.runTimeoutMs` fails with `run_timeout`, cancelling open interrupts and delays.
 
@@ -108,7 +109,7 @@ def timeout_decision(interrupt: OpenInterrupt) -> Decision:
             extra.append((ESCALATION_EVENT, {"reason": "timeout", "raisedAt": interrupt.raisedAt}))
         error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} timed out and was rejected")
         return Decision("fail", None, event, error=error, extra_events=extra)
-    error = run_error("interrupt_timeout", f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out")
+    error = run_error("interlude.interrupt_timeout", f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out")
     return Decision("fail", None, event, error=error)
 
 

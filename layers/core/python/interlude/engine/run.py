@@ -16,14 +16,22 @@ from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain.budgets import MAX_STATE_BYTES, MAX_VALUE_BYTES, TRANSITION_SOFT_BYTES, BudgetExceeded, json_size
 from interlude.domain.errors import run_error
 from interlude.domain.ids import derive_opaque, tenant_bound
-from interlude.domain.models.run import TERMINAL_NODE_STATUSES, Delay, NodeState, OpenInterrupt, RunState
+from interlude.domain.models.run import (
+    TERMINAL_NODE_STATUSES,
+    Delay,
+    NodeState,
+    OpenInterrupt,
+    RunState,
+    RunStatus,
+)
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
+from interlude.engine import kind_events
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
 from interlude.engine.registry import NODE_TYPES
 from interlude.rules.interrupts.decide import Decision
-from interlude.rules.interrupts.payloads import status_for_kind, validate_payload
+from interlude.rules.interrupts.payloads import holding_interrupt, validate_payload
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
@@ -83,6 +91,15 @@ def visit_of(state: RunState, node_id: str, interrupt_id_: str | None) -> int | 
     if ns is None or not interrupt_id_:
         return None
     return next((v for v in range(ns.visits, 0, -1) if interrupt_id(state, node_id, v) == interrupt_id_), None)
+
+
+def waiting_on(state: RunState) -> tuple[str, RunStatus] | None:
+    """The node whose open interrupt sets the run's waiting status, and that status; None when none is open.
+
+    With several gates open the kinds are ranked by rules.interrupts.payloads.STATUS_PRECEDENCE (an
+    external-event gate always makes the run waiting-external); the snapshot's currentNodeId names this node.
+    """
+    return holding_interrupt((node_id, oi.kind) for node_id, oi in state.interrupts.items())
 
 
 def interrupt_key(run_id: str, node_id: str, visit: int) -> str:
@@ -249,6 +266,9 @@ class _Step:
         self.s.nodes[node_id].status = "suspended"
         self.t.opened.append(interrupt)
         self.emit("interrupt.requested", node_id, payload)
+        alias = kind_events.requested_type(spec.kind)
+        if alias is not None:
+            self.emit(alias, node_id, dict(payload))
         suspended = {"nodeId": node_id, "interruptId": interrupt.interruptId, "kind": spec.kind, "key": key}
         if spec.reason:
             suspended["reason"] = spec.reason
@@ -374,7 +394,9 @@ class _Step:
         if self.s.queue:
             self.s.status = "running"
         elif self.s.interrupts:
-            self.s.status = status_for_kind(next(iter(self.s.interrupts.values())).kind)
+            held = waiting_on(self.s)
+            assert held is not None
+            self.s.status = held[1]
         elif self.s.delays:
             self.s.status = "running"
         else:
@@ -507,7 +529,11 @@ def resolve(
     del s.interrupts[node_id]
     resolution = {**decision.event, "at": iso(now), "votes": [v.model_dump() for v in interrupt.votes]}
     step.t.closed.append(Closed(interrupt, "resolved", resolution))
-    step.emit("interrupt.resolved", node_id, {**ids, **decision.event})
+    resolved = {**ids, **decision.event}
+    step.emit("interrupt.resolved", node_id, resolved)
+    alias = kind_events.resolved_type(interrupt.kind, resolved)
+    if alias is not None:
+        step.emit(alias, node_id, dict(resolved))
     for type_, payload in decision.extra_events:
         step.emit(type_, node_id, {**ids, **payload})
     if decision.outcome == "complete":
@@ -517,8 +543,6 @@ def resolve(
         step.complete(node_id, decision.resume_value if decision.output is None else decision.output)
     else:
         assert decision.error is not None
-        if interrupt.kind == "approval":
-            step.emit("approval.rejected", node_id, {**ids, **decision.event})
         step.fail(node_id, decision.error)
     if halt is not None:
         if not s.terminal:

@@ -113,6 +113,3 @@ class RunState(Mutable):
         """configurable.run: the per-run limits and thresholds (maxLoopIterations, runTimeoutMs, ...)."""
         return (self.configurable or {}).get("run") or {}
 
-    @property
-    def current_node_id(self) -> str | None:
-        return next(iter(self.interrupts), None)

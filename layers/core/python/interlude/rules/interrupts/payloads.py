@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from interlude.domain import schemas
@@ -72,3 +73,22 @@ KIND_STATUS: dict[str, RunStatus] = {
 def status_for_kind(kind: str) -> RunStatus:
     # A kind the schema does not list cannot be raised (validate_payload); waiting-approval as before, to be safe.
     return KIND_STATUS.get(kind, "waiting-approval")
+
+
+# Which waiting status a run shows while several interrupts are open at once, strongest first.
+# run-snapshot.schema.json: "`waiting-external` MUST be used when the suspended interrupt's `kind` is
+# `external-event`", so one open external-event gate makes the run waiting-external whatever else is open.
+# The spec orders nothing else; waiting-approval is the catch-all status (approval, low-confidence, custom), so
+# the more specific waiting-input outranks it (docs/decisions.md, "Status with several gates open").
+STATUS_PRECEDENCE: tuple[RunStatus, ...] = ("waiting-external", "waiting-input", "waiting-approval")
+
+
+def holding_interrupt(kinds: Iterable[tuple[str, str]]) -> tuple[str, RunStatus] | None:
+    """Of the open interrupts, given as (node id, kind) in the order they were raised, the one that sets the run's
+    status and that status: the highest in STATUS_PRECEDENCE, the earliest raised among equals; None if none."""
+    best: tuple[str, RunStatus] | None = None
+    for node_id, kind in kinds:
+        status = status_for_kind(kind)
+        if best is None or STATUS_PRECEDENCE.index(status) < STATUS_PRECEDENCE.index(best[1]):
+            best = (node_id, status)
+    return best
