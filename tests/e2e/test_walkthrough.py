@@ -36,8 +36,10 @@ def test_conformance_approval_waits_then_completes_with_a_schema_valid_log(api):
         "run.started",
         "node.started",
         "interrupt.requested",
+        "approval.requested",
         "node.suspended",
         "interrupt.resolved",
+        "approval.granted",
         "node.resumed",
         "node.completed",
         "run.completed",
@@ -45,6 +47,7 @@ def test_conformance_approval_waits_then_completes_with_a_schema_valid_log(api):
     assert [e["sequence"] for e in events] == list(range(len(events)))
     envelope = schemas.validator("run-event.schema.json")
     assert all(envelope.is_valid(e) for e in events)
+    assert all(schemas.payload_validator(e["type"]).is_valid(e["payload"]) for e in events)
     final = api.run(created["runId"])
     assert final["status"] == "completed"
     assert "currentNodeId" not in final
