@@ -413,3 +413,40 @@ def test_a_schedule_whose_target_keeps_failing_goes_to_the_dead_letter_queue(wor
     url = sqs.get_queue_url(QueueName=f"{GROUP}-dlq")["QueueUrl"]
     (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert json.loads(message["Body"]) == json.loads(schedule["Target"]["Input"])
+
+
+def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_node_is_not_found(world):
+    # Given a timed clarification whose failure routes on (any_failed) to a second gate, so the run goes on
+    workflow = "timeout-then-gate"
+    definition = {
+        "id": workflow,
+        "nodes": [
+            {
+                "id": "ask",
+                "typeId": "core.clarificationGate",
+                "config": {"questions": [{"id": "q", "question": "Why?"}], "timeoutMs": 1000},
+            },
+            {"id": "fallback", "typeId": "core.noop"},
+            {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Go on?"}},
+        ],
+        "edges": [
+            {"sourceNodeId": "ask", "targetNodeId": "fallback", "triggerRule": "any_failed"},
+            {"sourceNodeId": "fallback", "targetNodeId": "gate"},
+        ],
+    }
+    world.service.put_workflow(world.admin, workflow, definition)
+    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.advance(1.1)
+
+    # When the timeout is applied (any read applies it), the clarification failed with the vendor code
+    after, _ = world.service.load_run("t1", state.runId)
+    assert after.status == "waiting-approval"
+    failed = [e["payload"] for e in world.events(state.runId) if e["type"] == "node.failed"]
+    assert failed[0]["error"]["code"] == "interlude.interrupt_timeout"
+
+    # Then answering the timed-out gate is 409, answering the plain node that ran after it is 404
+    for node, code in (("ask", "interrupt_already_resolved"), ("fallback", "not_found")):
+        with pytest.raises(DomainError) as refused:
+            world.service.resolve_interrupt(world.admin, state.runId, node, {"q": "late"})
+        assert refused.value.code == code
+    assert world.service.load_run("t1", state.runId)[0].status == "waiting-approval"

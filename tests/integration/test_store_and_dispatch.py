@@ -170,3 +170,15 @@ def test_the_snapshot_shows_each_open_gates_deadline(service, admin):
     raised = datetime.fromisoformat(opened["raisedAt"].replace("Z", "+00:00"))
     deadline = datetime.fromisoformat(opened["deadline"].replace("Z", "+00:00"))
     assert (deadline - raised).total_seconds() == 60
+
+
+def test_raised_any_finds_a_closed_interrupt_among_more_keys_than_one_batch_reads(service, admin):
+    workflow = register(service, admin, "conformance-approval")
+    state = service.create_run(admin, {"workflowId": workflow})
+    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+    raised = state.interrupts["gate"].key
+    others = [f"{state.runId}:gate:{n}" for n in range(2, 152)]
+    assert service.store.raised_any(state.runId, others + [raised])  # the real key is in the second batch
+    assert service.store.raised_any(state.runId, [raised])
+    assert not service.store.raised_any(state.runId, others)
+    assert not service.store.raised_any(state.runId, [])

@@ -53,7 +53,15 @@ def capabilities() -> dict[str, Any]:
         "implementation": {"name": "interlude", "version": __version__},
         "engineVersion": ENGINE_VERSION,
         "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
-        "eventLog": {"status": "stable", "since": "2.0", "witness": "witnessable-unaided", "poll": True},
+        # The run event log behind GET /runs/{runId}/events (SSE) and /events/poll. capabilities.schema.json closes
+        # this record: besides status/since/witness its one facet is crossEngineOrdering, and every run's sequence
+        # is assigned by one writer (the run head's conditional version), which is `global-sequencer`.
+        "eventLog": {
+            "status": "stable",
+            "since": "2.0",
+            "witness": "claims-check",
+            "crossEngineOrdering": {"orderingModel": "global-sequencer"},
+        },
     }
     # Issue 3: the approver ref kinds this host resolves and enforces (approverGroupRefs / approverRoleRefs bind
     # only because they are listed here), and core.conversationGate.

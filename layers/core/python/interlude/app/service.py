@@ -29,6 +29,7 @@ from interlude.domain.validation import parse
 from interlude.engine import deadlines
 from interlude.engine import run as engine
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, InvalidEvent
+from interlude.engine.registry import is_gate
 from interlude.rules import auth
 from interlude.rules.callback_url import check_callback_url
 from interlude.rules.interrupts.decide import Resolver, decide
@@ -304,15 +305,22 @@ class Service(KeyOperations, WorkflowOperations):
         return self.resolve(state, version, node_id, resume_value, resolver)
 
     def open_interrupt(self, state: RunState, node_id: str) -> OpenInterrupt:
-        """The interrupt node_id holds now; 409 if it had one and it is gone, 404 if it never asked."""
+        """The interrupt node_id holds now.
+
+        404 not_found: the run has no such node, the node is not a gate, or the gate has raised no interrupt yet
+        in a run that is still going. 409 interrupt_already_resolved: the gate's interrupt was decided, cancelled
+        or timed out, or the run is over (interrupt.md §Resolve as amended by RFC 0213 §C).
+        """
         interrupt = state.interrupts.get(node_id)
         if interrupt is not None:
             return interrupt
         definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
-        if node_id not in {n.id for n in definition.nodes}:
+        node = next((n for n in definition.nodes if n.id == node_id), None)
+        if node is None:
             raise NotFound(f"the run has no node {node_id!r}")
-        ns = state.nodes.get(node_id)
-        if state.terminal or (ns is not None and ns.visits > 0 and ns.status != "queued"):
+        if not is_gate(node.typeId):
+            raise NotFound(f"node {node_id!r} is not a gate: it raises no interrupt")
+        if state.terminal or self.store.raised_any(state.runId, engine.visit_keys(state, node_id)):
             raise Conflict(
                 f"node {node_id!r} holds no open interrupt (run {state.status})",
                 {"runStatus": state.status},

@@ -19,3 +19,9 @@ def register(types: Iterable[NodeType]) -> None:
         if known is not None and known is not node_type:
             raise ValueError(f"node type {node_type.type_id!r} is already registered")
         NODE_TYPES[node_type.type_id] = node_type
+
+
+def is_gate(type_id: str) -> bool:
+    """Whether nodes of this type raise interrupts (an unknown type raises none)."""
+    node_type = NODE_TYPES.get(type_id)
+    return node_type is not None and node_type.ask is not None

@@ -107,6 +107,12 @@ def interrupt_key(run_id: str, node_id: str, visit: int) -> str:
     return key if len(key) <= KEY_MAX else f"{derive_opaque(run_id)}:{node_id}:{visit}"[:KEY_MAX]
 
 
+def visit_keys(state: RunState, node_id: str) -> list[str]:
+    """The key each visit of `node_id` so far would have raised its interrupt under, latest first."""
+    ns = state.nodes.get(node_id)
+    return [interrupt_key(state.runId, node_id, v) for v in range(ns.visits if ns else 0, 0, -1)]
+
+
 class _Step:
     def __init__(
         self,

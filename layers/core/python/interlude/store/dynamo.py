@@ -69,6 +69,8 @@ def workflow_version_sk(version: int) -> str:
 
 RUN_SK = "RUN"
 API_KEY_SK = "KEY"
+# BatchGetItem reads at most 100 keys per call.
+BATCH_GET_MAX = 100
 # DynamoDB's item limit is 400 KB; keep a margin for attribute names and numbers.
 MAX_ITEM_BYTES = 380_000
 
@@ -342,6 +344,20 @@ class Store:
                 ":open": a.s("open"),
             },
         }
+
+    def raised_any(self, run_id: str, keys: list[str]) -> bool:
+        """Whether the run ever raised an interrupt under one of `keys` (open, resolved or cancelled alike)."""
+        pk = run_pk(run_id)
+        pending = [a.key(pk, interrupt_sk(k)) for k in keys]
+        while pending:
+            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
+            request: dict[str, Any] = {self.table: {"Keys": batch, "ProjectionExpression": "sk"}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                if got.get("Responses", {}).get(self.table):
+                    return True
+                request = got.get("UnprocessedKeys") or {}
+        return False
 
     def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
         """Events with sequence > after_sequence, in order. Batches are keyed by their last sequence."""
