@@ -4,6 +4,7 @@ framing, cursors, mode refusal, terminal close, every refusal's status, and one 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import boto3
@@ -11,6 +12,7 @@ import pytest
 from moto import mock_aws
 
 from interlude import wiring
+from interlude.api.idempotency import request_digest
 from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -376,3 +378,58 @@ def test_a_retried_modulex_run_with_an_idempotency_key_starts_one_run(key):
     assert first.status == second.status == 200
     assert first.json()["run_id"] == second.json()["run_id"]
     assert second.headers["openwop-idempotent-replay"] == "true"
+
+
+def test_an_unexpected_failure_answers_in_the_face_of_its_route(aws, key, monkeypatch):
+    run_id = modulex_run(key)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Service, "load_run", broken)
+    # A ModuleX route: {detail}, the code in X-Interlude-Error, nothing of the bug.
+    got = call("GET", f"/workflows/state/{run_id}", key)
+    assert (got.status, got.headers.get("x-interlude-error")) == (500, "internal_error")
+    assert got.json() == {"detail": "internal error"}
+    assert "openwop-version" not in got.headers
+    # An OpenWOP route: the envelope, with the request's correlation id.
+    openwop = call("GET", f"/runs/{wire(run_id)}", key)
+    assert openwop.status == 500
+    assert openwop.headers["openwop-version"] == "2.0"
+    body = openwop.json()
+    assert (body["error"], body["message"], set(body["details"])) == (
+        "internal_error",
+        "internal error",
+        {"correlationId"},
+    )
+
+
+def test_idempotency_refusals_on_modulex_routes_are_detail_bodies(aws, key):
+    body = {"workflow": worked_example(), "input": {"request": "once"}}
+    idem = "modulex-refusal-0123456789abcdef"
+    assert call("POST", "/workflows/run", key, body, idempotency_key=idem).status == 200
+    cases = [
+        # The same key with another body.
+        (
+            call("POST", "/workflows/run", key, {**body, "input": {}}, idempotency_key=idem),
+            409,
+            "idempotency_key_mismatch",
+        ),
+        (call("POST", "/workflows/run", key, body, idempotency_key="short"), 400, "idempotency_key_invalid"),
+        # No credential: refused before the key is looked at, with the challenge.
+        (call("POST", "/workflows/run", None, body, idempotency_key=idem), 401, "unauthenticated"),
+    ]
+    for got, status, code in cases:
+        assert (got.status, got.headers.get("x-interlude-error")) == (status, code), got.text
+        assert set(got.json()) == {"detail"}
+        assert "openwop-idempotent-replay" not in got.headers
+    assert cases[2][0].headers["www-authenticate"] == 'Bearer realm="interlude"'
+    # The first request still running (its claim held): 409 in flight, with when to retry.
+    held = "modulex-in-flight-0123456789abcdef"
+    raw = json.dumps(body).encode()
+    digest = request_digest("modulexRun", {}, raw)
+    aws.idempotency.claim("acme", "modulexRun", held, digest, now_ms=int(time.time() * 1000), lease_ms=60_000)
+    in_flight = call("POST", "/workflows/run", key, body, idempotency_key=held)
+    assert (in_flight.status, in_flight.headers.get("x-interlude-error")) == (409, "idempotency_in_flight")
+    assert in_flight.json() == {"detail": "a request with this Idempotency-Key is still in progress"}
+    assert in_flight.headers["retry-after"] == "1"

@@ -51,13 +51,31 @@ def test_the_contracts_hold_on_the_real_tree():
             "interlude.rules.talks_to_aws -> boto3",
         ),
         (
+            "faces/modulex/picks_a_status.py",
+            "from interlude.api.errors import status_of\n",
+            "HTTP statuses are chosen only at the API edge",
+            "interlude.faces.modulex.picks_a_status -> interlude.api.errors",
+        ),
+        (
+            "app/picks_a_status.py",
+            "from http import HTTPStatus\n",
+            "HTTP statuses are chosen only at the API edge",
+            "interlude.app.picks_a_status -> http",
+        ),
+        (
             "app/uses_the_inbox.py",
             "from interlude.app import inbox\n",
             "No cycles between sibling packages or modules",
             "- .uses_the_inbox -> .inbox",
         ),
     ],
-    ids=["engine-imports-the-http-edge", "rules-import-boto3", "no-new-module-is-allowed-to-close-a-cycle"],
+    ids=[
+        "engine-imports-the-http-edge",
+        "rules-import-boto3",
+        "a-face-imports-the-status-mapping",
+        "a-service-imports-http-statuses",
+        "no-new-module-is-allowed-to-close-a-cycle",
+    ],
 )
 def test_an_offending_import_breaks_its_contract(tmp_path, offender, source, contract, chain):
     copy = tmp_path / "python"
