@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+# Before the package is imported: every event the suite writes is checked against the OpenWOP schemas (a debug
+# switch that production leaves off; interlude.engine.events). Local stacks the suite starts inherit it.
+os.environ["INTERLUDE_VALIDATE_EVENTS"] = "1"
+
 from interlude.composition import compose
 from interlude.local import moto_patches
 

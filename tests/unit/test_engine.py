@@ -248,3 +248,21 @@ def test_registration_checks_report_paths():
     paths = {p["path"] for p in problems}
     assert "nodes/0/typeId" in paths
     assert "nodes/1/config/title" in paths
+
+
+def test_the_debug_switch_checks_each_event_against_the_schemas_before_it_is_written(monkeypatch):
+    from interlude.engine import events
+    from interlude.engine.run import EventDraft
+
+    broken = [EventDraft(type="run.started", node_id=None, payload={"workflowId": 5})]
+    monkeypatch.setattr(events, "VALIDATE_EVENTS", True)
+    with pytest.raises(events.InvalidEvent):
+        to_docs("t1/AAAAAAAAAAAAAAAAAAAA", broken, 0, engine.iso(NOW))
+    monkeypatch.setattr(events, "VALIDATE_EVENTS", False)  # production: typed drafts are trusted, not re-checked
+    assert to_docs("t1/AAAAAAAAAAAAAAAAAAAA", broken, 0, engine.iso(NOW))[0]["type"] == "run.started"
+
+
+def test_the_suite_runs_with_event_checks_on():
+    from interlude.engine import events
+
+    assert events.VALIDATE_EVENTS

@@ -1,0 +1,97 @@
+"""Print what an in-process resolve costs relative to one raw conditional `put_item` on the same moto table.
+
+Paired runs: each round creates a fresh waiting run (untimed), then times the real Service's resolve (load the
+run, decide, commit the transaction) and one raw `put_item` with `attribute_not_exists(pk)` on the same table,
+back to back, so machine load hits both alike. The figures are medians of the per-round ratios: the whole resolve
+(its read and its transaction included, as moto executes them), and Interlude's own time in it (the resolve less the
+time spent inside the DynamoDB client), each ÷ the single write any approval service must make. Goal: ≤ 3×.
+Usage: .venv/bin/python bench/resolve_overhead.py [rounds]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+from _bench import offline_aws
+
+offline_aws(TABLE_NAME="bench")
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.local import moto_patches  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+from tests.support.local_stack import FIXTURES  # noqa: E402
+
+FIXTURE = FIXTURES / "conformance-approval.json"
+GOAL = 3.0
+
+
+class ClientClock:
+    """Seconds spent inside the watched client's calls (serialising, moto executing, parsing the answer)."""
+
+    def __init__(self, client: object) -> None:
+        self.spent = 0.0
+        self._started = 0.0
+        events = client.meta.events  # type: ignore[attr-defined]
+        events.register_first("provide-client-params.dynamodb", self._start)
+        events.register_last("after-call.dynamodb", self._stop)
+
+    def _start(self, **_: object) -> None:
+        self._started = time.perf_counter()
+
+    def _stop(self, **_: object) -> None:
+        self.spent += time.perf_counter() - self._started
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    moto_patches.apply()  # as the local stack and the suite run moto: a transaction costs what it touches
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_table(client, "bench")
+        service = Service(Store("bench", client))
+        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        principal = service.authenticate(f"Bearer {created['apiKey']}")
+        definition = json.loads(FIXTURE.read_text())
+        service.put_workflow(principal, definition["id"], definition)
+        body = {"workflowId": definition["id"]}
+        clock = ClientClock(client)
+        ratios, own_ratios, resolves, puts = [], [], [], []
+        for i in range(rounds + 10):  # the first 10 warm the caches and the interpreter
+            run_id = service.create_run(principal, body).runId
+            clock.spent = 0.0
+            t0 = time.perf_counter()
+            service.resolve_interrupt(principal, run_id, "gate", {"action": "accept"})
+            t1 = time.perf_counter()
+            in_client = clock.spent
+            client.put_item(
+                TableName="bench",
+                Item={"pk": {"S": f"RAW#{i}"}, "sk": {"S": "RAW"}, "decision": {"S": "accept"}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            t2 = time.perf_counter()
+            if i >= 10:
+                resolves.append(t1 - t0)
+                puts.append(t2 - t1)
+                ratios.append((t1 - t0) / (t2 - t1))
+                own_ratios.append((t1 - t0 - in_client) / (t2 - t1))
+    ratio = statistics.median(ratios)
+    print(f"rounds={rounds} (paired, moto in-process)")
+    print(f"  resolve (Service, in-process)   median {statistics.median(resolves) * 1000:7.2f} ms")
+    print(f"  raw conditional put_item        median {statistics.median(puts) * 1000:7.2f} ms")
+    verdict = "meets" if ratio <= GOAL else "misses"
+    print(f"  resolve ÷ put_item              {ratio:5.2f}×   (goal ≤ {GOAL:.0f}×: {verdict})")
+    own = statistics.median(own_ratios)
+    print(f"  Interlude's own time ÷ put_item {own:5.2f}×   (the rest is moto executing one GetItem and one")
+    print("                                          TransactWriteItems: a floor the design's calls set)")
+
+
+if __name__ == "__main__":
+    main()
