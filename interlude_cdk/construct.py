@@ -32,10 +32,10 @@ class Interlude(Construct):
     WebhookSecretPrefix, AlarmTopic.
     """
 
-    OUTPUT_API_URL = "ApiUrl"
-    OUTPUT_TABLE_NAME = "TableName"
-    OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
-    OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
+    OUTPUT_API_URL = wiring.OUTPUT_API_URL
+    OUTPUT_TABLE_NAME = wiring.OUTPUT_TABLE_NAME
+    OUTPUT_KEY_RING_SECRET = wiring.OUTPUT_KEY_RING_SECRET
+    OUTPUT_WEBHOOK_SECRET_PREFIX = wiring.OUTPUT_WEBHOOK_SECRET_PREFIX
     OUTPUT_ALARM_TOPIC = "AlarmTopic"
     OUTPUT_DOMAIN_TARGET = "ApiDomainTarget"
 

@@ -360,6 +360,13 @@ Scope = Literal[
 ]
 ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 
+# --- stack outputs (the `interlude` CLI finds a deployment's parts through them: --stack NAME) -----------
+
+OUTPUT_API_URL = "ApiUrl"
+OUTPUT_TABLE_NAME = "TableName"
+OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
+OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
+
 # --- deadlines (EventBridge Scheduler) -------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
-"""What every CLI command that can work on the running local stack (`interlude dev`) shares.
+"""What every CLI command that can work on the running local stack (`interlude dev`) or a deployment shares.
 
 `interlude dev` writes its state file (baseUrl, tenant, apiKey, motoEndpoint, ...); `--local` on another
-command reads it to reach that stack's in-process AWS instead of a deployment's.
+command reads it to reach that stack's in-process AWS instead of a deployment's. Only `--local` imports the local
+stack (and so moto): against a deployment the CLI needs boto3 alone.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ STATE_FILE = Path(".interlude/local.json")
 
 
 def add_local_args(parser: argparse.ArgumentParser) -> None:
+    from interlude.cli.deployment import add_stack_arg
+
+    add_stack_arg(parser)
     parser.add_argument("--local", action="store_true", help="use the running local stack")
     parser.add_argument("--state-file", default=str(STATE_FILE))
 
@@ -36,13 +40,16 @@ def use_local_stack(args: argparse.Namespace) -> bool:
 
 
 def table_store(args: argparse.Namespace) -> Store:
-    """The Store of the local stack (--local), else of --table or $TABLE_NAME."""
-    from interlude.local.stack import TABLE_NAME
+    """The Store of the local stack (--local), else of --table or $TABLE_NAME, else of --stack's table."""
+    from interlude import wiring
+    from interlude.cli.deployment import stack_output
     from interlude.store import Store
 
     if use_local_stack(args):
+        from interlude.local.stack import TABLE_NAME
+
         return Store(TABLE_NAME)
-    table = args.table or os.environ.get("TABLE_NAME")
+    table = args.table or os.environ.get("TABLE_NAME") or stack_output(args, wiring.OUTPUT_TABLE_NAME)
     if not table:
-        sys.exit("interlude: name the table with --table or TABLE_NAME (or use --local)")
+        sys.exit("interlude: name the deployment with --stack (or the table with --table / TABLE_NAME, or --local)")
     return Store(table)

@@ -117,9 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from interlude.cli.deployment import DeploymentError, aws_error_line
+
     args = build_parser().parse_args(argv)
     compose()
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except DeploymentError as error:
+        print(f"interlude: {error}", file=sys.stderr)
+    except Exception as error:
+        line = aws_error_line(error)
+        if line is None:
+            raise
+        print(f"interlude: {line}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

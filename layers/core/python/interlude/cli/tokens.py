@@ -1,7 +1,7 @@
 """`interlude tokens rotate` / `interlude tokens retire KID`: edit the interrupt token key ring.
 
-`--local` edits the running local stack's ring (found through its state file); `--secret NAME` (or
-$KEY_RING_SECRET: the KeyRingSecret output of a deployment) edits a deployed one with the caller's AWS
+`--local` edits the running local stack's ring (found through its state file); `--stack NAME` (the stack's
+KeyRingSecret output) or `--secret NAME` (or $KEY_RING_SECRET) edits a deployed one with the caller's AWS
 credentials. Only kids are printed, never a secret.
 """
 
@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from interlude import wiring
+from interlude.cli.deployment import stack_output
 from interlude.cli.local import add_local_args, use_local_stack
 
 
@@ -22,9 +23,16 @@ def _secret(args: argparse.Namespace) -> str:
         from interlude.local.keyring import LOCAL_KEY_RING_SECRET
 
         return LOCAL_KEY_RING_SECRET
-    name = args.secret or os.environ.get(wiring.KEY_RING_SECRET.env)
+    name = (
+        args.secret
+        or os.environ.get(wiring.KEY_RING_SECRET.env)
+        or stack_output(args, wiring.OUTPUT_KEY_RING_SECRET)
+    )
     if not name:
-        sys.exit(f"interlude: name the key ring with --secret or ${wiring.KEY_RING_SECRET.env} (or use --local)")
+        sys.exit(
+            f"interlude: name the deployment with --stack (or the key ring with --secret / "
+            f"${wiring.KEY_RING_SECRET.env}, or --local)"
+        )
     return name
 
 

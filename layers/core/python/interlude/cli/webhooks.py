@@ -3,17 +3,20 @@
 `show` prints the current `whsec_…` secret (creating it if the tenant has none yet), for the tenant to configure
 its receiver. `rotate` makes a new current secret and keeps the previous one signing for `--grace-hours`
 (every delivery carries both signatures meanwhile), then prints the new secret. `--local` works on the running
-local stack; otherwise the caller's AWS credentials reach the deployment's Secrets Manager.
+local stack; otherwise the caller's AWS credentials reach the deployment's Secrets Manager, under the prefix
+of `--stack`'s WebhookSecretPrefix output (or `--prefix`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import TYPE_CHECKING
 
 from interlude import wiring
+from interlude.cli.deployment import stack_output
 from interlude.cli.local import add_local_args, use_local_stack
 
 if TYPE_CHECKING:
@@ -39,17 +42,27 @@ def _print(tenant: str, name: str, value: dict, now: float) -> int:
     return 0
 
 
+def _prefix(args: argparse.Namespace) -> str:
+    """--prefix, else the deployment's own (--stack), else the local stack's."""
+    prefix = args.prefix or stack_output(args, wiring.OUTPUT_WEBHOOK_SECRET_PREFIX)
+    if prefix:
+        return prefix
+    if args.local:
+        return wiring.SECRET_PREFIXES[PREFIX_KEY]
+    sys.exit("interlude: name the deployment with --stack (or the secrets' prefix with --prefix, or --local)")
+
+
 def _show(args: argparse.Namespace) -> int:
     from interlude.adapters.delivery.signing import ensure_secret, secret_name
 
-    name = secret_name(args.prefix, args.tenant)
+    name = secret_name(_prefix(args), args.tenant)
     return _print(args.tenant, name, ensure_secret(_client(args), name), time.time())
 
 
 def _rotate(args: argparse.Namespace) -> int:
     from interlude.adapters.delivery.signing import rotate_secret, secret_name
 
-    name = secret_name(args.prefix, args.tenant)
+    name = secret_name(_prefix(args), args.tenant)
     now = time.time()
     return _print(args.tenant, name, rotate_secret(_client(args), name, args.grace_hours * 3600, now), now)
 
@@ -67,7 +80,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ):
         cmd = secret.add_parser(name, help=text)
         cmd.add_argument("--tenant", required=True)
-        cmd.add_argument("--prefix", default=wiring.SECRET_PREFIXES[PREFIX_KEY], help="secret name prefix")
+        cmd.add_argument("--prefix", help="secret name prefix (default: --stack's WebhookSecretPrefix output)")
         add_local_args(cmd)
         if name == "rotate":
             cmd.add_argument("--grace-hours", type=float, default=24.0, help="how long the old secret keeps signing")
