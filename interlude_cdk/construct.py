@@ -70,6 +70,7 @@ class Interlude(Construct):
             removal_policy=props.removal_policy,
             encryption_key=key,
             reserved_concurrency=reserved,
+            deployment=self.deployment,
         )
         self.api = HttpFront(
             self,

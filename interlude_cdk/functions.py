@@ -17,6 +17,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import wiring
+from interlude.adapters.metrics import DEPLOYMENT_ENV
 from interlude_cdk.layer import ARCHITECTURE, PROJECT_ROOT, RUNTIME
 
 
@@ -64,8 +65,10 @@ class Functions(Construct):
         removal_policy: RemovalPolicy,
         encryption_key: kms.IKey | None,
         reserved_concurrency: Mapping[str, int],
+        deployment: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._deployment = deployment
         self._table = table
         self._index_arns = index_arns
         self._layers = layers
@@ -185,6 +188,8 @@ class Functions(Construct):
             "TABLE_NAME": self._table.table_name,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "LOG_LEVEL": self._log_level,
+            # Business metrics (interlude.adapters.metrics) are dimensioned by the deployment.
+            DEPLOYMENT_ENV: self._deployment,
         }
 
     def _connect_stream(self, spec: wiring.Function, function: lambda_.Function) -> sqs.Queue:

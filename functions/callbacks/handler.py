@@ -10,8 +10,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from interlude.adapters import metrics
 from interlude.adapters.delivery.signing import SecretCache
-from interlude.adapters.delivery.worker import Worker
+from interlude.adapters.delivery.worker import RetryLater, Worker
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
 from interlude.store import Store
@@ -34,7 +35,14 @@ def worker() -> Worker:
 
 
 def record_handler(record: SQSRecord) -> str:
-    return worker().handle(record.raw_event)
+    try:
+        outcome = worker().handle(record.raw_event)
+    except RetryLater:
+        metrics.count("CallbackNotices", outcome="failed")
+        raise
+    # delivered, dead (a dead letter was sent) or duplicate
+    metrics.count("CallbackNotices", outcome=outcome)
+    return outcome
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from interlude.adapters import metrics
 from interlude.app.service import default_service
 from interlude.composition import compose
 
@@ -13,10 +14,11 @@ logger = Logger(service="interlude-timeouts")
 compose()
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, correlation_id_path="runId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     written = default_service().fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}
     )
+    metrics.count("DeadlinesFired", purpose=event.get("purpose", "unknown"))
     return {"events": written}

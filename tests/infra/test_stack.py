@@ -80,6 +80,8 @@ def test_function_runtime_architecture_handler_and_environment(synth, spec):
         "TABLE_NAME": {"Ref": synth.table_id()},
         "POWERTOOLS_SERVICE_NAME": "interlude",
         "LOG_LEVEL": "INFO",
+        # business metrics are dimensioned by the deployment (interlude.adapters.metrics)
+        "INTERLUDE_DEPLOYMENT": synth.stack.stack_name,
     }
     # Feature wiring (queues, secrets, public base URL, schedules) adds named variables, each asserted by the
     # infra test of its feature (e.g. tests/infra/test_callbacks_stack.py).

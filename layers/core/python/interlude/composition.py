@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from interlude.adapters import metrics
 from interlude.adapters.delivery.outbox import callback_notices
 from interlude.adapters.scheduler import outbox as deadline_schedules
 from interlude.app import dispatch
@@ -18,7 +19,12 @@ from interlude.engine.registry import register
 from interlude.faces.modulex.nodetypes import MODULEX_TYPES
 
 # The outbox handlers, declared once, in order. Features add their handler here.
-OUTBOX: tuple[dispatch.OutboxHandler, ...] = (deadline_schedules.on_events, callback_notices, resolve_kept_events)
+OUTBOX: tuple[dispatch.OutboxHandler, ...] = (
+    deadline_schedules.on_events,
+    callback_notices,
+    resolve_kept_events,
+    metrics.on_events,
+)
 
 
 def compose() -> None:

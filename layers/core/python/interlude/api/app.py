@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, unquote
 
+from interlude import wiring
+from interlude.adapters import metrics
+
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7).
 from interlude.api import deliveries, inbox, modulex, runs, streams, tokens  # noqa: F401
 from interlude.api.http import app, logger
+
+# The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.
+DECIDING_SURFACES = {"resolveInterruptByRun": "run", "resolveInterruptByToken": "token", "modulexResume": "modulex"}
+DECIDING_ROUTES = {
+    f"{r.method} {r.path}": DECIDING_SURFACES[r.operation] for r in wiring.ROUTES if r.operation in DECIDING_SURFACES
+}
 
 # -- entry point -------------------------------------------------------------------------------------
 
@@ -19,8 +28,17 @@ def normalise_path(raw_path: str) -> str:
     return "/".join(quote(unquote(s), safe="~!$&'()*+,;=:@-._").replace("%2F", "~2F") if s else s for s in segments)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(clear_state=True, correlation_id_path="requestContext.requestId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if "rawPath" in event:
         event = {**event, "rawPath": normalise_path(event["rawPath"])}
-    return app.resolve(event, context)
+    response = app.resolve(event, context)
+    count_response(event.get("routeKey", "unmatched"), int(response.get("statusCode", 500)))
+    return response
+
+
+def count_response(route: str, status: int) -> None:
+    if status >= 400:
+        metrics.count("ApiErrors", route=route, status=f"{status // 100}xx")
+    elif route in DECIDING_ROUTES:
+        metrics.count("Decisions", surface=DECIDING_ROUTES[route])

@@ -37,6 +37,7 @@ from functools import cache
 from aws_lambda_powertools.event_handler import Response
 
 from interlude import wiring
+from interlude.adapters import metrics
 from interlude.api import http
 from interlude.api.errors import status_of
 from interlude.domain.errors import Conflict, DomainError, Invalid
@@ -139,6 +140,7 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable
                     code="idempotency_in_flight",
                     retry_after_s=IN_FLIGHT_RETRY_AFTER_S,
                 )
+            metrics.count("IdempotentReplays", operation=spec.operation)
             return _replay(got.completed)
         return _run_claimed(got, handler, params)
 
