@@ -367,30 +367,23 @@ class _Step:
         if tns.status in ("queued", "suspended", "running"):
             return
         rule = self.wf.trigger_rule(target) or "all_success"
-        sources = list(dict.fromkeys(e.sourceNodeId for e in self.wf.incoming(target)))
-        fresh = [
-            self.source_status(s, target)
-            for s in sources
-            if self.s.nodes[s].status in TERMINAL_NODE_STATUSES and self.s.nodes[s].settledAt > tns.activatedAt
-        ]
-        all_settled = len(fresh) == len(sources)
-        fire: bool | None
-        if rule == "any_success":
-            fire = True if "completed" in fresh else (False if all_settled else None)
-        elif rule == "any_failed":
-            fire = True if "failed" in fresh else (False if all_settled else None)
-        elif not all_settled:
-            fire = None
-        elif rule == "all_success":
-            fire = all(s == "completed" for s in fresh)
-        elif rule == "none_failed":
-            fire = "failed" not in fresh
-        else:  # all_complete
-            fire = True
+        fresh, all_settled = self.settled_sources(target)
+        fire = trigger_fires(rule, fresh, all_settled)
         if fire:
             self.enqueue(target)
         elif fire is False and tns.visits == 0 and tns.status == "pending":
             self.skip(target, f"triggerRule {rule} not satisfied")
+
+    def settled_sources(self, target: str) -> tuple[list[str], bool]:
+        """The statuses of the target's sources that settled since it was last activated, and whether all did."""
+        activated_at = self.s.nodes[target].activatedAt
+        sources = list(dict.fromkeys(e.sourceNodeId for e in self.wf.incoming(target)))
+        fresh = [
+            self.source_status(s, target)
+            for s in sources
+            if self.s.nodes[s].status in TERMINAL_NODE_STATUSES and self.s.nodes[s].settledAt > activated_at
+        ]
+        return fresh, len(fresh) == len(sources)
 
     # -- run lifecycle ---------------------------------------------------------------------------
 
@@ -448,6 +441,21 @@ class _Step:
         if node_id:
             payload["failedNodeId"] = node_id
         self.emit("run.failed", None, payload)
+
+
+def trigger_fires(rule: str, fresh: list[str], all_settled: bool) -> bool | None:
+    """Whether a trigger rule fires (True), never will on this activation (False) or waits for more sources (None)."""
+    if rule == "any_success":
+        return True if "completed" in fresh else (False if all_settled else None)
+    if rule == "any_failed":
+        return True if "failed" in fresh else (False if all_settled else None)
+    if not all_settled:
+        return None
+    if rule == "all_success":
+        return all(s == "completed" for s in fresh)
+    if rule == "none_failed":
+        return "failed" not in fresh
+    return True  # all_complete
 
 
 def budget_error(node_id: str, exc: BudgetExceeded) -> dict[str, Any]:
