@@ -192,26 +192,8 @@ def judged_address(address: IPAddress) -> IPAddress:
 
 
 def _split_url(url: str, *, allow_loopback: bool) -> tuple[str, str, str]:
-    if not isinstance(url, str) or not url:
-        raise EgressRefused("malformed", "URL must be a non-empty string")
-    if len(url) > MAX_URL_LENGTH:
-        raise EgressRefused("malformed", f"URL is longer than {MAX_URL_LENGTH} characters")
-    # WHATWG parsers strip or reinterpret whitespace, control characters and backslashes while other parsers
-    # keep them; refusing them removes the parser differentials that SSRF payloads rely on.
-    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F or ch == "\\" for ch in url):
-        raise EgressRefused("malformed", "URL contains whitespace, control characters or a backslash")
-
-    scheme, colon, rest = url.partition(":")
-    if not colon or not _SCHEME.fullmatch(scheme):
-        raise EgressRefused("scheme", "URL has no scheme")
-    scheme = scheme.lower()
-    allowed = ("https", "http") if allow_loopback else ("https",)
-    if scheme not in allowed:
-        raise EgressRefused("scheme", "URL must use https://")
-    if not rest.startswith("//") or rest.startswith("///"):
-        raise EgressRefused("host_name", "URL has no host")
-    rest = rest[2:]
-
+    _check_url_text(url)
+    scheme, rest = _split_scheme(url, allow_loopback=allow_loopback)
     end = min((i for i in (rest.find(ch) for ch in "/?#") if i >= 0), default=len(rest))
     authority, remainder = rest[:end], rest[end:].partition("#")[0]
     if "@" in authority:
@@ -221,6 +203,31 @@ def _split_url(url: str, *, allow_loopback: bool) -> tuple[str, str, str]:
     # The request line must be ASCII; percent-encode the rest as a browser would.
     path_and_query = "".join(ch if ord(ch) < 0x80 else quote(ch, safe="") for ch in remainder)
     return scheme, authority, path_and_query
+
+
+def _check_url_text(url: str) -> None:
+    if not isinstance(url, str) or not url:
+        raise EgressRefused("malformed", "URL must be a non-empty string")
+    if len(url) > MAX_URL_LENGTH:
+        raise EgressRefused("malformed", f"URL is longer than {MAX_URL_LENGTH} characters")
+    # WHATWG parsers strip or reinterpret whitespace, control characters and backslashes while other parsers
+    # keep them; refusing them removes the parser differentials that SSRF payloads rely on.
+    if any(ord(ch) <= 0x20 or ord(ch) == 0x7F or ch == "\\" for ch in url):
+        raise EgressRefused("malformed", "URL contains whitespace, control characters or a backslash")
+
+
+def _split_scheme(url: str, *, allow_loopback: bool) -> tuple[str, str]:
+    """The lower-cased scheme and what follows its `//`."""
+    scheme, colon, rest = url.partition(":")
+    if not colon or not _SCHEME.fullmatch(scheme):
+        raise EgressRefused("scheme", "URL has no scheme")
+    scheme = scheme.lower()
+    allowed = ("https", "http") if allow_loopback else ("https",)
+    if scheme not in allowed:
+        raise EgressRefused("scheme", "URL must use https://")
+    if not rest.startswith("//") or rest.startswith("///"):
+        raise EgressRefused("host_name", "URL has no host")
+    return scheme, rest[2:]
 
 
 def _split_authority(authority: str, *, default_port: int) -> tuple[str, int]:
