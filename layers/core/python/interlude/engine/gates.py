@@ -118,51 +118,17 @@ class ConversationGateConfig(FrozenClosed):
 
 
 def _conversation(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str, Any]) -> Any:
-    probe = bool(scope.get("$probe"))
-    run = _run(scope)
     if cfg.lifecycle is not None:
-        cid = _mint_conversation_id(node_id, scope)
-        if probe:
-            return GateSpec("conversation.start", {"conversationId": cid}, None, 0)
-        opened: dict[str, Any] = {"conversationId": cid}
-        if cfg.title:
-            opened["title"] = render(cfg.title, scope)
-        effects: tuple[Effect, ...] = (
-            ("conversation", cid, "open"),
-            ("event", "conversation.opened", opened),
-            (
-                "event",
-                "conversation.exchanged",
-                {"conversationId": cid, "turnIndex": 0, "prompt": cfg.prompt or "", "response": {"mock": True}},
-            ),
-            ("event", "conversation.closed", {"conversationId": cid, "reason": "mock-auto-resume"}),
-            ("conversation", cid, "closed"),
-        )
-        return Passed({"conversationId": cid, "turns": 1, "closed": True}, effects)
+        return _conversation_lifecycle(node_id, cfg, scope)
     if cfg.turn == "start":
-        cid = _mint_conversation_id(node_id, scope)
-        data: dict[str, Any] = {"conversationId": cid}
-        if cfg.title is not None:
-            data["title"] = render(cfg.title, scope)
-        if cfg.initialPrompt is not None:
-            data["initialPrompt"] = render(cfg.initialPrompt, scope)
-        opened = {k: v for k, v in data.items() if k != "initialPrompt"}
-        effects = (("conversation", cid, "open"), ("event", "conversation.opened", opened))
-        return GateSpec("conversation.start", data, None, cfg.timeoutMs, effects=effects)
+        return _conversation_start(node_id, cfg, scope)
     cid = render(cfg.conversationId, scope)
-    if not probe:
-        conversations = run.get("conversations") or {}
-        if not isinstance(cid, str) or conversations.get(cid) != "open":
-            return Failed(
-                run_error(
-                    "validation_error",
-                    f"conversation {cid!r} is not open in this run (start it with a conversation.start turn)",
-                )
-            )
-        if cfg.turn == "close" and cid in (run.get("exchanging") or ()):
-            return Failed(run_error("validation_error", f"conversation {cid!r} has an open exchange"))
+    if not scope.get("$probe"):
+        refused = _turn_refused(cfg, cid, _run(scope))
+        if refused is not None:
+            return refused
     if cfg.turn == "exchange":
-        data = {"conversationId": cid, "prompt": render(cfg.prompt, scope)}
+        data: dict[str, Any] = {"conversationId": cid, "prompt": render(cfg.prompt, scope)}
         if cfg.outcomeSchema is not None:
             data["outcomeSchema"] = cfg.outcomeSchema
         if cfg.turnIndex is not None:
@@ -173,6 +139,55 @@ def _conversation(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str,
         data["reason"] = render(cfg.reason, scope)
     # Closing: no exchange may be raised on this conversation from here on.
     return GateSpec("conversation.close", data, None, cfg.timeoutMs, effects=(("conversation", cid, "closing"),))
+
+
+def _conversation_lifecycle(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str, Any]) -> Any:
+    """The conformance mock's whole conversation in one visit: opened, one exchange answered, closed."""
+    cid = _mint_conversation_id(node_id, scope)
+    if scope.get("$probe"):
+        return GateSpec("conversation.start", {"conversationId": cid}, None, 0)
+    opened: dict[str, Any] = {"conversationId": cid}
+    if cfg.title:
+        opened["title"] = render(cfg.title, scope)
+    effects: tuple[Effect, ...] = (
+        ("conversation", cid, "open"),
+        ("event", "conversation.opened", opened),
+        (
+            "event",
+            "conversation.exchanged",
+            {"conversationId": cid, "turnIndex": 0, "prompt": cfg.prompt or "", "response": {"mock": True}},
+        ),
+        ("event", "conversation.closed", {"conversationId": cid, "reason": "mock-auto-resume"}),
+        ("conversation", cid, "closed"),
+    )
+    return Passed({"conversationId": cid, "turns": 1, "closed": True}, effects)
+
+
+def _conversation_start(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str, Any]) -> GateSpec:
+    cid = _mint_conversation_id(node_id, scope)
+    data: dict[str, Any] = {"conversationId": cid}
+    if cfg.title is not None:
+        data["title"] = render(cfg.title, scope)
+    if cfg.initialPrompt is not None:
+        data["initialPrompt"] = render(cfg.initialPrompt, scope)
+    opened = {k: v for k, v in data.items() if k != "initialPrompt"}
+    effects = (("conversation", cid, "open"), ("event", "conversation.opened", opened))
+    return GateSpec("conversation.start", data, None, cfg.timeoutMs, effects=effects)
+
+
+def _turn_refused(cfg: ConversationGateConfig, cid: Any, run: Mapping[str, Any]) -> Failed | None:
+    """Why an exchange or close cannot go ahead: the conversation is not open in this run, or an exchange is."""
+    conversations = run.get("conversations") or {}
+    if not isinstance(cid, str) or conversations.get(cid) != "open":
+        return Failed(
+            run_error(
+                "validation_error",
+                f"conversation {cid!r} is not open in this run (start it with a conversation.start turn)",
+            )
+        )
+    if cfg.turn == "close" and cid in (run.get("exchanging") or ()):
+        return Failed(run_error("validation_error", f"conversation {cid!r} has an open exchange"))
+    return None
 
 
 # -- core.confidenceGate --------------------------------------------------------------------------
