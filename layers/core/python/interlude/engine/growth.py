@@ -60,22 +60,8 @@ def components(nodes: Iterable[str], successors: dict[str, list[str]]) -> list[l
 
 def unbounded_growth(workflow: WorkflowDefinition) -> list[dict[str, str]]:
     """A problem per node whose output would multiply on every pass of a loop it is in."""
-    ids = [n.id for n in workflow.nodes]
-    flow = {nid: [e.targetNodeId for e in workflow.outgoing(nid)] for nid in ids}
-    loop_of: dict[str, int] = {}
-    for number, members in enumerate(components(ids, flow)):
-        if len(members) > 1 or members[0] in flow[members[0]]:
-            loop_of.update(dict.fromkeys(members, number))
-    # Who feeds whom inside one loop: an edge per reference from a node whose output derives from what it reads
-    # (NodeType.reads) to another node of its loop.
-    feeds: dict[str, list[str]] = {}
-    for node in workflow.nodes:
-        node_type = NODE_TYPES.get(node.typeId)
-        if node_type is not None and node_type.reads is not None and node.id in loop_of:
-            in_loop = {nid for nid, loop in loop_of.items() if loop == loop_of[node.id]}
-            config = node_type.config_model.model_validate(node.config)
-            feeds[node.id] = [n for n in node_type.reads(config, set(ids)) if n in in_loop]
-    position = {nid: i for i, nid in enumerate(ids)}
+    feeds = _feeds_within_loops(workflow)
+    position = {n.id: i for i, n in enumerate(workflow.nodes)}
     problems: list[dict[str, str]] = []
     for members in components(list(feeds), feeds):
         group = set(members)
@@ -91,3 +77,29 @@ def unbounded_growth(workflow: WorkflowDefinition) -> list[dict[str, str]]:
                     }
                 )
     return problems
+
+
+def _loops(workflow: WorkflowDefinition) -> dict[str, int]:
+    """The number of the loop each node in a loop of the graph belongs to (a node in none is absent)."""
+    ids = [n.id for n in workflow.nodes]
+    flow = {nid: [e.targetNodeId for e in workflow.outgoing(nid)] for nid in ids}
+    loop_of: dict[str, int] = {}
+    for number, members in enumerate(components(ids, flow)):
+        if len(members) > 1 or members[0] in flow[members[0]]:
+            loop_of.update(dict.fromkeys(members, number))
+    return loop_of
+
+
+def _feeds_within_loops(workflow: WorkflowDefinition) -> dict[str, list[str]]:
+    """Who feeds whom inside one loop: an edge per reference from a node whose output derives from what it
+    reads (NodeType.reads) to another node of its loop."""
+    loop_of = _loops(workflow)
+    ids = {n.id for n in workflow.nodes}
+    feeds: dict[str, list[str]] = {}
+    for node in workflow.nodes:
+        node_type = NODE_TYPES.get(node.typeId)
+        if node_type is not None and node_type.reads is not None and node.id in loop_of:
+            in_loop = {nid for nid, loop in loop_of.items() if loop == loop_of[node.id]}
+            config = node_type.config_model.model_validate(node.config)
+            feeds[node.id] = [n for n in node_type.reads(config, ids) if n in in_loop]
+    return feeds
