@@ -28,7 +28,7 @@ from interlude.domain.budgets import MAX_INT_DIGITS, MAX_VALUE_BYTES, BudgetExce
 from interlude.faces.modulex.references import MISSING, lookup
 
 MAX_LENGTH = 2000
-# Parsing takes about eight Python frames per level, evaluating one or two: 40 levels stay under 350 frames.
+# Parsing takes about eight Python frames per level, evaluating two or three: 40 levels stay under 350 frames.
 MAX_DEPTH = 40
 
 
@@ -312,35 +312,51 @@ def _call(name: str, args: list[Any]) -> Any:
 
 
 def evaluate(node: Node, scope: Mapping[str, Any]) -> Any:
-    kind = node[0]
-    if kind == "lit":
-        return node[1]
-    if kind == "ref":
-        value = lookup(node[1], scope)
-        return None if value is MISSING else value
-    if kind == "list":
-        return [evaluate(item, scope) for item in node[1]]
-    if kind == "or":
-        return any(truthy(evaluate(operand, scope)) for operand in node[1])
-    if kind == "and":
-        return all(truthy(evaluate(operand, scope)) for operand in node[1])
-    if kind == "not":
-        return not truthy(evaluate(node[1], scope))
-    if kind == "cmp":
-        return compare(node[1], evaluate(node[2], scope), evaluate(node[3], scope))
-    if kind == "in":
-        return contains(evaluate(node[2], scope), evaluate(node[1], scope))
-    if kind == "arith":
-        value = evaluate(node[1], scope)
-        for op, operand in node[2]:
-            value = _arith(op, value, evaluate(operand, scope))
-        return value
-    if kind == "neg":
-        value = evaluate(node[1], scope)
-        return -value if isinstance(value, int | float) and not isinstance(value, bool) else None
-    if kind == "call":
-        return _call(node[1], [evaluate(arg, scope) for arg in node[2]])
-    raise ExpressionError(f"unknown node {kind!r}")  # pragma: no cover - the parser builds only the above
+    evaluator = _EVALUATORS.get(node[0])
+    if evaluator is None:  # pragma: no cover - the parser builds only the kinds in the table
+        raise ExpressionError(f"unknown node {node[0]!r}")
+    return evaluator(node, scope)
+
+
+def _ref(node: Node, scope: Mapping[str, Any]) -> Any:
+    value = lookup(node[1], scope)
+    return None if value is MISSING else value
+
+
+def _any_true(node: Node, scope: Mapping[str, Any]) -> bool:
+    return any(truthy(evaluate(operand, scope)) for operand in node[1])
+
+
+def _all_true(node: Node, scope: Mapping[str, Any]) -> bool:
+    return all(truthy(evaluate(operand, scope)) for operand in node[1])
+
+
+def _arith_chain(node: Node, scope: Mapping[str, Any]) -> Any:
+    value = evaluate(node[1], scope)
+    for op, operand in node[2]:
+        value = _arith(op, value, evaluate(operand, scope))
+    return value
+
+
+def _negate(node: Node, scope: Mapping[str, Any]) -> Any:
+    value = evaluate(node[1], scope)
+    return -value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# One evaluator per node kind the parser builds.
+_EVALUATORS: dict[str, Callable[[Node, Mapping[str, Any]], Any]] = {
+    "lit": lambda node, scope: node[1],
+    "ref": _ref,
+    "list": lambda node, scope: [evaluate(item, scope) for item in node[1]],
+    "or": _any_true,
+    "and": _all_true,
+    "not": lambda node, scope: not truthy(evaluate(node[1], scope)),
+    "cmp": lambda node, scope: compare(node[1], evaluate(node[2], scope), evaluate(node[3], scope)),
+    "in": lambda node, scope: contains(evaluate(node[2], scope), evaluate(node[1], scope)),
+    "arith": _arith_chain,
+    "neg": _negate,
+    "call": lambda node, scope: _call(node[1], [evaluate(arg, scope) for arg in node[2]]),
+}
 
 
 def truthy(value: Any) -> bool:
