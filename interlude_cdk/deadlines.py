@@ -15,11 +15,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import wiring
-from interlude_cdk.functions import KEY_USE_ACTIONS, acknowledge_dead_letter_queue, nag_resource, queue_encryption
+from interlude_cdk.functions import KEY_USE_ACTIONS, dead_letter_queue, nag_resource
 
 SCHEDULER_PRINCIPAL = "scheduler.amazonaws.com"
 
@@ -38,30 +37,23 @@ class Deadlines(Construct):
         stack = Stack.of(self)
         self.target = functions[spec.target]
         self.group = scheduler.CfnScheduleGroup(self, "Group")
-        self.dead_letters = sqs.Queue(
+        retention = Duration.seconds(spec.dead_letter_retention_s)
+        self.dead_letters = dead_letter_queue(
             self,
             "DeadLetters",
-            retention_period=Duration.seconds(spec.dead_letter_retention_s),
-            enforce_ssl=True,
-            **queue_encryption(encryption_key),
-        )
-        acknowledge_dead_letter_queue(
-            self.dead_letters,
-            "This queue is itself the dead-letter destination of the deadline schedules; it holds undelivered "
-            "schedule inputs for an operator to replay.",
+            retention=retention,
+            key=encryption_key,
+            reason="This queue is itself the dead-letter destination of the deadline schedules; it holds "
+            "undelivered schedule inputs for an operator to replay.",
         )
         # Scheduler invokes the target asynchronously; a deadline whose handler failed every Lambda retry lands
         # here instead of vanishing (alarmed like every dead-letter queue).
-        self.target_failures = sqs.Queue(
+        self.target_failures = dead_letter_queue(
             self,
             "TargetFailures",
-            retention_period=Duration.seconds(spec.dead_letter_retention_s),
-            enforce_ssl=True,
-            **queue_encryption(encryption_key),
-        )
-        acknowledge_dead_letter_queue(
-            self.target_failures,
-            "This queue is itself the on-failure destination of the timeouts function's asynchronous "
+            retention=retention,
+            key=encryption_key,
+            reason="This queue is itself the on-failure destination of the timeouts function's asynchronous "
             "invocations; it holds the failed deadline events for an operator to replay.",
         )
         self.target.configure_async_invoke(

@@ -193,16 +193,12 @@ class Functions(Construct):
         }
 
     def _connect_stream(self, spec: wiring.Function, function: lambda_.Function) -> sqs.Queue:
-        dlq = sqs.Queue(
+        dlq = dead_letter_queue(
             self,
             f"{pascal_case(spec.name)}StreamDlq",
-            retention_period=self.DLQ_RETENTION,
-            enforce_ssl=True,
-            **queue_encryption(self._key),
-        )
-        acknowledge_dead_letter_queue(
-            dlq,
-            "This queue is itself the dead-letter destination of the table stream mapping; "
+            retention=self.DLQ_RETENTION,
+            key=self._key,
+            reason="This queue is itself the dead-letter destination of the table stream mapping; "
             "it only holds failed-batch metadata for an operator to inspect.",
         )
         function.add_event_source_mapping(
@@ -244,6 +240,15 @@ def queue_encryption(key: kms.IKey | None) -> dict:
     if key is None:
         return {"encryption": sqs.QueueEncryption.SQS_MANAGED}
     return {"encryption": sqs.QueueEncryption.KMS, "encryption_master_key": key}
+
+
+def dead_letter_queue(
+    scope: Construct, construct_id: str, *, retention: Duration, key: kms.IKey | None, reason: str
+) -> sqs.Queue:
+    """A queue that is itself where failures land: SSL only, encrypted, with no dead-letter queue of its own."""
+    queue = sqs.Queue(scope, construct_id, retention_period=retention, enforce_ssl=True, **queue_encryption(key))
+    acknowledge_dead_letter_queue(queue, reason)
+    return queue
 
 
 def acknowledge_dead_letter_queue(queue: sqs.Queue, reason: str) -> None:
