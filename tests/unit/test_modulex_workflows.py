@@ -9,7 +9,7 @@ import pytest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from interlude.faces.modulex import frames
+from interlude.faces.modulex import frames, nodes
 from interlude.faces.modulex.definition import Invalid, content_id, translate
 from interlude.faces.modulex.references import engine_id
 from tests.support.engine import NOW, subject
@@ -155,6 +155,32 @@ def test_expression_branches_are_evaluated_in_order_and_routes_map_expression_re
         assert t.state.status == "completed"
         assert statuses[E(chosen)] == "completed"
         assert [n for n in ("big", "medium", "refund", "small") if statuses[E(n)] == "completed"] == [chosen]
+
+
+@pytest.mark.parametrize(
+    ("operator", "source", "value", "taken"),
+    [
+        ("gte", 100, 100, True),
+        ("lt", "b", "a", False),
+        ("gt", "1", 0, False),  # a string and a number do not compare
+        ("equals", True, 1, False),  # true is not 1
+        ("contains", ["a", "b"], "b", True),
+        ("not_contains", "abc", "b", False),
+        ("in", "high", ["high", "urgent"], True),
+        ("not_in", "low", ["high", "urgent"], True),
+        ("starts_with", "refund-7", "refund", True),
+        ("ends_with", 17, "7", False),  # only strings
+        ("is_empty", [], None, True),
+        ("is_not_empty", {}, None, False),
+        ("is_true", 1, None, False),  # only the boolean
+        ("is_false", False, None, True),
+        ("exists", 0, None, True),
+        ("not_exists", None, None, True),
+    ],
+)
+def test_structured_branch_operators(operator, source, value, taken):
+    branch = nodes.Branch(source="x.v", operator=operator, value=value, target="t")
+    assert nodes.branch_taken(branch, {"x": {"v": source}}) is taken
 
 
 def test_a_conditional_loops_back_until_its_condition_holds():
