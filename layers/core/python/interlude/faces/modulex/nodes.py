@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Literal, get_args
 
 from pydantic import Field
@@ -145,29 +146,39 @@ def check_conditional(cfg: ConditionalConfig) -> list[str]:
     return problems
 
 
+def _both_str(left: Any, right: Any) -> bool:
+    return isinstance(left, str) and isinstance(right, str)
+
+
+def _compared(op: str, left: Any, right: Any) -> bool:
+    return truthy(compare(op, left, right))
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value in ("", [], {})
+
+
+# What each operator (as OPERATORS names it) says of the branch's source (left) and value (right).
+_TESTS: dict[str, Callable[[Any, Any], bool]] = {
+    **{op: partial(_compared, op) for op in ("==", "!=", "<", "<=", ">", ">=")},
+    "contains": lambda left, right: contains(left, right),
+    "not_contains": lambda left, right: not contains(left, right),
+    "in": lambda left, right: contains(right, left),
+    "not_in": lambda left, right: not contains(right, left),
+    "starts_with": lambda left, right: _both_str(left, right) and left.startswith(right),
+    "ends_with": lambda left, right: _both_str(left, right) and left.endswith(right),
+    "is_empty": lambda left, right: _empty(left),
+    "is_not_empty": lambda left, right: not _empty(left),
+    "is_true": lambda left, right: left is True,
+    "is_false": lambda left, right: left is False,
+    "exists": lambda left, right: left is not None,
+    "not_exists": lambda left, right: left is None,
+}
+
+
 def _test(op: str, left: Any, right: Any) -> bool:
-    if op in ("==", "!=", "<", "<=", ">", ">="):
-        return truthy(compare(op, left, right))
-    if op in ("contains", "not_contains"):
-        found = contains(left, right)
-        return found if op == "contains" else not found
-    if op in ("in", "not_in"):
-        found = contains(right, left)
-        return found if op == "in" else not found
-    if op == "starts_with":
-        return isinstance(left, str) and isinstance(right, str) and left.startswith(right)
-    if op == "ends_with":
-        return isinstance(left, str) and isinstance(right, str) and left.endswith(right)
-    if op in ("is_empty", "is_not_empty"):
-        empty = left is None or left in ("", [], {})
-        return empty if op == "is_empty" else not empty
-    if op == "is_true":
-        return left is True
-    if op == "is_false":
-        return left is False
-    if op in ("exists", "not_exists"):
-        return (left is not None) == (op == "exists")
-    return False
+    test = _TESTS.get(op)
+    return test(left, right) if test is not None else False
 
 
 def branch_taken(branch: Branch, scope: Mapping[str, Any]) -> bool:
