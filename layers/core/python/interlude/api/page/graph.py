@@ -93,7 +93,21 @@ def _back_edges(node_ids: Sequence[str], succ: dict[str, list[str]]) -> set[tupl
 
 def positions(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]]) -> tuple[dict[str, tuple[int, int]], int, int]:
     """Top-left corner of each node box, and the drawing's width and height."""
-    ids = [n.id for n in nodes]
+    rows = _rows([n.id for n in nodes], edges)
+    widest = max((len(row) for row in rows.values()), default=1)
+    width = widest * NODE_W + (widest - 1) * COL_GAP + 2 * PAD
+    height = len(rows) * NODE_H + (len(rows) - 1) * ROW_GAP + 2 * PAD if rows else 2 * PAD
+    pos: dict[str, tuple[int, int]] = {}
+    for r, row in rows.items():
+        row_w = len(row) * NODE_W + (len(row) - 1) * COL_GAP
+        x0 = (width - row_w) // 2
+        for i, n in enumerate(row):
+            pos[n] = (x0 + i * (NODE_W + COL_GAP), PAD + r * (NODE_H + ROW_GAP))
+    return pos, width, height
+
+
+def _rows(ids: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[int, list[str]]:
+    """The nodes of each layer, left to right."""
     layer = layer_of(ids, edges)
     rows: dict[int, list[str]] = {}
     for n in ids:
@@ -106,16 +120,7 @@ def positions(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]]) -> t
             rows[r].sort(key=lambda b: (sum(parents[b]) / len(parents[b])) if parents[b] else 0.0)
         for i, n in enumerate(rows[r]):
             order[n] = i - (len(rows[r]) - 1) / 2
-    widest = max((len(row) for row in rows.values()), default=1)
-    width = widest * NODE_W + (widest - 1) * COL_GAP + 2 * PAD
-    height = len(rows) * NODE_H + (len(rows) - 1) * ROW_GAP + 2 * PAD if rows else 2 * PAD
-    pos: dict[str, tuple[int, int]] = {}
-    for r, row in rows.items():
-        row_w = len(row) * NODE_W + (len(row) - 1) * COL_GAP
-        x0 = (width - row_w) // 2
-        for i, n in enumerate(row):
-            pos[n] = (x0 + i * (NODE_W + COL_GAP), PAD + r * (NODE_H + ROW_GAP))
-    return pos, width, height
+    return rows
 
 
 def _label(text: str) -> str:
