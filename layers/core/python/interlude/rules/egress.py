@@ -256,15 +256,34 @@ def _split_authority(authority: str, *, default_port: int) -> tuple[str, int]:
 def _normalise_host(host_text: str) -> tuple[IPAddress | None, str]:
     """Return (IP literal, "") for an address host or (None, normalised name) for a domain."""
     if host_text.startswith("["):
-        inner = host_text[1:-1]
-        # Zone identifiers are link-local by definition and WHATWG refuses them.
-        if "%" in inner:
-            raise EgressRefused("host_name", "IPv6 literal must not carry a zone identifier")
-        try:
-            return ipaddress.IPv6Address(inner), ""
-        except ValueError:
-            raise EgressRefused("host_name", "URL host is not a valid IPv6 literal") from None
+        return _ipv6_literal(host_text[1:-1]), ""
+    host = _ascii_host(host_text)
+    if _ends_in_number(host):
+        # WHATWG treats such a host as IPv4 (and getaddrinfo reads the same forms numerically); a host that
+        # looks numeric but is no valid address is refused rather than sent to DNS.
+        value = _parse_ipv4(host)
+        if value is None:
+            raise EgressRefused("host_name", "URL host looks like an IPv4 address but is not a valid one")
+        return ipaddress.IPv4Address(value), ""
 
+    labels = host.split(".")
+    if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise EgressRefused("host_name", "URL host is not a valid domain name")
+    return None, host
+
+
+def _ipv6_literal(inner: str) -> ipaddress.IPv6Address:
+    # Zone identifiers are link-local by definition and WHATWG refuses them.
+    if "%" in inner:
+        raise EgressRefused("host_name", "IPv6 literal must not carry a zone identifier")
+    try:
+        return ipaddress.IPv6Address(inner)
+    except ValueError:
+        raise EgressRefused("host_name", "URL host is not a valid IPv6 literal") from None
+
+
+def _ascii_host(host_text: str) -> str:
+    """The host percent-decoded, IDNA-encoded, lower-cased and without its trailing dot."""
     try:
         decoded = unquote_to_bytes(host_text).decode("utf-8")
     except UnicodeDecodeError:
@@ -278,21 +297,7 @@ def _normalise_host(host_text: str) -> tuple[IPAddress | None, str]:
     except UnicodeError:
         raise EgressRefused("host_name", "URL host is not a valid internationalised domain name") from None
     host = ascii_host.lower()
-    if host.endswith("."):
-        host = host[:-1]
-
-    if _ends_in_number(host):
-        # WHATWG treats such a host as IPv4 (and getaddrinfo reads the same forms numerically); a host that
-        # looks numeric but is no valid address is refused rather than sent to DNS.
-        value = _parse_ipv4(host)
-        if value is None:
-            raise EgressRefused("host_name", "URL host looks like an IPv4 address but is not a valid one")
-        return ipaddress.IPv4Address(value), ""
-
-    labels = host.split(".")
-    if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
-        raise EgressRefused("host_name", "URL host is not a valid domain name")
-    return None, host
+    return host[:-1] if host.endswith(".") else host
 
 
 def _ends_in_number(host: str) -> bool:
