@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
 from interlude import wiring
@@ -165,18 +165,106 @@ def test_a_claim_whose_lease_ran_out_is_taken_over(api_key):
     assert resolve(run_id, api_key, key)["body"] == got["body"]
 
 
-def test_a_failed_completion_still_answers_and_keeps_the_key_in_flight(api_key, logs):
-    run_id = waiting_run(api_key)
+def test_a_failed_completion_on_a_claimed_route_still_answers_and_keeps_the_key_in_flight(api_key, logs):
+    # putWorkflow keeps claim-then-store (api/idempotency.py CLAIMED_ROUTES_WHY): its completion is an UpdateItem.
     key = f"complete-{uuid.uuid4().hex}"
     fail_once("UpdateItem")
-    got = resolve(run_id, api_key, key)
-    assert got["statusCode"] == 200  # the effect happened, so the caller hears it
-    again = resolve(run_id, api_key, key)
+    got = call("PUT", "/workflows/ship", api_key, APPROVAL, key)
+    assert got["statusCode"] == 201  # the effect happened, so the caller hears it
+    again = call("PUT", "/workflows/ship", api_key, APPROVAL, key)
     assert again["statusCode"] == 409
     assert json.loads(again["body"])["error"] == "idempotency_in_flight"
-    assert resolved_count(run_id) == 1
+    assert Store(TABLE).latest_workflow("t1", "ship")[0] == 1
     assert "storing the idempotent response failed" in logs.getvalue()
     assert key not in logs.getvalue()
+
+
+def lose_the_answer_once(operation: str, error: Exception | None = None) -> list[int]:
+    """The next `operation` of the handler's client succeeds at DynamoDB, then its answer is lost on the way back."""
+    calls: list[int] = []
+
+    def hook(**_: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error or ClientError({"Error": {"Code": "InternalServerError", "Message": "lost"}}, operation)
+
+    http.service().store.client.meta.events.register(f"after-call.dynamodb.{operation}", hook)
+    return calls
+
+
+def run_heads() -> int:
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    return sum(item["sk"]["S"] == "RUN" for item in items)
+
+
+@pytest.mark.parametrize("error", [None, EndpointConnectionError(endpoint_url="http://127.0.0.1:1")])
+def test_a_create_run_whose_answer_was_lost_is_replayed_not_run_again(api_key, error):
+    # Finding 3 (issue 11): the commit happened, the answer did not reach the caller.
+    assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
+    key = f"lost-{uuid.uuid4().hex}"
+    lose_the_answer_once("TransactWriteItems", error)
+    lost = call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
+    assert lost["statusCode"] == 500  # the function cannot know its transaction committed
+    retried = call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
+    assert retried["statusCode"] == 201, retried
+    assert retried["headers"][REPLAY] == "true"  # the answer committed with the run, not a second run
+    assert run_heads() == 1
+    again = call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
+    assert again["body"] == retried["body"]
+
+
+def test_a_create_run_that_died_after_its_commit_is_replayed_on_retry(api_key):
+    # The function itself dies between the commit and the answer (a crash, a timeout): the caller saw a 5xx.
+    assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
+    key = f"died-{uuid.uuid4().hex}"
+    deaths: list[int] = []
+
+    def die(**_: Any) -> None:
+        deaths.append(1)
+        if len(deaths) == 1:
+            raise SystemExit("the function died")
+
+    http.service().store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", die)
+    with pytest.raises(SystemExit):
+        call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
+    retried = call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
+    assert retried["statusCode"] == 201
+    assert retried["headers"][REPLAY] == "true"
+    assert run_heads() == 1
+    run_id = json.loads(retried["body"])["runId"]
+    assert Store(TABLE).get_run(run_id) is not None
+
+
+def test_a_resolve_that_died_after_its_commit_answers_its_own_decision_on_retry(api_key):
+    run_id = waiting_run(api_key)
+    key = f"died-{uuid.uuid4().hex}"
+    deaths: list[int] = []
+
+    def die(**_: Any) -> None:
+        deaths.append(1)
+        if len(deaths) == 1:
+            raise SystemExit("the function died")
+
+    http.service().store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", die)
+    with pytest.raises(SystemExit):
+        resolve(run_id, api_key, key)
+    retried = resolve(run_id, api_key, key)
+    assert retried["statusCode"] == 200, retried  # not 409 interrupt_already_resolved: its own decision won
+    assert retried["headers"][REPLAY] == "true"
+    assert json.loads(retried["body"])["nodeId"] == "gate"
+    assert resolved_count(run_id) == 1
+
+
+def test_a_resolve_whose_answer_was_lost_answers_its_own_decision_on_retry(api_key):
+    run_id = waiting_run(api_key)
+    key = f"lost-{uuid.uuid4().hex}"
+    lose_the_answer_once("TransactWriteItems")
+    assert resolve(run_id, api_key, key)["statusCode"] == 500
+    retried = resolve(run_id, api_key, key)
+    assert retried["statusCode"] == 200, retried  # not 409 interrupt_already_resolved: its own decision won
+    assert retried["headers"][REPLAY] == "true"
+    assert json.loads(retried["body"])["status"] == "completed"
+    assert resolved_count(run_id) == 1
 
 
 def test_the_record_layout_and_retention(api_key):
@@ -234,4 +322,43 @@ def test_endless_contention_is_a_retryable_503_that_is_not_replayed(api_key):
     retried = resolve(run_id, api_key, key)
     assert retried["statusCode"] == 200
     assert REPLAY not in retried["headers"]
+    assert resolved_count(run_id) == 1
+
+
+def run_a_duplicate_first(duplicate: Any) -> list[dict[str, Any]]:
+    """While the next request sits between its record lookup and its transaction, a duplicate runs whole."""
+    answers: list[dict[str, Any]] = []
+    started: list[int] = []
+
+    def hook(**_: Any) -> None:
+        if not started:
+            started.append(1)
+            answers.append(duplicate())
+
+    http.service().store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", hook)
+    return answers
+
+
+def test_concurrent_duplicate_create_runs_start_one_run_and_both_answer_it(api_key):
+    assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
+    key = f"dup-{uuid.uuid4().hex}"
+    duplicate = run_a_duplicate_first(lambda: call("POST", "/runs", api_key, {"workflowId": "ship"}, key))
+    loser = call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
+    (winner,) = duplicate
+    assert winner["statusCode"] == 201
+    assert loser["statusCode"] == 201
+    assert loser["headers"][REPLAY] == "true"
+    assert loser["body"] == winner["body"]
+    assert run_heads() == 1
+
+
+def test_concurrent_duplicate_resolves_decide_once_and_both_answer_the_decision(api_key):
+    run_id = waiting_run(api_key)
+    key = f"dup-{uuid.uuid4().hex}"
+    duplicate = run_a_duplicate_first(lambda: resolve(run_id, api_key, key))
+    loser = resolve(run_id, api_key, key)
+    (winner,) = duplicate
+    assert winner["statusCode"] == 200
+    assert loser["statusCode"] == 200, loser
+    assert loser["body"] == winner["body"]
     assert resolved_count(run_id) == 1

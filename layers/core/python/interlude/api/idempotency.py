@@ -12,14 +12,22 @@ Per request carrying the header:
      interrupt of one run of one tenant, so that namespace is narrower than the tenant's; the token is
      verified by the handler before any effect and a refused token (401/403) is never stored;
   3. the request digest is sha256 over the operationId, the path parameters and the raw body bytes;
-  4. one conditional PutItem claims (tenant, operationId, key) for the lease (the Lambda's remaining time
-     plus LEASE_MARGIN_MS). The loser of a claim gets the record back and answers: a different digest ⇒
+  4. a record found under (namespace, operationId, key) answers: a different digest ⇒
      `409 idempotency_key_mismatch` (never the cached body); the first request still running ⇒
      `409 idempotency_in_flight` with `Retry-After` (no timing in details); a stored final response ⇒ that
      response byte for byte plus `OpenWOP-Idempotent-Replay: true`, and nothing runs again;
-  5. the winner runs the handler; a final outcome (2xx and 4xx other than 400 validation_error /
-     idempotency_key_invalid, 401, 403, 429) is stored for RETENTION_SECONDS; any other outcome (429, 5xx,
-     an unexpected exception) releases the claim so a retry with the same key executes.
+  5. otherwise the handler runs, in one of two ways:
+     * COMMITTED_WITH_EFFECT routes (their effect is one TransactWriteItems): one consistent GetItem looks
+       for the record; the handler passes `keyed(render)` to its operation, which renders the answer from
+       the decided transition and commits the record, already final, in the effect's own transaction. Lost
+       answers cannot happen: once the effect is committed so is its answer, and a retry replays it. Of
+       concurrent duplicates the transaction's condition picks one; the others replay its answer. There is
+       no lease: a request that dies before its commit leaves nothing behind.
+     * the other mutating routes claim the record with one conditional PutItem for a lease (the Lambda's
+       remaining time plus LEASE_MARGIN_MS), run, then store the answer (see CLAIMED_ROUTES_WHY).
+     A final outcome (2xx and 4xx other than 400 validation_error / idempotency_key_invalid, 401, 403, 429)
+     is kept for RETENTION_SECONDS; any other outcome (429, 5xx, an unexpected exception) leaves the key
+     free so a retry with the same key executes.
 Keys are never logged.
 """
 
@@ -32,7 +40,10 @@ import json
 import re
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -40,8 +51,17 @@ from interlude import wiring
 from interlude.adapters import metrics
 from interlude.api import http
 from interlude.api.errors import status_of
+from interlude.app.idempotency import KeyedWrite
 from interlude.domain.errors import Conflict, DomainError, Invalid
-from interlude.store.idempotency import CachedResponse, Claim, IdempotencyStore
+from interlude.store.idempotency import (
+    AnsweredRecord,
+    CachedResponse,
+    Claim,
+    Existing,
+    IdempotencyKey,
+    IdempotencyStore,
+    KeyAlreadyUsed,
+)
 
 HEADER = "idempotency-key"
 REPLAY_HEADER = "OpenWOP-Idempotent-Replay"
@@ -50,6 +70,27 @@ IN_FLIGHT_RETRY_AFTER_S = 1
 LEASE_MARGIN_MS = 1_000
 # 400 codes that describe the request itself; a corrected request with the same key must execute.
 UNCACHED_400_CODES = frozenset({"validation_error", "idempotency_key_invalid"})
+# Routes whose effect is one TransactWriteItems: the record and its answer are committed with the effect.
+COMMITTED_WITH_EFFECT = frozenset(
+    {
+        "createRun",
+        "cancelRun",
+        "resolveInterruptByRun",
+        "resolveInterruptByToken",
+        "createKey",
+        "modulexRun",
+        "modulexResume",
+        "modulexCancel",
+    }
+)
+# The mutating routes that keep claim-then-store, and why their effect is not one transaction to join.
+CLAIMED_ROUTES_WHY = {
+    "putWorkflow": "a version-numbered PutItem retried on a taken number; no answer until the number holds",
+    "mintInterruptToken": "no write at all: signing a token has no effect to commit the record with",
+    "postEvent": "one event may resolve waiters on several runs, each its own transaction",
+    "putTenantSettings": "a plain PutItem of the settings item (last writer wins; a duplicate writes the same)",
+    "putCredentialGrant": "a plain PutItem of the grant item (last writer wins; a duplicate writes the same)",
+}
 
 
 def is_final(status: int, code: str | None) -> bool:
@@ -116,6 +157,91 @@ def _replay(cached: CachedResponse) -> Response:
     return Response(status_code=cached.status, body=body, headers={**cached.headers, REPLAY_HEADER: "true"})
 
 
+@dataclass(frozen=True)
+class _KeyedRequest:
+    key: IdempotencyKey
+    now_ms: int
+    sealed: list[CachedResponse] = field(default_factory=list)
+
+
+_current: ContextVar[_KeyedRequest | None] = ContextVar("interlude_keyed_request", default=None)
+
+
+def keyed(render: Callable[[Any], Response]) -> KeyedWrite | None:
+    """This request's keyed write (None without Idempotency-Key): `render` makes the answer from the
+    operation's result, the same function the handler answers with, so the stored answer is the one given."""
+    current = _current.get()
+    if current is None:
+        return None
+    return KeyedWrite(current.key, current.now_ms, lambda result: _to_cached(render(result)), current.sealed)
+
+
+def _answer(existing: Existing, digest: str, operation: str) -> Response:
+    if existing.digest != digest:
+        raise Conflict("this Idempotency-Key was used with a different request", code="idempotency_key_mismatch")
+    if existing.completed is None:
+        raise Conflict(
+            "a request with this Idempotency-Key is still in progress",
+            code="idempotency_in_flight",
+            retry_after_s=IN_FLIGHT_RETRY_AFTER_S,
+        )
+    metrics.count("IdempotentReplays", operation=operation)
+    return _replay(existing.completed)
+
+
+def _given(cached: CachedResponse) -> Response:
+    """The answer committed with the effect, exactly as a replay of it will read (without the replay mark)."""
+    body: str | bytes = base64.b64decode(cached.body) if cached.is_base64 else cached.body
+    return Response(status_code=cached.status, body=body, headers=dict(cached.headers))
+
+
+def _run_committed_with_effect(key: IdempotencyKey, handler: Callable[..., Response], params: dict[str, str]) -> Response:
+    now = _now_ms()
+    found = records().find(key, now_ms=now)
+    if found is not None:
+        return _answer(found, key.digest, key.operation)
+    request = _KeyedRequest(key, now)
+    token = _current.set(request)
+    try:
+        response = handler(**params)
+    except KeyAlreadyUsed as lost:
+        return _answer(lost.existing, key.digest, key.operation)
+    except DomainError as exc:
+        if request.sealed:
+            return _given(request.sealed[-1])
+        if not is_final(status_of(exc, http.current_face()), exc.code):
+            raise
+        # Exactly what the resolver's handler answers, so what is stored is what the first caller received.
+        return _keep_refusal(key, http.error_response(exc), now)
+    except Exception:
+        if not request.sealed:
+            raise
+        # The effect and its answer are committed: whatever failed after, that answer is the outcome.
+        http.logger.exception("the request failed after its effect was committed; answering what was committed")
+        return _given(request.sealed[-1])
+    finally:
+        _current.reset(token)
+    if request.sealed:
+        return _given(request.sealed[-1])
+    if not is_final(response.status_code, _error_code(response)):
+        return response
+    return _keep_refusal(key, response, now)
+
+
+def _keep_refusal(key: IdempotencyKey, response: Response, now_ms: int) -> Response:
+    """A final answer with no effect committed alongside (a refusal): kept unless the key was taken meanwhile,
+    in which case the request that took it (a concurrent duplicate whose effect won) answers."""
+    try:
+        taken = records().store_answer(AnsweredRecord(key, _to_cached(response), now_ms))
+    except Exception:
+        http.logger.exception("storing the idempotent response failed")
+        return response
+    if taken is not None and taken.digest == key.digest and taken.completed is not None:
+        metrics.count("IdempotentReplays", operation=key.operation)
+        return _replay(taken.completed)
+    return response
+
+
 def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable[..., Response]:
     @functools.wraps(handler)
     def wrapped(**params: str) -> Response:
@@ -130,18 +256,11 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable
             )
         tenant = http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params)
         digest = request_digest(spec.operation, params, _raw_body())
+        if spec.operation in COMMITTED_WITH_EFFECT:
+            return _run_committed_with_effect(IdempotencyKey(tenant, spec.operation, key, digest), handler, params)
         got = records().claim(tenant, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
         if not isinstance(got, Claim):
-            if got.digest != digest:
-                raise Conflict("this Idempotency-Key was used with a different request", code="idempotency_key_mismatch")
-            if got.completed is None:
-                raise Conflict(
-                    "a request with this Idempotency-Key is still in progress",
-                    code="idempotency_in_flight",
-                    retry_after_s=IN_FLIGHT_RETRY_AFTER_S,
-                )
-            metrics.count("IdempotentReplays", operation=spec.operation)
-            return _replay(got.completed)
+            return _answer(got, digest, spec.operation)
         return _run_claimed(got, handler, params)
 
     return wrapped

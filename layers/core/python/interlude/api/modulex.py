@@ -26,6 +26,7 @@ from interlude.api.http import (
     sse_response,
     stream_bounds,
 )
+from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.app import streams as streaming
 from interlude.domain.errors import Forbidden
@@ -58,19 +59,19 @@ def ok(answer: BaseModel, status: int = 200) -> Response:
 
 @route("modulexRun")
 def run() -> Response:
-    return ok(face().run(caller("modulexRun", run_scoped=False), required_body()))
+    return ok(face().run(caller("modulexRun", run_scoped=False), required_body(), keyed(ok)))
 
 
 @route("modulexResume")
 def resume(threadId: str) -> Response:
     principal = caller("modulexResume", run_scoped=True)
-    return ok(face().resume(principal, threadId, body()))
+    return ok(face().resume(principal, threadId, body(), keyed(ok)))
 
 
 @route("modulexCancel")
 def cancel(runId: str) -> Response:
     principal = caller("modulexCancel", run_scoped=True)
-    return ok(face().cancel(principal, runId, body()))
+    return ok(face().cancel(principal, runId, body(), keyed(ok)))
 
 
 @route("modulexState")

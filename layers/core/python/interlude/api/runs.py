@@ -21,6 +21,7 @@ from interlude.api.http import (
     run_links,
     service,
 )
+from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.config import settings
 from interlude.domain.ids import check_author_id, from_wire
@@ -33,6 +34,7 @@ from interlude.domain.models.responses import (
     RunCreated,
     WorkflowVersion,
 )
+from interlude.domain.models.run import RunState
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from interlude.rules.interrupts.decide import REF_KINDS
 from interlude.rules.tokens.scheme import TOKEN_ALGS
@@ -101,7 +103,10 @@ def get_workflow(workflowId: str) -> Response:
 @route("createRun")
 def create_run() -> Response:
     principal = principal_for("createRun")
-    state = service().create_run(principal, required_body())
+    return run_created(service().create_run(principal, required_body(), keyed(run_created)))
+
+
+def run_created(state: RunState) -> Response:
     links = run_links(state.runId)
     created = RunCreated(runId=state.runId, status=state.status, **links)
     return json_response(201, created, {"Location": links["statusUrl"]})
@@ -120,7 +125,10 @@ def get_run(runId: str) -> Response:
 @route("cancelRun")
 def cancel_run(runId: str) -> Response:
     principal = principal_for("cancelRun")
-    state = service().cancel_run(principal, from_wire(runId), body())
+    return run_cancelled(service().cancel_run(principal, from_wire(runId), body(), keyed(run_cancelled)))
+
+
+def run_cancelled(state: RunState) -> Response:
     return json_response(200, RunCancelled(runId=state.runId, status=state.status))
 
 
@@ -142,10 +150,18 @@ def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
     resume_value = resume_value_body()
-    return json_response(200, Resolution.model_validate(service().resolve_interrupt(principal, run_id, node_id, resume_value)))
+    return resolved(service().resolve_interrupt(principal, run_id, node_id, resume_value, keyed(resolved)))
+
+
+def resolved(outcome: dict[str, Any]) -> Response:
+    return json_response(200, Resolution.model_validate(outcome))
 
 
 @route("createKey")
 def create_key() -> Response:
     principal = principal_for("createKey")
-    return json_response(201, CreatedKey.model_validate(service().create_key(principal, required_body())))
+    return key_created(service().create_key(principal, required_body(), keyed(key_created)))
+
+
+def key_created(issued: dict[str, Any]) -> Response:
+    return json_response(201, CreatedKey.model_validate(issued))

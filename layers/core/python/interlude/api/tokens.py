@@ -32,6 +32,7 @@ from interlude.api.http import (
     resume_value_body,
     service,
 )
+from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
@@ -89,7 +90,11 @@ def resolve_interrupt_by_token(token: str) -> Response:
     claims = surface().verify(token)
     resume_value = resume_value_body()
     target = surface().target(claims)
-    return json_response(200, Resolution.model_validate(surface().resolve_target(target, resume_value)), NO_STORE)
+    return token_resolved(surface().resolve_target(target, resume_value, keyed(token_resolved)))
+
+
+def token_resolved(outcome: dict[str, Any]) -> Response:
+    return json_response(200, Resolution.model_validate(outcome), NO_STORE)
 
 
 @route("getInterruptToken")

@@ -6,6 +6,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock
 from interlude.domain.errors import Forbidden
 from interlude.domain.models.requests import CreateKeyRequest
@@ -39,14 +40,14 @@ class KeyOperations:
                 self._keys.popitem(last=False)
         return auth.verify(record, key_id, secret)
 
-    def create_key(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
+    def create_key(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> dict[str, Any]:
         request: CreateKeyRequest = parse(CreateKeyRequest, body, "request body")
         missing = set(request.scopes) - principal.scopes
         if missing:
             raise Forbidden("a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
-        return self.issue_key(principal.tenant, request)
+        return self.issue_key(principal.tenant, request, keyed)
 
-    def issue_key(self, tenant: str, request: CreateKeyRequest) -> dict[str, Any]:
+    def issue_key(self, tenant: str, request: CreateKeyRequest, keyed: KeyedWrite | None = None) -> dict[str, Any]:
         key_id, api_key, secret_hash = auth.new_key()
         record = auth.key_record(
             tenant,
@@ -58,11 +59,14 @@ class KeyOperations:
             secret_hash,
             engine.iso(self.clock()),
         )
-        self.store.put_api_key(key_id, record)
-        return {
+        issued = {
             "keyId": key_id,
             "apiKey": api_key,
             "tenant": tenant,
             "subject": record["subject"],
             "scopes": record["scopes"],
         }
+        answer = answered(keyed, issued)
+        self.store.put_api_key(key_id, record, answer)
+        committed(keyed, answer)
+        return issued

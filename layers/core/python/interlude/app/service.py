@@ -11,6 +11,7 @@ from datetime import datetime
 from functools import cache, cached_property, partial
 from typing import Any
 
+from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.tenants import with_tenant_facts
@@ -71,7 +72,7 @@ class Service(KeyOperations, WorkflowOperations):
 
     # -- runs --------------------------------------------------------------------------------------
 
-    def create_run(self, principal: auth.Principal, body: Any) -> RunState:
+    def create_run(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> RunState:
         request: CreateRunRequest = parse(CreateRunRequest, body, "request body")
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
@@ -120,7 +121,8 @@ class Service(KeyOperations, WorkflowOperations):
             callbackUrl=request.callbackUrl,
             createdAt=engine.iso(now),
         )
-        transition = self.commit_or_fail(partial(engine.start, state, definition, now, self.step_budget), None, now)
+        build = partial(engine.start, state, definition, now, self.step_budget)
+        transition = self.commit_or_fail(build, None, now, keyed=keyed)
         return transition.state
 
     def commit_or_fail(
@@ -129,10 +131,13 @@ class Service(KeyOperations, WorkflowOperations):
         version: int | None,
         now: datetime,
         node_id: str | None = None,
+        keyed: KeyedWrite | None = None,
+        result: Callable[[engine.Transition], Any] = lambda made: made.state,
     ) -> engine.Transition:
         """Commit what `build()` makes; if it cannot be made (a bug) or stored (an item would pass DynamoDB's
         size), commit `build(halt=error)` instead: what was decided lands and the run fails with a clear code,
-        never left waiting on a step nobody can take. A lost race (Conflict) and other storage errors propagate."""
+        never left waiting on a step nobody can take. A lost race (Conflict) and other storage errors propagate.
+        With `keyed`, the answer to what was committed (`result` of it, rendered by the edge) is committed with it."""
         where = f"what follows node {node_id!r}" if node_id else "the run's next steps"
         try:
             transition = build()
@@ -141,8 +146,7 @@ class Service(KeyOperations, WorkflowOperations):
             error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
         else:
             try:
-                self.store.commit(transition, version, engine.iso(now))
-                return transition
+                return self.commit_answered(transition, version, now, keyed, result)
             except TooLarge:
                 error = run_error(
                     "interlude.budget_exceeded",
@@ -152,8 +156,20 @@ class Service(KeyOperations, WorkflowOperations):
             except InvalidEvent as exc:
                 logger.exception("a transition built an invalid event; failing the run")
                 error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
-        transition = build(halt=error)
-        self.store.commit(transition, version, engine.iso(now))
+        return self.commit_answered(build(halt=error), version, now, keyed, result)
+
+    def commit_answered(
+        self,
+        transition: engine.Transition,
+        version: int | None,
+        now: datetime,
+        keyed: KeyedWrite | None = None,
+        result: Callable[[engine.Transition], Any] = lambda made: made.state,
+    ) -> engine.Transition:
+        """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction."""
+        record = answered(keyed, result(transition))
+        self.store.commit(transition, version, engine.iso(now), record)
+        committed(keyed, record)
         return transition
 
     def load_run(self, principal_tenant: str, run_id: str) -> tuple[RunState, int]:
@@ -252,7 +268,9 @@ class Service(KeyOperations, WorkflowOperations):
         }
         return snap
 
-    def cancel_run(self, principal: auth.Principal, run_id: str, body: Any) -> RunState:
+    def cancel_run(
+        self, principal: auth.Principal, run_id: str, body: Any, keyed: KeyedWrite | None = None
+    ) -> RunState:
         request: CancelRunRequest = parse(CancelRunRequest, body if body is not None else {}, "request body")
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.load_run(principal.tenant, run_id)
@@ -261,8 +279,7 @@ class Service(KeyOperations, WorkflowOperations):
             now = self.clock()
             transition = engine.cancel(state, now, request.reason, principal.subject["subjectId"])
             try:
-                self.store.commit(transition, version, engine.iso(now))
-                return transition.state
+                return self.commit_answered(transition, version, now, keyed).state
             except LostRace:
                 continue
         raise busy("the run kept changing while cancelling; retry")
@@ -298,11 +315,16 @@ class Service(KeyOperations, WorkflowOperations):
     # -- interrupts --------------------------------------------------------------------------------
 
     def resolve_interrupt(
-        self, principal: auth.Principal, run_id: str, node_id: str, resume_value: Any
+        self,
+        principal: auth.Principal,
+        run_id: str,
+        node_id: str,
+        resume_value: Any,
+        keyed: KeyedWrite | None = None,
     ) -> dict[str, Any]:
         resolver = auth.run_resolver(principal)
         state, version = self.load_run(principal.tenant, run_id)
-        return self.resolve(state, version, node_id, resume_value, resolver)
+        return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed)
 
     def open_interrupt(self, state: RunState, node_id: str) -> OpenInterrupt:
         """The interrupt node_id holds now.
@@ -336,6 +358,7 @@ class Service(KeyOperations, WorkflowOperations):
         resume_value: Any,
         resolver: Resolver,
         interrupt_id: str | None = None,
+        keyed: KeyedWrite | None = None,
     ) -> dict[str, Any]:
         """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another)."""
         within_budget(resume_value, MAX_VALUE_BYTES, "the resume value")
@@ -359,8 +382,15 @@ class Service(KeyOperations, WorkflowOperations):
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
             try:
                 build = partial(engine.resolve, state, definition, node_id, decision, now, self.step_budget)
-                transition = self.commit_or_fail(build, version, now, node_id)
-                return {"runId": state.runId, "nodeId": node_id, "status": transition.state.status}
+                transition = self.commit_or_fail(
+                    build,
+                    version,
+                    now,
+                    node_id,
+                    keyed,
+                    partial(resolution_of, node_id),
+                )
+                return resolution_of(node_id, transition)
             except LostRace as lost:
                 old = lost.interrupt_old_image()
                 if old is not None and old.get("status") != "open":
@@ -401,6 +431,11 @@ def within_budget(value: Any, limit: int, what: str) -> None:
         json_size(value, limit, what)
     except BudgetExceeded as exc:
         raise TooLarge(str(exc), {"limit": limit, "unit": exc.unit}) from None
+
+
+def resolution_of(node_id: str, transition: engine.Transition) -> dict[str, Any]:
+    """What a resolve answers: the run, the node decided, and where the run stands after it."""
+    return {"runId": transition.state.runId, "nodeId": node_id, "status": transition.state.status}
 
 
 @cache

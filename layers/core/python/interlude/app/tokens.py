@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
 from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
@@ -118,13 +119,19 @@ class TokenSurface:
         target = self.target(claims)
         return self.resolve_target(target, resume_value), target
 
-    def resolve_target(self, target: Target, resume_value: Any) -> dict[str, Any]:
+    def resolve_target(self, target: Target, resume_value: Any, keyed: KeyedWrite | None = None) -> dict[str, Any]:
         """Resolve an interrupt found by `target` under the run-scoped rules, as the token's resolver."""
         claims = target.claims
         require_resolve_intent(claims)
         resolver = self.resolver(claims, target.state.tenant)
         return self.service.resolve(
-            target.state, target.version, claims.node_id, resume_value, resolver, interrupt_id=claims.interrupt_id
+            target.state,
+            target.version,
+            claims.node_id,
+            resume_value,
+            resolver,
+            interrupt_id=claims.interrupt_id,
+            keyed=keyed,
         )
 
     def mint(

@@ -6,6 +6,8 @@ Item layout (keys are strings; every item carries its tenant in pk):
   interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution; inbox GSI while open
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
   api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes
+  idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
+                                                          the write carries an AnsweredRecord
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import to_docs
 from interlude.engine.run import Transition
 from interlude.store import attributes as a
+from interlude.store import idempotency
+from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
 from interlude.store.interactions import transition_items
 
 if TYPE_CHECKING:
@@ -146,12 +150,15 @@ class Store:
 
     # -- api keys ----------------------------------------------------------------------------------
 
-    def put_api_key(self, key_id: str, record: dict[str, Any]) -> None:
-        self.client.put_item(
-            TableName=self.table,
-            Item={**a.key(api_key_pk(key_id), API_KEY_SK), "record": a.as_json(record)},
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+    def put_api_key(self, key_id: str, record: dict[str, Any], answered: AnsweredRecord | None = None) -> None:
+        item = {
+            "Item": {**a.key(api_key_pk(key_id), API_KEY_SK), "record": a.as_json(record)},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        if answered is None:
+            self.client.put_item(TableName=self.table, **item)
+            return
+        self._transact([(API_KEY_SK, {"Put": item})], answered)
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
         got = self.client.get_item(TableName=self.table, Key=a.key(api_key_pk(key_id), API_KEY_SK))
@@ -214,13 +221,20 @@ class Store:
             return None
         return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
 
-    def commit(self, transition: Transition, expected_version: int | None, now_iso: str) -> list[dict[str, Any]]:
-        """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race."""
+    def commit(
+        self,
+        transition: Transition,
+        expected_version: int | None,
+        now_iso: str,
+        answered: AnsweredRecord | None = None,
+    ) -> list[dict[str, Any]]:
+        """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race,
+        KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first."""
         state = transition.state
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
-        self._transact(self._transition_items(transition, expected_version, first_seq, docs, now_iso))
+        self._transact(self._transition_items(transition, expected_version, first_seq, docs, now_iso), answered)
         return docs
 
     def _transition_items(
@@ -274,7 +288,9 @@ class Store:
             "ExpressionAttributeValues": {":v": a.n(expected_version)},
         }
 
-    def _transact(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+    def _transact(self, items: list[tuple[str, dict[str, Any]]], answered: AnsweredRecord | None = None) -> None:
+        if answered is not None:
+            items = [*items, (idempotency.SORT_KEY, {"Put": idempotency.record_put(answered)})]
         for _, op in items:
             body = next(iter(op.values()))
             body["TableName"] = self.table
@@ -296,6 +312,10 @@ class Store:
             failed = _condition_failures(items, exc)
             if not failed:
                 raise
+            if answered is not None:
+                for label, old in failed:
+                    if label == idempotency.SORT_KEY:
+                        raise KeyAlreadyUsed(idempotency.existing_of(old, answered.key.digest)) from exc
             raise Conflict(failed) from exc
 
     def _interrupt_put(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:

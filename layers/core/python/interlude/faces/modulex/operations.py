@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
 from interlude.domain.ids import from_wire, tenant_of, to_wire
@@ -176,7 +177,7 @@ class ModulexFace:
             self.service.store_workflow_version(principal, workflow_id, 1, definition)
         return workflow_id
 
-    def run(self, principal: auth.Principal, body: Any) -> ModulexRunStarted:
+    def run(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> ModulexRunStarted:
         began = time.monotonic()
         if not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
@@ -209,31 +210,38 @@ class ModulexFace:
             recursion = (body["workflow"].get("config") or {}).get("recursion_limit")
         if isinstance(recursion, int) and not isinstance(recursion, bool) and recursion > 0:
             request["configurable"] = {"version": 1, "run": {"recursionLimit": recursion}}
+
+        def started(state: RunState) -> ModulexRunStarted:
+            view = self.view(state)
+            return ModulexRunStarted(
+                status=status_of(state.status),
+                run_id=to_wire(state.runId),
+                thread_id=to_wire(state.runId),
+                chat_id=None,
+                ephemeral=bool(body.get("ephemeral", False)),
+                stream=bool(body.get("stream", True)),
+                workflow_name=view.workflow_name,
+                workflow_version=view.workflow_version,
+                workflow_source=source,
+                elapsed_ms=round((time.monotonic() - began) * 1000, 1),
+                message=f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
+            )
+
         try:
-            state = self.service.create_run(principal, request)
+            # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
+            state = self.service.create_run(principal, request, keyed.map(started) if keyed else None)
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
                 raise Invalid(f"no deployed workflow {workflow_id!r}") from None
             raise
-        view = self.view(state)
-        return ModulexRunStarted(
-            status=status_of(state.status),
-            run_id=to_wire(state.runId),
-            thread_id=to_wire(state.runId),
-            chat_id=None,
-            ephemeral=bool(body.get("ephemeral", False)),
-            stream=bool(body.get("stream", True)),
-            workflow_name=view.workflow_name,
-            workflow_version=view.workflow_version,
-            workflow_source=source,
-            elapsed_ms=round((time.monotonic() - began) * 1000, 1),
-            message=f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
-        )
+        return started(state)
 
     # -- resume -------------------------------------------------------------------------------------
 
-    def resume(self, principal: auth.Principal, thread_id: str, body: Any) -> ModulexResumed:
+    def resume(
+        self, principal: auth.Principal, thread_id: str, body: Any, keyed: KeyedWrite | None = None
+    ) -> ModulexResumed:
         if not is_admin(principal):
             raise Forbidden("resuming a run requires an owner or admin key")
         if not isinstance(body, dict):
@@ -270,9 +278,8 @@ class ModulexFace:
                 code="interlude.run_state_invalid",
             )
         node_id = next(iter(state.interrupts))
-        self.service.resolve(state, version, node_id, body["resume_value"], auth.run_resolver(principal))
         wire = to_wire(state.runId)
-        return ModulexResumed(
+        resumed = ModulexResumed(
             status="resumed",
             run_id=wire,
             thread_id=wire,
@@ -280,10 +287,16 @@ class ModulexFace:
             workflow_source=source,
             message=f"Run resumed at {self.view(state).node(node_id)['id']}; listen at /workflows/listen/{wire}",
         )
+        resolver = auth.run_resolver(principal)
+        answer = keyed.map(lambda _: resumed) if keyed else None
+        self.service.resolve(state, version, node_id, body["resume_value"], resolver, keyed=answer)
+        return resumed
 
     # -- cancel, state ------------------------------------------------------------------------------
 
-    def cancel(self, principal: auth.Principal, wire: str, body: Any) -> ModulexCancelled:
+    def cancel(
+        self, principal: auth.Principal, wire: str, body: Any, keyed: KeyedWrite | None = None
+    ) -> ModulexCancelled:
         if body is not None and not isinstance(body, dict):
             raise Invalid("the body must be a JSON object")
         try:
@@ -293,10 +306,12 @@ class ModulexFace:
         state, _ = self.load(principal, wire)
         if state.terminal:
             raise Conflict(f"the run is already {state.status}", code="interlude.run_state_invalid")
-        self.service.cancel_run(principal, state.runId, {"reason": reason} if reason else {})
-        return ModulexCancelled(
+        cancelled = ModulexCancelled(
             status="cancellation_requested", run_id=to_wire(state.runId), reason=reason, message="Run cancelled"
         )
+        request = {"reason": reason} if reason else {}
+        self.service.cancel_run(principal, state.runId, request, keyed.map(lambda _: cancelled) if keyed else None)
+        return cancelled
 
     def state(self, principal: auth.Principal, thread_id: str) -> ModulexState:
         state, _ = self.load(principal, thread_id)
