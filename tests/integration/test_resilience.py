@@ -1,0 +1,456 @@
+"""The standing resilience suite (issue 11): a fault before and after every AWS call of each operation, then the
+client's retry, then the whole table checked for partial states.
+
+Each operation runs once unharmed while every AWS call its handler makes is counted (botocore `before-call` /
+`after-call` hooks on the default session, which every client the handlers create inherits). Then, in a fresh
+moto world per point, it runs again with one fault at call i, before the call (nothing reached AWS) or after it
+(AWS did the work, the answer was lost), as a server error (ClientError) or a connection error, and the client
+retries as it would: the same Idempotency-Key for API calls, redelivery for the stream, the schedule and the
+queue. A call added to a handler later is a new injection point without touching this file.
+
+Whole means: each run's event log is contiguous and matches its head, every interrupt item has its run head and
+agrees with it, no idempotency record is left in flight, no interrupt is resolved twice, and the operation's own
+outcome happened exactly once. `pytest -s` prints the points tried and the partial states found per operation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.app.service import Service
+from interlude.domain import clock
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.local.schedules import create_local_deadline_resources
+from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
+from interlude.store import Store, create_table
+from interlude.store import attributes as a
+from interlude.store.dynamo import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from interlude.store.idempotency import IN_PROGRESS
+from interlude.store.idempotency import SORT_KEY as IDEM_SK
+from tests.integration.conftest import new_api_key
+from tests.support.local_stack import FIXTURES, wire
+from tests.support.receiver import Receiver
+from tests.support.stream import Stream
+
+TABLE = "interlude-test"
+TENANT = "t1"
+MAX_RETRIES = 4
+LONG_MS = 600_000
+PAST_LONG_S = 602
+VISIBILITY_S = 120.0  # past any delivery lease (connect + total timeout + the worker's margin)
+FAULTS: dict[str, Callable[[str], Exception]] = {
+    "server": lambda op: ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, op),
+    "throttle": lambda op: ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}, op
+    ),
+    "connection": lambda _: EndpointConnectionError(endpoint_url="https://127.0.0.1:1"),
+}
+# Before a call: a server error and a connection error. After it (the work done, the answer lost): the same two.
+KINDS = ("server", "connection")
+TALLY: dict[str, tuple[int, int]] = {}
+
+
+@dataclass
+class Injector:
+    """Counts the AWS calls made while armed and raises one fault at the chosen call."""
+
+    calls: list[str] = field(default_factory=list)
+    armed: bool = False
+    at: tuple[int, str, str] | None = None  # (call index, "before" | "after", fault kind)
+    fired: bool = False
+
+    def before(self, model: Any, **_: Any) -> None:
+        if not self.armed:
+            return
+        self.calls.append(f"{model.service_model.service_id}.{model.name}")
+        self._maybe_fire(len(self.calls) - 1, "before", model.name)
+
+    def after(self, model: Any, **_: Any) -> None:
+        if self.armed:
+            self._maybe_fire(len(self.calls) - 1, "after", model.name)
+
+    def _maybe_fire(self, index: int, when: str, operation: str) -> None:
+        if self.at is not None and not self.fired and self.at[:2] == (index, when):
+            self.fired = True
+            raise FAULTS[self.at[2]](operation)
+
+
+@dataclass
+class World:
+    service: Service
+    api_key: str
+    receiver: Receiver
+    stream: Stream
+    clock_file: Path
+    faults: Injector
+    tenant: str = TENANT
+
+    def api(self, method: str, path: str, body: Any = None, key: str | None = None) -> dict[str, Any]:
+        headers = {"authorization": f"Bearer {self.api_key}", "content-type": "application/json"}
+        if key is not None:
+            headers["idempotency-key"] = key
+        raw = b"" if body is None else json.dumps(body).encode()
+        return lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
+
+    def register(self, name: str, **config: Any) -> str:
+        definition = json.loads((FIXTURES / f"{name}.json").read_text())
+        definition["nodes"][0]["config"].update(config)
+        assert self.api("PUT", f"/workflows/{definition['id']}", definition)["statusCode"] == 201
+        return definition["id"]
+
+    def start(self, workflow: str, **extra: Any) -> str:
+        created = self.api("POST", "/runs", {"workflowId": workflow, **extra})
+        assert created["statusCode"] == 201, created
+        return json.loads(created["body"])["runId"]
+
+    def settle(self) -> None:
+        """Deliver the stream to dispatch until it is quiet (the event source mapping's job), unharmed."""
+        while fresh := self.stream.take():
+            assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        return self.service.store.read_events(run_id)
+
+
+@contextmanager
+def world(tmp_path: Path) -> Iterator[World]:
+    receiver = Receiver().start()
+    with pytest.MonkeyPatch.context() as mp, mock_aws():
+        env = {
+            "TABLE_NAME": TABLE,
+            "PUBLIC_BASE_URL": "https://interlude.example.com",
+            "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+            "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+            "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+            "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+            "KEY_RING_SECRET": "interlude-test/token-keys",
+        }
+        for name, value in env.items():
+            mp.setenv(name, value)
+        clock_file = tmp_path / f"clock-{uuid.uuid4().hex}"
+        clock.reset(clock_file)
+        mp.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
+        lambda_runtime.fresh_instances()
+        boto3.setup_default_session()
+        faults = Injector()
+        events = boto3.DEFAULT_SESSION.events
+        events.register("before-call", faults.before)
+        events.register("after-call", faults.after)
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        for queue in wiring.QUEUES:
+            mp.setenv(queue.url_env, urls[queue.name])
+        export_queue_urls(urls)
+        for name, value in create_local_deadline_resources().items():
+            mp.setenv(name, value)
+        ensure_key_ring(env["KEY_RING_SECRET"])
+        service = Service(Store(TABLE))
+        try:
+            yield World(service, new_api_key(service, tenant=TENANT), receiver, Stream(TABLE), clock_file, faults)
+        finally:
+            lambda_runtime.fresh_instances()
+            events.unregister("before-call", faults.before)
+            events.unregister("after-call", faults.after)
+            receiver.close()
+
+
+# -- what whole means --------------------------------------------------------------------------------
+
+
+def tenant_items(tenant: str) -> list[dict[str, Any]]:
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(
+        TableName=TABLE,
+        ConsistentRead=True,
+        FilterExpression="begins_with(pk, :tenant)",
+        ExpressionAttributeValues={":tenant": {"S": f"T#{tenant}#"}},
+    )
+    return [a.plain(item) for page in pages for item in page["Items"]]
+
+
+def partial_states(w: World) -> list[str]:
+    """Every way the tenant's part of the table is not whole, across every run in it."""
+    items = tenant_items(w.tenant)
+    problems = [f"idempotency record left in flight: {i['pk'][:40]}" for i in items
+                if i["sk"] == IDEM_SK and i.get("status") == IN_PROGRESS]  # fmt: skip
+    heads = {i["pk"] for i in items if i["sk"] == RUN_SK}
+    for item in items:
+        if item["sk"].startswith(INTERRUPT_SK_PREFIX) and item["pk"] not in heads:
+            problems.append(f"interrupt item without its run head: {item['pk']} {item['sk']}")
+    for pk in heads:
+        run_id = run_id_of(pk)
+        assert run_id is not None
+        state, _ = w.service.store.get_run(run_id)
+        events = w.events(run_id)
+        if [e["sequence"] for e in events] != list(range(state.nextSeq)):
+            problems.append(f"{run_id}: event sequences {[e['sequence'] for e in events]} for nextSeq {state.nextSeq}")
+        resolved = [e["payload"].get("interruptId") for e in events if e["type"] == "interrupt.resolved"]
+        if len(resolved) != len(set(resolved)):
+            problems.append(f"{run_id}: an interrupt resolved twice")
+        open_items = {i["sk"][len(INTERRUPT_SK_PREFIX):] for i in items
+                      if i["pk"] == pk and i["sk"].startswith(INTERRUPT_SK_PREFIX) and i.get("status") == "open"}  # fmt: skip
+        open_in_head = {oi.key for oi in state.interrupts.values()}
+        if open_items != open_in_head:
+            problems.append(f"{run_id}: open interrupt items {open_items} but the head holds {open_in_head}")
+    return problems
+
+
+def api_until_answered(w: World, method: str, path: str, body: Any, key: str) -> dict[str, Any]:
+    """A client retrying with the same key until it hears a final answer."""
+    for _ in range(MAX_RETRIES):
+        got = w.api(method, path, body, key)
+        error = json.loads(got["body"]).get("error") if got["statusCode"] >= 400 else None
+        if got["statusCode"] < 500 and error != "idempotency_in_flight":
+            return got
+    return got
+
+
+def redelivered(invoke: Callable[[], Any], failed: Callable[[Any], bool], wait: Callable[[], None] = int) -> Any:
+    """An at-least-once source handing the same input over again (after `wait`) until the handler takes it."""
+    got: Any = None
+    for _ in range(MAX_RETRIES):
+        try:
+            got = invoke()
+        except Exception as exc:
+            got = exc
+        else:
+            if not failed(got):
+                return got
+        wait()
+    raise AssertionError(f"the handler never took the redelivered input: {got}")
+
+
+# -- the operations ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Operation:
+    """setup (unharmed) → act (under the fault, then retried by its client) → check (its own outcome)."""
+
+    setup: Callable[[World], dict[str, Any]]
+    act: Callable[[World, dict[str, Any]], Any]
+    check: Callable[[World, dict[str, Any], Any], list[str]]
+
+
+def _gate(w: World) -> dict[str, Any]:
+    return {"run": w.start(w.register("conformance-approval")), "key": uuid.uuid4().hex + "-resilience"}
+
+
+def _runs(w: World) -> int:
+    return sum(i["sk"] == RUN_SK for i in tenant_items(w.tenant))
+
+
+def _create_setup(w: World) -> dict[str, Any]:
+    workflow = w.register("conformance-approval")
+    return {"workflow": workflow, "key": uuid.uuid4().hex + "-resilience", "runs": _runs(w)}
+
+
+def _create_act(w: World, ctx: dict[str, Any]) -> Any:
+    return api_until_answered(w, "POST", "/runs", {"workflowId": ctx["workflow"]}, ctx["key"])
+
+
+def _create_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    if got["statusCode"] != 201:
+        return [f"createRun answered {got['statusCode']} {got['body'][:120]}"]
+    again = w.api("POST", "/runs", {"workflowId": ctx["workflow"]}, ctx["key"])
+    problems = [] if again["body"] == got["body"] else ["createRun replay differs from the answer"]
+    started = _runs(w) - ctx["runs"]
+    return problems + ([] if started == 1 else [f"{started} runs for one createRun"])
+
+
+def _resolved(w: World, run_id: str) -> list[dict[str, Any]]:
+    return [e["payload"] for e in w.events(run_id) if e["type"] == "interrupt.resolved"]
+
+
+def _resolve_act(w: World, ctx: dict[str, Any]) -> Any:
+    body = {"resumeValue": {"action": "accept"}}
+    return api_until_answered(w, "POST", f"/runs/{wire(ctx['run'])}/interrupts/gate", body, ctx["key"])
+
+
+def _resolve_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    problems = [] if got["statusCode"] == 200 else [f"resolve answered {got['statusCode']} {got['body'][:120]}"]
+    count = len(_resolved(w, ctx["run"]))
+    return problems + ([] if count == 1 else [f"{count} resolutions for one resolve"])
+
+
+def _vote_setup(w: World) -> dict[str, Any]:
+    return {"run": w.start(w.register("conformance-interrupt-quorum")), "key": uuid.uuid4().hex + "-resilience"}
+
+
+def _vote_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    if got["statusCode"] != 200:
+        return [f"vote answered {got['statusCode']} {got['body'][:120]}"]
+    state, _ = w.service.store.get_run(ctx["run"])
+    votes = state.interrupts["gate"].votes if "gate" in state.interrupts else []
+    return [] if len(votes) == 1 else [f"{len(votes)} votes recorded for one vote"]
+
+
+def _cancel_act(w: World, ctx: dict[str, Any]) -> Any:
+    return api_until_answered(w, "POST", f"/runs/{wire(ctx['run'])}/cancel", {"reason": "drill"}, ctx["key"])
+
+
+def _cancel_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    if got["statusCode"] != 200:
+        return [f"cancel answered {got['statusCode']} {got['body'][:120]}"]
+    ends = [e for e in w.events(ctx["run"]) if e["type"] == "run.cancelled"]
+    return [] if len(ends) == 1 else [f"{len(ends)} run.cancelled events for one cancel"]
+
+
+def _schedule_inputs(run_id: str) -> list[dict[str, Any]]:
+    """The target input of every deadline schedule of the run."""
+    scheduler = boto3.client("scheduler")
+    inputs = []
+    for listed in scheduler.list_schedules(GroupName=wiring.LOCAL_SCHEDULE_GROUP)["Schedules"]:
+        got = scheduler.get_schedule(Name=listed["Name"], GroupName=wiring.LOCAL_SCHEDULE_GROUP)
+        body = json.loads(got["Target"]["Input"])
+        if body.get("runId") == run_id:
+            inputs.append(body)
+    return inputs
+
+
+def _notices(run_id: str) -> list[dict[str, Any]]:
+    """Take the callback queue's visible messages; those of the run, as event-source records."""
+    sqs = boto3.client("sqs")
+    url = os.environ[wiring.queue("callbacks").url_env]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    mine = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        mine += [to_event_record(m, arn) for m in got if run_id in m["Body"] or wire(run_id) in m["Body"]]
+    return mine
+
+
+def _dispatch_setup(w: World) -> dict[str, Any]:
+    w.settle()
+    workflow = w.register("conformance-approval-timeout", timeoutMs=LONG_MS)
+    run_id = w.start(workflow, callbackUrl=w.receiver.url())
+    return {"run": run_id, "records": w.stream.take()}
+
+
+def _dispatch_act(w: World, ctx: dict[str, Any]) -> Any:
+    batch = {"Records": ctx["records"]}
+    return redelivered(lambda: lambda_runtime.invoke("dispatch", batch), lambda got: bool(got["batchItemFailures"]))
+
+
+def _dispatch_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    schedules = len(_schedule_inputs(ctx["run"]))
+    problems = [] if schedules == 1 else [f"{schedules} schedules for one deadline"]
+    return problems + ([] if _notices(ctx["run"]) else ["the interrupt's callback notice was never queued"])
+
+
+def _timeout_setup(w: World) -> dict[str, Any]:
+    run_id = w.start(w.register("conformance-approval-timeout", timeoutMs=LONG_MS))
+    w.settle()
+    (body,) = _schedule_inputs(run_id)
+    clock.advance(w.clock_file, PAST_LONG_S)
+    return {"run": run_id, "input": body}
+
+
+def _timeout_act(w: World, ctx: dict[str, Any]) -> Any:
+    return redelivered(lambda: lambda_runtime.invoke("timeouts", ctx["input"]), lambda _: False)
+
+
+def _timeout_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    resolved = _resolved(w, ctx["run"])
+    if len(resolved) != 1 or resolved[0].get("action") != "timeout":
+        return [f"the deadline resolved the gate {len(resolved)} times: {resolved}"]
+    return []
+
+
+def _callback_setup(w: World) -> dict[str, Any]:
+    run_id = w.start(w.register("conformance-approval"), callbackUrl=w.receiver.url())
+    w.settle()
+    (record,) = _notices(run_id)
+    return {"run": run_id, "record": record}
+
+
+def _callback_act(w: World, ctx: dict[str, Any]) -> Any:
+    # SQS hands a message back only once its visibility timeout ran out, which the worker sets to at least the
+    # delivery lease of a claim it could not finish; the worker's clock moves on by that much between deliveries.
+    worker = lambda_runtime.handler_module("callbacks").worker()
+    later = [0.0]
+    worker.clock = lambda: time.time() + later[0]
+
+    def visibility_timeout_passes() -> None:
+        later[0] += VISIBILITY_S
+
+    return redelivered(
+        lambda: lambda_runtime.invoke("callbacks", {"Records": [ctx["record"]]}),
+        lambda got: bool(got["batchItemFailures"]),
+        visibility_timeout_passes,
+    )
+
+
+def _callback_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    delivered = [hit for hit in w.receiver.hits if wire(ctx["run"]).encode() in hit.body or ctx["run"].encode() in hit.body]
+    attempts = w.service.deliveries.attempts(ctx["run"])
+    problems = [] if delivered else ["the notice never reached the receiver"]
+    if not any(at.get("status") == "succeeded" for at in attempts):
+        problems.append(f"no delivered attempt recorded: {attempts}")
+    return problems
+
+
+OPERATIONS: dict[str, Operation] = {
+    "createRun": Operation(_create_setup, _create_act, _create_check),
+    "resolve": Operation(_gate, _resolve_act, _resolve_check),
+    "vote": Operation(_vote_setup, _resolve_act, _vote_check),
+    "cancel": Operation(_gate, _cancel_act, _cancel_check),
+    "dispatch": Operation(_dispatch_setup, _dispatch_act, _dispatch_check),
+    "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
+    "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
+}
+
+
+def attempt(w: World, op: Operation, at: tuple[int, str, str] | None) -> tuple[list[str], list[str]]:
+    """One run of the operation on fresh inputs (a new tenant, run and key) by a cold Lambda instance, so every
+    attempt makes the same calls as the first; (its AWS calls, the partial states)."""
+    w.tenant = f"t{uuid.uuid4().hex[:12]}"
+    w.api_key = new_api_key(w.service, tenant=w.tenant)
+    ctx = op.setup(w)
+    lambda_runtime.fresh_instances()
+    w.faults.calls.clear()
+    w.faults.at, w.faults.fired, w.faults.armed = at, False, True
+    try:
+        got = op.act(w, ctx)
+    except AssertionError as exc:
+        return list(w.faults.calls), [f"at {at}: {exc}"]
+    finally:
+        w.faults.armed = False
+    calls = list(w.faults.calls)
+    if at is not None and not w.faults.fired:
+        return calls, [f"the fault at {at} never fired (the first attempt made {calls})"]
+    return calls, op.check(w, ctx, got) + partial_states(w)
+
+
+@pytest.mark.parametrize("name", list(OPERATIONS))
+def test_a_fault_at_every_aws_call_then_the_retry_leaves_the_state_whole(name, tmp_path):
+    op = OPERATIONS[name]
+    with world(tmp_path) as w:
+        calls, clean = attempt(w, op, None)
+        assert clean == [], clean
+        assert calls, "the operation made no AWS call to inject at"
+        found: list[str] = []
+        tried = 0
+        for index, call in enumerate(calls):
+            for when in ("before", "after"):
+                for kind in KINDS:
+                    tried += 1
+                    _, problems = attempt(w, op, (index, when, kind))
+                    found += [f"{call} #{index} {when} ({kind}): {p}" for p in problems]
+    TALLY[name] = (tried, len(found))
+    print(f"\nresilience {name}: {len(calls)} AWS calls, {tried} injection points, {len(found)} partial states")
+    assert found == []
