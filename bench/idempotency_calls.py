@@ -1,16 +1,21 @@
-"""Print the DynamoDB calls Idempotency-Key adds to a request, through the real `api` handler.
+"""Print the DynamoDB calls and request units Idempotency-Key adds to a request, through the real `api` handler.
 
 Runs in-process against moto (no network); the API key lookup is warm (cached) so only the operation and the
-idempotency record are counted. Usage: .venv/bin/python bench/idempotency_calls.py
+idempotency record are counted. Write units follow each written item's resulting size (DynamoDB's size rules,
+twice inside a transaction, cost_per_million.Meter); read units are 4 KB steps, halved for eventually
+consistent reads. Usage: .venv/bin/python bench/idempotency_calls.py
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections import Counter
+from typing import Any
 
 from _bench import offline_aws
+from cost_per_million import Meter, item_size
 
 offline_aws(TABLE_NAME="bench", POWERTOOLS_LOG_LEVEL="ERROR")
 
@@ -28,6 +33,30 @@ from tests.support.local_stack import FIXTURES, wire  # noqa: E402
 FIXTURE = FIXTURES / "conformance-approval.json"
 
 
+class Units(Meter):
+    """cost_per_million's meter, with strongly consistent reads at a whole unit per 4 KB."""
+
+    def __init__(self, client: Any, reader: Any) -> None:
+        super().__init__(client, reader)
+        self.consistent = False
+        client.meta.events.register("before-parameter-build.dynamodb.GetItem", self.note_consistency)
+
+    def note_consistency(self, params: dict[str, Any], **_: Any) -> None:
+        self.consistent = bool(params.get("ConsistentRead"))
+
+    def after(self, model: Any, parsed: Any, **kwargs: Any) -> None:
+        if model.name == "GetItem" and "Item" not in parsed:
+            self.rru += 1.0 if self.consistent else 0.5  # a read that finds nothing is billed as one unit step
+        elif model.name == "GetItem" and self.consistent:
+            self.rru += 0.5 * math.ceil(item_size(parsed["Item"]) / 4096)  # the other half of a consistent read
+        super().after(model, parsed, **kwargs)
+
+    def take(self) -> tuple[float, float]:
+        got = (self.wru, self.rru)
+        self.wru = self.rru = 0.0
+        return got
+
+
 def main() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
@@ -37,14 +66,16 @@ def main() -> None:
         service.store.client.meta.events.register(
             "before-call.dynamodb", lambda model, **_: counter.update([model.name])
         )
+        units = Units(service.store.client, boto3.client("dynamodb"))
 
-        def call(method: str, path: str, body: object, key: str | None) -> tuple[int, Counter[str], str]:
+        def call(method: str, path: str, body: object, key: str | None) -> tuple[int, Counter[str], str, float, float]:
             headers = {"authorization": f"Bearer {created['apiKey']}", "content-type": "application/json"}
             if key:
                 headers["idempotency-key"] = key
             counter.clear()
+            units.take()
             got = lambda_runtime.invoke("api", to_event(method, path, headers, json.dumps(body).encode(), "127.0.0.1"))
-            return got["statusCode"], Counter(counter), got["body"]
+            return got["statusCode"], Counter(counter), got["body"], *units.take()
 
         def new_run() -> str:
             return wire(json.loads(call("POST", "/runs", create, None)[2])["runId"])
@@ -65,11 +96,15 @@ def main() -> None:
             ("resolve, replay", *call("POST", f"/runs/{run}/interrupts/gate", resume, key + "r")),
             ("resolve 409, new key", *call("POST", f"/runs/{run}/interrupts/gate", resume, key + "s")),
             ("resolve 400, new key", *call("POST", f"/runs/{new_run()}/interrupts/gate", {"resumeValue": {}}, key)),
+            ("cancel, no key", *call("POST", f"/runs/{new_run()}/cancel", {}, None)),
+            ("cancel, new key", *call("POST", f"/runs/{new_run()}/cancel", {}, key + "c")),
+            ("putWorkflow, new key (claimed)", *call("PUT", f"/workflows/{definition['id']}", definition, key + "w")),
+            ("putWorkflow, replay (claimed)", *call("PUT", f"/workflows/{definition['id']}", definition, key + "w")),
         ]
-        print(f"{'request':26} {'status':>6}  DynamoDB calls")
-        for name, status, calls, _ in rows:
+        print(f"{'request':31} {'status':>6}  {'WRU':>5} {'RRU':>5}  DynamoDB calls")
+        for name, status, calls, _, wru, rru in rows:
             detail = ", ".join(f"{k}×{v}" for k, v in sorted(calls.items())) or "-"
-            print(f"{name:26} {status:>6}  {sum(calls.values())} ({detail})")
+            print(f"{name:31} {status:>6}  {wru:5.1f} {rru:5.1f}  {sum(calls.values())} ({detail})")
 
 
 if __name__ == "__main__":
