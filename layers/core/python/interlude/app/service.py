@@ -167,7 +167,7 @@ class Service(KeyOperations, WorkflowOperations):
         result: Callable[[engine.Transition], Any] = lambda made: made.state,
     ) -> engine.Transition:
         """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction."""
-        record = answered(keyed, result(transition))
+        record = answered(keyed, result(transition)) if keyed else None
         self.store.commit(transition, version, engine.iso(now), record)
         committed(keyed, record)
         return transition
