@@ -68,5 +68,7 @@ def test_your_domain_certificate_and_topic_are_used(restored):
     assert template["Outputs"]["ApiUrl"]["Value"] == "https://hitl.example.org/"
     assert "ApiDomainTarget" in template["Outputs"]
     assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::SNS::Topic"]
-    for alarm in [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]:
+    alarms = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    assert alarms  # an empty list would pass the loop below
+    for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [TOPIC]

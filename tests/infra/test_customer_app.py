@@ -151,7 +151,9 @@ def test_each_route_is_throttled_by_its_class(customer):
 def test_secret_prefix_and_names_follow_the_deployment_name(customer):
     _, stack, template = customer
     assert template["Outputs"]["WebhookSecretPrefix"]["Value"] == "interlude/approvals-prod/webhooks/"
-    for alarm in of_type(template, "AWS::CloudWatch::Alarm").values():
+    alarms = of_type(template, "AWS::CloudWatch::Alarm").values()
+    assert alarms  # an empty set would pass the loop below
+    for alarm in alarms:
         assert alarm["Properties"]["AlarmName"].startswith("approvals-prod-")
     (dashboard,) = of_type(template, "AWS::CloudWatch::Dashboard").values()
     assert dashboard["Properties"]["DashboardName"].startswith("approvals-prod")
