@@ -143,10 +143,10 @@ RUN_ERROR_CODES = frozenset(
         "recursion_limit_exceeded",
         "connector_auth_declined",
         "validation_error",
-        # A node's output, a gate's data or the run's state would pass its budget (interlude/budgets.py).
+        # A node's output, a gate's data or the run's state would pass its budget (domain/budgets.py).
         "interlude.budget_exceeded",
         # A node's own code failed (a bug, or an expression Python cannot evaluate), or what followed a decision
-        # could not be built: the node or run fails rather than the request (engine/run.py, service.py).
+        # could not be built: the node or run fails rather than the request (engine/run.py, app/service.py).
         "interlude.node_error",
     }
 )
