@@ -334,14 +334,9 @@ class Field:
 
 
 def form_fields(payload: Mapping[str, Any]) -> list[Field]:
-    data = payload.get("data") or {}
     schema = payload.get("resumeSchema") or {}
     if payload.get("kind") == "clarification":
-        props = schema.get("properties") or {}
-        return [
-            Field(f"f{i}", q["id"], q.get("question") or q["id"], q.get("schema") or props.get(q["id"]) or {}, True)
-            for i, q in enumerate(data.get("questions") or [])
-        ]
+        return _question_fields(payload.get("data") or {}, schema)
     props = schema.get("properties") if schema.get("type") == "object" else None
     if isinstance(props, dict) and props:
         required = set(schema.get("required") or [])
@@ -350,6 +345,15 @@ def form_fields(payload: Mapping[str, Any]) -> list[Field]:
             for i, (key, sub) in enumerate(props.items())
         ]
     return [Field("resume_json", "", "Your answer (JSON)", {"type": "json"}, True)]
+
+
+def _question_fields(data: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Field]:
+    """A clarification's questions, each answered in its own field (all required)."""
+    props = schema.get("properties") or {}
+    return [
+        Field(f"f{i}", q["id"], q.get("question") or q["id"], q.get("schema") or props.get(q["id"]) or {}, True)
+        for i, q in enumerate(data.get("questions") or [])
+    ]
 
 
 def _field_kind(schema: Mapping[str, Any]) -> str:
@@ -494,43 +498,51 @@ def _where(view: View) -> str:
 # -- outcomes -------------------------------------------------------------------------------------------
 
 
+# Outcomes whose words depend on nothing but the outcome: (banner class, heading, sentence).
+_FIXED_OUTCOME_WORDS: dict[str, tuple[str, str, str]] = {
+    "vote-cast": ("warn", "You already voted", "You have already voted on this request. Nothing was changed."),
+    "expired": ("warn", "This link has expired", "Decision links stop working after a while. Ask for a new link."),
+    "invalid": ("bad", "This link is not valid", "Check that you opened the whole link, or ask for a new one."),
+    "not-found": ("bad", "Nothing to decide here", "The request this link points to does not exist."),
+    "cross-site": (
+        "bad",
+        "Not sent from this page",
+        "The decision did not come from this request's own page, so nothing was changed. Open the link and "
+        "decide there.",
+    ),
+}
+
+
 def outcome_words(result: Result) -> tuple[str, str, str]:
     """(banner class, heading, sentence) for a result."""
-    run = RUN_WORDS.get(result.run_status or "", result.run_status or "")
     kind = result.kind
+    fixed = _FIXED_OUTCOME_WORDS.get(kind)
+    if fixed is not None:
+        return fixed
+    run = RUN_WORDS.get(result.run_status or "", result.run_status or "")
     if kind == "decided":
         said = DECIDED_WORDS.get(result.action or "", "You answered this request.")
         return "ok", "Decision recorded", f"{said} The run is now {run}."
     if kind == "answered":
         return "ok", "Answer recorded", f"Thank you, your answer was recorded. The run is now {run}."
     if kind == "recorded":
-        if result.action == "ask":
-            return "info", "Question recorded", "Your question was recorded. The request stays open for a decision."
-        needed = result.extra.get("required")
-        counted = result.extra.get("counted")
-        tail = f" {counted} of {needed} approvals are in." if needed and counted is not None else ""
-        return "info", "Your vote was counted", f"The request stays open until enough people have decided.{tail}"
+        return _recorded_words(result)
     if kind == "already":
         tail = f" The run is {run}." if run else ""
         return "warn", "Already decided", "This request was already decided, or its run was stopped. Nothing was changed." + tail
-    if kind == "vote-cast":
-        return "warn", "You already voted", "You have already voted on this request. Nothing was changed."
-    if kind == "expired":
-        return "warn", "This link has expired", "Decision links stop working after a while. Ask for a new link."
-    if kind == "invalid":
-        return "bad", "This link is not valid", "Check that you opened the whole link, or ask for a new one."
-    if kind == "not-found":
-        return "bad", "Nothing to decide here", "The request this link points to does not exist."
-    if kind == "cross-site":
-        return (
-            "bad",
-            "Not sent from this page",
-            "The decision did not come from this request's own page, so nothing was changed. Open the link and "
-            "decide there.",
-        )
     if kind == "forbidden":
         return "bad", "You cannot decide this request", result.detail or "This link does not allow a decision."
     return "bad", "Something went wrong", result.detail or "Nothing was changed. Try again in a moment."
+
+
+def _recorded_words(result: Result) -> tuple[str, str, str]:
+    """A question or a vote recorded while the request stays open."""
+    if result.action == "ask":
+        return "info", "Question recorded", "Your question was recorded. The request stays open for a decision."
+    needed = result.extra.get("required")
+    counted = result.extra.get("counted")
+    tail = f" {counted} of {needed} approvals are in." if needed and counted is not None else ""
+    return "info", "Your vote was counted", f"The request stays open until enough people have decided.{tail}"
 
 
 def render_result(result: Result, view: View | None) -> str:
