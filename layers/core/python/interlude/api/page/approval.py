@@ -466,16 +466,20 @@ def _approval_resume(payload: Mapping[str, Any], form: Mapping[str, Sequence[str
     if action == "ask" and not feedback:
         raise FormError("Write your question in the comment box, then press “Ask a question”.")
     if action == "refine":
-        scope = one(form, "refine_scope") or "whole"
-        if scope not in {v for v, _ in REFINE_SCOPES}:
-            raise FormError("Choose what should change.")
-        text = (one(form, "refine_text") or "").strip()
-        if not text:
-            raise FormError("Say what should change before requesting changes.")
-        value["refineFeedback"] = {"scope": scope, "text": text}
+        value["refineFeedback"] = _refine_feedback(form)
     if action == "edit-accept":
         value["editedArtifactData"] = _json_field(one(form, "edited"), "the edited artifact")
     return value
+
+
+def _refine_feedback(form: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    scope = one(form, "refine_scope") or "whole"
+    if scope not in {v for v, _ in REFINE_SCOPES}:
+        raise FormError("Choose what should change.")
+    text = (one(form, "refine_text") or "").strip()
+    if not text:
+        raise FormError("Say what should change before requesting changes.")
+    return {"scope": scope, "text": text}
 
 
 # -- where the run stands ---------------------------------------------------------------------------------
