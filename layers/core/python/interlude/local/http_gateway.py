@@ -89,6 +89,10 @@ class _Handler(BaseHTTPRequestHandler):
                 "headers": {"Content-Type": "application/json"},
                 "body": '{"message":"Internal Server Error"}',
             }
+        self._answer(result)
+
+    def _answer(self, result: dict[str, Any]) -> None:
+        """Write the function's result (payload 2.0) as API Gateway would."""
         payload = result.get("body") or ""
         data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
         self.send_response(int(result.get("statusCode", 200)))
