@@ -151,7 +151,7 @@ class Store:
     # -- api keys ----------------------------------------------------------------------------------
 
     def put_api_key(self, key_id: str, record: dict[str, Any], answered: AnsweredRecord | None = None) -> None:
-        item = {
+        item: dict[str, Any] = {
             "Item": {**a.key(api_key_pk(key_id), API_KEY_SK), "record": a.as_json(record)},
             "ConditionExpression": "attribute_not_exists(pk)",
         }
