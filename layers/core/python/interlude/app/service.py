@@ -38,7 +38,7 @@ from interlude.store import Conflict as LostRace
 from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.idempotency import IdempotencyStore
-from interlude.store.interactions import HitlStore
+from interlude.store.interactions import InteractionStore
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ class Service(KeyOperations, WorkflowOperations):
     # -- side stores: the one way to reach each, over the run table's connection ------------------
 
     @cached_property
-    def hitl_store(self) -> HitlStore:
-        return HitlStore(self.store.table, self.store.client)
+    def hitl_store(self) -> InteractionStore:
+        return InteractionStore(self.store.table, self.store.client)
 
     @cached_property
     def deliveries(self) -> DeliveryStore:

@@ -13,13 +13,13 @@ from interlude.domain.validation import parse
 from interlude.engine.run import iso
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.decide import Resolver
-from interlude.store.interactions import HitlStore
+from interlude.store.interactions import InteractionStore
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
 
 
-def tenant_settings(hitl: HitlStore, tenant: str) -> TenantSettings:
+def tenant_settings(hitl: InteractionStore, tenant: str) -> TenantSettings:
     raw = hitl.get_settings(tenant)
     return TenantSettings.model_validate(raw) if raw else TenantSettings()
 
@@ -43,7 +43,7 @@ def put_grant(service: Service, tenant: str, provider: str, body: Any, by: str) 
     return {"tenant": tenant, "provider": provider, "scopes": sorted(set(request.scopes)), "grantedAt": at}
 
 
-def with_tenant_facts(hitl: HitlStore, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
+def with_tenant_facts(hitl: InteractionStore, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
     """Add the tenant-held facts a decision needs, read at decision time: override principals, grants."""
     data = interrupt.payload.get("data") or {}
     if interrupt.kind == "approval" and data.get("overrideBypassesQuorum"):

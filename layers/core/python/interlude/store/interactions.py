@@ -6,7 +6,7 @@
   event waiter      T#{tenant}#EV#{hash}       W#{interruptId}          an external-event interrupt (closedAt once closed)
   received event    T#{tenant}#EV#{hash}       R#{receivedAt}#{eventId} an external event, kept until its ttl
 
-`hash` is interrupts.correlation.correlation_hash(eventType, correlation): waiters and events of one
+`hash` is rules.interrupts.correlation.correlation_hash(eventType, correlation): waiters and events of one
 (eventType, correlation) share a partition, so each side finds the other with one Query (no scan, no index).
 Waiters and conversation claims are written inside the run's transition transaction (transition_items).
 """
@@ -121,7 +121,7 @@ def decode_cursor(cursor: str) -> dict[str, Any] | None:
     return {k: a.s(v) for k, v in plain.items()}
 
 
-class HitlStore:
+class InteractionStore:
     def __init__(self, table: str, client: Any) -> None:
         self.table = table
         self.client = client
