@@ -32,6 +32,13 @@ def emitted(capsys) -> list[tuple[str, dict[str, str]]]:
     return points
 
 
+class GoneRun:
+    class store:  # noqa: N801 - stands in for Service.store
+        @staticmethod
+        def get_run(run_id):
+            return None
+
+
 def test_the_outbox_counts_interrupts_raised_and_decided_by_kind_and_outcome(in_lambda, capsys):
     events = [
         {"type": "interrupt.requested", "payload": {"kind": "approval"}},
@@ -39,7 +46,8 @@ def test_the_outbox_counts_interrupts_raised_and_decided_by_kind_and_outcome(in_
         {"type": "interrupt.resolved", "payload": {"kind": "approval", "decision": "granted"}},
         {"type": "interrupt.resolved", "payload": {"kind": "input", "reason": "timeout"}},
     ]
-    metrics.on_events(None, "run-1", events)
+    # (The run is gone, so no TimeToDecision: tests/integration/test_time_to_decision.py measures that.)
+    metrics.on_events(GoneRun(), "run-1", events)
     assert emitted(capsys) == [
         ("InterruptsRaised", {"deployment": "prod-eu", "kind": "approval"}),
         ("InterruptsDecided", {"deployment": "prod-eu", "kind": "approval", "outcome": "granted"}),

@@ -7,13 +7,19 @@ handlers) and the adapters; the engine, the rules and the store stay free of it.
 
 What is counted: InterruptsRaised{kind}, InterruptsDecided{kind, outcome} (from the outbox, once per event
 item), Decisions{surface} (the route that decided), DeadlinesFired{purpose}, CallbackNotices{outcome},
-IdempotentReplays{operation}, ApiErrors{route, status}.
+IdempotentReplays{operation}, ApiErrors{route, status}; and TimeToDecision{kind, outcome} in milliseconds, from
+the interrupt's raisedAt to the timestamp of its interrupt.resolved event (a decision on any surface, or the
+timeout: outcome `timeout`). The resolved event does not carry raisedAt, so the outbox reads it back from the
+interrupt's item (two GetItems per decided interrupt, and only where metrics are written).
 """
 
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
+
+from interlude.engine.run import interrupt_key, visit_of
 
 NAMESPACE = "Interlude"
 DEPLOYMENT_ENV = "INTERLUDE_DEPLOYMENT"
@@ -26,6 +32,11 @@ def enabled() -> bool:
 
 
 def count(name: str, value: float = 1, **dimensions: Any) -> None:
+    put(name, value, "Count", **dimensions)
+
+
+def put(name: str, value: float, unit: str, **dimensions: Any) -> None:
+    """One data point; `unit` is a CloudWatch unit name (Count, Milliseconds, ...)."""
     if not enabled():
         return
     # Imported on first use: the cold start of a function that counts nothing pays nothing.
@@ -33,7 +44,7 @@ def count(name: str, value: float = 1, **dimensions: Any) -> None:
 
     deployment = {"deployment": os.environ.get(DEPLOYMENT_ENV, "unnamed")}
     with single_metric(
-        name=name, unit=MetricUnit.Count, value=value, namespace=NAMESPACE, default_dimensions=deployment
+        name=name, unit=MetricUnit(unit), value=value, namespace=NAMESPACE, default_dimensions=deployment
     ) as metric:
         for key, dimension in dimensions.items():
             metric.add_dimension(key, str(dimension))
@@ -46,11 +57,42 @@ def decision_outcome(payload: dict[str, Any]) -> str:
     return str(payload.get("decision") or payload.get("action") or "resolved")
 
 
-def on_events(_service: Any, _run_id: str, events: list[dict[str, Any]]) -> None:
-    """Outbox handler: interrupts raised and decided, counted from the event log itself."""
+def on_events(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+    """Outbox handler: interrupts raised and decided, counted from the event log itself, and how long each took."""
+    decided = []
     for event in events:
         payload = event.get("payload") or {}
         if event.get("type") == "interrupt.requested":
             count("InterruptsRaised", kind=payload.get("kind", "unknown"))
         elif event.get("type") == "interrupt.resolved":
             count("InterruptsDecided", kind=payload.get("kind", "unknown"), outcome=decision_outcome(payload))
+            decided.append(event)
+    if decided and enabled():
+        time_to_decision(service, run_id, decided)
+
+
+def time_to_decision(service: Any, run_id: str, resolved: list[dict[str, Any]]) -> None:
+    got = service.store.get_run(run_id)
+    if got is None:
+        return
+    state, _ = got
+    for event in resolved:
+        payload = event.get("payload") or {}
+        node_id = payload.get("nodeId") or event.get("nodeId", "")
+        # The interrupt has left the run head; its id still names its visit, and so its item's key.
+        visit = visit_of(state, node_id, payload.get("interruptId"))
+        raised_at = None if visit is None else service.store.raised_at(run_id, interrupt_key(run_id, node_id, visit))
+        if raised_at is None:
+            continue
+        waited_ms = (_instant(event["timestamp"]) - _instant(raised_at)) * 1000
+        put(
+            "TimeToDecision",
+            max(waited_ms, 0.0),
+            "Milliseconds",
+            kind=payload.get("kind", "unknown"),
+            outcome=decision_outcome(payload),
+        )
+
+
+def _instant(iso_text: str) -> float:
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()

@@ -365,6 +365,16 @@ class Store:
             },
         }
 
+    def raised_at(self, run_id: str, key: str) -> str | None:
+        """When the interrupt raised under `key` was raised (it may be open or closed); None if none was."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(run_pk(run_id), interrupt_sk(key)),
+            ProjectionExpression="raisedAt",
+        )
+        item = got.get("Item") or {}
+        return item["raisedAt"]["S"] if "raisedAt" in item else None
+
     def raised_any(self, run_id: str, keys: list[str]) -> bool:
         """Whether the run ever raised an interrupt under one of `keys` (open, resolved or cancelled alike)."""
         pk = run_pk(run_id)

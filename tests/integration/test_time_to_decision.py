@@ -1,0 +1,120 @@
+"""Time to decision: the outbox's TimeToDecision metric against moto's DynamoDB, with the service's clock moved."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude.adapters import metrics
+from interlude.app.service import Service
+from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
+
+TABLE = "interlude-test"
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.moment = START
+
+    def __call__(self) -> datetime:
+        return self.moment
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(monkeypatch, clock) -> Service:
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        yield Service(Store(TABLE), clock=clock)
+
+
+@pytest.fixture
+def in_lambda(monkeypatch):
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "interlude-dispatch")
+    monkeypatch.setenv(metrics.DEPLOYMENT_ENV, "prod-eu")
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+
+
+def start(service: Service, fixture: str) -> str:
+    admin = signed_in(service)
+    definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    service.put_workflow(admin, definition["id"], definition)
+    return service.create_run(admin, {"workflowId": definition["id"]}).runId
+
+
+def decided_transition(service: Service, run_id: str) -> list[dict]:
+    """The RunEventDocs of the transition that resolved the interrupt (what its stream record carries)."""
+    events = service.store.read_events(run_id)
+    first = next(i for i, e in enumerate(events) if e["type"] == "interrupt.resolved")
+    return [e for e in events[first:] if e["timestamp"] == events[first]["timestamp"]]
+
+
+def time_to_decision_points(capsys) -> list[tuple[dict[str, str], float]]:
+    """(dimensions, milliseconds) of every TimeToDecision EMF line written to stdout."""
+    points = []
+    for line in capsys.readouterr().out.splitlines():
+        document = json.loads(line)
+        (directive,) = document["_aws"]["CloudWatchMetrics"]
+        if directive["Metrics"][0]["Name"] != "TimeToDecision":
+            continue
+        assert directive["Namespace"] == metrics.NAMESPACE
+        assert directive["Metrics"] == [{"Name": "TimeToDecision", "Unit": "Milliseconds"}]
+        (dimension_names,) = directive["Dimensions"]
+        value = document["TimeToDecision"]
+        points.append(({n: document[n] for n in dimension_names}, value[0] if isinstance(value, list) else value))
+    return points
+
+
+def test_a_decision_reports_the_milliseconds_since_the_interrupt_was_raised(service, clock, in_lambda, capsys):
+    run_id = start(service, "conformance-approval")
+    clock.moment = START + timedelta(minutes=7, seconds=30, milliseconds=250)
+    service.resolve_interrupt(signed_in(service, "bob"), run_id, "gate", {"action": "accept"})
+    capsys.readouterr()
+
+    metrics.on_events(service, run_id, decided_transition(service, run_id))
+
+    assert time_to_decision_points(capsys) == [
+        ({"deployment": "prod-eu", "kind": "approval", "outcome": "granted"}, 450_250.0)
+    ]
+
+
+def test_a_timeout_reports_the_wait_under_outcome_timeout(service, clock, in_lambda, capsys):
+    run_id = start(service, "conformance-approval-timeout")  # timeoutMs 1500
+    clock.moment = START + timedelta(seconds=4)
+    service.fire_deadline({"runId": run_id})  # recorded when the deadline is applied, 4 s after the raise
+    capsys.readouterr()
+
+    metrics.on_events(service, run_id, decided_transition(service, run_id))
+
+    assert time_to_decision_points(capsys) == [
+        ({"deployment": "prod-eu", "kind": "approval", "outcome": "timeout"}, 4_000.0)
+    ]
+
+
+def test_no_reads_and_no_points_outside_lambda(service, clock, monkeypatch, capsys):
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    run_id = start(service, "conformance-approval")
+    service.resolve_interrupt(signed_in(service, "bob"), run_id, "gate", {"action": "accept"})
+    events = decided_transition(service, run_id)
+
+    class NoStore:
+        def __getattr__(self, name: str):
+            raise AssertionError(f"the store was read ({name}) where no metric is written")
+
+    class Unread:
+        store = NoStore()
+
+    metrics.on_events(Unread(), run_id, events)
+    assert capsys.readouterr().out == ""
