@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from interlude.adapters import metrics
+from interlude.adapters.delivery.notices import message_ids
 from interlude.adapters.delivery.signing import SecretCache
 from interlude.adapters.delivery.worker import RetryLater, Worker
 from interlude.config import settings
@@ -35,6 +36,11 @@ def worker() -> Worker:
 
 
 def record_handler(record: SQSRecord) -> str:
+    # One batch mixes notices of many runs: every line about this message (the worker's included) carries its
+    # notice id as the correlation id, and its run id.
+    ids = message_ids(record.body)
+    logger.set_correlation_id(ids.get("noticeId"))
+    logger.append_keys(runId=ids.get("runId"), noticeId=ids.get("noticeId"))
     try:
         outcome = worker().handle(record.raw_event)
     except RetryLater:

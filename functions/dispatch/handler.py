@@ -10,13 +10,19 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from interlude.app.service import default_service
 from interlude.composition import compose, handle_stream_record
+from interlude.store.stream import record_run_id
 
 logger = Logger(service="interlude-dispatch")
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+# A record that fails is logged (with its traceback and its run's correlation id) before the mapping retries it.
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams, logger=logger)
 compose()
 
 
 def record_handler(record: DynamoDBRecord) -> None:
+    # One batch mixes runs: every line about this record carries its run id, also as the correlation id.
+    run_id = record_run_id(record.raw_event)
+    logger.set_correlation_id(run_id)
+    logger.append_keys(runId=run_id)
     handle_stream_record(default_service(), record.raw_event)
 
 

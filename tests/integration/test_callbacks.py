@@ -18,12 +18,14 @@ from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.errors import Invalid
+from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, to_event_record
 from interlude.store import Store, create_table
 from interlude.store.deliveries import DeliveryStore
 from tests.integration.conftest import signed_in
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire
+from tests.support.logs import function_log
 from tests.support.receiver import Receiver, verify
 from tests.support.stream import Stream
 
@@ -347,3 +349,42 @@ def test_create_run_accepts_names_resolving_only_to_public_addresses(service, ad
     for url in ("https://hooks.example.com/approve", "https://dual.example.com/", "https://nat64.example.com/"):
         state = service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": url})
         assert state.callbackUrl == url
+
+
+# --- logs -----------------------------------------------------------------------------------------
+
+
+def test_callbacks_log_lines_carry_the_notice_id_as_correlation_id_and_the_run_id(service, admin, aws, receiver):
+    # Given a queued notice that SQS delivers twice
+    run_id = start_gate_run(service, admin, receiver.url())
+    Stream(TABLE).pump()
+    (message,) = queued(aws["callbacks"])
+    sqs = boto3.client("sqs")
+    sqs.change_message_visibility(QueueUrl=aws["callbacks"], ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+    sqs.send_message(QueueUrl=aws["callbacks"], MessageBody=message["Body"])
+    notice = json.loads(message["Body"])["notice"]
+
+    # When both copies are processed (the second is dropped as a duplicate, which the worker logs)
+    with function_log("callbacks") as lines:
+        drain(aws)
+
+    # Then the worker's line names the notice and its run, as the correlation id and as keys
+    (duplicate,) = [line for line in lines if line["message"].startswith("notice already settled")]
+    assert duplicate["correlation_id"] == notice["id"] == duplicate["noticeId"]
+    assert duplicate["runId"] == run_id
+
+
+def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(service, admin, aws, receiver, monkeypatch):
+    # Given a run whose callback notices cannot be queued (the queue's URL is missing from the environment)
+    run_id = start_gate_run(service, admin, receiver.url())
+    monkeypatch.delenv(wiring.queue("callbacks").url_env)
+
+    # When dispatch handles its record
+    with function_log("dispatch") as lines:
+        result = lambda_runtime.invoke("dispatch", {"Records": Stream(TABLE).take()})
+
+    # Then the record is reported for retry and its failure is logged under the run's id
+    assert len(result["batchItemFailures"]) == 1
+    (failure,) = [line for line in lines if line["level"] == "WARNING"]
+    assert failure["correlation_id"] == run_id == failure["runId"]
+    assert "CALLBACK_QUEUE_URL is not set" in failure["exception"]

@@ -20,8 +20,14 @@ def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | 
     """(run id, the RunEventDocs one transition wrote) of a new event-log item; None for any other record."""
     if not is_event_insert(record):
         return None
-    run_id = run_id_of(record["dynamodb"]["Keys"][wiring.PARTITION_KEY]["S"])
+    run_id = record_run_id(record)
     if run_id is None:
         return None
     image = record["dynamodb"].get("NewImage") or {}
     return run_id, a.unpacked(image["events"]) if "events" in image else []
+
+
+def record_run_id(record: dict[str, Any]) -> str | None:
+    """The run a stream record's item belongs to; None for an item of no run."""
+    keys = (record.get("dynamodb") or {}).get("Keys") or {}
+    return run_id_of((keys.get(wiring.PARTITION_KEY) or {}).get("S", ""))

@@ -8,6 +8,7 @@ notice id, which is also the Standard Webhooks `webhook-id` on every attempt.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -126,6 +127,16 @@ def _key_of(state: RunState, node_id: str, interrupt_id: str | None) -> str | No
 
 def queue_message(tenant: str, callback_url: str, notice: dict[str, Any]) -> dict[str, Any]:
     return {"v": 1, "tenant": tenant, "callbackUrl": callback_url, "notice": notice}
+
+
+def message_ids(body: str) -> dict[str, str]:
+    """`runId` and `noticeId` of a queued message (as far as it has them): what its log lines are correlated by."""
+    try:
+        notice = json.loads(body).get("notice") or {}
+    except (ValueError, AttributeError):
+        return {}
+    ids = {"runId": notice.get("runId"), "noticeId": notice.get("id")}
+    return {k: v for k, v in ids.items() if isinstance(v, str)}
 
 
 def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], float] = random.random) -> int:
