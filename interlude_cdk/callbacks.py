@@ -8,7 +8,11 @@ switch (interlude.config.delivery.DEV_ALLOW_LOOPBACK_ENV) is never set here.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+import json
+from collections.abc import Mapping
+
+import jsii
+from aws_cdk import Acknowledgment, ArnFormat, Duration, IStableStringProducer, Lazy, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -31,9 +35,12 @@ class CallbackDelivery(Construct):
         api_url: str,
         deployment: str,
         encryption_key: kms.IKey | None,
+        secret_tags: Mapping[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
         self._key = encryption_key
+        # Secrets created at run time are no resources of the stack: they get its tags (as deployed) through here.
+        self.created_secret_tags = Lazy.string(_StackTagsJson(Stack.of(self), secret_tags))
         # Each deployment's own name prefix, so two stacks in one account and region never share a secret.
         self.secret_prefixes = {key: wiring.deployed_secret_prefix(key, deployment) for key in wiring.SECRET_PREFIXES}
         self.queues: dict[str, sqs.Queue] = {}
@@ -104,5 +111,23 @@ class CallbackDelivery(Construct):
                     "this one name prefix and nothing else.",
                 )
             )
+        if wiring.creates_secrets(spec):
+            # The function role's key grant (interlude_cdk.functions.KEY_USE_ACTIONS: Encrypt, GenerateDataKey,
+            # Decrypt) covers creating and reading secrets under the key.
+            if self._key is not None:
+                function.add_environment(wiring.CREATED_SECRETS_KMS_KEY_ENV, self._key.key_arn)
+            function.add_environment(wiring.CREATED_SECRETS_TAGS_ENV, self.created_secret_tags)
         if spec.needs_public_base_url:
             function.add_environment(PUBLIC_BASE_URL_ENV, api_url)
+
+
+@jsii.implements(IStableStringProducer)
+class _StackTagsJson:
+    """The stack's tags (read at synthesis, after every Tags.of(...) has been applied) and `own` on top, as JSON."""
+
+    def __init__(self, stack: Stack, own: Mapping[str, str]) -> None:
+        self._stack = stack
+        self._own = dict(own)
+
+    def produce(self) -> str:
+        return json.dumps({**self._stack.tags.tag_values(), **self._own}, sort_keys=True, separators=(",", ":"))

@@ -96,6 +96,7 @@ class Interlude(Construct):
             api_url=self.api.url,
             deployment=self.deployment,
             encryption_key=key,
+            secret_tags={**props.tags, DEPLOYMENT_TAG: self.deployment},
         )
         self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name, encryption_key=key)
         self.alarm_topic = props.alarm_topic or self._create_topic(key)
@@ -157,7 +158,16 @@ class Interlude(Construct):
                 "Name prefix of this deployment's per-tenant webhook signing secrets",
             ),
             self.OUTPUT_ALARM_TOPIC: (self.alarm_topic.topic_arn, "SNS topic every alarm notifies"),
+            wiring.OUTPUT_WEBHOOK_SECRET_TAGS: (
+                self.callbacks.created_secret_tags,
+                "Tags every webhook signing secret is created with (JSON)",
+            ),
         }
+        if self.props.encryption_key is not None:
+            outputs[wiring.OUTPUT_WEBHOOK_SECRET_KMS_KEY] = (
+                self.props.encryption_key.key_arn,
+                "KMS key every webhook signing secret is created under",
+            )
         if self.api.domain_name is not None:
             outputs[self.OUTPUT_DOMAIN_TARGET] = (
                 self.api.domain_name.regional_domain_name,

@@ -26,6 +26,8 @@ from interlude_cdk import CustomDomain, Interlude, RouteThrottle, Throttles, app
 
 DOMAIN = "approvals.example.com"
 TAGS = {"cost-center": "platform-42", "owner": "approvals-team"}
+# Tags of the stack itself (CloudFormation puts them on what it creates; Interlude on the secrets it creates).
+STACK_TAGS = {"environment": "production"}
 THROTTLES = Throttles(
     writes=RouteThrottle(rate_limit=20, burst_limit=40),
     reads=RouteThrottle(rate_limit=200, burst_limit=400),
@@ -62,7 +64,9 @@ def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[A
     # The CDK CLI passes cdk.json's context (feature flags) itself; a bare `python app.py` reads it here.
     flags = json.loads((Path(__file__).parent / "cdk.json").read_text())["context"]
     app = App(context={**flags, **(context or {})}, outdir=outdir)
-    stack = ApprovalsStack(app, "ApprovalsProd", env=Environment(account="111111111111", region="eu-west-1"))
+    stack = ApprovalsStack(
+        app, "ApprovalsProd", env=Environment(account="111111111111", region="eu-west-1"), tags=STACK_TAGS
+    )
     apply_checks(app)
     return app, stack
 

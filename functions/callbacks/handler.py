@@ -30,7 +30,9 @@ def worker() -> Worker:
     return Worker(
         deliveries=DeliveryStore(Store(settings().table_name)),
         sqs=boto3.client("sqs"),
-        secrets=SecretCache(boto3.client("secretsmanager"), cfg.secret_prefix),
+        secrets=SecretCache(
+            boto3.client("secretsmanager"), cfg.secret_prefix, kms_key_id=cfg.secret_kms_key_id, tags=cfg.secret_tags
+        ),
         settings=cfg,
     )
 

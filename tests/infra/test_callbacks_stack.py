@@ -132,6 +132,22 @@ def test_webhook_secrets_live_under_a_prefix_of_the_deployments_own(synth):
     assert synth.template_json["Outputs"]["WebhookSecretPrefix"]["Value"] == prefix
 
 
+def test_webhook_secrets_are_created_with_the_deployment_tag_and_no_key_when_none_is_given(synth):
+    # Given the default stack (no customer-managed key; the customer app's test covers a key)
+    for spec in wiring.FUNCTIONS:
+        variables = synth.env(spec.name)
+        assert wiring.CREATED_SECRETS_KMS_KEY_ENV not in variables
+        if wiring.creates_secrets(spec):
+            # Then the creator of tenants' secrets tags each with the deployment, for a teardown to find them
+            tags = json.loads(variables[wiring.CREATED_SECRETS_TAGS_ENV])
+            assert tags["interlude:deployment"] == synth.stack.stack_name
+        else:
+            assert wiring.CREATED_SECRETS_TAGS_ENV not in variables
+    # And the stack's outputs tell the CLI the same (no key output: there is no key)
+    assert json.loads(synth.template_json["Outputs"][wiring.OUTPUT_WEBHOOK_SECRET_TAGS]["Value"]) == tags
+    assert wiring.OUTPUT_WEBHOOK_SECRET_KMS_KEY not in synth.template_json["Outputs"]
+
+
 def test_the_deployed_stack_never_allows_loopback_callbacks(synth):
     # Given every function of the deployed stack / Then none sets the development-only loopback switch
     for spec in wiring.FUNCTIONS:

@@ -163,3 +163,46 @@ def test_the_customer_template_passes_cfn_lint(customer):
     _, _, template = customer
     matches = lint(json.dumps(template), config=ManualArgs(regions=["eu-west-1"], ignore_checks=["W3005"]))
     assert [str(match) for match in matches] == []
+
+
+def test_webhook_secrets_made_at_run_time_are_told_the_customer_key_and_tags(customer):
+    module, stack, template = customer
+    key_arn = arn(stack, stack.key)
+    for spec in wiring.FUNCTIONS:
+        function = stack.interlude.functions.by_name[spec.name]
+        variables = template["Resources"][stack.get_logical_id(function.node.default_child)]["Properties"][
+            "Environment"
+        ]["Variables"]
+        if not wiring.creates_secrets(spec):
+            assert wiring.CREATED_SECRETS_KMS_KEY_ENV not in variables
+            assert wiring.CREATED_SECRETS_TAGS_ENV not in variables
+            continue
+        # The function that creates tenants' signing secrets creates them under the customer's key
+        assert variables[wiring.CREATED_SECRETS_KMS_KEY_ENV] == key_arn
+        # with the stack's tags, the construct's and the deployment's (what a teardown looks them up by)
+        assert json.loads(variables[wiring.CREATED_SECRETS_TAGS_ENV]) == {
+            **module.STACK_TAGS,
+            **module.TAGS,
+            "interlude:deployment": "approvals-prod",
+        }
+        # and its role may encrypt under that key (Secrets Manager asks for a data key as the caller)
+        role_id = stack.get_logical_id(function.role.node.default_child)
+        role = template["Resources"][role_id]["Properties"]
+        statements = [s for policy in role.get("Policies", []) for s in policy["PolicyDocument"]["Statement"]]
+        statements += [
+            s
+            for policy in of_type(template, "AWS::IAM::Policy").values()
+            if {"Ref": role_id} in policy["Properties"]["Roles"]
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        on_key = {a for s in statements if key_arn in as_list(s["Resource"]) for a in as_list(s["Action"])}
+        assert {"kms:Encrypt", "kms:GenerateDataKey", "kms:Decrypt"} <= on_key
+        # and tag what it creates
+        assert any("secretsmanager:TagResource" in as_list(s["Action"]) for s in statements)
+    # And the CLI, which may create a tenant's secret too, finds the same key and tags among the stack's outputs
+    assert template["Outputs"][wiring.OUTPUT_WEBHOOK_SECRET_KMS_KEY]["Value"] == key_arn
+    assert json.loads(template["Outputs"][wiring.OUTPUT_WEBHOOK_SECRET_TAGS]["Value"]) == {
+        **module.STACK_TAGS,
+        **module.TAGS,
+        "interlude:deployment": "approvals-prod",
+    }

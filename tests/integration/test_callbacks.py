@@ -351,6 +351,32 @@ def test_create_run_accepts_names_resolving_only_to_public_addresses(service, ad
         assert state.callbackUrl == url
 
 
+def test_a_tenant_secret_is_created_under_the_deployments_key_with_its_tags(
+    service, admin, aws, receiver, monkeypatch
+):
+    # Given a deployment with a customer-managed key and tags (what the construct puts in the environment)
+    key_arn = boto3.client("kms").create_key(Description="the customer's key")["KeyMetadata"]["Arn"]
+    tags = {"interlude:deployment": "approvals-prod", "cost-center": "platform-42"}
+    monkeypatch.setenv(wiring.CREATED_SECRETS_KMS_KEY_ENV, key_arn)
+    monkeypatch.setenv(wiring.CREATED_SECRETS_TAGS_ENV, json.dumps(tags))
+
+    # When the first notice for the tenant is delivered by the real callbacks handler (which creates its secret)
+    start_gate_run(service, admin, receiver.url())
+    Stream(TABLE).pump()
+    drain(aws)
+
+    # Then the secret is encrypted under that key and carries those tags (a teardown finds it by them)
+    (hit,) = receiver.hits
+    verify(tenant_secret(), hit)
+    described = boto3.client("secretsmanager").describe_secret(SecretId=secret_name("interlude/webhooks/", TENANT))
+    assert described["KmsKeyId"] == key_arn
+    assert {t["Key"]: t["Value"] for t in described["Tags"]} == tags
+    found = boto3.client("secretsmanager").list_secrets(
+        Filters=[{"Key": "tag-key", "Values": ["interlude:deployment"]}, {"Key": "tag-value", "Values": ["approvals-prod"]}]
+    )["SecretList"]
+    assert [f["Name"] for f in found] == [described["Name"]]
+
+
 # --- logs -----------------------------------------------------------------------------------------
 
 

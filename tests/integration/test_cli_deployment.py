@@ -22,6 +22,7 @@ from interlude import wiring
 GUARDED_CLI = "import sys; sys.modules['moto'] = None; from interlude.cli.main import main; sys.exit(main(sys.argv[1:]))"
 PREFIX = "interlude/Prod/webhooks/"
 RING = "prod-token-ring"
+TAGS = {"interlude:deployment": "Prod", "owner": "approvals-team"}
 
 
 def run_cli(*args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
@@ -61,11 +62,14 @@ def aws():
     }
     clients = {s: boto3.client(s, endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
                                aws_access_key_id="testing", aws_secret_access_key="testing")
-               for s in ("cloudformation", "secretsmanager")}  # fmt: skip
+               for s in ("cloudformation", "secretsmanager", "kms")}  # fmt: skip
+    key_arn = clients["kms"].create_key(Description="the customer's key")["KeyMetadata"]["Arn"]
     outputs = {
         wiring.OUTPUT_TABLE_NAME: "prod-table",
         wiring.OUTPUT_KEY_RING_SECRET: RING,
         wiring.OUTPUT_WEBHOOK_SECRET_PREFIX: PREFIX,
+        wiring.OUTPUT_WEBHOOK_SECRET_TAGS: json.dumps(TAGS),
+        wiring.OUTPUT_WEBHOOK_SECRET_KMS_KEY: key_arn,
     }
     for name, declared in (("Prod", outputs), ("Old", {wiring.OUTPUT_TABLE_NAME: "old-table"})):
         template = {
@@ -120,3 +124,21 @@ def test_webhook_secrets_live_under_the_stacks_own_prefix(aws):
     shown = json.loads(done.stdout)
     assert shown["secretName"] == f"{PREFIX}acme"
     assert shown["secret"].startswith("whsec_")
+
+
+def test_a_secret_the_cli_creates_gets_the_stacks_key_and_tags(aws):
+    # Given a stack whose outputs name a KMS key and the tags its webhook secrets carry
+    # When the CLI shows (so creates) a tenant's secret
+    done, _ = run_cli("webhooks", "secret", "show", "--stack", "Prod", "--tenant", "tagged", **aws)
+    assert done.returncode == 0, done.stderr
+
+    # Then the secret is under that key, with those tags, as one the callbacks function had created
+    client = boto3.client("secretsmanager", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    described = client.describe_secret(SecretId=f"{PREFIX}tagged")
+    outputs = boto3.client("cloudformation", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    (stack,) = outputs.describe_stacks(StackName="Prod")["Stacks"]
+    key_arn = next(o["OutputValue"] for o in stack["Outputs"] if o["OutputKey"] == wiring.OUTPUT_WEBHOOK_SECRET_KMS_KEY)
+    assert described["KmsKeyId"] == key_arn
+    assert {t["Key"]: t["Value"] for t in described["Tags"]} == TAGS

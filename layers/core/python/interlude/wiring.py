@@ -114,7 +114,13 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:UpdateItem",
             "dynamodb:Query",
         ),
-        secret_grants=(("WEBHOOK_SECRET_PREFIX", ("secretsmanager:GetSecretValue", "secretsmanager:CreateSecret")),),
+        # TagResource: a secret is created with its deployment's tags (CREATED_SECRETS_TAGS_ENV), which needs it.
+        secret_grants=(
+            (
+                "WEBHOOK_SECRET_PREFIX",
+                ("secretsmanager:GetSecretValue", "secretsmanager:CreateSecret", "secretsmanager:TagResource"),
+            ),
+        ),
     ),
     Function(
         name="timeouts",
@@ -206,6 +212,18 @@ def queues_in_creation_order() -> list[Queue]:
 # Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.adapters.delivery.signing).
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
 SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/"}
+
+
+# A function that creates secrets under a prefix (CreateSecret among its secret_grants) creates them under the
+# deployment's customer-managed KMS key when it has one (the key's ARN here; unset: Secrets Manager's AWS-managed
+# key), and with the deployment's tags (a JSON object here): they are never part of the stack, and a teardown
+# finds them by tag.
+CREATED_SECRETS_KMS_KEY_ENV = "CREATED_SECRETS_KMS_KEY_ARN"
+CREATED_SECRETS_TAGS_ENV = "CREATED_SECRETS_TAGS"
+
+
+def creates_secrets(spec: Function) -> bool:
+    return any("secretsmanager:CreateSecret" in actions for _, actions in spec.secret_grants)
 
 
 def deployed_secret_prefix(key: str, deployment: str) -> str:
@@ -366,6 +384,10 @@ OUTPUT_API_URL = "ApiUrl"
 OUTPUT_TABLE_NAME = "TableName"
 OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
 OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
+# What `interlude webhooks secret show|rotate` creates a tenant's secret with, as the callbacks function does
+# (CREATED_SECRETS_*_ENV): the tags (JSON; always) and the customer-managed key's ARN (only when there is one).
+OUTPUT_WEBHOOK_SECRET_TAGS = "WebhookSecretTags"
+OUTPUT_WEBHOOK_SECRET_KMS_KEY = "WebhookSecretKmsKey"
 
 # --- deadlines (EventBridge Scheduler) -------------------------------------------------------------
 

@@ -35,6 +35,11 @@ def stack_output(args: argparse.Namespace, output: str) -> str | None:
     return outputs[output]
 
 
+def optional_stack_output(args: argparse.Namespace, output: str) -> str | None:
+    """The named output of the stack --stack names; None without --stack or when the stack has no such output."""
+    return _outputs(args.stack).get(output) if getattr(args, "stack", None) else None
+
+
 @cache
 def _outputs(stack: str) -> dict[str, str]:
     import boto3

@@ -4,7 +4,8 @@
 its receiver. `rotate` makes a new current secret and keeps the previous one signing for `--grace-hours`
 (every delivery carries both signatures meanwhile), then prints the new secret. `--local` works on the running
 local stack; otherwise the caller's AWS credentials reach the deployment's Secrets Manager, under the prefix
-of `--stack`'s WebhookSecretPrefix output (or `--prefix`).
+of `--stack`'s WebhookSecretPrefix output (or `--prefix`). A secret created here gets what the callbacks
+function would give it: the stack's WebhookSecretTags and its WebhookSecretKmsKey (when it has one).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from interlude import wiring
-from interlude.cli.deployment import stack_output
+from interlude.cli.deployment import optional_stack_output, stack_output
 from interlude.cli.local import add_local_args, use_local_stack
 
 if TYPE_CHECKING:
@@ -52,11 +53,18 @@ def _prefix(args: argparse.Namespace) -> str:
     sys.exit("interlude: name the deployment with --stack (or the secrets' prefix with --prefix, or --local)")
 
 
+def _creation(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
+    """(KMS key, tags) a secret created for the deployment --stack names gets; (None, {}) without one."""
+    tags = optional_stack_output(args, wiring.OUTPUT_WEBHOOK_SECRET_TAGS)
+    return optional_stack_output(args, wiring.OUTPUT_WEBHOOK_SECRET_KMS_KEY), json.loads(tags or "{}")
+
+
 def _show(args: argparse.Namespace) -> int:
     from interlude.adapters.delivery.signing import ensure_secret, secret_name
 
     name = secret_name(_prefix(args), args.tenant)
-    return _print(args.tenant, name, ensure_secret(_client(args), name), time.time())
+    kms_key_id, tags = _creation(args)
+    return _print(args.tenant, name, ensure_secret(_client(args), name, kms_key_id, tags), time.time())
 
 
 def _rotate(args: argparse.Namespace) -> int:
@@ -64,7 +72,9 @@ def _rotate(args: argparse.Namespace) -> int:
 
     name = secret_name(_prefix(args), args.tenant)
     now = time.time()
-    return _print(args.tenant, name, rotate_secret(_client(args), name, args.grace_hours * 3600, now), now)
+    kms_key_id, tags = _creation(args)
+    rotated = rotate_secret(_client(args), name, args.grace_hours * 3600, now, kms_key_id, tags)
+    return _print(args.tenant, name, rotated, now)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

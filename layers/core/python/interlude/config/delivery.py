@@ -7,8 +7,10 @@ loopback receivers (demos and tests on one machine). It is off by default and th
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from interlude import wiring
 
@@ -35,6 +37,9 @@ class DeliverySettings:
     max_response_bytes: int
     # The CA bundle TLS verifies against (None: the system store).
     ca_file: str | None
+    # What a tenant's signing secret is created under and with (wiring.CREATED_SECRETS_*_ENV).
+    secret_kms_key_id: str | None = None
+    secret_tags: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def from_env() -> DeliverySettings:
@@ -53,6 +58,8 @@ class DeliverySettings:
             total_timeout_s=float(env.get("INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S", str(DEFAULT_TOTAL_TIMEOUT_S))),
             max_response_bytes=int(env.get("INTERLUDE_CALLBACK_MAX_RESPONSE_BYTES", str(64 * 1024))),
             ca_file=env.get("INTERLUDE_CALLBACK_CA_FILE") or None,
+            secret_kms_key_id=env.get(wiring.CREATED_SECRETS_KMS_KEY_ENV) or None,
+            secret_tags=json.loads(env.get(wiring.CREATED_SECRETS_TAGS_ENV) or "{}"),
         )
 
 

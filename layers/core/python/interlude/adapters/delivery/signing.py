@@ -14,6 +14,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,14 +68,24 @@ def read_secret(client: Any, name: str) -> dict[str, Any] | None:
     return json.loads(raw)
 
 
-def ensure_secret(client: Any, name: str) -> dict[str, Any]:
-    """The tenant's stored secret, created on first use (a concurrent creator's secret wins)."""
+def ensure_secret(
+    client: Any, name: str, kms_key_id: str | None = None, tags: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The tenant's stored secret, created on first use (a concurrent creator's secret wins).
+
+    A created secret is encrypted under `kms_key_id` (None: Secrets Manager's AWS-managed key) and carries `tags`
+    (the deployment's: it is no resource of the stack, so a teardown finds it by them)."""
     found = read_secret(client, name)
     if found is not None:
         return found
     value = {"current": new_secret(), "previous": []}
+    options: dict[str, Any] = {}
+    if kms_key_id:
+        options["KmsKeyId"] = kms_key_id
+    if tags:
+        options["Tags"] = [{"Key": key, "Value": tag} for key, tag in tags.items()]
     try:
-        client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=json.dumps(value))
+        client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=json.dumps(value), **options)
     except ClientError as exc:
         if _error_code(exc) != "ResourceExistsException":
             raise
@@ -84,10 +95,17 @@ def ensure_secret(client: Any, name: str) -> dict[str, Any]:
     return value
 
 
-def rotate_secret(client: Any, name: str, grace_s: float = DEFAULT_GRACE_S, now: float | None = None) -> dict[str, Any]:
+def rotate_secret(
+    client: Any,
+    name: str,
+    grace_s: float = DEFAULT_GRACE_S,
+    now: float | None = None,
+    kms_key_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A new current secret; the old one keeps signing (second signature) for `grace_s` seconds."""
     now = time.time() if now is None else now
-    value = ensure_secret(client, name)
+    value = ensure_secret(client, name, kms_key_id, tags)
     previous = [p for p in value.get("previous", []) if float(p["until"]) > now]
     previous.insert(0, {"secret": value["current"], "until": int(now + grace_s)})
     rotated = {"current": new_secret(), "previous": previous}
@@ -98,10 +116,20 @@ def rotate_secret(client: Any, name: str, grace_s: float = DEFAULT_GRACE_S, now:
 class SecretCache:
     """Per-process cache of tenants' secrets: a warm worker reads Secrets Manager at most once a minute each."""
 
-    def __init__(self, client: Any, prefix: str, max_age_s: float = CACHE_SECONDS) -> None:
+    def __init__(
+        self,
+        client: Any,
+        prefix: str,
+        max_age_s: float = CACHE_SECONDS,
+        *,
+        kms_key_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.max_age_s = max_age_s
+        self.kms_key_id = kms_key_id
+        self.tags = dict(tags or {})
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
 
@@ -110,7 +138,7 @@ class SecretCache:
         with self._lock:
             hit = self._cache.get(tenant)
         if hit is None or hit[0] <= time.monotonic():
-            value = ensure_secret(self.client, secret_name(self.prefix, tenant))
+            value = ensure_secret(self.client, secret_name(self.prefix, tenant), self.kms_key_id, self.tags)
             hit = (time.monotonic() + self.max_age_s, value)
             with self._lock:
                 self._cache[tenant] = hit
