@@ -2,7 +2,8 @@
 
 Per function: sqs:SendMessage on exactly the queues it `sends_to`; the SQS event source (reporting batch item
 failures) and the consume actions on exactly the queue it `consumes`; Secrets Manager actions on exactly the
-secret-name prefixes of its `secret_grants`; and the environment that names them. The development-only loopback
+secret-name prefixes of its `secret_grants`; and the environment that names them, with (for a function that
+creates secrets) the KMS key and tags to create them with. The development-only loopback
 switch (interlude.config.delivery.DEV_ALLOW_LOOPBACK_ENV) is never set here.
 """
 

@@ -87,8 +87,8 @@ class InterludeProps:
     # Applies to the table, the token key ring, the customer-managed key's grants and the log groups.
     # RETAIN (default) keeps the data when the stack goes and turns on the table's deletion protection.
     removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
-    # A customer-managed KMS key for the table, every queue, the key ring secret, the log groups and the created
-    # alarm topic. None: AWS-owned/managed encryption. A key imported from elsewhere must already allow the
+    # A customer-managed KMS key for the table, every queue, the key ring secret, the webhook signing secrets (made
+    # at run time), the log groups and the created alarm topic. None: AWS-owned/managed encryption. A key imported from elsewhere must already allow the
     # CloudWatch Logs and CloudWatch services (docs/operations.md, "Encryption").
     encryption_key: kms.IKey | None = None
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
@@ -97,7 +97,8 @@ class InterludeProps:
     throttles: Throttles = field(default_factory=Throttles)
     # Function name -> reserved concurrency; None: wiring's (dispatch 10, timeouts 5). {} reserves nothing.
     reserved_concurrency: Mapping[str, int] | None = None
-    # Tags on every resource the construct creates (and `interlude:deployment`, always).
+    # Tags on every resource the construct creates (and `interlude:deployment`, always), and on the webhook signing
+    # secrets made at run time (with the stack's own tags too).
     tags: Mapping[str, str] = field(default_factory=dict)
     # Names the deployment in secret prefixes, alarm and dashboard names; None: the stack's name.
     deployment_name: str | None = None
