@@ -222,10 +222,14 @@ def test_stream_authorization_comes_first(aws, key):
     assert call("GET", f"/runs/{wire(run_id)}/events", None).status == 401
 
 
-def test_create_run_points_events_url_at_the_stream(key):
+def test_create_run_points_events_url_at_the_stream_under_the_configured_base(key, monkeypatch):
     assert call("PUT", "/workflows/gated", key, GATE).status == 201
     created = call("POST", "/runs", key, {"workflowId": "gated"}).json()
-    assert created["eventsUrl"] == f"http://127.0.0.1/runs/{wire(created['runId'])}/events"
+    # No PUBLIC_BASE_URL (a bare handler): the domain API Gateway records it served, never a forwarded header.
+    assert created["eventsUrl"] == f"https://127.0.0.1/runs/{wire(created['runId'])}/events"
+    monkeypatch.setenv("PUBLIC_BASE_URL", "https://interlude.example.com/")
+    created = call("POST", "/runs", key, {"workflowId": "gated"}, **{"X-Forwarded-Host": "evil.example"}).json()
+    assert created["eventsUrl"] == f"https://interlude.example.com/runs/{wire(created['runId'])}/events"
 
 
 # -- ModuleX face -----------------------------------------------------------------------------------

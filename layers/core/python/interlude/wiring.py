@@ -61,7 +61,7 @@ class Function:
     consumes: str | None = None
     # Secrets Manager grants on every secret under a name prefix: (SECRET_PREFIXES key, actions).
     secret_grants: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # PUBLIC_BASE_URL (the API's base URL, for links in outgoing notices) is set in this function's environment.
+    # PUBLIC_BASE_URL (the API's base URL, for links in answers and outgoing notices) is set in its environment.
     needs_public_base_url: bool = False
     # Concurrency held back for this function alone (None: none), so held API requests cannot starve it.
     # A deployment may override it (interlude_cdk.InterludeProps.reserved_concurrency).
@@ -73,6 +73,8 @@ FUNCTIONS: tuple[Function, ...] = (
         name="api",
         handler="handler.lambda_handler",
         description="Every HTTP route (OpenWOP v2 and ModuleX faces)",
+        # Every link an answer holds (token urls, eventsUrl, statusUrl) is built from it, never from the request.
+        needs_public_base_url=True,
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",

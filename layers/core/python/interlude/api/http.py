@@ -11,10 +11,12 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 
 from interlude import wiring
+from interlude.api import strict_json
 from interlude.api.errors import reply
 from interlude.app import streams as streaming
 from interlude.app.service import default_service
 from interlude.config import settings
+from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import (
     DomainError,
     Internal,
@@ -32,8 +34,7 @@ logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()
 OPENWOP_VERSION = "2.0"
 MAX_BODY_BYTES = 1_000_000
-# Deep enough for any real document; shallow enough that copying and serialising never recurses out.
-MAX_JSON_DEPTH = 64
+MAX_JSON_DEPTH = strict_json.MAX_DEPTH
 ROUTES_BY_OPERATION = {r.operation: r for r in wiring.ROUTES}
 # The resolver's per-request context key naming the face of the route being answered.
 FACE_CONTEXT = "face"
@@ -50,7 +51,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     return Response(
         status_code=status,
         content_type="application/json",
-        body=json.dumps(body, separators=(",", ":")),
+        body=json.dumps(body, separators=(",", ":"), allow_nan=False),
         headers={"OpenWOP-Version": OPENWOP_VERSION, **(headers or {})},
     )
 
@@ -119,32 +120,11 @@ def raw_body() -> str:
 
 
 def parse_json(raw: str) -> Any:
+    """`raw` as strict JSON (interlude.api.strict_json): else a 400 validation_error naming the field."""
     try:
-        value = json.loads(raw)
-    except RecursionError:
-        raise Invalid(f"the body nests deeper than {MAX_JSON_DEPTH} levels") from None
-    except ValueError as exc:
-        raise Invalid(f"the body is not valid JSON: {exc}") from None
-    check_json_value(value)
-    return value
-
-
-def check_json_value(value: Any, depth: int = 0) -> None:
-    """Refuse what JSON admits but nothing downstream can store: deep nesting and lone surrogates."""
-    if depth > MAX_JSON_DEPTH:
-        raise Invalid(f"the body nests deeper than {MAX_JSON_DEPTH} levels")
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise Invalid("the body holds a string that is not valid Unicode") from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_json_value(key, depth + 1)
-            check_json_value(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            check_json_value(item, depth + 1)
+        return strict_json.loads(raw, MAX_JSON_DEPTH)
+    except strict_json.StrictJsonError as exc:
+        raise Invalid(exc.message, {"field": exc.field}) from None
 
 
 def body() -> Any:
@@ -213,10 +193,11 @@ def sse_response(parts: list[str], headers: dict[str, str] | None = None) -> Res
 
 
 def base_url() -> str:
-    headers = app.current_event.headers or {}
-    host = headers.get("x-forwarded-host") or headers.get("host") or app.current_event.request_context.domain_name
-    proto = headers.get("x-forwarded-proto", "https")
-    return f"{proto}://{host}"
+    """The base of every link Interlude hands out: the deployment's PUBLIC_BASE_URL (the local stack sets its own).
+    Never a request header (Host, X-Forwarded-Host/-Proto, Forwarded): a caller must not choose where links point.
+    Unset only when a handler is invoked bare; then the domain API Gateway itself records it served."""
+    configured = delivery_settings().public_base_url
+    return configured or f"https://{app.current_event.request_context.domain_name}"
 
 
 def run_links(run_id: str) -> dict[str, str]:

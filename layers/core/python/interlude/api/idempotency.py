@@ -102,13 +102,13 @@ def is_final(status: int, code: str | None) -> bool:
 
 def request_digest(operation: str, params: dict[str, str], raw_body: bytes) -> str:
     # The JSON line cannot contain a raw newline, so the split between it and the body is unambiguous.
-    head = json.dumps([operation, sorted(params.items())], separators=(",", ":"))
+    head = json.dumps([operation, sorted(params.items())], separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(head.encode() + b"\n" + raw_body).hexdigest()
 
 
 def capability_namespace(params: dict[str, str]) -> str:
     # ':' never occurs in a tenant id (ids.TENANT_RE), so this cannot collide with a real tenant.
-    return "tok:" + hashlib.sha256(json.dumps(sorted(params.items())).encode()).hexdigest()
+    return "tok:" + hashlib.sha256(json.dumps(sorted(params.items()), allow_nan=False).encode()).hexdigest()
 
 
 @cache

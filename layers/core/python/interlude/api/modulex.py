@@ -53,7 +53,7 @@ def caller(operation: str, run_scoped: bool) -> Principal:
 
 
 def ok(answer: BaseModel, status: int = 200) -> Response:
-    body = json.dumps(answer.model_dump(mode="json"), separators=(",", ":"))
+    body = json.dumps(answer.model_dump(mode="json"), separators=(",", ":"), allow_nan=False)
     return Response(status_code=status, content_type="application/json", body=body)
 
 

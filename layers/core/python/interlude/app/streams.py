@@ -95,7 +95,7 @@ def follow(
 
 
 def _json(data: Any) -> str:
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def frame(data: Any, *, event: str | None = None, id: int | str | None = None) -> str:  # noqa: A002

@@ -45,7 +45,7 @@ class BudgetExceeded(Exception):
 
 def _scalar_size(value: Any) -> int:
     if isinstance(value, str):
-        return len(json.dumps(value))
+        return len(json.dumps(value, allow_nan=False))
     if value is None or value is True:
         return 4
     if value is False:
@@ -56,7 +56,7 @@ def _scalar_size(value: Any) -> int:
         return len(str(value))
     if isinstance(value, float):
         return len(repr(value))
-    return len(json.dumps(str(value)))
+    return len(json.dumps(str(value), allow_nan=False))
 
 
 def json_size(value: Any, limit: int = MAX_VALUE_BYTES, what: str = "the value", depth: int = MAX_VALUE_DEPTH) -> int:

@@ -47,7 +47,9 @@ def lookup(path: str, scope: Mapping[str, Any]) -> Any:
 
 
 def as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
 def render(

@@ -61,7 +61,7 @@ class CachedResponse:
 
     def to_json(self) -> str:
         doc = {"status": self.status, "headers": self.headers, "body": self.body, "isBase64": self.is_base64}
-        return json.dumps(doc, separators=(",", ":"))
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
     def from_json(text: str) -> CachedResponse:

@@ -98,7 +98,7 @@ def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, di
 
 
 def encode_cursor(key: dict[str, Any]) -> str:
-    raw = json.dumps({k: v["S"] for k, v in key.items()}, separators=(",", ":"), sort_keys=True)
+    raw = json.dumps({k: v["S"] for k, v in key.items()}, separators=(",", ":"), sort_keys=True, allow_nan=False)
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 

@@ -68,7 +68,12 @@ def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[d
         result = _sqs().send_message_batch(
             QueueUrl=queue_url,
             Entries=[
-                {"Id": str(i), "MessageBody": json.dumps(queue_message(tenant, callback_url, n), separators=(",", ":"))}
+                {
+                    "Id": str(i),
+                    "MessageBody": json.dumps(
+                        queue_message(tenant, callback_url, n), separators=(",", ":"), allow_nan=False
+                    ),
+                }
                 for i, n in enumerate(chunk)
             ],
         )

@@ -85,7 +85,9 @@ def ensure_secret(
     if tags:
         options["Tags"] = [{"Key": key, "Value": tag} for key, tag in tags.items()]
     try:
-        client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=json.dumps(value), **options)
+        client.create_secret(
+            Name=name, Description=_DESCRIPTION, SecretString=json.dumps(value, allow_nan=False), **options
+        )
     except ClientError as exc:
         if _error_code(exc) != "ResourceExistsException":
             raise
@@ -109,7 +111,7 @@ def rotate_secret(
     previous = [p for p in value.get("previous", []) if float(p["until"]) > now]
     previous.insert(0, {"secret": value["current"], "until": int(now + grace_s)})
     rotated = {"current": new_secret(), "previous": previous}
-    client.put_secret_value(SecretId=name, SecretString=json.dumps(rotated))
+    client.put_secret_value(SecretId=name, SecretString=json.dumps(rotated, allow_nan=False))
     return rotated
 
 

@@ -79,7 +79,7 @@ class Worker:
         final = False
         try:
             target = check_url(message["callbackUrl"], resolve=self.resolve, allow_loopback=cfg.allow_loopback)
-            body = json.dumps(notice, separators=(",", ":"), ensure_ascii=False)
+            body = json.dumps(notice, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
             timestamp = int(self.clock())
             headers = {
                 "Content-Type": "application/json",
@@ -119,7 +119,9 @@ class Worker:
             # The dead letter goes first: a crash after it leaves a duplicate dead letter, never a lost one.
             self.sqs.send_message(
                 QueueUrl=cfg.dlq_url,
-                MessageBody=json.dumps(dead_letter(message, public_attempts(history), iso_epoch(self.clock()))),
+                MessageBody=json.dumps(
+                    dead_letter(message, public_attempts(history), iso_epoch(self.clock())), allow_nan=False
+                ),
             )
             self.deliveries.finish(run_id, notice_id, attempt, attempt_record, "dead")
             return "dead"

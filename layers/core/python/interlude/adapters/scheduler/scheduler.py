@@ -61,7 +61,7 @@ class Scheduler:
             "Target": {
                 "Arn": self.settings.target_arn,
                 "RoleArn": self.settings.role_arn,
-                "Input": json.dumps(deadline.as_input(run_id), separators=(",", ":"), sort_keys=True),
+                "Input": json.dumps(deadline.as_input(run_id), separators=(",", ":"), sort_keys=True, allow_nan=False),
                 "RetryPolicy": {
                     "MaximumRetryAttempts": spec.max_retry_attempts,
                     "MaximumEventAgeInSeconds": spec.max_event_age_s,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from interlude.api import strict_json
 from interlude.api.page import csrf
 from interlude.api.page.graph import GraphNode, describe, render_svg
 
@@ -257,7 +258,7 @@ def _artifact(payload: Mapping[str, Any]) -> str:
 def pretty(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, allow_nan=False)
 
 
 def _hidden_csrf(csrf_field: str) -> str:
@@ -449,9 +450,11 @@ def _json_field(raw: str | None, what: str) -> Any:
     if raw is None or not raw.strip():
         raise FormError(f"Please fill in {what}.")
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        raise FormError(f"{what[0].upper()}{what[1:]} is not valid JSON.") from None
+        return strict_json.loads(raw)
+    except strict_json.StrictJsonError as exc:
+        # Strict as a body: a page answer lands in the same event log as an API one.
+        detail = "" if exc.field == "body" else f" (at {exc.field})"
+        raise FormError(f"{what[0].upper()}{what[1:]} is not valid JSON{detail}.") from None
 
 
 def _approval_resume(payload: Mapping[str, Any], form: Mapping[str, Sequence[str]]) -> dict[str, Any]:

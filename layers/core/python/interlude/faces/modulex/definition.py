@@ -400,5 +400,6 @@ def translate(raw: Any) -> dict[str, Any]:
 
 def content_id(definition: dict[str, Any]) -> str:
     """The workflow id an inline definition is stored under: its content, so the same definition is stored once."""
-    digest = hashlib.sha256(json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
     return f"modulex-inline-{digest[:40]}"

@@ -20,6 +20,7 @@ The only run-time failure is budgets.BudgetExceeded, from joining strings past M
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -64,7 +65,9 @@ def _str(x: Any) -> str:
 def _num(kind: type) -> Callable[[Any], Any]:
     def convert(x: Any) -> Any:
         try:
-            return kind(x) if not isinstance(x, bool | type(None)) else None
+            value = kind(x) if not isinstance(x, bool | type(None)) else None
+            # float("nan"), float("inf"), float("1e999"): not a number JSON can carry.
+            return value if _finite(value) else None
         except (TypeError, ValueError, OverflowError):
             return None
 
@@ -253,7 +256,10 @@ class _Parser:
 def _literal(kind: str, value: str) -> Node | None:
     """The node of a token that stands for itself: a number, a string, a constant, a {{reference}}."""
     if kind == "num":
-        return ("lit", float(value) if any(c in value for c in ".eE") else int(value))
+        number = float(value) if any(c in value for c in ".eE") else int(value)
+        if not _finite(number):
+            raise ExpressionError(f"{value} is not a finite number")
+        return ("lit", number)
     if kind == "str":
         return ("lit", re.sub(r"\\(.)", r"\1", value[1:-1]))
     if kind == "kw" and value in _CONSTANTS:
@@ -301,7 +307,12 @@ def _arith(op: str, a: Any, b: Any) -> Any:
     # Numbers past what Python prints (and JSON carries) make no sense here either.
     if isinstance(result, int) and result.bit_length() > MAX_INT_DIGITS * 3:
         return None
-    return result
+    return result if _finite(result) else None
+
+
+def _finite(number: Any) -> bool:
+    """A number JSON can carry: float arithmetic overflows to inf (and inf - inf is nan) without raising."""
+    return not isinstance(number, float) or math.isfinite(number)
 
 
 def _call(name: str, args: list[Any]) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 
 def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def correlation_hash(event_type: str, correlation: dict[str, Any]) -> str:

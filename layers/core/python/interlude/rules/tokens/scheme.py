@@ -165,6 +165,7 @@ class KeyRing:
             },
             sort_keys=True,
             separators=(",", ":"),
+            allow_nan=False,
         )
 
     @classmethod

@@ -1,0 +1,99 @@
+"""Strict JSON in and out (issue 11 finding 5): the edge's decoder, the approval page's JSON fields, expressions
+that overflow, and every JSON writer of the package refusing NaN and Infinity."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from interlude.api import strict_json
+from interlude.api.page.approval import FormError, resume_from_form
+from interlude.app.streams import frame
+from interlude.faces.modulex.expressions import ExpressionError, compile_expression, evaluate
+from interlude.store.attributes import as_json, packed
+
+PACKAGE = Path(strict_json.__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ("NaN", "body"),
+        ('{"a":{"b":[0,Infinity]}}', "a/b/1"),
+        ('{"a":-Infinity}', "a"),
+        ('{"a":1e309}', "a"),
+        ('{"a":-2e308}', "a"),
+        ('{"a":' + "1" * 310 + "}", "a"),
+        ('{"a":' + "1" * 5000 + "}", "a"),
+        ('{"a":1,"b":{"c":1,"c":2}}', "b"),
+        ('{"a":1,"a":1}', "body"),
+        ('{"a":"\\ud800"}', "a"),
+        ('{"\\udfff":1}', "\\udfff"),
+        ("[" * 66 + "]" * 66, "/".join(["0"] * 65)),
+        ("[" * 100_000 + "]" * 100_000, "body"),
+        ('{"a":1', "body"),
+        ("", "body"),
+    ],
+)
+def test_strict_decoding_refuses_naming_the_field(raw, field):
+    with pytest.raises(strict_json.StrictJsonError) as refused:
+        strict_json.loads(raw)
+    assert refused.value.field == field
+
+
+def test_strict_decoding_reads_every_finite_number_a_double_holds():
+    raw = '{"max":1.7976931348623157e308,"min":5e-324,"neg":-0.0,"big":9223372036854775808,"e":1E+2,"u":"\\u202e😀"}'
+    assert strict_json.loads(raw) == json.loads(raw)
+    assert strict_json.loads('{"x":' + "9" * 308 + "}")["x"] == int("9" * 308)
+
+
+def test_the_approval_pages_json_fields_are_as_strict_as_a_body():
+    bare = {"kind": "external-event", "key": "k", "data": {"eventType": "paid", "correlation": {}}}
+    for raw in ('{"paid": NaN}', '{"paid": 1e400}', '{"paid": true, "paid": false}'):
+        with pytest.raises(FormError, match="not valid JSON"):
+            resume_from_form(bare, {"resume_json": [raw]})
+
+
+@pytest.mark.parametrize("text", ["1e308 * 10", "-1e308 * 10", 'float("inf")', 'float("nan")', "1e308 * 10 - 1e308 * 10"])
+def test_expressions_never_yield_a_number_json_cannot_carry(text):
+    # Float arithmetic overflows without raising; the expression language reads such a result as null.
+    assert evaluate(compile_expression(text), {}) is None
+
+
+def test_an_expression_literal_past_a_double_is_refused_at_registration():
+    with pytest.raises(ExpressionError, match="not a finite number"):
+        compile_expression("{{x}} > 1e400")
+
+
+def test_what_is_stored_and_streamed_is_refused_rather_than_written_as_nan():
+    for value in (math.nan, math.inf, -math.inf):
+        for write in (as_json, packed, frame):
+            with pytest.raises(ValueError, match="JSON compliant"):
+                write({"x": value})
+
+
+def json_writers_without_allow_nan_false() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        # Developer tooling (the CLI's printouts, the local stack's plumbing) writes nothing a client parses.
+        if path.relative_to(PACKAGE).parts[0] in ("cli", "local"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("dump", "dumps")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "json"
+                and not any(k.arg == "allow_nan" and getattr(k.value, "value", True) is False for k in node.keywords)
+            ):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_every_json_writer_of_the_service_refuses_nan_and_infinity():
+    assert json_writers_without_allow_nan_false() == []
