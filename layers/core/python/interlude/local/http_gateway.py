@@ -6,6 +6,7 @@ import base64
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -60,6 +61,17 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes, sou
     }
 
 
+def combined_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A header sent more than once arrives once, its values joined by commas, as API Gateway (payload 2.0) does:
+    two Idempotency-Keys read as one key the route refuses, never as whichever came last."""
+    combined: dict[str, str] = {}
+    for name, value in items:
+        key = name.lower()
+        separator = "; " if key == "cookie" else ","
+        combined[key] = f"{combined[key]}{separator}{value}" if key in combined else value
+    return combined
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "interlude-local"
@@ -78,7 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(413)
             return
         body = self.rfile.read(length) if length else b""
-        event = to_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
+        event = to_event(self.command, self.path, combined_headers(self.headers.items()), body, self.client_address[0])
         try:
             if self.server.instances is None:
                 raise RuntimeError("the gateway is not started")
