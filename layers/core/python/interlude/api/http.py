@@ -69,7 +69,7 @@ def error_response(exc: DomainError) -> Response:
     return Response(
         status_code=status,
         content_type="application/json",
-        body=json.dumps(body, separators=(",", ":")),
+        body=json.dumps(body, separators=(",", ":"), allow_nan=False),
         headers=headers,
     )
 
