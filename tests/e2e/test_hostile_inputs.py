@@ -141,7 +141,8 @@ def body_cases(t: Target) -> list[Case]:
         Case("nesting past 64 levels", "POST", "/runs", run_with({"x": nested(70)}), code="validation_error"),
         Case("nesting 50,000 levels", "POST", "/runs", b"[" * 50_000 + b"]" * 50_000, code="validation_error"),
         Case("a body over 1 MB", "POST", "/runs", run_with({"x": "a" * 1_000_001}), code="payload_too_large"),
-        Case("a body over the gateway's 2 MB", "POST", "/runs", b" " * 3_000_000, expect=frozenset({413})),
+        # (Past the local gateway's 2 MB it answers 413 before reading, and the client's write may break.)
+        Case("a body of 1.9 MB", "POST", "/runs", run_with({"x": "a" * 1_900_000}), code="payload_too_large"),
         Case("inputs over 128 KiB", "POST", "/runs", run_with({"x": "a" * 140_000}), code="payload_too_large"),
         Case("not JSON", "POST", "/runs", b"{", code="validation_error"),
         Case("not UTF-8", "POST", "/runs", b'{"workflowId":"\xff\xfe"}', code="validation_error"),
