@@ -353,7 +353,7 @@ def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_
     assert service.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
     resolved = [e for e in service.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
     assert resolved["payload"]["decision"] == "overridden"
-    assert tenants.get_settings(service, admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24}
+    assert tenants.get_settings(service, admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24, "limits": {}}
 
 
 @pytest.mark.parametrize(

@@ -293,6 +293,8 @@ ROUTES: tuple[Route, ...] = (
         True,
     ),
     Route("POST", "/keys", "createKey", "keys:admin", "Create an API key", True),
+    Route("GET", "/keys", "listKeys", "keys:admin", "The tenant's API keys (metadata, never secrets), paged"),
+    Route("DELETE", "/keys/{keyId}", "revokeKey", "keys:admin", "Revoke an API key of the tenant", True),
     # Signed-token surfaces (interlude.api.tokens): the token in the path is the credential.
     Route("GET", "/interrupts/{token}", "inspectInterruptByToken", None, "Interrupt payload, or the approval page"),
     Route("POST", "/interrupts/{token}", "resolveInterruptByToken", None, "Resolve through a signed token", True),

@@ -9,8 +9,8 @@ from interlude import wiring
 from interlude.adapters import metrics
 
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
-# deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7).
-from interlude.api import deliveries, inbox, modulex, runs, streams, tokens  # noqa: F401
+# deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11).
+from interlude.api import deliveries, inbox, keys, modulex, runs, streams, tokens  # noqa: F401
 from interlude.api.http import app, logger
 
 # The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.

@@ -24,6 +24,7 @@ from interlude.domain.errors import (
     TooLarge,
     Unauthenticated,
     Unavailable,
+    RateLimited,
     Unprocessable,
     UnsupportedMedia,
 )
@@ -44,6 +45,7 @@ OUTCOME_STATUS: dict[type[DomainError], int] = {
     TooLarge: 413,
     UnsupportedMedia: 415,
     Unprocessable: 422,
+    RateLimited: 429,
     Internal: 500,
     Unavailable: 503,
 }

@@ -23,6 +23,7 @@ from interlude.domain.errors import (
     Invalid,
     MethodNotAllowed,
     NotFound,
+    RateLimited,
     TooLarge,
     UnsupportedMedia,
 )
@@ -102,7 +103,19 @@ def _not_found(exc: Exception) -> Response:
 
 
 def principal_for(operation: str) -> Principal:
-    principal = service().authenticate(app.current_event.headers.get("authorization"))
+    """The request's key holder, counted once per request against its tenant's rate, holding the route's scope."""
+    principal = app.context.get("principal")
+    if principal is None:
+        principal = service().authenticate(app.current_event.headers.get("authorization"))
+        admission = service().limiter.admit(principal)
+        if not admission.allowed:
+            raise RateLimited(
+                f"this tenant's limit of {admission.limit} requests per second was reached",
+                {"limit": admission.limit, "unit": "requests per second"},
+                retry_after_s=admission.retry_after_s,
+            )
+        # The Idempotency-Key layer and the handler both ask: one request is counted once.
+        app.append_context(principal=principal)
     scope = ROUTES_BY_OPERATION[operation].scope
     if scope:
         principal.require(scope)

@@ -1,14 +1,19 @@
-"""API keys: authenticating a bearer key (with a short, bounded cache) and issuing keys."""
+"""API keys: authenticating a bearer key (with a short, bounded cache), issuing, listing and revoking keys.
+
+Revocation reaches the instance that revokes at once and every other warm instance within KEY_CACHE_SECONDS, the
+time a key found active is trusted without reading it again (README, "Keys"; docs/decisions.md, "Key revocation").
+"""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from datetime import UTC
 from typing import Any
 
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock
-from interlude.domain.errors import Forbidden
+from interlude.domain.errors import Forbidden, Invalid, NotFound
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.validation import parse
 from interlude.engine import run as engine
@@ -23,7 +28,10 @@ class KeyOperations:
     clock: Clock
     _keys: OrderedDict[str, tuple[float, dict[str, Any] | None]]
 
-    KEY_CACHE_SECONDS = 30.0
+    # How long an active key is trusted without reading it again: the bound on revocation across instances.
+    KEY_CACHE_SECONDS = 5.0
+    # An unknown, revoked or expired key stays refused, so that answer may be kept longer.
+    REFUSED_KEY_CACHE_SECONDS = 30.0
     # Every well-formed key id is cached, known or not, so the cache is bounded like the workflow cache.
     KEY_CACHE_SIZE = 1024
 
@@ -34,11 +42,13 @@ class KeyOperations:
             record = cached[1]
         else:
             record = self.store.get_api_key(key_id)
-            self._keys[key_id] = (time.monotonic() + self.KEY_CACHE_SECONDS, record)
+            active = record is not None and auth.key_status(record, self.clock()) == "active"
+            ttl = self.KEY_CACHE_SECONDS if active else self.REFUSED_KEY_CACHE_SECONDS
+            self._keys[key_id] = (time.monotonic() + ttl, record)
             self._keys.move_to_end(key_id)
             if len(self._keys) > self.KEY_CACHE_SIZE:
                 self._keys.popitem(last=False)
-        return auth.verify(record, key_id, secret)
+        return auth.verify(record, key_id, secret, self.clock())
 
     def create_key(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> dict[str, Any]:
         request: CreateKeyRequest = parse(CreateKeyRequest, body, "request body")
@@ -48,6 +58,10 @@ class KeyOperations:
         return self.issue_key(principal.tenant, request, keyed)
 
     def issue_key(self, tenant: str, request: CreateKeyRequest, keyed: KeyedWrite | None = None) -> dict[str, Any]:
+        now = self.clock()
+        if request.expiresAt is not None and request.expiresAt <= now:
+            raise Invalid("expiresAt must be in the future", {"field": "expiresAt"})
+        expires_at = engine.iso(request.expiresAt.astimezone(UTC)) if request.expiresAt is not None else None
         key_id, api_key, secret_hash = auth.new_key()
         record = auth.key_record(
             tenant,
@@ -57,7 +71,8 @@ class KeyOperations:
             request.roles,
             request.kind,
             secret_hash,
-            engine.iso(self.clock()),
+            engine.iso(now),
+            expires_at,
         )
         issued = {
             "keyId": key_id,
@@ -65,8 +80,31 @@ class KeyOperations:
             "tenant": tenant,
             "subject": record["subject"],
             "scopes": record["scopes"],
+            **({"expiresAt": expires_at} if expires_at else {}),
         }
         answer = answered(keyed, issued)
         self.store.put_api_key(key_id, record, answer)
         committed(keyed, answer)
         return issued
+
+    def list_keys(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
+        """One page of the tenant's keys (metadata only), oldest first; `cursor` continues after it."""
+        try:
+            page, after = self.store.list_api_keys(tenant, limit, cursor)
+        except ValueError:
+            raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
+        now = self.clock()
+        body: dict[str, Any] = {"keys": [auth.key_metadata(record, key_id, now) for key_id, record in page]}
+        if after is not None:
+            body["cursor"] = after
+        return body
+
+    def revoke_key(self, tenant: str, key_id: str) -> dict[str, Any]:
+        """Revoke one of the tenant's keys; another tenant's key answers as an unknown one (404)."""
+        if not auth.KEY_ID_RE.fullmatch(key_id):
+            raise NotFound("no such key")
+        record = self.store.revoke_api_key(tenant, key_id, engine.iso(self.clock()))
+        if record is None:
+            raise NotFound("no such key")
+        self._keys.pop(key_id, None)  # this instance refuses it from now on
+        return auth.key_metadata(record, key_id, self.clock())

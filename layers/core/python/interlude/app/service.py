@@ -13,6 +13,7 @@ from typing import Any
 
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
+from interlude.app.limits import TenantLimiter
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.tenants import with_tenant_facts
 from interlude.app.workflows import WorkflowOperations
@@ -55,6 +56,8 @@ class Service(KeyOperations, WorkflowOperations):
         self.step_budget = step_budget
         self._workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition] = OrderedDict()
         self._keys: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
+        # The tenant's limits in force (cached briefly) and its request counter (app/limits.py).
+        self.limiter = TenantLimiter(self)
 
     # -- side stores: the one way to reach each, over the run table's connection ------------------
 
@@ -121,8 +124,9 @@ class Service(KeyOperations, WorkflowOperations):
             callbackUrl=request.callbackUrl,
             createdAt=engine.iso(now),
         )
+        open_runs = self.limiter.limits(principal.tenant).open_runs
         build = partial(engine.start, state, definition, now, self.step_budget)
-        transition = self.commit_or_fail(build, None, now, keyed=keyed)
+        transition = self.commit_or_fail(build, None, now, keyed=keyed, open_runs_limit=open_runs)
         return transition.state
 
     def commit_or_fail(
@@ -133,11 +137,13 @@ class Service(KeyOperations, WorkflowOperations):
         node_id: str | None = None,
         keyed: KeyedWrite | None = None,
         result: Callable[[engine.Transition], Any] = lambda made: made.state,
+        open_runs_limit: int | None = None,
     ) -> engine.Transition:
         """Commit what `build()` makes; if it cannot be made (a bug) or stored (an item would pass DynamoDB's
         size), commit `build(halt=error)` instead: what was decided lands and the run fails with a clear code,
         never left waiting on a step nobody can take. A lost race (Conflict) and other storage errors propagate.
-        With `keyed`, the answer to what was committed (`result` of it, rendered by the edge) is committed with it."""
+        With `keyed`, the answer to what was committed (`result` of it, rendered by the edge) is committed with it.
+        `open_runs_limit`: the tenant's quota, checked in the transaction that creates a run."""
         where = f"what follows node {node_id!r}" if node_id else "the run's next steps"
         try:
             transition = build()
@@ -146,7 +152,7 @@ class Service(KeyOperations, WorkflowOperations):
             error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
         else:
             try:
-                return self.commit_answered(transition, version, now, keyed, result)
+                return self.commit_answered(transition, version, now, keyed, result, open_runs_limit)
             except TooLarge:
                 error = run_error(
                     "interlude.budget_exceeded",
@@ -156,7 +162,7 @@ class Service(KeyOperations, WorkflowOperations):
             except InvalidEvent as exc:
                 logger.exception("a transition built an invalid event; failing the run")
                 error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
-        return self.commit_answered(build(halt=error), version, now, keyed, result)
+        return self.commit_answered(build(halt=error), version, now, keyed, result, open_runs_limit)
 
     def commit_answered(
         self,
@@ -165,10 +171,11 @@ class Service(KeyOperations, WorkflowOperations):
         now: datetime,
         keyed: KeyedWrite | None = None,
         result: Callable[[engine.Transition], Any] = lambda made: made.state,
+        open_runs_limit: int | None = None,
     ) -> engine.Transition:
         """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction."""
         record = answered(keyed, result(transition)) if keyed else None
-        self.store.commit(transition, version, engine.iso(now), record)
+        self.store.commit(transition, version, engine.iso(now), record, open_runs_limit)
         committed(keyed, record)
         return transition
 

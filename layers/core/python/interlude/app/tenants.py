@@ -25,14 +25,20 @@ def tenant_settings(hitl: InteractionStore, tenant: str) -> TenantSettings:
 
 
 def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
+    """The tenant's settings as set, and the limits in force (its own over the host's defaults) with its usage."""
     settings = tenant_settings(service.hitl_store, principal.tenant)
-    return {"tenant": principal.tenant, "settings": settings.model_dump()}
+    return {
+        "tenant": principal.tenant,
+        "settings": settings.model_dump(exclude_none=True),
+        **service.limiter.usage(principal.tenant),
+    }
 
 
 def put_settings(service: Service, tenant: str, body: Any, by: str) -> dict[str, Any]:
     settings: TenantSettings = parse(TenantSettings, body, "tenant settings")
-    service.hitl_store.put_settings(tenant, settings.model_dump(), iso(service.clock()), by)
-    return {"tenant": tenant, "settings": settings.model_dump()}
+    service.hitl_store.put_settings(tenant, settings.model_dump(exclude_none=True), iso(service.clock()), by)
+    service.limiter.forget(tenant)  # this instance applies new limits at once; others within their cache time
+    return {"tenant": tenant, "settings": settings.model_dump(exclude_none=True)}
 
 
 def put_grant(service: Service, tenant: str, provider: str, body: Any, by: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.run import iso_epoch, visit_of
-from interlude.rules.auth import Principal, principal_from_record
+from interlude.rules.auth import Principal, key_status, principal_from_record
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
@@ -101,7 +101,7 @@ class TokenSurface:
         if claims.minter is None:
             return Resolver(subject=None, surface="token")
         record = self.service.store.get_api_key(claims.minter)
-        if record is None or record.get("revoked") or record.get("tenant") != tenant:
+        if record is None or key_status(record, self.service.clock()) != "active" or record.get("tenant") != tenant:
             raise TokenInvalid("minter")
         minter = principal_from_record(record, claims.minter)
         if RESOLVE_SCOPE not in minter.scopes:

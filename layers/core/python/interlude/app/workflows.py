@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import Clock
@@ -12,7 +13,11 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine import run as engine
 from interlude.rules import auth
+from interlude.rules.limits import check_definition
 from interlude.store import Store
+
+if TYPE_CHECKING:
+    from interlude.app.limits import TenantLimiter
 
 
 class WorkflowOperations:
@@ -21,6 +26,7 @@ class WorkflowOperations:
     store: Store
     clock: Clock
     _workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition]
+    limiter: TenantLimiter
 
     def put_workflow(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
         if isinstance(body, dict) and body.get("id") not in (None, workflow_id):
@@ -45,8 +51,17 @@ class WorkflowOperations:
         taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
         stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
         stored["id"] = workflow_id
+        limits = self.limiter.limits(principal.tenant)
+        size = len(json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        check_definition(size, len(definition.nodes), limits)
         written = self.store.put_workflow_version(
-            principal.tenant, workflow_id, version, stored, engine.iso(self.clock()), principal.subject["subjectId"]
+            principal.tenant,
+            workflow_id,
+            version,
+            stored,
+            engine.iso(self.clock()),
+            principal.subject["subjectId"],
+            limits.workflow_versions,
         )
         return stored if written else None
 

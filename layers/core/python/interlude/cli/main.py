@@ -57,9 +57,30 @@ def _keys_create(args: argparse.Namespace) -> int:
         groups=[g for g in (args.groups or "").split(",") if g],
         roles=[r for r in (args.roles or "").split(",") if r],
         kind=args.kind,
+        expiresAt=args.expires_at,
     )
     created = Service(table_store(args)).issue_key(args.tenant, request)
     print(json.dumps(created, indent=2))
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    from interlude.app.service import Service
+
+    listed = Service(table_store(args)).list_keys(args.tenant, args.limit, args.cursor)
+    print(json.dumps(listed, indent=2))
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace) -> int:
+    from interlude.app.service import Service
+    from interlude.domain.errors import DomainError
+
+    try:
+        revoked = Service(table_store(args)).revoke_key(args.tenant, args.key_id)
+    except DomainError as exc:
+        sys.exit(f"interlude: {exc.message}")
+    print(json.dumps(revoked, indent=2))
     return 0
 
 
@@ -93,9 +114,25 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--groups", default="")
     create.add_argument("--roles", default="")
     create.add_argument("--kind", default="user", choices=["user", "agent", "workload"])
+    create.add_argument("--expires-at", help="ISO 8601 instant with a time zone after which the key is refused")
     create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(create)
     create.set_defaults(func=_keys_create)
+
+    listing = keys.add_parser("list", help="the tenant's keys, oldest first (metadata; never secrets)")
+    listing.add_argument("--tenant", required=True)
+    listing.add_argument("--limit", type=int, default=100, choices=range(1, 101), metavar="1..100")
+    listing.add_argument("--cursor", help="the cursor a previous page printed")
+    listing.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
+    add_local_args(listing)
+    listing.set_defaults(func=_keys_list)
+
+    revoke = keys.add_parser("revoke", help="revoke a key of the tenant (refused everywhere within 5 s)")
+    revoke.add_argument("--tenant", required=True)
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the keyId (the 16 hex digits after il_)")
+    revoke.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
+    add_local_args(revoke)
+    revoke.set_defaults(func=_keys_revoke)
 
     clock_cmd = sub.add_parser("clock", help="the local stack's clock (tests and demos)")
     clock_sub = clock_cmd.add_subparsers(dest="clock_command", required=True)

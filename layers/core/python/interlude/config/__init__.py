@@ -32,6 +32,13 @@ class Settings:
     stream_hold_seconds: float = 20.0
     stream_linger_seconds: float = 0.5
     stream_retry_ms: int = 1000
+    # Per-tenant limits of a tenant that set none (README, "Limits"; a tenant sets its own in PUT /tenant/settings).
+    # The rate keeps one tenant well under the stage's shared throttle (writes 50/s, reads 100/s).
+    tenant_requests_per_second: int = 25
+    tenant_open_runs: int = 1000
+    tenant_workflow_versions: int = 1000
+    tenant_definition_bytes: int = 256 * 1024
+    tenant_definition_nodes: int = 500
 
     @staticmethod
     def from_env() -> Settings:
@@ -57,6 +64,11 @@ ENVIRONMENT = {
     "stream_hold_seconds": "INTERLUDE_STREAM_HOLD_SECONDS",
     "stream_linger_seconds": "INTERLUDE_STREAM_LINGER_SECONDS",
     "stream_retry_ms": "INTERLUDE_STREAM_RETRY_MS",
+    "tenant_requests_per_second": "INTERLUDE_TENANT_REQUESTS_PER_SECOND",
+    "tenant_open_runs": "INTERLUDE_TENANT_OPEN_RUNS",
+    "tenant_workflow_versions": "INTERLUDE_TENANT_WORKFLOW_VERSIONS",
+    "tenant_definition_bytes": "INTERLUDE_TENANT_DEFINITION_BYTES",
+    "tenant_definition_nodes": "INTERLUDE_TENANT_DEFINITION_NODES",
 }
 
 

@@ -98,6 +98,12 @@ class Unavailable(DomainError):
     default_code = "runner_unavailable"
 
 
+class RateLimited(DomainError):
+    """The caller's tenant sent more requests than its rate allows; `retry_after_s` says when the next window opens."""
+
+    default_code = "rate_limited"
+
+
 class Internal(DomainError):
     """A failure of this host, never of the request."""
 
@@ -114,6 +120,9 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "forbidden": Forbidden,
     # The id names another tenant's resource: the caller may not see it (OpenWOP: 403; ModuleX hides it as 404).
     "id_tenant_mismatch": Forbidden,
+    # A tenant's quota (open runs, stored workflow versions, definition size or nodes) would be passed:
+    # `details.quota` names it. Not retryable by waiting, so not 429 (clients retry 429 on their own).
+    "interlude.quota_exceeded": Forbidden,
     "not_found": NotFound,
     "interlude.method_not_allowed": MethodNotAllowed,
     "interrupt_already_resolved": Conflict,
@@ -130,6 +139,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "unsupported_media_type": UnsupportedMedia,
     "internal_error": Internal,
     "runner_unavailable": Unavailable,
+    # The tenant's request rate passed its limit (OpenWOP's code; always with Retry-After).
+    "rate_limited": RateLimited,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none

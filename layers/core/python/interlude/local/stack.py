@@ -81,6 +81,9 @@ def configure_environment(moto_endpoint: str, table_name: str) -> None:
         }
     )
     os.environ.pop("AWS_PROFILE", None)
+    # A test suite drives one tenant far faster than a person would: the local stack's default rate is the
+    # ceiling (a tenant may still set its own lower; an environment that sets the variable wins).
+    os.environ.setdefault("INTERLUDE_TENANT_REQUESTS_PER_SECOND", "500")
 
 
 @dataclass

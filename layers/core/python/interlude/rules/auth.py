@@ -10,12 +10,14 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from interlude.domain.errors import Forbidden, Unauthenticated
 from interlude.rules.interrupts.decide import Resolver
 
 KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
 ISSUER = "urn:interlude:api-key"
 
 
@@ -53,8 +55,9 @@ def key_record(
     kind: str,
     secret_hash: str,
     created_at: str,
+    expires_at: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    record: dict[str, Any] = {
         "tenant": tenant,
         "subject": {"issuer": ISSUER, "subjectId": subject_id, "tenant": tenant, "lane": "api-key", "kind": kind},
         "scopes": sorted(set(scopes)),
@@ -63,6 +66,31 @@ def key_record(
         "hash": secret_hash,
         "createdAt": created_at,
     }
+    if expires_at is not None:
+        record["expiresAt"] = expires_at
+    return record
+
+
+def _instant(iso_text: str) -> datetime:
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00"))
+
+
+def key_status(record: dict[str, Any], now: datetime) -> str:
+    """`active`, `revoked` or `expired`: only an active key authenticates or stands behind a token it minted."""
+    if record.get("revokedAt") or record.get("revoked"):
+        return "revoked"
+    if record.get("expiresAt") and _instant(record["expiresAt"]) <= now:
+        return "expired"
+    return "active"
+
+
+def key_metadata(record: dict[str, Any], key_id: str, now: datetime) -> dict[str, Any]:
+    """What a tenant may see of a key: never its secret or the secret's hash."""
+    shown = {"keyId": key_id, "status": key_status(record, now)}
+    for field in ("tenant", "subject", "scopes", "groups", "roles", "createdAt", "expiresAt", "revokedAt"):
+        if record.get(field) is not None:
+            shown[field] = record[field]
+    return shown
 
 
 def unauthenticated(message: str) -> Unauthenticated:
@@ -79,16 +107,20 @@ def parse_bearer(header: str | None) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
-def verify(record: dict[str, Any] | None, key_id: str, secret: str) -> Principal:
+def verify(record: dict[str, Any] | None, key_id: str, secret: str, now: datetime) -> Principal:
     # Compare against a dummy hash when the key is unknown so timing does not reveal which key ids exist.
     expected = record["hash"] if record else "0" * 64
-    if not hmac.compare_digest(expected, _hash(secret)) or record is None or record.get("revoked"):
+    if not hmac.compare_digest(expected, _hash(secret)) or record is None:
         raise unauthenticated("the API key is not valid")
+    status = key_status(record, now)
+    if status != "active":
+        # Only the holder of the secret learns why: the key exists, and it was revoked or has expired.
+        raise unauthenticated(f"the API key is {status}")
     return principal_from_record(record, key_id)
 
 
 def principal_from_record(record: dict[str, Any], key_id: str) -> Principal:
-    """Who a (valid, unrevoked) key record acts as; whether it may act at all is the caller's check."""
+    """Who a (valid, active) key record acts as; whether it may act at all is the caller's check (key_status)."""
     return Principal(
         key_id=key_id,
         tenant=record["tenant"],

@@ -5,15 +5,22 @@ Item layout (keys are strings; every item carries its tenant in pk):
   event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote
   interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution; inbox GSI while open
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
-  api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes
+  api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
+                                                          listed per tenant on the inbox index (gsi1pk
+                                                          T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId})
   idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
                                                           the write carries an AnsweredRecord
+Counters of the per-tenant limits: store/limits.py.
 """
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import boto3
 from botocore.exceptions import ClientError
@@ -23,10 +30,12 @@ from interlude.domain.errors import TooLarge
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import to_docs
 from interlude.engine.run import Transition
+from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
 from interlude.store import idempotency
+from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.interactions import transition_items
+from interlude.store.interactions import decode_cursor, encode_cursor, transition_items
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -75,6 +84,19 @@ RUN_SK = "RUN"
 API_KEY_SK = "KEY"
 # BatchGetItem reads at most 100 keys per call.
 BATCH_GET_MAX = 100
+# A revoked or expired key's item is swept this long after (it still answers 401 until then, and lists as such).
+KEY_RETENTION_S = 30 * 24 * 3600
+# TransactionConflict: another transaction held one of the items (the tenant's usage counter is shared by its
+# run creations and endings); nothing was written, so the transaction is sent again.
+TRANSACTION_CONFLICT_RETRIES = 5
+
+
+def keys_index_pk(tenant: str) -> str:
+    return f"T#{tenant}#KEYS"
+
+
+def _epoch(iso_text: str) -> int:
+    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
 # DynamoDB's item limit is 400 KB; keep a margin for attribute names and numbers.
 MAX_ITEM_BYTES = 380_000
 
@@ -126,6 +148,22 @@ def create_table(client: Any, name: str) -> None:
     )
 
 
+QUOTA_NOUNS = {counters.OPEN_RUNS: "open runs", counters.WORKFLOW_VERSIONS: "stored workflow versions"}
+
+
+def _only_transaction_conflicts(exc: ClientError) -> bool:
+    reasons = exc.response.get("CancellationReasons") or []
+    codes = {r.get("Code") for r in reasons} - {"None", None}
+    return exc.response["Error"]["Code"] == "TransactionCanceledException" and codes == {"TransactionConflict"}
+
+
+def _key_record(item: Mapping[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = a.unpacked(item["record"])
+    if "revokedAt" in item:
+        record["revokedAt"] = item["revokedAt"]["S"]
+    return record
+
+
 def _condition_failures(
     items: list[tuple[str, dict[str, Any]]], exc: ClientError
 ) -> list[tuple[str, dict[str, Any] | None]]:
@@ -151,19 +189,74 @@ class Store:
     # -- api keys ----------------------------------------------------------------------------------
 
     def put_api_key(self, key_id: str, record: dict[str, Any], answered: AnsweredRecord | None = None) -> None:
-        item: dict[str, Any] = {
-            "Item": {**a.key(api_key_pk(key_id), API_KEY_SK), "record": a.as_json(record)},
-            "ConditionExpression": "attribute_not_exists(pk)",
+        index = wiring.INBOX_INDEX  # overloaded: a tenant's keys under their own partition value
+        key_item: a.Item = {
+            **a.key(api_key_pk(key_id), API_KEY_SK),
+            "record": a.as_json(record),
+            "tenant": a.s(record["tenant"]),
+            index.partition_key: a.s(keys_index_pk(record["tenant"])),
+            index.sort_key: a.s(f"{record['createdAt']}#{key_id}"),
         }
+        if record.get("expiresAt"):
+            key_item[wiring.TTL_ATTRIBUTE] = a.n(_epoch(record["expiresAt"]) + KEY_RETENTION_S)
+        condition = "attribute_not_exists(pk)"
         if answered is None:
-            self.client.put_item(TableName=self.table, **item)
+            self.client.put_item(TableName=self.table, Item=key_item, ConditionExpression=condition)
             return
-        self._transact([(API_KEY_SK, {"Put": item})], answered)
+        self._transact([(API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": condition}})], answered)
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key=a.key(api_key_pk(key_id), API_KEY_SK))
+        # Strongly consistent: a key revoked before this read is seen revoked.
+        got = self.client.get_item(
+            TableName=self.table, Key=a.key(api_key_pk(key_id), API_KEY_SK), ConsistentRead=True
+        )
         item = got.get("Item")
-        return a.unpacked(item["record"]) if item else None
+        return _key_record(item) if item else None
+
+    def list_api_keys(self, tenant: str, limit: int, cursor: str | None) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """One page of the tenant's keys, oldest first, as (keyId, record), and the cursor after it. A cursor
+        this tenant's listing did not issue raises ValueError."""
+        index = wiring.INBOX_INDEX
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index.name,
+            "KeyConditionExpression": "#gpk = :gpk",
+            "ExpressionAttributeNames": {"#gpk": index.partition_key},
+            "ExpressionAttributeValues": {":gpk": a.s(keys_index_pk(tenant))},
+            "Limit": limit,
+        }
+        if cursor is not None:
+            start = decode_cursor(cursor)
+            if start is None or start[index.partition_key]["S"] != keys_index_pk(tenant):
+                raise ValueError("cursor is not one this listing issued")
+            kwargs["ExclusiveStartKey"] = start
+        got = self.client.query(**kwargs)
+        last = got.get("LastEvaluatedKey")
+        keys = [(item[wiring.PARTITION_KEY]["S"].removeprefix("K#"), _key_record(item)) for item in got.get("Items") or []]
+        return keys, encode_cursor(last) if last else None
+
+    def revoke_api_key(self, tenant: str, key_id: str, at: str) -> dict[str, Any] | None:
+        """Mark the tenant's key revoked (once: a second revocation keeps the first instant); None when the tenant
+        has no such key, whether it does not exist or is another tenant's."""
+        record = self.get_api_key(key_id)
+        if record is None or record.get("tenant") != tenant:
+            return None
+        if record.get("revokedAt"):
+            return record
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(api_key_pk(key_id), API_KEY_SK),
+                UpdateExpression="SET revokedAt = :at, #ttl = :ttl",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revokedAt)",
+                ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+                ExpressionAttributeValues={":at": a.s(at), ":ttl": a.n(_epoch(at) + KEY_RETENTION_S)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return self.get_api_key(key_id)  # revoked meanwhile: report the instant that won
+        return {**record, "revokedAt": at}
 
     # -- workflows ---------------------------------------------------------------------------------
 
@@ -191,25 +284,33 @@ class Store:
         return a.unpacked(item["definition"]) if item else None
 
     def put_workflow_version(
-        self, tenant: str, workflow_id: str, version: int, definition: dict[str, Any], created_at: str, created_by: str
+        self,
+        tenant: str,
+        workflow_id: str,
+        version: int,
+        definition: dict[str, Any],
+        created_at: str,
+        created_by: str,
+        versions_limit: int,
     ) -> bool:
-        """False when that version number was taken meanwhile (the caller retries with the next one)."""
+        """False when that version number was taken meanwhile (the caller retries with the next one); a quota
+        refusal when the tenant already stores `versions_limit` versions."""
+        sk = workflow_version_sk(version)
+        put = {
+            "Item": {
+                **a.key(workflow_pk(tenant, workflow_id), sk),
+                "version": a.n(version),
+                "definition": a.as_json(definition),
+                "createdAt": a.s(created_at),
+                "createdBy": a.s(created_by),
+            },
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+        items = [(sk, {"Put": put}), counters.claim(tenant, counters.WORKFLOW_VERSIONS, versions_limit)]
         try:
-            self.client.put_item(
-                TableName=self.table,
-                Item={
-                    **a.key(workflow_pk(tenant, workflow_id), workflow_version_sk(version)),
-                    "version": a.n(version),
-                    "definition": a.as_json(definition),
-                    "createdAt": a.s(created_at),
-                    "createdBy": a.s(created_by),
-                },
-                ConditionExpression="attribute_not_exists(sk)",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
+            self._transact(items, quota=(counters.WORKFLOW_VERSIONS, versions_limit))
+        except Conflict:
+            return False
         return True
 
     # -- runs --------------------------------------------------------------------------------------
@@ -227,14 +328,27 @@ class Store:
         expected_version: int | None,
         now_iso: str,
         answered: AnsweredRecord | None = None,
+        open_runs_limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race,
-        KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first."""
+        KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first.
+
+        The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
+        past `open_runs_limit`, when given), a run that ends releases one (never refused).
+        """
         state = transition.state
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
-        self._transact(self._transition_items(transition, expected_version, first_seq, docs, now_iso), answered)
+        items = self._transition_items(transition, expected_version, first_seq, docs, now_iso)
+        quota = None
+        if expected_version is None and not state.terminal:
+            limit = open_runs_limit if open_runs_limit is not None else 2**53
+            items.append(counters.claim(state.tenant, counters.OPEN_RUNS, limit))
+            quota = (counters.OPEN_RUNS, limit)
+        elif expected_version is not None and state.terminal:
+            items.append(counters.release(state.tenant, counters.OPEN_RUNS))
+        self._transact(items, answered, quota)
         return docs
 
     def _transition_items(
@@ -288,7 +402,13 @@ class Store:
             "ExpressionAttributeValues": {":v": a.n(expected_version)},
         }
 
-    def _transact(self, items: list[tuple[str, dict[str, Any]]], answered: AnsweredRecord | None = None) -> None:
+    def _transact(
+        self,
+        items: list[tuple[str, dict[str, Any]]],
+        answered: AnsweredRecord | None = None,
+        quota: tuple[str, int] | None = None,
+    ) -> None:
+        """`quota`: (counter, limit) of the usage claim among `items`, named in the refusal if its condition fails."""
         if answered is not None:
             items = [*items, (idempotency.SORT_KEY, {"Put": idempotency.record_put(answered)})]
         for _, op in items:
@@ -299,24 +419,42 @@ class Store:
                 raise TooLarge(
                     "the run's state would exceed what one stored item can hold (400 KB)",
                 )
-        try:
-            # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
-            transact_items = cast("list[TransactWriteItemTypeDef]", [op for _, op in items])
-            self.client.transact_write_items(TransactItems=transact_items)
-        except ClientError as exc:
-            error = exc.response["Error"]
-            if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
-                raise TooLarge(
-                    "the run's state exceeds what DynamoDB can store in one item",
-                ) from None
-            failed = _condition_failures(items, exc)
-            if not failed:
-                raise
-            if answered is not None:
-                for label, old in failed:
-                    if label == idempotency.SORT_KEY:
-                        raise KeyAlreadyUsed(idempotency.existing_of(old, answered.key.digest)) from exc
-            raise Conflict(failed) from exc
+        # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
+        transact_items = cast("list[TransactWriteItemTypeDef]", [op for _, op in items])
+        for attempt in range(TRANSACTION_CONFLICT_RETRIES + 1):
+            try:
+                self.client.transact_write_items(TransactItems=transact_items)
+                return
+            except ClientError as exc:
+                if attempt < TRANSACTION_CONFLICT_RETRIES and _only_transaction_conflicts(exc):
+                    time.sleep(random.uniform(0, 0.02 * 2**attempt))
+                    continue
+                self._refusal(items, exc, answered, quota)
+
+    def _refusal(
+        self,
+        items: list[tuple[str, dict[str, Any]]],
+        exc: ClientError,
+        answered: AnsweredRecord | None,
+        quota: tuple[str, int] | None,
+    ) -> NoReturn:
+        """Raise what a failed transaction means: too large, a key used first, a quota, a lost race (Conflict), or
+        the error itself."""
+        error = exc.response["Error"]
+        if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
+            raise TooLarge("the run's state exceeds what DynamoDB can store in one item") from None
+        failed = _condition_failures(items, exc)
+        if not failed:
+            raise exc
+        if answered is not None:
+            for label, old in failed:
+                if label == idempotency.SORT_KEY:
+                    raise KeyAlreadyUsed(idempotency.existing_of(old, answered.key.digest)) from exc
+        if quota is not None and any(sk == counters.USAGE_SK for sk, _ in failed):
+            counter, limit = quota
+            message = f"this tenant has reached its limit of {limit} {QUOTA_NOUNS[counter]}"
+            raise quota_exceeded(counter, limit, message) from None
+        raise Conflict(failed) from exc
 
     def _interrupt_put(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
         item: a.Item = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from interlude.domain.ids import AUTHOR_ID_RE, SUBJECT_ID_RE
 from interlude.domain.models import Closed
@@ -42,3 +42,5 @@ class CreateKeyRequest(Closed):
     groups: list[str] = Field(default_factory=list, max_length=100)
     roles: list[str] = Field(default_factory=list, max_length=100)
     kind: Literal["user", "agent", "workload"] = "user"
+    # After this instant the key is refused (401 unauthenticated); with a time zone, in the future.
+    expiresAt: AwareDatetime | None = None

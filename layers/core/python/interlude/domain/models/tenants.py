@@ -11,8 +11,34 @@ from interlude.domain.models import Closed
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
 
+# Ceilings of what a tenant may set its limits to (README, "Limits").
+MAX_REQUESTS_PER_SECOND = 500
+MAX_OPEN_RUNS = 100_000
+MAX_WORKFLOW_VERSIONS = 100_000
+MAX_DEFINITION_BYTES = 300_000
+# The most nodes a definition may hold at all (WorkflowDefinition.nodes).
+MAX_DEFINITION_NODES = 500
+
 PrincipalRef = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class TenantLimits(Closed):
+    """The tenant's own limits; a field left out takes the host's default (config: INTERLUDE_TENANT_*).
+
+    Each is capped here, whatever the tenant asks: the ceilings keep one tenant inside what the stage is sized
+    for (the rate under DynamoDB's 1000 writes/s per partition, a definition under the 380 KB item budget).
+    """
+
+    # Authenticated requests per second (a fixed one-second window; 429 rate_limited with Retry-After past it).
+    requestsPerSecond: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_SECOND)
+    # Runs not yet completed, failed or cancelled.
+    openRuns: int | None = Field(default=None, ge=1, le=MAX_OPEN_RUNS)
+    # Workflow versions stored (every PUT /workflows/{id} and every new inline ModuleX definition stores one).
+    workflowVersions: int | None = Field(default=None, ge=1, le=MAX_WORKFLOW_VERSIONS)
+    # A definition's size as compact JSON, and its node count.
+    definitionBytes: int | None = Field(default=None, ge=1024, le=MAX_DEFINITION_BYTES)
+    definitionNodes: int | None = Field(default=None, ge=1, le=MAX_DEFINITION_NODES)
 
 
 class TenantSettings(Closed):
@@ -21,6 +47,7 @@ class TenantSettings(Closed):
     overridePrincipals: list[PrincipalRef] = Field(default_factory=list, max_length=100)
     # How long an external event that matched no waiting interrupt is kept for one raised later.
     eventRetentionHours: int = Field(default=DEFAULT_EVENT_RETENTION_HOURS, ge=1, le=MAX_EVENT_RETENTION_HOURS)
+    limits: TenantLimits = Field(default_factory=TenantLimits)
 
 
 class PostEventRequest(Closed):

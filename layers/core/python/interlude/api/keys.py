@@ -1,0 +1,27 @@
+"""Routes of the key lifecycle (issue 11, item 7): list the tenant's keys, revoke one. `POST /keys` is in runs.py."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+
+from interlude.api.http import app, json_response, principal_for, query_int, service
+from interlude.api.routes import route
+
+DEFAULT_KEYS_LIMIT = 50
+MAX_KEYS_LIMIT = 100
+
+
+@route("listKeys")
+def list_keys() -> Response:
+    principal = principal_for("listKeys")
+    limit = query_int("limit", DEFAULT_KEYS_LIMIT, 1, MAX_KEYS_LIMIT) or DEFAULT_KEYS_LIMIT
+    cursor = (app.current_event.query_string_parameters or {}).get("cursor")
+    return json_response(200, service().list_keys(principal.tenant, limit, cursor))
+
+
+@route("revokeKey")
+def revoke_key(keyId: str) -> Response:  # noqa: N803 - the path parameter's name
+    principal = principal_for("revokeKey")
+    return json_response(200, service().revoke_key(principal.tenant, unquote(keyId)))

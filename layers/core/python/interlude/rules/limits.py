@@ -1,0 +1,93 @@
+"""Per-tenant limits, decided without I/O: which limits apply, which request window a moment falls in, whether a
+definition fits. The store keeps the counters (interlude/store/limits.py); the API edge turns a refusal into
+`429` + `Retry-After` (rate) or `403 interlude.quota_exceeded` (quotas). Reasons: docs/decisions.md, "Tenant limits".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from interlude.domain.errors import Forbidden
+from interlude.domain.models.tenants import TenantLimits
+
+# Requests are counted in fixed windows of this many seconds, one counter item per tenant and window.
+WINDOW_SECONDS = 1
+# A window's counter is kept this long after it closes (DynamoDB TTL sweeps it), long enough to read in a bench.
+WINDOW_TTL_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits in force for one tenant: its own settings over the host's defaults."""
+
+    requests_per_second: int
+    open_runs: int
+    workflow_versions: int
+    definition_bytes: int
+    definition_nodes: int
+
+
+def effective(own: TenantLimits, defaults: Limits) -> Limits:
+    return Limits(
+        requests_per_second=own.requestsPerSecond or defaults.requests_per_second,
+        open_runs=own.openRuns or defaults.open_runs,
+        workflow_versions=own.workflowVersions or defaults.workflow_versions,
+        definition_bytes=own.definitionBytes or defaults.definition_bytes,
+        definition_nodes=own.definitionNodes or defaults.definition_nodes,
+    )
+
+
+@dataclass(frozen=True)
+class Window:
+    """The fixed window a request falls in: its start (epoch seconds) and when the next one opens."""
+
+    start: int
+    retry_after_s: int
+    expires_at: int
+
+
+def window_of(now_epoch: float) -> Window:
+    start = int(now_epoch // WINDOW_SECONDS) * WINDOW_SECONDS
+    # Retry-After is whole seconds (RFC 9110), at least 1: the next window has opened by then.
+    retry_after = max(1, math.ceil(start + WINDOW_SECONDS - now_epoch))
+    return Window(start=start, retry_after_s=retry_after, expires_at=start + WINDOW_SECONDS + WINDOW_TTL_SECONDS)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Whether one request may proceed; a refused one says when to retry."""
+
+    allowed: bool
+    limit: int
+    retry_after_s: int = 0
+
+
+def admission(count_after: int | None, limit: int, window: Window) -> Admission:
+    """`count_after`: the window's count including this request, or None when the store refused to count past the
+    limit (its conditional update failed)."""
+    if count_after is None or count_after > limit:
+        return Admission(allowed=False, limit=limit, retry_after_s=window.retry_after_s)
+    return Admission(allowed=True, limit=limit)
+
+
+def quota_exceeded(quota: str, limit: int, message: str, **details: object) -> Forbidden:
+    return Forbidden(message, {"quota": quota, "limit": limit, **details}, code="interlude.quota_exceeded")
+
+
+def check_definition(size_bytes: int, nodes: int, limits: Limits) -> None:
+    """Refuse a definition over the tenant's size or node quota, before anything is stored."""
+    if size_bytes > limits.definition_bytes:
+        raise quota_exceeded(
+            "definitionBytes",
+            limits.definition_bytes,
+            f"the definition is {size_bytes} bytes; this tenant's limit is {limits.definition_bytes}",
+            size=size_bytes,
+        )
+    if nodes > limits.definition_nodes:
+        raise quota_exceeded(
+            "definitionNodes",
+            limits.definition_nodes,
+            f"the definition has {nodes} nodes; this tenant's limit is {limits.definition_nodes}",
+            nodes=nodes,
+        )

@@ -1,0 +1,106 @@
+"""Issue 11 items 7 and 8 in process (moto): revocation across two instances of the service, the request counter
+under its limit, the open-runs counter kept in the run's own transactions (and never in the way of a run ending),
+and a transaction that lost only to a concurrent one (TransactionConflict) sent again."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from interlude.app import tenants
+from interlude.app.service import Service
+from interlude.domain.errors import DomainError
+from interlude.rules import limits as rules
+from interlude.store import Store, create_table
+from interlude.store.limits import LimitStore
+from tests.integration.conftest import new_api_key, signed_in
+
+TABLE = "interlude-limits-test"
+GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
+
+
+@pytest.fixture
+def service(monkeypatch) -> Any:
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        yield Service(Store(TABLE))
+
+
+def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_once_its_cache_lapses(service) -> None:
+    other_instance = Service(Store(TABLE))
+    other_instance.KEY_CACHE_SECONDS = 0.3
+    api_key = new_api_key(service, "robot")
+    key_id = api_key[3:19]
+    assert other_instance.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
+    assert service.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
+
+    service.revoke_key("t1", key_id)
+    with pytest.raises(DomainError) as here:
+        service.authenticate(f"Bearer {api_key}")
+    assert here.value.message == "the API key is revoked"
+    # The other instance trusted its read for KEY_CACHE_SECONDS, and not a moment longer.
+    other_instance.authenticate(f"Bearer {api_key}")
+    time.sleep(0.35)
+    with pytest.raises(DomainError):
+        other_instance.authenticate(f"Bearer {api_key}")
+    # Another tenant cannot revoke (or discover) the key.
+    with pytest.raises(DomainError) as foreign:
+        service.revoke_key("t2", key_id)
+    assert foreign.value.code == "not_found"
+
+
+def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(service) -> None:
+    counters = LimitStore(TABLE, service.store.client)
+    window = rules.window_of(1_000.5)
+    assert [counters.count_request("t1", window, 3) for _ in range(5)] == [1, 2, 3, None, None]
+    assert counters.count_request("t2", window, 3) == 1  # another tenant's window is its own
+    assert counters.count_request("t1", rules.window_of(1_001.0), 3) == 1  # the next window starts afresh
+
+
+def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(service) -> None:
+    admin = signed_in(service)
+    service.put_workflow(admin, "gate", {"nodes": [GATE], "edges": []})
+    service.put_workflow(admin, "instant", {"nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []})
+    runs = [service.create_run(admin, {"workflowId": "gate"}).runId for _ in range(3)]
+    # A run that ends in the transaction that creates it never counts.
+    assert service.create_run(admin, {"workflowId": "instant"}).status == "completed"
+    assert service.limiter.counters.usage("t1") == {"openRuns": 3, "workflowVersions": 2}
+
+    tenants.put_settings(service, "t1", {"limits": {"openRuns": 1}}, "admin")
+    with pytest.raises(DomainError) as refused:
+        service.create_run(admin, {"workflowId": "gate"})
+    assert refused.value.details == {"quota": "openRuns", "limit": 1}
+    service.resolve_interrupt(admin, runs[0], "gate", {"action": "accept"})
+    service.resolve_interrupt(admin, runs[1], "gate", {"action": "reject"})
+    service.cancel_run(admin, runs[2], None)
+    assert service.limiter.counters.usage("t1")["openRuns"] == 0
+    service.create_run(admin, {"workflowId": "gate"})
+    with pytest.raises(DomainError):
+        service.create_run(admin, {"workflowId": "gate"})
+
+
+def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service) -> None:
+    admin = signed_in(service)
+    service.put_workflow(admin, "gate", {"nodes": [GATE], "edges": []})
+    calls: list[int] = []
+
+    def conflict_once(**_: Any) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            error = {
+                "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+            }
+            raise ClientError(error, "TransactWriteItems")
+
+    service.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", conflict_once)
+    state = service.create_run(admin, {"workflowId": "gate"})
+    assert len(calls) == 2
+    assert service.store.get_run(state.runId) is not None
+    assert service.limiter.counters.usage("t1")["openRuns"] == 1
