@@ -45,6 +45,9 @@ OPENWOP_STATUS = {
     "unsupported_media_type": 415,
     "internal_error": 500,
     "runner_unavailable": 503,
+    # Issue 11: per-tenant limits.
+    "interlude.quota_exceeded": 403,
+    "rate_limited": 429,
 }
 
 

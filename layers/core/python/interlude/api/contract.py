@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from interlude import wiring
 from interlude.api.errors import status_for_code
 from interlude.app import inbox as approver_inbox
+from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
 from interlude.domain.models.requests import (
@@ -72,7 +73,8 @@ class Operation:
 
 # Every refusal a request can meet whatever the operation: an unexpected failure (the correlation id is logged).
 ALWAYS = ("internal_error",)
-KEYED = ("unauthenticated", "forbidden")
+# A key's tenant may also be over its request rate (429 with Retry-After).
+KEYED = ("unauthenticated", "forbidden", "rate_limited")
 BODY = ("validation_error", "payload_too_large", "unsupported_media_type")
 IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotency_in_flight")
 # A run named by the path: another tenant's (403, or ModuleX's 404), none, or one that kept changing (retry).
@@ -90,11 +92,15 @@ OPERATIONS: dict[str, Operation] = {
     "getCapabilities": Operation((Success(200, "Discovery document", r.Capabilities, headers=("Cache-Control",)),)),
     "getOpenApi": Operation((Success(200, "This document", schema={"type": "object"}),)),
     "putWorkflow": Operation(
-        (Success(201, "The version registered", r.WorkflowVersion),), ("runner_unavailable",), WorkflowDefinition
+        (Success(201, "The version registered", r.WorkflowVersion),),
+        ("runner_unavailable", "interlude.quota_exceeded"),
+        WorkflowDefinition,
     ),
     "getWorkflow": Operation((Success(200, "The latest version", r.WorkflowVersion),), ("not_found",)),
     "createRun": Operation(
-        (Success(201, "The run started", r.RunCreated, headers=("Location",)),), ("not_found",), CreateRunRequest
+        (Success(201, "The run started", r.RunCreated, headers=("Location",)),),
+        ("not_found", "interlude.quota_exceeded"),
+        CreateRunRequest,
     ),
     "getRun": Operation(
         (
@@ -119,6 +125,15 @@ OPERATIONS: dict[str, Operation] = {
         (Success(200, "The decision recorded", r.Resolution),), (*RUN, *DECISION), ResolveInterruptRequest
     ),
     "createKey": Operation((Success(201, "The key (its secret shown once)", r.CreatedKey),), (), CreateKeyRequest),
+    "listKeys": Operation(
+        (Success(200, "The tenant's keys, oldest first (metadata only)", r.KeyPage),),
+        ("validation_error",),
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_KEYS_LIMIT}),
+            Param("cursor", "query", {"type": "string"}, "cursor of the previous page"),
+        ),
+    ),
+    "revokeKey": Operation((Success(200, "The key, revoked", r.KeyMetadata),), ("not_found",)),
     "inspectInterruptByToken": Operation(
         (Success(200, "The interrupt payload, or the approval page", schema={"type": "object"}, media=(JSON,)),),
         ("forbidden", *TOKEN),
@@ -180,7 +195,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "modulexRun": Operation(
         (Success(200, "The run started", mx.ModulexRunStarted),),
-        ("interlude.workflow_unprocessable",),
+        ("interlude.workflow_unprocessable", "interlude.quota_exceeded"),
         mx.ModulexRunRequest,
         params=(ORGANIZATION,),
     ),

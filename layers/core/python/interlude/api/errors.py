@@ -21,10 +21,10 @@ from interlude.domain.errors import (
     Invalid,
     MethodNotAllowed,
     NotFound,
+    RateLimited,
     TooLarge,
     Unauthenticated,
     Unavailable,
-    RateLimited,
     Unprocessable,
     UnsupportedMedia,
 )

@@ -20,6 +20,10 @@ from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.store import Store
 
+# A page of `GET /keys` / `interlude keys list`.
+DEFAULT_KEYS_LIMIT = 50
+MAX_KEYS_LIMIT = 100
+
 
 class KeyOperations:
     """Part of Service (app/service.py), which sets these attributes."""

@@ -96,6 +96,28 @@ class CreatedKey(Answer):
     tenant: str
     subject: JsonObject
     scopes: list[str]
+    expiresAt: str | None = Omitted()
+
+
+class KeyMetadata(Answer):
+    """A key as its tenant may see it: never the secret, nor the secret's hash."""
+
+    keyId: str
+    status: Literal["active", "revoked", "expired"]
+    tenant: str
+    subject: JsonObject
+    scopes: list[str]
+    groups: list[str]
+    roles: list[str]
+    createdAt: str
+    expiresAt: str | None = Omitted()
+    revokedAt: str | None = Omitted()
+
+
+class KeyPage(Answer):
+    keys: list[KeyMetadata]
+    # Present when more keys follow: pass it as `cursor` for the next page.
+    cursor: str | None = Omitted()
 
 
 class MintedToken(Answer):
@@ -171,9 +193,27 @@ class EventAccepted(Answer):
     expiresAt: str
 
 
+class LimitsInForce(Answer):
+    """The tenant's own limits over the host's defaults (README, "Limits")."""
+
+    requestsPerSecond: int
+    openRuns: int
+    workflowVersions: int
+    definitionBytes: int
+    definitionNodes: int
+
+
+class TenantUsage(Answer):
+    openRuns: int
+    workflowVersions: int
+
+
 class TenantSettingsAnswer(Answer):
     tenant: str
     settings: TenantSettings
+    # On reading: the limits in force and what the tenant uses of them.
+    limits: LimitsInForce | None = Omitted()
+    usage: TenantUsage | None = Omitted()
 
 
 class CredentialGrant(Answer):

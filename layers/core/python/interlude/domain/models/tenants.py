@@ -23,6 +23,10 @@ PrincipalRef = Annotated[str, StringConstraints(min_length=1, max_length=512, pa
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class TenantLimits(Closed):
     """The tenant's own limits; a field left out takes the host's default (config: INTERLUDE_TENANT_*).
 
@@ -31,14 +35,14 @@ class TenantLimits(Closed):
     """
 
     # Authenticated requests per second (a fixed one-second window; 429 rate_limited with Retry-After past it).
-    requestsPerSecond: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_SECOND)
+    requestsPerSecond: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_SECOND, exclude_if=_unset)
     # Runs not yet completed, failed or cancelled.
-    openRuns: int | None = Field(default=None, ge=1, le=MAX_OPEN_RUNS)
+    openRuns: int | None = Field(default=None, ge=1, le=MAX_OPEN_RUNS, exclude_if=_unset)
     # Workflow versions stored (every PUT /workflows/{id} and every new inline ModuleX definition stores one).
-    workflowVersions: int | None = Field(default=None, ge=1, le=MAX_WORKFLOW_VERSIONS)
+    workflowVersions: int | None = Field(default=None, ge=1, le=MAX_WORKFLOW_VERSIONS, exclude_if=_unset)
     # A definition's size as compact JSON, and its node count.
-    definitionBytes: int | None = Field(default=None, ge=1024, le=MAX_DEFINITION_BYTES)
-    definitionNodes: int | None = Field(default=None, ge=1, le=MAX_DEFINITION_NODES)
+    definitionBytes: int | None = Field(default=None, ge=1024, le=MAX_DEFINITION_BYTES, exclude_if=_unset)
+    definitionNodes: int | None = Field(default=None, ge=1, le=MAX_DEFINITION_NODES, exclude_if=_unset)
 
 
 class TenantSettings(Closed):
