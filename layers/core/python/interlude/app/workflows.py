@@ -52,7 +52,7 @@ class WorkflowOperations:
         stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
         stored["id"] = workflow_id
         limits = self.limiter.limits(principal.tenant)
-        size = len(json.dumps(stored, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        size = len(json.dumps(stored, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
         check_definition(size, len(definition.nodes), limits)
         written = self.store.put_workflow_version(
             principal.tenant,
