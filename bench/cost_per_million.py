@@ -34,7 +34,13 @@ PRICES = {
     "http_api_request": 1.00 / 1e6,  # API Gateway HTTP API, first 300 M
     "lambda_request": 0.20 / 1e6,
     "lambda_gb_second_arm": 0.0000133334,
+    "sfn_standard_transition": 0.025 / 1000,  # Step Functions Standard, per state transition
+    "sfn_express_request": 1.00 / 1e6,  # Step Functions Express, per request (plus duration)
+    "sfn_express_gb_second": 0.00001667,  # Express duration, first 1,000 h per month, 64 MB billed minimum
 }
+# The same lifecycle as a Standard state machine: a Task with .waitForTaskToken that hands the token to the
+# approver, a Choice on the decision, Succeed: one billed transition per state executed.
+SFN_STANDARD_TRANSITIONS = 3
 LAMBDA_MEMORY_GB = 0.5
 ASSUMED_WARM_MS = 40  # per invocation; measure in your account and edit
 
@@ -65,6 +71,10 @@ class Meter:
     def __init__(self, client, reader) -> None:
         self.wru = 0.0
         self.rru = 0.0
+        # The inbox index's own writes: a GSI write is a plain write (never doubled), for each item that has the
+        # index key after the write (its size) or lost it in the write (a delete, the old item's size).
+        self.index_wru = 0.0
+        self.old: list[dict | None] = []
         self.reader = reader
         self.pending: list[tuple[dict, int]] = []
         client.meta.events.register("before-parameter-build.dynamodb", self.before)
@@ -80,13 +90,20 @@ class Meter:
         elif name in ("PutItem", "UpdateItem"):
             key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
             self.pending.append((key, 1))
+        self.old = [self.reader.get_item(TableName="bench", Key=key).get("Item") for key, _ in self.pending]
 
     def after(self, model, parsed, **_):
         name = model.name
-        for key, factor in self.pending:
+        index_key = wiring.INBOX_INDEX.partition_key
+        for (key, factor), old in zip(self.pending, self.old, strict=True):
             got = self.reader.get_item(TableName="bench", Key=key).get("Item") or key
             self.wru += factor * math.ceil(item_size(got) / 1024)
+            if index_key in got:
+                self.index_wru += math.ceil(item_size(got) / 1024)
+            elif old is not None and index_key in old:
+                self.index_wru += math.ceil(item_size(old) / 1024)
         self.pending = []
+        self.old = []
         if name == "GetItem" and "Item" in parsed:
             self.rru += 0.5 * math.ceil(item_size(parsed["Item"]) / 4096)
         elif name == "Query":
@@ -117,12 +134,12 @@ def main() -> None:
         )
         for item in event_items:  # what the stream consumer does for each event-log item
             service.advance_run(run_id_of(item["pk"]["S"]))
-        rru, wru = meter.rru, meter.wru
+        rru, wru, index_wru = meter.rru, meter.wru, meter.index_wru
 
     api_requests = 4
     dispatch_invocations = len(event_items)
     invocations = api_requests + dispatch_invocations
-    dynamo = wru * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
+    dynamo = (wru + index_wru) * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
     gateway = api_requests * PRICES["http_api_request"]
     lam = invocations * (
         PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"]
@@ -131,6 +148,9 @@ def main() -> None:
     print("One approval lifecycle (create, get, resolve, poll; stream consumer per event item):")
     print(
         f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
+    )
+    print(
+        f"  inbox index (GSI) write units {index_wru:6.1f}   -> ${index_wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
     print(
         f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles"
@@ -143,8 +163,19 @@ def main() -> None:
         f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each)"
     )
     print(f"  event-log items written       {len(event_items):6d}")
+    total = (dynamo + gateway + lam) * per_million
+    print(f"  total                                  ${total:8.2f} per million lifecycles   (goal ≤ $8.00)")
+    print("  (Idempotency-Key records, when the header is sent, are not in this lifecycle: see bench/idempotency_calls.py)")
+    standard = SFN_STANDARD_TRANSITIONS * PRICES["sfn_standard_transition"] * per_million
+    print("The same lifecycle on Step Functions, list prices, the state machine alone:")
     print(
-        f"  total                                  ${(dynamo + gateway + lam) * per_million:8.2f} per million lifecycles"
+        f"  Standard: {SFN_STANDARD_TRANSITIONS} state transitions        ${standard:8.2f} per million lifecycles "
+        "(+ whatever receives the token and calls SendTaskSuccess: an API and a function, as above)"
+    )
+    express_one_minute = PRICES["sfn_express_request"] + 0.0625 * 60 * PRICES["sfn_express_gb_second"]
+    print(
+        f"  Express:  not applicable             (≤ 5 minutes per execution and no .waitForTaskToken; "
+        f"even a 1-minute wait would be ${express_one_minute * per_million:.2f} per million)"
     )
 
 

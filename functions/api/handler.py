@@ -1,5 +1,11 @@
 """Lambda entry point for every HTTP route (API Gateway HTTP API, payload format 2.0)."""
 
+import os
+
+# Pydantic looks for plugins by scanning every installed distribution's entry points on its first model; none is
+# used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 from interlude.api.app import lambda_handler
 from interlude.composition import compose
 

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from interlude.adapters import metrics
-from interlude.adapters.delivery.notices import message_ids
+from interlude.adapters.delivery.retry import message_ids
 from interlude.adapters.delivery.signing import SecretCache
 from interlude.adapters.delivery.worker import RetryLater, Worker
 from interlude.config import settings

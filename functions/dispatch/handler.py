@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# Pydantic looks for plugins by scanning every installed distribution's entry points on its first model; none is
+# used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
 from typing import Any
 
 from aws_lambda_powertools import Logger

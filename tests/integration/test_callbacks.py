@@ -338,8 +338,8 @@ def test_create_run_refuses_every_url_the_guard_refuses(service, admin, monkeypa
         service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": url})
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] == "callbackUrl"
-    # The key, the workflow and the tenant's usage counter (its stored versions): no run item.
-    assert service.store.client.scan(TableName=TABLE, Select="COUNT")["Count"] == 3
+    # The key, the workflow, its latest-version pointer and the tenant's usage counter: no run item.
+    assert service.store.client.scan(TableName=TABLE, Select="COUNT")["Count"] == 4
 
 
 def test_create_run_accepts_names_resolving_only_to_public_addresses(service, admin, monkeypatch):

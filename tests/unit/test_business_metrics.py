@@ -54,7 +54,7 @@ def test_the_outbox_counts_interrupts_raised_and_decided_by_kind_and_outcome(in_
         ("InterruptsDecided", {"deployment": "prod-eu", "kind": "input", "outcome": "timeout"}),
     ]
     # And the outbox runs it for every event item on the stream
-    assert metrics.on_events in composition.OUTBOX
+    assert metrics.on_events in composition.outbox()
 
 
 def test_api_errors_by_route_and_class_and_decisions_by_surface(in_lambda, capsys):

@@ -7,7 +7,8 @@ import time
 
 from standardwebhooks import Webhook
 
-from interlude.adapters.delivery.notices import backoff_s, dead_letter, notice_id, origin_of
+from interlude.adapters.delivery.notices import notice_id
+from interlude.adapters.delivery.retry import backoff_s, dead_letter, origin_of
 from interlude.adapters.delivery.signing import live_secrets, new_secret, secret_name, webhook_headers
 
 

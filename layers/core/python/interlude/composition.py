@@ -7,24 +7,29 @@ test and bench harnesses) calls `compose()` before running a workflow.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from interlude.adapters import metrics
-from interlude.adapters.delivery.outbox import callback_notices
-from interlude.adapters.scheduler import outbox as deadline_schedules
-from interlude.app import dispatch
-from interlude.app.external_events import resolve_kept_events
-from interlude.app.service import Service
 from interlude.engine.registry import register
 from interlude.faces.modulex.nodetypes import MODULEX_TYPES
 
-# The outbox handlers, declared once, in order. Features add their handler here.
-OUTBOX: tuple[dispatch.OutboxHandler, ...] = (
-    deadline_schedules.on_events,
-    callback_notices,
-    resolve_kept_events,
-    metrics.on_events,
-)
+if TYPE_CHECKING:
+    from interlude.app import dispatch
+    from interlude.app.service import Service
+
+
+@cache
+def outbox() -> tuple[dispatch.OutboxHandler, ...]:
+    """The outbox handlers, declared once, in order. Features add their handler here.
+
+    Imported on first use: only the dispatch function runs them, so the API and timeouts functions' cold starts
+    load no delivery, scheduler or metrics adapter."""
+    from interlude.adapters import metrics
+    from interlude.adapters.delivery.outbox import callback_notices
+    from interlude.adapters.scheduler import outbox as deadline_schedules
+    from interlude.app.external_events import resolve_kept_events
+
+    return (deadline_schedules.on_events, callback_notices, resolve_kept_events, metrics.on_events)
 
 
 def compose() -> None:
@@ -32,4 +37,6 @@ def compose() -> None:
 
 
 def handle_stream_record(service: Service, record: dict[str, Any]) -> None:
-    dispatch.handle_record(service, record, OUTBOX)
+    from interlude.app import dispatch
+
+    dispatch.handle_record(service, record, outbox())

@@ -8,7 +8,6 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 
 from interlude import __version__
-from interlude.api import openapi
 from interlude.api.http import (
     OPENWOP_VERSION,
     app,
@@ -83,6 +82,8 @@ def capabilities() -> dict[str, Any]:
 
 @route("getOpenApi")
 def get_openapi() -> Response:
+    from interlude.api import openapi  # first use only: building the document is no part of a cold start
+
     return json_response(200, openapi.document())
 
 

@@ -3,7 +3,7 @@
 For each item it runs the outbox handlers (side effects of the events it holds: schedules, callback
 notices), then continues the run if a transition left it runnable (a step budget was reached). Everything
 is keyed on state or on derived names, so a record delivered twice, or out of order, changes nothing the
-second time. The handlers come from the composition (interlude.composition.OUTBOX): the adapters that
+second time. The handlers come from the composition (interlude.composition.outbox): the adapters that
 own those side effects sit above this layer.
 """
 

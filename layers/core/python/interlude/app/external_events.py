@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from interlude.domain.clock import iso, iso_epoch
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import mint_opaque, tenant_of
 from interlude.domain.models.tenants import PostEventRequest
 from interlude.domain.validation import parse
-from interlude.engine.run import iso, iso_epoch
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.correlation import correlation_hash
 from interlude.rules.interrupts.decide import Resolver

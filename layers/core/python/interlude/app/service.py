@@ -21,7 +21,7 @@ from interlude.config import settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
 from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, first_page, json_size
-from interlude.domain.clock import Clock
+from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -93,12 +93,11 @@ class Service(KeyOperations, WorkflowOperations):
                     "configurable is not valid",
                     {"field": "configurable", "errors": problems},
                 )
-        latest = self.store.latest_workflow(principal.tenant, request.workflowId)
-        if latest is None:
+        # The pointer (a few bytes), then the version from the process cache: versions are immutable.
+        version = self.store.latest_workflow_version(principal.tenant, request.workflowId)
+        if version is None:
             raise NotFound(f"no workflow {request.workflowId!r}", {"field": "workflowId"})
-        version, raw = latest
-        definition = WorkflowDefinition.model_validate(raw)
-        self._remember((principal.tenant, request.workflowId, version), definition)
+        definition = self.workflow(principal.tenant, request.workflowId, version)
         missing = [
             v.name
             for v in definition.variables
@@ -261,7 +260,7 @@ class Service(KeyOperations, WorkflowOperations):
                 "kind": oi.kind,
                 "key": oi.key,
                 "raisedAt": oi.raisedAt,
-                **({"deadline": engine.iso_epoch(oi.deadline)} if oi.deadline is not None else {}),
+                **({"deadline": iso_epoch(oi.deadline)} if oi.deadline is not None else {}),
                 "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
             }
             for nid, oi in state.interrupts.items()

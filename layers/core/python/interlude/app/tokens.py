@@ -21,10 +21,11 @@ from typing import Any
 
 from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
+from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.engine.run import iso_epoch, visit_of
+from interlude.engine.run import visit_of
 from interlude.rules.auth import Principal, key_status, principal_from_record
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.tokens.issuer import interrupt_token

@@ -35,8 +35,7 @@ class WorkflowOperations:
         problems = engine.check_config(definition)
         if problems:
             raise Invalid("the workflow definition is not valid", {"errors": problems})
-        latest = self.store.latest_workflow(principal.tenant, workflow_id)
-        version = (latest[0] if latest else 0) + 1
+        version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
         for _ in range(MAX_RACE_RETRIES):
             stored = self.store_workflow_version(principal, workflow_id, version, definition)
             if stored is not None:

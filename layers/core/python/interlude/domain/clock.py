@@ -29,6 +29,15 @@ def offset_seconds(path: str | os.PathLike[str] | None = None) -> float:
         return 0.0
 
 
+def iso(moment: datetime) -> str:
+    """The wire form of a moment: UTC, milliseconds, `Z`."""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def iso_epoch(epoch: float) -> str:
+    return iso(datetime.fromtimestamp(epoch, UTC))
+
+
 def now() -> datetime:
     return datetime.now(UTC) + timedelta(seconds=offset_seconds())
 

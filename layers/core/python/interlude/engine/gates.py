@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import Field, model_validator
 
 from interlude.domain.errors import run_error
@@ -62,6 +60,10 @@ class Failed:
 
 def _check_schema(schema: dict[str, Any] | None) -> None:
     if schema is not None:
+        # jsonschema loads on first use: a cold start that checks no gate schema does not pay for it.
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:

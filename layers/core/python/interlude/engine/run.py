@@ -7,13 +7,14 @@ input, so a caller can retry on a lost race by reading again and deciding again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain.budgets import MAX_STATE_BYTES, MAX_VALUE_BYTES, TRANSITION_SOFT_BYTES, BudgetExceeded, json_size
+from interlude.domain.clock import iso
 from interlude.domain.errors import run_error
 from interlude.domain.ids import derive_opaque, tenant_bound
 from interlude.domain.models.run import (
@@ -63,14 +64,6 @@ class Transition:
     updated: list[OpenInterrupt] = field(default_factory=list)
     # Conversation ids opened by this transition: each is claimed tenant-wide (a conditional item).
     claims: list[str] = field(default_factory=list)
-
-
-def iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def iso_epoch(epoch: float) -> str:
-    return iso(datetime.fromtimestamp(epoch, UTC))
 
 
 def _duration_ms(start: str | None, now: datetime) -> int:

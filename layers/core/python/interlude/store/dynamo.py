@@ -5,6 +5,7 @@ Item layout (keys are strings; every item carries its tenant in pk):
   event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote
   interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution; inbox GSI while open
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
+  latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
   api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
                                                           listed per tenant on the inbox index (gsi1pk
                                                           T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId})
@@ -27,18 +28,18 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.domain.errors import TooLarge
-from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.engine.events import to_docs
-from interlude.engine.run import Transition
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
 from interlude.store import idempotency
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.interactions import decode_cursor, encode_cursor, transition_items
+from interlude.store.interactions import decode_cursor, encode_cursor
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+    from interlude.domain.models.run import OpenInterrupt, RunState
+    from interlude.engine.run import Transition
 
 
 def run_pk(run_id: str) -> str:
@@ -81,6 +82,8 @@ def workflow_version_sk(version: int) -> str:
 
 
 RUN_SK = "RUN"
+# The pointer to a workflow's latest version: a few bytes, written in the same transaction as the version.
+WORKFLOW_LATEST_SK = "LATEST"
 API_KEY_SK = "KEY"
 # BatchGetItem reads at most 100 keys per call.
 BATCH_GET_MAX = 100
@@ -276,6 +279,29 @@ class Store:
             return None
         return int(items[0]["version"]["N"]), a.unpacked(items[0]["definition"])
 
+    def latest_workflow_version(self, tenant: str, workflow_id: str) -> int | None:
+        """The latest version's number from its pointer item (one small read), else from the newest version item
+        (workflows registered before the pointer existed)."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(workflow_pk(tenant, workflow_id), WORKFLOW_LATEST_SK),
+            ProjectionExpression="version",
+        )
+        if "Item" in got:
+            return int(got["Item"]["version"]["N"])
+        latest = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :v)",
+            ExpressionAttributeValues={
+                ":pk": a.s(workflow_pk(tenant, workflow_id)),
+                ":v": a.s(WORKFLOW_VERSION_SK_PREFIX),
+            },
+            ProjectionExpression="version",
+            ScanIndexForward=False,
+            Limit=1,
+        ).get("Items")
+        return int(latest[0]["version"]["N"]) if latest else None
+
     def get_workflow(self, tenant: str, workflow_id: str, version: int) -> dict[str, Any] | None:
         got = self.client.get_item(
             TableName=self.table, Key=a.key(workflow_pk(tenant, workflow_id), workflow_version_sk(version))
@@ -294,7 +320,8 @@ class Store:
         versions_limit: int,
     ) -> bool:
         """False when that version number was taken meanwhile (the caller retries with the next one); a quota
-        refusal when the tenant already stores `versions_limit` versions."""
+        refusal when the tenant already stores `versions_limit` versions. The version and the pointer to it are one
+        transaction, and the pointer only moves forward: a slower writer below it is refused (and retries higher)."""
         sk = workflow_version_sk(version)
         put = {
             "Item": {
@@ -306,7 +333,16 @@ class Store:
             },
             "ConditionExpression": "attribute_not_exists(sk)",
         }
-        items = [(sk, {"Put": put}), counters.claim(tenant, counters.WORKFLOW_VERSIONS, versions_limit)]
+        pointer = {
+            "Item": {**a.key(workflow_pk(tenant, workflow_id), WORKFLOW_LATEST_SK), "version": a.n(version)},
+            "ConditionExpression": "attribute_not_exists(sk) OR version < :v",
+            "ExpressionAttributeValues": {":v": a.n(version)},
+        }
+        items = [
+            (sk, {"Put": put}),
+            (WORKFLOW_LATEST_SK, {"Put": pointer}),
+            counters.claim(tenant, counters.WORKFLOW_VERSIONS, versions_limit),
+        ]
         try:
             self._transact(items, quota=(counters.WORKFLOW_VERSIONS, versions_limit))
         except Conflict:
@@ -320,6 +356,9 @@ class Store:
         item = got.get("Item")
         if not item:
             return None
+        # The run model and the engine load on first use: the callbacks function reads no run (cold starts).
+        from interlude.domain.models.run import RunState
+
         return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
 
     def commit(
@@ -336,6 +375,8 @@ class Store:
         The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
         past `open_runs_limit`, when given), a run that ends releases one (never refused).
         """
+        from interlude.engine.events import to_docs
+
         state = transition.state
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
@@ -382,6 +423,8 @@ class Store:
             for closed in transition.closed
         ]
         # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
+        from interlude.store.interactions import transition_items
+
         return items + transition_items(transition, now_iso)
 
     def _head_put(self, state: RunState, expected_version: int | None) -> dict[str, Any]:

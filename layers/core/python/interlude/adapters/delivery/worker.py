@@ -19,11 +19,11 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from interlude.adapters.delivery.notices import backoff_s, dead_letter
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
+from interlude.adapters.delivery.retry import backoff_s, dead_letter
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.config.delivery import DeliverySettings
-from interlude.engine.run import iso_epoch
+from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.store.deliveries import DeliveryStore, public_attempts
 

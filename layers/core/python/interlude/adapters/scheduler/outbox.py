@@ -1,6 +1,6 @@
 """The outbox handler for deadlines: one schedule per deadline a transition introduced, deleted once settled.
 
-Registered in interlude.composition.OUTBOX. It decides from the run head as it is now (one GetItem, only for batches that
+Registered in interlude.composition.outbox. It decides from the run head as it is now (one GetItem, only for batches that
 hold a relevant event), never from the record alone, so a record delivered twice or out of order does no
 harm: a deadline already settled is not scheduled again, a create that finds the schedule is fine, and a
 delete that finds nothing is fine. A deadline already due when its record arrives is applied here at once

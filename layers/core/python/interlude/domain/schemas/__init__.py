@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+
+# jsonschema and referencing load on first use, inside the functions below: most cold starts validate nothing
+# before their first request, and they were a third of a function's import time.
 
 SCHEMA_FILES = (
     "configurable.schema.json",
@@ -39,6 +43,8 @@ def load(name: str) -> dict[str, Any]:
 
 @cache
 def registry() -> Registry:
+    from referencing import Registry, Resource
+
     # Relative $refs ("ids.schema.json#/...") resolve against the sibling copies.
     pairs = []
     for name in SCHEMA_FILES:
@@ -52,6 +58,8 @@ def registry() -> Registry:
 @cache
 def validator(name: str, pointer: str = "") -> Draft202012Validator:
     """A validator for a whole schema file, or for one of its $defs via a JSON pointer like '/$defs/runStarted'."""
+    from jsonschema import Draft202012Validator
+
     schema: dict[str, Any] = {"$ref": BASE_URI + name + ("#" + pointer if pointer else "")}
     return Draft202012Validator(schema, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-
 from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.models.run import OpenInterrupt, Vote
@@ -61,6 +59,8 @@ class Decision:
 
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
+    from jsonschema import Draft202012Validator  # first use only (cold starts)
+
     v = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     return schemas.errors_of(v, value)
 

@@ -1,0 +1,62 @@
+"""What the callback worker decides about a queued notice: its log ids, when to retry, what the dead-letter queue keeps (pure).
+
+Apart from adapters/delivery/notices.py (which builds notices from run events) so the callbacks function imports no
+engine: its cold start pays only for what delivering a notice needs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+
+def message_ids(body: str) -> dict[str, str]:
+    """`runId` and `noticeId` of a queued message (as far as it has them): what its log lines are correlated by."""
+    try:
+        notice = json.loads(body).get("notice") or {}
+    except (ValueError, AttributeError):
+        return {}
+    ids = {"runId": notice.get("runId"), "noticeId": notice.get("id")}
+    return {k: v for k, v in ids.items() if isinstance(v, str)}
+
+
+def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], float] = random.random) -> int:
+    """Seconds to wait after failed attempt `attempt` (1-based): exponential, capped, with equal jitter."""
+    ceiling = min(cap_s, base_s * 2 ** max(attempt - 1, 0))
+    return max(0, int(round(ceiling / 2 + rand() * ceiling / 2)))
+
+
+def origin_of(url: str) -> str:
+    """scheme://host[:port] of a callback URL: its path and query may hold a tenant's own secrets."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:
+        return "(unparseable)"
+
+
+def dead_letter(message: dict[str, Any], history: list[dict[str, Any]], now_iso: str) -> dict[str, Any]:
+    """What the dead-letter queue keeps of a notice: identity and delivery history; no body, token or secret."""
+    notice = message.get("notice") or {}
+    record = {
+        "v": 1,
+        "deadLetteredAt": now_iso,
+        "tenant": message.get("tenant"),
+        "callbackOrigin": origin_of(message.get("callbackUrl") or ""),
+        "noticeId": notice.get("id"),
+        "type": notice.get("type"),
+        "runId": notice.get("runId"),
+        "sequence": notice.get("sequence"),
+        "attempts": len(history),
+        "deliveryHistory": history,
+    }
+    for field in ("nodeId", "interruptId", "kind", "key"):
+        if notice.get(field) is not None:
+            record[field] = notice[field]
+    return record

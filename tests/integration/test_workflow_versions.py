@@ -1,0 +1,93 @@
+"""createRun reads a small pointer to the latest workflow version, and each immutable version once per process."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude.app.service import Service
+from interlude.rules.auth import Principal
+from interlude.store import Store, create_table
+from interlude.store.dynamo import workflow_pk, workflow_version_sk
+from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
+
+TABLE = "interlude-test"
+
+
+@pytest.fixture
+def client(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        c = boto3.client("dynamodb")
+        create_table(c, TABLE)
+        yield c
+
+
+@pytest.fixture
+def service(client) -> Service:
+    return Service(Store(TABLE, client))
+
+
+@pytest.fixture
+def admin(service) -> Principal:
+    return signed_in(service)
+
+
+def definition(title: str) -> dict:
+    body = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    body["name"] = title
+    return body
+
+
+def reads_of(client) -> list[tuple[str, int]]:
+    """(operation, bytes of the items it answered with) for each DynamoDB read made through `client`."""
+    seen: list[tuple[str, int]] = []
+
+    def count(model, parsed, **_):
+        if model.name in ("GetItem", "Query", "BatchGetItem"):
+            items = parsed.get("Items") or ([parsed["Item"]] if "Item" in parsed else [])
+            seen.append((model.name, sum(len(json.dumps(i, default=len)) for i in items)))
+
+    client.meta.events.register("after-call.dynamodb", count)
+    return seen
+
+
+def test_a_warm_create_run_reads_only_the_latest_version_pointer(service, admin, client):
+    service.put_workflow(admin, "conformance-approval", definition("v1"))
+    service.create_run(admin, {"workflowId": "conformance-approval"})  # the first in this process reads the version
+    reads = reads_of(client)
+    service.create_run(admin, {"workflowId": "conformance-approval"})
+    assert [op for op, _ in reads] == ["GetItem"]
+    assert reads[0][1] < 100  # the pointer, not the definition (which grows with the workflow)
+
+
+def test_create_run_starts_the_latest_version_registered_even_by_another_process(service, admin, client):
+    service.put_workflow(admin, "conformance-approval", definition("v1"))
+    assert service.create_run(admin, {"workflowId": "conformance-approval"}).workflowVersion == 1
+    other = Service(Store(TABLE, client))  # another function instance registers v2
+    other.put_workflow(admin, "conformance-approval", definition("v2"))
+    assert service.create_run(admin, {"workflowId": "conformance-approval"}).workflowVersion == 2
+    assert service.get_workflow(admin, "conformance-approval")["version"] == 2
+
+
+def test_the_pointer_never_moves_back_to_an_older_version(service, admin, client):
+    service.put_workflow(admin, "conformance-approval", definition("v1"))
+    stored = definition("later")
+    assert service.store.put_workflow_version(admin.tenant, "conformance-approval", 5, stored, "t", "s", 100)
+    # A slower writer with a lower, untaken number: refused whole (its version is not written either).
+    assert not service.store.put_workflow_version(admin.tenant, "conformance-approval", 4, stored, "t", "s", 100)
+    assert service.store.latest_workflow_version(admin.tenant, "conformance-approval") == 5
+    assert service.store.get_workflow(admin.tenant, "conformance-approval", 4) is None
+    assert service.put_workflow(admin, "conformance-approval", definition("next"))["version"] == 6
+
+
+def test_a_workflow_stored_before_the_pointer_existed_still_starts_its_newest_version(service, admin, client):
+    service.put_workflow(admin, "conformance-approval", definition("v1"))
+    pk = workflow_pk(admin.tenant, "conformance-approval")
+    client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": "LATEST"}})
+    assert client.get_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": workflow_version_sk(1)}})["Item"]
+    assert service.create_run(admin, {"workflowId": "conformance-approval"}).workflowVersion == 1
