@@ -27,7 +27,8 @@ from moto import mock_aws  # noqa: E402
 from interlude import wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
@@ -55,7 +56,7 @@ def main() -> None:
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         admin = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(admin, definition["id"], definition)
+        service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
         stream, pump = Stream(TABLE), QueuePump("callbacks", urls["callbacks"])
         rows = []
 
@@ -67,7 +68,7 @@ def main() -> None:
             return calls.take()
 
         def run(callback: str):
-            return service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": callback}).runId
+            return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback})).runId
 
         run_id = run(receiver.url())
         rows.append(("dispatch, transition raising an interrupt (1 notice, token minted)", dispatch()))

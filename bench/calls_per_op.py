@@ -19,7 +19,8 @@ from moto import mock_aws  # noqa: E402
 from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.rules.interrupts.decide import Resolver  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
@@ -54,7 +55,7 @@ def main() -> None:
         bearer = f"Bearer {created['apiKey']}"
         principal = service.authenticate(bearer)
         definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], definition)
+        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
         calls.take()
 
         rows: list[tuple[str, Counter[str], Counter[str], int]] = []
@@ -75,7 +76,7 @@ def main() -> None:
         # Warm: the latest-version pointer only; the immutable version comes from the process cache.
         measure(
             "create-run",
-            lambda: state.update(run=service.create_run(principal, {"workflowId": "conformance-approval"})),
+            lambda: state.update(run=service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))),
         )
         run_id = state["run"].runId
         measure("get-run", lambda: service.load_run(principal.tenant, run_id))
@@ -107,7 +108,7 @@ def main() -> None:
         measure("resolve (loser, late)", lose_late)
 
         service._workflows.clear()
-        run2 = service.create_run(principal, {"workflowId": "conformance-approval"}).runId
+        run2 = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).runId
         service._workflows.clear()
         calls.take()
         measure(

@@ -22,7 +22,8 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.store.dynamo import run_id_of  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
@@ -118,10 +119,10 @@ def main() -> None:
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         principal = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], definition)
+        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
         meter = Meter(client, boto3.client("dynamodb"))
 
-        run = service.create_run(principal, {"workflowId": definition["id"]})
+        run = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
         service.load_run(principal.tenant, run.runId)
         service.resolve_interrupt(principal, run.runId, "gate", {"action": "accept"})
         service.poll_events(principal, run.runId, -1, 0)

@@ -25,7 +25,8 @@ from interlude.adapters.scheduler import scheduler as scheduler_module  # noqa: 
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
@@ -47,11 +48,11 @@ def main() -> None:
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         principal = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads((FIXTURES / "conformance-approval-timeout.json").read_text())
-        service.put_workflow(principal, definition["id"], definition)
+        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
         calls.take()
 
         def lifecycle(label: str, finish) -> None:
-            state = service.create_run(principal, {"workflowId": definition["id"]})
+            state = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
             print(f"{label}: createRun                      {fmt(calls.take())}")
             batch = service.store.read_events(state.runId)
             calls.take()  # the bench's own read of the batch, which the stream record carries

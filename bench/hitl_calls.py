@@ -18,7 +18,9 @@ from interlude import wiring  # noqa: E402
 from interlude.app import external_events  # noqa: E402
 from interlude.app import inbox as approver_inbox  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.tenants import PostEventRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 
 
@@ -37,13 +39,13 @@ def main() -> None:
 
         admin, bob, carol = principal("admin"), principal("bob"), principal("carol")
         gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t", "requiredApprovals": 3}}
-        service.put_workflow(admin, "quorum", {"nodes": [gate]})
+        service.put_workflow(admin, "quorum", WorkflowDefinition.model_validate({"nodes": [gate]}))
         wait = {"eventType": "order.paid", "correlation": {"orderId": "o-1"}}
         ext = {"id": "wait", "typeId": "core.interrupt", "config": {"kind": "external-event", "data": wait}}
-        service.put_workflow(admin, "ext", {"nodes": [ext]})
-        run_id = service.create_run(admin, {"workflowId": "quorum"}).runId
+        service.put_workflow(admin, "ext", WorkflowDefinition.model_validate({"nodes": [ext]}))
+        run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "quorum"})).runId
         for _ in range(30):
-            service.create_run(admin, {"workflowId": "quorum"})
+            service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "quorum"}))
 
         def measure(label: str, fn) -> None:
             counter.clear()
@@ -59,11 +61,11 @@ def main() -> None:
         measure("vote 3 of 3 (decides)", lambda: service.resolve_interrupt(carol, run_id, "gate", {"action": "accept"}))
         measure("inbox page of 25 (31 pending)", lambda: approver_inbox.inbox(service, admin, 25, {}, None))
         body = {**wait, "payload": {}}
-        measure("POST /events, nobody waiting (kept)", lambda: external_events.post_event(service, admin, body))
+        measure("POST /events, nobody waiting (kept)", lambda: external_events.post_event(service, admin, PostEventRequest.model_validate(body)))
         for _ in range(3):
-            service.create_run(admin, {"workflowId": "ext"})
-        measure("POST /events, 3 waiting interrupts resolved", lambda: external_events.post_event(service, admin, body))
-        later = service.create_run(admin, {"workflowId": "ext"}).runId
+            service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ext"}))
+        measure("POST /events, 3 waiting interrupts resolved", lambda: external_events.post_event(service, admin, PostEventRequest.model_validate(body)))
+        later = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ext"})).runId
         events = service.store.read_events(later)
         measure("outbox: a raised gate takes a kept event", lambda: external_events.resolve_kept_events(service, later, events))
 

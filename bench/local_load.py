@@ -31,6 +31,7 @@ import _bench  # noqa: F401  (puts the repo root on sys.path for tests.support)
 import boto3
 
 from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local.stack import TABLE_NAME, configure_environment
 from interlude.store import Store
 from tests.support.local_stack import Api, LocalStackProcess, wire
@@ -76,7 +77,7 @@ class Seeder:
     def _make_templates(self) -> None:
         opaques = []
         for n in range(self.TEMPLATES):
-            state = self.service.create_run(self.principal, {"workflowId": WORKFLOW, "inputs": {"title": "seed"}})
+            state = self.service.create_run(self.principal, CreateRunRequest.model_validate({"workflowId": WORKFLOW, "inputs": {"title": "seed"}}))
             if n % 2:
                 self.service.resolve_interrupt(self.principal, state.runId, GATE, ACCEPT)
             opaques.append(state.runId.split("/", 1)[1])

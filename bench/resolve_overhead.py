@@ -24,7 +24,8 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
@@ -60,12 +61,12 @@ def main() -> None:
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         principal = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], definition)
+        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
         body = {"workflowId": definition["id"]}
         clock = ClientClock(client)
         ratios, own_ratios, resolves, puts = [], [], [], []
         for i in range(rounds + 10):  # the first 10 warm the caches and the interpreter
-            run_id = service.create_run(principal, body).runId
+            run_id = service.create_run(principal, CreateRunRequest.model_validate(body)).runId
             clock.spent = 0.0
             t0 = time.perf_counter()
             service.resolve_interrupt(principal, run_id, "gate", {"action": "accept"})

@@ -25,7 +25,8 @@ from interlude.api.page.graph import GraphNode  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.app.tokens import TokenSurface  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.rules.tokens import verify  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
@@ -56,8 +57,8 @@ def main() -> None:
         created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         principal = service.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], definition)
-        run_id = service.create_run(principal, {"workflowId": definition["id"]}).runId
+        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+        run_id = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
         calls.take()
 
         rows = []

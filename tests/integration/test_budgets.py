@@ -17,6 +17,9 @@ from moto import mock_aws
 from interlude.app import tenants
 from interlude.app.service import Service
 from interlude.domain.errors import TooLarge
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+from interlude.domain.models.tenants import CredentialGrantRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
@@ -59,7 +62,7 @@ def service(monkeypatch) -> Service:
 
 @pytest.fixture
 def admin(service):
-    tenants.put_grant(service, "t1", "github", {"scopes": ["repo"]}, "admin")
+    tenants.put_grant(service, "t1", "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "admin")
     return signed_in(service, "admin")
 
 
@@ -70,13 +73,13 @@ def gated(service, admin, kind: str, after: dict[str, Any]) -> str:
     service.put_workflow(
         admin,
         workflow_id,
-        {
+        WorkflowDefinition.model_validate({
             "nodes": [{"id": "gate", "typeId": type_id, "config": config}, after],
             "edges": [{"sourceNodeId": "gate", "targetNodeId": after["id"]}],
             "variables": [{"name": "seed", "type": "string"}],
-        },
+        }),
     )
-    state = service.create_run(admin, {"workflowId": workflow_id, "inputs": {"seed": SEED}})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow_id, "inputs": {"seed": SEED}}))
     assert "gate" in state.interrupts, state.error
     return state.runId
 
@@ -124,7 +127,7 @@ def test_every_gate_resolves_when_the_node_after_it_passes_its_budget(service, a
 @pytest.mark.parametrize("kind", list(GATES))
 def test_every_gate_can_be_cancelled_whatever_follows(service, admin, kind):
     run_id = gated(service, admin, kind, blow())
-    assert service.cancel_run(admin, run_id, {"reason": "no"}).status == "cancelled"
+    assert service.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no"})).status == "cancelled"
     assert interrupt_item(service, run_id)["status"]["S"] == "cancelled"
 
 
@@ -174,13 +177,13 @@ def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(service, admin, m
     service.put_workflow(
         admin,
         "chain",
-        {
+        WorkflowDefinition.model_validate({
             "nodes": [small("a"), small("b")],
             "edges": [{"sourceNodeId": "a", "targetNodeId": "b"}],
             "variables": [{"name": "seed", "type": "string"}],
-        },
+        }),
     )
-    state = service.create_run(admin, {"workflowId": "chain", "inputs": {"seed": SEED}})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain", "inputs": {"seed": SEED}}))
     assert state.queue == ["b"]
     refuse_items_holding("b", monkeypatch, service.store.client)
     assert service.advance_run(state.runId) > 0
@@ -190,14 +193,14 @@ def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(service, admin, m
 
 
 def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(service, admin, monkeypatch):
-    service.put_workflow(admin, "one", {"nodes": [small("a")], "variables": [{"name": "seed", "type": "string"}]})
+    service.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [small("a")], "variables": [{"name": "seed", "type": "string"}]}))
     refuse_items_holding("a", monkeypatch, service.store.client)
-    state = service.create_run(admin, {"workflowId": "one", "inputs": {"seed": SEED}})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one", "inputs": {"seed": SEED}}))
     assert (state.status, state.error["code"]) == ("failed", "interlude.budget_exceeded")
 
 
 def send_large_inputs(service: Service, admin, run_id: str) -> Any:
-    return service.create_run(admin, {"workflowId": "wf-external-event", "inputs": {"v": "y" * 140_000}})
+    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf-external-event", "inputs": {"v": "y" * 140_000}}))
 
 
 def send_a_large_resume_value(service: Service, admin, run_id: str) -> Any:

@@ -18,6 +18,8 @@ from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.errors import Invalid
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, to_event_record
 from interlude.store import Store, create_table
@@ -99,8 +101,8 @@ def queued(url: str) -> list[dict]:
 
 def start_gate_run(service, admin, callback_url: str) -> str:
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], definition)
-    return service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": callback_url}).runId
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})).runId
 
 
 def tenant_secret() -> str:
@@ -331,11 +333,11 @@ def test_create_run_refuses_every_url_the_guard_refuses(service, admin, monkeypa
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
     service.callback_resolver = fake_resolve
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], definition)
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
 
     # When a run is created with that callbackUrl / Then it is a 400 validation_error on field callbackUrl
     with pytest.raises(Invalid) as refused:
-        service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": url})
+        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] == "callbackUrl"
     # The key, the workflow, its latest-version pointer and the tenant's usage counter: no run item.
@@ -346,9 +348,9 @@ def test_create_run_accepts_names_resolving_only_to_public_addresses(service, ad
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
     service.callback_resolver = fake_resolve
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], definition)
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     for url in ("https://hooks.example.com/approve", "https://dual.example.com/", "https://nat64.example.com/"):
-        state = service.create_run(admin, {"workflowId": definition["id"], "callbackUrl": url})
+        state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
         assert state.callbackUrl == url
 
 

@@ -16,6 +16,8 @@ from interlude.adapters.scheduler.names import parse_at, schedule_name
 from interlude.app.service import Service
 from interlude.domain import clock
 from interlude.domain.errors import Conflict, DomainError
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines
 from interlude.local import lambda_runtime
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
@@ -44,7 +46,7 @@ class World:
     def register(self, name: str, **overrides) -> str:
         definition = json.loads((FIXTURES / f"{name}.json").read_text())
         definition.update(overrides)
-        self.service.put_workflow(self.admin, definition["id"], definition)
+        self.service.put_workflow(self.admin, definition["id"], WorkflowDefinition.model_validate(definition))
         return definition["id"]
 
     def register_long(self, name: str) -> str:
@@ -52,7 +54,7 @@ class World:
         (however loaded the machine) reaches the deadline; the tests move the clock instead."""
         definition = json.loads((FIXTURES / f"{name}.json").read_text())
         definition["nodes"][0]["config"]["timeoutMs"] = LONG_MS
-        self.service.put_workflow(self.admin, definition["id"], definition)
+        self.service.put_workflow(self.admin, definition["id"], WorkflowDefinition.model_validate(definition))
         return definition["id"]
 
     def advance(self, seconds: float) -> None:
@@ -99,7 +101,7 @@ TIMED_OUT = {"nodeId": "gate", "kind": "approval", "action": "timeout", "decisio
 def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and_dead_letters(world):
     # Given a run of the 1500 ms timeout fixture
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     interrupt = state.interrupts["gate"]
 
     # When the outbox sees its records — twice, as at-least-once delivery may
@@ -143,7 +145,7 @@ def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and
 
 def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_rejected(world):
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     pump = SchedulePump(GROUP)
 
@@ -168,7 +170,7 @@ def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_re
 
 def test_on_timeout_approve_still_rejects(world):
     workflow = world.register_long("conformance-approval-timeout-approve")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     world.advance(PAST_LONG_S)
     assert SchedulePump(GROUP).pump_once() == 1
@@ -182,7 +184,7 @@ def test_on_timeout_approve_still_rejects(world):
 
 def test_firing_twice_resolves_once(world):
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     (schedule,) = world.schedules()
     body = json.loads(schedule["Target"]["Input"])
@@ -198,7 +200,7 @@ def test_firing_twice_resolves_once(world):
 
 def test_a_fire_after_a_human_decision_is_a_no_op_without_an_event(world):
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     (schedule,) = world.schedules()
     body = json.loads(schedule["Target"]["Input"])
@@ -223,7 +225,7 @@ def test_a_fire_after_a_human_decision_is_a_no_op_without_an_event(world):
 
 def test_a_resolve_after_the_deadline_before_the_schedule_fired_is_409_and_records_the_timeout(world):
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     world.advance(1.6)  # past the deadline; the pump is not running
 
@@ -246,7 +248,7 @@ def test_a_resolve_after_the_deadline_before_the_schedule_fired_is_409_and_recor
 
 def test_a_read_after_the_deadline_sees_the_gate_timed_out(world):
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.5)
     snapshot, _ = world.service.load_run("t1", state.runId)
     assert snapshot.status == "failed"
@@ -258,7 +260,7 @@ def test_a_human_decision_racing_the_timeout_has_exactly_one_winner_either_order
     workflow = world.register("conformance-approval-timeout")
 
     # Order 1: the person read the run in time, the timeout commits first, the person's commit loses
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     stale, version = world.service.store.get_run(state.runId)
     world.advance(2)
     assert world.service.fire_deadline({"runId": state.runId}) > 0
@@ -270,7 +272,7 @@ def test_a_human_decision_racing_the_timeout_has_exactly_one_winner_either_order
     assert [r["decision"] for r in world.resolved(state.runId)] == ["rejected"]
 
     # Order 2: the person commits first (with a clock before the deadline), the timeout then finds nothing
-    state2 = world.service.create_run(world.admin, {"workflowId": workflow})
+    state2 = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     got = world.service.store.get_run(state2.runId)
     early.resolve(*got, "gate", {"action": "accept"}, resolver_of(world.admin))
     world.advance(2)
@@ -289,7 +291,7 @@ def test_threads_racing_the_timeout_worker_produce_one_resolution(world, monkeyp
 
     monkeypatch.setattr(world.service.store.client, "_make_api_call", serialised)
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.5)
     outcomes: list[str] = []
 
@@ -325,7 +327,7 @@ def resolver_of(principal):
 
 def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
     workflow = world.register("conformance-delay")
-    state = world.service.create_run(world.admin, {"workflowId": workflow, "inputs": {"delayMs": 60_000}})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "inputs": {"delayMs": 60_000}}))
     assert state.status == "running"
     world.settle()
     (schedule,) = world.schedules()
@@ -345,10 +347,10 @@ def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
 
 def test_cancel_mid_delay_deletes_the_wake_up_schedule(world):
     workflow = world.register("conformance-cancellable")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     assert len(world.schedules()) == 1
-    assert world.service.cancel_run(world.admin, state.runId, {"reason": "enough"}).status == "cancelled"
+    assert world.service.cancel_run(world.admin, state.runId, CancelRunRequest.model_validate({"reason": "enough"})).status == "cancelled"
     world.settle()
     assert world.schedules() == []
 
@@ -365,7 +367,7 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
         ],
     )
     state = world.service.create_run(
-        world.admin, {"workflowId": workflow, "configurable": {"version": 1, "run": {"runTimeoutMs": 60_000}}}
+        world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "configurable": {"version": 1, "run": {"runTimeoutMs": 60_000}}})
     )
     world.settle()
     purposes = sorted(json.loads(s["Target"]["Input"])["purpose"] for s in world.schedules())
@@ -385,7 +387,7 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
 
 def test_a_deadline_already_due_when_its_record_arrives_is_applied_by_the_outbox(world):
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(5)  # the stream lagged past the deadline
     world.settle()
     assert world.service.store.get_run(state.runId)[0].status == "failed"
@@ -395,7 +397,7 @@ def test_a_deadline_already_due_when_its_record_arrives_is_applied_by_the_outbox
 
 def test_a_schedule_whose_target_keeps_failing_goes_to_the_dead_letter_queue(world, monkeypatch):
     workflow = world.register_long("conformance-approval-timeout")
-    world.service.create_run(world.admin, {"workflowId": workflow})
+    world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     (schedule,) = world.schedules()
     pump = SchedulePump(GROUP)
@@ -434,8 +436,8 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
             {"sourceNodeId": "fallback", "targetNodeId": "gate"},
         ],
     }
-    world.service.put_workflow(world.admin, workflow, definition)
-    state = world.service.create_run(world.admin, {"workflowId": workflow})
+    world.service.put_workflow(world.admin, workflow, WorkflowDefinition.model_validate(definition))
+    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.1)
 
     # When the timeout is applied (any read applies it), the clarification failed with the vendor code

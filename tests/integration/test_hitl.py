@@ -15,6 +15,11 @@ from interlude.app import external_events, tenants
 from interlude.app import inbox as approver_inbox
 from interlude.app.service import Service
 from interlude.domain.errors import DomainError, Invalid
+from interlude.domain.ids import check_author_id
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.validation import parse
 from interlude.store import Conflict, Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import wire
@@ -59,7 +64,7 @@ def approval(node_id="gate", **config) -> dict:
 
 
 def register(service, admin, wid, nodes, edges=()):
-    service.put_workflow(admin, wid, {"nodes": nodes, "edges": list(edges)})
+    service.put_workflow(admin, wid, WorkflowDefinition.model_validate({"nodes": nodes, "edges": list(edges)}))
     return wid
 
 
@@ -72,11 +77,11 @@ def raised_events(service, run_id):
 
 def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_match(service, admin):
     register(service, admin, "pay", [external()])
-    runs = [service.create_run(admin, {"workflowId": "pay"}).runId for _ in range(3)]
+    runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId for _ in range(3)]
     other = register(service, admin, "other", [external(correlation={"orderId": "o-2"})])
-    other_run = service.create_run(admin, {"workflowId": other}).runId
+    other_run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": other})).runId
     result = external_events.post_event(
-        service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"amount": 5}}
+        service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"amount": 5}})
     )
     assert (result["matched"], result["resolved"], result["kept"]) == (3, 3, False)
     for run_id in runs:
@@ -103,17 +108,17 @@ def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_ma
 )
 def test_correlation_matches_exactly(service, admin, correlation, matches):
     register(service, admin, "pay", [external(correlation={"orderId": "o-1", "status": "ok"})])
-    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
-    result = external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": correlation})
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": correlation}))
     assert result["resolved"] == (1 if matches else 0)
     assert service.store.get_run(run_id)[0].status == ("completed" if matches else "waiting-external")
 
 
 def test_types_matter_in_correlations_and_event_types_must_match(service, admin):
     register(service, admin, "pay", [external(correlation={"n": 1})])
-    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
-    assert external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"n": "1"}})["resolved"] == 0
-    assert external_events.post_event(service, admin, {"eventType": "order.shipped", "correlation": {"n": 1}})["resolved"] == 0
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    assert external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"n": "1"}}))["resolved"] == 0
+    assert external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.shipped", "correlation": {"n": 1}}))["resolved"] == 0
     assert service.store.get_run(run_id)[0].status == "waiting-external"
 
 
@@ -121,9 +126,9 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
     register(
         service, admin, "later", [approval("first"), external()], [{"sourceNodeId": "first", "targetNodeId": "wait"}]
     )
-    run_id = service.create_run(admin, {"workflowId": "later"}).runId
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "later"})).runId
     early = external_events.post_event(
-        service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 1}
+        service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 1})
     )
     assert (early["matched"], early["kept"]) == (0, True)
     service.resolve_interrupt(admin, run_id, "first", {"action": "accept"})
@@ -142,29 +147,29 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
 
 def test_a_kept_event_is_used_once(service, admin):
     register(service, admin, "pay", [external()])
-    external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
-    first = service.create_run(admin, {"workflowId": "pay"}).runId
+    external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
+    first = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
     external_events.resolve_kept_events(service, first, raised_events(service, first))
-    second = service.create_run(admin, {"workflowId": "pay"}).runId
+    second = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
     external_events.resolve_kept_events(service, second, raised_events(service, second))
     assert service.store.get_run(first)[0].status == "completed"
     assert service.store.get_run(second)[0].status == "waiting-external"
 
 
 def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clock):
-    tenants.put_settings(service, "t1", {"eventRetentionHours": 1}, "admin")
+    tenants.put_settings(service, "t1", TenantSettings.model_validate({"eventRetentionHours": 1}), "admin")
     register(service, admin, "pay", [external()])
-    result = external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})
+    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     assert datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00")) - sent <= timedelta(hours=1)
     clock.now += timedelta(hours=1, minutes=1)
-    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
     external_events.resolve_kept_events(service, run_id, raised_events(service, run_id))
     assert service.store.get_run(run_id)[0].status == "waiting-external"
 
 
 def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, admin):
-    result = external_events.post_event(service, admin, {"eventType": "e", "correlation": {}})
+    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "e", "correlation": {}}))
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     expires = datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00"))
     assert timedelta(hours=23, minutes=59) < expires - sent <= timedelta(hours=24)
@@ -183,19 +188,19 @@ def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, 
 
 def test_a_closed_interrupt_no_longer_waits(service, admin):
     register(service, admin, "pay", [external()])
-    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
-    service.cancel_run(admin, run_id, None)
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    service.cancel_run(admin, run_id, CancelRunRequest())
     assert (
-        external_events.post_event(service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"] == 0
+        external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"] == 0
     )
 
 
 def test_events_stay_inside_their_tenant(service, admin):
     register(service, admin, "pay", [external()])
-    run_id = service.create_run(admin, {"workflowId": "pay"}).runId
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
     stranger = signed_in(service, "eve", tenant="t2")
     assert (
-        external_events.post_event(service, stranger, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}})["matched"]
+        external_events.post_event(service, stranger, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"]
         == 0
     )
     assert service.store.get_run(run_id)[0].status == "waiting-external"
@@ -209,9 +214,9 @@ def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_inter
         "properties": {"payload": {"type": "integer"}},
     }
     register(service, admin, "strict", [strict])
-    run_id = service.create_run(admin, {"workflowId": "strict"}).runId
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "strict"})).runId
     result = external_events.post_event(
-        service, admin, {"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": "x"}
+        service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": "x"})
     )
     assert result["results"][0]["outcome"] == "refused"
     assert result["kept"] is True
@@ -227,7 +232,7 @@ def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_inter
 )
 def test_an_event_carrying_credential_material_is_refused(service, admin, body):
     with pytest.raises(Invalid) as refused:
-        external_events.post_event(service, admin, body)
+        external_events.post_event(service, admin, PostEventRequest.model_validate(body))
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] in ("payload", "correlation")
 
@@ -242,7 +247,7 @@ def inbox(service, principal, query):
 
 def test_the_inbox_lists_pending_interrupts_newest_first_with_an_opaque_cursor(service, admin):
     register(service, admin, "one", [approval(requiredApprovals=2)])
-    run_ids = [service.create_run(admin, {"workflowId": "one"}).runId for _ in range(5)]
+    run_ids = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId for _ in range(5)]
     page = inbox(service, admin, {"limit": "2"})
     assert [i["runId"] for i in page["interrupts"]] == run_ids[::-1][:2]
     seen = [i["runId"] for i in page["interrupts"]]
@@ -260,8 +265,8 @@ def test_the_inbox_filters_by_kind_workflow_and_run(service, admin):
         "c",
         [{"id": "q", "typeId": "core.clarificationGate", "config": {"questions": [{"id": "x", "question": "?"}]}}],
     )
-    a = service.create_run(admin, {"workflowId": "a"}).runId
-    c = service.create_run(admin, {"workflowId": "c"}).runId
+    a = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "a"})).runId
+    c = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "c"})).runId
     assert [i["runId"] for i in inbox(service, admin, {"kind": "clarification"})["interrupts"]] == [c]
     assert [i["runId"] for i in inbox(service, admin, {"workflowId": "a"})["interrupts"]] == [a]
     assert [i["runId"] for i in inbox(service, admin, {"runId": wire(a)})["interrupts"]] == [a]
@@ -272,7 +277,7 @@ def test_the_inbox_shows_only_what_the_caller_may_decide_and_the_votes_so_far(se
     register(service, admin, "group", [approval(approverGroupRefs=["finance"])])
     register(service, admin, "role", [approval(approverRoleRefs=["cfo"])])
     register(service, admin, "quorum", [approval(requiredApprovals=2)])
-    runs = {w: service.create_run(admin, {"workflowId": w}).runId for w in ("list", "group", "role", "quorum")}
+    runs = {w: service.create_run(admin, CreateRunRequest.model_validate({"workflowId": w})).runId for w in ("list", "group", "role", "quorum")}
     bob = signed_in(service, "bob")
     fin = signed_in(service, "fay", groups=["finance"])
     cfo = signed_in(service, "cat", roles=["cfo"])
@@ -318,7 +323,7 @@ def test_the_inbox_refuses_bad_queries(service, admin, query, field):
 def test_a_cursor_from_another_tenant_is_refused(service, admin):
     register(service, admin, "one", [approval()])
     for _ in range(3):
-        service.create_run(admin, {"workflowId": "one"})
+        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
     cursor = inbox(service, admin, {"limit": "1"})["nextCursor"]
     stranger = signed_in(service, "eve", tenant="t2")
     with pytest.raises(DomainError) as refused:
@@ -331,7 +336,7 @@ def test_a_cursor_from_another_tenant_is_refused(service, admin):
 
 def test_the_inbox_reads_through_the_index_never_a_scan(service, admin):
     register(service, admin, "one", [approval()])
-    service.create_run(admin, {"workflowId": "one"})
+    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
     calls = []
     service.store.client.meta.events.register(
         "before-parameter-build.dynamodb", lambda **kw: calls.append((kw["model"].name, kw["params"].get("IndexName")))
@@ -345,11 +350,11 @@ def test_the_inbox_reads_through_the_index_never_a_scan(service, admin):
 
 def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_quorum(service, admin):
     register(service, admin, "q", [approval(requiredApprovals=3, overrideBypassesQuorum=True)])
-    run_id = service.create_run(admin, {"workflowId": "q"}).runId
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
     ops = signed_in(service, "ops")
     assert service.resolve_interrupt(ops, run_id, "gate", {"action": "accept"})["status"] == "waiting-approval"
-    run2 = service.create_run(admin, {"workflowId": "q"}).runId
-    tenants.put_settings(service, "t1", {"overridePrincipals": ["ops"]}, "admin")
+    run2 = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
+    tenants.put_settings(service, "t1", TenantSettings.model_validate({"overridePrincipals": ["ops"]}), "admin")
     assert service.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
     resolved = [e for e in service.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
     assert resolved["payload"]["decision"] == "overridden"
@@ -359,9 +364,10 @@ def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_
 @pytest.mark.parametrize(
     "body", [{"overridePrincipals": "ops"}, {"eventRetentionHours": 0}, {"eventRetentionHours": 10000}, {"x": 1}, []]
 )
-def test_tenant_settings_are_validated(service, body):
+def test_tenant_settings_are_validated(body):
+    # Where PUT /tenant/settings and the CLI parse a body, before anything is stored.
     with pytest.raises(DomainError) as refused:
-        tenants.put_settings(service, "t1", body, "admin")
+        parse(TenantSettings, body, "tenant settings")
     assert refused.value.code == "validation_error"
 
 
@@ -372,14 +378,14 @@ def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin
         "config": {"provider": "github", "scopes": ["repo"], "connectUrl": "https://app.example/connect/github"},
     }
     register(service, admin, "cred", [cred])
-    run_id = service.create_run(admin, {"workflowId": "cred"}).runId
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "cred"})).runId
     with pytest.raises(DomainError) as refused:
         service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
     assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "resumeValue")
-    tenants.put_grant(service, "t2", "github", {"scopes": ["repo"]}, "x")  # another tenant's grant does not count
+    tenants.put_grant(service, "t2", "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "x")  # another tenant's grant does not count
     with pytest.raises(DomainError):
         service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
-    tenants.put_grant(service, "t1", "github", {"scopes": ["repo", "gist"]}, "admin")
+    tenants.put_grant(service, "t1", "github", CredentialGrantRequest.model_validate({"scopes": ["repo", "gist"]}), "admin")
     assert service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})["status"] == "completed"
 
 
@@ -387,9 +393,14 @@ def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin
     ("provider", "body"),
     [("bad id", {"scopes": ["a"]}), ("gh", {"scopes": []}), ("gh", {"scopes": ["a"], "token": "t"})],
 )
-def test_credential_grants_are_validated_and_never_carry_material(service, provider, body):
+def test_credential_grants_are_validated_and_never_carry_material(provider, body):
+    # What PUT /tenant/credential-grants/{provider} and the CLI check before anything is stored.
+    def checked() -> CredentialGrantRequest:
+        check_author_id(provider, "provider")
+        return parse(CredentialGrantRequest, body, "credential grant")
+
     with pytest.raises(DomainError) as refused:
-        tenants.put_grant(service, "t1", provider, body, "admin")
+        checked()
     assert refused.value.code == "validation_error"
 
 
@@ -398,7 +409,7 @@ def test_credential_grants_are_validated_and_never_carry_material(service, provi
 
 def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(service, admin):
     register(service, admin, "conv", [{"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start"}}])
-    state = service.create_run(admin, {"workflowId": "conv"})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conv"}))
     cid = state.interrupts["open"].payload["data"]["conversationId"]
     item = boto3.client("dynamodb").get_item(
         TableName=TABLE, Key={"pk": {"S": f"T#t1#CONV#{cid}"}, "sk": {"S": "CONV"}}

@@ -14,6 +14,8 @@ from moto import mock_aws
 from interlude.app.service import Service
 from interlude.domain import schemas
 from interlude.domain.errors import DomainError
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.rules.auth import Principal
 from interlude.store import Store, create_table
@@ -44,7 +46,7 @@ def admin(service) -> Principal:
 
 def register(service, admin, name: str) -> str:
     definition = json.loads((FIXTURES / f"{name}.json").read_text())
-    service.put_workflow(admin, definition["id"], definition)
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     return definition["id"]
 
 
@@ -55,7 +57,7 @@ def all_items() -> list[dict]:
 
 def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transition(service, admin):
     workflow = register(service, admin, "conformance-approval")
-    state = service.create_run(admin, {"workflowId": workflow})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
     events = service.store.read_events(state.runId)
     assert [e["type"] for e in events] == [
@@ -90,8 +92,8 @@ def budgeted_chain_run() -> tuple[Service, Any]:
         "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
         "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
     }
-    service.put_workflow(admin, "chain", chain)
-    return service, service.create_run(admin, {"workflowId": "chain"})
+    service.put_workflow(admin, "chain", WorkflowDefinition.model_validate(chain))
+    return service, service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain"}))
 
 
 def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
@@ -136,7 +138,7 @@ def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):
 
 def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(service, admin):
     workflow = register(service, admin, "conformance-approval")
-    state = service.create_run(admin, {"workflowId": workflow})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     stale_state, stale_version = service.store.get_run(state.runId)
     service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
     calls = []
@@ -155,8 +157,8 @@ def _resolver(principal: Principal):
 
 
 def test_workflow_versions_are_immutable_and_increment(service, admin):
-    first = service.put_workflow(admin, "wf", {"nodes": [{"id": "a", "typeId": "core.noop"}]})
-    second = service.put_workflow(admin, "wf", {"nodes": [{"id": "b", "typeId": "core.noop"}]})
+    first = service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]}))
+    second = service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "b", "typeId": "core.noop"}]}))
     assert (first["version"], second["version"]) == (1, 2)
     assert service.store.get_workflow("t1", "wf", 1)["nodes"][0]["id"] == "a"
     assert service.get_workflow(admin, "wf")["version"] == 2
@@ -164,8 +166,8 @@ def test_workflow_versions_are_immutable_and_increment(service, admin):
 
 def test_the_snapshot_shows_each_open_gates_deadline(service, admin):
     gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "timeoutMs": 60_000}}
-    service.put_workflow(admin, "timed", {"nodes": [gate]})
-    state = service.create_run(admin, {"workflowId": "timed"})
+    service.put_workflow(admin, "timed", WorkflowDefinition.model_validate({"nodes": [gate]}))
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "timed"}))
     opened = service.snapshot(state)["extensions"]["interlude.run"]["openInterrupts"]["gate"]
     raised = datetime.fromisoformat(opened["raisedAt"].replace("Z", "+00:00"))
     deadline = datetime.fromisoformat(opened["deadline"].replace("Z", "+00:00"))
@@ -174,7 +176,7 @@ def test_the_snapshot_shows_each_open_gates_deadline(service, admin):
 
 def test_raised_any_finds_a_closed_interrupt_among_more_keys_than_one_batch_reads(service, admin):
     workflow = register(service, admin, "conformance-approval")
-    state = service.create_run(admin, {"workflowId": workflow})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
     raised = state.interrupts["gate"].key
     others = [f"{state.runId}:gate:{n}" for n in range(2, 152)]

@@ -6,13 +6,14 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from interlude.api.http import app, json_response, principal_for, query_int, required_body, service
+from interlude.api.http import app, json_response, parsed, principal_for, query_int, service
 from interlude.api.routes import route
 from interlude.app import external_events, tenants
 from interlude.app import inbox as approver_inbox
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.responses import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
+from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
 
 
 @route("listInterrupts")
@@ -45,7 +46,7 @@ def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]
 @route("postEvent")
 def post_event() -> Response:
     principal = principal_for("postEvent")
-    return json_response(202, EventAccepted.model_validate(external_events.post_event(service(), principal, required_body())))
+    return json_response(202, EventAccepted.model_validate(external_events.post_event(service(), principal, parsed(PostEventRequest))))
 
 
 @route("getTenantSettings")
@@ -57,15 +58,15 @@ def get_tenant_settings() -> Response:
 @route("putTenantSettings")
 def put_tenant_settings() -> Response:
     principal = principal_for("putTenantSettings")
-    body = required_body()
-    stored = tenants.put_settings(service(), principal.tenant, body, principal.subject["subjectId"])
+    settings = parsed(TenantSettings, "tenant settings")
+    stored = tenants.put_settings(service(), principal.tenant, settings, principal.subject["subjectId"])
     return json_response(200, TenantSettingsAnswer.model_validate(stored))
 
 
 @route("putCredentialGrant")
 def put_credential_grant(provider: str) -> Response:
     principal = principal_for("putCredentialGrant")
-    body = required_body()
-    by = principal.subject["subjectId"]
-    grant = tenants.put_grant(service(), principal.tenant, unquote(provider), body, by)
+    checked = check_author_id(unquote(provider), "provider")
+    request = parsed(CredentialGrantRequest, "credential grant")
+    grant = tenants.put_grant(service(), principal.tenant, checked, request, principal.subject["subjectId"])
     return json_response(200, CredentialGrant.model_validate(grant))

@@ -11,8 +11,8 @@ from interlude import __version__
 from interlude.api.http import (
     OPENWOP_VERSION,
     app,
-    body,
     json_response,
+    parsed,
     principal_for,
     query_int,
     required_body,
@@ -23,7 +23,9 @@ from interlude.api.http import (
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.config import settings
+from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
 from interlude.domain.models.responses import (
     Capabilities,
     CreatedKey,
@@ -34,6 +36,8 @@ from interlude.domain.models.responses import (
     WorkflowVersion,
 )
 from interlude.domain.models.run import RunState
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.validation import parse
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from interlude.rules.interrupts.decide import REF_KINDS
 from interlude.rules.tokens.scheme import TOKEN_ALGS
@@ -91,7 +95,11 @@ def get_openapi() -> Response:
 def put_workflow(workflowId: str) -> Response:
     principal = principal_for("putWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    return json_response(201, WorkflowVersion.model_validate(service().put_workflow(principal, workflow_id, required_body())))
+    raw = required_body()
+    if isinstance(raw, dict) and raw.get("id") not in (None, workflow_id):
+        raise Invalid("the body's id differs from the path's workflowId", {"path": "id"})
+    definition = parse(WorkflowDefinition, raw, "workflow definition")
+    return json_response(201, WorkflowVersion.model_validate(service().put_workflow(principal, workflow_id, definition)))
 
 
 @route("getWorkflow")
@@ -104,7 +112,7 @@ def get_workflow(workflowId: str) -> Response:
 @route("createRun")
 def create_run() -> Response:
     principal = principal_for("createRun")
-    return run_created(service().create_run(principal, required_body(), keyed(run_created)))
+    return run_created(service().create_run(principal, parsed(CreateRunRequest), keyed(run_created)))
 
 
 def run_created(state: RunState) -> Response:
@@ -126,7 +134,7 @@ def get_run(runId: str) -> Response:
 @route("cancelRun")
 def cancel_run(runId: str) -> Response:
     principal = principal_for("cancelRun")
-    return run_cancelled(service().cancel_run(principal, from_wire(runId), body(), keyed(run_cancelled)))
+    return run_cancelled(service().cancel_run(principal, from_wire(runId), parsed(CancelRunRequest, optional=True), keyed(run_cancelled)))
 
 
 def run_cancelled(state: RunState) -> Response:
@@ -161,7 +169,7 @@ def resolved(outcome: dict[str, Any]) -> Response:
 @route("createKey")
 def create_key() -> Response:
     principal = principal_for("createKey")
-    return key_created(service().create_key(principal, required_body(), keyed(key_created)))
+    return key_created(service().create_key(principal, parsed(CreateKeyRequest), keyed(key_created)))
 
 
 def key_created(issued: dict[str, Any]) -> Response:

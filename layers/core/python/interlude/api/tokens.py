@@ -25,8 +25,8 @@ from interlude.api.http import (
     OPENWOP_VERSION,
     app,
     base_url,
-    body,
     json_response,
+    parsed,
     principal_for,
     raw_body,
     resume_value_body,
@@ -43,7 +43,6 @@ from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.responses import MintedToken, Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
-from interlude.domain.validation import parse
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -110,8 +109,7 @@ def mint_interrupt_token(runId: str, nodeId: str) -> Response:
     principal = principal_for("mintInterruptToken")
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
-    raw = body()
-    request: MintTokenRequest = parse(MintTokenRequest, {} if raw is None else raw, "request body")
+    request = parsed(MintTokenRequest, optional=True)
     minted = surface().mint(principal, run_id, node_id, request.intent, request.lifetimeSeconds)
     return json_response(201, with_url(minted), NO_STORE)
 

@@ -9,7 +9,6 @@ from interlude.domain.clock import iso, iso_epoch
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import mint_opaque, tenant_of
 from interlude.domain.models.tenants import PostEventRequest
-from interlude.domain.validation import parse
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.correlation import correlation_hash
 from interlude.rules.interrupts.decide import Resolver
@@ -53,9 +52,8 @@ def _resolve_waiter(
     return {**outcome, "outcome": "resolved", "status": result["status"]}
 
 
-def post_event(service: Service, principal: Principal, body: Any) -> dict[str, Any]:
+def post_event(service: Service, principal: Principal, request: PostEventRequest) -> dict[str, Any]:
     """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions)."""
-    request: PostEventRequest = parse(PostEventRequest, body, "request body")
     found = credential_material({"correlation": request.correlation, "payload": request.payload})
     if found is not None:
         raise Invalid(

@@ -15,7 +15,6 @@ from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock
 from interlude.domain.errors import Forbidden, Invalid, NotFound
 from interlude.domain.models.requests import CreateKeyRequest
-from interlude.domain.validation import parse
 from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.store import Store
@@ -54,8 +53,9 @@ class KeyOperations:
                 self._keys.popitem(last=False)
         return auth.verify(record, key_id, secret, self.clock())
 
-    def create_key(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> dict[str, Any]:
-        request: CreateKeyRequest = parse(CreateKeyRequest, body, "request body")
+    def create_key(
+        self, principal: auth.Principal, request: CreateKeyRequest, keyed: KeyedWrite | None = None
+    ) -> dict[str, Any]:
         missing = set(request.scopes) - principal.scopes
         if missing:
             raise Forbidden("a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})

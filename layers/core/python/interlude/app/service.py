@@ -27,7 +27,6 @@ from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.domain.validation import parse
 from interlude.engine import deadlines
 from interlude.engine import run as engine
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, InvalidEvent
@@ -75,8 +74,9 @@ class Service(KeyOperations, WorkflowOperations):
 
     # -- runs --------------------------------------------------------------------------------------
 
-    def create_run(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> RunState:
-        request: CreateRunRequest = parse(CreateRunRequest, body, "request body")
+    def create_run(
+        self, principal: auth.Principal, request: CreateRunRequest, keyed: KeyedWrite | None = None
+    ) -> RunState:
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
@@ -275,9 +275,8 @@ class Service(KeyOperations, WorkflowOperations):
         return snap
 
     def cancel_run(
-        self, principal: auth.Principal, run_id: str, body: Any, keyed: KeyedWrite | None = None
+        self, principal: auth.Principal, run_id: str, request: CancelRunRequest, keyed: KeyedWrite | None = None
     ) -> RunState:
-        request: CancelRunRequest = parse(CancelRunRequest, body if body is not None else {}, "request body")
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.load_run(principal.tenant, run_id)
             if state.terminal:

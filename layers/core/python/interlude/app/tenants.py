@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from interlude.domain.ids import check_author_id
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
-from interlude.domain.validation import parse
 from interlude.engine.run import iso
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.decide import Resolver
@@ -34,16 +32,14 @@ def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
     }
 
 
-def put_settings(service: Service, tenant: str, body: Any, by: str) -> dict[str, Any]:
-    settings: TenantSettings = parse(TenantSettings, body, "tenant settings")
+def put_settings(service: Service, tenant: str, settings: TenantSettings, by: str) -> dict[str, Any]:
     service.hitl_store.put_settings(tenant, settings.model_dump(exclude_none=True), iso(service.clock()), by)
     service.limiter.forget(tenant)  # this instance applies new limits at once; others within their cache time
     return {"tenant": tenant, "settings": settings.model_dump(exclude_none=True)}
 
 
-def put_grant(service: Service, tenant: str, provider: str, body: Any, by: str) -> dict[str, Any]:
-    check_author_id(provider, "provider")
-    request: CredentialGrantRequest = parse(CredentialGrantRequest, body, "credential grant")
+def put_grant(service: Service, tenant: str, provider: str, request: CredentialGrantRequest, by: str) -> dict[str, Any]:
+    """`provider` is a checked author id (interlude.domain.ids.check_author_id)."""
     at = iso(service.clock())
     service.hitl_store.put_grant(tenant, provider, list(request.scopes), at, by)
     return {"tenant": tenant, "provider": provider, "scopes": sorted(set(request.scopes)), "grantedAt": at}

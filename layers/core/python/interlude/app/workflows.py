@@ -10,7 +10,6 @@ from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import Clock
 from interlude.domain.errors import Internal, Invalid, NotFound
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.domain.validation import parse
 from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.rules.limits import check_definition
@@ -28,10 +27,9 @@ class WorkflowOperations:
     _workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition]
     limiter: TenantLimiter
 
-    def put_workflow(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
-        if isinstance(body, dict) and body.get("id") not in (None, workflow_id):
-            raise Invalid("the body's id differs from the path's workflowId", {"path": "id"})
-        definition: WorkflowDefinition = parse(WorkflowDefinition, body, "workflow definition")
+    def put_workflow(
+        self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition
+    ) -> dict[str, Any]:
         problems = engine.check_config(definition)
         if problems:
             raise Invalid("the workflow definition is not valid", {"errors": problems})

@@ -125,6 +125,8 @@ def _inbox(args: argparse.Namespace) -> int:
 def _tenant_settings(args: argparse.Namespace) -> int:
     from interlude.app import tenants
     from interlude.app.service import Service
+    from interlude.domain.models.tenants import TenantSettings
+    from interlude.domain.validation import parse
 
     service = Service(table_store(args))
     current = tenants.tenant_settings(service.hitl_store, args.tenant).model_dump()
@@ -132,17 +134,23 @@ def _tenant_settings(args: argparse.Namespace) -> int:
         current["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
     if args.event_retention_hours is not None:
         current["eventRetentionHours"] = args.event_retention_hours
-    print(json.dumps(tenants.put_settings(service, args.tenant, current, "cli"), indent=2))
+    settings = parse(TenantSettings, current, "tenant settings")
+    print(json.dumps(tenants.put_settings(service, args.tenant, settings, "cli"), indent=2))
     return 0
 
 
 def _credentials_grant(args: argparse.Namespace) -> int:
     from interlude.app import tenants
     from interlude.app.service import Service
+    from interlude.domain.ids import check_author_id
+    from interlude.domain.models.tenants import CredentialGrantRequest
+    from interlude.domain.validation import parse
 
     service = Service(table_store(args))
     scopes = [s for s in args.scopes.split(",") if s]
-    print(json.dumps(tenants.put_grant(service, args.tenant, args.provider, {"scopes": scopes}, "cli"), indent=2))
+    request = parse(CredentialGrantRequest, {"scopes": scopes}, "credential grant")
+    provider = check_author_id(args.provider, "provider")
+    print(json.dumps(tenants.put_grant(service, args.tenant, provider, request, "cli"), indent=2))
     return 0
 
 

@@ -14,6 +14,7 @@ from interlude import wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
 from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import LOCAL_REGION
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
@@ -157,7 +158,7 @@ def seed(store: Store) -> str:
     service = Service(store)
     admin = service.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))
     principal = service.authenticate(f"Bearer {admin['apiKey']}")
-    service.put_workflow(principal, "demo-approval", DEMO_WORKFLOW)
+    service.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
     return admin["apiKey"]
 
 

@@ -16,8 +16,10 @@ from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
 from interlude.domain.ids import from_wire, tenant_of, to_wire
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.validation import parse
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of, view_of
@@ -227,9 +229,10 @@ class ModulexFace:
                 message=f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
             )
 
+        typed: CreateRunRequest = parse(CreateRunRequest, request, "request body")
         try:
             # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
-            state = self.service.create_run(principal, request, keyed.map(started) if keyed else None)
+            state = self.service.create_run(principal, typed, keyed.map(started) if keyed else None)
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
@@ -309,7 +312,7 @@ class ModulexFace:
         cancelled = ModulexCancelled(
             status="cancellation_requested", run_id=to_wire(state.runId), reason=reason, message="Run cancelled"
         )
-        request = {"reason": reason} if reason else {}
+        request: CancelRunRequest = parse(CancelRunRequest, {"reason": reason} if reason else {}, "request body")
         self.service.cancel_run(principal, state.runId, request, keyed.map(lambda _: cancelled) if keyed else None)
         return cancelled
 
