@@ -11,6 +11,8 @@ from moto import mock_aws
 
 from interlude.adapters import metrics
 from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
@@ -50,8 +52,8 @@ def in_lambda(monkeypatch):
 def start(service: Service, fixture: str) -> str:
     admin = signed_in(service)
     definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
-    service.put_workflow(admin, definition["id"], definition)
-    return service.create_run(admin, {"workflowId": definition["id"]}).runId
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
 
 
 def decided_transition(service: Service, run_id: str) -> list[dict]:
