@@ -15,6 +15,9 @@ from moto import mock_aws
 from interlude.app import tenants
 from interlude.app.service import Service
 from interlude.domain.errors import DomainError
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+from interlude.domain.models.tenants import TenantSettings
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import limits as rules
 from interlude.store import Store, create_table
 from interlude.store.limits import LimitStore
@@ -65,29 +68,29 @@ def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(service) -
 
 def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(service) -> None:
     admin = signed_in(service)
-    service.put_workflow(admin, "gate", {"nodes": [GATE], "edges": []})
-    service.put_workflow(admin, "instant", {"nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []})
-    runs = [service.create_run(admin, {"workflowId": "gate"}).runId for _ in range(3)]
+    service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    service.put_workflow(admin, "instant", WorkflowDefinition.model_validate({"nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}))
+    runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(3)]
     # A run that ends in the transaction that creates it never counts.
-    assert service.create_run(admin, {"workflowId": "instant"}).status == "completed"
+    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "instant"})).status == "completed"
     assert service.limiter.counters.usage("t1") == {"openRuns": 3, "workflowVersions": 2}
 
-    tenants.put_settings(service, "t1", {"limits": {"openRuns": 1}}, "admin")
+    tenants.put_settings(service, "t1", TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
     with pytest.raises(DomainError) as refused:
-        service.create_run(admin, {"workflowId": "gate"})
+        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     assert refused.value.details == {"quota": "openRuns", "limit": 1}
     service.resolve_interrupt(admin, runs[0], "gate", {"action": "accept"})
     service.resolve_interrupt(admin, runs[1], "gate", {"action": "reject"})
-    service.cancel_run(admin, runs[2], None)
+    service.cancel_run(admin, runs[2], CancelRunRequest())
     assert service.limiter.counters.usage("t1")["openRuns"] == 0
-    service.create_run(admin, {"workflowId": "gate"})
+    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     with pytest.raises(DomainError):
-        service.create_run(admin, {"workflowId": "gate"})
+        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
 
 
 def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service) -> None:
     admin = signed_in(service)
-    service.put_workflow(admin, "gate", {"nodes": [GATE], "edges": []})
+    service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
     calls: list[int] = []
 
     def conflict_once(**_: Any) -> None:
@@ -100,7 +103,7 @@ def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service)
             raise ClientError(error, "TransactWriteItems")
 
     service.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", conflict_once)
-    state = service.create_run(admin, {"workflowId": "gate"})
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     assert len(calls) == 2
     assert service.store.get_run(state.runId) is not None
     assert service.limiter.counters.usage("t1")["openRuns"] == 1
