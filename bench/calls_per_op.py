@@ -71,7 +71,7 @@ def main() -> None:
         state = {}
         measure(
             "create-run (version not yet cached)",
-            lambda: service.create_run(principal, {"workflowId": "conformance-approval"}),
+            lambda: service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})),
         )
         # Warm: the latest-version pointer only; the immutable version comes from the process cache.
         measure(

@@ -9,6 +9,8 @@ import pytest
 from moto import mock_aws
 
 from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.auth import Principal
 from interlude.store import Store, create_table
 from interlude.store.dynamo import workflow_pk, workflow_version_sk
@@ -37,10 +39,14 @@ def admin(service) -> Principal:
     return signed_in(service)
 
 
-def definition(title: str) -> dict:
+def raw_definition(title: str) -> dict:
     body = json.loads((FIXTURES / "conformance-approval.json").read_text())
     body["name"] = title
     return body
+
+
+def definition(title: str) -> WorkflowDefinition:
+    return WorkflowDefinition.model_validate(raw_definition(title))
 
 
 def reads_of(client) -> list[tuple[str, int]]:
@@ -58,25 +64,25 @@ def reads_of(client) -> list[tuple[str, int]]:
 
 def test_a_warm_create_run_reads_only_the_latest_version_pointer(service, admin, client):
     service.put_workflow(admin, "conformance-approval", definition("v1"))
-    service.create_run(admin, {"workflowId": "conformance-approval"})  # the first in this process reads the version
+    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))  # the first in this process reads the version
     reads = reads_of(client)
-    service.create_run(admin, {"workflowId": "conformance-approval"})
+    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))
     assert [op for op, _ in reads] == ["GetItem"]
     assert reads[0][1] < 100  # the pointer, not the definition (which grows with the workflow)
 
 
 def test_create_run_starts_the_latest_version_registered_even_by_another_process(service, admin, client):
     service.put_workflow(admin, "conformance-approval", definition("v1"))
-    assert service.create_run(admin, {"workflowId": "conformance-approval"}).workflowVersion == 1
+    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1
     other = Service(Store(TABLE, client))  # another function instance registers v2
     other.put_workflow(admin, "conformance-approval", definition("v2"))
-    assert service.create_run(admin, {"workflowId": "conformance-approval"}).workflowVersion == 2
+    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 2
     assert service.get_workflow(admin, "conformance-approval")["version"] == 2
 
 
 def test_the_pointer_never_moves_back_to_an_older_version(service, admin, client):
     service.put_workflow(admin, "conformance-approval", definition("v1"))
-    stored = definition("later")
+    stored = raw_definition("later")
     assert service.store.put_workflow_version(admin.tenant, "conformance-approval", 5, stored, "t", "s", 100)
     # A slower writer with a lower, untaken number: refused whole (its version is not written either).
     assert not service.store.put_workflow_version(admin.tenant, "conformance-approval", 4, stored, "t", "s", 100)
@@ -90,4 +96,4 @@ def test_a_workflow_stored_before_the_pointer_existed_still_starts_its_newest_ve
     pk = workflow_pk(admin.tenant, "conformance-approval")
     client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": "LATEST"}})
     assert client.get_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": workflow_version_sk(1)}})["Item"]
-    assert service.create_run(admin, {"workflowId": "conformance-approval"}).workflowVersion == 1
+    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1
