@@ -94,6 +94,44 @@ def test_the_terminal_event_ends_the_request_at_once():
     assert log.now == 0
 
 
+def test_a_long_log_is_sent_over_several_requests_each_within_the_answer_budget():
+    # A run whose log outgrows one answer (API Gateway stops at 6 MB): each request passes on a prefix that fits
+    # and ends bounded; the client's Last-Event-ID (the last sequence it got) picks up exactly where it stopped.
+    big = "x" * 1000
+    docs = [{"type": "node.completed", "sequence": i, "payload": big} for i in range(50)]
+    docs.append({"type": "run.completed", "sequence": 50})
+    got: list[int] = []
+    requests = 0
+    after = -1
+    ended = ""
+    while ended != "terminal":
+        requests += 1
+        batches: list[list[int]] = []
+
+        def on_events(batch: list[dict]) -> int:
+            batches.append([d["sequence"] for d in batch])  # noqa: B023
+            return len(batch)
+
+        ended = streaming.follow(
+            lambda cursor: [d for d in docs if d["sequence"] > cursor],
+            after,
+            False,
+            streaming.Bounds(hold_s=20, linger_s=0.5, retry_ms=1000),
+            on_events,
+            lambda: None,
+            clock=lambda: 0.0,
+            sleep=lambda _s: None,
+            answer_bytes=10_000,
+        )
+        sent = [seq for batch in batches for seq in batch]
+        assert sent, "every request makes progress"
+        assert sum(len(streaming._json(docs[s])) + 1 for s in sent) <= 10_000 + 1100  # at most one event past
+        got += sent
+        after = sent[-1]
+    assert got == list(range(51))
+    assert requests > 4
+
+
 def test_a_batch_that_writes_no_frame_does_not_start_the_linger():
     # e.g. `updates` admits none of a transition's events: the request keeps waiting for something to send.
     log = Log({0: ["node.started"], 3.0: ["node.completed"]})

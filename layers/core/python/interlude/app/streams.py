@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from interlude.domain.budgets import MAX_ANSWER_BYTES, first_page
 from interlude.engine.events import RUN_END_EVENTS
 
 # OpenWOP asks for a keep-alive comment at least every 30 s; we write one every 15 s of waiting.
@@ -54,6 +55,7 @@ def follow(
     already_sent: bool = False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    answer_bytes: int = MAX_ANSWER_BYTES,
 ) -> str:
     """Read events after `after` (exclusive) until the terminal event or the request's bounds.
 
@@ -61,22 +63,29 @@ def follow(
     none of them); `on_keepalive` writes a keep-alive while waiting. Returns "terminal" when the run's
     terminal event was passed on (or the run had already ended and nothing follows the cursor: that ends
     at once, without a frame — OpenWOP §Last-Event-ID), else "bounded". `already_sent`: the caller wrote
-    a frame before following (the request then lingers instead of holding).
+    a frame before following (the request then lingers instead of holding). `answer_bytes`: the events one
+    request passes on stay within it (a long log is sent over several requests, each far under API Gateway's
+    6 MB answer); the request that reaches it ends "bounded" after the last event that fits.
     """
     start = clock()
     last_sent: float | None = start if already_sent else None
     next_keepalive = start + KEEPALIVE_SECONDS
     cursor = after
     delay = FIRST_POLL_SECONDS
+    remaining = answer_bytes
     while True:
-        docs = read(cursor)
+        read_docs = read(cursor)
+        docs = first_page(read_docs, remaining) if read_docs else read_docs
         if docs:
             cursor = docs[-1]["sequence"]
+            remaining -= _size(docs)
             delay = FIRST_POLL_SECONDS
             if on_events(docs) > 0:
                 last_sent = clock()
             if any(d["type"] in RUN_END_EVENTS for d in docs):
                 return "terminal"
+            if len(docs) < len(read_docs) or remaining <= 0:
+                return "bounded"
         elif run_terminal:
             return "terminal"
         now = clock()
@@ -92,6 +101,10 @@ def follow(
             wake = min(wake, last_sent + bounds.linger_s)
         sleep(max(0.0, min(delay, wake - now)))
         delay = min(delay * 1.5, MAX_POLL_SECONDS)
+
+
+def _size(docs: list[dict[str, Any]]) -> int:
+    return sum(len(_json(doc).encode()) + 1 for doc in docs)
 
 
 def _json(data: Any) -> str:
