@@ -47,3 +47,21 @@ class Calls:
 
 def fmt(c: Counter[str]) -> str:
     return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
+
+
+def admin_with_approval(service: Any) -> tuple[Any, str, str]:
+    """An every-scope admin key of tenant `bench` and the approval fixture registered under its own id:
+    (principal, bearer header, workflow id). Imported late: `offline_aws` must run before any client exists."""
+    import json
+
+    from interlude import wiring
+    from interlude.domain.models.requests import CreateKeyRequest
+    from interlude.domain.models.workflow import WorkflowDefinition
+    from tests.support.local_stack import FIXTURES
+
+    created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    bearer = f"Bearer {created['apiKey']}"
+    principal = service.authenticate(bearer)
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+    return principal, bearer, definition["id"]

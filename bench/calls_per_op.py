@@ -9,23 +9,18 @@ import json
 from collections import Counter
 from typing import Any
 
-from _bench import Calls, fmt, offline_aws
+from _bench import Calls, admin_with_approval, fmt, offline_aws
 
 offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
-from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
+from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.interrupts.decide import Resolver  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from tests.support.local_stack import FIXTURES  # noqa: E402
-
-FIXTURE = FIXTURES / "conformance-approval.json"
 
 
 class BytesRead:
@@ -51,11 +46,7 @@ def main() -> None:
         service = Service(Store("bench", client))
         calls = Calls(client)
         read = BytesRead(client)
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        bearer = f"Bearer {created['apiKey']}"
-        principal = service.authenticate(bearer)
-        definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+        principal, bearer, workflow_id = admin_with_approval(service)
         calls.take()
 
         rows: list[tuple[str, Counter[str], Counter[str], int]] = []

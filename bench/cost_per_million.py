@@ -9,11 +9,10 @@ Usage: .venv/bin/python bench/cost_per_million.py
 
 from __future__ import annotations
 
-import json
 import math
 from decimal import Decimal
 
-from _bench import offline_aws
+from _bench import admin_with_approval, offline_aws
 
 offline_aws(TABLE_NAME="bench")
 
@@ -22,13 +21,10 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
-from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
+from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.store.dynamo import run_id_of  # noqa: E402
-from tests.support.local_stack import FIXTURES  # noqa: E402
 
-FIXTURE = FIXTURES / "conformance-approval.json"
 PRICES = {
     "write_request_unit": 0.625 / 1e6,  # DynamoDB on-demand WRU
     "read_request_unit": 0.125 / 1e6,  # DynamoDB on-demand RRU
@@ -116,13 +112,10 @@ def main() -> None:
         client = boto3.client("dynamodb")
         create_table(client, "bench")
         service = Service(Store("bench", client))
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        principal = service.authenticate(f"Bearer {created['apiKey']}")
-        definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+        principal, _bearer, workflow_id = admin_with_approval(service)
         meter = Meter(client, boto3.client("dynamodb"))
 
-        run = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
+        run = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id}))
         service.load_run(principal.tenant, run.runId)
         service.resolve_interrupt(principal, run.runId, "gate", {"action": "accept"})
         service.poll_events(principal, run.runId, -1, 0)

@@ -10,27 +10,22 @@ Usage: .venv/bin/python bench/resolve_overhead.py [rounds]
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
 
-from _bench import offline_aws
+from _bench import admin_with_approval, offline_aws
 
 offline_aws(TABLE_NAME="bench")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
-from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
+from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from tests.support.local_stack import FIXTURES  # noqa: E402
 
-FIXTURE = FIXTURES / "conformance-approval.json"
 GOAL = 3.0
 
 
@@ -58,11 +53,8 @@ def main() -> None:
         client = boto3.client("dynamodb")
         create_table(client, "bench")
         service = Service(Store("bench", client))
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        principal = service.authenticate(f"Bearer {created['apiKey']}")
-        definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
-        body = {"workflowId": definition["id"]}
+        principal, _bearer, workflow_id = admin_with_approval(service)
+        body = {"workflowId": workflow_id}
         clock = ClientClock(client)
         ratios, own_ratios, resolves, puts = [], [], [], []
         for i in range(rounds + 10):  # the first 10 warm the caches and the interpreter

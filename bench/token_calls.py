@@ -7,10 +7,9 @@ through powertools parameters from moto's Secrets Manager. Usage: .venv/bin/pyth
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 
-from _bench import Calls, fmt, offline_aws
+from _bench import Calls, admin_with_approval, fmt, offline_aws
 
 offline_aws(TABLE_NAME="bench")
 
@@ -18,20 +17,16 @@ import boto3  # noqa: E402
 from aws_lambda_powertools.utilities import parameters  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
 from interlude.api.page import approval  # noqa: E402
 from interlude.api.page.graph import GraphNode  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.app.tokens import TokenSurface  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
-from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
+from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.tokens import verify  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from tests.support.local_stack import FIXTURES  # noqa: E402
 
-FIXTURE = FIXTURES / "conformance-approval.json"
 SECRET = "bench/token-keys"
 
 
@@ -54,11 +49,8 @@ def main() -> None:
         calls.watch(secrets)
         service = Service(Store("bench", dynamo))
         surface = TokenSurface(service, lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        principal = service.authenticate(f"Bearer {created['apiKey']}")
-        definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
-        run_id = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
+        principal, _bearer, workflow_id = admin_with_approval(service)
+        run_id = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id})).runId
         calls.take()
 
         rows = []
