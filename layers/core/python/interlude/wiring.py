@@ -353,6 +353,10 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state", face="modulex"
     ),
+    # Issue 14 (interlude.api.principals): the tenant's principal directory.
+    Route("PUT", "/principals/{principalId}", "putPrincipal", "keys:admin", "Create or replace a directory entry", True),
+    Route("GET", "/principals/{principalId}", "getPrincipal", "keys:admin", "A directory entry"),
+    Route("DELETE", "/principals/{principalId}", "deletePrincipal", "keys:admin", "Remove a directory entry", True),
 )
 
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class

@@ -10,7 +10,16 @@ from interlude.adapters import metrics
 
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11).
-from interlude.api import deliveries, inbox, keys, modulex, runs, streams, tokens  # noqa: F401
+from interlude.api import (  # noqa: F401
+    deliveries,
+    inbox,
+    keys,
+    modulex,
+    principals,  # noqa: F401  (issue 14)
+    runs,
+    streams,
+    tokens,
+)
 from interlude.api.http import app, logger
 
 # The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.

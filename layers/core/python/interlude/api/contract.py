@@ -20,6 +20,7 @@ from interlude.app import inbox as approver_inbox
 from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import (
     CancelRunRequest,
     CreateKeyRequest,
@@ -214,6 +215,16 @@ OPERATIONS: dict[str, Operation] = {
         params=(ORGANIZATION,),
     ),
     "modulexState": Operation((Success(200, "The run's state", mx.ModulexState),), RUN, params=(ORGANIZATION,)),
+    "putPrincipal": Operation(
+        (
+            Success(201, "The entry created", r.PrincipalAnswer),
+            Success(200, "The entry replaced", r.PrincipalAnswer),
+        ),
+        ("interlude.quota_exceeded", "runner_unavailable"),
+        PrincipalEntry,
+    ),
+    "getPrincipal": Operation((Success(200, "The entry", r.PrincipalAnswer),), ("not_found",)),
+    "deletePrincipal": Operation((Success(200, "The entry removed", r.PrincipalAnswer),), ("not_found", "runner_unavailable")),
 }
 
 

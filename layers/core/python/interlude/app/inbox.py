@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from interlude.app.directory import with_membership
 from interlude.domain import schemas
 from interlude.domain.errors import DomainError, Forbidden, Invalid
 from interlude.domain.ids import tenant_of
@@ -42,7 +43,8 @@ def inbox(
     """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId."""
     if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
         raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
-    resolver = run_resolver(principal)
+    # The key's groups and roles with the directory's for its subject (issue 14), read once per page request.
+    resolver = with_membership(service.directory, principal.tenant, run_resolver(principal))
     hitl = service.hitl_store
     out: list[dict[str, Any]] = []
     for _ in range(MAX_INBOX_QUERIES):

@@ -11,6 +11,7 @@ from datetime import datetime
 from functools import cache, cached_property, partial
 from typing import Any
 
+from interlude.app.directory import with_directory
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
 from interlude.app.limits import TenantLimiter
@@ -37,6 +38,7 @@ from interlude.rules.interrupts.decide import Resolver, decide
 from interlude.store import Conflict as LostRace
 from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore, public_attempts
+from interlude.store.directory import DirectoryStore
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import InteractionStore
 
@@ -63,6 +65,10 @@ class Service(KeyOperations, WorkflowOperations):
     @cached_property
     def hitl_store(self) -> InteractionStore:
         return InteractionStore(self.store.table, self.store.client)
+
+    @cached_property
+    def directory(self) -> DirectoryStore:
+        return DirectoryStore(self.store)
 
     @cached_property
     def deliveries(self) -> DeliveryStore:
@@ -384,6 +390,9 @@ class Service(KeyOperations, WorkflowOperations):
             config = definition.node(node_id).config
             # Tenant-held facts (override principals, credential grants), read at decision time (issue 3).
             resolver = with_tenant_facts(self.hitl_store, state.tenant, interrupt, resolver)
+            if interrupt.kind == "approval":
+                # Group and role membership from the tenant's directory, read at decision time (issue 14).
+                resolver = with_directory(self.directory, state.tenant, interrupt.payload["data"], resolver)
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
             try:
                 build = partial(engine.resolve, state, definition, node_id, decision, now, self.step_budget)

@@ -221,3 +221,26 @@ class CredentialGrant(Answer):
     provider: str
     scopes: list[str]
     grantedAt: str
+
+
+class OutOfOfficeAnswer(Answer):
+    delegate: str
+    from_: str | None = Field(default=None, alias="from", exclude_if=lambda value: value is None)
+    until: str = Omitted()
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class PrincipalAnswer(Answer):
+    """A directory entry (issue 14) as stored, with when it was last written."""
+
+    principalId: str
+    displayName: str = Omitted()
+    email: str = Omitted()
+    slackUserId: str = Omitted()
+    groups: list[str]
+    roles: list[str]
+    timeZone: str = Omitted()
+    channels: list[str] = Omitted()
+    outOfOffice: OutOfOfficeAnswer = Omitted()
+    updatedAt: str

@@ -1,0 +1,45 @@
+"""Routes of the principal directory (issue 14 item 1): `PUT/GET/DELETE /principals/{principalId}` (keys:admin)."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+
+from interlude.api.http import json_response, parsed, principal_for, service
+from interlude.api.routes import route
+from interlude.app import directory
+from interlude.domain.errors import Invalid
+from interlude.domain.ids import SUBJECT_ID_RE
+from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.responses import PrincipalAnswer
+
+
+def principal_id_of(raw: str) -> str:
+    value = unquote(raw)
+    if not SUBJECT_ID_RE.match(value):
+        raise Invalid(f"principalId must match {SUBJECT_ID_RE.pattern}", {"field": "principalId"})
+    return value
+
+
+@route("putPrincipal")
+def put_principal(principalId: str) -> Response:  # noqa: N803 - the path parameter's name
+    admin = principal_for("putPrincipal")
+    checked = principal_id_of(principalId)
+    entry = parsed(PrincipalEntry, "directory entry")
+    created, stored = directory.put_principal(service(), admin.tenant, checked, entry, admin.subject["subjectId"])
+    return json_response(201 if created else 200, PrincipalAnswer.model_validate(stored))
+
+
+@route("getPrincipal")
+def get_principal(principalId: str) -> Response:  # noqa: N803 - the path parameter's name
+    admin = principal_for("getPrincipal")
+    stored = directory.get_principal(service(), admin.tenant, principal_id_of(principalId))
+    return json_response(200, PrincipalAnswer.model_validate(stored))
+
+
+@route("deletePrincipal")
+def delete_principal(principalId: str) -> Response:  # noqa: N803 - the path parameter's name
+    admin = principal_for("deletePrincipal")
+    removed = directory.delete_principal(service(), admin.tenant, principal_id_of(principalId))
+    return json_response(200, PrincipalAnswer.model_validate(removed))

@@ -1,0 +1,119 @@
+"""The principal directory (issue 14 item 1): its operations, and what it adds to a decision and a gate.
+
+* Group and role eligibility resolve through it: a resolver's groups and roles are its credential's (a key's own
+  groups and roles still count for the key's subject) together with the directory entry of its subjectId, read
+  at decision time and recorded on the vote as before.
+* A gate's recipients (who is told it asks) are the principals its `audience` names, else those its
+  `approversList`, group and role refs make eligible (openwop-notes §1.1), found through the directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from interlude.app.retries import busy
+from interlude.domain.errors import NotFound
+from interlude.domain.models.principals import MAX_DIRECTORY_PRINCIPALS, PrincipalEntry
+from interlude.engine.run import iso
+from interlude.rules.interrupts.decide import Resolver, binding_refs
+from interlude.store.directory import DirectoryStore, EntryChanged
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+
+# The most principals one interrupt visit notifies (README, "Limits"): refs naming more are cut at this many,
+# in the order the gate names them, and the notification log says so.
+MAX_RECIPIENTS = 100
+
+
+def answer(principal_id: str, record: dict[str, Any]) -> dict[str, Any]:
+    return {"principalId": principal_id, **record["entry"], "updatedAt": record["updatedAt"]}
+
+
+def put_principal(
+    service: Service, tenant: str, principal_id: str, entry: PrincipalEntry, by: str
+) -> tuple[bool, dict[str, Any]]:
+    """(created, the entry as stored)."""
+    stored = entry.model_dump(mode="json", exclude_none=True)
+    try:
+        created, record = service.directory.put(
+            tenant, principal_id, stored, iso(service.clock()), by, MAX_DIRECTORY_PRINCIPALS
+        )
+    except EntryChanged:
+        raise busy("the entry kept changing while writing it; retry") from None
+    return created, answer(principal_id, record)
+
+
+def get_principal(service: Service, tenant: str, principal_id: str) -> dict[str, Any]:
+    record = service.directory.get(tenant, principal_id)
+    if record is None:
+        raise NotFound(f"no principal {principal_id!r} in this tenant's directory")
+    return answer(principal_id, record)
+
+
+def delete_principal(service: Service, tenant: str, principal_id: str) -> dict[str, Any]:
+    try:
+        record = service.directory.delete(tenant, principal_id)
+    except EntryChanged:
+        raise busy("the entry kept changing while removing it; retry") from None
+    if record is None:
+        raise NotFound(f"no principal {principal_id!r} in this tenant's directory")
+    return answer(principal_id, record)
+
+
+def entry_of(directory: DirectoryStore, tenant: str, principal_id: str) -> PrincipalEntry | None:
+    """The directory entry of a principal, or None (what the approval page and notifications read)."""
+    record = directory.get(tenant, principal_id)
+    return PrincipalEntry.model_validate(record["entry"]) if record else None
+
+
+def with_directory(directory: DirectoryStore, tenant: str, data: dict[str, Any], resolver: Resolver) -> Resolver:
+    """The resolver with its directory groups and roles added, when the gate's eligibility asks for them."""
+    fields = binding_refs(data)
+    if not ({"approverGroupRefs", "approverRoleRefs"} & set(fields)):
+        return resolver
+    return with_membership(directory, tenant, resolver)
+
+
+def with_membership(directory: DirectoryStore, tenant: str, resolver: Resolver) -> Resolver:
+    """The resolver's groups and roles joined with its subject's directory entry (one read)."""
+    if resolver.subject_id is None:
+        return resolver
+    record = directory.get(tenant, resolver.subject_id)
+    if record is None:
+        return resolver
+    entry = record["entry"]
+    groups = tuple(sorted(set(resolver.groups) | set(entry.get("groups") or ())))
+    roles = tuple(sorted(set(resolver.roles) | set(entry.get("roles") or ())))
+    return replace(resolver, groups=groups, roles=roles)
+
+
+def recipients(directory: DirectoryStore, tenant: str, data: dict[str, Any]) -> tuple[list[str], bool]:
+    """(principal ids to tell, in the gate's order, and whether MAX_RECIPIENTS cut the list).
+
+    `audience` ({subjects, groups, roles}) when the gate names one: a hint, never eligibility; else the union of
+    approversList and the members of the group and role refs. A subject may be `issuer|subjectId` or
+    `issuer:subjectId`; the subjectId is the principal.
+    """
+    audience = data.get("audience")
+    if audience:
+        subjects, groups, roles = audience.get("subjects"), audience.get("groups"), audience.get("roles")
+    else:
+        subjects, groups, roles = data.get("approversList"), data.get("approverGroupRefs"), data.get("approverRoleRefs")
+    named = [_subject_of(ref) for ref in subjects or ()]
+    for group in groups or ():
+        named += directory.members(tenant, "G", group, MAX_RECIPIENTS + 1)
+    for role in roles or ():
+        named += directory.members(tenant, "R", role, MAX_RECIPIENTS + 1)
+    ordered = list(dict.fromkeys(n for n in named if n))
+    return ordered[:MAX_RECIPIENTS], len(ordered) > MAX_RECIPIENTS
+
+
+def _subject_of(ref: Any) -> str:
+    if not isinstance(ref, str):
+        return ""
+    if "|" in ref:
+        return ref.rsplit("|", 1)[1]
+    # `urn:interlude:api-key:alice` names alice; a bare id names itself.
+    return ref.rsplit(":", 1)[1] if ref.startswith("urn:") else ref
