@@ -28,9 +28,26 @@ def _vote_view(votes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in vote.items() if k in PUBLIC_VOTE_FIELDS} for vote in votes]
 
 
-def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]], resolver: Resolver) -> bool:
+class _Membership:
+    """The key's resolver, joined with its subject's directory entry the first time a gate's refs need it (issue 14):
+    at most one read per request, none when no listed gate names a group or a role."""
+
+    def __init__(self, service: Service, tenant: str, resolver: Resolver) -> None:
+        self.service, self.tenant, self.key_resolver = service, tenant, resolver
+        self._joined: Resolver | None = None
+
+    def for_gate(self, data: dict[str, Any]) -> Resolver:
+        if not (data.get("approverGroupRefs") or data.get("approverRoleRefs")):
+            return self.key_resolver
+        if self._joined is None:
+            self._joined = with_membership(self.service.directory, self.tenant, self.key_resolver)
+        return self._joined
+
+
+def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]], membership: _Membership) -> bool:
     if kind != "approval":
         return True
+    resolver = membership.for_gate(payload["data"])
     if not eligible(payload["data"], resolver):
         return False
     # A principal who has cast a vote cannot cast another, so the gate is no longer theirs to decide.
@@ -43,8 +60,7 @@ def inbox(
     """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId."""
     if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
         raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
-    # The key's groups and roles with the directory's for its subject (issue 14), read once per page request.
-    resolver = with_membership(service.directory, principal.tenant, run_resolver(principal))
+    membership = _Membership(service, principal.tenant, run_resolver(principal))
     hitl = service.hitl_store
     out: list[dict[str, Any]] = []
     for _ in range(MAX_INBOX_QUERIES):
@@ -58,7 +74,7 @@ def inbox(
                 with contextlib.suppress(DomainError):
                     service.load_run(principal.tenant, entry["runId"])
                 continue
-            if not _may_decide(entry["kind"], entry["payload"], entry["votes"], resolver):
+            if not _may_decide(entry["kind"], entry["payload"], entry["votes"], membership):
                 continue
             out.append(
                 {
