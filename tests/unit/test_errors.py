@@ -48,6 +48,8 @@ OPENWOP_STATUS = {
     # Issue 11: per-tenant limits.
     "interlude.quota_exceeded": 403,
     "rate_limited": 429,
+    # Issue 16: a bulk-cancel entry naming another tenant's run (never a whole request's refusal).
+    "run_forbidden": 403,
 }
 
 

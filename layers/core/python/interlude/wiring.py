@@ -30,6 +30,25 @@ INBOX_INDEX = GlobalIndex(name="inbox", partition_key="gsi1pk", sort_key="gsi1sk
 GLOBAL_INDEXES = (INBOX_INDEX,)
 
 
+@dataclass(frozen=True)
+class ItemIndex:
+    """An index kept as base-table items rather than a GSI: each entry is its own small item whose partition key is
+    `T#{tenant}#{prefix}#{shard:02d}` (interlude.store.item_index). Writes spread over `shards` partitions by a hash
+    of the member's id; a page is a merge of newest-first Queries, one per shard, so what a page reads is bounded by
+    the page size and the shard count, never by how many entries the index holds. moto's GSI queries read the whole
+    table locally; base-table Queries do not (docs/scale.md)."""
+
+    name: str
+    prefix: str
+    shards: int
+
+
+# Runs of a tenant, newest first (GET /runs, GET /workflow-runs): one entry per run, written once, in the
+# transaction that creates the run (docs/scale.md, "Run listing").
+RUN_INDEX = ItemIndex(name="runs", prefix="RUNS", shards=16)
+ITEM_INDEXES = (RUN_INDEX,)
+
+
 def key_attributes() -> list[tuple[str, str]]:
     """Every attribute that appears in a key schema, with its DynamoDB type ("S" throughout)."""
     names = [PARTITION_KEY, SORT_KEY]
@@ -357,6 +376,9 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", "/principals/{principalId}", "putPrincipal", "keys:admin", "Create or replace a directory entry", True),
     Route("GET", "/principals/{principalId}", "getPrincipal", "keys:admin", "A directory entry"),
     Route("DELETE", "/principals/{principalId}", "deletePrincipal", "keys:admin", "Remove a directory entry", True),
+    # Issue 16 (interlude.api.run_listing): run listing and bulk cancel.
+    Route("GET", "/runs", "listRuns", "runs:read", "The tenant's runs, newest first, paged and filtered"),
+    Route("POST", "/runs:bulk-cancel", "bulkCancelRuns", "runs:cancel", "Cancel up to 100 runs, each on its own", True),
 )
 
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class

@@ -16,6 +16,7 @@ from interlude.api import (  # noqa: F401
     keys,
     modulex,
     principals,  # noqa: F401  (issue 14)
+    run_listing,  # noqa: F401  (issue 16: GET /runs, POST /runs:bulk-cancel)
     runs,
     streams,
     tokens,

@@ -10,27 +10,35 @@ Idempotency-Key → its three refusals; a path parameter → 400) plus the ones 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
 from interlude import wiring
 from interlude.api.errors import status_for_code
 from interlude.app import inbox as approver_inbox
+from interlude.app import run_listing
 from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import (
+    BulkCancelRequest,
     CancelRunRequest,
     CreateKeyRequest,
     CreateRunRequest,
     ResolveInterruptRequest,
 )
+from interlude.domain.models.run import RunStatus
 from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex import operations as mx
+
+
+def run_statuses() -> tuple[str, ...]:
+    return get_args(RunStatus)
+
 
 JSON = "application/json"
 HTML = "text/html"
@@ -225,6 +233,20 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "getPrincipal": Operation((Success(200, "The entry", r.PrincipalAnswer),), ("not_found",)),
     "deletePrincipal": Operation((Success(200, "The entry removed", r.PrincipalAnswer),), ("not_found", "runner_unavailable")),
+    # Issue 16: run listing and bulk cancel.
+    "listRuns": Operation(
+        (Success(200, "One page of the tenant's runs, newest first", r.RunList),),
+        ("validation_error",),
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1}, f"clamped to {run_listing.MAX_RUNS_PAGE}"),
+            Param("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 2048}, "nextCursor of a page"),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("status", "query", {"type": "string", "enum": list(run_statuses())}),
+        ),
+    ),
+    "bulkCancelRuns": Operation(
+        (Success(200, "Each id's outcome, in request order", r.BulkCancelAnswer),), (), BulkCancelRequest
+    ),
 }
 
 

@@ -90,6 +90,7 @@ CLAIMED_ROUTES_WHY = {
     "postEvent": "one event may resolve waiters on several runs, each its own transaction",
     "putTenantSettings": "a plain PutItem of the settings item (last writer wins; a duplicate writes the same)",
     "putCredentialGrant": "a plain PutItem of the grant item (last writer wins; a duplicate writes the same)",
+    "bulkCancelRuns": "each id is cancelled in its own transaction; the per-id results are the one answer",
 }
 
 

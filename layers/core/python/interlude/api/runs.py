@@ -22,6 +22,7 @@ from interlude.api.http import (
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
+from interlude.api.run_listing import run_list_capability
 from interlude.config import settings
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
@@ -81,6 +82,8 @@ def capabilities() -> dict[str, Any]:
         "callbackDelivery": True,
     }
     caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}
+    # Issue 16: GET /runs (interlude.api.run_listing).
+    caps["runList"] = run_list_capability()
     return caps
 
 

@@ -120,6 +120,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "forbidden": Forbidden,
     # The id names another tenant's resource: the caller may not see it (OpenWOP: 403; ModuleX hides it as 404).
     "id_tenant_mismatch": Forbidden,
+    # POST /runs:bulk-cancel: an id of a run the caller may not see, in that id's own result entry.
+    "run_forbidden": Forbidden,
     # A tenant's quota (open runs, stored workflow versions, definition size or nodes) would be passed:
     # `details.quota` names it. Not retryable by waiting, so not 429 (clients retry 429 on their own).
     "interlude.quota_exceeded": Forbidden,

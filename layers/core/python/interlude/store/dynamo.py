@@ -9,6 +9,8 @@ Item layout (keys are strings; every item carries its tenant in pk):
   api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
                                                           listed per tenant on the inbox index (gsi1pk
                                                           T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId})
+  run entry    T#{tenant}#RUNS#{shard:02}  {createdAt}#{run}  the run listing's entry (runId, workflowId), written
+                                                          once with the run (store/item_index.py)
   idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
                                                           the write carries an AnsweredRecord
 Counters of the per-tenant limits: store/limits.py.
@@ -30,7 +32,7 @@ from interlude import wiring
 from interlude.domain.errors import TooLarge
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
-from interlude.store import idempotency
+from interlude.store import idempotency, item_index
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
 from interlude.store.interactions import decode_cursor, encode_cursor
@@ -53,6 +55,17 @@ def run_id_of(pk: str) -> str | None:
     if len(parts) != 4 or parts[0] != "T" or parts[2] != "R":
         return None
     return f"{parts[1]}/{parts[3]}"
+
+
+def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> tuple[str, dict[str, Any]]:
+    """(label, Put) of the run listing's entry for a run, written in the transaction that creates the run."""
+    sort = f"{created_at}#{run_id.split('/', 1)[1]}"
+    put = item_index.entry_put(tenant, wiring.RUN_INDEX, run_id, sort, {"runId": run_id, "workflowId": workflow_id})
+    return RUN_ENTRY_LABEL, put
+
+
+# The label of the run entry among a transaction's items (a lost race never names it: it has no condition).
+RUN_ENTRY_LABEL = "RUNS"
 
 
 def workflow_pk(tenant: str, workflow_id: str) -> str:
@@ -361,6 +374,28 @@ class Store:
 
         return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
 
+    def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
+        """The heads of `run_ids` (BatchGetItem, 100 keys a call); a run that is gone is left out."""
+        from interlude.domain.models.run import RunState
+
+        found: dict[str, tuple[RunState, int]] = {}
+        pending = [a.key(run_pk(r), RUN_SK) for r in dict.fromkeys(run_ids)]
+        while pending:
+            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
+            request: dict[str, Any] = {self.table: {"Keys": batch}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.table) or []:
+                    run_id = run_id_of(item[wiring.PARTITION_KEY]["S"])
+                    if run_id is not None:
+                        state = RunState.model_validate(a.unpacked(item["state"]))
+                        found[run_id] = (state, int(item["version"]["N"]))
+                request = got.get("UnprocessedKeys") or {}
+        return found
+
+    def run_index(self, tenant: str) -> item_index.ItemIndexReader:
+        return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
+
     def commit(
         self,
         transition: Transition,
@@ -383,6 +418,8 @@ class Store:
         state.nextSeq = first_seq + len(docs)
         items = self._transition_items(transition, expected_version, first_seq, docs, now_iso)
         quota = None
+        if expected_version is None:
+            items.append(run_entry(state.tenant, state.runId, state.workflowId, state.createdAt))
         if expected_version is None and not state.terminal:
             limit = open_runs_limit if open_runs_limit is not None else 2**53
             items.append(counters.claim(state.tenant, counters.OPEN_RUNS, limit))

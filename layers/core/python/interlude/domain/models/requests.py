@@ -36,6 +36,12 @@ class CancelRunRequest(Closed):
     reason: str | None = Field(default=None, max_length=1000)
 
 
+class BulkCancelRequest(Closed):
+    # More than app.run_listing.MAX_BULK_CANCEL ids is refused there, with details.maxRunIds.
+    runIds: list[str] = Field(min_length=1)
+    reason: str | None = Field(default=None, max_length=512)
+
+
 class CreateKeyRequest(Closed):
     subjectId: str = Field(pattern=SUBJECT_ID_RE.pattern)
     scopes: list[Scope] = Field(min_length=1)

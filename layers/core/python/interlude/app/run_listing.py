@@ -1,0 +1,144 @@
+"""Run listing (GET /runs, GET /workflow-runs, the console's Runs page) and bulk cancel (POST /runs:bulk-cancel).
+
+A page reads the tenant's run index (wiring.RUN_INDEX: one entry per run, written once when the run is created)
+in rounds of one Query per shard, then the heads of the runs it keeps (one BatchGetItem): at most MAX_ROUNDS
+rounds whatever the tenant holds, so a filtered page may come back short, with a cursor to go on. `workflowId`
+filters the entries themselves; `status` is read from the heads, since a run's status is not written to its
+entry (a status change would otherwise rewrite index items: docs/scale.md, "Run listing").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from interlude import wiring
+from interlude.domain.errors import DomainError, Forbidden, Invalid
+from interlude.domain.ids import TENANT_BOUND_RE, tenant_of
+from interlude.domain.models.requests import CancelRunRequest
+from interlude.domain.models.run import RunState
+from interlude.rules import auth
+from interlude.store import item_index
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+
+# GET /runs: `limit` is clamped to this (runList.maxPageSize in discovery).
+MAX_RUNS_PAGE = 100
+DEFAULT_RUNS_PAGE = 25
+# Rounds of one Query per shard a page may read before it answers short with a cursor; a filtered page reads at
+# least MIN_FILTERED_PER_SHARD entries of each shard, doubling each round, at most MAX_PER_SHARD a Query; and at most
+# MAX_HEADS_PER_PAGE run heads (BatchGetItem, 100 a call). So a page costs at most MAX_ROUNDS x shards Queries of
+# small entries and 4 BatchGetItems, whatever the tenant holds.
+MAX_ROUNDS = 4
+MIN_FILTERED_PER_SHARD = 25
+MAX_PER_SHARD = 200
+MAX_HEADS_PER_PAGE = 400
+BATCH_GET_MAX = 100
+# POST /runs:bulk-cancel: at most this many ids per request (400 validation_error with details.maxRunIds).
+MAX_BULK_CANCEL = 100
+# The filters GET /runs honours (runList.filters in discovery).
+RUN_LIST_FILTERS = ("workflowId", "status")
+
+
+@dataclass(frozen=True)
+class RunPage:
+    runs: list[RunState]
+    # Where the next page starts; None on the last page.
+    next_cursor: str | None
+
+
+def list_runs(
+    service: Service,
+    tenant: str,
+    limit: int,
+    cursor: str | None = None,
+    workflow_id: str | None = None,
+    status: str | None = None,
+) -> RunPage:
+    """The tenant's runs, newest first by creation, at most `limit` (≤ MAX_RUNS_PAGE) of them."""
+    reader = service.store.run_index(tenant)
+    below = None
+    if cursor is not None:
+        try:
+            below = item_index.decode_position(cursor, tenant, wiring.RUN_INDEX)
+        except ValueError:
+            raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
+    equals = {"workflowId": workflow_id} if workflow_id is not None else {}
+    out: list[RunState] = []
+    heads_read = 0
+    for round_no in range(MAX_ROUNDS):
+        wanted = limit - len(out)
+        # Entries are small: a filtered page reads more of each shard, and more again each round.
+        floor_per_shard = MIN_FILTERED_PER_SHARD if (workflow_id or status) else 0
+        per_shard = min(MAX_PER_SHARD, max(math.ceil(wanted * 1.5 / wiring.RUN_INDEX.shards) + 1, floor_per_shard) << round_no)
+        found = reader.round(below, per_shard, equals)
+        # Heads only for the entries looked at: without a status filter, each one is a row.
+        chunk_size = BATCH_GET_MAX if status else wanted
+        for start in range(0, len(found.entries), chunk_size):
+            if heads_read >= MAX_HEADS_PER_PAGE:
+                return RunPage(out, _position(tenant, below))
+            chunk = found.entries[start : start + chunk_size]
+            heads = service.store.get_runs([e["runId"] for e in chunk])
+            heads_read += len(chunk)
+            for i, entry in enumerate(chunk, start):
+                below = entry[wiring.SORT_KEY]
+                got = heads.get(entry["runId"])
+                if got is None:
+                    continue
+                state, _ = service.apply_deadlines(*got)
+                if status is not None and state.status != status:
+                    continue
+                out.append(state)
+                if len(out) == limit:
+                    more = i < len(found.entries) - 1 or found.floor is not None
+                    return RunPage(out, _position(tenant, below) if more else None)
+        if found.floor is None:
+            return RunPage(out, None)
+        below = found.floor
+    return RunPage(out, _position(tenant, below))
+
+
+def _position(tenant: str, below: str | None) -> str | None:
+    return item_index.encode_position(tenant, wiring.RUN_INDEX, below) if below is not None else None
+
+
+def skip_and_take(
+    service: Service, tenant: str, offset: int, limit: int, workflow_id: str | None, status: str | None
+) -> tuple[list[RunState], bool]:
+    """Runs `offset`..`offset + limit` of the listing (ModuleX pages by offset) and whether more follow: pages read
+    from the newest, so an offset costs what it skips (bounded by the face's offset limit)."""
+    runs: list[RunState] = []
+    cursor = None
+    while True:
+        page = list_runs(service, tenant, MAX_RUNS_PAGE, cursor, workflow_id, status)
+        runs += page.runs
+        cursor = page.next_cursor
+        if cursor is None or len(runs) > offset + limit:
+            break
+    return runs[offset : offset + limit], len(runs) > offset + limit
+
+
+def bulk_cancel(
+    service: Service, principal: auth.Principal, run_ids: list[str], reason: str | None
+) -> list[tuple[str, RunState | DomainError]]:
+    """Each id cancelled on its own, in request order: its run as cancelled, or the refusal it met (another tenant's
+    run is `run_forbidden` in its own entry, never a refusal of the whole request)."""
+    if len(run_ids) > MAX_BULK_CANCEL:
+        raise Invalid(
+            f"at most {MAX_BULK_CANCEL} runIds per request",
+            {"field": "runIds", "maxRunIds": MAX_BULK_CANCEL},
+        )
+    request = CancelRunRequest(reason=reason)
+    results: list[tuple[str, RunState | DomainError]] = []
+    for run_id in run_ids:
+        try:
+            if not TENANT_BOUND_RE.match(run_id):
+                raise Invalid("not a tenant-bound run id (tenant/opaque)", {"field": "runId"})
+            if tenant_of(run_id) != principal.tenant:
+                raise Forbidden("the run belongs to another tenant", code="run_forbidden")
+            results.append((run_id, service.cancel_run(principal, run_id, request)))
+        except DomainError as refused:
+            results.append((run_id, refused))
+    return results

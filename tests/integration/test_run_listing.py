@@ -1,0 +1,162 @@
+"""Run listing over the sharded run index: newest first, filters, tenant-bound cursors, bounded reads per page,
+and bulk cancel with per-id outcomes (issue 16, item 2)."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.app import run_listing
+from interlude.app.service import Service
+from interlude.domain.errors import Invalid
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
+
+TABLE = "interlude-test"
+
+
+@pytest.fixture
+def client(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        c = boto3.client("dynamodb")
+        create_table(c, TABLE)
+        yield c
+
+
+@pytest.fixture
+def service(client) -> Service:
+    return Service(Store(TABLE, client))
+
+
+def register(service: Service, principal, workflow_id: str, fixture: str) -> None:
+    raw = json.loads((FIXTURES / f"{fixture}.json").read_text())
+    service.put_workflow(principal, workflow_id, WorkflowDefinition.model_validate(raw))
+
+
+def start(service: Service, principal, workflow_id: str) -> str:
+    return service.create_run(principal, CreateRunRequest(workflowId=workflow_id)).runId
+
+
+def walk(service: Service, tenant: str, limit: int, **filters) -> tuple[list[str], int]:
+    """Every run id the listing yields, page after page, and how many pages it took."""
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = run_listing.list_runs(service, tenant, limit, cursor, **filters)
+        assert len(page.runs) <= limit
+        seen += [r.runId for r in page.runs]
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            return seen, pages
+
+
+def test_pages_through_every_run_newest_first_with_filters(service: Service) -> None:
+    admin = signed_in(service)
+    register(service, admin, "approve", "conformance-approval")
+    register(service, admin, "noop", "conformance-noop")
+    approvals = [start(service, admin, "approve") for _ in range(40)]
+    noops = [start(service, admin, "noop") for _ in range(25)]
+    everything, pages = walk(service, admin.tenant, 10)
+    assert sorted(everything) == sorted(approvals + noops)  # each run exactly once
+    created = {r: service.store.get_run(r)[0].createdAt for r in everything}
+    assert [created[r] for r in everything] == sorted(created.values(), reverse=True)
+    assert pages >= 7
+    assert sorted(walk(service, admin.tenant, 7, workflow_id="noop")[0]) == sorted(noops)
+    waiting, _ = walk(service, admin.tenant, 9, status="waiting-approval")
+    assert sorted(waiting) == sorted(approvals)
+    assert walk(service, admin.tenant, 9, workflow_id="noop", status="waiting-approval")[0] == []
+    assert sorted(walk(service, admin.tenant, 100, status="completed")[0]) == sorted(noops)
+
+
+def test_a_tenant_sees_only_its_runs_and_a_foreign_or_forged_cursor_is_refused(service: Service) -> None:
+    admin = signed_in(service)
+    other = signed_in(service, tenant="t2")
+    register(service, admin, "noop", "conformance-noop")
+    register(service, other, "noop", "conformance-noop")
+    mine = [start(service, admin, "noop") for _ in range(5)]
+    theirs = [start(service, other, "noop") for _ in range(3)]
+    assert sorted(walk(service, "t1", 2)[0]) == sorted(mine)
+    assert sorted(walk(service, "t2", 2)[0]) == sorted(theirs)
+    their_cursor = run_listing.list_runs(service, "t2", 1).next_cursor
+    assert their_cursor is not None
+    for cursor in (their_cursor, "not-a-cursor", "e30"):
+        with pytest.raises(Invalid) as refused:
+            run_listing.list_runs(service, "t1", 2, cursor)
+        assert refused.value.details == {"field": "cursor"}
+
+
+def test_a_page_reads_the_same_whatever_the_tenant_holds(service: Service, client) -> None:
+    """Reads per page are bounded by the page size and the shard count, not by how many runs there are."""
+    admin = signed_in(service)
+    register(service, admin, "noop", "conformance-noop")
+
+    def first_page_cost() -> tuple[int, int]:
+        calls: list[str] = []
+
+        def count(model, **_):
+            calls.append(model.name)
+
+        client.meta.events.register("after-call.dynamodb", count)
+        try:
+            run_listing.list_runs(service, admin.tenant, 10)
+        finally:
+            client.meta.events.unregister("after-call.dynamodb", count)
+        return calls.count("Query"), calls.count("BatchGetItem")
+
+    for _ in range(30):
+        start(service, admin, "noop")
+    small = first_page_cost()
+    for _ in range(170):
+        start(service, admin, "noop")
+    large = first_page_cost()
+    assert small[0] <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards
+    assert large[0] <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards
+    assert large[1] <= run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX
+
+
+def test_entries_spread_over_the_shards_and_are_written_once(service: Service, client) -> None:
+    admin = signed_in(service)
+    register(service, admin, "approve", "conformance-approval")
+    runs = [start(service, admin, "approve") for _ in range(48)]
+    for run_id in runs[:5]:  # status changes write no index entry
+        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    shards = set()
+    entries = 0
+    for shard in range(wiring.RUN_INDEX.shards):
+        items = client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"T#{admin.tenant}#RUNS#{shard:02d}"}},
+        )["Items"]
+        entries += len(items)
+        if items:
+            shards.add(shard)
+    assert entries == len(runs)
+    assert len(shards) >= 8
+
+
+def test_bulk_cancel_reports_each_id_in_request_order(service: Service) -> None:
+    admin = signed_in(service)
+    register(service, admin, "approve", "conformance-approval")
+    live = [start(service, admin, "approve") for _ in range(2)]
+    done = start(service, admin, "approve")
+    service.cancel_run(admin, done, run_listing.CancelRunRequest())
+    foreign = "t2/" + "A" * 24
+    missing = "t1/" + "B" * 24
+    outcomes = run_listing.bulk_cancel(service, admin, [*live, done, foreign, missing, "garbage"], "tidy up")
+    assert [run_id for run_id, _ in outcomes] == [*live, done, foreign, missing, "garbage"]
+    codes = [getattr(outcome, "code", None) or outcome.status for _, outcome in outcomes]
+    assert codes == ["cancelled", "cancelled", "run_terminal", "run_forbidden", "not_found", "validation_error"]
+    with pytest.raises(Invalid) as refused:
+        run_listing.bulk_cancel(service, admin, [missing] * 101, None)
+    assert refused.value.details == {"field": "runIds", "maxRunIds": 100}
