@@ -83,7 +83,7 @@ class CallbackDelivery(Construct):
             # The event source grants exactly wiring.QUEUE_CONSUME_ACTIONS on this queue (asserted in tests/infra).
             function.add_event_source(
                 event_sources.SqsEventSource(
-                    queue, batch_size=wiring.CALLBACK_BATCH_SIZE, report_batch_item_failures=True
+                    queue, batch_size=spec.batch_size, report_batch_item_failures=True
                 )
             )
             Validations.of(function).acknowledge(

@@ -47,7 +47,7 @@ def test_queues_follow_wiring_with_redrive_encryption_and_tls_only(synth):
         assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
-def test_the_callbacks_function_consumes_its_queue_reporting_item_failures(synth):
+def test_every_consuming_function_consumes_its_queue_reporting_item_failures(synth):
     # Given the SQS event source mappings
     mappings = [
         m["Properties"]
@@ -55,14 +55,16 @@ def test_the_callbacks_function_consumes_its_queue_reporting_item_failures(synth
         if "Fn::GetAtt" in m["Properties"]["EventSourceArn"]
         and m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] in {queue_id(synth, q.name) for q in wiring.QUEUES}
     ]
-    # Then exactly one per consuming function, on its queue, with partial batch responses
+    # Then exactly one per consuming function (callbacks, actions), on its queue, with partial batch responses
     consumers = [f for f in wiring.FUNCTIONS if f.consumes]
-    assert len(mappings) == len(consumers) == 1
-    (props,) = mappings
-    assert props["FunctionName"] == {"Ref": synth.function_id(consumers[0].name)}
-    assert props["EventSourceArn"] == {"Fn::GetAtt": [queue_id(synth, consumers[0].consumes), "Arn"]}
-    assert props["BatchSize"] == wiring.CALLBACK_BATCH_SIZE
-    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert {f.name for f in consumers} == {"callbacks", "actions"}
+    assert len(mappings) == len(consumers)
+    for consumer in consumers:
+        (props,) = [m for m in mappings if m["FunctionName"] == {"Ref": synth.function_id(consumer.name)}]
+        assert props["EventSourceArn"] == {"Fn::GetAtt": [queue_id(synth, consumer.consumes), "Arn"]}
+        assert props["BatchSize"] == consumer.batch_size
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert wiring.function("callbacks").batch_size == wiring.CALLBACK_BATCH_SIZE
 
 
 @pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)

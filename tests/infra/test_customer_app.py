@@ -85,7 +85,8 @@ def test_the_customer_key_encrypts_the_table_queues_secret_and_logs(customer):
         "SSEType": "KMS",
     }
     queues = of_type(template, "AWS::SQS::Queue")
-    assert len(queues) == 5
+    # wiring.QUEUES, the stream's dead-letter queue, the schedules' and the timeouts function's failure queue
+    assert len(queues) == len(wiring.QUEUES) + 3
     for queue in queues.values():
         assert queue["Properties"]["KmsMasterKeyId"] == key_arn
     (secret,) = of_type(template, "AWS::SecretsManager::Secret").values()

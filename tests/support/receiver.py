@@ -17,6 +17,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    method: str = "POST"
 
 
 @dataclass
@@ -26,6 +27,9 @@ class Receiver:
 
     script: list[Any] = field(default_factory=list)
     hits: list[Received] = field(default_factory=list)
+    # What a 2xx/4xx/5xx answer carries (every method is answered alike).
+    answer: bytes = b"ok"
+    answer_type: str | None = None
 
     def start(self) -> Receiver:
         owner = self
@@ -37,8 +41,9 @@ class Receiver:
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 with owner._lock:
-                    owner.hits.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    owner.hits.append(Received(self.path, headers, body, self.command))
                     step = owner.script.pop(0) if owner.script else 200
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     if isinstance(step, tuple) and step[0] == "sleep":
@@ -51,9 +56,13 @@ class Receiver:
                     self.send_response(status)
                     for name, value in headers.items():
                         self.send_header(name, value)
-                    self.send_header("Content-Length", "2")
+                    if owner.answer_type:
+                        self.send_header("Content-Type", owner.answer_type)
+                    self.send_header("Content-Length", str(len(owner.answer)))
                     self.end_headers()
-                    self.wfile.write(b"ok")
+                    self.wfile.write(owner.answer)
+
+            do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # noqa: N815 - http.server's naming
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 pass

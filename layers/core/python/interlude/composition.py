@@ -25,11 +25,12 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
     Imported on first use: only the dispatch function runs them, so the API and timeouts functions' cold starts
     load no delivery, scheduler or metrics adapter."""
     from interlude.adapters import metrics
+    from interlude.adapters.actions.outbox import queue_actions
     from interlude.adapters.delivery.outbox import callback_notices
     from interlude.adapters.scheduler import outbox as deadline_schedules
     from interlude.app.external_events import resolve_kept_events
 
-    return (deadline_schedules.on_events, callback_notices, resolve_kept_events, metrics.on_events)
+    return (deadline_schedules.on_events, callback_notices, resolve_kept_events, metrics.on_events, queue_actions)
 
 
 def compose() -> None:

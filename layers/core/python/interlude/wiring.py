@@ -85,7 +85,12 @@ class Function:
     # Concurrency held back for this function alone (None: none), so held API requests cannot starve it.
     # A deployment may override it (interlude_cdk.InterludeProps.reserved_concurrency).
     reserved_concurrency: int | None = None
+    # Messages per invocation from the queue it `consumes` (the event source's batch size; the local pump's too).
+    batch_size: int = 1
 
+
+# SQS → callbacks settings, shared by the event source mapping and the local pump.
+CALLBACK_BATCH_SIZE = 4
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(
@@ -116,7 +121,7 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:Query",
             "dynamodb:ConditionCheckItem",
         ),
-        sends_to=("callbacks",),
+        sends_to=("callbacks", "actions"),
         needs_public_base_url=True,
         # One concurrent batch per stream shard; more than a few shards is a very busy table.
         reserved_concurrency=10,
@@ -128,6 +133,7 @@ FUNCTIONS: tuple[Function, ...] = (
         timeout_s=90,
         description="Callback notices from the SQS queue to tenant URLs: egress-checked, pinned, signed, retried",
         consumes="callbacks",
+        batch_size=CALLBACK_BATCH_SIZE,
         sends_to=("callbacks-dlq",),
         table_actions=(
             "dynamodb:GetItem",
@@ -156,6 +162,27 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         reserved_concurrency=5,
     ),
+    Function(
+        name="actions",
+        handler="handler.lambda_handler",
+        # One action per invocation: an attempt of at most 30 s (core.http timeoutMs), its secret read and the run's
+        # transition. A crash or a timeout costs that one action a lease, never a batch.
+        timeout_s=60,
+        description="Gated actions (core.http) from the SQS queue: effect-recorded, egress-checked, pinned, retried",
+        consumes="actions",
+        batch_size=1,
+        # The effect record and the run's ledger (conditional transactions), the run head and its workflow, the
+        # run's transition; no queries.
+        table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
+        ),
+        # Auth headers by reference: read, never written.
+        secret_grants=(("ACTION_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
+        reserved_concurrency=10,
+    ),
 )
 
 
@@ -170,7 +197,7 @@ STREAM_MAX_RETRIES = 10
 # stream's 24 h retention, so a stuck outbox never loses records to the stream trimming them silently.
 STREAM_MAX_RECORD_AGE_S = 6 * 3600
 
-# --- queues (callback delivery) --------------------------------------------------------------------
+# --- queues (callback delivery, actions) --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -187,8 +214,6 @@ class Queue:
 
 # Attempts per callback notice (the worker dead-letters after the last one; see interlude.adapters.delivery).
 CALLBACK_MAX_ATTEMPTS = 10
-# SQS → callbacks settings, shared by the event source mapping and the local pump.
-CALLBACK_BATCH_SIZE = 4
 # What an SQS event source mapping needs on its queue (what CDK's SqsEventSource grants, nothing more).
 QUEUE_CONSUME_ACTIONS = (
     "sqs:ReceiveMessage",
@@ -211,6 +236,20 @@ QUEUES: tuple[Queue, ...] = (
         # a message the worker could not even process (a crash every time) after twice as many receives.
         max_receive_count=2 * CALLBACK_MAX_ATTEMPTS,
     ),
+    # Actions whose worker could not finish them (a crash every time, an outcome that cannot be committed): the
+    # message as queued (run, node, visit, effect id; never a request, a body or a secret).
+    Queue(name="actions-dlq", url_env="ACTION_DLQ_URL", retention_s=14 * 24 * 3600),
+    Queue(
+        name="actions",
+        url_env="ACTION_QUEUE_URL",
+        # 6x the actions function's timeout (AWS's guidance for SQS event sources); the worker hides a message it
+        # works on for the claim's lease instead, so a crashed attempt is taken over after the lease, not this.
+        visibility_timeout_s=360,
+        dead_letter="actions-dlq",
+        # Retries of the action itself are counted by its effect record (core.http maxAttempts, at most 10); the
+        # redrive catches a message that crashes the worker every time.
+        max_receive_count=20,
+    ),
 )
 
 
@@ -232,7 +271,9 @@ def queues_in_creation_order() -> list[Queue]:
 
 # Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.adapters.delivery.signing).
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
-SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/"}
+# Action auth secrets, one per tenant and name: `{prefix}{tenant}/{name}` (core.http secretHeaders), made by the
+# tenant's operator; the actions function only reads them.
+SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/", "ACTION_SECRET_PREFIX": "interlude/actions/"}
 
 
 # A function that creates secrets under a prefix (CreateSecret among its secret_grants) creates them under the
@@ -379,6 +420,9 @@ ROUTES: tuple[Route, ...] = (
     # Issue 16 (interlude.api.run_listing): run listing and bulk cancel.
     Route("GET", "/runs", "listRuns", "runs:read", "The tenant's runs, newest first, paged and filtered"),
     Route("POST", "/runs:bulk-cancel", "bulkCancelRuns", "runs:cancel", "Cancel up to 100 runs, each on its own", True),
+    # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
+    Route("GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)"),
+    Route("GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams"),
 )
 
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class

@@ -9,9 +9,11 @@ from interlude import wiring
 from interlude.adapters import metrics
 
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
-# deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11).
+# deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11),
+# effects (issue 15).
 from interlude.api import (  # noqa: F401
     deliveries,
+    effects,
     inbox,
     keys,
     modulex,

@@ -247,6 +247,8 @@ OPERATIONS: dict[str, Operation] = {
     "bulkCancelRuns": Operation(
         (Success(200, "Each id's outcome, in request order", r.BulkCancelAnswer),), (), BulkCancelRequest
     ),
+    "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
+    "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
 }
 
 

@@ -105,11 +105,14 @@ class GateSpec:
 class NodeType:
     type_id: str
     config_model: type[FrozenClosed]
-    # Exactly one of compute, ask and wait is set.
+    # Exactly one of compute, ask, wait and act is set.
     compute: Callable[[Any, Mapping[str, Any]], dict[str, Any]] | None = None
     ask: Callable[[str, Any, Mapping[str, Any]], GateSpec] | None = None
     # A timer node (core.delay): (config, scope, bound inputs) -> milliseconds to sleep, or an error message.
     wait: Callable[[Any, Mapping[str, Any], Mapping[str, Any]], int | str] | None = None
+    # An action node (core.http, engine/actions.py): (node id, config, scope) -> an ActionSpec the worker performs
+    # outside the run, or an error message.
+    act: Callable[[str, Any, Mapping[str, Any]], Any] | None = None
     # A routing node (modulex.conditional): (config, output) -> engine ids of the targets the run continues to;
     # its other outgoing edges count it as skipped, so the branches not taken are skipped (engine/run.py).
     route: Callable[[Any, Any], list[str]] | None = None

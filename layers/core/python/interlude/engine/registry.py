@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from interlude.engine.actions import ACTION_TYPES
 from interlude.engine.gates import GATES
 from interlude.engine.nodetypes import CORE_TYPES, NodeType
 
-NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *GATES)}
+NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *GATES, *ACTION_TYPES)}
 
 
 def register(types: Iterable[NodeType]) -> None:

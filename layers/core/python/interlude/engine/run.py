@@ -22,11 +22,13 @@ from interlude.domain.models.run import (
     Delay,
     NodeState,
     OpenInterrupt,
+    PendingAction,
     RunState,
     RunStatus,
 )
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
 from interlude.engine import kind_events
+from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
@@ -186,6 +188,10 @@ class _Step:
             if node_type.wait is not None:
                 self.sleep(node_id, node_type.wait(config, scope, bind_inputs(node.inputs, scope)))
                 return
+            if node_type.act is not None:
+                scope["$run"] = self.run_facts(node_id)
+                self.request_action(node_id, node_type.act(node_id, config, scope))
+                return
             if node_type.ask is not None:
                 scope["$run"] = self.run_facts(node_id)
                 outcome = node_type.ask(node_id, config, scope)
@@ -285,6 +291,31 @@ class _Step:
         ns = self.s.nodes[node_id]
         ns.status = "running"
         self.s.delays[node_id] = Delay(visit=ns.visits, delayMs=delay, due=self.now.timestamp() + delay / 1000)
+
+    def request_action(self, node_id: str, spec: ActionSpec | str) -> None:
+        """An action node (engine/actions.py): running until its worker's outcome arrives (finish_action)."""
+        if isinstance(spec, str):
+            self.fail(node_id, run_error("validation_error", spec))
+            return
+        error = self.admit(node_id, spec.request, None, "the action's request")
+        if error is not None:
+            self.fail(node_id, error)
+            return
+        ns = self.s.nodes[node_id]
+        ns.status = "running"
+        self.s.actions[node_id] = PendingAction(
+            visit=ns.visits,
+            kind=spec.kind,
+            effectId=spec.effect_id,
+            keying=spec.keying,
+            request=spec.request,
+            requestedAt=iso(self.now),
+        )
+        self.emit(
+            ACTION_REQUESTED,
+            node_id,
+            {"nodeId": node_id, "kind": spec.kind, "effectId": spec.effect_id, "visit": ns.visits},
+        )
 
     def state_bytes(self) -> int:
         if self._state_bytes is None:
@@ -389,7 +420,7 @@ class _Step:
             held = waiting_on(self.s)
             assert held is not None
             self.s.status = held[1]
-        elif self.s.delays:
+        elif self.s.delays or self.s.actions:
             self.s.status = "running"
         else:
             self.complete_run()
@@ -422,6 +453,12 @@ class _Step:
             ns.settledAt = self.tick()
             self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
         self.s.delays.clear()
+        for node_id in list(self.s.actions):
+            ns = self.s.nodes[node_id]
+            ns.status = "skipped"
+            ns.settledAt = self.tick()
+            self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
+        self.s.actions.clear()
         self.s.queue.clear()
 
     def fail_run(self, error: dict[str, Any], node_id: str | None) -> None:
@@ -553,6 +590,38 @@ def resolve(
         step.fail(node_id, decision.error)
     if halt is not None:
         if not s.terminal:
+            step.fail_run(halt, node_id)
+        return step.t
+    step.run_queue()
+    return step.t
+
+
+def finish_action(
+    state: RunState,
+    workflow: WorkflowDefinition,
+    node_id: str,
+    visit: int,
+    outcome: dict[str, Any],
+    now: datetime,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    halt: dict[str, Any] | None = None,
+) -> Transition:
+    """The worker's outcome of an action node's visit: `{"output": ...}` completes it, `{"error": ...}` fails it.
+
+    A no-op Transition (no events) when that visit no longer waits (finished already, cancelled, run over), so a
+    redelivered outcome changes nothing. `halt`: the outcome lands, then the run fails with this error."""
+    pending = state.actions.get(node_id)
+    if state.terminal or pending is None or pending.visit != visit:
+        return Transition(state=state.model_copy(deep=True))
+    step = _Step(state, workflow, now, step_budget)
+    step.halting = halt is not None
+    del step.s.actions[node_id]
+    if "error" in outcome:
+        step.fail(node_id, outcome["error"])
+    else:
+        step.complete(node_id, outcome.get("output"))
+    if halt is not None:
+        if not step.s.terminal:
             step.fail_run(halt, node_id)
         return step.t
     step.run_queue()

@@ -66,7 +66,7 @@ def to_event_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any
 
 
 class QueuePump(Pump):
-    def __init__(self, function_name: str, queue_url: str, interval_s: float = 0.05) -> None:
+    def __init__(self, function_name: str, queue_url: str, interval_s: float = 0.05, batch_size: int = 1) -> None:
         super().__init__(f"sqs-pump-{function_name}", interval_s)
         self.function_name = function_name
         self.queue_url = queue_url
@@ -74,7 +74,7 @@ class QueuePump(Pump):
         self.queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
-        self.batch_size = wiring.CALLBACK_BATCH_SIZE
+        self.batch_size = batch_size
 
     def pump_once(self) -> int:
         got = self.sqs.receive_message(
@@ -110,4 +110,6 @@ DELIVERY_ENV = "INTERLUDE_LOCAL_CALLBACK_DELIVERY"
 def start_queue_pumps(urls: dict[str, str]) -> list[QueuePump]:
     if os.environ.get(DELIVERY_ENV, "on") == "off":
         return []
-    return [QueuePump(fn.name, urls[fn.consumes]).start() for fn in wiring.FUNCTIONS if fn.consumes]
+    return [
+        QueuePump(fn.name, urls[fn.consumes], batch_size=fn.batch_size).start() for fn in wiring.FUNCTIONS if fn.consumes
+    ]

@@ -1,4 +1,4 @@
-"""One HTTP POST to a checked callback target, over a connection pinned to the addresses the egress guard admitted.
+"""One HTTP request (a callback's POST, an action's call) to a checked target, over a connection pinned to the addresses the egress guard admitted.
 
 The client never resolves a name: it dials one of ``target.addresses`` and, for https, verifies the certificate
 against the original host name (which is also sent as SNI and in the Host header). It uses http.client directly,
@@ -62,6 +62,17 @@ class DeliveryFailed(Exception):
         self.retry_after = retry_after
 
 
+@dataclass(frozen=True)
+class AnsweredResponse:
+    """Any answer the server gave (send_pinned): its status, the headers a caller may read, and the body excerpt."""
+
+    status: int
+    body_excerpt: bytes
+    elapsed_ms: int
+    content_type: str | None
+    retry_after: str | None
+
+
 def post_pinned(
     target: CheckedTarget,
     body: bytes,
@@ -79,6 +90,42 @@ def post_pinned(
     excerpt short after that. At most ``max_response_bytes`` of the body are read and returned. ``ca_file``
     replaces the system trust store (tests, private CAs).
     """
+    response = send_pinned(
+        "POST",
+        target,
+        body,
+        headers,
+        connect_timeout=connect_timeout,
+        total_timeout=total_timeout,
+        max_response_bytes=max_response_bytes,
+        ca_file=ca_file,
+    )
+    status = response.status
+    if 200 <= status < 300:
+        return DeliveryResponse(status=status, body_excerpt=response.body_excerpt, elapsed_ms=response.elapsed_ms)
+    error_class = "redirect" if 300 <= status < 400 else "http_status"
+    raise DeliveryFailed(
+        error_class,
+        f"callback answered {status}" + (" (redirects are not followed)" if error_class == "redirect" else ""),
+        status=status,
+        body_excerpt=response.body_excerpt,
+        retry_after=response.retry_after,
+    )
+
+
+def send_pinned(
+    method: str,
+    target: CheckedTarget,
+    body: bytes | None,
+    headers: dict[str, str],
+    *,
+    connect_timeout: float,
+    total_timeout: float,
+    max_response_bytes: int,
+    ca_file: str | None = None,
+) -> AnsweredResponse:
+    """One request to ``target`` (bounded as post_pinned's): whatever status the server answers, or DeliveryFailed
+    when it did not answer (connect, tls, timeout, io, protocol, too_large). Redirects are never followed."""
     if any(name.lower() == "host" for name in headers):
         raise ValueError("the Host header is derived from the target and cannot be overridden")
     if not target.addresses:
@@ -89,21 +136,15 @@ def post_pinned(
     tls_context = _tls_context(ca_file) if target.scheme == "https" else None
     connection = _PinnedConnection(target, connect_timeout=connect_timeout, deadline=deadline, tls_context=tls_context)
     try:
-        response = _exchange(connection, target, body, headers, deadline)
+        response = _exchange(connection, target, method, body, headers, deadline)
         excerpt = _read_excerpt(response, connection, max_response_bytes)
     finally:
         connection.close()
-    elapsed_ms = int((time.monotonic() - started) * 1000)
-
-    status = response.status
-    if 200 <= status < 300:
-        return DeliveryResponse(status=status, body_excerpt=excerpt, elapsed_ms=elapsed_ms)
-    error_class = "redirect" if 300 <= status < 400 else "http_status"
-    raise DeliveryFailed(
-        error_class,
-        f"callback answered {status}" + (" (redirects are not followed)" if error_class == "redirect" else ""),
-        status=status,
+    return AnsweredResponse(
+        status=response.status,
         body_excerpt=excerpt,
+        elapsed_ms=int((time.monotonic() - started) * 1000),
+        content_type=response.getheader("Content-Type"),
         retry_after=response.getheader("Retry-After"),
     )
 
@@ -111,7 +152,8 @@ def post_pinned(
 def _exchange(
     connection: _PinnedConnection,
     target: CheckedTarget,
-    body: bytes,
+    method: str,
+    body: bytes | None,
     headers: dict[str, str],
     deadline: _Deadline,
 ) -> http.client.HTTPResponse:
@@ -122,7 +164,7 @@ def _exchange(
         # One request per connection: nothing is pooled, and closing frees the worker at once.
         request_headers = {name: value for name, value in headers.items() if name.lower() != "connection"}
         request_headers["Connection"] = "close"
-        connection.request("POST", target.path_and_query, body=body, headers=request_headers)
+        connection.request(method, target.path_and_query, body=body, headers=request_headers)
         return connection.getresponse()
     except _ResponseTooLarge:
         raise DeliveryFailed("too_large", f"response headers exceed {HEADER_BYTES_LIMIT} bytes") from None

@@ -262,3 +262,46 @@ class BulkCancelResult(Answer):
 
 class BulkCancelAnswer(Answer):
     results: list[BulkCancelResult]
+
+
+class EffectRecord(Answer):
+    """One effect of a run (OpenWOP effect-ledger-projection.schema.json): content-free, never a payload or secret."""
+
+    effectId: str
+    nodeId: str
+    attempt: int
+    keying: Literal["business-identity", "activity-recipe"]
+    providerKey: str = Omitted()
+    state: Literal["claimed", "completed", "released", "escaped"]
+    at: str
+
+
+class RunEffects(Answer):
+    runId: str
+    effects: list[EffectRecord]
+
+
+class EffectSeam(Answer):
+    id: str
+    kind: Literal["http", "provider", "webhook", "queue", "storage", "pack", "other"]
+    suppression: Literal["recorded-outcome"]
+    witness: Literal["witnessable-gated", "seam-gated"] = Omitted()
+    note: str = Omitted()
+
+
+class EffectSeamHostBuild(Answer):
+    kind: Literal["image-digest", "commit", "artifact-sha256"]
+    id: str
+
+
+class EffectSeamHost(Answer):
+    name: str
+    build: EffectSeamHostBuild
+
+
+class EffectSeamManifest(Answer):
+    """GET /host/effect-seams (OpenWOP effect-seam-manifest.schema.json)."""
+
+    manifestVersion: Literal["1"]
+    host: EffectSeamHost
+    seams: list[EffectSeam]

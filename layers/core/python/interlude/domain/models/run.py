@@ -73,6 +73,20 @@ class Delay(Mutable):
     due: float
 
 
+class PendingAction(Mutable):
+    """A node whose work is done outside the run (core.http): it completes when its worker reports the outcome.
+
+    `request` is what the worker performs (interlude.engine.actions documents it); `effectId` is the effect's
+    identity (OpenWOP idempotency Layer 2), the same on every attempt and every redelivery."""
+
+    visit: int
+    kind: str
+    effectId: str
+    keying: Literal["business-identity", "activity-recipe"]
+    request: dict[str, Any]
+    requestedAt: str
+
+
 class RunState(Mutable):
     v: int = 1  # format version of this document
     runId: str
@@ -100,6 +114,8 @@ class RunState(Mutable):
     # Sleeping core.delay nodes by node id, and the run's own deadline (configurable.run.runTimeoutMs), epoch s.
     delays: dict[str, Delay] = Field(default_factory=dict)
     deadline: float | None = None
+    # Nodes waiting on work done outside the run (core.http through the actions queue), by node id.
+    actions: dict[str, PendingAction] = Field(default_factory=dict)
     error: dict[str, Any] | None = None
     failedNodeId: str | None = None
     nextSeq: int = 0

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 SCHEMA_FILES = (
     "configurable.schema.json",
+    "effect-ledger-projection.schema.json",
+    "effect-seam-manifest.schema.json",
     "error-envelope.schema.json",
     "ids.schema.json",
     "run-event-payloads.interrupt-extract.schema.json",

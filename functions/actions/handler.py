@@ -1,0 +1,65 @@
+"""Lambda entry point for the actions queue (SQS): gated core.http actions, with partial-batch failure reporting."""
+
+from __future__ import annotations
+
+import os
+
+# Pydantic looks for plugins by scanning every installed distribution's entry points on its first model; none is
+# used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+import json
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from interlude.adapters import metrics
+from interlude.adapters.actions.queue_work import RetryLater
+from interlude.adapters.actions.worker import ActionWorker
+from interlude.app.service import default_service
+from interlude.composition import compose
+from interlude.config.actions import action_settings
+from interlude.store.effects import EffectStore
+
+logger = Logger(service="interlude-actions")
+# Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+compose()
+
+
+@cache
+def worker() -> ActionWorker:
+    service = default_service()
+    return ActionWorker(
+        service=service,
+        effects=EffectStore(service.store),
+        sqs=boto3.client("sqs"),
+        secrets=boto3.client("secretsmanager"),
+        settings=action_settings(),
+    )
+
+
+def record_handler(record: SQSRecord) -> str:
+    try:
+        ids = json.loads(record.body)
+    except ValueError:
+        ids = {}
+    logger.set_correlation_id(ids.get("effectId"))
+    logger.append_keys(runId=ids.get("runId"), nodeId=ids.get("nodeId"), effectId=ids.get("effectId"))
+    try:
+        outcome = worker().handle(record.raw_event)
+    except RetryLater:
+        metrics.count("Actions", outcome="retried")
+        raise
+    # completed, failed, replayed, stale or superseded
+    metrics.count("Actions", outcome=outcome)
+    return outcome
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,315 @@
+"""Gated core.http actions in-process: moto (DynamoDB, stream, SQS, Secrets Manager), the real dispatch and actions
+handlers, and a receiver on 127.0.0.1 (the development loopback switch on)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.app.actions import run_effects
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.actions import provider_key
+from interlude.local import lambda_runtime
+from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls
+from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+from tests.support.receiver import Receiver
+from tests.support.stream import Stream
+
+TABLE = "interlude-test"
+TENANT = "t1"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    env = {
+        "TABLE_NAME": TABLE,
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
+        "INTERLUDE_ACTION_CONNECT_TIMEOUT_S": "2",
+        "KEY_RING_SECRET": "interlude-test/token-keys",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        for queue in wiring.QUEUES:
+            monkeypatch.setenv(queue.url_env, urls[queue.name])
+        export_queue_urls(urls)
+        ensure_key_ring(env["KEY_RING_SECRET"])
+        yield urls
+
+
+@pytest.fixture
+def service(aws) -> Service:
+    return Service(Store(TABLE))
+
+
+@pytest.fixture
+def admin(service):
+    return signed_in(service, tenant=TENANT)
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver(answer=b'{"refundId":"r-1"}', answer_type="application/json").start()
+    yield started
+    started.close()
+
+
+def workflow(url: str, **http: object) -> dict:
+    """Approve, then call; a success goes on to `done`, a failure to `on-failure` (routed like any failure)."""
+    return {
+        "id": "refund",
+        "name": "Refund after approval",
+        "nodes": [
+            {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Refund {{inputs.orderId}}?"}},
+            {
+                "id": "refund",
+                "typeId": "core.http",
+                "config": {"url": url, "body": {"order": "{{inputs.orderId}}"}, "timeoutMs": 4000, **http},
+            },
+            {"id": "done", "typeId": "core.transform", "config": {"outputs": {"refund": "{{refund.body.refundId}}"}}},
+            {"id": "on-failure", "typeId": "core.noop"},
+        ],
+        "edges": [
+            {"id": "g-r", "sourceNodeId": "gate", "targetNodeId": "refund"},
+            {"id": "r-d", "sourceNodeId": "refund", "targetNodeId": "done", "triggerRule": "all_success"},
+            {"id": "r-f", "sourceNodeId": "refund", "targetNodeId": "on-failure", "triggerRule": "any_failed"},
+        ],
+        "variables": [{"name": "orderId", "type": "string"}],
+    }
+
+
+def approved_run(service, admin, definition: dict, order: str = "o-1") -> str:
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    run_id = service.create_run(
+        admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"orderId": order}})
+    ).runId
+    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    return run_id
+
+
+def settle(urls: dict[str, str], rounds: int = 30) -> None:
+    """Play the stream → dispatch and SQS → actions mappings until nothing moves (backoff is 0 s here)."""
+    stream = Stream(TABLE)
+    pump = QueuePump("actions", urls["actions"])
+    for _ in range(rounds):
+        moved = pump_stream(stream) + pump.pump_once()
+        if not moved:
+            return
+    raise AssertionError("the run did not settle")
+
+
+def pump_stream(stream: Stream, again: bool = False) -> int:
+    fresh = stream.take(again)
+    if fresh:
+        assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+    return len(fresh)
+
+
+def state_of(service, run_id: str):
+    got = service.store.get_run(run_id)
+    assert got is not None
+    return got[0]
+
+
+# --- the call and its record ----------------------------------------------------------------------
+
+
+def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(service, admin, aws, receiver):
+    # Given a run whose gate was approved
+    run_id = approved_run(service, admin, workflow(receiver.url("/refunds")))
+
+    # When the outbox and the actions worker run
+    settle(aws)
+
+    # Then the receiver got one POST with the rendered body and the effect's Idempotency-Key
+    (hit,) = receiver.hits
+    assert (hit.method, hit.path) == ("POST", "/refunds")
+    assert json.loads(hit.body) == {"order": "o-1"}
+    assert hit.headers["content-type"] == "application/json"
+    state = state_of(service, run_id)
+    effect_id = state.outputs["refund"]["effectId"]
+    assert hit.headers["idempotency-key"] == provider_key(effect_id)
+    # And the bounded response is the node's output, and the run went on
+    assert state.outputs["refund"]["status"] == 200
+    assert state.outputs["refund"]["body"] == {"refundId": "r-1"}
+    assert state.outputs["refund"]["truncated"] is False
+    assert state.outputs["done"] == {"refund": "r-1"}
+    assert state.status == "completed"
+    assert state.nodes["on-failure"].status == "skipped"
+    # And the effect record says so, content-free
+    (record,) = run_effects(service, admin, run_id)["effects"]
+    assert record["effectId"] == effect_id
+    assert record["keying"] == "activity-recipe"
+    assert (record["nodeId"], record["attempt"], record["state"]) == ("refund", 1, "completed")
+    assert record["providerKey"] == provider_key(effect_id)
+    assert "o-1" not in json.dumps(record)
+    assert "r-1" not in json.dumps(record)
+
+
+def test_redelivered_stream_records_and_messages_call_once(service, admin, aws, receiver):
+    run_id = approved_run(service, admin, workflow(receiver.url()))
+    stream = Stream(TABLE)
+    stream.pump()
+    # When every stream record is delivered again, and every queued message is handled twice
+    stream.pump(again=True)
+    pump = QueuePump("actions", aws["actions"])
+    sqs = boto3.client("sqs")
+    messages = sqs.receive_message(QueueUrl=aws["actions"], MaxNumberOfMessages=10)["Messages"]
+    assert len(messages) == 2
+    for message in messages:
+        sqs.change_message_visibility(
+            QueueUrl=aws["actions"], ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    while pump.pump_once():
+        pump_stream(stream)
+
+    # Then one call, one effect, one completed node
+    assert len(receiver.hits) == 1
+    assert len(run_effects(service, admin, run_id)["effects"]) == 1
+    assert state_of(service, run_id).status == "completed"
+
+
+def test_a_5xx_is_retried_with_the_same_idempotency_key(service, admin, aws, receiver):
+    receiver.script = [503, 500]
+    run_id = approved_run(service, admin, workflow(receiver.url()))
+
+    settle(aws)
+
+    assert len(receiver.hits) == 3
+    assert len({h.headers["idempotency-key"] for h in receiver.hits}) == 1
+    state = state_of(service, run_id)
+    assert state.outputs["refund"]["attempt"] == 3
+    (record,) = run_effects(service, admin, run_id)["effects"]
+    assert (record["attempt"], record["state"]) == (3, "completed")
+
+
+def test_attempts_running_out_fail_the_node_and_route_like_any_failure(service, admin, aws, receiver):
+    receiver.script = [503, 503]
+    run_id = approved_run(service, admin, workflow(receiver.url(), maxAttempts=2))
+
+    settle(aws)
+
+    assert len(receiver.hits) == 2
+    state = state_of(service, run_id)
+    assert state.nodes["refund"].status == "failed"
+    assert state.nodes["on-failure"].status == "completed"
+    assert state.status == "completed"
+    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    assert failed["payload"]["error"]["code"] == "interlude.http_failed"
+    assert failed["payload"]["error"]["details"]["status"] == 503
+    assert failed["payload"]["error"]["details"]["attempts"] == 2
+
+
+def test_an_unexpected_status_fails_at_once_with_http_failed(service, admin, aws, receiver):
+    receiver.script = [404]
+    run_id = approved_run(service, admin, workflow(receiver.url()))
+
+    settle(aws)
+
+    assert len(receiver.hits) == 1
+    state = state_of(service, run_id)
+    assert state.nodes["refund"].status == "failed"
+    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    assert failed["payload"]["error"]["code"] == "interlude.http_failed"
+    (record,) = run_effects(service, admin, run_id)["effects"]
+    assert record["state"] == "released"
+
+
+def test_expected_statuses_are_the_ones_that_succeed(service, admin, aws, receiver):
+    receiver.script = [409]
+    run_id = approved_run(service, admin, workflow(receiver.url(), method="PUT", expectStatuses=[200, 409]))
+
+    settle(aws)
+
+    assert receiver.hits[0].method == "PUT"
+    assert state_of(service, run_id).outputs["refund"]["status"] == 409
+
+
+def test_the_egress_guard_refuses_loopback_without_the_development_switch(
+    service, admin, aws, receiver, monkeypatch
+):
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
+    run_id = approved_run(service, admin, workflow(receiver.url()))
+
+    settle(aws)
+
+    assert receiver.hits == []
+    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    assert failed["payload"]["error"]["code"] == "interlude.egress_denied"
+    assert "127.0.0.1" not in failed["payload"]["error"]["message"]
+
+
+def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(service, admin, aws, receiver):
+    secret_value = "Bearer sk-" + uuid.uuid4().hex
+    boto3.client("secretsmanager").create_secret(Name=f"interlude/actions/{TENANT}/payments", SecretString=secret_value)
+    run_id = approved_run(service, admin, workflow(receiver.url(), secretHeaders={"Authorization": "payments"}))
+
+    settle(aws)
+
+    (hit,) = receiver.hits
+    assert hit.headers["authorization"] == secret_value
+    # Nowhere in the run's head, its events or its effect records
+    everything = json.dumps(
+        [state_of(service, run_id).model_dump(), service.store.read_events(run_id, -1), run_effects(service, admin, run_id)]
+    )
+    assert secret_value not in everything
+
+
+def test_a_missing_secret_fails_the_node_with_secret_unavailable(service, admin, aws, receiver):
+    run_id = approved_run(service, admin, workflow(receiver.url(), secretHeaders={"Authorization": "nope"}))
+
+    settle(aws)
+
+    assert receiver.hits == []
+    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    assert failed["payload"]["error"]["code"] == "interlude.secret_unavailable"
+    assert failed["payload"]["error"]["details"]["secret"] == "nope"
+
+
+def test_a_business_identity_is_performed_once_across_runs(service, admin, aws, receiver):
+    definition = workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}")
+    first = approved_run(service, admin, definition, order="o-7")
+    settle(aws)
+    # When a second run names the same business operation (a replay, a second entry point)
+    second = approved_run(service, admin, definition, order="o-7")
+    settle(aws)
+
+    # Then the call happened once, and both runs hold its recorded outcome
+    assert len(receiver.hits) == 1
+    assert state_of(service, second).outputs["refund"] == state_of(service, first).outputs["refund"]
+    (one,) = run_effects(service, admin, first)["effects"]
+    (two,) = run_effects(service, admin, second)["effects"]
+    assert one["effectId"] == two["effectId"]
+    assert one["keying"] == two["keying"] == "business-identity"
+    # And another order is another effect
+    approved_run(service, admin, definition, order="o-8")
+    settle(aws)
+    assert len(receiver.hits) == 2
+
+
+def test_a_cancelled_run_drops_its_queued_action(service, admin, aws, receiver):
+    from interlude.domain.models.requests import CancelRunRequest
+
+    run_id = approved_run(service, admin, workflow(receiver.url()))
+    Stream(TABLE).pump()
+    service.cancel_run(admin, run_id, CancelRunRequest())
+
+    settle(aws)
+
+    assert receiver.hits == []
+    state = state_of(service, run_id)
+    assert state.status == "cancelled"
+    assert state.nodes["refund"].status == "skipped"
