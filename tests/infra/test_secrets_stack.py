@@ -47,10 +47,12 @@ def test_only_wirings_readers_get_exactly_get_secret_value_on_exactly_the_ring(s
         assert (env.get(secret.env) == ref) is reads
     # And no statement grants a Secrets Manager action on a wildcard or on another secret of this stack
     ring_refs = [{"Ref": secret_id(synth, s.name)} for s in wiring.SECRETS]
+    read_refs = [{"Ref": secret_id(synth, s.name)} for s in wiring.SECRETS if spec.name in s.readers]
     for statement in statements:
         actions = as_list(statement["Action"])
         if "secretsmanager:GetSecretValue" in actions and any(r in as_list(statement["Resource"]) for r in ring_refs):
-            assert as_list(statement["Resource"]) in ([r] for r in ring_refs)
+            # (CDK merges the read statements of a function reading several secrets into one.)
+            assert all(r in read_refs for r in as_list(statement["Resource"]))
             assert set(actions) == set(wiring.SECRET_READ_ACTIONS)
 
 

@@ -147,7 +147,8 @@ def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(service, a
         service.resolve(stale_state, stale_version, "gate", {"action": "reject"}, _resolver(admin))
     assert lost.value.code == "interrupt_already_resolved"
     assert lost.value.details["resolution"]["decision"] == "granted"
-    assert calls == ["TransactWriteItems"]
+    # The audit chain's head (read to place the decision's entry), then the transaction that lost: no further read.
+    assert calls == ["GetItem", "TransactWriteItems"]
 
 
 def _resolver(principal: Principal):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from interlude.app import audit
 from interlude.engine.registry import register
 from interlude.faces.modulex.nodetypes import MODULEX_TYPES
 
@@ -35,6 +36,14 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
 
 def compose() -> None:
     register(MODULEX_TYPES)
+    audit.use_signing_key(_audit_signing_key)
+
+
+def _audit_signing_key() -> Any:
+    # Imported on first use: only a checkpoint, a verification or discovery reads the key.
+    from interlude.adapters.audit_key import load_signing_key
+
+    return load_signing_key()
 
 
 def handle_stream_record(service: Service, record: dict[str, Any]) -> None:

@@ -314,7 +314,14 @@ KEY_RING_SECRET = Secret(
     readers=("api", "dispatch"),
     description="Interlude interrupt token key ring: the current kid signs, every kid held verifies",
 )
-SECRETS: tuple[Secret, ...] = (KEY_RING_SECRET,)
+# The audit checkpoint signing key (interlude.adapters.audit_key): signs audit checkpoints and nothing else.
+AUDIT_KEY_SECRET = Secret(
+    name="AuditSigningKey",
+    env="AUDIT_KEY_SECRET",
+    readers=("api",),
+    description="Interlude audit checkpoint signing key (Ed25519 seed); public key in discovery",
+)
+SECRETS: tuple[Secret, ...] = (KEY_RING_SECRET, AUDIT_KEY_SECRET)
 
 # --- routes ----------------------------------------------------------------------------------------
 
@@ -425,6 +432,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams"),
 )
 
+# Issue 16 item 5 (interlude.api.audit): the tenant's tamper-evident audit log.
+ROUTES += (
+    Route("GET", "/audit/verify", "verifyAuditLog", "audit:read", "Re-walk a range of the audit log's hash chain"),
+    Route("GET", "/audit", "listAuditEntries", "audit:read", "The tenant's audit entries, newest first"),
+)
+
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class
 # of their own, since each one occupies an api invocation for its whole hold.
 HELD_OPERATIONS = frozenset({"pollRunEvents", "streamRunEvents", "modulexListen"})
@@ -449,6 +462,7 @@ Scope = Literal[
     "approvals:respond",
     "events:write",
     "keys:admin",
+    "audit:read",
 ]
 ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 

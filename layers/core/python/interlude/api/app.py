@@ -12,6 +12,7 @@ from interlude.adapters import metrics
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11),
 # effects (issue 15).
 from interlude.api import (  # noqa: F401
+    audit,  # (issue 16: the audit log)
     deliveries,
     effects,
     inbox,

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from interlude import wiring
 from interlude.api.errors import status_for_code
+from interlude.app import audit
 from interlude.app import inbox as approver_inbox
 from interlude.app import run_listing
 from interlude.app.keys import MAX_KEYS_LIMIT
@@ -246,6 +247,22 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "bulkCancelRuns": Operation(
         (Success(200, "Each id's outcome, in request order", r.BulkCancelAnswer),), (), BulkCancelRequest
+    # Issue 16 item 5: the audit log.
+    "verifyAuditLog": Operation(
+        (Success(200, "The range re-walked: the chain's and the checkpoints' anomalies", r.AuditVerification),),
+        ("validation_error",),
+        params=(
+            Param("fromSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "First entry (required)"),
+            Param("toSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "Last entry (required)"),
+        ),
+    ),
+    "listAuditEntries": Operation(
+        (Success(200, "The tenant's audit entries, newest first", r.AuditPage),),
+        ("validation_error",),
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": audit.MAX_PAGE}),
+            Param("cursor", "query", {"type": "string"}, "cursor of the previous page"),
+        ),
     ),
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),

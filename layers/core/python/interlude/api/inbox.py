@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from interlude.api.http import app, json_response, parsed, principal_for, query_int, service
 from interlude.api.routes import route
-from interlude.app import external_events, tenants
+from interlude.app import audit, external_events, tenants
 from interlude.app import inbox as approver_inbox
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
@@ -59,7 +59,9 @@ def get_tenant_settings() -> Response:
 def put_tenant_settings() -> Response:
     principal = principal_for("putTenantSettings")
     settings = parsed(TenantSettings, "tenant settings")
-    stored = tenants.put_settings(service(), principal.tenant, settings, principal.subject["subjectId"])
+    stored = tenants.put_settings(
+        service(), principal.tenant, settings, principal.subject["subjectId"], audit.actor(principal)
+    )
     return json_response(200, TenantSettingsAnswer.model_validate(stored))
 
 
@@ -68,5 +70,7 @@ def put_credential_grant(provider: str) -> Response:
     principal = principal_for("putCredentialGrant")
     checked = check_author_id(unquote(provider), "provider")
     request = parsed(CredentialGrantRequest, "credential grant")
-    grant = tenants.put_grant(service(), principal.tenant, checked, request, principal.subject["subjectId"])
+    grant = tenants.put_grant(
+        service(), principal.tenant, checked, request, principal.subject["subjectId"], audit.actor(principal)
+    )
     return json_response(200, CredentialGrant.model_validate(grant))

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from interlude.api.http import app, json_response, principal_for, query_int, service
 from interlude.api.routes import route
+from interlude.app import audit
 from interlude.app.keys import DEFAULT_KEYS_LIMIT, MAX_KEYS_LIMIT
 from interlude.domain.models.responses import KeyMetadata, KeyPage
 
@@ -23,4 +24,4 @@ def list_keys() -> Response:
 @route("revokeKey")
 def revoke_key(keyId: str) -> Response:  # noqa: N803 - the path parameter's name
     principal = principal_for("revokeKey")
-    return json_response(200, KeyMetadata.model_validate(service().revoke_key(principal.tenant, unquote(keyId))))
+    return json_response(200, KeyMetadata.model_validate(service().revoke_key(principal.tenant, unquote(keyId), audit.actor(principal))))

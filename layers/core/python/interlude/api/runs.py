@@ -23,6 +23,7 @@ from interlude.api.http import (
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.api.run_listing import run_list_capability
+from interlude.app import audit
 from interlude.config import settings
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
@@ -40,6 +41,7 @@ from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
+from interlude.rules import audit as audit_rules
 from interlude.rules.interrupts.decide import REF_KINDS
 from interlude.rules.tokens.scheme import TOKEN_ALGS
 
@@ -84,6 +86,19 @@ def capabilities() -> dict[str, Any]:
     caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}
     # Issue 16: GET /runs (interlude.api.run_listing).
     caps["runList"] = run_list_capability()
+    # Issue 16: the audit log's integrity family (RFC 0224), advertised only when the signing key can be read.
+    audit_key = audit.public_key()
+    if audit_key is not None:
+        caps["auditLogIntegrity"] = {
+            "status": "experimental",
+            "since": "2.0",
+            "until": "2.1",
+            "witness": "witnessable-gated",
+            "checkpointSignatureAlgorithm": audit_rules.SIGNATURE_ALGORITHM,
+            "checkpointPublicKey": audit_key,
+            "checkpointIntervalEntries": audit_rules.CHECKPOINT_INTERVAL_ENTRIES,
+            "checkpointIntervalSeconds": audit_rules.CHECKPOINT_INTERVAL_SECONDS,
+        }
     return caps
 
 

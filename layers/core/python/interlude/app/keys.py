@@ -11,6 +11,7 @@ from collections import OrderedDict
 from datetime import UTC
 from typing import Any
 
+from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock
 from interlude.domain.errors import Forbidden, Invalid, NotFound
@@ -59,9 +60,16 @@ class KeyOperations:
         missing = set(request.scopes) - principal.scopes
         if missing:
             raise Forbidden("a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
-        return self.issue_key(principal.tenant, request, keyed)
+        return self.issue_key(principal.tenant, request, keyed, audit.actor(principal))
 
-    def issue_key(self, tenant: str, request: CreateKeyRequest, keyed: KeyedWrite | None = None) -> dict[str, Any]:
+    def issue_key(
+        self,
+        tenant: str,
+        request: CreateKeyRequest,
+        keyed: KeyedWrite | None = None,
+        by: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """`by`: who asked (audit.actor); None: the operator, through the CLI."""
         now = self.clock()
         if request.expiresAt is not None and request.expiresAt <= now:
             raise Invalid("expiresAt must be in the future", {"field": "expiresAt"})
@@ -87,7 +95,15 @@ class KeyOperations:
             **({"expiresAt": expires_at} if expires_at else {}),
         }
         answer = answered(keyed, issued)
-        self.store.put_api_key(key_id, record, answer)
+        entry = audit.entry(
+            tenant,
+            by or audit.OPERATOR,
+            "key.created",
+            {"keyId": key_id},
+            engine.iso(now),
+            {"subjectId": request.subjectId, "scopes": record["scopes"], **({"expiresAt": expires_at} if expires_at else {})},
+        )
+        self.store.put_api_key(key_id, record, answer, entry)
         committed(keyed, answer)
         return issued
 
@@ -103,11 +119,14 @@ class KeyOperations:
             body["cursor"] = after
         return body
 
-    def revoke_key(self, tenant: str, key_id: str) -> dict[str, Any]:
-        """Revoke one of the tenant's keys; another tenant's key answers as an unknown one (404)."""
+    def revoke_key(self, tenant: str, key_id: str, by: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Revoke one of the tenant's keys; another tenant's key answers as an unknown one (404). `by`: who asked
+        (audit.actor); None: the operator, through the CLI."""
         if not auth.KEY_ID_RE.fullmatch(key_id):
             raise NotFound("no such key")
-        record = self.store.revoke_api_key(tenant, key_id, engine.iso(self.clock()))
+        at = engine.iso(self.clock())
+        entry = audit.entry(tenant, by or audit.OPERATOR, "key.revoked", {"keyId": key_id}, at)
+        record = self.store.revoke_api_key(tenant, key_id, at, entry)
         if record is None:
             raise NotFound("no such key")
         self._keys.pop(key_id, None)  # this instance refuses it from now on

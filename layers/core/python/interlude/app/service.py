@@ -11,6 +11,7 @@ from datetime import datetime
 from functools import cache, cached_property, partial
 from typing import Any
 
+from interlude.app import audit as audit_log
 from interlude.app.directory import with_directory
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
@@ -21,6 +22,7 @@ from interlude.app.workflows import WorkflowOperations
 from interlude.config import settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
+from interlude.domain.audit import AuditDraft
 from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, first_page, json_size
 from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
@@ -53,6 +55,8 @@ class Service(KeyOperations, WorkflowOperations):
 
     def __init__(self, store: Store, clock: Clock = clock_.now, step_budget: int = engine.DEFAULT_STEP_BUDGET) -> None:
         self.store = store
+        # Every audit append through this store checkpoints when one is due (app/audit.py).
+        audit_log.install(store)
         self.clock = clock
         self.step_budget = step_budget
         self._workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition] = OrderedDict()
@@ -143,12 +147,14 @@ class Service(KeyOperations, WorkflowOperations):
         keyed: KeyedWrite | None = None,
         result: Callable[[engine.Transition], Any] = lambda made: made.state,
         open_runs_limit: int | None = None,
+        audit: AuditDraft | None = None,
     ) -> engine.Transition:
         """Commit what `build()` makes; if it cannot be made (a bug) or stored (an item would pass DynamoDB's
         size), commit `build(halt=error)` instead: what was decided lands and the run fails with a clear code,
         never left waiting on a step nobody can take. A lost race (Conflict) and other storage errors propagate.
         With `keyed`, the answer to what was committed (`result` of it, rendered by the edge) is committed with it.
-        `open_runs_limit`: the tenant's quota, checked in the transaction that creates a run."""
+        `open_runs_limit`: the tenant's quota, checked in the transaction that creates a run. `audit`: the entry that
+        records what was decided, committed in the same transaction either way."""
         where = f"what follows node {node_id!r}" if node_id else "the run's next steps"
         try:
             transition = build()
@@ -157,7 +163,7 @@ class Service(KeyOperations, WorkflowOperations):
             error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
         else:
             try:
-                return self.commit_answered(transition, version, now, keyed, result, open_runs_limit)
+                return self.commit_answered(transition, version, now, keyed, result, open_runs_limit, audit)
             except TooLarge:
                 error = run_error(
                     "interlude.budget_exceeded",
@@ -167,7 +173,7 @@ class Service(KeyOperations, WorkflowOperations):
             except InvalidEvent as exc:
                 logger.exception("a transition built an invalid event; failing the run")
                 error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
-        return self.commit_answered(build(halt=error), version, now, keyed, result, open_runs_limit)
+        return self.commit_answered(build(halt=error), version, now, keyed, result, open_runs_limit, audit)
 
     def commit_answered(
         self,
@@ -177,10 +183,12 @@ class Service(KeyOperations, WorkflowOperations):
         keyed: KeyedWrite | None = None,
         result: Callable[[engine.Transition], Any] = lambda made: made.state,
         open_runs_limit: int | None = None,
+        audit: AuditDraft | None = None,
     ) -> engine.Transition:
-        """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction."""
+        """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction
+        (and `audit`'s entry too)."""
         record = answered(keyed, result(transition)) if keyed else None
-        self.store.commit(transition, version, engine.iso(now), record, open_runs_limit)
+        self.store.commit(transition, version, engine.iso(now), record, open_runs_limit, audit)
         committed(keyed, record)
         return transition
 
@@ -289,8 +297,10 @@ class Service(KeyOperations, WorkflowOperations):
                 raise Conflict(f"the run is already {state.status}", {"runStatus": state.status}, code="run_terminal")
             now = self.clock()
             transition = engine.cancel(state, now, request.reason, principal.subject["subjectId"])
+            details = {"reason": request.reason[:500]} if request.reason else {}
+            entry = audit_log.draft(principal, "run.cancelled", {"runId": run_id}, engine.iso(now), details)
             try:
-                return self.commit_answered(transition, version, now, keyed).state
+                return self.commit_answered(transition, version, now, keyed, audit=entry).state
             except LostRace:
                 continue
         raise busy("the run kept changing while cancelling; retry")
@@ -394,6 +404,9 @@ class Service(KeyOperations, WorkflowOperations):
                 # Group and role membership from the tenant's directory, read at decision time (issue 14).
                 resolver = with_directory(self.directory, state.tenant, interrupt.payload["data"], resolver)
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
+            entry = audit_log.decision_draft(
+                state.tenant, state.runId, node_id, interrupt.interruptId, interrupt.kind, decision, resolver, engine.iso(now)
+            )
             try:
                 build = partial(engine.resolve, state, definition, node_id, decision, now, self.step_budget)
                 transition = self.commit_or_fail(
@@ -403,6 +416,7 @@ class Service(KeyOperations, WorkflowOperations):
                     node_id,
                     keyed,
                     partial(resolution_of, node_id),
+                    audit=entry,
                 )
                 return resolution_of(node_id, transition)
             except LostRace as lost:

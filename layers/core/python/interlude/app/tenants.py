@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from interlude.app import audit
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
 from interlude.engine.run import iso
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.decide import Resolver
-from interlude.store.interactions import InteractionStore
+from interlude.store.interactions import SETTINGS_SK, InteractionStore, credential_grant_sk, grant_put, settings_put
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -32,16 +33,33 @@ def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
     }
 
 
-def put_settings(service: Service, tenant: str, settings: TenantSettings, by: str) -> dict[str, Any]:
-    service.hitl_store.put_settings(tenant, settings.model_dump(exclude_none=True), iso(service.clock()), by)
+def put_settings(
+    service: Service, tenant: str, settings: TenantSettings, by: str, actor: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`actor`: who changed them (audit.actor); None: `by` through the CLI."""
+    at = iso(service.clock())
+    stored = settings.model_dump(exclude_none=True)
+    entry = audit.entry(tenant, actor or {**audit.OPERATOR, "subjectId": by}, "settings.changed", {"tenant": tenant}, at, {"settings": stored})
+    service.store.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by))], entry)
     service.limiter.forget(tenant)  # this instance applies new limits at once; others within their cache time
     return {"tenant": tenant, "settings": settings.model_dump(exclude_none=True)}
 
 
-def put_grant(service: Service, tenant: str, provider: str, request: CredentialGrantRequest, by: str) -> dict[str, Any]:
-    """`provider` is a checked author id (interlude.domain.ids.check_author_id)."""
+def put_grant(
+    service: Service,
+    tenant: str,
+    provider: str,
+    request: CredentialGrantRequest,
+    by: str,
+    actor: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`provider` is a checked author id (interlude.domain.ids.check_author_id); `actor` as for put_settings."""
     at = iso(service.clock())
-    service.hitl_store.put_grant(tenant, provider, list(request.scopes), at, by)
+    scopes = sorted(set(request.scopes))
+    entry = audit.entry(
+        tenant, actor or {**audit.OPERATOR, "subjectId": by}, "credentialGrant.recorded", {"provider": provider}, at, {"scopes": scopes}
+    )
+    service.store.transact([(credential_grant_sk(provider), grant_put(tenant, provider, scopes, at, by))], entry)
     return {"tenant": tenant, "provider": provider, "scopes": sorted(set(request.scopes)), "grantedAt": at}
 
 

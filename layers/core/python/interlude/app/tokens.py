@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
 from interlude.domain.clock import iso_epoch
@@ -143,6 +144,11 @@ class TokenSurface:
         token, expires_at = interrupt_token(
             self.ring(), run_id, interrupt, self.now(), intent, lifetime_s, minter=principal.key_id
         )
+        # Recorded before the token is handed out: a mint the log cannot record is refused.
+        target = {"runId": run_id, "nodeId": node_id, "interruptId": interrupt.interruptId}
+        details = {"intent": intent, "expiresAt": iso_epoch(expires_at)}
+        at = iso_epoch(self.now())
+        audit.append(self.service.store, audit.draft(principal, "token.minted", target, at, details))
         return {
             "interruptId": interrupt.interruptId,
             "token": token,

@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.webhooks import add_commands as add_webhook_commands
 
     add_webhook_commands(sub)  # webhooks secret show / rotate (issue 6)
+    from interlude.cli.audit import add_commands as add_audit_commands
+
+    add_audit_commands(sub)  # audit verify / list (issue 16)
     return parser
 
 

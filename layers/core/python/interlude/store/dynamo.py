@@ -20,18 +20,22 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
-from interlude.domain.errors import TooLarge
+from interlude.domain.audit import AuditDraft
+from interlude.domain.errors import TooLarge, Unavailable
+from interlude.rules.audit import Head
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
+from interlude.store import audit as audit_log
 from interlude.store import idempotency, item_index
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
@@ -201,10 +205,22 @@ class Store:
     def __init__(self, table_name: str, client: Any = None) -> None:
         self.table = table_name
         self.client = client or boto3.client("dynamodb")
+        # Called with (tenant, head written) after every committed audit append (interlude.app.audit checkpoints).
+        self.after_audit: Callable[[str, Head], None] | None = None
+
+    @cached_property
+    def audit_log(self) -> audit_log.AuditLog:
+        return audit_log.AuditLog(self.table, self.client)
 
     # -- api keys ----------------------------------------------------------------------------------
 
-    def put_api_key(self, key_id: str, record: dict[str, Any], answered: AnsweredRecord | None = None) -> None:
+    def put_api_key(
+        self,
+        key_id: str,
+        record: dict[str, Any],
+        answered: AnsweredRecord | None = None,
+        audit: AuditDraft | None = None,
+    ) -> None:
         index = wiring.INBOX_INDEX  # overloaded: a tenant's keys under their own partition value
         key_item: a.Item = {
             **a.key(api_key_pk(key_id), API_KEY_SK),
@@ -216,10 +232,10 @@ class Store:
         if record.get("expiresAt"):
             key_item[wiring.TTL_ATTRIBUTE] = a.n(_epoch(record["expiresAt"]) + KEY_RETENTION_S)
         condition = "attribute_not_exists(pk)"
-        if answered is None:
+        if answered is None and audit is None:
             self.client.put_item(TableName=self.table, Item=key_item, ConditionExpression=condition)
             return
-        self._transact([(API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": condition}})], answered)
+        self._transact([(API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": condition}})], answered, audit=audit)
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
         # Strongly consistent: a key revoked before this read is seen revoked.
@@ -251,27 +267,35 @@ class Store:
         keys = [(item[wiring.PARTITION_KEY]["S"].removeprefix("K#"), _key_record(item)) for item in got.get("Items") or []]
         return keys, encode_cursor(last) if last else None
 
-    def revoke_api_key(self, tenant: str, key_id: str, at: str) -> dict[str, Any] | None:
-        """Mark the tenant's key revoked (once: a second revocation keeps the first instant); None when the tenant
-        has no such key, whether it does not exist or is another tenant's."""
+    def revoke_api_key(
+        self, tenant: str, key_id: str, at: str, audit: AuditDraft | None = None
+    ) -> dict[str, Any] | None:
+        """Mark the tenant's key revoked (once: a second revocation keeps the first instant, and records nothing);
+        None when the tenant has no such key, whether it does not exist or is another tenant's. `audit`: the entry
+        recording the revocation, in the same transaction."""
         record = self.get_api_key(key_id)
         if record is None or record.get("tenant") != tenant:
             return None
         if record.get("revokedAt"):
             return record
+        update: dict[str, Any] = {
+            "Key": a.key(api_key_pk(key_id), API_KEY_SK),
+            "UpdateExpression": "SET revokedAt = :at, #ttl = :ttl",
+            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revokedAt)",
+            "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":at": a.s(at), ":ttl": a.n(_epoch(at) + KEY_RETENTION_S)},
+        }
         try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(api_key_pk(key_id), API_KEY_SK),
-                UpdateExpression="SET revokedAt = :at, #ttl = :ttl",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(revokedAt)",
-                ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
-                ExpressionAttributeValues={":at": a.s(at), ":ttl": a.n(_epoch(at) + KEY_RETENTION_S)},
-            )
+            if audit is None:
+                self.client.update_item(TableName=self.table, **update)
+            else:
+                self._transact([(API_KEY_SK, {"Update": update})], audit=audit)
+        except Conflict:
+            return self.get_api_key(key_id)  # revoked meanwhile: report the instant that won
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-            return self.get_api_key(key_id)  # revoked meanwhile: report the instant that won
+            return self.get_api_key(key_id)
         return {**record, "revokedAt": at}
 
     # -- workflows ---------------------------------------------------------------------------------
@@ -403,12 +427,14 @@ class Store:
         now_iso: str,
         answered: AnsweredRecord | None = None,
         open_runs_limit: int | None = None,
+        audit: AuditDraft | None = None,
     ) -> list[dict[str, Any]]:
         """Write a transition atomically; returns the RunEventDocs written. Raises Conflict on a lost race,
         KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first.
 
         The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
-        past `open_runs_limit`, when given), a run that ends releases one (never refused).
+        past `open_runs_limit`, when given), a run that ends releases one (never refused). `audit`: the entry that
+        records the transition (a decision, a vote, a cancel), appended in the same transaction.
         """
         from interlude.engine.events import to_docs
 
@@ -426,7 +452,7 @@ class Store:
             quota = (counters.OPEN_RUNS, limit)
         elif expected_version is not None and state.terminal:
             items.append(counters.release(state.tenant, counters.OPEN_RUNS))
-        self._transact(items, answered, quota)
+        self._transact(items, answered, quota, audit)
         return docs
 
     def _transition_items(
@@ -482,13 +508,44 @@ class Store:
             "ExpressionAttributeValues": {":v": a.n(expected_version)},
         }
 
+    def transact(self, items: list[tuple[str, dict[str, Any]]], audit: AuditDraft) -> None:
+        """Write labelled TransactWriteItems (sort key, item) and append `audit` to its tenant's log in the same
+        transaction: the action and its audit entry land together or not at all. Raises Conflict when one of
+        `items`' conditions fails."""
+        self._transact(items, audit=audit)
+
     def _transact(
         self,
         items: list[tuple[str, dict[str, Any]]],
         answered: AnsweredRecord | None = None,
         quota: tuple[str, int] | None = None,
+        audit: AuditDraft | None = None,
     ) -> None:
-        """`quota`: (counter, limit) of the usage claim among `items`, named in the refusal if its condition fails."""
+        """`quota`: (counter, limit) of the usage claim among `items`, named in the refusal if its condition fails.
+        `audit`: an entry appended to its tenant's log in the same transaction (store/audit.py)."""
+        if audit is None:
+            self._transact_once(items, answered, quota)
+            return
+        for _ in range(audit_log.APPEND_RETRIES):
+            head = self.audit_log.head(audit.tenant)
+            appended, written = audit_log.append_items(audit, head, time.time())
+            try:
+                self._transact_once([*items, *appended], answered, quota)
+            except Conflict as lost:
+                if {label for label, _ in lost.reasons} <= audit_log.APPEND_LABELS:
+                    continue  # another append moved the head first: read it again and place the entry after it
+                raise
+            if self.after_audit is not None:
+                self.after_audit(audit.tenant, written)
+            return
+        raise Unavailable("the audit log kept moving while appending; retry", retry_after_s=1)
+
+    def _transact_once(
+        self,
+        items: list[tuple[str, dict[str, Any]]],
+        answered: AnsweredRecord | None,
+        quota: tuple[str, int] | None,
+    ) -> None:
         if answered is not None:
             items = [*items, (idempotency.SORT_KEY, {"Put": idempotency.record_put(answered)})]
         for _, op in items:

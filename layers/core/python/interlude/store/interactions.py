@@ -97,6 +97,27 @@ def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, di
     return items
 
 
+def settings_put(tenant: str, settings: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+    """The tenant's settings as a TransactWriteItem (written with the audit entry that records the change)."""
+    item = {
+        **a.key(tenant_pk(tenant), SETTINGS_SK),
+        "settings": a.as_json(settings),
+        "updatedAt": a.s(at),
+        "updatedBy": a.s(by),
+    }
+    return {"Put": {"Item": item}}
+
+
+def grant_put(tenant: str, provider: str, scopes: list[str], at: str, by: str) -> dict[str, Any]:
+    item = {
+        **a.key(tenant_pk(tenant), credential_grant_sk(provider)),
+        "scopes": a.as_json(sorted(set(scopes))),
+        "grantedAt": a.s(at),
+        "grantedBy": a.s(by),
+    }
+    return {"Put": {"Item": item}}
+
+
 def encode_cursor(key: dict[str, Any]) -> str:
     raw = json.dumps({k: v["S"] for k, v in key.items()}, separators=(",", ":"), sort_keys=True, allow_nan=False)
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
@@ -133,34 +154,10 @@ class InteractionStore:
         item = got.get("Item")
         return a.unpacked(item["settings"]) if item else None
 
-    def put_settings(self, tenant: str, settings: dict[str, Any], at: str, by: str) -> None:
-        self.client.put_item(
-            TableName=self.table,
-            Item={
-                **a.key(tenant_pk(tenant), SETTINGS_SK),
-                "settings": a.as_json(settings),
-                "updatedAt": a.s(at),
-                "updatedBy": a.s(by),
-            },
-        )
-
     def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
         got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), credential_grant_sk(provider)))
         item = got.get("Item")
         return frozenset(a.unpacked(item["scopes"])) if item else None
-
-    def put_grant(self, tenant: str, provider: str, scopes: list[str], at: str, by: str) -> None:
-        self.client.put_item(
-            TableName=self.table,
-            Item={
-                **a.key(tenant_pk(tenant), credential_grant_sk(provider)),
-                "scopes": a.as_json(sorted(set(scopes))),
-                "grantedAt": a.s(at),
-                "grantedBy": a.s(by),
-            },
-        )
-
-    # -- external events --------------------------------------------------------------------------
 
     def put_event(self, tenant: str, hash_: str, record: dict[str, Any], expires_at: int) -> str:
         sk = f"R#{record['receivedAt']}#{record['eventId']}"

@@ -244,6 +244,8 @@ class PrincipalAnswer(Answer):
     channels: list[str] = Omitted()
     outOfOffice: OutOfOfficeAnswer = Omitted()
     updatedAt: str
+
+
 class RunList(Answer):
     """GET /runs (run-list-response.schema.json): one page of the caller's runs, newest first."""
 
@@ -305,3 +307,42 @@ class EffectSeamManifest(Answer):
     manifestVersion: Literal["1"]
     host: EffectSeamHost
     seams: list[EffectSeam]
+
+
+# -- the audit log (issue 16 item 5; OpenWOP openwop-audit-log-integrity, RFC 0218) ------------------------------
+
+
+class AuditCheckpoint(Answer):
+    checkpoint: str = Field(max_length=256)
+    atSequence: int = Field(ge=1)
+    merkleRoot: str
+    signature: str
+
+
+class AuditVerification(Answer):
+    fromSeq: int
+    toSeq: int
+    chainValid: bool
+    checkpointsValid: bool | None = Omitted()
+    checkpoints: list[AuditCheckpoint]
+    anomalies: list[JsonObject]
+
+
+class AuditEntry(Answer):
+    seq: int
+    at: str
+    tenant: str
+    action: str
+    actor: JsonObject
+    target: JsonObject
+    details: JsonObject
+    prevHash: str | None
+
+
+class AuditPage(Answer):
+    # Newest first.
+    entries: list[JsonObject]
+    # The sequence of the tenant's last entry (0 before the first).
+    headSeq: int
+    # Present when older entries follow: pass it as `cursor` for the next page.
+    cursor: str | None = Omitted()

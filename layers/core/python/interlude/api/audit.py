@@ -1,0 +1,33 @@
+"""Routes of the tenant's audit log (issue 16 item 5): `GET /audit/verify` (OpenWOP verifyAuditLog) and
+`GET /audit` (its entries, newest first)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from interlude.api.http import app, json_response, principal_for, query_int, service
+from interlude.api.routes import route
+from interlude.app import audit
+from interlude.domain.errors import Invalid
+from interlude.domain.models.responses import AuditPage, AuditVerification
+
+MAX_SEQ = 10**12 - 1
+
+
+@route("verifyAuditLog")
+def verify_audit_log() -> Response:
+    principal = principal_for("verifyAuditLog")
+    from_seq = query_int("fromSeq", None, 0, MAX_SEQ)
+    to_seq = query_int("toSeq", None, 0, MAX_SEQ)
+    if from_seq is None or to_seq is None:
+        raise Invalid("fromSeq and toSeq are both required", {"field": "fromSeq" if from_seq is None else "toSeq"})
+    answer = audit.verify(service().store, principal.tenant, from_seq, to_seq)
+    return json_response(200, AuditVerification.model_validate(answer))
+
+
+@route("listAuditEntries")
+def list_audit_entries() -> Response:
+    principal = principal_for("listAuditEntries")
+    limit = query_int("limit", audit.DEFAULT_PAGE, 1, audit.MAX_PAGE)
+    cursor = (app.current_event.query_string_parameters or {}).get("cursor")
+    return json_response(200, AuditPage.model_validate(audit.entries_page(service().store, principal.tenant, limit, cursor)))

@@ -1,0 +1,223 @@
+"""The tenant audit log: appending (one function, `append`, or a draft handed to a store write so the action and
+its entry are one transaction), signed checkpoints, verification and listing. README "Audit"; the rules of the
+chain are rules/audit.py, its items store/audit.py.
+
+How other operations record what they did:
+
+    from interlude.app import audit
+    audit.append(service.store, audit.draft(principal, "key.revoked", {"keyId": key_id}, at))   # its own write
+    service.store.transact(items, audit.draft(...))             # with the action's items, all-or-nothing
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
+from interlude.domain.budgets import BudgetExceeded, json_size
+from interlude.domain.errors import Invalid
+from interlude.rules import audit as rules
+from interlude.rules.auth import Principal
+from interlude.rules.interrupts.decide import Decision, Resolver
+from interlude.store import Store
+from interlude.store.audit import AuditLog, decode_before, encode_before
+
+logger = logging.getLogger(__name__)
+
+# The widest range one GET /audit/verify re-walks (entries read, besides a checkpoint's leaves before it).
+MAX_VERIFY_RANGE = 10_000
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+# The checkpoint signing key (an Ed25519 private key) or None when this process has none: composition plugs in
+# the Secrets Manager reader (interlude.adapters.audit_key); tests plug in a fixed key.
+SigningKeySource = Callable[[], Any]
+_signing_key_source: SigningKeySource | None = None
+
+
+def use_signing_key(source: SigningKeySource | None) -> None:
+    global _signing_key_source
+    _signing_key_source = source
+
+
+def signing_key() -> Any:
+    if _signing_key_source is None:
+        return None
+    try:
+        return _signing_key_source()
+    except Exception:  # noqa: BLE001 - a missing key stops checkpoints, never the action being audited
+        logger.exception("the audit checkpoint key could not be read")
+        return None
+
+
+def public_key() -> str | None:
+    key = signing_key()
+    return rules.public_key_b64(key) if key is not None else None
+
+
+# -- drafts ----------------------------------------------------------------------------------------------------
+
+
+def actor(principal: Principal, surface: str = "api") -> dict[str, Any]:
+    return {"subjectId": principal.subject["subjectId"], "keyId": principal.key_id, "surface": surface}
+
+
+# Who acts through the `interlude` CLI with the deployment's own credentials (no API key).
+OPERATOR = {"subjectId": "operator", "surface": "cli"}
+
+
+def draft(
+    principal: Principal, action: str, target: dict[str, Any], at: str, details: dict[str, Any] | None = None
+) -> AuditDraft:
+    """An entry for what `principal` did through an API key."""
+    return entry(principal.tenant, actor(principal), action, target, at, details)
+
+
+def entry(
+    tenant: str, by: dict[str, Any], action: str, target: dict[str, Any], at: str, details: dict[str, Any] | None = None
+) -> AuditDraft:
+    """An entry for what `by` (an `actor(...)`, or OPERATOR) did in `tenant`."""
+    return bounded(AuditDraft(tenant, action, by, target, at, details or {}))
+
+
+def bounded(entry: AuditDraft) -> AuditDraft:
+    try:
+        json_size(entry.details, MAX_DETAILS_BYTES, "the audit entry's details")
+    except BudgetExceeded:
+        return AuditDraft(entry.tenant, entry.action, entry.actor, entry.target, entry.at, {"truncated": True})
+    return entry
+
+
+def decision_draft(
+    tenant: str, run_id: str, node_id: str, interrupt_id: str, kind: str, decision: Decision, resolver: Resolver, at: str
+) -> AuditDraft:
+    """A decision (the gate closes) or a vote (it stays open), as the resolver made it."""
+    value = decision.resume_value
+    details: dict[str, Any] = {"kind": kind}
+    if decision.outcome == "record":
+        details["action"] = decision.vote.action if decision.vote is not None else None
+    else:
+        details["outcome"] = "completed" if decision.outcome == "complete" else "failed"
+        if isinstance(value, dict) and isinstance(value.get("action"), str):
+            details["action"] = value["action"]
+    if isinstance(value, dict) and isinstance(value.get("comment"), str):
+        details["comment"] = value["comment"][:500]
+    who = {"subjectId": resolver.subject_id or resolver.principal, "surface": resolver.surface}
+    action = "interrupt.voted" if decision.outcome == "record" else "interrupt.decided"
+    target = {"runId": run_id, "nodeId": node_id, "interruptId": interrupt_id}
+    return bounded(AuditDraft(tenant, action, who, target, at, details))
+
+
+# -- appending and checkpoints -----------------------------------------------------------------------------------
+
+
+def append(store: Store, entry: AuditDraft) -> None:
+    """Append an entry on its own (for an action that writes nothing else, e.g. a token mint)."""
+    store.transact([], entry)
+
+
+def install(store: Store) -> None:
+    """Checkpoint right after an append that makes one due (the periodic sweep catches the quiet tenants)."""
+    store.after_audit = lambda tenant, head: checkpoint_if_due(store, tenant, head)
+
+
+def checkpoint_if_due(store: Store, tenant: str, head: rules.Head) -> None:
+    if not rules.checkpoint_due(head, time.time()):
+        return
+    try:
+        checkpoint(store, tenant)
+    except Exception:  # noqa: BLE001 - the action is committed; the sweep retries the checkpoint
+        logger.exception("audit checkpoint of tenant %s failed", tenant)
+
+
+def checkpoint(store: Store, tenant: str, attempts: int = 5) -> dict[str, Any] | None:
+    """Sign a checkpoint over the tenant's entries no checkpoint anchors yet (at most CHECKPOINT_INTERVAL_ENTRIES);
+    None when there are none, or no signing key."""
+    key = signing_key()
+    if key is None:
+        return None
+    log = store.audit_log
+    for _ in range(attempts):
+        head = log.head(tenant)
+        if head.seq <= head.checkpoint_seq:
+            return None
+        at = rules.next_checkpoint_at(head)
+        stored = dict(log.entries(tenant, head.checkpoint_seq + 1, at + 1))
+        leaves = [rules.entry_hash(stored[seq]) for seq in range(head.checkpoint_seq + 1, at + 1) if seq in stored]
+        root = rules.merkle_root(leaves)
+        made = {
+            "checkpoint": rules.checkpoint_id(at),
+            "atSequence": at,
+            "merkleRoot": root,
+            "signature": rules.sign_root(key, root),
+            "at": _iso_now(),
+        }
+        following = stored.get(at + 1)
+        pending_since = _epoch(following["at"]) if following is not None and at < head.seq else None
+        if at < head.seq and pending_since is None:
+            pending_since = time.time()
+        if log.put_checkpoint(tenant, head, made, pending_since):
+            return made
+    return None
+
+
+def checkpoint_pending(store: Store) -> int:
+    """The periodic sweep: checkpoint every tenant whose oldest unanchored entry is due. Returns how many."""
+    made = 0
+    for tenant in list(store.audit_log.pending_tenants()):
+        head = store.audit_log.head(tenant)
+        if rules.checkpoint_due(head, time.time()) and checkpoint(store, tenant) is not None:
+            made += 1
+    return made
+
+
+# -- reading ---------------------------------------------------------------------------------------------------
+
+
+def verify(store: Store, tenant: str, from_seq: int, to_seq: int) -> dict[str, Any]:
+    """verifyAuditLog: re-walk [from_seq, to_seq] of the tenant's log, every anomaly named."""
+    if from_seq < 0 or to_seq < from_seq:
+        raise Invalid("fromSeq and toSeq must be integers with 0 <= fromSeq <= toSeq", {"field": "toSeq"})
+    if to_seq - from_seq + 1 > MAX_VERIFY_RANGE:
+        raise Invalid(f"one verification covers at most {MAX_VERIFY_RANGE} entries", {"field": "toSeq", "limit": MAX_VERIFY_RANGE})
+    log = store.audit_log
+    head = log.head(tenant)
+    checkpoints = log.checkpoints(tenant, from_seq, to_seq)
+    before: dict[int, int] = {}
+    previous = log.checkpoint_before(tenant, checkpoints[0]["atSequence"]) if checkpoints else 0
+    for made in checkpoints:
+        before[made["atSequence"]] = previous
+        previous = made["atSequence"]
+    first = min([from_seq - 1, *(p + 1 for p in before.values())])
+    entries = dict(log.entries(tenant, max(first, 1), min(to_seq, head.seq)))
+    return rules.walk(from_seq, to_seq, entries, checkpoints, head, public_key(), lambda at: before[at])
+
+
+def entries_page(store: Store, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
+    """Newest first; `cursor` continues after the previous page."""
+    before = None
+    if cursor is not None:
+        before = decode_before(cursor)
+        if before is None:
+            raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
+    entries, next_before = store.audit_log.page(tenant, limit, before)
+    body: dict[str, Any] = {"entries": entries, "headSeq": store.audit_log.head(tenant).seq}
+    if next_before is not None:
+        body["cursor"] = encode_before(next_before)
+    return body
+
+
+def _iso_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _epoch(iso_text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
+
+
+__all__ = ["AuditDraft", "AuditLog", "append", "checkpoint", "decision_draft", "draft", "verify"]

@@ -1,0 +1,114 @@
+"""`interlude audit verify` and `interlude audit list`: the tenant's audit log over the API (GET /audit/verify,
+GET /audit), against the local stack or a deployment (--url/--key or INTERLUDE_URL / INTERLUDE_API_KEY)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from interlude.cli.inbox import _endpoint
+from interlude.cli.local import STATE_FILE
+
+# `verify` exits with this when the log has anomalies (an error reaching the API exits 1).
+BROKEN_EXIT = 2
+
+
+def get(url: str, key: str, path: str, query: dict[str, str]) -> dict[str, Any]:
+    request = urllib.request.Request(f"{url}{path}?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - the operator's own URL
+            body: dict[str, Any] = json.loads(response.read())
+            return body
+    except urllib.error.HTTPError as exc:
+        try:
+            refusal = json.loads(exc.read())
+            line = f"{exc.code} {refusal.get('error')}: {refusal.get('message')}"
+        except ValueError:
+            line = f"{exc.code} {exc.reason}"
+        sys.exit(f"interlude: {line}")
+    except urllib.error.URLError as exc:
+        sys.exit(f"interlude: cannot reach {url}: {exc.reason}")
+
+
+def describe(anomaly: dict[str, Any]) -> str:
+    kind = anomaly.get("kind", "chain-break")
+    line = f"  entry {anomaly['atSeq']}: {kind}"
+    if kind == "chain-break":
+        line += f" (prevHash {str(anomaly.get('actualPrevHash'))[:12]}…, expected {str(anomaly.get('expectedPrevHash'))[:12]}…)"
+    if anomaly.get("checkpoint"):
+        line += f" (checkpoint {anomaly['checkpoint']})"
+    if anomaly.get("detail"):
+        line += f": {anomaly['detail']}"
+    return line
+
+
+def _verify(args: argparse.Namespace) -> int:
+    url, key = _endpoint(args)
+    last = args.to_seq
+    if last is None:
+        last = int(get(url, key, "/audit", {"limit": "1"})["headSeq"])
+        if last < args.from_seq:
+            print("audit log empty: nothing recorded yet" if last == 0 else f"audit log ends at entry {last}")
+            return 0
+    result = get(url, key, "/audit/verify", {"fromSeq": str(args.from_seq), "toSeq": str(max(last, args.from_seq))})
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        span = f"entries {result['fromSeq']}..{result['toSeq']}"
+        signed = f", {len(result['checkpoints'])} signed checkpoint(s)" if result["checkpoints"] else ""
+        if result["chainValid"]:
+            print(f"audit log valid: {span}{signed}, no anomalies")
+        else:
+            print(f"audit log BROKEN: {span}{signed}, {len(result['anomalies'])} anomal{'y' if len(result['anomalies']) == 1 else 'ies'}")
+            for anomaly in result["anomalies"]:
+                print(describe(anomaly))
+    return 0 if result["chainValid"] else BROKEN_EXIT
+
+
+def _list(args: argparse.Namespace) -> int:
+    url, key = _endpoint(args)
+    query = {"limit": str(args.limit)}
+    if args.cursor:
+        query["cursor"] = args.cursor
+    page = get(url, key, "/audit", query)
+    if args.json:
+        print(json.dumps(page, indent=2))
+        return 0
+    for entry in page["entries"]:
+        target = " ".join(f"{k}={v}" for k, v in entry["target"].items())
+        actor = entry["actor"].get("subjectId")
+        print(f"{entry['seq']:>6}  {entry['at']}  {entry['action']:<24}  {actor:<16}  {target}")
+    if not page["entries"]:
+        print("(no audit entries yet)")
+    if page.get("cursor"):
+        print(f"more: --cursor {page['cursor']}")
+    return 0
+
+
+def _endpoint_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
+    parser.add_argument("--key", help="API key with audit:read (default: $INTERLUDE_API_KEY, else the local stack's)")
+    parser.add_argument("--state-file", default=str(STATE_FILE))
+    parser.add_argument("--json", action="store_true")
+
+
+def add_commands(sub: Any) -> None:
+    audit = sub.add_parser("audit", help="the tenant's tamper-evident audit log").add_subparsers(
+        dest="audit_command", required=True
+    )
+    verify = audit.add_parser("verify", help="re-walk the hash chain and the signed checkpoints (exit 2 if broken)")
+    verify.add_argument("--from", dest="from_seq", type=int, default=1, help="first entry (default 1)")
+    verify.add_argument("--to", dest="to_seq", type=int, help="last entry (default: the newest)")
+    _endpoint_args(verify)
+    verify.set_defaults(func=_verify)
+
+    listing = audit.add_parser("list", help="the tenant's audit entries, newest first")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--cursor")
+    _endpoint_args(listing)
+    listing.set_defaults(func=_list)

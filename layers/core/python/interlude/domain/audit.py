@@ -1,0 +1,46 @@
+"""An audit entry before the log places it: who did what to what, when. The log adds its sequence and prevHash
+(interlude.store.audit); interlude.app.audit builds drafts and appends them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# The actions this host records (README, "Audit"). A new kind of action adds its name here.
+ACTIONS = (
+    "interrupt.decided",
+    "interrupt.voted",
+    "run.cancelled",
+    "key.created",
+    "key.revoked",
+    "token.minted",
+    "settings.changed",
+    "credentialGrant.recorded",
+)
+# What an entry's `details` may weigh (JCS bytes); a caller summarises rather than copying large values in.
+MAX_DETAILS_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class AuditDraft:
+    tenant: str
+    action: str
+    # {"subjectId", "keyId"?, "surface"?}: the principal that acted, on which surface.
+    actor: dict[str, Any]
+    # What the action was about: {"runId", "nodeId"?, "interruptId"?} or {"keyId"} or {"tenant"} ...
+    target: dict[str, Any]
+    at: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def entry(self, seq: int, prev_hash: str | None) -> dict[str, Any]:
+        """The stored document: what is hashed, and what the next entry's prevHash is the hash of."""
+        return {
+            "seq": seq,
+            "at": self.at,
+            "tenant": self.tenant,
+            "action": self.action,
+            "actor": self.actor,
+            "target": self.target,
+            "details": self.details,
+            "prevHash": prev_hash,
+        }

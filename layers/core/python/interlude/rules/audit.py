@@ -1,0 +1,179 @@
+"""The tamper-evident audit log's rules (OpenWOP `openwop-audit-log-integrity`, RFC 0218), pure: no storage here.
+
+* An entry's hash is the lowercase-hex SHA-256 of its RFC 8785 (JCS) bytes; the next entry carries it as
+  `prevHash` (the first entry of a tenant's chain carries `null`).
+* A checkpoint anchors the entries in `(P, atSequence]` (P: the previous checkpoint's atSequence, 0 for the
+  first): their hashes are the leaves of a Merkle tree built level by level, a pair becoming the SHA-256 of the
+  ASCII of `left‖right`, a trailing odd node promoted unchanged. The Ed25519 signature is over the 32 bytes the
+  root's hex decodes to.
+* `walk` re-walks a range of stored entries and names every anomaly in RFC 0218 §C's shapes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+# Entries a checkpoint anchors at most, and how long an entry waits for one at most (advertised in discovery).
+CHECKPOINT_INTERVAL_ENTRIES = 1000
+CHECKPOINT_INTERVAL_SECONDS = 300
+SIGNATURE_ALGORITHM = "ed25519"
+# An Ed25519 public key's DER SubjectPublicKeyInfo starts with these 12 bytes (base64 "MCowBQYDK2VwAyEA").
+_ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
+
+
+def canonical(entry: Mapping[str, Any]) -> bytes:
+    return rfc8785.dumps(dict(entry))
+
+
+def entry_hash(entry: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical(entry)).hexdigest()
+
+
+def merkle_root(leaves: list[str]) -> str:
+    if not leaves:
+        raise ValueError("a checkpoint anchors at least one entry")
+    level = leaves
+    while len(level) > 1:
+        paired = [hashlib.sha256((level[i] + level[i + 1]).encode("ascii")).hexdigest() for i in range(0, len(level) - 1, 2)]
+        level = paired + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
+
+
+def checkpoint_id(at_sequence: int) -> str:
+    return f"ckpt-{at_sequence}"
+
+
+# -- Ed25519 (cryptography loads on first use: most requests sign and verify nothing) ---------------------------
+
+
+def signing_key(seed: bytes) -> Any:
+    """The Ed25519 private key derived from a secret's seed (any length; hashed to the 32 bytes Ed25519 takes)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"interlude-audit-checkpoint\0" + seed).digest())
+
+
+def public_key_b64(private_key: Any) -> str:
+    """The advertised form: base64 (padded) of the 44-byte DER SubjectPublicKeyInfo."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    der = private_key.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(der).decode("ascii")
+
+
+def sign_root(private_key: Any, root_hex: str) -> str:
+    return base64.b64encode(private_key.sign(bytes.fromhex(root_hex))).decode("ascii")
+
+
+def signature_valid(public_key: str, root_hex: str, signature: str) -> bool:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        der = base64.b64decode(public_key, validate=True)
+        if not der.startswith(_ED25519_SPKI_PREFIX):
+            return False
+        key = Ed25519PublicKey.from_public_bytes(der[len(_ED25519_SPKI_PREFIX) :])
+        key.verify(base64.b64decode(signature, validate=True), bytes.fromhex(root_hex))
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+# -- when a checkpoint is due --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Head:
+    """A tenant's chain head: the last entry's sequence and hash, the last checkpoint's atSequence, and when the
+    oldest entry no checkpoint anchors yet was appended (epoch seconds; None when every entry is anchored)."""
+
+    seq: int = 0
+    hash: str | None = None
+    checkpoint_seq: int = 0
+    pending_since: float | None = None
+
+
+def checkpoint_due(head: Head, now: float) -> bool:
+    if head.seq <= head.checkpoint_seq:
+        return False
+    if head.seq - head.checkpoint_seq >= CHECKPOINT_INTERVAL_ENTRIES:
+        return True
+    return head.pending_since is not None and now - head.pending_since >= CHECKPOINT_INTERVAL_SECONDS
+
+
+def next_checkpoint_at(head: Head) -> int:
+    """The atSequence of the next checkpoint: every pending entry, at most CHECKPOINT_INTERVAL_ENTRIES of them."""
+    return min(head.seq, head.checkpoint_seq + CHECKPOINT_INTERVAL_ENTRIES)
+
+
+# -- verification --------------------------------------------------------------------------------------------
+
+
+def walk(
+    from_seq: int,
+    to_seq: int,
+    entries: Mapping[int, Mapping[str, Any]],
+    checkpoints: Sequence[Mapping[str, Any]],
+    head: Head,
+    public_key: str | None,
+    checkpoint_before: Callable[[int], int],
+) -> dict[str, Any]:
+    """The verifyAuditLog answer for `[from_seq, to_seq]`.
+
+    `entries` holds every stored entry by sequence over the walked range and the leaves of its checkpoints (and
+    the entry before `from_seq`, to check the first link); `checkpoints` those with atSequence in range, ascending;
+    `checkpoint_before(at)` the atSequence of the checkpoint before the one at `at` (0 for the first)."""
+    anomalies: list[dict[str, Any]] = []
+    last = min(to_seq, head.seq)
+    for seq in range(max(from_seq, 1), last + 1):
+        anomalies += _entry_anomalies(seq, entries)
+    if from_seq <= head.seq <= to_seq and head.seq in entries and entry_hash(entries[head.seq]) != head.hash:
+        # The last entry has no successor to carry its hash: the head does.
+        anomalies.append({"atSeq": head.seq, "kind": "hash-mismatch", "detail": "the entry differs from the hash the chain head holds"})
+    listed: list[dict[str, Any]] = []
+    signatures_ok = True
+    for checkpoint in checkpoints:
+        at = int(checkpoint["atSequence"])
+        listed.append({k: checkpoint[k] for k in ("checkpoint", "atSequence", "merkleRoot", "signature")})
+        leaves = [entries.get(seq) for seq in range(checkpoint_before(at) + 1, at + 1)]
+        if any(leaf is None for leaf in leaves) or merkle_root([entry_hash(leaf) for leaf in leaves if leaf is not None]) != checkpoint["merkleRoot"]:
+            anomalies.append({"atSeq": at, "kind": "merkle-mismatch", "checkpoint": checkpoint["checkpoint"]})
+        if public_key is None or not signature_valid(public_key, checkpoint["merkleRoot"], checkpoint["signature"]):
+            signatures_ok = False
+            anomalies.append({"atSeq": at, "kind": "signature-invalid", "checkpoint": checkpoint["checkpoint"]})
+    anomalies.sort(key=lambda anomaly: anomaly["atSeq"])
+    answer: dict[str, Any] = {
+        "fromSeq": from_seq,
+        "toSeq": to_seq,
+        "chainValid": not anomalies,
+        "checkpoints": listed,
+        "anomalies": anomalies,
+    }
+    if listed:
+        answer["checkpointsValid"] = signatures_ok and not any(a["kind"] == "merkle-mismatch" for a in anomalies)
+    return answer
+
+
+def _entry_anomalies(seq: int, entries: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    entry = entries.get(seq)
+    if entry is None:
+        return [{"atSeq": seq, "kind": "missing-entry"}]
+    if entry.get("seq") != seq:
+        return [{"atSeq": seq, "kind": "hash-mismatch", "detail": "the entry's seq is not its place in the log"}]
+    if seq == 1:
+        expected = None
+    elif seq - 1 in entries:
+        expected = entry_hash(entries[seq - 1])
+    else:
+        return []  # the previous entry is missing (reported at its own sequence): this link cannot be checked
+    actual = entry.get("prevHash")
+    if actual != expected:
+        return [{"atSeq": seq, "kind": "chain-break", "expectedPrevHash": expected, "actualPrevHash": actual}]
+    return []

@@ -1,0 +1,103 @@
+"""Issue 16 item 5 over HTTP against the local stack: discovery advertises the checkpoint key, `GET /audit` lists
+what was done, `openwop-client`'s `audit_verify` and `interlude audit verify` report a valid chain, then a broken
+one once a stored entry is altered behind the service's back; the refusals of the two routes."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+from openwop_client import OpenwopClient
+
+from interlude.local.stack import TABLE_NAME
+from interlude.store import audit as items
+from tests.support.local_stack import Api, cli, stack_client, tenant_admin_key
+
+
+@pytest.fixture
+def tenant(stack_info: dict[str, str]) -> Api:
+    name = f"audit-{uuid.uuid4().hex[:6]}"
+    return Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name), name)
+
+
+def audit_cli(stack_info: dict[str, str], api: Api, *args: str) -> Any:
+    return cli(stack_info, "audit", *args, "--url", api.base_url, "--key", api.api_key, check=False)
+
+
+def decide_one(api: Api) -> str:
+    workflow_id = f"gate-{uuid.uuid4().hex[:6]}"
+    nodes = [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}]
+    assert api.put_workflow(workflow_id, {"nodes": nodes, "edges": []}).status_code == 201
+    run_id = api.start(workflow_id)["runId"]
+    assert api.resolve(run_id, "gate", {"action": "reject", "comment": "not today"}).status_code == 200
+    return run_id
+
+
+def test_discovery_advertises_the_audit_family_with_its_public_key(api: Api) -> None:
+    caps = api.call("GET", "/.well-known/openwop").json()
+    family = caps["auditLogIntegrity"]
+    assert re.fullmatch(r"MCowBQYDK2VwAyEA[A-Za-z0-9+/]{43}=", family["checkpointPublicKey"])
+    assert family["checkpointSignatureAlgorithm"] == "ed25519"
+    assert family["checkpointIntervalEntries"] == 1000
+    assert family["checkpointIntervalSeconds"] == 300
+
+
+def test_the_log_lists_what_was_done_and_verifies_until_an_entry_is_altered(stack_info: dict[str, str], tenant: Api) -> None:
+    run_id = decide_one(tenant)
+    robot = tenant.call("POST", "/keys", {"subjectId": "robot", "scopes": ["runs:read"]}).json()
+    assert tenant.call("DELETE", f"/keys/{robot['keyId']}").status_code == 200
+
+    page = tenant.call("GET", "/audit?limit=10").json()
+    assert [e["action"] for e in page["entries"]] == ["key.revoked", "key.created", "interrupt.decided", "key.created"]
+    decided = page["entries"][2]
+    assert decided["target"]["runId"] == run_id
+    assert decided["details"] == {"kind": "approval", "outcome": "failed", "action": "reject", "comment": "not today"}
+    assert page["headSeq"] == 4
+
+    client = OpenwopClient(tenant.base_url, tenant.api_key)
+    valid = client.audit_verify(1, 4)
+    assert valid.chainValid is True
+    assert valid.anomalies == []
+    assert valid.checkpoints == []
+    done = audit_cli(stack_info, tenant, "verify")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "audit log valid: entries 1..4, no anomalies"
+
+    # Someone with write access to the table rewrites who decided.
+    dynamodb = stack_client(stack_info, "dynamodb")
+    key = {"pk": {"S": items.log_pk(tenant.tenant)}, "sk": {"S": items.entry_sk(2)}}
+    entry = json.loads(dynamodb.get_item(TableName=TABLE_NAME, Key=key)["Item"]["entry"]["S"])
+    entry["actor"]["subjectId"] = "someone-else"
+    dynamodb.put_item(TableName=TABLE_NAME, Item={**key, "entry": {"S": json.dumps(entry)}})
+
+    broken = client.audit_verify(1, 4)
+    assert broken.chainValid is False
+    assert [(a.atSeq, a.kind) for a in broken.anomalies] == [(3, "chain-break")]
+    assert broken.anomalies[0].expectedPrevHash != broken.anomalies[0].actualPrevHash
+    done = audit_cli(stack_info, tenant, "verify")
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.splitlines()[0] == "audit log BROKEN: entries 1..4, 1 anomaly"
+    assert done.stdout.splitlines()[1].startswith("  entry 3: chain-break")
+    assert json.loads(audit_cli(stack_info, tenant, "verify", "--json").stdout)["anomalies"][0]["atSeq"] == 3
+
+
+def test_the_audit_routes_refuse_a_key_without_audit_read_and_a_bad_range(tenant: Api) -> None:
+    reader = tenant.new_key(["runs:read"])
+    refused = tenant.call("GET", "/audit/verify?fromSeq=1&toSeq=2", key=reader)
+    assert refused.status_code == 403
+    assert refused.json()["details"] == {"scopeRequired": "audit:read"}
+    assert tenant.call("GET", "/audit", key=reader).status_code == 403
+    for query, field in [("fromSeq=1", "toSeq"), ("toSeq=1", "fromSeq"), ("fromSeq=3&toSeq=2", "toSeq"), ("fromSeq=x&toSeq=2", "fromSeq")]:
+        got = tenant.call("GET", f"/audit/verify?{query}")
+        assert got.status_code == 400, got.text
+        assert got.json()["error"] == "validation_error"
+        assert got.json()["details"]["field"] == field
+    got = tenant.call("GET", "/audit/verify?fromSeq=1&toSeq=20000")
+    assert got.status_code == 400
+    assert got.json()["details"]["limit"] == 10_000
+    got = tenant.call("GET", "/audit?cursor=bogus")
+    assert got.status_code == 400
+    assert got.json()["details"] == {"field": "cursor"}

@@ -1,0 +1,73 @@
+"""The audit log's construction as RFC 0218 pins it: entry hashes over RFC 8785 bytes, the Merkle root built level
+by level with an odd node promoted, the Ed25519 signature over the root's 32 bytes, the advertised key's form."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+from interlude.domain.audit import AuditDraft
+from interlude.rules import audit as rules
+
+
+def h(text: str) -> str:
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def test_an_entry_is_hashed_over_its_canonical_bytes_whatever_the_key_order_or_number_form() -> None:
+    entry = {"seq": 2, "prevHash": None, "details": {"b": 1.0, "a": "é"}, "at": "2026-12-01T00:00:00Z"}
+    assert rules.canonical(entry) == '{"at":"2026-12-01T00:00:00Z","details":{"a":"é","b":1},"prevHash":null,"seq":2}'.encode()
+    assert rules.entry_hash(entry) == hashlib.sha256(rules.canonical(entry)).hexdigest()
+    assert rules.entry_hash(dict(reversed(list(entry.items())))) == rules.entry_hash(entry)
+
+
+def test_the_merkle_root_promotes_an_odd_node_unchanged_as_the_worked_example() -> None:
+    # A checkpoint at 12 after one at 7: leaves l8..l12; level 1 is H(l8‖l9), H(l10‖l11), l12.
+    leaves = [h(f"l{n}") for n in range(8, 13)]
+    level1 = [h(leaves[0] + leaves[1]), h(leaves[2] + leaves[3]), leaves[4]]
+    assert rules.merkle_root(leaves) == h(h(level1[0] + level1[1]) + level1[2])
+    assert rules.merkle_root(leaves[:1]) == leaves[0]
+
+
+def test_a_checkpoint_signature_is_over_the_roots_raw_bytes_and_the_public_key_is_der_spki() -> None:
+    key = rules.signing_key(b"seed")
+    public = rules.public_key_b64(key)
+    assert re.fullmatch(r"MCowBQYDK2VwAyEA[A-Za-z0-9+/]{43}=", public)
+    root = rules.merkle_root([h("a"), h("b")])
+    signature = rules.sign_root(key, root)
+    key.public_key().verify(base64.b64decode(signature), bytes.fromhex(root))  # not over the hex text
+    assert rules.signature_valid(public, root, signature)
+    assert not rules.signature_valid(public, h("other"), signature)
+    assert not rules.signature_valid(rules.public_key_b64(rules.signing_key(b"another seed")), root, signature)
+    assert not rules.signature_valid(public, root, "not base64!")
+
+
+def test_a_checkpoint_is_due_after_the_interval_in_entries_or_in_time() -> None:
+    assert not rules.checkpoint_due(rules.Head(), now=10**9)
+    assert rules.checkpoint_due(rules.Head(seq=1000, checkpoint_seq=0, pending_since=100.0), now=101.0)
+    assert not rules.checkpoint_due(rules.Head(seq=999, checkpoint_seq=0, pending_since=100.0), now=101.0)
+    assert rules.checkpoint_due(rules.Head(seq=1, pending_since=100.0), now=100.0 + rules.CHECKPOINT_INTERVAL_SECONDS)
+    assert rules.next_checkpoint_at(rules.Head(seq=2500, checkpoint_seq=1000)) == 2000
+
+
+def test_the_walk_names_each_anomaly_in_rfc_0218_shapes() -> None:
+    drafts = [AuditDraft("t", "key.created", {"subjectId": "a"}, {"keyId": str(n)}, "2026-12-01T00:00:00Z") for n in range(4)]
+    entries: dict[int, dict] = {}
+    previous = None
+    for seq, draft in enumerate(drafts, start=1):
+        entries[seq] = draft.entry(seq, previous)
+        previous = rules.entry_hash(entries[seq])
+    head = rules.Head(seq=4, hash=previous)
+    walk = rules.walk(1, 4, entries, [], head, None, lambda at: 0)
+    assert walk == {"fromSeq": 1, "toSeq": 4, "chainValid": True, "checkpoints": [], "anomalies": []}
+
+    tampered = {**entries, 2: {**entries[2], "target": {"keyId": "x"}}}
+    assert rules.walk(1, 4, tampered, [], head, None, lambda at: 0)["anomalies"] == [
+        {"atSeq": 3, "kind": "chain-break", "expectedPrevHash": rules.entry_hash(tampered[2]), "actualPrevHash": entries[3]["prevHash"]}
+    ]
+    renumbered = {**entries, 2: {**entries[2], "seq": 7}}
+    assert rules.walk(2, 2, renumbered, [], head, None, lambda at: 0)["anomalies"][0]["kind"] == "hash-mismatch"
+    assert rules.walk(1, 4, {k: v for k, v in entries.items() if k != 3}, [], head, None, lambda at: 0)["anomalies"] == [
+        {"atSeq": 3, "kind": "missing-entry"}
+    ]
