@@ -16,9 +16,8 @@ from pydantic import BaseModel
 
 from interlude import wiring
 from interlude.api.errors import status_for_code
-from interlude.app import audit
+from interlude.app import audit, run_listing
 from interlude.app import inbox as approver_inbox
-from interlude.app import run_listing
 from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
@@ -247,6 +246,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "bulkCancelRuns": Operation(
         (Success(200, "Each id's outcome, in request order", r.BulkCancelAnswer),), (), BulkCancelRequest
+    ),
     # Issue 16 item 5: the audit log.
     "verifyAuditLog": Operation(
         (Success(200, "The range re-walked: the chain's and the checkpoints' anomalies", r.AuditVerification),),
