@@ -342,6 +342,31 @@ class Route:
     face: Face = "openwop"
 
 
+CONSOLE_ROUTES: tuple[Route, ...] = (
+    Route("GET", "/console", "consoleHome", None, "Console: to the inbox, or to sign in"),
+    Route("GET", "/console/sign-in", "consoleSignInPage", None, "Console: the sign-in page"),
+    Route("POST", "/console/sign-in", "consoleSignIn", None, "Console: exchange an API key for a session", True),
+    Route("POST", "/console/sign-out", "consoleSignOut", None, "Console: end the session", True),
+    Route("GET", "/console/inbox", "consoleInbox", None, "Console: what the signed-in key may decide"),
+    Route(
+        "POST",
+        "/console/runs/{runId}/interrupts/{nodeId}",
+        "consoleDecide",
+        None,
+        "Console: decide an interrupt (as the signed-in key, surface console)",
+        True,
+    ),
+    Route("GET", "/console/runs", "consoleRuns", None, "Console: runs, filtered and paged"),
+    Route("POST", "/console/runs/cancel", "consoleCancelRuns", None, "Console: cancel the selected runs", True),
+    Route("GET", "/console/runs/{runId}", "consoleRun", None, "Console: a run, its graph, timeline, gates and deliveries"),
+    Route("GET", "/console/workflows", "consoleWorkflows", None, "Console: workflows"),
+    Route("GET", "/console/workflows/{workflowId}", "consoleWorkflow", None, "Console: a workflow's versions, drawn"),
+    Route("GET", "/console/keys", "consoleKeys", None, "Console: the tenant's API keys"),
+    Route("POST", "/console/keys", "consoleCreateKey", None, "Console: create an API key", True),
+    Route("POST", "/console/keys/{keyId}/revoke", "consoleRevokeKey", None, "Console: revoke an API key", True),
+    Route("GET", "/console/audit", "consoleAudit", None, "Console: the tenant's audit trail"),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/.well-known/openwop", "getCapabilities", None, "Discovery document"),
     Route("GET", "/openapi.json", "getOpenApi", None, "This API's OpenAPI document"),
@@ -437,6 +462,10 @@ ROUTES += (
     Route("GET", "/audit/verify", "verifyAuditLog", "audit:read", "Re-walk a range of the audit log's hash chain"),
     Route("GET", "/audit", "listAuditEntries", "audit:read", "The tenant's audit entries, newest first"),
 )
+
+# Issue 16 item 3 (interlude.api.console): the operator console. No bearer key: a signed session cookie, made at
+# sign-in from an API key, stands for it; every page checks that key's scopes and that it is still active.
+ROUTES += CONSOLE_ROUTES
 
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class
 # of their own, since each one occupies an api invocation for its whole hold.

@@ -24,6 +24,9 @@ from interlude.api import (  # noqa: F401
     streams,
     tokens,
 )
+
+# The operator console (issue 16).
+from interlude.api.console import routes as console_routes  # noqa: F401
 from interlude.api.http import app, logger
 
 # The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.

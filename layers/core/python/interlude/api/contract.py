@@ -97,6 +97,53 @@ WORKFLOW_ID = {"type": "string", "pattern": AUTHOR_ID_RE.pattern}
 SSE_TEXT = Success(200, "Server-sent events, then a retry hint", schema={"type": "string"}, media=(SSE,))
 PAGE = {"type": "string", "description": "The approval page"}
 
+# The operator console (interlude.api.console): HTML pages, a 303 to the sign-in page without a session, and
+# every refusal as a page with its status (401 when the session's key was revoked or expired).
+CONSOLE_PAGE = Success(200, "The page", schema={"type": "string", "description": "A console page"}, media=(HTML,))
+CONSOLE_REDIRECT = Success(303, "Elsewhere in the console (sign in first)", schema={"type": "string"}, media=(HTML,),
+                           headers=("Location",))
+SIGNED_IN = ("unauthenticated", "forbidden", "rate_limited", "validation_error")
+CONSOLE_FORM = (*SIGNED_IN, "payload_too_large")
+
+
+def console(*answers: Success, errors: tuple[str, ...] = SIGNED_IN, params: tuple[Param, ...] = ()) -> Operation:
+    return Operation(answers or (CONSOLE_PAGE, CONSOLE_REDIRECT), errors, params=params, html_errors=True)
+
+
+CURSOR = Param("cursor", "query", {"type": "string"}, "where the previous page ended")
+CONSOLE_OPERATIONS: dict[str, Operation] = {
+    "consoleHome": console(CONSOLE_REDIRECT, errors=()),
+    "consoleSignInPage": console(CONSOLE_PAGE, errors=()),
+    "consoleSignIn": console(CONSOLE_REDIRECT, errors=("unauthenticated", "forbidden", "validation_error",
+                                                      "payload_too_large")),
+    "consoleSignOut": console(CONSOLE_REDIRECT, errors=("forbidden", "validation_error", "payload_too_large")),
+    "consoleInbox": console(params=(CURSOR,)),
+    "consoleDecide": console(CONSOLE_PAGE, errors=(*CONSOLE_FORM, *RUN, *DECISION, "interrupt_already_resolved")),
+    "consoleRuns": console(
+        params=(
+            Param("status", "query", {"type": "string"}),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("runId", "query", {"type": "string"}, "open this run"),
+            CURSOR,
+        ),
+        errors=(*SIGNED_IN, "id_tenant_mismatch"),
+    ),
+    "consoleCancelRuns": console(CONSOLE_PAGE, errors=(*CONSOLE_FORM, *RUN, "run_terminal")),
+    "consoleRun": console(
+        params=(Param("after", "query", {"type": "integer", "minimum": -1}, "events after this sequence"),),
+        errors=(*SIGNED_IN, *RUN),
+    ),
+    "consoleWorkflows": console(params=(Param("workflowId", "query", {"type": "string"}, "open this workflow"),)),
+    "consoleWorkflow": console(
+        params=(Param("version", "query", {"type": "integer", "minimum": 1}),), errors=(*SIGNED_IN, "not_found")
+    ),
+    "consoleKeys": console(params=(CURSOR,)),
+    "consoleCreateKey": console(Success(201, "The key, shown once", schema={"type": "string"}, media=(HTML,)),
+                                errors=CONSOLE_FORM),
+    "consoleRevokeKey": console(CONSOLE_PAGE, errors=(*CONSOLE_FORM, "not_found")),
+    "consoleAudit": console(params=(CURSOR,)),
+}
+
 OPERATIONS: dict[str, Operation] = {
     "getCapabilities": Operation((Success(200, "Discovery document", r.Capabilities, headers=("Cache-Control",)),)),
     "getOpenApi": Operation((Success(200, "This document", schema={"type": "object"}),)),
@@ -266,6 +313,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
+    **CONSOLE_OPERATIONS,
 }
 
 

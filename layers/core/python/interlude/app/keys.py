@@ -41,18 +41,31 @@ class KeyOperations:
 
     def authenticate(self, authorization: str | None) -> auth.Principal:
         key_id, secret = auth.parse_bearer(authorization)
+        return auth.verify(self._key_record(key_id), key_id, secret, self.clock())
+
+    def signed_in_principal(self, key_id: str, tenant: str, subject_id: str) -> auth.Principal:
+        """Who a console session signed in with key `key_id` acts as, while that key stays active: the same cached
+        read as `authenticate`, so a revocation ends the session within KEY_CACHE_SECONDS on every instance."""
+        record = self._key_record(key_id) if auth.KEY_ID_RE.fullmatch(key_id) else None
+        if record is None or record.get("tenant") != tenant or record["subject"].get("subjectId") != subject_id:
+            raise auth.unauthenticated("the API key this session signed in with is not valid")
+        status = auth.key_status(record, self.clock())
+        if status != "active":
+            raise auth.unauthenticated(f"the API key this session signed in with is {status}")
+        return auth.principal_from_record(record, key_id)
+
+    def _key_record(self, key_id: str) -> dict[str, Any] | None:
         cached = self._keys.get(key_id)
         if cached and cached[0] > time.monotonic():
-            record = cached[1]
-        else:
-            record = self.store.get_api_key(key_id)
-            active = record is not None and auth.key_status(record, self.clock()) == "active"
-            ttl = self.KEY_CACHE_SECONDS if active else self.REFUSED_KEY_CACHE_SECONDS
-            self._keys[key_id] = (time.monotonic() + ttl, record)
-            self._keys.move_to_end(key_id)
-            if len(self._keys) > self.KEY_CACHE_SIZE:
-                self._keys.popitem(last=False)
-        return auth.verify(record, key_id, secret, self.clock())
+            return cached[1]
+        record = self.store.get_api_key(key_id)
+        active = record is not None and auth.key_status(record, self.clock()) == "active"
+        ttl = self.KEY_CACHE_SECONDS if active else self.REFUSED_KEY_CACHE_SECONDS
+        self._keys[key_id] = (time.monotonic() + ttl, record)
+        self._keys.move_to_end(key_id)
+        if len(self._keys) > self.KEY_CACHE_SIZE:
+            self._keys.popitem(last=False)
+        return record
 
     def create_key(
         self, principal: auth.Principal, request: CreateKeyRequest, keyed: KeyedWrite | None = None

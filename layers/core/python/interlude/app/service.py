@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache, cached_property, partial
-from typing import Any
+from typing import Any, Literal
 
 from interlude.app import audit as audit_log
 from interlude.app.directory import with_directory
@@ -342,8 +342,9 @@ class Service(KeyOperations, WorkflowOperations):
         node_id: str,
         resume_value: Any,
         keyed: KeyedWrite | None = None,
+        surface: Literal["run", "console"] = "run",
     ) -> dict[str, Any]:
-        resolver = auth.run_resolver(principal)
+        resolver = auth.run_resolver(principal, surface)
         state, version = self.load_run(principal.tenant, run_id)
         return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed)
 

@@ -68,6 +68,14 @@ class WorkflowOperations:
             raise NotFound(f"no workflow {workflow_id!r}")
         return {"workflowId": workflow_id, "version": latest[0], "definition": latest[1]}
 
+    def get_workflow_version(self, principal: auth.Principal, workflow_id: str, version: int) -> dict[str, Any]:
+        """One stored version of a workflow, with the latest version's number beside it."""
+        latest = self.store.latest_workflow_version(principal.tenant, workflow_id)
+        definition = self.store.get_workflow(principal.tenant, workflow_id, version) if latest else None
+        if definition is None:
+            raise NotFound(f"no version {version} of workflow {workflow_id!r}")
+        return {"workflowId": workflow_id, "version": version, "latestVersion": latest, "definition": definition}
+
     def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition:
         # Versions are immutable, so a process may keep them for its whole life.
         cache_key = (tenant, workflow_id, version)

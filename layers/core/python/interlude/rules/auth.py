@@ -11,7 +11,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from interlude.domain.errors import Forbidden, Unauthenticated
 from interlude.rules.interrupts.decide import Resolver
@@ -131,6 +131,7 @@ def principal_from_record(record: dict[str, Any], key_id: str) -> Principal:
     )
 
 
-def run_resolver(principal: Principal) -> Resolver:
-    """The principal deciding an interrupt on the run-scoped surface (its key's subject, groups and roles)."""
-    return Resolver(subject=principal.subject, surface="run", groups=principal.groups, roles=principal.roles)
+def run_resolver(principal: Principal, surface: Literal["run", "console"] = "run") -> Resolver:
+    """The principal deciding an interrupt with its key (its subject, groups and roles): on the run-scoped API,
+    or in the operator console signed in with that key."""
+    return Resolver(subject=principal.subject, surface=surface, groups=principal.groups, roles=principal.roles)

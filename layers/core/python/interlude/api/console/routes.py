@@ -1,0 +1,566 @@
+"""The console's routes (wiring.ROUTES, operations `console*`): a session from the cookie, the services, a page.
+
+Every request re-reads the key its session signed in with (the keys service's cached read, KEY_CACHE_SECONDS):
+a revoked or expired key ends the session on the instance that revoked it at once and on every other within
+that bound. Every form post must come from the console itself (Origin/Sec-Fetch-Site) and carry the session's
+proof. A refusal is a page with the refusal's status, never a server error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.shared.cookies import Cookie, SameSite
+
+from interlude import wiring
+from interlude.adapters.keyring_store import load_key_ring
+from interlude.api.console import pages
+from interlude.api.console import session as sessions
+from interlude.api.console.pages import Frame, Notice
+from interlude.api.errors import status_of
+from interlude.api.http import OPENWOP_VERSION, app, base_url, query_int, raw_body, service
+from interlude.api.page import approval, csrf
+from interlude.api.page.graph import GraphNode
+from interlude.api.routes import route
+from interlude.app import inbox as approver_inbox
+from interlude.config import settings
+from interlude.domain.clock import iso_epoch
+from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
+from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest
+from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, RunState
+from interlude.domain.validation import parse
+from interlude.rules.auth import Principal
+from interlude.rules.tokens.scheme import KeyRing
+
+MAX_FORM_FIELDS = 250
+MAX_BULK_CANCEL = 100
+EVENTS_PER_PAGE = 200
+# A cookie signed by a kid this instance has not seen yet makes it re-read the ring, at most this often.
+RING_REFETCH_INTERVAL_S = 5.0
+_last_ring_refetch = [float("-inf")]
+
+
+class NotSignedIn(Exception):
+    """No session cookie, or one that does not verify: the person signs in (again)."""
+
+
+@dataclass(frozen=True)
+class Signed:
+    session: sessions.Session
+    principal: Principal
+    kid_secret: bytes
+    frame: Frame
+
+
+# -- the key ring and the session ------------------------------------------------------------------
+
+
+def ring(force: bool = False) -> KeyRing:
+    cfg = settings()
+    return load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds, force_fetch=force)
+
+
+def ring_with(kid: str | None) -> KeyRing:
+    """The ring, read again (rate-limited) when it lacks `kid`: another instance may have rotated it."""
+    held = ring()
+    if kid is None or kid in held.keys or time.monotonic() - _last_ring_refetch[0] < RING_REFETCH_INTERVAL_S:
+        return held
+    _last_ring_refetch[0] = time.monotonic()
+    return ring(force=True)
+
+
+def request_cookies() -> dict[str, str]:
+    event = app.current_event
+    values = list(event.cookies or [])
+    if not values and event.headers.get("cookie"):
+        values = [event.headers.get("cookie") or ""]
+    return csrf.parse_cookies(values)
+
+
+def now_s() -> int:
+    return int(service().clock().timestamp())
+
+
+def signed_in() -> Signed:
+    cookie = request_cookies().get(sessions.SESSION_COOKIE)
+    kid = sessions.kid_of(cookie)
+    keys = ring_with(kid).keys
+    found = sessions.unseal(cookie, keys, now_s())
+    if found is None or kid is None:
+        raise NotSignedIn()
+    principal = service().signed_in_principal(found.key_id, found.tenant, str(found.subject.get("subjectId")))
+    admission = service().limiter.admit(principal)
+    if not admission.allowed:
+        raise RateLimited(
+            f"this tenant's limit of {admission.limit} requests per second was reached",
+            {"limit": admission.limit, "unit": "requests per second"},
+            retry_after_s=admission.retry_after_s,
+        )
+    # The session's scopes bound what it may do, whatever the key record says now.
+    principal = dataclasses.replace(principal, scopes=principal.scopes & frozenset(found.scopes))
+    frame = Frame(
+        subject_id=str(found.subject.get("subjectId")),
+        tenant=found.tenant,
+        proof=sessions.form_proof(keys[kid], found),
+        scopes=principal.scopes,
+    )
+    return Signed(found, principal, keys[kid], frame)
+
+
+def cookie(name: str, value: str, max_age: int) -> Cookie:
+    return Cookie(
+        name=name,
+        value=value,
+        path=sessions.COOKIE_PATH,
+        secure=base_url().startswith("https://"),
+        http_only=True,
+        max_age=max_age,
+        same_site=SameSite.STRICT_MODE,
+    )
+
+
+def ended_cookie() -> Cookie:
+    return cookie(sessions.SESSION_COOKIE, "", 0)
+
+
+# -- answers ----------------------------------------------------------------------------------------
+
+
+def html(
+    status: int, title: str, body: str, frame: Frame | None, current: str = "", cookies: list[Cookie] | None = None
+) -> Response:
+    nonce = approval_nonce()
+    headers: dict[str, Any] = {"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(nonce)}
+    return Response(
+        status_code=status,
+        content_type="text/html; charset=utf-8",
+        body=pages.document(title, body, nonce, frame, current),
+        headers=headers,
+        cookies=cookies,
+    )
+
+
+def approval_nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def see_other(location: str, cookies: list[Cookie] | None = None) -> Response:
+    return Response(
+        status_code=303,
+        content_type="text/html; charset=utf-8",
+        body=f'<!DOCTYPE html><title>See other</title><a href="{pages.esc(location)}">Continue</a>',
+        headers={"Location": location, "Cache-Control": "no-store", "OpenWOP-Version": OPENWOP_VERSION},
+        cookies=cookies,
+    )
+
+
+def sign_in_page(status: int, notice: Notice | None, extra_cookies: list[Cookie] | None = None) -> Response:
+    held = ring()
+    pre = sessions.pre_session(request_cookies().get(sessions.SIGN_IN_COOKIE))
+    proof = sessions.sign_in_proof(held.current_kid, held.keys[held.current_kid], pre)
+    cookies = [*(extra_cookies or []), cookie(sessions.SIGN_IN_COOKIE, pre, sessions.SIGN_IN_COOKIE_MAX_AGE_S)]
+    return html(status, "Sign in", pages.sign_in(proof, notice), None, cookies=cookies)
+
+
+def refused_page(exc: DomainError, signed: Signed | None, current: str) -> Response:
+    """A refusal as a page: its status, in plain words."""
+    status = status_of(exc)
+    sentence = exc.message[:1].upper() + exc.message[1:] + "."
+    notice = Notice("bad" if status != 409 else "warn", REFUSAL_HEADINGS.get(status, "That did not work"), sentence)
+    body = pages.message(notice, ("/console/inbox", "Back to the inbox"))
+    response = html(status, notice.heading, body, signed.frame if signed else None, current)
+    if exc.retry_after_s is not None:
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+    return response
+
+
+REFUSAL_HEADINGS = {
+    400: "That was not accepted",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Already settled",
+    410: "No longer available",
+    413: "Too large",
+    429: "Too many requests",
+    503: "Busy, try again",
+}
+
+
+def session_ended(exc: Unauthenticated) -> Response:
+    notice = Notice("warn", "Your session has ended", exc.message[:1].upper() + exc.message[1:] + ". Sign in again.")
+    return sign_in_page(401, notice, [ended_cookie()])
+
+
+def page(current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """A signed-in GET: no session → the sign-in page (303); a refusal → its page."""
+
+    def decorator(render: Callable[..., Response]) -> Callable[..., Response]:
+        def handler(**params: str) -> Response:
+            signed: Signed | None = None
+            try:
+                signed = signed_in()
+                return render(signed, **params)
+            except NotSignedIn:
+                return see_other("/console/sign-in")
+            except Unauthenticated as exc:
+                return session_ended(exc)
+            except DomainError as exc:
+                return refused_page(exc, signed, current)
+
+        handler.__name__ = render.__name__
+        return handler
+
+    return decorator
+
+
+def form_post(current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """A signed-in form post: from this console (Origin, Sec-Fetch-Site) and carrying the session's proof."""
+
+    def decorator(act: Callable[..., Response]) -> Callable[..., Response]:
+        def handler(**params: str) -> Response:
+            signed: Signed | None = None
+            try:
+                signed = signed_in()
+                form = read_form()
+                if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
+                    return cross_site_page(signed.frame, current)
+                return act(signed, form, **params)
+            except NotSignedIn:
+                return sign_in_page(401, Notice("warn", "Please sign in", "Your session has ended; sign in again."))
+            except Unauthenticated as exc:
+                return session_ended(exc)
+            except DomainError as exc:
+                return refused_page(exc, signed, current)
+
+        handler.__name__ = act.__name__
+        return handler
+
+    return decorator
+
+
+def cross_site_page(frame: Frame | None, current: str) -> Response:
+    notice = Notice(
+        "bad",
+        "Not sent from this console",
+        "The form did not come from this console's own page, so nothing was changed. Reload the page and try again.",
+    )
+    return html(403, notice.heading, pages.message(notice, ("/console/inbox", "Back to the inbox")), frame, current)
+
+
+def read_form() -> dict[str, list[str]]:
+    try:
+        return parse_qs(raw_body(), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+    except ValueError:
+        raise Invalid("the form has too many fields") from None
+
+
+def first(form: Mapping[str, list[str]], name: str) -> str | None:
+    values = form.get(name)
+    return values[0] if values else None
+
+
+def same_site() -> bool:
+    headers = app.current_event.headers
+    return not csrf.cross_site(headers.get("origin"), headers.get("sec-fetch-site"), base_url())
+
+
+# -- sign in and out ---------------------------------------------------------------------------------
+
+
+@route("consoleHome")
+def console_home() -> Response:
+    cookie_value = request_cookies().get(sessions.SESSION_COOKIE)
+    return see_other("/console/inbox" if cookie_value else "/console/sign-in")
+
+
+@route("consoleSignInPage")
+def console_sign_in_page() -> Response:
+    return sign_in_page(200, None)
+
+
+@route("consoleSignIn")
+def console_sign_in() -> Response:
+    try:
+        form = read_form()
+    except DomainError as exc:
+        return sign_in_page(status_of(exc), Notice("bad", "That was not accepted", exc.message))
+    pre = request_cookies().get(sessions.SIGN_IN_COOKIE)
+    if not same_site() or not sessions.sign_in_proof_ok(ring_with(None).keys, pre, first(form, "csrf")):
+        return sign_in_page(403, Notice("bad", "Not sent from this console", "Reload this page and sign in again."))
+    try:
+        principal = service().authenticate(f"Bearer {(first(form, 'api_key') or '').strip()}")
+    except Unauthenticated as exc:
+        return sign_in_page(401, Notice("bad", "That key was not accepted", exc.message[:1].upper() + exc.message[1:] + "."))
+    held = ring()
+    started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
+    value = sessions.seal(started, held.current_kid, held.keys[held.current_kid])
+    return see_other(
+        "/console/inbox",
+        [cookie(sessions.SESSION_COOKIE, value, sessions.SESSION_TTL_S), cookie(sessions.SIGN_IN_COOKIE, "", 0)],
+    )
+
+
+@route("consoleSignOut")
+def console_sign_out() -> Response:
+    try:
+        signed = signed_in()
+    except (NotSignedIn, DomainError):
+        return see_other("/console/sign-in", [ended_cookie()])
+    form = read_form()
+    if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
+        return cross_site_page(signed.frame, "")
+    return see_other("/console/sign-in", [ended_cookie()])
+
+
+# -- inbox and decisions -----------------------------------------------------------------------------
+
+
+def inbox_page(signed: Signed, notice: Notice | None, status: int = 200, cursor: str | None = None) -> Response:
+    signed.principal.require("approvals:respond")
+    listed = approver_inbox.inbox(service(), signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
+    body = pages.inbox(signed.frame, listed["interrupts"], listed.get("nextCursor"), notice)
+    return html(status, "Inbox", body, signed.frame, "inbox")
+
+
+@route("consoleInbox")
+@page("inbox")
+def console_inbox(signed: Signed) -> Response:
+    return inbox_page(signed, None, cursor=(app.current_event.query_string_parameters or {}).get("cursor"))
+
+
+@route("consoleDecide")
+@form_post("inbox")
+def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
+    run_id = from_wire(runId)
+    node_id = check_author_id(unquote(nodeId), "nodeId")
+    back = first(form, "back")
+    state, _ = service().load_run(signed.principal.tenant, run_id)
+    interrupt = service().open_interrupt(state, node_id)
+    try:
+        value = approval.resume_from_form(interrupt.payload, form)
+        outcome = service().resolve_interrupt(signed.principal, run_id, node_id, value, surface="console")
+    except approval.FormError as exc:
+        return after_decision(signed, back, run_id, Notice("bad", "That was not accepted", str(exc)), 400)
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated):
+            raise
+        notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was changed", exc.message)
+        return after_decision(signed, back, run_id, notice, status_of(exc))
+    words = approval.RUN_WORDS.get(outcome["status"], outcome["status"])
+    still_open = node_id in service().load_run(signed.principal.tenant, run_id)[0].interrupts
+    heading = "Your vote was counted" if still_open else "Decision recorded"
+    notice = Notice("ok", heading, f"{node_id} of run {run_id}: the run is now {words}.")
+    return after_decision(signed, back, run_id, notice, 200)
+
+
+def after_decision(signed: Signed, back: str | None, run_id: str, notice: Notice, status: int) -> Response:
+    if back == "run":
+        return run_page(signed, run_id, notice, status)
+    return inbox_page(signed, notice, status)
+
+
+# -- runs ---------------------------------------------------------------------------------------------
+
+
+def list_runs(principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None) -> dict[str, Any] | None:
+    """A page of the tenant's runs from the run listing service, or None where the deployment has none."""
+    lister = getattr(service(), "list_runs", None)
+    if lister is None:
+        return None
+    return None
+
+
+@route("consoleRuns")
+@page("runs")
+def console_runs(signed: Signed) -> Response:
+    signed.principal.require("runs:read")
+    query = app.current_event.query_string_parameters or {}
+    wanted = (query.get("runId") or "").strip()
+    if wanted:
+        return see_other(pages.run_href(from_wire(wanted.replace("%2F", "/"))))
+    status = query.get("status") or None
+    if status is not None and status not in pages.RUN_STATUSES:
+        raise Invalid(f"status must be one of {list(pages.RUN_STATUSES)}", {"field": "status"})
+    workflow_id = check_author_id(query["workflowId"], "workflowId") if query.get("workflowId") else None
+    listed = list_runs(signed.principal, status, workflow_id, query.get("cursor"))
+    view = pages.RunsView(
+        runs=(listed or {}).get("runs", []),
+        next_cursor=(listed or {}).get("nextCursor"),
+        status=status,
+        workflow_id=workflow_id,
+        listing=listed is not None,
+    )
+    return html(200, "Runs", pages.runs(signed.frame, view, None), signed.frame, "runs")
+
+
+@route("consoleCancelRuns")
+@form_post("runs")
+def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
+    signed.principal.require("runs:cancel")
+    ids = list(dict.fromkeys(v.strip() for v in form.get("runId", []) if v.strip()))
+    if not ids:
+        raise Invalid("select at least one run to cancel", {"field": "runId"})
+    if len(ids) > MAX_BULK_CANCEL:
+        raise Invalid(f"at most {MAX_BULK_CANCEL} runs are cancelled at once", {"field": "runId"})
+    reason = (first(form, "reason") or "").strip() or "cancelled from the console"
+    request = parse(CancelRunRequest, {"reason": reason[:500]}, "cancel request")
+    lines = []
+    cancelled = 0
+    for run_id in ids:
+        try:
+            state = service().cancel_run(signed.principal, from_wire(run_id), request)
+            cancelled += 1
+            lines.append(f"{run_id}: {state.status}")
+        except DomainError as exc:
+            lines.append(f"{run_id}: not cancelled ({exc.message})")
+    notice = Notice("ok" if cancelled == len(ids) else "warn", f"Cancelled {cancelled} of {len(ids)}", "", tuple(lines))
+    if len(ids) == 1:
+        return run_page(signed, from_wire(ids[0]), notice, 200)
+    view = pages.RunsView(runs=[], next_cursor=None, status=None, workflow_id=None, listing=False)
+    listed = list_runs(signed.principal, None, None, None)
+    if listed is not None:
+        view = pages.RunsView(listed.get("runs", []), listed.get("nextCursor"), None, None, True)
+    return html(200, "Runs", pages.runs(signed.frame, view, notice), signed.frame, "runs")
+
+
+@route("consoleRun")
+@page("runs")
+def console_run(signed: Signed, runId: str) -> Response:  # noqa: N803
+    return run_page(signed, from_wire(runId), None, 200)
+
+
+def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) -> Response:
+    principal = signed.principal
+    principal.require("runs:read")
+    after = query_int("after", -1, -1, 10**12)
+    state, _ = service().load_run(principal.tenant, run_id)
+    snapshot = service().snapshot(state)
+    nodes, edges = graph_of(state)
+    polled = service().poll_events(principal, run_id, after, 0)
+    events = polled["events"][:EVENTS_PER_PAGE]
+    last_seen = events[-1]["sequence"] if events else after
+    more = last_seen if polled["lastSequence"] > last_seen else None
+    deliveries = service().run_deliveries(principal, run_id)["deliveries"]
+    open_interrupts = {
+        node_id: {
+            "kind": oi.kind,
+            "raisedAt": oi.raisedAt,
+            "deadline": iso_epoch(oi.deadline) if oi.deadline is not None else "none",
+            "payload": oi.payload,
+            "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
+            "mayDecide": "approvals:respond" in principal.scopes,
+        }
+        for node_id, oi in state.interrupts.items()
+    }
+    view = pages.RunView(
+        snapshot=snapshot,
+        nodes=nodes,
+        edges=edges,
+        open_interrupts=open_interrupts,
+        events=events,
+        more_events_after=more,
+        deliveries=deliveries,
+        unavailable=(
+            ("Notifications", "The notification log is not in this deployment yet."),
+            ("Tokens minted", "Token mints are not recorded per run in this deployment yet."),
+        ),
+    )
+    return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
+
+
+def graph_of(state: RunState) -> tuple[list[GraphNode], list[tuple[str, str]]]:
+    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    nodes = [
+        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending")
+        for n in definition.nodes
+    ]
+    return nodes, [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
+
+
+# -- workflows ----------------------------------------------------------------------------------------
+
+
+@route("consoleWorkflows")
+@page("workflows")
+def console_workflows(signed: Signed) -> Response:
+    signed.principal.require("workflows:read")
+    wanted = ((app.current_event.query_string_parameters or {}).get("workflowId") or "").strip()
+    if wanted:
+        return see_other(f"/console/workflows/{check_author_id(wanted, 'workflowId')}")
+    return html(200, "Workflows", pages.workflows(signed.frame, None, None), signed.frame, "workflows")
+
+
+@route("consoleWorkflow")
+@page("workflows")
+def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
+    signed.principal.require("workflows:read")
+    workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    version = query_int("version", None, 1, 10**9)
+    if version is None:
+        latest = service().get_workflow(signed.principal, workflow_id)
+        version = int(latest["version"])
+    got = service().get_workflow_version(signed.principal, workflow_id, version)
+    definition = got["definition"]
+    nodes = [GraphNode(str(n.get("id")), str(n.get("typeId")), "pending") for n in definition.get("nodes") or []]
+    edges = [(str(e.get("sourceNodeId")), str(e.get("targetNodeId"))) for e in definition.get("edges") or []]
+    return html(200, f"Workflow {workflow_id}", pages.workflow(signed.frame, got, nodes, edges), signed.frame, "workflows")
+
+
+# -- keys ---------------------------------------------------------------------------------------------
+
+
+def keys_page(signed: Signed, notice: Notice | None, status: int = 200, created: dict[str, Any] | None = None) -> Response:
+    signed.principal.require("keys:admin")
+    cursor = (app.current_event.query_string_parameters or {}).get("cursor") if created is None else None
+    listed = service().list_keys(signed.principal.tenant, 100, cursor)
+    scopes = [s for s in wiring.ALL_SCOPES if s in signed.principal.scopes]
+    body = pages.keys(signed.frame, listed["keys"], listed.get("cursor"), notice, created, scopes)
+    return html(status, "Keys", body, signed.frame, "keys")
+
+
+@route("consoleKeys")
+@page("keys")
+def console_keys(signed: Signed) -> Response:
+    return keys_page(signed, None)
+
+
+@route("consoleCreateKey")
+@form_post("keys")
+def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
+    signed.principal.require("keys:admin")
+    request = parse(
+        CreateKeyRequest,
+        {"subjectId": (first(form, "subjectId") or "").strip(), "scopes": form.get("scope", [])},
+        "new key",
+    )
+    created = service().create_key(signed.principal, request)
+    return keys_page(signed, None, 201, created)
+
+
+@route("consoleRevokeKey")
+@form_post("keys")
+def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -> Response:  # noqa: N803
+    signed.principal.require("keys:admin")
+    revoked = service().revoke_key(signed.principal.tenant, unquote(keyId))
+    if revoked["keyId"] == signed.session.key_id:
+        return session_ended(Unauthenticated("you revoked the API key this session signed in with"))
+    notice = Notice("ok", "Key revoked", f"Key {revoked['keyId']} is refused from now on.")
+    return keys_page(signed, notice)
+
+
+# -- audit --------------------------------------------------------------------------------------------
+
+
+@route("consoleAudit")
+@page("audit")
+def console_audit(signed: Signed) -> Response:
+    signed.principal.require("keys:admin")
+    return html(200, "Audit", pages.audit(signed.frame, None, None, None), signed.frame, "audit")
