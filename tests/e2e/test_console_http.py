@@ -1,0 +1,249 @@
+"""The operator console over HTTP against the local stack: sign-in and its session cookie, the proof every form
+carries, decisions under the same rules as the API, revocation ending a session, and refusals as pages."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+import requests
+
+from interlude import wiring
+from tests.support.console import PROOF, Console, gate_workflow
+from tests.support.local_stack import Api, tenant_admin_key, until, wire
+
+SESSION = "il_console"
+UNKNOWN_RUN = "demo~2FN0-such-run-xxxxxxxxxxxx"
+
+
+@pytest.fixture(scope="module")
+def admin(api: Api) -> Console:
+    return Console(api).signed_in(api.api_key)
+
+
+def waiting_run(api: Api, **config) -> str:
+    run = api.start(gate_workflow(api, **config))
+    assert api.wait_status(run["runId"], {"waiting-approval"})["status"] == "waiting-approval"
+    return run["runId"]
+
+
+def decide_path(run_id: str) -> str:
+    return f"/console/runs/{wire(run_id)}/interrupts/review"
+
+
+def test_without_a_session_every_page_leads_to_sign_in(api: Api) -> None:
+    anonymous = Console(api)
+    for route in wiring.CONSOLE_ROUTES:
+        if route.method != "GET" or route.operation == "consoleSignInPage":
+            continue
+        path = route.path.replace("{runId}", UNKNOWN_RUN).replace("{workflowId}", "wf")
+        got = anonymous.get(path, allow_redirects=False)
+        assert (got.status_code, got.headers["Location"]) == (303, "/console/sign-in"), path
+
+
+def test_sign_in_exchanges_the_key_for_a_strict_short_lived_session(api: Api) -> None:
+    console = Console(api)
+    page = console.get("/console/sign-in")
+    assert page.status_code == 200
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    assert page.headers["Cache-Control"] == "no-store"
+
+    got = console.sign_in(api.api_key)
+
+    assert got.status_code == 303
+    cookie = next(c for c in got.raw.headers.getlist("Set-Cookie") if c.startswith(SESSION + "="))
+    attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "path", "max-age", "samesite"} <= attributes
+    assert "SameSite=Strict" in cookie and "Path=/console" in cookie and "Max-Age=3600" in cookie
+    # Plain http on loopback: Secure would keep the browser from sending it back (it is set on https).
+    assert "secure" not in attributes
+    assert api.api_key not in cookie
+    inbox = console.get("/console/inbox")
+    assert inbox.status_code == 200
+    assert "Signed in as <strong>demo-admin</strong>" in inbox.text
+
+
+def test_a_key_that_is_not_valid_is_refused_at_sign_in(api: Api) -> None:
+    console = Console(api)
+    got = console.sign_in("il_0000000000000000_" + "x" * 43)
+    assert got.status_code == 401
+    assert "That key was not accepted" in got.text
+    assert SESSION not in console.session.cookies
+
+
+def test_sign_in_needs_the_forms_proof_and_this_site(api: Api) -> None:
+    console = Console(api)
+    proof = console.proof("/console/sign-in")
+    missing = console.post("/console/sign-in", {"api_key": api.api_key}, allow_redirects=False)
+    foreign = console.post(
+        "/console/sign-in",
+        {"csrf": proof, "api_key": api.api_key},
+        headers={"Origin": "http://attacker.example"},
+        allow_redirects=False,
+    )
+    assert (missing.status_code, foreign.status_code) == (403, 403)
+    assert SESSION not in console.session.cookies
+
+
+def test_a_form_without_the_sessions_proof_changes_nothing(api: Api, admin: Console) -> None:
+    run_id = waiting_run(api)
+    proof = admin.proof()
+    forged = admin.post(decide_path(run_id), {"csrf": "0" * 64, "action": "accept"})
+    no_proof = admin.post(decide_path(run_id), {"action": "accept"})
+    cross_site = admin.post(decide_path(run_id), {"csrf": proof, "action": "accept"}, headers={"Sec-Fetch-Site": "cross-site"})
+    # Another session's proof does not stand for this one.
+    other = Console(api).signed_in(api.api_key)
+    borrowed = other.post(decide_path(run_id), {"csrf": proof, "action": "accept"})
+    for got in (forged, no_proof, cross_site, borrowed):
+        assert got.status_code == 403
+        assert "Not sent from this console" in got.text
+    assert api.run(run_id)["status"] == "waiting-approval"
+
+
+def test_a_decision_in_the_console_is_a_vote_like_any_other(api: Api, admin: Console) -> None:
+    run_id = waiting_run(api, requiredApprovals=2)
+
+    got = admin.post(decide_path(run_id), {"csrf": admin.proof(), "action": "accept", "feedback": "fine by me"})
+
+    assert got.status_code == 200
+    assert "Your vote was counted" in got.text
+    (vote,) = api.run(run_id)["extensions"]["interlude.run"]["openInterrupts"]["review"]["votes"]
+    assert (vote["action"], vote["surface"]) == ("accept", "console")
+    assert vote["principal"].endswith("|demo-admin")
+    # The same rules as every surface: one vote per principal, whichever surface it came from
+    again = admin.post(decide_path(run_id), {"csrf": admin.proof(), "action": "accept"})
+    assert again.status_code == 409
+    assert "already voted" in again.text
+    assert api.resolve(run_id, "review", {"action": "accept"}).status_code == 409
+    # And a second approver through the API completes the gate
+    second = api.new_key(["approvals:respond", "runs:read"], subject="second-approver")
+    assert api.resolve(run_id, "review", {"action": "accept"}, key=second).status_code == 200
+    assert api.wait_status(run_id, {"completed"})["status"] == "completed"
+    run_page = admin.get(f"/console/runs/{wire(run_id)}")
+    assert "Decided · review" in run_page.text
+    assert "by second-approver" in run_page.text
+
+
+def test_a_form_answer_that_is_not_allowed_is_a_page_not_a_decision(api: Api, admin: Console) -> None:
+    run_id = waiting_run(api)
+    got = admin.post(decide_path(run_id), {"csrf": admin.proof(), "action": "edit-accept"})
+    assert got.status_code == 400
+    assert "Choose one of the buttons" in got.text
+    assert api.run(run_id)["status"] == "waiting-approval"
+
+
+def test_revoking_the_key_ends_its_session(api: Api, admin: Console) -> None:
+    key = api.new_key(["approvals:respond", "runs:read"], subject=f"leaver-{uuid.uuid4().hex[:6]}")
+    console = Console(api).signed_in(key)
+    assert console.get("/console/inbox").status_code == 200
+    key_id = key.split("_")[1]
+
+    assert api.call("DELETE", f"/keys/{key_id}").status_code == 200
+
+    # Every instance refuses it within the keys service's cache bound (KEY_CACHE_SECONDS; slack for a loaded box).
+    def refused() -> str | None:
+        got = console.get("/console/inbox")
+        return got.text if got.status_code == 401 else None
+
+    ended = until(refused, timeout_s=30)
+    assert ended is not None, "the session outlived its key"
+    assert "Your session has ended" in ended
+    assert "revoked" in ended
+    # The session cookie is gone with it: the next visit asks to sign in.
+    assert console.get("/console/inbox", allow_redirects=False).status_code == 303
+    assert until(lambda: api.call("GET", "/interrupts", key=key).status_code == 401, timeout_s=30)
+
+
+def test_a_key_without_a_pages_scope_sees_a_refusal_page(api: Api) -> None:
+    reader = Console(api).signed_in(api.new_key(["runs:read"]))
+    for path in ("/console/keys", "/console/inbox", "/console/workflows"):
+        got = reader.get(path)
+        assert got.status_code == 403, path
+        assert "Not allowed" in got.text and "lacks the scope" in got.text
+    assert reader.get("/console/runs").status_code == 200
+
+
+def test_a_session_grants_no_more_than_the_key_it_signed_in_with(api: Api) -> None:
+    approver = Console(api).signed_in(api.new_key(["approvals:respond", "runs:read"]))
+    run_id = waiting_run(api)
+    got = approver.post("/console/runs/cancel", {"csrf": approver.proof(), "runId": run_id})
+    assert got.status_code == 403
+    assert api.run(run_id)["status"] == "waiting-approval"
+
+
+def test_bad_and_foreign_ids_are_pages_not_server_errors(api: Api, admin: Console, stack_info) -> None:
+    other_key = tenant_admin_key(stack_info, "console-other", "o-admin")
+    foreign = api.start(gate_workflow(api), key=None)["runId"].replace("demo/", "console-other/")
+    cases = {
+        "/console/runs/demo~2Fshort": 400,
+        f"/console/runs/{UNKNOWN_RUN}": 404,
+        f"/console/runs/{wire(foreign)}": 403,
+        "/console/workflows/no-such-workflow": 404,
+        "/console/workflows/bad%20id": 400,
+        "/console/runs?status=sleeping": 400,
+        "/console/keys?cursor=not-a-cursor": 400,
+        "/console/inbox?cursor=not-a-cursor": 400,
+    }
+    for path, status in cases.items():
+        got = admin.get(path)
+        assert got.status_code == status, (path, got.text[:300])
+        assert got.headers["Content-Type"].startswith("text/html")
+    assert other_key
+
+
+def test_a_tampered_session_is_no_session(api: Api) -> None:
+    console = Console(api).signed_in(api.api_key)
+    value = console.session.cookies[SESSION]
+    kid, body, mac = value.split(".")
+    tampered = f"{kid}.{body[:-4]}AAAA.{mac}"
+    assert sign_in_page_for(api, value).status_code == 200
+    got = sign_in_page_for(api, tampered)
+    assert (got.status_code, got.headers["Location"]) == (303, "/console/sign-in")
+
+
+def sign_in_page_for(api: Api, session_cookie: str) -> requests.Response:
+    return requests.get(
+        api.base_url + "/console/inbox", headers={"Cookie": f"{SESSION}={session_cookie}"}, allow_redirects=False, timeout=30
+    )
+
+
+def test_keys_are_created_shown_once_and_revoked_from_the_console(api: Api, admin: Console) -> None:
+    subject = f"bot-{uuid.uuid4().hex[:6]}"
+    created = admin.post("/console/keys", {"csrf": admin.proof(), "subjectId": subject, "scope": ["runs:read"]})
+    assert created.status_code == 201
+    key = re.search(r'id="new-key">(il_[^<]+)<', created.text).group(1)
+    assert api.call("GET", f"/runs/{UNKNOWN_RUN}", key=key).status_code == 404
+    assert key not in admin.get("/console/keys").text
+    key_id = key.split("_")[1]
+
+    revoked = admin.post(f"/console/keys/{key_id}/revoke", {"csrf": admin.proof("/console/keys")})
+
+    assert revoked.status_code == 200
+    assert "Key revoked" in revoked.text
+    assert until(lambda: api.call("GET", f"/runs/{UNKNOWN_RUN}", key=key).status_code == 401, timeout_s=30)
+    refused = admin.post("/console/keys", {"csrf": admin.proof(), "subjectId": "x", "scope": ["no:such"]})
+    assert refused.status_code == 400
+
+
+def test_signing_out_ends_the_session(api: Api) -> None:
+    console = Console(api).signed_in(api.api_key)
+    out = console.post("/console/sign-out", {"csrf": console.proof()}, allow_redirects=False)
+    assert (out.status_code, out.headers["Location"]) == (303, "/console/sign-in")
+    got = console.get("/console/inbox", allow_redirects=False)
+    assert got.status_code == 303
+
+
+def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: Console) -> None:
+    run_id = waiting_run(api)
+    page = admin.get(f"/console/runs/{wire(run_id)}")
+    assert page.status_code == 200
+    assert '<svg class="graph"' in page.text
+    assert "review: waiting" in page.text
+    assert "Asked for a decision · review" in page.text
+    assert "Open gates" in page.text and "Ship it?" in page.text
+    assert len(PROOF.findall(page.text)) == page.text.count("<form")
+    cancelled = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id})
+    assert cancelled.status_code == 200
+    assert "Cancelled 1 of 1" in cancelled.text
+    assert api.run(run_id)["status"] == "cancelled"
