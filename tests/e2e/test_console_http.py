@@ -55,7 +55,9 @@ def test_sign_in_exchanges_the_key_for_a_strict_short_lived_session(api: Api) ->
     cookie = next(c for c in got.raw.headers.getlist("Set-Cookie") if c.startswith(SESSION + "="))
     attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")[1:]}
     assert {"httponly", "path", "max-age", "samesite"} <= attributes
-    assert "SameSite=Strict" in cookie and "Path=/console" in cookie and "Max-Age=3600" in cookie
+    assert "SameSite=Strict" in cookie
+    assert "Path=/console" in cookie
+    assert "Max-Age=3600" in cookie
     # Plain http on loopback: Secure would keep the browser from sending it back (it is set on https).
     assert "secure" not in attributes
     assert api.api_key not in cookie
@@ -160,7 +162,8 @@ def test_a_key_without_a_pages_scope_sees_a_refusal_page(api: Api) -> None:
     for path in ("/console/keys", "/console/inbox", "/console/workflows"):
         got = reader.get(path)
         assert got.status_code == 403, path
-        assert "Not allowed" in got.text and "lacks the scope" in got.text
+        assert "Not allowed" in got.text
+        assert "lacks the scope" in got.text
     assert reader.get("/console/runs").status_code == 200
 
 
@@ -241,7 +244,8 @@ def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: 
     assert '<svg class="graph"' in page.text
     assert "review: waiting" in page.text
     assert "Asked for a decision · review" in page.text
-    assert "Open gates" in page.text and "Ship it?" in page.text
+    assert "Open gates" in page.text
+    assert "Ship it?" in page.text
     assert len(PROOF.findall(page.text)) == page.text.count("<form")
     cancelled = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id})
     assert cancelled.status_code == 200

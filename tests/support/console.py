@@ -36,7 +36,7 @@ class Console:
 
     def signed_in(self, key: str) -> Console:
         got = self.sign_in(key)
-        assert got.status_code == 303 and got.headers["Location"] == "/console/inbox", got.text[:500]
+        assert (got.status_code, got.headers.get("Location")) == (303, "/console/inbox"), got.text[:500]
         return self
 
 

@@ -28,6 +28,7 @@ def _dev(args: argparse.Namespace) -> int:
     write_state_file(info, Path(args.state_file))
     print(f"Interlude is running at {info.base_url}  (tenant {info.tenant!r}; data lives in this process only)")
     print(f"  admin key: {info.api_key}")
+    print(f"  console:   {info.base_url}/console  (sign in with the admin key)")
     print(f"  state:     {args.state_file}  (baseUrl, tenant, apiKey)")
     print("  try:")
     print(

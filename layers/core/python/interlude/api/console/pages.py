@@ -46,7 +46,7 @@ summary:focus-visible{outline:3px solid #f79009;outline-offset:2px}
 table{border-collapse:collapse;width:100%;font-size:.9rem}
 caption{text-align:left;font-weight:600;padding:0 0 .4rem}
 th,td{text-align:left;padding:.45rem .5rem;border-bottom:1px solid #e3e6ea;vertical-align:top;overflow-wrap:anywhere}
-th{font-size:.8rem;text-transform:uppercase;letter-spacing:.03em;color:#5b6474}
+th{font-size:.8rem;text-transform:uppercase;letter-spacing:.03em;color:#5b6474;overflow-wrap:normal;white-space:nowrap}
 .mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85rem}
 .pill{display:inline-block;border-radius:999px;padding:.05rem .55rem;font-size:.8rem;font-weight:600;
 background:#f2f4f7;border:1px solid #d0d5dd}
@@ -493,6 +493,7 @@ EVENT_WORDS = {
     "node.suspended": "Step waiting",
     "node.resumed": "Step resumed",
     "interrupt.requested": "Asked for a decision",
+    "approval.requested": "Approval requested",
     "interrupt.resolved": "Decided",
     "approval.received": "Vote received",
 }

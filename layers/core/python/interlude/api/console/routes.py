@@ -35,9 +35,9 @@ from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest
-from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, RunState
+from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.validation import parse
-from interlude.rules.auth import Principal
+from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.tokens.scheme import KeyRing
 
 MAX_FORM_FIELDS = 250
@@ -442,6 +442,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
     principal.require("runs:read")
     after = query_int("after", -1, -1, 10**12)
     state, _ = service().load_run(principal.tenant, run_id)
+    me = run_resolver(principal, "console").principal
     snapshot = service().snapshot(state)
     nodes, edges = graph_of(state)
     polled = service().poll_events(principal, run_id, after, 0)
@@ -456,7 +457,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
             "deadline": iso_epoch(oi.deadline) if oi.deadline is not None else "none",
             "payload": oi.payload,
             "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
-            "mayDecide": "approvals:respond" in principal.scopes,
+            "mayDecide": "approvals:respond" in principal.scopes and not voted(oi, me),
         }
         for node_id, oi in state.interrupts.items()
     }
@@ -474,6 +475,11 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
         ),
     )
     return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
+
+
+def voted(interrupt: OpenInterrupt, principal: str) -> bool:
+    """Whether `principal` has cast its one vote on the gate (a question is not a vote)."""
+    return any(v.principal == principal and v.action != "ask" for v in interrupt.votes)
 
 
 def graph_of(state: RunState) -> tuple[list[GraphNode], list[tuple[str, str]]]:

@@ -79,7 +79,7 @@ def _unb64(text: str) -> bytes:
 
 
 def seal(session: Session, kid: str, kid_secret: bytes) -> str:
-    body = _b64(json.dumps(session.as_claims(), separators=(",", ":"), sort_keys=True).encode())
+    body = _b64(json.dumps(session.as_claims(), separators=(",", ":"), sort_keys=True, allow_nan=False).encode())
     mac = hmac.new(derive_key(kid_secret), f"{kid}.{body}".encode(), hashlib.sha256).digest()
     return f"{kid}.{body}.{_b64(mac)}"
 
