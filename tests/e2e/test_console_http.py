@@ -34,8 +34,9 @@ def decide_path(run_id: str) -> str:
 
 def test_without_a_session_every_page_leads_to_sign_in(api: Api) -> None:
     anonymous = Console(api)
+    assert "<h1>Sign in</h1>" in anonymous.get("/console", allow_redirects=False).text
     for route in wiring.CONSOLE_ROUTES:
-        if route.method != "GET" or route.operation == "consoleSignInPage":
+        if route.method != "GET" or route.operation in ("consoleSignInPage", "consoleHome"):
             continue
         path = route.path.replace("{runId}", UNKNOWN_RUN).replace("{workflowId}", "wf")
         got = anonymous.get(path, allow_redirects=False)
@@ -51,7 +52,7 @@ def test_sign_in_exchanges_the_key_for_a_strict_short_lived_session(api: Api) ->
 
     got = console.sign_in(api.api_key)
 
-    assert got.status_code == 303
+    assert got.status_code == 200
     cookie = next(c for c in got.raw.headers.getlist("Set-Cookie") if c.startswith(SESSION + "="))
     attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")[1:]}
     assert {"httponly", "path", "max-age", "samesite"} <= attributes
@@ -232,7 +233,8 @@ def test_keys_are_created_shown_once_and_revoked_from_the_console(api: Api, admi
 def test_signing_out_ends_the_session(api: Api) -> None:
     console = Console(api).signed_in(api.api_key)
     out = console.post("/console/sign-out", {"csrf": console.proof()}, allow_redirects=False)
-    assert (out.status_code, out.headers["Location"]) == (303, "/console/sign-in")
+    assert out.status_code == 200
+    assert "Signed out" in out.text
     got = console.get("/console/inbox", allow_redirects=False)
     assert got.status_code == 303
 

@@ -100,8 +100,9 @@ PAGE = {"type": "string", "description": "The approval page"}
 # The operator console (interlude.api.console): HTML pages, a 303 to the sign-in page without a session, and
 # every refusal as a page with its status (401 when the session's key was revoked or expired).
 CONSOLE_PAGE = Success(200, "The page", schema={"type": "string", "description": "A console page"}, media=(HTML,))
-CONSOLE_REDIRECT = Success(303, "Elsewhere in the console (sign in first)", schema={"type": "string"}, media=(HTML,),
-                           headers=("Location",))
+CONSOLE_REDIRECT = Success(
+    303, "Elsewhere in the console (sign in first)", schema={"type": "string"}, media=(HTML,), headers=("Location",)
+)
 SIGNED_IN = ("unauthenticated", "forbidden", "rate_limited", "validation_error")
 CONSOLE_FORM = (*SIGNED_IN, "payload_too_large")
 
@@ -112,11 +113,12 @@ def console(*answers: Success, errors: tuple[str, ...] = SIGNED_IN, params: tupl
 
 CURSOR = Param("cursor", "query", {"type": "string"}, "where the previous page ended")
 CONSOLE_OPERATIONS: dict[str, Operation] = {
-    "consoleHome": console(CONSOLE_REDIRECT, errors=()),
+    "consoleHome": console(errors=()),
     "consoleSignInPage": console(CONSOLE_PAGE, errors=()),
-    "consoleSignIn": console(CONSOLE_REDIRECT, errors=("unauthenticated", "forbidden", "validation_error",
-                                                      "payload_too_large")),
-    "consoleSignOut": console(CONSOLE_REDIRECT, errors=("forbidden", "validation_error", "payload_too_large")),
+    "consoleSignIn": console(
+        CONSOLE_PAGE, errors=("unauthenticated", "forbidden", "validation_error", "payload_too_large")
+    ),
+    "consoleSignOut": console(CONSOLE_PAGE, errors=("forbidden", "validation_error", "payload_too_large")),
     "consoleInbox": console(params=(CURSOR,)),
     "consoleDecide": console(CONSOLE_PAGE, errors=(*CONSOLE_FORM, *RUN, *DECISION, "interrupt_already_resolved")),
     "consoleRuns": console(
@@ -138,8 +140,9 @@ CONSOLE_OPERATIONS: dict[str, Operation] = {
         params=(Param("version", "query", {"type": "integer", "minimum": 1}),), errors=(*SIGNED_IN, "not_found")
     ),
     "consoleKeys": console(params=(CURSOR,)),
-    "consoleCreateKey": console(Success(201, "The key, shown once", schema={"type": "string"}, media=(HTML,)),
-                                errors=CONSOLE_FORM),
+    "consoleCreateKey": console(
+        Success(201, "The key, shown once", schema={"type": "string"}, media=(HTML,)), errors=CONSOLE_FORM
+    ),
     "consoleRevokeKey": console(CONSOLE_PAGE, errors=(*CONSOLE_FORM, "not_found")),
     "consoleAudit": console(params=(CURSOR,)),
 }

@@ -114,12 +114,17 @@ def run_href(run_id: str) -> str:
 # -- the document ------------------------------------------------------------------------------------
 
 
-def document(title: str, body: str, style_nonce: str, frame: Frame | None, current: str = "") -> str:
+def document(
+    title: str, body: str, style_nonce: str, frame: Frame | None, current: str = "", go_to: str | None = None
+) -> str:
+    """`go_to`: a console path the browser moves on to at once (a meta refresh: no script needed)."""
+    refresh = f'<meta http-equiv="refresh" content="0;url={esc(go_to)}">' if go_to else ""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="robots" content="noindex, nofollow">'
+        f"{refresh}"
         '<link rel="icon" href="data:,">'
         f"<title>{esc(title)} · Interlude console</title>"
         f'<style nonce="{esc(style_nonce)}">{CSS}</style></head>'

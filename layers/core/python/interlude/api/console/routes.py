@@ -135,14 +135,20 @@ def ended_cookie() -> Cookie:
 
 
 def html(
-    status: int, title: str, body: str, frame: Frame | None, current: str = "", cookies: list[Cookie] | None = None
+    status: int,
+    title: str,
+    body: str,
+    frame: Frame | None,
+    current: str = "",
+    cookies: list[Cookie] | None = None,
+    go_to: str | None = None,
 ) -> Response:
     nonce = approval_nonce()
     headers: dict[str, Any] = {"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(nonce)}
     return Response(
         status_code=status,
         content_type="text/html; charset=utf-8",
-        body=pages.document(title, body, nonce, frame, current),
+        body=pages.document(title, body, nonce, frame, current, go_to),
         headers=headers,
         cookies=cookies,
     )
@@ -277,8 +283,9 @@ def same_site() -> bool:
 
 @route("consoleHome")
 def console_home() -> Response:
-    cookie_value = request_cookies().get(sessions.SESSION_COOKIE)
-    return see_other("/console/inbox" if cookie_value else "/console/sign-in")
+    if request_cookies().get(sessions.SESSION_COOKIE):
+        return see_other("/console/inbox")
+    return sign_in_page(200, None)
 
 
 @route("consoleSignInPage")
@@ -302,22 +309,29 @@ def console_sign_in() -> Response:
     held = ring()
     started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
     value = sessions.seal(started, held.current_kid, held.keys[held.current_kid])
-    return see_other(
-        "/console/inbox",
-        [cookie(sessions.SESSION_COOKIE, value, sessions.SESSION_TTL_S), cookie(sessions.SIGN_IN_COOKIE, "", 0)],
+    # A page that moves on to the inbox (meta refresh), so reloading the inbox never re-posts the key.
+    notice = Notice("ok", "Signed in", f"Signed in as {principal.subject['subjectId']}.")
+    return html(
+        200,
+        "Signed in",
+        pages.message(notice, ("/console/inbox", "Continue to the inbox")),
+        None,
+        cookies=[cookie(sessions.SESSION_COOKIE, value, sessions.SESSION_TTL_S), cookie(sessions.SIGN_IN_COOKIE, "", 0)],
+        go_to="/console/inbox",
     )
 
 
 @route("consoleSignOut")
 def console_sign_out() -> Response:
+    signed_out = Notice("ok", "Signed out", "This browser holds no session any more.")
     try:
         signed = signed_in()
     except (NotSignedIn, DomainError):
-        return see_other("/console/sign-in", [ended_cookie()])
+        return sign_in_page(200, signed_out, [ended_cookie()])
     form = read_form()
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
         return cross_site_page(signed.frame, "")
-    return see_other("/console/sign-in", [ended_cookie()])
+    return sign_in_page(200, signed_out, [ended_cookie()])
 
 
 # -- inbox and decisions -----------------------------------------------------------------------------
