@@ -9,6 +9,8 @@ iam:PassRole on exactly the execution role (only towards the scheduler).
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -105,6 +107,25 @@ class Deadlines(Construct):
         )
         for name in spec.managers:
             self._grant_manager(functions[name], environment)
+        # The deployment's own recurring schedules (the audit checkpoint sweep): same group, role and target.
+        self.recurring = {
+            recurring.name: scheduler.CfnSchedule(
+                self,
+                recurring.name,
+                group_name=self.group.ref,
+                schedule_expression=f"rate({recurring.every_s // 60} minute{'s' if recurring.every_s >= 120 else ''})",
+                flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+                target=scheduler.CfnSchedule.TargetProperty(
+                    arn=self.target.function_arn,
+                    role_arn=self.role.role_arn,
+                    input=json.dumps(dict(recurring.input), allow_nan=False),
+                    # The next period's run is the retry: a missed sweep is caught a minute later.
+                    retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(maximum_retry_attempts=0),
+                    dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(arn=self.dead_letters.queue_arn),
+                ),
+            )
+            for recurring in wiring.RECURRING_SCHEDULES
+        }
 
     def _schedules_arn(self) -> str:
         return Stack.of(self).format_arn(

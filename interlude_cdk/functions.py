@@ -172,7 +172,16 @@ class Functions(Construct):
                 statements=[
                     iam.PolicyStatement(
                         actions=list(spec.table_actions), resources=[self._table.table_arn, *self._index_arns]
-                    )
+                    ),
+                    # The audit logs are append-only below the application too (wiring.APPEND_ONLY_PARTITIONS).
+                    iam.PolicyStatement(
+                        effect=iam.Effect.DENY,
+                        actions=list(wiring.APPEND_ONLY_DENIED_ACTIONS),
+                        resources=[self._table.table_arn],
+                        conditions={
+                            "ForAnyValue:StringLike": {"dynamodb:LeadingKeys": list(wiring.APPEND_ONLY_PARTITIONS)}
+                        },
+                    ),
                 ]
             )
         if spec.reads_stream:

@@ -12,7 +12,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from interlude import wiring
 from interlude.adapters import metrics
+from interlude.app import audit
 from interlude.app.service import default_service
 from interlude.composition import compose
 
@@ -22,6 +24,10 @@ compose()
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path="runId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if event.get("sweep") == "audit-checkpoints":  # wiring.AUDIT_CHECKPOINT_SWEEP, every minute
+        made = audit.checkpoint_pending(default_service().store, early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
+        logger.info("audit checkpoints swept", extra={"checkpoints": made})
+        return {"checkpoints": made}
     written = default_service().fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}

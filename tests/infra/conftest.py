@@ -78,7 +78,7 @@ def actions_on(statements: list[dict], resource) -> set[str]:
     return {
         action
         for statement in statements
-        if resource in as_list(statement["Resource"])
+        if resource in as_list(statement["Resource"]) and statement.get("Effect", "Allow") == "Allow"
         for action in as_list(statement["Action"])
     }
 

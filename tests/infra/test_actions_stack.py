@@ -44,7 +44,7 @@ def test_the_actions_function_holds_exactly_its_declared_table_actions_and_no_lo
     granted = {
         a
         for s in synth.statements("actions")
-        if table in as_list(s["Resource"])
+        if table in as_list(s["Resource"]) and s.get("Effect", "Allow") == "Allow"
         for a in as_list(s["Action"])
         if a.startswith("dynamodb:")
     }

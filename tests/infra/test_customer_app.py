@@ -89,8 +89,10 @@ def test_the_customer_key_encrypts_the_table_queues_secret_and_logs(customer):
     assert len(queues) == len(wiring.QUEUES) + 3
     for queue in queues.values():
         assert queue["Properties"]["KmsMasterKeyId"] == key_arn
-    (secret,) = of_type(template, "AWS::SecretsManager::Secret").values()
-    assert secret["Properties"]["KmsKeyId"] == key_arn
+    secrets = of_type(template, "AWS::SecretsManager::Secret").values()
+    assert len(secrets) == len(wiring.SECRETS)  # the token key ring, the audit signing key
+    for secret in secrets:
+        assert secret["Properties"]["KmsKeyId"] == key_arn
     log_groups = of_type(template, "AWS::Logs::LogGroup")
     assert len(log_groups) == len(wiring.FUNCTIONS) + 1
     for group in log_groups.values():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from interlude import wiring
 from interlude.domain import clock
 from tests.infra.conftest import alarm_metrics, as_list, dimension
@@ -142,3 +144,19 @@ def test_a_failed_deadline_invocation_lands_in_an_alarmed_queue_not_nowhere(synt
     # And the queue is watched like every dead-letter queue
     assert synth.interlude.dead_letter_queues()["timeouts-failures"] is synth.interlude.deadlines.target_failures
     assert {"Fn::GetAtt": [failures, "QueueName"]} in [dimension(m, "QueueName") for _, _, m in alarm_metrics(synth)]
+
+
+def test_the_audit_checkpoint_sweep_is_a_rate_schedule_in_the_group_invoking_the_timeouts_function(synth):  # noqa: F811
+    ids = _ids(synth)
+    # Given the template / Then the deployment's one recurring schedule runs every minute, in the deadlines' group
+    (schedule,) = synth.of_type("AWS::Scheduler::Schedule").values()
+    props = schedule["Properties"]
+    assert props["ScheduleExpression"] == "rate(1 minute)"
+    assert props["GroupName"] == {"Ref": ids["group"]}
+    assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    # And it invokes the timeouts function through the scheduler role, with the sweep's input
+    target = props["Target"]
+    assert target["Arn"] == {"Fn::GetAtt": [ids["target"], "Arn"]}
+    assert target["RoleArn"] == {"Fn::GetAtt": [ids["role"], "Arn"]}
+    assert json.loads(target["Input"]) == {"sweep": "audit-checkpoints"}
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [ids["dlq"], "Arn"]}}

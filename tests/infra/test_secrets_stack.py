@@ -59,3 +59,4 @@ def test_only_wirings_readers_get_exactly_get_secret_value_on_exactly_the_ring(s
 def test_the_stack_outputs_the_ring_for_the_cli(synth):
     outputs = synth.template_json["Outputs"]
     assert outputs["KeyRingSecret"]["Value"] == {"Ref": secret_id(synth, wiring.KEY_RING_SECRET.name)}
+

@@ -11,6 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from interlude import wiring
 from interlude.app import audit, tenants
 from interlude.app.service import Service
 from interlude.app.tokens import TokenSurface
@@ -33,11 +34,11 @@ KEY = rules.signing_key(b"a test seed, never a deployment's")
 @pytest.fixture
 def service(monkeypatch) -> Any:
     monkeypatch.setenv("TABLE_NAME", TABLE)
-    audit.use_signing_key(lambda: KEY)
+    # A fixed key instead of the secret composition plugs in (restored after: other tests read it as composed).
+    monkeypatch.setattr(audit, "_signing_key_source", lambda: KEY)
     with mock_aws():
         create_table(boto3.client("dynamodb"), TABLE)
         yield Service(Store(TABLE))
-    audit.use_signing_key(None)
 
 
 def run_waiting(service: Service, admin, definition=GATE) -> str:
@@ -250,3 +251,22 @@ def test_entries_are_listed_newest_first_in_pages(service) -> None:
     assert "cursor" not in second
     with pytest.raises(DomainError):
         audit.entries_page(service.store, "t1", 3, "not-a-cursor")
+
+
+def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_key_from_its_secret(service, monkeypatch) -> None:
+    from interlude.adapters.audit_key import ensure_signing_key
+    from interlude.local import lambda_runtime
+
+    monkeypatch.setenv(wiring.AUDIT_KEY_SECRET.env, "audit-key-test")
+    ensure_signing_key("audit-key-test")
+    admin = signed_in(service)
+    service.create_key(admin, CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
+    sweep = dict(wiring.AUDIT_CHECKPOINT_SWEEP.input)
+    # Not due yet: the entries are younger than the interval less one sweep period.
+    assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 0}
+    monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
+    assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 1}
+    assert service.store.audit_log.head("t1").checkpoint_seq == 2
+    verified = audit.verify(service.store, "t1", 1, 2)  # with the key the function read (composition's source)
+    assert verified["checkpointsValid"] is True
+    assert verified["checkpoints"][0]["atSequence"] == 2

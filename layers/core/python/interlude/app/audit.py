@@ -164,13 +164,18 @@ def checkpoint(store: Store, tenant: str, attempts: int = 5) -> dict[str, Any] |
     return None
 
 
-def checkpoint_pending(store: Store) -> int:
-    """The periodic sweep: checkpoint every tenant whose oldest unanchored entry is due. Returns how many."""
+def checkpoint_pending(store: Store, early_s: float = 0) -> int:
+    """The periodic sweep (wiring.AUDIT_CHECKPOINT_SWEEP, every `early_s`): checkpoint every tenant whose oldest
+    unanchored entry would pass the interval before the next sweep. Returns how many checkpoints it made."""
     made = 0
     for tenant in list(store.audit_log.pending_tenants()):
         head = store.audit_log.head(tenant)
-        if rules.checkpoint_due(head, time.time()) and checkpoint(store, tenant) is not None:
-            made += 1
+        if not rules.checkpoint_due(head, time.time(), early_s):
+            continue
+        try:
+            made += checkpoint(store, tenant) is not None
+        except Exception:  # noqa: BLE001 - one tenant's failure must not stop the others' checkpoints
+            logger.exception("audit checkpoint of tenant %s failed", tenant)
     return made
 
 

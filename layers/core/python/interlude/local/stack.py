@@ -20,6 +20,7 @@ from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
 from interlude.local.moto_server import LockedMotoServer
 from interlude.local.pumps import StreamPump
+from interlude.local.recurring import RecurringPump
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
 from interlude.store import Store, create_table
@@ -118,6 +119,7 @@ class LocalStack:
         self.gateway: Gateway | None = None
         self.pump: StreamPump | None = None
         self.schedule_pump: SchedulePump | None = None
+        self.recurring_pumps: list[RecurringPump] = []
         self.queue_pumps: list[QueuePump] = []
         self.info: LocalInfo | None = None
 
@@ -139,6 +141,7 @@ class LocalStack:
         self.queue_pumps = start_queue_pumps(queue_urls)
         self.pump = StreamPump(TABLE_NAME).start()
         self.schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).start()
+        self.recurring_pumps = [RecurringPump(schedule).start() for schedule in wiring.RECURRING_SCHEDULES]
         self.gateway.start()
         self.info = LocalInfo(
             self.gateway.base_url, DEMO_TENANT, api_key, self.moto.endpoint, str(self.clock_file or "")
@@ -146,7 +149,7 @@ class LocalStack:
         return self.info
 
     def stop(self) -> None:
-        for part in (self.gateway, *self.queue_pumps, self.schedule_pump, self.pump, self.moto):
+        for part in (self.gateway, *self.queue_pumps, *self.recurring_pumps, self.schedule_pump, self.pump, self.moto):
             if part is not None:
                 part.stop()
 

@@ -100,12 +100,14 @@ class Head:
     pending_since: float | None = None
 
 
-def checkpoint_due(head: Head, now: float) -> bool:
+def checkpoint_due(head: Head, now: float, early_s: float = 0) -> bool:
+    """`early_s`: how much sooner than CHECKPOINT_INTERVAL_SECONDS (a periodic sweep comes this much sooner, so no
+    entry waits past the interval between two of its runs)."""
     if head.seq <= head.checkpoint_seq:
         return False
     if head.seq - head.checkpoint_seq >= CHECKPOINT_INTERVAL_ENTRIES:
         return True
-    return head.pending_since is not None and now - head.pending_since >= CHECKPOINT_INTERVAL_SECONDS
+    return head.pending_since is not None and now - head.pending_since >= CHECKPOINT_INTERVAL_SECONDS - early_s
 
 
 def next_checkpoint_at(head: Head) -> int:

@@ -10,8 +10,8 @@ The head is the chain's single writer: an append writes the entry (never over an
 on condition that it still names the entry it read, in the same TransactWriteItems as the action it records, so
 an action and its entry land together or not at all. A concurrent append that moved the head first makes the
 transaction fail on the head alone; the append reads the head again and retries (APPEND_RETRIES). Entries live in
-a partition of their own that is only ever Put into (the deployed role is denied UpdateItem and DeleteItem on it:
-interlude_cdk); docs/scale.md has what the single head costs.
+a partition of their own that is only ever Put into (every deployed role is denied UpdateItem and DeleteItem on it:
+wiring.APPEND_ONLY_PARTITIONS); docs/scale.md has what the single head costs.
 """
 
 from __future__ import annotations
