@@ -41,6 +41,7 @@ from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_
 from interlude.store import Store, create_table
 from interlude.store import attributes as a
 from interlude.store.dynamo import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from interlude.store.effects import EffectStore
 from interlude.store.idempotency import IN_PROGRESS
 from interlude.store.idempotency import SORT_KEY as IDEM_SK
 from tests.integration.conftest import new_api_key
@@ -404,6 +405,60 @@ def _callback_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     return problems
 
 
+def _action_setup(w: World) -> dict[str, Any]:
+    order = uuid.uuid4().hex
+    definition = {
+        "id": "refund",
+        "name": "Refund after approval",
+        "nodes": [
+            {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Refund?"}},
+            {"id": "refund", "typeId": "core.http", "config": {"url": w.receiver.url(), "body": {"order": order}}},
+        ],
+        "edges": [{"id": "g-r", "sourceNodeId": "gate", "targetNodeId": "refund"}],
+    }
+    assert w.api("PUT", "/workflows/refund", definition)["statusCode"] == 201
+    run_id = w.start("refund")
+    w.service.resolve_interrupt(w.service.authenticate(f"Bearer {w.api_key}"), run_id, "gate", {"action": "accept"})
+    w.settle()
+    sqs = boto3.client("sqs")
+    url = os.environ[wiring.queue("actions").url_env]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    mine = []
+    while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        mine += [m for m in got if json.loads(m["Body"])["runId"] == run_id]
+    (message,) = mine
+    return {"run": run_id, "order": order, "record": to_event_record(message, arn)}
+
+
+def _action_act(w: World, ctx: dict[str, Any]) -> Any:
+    # As for callbacks: a message comes back once the lease its claim hid it for has run out.
+    worker = lambda_runtime.handler_module("actions").worker()
+    later = [0.0]
+    worker.clock = lambda: time.time() + later[0]
+
+    def lease_passes() -> None:
+        later[0] += VISIBILITY_S
+
+    return redelivered(
+        lambda: lambda_runtime.invoke("actions", {"Records": [ctx["record"]]}),
+        lambda got: bool(got["batchItemFailures"]),
+        lease_passes,
+    )
+
+
+def _action_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    calls = [hit for hit in w.receiver.hits if ctx["order"].encode() in hit.body]
+    keys = {hit.headers.get("idempotency-key") for hit in calls}
+    completed = [e for e in w.events(ctx["run"]) if e["type"] == "node.completed" and e.get("nodeId") == "refund"]
+    ledger = EffectStore(w.service.store).ledger(ctx["run"])
+    problems = [] if calls else ["the action never reached the receiver"]
+    problems += [] if len(keys) == 1 else [f"{len(keys)} Idempotency-Keys for one effect"]
+    problems += [] if len(completed) == 1 else [f"the action's node completed {len(completed)} times"]
+    if [r["state"] for r in ledger] != ["completed"]:
+        problems.append(f"effect records {ledger}")
+    return problems
+
+
 OPERATIONS: dict[str, Operation] = {
     "createRun": Operation(_create_setup, _create_act, _create_check),
     "resolve": Operation(_gate, _resolve_act, _resolve_check),
@@ -412,6 +467,7 @@ OPERATIONS: dict[str, Operation] = {
     "dispatch": Operation(_dispatch_setup, _dispatch_act, _dispatch_check),
     "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
     "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
+    "action worker": Operation(_action_setup, _action_act, _action_check),
 }
 
 
