@@ -117,8 +117,8 @@ def test_a_core_http_config_outside_its_limits_is_refused_at_registration(api):
     assert "Idempotency-Key" in got.text
 
 
-def test_waiting_is_reported_until_the_pumps_have_run(api, receiver):
-    """The run reads `running` while its action waits on the queue, never a waiting-* status."""
+def test_a_pending_action_leaves_the_run_and_its_node_running(api, receiver):
+    """While the call is in flight the run reads `running` (no waiting-* status: nobody is asked anything)."""
     slow = Receiver(script=[("sleep", 20)]).start()
     try:
         assert api.put_workflow("slow", workflow(slow.url())).status_code == 201

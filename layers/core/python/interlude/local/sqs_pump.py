@@ -102,8 +102,8 @@ class QueuePump(Pump):
         return len(messages)
 
 
-# "off" keeps callback notices in the queue (no outbound delivery at all), e.g. to accept public callbackUrls
-# in a demo or test without ever dialling them.
+# "off" keeps callback notices and actions in their queues (no outbound call at all), e.g. to accept public
+# callbackUrls in a demo or test without ever dialling them.
 DELIVERY_ENV = "INTERLUDE_LOCAL_CALLBACK_DELIVERY"
 
 
