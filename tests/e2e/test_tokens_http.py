@@ -205,7 +205,9 @@ def test_a_token_dies_with_its_interrupt_409_after_resolution_and_after_cancel(a
     assert error(accept(api, token)) == (409, "interrupt_already_resolved")
     page = get_token(api, token, Accept="text/html")
     assert page.status_code == 409
-    assert "Already decided" in page.text
+    # Nobody decided it: the page says it was withdrawn with its run.
+    assert "No longer open" in page.text
+    assert "withdrawn when its run was cancelled" in page.text
 
 
 def test_tokens_obey_eligibility_and_quorum_through_their_minters(api):

@@ -112,8 +112,11 @@ def test_outcomes_in_plain_words():
         "cross-site": "Not sent from this page",
         "vote-cast": "You already voted",
     }
-    sentence = approval.outcome_words(approval.Result("decided", action="reject", run_status="failed"))[2]
-    assert sentence == "You rejected this request. The run is now stopped with a failure."
+    # A rejection is a decision taking effect, not a failure of the page or the run.
+    cls, heading, sentence = approval.outcome_words(approval.Result("decided", action="reject", run_status="failed"))
+    assert (cls, heading) == ("ok", "Decision recorded")
+    assert sentence == "You rejected this request. The run stopped at this step, as it does when this is rejected."
+    assert "failure" not in sentence
 
 
 # -- form → resume value -------------------------------------------------------------------------------------
@@ -276,3 +279,77 @@ def test_the_minter_claim_round_trips_and_is_covered_by_the_mac():
 def test_a_minterless_token_votes_as_one_anonymous_principal():
     # Host-minted tokens (no minter) count as one voter per gate, so they cannot stuff a quorum.
     assert Resolver(subject=None, surface="token").principal == "token:anonymous"
+
+
+# -- issue 16: who asked, when, which workflow and step; what a reopened link says; unfilled values ----------
+
+
+def polished_view(**changes) -> approval.View:
+    base = {
+        "payload": approval_payload(["accept", "reject"]),
+        "node_id": "review",
+        "intent": "resolve",
+        "run_status": "waiting-approval",
+        "expires_at": 1_796_132_400,  # 2026-12-01 13:40 UTC
+        "nodes": [GraphNode("draft", "core.noop", "completed", "Draft the post"), GraphNode("review", "core.approvalGate", "suspended", "Editor review")],
+        "edges": [("draft", "review")],
+        "asked_by": "Alice Martin",
+        "asked_at": "2026-12-01T13:05:00Z",
+        "workflow_name": "Publish a blog post",
+        "time_zone": "Europe/Paris",
+    }
+    return approval.View(**{**base, **changes})
+
+
+def test_the_page_says_who_asked_when_in_the_approvers_zone_with_utc_which_workflow_and_which_step():
+    html = approval.render_open(polished_view(), style_nonce="n", csrf_field="c")
+    assert "<dt>Asked by</dt><dd>Alice Martin</dd>" in html
+    assert "<dt>Asked on</dt><dd>Tue 1 Dec 2026, 14:05 (Europe/Paris) · 13:05 UTC</dd>" in html
+    assert "<dt>Workflow</dt><dd>Publish a blog post</dd>" in html
+    assert "<dt>Step</dt><dd>Editor review</dd>" in html
+    assert "This link works until Tue 1 Dec 2026, 14:40 (Europe/Paris) · 13:40 UTC." in html
+    # Steps by name in the list and the drawing, never their raw ids
+    assert "<li class=\"\">Draft the post: done</li>" in html
+    assert ">Editor review<" in html
+    assert ">draft<" not in html
+    # Without a time zone (no directory entry): UTC alone
+    plain = approval.render_open(polished_view(time_zone=None), style_nonce="n", csrf_field="c")
+    assert "<dd>Tue 1 Dec 2026, 13:05 UTC</dd>" in plain
+
+
+def test_a_view_only_link_never_says_it_is_waiting_for_you():
+    decides = approval.render_open(polished_view(), style_nonce="n", csrf_field="c")
+    views = approval.render_open(polished_view(intent="inspect"), style_nonce="n", csrf_field=None)
+    assert "waiting for you" in decides
+    assert "waiting for you" not in views.lower()
+    assert "waiting for a decision" in views
+
+
+def test_a_value_a_template_could_not_fill_is_marked_never_shown_raw():
+    payload = approval_payload(["accept"], title="Refund {{inputs.amount}} to {{ inputs.customer }}", artifactData={"note": "{{draft.summary}}"})
+    payload["data"]["description"] = "Reason: {{inputs.reason}}"
+    html = approval.document("Refund {{inputs.amount}}", approval.render_open(polished_view(payload=payload), style_nonce="n", csrf_field="c"), "n")
+    assert "{{" not in html
+    assert '<mark class="unfilled" title="not filled: inputs.amount">not filled (inputs.amount)</mark>' in html
+    assert "not filled (inputs.customer)" in html
+    assert "not filled (inputs.reason)" in html
+    assert "not filled (draft.summary)" in html
+    assert "<title>Refund (not filled: inputs.amount)</title>" in html
+
+
+def test_a_reopened_link_says_what_was_decided_by_whom_and_when():
+    result = approval.Result("already", run_status="failed", extra={"decision": "rejected", "by": "Bob", "at": "Tue 1 Dec 2026, 14:20 (Europe/Paris) · 13:20 UTC"})
+    assert approval.outcome_words(result) == (
+        "info",
+        "Already decided",
+        "Bob rejected this request on Tue 1 Dec 2026, 14:20 (Europe/Paris) · 13:20 UTC. Nothing was changed. The run is stopped with a failure.",
+    )
+    granted = approval.Result("already", run_status="completed", extra={"decision": "granted", "by": "Bob", "at": None})
+    assert approval.outcome_words(granted)[2] == "Bob approved this request. Nothing was changed. The run is completed."
+    assert approval.outcome_words(approval.Result("already", extra={"status": "cancelled"}))[1] == "No longer open"
+    assert "timed out on" in approval.outcome_words(approval.Result("already", extra={"timedOut": True, "at": "x"}))[2]
+
+
+def test_the_footer_is_in_plain_words():
+    html = approval.document("t", "", "n")
+    assert "<footer>Sent by Interlude, the approval service your team uses. This page runs no scripts and loads nothing from other sites; your answer goes only to Interlude.</footer>" in html

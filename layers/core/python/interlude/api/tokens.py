@@ -36,6 +36,7 @@ from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
+from interlude.app.directory import entry_of
 from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
@@ -43,6 +44,7 @@ from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.responses import MintedToken, Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
+from interlude.engine.run import interrupt_key, visit_of
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -255,14 +257,56 @@ def error_page(exc: DomainError, claims: TokenClaims | None, style: str) -> Resp
     if exc.code == "forbidden" and (exc.details or {}).get("field") == "approversList":
         detail = "You are not one of the approvers named for this request."
     view = None
+    extra: dict[str, Any] = {}
     if claims is not None and kind in ("already", "vote-cast", "forbidden"):
         try:
             state, _ = service().load_run(claims.run_id.split("/", 1)[0], claims.run_id)
             view = view_of(state, claims, {})
+            if kind == "already":
+                extra = what_was_decided(state, claims, view.time_zone)
         except DomainError:
             view = None
     run_status = view.run_status if view else None
-    return result_page(status_of(exc), approval.Result(kind, run_status=run_status, detail=detail), view, style)
+    result = approval.Result(kind, run_status=run_status, detail=detail, extra=extra)
+    return result_page(status_of(exc), result, view, style)
+
+
+def what_was_decided(state: RunState, claims: TokenClaims, time_zone: str | None) -> dict[str, Any]:
+    """What became of the interrupt a reopened link names: the decision, who made it and when (shown in the
+    approver's time zone), from the interrupt's stored resolution; {} when there is none to tell."""
+    visit = visit_of(state, claims.node_id, claims.interrupt_id)
+    if visit is None:
+        return {}
+    item = service().store.closed_interrupt(state.runId, interrupt_key(state.runId, claims.node_id, visit))
+    if item is None:
+        return {}
+    if item.get("status") == "cancelled":
+        return {"status": "cancelled"}
+    resolution = item.get("resolution") or {}
+    at = approval.when(resolution["at"], time_zone) if resolution.get("at") else None
+    if resolution.get("timedOut") or resolution.get("reason") == "timeout":
+        return {"timedOut": True, "at": at}
+    value = resolution.get("resumeValue")
+    decision = resolution.get("decision") or (value.get("action") if isinstance(value, dict) else None) or "answered"
+    return {"decision": decision, "by": display_name(state.tenant, resolution.get("resolvedBy")), "at": at}
+
+
+def display_name(tenant: str, subject: Any) -> str | None:
+    """A person as the page names them: their directory display name, else their subject id."""
+    if not isinstance(subject, dict) or not subject.get("subjectId"):
+        return None
+    entry = entry_of(service().directory, tenant, str(subject["subjectId"]))
+    return entry.displayName if entry is not None and entry.displayName else str(subject["subjectId"])
+
+
+def approver_time_zone(tenant: str, claims: TokenClaims) -> str | None:
+    """The time zone of the person the link acts for (its minter's directory entry); None: show UTC."""
+    if claims.minter is None:
+        return None
+    record = service().store.get_api_key(claims.minter)
+    subject_id = (record or {}).get("subject", {}).get("subjectId")
+    entry = entry_of(service().directory, tenant, subject_id) if subject_id else None
+    return entry.timeZone if entry is not None else None
 
 
 def result_page(status: int, result: approval.Result, view: approval.View | None, style: str) -> Response:
@@ -273,7 +317,7 @@ def result_page(status: int, result: approval.Result, view: approval.View | None
 def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> approval.View:
     definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
     nodes = [
-        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending")
+        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending", n.name or "")
         for n in definition.nodes
     ]
     edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
@@ -292,4 +336,17 @@ def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> ap
         nodes=nodes,
         edges=edges,
         votes=votes,
+        asked_by=display_name(state.tenant, (state.owner or {}).get("subject")),
+        asked_at=raised_at(state, claims),
+        workflow_name=definition.name or state.workflowId,
+        time_zone=approver_time_zone(state.tenant, claims),
     )
+
+
+def raised_at(state: RunState, claims: TokenClaims) -> str | None:
+    """When the interrupt the link names was raised (from the run while it is open, else its stored item)."""
+    open_interrupt = state.interrupts.get(claims.node_id)
+    if open_interrupt is not None and open_interrupt.interruptId == claims.interrupt_id:
+        return open_interrupt.raisedAt
+    visit = visit_of(state, claims.node_id, claims.interrupt_id)
+    return service().store.raised_at(state.runId, interrupt_key(state.runId, claims.node_id, visit)) if visit else None

@@ -35,6 +35,7 @@ from interlude.engine import run as engine
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, InvalidEvent
 from interlude.engine.registry import is_gate
 from interlude.rules import auth
+from interlude.rules import inputs as declared_inputs
 from interlude.rules.callback_url import check_callback_url
 from interlude.rules.interrupts.decide import Resolver, decide
 from interlude.store import Conflict as LostRace
@@ -108,15 +109,18 @@ class Service(KeyOperations, WorkflowOperations):
         if version is None:
             raise NotFound(f"no workflow {request.workflowId!r}", {"field": "workflowId"})
         definition = self.workflow(principal.tenant, request.workflowId, version)
-        missing = [
-            v.name
-            for v in definition.variables
-            if v.required and v.defaultValue is None and v.name not in request.inputs
-        ]
+        missing = declared_inputs.missing(definition.variables, request.inputs)
         if missing:
             raise Invalid(
                 f"inputs lack required variables: {missing}",
                 {"field": "inputs", "missing": missing},
+            )
+        refused = declared_inputs.problems(definition.variables, request.inputs)
+        if refused:
+            raise Invalid(
+                "inputs do not match the variables the workflow declares: "
+                + "; ".join(f"{p['path']}: {p['message']}" for p in refused[:3]),
+                {"field": "inputs", "errors": refused},
             )
         within_budget(request.inputs, MAX_INPUTS_BYTES, "the run's inputs")
         now = self.clock()

@@ -650,6 +650,17 @@ class Store:
         item = got.get("Item") or {}
         return item["raisedAt"]["S"] if "raisedAt" in item else None
 
+    def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
+        """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId}; None if none was."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(run_pk(run_id), interrupt_sk(key)),
+            ProjectionExpression="#st, resolution, raisedAt, interruptId",
+            ExpressionAttributeNames={"#st": "status"},
+        )
+        item = got.get("Item")
+        return a.plain(item) if item else None
+
     def raised_any(self, run_id: str, keys: list[str]) -> bool:
         """Whether the run ever raised an interrupt under one of `keys` (open, resolved or cancelled alike)."""
         pk = run_pk(run_id)

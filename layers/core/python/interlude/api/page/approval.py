@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from interlude.api import strict_json
 from interlude.api.page import csrf
@@ -45,6 +47,10 @@ RUN_WORDS = {
     "failed": "stopped with a failure",
     "cancelled": "cancelled",
 }
+FOOTER = (
+    "Sent by Interlude, the approval service your team uses. This page runs no scripts and loads nothing from "
+    "other sites; your answer goes only to Interlude."
+)
 REFINE_SCOPES = (("whole", "The whole thing"), ("section", "One section"), ("items", "Some items"))
 
 CSS = """
@@ -97,6 +103,9 @@ svg .arrowhead{fill:#98a2b3}
 ul.steps{margin:.6rem 0 0;padding-left:1.2rem;font-size:.9rem;color:#5b6474}
 ul.steps .here{color:#93370d;font-weight:700}
 footer{font-size:.8rem;color:#5b6474;text-align:center;margin:1.5rem 0}
+mark.unfilled{background:#fef0c7;color:#93370d;border-radius:4px;padding:0 .25rem;font-style:italic}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem .8rem;margin:.4rem 0 .5rem;font-size:.9rem}
+dl.facts dt{color:#5b6474}dl.facts dd{margin:0;overflow-wrap:anywhere}
 @media (max-width:30rem){main{padding:.6rem}.card{padding:.85rem}h1{font-size:1.2rem}button{flex-basis:100%}}
 """
 
@@ -118,6 +127,19 @@ class View:
     edges: Sequence[tuple[str, str]] = ()
     # Votes already counted on the gate (asks excluded).
     votes: int = 0
+    # Who started the run (a directory display name, else the subject id), when the gate asked (ISO 8601), the
+    # workflow's name, and the approver's IANA time zone (None: UTC only).
+    asked_by: str | None = None
+    asked_at: str | None = None
+    workflow_name: str | None = None
+    time_zone: str | None = None
+
+    @property
+    def viewer_decides(self) -> bool:
+        return self.intent == "resolve"
+
+    def step_name(self, node_id: str) -> str:
+        return next((n.label for n in self.nodes if n.id == node_id), node_id)
 
 
 @dataclass(frozen=True)
@@ -161,16 +183,51 @@ def document(title: str, body: str, style_nonce: str) -> str:
         '<meta name="robots" content="noindex, nofollow">'
         # No favicon request: the page loads nothing but itself.
         '<link rel="icon" href="data:,">'
-        f"<title>{esc(title)}</title>"
+        f"<title>{esc(UNFILLED_RE.sub(lambda m: f'(not filled: {m.group(1)})', title))}</title>"
         f'<style nonce="{esc(style_nonce)}">{CSS}</style></head>'
-        f"<body><main>{body}<footer>Interlude · this page needs no script and sends nothing anywhere "
-        "else</footer></main></body></html>"
+        f"<body><main>{body}<footer>{esc(FOOTER)}</footer></main></body></html>"
     )
 
 
-def expiry_words(expires_at: int) -> str:
-    moment = datetime.fromtimestamp(expires_at, UTC)
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
+def expiry_words(expires_at: int, time_zone: str | None = None) -> str:
+    return when(datetime.fromtimestamp(expires_at, UTC), time_zone)
+
+
+def when(moment: datetime | str, time_zone: str | None = None) -> str:
+    """A moment in the approver's time zone with UTC beside it ("Tue 1 Dec 2026, 14:05 (Europe/Paris) · 13:05
+    UTC"); in UTC alone when the zone is unknown or is UTC."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    utc = moment.astimezone(UTC)
+    zone = _zone(time_zone)
+    if zone is None:
+        return f"{_day(utc)}, {utc:%H:%M} UTC"
+    local = utc.astimezone(zone)
+    return f"{_day(local)}, {local:%H:%M} ({time_zone}) · {utc:%H:%M} UTC"
+
+
+def _day(moment: datetime) -> str:
+    return f"{moment:%a} {moment.day} {moment:%b %Y}"
+
+
+def _zone(name: str | None) -> ZoneInfo | None:
+    if not name or name in ("UTC", "Etc/UTC"):
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+# A reference a template could not fill stays `{{path}}` in the payload; the page never shows it raw.
+UNFILLED_RE = re.compile(r"\{\{\s*([^{}]{1,200}?)\s*\}\}")
+
+
+def shown(value: Any) -> str:
+    """Escaped text with every unfilled `{{path}}` marked as a value that could not be filled."""
+    return UNFILLED_RE.sub(
+        lambda m: f'<mark class="unfilled" title="not filled: {m.group(1)}">not filled ({m.group(1)})</mark>', esc(value)
+    )
 
 
 def title_of(payload: Mapping[str, Any]) -> str:
@@ -199,9 +256,9 @@ def render_open(view: View, *, style_nonce: str, csrf_field: str | None, error: 
         parts.append(_banner("bad", "That did not go through", error + " Nothing was changed; try again below."))
     parts.append('<section class="card">')
     parts.append(f'<p class="kicker">{esc(_kind_words(payload))}</p>')
-    parts.append(f"<h1>{esc(title_of(payload))}</h1>")
+    parts.append(f"<h1>{shown(title_of(payload))}</h1>")
     if data.get("description"):
-        parts.append(f'<p class="desc">{esc(data["description"])}</p>')
+        parts.append(f'<p class="desc">{shown(data["description"])}</p>')
     parts.append(_facts(view))
     parts.append("</section>")
     parts.append(_artifact(payload))
@@ -226,33 +283,43 @@ def _kind_words(payload: Mapping[str, Any]) -> str:
 
 def _facts(view: View) -> str:
     data = view.payload.get("data") or {}
-    facts = [f"This link works until {esc(expiry_words(view.expires_at))}."]
+    rows = []
+    if view.asked_by:
+        rows.append(("Asked by", view.asked_by))
+    if view.asked_at:
+        rows.append(("Asked on", when(view.asked_at, view.time_zone)))
+    if view.workflow_name:
+        rows.append(("Workflow", view.workflow_name))
+    if view.nodes:
+        rows.append(("Step", view.step_name(view.node_id)))
+    listed = "".join(f"<dt>{esc(name)}</dt><dd>{esc(value)}</dd>" for name, value in rows)
+    facts = [f"This link works until {esc(expiry_words(view.expires_at, view.time_zone))}."]
     required = data.get("requiredApprovals")
     if view.payload.get("kind") == "approval" and isinstance(required, int) and required > 1:
         facts.append(f"{esc(required)} approvals are needed; {esc(view.votes)} counted so far.")
     if data.get("approversList"):
         facts.append("Only the named approvers can decide.")
-    return f'<p class="muted">{" ".join(facts)}</p>'
+    return (f'<dl class="facts">{listed}</dl>' if listed else "") + f'<p class="muted">{" ".join(facts)}</p>'
 
 
 def _artifact(payload: Mapping[str, Any]) -> str:
     data = payload.get("data") or {}
     kind = payload.get("kind")
-    shown: Any = None
+    content: Any = None
     heading = "Details"
     if kind == "approval":
         if "artifactData" in data:
-            shown = data["artifactData"]
+            content = data["artifactData"]
             heading = f"What you are approving ({data.get('artifactType', 'artifact')})"
     elif kind == "clarification":
         return ""
     elif kind == "custom":
-        shown = data.get("payload")
+        content = data.get("payload")
     else:
-        shown = {k: v for k, v in data.items() if k not in ("title", "description")}
-    if shown is None:
+        content = {k: v for k, v in data.items() if k not in ("title", "description")}
+    if content is None:
         return ""
-    return f'<section class="card"><h2>{esc(heading)}</h2><pre>{esc(pretty(shown))}</pre></section>'
+    return f'<section class="card"><h2>{esc(heading)}</h2><pre>{shown(pretty(content))}</pre></section>'
 
 
 def pretty(value: Any) -> str:
@@ -492,12 +559,12 @@ def _where(view: View) -> str:
     if not view.nodes:
         return ""
     steps = "".join(
-        f'<li class="{"here" if nid == view.node_id else ""}">{esc(nid)}: {esc(words)}</li>'
+        f'<li class="{"here" if nid == view.node_id else ""}">{esc(view.step_name(nid))}: {esc(words)}</li>'
         for nid, words in describe(view.nodes, view.node_id)
     )
     return (
         '<section class="card"><h2>Where the run stands</h2>'
-        f'<div class="graph-wrap">{render_svg(view.nodes, view.edges, view.node_id)}</div>'
+        f'<div class="graph-wrap">{render_svg(view.nodes, view.edges, view.node_id, view.viewer_decides)}</div>'
         f'<ul class="steps">{steps}</ul></section>'
     )
 
@@ -529,17 +596,51 @@ def outcome_words(result: Result) -> tuple[str, str, str]:
     run = RUN_WORDS.get(result.run_status or "", result.run_status or "")
     if kind == "decided":
         said = DECIDED_WORDS.get(result.action or "", "You answered this request.")
+        if result.action == "reject" and result.run_status == "failed":
+            # The workflow stops on a rejection unless it routes one: that is the decision taking effect.
+            return "ok", "Decision recorded", f"{said} The run stopped at this step, as it does when this is rejected."
         return "ok", "Decision recorded", f"{said} The run is now {run}."
     if kind == "answered":
         return "ok", "Answer recorded", f"Thank you, your answer was recorded. The run is now {run}."
     if kind == "recorded":
         return _recorded_words(result)
     if kind == "already":
-        tail = f" The run is {run}." if run else ""
-        return "warn", "Already decided", "This request was already decided, or its run was stopped. Nothing was changed." + tail
+        return _already_words(result, run)
     if kind == "forbidden":
         return "bad", "You cannot decide this request", result.detail or "This link does not allow a decision."
     return "bad", "Something went wrong", result.detail or "Nothing was changed. Try again in a moment."
+
+
+# What a closed interrupt's resolution says was decided (interrupt.resolved's `decision` / `action`).
+DECISION_WORDS = {
+    "granted": "approved",
+    "accept": "approved",
+    "edit-accept": "approved with edits",
+    "rejected": "rejected",
+    "reject": "rejected",
+    "refine": "sent back for changes",
+    "overridden": "approved by override",
+}
+
+
+def _already_words(result: Result, run: str) -> tuple[str, str, str]:
+    """A link opened again after its request was decided: what was decided, by whom and when, if known."""
+    decided = result.extra.get("decision")
+    tail = f" The run is {run}." if run else ""
+    if result.extra.get("status") == "cancelled":
+        return "info", "No longer open", "This request was withdrawn when its run was cancelled. Nothing was changed." + tail
+    if result.extra.get("timedOut"):
+        return "info", "No longer open", f"This request timed out{_at(result)} before anyone decided. Nothing was changed.{tail}"
+    if decided:
+        who = result.extra.get("by") or "someone"
+        what = DECISION_WORDS.get(str(decided), "answered")
+        sentence = f"{who} {what} this request{_at(result)}. Nothing was changed."
+        return "info", "Already decided", sentence[0].upper() + sentence[1:] + tail
+    return "warn", "Already decided", "This request was already decided, or its run was stopped. Nothing was changed." + tail
+
+
+def _at(result: Result) -> str:
+    return f" on {result.extra['at']}" if result.extra.get("at") else ""
 
 
 def _recorded_words(result: Result) -> tuple[str, str, str]:

@@ -34,6 +34,12 @@ class GraphNode:
     id: str
     type_id: str
     status: str
+    # What a person calls the step (the node's name); its id when it has none.
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.id
 
 
 def layer_of(node_ids: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str, int]:
@@ -127,7 +133,8 @@ def _label(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
-def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gate: str) -> str:
+def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gate: str, viewer_decides: bool = True) -> str:
+    """`viewer_decides`: the person looking may decide the gate (a view-only link is never told it waits for them)."""
     pos, width, height = positions(nodes, edges)
     parts = [
         f'<svg class="graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
@@ -159,10 +166,11 @@ def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gat
         classes = f"node s-{status}" + (" gate" if node.id == gate else "")
         words = STATUS_WORDS[status]
         if node.id == gate:
-            words = "waiting for you" if status == "suspended" else f"this request: {words}"
+            waiting = "waiting for you" if viewer_decides else "waiting for a decision"
+            words = waiting if status == "suspended" else f"this request: {words}"
         parts.append(
             f'<g class="{classes}"><rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" ry="8"/>'
-            f'<text x="{x + NODE_W // 2}" y="{y + 18}" text-anchor="middle" class="label">{escape(_label(node.id))}</text>'
+            f'<text x="{x + NODE_W // 2}" y="{y + 18}" text-anchor="middle" class="label">{escape(_label(node.label))}</text>'
             f'<text x="{x + NODE_W // 2}" y="{y + 34}" text-anchor="middle" class="sub">{escape(words)}</text></g>'
         )
     parts.append("</svg>")

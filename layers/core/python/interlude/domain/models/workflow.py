@@ -42,11 +42,28 @@ class Edge(FrozenClosed):
 
 
 class Variable(FrozenClosed):
+    """A declared input of the workflow: createRun refuses a run whose `inputs` lack a required one or hold a value
+    outside its `type` or `schema` (a JSON Schema, draft 2020-12), so no gate is ever shown an unfilled `{{…}}`."""
+
     name: str = Field(min_length=1, max_length=128)
     type: Literal["string", "number", "integer", "boolean", "object", "array"] | None = None
     description: str | None = None
     required: bool = False
     defaultValue: Any = None
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+
+    @field_validator("json_schema")
+    @classmethod
+    def _a_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                Draft202012Validator.check_schema(value)
+            except SchemaError as exc:
+                raise ValueError(f"schema is not a valid JSON Schema: {exc.message}") from None
+        return value
 
 
 class Trigger(FrozenClosed):
