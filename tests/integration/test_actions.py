@@ -313,3 +313,18 @@ def test_a_cancelled_run_drops_its_queued_action(service, admin, aws, receiver):
     state = state_of(service, run_id)
     assert state.status == "cancelled"
     assert state.nodes["refund"].status == "skipped"
+
+
+@pytest.mark.parametrize(
+    ("budget", "body", "truncated"),
+    [(18, {"refundId": "r-1"}, False), (17, '{"refundId":"r-1"', True), (0, "", True)],
+    ids=["fits-exactly", "one-byte-short", "no-body-kept"],
+)
+def test_the_response_is_kept_within_its_budget(service, admin, aws, receiver, budget, body, truncated):
+    # The receiver answers the 18 bytes {"refundId":"r-1"}
+    run_id = approved_run(service, admin, workflow(receiver.url(), responseBudgetBytes=budget))
+
+    settle(aws)
+
+    output = state_of(service, run_id).outputs["refund"]
+    assert (output["body"], output["truncated"]) == (body, truncated)

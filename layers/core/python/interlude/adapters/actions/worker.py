@@ -139,7 +139,8 @@ class ActionWorker:
                 headers,
                 connect_timeout=self.settings.connect_timeout_s,
                 total_timeout=request["timeoutMs"] / 1000,
-                max_response_bytes=int(request["responseBudgetBytes"]),
+                # One byte past the budget tells a body cut short from one that fits exactly.
+                max_response_bytes=int(request["responseBudgetBytes"]) + 1,
                 ca_file=self.settings.ca_file,
             )
         except EgressRefused as refused:
@@ -220,8 +221,9 @@ def _exhausted(pending: PendingAction, result: _Attempt, attempts: int) -> dict[
 
 def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) -> dict[str, Any]:
     """The node's output: status, the body within the response budget (JSON when it says so and parses)."""
-    excerpt = response.body_excerpt
-    truncated = len(excerpt) >= int(pending.request["responseBudgetBytes"]) and bool(excerpt)
+    budget = int(pending.request["responseBudgetBytes"])
+    truncated = len(response.body_excerpt) > budget
+    excerpt = response.body_excerpt[:budget]
     body: Any = excerpt.decode("utf-8", errors="replace")
     if not truncated and (response.content_type or "").split(";")[0].strip().lower().endswith("json") and excerpt:
         with contextlib.suppress(ValueError):
