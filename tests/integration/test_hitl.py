@@ -339,10 +339,15 @@ def test_the_inbox_reads_through_the_index_never_a_scan(service, admin):
     service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
     calls = []
     service.store.client.meta.events.register(
-        "before-parameter-build.dynamodb", lambda **kw: calls.append((kw["model"].name, kw["params"].get("IndexName")))
+        "before-parameter-build.dynamodb",
+        lambda **kw: calls.append(
+            (kw["model"].name, kw["params"].get("ExpressionAttributeValues", {}).get(":pk", {}).get("S", "")[:11])
+        ),
     )
-    inbox(service, admin, {})
-    assert calls == [("Query", wiring.INBOX_INDEX.name)]
+    assert len(inbox(service, admin, {})["interrupts"]) == 1
+    # One Query per partition of the families the caller may be eligible through, then the interrupts they name.
+    streams = wiring.INBOX.shards + 2  # ANY (sharded), and the caller's subject in its two spellings
+    assert calls == [("Query", "T#t1#INBOX#")] * streams + [("BatchGetItem", "")]
 
 
 # -- tenant settings, override principals, credential grants ---------------------------------------

@@ -25,7 +25,8 @@ class GlobalIndex:
     sort_key: str
 
 
-# Inbox: pending interrupts of a tenant, newest first (written only while an interrupt is open).
+# A tenant's API keys, oldest first (gsi1pk T#{tenant}#KEYS). Named `inbox` for the pending interrupts it listed
+# before they moved to INBOX below; renaming a deployed GSI would rebuild it.
 INBOX_INDEX = GlobalIndex(name="inbox", partition_key="gsi1pk", sort_key="gsi1sk")
 GLOBAL_INDEXES = (INBOX_INDEX,)
 
@@ -41,12 +42,19 @@ class ItemIndex:
     name: str
     prefix: str
     shards: int
+    # An index of several families (the inbox: store/inbox.py) puts the family after the prefix,
+    # `T#{tenant}#{prefix}#{family}#{shard:02d}`; these families (their first `#` segment) keep one partition each,
+    # so a page reads one Query for each, not `shards` (a caller may hold 100 groups): 500 lifecycles/s per family.
+    unsharded_families: tuple[str, ...] = ()
 
 
 # Runs of a tenant, newest first (GET /runs, GET /workflow-runs): one entry per run, written once, in the
 # transaction that creates the run (docs/scale.md, "Run listing").
 RUN_INDEX = ItemIndex(name="runs", prefix="RUNS", shards=16)
-ITEM_INDEXES = (RUN_INDEX,)
+# Pending interrupts (store/inbox.py, store/sharded.py): sk {raisedAt}#{interruptId}; one entry per family an open
+# interrupt belongs to (ANY or each approver ref, its workflow, its kind), written around the transitions.
+INBOX = ItemIndex(name="inbox-entries", prefix="INBOX", shards=16, unsharded_families=("P", "G", "ROLE"))
+ITEM_INDEXES = (RUN_INDEX, INBOX)
 
 
 def key_attributes() -> list[tuple[str, str]]:
@@ -112,6 +120,9 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:DeleteItem",
             "dynamodb:Query",
             "dynamodb:ConditionCheckItem",
+            # The inbox index's entries (written around each transition) and the interrupts a page names.
+            "dynamodb:BatchWriteItem",
+            "dynamodb:BatchGetItem",
         ),
     ),
     Function(
@@ -126,6 +137,8 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:UpdateItem",
             "dynamodb:Query",
             "dynamodb:ConditionCheckItem",
+            # Transitions write and remove inbox index entries (interlude.store.inbox).
+            "dynamodb:BatchWriteItem",
         ),
         sends_to=("callbacks", "actions"),
         needs_public_base_url=True,
@@ -168,6 +181,8 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:UpdateItem",
             "dynamodb:ConditionCheckItem",
             "dynamodb:Query",
+            # A timeout closes an interrupt: its inbox index entries go (interlude.store.inbox).
+            "dynamodb:BatchWriteItem",
         ),
         reserved_concurrency=5,
     ),

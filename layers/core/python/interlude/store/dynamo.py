@@ -3,7 +3,8 @@
 Item layout (keys are strings; every item carries its tenant in pk):
   run head     T#{tenant}#R#{run}        RUN              state JSON, status, version
   event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote
-  interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution; inbox GSI while open
+  interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution (listed while open by the
+                                                          inbox entries of store/inbox.py)
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
   latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
   api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
@@ -31,7 +32,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
-from interlude.domain.errors import TooLarge, Unavailable
+from interlude.domain.errors import DomainError, TooLarge, Unavailable
 from interlude.rules.audit import Head
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
@@ -39,18 +40,15 @@ from interlude.store import audit as audit_log
 from interlude.store import idempotency, item_index
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
+from interlude.store.inbox import Entry, InboxIndex
 from interlude.store.interactions import decode_cursor, encode_cursor
+from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
     from interlude.domain.models.run import OpenInterrupt, RunState
     from interlude.engine.run import Transition
-
-
-def run_pk(run_id: str) -> str:
-    tenant, opaque = run_id.split("/", 1)
-    return f"T#{tenant}#R#{opaque}"
 
 
 def run_id_of(pk: str) -> str | None:
@@ -82,13 +80,6 @@ def api_key_pk(key_id: str) -> str:
 
 def event_sk(last_seq: int) -> str:
     return f"{wiring.EVENT_ITEM_PREFIX}{last_seq:012d}"
-
-
-INTERRUPT_SK_PREFIX = "I#"
-
-
-def interrupt_sk(key: str) -> str:
-    return f"{INTERRUPT_SK_PREFIX}{key}"
 
 
 WORKFLOW_VERSION_SK_PREFIX = "V#"
@@ -452,7 +443,21 @@ class Store:
             quota = (counters.OPEN_RUNS, limit)
         elif expected_version is not None and state.terminal:
             items.append(counters.release(state.tenant, counters.OPEN_RUNS))
-        self._transact(items, answered, quota, audit)
+        # The inbox entries (store/inbox.py) are plain writes around the transaction, never inside it.
+        index = InboxIndex(self.table, self.client)
+        opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
+        if opened:
+            index.put(opened)
+        try:
+            self._transact(items, answered, quota, audit)
+        except (Conflict, DomainError, KeyAlreadyUsed):
+            # Refused, so nothing was written; a run never created shares its entries with no other writer.
+            if opened and expected_version is None:
+                index.delete(opened)
+            raise
+        closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
+        if closed:
+            index.delete(closed)
         return docs
 
     def _transition_items(
@@ -604,13 +609,19 @@ class Store:
             "workflowId": a.s(state.workflowId),
             "payload": a.packed(interrupt.payload),
             "raisedAt": a.s(interrupt.raisedAt),
-            wiring.INBOX_INDEX.partition_key: a.s(f"T#{state.tenant}#INBOX"),
-            wiring.INBOX_INDEX.sort_key: a.s(f"{interrupt.raisedAt}#{interrupt.interruptId}"),
         }
         if interrupt.deadline is not None:
             item["deadline"] = a.n(interrupt.deadline)
         # Re-entry guard: one interrupt per key for the lifetime of the run.
         return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
+
+    def put_open_interrupts(self, opened: list[tuple[RunState, OpenInterrupt]]) -> None:
+        """Bulk load for benches and scale tests: each interrupt item exactly as a transition opens it, and its
+        inbox entries, by BatchWriteItem (no run head, no events: a page reads neither)."""
+        index = InboxIndex(self.table, self.client)
+        requests = [{"PutRequest": {"Item": self._interrupt_put(state, i)["Item"]}} for state, i in opened]
+        index.batch_write(requests)
+        index.put(Entry.of(state.tenant, state.runId, state.workflowId, i) for state, i in opened)
 
     def _interrupt_votes(self, pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
         return {
@@ -629,7 +640,7 @@ class Store:
     ) -> dict[str, Any]:
         return {
             "Key": a.key(pk, interrupt_sk(interrupt.key)),
-            # Leaving the inbox index: an index entry exists only while the interrupt is open.
+            # Interrupts opened before the inbox moved to store/inbox.py leave the old index (free when absent).
             "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},

@@ -123,7 +123,7 @@ def encode_cursor(key: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-# The attributes of an inbox cursor: the table's key and the inbox index's key.
+# The attributes of a keys-listing cursor (GET /keys): the table's key and the `inbox` GSI's key.
 CURSOR_KEYS = (wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key)
 
 
@@ -214,54 +214,3 @@ class InteractionStore:
                 return False
             raise
         return True
-
-    # -- inbox ------------------------------------------------------------------------------------
-
-    def inbox_page(
-        self,
-        tenant: str,
-        limit: int,
-        cursor: str | None,
-        filters: dict[str, str],
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """One Query of the inbox index, newest first; filters (kind, workflowId, runId) apply server-side.
-
-        Returns the open interrupts as plain documents, each with the cursor that resumes after it, and the
-        cursor after the page. A cursor this tenant's inbox did not issue raises ValueError.
-        """
-        start_key = None
-        if cursor is not None:
-            start_key = decode_cursor(cursor)
-            if start_key is None or start_key[wiring.INBOX_INDEX.partition_key]["S"] != f"T#{tenant}#INBOX":
-                raise ValueError("cursor is not one this inbox issued")
-        index = wiring.INBOX_INDEX
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index.name,
-            "KeyConditionExpression": "#gpk = :gpk",
-            "ExpressionAttributeNames": {"#gpk": index.partition_key},
-            "ExpressionAttributeValues": {":gpk": a.s(f"T#{tenant}#INBOX")},
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
-        conditions = []
-        for i, (name, value) in enumerate(sorted(filters.items())):
-            kwargs["ExpressionAttributeNames"][f"#f{i}"] = name
-            kwargs["ExpressionAttributeValues"][f":f{i}"] = a.s(value)
-            conditions.append(f"#f{i} = :f{i}")
-        if conditions:
-            kwargs["FilterExpression"] = " AND ".join(conditions)
-        if start_key is not None:
-            kwargs["ExclusiveStartKey"] = start_key
-        got = self.client.query(**kwargs)
-        last = got.get("LastEvaluatedKey")
-        return [_inbox_entry(item) for item in got.get("Items") or []], encode_cursor(last) if last else None
-
-
-def _inbox_entry(item: a.Item) -> dict[str, Any]:
-    entry = a.plain({k: v for k, v in item.items() if k not in CURSOR_KEYS})
-    entry.setdefault("votes", [])
-    if isinstance(entry["votes"], str):
-        entry["votes"] = json.loads(entry["votes"])
-    entry["cursor"] = encode_cursor({k: item[k] for k in CURSOR_KEYS})
-    return entry

@@ -105,6 +105,36 @@ def eligible(data: dict[str, Any], resolver: Resolver, ref_kinds: tuple[str, ...
     return "approverRoleRefs" in fields and bool(set(data["approverRoleRefs"]) & set(resolver.roles))
 
 
+# An approval naming more refs than this is indexed as open to anyone (one entry instead of one per ref): what the
+# inbox reads stays bounded, and eligibility is still enforced on every page and every decision.
+MAX_INDEXED_REFS = 20
+ANYONE = "ANY"
+
+
+def approver_families(kind: str, data: dict[str, Any], ref_kinds: tuple[str, ...] = REF_KINDS) -> list[str]:
+    """The inbox families an open interrupt is listed under for `eligible`: each binding ref, else ANY."""
+    if kind != "approval":
+        return [ANYONE]
+    fields = binding_refs(data, ref_kinds)
+    families = [f"P#{ref}" for ref in data.get("approversList") or []] if "approversList" in fields else []
+    if "approverGroupRefs" in fields:
+        families += [f"G#{ref}" for ref in data["approverGroupRefs"]]
+    if "approverRoleRefs" in fields:
+        families += [f"ROLE#{ref}" for ref in data["approverRoleRefs"]]
+    unique = list(dict.fromkeys(families))
+    return unique if unique and len(unique) <= MAX_INDEXED_REFS else [ANYONE]
+
+
+def resolver_families(resolver: Resolver) -> list[str]:
+    """The families whose interrupts `resolver` may be eligible for: `eligible`'s matches, as approver_families
+    writes them."""
+    families = [ANYONE]
+    if resolver.subject_id is not None:
+        families += [f"P#{resolver.subject_id}", f"P#{resolver.principal.replace('|', ':')}"]
+    families += [f"G#{g}" for g in resolver.groups] + [f"ROLE#{r}" for r in resolver.roles]
+    return list(dict.fromkeys(families))
+
+
 def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) -> dict[str, Any]:
     """The interrupt.resolved payload fields every kind carries (besides nodeId/interruptId)."""
     event: dict[str, Any] = {"kind": interrupt.kind, "resumeValue": value}

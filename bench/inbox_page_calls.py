@@ -1,0 +1,94 @@
+"""Print the DynamoDB calls and items read per inbox page at 10, 5,000 and 20,000 pending interrupts.
+
+Pages: unfiltered, filtered by workflowId, by kind, and for an approver eligible for only 3 of them. The real
+Service and Store run against moto in-process; the pending interrupts are written in bulk through the store's
+own open-interrupt write path (tests/support/inbox_seed.py). Goal (issue 13): the same reads at every size.
+Usage: .venv/bin/python bench/inbox_page_calls.py
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _bench import offline_aws
+
+offline_aws(TABLE_NAME="bench")
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude.app import inbox  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+from tests.support.inbox_seed import gated_workflow, seed_like  # noqa: E402
+
+SIZES = (10, 5_000, 20_000)
+LIMIT = 25
+NARROW = 3
+
+
+class Reads:
+    def __init__(self, client: Any) -> None:
+        self.calls = 0
+        self.items = 0
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def _after(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        self.calls += 1
+        if model.name == "Query":
+            self.items += len(parsed.get("Items") or [])
+        elif model.name == "BatchGetItem":
+            self.items += sum(len(v) for v in (parsed.get("Responses") or {}).values())
+
+    def take(self) -> tuple[int, int]:
+        taken = (self.calls, self.items)
+        self.calls = self.items = 0
+        return taken
+
+
+def signed_in(service: Service, subject: str, groups: list[str]) -> Any:
+    created = service.issue_key("bench", CreateKeyRequest(subjectId=subject, scopes=["approvals:respond", "workflows:write", "runs:create", "runs:read"], groups=groups))
+    return service.authenticate(f"Bearer {created['apiKey']}")
+
+
+def main() -> None:
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_table(client, "bench")
+        service = Service(Store("bench", client))
+        admin = signed_in(service, "admin", [])
+        templates = {}
+        for wid, group in (("bulk", "others"), ("narrow", "narrow")):
+            service.put_workflow(admin, wid, gated_workflow(group))
+            run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
+            state, _ = service.store.get_run(run.runId)
+            templates[wid] = (state, state.interrupts["gate"])
+        seed_like(service.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
+        broad, narrow = signed_in(service, "broad", ["others"]), signed_in(service, "nina", ["narrow"])
+        pages = {
+            "unfiltered": (broad, {}),
+            "workflowId=bulk": (broad, {"workflowId": "bulk"}),
+            "kind=approval": (broad, {"kind": "approval"}),
+            f"approver eligible for {NARROW}": (narrow, {}),
+        }
+        reads = Reads(client)
+        figures: dict[str, list[tuple[int, int, int]]] = {name: [] for name in pages}
+        seeded = 0
+        for size in SIZES:
+            seed_like(service.store, templates["bulk"], seeded, size - 1)
+            seeded = size - 1
+            for name, (principal, filters) in pages.items():
+                reads.take()
+                listed = inbox.inbox(service, principal, LIMIT, filters, None)["interrupts"]
+                figures[name].append((*reads.take(), len(listed)))
+    print(f"Inbox page (limit {LIMIT}): DynamoDB calls / items read / interrupts listed, at {', '.join(f'{s:,}' for s in SIZES)} pending")
+    for name, row in figures.items():
+        cells = "   ".join(f"{c:3d} / {i:4d} / {n:3d}" for c, i, n in row)
+        flat = "flat" if row[1][:2] == row[2][:2] and row[0][0] == row[1][0] else "GROWS"
+        print(f"  {name:28s} {cells}   ({flat}; goal: the same at every size)")
+    print("  (at 10 pending a page reads what there is; from the page size per partition on, the reads stop growing)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""The inbox index: pending interrupts by what an inbox page asks, on write-sharded partitions (store/sharded.py).
+
+  entry   T#{tenant}#INBOX#{family}#{shard:02d}   {raisedAt}#{interruptId}   runId, key, kind, workflowId
+
+One entry per family an open interrupt belongs to: ANY or each approver ref that binds on it (`P#`, `G#`,
+`ROLE#`: rules.interrupts.decide.approver_families), `WF#{workflowId}` and `KIND#{kind}`. Entries are
+pointers: a page reads the interrupt items they name (one BatchGetItem) and lists only those still open, so the
+interrupt item stays the one truth of status, payload and votes.
+
+Entries are plain writes outside the run's transaction (BatchWriteItem: 1 unit each instead of 2), written
+before the transaction that opens the interrupt and deleted after the one that closes it. So an entry may name
+an interrupt not open (yet, any more, or never: a lost race): pages skip those, and sweep the entries of
+interrupts that closed and of ones still absent after ORPHAN_GRACE_S. Reasons: docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from interlude import wiring
+from interlude.store import attributes as a
+from interlude.store import sharded
+from interlude.store.keys import interrupt_sk, run_pk
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import OpenInterrupt
+
+INDEX = wiring.INBOX
+# BatchWriteItem takes at most 25 requests per call, BatchGetItem 100 keys.
+BATCH_WRITE_MAX = 25
+BATCH_GET_MAX = 100
+# An entry whose interrupt item does not exist is swept only once it is older than any request that could still
+# be committing it (the longest function timeout, with margin).
+ORPHAN_GRACE_S = 300
+
+
+def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any]) -> list[str]:
+    # The interrupt rules load with the first transition, not with the store (the callbacks function's cold start).
+    from interlude.rules.interrupts.decide import approver_families
+
+    return [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}", f"KIND#{kind}"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What an entry names: enough to find the interrupt item, and to filter by kind before reading it."""
+
+    tenant: str
+    run_id: str
+    key: str
+    interrupt_id: str
+    raised_at: str
+    kind: str
+    workflow_id: str
+    families: tuple[str, ...]
+
+    @classmethod
+    def of(cls, tenant: str, run_id: str, workflow_id: str, interrupt: OpenInterrupt) -> Entry:
+        families = interrupt_families(interrupt.kind, workflow_id, interrupt.payload)
+        return cls(
+            tenant,
+            run_id,
+            interrupt.key,
+            interrupt.interruptId,
+            interrupt.raisedAt,
+            interrupt.kind,
+            workflow_id,
+            tuple(families),
+        )
+
+    def index_keys(self) -> list[a.Item]:
+        sk = sharded.entry_sk(self.raised_at, self.interrupt_id)
+        return [a.key(sharded.entry_pk(self.tenant, INDEX, f, self.interrupt_id), sk) for f in self.families]
+
+    def items(self) -> list[a.Item]:
+        body = {
+            "runId": a.s(self.run_id),
+            "key": a.s(self.key),
+            "kind": a.s(self.kind),
+            "workflowId": a.s(self.workflow_id),
+        }
+        return [{**key, **body} for key in self.index_keys()]
+
+
+@dataclass
+class InboxPage:
+    interrupts: list[dict[str, Any]]
+    cursor: str | None
+    calls: int
+    entries_read: int
+    interrupts_read: int
+
+
+def _epoch(iso_text: str) -> float:
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
+
+
+class InboxIndex:
+    def __init__(self, table: str, client: Any) -> None:
+        self.table = table
+        self.client = client
+
+    # -- writes -----------------------------------------------------------------------------------------
+
+    def put(self, entries: Iterable[Entry]) -> None:
+        self.batch_write([{"PutRequest": {"Item": item}} for e in entries for item in e.items()])
+
+    def delete(self, entries: Iterable[Entry]) -> None:
+        self.batch_write([{"DeleteRequest": {"Key": key}} for e in entries for key in e.index_keys()])
+
+    def batch_write(self, requests: list[dict[str, Any]]) -> None:
+        for start in range(0, len(requests), BATCH_WRITE_MAX):
+            pending: dict[str, Any] = {self.table: requests[start : start + BATCH_WRITE_MAX]}
+            for attempt in range(8):
+                unprocessed = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+                if not unprocessed:
+                    break
+                pending = unprocessed
+                time.sleep(0.01 * 2**attempt)
+            else:
+                raise RuntimeError("the inbox index could not be written (throttled)")
+
+    # -- the page ---------------------------------------------------------------------------------------
+
+    def page(
+        self,
+        tenant: str,
+        families: list[str],
+        limit: int,
+        cursor: str | None,
+        query: str,
+        kind: str | None = None,
+        now_epoch: float | None = None,
+    ) -> InboxPage:
+        """The open interrupts of one round over `families`' partitions, newest first, as plain interrupt
+        documents (status, payload, votes ...). `query` names what was asked (a cursor resumes only the same); a
+        cursor this tenant's same query did not mint raises ValueError."""
+        streams = [pk for family in families for pk in sharded.family_pks(tenant, INDEX, family)]
+        if cursor is None:
+            positions = sharded.Positions(after=dict.fromkeys(streams))
+        else:
+            positions = sharded.decode_cursor(cursor, tenant, query, streams)
+        found = sharded.read_page(
+            self.client, self.table, positions, limit, accept=lambda item: kind is None or item["kind"]["S"] == kind
+        )
+        interrupts, reads, stale = self._open_interrupts(found.items, now_epoch or time.time())
+        if stale:
+            self.batch_write([{"DeleteRequest": {"Key": key}} for key in stale])
+        next_cursor = None if found.positions.finished else sharded.encode_cursor(tenant, query, found.positions)
+        return InboxPage(
+            interrupts=interrupts,
+            cursor=next_cursor,
+            calls=found.queries + reads + (1 if stale else 0),
+            entries_read=found.entries_read,
+            interrupts_read=len(found.items),
+        )
+
+    def _open_interrupts(
+        self, entries: list[a.Item], now_epoch: float
+    ) -> tuple[list[dict[str, Any]], int, list[a.Item]]:
+        """The interrupt items the entries name that are open, in the entries' order; the BatchGetItem calls
+        made; and the keys of entries to sweep."""
+        keys = [a.key(run_pk(e["runId"]["S"]), interrupt_sk(e["key"]["S"])) for e in entries]
+        got: dict[tuple[str, str], a.Item] = {}
+        calls = 0
+        pending = [{wiring.PARTITION_KEY: k[wiring.PARTITION_KEY], wiring.SORT_KEY: k[wiring.SORT_KEY]} for k in keys]
+        while pending:
+            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
+            request: dict[str, Any] = {self.table: {"Keys": batch}}
+            while request:
+                answer = self.client.batch_get_item(RequestItems=request)
+                calls += 1
+                for item in answer.get("Responses", {}).get(self.table, []):
+                    got[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
+                request = answer.get("UnprocessedKeys") or {}
+        out: list[dict[str, Any]] = []
+        stale: list[a.Item] = []
+        for entry, key in zip(entries, keys, strict=True):
+            item = got.get((key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"]))
+            entry_key = a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
+            if item is None:
+                raised_at = entry[wiring.SORT_KEY]["S"].rsplit("#", 1)[0]
+                if now_epoch - _epoch(raised_at) > ORPHAN_GRACE_S:
+                    stale.append(entry_key)
+                continue
+            if item["status"]["S"] != "open":
+                stale.append(entry_key)
+                continue
+            out.append(_interrupt_document(item))
+        return out, calls, stale
+
+
+def _interrupt_document(item: a.Item) -> dict[str, Any]:
+    skip = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
+    doc = a.plain({k: v for k, v in item.items() if k not in skip})
+    doc.setdefault("votes", [])
+    if isinstance(doc["votes"], str):
+        doc["votes"] = json.loads(doc["votes"])
+    return doc
+
+
+def run_open_interrupts(client: Any, table: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
+    """The run's open interrupts, newest first, read from its own partition (bounded by the run's step budget),
+    and the Queries sent."""
+    pages = client.get_paginator("query").paginate(
+        TableName=table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
+        FilterExpression="#st = :open",
+        ExpressionAttributeNames={"#st": "status"},
+        ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":i": a.s(interrupt_sk("")), ":open": a.s("open")},
+    )
+    docs: list[dict[str, Any]] = []
+    calls = 0
+    for page in pages:
+        calls += 1
+        docs += [_interrupt_document(item) for item in page.get("Items") or []]
+    docs.sort(key=lambda d: sharded.entry_sk(d["raisedAt"], d["interruptId"]), reverse=True)
+    return docs, calls

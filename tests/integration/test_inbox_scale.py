@@ -1,0 +1,143 @@
+"""An inbox page reads the same whatever the tenant's pending count (issue 13, item 1; docs/scale.md).
+
+Real moto table; the pending interrupts are seeded in bulk through the store's own open-interrupt write path
+(Store.put_open_interrupts: the interrupt item as a transition writes it, and its index entries). DynamoDB calls
+and the items they return are counted with botocore's event hooks around each page.
+"""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.api.inbox import inbox_query
+from interlude.app import inbox as approver_inbox
+from interlude.app.service import Service
+from interlude.domain.errors import DomainError
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+from tests.support.inbox_seed import gated_workflow, seed_like
+
+TABLE = "interlude-inbox-scale"
+SIZES = (10, 5_000, 20_000)
+LIMIT = 10
+NARROW = 3  # interrupts the narrow approver's group may decide, at every size
+
+
+class CallCounter:
+    """DynamoDB calls made and items they returned (Query Items, BatchGetItem Responses)."""
+
+    def __init__(self, client) -> None:
+        self.calls: list[str] = []
+        self.items = 0
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def _after(self, model, parsed, **_) -> None:
+        self.calls.append(model.name)
+        if model.name == "Query":
+            self.items += len(parsed.get("Items") or [])
+        elif model.name == "BatchGetItem":
+            self.items += sum(len(v) for v in (parsed.get("Responses") or {}).values())
+
+    def reset(self) -> None:
+        self.calls, self.items = [], 0
+
+
+@pytest.fixture(scope="module")
+def world():
+    with pytest.MonkeyPatch.context() as env, mock_aws():
+        env.setenv("TABLE_NAME", TABLE)
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        service = Service(Store(TABLE, client))
+        admin = signed_in(service, "admin")
+        service.put_workflow(admin, "bulk", gated_workflow("others"))
+        service.put_workflow(admin, "narrow", gated_workflow("narrow"))
+        templates = {}
+        for wid in ("bulk", "narrow"):
+            run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
+            state, _ = service.store.get_run(run.runId)
+            templates[wid] = (state, state.interrupts["gate"])
+        broad = signed_in(service, "broad", groups=["others"])
+        narrow = signed_in(service, "nina", groups=["narrow"])
+        yield service, client, templates, broad, narrow
+
+
+def page(service, principal, query):
+    return approver_inbox.inbox(service, principal, *inbox_query(query))
+
+
+def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world):
+    service, client, templates, broad, narrow = world
+    counter = CallCounter(client)
+    # The narrow approver's few interrupts, raised long ago (the bulk ones are all newer); the fixture made one.
+    seed_like(service.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
+    pages = {
+        "unfiltered": (broad, {"limit": str(LIMIT)}),
+        "workflowId": (broad, {"limit": str(LIMIT), "workflowId": "bulk"}),
+        "kind": (broad, {"limit": str(LIMIT), "kind": "approval"}),
+        "narrow approver": (narrow, {"limit": str(LIMIT)}),
+    }
+    measured: dict[int, dict[str, tuple[list[str], int, int]]] = {}
+    seeded = 0
+    for size in SIZES:
+        seed_like(service.store, templates["bulk"], seeded, size - 1)  # the fixture's real bulk run is one of them
+        seeded = size - 1
+        measured[size] = {}
+        for name, (principal, query) in pages.items():
+            counter.reset()
+            listed = page(service, principal, query)["interrupts"]
+            measured[size][name] = (sorted(counter.calls), counter.items, len(listed))
+    for name in pages:
+        calls = {size: measured[size][name][0] for size in SIZES}
+        assert calls[10] == calls[5_000] == calls[20_000], (name, calls)
+        items = {size: measured[size][name][1] for size in SIZES}
+        assert items[5_000] == items[20_000], (name, items)
+        assert items[10] <= items[5_000], (name, items)
+    # A page is full when the key answers the question, and a narrow approver reads only their own few.
+    for name in ("unfiltered", "workflowId"):
+        assert measured[20_000][name][2] == LIMIT, (name, measured)
+    # By kind, the key does not decide eligibility: the newest approval is the narrow group's, read and not listed.
+    assert measured[20_000]["kind"][2] == LIMIT - 1
+    assert [measured[size]["narrow approver"][1:] for size in SIZES] == [(NARROW * 2, NARROW)] * 3
+    # The bound itself: one Query per stream and one BatchGetItem, whatever the count.
+    shards = wiring.INBOX.shards
+    assert measured[20_000]["workflowId"][0] == sorted(["Query"] * shards + ["BatchGetItem"])
+    assert measured[20_000]["unfiltered"][0].count("Query") == shards + 3  # ANY, two subject spellings, `others`
+
+
+def test_walking_a_filtered_inbox_lists_every_pending_interrupt_once_newest_first(world):
+    service, _client, _templates, _broad, narrow = world
+    seen: list[str] = []
+    raised: list[str] = []
+    query = {"limit": "100", "workflowId": "narrow"}
+    pages = 0
+    while True:
+        got = page(service, narrow, query)
+        pages += 1
+        seen += [i["interruptId"] for i in got["interrupts"]]
+        raised += [i["raisedAt"] for i in got["interrupts"]]
+        if got["nextCursor"] is None:
+            break
+        query = {**query, "cursor": got["nextCursor"]}
+    assert len(seen) == len(set(seen)) == NARROW
+    assert raised == sorted(raised, reverse=True)
+    assert pages == 1
+
+
+def test_a_cursor_is_bound_to_its_tenant_and_its_query(world):
+    service, _client, _templates, broad, _narrow = world
+    cursor = page(service, broad, {"limit": "2", "workflowId": "bulk"})["nextCursor"]
+    assert cursor is not None
+    page(service, broad, {"limit": "2", "workflowId": "bulk", "cursor": cursor})
+    for principal, query in [
+        (broad, {"limit": "2", "kind": "approval", "cursor": cursor}),  # another query's cursor
+        (signed_in(service, "eve", tenant="t2"), {"limit": "2", "workflowId": "bulk", "cursor": cursor}),
+        (broad, {"limit": "2", "workflowId": "bulk", "cursor": cursor[:-4]}),
+    ]:
+        with pytest.raises(DomainError) as refused:
+            page(service, principal, query)
+        assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "cursor")

@@ -1,0 +1,62 @@
+"""Many pending interrupts in a moto table, fast: for the inbox scale test and bench/inbox_page_calls.py.
+
+Items come from the store's own open-interrupt write path (Store.put_open_interrupts: each interrupt item as a
+transition writes it, and its inbox entries); only the transport is shortened, straight into moto's backend.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import dynamodb_backends
+
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.store import Store
+
+
+class DirectWrites:
+    """A client whose BatchWriteItem puts each item straight into moto's backend (moto's own put: the same checks,
+    without serialising tens of thousands of items through botocore); every other call goes to the real client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][client.meta.region_name]
+
+    def batch_write_item(self, RequestItems: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:  # noqa: N803
+        for table, requests in RequestItems.items():
+            for request in requests:
+                self.backend.put_item(table, request["PutRequest"]["Item"])
+        return {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def gated_workflow(group: str) -> WorkflowDefinition:
+    """One approval gate that only members of `group` may decide."""
+    config = {"title": "t", "approverGroupRefs": [group]}
+    node = {"id": "gate", "typeId": "core.approvalGate", "config": config}
+    return WorkflowDefinition.model_validate({"nodes": [node], "edges": []})
+
+
+def seed_like(store: Store, template: tuple[Any, Any], start: int, stop: int, prefix: str = "bulk") -> None:
+    """Pending interrupts start..stop-1 shaped like `template` (a run state and its open interrupt), each in a run
+    of its own, raised one millisecond apart from 2026-12-01T00:00:00Z."""
+    state, interrupt = template
+    tenant = state.tenant
+    base = datetime(2026, 12, 1, tzinfo=UTC)
+    opened = []
+    for n in range(start, stop):
+        run_id = f"{tenant}/{prefix}{n:015d}"
+        at = (base + timedelta(milliseconds=n)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        opened.append(
+            (
+                state.model_copy(update={"runId": run_id}),
+                interrupt.model_copy(
+                    update={"interruptId": f"{tenant}/{prefix}i{n:015d}", "key": f"{run_id}:gate:1", "raisedAt": at}
+                ),
+            )
+        )
+    Store(store.table, DirectWrites(store.client)).put_open_interrupts(opened)
