@@ -65,15 +65,18 @@ def item_size(item: dict) -> int:
 
 
 class Meter:
+    """Write and read units of every DynamoDB call, from the items' sizes before and after each write."""
+
     def __init__(self, client, reader) -> None:
         self.wru = 0.0
         self.rru = 0.0
-        # The inbox index's own writes: a GSI write is a plain write (never doubled), for each item that has the
-        # index key after the write (its size) or lost it in the write (a delete, the old item's size).
+        # The inbox index's writes (its entry items, store/inbox.py; and a GSI write for any item that holds the
+        # `inbox` GSI's key after a write or lost it in one: a GSI write is never doubled by a transaction).
         self.index_wru = 0.0
         self.old: list[dict | None] = []
         self.reader = reader
-        self.pending: list[tuple[dict, int]] = []
+        # (key, factor, is a delete) per item the pending call writes.
+        self.pending: list[tuple[dict, int, bool]] = []
         client.meta.events.register("before-parameter-build.dynamodb", self.before)
         client.meta.events.register("after-call.dynamodb", self.after)
 
@@ -81,23 +84,37 @@ class Meter:
         name = model.name
         if name == "TransactWriteItems":
             for op in params["TransactItems"]:
-                body = next(iter(op.values()))
+                kind, body = next(iter(op.items()))
                 key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
-                self.pending.append((key, 2))
-        elif name in ("PutItem", "UpdateItem"):
+                self.pending.append((key, 2, kind == "Delete"))
+        elif name in ("PutItem", "UpdateItem", "DeleteItem"):
             key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
-            self.pending.append((key, 1))
-        self.old = [self.reader.get_item(TableName="bench", Key=key).get("Item") for key, _ in self.pending]
+            self.pending.append((key, 1, name == "DeleteItem"))
+        elif name == "BatchWriteItem":
+            for requests in params["RequestItems"].values():
+                for request in requests:
+                    if "PutRequest" in request:
+                        item = request["PutRequest"]["Item"]
+                        self.pending.append(({k: item[k] for k in ("pk", "sk")}, 1, False))
+                    else:
+                        self.pending.append((request["DeleteRequest"]["Key"], 1, True))
+        self.old = [self.reader.get_item(TableName="bench", Key=key).get("Item") for key, _, _ in self.pending]
 
     def after(self, model, parsed, **_):
         name = model.name
-        index_key = wiring.INBOX_INDEX.partition_key
-        for (key, factor), old in zip(self.pending, self.old, strict=True):
-            got = self.reader.get_item(TableName="bench", Key=key).get("Item") or key
-            self.wru += factor * math.ceil(item_size(got) / 1024)
-            if index_key in got:
+        gsi_key = wiring.INBOX_INDEX.partition_key
+        for (key, factor, deleted), old in zip(self.pending, self.old, strict=True):
+            got = self.reader.get_item(TableName="bench", Key=key).get("Item")
+            # A delete is billed by the size of the item it removed; any other write by the item it leaves.
+            billed = old if deleted else got
+            units = factor * math.ceil(item_size(billed or key) / 1024)
+            if f"#{wiring.INBOX.name}#" in key["pk"]["S"]:
+                self.index_wru += units
+                continue
+            self.wru += units
+            if got is not None and gsi_key in got:
                 self.index_wru += math.ceil(item_size(got) / 1024)
-            elif old is not None and index_key in old:
+            elif old is not None and gsi_key in old:
                 self.index_wru += math.ceil(item_size(old) / 1024)
         self.pending = []
         self.old = []
@@ -105,6 +122,9 @@ class Meter:
             self.rru += 0.5 * math.ceil(item_size(parsed["Item"]) / 4096)
         elif name == "Query":
             self.rru += 0.5 * max(1, math.ceil(sum(item_size(i) for i in parsed.get("Items", [])) / 4096))
+        elif name == "BatchGetItem":
+            for items in (parsed.get("Responses") or {}).values():
+                self.rru += sum(0.5 * math.ceil(item_size(i) / 4096) for i in items)
 
 
 def main() -> None:
@@ -144,7 +164,7 @@ def main() -> None:
         f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
     print(
-        f"  inbox index (GSI) write units {index_wru:6.1f}   -> ${index_wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
+        f"  inbox index write units       {index_wru:6.1f}   -> ${index_wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
     print(
         f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles"
