@@ -9,6 +9,7 @@ Usage: .venv/bin/python bench/cost_per_million.py
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 
@@ -21,7 +22,6 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
-from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.store.dynamo import run_id_of  # noqa: E402
 
@@ -74,6 +74,7 @@ class Meter:
         # `inbox` GSI's key after a write or lost it in one: a GSI write is never doubled by a transaction).
         self.index_wru = 0.0
         self.old: list[dict | None] = []
+        self.read_unit = 0.5
         self.reader = reader
         # (key, factor, is a delete) per item the pending call writes.
         self.pending: list[tuple[dict, int, bool]] = []
@@ -82,6 +83,9 @@ class Meter:
 
     def before(self, model, params, **_):
         name = model.name
+        # A strongly consistent read is billed a whole unit per 4 KB, an eventually consistent one half.
+        batch = next(iter((params.get("RequestItems") or {}).values()), {}) if name == "BatchGetItem" else {}
+        self.read_unit = 1.0 if params.get("ConsistentRead") or batch.get("ConsistentRead") else 0.5
         if name == "TransactWriteItems":
             for op in params["TransactItems"]:
                 kind, body = next(iter(op.items()))
@@ -108,7 +112,7 @@ class Meter:
             # A delete is billed by the size of the item it removed; any other write by the item it leaves.
             billed = old if deleted else got
             units = factor * math.ceil(item_size(billed or key) / 1024)
-            if f"#{wiring.INBOX.name}#" in key["pk"]["S"]:
+            if f"#{wiring.INBOX.prefix}#" in key["pk"]["S"]:
                 self.index_wru += units
                 continue
             self.wru += units
@@ -118,37 +122,90 @@ class Meter:
                 self.index_wru += math.ceil(item_size(old) / 1024)
         self.pending = []
         self.old = []
-        if name == "GetItem" and "Item" in parsed:
-            self.rru += 0.5 * math.ceil(item_size(parsed["Item"]) / 4096)
+        unit = self.read_unit
+        if name == "GetItem":
+            # A read that finds nothing is billed as one unit step too.
+            self.rru += unit * max(1, math.ceil(item_size(parsed.get("Item") or {}) / 4096))
         elif name == "Query":
-            self.rru += 0.5 * max(1, math.ceil(sum(item_size(i) for i in parsed.get("Items", [])) / 4096))
+            self.rru += unit * max(1, math.ceil(sum(item_size(i) for i in parsed.get("Items", [])) / 4096))
         elif name == "BatchGetItem":
             for items in (parsed.get("Responses") or {}).values():
-                self.rru += sum(0.5 * math.ceil(item_size(i) / 4096) for i in items)
+                self.rru += sum(unit * math.ceil(item_size(i) / 4096) for i in items)
+
+
+class Api:
+    """Requests to the real API function (the local stack's Lambda runtime), each metered on its own."""
+
+    def __init__(self) -> None:
+        from interlude.api import http
+        from interlude.domain.models.requests import CreateKeyRequest
+
+        self.service = http.service()
+        created = self.service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        self.bearer = f"Bearer {created['apiKey']}"
+        self.meter = Meter(self.service.store.client, boto3.client("dynamodb"))
+
+    def call(self, method: str, path: str, body: object = None, key: str | None = None) -> tuple[dict, float, float]:
+        """(answer, WRU, RRU) of one request."""
+        from interlude.local import lambda_runtime
+        from interlude.local.http_gateway import to_event
+
+        headers = {"authorization": self.bearer, "content-type": "application/json"}
+        if key:
+            headers["idempotency-key"] = key
+        raw = b"" if body is None else json.dumps(body).encode()
+        self.meter.wru = self.meter.rru = self.meter.index_wru = 0.0
+        got = lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
+        return json.loads(got["body"]), self.meter.wru + self.meter.index_wru, self.meter.rru
 
 
 def main() -> None:
+    from tests.support.local_stack import wire
+
     with mock_aws():
         client = boto3.client("dynamodb")
         create_table(client, "bench")
-        service = Service(Store("bench", client))
-        principal, _bearer, workflow_id = admin_with_approval(service)
-        meter = Meter(client, boto3.client("dynamodb"))
+        admin_with_approval(Service(Store("bench", client)))
+        api = Api()
+        meter = api.meter
+        create = {"workflowId": "conformance-approval"}
+        resume = {"resumeValue": {"action": "accept"}}
 
-        run = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id}))
-        service.load_run(principal.tenant, run.runId)
-        service.resolve_interrupt(principal, run.runId, "gate", {"action": "accept"})
-        service.poll_events(principal, run.runId, -1, 0)
+        # A warm instance first: the key and the workflow cached, as in steady state.
+        warm = api.call("POST", "/runs", create)[0]["runId"]
+        api.call("POST", f"/runs/{wire(warm)}/interrupts/gate", resume)
+        meter.wru = meter.rru = meter.index_wru = 0.0
+        run = api.call("POST", "/runs", create)[0]["runId"]
+        first = (meter.wru, meter.index_wru, meter.rru)
+        rest = [0.0, 0.0, 0.0]
+        for method, path, body in (
+            ("GET", f"/runs/{wire(run)}", None),
+            ("POST", f"/runs/{wire(run)}/interrupts/gate", resume),
+            ("GET", f"/runs/{wire(run)}/events/poll?timeout=1", None),
+        ):
+            api.call(method, path, body)
+            rest = [rest[0] + meter.wru, rest[1] + meter.index_wru, rest[2] + meter.rru]
+        meter.wru = meter.rru = meter.index_wru = 0.0
         event_items = list(
             meter.reader.query(
                 TableName="bench",
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
-                ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.runId.split("/", 1)[1]}, ":e": {"S": "E#"}},
+                ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.split("/", 1)[1]}, ":e": {"S": "E#"}},
             )["Items"]
         )
         for item in event_items:  # what the stream consumer does for each event-log item
-            service.advance_run(run_id_of(item["pk"]["S"]))
-        rru, wru, index_wru = meter.rru, meter.wru, meter.index_wru
+            api.service.advance_run(run_id_of(item["pk"]["S"]))
+        wru = first[0] + rest[0] + meter.wru
+        index_wru = first[1] + rest[1] + meter.index_wru
+        rru = first[2] + rest[2] + meter.rru
+        # The same lifecycle with an Idempotency-Key on createRun and on the resolve.
+        meter.wru = meter.rru = meter.index_wru = 0.0
+        keyed = api.call("POST", "/runs", create, "bench-create-key-000000001")
+        keyed_w, keyed_r = keyed[1], keyed[2]
+        resolved = api.call("POST", f"/runs/{wire(keyed[0]['runId'])}/interrupts/gate", resume, "bench-resolve-key-00000001")
+        plain_resolve = api.call("POST", f"/runs/{wire(api.call('POST', '/runs', create)[0]['runId'])}/interrupts/gate", resume)
+        idem_wru = keyed_w - (first[0] + first[1]) + resolved[1] - plain_resolve[1]
+        idem_rru = keyed_r - first[2] + resolved[2] - plain_resolve[2]
 
     api_requests = 4
     dispatch_invocations = len(event_items)
@@ -159,7 +216,7 @@ def main() -> None:
         PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"]
     )
     per_million = 1e6
-    print("One approval lifecycle (create, get, resolve, poll; stream consumer per event item):")
+    print("One approval lifecycle through the API function (create, get, resolve, poll; key checks and the request counter included; stream consumer per event item):")
     print(
         f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
@@ -179,7 +236,11 @@ def main() -> None:
     print(f"  event-log items written       {len(event_items):6d}")
     total = (dynamo + gateway + lam) * per_million
     print(f"  total                                  ${total:8.2f} per million lifecycles   (goal ≤ $8.00)")
-    print("  (Idempotency-Key records, when the header is sent, are not in this lifecycle: see bench/idempotency_calls.py)")
+    idem = idem_wru * PRICES["write_request_unit"] + idem_rru * PRICES["read_request_unit"]
+    print(
+        f"  + Idempotency-Key on create and resolve: {idem_wru:.1f} WRU, {idem_rru:.1f} RRU -> ${idem * per_million:.2f} "
+        f"per million more (${total + idem * per_million:.2f} with it; bench/idempotency_calls.py has each request)"
+    )
     standard = SFN_STANDARD_TRANSITIONS * PRICES["sfn_standard_transition"] * per_million
     print("The same lifecycle on Step Functions, list prices, the state machine alone:")
     print(

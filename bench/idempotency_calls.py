@@ -9,13 +9,11 @@ consistent reads. Usage: .venv/bin/python bench/idempotency_calls.py
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from collections import Counter
-from typing import Any
 
 from _bench import offline_aws
-from cost_per_million import Meter, item_size
+from cost_per_million import Meter
 
 offline_aws(TABLE_NAME="bench", POWERTOOLS_LOG_LEVEL="ERROR")
 
@@ -34,26 +32,11 @@ FIXTURE = FIXTURES / "conformance-approval.json"
 
 
 class Units(Meter):
-    """cost_per_million's meter, with strongly consistent reads at a whole unit per 4 KB."""
-
-    def __init__(self, client: Any, reader: Any) -> None:
-        super().__init__(client, reader)
-        self.consistent = False
-        client.meta.events.register("before-parameter-build.dynamodb.GetItem", self.note_consistency)
-
-    def note_consistency(self, params: dict[str, Any], **_: Any) -> None:
-        self.consistent = bool(params.get("ConsistentRead"))
-
-    def after(self, model: Any, parsed: Any, **kwargs: Any) -> None:
-        if model.name == "GetItem" and "Item" not in parsed:
-            self.rru += 1.0 if self.consistent else 0.5  # a read that finds nothing is billed as one unit step
-        elif model.name == "GetItem" and self.consistent:
-            self.rru += 0.5 * math.ceil(item_size(parsed["Item"]) / 4096)  # the other half of a consistent read
-        super().after(model, parsed, **kwargs)
+    """cost_per_million's meter, taken per request."""
 
     def take(self) -> tuple[float, float]:
-        got = (self.wru, self.rru)
-        self.wru = self.rru = 0.0
+        got = (self.wru + self.index_wru, self.rru)
+        self.wru = self.rru = self.index_wru = 0.0
         return got
 
 
