@@ -69,7 +69,8 @@ def key_attributes() -> list[tuple[str, str]]:
 # function's role is denied these actions on them (IAM's dynamodb:LeadingKeys), so append-only holds below the
 # application too; an entry is Put only where none exists (a condition IAM cannot express; the store's).
 APPEND_ONLY_PARTITIONS = ("T#*#AUDIT",)
-APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem")
+# BatchWriteItem too: the inbox entries' writers hold it, and its DeleteRequest would otherwise bypass the deny.
+APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
 
 # The stream feeds `dispatch` with new event-log items only (sk begins with "E#").
 EVENT_ITEM_PREFIX = "E#"
