@@ -68,12 +68,17 @@ class KeyOperations:
         return record
 
     def create_key(
-        self, principal: auth.Principal, request: CreateKeyRequest, keyed: KeyedWrite | None = None
+        self,
+        principal: auth.Principal,
+        request: CreateKeyRequest,
+        keyed: KeyedWrite | None = None,
+        surface: str = "api",
     ) -> dict[str, Any]:
+        """`surface`: where the creator asked (the audit entry's actor surface: api, console)."""
         missing = set(request.scopes) - principal.scopes
         if missing:
             raise Forbidden("a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
-        return self.issue_key(principal.tenant, request, keyed, audit.actor(principal))
+        return self.issue_key(principal.tenant, request, keyed, audit.actor(principal, surface))
 
     def issue_key(
         self,

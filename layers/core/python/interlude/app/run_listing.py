@@ -121,7 +121,7 @@ def skip_and_take(
 
 
 def bulk_cancel(
-    service: Service, principal: auth.Principal, run_ids: list[str], reason: str | None
+    service: Service, principal: auth.Principal, run_ids: list[str], reason: str | None, surface: str = "api"
 ) -> list[tuple[str, RunState | DomainError]]:
     """Each id cancelled on its own, in request order: its run as cancelled, or the refusal it met (another tenant's
     run is `run_forbidden` in its own entry, never a refusal of the whole request)."""
@@ -138,7 +138,7 @@ def bulk_cancel(
                 raise Invalid("not a tenant-bound run id (tenant/opaque)", {"field": "runId"})
             if tenant_of(run_id) != principal.tenant:
                 raise Forbidden("the run belongs to another tenant", code="run_forbidden")
-            results.append((run_id, service.cancel_run(principal, run_id, request)))
+            results.append((run_id, service.cancel_run(principal, run_id, request, surface=surface)))
         except DomainError as refused:
             results.append((run_id, refused))
     return results

@@ -293,8 +293,14 @@ class Service(KeyOperations, WorkflowOperations):
         return snap
 
     def cancel_run(
-        self, principal: auth.Principal, run_id: str, request: CancelRunRequest, keyed: KeyedWrite | None = None
+        self,
+        principal: auth.Principal,
+        run_id: str,
+        request: CancelRunRequest,
+        keyed: KeyedWrite | None = None,
+        surface: str = "api",
     ) -> RunState:
+        """`surface`: where the cancel was asked (the audit entry's actor surface: api, console)."""
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.load_run(principal.tenant, run_id)
             if state.terminal:
@@ -302,7 +308,9 @@ class Service(KeyOperations, WorkflowOperations):
             now = self.clock()
             transition = engine.cancel(state, now, request.reason, principal.subject["subjectId"])
             details = {"reason": request.reason[:500]} if request.reason else {}
-            entry = audit_log.draft(principal, "run.cancelled", {"runId": run_id}, engine.iso(now), details)
+            entry = audit_log.entry(
+                principal.tenant, audit_log.actor(principal, surface), "run.cancelled", {"runId": run_id}, engine.iso(now), details
+            )
             try:
                 return self.commit_answered(transition, version, now, keyed, audit=entry).state
             except LostRace:

@@ -69,7 +69,15 @@ ol.timeline details{margin-top:.2rem;border:0;padding:0}
 .secret{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;background:#fff;border:1px dashed #12b76a;
 padding:.5rem;overflow-wrap:anywhere;display:block}
 .pager{display:flex;gap:1rem;margin-top:.8rem}
-@media (max-width:30rem){header.top .bar{padding:.5rem .6rem}th,td{padding:.35rem .3rem}}
+@media (max-width:30rem){header.top .bar{padding:.5rem .6rem}}
+@media (max-width:48rem){
+.table-wrap table,.table-wrap tbody,.table-wrap tr,.table-wrap td,.table-wrap caption{display:block;width:100%}
+.table-wrap thead{position:absolute;left:-9999px;top:auto;width:1px;height:1px;overflow:hidden}
+.table-wrap tr{border-bottom:1px solid #d0d5dd;padding:.45rem 0}
+.table-wrap td{border:0;padding:.12rem 0;display:grid;grid-template-columns:6.5rem minmax(0,1fr);gap:.5rem}
+.table-wrap td::before{content:attr(data-label);font-size:.75rem;text-transform:uppercase;letter-spacing:.03em;
+color:#5b6474;padding-top:.15rem}
+}
 """
 )
 
@@ -171,14 +179,20 @@ def pill(status: str) -> str:
 
 
 def table(caption: str, headings: Sequence[str], rows: Sequence[Sequence[str]], empty: str) -> str:
-    """Cells are markup already escaped by the caller."""
+    """Cells are markup already escaped by the caller. On a narrow screen each row stacks into a card, each cell
+    labelled by its heading (data-label); the ARIA roles keep it a table for screen readers whatever its display."""
     if not rows:
         return f'<p class="muted">{esc(empty)}</p>'
-    head = "".join(f'<th scope="col">{esc(h)}</th>' for h in headings)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    head = "".join(f'<th scope="col" role="columnheader">{esc(h)}</th>' for h in headings)
+    body = "".join(
+        '<tr role="row">'
+        + "".join(f'<td role="cell" data-label="{esc(h)}">{cell}</td>' for h, cell in zip(headings, row, strict=True))
+        + "</tr>"
+        for row in rows
+    )
     return (
-        f'<div class="table-wrap"><table><caption>{esc(caption)}</caption><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table></div>"
+        f'<div class="table-wrap"><table role="table"><caption>{esc(caption)}</caption>'
+        f'<thead role="rowgroup"><tr role="row">{head}</tr></thead><tbody role="rowgroup">{body}</tbody></table></div>'
     )
 
 
@@ -335,8 +349,6 @@ class RunsView:
     next_cursor: str | None
     status: str | None
     workflow_id: str | None
-    # False until the run listing service exists: the page then offers lookup by id only.
-    listing: bool = True
 
 
 def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
@@ -347,24 +359,13 @@ def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
         banner(notice),
         "<h1>Runs</h1>",
         '<section class="card"><h2>Find runs</h2><form method="get" action="/console/runs" class="filters">',
+        '<div><label for="f-status">Status</label>'
+        f'<select id="f-status" name="status">{status_options}</select></div>'
+        '<div><label for="f-workflow">Workflow id</label>'
+        f'<input type="text" id="f-workflow" name="workflowId" value="{esc(view.workflow_id or "")}"></div>'
+        '<div><label for="f-run">Run id (opens it)</label><input type="text" id="f-run" name="runId" class="mono"></div>'
+        '<button type="submit" class="small">Find</button></form></section>',
     ]
-    if view.listing:
-        parts.append(
-            '<div><label for="f-status">Status</label>'
-            f'<select id="f-status" name="status">{status_options}</select></div>'
-            '<div><label for="f-workflow">Workflow id</label>'
-            f'<input type="text" id="f-workflow" name="workflowId" value="{esc(view.workflow_id or "")}"></div>'
-        )
-    parts.append(
-        '<div><label for="f-run">Run id</label><input type="text" id="f-run" name="runId" class="mono"></div>'
-        '<button type="submit" class="small">Find</button></form></section>'
-    )
-    if not view.listing:
-        parts.append(
-            '<p class="muted">Listing runs needs the run listing service, which this deployment does not have yet: '
-            "open a run by its id.</p>"
-        )
-        return "".join(parts)
     rows = [
         [
             f'<input type="checkbox" name="runId" value="{esc(r["runId"])}" id="sel-{i}" '
@@ -558,6 +559,18 @@ def _deliveries(deliveries: Sequence[Mapping[str, Any]]) -> str:
     return table("Delivery attempts", ("When", "Notice", "Attempt", "Outcome", "HTTP"), rows, "No callback deliveries.")
 
 
+def _who(actor: Any) -> str:
+    if not isinstance(actor, Mapping):
+        return ""
+    return f"{actor.get('subjectId', '?')} ({actor.get('surface', '?')})"
+
+
+def _target(target: Any) -> str:
+    if not isinstance(target, Mapping):
+        return ""
+    return " ".join(f"{k} {v}" for k, v in target.items())
+
+
 def _records(records: Sequence[Mapping[str, Any]], what: str) -> str:
     if not records:
         return f'<p class="muted">No {esc(what)}.</p>'
@@ -691,15 +704,29 @@ def keys(
 # -- audit --------------------------------------------------------------------------------------------
 
 
-def audit(frame: Frame, entries: Sequence[Mapping[str, Any]] | None, next_cursor: str | None, notice: Notice | None) -> str:
-    parts = [banner(notice), "<h1>Audit</h1>"]
-    if entries is None:
-        parts.append(
-            '<p class="muted">The audit trail service is not in this deployment yet; decisions, votes, cancels '
-            "and key changes show in each run's timeline and on the Keys page meanwhile.</p>"
-        )
-        return "".join(parts)
-    parts.append('<section class="card">' + _records(entries, "audit entries") + "</section>")
+def audit(frame: Frame, entries: Sequence[Mapping[str, Any]], next_cursor: str | None, notice: Notice | None) -> str:
+    parts = [
+        banner(notice),
+        '<h1>Audit</h1><p class="muted">The tenant\'s audit trail, newest first: every decision and vote, cancel, key '
+        "change, token mint and settings change, hash-chained (<span class=\"mono\">interlude audit verify</span> "
+        "re-walks it).</p>",
+    ]
+    rows = [
+        [
+            esc(e.get("seq", "")),
+            esc(e.get("at", "")),
+            esc(e.get("action", "")),
+            esc(_who(e.get("actor"))),
+            esc(_target(e.get("target"))),
+            f"<details><summary>Entry</summary><pre>{esc(pretty(e))}</pre></details>",
+        ]
+        for e in entries
+    ]
+    parts.append(
+        '<section class="card">'
+        + table("Audit entries, newest first", ("#", "When", "What", "Who", "On", ""), rows, "No audit entries yet.")
+        + "</section>"
+    )
     if next_cursor:
         parts.append(f'<p class="pager"><a href="/console/audit?{esc(urlencode({"cursor": next_cursor}))}">Older entries</a></p>')
     return "".join(parts)

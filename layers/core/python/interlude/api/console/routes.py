@@ -29,20 +29,24 @@ from interlude.api.http import OPENWOP_VERSION, app, base_url, query_int, raw_bo
 from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
+from interlude.app import audit, run_listing
 from interlude.app import inbox as approver_inbox
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest
+from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.validation import parse
 from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.tokens.scheme import KeyRing
 
 MAX_FORM_FIELDS = 250
-MAX_BULK_CANCEL = 100
 EVENTS_PER_PAGE = 200
+RUNS_PER_PAGE = 25
+AUDIT_PER_PAGE = 50
+# A run page looks for its token mints among the tenant's latest TOKEN_SCAN_PAGES x audit.MAX_PAGE audit entries.
+TOKEN_SCAN_PAGES = 5
 # A cookie signed by a kid this instance has not seen yet makes it re-read the ring, at most this often.
 RING_REFETCH_INTERVAL_S = 5.0
 _last_ring_refetch = [float("-inf")]
@@ -384,12 +388,14 @@ def after_decision(signed: Signed, back: str | None, run_id: str, notice: Notice
 # -- runs ---------------------------------------------------------------------------------------------
 
 
-def list_runs(principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None) -> dict[str, Any] | None:
-    """A page of the tenant's runs from the run listing service, or None where the deployment has none."""
-    lister = getattr(service(), "list_runs", None)
-    if lister is None:
-        return None
-    return None
+def runs_view(principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None) -> pages.RunsView:
+    """A page of the tenant's runs (the run listing service), newest first."""
+    page = run_listing.list_runs(service(), principal.tenant, RUNS_PER_PAGE, cursor, workflow_id, status)
+    rows = [
+        {"runId": r.runId, "workflowId": r.workflowId, "status": r.status, "startedAt": r.startedAt or r.createdAt}
+        for r in page.runs
+    ]
+    return pages.RunsView(rows, page.next_cursor, status, workflow_id)
 
 
 @route("consoleRuns")
@@ -404,14 +410,7 @@ def console_runs(signed: Signed) -> Response:
     if status is not None and status not in pages.RUN_STATUSES:
         raise Invalid(f"status must be one of {list(pages.RUN_STATUSES)}", {"field": "status"})
     workflow_id = check_author_id(query["workflowId"], "workflowId") if query.get("workflowId") else None
-    listed = list_runs(signed.principal, status, workflow_id, query.get("cursor"))
-    view = pages.RunsView(
-        runs=(listed or {}).get("runs", []),
-        next_cursor=(listed or {}).get("nextCursor"),
-        status=status,
-        workflow_id=workflow_id,
-        listing=listed is not None,
-    )
+    view = runs_view(signed.principal, status, workflow_id, query.get("cursor"))
     return html(200, "Runs", pages.runs(signed.frame, view, None), signed.frame, "runs")
 
 
@@ -422,26 +421,17 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
     ids = list(dict.fromkeys(v.strip() for v in form.get("runId", []) if v.strip()))
     if not ids:
         raise Invalid("select at least one run to cancel", {"field": "runId"})
-    if len(ids) > MAX_BULK_CANCEL:
-        raise Invalid(f"at most {MAX_BULK_CANCEL} runs are cancelled at once", {"field": "runId"})
-    reason = (first(form, "reason") or "").strip() or "cancelled from the console"
-    request = parse(CancelRunRequest, {"reason": reason[:500]}, "cancel request")
-    lines = []
-    cancelled = 0
-    for run_id in ids:
-        try:
-            state = service().cancel_run(signed.principal, from_wire(run_id), request)
-            cancelled += 1
-            lines.append(f"{run_id}: {state.status}")
-        except DomainError as exc:
-            lines.append(f"{run_id}: not cancelled ({exc.message})")
-    notice = Notice("ok" if cancelled == len(ids) else "warn", f"Cancelled {cancelled} of {len(ids)}", "", tuple(lines))
-    if len(ids) == 1:
-        return run_page(signed, from_wire(ids[0]), notice, 200)
-    view = pages.RunsView(runs=[], next_cursor=None, status=None, workflow_id=None, listing=False)
-    listed = list_runs(signed.principal, None, None, None)
-    if listed is not None:
-        view = pages.RunsView(listed.get("runs", []), listed.get("nextCursor"), None, None, True)
+    reason = (first(form, "reason") or "").strip()[:500] or "cancelled from the console"
+    outcomes = run_listing.bulk_cancel(service(), signed.principal, ids, reason, surface="console")
+    lines = tuple(
+        f"{run_id}: {got.status}" if isinstance(got, RunState) else f"{run_id}: not cancelled ({got.message})"
+        for run_id, got in outcomes
+    )
+    cancelled = sum(1 for _, got in outcomes if isinstance(got, RunState))
+    notice = Notice("ok" if cancelled == len(ids) else "warn", f"Cancelled {cancelled} of {len(ids)}", "", lines)
+    if len(ids) == 1 and cancelled == 1:
+        return run_page(signed, ids[0], notice, 200)
+    view = runs_view(signed.principal, None, None, None)
     return html(200, "Runs", pages.runs(signed.frame, view, notice), signed.frame, "runs")
 
 
@@ -464,6 +454,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
     last_seen = events[-1]["sequence"] if events else after
     more = last_seen if polled["lastSequence"] > last_seen else None
     deliveries = service().run_deliveries(principal, run_id)["deliveries"]
+    tokens = tokens_minted(principal, run_id)
     open_interrupts = {
         node_id: {
             "kind": oi.kind,
@@ -485,8 +476,13 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
         deliveries=deliveries,
         unavailable=(
             ("Notifications", "The notification log is not in this deployment yet."),
-            ("Tokens minted", "Token mints are not recorded per run in this deployment yet."),
+            *(
+                [("Tokens minted", "Token mints are read from the audit log, which this key may not read (audit:read).")]
+                if tokens is None
+                else []
+            ),
         ),
+        tokens=tokens,
     )
     return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
 
@@ -561,7 +557,7 @@ def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
         {"subjectId": (first(form, "subjectId") or "").strip(), "scopes": form.get("scope", [])},
         "new key",
     )
-    created = service().create_key(signed.principal, request)
+    created = service().create_key(signed.principal, request, surface="console")
     return keys_page(signed, None, 201, created)
 
 
@@ -569,7 +565,7 @@ def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
 @form_post("keys")
 def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -> Response:  # noqa: N803
     signed.principal.require("keys:admin")
-    revoked = service().revoke_key(signed.principal.tenant, unquote(keyId))
+    revoked = service().revoke_key(signed.principal.tenant, unquote(keyId), audit.actor(signed.principal, "console"))
     if revoked["keyId"] == signed.session.key_id:
         return session_ended(Unauthenticated("you revoked the API key this session signed in with"))
     notice = Notice("ok", "Key revoked", f"Key {revoked['keyId']} is refused from now on.")
@@ -582,5 +578,25 @@ def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -
 @route("consoleAudit")
 @page("audit")
 def console_audit(signed: Signed) -> Response:
-    signed.principal.require("keys:admin")
-    return html(200, "Audit", pages.audit(signed.frame, None, None, None), signed.frame, "audit")
+    signed.principal.require("audit:read")
+    cursor = (app.current_event.query_string_parameters or {}).get("cursor")
+    listed = audit.entries_page(service().store, signed.principal.tenant, AUDIT_PER_PAGE, cursor)
+    body = pages.audit(signed.frame, listed["entries"], listed.get("cursor"), None)
+    return html(200, "Audit", body, signed.frame, "audit")
+
+
+def tokens_minted(principal: Principal, run_id: str) -> list[dict[str, Any]] | None:
+    """Token mints for the run among the tenant's latest audit entries (None: the key may not read the audit log)."""
+    if "audit:read" not in principal.scopes:
+        return None
+    found: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(TOKEN_SCAN_PAGES):
+        listed = audit.entries_page(service().store, principal.tenant, audit.MAX_PAGE, cursor)
+        found += [
+            e for e in listed["entries"] if e.get("action") == "token.minted" and (e.get("target") or {}).get("runId") == run_id
+        ]
+        cursor = listed.get("cursor")
+        if cursor is None:
+            break
+    return found

@@ -1,0 +1,198 @@
+"""The operator console in a real browser: headless Chromium (Debian's package) driven by Playwright.
+
+An operator signs in with an API key, sees the inbox, decides, finds the run in Runs, opens it and sees the
+timeline and the vote, cancels two runs at once, and revokes a key, which its own session then finds refused.
+Every page is captured at 390 px and 1280 px in test-artifacts/; any Content-Security-Policy violation (or
+any console error) fails the test.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.e2e.test_approval_page_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401
+from tests.support.console import gate_workflow
+from tests.support.local_stack import Api, until
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+# Recorded in the page before any of its own content runs; read back after each step.
+CSP_LISTENER = """
+window.__csp = [];
+document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+class Watched:
+    """A browser context whose pages report CSP violations and console errors."""
+
+    def __init__(self, browser, viewport: dict[str, int]) -> None:
+        self.context = browser.new_context(viewport=viewport)
+        self.context.add_init_script(CSP_LISTENER)
+        self.errors: list[str] = []
+        self.page = self.context.new_page()
+        self.page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+        self.width = viewport["width"]
+
+    def violations(self) -> list[str]:
+        return list(self.page.evaluate("window.__csp || []"))
+
+    def clean(self) -> None:
+        assert self.violations() == []
+        assert self.errors == []
+
+    def shot(self, name: str) -> None:
+        self.clean()
+        # No horizontal scrolling of the page itself at any width (wide tables scroll inside their own box).
+        assert self.page.evaluate("document.documentElement.scrollWidth") <= self.width
+        self.page.screenshot(path=str(ARTIFACTS / f"console-{name}-{self.width}.png"), full_page=True)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def sign_in(watched: Watched, base_url: str, key: str) -> None:
+    page = watched.page
+    page.goto(base_url + "/console")
+    assert page.get_by_role("heading", name="Sign in").is_visible()
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url("**/console/inbox")
+
+
+def test_the_csp_watch_sees_a_violation(api: Api, browser) -> None:
+    """The check below can fail: an inline style without the nonce is reported."""
+    watched = Watched(browser, PHONE)
+    try:
+        watched.page.goto(api.base_url + "/console/sign-in")
+        assert watched.violations() == []
+        watched.page.evaluate("document.head.appendChild(Object.assign(document.createElement('style'), {textContent: 'body{color:red}'}))")
+        assert until(watched.violations, timeout_s=10)
+    finally:
+        watched.close()
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px", "1280px"])
+def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict[str, int]) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    workflow_id = gate_workflow(api, requiredApprovals=2, description="A <b>release</b> & its notes")
+    voted = api.start(workflow_id)["runId"]
+    others = [api.start(workflow_id)["runId"] for _ in range(2)]
+    operator = f"operator-{uuid.uuid4().hex[:6]}"
+    operator_key = api.new_key(
+        ["approvals:respond", "runs:read", "runs:cancel", "workflows:read", "keys:admin", "audit:read"],
+        subject=operator,
+    )
+    doomed_key = api.new_key(["approvals:respond", "runs:read"], subject=f"doomed-{uuid.uuid4().hex[:6]}")
+    for run_id in (voted, *others):
+        assert api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+    watched = Watched(browser, viewport)
+    page = watched.page
+    try:
+        # Sign in: the key becomes a session, and the inbox shows what waits
+        sign_in(watched, api.base_url, operator_key)
+        assert page.get_by_role("heading", name="Inbox", level=1).is_visible()
+        item = page.locator("section.card", has=page.locator(f'a[href$="{voted.split("/")[1]}"]'))
+        assert item.get_by_role("heading", name="Ship it?").is_visible()
+        assert "A <b>release</b> & its notes" in item.locator("p.desc").inner_text()
+        watched.shot("inbox")
+
+        # Decide: a vote, by keyboard-reachable controls with labels
+        item.get_by_label("Comment (optional)").fill("Looks right to me")
+        item.get_by_role("button", name="Approve").click()
+        page.wait_for_load_state()
+        assert page.get_by_role("status").get_by_text("Your vote was counted").is_visible()
+        watched.shot("decided")
+
+        # Find the run in Runs (filtered by its workflow) and open it
+        page.get_by_role("link", name="Runs").click()
+        page.get_by_label("Workflow id").fill(workflow_id)
+        page.get_by_role("button", name="Find").click()
+        page.wait_for_load_state()
+        listed = page.get_by_role("table", name="Runs, newest first")
+        assert listed.locator("tbody tr").count() == 3
+        listed.get_by_role("link", name=voted).click()
+        page.wait_for_url(f"**/console/runs/*{voted.split('/')[1]}")
+        assert page.get_by_role("heading", name=voted).is_visible()
+
+        # The timeline and the vote: who, when, which surface
+        timeline = page.locator("ol.timeline")
+        assert "Asked for a decision · review" in timeline.inner_text()
+        assert "Vote received · review" in timeline.inner_text()
+        votes = page.get_by_role("table", name="Votes on review")
+        row = votes.locator("tbody tr")
+        assert row.count() == 1
+        cells = row.locator("td").all_inner_texts()
+        assert cells[0].endswith("|" + operator)
+        assert cells[1] == "accept"
+        assert cells[3] == "console"
+        assert page.locator("svg.graph g.s-suspended").count() == 1
+        watched.shot("run")
+
+        # Cancel two runs at once
+        page.get_by_role("link", name="Runs").click()
+        page.get_by_label("Status").select_option("waiting-approval")
+        page.get_by_label("Workflow id").fill(workflow_id)
+        page.get_by_role("button", name="Find").click()
+        page.wait_for_load_state()
+        for run_id in others:
+            page.get_by_label(f"Select run {run_id}").check()
+        watched.shot("runs")
+        page.get_by_role("button", name="Cancel selected runs").click()
+        page.wait_for_load_state()
+        assert page.get_by_role("status").get_by_text("Cancelled 2 of 2").is_visible()
+        for run_id in others:
+            assert api.run(run_id)["status"] == "cancelled"
+        assert api.run(voted)["status"] == "waiting-approval"
+        watched.shot("cancelled")
+
+        # Workflows: the definition drawn and as JSON
+        page.goto(api.base_url + f"/console/workflows/{workflow_id}")
+        assert page.locator("svg.graph").count() == 1
+        assert '"requiredApprovals": 2' in page.locator("pre").inner_text()
+        watched.shot("workflow")
+
+        # Revoke a key, and see it refused: in its own console session and on the API
+        doomed = Watched(browser, viewport)
+        try:
+            sign_in(doomed, api.base_url, doomed_key)
+            page.get_by_role("link", name="Keys").click()
+            page.get_by_role("button", name=f"Revoke key {doomed_key.split('_')[1]}").click()
+            page.wait_for_load_state()
+            assert page.get_by_role("status").get_by_text("Key revoked").is_visible()
+            watched.shot("keys")
+
+            def refused() -> bool:
+                doomed.page.reload()
+                return "Your session has ended" in doomed.page.inner_text("body")
+
+            assert until(refused, timeout_s=30, interval_s=0.5)
+            assert "revoked" in doomed.page.inner_text("body")
+            assert until(lambda: api.call("GET", "/interrupts", key=doomed_key).status_code == 401, timeout_s=30)
+            # Its last page was a 401, which Chromium logs as a failed load: only the policy is checked here.
+            assert doomed.violations() == []
+        finally:
+            doomed.close()
+
+        # Audit: what the operator did here, each entry naming the console as its surface
+        page.get_by_role("link", name="Audit").click()
+        entries = page.get_by_role("table", name="Audit entries, newest first").inner_text()
+        for action in ("interrupt.voted", "run.cancelled", "key.revoked"):
+            assert action in entries
+        assert f"{operator} (console)" in entries
+        watched.shot("audit")
+    finally:
+        watched.close()
