@@ -16,10 +16,14 @@ LOCK := interlude_cdk/layer-requirements.lock
 
 .PHONY: dev test venv system-deps lint synth layer lock deploy bench clean
 
+# The first install takes minutes: it says so, and names each package as pip fetches it.
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@test -x $(PY) || { echo "Creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "Installing Interlude and its development tools into $(VENV) (the first time takes a few minutes):"
+	@$(PY) -m pip install --quiet --upgrade pip
+	@set -o pipefail; $(PY) -m pip install --progress-bar off -e '.[dev]' \
+	  | sed -un 's/^Collecting \([^ ]*\).*/  fetching \1/p'
+	@echo "Installed: $(VENV) is ready."
 	@touch $(STAMP)
 
 venv: $(STAMP)
