@@ -108,8 +108,8 @@ class CallbackDelivery(Construct):
             Validations.of(function.role).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{nag_resource(self, arn)}]",
-                    reason="One signing secret per tenant, created on first use: the grant is every secret under "
-                    "this one name prefix and nothing else.",
+                    reason="One signing secret per tenant (or per webhook subscription), created at run time: the "
+                    "grant is every secret under this one name prefix and nothing else.",
                 )
             )
         if wiring.creates_secrets(spec):

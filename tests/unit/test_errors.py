@@ -50,6 +50,8 @@ OPENWOP_STATUS = {
     "rate_limited": 429,
     # Issue 16: a bulk-cancel entry naming another tenant's run (never a whole request's refusal).
     "run_forbidden": 403,
+    # Issue 14: webhook subscriptions.
+    "webhook_url_rejected": 400,
 }
 
 

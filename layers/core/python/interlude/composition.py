@@ -28,10 +28,18 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
     from interlude.adapters import metrics
     from interlude.adapters.actions.outbox import queue_actions
     from interlude.adapters.delivery.outbox import callback_notices
+    from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
     from interlude.adapters.scheduler import outbox as deadline_schedules
     from interlude.app.external_events import resolve_kept_events
 
-    return (deadline_schedules.on_events, callback_notices, resolve_kept_events, metrics.on_events, queue_actions)
+    return (
+        deadline_schedules.on_events,
+        callback_notices,
+        resolve_kept_events,
+        metrics.on_events,
+        queue_actions,
+        webhook_deliveries,
+    )
 
 
 def compose() -> None:

@@ -125,6 +125,20 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchWriteItem",
             "dynamodb:BatchGetItem",
         ),
+        # Webhook subscriptions (issue 14): a secret is created at POST /webhooks, replaced at rotate-secret, read
+        # to keep the previous one through the overlap, and deleted with its subscription.
+        secret_grants=(
+            (
+                "SUBSCRIPTION_SECRET_PREFIX",
+                (
+                    "secretsmanager:GetSecretValue",
+                    "secretsmanager:CreateSecret",
+                    "secretsmanager:TagResource",
+                    "secretsmanager:PutSecretValue",
+                    "secretsmanager:DeleteSecret",
+                ),
+            ),
+        ),
     ),
     Function(
         name="dispatch",
@@ -167,6 +181,8 @@ FUNCTIONS: tuple[Function, ...] = (
                 "WEBHOOK_SECRET_PREFIX",
                 ("secretsmanager:GetSecretValue", "secretsmanager:CreateSecret", "secretsmanager:TagResource"),
             ),
+            # Webhook subscriptions' secrets (issue 14): read to sign each delivery.
+            ("SUBSCRIPTION_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),
         ),
     ),
     Function(
@@ -298,7 +314,12 @@ def queues_in_creation_order() -> list[Queue]:
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
 # Action auth secrets, one per tenant and name: `{prefix}{tenant}/{name}` (core.http secretHeaders), made by the
 # tenant's operator; the actions function only reads them.
-SECRET_PREFIXES = {"WEBHOOK_SECRET_PREFIX": "interlude/webhooks/", "ACTION_SECRET_PREFIX": "interlude/actions/"}
+SECRET_PREFIXES = {
+    "WEBHOOK_SECRET_PREFIX": "interlude/webhooks/",
+    "ACTION_SECRET_PREFIX": "interlude/actions/",
+    # One secret per webhook subscription (POST /webhooks, issue 14): `{prefix}{tenant}/{opaque}`.
+    "SUBSCRIPTION_SECRET_PREFIX": "interlude/subscriptions/",
+}
 
 
 # A function that creates secrets under a prefix (CreateSecret among its secret_grants) creates them under the
@@ -481,6 +502,24 @@ ROUTES: tuple[Route, ...] = (
     # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
     Route("GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)"),
     Route("GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams"),
+    # Issue 14 (interlude.api.webhooks): OpenWOP webhook subscriptions, tenant-wide.
+    Route("POST", "/webhooks", "registerWebhook", "webhooks:manage", "Register a webhook subscription", True),
+    Route("DELETE", "/webhooks/{webhookId}", "unregisterWebhook", "webhooks:manage", "Unregister a webhook", True),
+    Route(
+        "POST",
+        "/webhooks/{webhookId}/rotate-secret",
+        "rotateWebhookSecret",
+        "webhooks:manage",
+        "Replace a subscription's secret; the old one signs too through the overlap",
+        True,
+    ),
+    Route(
+        "GET",
+        "/webhooks/{webhookId}/dead-letters",
+        "listWebhookDeadLetters",
+        "webhooks:manage",
+        "A subscription's dead-lettered deliveries (content-free), newest first",
+    ),
 )
 
 # Issue 16 item 5 (interlude.api.audit): the tenant's tamper-evident audit log.
@@ -518,6 +557,8 @@ Scope = Literal[
     "events:write",
     "keys:admin",
     "audit:read",
+    # OpenWOP's scope of the webhook subscription routes (issue 14).
+    "webhooks:manage",
 ]
 ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 

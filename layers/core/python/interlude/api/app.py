@@ -10,7 +10,7 @@ from interlude.adapters import metrics
 
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11),
-# effects (issue 15).
+# effects (issue 15), principals and webhooks (issue 14).
 from interlude.api import (  # noqa: F401
     audit,  # (issue 16: the audit log)
     deliveries,
@@ -23,6 +23,7 @@ from interlude.api import (  # noqa: F401
     runs,
     streams,
     tokens,
+    webhooks,
 )
 
 # The operator console (issue 16).

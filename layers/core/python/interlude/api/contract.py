@@ -21,6 +21,7 @@ from interlude.app import inbox as approver_inbox
 from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
+from interlude.domain.models import webhooks as wh
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import (
     BulkCancelRequest,
@@ -89,6 +90,7 @@ IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotenc
 # A run named by the path: another tenant's (403, or ModuleX's 404), none, or one that kept changing (retry).
 RUN = ("validation_error", "id_tenant_mismatch", "not_found", "runner_unavailable")
 DECISION = ("not_found", "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "payload_too_large")
+WEBHOOK = ("validation_error", "id_tenant_mismatch", "not_found")
 TOKEN = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
 
 LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")
@@ -317,6 +319,29 @@ OPERATIONS: dict[str, Operation] = {
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
     **CONSOLE_OPERATIONS,
+    # Issue 14: webhook subscriptions (a subscription named by the path: another tenant's is 403, none is 404).
+    "registerWebhook": Operation(
+        (Success(201, "The subscription (its secret shown once)", wh.WebhookRegistered, headers=("Cache-Control",)),),
+        ("webhook_url_rejected", "interlude.quota_exceeded"),
+        wh.RegisterWebhookRequest,
+    ),
+    "unregisterWebhook": Operation(
+        (Success(204, "Unregistered: nothing more is delivered to it", media=()),), WEBHOOK
+    ),
+    "rotateWebhookSecret": Operation(
+        (Success(200, "Rotated; the previous secret signs too until it expires", wh.WebhookSecretRotated),),
+        WEBHOOK,
+        wh.RotateWebhookSecretRequest,
+        True,
+    ),
+    "listWebhookDeadLetters": Operation(
+        (Success(200, "Dead-lettered deliveries, newest first (content-free)", wh.WebhookDeadLetterPage),),
+        WEBHOOK,
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1}, "clamped to deadLetter.maxPageSize"),
+            Param("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 2048}, "nextCursor"),
+        ),
+    ),
 }
 
 

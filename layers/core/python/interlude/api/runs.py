@@ -25,6 +25,7 @@ from interlude.api.routes import route
 from interlude.api.run_listing import run_list_capability
 from interlude.app import audit
 from interlude.config import settings
+from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
@@ -38,6 +39,7 @@ from interlude.domain.models.responses import (
     WorkflowVersion,
 )
 from interlude.domain.models.run import RunState
+from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE, DEAD_LETTER_RETENTION_DAYS, ROTATION_OVERLAP_SECONDS
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
@@ -99,7 +101,21 @@ def capabilities() -> dict[str, Any]:
             "checkpointIntervalEntries": audit_rules.CHECKPOINT_INTERVAL_ENTRIES,
             "checkpointIntervalSeconds": audit_rules.CHECKPOINT_INTERVAL_SECONDS,
         }
+    caps["webhooks"] = webhooks_capability()
     return caps
+
+
+def webhooks_capability() -> dict[str, Any]:
+    """Issue 14: webhook subscriptions, delivered by the callback pipeline under its retry policy."""
+    return {
+        "status": "stable",
+        "since": "2.0",
+        "witness": "witnessable-gated",
+        "signatureAlgorithms": ["v1"],
+        "retryPolicy": {"maxAttempts": delivery_settings().max_attempts, "backoff": "exponential"},
+        "deadLetter": {"retentionDays": DEAD_LETTER_RETENTION_DAYS, "maxPageSize": DEAD_LETTER_MAX_PAGE},
+        "secretRotation": {"overlapSeconds": ROTATION_OVERLAP_SECONDS},
+    }
 
 
 @route("getOpenApi")

@@ -44,6 +44,7 @@ from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.directory import DirectoryStore
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import InteractionStore
+from interlude.store.webhooks import SubscriptionSecrets, WebhookStore, subscription_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,14 @@ class Service(KeyOperations, WorkflowOperations):
     @cached_property
     def idempotency(self) -> IdempotencyStore:
         return IdempotencyStore(self.store.table, self.store.client)
+
+    @cached_property
+    def webhooks(self) -> WebhookStore:
+        return WebhookStore(self.store.table, self.store.client)
+
+    @cached_property
+    def webhook_secrets(self) -> SubscriptionSecrets:
+        return subscription_secrets()
 
     # -- runs --------------------------------------------------------------------------------------
 

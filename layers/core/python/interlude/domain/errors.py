@@ -143,6 +143,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "runner_unavailable": Unavailable,
     # The tenant's request rate passed its limit (OpenWOP's code; always with Retry-After).
     "rate_limited": RateLimited,
+    # A webhook subscription's url the egress guard refuses at registration (OpenWOP webhooks.md §SSRF).
+    "webhook_url_rejected": Invalid,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none

@@ -63,20 +63,20 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
 
 
 def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> None:
-    for start in range(0, len(notices), SQS_BATCH):
-        chunk = notices[start : start + SQS_BATCH]
+    send_messages(queue_url, [queue_message(tenant, callback_url, n) for n in notices])
+
+
+def send_messages(queue_url: str, messages: list[dict[str, Any]]) -> None:
+    """Queue `messages` for the delivery worker, ten per SQS batch."""
+    for start in range(0, len(messages), SQS_BATCH):
+        chunk = messages[start : start + SQS_BATCH]
         result = _sqs().send_message_batch(
             QueueUrl=queue_url,
             Entries=[
-                {
-                    "Id": str(i),
-                    "MessageBody": json.dumps(
-                        queue_message(tenant, callback_url, n), separators=(",", ":"), allow_nan=False
-                    ),
-                }
-                for i, n in enumerate(chunk)
+                {"Id": str(i), "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False)}
+                for i, m in enumerate(chunk)
             ],
         )
         if result.get("Failed"):
-            # The stream record is retried; notices already queued go again under the same ids (harmless).
-            raise RuntimeError(f"{len(result['Failed'])} callback notice(s) could not be queued")
+            # The stream record is retried; messages already queued go again under the same ids (harmless).
+            raise RuntimeError(f"{len(result['Failed'])} delivery message(s) could not be queued")

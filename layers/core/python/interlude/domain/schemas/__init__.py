@@ -29,6 +29,9 @@ SCHEMA_FILES = (
     "run-snapshot.schema.json",
     "subject.schema.json",
     "suspend-request.schema.json",
+    # Issue 14: a webhook subscription's delivery body and its dead-letter page.
+    "webhook-delivery.schema.json",
+    "webhook-dead-letter-page.schema.json",
 )
 BASE_URI = "https://openwop.dev/spec/v2/"
 

@@ -1,0 +1,41 @@
+"""The dispatch outbox handler that queues webhook subscription deliveries on the callbacks queue (issue 14).
+
+Runs for every event-log item of the table stream. One Query of the tenant's subscriptions per transition; the run
+head is read only when a subscription that wants one of the events filters by run tags. A record handled twice
+queues the same deliveries again under the same ids; the worker's record of success turns the copy into a no-op.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlude.adapters.delivery.outbox import send_messages
+from interlude.adapters.delivery.subscriptions import webhook_message
+from interlude.config.delivery import delivery_settings
+from interlude.domain.ids import tenant_of
+from interlude.rules.webhooks import wants
+
+
+def webhook_deliveries(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+    """The dispatch outbox handler: one queued delivery per (subscription that wants it, event)."""
+    subscriptions = service.webhooks.of_tenant(tenant_of(run_id))
+    types = {e.get("type") for e in events}
+    wanted = [s for s in subscriptions if types & set(s["events"])]
+    if not wanted:
+        return
+    run_tags: list[str] | None = None
+    if any(s.get("tags") for s in wanted):
+        got = service.store.get_run(run_id)
+        run_tags = list(got[0].tags) if got else []
+    messages = [
+        webhook_message(s["webhookId"], run_id, event)
+        for event in events
+        for s in wanted
+        if wants(s, event["type"], run_tags)
+    ]
+    if not messages:
+        return
+    cfg = delivery_settings()
+    if not cfg.queue_url:
+        raise RuntimeError("CALLBACK_QUEUE_URL is not set: webhook deliveries cannot be queued")
+    send_messages(cfg.queue_url, messages)

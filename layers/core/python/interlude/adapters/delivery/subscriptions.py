@@ -1,0 +1,124 @@
+"""Webhook subscription deliveries (issue 14) on the callback pipeline: the queued message, and what the callbacks
+worker sends for it (the dispatch outbox's handler is subscription_outbox, which this worker never imports).
+
+The queued message names the delivery (subscription, run, event sequence); the worker reads the subscription (gone:
+nothing is sent) and the event as persisted when it sends, so a message stays small whatever the event holds and
+an unregistered subscription receives nothing more. Signed with OpenWOP's `v1` scheme (HMAC-SHA256 of
+`{timestamp}.{body}` with the subscription secret, the five `OpenWOP-*` headers) and, when the secret has Standard
+Webhooks' `whsec_` form, also with Standard Webhooks headers (the `standardwebhooks` package), as callbacks are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from standardwebhooks import Webhook
+
+from interlude.domain.clock import iso
+from interlude.domain.ids import tenant_bound, tenant_of
+from interlude.domain.models.webhooks import DEAD_LETTER_RETENTION_DAYS
+from interlude.rules.webhooks import delivery_body, delivery_opaque
+from interlude.store.webhooks import SubscriptionSecrets
+
+MESSAGE_KIND = "webhook"
+SIGNATURE_ALGORITHM = "v1"
+CACHE_SECONDS = 60.0
+
+
+def webhook_message(webhook_id: str, run_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "kind": MESSAGE_KIND,
+        "tenant": tenant_of(webhook_id),
+        "webhookId": webhook_id,
+        "runId": run_id,
+        "sequence": event["sequence"],
+        "eventId": event["eventId"],
+        "eventType": event["type"],
+        "deliveryId": delivery_opaque(webhook_id, run_id, event["sequence"]),
+    }
+
+
+def v1_signature(secret: str, timestamp: int, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def delivery_headers(message: dict[str, Any], secrets: list[str], timestamp: int, body: bytes) -> dict[str, str]:
+    """OpenWOP's five headers, signed with the current secret; Standard Webhooks' with every live `whsec_` one."""
+    headers = {
+        "OpenWOP-Webhook-Id": message["webhookId"],
+        "OpenWOP-Event-Type": message["eventType"],
+        "OpenWOP-Timestamp": str(timestamp),
+        "OpenWOP-Signature": v1_signature(secrets[0], timestamp, body),
+        "OpenWOP-Signature-Algorithm": SIGNATURE_ALGORITHM,
+    }
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    signatures = []
+    for secret in secrets:
+        try:
+            signatures.append(Webhook(secret).sign(msg_id=message["deliveryId"], timestamp=moment, data=body.decode()))
+        except Exception:  # a caller's own secret not in whsec_ form: OpenWOP's v1 signature alone
+            continue
+    if signatures:
+        headers.update(
+            {
+                "webhook-id": message["deliveryId"],
+                "webhook-timestamp": str(timestamp),
+                "webhook-signature": " ".join(signatures),
+            }
+        )
+    return headers
+
+
+def delivery_bytes(run_id: str, event: dict[str, Any]) -> bytes:
+    return json.dumps(delivery_body(run_id, event), separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def dead_letter_record(
+    message: dict[str, Any], attempts: int, reason: str, last_status: int | None, now: float
+) -> dict[str, Any]:
+    """RFC 0188's record: names the delivery; no body, no headers, no secret."""
+    dead_at = datetime.fromtimestamp(now, UTC)
+    record: dict[str, Any] = {
+        "deliveryId": tenant_bound(message["tenant"], message["deliveryId"]),
+        "webhookId": message["webhookId"],
+        "runId": message["runId"],
+        "eventId": message["eventId"],
+        "eventType": message["eventType"],
+        "attempts": max(1, attempts),
+        "deadLetteredAt": iso(dead_at),
+        "expiresAt": iso(dead_at + timedelta(days=DEAD_LETTER_RETENTION_DAYS)),
+        "reason": reason,
+    }
+    if last_status is not None:
+        record["lastStatus"] = last_status
+    return record
+
+
+class SubscriptionSecretCache:
+    """Per-process cache of subscriptions' live secrets (current first): read at most once a minute each."""
+
+    def __init__(self, secrets: SubscriptionSecrets, max_age_s: float = CACHE_SECONDS) -> None:
+        self.secrets = secrets
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
+
+    def live(self, webhook_id: str, now: float) -> list[str]:
+        with self._lock:
+            hit = self._cache.get(webhook_id)
+        if hit is None or hit[0] <= time.monotonic():
+            hit = (time.monotonic() + self.max_age_s, self.secrets.read(webhook_id))
+            with self._lock:
+                self._cache[webhook_id] = hit
+        value = hit[1]
+        if value is None:
+            raise LookupError("the subscription has no secret")
+        return [value["current"], *(p["secret"] for p in value.get("previous", []) if float(p["until"]) > now)]

@@ -1,0 +1,93 @@
+"""Webhook subscriptions (OpenWOP webhooks.md; issue 14): request bodies, answers and the limits on them.
+
+The limits are the documented ceilings of what one tenant may register (README, "Limits"); the request models
+hold the per-subscription ones, the store the per-tenant count.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from interlude.domain.models import Closed
+
+# Subscriptions a tenant may hold at once (each one is a Secrets Manager secret and a query row per transition).
+MAX_WEBHOOKS_PER_TENANT = 25
+MAX_EVENTS_PER_WEBHOOK = 64
+MAX_URL_LENGTH = 2048
+MAX_TAGS_PER_WEBHOOK = 20
+MAX_TAG_LENGTH = 128
+# A caller's own secret: HMAC-SHA256 keys shorter than 16 characters are guessable, longer than 256 pointless.
+MIN_SECRET_LENGTH = 16
+MAX_SECRET_LENGTH = 256
+# The dead-letter read (webhooks.deadLetter): how long a record stays readable, and the largest page.
+DEAD_LETTER_RETENTION_DAYS = 14
+DEAD_LETTER_MAX_PAGE = 100
+# The previous secret keeps signing for this long after a rotation (webhooks.secretRotation.overlapSeconds).
+ROTATION_OVERLAP_SECONDS = 24 * 3600
+
+Secret = Annotated[
+    str, StringConstraints(min_length=MIN_SECRET_LENGTH, max_length=MAX_SECRET_LENGTH, pattern=r"^[\x21-\x7e]+$")
+]
+EventTypeName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_LENGTH)]
+
+
+class RegisterWebhookRequest(Closed):
+    url: str = Field(min_length=1, max_length=MAX_URL_LENGTH)
+    # The filter: only events of these types are delivered (registered v2 names or vendor `<org>.<name>`).
+    events: list[EventTypeName] = Field(min_length=1, max_length=MAX_EVENTS_PER_WEBHOOK)
+    # Left out: the host generates one (`whsec_…`) and returns it once, in the 201 answer.
+    secret: Secret | None = None
+    # Only runs whose tags overlap these (RunOptions.tags) are delivered; left out: every run of the tenant.
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS_PER_WEBHOOK)
+
+
+class RotateWebhookSecretRequest(Closed):
+    # The new secret (openwop-client sends one); left out, the host generates it and returns it in the answer.
+    secret: Secret | None = None
+
+
+class WebhookAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WebhookRegistered(WebhookAnswer):
+    """`webhookId` is the OpenAPI's name, `subscriptionId` openwop-client's: the same tenant-bound id."""
+
+    webhookId: str
+    subscriptionId: str
+    url: str
+    # Shown this once; only its Secrets Manager secret holds it afterwards.
+    secret: str
+    eventTypes: list[str]
+    tags: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    createdAt: str
+
+
+class WebhookSecretRotated(WebhookAnswer):
+    rotatedAt: str
+    previousSecretExpiresAt: str
+    # Present only when the host generated the new secret (the request carried none).
+    secret: str | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+class DeadLetteredDelivery(WebhookAnswer):
+    """Names a delivery that will not be retried; never its body, its headers or the secret (RFC 0188 §B.1)."""
+
+    deliveryId: str
+    webhookId: str
+    runId: str
+    eventId: str
+    eventType: str
+    attempts: int = Field(ge=1)
+    deadLetteredAt: str
+    expiresAt: str
+    reason: Literal["retries_exhausted", "payload_unprojectable"]
+    lastStatus: int | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+class WebhookDeadLetterPage(WebhookAnswer):
+    deliveries: list[DeadLetteredDelivery]
+    nextCursor: str | None = Field(default=None, exclude_if=lambda value: value is None)

@@ -1,0 +1,268 @@
+"""Webhook subscriptions (issue 14): their items in the table and their secrets in Secrets Manager.
+
+  subscription   T#{tenant}               WH#{opaque}                      url, events, tags, createdAt, secret name
+  count          T#{tenant}               WEBHOOKS                         n: the tenant's subscriptions (the limit)
+  dead letter    T#{tenant}#WH#{opaque}   DL#{deadLetteredAt}#{delivery}   content-free record; ttl = its expiresAt
+
+A subscription and the count change in one transaction, conditional on the limit, so concurrent registrations
+never pass it. One Query of the tenant partition (`WH#`) finds every subscription a transition may feed. The secret
+(`{"current": …, "previous": [{"secret", "until"}]}`) is never stored in the table.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.config.delivery import delivery_settings
+from interlude.domain.ids import tenant_of
+from interlude.rules.limits import quota_exceeded
+from interlude.store import attributes as a
+from interlude.store.dynamo import event_sk, run_pk
+from interlude.store.interactions import tenant_pk
+
+SUBSCRIPTION_SK_PREFIX = "WH#"
+COUNT_SK = "WEBHOOKS"
+DEAD_LETTER_SK_PREFIX = "DL#"
+_DESCRIPTION = "Interlude webhook subscription signing secret (current + previous through a rotation's overlap)"
+
+
+def subscription_key(webhook_id: str) -> dict[str, Any]:
+    tenant, opaque = webhook_id.split("/", 1)
+    return a.key(tenant_pk(tenant), f"{SUBSCRIPTION_SK_PREFIX}{opaque}")
+
+
+def dead_letters_pk(webhook_id: str) -> str:
+    tenant, opaque = webhook_id.split("/", 1)
+    return f"T#{tenant}#WH#{opaque}"
+
+
+def secret_name(prefix: str, webhook_id: str) -> str:
+    # Secrets Manager names allow [A-Za-z0-9/_+=.@-]; ids use [A-Za-z0-9._~-], so '~' -> '_' is one-to-one.
+    return prefix + webhook_id.replace("~", "_")
+
+
+def _epoch(iso_text: str) -> int:
+    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
+
+
+def _code(exc: ClientError) -> str:
+    return exc.response.get("Error", {}).get("Code", "")
+
+
+class WebhookStore:
+    def __init__(self, table: str, client: Any) -> None:
+        self.table = table
+        self.client = client
+
+    def put(self, record: dict[str, Any], limit: int) -> None:
+        """Store a new subscription, unless the tenant already holds `limit` (403 interlude.quota_exceeded)."""
+        webhook_id = record["webhookId"]
+        tenant = tenant_of(webhook_id)
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {**subscription_key(webhook_id), "record": a.as_json(record)},
+                            "ConditionExpression": "attribute_not_exists(sk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": a.key(tenant_pk(tenant), COUNT_SK),
+                            "UpdateExpression": "ADD n :one",
+                            "ConditionExpression": "attribute_not_exists(n) OR n < :limit",
+                            "ExpressionAttributeValues": {":one": a.n(1), ":limit": a.n(limit)},
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if _code(exc) != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                raise quota_exceeded(
+                    "webhooks", limit, f"the tenant holds {limit} webhook subscriptions, its limit"
+                ) from None
+            raise
+
+    def get(self, webhook_id: str) -> dict[str, Any] | None:
+        got = self.client.get_item(TableName=self.table, Key=subscription_key(webhook_id), ConsistentRead=True)
+        item = got.get("Item")
+        return a.unpacked(item["record"]) if item else None
+
+    def of_tenant(self, tenant: str) -> list[dict[str, Any]]:
+        """Every subscription of the tenant (at most the limit: one page)."""
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": a.s(tenant_pk(tenant)), ":prefix": a.s(SUBSCRIPTION_SK_PREFIX)},
+        )
+        return [a.unpacked(item["record"]) for page in pages for item in page.get("Items") or []]
+
+    def delete(self, webhook_id: str) -> dict[str, Any] | None:
+        """Remove the subscription (and count it out); None when there was none."""
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": subscription_key(webhook_id),
+                            "ConditionExpression": "attribute_exists(sk)",
+                            "ReturnValuesOnConditionCheckFailure": "NONE",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": a.key(tenant_pk(tenant_of(webhook_id)), COUNT_SK),
+                            "UpdateExpression": "ADD n :minus",
+                            "ExpressionAttributeValues": {":minus": a.n(-1)},
+                        }
+                    },
+                ]
+            )
+        except ClientError as exc:
+            if _code(exc) == "TransactionCanceledException":
+                return None
+            raise
+        return {"webhookId": webhook_id}
+
+    def put_dead_letter(self, record: dict[str, Any]) -> None:
+        opaque = record["deliveryId"].split("/", 1)[1]
+        item = {
+            **a.key(
+                dead_letters_pk(record["webhookId"]), f"{DEAD_LETTER_SK_PREFIX}{record['deadLetteredAt']}#{opaque}"
+            ),
+            "record": a.as_json(record),
+            wiring.TTL_ATTRIBUTE: a.n(_epoch(record["expiresAt"])),
+        }
+        self.client.put_item(TableName=self.table, Item=item)
+
+    def dead_letters(
+        self, webhook_id: str, limit: int, cursor: str | None, now_iso: str
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the subscription's dead letters, newest first; a cursor of another subscription: ValueError."""
+        pk = dead_letters_pk(webhook_id)
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": a.s(pk), ":prefix": a.s(DEAD_LETTER_SK_PREFIX)},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if cursor is not None:
+            query["ExclusiveStartKey"] = a.key(pk, _decode_cursor(cursor, pk))
+        got = self.client.query(**query)
+        # TTL deletes lag; a record past its expiresAt is no longer served.
+        records = [
+            r for r in (a.unpacked(item["record"]) for item in got.get("Items") or []) if r["expiresAt"] > now_iso
+        ]
+        last = got.get("LastEvaluatedKey")
+        return records, (_encode_cursor(pk, last[wiring.SORT_KEY]["S"]) if last else None)
+
+    def read_event(self, run_id: str, sequence: int) -> dict[str, Any] | None:
+        """The persisted RunEventDoc of `sequence` (its batch is the first keyed at or after it), or None."""
+        got = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": a.s(run_pk(run_id)),
+                ":lo": a.s(event_sk(sequence)),
+                ":hi": a.s(event_sk(10**12 - 1)),
+            },
+            Limit=1,
+        )
+        for item in got.get("Items") or []:
+            for event in a.unpacked(item["events"]):
+                if event.get("sequence") == sequence:
+                    return dict(event)
+        return None
+
+
+def _encode_cursor(pk: str, sk: str) -> str:
+    raw = json.dumps({"pk": pk, "sk": sk}, separators=(",", ":"), allow_nan=False)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, pk: str) -> str:
+    try:
+        plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, TypeError):
+        raise ValueError("not a cursor") from None
+    if not isinstance(plain, dict) or plain.get("pk") != pk or not isinstance(plain.get("sk"), str):
+        raise ValueError("a cursor of another listing")
+    return str(plain["sk"])
+
+
+class SubscriptionSecrets:
+    """The subscriptions' secrets in Secrets Manager, one secret each, named `{prefix}{webhookId}`."""
+
+    def __init__(
+        self, client: Any, prefix: str, kms_key_id: str | None = None, tags: Mapping[str, str] | None = None
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.kms_key_id = kms_key_id
+        self.tags = dict(tags or {})
+
+    def name(self, webhook_id: str) -> str:
+        return secret_name(self.prefix, webhook_id)
+
+    def create(self, webhook_id: str, value: dict[str, Any]) -> None:
+        options: dict[str, Any] = {}
+        if self.kms_key_id:
+            options["KmsKeyId"] = self.kms_key_id
+        if self.tags:
+            options["Tags"] = [{"Key": key, "Value": tag} for key, tag in self.tags.items()]
+        self.client.create_secret(
+            Name=self.name(webhook_id),
+            Description=_DESCRIPTION,
+            SecretString=json.dumps(value, allow_nan=False),
+            **options,
+        )
+
+    def read(self, webhook_id: str) -> dict[str, Any] | None:
+        try:
+            raw = self.client.get_secret_value(SecretId=self.name(webhook_id))["SecretString"]
+        except ClientError as exc:
+            if _code(exc) in ("ResourceNotFoundException", "InvalidRequestException"):
+                return None  # none, or deleted (InvalidRequestException: marked for deletion)
+            raise
+        value: dict[str, Any] = json.loads(raw)
+        return value
+
+    def replace(self, webhook_id: str, value: dict[str, Any]) -> None:
+        self.client.put_secret_value(SecretId=self.name(webhook_id), SecretString=json.dumps(value, allow_nan=False))
+
+    def delete(self, webhook_id: str) -> None:
+        try:
+            self.client.delete_secret(SecretId=self.name(webhook_id), ForceDeleteWithoutRecovery=True)
+        except ClientError as exc:
+            if _code(exc) != "ResourceNotFoundException":
+                raise
+
+
+SUBSCRIPTION_SECRET_PREFIX_ENV = "SUBSCRIPTION_SECRET_PREFIX"
+
+
+def subscription_secrets() -> SubscriptionSecrets:
+    """The deployment's subscription secrets: its prefix, and the key and tags it creates secrets with."""
+    cfg = delivery_settings()
+    prefix = os.environ.get(SUBSCRIPTION_SECRET_PREFIX_ENV, wiring.SECRET_PREFIXES[SUBSCRIPTION_SECRET_PREFIX_ENV])
+    return SubscriptionSecrets(
+        boto3.client("secretsmanager"), prefix, kms_key_id=cfg.secret_kms_key_id, tags=cfg.secret_tags
+    )

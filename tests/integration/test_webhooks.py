@@ -1,0 +1,377 @@
+"""Webhook subscriptions (issue 14, item 5) in-process: moto (DynamoDB, streams, SQS, Secrets Manager), the real
+dispatch outbox and callbacks worker, and a receiver on 127.0.0.1 that verifies what it gets the way a subscriber
+would (openwop-client's v1 verifier, and the `standardwebhooks` package)."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+from openwop_client.webhook_helpers import verify_webhook_signature
+from standardwebhooks import Webhook
+
+from interlude import wiring
+from interlude.adapters.delivery.subscriptions import webhook_message
+from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.app import webhooks
+from interlude.app.service import Service
+from interlude.domain import schemas
+from interlude.domain.errors import Forbidden, Invalid, NotFound
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.webhooks import (
+    MAX_WEBHOOKS_PER_TENANT,
+    RegisterWebhookRequest,
+    RotateWebhookSecretRequest,
+)
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls
+from interlude.store import Store, create_table
+from interlude.store.deliveries import DeliveryStore
+from tests.integration.conftest import signed_in
+from tests.support.egress import fake_resolve
+from tests.support.local_stack import FIXTURES
+from tests.support.receiver import Receiver
+from tests.support.stream import Stream
+
+TABLE = "interlude-test"
+TENANT = "t1"
+MAX_ATTEMPTS = 3
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    env = {
+        "TABLE_NAME": TABLE,
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+        "KEY_RING_SECRET": "interlude-test/token-keys",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        for queue in wiring.QUEUES:
+            monkeypatch.setenv(queue.url_env, urls[queue.name])
+        export_queue_urls(urls)
+        ensure_key_ring(env["KEY_RING_SECRET"])
+        yield urls
+
+
+@pytest.fixture
+def service(aws) -> Service:
+    return Service(Store(TABLE))
+
+
+@pytest.fixture
+def admin(service):
+    return signed_in(service, tenant=TENANT)
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver().start()
+    yield started
+    started.close()
+
+
+def drain(urls: dict[str, str], rounds: int = 50) -> None:
+    pump = QueuePump("callbacks", urls["callbacks"])
+    for _ in range(rounds):
+        if not pump.pump_once():
+            return
+    raise AssertionError("the callback queue did not drain")
+
+
+def queued(url: str) -> list[dict]:
+    sqs = boto3.client("sqs")
+    out = []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not got:
+            return out
+        out += got
+
+
+def start_gate_run(service, principal, **body) -> str:
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+    request = CreateRunRequest.model_validate({"workflowId": definition["id"], **body})
+    return service.create_run(principal, request).runId
+
+
+def register(service, principal, url: str, events: list[str], **extra) -> dict:
+    request = RegisterWebhookRequest.model_validate({"url": url, "events": events, **extra})
+    return webhooks.register(service, principal, request)
+
+
+def v1_valid(secret: str, hit) -> bool:
+    outcome = verify_webhook_signature(
+        secret,
+        hit.headers["openwop-signature"],
+        hit.headers["openwop-timestamp"],
+        hit.body,
+        algorithm_header=hit.headers["openwop-signature-algorithm"],
+    )
+    return outcome.valid
+
+
+def deliver(aws) -> None:
+    Stream(TABLE).pump()
+    drain(aws)
+
+
+# --- delivery -------------------------------------------------------------------------------------
+
+
+def test_one_subscription_serves_every_run_of_the_tenant_signed_and_in_the_documented_shape(
+    service, admin, aws, receiver
+):
+    # Given a subscription to interrupt.requested, registered once for the tenant
+    made = register(service, admin, receiver.url("/subscriber"), ["interrupt.requested"])
+    assert made["webhookId"] == made["subscriptionId"]
+    assert made["webhookId"].startswith(f"{TENANT}/")
+    assert made["secret"].startswith("whsec_")
+
+    # When two runs (neither names a callbackUrl) reach their gates
+    runs = [start_gate_run(service, admin), start_gate_run(service, admin)]
+    deliver(aws)
+
+    # Then the receiver got one delivery per run: only the subscribed type, each verifiable
+    assert len(receiver.hits) == 2
+    bodies = [json.loads(hit.body) for hit in receiver.hits]
+    assert sorted(b["runId"] for b in bodies) == sorted(runs)
+    for hit, body in zip(receiver.hits, bodies, strict=True):
+        assert hit.path == "/subscriber"
+        assert v1_valid(made["secret"], hit)
+        # Standard Webhooks headers too, over the same bytes
+        assert Webhook(made["secret"]).verify(hit.body, hit.headers) == body
+        assert hit.headers["openwop-webhook-id"] == made["webhookId"]
+        assert hit.headers["openwop-event-type"] == "interrupt.requested"
+        assert hit.headers["openwop-signature-algorithm"] == "v1"
+        # And the body is webhook-delivery.schema.json's: the run id tenant-bound, the event as persisted
+        assert schemas.errors_of(schemas.validator("webhook-delivery.schema.json"), body) == []
+        assert set(body) == {"runId", "event"}
+        (persisted,) = [e for e in service.store.read_events(body["runId"]) if e["type"] == "interrupt.requested"]
+        assert body["event"] == persisted
+
+
+def test_the_event_filter_and_the_tag_filter(service, admin, aws, receiver):
+    # Given one subscription to run ends only, and one to interrupt.requested of runs tagged "finance"
+    ends = register(service, admin, receiver.url("/ends"), ["run.completed", "run.failed"])
+    tagged = register(service, admin, receiver.url("/finance"), ["interrupt.requested"], tags=["finance"])
+    assert tagged["tags"] == ["finance"]
+
+    # When an untagged run and a finance run reach their gates, and the finance one completes
+    start_gate_run(service, admin)
+    finance = start_gate_run(service, admin, tags=["finance", "q3"])
+    deliver(aws)
+    service.resolve_interrupt(admin, finance, "gate", {"action": "accept"})
+    deliver(aws)
+
+    # Then the tag subscription got the finance run's interrupt alone, and the other its completion alone
+    got = [(hit.path, json.loads(hit.body)) for hit in receiver.hits]
+    assert [(path, b["runId"], b["event"]["type"]) for path, b in got] == [
+        ("/finance", finance, "interrupt.requested"),
+        ("/ends", finance, "run.completed"),
+    ]
+    assert v1_valid(tagged["secret"], receiver.hits[0])
+    assert v1_valid(ends["secret"], receiver.hits[1])
+
+
+def test_retries_then_a_content_free_dead_letter_readable_per_subscription(service, admin, aws, receiver):
+    # Given a subscriber that fails every attempt
+    receiver.script[:] = [500, 503, 500]
+    made = register(service, admin, receiver.url("/hook?subscriber-secret=s3cr3t"), ["interrupt.requested"])
+    run_id = start_gate_run(service, admin)
+
+    # When the delivery is queued and the queue is played until it is empty
+    deliver(aws)
+
+    # Then it was attempted MAX_ATTEMPTS times, one delivery id throughout
+    assert len(receiver.hits) == MAX_ATTEMPTS
+    assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
+    # And the subscription's dead-letter page names it, without body, headers or secret
+    page = webhooks.dead_letters(service, admin, made["webhookId"], 100, None)
+    assert schemas.errors_of(schemas.validator("webhook-dead-letter-page.schema.json"), page) == []
+    (record,) = page["deliveries"]
+    event = json.loads(receiver.hits[0].body)["event"]
+    assert record["webhookId"] == made["webhookId"]
+    assert record["runId"] == run_id
+    assert (record["eventId"], record["eventType"]) == (event["eventId"], "interrupt.requested")
+    assert record["deliveryId"] == f"{TENANT}/{receiver.hits[0].headers['webhook-id']}"
+    assert (record["attempts"], record["reason"], record["lastStatus"]) == (MAX_ATTEMPTS, "retries_exhausted", 500)
+    assert record["expiresAt"] > record["deadLetteredAt"]
+    raw = json.dumps(page)
+    for leaked in (made["secret"], "s3cr3t", '"payload"', "/hook", "sha256="):
+        assert leaked not in raw
+    # And the operators' queue has it too (content-free), the callback queue nothing
+    (dead,) = queued(aws["callbacks-dlq"])
+    assert json.loads(dead["Body"])["deliveryId"] == record["deliveryId"]
+    assert made["secret"] not in dead["Body"]
+    assert queued(aws["callbacks"]) == []
+
+
+def test_a_delivery_whose_event_is_not_in_the_log_is_dead_lettered_on_its_first_attempt(service, admin, aws, receiver):
+    # Given a queued delivery naming an event its run never had
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    run_id = start_gate_run(service, admin)
+    Stream(TABLE).pump()
+    drain(aws)
+    ghost = {"sequence": 999, "eventId": "evt_ghost_0000000000", "type": "interrupt.requested"}
+    boto3.client("sqs").send_message(
+        QueueUrl=aws["callbacks"], MessageBody=json.dumps(webhook_message(made["webhookId"], run_id, ghost))
+    )
+
+    # When the worker takes it
+    drain(aws)
+
+    # Then nothing is sent and it is dead at once: payload_unprojectable, one attempt, no status
+    assert len(receiver.hits) == 1  # the real event's delivery only
+    (record,) = webhooks.dead_letters(service, admin, made["webhookId"], 100, None)["deliveries"]
+    assert (record["reason"], record["attempts"], record["eventId"]) == ("payload_unprojectable", 1, ghost["eventId"])
+    assert "lastStatus" not in record
+
+
+def test_unregistered_subscriptions_receive_nothing_more_and_their_secret_is_gone(service, admin, aws, receiver):
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    # Given a delivery already queued for it
+    start_gate_run(service, admin)
+    Stream(TABLE).pump()
+
+    # When it is unregistered before the worker runs
+    webhooks.unregister(service, admin, made["webhookId"])
+    drain(aws)
+    start_gate_run(service, admin)
+    deliver(aws)
+
+    # Then nothing was delivered, and the secret no longer exists
+    assert receiver.hits == []
+    assert service.webhook_secrets.read(made["webhookId"]) is None
+    with pytest.raises(NotFound):
+        webhooks.unregister(service, admin, made["webhookId"])
+
+
+def test_rotation_signs_with_the_new_secret_and_keeps_the_old_through_the_overlap(service, admin, aws, receiver):
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    new = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
+    # When the secret is rotated to one the caller chose
+    rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=new))
+    assert "secret" not in rotated
+    assert rotated["previousSecretExpiresAt"] > rotated["rotatedAt"]
+    start_gate_run(service, admin)
+    deliver(aws)
+
+    # Then the v1 signature is the new secret's; Standard Webhooks carries both through the overlap
+    (hit,) = receiver.hits
+    assert v1_valid(new, hit)
+    assert not v1_valid(made["secret"], hit)
+    assert Webhook(new).verify(hit.body, hit.headers)
+    assert Webhook(made["secret"]).verify(hit.body, hit.headers)
+    # And a rotation without a secret generates one and shows it once
+    again = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest())
+    assert again["secret"].startswith("whsec_")
+    assert again["secret"] != new
+    # And the secret in use cannot be rotated to
+    with pytest.raises(Invalid) as refused:
+        webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=again["secret"]))
+    assert refused.value.details == {"field": "secret"}
+
+
+def test_a_caller_secret_signs_v1_alone(service, admin, aws, receiver):
+    made = register(service, admin, receiver.url(), ["interrupt.requested"], secret="my-own-secret-0123456789")
+    assert made["secret"] == "my-own-secret-0123456789"
+    start_gate_run(service, admin)
+    deliver(aws)
+    (hit,) = receiver.hits
+    assert v1_valid("my-own-secret-0123456789", hit)
+    assert "webhook-signature" not in hit.headers
+
+
+def test_the_url_is_guarded_again_at_delivery(service, admin, aws, receiver, monkeypatch):
+    # Given a subscription whose host name resolves to a public address at registration
+    service.callback_resolver = fake_resolve
+    made = register(service, admin, "https://hooks.example.com/hook", ["interrupt.requested"])
+    # When the name later resolves to a private address (the worker resolves it anew)
+    monkeypatch.setattr("interlude.rules.egress.resolve_host", lambda host, port: ["10.0.0.7"])
+    run_id = start_gate_run(service, admin)
+    deliver(aws)
+
+    # Then every attempt is refused by the guard, never dialled, and the delivery is dead-lettered
+    attempts = [a for a in DeliveryStore(service.store).attempts(run_id) if a.get("subscriptionId")]
+    assert [a["errorClass"] for a in attempts] == ["egress_denied"] * MAX_ATTEMPTS
+    (record,) = webhooks.dead_letters(service, admin, made["webhookId"], 100, None)["deliveries"]
+    assert record["reason"] == "retries_exhausted"
+    assert "lastStatus" not in record
+
+
+# --- registration and its refusals ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["http://8.8.8.8/hook", "https://10.0.0.1/hook", "https://169.254.169.254/", "ftp://x/"])
+def test_registration_refuses_urls_the_egress_guard_refuses(service, admin, monkeypatch, url):
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "")
+    with pytest.raises(Invalid) as refused:
+        register(service, admin, url, ["interrupt.requested"])
+    assert refused.value.code == "webhook_url_rejected"
+    assert refused.value.details["field"] == "url"
+
+
+def test_registration_refuses_an_unknown_event_type_name(service, admin, receiver):
+    with pytest.raises(Invalid) as refused:
+        register(service, admin, receiver.url(), ["interrupt.requested", "Not An Event"])
+    assert refused.value.code == "validation_error"
+    assert refused.value.details == {"field": "events[1]"}
+    # A vendor event name is accepted
+    assert register(service, admin, receiver.url(), ["acme.invoice-paid"])["eventTypes"] == ["acme.invoice-paid"]
+
+
+def test_a_tenant_holds_at_most_the_limit_and_unregistering_frees_a_place(service, admin, receiver):
+    made = [register(service, admin, receiver.url(), ["run.completed"]) for _ in range(MAX_WEBHOOKS_PER_TENANT)]
+    with pytest.raises(Forbidden) as refused:
+        register(service, admin, receiver.url(), ["run.completed"])
+    assert refused.value.code == "interlude.quota_exceeded"
+    assert refused.value.details["quota"] == "webhooks"
+    # The refused registration left no secret behind
+    secrets = boto3.client("secretsmanager").list_secrets(MaxResults=100)["SecretList"]
+    assert len([s for s in secrets if "subscriptions" in s["Name"]]) == MAX_WEBHOOKS_PER_TENANT
+    webhooks.unregister(service, admin, made[0]["webhookId"])
+    register(service, admin, receiver.url(), ["run.completed"])
+
+
+def test_another_tenants_subscription_is_refused_before_lookup(service, admin, receiver):
+    made = register(service, admin, receiver.url(), ["run.completed"])
+    other = signed_in(service, tenant="t2")
+    for call in (
+        lambda: webhooks.unregister(service, other, made["webhookId"]),
+        lambda: webhooks.dead_letters(service, other, made["webhookId"], 10, None),
+        lambda: webhooks.rotate(service, other, made["webhookId"], RotateWebhookSecretRequest()),
+    ):
+        with pytest.raises(Forbidden) as refused:
+            call()
+        assert refused.value.code == "id_tenant_mismatch"
+    with pytest.raises(NotFound):
+        webhooks.dead_letters(service, admin, f"{TENANT}/unknown-subscription-0", 10, None)
+
+
+def test_a_dead_letter_cursor_of_another_subscription_is_refused(service, admin, aws, receiver):
+    receiver.script[:] = [500] * (2 * MAX_ATTEMPTS)
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    other = register(service, admin, receiver.url(), ["run.completed"])
+    start_gate_run(service, admin)
+    start_gate_run(service, admin)
+    deliver(aws)
+    # Pages of one: newest first, the cursor leads to the older one
+    first = webhooks.dead_letters(service, admin, made["webhookId"], 1, None)
+    second = webhooks.dead_letters(service, admin, made["webhookId"], 1, first["nextCursor"])
+    assert first["deliveries"][0]["deadLetteredAt"] >= second["deliveries"][0]["deadLetteredAt"]
+    assert first["deliveries"][0]["runId"] != second["deliveries"][0]["runId"]
+    with pytest.raises(Invalid) as refused:
+        webhooks.dead_letters(service, admin, other["webhookId"], 1, first["nextCursor"])
+    assert refused.value.details == {"field": "cursor"}
