@@ -52,6 +52,7 @@ OPENWOP_STATUS = {
     "run_forbidden": 403,
     # Issue 14: webhook subscriptions.
     "webhook_url_rejected": 400,
+    "interlude.delegation_not_allowed": 403,
 }
 
 

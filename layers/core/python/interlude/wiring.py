@@ -502,6 +502,15 @@ ROUTES: tuple[Route, ...] = (
     # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
     Route("GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)"),
     Route("GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams"),
+    # Issue 14 item 4 (interlude.api.delegation): an approver hands their vote to another principal.
+    Route(
+        "POST",
+        "/runs/{runId}/interrupts/{nodeId}/delegation",
+        "delegateVote",
+        "approvals:respond",
+        "Hand the caller's vote on an approval gate to another principal",
+        True,
+    ),
     # Issue 14 (interlude.api.webhooks): OpenWOP webhook subscriptions, tenant-wide.
     Route("POST", "/webhooks", "registerWebhook", "webhooks:manage", "Register a webhook subscription", True),
     Route("DELETE", "/webhooks/{webhookId}", "unregisterWebhook", "webhooks:manage", "Unregister a webhook", True),

@@ -10,9 +10,10 @@ from interlude.adapters import metrics
 
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11),
-# effects (issue 15), principals and webhooks (issue 14).
+# effects (issue 15), principals, delegation and webhooks (issue 14).
 from interlude.api import (  # noqa: F401
     audit,  # (issue 16: the audit log)
+    delegation,
     deliveries,
     effects,
     inbox,

@@ -22,7 +22,7 @@ from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
 from interlude.domain.models import webhooks as wh
-from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.principals import DelegateVoteRequest, PrincipalEntry, VoteDelegated
 from interlude.domain.models.requests import (
     BulkCancelRequest,
     CancelRunRequest,
@@ -319,6 +319,12 @@ OPERATIONS: dict[str, Operation] = {
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
     **CONSOLE_OPERATIONS,
+    # Issue 14 item 4: delegation of a vote (the run's interrupt named by the path, as for a resolve).
+    "delegateVote": Operation(
+        (Success(200, "The delegation recorded on the gate", VoteDelegated),),
+        (*RUN, "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "interlude.delegation_not_allowed"),
+        DelegateVoteRequest,
+    ),
     # Issue 14: webhook subscriptions (a subscription named by the path: another tenant's is 403, none is 404).
     "registerWebhook": Operation(
         (Success(201, "The subscription (its secret shown once)", wh.WebhookRegistered, headers=("Cache-Control",)),),

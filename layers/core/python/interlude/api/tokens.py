@@ -45,6 +45,7 @@ from interlude.domain.models.responses import MintedToken, Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.engine.run import interrupt_key, visit_of
+from interlude.rules.interrupts.delegation import NOT_A_VOTE
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -247,8 +248,8 @@ def decided_page(target: Target, resume_value: Any, style: str) -> Response:
 
 
 def votes_cast(interrupt: OpenInterrupt) -> int:
-    """The votes counted towards the gate: an `ask` is a question, not a vote."""
-    return sum(1 for v in interrupt.votes if v.action != "ask")
+    """The votes counted towards the gate: an `ask` is a question and a `delegate` a hand-over, not votes."""
+    return sum(1 for v in interrupt.votes if v.action not in NOT_A_VOTE)
 
 
 def error_page(exc: DomainError, claims: TokenClaims | None, style: str) -> Response:

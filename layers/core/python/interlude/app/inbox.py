@@ -13,6 +13,7 @@ from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS
 from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.interrupts.decide import Resolver, eligible, resolver_families
+from interlude.rules.interrupts.delegation import NOT_A_VOTE
 from interlude.store import sharded
 from interlude.store.inbox import InboxIndex, run_open_interrupts
 from interlude.store.keys import run_pk
@@ -53,10 +54,16 @@ def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]],
     if kind != "approval":
         return True
     resolver = membership.for_gate(payload["data"])
+    cast = {v["principal"] for v in votes if v["action"] not in NOT_A_VOTE}
+    # A gate whose vote someone handed to this principal (issue 14 item 4) is theirs while that vote is not in.
+    handed = any(
+        v["action"] == "delegate" and v.get("delegate") == resolver.subject_id and v["principal"] not in cast
+        for v in votes
+    )
     if not eligible(payload["data"], resolver):
-        return False
+        return handed
     # A principal who has cast a vote cannot cast another, so the gate is no longer theirs to decide.
-    return not any(v["principal"] == resolver.principal and v["action"] != "ask" for v in votes)
+    return resolver.principal not in cast or handed
 
 
 def families(filters: dict[str, str], membership: _Membership) -> list[str]:

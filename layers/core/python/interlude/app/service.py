@@ -12,6 +12,7 @@ from functools import cache, cached_property, partial
 from typing import Any, Literal
 
 from interlude.app import audit as audit_log
+from interlude.app.delegation import with_delegations
 from interlude.app.directory import with_directory
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
@@ -425,6 +426,8 @@ class Service(KeyOperations, WorkflowOperations):
             if interrupt.kind == "approval":
                 # Group and role membership from the tenant's directory, read at decision time (issue 14).
                 resolver = with_directory(self.directory, state.tenant, interrupt.payload["data"], resolver)
+                # Votes handed to this principal, for this gate or while someone is out of office (issue 14).
+                resolver = with_delegations(self, state.tenant, interrupt, resolver, now)
             decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
             entry = audit_log.decision_draft(
                 state.tenant, state.runId, node_id, interrupt.interruptId, interrupt.kind, decision, resolver, engine.iso(now)

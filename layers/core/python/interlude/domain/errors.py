@@ -145,6 +145,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "rate_limited": RateLimited,
     # A webhook subscription's url the egress guard refuses at registration (OpenWOP webhooks.md §SSRF).
     "webhook_url_rejected": Invalid,
+    # The tenant's settings do not allow approvers to delegate their vote (issue 14 item 4).
+    "interlude.delegation_not_allowed": Forbidden,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none

@@ -25,6 +25,7 @@ from interlude.domain.models.run import (
     PendingAction,
     RunState,
     RunStatus,
+    Vote,
 )
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
 from interlude.engine import kind_events
@@ -625,6 +626,28 @@ def finish_action(
             step.fail_run(halt, node_id)
         return step.t
     step.run_queue()
+    return step.t
+
+
+# The event that records a delegation for one interrupt (issue 14 item 4): a vendor event (`<org>.<name>`).
+VOTE_DELEGATED = "interlude.vote-delegated"
+
+
+def delegate(state: RunState, workflow: WorkflowDefinition, node_id: str, record: Vote, now: datetime) -> Transition:
+    """Record on the open gate that a principal handed their vote to another: the gate stays open, and the log
+    says who to whom (the audit of a delegation; the delegated vote itself names both when it is cast)."""
+    step = _Step(state, workflow, now, DEFAULT_STEP_BUDGET)
+    interrupt = step.s.interrupts[node_id]
+    interrupt.votes.append(record)
+    step.t.updated.append(interrupt)
+    payload = {
+        "nodeId": node_id,
+        "interruptId": interrupt.interruptId,
+        "principal": record.principal,
+        "delegate": record.delegate,
+        "at": record.at,
+    }
+    step.emit(VOTE_DELEGATED, node_id, payload)
     return step.t
 
 

@@ -99,3 +99,18 @@ class PrincipalEntry(Closed):
 
 def zone_of(entry: PrincipalEntry | None) -> ZoneInfo:
     return ZoneInfo(entry.timeZone if entry is not None and entry.timeZone else "UTC")
+
+
+class DelegateVoteRequest(Closed):
+    """Issue 14 item 4: hand the caller's vote on one approval gate to another principal (a subjectId)."""
+
+    delegate: PrincipalId
+
+
+class VoteDelegated(Closed):
+    runId: str
+    nodeId: str
+    interruptId: str
+    principal: str
+    delegate: str
+    at: str

@@ -157,6 +157,10 @@ class PublicVote(Answer):
     surface: str
     groups: list[str] = Omitted()
     roles: list[str] = Omitted()
+    # Issue 14 item 4: a delegated vote names who cast it and how; a delegation names its delegate.
+    castBy: str = Omitted()
+    delegation: str = Omitted()
+    delegate: str = Omitted()
 
 
 class InboxEntry(Answer):

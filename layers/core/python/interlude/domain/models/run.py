@@ -38,7 +38,7 @@ class NodeState(Mutable):
 
 
 # What of a vote anyone who may see the interrupt is shown (the run snapshot and the inbox alike).
-PUBLIC_VOTE_FIELDS = ("principal", "action", "at", "surface", "groups", "roles")
+PUBLIC_VOTE_FIELDS = ("principal", "action", "at", "surface", "groups", "roles", "castBy", "delegation", "delegate")
 
 
 class Vote(Mutable):
@@ -50,6 +50,11 @@ class Vote(Mutable):
     groups: list[str] = Field(default_factory=list)
     roles: list[str] = Field(default_factory=list)
     resumeValue: Any = None
+    # Delegation (issue 14 item 4). On a vote cast for another principal: who cast it (`principal` is whose vote it
+    # is) and by which delegation ("interrupt" or "out-of-office"). On an `action: "delegate"` record: to whom.
+    castBy: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    delegation: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    delegate: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class OpenInterrupt(Mutable):

@@ -52,6 +52,9 @@ class TenantSettings(Closed):
     # How long an external event that matched no waiting interrupt is kept for one raised later.
     eventRetentionHours: int = Field(default=DEFAULT_EVENT_RETENTION_HOURS, ge=1, le=MAX_EVENT_RETENTION_HOURS)
     limits: TenantLimits = Field(default_factory=TenantLimits)
+    # Issue 14 item 4: an eligible approver may hand their vote to another principal, for one interrupt or while
+    # out of office (the directory's outOfOffice.delegate). Left out: not allowed.
+    allowDelegation: bool | None = Field(default=None, exclude_if=_unset)
 
 
 class PostEventRequest(Closed):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.models.run import OpenInterrupt, Vote
+from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator, delegated_to, has_cast, has_delegated
 from interlude.rules.interrupts.secrets import credential_material
 
 # The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
@@ -31,6 +32,10 @@ class Resolver:
     # For a `credential` interrupt: the scopes the tenant's credential store grants for its provider
     # (None: no grant at all). Looked up by the service at decision time.
     granted_scopes: frozenset[str] | None = None
+    # Delegation (issue 14 item 4): whether the tenant allows it, and the principals whose active out-of-office
+    # delegate the caller is (found by the service in the directory at decision time).
+    delegation_allowed: bool = False
+    standing_delegators: tuple[Delegator, ...] = ()
 
     @property
     def principal(self) -> str:
@@ -217,27 +222,43 @@ class _Ballot:
         return Decision(outcome, self.value, {**self.event, **event}, error=error, vote=self.vote)
 
 
-def _ballot(interrupt: OpenInterrupt, value: dict[str, Any], action: str, resolver: Resolver, now_iso: str) -> _Ballot:
-    """Records the vote; a principal votes once per gate (`ask` is not a vote)."""
-    principal = resolver.principal
-    if any(v.principal == principal and v.action != "ask" for v in interrupt.votes) and action != "ask":
+def _ballot(
+    interrupt: OpenInterrupt,
+    value: dict[str, Any],
+    action: str,
+    resolver: Resolver,
+    now_iso: str,
+    delegator: Delegator | None = None,
+) -> _Ballot:
+    """Records the vote; a principal's vote counts once per gate, cast by them or for them (`ask` is not a vote).
+
+    A vote cast for a `delegator` is the delegator's (its principal, subject and membership) and records the
+    caller as `castBy`; the resume value names both (`decidedBy` the caller, `onBehalfOf` the delegator)."""
+    principal = delegator.principal if delegator else resolver.principal
+    if has_cast(interrupt, principal) and action != "ask":
         raise Conflict("this principal has already voted on this gate", code="interlude.vote_already_cast")
     normalized = dict(value)
+    normalized.pop("onBehalfOf", None)
     normalized["decidedAt"] = now_iso
     if resolver.subject_id is not None:
         normalized["decidedBy"] = resolver.subject_id
     else:
         normalized.pop("decidedBy", None)
-    vote = Vote(
-        principal=principal,
-        action=action,
-        at=now_iso,
-        surface=resolver.surface,
-        subject=resolver.subject,
-        groups=list(resolver.groups),
-        roles=list(resolver.roles),
-        resumeValue=normalized,
-    )
+    voter: dict[str, Any] = {
+        "subject": resolver.subject,
+        "groups": list(resolver.groups),
+        "roles": list(resolver.roles),
+    }
+    if delegator is not None:
+        normalized["onBehalfOf"] = delegator.subject.get("subjectId", delegator.principal)
+        voter = {
+            "subject": delegator.subject,
+            "groups": list(delegator.groups),
+            "roles": list(delegator.roles),
+            "castBy": resolver.principal,
+            "delegation": delegator.via,
+        }
+    vote = Vote(principal=principal, action=action, at=now_iso, surface=resolver.surface, resumeValue=normalized, **voter)
     event = _resolved_event(interrupt, normalized, resolver)
     event.update({extra: value[extra] for extra in _ACTION_REQUIRES.values() if extra in value})
     return _Ballot(action, normalized, event, vote)
@@ -256,7 +277,7 @@ def _quorum_outcome(
     """What a vote (not `ask`) does to the gate, given the votes before it."""
     action = ballot.action
     required = int(data.get("requiredApprovals", 1))
-    cast = [v.action for v in interrupt.votes if v.action != "ask"] + [action]
+    cast = [v.action for v in interrupt.votes if v.action not in NOT_A_VOTE] + [action]
     if action == "reject":
         policy = data.get("rejectionPolicy", "single-veto")
         if policy != "single-veto" and cast.count("reject") <= required / 2:
@@ -264,7 +285,8 @@ def _quorum_outcome(
         reason = {"reason": "quorum-reject"} if required > 1 and policy == "majority" else {}
         error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} was rejected")
         return ballot.decision("fail", error, action="reject", decision="rejected", **reason)
-    if action in _ACCEPTS and _is_override(data, config, resolver):
+    # An override is the override principal's own act: a vote cast for someone else never releases the gate alone.
+    if action in _ACCEPTS and ballot.vote.castBy is None and _is_override(data, config, resolver):
         return ballot.decision("complete", action=action, decision="overridden")
     if action == "refine":
         # A refine sends the artifact back: it exits the suspend but grants nothing, so it carries no decision.
@@ -279,12 +301,56 @@ def _decide_approval(
 ) -> Decision:
     data = interrupt.payload["data"]
     # Eligibility first: an ineligible resolver learns nothing about the gate from validation messages.
-    _check_eligible(data, resolver)
+    delegator = _voter(interrupt, data, resolver)
     action = _valid_action(interrupt, value, data["actions"])
-    ballot = _ballot(interrupt, value, action, resolver, now_iso)
+    ballot = _ballot(interrupt, value, action, resolver, now_iso, delegator)
     if action == "ask":
         return Decision("record", ballot.value, ballot.event, vote=ballot.vote)
     return _quorum_outcome(interrupt, ballot, data, config, resolver)
+
+
+def _voter(interrupt: OpenInterrupt, data: dict[str, Any], resolver: Resolver) -> Delegator | None:
+    """Whose vote the caller casts: None for their own; else the first principal who delegated to them (for this
+    gate, then out of office) whose vote is not in yet. Refused as not eligible when neither applies."""
+    own = eligible(data, resolver)
+    if own and not has_cast(interrupt, resolver.principal):
+        return None
+    if resolver.delegation_allowed:
+        offered = [*delegated_to(interrupt, resolver.subject_id), *resolver.standing_delegators]
+        for delegator in offered:
+            if delegator.principal != resolver.principal and not has_cast(interrupt, delegator.principal):
+                return delegator
+        if offered:
+            raise Conflict(
+                "every vote delegated to this principal on this gate has been cast", code="interlude.vote_already_cast"
+            )
+    _check_eligible(data, resolver)
+    return None  # their own vote again: the ballot refuses it (interlude.vote_already_cast)
+
+
+def delegation(interrupt: OpenInterrupt, resolver: Resolver, delegate: str, now_iso: str) -> Vote:
+    """The gate's record that the caller hands their vote to `delegate` (a subjectId): it casts nothing.
+
+    Only where the tenant allows delegation; only an eligible approver whose vote is not in, once per gate."""
+    if not resolver.delegation_allowed:
+        raise Forbidden("this tenant does not allow approvers to delegate", code="interlude.delegation_not_allowed")
+    if interrupt.kind != "approval":
+        raise Invalid("only an approval gate's vote can be delegated", {"field": "nodeId", "kind": interrupt.kind})
+    _check_eligible(interrupt.payload["data"], resolver)
+    if delegate == resolver.subject_id:
+        raise Invalid("a principal cannot delegate to themselves", {"field": "delegate"})
+    if has_cast(interrupt, resolver.principal) or has_delegated(interrupt, resolver.principal):
+        raise Conflict("this principal has already voted or delegated on this gate", code="interlude.vote_already_cast")
+    return Vote(
+        principal=resolver.principal,
+        action="delegate",
+        at=now_iso,
+        surface=resolver.surface,
+        subject=resolver.subject,
+        groups=list(resolver.groups),
+        roles=list(resolver.roles),
+        delegate=delegate,
+    )
 
 
 # -- the other kinds ------------------------------------------------------------------------------

@@ -1,0 +1,123 @@
+"""Delegation of an approver's vote (issue 14 item 4): for one interrupt (POST .../delegation), or standing while
+out of office (the directory's `outOfOffice.delegate`), where the tenant allows it (`allowDelegation`).
+
+The rules (rules/interrupts/decide.py, delegation.py) decide; this module reads what they need at decision time
+(the tenant's setting, the directory's out-of-office entries) and commits a delegation as a run transition, so
+the run's log records it (`interlude.vote-delegated`) beside the delegated vote that later names both principals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from interlude.app.directory import entry_of, with_directory
+from interlude.app.retries import MAX_RACE_RETRIES, busy
+from interlude.app.tenants import tenant_settings
+from interlude.domain.clock import iso
+from interlude.domain.errors import Conflict
+from interlude.domain.models.principals import DelegateVoteRequest
+from interlude.domain.models.run import OpenInterrupt
+from interlude.engine import run as engine
+from interlude.rules import auth
+from interlude.rules.interrupts.decide import Resolver, delegation, eligible
+from interlude.rules.interrupts.delegation import Delegator, has_cast
+from interlude.store import Conflict as LostRace
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from interlude.app.service import Service
+    from interlude.store.directory import DirectoryStore
+
+# The most principals whose out-of-office entries one decision reads (the gate's named approvers and the members
+# of its group and role refs, in that order).
+MAX_STANDING_CANDIDATES = 100
+
+
+def delegate_vote(
+    service: Service, principal: auth.Principal, run_id: str, node_id: str, request: DelegateVoteRequest
+) -> dict[str, Any]:
+    """Record that the caller hands their vote on `node_id`'s open approval gate to `request.delegate`."""
+    state, version = service.load_run(principal.tenant, run_id)
+    for _ in range(MAX_RACE_RETRIES):
+        state, version = service.apply_deadlines(state, version)
+        definition = service.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        interrupt = service.open_interrupt(state, node_id)
+        now = service.clock()
+        resolver = auth.run_resolver(principal)
+        if interrupt.kind == "approval":
+            resolver = with_directory(service.directory, state.tenant, interrupt.payload["data"], resolver)
+        allowed = bool(tenant_settings(service.hitl_store, state.tenant).allowDelegation)
+        record = delegation(interrupt, replace(resolver, delegation_allowed=allowed), request.delegate, iso(now))
+        build = partial(engine.delegate, state, definition, node_id, record, now)
+        try:
+            service.commit_or_fail(build, version, now, node_id)
+        except LostRace as lost:
+            old = lost.interrupt_old_image()
+            if old is not None and old.get("status") != "open":
+                raise Conflict("the interrupt was resolved meanwhile", code="interrupt_already_resolved") from None
+            state, version = service.load_run(state.tenant, state.runId)
+            continue
+        return {
+            "runId": state.runId,
+            "nodeId": node_id,
+            "interruptId": interrupt.interruptId,
+            "principal": record.principal,
+            "delegate": request.delegate,
+            "at": record.at,
+        }
+    raise busy("the run kept changing while delegating; retry")
+
+
+def with_delegations(
+    service: Service, tenant: str, interrupt: OpenInterrupt, resolver: Resolver, now: datetime
+) -> Resolver:
+    """The resolver with what delegation needs, read only when the caller cannot simply cast their own vote."""
+    if interrupt.kind != "approval":
+        return resolver
+    data = interrupt.payload["data"]
+    if eligible(data, resolver) and not has_cast(interrupt, resolver.principal):
+        return resolver
+    if not tenant_settings(service.hitl_store, tenant).allowDelegation:
+        return resolver
+    standing = standing_delegators(service.directory, tenant, data, resolver, now)
+    return replace(resolver, delegation_allowed=True, standing_delegators=standing)
+
+
+def standing_delegators(
+    directory: DirectoryStore, tenant: str, data: dict[str, Any], resolver: Resolver, now: datetime
+) -> tuple[Delegator, ...]:
+    """The gate's eligible principals now out of office with the caller as their delegate (directory entries)."""
+    delegate = resolver.subject_id
+    if delegate is None:
+        return ()
+    named = [_subject_id(ref) for ref in data.get("approversList") or ()]
+    for kind, field in (("G", "approverGroupRefs"), ("R", "approverRoleRefs")):
+        for name in data.get(field) or ():
+            named += directory.members(tenant, kind, name, MAX_STANDING_CANDIDATES)
+    found = []
+    for candidate in list(dict.fromkeys(n for n in named if n and n != delegate))[:MAX_STANDING_CANDIDATES]:
+        entry = entry_of(directory, tenant, candidate)
+        if entry is None or entry.outOfOffice is None:
+            continue
+        away = entry.outOfOffice
+        if away.delegate != delegate or not away.active(now):
+            continue
+        subject = {"issuer": auth.ISSUER, "subjectId": candidate, "tenant": tenant}
+        found.append(
+            Delegator(
+                f"{auth.ISSUER}|{candidate}", subject, tuple(entry.groups), tuple(entry.roles), "out-of-office"
+            )
+        )
+    return tuple(found)
+
+
+def _subject_id(ref: Any) -> str:
+    """`issuer|subjectId`, `issuer:subjectId` (the approversList spellings) or a bare subjectId."""
+    if not isinstance(ref, str):
+        return ""
+    if "|" in ref:
+        return ref.rsplit("|", 1)[1]
+    return ref.rsplit(":", 1)[1] if ref.startswith("urn:") else ref
