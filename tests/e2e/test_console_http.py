@@ -160,7 +160,7 @@ def test_revoking_the_key_ends_its_session(api: Api, admin: Console) -> None:
 
 def test_a_key_without_a_pages_scope_sees_a_refusal_page(api: Api) -> None:
     reader = Console(api).signed_in(api.new_key(["runs:read"]))
-    for path in ("/console/keys", "/console/inbox", "/console/workflows"):
+    for path in ("/console/keys", "/console/inbox", "/console/workflows", "/console/audit"):
         got = reader.get(path)
         assert got.status_code == 403, path
         assert "Not allowed" in got.text
