@@ -159,3 +159,9 @@ def test_a_timeline_entry_reads_as_words():
     assert pages.event_summary(resolved) == "Decided · review · kind approval · action accept · by ana"
     failed = {"type": "node.failed", "nodeId": "call", "payload": {"error": {"message": "timed out"}}}
     assert pages.event_summary(failed) == "Step failed · call · timed out"
+
+
+def test_a_delegated_vote_names_the_delegate_who_cast_it():
+    markup = pages.votes_table([{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept", "surface": "run"}])
+    assert "urn:x|ana (cast by urn:x|bo)" in markup
+    assert "cast by" not in pages.votes_table([{"principal": "urn:x|ana", "action": "accept"}])

@@ -301,10 +301,18 @@ def _widget(f: approval.Field, prefix: str) -> str:
 
 def votes_table(votes: Sequence[Mapping[str, Any]], caption: str = "Votes") -> str:
     rows = [
-        [esc(v.get("principal", "")), esc(v.get("action", "")), esc(v.get("at", "")), esc(v.get("surface", ""))]
-        for v in votes
+        [esc(_voter(v)), esc(v.get("action", "")), esc(v.get("at", "")), esc(v.get("surface", ""))] for v in votes
     ]
     return table(caption, ("Who", "Decision", "When", "Surface"), rows, "No votes yet.")
+
+
+def _voter(vote: Mapping[str, Any]) -> str:
+    """Whose vote it is, and who cast it when a delegate did."""
+    who = str(vote.get("principal", ""))
+    cast_by = vote.get("castBy")
+    if isinstance(cast_by, Mapping):
+        cast_by = cast_by.get("subjectId") or cast_by.get("principal")
+    return f"{who} (cast by {cast_by})" if cast_by and cast_by != who else who
 
 
 # -- inbox --------------------------------------------------------------------------------------------
