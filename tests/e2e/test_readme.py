@@ -41,7 +41,7 @@ def python_snippets() -> list[str]:
 
 def test_the_readme_has_the_python_snippets_these_tests_run():
     # The SSE follower, the ModuleX client, the CDK app: if one is added, it is run below like the others.
-    assert len(python_snippets()) == 3
+    assert len(python_snippets()) >= 3
 
 
 @pytest.mark.slow
