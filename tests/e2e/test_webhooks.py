@@ -58,7 +58,7 @@ def client(api: Api, key: str | None = None) -> OpenwopClient:
 
 def test_discovery_advertises_webhooks_with_their_facets(stack):
     api, _ = stack
-    webhooks = requests.get(api.base_url + "/.well-known/openwop", timeout=10).json()["webhooks"]
+    webhooks = requests.get(api.base_url + "/.well-known/openwop", timeout=30).json()["webhooks"]
     assert webhooks["signatureAlgorithms"] == ["v1"]
     assert webhooks["retryPolicy"] == {"maxAttempts": 2, "backoff": "exponential"}
     assert webhooks["deadLetter"] == {"retentionDays": 14, "maxPageSize": 100}
