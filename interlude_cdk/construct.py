@@ -12,6 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import wiring
+from interlude.config.notify import SES_CONFIGURATION_SET_ENV, SES_FROM_ADDRESS_ENV
 from interlude_cdk.api import HttpFront
 from interlude_cdk.callbacks import CallbackDelivery
 from interlude_cdk.deadlines import Deadlines
@@ -99,6 +100,7 @@ class Interlude(Construct):
             secret_tags={**props.tags, DEPLOYMENT_TAG: self.deployment},
         )
         self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name, encryption_key=key)
+        self._wire_email(props.notification_from_address, props.ses_configuration_set)
         self.alarm_topic = props.alarm_topic or self._create_topic(key)
         self.observability = Observability(
             self,
@@ -116,6 +118,30 @@ class Interlude(Construct):
         for tag, value in props.tags.items():
             Tags.of(self).add(tag, value)
         self._outputs()
+
+    def _wire_email(self, from_address: str | None, configuration_set: str | None) -> None:
+        """SES for the functions wiring says send e-mail (issue 14): the from-identity (the address and its domain)
+        and the configuration set, exactly, and their names in the environment."""
+        if not from_address:
+            return
+        stack = Stack.of(self)
+        domain = from_address.rsplit("@", 1)[-1]
+        resources = [
+            stack.format_arn(service="ses", resource="identity", resource_name=from_address),
+            stack.format_arn(service="ses", resource="identity", resource_name=domain),
+        ]
+        if configuration_set:
+            resources.append(stack.format_arn(service="ses", resource="configuration-set", resource_name=configuration_set))
+        for spec in wiring.FUNCTIONS:
+            if not spec.sends_email:
+                continue
+            function = self.functions.by_name[spec.name]
+            function.add_to_role_policy(
+                iam.PolicyStatement(actions=["ses:SendEmail", "ses:SendRawEmail"], resources=resources)
+            )
+            function.add_environment(SES_FROM_ADDRESS_ENV, from_address)
+            if configuration_set:
+                function.add_environment(SES_CONFIGURATION_SET_ENV, configuration_set)
 
     def dead_letter_queues(self) -> dict[str, sqs.IQueue]:
         queues: dict[str, sqs.IQueue] = {f"{name}-stream": q for name, q in self.functions.stream_dlqs.items()}

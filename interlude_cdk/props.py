@@ -104,3 +104,8 @@ class InterludeProps:
     deployment_name: str | None = None
     existing_table: ExistingTable | None = None
     dashboard: bool = True
+    # Issue 14: the SES identity notifications are sent from (an address whose address or domain is verified in
+    # SES in this region) and, optionally, the SES configuration set they are sent with. None: no e-mail is sent
+    # (each e-mail notification is logged `not_configured`); Slack still works.
+    notification_from_address: str | None = None
+    ses_configuration_set: str | None = None

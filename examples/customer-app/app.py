@@ -57,6 +57,9 @@ class ApprovalsStack(Stack):
             throttles=THROTTLES,
             reserved_concurrency=RESERVED_CONCURRENCY,
             tags=TAGS,
+            # Approvers are mailed their decision links from this SES identity, with this configuration set.
+            notification_from_address=f"approvals@{DOMAIN}",
+            ses_configuration_set="approvals-prod",
         )
 
 

@@ -28,6 +28,14 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         made = audit.checkpoint_pending(default_service().store, early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         logger.info("audit checkpoints swept", extra={"checkpoints": made})
         return {"checkpoints": made}
+    if event.get("purpose") == "reminder":
+        # A gate's reminder (issue 14): no state changes; its non-voters are queued for the notify function.
+        from interlude.adapters.notify.outbox import enqueue_reminders
+
+        queued = enqueue_reminders(default_service(), event)
+        logger.info("reminder fired", extra={"runId": event.get("runId"), "queued": queued})
+        metrics.count("DeadlinesFired", purpose="reminder")
+        return {"events": 0, "queued": queued}
     written = default_service().fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}

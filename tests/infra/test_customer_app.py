@@ -209,3 +209,32 @@ def test_webhook_secrets_made_at_run_time_are_told_the_customer_key_and_tags(cus
         **module.TAGS,
         "interlude:deployment": "approvals-prod",
     }
+
+
+def test_only_the_notify_function_sends_mail_from_the_configured_identity(customer):
+    """Issue 14: SES is granted on exactly the from-identity (address and domain) and the configuration set."""
+    _, stack, template = customer
+    domain = "approvals.example.com"
+    for spec in wiring.FUNCTIONS:
+        function = stack.interlude.functions.by_name[spec.name]
+        role_id = stack.get_logical_id(function.role.node.default_child)
+        statements = [
+            s
+            for policy in of_type(template, "AWS::IAM::Policy").values()
+            if {"Ref": role_id} in policy["Properties"]["Roles"]
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        ses = [s for s in statements if any(a.startswith("ses:") for a in as_list(s["Action"]))]
+        env = template["Resources"][stack.get_logical_id(function.node.default_child)]["Properties"]["Environment"]
+        variables = env["Variables"]
+        if not spec.sends_email:
+            assert ses == []
+            assert "SES_FROM_ADDRESS" not in variables
+            continue
+        (statement,) = ses
+        assert sorted(as_list(statement["Action"])) == ["ses:SendEmail", "ses:SendRawEmail"]
+        names = [r if isinstance(r, str) else r["Fn::Join"][1][-1] for r in as_list(statement["Resource"])]
+        wanted = [f":identity/approvals@{domain}", f":identity/{domain}", ":configuration-set/approvals-prod"]
+        assert sorted(next(w for w in wanted if n.endswith(w)) for n in names) == sorted(wanted), names
+        assert variables["SES_FROM_ADDRESS"] == f"approvals@{domain}"
+        assert variables["SES_CONFIGURATION_SET"] == "approvals-prod"

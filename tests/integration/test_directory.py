@@ -147,3 +147,10 @@ def test_recipients_are_the_audience_else_the_eligible_principals_in_the_gates_o
     assert directory.recipients(store, "t1", data) == (["alice", "bob", "carol", "dan"], False)
     audience = {**data, "audience": {"subjects": ["zoe"], "groups": ["dev"]}}
     assert directory.recipients(store, "t1", audience) == (["zoe", "carol", "dan"], False)
+
+
+def test_recipients_past_the_limit_are_cut_and_said_so(service, monkeypatch):
+    monkeypatch.setattr(directory, "MAX_RECIPIENTS", 2)
+    for who in ("a", "b", "c"):
+        directory.put_principal(service, "t1", who, entry(groups=["ops"]), "admin")
+    assert directory.recipients(service.directory, "t1", {"approverGroupRefs": ["ops"]}) == (["a", "b"], True)

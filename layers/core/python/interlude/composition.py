@@ -29,6 +29,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
     from interlude.adapters.actions.outbox import queue_actions
     from interlude.adapters.delivery.outbox import callback_notices
     from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
+    from interlude.adapters.notify import outbox as notifications
     from interlude.adapters.scheduler import outbox as deadline_schedules
     from interlude.app.external_events import resolve_kept_events
 
@@ -39,6 +40,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
         metrics.on_events,
         queue_actions,
         webhook_deliveries,
+        notifications.on_events,
     )
 
 

@@ -102,6 +102,9 @@ class Function:
     reserved_concurrency: int | None = None
     # Messages per invocation from the queue it `consumes` (the event source's batch size; the local pump's too).
     batch_size: int = 1
+    # Sends e-mail through SES (issue 14): granted ses:SendEmail/SendRawEmail on the deployment's from-identity and
+    # configuration set, whose names arrive in SES_FROM_ADDRESS / SES_CONFIGURATION_SET.
+    sends_email: bool = False
 
 
 # SQS → callbacks settings, shared by the event source mapping and the local pump.
@@ -139,6 +142,13 @@ FUNCTIONS: tuple[Function, ...] = (
                 ),
             ),
         ),
+        # PUT /tenant/notifications/slack writes the tenant's Slack credential (issue 14); nothing reads it back.
+        secret_grants=(
+            (
+                "SLACK_SECRET_PREFIX",
+                ("secretsmanager:PutSecretValue", "secretsmanager:CreateSecret", "secretsmanager:TagResource"),
+            ),
+        ),
     ),
     Function(
         name="dispatch",
@@ -155,7 +165,7 @@ FUNCTIONS: tuple[Function, ...] = (
             # Transitions write and remove inbox index entries (interlude.store.inbox).
             "dynamodb:BatchWriteItem",
         ),
-        sends_to=("callbacks", "actions"),
+        sends_to=("callbacks", "actions", "notifications"),
         needs_public_base_url=True,
         # One concurrent batch per stream shard; more than a few shards is a very busy table.
         reserved_concurrency=10,
@@ -202,6 +212,8 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchWriteItem",
         ),
         reserved_concurrency=5,
+        # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names.
+        sends_to=("notifications",),
     ),
     Function(
         name="actions",
@@ -223,6 +235,25 @@ FUNCTIONS: tuple[Function, ...] = (
         # Auth headers by reference: read, never written.
         secret_grants=(("ACTION_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
         reserved_concurrency=10,
+    ),
+    Function(
+        name="notify",
+        handler="handler.lambda_handler",
+        # A batch is CALLBACK_BATCH_SIZE notifications, each at most one e-mail and one Slack post of 15 s.
+        timeout_s=150,
+        description="Notifications (issue 14): personal decision links by e-mail (SES) and Slack; retried, dead-lettered",
+        consumes="notifications",
+        batch_size=CALLBACK_BATCH_SIZE,
+        sends_to=("notifications-dlq",),
+        table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+        ),
+        secret_grants=(("SLACK_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
+        needs_public_base_url=True,
+        sends_email=True,
     ),
 )
 
@@ -255,6 +286,8 @@ class Queue:
 
 # Attempts per callback notice (the worker dead-letters after the last one; see interlude.adapters.delivery).
 CALLBACK_MAX_ATTEMPTS = 10
+# Attempts per notification (issue 14).
+NOTIFY_MAX_ATTEMPTS = 8
 # What an SQS event source mapping needs on its queue (what CDK's SqsEventSource grants, nothing more).
 QUEUE_CONSUME_ACTIONS = (
     "sqs:ReceiveMessage",
@@ -291,6 +324,15 @@ QUEUES: tuple[Queue, ...] = (
         # redrive catches a message that crashes the worker every time.
         max_receive_count=20,
     ),
+    # Issue 14: one message per recipient per purpose (raised, reminder n, escalation) of an interrupt visit.
+    Queue(name="notifications-dlq", url_env="NOTIFICATION_DLQ_URL", retention_s=14 * 24 * 3600),
+    Queue(
+        name="notifications",
+        url_env="NOTIFICATION_QUEUE_URL",
+        visibility_timeout_s=900,
+        dead_letter="notifications-dlq",
+        max_receive_count=2 * NOTIFY_MAX_ATTEMPTS,
+    ),
 )
 
 
@@ -313,12 +355,13 @@ def queues_in_creation_order() -> list[Queue]:
 # Webhook signing secrets, one per tenant: `{prefix}{tenant}` (see interlude.adapters.delivery.signing).
 # Function.secret_grants names prefixes by these keys, which are also the environment variables carrying them.
 # Action auth secrets, one per tenant and name: `{prefix}{tenant}/{name}` (core.http secretHeaders), made by the
-# tenant's operator; the actions function only reads them.
+# tenant's operator; the actions function only reads them. Slack credentials, one per tenant (issue 14).
 SECRET_PREFIXES = {
     "WEBHOOK_SECRET_PREFIX": "interlude/webhooks/",
     "ACTION_SECRET_PREFIX": "interlude/actions/",
     # One secret per webhook subscription (POST /webhooks, issue 14): `{prefix}{tenant}/{opaque}`.
     "SUBSCRIPTION_SECRET_PREFIX": "interlude/subscriptions/",
+    "SLACK_SECRET_PREFIX": "interlude/slack/",
 }
 
 
@@ -357,7 +400,8 @@ KEY_RING_SECRET = Secret(
     name="TokenKeyRing",
     env="KEY_RING_SECRET",
     # dispatch mints the resolve token a callback notice carries (interlude.adapters.delivery.outbox).
-    readers=("api", "dispatch"),
+    # notify mints each recipient's personal decision link (issue 14).
+    readers=("api", "dispatch", "notify"),
     description="Interlude interrupt token key ring: the current kid signs, every kid held verifies",
 )
 # The audit checkpoint signing key (interlude.adapters.audit_key): signs audit checkpoints and nothing else.
@@ -528,6 +572,15 @@ ROUTES: tuple[Route, ...] = (
         "listWebhookDeadLetters",
         "webhooks:manage",
         "A subscription's dead-lettered deliveries (content-free), newest first",
+    ),
+    Route("GET", "/runs/{runId}/notifications", "listRunNotifications", "runs:read", "Who was told what, when, how"),
+    Route(
+        "PUT",
+        "/tenant/notifications/slack",
+        "putSlackSettings",
+        "keys:admin",
+        "Set the tenant's Slack incoming-webhook URL or bot token (stored in Secrets Manager, never returned)",
+        True,
     ),
 )
 

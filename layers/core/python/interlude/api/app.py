@@ -10,7 +10,7 @@ from interlude.adapters import metrics
 
 # Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
 # deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11),
-# effects (issue 15), principals, delegation and webhooks (issue 14).
+# effects (issue 15), principals, delegation, webhooks and notifications (issue 14).
 from interlude.api import (  # noqa: F401
     audit,  # (issue 16: the audit log)
     delegation,
@@ -19,8 +19,9 @@ from interlude.api import (  # noqa: F401
     inbox,
     keys,
     modulex,
-    principals,  # noqa: F401  (issue 14)
-    run_listing,  # noqa: F401  (issue 16: GET /runs, POST /runs:bulk-cancel)
+    notifications,
+    principals,
+    run_listing,
     runs,
     streams,
     tokens,

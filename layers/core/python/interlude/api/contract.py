@@ -22,7 +22,7 @@ from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
 from interlude.domain.models import webhooks as wh
-from interlude.domain.models.principals import DelegateVoteRequest, PrincipalEntry, VoteDelegated
+from interlude.domain.models.principals import DelegateVoteRequest, PrincipalEntry, SlackSettings, VoteDelegated
 from interlude.domain.models.requests import (
     BulkCancelRequest,
     CancelRunRequest,
@@ -347,6 +347,10 @@ OPERATIONS: dict[str, Operation] = {
             Param("limit", "query", {"type": "integer", "minimum": 1}, "clamped to deadLetter.maxPageSize"),
             Param("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 2048}, "nextCursor"),
         ),
+    ),
+    "listRunNotifications": Operation((Success(200, "Every notification of the run", r.RunNotifications),), RUN),
+    "putSlackSettings": Operation(
+        (Success(200, "The credential stored (never returned)", r.SlackConfigured),), (), SlackSettings
     ),
 }
 

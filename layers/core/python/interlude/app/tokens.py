@@ -8,6 +8,8 @@ key minted it — that key's id (`k`). It carries no identity of the person hold
   (`approversList`, group and role refs), quorum (distinct principals) and the one-vote-per-principal rule
   apply exactly as on the run-scoped surface, so a link cannot vote twice for one person, and a revoked key's
   links stop working (401). A minter that no longer holds `approvals:respond` is refused (403).
+* A personal link (issue 14: minted by the host for one directory principal, `p`) resolves as that principal,
+  under the same issuer as their keys, with their directory groups and roles: quorum counts people.
 * A token without a minter (minted by the host itself) resolves anonymously as the principal `token:anonymous`:
   it can never satisfy an eligibility list, and all such tokens together count as one voter per gate.
 """
@@ -27,7 +29,7 @@ from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.run import visit_of
-from interlude.rules.auth import Principal, key_status, principal_from_record
+from interlude.rules.auth import Principal, key_status, personal_subject, principal_from_record
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
@@ -100,6 +102,11 @@ class TokenSurface:
         raise NotFound("the interrupt this token names does not exist")
 
     def resolver(self, claims: TokenClaims, tenant: str) -> Resolver:
+        if claims.principal is not None:
+            # A personal link: its principal must still be in the tenant's directory (removing them ends their links).
+            if self.service.directory.get(tenant, claims.principal) is None:
+                raise TokenInvalid("principal")
+            return Resolver(subject=personal_subject(tenant, claims.principal), surface="token")
         if claims.minter is None:
             return Resolver(subject=None, surface="token")
         record = self.service.store.get_api_key(claims.minter)

@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.audit import add_commands as add_audit_commands
 
     add_audit_commands(sub)  # audit verify / list (issue 16)
+    from interlude.cli.outbox import add_commands as add_outbox_commands
+
+    add_outbox_commands(sub)  # outbox --local (issue 14)
     return parser
 
 

@@ -30,7 +30,9 @@ from interlude.rules.interrupts.decide import Decision
 
 ESCALATION_EVENT = "interlude.escalation-requested"
 
-Purpose = Literal["interrupt", "delay", "run"]
+# `reminder` (issue 14) changes no state: its schedule asks the notify adapter to remind an open gate's
+# non-voters (the `visit` is the reminder's index), and `pending` never lists it.
+Purpose = Literal["interrupt", "delay", "run", "reminder"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,11 @@ def timeout_decision(interrupt: OpenInterrupt) -> Decision:
         event.update(action="timeout", decision="rejected")
         extra: list[tuple[str, dict[str, Any]]] = []
         if interrupt.payload.get("data", {}).get("onTimeout") == "escalate":
-            extra.append((ESCALATION_EVENT, {"reason": "timeout", "raisedAt": interrupt.raisedAt}))
+            escalation = {"reason": "timeout", "raisedAt": interrupt.raisedAt}
+            if interrupt.payload.get("data", {}).get("title"):
+                # What the escalation notification names (issue 14): the gate's rendered title.
+                escalation["title"] = interrupt.payload["data"]["title"]
+            extra.append((ESCALATION_EVENT, escalation))
         error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} timed out and was rejected")
         return Decision("fail", None, event, error=error, extra_events=extra)
     error = run_error("interlude.interrupt_timeout", f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out")

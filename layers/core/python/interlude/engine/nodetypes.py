@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from interlude.domain.budgets import Meter
 from interlude.domain.models import FrozenClosed
+from interlude.domain.models.tenants import MAX_REMINDER_MS, MAX_REMINDERS
 from interlude.domain.templates import referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
@@ -48,6 +49,10 @@ class ApprovalGateConfig(FrozenClosed):
     timeoutMs: int = Field(default=0, ge=0)
     # Interrupt profile name carried by some conformance fixtures; informational.
     profile: str | None = None
+    # Issue 14: reminders to those who have not voted, this long after the gate asks (else the tenant's settings),
+    # and whom `onTimeout: escalate` notifies (else the tenant's override principals).
+    remindersMs: list[Annotated[int, Field(ge=1000, le=MAX_REMINDER_MS)]] | None = Field(default=None, max_length=MAX_REMINDERS)
+    escalationPrincipals: list[str] = Field(default_factory=list, max_length=100)
 
 
 class Question(FrozenClosed):

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from interlude import wiring
-from interlude.local import LOCAL_ACCOUNT
+from interlude.local import LOCAL_ACCOUNT, mailbox
 from interlude.local.lambda_runtime import InstancePool
 
 MAX_BODY = 2_000_000
@@ -90,6 +90,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(413)
             return
         body = self.rfile.read(length) if length else b""
+        if self.command == "GET" and urlsplit(self.path).path.startswith(mailbox.OUTBOX_PATH):
+            # Development only: the mail moto's SES kept (interlude.local.mailbox); never part of a deployment.
+            self._answer(mailbox.serve(urlsplit(self.path).path))
+            return
         event = to_event(self.command, self.path, combined_headers(self.headers.items()), body, self.client_address[0])
         try:
             if self.server.instances is None:

@@ -18,6 +18,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import LOCAL_REGION
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
+from interlude.local.mailbox import verify_local_sender
 from interlude.local.moto_server import LockedMotoServer
 from interlude.local.pumps import StreamPump
 from interlude.local.recurring import RecurringPump
@@ -129,6 +130,7 @@ class LocalStack:
         create_table(boto3.client("dynamodb"), TABLE_NAME)
         os.environ.update(prepare_local_key_ring())
         os.environ.update(create_local_deadline_resources())
+        os.environ.update(verify_local_sender())
         queue_urls = create_queues(boto3.client("sqs"), TABLE_NAME)
         export_queue_urls(queue_urls)
         if self.clock_file is not None:

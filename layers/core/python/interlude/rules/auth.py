@@ -131,6 +131,12 @@ def principal_from_record(record: dict[str, Any], key_id: str) -> Principal:
     )
 
 
+def personal_subject(tenant: str, principal_id: str) -> dict[str, Any]:
+    """Who votes through a personal link (issue 14): the directory principal, under the issuer its keys carry, so
+    a person's key and their links are one principal (one vote per gate)."""
+    return {"issuer": ISSUER, "subjectId": principal_id, "tenant": tenant, "lane": "session", "kind": "user"}
+
+
 def run_resolver(principal: Principal, surface: Literal["run", "console"] = "run") -> Resolver:
     """The principal deciding an interrupt with its key (its subject, groups and roles): on the run-scoped API,
     or in the operator console signed in with that key."""

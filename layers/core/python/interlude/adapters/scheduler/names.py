@@ -17,12 +17,15 @@ def schedule_name(run_id: str, deadline: Deadline) -> str:
     so creating it twice is a ConflictException, and deleting it needs nothing but the occurrence."""
     if deadline.purpose == "interrupt":
         identity = f"interrupt\x1f{deadline.interrupt_id}"
+    elif deadline.purpose == "reminder":
+        identity = f"reminder\x1f{deadline.interrupt_id}\x1f{deadline.visit}"
     elif deadline.purpose == "delay":
         identity = f"delay\x1f{run_id}\x1f{deadline.node_id}\x1f{deadline.visit}"
     else:
         identity = f"run\x1f{run_id}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:40]
-    return f"{NAME_PREFIX}-{deadline.purpose[0]}-{digest}"
+    letter = "m" if deadline.purpose == "reminder" else deadline.purpose[0]
+    return f"{NAME_PREFIX}-{letter}-{digest}"
 
 
 def at_expression(due_epoch: float) -> str:

@@ -114,3 +114,16 @@ class VoteDelegated(Closed):
     principal: str
     delegate: str
     at: str
+
+
+class SlackSettings(Closed):
+    """`PUT /tenant/notifications/slack`: exactly one of an incoming-webhook URL or a bot token (never returned)."""
+
+    webhookUrl: str | None = Field(default=None, min_length=8, max_length=2048)
+    botToken: str | None = Field(default=None, pattern=r"^xox[bpa]-[A-Za-z0-9-]{8,250}$")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SlackSettings:
+        if (self.webhookUrl is None) == (self.botToken is None):
+            raise ValueError("give exactly one of webhookUrl or botToken")
+        return self

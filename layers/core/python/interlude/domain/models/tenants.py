@@ -19,6 +19,10 @@ MAX_DEFINITION_BYTES = 300_000
 # The most nodes a definition may hold at all (WorkflowDefinition.nodes).
 MAX_DEFINITION_NODES = 500
 
+# Reminders of a gate (issue 14): at most this many, each between 1 s and 30 days after the gate asks.
+MAX_REMINDERS = 5
+MAX_REMINDER_MS = 30 * 24 * 3600 * 1000
+
 PrincipalRef = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
@@ -55,6 +59,10 @@ class TenantSettings(Closed):
     # Issue 14 item 4: an eligible approver may hand their vote to another principal, for one interrupt or while
     # out of office (the directory's outOfOffice.delegate). Left out: not allowed.
     allowDelegation: bool | None = Field(default=None, exclude_if=_unset)
+    # Issue 14: reminders for gates that ask for none themselves (ms after the gate asks), to those who have not voted.
+    remindersMs: list[Annotated[int, Field(ge=1000, le=MAX_REMINDER_MS)]] | None = Field(
+        default=None, max_length=MAX_REMINDERS, exclude_if=_unset
+    )
 
 
 class PostEventRequest(Closed):

@@ -47,6 +47,9 @@ _CLAIM_KEYS = frozenset({"i", "r", "n", "e", "t", "v"})
 # Optional: the API key id of the principal that minted the token (who a token resolution is made for).
 _MINTER_CLAIM = "k"
 _MINTER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Optional: the directory principal a personal link was minted for (issue 14): the vote is that principal's.
+_PRINCIPAL_CLAIM = "p"
+_PRINCIPAL = re.compile(r"[^\s/]{1,256}")
 
 
 class TokenError(DomainError):
@@ -86,6 +89,8 @@ class TokenClaims:
     intent: Intent
     # The API key id that minted the token, or None for a token minted by the host itself.
     minter: str | None = None
+    # The tenant's directory principal a personal link names (None: a token acting for its minter, or the host).
+    principal: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("interrupt_id", "run_id", "node_id"):
@@ -99,6 +104,10 @@ class TokenClaims:
             raise ValueError(f"intent must be one of {sorted(INTENTS)}")
         if self.minter is not None and (not isinstance(self.minter, str) or not _MINTER.fullmatch(self.minter)):
             raise ValueError(f"minter must match {_MINTER.pattern}")
+        if self.principal is not None and (
+            not isinstance(self.principal, str) or not _PRINCIPAL.fullmatch(self.principal) or self.minter is not None
+        ):
+            raise ValueError(f"principal must match {_PRINCIPAL.pattern}, and a personal link has no minter")
 
     def _wire(self) -> dict[str, Any]:
         wire = {
@@ -111,6 +120,8 @@ class TokenClaims:
         }
         if self.minter is not None:
             wire[_MINTER_CLAIM] = self.minter
+        if self.principal is not None:
+            wire[_PRINCIPAL_CLAIM] = self.principal
         return wire
 
 
@@ -259,7 +270,7 @@ def _parse_claims(raw: bytes) -> TokenClaims:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise TokenInvalid("payload_json") from exc
-    if not isinstance(doc, dict) or set(doc) - {_MINTER_CLAIM} != _CLAIM_KEYS:
+    if not isinstance(doc, dict) or set(doc) - {_MINTER_CLAIM, _PRINCIPAL_CLAIM} != _CLAIM_KEYS:
         raise TokenInvalid("claims_shape")
     if type(doc["v"]) is not int or doc["v"] != CLAIMS_VERSION:
         raise TokenInvalid("claims_version")
@@ -271,6 +282,7 @@ def _parse_claims(raw: bytes) -> TokenClaims:
             expires_at=doc["e"],
             intent=doc["t"],
             minter=doc.get(_MINTER_CLAIM),
+            principal=doc.get(_PRINCIPAL_CLAIM),
         )
     except ValueError as exc:
         raise TokenInvalid("claims_types") from exc

@@ -1,0 +1,58 @@
+"""Lambda entry point for the notifications queue (SQS, issue 14), with partial-batch failure reporting."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from interlude.adapters import metrics
+from interlude.adapters.keyring_store import load_key_ring
+from interlude.adapters.notify.worker import RetryLater, Worker
+from interlude.config import settings
+from interlude.config.notify import notify_settings
+from interlude.store import Store
+
+logger = Logger(service="interlude-notify")
+# Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@cache
+def worker() -> Worker:
+    cfg = settings()
+    return Worker(
+        store=Store(cfg.table_name),
+        sqs=boto3.client("sqs"),
+        ses=boto3.client("sesv2"),
+        secrets=boto3.client("secretsmanager"),
+        ring=lambda: load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds),
+        settings=notify_settings(),
+    )
+
+
+def record_handler(record: SQSRecord) -> str:
+    try:
+        ids = json.loads(record.body)
+    except ValueError:
+        ids = {}
+    logger.set_correlation_id(ids.get("id"))
+    logger.append_keys(runId=ids.get("runId"), notificationId=ids.get("id"), purpose=ids.get("purpose"))
+    try:
+        outcome = worker().handle(record.raw_event)
+    except RetryLater:
+        metrics.count("Notifications", outcome="failed")
+        raise
+    # sent, skipped, dead (a dead letter was sent) or duplicate
+    metrics.count("Notifications", outcome=outcome)
+    return outcome
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -1,0 +1,197 @@
+"""Queue notifications (issue 14): the dispatch outbox handler, and the reminders a schedule asks for.
+
+From the run's event log, which is also what webhook subscriptions receive (`interrupt.requested` raises,
+`interlude.escalation-requested` escalates):
+
+* `interrupt.requested` of an approval still open → one message per recipient (its `audience`, else every
+  principal its approversList, groups and roles make eligible, through the directory), and one Scheduler schedule
+  per reminder the gate (or the tenant's settings) asks for;
+* `interlude.escalation-requested` → one message per escalation principal (the gate's, else the tenant's override
+  principals);
+* `interrupt.resolved` → the gate's reminder schedules are deleted (a reminder firing later finds the gate
+  settled and sends nothing anyway).
+
+Everything is keyed (notification ids derive from interrupt, purpose and recipient; schedule names from the
+interrupt and the reminder's index), so a record handled twice queues the same notifications, which the worker
+sends once. Nothing here runs inside a resolve.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
+from interlude.adapters.notify.worker import voted
+from interlude.adapters.scheduler import scheduler as scheduler_
+from interlude.app.directory import recipients
+from interlude.app.tenants import tenant_settings
+from interlude.config.notify import notify_settings
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.engine.deadlines import ESCALATION_EVENT, Deadline
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+
+log = logging.getLogger(__name__)
+SQS_BATCH = 10
+RAISED_EVENT = "interrupt.requested"
+RESOLVED_EVENT = "interrupt.resolved"
+WATCHED = {RAISED_EVENT, RESOLVED_EVENT, ESCALATION_EVENT}
+
+
+@cache
+def _sqs() -> Any:
+    return boto3.client("sqs")
+
+
+def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
+    if not any(e.get("type") in WATCHED for e in events):
+        return
+    got = service.store.get_run(run_id)
+    if got is None:
+        return
+    state, _ = got
+    messages: list[dict[str, Any]] = []
+    for event in events:
+        if event["type"] == RAISED_EVENT:
+            messages += _raised(service, state, event)
+        elif event["type"] == ESCALATION_EVENT:
+            messages += _escalation(service, state, event)
+        elif event["type"] == RESOLVED_EVENT:
+            _cancel_reminders(service, state, event)
+    send(messages)
+
+
+def _open_approval(state: RunState, node_id: str | None, interrupt_id: str | None = None) -> OpenInterrupt | None:
+    interrupt = state.interrupts.get(node_id or "")
+    if interrupt is None or interrupt.kind != "approval":
+        return None
+    if interrupt_id is not None and interrupt.interruptId != interrupt_id:
+        return None
+    return interrupt
+
+
+def _raised(service: Service, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+    interrupt = _open_approval(state, event.get("nodeId"))
+    if interrupt is None or interrupt.key != (event.get("payload") or {}).get("key"):
+        return []  # decided before this record was handled (or not an approval): nobody to ask
+    people, cut = recipients(service.directory, state.tenant, interrupt.payload["data"])
+    _schedule_reminders(service, state, interrupt)
+    extra = {"cut": True} if cut else {}
+    return [
+        queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **extra)
+        for pid in people
+    ]
+
+
+def _reminder_offsets_ms(service: Service, state: RunState, node_id: str) -> list[int]:
+    config = service.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
+    asked = config.get("remindersMs")
+    if asked is not None:
+        return list(asked)
+    return list(tenant_settings(service.hitl_store, state.tenant).remindersMs or ())
+
+
+def _reminders(service: Service, state: RunState, interrupt: OpenInterrupt) -> list[Deadline]:
+    raised = _epoch(interrupt.raisedAt)
+    out = []
+    for index, offset in enumerate(sorted(_reminder_offsets_ms(service, state, interrupt.nodeId))):
+        due = raised + offset / 1000
+        if interrupt.deadline is None or due < interrupt.deadline:
+            out.append(Deadline("reminder", due, interrupt.nodeId, interrupt_id=interrupt.interruptId, visit=index))
+    return out
+
+
+def _schedule_reminders(service: Service, state: RunState, interrupt: OpenInterrupt) -> None:
+    scheduler = scheduler_.from_env()
+    if scheduler is None:
+        return
+    for reminder in _reminders(service, state, interrupt):
+        scheduler.ensure(state.runId, reminder)
+
+
+def _cancel_reminders(service: Service, state: RunState, event: dict[str, Any]) -> None:
+    scheduler = scheduler_.from_env()
+    payload = event.get("payload") or {}
+    node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
+    if scheduler is None or not node_id or not interrupt_id:
+        return
+    definition = service.workflow(state.tenant, state.workflowId, state.workflowVersion)
+    node = next((n for n in definition.nodes if n.id == node_id), None)
+    if node is None or node.typeId != "core.approvalGate":
+        return
+    count = len(_reminder_offsets_ms(service, state, node_id))
+    for index in range(count):
+        scheduler.delete(state.runId, Deadline("reminder", 0, node_id, interrupt_id=interrupt_id, visit=index))
+
+
+def _escalation(service: Service, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+    payload = event.get("payload") or {}
+    node_id, interrupt_id = payload.get("nodeId") or event.get("nodeId"), payload.get("interruptId")
+    if not node_id or not interrupt_id:
+        return []
+    config = service.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
+    principals = list(config.get("escalationPrincipals") or ())
+    if not principals:
+        principals = list(tenant_settings(service.hitl_store, state.tenant).overridePrincipals)
+    people = [p.rsplit("|", 1)[-1] for p in principals]
+    title = payload.get("title") or node_id
+    return [
+        queue_message(state.tenant, state.runId, node_id, interrupt_id, pid, ESCALATION, title=title)
+        for pid in dict.fromkeys(people)
+    ]
+
+
+def enqueue_reminders(service: Service, body: dict[str, Any]) -> int:
+    """A reminder's schedule fired (the timeouts function hands it here): queue it for those who have not voted."""
+    run_id, node_id, interrupt_id = body.get("runId"), body.get("nodeId"), body.get("interruptId")
+    if not isinstance(run_id, str) or not isinstance(node_id, str) or not isinstance(interrupt_id, str):
+        return 0
+    got = service.store.get_run(run_id)
+    if got is None:
+        return 0
+    state, _ = got
+    interrupt = _open_approval(state, node_id, interrupt_id)
+    if interrupt is None:
+        return 0  # settled: reminders stop
+    people, _ = recipients(service.directory, state.tenant, interrupt.payload["data"])
+    purpose = reminder_purpose(int(body.get("visit") or 0))
+    messages = [
+        queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"))
+        for pid in people
+        if not voted(interrupt, pid)
+    ]
+    send(messages)
+    return len(messages)
+
+
+def send(messages: list[dict[str, Any]]) -> None:
+    if not messages:
+        return
+    queue_url = notify_settings().queue_url
+    if not queue_url:
+        # A deployment always sets it (wiring: dispatch and timeouts send to the queue); a bare test harness does not.
+        log.warning("NOTIFICATION_QUEUE_URL is not set: %d notification(s) not queued", len(messages))
+        return
+    for start in range(0, len(messages), SQS_BATCH):
+        chunk = messages[start : start + SQS_BATCH]
+        result = _sqs().send_message_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(i), "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False)}
+                for i, m in enumerate(chunk)
+            ],
+        )
+        if result.get("Failed"):
+            # The stream record (or the schedule) is retried; messages already queued go again under the same ids.
+            raise RuntimeError(f"{len(result['Failed'])} notification(s) could not be queued")
+
+
+def _epoch(iso_text: str) -> float:
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()

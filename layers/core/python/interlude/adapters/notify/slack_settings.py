@@ -1,0 +1,50 @@
+"""The tenant's Slack credential (issue 14): an incoming-webhook URL or a bot token, kept in Secrets Manager under
+`{SLACK_SECRET_PREFIX}{tenant}`. Written here, read only by the notify worker; no answer ever carries it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.config.notify import SLACK_SECRET_PREFIX_ENV
+
+_DESCRIPTION = "Interlude: a tenant's Slack incoming-webhook URL or bot token (issue 14)"
+
+
+def secret_name(tenant: str, prefix: str | None = None) -> str:
+    import os
+
+    chosen = prefix or os.environ.get(SLACK_SECRET_PREFIX_ENV, wiring.SECRET_PREFIXES[SLACK_SECRET_PREFIX_ENV])
+    return f"{chosen}{tenant}"
+
+
+def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> None:
+    """Create or replace the tenant's Slack secret (with the deployment's key and tags when it sets them)."""
+    import os
+
+    client = client or boto3.client("secretsmanager")
+    name = secret_name(tenant)
+    text = json.dumps(dict(value), separators=(",", ":"), allow_nan=False)
+    try:
+        client.put_secret_value(SecretId=name, SecretString=text)
+        return
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+    options: dict[str, Any] = {}
+    if os.environ.get(wiring.CREATED_SECRETS_KMS_KEY_ENV):
+        options["KmsKeyId"] = os.environ[wiring.CREATED_SECRETS_KMS_KEY_ENV]
+    tags = json.loads(os.environ.get(wiring.CREATED_SECRETS_TAGS_ENV) or "{}")
+    if tags:
+        options["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    try:
+        client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=text, **options)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceExistsException":
+            raise
+        client.put_secret_value(SecretId=name, SecretString=text)

@@ -1,0 +1,34 @@
+"""`interlude outbox --local`: the mail the local stack sent (issue 14), newest last."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from interlude.cli.local import STATE_FILE
+
+
+def _outbox(args: argparse.Namespace) -> int:
+    if not args.local:
+        sys.exit("interlude: outbox lists the local stack's mail only (--local); a deployment sends through SES")
+    from interlude.local.mailbox import OUTBOX_PATH
+
+    state = json.loads(Path(args.state_file).read_text())
+    with urllib.request.urlopen(f"{state['baseUrl']}{OUTBOX_PATH}", timeout=10) as answer:  # noqa: S310 - loopback
+        messages = json.loads(answer.read())["messages"]
+    for message in messages:
+        line = {k: message[k] for k in ("id", "to", "subject")}
+        line["page"] = f"{state['baseUrl']}{OUTBOX_PATH}/{message['id']}"
+        print(json.dumps(line))
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    outbox = sub.add_parser("outbox", help="the mail the local stack sent (moto's SES), one JSON line each")
+    outbox.add_argument("--local", action="store_true", help="the running local stack (the only one it reads)")
+    outbox.add_argument("--state-file", default=str(STATE_FILE))
+    outbox.set_defaults(func=_outbox)

@@ -1,0 +1,304 @@
+"""Issue 14 (items 2, 3, 6) over HTTP against a local stack of its own: people are asked.
+
+Mail lands in moto's SES (read back through the local stack's outbox); Slack posts land in a loopback receiver
+(development mode admits loopback, as the callbacks tests do); reminders and timeouts are brought forward with
+the stack's clock (`interlude clock advance`), not waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.support.local_stack import Api, cli, running_stack, tenant_admin_key, until, wire
+from tests.support.receiver import Receiver
+
+CHROMIUM = Path("/usr/bin/chromium")
+LINK = re.compile(r"http://127\.0\.0\.1:\d+/interrupts/[A-Za-z0-9._~-]+")
+# A loaded machine: every wait polls with a generous bound.
+WAIT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def slack() -> Any:
+    receiver = Receiver().start()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, slack) -> Any:
+    env = {
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_NOTIFY_BACKOFF_BASE_S": "0",
+        "INTERLUDE_SLACK_API_URL": slack.url("/api"),
+    }
+    with running_stack(tmp_path_factory.mktemp("notify"), env) as info:
+        yield info
+
+
+def tenant_api(stack: dict[str, str], name: str) -> Api:
+    tenant = f"{name}-{uuid.uuid4().hex[:6]}"
+    return Api(stack["baseUrl"], tenant_admin_key(stack, tenant), tenant)
+
+
+def put_principal(api: Api, principal_id: str, **entry: Any) -> None:
+    got = api.call("PUT", f"/principals/{principal_id}", entry)
+    assert got.status_code == 201, got.text
+
+
+def gate(api: Api, **config: Any) -> str:
+    workflow_id = f"ask-{uuid.uuid4().hex[:8]}"
+    nodes = [
+        {"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship release 7?", **config}},
+        {"id": "ship", "typeId": "core.noop"},
+    ]
+    edges = [{"sourceNodeId": "review", "targetNodeId": "ship"}]
+    assert api.put_workflow(workflow_id, {"nodes": nodes, "edges": edges}).status_code == 201
+    return workflow_id
+
+
+def mail_to(stack: dict[str, str], *addresses: str, count: int | None = None) -> list[dict[str, Any]]:
+    """The outbox's messages to these addresses, once there are `count` of them (default: one each)."""
+    wanted = count if count is not None else len(addresses)
+
+    def found() -> list[dict[str, Any]] | None:
+        messages = requests.get(f"{stack['baseUrl']}/_local/outbox", timeout=10).json()["messages"]
+        mine = [m for m in messages if any(a in " ".join(m["to"]) for a in addresses)]
+        return mine if len(mine) >= wanted else None
+
+    mail = until(found, WAIT_S, 0.2)
+    assert mail is not None, f"no mail to {addresses}"
+    return mail
+
+
+def notifications(api: Api, run_id: str) -> list[dict[str, Any]]:
+    got = api.call("GET", f"/runs/{wire(run_id)}/notifications")
+    assert got.status_code == 200, got.text
+    assert "ow2." not in got.text, "the log carries no link or token"
+    assert "@" not in got.text, "the log carries no address"
+    return got.json()["notifications"]
+
+
+def advance_clock(stack: dict[str, str], seconds: float) -> None:
+    cli(stack, "clock", "advance", str(seconds))
+
+
+# -- three principals, three mails, three votes ------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("CI"), reason="Debian's chromium is not installed")
+def test_three_principals_are_mailed_personal_links_and_their_votes_complete_the_quorum(stack) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    api = tenant_api(stack, "mail")
+    tag = uuid.uuid4().hex[:6]
+    emails = {who: f"{who}-{tag}@example.com" for who in ("alice", "bob", "carol")}
+    put_principal(api, "alice", displayName="Alice", email=emails["alice"], timeZone="Europe/Paris")
+    put_principal(api, "bob", displayName="Bob", email=emails["bob"], groups=["reviewers"])
+    put_principal(api, "carol", email=emails["carol"], groups=["reviewers"], timeZone="America/New_York")
+    workflow = gate(
+        api,
+        description="Release 7 bundles the new billing engine.",
+        approversList=["alice"],
+        approverGroupRefs=["reviewers"],
+        requiredApprovals=3,
+        timeoutMs=3_600_000,
+    )
+    run_id = api.start(workflow)["runId"]
+
+    mails = {m["to"][0].split("-")[0]: m for m in mail_to(stack, *emails.values())}
+    assert sorted(mails) == ["alice", "bob", "carol"]
+    links = {who: LINK.findall(m["text"]) for who, m in mails.items()}
+    assert all(len(found) == 1 for found in links.values()), links
+    assert len({found[0] for found in links.values()}) == 3, "each principal has a link of their own"
+    alice = mails["alice"]
+    assert alice["subject"] == "Your decision is needed: Ship release 7?"
+    assert "Hello Alice," in alice["text"]
+    assert "Release 7 bundles the new billing engine." in alice["text"]
+    assert "(Europe/Paris)" in alice["text"]
+    assert "(America/New_York)" in mails["carol"]["text"]
+    assert links["alice"][0] in alice["html"]
+    assert "<a href=" in alice["html"]
+    page = requests.get(f"{stack['baseUrl']}/_local/outbox/{alice['id']}", timeout=10)
+    assert page.status_code == 200
+    assert "Open your decision page" in page.text
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"], headless=True
+        )
+        try:
+            for who, said in (("alice", "Your vote was counted"), ("bob", "Your vote was counted"), ("carol", "Decision recorded")):
+                context = browser.new_context()
+                tab = context.new_page()
+                tab.goto(links[who][0])
+                tab.get_by_role("button", name="Approve", exact=True).click()
+                tab.wait_for_load_state()
+                assert tab.get_by_role("heading", level=1).first.inner_text() == said
+                context.close()
+        finally:
+            browser.close()
+
+    assert api.wait_status(run_id, {"completed"}, timeout_s=WAIT_S)["status"] == "completed"
+    voters = {
+        (e["payload"].get("resolvedBy") or {}).get("subjectId")
+        for e in api.events(run_id)
+        if e["type"] in ("approval.received", "interrupt.resolved")
+    }
+    assert voters == {"alice", "bob", "carol"}
+    log = notifications(api, run_id)
+    assert {(n["principalId"], n["channel"], n["outcome"], n["purpose"]) for n in log} == {
+        (who, "email", "sent", "raised") for who in ("alice", "bob", "carol")
+    }
+
+
+# -- Slack ---------------------------------------------------------------------------------------------------
+
+
+def slack_posts(slack: Receiver, path: str, count: int = 1) -> list[dict[str, Any]]:
+    def found() -> list[dict[str, Any]] | None:
+        hits = [json.loads(h.body) for h in list(slack.hits) if h.path == path]
+        return hits if len(hits) >= count else None
+
+    return until(found, WAIT_S, 0.2)
+
+
+def assert_documented_shape(message: dict[str, Any], title: str) -> str:
+    """README "Slack messages": text, then a header, a section and an actions block with one URL button."""
+    header, section, actions = message["blocks"]
+    assert header == {"type": "header", "text": {"type": "plain_text", "text": f"Your decision is needed: {title}"}}
+    assert section["type"] == "section"
+    assert section["text"]["type"] == "mrkdwn"
+    (button,) = actions["elements"]
+    assert (button["type"], button["action_id"], button["text"]["text"]) == (
+        "button",
+        "open-approval-page",
+        "Open the approval page",
+    )
+    assert LINK.fullmatch(button["url"]), button["url"]
+    return str(section["text"]["text"])
+
+
+def test_a_slack_message_through_the_incoming_webhook_matches_its_documented_shape(stack, slack) -> None:
+    api = tenant_api(stack, "slack")
+    path = f"/hooks/{uuid.uuid4().hex}"
+    stored = api.call("PUT", "/tenant/notifications/slack", {"webhookUrl": slack.url(path)})
+    assert stored.status_code == 200, stored.text
+    assert stored.json() == {"tenant": api.tenant, "configured": "webhook", "webhookHost": "127.0.0.1"}
+    assert path not in stored.text
+    put_principal(api, "dave", slackUserId="U0DAVE123", channels=["slack"])
+    run_id = api.start(gate(api, approversList=["dave"]))["runId"]
+
+    (message,) = slack_posts(slack, path)
+    summary = assert_documented_shape(message, "Ship release 7?")
+    assert summary.startswith("<@U0DAVE123> ")
+    assert message["text"].startswith("<@U0DAVE123> ")
+    # The button's link is dave's: it decides as dave.
+    url = message["blocks"][2]["elements"][0]["url"]
+    decided = requests.post(url, json={"resumeValue": {"action": "accept"}}, timeout=10)
+    assert decided.status_code == 200, decided.text
+    assert api.wait_status(run_id, {"completed"}, timeout_s=WAIT_S)["status"] == "completed"
+    resolved = next(e for e in api.events(run_id) if e["type"] == "interrupt.resolved")
+    assert resolved["payload"]["resolvedBy"]["subjectId"] == "dave"
+    log = notifications(api, run_id)
+    assert [(n["channel"], n["outcome"]) for n in log] == [("slack", "sent")]
+
+
+def test_a_bot_token_posts_a_direct_message_and_is_never_returned(stack, slack) -> None:
+    api = tenant_api(stack, "bot")
+    token = f"xoxb-{uuid.uuid4().hex}"
+    stored = api.call("PUT", "/tenant/notifications/slack", {"botToken": token})
+    assert stored.status_code == 200
+    assert token not in stored.text
+    put_principal(api, "erin", slackUserId="U0ERIN123", email=f"erin-{uuid.uuid4().hex[:6]}@example.com")
+    before = len([h for h in slack.hits if h.path == "/api/chat.postMessage"])
+    api.start(gate(api, approversList=["erin"]))
+    hits = until(
+        lambda: [h for h in list(slack.hits) if h.path == "/api/chat.postMessage"][before:] or None, WAIT_S, 0.2
+    )
+    assert hits[0].headers["authorization"] == f"Bearer {token}"
+    message = json.loads(hits[0].body)
+    assert message["channel"] == "U0ERIN123"
+    assert_documented_shape(message, "Ship release 7?")
+
+
+def test_slack_settings_refusals(stack) -> None:
+    api = tenant_api(stack, "slackbad")
+    both = api.call("PUT", "/tenant/notifications/slack", {"webhookUrl": "https://hooks.example/x", "botToken": "xoxb-123456789"})
+    assert both.status_code == 400
+    assert both.json()["error"] == "validation_error"
+    private = api.call("PUT", "/tenant/notifications/slack", {"webhookUrl": "http://10.1.2.3/hook"})
+    assert private.status_code == 400
+    assert private.json()["details"]["field"] == "webhookUrl"
+
+
+# -- reminders and escalation ------------------------------------------------------------------------------
+
+
+def test_a_reminder_goes_only_to_those_who_have_not_voted_and_none_after_the_decision(stack) -> None:
+    api = tenant_api(stack, "remind")
+    tag = uuid.uuid4().hex[:6]
+    frank, gina = f"frank-{tag}@example.com", f"gina-{tag}@example.com"
+    put_principal(api, "frank", email=frank)
+    put_principal(api, "gina", email=gina)
+    workflow = gate(api, approversList=["frank", "gina"], requiredApprovals=2, remindersMs=[600_000, 1_200_000])
+    run_id = api.start(workflow)["runId"]
+    first = {m["to"][0]: m for m in mail_to(stack, frank, gina)}
+    # frank votes through his link before any reminder
+    link = LINK.findall(first[frank]["text"])[0]
+    assert requests.post(link, json={"resumeValue": {"action": "accept"}}, timeout=10).status_code == 200
+
+    advance_clock(stack, 601)
+    reminded = mail_to(stack, frank, gina, count=3)
+    reminders = [m for m in reminded if m["subject"].startswith("Reminder:")]
+    assert [m["to"][0] for m in reminders] == [gina]
+    # The CLI lists the local outbox, each message with the page that shows it.
+    listed = [json.loads(line) for line in cli(stack, "outbox", "--local").stdout.splitlines()]
+    (line,) = [m for m in listed if m["id"] == reminders[0]["id"]]
+    assert line["subject"] == reminders[0]["subject"]
+    assert requests.get(line["page"], timeout=10).status_code == 200
+    link = LINK.findall(reminders[0]["text"])[0]
+    assert requests.post(link, json={"resumeValue": {"action": "accept"}}, timeout=10).status_code == 200
+    assert api.wait_status(run_id, {"completed"}, timeout_s=WAIT_S)["status"] == "completed"
+
+    # The second reminder's time comes after the decision: nothing is sent.
+    advance_clock(stack, 700)
+    marker = tenant_api(stack, "marker")
+    put_principal(marker, "hal", email=f"hal-{tag}@example.com")
+    marker.start(gate(marker, approversList=["hal"]))
+    mail_to(stack, f"hal-{tag}@example.com")  # later mail arrived, so the reminder would have too
+    assert len(mail_to(stack, frank, gina, count=3)) == 3
+    log = notifications(api, run_id)
+    assert sorted((n["principalId"], n["purpose"]) for n in log) == [
+        ("frank", "raised"),
+        ("gina", "raised"),
+        ("gina", "reminder-1"),
+    ]
+
+
+def test_an_escalation_on_timeout_notifies_and_the_gate_is_rejected(stack) -> None:
+    api = tenant_api(stack, "escalate")
+    tag = uuid.uuid4().hex[:6]
+    ivy, boss = f"ivy-{tag}@example.com", f"boss-{tag}@example.com"
+    put_principal(api, "ivy", email=ivy)
+    put_principal(api, "boss", email=boss, displayName="The Boss")
+    workflow = gate(api, approversList=["ivy"], timeoutMs=600_000, onTimeout="escalate", escalationPrincipals=["boss"])
+    run_id = api.start(workflow)["runId"]
+    mail_to(stack, ivy)
+    advance_clock(stack, 601)
+    assert api.wait_status(run_id, {"failed"}, timeout_s=WAIT_S)["status"] == "failed"
+    (escalated,) = mail_to(stack, boss)
+    assert escalated["subject"] == "Escalated: 'Ship release 7?' timed out and was rejected"
+    assert "Hello The Boss," in escalated["text"]
+    assert not LINK.search(escalated["text"])
+    resolved = next(e for e in api.events(run_id) if e["type"] == "interrupt.resolved")
+    assert (resolved["payload"]["decision"], resolved["payload"]["reason"]) == ("rejected", "timeout")
+    assert ("boss", "escalation", "sent") in {(n["principalId"], n["purpose"], n["outcome"]) for n in notifications(api, run_id)}

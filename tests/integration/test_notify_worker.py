@@ -1,0 +1,186 @@
+"""The notify worker (issue 14) in-process against moto (DynamoDB, SQS, SES, Secrets Manager) and a Slack receiver
+on 127.0.0.1: once per recipient, retried with backoff, dead-lettered without content, skipped when there is
+nothing left to ask, and never a link or an address in the log."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.adapters.notify.messages import RAISED, queue_message
+from interlude.adapters.notify.worker import RetryLater, Worker
+from interlude.app import directory
+from interlude.app.notifications import run_notifications
+from interlude.app.service import Service
+from interlude.config.notify import NotifySettings
+from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local.sqs_pump import create_queues
+from interlude.rules.auth import run_resolver
+from interlude.rules.tokens.scheme import KeyRing
+from interlude.store import Store, create_table
+from tests.integration.conftest import signed_in
+from tests.support.receiver import Receiver
+
+TABLE = "interlude-notify-test"
+SENDER = "approvals@example.com"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+        yield urls
+
+
+@pytest.fixture
+def slack():
+    receiver = Receiver(script=[500] * 10).start()
+    yield receiver
+    receiver.close()
+
+
+def settings(urls, **overrides) -> NotifySettings:
+    base = {
+        "queue_url": urls["notifications"],
+        "dlq_url": urls["notifications-dlq"],
+        "public_base_url": "https://approvals.example.com",
+        "from_address": SENDER,
+        "configuration_set": "",
+        "slack_secret_prefix": "interlude/slack/",
+        "slack_api_url": "https://slack.invalid/api",
+        "allow_loopback": True,
+        "max_attempts": 2,
+        "backoff_base_s": 0,
+        "backoff_cap_s": 0,
+        "connect_timeout_s": 2,
+        "total_timeout_s": 4,
+        "link_lifetime_s": 3600,
+    }
+    return NotifySettings(**{**base, **overrides})
+
+
+def open_gate(service: Service) -> tuple[str, str, str]:
+    admin = signed_in(service, "admin")
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann", "ben"], "requiredApprovals": 2}}]
+    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    return state.runId, "review", state.interrupts["review"].interruptId
+
+
+def worker_for(service: Service, urls, **overrides) -> Worker:
+    ring = KeyRing.generate()
+    return Worker(
+        store=service.store,
+        sqs=boto3.client("sqs"),
+        ses=boto3.client("sesv2"),
+        secrets=boto3.client("secretsmanager"),
+        ring=lambda: ring,
+        settings=settings(urls, **overrides),
+    )
+
+
+def delivered(urls, message: dict) -> dict:
+    """The message as SQS hands it to the worker (a real receipt handle: the worker hides it on failure)."""
+    sqs = boto3.client("sqs")
+    sqs.send_message(QueueUrl=urls["notifications"], MessageBody=json.dumps(message))
+    got = sqs.receive_message(QueueUrl=urls["notifications"], MaxNumberOfMessages=1)["Messages"][0]
+    return {"body": got["Body"], "receiptHandle": got["ReceiptHandle"]}
+
+
+def sent_mail() -> list:
+    from moto.ses.models import ses_backends
+
+    return list(ses_backends["123456789012"]["us-east-1"].sent_messages)
+
+
+def test_one_mail_per_recipient_however_often_the_message_comes(aws):
+    service = Service(Store(TABLE))
+    run_id, node, interrupt = open_gate(service)
+    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    worker = worker_for(service, aws)
+    message = queue_message("t1", run_id, node, interrupt, "ann", RAISED)
+    assert worker.handle(delivered(aws, message)) == "sent"
+    assert worker.handle(delivered(aws, message)) == "duplicate"
+    (mail,) = sent_mail()
+    # moto adds the To header's address to the destinations given; SES sends to the destinations alone.
+    assert set(mail.destinations) == {"ann@example.com"}
+    assert "multipart/alternative" in mail.raw_data
+    assert "text/html" in mail.raw_data
+    # ben is named by the gate but has no entry: told nobody, and the log says why.
+    other = queue_message("t1", run_id, node, interrupt, "ben", RAISED)
+    assert worker.handle(delivered(aws, other)) == "skipped"
+    admin = signed_in(service, "admin2")
+    log = run_notifications(service, admin, run_id)["notifications"]
+    assert [(n["principalId"], n["channel"], n["outcome"]) for n in log] == [
+        ("ann", "email", "sent"),
+        ("ben", None, "skipped"),
+    ] or [(n["principalId"], n["channel"], n["outcome"]) for n in log] == [
+        ("ben", None, "skipped"),
+        ("ann", "email", "sent"),
+    ]
+    assert next(n for n in log if n["principalId"] == "ben")["reason"] == "not_in_directory"
+    assert "ann@example.com" not in json.dumps(log)
+    assert "ow2." not in json.dumps(log)
+
+
+def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack):
+    service = Service(Store(TABLE))
+    run_id, node, interrupt = open_gate(service)
+    directory.put_principal(
+        service, "t1", "ann", PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234"), "admin"
+    )
+    boto3.client("secretsmanager").create_secret(
+        Name="interlude/slack/t1", SecretString=json.dumps({"webhookUrl": slack.url("/hook")})
+    )
+    worker = worker_for(service, aws)
+    message = queue_message("t1", run_id, node, interrupt, "ann", RAISED)
+    with pytest.raises(RetryLater):
+        worker.handle(delivered(aws, message))
+    # The second attempt sends only what failed: the mail went out once.
+    assert worker.handle(delivered(aws, message)) == "dead"
+    assert len(sent_mail()) == 1
+    assert len(slack.hits) == 2
+    dead = boto3.client("sqs").receive_message(QueueUrl=aws["notifications-dlq"])["Messages"][0]["Body"]
+    letter = json.loads(dead)
+    assert letter["channels"]["slack"] == {"attempt": 2, "at": letter["channels"]["slack"]["at"], "outcome": "failed", "errorClass": "http_status"}
+    assert letter["channels"]["email"]["outcome"] == "sent"
+    assert "hook" not in dead
+    assert "ann@example.com" not in dead
+    assert "ow2." not in dead
+
+
+def test_nothing_is_sent_for_a_settled_gate_and_a_reminder_skips_who_voted(aws):
+    service = Service(Store(TABLE))
+    run_id, node, interrupt = open_gate(service)
+    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    directory.put_principal(service, "t1", "ben", PrincipalEntry(email="ben@example.com"), "admin")
+    state, version = service.load_run("t1", run_id)
+    service.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(service, "ann")))
+    worker = worker_for(service, aws)
+    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ann", "reminder-1"))) == "skipped"
+    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ben", "reminder-1"))) == "sent"
+    state, version = service.load_run("t1", run_id)
+    service.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(service, "ben")))
+    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ben", "reminder-2"))) == "skipped"
+    assert [set(m.destinations) for m in sent_mail()] == [{"ben@example.com"}]
+
+
+def test_without_a_from_address_mail_is_not_configured_and_nothing_retries(aws):
+    service = Service(Store(TABLE))
+    run_id, node, interrupt = open_gate(service)
+    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    worker = worker_for(service, aws, from_address="")
+    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ann", RAISED))) == "skipped"
+    record = worker.notifications.of_run(run_id)[0]["record"]
+    assert record["channels"]["email"]["outcome"] == "not_configured"
+    assert record["reason"] == "not_configured"
+    assert wiring.NOTIFY_MAX_ATTEMPTS >= 2
