@@ -141,9 +141,7 @@ FUNCTIONS: tuple[Function, ...] = (
                     "secretsmanager:DeleteSecret",
                 ),
             ),
-        ),
-        # PUT /tenant/notifications/slack writes the tenant's Slack credential (issue 14); nothing reads it back.
-        secret_grants=(
+            # PUT /tenant/notifications/slack writes the tenant's Slack credential (issue 14); nothing reads it back.
             (
                 "SLACK_SECRET_PREFIX",
                 ("secretsmanager:PutSecretValue", "secretsmanager:CreateSecret", "secretsmanager:TagResource"),
