@@ -460,7 +460,7 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         '<section class="card"><h2>Callback deliveries</h2>' + _deliveries(view.deliveries) + "</section>",
     ]
     if view.notifications is not None:
-        parts.append('<section class="card"><h2>Notifications</h2>' + _records(view.notifications, "notifications") + "</section>")
+        parts.append('<section class="card"><h2>Notifications</h2>' + _notifications(view.notifications) + "</section>")
     if view.tokens is not None:
         parts.append('<section class="card"><h2>Tokens minted</h2>' + _records(view.tokens, "tokens") + "</section>")
     for heading, sentence in view.unavailable:
@@ -579,6 +579,20 @@ def _target(target: Any) -> str:
     return " ".join(f"{k} {v}" for k, v in target.items())
 
 
+def _notifications(entries: Sequence[Mapping[str, Any]]) -> str:
+    rows = [
+        [
+            esc(n.get("at") or n.get("queuedAt") or ""),
+            esc(n.get("principalId", "")),
+            esc(n.get("purpose", "")),
+            esc(n.get("channel") or "—"),
+            esc(n.get("outcome") or n.get("status") or ""),
+        ]
+        for n in entries
+    ]
+    return table("Who was told, how", ("When", "Who", "Why", "Channel", "Outcome"), rows, "No notifications.")
+
+
 def _records(records: Sequence[Mapping[str, Any]], what: str) -> str:
     if not records:
         return f'<p class="muted">No {esc(what)}.</p>'
@@ -593,7 +607,13 @@ def _record_line(record: Mapping[str, Any]) -> str:
 # -- workflows ----------------------------------------------------------------------------------------
 
 
-def workflows(frame: Frame, listed: Sequence[Mapping[str, Any]] | None, notice: Notice | None) -> str:
+def workflows(
+    frame: Frame,
+    listed: Sequence[Mapping[str, Any]] | None,
+    notice: Notice | None,
+    page: int = 1,
+    total_pages: int = 1,
+) -> str:
     parts = [
         banner(notice),
         "<h1>Workflows</h1>",
@@ -607,21 +627,25 @@ def workflows(frame: Frame, listed: Sequence[Mapping[str, Any]] | None, notice: 
             "have yet: open a workflow by its id.</p>"
         )
         return "".join(parts)
-    rows = [
-        [
-            f'<a href="/console/workflows/{esc(quote(str(w["workflowId"]), safe=""))}">{esc(w["workflowId"])}</a>',
-            esc(w.get("name") or ""),
-            esc(w.get("latestVersion") or w.get("version") or ""),
-            esc(w.get("face") or w.get("kind") or ""),
-            esc(w.get("updatedAt") or w.get("createdAt") or ""),
-        ]
-        for w in listed
-    ]
+    rows = []
+    for w in listed:
+        workflow_id = str(w.get("id") or w.get("workflowId"))
+        rows.append(
+            [
+                f'<a href="/console/workflows/{esc(quote(workflow_id, safe=""))}">{esc(workflow_id)}</a>',
+                esc(w.get("name") or ""),
+                esc(w.get("latestVersion") or w.get("version") or ""),
+                esc(w.get("face") or ""),
+                esc(w.get("updatedAt") or w.get("createdAt") or ""),
+            ]
+        )
     parts.append(
         '<section class="card">'
-        + table("Workflows", ("Workflow", "Name", "Latest version", "Face", "Updated"), rows, "No workflows yet.")
+        + table("Workflows, by id", ("Workflow", "Name", "Latest version", "Face", "Updated"), rows, "No workflows yet.")
         + "</section>"
     )
+    if page < total_pages:
+        parts.append(f'<p class="pager"><a href="/console/workflows?page={page + 1}">Next page</a></p>')
     return "".join(parts)
 
 
