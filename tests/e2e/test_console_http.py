@@ -246,6 +246,8 @@ def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: 
     assert '<svg class="graph"' in page.text
     assert "review: waiting" in page.text
     assert "Asked for a decision · review" in page.text
+    assert "Notifications" in page.text
+    assert "Callback deliveries" in page.text
     assert "Open gates" in page.text
     assert "Ship it?" in page.text
     assert len(PROOF.findall(page.text)) == page.text.count("<form")

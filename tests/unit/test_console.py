@@ -165,3 +165,19 @@ def test_a_delegated_vote_names_the_delegate_who_cast_it():
     markup = pages.votes_table([{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept", "surface": "run"}])
     assert "urn:x|ana (cast by urn:x|bo)" in markup
     assert "cast by" not in pages.votes_table([{"principal": "urn:x|ana", "action": "accept"}])
+
+
+def test_a_run_page_lists_who_was_notified_and_how():
+    view = RunView(
+        snapshot={"runId": "acme/r-1", "workflowId": "wf", "status": "waiting-approval", "extensions": {}},
+        nodes=[],
+        edges=[],
+        open_interrupts={},
+        events=[],
+        more_events_after=None,
+        deliveries=[],
+        notifications=[{"principalId": "ana", "purpose": "asked", "channel": "email", "outcome": "sent", "at": "t"}],
+    )
+    markup = pages.run(FRAME, view, None)
+    assert "Who was told, how" in markup
+    assert '<td role="cell" data-label="Channel">email</td>' in markup

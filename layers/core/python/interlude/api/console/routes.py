@@ -29,7 +29,7 @@ from interlude.api.http import OPENWOP_VERSION, app, base_url, query_int, raw_bo
 from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
-from interlude.app import audit, run_listing
+from interlude.app import audit, notifications, run_listing
 from interlude.app import inbox as approver_inbox
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
@@ -475,13 +475,11 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
         more_events_after=more,
         deliveries=deliveries,
         unavailable=(
-            ("Notifications", "The notification log is not in this deployment yet."),
-            *(
-                [("Tokens minted", "Token mints are read from the audit log, which this key may not read (audit:read).")]
-                if tokens is None
-                else []
-            ),
+            [("Tokens minted", "Token mints are read from the audit log, which this key may not read (audit:read).")]
+            if tokens is None
+            else []
         ),
+        notifications=notifications.run_notifications(service(), principal, run_id)["notifications"],
         tokens=tokens,
     )
     return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
