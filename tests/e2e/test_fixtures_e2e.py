@@ -1,12 +1,13 @@
 """Every shared OpenWOP fixture whose node types Interlude has runs, over HTTP, to the outcome its description states.
 
 The two approval-timeout fixtures belong to the deadlines feature (tests/e2e there); fixtures naming node types
-Interlude does not have (sub-workflows, mock agents, the orchestrator) are skipped by name of the missing type.
+Interlude does not have (mock agents, the orchestrator) are skipped by name of the missing type.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -148,6 +149,44 @@ def drive_cancellable(api: Api, workflow: str) -> None:
     assert api.wait_status(run_id, {"cancelled"})["status"] == "cancelled"
 
 
+def drive_parent_child_cancel(api: Api, workflow: str) -> None:
+    # The parent's config names the child by its fixture id: register the child under that id.
+    child_workflow = "conformance-interrupt-parent-child-cancel-child"
+    child_definition = json.loads((FIXTURES / f"{child_workflow}.json").read_text())
+    assert api.put_workflow(child_workflow, child_definition).status_code in (200, 201)
+    parent_id = api.start(workflow)["runId"]
+    child_id = poll(lambda: next(iter(of_type(events_of(api, parent_id), "interlude.child-requested")), None))[
+        "payload"
+    ]["childRunId"]
+    child = api.wait_status(child_id, {"waiting-approval"}, timeout_s=30)
+    assert (child["status"], child["parentRunId"], child["currentNodeId"]) == ("waiting-approval", parent_id, "child-gate")
+    assert api.run(parent_id)["status"] == "running"
+    ancestry = api.call("GET", f"/runs/{wire(child_id)}/ancestry").json()
+    assert ancestry["parent"] == {"runId": parent_id, "hostId": ancestry["hostId"], "cause": "core.subWorkflow"}
+    assert api.call("GET", f"/runs/{wire(parent_id)}/ancestry").json()["parent"] is None
+
+    assert api.call("POST", f"/runs/{wire(parent_id)}/cancel", {}).status_code == 200
+    assert api.wait_status(child_id, {"cancelled"}, timeout_s=30)["status"] == "cancelled"
+    cancelled = of_type(events_of(api, child_id), "run.cancelled")[0]["payload"]
+    assert (cancelled["reason"], cancelled["parentRunId"]) == ("parent-cancelled", parent_id)
+    direct = of_type(events_of(api, parent_id), "run.cancelled")[0]["payload"]
+    assert "parentRunId" not in direct
+    late = api.resolve(child_id, "child-gate", {"action": "accept"})
+    # 410 interrupt_gone is preferred; 409 interrupt_already_resolved is accepted by the profile for back-compat.
+    assert (late.status_code, late.json()["error"]) in {(410, "interrupt_gone"), (409, "interrupt_already_resolved")}
+    assert api.run(parent_id)["status"] == "cancelled"
+
+
+def poll(probe: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = probe()
+        if found is not None or time.monotonic() > deadline:
+            assert found is not None, "timed out"
+            return found
+        time.sleep(0.1)
+
+
 def drive_delay(api: Api, workflow: str) -> None:
     run = api.start(workflow, inputs={"delayMs": 200})
     assert api.wait_status(run["runId"], {"completed", "failed"}, timeout_s=30)["status"] == "completed"
@@ -167,6 +206,7 @@ DRIVERS: dict[str, Callable[[Api, str], None]] = {
     "conformance-conversation-lifecycle": drive_conversation,
     "conformance-cancellable": drive_cancellable,
     "conformance-delay": drive_delay,
+    "conformance-interrupt-parent-child-cancel": drive_parent_child_cancel,
 }
 
 

@@ -32,6 +32,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
     from interlude.adapters.notify import outbox as notifications
     from interlude.adapters.scheduler import outbox as deadline_schedules
     from interlude.app.external_events import resolve_kept_events
+    from interlude.app.subworkflows import on_events as sub_workflows
 
     return (
         deadline_schedules.on_events,
@@ -41,6 +42,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
         queue_actions,
         webhook_deliveries,
         notifications.on_events,
+        sub_workflows,
     )
 
 

@@ -592,6 +592,9 @@ ROUTES += (
 # sign-in from an API key, stands for it; every page checks that key's scopes and that it is still active.
 ROUTES += CONSOLE_ROUTES
 
+# Issue 15 item 3 (interlude.api.subworkflows): a run's immediate parent (core.subWorkflow).
+ROUTES += (Route("GET", "/runs/{runId}/ancestry", "getRunAncestry", "runs:read", "The run's immediate parent run"),)
+
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class
 # of their own, since each one occupies an api invocation for its whole hold.
 HELD_OPERATIONS = frozenset({"pollRunEvents", "streamRunEvents", "modulexListen"})

@@ -24,6 +24,7 @@ from interlude.api import (  # noqa: F401
     run_listing,
     runs,
     streams,
+    subworkflows,  # noqa: F401  (issue 15 item 3: GET /runs/{runId}/ancestry)
     tokens,
     webhooks,
 )

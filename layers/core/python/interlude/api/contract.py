@@ -318,6 +318,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
+    "getRunAncestry": Operation((Success(200, "The run and its immediate parent", r.RunAncestry),), RUN),
     **CONSOLE_OPERATIONS,
     # Issue 14 item 4: delegation of a vote (the run's interrupt named by the path, as for a resolve).
     "delegateVote": Operation(

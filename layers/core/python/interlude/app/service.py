@@ -282,6 +282,8 @@ class Service(KeyOperations, WorkflowOperations):
             snap["metadata"] = state.metadata
         if state.configurable is not None:
             snap["configurable"] = state.configurable
+        if state.parentRunId is not None:
+            snap["parentRunId"] = state.parentRunId
         interrupts = {
             nid: {
                 "interruptId": oi.interruptId,

@@ -170,6 +170,12 @@ RUN_ERROR_CODES = frozenset(
         "interlude.egress_denied",
         "interlude.secret_unavailable",
         "interlude.http_failed",
+        # A core.subWorkflow (engine/subworkflows.py): the child could not start (no such workflow, bad inputs, or
+        # the depth or children-per-run limit), failed, or was cancelled on its own.
+        "interlude.subworkflow_unavailable",
+        "interlude.subworkflow_limit_exceeded",
+        "interlude.subworkflow_failed",
+        "interlude.subworkflow_cancelled",
     }
 )
 

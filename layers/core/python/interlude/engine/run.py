@@ -34,6 +34,7 @@ from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
 from interlude.engine.registry import NODE_TYPES
+from interlude.engine.subworkflows import CHILD_REQUESTED, PARENT_CANCELLED, SUBWORKFLOW, limit_error
 from interlude.rules.interrupts.decide import Decision
 from interlude.rules.interrupts.payloads import holding_interrupt, validate_payload
 
@@ -299,6 +300,8 @@ class _Step:
             self.fail(node_id, run_error("validation_error", spec))
             return
         error = self.admit(node_id, spec.request, None, "the action's request")
+        if error is None and spec.kind == SUBWORKFLOW:
+            error = limit_error(self.s, node_id)
         if error is not None:
             self.fail(node_id, error)
             return
@@ -312,6 +315,12 @@ class _Step:
             request=spec.request,
             requestedAt=iso(self.now),
         )
+        if spec.kind == SUBWORKFLOW:
+            # The child is started by the outbox (interlude.app.subworkflows), never by the actions worker.
+            self.s.children.append(spec.effect_id)
+            requested = {"nodeId": node_id, "childRunId": spec.effect_id, "visit": ns.visits}
+            self.emit(CHILD_REQUESTED, node_id, {**requested, "workflowId": spec.request["workflowId"]})
+            return
         self.emit(
             ACTION_REQUESTED,
             node_id,
@@ -658,7 +667,11 @@ def fail_where_it_stands(state: RunState, now: datetime, error: dict[str, Any], 
     return step.t
 
 
-def cancel(state: RunState, now: datetime, reason: str | None, cancelled_by: str | None) -> Transition:
+def cancel(
+    state: RunState, now: datetime, reason: str | None, cancelled_by: str | None, parent_run_id: str | None = None
+) -> Transition:
+    """`parent_run_id`: a cascade from that parent (reason "parent-cancelled", OpenWOP cascade-cancel); a direct
+    cancel never sets it."""
     step = _Step(state, None, now)
     step.close_open_interrupts("run cancelled")
     step.s.status = "cancelled"
@@ -668,6 +681,9 @@ def cancel(state: RunState, now: datetime, reason: str | None, cancelled_by: str
         payload["reason"] = reason
     if cancelled_by:
         payload["cancelledBy"] = cancelled_by
+    if parent_run_id is not None:
+        payload["reason"] = PARENT_CANCELLED
+        payload["parentRunId"] = parent_run_id
     step.emit("run.cancelled", None, payload)
     return step.t
 

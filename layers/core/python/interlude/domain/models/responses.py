@@ -381,3 +381,17 @@ class SlackConfigured(Answer):
     tenant: str
     configured: Literal["webhook", "bot-token"]
     webhookHost: str = Omitted()
+
+
+class AncestryParent(Answer):
+    runId: str
+    hostId: str
+    cause: Literal["core.subWorkflow", "core.dispatch", "mcp-tool-call", "a2a-message"]
+
+
+class RunAncestry(Answer):
+    """run-ancestry-response.schema.json: the run and only its immediate parent (null for a root run)."""
+
+    runId: str
+    hostId: str
+    parent: AncestryParent | None

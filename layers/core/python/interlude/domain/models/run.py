@@ -124,6 +124,13 @@ class RunState(Mutable):
     error: dict[str, Any] | None = None
     failedNodeId: str | None = None
     nextSeq: int = 0
+    # Sub-workflows (engine/subworkflows.py): the run and node visit that started this run as its child, how deep
+    # it sits under its root run, and the child runs this run started (at most MAX_CHILDREN_PER_RUN).
+    parentRunId: str | None = None
+    parentNodeId: str | None = None
+    parentVisit: int | None = None
+    depth: int = 0
+    children: list[str] = Field(default_factory=list)
 
     @property
     def terminal(self) -> bool:

@@ -1,0 +1,17 @@
+"""GET /runs/{runId}/ancestry (getRunAncestry): the run and its immediate parent, for core.subWorkflow children."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from interlude.api.http import json_response, principal_for, service
+from interlude.api.routes import route
+from interlude.app.subworkflows import run_ancestry
+from interlude.domain.ids import from_wire
+from interlude.domain.models.responses import RunAncestry
+
+
+@route("getRunAncestry")
+def get_run_ancestry(runId: str) -> Response:
+    principal = principal_for("getRunAncestry")
+    return json_response(200, RunAncestry.model_validate(run_ancestry(service(), principal, from_wire(runId))))

@@ -1,0 +1,127 @@
+"""Sub-workflows (issue 15 item 3) on the dispatch side: start a requested child, land a finished child's outcome on
+its parent, cancel the unfinished children of a run that ended, and answer GET /runs/{runId}/ancestry.
+
+Every step is keyed on state (the child's id is derived from the parent's node visit; an outcome lands only on
+the visit that waits for it; a cancel of a finished run does nothing), so a stream record delivered twice or out
+of order changes nothing the second time. engine/subworkflows.py holds the rules and the limits.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from interlude.app.actions import finish_action
+from interlude.app.retries import MAX_RACE_RETRIES
+from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
+from interlude.domain.models.run import RunState
+from interlude.engine import run as engine
+from interlude.engine.subworkflows import CHILD_REQUESTED, child_outcome
+from interlude.rules import inputs as declared_inputs
+from interlude.store import Conflict as LostRace
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+    from interlude.rules import auth
+
+logger = logging.getLogger(__name__)
+TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# The host id ancestry names (multiAgent.executionModel.crossHostCausation.hostId).
+HOST_ID = "interlude"
+
+
+def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
+    """The outbox handler: child requests start children; a run's end reaches its parent and its children."""
+    for event in events:
+        if event.get("type") == CHILD_REQUESTED:
+            start_child(service, run_id, event.get("payload") or {})
+    if any(e.get("type") in TERMINAL_EVENTS for e in events):
+        got = service.store.get_run(run_id)
+        if got is None or not got[0].terminal:
+            return
+        ended = got[0]
+        if ended.parentRunId and ended.parentNodeId and ended.parentVisit is not None:
+            finish_action(service, ended.parentRunId, ended.parentNodeId, ended.parentVisit, child_outcome(ended))
+        for child in ended.children:
+            cancel_child(service, child, ended.runId)
+
+
+def start_child(service: Service, parent_run_id: str, request: dict[str, Any]) -> None:
+    node_id, visit, child_id = request["nodeId"], int(request["visit"]), request["childRunId"]
+    got = service.store.get_run(parent_run_id)
+    if got is None:
+        return
+    parent = got[0]
+    pending = parent.actions.get(node_id)
+    if parent.terminal or pending is None or pending.visit != visit or service.store.get_run(child_id) is not None:
+        return
+    try:
+        _create_child(service, parent, node_id, visit, child_id, pending.request)
+    except LostRace:
+        return  # started by an earlier delivery of the same request
+    except DomainError as exc:
+        error = run_error(
+            "interlude.subworkflow_unavailable",
+            f"node {node_id!r}: the child run could not start: {exc}",
+            {"nodeId": node_id, "childRunId": child_id},
+        )
+        finish_action(service, parent_run_id, node_id, visit, {"error": error})
+
+
+def _create_child(
+    service: Service, parent: RunState, node_id: str, visit: int, child_id: str, request: dict[str, Any]
+) -> None:
+    workflow_id = request["workflowId"]
+    version = service.store.latest_workflow_version(parent.tenant, workflow_id)
+    if version is None:
+        raise NotFound(f"no workflow {workflow_id!r}")
+    definition = service.workflow(parent.tenant, workflow_id, version)
+    inputs = request.get("inputs") or {}
+    missing = declared_inputs.missing(definition.variables, inputs)
+    refused = declared_inputs.problems(definition.variables, inputs)
+    if missing or refused:
+        raise Invalid(f"its inputs do not match the variables {workflow_id!r} declares")
+    now = service.clock()
+    state = RunState(
+        runId=child_id,
+        tenant=parent.tenant,
+        workflowId=workflow_id,
+        workflowVersion=version,
+        owner=parent.owner,
+        inputs=inputs,
+        createdAt=engine.iso(now),
+        parentRunId=parent.runId,
+        parentNodeId=node_id,
+        parentVisit=visit,
+        depth=parent.depth + 1,
+    )
+    open_runs = service.limiter.limits(parent.tenant).open_runs
+    build = partial(engine.start, state, definition, now, service.step_budget)
+    service.commit_or_fail(build, None, now, open_runs_limit=open_runs)
+
+
+def cancel_child(service: Service, child_id: str, parent_run_id: str) -> None:
+    """Cancel an unfinished child because its parent ended (its open interrupts close with it)."""
+    for _ in range(MAX_RACE_RETRIES):
+        got = service.store.get_run(child_id)
+        if got is None or got[0].terminal:
+            return
+        state, version = got
+        now = service.clock()
+        transition = engine.cancel(state, now, None, None, parent_run_id=parent_run_id)
+        try:
+            service.commit_answered(transition, version, now)
+            return
+        except LostRace:
+            continue
+    logger.warning("the child run %s kept changing while its parent's cancel cascaded", child_id)
+
+
+def run_ancestry(service: Service, principal: auth.Principal, run_id: str) -> dict[str, Any]:
+    """GET /runs/{runId}/ancestry: the run and its immediate parent (clients walk the chain one hop at a time)."""
+    state, _ = service.load_run(principal.tenant, run_id)
+    parent = None
+    if state.parentRunId is not None:
+        parent = {"runId": state.parentRunId, "hostId": HOST_ID, "cause": "core.subWorkflow"}
+    return {"runId": state.runId, "hostId": HOST_ID, "parent": parent}

@@ -1,0 +1,126 @@
+"""core.subWorkflow in the engine: a visit names its child and waits, the child's outcome lands on it once, its
+limits fail the node instead of leaving a run that cannot finish, and a cascaded cancel says so
+(engine/subworkflows.py, engine/run.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from interlude.domain.models.run import RunState
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine import run as engine
+from interlude.engine.actions import ACTION_REQUESTED
+from interlude.engine.subworkflows import (
+    CHILD_REQUESTED,
+    MAX_CHILDREN_PER_RUN,
+    MAX_DEPTH,
+    child_outcome,
+    child_run_id,
+)
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+RUN_ID = "t1/runrunrunrunrunrun01"
+
+
+def definition(**config: object) -> WorkflowDefinition:
+    sub = {"workflowId": "child", "inputs": {"order": "{{inputs.orderId}}"}, **config}
+    return WorkflowDefinition.model_validate(
+        {
+            "id": "w",
+            "name": "w",
+            "nodes": [
+                {"id": "spawn", "typeId": "core.subWorkflow", "config": sub},
+                {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": "{{spawn.answer}}"}}},
+            ],
+            "edges": [{"id": "e", "sourceNodeId": "spawn", "targetNodeId": "after"}],
+            "variables": [{"name": "orderId", "type": "string"}],
+        }
+    )
+
+
+def state(**fields: object) -> RunState:
+    return RunState.model_validate(
+        {
+            "runId": RUN_ID,
+            "tenant": "t1",
+            "workflowId": "w",
+            "workflowVersion": 1,
+            "owner": {},
+            "inputs": {"orderId": "o-1"},
+            "createdAt": "2026-12-01T12:00:00Z",
+            **fields,
+        }
+    )
+
+
+def test_a_visit_names_its_child_and_waits_running():
+    t = engine.start(state(), definition(), NOW)
+
+    child = child_run_id(RUN_ID, "spawn", 1)
+    assert child.startswith("t1/")
+    assert (t.state.status, t.state.nodes["spawn"].status) == ("running", "running")
+    assert t.state.children == [child]
+    assert t.state.actions["spawn"].request == {"workflowId": "child", "inputs": {"order": "o-1"}}
+    requested = [e for e in t.events if e.type == CHILD_REQUESTED]
+    assert [e.payload for e in requested] == [{"nodeId": "spawn", "childRunId": child, "visit": 1, "workflowId": "child"}]
+    # The actions worker is never asked to run a child.
+    assert not [e for e in t.events if e.type == ACTION_REQUESTED]
+
+
+def test_the_childs_outputs_become_the_nodes_output_once():
+    waiting = engine.start(state(), definition(), NOW).state
+    child = state(runId=child_run_id(RUN_ID, "spawn", 1), status="completed", outputs={"gate": {"answer": 42}})
+    outcome = child_outcome(child)
+    assert outcome == {"output": {"gate": {"answer": 42}}}
+
+    done = engine.finish_action(waiting, definition(), "spawn", 1, {"output": {"answer": 42}}, NOW)
+    assert done.state.status == "completed"
+    assert done.state.outputs["after"] == {"got": 42}
+    again = engine.finish_action(done.state, definition(), "spawn", 1, {"output": {"answer": 0}}, NOW)
+    assert again.events == []
+
+
+def test_a_failed_or_cancelled_child_fails_the_node_with_its_code():
+    waiting = engine.start(state(), definition(), NOW).state
+    failed = state(status="failed", error={"code": "approval_rejected", "message": "no"})
+    outcome = child_outcome(failed)
+    assert outcome["error"]["code"] == "interlude.subworkflow_failed"
+    assert outcome["error"]["details"]["childError"] == {"code": "approval_rejected", "message": "no"}
+    landed = engine.finish_action(waiting, definition(), "spawn", 1, outcome, NOW)
+    assert (landed.state.status, landed.state.error["code"]) == ("failed", "interlude.subworkflow_failed")
+
+    assert child_outcome(state(status="cancelled"))["error"]["code"] == "interlude.subworkflow_cancelled"
+
+
+def test_a_child_past_the_depth_limit_fails_its_node_instead_of_waiting():
+    t = engine.start(state(depth=MAX_DEPTH), definition(), NOW)
+
+    assert t.state.status == "failed"
+    assert t.state.error["code"] == "interlude.subworkflow_limit_exceeded"
+    assert t.state.actions == {} and t.state.children == []
+
+
+def test_a_run_past_its_children_limit_fails_the_node():
+    full = [f"t1/child{i:020d}" for i in range(MAX_CHILDREN_PER_RUN)]
+    t = engine.start(state(children=full), definition(), NOW)
+
+    assert t.state.error["code"] == "interlude.subworkflow_limit_exceeded"
+    assert t.state.error["details"]["budget"] == "children"
+
+
+def test_a_detached_child_is_refused_when_the_node_runs():
+    t = engine.start(state(), definition(propagateCancellation=False), NOW)
+
+    assert t.state.error["code"] == "validation_error"
+
+
+def test_a_cascaded_cancel_names_its_parent_and_a_direct_one_does_not():
+    waiting = engine.start(state(), definition(), NOW).state
+
+    cascaded = engine.cancel(waiting, NOW, None, None, parent_run_id="t1/parent")
+    payload = [e.payload for e in cascaded.events if e.type == "run.cancelled"][0]
+    assert (payload["reason"], payload["parentRunId"]) == ("parent-cancelled", "t1/parent")
+    assert cascaded.state.actions == {}
+
+    direct = engine.cancel(waiting, NOW, "operator", "admin")
+    assert "parentRunId" not in [e.payload for e in direct.events if e.type == "run.cancelled"][0]
