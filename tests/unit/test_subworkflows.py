@@ -97,7 +97,8 @@ def test_a_child_past_the_depth_limit_fails_its_node_instead_of_waiting():
 
     assert t.state.status == "failed"
     assert t.state.error["code"] == "interlude.subworkflow_limit_exceeded"
-    assert t.state.actions == {} and t.state.children == []
+    assert t.state.actions == {}
+    assert t.state.children == []
 
 
 def test_a_run_past_its_children_limit_fails_the_node():
