@@ -158,12 +158,19 @@ def drive_parent_child_cancel(api: Api, workflow: str) -> None:
     child_id = poll(lambda: next(iter(of_type(events_of(api, parent_id), "interlude.child-requested")), None))[
         "payload"
     ]["childRunId"]
+    # The child-requested event is logged before the outbox starts the child: wait until the child exists.
+    poll(lambda: api.call("GET", f"/runs/{wire(child_id)}").status_code == 200 or None)
     child = api.wait_status(child_id, {"waiting-approval"}, timeout_s=30)
     assert (child["status"], child["parentRunId"], child["currentNodeId"]) == ("waiting-approval", parent_id, "child-gate")
     assert api.run(parent_id)["status"] == "running"
     ancestry = api.call("GET", f"/runs/{wire(child_id)}/ancestry").json()
     assert ancestry["parent"] == {"runId": parent_id, "hostId": ancestry["hostId"], "cause": "core.subWorkflow"}
     assert api.call("GET", f"/runs/{wire(parent_id)}/ancestry").json()["parent"] is None
+    opaque = parent_id.split("/", 1)[1]
+    unknown, foreign = f"{api.tenant}/{opaque[::-1]}", f"other-tenant/{opaque}"
+    for run_id, answer in ((unknown, (404, "not_found")), (foreign, (403, "id_tenant_mismatch"))):
+        refused = api.call("GET", f"/runs/{wire(run_id)}/ancestry")
+        assert (refused.status_code, refused.json()["error"]) == answer
 
     assert api.call("POST", f"/runs/{wire(parent_id)}/cancel", {}).status_code == 200
     assert api.wait_status(child_id, {"cancelled"}, timeout_s=30)["status"] == "cancelled"
