@@ -314,3 +314,36 @@ def test_a_table_without_a_sort_key_is_undone_and_queried_the_same_way(ddb):
     assert ddb.scan(TableName="flat")["Items"] == before
     got = ddb.query(TableName="flat", KeyConditionExpression="id = :a", ExpressionAttributeValues={":a": s("a")})
     assert got["Items"] == before
+
+
+def test_one_update_text_serves_many_items_and_a_bad_one_is_refused_every_time(ddb):
+    """Update expressions are parsed once per text: the same text applied to two items changes each with its own
+    values, and a text that does not parse is refused on each request, not remembered as valid."""
+    for key in ("I#a", "I#b"):
+        ddb.put_item(TableName=TABLE, Item={"pk": s(PK), "sk": s(key), "status": s("open"), "n": {"N": "1"}})
+    for key, value in (("I#a", "first"), ("I#b", "second")):
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {"pk": s(PK), "sk": s(key)},
+                        "UpdateExpression": "SET #st = :v ADD n :one",
+                        "ConditionExpression": "#st = :open",
+                        "ExpressionAttributeNames": {"#st": "status"},
+                        "ExpressionAttributeValues": {":v": s(value), ":one": {"N": "1"}, ":open": s("open")},
+                    }
+                }
+            ]
+        )
+    got = {i["sk"]["S"]: (i["status"]["S"], i["n"]["N"]) for i in ddb.scan(TableName=TABLE)["Items"]}
+    assert got == {"I#a": ("first", "2"), "I#b": ("second", "2")}
+    for _ in range(2):
+        with pytest.raises(ClientError) as refused:
+            ddb.update_item(
+                TableName=TABLE,
+                Key={"pk": s(PK), "sk": s("I#a")},
+                UpdateExpression="SET = :v",
+                ExpressionAttributeValues={":v": s("x")},
+            )
+        assert refused.value.response["Error"]["Code"] == "ValidationException"

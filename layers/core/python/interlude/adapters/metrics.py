@@ -19,8 +19,6 @@ import os
 from datetime import datetime
 from typing import Any
 
-from interlude.engine.run import interrupt_key, visit_of
-
 NAMESPACE = "Interlude"
 DEPLOYMENT_ENV = "INTERLUDE_DEPLOYMENT"
 
@@ -72,6 +70,10 @@ def on_events(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
 
 
 def time_to_decision(service: Any, run_id: str, resolved: list[dict[str, Any]]) -> None:
+    # The engine loads here, only where metrics are written: the API and callbacks functions count with this
+    # module and import no engine for it (cold starts).
+    from interlude.engine.run import interrupt_key, visit_of
+
     got = service.store.get_run(run_id)
     if got is None:
         return

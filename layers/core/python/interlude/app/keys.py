@@ -9,16 +9,18 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock
 from interlude.domain.errors import Forbidden, Invalid, NotFound
-from interlude.domain.models.requests import CreateKeyRequest
 from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.store import Store
+
+if TYPE_CHECKING:
+    from interlude.domain.models.requests import CreateKeyRequest
 
 # A page of `GET /keys` / `interlude keys list`.
 DEFAULT_KEYS_LIMIT = 50

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache, cached_property, partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from interlude.app import audit as audit_log
 from interlude.app.delegation import with_delegations
@@ -28,7 +28,6 @@ from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetEx
 from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
-from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines
@@ -37,7 +36,6 @@ from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, In
 from interlude.engine.registry import is_gate
 from interlude.rules import auth
 from interlude.rules import inputs as declared_inputs
-from interlude.rules.callback_url import check_callback_url
 from interlude.rules.interrupts.decide import Resolver, decide
 from interlude.store import Conflict as LostRace
 from interlude.store import Store
@@ -46,6 +44,9 @@ from interlude.store.directory import DirectoryStore
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import InteractionStore
 from interlude.store.webhooks import SubscriptionSecrets, WebhookStore, subscription_secrets
+
+if TYPE_CHECKING:
+    from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,9 @@ class Service(KeyOperations, WorkflowOperations):
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
+            # The egress guard loads with the first run that names a callback (cold starts of other functions).
+            from interlude.rules.callback_url import check_callback_url
+
             check_callback_url(request.callbackUrl, self.callback_resolver)
         for field in ("residency", "evalSuiteRef", "agentId"):
             if getattr(request, field) is not None:

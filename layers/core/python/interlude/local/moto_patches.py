@@ -7,6 +7,9 @@ the table holds. The deployed product uses DynamoDB itself and never imports thi
 Both patches keep moto's observable behaviour (same checks in the same order, same errors and
 CancellationReasons, same stream records): the transaction keeps moto's loop but remembers only the items it
 writes (and how long each stream was) to undo them, and the Query reads only the partition its key names.
+A transaction entry's condition is evaluated once, before its write (moto evaluated it again inside the write, on
+the same item under the same lock), and an update expression is parsed once per distinct text (moto parsed it
+twice per request; the parsed tree is only read or deep-copied by moto's validator, never changed).
 Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself
 requires, so undoing in place is as atomic as moto's table swap was.
 """
@@ -14,6 +17,7 @@ requires, so undoing in place is as atomic as moto's table swap was.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from contextvars import ContextVar
 from typing import Any
@@ -30,6 +34,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 
 _original_query = Table.query
 _original_all_items = Table.all_items
@@ -48,7 +53,21 @@ def apply() -> None:
     DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
     Table.query = _query  # type: ignore[method-assign]
     Table.all_items = _all_items  # type: ignore[method-assign]
+    UpdateExpressionParser.make = classmethod(_parsed_update_expression)
     _applied = True
+
+
+_original_make = UpdateExpressionParser.make
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_once(expression: str) -> Any:
+    return _original_make(expression)
+
+
+def _parsed_update_expression(_cls: type, expression: str) -> Any:
+    # A text that fails to parse raises each time (lru_cache keeps only results).
+    return _parsed_once(expression)
 
 
 # -- Query ------------------------------------------------------------------------------------------
@@ -192,8 +211,9 @@ def _entry_key(self: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[
 
 
 def _write(self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any]) -> None:
+    # The entry's condition held on this item a moment ago, under the lock: moto's write would only evaluate it again.
     expression: dict[str, Any] = {
-        "condition_expression": op.get("ConditionExpression"),
+        "condition_expression": None,
         "expression_attribute_names": op.get("ExpressionAttributeNames"),
         "expression_attribute_values": op.get("ExpressionAttributeValues"),
     }

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from interlude.domain.errors import Forbidden
-from interlude.domain.models.tenants import TenantLimits
+
+if TYPE_CHECKING:  # annotations only: the store imports this module, and a cold start need not build the models
+    from interlude.domain.models.tenants import TenantLimits
 
 # Requests are counted in fixed windows of this many seconds, one counter item per tenant and window.
 WINDOW_SECONDS = 1

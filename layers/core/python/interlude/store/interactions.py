@@ -16,15 +16,17 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
-from interlude.domain.models.run import OpenInterrupt
-from interlude.engine.run import Transition
 from interlude.rules.interrupts.correlation import correlation_hash
 from interlude.store import attributes as a
+
+if TYPE_CHECKING:  # annotations only: the callbacks function imports the store without the run model or engine
+    from interlude.domain.models.run import OpenInterrupt
+    from interlude.engine.run import Transition
 
 SETTINGS_SK = "SETTINGS"
 CLOSED_WAITER_TTL_S = 24 * 3600

@@ -37,7 +37,7 @@ WorkflowDocument = Annotated[JsonObject, component("WorkflowDefinition")]
 
 
 class Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Implementation(Answer):
@@ -48,7 +48,7 @@ class Implementation(Answer):
 class Capabilities(BaseModel):
     """The discovery document: open, as OpenWOP discovery is (a host advertises what it serves)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     protocolVersions: list[str]
     preferredVersion: str
     implementation: Implementation

@@ -24,7 +24,7 @@ TERMINAL_NODE_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skip
 
 
 class Mutable(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, defer_build=True)
 
 
 class NodeState(Mutable):

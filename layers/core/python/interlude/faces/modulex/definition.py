@@ -49,7 +49,7 @@ def _err(loc: list[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
 
 class _Tolerant(BaseModel):
     # ModuleX's own models ignore fields they do not know (builder UIs add canvas fields), and so do we.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class MxNode(_Tolerant):

@@ -31,7 +31,7 @@ ADMIN_ROLES = frozenset({"owner", "admin"})
 class ModulexRunRequest(BaseModel):
     """POST /workflows/run (for the OpenAPI document; the face checks bodies itself, with ModuleX's answers)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     workflow_id: str | None = None
     workflow: dict[str, Any] | None = Field(default=None, description="An inline ModuleX workflow definition")
     system_workflow: str | None = Field(default=None, description="Not served: 400")
@@ -48,7 +48,7 @@ class ModulexRunRequest(BaseModel):
 class ModulexResumeRequest(BaseModel):
     """POST /workflows/resume/{thread_id}."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     run_id: str
     resume_value: Any
     workflow_id: str | None = None
@@ -59,7 +59,7 @@ class ModulexResumeRequest(BaseModel):
 class ModulexCancelRequest(BaseModel):
     """POST /workflows/cancel/{run_id} (the body is optional)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     reason: str | None = None
 
 
@@ -72,7 +72,7 @@ WorkflowSource = Literal["request", "database"]
 
 
 class ModulexAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ModulexRunStarted(ModulexAnswer):
