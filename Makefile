@@ -14,7 +14,7 @@ STACK ?= Interlude
 # Layer's lock file: resolved for the functions' platform (interlude_cdk/layer.py), every wheel hashed.
 LOCK := interlude_cdk/layer-requirements.lock
 
-.PHONY: dev test venv system-deps lint synth layer lock deploy bench clean
+.PHONY: dev test venv system-deps lint synth layer lock deploy bench bench-all clean
 
 # The first install takes minutes: it says so, and names each package as pip fetches it.
 $(STAMP): pyproject.toml
@@ -61,8 +61,13 @@ lock: venv
 deploy: venv
 	$(CDK) deploy $(STACK) -c stackName=$(STACK) --require-approval broadening $(CDK_ARGS)
 
+# The scale-and-cost table of issue 13, each figure beside its goal (bench/summary.py; a few minutes).
 bench: venv
-	@for script in bench/[!_]*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	$(PY) bench/summary.py
+
+# Every bench script in full, one after another.
+bench-all: venv
+	@for script in bench/[!_]*.py; do [ "$$script" = bench/summary.py ] && continue; echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) cdk.out .interlude .pytest_cache

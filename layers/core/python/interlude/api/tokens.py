@@ -19,7 +19,6 @@ from urllib.parse import parse_qs, unquote
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
-from interlude.adapters.keyring_store import load_key_ring
 from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
@@ -67,6 +66,9 @@ def surface() -> TokenSurface:
     cfg = settings()
 
     def ring(force: bool) -> KeyRing:
+        # Powertools' parameters utility (and its providers) loads with the first token: not every request has one.
+        from interlude.adapters.keyring_store import load_key_ring
+
         return load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds, force_fetch=force)
 
     return TokenSurface(service(), ring)

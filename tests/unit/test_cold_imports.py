@@ -1,0 +1,111 @@
+"""Each Lambda entry point imports what every one of its invocations uses, and leaves the rest for first use.
+
+Imported in a fresh interpreter, as Lambda does: the API function loads no callback worker, egress guard, JSON
+Schema machinery or OpenAPI builder; the callbacks function no pydantic and no engine; and no function builds a
+pydantic model's validator before a request needs it. What it costs is measured by bench/cold_import.py; these
+tests keep the modules out (a timing test could not say which import came back).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+built = []
+if "pydantic" in sys.modules:
+    from pydantic import BaseModel
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    built = [c.__qualname__ for c in subclasses(BaseModel) if c.__module__.startswith("interlude") and c.__pydantic_complete__]
+print(json.dumps({"modules": sorted(sys.modules), "built": built}))
+"""
+
+# Modules each function must not load at import; a prefix names a package and everything in it.
+NOT_AT_IMPORT = {
+    "api": [
+        "interlude.adapters.delivery",  # the callback worker, its pinned HTTP client and signing
+        "interlude.rules.egress",  # the egress guard: a createRun naming a callbackUrl loads it
+        "jsonschema",  # JSON Schemas load on first validation
+        "interlude.api.openapi",  # /openapi.json is built when first asked for
+        "interlude.app.dispatch",  # the outbox runs in the dispatch function
+        "standardwebhooks",
+        "aws_lambda_powertools.utilities.parameters",  # the token key ring: read with the first signed token
+    ],
+    "callbacks": [
+        "pydantic",
+        "interlude.engine",
+        "interlude.domain.models",
+        "interlude.app",
+        "interlude.api",
+        "jsonschema",
+    ],
+    "dispatch": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
+    "timeouts": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
+}
+
+
+def imported(function: str) -> dict[str, list[str]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "layers" / "core" / "python"), os.environ.get("PYTHONPATH", "")]),
+        "TABLE_NAME": "cold-imports",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    handler = ROOT / "functions" / function / "handler.py"
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(handler)], capture_output=True, text=True, env=env, check=True, timeout=120
+    )
+    result: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("function", sorted(NOT_AT_IMPORT))
+def test_a_function_imports_only_what_its_invocations_use(function):
+    got = imported(function)
+    loaded = [
+        m for m in got["modules"] for banned in NOT_AT_IMPORT[function] if m == banned or m.startswith(banned + ".")
+    ]
+    assert loaded == [], f"functions/{function} imports {loaded} at cold start"
+    assert got["built"] == [], f"functions/{function} builds pydantic validators at import: {got['built']}"
+
+
+def test_the_api_function_still_answers_what_it_left_for_first_use():
+    """The modules left out load when a route needs them: the OpenAPI document and JSON Schemas are there."""
+    probe = PROBE.replace(
+        'print(json.dumps({"modules"',
+        'from interlude.api.openapi import document\n'
+        'assert document()["paths"]\n'
+        'from interlude.domain import schemas\n'
+        'assert schemas.validator("configurable.schema.json") is not None\n'
+        'print(json.dumps({"modules"',
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
+        "TABLE_NAME": "cold-imports",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(ROOT / "functions" / "api" / "handler.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "jsonschema" in json.loads(out.stdout.strip().splitlines()[-1])["modules"]
