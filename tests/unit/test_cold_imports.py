@@ -1,7 +1,7 @@
 """Each Lambda entry point imports what every one of its invocations uses, and leaves the rest for first use.
 
-Imported in a fresh interpreter, as Lambda does: the API function loads no callback worker, egress guard, JSON
-Schema machinery or OpenAPI builder; the callbacks function no pydantic and no engine; and no function builds a
+Imported in a fresh interpreter, as Lambda does: the API function loads no callback worker, JSON Schema
+machinery or OpenAPI builder; the callbacks function no engine and no run model; and no function builds a
 pydantic model's validator before a request needs it. What it costs is measured by bench/cold_import.py; these
 tests keep the modules out (a timing test could not say which import came back).
 """
@@ -39,17 +39,14 @@ print(json.dumps({"modules": sorted(sys.modules), "built": built}))
 NOT_AT_IMPORT = {
     "api": [
         "interlude.adapters.delivery",  # the callback worker, its pinned HTTP client and signing
-        "interlude.rules.egress",  # the egress guard: a createRun naming a callbackUrl loads it
         "jsonschema",  # JSON Schemas load on first validation
         "interlude.api.openapi",  # /openapi.json is built when first asked for
         "interlude.app.dispatch",  # the outbox runs in the dispatch function
         "standardwebhooks",
-        "aws_lambda_powertools.utilities.parameters",  # the token key ring: read with the first signed token
     ],
     "callbacks": [
-        "pydantic",
         "interlude.engine",
-        "interlude.domain.models",
+        "interlude.domain.models.run",
         "interlude.app",
         "interlude.api",
         "jsonschema",

@@ -50,7 +50,7 @@ class RotateWebhookSecretRequest(Closed):
 
 
 class WebhookAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class WebhookRegistered(WebhookAnswer):
