@@ -14,7 +14,11 @@ def stream_records(table: str) -> list[dict]:
     records = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
         it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
-        records += streams.get_records(ShardIterator=it["ShardIterator"], Limit=1000)["Records"]
+        iterator = it["ShardIterator"]
+        # A read answers at most 1,000 records: follow the shard until it has no more.
+        while iterator and (got := streams.get_records(ShardIterator=iterator, Limit=1000))["Records"]:
+            records += got["Records"]
+            iterator = got.get("NextShardIterator")
     return [{**r, "eventSourceARN": arn} for r in records]
 
 
