@@ -580,6 +580,23 @@ ROUTES: tuple[Route, ...] = (
         "Set the tenant's Slack incoming-webhook URL or bot token (stored in Secrets Manager, never returned)",
         True,
     ),
+    # Issue 16 (interlude.api.modulex_workflows): ModuleX database mode and run rows. GET and PUT
+    # /workflows/{workflowId} above answer on the face of the workflow they name (docs/decisions.md).
+    Route(
+        "POST", "/workflows", "modulexCreateWorkflow", "workflows:write", "ModuleX: deploy a workflow", True, "modulex"
+    ),
+    Route("GET", "/workflows", "listWorkflows", "workflows:read", "Workflows of both faces, paged", face="modulex"),
+    Route(
+        "DELETE",
+        "/workflows/{workflowId}",
+        "modulexDeleteWorkflow",
+        "workflows:write",
+        "ModuleX: delete a workflow (its versions stay for its runs)",
+        True,
+        "modulex",
+    ),
+    Route("GET", "/workflow-runs", "modulexListRuns", "runs:read", "ModuleX: the runs, newest first", face="modulex"),
+    Route("GET", "/workflow-runs/{runPk}", "modulexGetRun", "runs:read", "ModuleX: one run's record", face="modulex"),
 )
 
 # Issue 16 item 5 (interlude.api.audit): the tenant's tamper-evident audit log.

@@ -19,6 +19,7 @@ from interlude.api import (  # noqa: F401
     inbox,
     keys,
     modulex,
+    modulex_workflows,
     notifications,
     principals,
     run_listing,

@@ -19,6 +19,7 @@ from interlude.api.errors import status_for_code
 from interlude.app import audit, run_listing
 from interlude.app import inbox as approver_inbox
 from interlude.app.keys import MAX_KEYS_LIMIT
+from interlude.app.workflows import MAX_WORKFLOW_PAGE
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
 from interlude.domain.models import webhooks as wh
@@ -35,6 +36,7 @@ from interlude.domain.models.tenants import CredentialGrantRequest, PostEventReq
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex import operations as mx
+from interlude.faces.modulex import workflows as mxw
 
 
 def run_statuses() -> tuple[str, ...]:
@@ -153,11 +155,23 @@ OPERATIONS: dict[str, Operation] = {
     "getCapabilities": Operation((Success(200, "Discovery document", r.Capabilities, headers=("Cache-Control",)),)),
     "getOpenApi": Operation((Success(200, "This document", schema={"type": "object"}),)),
     "putWorkflow": Operation(
-        (Success(201, "The version registered", r.WorkflowVersion),),
-        ("runner_unavailable", "interlude.quota_exceeded"),
+        (
+            Success(201, "The version registered", r.WorkflowVersion),
+            Success(200, "The ModuleX workflow the id names, updated (issue 16)", mxw.ModulexWorkflow),
+        ),
+        ("runner_unavailable", "interlude.quota_exceeded", "interlude.workflow_unprocessable"),
         WorkflowDefinition,
     ),
-    "getWorkflow": Operation((Success(200, "The latest version", r.WorkflowVersion),), ("not_found",)),
+    "getWorkflow": Operation(
+        (
+            Success(
+                200,
+                "The latest version; for a ModuleX workflow's id, its ModuleX record",
+                schema={"oneOf": [{"$ref": "#/components/schemas/WorkflowVersion"}, {"$ref": "#/components/schemas/ModulexWorkflow"}]},
+            ),
+        ),
+        ("not_found",),
+    ),
     "createRun": Operation(
         (Success(201, "The run started", r.RunCreated, headers=("Location",)),),
         ("not_found", "interlude.quota_exceeded"),
@@ -319,6 +333,39 @@ OPERATIONS: dict[str, Operation] = {
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
     "getRunAncestry": Operation((Success(200, "The run and its immediate parent", r.RunAncestry),), RUN),
+    # Issue 16: ModuleX database mode and run rows.
+    "modulexCreateWorkflow": Operation(
+        (Success(201, "The workflow deployed", mxw.ModulexWorkflow),),
+        ("interlude.workflow_unprocessable", "interlude.quota_exceeded", "runner_unavailable"),
+        mxw.ModulexWorkflowRequest,
+        params=(ORGANIZATION,),
+    ),
+    "listWorkflows": Operation(
+        (Success(200, "One page of the tenant's workflows, both faces", mxw.WorkflowList),),
+        ("validation_error",),
+        params=(
+            Param("page", "query", {"type": "integer", "minimum": 1, "maximum": 10**6}),
+            Param("page_size", "query", {"type": "integer", "minimum": 1, "maximum": MAX_WORKFLOW_PAGE}),
+            ORGANIZATION,
+        ),
+    ),
+    "modulexDeleteWorkflow": Operation(
+        (Success(200, "The workflow deleted", mxw.WorkflowDeleted),),
+        ("not_found", "interlude.method_not_allowed"),
+        params=(ORGANIZATION,),
+    ),
+    "modulexListRuns": Operation(
+        (Success(200, "The runs, newest first", mxw.RunRows),),
+        ("validation_error",),
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": mxw.MAX_RUN_LIMIT}),
+            Param("offset", "query", {"type": "integer", "minimum": 0, "maximum": mxw.MAX_RUN_OFFSET}),
+            Param("workflow_id", "query", WORKFLOW_ID),
+            Param("status", "query", {"type": "string"}, "a ModuleX or an OpenWOP run status"),
+            ORGANIZATION,
+        ),
+    ),
+    "modulexGetRun": Operation((Success(200, "The run's record", mxw.RunDetail),), RUN, params=(ORGANIZATION,)),
     **CONSOLE_OPERATIONS,
     # Issue 14 item 4: delegation of a vote (the run's interrupt named by the path, as for a resolve).
     "delegateVote": Operation(

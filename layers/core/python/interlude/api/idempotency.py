@@ -91,6 +91,8 @@ CLAIMED_ROUTES_WHY = {
     "putTenantSettings": "a plain PutItem of the settings item (last writer wins; a duplicate writes the same)",
     "putCredentialGrant": "a plain PutItem of the grant item (last writer wins; a duplicate writes the same)",
     "bulkCancelRuns": "each id is cancelled in its own transaction; the per-id results are the one answer",
+    "modulexCreateWorkflow": "a version-numbered transaction retried on a taken number, as putWorkflow",
+    "modulexDeleteWorkflow": "a tombstone and a delete; a duplicate finds the workflow gone (404)",
 }
 
 

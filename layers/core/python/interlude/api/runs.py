@@ -21,6 +21,7 @@ from interlude.api.http import (
     service,
 )
 from interlude.api.idempotency import keyed
+from interlude.api.modulex_workflows import get_modulex, is_modulex_workflow, put_modulex
 from interlude.api.routes import route
 from interlude.api.run_listing import run_list_capability
 from interlude.app import audit
@@ -129,6 +130,8 @@ def get_openapi() -> Response:
 def put_workflow(workflowId: str) -> Response:
     principal = principal_for("putWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    if is_modulex_workflow(principal.tenant, workflow_id):
+        return put_modulex(principal, workflow_id)  # a ModuleX workflow's id: the ModuleX update
     raw = required_body()
     if isinstance(raw, dict) and raw.get("id") not in (None, workflow_id):
         raise Invalid("the body's id differs from the path's workflowId", {"path": "id"})
@@ -139,8 +142,10 @@ def put_workflow(workflowId: str) -> Response:
 @route("getWorkflow")
 def get_workflow(workflowId: str) -> Response:
     principal = principal_for("getWorkflow")
-    workflow = service().get_workflow(principal, check_author_id(unquote(workflowId), "workflowId"))
-    return json_response(200, WorkflowVersion.model_validate(workflow))
+    workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    if is_modulex_workflow(principal.tenant, workflow_id):
+        return get_modulex(principal, workflow_id)  # a ModuleX workflow's id: its ModuleX record
+    return json_response(200, WorkflowVersion.model_validate(service().get_workflow(principal, workflow_id)))
 
 
 @route("createRun")

@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from interlude.app.limits import TenantLimiter
 
 
+# GET /workflows: a page holds at most MAX_WORKFLOW_PAGE workflows and pages reach the first MAX_WORKFLOW_LISTING.
+MAX_WORKFLOW_PAGE = 100
+DEFAULT_WORKFLOW_PAGE = 20
+MAX_WORKFLOW_LISTING = 10_000
+
+
 class WorkflowOperations:
     """Part of Service (app/service.py), which sets these attributes."""
 
@@ -34,15 +40,23 @@ class WorkflowOperations:
         if problems:
             raise Invalid("the workflow definition is not valid", {"errors": problems})
         version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
+        now = engine.iso(self.clock())
         for _ in range(MAX_RACE_RETRIES):
-            stored = self.store_workflow_version(principal, workflow_id, version, definition)
+            entry = {"face": "openwop", "name": definition.name or workflow_id, "updatedAt": now}
+            stored = self.store_workflow_version(principal, workflow_id, version, definition, entry)
             if stored is not None:
                 return {"workflowId": workflow_id, "version": version, "definition": stored}
             version += 1
         raise busy("too many concurrent registrations of this workflow; retry")
 
     def store_workflow_version(
-        self, principal: auth.Principal, workflow_id: str, version: int, definition: WorkflowDefinition
+        self,
+        principal: auth.Principal,
+        workflow_id: str,
+        version: int,
+        definition: WorkflowDefinition,
+        catalogue: dict[str, Any] | None = None,
+        modulex_record: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
         taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
@@ -59,8 +73,27 @@ class WorkflowOperations:
             engine.iso(self.clock()),
             principal.subject["subjectId"],
             limits.workflow_versions,
+            catalogue,
+            modulex_record,
         )
         return stored if written else None
+
+    def list_workflows(self, tenant: str, page: int, page_size: int) -> dict[str, Any]:
+        """One page of the tenant's listed workflows of both faces, by id, with their latest version numbers
+        (versions are numbered 1..latest)."""
+        if (page - 1) * page_size >= MAX_WORKFLOW_LISTING:
+            raise Invalid(
+                f"pages reach the first {MAX_WORKFLOW_LISTING} workflows",
+                {"field": "page", "limit": MAX_WORKFLOW_LISTING},
+            )
+        entries, total = self.store.catalogue_page(tenant, (page - 1) * page_size, page_size)
+        return {
+            "workflows": [{"id": workflow_id, **entry} for workflow_id, entry in entries],
+            "total": total,
+            "page": page,
+            "page_size": page_size,
+            "total_pages": max(1, -(-total // page_size)),
+        }
 
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         latest = self.store.latest_workflow(principal.tenant, workflow_id)

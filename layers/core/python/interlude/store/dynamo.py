@@ -7,6 +7,8 @@ Item layout (keys are strings; every item carries its tenant in pk):
                                                           inbox entries of store/inbox.py)
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
   latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
+  modulex wf   T#{tenant}#W#{workflow}   MODULEX          a ModuleX-face workflow's record (name, workflow_schema, ...)
+  catalogue    T#{tenant}#WFS            {workflow}       a listed workflow: its face, latest version, summary
   api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
                                                           listed per tenant on the inbox index (gsi1pk
                                                           T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId})
@@ -90,6 +92,12 @@ def workflow_version_sk(version: int) -> str:
 
 
 RUN_SK = "RUN"
+MODULEX_WORKFLOW_SK = "MODULEX"
+
+
+def catalogue_pk(tenant: str) -> str:
+    return f"T#{tenant}#WFS"
+
 # The pointer to a workflow's latest version: a few bytes, written in the same transaction as the version.
 WORKFLOW_LATEST_SK = "LATEST"
 API_KEY_SK = "KEY"
@@ -346,6 +354,8 @@ class Store:
         created_at: str,
         created_by: str,
         versions_limit: int,
+        catalogue: dict[str, Any] | None = None,
+        modulex_record: dict[str, Any] | None = None,
     ) -> bool:
         """False when that version number was taken meanwhile (the caller retries with the next one); a quota
         refusal when the tenant already stores `versions_limit` versions. The version and the pointer to it are one
@@ -371,11 +381,76 @@ class Store:
             (WORKFLOW_LATEST_SK, {"Put": pointer}),
             counters.claim(tenant, counters.WORKFLOW_VERSIONS, versions_limit),
         ]
+        # A listed workflow (GET /workflows) carries its catalogue entry, and a ModuleX one its record, in the same
+        # transaction: listed exactly when stored.
+        if catalogue is not None:
+            items.append(self._catalogue_put(tenant, workflow_id, {**catalogue, "latestVersion": version}))
+        if modulex_record is not None:
+            items.append(self._modulex_put(tenant, workflow_id, modulex_record))
         try:
             self._transact(items, quota=(counters.WORKFLOW_VERSIONS, versions_limit))
         except Conflict:
             return False
         return True
+
+    def _catalogue_put(self, tenant: str, workflow_id: str, entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        item = {**a.key(catalogue_pk(tenant), workflow_id), "entry": a.as_json(entry), "face": a.s(entry["face"])}
+        return "WFS", {"Put": {"Item": item}}
+
+    def _modulex_put(self, tenant: str, workflow_id: str, record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        item = {**a.key(workflow_pk(tenant, workflow_id), MODULEX_WORKFLOW_SK), "record": a.packed(record)}
+        return MODULEX_WORKFLOW_SK, {"Put": {"Item": item}}
+
+    def catalogue_entry(self, tenant: str, workflow_id: str) -> dict[str, Any] | None:
+        """A listed workflow's entry ({face, latestVersion, ...}); None for one never listed or deleted."""
+        got = self.client.get_item(TableName=self.table, Key=a.key(catalogue_pk(tenant), workflow_id))
+        item = got.get("Item")
+        return a.unpacked(item["entry"]) if item else None
+
+    def catalogue_page(self, tenant: str, offset: int, limit: int) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        """(workflowId, entry) of the listed workflows `offset`..`offset + limit` by id, and how many there are: the
+        partition is read to its end (small entries; a tenant's workflows are bounded by its versions quota)."""
+        entries: list[tuple[str, dict[str, Any]]] = []
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": a.s(catalogue_pk(tenant))},
+        )
+        total = 0
+        for page in pages:
+            for item in page.get("Items") or []:
+                if offset <= total < offset + limit:
+                    entries.append((item[wiring.SORT_KEY]["S"], a.unpacked(item["entry"])))
+                total += 1
+        return entries, total
+
+    def get_modulex_workflow(self, tenant: str, workflow_id: str) -> dict[str, Any] | None:
+        got = self.client.get_item(
+            TableName=self.table, Key=a.key(workflow_pk(tenant, workflow_id), MODULEX_WORKFLOW_SK), ConsistentRead=True
+        )
+        item = got.get("Item")
+        return a.unpacked(item["record"]) if item else None
+
+    def put_modulex_metadata(self, tenant: str, workflow_id: str, record: dict[str, Any], catalogue: dict[str, Any]) -> bool:
+        """Replace a ModuleX workflow's record and entry without a new version (last writer wins); False when the
+        workflow was deleted meanwhile."""
+        record_put = self._modulex_put(tenant, workflow_id, record)
+        record_put[1]["Put"]["ConditionExpression"] = "attribute_exists(sk)"
+        try:
+            self._transact([record_put, self._catalogue_put(tenant, workflow_id, catalogue)])
+        except Conflict:
+            return False
+        return True
+
+    def delete_modulex_workflow(self, tenant: str, workflow_id: str, at: str) -> None:
+        """Leave a tombstone for the record (ModuleX runs by id are refused from then on) and remove the catalogue
+        entry; the versions stay, since runs started from them still read them."""
+        self._transact(
+            [
+                self._modulex_put(tenant, workflow_id, {"deletedAt": at}),
+                ("WFS", {"Delete": {"Key": a.key(catalogue_pk(tenant), workflow_id)}}),
+            ]
+        )
 
     # -- runs --------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
-from interlude.domain.ids import from_wire, tenant_of, to_wire
+from interlude.domain.ids import AUTHOR_ID_RE, from_wire, tenant_of, to_wire
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -179,6 +179,17 @@ class ModulexFace:
             self.service.store_workflow_version(principal, workflow_id, 1, definition)
         return workflow_id
 
+    def deployed_id(self, principal: auth.Principal, workflow_id: Any) -> str:
+        """A workflow_id to run from the database: any stored workflow of the tenant but a deleted ModuleX one."""
+        if not isinstance(workflow_id, str):
+            raise Invalid("workflow_id must be a string")
+        if not AUTHOR_ID_RE.match(workflow_id):
+            return workflow_id  # refused, naming the field, when the run request is parsed
+        deployed = self.service.store.get_modulex_workflow(principal.tenant, workflow_id)
+        if deployed is not None and "deletedAt" in deployed:
+            raise Invalid(f"no deployed workflow {workflow_id!r} (it was deleted)")
+        return workflow_id
+
     def run(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> ModulexRunStarted:
         began = time.monotonic()
         if not isinstance(body, dict):
@@ -203,9 +214,7 @@ class ModulexFace:
         if has_inline:
             workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
         else:
-            workflow_id, source = body["workflow_id"], "database"
-            if not isinstance(workflow_id, str):
-                raise Invalid("workflow_id must be a string")
+            workflow_id, source = self.deployed_id(principal, body["workflow_id"]), "database"
         request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs}
         recursion = config.get("recursion_limit")
         if recursion is None and has_inline:

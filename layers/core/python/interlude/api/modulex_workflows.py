@@ -1,0 +1,101 @@
+"""ModuleX database mode and run rows (issue 16, items 1 and 2): POST /workflows, GET /workflows (both faces' workflows),
+DELETE /workflows/{id}, GET /workflow-runs, GET /workflow-runs/{run_pk}. GET and PUT /workflows/{id} answer on the
+face of the workflow they name: interlude.api.runs hands a ModuleX workflow's id to `get_modulex` / `put_modulex`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+from aws_lambda_powertools.event_handler import Response
+
+from interlude.api import http
+from interlude.api.http import app, query_int, required_body, service
+from interlude.api.modulex import caller, face, ok
+from interlude.api.routes import route
+from interlude.app.workflows import DEFAULT_WORKFLOW_PAGE, MAX_WORKFLOW_PAGE
+from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed
+from interlude.domain.ids import check_author_id
+from interlude.domain.models.run import RunStatus
+from interlude.faces.modulex import workflows as mxw
+from interlude.rules.auth import Principal
+
+STATUSES: frozenset[str] = frozenset((*mxw.STATUS_FILTERS, *get_args(RunStatus)))
+
+
+def workflows() -> mxw.ModulexWorkflows:
+    return mxw.ModulexWorkflows(service())
+
+
+def is_modulex_workflow(tenant: str, workflow_id: str) -> bool:
+    """Whether `workflow_id` names a ModuleX workflow of the tenant (live or deleted): then its routes speak ModuleX."""
+    return service().store.get_modulex_workflow(tenant, workflow_id) is not None
+
+
+def as_modulex() -> None:
+    """From here on this request answers, refusals included, on the ModuleX face."""
+    app.append_context(**{http.FACE_CONTEXT: "modulex"})
+
+
+def get_modulex(principal: Principal, workflow_id: str) -> Response:
+    as_modulex()
+    return ok(mxw.ModulexWorkflow.model_validate(workflows().get(principal, workflow_id)))
+
+
+def put_modulex(principal: Principal, workflow_id: str) -> Response:
+    as_modulex()
+    return ok(mxw.ModulexWorkflow.model_validate(workflows().update(principal, workflow_id, required_body())))
+
+
+@route("modulexCreateWorkflow")
+def create_workflow() -> Response:
+    principal = caller("modulexCreateWorkflow", run_scoped=False)
+    return ok(mxw.ModulexWorkflow.model_validate(workflows().create(principal, required_body())), 201)
+
+
+@route("listWorkflows")
+def list_workflows() -> Response:
+    principal = caller("listWorkflows", run_scoped=False)
+    page = query_int("page", 1, 1, 10**6)
+    page_size = query_int("page_size", DEFAULT_WORKFLOW_PAGE, 1, MAX_WORKFLOW_PAGE)
+    listed = service().list_workflows(principal.tenant, page, page_size)
+    items = [mxw.summary(entry.pop("id"), entry) for entry in listed.pop("workflows")]
+    return ok(mxw.WorkflowList(workflows=items, **listed))
+
+
+@route("modulexDeleteWorkflow")
+def delete_workflow(workflowId: str) -> Response:  # noqa: N803 - the path parameter's name
+    principal = caller("modulexDeleteWorkflow", run_scoped=True)
+    try:
+        workflow_id = check_author_id(workflowId, "workflowId")
+    except DomainError:
+        raise mxw.not_found() from None
+    if not is_modulex_workflow(principal.tenant, workflow_id):
+        if service().store.latest_workflow_version(principal.tenant, workflow_id) is not None:
+            # An OpenWOP workflow: its versions are immutable and its runs read them.
+            raise MethodNotAllowed("an OpenWOP workflow's versions are never deleted", ["GET", "PUT"])
+        raise mxw.not_found()
+    return ok(mxw.WorkflowDeleted.model_validate(workflows().delete(principal, workflow_id)))
+
+
+@route("modulexListRuns")
+def list_runs() -> Response:
+    principal = caller("modulexListRuns", run_scoped=False)
+    query: dict[str, Any] = app.current_event.query_string_parameters or {}
+    limit = query_int("limit", 50, 1, mxw.MAX_RUN_LIMIT)
+    offset = query_int("offset", 0, 0, mxw.MAX_RUN_OFFSET)
+    workflow_id = query.get("workflow_id")
+    if workflow_id is not None:
+        check_author_id(workflow_id, "workflow_id")
+    status = query.get("status")
+    if status is not None and status not in STATUSES:
+        raise Invalid(f"status must be one of {sorted(STATUSES)}", {"field": "status"})
+    rows = mxw.list_run_rows(service(), principal.tenant, offset, limit, workflow_id, status)
+    return ok(mxw.RunRows.model_validate(rows))
+
+
+@route("modulexGetRun")
+def get_run(runPk: str) -> Response:  # noqa: N803 - the path parameter's name
+    principal = caller("modulexGetRun", run_scoped=True)
+    state, _ = face().load(principal, runPk)
+    return ok(mxw.RunDetail.model_validate(mxw.run_detail(state)))

@@ -1,0 +1,389 @@
+"""ModuleX database mode: deployed ModuleX workflows (`POST /workflows`, `GET/PUT/DELETE /workflows/{id}`) and ModuleX
+run rows (`GET /workflow-runs`, `GET /workflow-runs/{run_pk}`), in the shapes modulex-python parses.
+
+A ModuleX workflow is stored twice over in one transaction: its record (what the SDK reads back: name, the ModuleX
+`workflow_schema`, status, ...) and, when its schema changes, a new immutable version of the translated definition
+under the same id, which is what `POST /workflows/run {workflow_id}` and resume run. Which face a workflow id speaks
+is the face that created it (its catalogue entry, docs/decisions.md "Issue 16: two faces on /workflows").
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from interlude.app import run_listing
+from interlude.app.retries import MAX_RACE_RETRIES, busy
+from interlude.app.service import Service
+from interlude.domain.errors import Invalid, NotFound, Unprocessable
+from interlude.domain.ids import to_wire
+from interlude.domain.models.run import RunState
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine import run as engine
+from interlude.faces.modulex import definition as mx
+from interlude.faces.modulex.frames import ModulexStatus, status_of
+from interlude.faces.modulex.operations import ModulexAnswer
+from interlude.rules import auth
+
+# The fields of a ModuleX workflow a create or update may set (modulex-python's `workflows.update` allow-list).
+WRITABLE = ("name", "description", "version", "tags", "category", "status", "visibility", "workflow_schema", "input", "config")
+STRING_FIELDS = ("name", "description", "version", "category", "status", "visibility")
+MAX_NAME = 256
+VISIBILITIES = ("private", "organization", "public", "system")
+# GET /workflow-runs: `limit` at most this; `offset + limit` within MAX_RUN_OFFSET (offsets read what they skip).
+MAX_RUN_LIMIT = 100
+MAX_RUN_OFFSET = 1_000
+
+
+class ModulexWorkflowRequest(BaseModel):
+    """POST /workflows (for the OpenAPI document; the face checks bodies itself, with ModuleX's answers)."""
+
+    model_config = ConfigDict(extra="forbid")
+    workflow_schema: dict[str, Any] = Field(description="A ModuleX workflow definition")
+    name: str | None = None
+    description: str | None = None
+    version: str | None = None
+    tags: list[str] | None = None
+    category: str | None = None
+    status: str | None = None
+    visibility: Literal["private", "organization", "public", "system"] | None = None
+    input: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+
+
+# -- answers (closed: the OpenAPI document is generated from them) -------------------------------------
+
+
+class ModulexWorkflow(ModulexAnswer):
+    """A ModuleX workflow as modulex-python's WorkflowResponse, and the latest version its schema runs as."""
+
+    id: str
+    organization_id: str
+    creator_id: str
+    name: str
+    description: str | None
+    version: str
+    tags: list[str]
+    category: str | None
+    status: str
+    visibility: str
+    workflow_schema: dict[str, Any]
+    input: dict[str, Any]
+    config: dict[str, Any]
+    edit_version: int
+    last_edited_by: str
+    last_edited_at: str
+    created_at: str
+    updated_at: str
+    latest_version: int
+
+
+class WorkflowSummary(ModulexAnswer):
+    """A listed workflow of either face (GET /workflows): `face` says which; versions are numbered 1..latest."""
+
+    id: str
+    face: Literal["openwop", "modulex"]
+    name: str
+    latest_version: int
+    updated_at: str
+    status: str | None = None
+    version: str | None = None
+    created_at: str | None = None
+
+
+class WorkflowList(ModulexAnswer):
+    workflows: list[WorkflowSummary]
+    total: int
+    page: int
+    page_size: int
+    total_pages: int
+
+
+class WorkflowDeleted(ModulexAnswer):
+    status: Literal["deleted"]
+    workflow_id: str
+    message: str
+
+
+class RunRow(ModulexAnswer):
+    id: str
+    run_id: str
+    workflow_id: str
+    trigger_type: str
+    is_ad_hoc: bool
+    status: ModulexStatus
+    started_at: str | None
+    completed_at: str | None
+    duration_seconds: float | None
+    error_message: str | None
+    created_at: str
+    has_output: bool
+
+
+class RunRows(ModulexAnswer):
+    runs: list[RunRow]
+    has_more: bool
+    limit: int
+    offset: int
+
+
+class RunDetail(ModulexAnswer):
+    id: str
+    run_id: str
+    workflow_id: str
+    trigger_type: str
+    is_ad_hoc: bool
+    status: ModulexStatus
+    started_at: str | None
+    completed_at: str | None
+    duration_seconds: float | None
+    error_message: str | None
+    created_at: str
+    organization_id: str
+    user_id: str | None
+    thread_id: str
+    input_snapshot: dict[str, Any]
+    output_summary: dict[str, Any] | None
+    updated_at: str
+    openwop_status: str
+
+
+def summary(workflow_id: str, entry: dict[str, Any]) -> WorkflowSummary:
+    return WorkflowSummary(
+        id=workflow_id,
+        face=entry["face"],
+        name=entry["name"],
+        latest_version=entry["latestVersion"],
+        updated_at=entry["updatedAt"],
+        status=entry.get("status"),
+        version=entry.get("version"),
+        created_at=entry.get("createdAt"),
+    )
+
+
+def not_found() -> NotFound:
+    return NotFound("workflow not found")
+
+
+def _checked(body: Any, creating: bool) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object")
+    fields = {k: v for k, v in body.items() if k in WRITABLE and v is not None}
+    unknown = sorted(set(body) - set(WRITABLE) - {"id", "organization_id"})
+    if unknown:
+        raise Invalid(f"unknown fields: {unknown}")
+    if creating and not isinstance(fields.get("workflow_schema"), dict):
+        raise Invalid("workflow_schema is required (a ModuleX workflow definition)")
+    for name in STRING_FIELDS:
+        if name in fields and (not isinstance(fields[name], str) or len(fields[name]) > MAX_NAME):
+            raise Invalid(f"{name} must be a string of at most {MAX_NAME} characters")
+    if "visibility" in fields and fields["visibility"] not in VISIBILITIES:
+        raise Invalid(f"visibility must be one of {list(VISIBILITIES)}")
+    if "tags" in fields and (
+        not isinstance(fields["tags"], list) or len(fields["tags"]) > 50 or not all(isinstance(t, str) for t in fields["tags"])
+    ):
+        raise Invalid("tags must be a list of at most 50 strings")
+    for name in ("input", "config", "workflow_schema"):
+        if name in fields and not isinstance(fields[name], dict):
+            raise Invalid(f"{name} must be a JSON object")
+    return fields
+
+
+def translated(schema: dict[str, Any]) -> WorkflowDefinition:
+    """The engine's definition of a ModuleX schema; 422 with FastAPI-style errors when it cannot run."""
+    try:
+        raw = mx.translate(schema)
+    except mx.Invalid as exc:
+        raise Unprocessable(str(exc), {"errors": exc.errors}) from None
+    definition = WorkflowDefinition.model_validate(raw)
+    problems = engine.check_config(definition)
+    if problems:
+        errors = [{"loc": ["body", "workflow_schema", *p["path"].split("/")], "msg": p["message"]} for p in problems]
+        raise Unprocessable("the workflow cannot run", {"errors": errors})
+    return definition
+
+
+def catalogue_entry(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "face": "modulex",
+        "name": record["name"],
+        "status": record["status"],
+        "version": record["version"],
+        "createdAt": record["created_at"],
+        "updatedAt": record["updated_at"],
+        "latestVersion": record["latest_version"],
+    }
+
+
+class ModulexWorkflows:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def _now(self) -> str:
+        return engine.iso(self.service.clock())
+
+    def _store_version(
+        self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition, record: dict[str, Any]
+    ) -> dict[str, Any]:
+        version = (self.service.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
+        for _ in range(MAX_RACE_RETRIES):
+            record = {**record, "latest_version": version}
+            stored = self.service.store_workflow_version(
+                principal, workflow_id, version, definition, catalogue_entry(record), record
+            )
+            if stored is not None:
+                return record
+            version += 1
+        raise busy("too many concurrent updates of this workflow; retry")
+
+    def create(self, principal: auth.Principal, body: Any) -> dict[str, Any]:
+        fields = _checked(body, creating=True)
+        schema = fields["workflow_schema"]
+        definition = translated(schema)
+        metadata = schema.get("metadata") if isinstance(schema.get("metadata"), dict) else {}
+        now = self._now()
+        workflow_id = str(uuid.uuid4())
+        record = {
+            "id": workflow_id,
+            "organization_id": principal.tenant,
+            "creator_id": principal.subject["subjectId"],
+            "name": fields.get("name") or metadata.get("name") or "Untitled workflow",
+            "description": fields.get("description") or metadata.get("description"),
+            "version": fields.get("version") or metadata.get("version") or "1.0.0",
+            "tags": fields.get("tags") or [],
+            "category": fields.get("category"),
+            "status": fields.get("status") or "draft",
+            "visibility": fields.get("visibility") or "organization",
+            "workflow_schema": schema,
+            "input": fields.get("input") or {},
+            "config": fields.get("config") or {},
+            "edit_version": 1,
+            "last_edited_by": principal.subject["subjectId"],
+            "last_edited_at": now,
+            "created_at": now,
+            "updated_at": now,
+        }
+        return self._store_version(principal, workflow_id, definition, record)
+
+    def get(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
+        record = self.service.store.get_modulex_workflow(principal.tenant, workflow_id)
+        if record is None or "deletedAt" in record:
+            raise not_found()
+        return record
+
+    def update(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
+        fields = _checked(body, creating=False)
+        record = self.get(principal, workflow_id)
+        now = self._now()
+        record = {
+            **record,
+            **fields,
+            "edit_version": int(record.get("edit_version", 1)) + 1,
+            "last_edited_by": principal.subject["subjectId"],
+            "last_edited_at": now,
+            "updated_at": now,
+        }
+        if "workflow_schema" in fields:
+            return self._store_version(principal, workflow_id, translated(fields["workflow_schema"]), record)
+        if not self.service.store.put_modulex_metadata(principal.tenant, workflow_id, record, catalogue_entry(record)):
+            raise not_found()
+        return record
+
+    def delete(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
+        self.get(principal, workflow_id)
+        self.service.store.delete_modulex_workflow(principal.tenant, workflow_id, self._now())
+        return {"status": "deleted", "workflow_id": workflow_id, "message": "Workflow deleted"}
+
+    def deleted(self, tenant: str, workflow_id: str) -> bool:
+        """Whether `workflow_id` names a ModuleX workflow that was deleted (its runs by id are refused)."""
+        record = self.service.store.get_modulex_workflow(tenant, workflow_id)
+        return record is not None and "deletedAt" in record
+
+
+# -- run rows (GET /workflow-runs) -------------------------------------------------------------------------------
+
+
+def _duration(state: RunState) -> float | None:
+    if not state.completedAt:
+        return None
+    began = datetime.fromisoformat((state.startedAt or state.createdAt).replace("Z", "+00:00"))
+    ended = datetime.fromisoformat(state.completedAt.replace("Z", "+00:00"))
+    return round((ended - began).total_seconds(), 3)
+
+
+def run_row(state: RunState) -> dict[str, Any]:
+    """A run as modulex-python's WorkflowRunListItem: `id` (the run_pk) is the run's wire id, as `run_id` is."""
+    wire = to_wire(state.runId)
+    return {
+        "id": wire,
+        "run_id": wire,
+        "workflow_id": state.workflowId,
+        "trigger_type": "api",
+        "is_ad_hoc": False,
+        "status": status_of(state.status),
+        "started_at": state.startedAt or state.createdAt,
+        "completed_at": state.completedAt,
+        "duration_seconds": _duration(state),
+        "error_message": (state.error or {}).get("message"),
+        "created_at": state.createdAt,
+        "has_output": bool(state.outputs),
+    }
+
+
+def run_detail(state: RunState) -> dict[str, Any]:
+    """A run as modulex-python's WorkflowRunDetail."""
+    row = run_row(state)
+    return {
+        **{k: v for k, v in row.items() if k != "has_output"},
+        "organization_id": state.tenant,
+        "user_id": state.owner.get("subject", {}).get("subjectId"),
+        "thread_id": row["run_id"],
+        "input_snapshot": state.inputs,
+        "output_summary": state.outputs or None,
+        "updated_at": state.completedAt or state.startedAt or state.createdAt,
+        "openwop_status": state.status,
+    }
+
+
+STATUS_FILTERS = {
+    "running": ("running", "pending"),
+    "interrupted": ("waiting-approval", "waiting-input", "waiting-external"),
+    "completed": ("completed",),
+    "failed": ("failed",),
+    "cancelled": ("cancelled",),
+}
+
+
+def list_run_rows(
+    service: Service, tenant: str, offset: int, limit: int, workflow_id: str | None, status: str | None
+) -> dict[str, Any]:
+    """GET /workflow-runs: `{runs, has_more, limit, offset}`, newest first. `status` is a ModuleX status (`running`,
+    `interrupted`, `completed`, `failed`, `cancelled`) or an OpenWOP one."""
+    if offset + limit > MAX_RUN_OFFSET:
+        raise Invalid(f"offset + limit may reach the first {MAX_RUN_OFFSET} runs", {"field": "offset"})
+    wanted = STATUS_FILTERS.get(status, (status,)) if status is not None else (None,)
+    if len(wanted) == 1:
+        runs, more = run_listing.skip_and_take(service, tenant, offset, limit, workflow_id, wanted[0])
+    else:
+        # A ModuleX status that is several OpenWOP ones: filtered here, over the workflow-filtered listing.
+        runs, more = _several(service, tenant, offset, limit, workflow_id, set(wanted))
+    return {"runs": [run_row(r) for r in runs], "has_more": more, "limit": limit, "offset": offset}
+
+
+def _several(
+    service: Service, tenant: str, offset: int, limit: int, workflow_id: str | None, statuses: set[str | None]
+) -> tuple[list[RunState], bool]:
+    matched: list[RunState] = []
+    cursor = None
+    read = 0
+    while True:
+        page = run_listing.list_runs(service, tenant, run_listing.MAX_RUNS_PAGE, cursor, workflow_id)
+        read += len(page.runs)
+        matched += [r for r in page.runs if r.status in statuses]
+        cursor = page.next_cursor
+        if cursor is None or len(matched) > offset + limit or read >= MAX_RUN_OFFSET * 4:
+            break
+    return matched[offset : offset + limit], len(matched) > offset + limit

@@ -1,0 +1,146 @@
+"""ModuleX database mode and run rows on the local stack, driven by modulex-python (issue 16, items 1 and 2):
+workflows.create/list/list_all/get/update/delete, executions.run(workflow_id=…) and resume(…, workflow_id=…),
+list_runs / iter_runs / get_run; and OpenWOP's PUT/GET /workflows/{id} beside them on the same paths."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+from modulex import Modulex
+from modulex._exceptions import BadRequestError, NotFoundError, ValidationError
+
+from tests.support.local_stack import Api
+from tests.support.modulex_example import worked_example
+
+
+def sdk(api: Api) -> Modulex:
+    return Modulex(api_key=api.api_key, organization_id=api.tenant, base_url=api.base_url, max_retries=0)
+
+
+async def wait_status(client: Modulex, run_pk: str, status: str) -> dict:
+    for _ in range(200):
+        detail = await client.executions.get_run(run_pk)
+        if detail.status == status:
+            return detail
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_pk} never reached {status}")
+
+
+def test_a_deployed_modulex_workflow_runs_and_resumes_by_id(api: Api) -> None:
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            created = await client.workflows.create(worked_example(), name="Refund approval", tags=["ops"])
+            assert created.name == "Refund approval"
+            assert created.workflow_schema is not None
+            fetched = await client.workflows.get(created.id)
+            assert (fetched.id, fetched.tags, fetched.edit_version) == (created.id, ["ops"], 1)
+
+            started = await client.executions.run(workflow_id=created.id, input={"request": "the refund"})
+            assert started.workflow_source == "database"
+            detail = await wait_status(client, started.run_id, "interrupted")
+            assert (detail.workflow_id, detail.input_snapshot) == (created.id, {"request": "the refund"})
+
+            resumed = await client.executions.resume(
+                started.thread_id, started.run_id, {"approved": True}, workflow_id=created.id
+            )
+            assert resumed.workflow_source == "database"
+            done = await wait_status(client, started.run_id, "completed")
+            assert done.output_summary is not None
+            assert done.duration_seconds is not None
+
+            # An update with a new schema is a new version; runs started before keep theirs.
+            schema = copy.deepcopy(worked_example())
+            schema["metadata"]["name"] = "Refund approval v2"
+            updated = await client.workflows.update(created.id, workflow_schema=schema, status="published")
+            assert (updated.edit_version, updated.status) == (2, "published")
+            assert updated.model_extra["latest_version"] == 2
+            renamed = await client.workflows.update(created.id, name="Refunds")
+            assert renamed.model_extra["latest_version"] == 2  # no schema, no new version
+
+            listed = [w async for w in client.workflows.list_all()]
+            mine = next(w for w in listed if w.id == created.id)
+            assert (mine.name, mine.model_extra["face"]) == ("Refunds", "modulex")
+
+            deleted = await client.workflows.delete(created.id)
+            assert (deleted.status, deleted.workflow_id) == ("deleted", created.id)
+            with pytest.raises(NotFoundError):
+                await client.workflows.get(created.id)
+            with pytest.raises(BadRequestError):
+                await client.executions.run(workflow_id=created.id)
+            # The run started from it is still there, with its version.
+            assert (await client.executions.get_run(started.run_id)).status == "completed"
+
+    asyncio.run(scenario())
+
+
+def test_openwop_and_modulex_workflows_share_the_paths(api: Api) -> None:
+    openwop_id = api.fixture("conformance-approval")
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            created = await client.workflows.create(worked_example())
+            page = await client.workflows.list(page=1, page_size=100)
+            faces = {w.id: w.model_extra["face"] for w in page.workflows}
+            assert faces[openwop_id] == "openwop"
+            assert faces[created.id] == "modulex"
+            assert page.total >= 2
+            assert page.total_pages == -(-page.total // 100)
+            # OpenWOP's GET answers an OpenWOP workflow in its own shape...
+            got = api.call("GET", f"/workflows/{openwop_id}")
+            assert set(got.json()) == {"workflowId", "version", "definition"}
+            # ...and a ModuleX workflow's id in ModuleX's, refusals included.
+            got = api.call("GET", f"/workflows/{created.id}")
+            assert got.json()["workflow_schema"] == worked_example()
+            refused = api.call("PUT", f"/workflows/{created.id}", {"workflow_schema": {"nodes": "no"}})
+            assert refused.status_code == 422
+            assert "detail" in refused.json()
+            # An OpenWOP definition PUT on an OpenWOP id is still a new version.
+            again = api.call("PUT", f"/workflows/{openwop_id}", got_definition(api, openwop_id))
+            assert again.status_code == 201
+            assert again.json()["version"] == 2
+            assert api.call("DELETE", f"/workflows/{openwop_id}").status_code == 405
+            with pytest.raises(ValidationError):
+                await client.workflows.create({"nodes": [{"id": "a", "type": "llm", "x": 0, "y": 0}]})
+            missing = api.call("DELETE", "/workflows/no-such-workflow")
+            assert missing.status_code == 404
+            assert missing.json() == {"detail": "workflow not found"}
+
+    asyncio.run(scenario())
+
+
+def got_definition(api: Api, workflow_id: str) -> dict:
+    return api.call("GET", f"/workflows/{workflow_id}").json()["definition"]
+
+
+def test_list_runs_and_iter_runs_page_with_filters(api: Api) -> None:
+    approval = api.fixture("conformance-approval")
+    noop = api.fixture("conformance-noop")
+    waiting = [api.start(approval)["runId"] for _ in range(30)]
+    done = [api.start(noop)["runId"] for _ in range(20)]
+    for run_id in done:
+        api.wait_status(run_id, {"completed"})
+
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            first = await client.executions.list_runs(workflow_id=approval, limit=12)
+            assert (len(first.runs), first.has_more, first.limit, first.offset) == (12, True, 12, 0)
+            assert all(r.status == "interrupted" for r in first.runs)
+            every = [r async for r in client.executions.iter_runs(workflow_id=approval, page_size=7)]
+            assert sorted(r.run_id.replace("~2F", "/") for r in every) == sorted(waiting)
+            assert [r.created_at for r in every] == sorted((r.created_at for r in every), reverse=True)
+            completed = [r async for r in client.executions.iter_runs(workflow_id=noop, status="completed")]
+            assert len(completed) == len(done)
+            interrupted = await client.executions.list_runs(workflow_id=noop, status="interrupted")
+            assert (interrupted.runs, interrupted.has_more) == ([], False)
+            detail = await client.executions.get_run(first.runs[0].id)
+            assert detail.run_id == first.runs[0].run_id
+            assert detail.organization_id == api.tenant
+            with pytest.raises(NotFoundError):
+                await client.executions.get_run("someone-else~2FAAAAAAAAAAAAAAAAAAAAAAAA")
+            with pytest.raises(BadRequestError):
+                await client.executions.list_runs(status="sleeping")
+            with pytest.raises(BadRequestError):
+                await client.executions.list_runs(offset=990, limit=20)
+
+    asyncio.run(scenario())
