@@ -676,7 +676,7 @@ def test_poll_refuses_bad_query_values(client: Api, waiting_run: str, query: str
 # -- routing -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/nope", "/runs/demo~2Fabcdefghijklmnopqr/nope", "/v2/runs", "/workflows"])
+@pytest.mark.parametrize("path", ["/nope", "/runs/demo~2Fabcdefghijklmnopqr/nope", "/v2/runs", "/workflows/a/b/c"])
 @pytest.mark.parametrize("authorized", [True, False])
 def test_an_unknown_route_is_not_found(client: Api, path: str, authorized: bool) -> None:
     headers = client.headers() if authorized else {}

@@ -25,6 +25,25 @@ DEFAULT_WORKFLOW_PAGE = 20
 MAX_WORKFLOW_LISTING = 10_000
 
 
+def check_workflow(definition: WorkflowDefinition) -> None:
+    """What PUT /workflows/{id} refuses a parsed definition for (also `interlude workflows validate`, offline)."""
+    problems = engine.check_config(definition)
+    if problems:
+        raise Invalid("the workflow definition is not valid", {"errors": problems})
+
+
+def stored_form(definition: WorkflowDefinition, workflow_id: str) -> dict[str, Any]:
+    stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
+    stored["id"] = workflow_id
+    return stored
+
+
+def stored_size(stored: dict[str, Any]) -> int:
+    """The definition's size as the quota counts it: compact, strict JSON in UTF-8."""
+    text = json.dumps(stored, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 class WorkflowOperations:
     """Part of Service (app/service.py), which sets these attributes."""
 
@@ -36,9 +55,7 @@ class WorkflowOperations:
     def put_workflow(
         self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition
     ) -> dict[str, Any]:
-        problems = engine.check_config(definition)
-        if problems:
-            raise Invalid("the workflow definition is not valid", {"errors": problems})
+        check_workflow(definition)
         version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
         now = engine.iso(self.clock())
         for _ in range(MAX_RACE_RETRIES):
@@ -60,11 +77,9 @@ class WorkflowOperations:
     ) -> dict[str, Any] | None:
         """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
         taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
-        stored = definition.model_dump(mode="json", exclude_none=True, by_alias=True)
-        stored["id"] = workflow_id
+        stored = stored_form(definition, workflow_id)
         limits = self.limiter.limits(principal.tenant)
-        size = len(json.dumps(stored, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
-        check_definition(size, len(definition.nodes), limits)
+        check_definition(stored_size(stored), len(definition.nodes), limits)
         written = self.store.put_workflow_version(
             principal.tenant,
             workflow_id,

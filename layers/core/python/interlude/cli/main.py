@@ -12,6 +12,7 @@ from pathlib import Path
 
 from interlude import wiring
 from interlude.cli.local import STATE_FILE, add_local_args, table_store
+from interlude.cli.operate import add_key_endpoint_args
 from interlude.composition import compose
 
 
@@ -49,6 +50,10 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
+    if args.tenant is None:
+        from interlude.cli.operate import keys_create_http
+
+        return keys_create_http(args)
     from interlude.app.service import Service
     from interlude.domain.models.requests import CreateKeyRequest
 
@@ -66,6 +71,10 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 
 def _keys_list(args: argparse.Namespace) -> int:
+    if args.tenant is None:
+        from interlude.cli.operate import keys_list_http
+
+        return keys_list_http(args)
     from interlude.app.service import Service
 
     listed = Service(table_store(args)).list_keys(args.tenant, args.limit, args.cursor)
@@ -74,6 +83,10 @@ def _keys_list(args: argparse.Namespace) -> int:
 
 
 def _keys_revoke(args: argparse.Namespace) -> int:
+    if args.tenant is None:
+        from interlude.cli.operate import keys_revoke_http
+
+        return keys_revoke_http(args)
     from interlude.app.service import Service
     from interlude.domain.errors import DomainError
 
@@ -108,8 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(func=_dev)
 
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
+    # Without --tenant: over the HTTP API with a keys:admin key (--url/--key, the environment or the local stack);
+    # with --tenant: straight on the table (the first admin key of a tenant is made this way).
     create = keys.add_parser("create", help="create an API key (printed once)")
-    create.add_argument("--tenant", required=True)
+    create.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
     create.add_argument("--subject", required=True, help="subjectId of the key's holder")
     create.add_argument("--scopes", default=",".join(wiring.ALL_SCOPES), help="comma-separated scopes")
     create.add_argument("--groups", default="")
@@ -118,21 +133,24 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--expires-at", help="ISO 8601 instant with a time zone after which the key is refused")
     create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(create)
+    add_key_endpoint_args(create)
     create.set_defaults(func=_keys_create)
 
     listing = keys.add_parser("list", help="the tenant's keys, oldest first (metadata; never secrets)")
-    listing.add_argument("--tenant", required=True)
+    listing.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
     listing.add_argument("--limit", type=int, default=100, choices=range(1, 101), metavar="1..100")
     listing.add_argument("--cursor", help="the cursor a previous page printed")
     listing.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(listing)
+    add_key_endpoint_args(listing)
     listing.set_defaults(func=_keys_list)
 
     revoke = keys.add_parser("revoke", help="revoke a key of the tenant (refused everywhere within 5 s)")
-    revoke.add_argument("--tenant", required=True)
+    revoke.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
     revoke.add_argument("key_id", metavar="KEY_ID", help="the keyId (the 16 hex digits after il_)")
     revoke.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(revoke)
+    add_key_endpoint_args(revoke)
     revoke.set_defaults(func=_keys_revoke)
 
     clock_cmd = sub.add_parser("clock", help="the local stack's clock (tests and demos)")
@@ -157,23 +175,32 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.outbox import add_commands as add_outbox_commands
 
     add_outbox_commands(sub)  # outbox --local (issue 14)
+    from interlude.cli.operate import add_commands as add_operator_commands
+
+    add_operator_commands(sub)  # runs, resolve, workflows (issue 16)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from interlude.cli.client import CliError
     from interlude.cli.deployment import DeploymentError, aws_error_line
+    from interlude.domain.errors import DomainError
 
     args = build_parser().parse_args(argv)
     compose()
     try:
         return int(args.func(args))
-    except DeploymentError as error:
+    except (DeploymentError, CliError) as error:
         print(f"interlude: {error}", file=sys.stderr)
-    except Exception as error:
-        line = aws_error_line(error)
-        if line is None:
+    except DomainError as error:
+        print(f"interlude: {error.code}: {error.message}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interlude: interrupted", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - one line, never a traceback (INTERLUDE_DEBUG=1 shows it)
+        if os.environ.get("INTERLUDE_DEBUG"):
             raise
-        print(f"interlude: {line}", file=sys.stderr)
+        line = aws_error_line(error) or f"unexpected {type(error).__name__}: {error}"
+        print(f"interlude: {' '.join(line.split())}", file=sys.stderr)
     return 1
 
 

@@ -1,0 +1,127 @@
+"""The CLI's HTTP client: which deployment (`--url/--key`, `INTERLUDE_URL` / `INTERLUDE_API_KEY`, else the running
+local stack's state file), one request at a time, and every refusal as one line (`CliError`), never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from interlude.cli.local import STATE_FILE
+from interlude.domain.ids import to_wire
+
+TIMEOUT_S = 30
+MAX_CELL = 48
+
+
+class CliError(Exception):
+    """What the command prints as its one line (`interlude: …`) before exiting 1."""
+
+
+def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
+    parser.add_argument("--key", help="API key (default: $INTERLUDE_API_KEY, else the local stack's)")
+    parser.add_argument("--state-file", default=str(STATE_FILE), help="the local stack's state file")
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+class Client:
+    def __init__(self, url: str, key: str) -> None:
+        self.url = url.rstrip("/")
+        self.key = key
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Client:
+        url = args.url or os.environ.get("INTERLUDE_URL")
+        key = args.key or os.environ.get("INTERLUDE_API_KEY")
+        state = Path(args.state_file)
+        if not (url and key) and state.exists():
+            try:
+                saved = json.loads(state.read_text())
+            except ValueError:
+                raise CliError(f"{state} is not a local stack's state file") from None
+            url, key = url or saved.get("baseUrl"), key or saved.get("apiKey")
+        if not (url and key):
+            raise CliError("give --url and --key (or INTERLUDE_URL / INTERLUDE_API_KEY, or run `make dev`)")
+        return cls(url, key)
+
+    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        """The answer's JSON; a refusal or an unreachable host raises CliError with the server's own words."""
+        params = {k: str(v) for k, v in (query or {}).items() if v is not None}
+        target = self.url + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.key}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(target, data=data, method=method, headers=headers)
+        try:
+            # The operator's own deployment (or the local stack): the URL is theirs to choose.
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            raise CliError(refusal_line(exc.code, exc.read())) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise CliError(f"cannot reach {self.url}: {reason}") from None
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError:
+            raise CliError(f"{method} {path}: the answer is not JSON") from None
+
+
+def refusal_line(status: int, raw: bytes) -> str:
+    """`404 not_found: no such run` from an OpenWOP envelope, `404: workflow not found` from ModuleX's `{detail}`."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return f"{status}: {raw.decode(errors='replace')[:200]}"
+    if isinstance(body, dict) and "error" in body:
+        line = f"{status} {body['error']}: {body.get('message', '')}"
+        details = body.get("details")
+        if isinstance(details, dict) and details.get("errors"):
+            line += " — " + "; ".join(_problem(p) for p in details["errors"][:5])
+        return line
+    if isinstance(body, dict) and "detail" in body:
+        detail = body["detail"]
+        if isinstance(detail, list):
+            detail = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+        return f"{status}: {detail}"
+    return f"{status}: {json.dumps(body)[:200]}"
+
+
+def _problem(problem: Any) -> str:
+    if isinstance(problem, dict):
+        where = problem.get("path") or ".".join(str(p) for p in problem.get("loc", []))
+        return f"{where}: {problem.get('message') or problem.get('msg')}" if where else str(problem.get("message"))
+    return str(problem)
+
+
+def wire(run_id: str) -> str:
+    """A run id as one path segment (a wire-form id is kept as it is)."""
+    return run_id if "/" not in run_id else to_wire(run_id)
+
+
+def cell(value: Any) -> str:
+    text = " ".join(str("-" if value is None else value).split())
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def table(headers: tuple[str, ...], rows: list[tuple[Any, ...]], empty: str) -> str:
+    """Columns padded to their widest cell; `empty` under the headers when there are no rows."""
+    cells = [tuple(cell(c) for c in row) for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    if not rows:
+        lines.append(empty)
+    return "\n".join(lines)
+
+
+def printed(args: argparse.Namespace, answer: Any, human: str) -> int:
+    print(json.dumps(answer, indent=2) if args.json else human)
+    return 0

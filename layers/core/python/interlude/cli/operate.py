@@ -1,0 +1,235 @@
+"""`interlude runs list|show|cancel`, `interlude resolve`, `interlude workflows list|show|validate` and the HTTP side of
+`interlude keys list|create|revoke` (issue 16, item 4): clients of the HTTP API, like `interlude inbox`. Human
+tables by default, `--json` everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from interlude import wiring
+from interlude.cli.client import Client, CliError, add_endpoint_args, printed, table, wire
+
+RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
+
+
+# -- runs ----------------------------------------------------------------------------------------------------------
+
+
+def _runs_list(args: argparse.Namespace) -> int:
+    client = Client.of(args)
+    query: dict[str, Any] = {"limit": args.limit, "workflowId": args.workflow, "status": args.status, "cursor": args.cursor}
+    runs: list[dict[str, Any]] = []
+    while True:
+        page = client.call("GET", "/runs", query=query)
+        runs += page["runs"]
+        cursor = page.get("nextCursor")
+        if not args.all or cursor is None:
+            break
+        query["cursor"] = cursor
+    answer = {"runs": runs, **({"nextCursor": cursor} if cursor and not args.all else {})}
+    rows = [
+        (
+            r.get("startedAt") or "-",
+            r["status"],
+            r["workflowId"],
+            r["runId"],
+            r.get("currentNodeId"),
+        )
+        for r in runs
+    ]
+    human = table(RUN_COLUMNS, rows, "(no runs)")
+    if cursor and not args.all:
+        human += f"\nmore: --all, or --cursor {cursor}"
+    return printed(args, answer, human)
+
+
+def _runs_show(args: argparse.Namespace) -> int:
+    client = Client.of(args)
+    run = client.call("GET", f"/runs/{wire(args.run)}")
+    events = client.call("GET", f"/runs/{wire(args.run)}/events/poll", query={"timeout": 1})["events"]
+    answer = {"run": run, "events": events}
+    extension = run.get("extensions", {}).get("interlude.run", {})
+    lines = [
+        f"run       {run['runId']}",
+        f"workflow  {run['workflowId']} (version {extension.get('workflowVersion', '?')})",
+        f"status    {run['status']}" + (f" at {run['currentNodeId']}" if run.get("currentNodeId") else ""),
+        f"owner     {run['owner']['subject'].get('subjectId')}",
+    ]
+    if run.get("error"):
+        lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
+    lines += ["", table(("NODE", "STATUS", "VISITS"), [(n, s["status"], s["visits"]) for n, s in run["nodeStates"].items()], "(no nodes)")]
+    gates = extension.get("openInterrupts", {})
+    if gates:
+        rows = [
+            (node, g["kind"], g["raisedAt"], ", ".join(f"{v['principal']}:{v['action']}" for v in g["votes"]) or "-")
+            for node, g in gates.items()
+        ]
+        lines += ["", table(("OPEN GATE", "KIND", "RAISED", "VOTES"), rows, "")]
+    timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], e.get("nodeId")) for e in events]
+    lines += ["", table(("SEQ", "AT", "EVENT", "NODE"), timeline, "(no events)")]
+    return printed(args, answer, "\n".join(lines))
+
+
+def _runs_cancel(args: argparse.Namespace) -> int:
+    client = Client.of(args)
+    body = {"reason": args.reason} if args.reason else None
+    if len(args.runs) == 1:
+        cancelled = client.call("POST", f"/runs/{wire(args.runs[0])}/cancel", body)
+        return printed(args, cancelled, f"{cancelled['runId']}  {cancelled['status']}")
+    run_ids = [r.replace("~2F", "/") for r in args.runs]
+    answer = client.call("POST", "/runs:bulk-cancel", {"runIds": run_ids, **(body or {})})
+    rows = [
+        (r["runId"], r["status"] if r["ok"] else f"refused: {r['error']['error']}: {r['error']['message']}")
+        for r in answer["results"]
+    ]
+    printed(args, answer, table(("RUN", "OUTCOME"), rows, ""))
+    return 0 if all(r["ok"] for r in answer["results"]) else 1
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    client = Client.of(args)
+    value: dict[str, Any] = {"action": args.action}
+    if args.comment:
+        value["comment"] = args.comment
+    answer = client.call("POST", f"/runs/{wire(args.run)}/interrupts/{args.node}", {"resumeValue": value})
+    return printed(args, answer, f"{answer['runId']}  {answer['nodeId']}: {args.action} recorded; run {answer['status']}")
+
+
+# -- workflows ------------------------------------------------------------------------------------------------------
+
+
+def _workflows_list(args: argparse.Namespace) -> int:
+    client = Client.of(args)
+    page = client.call("GET", "/workflows", query={"page": args.page, "page_size": args.page_size})
+    rows = [(w["id"], w["face"], w["name"], w["latest_version"], w["updated_at"]) for w in page["workflows"]]
+    human = table(("WORKFLOW", "FACE", "NAME", "VERSION", "UPDATED"), rows, "(no workflows)")
+    if page["page"] < page["total_pages"]:
+        human += f"\npage {page['page']} of {page['total_pages']}: --page {page['page'] + 1}"
+    return printed(args, page, human)
+
+
+def _workflows_show(args: argparse.Namespace) -> int:
+    answer = Client.of(args).call("GET", f"/workflows/{args.workflow}")
+    if "workflow_schema" in answer:  # a ModuleX workflow
+        nodes = [(n.get("id"), n.get("type"), n.get("name")) for n in answer["workflow_schema"].get("nodes", [])]
+        head = f"{answer['id']}  ModuleX  {answer['name']}  (version {answer['latest_version']}, {answer['status']})"
+    else:
+        nodes = [(n.get("id"), n.get("typeId"), n.get("name")) for n in answer["definition"].get("nodes", [])]
+        head = f"{answer['workflowId']}  OpenWOP  {answer['definition'].get('name') or ''}  (version {answer['version']})"
+    return printed(args, answer, head + "\n\n" + table(("NODE", "TYPE", "NAME"), nodes, "(no nodes)"))
+
+
+def _workflows_validate(args: argparse.Namespace) -> int:
+    from interlude.cli.validate import validate
+
+    try:
+        raw = json.loads(Path(args.file).read_text())
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise CliError(f"{args.file} is not JSON: {exc}") from None
+    face, refusal = validate(raw)
+    if refusal is None:
+        return printed(args, {"valid": True, "face": face}, f"{args.file}: a valid {face} definition")
+    printed(args, {"valid": False, "face": face, **refusal}, f"{args.file}: {refusal['line']}")
+    return 1
+
+
+# -- keys (HTTP) ---------------------------------------------------------------------------------------------------
+
+KEY_COLUMNS = ("KEY", "STATUS", "SUBJECT", "SCOPES", "CREATED", "EXPIRES")
+
+
+def keys_list_http(args: argparse.Namespace) -> int:
+    answer = Client.of(args).call("GET", "/keys", query={"limit": args.limit, "cursor": args.cursor})
+    rows = [
+        (k["keyId"], k["status"], k["subject"].get("subjectId"), ",".join(k["scopes"]), k["createdAt"], k.get("expiresAt"))
+        for k in answer["keys"]
+    ]
+    human = table(KEY_COLUMNS, rows, "(no keys)")
+    if answer.get("cursor"):
+        human += f"\nmore: --cursor {answer['cursor']}"
+    return printed(args, answer, human)
+
+
+def keys_create_http(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {
+        "subjectId": args.subject,
+        "scopes": [s for s in args.scopes.split(",") if s],
+        "groups": [g for g in (args.groups or "").split(",") if g],
+        "roles": [r for r in (args.roles or "").split(",") if r],
+        "kind": args.kind,
+    }
+    if args.expires_at:
+        body["expiresAt"] = args.expires_at
+    created = Client.of(args).call("POST", "/keys", body)
+    human = f"key {created['keyId']} for {created['subject'].get('subjectId')} ({','.join(created['scopes'])})\n"
+    human += f"secret (shown once): {created['apiKey']}"
+    return printed(args, created, human)
+
+
+def keys_revoke_http(args: argparse.Namespace) -> int:
+    revoked = Client.of(args).call("DELETE", f"/keys/{args.key_id}")
+    return printed(args, revoked, f"{revoked['keyId']}  {revoked['status']}  since {revoked.get('revokedAt')}")
+
+
+# -- the parser ------------------------------------------------------------------------------------------------------
+
+
+def add_commands(sub: Any) -> None:
+    runs = sub.add_parser("runs", help="list, show and cancel runs").add_subparsers(dest="runs_command", required=True)
+    listing = runs.add_parser("list", help="the tenant's runs, newest first (GET /runs)")
+    add_endpoint_args(listing)
+    listing.add_argument("--workflow", help="only runs of this workflow id")
+    listing.add_argument("--status", help="only runs in this status (e.g. waiting-approval, completed)")
+    listing.add_argument("--limit", type=int, default=25, help="runs per page (at most 100)")
+    listing.add_argument("--cursor", help="the cursor a previous page printed")
+    listing.add_argument("--all", action="store_true", help="follow the cursor to the end")
+    listing.set_defaults(func=_runs_list)
+    show = runs.add_parser("show", help="a run: status, nodes, open gates with votes, the event timeline")
+    add_endpoint_args(show)
+    show.add_argument("run", metavar="RUN", help="the run id (tenant/opaque, or its ~2F wire form)")
+    show.set_defaults(func=_runs_show)
+    cancel = runs.add_parser("cancel", help="cancel one run, or several at once (POST /runs:bulk-cancel)")
+    add_endpoint_args(cancel)
+    cancel.add_argument("runs", metavar="RUN", nargs="+")
+    cancel.add_argument("--reason")
+    cancel.set_defaults(func=_runs_cancel)
+
+    resolve = sub.add_parser("resolve", help="decide the interrupt a run's node holds")
+    add_endpoint_args(resolve)
+    resolve.add_argument("run", metavar="RUN")
+    resolve.add_argument("node", metavar="NODE")
+    resolve.add_argument("--action", required=True, help="accept, reject, … (the gate's actions)")
+    resolve.add_argument("--comment")
+    resolve.set_defaults(func=_resolve)
+
+    workflows = sub.add_parser("workflows", help="list, show and validate workflows").add_subparsers(
+        dest="workflows_command", required=True
+    )
+    wf_list = workflows.add_parser("list", help="workflows of both faces with their latest versions (GET /workflows)")
+    add_endpoint_args(wf_list)
+    wf_list.add_argument("--page", type=int, default=1)
+    wf_list.add_argument("--page-size", type=int, default=50)
+    wf_list.set_defaults(func=_workflows_list)
+    wf_show = workflows.add_parser("show", help="a workflow's latest version (or ModuleX record)")
+    add_endpoint_args(wf_show)
+    wf_show.add_argument("workflow", metavar="WORKFLOW")
+    wf_show.set_defaults(func=_workflows_show)
+    validate = workflows.add_parser("validate", help="check a definition file offline, with the API's errors")
+    validate.add_argument("file", metavar="FILE", help="an OpenWOP definition, or a ModuleX one (its workflow_schema)")
+    validate.add_argument("--json", action="store_true")
+    validate.set_defaults(func=_workflows_validate)
+
+
+def add_key_endpoint_args(parser: argparse.ArgumentParser) -> None:
+    """`interlude keys …` over HTTP (without --tenant): the caller's own tenant, with a keys:admin key."""
+    parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
+    parser.add_argument("--key", help="API key with keys:admin (default: $INTERLUDE_API_KEY, else the local stack's)")
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON (the default without --tenant: a table)")
+
+
+ALL_SCOPES = ",".join(wiring.ALL_SCOPES)
