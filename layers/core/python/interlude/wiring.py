@@ -124,7 +124,8 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:DeleteItem",
             "dynamodb:Query",
             "dynamodb:ConditionCheckItem",
-            # The inbox index's entries (written around each transition) and the interrupts a page names.
+            # The inbox index's entries (written around each transition), the interrupts an inbox page names and the
+            # run heads a run listing page shows (GET /runs, GET /workflow-runs).
             "dynamodb:BatchWriteItem",
             "dynamodb:BatchGetItem",
         ),
