@@ -340,10 +340,10 @@ def test_create_run_refuses_every_url_the_guard_refuses(service, admin, monkeypa
         service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] == "callbackUrl"
-    # The key, the workflow, its latest-version pointer and the tenant's usage counter (and the key's audit entry
-    # with the chain head): no run item.
+    # The key, the workflow, its latest-version pointer, its catalogue entry and the tenant's usage counter (and the
+    # key's audit entry with the chain head): no run item (neither a run head nor a run listing entry).
     items = service.store.client.scan(TableName=TABLE)["Items"]
-    assert len([i for i in items if not i["pk"]["S"].endswith(("#AUDIT", "#AUDITHEAD"))]) == 4
+    assert len([i for i in items if not i["pk"]["S"].endswith(("#AUDIT", "#AUDITHEAD"))]) == 5
 
 
 def test_create_run_accepts_names_resolving_only_to_public_addresses(service, admin, monkeypatch):
