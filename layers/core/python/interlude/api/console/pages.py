@@ -609,7 +609,7 @@ def _record_line(record: Mapping[str, Any]) -> str:
 
 def workflows(
     frame: Frame,
-    listed: Sequence[Mapping[str, Any]] | None,
+    listed: Sequence[Mapping[str, Any]],
     notice: Notice | None,
     page: int = 1,
     total_pages: int = 1,
@@ -621,12 +621,6 @@ def workflows(
         '<div><label for="wf-id">Workflow id</label><input type="text" id="wf-id" name="workflowId" required></div>'
         '<button type="submit" class="small">Open</button></form></section>',
     ]
-    if listed is None:
-        parts.append(
-            '<p class="muted">Listing workflows needs the workflow listing service, which this deployment does not '
-            "have yet: open a workflow by its id.</p>"
-        )
-        return "".join(parts)
     rows = []
     for w in listed:
         workflow_id = str(w.get("id") or w.get("workflowId"))

@@ -501,6 +501,8 @@ def graph_of(state: RunState) -> tuple[list[GraphNode], list[tuple[str, str]]]:
 
 # -- workflows ----------------------------------------------------------------------------------------
 
+WORKFLOWS_PER_PAGE = 50
+
 
 @route("consoleWorkflows")
 @page("workflows")
@@ -509,7 +511,10 @@ def console_workflows(signed: Signed) -> Response:
     wanted = ((app.current_event.query_string_parameters or {}).get("workflowId") or "").strip()
     if wanted:
         return see_other(f"/console/workflows/{check_author_id(wanted, 'workflowId')}")
-    return html(200, "Workflows", pages.workflows(signed.frame, None, None), signed.frame, "workflows")
+    page_number = query_int("page", 1, 1, 10**6)
+    listed = service().list_workflows(signed.principal.tenant, page_number, WORKFLOWS_PER_PAGE)
+    body = pages.workflows(signed.frame, listed["workflows"], None, page_number, listed["total_pages"])
+    return html(200, "Workflows", body, signed.frame, "workflows")
 
 
 @route("consoleWorkflow")
