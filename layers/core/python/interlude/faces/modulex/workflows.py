@@ -41,7 +41,7 @@ MAX_RUN_OFFSET = 1_000
 class ModulexWorkflowRequest(BaseModel):
     """POST /workflows (for the OpenAPI document; the face checks bodies itself, with ModuleX's answers)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     workflow_schema: dict[str, Any] = Field(description="A ModuleX workflow definition")
     name: str | None = None
     description: str | None = None
