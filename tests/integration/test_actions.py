@@ -8,19 +8,17 @@ import uuid
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from interlude import wiring
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.actions import run_effects
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.actions import provider_key
 from interlude.local import lambda_runtime
-from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls
-from interlude.store import Store, create_table
+from interlude.local.sqs_pump import QueuePump
+from interlude.store import Store
 from tests.integration.conftest import signed_in
+from tests.support.queues import queue_world
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream
 
@@ -31,22 +29,12 @@ TENANT = "t1"
 @pytest.fixture
 def aws(monkeypatch):
     env = {
-        "TABLE_NAME": TABLE,
         "PUBLIC_BASE_URL": "https://interlude.example.com",
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
         "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
         "INTERLUDE_ACTION_CONNECT_TIMEOUT_S": "2",
-        "KEY_RING_SECRET": "interlude-test/token-keys",
     }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        for queue in wiring.QUEUES:
-            monkeypatch.setenv(queue.url_env, urls[queue.name])
-        export_queue_urls(urls)
-        ensure_key_ring(env["KEY_RING_SECRET"])
+    with queue_world(monkeypatch, TABLE, env) as urls:
         yield urls
 
 

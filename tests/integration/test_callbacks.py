@@ -8,26 +8,25 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.adapters.delivery.notices import notice_id
 from interlude.adapters.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
 from interlude.adapters.delivery.worker import Worker
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
-from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, to_event_record
-from interlude.store import Store, create_table
+from interlude.local.sqs_pump import to_event_record
+from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
 from tests.integration.conftest import signed_in
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.logs import function_log
+from tests.support.queues import drain, queue_world, queued
 from tests.support.receiver import Receiver, verify
 from tests.support.stream import Stream
 
@@ -41,7 +40,6 @@ MAX_ATTEMPTS = 3
 @pytest.fixture
 def aws(monkeypatch):
     env = {
-        "TABLE_NAME": TABLE,
         "PUBLIC_BASE_URL": BASE,
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
         "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
@@ -49,17 +47,8 @@ def aws(monkeypatch):
         # Generous enough that a loaded machine never turns a good delivery into a timeout.
         "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
         "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
-        "KEY_RING_SECRET": "interlude-test/token-keys",
     }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        for queue in wiring.QUEUES:
-            monkeypatch.setenv(queue.url_env, urls[queue.name])
-        export_queue_urls(urls)
-        ensure_key_ring(env["KEY_RING_SECRET"])
+    with queue_world(monkeypatch, TABLE, env) as urls:
         yield urls
 
 
@@ -79,24 +68,6 @@ def receiver():
     yield started
     started.close()
 
-
-def drain(urls: dict[str, str], rounds: int = 50) -> None:
-    """Play the SQS → callbacks mapping until the queue has nothing visible (backoff is 0 s in these tests)."""
-    pump = QueuePump("callbacks", urls["callbacks"])
-    for _ in range(rounds):
-        if not pump.pump_once():
-            return
-    raise AssertionError("the callback queue did not drain")
-
-
-def queued(url: str) -> list[dict]:
-    sqs = boto3.client("sqs")
-    out = []
-    while True:
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        if not got:
-            return out
-        out += got
 
 
 def start_gate_run(service, admin, callback_url: str) -> str:

@@ -8,13 +8,10 @@ import json
 
 import boto3
 import pytest
-from moto import mock_aws
 from openwop_client.webhook_helpers import verify_webhook_signature
 from standardwebhooks import Webhook
 
-from interlude import wiring
 from interlude.adapters.delivery.subscriptions import webhook_message
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app import webhooks
 from interlude.app.service import Service
 from interlude.domain import schemas
@@ -26,12 +23,12 @@ from interlude.domain.models.webhooks import (
     RotateWebhookSecretRequest,
 )
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
 from tests.integration.conftest import signed_in
 from tests.support.egress import fake_resolve
 from tests.support.local_stack import FIXTURES
+from tests.support.queues import drain, queue_world, queued
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream
 
@@ -43,24 +40,14 @@ MAX_ATTEMPTS = 3
 @pytest.fixture
 def aws(monkeypatch):
     env = {
-        "TABLE_NAME": TABLE,
         "PUBLIC_BASE_URL": "https://interlude.example.com",
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
         "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
         "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
         "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
         "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
-        "KEY_RING_SECRET": "interlude-test/token-keys",
     }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        for queue in wiring.QUEUES:
-            monkeypatch.setenv(queue.url_env, urls[queue.name])
-        export_queue_urls(urls)
-        ensure_key_ring(env["KEY_RING_SECRET"])
+    with queue_world(monkeypatch, TABLE, env) as urls:
         yield urls
 
 
@@ -80,23 +67,6 @@ def receiver():
     yield started
     started.close()
 
-
-def drain(urls: dict[str, str], rounds: int = 50) -> None:
-    pump = QueuePump("callbacks", urls["callbacks"])
-    for _ in range(rounds):
-        if not pump.pump_once():
-            return
-    raise AssertionError("the callback queue did not drain")
-
-
-def queued(url: str) -> list[dict]:
-    sqs = boto3.client("sqs")
-    out = []
-    while True:
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-        if not got:
-            return out
-        out += got
 
 
 def start_gate_run(service, principal, **body) -> str:
