@@ -70,8 +70,9 @@ class Meter:
     def __init__(self, client, reader) -> None:
         self.wru = 0.0
         self.rru = 0.0
-        # The inbox index's writes (its entry items, store/inbox.py; and a GSI write for any item that holds the
-        # `inbox` GSI's key after a write or lost it in one: a GSI write is never doubled by a transaction).
+        # Index writes: the inbox's entry items (store/inbox.py), and a GSI write for any item that holds the
+        # `inbox` GSI's key after a write or lost it in one (the audit head's pending-checkpoint entry): a GSI write
+        # is never doubled by a transaction.
         self.index_wru = 0.0
         self.old: list[dict | None] = []
         self.read_unit = 0.5
@@ -221,7 +222,7 @@ def main() -> None:
         f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
     print(
-        f"  inbox index write units       {index_wru:6.1f}   -> ${index_wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
+        f"  index write units             {index_wru:6.1f}   -> ${index_wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
     print(
         f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles"

@@ -228,15 +228,8 @@ class Functions(Construct):
 
 
 def stream_filter() -> dict:
-    """Only new event-log items reach the outbox; run heads, interrupts and idempotency rows do not."""
-    return lambda_.FilterCriteria.filter(
-        {
-            "eventName": lambda_.FilterRule.is_equal("INSERT"),
-            "dynamodb": {
-                "NewImage": {wiring.SORT_KEY: {"S": lambda_.FilterRule.begins_with(wiring.EVENT_ITEM_PREFIX)}}
-            },
-        }
-    )
+    """Only new event-log items reach the outbox (wiring.STREAM_FILTER, which the local pump applies too)."""
+    return lambda_.FilterCriteria.filter(wiring.STREAM_FILTER)
 
 
 def pascal_case(name: str) -> str:

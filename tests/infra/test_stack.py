@@ -181,7 +181,7 @@ def test_stream_mapping_feeds_only_new_event_items_to_the_reader(synth):
     assert props["StartingPosition"] == "TRIM_HORIZON"
     # And only inserts of event-log items pass the filter
     (only_filter,) = props["FilterCriteria"]["Filters"]
-    assert json.loads(only_filter["Pattern"]) == {
+    assert json.loads(only_filter["Pattern"]) == wiring.STREAM_FILTER == {
         "eventName": ["INSERT"],
         "dynamodb": {"NewImage": {wiring.SORT_KEY: {"S": [{"prefix": wiring.EVENT_ITEM_PREFIX}]}}},
     }

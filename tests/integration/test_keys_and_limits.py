@@ -20,6 +20,7 @@ from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import limits as rules
 from interlude.store import Store, create_table
+from interlude.store import limits as counters_module
 from interlude.store.limits import LimitStore
 from tests.integration.conftest import new_api_key, signed_in
 
@@ -107,3 +108,21 @@ def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service)
     assert len(calls) == 2
     assert service.store.get_run(state.runId) is not None
     assert service.limiter.counters.usage("t1")["openRuns"] == 1
+
+
+def test_a_high_open_runs_quota_spreads_its_counter_and_each_run_releases_where_it_claimed(service) -> None:
+    admin = signed_in(service)
+    service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    tenants.put_settings(service, "t1", TenantSettings.model_validate({"limits": {"openRuns": 3000}}), "admin")
+    runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(6)]
+    shards = {service.store.get_run(run)[0].usageShard for run in runs}
+    assert shards <= {0, 1, 2}
+    assert service.limiter.counters.usage("t1")["openRuns"] == 6
+    # A lowered quota (one shard) later: every run still releases on the shard it claimed on.
+    tenants.put_settings(service, "t1", TenantSettings.model_validate({"limits": {"openRuns": 10}}), "admin")
+    for run in runs:
+        service.cancel_run(admin, run, CancelRunRequest())
+    assert service.limiter.counters.usage("t1")["openRuns"] == 0
+    for shard in range(3):
+        got = service.store.client.get_item(TableName=TABLE, Key=counters_module.usage_key("t1", shard)).get("Item")
+        assert got is None or int(got.get("openRuns", {"N": "0"})["N"]) == 0

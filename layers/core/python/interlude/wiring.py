@@ -74,6 +74,13 @@ APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dyn
 
 # The stream feeds `dispatch` with new event-log items only (sk begins with "E#").
 EVENT_ITEM_PREFIX = "E#"
+# Which stream records invoke `dispatch`, in Lambda's event-filtering syntax: the deployed event source mapping
+# sends it as is (interlude_cdk), the local stream pump matches records against it (interlude.store.stream), so
+# run heads, interrupts, index entries, counters and idempotency rows never invoke the function.
+STREAM_FILTER: dict[str, object] = {
+    "eventName": ["INSERT"],
+    "dynamodb": {"NewImage": {SORT_KEY: {"S": [{"prefix": EVENT_ITEM_PREFIX}]}}},
+}
 
 # --- functions -------------------------------------------------------------------------------------
 

@@ -508,16 +508,21 @@ class Store:
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
+        claim = None
+        if expected_version is None and not state.terminal:
+            limit = open_runs_limit if open_runs_limit is not None else 2**53
+            # The usage shard is recorded on the run (written with the head below), so its end releases there.
+            state.usageShard, shard_limit = counters.open_runs_shard(state.runId, limit)
+            claim = counters.claim(state.tenant, counters.OPEN_RUNS, shard_limit, state.usageShard)
         items = self._transition_items(transition, expected_version, first_seq, docs, now_iso)
         quota = None
         if expected_version is None:
             items.append(run_entry(state.tenant, state.runId, state.workflowId, state.createdAt))
-        if expected_version is None and not state.terminal:
-            limit = open_runs_limit if open_runs_limit is not None else 2**53
-            items.append(counters.claim(state.tenant, counters.OPEN_RUNS, limit))
+        if claim is not None:
+            items.append(claim)
             quota = (counters.OPEN_RUNS, limit)
         elif expected_version is not None and state.terminal:
-            items.append(counters.release(state.tenant, counters.OPEN_RUNS))
+            items.append(counters.release(state.tenant, counters.OPEN_RUNS, state.usageShard))
         # The inbox entries (store/inbox.py) are plain writes around the transaction, never inside it.
         index = InboxIndex(self.table, self.client)
         opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]

@@ -1,8 +1,14 @@
 """The counters behind per-tenant limits (rules in interlude/rules/limits.py; reasons in docs/decisions.md,
 "Tenant limits").
 
-  request window  T#{tenant}#RATE   W#{windowStart}   n: requests counted in that window; swept by TTL
-  usage           T#{tenant}        USAGE             openRuns, workflowVersions
+  request window  T#{tenant}#RATE[#{shard}]    W#{windowStart}   n: requests counted in that window; swept by TTL
+  usage           T#{tenant}[#USAGE#{shard}]   USAGE             openRuns (per shard), workflowVersions (shard 0)
+
+Both are write-sharded once a tenant's limit is high enough to make one item hot (docs/scale.md): a window over
+RATE_PER_SHARD requests/s is split over ceil(limit / RATE_PER_SHARD) items, each request counted on a random one
+against its share of the limit; an open-runs quota over OPEN_RUNS_PER_SHARD is split over limit //
+OPEN_RUNS_PER_SHARD items, a run claiming on the one its id hashes to (recorded on the run, so it releases there).
+At the default limits there is one item each, counted exactly. Shard 0 keeps the unsharded key.
 
 A request is counted by one conditional UpdateItem that refuses to count past the limit, so any number of Lambda
 instances share one count. The usage counters change only inside the transaction that creates or ends a run or
@@ -12,6 +18,8 @@ the quota, a release (a run ending) never is, so a run can always end.
 
 from __future__ import annotations
 
+import random
+import zlib
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -25,18 +33,41 @@ OPEN_RUNS = "openRuns"
 WORKFLOW_VERSIONS = "workflowVersions"
 
 
-def rate_pk(tenant: str) -> str:
-    return f"T#{tenant}#RATE"
+# One item takes at most 1,000 write units a second; these leave it half of that.
+RATE_PER_SHARD = 500
+OPEN_RUNS_PER_SHARD = 1000
+MAX_SHARDS = 32
 
 
-def usage_key(tenant: str) -> a.Item:
-    return a.key(f"T#{tenant}", USAGE_SK)
+def rate_pk(tenant: str, shard: int = 0) -> str:
+    return f"T#{tenant}#RATE" if shard == 0 else f"T#{tenant}#RATE#{shard}"
 
 
-def claim(tenant: str, counter: str, limit: int) -> tuple[str, dict[str, Any]]:
-    """A transaction item adding one to `counter`, on condition that it stays within `limit`."""
+def usage_key(tenant: str, shard: int = 0) -> a.Item:
+    return a.key(f"T#{tenant}" if shard == 0 else f"T#{tenant}#USAGE#{shard}", USAGE_SK)
+
+
+def share(limit: int, shards: int, shard: int) -> int:
+    """Shard `shard`'s part of `limit`: the parts add up to it exactly."""
+    return limit // shards + (1 if shard < limit % shards else 0)
+
+
+def rate_shards(limit: int) -> int:
+    return max(1, min(MAX_SHARDS, -(-limit // RATE_PER_SHARD)))
+
+
+def open_runs_shard(run_id: str, limit: int) -> tuple[int, int]:
+    """(the usage shard a new run claims on, that shard's part of the open-runs limit)."""
+    shards = max(1, min(MAX_SHARDS, limit // OPEN_RUNS_PER_SHARD))
+    shard = zlib.crc32(run_id.encode()) % shards
+    return shard, share(limit, shards, shard)
+
+
+def claim(tenant: str, counter: str, limit: int, shard: int = 0) -> tuple[str, dict[str, Any]]:
+    """A transaction item adding one to `counter` on usage shard `shard`, on condition that it stays within
+    `limit` (that shard's part)."""
     update = {
-        "Key": usage_key(tenant),
+        "Key": usage_key(tenant, shard),
         "UpdateExpression": "ADD #c :one",
         "ConditionExpression": "attribute_not_exists(#c) OR #c < :limit",
         "ExpressionAttributeNames": {"#c": counter},
@@ -45,10 +76,11 @@ def claim(tenant: str, counter: str, limit: int) -> tuple[str, dict[str, Any]]:
     return USAGE_SK, {"Update": update}
 
 
-def release(tenant: str, counter: str) -> tuple[str, dict[str, Any]]:
-    """A transaction item taking one from `counter`, unconditionally: ending a run never waits on a quota."""
+def release(tenant: str, counter: str, shard: int = 0) -> tuple[str, dict[str, Any]]:
+    """A transaction item taking one from `counter` on the shard it was claimed on, unconditionally: ending a run
+    never waits on a quota."""
     update = {
-        "Key": usage_key(tenant),
+        "Key": usage_key(tenant, shard),
         "UpdateExpression": "ADD #c :minus",
         "ExpressionAttributeNames": {"#c": counter},
         "ExpressionAttributeValues": {":minus": a.n(-1)},
@@ -63,11 +95,15 @@ class LimitStore:
 
     def count_request(self, tenant: str, window: Window, limit: int) -> int | None:
         """Count one request in the tenant's window: the count including it, or None when the window is full
-        (then nothing is counted, so refused requests do not push the count further)."""
+        (then nothing is counted, so refused requests do not push the count further). Above RATE_PER_SHARD the
+        count is one random shard's, against that shard's part of `limit`."""
+        shards = rate_shards(limit)
+        shard = random.randrange(shards)
+        limit = share(limit, shards, shard)
         try:
             got = self.client.update_item(
                 TableName=self.table,
-                Key=a.key(rate_pk(tenant), f"W#{window.start}"),
+                Key=a.key(rate_pk(tenant, shard), f"W#{window.start}"),
                 UpdateExpression="ADD n :one SET #ttl = :ttl",
                 ConditionExpression="attribute_not_exists(n) OR n < :limit",
                 ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
@@ -81,6 +117,14 @@ class LimitStore:
         return int(got["Attributes"]["n"]["N"])
 
     def usage(self, tenant: str) -> dict[str, int]:
-        got = self.client.get_item(TableName=self.table, Key=usage_key(tenant), ConsistentRead=True)
-        item = got.get("Item") or {}
-        return {name: max(0, int(item[name]["N"])) if name in item else 0 for name in (OPEN_RUNS, WORKFLOW_VERSIONS)}
+        """The sums over every usage shard (one BatchGetItem: a lowered limit leaves runs on higher shards)."""
+        keys = [usage_key(tenant, shard) for shard in range(MAX_SHARDS)]
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        totals = dict.fromkeys((OPEN_RUNS, WORKFLOW_VERSIONS), 0)
+        while request:
+            got = self.client.batch_get_item(RequestItems=request)
+            for item in got.get("Responses", {}).get(self.table, []):
+                for name in totals:
+                    totals[name] += int(item[name]["N"]) if name in item else 0
+            request = got.get("UnprocessedKeys") or {}
+        return {name: max(0, total) for name, total in totals.items()}

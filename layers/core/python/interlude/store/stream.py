@@ -9,11 +9,23 @@ from interlude.store import attributes as a
 from interlude.store.dynamo import run_id_of
 
 
+def matches(pattern: Any, value: Any) -> bool:
+    """Lambda event filtering, the part wiring.STREAM_FILTER uses: nested objects, and at a leaf a list of allowed
+    values, each an exact value or `{"prefix": ...}`."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(k in value and matches(p, value[k]) for k, p in pattern.items())
+    return any(_leaf(option, value) for option in pattern)
+
+
+def _leaf(option: Any, value: Any) -> bool:
+    if isinstance(option, dict):
+        return isinstance(value, str) and value.startswith(option["prefix"])
+    return bool(option == value)
+
+
 def is_event_insert(record: dict[str, Any]) -> bool:
-    """A new event-log item: what the deployed stream filter passes (and the local stream pump too)."""
-    keys = (record.get("dynamodb") or {}).get("Keys") or {}
-    sk = (keys.get(wiring.SORT_KEY) or {}).get("S", "")
-    return record.get("eventName") == "INSERT" and sk.startswith(wiring.EVENT_ITEM_PREFIX)
+    """A record the deployed stream filter passes to `dispatch` (wiring.STREAM_FILTER): a new event-log item."""
+    return matches(wiring.STREAM_FILTER, record)
 
 
 def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | None:

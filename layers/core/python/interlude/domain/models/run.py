@@ -131,6 +131,8 @@ class RunState(Mutable):
     parentVisit: int | None = None
     depth: int = 0
     children: list[str] = Field(default_factory=list)
+    # The tenant usage shard this run's open-runs claim went to (interlude.store.limits), released there.
+    usageShard: int = 0
 
     @property
     def terminal(self) -> bool:
