@@ -68,6 +68,12 @@ def test_the_contracts_hold_on_the_real_tree():
             "No cycles between sibling packages or modules",
             "- .uses_the_inbox -> .inbox",
         ),
+        (
+            "worker/reads_the_table.py",
+            "from interlude.store import dynamo\n",
+            "The task worker is a client",
+            "interlude.worker.reads_the_table -> interlude.store.dynamo",
+        ),
     ],
     ids=[
         "engine-imports-the-http-edge",
@@ -75,6 +81,7 @@ def test_the_contracts_hold_on_the_real_tree():
         "a-face-imports-the-status-mapping",
         "a-service-imports-http-statuses",
         "no-new-module-is-allowed-to-close-a-cycle",
+        "the-worker-imports-the-server",
     ],
 )
 def test_an_offending_import_breaks_its_contract(tmp_path, offender, source, contract, chain):
