@@ -32,6 +32,7 @@ class FakeTasks:
     answers: dict[str, list[int | str]] = field(default_factory=dict)
     requests: list[tuple[str, str, dict[str, Any], dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    hold_s: float = 0.0
 
     def seen(self, route: str) -> list[dict[str, Any]]:
         with self.lock:
@@ -67,8 +68,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         if answer is not None:
             self.reply(int(answer), {"error": "scripted", "message": f"scripted {answer}"})
+        elif route == "claim" and task:
+            self.reply(200, task)
         elif route == "claim":
-            self.reply(200, task) if task else self.reply(204, None)
+            time.sleep(world.hold_s)  # the long poll, as the fake holds it
+            self.reply(204, None)
         else:
             self.reply(200, {"runId": "run-1", "nodeId": "n", "status": "completed"})
 
@@ -281,6 +285,19 @@ def test_empty_claims_and_server_failures_pause_with_growing_backoff_reset_by_a_
     assert worker.run_once() is True
     assert worker.idle_backoff.failures == 0
     assert world.seen("complete") == [{"output": "text"}]
+
+
+def test_an_empty_claim_the_server_held_for_its_long_poll_is_followed_by_no_further_pause(fake):
+    world, url = fake
+    world.hold_s = 1.0
+    worker = Worker(url, KEY, wait_seconds=1, idle_backoff=Backoff(60.0, 60.0))  # a pause would be a minute
+    worker.handler("llm")(lambda config, input, context: "text")
+    worker.idle_backoff.failures = 3
+
+    assert worker.run_once() is False
+
+    assert worker.idle_backoff.failures == 0
+    assert world.seen("claim") == [{"queues": ["llm"], "waitSeconds": 1}]
 
 
 def test_an_unreachable_server_is_a_pause_not_a_crash():

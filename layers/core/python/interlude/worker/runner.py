@@ -30,6 +30,8 @@ MIN_BEAT_INTERVAL_S = 0.05
 # How often a completion or failure is sent again while the server cannot be reached before the worker gives the
 # task up (the server's task timeout then hands it to another claim).
 SETTLE_ATTEMPTS = 6
+# An empty claim the server held for at least this share of the wait asked is a pause already.
+HELD_FRACTION = 0.5
 # The server keeps this much of a failure's message.
 MAX_MESSAGE = 4096
 
@@ -142,6 +144,7 @@ class Worker:
     def run_once(self) -> bool:
         """Claim one task and handle it; False when there was none (after the pause that follows)."""
         queues = self.queues if self.queues is not None else list(self.handlers)
+        asked = time.monotonic()
         try:
             task = self.tasks.claim(queues, self.wait_seconds)
         except TransportError as exc:
@@ -152,7 +155,12 @@ class Worker:
             raise WorkerRefused(f"the server refuses this worker's claims on {queues}: {exc}") from exc
         self.error_backoff.reset()
         if task is None:
-            self.stopping.wait(self.idle_backoff.next())
+            held_s = time.monotonic() - asked
+            if self.wait_seconds == 0 or held_s < self.wait_seconds * HELD_FRACTION:
+                # The server did not hold the claim (a short wait, or one it cut short): pause before the next.
+                self.stopping.wait(self.idle_backoff.next())
+            else:
+                self.idle_backoff.reset()  # the long poll itself was the pause
             return False
         self.idle_backoff.reset()
         self.handle(task)
