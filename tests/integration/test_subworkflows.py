@@ -3,6 +3,9 @@ delivered twice. The child starts once, its outcome lands on the parent once, th
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import boto3
 import pytest
 from moto import mock_aws
@@ -11,14 +14,17 @@ from interlude import wiring
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.app.subworkflows import run_ancestry
+from interlude.config import Settings
 from interlude.domain.errors import Forbidden, NotFound
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.subworkflows import child_run_id
 from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import create_queues, export_queue_urls
 from interlude.store import Store, create_table
-from tests.integration.conftest import signed_in
+from tests.integration.conftest import new_api_key, signed_in
+from tests.support.local_stack import wire
 from tests.support.stream import Stream
 
 TABLE = "interlude-test"
@@ -62,7 +68,7 @@ CHILD = {
 }
 
 
-def parent(workflow_id: str = "child") -> dict:
+def parent(workflow_id: str = "child", got: str = "{{spawn.answer.order}}", **config: Any) -> dict:
     return {
         "id": "parent",
         "name": "parent",
@@ -70,19 +76,20 @@ def parent(workflow_id: str = "child") -> dict:
             {
                 "id": "spawn",
                 "typeId": "core.subWorkflow",
-                "config": {"workflowId": workflow_id, "inputs": {"order": "{{inputs.orderId}}"}},
+                "config": {"workflowId": workflow_id, "inputs": {"order": "{{inputs.orderId}}"}, **config},
             },
-            {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": "{{spawn.answer.order}}"}}},
+            {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": got}}},
         ],
         "edges": [{"id": "e", "sourceNodeId": "spawn", "targetNodeId": "after"}],
         "variables": [{"name": "orderId", "type": "string"}],
     }
 
 
-def started(service, admin, child: dict | None = CHILD, workflow_id: str = "child") -> str:
+def started(service, admin, child: dict | None = CHILD, workflow_id: str = "child", definition: dict | None = None) -> str:
     if child is not None:
         service.put_workflow(admin, child["id"], WorkflowDefinition.model_validate(child))
-    service.put_workflow(admin, "parent", WorkflowDefinition.model_validate(parent(workflow_id)))
+    definition = definition or parent(workflow_id)
+    service.put_workflow(admin, "parent", WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": "parent", "inputs": {"orderId": "o-1"}})
     return service.create_run(admin, request).runId
 
@@ -178,3 +185,126 @@ def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs
     with pytest.raises(Forbidden) as refused:
         run_ancestry(service, admin, "other/nosuchrun0000000000000")
     assert refused.value.code == "id_tenant_mismatch"
+
+
+def http(key: str | None, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """A request through the real api handler, as the gateway hands it over."""
+    headers = {"content-type": "application/json"} | ({"authorization": f"Bearer {key}"} if key else {})
+    raw = b"" if body is None else json.dumps(body).encode()
+    got = lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
+    return got["statusCode"], json.loads(got["body"]) if got.get("body") else None
+
+
+def test_discovery_and_the_ancestry_route_agree_from_one_switch(service, admin, monkeypatch):
+    key = new_api_key(service)
+    run_id = started(service, admin)
+    settle_twice(Stream(TABLE))
+    child_id = child_run_id(run_id, "spawn", 1)
+
+    _, caps = http(None, "GET", "/.well-known/openwop")
+    assert caps["subWorkflow"] == {
+        "status": "experimental",
+        "since": "2.0",
+        "until": "2.1",
+        "witness": "claims-check",
+        "inputMapping": True,
+    }
+    causation = caps["multiAgent"]["executionModel"]["crossHostCausation"]
+    assert causation["ancestryEndpointSupported"] is True
+    status, ancestry = http(key, "GET", f"/runs/{wire(child_id)}/ancestry")
+    assert status == 200
+    assert ancestry["hostId"] == ancestry["parent"]["hostId"] == causation["hostId"]
+
+    monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", "off")
+    lambda_runtime.fresh_instances()
+    _, caps = http(None, "GET", "/.well-known/openwop")
+    assert "multiAgent" not in caps
+    assert "subWorkflow" in caps
+    for run in (child_id, f"{TENANT}/nosuchrun0000000000000"):
+        status, refused = http(key, "GET", f"/runs/{wire(run)}/ancestry")
+        assert (status, refused["error"]) == (404, "not_found")
+
+
+def test_a_switch_is_read_by_its_words(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    for word, served in (("off", False), ("FALSE", False), ("0", False), ("on", True), ("true", True)):
+        monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", word)
+        assert Settings.from_env().ancestry_endpoint is served
+    monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", "maybe")
+    with pytest.raises(RuntimeError, match="a switch is one of"):
+        Settings.from_env()
+
+
+def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelled_run(service, admin):
+    """v2 errors.md, one code per state (RFC 0213 §C): a resolve on a cancelled run is 409 interrupt_already_resolved
+    on both surfaces; 410 interrupt_gone is v1's, unregistered in v2 (docs/decisions.md)."""
+    key = new_api_key(service)
+    run_id = started(service, admin)
+    stream = Stream(TABLE)
+    settle_twice(stream)
+    child_id = child_run_id(run_id, "spawn", 1)
+    plain = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "child", "inputs": {"order": "o-2"}}))
+    tokens = {}
+    for run in (child_id, plain.runId):
+        status, minted = http(key, "POST", f"/runs/{wire(run)}/interrupts/gate/tokens", {"intent": "resolve"})
+        assert status == 201, minted
+        tokens[run] = minted["token"]
+
+    service.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
+    service.cancel_run(admin, plain.runId, CancelRunRequest.model_validate({}))
+    settle_twice(stream)
+
+    assert state_of(service, child_id).status == state_of(service, plain.runId).status == "cancelled"
+    for run in (child_id, plain.runId):
+        by_run = http(key, "POST", f"/runs/{wire(run)}/interrupts/gate", {"resumeValue": {"action": "accept"}})
+        by_token = http(None, "POST", f"/interrupts/{tokens[run]}", {"resumeValue": {"action": "accept"}})
+        for status, refused in (by_run, by_token):
+            assert (status, refused["error"]) == (409, "interrupt_already_resolved")
+            assert refused["details"]["runStatus"] == "cancelled"
+
+
+def test_mappings_carry_parent_variables_in_and_chosen_child_outputs_out(service, admin):
+    mapped = parent(got="{{spawn.order}}", inputs={}, inputMapping={"order": "orderId"})
+    mapped["nodes"][0]["config"]["outputMapping"] = {"order": "answer.order"}
+    run_id = started(service, admin, definition=mapped)
+    stream = Stream(TABLE)
+    settle_twice(stream)
+    child_id = child_run_id(run_id, "spawn", 1)
+    assert state_of(service, child_id).inputs == {"order": "o-1"}
+
+    service.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
+    settle_twice(stream)
+
+    done = state_of(service, run_id)
+    assert done.status == "completed"
+    assert done.outputs["spawn"] == {"order": "o-1"}
+    assert done.outputs["after"] == {"got": "o-1"}
+
+
+def test_a_mapping_to_an_undeclared_parent_variable_is_refused_at_registration_over_http(service):
+    key = new_api_key(service)
+    refused = parent(inputs={}, inputMapping={"order": "nosuch"})
+
+    status, body = http(key, "PUT", "/workflows/parent", refused)
+
+    assert (status, body["error"]) == (400, "validation_error")
+    assert body["details"]["errors"] == [
+        {"path": "nodes/0/config/inputMapping/order", "message": "'nosuch' is not a variable this workflow declares"}
+    ]
+
+
+def test_a_failed_child_fails_the_node_which_routes_like_any_failure(service, admin):
+    routed = parent()
+    routed["nodes"].append({"id": "handled", "typeId": "core.transform", "config": {"outputs": {"why": "{{spawn}}"}}})
+    routed["edges"].append({"id": "f", "sourceNodeId": "spawn", "targetNodeId": "handled", "triggerRule": "any_failed"})
+    run_id = started(service, admin, definition=routed)
+    stream = Stream(TABLE)
+    settle_twice(stream)
+
+    service.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
+    settle_twice(stream)
+
+    state = state_of(service, run_id)
+    failed = [e for e in service.store.read_events(run_id) if e["type"] == "node.failed"]
+    assert [(e["nodeId"], e["payload"]["error"]["code"]) for e in failed] == [("spawn", "interlude.subworkflow_failed")]
+    assert (state.status, state.nodes["handled"].status, state.nodes["after"].status) == ("completed", "completed", "skipped")

@@ -14,6 +14,7 @@ from interlude.engine.subworkflows import (
     CHILD_REQUESTED,
     MAX_CHILDREN_PER_RUN,
     MAX_DEPTH,
+    MAX_MAPPING_ENTRIES,
     child_outcome,
     child_run_id,
 )
@@ -24,6 +25,7 @@ RUN_ID = "t1/runrunrunrunrunrun01"
 
 def definition(**config: object) -> WorkflowDefinition:
     sub = {"workflowId": "child", "inputs": {"order": "{{inputs.orderId}}"}, **config}
+    sub = {k: v for k, v in sub.items() if v is not None}
     return WorkflowDefinition.model_validate(
         {
             "id": "w",
@@ -33,7 +35,7 @@ def definition(**config: object) -> WorkflowDefinition:
                 {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": "{{spawn.answer}}"}}},
             ],
             "edges": [{"id": "e", "sourceNodeId": "spawn", "targetNodeId": "after"}],
-            "variables": [{"name": "orderId", "type": "string"}],
+            "variables": [{"name": "orderId", "type": "string"}, {"name": "note", "type": "string"}],
         }
     )
 
@@ -109,10 +111,60 @@ def test_a_run_past_its_children_limit_fails_the_node():
     assert t.state.error["details"]["budget"] == "children"
 
 
-def test_a_detached_child_is_refused_when_the_node_runs():
-    t = engine.start(state(), definition(propagateCancellation=False), NOW)
+def problems_of(**config: object) -> dict[str, str]:
+    return {p["path"]: p["message"] for p in engine.check_config(definition(**config))}
 
-    assert t.state.error["code"] == "validation_error"
+
+def test_a_detached_child_is_refused_at_registration():
+    problems = problems_of(propagateCancellation=False)
+
+    assert "detached child" in problems["nodes/0/config/propagateCancellation"]
+
+
+def test_input_mapping_seeds_the_child_from_parent_variables_and_leaves_unset_ones_to_the_child():
+    t = engine.start(state(), definition(inputs={}, inputMapping={"order": "orderId", "note": "note"}), NOW)
+
+    # `note` is declared by the parent but the run was not given it: the child's own default stays in force.
+    assert t.state.actions["spawn"].request["inputs"] == {"order": "o-1"}
+
+
+def test_mappings_are_checked_at_registration():
+    undeclared = problems_of(inputs={}, inputMapping={"order": "nosuch"})
+    assert "'nosuch' is not a variable this workflow declares" in undeclared["nodes/0/config/inputMapping/order"]
+    twice = problems_of(inputMapping={"order": "orderId"})
+    assert "set by both `inputs` and `inputMapping`" in twice["nodes/0/config"]
+    for bad_path in ("", "gate.", ".x", "a..b"):
+        assert "nodes/0/config/outputMapping" in problems_of(outputMapping={"answer": bad_path})
+    assert "nodes/0/config/inputMapping" in problems_of(inputs={}, inputMapping={"": "orderId"})
+    too_many = {f"k{i}": "gate.x" for i in range(MAX_MAPPING_ENTRIES + 1)}
+    assert "nodes/0/config/outputMapping" in problems_of(outputMapping=too_many)
+    assert problems_of(inputs={}, inputMapping={"order": "orderId"}, outputMapping={"answer": "gate.x"}) == {}
+
+
+def test_output_mapping_makes_the_nodes_output_exactly_the_mapped_fields():
+    mapped = definition(outputMapping={"answer": "answer.order", "who": "gate.by.0"})
+    waiting = engine.start(state(), mapped, NOW).state
+    assert waiting.actions["spawn"].request["outputMapping"] == {"answer": "answer.order", "who": "gate.by.0"}
+    child = {"answer": {"order": "o-1", "internal": 1}, "gate": {"by": ["ann"]}}
+
+    done = engine.finish_action(waiting, mapped, "spawn", 1, {"output": child}, NOW)
+
+    assert done.state.outputs["spawn"] == {"answer": "o-1", "who": "ann"}
+    assert done.state.outputs["after"] == {"got": "o-1"}
+
+
+def test_a_mapped_path_the_child_lacks_fails_the_node_with_its_own_code():
+    mapped = definition(outputMapping={"answer": "answer.order", "x": "nowhere.y"})
+    waiting = engine.start(state(), mapped, NOW).state
+
+    landed = engine.finish_action(waiting, mapped, "spawn", 1, {"output": {"answer": {"order": "o-1"}}}, NOW)
+
+    assert landed.state.status == "failed"
+    assert landed.state.error["code"] == "interlude.subworkflow_output_missing"
+    assert landed.state.error["details"] == {"missing": ["nowhere.y"]}
+    # A failed child stays a failed child: the mapping never hides its error.
+    failed = engine.finish_action(waiting, mapped, "spawn", 1, child_outcome(state(status="failed")), NOW)
+    assert failed.state.error["code"] == "interlude.subworkflow_failed"
 
 
 def test_a_cascaded_cancel_names_its_parent_and_a_direct_one_does_not():

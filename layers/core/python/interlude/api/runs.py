@@ -25,6 +25,7 @@ from interlude.api.modulex_workflows import get_modulex, is_modulex_workflow, pu
 from interlude.api.routes import route
 from interlude.api.run_listing import run_list_capability
 from interlude.app import audit
+from interlude.app.subworkflows import SUBWORKFLOW_CAPABILITY, ancestry_capability
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import Invalid
@@ -103,6 +104,11 @@ def capabilities() -> dict[str, Any]:
             "checkpointIntervalSeconds": audit_rules.CHECKPOINT_INTERVAL_SECONDS,
         }
     caps["webhooks"] = webhooks_capability()
+    # Issue 15 item 3: core.subWorkflow, and GET /runs/{runId}/ancestry while this deployment serves it.
+    caps["subWorkflow"] = dict(SUBWORKFLOW_CAPABILITY)
+    multi_agent = ancestry_capability()
+    if multi_agent is not None:
+        caps["multiAgent"] = multi_agent
     return caps
 
 

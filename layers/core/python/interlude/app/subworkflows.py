@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.actions import finish_action
 from interlude.app.retries import MAX_RACE_RETRIES
+from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
 from interlude.domain.models.run import RunState
 from interlude.engine import run as engine
@@ -29,6 +30,32 @@ logger = logging.getLogger(__name__)
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # The host id ancestry names (multiAgent.executionModel.crossHostCausation.hostId).
 HOST_ID = "interlude"
+# Discovery's `subWorkflow` family (capabilities.schema.json: a closed record whose one facet is inputMapping).
+SUBWORKFLOW_CAPABILITY: dict[str, Any] = {
+    "status": "experimental",
+    "since": "2.0",
+    "until": "2.1",
+    "witness": "claims-check",
+    "inputMapping": True,
+}
+
+
+def ancestry_capability() -> dict[str, Any] | None:
+    """Discovery's `multiAgent` family while GET /runs/{runId}/ancestry is served, else None (the route 404s).
+
+    The one declaration both read (INTERLUDE_ANCESTRY_ENDPOINT). The schema seats the flag only under
+    executionModel, whose `version` is required; 3 is the phase that names the endpoint, and conformance reads
+    crossHostCausation only with version >= 3 (docs/decisions.md, "Ancestry is advertised as phase 3")."""
+    if not settings().ancestry_endpoint:
+        return None
+    causation = {"hostId": HOST_ID, "ancestryEndpointSupported": True}
+    return {
+        "status": "experimental",
+        "since": "2.0",
+        "until": "2.1",
+        "witness": "claims-check",
+        "executionModel": {"version": 3, "crossHostCausation": causation},
+    }
 
 
 def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
@@ -119,7 +146,11 @@ def cancel_child(service: Service, child_id: str, parent_run_id: str) -> None:
 
 
 def run_ancestry(service: Service, principal: auth.Principal, run_id: str) -> dict[str, Any]:
-    """GET /runs/{runId}/ancestry: the run and its immediate parent (clients walk the chain one hop at a time)."""
+    """GET /runs/{runId}/ancestry: the run and its immediate parent (clients walk the chain one hop at a time).
+
+    404 not_found, before the run is read, when the deployment does not advertise the endpoint (openapi.yaml)."""
+    if ancestry_capability() is None:
+        raise NotFound("this host does not serve run ancestry (see multiAgent in /.well-known/openwop)")
     state, _ = service.load_run(principal.tenant, run_id)
     parent = None
     if state.parentRunId is not None:

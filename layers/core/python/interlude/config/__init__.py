@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 from functools import cache
+from typing import Any
 
 from interlude import wiring
 
@@ -41,6 +42,9 @@ class Settings:
     tenant_workflow_versions: int = 1000
     tenant_definition_bytes: int = 256 * 1024
     tenant_definition_nodes: int = 500
+    # GET /runs/{runId}/ancestry and its discovery advertisement (interlude.app.subworkflows.ancestry_capability):
+    # off, the route answers 404 not_found and discovery names no multiAgent family.
+    ancestry_endpoint: bool = True
 
     @staticmethod
     def from_env() -> Settings:
@@ -49,12 +53,22 @@ class Settings:
             raise RuntimeError("TABLE_NAME is not set")
         settings = Settings(table_name=table)
         overrides = {
-            f.name: type(getattr(settings, f.name))(os.environ[ENVIRONMENT[f.name]])
+            f.name: _parsed(type(getattr(settings, f.name)), os.environ[ENVIRONMENT[f.name]])
             for f in fields(Settings)
             if f.name in ENVIRONMENT and ENVIRONMENT[f.name] in os.environ
         }
         settings = replace(settings, **overrides)
         return replace(settings, stream_hold_seconds=min(MAX_STREAM_HOLD_SECONDS, settings.stream_hold_seconds))
+
+
+def _parsed(kind: type, raw: str) -> Any:
+    if kind is not bool:
+        return kind(raw)
+    # bool("off") is True: a switch is read by its words, and a word it does not know stops the cold start.
+    words = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
+    if raw.strip().lower() not in words:
+        raise RuntimeError(f"a switch is one of {sorted(words)}, not {raw!r}")
+    return words[raw.strip().lower()]
 
 
 # Field -> the environment variable that sets it.
@@ -72,6 +86,7 @@ ENVIRONMENT = {
     "tenant_workflow_versions": "INTERLUDE_TENANT_WORKFLOW_VERSIONS",
     "tenant_definition_bytes": "INTERLUDE_TENANT_DEFINITION_BYTES",
     "tenant_definition_nodes": "INTERLUDE_TENANT_DEFINITION_NODES",
+    "ancestry_endpoint": "INTERLUDE_ANCESTRY_ENDPOINT",
 }
 
 

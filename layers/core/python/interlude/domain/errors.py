@@ -176,6 +176,8 @@ RUN_ERROR_CODES = frozenset(
         "interlude.subworkflow_limit_exceeded",
         "interlude.subworkflow_failed",
         "interlude.subworkflow_cancelled",
+        # A core.subWorkflow's outputMapping names a path its finished child's outputs do not have.
+        "interlude.subworkflow_output_missing",
     }
 )
 

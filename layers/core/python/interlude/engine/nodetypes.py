@@ -124,6 +124,9 @@ class NodeType:
     # A node whose output is built from what its templates reference: (config, node ids) -> the node each
     # reference reads, once per reference (engine/growth.py refuses loops that multiply through them).
     reads: Callable[[Any, set[str]], list[str]] | None = None
+    # Registration-time problems that need the whole definition: (config, workflow) -> [{path, message}], the path
+    # under the node's config (engine.run.check_config).
+    check: Callable[[Any, Any], list[dict[str, str]]] | None = None
 
 
 def _approval(node_id: str, cfg: ApprovalGateConfig, scope: Mapping[str, Any]) -> GateSpec:

@@ -35,7 +35,13 @@ from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
 from interlude.engine.registry import NODE_TYPES
-from interlude.engine.subworkflows import CHILD_REQUESTED, PARENT_CANCELLED, SUBWORKFLOW, limit_error
+from interlude.engine.subworkflows import (
+    CHILD_REQUESTED,
+    PARENT_CANCELLED,
+    SUBWORKFLOW,
+    limit_error,
+    mapped_outcome,
+)
 from interlude.rules.interrupts.decide import Decision
 from interlude.rules.interrupts.payloads import holding_interrupt, validate_payload
 
@@ -631,6 +637,8 @@ def finish_action(
     step = _Step(state, workflow, now, step_budget)
     step.halting = halt is not None
     del step.s.actions[node_id]
+    if pending.kind == SUBWORKFLOW:
+        outcome = mapped_outcome(pending.request, outcome)
     if "error" in outcome:
         step.fail(node_id, outcome["error"])
     else:
@@ -714,6 +722,9 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
                 loc = "/".join(str(p) for p in err["loc"])
                 problems.append({"path": f"nodes/{i}/config/{loc}".rstrip("/"), "message": err["msg"]})
             continue
+        if node_type.check is not None:
+            for problem in node_type.check(config, workflow):
+                problems.append({"path": f"nodes/{i}/config/{problem['path']}", "message": problem["message"]})
         if node_type.ask is not None:
             spec = node_type.ask(node.id, config, {"$probe": True})
             if isinstance(spec, Passed | Failed):
