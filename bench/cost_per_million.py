@@ -3,7 +3,10 @@
 Lifecycle: createRun, getRun, a winning resolve, one poll of the events; plus what the stream consumer does
 for each event-log item. The real Service and Store run against moto in-process; each write's resulting
 item sizes are measured with DynamoDB's size rules, so the figures follow the code. Prices are us-east-1
-on-demand list prices (edit PRICES to compare).
+on-demand list prices (edit PRICES to compare). It prints the write units of each request and of each item kind
+(run head, events, interrupts, inbox entries, run index, counters, audit, idempotency), the `dispatch`
+invocations as the stream filter passes them, and the request counter's writes per request at a stated pace
+(the counter is leased by each warm instance: app/limits.py), since they depend on the traffic, not the lifecycle.
 Usage: .venv/bin/python bench/cost_per_million.py
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from decimal import Decimal
 
 from _bench import admin_with_approval, offline_aws
@@ -24,6 +28,7 @@ from interlude import wiring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from interlude.store.dynamo import run_id_of  # noqa: E402
+from interlude.store.stream import is_event_insert  # noqa: E402
 
 PRICES = {
     "write_request_unit": 0.625 / 1e6,  # DynamoDB on-demand WRU
@@ -40,6 +45,28 @@ PRICES = {
 SFN_STANDARD_TRANSITIONS = 3
 LAMBDA_MEMORY_GB = 0.5
 ASSUMED_WARM_MS = 40  # per invocation; measure in your account and edit
+# The request counter's writes depend on how many requests of a tenant one warm instance answers per second (its
+# leases grow to that pace): the bill is priced at a busy instance's pace (one request per ASSUMED_WARM_MS) under the
+# host's default limit, and the quiet case (each request counts itself) is printed beside it.
+BUSY_PACE = 1000 // ASSUMED_WARM_MS
+
+# Item kinds, by key: the first whose test passes names the item (the breakdown's rows, in this order).
+KINDS: list[tuple[str, object]] = [
+    ("request counter", lambda pk, sk: "#RATE" in pk),
+    ("inbox entries", lambda pk, sk: f"#{wiring.INBOX.prefix}#" in pk),
+    ("run index entry", lambda pk, sk: "#RUNS#" in pk),
+    ("open-runs counter", lambda pk, sk: sk == "USAGE"),
+    ("audit trail (S3)", lambda pk, sk: "#AUDIT" in pk),
+    ("idempotency", lambda pk, sk: "#IDEM#" in pk),
+    ("run head", lambda pk, sk: sk == "RUN"),
+    ("event batch", lambda pk, sk: sk.startswith("E#")),
+    ("interrupt", lambda pk, sk: sk.startswith("I#")),
+]
+
+
+def kind_of(key: dict) -> str:
+    pk, sk = key["pk"]["S"], key["sk"]["S"]
+    return next((name for name, test in KINDS if test(pk, sk)), f"other ({sk.split('#', 1)[0]})")
 
 
 def attr_size(value: dict) -> int:
@@ -75,6 +102,9 @@ class Meter:
         # is never doubled by a transaction.
         self.index_wru = 0.0
         self.old: list[dict | None] = []
+        # Write units by item kind (GSI writes as "<kind>: GSI"), and the stream records of the items created.
+        self.kinds: dict[str, float] = defaultdict(float)
+        self.inserts: list[dict] = []
         self.read_unit = 0.5
         self.reader = reader
         # (key, factor, is a delete) per item the pending call writes.
@@ -113,14 +143,18 @@ class Meter:
             # A delete is billed by the size of the item it removed; any other write by the item it leaves.
             billed = old if deleted else got
             units = factor * math.ceil(item_size(billed or key) / 1024)
+            kind = kind_of(key)
+            self.kinds[kind] += units
+            if old is None and got is not None:
+                self.inserts.append({"eventName": "INSERT", "dynamodb": {"Keys": key, "NewImage": got}})
             if f"#{wiring.INBOX.prefix}#" in key["pk"]["S"]:
                 self.index_wru += units
                 continue
             self.wru += units
-            if got is not None and gsi_key in got:
-                self.index_wru += math.ceil(item_size(got) / 1024)
-            elif old is not None and gsi_key in old:
-                self.index_wru += math.ceil(item_size(old) / 1024)
+            gsi = got if got is not None and gsi_key in got else old if old is not None and gsi_key in old else None
+            if gsi is not None:
+                self.index_wru += math.ceil(item_size(gsi) / 1024)
+                self.kinds[f"{kind}: GSI"] += math.ceil(item_size(gsi) / 1024)
         self.pending = []
         self.old = []
         unit = self.read_unit
@@ -147,7 +181,7 @@ class Api:
         self.meter = Meter(self.service.store.client, boto3.client("dynamodb"))
 
     def call(self, method: str, path: str, body: object = None, key: str | None = None) -> tuple[dict, float, float]:
-        """(answer, WRU, RRU) of one request."""
+        """(answer, WRU without the request counter's, RRU) of one request."""
         from interlude.local import lambda_runtime
         from interlude.local.http_gateway import to_event
 
@@ -156,11 +190,74 @@ class Api:
             headers["idempotency-key"] = key
         raw = b"" if body is None else json.dumps(body).encode()
         self.meter.wru = self.meter.rru = self.meter.index_wru = 0.0
+        self.meter.kinds.clear()
         got = lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
-        return json.loads(got["body"]), self.meter.wru + self.meter.index_wru, self.meter.rru
+        # The request counter's share is the leases' (priced at a stated pace in main), not this request's luck.
+        counter = self.meter.kinds.get("request counter", 0.0)
+        return json.loads(got["body"]), self.meter.wru + self.meter.index_wru - counter, self.meter.rru
+
+
+class CountedLimitStore:
+    """The real request counter, with the UpdateItems it sends counted (a refused one is billed too)."""
+
+    def __init__(self, client) -> None:
+        from interlude.store.limits import LimitStore
+
+        self.store = LimitStore("bench", client)
+        self.writes = 0
+
+    def count_request(self, tenant, window, limit, requests=1):
+        self.writes += 1
+        return self.store.count_request(tenant, window, limit, requests)
+
+
+def counter_writes_per_request(client, tenant: str, pace: int, limit: int, windows: int = 10) -> float:
+    """Request-counter writes per request of one warm instance answering `pace` requests of a tenant each second,
+    once its leases have grown to that pace (every window after the first)."""
+    from interlude.app.limits import RequestLeases
+    from interlude.rules.limits import window_of
+
+    counted = CountedLimitStore(client)
+    leases = RequestLeases()
+    for second in range(windows + 1):
+        if second == 1:
+            counted.writes = 0
+        for _ in range(pace):
+            leases.admit(counted, tenant, window_of(10_000 + second + 0.5), limit)
+    return counted.writes / (pace * windows)
+
+
+def lifecycle(api: Api, create: dict, resume: dict) -> list[tuple[str, float, float, dict[str, float]]]:
+    """(request, WRU incl. index, RRU, WRU by kind) of each request of one lifecycle, then of the stream consumer."""
+    from tests.support.local_stack import wire
+
+    meter = api.meter
+    rows = []
+
+    def take(name: str) -> None:
+        rows.append((name, meter.wru + meter.index_wru, meter.rru, dict(meter.kinds)))
+        meter.wru = meter.rru = meter.index_wru = 0.0
+        meter.kinds.clear()
+
+    meter.inserts.clear()
+    run = api.call("POST", "/runs", create)[0]["runId"]
+    take("createRun")
+    for name, method, path, body in (
+        ("getRun", "GET", f"/runs/{wire(run)}", None),
+        ("resolve", "POST", f"/runs/{wire(run)}/interrupts/gate", resume),
+        ("poll events", "GET", f"/runs/{wire(run)}/events/poll?timeout=1", None),
+    ):
+        api.call(method, path, body)
+        take(name)
+    passed = [record for record in meter.inserts if is_event_insert(record)]
+    for record in passed:  # what `dispatch` does for each record the stream filter passes
+        api.service.advance_run(run_id_of(record["dynamodb"]["Keys"]["pk"]["S"]))
+    take(f"dispatch ×{len(passed)}")
+    return rows
 
 
 def main() -> None:
+    from interlude.config import settings
     from tests.support.local_stack import wire
 
     with mock_aws():
@@ -173,51 +270,72 @@ def main() -> None:
         resume = {"resumeValue": {"action": "accept"}}
 
         # A warm instance first: the key and the workflow cached, as in steady state.
-        warm = api.call("POST", "/runs", create)[0]["runId"]
-        api.call("POST", f"/runs/{wire(warm)}/interrupts/gate", resume)
-        meter.wru = meter.rru = meter.index_wru = 0.0
-        run = api.call("POST", "/runs", create)[0]["runId"]
-        first = (meter.wru, meter.index_wru, meter.rru)
-        rest = [0.0, 0.0, 0.0]
-        for method, path, body in (
-            ("GET", f"/runs/{wire(run)}", None),
-            ("POST", f"/runs/{wire(run)}/interrupts/gate", resume),
-            ("GET", f"/runs/{wire(run)}/events/poll?timeout=1", None),
-        ):
-            api.call(method, path, body)
-            rest = [rest[0] + meter.wru, rest[1] + meter.index_wru, rest[2] + meter.rru]
-        meter.wru = meter.rru = meter.index_wru = 0.0
-        event_items = list(
-            meter.reader.query(
-                TableName="bench",
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :e)",
-                ExpressionAttributeValues={":pk": {"S": "T#bench#R#" + run.split("/", 1)[1]}, ":e": {"S": "E#"}},
-            )["Items"]
-        )
-        for item in event_items:  # what the stream consumer does for each event-log item
-            api.service.advance_run(run_id_of(item["pk"]["S"]))
-        wru = first[0] + rest[0] + meter.wru
-        index_wru = first[1] + rest[1] + meter.index_wru
-        rru = first[2] + rest[2] + meter.rru
+        lifecycle(api, create, resume)
+        rows = lifecycle(api, create, resume)
+        dispatch_invocations = int(rows[-1][0].split("×")[1])
+        kinds: dict[str, float] = defaultdict(float)
+        for _, _, _, by_kind in rows:
+            for kind, units in by_kind.items():
+                kinds[kind] += units
+        rru = sum(r for _, _, r, _ in rows)
+        # The request counter as this run happened to lease it is replaced by its steady state at a stated pace.
+        measured_counter = kinds.pop("request counter", 0.0)
+        default_limit = settings().tenant_requests_per_second
+        api_requests = 4
+        paces = {
+            (pace, limit): counter_writes_per_request(client, f"pace-{pace}-{limit}", pace, limit)
+            for pace in (1, 5, BUSY_PACE)
+            for limit in (default_limit, 500)
+        }
+        counter_wru = api_requests * paces[(BUSY_PACE, default_limit)]
+        quiet_counter_wru = api_requests * paces[(1, default_limit)]
+        wru = sum(units for kind, units in kinds.items() if ": GSI" not in kind and kind != "inbox entries")
+        index_wru = sum(units for kind, units in kinds.items() if ": GSI" in kind or kind == "inbox entries")
         # The same lifecycle with an Idempotency-Key on createRun and on the resolve.
         meter.wru = meter.rru = meter.index_wru = 0.0
+        plain_create = api.call("POST", "/runs", create)
         keyed = api.call("POST", "/runs", create, "bench-create-key-000000001")
-        keyed_w, keyed_r = keyed[1], keyed[2]
-        resolved = api.call("POST", f"/runs/{wire(keyed[0]['runId'])}/interrupts/gate", resume, "bench-resolve-key-00000001")
-        plain_resolve = api.call("POST", f"/runs/{wire(api.call('POST', '/runs', create)[0]['runId'])}/interrupts/gate", resume)
-        idem_wru = keyed_w - (first[0] + first[1]) + resolved[1] - plain_resolve[1]
-        idem_rru = keyed_r - first[2] + resolved[2] - plain_resolve[2]
+        resolved = api.call(
+            "POST", f"/runs/{wire(keyed[0]['runId'])}/interrupts/gate", resume, "bench-resolve-key-00000001"
+        )
+        plain_resolve = api.call("POST", f"/runs/{wire(plain_create[0]['runId'])}/interrupts/gate", resume)
+        idem_wru = keyed[1] - plain_create[1] + resolved[1] - plain_resolve[1]
+        # Either plain request may have re-read the tenant's limits (a 10 s cache): the lesser read is the request's.
+        idem_rru = keyed[2] - min(plain_create[2], rows[0][2]) + resolved[2] - min(plain_resolve[2], rows[2][2])
 
-    api_requests = 4
-    dispatch_invocations = len(event_items)
+    per_million = 1e6
+    print("Write units of each request (the request counter's own write left out: its steady state is below):")
+    for name, w, r, by_kind in rows:
+        w -= by_kind.get("request counter", 0.0)
+        print(
+            f"  {name:16s} {w:5.1f} WRU  {r:4.1f} RRU   "
+            + ", ".join(f"{k} {v:g}" for k, v in by_kind.items() if k != "request counter")
+        )
+    print("Write units by item kind, one lifecycle (a transaction's items count twice; GSI writes once each):")
+    for kind, units in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        print(f"  {kind:28s} {units:5.1f}")
+    print(
+        f"  {'request counter':28s} {counter_wru:5.2f}  ({api_requests} requests × {paces[(BUSY_PACE, default_limit)]:.2f}: "
+        f"a warm instance at {BUSY_PACE} requests/s of the tenant, limit {default_limit}/s; "
+        f"{measured_counter:g} as this run's windows fell)"
+    )
+    print(
+        "Request-counter writes per request, by a warm instance's pace (requests/s of one tenant) and the tenant's limit:"
+    )
+    for (pace, limit), per_request in paces.items():
+        print(f"  pace {pace:3d}/s, limit {limit:3d}/s: {per_request:.2f}")
+
     invocations = api_requests + dispatch_invocations
+    wru += counter_wru
     dynamo = (wru + index_wru) * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
     gateway = api_requests * PRICES["http_api_request"]
-    lam = invocations * (
+    per_invocation = (
         PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"]
     )
-    per_million = 1e6
-    print("One approval lifecycle through the API function (create, get, resolve, poll; key checks and the request counter included; stream consumer per event item):")
+    lam = invocations * per_invocation
+    print(
+        "One approval lifecycle through the API function (create, get, resolve, poll; key checks and the request counter included; stream consumer per event item):"
+    )
     print(
         f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
     )
@@ -232,11 +350,16 @@ def main() -> None:
     )
     print(
         f"  Lambda invocations            {invocations:6d}   -> ${lam * per_million:8.2f} per million lifecycles "
-        f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each)"
+        f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each; {dispatch_invocations} of dispatch: the event items "
+        "the stream filter passes, one record each as when the stream is quiet)"
     )
-    print(f"  event-log items written       {len(event_items):6d}")
     total = (dynamo + gateway + lam) * per_million
     print(f"  total                                  ${total:8.2f} per million lifecycles   (goal ≤ $8.00)")
+    quiet = (quiet_counter_wru - counter_wru) * PRICES["write_request_unit"] * per_million
+    print(
+        f"  at a quiet pace (every request counts itself, {quiet_counter_wru:g} WRU): ${total + quiet:.2f} per million; "
+        f"gap to $8.00: ${total - 8:.2f} ({(total - 8) / (PRICES['write_request_unit'] * per_million):.1f} WRU)"
+    )
     idem = idem_wru * PRICES["write_request_unit"] + idem_rru * PRICES["read_request_unit"]
     print(
         f"  + Idempotency-Key on create and resolve: {idem_wru:.1f} WRU, {idem_rru:.1f} RRU -> ${idem * per_million:.2f} "

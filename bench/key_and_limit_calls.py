@@ -1,7 +1,7 @@
 """Print what key revocation and per-tenant limits cost, through the real `api` handler in-process on moto:
 
 1. DynamoDB calls per authenticated request at steady state (one key, one tenant, requests for SECONDS seconds):
-   the request counter (UpdateItem), the key re-read once its cache lapses, the tenant's limits re-read;
+   the request counter (UpdateItem, leased: one per lease of up to a quarter of the limit), the key re-read once its cache lapses, the tenant's limits re-read;
 2. the revocation bound: a key revoked by another instance, polled every 50 ms by a warm instance until refused;
 3. what the quotas add to createRun and putWorkflow (items in their transactions).
 
@@ -78,13 +78,16 @@ def main() -> None:
             assert status == 200, status
             requests += 1
         rate = requests / SECONDS
-        print(f"1. steady state: {requests} authenticated requests in {SECONDS:.0f} s ({rate:.0f}/s, one instance, one key)")
+        print(
+            f"1. steady state: {requests} authenticated requests in {SECONDS:.0f} s ({rate:.0f}/s, one instance, one key)"
+        )
         auth_calls = {k: v for k, v in calls.items() if not k.startswith("Query")}
         for name, n in sorted(auth_calls.items()):
             print(f"   {name:32} {n:6}  {n / requests:.4f} per request")
         print(f"   authentication + limits: {sum(auth_calls.values()) / requests:.4f} DynamoDB calls per request")
         print(
-            f"   expected: 1 UpdateItem + 1/({Service.KEY_CACHE_SECONDS:.0f} s x rate) key reads"
+            f"   expected: 1 UpdateItem per lease (this instance's pace a second, at most a quarter of the limit)"
+            f" + 1/({Service.KEY_CACHE_SECONDS:.0f} s x rate) key reads"
             f" + 1/({LIMITS_CACHE_SECONDS:.0f} s x rate) settings reads per request"
         )
 

@@ -12,7 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from interlude.app import limits as app_limits
 from interlude.app import tenants
+from interlude.app.limits import RequestLeases
 from interlude.app.service import Service
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -67,10 +69,61 @@ def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(service) -
     assert counters.count_request("t1", rules.window_of(1_001.0), 3) == 1  # the next window starts afresh
 
 
+class CountedStore(LimitStore):
+    """The real counter, with the UpdateItems it sends counted."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(TABLE, client)
+        self.writes = 0
+
+    def count_request(self, tenant: str, window: rules.Window, limit: int, requests: int = 1) -> int | None:
+        self.writes += 1
+        return super().count_request(tenant, window, limit, requests)
+
+
+def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_lease_unused(service) -> None:
+    counters = CountedStore(service.store.client)
+    here, there = RequestLeases(), RequestLeases()
+    limit, window = 40, rules.window_of(2_000.0)
+    # Each instance was busy in the window before, so it leases its pace at once (at most a quarter of the limit).
+    for leases in (here, there):
+        for _ in range(30):
+            assert leases.admit(counters, "t1", rules.window_of(1_999.0), 500).allowed
+    admitted = {"here": 0, "there": 0}
+    for turn in range(200):
+        name, leases = ("here", here) if turn % 3 else ("there", there)
+        if leases.admit(counters, "t1", window, limit).allowed:
+            admitted[name] += 1
+    item = service.store.client.get_item(TableName=TABLE, Key={"pk": {"S": "T#t1#RATE"}, "sk": {"S": "W#2000"}})
+    assert item["Item"]["n"] == {"N": str(limit)}  # the window's count is full: nothing more is admitted anywhere
+    assert sum(admitted.values()) <= limit  # never more than the limit, whichever instance answered
+    unused = limit - sum(admitted.values())
+    assert unused < 2 * (limit // app_limits.LEASE_LIMIT_DIVISOR)  # each instance holds less than one lease unused
+
+
+def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_one(service) -> None:
+    counters = CountedStore(service.store.client)
+    busy = RequestLeases()
+    for second in (3_000, 3_001, 3_002):
+        for _ in range(40):
+            assert busy.admit(counters, "t1", rules.window_of(second + 0.5), 400).allowed
+    # The first window grows its leases (1, 1, 2, 4, 8, 16, 32); each later one leases its pace (40) at once.
+    assert counters.writes == 7 + 1 + 1
+    quiet = RequestLeases()
+    counters.writes = 0
+    for second in (4_000, 4_002, 4_004):
+        assert quiet.admit(counters, "t2", rules.window_of(second + 0.5), 400).allowed
+    assert counters.writes == 3
+
+
 def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(service) -> None:
     admin = signed_in(service)
     service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
-    service.put_workflow(admin, "instant", WorkflowDefinition.model_validate({"nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}))
+    service.put_workflow(
+        admin,
+        "instant",
+        WorkflowDefinition.model_validate({"nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}),
+    )
     runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(3)]
     # A run that ends in the transaction that creates it never counts.
     assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "instant"})).status == "completed"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 # A change to a tenant's limits reaches every warm instance within this time (the instance that made it: at once).
 LIMITS_CACHE_SECONDS = 10.0
 LIMITS_CACHE_SIZE = 1024
+# A lease of request allowance is at most this fraction of the tenant's per-second limit (docs/decisions.md, "The
+# request counter leased"): what instances hold unused when the window fills is what a tenant can be refused early.
+LEASE_LIMIT_DIVISOR = 4
 
 
 def host_defaults() -> rules.Limits:
@@ -34,6 +38,58 @@ def host_defaults() -> rules.Limits:
     )
 
 
+@dataclass
+class Lease:
+    """One warm instance's allowance for one tenant's window: counted on the shared counter before it is used."""
+
+    window: int
+    previous: int  # requests this instance admitted in the window just before (0 if none)
+    left: int = 0
+    used: int = 0
+    full: bool = False  # a lease did not fit: the rest of this window is counted one request at a time
+
+
+def lease_size(limit: int, pace: int) -> int:
+    """How many requests to count at once: this instance's pace (its admissions in the previous window, or so far
+    in this one), at most a quarter of the limit, at least one."""
+    return max(1, min(pace, limit // LEASE_LIMIT_DIVISOR))
+
+
+class RequestLeases:
+    """The request counter, counted ahead in leases (one UpdateItem of k per k requests of a busy instance).
+
+    Nothing is admitted that the shared counter has not counted, so a tenant never passes its limit; the cost is
+    the other way: a request is refused when the window's count is full even if other instances hold leased
+    allowance they will not use (each less than its lease, so less than a quarter of the limit per instance)."""
+
+    def __init__(self, size: int = LIMITS_CACHE_SIZE) -> None:
+        self._held: OrderedDict[str, Lease] = OrderedDict()
+        self._size = size
+
+    def admit(self, counters: LimitStore, tenant: str, window: rules.Window, limit: int) -> rules.Admission:
+        lease = self._held.get(tenant)
+        if lease is None or lease.window != window.start:
+            before = lease.used if lease is not None and lease.window == window.start - rules.WINDOW_SECONDS else 0
+            lease = Lease(window=window.start, previous=before)
+            self._held[tenant] = lease
+            self._held.move_to_end(tenant)
+            if len(self._held) > self._size:
+                self._held.popitem(last=False)
+        if lease.left == 0:
+            size = 1 if lease.full else lease_size(limit, max(lease.previous, lease.used))
+            counted = counters.count_request(tenant, window, limit, size)
+            if counted is None and size > 1:
+                lease.full = True  # the last of the window's allowance is counted one request at a time
+                size = 1
+                counted = counters.count_request(tenant, window, limit, size)
+            if counted is None:
+                return rules.admission(None, limit, window)
+            lease.left = size
+        lease.left -= 1
+        lease.used += 1
+        return rules.Admission(allowed=True, limit=limit)
+
+
 class TenantLimiter:
     """One per Service: the limits cache and the request counter."""
 
@@ -41,6 +97,7 @@ class TenantLimiter:
         self.service = service
         self._defaults = defaults
         self._cache: OrderedDict[str, tuple[float, rules.Limits]] = OrderedDict()
+        self.leases = RequestLeases()
 
     @cached_property
     def counters(self) -> LimitStore:
@@ -71,7 +128,7 @@ class TenantLimiter:
         """Count one authenticated request against its tenant's rate; refused past the limit of its window."""
         limit = self.limits(principal.tenant).requests_per_second
         window = rules.window_of(self.service.clock().timestamp())
-        return rules.admission(self.counters.count_request(principal.tenant, window, limit), limit, window)
+        return self.leases.admit(self.counters, principal.tenant, window, limit)
 
     def usage(self, tenant: str) -> dict[str, Any]:
         limits = self.limits(tenant)

@@ -10,10 +10,11 @@ against its share of the limit; an open-runs quota over OPEN_RUNS_PER_SHARD is s
 OPEN_RUNS_PER_SHARD items, a run claiming on the one its id hashes to (recorded on the run, so it releases there).
 At the default limits there is one item each, counted exactly. Shard 0 keeps the unsharded key.
 
-A request is counted by one conditional UpdateItem that refuses to count past the limit, so any number of Lambda
-instances share one count. The usage counters change only inside the transaction that creates or ends a run or
-stores a workflow version (store/dynamo.py), so they cannot drift from what they count: a claim is conditional on
-the quota, a release (a run ending) never is, so a run can always end.
+Requests are counted by one conditional UpdateItem that refuses to count past the limit, so any number of Lambda
+instances share one count; a warm instance counts them ahead, a lease of several at a time (app/limits.py).
+The usage counters change only inside the transaction that creates or ends a run or stores a workflow version
+(store/dynamo.py), so they cannot drift from what they count: a claim is conditional on the quota, a release (a
+run ending) never is, so a run can always end.
 """
 
 from __future__ import annotations
@@ -93,21 +94,28 @@ class LimitStore:
         self.table = table
         self.client = client
 
-    def count_request(self, tenant: str, window: Window, limit: int) -> int | None:
-        """Count one request in the tenant's window: the count including it, or None when the window is full
-        (then nothing is counted, so refused requests do not push the count further). Above RATE_PER_SHARD the
-        count is one random shard's, against that shard's part of `limit`."""
+    def count_request(self, tenant: str, window: Window, limit: int, requests: int = 1) -> int | None:
+        """Count `requests` requests (one, or a warm instance's lease of several: app/limits.py) in the tenant's
+        window: the count including them, or None when they do not all fit (then nothing is counted, so refused
+        requests do not push the count further). Above RATE_PER_SHARD the count is one random shard's, against
+        that shard's part of `limit`."""
         shards = rate_shards(limit)
         shard = random.randrange(shards)
         limit = share(limit, shards, shard)
+        if requests > limit:
+            return None
         try:
             got = self.client.update_item(
                 TableName=self.table,
                 Key=a.key(rate_pk(tenant, shard), f"W#{window.start}"),
-                UpdateExpression="ADD n :one SET #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(n) OR n < :limit",
+                UpdateExpression="ADD n :k SET #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(n) OR n <= :room",
                 ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
-                ExpressionAttributeValues={":one": a.n(1), ":limit": a.n(limit), ":ttl": a.n(window.expires_at)},
+                ExpressionAttributeValues={
+                    ":k": a.n(requests),
+                    ":room": a.n(limit - requests),
+                    ":ttl": a.n(window.expires_at),
+                },
                 ReturnValues="UPDATED_NEW",
             )
         except ClientError as exc:
