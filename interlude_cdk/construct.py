@@ -12,6 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import wiring
+from interlude.config import ENVIRONMENT
 from interlude.config.notify import SES_CONFIGURATION_SET_ENV, SES_FROM_ADDRESS_ENV
 from interlude_cdk.api import HttpFront
 from interlude_cdk.callbacks import CallbackDelivery
@@ -101,6 +102,9 @@ class Interlude(Construct):
         )
         self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name, encryption_key=key)
         self._wire_email(props.notification_from_address, props.ses_configuration_set)
+        if not props.ancestry_endpoint:
+            # The one switch the route and the discovery document both read (interlude.app.subworkflows).
+            self.functions.by_name[wiring.ROUTES_FUNCTION].add_environment(ENVIRONMENT["ancestry_endpoint"], "off")
         self.alarm_topic = props.alarm_topic or self._create_topic(key)
         self.observability = Observability(
             self,

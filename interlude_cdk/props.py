@@ -109,3 +109,6 @@ class InterludeProps:
     # (each e-mail notification is logged `not_configured`); Slack still works.
     notification_from_address: str | None = None
     ses_configuration_set: str | None = None
+    # Issue 15: serve GET /runs/{runId}/ancestry and advertise it (discovery multiAgent.executionModel
+    # .crossHostCausation). False: the route answers 404 not_found and discovery omits multiAgent.
+    ancestry_endpoint: bool = True

@@ -60,6 +60,8 @@ class ApprovalsStack(Stack):
             # Approvers are mailed their decision links from this SES identity, with this configuration set.
             notification_from_address=f"approvals@{DOMAIN}",
             ses_configuration_set="approvals-prod",
+            # Run lineage stays private: GET /runs/{id}/ancestry answers 404 and discovery omits multiAgent.
+            ancestry_endpoint=False,
         )
 
 

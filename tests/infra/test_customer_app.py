@@ -238,3 +238,13 @@ def test_only_the_notify_function_sends_mail_from_the_configured_identity(custom
         assert sorted(next(w for w in wanted if n.endswith(w)) for n in names) == sorted(wanted), names
         assert variables["SES_FROM_ADDRESS"] == f"approvals@{domain}"
         assert variables["SES_CONFIGURATION_SET"] == "approvals-prod"
+
+
+def test_a_deployment_without_ancestry_switches_the_route_and_its_advertisement_off_together(customer):
+    """Issue 15: `ancestry_endpoint=False` reaches the API function as the one switch both read."""
+    _, stack, template = customer
+    for spec in wiring.FUNCTIONS:
+        function = stack.interlude.functions.by_name[spec.name]
+        variables = template["Resources"][stack.get_logical_id(function.node.default_child)]["Properties"]["Environment"]["Variables"]
+        wanted = "off" if spec.name == wiring.ROUTES_FUNCTION else None
+        assert variables.get("INTERLUDE_ANCESTRY_ENDPOINT") == wanted

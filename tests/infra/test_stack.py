@@ -285,3 +285,10 @@ def test_cfn_lint_passes(synth):
     assert [str(match) for match in matches] == []
 
 
+
+
+def test_the_default_deployment_serves_ancestry(synth):
+    # Issue 15: the switch is only written to turn the route (and its advertisement) off.
+    for spec in wiring.FUNCTIONS:
+        variables = synth.resources[synth.function_id(spec.name)]["Properties"]["Environment"]["Variables"]
+        assert "INTERLUDE_ANCESTRY_ENDPOINT" not in variables

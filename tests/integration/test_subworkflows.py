@@ -120,6 +120,8 @@ def test_the_child_starts_once_and_its_outputs_complete_the_node_once(service, a
     child = state_of(service, child_id)
     assert (child.status, child.parentRunId, child.inputs) == ("waiting-approval", run_id, {"order": "o-1"})
     assert service.snapshot(child)["parentRunId"] == run_id
+    assert service.snapshot(child)["extensions"]["interlude.run"]["parentNodeId"] == "spawn"
+    assert service.snapshot(state_of(service, run_id))["extensions"]["interlude.run"]["childRunIds"] == [child_id]
     assert state_of(service, run_id).status == "running"
 
     service.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
@@ -308,3 +310,20 @@ def test_a_failed_child_fails_the_node_which_routes_like_any_failure(service, ad
     failed = [e for e in service.store.read_events(run_id) if e["type"] == "node.failed"]
     assert [(e["nodeId"], e["payload"]["error"]["code"]) for e in failed] == [("spawn", "interlude.subworkflow_failed")]
     assert (state.status, state.nodes["handled"].status, state.nodes["after"].status) == ("completed", "completed", "skipped")
+
+
+def test_a_child_cancelled_on_its_own_fails_the_parents_node_and_names_no_parent(service, admin):
+    run_id = started(service, admin)
+    stream = Stream(TABLE)
+    settle_twice(stream)
+    child_id = child_run_id(run_id, "spawn", 1)
+
+    service.cancel_run(admin, child_id, CancelRunRequest.model_validate({}))
+    settle_twice(stream)
+
+    failed = state_of(service, run_id)
+    assert (failed.status, failed.error["code"]) == ("failed", "interlude.subworkflow_cancelled")
+    assert failed.error["details"]["childRunId"] == child_id
+    cancelled = [e for e in service.store.read_events(child_id) if e["type"] == "run.cancelled"]
+    assert len(cancelled) == 1
+    assert "parentRunId" not in cancelled[0]["payload"]

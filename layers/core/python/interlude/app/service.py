@@ -306,6 +306,12 @@ class Service(KeyOperations, WorkflowOperations):
                 "failedNodeId": state.failedNodeId,
             }
         }
+        # Sub-workflows: the child runs this run started (at most MAX_CHILDREN_PER_RUN, oldest first), and for a
+        # child the parent's node that waits on it (parentRunId is the snapshot's own field).
+        if state.children:
+            snap["extensions"]["interlude.run"]["childRunIds"] = list(state.children)
+        if state.parentNodeId is not None:
+            snap["extensions"]["interlude.run"]["parentNodeId"] = state.parentNodeId
         return snap
 
     def cancel_run(
