@@ -18,7 +18,7 @@ from interlude.config import Settings
 from interlude.domain.errors import Forbidden, NotFound
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine.subworkflows import child_run_id
+from interlude.engine.subworkflows import MAX_DEPTH, child_run_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import create_queues, export_queue_urls
@@ -327,3 +327,24 @@ def test_a_child_cancelled_on_its_own_fails_the_parents_node_and_names_no_parent
     cancelled = [e for e in service.store.read_events(child_id) if e["type"] == "run.cancelled"]
     assert len(cancelled) == 1
     assert "parentRunId" not in cancelled[0]["payload"]
+
+
+def test_a_workflow_that_starts_itself_stops_at_the_depth_limit_and_every_level_fails(service, admin):
+    recursive = {
+        "id": "again",
+        "name": "again",
+        "nodes": [{"id": "spawn", "typeId": "core.subWorkflow", "config": {"workflowId": "again"}}],
+        "edges": [],
+    }
+    service.put_workflow(admin, "again", WorkflowDefinition.model_validate(recursive))
+    root = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "again"})).runId
+    settle_twice(Stream(TABLE), rounds=40)
+
+    chain = [state_of(service, root)]
+    while chain[-1].children:
+        chain.append(state_of(service, chain[-1].children[0]))
+    assert [run.depth for run in chain] == list(range(MAX_DEPTH + 1))
+    assert {run.status for run in chain} == {"failed"}
+    deepest = chain[-1].error
+    assert (deepest["code"], deepest["details"]["budget"]) == ("interlude.subworkflow_limit_exceeded", "depth")
+    assert {run.error["code"] for run in chain[:-1]} == {"interlude.subworkflow_failed"}

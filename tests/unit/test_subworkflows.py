@@ -177,3 +177,72 @@ def test_a_cascaded_cancel_names_its_parent_and_a_direct_one_does_not():
 
     direct = engine.cancel(waiting, NOW, "operator", "admin")
     assert "parentRunId" not in [e.payload for e in direct.events if e.type == "run.cancelled"][0]
+
+
+# The two discovery families as capabilities.schema.json (OpenWOP v2, @046ac537) closes them, reduced to the
+# members Interlude writes: a capability record (status/since/until/witness, `until` required unless stable) with
+# subWorkflow's one facet, and multiAgent's executionModel (version required) with crossHostCausation.
+RECORD = {
+    "status": {"enum": ["stable", "experimental", "deprecated"]},
+    "since": {"type": "string", "pattern": r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$"},
+    "until": {"type": "string", "pattern": r"^((0|[1-9][0-9]*)\.(0|[1-9][0-9]*)|\d{4}-\d{2}-\d{2})$"},
+    "witness": {"enum": ["witnessable-unaided", "witnessable-gated", "seam-gated", "claims-check", "negative-existence"]},
+}
+UNTIL_UNLESS_STABLE = [
+    {"if": {"properties": {"status": {"const": "stable"}}}, "then": {"not": {"required": ["until"]}}},
+    {"if": {"properties": {"status": {"enum": ["experimental", "deprecated"]}}}, "then": {"required": ["until"]}},
+]
+FAMILIES = {
+    "subWorkflow": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status", "since", "witness"],
+        "properties": {**RECORD, "inputMapping": {"type": "boolean"}},
+        "allOf": UNTIL_UNLESS_STABLE,
+    },
+    "multiAgent": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status", "since", "witness"],
+        "properties": {
+            **RECORD,
+            "executionModel": {
+                "type": "object",
+                "required": ["version"],
+                "properties": {
+                    "version": {"type": "integer", "minimum": 1, "maximum": 6},
+                    "crossHostCausation": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "hostId": {"type": "string", "minLength": 1},
+                            "ancestryEndpointSupported": {"type": "boolean"},
+                        },
+                    },
+                },
+            },
+        },
+        "allOf": UNTIL_UNLESS_STABLE,
+    },
+}
+
+
+def test_the_advertised_families_fit_the_discovery_schema(monkeypatch):
+    from jsonschema import Draft202012Validator
+
+    from interlude.app.subworkflows import HOST_ID, SUBWORKFLOW_CAPABILITY, ancestry_capability
+    from interlude.config import settings
+
+    monkeypatch.setenv("TABLE_NAME", "t")
+    settings.cache_clear()
+    multi_agent = ancestry_capability()
+    assert multi_agent is not None
+    for name, record in (("subWorkflow", SUBWORKFLOW_CAPABILITY), ("multiAgent", multi_agent)):
+        assert list(Draft202012Validator(FAMILIES[name]).iter_errors(record)) == [], name
+    # The suite reads crossHostCausation only at version >= 3; the hostId is the one ancestry answers name.
+    assert multi_agent["executionModel"]["version"] >= 3
+    assert multi_agent["executionModel"]["crossHostCausation"] == {"hostId": HOST_ID, "ancestryEndpointSupported": True}
+    monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", "off")
+    settings.cache_clear()
+    assert ancestry_capability() is None
+    settings.cache_clear()
