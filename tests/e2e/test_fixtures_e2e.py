@@ -165,6 +165,11 @@ def drive_parent_child_cancel(api: Api, workflow: str) -> None:
     assert api.run(parent_id)["status"] == "running"
     ancestry = api.call("GET", f"/runs/{wire(child_id)}/ancestry").json()
     assert ancestry["parent"] == {"runId": parent_id, "hostId": ancestry["hostId"], "cause": "core.subWorkflow"}
+    # The route is served because discovery advertises it, under the host id it answers with.
+    caps = api.call("GET", "/.well-known/openwop").json()
+    causation = caps["multiAgent"]["executionModel"]["crossHostCausation"]
+    assert causation == {"hostId": ancestry["hostId"], "ancestryEndpointSupported": True}
+    assert caps["subWorkflow"]["inputMapping"] is True
     assert api.call("GET", f"/runs/{wire(parent_id)}/ancestry").json()["parent"] is None
     opaque = parent_id.split("/", 1)[1]
     unknown, foreign = f"{api.tenant}/{opaque[::-1]}", f"other-tenant/{opaque}"
