@@ -97,7 +97,7 @@ class TaskClient:
         timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=max(CALL_TIMEOUT_S, hold_s + READ_MARGIN_S))
         try:
             response = self.pool.request(
-                method, self.base_url + path, body=json.dumps(body).encode(), headers=self.headers, timeout=timeout
+                method, self.base_url + path, body=json.dumps(body, allow_nan=False).encode(), headers=self.headers, timeout=timeout
             )
         except urllib3.exceptions.HTTPError as exc:
             raise TransportError(f"{method} {path}: {exc}") from exc

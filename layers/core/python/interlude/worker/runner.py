@@ -182,7 +182,7 @@ class Worker:
                 self.fail(task, {"code": type(exc).__name__, "message": str(exc)[:MAX_MESSAGE]}, retryable)
                 return
         try:
-            json.dumps(output)
+            json.dumps(output, allow_nan=False)
         except (TypeError, ValueError) as exc:
             self.fail(task, {"code": "output_not_json", "message": f"the handler's result is not JSON: {exc}"}, False)
             return
