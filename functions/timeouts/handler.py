@@ -36,6 +36,14 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.info("reminder fired", extra={"runId": event.get("runId"), "queued": queued})
         metrics.count("DeadlinesFired", purpose="reminder")
         return {"events": 0, "queued": queued}
+    if event.get("purpose") == "task":
+        # A task claim's check (issue 15 item 2): its lease or deadline lapsed, or its outcome is yet to land.
+        from interlude.app.tasks import check
+
+        written = check(default_service(), event)
+        logger.info("task check fired", extra={"runId": event.get("runId"), "events": written})
+        metrics.count("DeadlinesFired", purpose="task")
+        return {"events": written}
     written = default_service().fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}

@@ -142,7 +142,7 @@ def test_modulex_sdk_sees_typed_errors(stack, api):
                 await client.executions.get_state(f"{stack['tenant']}~2F{'A' * 24}")
             broken = worked_example()
             broken["nodes"][0]["type"] = "agent"
-            with pytest.raises(ValidationError, match="which Interlude does not run"):
+            with pytest.raises(ValidationError, match="needs a system_prompt"):
                 await client.executions.run(workflow=broken)
         async with sdk(stack, key=reviewer) as client:
             with pytest.raises(PermissionError, match="owner or admin"):

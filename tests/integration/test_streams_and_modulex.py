@@ -303,14 +303,14 @@ def test_modulex_errors_are_detail_bodies_with_exact_statuses(aws, key):
     assert (cancel_done.status, cancel_done.headers["x-interlude-error"]) == (400, "interlude.run_state_invalid")
 
 
-def test_refused_node_types_answer_422_with_a_fastapi_detail_list(key):
+def test_unknown_node_types_answer_422_with_a_fastapi_detail_list(key):
     workflow = worked_example()
-    workflow["nodes"][0] = {"id": "node_draft", "type": "llm", "x": 0, "y": 0, "llm_config": {}}
+    workflow["nodes"][0] = {"id": "node_draft", "type": "vision", "x": 0, "y": 0}
     got = call("POST", "/workflows/run", key, {"workflow": workflow})
     assert got.status == 422
     detail = got.json()["detail"]
     assert detail[0]["loc"] == ["body", "workflow", "nodes", 0, "type"]
-    assert "which Interlude does not run" in detail[0]["msg"]
+    assert "has unknown type 'vision'" in detail[0]["msg"]
 
 
 def test_cancel_and_cancelled_frame(key):

@@ -53,6 +53,8 @@ OPENWOP_STATUS = {
     # Issue 14: webhook subscriptions.
     "webhook_url_rejected": 400,
     "interlude.delegation_not_allowed": 403,
+    "interlude.task_token_invalid": 400,
+    "interlude.task_not_claimed": 409,
 }
 
 

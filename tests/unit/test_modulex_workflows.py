@@ -254,13 +254,38 @@ def test_transformer_operations():
     assert t.state.outputs[E("t")] == {"shout": "ADA", "missing": 3, "tags": ["a", "b"]}
 
 
-@pytest.mark.parametrize("refused", ["llm", "agent", "tool", "knowledge", "guardrails", "function"])
-def test_node_types_interlude_does_not_run_are_refused_by_name(refused):
+@pytest.mark.parametrize("task_type", ["llm", "tool", "knowledge", "guardrails", "function"])
+def test_node_types_interlude_does_not_run_become_tasks_on_their_queue(task_type):
     raw = worked_example()
-    raw["nodes"][0] = {"id": "node_draft", "type": refused, "x": 0, "y": 0}
+    raw["nodes"][0] = {
+        "id": "node_draft",
+        "type": task_type,
+        "x": 0,
+        "y": 0,
+        f"{task_type}_config": {"prompt": "{{input.request}}", "heartbeatTimeoutSeconds": 5},
+        "retry_config": {"max_attempts": 2, "initial_interval": 10, "unknown": 1},
+    }
+    node = translate(raw)["nodes"][0]
+    assert node["typeId"] == f"modulex.{task_type}"
+    assert node["config"]["config"] == {"prompt": "{{input.request}}"}
+    assert node["config"]["heartbeatTimeoutSeconds"] == 5
+    assert node["config"]["retry_config"]["max_attempts"] == 2
+
+
+def test_an_agent_node_without_a_system_prompt_is_refused():
+    raw = worked_example()
+    raw["nodes"][0] = {"id": "node_draft", "type": "agent", "x": 0, "y": 0, "agent_config": {}}
     with pytest.raises(Invalid) as got:
         translate(raw)
-    assert any(f"is a {refused!r} node, which Interlude does not run" in e["msg"] for e in got.value.errors)
+    assert any("needs a system_prompt" in e["msg"] for e in got.value.errors)
+
+
+def test_an_unknown_node_type_is_refused_by_name():
+    raw = worked_example()
+    raw["nodes"][0] = {"id": "node_draft", "type": "vision", "x": 0, "y": 0}
+    with pytest.raises(Invalid) as got:
+        translate(raw)
+    assert "has unknown type 'vision'" in got.value.errors[0]["msg"]
     assert got.value.errors[0]["loc"] == ["body", "workflow", "nodes", 0, "type"]
 
 

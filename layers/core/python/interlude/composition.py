@@ -33,6 +33,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
     from interlude.adapters.scheduler import outbox as deadline_schedules
     from interlude.app.external_events import resolve_kept_events
     from interlude.app.subworkflows import on_events as sub_workflows
+    from interlude.app.tasks import on_events as task_queues
 
     return (
         deadline_schedules.on_events,
@@ -43,6 +44,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
         webhook_deliveries,
         notifications.on_events,
         sub_workflows,
+        task_queues,
     )
 
 

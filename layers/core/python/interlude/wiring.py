@@ -54,7 +54,10 @@ RUN_INDEX = ItemIndex(name="runs", prefix="RUNS", shards=16)
 # Pending interrupts (store/inbox.py, store/sharded.py): sk {raisedAt}#{interruptId}; one entry per family an open
 # interrupt belongs to (ANY or each approver ref, its workflow, its kind), written around the transitions.
 INBOX = ItemIndex(name="inbox-entries", prefix="INBOX", shards=16, unsharded_families=("P", "G", "ROLE"))
-ITEM_INDEXES = (RUN_INDEX, INBOX)
+# Ready tasks of a queue (issue 15 item 2, store/tasks.py): family = the queue name, sk {notBefore ms}#{task}; a
+# claim reads at most queues x shards Queries of a few entries each, whatever the queue holds.
+TASK_QUEUES = ItemIndex(name="task-queues", prefix="TASKQ", shards=4)
+ITEM_INDEXES = (RUN_INDEX, INBOX, TASK_QUEUES)
 
 
 def key_attributes() -> list[tuple[str, str]]:
@@ -620,9 +623,17 @@ ROUTES += CONSOLE_ROUTES
 # Issue 15 item 3 (interlude.api.subworkflows): a run's immediate parent (core.subWorkflow).
 ROUTES += (Route("GET", "/runs/{runId}/ancestry", "getRunAncestry", "runs:read", "The run's immediate parent run"),)
 
+# Issue 15 item 2 (interlude.api.tasks): the tenant's task workers take, heartbeat and finish task nodes.
+ROUTES += (
+    Route("POST", "/tasks:claim", "claimTask", "tasks:work", "Take a ready task from named queues (long poll)", True),
+    Route("POST", "/tasks/{taskToken}/complete", "completeTask", "tasks:work", "Complete a claimed task", True),
+    Route("POST", "/tasks/{taskToken}/fail", "failTask", "tasks:work", "Fail a claimed task", True),
+    Route("POST", "/tasks/{taskToken}/heartbeat", "heartbeatTask", "tasks:work", "Keep a claimed task", True),
+)
+
 # Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class
 # of their own, since each one occupies an api invocation for its whole hold.
-HELD_OPERATIONS = frozenset({"pollRunEvents", "streamRunEvents", "modulexListen"})
+HELD_OPERATIONS = frozenset({"pollRunEvents", "streamRunEvents", "modulexListen", "claimTask"})
 
 
 def route_class(route: Route) -> str:
@@ -647,6 +658,8 @@ Scope = Literal[
     "audit:read",
     # OpenWOP's scope of the webhook subscription routes (issue 14).
     "webhooks:manage",
+    # Task workers (issue 15 item 2): claim, heartbeat, complete and fail tasks.
+    "tasks:work",
 ]
 ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 
@@ -689,7 +702,8 @@ class Schedules:
     )
 
 
-SCHEDULES = Schedules(target="timeouts", managers=("dispatch",))
+# api schedules the task checks (a claim, and a heartbeat that outruns the last check: interlude.app.tasks).
+SCHEDULES = Schedules(target="timeouts", managers=("dispatch", "api"))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from interlude.api import (  # noqa: F401
     runs,
     streams,
     subworkflows,  # noqa: F401  (issue 15 item 3: GET /runs/{runId}/ancestry)
+    tasks,  # (issue 15 item 2: task workers)
     tokens,
     webhooks,
 )

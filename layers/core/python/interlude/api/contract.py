@@ -22,6 +22,7 @@ from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.app.workflows import MAX_WORKFLOW_PAGE
 from interlude.domain.ids import AUTHOR_ID_RE
 from interlude.domain.models import responses as r
+from interlude.domain.models import tasks as tk
 from interlude.domain.models import webhooks as wh
 from interlude.domain.models.principals import DelegateVoteRequest, PrincipalEntry, SlackSettings, VoteDelegated
 from interlude.domain.models.requests import (
@@ -93,6 +94,8 @@ IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotenc
 RUN = ("validation_error", "id_tenant_mismatch", "not_found", "runner_unavailable")
 DECISION = ("not_found", "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "payload_too_large")
 WEBHOOK = ("validation_error", "id_tenant_mismatch", "not_found")
+# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding.
+TASK = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
 TOKEN = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
 
 LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")
@@ -333,6 +336,15 @@ OPERATIONS: dict[str, Operation] = {
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
     "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
     "getRunAncestry": Operation((Success(200, "The run and its immediate parent", r.RunAncestry),), RUN),
+    # Issue 15 item 2: task workers.
+    "claimTask": Operation(
+        (Success(200, "A task, claimed", tk.ClaimedTask), Success(204, "Nothing ready within waitSeconds", media=())),
+        (),
+        tk.ClaimTaskRequest,
+    ),
+    "completeTask": Operation((Success(200, "Completed", tk.TaskSettled),), TASK, tk.CompleteTaskRequest),
+    "failTask": Operation((Success(200, "Failed, or queued again", tk.TaskSettled),), TASK, tk.FailTaskRequest),
+    "heartbeatTask": Operation((Success(200, "The claim holds", tk.TaskHeld),), TASK, tk.HeartbeatRequest, True),
     # Issue 16: ModuleX database mode and run rows.
     "modulexCreateWorkflow": Operation(
         (Success(201, "The workflow deployed", mxw.ModulexWorkflow),),

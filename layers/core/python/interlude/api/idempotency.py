@@ -93,6 +93,12 @@ CLAIMED_ROUTES_WHY = {
     "bulkCancelRuns": "each id is cancelled in its own transaction; the per-id results are the one answer",
     "modulexCreateWorkflow": "a version-numbered transaction retried on a taken number, as putWorkflow",
     "modulexDeleteWorkflow": "a tombstone and a delete; a duplicate finds the workflow gone (404)",
+    # Task workers (issue 15 item 2): a replay answers the claimed task again (a lost claim answer is not a lost
+    # task); the others are conditional writes on the task item plus the run's own transaction.
+    "claimTask": "a conditional claim of one task among several reads; no run transaction to join",
+    "completeTask": "the task item's conditional settle, then the run's transaction (the task decides the winner)",
+    "failTask": "the task item's conditional settle or requeue, then the run's transaction",
+    "heartbeatTask": "one conditional UpdateItem of the task item (and, at times, a schedule)",
 }
 
 

@@ -147,6 +147,11 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "webhook_url_rejected": Invalid,
     # The tenant's settings do not allow approvers to delegate their vote (issue 14 item 4).
     "interlude.delegation_not_allowed": Forbidden,
+    # Task workers (issue 15 item 2): a task token that is not one Interlude issued (malformed), and one that no
+    # longer holds its task (completed or failed already, its lease lapsed and the task went back or on, the run
+    # no longer waits on it): a second completion answers this.
+    "interlude.task_token_invalid": Invalid,
+    "interlude.task_not_claimed": Conflict,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none
@@ -178,6 +183,10 @@ RUN_ERROR_CODES = frozenset(
         "interlude.subworkflow_cancelled",
         # A core.subWorkflow's outputMapping names a path its finished child's outputs do not have.
         "interlude.subworkflow_output_missing",
+        # A task node (engine/tasks.py): its worker failed it (not retryable, or its attempts ran out), or its last
+        # attempt's heartbeat or timeout lapsed (details.reason: heartbeat | timeout).
+        "interlude.task_failed",
+        "interlude.task_timeout",
     }
 )
 

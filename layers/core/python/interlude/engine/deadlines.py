@@ -31,8 +31,10 @@ from interlude.rules.interrupts.decide import Decision
 ESCALATION_EVENT = "interlude.escalation-requested"
 
 # `reminder` (issue 14) changes no state: its schedule asks the notify adapter to remind an open gate's
-# non-voters (the `visit` is the reminder's index), and `pending` never lists it.
-Purpose = Literal["interrupt", "delay", "run", "reminder"]
+# non-voters (the `visit` is the reminder's index), and `pending` never lists it. `task` (issue 15 item 2) checks a
+# task's claim (`interrupt_id` is the task id, `visit` the attempt): its state lives on the task item
+# (interlude.app.tasks), so `pending` never lists it either.
+Purpose = Literal["interrupt", "delay", "run", "reminder", "task"]
 
 
 @dataclass(frozen=True)

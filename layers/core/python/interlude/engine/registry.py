@@ -10,8 +10,9 @@ from interlude.engine.actions import ACTION_TYPES
 from interlude.engine.gates import GATES
 from interlude.engine.nodetypes import CORE_TYPES, NodeType
 from interlude.engine.subworkflows import SUBWORKFLOW_TYPES
+from interlude.engine.tasks import TASK_TYPES
 
-NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *GATES, *ACTION_TYPES, *SUBWORKFLOW_TYPES)}
+NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *GATES, *ACTION_TYPES, *SUBWORKFLOW_TYPES, *TASK_TYPES)}
 
 
 def register(types: Iterable[NodeType]) -> None:

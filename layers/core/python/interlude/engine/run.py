@@ -42,6 +42,7 @@ from interlude.engine.subworkflows import (
     limit_error,
     mapped_outcome,
 )
+from interlude.engine.tasks import NODE_RETRIED
 from interlude.rules.interrupts.decide import Decision
 from interlude.rules.interrupts.payloads import holding_interrupt, validate_payload
 
@@ -648,6 +649,17 @@ def finish_action(
             step.fail_run(halt, node_id)
         return step.t
     step.run_queue()
+    return step.t
+
+
+def retry_task(state: RunState, node_id: str, visit: int, retried: dict[str, Any], now: datetime) -> Transition:
+    """Record that a task node's visit goes back on its queue (engine/tasks.py): a `node.retried` event, the node
+    still running. A no-op Transition when that visit no longer waits."""
+    pending = state.actions.get(node_id)
+    if state.terminal or pending is None or pending.visit != visit:
+        return Transition(state=state.model_copy(deep=True))
+    step = _Step(state, None, now)
+    step.emit(NODE_RETRIED, node_id, {"nodeId": node_id, **retried})
     return step.t
 
 

@@ -14,6 +14,7 @@ import boto3
 
 from interlude.config.actions import action_settings
 from interlude.engine.actions import ACTION_REQUESTED
+from interlude.engine.tasks import TASK
 
 SQS_BATCH = 10
 
@@ -36,7 +37,12 @@ def action_message(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def queue_actions(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
-    messages = [action_message(run_id, e) for e in events if e.get("type") == ACTION_REQUESTED]
+    # A task (engine/tasks.py) waits on its queue for the tenant's workers (interlude.app.tasks), not here.
+    messages = [
+        action_message(run_id, e)
+        for e in events
+        if e.get("type") == ACTION_REQUESTED and (e.get("payload") or {}).get("kind") != TASK
+    ]
     if not messages:
         return
     queue_url = action_settings().queue_url

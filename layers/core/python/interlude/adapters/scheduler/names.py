@@ -19,6 +19,9 @@ def schedule_name(run_id: str, deadline: Deadline) -> str:
         identity = f"interrupt\x1f{deadline.interrupt_id}"
     elif deadline.purpose == "reminder":
         identity = f"reminder\x1f{deadline.interrupt_id}\x1f{deadline.visit}"
+    elif deadline.purpose == "task":
+        # Several checks of one claim (its heartbeats outrun the last): the due time is part of the occurrence.
+        identity = f"task\x1f{deadline.interrupt_id}\x1f{deadline.visit}\x1f{deadline.due}"
     elif deadline.purpose == "delay":
         identity = f"delay\x1f{run_id}\x1f{deadline.node_id}\x1f{deadline.visit}"
     else:

@@ -6,8 +6,8 @@
 
 Interlude runs three ModuleX node types — `interrupt`, `conditional` (expression routing) and `transformer` —
 as the engine types `modulex.interrupt`, `modulex.conditional` and `modulex.transformer`. The others
-(llm, agent, tool, knowledge, guardrails, function) need models, tools or code Interlude does not host,
-and are refused at validation with a message that says so.
+(llm, agent, tool, knowledge, guardrails, function) need models, tools or code Interlude does not host: they
+become tasks on named queues that the tenant's workers take (`modulex.llm` ..., faces/modulex/tasks.py).
 
 Node ids run on the engine in escaped form (references.engine_id); the translated definition keeps the
 ModuleX ids, types and names under metadata["interlude.modulex"] so frames can speak ModuleX again.
@@ -26,10 +26,9 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from interlude.domain.ids import AUTHOR_ID_RE
-from interlude.faces.modulex import nodes
+from interlude.faces.modulex import nodes, tasks
 from interlude.faces.modulex.references import engine_id
 
-REFUSED_TYPES = ("llm", "agent", "tool", "knowledge", "guardrails", "function")
 START_NAMES = frozenset({"__start__", "START", "start"})
 START_NODE = "__start__"
 META_KEY = "interlude.modulex"
@@ -64,6 +63,13 @@ class MxNode(_Tolerant):
     interrupt_config: dict[str, Any] | None = None
     conditional_config: dict[str, Any] | None = None
     transformer_config: dict[str, Any] | None = None
+    # Task nodes (faces/modulex/tasks.py): handed to the tenant's workers.
+    llm_config: dict[str, Any] | None = None
+    tool_config: dict[str, Any] | None = None
+    agent_config: dict[str, Any] | None = None
+    function_config: dict[str, Any] | None = None
+    knowledge_config: dict[str, Any] | None = None
+    guardrails_config: dict[str, Any] | None = None
 
 
 class MxEdge(_Tolerant):
@@ -150,6 +156,10 @@ def _transformer_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def _task_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
+    return tasks.task_config(raw, node.retry_config)
+
+
 def _no_problems(_: Any) -> list[str]:
     return []
 
@@ -173,17 +183,21 @@ _RUNNABLE: dict[str, _RunnableType] = {
     "transformer": _RunnableType(
         _transformer_config, nodes.TransformerConfig, nodes.check_transformer, config_required=False
     ),
+    **{
+        t: _RunnableType(
+            _task_config,
+            tasks.ModulexTaskConfig,
+            tasks.agent_problems if t == "agent" else _no_problems,
+            config_required=False,
+        )
+        for t in tasks.TASK_NODE_TYPES
+    },
 }
 RUNNABLE_TYPES = tuple(_RUNNABLE)
 
 
 def _unrunnable_type(node: MxNode) -> str:
-    if node.type in REFUSED_TYPES:
-        return (
-            f"node {node.id!r} is a {node.type!r} node, which Interlude does not run: Interlude runs only "
-            f"{', '.join(RUNNABLE_TYPES)} nodes (no models, tools, knowledge bases or code)"
-        )
-    return f"node {node.id!r} has unknown type {node.type!r}"
+    return f"node {node.id!r} has unknown type {node.type!r}; known: {', '.join(RUNNABLE_TYPES)}"
 
 
 def _node_config(i: int, node: MxNode, errors: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from interlude.engine.nodetypes import GateSpec, NodeType
 from interlude.faces.modulex import nodes
+from interlude.faces.modulex.tasks import MODULEX_TASK_TYPES
 
 
 def _interrupt(node_id: str, cfg: Any, scope: Mapping[str, Any]) -> GateSpec:
@@ -21,4 +22,5 @@ MODULEX_TYPES: tuple[NodeType, ...] = (
     NodeType("modulex.interrupt", nodes.InterruptConfig, ask=_interrupt),
     NodeType("modulex.transformer", nodes.TransformerConfig, compute=nodes.transform, reads=nodes.reads),
     NodeType("modulex.conditional", nodes.ConditionalConfig, compute=nodes.choose, route=nodes.route),
+    *MODULEX_TASK_TYPES,
 )

@@ -1,0 +1,347 @@
+"""Task workers (issue 15 item 2) on the service side: tasks made from the run's requests, claimed, heartbeated,
+completed and failed by the tenant's workers, retried, and lapsed by their schedules.
+
+* The outbox (on_events) makes the task of every `interlude.action-requested` of kind "task" (once: the task id
+  derives from run, node and visit) and cancels the tasks of nodes the run cancelled.
+* A claim takes a ready task (store/tasks.py) and hands its worker a token naming the run, the node, the visit and
+  the attempt, with a nonce only the claimant knows. Every later call must hold the claim: a second completion,
+  a completion after a failure or a lapse, or a stale attempt's token answers 409 interlude.task_not_claimed.
+* The first outcome of a claim wins (one conditional write on the task item) and is recorded there, then lands on
+  the run (app.actions.finish_action, which ignores a visit that no longer waits). A recorded outcome the run
+  never heard (the request died between the two writes) lands when the claim's check fires.
+* Checks are one-time schedules (engine.deadlines purpose "task"): one at the claim's first lease end, one at its
+  deadline (timeoutSeconds after the claim), and one more whenever a heartbeat carries the lease past the last
+  check (at twice the heartbeat timeout, so a worker heartbeating often makes about one schedule per heartbeat
+  timeout). A check that finds the lease or the deadline passed lapses the attempt: like a retryable failure, the
+  task goes back to its queue at attempt + 1 after the retry_config's backoff (`node.retried`), or, with no
+  attempts left, the node fails with interlude.task_timeout. So a dead worker's task is claimed again within
+  about two heartbeat timeouts.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from interlude.app.actions import finish_action
+from interlude.app.retries import MAX_RACE_RETRIES
+from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
+from interlude.domain.clock import iso_epoch
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
+from interlude.domain.ids import tenant_of
+from interlude.domain.models.tasks import WorkerError
+from interlude.engine import run as engine
+from interlude.engine.actions import ACTION_REQUESTED
+from interlude.engine.deadlines import Deadline
+from interlude.engine.tasks import TASK, RetryConfig, task_id, text_output
+from interlude.store import Conflict as LostRace
+from interlude.store.tasks import Claim, Task, TaskStore
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+    from interlude.rules import auth
+
+logger = logging.getLogger(__name__)
+TOKEN_PREFIX = "tt1"
+# A worker's error as it reaches the node's failure (message, code and details together).
+MAX_WORKER_ERROR_BYTES = 8 * 1024
+# (run id, deadline) -> the deadline's one-time schedule exists (interlude.adapters.scheduler at the API edge).
+Schedule = Callable[[str, Deadline], Any]
+
+
+def tasks_of(service: Service) -> TaskStore:
+    return TaskStore(service.store)
+
+
+# -- the outbox ------------------------------------------------------------------------------------
+
+
+def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
+    requested = [
+        e["payload"] for e in events if e.get("type") == ACTION_REQUESTED and (e.get("payload") or {}).get("kind") == TASK
+    ]
+    cancelled = [e["payload"]["nodeId"] for e in events if e.get("type") == "node.cancelled"]
+    if not requested and not cancelled:
+        return
+    got = service.store.get_run(run_id)
+    if got is None:
+        return
+    state = got[0]
+    store = tasks_of(service)
+    now = service.clock().timestamp()
+    for payload in requested:
+        pending = state.actions.get(payload["nodeId"])
+        if state.terminal or pending is None or pending.visit != payload["visit"] or pending.kind != TASK:
+            continue  # settled before this record was handled
+        store.create(pending.effectId, run_id, payload["nodeId"], pending.visit, pending.request, now)
+    for node_id in cancelled:
+        node = state.nodes.get(node_id)
+        if node is not None and node.visits:
+            store.cancel(task_id(run_id, node_id, node.visits))
+
+
+# -- tokens ----------------------------------------------------------------------------------------
+
+
+def issue_token(task: Task, nonce: str) -> str:
+    named = {"r": task.run_id, "n": task.node_id, "v": task.visit, "a": task.attempt}
+    raw = json.dumps(named, separators=(",", ":"), sort_keys=True, allow_nan=False).encode()
+    return f"{TOKEN_PREFIX}.{base64.urlsafe_b64encode(raw).decode().rstrip('=')}.{nonce}"
+
+
+def read_token(token: str) -> tuple[str, Claim]:
+    """(task id, the claim it stands for); Invalid (interlude.task_token_invalid) unless Interlude could have
+    issued it."""
+    try:
+        prefix, body, nonce = token.split(".")
+        named = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        run_id, node_id, visit, attempt = named["r"], named["n"], named["v"], named["a"]
+        if prefix != TOKEN_PREFIX or not nonce or not all(isinstance(x, str) and x for x in (run_id, node_id)):
+            raise ValueError
+        if not all(isinstance(x, int) and x >= 1 for x in (visit, attempt)) or "/" not in run_id:
+            raise ValueError
+    except (ValueError, TypeError, KeyError):
+        raise Invalid("the task token is not one Interlude issued", code="interlude.task_token_invalid") from None
+    return task_id(run_id, node_id, visit), Claim(attempt, nonce)
+
+
+def _held(service: Service, principal: auth.Principal, token: str) -> tuple[Task, Claim]:
+    """The task a worker's token holds: 403/404 for another tenant's or an unknown task, 409 when the claim is
+    gone."""
+    tid, claim = read_token(token)
+    if tenant_of(tid) != principal.tenant:
+        raise Forbidden("the task belongs to another tenant", code="id_tenant_mismatch")
+    task = tasks_of(service).get(tid)
+    if task is None:
+        raise NotFound("no such task")
+    if task.status != "claimed" or task.attempt != claim.attempt or task.nonce != claim.nonce:
+        raise not_claimed(task)
+    return task, claim
+
+
+def not_claimed(task: Task) -> Conflict:
+    return Conflict(
+        "this token no longer holds its task (completed, failed, lapsed or cancelled)",
+        {"status": task.status, "attempt": task.attempt},
+        code="interlude.task_not_claimed",
+    )
+
+
+# -- the worker's calls ----------------------------------------------------------------------------
+
+
+def claim(
+    service: Service,
+    principal: auth.Principal,
+    queues: list[str],
+    wait_s: float,
+    schedule: Schedule,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any] | None:
+    """A ready task of one of `queues`, claimed; None when none became ready within `wait_s` (long poll)."""
+    give_up = time.monotonic() + wait_s
+    delay = 0.2
+    while True:
+        got = _claim_once(service, principal.tenant, list(dict.fromkeys(queues)), schedule)
+        if got is not None or time.monotonic() + delay > give_up:
+            return got
+        sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+
+
+def _claim_once(service: Service, tenant: str, queues: list[str], schedule: Schedule) -> dict[str, Any] | None:
+    store = tasks_of(service)
+    # Queues in a random order, so one busy queue does not starve the others a worker serves.
+    for queue in random.sample(queues, len(queues)):
+        now = service.clock().timestamp()
+        for entry in store.ready(tenant, queue, now):
+            task = store.get(entry.task_id)
+            if task is None or task.status != "ready" or task.attempt != entry.attempt:
+                store.drop(entry)  # the task moved on (cancelled, or claimed from another entry)
+                continue
+            limits = task.request
+            lease = now + int(limits["heartbeatTimeoutSeconds"])
+            deadline = now + int(limits["timeoutSeconds"])
+            check_at = min(lease, deadline)
+            # Scheduled before the claim: a check that finds no claim of its attempt changes nothing.
+            schedule(task.run_id, _check(task, task.attempt, check_at))
+            if deadline > check_at:
+                schedule(task.run_id, _check(task, task.attempt, deadline))
+            nonce = secrets.token_urlsafe(16)
+            if store.claim(entry, nonce, lease, deadline, check_at):
+                return _claimed(task, nonce)
+    return None
+
+
+def _check(task: Task, attempt: int, due: float) -> Deadline:
+    return Deadline("task", due, task.node_id, interrupt_id=task.task_id, visit=attempt)
+
+
+def _claimed(task: Task, nonce: str) -> dict[str, Any]:
+    request = task.request
+    return {
+        "taskToken": issue_token(task, nonce),
+        "runId": task.run_id,
+        "nodeId": request["nodeId"],
+        "nodeType": request["nodeType"],
+        "queue": task.queue,
+        "config": request["config"],
+        "input": request["input"],
+        "attempt": task.attempt,
+        "heartbeatTimeoutSeconds": request["heartbeatTimeoutSeconds"],
+        "timeoutSeconds": request["timeoutSeconds"],
+    }
+
+
+def heartbeat(service: Service, principal: auth.Principal, token: str, schedule: Schedule) -> dict[str, Any]:
+    task, held = _held(service, principal, token)
+    beat_s = int(task.request["heartbeatTimeoutSeconds"])
+    now = service.clock().timestamp()
+    lease = now + beat_s
+    check_at: float | None = None
+    if task.check_at < lease < task.deadline:
+        # The lease now outruns every check but the deadline's: one more, far enough out to serve a while.
+        check_at = min(now + 2 * beat_s, task.deadline)
+        schedule(task.run_id, _check(task, task.attempt, check_at))
+    if not tasks_of(service).heartbeat(task.task_id, held, lease, check_at):
+        raise not_claimed(task)
+    return {
+        "runId": task.run_id,
+        "nodeId": task.request["nodeId"],
+        "heartbeatTimeoutSeconds": beat_s,
+        "leaseExpiresAt": iso_epoch(min(lease, task.deadline)),
+    }
+
+
+def complete(service: Service, principal: auth.Principal, token: str, output: Any) -> dict[str, Any]:
+    task, held = _held(service, principal, token)
+    try:
+        json_size(output, MAX_VALUE_BYTES, "the task's output")
+    except BudgetExceeded as exc:
+        raise TooLarge(str(exc), {"limit": MAX_VALUE_BYTES, "unit": "bytes"}) from None
+    outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
+    if not tasks_of(service).settle(task.task_id, held, "completed", outcome):
+        raise not_claimed(task)
+    _land(service, task, outcome)
+    return {"runId": task.run_id, "nodeId": task.request["nodeId"], "status": "completed"}
+
+
+def fail(
+    service: Service, principal: auth.Principal, token: str, error: WorkerError | str, retryable: bool
+) -> dict[str, Any]:
+    task, held = _held(service, principal, token)
+    worker = WorkerError(message=error) if isinstance(error, str) else error
+    reported = worker.model_dump(exclude_none=True)
+    try:
+        json_size(reported, MAX_WORKER_ERROR_BYTES, "the worker's error")
+    except BudgetExceeded as exc:
+        raise TooLarge(str(exc), {"limit": MAX_WORKER_ERROR_BYTES, "unit": "bytes"}) from None
+    failure = run_error(
+        "interlude.task_failed",
+        f"node {task.request['nodeId']!r}: its worker failed attempt {held.attempt}: {worker.message}"[:1000],
+        {"nodeId": task.request["nodeId"], "attempt": held.attempt, "error": reported},
+    )
+    answer = _end_attempt(service, task, held, failure, retryable)
+    if answer is None:
+        raise not_claimed(task)
+    return answer
+
+
+def _end_attempt(
+    service: Service, task: Task, held: Claim, failure: dict[str, Any], retryable: bool, lapsed_by: float = 0
+) -> dict[str, Any] | None:
+    """Requeue the attempt's task (retryable, attempts left) or fail its node; None when the claim is gone."""
+    store = tasks_of(service)
+    retry = RetryConfig.model_validate(task.request.get("retry") or {})
+    node = task.request["nodeId"]
+    if retryable and held.attempt < retry.max_attempts:
+        delay_ms = retry.delay_ms(held.attempt)
+        not_before = service.clock().timestamp() + delay_ms / 1000
+        if not store.requeue(task, held, not_before, lapsed_by):
+            return None
+        retried = {"attempt": held.attempt + 1, "delayMs": delay_ms, "error": _brief(failure)}
+        _note_retry(service, task, retried)
+        return {
+            "runId": task.run_id,
+            "nodeId": node,
+            "status": "retrying",
+            "attempt": held.attempt + 1,
+            "retryInSeconds": delay_ms / 1000,
+        }
+    outcome = {"error": failure}
+    if not store.settle(task.task_id, held, "failed", outcome, lapsed_by):
+        return None
+    _land(service, task, outcome)
+    return {"runId": task.run_id, "nodeId": node, "status": "failed"}
+
+
+def _brief(error: dict[str, Any]) -> dict[str, Any]:
+    return {k: error[k] for k in ("code", "message") if k in error}
+
+
+def _land(service: Service, task: Task, outcome: dict[str, Any]) -> int:
+    return finish_action(service, task.run_id, task.node_id, task.visit, outcome)
+
+
+def _note_retry(service: Service, task: Task, retried: dict[str, Any]) -> None:
+    for _ in range(MAX_RACE_RETRIES):
+        got = service.store.get_run(task.run_id)
+        if got is None:
+            return
+        state, version = got
+        now = service.clock()
+        transition = engine.retry_task(state, task.node_id, task.visit, retried, now)
+        if not transition.events:
+            return
+        try:
+            service.commit_answered(transition, version, now)
+            return
+        except LostRace:
+            continue
+    logger.warning("the run %s kept changing while a task retry was recorded", task.run_id)
+
+
+# -- the checks ------------------------------------------------------------------------------------
+
+
+def check(service: Service, body: dict[str, Any]) -> int:
+    """A task check's schedule fired: lapse the named attempt if its lease or deadline has passed; land a recorded
+    outcome the run never heard. Returns the events written on the run (0: nothing to do)."""
+    tid, attempt = body.get("interruptId"), body.get("visit")
+    if not isinstance(tid, str) or "/" not in tid or not isinstance(attempt, int):
+        return 0
+    store = tasks_of(service)
+    task = store.get(tid)
+    if task is None:
+        return 0
+    if task.status in ("completed", "failed") and task.outcome is not None:
+        return _land(service, task, task.outcome)
+    now = service.clock().timestamp()
+    if task.status != "claimed" or task.attempt != attempt:
+        return 0
+    if task.deadline <= now:
+        reason, limit = "timeout", f"timeoutSeconds={task.request['timeoutSeconds']}"
+    elif task.lease_until <= now:
+        reason, limit = "heartbeat", f"heartbeatTimeoutSeconds={task.request['heartbeatTimeoutSeconds']}"
+    else:
+        return 0  # a heartbeat kept it: a later check stands (see heartbeat)
+    node = task.request["nodeId"]
+    failure = run_error(
+        "interlude.task_timeout",
+        f"node {node!r}: attempt {attempt} passed its {limit}",
+        {"nodeId": node, "attempt": attempt, "reason": reason},
+    )
+    before = _events(service, task.run_id)
+    _end_attempt(service, task, Claim(attempt, ""), failure, retryable=True, lapsed_by=now)
+    return _events(service, task.run_id) - before
+
+
+def _events(service: Service, run_id: str) -> int:
+    got = service.store.get_run(run_id)
+    return got[0].nextSeq if got else 0

@@ -1,0 +1,277 @@
+"""Task items (issue 15 item 2): one per task node visit, and the per-queue ready index a claim reads.
+
+Items:
+  task    T#{tenant}#TK#{opaque}                 TASK     status ready|claimed|completed|failed|cancelled, attempt,
+                                                          queue, runId, nodeId, visit, request (what the worker
+                                                          gets), nonce + leaseUntil + deadline + checkAt of the
+                                                          standing claim, outcome once settled
+  ready   T#{tenant}#TASKQ#{queue}#{shard:02d}   {notBefore ms:015d}#{opaque}   taskId, attempt
+
+The ready entry exists while its task is ready (wiring.TASK_QUEUES, sharded like the inbox: store/sharded.py). A
+claim reads each shard of each asked queue once, oldest first and only entries whose not-before has come (Limit
+CLAIM_READ), and takes a task with one transaction: the task ready -> claimed at the attempt the entry names, and
+the entry deleted. So two workers never hold one attempt, and a stale entry (the task moved on) fails the
+condition and is dropped. Every later change of a claim (heartbeat, complete, fail, lapse) is conditional on
+status, attempt and, from a worker, the claim's nonce: one winner. Neither item starts with "E#": the stream
+filter never passes them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.store import attributes as a
+from interlude.store.dynamo import Store
+from interlude.store.sharded import entry_pk, family_pks
+
+TASK_SK = "TASK"
+# Entries a claim reads per shard of a queue: enough to pass a few stale ones in one round.
+CLAIM_READ = 5
+FAILED_CONDITION = ("ConditionalCheckFailedException", "TransactionCanceledException")
+
+
+def task_pk(task_id: str) -> str:
+    tenant, opaque = task_id.split("/", 1)
+    return f"T#{tenant}#TK#{opaque}"
+
+
+def ready_sk(not_before: float, task_id: str) -> str:
+    return f"{int(not_before * 1000):015d}#{task_id.split('/', 1)[1]}"
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    run_id: str
+    node_id: str
+    visit: int
+    queue: str
+    status: str
+    attempt: int
+    request: dict[str, Any]
+    nonce: str = ""
+    lease_until: float = 0.0
+    deadline: float = 0.0
+    check_at: float = 0.0
+    outcome: dict[str, Any] | None = None
+
+    @staticmethod
+    def of(item: dict[str, Any]) -> Task:
+        plain = a.plain(item)
+        return Task(
+            task_id=plain["taskId"],
+            run_id=plain["runId"],
+            node_id=plain["nodeId"],
+            visit=int(plain["visit"]),
+            queue=plain["queue"],
+            status=plain["status"],
+            attempt=int(plain["attempt"]),
+            request=json.loads(plain["request"]),
+            nonce=plain.get("nonce", ""),
+            lease_until=float(plain.get("leaseUntil", 0)),
+            deadline=float(plain.get("deadline", 0)),
+            check_at=float(plain.get("checkAt", 0)),
+            outcome=json.loads(plain["outcome"]) if "outcome" in plain else None,
+        )
+
+
+@dataclass(frozen=True)
+class ReadyEntry:
+    pk: str
+    sk: str
+    task_id: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The claim a worker's token stands for: the attempt, and the nonce only the claimant was told."""
+
+    attempt: int
+    nonce: str
+
+
+class TaskStore:
+    def __init__(self, store: Store) -> None:
+        self.client = store.client
+        self.table = store.table
+
+    # -- creation and the ready index ----------------------------------------------------------------
+
+    def create(self, task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any], now: float) -> bool:
+        """The task, ready at attempt 1; False when it exists already (a redelivered request)."""
+        tenant = task_id.split("/", 1)[0]
+        item: a.Item = {
+            **a.key(task_pk(task_id), TASK_SK),
+            "taskId": a.s(task_id),
+            "tenant": a.s(tenant),
+            "runId": a.s(run_id),
+            "nodeId": a.s(node_id),
+            "visit": a.n(visit),
+            "queue": a.s(request["queue"]),
+            "status": a.s("ready"),
+            "attempt": a.n(1),
+            "request": a.as_json(request),
+        }
+        put: Any = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
+        try:
+            self.client.transact_write_items(
+                TransactItems=[{"Put": put}, {"Put": self._entry(task_id, request["queue"], 1, now)}]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in FAILED_CONDITION:
+                raise
+            return False
+        return True
+
+    def _entry(self, task_id: str, queue: str, attempt: int, not_before: float) -> Any:
+        tenant = task_id.split("/", 1)[0]
+        pk = entry_pk(tenant, wiring.TASK_QUEUES, queue, task_id)
+        item = {**a.key(pk, ready_sk(not_before, task_id)), "taskId": a.s(task_id), "attempt": a.n(attempt)}
+        return {"TableName": self.table, "Item": item}
+
+    def ready(self, tenant: str, queue: str, now: float) -> list[ReadyEntry]:
+        """The ready entries of a queue whose not-before has come, oldest first: CLAIM_READ per shard at most."""
+        upto = f"{int(now * 1000):015d}#~"
+        out: list[ReadyEntry] = []
+        for pk in family_pks(tenant, wiring.TASK_QUEUES, queue):
+            got = self.client.query(
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk AND sk <= :upto",
+                ExpressionAttributeValues={":pk": a.s(pk), ":upto": a.s(upto)},
+                Limit=CLAIM_READ,
+            )
+            for item in got.get("Items") or []:
+                plain = a.plain(item)
+                out.append(ReadyEntry(pk, plain[wiring.SORT_KEY], plain["taskId"], int(plain["attempt"])))
+        return sorted(out, key=lambda e: e.sk)
+
+    def drop(self, entry: ReadyEntry) -> None:
+        self.client.delete_item(TableName=self.table, Key=a.key(entry.pk, entry.sk))
+
+    # -- the claim and what follows it --------------------------------------------------------------
+
+    def get(self, task_id: str) -> Task | None:
+        got = self.client.get_item(TableName=self.table, Key=a.key(task_pk(task_id), TASK_SK), ConsistentRead=True)
+        item = got.get("Item")
+        return Task.of(item) if item else None
+
+    def claim(self, entry: ReadyEntry, nonce: str, lease_until: float, deadline: float, check_at: float) -> bool:
+        """Take the entry's attempt (ready -> claimed) and remove the entry, in one transaction."""
+        update: Any = {
+            "TableName": self.table,
+            "Key": a.key(task_pk(entry.task_id), TASK_SK),
+            "UpdateExpression": "SET #st = :claimed, nonce = :nonce, leaseUntil = :lease, deadline = :deadline, "
+            "checkAt = :check",
+            "ConditionExpression": "#st = :ready AND attempt = :attempt",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": {
+                ":claimed": a.s("claimed"),
+                ":ready": a.s("ready"),
+                ":attempt": a.n(entry.attempt),
+                ":nonce": a.s(nonce),
+                ":lease": a.n(round(lease_until, 3)),
+                ":deadline": a.n(round(deadline, 3)),
+                ":check": a.n(round(check_at, 3)),
+            },
+        }
+        delete: Any = {
+            "TableName": self.table,
+            "Key": a.key(entry.pk, entry.sk),
+            "ConditionExpression": "attribute_exists(sk)",
+        }
+        try:
+            self.client.transact_write_items(TransactItems=[{"Update": update}, {"Delete": delete}])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in FAILED_CONDITION:
+                raise
+            return False
+        return True
+
+    @staticmethod
+    def _held(claim: Claim, names: dict[str, str], values: dict[str, Any]) -> str:
+        """The condition that the claim still stands (any claim of that attempt when `claim` has no nonce)."""
+        names["#st"] = "status"
+        values[":claimed"] = a.s("claimed")
+        values[":attempt"] = a.n(claim.attempt)
+        condition = "#st = :claimed AND attempt = :attempt"
+        if claim.nonce:
+            values[":nonce"] = a.s(claim.nonce)
+            condition += " AND nonce = :nonce"
+        return condition
+
+    def heartbeat(self, task_id: str, claim: Claim, lease_until: float, check_at: float | None) -> bool:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":lease": a.n(round(lease_until, 3))}
+        expression = "SET leaseUntil = :lease"
+        if check_at is not None:
+            expression += ", checkAt = :check"
+            values[":check"] = a.n(round(check_at, 3))
+        return self._update(task_id, expression, self._held(claim, names, values), names, values)
+
+    def settle(self, task_id: str, claim: Claim, status: str, outcome: dict[str, Any], lapsed_by: float = 0) -> bool:
+        """The attempt ends the task (completed or failed), recording its outcome. `lapsed_by`: a lapse (no nonce),
+        allowed only while the lease or the deadline has passed at that moment."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":status": a.s(status), ":outcome": a.as_json(outcome)}
+        condition = self._held(claim, names, values) + self._lapsed(lapsed_by, values)
+        return self._update(task_id, "SET #st = :status, outcome = :outcome REMOVE nonce", condition, names, values)
+
+    def requeue(self, task: Task, claim: Claim, not_before: float, lapsed_by: float = 0) -> bool:
+        """The attempt ends and the task is ready again at attempt + 1 from `not_before`, its entry written with it."""
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":ready": a.s("ready"), ":next": a.n(claim.attempt + 1)}
+        condition = self._held(claim, names, values) + self._lapsed(lapsed_by, values)
+        update: Any = {
+            "TableName": self.table,
+            "Key": a.key(task_pk(task.task_id), TASK_SK),
+            "UpdateExpression": "SET #st = :ready, attempt = :next REMOVE nonce, leaseUntil, deadline, checkAt",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        entry = self._entry(task.task_id, task.queue, claim.attempt + 1, not_before)
+        try:
+            self.client.transact_write_items(TransactItems=[{"Update": update}, {"Put": entry}])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in FAILED_CONDITION:
+                raise
+            return False
+        return True
+
+    def cancel(self, task_id: str) -> bool:
+        """The run no longer waits on the task: a ready or claimed task is cancelled (its entry is dropped by the
+        next claim that meets it), so its holder's next heartbeat or completion answers 409."""
+        values = {":ready": a.s("ready"), ":claimed": a.s("claimed"), ":cancelled": a.s("cancelled")}
+        condition = "#st IN (:ready, :claimed)"
+        return self._update(task_id, "SET #st = :cancelled REMOVE nonce", condition, {"#st": "status"}, values)
+
+    @staticmethod
+    def _lapsed(moment: float, values: dict[str, Any]) -> str:
+        if not moment:
+            return ""
+        values[":moment"] = a.n(round(moment, 3))
+        return " AND (leaseUntil <= :moment OR deadline <= :moment)"
+
+    def _update(
+        self, task_id: str, expression: str, condition: str, names: dict[str, str], values: dict[str, Any]
+    ) -> bool:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(task_pk(task_id), TASK_SK),
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in FAILED_CONDITION:
+                raise
+            return False
+        return True

@@ -1,0 +1,350 @@
+"""Task workers in-process: moto (DynamoDB, its stream, SQS, Scheduler), the real api, dispatch and timeouts
+handlers, and the local schedule pump. Time moves by the process clock's offset file, never by sleeping."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.app.service import Service
+from interlude.domain import clock
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.tasks import task_id
+from interlude.faces.modulex.definition import translate
+from interlude.faces.modulex.references import engine_id
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.local.schedules import SchedulePump, create_local_deadline_resources
+from interlude.local.sqs_pump import create_queues, export_queue_urls
+from interlude.store import Store, create_table
+from interlude.store.tasks import TaskStore
+from tests.integration.conftest import new_api_key, signed_in
+from tests.support.modulex_example import worked_example
+from tests.support.stream import Stream
+
+TABLE = "interlude-test"
+TENANT = "t1"
+
+
+@pytest.fixture
+def clock_file(tmp_path, monkeypatch):
+    path = tmp_path / "clock"
+    clock.reset(path)
+    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
+    return path
+
+
+@pytest.fixture
+def service(monkeypatch, clock_file):
+    env = {
+        "TABLE_NAME": TABLE,
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "KEY_RING_SECRET": "interlude-test/token-keys",
+        "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        for queue in wiring.QUEUES:
+            monkeypatch.setenv(queue.url_env, urls[queue.name])
+        export_queue_urls(urls)
+        for key, value in create_local_deadline_resources().items():
+            monkeypatch.setenv(key, value)
+        ensure_key_ring(env["KEY_RING_SECRET"])
+        yield Service(Store(TABLE))
+
+
+@pytest.fixture
+def admin(service):
+    return signed_in(service, tenant=TENANT)
+
+
+@pytest.fixture
+def worker_key(service):
+    return new_api_key(service, subject="worker", tenant=TENANT, scopes=["tasks:work"])
+
+
+class Answer:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.status = raw["statusCode"]
+        self.body = json.loads(raw["body"]) if raw.get("body") else None
+
+    @property
+    def code(self) -> str | None:
+        return (self.body or {}).get("error")
+
+
+def call(key: str, method: str, path: str, body: Any = None) -> Answer:
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "host": "127.0.0.1"}
+    raw = b"" if body is None else json.dumps(body).encode()
+    return Answer(lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1")))
+
+
+def claim(key: str, *queues: str, wait: int = 0) -> Answer:
+    return call(key, "POST", "/tasks:claim", {"queues": list(queues), "waitSeconds": wait})
+
+
+def task_workflow(**config: Any) -> dict:
+    return {
+        "id": "drafts",
+        "name": "drafts",
+        "nodes": [
+            {
+                "id": "draft",
+                "typeId": "core.task",
+                "config": {"taskType": "summarise", "input": {"order": "{{inputs.order}}"}, **config},
+            },
+            {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": "{{draft.summary}}"}}},
+        ],
+        "edges": [{"id": "e", "sourceNodeId": "draft", "targetNodeId": "after"}],
+        "variables": [{"name": "order", "type": "string"}],
+    }
+
+
+def started(service, admin, definition: dict) -> str:
+    from interlude.domain.models.requests import CreateRunRequest
+
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    request = CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"order": "o-1"}})
+    return service.create_run(admin, request).runId
+
+
+def settle(stream: Stream, rounds: int = 20) -> None:
+    """Deliver every new stream record twice over (at-least-once), until nothing new appears."""
+    for _ in range(rounds):
+        fresh = stream.take()
+        if not fresh:
+            return
+        for records in (fresh, stream.take(again=True)):
+            assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+    raise AssertionError("the run did not settle")
+
+
+def state_of(service, run_id: str):
+    got = service.store.get_run(run_id)
+    assert got is not None
+    return got[0]
+
+
+def events_of(service, run_id: str, type_: str) -> list[dict]:
+    return [e for e in service.store.read_events(run_id, -1) if e["type"] == type_]
+
+
+def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(service, admin, worker_key):
+    run_id = started(service, admin, task_workflow())
+    settle(Stream(TABLE))
+    assert state_of(service, run_id).status == "running"
+
+    got = claim(worker_key, "other", "summarise")
+    assert got.status == 200
+    task = got.body
+    assert (task["runId"], task["nodeId"], task["nodeType"], task["queue"]) == (run_id, "draft", "summarise", "summarise")
+    assert (task["input"], task["attempt"], task["heartbeatTimeoutSeconds"]) == ({"order": "o-1"}, 1, 60)
+    # Delivered at least once, never to two claims at a time: the queue is empty now.
+    assert claim(worker_key, "summarise").status == 204
+
+    token = task["taskToken"]
+    assert call(worker_key, "POST", f"/tasks/{token}/heartbeat").status == 200
+    done = call(worker_key, "POST", f"/tasks/{token}/complete", {"output": {"summary": "short"}})
+    assert (done.status, done.body["status"]) == (200, "completed")
+    again = call(worker_key, "POST", f"/tasks/{token}/complete", {"output": {"summary": "other"}})
+    assert (again.status, again.code) == (409, "interlude.task_not_claimed")
+    late = call(worker_key, "POST", f"/tasks/{token}/fail", {"error": "too late"})
+    assert (late.status, late.code) == (409, "interlude.task_not_claimed")
+    beat = call(worker_key, "POST", f"/tasks/{token}/heartbeat")
+    assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
+
+    state = state_of(service, run_id)
+    assert state.status == "completed"
+    assert state.outputs["draft"] == {"summary": "short"}
+    assert state.outputs["after"] == {"got": "short"}
+
+
+# The seed page's llm node, as published.
+SEED_DRAFT = {
+    "id": "node_draft",
+    "type": "llm",
+    "x": 0,
+    "y": 0,
+    "llm_config": {
+        "llm": {"integration_name": "modulexai", "model_id": "claude-haiku-4.5"},
+        "system_prompt": "Draft a short customer email.",
+        "user_prompt": "Write a reply to: {{input.request}}",
+    },
+}
+
+
+def test_the_modulex_llm_node_is_a_task_and_its_text_is_what_the_interrupt_inlines(service, admin, worker_key):
+    example = worked_example()
+    example["nodes"][0] = SEED_DRAFT
+    definition = WorkflowDefinition.model_validate({**translate(example), "id": "mx", "name": "mx"})
+    service.put_workflow(admin, "mx", definition)
+    from interlude.domain.models.requests import CreateRunRequest
+
+    run_id = service.create_run(
+        admin, CreateRunRequest.model_validate({"workflowId": "mx", "inputs": {"request": "where is my order"}})
+    ).runId
+    stream = Stream(TABLE)
+    settle(stream)
+    task = claim(worker_key, "llm").body
+    assert (task["nodeId"], task["nodeType"]) == ("node_draft", "llm")
+    assert task["config"]["user_prompt"] == "Write a reply to: where is my order"
+    assert task["input"] == {"request": "where is my order"}
+    done = call(worker_key, "POST", f"/tasks/{task['taskToken']}/complete", {"output": {"text": "Dear customer"}})
+    assert done.status == 200
+    settle(stream)
+    state = state_of(service, run_id)
+    assert state.outputs[engine_id("node_draft")] == "Dear customer"
+    (gate,) = state.interrupts.values()
+    assert gate.payload["data"]["payload"]["message"] == "Approve sending this draft?\n\nDear customer"
+
+
+def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_retried(
+    service, admin, worker_key, clock_file
+):
+    run_id = started(service, admin, task_workflow(retry_config={"max_attempts": 2, "initial_interval": 5000}))
+    settle(Stream(TABLE))
+    first = claim(worker_key, "summarise").body
+    failed = call(worker_key, "POST", f"/tasks/{first['taskToken']}/fail", {"error": "busy", "retryable": True})
+    assert failed.body == {
+        "runId": run_id,
+        "nodeId": "draft",
+        "status": "retrying",
+        "attempt": 2,
+        "retryInSeconds": 5.0,
+    }
+    (retried,) = events_of(service, run_id, "node.retried")
+    assert retried["payload"]["attempt"] == 2
+    assert retried["payload"]["error"]["code"] == "interlude.task_failed"
+    # Not before its backoff.
+    assert claim(worker_key, "summarise").status == 204
+    clock.advance(clock_file, 6)
+    second = claim(worker_key, "summarise").body
+    assert second["attempt"] == 2
+    # The first attempt's token no longer holds anything.
+    stale = call(worker_key, "POST", f"/tasks/{first['taskToken']}/complete", {"output": {}})
+    assert (stale.status, stale.code) == (409, "interlude.task_not_claimed")
+    # Attempts ran out: the node fails, and the run with it (no failure route).
+    last = call(worker_key, "POST", f"/tasks/{second['taskToken']}/fail", {"error": {"message": "no"}, "retryable": True})
+    assert last.body["status"] == "failed"
+    state = state_of(service, run_id)
+    assert (state.status, state.error["code"], state.failedNodeId) == ("failed", "interlude.task_failed", "draft")
+
+
+def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(service, admin, worker_key, clock_file):
+    run_id = started(service, admin, task_workflow(heartbeatTimeoutSeconds=10, retry_config={"initial_interval": 0}))
+    settle(Stream(TABLE))
+    dead = claim(worker_key, "summarise").body
+    pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
+    assert pump.pump_once() == 0  # nothing due yet
+    clock.advance(clock_file, 11)
+    assert pump.pump_once() >= 1  # the lease's check fired through the real timeouts handler
+
+    taken = claim(worker_key, "summarise").body
+    assert taken["attempt"] == 2
+    (retried,) = events_of(service, run_id, "node.retried")
+    assert retried["payload"]["error"]["code"] == "interlude.task_timeout"
+    gone = call(worker_key, "POST", f"/tasks/{dead['taskToken']}/complete", {"output": {"summary": "late"}})
+    assert (gone.status, gone.code) == (409, "interlude.task_not_claimed")
+    assert call(worker_key, "POST", f"/tasks/{taken['taskToken']}/complete", {"output": {"summary": "s"}}).status == 200
+    assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}
+
+
+def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(service, admin, worker_key, clock_file):
+    run_id = started(service, admin, task_workflow(heartbeatTimeoutSeconds=10))
+    settle(Stream(TABLE))
+    held = claim(worker_key, "summarise").body
+    pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
+    for _ in range(4):
+        clock.advance(clock_file, 6)
+        assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").status == 200
+        pump.pump_once()
+    assert events_of(service, run_id, "node.retried") == []
+    assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}}).status == 200
+
+
+def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(service, admin, worker_key, clock_file):
+    run_id = started(
+        service, admin, task_workflow(timeoutSeconds=5, heartbeatTimeoutSeconds=60, retry_config={"max_attempts": 1})
+    )
+    settle(Stream(TABLE))
+    held = claim(worker_key, "summarise").body
+    clock.advance(clock_file, 6)
+    assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
+    state = state_of(service, run_id)
+    assert (state.status, state.error["code"]) == ("failed", "interlude.task_timeout")
+    assert state.error["details"]["reason"] == "timeout"
+    assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").code == "interlude.task_not_claimed"
+
+
+def test_completion_is_single_winner_at_the_store(service, admin):
+    run_id = started(service, admin, task_workflow())
+    settle(Stream(TABLE))
+    store = TaskStore(service.store)
+    (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
+    assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
+    assert not store.claim(entry, "n2", 1e12, 1e12, 1e12)  # the entry is gone and the task is claimed
+    tid = task_id(run_id, "draft", 1)
+    from interlude.store.tasks import Claim
+
+    assert not store.settle(tid, Claim(1, "forged"), "completed", {"output": 1})
+    assert store.settle(tid, Claim(1, "n1"), "completed", {"output": 1})
+    assert not store.settle(tid, Claim(1, "n1"), "completed", {"output": 2})
+    task = store.get(tid)
+    assert task is not None and (task.status, task.outcome) == ("completed", {"output": 1})
+
+
+def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(service, admin, worker_key):
+    from interlude.domain.models.requests import CancelRunRequest
+
+    run_id = started(service, admin, task_workflow())
+    stream = Stream(TABLE)
+    settle(stream)
+    held = claim(worker_key, "summarise").body
+    service.cancel_run(admin, run_id, CancelRunRequest())
+    settle(stream)
+    beat = call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat")
+    assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
+
+
+def test_refusals_name_their_codes(service, admin, worker_key):
+    other_tenant = new_api_key(service, subject="w", tenant="t2", scopes=["tasks:work"])
+    reader = new_api_key(service, subject="r", tenant=TENANT, scopes=["runs:read"])
+    assert claim(reader, "llm").code == "forbidden"
+    for body in (
+        {"queues": []},
+        {"queues": [f"q{i}" for i in range(11)]},
+        {"queues": ["bad queue"]},
+        {"queues": ["llm"], "waitSeconds": 21},
+        {"queues": ["llm"], "extra": 1},
+    ):
+        got = call(worker_key, "POST", "/tasks:claim", body)
+        assert (got.status, got.code) == (400, "validation_error"), body
+    for token in ("nonsense", "tt1.e30.x", "tt2.abc.def"):
+        got = call(worker_key, "POST", f"/tasks/{token}/complete", {"output": 1})
+        assert (got.status, got.code) == (400, "interlude.task_token_invalid"), token
+
+    run_id = started(service, admin, task_workflow())
+    settle(Stream(TABLE))
+    token = claim(worker_key, "summarise").body["taskToken"]
+    prefix, body, _nonce = token.split(".")
+    forged = f"{prefix}.{body}.forged-nonce"
+    got = call(worker_key, "POST", f"/tasks/{forged}/complete", {"output": 1})
+    assert (got.status, got.code) == (409, "interlude.task_not_claimed")
+    assert call(other_tenant, "POST", f"/tasks/{token}/complete", {"output": 1}).code == "id_tenant_mismatch"
+    unknown = token.replace(body, body[:-2] + ("AA" if body[-2:] != "AA" else "BB"))
+    assert call(worker_key, "POST", f"/tasks/{unknown}/complete", {"output": 1}).status in (400, 404)
+    too_big = call(worker_key, "POST", f"/tasks/{token}/complete", {"output": "x" * (64 * 1024 + 1)})
+    assert (too_big.status, too_big.code) == (413, "payload_too_large")
+    assert call(worker_key, "POST", f"/tasks/{token}/complete", {}).code == "validation_error"
+    long_error = call(worker_key, "POST", f"/tasks/{token}/fail", {"error": "x" * 4097})
+    assert long_error.code == "validation_error"
+    assert state_of(service, run_id).status == "running"
