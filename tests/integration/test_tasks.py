@@ -14,6 +14,7 @@ from interlude import wiring
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.domain import clock
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.tasks import task_id
 from interlude.faces.modulex.definition import translate
@@ -23,7 +24,7 @@ from interlude.local.http_gateway import to_event
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues, export_queue_urls
 from interlude.store import Store, create_table
-from interlude.store.tasks import TaskStore
+from interlude.store.tasks import Claim, TaskStore
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.modulex_example import worked_example
 from tests.support.stream import Stream
@@ -110,8 +111,6 @@ def task_workflow(**config: Any) -> dict:
 
 
 def started(service, admin, definition: dict) -> str:
-    from interlude.domain.models.requests import CreateRunRequest
-
     service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"order": "o-1"}})
     return service.create_run(admin, request).runId
@@ -187,7 +186,6 @@ def test_the_modulex_llm_node_is_a_task_and_its_text_is_what_the_interrupt_inlin
     example["nodes"][0] = SEED_DRAFT
     definition = WorkflowDefinition.model_validate({**translate(example), "id": "mx", "name": "mx"})
     service.put_workflow(admin, "mx", definition)
-    from interlude.domain.models.requests import CreateRunRequest
 
     run_id = service.create_run(
         admin, CreateRunRequest.model_validate({"workflowId": "mx", "inputs": {"request": "where is my order"}})
@@ -293,18 +291,15 @@ def test_completion_is_single_winner_at_the_store(service, admin):
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     assert not store.claim(entry, "n2", 1e12, 1e12, 1e12)  # the entry is gone and the task is claimed
     tid = task_id(run_id, "draft", 1)
-    from interlude.store.tasks import Claim
-
     assert not store.settle(tid, Claim(1, "forged"), "completed", {"output": 1})
     assert store.settle(tid, Claim(1, "n1"), "completed", {"output": 1})
     assert not store.settle(tid, Claim(1, "n1"), "completed", {"output": 2})
     task = store.get(tid)
-    assert task is not None and (task.status, task.outcome) == ("completed", {"output": 1})
+    assert task is not None
+    assert (task.status, task.outcome) == ("completed", {"output": 1})
 
 
 def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(service, admin, worker_key):
-    from interlude.domain.models.requests import CancelRunRequest
-
     run_id = started(service, admin, task_workflow())
     stream = Stream(TABLE)
     settle(stream)

@@ -45,15 +45,19 @@ def claim_task() -> Response:
 def complete_task(taskToken: str) -> Response:
     principal = principal_for("completeTask")
     request = parsed(CompleteTaskRequest)
-    return json_response(200, TaskSettled.model_validate(tasks.complete(service(), principal, taskToken, request.output)))
+    return settled(tasks.complete(service(), principal, taskToken, request.output))
 
 
 @route("failTask")
 def fail_task(taskToken: str) -> Response:
     principal = principal_for("failTask")
     request = parsed(FailTaskRequest)
-    settled = tasks.fail(service(), principal, taskToken, request.error, request.retryable)
-    return json_response(200, TaskSettled.model_validate(settled))
+    return settled(tasks.fail(service(), principal, taskToken, request.error, request.retryable))
+
+
+def settled(outcome: dict[str, Any]) -> Response:
+    # `attempt` and `retryInSeconds` only when the task goes back to its queue.
+    return json_response(200, TaskSettled.model_validate(outcome).model_dump(mode="json", exclude_none=True))
 
 
 @route("heartbeatTask")
