@@ -343,3 +343,32 @@ def test_refusals_name_their_codes(service, admin, worker_key):
     long_error = call(worker_key, "POST", f"/tasks/{token}/fail", {"error": "x" * 4097})
     assert long_error.code == "validation_error"
     assert state_of(service, run_id).status == "running"
+
+
+def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(service):
+    store = TaskStore(service.store)
+    now = clock.now().timestamp()
+    request = {"queue": "busy", "heartbeatTimeoutSeconds": 60, "timeoutSeconds": 300}
+    for i in range(40):
+        assert store.create(task_id(f"{TENANT}/run{i:04d}", "n", 1), f"{TENANT}/run{i:04d}", "n", 1, request, now)
+    store.create(task_id(f"{TENANT}/later", "n", 1), f"{TENANT}/later", "n", 1, request, now + 3600)
+    queries: list[dict] = []
+    store.client.meta.events.register("provide-client-params.dynamodb.Query", lambda params, **_: queries.append(params))
+    due = store.ready(TENANT, "busy", now)
+    assert len(queries) == wiring.TASK_QUEUES.shards
+    assert all(q["Limit"] == 5 for q in queries)
+    assert len(due) <= wiring.TASK_QUEUES.shards * 5
+    assert all(e.task_id != task_id(f"{TENANT}/later", "n", 1) for e in due)  # not due: never read
+
+
+def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, worker_key):
+    run_id = started(service, admin, task_workflow())
+    stream = Stream(TABLE)
+    settle(stream)
+    service.cancel_run(admin, run_id, CancelRunRequest())
+    settle(stream)
+    assert claim(worker_key, "summarise").status == 204
+    assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []  # the stale entry dropped
+    task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
+    assert task is not None
+    assert task.status == "cancelled"

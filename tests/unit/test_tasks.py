@@ -10,6 +10,7 @@ from interlude.domain.errors import Invalid
 from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
 from interlude.engine.tasks import NODE_RETRIED, TASK, RetryConfig, task_id, text_output
+from interlude.faces.modulex.frames import RunView, project
 from interlude.store.tasks import Task
 from tests.support.engine import NOW, RUN_ID, edge, new_state, wf_of
 
@@ -82,3 +83,17 @@ def test_a_token_names_run_node_visit_and_attempt_and_reads_back():
         with pytest.raises(Invalid) as refused:
             read_token(bad)
         assert refused.value.code == "interlude.task_token_invalid"
+
+
+def test_a_retry_of_a_modulex_node_is_a_node_retry_frame():
+    view = RunView(RUN_ID, "wf", "1", {"node~5Fdraft": {"id": "node_draft", "type": "llm", "name": "Draft"}})
+    doc = {
+        "type": NODE_RETRIED,
+        "nodeId": "node~5Fdraft",
+        "timestamp": "2026-12-01T12:00:00.000Z",
+        "payload": {"nodeId": "node~5Fdraft", "attempt": 2, "delayMs": 1000, "error": {"code": "interlude.task_failed"}},
+    }
+    frame = project(doc, view)
+    assert frame is not None
+    assert (frame["type"], frame["node"], frame["node_type"], frame["attempt"]) == ("node_retry", "node_draft", "llm", 2)
+    assert (frame["delay_ms"], frame["reason"]) == (1000, "interlude.task_failed")

@@ -161,6 +161,21 @@ def _node_error(payload: dict[str, Any], view: RunView, node: dict[str, str], at
     return _node_frame("node_error", "error", node, at, reason=error.get("code"), message=error.get("message"))
 
 
+def _node_retry(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
+    # ModuleX lists `node_retry` without documenting its shape: a node frame with the attempt that comes next.
+    error = payload.get("error") or {}
+    return _node_frame(
+        "node_retry",
+        "retrying",
+        node,
+        at,
+        attempt=payload.get("attempt"),
+        delay_ms=payload.get("delayMs"),
+        reason=error.get("code"),
+        message=error.get("message"),
+    )
+
+
 def _interrupt(payload: dict[str, Any], view: RunView, node: dict[str, str], at: str) -> dict[str, Any]:
     data = {"thread_id": view.wire_id, "node_id": node["id"], **_interrupt_fields(payload)}
     return {"type": "interrupt", "data": data, "timestamp": at}
@@ -182,6 +197,7 @@ _NODE_FRAMES: dict[str, Callable[[dict[str, Any], RunView, dict[str, str], str],
     "node.started": _node_started,
     "node.completed": _node_update,
     "node.failed": _node_error,
+    "node.retried": _node_retry,
     "interrupt.requested": _interrupt,
     "interrupt.resolved": _resumed,
 }
