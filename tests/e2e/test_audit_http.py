@@ -1,5 +1,5 @@
 """Issue 16 item 5 over HTTP against the local stack: discovery advertises the checkpoint key, `GET /audit` lists
-what was done, `openwop-client`'s `audit_verify` and `interlude audit verify` report a valid chain, then a broken
+what was done across the tenant's chains, `openwop-client`'s `audit_verify` and `interlude audit verify` report a valid chain, then a broken
 one once a stored entry is altered behind the service's back; the refusals of the two routes."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from openwop_client import OpenwopClient
 
+from interlude import wiring
 from interlude.local.stack import TABLE_NAME
 from interlude.store import audit as items
 from tests.support.local_stack import Api, cli, stack_client, tenant_admin_key
@@ -55,7 +56,13 @@ def test_the_log_lists_what_was_done_and_verifies_until_an_entry_is_altered(stac
     decided = page["entries"][2]
     assert decided["target"]["runId"] == run_id
     assert decided["details"] == {"kind": "approval", "outcome": "failed", "action": "reject", "comment": "not today"}
-    assert page["headSeq"] == 4
+    # The decision is in its run's chain; the robot key's two entries share its key's chain, in order.
+    assert decided["chain"] == items.chain_of_member(run_id)
+    revoked, created = page["entries"][:2]
+    assert (revoked["chain"], revoked["seq"]) == (created["chain"], created["seq"] + 1)
+    chains = {e["chain"] for e in page["entries"]}
+    assert page["chains"] == {str(c): max(e["seq"] for e in page["entries"] if e["chain"] == c) for c in chains}
+    assert page["headSeq"] == max(page["chains"].values())
 
     client = OpenwopClient(tenant.base_url, tenant.api_key)
     valid = client.audit_verify(1, 4)
@@ -64,24 +71,29 @@ def test_the_log_lists_what_was_done_and_verifies_until_an_entry_is_altered(stac
     assert valid.checkpoints == []
     done = audit_cli(stack_info, tenant, "verify")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "audit log valid: entries 1..4, no anomalies"
+    span = f"4 entries in {len(chains)} chain{'' if len(chains) == 1 else 's'}"
+    assert done.stdout.strip() == f"audit log valid: {span}, no anomalies"
 
     # Someone with write access to the table rewrites who decided.
     dynamodb = stack_client(stack_info, "dynamodb")
-    key = {"pk": {"S": items.log_pk(tenant.tenant)}, "sk": {"S": items.entry_sk(2)}}
+    key = {"pk": {"S": items.log_pk(tenant.tenant, decided["chain"])}, "sk": {"S": items.entry_sk(decided["seq"])}}
     entry = json.loads(dynamodb.get_item(TableName=TABLE_NAME, Key=key)["Item"]["entry"]["S"])
     entry["actor"]["subjectId"] = "someone-else"
     dynamodb.put_item(TableName=TABLE_NAME, Item={**key, "entry": {"S": json.dumps(entry)}})
 
     broken = client.audit_verify(1, 4)
     assert broken.chainValid is False
-    assert [(a.atSeq, a.kind) for a in broken.anomalies] == [(3, "chain-break")]
-    assert broken.anomalies[0].expectedPrevHash != broken.anomalies[0].actualPrevHash
+    # The entry is its chain's last (the head holds its hash) or the next one's prevHash no longer matches.
+    ((anomaly),) = broken.anomalies
+    assert (anomaly.atSeq, anomaly.kind) in {(decided["seq"], "hash-mismatch"), (decided["seq"] + 1, "chain-break")}
+    assert anomaly.detail.startswith(f"chain {decided['chain']}")
     done = audit_cli(stack_info, tenant, "verify")
     assert done.returncode == 2, done.stderr
-    assert done.stdout.splitlines()[0] == "audit log BROKEN: entries 1..4, 1 anomaly"
-    assert done.stdout.splitlines()[1].startswith("  entry 3: chain-break")
-    assert json.loads(audit_cli(stack_info, tenant, "verify", "--json").stdout)["anomalies"][0]["atSeq"] == 3
+    assert done.stdout.splitlines()[0] == f"audit log BROKEN: {span}, 1 anomaly"
+    assert done.stdout.splitlines()[1].startswith(f"  entry {anomaly.atSeq}: {anomaly.kind}")
+    assert json.loads(audit_cli(stack_info, tenant, "verify", "--json").stdout)["anomalies"][0]["atSeq"] == anomaly.atSeq
+    only = audit_cli(stack_info, tenant, "verify", "--chain", str(revoked["chain"]))
+    assert only.returncode == 0, only.stdout
 
 
 def test_the_audit_routes_refuse_a_key_without_audit_read_and_a_bad_range(tenant: Api) -> None:
@@ -98,6 +110,9 @@ def test_the_audit_routes_refuse_a_key_without_audit_read_and_a_bad_range(tenant
     got = tenant.call("GET", "/audit/verify?fromSeq=1&toSeq=20000")
     assert got.status_code == 400
     assert got.json()["details"]["limit"] == 10_000
+    got = tenant.call("GET", f"/audit/verify?fromSeq=1&toSeq=2&chain={wiring.AUDIT_CHAINS}")
+    assert got.status_code == 400
+    assert got.json()["details"]["field"] == "chain"
     got = tenant.call("GET", "/audit?cursor=bogus")
     assert got.status_code == 400
     assert got.json()["details"] == {"field": "cursor"}

@@ -18,8 +18,9 @@ def test_every_role_with_the_table_is_denied_updating_or_deleting_an_audit_log_e
     (deny,) = [s for s in synth.statements(spec.name) if s.get("Effect") == "Deny"]
     # (BatchWriteItem too: its DeleteRequest would delete past a DeleteItem deny)
     assert set(as_list(deny["Action"])) == {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": ["T#*#AUDIT"]}}
-    # And the pattern covers a log partition but neither the chain head nor any other item of the tenant
+    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": ["T#*#AUDIT#*"]}}
+    # And the pattern covers every chain's log partition but neither a chain head nor any other item of the tenant
     pattern = re.compile("^" + deny["Condition"]["ForAnyValue:StringLike"]["dynamodb:LeadingKeys"][0].replace("*", ".*") + "$")
-    assert pattern.match(items.log_pk("acme"))
-    assert not any(pattern.match(pk) for pk in (items.head_pk("acme"), "T#acme#R#run", "T#acme", "K#0123", "T#acme#INBOX#ANY#00"))
+    assert all(pattern.match(items.log_pk("acme", chain)) for chain in range(wiring.AUDIT_CHAINS))
+    others = (items.head_pk("acme", 0), items.head_pk("acme", 127), "T#acme#R#run", "T#acme", "K#0123", "T#acme#INBOX#ANY#00")
+    assert not any(pattern.match(pk) for pk in others)

@@ -1,6 +1,7 @@
-"""Issue 16 item 5 in process (moto): every audited action appends to its tenant's hash chain in its own
-transaction, checkpoints are signed over the Merkle root of what they anchor, and verification names what an
-altered, removed or forged item breaks."""
+"""Issue 16 item 5 and issue 13 item 1 in process (moto): every audited action appends to one of its tenant's hash
+chains (its run's, or its key's) in its own transaction, checkpoints are signed over the Merkle root of what they
+anchor, and verification walks every chain and names what an altered, removed, reordered, moved or forged item
+breaks. Tests of one chain's mechanics run with wiring.AUDIT_CHAINS = 1 (`one_chain`), so every entry is in chain 0."""
 
 from __future__ import annotations
 
@@ -41,25 +42,38 @@ def service(monkeypatch) -> Any:
         yield Service(Store(TABLE))
 
 
+@pytest.fixture
+def one_chain(monkeypatch) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+
+
 def run_waiting(service: Service, admin, definition=GATE) -> str:
     service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [definition], "edges": []}))
     return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
 
 
-def log(service: Service, tenant: str = "t1") -> list[dict[str, Any]]:
-    head = service.store.audit_log.head(tenant)
-    return [entry for _, entry in service.store.audit_log.entries(tenant, 1, head.seq)]
+def log(service: Service, tenant: str = "t1", chain: int = 0) -> list[dict[str, Any]]:
+    head = service.store.audit_log.head(tenant, chain)
+    return [entry for _, entry in service.store.audit_log.entries(tenant, chain, 1, head.seq)]
 
 
-def alter(tenant: str, seq: int, change: dict[str, Any]) -> None:
+def everything(service: Service, tenant: str = "t1") -> dict[int, list[dict[str, Any]]]:
+    return {chain: log(service, tenant, chain) for chain in service.store.audit_log.heads(tenant)}
+
+
+def entry_key(tenant: str, seq: int, chain: int = 0) -> dict[str, Any]:
+    return {"pk": {"S": items.log_pk(tenant, chain)}, "sk": {"S": items.entry_sk(seq)}}
+
+
+def alter(tenant: str, seq: int, change: dict[str, Any], chain: int = 0) -> None:
     """What someone with write access to the table could do behind the service's back."""
     client = boto3.client("dynamodb")
-    key = {"pk": {"S": items.log_pk(tenant)}, "sk": {"S": items.entry_sk(seq)}}
+    key = entry_key(tenant, seq, chain)
     entry = json.loads(client.get_item(TableName=TABLE, Key=key)["Item"]["entry"]["S"])
     client.put_item(TableName=TABLE, Item={**key, "entry": {"S": json.dumps({**entry, **change})}})
 
 
-def test_every_audited_action_appends_one_entry_chained_to_the_one_before(service) -> None:
+def test_every_audited_action_appends_one_entry_chained_to_the_one_before(service, one_chain) -> None:
     admin = signed_in(service)
     run_id = run_waiting(service, admin, QUORUM)
     service.resolve_interrupt(admin, run_id, "gate", {"action": "accept", "comment": "fine by me"})
@@ -90,6 +104,7 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(servic
         "credentialGrant.recorded",
     ]
     assert [e["seq"] for e in entries] == list(range(1, 11))
+    assert {e["chain"] for e in entries} == {0}
     assert entries[0]["prevHash"] is None
     assert all(e["prevHash"] == rules.entry_hash(before) for before, e in zip(entries, entries[1:], strict=False))
     vote, decision = entries[1], entries[3]
@@ -110,10 +125,10 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(servic
         "checkpoints": [],
         "anomalies": [],
     }
-    assert log(service, "t2") == []  # every tenant has a chain of its own
+    assert log(service, "t2") == []  # every tenant has chains of its own
 
 
-def test_an_altered_entry_breaks_the_chain_at_the_next_one_and_the_last_one_against_the_head(service) -> None:
+def test_an_altered_entry_breaks_the_chain_at_the_next_one_and_the_last_one_against_the_head(service, one_chain) -> None:
     admin = signed_in(service)
     for _ in range(3):
         service.create_key(admin, CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
@@ -126,22 +141,23 @@ def test_an_altered_entry_breaks_the_chain_at_the_next_one_and_the_last_one_agai
             "kind": "chain-break",
             "expectedPrevHash": rules.entry_hash(log(service)[1]),
             "actualPrevHash": log(service)[2]["prevHash"],
+            "detail": "chain 0",
         }
     ]
     # The last entry has no successor: the chain head holds its hash.
     alter("t1", 4, {"at": "2020-01-01T00:00:00Z"})
-    assert {"atSeq": 4, "kind": "hash-mismatch", "detail": "the entry differs from the hash the chain head holds"} in audit.verify(
+    assert {"atSeq": 4, "kind": "hash-mismatch", "detail": "chain 0: the entry differs from the hash the chain head holds"} in audit.verify(
         service.store, "t1", 1, 4
     )["anomalies"]
     # A removed entry is missing; the link over the gap cannot be checked, so it is not also a chain break.
-    boto3.client("dynamodb").delete_item(TableName=TABLE, Key={"pk": {"S": items.log_pk("t1")}, "sk": {"S": items.entry_sk(1)}})
-    assert audit.verify(service.store, "t1", 1, 2)["anomalies"] == [{"atSeq": 1, "kind": "missing-entry"}]
+    boto3.client("dynamodb").delete_item(TableName=TABLE, Key=entry_key("t1", 1))
+    assert audit.verify(service.store, "t1", 1, 2)["anomalies"] == [{"atSeq": 1, "kind": "missing-entry", "detail": "chain 0"}]
 
 
-def test_an_action_and_its_entry_land_together_or_not_at_all(service) -> None:
+def test_an_action_and_its_entry_land_together_or_not_at_all(service, one_chain) -> None:
     admin = signed_in(service)
     run_id = run_waiting(service, admin)
-    before = service.store.audit_log.head("t1").seq
+    before = service.store.audit_log.head("t1", 0).seq
     service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     with pytest.raises(DomainError) as refused:
         service.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
@@ -155,11 +171,11 @@ def test_an_action_and_its_entry_land_together_or_not_at_all(service) -> None:
     def lose_the_race(**kwargs: Any) -> None:
         raise items_conflict()
 
-    head = service.store.audit_log.head("t1")
+    head = service.store.audit_log.head("t1", 0)
     service.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", lambda **_: lose_the_race())
     with pytest.raises(Exception):  # noqa: B017, PT011 - any failure: the point is what it left behind
         service.create_key(admin, CreateKeyRequest(subjectId="x", scopes=["runs:read"]))
-    assert service.store.audit_log.head("t1") == head
+    assert service.store.audit_log.head("t1", 0) == head
 
 
 def items_conflict() -> Exception:
@@ -170,16 +186,16 @@ def items_conflict() -> Exception:
     return ClientError(error, "TransactWriteItems")  # type: ignore[arg-type]
 
 
-def test_an_append_that_loses_the_head_to_another_is_placed_after_it(service) -> None:
+def test_an_append_that_loses_the_head_to_another_is_placed_after_it_without_reading_it_again(service, one_chain) -> None:
     admin = signed_in(service)
     other_instance = Service(Store(TABLE))
     real_head = items.AuditLog.head
-    raced: list[int] = []
+    reads: list[int] = []
 
-    def head_then_race(log_: items.AuditLog, tenant: str) -> rules.Head:
-        head = real_head(log_, tenant)
-        if not raced:
-            raced.append(1)
+    def head_then_race(log_: items.AuditLog, tenant: str, chain: int) -> rules.Head:
+        head = real_head(log_, tenant, chain)
+        reads.append(chain)
+        if len(reads) == 1:
             # Another instance appends between this read and this transaction.
             other_instance.create_key(admin, CreateKeyRequest(subjectId="first", scopes=["runs:read"]))
         return head
@@ -192,15 +208,17 @@ def test_an_append_that_loses_the_head_to_another_is_placed_after_it(service) ->
     entries = log(service)
     assert [e["details"]["subjectId"] for e in entries[-2:]] == ["first", "second"]
     assert audit.verify(service.store, "t1", 1, len(entries))["chainValid"] is True
+    # This instance read the head once (and the other instance once): the lost transaction named the head it lost to.
+    assert reads == [0, 0]
 
 
-def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_checks_both(service, monkeypatch) -> None:
+def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_checks_both(service, one_chain, monkeypatch) -> None:
     admin = signed_in(service)
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_ENTRIES", 3)
     for n in range(6):
         service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
     # Seven entries: checkpoints were due after the third and the sixth, and made right after those appends.
-    checkpoints = service.store.audit_log.checkpoints("t1", 1, 100)
+    checkpoints = service.store.audit_log.checkpoints("t1", 0, 1, 100)
     assert [c["atSequence"] for c in checkpoints] == [3, 6]
     entries = log(service)
     assert checkpoints[1]["merkleRoot"] == rules.merkle_root([rules.entry_hash(e) for e in entries[3:6]])
@@ -209,22 +227,22 @@ def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_
     verified = audit.verify(service.store, "t1", 4, 7)
     assert verified["chainValid"] is True
     assert verified["checkpointsValid"] is True
-    assert [c["checkpoint"] for c in verified["checkpoints"]] == ["ckpt-6"]
+    assert [c["checkpoint"] for c in verified["checkpoints"]] == ["ckpt-000-6"]
 
     # The seventh waits for the next one; the sweep makes it once it is due by age.
     assert audit.checkpoint_pending(service.store) == 0
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
     assert audit.checkpoint_pending(service.store) == 1
-    assert service.store.audit_log.head("t1").checkpoint_seq == 7
-    assert list(service.store.audit_log.pending_tenants()) == []
+    assert service.store.audit_log.head("t1", 0).checkpoint_seq == 7
+    assert list(service.store.audit_log.pending_chains()) == []
 
     # An entry altered after its checkpoint: the root no longer matches, the signature still does.
     alter("t1", 5, {"details": {}})
     anomalies = audit.verify(service.store, "t1", 4, 7)["anomalies"]
-    assert {"atSeq": 6, "kind": "merkle-mismatch", "checkpoint": "ckpt-6"} in anomalies
+    assert {"atSeq": 6, "kind": "merkle-mismatch", "checkpoint": "ckpt-000-6", "detail": "chain 0"} in anomalies
     # A forged checkpoint: a root the key never signed.
     client = boto3.client("dynamodb")
-    key = {"pk": {"S": items.log_pk("t1")}, "sk": {"S": items.checkpoint_sk(3)}}
+    key = {"pk": {"S": items.log_pk("t1", 0)}, "sk": {"S": items.checkpoint_sk(3)}}
     client.update_item(TableName=TABLE, Key=key, UpdateExpression="SET merkleRoot = :r", ExpressionAttributeValues={":r": {"S": "0" * 64}})
     forged = audit.verify(service.store, "t1", 1, 3)
     assert forged["chainValid"] is False
@@ -239,7 +257,7 @@ def test_verification_refuses_a_bad_or_too_wide_range(service) -> None:
         assert refused.value.code == "validation_error"
 
 
-def test_entries_are_listed_newest_first_in_pages(service) -> None:
+def test_entries_are_listed_newest_first_in_pages(service, one_chain) -> None:
     admin = signed_in(service)
     for n in range(4):
         service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
@@ -253,7 +271,7 @@ def test_entries_are_listed_newest_first_in_pages(service) -> None:
         audit.entries_page(service.store, "t1", 3, "not-a-cursor")
 
 
-def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_key_from_its_secret(service, monkeypatch) -> None:
+def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_key_from_its_secret(service, one_chain, monkeypatch) -> None:
     from interlude.adapters.audit_key import ensure_signing_key
     from interlude.local import lambda_runtime
 
@@ -266,7 +284,166 @@ def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_
     assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 0}
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
     assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 1}
-    assert service.store.audit_log.head("t1").checkpoint_seq == 2
+    assert service.store.audit_log.head("t1", 0).checkpoint_seq == 2
     verified = audit.verify(service.store, "t1", 1, 2)  # with the key the function read (composition's source)
     assert verified["checkpointsValid"] is True
     assert verified["checkpoints"][0]["atSequence"] == 2
+
+
+# -- many chains (issue 13 item 1: the tenant's appends spread over wiring.AUDIT_CHAINS heads) -------------------
+
+THREE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Three of us", "requiredApprovals": 3}}
+
+
+def decided_by_three(service: Service, admin) -> str:
+    """A run whose chain gets three entries: two votes and the decision."""
+    run_id = run_waiting(service, admin, THREE)
+    for who in ("alice", "bob", "carol"):
+        service.resolve_interrupt(signed_in(service, who), run_id, "gate", {"action": "accept"})
+    return run_id
+
+
+def test_a_runs_entries_stay_in_its_chain_and_each_chain_is_a_log_of_its_own(service) -> None:
+    admin = signed_in(service)
+    runs = [decided_by_three(service, admin) for _ in range(4)]
+    chains = everything(service)
+    assert len(chains) > 2  # keys and runs spread over several chains
+    for run_id in runs:
+        chain = items.chain_of_member(run_id)
+        own = [e for e in chains[chain] if e["target"].get("runId") == run_id]
+        assert [e["action"] for e in own] == ["interrupt.voted", "interrupt.voted", "interrupt.decided"]
+        assert {e["chain"] for e in own} == {chain}
+    for chain, entries in chains.items():
+        assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
+        assert entries[0]["prevHash"] is None
+        assert all(e["prevHash"] == rules.entry_hash(before) for before, e in zip(entries, entries[1:], strict=False))
+        assert service.store.audit_log.head("t1", chain).hash == rules.entry_hash(entries[-1])
+    actions = [e["action"] for entries in chains.values() for e in entries]
+    assert (actions.count("interrupt.voted"), actions.count("interrupt.decided")) == (8, 4)
+    assert len(actions) == 12 + actions.count("key.created")  # and the keys signed_in issued
+    verified = audit.verify(service.store, "t1", 0, 100)
+    assert (verified["chainValid"], verified["anomalies"]) == (True, [])
+
+
+def test_verification_walks_every_chain_and_names_the_chain_of_each_anomaly(service) -> None:
+    admin = signed_in(service)
+    altered, reordered, removed, inserted = (decided_by_three(service, admin) for _ in range(4))
+    chain = {run: items.chain_of_member(run) for run in (altered, reordered, removed, inserted)}
+    assert len(set(chain.values())) == 4, "four runs in four chains (their ids are random: rerun on a collision)"
+    seq = {run: [n for n, e in service.store.audit_log.entries("t1", chain[run], 1, 100) if e["target"].get("runId") == run] for run in chain}
+    client = boto3.client("dynamodb")
+
+    # Altered: who decided is rewritten; the next entry's prevHash no longer matches.
+    alter("t1", seq[altered][1], {"actor": {"subjectId": "mallory", "surface": "run"}}, chain[altered])
+    # Reordered: two entries swap places.
+    first, second = (client.get_item(TableName=TABLE, Key=entry_key("t1", n, chain[reordered]))["Item"] for n in seq[reordered][:2])
+    client.put_item(TableName=TABLE, Item={**first, "sk": second["sk"]})
+    client.put_item(TableName=TABLE, Item={**second, "sk": first["sk"]})
+    # Removed.
+    client.delete_item(TableName=TABLE, Key=entry_key("t1", seq[removed][1], chain[removed]))
+    # Inserted: a forged entry, chained properly to the one before, pushes the rest one place on.
+    entries = dict(service.store.audit_log.entries("t1", chain[inserted], 1, 100))
+    at = seq[inserted][1]
+    forged = {**entries[at], "actor": {"subjectId": "mallory", "surface": "run"}, "prevHash": rules.entry_hash(entries[at - 1]) if at > 1 else None}
+    shifted = {n + 1: {**entries[n], "seq": n + 1} for n in range(at, max(entries) + 1)}
+    for n, entry in {at: forged, **shifted}.items():
+        client.put_item(TableName=TABLE, Item={**entry_key("t1", n, chain[inserted]), "entry": {"S": json.dumps(entry)}})
+
+    result = audit.verify(service.store, "t1", 1, 100)
+    assert result["chainValid"] is False
+    found = {(a["detail"].split(":")[0], a["atSeq"], a["kind"]) for a in result["anomalies"]}
+    assert (f"chain {chain[altered]}", seq[altered][2], "chain-break") in found
+    assert (f"chain {chain[reordered]}", seq[reordered][0], "hash-mismatch") in found
+    assert (f"chain {chain[reordered]}", seq[reordered][1], "hash-mismatch") in found
+    assert (f"chain {chain[removed]}", seq[removed][1], "missing-entry") in found
+    assert (f"chain {chain[inserted]}", at + 1, "chain-break") in found
+    # Only those four chains are named; one chain verified alone names only its own.
+    assert {a["detail"].split(":")[0] for a in result["anomalies"]} == {f"chain {c}" for c in chain.values()}
+    alone = audit.verify(service.store, "t1", 1, 100, chain[removed])
+    assert alone["anomalies"] == [{"atSeq": seq[removed][1], "kind": "missing-entry", "detail": f"chain {chain[removed]}"}]
+
+
+def test_an_entry_copied_into_another_chain_does_not_verify_there(service) -> None:
+    admin = signed_in(service)
+    one, other = decided_by_three(service, admin), decided_by_three(service, admin)
+    source, target = items.chain_of_member(one), items.chain_of_member(other)
+    if source == target:
+        pytest.skip("both runs hashed to one chain")
+    client = boto3.client("dynamodb")
+    # The first entry of each chain carries prevHash null: without its chain inside the hash it would fit anywhere.
+    copied = client.get_item(TableName=TABLE, Key=entry_key("t1", 1, source))["Item"]
+    client.put_item(TableName=TABLE, Item={**copied, "pk": {"S": items.log_pk("t1", target)}})
+    anomalies = audit.verify(service.store, "t1", 1, 1, target)["anomalies"]
+    assert {"atSeq": 1, "kind": "hash-mismatch", "detail": f"chain {target}: the entry names another chain than the one holding it"} in anomalies
+
+
+def test_the_listing_merges_the_chains_newest_first_and_its_cursor_reaches_each_entry_once(service) -> None:
+    admin = signed_in(service)
+    for _ in range(3):
+        decided_by_three(service, admin)
+    chains = everything(service)
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    pages = 0
+    while True:
+        page = audit.entries_page(service.store, "t1", 4, cursor)
+        pages += 1
+        assert len(page["entries"]) <= 4
+        seen += page["entries"]
+        cursor = page.get("cursor")
+        if cursor is None:
+            break
+    total = sum(len(entries) for entries in chains.values())
+    assert sorted((e["chain"], e["seq"]) for e in seen) == sorted((c, e["seq"]) for c, entries in chains.items() for e in entries)
+    assert pages <= total // 4 + 2
+    assert [e["at"] for e in seen] == sorted((e["at"] for e in seen), reverse=True)
+    for chain in chains:
+        mine = [e["seq"] for e in seen if e["chain"] == chain]
+        assert mine == sorted(mine, reverse=True)
+    assert page["headSeq"] == max(len(entries) for entries in chains.values())
+    assert page["chains"] == {str(c): len(entries) for c, entries in chains.items()}
+
+
+def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_each_chain(service, monkeypatch) -> None:
+    admin = signed_in(service)
+    writes: list[tuple[str, int]] = []
+
+    def marked(params: dict[str, Any], **_: Any) -> None:
+        updated = [op["Update"]["Key"]["pk"]["S"] for op in params["TransactItems"] if "Update" in op]
+        heads = [pk for pk in updated if "#AUDITHEAD#" in pk]
+        puts = [op["Put"]["Item"] for op in params["TransactItems"] if "Put" in op]
+        writes.append((heads[0] if heads else "", sum(1 for item in puts if item["sk"]["S"] == items.PENDING_SK)))
+
+    service.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
+    run_id = decided_by_three(service, admin)
+    chain = items.chain_of_member(run_id)
+    # Three appends to the run's chain: the first marked it as waiting, the other two wrote no marker (no GSI write).
+    assert [marks for head, marks in writes if head == items.head_pk("t1", chain)] == [1, 0, 0]
+    pending = set(service.store.audit_log.pending_chains())
+    assert ("t1", chain) in pending
+    assert len(pending) == len(service.store.audit_log.heads("t1"))
+    monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
+    assert audit.checkpoint_pending(service.store) == len(pending)
+    assert list(service.store.audit_log.pending_chains()) == []
+    verified = audit.verify(service.store, "t1", 1, 100)
+    assert verified["checkpointsValid"] is True
+    assert sorted(c["checkpoint"] for c in verified["checkpoints"]) == sorted(
+        rules.checkpoint_id(k, head.seq) for k, head in service.store.audit_log.heads("t1").items()
+    )
+    # The next append to an anchored chain marks it again.
+    monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 300)
+    service.resolve_interrupt(admin, run_waiting(service, admin), "gate", {"action": "accept"})
+    assert len(list(service.store.audit_log.pending_chains())) == 1
+
+
+def test_a_decision_reads_its_run_and_its_chains_head_in_one_call(service) -> None:
+    admin = signed_in(service)
+    run_id = run_waiting(service, admin)
+    calls: list[str] = []
+    service.store.client.meta.events.register(
+        "before-call.dynamodb", lambda model, params, **_: calls.append(model.name + ("(head)" if b"AUDITHEAD" in params["body"] else ""))
+    )
+    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    assert calls[0] == "BatchGetItem(head)"
+    assert "GetItem(head)" not in calls
+    assert [e["action"] for e in log(service, "t1", items.chain_of_member(run_id))][-1] == "interrupt.decided"

@@ -56,7 +56,7 @@ def test_the_walk_names_each_anomaly_in_rfc_0218_shapes() -> None:
     entries: dict[int, dict] = {}
     previous = None
     for seq, draft in enumerate(drafts, start=1):
-        entries[seq] = draft.entry(seq, previous)
+        entries[seq] = draft.entry(seq, previous, 5)
         previous = rules.entry_hash(entries[seq])
     head = rules.Head(seq=4, hash=previous)
     walk = rules.walk(1, 4, entries, [], head, None, lambda at: 0)
@@ -71,3 +71,6 @@ def test_the_walk_names_each_anomaly_in_rfc_0218_shapes() -> None:
     assert rules.walk(1, 4, {k: v for k, v in entries.items() if k != 3}, [], head, None, lambda at: 0)["anomalies"] == [
         {"atSeq": 3, "kind": "missing-entry"}
     ]
+    # Each entry names its chain (inside what is hashed): walked as another chain's, it does not belong.
+    assert rules.walk(1, 4, entries, [], head, None, lambda at: 0, chain=5)["chainValid"] is True
+    assert [a["atSeq"] for a in rules.walk(1, 4, entries, [], head, None, lambda at: 0, chain=6)["anomalies"]] == [1, 2, 3, 4]

@@ -1,10 +1,11 @@
-"""Routes of the tenant's audit log (issue 16 item 5): `GET /audit/verify` (OpenWOP verifyAuditLog) and
-`GET /audit` (its entries, newest first)."""
+"""Routes of the tenant's audit log (issue 16 item 5): `GET /audit/verify` (OpenWOP verifyAuditLog; each of the
+tenant's chains over the range, or `chain` alone) and `GET /audit` (its entries, newest first)."""
 
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
+from interlude import wiring
 from interlude.api.http import app, json_response, principal_for, query_int, service
 from interlude.api.routes import route
 from interlude.app import audit
@@ -21,7 +22,8 @@ def verify_audit_log() -> Response:
     to_seq = query_int("toSeq", None, 0, MAX_SEQ)
     if from_seq is None or to_seq is None:
         raise Invalid("fromSeq and toSeq are both required", {"field": "fromSeq" if from_seq is None else "toSeq"})
-    answer = audit.verify(service().store, principal.tenant, from_seq, to_seq)
+    chain = query_int("chain", None, 0, wiring.AUDIT_CHAINS - 1)
+    answer = audit.verify(service().store, principal.tenant, from_seq, to_seq, chain)
     return json_response(200, AuditVerification.model_validate(answer))
 
 

@@ -323,6 +323,7 @@ OPERATIONS: dict[str, Operation] = {
         params=(
             Param("fromSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "First entry (required)"),
             Param("toSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "Last entry (required)"),
+            Param("chain", "query", {"type": "integer", "minimum": 0, "maximum": wiring.AUDIT_CHAINS - 1}, "Walk this chain only (default: every chain)"),
         ),
     ),
     "listAuditEntries": Operation(

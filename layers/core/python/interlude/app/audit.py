@@ -120,36 +120,36 @@ def append(store: Store, entry: AuditDraft) -> None:
 
 
 def install(store: Store) -> None:
-    """Checkpoint right after an append that makes one due (the periodic sweep catches the quiet tenants)."""
-    store.after_audit = lambda tenant, head: checkpoint_if_due(store, tenant, head)
+    """Checkpoint right after an append that makes one due (the periodic sweep catches the quiet chains)."""
+    store.after_audit = lambda tenant, chain, head: checkpoint_if_due(store, tenant, chain, head)
 
 
-def checkpoint_if_due(store: Store, tenant: str, head: rules.Head) -> None:
+def checkpoint_if_due(store: Store, tenant: str, chain: int, head: rules.Head) -> None:
     if not rules.checkpoint_due(head, time.time()):
         return
     try:
-        checkpoint(store, tenant)
+        checkpoint(store, tenant, chain)
     except Exception:  # noqa: BLE001 - the action is committed; the sweep retries the checkpoint
-        logger.exception("audit checkpoint of tenant %s failed", tenant)
+        logger.exception("audit checkpoint of tenant %s chain %s failed", tenant, chain)
 
 
-def checkpoint(store: Store, tenant: str, attempts: int = 5) -> dict[str, Any] | None:
-    """Sign a checkpoint over the tenant's entries no checkpoint anchors yet (at most CHECKPOINT_INTERVAL_ENTRIES);
+def checkpoint(store: Store, tenant: str, chain: int, attempts: int = 5) -> dict[str, Any] | None:
+    """Sign a checkpoint over the chain's entries no checkpoint anchors yet (at most CHECKPOINT_INTERVAL_ENTRIES);
     None when there are none, or no signing key."""
     key = signing_key()
     if key is None:
         return None
     log = store.audit_log
     for _ in range(attempts):
-        head = log.head(tenant)
+        head = log.head(tenant, chain)
         if head.seq <= head.checkpoint_seq:
             return None
         at = rules.next_checkpoint_at(head)
-        stored = dict(log.entries(tenant, head.checkpoint_seq + 1, at + 1))
+        stored = dict(log.entries(tenant, chain, head.checkpoint_seq + 1, at + 1))
         leaves = [rules.entry_hash(stored[seq]) for seq in range(head.checkpoint_seq + 1, at + 1) if seq in stored]
         root = rules.merkle_root(leaves)
         made = {
-            "checkpoint": rules.checkpoint_id(at),
+            "checkpoint": rules.checkpoint_id(chain, at),
             "atSequence": at,
             "merkleRoot": root,
             "signature": rules.sign_root(key, root),
@@ -159,59 +159,112 @@ def checkpoint(store: Store, tenant: str, attempts: int = 5) -> dict[str, Any] |
         pending_since = _epoch(following["at"]) if following is not None and at < head.seq else None
         if at < head.seq and pending_since is None:
             pending_since = time.time()
-        if log.put_checkpoint(tenant, head, made, pending_since):
+        if log.put_checkpoint(tenant, chain, head, made, pending_since):
             return made
     return None
 
 
 def checkpoint_pending(store: Store, early_s: float = 0) -> int:
-    """The periodic sweep (wiring.AUDIT_CHECKPOINT_SWEEP, every `early_s`): checkpoint every tenant whose oldest
+    """The periodic sweep (wiring.AUDIT_CHECKPOINT_SWEEP, every `early_s`): checkpoint every chain whose oldest
     unanchored entry would pass the interval before the next sweep. Returns how many checkpoints it made."""
     made = 0
-    for tenant in list(store.audit_log.pending_tenants()):
-        head = store.audit_log.head(tenant)
+    for tenant, chain in list(store.audit_log.pending_chains()):
+        head = store.audit_log.head(tenant, chain)
         if not rules.checkpoint_due(head, time.time(), early_s):
             continue
         try:
-            made += checkpoint(store, tenant) is not None
-        except Exception:  # noqa: BLE001 - one tenant's failure must not stop the others' checkpoints
-            logger.exception("audit checkpoint of tenant %s failed", tenant)
+            made += checkpoint(store, tenant, chain) is not None
+        except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
+            logger.exception("audit checkpoint of tenant %s chain %s failed", tenant, chain)
     return made
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
 
 
-def verify(store: Store, tenant: str, from_seq: int, to_seq: int) -> dict[str, Any]:
-    """verifyAuditLog: re-walk [from_seq, to_seq] of the tenant's log, every anomaly named."""
+def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | None = None) -> dict[str, Any]:
+    """verifyAuditLog: re-walk [from_seq, to_seq] of each of the tenant's chains (or of `chain` alone), every
+    anomaly named (its `detail` names the chain)."""
     if from_seq < 0 or to_seq < from_seq:
         raise Invalid("fromSeq and toSeq must be integers with 0 <= fromSeq <= toSeq", {"field": "toSeq"})
     if to_seq - from_seq + 1 > MAX_VERIFY_RANGE:
         raise Invalid(f"one verification covers at most {MAX_VERIFY_RANGE} entries", {"field": "toSeq", "limit": MAX_VERIFY_RANGE})
     log = store.audit_log
-    head = log.head(tenant)
-    checkpoints = log.checkpoints(tenant, from_seq, to_seq)
+    heads = log.heads(tenant) if chain is None else {chain: log.head(tenant, chain)}
+    walked = sum(max(0, min(to_seq, head.seq) - max(from_seq, 1) + 1) for head in heads.values())
+    if walked > MAX_VERIFY_RANGE:
+        raise Invalid(
+            f"one verification covers at most {MAX_VERIFY_RANGE} entries; this range holds {walked} over the tenant's "
+            "chains: narrow it, or verify one chain at a time (chain)",
+            {"field": "toSeq", "limit": MAX_VERIFY_RANGE},
+        )
+    answers = [_verify_chain(log, tenant, k, head, from_seq, to_seq) for k, head in heads.items()]
+    anomalies = sorted((a for answer in answers for a in answer["anomalies"]), key=lambda a: (a["atSeq"], a["detail"]))
+    listed = sorted((c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"]))
+    result: dict[str, Any] = {
+        "fromSeq": from_seq,
+        "toSeq": to_seq,
+        "chainValid": not anomalies,
+        "checkpoints": listed,
+        "anomalies": anomalies,
+    }
+    if listed:
+        result["checkpointsValid"] = all(answer.get("checkpointsValid", True) for answer in answers)
+    return result
+
+
+def _verify_chain(log: AuditLog, tenant: str, chain: int, head: rules.Head, from_seq: int, to_seq: int) -> dict[str, Any]:
+    checkpoints = log.checkpoints(tenant, chain, from_seq, to_seq)
     before: dict[int, int] = {}
-    previous = log.checkpoint_before(tenant, checkpoints[0]["atSequence"]) if checkpoints else 0
+    previous = log.checkpoint_before(tenant, chain, checkpoints[0]["atSequence"]) if checkpoints else 0
     for made in checkpoints:
         before[made["atSequence"]] = previous
         previous = made["atSequence"]
     first = min([from_seq - 1, *(p + 1 for p in before.values())])
-    entries = dict(log.entries(tenant, max(first, 1), min(to_seq, head.seq)))
-    return rules.walk(from_seq, to_seq, entries, checkpoints, head, public_key(), lambda at: before[at])
+    entries = dict(log.entries(tenant, chain, max(first, 1), min(to_seq, head.seq)))
+    answer = rules.walk(from_seq, to_seq, entries, checkpoints, head, public_key(), lambda at: before[at], chain)
+    for anomaly in answer["anomalies"]:
+        anomaly["detail"] = f"chain {chain}" + (f": {anomaly['detail']}" if anomaly.get("detail") else "")
+    return answer
 
 
 def entries_page(store: Store, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
-    """Newest first; `cursor` continues after the previous page."""
-    before = None
+    """Newest first across the tenant's chains (by `at`; a chain's own entries in their order); `cursor` continues
+    after the previous page. Reads the chains' heads (one BatchGetItem per 100) and, per chain that has entries
+    left, one Query of at most `limit`."""
+    log = store.audit_log
+    heads = log.heads(tenant)
     if cursor is not None:
         before = decode_before(cursor)
         if before is None:
             raise Invalid("cursor is not one this listing issued", {"field": "cursor"})
-    entries, next_before = store.audit_log.page(tenant, limit, before)
-    body: dict[str, Any] = {"entries": entries, "headSeq": store.audit_log.head(tenant).seq}
-    if next_before is not None:
-        body["cursor"] = encode_before(next_before)
+    else:
+        before = {chain: head.seq + 1 for chain, head in heads.items()}
+    streams: dict[int, list[dict[str, Any]]] = {}
+    more: dict[int, bool] = {}
+    for chain, below in before.items():
+        if below > 1:
+            streams[chain], more[chain] = log.newest(tenant, chain, limit, below)
+    taken: list[dict[str, Any]] = []
+    position = dict.fromkeys(streams, 0)
+    while len(taken) < limit:
+        live = [chain for chain in streams if position[chain] < len(streams[chain])]
+        if not live:
+            break
+        chain = max(live, key=lambda k: (str(streams[k][position[k]].get("at", "")), k))
+        taken.append(streams[chain][position[chain]])
+        position[chain] += 1
+    following: dict[int, int] = {}
+    for chain, stream in streams.items():
+        if position[chain] < len(stream) or more[chain]:
+            following[chain] = stream[position[chain] - 1]["_seq"] if position[chain] else before[chain]
+    body: dict[str, Any] = {
+        "entries": [{k: v for k, v in entry.items() if k != "_seq"} for entry in taken],
+        "headSeq": max((head.seq for head in heads.values()), default=0),
+        "chains": {str(chain): head.seq for chain, head in heads.items()},
+    }
+    if following:
+        body["cursor"] = encode_before(following)
     return body
 
 

@@ -210,11 +210,12 @@ class Service(KeyOperations, WorkflowOperations):
         committed(keyed, record)
         return transition
 
-    def load_run(self, principal_tenant: str, run_id: str) -> tuple[RunState, int]:
+    def load_run(self, principal_tenant: str, run_id: str, deciding: bool = False) -> tuple[RunState, int]:
+        """`deciding`: a decision follows (its audit chain's head is read with the run: Store.get_run)."""
         # The tenant check comes before any lookup, so a foreign id discloses nothing.
         if tenant_of(run_id) != principal_tenant:
             raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
-        got = self.store.get_run(run_id)
+        got = self.store.get_run(run_id, deciding)
         if got is None:
             raise NotFound("no such run")
         return self.apply_deadlines(*got)
@@ -379,7 +380,7 @@ class Service(KeyOperations, WorkflowOperations):
         surface: Literal["run", "console"] = "run",
     ) -> dict[str, Any]:
         resolver = auth.run_resolver(principal, surface)
-        state, version = self.load_run(principal.tenant, run_id)
+        state, version = self.load_run(principal.tenant, run_id, deciding=True)
         return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed)
 
     def open_interrupt(self, state: RunState, node_id: str) -> OpenInterrupt:

@@ -1,4 +1,4 @@
-"""An audit entry before the log places it: who did what to what, when. The log adds its sequence and prevHash
+"""An audit entry before the log places it: who did what to what, when. The log adds its chain, sequence and prevHash
 (interlude.store.audit); interlude.app.audit builds drafts and appends them."""
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ class AuditDraft:
     at: str
     details: dict[str, Any] = field(default_factory=dict)
 
-    def entry(self, seq: int, prev_hash: str | None) -> dict[str, Any]:
-        """The stored document: what is hashed, and what the next entry's prevHash is the hash of."""
+    def entry(self, seq: int, prev_hash: str | None, chain: int) -> dict[str, Any]:
+        """The stored document: what is hashed, and what the next entry's prevHash is the hash of. `chain`: which of
+        the tenant's chains it belongs to (hashed too, so an entry moved to another chain no longer matches)."""
         return {
+            "chain": chain,
             "seq": seq,
             "at": self.at,
             "tenant": self.tenant,

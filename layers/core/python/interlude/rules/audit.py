@@ -1,7 +1,7 @@
 """The tamper-evident audit log's rules (OpenWOP `openwop-audit-log-integrity`, RFC 0218), pure: no storage here.
 
 * An entry's hash is the lowercase-hex SHA-256 of its RFC 8785 (JCS) bytes; the next entry carries it as
-  `prevHash` (the first entry of a tenant's chain carries `null`).
+  `prevHash` (the first entry of each chain carries `null`).
 * A checkpoint anchors the entries in `(P, atSequence]` (P: the previous checkpoint's atSequence, 0 for the
   first): their hashes are the leaves of a Merkle tree built level by level, a pair becoming the SHA-256 of the
   ASCII of `left‖right`, a trailing odd node promoted unchanged. The Ed25519 signature is over the 32 bytes the
@@ -45,8 +45,8 @@ def merkle_root(leaves: list[str]) -> str:
     return level[0]
 
 
-def checkpoint_id(at_sequence: int) -> str:
-    return f"ckpt-{at_sequence}"
+def checkpoint_id(chain: int, at_sequence: int) -> str:
+    return f"ckpt-{chain:03d}-{at_sequence}"
 
 
 # -- Ed25519 (cryptography loads on first use: most requests sign and verify nothing) ---------------------------
@@ -91,8 +91,8 @@ def signature_valid(public_key: str, root_hex: str, signature: str) -> bool:
 
 @dataclass(frozen=True)
 class Head:
-    """A tenant's chain head: the last entry's sequence and hash, the last checkpoint's atSequence, and when the
-    oldest entry no checkpoint anchors yet was appended (epoch seconds; None when every entry is anchored)."""
+    """A chain's head: the last entry's sequence and hash, the last checkpoint's atSequence, and when the oldest
+    entry no checkpoint anchors yet was appended (epoch seconds; None when every entry is anchored)."""
 
     seq: int = 0
     hash: str | None = None
@@ -126,16 +126,18 @@ def walk(
     head: Head,
     public_key: str | None,
     checkpoint_before: Callable[[int], int],
+    chain: int | None = None,
 ) -> dict[str, Any]:
     """The verifyAuditLog answer for `[from_seq, to_seq]`.
 
     `entries` holds every stored entry by sequence over the walked range and the leaves of its checkpoints (and
     the entry before `from_seq`, to check the first link); `checkpoints` those with atSequence in range, ascending;
-    `checkpoint_before(at)` the atSequence of the checkpoint before the one at `at` (0 for the first)."""
+    `checkpoint_before(at)` the atSequence of the checkpoint before the one at `at` (0 for the first); `chain`: the
+    chain walked (an entry must name it)."""
     anomalies: list[dict[str, Any]] = []
     last = min(to_seq, head.seq)
     for seq in range(max(from_seq, 1), last + 1):
-        anomalies += _entry_anomalies(seq, entries)
+        anomalies += _entry_anomalies(seq, entries, chain)
     if from_seq <= head.seq <= to_seq and head.seq in entries and entry_hash(entries[head.seq]) != head.hash:
         # The last entry has no successor to carry its hash: the head does.
         anomalies.append({"atSeq": head.seq, "kind": "hash-mismatch", "detail": "the entry differs from the hash the chain head holds"})
@@ -163,12 +165,14 @@ def walk(
     return answer
 
 
-def _entry_anomalies(seq: int, entries: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _entry_anomalies(seq: int, entries: Mapping[int, Mapping[str, Any]], chain: int | None) -> list[dict[str, Any]]:
     entry = entries.get(seq)
     if entry is None:
         return [{"atSeq": seq, "kind": "missing-entry"}]
     if entry.get("seq") != seq:
         return [{"atSeq": seq, "kind": "hash-mismatch", "detail": "the entry's seq is not its place in the log"}]
+    if chain is not None and entry.get("chain") != chain:
+        return [{"atSeq": seq, "kind": "hash-mismatch", "detail": "the entry names another chain than the one holding it"}]
     if seq == 1:
         expected = None
     elif seq - 1 in entries:

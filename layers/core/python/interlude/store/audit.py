@@ -1,17 +1,22 @@
-"""The audit log's items: one hash chain per tenant, its head, its signed checkpoints.
+"""The audit log's items: wiring.AUDIT_CHAINS hash chains per tenant, each with its head and signed checkpoints.
 
-  entry       T#{tenant}#AUDIT       A#{seq:012}   entry: the JSON document that is hashed (rules/audit.py)
-  checkpoint  T#{tenant}#AUDIT       C#{at:012}    checkpoint id, atSequence, merkleRoot, signature, at
-  head        T#{tenant}#AUDITHEAD   AUDITHEAD     seq, hash (of entry seq), checkpointSeq, pendingSince;
-                                                   on the inbox index (gsi1pk AUDIT#PENDING#{shard}, gsi1sk
-                                                   {tenant}) while an entry waits for a checkpoint
+  entry       T#{tenant}#AUDIT#{chain:03}      A#{seq:012}   entry: the JSON document that is hashed (rules/audit.py)
+  checkpoint  T#{tenant}#AUDIT#{chain:03}      C#{at:012}    checkpoint id, atSequence, merkleRoot, signature, at
+  head        T#{tenant}#AUDITHEAD#{chain:03}  AUDITHEAD     seq, hash (of entry seq), checkpointSeq, pendingSince
+  pending     T#{tenant}#AUDITHEAD#{chain:03}  PENDING       on the `inbox` GSI (gsi1pk AUDIT#PENDING#{shard}, gsi1sk
+                                                             {tenant}#{chain:03}) while an entry waits for a checkpoint
 
-The head is the chain's single writer: an append writes the entry (never over an existing one) and moves the head
-on condition that it still names the entry it read, in the same TransactWriteItems as the action it records, so
-an action and its entry land together or not at all. A concurrent append that moved the head first makes the
-transaction fail on the head alone; the append reads the head again and retries (APPEND_RETRIES). Entries live in
-a partition of their own that is only ever Put into (every deployed role is denied UpdateItem and DeleteItem on it:
-wiring.APPEND_ONLY_PARTITIONS); docs/scale.md has what the single head costs.
+An entry goes to the chain its run (or key, or else its tenant) hashes to (`chain_of`), so a run's entries form
+one chain in order. Each chain is an RFC 0218 log of its own: sequence from 1, prevHash, checkpoints over its own
+ranges. The head is its chain's single writer: an append writes the entry (never over an existing one) and moves
+the head on condition that it still names the entry and checkpoint it read, in the same TransactWriteItems as the
+action it records, so an action and its entry land together or not at all. A concurrent append that moved the head
+first makes the transaction fail on the head alone; the head it failed on comes back with the failure (ALL_OLD),
+so the append places its entry after that one without reading again (APPEND_RETRIES). The pending marker is
+written only by the append that starts a chain's wait for a checkpoint and removed by the checkpoint that anchors
+all of it: one GSI write per checkpoint interval, not one per append. Entries live in partitions that are only
+ever Put into (every deployed role is denied UpdateItem and DeleteItem on them: wiring.APPEND_ONLY_PARTITIONS);
+docs/scale.md has the ceilings.
 """
 
 from __future__ import annotations
@@ -26,25 +31,39 @@ from interlude import wiring
 from interlude.domain.audit import AuditDraft
 from interlude.rules.audit import Head, canonical, entry_hash
 from interlude.store import attributes as a
+from interlude.store.item_index import shard_of
 
 ENTRY_SK_PREFIX = "A#"
 CHECKPOINT_SK_PREFIX = "C#"
 HEAD_SK = "AUDITHEAD"
-# How an append's two items are labelled among a transaction's items (a failed condition names its label).
+PENDING_SK = "PENDING"
+# How an append's items are labelled among a transaction's items (a failed condition names its label).
 ENTRY_LABEL = "AUDIT#ENTRY"
-APPEND_LABELS = frozenset({HEAD_SK, ENTRY_LABEL})
-# Heads waiting for a checkpoint are spread over this many index partitions (the sweep reads each).
+PENDING_LABEL = "AUDIT#PENDING"
+APPEND_LABELS = frozenset({HEAD_SK, ENTRY_LABEL, PENDING_LABEL})
+# Chains waiting for a checkpoint are spread over this many index partitions (the sweep reads each).
 PENDING_SHARDS = 8
 # Appends that lose the head to a concurrent one are sent again this often before the action is refused as busy.
 APPEND_RETRIES = 8
 
 
-def log_pk(tenant: str) -> str:
-    return f"T#{tenant}#AUDIT"
+def chain_of(draft: AuditDraft) -> int:
+    """The chain an entry goes to: its run's (a run's decisions, votes, mints and cancel stay in one chain), its
+    key's, or else its tenant's."""
+    member = draft.target.get("runId") or draft.target.get("keyId") or draft.tenant
+    return chain_of_member(str(member))
 
 
-def head_pk(tenant: str) -> str:
-    return f"T#{tenant}#AUDITHEAD"
+def chain_of_member(member: str) -> int:
+    return shard_of(member, wiring.AUDIT_CHAINS)
+
+
+def log_pk(tenant: str, chain: int) -> str:
+    return f"T#{tenant}#AUDIT#{chain:03d}"
+
+
+def head_pk(tenant: str, chain: int) -> str:
+    return f"T#{tenant}#AUDITHEAD#{chain:03d}"
 
 
 def entry_sk(seq: int) -> str:
@@ -55,8 +74,8 @@ def checkpoint_sk(at: int) -> str:
     return f"{CHECKPOINT_SK_PREFIX}{at:012d}"
 
 
-def pending_shard(tenant: str) -> str:
-    return f"AUDIT#PENDING#{zlib.crc32(tenant.encode()) % PENDING_SHARDS}"
+def pending_shard(tenant: str, chain: int) -> str:
+    return f"AUDIT#PENDING#{zlib.crc32(f'{tenant}#{chain}'.encode()) % PENDING_SHARDS}"
 
 
 def head_of(item: dict[str, Any] | None) -> Head:
@@ -70,38 +89,53 @@ def head_of(item: dict[str, Any] | None) -> Head:
     )
 
 
-def append_items(draft: AuditDraft, head: Head, now_epoch: float) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
+def head_of_plain(item: dict[str, Any] | None) -> Head:
+    """The head from a failed condition's old image (store/attributes.plain)."""
+    if not item or "seq" not in item:
+        return Head()
+    since = item.get("pendingSince")
+    return Head(int(item["seq"]), str(item["hash"]), int(item.get("checkpointSeq") or 0), float(since) if since is not None else None)
+
+
+def append_items(
+    draft: AuditDraft, chain: int, head: Head, now_epoch: float
+) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
     """The entry after `head` and the head's move to it, as labelled TransactWriteItems, and the head written."""
     seq = head.seq + 1
-    entry = draft.entry(seq, head.hash)
+    entry = draft.entry(seq, head.hash, chain)
     digest = entry_hash(entry)
-    index = wiring.INBOX_INDEX
-    values: dict[str, Any] = {
-        ":seq": a.n(seq),
-        ":hash": a.s(digest),
-        ":now": a.n(round(now_epoch, 3)),
-        ":gpk": a.s(pending_shard(draft.tenant)),
-        ":gsk": a.s(draft.tenant),
-    }
+    values: dict[str, Any] = {":seq": a.n(seq), ":hash": a.s(digest), ":now": a.n(round(now_epoch, 3)), ":zero": a.n(0)}
     if head.seq == 0:
         condition = "attribute_not_exists(seq)"
     else:
-        condition = "seq = :prev"
+        # The checkpoint read too: a checkpoint that anchored everything meanwhile removed the pending marker, which
+        # this append must then write again.
+        condition = "seq = :prev AND checkpointSeq = :cp"
         values[":prev"] = a.n(head.seq)
+        values[":cp"] = a.n(head.checkpoint_seq)
     move = {
-        "Key": a.key(head_pk(draft.tenant), HEAD_SK),
+        "Key": a.key(head_pk(draft.tenant, chain), HEAD_SK),
         "UpdateExpression": "SET seq = :seq, #hash = :hash, pendingSince = if_not_exists(pendingSince, :now), "
-        f"{index.partition_key} = :gpk, {index.sort_key} = :gsk",
+        "checkpointSeq = if_not_exists(checkpointSeq, :zero)",
         "ConditionExpression": condition,
         "ExpressionAttributeNames": {"#hash": "hash"},
         "ExpressionAttributeValues": values,
     }
     put = {
-        "Item": {**a.key(log_pk(draft.tenant), entry_sk(seq)), "entry": a.s(canonical(entry).decode("utf-8"))},
+        "Item": {**a.key(log_pk(draft.tenant, chain), entry_sk(seq)), "entry": a.s(canonical(entry).decode("utf-8"))},
         "ConditionExpression": "attribute_not_exists(sk)",
     }
+    items: list[tuple[str, dict[str, Any]]] = [(HEAD_SK, {"Update": move}), (ENTRY_LABEL, {"Put": put})]
+    if head.pending_since is None:
+        index = wiring.INBOX_INDEX
+        marker = {
+            **a.key(head_pk(draft.tenant, chain), PENDING_SK),
+            index.partition_key: a.s(pending_shard(draft.tenant, chain)),
+            index.sort_key: a.s(f"{draft.tenant}#{chain:03d}"),
+        }
+        items.append((PENDING_LABEL, {"Put": {"Item": marker}}))
     written = Head(seq, digest, head.checkpoint_seq, head.pending_since if head.pending_since is not None else now_epoch)
-    return [(HEAD_SK, {"Update": move}), (ENTRY_LABEL, {"Put": put})], written
+    return items, written
 
 
 class AuditLog:
@@ -109,20 +143,33 @@ class AuditLog:
         self.table = table
         self.client = client
 
-    def head(self, tenant: str) -> Head:
-        got = self.client.get_item(TableName=self.table, Key=a.key(head_pk(tenant), HEAD_SK), ConsistentRead=True)
+    def head(self, tenant: str, chain: int) -> Head:
+        got = self.client.get_item(TableName=self.table, Key=a.key(head_pk(tenant, chain), HEAD_SK), ConsistentRead=True)
         return head_of(got.get("Item"))
 
-    def entries(self, tenant: str, first: int, last: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(sequence, entry) of the stored entries in [first, last], ascending, the sequence read from the item's key
-        (a missing one is simply absent; one whose text is not JSON is {"unreadable": text})."""
+    def heads(self, tenant: str) -> dict[int, Head]:
+        """Every chain of the tenant that holds an entry, with its head (strongly consistent BatchGetItem)."""
+        keys = [a.key(head_pk(tenant, chain), HEAD_SK) for chain in range(wiring.AUDIT_CHAINS)]
+        found: dict[int, Head] = {}
+        for at in range(0, len(keys), 100):
+            request: dict[str, Any] = {self.table: {"Keys": keys[at : at + 100], "ConsistentRead": True}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.table, []):
+                    found[int(item[wiring.PARTITION_KEY]["S"].rsplit("#", 1)[1])] = head_of(item)
+                request = got.get("UnprocessedKeys") or {}
+        return {chain: found[chain] for chain in sorted(found)}
+
+    def entries(self, tenant: str, chain: int, first: int, last: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(sequence, entry) of the chain's stored entries in [first, last], ascending, the sequence read from the
+        item's key (a missing one is simply absent; one whose text is not JSON is {"unreadable": text})."""
         if last < first:
             return
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
-                ":pk": a.s(log_pk(tenant)),
+                ":pk": a.s(log_pk(tenant, chain)),
                 ":lo": a.s(entry_sk(max(first, 0))),
                 ":hi": a.s(entry_sk(last)),
             },
@@ -132,33 +179,33 @@ class AuditLog:
             for item in page.get("Items") or []:
                 yield int(item[wiring.SORT_KEY]["S"].removeprefix(ENTRY_SK_PREFIX)), _entry(item)
 
-    def page(self, tenant: str, limit: int, before: int | None) -> tuple[list[dict[str, Any]], int | None]:
-        """Newest first: up to `limit` entries below sequence `before` (all when None), and the next `before`."""
+    def newest(self, tenant: str, chain: int, limit: int, before: int) -> tuple[list[dict[str, Any]], bool]:
+        """Up to `limit` of the chain's entries below sequence `before`, newest first (each with its key's sequence
+        as `_seq`), and whether older ones remain."""
         got = self.client.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
-                ":pk": a.s(log_pk(tenant)),
+                ":pk": a.s(log_pk(tenant, chain)),
                 ":lo": a.s(entry_sk(0)),
-                ":hi": a.s(entry_sk((before if before is not None else 10**12) - 1)),
+                ":hi": a.s(entry_sk(before - 1)),
             },
             ScanIndexForward=False,
             Limit=limit,
         )
         items = got.get("Items") or []
-        entries = [_entry(item) for item in items]
-        last = int(items[-1][wiring.SORT_KEY]["S"].removeprefix(ENTRY_SK_PREFIX)) if items else None
-        return entries, (last if "LastEvaluatedKey" in got else None)
+        entries = [{**_entry(item), "_seq": int(item[wiring.SORT_KEY]["S"].removeprefix(ENTRY_SK_PREFIX))} for item in items]
+        return entries, "LastEvaluatedKey" in got
 
-    def checkpoints(self, tenant: str, first: int, last: int) -> list[dict[str, Any]]:
-        """Checkpoints with atSequence in [first, last], ascending."""
+    def checkpoints(self, tenant: str, chain: int, first: int, last: int) -> list[dict[str, Any]]:
+        """The chain's checkpoints with atSequence in [first, last], ascending."""
         if last < first:
             return []
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
-                ":pk": a.s(log_pk(tenant)),
+                ":pk": a.s(log_pk(tenant, chain)),
                 ":lo": a.s(checkpoint_sk(max(first, 0))),
                 ":hi": a.s(checkpoint_sk(last)),
             },
@@ -166,13 +213,13 @@ class AuditLog:
         )
         return [_checkpoint(item) for page in pages for item in page.get("Items") or []]
 
-    def checkpoint_before(self, tenant: str, at: int) -> int:
-        """The atSequence of the last checkpoint below `at`; 0 when there is none."""
+    def checkpoint_before(self, tenant: str, chain: int, at: int) -> int:
+        """The atSequence of the chain's last checkpoint below `at`; 0 when there is none."""
         got = self.client.query(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
-                ":pk": a.s(log_pk(tenant)),
+                ":pk": a.s(log_pk(tenant, chain)),
                 ":lo": a.s(checkpoint_sk(0)),
                 ":hi": a.s(checkpoint_sk(max(at - 1, 0))),
             },
@@ -183,22 +230,25 @@ class AuditLog:
         items = got.get("Items") or []
         return int(items[0]["atSequence"]["N"]) if items else 0
 
-    def put_checkpoint(self, tenant: str, head: Head, checkpoint: dict[str, Any], pending_since: float | None) -> bool:
+    def put_checkpoint(
+        self, tenant: str, chain: int, head: Head, checkpoint: dict[str, Any], pending_since: float | None
+    ) -> bool:
         """Store a checkpoint and move the head's checkpointSeq to it; False when the head moved meanwhile (another
         checkpoint, or an append that this checkpoint would leave waiting without a pendingSince)."""
         at = int(checkpoint["atSequence"])
         values: dict[str, Any] = {":at": a.n(at), ":p": a.n(head.checkpoint_seq)}
         condition = "(checkpointSeq = :p OR attribute_not_exists(checkpointSeq))" if head.checkpoint_seq == 0 else "checkpointSeq = :p"
-        index = wiring.INBOX_INDEX
+        unmark: list[dict[str, Any]] = []
         if pending_since is None:
-            # Every entry anchored: the head leaves the pending index, unless an entry was appended meanwhile.
-            update = f"SET checkpointSeq = :at REMOVE pendingSince, {index.partition_key}, {index.sort_key}"
+            # Every entry anchored: the chain leaves the pending index, unless an entry was appended meanwhile.
+            update = "SET checkpointSeq = :at REMOVE pendingSince"
             condition += " AND seq = :at"
+            unmark.append({"Delete": {"TableName": self.table, "Key": a.key(head_pk(tenant, chain), PENDING_SK)}})
         else:
             update = "SET checkpointSeq = :at, pendingSince = :since"
             values[":since"] = a.n(round(pending_since, 3))
         item = {
-            **a.key(log_pk(tenant), checkpoint_sk(at)),
+            **a.key(log_pk(tenant, chain), checkpoint_sk(at)),
             "checkpoint": a.s(checkpoint["checkpoint"]),
             "atSequence": a.n(at),
             "merkleRoot": a.s(checkpoint["merkleRoot"]),
@@ -212,20 +262,21 @@ class AuditLog:
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": a.key(head_pk(tenant), HEAD_SK),
+                            "Key": a.key(head_pk(tenant, chain), HEAD_SK),
                             "UpdateExpression": update,
                             "ConditionExpression": condition,
                             "ExpressionAttributeValues": values,
                         }
                     },
+                    *unmark,
                 ]
             )
         except self.client.exceptions.TransactionCanceledException:
             return False
         return True
 
-    def pending_tenants(self) -> Iterator[str]:
-        """Tenants with an entry no checkpoint anchors yet (the periodic sweep's work list)."""
+    def pending_chains(self) -> Iterator[tuple[str, int]]:
+        """(tenant, chain) of every chain with an entry no checkpoint anchors yet (the periodic sweep's work list)."""
         index = wiring.INBOX_INDEX
         for shard in range(PENDING_SHARDS):
             pages = self.client.get_paginator("query").paginate(
@@ -237,7 +288,8 @@ class AuditLog:
             )
             for page in pages:
                 for item in page.get("Items") or []:
-                    yield item[index.sort_key]["S"]
+                    tenant, chain = item[index.sort_key]["S"].rsplit("#", 1)
+                    yield tenant, int(chain)
 
 
 def _entry(item: dict[str, Any]) -> dict[str, Any]:
@@ -259,15 +311,24 @@ def _checkpoint(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def encode_before(seq: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"before": seq}, allow_nan=False).encode()).decode().rstrip("=")
+def encode_before(before: dict[int, int]) -> str:
+    """The listing's cursor: for each chain with older entries left, the sequence to continue below."""
+    plain = {"before": {str(chain): seq for chain, seq in sorted(before.items())}}
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-def decode_before(cursor: str) -> int | None:
+def decode_before(cursor: str) -> dict[int, int] | None:
     try:
         plain = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
         return None
-    if not isinstance(plain, dict) or set(plain) != {"before"} or type(plain["before"]) is not int or plain["before"] < 1:
+    if not isinstance(plain, dict) or set(plain) != {"before"} or not isinstance(plain["before"], dict):
         return None
-    return int(plain["before"])
+    before: dict[int, int] = {}
+    for chain, seq in plain["before"].items():
+        if not (isinstance(chain, str) and chain.isdigit() and int(chain) < wiring.AUDIT_CHAINS):
+            return None
+        if type(seq) is not int or seq < 2:
+            return None
+        before[int(chain)] = seq
+    return before

@@ -35,6 +35,7 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import DomainError, TooLarge, Unavailable
+from interlude.domain.ids import tenant_of
 from interlude.rules.audit import Head
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
@@ -204,8 +205,12 @@ class Store:
     def __init__(self, table_name: str, client: Any = None) -> None:
         self.table = table_name
         self.client = client or boto3.client("dynamodb")
-        # Called with (tenant, head written) after every committed audit append (interlude.app.audit checkpoints).
-        self.after_audit: Callable[[str, Head], None] | None = None
+        # Called with (tenant, chain, head written) after every committed audit append (interlude.app.audit
+        # checkpoints).
+        self.after_audit: Callable[[str, int, Head], None] | None = None
+        # An audit chain's head read with the run a decision acts on (get_run(deciding=True)), for that decision's
+        # append: taken once; a stale one only costs the append a retry.
+        self._audit_head: tuple[tuple[str, int], Head] | None = None
 
     @cached_property
     def audit_log(self) -> audit_log.AuditLog:
@@ -454,15 +459,36 @@ class Store:
 
     # -- runs --------------------------------------------------------------------------------------
 
-    def get_run(self, run_id: str) -> tuple[RunState, int] | None:
-        got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK))
-        item = got.get("Item")
+    def get_run(self, run_id: str, deciding: bool = False) -> tuple[RunState, int] | None:
+        """`deciding`: a decision follows, whose audit entry goes to the run's chain: that chain's head is read in the
+        same call (one strongly consistent BatchGetItem instead of a GetItem of the run and, later, one of the head)."""
+        if deciding:
+            item = self._get_run_and_audit_head(run_id)
+        else:
+            item = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK)).get("Item")
         if not item:
             return None
         # The run model and the engine load on first use: the callbacks function reads no run (cold starts).
         from interlude.domain.models.run import RunState
 
         return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
+
+    def _get_run_and_audit_head(self, run_id: str) -> dict[str, Any] | None:
+        tenant, chain = tenant_of(run_id), audit_log.chain_of_member(run_id)
+        keys = {"run": a.key(run_pk(run_id), RUN_SK), "head": a.key(audit_log.head_pk(tenant, chain), audit_log.HEAD_SK)}
+        found: dict[str, dict[str, Any]] = {}
+        request: dict[str, Any] = {self.table: {"Keys": list(keys.values()), "ConsistentRead": True}}
+        while request:
+            got = self.client.batch_get_item(RequestItems=request)
+            for item in got.get("Responses", {}).get(self.table, []):
+                found["head" if item[wiring.SORT_KEY]["S"] == audit_log.HEAD_SK else "run"] = item
+            request = got.get("UnprocessedKeys") or {}
+        self._audit_head = ((tenant, chain), audit_log.head_of(found.get("head")))
+        return found.get("run")
+
+    def _prefetched_head(self, tenant: str, chain: int) -> Head | None:
+        held, self._audit_head = self._audit_head, None
+        return held[1] if held is not None and held[0] == (tenant, chain) else None
 
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
         """The heads of `run_ids` (BatchGetItem, 100 keys a call); a run that is gone is left out."""
@@ -611,17 +637,24 @@ class Store:
         if audit is None:
             self._transact_once(items, answered, quota)
             return
+        chain = audit_log.chain_of(audit)
+        head = self._prefetched_head(audit.tenant, chain)
         for _ in range(audit_log.APPEND_RETRIES):
-            head = self.audit_log.head(audit.tenant)
-            appended, written = audit_log.append_items(audit, head, time.time())
+            if head is None:
+                head = self.audit_log.head(audit.tenant, chain)
+            appended, written = audit_log.append_items(audit, chain, head, time.time())
             try:
                 self._transact_once([*items, *appended], answered, quota)
             except Conflict as lost:
                 if {label for label, _ in lost.reasons} <= audit_log.APPEND_LABELS:
-                    continue  # another append moved the head first: read it again and place the entry after it
+                    # Another append moved the head first: the failure carries the head it moved to (ALL_OLD), so
+                    # the entry is placed after it without reading again.
+                    moved = [old for label, old in lost.reasons if label == audit_log.HEAD_SK]
+                    head = audit_log.head_of_plain(moved[0]) if moved else None
+                    continue
                 raise
             if self.after_audit is not None:
-                self.after_audit(audit.tenant, written)
+                self.after_audit(audit.tenant, chain, written)
             return
         raise Unavailable("the audit log kept moving while appending; retry", retry_after_s=1)
 

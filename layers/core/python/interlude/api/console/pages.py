@@ -739,7 +739,7 @@ def audit(frame: Frame, entries: Sequence[Mapping[str, Any]], next_cursor: str |
     ]
     rows = [
         [
-            esc(e.get("seq", "")),
+            esc(f"{e.get('chain', '')}:{e.get('seq', '')}"),
             esc(e.get("at", "")),
             esc(e.get("action", "")),
             esc(_who(e.get("actor"))),
@@ -750,7 +750,7 @@ def audit(frame: Frame, entries: Sequence[Mapping[str, Any]], next_cursor: str |
     ]
     parts.append(
         '<section class="card">'
-        + table("Audit entries, newest first", ("#", "When", "What", "Who", "On", ""), rows, "No audit entries yet.")
+        + table("Audit entries, newest first", ("Chain:#", "When", "What", "Who", "On", ""), rows, "No audit entries yet.")
         + "</section>"
     )
     if next_cursor:

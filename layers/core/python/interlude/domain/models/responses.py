@@ -333,6 +333,8 @@ class AuditVerification(Answer):
 
 
 class AuditEntry(Answer):
+    # Which of the tenant's chains holds it (its run's, its key's, or else the tenant's): seq counts within it.
+    chain: int
     seq: int
     at: str
     tenant: str
@@ -346,8 +348,11 @@ class AuditEntry(Answer):
 class AuditPage(Answer):
     # Newest first.
     entries: list[JsonObject]
-    # The sequence of the tenant's last entry (0 before the first).
+    # The highest last sequence among the tenant's chains (0 before the first entry): verifying [1, headSeq]
+    # walks every chain to its end.
     headSeq: int
+    # Each chain that holds entries (its number, as text) and its last sequence.
+    chains: dict[str, int]
     # Present when older entries follow: pass it as `cursor` for the next page.
     cursor: str | None = Omitted()
 
