@@ -314,7 +314,7 @@ def _checkpoint(item: dict[str, Any]) -> dict[str, Any]:
 def encode_before(before: dict[int, int]) -> str:
     """The listing's cursor: for each chain with older entries left, the sequence to continue below."""
     plain = {"before": {str(chain): seq for chain, seq in sorted(before.items())}}
-    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode().rstrip("=")
+    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":"), allow_nan=False).encode()).decode().rstrip("=")
 
 
 def decode_before(cursor: str) -> dict[int, int] | None:
