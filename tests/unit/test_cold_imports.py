@@ -106,3 +106,42 @@ def test_the_api_function_still_answers_what_it_left_for_first_use():
     )
     assert out.returncode == 0, out.stderr
     assert "jsonschema" in json.loads(out.stdout.strip().splitlines()[-1])["modules"]
+
+
+def test_each_route_module_registers_the_operations_the_api_function_loads_it_for():
+    """api/app.py imports a route module when a request's path matches one of its routes: its table must name,
+    for every route of wiring.ROUTES, the module that registers it (a route missing from it still answers, by
+    loading every module, but costs every cold start that hits it the whole API)."""
+    from interlude import wiring
+    from interlude.api import app, routes
+
+    app.load_all_routes()
+    registered = {operation: module.removeprefix("interlude.api.") for operation, module in routes.REGISTERED.items()}
+    assert registered == app.MODULE_OF
+    assert {r.operation for r in wiring.ROUTES} == set(app.MODULE_OF)
+
+
+def test_a_request_loads_only_the_route_modules_its_path_matches():
+    probe = PROBE.replace(
+        'print(json.dumps({"modules"',
+        "from interlude.api import app\n"
+        'app.load_routes("POST", "/runs/r-1/interrupts/gate")\n'
+        'print(json.dumps({"modules"',
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
+        "TABLE_NAME": "cold-imports",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(ROOT / "functions" / "api" / "handler.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    modules = set(json.loads(out.stdout.strip().splitlines()[-1])["modules"])
+    assert "interlude.api.runs" in modules
+    assert not modules & {"interlude.api.console.routes", "interlude.api.modulex", "interlude.api.tokens", "interlude.api.inbox"}

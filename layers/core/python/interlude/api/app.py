@@ -1,39 +1,104 @@
-"""Lambda entry point of the HTTP face: importing the route modules registers their routes on the resolver."""
+"""Lambda entry point of the HTTP face: a request imports the route modules its path needs, which registers their
+routes on the resolver."""
 
 from __future__ import annotations
 
+import re
+from importlib import import_module
 from typing import Any
 from urllib.parse import quote, unquote
 
 from interlude import wiring
 from interlude.adapters import metrics
-
-# Importing a route module registers its routes: inbox (inbox, events, tenant; issue 3), tokens (issue 4),
-# deliveries (issue 6), modulex and streams (the ModuleX face and the SSE stream; issue 7), keys (issue 11),
-# effects (issue 15), principals, delegation, webhooks and notifications (issue 14).
-from interlude.api import (  # noqa: F401
-    audit,  # (issue 16: the audit log)
-    delegation,
-    deliveries,
-    effects,
-    inbox,
-    keys,
-    modulex,
-    modulex_workflows,
-    notifications,
-    principals,
-    run_listing,
-    runs,
-    streams,
-    subworkflows,  # noqa: F401  (issue 15 item 3: GET /runs/{runId}/ancestry)
-    tasks,  # (issue 15 item 2: task workers)
-    tokens,
-    webhooks,
-)
-
-# The operator console (issue 16).
-from interlude.api.console import routes as console_routes  # noqa: F401
 from interlude.api.http import app, logger
+
+# Each route module of this package and the operations of wiring.ROUTES it registers (its `@route(...)`s). A module
+# is imported when a request's path first matches one of its routes, so a cold start loads the module of the route
+# it answers, not all of them. An operation missing here loads every module (never a wrong 404);
+# tests/unit/test_cold_imports.py checks this table against what each module registers.
+ROUTE_MODULES: dict[str, tuple[str, ...]] = {
+    "runs": (
+        "getCapabilities",
+        "getOpenApi",
+        "putWorkflow",
+        "getWorkflow",
+        "createRun",
+        "getRun",
+        "cancelRun",
+        "pollRunEvents",
+        "resolveInterruptByRun",
+        "createKey",
+    ),
+    "inbox": ("listInterrupts", "postEvent", "getTenantSettings", "putTenantSettings", "putCredentialGrant"),
+    "tokens": ("inspectInterruptByToken", "resolveInterruptByToken", "getInterruptToken", "mintInterruptToken"),
+    "deliveries": ("listRunDeliveries",),
+    "modulex": ("modulexRun", "modulexResume", "modulexCancel", "modulexState", "modulexListen"),
+    "streams": ("streamRunEvents",),
+    "keys": ("listKeys", "revokeKey"),
+    "effects": ("getRunEffects", "getEffectSeamManifest"),
+    "principals": ("putPrincipal", "getPrincipal", "deletePrincipal"),
+    "delegation": ("delegateVote",),
+    "webhooks": ("registerWebhook", "unregisterWebhook", "rotateWebhookSecret", "listWebhookDeadLetters"),
+    "notifications": ("listRunNotifications", "putSlackSettings"),
+    "audit": ("verifyAuditLog", "listAuditEntries"),
+    "modulex_workflows": (
+        "modulexCreateWorkflow",
+        "listWorkflows",
+        "modulexDeleteWorkflow",
+        "modulexListRuns",
+        "modulexGetRun",
+    ),
+    "run_listing": ("listRuns", "bulkCancelRuns"),
+    "subworkflows": ("getRunAncestry",),
+    "tasks": ("claimTask", "completeTask", "failTask", "heartbeatTask"),
+    "console.routes": (
+        "consoleHome",
+        "consoleSignInPage",
+        "consoleSignIn",
+        "consoleSignOut",
+        "consoleInbox",
+        "consoleDecide",
+        "consoleRuns",
+        "consoleCancelRuns",
+        "consoleRun",
+        "consoleWorkflows",
+        "consoleWorkflow",
+        "consoleKeys",
+        "consoleCreateKey",
+        "consoleRevokeKey",
+        "consoleAudit",
+    ),
+}
+MODULE_OF = {operation: module for module, operations in ROUTE_MODULES.items() for operation in operations}
+# (method, path pattern, modules to import) per route; a trailing '/' matches too (loading more is harmless; a path
+# no route of its method matches loads nothing: the resolver's not-found handler answers 404 or 405 from wiring).
+_ROUTE_LOADS = [
+    (
+        r.method,
+        re.compile("^" + "[^/]+".join(re.escape(part) for part in re.split(r"{\w+}", r.path)) + "/?$"),
+        (MODULE_OF[r.operation],) if r.operation in MODULE_OF else tuple(ROUTE_MODULES),
+    )
+    for r in wiring.ROUTES
+]
+_loaded: set[str] = set()
+
+
+def load_routes(method: str, path: str) -> None:
+    """Import (so register) the route modules whose routes match `method` and `path`, in the table's order, once."""
+    wanted = {module for m, pattern, modules in _ROUTE_LOADS if m == method and pattern.match(path) for module in modules}
+    for module in ROUTE_MODULES:
+        if module in wanted and module not in _loaded:
+            import_module(f"interlude.api.{module}")
+            _loaded.add(module)
+
+
+def load_all_routes() -> None:
+    """Every route module (the OpenAPI tests and tools that walk the resolver's routes)."""
+    for module in ROUTE_MODULES:
+        if module not in _loaded:
+            import_module(f"interlude.api.{module}")
+            _loaded.add(module)
+
 
 # The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.
 DECIDING_SURFACES = {"resolveInterruptByRun": "run", "resolveInterruptByToken": "token", "modulexResume": "modulex"}
@@ -54,6 +119,9 @@ def normalise_path(raw_path: str) -> str:
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if "rawPath" in event:
         event = {**event, "rawPath": normalise_path(event["rawPath"])}
+        load_routes(str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper(), event["rawPath"])
+    else:
+        load_all_routes()
     response = app.resolve(event, context)
     count_response(event.get("routeKey", "unmatched"), int(response.get("statusCode", 500)))
     return response

@@ -14,6 +14,9 @@ from aws_lambda_powertools.event_handler import Response
 from interlude.api import http
 from interlude.api.idempotency import idempotent
 
+# The module that registered each operation (api/app.py imports route modules by it; a test compares).
+REGISTERED: dict[str, str] = {}
+
 
 def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
     spec = http.ROUTES_BY_OPERATION[operation]
@@ -31,6 +34,7 @@ def route(operation: str) -> Callable[[Callable[..., Response]], Callable[..., R
             return answer(**params)
 
         register(on_face)
+        REGISTERED[operation] = handler.__module__
         return handler
 
     return decorator

@@ -21,9 +21,7 @@ from interlude.api.http import (
     service,
 )
 from interlude.api.idempotency import keyed
-from interlude.api.modulex_workflows import get_modulex, is_modulex_workflow, put_modulex
 from interlude.api.routes import route
-from interlude.api.run_listing import run_list_capability
 from interlude.app import audit
 from interlude.app.subworkflows import SUBWORKFLOW_CAPABILITY, ancestry_capability
 from interlude.config import settings
@@ -47,7 +45,6 @@ from interlude.domain.validation import parse
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from interlude.rules import audit as audit_rules
 from interlude.rules.interrupts.decide import REF_KINDS
-from interlude.rules.tokens.scheme import TOKEN_ALGS
 
 # -- routes ----------------------------------------------------------------------------------------
 
@@ -58,7 +55,9 @@ def get_capabilities() -> Response:
 
 
 def capabilities() -> dict[str, Any]:
-    # Advertise only what this deployment actually serves.
+    # Advertise only what this deployment actually serves. The token scheme loads here (discovery), not with a resolve.
+    from interlude.rules.tokens.scheme import TOKEN_ALGS
+
     caps: dict[str, Any] = {
         "protocolVersions": [OPENWOP_VERSION],
         "preferredVersion": OPENWOP_VERSION,
@@ -88,7 +87,9 @@ def capabilities() -> dict[str, Any]:
         "callbackDelivery": True,
     }
     caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}
-    # Issue 16: GET /runs (interlude.api.run_listing).
+    # Issue 16: GET /runs (interlude.api.run_listing, loaded here: discovery is no part of a resolve's cold start).
+    from interlude.api.run_listing import run_list_capability
+
     caps["runList"] = run_list_capability()
     # Issue 16: the audit log's integrity family (RFC 0224), advertised only when the signing key can be read.
     audit_key = audit.public_key()
@@ -136,6 +137,9 @@ def get_openapi() -> Response:
 def put_workflow(workflowId: str) -> Response:
     principal = principal_for("putWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    # The ModuleX face's module shares this path (GET /workflows/{id} loads it too): imported where first needed.
+    from interlude.api.modulex_workflows import is_modulex_workflow, put_modulex
+
     if is_modulex_workflow(principal.tenant, workflow_id):
         return put_modulex(principal, workflow_id)  # a ModuleX workflow's id: the ModuleX update
     raw = required_body()
@@ -149,6 +153,8 @@ def put_workflow(workflowId: str) -> Response:
 def get_workflow(workflowId: str) -> Response:
     principal = principal_for("getWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    from interlude.api.modulex_workflows import get_modulex, is_modulex_workflow
+
     if is_modulex_workflow(principal.tenant, workflow_id):
         return get_modulex(principal, workflow_id)  # a ModuleX workflow's id: its ModuleX record
     return json_response(200, WorkflowVersion.model_validate(service().get_workflow(principal, workflow_id)))
