@@ -50,6 +50,7 @@ NOT_AT_IMPORT = {
         "interlude.app",
         "interlude.api",
         "jsonschema",
+        "pydantic",  # a delivery validates no model (a dead letter's retention loads the webhook models)
     ],
     "dispatch": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
     "timeouts": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],

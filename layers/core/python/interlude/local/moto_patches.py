@@ -34,7 +34,9 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.validators import Validator
 
 _original_query = Table.query
 _original_all_items = Table.all_items
@@ -54,6 +56,9 @@ def apply() -> None:
     Table.query = _query  # type: ignore[method-assign]
     Table.all_items = _all_items  # type: ignore[method-assign]
     UpdateExpressionParser.make = classmethod(_parsed_update_expression)
+    DepthFirstTraverser.nodes_to_be_processed = _nodes_to_be_processed
+    DepthFirstTraverser.process = _process
+    Validator.__init__ = _validator_init
     _applied = True
 
 
@@ -223,3 +228,59 @@ def _write(self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[st
         self.delete_item(op["TableName"], key, **expression)
     else:
         self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)
+
+
+# -- UpdateExpression validation ----------------------------------------------------------------------
+# moto validates an update expression by walking a copy of its parsed tree with ten processors. Each processor
+# rebuilt its {node class: method} table for every node it visited (twice), and the tree was copied with
+# copy.deepcopy: about 80 % of an UpdateItem's time in moto. The table is built once per processor (a processor
+# lives for one validation), and the tree is copied node by node, which is what deepcopy did for it (a parsed
+# tree's nodes hold only children, a parent and their class name; its leaves are strings and ints).
+
+
+def _processing_table(self: Any) -> dict[type, Any]:
+    table: dict[type, Any] | None = self.__dict__.get("_interlude_table")
+    if table is None:
+        table = self.__dict__["_interlude_table"] = self._processing_map()
+    return table
+
+
+def _nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+    types: tuple[type, ...] | None = self.__dict__.get("_interlude_types")
+    if types is None:
+        types = self.__dict__["_interlude_types"] = tuple(_processing_table(self))
+    return types
+
+
+def _process(self: Any, node: Any) -> Any:
+    for node_class, processor in _processing_table(self).items():
+        if isinstance(node, node_class):
+            return processor(node)
+    return None
+
+
+def _copied_tree(node: Any, parent: Any = None) -> Any:
+    if not isinstance(node, Node):
+        return node if node is None or isinstance(node, (str, int)) else copy.deepcopy(node)
+    fresh = copy.copy(node)
+    fresh.parent = parent
+    if node.children is not None:
+        fresh.children = [_copied_tree(child, fresh) for child in node.children]
+    return fresh
+
+
+def _validator_init(
+    self: Any,
+    expression: Any,
+    expression_attribute_names: Any,
+    expression_attribute_values: Any,
+    item: Any,
+    table: Any,
+) -> None:
+    # moto 5.2's Validator.__init__ (Apache-2.0), copying the tree with _copied_tree instead of copy.deepcopy.
+    self.expression_attribute_names = expression_attribute_names
+    self.expression_attribute_values = expression_attribute_values
+    self.item = item
+    self.table = table
+    self.processors = self.get_ast_processors()
+    self.node_to_validate = _copied_tree(expression)

@@ -22,7 +22,6 @@ from standardwebhooks import Webhook
 
 from interlude.domain.clock import iso
 from interlude.domain.ids import tenant_bound, tenant_of
-from interlude.domain.models.webhooks import DEAD_LETTER_RETENTION_DAYS
 from interlude.rules.webhooks import delivery_body, delivery_opaque
 from interlude.store.webhooks import SubscriptionSecrets
 
@@ -85,6 +84,9 @@ def dead_letter_record(
     message: dict[str, Any], attempts: int, reason: str, last_status: int | None, now: float
 ) -> dict[str, Any]:
     """RFC 0188's record: names the delivery; no body, no headers, no secret."""
+    # The webhook models (and pydantic) load with the first dead letter, not with the callbacks function.
+    from interlude.domain.models.webhooks import DEAD_LETTER_RETENTION_DAYS
+
     dead_at = datetime.fromtimestamp(now, UTC)
     record: dict[str, Any] = {
         "deliveryId": tenant_bound(message["tenant"], message["deliveryId"]),
