@@ -58,7 +58,7 @@ def apply() -> None:
     UpdateExpressionParser.make = classmethod(_parsed_update_expression)
     DepthFirstTraverser.nodes_to_be_processed = _nodes_to_be_processed
     DepthFirstTraverser.process = _process
-    Validator.__init__ = _validator_init
+    Validator.__init__ = _validator_init  # type: ignore[method-assign]
     _applied = True
 
 
