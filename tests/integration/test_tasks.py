@@ -13,9 +13,11 @@ from moto import mock_aws
 from interlude import wiring
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
+from interlude.app.tasks import check
 from interlude.domain import clock
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.deadlines import NotDueYet
 from interlude.engine.tasks import task_id
 from interlude.faces.modulex.definition import translate
 from interlude.faces.modulex.references import engine_id
@@ -372,3 +374,16 @@ def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, wor
     task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
     assert task is not None
     assert task.status == "cancelled"
+
+
+def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_changes_nothing(service, admin, worker_key):
+    run_id = started(service, admin, task_workflow())
+    settle(Stream(TABLE))
+    claim(worker_key, "summarise")
+    tid, now = task_id(run_id, "draft", 1), clock.now().timestamp()
+    with pytest.raises(NotDueYet):
+        check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now + 60})
+    assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now - 1}) == 0
+    task = TaskStore(service.store).get(tid)
+    assert task is not None
+    assert (task.status, task.attempt) == ("claimed", 1)

@@ -38,7 +38,7 @@ from interlude.domain.ids import tenant_of
 from interlude.domain.models.tasks import WorkerError
 from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
-from interlude.engine.deadlines import Deadline
+from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.tasks import TASK, RetryConfig, task_id, text_output
 from interlude.store import Conflict as LostRace
 from interlude.store.tasks import Claim, Task, TaskStore
@@ -120,7 +120,7 @@ def _held(service: Service, principal: auth.Principal, token: str) -> tuple[Task
     task = tasks_of(service).get(tid)
     if task is None:
         raise NotFound("no such task")
-    if task.status != "claimed" or task.attempt != claim.attempt or task.nonce != claim.nonce:
+    if task.status != "claimed" or task.attempt != claim.attempt or not secrets.compare_digest(task.nonce, claim.nonce):
         raise not_claimed(task)
     return task, claim
 
@@ -329,6 +329,9 @@ def check(service: Service, body: dict[str, Any]) -> int:
         reason, limit = "timeout", f"timeoutSeconds={task.request['timeoutSeconds']}"
     elif task.lease_until <= now:
         reason, limit = "heartbeat", f"heartbeatTimeoutSeconds={task.request['heartbeatTimeoutSeconds']}"
+    elif now < float(body.get("due") or 0):
+        # Fired before its time by this process's clock: fail, so Scheduler tries again (as fire_deadline does).
+        raise NotDueYet(f"task check of {tid} is not due yet")
     else:
         return 0  # a heartbeat kept it: a later check stands (see heartbeat)
     node = task.request["nodeId"]
