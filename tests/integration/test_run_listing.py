@@ -145,6 +145,41 @@ def test_entries_spread_over_the_shards_and_are_written_once(service: Service, c
     assert len(shards) >= 8
 
 
+def run_entries(client, tenant: str) -> int:
+    return sum(
+        len(
+            client.query(
+                TableName=TABLE,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#RUNS#{shard:02d}"}},
+            )["Items"]
+        )
+        for shard in range(wiring.RUN_INDEX.shards)
+    )
+
+
+def test_a_refused_create_leaves_no_entry_and_an_entry_without_its_run_is_not_listed(service: Service, client) -> None:
+    from interlude.app import tenants
+    from interlude.domain.errors import DomainError
+    from interlude.domain.models.tenants import TenantSettings
+    from interlude.store.dynamo import run_entry
+
+    admin = signed_in(service)
+    register(service, admin, "approve", "conformance-approval")
+    kept = start(service, admin, "approve")
+    tenants.put_settings(service, admin.tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
+    service.limiter.forget(admin.tenant)
+    with pytest.raises(DomainError) as refused:
+        start(service, admin, "approve")
+    assert refused.value.code == "interlude.quota_exceeded"
+    # The entry is a plain write before the run's transaction (half its price inside it), taken back when refused.
+    assert run_entries(client, admin.tenant) == 1
+    # One left behind (a process that stopped between the two writes) is skipped: no run head, no row.
+    _, put = run_entry(admin.tenant, f"{admin.tenant}/neverWritten00000000000", "approve", "2099-01-01T00:00:00.000Z")
+    client.put_item(TableName=TABLE, **{k: v for k, v in put["Put"].items() if k == "Item"})
+    assert walk(service, admin.tenant, 10) == ([kept], 1)
+
+
 def test_bulk_cancel_reports_each_id_in_request_order(service: Service) -> None:
     admin = signed_in(service)
     register(service, admin, "approve", "conformance-approval")

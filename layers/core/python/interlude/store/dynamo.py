@@ -13,7 +13,7 @@ Item layout (keys are strings; every item carries its tenant in pk):
                                                           listed per tenant on the inbox index (gsi1pk
                                                           T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId})
   run entry    T#{tenant}#RUNS#{shard:02}  {createdAt}#{run}  the run listing's entry (runId, workflowId), written
-                                                          once with the run (store/item_index.py)
+                                                          once, just before the run (store/item_index.py)
   idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
                                                           the write carries an AnsweredRecord
 Counters of the per-tenant limits: store/limits.py.
@@ -63,13 +63,19 @@ def run_id_of(pk: str) -> str | None:
 
 
 def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> tuple[str, dict[str, Any]]:
-    """(label, Put) of the run listing's entry for a run, written in the transaction that creates the run."""
+    """(label, Put) of the run listing's entry for a run, written just before the transaction that creates the run
+    (removed again if it is refused; a listing skips an entry whose run head is missing)."""
     sort = f"{created_at}#{run_id.split('/', 1)[1]}"
     put = item_index.entry_put(tenant, wiring.RUN_INDEX, run_id, sort, {"runId": run_id, "workflowId": workflow_id})
     return RUN_ENTRY_LABEL, put
 
 
-# The label of the run entry among a transaction's items (a lost race never names it: it has no condition).
+def run_entry_key(entry: tuple[str, dict[str, Any]]) -> a.Item:
+    item = entry[1]["Put"]["Item"]
+    return {wiring.PARTITION_KEY: item[wiring.PARTITION_KEY], wiring.SORT_KEY: item[wiring.SORT_KEY]}
+
+
+# The label of the run entry (its PutItem's, as run_entry returns it).
 RUN_ENTRY_LABEL = "RUNS"
 
 
@@ -542,24 +548,31 @@ class Store:
             claim = counters.claim(state.tenant, counters.OPEN_RUNS, shard_limit, state.usageShard)
         items = self._transition_items(transition, expected_version, first_seq, docs, now_iso)
         quota = None
-        if expected_version is None:
-            items.append(run_entry(state.tenant, state.runId, state.workflowId, state.createdAt))
         if claim is not None:
             items.append(claim)
             quota = (counters.OPEN_RUNS, limit)
         elif expected_version is not None and state.terminal:
             items.append(counters.release(state.tenant, counters.OPEN_RUNS, state.usageShard))
-        # The inbox entries (store/inbox.py) are plain writes around the transaction, never inside it.
+        # The inbox entries (store/inbox.py) and a new run's listing entry are plain writes before the
+        # transaction, never inside it (where each would bill twice): a reader skips an entry whose item is not
+        # there (docs/decisions.md, "The write bill, item by item").
         index = InboxIndex(self.table, self.client)
         opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
-        if opened:
-            index.put(opened)
+        listed = run_entry(state.tenant, state.runId, state.workflowId, state.createdAt) if expected_version is None else None
+        entries = [{"PutRequest": {"Item": item}} for e in opened for item in e.items()]
+        if listed is not None:
+            entries.append({"PutRequest": {"Item": listed[1]["Put"]["Item"]}})
+        if entries:
+            index.batch_write(entries)
         try:
             self._transact(items, answered, quota, audit)
         except (Conflict, DomainError, KeyAlreadyUsed):
             # Refused, so nothing was written; a run never created shares its entries with no other writer.
-            if opened and expected_version is None:
-                index.delete(opened)
+            if listed is not None:
+                index.batch_write(
+                    [{"DeleteRequest": {"Key": key}} for e in opened for key in e.index_keys()]
+                    + [{"DeleteRequest": {"Key": run_entry_key(listed)}}]
+                )
             raise
         closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
         if closed:

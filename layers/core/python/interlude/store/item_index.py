@@ -38,7 +38,7 @@ def index_pk(tenant: str, index: wiring.ItemIndex, shard: int) -> str:
 def entry_put(
     tenant: str, index: wiring.ItemIndex, member: str, sort: str, attributes: dict[str, str]
 ) -> dict[str, Any]:
-    """The TransactWriteItem `Put` of one entry (written with what it indexes, in the same transaction)."""
+    """The `Put` of one entry (the run listing's is a plain write just before the run's first transaction)."""
     item: a.Item = {
         **a.key(index_pk(tenant, index, shard_of(member, index.shards)), sort),
         **{name: a.s(value) for name, value in attributes.items()},
