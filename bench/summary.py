@@ -53,7 +53,7 @@ ROWS = (
         "$ per million approval lifecycles, every write counted; Step Functions beside it",
         "≤ $8.00",
         command=("cost_per_million.py",),
-        keep=r"total|Step Functions|Standard|Express|goal|per million",
+        keep=r"total|Step Functions|Standard|Express|goal|per million|would take",
     ),
     Row(
         "In-process resolve ÷ one raw conditional put_item, same moto table",
