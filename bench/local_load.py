@@ -8,6 +8,10 @@ Goal (issue 13): lifecycles/s with 5,000 existing runs within 30 % of the figure
 
     python bench/local_load.py [--sizes 100,5000] [--clients 1,4,16] [--seconds 6]
     python bench/local_load.py --attach .interlude/local.json    # a stack that is already running
+
+Under load every request may take long: each waits up to --timeout seconds (generous by default), a request that
+fails or times out is counted and named in the report instead of stopping the run, and a stack that does not
+start, or answers nothing, ends the script with a one-line message.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
+import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,17 +33,25 @@ from typing import Any
 
 import _bench  # noqa: F401  (puts the repo root on sys.path for tests.support)
 import boto3
+import requests
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local.stack import TABLE_NAME, configure_environment
 from interlude.store import Store
 from tests.support.local_stack import Api, LocalStackProcess, wire
+from tests.support.run_copies import RunCopies
 
 WORKFLOW = "demo-approval"
 GATE = "review"
 ACCEPT = {"action": "accept"}
 GOAL_RATIO = 0.30
+# Seconds a request may take before it counts as failed (a loaded 2-CPU machine can stall one for many seconds).
+TIMEOUT_S = 180.0
+# The seeding client's patience: one BatchWriteItem may wait behind the stack's own requests on moto's lock.
+SEED_CLIENT = Config(connect_timeout=60, read_timeout=600, retries={"max_attempts": 10, "mode": "standard"})
 
 
 def parse_args() -> argparse.Namespace:
@@ -49,6 +61,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=6.0, help="time spent per (size, clients) cell")
     parser.add_argument("--rounds", type=int, default=3, help="alternations between the stacks")
     parser.add_argument("--attach", type=Path, help="state file of a running stack instead of starting one")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds one request may take")
     return parser.parse_args()
 
 
@@ -62,47 +75,37 @@ def percentile(samples: list[float], fraction: float) -> float:
 class Seeder:
     """Existing runs in the stack's own moto server. A few real ones come from the Service (half left waiting at
     the gate with an open interrupt in the inbox, half resolved); the rest are copies of their items under new
-    run ids, written 25 to a call: the same items a used table holds, without paying a create per seed."""
+    run and interrupt ids (tests/support/run_copies.py): the same items a used table holds, without paying a
+    create per seed."""
 
     TEMPLATES = 10
 
     def __init__(self, info: dict[str, str]) -> None:
         configure_environment(info["motoEndpoint"], TABLE_NAME)
-        self.client = boto3.client("dynamodb")
+        self.client = boto3.client("dynamodb", config=SEED_CLIENT)
         self.service = Service(Store(TABLE_NAME, self.client))
         self.principal = self.service.authenticate(f"Bearer {info['apiKey']}")
-        self.templates: list[tuple[str, list[dict[str, Any]]]] = []
+        self.copies: RunCopies | None = None
         self.count = 0
 
-    def _make_templates(self) -> None:
-        opaques = []
+    def _make_templates(self) -> RunCopies:
+        run_ids = []
         for n in range(self.TEMPLATES):
-            state = self.service.create_run(self.principal, CreateRunRequest.model_validate({"workflowId": WORKFLOW, "inputs": {"title": "seed"}}))
+            request = CreateRunRequest.model_validate({"workflowId": WORKFLOW, "inputs": {"title": "seed"}})
+            state = self.service.create_run(self.principal, request)
             if n % 2:
                 self.service.resolve_interrupt(self.principal, state.runId, GATE, ACCEPT)
-            opaques.append(state.runId.split("/", 1)[1])
-        items = [i for page in self.client.get_paginator("scan").paginate(TableName=TABLE_NAME) for i in page["Items"]]
-        for opaque in opaques:
-            # Every item whose partition key names the run: its state, event batches, interrupt.
-            self.templates.append((opaque, [i for i in items if opaque in i["pk"]["S"]]))
+            run_ids.append(state.runId)
         self.count += self.TEMPLATES
+        return RunCopies(self.client, TABLE_NAME, run_ids)
 
     def seed_to(self, total: int) -> float:
         started = time.monotonic()
-        if not self.templates and self.count < total:
-            self._make_templates()
-        pending: list[dict[str, Any]] = []
-        while self.count < total:
-            opaque, items = self.templates[self.count % len(self.templates)]
-            fresh = secrets.token_urlsafe(18)
-            for item in items:
-                pending.append({k: {"S": v["S"].replace(opaque, fresh)} if "S" in v else v for k, v in item.items()})
-            self.count += 1
-            if len(pending) >= 25 or self.count == total:
-                for start in range(0, len(pending), 25):
-                    batch = [{"PutRequest": {"Item": i}} for i in pending[start : start + 25]]
-                    self.client.batch_write_item(RequestItems={TABLE_NAME: batch})
-                pending = []
+        if self.copies is None and self.count < total:
+            self.copies = self._make_templates()
+        if self.copies is not None and self.count < total:
+            self.copies.write(total - self.count)
+            self.count = total
         return time.monotonic() - started
 
 
@@ -129,33 +132,67 @@ def cpu_use(pid: int, window_s: float = 1.0) -> float:
     return (spent() - before) / window_s
 
 
-def lifecycle(api: Api, timings: dict[str, list[float]]) -> None:
+class Failed(Exception):
+    """A request that timed out, failed, or did not answer as a lifecycle expects."""
+
+
+@dataclass(frozen=True)
+class Client:
+    """One HTTP client of the stack: its session, and how long it waits for each answer."""
+
+    api: Api
+    timeout_s: float
+
+    def call(self, method: str, path: str, body: Any = None, expect: int = 200) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body)
+        try:
+            got = self.api.session.request(
+                method, self.api.base_url + path, data=data, headers=self.api.headers(), timeout=self.timeout_s
+            )
+        except requests.Timeout as exc:
+            raise Failed(f"{method} {path.split('/')[1]}: no answer within {self.timeout_s:g} s") from exc
+        except requests.RequestException as exc:
+            raise Failed(f"{method} {path.split('/')[1]}: {type(exc).__name__}") from exc
+        if got.status_code != expect:
+            raise Failed(f"{method} {path.split('/')[1]}: {got.status_code} {got.text[:160]}")
+        answer: dict[str, Any] = got.json()
+        return answer
+
+
+def lifecycle(client: Client, timings: dict[str, list[float]]) -> None:
     started = time.monotonic()
-    got = api.call("POST", "/runs", {"workflowId": WORKFLOW, "inputs": {"title": "load"}})
+    run_id = wire(client.call("POST", "/runs", {"workflowId": WORKFLOW, "inputs": {"title": "load"}}, 201)["runId"])
     created = time.monotonic()
-    assert got.status_code == 201, got.text
-    run_id = wire(got.json()["runId"])
-    got = api.call("GET", f"/runs/{run_id}")
+    status = client.call("GET", f"/runs/{run_id}")["status"]
     read = time.monotonic()
-    assert got.status_code == 200, got.text
-    assert got.json()["status"] == "waiting-approval", got.text
-    got = api.call("POST", f"/runs/{run_id}/interrupts/{GATE}", {"resumeValue": ACCEPT})
+    if status != "waiting-approval":
+        raise Failed(f"GET runs: the new run is {status}, not waiting-approval")
+    client.call("POST", f"/runs/{run_id}/interrupts/{GATE}", {"resumeValue": ACCEPT})
     resolved = time.monotonic()
-    assert got.status_code == 200, got.text
     timings["create"].append(created - started)
     timings["get"].append(read - created)
     timings["resolve"].append(resolved - read)
     timings["lifecycle"].append(resolved - started)
 
 
-def discovery(api: Api, timings: dict[str, list[float]]) -> None:
+def discovery(client: Client, timings: dict[str, list[float]]) -> None:
     started = time.monotonic()
-    got = api.session.get(api.base_url + "/.well-known/openwop", timeout=30)
-    assert got.status_code == 200, got.text
+    client.call("GET", "/.well-known/openwop")
     timings["discovery"].append(time.monotonic() - started)
 
 
 STEPS = ("create", "get", "resolve", "lifecycle", "discovery")
+Step = Callable[[Client, dict[str, list[float]]], None]
+
+
+@dataclass
+class Drive:
+    """What `clients` threads did in one timed drive."""
+
+    done: int
+    elapsed: float
+    timings: dict[str, list[float]]
+    failures: Counter[str]
 
 
 @dataclass
@@ -167,45 +204,51 @@ class Cell:
     discoveries: int = 0
     discovery_s: float = 0.0
     timings: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in STEPS})
+    failures: Counter[str] = field(default_factory=Counter)
 
 
-def drive(
-    info: dict[str, str], clients: int, seconds: float, step: Callable[[Api, dict[str, list[float]]], None]
-) -> tuple[int, float, dict[str, list[float]]]:
-    """Run `step` in a loop on `clients` threads (one HTTP session each) for `seconds`: (done, elapsed, timings)."""
-    merged: dict[str, list[float]] = {k: [] for k in STEPS}
+def drive(info: dict[str, str], clients: int, seconds: float, step: Step, timeout_s: float) -> Drive:
+    """Run `step` in a loop on `clients` threads (one HTTP session each) for `seconds`. A step that fails is
+    counted by its message, not retried, and the client goes on."""
+    result = Drive(0, 0.0, {k: [] for k in STEPS}, Counter())
     lock = threading.Lock()
     deadline = time.monotonic() + seconds
-    done = [0]
 
-    def client() -> None:
-        api = Api.of(info)
-        mine: dict[str, list[float]] = {k: [] for k in merged}
+    def run_client() -> None:
+        client = Client(Api.of(info), timeout_s)
+        mine: dict[str, list[float]] = {k: [] for k in STEPS}
         count = 0
+        failures: Counter[str] = Counter()
         while time.monotonic() < deadline:
-            step(api, mine)
-            count += 1
+            try:
+                step(client, mine)
+                count += 1
+            except Failed as exc:
+                failures[str(exc)] += 1
         with lock:
-            done[0] += count
+            result.done += count
+            result.failures.update(failures)
             for k, v in mine.items():
-                merged[k].extend(v)
+                result.timings[k].extend(v)
 
     started = time.monotonic()
     with ThreadPoolExecutor(clients) as pool:
-        for future in [pool.submit(client) for _ in range(clients)]:
+        for future in [pool.submit(run_client) for _ in range(clients)]:
             future.result()
-    return done[0], time.monotonic() - started, merged
+    result.elapsed = time.monotonic() - started
+    return result
 
 
-def measure(cell: Cell, info: dict[str, str], clients: int, seconds: float) -> None:
-    done, elapsed, timings = drive(info, clients, min(seconds / 3, 2.0), discovery)
-    cell.discoveries += done
-    cell.discovery_s += elapsed
-    done, elapsed, more = drive(info, clients, seconds, lifecycle)
-    cell.lifecycles += done
-    cell.lifecycle_s += elapsed
+def measure(cell: Cell, info: dict[str, str], clients: int, seconds: float, timeout_s: float) -> None:
+    baseline = drive(info, clients, min(seconds / 3, 2.0), discovery, timeout_s)
+    cell.discoveries += baseline.done
+    cell.discovery_s += baseline.elapsed
+    load = drive(info, clients, seconds, lifecycle, timeout_s)
+    cell.lifecycles += load.done
+    cell.lifecycle_s += load.elapsed
     for k in STEPS:
-        cell.timings[k] += more[k] + timings[k]
+        cell.timings[k] += load.timings[k] + baseline.timings[k]
+    cell.failures.update(baseline.failures + load.failures)
 
 
 def ms(samples: list[float], fraction: float) -> str:
@@ -213,69 +256,115 @@ def ms(samples: list[float], fraction: float) -> str:
 
 
 def report(size: int, clients: int, cell: Cell) -> float:
-    rate = cell.lifecycles / cell.lifecycle_s
+    rate = cell.lifecycles / cell.lifecycle_s if cell.lifecycle_s else 0.0
     t = cell.timings
+    failed = sum(cell.failures.values())
     print(
         f"{size:>6} {clients:>3} {rate:9.2f} "
         + " ".join(f"{ms(t[k], 0.5)} {ms(t[k], 0.95)}" for k in ("create", "get", "resolve"))
-        + f" {ms(t['lifecycle'], 0.5)}   {cell.discoveries / cell.discovery_s:8.1f} {ms(t['discovery'], 0.5)}"
+        + f" {ms(t['lifecycle'], 0.5)}   {cell.discoveries / cell.discovery_s if cell.discovery_s else 0:8.1f}"
+        + f" {ms(t['discovery'], 0.5)}"
+        + (f"   {failed} failed" if failed else "")
     )
     return rate
 
 
-def main() -> None:
-    args = parse_args()
+class StackDown(Exception):
+    """The stack did not start, or did not answer at all: nothing could be measured."""
+
+
+def start_stacks(
+    sizes: list[int], tmp: Path, cleanup: contextlib.ExitStack
+) -> tuple[dict[int, dict[str, str]], dict[int, int | None]]:
+    infos: dict[int, dict[str, str]] = {}
+    pids: dict[int, int | None] = {}
+    for size in sizes:
+        (tmp / str(size)).mkdir()
+        stack = LocalStackProcess(tmp / str(size))
+        cleanup.callback(stack.stop)
+        try:
+            infos[size], pids[size] = stack.wait(timeout_s=300.0), stack.proc.pid
+        except (RuntimeError, TimeoutError) as exc:
+            log = (tmp / str(size) / "local-stack.log").read_text().strip().splitlines()[-5:]
+            raise StackDown(f"the local stack did not start ({exc}); its log ends:\n  " + "\n  ".join(log)) from exc
+    return infos, pids
+
+
+def warm_up(infos: dict[int, dict[str, str]], timeout_s: float) -> None:
+    """The first requests spawn the API's instances and import the handler: not part of any figure."""
+    for info in {id(i): i for i in infos.values()}.values():
+        client = Client(Api.of(info), timeout_s)
+        for _ in range(2):
+            try:
+                lifecycle(client, defaultdict(list))
+                discovery(client, defaultdict(list))
+            except Failed as exc:
+                raise StackDown(f"the stack at {info['baseUrl']} does not complete a lifecycle: {exc}") from exc
+
+
+def compare(sizes: list[int], client_counts: list[int], rates: dict[tuple[int, int], float]) -> None:
+    small, large = sizes[0], sizes[-1]
+    if small == large:
+        return
+    for clients in client_counts:
+        label = f"lifecycles/s at {large} ÷ at {small} existing runs, {clients:>2} clients"
+        if not rates[(small, clients)] or not rates[(large, clients)]:
+            print(f"{label}: not measured (no lifecycle completed in one of the cells)")
+            continue
+        ratio = rates[(large, clients)] / rates[(small, clients)]
+        verdict = "ok" if ratio >= 1 - GOAL_RATIO else "SLOWER than goal"
+        print(f"{label}: {ratio:.2f} (goal ≥ {1 - GOAL_RATIO:.2f}: {verdict})")
+
+
+def measure_all(args: argparse.Namespace, tmp: Path, cleanup: contextlib.ExitStack) -> None:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     client_counts = [int(c) for c in args.clients.split(",")]
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as cleanup:
-        # One stack per size, measured in alternation: load from elsewhere on the machine drifts, and a
-        # comparison made minutes apart would mostly measure that. Attached, one stack grows size by size.
-        infos: dict[int, dict[str, str]] = {}
-        pids: dict[int, int | None] = {}
-        if args.attach:
-            infos = dict.fromkeys(sizes, json.loads(args.attach.read_text()))
-            pids = dict.fromkeys(sizes)
-            plan = [[(size, [(c, args.seconds) for c in client_counts])] for size in sizes]
-        else:
-            for size in sizes:
-                (Path(tmp) / str(size)).mkdir()
-                stack = LocalStackProcess(Path(tmp) / str(size))
-                cleanup.callback(stack.stop)
-                infos[size], pids[size] = stack.wait(), stack.proc.pid
-            share = args.seconds / args.rounds
-            plan = [[(size, [(c, share) for c in client_counts]) for size in sizes] for _ in range(args.rounds)]
-        print(f"{args.seconds:g} s per (runs, clients) in {len(plan)} round(s); times in ms (p50 p95)")
-        idle = {size: cpu_use(pid, 2.0) if pid else 0.0 for size, pid in pids.items()}  # pumps polling, at rest
-        seeders = {size: Seeder(infos[size]) for size in sizes} if not args.attach else None
-        shared = Seeder(infos[sizes[0]]) if args.attach else None
-        for info in {id(i): i for i in infos.values()}.values():
-            # The first request spawns the API's instances and imports the handler: not part of any figure.
-            for _ in range(2):
-                lifecycle(Api.of(info), defaultdict(list))
-                discovery(Api.of(info), defaultdict(list))
-        cells = {(size, c): Cell() for size in sizes for c in client_counts}
-        seeded: set[int] = set()
-        for round_ in plan:
-            for size, steps in round_:
-                if size not in seeded:
-                    seeder = shared or seeders[size]  # type: ignore[index]
+    # One stack per size, measured in alternation: load from elsewhere on the machine drifts, and a
+    # comparison made minutes apart would mostly measure that. Attached, one stack grows size by size.
+    if args.attach:
+        infos = dict.fromkeys(sizes, json.loads(args.attach.read_text()))
+        pids: dict[int, int | None] = dict.fromkeys(sizes)
+        plan = [[(size, [(c, args.seconds) for c in client_counts])] for size in sizes]
+    else:
+        infos, pids = start_stacks(sizes, tmp, cleanup)
+        share = args.seconds / args.rounds
+        plan = [[(size, [(c, share) for c in client_counts]) for size in sizes] for _ in range(args.rounds)]
+    print(f"{args.seconds:g} s per (runs, clients) in {len(plan)} round(s); times in ms (p50 p95)", flush=True)
+    idle = {size: cpu_use(pid, 2.0) if pid else 0.0 for size, pid in pids.items()}  # pumps polling, at rest
+    warm_up(infos, args.timeout)
+    seeders = {size: Seeder(infos[size]) for size in sizes} if not args.attach else None
+    shared = Seeder(infos[sizes[0]]) if args.attach else None
+    cells = {(size, c): Cell() for size in sizes for c in client_counts}
+    seeded: set[int] = set()
+    for round_ in plan:
+        for size, steps in round_:
+            if size not in seeded:
+                seeder = shared or seeders[size]  # type: ignore[index]
+                try:
                     took = seeder.seed_to(size)
-                    waited = settle(pids[size], idle[size])
-                    print(f"  ({size} runs seeded in {took:.1f} s, stack settled in {waited:.1f} s)", flush=True)
-                    seeded.add(size)
-                for clients, seconds in steps:
-                    measure(cells[(size, clients)], infos[size], clients, seconds)
-        print("  runs cli  lifes/s  create p50/p95   get p50/p95   resolve p50/p95  life p50   disc/s  disc p50")
-        rates = {key: report(key[0], key[1], cell) for key, cell in cells.items()}
-        small, large = sizes[0], sizes[-1]
-        if small != large:
-            for clients in client_counts:
-                ratio = rates[(large, clients)] / rates[(small, clients)]
-                verdict = "ok" if ratio >= 1 - GOAL_RATIO else "SLOWER than goal"
-                print(
-                    f"lifecycles/s at {large} ÷ at {small} existing runs, {clients:>2} clients: {ratio:.2f} "
-                    f"(goal ≥ {1 - GOAL_RATIO:.2f}: {verdict})"
-                )
+                except (BotoCoreError, ClientError) as exc:
+                    raise StackDown(f"seeding {size} runs into the stack's moto failed: {exc}") from exc
+                waited = settle(pids[size], idle[size])
+                print(f"  ({size} runs seeded in {took:.1f} s, stack settled in {waited:.1f} s)", flush=True)
+                seeded.add(size)
+            for clients, seconds in steps:
+                measure(cells[(size, clients)], infos[size], clients, seconds, args.timeout)
+    print("  runs cli  lifes/s  create p50/p95   get p50/p95   resolve p50/p95  life p50   disc/s  disc p50")
+    rates = {key: report(key[0], key[1], cell) for key, cell in cells.items()}
+    failures = sum((cell.failures for cell in cells.values()), Counter())
+    for message, count in failures.most_common(5):
+        print(f"  failed {count}×: {message}")
+    compare(sizes, client_counts, rates)
+
+
+def main() -> None:
+    args = parse_args()
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as cleanup:
+        try:
+            measure_all(args, Path(tmp), cleanup)
+        except StackDown as exc:
+            print(f"local_load: nothing measured: {exc}", file=sys.stderr)
+            sys.exit(2)
 
 
 if __name__ == "__main__":

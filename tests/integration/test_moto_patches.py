@@ -1,11 +1,14 @@
 """The local stack's moto: a transaction and a Query cost what they touch, and behave as moto (and DynamoDB) do.
 
 Cost is counted, not timed: the items moto deep-copies and the key comparisons it makes for one call, with 10
-and with 2,000 other items in the table, must be the same numbers.
+and with 2,000 other items in the table, must be the same numbers; and so must what a whole approval lifecycle
+through the real `api` handler and `dispatch` makes moto do, beside 10 and beside 400 existing runs.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -15,9 +18,22 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import Table
 
-from interlude.local import moto_patches
-from interlude.store import create_table
+from interlude.app import limits as app_limits
+from interlude.app.keys import KeyOperations
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime, moto_patches
+from interlude.local.http_gateway import to_event
+from interlude.local.stack import DEMO_WORKFLOW
+from interlude.rules import limits as limit_rules
+from interlude.store import Store, create_table
+from tests.integration.conftest import new_api_key
+from tests.support.local_stack import wire
+from tests.support.run_copies import RunCopies
+from tests.support.stream import Stream
 
 TABLE = "patched"
 PK = "T#t#R#run"
@@ -347,3 +363,95 @@ def test_one_update_text_serves_many_items_and_a_bad_one_is_refused_every_time(d
                 ExpressionAttributeValues={":v": s("x")},
             )
         assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
+# -- a whole lifecycle ------------------------------------------------------------------------------
+
+
+def api_call(bearer: str, method: str, path: str, body: Any = None, idempotency_key: str | None = None) -> Any:
+    headers = {"authorization": f"Bearer {bearer}", "content-type": "application/json", "host": "127.0.0.1"}
+    if idempotency_key:
+        headers["idempotency-key"] = idempotency_key
+    raw = b"" if body is None else json.dumps(body).encode()
+    answer = lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
+    assert answer["statusCode"] in (200, 201), answer
+    return json.loads(answer["body"])
+
+
+def lifecycle_work(work: Counter[str], existing: int, round_: int) -> dict[str, Counter[str]]:
+    """What moto does for each step of one approval lifecycle (the second: caches warm) once `existing` runs
+    (half waiting in the inbox, half resolved) are in the table: create and resolve with an Idempotency-Key,
+    the run read, and dispatch of each step's stream records."""
+    table = f"lifecycle-{existing}"
+    lambda_runtime.fresh_instances()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, table)
+        service = Service(Store(table, client))
+        bearer = new_api_key(service, tenant="demo")
+        principal = service.authenticate(f"Bearer {bearer}")
+        service.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
+        templates = []
+        for n in range(4):
+            run = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "demo-approval"}))
+            if n % 2:
+                service.resolve_interrupt(principal, run.runId, "review", {"action": "accept"})
+            templates.append(run.runId)
+        RunCopies(client, table, templates).write(existing - len(templates))
+        stream = Stream(table)
+        stream.take()  # the existing runs' records: dispatch has nothing to do for them
+        steps: dict[str, Counter[str]] = {}
+        for n in range(2):
+            work.clear()
+            run_id = wire(
+                api_call(bearer, "POST", "/runs", {"workflowId": "demo-approval"}, f"lifecycle-create-{round_}-{n}-0123456789")["runId"]
+            )
+            steps["create"] = Counter(work)
+            work.clear()
+            assert api_call(bearer, "GET", f"/runs/{run_id}")["status"] == "waiting-approval"
+            steps["get"] = Counter(work)
+            work.clear()
+            stream.pump()
+            steps["dispatch after create"] = Counter(work)
+            work.clear()
+            body = {"resumeValue": {"action": "accept"}}
+            api_call(bearer, "POST", f"/runs/{run_id}/interrupts/review", body, f"lifecycle-resolve-{round_}-{n}-0123456789")
+            steps["resolve"] = Counter(work)
+            work.clear()
+            stream.pump()
+            steps["dispatch after resolve"] = Counter(work)
+        assert api_call(bearer, "GET", f"/runs/{run_id}")["status"] == "completed"
+    return steps
+
+
+def test_a_lifecycle_through_the_api_and_dispatch_costs_the_same_beside_10_and_400_runs(work, monkeypatch):
+    """Every path a lifecycle takes — the key and request counter, the workflow pointer, the transactions, the
+    inbox entries (BatchWriteItem), the run index, the audit head, idempotency records, dispatch's queries —
+    walks, copies and compares as many items whatever the table holds."""
+    walked = Table.all_items  # moto_patches' partition-scoped version; index queries and scans walk every item
+
+    def counting_walk(self: Table) -> list[Item]:
+        items = walked(self)
+        work["items walked"] += len(items)
+        return items
+
+    monkeypatch.setattr(Table, "all_items", counting_walk)
+    # The key and the tenant's limits are re-read every few seconds: on a slow machine a step could pay a re-read
+    # the other world's did not. Held for the test, each world reads them the same number of times.
+    monkeypatch.setattr(KeyOperations, "KEY_CACHE_SECONDS", 3600.0)
+    monkeypatch.setattr(app_limits, "LIMITS_CACHE_SECONDS", 3600.0)
+    # And every request counts into one rate window: a step that opened a new window item would copy one item less.
+    window = limit_rules.window_of(time.time())
+    monkeypatch.setattr(limit_rules, "window_of", lambda _now: window)
+    monkeypatch.setenv("TABLE_NAME", "lifecycle-10")
+    small = lifecycle_work(work, 10, 0)
+    monkeypatch.setenv("TABLE_NAME", "lifecycle-400")
+    large = lifecycle_work(work, 400, 1)
+    for step, cost in small.items():
+        assert large[step]["items walked"] == cost["items walked"], step
+        assert large[step]["__deepcopy__"] == cost["__deepcopy__"], step
+        # Comparisons vary a little with the ids drawn (a partition's few items sorted, dict probes): a margin far
+        # below what one walk of 400 runs' items would add.
+        compared = sum(n for name, n in cost.items() if name.startswith("__") and name != "__deepcopy__")
+        compared_large = sum(n for name, n in large[step].items() if name.startswith("__") and name != "__deepcopy__")
+        assert compared_large <= 2 * compared + 10, (step, cost, large[step])
