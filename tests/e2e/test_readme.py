@@ -90,3 +90,32 @@ def test_the_decision_link_snippet_makes_its_own_waiting_run_and_decides_it_thro
     assert out.returncode == 0, out.stderr
     assert '"kind":"approval"' in out.stdout or '"kind": "approval"' in out.stdout
     assert '"status":"completed"' in out.stdout
+
+
+def worker_block() -> str:
+    section = README.read_text().split("## Running a task worker", 1)[1]
+    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_task_worker_block_runs_the_worked_example_as_written(stack_info, tmp_path):
+    # A checkout as the block expects one: the stack's state file, the examples, and .venv/bin/python (this one).
+    (tmp_path / ".interlude").mkdir()
+    (tmp_path / ".interlude" / "local.json").write_text(json.dumps(stack_info))
+    (tmp_path / "examples").symlink_to(README.parent / "examples")
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "INTERLUDE_WORKER_BEDROCK_MODEL")}
+    env["PYTHONPATH"] = os.pathsep.join([str(README.parent / "layers/core/python"), str(README.parent)])
+    script = "set -euo pipefail\n" + worker_block()
+    # Files, not pipes: the worker the block stops goes on holding its output until its last claim ends.
+    with (tmp_path / "out").open("w") as stdout, (tmp_path / "err").open("w") as stderr:
+        done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, timeout=240)
+    assert done.returncode == 0, (tmp_path / "err").read_text()[-3000:]
+    printed = (tmp_path / "out").read_text()
+    draft = "Echo draft: Write a reply to: the refund"
+    assert printed.startswith(f"Approve sending this draft?\n\n{draft}\n")
+    sent = json.loads(printed.strip().splitlines()[-1])
+    assert (sent["to"], sent["body"]) == ("ana@example.com", draft)
