@@ -201,6 +201,23 @@ def test_a_raising_function_fails_the_task_retryable_unless_its_error_is_not(fak
     assert world.seen("complete") == []
 
 
+def test_a_long_error_message_is_cut_to_what_the_server_takes(fake):
+    world, url = fake
+    world.tasks.append(task())
+    worker = quick_worker(url)
+
+    @worker.handler("llm")
+    def draft(config, input, context):
+        raise RuntimeError("é" * 5000)  # 10,000 bytes: over the server's 8 KiB for a whole error
+
+    worker.run_once()
+
+    (failed,) = world.seen("fail")
+    message = failed["error"]["message"]
+    assert message == "é" * 2000
+    assert len(message.encode()) <= 4000
+
+
 def test_a_task_of_no_registered_type_or_a_result_that_is_not_json_fails_without_retry(fake):
     world, url = fake
     world.tasks += [task(node_type="agent"), task()]

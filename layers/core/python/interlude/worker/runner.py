@@ -32,8 +32,8 @@ MIN_BEAT_INTERVAL_S = 0.05
 SETTLE_ATTEMPTS = 6
 # An empty claim the server held for at least this share of the wait asked is a pause already.
 HELD_FRACTION = 0.5
-# The server keeps this much of a failure's message.
-MAX_MESSAGE = 4096
+# A failure's message is cut to this many UTF-8 bytes: the server takes 4,096 characters and 8 KiB in all.
+MAX_MESSAGE_BYTES = 4000
 
 
 class NonRetryableError(Exception):
@@ -179,7 +179,7 @@ class Worker:
                 output = registration.function(task.config, task.input, context)
             except Exception as exc:
                 retryable = not isinstance(exc, (NonRetryableError, *registration.non_retryable))
-                self.fail(task, {"code": type(exc).__name__, "message": str(exc)[:MAX_MESSAGE]}, retryable)
+                self.fail(task, {"code": type(exc).__name__, "message": clip(str(exc))}, retryable)
                 return
         try:
             json.dumps(output, allow_nan=False)
@@ -193,7 +193,7 @@ class Worker:
             self.settle(task, "complete", lambda: self.tasks.complete(task.token, output))
         except Refused as exc:
             # The output itself was refused (too large, not acceptable): the node fails with the server's reason.
-            self.fail(task, {"code": "output_refused", "message": str(exc)[:MAX_MESSAGE]}, retryable=False)
+            self.fail(task, {"code": "output_refused", "message": clip(str(exc))}, retryable=False)
 
     def fail(self, task: Task, error: dict[str, Any], retryable: bool) -> None:
         log.info("task %s/%s failed (retryable=%s): %s", task.run_id, task.node_id, retryable, error["message"])
@@ -272,3 +272,7 @@ class Worker:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def clip(message: str) -> str:
+    return message.encode()[:MAX_MESSAGE_BYTES].decode(errors="ignore")
