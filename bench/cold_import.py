@@ -3,14 +3,21 @@
 Paired runs: each round imports functions/<name>/handler.py in one fresh interpreter and `boto3` in another, back to
 back, and takes the ratio of their CPU times (process time, so a loaded machine's waiting is not counted). The figure
 is the median ratio over the rounds. Goal: ≤ 1.5× each.
+
+Both sides import from bytecode: the probes share a private cache (PYTHONPYCACHEPREFIX, filled by one untimed import
+of each target first), whatever PYTHONDONTWRITEBYTECODE says. Without it the figure depended on the environment:
+where bytecode is not written (PYTHONDONTWRITEBYTECODE set, as where these figures were taken), every probe compiled
+Interlude's modules from source while boto3's came compiled from site-packages: about a fifth of the API's figure.
 Usage: .venv/bin/python bench/cold_import.py [rounds]
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core" / "python"))
@@ -33,26 +40,38 @@ print(time.process_time() - t0)
 """
 
 
-def cpu_seconds(target: str) -> float:
-    out = subprocess.run([sys.executable, "-c", PROBE, target], capture_output=True, text=True, check=True)
+def probe_env(cache: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": cache}
+
+
+def cpu_seconds(target: str, env: dict[str, str]) -> float:
+    out = subprocess.run([sys.executable, "-c", PROBE, target], capture_output=True, text=True, check=True, env=env)
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    with tempfile.TemporaryDirectory(prefix="cold-import-pyc-") as cache:
+        measure(rounds, probe_env(cache))
+
+
+def measure(rounds: int, env: dict[str, str]) -> None:
+    targets = {fn.name: str(ROOT / "functions" / fn.name / (fn.handler.rpartition(".")[0] + ".py")) for fn in wiring.FUNCTIONS}
+    for target in ["boto3", *targets.values()]:
+        cpu_seconds(target, env)  # compiles into the private cache, untimed
     print(f"{'function':<12} {'import (ms CPU)':>16} {'boto3 (ms CPU)':>15} {'ratio':>7}   goal ≤ {GOAL}×, rounds={rounds}")
-    for fn in wiring.FUNCTIONS:
-        path = str(ROOT / "functions" / fn.name / (fn.handler.rpartition(".")[0] + ".py"))
+    for name, path in targets.items():
         own, base, ratios = [], [], []
         for _ in range(rounds):
-            handler, boto = cpu_seconds(path), cpu_seconds("boto3")
+            handler, boto = cpu_seconds(path, env), cpu_seconds("boto3", env)
             own.append(handler)
             base.append(boto)
             ratios.append(handler / boto)
         ratio = statistics.median(ratios)
         verdict = "meets" if ratio <= GOAL else "misses"
         print(
-            f"{fn.name:<12} {statistics.median(own) * 1000:>16.0f} {statistics.median(base) * 1000:>15.0f} "
+            f"{name:<12} {statistics.median(own) * 1000:>16.0f} {statistics.median(base) * 1000:>15.0f} "
             f"{ratio:>6.2f}×   {verdict}"
         )
 
