@@ -295,6 +295,31 @@ def test_an_index_query_still_reads_the_index(ddb):
     assert [i["sk"]["S"] for i in got["Items"]] == ["I#a"]
 
 
+def index_query_work(work: Counter[str], others: int) -> Counter[str]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        fill(client, others)
+        for n in range(3):
+            item = {"pk": s(f"K#{n}"), "sk": s("KEY"), "gsi1pk": s("T#t#KEYS"), "gsi1sk": s(f"2026-01-0{n + 1}")}
+            client.put_item(TableName=TABLE, Item=item)
+        work.clear()
+        got = client.query(
+            TableName=TABLE,
+            IndexName="inbox",
+            KeyConditionExpression="gsi1pk = :g",
+            ExpressionAttributeValues={":g": s("T#t#KEYS")},
+        )
+        assert [i["pk"]["S"] for i in got["Items"]] == ["K#0", "K#1", "K#2"]
+        return Counter(work)
+
+
+def test_an_index_query_compares_only_the_items_carrying_its_key(work):
+    """moto sorted the whole table by key for every index query (the audit-checkpoint sweep stalled the local stack
+    for seconds once it held 5,000 runs); the items without the index's key are now passed over unsorted."""
+    assert index_query_work(work, 2000) == index_query_work(work, 10)
+
+
 def stream_records(ddb: Any) -> list[str]:
     streams = boto3.client("dynamodbstreams", region_name="us-east-1")
     arn = ddb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -42,7 +43,9 @@ _original_query = Table.query
 _original_all_items = Table.all_items
 _QUERY_SIGNATURE = inspect.signature(_original_query)
 # The (table, hash key) a table Query is reading while it runs: `all_items` answers with that partition only.
-_partition: ContextVar[tuple[Table, DynamoType] | None] = ContextVar("moto_query_partition", default=None)
+_partition: ContextVar[tuple[Table, DynamoType | tuple[str, DynamoType]] | None] = ContextVar(
+    "moto_query_partition", default=None
+)
 _applied = False
 
 
@@ -81,20 +84,52 @@ def _parsed_update_expression(_cls: type, expression: str) -> Any:
 def _query(self: Table, *args: Any, **kwargs: Any) -> Any:
     bound = _QUERY_SIGNATURE.bind(self, *args, **kwargs).arguments
     hash_key = bound.get("hash_key")
-    if bound.get("index_name") or hash_key is None:
+    index_name = bound.get("index_name")
+    if hash_key is None:
         return _original_query(self, *args, **kwargs)
+    scope: DynamoType | tuple[str, DynamoType] = hash_key
+    if index_name:
+        # moto's index path examines every item of the table for the index's hash key; hand it only the items
+        # that carry that key with this value (a cheap look at one attribute each), as the index itself would.
+        attr = _index_hash_attribute(self, index_name, bound.get("hash_key_conditions"))
+        if attr is None:
+            return _original_query(self, *args, **kwargs)
+        scope = (attr, hash_key)
     # moto's table path is `[i for i in self.all_items() if i.hash_key == hash_key]`, then sorted by range key.
-    token = _partition.set((self, hash_key))
+    token = _partition.set((self, scope))
     try:
         return _original_query(self, *args, **kwargs)
     finally:
         _partition.reset(token)
 
 
+def _index_hash_attribute(self: Table, index_name: str, conditions: list[tuple[str, DynamoType]] | None) -> str | None:
+    """The one hash attribute of the named index, or None (an unknown index, or a multi-attribute key: moto's own
+    path answers those)."""
+    index = next((i for i in self.all_indexes() if i.name == index_name), None)
+    hashes = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] if index is not None else []
+    if len(hashes) != 1 or (conditions and len(conditions) > 1):
+        return None
+    return str(hashes[0])
+
+
+def _unsorted_items(self: Table) -> Iterator[Item]:
+    for partition in self.items.values():
+        if self.range_key_attr:
+            yield from partition.values()
+        else:
+            yield partition  # type: ignore[misc]  # moto types `items` for range tables only
+
+
 def _all_items(self: Table) -> list[Item]:
     scope = _partition.get()
     if scope is None or scope[0] is not self:
         return _original_all_items(self)
+    if isinstance(scope[1], tuple):
+        # moto's all_items sorts the whole table by key (most of an index query's cost); the index path sorts what
+        # it keeps by the index's own keys anyway, so the items carrying the value are handed over unsorted.
+        attr, value = scope[1]
+        return [item for item in _unsorted_items(self) if (got := item.attrs.get(attr)) is not None and got == value]
     partition = self.items.get(scope[1])
     if partition is None:
         return []
