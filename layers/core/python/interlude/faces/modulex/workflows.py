@@ -108,7 +108,9 @@ class WorkflowDeleted(ModulexAnswer):
     message: str
 
 
-class RunRow(ModulexAnswer):
+class RunFields(ModulexAnswer):
+    """What a run's row and its detail both carry, in ModuleX's order."""
+
     id: str
     run_id: str
     workflow_id: str
@@ -120,6 +122,9 @@ class RunRow(ModulexAnswer):
     duration_seconds: float | None
     error_message: str | None
     created_at: str
+
+
+class RunRow(RunFields):
     has_output: bool
 
 
@@ -130,18 +135,7 @@ class RunRows(ModulexAnswer):
     offset: int
 
 
-class RunDetail(ModulexAnswer):
-    id: str
-    run_id: str
-    workflow_id: str
-    trigger_type: str
-    is_ad_hoc: bool
-    status: ModulexStatus
-    started_at: str | None
-    completed_at: str | None
-    duration_seconds: float | None
-    error_message: str | None
-    created_at: str
+class RunDetail(RunFields):
     organization_id: str
     user_id: str | None
     thread_id: str
