@@ -31,3 +31,10 @@ def signed_in(
 ) -> Principal:
     """The principal a request bearing a freshly issued key for `subject` authenticates as."""
     return service.authenticate(f"Bearer {new_api_key(service, subject, tenant, scopes, **extra)}")
+
+
+def state_of(service: Service, run_id: str):
+    """The run's current state (it must exist)."""
+    got = service.store.get_run(run_id)
+    assert got is not None
+    return got[0]

@@ -17,7 +17,7 @@ from interlude.engine.actions import provider_key
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
 from interlude.store import Store
-from tests.integration.conftest import signed_in
+from tests.integration.conftest import signed_in, state_of
 from tests.support.queues import queue_world
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream
@@ -104,12 +104,6 @@ def pump_stream(stream: Stream, again: bool = False) -> int:
     if fresh:
         assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
     return len(fresh)
-
-
-def state_of(service, run_id: str):
-    got = service.store.get_run(run_id)
-    assert got is not None
-    return got[0]
 
 
 # --- the call and its record ----------------------------------------------------------------------

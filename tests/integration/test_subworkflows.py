@@ -23,7 +23,7 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import create_queues, export_queue_urls
 from interlude.store import Store, create_table
-from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.conftest import new_api_key, signed_in, state_of
 from tests.support.local_stack import wire
 from tests.support.stream import Stream
 
@@ -94,27 +94,10 @@ def started(service, admin, child: dict | None = CHILD, workflow_id: str = "chil
     return service.create_run(admin, request).runId
 
 
-def settle_twice(stream: Stream, rounds: int = 20) -> None:
-    """Deliver every new stream record, then all of them again, until nothing new appears."""
-    for _ in range(rounds):
-        fresh = stream.take()
-        if not fresh:
-            return
-        for records in (fresh, stream.take(again=True)):
-            assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
-    raise AssertionError("the runs did not settle")
-
-
-def state_of(service, run_id: str):
-    got = service.store.get_run(run_id)
-    assert got is not None
-    return got[0]
-
-
 def test_the_child_starts_once_and_its_outputs_complete_the_node_once(service, admin):
     run_id = started(service, admin)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
 
     child_id = child_run_id(run_id, "spawn", 1)
     child = state_of(service, child_id)
@@ -125,7 +108,7 @@ def test_the_child_starts_once_and_its_outputs_complete_the_node_once(service, a
     assert state_of(service, run_id).status == "running"
 
     service.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
-    settle_twice(stream)
+    stream.settle()
 
     done = state_of(service, run_id)
     assert done.status == "completed"
@@ -137,10 +120,10 @@ def test_the_child_starts_once_and_its_outputs_complete_the_node_once(service, a
 def test_a_rejected_child_fails_the_parents_node(service, admin):
     run_id = started(service, admin)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
 
     service.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
-    settle_twice(stream)
+    stream.settle()
 
     failed = state_of(service, run_id)
     assert failed.status == "failed"
@@ -150,7 +133,7 @@ def test_a_rejected_child_fails_the_parents_node(service, admin):
 
 def test_a_child_of_a_missing_workflow_fails_the_node_instead_of_waiting(service, admin):
     run_id = started(service, admin, child=None, workflow_id="nowhere")
-    settle_twice(Stream(TABLE))
+    Stream(TABLE).settle()
 
     failed = state_of(service, run_id)
     assert (failed.status, failed.error["code"]) == ("failed", "interlude.subworkflow_unavailable")
@@ -160,10 +143,10 @@ def test_a_child_of_a_missing_workflow_fails_the_node_instead_of_waiting(service
 def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(service, admin):
     run_id = started(service, admin)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
 
     service.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
-    settle_twice(stream)
+    stream.settle()
 
     child = state_of(service, child_run_id(run_id, "spawn", 1))
     assert child.status == "cancelled"
@@ -173,7 +156,7 @@ def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(service, ad
 
 def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(service, admin):
     run_id = started(service, admin)
-    settle_twice(Stream(TABLE))
+    Stream(TABLE).settle()
     child_id = child_run_id(run_id, "spawn", 1)
 
     assert run_ancestry(service, admin, child_id)["parent"] == {
@@ -200,7 +183,7 @@ def http(key: str | None, method: str, path: str, body: Any = None) -> tuple[int
 def test_discovery_and_the_ancestry_route_agree_from_one_switch(service, admin, monkeypatch):
     key = new_api_key(service)
     run_id = started(service, admin)
-    settle_twice(Stream(TABLE))
+    Stream(TABLE).settle()
     child_id = child_run_id(run_id, "spawn", 1)
 
     _, caps = http(None, "GET", "/.well-known/openwop")
@@ -243,7 +226,7 @@ def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelle
     key = new_api_key(service)
     run_id = started(service, admin)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
     child_id = child_run_id(run_id, "spawn", 1)
     plain = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "child", "inputs": {"order": "o-2"}}))
     tokens = {}
@@ -254,7 +237,7 @@ def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelle
 
     service.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
     service.cancel_run(admin, plain.runId, CancelRunRequest.model_validate({}))
-    settle_twice(stream)
+    stream.settle()
 
     assert state_of(service, child_id).status == state_of(service, plain.runId).status == "cancelled"
     for run in (child_id, plain.runId):
@@ -270,12 +253,12 @@ def test_mappings_carry_parent_variables_in_and_chosen_child_outputs_out(service
     mapped["nodes"][0]["config"]["outputMapping"] = {"order": "answer.order"}
     run_id = started(service, admin, definition=mapped)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
     child_id = child_run_id(run_id, "spawn", 1)
     assert state_of(service, child_id).inputs == {"order": "o-1"}
 
     service.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
-    settle_twice(stream)
+    stream.settle()
 
     done = state_of(service, run_id)
     assert done.status == "completed"
@@ -301,10 +284,10 @@ def test_a_failed_child_fails_the_node_which_routes_like_any_failure(service, ad
     routed["edges"].append({"id": "f", "sourceNodeId": "spawn", "targetNodeId": "handled", "triggerRule": "any_failed"})
     run_id = started(service, admin, definition=routed)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
 
     service.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
-    settle_twice(stream)
+    stream.settle()
 
     state = state_of(service, run_id)
     failed = [e for e in service.store.read_events(run_id) if e["type"] == "node.failed"]
@@ -315,11 +298,11 @@ def test_a_failed_child_fails_the_node_which_routes_like_any_failure(service, ad
 def test_a_child_cancelled_on_its_own_fails_the_parents_node_and_names_no_parent(service, admin):
     run_id = started(service, admin)
     stream = Stream(TABLE)
-    settle_twice(stream)
+    stream.settle()
     child_id = child_run_id(run_id, "spawn", 1)
 
     service.cancel_run(admin, child_id, CancelRunRequest.model_validate({}))
-    settle_twice(stream)
+    stream.settle()
 
     failed = state_of(service, run_id)
     assert (failed.status, failed.error["code"]) == ("failed", "interlude.subworkflow_cancelled")
@@ -338,7 +321,7 @@ def test_a_workflow_that_starts_itself_stops_at_the_depth_limit_and_every_level_
     }
     service.put_workflow(admin, "again", WorkflowDefinition.model_validate(recursive))
     root = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "again"})).runId
-    settle_twice(Stream(TABLE), rounds=40)
+    Stream(TABLE).settle(rounds=40)
 
     chain = [state_of(service, root)]
     while chain[-1].children:

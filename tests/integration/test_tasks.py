@@ -27,7 +27,7 @@ from interlude.local.schedules import SchedulePump, create_local_deadline_resour
 from interlude.local.sqs_pump import create_queues, export_queue_urls
 from interlude.store import Store, create_table
 from interlude.store.tasks import Claim, TaskStore
-from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.conftest import new_api_key, signed_in, state_of
 from tests.support.modulex_example import worked_example
 from tests.support.stream import Stream
 
@@ -118,30 +118,13 @@ def started(service, admin, definition: dict) -> str:
     return service.create_run(admin, request).runId
 
 
-def settle(stream: Stream, rounds: int = 20) -> None:
-    """Deliver every new stream record twice over (at-least-once), until nothing new appears."""
-    for _ in range(rounds):
-        fresh = stream.take()
-        if not fresh:
-            return
-        for records in (fresh, stream.take(again=True)):
-            assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
-    raise AssertionError("the run did not settle")
-
-
-def state_of(service, run_id: str):
-    got = service.store.get_run(run_id)
-    assert got is not None
-    return got[0]
-
-
 def events_of(service, run_id: str, type_: str) -> list[dict]:
     return [e for e in service.store.read_events(run_id, -1) if e["type"] == type_]
 
 
 def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(service, admin, worker_key):
     run_id = started(service, admin, task_workflow())
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     assert state_of(service, run_id).status == "running"
 
     got = claim(worker_key, "other", "summarise")
@@ -193,14 +176,14 @@ def test_the_modulex_llm_node_is_a_task_and_its_text_is_what_the_interrupt_inlin
         admin, CreateRunRequest.model_validate({"workflowId": "mx", "inputs": {"request": "where is my order"}})
     ).runId
     stream = Stream(TABLE)
-    settle(stream)
+    stream.settle()
     task = claim(worker_key, "llm").body
     assert (task["nodeId"], task["nodeType"]) == ("node_draft", "llm")
     assert task["config"]["user_prompt"] == "Write a reply to: where is my order"
     assert task["input"] == {"request": "where is my order"}
     done = call(worker_key, "POST", f"/tasks/{task['taskToken']}/complete", {"output": {"text": "Dear customer"}})
     assert done.status == 200
-    settle(stream)
+    stream.settle()
     state = state_of(service, run_id)
     assert state.outputs[engine_id("node_draft")] == "Dear customer"
     (gate,) = state.interrupts.values()
@@ -211,7 +194,7 @@ def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_
     service, admin, worker_key, clock_file
 ):
     run_id = started(service, admin, task_workflow(retry_config={"max_attempts": 2, "initial_interval": 5000}))
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     first = claim(worker_key, "summarise").body
     failed = call(worker_key, "POST", f"/tasks/{first['taskToken']}/fail", {"error": "busy", "retryable": True})
     assert failed.body == {
@@ -241,7 +224,7 @@ def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_
 
 def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(service, admin, worker_key, clock_file):
     run_id = started(service, admin, task_workflow(heartbeatTimeoutSeconds=10, retry_config={"initial_interval": 0}))
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     dead = claim(worker_key, "summarise").body
     pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
     assert pump.pump_once() == 0  # nothing due yet
@@ -260,7 +243,7 @@ def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(servic
 
 def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(service, admin, worker_key, clock_file):
     run_id = started(service, admin, task_workflow(heartbeatTimeoutSeconds=10))
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
     pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
     for _ in range(4):
@@ -275,7 +258,7 @@ def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(se
     run_id = started(
         service, admin, task_workflow(timeoutSeconds=5, heartbeatTimeoutSeconds=60, retry_config={"max_attempts": 1})
     )
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
     clock.advance(clock_file, 6)
     assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
@@ -287,7 +270,7 @@ def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(se
 
 def test_completion_is_single_winner_at_the_store(service, admin):
     run_id = started(service, admin, task_workflow())
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     store = TaskStore(service.store)
     (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
@@ -304,10 +287,10 @@ def test_completion_is_single_winner_at_the_store(service, admin):
 def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(service, admin, worker_key):
     run_id = started(service, admin, task_workflow())
     stream = Stream(TABLE)
-    settle(stream)
+    stream.settle()
     held = claim(worker_key, "summarise").body
     service.cancel_run(admin, run_id, CancelRunRequest())
-    settle(stream)
+    stream.settle()
     beat = call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat")
     assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
 
@@ -330,7 +313,7 @@ def test_refusals_name_their_codes(service, admin, worker_key):
         assert (got.status, got.code) == (400, "interlude.task_token_invalid"), token
 
     run_id = started(service, admin, task_workflow())
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     token = claim(worker_key, "summarise").body["taskToken"]
     prefix, body, _nonce = token.split(".")
     forged = f"{prefix}.{body}.forged-nonce"
@@ -366,9 +349,9 @@ def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(
 def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, worker_key):
     run_id = started(service, admin, task_workflow())
     stream = Stream(TABLE)
-    settle(stream)
+    stream.settle()
     service.cancel_run(admin, run_id, CancelRunRequest())
-    settle(stream)
+    stream.settle()
     assert claim(worker_key, "summarise").status == 204
     assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []  # the stale entry dropped
     task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
@@ -378,7 +361,7 @@ def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, wor
 
 def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_changes_nothing(service, admin, worker_key):
     run_id = started(service, admin, task_workflow())
-    settle(Stream(TABLE))
+    Stream(TABLE).settle()
     claim(worker_key, "summarise")
     tid, now = task_id(run_id, "draft", 1), clock.now().timestamp()
     with pytest.raises(NotDueYet):

@@ -48,3 +48,13 @@ class Stream:
         fresh = self.take(again)
         assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
         return fresh
+
+    def settle(self, rounds: int = 20) -> None:
+        """Deliver every new record, then every record again (at-least-once), until nothing new appears."""
+        for _ in range(rounds):
+            fresh = self.take()
+            if not fresh:
+                return
+            for records in (fresh, self.take(again=True)):
+                assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+        raise AssertionError("the runs did not settle")

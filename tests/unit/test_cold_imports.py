@@ -57,7 +57,8 @@ NOT_AT_IMPORT = {
 }
 
 
-def imported(function: str) -> dict[str, list[str]]:
+def imported(function: str, then: str = "") -> dict[str, list[str]]:
+    """The modules the function's handler loads at import (`then`: code run after the import, before counting)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "layers" / "core" / "python"), os.environ.get("PYTHONPATH", "")]),
@@ -65,8 +66,9 @@ def imported(function: str) -> dict[str, list[str]]:
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     handler = ROOT / "functions" / function / "handler.py"
+    probe = PROBE.replace('print(json.dumps({"modules"', then + 'print(json.dumps({"modules"')
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(handler)], capture_output=True, text=True, env=env, check=True, timeout=120
+        [sys.executable, "-c", probe, str(handler)], capture_output=True, text=True, env=env, check=True, timeout=120
     )
     result: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -84,29 +86,14 @@ def test_a_function_imports_only_what_its_invocations_use(function):
 
 def test_the_api_function_still_answers_what_it_left_for_first_use():
     """The modules left out load when a route needs them: the OpenAPI document and JSON Schemas are there."""
-    probe = PROBE.replace(
-        'print(json.dumps({"modules"',
-        'from interlude.api.openapi import document\n'
+    got = imported(
+        "api",
+        then='from interlude.api.openapi import document\n'
         'assert document()["paths"]\n'
         'from interlude.domain import schemas\n'
-        'assert schemas.validator("configurable.schema.json") is not None\n'
-        'print(json.dumps({"modules"',
+        'assert schemas.validator("configurable.schema.json") is not None\n',
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
-        "TABLE_NAME": "cold-imports",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", probe, str(ROOT / "functions" / "api" / "handler.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert "jsonschema" in json.loads(out.stdout.strip().splitlines()[-1])["modules"]
+    assert "jsonschema" in got["modules"]
 
 
 def test_each_route_module_registers_the_operations_the_api_function_loads_it_for():
@@ -123,26 +110,7 @@ def test_each_route_module_registers_the_operations_the_api_function_loads_it_fo
 
 
 def test_a_request_loads_only_the_route_modules_its_path_matches():
-    probe = PROBE.replace(
-        'print(json.dumps({"modules"',
-        "from interlude.api import app\n"
-        'app.load_routes("POST", "/runs/r-1/interrupts/gate")\n'
-        'print(json.dumps({"modules"',
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
-        "TABLE_NAME": "cold-imports",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", probe, str(ROOT / "functions" / "api" / "handler.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    modules = set(json.loads(out.stdout.strip().splitlines()[-1])["modules"])
+    got = imported("api", then='from interlude.api import app\napp.load_routes("POST", "/runs/r-1/interrupts/gate")\n')
+    modules = set(got["modules"])
     assert "interlude.api.runs" in modules
     assert not modules & {"interlude.api.console.routes", "interlude.api.modulex", "interlude.api.tokens", "interlude.api.inbox"}
