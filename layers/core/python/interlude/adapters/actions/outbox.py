@@ -6,22 +6,12 @@ the same message twice; the effect record (store.effects) turns the copy into a 
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import Any
 
-import boto3
-
+from interlude.adapters.queues import send_messages
 from interlude.config.actions import action_settings
 from interlude.engine.actions import ACTION_REQUESTED
 from interlude.engine.tasks import TASK
-
-SQS_BATCH = 10
-
-
-@cache
-def _sqs() -> Any:
-    return boto3.client("sqs")
 
 
 def action_message(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -48,15 +38,4 @@ def queue_actions(service: Any, run_id: str, events: list[dict[str, Any]]) -> No
     queue_url = action_settings().queue_url
     if not queue_url:
         raise RuntimeError("ACTION_QUEUE_URL is not set: actions cannot be queued")
-    for start in range(0, len(messages), SQS_BATCH):
-        chunk = messages[start : start + SQS_BATCH]
-        result = _sqs().send_message_batch(
-            QueueUrl=queue_url,
-            Entries=[
-                {"Id": str(i), "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False)}
-                for i, m in enumerate(chunk)
-            ],
-        )
-        if result.get("Failed"):
-            # The stream record is retried; messages already queued go again (the effect record absorbs them).
-            raise RuntimeError(f"{len(result['Failed'])} action message(s) could not be queued")
+    send_messages(queue_url, messages, "action message")

@@ -8,24 +8,14 @@ success keyed by notice id turns the copy into a no-op.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
-from functools import cache
 from typing import Any
 
-import boto3
-
 from interlude.adapters.delivery.notices import build_notices, queue_message, wants_notices
+from interlude.adapters.queues import send_messages
 from interlude.config.delivery import delivery_settings
 from interlude.domain.models.run import OpenInterrupt
-
-SQS_BATCH = 10
-
-
-@cache
-def _sqs() -> Any:
-    return boto3.client("sqs")
 
 
 def _minter(run_id: str) -> Callable[[OpenInterrupt], tuple[str, int]]:
@@ -63,20 +53,4 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
 
 
 def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> None:
-    send_messages(queue_url, [queue_message(tenant, callback_url, n) for n in notices])
-
-
-def send_messages(queue_url: str, messages: list[dict[str, Any]]) -> None:
-    """Queue `messages` for the delivery worker, ten per SQS batch."""
-    for start in range(0, len(messages), SQS_BATCH):
-        chunk = messages[start : start + SQS_BATCH]
-        result = _sqs().send_message_batch(
-            QueueUrl=queue_url,
-            Entries=[
-                {"Id": str(i), "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False)}
-                for i, m in enumerate(chunk)
-            ],
-        )
-        if result.get("Failed"):
-            # The stream record is retried; messages already queued go again under the same ids (harmless).
-            raise RuntimeError(f"{len(result['Failed'])} delivery message(s) could not be queued")
+    send_messages(queue_url, [queue_message(tenant, callback_url, n) for n in notices], "delivery message")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interlude.adapters.delivery.outbox import send_messages
 from interlude.adapters.delivery.subscriptions import webhook_message
+from interlude.adapters.queues import send_messages
 from interlude.config.delivery import delivery_settings
 from interlude.domain.ids import tenant_of
 from interlude.rules.webhooks import wants
@@ -38,4 +38,4 @@ def webhook_deliveries(service: Any, run_id: str, events: list[dict[str, Any]]) 
     cfg = delivery_settings()
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: webhook deliveries cannot be queued")
-    send_messages(cfg.queue_url, messages)
+    send_messages(cfg.queue_url, messages, "delivery message")

@@ -18,16 +18,13 @@ sends once. Nothing here runs inside a resolve.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING, Any
-
-import boto3
 
 from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
 from interlude.adapters.notify.worker import voted
+from interlude.adapters.queues import send_messages
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.directory import recipients
 from interlude.app.tenants import tenant_settings
@@ -39,15 +36,9 @@ if TYPE_CHECKING:
     from interlude.app.service import Service
 
 log = logging.getLogger(__name__)
-SQS_BATCH = 10
 RAISED_EVENT = "interrupt.requested"
 RESOLVED_EVENT = "interrupt.resolved"
 WATCHED = {RAISED_EVENT, RESOLVED_EVENT, ESCALATION_EVENT}
-
-
-@cache
-def _sqs() -> Any:
-    return boto3.client("sqs")
 
 
 def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
@@ -179,18 +170,7 @@ def send(messages: list[dict[str, Any]]) -> None:
         # A deployment always sets it (wiring: dispatch and timeouts send to the queue); a bare test harness does not.
         log.warning("NOTIFICATION_QUEUE_URL is not set: %d notification(s) not queued", len(messages))
         return
-    for start in range(0, len(messages), SQS_BATCH):
-        chunk = messages[start : start + SQS_BATCH]
-        result = _sqs().send_message_batch(
-            QueueUrl=queue_url,
-            Entries=[
-                {"Id": str(i), "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False)}
-                for i, m in enumerate(chunk)
-            ],
-        )
-        if result.get("Failed"):
-            # The stream record (or the schedule) is retried; messages already queued go again under the same ids.
-            raise RuntimeError(f"{len(result['Failed'])} notification(s) could not be queued")
+    send_messages(queue_url, messages, "notification")
 
 
 def _epoch(iso_text: str) -> float:
