@@ -4,6 +4,10 @@ Paired runs: each round imports functions/<name>/handler.py in one fresh interpr
 back, and takes the ratio of their CPU times (process time, so a loaded machine's waiting is not counted). The figure
 is the median ratio over the rounds. Goal: ≤ 1.5× each.
 
+Beside it, each function's floor: the same paired ratio for importing only what the function cannot do without
+(FLOORS: boto3, the Powertools modules it uses, pydantic where its invocations validate with it), so the distance
+between the two columns is what Interlude's own modules and their choices cost.
+
 Both sides import from bytecode: the probes share a private cache (PYTHONPYCACHEPREFIX, filled by one untimed import
 of each target first), whatever PYTHONDONTWRITEBYTECODE says. Without it the figure depended on the environment:
 where bytecode is not written (PYTHONDONTWRITEBYTECODE set, as where these figures were taken), every probe compiled
@@ -25,6 +29,48 @@ from interlude import wiring  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 1.5
+# What each function must import whatever Interlude does: boto3 (every one talks to AWS), the Powertools modules it
+# uses (the logger; the HTTP resolver's own module, as interlude.api.powertools imports it, for the API; the batch
+# utility and its record class for the stream and queue consumers) and pydantic where an invocation validates a model
+# (a request body, or a run read from the table). Runnable statements, timed like a handler's import.
+POWERTOOLS_BATCH = "from aws_lambda_powertools.utilities.batch import BatchProcessor"
+FLOORS: dict[str, tuple[str, ...]] = {
+    "api": (
+        "import boto3",
+        "from aws_lambda_powertools import Logger",
+        "from interlude.api.powertools import skip_package_init; skip_package_init()",
+        "from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver",
+        "from pydantic import BaseModel",
+    ),
+    "dispatch": (
+        "import boto3",
+        "from aws_lambda_powertools import Logger",
+        POWERTOOLS_BATCH,
+        "from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord",
+        "from pydantic import BaseModel",
+    ),
+    "callbacks": (
+        "import boto3",
+        "from aws_lambda_powertools import Logger",
+        POWERTOOLS_BATCH,
+        "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
+    ),
+    "timeouts": ("import boto3", "from aws_lambda_powertools import Logger", "from pydantic import BaseModel"),
+    "actions": (
+        "import boto3",
+        "from aws_lambda_powertools import Logger",
+        POWERTOOLS_BATCH,
+        "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
+        "from pydantic import BaseModel",
+    ),
+    "notify": (
+        "import boto3",
+        "from aws_lambda_powertools import Logger",
+        POWERTOOLS_BATCH,
+        "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
+        "from pydantic import BaseModel",
+    ),
+}
 PROBE = """
 import importlib.util, os, sys, time
 os.environ.setdefault("TABLE_NAME", "bench")
@@ -32,6 +78,8 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 t0 = time.process_time()
 if sys.argv[1] == "boto3":
     import boto3
+elif sys.argv[1] == "floor":
+    exec(sys.argv[2])
 else:
     spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
     module = importlib.util.module_from_spec(spec)
@@ -42,11 +90,14 @@ print(time.process_time() - t0)
 
 def probe_env(cache: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPYCACHEPREFIX": cache}
+    # The floor's probe imports interlude.api.powertools (the resolver imported as the API imports it).
+    path = os.pathsep.join(p for p in (str(ROOT / "layers" / "core" / "python"), env.get("PYTHONPATH")) if p)
+    return {**env, "PYTHONPYCACHEPREFIX": cache, "PYTHONPATH": path}
 
 
-def cpu_seconds(target: str, env: dict[str, str]) -> float:
-    out = subprocess.run([sys.executable, "-c", PROBE, target], capture_output=True, text=True, check=True, env=env)
+def cpu_seconds(target: str, env: dict[str, str], floor: tuple[str, ...] = ()) -> float:
+    args = [target, "\n".join(floor)] if floor else [target]
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True, env=env)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -60,19 +111,26 @@ def measure(rounds: int, env: dict[str, str]) -> None:
     targets = {fn.name: str(ROOT / "functions" / fn.name / (fn.handler.rpartition(".")[0] + ".py")) for fn in wiring.FUNCTIONS}
     for target in ["boto3", *targets.values()]:
         cpu_seconds(target, env)  # compiles into the private cache, untimed
-    print(f"{'function':<12} {'import (ms CPU)':>16} {'boto3 (ms CPU)':>15} {'ratio':>7}   goal ≤ {GOAL}×, rounds={rounds}")
+    for name in targets:
+        cpu_seconds("floor", env, FLOORS[name])
+    print(
+        f"{'function':<12} {'import (ms CPU)':>16} {'boto3 (ms CPU)':>15} {'ratio':>7} {'floor':>7}   "
+        f"goal ≤ {GOAL}×, rounds={rounds}; floor = boto3 + the Powertools modules used + pydantic where validated"
+    )
     for name, path in targets.items():
-        own, base, ratios = [], [], []
+        own, base, ratios, floors = [], [], [], []
         for _ in range(rounds):
             handler, boto = cpu_seconds(path, env), cpu_seconds("boto3", env)
+            floor = cpu_seconds("floor", env, FLOORS[name])
             own.append(handler)
             base.append(boto)
             ratios.append(handler / boto)
+            floors.append(floor / boto)
         ratio = statistics.median(ratios)
         verdict = "meets" if ratio <= GOAL else "misses"
         print(
             f"{name:<12} {statistics.median(own) * 1000:>16.0f} {statistics.median(base) * 1000:>15.0f} "
-            f"{ratio:>6.2f}×   {verdict}"
+            f"{ratio:>6.2f}× {statistics.median(floors):>6.2f}×   {verdict}"
         )
 
 

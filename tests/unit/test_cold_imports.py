@@ -43,6 +43,10 @@ NOT_AT_IMPORT = {
         "interlude.api.openapi",  # /openapi.json is built when first asked for
         "interlude.app.dispatch",  # the outbox runs in the dispatch function
         "standardwebhooks",
+        # Powertools' other resolvers (its event_handler package imports them all; api/powertools.py)
+        "aws_lambda_powertools.event_handler.appsync",
+        "aws_lambda_powertools.event_handler.bedrock_agent",
+        "asyncio",  # AppSync's resolver brings it
     ],
     "callbacks": [
         "interlude.engine",
@@ -114,3 +118,26 @@ def test_a_request_loads_only_the_route_modules_its_path_matches():
     modules = set(got["modules"])
     assert "interlude.api.runs" in modules
     assert not modules & {"interlude.api.console.routes", "interlude.api.modulex", "interlude.api.tokens", "interlude.api.inbox"}
+
+
+def test_every_route_module_imports_only_the_powertools_resolver_it_uses():
+    """api/powertools.py keeps Powertools' event_handler package from importing every resolver; a route module that
+    imported a name from the package itself (`from aws_lambda_powertools.event_handler import Response`) would run
+    the package's __init__ again, and this fails."""
+    got = imported("api", then="from interlude.api import app\napp.load_all_routes()\n")
+    modules = set(got["modules"])
+    assert "aws_lambda_powertools.event_handler.api_gateway" in modules
+    assert not modules & {"asyncio", "aws_lambda_powertools.event_handler.appsync"}
+
+
+def test_the_powertools_package_is_whole_for_any_other_importer():
+    """The skipped __init__ runs when a name of the package is asked for: the resolver class is the same one."""
+    got = imported(
+        "api",
+        then="from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, AppSyncResolver, Response\n"
+        "from aws_lambda_powertools import event_handler\n"
+        "from interlude.api import http\n"
+        "assert type(http.app) is APIGatewayHttpResolver and http.Response is Response\n"
+        "assert sorted(event_handler.__all__) == sorted(n for n in event_handler.__all__ if hasattr(event_handler, n))\n",
+    )
+    assert "aws_lambda_powertools.event_handler.appsync" in got["modules"]

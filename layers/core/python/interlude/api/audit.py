@@ -3,7 +3,7 @@ tenant's chains over the range, or `chain` alone) and `GET /audit` (its entries,
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude import wiring
 from interlude.api.http import app, json_response, principal_for, query_int, service

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import json_response, parsed, principal_for, service
 from interlude.api.routes import route

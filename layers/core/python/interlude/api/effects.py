@@ -6,7 +6,7 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route

@@ -7,7 +7,7 @@ import re
 from typing import Any, TypeVar, overload
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 
 from interlude import wiring

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude import wiring
 from interlude.adapters import metrics

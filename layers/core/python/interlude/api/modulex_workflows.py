@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api import http
 from interlude.api.http import app, query_int, required_body, service

@@ -9,7 +9,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api import http
 from interlude.api.idempotency import idempotent

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import (
     OPENWOP_VERSION,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route

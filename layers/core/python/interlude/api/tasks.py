@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.api.http import OPENWOP_VERSION, json_response, parsed, principal_for, service

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
 from interlude.api.errors import status_of
