@@ -370,3 +370,134 @@ def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_chang
     task = TaskStore(service.store).get(tid)
     assert task is not None
     assert (task.status, task.attempt) == ("claimed", 1)
+
+
+# -- a run that no longer waits: the worker hears 409 and the task ends cancelled, whichever comes first ----------
+
+
+def task_status(service, run_id: str) -> str:
+    task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
+    assert task is not None
+    return task.status
+
+
+def assert_dropped(answer: Answer) -> None:
+    assert (answer.status, answer.code) == (409, "interlude.task_not_claimed")
+    assert answer.body["details"]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    "call_",
+    [
+        ("complete", {"output": {"summary": "unused"}}),
+        ("fail", {"error": "gave up", "retryable": False}),
+        ("fail", {"error": "busy", "retryable": True}),
+        ("heartbeat", None),
+    ],
+    ids=["complete", "fail", "fail-retryable", "heartbeat"],
+)
+def test_a_call_after_the_run_was_cancelled_but_before_the_outbox_hears_409_and_the_task_ends_cancelled(
+    service, admin, worker_key, call_
+):
+    run_id = started(service, admin, task_workflow())
+    stream = Stream(TABLE)
+    stream.settle()
+    held = claim(worker_key, "summarise").body
+    service.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not handled the cancel yet
+    assert task_status(service, run_id) == "claimed"
+
+    verb, body = call_
+    assert_dropped(call(worker_key, "POST", f"/tasks/{held['taskToken']}/{verb}", body))
+    assert task_status(service, run_id) == "cancelled"
+    stream.settle()  # the outbox's cancel comes second and changes nothing
+    assert task_status(service, run_id) == "cancelled"
+    assert claim(worker_key, "summarise").status == 204  # a retryable failure did not put it back for good
+    state = state_of(service, run_id)
+    assert (state.status, "draft" in state.outputs) == ("cancelled", False)
+    assert events_of(service, run_id, "node.retried") == []
+
+
+def test_a_completion_recorded_before_the_cancel_but_landing_after_it_hears_409(
+    service, admin, worker_key, monkeypatch
+):
+    run_id = started(service, admin, task_workflow())
+    stream = Stream(TABLE)
+    stream.settle()
+    held = claim(worker_key, "summarise").body
+    recorded = TaskStore.settle
+
+    def cancelled_meanwhile(self, *args, **kwargs):
+        won = recorded(self, *args, **kwargs)
+        service.cancel_run(admin, run_id, CancelRunRequest())  # between the task's write and the run's
+        return won
+
+    monkeypatch.setattr(TaskStore, "settle", cancelled_meanwhile)
+    assert_dropped(call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "late"}}))
+    assert task_status(service, run_id) == "cancelled"
+    stream.settle()
+    assert task_status(service, run_id) == "cancelled"
+    assert "draft" not in state_of(service, run_id).outputs
+
+
+def test_a_recorded_outcome_that_never_landed_is_cancelled_by_the_outbox_and_its_check_lands_nothing(service, admin):
+    run_id = started(service, admin, task_workflow())
+    stream = Stream(TABLE)
+    stream.settle()
+    store = TaskStore(service.store)
+    (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
+    assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
+    tid = task_id(run_id, "draft", 1)
+    # A worker's completion recorded on the task, whose request died before landing it on the run.
+    assert store.settle(tid, Claim(1, "n1"), "completed", {"output": {"summary": "s"}})
+    service.cancel_run(admin, run_id, CancelRunRequest())
+    stream.settle()
+    assert task_status(service, run_id) == "cancelled"
+    assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) == 0
+    assert "draft" not in state_of(service, run_id).outputs
+
+
+def test_a_check_that_finds_a_recorded_outcome_of_a_cancelled_run_cancels_the_task(service, admin):
+    run_id = started(service, admin, task_workflow())
+    Stream(TABLE).settle()
+    store = TaskStore(service.store)
+    (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
+    assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
+    tid = task_id(run_id, "draft", 1)
+    assert store.settle(tid, Claim(1, "n1"), "failed", {"error": {"code": "x", "message": "x"}})
+    service.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not run
+    assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) == 0
+    assert task_status(service, run_id) == "cancelled"
+
+
+def test_a_completion_whose_outcome_a_check_landed_first_is_still_answered_200(service, admin, worker_key, monkeypatch):
+    run_id = started(service, admin, task_workflow())
+    Stream(TABLE).settle()
+    held = claim(worker_key, "summarise").body
+    tid = task_id(run_id, "draft", 1)
+    recorded = TaskStore.settle
+
+    def check_landed_meanwhile(self, *args, **kwargs):
+        won = recorded(self, *args, **kwargs)
+        assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) > 0
+        return won
+
+    monkeypatch.setattr(TaskStore, "settle", check_landed_meanwhile)
+    done = call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}})
+    assert (done.status, done.body["status"]) == (200, "completed")
+    assert task_status(service, run_id) == "completed"
+    assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}
+
+
+def test_a_completion_that_landed_before_the_run_ended_stays_completed(service, admin, worker_key):
+    definition = task_workflow()
+    definition["nodes"][1] = {"id": "after", "typeId": "core.approvalGate", "config": {"title": "Send it?"}}
+    run_id = started(service, admin, definition)
+    stream = Stream(TABLE)
+    stream.settle()
+    held = claim(worker_key, "summarise").body
+    done = call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}})
+    assert done.status == 200
+    service.cancel_run(admin, run_id, CancelRunRequest())
+    stream.settle()
+    assert task_status(service, run_id) == "completed"  # its output was used: the cancel came after
+    assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}

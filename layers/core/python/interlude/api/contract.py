@@ -94,7 +94,8 @@ IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotenc
 RUN = ("validation_error", "id_tenant_mismatch", "not_found", "runner_unavailable")
 DECISION = ("not_found", "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "payload_too_large")
 WEBHOOK = ("validation_error", "id_tenant_mismatch", "not_found")
-# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding.
+# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding
+# (task_not_claimed is also the answer when the run no longer waits for the task: details.status "cancelled").
 TASK = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
 TOKEN = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
 

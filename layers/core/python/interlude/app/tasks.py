@@ -16,6 +16,11 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
   task goes back to its queue at attempt + 1 after the retry_config's backoff (`node.retried`), or, with no
   attempts left, the node fails with interlude.task_timeout. So a dead worker's task is claimed again within
   about two heartbeat timeouts.
+* A worker's call on a task whose run no longer waits for it (the run cancelled or ended, before the outbox
+  cancelled the task) answers 409 interlude.task_not_claimed with `status: cancelled`, and the task ends cancelled:
+  a heartbeat reads the run first; a completion or failure learns it when its outcome does not land (a recorded
+  outcome is then cancelled rather than left completed, unused). The outbox cancels a task whatever its status
+  when the run cancels its node, so the task ends cancelled whichever comes first.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.actions import finish_action
+from interlude.app.actions import finish_action, pending_action
 from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
@@ -133,6 +138,26 @@ def not_claimed(task: Task) -> Conflict:
     )
 
 
+def not_waited(task: Task) -> Conflict:
+    """The same answer as not_claimed (a worker does the same: stop, send nothing again), saying why."""
+    return Conflict(
+        "the run no longer waits for this task (cancelled, ended, or its node moved on): its result was not used",
+        {"status": "cancelled", "attempt": task.attempt},
+        code="interlude.task_not_claimed",
+    )
+
+
+def _waits(service: Service, task: Task) -> bool:
+    pending = pending_action(service, task.run_id, task.node_id, task.visit)
+    return pending is not None and pending.kind == TASK and pending.effectId == task.task_id
+
+
+def _drop(service: Service, task: Task) -> Conflict:
+    """The run no longer waits for the task's visit: the task ends cancelled, whatever its holder recorded."""
+    tasks_of(service).cancel(task.task_id)
+    return not_waited(task)
+
+
 # -- the worker's calls ----------------------------------------------------------------------------
 
 
@@ -201,6 +226,8 @@ def _claimed(task: Task, nonce: str) -> dict[str, Any]:
 
 def heartbeat(service: Service, principal: auth.Principal, token: str, schedule: Schedule) -> dict[str, Any]:
     task, held = _held(service, principal, token)
+    if not _waits(service, task):
+        raise _drop(service, task)  # the worker should stop: nothing will use what it makes
     beat_s = int(task.request["heartbeatTimeoutSeconds"])
     now = service.clock().timestamp()
     lease = now + beat_s
@@ -228,7 +255,8 @@ def complete(service: Service, principal: auth.Principal, token: str, output: An
     outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
     if not tasks_of(service).settle(task.task_id, held, "completed", outcome):
         raise not_claimed(task)
-    _land(service, task, outcome)
+    if not _landed(service, task, outcome):
+        raise _drop(service, task)
     return {"runId": task.run_id, "nodeId": task.request["nodeId"], "status": "completed"}
 
 
@@ -250,13 +278,20 @@ def fail(
     answer = _end_attempt(service, task, held, failure, retryable)
     if answer is None:
         raise not_claimed(task)
+    if answer is DROPPED:
+        raise not_waited(task)
     return answer
+
+
+# What _end_attempt answers when the attempt ended but the run no longer waits for the task (now cancelled).
+DROPPED: dict[str, Any] = {"status": "cancelled"}
 
 
 def _end_attempt(
     service: Service, task: Task, held: Claim, failure: dict[str, Any], retryable: bool, lapsed_by: float = 0
 ) -> dict[str, Any] | None:
-    """Requeue the attempt's task (retryable, attempts left) or fail its node; None when the claim is gone."""
+    """Requeue the attempt's task (retryable, attempts left) or fail its node; None when the claim is gone, DROPPED
+    when the run no longer waits for the task (which is then cancelled)."""
     store = tasks_of(service)
     retry = RetryConfig.model_validate(task.request.get("retry") or {})
     node = task.request["nodeId"]
@@ -266,7 +301,9 @@ def _end_attempt(
         if not store.requeue(task, held, not_before, lapsed_by):
             return None
         retried = {"attempt": held.attempt + 1, "delayMs": delay_ms, "error": _brief(failure)}
-        _note_retry(service, task, retried)
+        if not _note_retry(service, task, retried):
+            store.cancel(task.task_id)
+            return DROPPED
         return {
             "runId": task.run_id,
             "nodeId": node,
@@ -277,7 +314,9 @@ def _end_attempt(
     outcome = {"error": failure}
     if not store.settle(task.task_id, held, "failed", outcome, lapsed_by):
         return None
-    _land(service, task, outcome)
+    if not _landed(service, task, outcome):
+        store.cancel(task.task_id)
+        return DROPPED
     return {"runId": task.run_id, "nodeId": node, "status": "failed"}
 
 
@@ -289,22 +328,39 @@ def _land(service: Service, task: Task, outcome: dict[str, Any]) -> int:
     return finish_action(service, task.run_id, task.node_id, task.visit, outcome)
 
 
-def _note_retry(service: Service, task: Task, retried: dict[str, Any]) -> None:
+def _landed(service: Service, task: Task, outcome: dict[str, Any]) -> bool:
+    """Land the outcome; whether the task's visit ended with it (here, or by a check that landed it first) rather
+    than with the run (cancelled or ended while the visit waited: the outcome is unused)."""
+    return _land(service, task, outcome) > 0 or _ended_by_outcome(service, task)
+
+
+def _ended_by_outcome(service: Service, task: Task) -> bool:
+    got = service.store.get_run(task.run_id)
+    node = got[0].nodes.get(task.node_id) if got is not None else None
+    if node is None:
+        return False
+    # An action's visit ends by its outcome or by the run's end (the node skipped); a later visit follows an outcome.
+    return node.visits > task.visit or (node.visits == task.visit and node.status in ("completed", "failed"))
+
+
+def _note_retry(service: Service, task: Task, retried: dict[str, Any]) -> bool:
+    """Record the retry on the run; False when the run no longer waits for the task's visit."""
     for _ in range(MAX_RACE_RETRIES):
         got = service.store.get_run(task.run_id)
         if got is None:
-            return
+            return False
         state, version = got
         now = service.clock()
         transition = engine.retry_task(state, task.node_id, task.visit, retried, now)
         if not transition.events:
-            return
+            return False
         try:
             service.commit_answered(transition, version, now)
-            return
+            return True
         except LostRace:
             continue
     logger.warning("the run %s kept changing while a task retry was recorded", task.run_id)
+    return True
 
 
 # -- the checks ------------------------------------------------------------------------------------
@@ -321,7 +377,10 @@ def check(service: Service, body: dict[str, Any]) -> int:
     if task is None:
         return 0
     if task.status in ("completed", "failed") and task.outcome is not None:
-        return _land(service, task, task.outcome)
+        written = _land(service, task, task.outcome)
+        if not written and not _ended_by_outcome(service, task):
+            store.cancel(task.task_id)
+        return written
     now = service.clock().timestamp()
     if task.status != "claimed" or task.attempt != attempt:
         return 0

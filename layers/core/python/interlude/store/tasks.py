@@ -245,10 +245,19 @@ class TaskStore:
         return True
 
     def cancel(self, task_id: str) -> bool:
-        """The run no longer waits on the task: a ready or claimed task is cancelled (its entry is dropped by the
-        next claim that meets it), so its holder's next heartbeat or completion answers 409."""
-        values = {":ready": a.s("ready"), ":claimed": a.s("claimed"), ":cancelled": a.s("cancelled")}
-        condition = "#st IN (:ready, :claimed)"
+        """The run no longer waits on the task: it is cancelled whatever it was (its entry is dropped by the next
+        claim that meets it), so its holder's next heartbeat or completion answers 409. A completed or failed task
+        is cancelled too: callers know its outcome never landed (the run ended with its visit still waiting), and
+        a recorded outcome kept as completed would claim a use it never had. False when it was cancelled already
+        or does not exist."""
+        values = {
+            ":ready": a.s("ready"),
+            ":claimed": a.s("claimed"),
+            ":completed": a.s("completed"),
+            ":failed": a.s("failed"),
+            ":cancelled": a.s("cancelled"),
+        }
+        condition = "#st IN (:ready, :claimed, :completed, :failed)"
         return self._update(task_id, "SET #st = :cancelled REMOVE nonce", condition, {"#st": "status"}, values)
 
     @staticmethod

@@ -1,0 +1,174 @@
+"""Print the AWS calls, and DynamoDB items read and written, of each task-worker call (issue 15 item 2).
+
+The real Service (interlude.app.tasks, as the API function runs it after authentication) against moto in-process:
+a claim on an empty queue and on a queue holding a task, a heartbeat (within the claim's check, and one that carries
+the lease past it and so schedules one more check), a completion, a retryable and a final failure, and a completion
+after the run was cancelled (before the outbox cancelled the task). The tasks are made by the real dispatch handler
+from the run's records. Key checks and the request counter (every authenticated request's, bench/key_and_limit_calls.py)
+are not counted. Items written: one per item a write names (a transaction's entries each, a batch's requests each);
+items read: those GetItem, BatchGetItem and Query answered. Counts, not timings: the machine's load does not move them.
+Usage: .venv/bin/python bench/task_calls.py
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from _bench import offline_aws
+
+CLOCK = Path(tempfile.mkdtemp(prefix="interlude-bench-")) / "clock"
+offline_aws(
+    TABLE_NAME="interlude-test",
+    PUBLIC_BASE_URL="https://interlude.example.com",
+    KEY_RING_SECRET="bench/token-keys",
+    INTERLUDE_LOCAL_CALLBACK_DELIVERY="off",
+    POWERTOOLS_LOG_LEVEL="ERROR",
+    AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
+)
+
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
+from interlude.api.tasks import schedule  # noqa: E402
+from interlude.app import tasks  # noqa: E402
+from interlude.app.service import Service  # noqa: E402
+from interlude.domain import clock  # noqa: E402
+from interlude.domain.errors import Conflict  # noqa: E402
+from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
+from interlude.local import lambda_runtime  # noqa: E402
+from interlude.local.schedules import create_local_deadline_resources  # noqa: E402
+from interlude.local.sqs_pump import create_queues, export_queue_urls  # noqa: E402
+from interlude.store import Store, create_table  # noqa: E402
+from tests.integration.test_tasks import TABLE, task_workflow  # noqa: E402
+from tests.support.stream import Stream  # noqa: E402
+
+WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+
+
+class Counted:
+    """AWS calls by name (every service), and DynamoDB items read and written."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.read = self.written = 0
+
+    def watch(self, session: Any) -> None:
+        session.events.register("before-call", self._call)
+        session.events.register("before-parameter-build.dynamodb", self._writes)
+        session.events.register("after-call.dynamodb", self._reads)
+
+    def _call(self, model: Any, **_: Any) -> None:
+        service = model.service_model.endpoint_prefix
+        self.calls[model.name if service == "dynamodb" else f"{service}:{model.name}"] += 1
+
+    def _writes(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name in WRITES:
+            self.written += 1
+        elif model.name == "TransactWriteItems":
+            self.written += len(params.get("TransactItems") or [])
+        elif model.name == "BatchWriteItem":
+            self.written += sum(len(v) for v in (params.get("RequestItems") or {}).values())
+
+    def _reads(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        if model.name == "GetItem":
+            self.read += "Item" in parsed
+        elif model.name == "Query":
+            self.read += len(parsed.get("Items") or [])
+        elif model.name == "BatchGetItem":
+            self.read += sum(len(v) for v in (parsed.get("Responses") or {}).values())
+
+    def take(self) -> str:
+        calls = ", ".join(f"{k}×{v}" for k, v in sorted(self.calls.items())) or "-"
+        line = f"{sum(self.calls.values()):3d} calls, {self.read:2d} items read, {self.written:2d} written  ({calls})"
+        self.calls, self.read, self.written = Counter(), 0, 0
+        return line
+
+
+def main() -> None:
+    clock.reset(CLOCK)
+    os.environ[clock.CLOCK_FILE_ENV] = str(CLOCK)
+    with mock_aws():
+        # moto resets boto3's default session when it starts: count on the session it leaves in place.
+        boto3.setup_default_session()
+        counted = Counted()
+        counted.watch(boto3.DEFAULT_SESSION)
+        create_table(boto3.client("dynamodb"), TABLE)
+        urls = create_queues(boto3.client("sqs"), TABLE)
+        for queue in wiring.QUEUES:
+            os.environ[queue.url_env] = urls[queue.name]
+        export_queue_urls(urls)
+        os.environ.update(create_local_deadline_resources())
+        ensure_key_ring("bench/token-keys")
+        service = Service(Store(TABLE))
+        admin_key = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        admin = service.authenticate(f"Bearer {admin_key['apiKey']}")
+        worker_key = service.issue_key("bench", CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))
+        worker = service.authenticate(f"Bearer {worker_key['apiKey']}")
+        definition = task_workflow(retry_config={"max_attempts": 2, "initial_interval": 0})
+        service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+        stream = Stream(TABLE)
+        rows: list[tuple[str, str]] = []
+
+        def queued() -> str:
+            request = CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"order": "o-1"}})
+            run_id = service.create_run(admin, request).runId
+            records = stream.take()
+            counted.take()
+            lambda_runtime.invoke("dispatch", {"Records": records})  # the outbox makes the task
+            return run_id
+
+        def claimed() -> str:
+            got = tasks.claim(service, worker, ["summarise"], 0, schedule)
+            assert got is not None
+            return str(got["taskToken"])
+
+        counted.take()
+        assert tasks.claim(service, worker, ["summarise"], 0, schedule) is None
+        rows.append(("claim, nothing ready (waitSeconds 0: one round)", counted.take()))
+
+        queued()
+        rows.append(("dispatch of a new run's records (the outbox makes its task)", counted.take()))
+        token = claimed()
+        rows.append(("claim, one task ready (two checks scheduled)", counted.take()))
+        clock.advance(CLOCK, 5)
+        tasks.heartbeat(service, worker, token, schedule)
+        rows.append(("heartbeat, the lease past its last check (one more scheduled)", counted.take()))
+        tasks.heartbeat(service, worker, token, schedule)
+        rows.append(("heartbeat, the lease within its last check", counted.take()))
+        tasks.complete(service, worker, token, {"summary": "short"})
+        rows.append(("complete (its outcome lands on the run)", counted.take()))
+
+        queued()
+        token = claimed()
+        counted.take()
+        tasks.fail(service, worker, token, "busy", retryable=True)
+        rows.append(("fail, retryable with attempts left (requeued, node.retried)", counted.take()))
+        token = claimed()
+        counted.take()
+        tasks.fail(service, worker, token, "no", retryable=True)
+        rows.append(("fail, no attempt left (the node and the run fail)", counted.take()))
+
+        run_id = queued()
+        token = claimed()
+        service.cancel_run(admin, run_id, CancelRunRequest())  # its records not yet dispatched
+        counted.take()
+        try:
+            tasks.complete(service, worker, token, {"summary": "unused"})
+        except Conflict:
+            pass
+        rows.append(("complete after the run was cancelled (409; the task cancelled)", counted.take()))
+
+        print("Task-worker calls through the real Service on moto, after authentication (counts, load-independent):")
+        for what, line in rows:
+            print(f"  {what:66s} {line}")
+
+
+if __name__ == "__main__":
+    main()
