@@ -8,31 +8,52 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
 from interlude import wiring
 from interlude.adapters import metrics
 from interlude.app import audit
-from interlude.app.service import default_service
-from interlude.composition import compose
+from interlude.composition import compose_audit
+from interlude.config import settings
+from interlude.store import Store
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
 
 logger = Logger(service="interlude-timeouts")
-compose()
+compose_audit()
+
+
+@cache
+def service() -> Service:
+    # Loaded by the first invocation about a run (a deadline, a reminder, a task check): the service, the engine and
+    # the run model. The audit sweep, the one invocation every deployment gets every minute, reads no run.
+    from interlude.app.service import default_service
+    from interlude.composition import compose
+
+    compose()
+    return default_service()
+
+
+@cache
+def sweep_store() -> Store:
+    return Store(settings().table_name)
 
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path="runId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("sweep") == "audit-checkpoints":  # wiring.AUDIT_CHECKPOINT_SWEEP, every minute
-        made = audit.checkpoint_pending(default_service().store, early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
+        made = audit.checkpoint_pending(sweep_store(), early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         logger.info("audit checkpoints swept", extra={"checkpoints": made})
         return {"checkpoints": made}
     if event.get("purpose") == "reminder":
         # A gate's reminder (issue 14): no state changes; its non-voters are queued for the notify function.
         from interlude.adapters.notify.outbox import enqueue_reminders
 
-        queued = enqueue_reminders(default_service(), event)
+        queued = enqueue_reminders(service(), event)
         logger.info("reminder fired", extra={"runId": event.get("runId"), "queued": queued})
         metrics.count("DeadlinesFired", purpose="reminder")
         return {"events": 0, "queued": queued}
@@ -40,11 +61,11 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # A task claim's check (issue 15 item 2): its lease or deadline lapsed, or its outcome is yet to land.
         from interlude.app.tasks import check
 
-        written = check(default_service(), event)
+        written = check(service(), event)
         logger.info("task check fired", extra={"runId": event.get("runId"), "events": written})
         metrics.count("DeadlinesFired", purpose="task")
         return {"events": written}
-    written = default_service().fire_deadline(event)
+    written = service().fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}
     )

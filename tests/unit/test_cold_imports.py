@@ -57,7 +57,19 @@ NOT_AT_IMPORT = {
         "pydantic",  # a delivery validates no model (a dead letter's retention loads the webhook models)
     ],
     "dispatch": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
-    "timeouts": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
+    # The audit sweep (every minute, in every deployment) reads no run: the service, the engine and pydantic load with
+    # the first deadline, reminder or task check.
+    "timeouts": [
+        "interlude.api",
+        "interlude.adapters.delivery",
+        "jsonschema",
+        "interlude.rules.egress",
+        "interlude.app.service",
+        "interlude.engine",
+        "interlude.faces",
+        "interlude.domain.models",
+        "pydantic",
+    ],
 }
 
 
@@ -141,3 +153,43 @@ def test_the_powertools_package_is_whole_for_any_other_importer():
         "assert sorted(event_handler.__all__) == sorted(n for n in event_handler.__all__ if hasattr(event_handler, n))\n",
     )
     assert "aws_lambda_powertools.event_handler.appsync" in got["modules"]
+
+TIMEOUTS_RUN_PATH = ["interlude.app.service", "interlude.engine", "interlude.domain.models.run", "pydantic"]
+SWEEP = """
+import types
+from moto import mock_aws
+mock_aws().start()
+import boto3
+from interlude.adapters.audit_key import ensure_signing_key
+from interlude.config import settings
+from interlude.domain.audit import AuditDraft
+from interlude.rules import audit as rules
+from interlude.store.dynamo import create_table
+create_table(boto3.client("dynamodb"), "cold-imports")
+ensure_signing_key(settings().audit_key_secret)
+module.sweep_store().transact([], AuditDraft("t1", "key.created", {"subjectId": "op"}, {"keyId": "k1"}, "2026-12-01T00:00:00Z"))
+rules.CHECKPOINT_INTERVAL_SECONDS = 0
+context = types.SimpleNamespace(
+    function_name="timeouts", memory_limit_in_mb=256, invoked_function_arn="arn:aws:lambda:us-east-1:0:function:t",
+    aws_request_id="r-1",
+)
+swept = module.lambda_handler({"sweep": "audit-checkpoints"}, context)
+assert swept == {"checkpoints": 1}, swept
+assert [h.checkpoint_seq for h in module.sweep_store().audit_log.heads("t1").values()] == [1]
+"""
+
+
+def test_the_timeouts_sweep_checkpoints_without_loading_a_run_path():
+    """The sweep through the real handler (moto) signs a pending chain's checkpoint and loads none of what a
+    deadline needs; a deadline's first invocation loads those (below)."""
+    got = imported("timeouts", then=SWEEP)
+    loaded = [m for m in got["modules"] for banned in TIMEOUTS_RUN_PATH if m == banned or m.startswith(banned + ".")]
+    assert loaded == []
+
+
+def test_the_timeouts_run_path_loads_the_service_on_first_use():
+    got = imported("timeouts", then="module.service()\n")
+    assert {"interlude.app.service", "interlude.engine.run", "interlude.faces.modulex.nodetypes"} <= set(got["modules"])
+    from interlude.engine.registry import NODE_TYPES
+
+    assert NODE_TYPES  # compose() registered the ModuleX node types in that process as in this one

@@ -11,8 +11,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit
-from interlude.engine.registry import register
-from interlude.faces.modulex.nodetypes import MODULEX_TYPES
 
 if TYPE_CHECKING:
     from interlude.app import dispatch
@@ -49,7 +47,17 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
 
 
 def compose() -> None:
+    # The engine and the ModuleX node types load here, not with this module: the timeouts function's audit sweep
+    # imports the composition for the signing key alone (compose_audit) and runs no workflow.
+    from interlude.engine.registry import register
+    from interlude.faces.modulex.nodetypes import MODULEX_TYPES
+
     register(MODULEX_TYPES)
+    compose_audit()
+
+
+def compose_audit() -> None:
+    """What the audit trail needs joined (the checkpoint signing key), for an entry point that runs no workflow."""
     audit.use_signing_key(_audit_signing_key)
 
 

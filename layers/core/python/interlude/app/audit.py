@@ -14,16 +14,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
 from interlude.domain.budgets import BudgetExceeded, json_size
 from interlude.domain.errors import Invalid
 from interlude.rules import audit as rules
-from interlude.rules.auth import Principal
-from interlude.rules.interrupts.decide import Decision, Resolver
 from interlude.store import Store
 from interlude.store.audit import AuditLog, decode_before, encode_before
+
+if TYPE_CHECKING:
+    # Annotations only: the timeouts function's checkpoint sweep loads this module and needs no run model.
+    from interlude.rules.auth import Principal
+    from interlude.rules.interrupts.decide import Decision, Resolver
 
 logger = logging.getLogger(__name__)
 
