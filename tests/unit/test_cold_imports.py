@@ -193,3 +193,24 @@ def test_the_timeouts_run_path_loads_the_service_on_first_use():
     from interlude.engine.registry import NODE_TYPES
 
     assert NODE_TYPES  # compose() registered the ModuleX node types in that process as in this one
+
+
+def test_a_path_matches_the_routes_api_gateway_would_match_it_to():
+    """Each route's path with its parameters filled (and with a trailing '/') loads the module that registers it;
+    an empty parameter, an extra or a missing segment, or another method loads nothing for it."""
+    import re
+
+    from interlude import wiring
+    from interlude.api import app
+
+    for r in wiring.ROUTES:
+        path = re.sub(r"{\w+}", "p~2Fq", r.path)
+        module = app.MODULE_OF[r.operation]
+        assert module in app.modules_for(r.method, path), (r.method, path)
+        assert module in app.modules_for(r.method, path + "/"), (r.method, path + "/")
+    assert app.modules_for("POST", "/runs/r-1/interrupts/gate") == {"runs"}
+    assert app.modules_for("DELETE", "/runs/r-1/interrupts/gate") == set()
+    assert app.modules_for("POST", "/runs//interrupts/gate") == set()
+    assert app.modules_for("POST", "/runs/r-1/interrupts/gate/more") == set()
+    assert app.modules_for("POST", "/runs/r-1/interrupts") == set()
+    assert app.modules_for("POST", "/runs/r-1/interrupts/gate//") == set()

@@ -3,7 +3,6 @@ routes on the resolver."""
 
 from __future__ import annotations
 
-import re
 from importlib import import_module
 from typing import Any
 from urllib.parse import quote, unquote
@@ -70,12 +69,13 @@ ROUTE_MODULES: dict[str, tuple[str, ...]] = {
     ),
 }
 MODULE_OF = {operation: module for module, operations in ROUTE_MODULES.items() for operation in operations}
-# (method, path pattern, modules to import) per route; a trailing '/' matches too (loading more is harmless; a path
-# no route of its method matches loads nothing: the resolver's not-found handler answers 404 or 405 from wiring).
+# (method, path segments with None for a parameter, modules to import) per route; a trailing '/' matches too (loading
+# more is harmless; a path no route of its method matches loads nothing: the resolver's not-found handler answers 404
+# or 405 from wiring). Segments, not one compiled pattern per route: every cold start built them all.
 _ROUTE_LOADS = [
     (
         r.method,
-        re.compile("^" + "[^/]+".join(re.escape(part) for part in re.split(r"{\w+}", r.path)) + "/?$"),
+        tuple(None if part.startswith("{") else part for part in r.path.split("/")),
         (MODULE_OF[r.operation],) if r.operation in MODULE_OF else tuple(ROUTE_MODULES),
     )
     for r in wiring.ROUTES
@@ -83,9 +83,24 @@ _ROUTE_LOADS = [
 _loaded: set[str] = set()
 
 
+def _matches(pattern: tuple[str | None, ...], parts: list[str]) -> bool:
+    """A parameter matches any non-empty segment (API Gateway's `{name}`), anything else only itself."""
+    return len(pattern) == len(parts) and all(
+        p == part if p is not None else part != "" for p, part in zip(pattern, parts, strict=True)
+    )
+
+
+def modules_for(method: str, path: str) -> set[str]:
+    """The route modules of the routes `method` and `path` match."""
+    parts = path.split("/")
+    if len(parts) > 2 and parts[-1] == "":
+        parts.pop()
+    return {module for m, pattern, modules in _ROUTE_LOADS if m == method and _matches(pattern, parts) for module in modules}
+
+
 def load_routes(method: str, path: str) -> None:
     """Import (so register) the route modules whose routes match `method` and `path`, in the table's order, once."""
-    wanted = {module for m, pattern, modules in _ROUTE_LOADS if m == method and pattern.match(path) for module in modules}
+    wanted = modules_for(method, path)
     for module in ROUTE_MODULES:
         if module in wanted and module not in _loaded:
             import_module(f"interlude.api.{module}")
