@@ -47,6 +47,7 @@ NOT_AT_IMPORT = {
         "aws_lambda_powertools.event_handler.appsync",
         "aws_lambda_powertools.event_handler.bedrock_agent",
         "asyncio",  # AppSync's resolver brings it
+        "interlude.faces",  # the ModuleX node types load when a ModuleX node is first run or checked
     ],
     "callbacks": [
         "interlude.engine",
@@ -188,11 +189,12 @@ def test_the_timeouts_sweep_checkpoints_without_loading_a_run_path():
 
 
 def test_the_timeouts_run_path_loads_the_service_on_first_use():
-    got = imported("timeouts", then="module.service()\n")
+    got = imported(
+        "timeouts",
+        then="module.service()\nfrom interlude.engine.registry import node_type\nassert node_type('modulex.llm')\n",
+    )
+    # compose() registered the ModuleX node types in that process (lazily: they load at the first lookup)
     assert {"interlude.app.service", "interlude.engine.run", "interlude.faces.modulex.nodetypes"} <= set(got["modules"])
-    from interlude.engine.registry import NODE_TYPES
-
-    assert NODE_TYPES  # compose() registered the ModuleX node types in that process as in this one
 
 
 def test_a_path_matches_the_routes_api_gateway_would_match_it_to():
@@ -214,3 +216,19 @@ def test_a_path_matches_the_routes_api_gateway_would_match_it_to():
     assert app.modules_for("POST", "/runs/r-1/interrupts/gate/more") == set()
     assert app.modules_for("POST", "/runs/r-1/interrupts") == set()
     assert app.modules_for("POST", "/runs/r-1/interrupts/gate//") == set()
+
+
+def test_the_modulex_node_types_load_when_a_modulex_node_is_first_looked_up():
+    """compose() registers them lazily: unknown typeIds and the engine's own types load nothing; the first modulex.*
+    typeId loads them all, and the list of known typeIds (the unknown-typeId refusal) names them."""
+    got = imported(
+        "api",
+        then="import sys\n"
+        "from interlude.engine import registry\n"
+        "assert registry.node_type('core.noop') is not None and registry.node_type('nope.x') is None\n"
+        "assert not [m for m in sys.modules if m.startswith('interlude.faces')]\n"
+        "assert registry.node_type('modulex.transformer') is not None\n"
+        "assert registry.is_gate('modulex.interrupt') and not registry.is_gate('modulex.llm')\n"
+        "assert 'modulex.conditional' in registry.known_type_ids()\n",
+    )
+    assert "interlude.faces.modulex.nodetypes" in got["modules"]

@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 from interlude.app import audit
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from interlude.app import dispatch
     from interlude.app.service import Service
+    from interlude.engine.nodetypes import NodeType
 
 
 @cache
@@ -47,18 +50,25 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
 
 
 def compose() -> None:
-    # The engine and the ModuleX node types load here, not with this module: the timeouts function's audit sweep
-    # imports the composition for the signing key alone (compose_audit) and runs no workflow.
-    from interlude.engine.registry import register
-    from interlude.faces.modulex.nodetypes import MODULEX_TYPES
+    # The engine loads here, not with this module: the timeouts function's audit sweep imports the composition for
+    # the signing key alone (compose_audit) and runs no workflow. The ModuleX node types load when a modulex.* typeId
+    # is first run or checked (an OpenWOP request never loads the ModuleX face).
+    from interlude.engine.registry import register_lazily
 
-    register(MODULEX_TYPES)
+    register_lazily("modulex.", _modulex_types)
     compose_audit()
 
 
 def compose_audit() -> None:
     """What the audit trail needs joined (the checkpoint signing key), for an entry point that runs no workflow."""
     audit.use_signing_key(_audit_signing_key)
+
+
+def _modulex_types() -> Iterable[NodeType]:
+    # Imported when a ModuleX node is first run or checked: an OpenWOP request never loads the ModuleX face.
+    from interlude.faces.modulex.nodetypes import MODULEX_TYPES
+
+    return MODULEX_TYPES
 
 
 def _audit_signing_key() -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine.registry import NODE_TYPES
+from interlude.engine.registry import node_type as registered_type
 
 
 def components(nodes: Iterable[str], successors: dict[str, list[str]]) -> list[list[str]]:
@@ -97,7 +97,7 @@ def _feeds_within_loops(workflow: WorkflowDefinition) -> dict[str, list[str]]:
     ids = {n.id for n in workflow.nodes}
     feeds: dict[str, list[str]] = {}
     for node in workflow.nodes:
-        node_type = NODE_TYPES.get(node.typeId)
+        node_type = registered_type(node.typeId)
         if node_type is not None and node_type.reads is not None and node.id in loop_of:
             in_loop = {nid for nid, loop in loop_of.items() if loop == loop_of[node.id]}
             config = node_type.config_model.model_validate(node.config)

@@ -4,7 +4,8 @@ plus the types a face registers (interlude.composition registers the ModuleX one
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 
 from interlude.engine.actions import ACTION_TYPES
 from interlude.engine.gates import GATES
@@ -24,7 +25,43 @@ def register(types: Iterable[NodeType]) -> None:
         NODE_TYPES[node_type.type_id] = node_type
 
 
+# Node types a face registers on first use, by typeId prefix (interlude.composition: "modulex."): an entry point
+# whose requests never run or check such a node (an OpenWOP definition's) never imports the face's modules.
+_LAZY: dict[str, Callable[[], Iterable[NodeType]]] = {}
+_LAZY_LOCK = threading.Lock()  # the local stack answers requests on threads
+
+
+def register_lazily(prefix: str, load: Callable[[], Iterable[NodeType]]) -> None:
+    """`load` returns the types whose typeIds start with `prefix`; it runs when such a typeId is first looked up."""
+    _LAZY[prefix] = load
+
+
+def _load(prefixes: Iterable[str]) -> None:
+    with _LAZY_LOCK:
+        for prefix in [p for p in prefixes if p in _LAZY]:
+            types = tuple(_LAZY[prefix]())
+            if any(not t.type_id.startswith(prefix) for t in types):
+                raise ValueError(f"a node type registered under {prefix!r} does not start with it")
+            register(types)
+            del _LAZY[prefix]
+
+
+def node_type(type_id: str) -> NodeType | None:
+    """The node type of this typeId (None: unknown), loading a face's types the first time one is asked for."""
+    found = NODE_TYPES.get(type_id)
+    if found is None and _LAZY:
+        _load([p for p in list(_LAZY) if type_id.startswith(p)])
+        found = NODE_TYPES.get(type_id)
+    return found
+
+
+def known_type_ids() -> list[str]:
+    """Every typeId, the lazily registered ones included (they load)."""
+    _load(list(_LAZY))
+    return sorted(NODE_TYPES)
+
+
 def is_gate(type_id: str) -> bool:
     """Whether nodes of this type raise interrupts (an unknown type raises none)."""
-    node_type = NODE_TYPES.get(type_id)
-    return node_type is not None and node_type.ask is not None
+    found = node_type(type_id)
+    return found is not None and found.ask is not None

@@ -34,7 +34,8 @@ from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
-from interlude.engine.registry import NODE_TYPES
+from interlude.engine.registry import known_type_ids
+from interlude.engine.registry import node_type as registered_type
 from interlude.engine.subworkflows import (
     CHILD_REQUESTED,
     PARENT_CANCELLED,
@@ -193,7 +194,9 @@ class _Step:
             self.fail_run(error, node_id)
             return
         self.emit("node.started", node_id, {"nodeId": node_id, "typeId": node.typeId})
-        node_type = NODE_TYPES[node.typeId]
+        node_type = registered_type(node.typeId)
+        if node_type is None:  # checked when the definition was accepted (check_workflow)
+            raise KeyError(node.typeId)
         config = node_type.config_model.model_validate(node.config)
         scope = self.scope()
         try:
@@ -721,10 +724,10 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
     if not workflow.roots():
         problems.append({"path": "edges", "message": "every node is the target of an edge, so no node can start"})
     for i, node in enumerate(workflow.nodes):
-        node_type = NODE_TYPES.get(node.typeId)
+        node_type = registered_type(node.typeId)
         if node_type is None:
             problems.append(
-                {"path": f"nodes/{i}/typeId", "message": f"unknown typeId {node.typeId!r}; known: {sorted(NODE_TYPES)}"}
+                {"path": f"nodes/{i}/typeId", "message": f"unknown typeId {node.typeId!r}; known: {known_type_ids()}"}
             )
             continue
         try:
