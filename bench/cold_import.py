@@ -76,6 +76,9 @@ FLOORS: dict[str, tuple[str, ...]] = {
 # invocation runs). Printed as the handler's import plus that, so what was deferred stays in view.
 FIRST_USE: tuple[tuple[str, str, str], ...] = (
     ("timeouts", "a deadline, reminder or task check", "module.service()"),  # the service, the engine, pydantic
+    # The API's route modules load with the first request that matches one (api/app.py ROUTE_MODULES); the runs
+    # module (createRun, getRun, resolve, poll, cancel) and its answer models are what a lifecycle's requests load.
+    ("api", "a run route (POST /runs)", "from interlude.api import app\napp.load_routes('POST', '/runs')"),
 )
 PROBE = """
 import importlib.util, os, sys, time

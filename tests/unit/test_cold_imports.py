@@ -48,6 +48,9 @@ NOT_AT_IMPORT = {
         "aws_lambda_powertools.event_handler.bedrock_agent",
         "asyncio",  # AppSync's resolver brings it
         "interlude.faces",  # the ModuleX node types load when a ModuleX node is first run or checked
+        "interlude.app.streams",  # the SSE routes' following
+        "interlude.store.webhooks",  # the webhook routes' store and secrets
+        "interlude.store.deliveries",  # GET /runs/{runId}/deliveries
     ],
     "callbacks": [
         "interlude.engine",
@@ -232,3 +235,24 @@ def test_the_modulex_node_types_load_when_a_modulex_node_is_first_looked_up():
         "assert 'modulex.conditional' in registry.known_type_ids()\n",
     )
     assert "interlude.faces.modulex.nodetypes" in got["modules"]
+
+
+# What the run routes (createRun, getRun, resolve, poll, cancel) leave to the requests that use it: discovery's
+# capabilities (sub-workflows, webhook limits), the SSE routes, the webhook and delivery stores.
+NOT_FOR_A_RUN_REQUEST = [
+    "interlude.app.subworkflows",
+    "interlude.app.actions",
+    "interlude.domain.models.webhooks",
+    "interlude.app.streams",
+    "interlude.store.webhooks",
+    "interlude.store.deliveries",
+    "interlude.faces",
+]
+
+
+def test_a_run_request_loads_the_run_routes_and_not_what_other_requests_use():
+    got = imported("api", then="from interlude.api import app\napp.load_routes('POST', '/runs')\n")
+    modules = set(got["modules"])
+    assert "interlude.api.runs" in modules
+    loaded = [m for m in modules for banned in NOT_FOR_A_RUN_REQUEST if m == banned or m.startswith(banned + ".")]
+    assert loaded == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
@@ -13,7 +13,6 @@ from pydantic import BaseModel
 from interlude import wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply
-from interlude.app import streams as streaming
 from interlude.app.service import default_service
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
@@ -31,6 +30,9 @@ from interlude.domain.ids import to_wire
 from interlude.domain.validation import parse
 from interlude.rules.auth import Principal
 from interlude.wiring import Face
+
+if TYPE_CHECKING:
+    from interlude.app import streams as streaming
 
 logger = Logger(service="interlude")
 app = APIGatewayHttpResolver()
@@ -191,6 +193,9 @@ def query_int(name: str, default: int | None, lo: int, hi: int, query: dict[str,
 
 def last_event_id() -> int | None:
     """The request's Last-Event-ID (an event sequence to resume after), or None; else a 400 naming it."""
+    # The SSE routes' module, imported by them: no other request loads it.
+    from interlude.app import streams as streaming
+
     try:
         return streaming.parse_last_event_id((app.current_event.headers or {}).get("last-event-id"))
     except ValueError:
@@ -201,6 +206,8 @@ def last_event_id() -> int | None:
 
 
 def stream_bounds() -> streaming.Bounds:
+    from interlude.app import streams as streaming
+
     cfg = settings()
     return streaming.Bounds(cfg.stream_hold_seconds, cfg.stream_linger_seconds, cfg.stream_retry_ms)
 

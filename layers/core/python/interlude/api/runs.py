@@ -23,7 +23,6 @@ from interlude.api.http import (
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.app import audit
-from interlude.app.subworkflows import SUBWORKFLOW_CAPABILITY, ancestry_capability
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import Invalid
@@ -39,7 +38,6 @@ from interlude.domain.models.responses import (
     WorkflowVersion,
 )
 from interlude.domain.models.run import RunState
-from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE, DEAD_LETTER_RETENTION_DAYS, ROTATION_OVERLAP_SECONDS
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
@@ -105,7 +103,10 @@ def capabilities() -> dict[str, Any]:
             "checkpointIntervalSeconds": audit_rules.CHECKPOINT_INTERVAL_SECONDS,
         }
     caps["webhooks"] = webhooks_capability()
-    # Issue 15 item 3: core.subWorkflow, and GET /runs/{runId}/ancestry while this deployment serves it.
+    # Issue 15 item 3: core.subWorkflow, and GET /runs/{runId}/ancestry while this deployment serves it (loaded here,
+    # like the webhook models below: the run routes' other requests use neither).
+    from interlude.app.subworkflows import SUBWORKFLOW_CAPABILITY, ancestry_capability
+
     caps["subWorkflow"] = dict(SUBWORKFLOW_CAPABILITY)
     multi_agent = ancestry_capability()
     if multi_agent is not None:
@@ -115,6 +116,12 @@ def capabilities() -> dict[str, Any]:
 
 def webhooks_capability() -> dict[str, Any]:
     """Issue 14: webhook subscriptions, delivered by the callback pipeline under its retry policy."""
+    from interlude.domain.models.webhooks import (
+        DEAD_LETTER_MAX_PAGE,
+        DEAD_LETTER_RETENTION_DAYS,
+        ROTATION_OVERLAP_SECONDS,
+    )
+
     return {
         "status": "stable",
         "since": "2.0",

@@ -39,14 +39,14 @@ from interlude.rules import inputs as declared_inputs
 from interlude.rules.interrupts.decide import Resolver, decide
 from interlude.store import Conflict as LostRace
 from interlude.store import Store
-from interlude.store.deliveries import DeliveryStore, public_attempts
 from interlude.store.directory import DirectoryStore
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import InteractionStore
-from interlude.store.webhooks import SubscriptionSecrets, WebhookStore, subscription_secrets
 
 if TYPE_CHECKING:
     from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+    from interlude.store.deliveries import DeliveryStore
+    from interlude.store.webhooks import SubscriptionSecrets, WebhookStore
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,9 @@ class Service(KeyOperations, WorkflowOperations):
 
     @cached_property
     def deliveries(self) -> DeliveryStore:
+        # The side stores of a few routes (deliveries, webhooks) load with their first use, not at a cold start.
+        from interlude.store.deliveries import DeliveryStore
+
         return DeliveryStore(self.store)
 
     @cached_property
@@ -88,10 +91,14 @@ class Service(KeyOperations, WorkflowOperations):
 
     @cached_property
     def webhooks(self) -> WebhookStore:
+        from interlude.store.webhooks import WebhookStore
+
         return WebhookStore(self.store.table, self.store.client)
 
     @cached_property
     def webhook_secrets(self) -> SubscriptionSecrets:
+        from interlude.store.webhooks import subscription_secrets
+
         return subscription_secrets()
 
     # -- runs --------------------------------------------------------------------------------------
@@ -366,6 +373,8 @@ class Service(KeyOperations, WorkflowOperations):
             self.deliveries.attempts(run_id),
             key=lambda a: (a.get("at", ""), a.get("noticeId", ""), a.get("attempt", 0)),
         )
+        from interlude.store.deliveries import public_attempts
+
         return {"runId": state.runId, "callbackUrl": state.callbackUrl, "deliveries": public_attempts(attempts)}
 
     # -- interrupts --------------------------------------------------------------------------------
