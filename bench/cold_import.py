@@ -79,6 +79,8 @@ FIRST_USE: tuple[tuple[str, str, str], ...] = (
     # The API's route modules load with the first request that matches one (api/app.py ROUTE_MODULES); the runs
     # module (createRun, getRun, resolve, poll, cancel) and its answer models are what a lifecycle's requests load.
     ("api", "a run route (POST /runs)", "from interlude.api import app\napp.load_routes('POST', '/runs')"),
+    # Every record runs the whole outbox, so its first record loads every outbox handler (the composition's).
+    ("dispatch", "its first record", "from interlude.composition import outbox; outbox()"),
 )
 PROBE = """
 import importlib.util, os, sys, time

@@ -61,6 +61,25 @@ NOT_AT_IMPORT = {
         "pydantic",  # a delivery validates no model (a dead letter's retention loads the webhook models)
     ],
     "dispatch": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
+    # A message sends one recipient's notification: it reads the run and the directory, never runs the engine.
+    "notify": [
+        "interlude.api",
+        "interlude.app",
+        "interlude.engine",
+        "interlude.faces",
+        "interlude.adapters.delivery.worker",  # the callback worker
+        "jsonschema",
+        "standardwebhooks",
+    ],
+    # An action is one HTTP call whose outcome lands on its run (the engine); no callback or notification worker.
+    "actions": [
+        "interlude.api",
+        "interlude.adapters.delivery.worker",
+        "interlude.adapters.notify",
+        "interlude.app.dispatch",
+        "jsonschema",
+        "standardwebhooks",
+    ],
     # The audit sweep (every minute, in every deployment) reads no run: the service, the engine and pydantic load with
     # the first deadline, reminder or task check.
     "timeouts": [
@@ -255,4 +274,26 @@ def test_a_run_request_loads_the_run_routes_and_not_what_other_requests_use():
     modules = set(got["modules"])
     assert "interlude.api.runs" in modules
     loaded = [m for m in modules for banned in NOT_FOR_A_RUN_REQUEST if m == banned or m.startswith(banned + ".")]
+    assert loaded == []
+
+
+# What the dispatch function's first record loads (every record runs the whole outbox), and what it must not: the
+# workers behind the outbox's queues (callbacks, notifications) and the task routes' body models.
+NOT_IN_OUTBOX = [
+    "interlude.adapters.notify.worker",
+    "interlude.adapters.delivery.worker",
+    "interlude.adapters.delivery.pinned_http",
+    "interlude.rules.tokens",
+    "interlude.domain.models.tasks",
+    "interlude.domain.models.responses",
+    "interlude.api",
+    "jsonschema",
+]
+
+
+def test_the_dispatch_outbox_loads_no_worker_behind_its_queues():
+    got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
+    modules = set(got["modules"])
+    assert {"interlude.adapters.notify.outbox", "interlude.app.tasks", "interlude.adapters.scheduler.outbox"} <= modules
+    loaded = [m for m in modules for banned in NOT_IN_OUTBOX if m == banned or m.startswith(banned + ".")]
     assert loaded == []

@@ -40,7 +40,6 @@ from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import tenant_of
-from interlude.domain.models.tasks import WorkerError
 from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
 from interlude.engine.deadlines import Deadline, NotDueYet
@@ -50,6 +49,7 @@ from interlude.store.tasks import Claim, Task, TaskStore
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
+    from interlude.domain.models.tasks import WorkerError
     from interlude.rules import auth
 
 logger = logging.getLogger(__name__)
@@ -264,6 +264,8 @@ def fail(
     service: Service, principal: auth.Principal, token: str, error: WorkerError | str, retryable: bool
 ) -> dict[str, Any]:
     task, held = _held(service, principal, token)
+    from interlude.domain.models.tasks import WorkerError  # the task routes' body model; dispatch needs none of it
+
     worker = WorkerError(message=error) if isinstance(error, str) else error
     reported = worker.model_dump(exclude_none=True)
     try:

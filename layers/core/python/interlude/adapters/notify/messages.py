@@ -11,10 +11,13 @@ import html
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from interlude.domain.ids import derive_opaque
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import OpenInterrupt
 
 MESSAGE_VERSION = 1
 RAISED = "raised"
@@ -168,3 +171,9 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
     if channel is not None:
         message["channel"] = channel
     return message
+
+
+def voted(interrupt: OpenInterrupt, principal_id: str) -> bool:
+    """Whether `principal_id` has voted on the gate (a reminder skips them). Here, not in the worker, so the dispatch
+    function's outbox (which schedules reminders) does not load the worker's HTTP client, egress guard and tokens."""
+    return any(v.action != "ask" and (v.subject or {}).get("subjectId") == principal_id for v in interrupt.votes)

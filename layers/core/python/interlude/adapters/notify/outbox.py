@@ -22,8 +22,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
-from interlude.adapters.notify.worker import voted
+from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose, voted
 from interlude.adapters.queues import send_messages
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.directory import recipients

@@ -21,7 +21,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
 from interlude.adapters.delivery.retry import backoff_s
-from interlude.adapters.notify.messages import ESCALATION, RAISED, Content, is_reminder, mime_email, slack_message
+from interlude.adapters.notify.messages import (
+    ESCALATION,
+    RAISED,
+    Content,
+    is_reminder,
+    mime_email,
+    slack_message,
+    voted,
+)
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.models.principals import PrincipalEntry, zone_of
@@ -308,12 +316,6 @@ class Worker:
             "interruptId": message["interruptId"],
             "channels": kept.get("channels") or {},
         }
-
-
-def voted(interrupt: OpenInterrupt, principal_id: str) -> bool:
-    return any(
-        v.action != "ask" and (v.subject or {}).get("subjectId") == principal_id for v in interrupt.votes
-    )
 
 
 def _epoch(iso_text: str) -> float:
