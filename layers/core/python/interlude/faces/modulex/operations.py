@@ -132,6 +132,87 @@ def is_admin(principal: auth.Principal) -> bool:
     return bool(ADMIN_ROLES & set(principal.roles)) or "keys:admin" in principal.scopes
 
 
+# -- the steps of run and resume: each refusal in ModuleX's order -------------------------------------
+
+
+def run_body(body: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(input, config) of a run request whose shape is right: a JSON object of known fields, no system workflow,
+    exactly one of workflow_id and workflow."""
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object")
+    unknown = sorted(set(body) - RUN_FIELDS)
+    if unknown:
+        raise Invalid(f"unknown fields: {unknown}")
+    if body.get("system_workflow") is not None:
+        raise Invalid("system workflows are not served by this host")
+    if (body.get("workflow_id") is not None) == (body.get("workflow") is not None):
+        raise Invalid("give exactly one of workflow_id and workflow")
+    inputs = body.get("input")
+    if inputs is None:
+        inputs = {}
+    if not isinstance(inputs, dict):
+        raise Invalid("input must be a JSON object")
+    config = body.get("config") or {}
+    if not isinstance(config, dict):
+        raise Invalid("config must be a JSON object")
+    return inputs, config
+
+
+def run_configurable(body: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The create request's `configurable` for a recursion_limit (the request's config, else an inline workflow's
+    own), or nothing when none is given as a positive integer."""
+    recursion = config.get("recursion_limit")
+    if recursion is None and body.get("workflow") is not None:
+        recursion = (body["workflow"].get("config") or {}).get("recursion_limit")
+    if isinstance(recursion, int) and not isinstance(recursion, bool) and recursion > 0:
+        return {"configurable": {"version": 1, "run": {"recursionLimit": recursion}}}
+    return {}
+
+
+def resume_body(body: Any) -> str:
+    """The run_id of a resume request whose shape is right (a run_id that is no string names no run: 404)."""
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object with run_id and resume_value")
+    missing = [f for f in ("run_id", "resume_value") if body.get(f) is None]
+    if missing:
+        raise Invalid(f"missing required field(s): {', '.join(missing)}")
+    if body.get("workflow_id") is not None and body.get("workflow") is not None:
+        raise Invalid("workflow_id and workflow are mutually exclusive")
+    if not isinstance(body["run_id"], str):
+        raise not_found()
+    return body["run_id"]
+
+
+def resumed_source(body: dict[str, Any], state: RunState) -> WorkflowSource:
+    """Where the resume says the run's workflow comes from; refused when it names another workflow than the run's."""
+    if body.get("workflow_id") is not None and body["workflow_id"] != state.workflowId:
+        raise Invalid(f"the run was not started from workflow {body['workflow_id']!r}")
+    if body.get("workflow") is None:
+        return "database"
+    try:
+        inline_id = mx.content_id(mx.translate(body["workflow"]))
+    except mx.Invalid as exc:
+        raise Unprocessable(str(exc), {"errors": exc.errors}) from None
+    if inline_id != state.workflowId:
+        raise Invalid("the run was started from a different workflow definition")
+    return "request"
+
+
+def waiting_interrupt(state: RunState) -> str:
+    """The node of the one interrupt the run waits on; 409 when it waits on none or on several."""
+    if state.terminal or not state.interrupts:
+        raise Conflict(
+            f"the run is not interrupted (it is {status_of(state.status)})",
+            code="interlude.run_state_invalid",
+        )
+    if len(state.interrupts) > 1:
+        raise Conflict(
+            "the run waits on several interrupts; resolve them one by one on POST /runs/{runId}/interrupts/{nodeId}",
+            code="interlude.run_state_invalid",
+        )
+    return next(iter(state.interrupts))
+
+
 class ModulexFace:
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -192,51 +273,17 @@ class ModulexFace:
 
     def run(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> ModulexRunStarted:
         began = time.monotonic()
-        if not isinstance(body, dict):
-            raise Invalid("the body must be a JSON object")
-        unknown = sorted(set(body) - RUN_FIELDS)
-        if unknown:
-            raise Invalid(f"unknown fields: {unknown}")
-        if body.get("system_workflow") is not None:
-            raise Invalid("system workflows are not served by this host")
-        has_id, has_inline = body.get("workflow_id") is not None, body.get("workflow") is not None
-        if has_id == has_inline:
-            raise Invalid("give exactly one of workflow_id and workflow")
-        inputs = body.get("input")
-        if inputs is None:
-            inputs = {}
-        if not isinstance(inputs, dict):
-            raise Invalid("input must be a JSON object")
-        config = body.get("config") or {}
-        if not isinstance(config, dict):
-            raise Invalid("config must be a JSON object")
+        inputs, config = run_body(body)
+        has_inline = body.get("workflow") is not None
         source: WorkflowSource
         if has_inline:
             workflow_id, source = self.register_inline(principal, body["workflow"]), "request"
         else:
             workflow_id, source = self.deployed_id(principal, body["workflow_id"]), "database"
-        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs}
-        recursion = config.get("recursion_limit")
-        if recursion is None and has_inline:
-            recursion = (body["workflow"].get("config") or {}).get("recursion_limit")
-        if isinstance(recursion, int) and not isinstance(recursion, bool) and recursion > 0:
-            request["configurable"] = {"version": 1, "run": {"recursionLimit": recursion}}
+        request: dict[str, Any] = {"workflowId": workflow_id, "inputs": inputs, **run_configurable(body, config)}
 
         def started(state: RunState) -> ModulexRunStarted:
-            view = self.view(state)
-            return ModulexRunStarted(
-                status=status_of(state.status),
-                run_id=to_wire(state.runId),
-                thread_id=to_wire(state.runId),
-                chat_id=None,
-                ephemeral=bool(body.get("ephemeral", False)),
-                stream=bool(body.get("stream", True)),
-                workflow_name=view.workflow_name,
-                workflow_version=view.workflow_version,
-                workflow_source=source,
-                elapsed_ms=round((time.monotonic() - began) * 1000, 1),
-                message=f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
-            )
+            return self.run_started(state, body, source, began)
 
         typed: CreateRunRequest = parse(CreateRunRequest, request, "request body")
         try:
@@ -249,6 +296,24 @@ class ModulexFace:
             raise
         return started(state)
 
+    def run_started(
+        self, state: RunState, body: dict[str, Any], source: WorkflowSource, began: float
+    ) -> ModulexRunStarted:
+        view = self.view(state)
+        return ModulexRunStarted(
+            status=status_of(state.status),
+            run_id=to_wire(state.runId),
+            thread_id=to_wire(state.runId),
+            chat_id=None,
+            ephemeral=bool(body.get("ephemeral", False)),
+            stream=bool(body.get("stream", True)),
+            workflow_name=view.workflow_name,
+            workflow_version=view.workflow_version,
+            workflow_source=source,
+            elapsed_ms=round((time.monotonic() - began) * 1000, 1),
+            message=f"Run started; listen at /workflows/listen/{to_wire(state.runId)}",
+        )
+
     # -- resume -------------------------------------------------------------------------------------
 
     def resume(
@@ -256,40 +321,11 @@ class ModulexFace:
     ) -> ModulexResumed:
         if not is_admin(principal):
             raise Forbidden("resuming a run requires an owner or admin key")
-        if not isinstance(body, dict):
-            raise Invalid("the body must be a JSON object with run_id and resume_value")
-        missing = [f for f in ("run_id", "resume_value") if body.get(f) is None]
-        if missing:
-            raise Invalid(f"missing required field(s): {', '.join(missing)}")
-        if body.get("workflow_id") is not None and body.get("workflow") is not None:
-            raise Invalid("workflow_id and workflow are mutually exclusive")
-        if not isinstance(body["run_id"], str):
-            raise not_found()
-        state, version = self.load(principal, body["run_id"])
+        state, version = self.load(principal, resume_body(body))
         if to_wire(state.runId) != thread_id and thread_id != state.runId:
             raise not_found("thread")
-        source: WorkflowSource = "database"
-        if body.get("workflow_id") is not None and body["workflow_id"] != state.workflowId:
-            raise Invalid(f"the run was not started from workflow {body['workflow_id']!r}")
-        if body.get("workflow") is not None:
-            source = "request"
-            try:
-                inline_id = mx.content_id(mx.translate(body["workflow"]))
-            except mx.Invalid as exc:
-                raise Unprocessable(str(exc), {"errors": exc.errors}) from None
-            if inline_id != state.workflowId:
-                raise Invalid("the run was started from a different workflow definition")
-        if state.terminal or not state.interrupts:
-            raise Conflict(
-                f"the run is not interrupted (it is {status_of(state.status)})",
-                code="interlude.run_state_invalid",
-            )
-        if len(state.interrupts) > 1:
-            raise Conflict(
-                "the run waits on several interrupts; resolve them one by one on POST /runs/{runId}/interrupts/{nodeId}",
-                code="interlude.run_state_invalid",
-            )
-        node_id = next(iter(state.interrupts))
+        source = resumed_source(body, state)
+        node_id = waiting_interrupt(state)
         wire = to_wire(state.runId)
         resumed = ModulexResumed(
             status="resumed",

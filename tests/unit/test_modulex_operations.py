@@ -1,0 +1,127 @@
+"""The steps of the ModuleX run and resume operations (interlude.faces.modulex.operations): each refusal, in the order
+ModuleX gives them, and what a request that passes yields. Pure: no store, no HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from interlude.domain.errors import Conflict, Invalid, NotFound, Unprocessable
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.faces.modulex.definition import content_id, translate
+from interlude.faces.modulex.operations import (
+    resume_body,
+    resumed_source,
+    run_body,
+    run_configurable,
+    waiting_interrupt,
+)
+from tests.support.modulex_example import worked_example
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ([], "the body must be a JSON object"),
+        ({"workflow_id": "a", "extra": 1, "more": 2}, "unknown fields: ['extra', 'more']"),
+        ({"workflow_id": "a", "system_workflow": "s"}, "system workflows are not served by this host"),
+        ({}, "give exactly one of workflow_id and workflow"),
+        ({"workflow_id": "a", "workflow": {}}, "give exactly one of workflow_id and workflow"),
+        ({"workflow_id": "a", "input": []}, "input must be a JSON object"),
+        ({"workflow_id": "a", "config": "x"}, "config must be a JSON object"),
+        # The first refusal wins: an unknown field before the missing workflow.
+        ({"extra": 1}, "unknown fields: ['extra']"),
+    ],
+)
+def test_a_run_request_of_the_wrong_shape_is_refused_with_its_reason(body: Any, message: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        run_body(body)
+    assert refused.value.message == message
+
+
+def test_a_run_request_yields_its_input_and_config_with_defaults() -> None:
+    assert run_body({"workflow_id": "a"}) == ({}, {})
+    assert run_body({"workflow_id": "a", "input": None, "config": None}) == ({}, {})
+    assert run_body({"workflow": {}, "input": {"x": 1}, "config": {"k": 2}}) == ({"x": 1}, {"k": 2})
+
+
+@pytest.mark.parametrize(
+    ("body", "config", "configurable"),
+    [
+        ({"workflow_id": "a"}, {"recursion_limit": 7}, {"version": 1, "run": {"recursionLimit": 7}}),
+        ({"workflow": {"config": {"recursion_limit": 5}}}, {}, {"version": 1, "run": {"recursionLimit": 5}}),
+        ({"workflow": {"config": {"recursion_limit": 5}}}, {"recursion_limit": 9}, {"version": 1, "run": {"recursionLimit": 9}}),
+        ({"workflow_id": "a"}, {"recursion_limit": 0}, None),
+        ({"workflow_id": "a"}, {"recursion_limit": True}, None),
+        ({"workflow_id": "a"}, {"recursion_limit": "7"}, None),
+        ({"workflow": {}}, {}, None),
+    ],
+)
+def test_the_recursion_limit_comes_from_the_config_else_the_inline_workflow(
+    body: dict[str, Any], config: dict[str, Any], configurable: dict[str, Any] | None
+) -> None:
+    assert run_configurable(body, config) == ({"configurable": configurable} if configurable else {})
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("x", "the body must be a JSON object with run_id and resume_value"),
+        ({}, "missing required field(s): run_id, resume_value"),
+        ({"run_id": "r"}, "missing required field(s): resume_value"),
+        ({"run_id": "r", "resume_value": 1, "workflow_id": "a", "workflow": {}}, "workflow_id and workflow are mutually exclusive"),
+    ],
+)
+def test_a_resume_request_of_the_wrong_shape_is_refused_with_its_reason(body: Any, message: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        resume_body(body)
+    assert refused.value.message == message
+
+
+def test_a_resume_names_its_run_and_a_run_id_that_is_not_a_string_names_none() -> None:
+    assert resume_body({"run_id": "demo~2Fabc", "resume_value": False}) == "demo~2Fabc"
+    with pytest.raises(NotFound):
+        resume_body({"run_id": 5, "resume_value": 1})
+
+
+def run_state(workflow_id: str, interrupts: tuple[str, ...] = ("gate",), status: str = "waiting-approval") -> RunState:
+    return RunState.model_validate(
+        {
+            "runId": "t1/runrunrunrunrunrun01",
+            "tenant": "t1",
+            "workflowId": workflow_id,
+            "workflowVersion": 1,
+            "owner": {},
+            "createdAt": "2026-12-01T12:00:00Z",
+            "status": status,
+            "interrupts": {
+                n: OpenInterrupt(
+                    nodeId=n, key=n, interruptId=f"i-{n}", kind="approval", visit=1, payload={}, raisedAt="2026-12-01T12:00:00Z"
+                )
+                for n in interrupts
+            },
+        }
+    )
+
+
+def test_a_resume_says_where_the_workflow_came_from_and_refuses_another_workflow() -> None:
+    inline = worked_example()
+    inline_id = content_id(translate(inline))
+    assert resumed_source({}, run_state("deployed")) == "database"
+    assert resumed_source({"workflow_id": "deployed"}, run_state("deployed")) == "database"
+    assert resumed_source({"workflow": inline}, run_state(inline_id)) == "request"
+    with pytest.raises(Invalid, match="not started from workflow 'other'"):
+        resumed_source({"workflow_id": "other"}, run_state("deployed"))
+    with pytest.raises(Invalid, match="different workflow definition"):
+        resumed_source({"workflow": inline}, run_state("deployed"))
+    with pytest.raises(Unprocessable):
+        resumed_source({"workflow": {"nodes": "not a list"}}, run_state("deployed"))
+
+
+def test_a_resume_needs_exactly_one_open_interrupt() -> None:
+    assert waiting_interrupt(run_state("w")) == "gate"
+    for state in (run_state("w", ()), run_state("w", ("gate",), status="cancelled"), run_state("w", ("a", "b"))):
+        with pytest.raises(Conflict) as refused:
+            waiting_interrupt(state)
+        assert refused.value.code == "interlude.run_state_invalid"
