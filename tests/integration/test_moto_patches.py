@@ -8,9 +8,12 @@ through the real `api` handler and `dispatch` makes moto do, beside 10 and besid
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -36,6 +39,7 @@ from tests.support.run_copies import RunCopies
 from tests.support.stream import Stream
 
 TABLE = "patched"
+REPO = Path(__file__).resolve().parents[2]
 PK = "T#t#R#run"
 
 
@@ -480,3 +484,33 @@ def test_a_lifecycle_through_the_api_and_dispatch_costs_the_same_beside_10_and_4
         compared = sum(n for name, n in cost.items() if name.startswith("__") and name != "__deepcopy__")
         compared_large = sum(n for name, n in large[step].items() if name.startswith("__") and name != "__deepcopy__")
         assert compared_large <= 2 * compared + 10, (step, cost, large[step])
+
+
+# -- the same answers as moto's own ---------------------------------------------------------------------------------
+
+
+def scenario_outcome(patched: bool) -> dict[str, Any]:
+    """tests/support/moto_scenarios.py in a fresh interpreter: this process's moto is patched for good."""
+    command = [sys.executable, "-m", "tests.support.moto_scenarios", *(["--patched"] if patched else [])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO, check=True)
+    outcome: dict[str, Any] = json.loads(done.stdout)
+    return outcome
+
+
+def test_patched_moto_answers_as_moto_does_for_updates_conditions_and_transactions():
+    """Every update, condition, transaction and read of the scenarios (each twice, so remembered parses and checks
+    are met) answers, refuses, leaves the table and writes the stream exactly as unpatched moto does."""
+    patched, plain = scenario_outcome(True), scenario_outcome(False)
+    answers = patched["answers"]
+    for n, (got, expected) in enumerate(zip(answers, plain["answers"], strict=True)):
+        assert got == expected, n
+    assert patched["table"] == plain["table"]
+    assert patched["flat"] == plain["flat"]
+    assert patched["stream"] == plain["stream"]
+    # The scenarios reach what they are meant to: refusals of each kind, and a cancellation naming its reasons.
+    codes = Counter(a.get("error") or a.get("raised") or "ok" for a in answers)
+    assert codes["ValidationException"] >= 20, codes
+    assert codes["ConditionalCheckFailedException"] >= 6, codes
+    cancelled = [a for a in answers if a.get("error") == "TransactionCanceledException"]
+    assert [r["Code"] for r in cancelled[0]["reasons"]] == ["None", "None", "ConditionalCheckFailed", "None", "None"]
+    assert cancelled[0]["reasons"][2]["Item"]["status"] == {"S": "resolved"}

@@ -10,6 +10,12 @@ writes (and how long each stream was) to undo them, and the Query reads only the
 A transaction entry's condition is evaluated once, before its write (moto evaluated it again inside the write, on
 the same item under the same lock), and an update expression is parsed once per distinct text (moto parsed it
 twice per request; the parsed tree is only read or deep-copied by moto's validator, never changed).
+An update's validation walks its tree with lookups per node class instead of isinstance checks against ABC classes,
+and skips the three checks that read only the expression, its names and the table's keys once they passed for the
+same three; a condition is lexed once per text and parsed once per (text, the names and values it refers to); an
+update inside a transaction takes the undo's copy of the item as the stream's old image instead of copying it again.
+tests/integration/test_moto_patches.py runs a set of operations with and without the patches and compares every
+answer, error, item and stream record.
 Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself
 requires, so undoing in place is as atomic as moto's table swap was.
 """
@@ -19,11 +25,15 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import json
+import weakref
+from collections import deque
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from moto.dynamodb.comparisons import get_filter_expression
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
     MockValidationException,
@@ -36,8 +46,14 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
-from moto.dynamodb.parsing.validators import Validator
+from moto.dynamodb.parsing.validators import (
+    ActionCountValidator,
+    OverlappingPathsValidator,
+    UpdateHashRangeKeyValidator,
+    Validator,
+)
 
 _original_query = Table.query
 _original_all_items = Table.all_items
@@ -61,7 +77,13 @@ def apply() -> None:
     UpdateExpressionParser.make = classmethod(_parsed_update_expression)
     DepthFirstTraverser.nodes_to_be_processed = _nodes_to_be_processed
     DepthFirstTraverser.process = _process
+    DepthFirstTraverser.traverse_node_recursively = _traverse_node_recursively
     Validator.__init__ = _validator_init  # type: ignore[method-assign]
+    Validator.validate = _validate  # type: ignore[method-assign]
+    ConditionExpressionParser.parse = _parse_condition  # type: ignore[method-assign]
+    UpdateExpressionExecutor.get_specific_execution = _specific_execution  # type: ignore[method-assign]
+    dynamodb_models.copy = _CopyWithPriorImage()  # type: ignore[assignment]
+    ConditionExpressionParser._lex_condition_expression = _lex_condition_expression  # type: ignore[method-assign]
     _applied = True
 
 
@@ -149,7 +171,8 @@ class _Undo:
         self.items: list[tuple[Table, DynamoType, DynamoType | None, Item | None]] = []
         self.streams: dict[int, tuple[Table, int]] = {}
 
-    def remember(self, table_name: str, key: dict[str, Any], op_type: str) -> None:
+    def remember(self, table_name: str, key: dict[str, Any], op_type: str) -> tuple[Item, Item] | None:
+        """Note the item's prior state; for an Update of an existing item, (the stored item, its copy)."""
         table = self.backend.get_table(table_name)
         hash_key, range_key = self.backend.get_keys_value(table, key)
         current = table.get_item(hash_key, range_key)
@@ -159,6 +182,7 @@ class _Undo:
         self.items.append((table, hash_key, range_key, prior))
         if table.stream_shard is not None and id(table) not in self.streams:
             self.streams[id(table)] = (table, len(table.stream_shard.items))
+        return (current, prior) if op_type == "Update" and current is not None and prior is not None else None
 
     def rollback(self) -> None:
         for table, hash_key, range_key, prior in reversed(self.items):
@@ -228,8 +252,7 @@ def _transact_entry(
                 raise ConditionalCheckFailed(item=original_item)
 
         if op_type != "ConditionCheck":
-            undo.remember(table_name, key, op_type)
-            _write(self, op_type, op, key)
+            _write(self, op_type, op, key, undo.remember(table_name, key, op_type))
         return (None, None, None)
     except (MultipleTransactionsException, MockValidationException):
         raise
@@ -250,7 +273,9 @@ def _entry_key(self: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[
     return key
 
 
-def _write(self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any]) -> None:
+def _write(
+    self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any], prior: tuple[Item, Item] | None
+) -> None:
     # The entry's condition held on this item a moment ago, under the lock: moto's write would only evaluate it again.
     expression: dict[str, Any] = {
         "condition_expression": None,
@@ -262,7 +287,32 @@ def _write(self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[st
     elif op_type == "Delete":
         self.delete_item(op["TableName"], key, **expression)
     else:
-        self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)
+        # moto's update_item deep-copies the item for the stream's old image; the undo's copy, made a moment ago
+        # under the same lock and never changed, is that copy.
+        token = _prior_image.set(prior)
+        try:
+            self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)
+        finally:
+            _prior_image.reset(token)
+
+
+# (the stored item an update is about to change, the copy the transaction's undo already holds of it)
+_prior_image: ContextVar[tuple[Item, Item] | None] = ContextVar("moto_prior_image", default=None)
+
+
+class _CopyWithPriorImage:
+    """The `copy` module as moto.dynamodb.models sees it: its deepcopy of the item being updated in a transaction
+    answers the undo's copy instead of making another (the old image is only read, for the stream record)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        shared = _prior_image.get()
+        if shared is not None and value is shared[0]:
+            return shared[1]
+        return copy.deepcopy(value, memo)
 
 
 # -- UpdateExpression validation ----------------------------------------------------------------------
@@ -295,9 +345,12 @@ def _process(self: Any, node: Any) -> Any:
 
 
 def _copied_tree(node: Any, parent: Any = None) -> Any:
-    if not isinstance(node, Node):
-        return node if node is None or isinstance(node, (str, int)) else copy.deepcopy(node)
-    fresh = copy.copy(node)
+    node_class = type(node)
+    if not _is_node(node_class):
+        return node if node is None or node_class is str or node_class is int else copy.deepcopy(node)
+    # What copy.copy does for these plain objects (no __copy__, __reduce__ or __slots__), without its dispatch.
+    fresh = object.__new__(node_class)
+    fresh.__dict__.update(node.__dict__)
     fresh.parent = parent
     if node.children is not None:
         fresh.children = [_copied_tree(child, fresh) for child in node.children]
@@ -319,3 +372,176 @@ def _validator_init(
     self.table = table
     self.processors = self.get_ast_processors()
     self.node_to_validate = _copied_tree(expression)
+    self._interlude_source = expression
+
+
+def _is_node(node_class: type) -> bool:
+    # Node's metaclass is ABCMeta, whose isinstance is several times slower than a dict lookup per class.
+    known = _NODE_CLASSES.get(node_class)
+    if known is None:
+        known = _NODE_CLASSES[node_class] = issubclass(node_class, Node)
+    return known
+
+
+_NODE_CLASSES: dict[type, bool] = {}
+_DEFAULT_PRE_PROCESSING = DepthFirstTraverser.pre_processing_of_child
+
+
+def _processor_for(self: Any, node_class: type) -> Any:
+    """The method moto's `process` calls for a node of this class (the first class of the processing map the node is
+    an instance of), or None when moto would not process it. Which map entry applies is looked up once per
+    (processor class, node class): a processor lives for one validation, its map's classes are fixed per class."""
+    key = (type(self), node_class)
+    try:
+        entry = _ENTRY_FOR[key]
+    except KeyError:
+        entry = _ENTRY_FOR[key] = next((cls for cls in _processing_table(self) if issubclass(node_class, cls)), None)
+    return None if entry is None else _processing_table(self)[entry]
+
+
+_ENTRY_FOR: dict[tuple[type, type], type | None] = {}
+
+
+def _traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+    # moto 5.2's DepthFirstTraverser.traverse_node_recursively (Apache-2.0): the same depth-first walk, processing
+    # bottom up and putting each processed node in its parent's place, with the per-node isinstance checks against
+    # ABC classes (about half of an update's validation) replaced by lookups per class.
+    if not _is_node(type(node)):
+        return node
+    parent_node = node.parent
+    if node.children is not None:
+        hook = type(self).pre_processing_of_child is not _DEFAULT_PRE_PROCESSING
+        for i, child_node in enumerate(node.children):
+            if hook:
+                self.pre_processing_of_child(node, i)
+            _traverse_node_recursively(self, child_node, i)
+    processor = _processor_for(self, type(node))
+    if processor is not None:
+        node = processor(node)
+        node.parent = parent_node
+        if parent_node:
+            parent_node.children[child_id] = node
+    return node
+
+
+# The checks that read only the expression's tree, its attribute names and the table's key attributes: once they
+# passed for a parsed expression with the same names on a table with the same keys, they pass again.
+_STATIC_CHECKS = (ActionCountValidator, OverlappingPathsValidator, UpdateHashRangeKeyValidator)
+_passed_checks: weakref.WeakKeyDictionary[Any, set[tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+
+
+def _validate(self: Any) -> Any:
+    # moto 5.2's Validator.validate (Apache-2.0): each processor in turn, skipping the leading static checks when
+    # they passed before for the same parsed expression (update expressions are parsed once per text, see above).
+    source = self.__dict__.get("_interlude_source")
+    names = self.expression_attribute_names
+    signature = (
+        None if names is None else tuple(sorted(names.items())),
+        tuple(self.table.table_key_attrs) if getattr(self, "table", None) is not None else None,
+    )
+    passed = _passed_checks.setdefault(source, set()) if source is not None else None
+    skip = passed is not None and signature in passed
+    leading = True
+    n = self.node_to_validate
+    for processor in self.processors:
+        static = leading and isinstance(processor, _STATIC_CHECKS)
+        if leading and not static:
+            leading = False
+            if passed is not None:
+                passed.add(signature)
+        if static and skip:
+            continue
+        n = processor.traverse(n)
+    return n
+
+
+_original_lex = ConditionExpressionParser._lex_condition_expression
+
+
+@functools.lru_cache(maxsize=1024)
+def _lexed_once(expression: str) -> tuple[Any, ...]:
+    return tuple(_original_lex(ConditionExpressionParser(expression, None, None)))
+
+
+def _lex_condition_expression(self: Any) -> deque[Any]:
+    # Lexing reads the text alone (names and values are looked up by the next step); its tokens are immutable
+    # named tuples whose (empty) children lists moto never changes. A text that fails to lex raises each time.
+    return deque(_lexed_once(self.condition_expression))
+
+
+def _specific_execution(self: Any, node: Any) -> Any:
+    # moto 5.2's UpdateExpressionExecutor.get_specific_execution (Apache-2.0): the first class of its execution map
+    # the node is an instance of, looked up once per node class.
+    node_class = type(node)
+    try:
+        return _EXECUTION_FOR[node_class]
+    except KeyError:
+        found = next((self.execution_map[c] for c in self.execution_map if issubclass(node_class, c)), None)
+        _EXECUTION_FOR[node_class] = found
+        return found
+
+
+_EXECUTION_FOR: dict[type, Any] = {}
+
+# -- ConditionExpression parsing ---------------------------------------------------------------------------------
+# A transaction entry's condition is parsed by moto's request handler (to check the names it uses) and again by
+# the write; a query's filter once per page. The parse of one text depends only on the names and values it refers
+# to, so it is kept per (text, those names, those values): the resulting operator tree is only evaluated, never
+# changed, by moto.
+
+_original_parse = ConditionExpressionParser.parse
+_PARSED_CONDITIONS_MAX = 2048
+_parsed_conditions: dict[tuple[Any, ...], tuple[Any, list[str], list[str]]] = {}
+
+
+def _referenced(expression: str) -> tuple[list[str], list[str]] | None:
+    """The name (#…) and value (:…) placeholders a condition text refers to, or None when it does not lex."""
+    try:
+        tokens = _lexed_once(expression)
+    except Exception:  # noqa: BLE001 - moto's own parse raises the error the caller must see
+        return None
+    names: list[str] = []
+    values: list[str] = []
+    for token in tokens:
+        for element in token.text.replace("[", ".[").split("."):
+            if element.startswith("#"):
+                names.append(element)
+            elif element.startswith(":"):
+                values.append(element)
+    return names, values
+
+
+def _condition_key(self: Any) -> tuple[Any, ...] | None:
+    expression = self.condition_expression
+    referenced = _referenced(expression)
+    if referenced is None:
+        return None
+    names, values = referenced
+    given_names = self.expression_attribute_names or {}
+    given_values = self.expression_attribute_values or {}
+    if any(n not in given_names for n in names) or any(v not in given_values for v in values):
+        return None  # moto's parse refuses it; let it, every time
+    return (
+        expression,
+        tuple((n, given_names[n]) for n in names),
+        tuple((v, json.dumps(given_values[v], sort_keys=True, default=repr)) for v in values),
+    )
+
+
+def _parse_condition(self: Any) -> Any:
+    if not self.condition_expression:
+        return _original_parse(self)
+    key = _condition_key(self)
+    if key is None:
+        return _original_parse(self)
+    cached = _parsed_conditions.get(key)
+    if cached is None:
+        op = _original_parse(self)
+        if len(_parsed_conditions) >= _PARSED_CONDITIONS_MAX:
+            _parsed_conditions.clear()
+        _parsed_conditions[key] = (op, list(self.expr_attr_names_found), list(self.expr_attr_values_found))
+        return op
+    op, names_found, values_found = cached
+    self.expr_attr_names_found.extend(names_found)
+    self.expr_attr_values_found.extend(values_found)
+    return op
