@@ -80,3 +80,27 @@ def test_delegation_refusals_over_http(tenant):
     assert delegation(api, run_id, keys["alice"], "dave").status_code == 200
     twice = delegation(api, run_id, keys["alice"], "bob")
     assert (twice.status_code, twice.json()["error"]) == (409, "interlude.vote_already_cast")
+
+
+def test_the_delegate_sees_the_gate_in_their_inbox_on_behalf_of_the_delegator_and_decides_it(tenant):
+    api, keys = tenant
+    assert api.call("PUT", "/tenant/settings", {"allowDelegation": True}).status_code == 200
+    run_id = api.start("ship")["runId"]
+
+    def inbox(who: str) -> dict[str, dict]:
+        answer = api.call("GET", "/interrupts?status=pending&limit=100", key=keys[who])
+        assert answer.status_code == 200, answer.text
+        return {i["runId"]: i for i in answer.json()["interrupts"]}
+
+    assert run_id not in inbox("dave")
+    assert delegation(api, run_id, keys["alice"], "dave").status_code == 200
+    # dave is no approver of the gate, yet it is in his inbox, marked as alice's vote
+    listed = inbox("dave")[run_id]
+    assert (listed["nodeId"], listed["onBehalfOf"]) == ("gate", ["alice"])
+    # When dave decides it, it leaves his inbox and alice's; bob's own vote is still asked
+    assert api.resolve(run_id, "gate", {"action": "accept"}, keys["dave"]).status_code == 200
+    assert run_id not in inbox("dave")
+    assert run_id not in inbox("alice")
+    assert "onBehalfOf" not in inbox("bob")[run_id]
+    assert api.resolve(run_id, "gate", {"action": "accept"}, keys["bob"]).json()["status"] == "completed"
+    assert run_id not in inbox("bob")

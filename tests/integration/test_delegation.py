@@ -10,12 +10,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from interlude.api.inbox import inbox_query
 from interlude.app import directory, tenants
+from interlude.app import inbox as approver_inbox
 from interlude.app.delegation import delegate_vote
 from interlude.app.service import Service
 from interlude.domain import schemas
-from interlude.domain.errors import Conflict, Forbidden, Invalid
-from interlude.domain.models.principals import DelegateVoteRequest, PrincipalEntry
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
+from interlude.domain.models.principals import MAX_DELEGATORS_PER_DELEGATE, DelegateVoteRequest, PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -220,3 +222,108 @@ def test_an_out_of_office_period_that_is_over_gives_the_delegate_nothing(service
     with pytest.raises(Forbidden) as refused:
         service.resolve_interrupt(people["dave"], run_id, "gate", {"action": "accept"})
     assert refused.value.code == "forbidden"
+
+
+# -- the delegate's inbox and the delegation items (issue 14 item 4, the delegate's view) -----------------------
+
+
+def inbox_of(service, who, **query) -> dict[str, dict]:
+    """The caller's inbox page, by run id."""
+    page = approver_inbox.inbox(service, who, *inbox_query({"limit": "100", **query}))
+    return {i["runId"]: i for i in page["interrupts"]}
+
+
+def away(service, delegate: str, **entry) -> dict:
+    now = service.clock()
+    return {
+        **entry,
+        "outOfOffice": {"delegate": delegate, "from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()},
+    }
+
+
+def put_entry(service, pid: str, entry: dict) -> None:
+    directory.put_principal(service, "t1", pid, parse(PrincipalEntry, entry, "entry"), "admin")
+
+
+def test_a_gate_handed_to_a_delegate_is_in_their_inbox_on_behalf_of_the_delegator_until_decided(service, admin, people):
+    allow(service)
+    run_id = gate_run(service, admin, approversList=["alice", "bob"])
+    assert run_id not in inbox_of(service, people["dave"])
+    delegate(service, people["alice"], run_id, "dave")
+
+    # The delegate (no approver himself) sees it, marked as alice's vote; so do the filtered pages
+    listed = inbox_of(service, people["dave"])[run_id]
+    assert listed["onBehalfOf"] == ["alice"]
+    assert inbox_of(service, people["dave"], workflowId="ship")[run_id]["onBehalfOf"] == ["alice"]
+    assert inbox_of(service, people["dave"], kind="approval")[run_id]["onBehalfOf"] == ["alice"]
+    # alice may still cast her vote herself until dave has (first cast wins); bob has it as his own
+    assert "onBehalfOf" not in inbox_of(service, people["alice"])[run_id]
+    assert "onBehalfOf" not in inbox_of(service, people["bob"])[run_id]
+
+    # When dave decides it, it leaves every inbox
+    assert service.resolve_interrupt(people["dave"], run_id, "gate", {"action": "accept"})["status"] == "completed"
+    for who in ("alice", "bob", "dave"):
+        assert run_id not in inbox_of(service, people[who]), who
+
+
+def test_a_tenant_that_withdraws_delegation_takes_the_gate_out_of_the_delegates_inbox(service, admin, people):
+    allow(service)
+    run_id = gate_run(service, admin, approversList=["alice"])
+    delegate(service, people["alice"], run_id, "dave")
+    assert run_id in inbox_of(service, people["dave"])
+    allow(service, False)
+    assert run_id not in inbox_of(service, people["dave"])
+
+
+def test_an_out_of_office_delegates_inbox_lists_the_absent_approvers_gates_by_name_group_and_role(service, admin, people):
+    allow(service)
+    put_entry(service, "alice", away(service, "dave", groups=["finance"], roles=["cfo"]))
+    by_group = gate_run(service, admin, "by-group", approverGroupRefs=["finance"])
+    by_role = gate_run(service, admin, "by-role", approverRoleRefs=["cfo"])
+    by_name = gate_run(service, admin, "by-name", approversList=["alice"])
+    others = gate_run(service, admin, "others", approversList=["bob"])
+    anyone = gate_run(service, admin, "anyone")
+
+    page = inbox_of(service, people["dave"])
+    for run_id in (by_group, by_role, by_name):
+        assert page[run_id]["onBehalfOf"] == ["alice"]
+    assert others not in page
+    # A gate open to anyone is dave's own (a standing delegation covers gates that name the absent approver)
+    assert "onBehalfOf" not in page[anyone]
+    assert inbox_of(service, people["dave"], workflowId="by-group")[by_group]["onBehalfOf"] == ["alice"]
+
+    # dave decides one for alice: it leaves his inbox and alice's
+    service.resolve_interrupt(people["dave"], by_group, "gate", {"action": "accept"})
+    assert by_group not in inbox_of(service, people["dave"])
+    alice = signed_in(service, "alice")
+    assert by_group not in inbox_of(service, alice)
+    assert by_name in inbox_of(service, alice)
+
+    # When alice is back (her entry without outOfOffice), dave's inbox has none of hers
+    put_entry(service, "alice", {"groups": ["finance"], "roles": ["cfo"]})
+    assert set(inbox_of(service, people["dave"])) == {anyone}
+
+
+def test_a_delegate_stands_in_for_at_most_five_principals(service, admin, people):
+    for n in range(MAX_DELEGATORS_PER_DELEGATE):
+        put_entry(service, f"p{n}", away(service, "dave"))
+    with pytest.raises(Forbidden) as refused:
+        put_entry(service, "p-extra", away(service, "dave"))
+    assert refused.value.code == "interlude.quota_exceeded"
+    assert refused.value.details == {
+        "quota": "delegatorsPerDelegate",
+        "limit": MAX_DELEGATORS_PER_DELEGATE,
+        "field": "outOfOffice.delegate",
+    }
+    # Nothing of the refused entry was stored
+    with pytest.raises(NotFound):
+        directory.get_principal(service, "t1", "p-extra")
+    # Rewriting one of the five keeps its place; moving it to another delegate, or removing it, frees one
+    put_entry(service, "p0", away(service, "dave", displayName="P zero"))
+    put_entry(service, "p0", away(service, "carol"))
+    put_entry(service, "p-extra", away(service, "dave"))
+    directory.delete_principal(service, "t1", "p1")
+    put_entry(service, "p-late", away(service, "dave"))
+    delegators = {d["principalId"] for d in service.directory.delegations("t1", "dave", 10)}
+    assert delegators == {"p2", "p3", "p4", "p-extra", "p-late"}
+    assert [d["principalId"] for d in service.directory.delegations("t1", "carol", 10)] == ["p0"]

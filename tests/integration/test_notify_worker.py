@@ -184,3 +184,126 @@ def test_without_a_from_address_mail_is_not_configured_and_nothing_retries(aws):
     assert record["channels"]["email"]["outcome"] == "not_configured"
     assert record["reason"] == "not_configured"
     assert wiring.NOTIFY_MAX_ATTEMPTS >= 2
+
+
+# -- reminders and delegation (issue 14 item 4): nobody is reminded for a vote cast on their behalf ---------------
+
+
+def queued(urls) -> dict[str, dict]:
+    """The reminders the outbox queued, by recipient (drained from the queue)."""
+    sqs = boto3.client("sqs")
+    out = {}
+    while True:
+        got = sqs.receive_message(QueueUrl=urls["notifications"], MaxNumberOfMessages=10).get("Messages") or []
+        if not got:
+            return out
+        for m in got:
+            body = json.loads(m["Body"])
+            out[body["principalId"]] = body
+            sqs.delete_message(QueueUrl=urls["notifications"], ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_open_ones(aws, monkeypatch):
+    from datetime import timedelta
+
+    from interlude.adapters.notify.outbox import enqueue_reminders
+    from interlude.app import tenants
+    from interlude.app.delegation import delegate_vote
+    from interlude.domain.models.principals import DelegateVoteRequest
+    from interlude.domain.models.tenants import TenantSettings
+
+    monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
+    service = Service(Store(TABLE))
+    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    admin = signed_in(service, "admin")
+    config = {"title": "Ship?", "approversList": ["ann", "ben", "cat", "fay"], "requiredApprovals": 4}
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": config}]
+    service.put_workflow(admin, "ship3", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship3"})).runId
+    state, _ = service.load_run("t1", run_id)
+    interrupt = state.interrupts["review"].interruptId
+    now = service.clock()
+    period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}
+    for pid in ("ann", "cat", "dora", "eve", "fay"):
+        directory.put_principal(service, "t1", pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+    ben = {"email": "ben@example.com", "outOfOffice": {"delegate": "eve", **period}}
+    directory.put_principal(service, "t1", "ben", PrincipalEntry.model_validate(ben), "admin")
+    people = {pid: signed_in(service, pid) for pid in ("ann", "cat", "dora", "eve")}
+    # ann hands her vote on this gate to dora; ben is away with eve as his delegate; cat votes herself
+    delegate_vote(service, people["ann"], run_id, "review", DelegateVoteRequest(delegate="dora"))
+    service.resolve_interrupt(people["cat"], run_id, "review", {"action": "accept"})
+    fired = {"runId": run_id, "nodeId": "review", "interruptId": interrupt, "visit": 0, "due": now.timestamp()}
+
+    assert enqueue_reminders(service, fired) == 4
+    asked = queued(aws)
+    # ben is still asked for his own vote (away, but it is his); dora for ann's, eve for ben's; not ann (handed
+    # over), not cat (voted)
+    assert {pid: (m.get("forSelf", True), m.get("onBehalfOf")) for pid, m in asked.items()} == {
+        "ben": (True, None),
+        "dora": (False, ["ann"]),
+        "eve": (False, ["ben"]),
+        "fay": (True, None),
+    }
+    worker = worker_for(service, aws)
+    assert worker.handle(delivered(aws, asked["dora"])) == "sent"
+    (mail,) = [m for m in sent_mail() if set(m.destinations) == {"dora@example.com"}]
+    assert "on behalf of ann, as their delegate" in mail.raw_data.replace("=\n", "")
+
+    # When the delegates vote, nobody is reminded of those votes any more: not ben, not his delegate, not dora
+    service.resolve_interrupt(people["dora"], run_id, "review", {"action": "accept"})
+    service.resolve_interrupt(people["eve"], run_id, "review", {"action": "accept"})
+    assert enqueue_reminders(service, {**fired, "visit": 1}) == 1
+    assert list(queued(aws)) == ["fay"]
+    # and a reminder queued before those votes finds them in when it is handled
+    for pid in ("ben", "eve", "dora"):
+        queued_earlier = {**asked[pid], "purpose": "reminder-3", "id": f"{asked[pid]['id']}-late"}
+        assert worker.handle(delivered(aws, queued_earlier)) == "skipped"
+
+
+def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws):
+    from interlude.app import tenants
+    from interlude.app.delegation import delegate_vote
+    from interlude.domain.models.principals import DelegateVoteRequest
+    from interlude.domain.models.tenants import TenantSettings
+
+    service = Service(Store(TABLE))
+    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    run_id, node, interrupt = open_gate(service)  # ann and ben, both needed
+    for pid in ("ann", "ben"):
+        directory.put_principal(service, "t1", pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+    ann, ben = signed_in(service, "ann"), signed_in(service, "ben")
+    # ann hands her vote to ben, who is an approver himself and casts his own vote first
+    delegate_vote(service, ann, run_id, node, DelegateVoteRequest(delegate="ben"))
+    service.resolve_interrupt(ben, run_id, node, {"action": "accept"})
+    worker = worker_for(service, aws)
+    for_ann = queue_message("t1", run_id, node, interrupt, "ben", "reminder-1", onBehalfOf=["ann"])
+    assert worker.handle(delivered(aws, for_ann)) == "sent"  # his own vote is in, ann's is not
+    own_only = queue_message("t1", run_id, node, interrupt, "ben", "reminder-2")
+    assert worker.handle(delivered(aws, own_only)) == "skipped"
+    handed = queue_message("t1", run_id, node, interrupt, "ann", "reminder-2")
+    assert worker.handle(delivered(aws, handed)) == "skipped"  # ann handed her vote over
+
+
+def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_principal_again(aws, monkeypatch):
+    from interlude.adapters.notify.outbox import enqueue_reminders
+    from interlude.app import tenants
+    from interlude.app.delegation import delegate_vote
+    from interlude.domain.models.principals import DelegateVoteRequest
+    from interlude.domain.models.tenants import TenantSettings
+
+    monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
+    service = Service(Store(TABLE))
+    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    run_id, node, interrupt = open_gate(service)
+    for pid in ("ann", "ben"):
+        directory.put_principal(service, "t1", pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+    delegate_vote(service, signed_in(service, "ann"), run_id, node, DelegateVoteRequest(delegate="dora"))
+    fired = {"runId": run_id, "nodeId": node, "interruptId": interrupt, "visit": 0}
+    enqueue_reminders(service, fired)
+    assert {pid: m.get("onBehalfOf") for pid, m in queued(aws).items()} == {"ben": None, "dora": ["ann"]}
+    # The tenant withdraws delegation: dora could not vote, so ann is asked for her own vote again
+    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=False), "admin")
+    enqueue_reminders(service, {**fired, "visit": 1})
+    asked = queued(aws)
+    assert {pid: m.get("onBehalfOf") for pid, m in asked.items()} == {"ann": None, "ben": None}
+    assert worker_for(service, aws).handle(delivered(aws, asked["ann"])) == "sent"

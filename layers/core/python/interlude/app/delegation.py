@@ -2,7 +2,7 @@
 out of office (the directory's `outOfOffice.delegate`), where the tenant allows it (`allowDelegation`).
 
 The rules (rules/interrupts/decide.py, delegation.py) decide; this module reads what they need at decision time
-(the tenant's setting, the directory's out-of-office entries) and commits a delegation as a run transition, so
+(the tenant's setting, the delegation items the directory keeps keyed by each delegate) and commits a delegation as a run transition, so
 the run's log records it (`interlude.vote-delegated`) beside the delegated vote that later names both principals.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.directory import entry_of, with_directory
+from interlude.app.directory import delegators_of, with_directory
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.tenants import tenant_settings
 from interlude.domain.clock import iso
@@ -21,7 +21,7 @@ from interlude.domain.models.principals import DelegateVoteRequest
 from interlude.domain.models.run import OpenInterrupt
 from interlude.engine import run as engine
 from interlude.rules import auth
-from interlude.rules.interrupts.decide import Resolver, delegation, eligible
+from interlude.rules.interrupts.decide import Resolver, delegation, eligible, named_by
 from interlude.rules.interrupts.delegation import Delegator, has_cast
 from interlude.store import Conflict as LostRace
 
@@ -30,11 +30,6 @@ if TYPE_CHECKING:
 
     from interlude.app.service import Service
     from interlude.store.directory import DirectoryStore
-
-# The most principals whose out-of-office entries one decision reads (the gate's named approvers and the members
-# of its group and role refs, in that order).
-MAX_STANDING_CANDIDATES = 100
-
 
 def delegate_vote(
     service: Service, principal: auth.Principal, run_id: str, node_id: str, request: DelegateVoteRequest
@@ -89,35 +84,6 @@ def with_delegations(
 def standing_delegators(
     directory: DirectoryStore, tenant: str, data: dict[str, Any], resolver: Resolver, now: datetime
 ) -> tuple[Delegator, ...]:
-    """The gate's eligible principals now out of office with the caller as their delegate (directory entries)."""
-    delegate = resolver.subject_id
-    if delegate is None:
-        return ()
-    named = [_subject_id(ref) for ref in data.get("approversList") or ()]
-    for kind, field in (("G", "approverGroupRefs"), ("R", "approverRoleRefs")):
-        for name in data.get(field) or ():
-            named += directory.members(tenant, kind, name, MAX_STANDING_CANDIDATES)
-    found = []
-    for candidate in list(dict.fromkeys(n for n in named if n and n != delegate))[:MAX_STANDING_CANDIDATES]:
-        entry = entry_of(directory, tenant, candidate)
-        if entry is None or entry.outOfOffice is None:
-            continue
-        away = entry.outOfOffice
-        if away.delegate != delegate or not away.active(now):
-            continue
-        subject = {"issuer": auth.ISSUER, "subjectId": candidate, "tenant": tenant}
-        found.append(
-            Delegator(
-                f"{auth.ISSUER}|{candidate}", subject, tuple(entry.groups), tuple(entry.roles), "out-of-office"
-            )
-        )
-    return tuple(found)
-
-
-def _subject_id(ref: Any) -> str:
-    """`issuer|subjectId`, `issuer:subjectId` (the approversList spellings) or a bare subjectId."""
-    if not isinstance(ref, str):
-        return ""
-    if "|" in ref:
-        return ref.rsplit("|", 1)[1]
-    return ref.rsplit(":", 1)[1] if ref.startswith("urn:") else ref
+    """The gate's named principals now out of office with the caller as their delegate: the delegation items keyed
+    by the caller (one Query, at most MAX_DELEGATORS_PER_DELEGATE), those the gate names."""
+    return tuple(d for d in delegators_of(directory, tenant, resolver.subject_id, now) if named_by(data, d))

@@ -14,12 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import busy
 from interlude.domain.errors import NotFound
-from interlude.domain.models.principals import MAX_DIRECTORY_PRINCIPALS, PrincipalEntry
+from interlude.domain.models.principals import (
+    MAX_DELEGATORS_PER_DELEGATE,
+    MAX_DIRECTORY_PRINCIPALS,
+    OutOfOffice,
+    PrincipalEntry,
+)
 from interlude.engine.run import iso
+from interlude.rules import auth
 from interlude.rules.interrupts.decide import Resolver, binding_refs
+from interlude.rules.interrupts.delegation import Delegator
 from interlude.store.directory import DirectoryStore, EntryChanged
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from interlude.app.service import Service
 
 # The most principals one interrupt visit notifies (README, "Limits"): refs naming more are cut at this many,
@@ -38,7 +47,7 @@ def put_principal(
     stored = entry.model_dump(mode="json", exclude_none=True)
     try:
         created, record = service.directory.put(
-            tenant, principal_id, stored, iso(service.clock()), by, MAX_DIRECTORY_PRINCIPALS
+            tenant, principal_id, stored, iso(service.clock()), by, MAX_DIRECTORY_PRINCIPALS, MAX_DELEGATORS_PER_DELEGATE
         )
     except EntryChanged:
         raise busy("the entry kept changing while writing it; retry") from None
@@ -66,6 +75,24 @@ def entry_of(directory: DirectoryStore, tenant: str, principal_id: str) -> Princ
     """The directory entry of a principal, or None (what the approval page and notifications read)."""
     record = directory.get(tenant, principal_id)
     return PrincipalEntry.model_validate(record["entry"]) if record else None
+
+
+def delegators_of(directory: DirectoryStore, tenant: str, delegate: str | None, now: datetime) -> tuple[Delegator, ...]:
+    """The principals whose out-of-office delegate `delegate` is now (one Query of the delegation items keyed by
+    the delegate), each with the membership their entry records, in principal id order."""
+    if delegate is None:
+        return ()
+    found = []
+    for record in directory.delegations(tenant, delegate, MAX_DELEGATORS_PER_DELEGATE):
+        period = OutOfOffice.model_validate({"delegate": delegate, **{k: record[k] for k in ("from", "until") if k in record}})
+        if not period.active(now):
+            continue
+        pid = record["principalId"]
+        subject = {"issuer": auth.ISSUER, "subjectId": pid, "tenant": tenant}
+        found.append(
+            Delegator(f"{auth.ISSUER}|{pid}", subject, tuple(record["groups"]), tuple(record["roles"]), "out-of-office")
+        )
+    return tuple(found)
 
 
 def with_directory(directory: DirectoryStore, tenant: str, data: dict[str, Any], resolver: Resolver) -> Resolver:

@@ -6,14 +6,15 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.directory import with_membership
+from interlude.app.directory import delegators_of, with_membership
+from interlude.app.tenants import tenant_settings
 from interlude.domain import schemas
 from interlude.domain.errors import DomainError, Forbidden, Invalid
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS
 from interlude.rules.auth import Principal, run_resolver
-from interlude.rules.interrupts.decide import Resolver, eligible, resolver_families
-from interlude.rules.interrupts.delegation import NOT_A_VOTE
+from interlude.rules.interrupts.decide import Resolver, eligible, named_by, resolver_families
+from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator
 from interlude.store import sharded
 from interlude.store.inbox import InboxIndex, run_open_interrupts
 from interlude.store.keys import run_pk
@@ -33,11 +34,15 @@ def _vote_view(votes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class _Membership:
     """The key's resolver, joined with its subject's directory entry the first time it is needed (issue 14): at
-    most one read per request; none when the page is filtered by a key and no listed gate names a group or a role."""
+    most one read per request; none when the page is filtered by a key and no listed gate names a group or a role.
+    Likewise the principals whose out-of-office delegate the caller is (one Query), and whether the tenant allows
+    delegation (one read, only when a gate offers the caller someone's vote)."""
 
     def __init__(self, service: Service, tenant: str, resolver: Resolver) -> None:
         self.service, self.tenant, self.key_resolver = service, tenant, resolver
         self._joined: Resolver | None = None
+        self._delegators: tuple[Delegator, ...] | None = None
+        self._allowed: bool | None = None
 
     def joined(self) -> Resolver:
         if self._joined is None:
@@ -49,32 +54,64 @@ class _Membership:
             return self.key_resolver
         return self.joined()
 
+    def delegators(self) -> tuple[Delegator, ...]:
+        if self._delegators is None:
+            found = delegators_of(self.service.directory, self.tenant, self.key_resolver.subject_id, self.service.clock())
+            self._delegators = tuple(d for d in found if d.principal != self.key_resolver.principal)
+        return self._delegators
 
-def _may_decide(kind: str, payload: dict[str, Any], votes: list[dict[str, Any]], membership: _Membership) -> bool:
+    def delegation_allowed(self) -> bool:
+        if self._allowed is None:
+            self._allowed = bool(tenant_settings(self.service.hitl_store, self.tenant).allowDelegation)
+        return self._allowed
+
+
+def _on_behalf_of(
+    kind: str, payload: dict[str, Any], votes: list[dict[str, Any]], membership: _Membership
+) -> list[str] | None:
+    """None when the gate is not the caller's to decide; else the principals (subjectIds) whose votes the caller may
+    cast on it by delegation, in the order they would be cast (after the caller's own, when that is open)."""
     if kind != "approval":
-        return True
-    resolver = membership.for_gate(payload["data"])
+        return []
+    data = payload["data"]
+    resolver = membership.for_gate(data)
     cast = {v["principal"] for v in votes if v["action"] not in NOT_A_VOTE}
-    # A gate whose vote someone handed to this principal (issue 14 item 4) is theirs while that vote is not in.
-    handed = any(
-        v["action"] == "delegate" and v.get("delegate") == resolver.subject_id and v["principal"] not in cast
+    own = eligible(data, resolver) and resolver.principal not in cast
+    # Handed on this gate (issue 14 item 4), then standing out-of-office delegations the gate names: `_voter`'s order.
+    offered = [
+        (v["principal"], (v.get("subject") or {}).get("subjectId") or v["principal"].rsplit("|", 1)[-1])
         for v in votes
+        if v["action"] == "delegate" and v.get("delegate") == resolver.subject_id
+    ]
+    offered += [(d.principal, d.subject["subjectId"]) for d in membership.delegators() if named_by(data, d)]
+    handed = list(
+        dict.fromkeys(sid for principal, sid in offered if principal not in cast and principal != resolver.principal)
     )
-    if not eligible(payload["data"], resolver):
-        return handed
-    # A principal who has cast a vote cannot cast another, so the gate is no longer theirs to decide.
-    return resolver.principal not in cast or handed
+    if handed and not membership.delegation_allowed():
+        handed = []
+    if not own and not handed:
+        return None
+    return handed
 
 
 def families(filters: dict[str, str], membership: _Membership) -> list[str]:
     """The index families a page reads: the filter's own key when there is one, else every family the caller may
-    be eligible through (its key's and its directory entry's groups and roles). Whatever the key does not decide
+    be eligible through (its key's and its directory entry's groups and roles) and, where the tenant allows
+    delegation, those of each principal whose out-of-office delegate the caller is. Whatever the key does not decide
     is checked on the page's few entries."""
     if "workflowId" in filters:
         return [f"WF#{filters['workflowId']}"]
     if "kind" in filters:
         return [f"KIND#{filters['kind']}"]
-    return resolver_families(membership.joined())
+    own = resolver_families(membership.joined())
+    if not membership.delegators() or not membership.delegation_allowed():
+        return own
+    standing = [
+        family
+        for d in membership.delegators()
+        for family in resolver_families(Resolver(subject=d.subject, surface="run", groups=d.groups, roles=d.roles))
+    ]
+    return list(dict.fromkeys(own + standing))
 
 
 def inbox(
@@ -111,14 +148,16 @@ def inbox(
             with contextlib.suppress(DomainError):
                 service.load_run(principal.tenant, doc["runId"])
             continue
-        if not _may_decide(doc["kind"], doc["payload"], doc["votes"], membership):
+        on_behalf_of = _on_behalf_of(doc["kind"], doc["payload"], doc["votes"], membership)
+        if on_behalf_of is None:
             continue
-        out.append(
-            {
-                **{k: doc[k] for k in ("interruptId", "runId", "nodeId", "workflowId", "kind", "raisedAt", "payload")},
-                "votes": _vote_view(doc["votes"]),
-            }
-        )
+        item = {
+            **{k: doc[k] for k in ("interruptId", "runId", "nodeId", "workflowId", "kind", "raisedAt", "payload")},
+            "votes": _vote_view(doc["votes"]),
+        }
+        if on_behalf_of:
+            item["onBehalfOf"] = on_behalf_of
+        out.append(item)
     return {"interrupts": out, "nextCursor": next_cursor}
 
 

@@ -3,11 +3,15 @@
   principal     T#{tenant}#DIR              P#{principalId}   entry (JSON), updatedAt, updatedBy
   group member  T#{tenant}#DIR#G#{group}    P#{principalId}   (one item per membership)
   role member   T#{tenant}#DIR#R#{role}     P#{principalId}
+  delegation    T#{tenant}#DIR#D#{delegate} P#{principalId}   from?, until?, groups, roles (an outOfOffice naming them)
+  delegators    T#{tenant}#DIR#D#{delegate} COUNT             n (how many entries name this delegate)
   size          T#{tenant}                  USAGE             principals (the directory's size, store/limits.py)
 
 An entry and its membership items are written in one transaction, so "who is in group g" (one Query) never
 disagrees with the entries. A new entry claims a place in the usage counter on condition that the directory
-stays within its limit; a delete releases it.
+stays within its limit; a delete releases it. An entry whose `outOfOffice` names a delegate writes, in the same
+transaction, a delegation item keyed by that delegate (what the delegate's inbox page and decisions read with one
+Query) and claims a place in the delegate's count (at most `max_delegators`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 PRINCIPALS = "principals"
+DELEGATORS = "delegatorsPerDelegate"
 ENTRY_PREFIX = "P#"
+COUNT_SK = "COUNT"
 # Retries when another writer changed the same entry between our read and our transaction.
 WRITE_ATTEMPTS = 4
 
@@ -67,13 +73,21 @@ class DirectoryStore:
         }
 
     def put(
-        self, tenant: str, principal_id: str, entry: dict[str, Any], at: str, by: str, limit: int
+        self,
+        tenant: str,
+        principal_id: str,
+        entry: dict[str, Any],
+        at: str,
+        by: str,
+        limit: int,
+        max_delegators: int = 2**31,
     ) -> tuple[bool, dict[str, Any]]:
-        """Store the whole entry; (created, stored record). Raises the quota refusal past `limit` entries."""
+        """Store the whole entry; (created, stored record). Raises the quota refusal past `limit` entries, or when
+        its out-of-office delegate would be named by more than `max_delegators` entries."""
         for _ in range(WRITE_ATTEMPTS):
             old = self.get(tenant, principal_id)
             try:
-                self._write(tenant, principal_id, entry, old, at, by, limit)
+                self._write(tenant, principal_id, entry, old, at, by, (limit, max_delegators))
             except EntryChanged:
                 continue
             return old is None, {"entry": entry, "updatedAt": at, "updatedBy": by}
@@ -87,8 +101,9 @@ class DirectoryStore:
         old: dict[str, Any] | None,
         at: str,
         by: str,
-        limit: int,
+        limits: tuple[int, int],
     ) -> None:
+        limit, max_delegators = limits
         key = a.key(directory_pk(tenant), ENTRY_PREFIX + principal_id)
         put: dict[str, Any] = {
             "Item": {**key, "entry": a.as_json(entry), "updatedAt": a.s(at), "updatedBy": a.s(by)},
@@ -107,7 +122,8 @@ class DirectoryStore:
             items.append(("M", {"Delete": {"Key": a.key(pk, sk)}}))
         for pk, sk in sorted(after - before):
             items.append(("M", {"Put": {"Item": {**a.key(pk, sk), "since": a.s(at)}}}))
-        self._transact(items, limit)
+        items += _delegation_items(tenant, principal_id, old["entry"] if old else None, entry, max_delegators)
+        self._transact(items, limit, max_delegators)
 
     def delete(self, tenant: str, principal_id: str) -> dict[str, Any] | None:
         """Remove the entry and its memberships; the record removed, or None when there was none."""
@@ -125,6 +141,7 @@ class DirectoryStore:
             items.append(counters.release(tenant, PRINCIPALS))
             for pk, sk in sorted(self._memberships(tenant, principal_id, old["entry"])):
                 items.append(("M", {"Delete": {"Key": a.key(pk, sk)}}))
+            items += _delegation_items(tenant, principal_id, old["entry"], None, 0)
             try:
                 self._transact(items, 0)
             except EntryChanged:
@@ -132,7 +149,7 @@ class DirectoryStore:
             return old
         raise EntryChanged()
 
-    def _transact(self, items: list[tuple[str, dict[str, Any]]], limit: int) -> None:
+    def _transact(self, items: list[tuple[str, dict[str, Any]]], limit: int, max_delegators: int = 0) -> None:
         for _, op in items:
             next(iter(op.values()))["TableName"] = self.table
         try:
@@ -146,6 +163,13 @@ class DirectoryStore:
             if counters.USAGE_SK in failed:
                 raise quota_exceeded(
                     PRINCIPALS, limit, f"this tenant's directory holds its limit of {limit} principals"
+                ) from None
+            if COUNT_SK in failed:
+                raise quota_exceeded(
+                    DELEGATORS,
+                    max_delegators,
+                    f"the out-of-office delegate already stands in for {max_delegators} principals",
+                    field="outOfOffice.delegate",
                 ) from None
             raise EntryChanged() from exc
 
@@ -162,7 +186,77 @@ class DirectoryStore:
             out += [item["sk"]["S"][len(ENTRY_PREFIX) :] for item in page.get("Items") or []]
         return out[:most]
 
+    def delegations(self, tenant: str, delegate: str, most: int) -> list[dict[str, Any]]:
+        """The out-of-office entries naming `delegate` (one Query of at most `most` small items), as
+        {principalId, groups, roles, from?, until?}, whether or not their period is on now."""
+        got = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :p)",
+            ExpressionAttributeValues={":pk": a.s(member_pk(tenant, "D", delegate)), ":p": a.s(ENTRY_PREFIX)},
+            Limit=most,
+        )
+        out = []
+        for item in got.get("Items") or []:
+            record = {"principalId": item["sk"]["S"][len(ENTRY_PREFIX) :], **a.unpacked(item["delegation"])}
+            out.append(record)
+        return out
+
+    def get_many(self, tenant: str, principal_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Entries by principal id (those that exist), with one BatchGetItem per 100 ids."""
+        found: dict[str, dict[str, Any]] = {}
+        ids = list(dict.fromkeys(principal_ids))
+        for start in range(0, len(ids), 100):
+            request: dict[str, Any] = {
+                self.table: {"Keys": [a.key(directory_pk(tenant), ENTRY_PREFIX + pid) for pid in ids[start : start + 100]]}
+            }
+            while request:
+                answer = self.client.batch_get_item(RequestItems=request)
+                for item in answer.get("Responses", {}).get(self.table, []):
+                    found[item["sk"]["S"][len(ENTRY_PREFIX) :]] = a.unpacked(item["entry"])
+                request = answer.get("UnprocessedKeys") or {}
+        return found
+
     def usage(self, tenant: str) -> int:
         got = self.client.get_item(TableName=self.table, Key=counters.usage_key(tenant), ConsistentRead=True)
         value = (got.get("Item") or {}).get(PRINCIPALS)
         return int(value["N"]) if value else 0
+
+
+def _delegate_of(entry: dict[str, Any] | None, principal_id: str) -> str | None:
+    away = (entry or {}).get("outOfOffice") or {}
+    delegate = away.get("delegate")
+    return delegate if isinstance(delegate, str) and delegate != principal_id else None
+
+
+def _delegation_items(
+    tenant: str, principal_id: str, old: dict[str, Any] | None, new: dict[str, Any] | None, max_delegators: int
+) -> list[tuple[str, dict[str, Any]]]:
+    """The transaction items that keep the delegation item keyed by the delegate equal to the entry's outOfOffice:
+    put (with the entry's membership and period) while it names a delegate, deleted when it no longer does; the
+    delegate's count claimed (conditionally) when it starts naming them, released when it stops."""
+    before, after = _delegate_of(old, principal_id), _delegate_of(new, principal_id)
+    items: list[tuple[str, dict[str, Any]]] = []
+    if before is not None and before != after:
+        items.append(("D", {"Delete": {"Key": a.key(member_pk(tenant, "D", before), ENTRY_PREFIX + principal_id)}}))
+        items.append(("DR", {"Update": _count_update(tenant, before, -1)}))
+    if after is not None and new is not None:
+        away = new["outOfOffice"]
+        record = {"groups": list(new.get("groups") or ()), "roles": list(new.get("roles") or ())}
+        record.update({k: away[k] for k in ("from", "until") if away.get(k)})
+        key = a.key(member_pk(tenant, "D", after), ENTRY_PREFIX + principal_id)
+        items.append(("D", {"Put": {"Item": {**key, "delegation": a.as_json(record)}}}))
+        if before != after:
+            claim = _count_update(tenant, after, 1)
+            claim["ConditionExpression"] = "attribute_not_exists(#n) OR #n < :limit"
+            claim["ExpressionAttributeValues"][":limit"] = a.n(max_delegators)
+            items.append((COUNT_SK, {"Update": claim}))
+    return items
+
+
+def _count_update(tenant: str, delegate: str, by: int) -> dict[str, Any]:
+    return {
+        "Key": a.key(member_pk(tenant, "D", delegate), COUNT_SK),
+        "UpdateExpression": "ADD #n :by",
+        "ExpressionAttributeNames": {"#n": "n"},
+        "ExpressionAttributeValues": {":by": a.n(by)},
+    }

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -43,7 +43,7 @@ from interlude.store import audit as audit_log
 from interlude.store import idempotency, item_index
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.inbox import Entry, InboxIndex
+from interlude.store.inbox import Entry, InboxIndex, delegate_families
 from interlude.store.interactions import decode_cursor, encode_cursor
 from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
@@ -558,6 +558,12 @@ class Store:
         # there (docs/decisions.md, "The write bill, item by item").
         index = InboxIndex(self.table, self.client)
         opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
+        # A gate with a delegation (issue 14 item 4) is listed under each delegate's own family too: put again with
+        # every transition that updates it (idempotent; only gates that hold a delegation pay).
+        for i in transition.updated:
+            if delegate_families(i):
+                whole = Entry.of(state.tenant, state.runId, state.workflowId, i)
+                opened.append(replace(whole, families=tuple(delegate_families(i))))
         listed = run_entry(state.tenant, state.runId, state.workflowId, state.createdAt) if expected_version is None else None
         entries = [{"PutRequest": {"Item": item}} for e in opened for item in e.items()]
         if listed is not None:

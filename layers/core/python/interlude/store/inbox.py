@@ -3,7 +3,8 @@
   entry   T#{tenant}#INBOX#{family}#{shard:02d}   {raisedAt}#{interruptId}   runId, key, kind, workflowId
 
 One entry per family an open interrupt belongs to: ANY or each approver ref that binds on it (`P#`, `G#`,
-`ROLE#`: rules.interrupts.decide.approver_families), `WF#{workflowId}` and `KIND#{kind}`. Entries are
+`ROLE#`: rules.interrupts.decide.approver_families), `WF#{workflowId}` and `KIND#{kind}`, and `P#{delegate}` for each principal an approver handed their vote on
+this gate to (issue 14 item 4: written by the transition that records the delegation). Entries are
 pointers: a page reads the interrupt items they name (one BatchGetItem) and lists only those still open, so the
 interrupt item stays the one truth of status, payload and votes.
 
@@ -46,6 +47,12 @@ def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any]) -> 
     return [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}", f"KIND#{kind}"]
 
 
+def delegate_families(interrupt: OpenInterrupt) -> list[str]:
+    """`P#{delegate}` for each delegation recorded on the gate: the delegate's page reads their own `P#` family, so
+    a gate handed to them is listed there at no extra read."""
+    return list(dict.fromkeys(f"P#{v.delegate}" for v in interrupt.votes if v.action == "delegate" and v.delegate))
+
+
 @dataclass(frozen=True)
 class Entry:
     """What an entry names: enough to find the interrupt item, and to filter by kind before reading it."""
@@ -61,7 +68,7 @@ class Entry:
 
     @classmethod
     def of(cls, tenant: str, run_id: str, workflow_id: str, interrupt: OpenInterrupt) -> Entry:
-        families = interrupt_families(interrupt.kind, workflow_id, interrupt.payload)
+        families = interrupt_families(interrupt.kind, workflow_id, interrupt.payload) + delegate_families(interrupt)
         return cls(
             tenant,
             run_id,
@@ -70,7 +77,7 @@ class Entry:
             interrupt.raisedAt,
             interrupt.kind,
             workflow_id,
-            tuple(families),
+            tuple(dict.fromkeys(families)),
         )
 
     def index_keys(self) -> list[a.Item]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from interlude.domain.ids import derive_opaque
+from interlude.rules.interrupts.delegation import still_asked
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -70,6 +71,8 @@ class Content:
     zone: ZoneInfo
     recipient_name: str
     actions: tuple[str, ...] = ()
+    # The principals whose votes the recipient is asked for as their delegate (issue 14 item 4; reminders).
+    on_behalf_of: tuple[str, ...] = ()
 
 
 def deadline_text(deadline: float | None, zone: ZoneInfo) -> str:
@@ -93,9 +96,12 @@ def _lead(content: Content) -> str:
             f"The approval '{content.title}' of workflow {content.workflow_id} timed out without a decision and was "
             "rejected. You are told because it asks to escalate on timeout."
         )
+    delegated = ""
+    if content.on_behalf_of:
+        delegated = f" You may decide it on behalf of {', '.join(content.on_behalf_of)}, as their delegate."
     if is_reminder(content.purpose):
-        return f"A reminder: '{content.title}' (workflow {content.workflow_id}) still waits for your decision."
-    return f"'{content.title}' (workflow {content.workflow_id}) waits for your decision."
+        return f"A reminder: '{content.title}' (workflow {content.workflow_id}) still waits for your decision.{delegated}"
+    return f"'{content.title}' (workflow {content.workflow_id}) waits for your decision.{delegated}"
 
 
 def email_parts(content: Content) -> tuple[str, str, str]:
@@ -173,7 +179,15 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
     return message
 
 
-def voted(interrupt: OpenInterrupt, principal_id: str) -> bool:
-    """Whether `principal_id` has voted on the gate (a reminder skips them). Here, not in the worker, so the dispatch
-    function's outbox (which schedules reminders) does not load the worker's HTTP client, egress guard and tokens."""
-    return any(v.action != "ask" and (v.subject or {}).get("subjectId") == principal_id for v in interrupt.votes)
+def reminder_asks(interrupt: OpenInterrupt, message: dict[str, Any]) -> bool:
+    """Whether a reminder still asks its recipient for a vote: their own (unless the message names them only as a
+    delegate: `forSelf` false) or one of those they stand in for (`onBehalfOf`), none of them cast meanwhile.
+    `delegation` false: the tenant did not allow delegation when it was queued, so a vote handed over is asked for.
+    Here, not in the worker, so the dispatch function's outbox does not load the worker's HTTP client."""
+    return still_asked(
+        interrupt,
+        message["principalId"],
+        bool(message.get("forSelf", True)),
+        list(message.get("onBehalfOf") or ()),
+        bool(message.get("delegation", True)),
+    )

@@ -22,14 +22,18 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose, voted
+from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
 from interlude.adapters.queues import send_messages
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.directory import recipients
 from interlude.app.tenants import tenant_settings
 from interlude.config.notify import notify_settings
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.deadlines import ESCALATION_EVENT, Deadline
+from interlude.rules import auth
+from interlude.rules.interrupts.decide import named_by
+from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_in
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -139,7 +143,9 @@ def _escalation(service: Service, state: RunState, event: dict[str, Any]) -> lis
 
 
 def enqueue_reminders(service: Service, body: dict[str, Any]) -> int:
-    """A reminder's schedule fired (the timeouts function hands it here): queue it for those who have not voted."""
+    """A reminder's schedule fired (the timeouts function hands it here): queue it for those whose vote is not in
+    (cast by them or for them, or handed over) and for each delegate who may cast a vote nobody has cast (issue 14
+    item 4), one message per person naming the votes it asks for (`onBehalfOf`, `forSelf`)."""
     run_id, node_id, interrupt_id = body.get("runId"), body.get("nodeId"), body.get("interruptId")
     if not isinstance(run_id, str) or not isinstance(node_id, str) or not isinstance(interrupt_id, str):
         return 0
@@ -152,13 +158,41 @@ def enqueue_reminders(service: Service, body: dict[str, Any]) -> int:
         return 0  # settled: reminders stop
     people, _ = recipients(service.directory, state.tenant, interrupt.payload["data"])
     purpose = reminder_purpose(int(body.get("visit") or 0))
-    messages = [
-        queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"))
-        for pid in people
-        if not voted(interrupt, pid)
-    ]
+    allowed = bool(tenant_settings(service.hitl_store, state.tenant).allowDelegation)
+    own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
+    delegates = _delegates_asked(service, state.tenant, interrupt, own) if allowed else {}
+    messages = []
+    for pid in dict.fromkeys([*own, *delegates]):
+        extra: dict[str, Any] = {} if allowed else {"delegation": False}
+        if pid in delegates:
+            extra["onBehalfOf"] = delegates[pid]
+            if pid not in own:
+                extra["forSelf"] = False
+        messages.append(queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra))
     send(messages)
     return len(messages)
+
+
+def _delegates_asked(service: Service, tenant: str, interrupt: OpenInterrupt, waiting: list[str]) -> dict[str, list[str]]:
+    """Delegates to remind, each with the principals whose votes they may cast and nobody has: those handed to them
+    on this gate, and those of the gate's waiting principals now out of office with them as delegate (their entries:
+    one BatchGetItem). Asked only where the tenant allows delegation (else the delegate could not vote)."""
+    asked: dict[str, list[str]] = {}
+    for vote in interrupt.votes:
+        delegator = (vote.subject or {}).get("subjectId")
+        if vote.action == "delegate" and vote.delegate and delegator and not vote_in(interrupt, delegator):
+            asked.setdefault(vote.delegate, []).append(delegator)
+    now = service.clock()
+    data = interrupt.payload["data"]
+    for pid, raw in service.directory.get_many(tenant, waiting).items():
+        away = PrincipalEntry.model_validate(raw).outOfOffice
+        if away is None or away.delegate == pid or not away.active(now):
+            continue
+        subject = {"issuer": auth.ISSUER, "subjectId": pid, "tenant": tenant}
+        standing = Delegator(f"{auth.ISSUER}|{pid}", subject, tuple(raw.get("groups") or ()), tuple(raw.get("roles") or ()), "out-of-office")
+        if named_by(data, standing):
+            asked.setdefault(away.delegate, []).append(pid)
+    return {delegate: list(dict.fromkeys(names)) for delegate, names in asked.items()}
 
 
 def send(messages: list[dict[str, Any]]) -> None:

@@ -27,8 +27,8 @@ from interlude.adapters.notify.messages import (
     Content,
     is_reminder,
     mime_email,
+    reminder_asks,
     slack_message,
-    voted,
 )
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import iso_epoch
@@ -138,7 +138,7 @@ class Worker:
             if interrupt is None or interrupt.interruptId != message["interruptId"]:
                 kept["reason"] = "settled"
                 return "skipped"
-            if is_reminder(message["purpose"]) and voted(interrupt, pid):
+            if is_reminder(message["purpose"]) and not reminder_asks(interrupt, message):
                 kept["reason"] = "voted"
                 return "skipped"
         record = self.directory.get(state.tenant, pid)
@@ -201,6 +201,7 @@ class Worker:
             zone=zone_of(entry),
             recipient_name=entry.displayName or message["principalId"],
             actions=actions,
+            on_behalf_of=tuple(message.get("onBehalfOf") or ()) if message["purpose"] != ESCALATION else (),
         )
 
     def _link(self, state: RunState, interrupt: OpenInterrupt, message: dict[str, Any]) -> str:

@@ -19,6 +19,9 @@ from interlude.domain.models import Closed
 # Limits of a directory (README, "Limits"): every one is checked before anything is stored.
 MAX_DIRECTORY_PRINCIPALS = 10_000
 MAX_GROUPS_PER_PRINCIPAL = 20
+# The most directory entries whose outOfOffice names one delegate: a delegate's inbox page reads each one's
+# families (docs/scale.md, "The inbox"), so this bounds what the page reads.
+MAX_DELEGATORS_PER_DELEGATE = 5
 MAX_ROLES_PER_PRINCIPAL = 20
 MAX_DISPLAY_NAME_CHARS = 256
 

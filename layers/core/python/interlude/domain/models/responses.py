@@ -172,6 +172,9 @@ class InboxEntry(Answer):
     raisedAt: str
     payload: JsonObject
     votes: list[PublicVote]
+    # The principals (subjectIds) whose votes the caller may cast on this gate by delegation (issue 14 item 4), in
+    # the order a resolve casts them (after the caller's own vote, when the caller is eligible and has not voted).
+    onBehalfOf: list[str] = Omitted()
 
 
 class Inbox(Answer):

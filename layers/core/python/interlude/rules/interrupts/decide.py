@@ -110,6 +110,16 @@ def eligible(data: dict[str, Any], resolver: Resolver, ref_kinds: tuple[str, ...
     return "approverRoleRefs" in fields and bool(set(data["approverRoleRefs"]) & set(resolver.roles))
 
 
+def named_by(data: dict[str, Any], delegator: Delegator) -> bool:
+    """Whether a gate names `delegator` (their subject in its approversList, or one of their directory groups or
+    roles in its refs): a standing (out-of-office) delegation hands over the vote on such gates only, never on a
+    gate open to anyone."""
+    if not binding_refs(data):
+        return False
+    as_voter = Resolver(subject=delegator.subject, surface="run", groups=delegator.groups, roles=delegator.roles)
+    return eligible(data, as_voter)
+
+
 # An approval naming more refs than this is indexed as open to anyone (one entry instead of one per ref): what the
 # inbox reads stays bounded, and eligibility is still enforced on every page and every decision.
 MAX_INDEXED_REFS = 20

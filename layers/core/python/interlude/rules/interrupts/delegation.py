@@ -8,9 +8,10 @@ from the directory (an active `outOfOffice.delegate`) and reaches the rules as a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from interlude.domain.models.run import OpenInterrupt
+if TYPE_CHECKING:
+    from interlude.domain.models.run import OpenInterrupt
 
 # Records on a gate that are no vote of their principal's: `ask` asks a question, `delegate` hands the vote over.
 NOT_A_VOTE = ("ask", "delegate")
@@ -45,3 +46,25 @@ def delegated_to(interrupt: OpenInterrupt, subject_id: str | None) -> list[Deleg
         for v in interrupt.votes
         if v.action == "delegate" and v.delegate == subject_id
     ]
+
+
+def vote_in(interrupt: OpenInterrupt, subject_id: str) -> bool:
+    """Whether the vote of the principal with this subjectId is in, cast by them or for them by a delegate."""
+    return any(v.action not in NOT_A_VOTE and (v.subject or {}).get("subjectId") == subject_id for v in interrupt.votes)
+
+
+def handed_over(interrupt: OpenInterrupt, subject_id: str) -> bool:
+    """Whether the principal with this subjectId handed their vote on this gate to a delegate."""
+    return any(v.action == "delegate" and (v.subject or {}).get("subjectId") == subject_id for v in interrupt.votes)
+
+
+def still_asked(
+    interrupt: OpenInterrupt, subject_id: str, for_self: bool, on_behalf_of: list[str], delegation_allowed: bool = True
+) -> bool:
+    """Whether a reminder to `subject_id` asks for anything not yet cast: their own vote (when asked for it, and
+    neither cast nor handed over; a vote handed over is theirs again where the tenant no longer allows delegation)
+    or the vote of someone they stand in for (not cast by anyone)."""
+    own_open = not vote_in(interrupt, subject_id) and not (delegation_allowed and handed_over(interrupt, subject_id))
+    if for_self and own_open:
+        return True
+    return any(not vote_in(interrupt, other) for other in on_behalf_of)
