@@ -345,10 +345,11 @@ def test_the_inbox_reads_through_the_index_never_a_scan(service, admin):
         ),
     )
     assert len(inbox(service, admin, {})["interrupts"]) == 1
-    # The caller's directory entry (its groups and roles), one Query per partition of the families it may be
-    # eligible through, then the interrupts they name.
+    # The caller's directory entry (its groups and roles), the out-of-office delegations naming the caller (issue
+    # 14 item 4), one Query per partition of the families it may be eligible through, then the interrupts they name.
     streams = wiring.INBOX.shards + 2  # ANY (sharded), and the caller's subject in its two spellings
-    assert calls == [("GetItem", "")] + [("Query", "T#t1#INBOX#")] * streams + [("BatchGetItem", "")]
+    delegations = ("Query", "T#t1#DIR#D#")
+    assert calls == [("GetItem", ""), delegations] + [("Query", "T#t1#INBOX#")] * streams + [("BatchGetItem", "")]
 
 
 # -- tenant settings, override principals, credential grants ---------------------------------------

@@ -13,10 +13,13 @@ from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
+from interlude.app import directory, tenants
 from interlude.app import inbox as approver_inbox
 from interlude.app.service import Service
 from interlude.domain.errors import DomainError
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.inbox_seed import gated_workflow, seed_like
@@ -63,6 +66,10 @@ def world():
             templates[wid] = (state, state.interrupts["gate"])
         broad = signed_in(service, "broad", groups=["others"])
         narrow = signed_in(service, "nina", groups=["narrow"])
+        # olga (directory: group `narrow`) is out of office with dele as her delegate (issue 14 item 4)
+        tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+        olga = {"groups": ["narrow"], "outOfOffice": {"delegate": "dele"}}
+        directory.put_principal(service, "t1", "olga", PrincipalEntry.model_validate(olga), "admin")
         yield service, client, templates, broad, narrow
 
 
@@ -80,6 +87,7 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
         "workflowId": (broad, {"limit": str(LIMIT), "workflowId": "bulk"}),
         "kind": (broad, {"limit": str(LIMIT), "kind": "approval"}),
         "narrow approver": (narrow, {"limit": str(LIMIT)}),
+        "delegate of a narrow approver": (signed_in(service, "dele"), {"limit": str(LIMIT)}),
     }
     measured: dict[int, dict[str, tuple[list[str], int, int]]] = {}
     seeded = 0
@@ -91,6 +99,8 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
             counter.reset()
             listed = page(service, principal, query)["interrupts"]
             measured[size][name] = (sorted(counter.calls), counter.items, len(listed))
+            if name.startswith("delegate"):
+                assert {tuple(i.get("onBehalfOf") or ()) for i in listed} == {("olga",)}
     for name in pages:
         calls = {size: measured[size][name][0] for size in SIZES}
         assert calls[10] == calls[5_000] == calls[20_000], (name, calls)
@@ -103,6 +113,9 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
     # By kind, the key does not decide eligibility: the newest approval is the narrow group's, read and not listed.
     assert measured[20_000]["kind"][2] == LIMIT - 1
     assert [measured[size]["narrow approver"][1:] for size in SIZES] == [(NARROW * 2, NARROW)] * 3
+    # A delegate reads the absent approver's families too (here `narrow`, olga's two subject spellings, and the
+    # delegation item itself), and lists her gates, at every size.
+    assert [measured[size]["delegate of a narrow approver"][1:] for size in SIZES] == [(1 + NARROW * 2, NARROW)] * 3
     # The bound itself: the caller's directory entry (its gates name groups), the Query of the out-of-office
     # delegations naming the caller (issue 14 item 4: none here), one Query per stream and one BatchGetItem, whatever
     # the count.
