@@ -34,20 +34,27 @@ GOAL = 1.5
 # utility and its record class for the stream and queue consumers) and pydantic where an invocation validates a model
 # (a request body, or a run read from the table). Runnable statements, timed like a handler's import.
 POWERTOOLS_BATCH = "from aws_lambda_powertools.utilities.batch import BatchProcessor"
+# pydantic as a function that validates pays for it: importing BaseModel alone leaves out pydantic.fields and the
+# constraint types (annotated_types) that the first model class with a field loads. Without the plugin scan, as the
+# handlers set it (functions/api/handler.py).
+PYDANTIC_MODEL = (
+    "os.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__')\n"
+    "from pydantic import BaseModel\nclass Floor(BaseModel): value: int"
+)
 FLOORS: dict[str, tuple[str, ...]] = {
     "api": (
         "import boto3",
         "from aws_lambda_powertools import Logger",
         "from interlude.api.powertools import skip_package_init; skip_package_init()",
         "from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver",
-        "from pydantic import BaseModel",
+        PYDANTIC_MODEL,
     ),
     "dispatch": (
         "import boto3",
         "from aws_lambda_powertools import Logger",
         POWERTOOLS_BATCH,
         "from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord",
-        "from pydantic import BaseModel",
+        PYDANTIC_MODEL,
     ),
     "callbacks": (
         "import boto3",
@@ -62,14 +69,14 @@ FLOORS: dict[str, tuple[str, ...]] = {
         "from aws_lambda_powertools import Logger",
         POWERTOOLS_BATCH,
         "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
-        "from pydantic import BaseModel",
+        PYDANTIC_MODEL,
     ),
     "notify": (
         "import boto3",
         "from aws_lambda_powertools import Logger",
         POWERTOOLS_BATCH,
         "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
-        "from pydantic import BaseModel",
+        PYDANTIC_MODEL,
     ),
 }
 # A path whose imports a function leaves to its first invocation on that path: (function, path, what that first

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # The largest magnitude a JSON number may have: what an IEEE 754 double holds (RFC 7493 I-JSON, section 2.2).
 MAX_NUMBER = sys.float_info.max
@@ -30,8 +29,7 @@ class StrictJsonError(ValueError):
         self.field = field
 
 
-@dataclass(frozen=True)
-class _BadNumber:
+class _BadNumber(NamedTuple):
     text: str
 
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, field_validator
 
@@ -119,8 +118,7 @@ class HttpConfig(FrozenClosed):
         return value
 
 
-@dataclass(frozen=True)
-class ActionSpec:
+class ActionSpec(NamedTuple):
     """What an action node's visit asks the worker to do: the rendered request and the effect's identity."""
 
     kind: str

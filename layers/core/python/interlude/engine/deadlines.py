@@ -18,9 +18,8 @@ scheduler's worker, a resolve and a read all converge on the same outcome, and a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from interlude.domain.errors import run_error
 from interlude.domain.models.run import OpenInterrupt, RunState
@@ -37,8 +36,7 @@ ESCALATION_EVENT = "interlude.escalation-requested"
 Purpose = Literal["interrupt", "delay", "run", "reminder", "task"]
 
 
-@dataclass(frozen=True)
-class Deadline:
+class Deadline(NamedTuple):
     """One pending deadline of a run: what it is for, and when (epoch seconds) it falls due."""
 
     purpose: Purpose

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -106,8 +106,7 @@ class GateSpec:
         return payload
 
 
-@dataclass(frozen=True)
-class NodeType:
+class NodeType(NamedTuple):
     type_id: str
     config_model: type[FrozenClosed]
     # Exactly one of compute, ask, wait and act is set.

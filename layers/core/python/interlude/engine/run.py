@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -53,8 +53,7 @@ DEFAULT_RECURSION_LIMIT = 1000
 KEY_MAX = 256
 
 
-@dataclass(frozen=True)
-class EventDraft:
+class EventDraft(NamedTuple):
     type: str
     node_id: str | None
     payload: dict[str, Any]

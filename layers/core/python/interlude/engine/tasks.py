@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -88,8 +87,7 @@ class TaskConfig(TaskLimits):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(NamedTuple):
     """What a task node's visit puts on a queue."""
 
     node_type: str

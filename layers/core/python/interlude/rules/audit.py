@@ -14,8 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import rfc8785
 
@@ -89,8 +88,7 @@ def signature_valid(public_key: str, root_hex: str, signature: str) -> bool:
 # -- when a checkpoint is due --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(NamedTuple):
     """A chain's head: the last entry's sequence and hash, the last checkpoint's atSequence, and when the oldest
     entry no checkpoint anchors yet was appended (epoch seconds; None when every entry is anchored)."""
 

@@ -6,8 +6,7 @@ definition fits. The store keeps the counters (interlude/store/limits.py); the A
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from interlude.domain.errors import Forbidden
 
@@ -20,8 +19,7 @@ WINDOW_SECONDS = 1
 WINDOW_TTL_SECONDS = 3600
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """The limits in force for one tenant: its own settings over the host's defaults."""
 
     requests_per_second: int
@@ -41,8 +39,7 @@ def effective(own: TenantLimits, defaults: Limits) -> Limits:
     )
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(NamedTuple):
     """The fixed window a request falls in: its start (epoch seconds) and when the next one opens."""
 
     start: int
@@ -57,8 +54,7 @@ def window_of(now_epoch: float) -> Window:
     return Window(start=start, retry_after_s=retry_after, expires_at=start + WINDOW_SECONDS + WINDOW_TTL_SECONDS)
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(NamedTuple):
     """Whether one request may proceed; a refused one says when to retry."""
 
     allowed: bool

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from botocore.exceptions import ClientError
 
@@ -52,8 +51,7 @@ def _free_values(now_ms: int) -> dict[str, dict[str, str]]:
     return {":now_s": a.n(now_ms // 1000), ":now_ms": a.n(now_ms), ":inprogress": a.s(IN_PROGRESS)}
 
 
-@dataclass(frozen=True)
-class CachedResponse:
+class CachedResponse(NamedTuple):
     status: int
     headers: dict[str, Any]
     body: str
@@ -69,24 +67,21 @@ class CachedResponse:
         return CachedResponse(int(doc["status"]), dict(doc["headers"]), doc["body"], bool(doc.get("isBase64")))
 
 
-@dataclass(frozen=True)
-class Claim:
+class Claim(NamedTuple):
     """This request holds the record and must complete or release it."""
 
     pk: str
     owner: str
 
 
-@dataclass(frozen=True)
-class Existing:
+class Existing(NamedTuple):
     """Another request holds (or held) the record."""
 
     digest: str
     completed: CachedResponse | None  # None while that request is still in flight
 
 
-@dataclass(frozen=True)
-class IdempotencyKey:
+class IdempotencyKey(NamedTuple):
     """A request's Idempotency-Key in its namespace (tenant, or a token's capability), with its request digest."""
 
     namespace: str
@@ -99,8 +94,7 @@ class IdempotencyKey:
         return record_pk(self.namespace, self.operation, self.key)
 
 
-@dataclass(frozen=True)
-class AnsweredRecord:
+class AnsweredRecord(NamedTuple):
     """A record and the final answer to its request, written once, together with the effect (or after a refusal)."""
 
     key: IdempotencyKey

@@ -16,8 +16,7 @@ import base64
 import hashlib
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from interlude import wiring
 from interlude.store import attributes as a
@@ -69,8 +68,7 @@ def decode_position(cursor: str, tenant: str, index: wiring.ItemIndex) -> str:
     return plain["p"]
 
 
-@dataclass(frozen=True)
-class Round:
+class Round(NamedTuple):
     # The entries read, newest first, as plain dicts (sk included), each at or above `floor`.
     entries: list[dict[str, Any]]
     # Where the next round starts (exclusive): None when every shard was read to its end.
