@@ -1,6 +1,7 @@
 """Print the DynamoDB calls and items read per inbox page at 10, 5,000 and 20,000 pending interrupts.
 
-Pages: unfiltered, filtered by workflowId, by kind, and for an approver eligible for only 3 of them. The real
+Pages: unfiltered, filtered by workflowId, by kind, for an approver eligible for only 3 of them, and for the
+out-of-office delegate of a directory principal eligible for those 3 (issue 14 item 4). The real
 Service and Store run against moto in-process; the pending interrupts are written in bulk through the store's
 own open-interrupt write path (tests/support/inbox_seed.py). Goal (issue 13): the same reads at every size.
 Usage: .venv/bin/python bench/inbox_page_calls.py
@@ -17,9 +18,11 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude.app import inbox  # noqa: E402
+from interlude.app import directory, inbox, tenants  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
+from interlude.domain.models.principals import PrincipalEntry  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.tenants import TenantSettings  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.support.inbox_seed import gated_workflow, seed_like  # noqa: E402
 
@@ -66,11 +69,15 @@ def main() -> None:
             templates[wid] = (state, state.interrupts["gate"])
         seed_like(service.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
         broad, narrow = signed_in(service, "broad", ["others"]), signed_in(service, "nina", ["narrow"])
+        tenants.put_settings(service, "bench", TenantSettings(allowDelegation=True), "admin")
+        away = PrincipalEntry.model_validate({"groups": ["narrow"], "outOfOffice": {"delegate": "dele"}})
+        directory.put_principal(service, "bench", "olga", away, "admin")
         pages = {
             "unfiltered": (broad, {}),
             "workflowId=bulk": (broad, {"workflowId": "bulk"}),
             "kind=approval": (broad, {"kind": "approval"}),
             f"approver eligible for {NARROW}": (narrow, {}),
+            "their out-of-office delegate": (signed_in(service, "dele", []), {}),
         }
         reads = Reads(client)
         figures: dict[str, list[tuple[int, int, int]]] = {name: [] for name in pages}

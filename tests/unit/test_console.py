@@ -167,6 +167,12 @@ def test_a_delegated_vote_names_the_delegate_who_cast_it():
     assert "cast by" not in pages.votes_table([{"principal": "urn:x|ana", "action": "accept"}])
 
 
+def test_an_inbox_item_decided_as_a_delegate_says_on_whose_behalf():
+    markup = pages.inbox(FRAME, [{**approval_item("Ship?"), "onBehalfOf": ["ana", "bo<b>"]}], None, None)
+    assert "<dt>On behalf of</dt><dd>ana, bo&lt;b&gt;</dd>" in markup
+    assert "On behalf of" not in pages.inbox(FRAME, [approval_item("Ship?")], None, None)
+
+
 def test_a_run_page_lists_who_was_notified_and_how():
     view = RunView(
         snapshot={"runId": "acme/r-1", "workflowId": "wf", "status": "waiting-approval", "extensions": {}},

@@ -337,6 +337,8 @@ def inbox(frame: Frame, items: Sequence[Mapping[str, Any]], next_cursor: str | N
                     ("Run", f'<a href="{esc(run_href(item["runId"]))}" class="mono">{esc(item["runId"])}</a>'),
                     ("Step", esc(item.get("nodeId", ""))),
                     ("Asked", esc(item.get("raisedAt", ""))),
+                    # A gate the signed-in principal may decide as someone's delegate (issue 14 item 4).
+                    *([("On behalf of", esc(", ".join(item["onBehalfOf"])))] if item.get("onBehalfOf") else []),
                 ]
             )
             + (votes_table(item.get("votes") or []) if item.get("votes") else "")
