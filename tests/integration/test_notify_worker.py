@@ -307,3 +307,32 @@ def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_princ
     asked = queued(aws)
     assert {pid: m.get("onBehalfOf") for pid, m in asked.items()} == {"ann": None, "ben": None}
     assert worker_for(service, aws).handle(delivered(aws, asked["ann"])) == "sent"
+
+
+def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch):
+    from datetime import timedelta
+
+    from interlude.adapters.notify.outbox import on_events
+    from interlude.app import tenants
+    from interlude.domain.models.tenants import TenantSettings
+
+    monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
+    service = Service(Store(TABLE))
+    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    now = service.clock()
+    period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}
+    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    ben = {"email": "ben@example.com", "outOfOffice": {"delegate": "eve", **period}}
+    directory.put_principal(service, "t1", "ben", PrincipalEntry.model_validate(ben), "admin")
+    directory.put_principal(service, "t1", "eve", PrincipalEntry(email="eve@example.com"), "admin")
+    run_id, node, interrupt = open_gate(service)  # ann and ben
+    on_events(service, run_id, service.store.read_events(run_id))
+    asked = queued(aws)
+    assert {pid: (m["purpose"], m.get("forSelf", True), m.get("onBehalfOf")) for pid, m in asked.items()} == {
+        "ann": ("raised", True, None),
+        "ben": ("raised", True, None),
+        "eve": ("raised", False, ["ben"]),
+    }
+    assert worker_for(service, aws).handle(delivered(aws, asked["eve"])) == "sent"
+    (mail,) = [m for m in sent_mail() if set(m.destinations) == {"eve@example.com"}]
+    assert "on behalf of ben, as their delegate" in mail.raw_data.replace("=\n", "")

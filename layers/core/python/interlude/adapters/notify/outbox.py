@@ -4,7 +4,8 @@ From the run's event log, which is also what webhook subscriptions receive (`int
 `interlude.escalation-requested` escalates):
 
 * `interrupt.requested` of an approval still open → one message per recipient (its `audience`, else every
-  principal its approversList, groups and roles make eligible, through the directory), and one Scheduler schedule
+  principal its approversList, groups and roles make eligible, through the directory; and, where the tenant allows
+  delegation, each out-of-office delegate of a recipient, naming whom they stand in for), and one Scheduler schedule
   per reminder the gate (or the tenant's settings) asks for;
 * `interlude.escalation-requested` → one message per escalation principal (the gate's, else the tenant's override
   principals);
@@ -77,11 +78,28 @@ def _raised(service: Service, state: RunState, event: dict[str, Any]) -> list[di
         return []  # decided before this record was handled (or not an approval): nobody to ask
     people, cut = recipients(service.directory, state.tenant, interrupt.payload["data"])
     _schedule_reminders(service, state, interrupt)
-    extra = {"cut": True} if cut else {}
+    base = {"cut": True} if cut else {}
     return [
-        queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **extra)
-        for pid in people
+        queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **base, **extra)
+        for pid, extra in _asked(service, state.tenant, interrupt, people)
     ]
+
+
+def _asked(service: Service, tenant: str, interrupt: OpenInterrupt, people: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Who a notification of the gate goes to, each with what its message names: the recipients whose own vote is
+    not in, then each delegate holding a vote nobody has cast (issue 14 item 4), one entry per person."""
+    allowed = bool(tenant_settings(service.hitl_store, tenant).allowDelegation)
+    own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
+    delegates = _delegates_asked(service, tenant, interrupt, own) if allowed else {}
+    asked = []
+    for pid in dict.fromkeys([*own, *delegates]):
+        extra: dict[str, Any] = {} if allowed else {"delegation": False}
+        if pid in delegates:
+            extra["onBehalfOf"] = delegates[pid]
+            if pid not in own:
+                extra["forSelf"] = False
+        asked.append((pid, extra))
+    return asked
 
 
 def _reminder_offsets_ms(service: Service, state: RunState, node_id: str) -> list[int]:
@@ -158,17 +176,10 @@ def enqueue_reminders(service: Service, body: dict[str, Any]) -> int:
         return 0  # settled: reminders stop
     people, _ = recipients(service.directory, state.tenant, interrupt.payload["data"])
     purpose = reminder_purpose(int(body.get("visit") or 0))
-    allowed = bool(tenant_settings(service.hitl_store, state.tenant).allowDelegation)
-    own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
-    delegates = _delegates_asked(service, state.tenant, interrupt, own) if allowed else {}
-    messages = []
-    for pid in dict.fromkeys([*own, *delegates]):
-        extra: dict[str, Any] = {} if allowed else {"delegation": False}
-        if pid in delegates:
-            extra["onBehalfOf"] = delegates[pid]
-            if pid not in own:
-                extra["forSelf"] = False
-        messages.append(queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra))
+    messages = [
+        queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra)
+        for pid, extra in _asked(service, state.tenant, interrupt, people)
+    ]
     send(messages)
     return len(messages)
 
