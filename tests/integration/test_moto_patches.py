@@ -508,6 +508,8 @@ def test_patched_moto_answers_as_moto_does_for_updates_conditions_and_transactio
     assert patched["table"] == plain["table"]
     assert patched["flat"] == plain["flat"]
     assert patched["stream"] == plain["stream"]
+    sizes = patched["sizes counted as at creation"]
+    assert sizes == plain["sizes counted as at creation"] == [True] * len(patched["stream"])
     # The scenarios reach what they are meant to: refusals of each kind, and a cancellation naming its reasons.
     codes = Counter(a.get("error") or a.get("raised") or "ok" for a in answers)
     assert codes["ValidationException"] >= 20, codes

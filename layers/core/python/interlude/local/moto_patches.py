@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from moto.core.utils import utcnow
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
 from moto.dynamodb.exceptions import (
@@ -44,7 +45,8 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.table import StreamRecord, Table
+from moto.dynamodb.models.utilities import dynamo_json_dump
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
@@ -54,6 +56,7 @@ from moto.dynamodb.parsing.validators import (
     UpdateHashRangeKeyValidator,
     Validator,
 )
+from moto.moto_api._internal import mock_random
 
 _original_query = Table.query
 _original_all_items = Table.all_items
@@ -83,6 +86,8 @@ def apply() -> None:
     ConditionExpressionParser.parse = _parse_condition  # type: ignore[method-assign]
     UpdateExpressionExecutor.get_specific_execution = _specific_execution  # type: ignore[method-assign]
     dynamodb_models.copy = _CopyWithPriorImage()  # type: ignore[assignment]
+    StreamRecord.__init__ = _stream_record_init  # type: ignore[method-assign]
+    StreamRecord.to_json = _stream_record_json  # type: ignore[method-assign]
     ConditionExpressionParser._lex_condition_expression = _lex_condition_expression  # type: ignore[method-assign]
     _applied = True
 
@@ -545,3 +550,49 @@ def _parse_condition(self: Any) -> Any:
     self.expr_attr_names_found.extend(names_found)
     self.expr_attr_values_found.extend(values_found)
     return op
+
+
+# -- Stream records ------------------------------------------------------------------------------------------------
+# moto serialises each record's images once more as it writes it, only to count its SizeBytes; most records are
+# never read (only the local pump and the tests' stream readers read them). The count is made when the record is
+# first read, over the same dict: nothing changes a record between (its images are fresh copies of the item).
+
+
+def _stream_record_init(
+    self: Any, table: Table, stream_type: str, event_name: str, old: Item | None, new: Item | None, seq: int
+) -> None:
+    # moto 5.2's StreamRecord.__init__ (Apache-2.0) without its SizeBytes count, which _stream_record_json makes.
+    old_a = old.to_json()["Attributes"] if old is not None else {}
+    new_a = new.to_json()["Attributes"] if new is not None else {}
+    rec = old if old is not None else new
+    keys = {table.hash_key_attr: rec.hash_key.to_json()}  # type: ignore[union-attr]
+    if table.range_key_attr is not None and rec is not None:
+        keys[table.range_key_attr] = rec.range_key.to_json()  # type: ignore[union-attr]
+    self.record = {
+        "eventID": mock_random.uuid4().hex,
+        "eventName": event_name,
+        "eventSource": "aws:dynamodb",
+        "eventVersion": "1.0",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "StreamViewType": stream_type,
+            "ApproximateCreationDateTime": utcnow(),
+            "SequenceNumber": str(seq),
+            "SizeBytes": 1,
+            "Keys": keys,
+        },
+    }
+    if stream_type in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES") and new is not None:
+        self.record["dynamodb"]["NewImage"] = new_a
+    if stream_type in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES") and old is not None:
+        self.record["dynamodb"]["OldImage"] = old_a
+    self._interlude_sized = False
+
+
+def _stream_record_json(self: Any) -> dict[str, Any]:
+    record: dict[str, Any] = self.record
+    if not self.__dict__.get("_interlude_sized", True):
+        # What moto counted at creation: the record's "dynamodb" part with SizeBytes still 1.
+        record["dynamodb"]["SizeBytes"] = len(dynamo_json_dump(record["dynamodb"]))
+        self._interlude_sized = True
+    return record
