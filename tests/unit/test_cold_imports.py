@@ -47,6 +47,9 @@ NOT_AT_IMPORT = {
         "aws_lambda_powertools.event_handler.appsync",
         "aws_lambda_powertools.event_handler.bedrock_agent",
         "asyncio",  # AppSync's resolver brings it
+        # event data classes the HTTP resolver does not use (its package __init__ imports them all)
+        "aws_lambda_powertools.utilities.data_classes.sqs_event",
+        "aws_lambda_powertools.utilities.data_classes.code_pipeline_job_event",
         "interlude.faces",  # the ModuleX node types load when a ModuleX node is first run or checked
         "interlude.app.streams",  # the SSE routes' following
         "interlude.store.webhooks",  # the webhook routes' store and secrets
@@ -297,3 +300,17 @@ def test_the_dispatch_outbox_loads_no_worker_behind_its_queues():
     assert {"interlude.adapters.notify.outbox", "interlude.app.tasks", "interlude.adapters.scheduler.outbox"} <= modules
     loaded = [m for m in modules for banned in NOT_IN_OUTBOX if m == banned or m.startswith(banned + ".")]
     assert loaded == []
+
+
+def test_the_event_data_classes_package_answers_every_name_it_exports():
+    """api/powertools.py loads a data class's submodule when the resolver asks the package for it by name; any
+    other importer still gets every name the package exports, the same objects as its submodules define."""
+    got = imported(
+        "api",
+        then="from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2, SQSEvent\n"
+        "from aws_lambda_powertools.utilities import data_classes\n"
+        "from aws_lambda_powertools.utilities.data_classes import sqs_event, api_gateway_proxy_event\n"
+        "assert SQSEvent is sqs_event.SQSEvent and APIGatewayProxyEventV2 is api_gateway_proxy_event.APIGatewayProxyEventV2\n"
+        "assert all(hasattr(data_classes, n) for n in data_classes.__all__)\n",
+    )
+    assert "aws_lambda_powertools.utilities.data_classes.code_pipeline_job_event" in got["modules"]
