@@ -414,9 +414,16 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
         puts = [op["Put"]["Item"] for op in params["TransactItems"] if "Put" in op]
         writes.append((heads[0] if heads else "", sum(1 for item in puts if item["sk"]["S"] == items.PENDING_SK)))
 
-    service.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
-    run_id = decided_by_three(service, admin)
+    approvers = [signed_in(service, who) for who in ("alice", "bob", "carol")]
+    # The run's chain must hold no earlier entry (a key's, drawn by its random id), or its first vote finds it
+    # already marked: draw runs until one lands on a chain of its own.
+    run_id = run_waiting(service, admin, THREE)
+    while items.chain_of_member(run_id) in service.store.audit_log.heads("t1"):
+        run_id = run_waiting(service, admin, THREE)
     chain = items.chain_of_member(run_id)
+    service.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
+    for approver in approvers:
+        service.resolve_interrupt(approver, run_id, "gate", {"action": "accept"})
     # Three appends to the run's chain: the first marked it as waiting, the other two wrote no marker (no GSI write).
     assert [marks for head, marks in writes if head == items.head_pk("t1", chain)] == [1, 0, 0]
     pending = set(service.store.audit_log.pending_chains())
