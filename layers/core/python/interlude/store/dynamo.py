@@ -43,7 +43,7 @@ from interlude.store import audit as audit_log
 from interlude.store import idempotency, item_index
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.inbox import Entry, InboxIndex, delegate_families
+from interlude.store.inbox import Entry, InboxIndex, closed_entries, delegate_families
 from interlude.store.interactions import decode_cursor, encode_cursor
 from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
@@ -546,7 +546,8 @@ class Store:
             # The usage shard is recorded on the run (written with the head below), so its end releases there.
             state.usageShard, shard_limit = counters.open_runs_shard(state.runId, limit)
             claim = counters.claim(state.tenant, counters.OPEN_RUNS, shard_limit, state.usageShard)
-        items = self._transition_items(transition, expected_version, first_seq, docs, now_iso)
+        closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
+        items = self._transition_items(transition, expected_version, first_seq, docs, now_iso, closed)
         quota = None
         if claim is not None:
             items.append(claim)
@@ -555,7 +556,9 @@ class Store:
             items.append(counters.release(state.tenant, counters.OPEN_RUNS, state.usageShard))
         # The inbox entries (store/inbox.py) and a new run's listing entry are plain writes before the
         # transaction, never inside it (where each would bill twice): a reader skips an entry whose item is not
-        # there (docs/decisions.md, "The write bill, item by item").
+        # there (docs/decisions.md, "The write bill, item by item"). Closed interrupts' entries are deleted by
+        # dispatch from the event batch's image (docs/decisions.md, "Closed interrupts leave the inbox by the
+        # stream").
         index = InboxIndex(self.table, self.client)
         opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
         # A gate with a delegation (issue 14 item 4) is listed under each delegate's own family too: put again with
@@ -580,8 +583,10 @@ class Store:
                     + [{"DeleteRequest": {"Key": run_entry_key(listed)}}]
                 )
             raise
-        closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
-        if closed:
+        if closed and not docs:
+            # No event batch to carry them to dispatch. No engine path closes an interrupt without an event
+            # (a resolve emits interrupt.resolved, a cancel node.cancelled); this keeps the entries from staying
+            # behind should one ever do so.
             index.delete(closed)
         return docs
 
@@ -592,8 +597,10 @@ class Store:
         first_seq: int,
         docs: list[dict[str, Any]],
         now_iso: str,
+        closed: list[Entry],
     ) -> list[tuple[str, dict[str, Any]]]:
-        """(sort key, TransactWriteItem) for everything one transition writes: head, events, interrupts."""
+        """(sort key, TransactWriteItem) for everything one transition writes: head, events (naming the inbox
+        entries of the interrupts it closes, for dispatch to delete), interrupts."""
         state = transition.state
         pk = run_pk(state.runId)
         items: list[tuple[str, dict[str, Any]]] = [(RUN_SK, {"Put": self._head_put(state, expected_version)})]
@@ -604,6 +611,7 @@ class Store:
                 "first": a.n(first_seq),
                 "last": a.n(state.nextSeq - 1),
                 "events": a.packed(docs),
+                **closed_entries(closed),
             }
             items.append((sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}))
         items += [(interrupt_sk(i.key), {"Put": self._interrupt_put(state, i)}) for i in transition.opened]
@@ -746,6 +754,10 @@ class Store:
             item["deadline"] = a.n(interrupt.deadline)
         # Re-entry guard: one interrupt per key for the lifetime of the run.
         return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
+
+    def delete_inbox_entries(self, keys: list[a.Item]) -> None:
+        """Delete inbox index entries by key (those a closing transition named: store/inbox.py); idempotent."""
+        InboxIndex(self.table, self.client).delete_keys(keys)
 
     def put_open_interrupts(self, opened: list[tuple[RunState, OpenInterrupt]]) -> None:
         """Bulk load for benches and scale tests: each interrupt item exactly as a transition opens it, and its

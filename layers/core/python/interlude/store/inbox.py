@@ -9,8 +9,9 @@ pointers: a page reads the interrupt items they name (one BatchGetItem) and list
 interrupt item stays the one truth of status, payload and votes.
 
 Entries are plain writes outside the run's transaction (BatchWriteItem: 1 unit each instead of 2), written
-before the transaction that opens the interrupt and deleted after the one that closes it. So an entry may name
-an interrupt not open (yet, any more, or never: a lost race): pages skip those, and sweep the entries of
+before the transaction that opens the interrupt. The transaction that closes it names the entries on its event
+batch item (CLOSED_ENTRIES), and the stream consumer (`dispatch`) deletes them, off the request path. So an entry
+may name an interrupt not open (yet, any more, or never: a lost race): pages skip those, and sweep the entries of
 interrupts that closed and of ones still absent after ORPHAN_GRACE_S. Reasons: docs/decisions.md.
 """
 
@@ -38,6 +39,9 @@ BATCH_GET_MAX = 100
 # An entry whose interrupt item does not exist is swept only once it is older than any request that could still
 # be committing it (the longest function timeout, with margin).
 ORPHAN_GRACE_S = 300
+# The event batch item's attribute listing the index keys of the interrupts its transition closed (packed
+# [pk, sk] pairs): written in the closing transaction, deleted by `dispatch` from the stream record's image.
+CLOSED_ENTRIES = "closedEntries"
 
 
 def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any]) -> list[str]:
@@ -94,6 +98,19 @@ class Entry:
         return [{**key, **body} for key in self.index_keys()]
 
 
+def closed_entries(entries: Iterable[Entry]) -> a.Item:
+    """The CLOSED_ENTRIES attribute naming `entries`' index keys, or none when there are none."""
+    pairs = [[key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"]] for e in entries for key in e.index_keys()]
+    return {CLOSED_ENTRIES: a.packed(pairs)} if pairs else {}
+
+
+def closed_entry_keys(image: a.Item) -> list[a.Item]:
+    """The index keys an event batch item's image names in CLOSED_ENTRIES (none if it names none)."""
+    if CLOSED_ENTRIES not in image:
+        return []
+    return [a.key(pk, sk) for pk, sk in a.unpacked(image[CLOSED_ENTRIES])]
+
+
 @dataclass
 class InboxPage:
     interrupts: list[dict[str, Any]]
@@ -118,7 +135,11 @@ class InboxIndex:
         self.batch_write([{"PutRequest": {"Item": item}} for e in entries for item in e.items()])
 
     def delete(self, entries: Iterable[Entry]) -> None:
-        self.batch_write([{"DeleteRequest": {"Key": key}} for e in entries for key in e.index_keys()])
+        self.delete_keys(key for e in entries for key in e.index_keys())
+
+    def delete_keys(self, keys: Iterable[a.Item]) -> None:
+        """Delete entries by key; deleting one already gone changes nothing and fails nothing."""
+        self.batch_write([{"DeleteRequest": {"Key": key}} for key in keys])
 
     def batch_write(self, requests: list[dict[str, Any]]) -> None:
         for start in range(0, len(requests), BATCH_WRITE_MAX):

@@ -7,6 +7,7 @@ from typing import Any
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.dynamo import run_id_of
+from interlude.store.inbox import closed_entry_keys
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -37,6 +38,14 @@ def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | 
         return None
     image = record["dynamodb"].get("NewImage") or {}
     return run_id, a.unpacked(image["events"]) if "events" in image else []
+
+
+def closed_inbox_entries(record: dict[str, Any]) -> list[a.Item]:
+    """The inbox index keys a new event-log item names for deletion: the entries of the interrupts its
+    transition closed (store/inbox.py, CLOSED_ENTRIES); none for any other record."""
+    if not is_event_insert(record):
+        return []
+    return closed_entry_keys(record["dynamodb"].get("NewImage") or {})
 
 
 def record_run_id(record: dict[str, Any]) -> str | None:

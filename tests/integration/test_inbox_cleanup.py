@@ -1,0 +1,167 @@
+"""A closed interrupt's inbox entries leave by the stream, not on the request that closed it (issue 13).
+
+Real moto table and stream; the real dispatch handler consumes the records (tests/support/stream.py). The entries
+are counted by the one thing that can see them: a scan of the table for items under the inbox prefix.
+"""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.api.inbox import inbox_query
+from interlude.app import inbox as approver_inbox
+from interlude.app.service import Service, default_service
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.run import Closed, Transition
+from interlude.local import lambda_runtime
+from interlude.store import Store, create_table
+from interlude.store.inbox import CLOSED_ENTRIES
+from tests.integration.conftest import signed_in, state_of
+from tests.support.stream import Stream
+
+TABLE = "interlude-inbox-cleanup"
+
+
+@pytest.fixture
+def world(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        service = Service(Store(TABLE))
+        admin = signed_in(service, "admin")
+        gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
+        service.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+        yield service, admin, Stream(TABLE)
+
+
+def entries() -> list[dict]:
+    # A scan is fine in a test: it sees every entry, whichever partition it is on.
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    return [i for i in items if f"#{wiring.INBOX.prefix}#" in i[wiring.PARTITION_KEY]["S"]]
+
+
+def calls_made(client) -> list[tuple[str, dict]]:
+    calls: list[tuple[str, dict]] = []
+    client.meta.events.register(
+        "before-parameter-build.dynamodb", lambda model, params, **_: calls.append((model.name, params))
+    )
+    return calls
+
+
+def pending(service, admin) -> list[str]:
+    return [i["runId"] for i in approver_inbox.inbox(service, admin, *inbox_query({}))["interrupts"]]
+
+
+def test_a_resolve_writes_no_inbox_entry_and_dispatching_its_record_removes_them(world):
+    service, admin, stream = world
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    stream.settle()
+    opened = entries()
+    assert len(opened) == 3  # anyone, the workflow, the kind
+    calls = calls_made(service.store.client)
+    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    # The request path: the run's read, the transaction; no BatchWriteItem, and no inbox key in the transaction
+    assert [name for name, _ in calls] == ["BatchGetItem", "TransactWriteItems"]
+    written = [next(iter(op.values())) for op in calls[1][1]["TransactItems"]]
+    assert not [w for w in written if f"#{wiring.INBOX.prefix}#" in str(w.get("Key") or w.get("Item"))]
+    # The entries stay until dispatch runs
+    assert entries() == opened
+    assert state_of(service, run_id).status == "completed"
+    stream.pump()
+    assert entries() == []
+    assert pending(service, admin) == []
+
+
+def test_the_closing_record_names_the_entries_and_a_redelivered_one_changes_nothing(world):
+    service, admin, stream = world
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    assert pending(service, admin) == [run_id]
+    opened = {(e[wiring.PARTITION_KEY]["S"], e[wiring.SORT_KEY]["S"]) for e in entries()}
+    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    records = stream.take()
+    closing = [r for r in records if CLOSED_ENTRIES in r["dynamodb"].get("NewImage", {})]
+    assert len(closing) == 1  # the create's record names none
+    assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+    assert entries() == []
+    # Delivered again (at least once), alone and with every record: nothing fails, nothing is written back
+    before = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    for again in (closing, stream.take(again=True)):
+        assert lambda_runtime.invoke("dispatch", {"Records": again}) == {"batchItemFailures": []}
+    assert boto3.client("dynamodb").scan(TableName=TABLE)["Items"] == before
+    assert len(opened) == 3
+    assert entries() == []
+
+
+def test_a_process_that_stops_after_the_commit_leaves_the_entries_to_the_record(world):
+    service, admin, stream = world
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    stream.settle()
+
+    def stop(**_) -> None:
+        raise SystemExit("the instance stopped right after the transaction")
+
+    service.store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", stop)
+    with pytest.raises(SystemExit):
+        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    service.store.client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", stop)
+    assert state_of(service, run_id).status == "completed"
+    assert len(entries()) == 3
+    stream.settle()
+    assert entries() == []
+
+
+def test_a_failed_delete_fails_the_record_and_its_redelivery_removes_the_entries(world):
+    service, admin, stream = world
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    stream.settle()
+    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    records = stream.take()
+
+    def throttled(**_) -> None:
+        error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
+        raise ClientError(error, "BatchWriteItem")  # type: ignore[arg-type]
+
+    dispatch_client = default_service().store.client
+    dispatch_client.meta.events.register("before-call.dynamodb.BatchWriteItem", throttled)
+    failed = lambda_runtime.invoke("dispatch", {"Records": records})
+    dispatch_client.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttled)
+    # The closing record alone is reported back (the mapping retries it), and the entries are still there
+    (closing,) = [r for r in records if CLOSED_ENTRIES in r["dynamodb"].get("NewImage", {})]
+    assert failed == {"batchItemFailures": [{"itemIdentifier": closing["dynamodb"]["SequenceNumber"]}]}
+    assert len(entries()) == 3
+    assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+    assert entries() == []
+
+
+def test_a_cancel_closes_the_gate_and_its_record_removes_the_entries(world):
+    service, admin, stream = world
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    stream.settle()
+    calls = calls_made(service.store.client)
+    service.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no longer needed"}))
+    assert "BatchWriteItem" not in [name for name, _ in calls]
+    assert len(entries()) == 3
+    # Before dispatch ran, the cancelled gate is not pending (the page reads the interrupt's status) and the page
+    # sweeps the entries it met (its families' only); the record delivered afterwards deletes the rest, and
+    # deleting the swept ones again fails nothing
+    assert pending(service, admin) == []
+    assert 0 < len(entries()) < 3
+    stream.settle()
+    assert entries() == []
+
+
+def test_a_transition_that_closes_an_interrupt_without_events_deletes_its_entries_itself(world):
+    # No engine path does this today (closing emits interrupt.resolved or node.cancelled); with no event batch
+    # there is no record to carry the entries, so the commit deletes them after the transaction.
+    service, admin, _ = world
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    state, version = service.store.get_run(run_id)
+    gate = state.interrupts.pop("gate")
+    closed = Closed(gate, "cancelled", {"reason": "test"})
+    service.store.commit(Transition(state=state, closed=[closed]), version, "2026-12-01T00:00:00Z")
+    assert entries() == []
