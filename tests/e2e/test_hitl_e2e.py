@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.support.local_stack import Api, run_cli, wire
+from interlude import wiring
+from interlude.local.stack import TABLE_NAME
+from tests.support.local_stack import Api, run_cli, stack_client, until, wire
 
 RESPOND = ["approvals:respond", "runs:read"]
 
@@ -272,3 +274,29 @@ def test_the_inbox_over_http_and_in_the_terminal(api: Api, stack_info) -> None:
     listed = json.loads(as_json.stdout)["interrupts"]
     assert len(listed) == 0  # the admin is not on the approvers list
     error_of(api.call("GET", "/interrupts?status=resolved"), 400, "validation_error")
+
+
+def inbox_entries_of(stack_info: dict[str, str], run_id: str) -> list[dict[str, Any]]:
+    """The inbox index entries naming `run_id`, looked up behind the API (a scan: the local table is small)."""
+    pages = stack_client(stack_info, "dynamodb").get_paginator("scan").paginate(
+        TableName=TABLE_NAME,
+        FilterExpression="begins_with(pk, :inbox) AND runId = :run",
+        ExpressionAttributeValues={
+            ":inbox": {"S": f"T#{stack_info['tenant']}#{wiring.INBOX.prefix}#"},
+            ":run": {"S": run_id},
+        },
+    )
+    return [item for page in pages for item in page["Items"]]
+
+
+def test_a_decided_gate_leaves_the_inbox_index_once_the_stream_pump_delivered_its_record(
+    api: Api, stack_info
+) -> None:
+    # The resolve deletes no entry itself: the stack's stream pump plays dispatch, which deletes them.
+    workflow = register(api, [approval()])
+    run_id = api.start(workflow)["runId"]
+    assert len(inbox_entries_of(stack_info, run_id)) == 3  # anyone, the workflow, the kind
+    assert api.resolve(run_id, "gate", {"action": "accept"}).status_code == 200
+    page = api.call("GET", f"/interrupts?workflowId={workflow}").json()
+    assert page["interrupts"] == []
+    assert until(lambda: not inbox_entries_of(stack_info, run_id), timeout_s=120)

@@ -286,7 +286,11 @@ def _resolve_act(w: World, ctx: dict[str, Any]) -> Any:
 def _resolve_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     problems = [] if got["statusCode"] == 200 else [f"resolve answered {got['statusCode']} {got['body'][:120]}"]
     count = len(_resolved(w, ctx["run"]))
-    return problems + ([] if count == 1 else [f"{count} resolutions for one resolve"])
+    problems += [] if count == 1 else [f"{count} resolutions for one resolve"]
+    # The decided gate's inbox entries leave when its record reaches dispatch, whatever stopped the request.
+    w.settle()
+    left = [i for i in tenant_items(w.tenant) if f"#{wiring.INBOX.prefix}#" in i["pk"] and i.get("runId") == ctx["run"]]
+    return problems + ([] if not left else [f"{len(left)} inbox entries left for the decided gate"])
 
 
 def _vote_setup(w: World) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Item layout (keys are strings; every item carries its tenant in pk):
   run head     T#{tenant}#R#{run}        RUN              state JSON, status, version
-  event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote
+  event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote; closedEntries: the
+                                                          inbox entries of the interrupts it closed (dispatch
+                                                          deletes them: store/inbox.py)
   interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution (listed while open by the
                                                           inbox entries of store/inbox.py)
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition
