@@ -85,7 +85,9 @@ APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dyn
 EVENT_ITEM_PREFIX = "E#"
 # Which stream records invoke `dispatch`, in Lambda's event-filtering syntax: the deployed event source mapping
 # sends it as is (interlude_cdk), the local stream pump matches records against it (interlude.store.stream), so
-# run heads, interrupts, index entries, counters and idempotency rows never invoke the function.
+# run heads, interrupts, index entries, counters and idempotency rows never invoke the function. An event item
+# also names the inbox entries its transition closed (store/inbox.py), which `dispatch` deletes: a narrower filter
+# must still pass every item that names some.
 STREAM_FILTER: dict[str, object] = {
     "eventName": ["INSERT"],
     "dynamodb": {"NewImage": {SORT_KEY: {"S": [{"prefix": EVENT_ITEM_PREFIX}]}}},
