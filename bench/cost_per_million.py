@@ -25,9 +25,9 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
+from interlude.app import dispatch  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from interlude.store.dynamo import run_id_of  # noqa: E402
 from interlude.store.stream import is_event_insert  # noqa: E402
 
 PRICES = {
@@ -250,8 +250,10 @@ def lifecycle(api: Api, create: dict, resume: dict) -> list[tuple[str, float, fl
         api.call(method, path, body)
         take(name)
     passed = [record for record in meter.inserts if is_event_insert(record)]
-    for record in passed:  # what `dispatch` does for each record the stream filter passes
-        api.service.advance_run(run_id_of(record["dynamodb"]["Keys"]["pk"]["S"]))
+    for record in passed:
+        # What `dispatch` does with each record the stream filter passes (the closed interrupts' inbox entries
+        # deleted, the run advanced), without the outbox adapters, which write nothing to the table here.
+        dispatch.handle_record(api.service, record, ())
     take(f"dispatch ×{len(passed)}")
     return rows
 
