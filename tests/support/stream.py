@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import boto3
 
 from interlude.local import lambda_runtime
 
 
-def stream_records(table: str, after: str | None = None) -> list[dict]:
+def stream_records(table: str, after: str | None = None, clients: tuple[Any, Any] | None = None) -> list[dict]:
     """Every record on the table's stream so far (only those after sequence number `after`, when given), shaped as
-    the mapping hands them to dispatch."""
-    streams = boto3.client("dynamodbstreams")
-    arn = boto3.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    the mapping hands them to dispatch. `clients`: (dynamodbstreams, dynamodb) to reuse instead of making new ones."""
+    streams, dynamodb = clients or (boto3.client("dynamodbstreams"), boto3.client("dynamodb"))
+    arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     records = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
         position = (
@@ -34,12 +36,19 @@ class Stream:
     def __init__(self, table: str) -> None:
         self.table = table
         self.seen: set[str] = set()
+        self._clients: tuple[Any, Any] | None = None
+
+    def clients(self) -> tuple[Any, Any]:
+        # Made once per stream: a boto3 client costs ≈ 20 ms of CPU to build, and a pump reads the stream often.
+        if self._clients is None:
+            self._clients = (boto3.client("dynamodbstreams"), boto3.client("dynamodb"))
+        return self._clients
 
     def take(self, again: bool = False) -> list[dict]:
         """The records not taken yet (every record when `again`), now marked as taken."""
         # Read on from the last record taken: moto answers slowly per record, and a world's stream grows long.
         after = None if again or not self.seen else max(self.seen, key=int)
-        fresh = [r for r in stream_records(self.table, after) if again or r["dynamodb"]["SequenceNumber"] not in self.seen]
+        fresh = [r for r in stream_records(self.table, after, self.clients()) if again or r["dynamodb"]["SequenceNumber"] not in self.seen]
         self.seen.update(r["dynamodb"]["SequenceNumber"] for r in fresh)
         return fresh
 
