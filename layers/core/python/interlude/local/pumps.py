@@ -19,7 +19,7 @@ from interlude.store.stream import is_event_insert
 
 class StreamPump(Pump):
     def __init__(self, table_name: str, interval_s: float = 0.05) -> None:
-        super().__init__("stream-pump", interval_s)
+        super().__init__("stream-pump", interval_s, backs_off=True)
         self.table_name = table_name
         self.streams = boto3.client("dynamodbstreams")
         self.dynamodb = boto3.client("dynamodb")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from interlude import wiring
 from interlude.local.lambda_runtime import invoke
-from interlude.local.pump import Pump
+from interlude.local.pump import Pump, wake_pumps
 
 
 class RecurringPump(Pump):
@@ -18,4 +18,5 @@ class RecurringPump(Pump):
     def pump_once(self) -> int:
         invoke(wiring.SCHEDULES.target, dict(self.schedule.input))
         self.invocations += 1
+        wake_pumps()  # what the sweep queued or wrote is carried now
         return 0  # then wait a whole period, as the deployed rate does

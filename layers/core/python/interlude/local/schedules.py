@@ -27,7 +27,7 @@ from interlude.local.pump import Pump
 
 class SchedulePump(Pump):
     def __init__(self, group: str, interval_s: float = 0.1) -> None:
-        super().__init__("schedule-pump", interval_s)
+        super().__init__("schedule-pump", interval_s, backs_off=True)
         self.group = group
         self.client = boto3.client("scheduler")
         self.sqs = boto3.client("sqs")

@@ -67,7 +67,7 @@ def to_event_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any
 
 class QueuePump(Pump):
     def __init__(self, function_name: str, queue_url: str, interval_s: float = 0.05, batch_size: int = 1) -> None:
-        super().__init__(f"sqs-pump-{function_name}", interval_s)
+        super().__init__(f"sqs-pump-{function_name}", interval_s, backs_off=True)
         self.function_name = function_name
         self.queue_url = queue_url
         self.sqs = boto3.client("sqs")
