@@ -35,8 +35,9 @@ dev: venv
 	$(PY) -m interlude.cli dev --port $(PORT)
 
 # The lint contracts run first: a layer importing upward fails the build before any test runs.
+# Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
 test: lint system-deps
-	$(PY) -m pytest -n 2 --dist loadfile -q
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
 
 # ruff, then the import contracts of pyproject.toml's [tool.importlinter] over this checkout's package.
 lint: venv

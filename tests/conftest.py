@@ -41,3 +41,25 @@ def _fake_aws_environment():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+# `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: each xdist worker takes whole files, in the
+# order collected. These files take the longest (measured with --durations; the resilience sweep alone is about a
+# fifth of the suite's worker time), so they go first and the many short files fill in after them: the two
+# workers then finish within a short file of each other, instead of one running a long file alone at the end.
+# Longest first; a file not named keeps its place (e2e, infra, integration, unit: heavier directories first).
+LONGEST_FIRST = (
+    "tests/integration/test_resilience.py",
+    "tests/e2e/test_cli_operator.py",
+    "tests/e2e/test_notifications.py",
+    "tests/e2e/test_console_browser.py",
+    "tests/integration/test_subworkflows.py",
+    "tests/e2e/test_deadlines_http.py",
+    "tests/integration/test_inbox_scale.py",
+    "tests/e2e/test_schemathesis.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
