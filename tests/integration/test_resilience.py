@@ -301,7 +301,7 @@ def _resolve_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     problems += [] if count == 1 else [f"{count} resolutions for one resolve"]
     # The decided gate's inbox entries leave when its record reaches dispatch, whatever stopped the request.
     w.settle()
-    left = [i for i in tenant_items(w.tenant) if f"#{wiring.INBOX.prefix}#" in i["pk"] and i.get("runId") == ctx["run"]]
+    left = [i for i in tenant_items(w, w.tenant) if f"#{wiring.INBOX.prefix}#" in i["pk"] and i.get("runId") == ctx["run"]]
     return problems + ([] if not left else [f"{len(left)} inbox entries left for the decided gate"])
 
 
