@@ -83,6 +83,41 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
         }
     }
     all_old = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+
+    # A transition's items, as the store writes them: built afresh for each transaction that uses them.
+    def head_bump() -> dict[str, Any]:
+        return t_update(
+            run,
+            "RUN",
+            "SET version = :n",
+            ConditionExpression="version = :seen",
+            ExpressionAttributeValues={":n": n(50), ":seen": n(3)},
+            **all_old,
+        )
+
+    def event_put() -> dict[str, Any]:
+        return t_put(item(run, "E#1", events=s("batch")), ConditionExpression="attribute_not_exists(sk)", **all_old)
+
+    def gate_close(expected: str) -> dict[str, Any]:
+        return t_update(
+            run,
+            "I#gate",
+            "SET #st = :done",
+            ConditionExpression="#st = :open",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues={":done": s("again"), ":open": s(expected)},
+            **all_old,
+        )
+
+    def release() -> dict[str, Any]:
+        return t_update(
+            p,
+            "USAGE",
+            "ADD #c :minus",
+            ExpressionAttributeNames={"#c": "c"},
+            ExpressionAttributeValues={":minus": n(-1)},
+        )
+
     return [
         ("put_item", {"TableName": TABLE, "Item": item(run, "RUN", version=n(1), state=s("waiting"), doc=doc)}),
         (
@@ -336,31 +371,10 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
         ],
         # transactions: a cancelled one with reasons and ALL_OLD images, a passing one, idempotency tokens
         transact(
-            t_update(
-                run,
-                "RUN",
-                "SET version = :n",
-                ConditionExpression="version = :seen",
-                ExpressionAttributeValues={":n": n(50), ":seen": n(3)},
-                **all_old,
-            ),
-            t_put(item(run, "E#1", events=s("batch")), ConditionExpression="attribute_not_exists(sk)", **all_old),
-            t_update(
-                run,
-                "I#gate",
-                "SET #st = :done",
-                ConditionExpression="#st = :open",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={":done": s("again"), ":open": s("open")},
-                **all_old,
-            ),
-            t_update(
-                p,
-                "USAGE",
-                "ADD #c :minus",
-                ExpressionAttributeNames={"#c": "c"},
-                ExpressionAttributeValues={":minus": n(-1)},
-            ),
+            head_bump(),
+            event_put(),
+            gate_close(expected="open"),
+            release(),
             t_check(
                 run,
                 "I#new",
@@ -370,31 +384,10 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
             ),
         ),
         transact(
-            t_update(
-                run,
-                "RUN",
-                "SET version = :n",
-                ConditionExpression="version = :seen",
-                ExpressionAttributeValues={":n": n(50), ":seen": n(3)},
-                **all_old,
-            ),
-            t_put(item(run, "E#1", events=s("batch")), ConditionExpression="attribute_not_exists(sk)", **all_old),
-            t_update(
-                run,
-                "I#gate",
-                "SET #st = :done",
-                ConditionExpression="#st = :open",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues={":done": s("again"), ":open": s("resolved")},
-                **all_old,
-            ),
-            t_update(
-                p,
-                "USAGE",
-                "ADD #c :minus",
-                ExpressionAttributeNames={"#c": "c"},
-                ExpressionAttributeValues={":minus": n(-1)},
-            ),
+            head_bump(),
+            event_put(),
+            gate_close(expected="resolved"),
+            release(),
             t_update(
                 run,
                 "I#audit",
@@ -405,14 +398,7 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
             ClientRequestToken=f"{p}-token-0123456789",
         ),
         transact(
-            t_update(
-                run,
-                "RUN",
-                "SET version = :n",
-                ConditionExpression="version = :seen",
-                ExpressionAttributeValues={":n": n(50), ":seen": n(3)},
-                **all_old,
-            ),
+            head_bump(),
             ClientRequestToken=f"{p}-token-0123456789",
         ),
         transact(
