@@ -116,12 +116,15 @@ def imported(function: str, then: str = "") -> dict[str, list[str]]:
     return result
 
 
+def among(modules: list[str] | set[str], banned: list[str]) -> list[str]:
+    """The modules that are one of `banned` or inside one of them."""
+    return [m for m in modules for b in banned if m == b or m.startswith(b + ".")]
+
+
 @pytest.mark.parametrize("function", sorted(NOT_AT_IMPORT))
 def test_a_function_imports_only_what_its_invocations_use(function):
     got = imported(function)
-    loaded = [
-        m for m in got["modules"] for banned in NOT_AT_IMPORT[function] if m == banned or m.startswith(banned + ".")
-    ]
+    loaded = among(got["modules"], NOT_AT_IMPORT[function])
     assert loaded == [], f"functions/{function} imports {loaded} at cold start"
     assert got["built"] == [], f"functions/{function} builds pydantic validators at import: {got['built']}"
 
@@ -209,8 +212,7 @@ def test_the_timeouts_sweep_checkpoints_without_loading_a_run_path():
     """The sweep through the real handler (moto) signs a pending chain's checkpoint and loads none of what a
     deadline needs; a deadline's first invocation loads those (below)."""
     got = imported("timeouts", then=SWEEP)
-    loaded = [m for m in got["modules"] for banned in TIMEOUTS_RUN_PATH if m == banned or m.startswith(banned + ".")]
-    assert loaded == []
+    assert among(got["modules"], TIMEOUTS_RUN_PATH) == []
 
 
 def test_the_timeouts_run_path_loads_the_service_on_first_use():
@@ -276,8 +278,7 @@ def test_a_run_request_loads_the_run_routes_and_not_what_other_requests_use():
     got = imported("api", then="from interlude.api import app\napp.load_routes('POST', '/runs')\n")
     modules = set(got["modules"])
     assert "interlude.api.runs" in modules
-    loaded = [m for m in modules for banned in NOT_FOR_A_RUN_REQUEST if m == banned or m.startswith(banned + ".")]
-    assert loaded == []
+    assert among(modules, NOT_FOR_A_RUN_REQUEST) == []
 
 
 # What the dispatch function's first record loads (every record runs the whole outbox), and what it must not: the
@@ -298,8 +299,7 @@ def test_the_dispatch_outbox_loads_no_worker_behind_its_queues():
     got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
     modules = set(got["modules"])
     assert {"interlude.adapters.notify.outbox", "interlude.app.tasks", "interlude.adapters.scheduler.outbox"} <= modules
-    loaded = [m for m in modules for banned in NOT_IN_OUTBOX if m == banned or m.startswith(banned + ".")]
-    assert loaded == []
+    assert among(modules, NOT_IN_OUTBOX) == []
 
 
 def test_the_event_data_classes_package_answers_every_name_it_exports():
