@@ -3,7 +3,8 @@
 The real Service (interlude.app.tasks, as the API function runs it after authentication) against moto in-process:
 a claim on an empty queue and on a queue holding a task, a heartbeat (within the claim's check, and one that carries
 the lease past it and so schedules one more check), a completion, a retryable and a final failure, and a completion
-after the run was cancelled (before the outbox cancelled the task). The tasks are made by the real dispatch handler
+after the run was cancelled (before the outbox saw the cancel), the cancel of a run whose task is ready, a claim
+meeting only that task, and the outbox's handling of such a cancel. The tasks are made by the real dispatch handler
 from the run's records. Key checks and the request counter (every authenticated request's, bench/key_and_limit_calls.py)
 are not counted. Items written: one per item a write names (a transaction's entries each, a batch's requests each);
 items read: those GetItem, BatchGetItem and Query answered. Counts, not timings: the machine's load does not move them.
@@ -166,6 +167,18 @@ def main() -> None:
             if refused.code != "interlude.task_not_claimed":
                 raise
         rows.append(("complete after the run was cancelled (409; the task cancelled)", counted.take()))
+
+        run_id = queued()
+        service.cancel_run(admin, run_id, CancelRunRequest())  # the task ready; its records not yet dispatched
+        rows.append(("cancel of a run whose task is ready (the task cancelled with it)", counted.take()))
+        handed = tasks.claim(service, worker, ["summarise"], 0, schedule)
+        rows.append(("claim, only a cancelled run's task ready " + ("(HANDED OUT)" if handed else "(none; entry dropped)"), counted.take()))
+        run_id = queued()
+        service.cancel_run(admin, run_id, CancelRunRequest())
+        records = stream.take()
+        counted.take()
+        lambda_runtime.invoke("dispatch", {"Records": records})
+        rows.append(("dispatch of the cancel's records (the ready entry leaves)", counted.take()))
 
         print("Task-worker calls through the real Service on moto, after authentication (counts, load-independent):")
         for what, line in rows:

@@ -352,8 +352,9 @@ def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, wor
     stream.settle()
     service.cancel_run(admin, run_id, CancelRunRequest())
     stream.settle()
+    # The outbox took its entry out of the ready index: no claim meets it.
+    assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []
     assert claim(worker_key, "summarise").status == 204
-    assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []  # the stale entry dropped
     task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
     assert task is not None
     assert task.status == "cancelled"
@@ -404,7 +405,7 @@ def test_a_call_after_the_run_was_cancelled_but_before_the_outbox_hears_409_and_
     stream.settle()
     held = claim(worker_key, "summarise").body
     service.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not handled the cancel yet
-    assert task_status(service, run_id) == "claimed"
+    assert task_status(service, run_id) == "cancelled"  # by the run's own transaction
 
     verb, body = call_
     assert_dropped(call(worker_key, "POST", f"/tasks/{held['taskToken']}/{verb}", body))
@@ -501,3 +502,61 @@ def test_a_completion_that_landed_before_the_run_ended_stays_completed(service, 
     stream.settle()
     assert task_status(service, run_id) == "completed"  # its output was used: the cancel came after
     assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}
+
+
+# -- a run cancelled before the outbox handled the cancel: the claim never hands its task out ------------------------
+
+
+def test_a_task_of_a_run_cancelled_before_the_outbox_ran_is_not_handed_out_and_the_next_one_is(
+    service, admin, worker_key
+):
+    stream = Stream(TABLE)
+    cancelled = started(service, admin, task_workflow())
+    stream.settle()
+    waiting = started(service, admin, task_workflow())
+    stream.settle()
+    store = TaskStore(service.store)
+    assert [e.task_id for e in store.ready(TENANT, "summarise", clock.now().timestamp())] == [
+        task_id(cancelled, "draft", 1),  # the older entry: a claim meets it first
+        task_id(waiting, "draft", 1),
+    ]
+    service.cancel_run(admin, cancelled, CancelRunRequest())  # the outbox has not handled the cancel
+
+    got = claim(worker_key, "summarise")
+    assert (got.status, got.body["runId"]) == (200, waiting)
+    assert task_status(service, cancelled) == "cancelled"
+    assert store.ready(TENANT, "summarise", clock.now().timestamp()) == []  # the claim dropped the stale entry
+    assert claim(worker_key, "summarise").status == 204
+    stream.settle()
+    assert task_status(service, cancelled) == "cancelled"
+    assert task_status(service, waiting) == "claimed"
+
+
+def test_a_run_cancelled_before_the_outbox_made_its_task_leaves_a_cancelled_task_and_nothing_to_claim(
+    service, admin, worker_key
+):
+    run_id = started(service, admin, task_workflow())
+    service.cancel_run(admin, run_id, CancelRunRequest())  # before the outbox saw the request
+    task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
+    assert task is not None
+    assert (task.status, task.attempt, task.queue, task.request["input"]) == ("cancelled", 1, "summarise", {"order": "o-1"})
+    Stream(TABLE).settle()  # the request's record, then the cancel's: neither makes it ready
+    assert task_status(service, run_id) == "cancelled"
+    assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []
+    assert claim(worker_key, "summarise").status == 204
+
+
+def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_entry(service, admin, worker_key):
+    run_id = started(service, admin, task_workflow(retry_config={"max_attempts": 3, "initial_interval": 600_000}))
+    stream = Stream(TABLE)
+    stream.settle()
+    held = claim(worker_key, "summarise").body
+    retried = call(worker_key, "POST", f"/tasks/{held['taskToken']}/fail", {"error": "busy", "retryable": True})
+    assert (retried.status, retried.body["status"]) == (200, "retrying")
+    store = TaskStore(service.store)
+    later = clock.now().timestamp() + 3600
+    assert [(e.task_id, e.attempt) for e in store.ready(TENANT, "summarise", later)] == [(task_id(run_id, "draft", 1), 2)]
+    service.cancel_run(admin, run_id, CancelRunRequest())
+    assert task_status(service, run_id) == "cancelled"
+    stream.settle()
+    assert store.ready(TENANT, "summarise", later) == []

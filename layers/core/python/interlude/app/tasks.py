@@ -2,7 +2,8 @@
 completed and failed by the tenant's workers, retried, and lapsed by their schedules.
 
 * The outbox (on_events) makes the task of every `interlude.action-requested` of kind "task" (once: the task id
-  derives from run, node and visit) and cancels the tasks of nodes the run cancelled.
+  derives from run, node and visit). A run that ends while its tasks wait cancels them in its own transaction
+  (store.tasks.abandoned_update), so no claim hands one out; the outbox then removes their ready entries.
 * A claim takes a ready task (store/tasks.py) and hands its worker a token naming the run, the node, the visit and
   the attempt, with a nonce only the claimant knows. Every later call must hold the claim: a second completion,
   a completion after a failure or a lapse, or a stale attempt's token answers 409 interlude.task_not_claimed.
@@ -16,11 +17,10 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
   task goes back to its queue at attempt + 1 after the retry_config's backoff (`node.retried`), or, with no
   attempts left, the node fails with interlude.task_timeout. So a dead worker's task is claimed again within
   about two heartbeat timeouts.
-* A worker's call on a task whose run no longer waits for it (the run cancelled or ended, before the outbox
-  cancelled the task) answers 409 interlude.task_not_claimed with `status: cancelled`, and the task ends cancelled:
-  a heartbeat reads the run first; a completion or failure learns it when its outcome does not land (a recorded
-  outcome is then cancelled rather than left completed, unused). The outbox cancels a task whatever its status
-  when the run cancels its node, so the task ends cancelled whichever comes first.
+* A worker's call on a task whose run no longer waits for it answers 409 interlude.task_not_claimed with
+  `status: cancelled`, and the task ends cancelled: the run's end cancelled the task item already, or (a completion
+  recorded just before the run ended, landing just after) the outcome does not land and the task is cancelled
+  then, rather than left completed, unused. A heartbeat reads the run first.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> No
     for node_id in cancelled:
         node = state.nodes.get(node_id)
         if node is not None and node.visits:
-            store.cancel(task_id(run_id, node_id, node.visits))
+            store.retire(task_id(run_id, node_id, node.visits))
 
 
 # -- tokens ----------------------------------------------------------------------------------------

@@ -174,4 +174,5 @@ def _chain(first: Transition, second: Transition) -> Transition:
         closed=first.closed + [c for c in second.closed if c.interrupt.key not in transient],
         updated=first.updated + second.updated,
         claims=first.claims + second.claims,
+        abandoned=first.abandoned + second.abandoned,
     )

@@ -76,6 +76,9 @@ class Transition:
     updated: list[OpenInterrupt] = field(default_factory=list)
     # Conversation ids opened by this transition: each is claimed tenant-wide (a conditional item).
     claims: list[str] = field(default_factory=list)
+    # Pending actions the run stopped waiting for (it ended): (node id, action). The store ends their task items
+    # in the same transaction, so no claim hands out work for a run that no longer wants it.
+    abandoned: list[tuple[str, PendingAction]] = field(default_factory=list)
 
 
 def _duration_ms(start: str | None, now: datetime) -> int:
@@ -477,7 +480,8 @@ class _Step:
             ns.settledAt = self.tick()
             self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
         self.s.delays.clear()
-        for node_id in list(self.s.actions):
+        for node_id, pending in list(self.s.actions.items()):
+            self.t.abandoned.append((node_id, pending))
             ns = self.s.nodes[node_id]
             ns.status = "skipped"
             ns.settledAt = self.tick()

@@ -625,6 +625,12 @@ class Store:
             )
             for closed in transition.closed
         ]
+        if transition.abandoned:
+            # The tasks of visits the run stopped waiting for end with it (store/tasks.py).
+            from interlude.engine.tasks import TASK
+            from interlude.store.tasks import abandoned_update
+
+            items += [abandoned_update(state.runId, n, p) for n, p in transition.abandoned if p.kind == TASK]
         # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
         from interlude.store.interactions import transition_items
 

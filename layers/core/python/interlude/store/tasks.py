@@ -4,14 +4,16 @@ Items:
   task    T#{tenant}#TK#{opaque}                 TASK     status ready|claimed|completed|failed|cancelled, attempt,
                                                           queue, runId, nodeId, visit, request (what the worker
                                                           gets), nonce + leaseUntil + deadline + checkAt of the
-                                                          standing claim, outcome once settled
+                                                          standing claim, outcome once settled, readySk (the
+                                                          sort key of its ready entry while it is ready)
   ready   T#{tenant}#TASKQ#{queue}#{shard:02d}   {notBefore ms:015d}#{opaque}   taskId, attempt
 
 The ready entry exists while its task is ready (wiring.TASK_QUEUES, sharded like the inbox: store/sharded.py). A
 claim reads each shard of each asked queue once, oldest first and only entries whose not-before has come (Limit
 CLAIM_READ), and takes a task with one transaction: the task ready -> claimed at the attempt the entry names, and
 the entry deleted. So two workers never hold one attempt, and a stale entry (the task moved on) fails the
-condition and is dropped. Every later change of a claim (heartbeat, complete, fail, lapse) is conditional on
+condition and is dropped. A run that ends while a task waits ends the task in its own transaction
+(`abandoned_update`), so a claim never takes it, and dispatch removes its ready entry (`retire`). Every later change of a claim (heartbeat, complete, fail, lapse) is conditional on
 status, attempt and, from a worker, the claim's nonce: one winner. Neither item starts with "E#": the stream
 filter never passes them.
 """
@@ -20,14 +22,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.store import attributes as a
-from interlude.store.dynamo import Store
 from interlude.store.sharded import entry_pk, family_pks
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import PendingAction
+    from interlude.store.dynamo import Store
 
 TASK_SK = "TASK"
 # Entries a claim reads per shard of a queue: enough to pass a few stale ones in one round.
@@ -42,6 +47,37 @@ def task_pk(task_id: str) -> str:
 
 def ready_sk(not_before: float, task_id: str) -> str:
     return f"{int(not_before * 1000):015d}#{task_id.split('/', 1)[1]}"
+
+
+def _fields(task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "taskId": a.s(task_id),
+        "tenant": a.s(task_id.split("/", 1)[0]),
+        "runId": a.s(run_id),
+        "nodeId": a.s(node_id),
+        "visit": a.n(visit),
+        "queue": a.s(request["queue"]),
+        "attempt": a.n(1),
+        "request": a.as_json(request),
+    }
+
+
+def abandoned_update(run_id: str, node_id: str, pending: PendingAction) -> tuple[str, dict[str, Any]]:
+    """(label, TransactWriteItem) ending the task of a visit the run no longer waits for, in the transaction that
+    ends the run: cancelled whatever it was (ready, claimed, or settled with an outcome that never landed). Written
+    whole when the outbox has not made it yet (so it never will: the outbox makes no task for an ended run). No
+    condition: a condition failing here would refuse the run's own transition."""
+    fields = _fields(pending.effectId, run_id, node_id, pending.visit, pending.request)
+    names = {f"#{name}": name for name in fields}
+    values = {f":{name}": value for name, value in fields.items()}
+    kept = ", ".join(f"#{name} = if_not_exists(#{name}, :{name})" for name in fields)
+    update = {
+        "Key": a.key(task_pk(pending.effectId), TASK_SK),
+        "UpdateExpression": f"SET #st = :cancelled, {kept} REMOVE nonce",
+        "ExpressionAttributeNames": {"#st": "status", **names},
+        "ExpressionAttributeValues": {":cancelled": a.s("cancelled"), **values},
+    }
+    return TASK_SK, {"Update": update}
 
 
 @dataclass(frozen=True)
@@ -105,24 +141,16 @@ class TaskStore:
 
     def create(self, task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any], now: float) -> bool:
         """The task, ready at attempt 1; False when it exists already (a redelivered request)."""
-        tenant = task_id.split("/", 1)[0]
+        entry = self._entry(task_id, request["queue"], 1, now)
         item: a.Item = {
             **a.key(task_pk(task_id), TASK_SK),
-            "taskId": a.s(task_id),
-            "tenant": a.s(tenant),
-            "runId": a.s(run_id),
-            "nodeId": a.s(node_id),
-            "visit": a.n(visit),
-            "queue": a.s(request["queue"]),
+            **_fields(task_id, run_id, node_id, visit, request),
             "status": a.s("ready"),
-            "attempt": a.n(1),
-            "request": a.as_json(request),
+            "readySk": entry["Item"][wiring.SORT_KEY],
         }
         put: Any = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
         try:
-            self.client.transact_write_items(
-                TransactItems=[{"Put": put}, {"Put": self._entry(task_id, request["queue"], 1, now)}]
-            )
+            self.client.transact_write_items(TransactItems=[{"Put": put}, {"Put": entry}])
         except ClientError as exc:
             if exc.response["Error"]["Code"] not in FAILED_CONDITION:
                 raise
@@ -167,7 +195,7 @@ class TaskStore:
             "TableName": self.table,
             "Key": a.key(task_pk(entry.task_id), TASK_SK),
             "UpdateExpression": "SET #st = :claimed, nonce = :nonce, leaseUntil = :lease, deadline = :deadline, "
-            "checkAt = :check",
+            "checkAt = :check REMOVE readySk",
             "ConditionExpression": "#st = :ready AND attempt = :attempt",
             "ExpressionAttributeNames": {"#st": "status"},
             "ExpressionAttributeValues": {
@@ -225,17 +253,22 @@ class TaskStore:
     def requeue(self, task: Task, claim: Claim, not_before: float, lapsed_by: float = 0) -> bool:
         """The attempt ends and the task is ready again at attempt + 1 from `not_before`, its entry written with it."""
         names: dict[str, str] = {}
-        values: dict[str, Any] = {":ready": a.s("ready"), ":next": a.n(claim.attempt + 1)}
+        entry = self._entry(task.task_id, task.queue, claim.attempt + 1, not_before)
+        values: dict[str, Any] = {
+            ":ready": a.s("ready"),
+            ":next": a.n(claim.attempt + 1),
+            ":rsk": entry["Item"][wiring.SORT_KEY],
+        }
         condition = self._held(claim, names, values) + self._lapsed(lapsed_by, values)
         update: Any = {
             "TableName": self.table,
             "Key": a.key(task_pk(task.task_id), TASK_SK),
-            "UpdateExpression": "SET #st = :ready, attempt = :next REMOVE nonce, leaseUntil, deadline, checkAt",
+            "UpdateExpression": "SET #st = :ready, attempt = :next, readySk = :rsk "
+            "REMOVE nonce, leaseUntil, deadline, checkAt",
             "ConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        entry = self._entry(task.task_id, task.queue, claim.attempt + 1, not_before)
         try:
             self.client.transact_write_items(TransactItems=[{"Update": update}, {"Put": entry}])
         except ClientError as exc:
@@ -259,6 +292,21 @@ class TaskStore:
         }
         condition = "#st IN (:ready, :claimed, :completed, :failed)"
         return self._update(task_id, "SET #st = :cancelled REMOVE nonce", condition, {"#st": "status"}, values)
+
+    def retire(self, task_id: str) -> None:
+        """The run cancelled the task's node: the task ends cancelled (the run's transaction did so already, unless
+        it was written before `abandoned_update` existed) and its ready entry, if it has one, leaves the index."""
+        got = self.client.get_item(TableName=self.table, Key=a.key(task_pk(task_id), TASK_SK), ConsistentRead=True)
+        item = got.get("Item")
+        if item is None:
+            return
+        plain = a.plain(item)
+        if plain["status"] != "cancelled":
+            self.cancel(task_id)
+        if "readySk" in plain:
+            # Deleting an entry already gone (a claim dropped it, or a redelivered record) changes nothing.
+            pk = entry_pk(task_id.split("/", 1)[0], wiring.TASK_QUEUES, plain["queue"], task_id)
+            self.client.delete_item(TableName=self.table, Key=a.key(pk, plain["readySk"]))
 
     @staticmethod
     def _lapsed(moment: float, values: dict[str, Any]) -> str:
