@@ -327,3 +327,35 @@ def test_a_delegate_stands_in_for_at_most_five_principals(service, admin, people
     delegators = {d["principalId"] for d in service.directory.delegations("t1", "dave", 10)}
     assert delegators == {"p2", "p3", "p4", "p-extra", "p-late"}
     assert [d["principalId"] for d in service.directory.delegations("t1", "carol", 10)] == ["p0"]
+
+
+def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(service, admin, people):
+    now = service.clock()
+    ended = {"delegate": "dave", "from": (now - timedelta(days=2)).isoformat(), "until": (now + timedelta(hours=1)).isoformat()}
+    put_entry(service, "p0", {"groups": ["finance"], "outOfOffice": ended})
+    for n in range(1, MAX_DELEGATORS_PER_DELEGATE):
+        put_entry(service, f"p{n}", {"outOfOffice": {"delegate": "dave"}})  # no end
+    service.clock.now += timedelta(hours=2)  # p0's period has ended; the four others hold
+    allow(service)
+    assert [d.principal for d in directory.delegators_of(service.directory, "t1", "dave", service.clock())] == [
+        f"{ISSUER}|p{n}" for n in range(1, MAX_DELEGATORS_PER_DELEGATE)
+    ]
+
+    put_entry(service, "p-new", away(service, "dave"))  # at the limit, counting the ended period: accepted
+
+    delegators = {d["principalId"] for d in service.directory.delegations("t1", "dave", 10)}
+    assert delegators == {f"p{n}" for n in range(1, MAX_DELEGATORS_PER_DELEGATE)} | {"p-new"}
+    p0 = directory.get_principal(service, "t1", "p0")
+    assert "outOfOffice" not in p0  # the ended period is removed from its entry; the rest of it stays
+    assert p0["groups"] == ["finance"]
+    assert service.directory.get("t1", "p0")["updatedBy"] == "interlude:out-of-office-ended"
+    # Five periods that have not ended: the next is refused as before, and none of theirs is touched
+    with pytest.raises(Forbidden) as refused:
+        put_entry(service, "p-extra", away(service, "dave"))
+    assert refused.value.details["quota"] == "delegatorsPerDelegate"
+    assert directory.get_principal(service, "t1", "p1")["outOfOffice"] == {"delegate": "dave"}
+    # The count still tracks the items: one leaving makes room for exactly one
+    put_entry(service, "p1", {})
+    put_entry(service, "p-extra", away(service, "dave"))
+    with pytest.raises(Forbidden):
+        put_entry(service, "p-more", away(service, "dave"))

@@ -11,11 +11,14 @@ An entry and its membership items are written in one transaction, so "who is in 
 disagrees with the entries. A new entry claims a place in the usage counter on condition that the directory
 stays within its limit; a delete releases it. An entry whose `outOfOffice` names a delegate writes, in the same
 transaction, a delegation item keyed by that delegate (what the delegate's inbox page and decisions read with one
-Query) and claims a place in the delegate's count (at most `max_delegators`).
+Query) and claims a place in the delegate's count (at most `max_delegators`). An out-of-office period that has
+ended holds its place only until it is in the way: a new entry that finds the delegate's count full first removes
+the ended periods naming that delegate (`_sweep_ended`), each from its entry, with its delegation item and place.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -34,6 +37,8 @@ ENTRY_PREFIX = "P#"
 COUNT_SK = "COUNT"
 # Retries when another writer changed the same entry between our read and our transaction.
 WRITE_ATTEMPTS = 4
+# Who an entry's last change names when Interlude removed its ended out-of-office period to make room.
+ENDED_PERIOD_REMOVER = "interlude:out-of-office-ended"
 
 
 def directory_pk(tenant: str) -> str:
@@ -47,6 +52,10 @@ def member_pk(tenant: str, kind: str, name: str) -> str:
 
 class EntryChanged(Exception):
     """Another writer changed the entry between the read and the write."""
+
+
+class DelegateFull(Exception):
+    """The delegate's count has no place left (before any ended period was removed)."""
 
 
 class DirectoryStore:
@@ -83,15 +92,51 @@ class DirectoryStore:
         max_delegators: int = 2**31,
     ) -> tuple[bool, dict[str, Any]]:
         """Store the whole entry; (created, stored record). Raises the quota refusal past `limit` entries, or when
-        its out-of-office delegate would be named by more than `max_delegators` entries."""
+        its out-of-office delegate would be named by more than `max_delegators` entries whose period has not ended
+        at `at` (ended ones are removed to make room)."""
+        swept = False
         for _ in range(WRITE_ATTEMPTS):
             old = self.get(tenant, principal_id)
             try:
                 self._write(tenant, principal_id, entry, old, at, by, (limit, max_delegators))
             except EntryChanged:
                 continue
+            except DelegateFull:
+                delegate = _delegate_of(entry, principal_id)
+                if swept or delegate is None or not self._sweep_ended(tenant, delegate, at, max_delegators):
+                    raise quota_exceeded(
+                        DELEGATORS,
+                        max_delegators,
+                        f"the out-of-office delegate already stands in for {max_delegators} principals",
+                        field="outOfOffice.delegate",
+                    ) from None
+                swept = True
+                continue
             return old is None, {"entry": entry, "updatedAt": at, "updatedBy": by}
         raise EntryChanged()
+
+    def _sweep_ended(self, tenant: str, delegate: str, at: str, max_delegators: int) -> int:
+        """Remove the out-of-office periods naming `delegate` that ended by `at`: each from its entry (rewritten
+        without it, conditional on the entry read), with its delegation item and its place in the count, in one
+        transaction per entry. Returns how many were removed (an entry changed meanwhile is left to its writer)."""
+        now = datetime.fromisoformat(at)
+        removed = 0
+        for record in self.delegations(tenant, delegate, max_delegators):
+            until = record.get("until")
+            if until is None or datetime.fromisoformat(until) > now:
+                continue
+            pid = record["principalId"]
+            old = self.get(tenant, pid)
+            away = (old["entry"].get("outOfOffice") or {}) if old else {}
+            if old is None or away.get("delegate") != delegate or away.get("until") != until:
+                continue
+            back = {k: v for k, v in old["entry"].items() if k != "outOfOffice"}
+            try:
+                self._write(tenant, pid, back, old, at, ENDED_PERIOD_REMOVER, (0, 0))
+            except EntryChanged:
+                continue
+            removed += 1
+        return removed
 
     def _write(
         self,
@@ -123,7 +168,7 @@ class DirectoryStore:
         for pk, sk in sorted(after - before):
             items.append(("M", {"Put": {"Item": {**a.key(pk, sk), "since": a.s(at)}}}))
         items += _delegation_items(tenant, principal_id, old["entry"] if old else None, entry, max_delegators)
-        self._transact(items, limit, max_delegators)
+        self._transact(items, limit)
 
     def delete(self, tenant: str, principal_id: str) -> dict[str, Any] | None:
         """Remove the entry and its memberships; the record removed, or None when there was none."""
@@ -149,7 +194,7 @@ class DirectoryStore:
             return old
         raise EntryChanged()
 
-    def _transact(self, items: list[tuple[str, dict[str, Any]]], limit: int, max_delegators: int = 0) -> None:
+    def _transact(self, items: list[tuple[str, dict[str, Any]]], limit: int) -> None:
         for _, op in items:
             next(iter(op.values()))["TableName"] = self.table
         try:
@@ -165,12 +210,7 @@ class DirectoryStore:
                     PRINCIPALS, limit, f"this tenant's directory holds its limit of {limit} principals"
                 ) from None
             if COUNT_SK in failed:
-                raise quota_exceeded(
-                    DELEGATORS,
-                    max_delegators,
-                    f"the out-of-office delegate already stands in for {max_delegators} principals",
-                    field="outOfOffice.delegate",
-                ) from None
+                raise DelegateFull() from None
             raise EntryChanged() from exc
 
     def members(self, tenant: str, kind: str, name: str, most: int) -> list[str]:
