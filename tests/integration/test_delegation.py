@@ -10,6 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from interlude import wiring
 from interlude.api.inbox import inbox_query
 from interlude.app import directory, tenants
 from interlude.app import inbox as approver_inbox
@@ -24,6 +25,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine.events import check
 from interlude.store import Store, create_table
+from interlude.store.sharded import family_pks
 from tests.integration.conftest import signed_in
 
 TABLE = "interlude-delegation-test"
@@ -359,3 +361,37 @@ def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(
     put_entry(service, "p-extra", away(service, "dave"))
     with pytest.raises(Forbidden):
         put_entry(service, "p-more", away(service, "dave"))
+
+
+def test_the_delegates_inbox_entry_is_written_when_the_delegation_is_recorded_not_at_each_later_vote(
+    service, admin, people
+):
+    allow(service)
+    run_id = gate_run(service, admin, approversList=["alice", "bob", "carol", "erin"], requiredApprovals=4)
+    written: list[str] = []  # the index partitions of the inbox entries each request puts
+
+    def count(params, **_):
+        for requests in params.get("RequestItems", {}).values():
+            written.extend(r["PutRequest"]["Item"]["pk"]["S"] for r in requests if "PutRequest" in r)
+
+    service.store.client.meta.events.register("provide-client-params.dynamodb.BatchWriteItem", count)
+
+    daves = set(family_pks("t1", wiring.INBOX, "P#dave"))
+
+    def dave_entries() -> int:
+        taken = sum(pk in daves for pk in written)
+        written.clear()
+        return taken
+
+    delegate(service, people["alice"], run_id, "dave")
+    assert dave_entries() == 1
+    service.resolve_interrupt(people["bob"], run_id, "gate", {"action": "accept"})
+    assert dave_entries() == 0  # was 1: every later vote put the delegate's entry again
+    delegate(service, signed_in(service, "erin"), run_id, "dave")
+    assert dave_entries() == 0  # a second delegation to the same delegate: the entry is there already
+    service.resolve_interrupt(people["dave"], run_id, "gate", {"action": "accept"})  # for alice
+    assert dave_entries() == 0
+    assert inbox_of(service, people["dave"])[run_id]["onBehalfOf"] == ["erin"]
+    service.resolve_interrupt(people["carol"], run_id, "gate", {"action": "accept"})
+    assert dave_entries() == 0
+    assert run_id in inbox_of(service, people["dave"])

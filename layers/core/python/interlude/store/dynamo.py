@@ -45,7 +45,7 @@ from interlude.store import audit as audit_log
 from interlude.store import idempotency, item_index
 from interlude.store import limits as counters
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.inbox import Entry, InboxIndex, closed_entries, delegate_families
+from interlude.store.inbox import Entry, InboxIndex, added_delegate_families, closed_entries
 from interlude.store.interactions import decode_cursor, encode_cursor
 from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
@@ -563,12 +563,12 @@ class Store:
         # stream").
         index = InboxIndex(self.table, self.client)
         opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
-        # A gate with a delegation (issue 14 item 4) is listed under each delegate's own family too: put again with
-        # every transition that updates it (idempotent; only gates that hold a delegation pay).
+        # A gate with a delegation (issue 14 item 4) is listed under each delegate's own family too: put by the
+        # transition that records the delegation, once per delegate (a quorum's later votes change no entry).
         for i in transition.updated:
-            if delegate_families(i):
+            if added := added_delegate_families(i):
                 whole = Entry.of(state.tenant, state.runId, state.workflowId, i)
-                opened.append(replace(whole, families=tuple(delegate_families(i))))
+                opened.append(replace(whole, families=tuple(added)))
         listed = run_entry(state.tenant, state.runId, state.workflowId, state.createdAt) if expected_version is None else None
         entries = [{"PutRequest": {"Item": item}} for e in opened for item in e.items()]
         if listed is not None:

@@ -57,6 +57,19 @@ def delegate_families(interrupt: OpenInterrupt) -> list[str]:
     return list(dict.fromkeys(f"P#{v.delegate}" for v in interrupt.votes if v.action == "delegate" and v.delegate))
 
 
+def added_delegate_families(interrupt: OpenInterrupt) -> list[str]:
+    """The delegate family a transition that updated the gate adds to its entries: only a delegation record naming
+    a delegate no earlier record named. A transition appends at most one vote, last (engine.run.resolve records a
+    vote, engine.run.delegate a delegation), so every other update (a quorum's later votes) adds none."""
+    if not interrupt.votes:
+        return []
+    last = interrupt.votes[-1]
+    if last.action != "delegate" or not last.delegate:
+        return []
+    earlier = {v.delegate for v in interrupt.votes[:-1] if v.action == "delegate"}
+    return [] if last.delegate in earlier else [f"P#{last.delegate}"]
+
+
 @dataclass(frozen=True)
 class Entry:
     """What an entry names: enough to find the interrupt item, and to filter by kind before reading it."""
