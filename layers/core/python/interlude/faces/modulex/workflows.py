@@ -163,27 +163,50 @@ def not_found() -> NotFound:
 
 
 def _checked(body: Any, creating: bool) -> dict[str, Any]:
+    """The writable fields of a create or update body, each check refusing in this order (the first that fails
+    answers)."""
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object")
     fields = {k: v for k, v in body.items() if k in WRITABLE and v is not None}
+    _no_unknown_fields(body)
+    if creating and not isinstance(fields.get("workflow_schema"), dict):
+        raise Invalid("workflow_schema is required (a ModuleX workflow definition)")
+    _short_strings(fields)
+    _known_visibility(fields)
+    _string_tags(fields)
+    _objects(fields)
+    return fields
+
+
+def _no_unknown_fields(body: dict[str, Any]) -> None:
     unknown = sorted(set(body) - set(WRITABLE) - {"id", "organization_id"})
     if unknown:
         raise Invalid(f"unknown fields: {unknown}")
-    if creating and not isinstance(fields.get("workflow_schema"), dict):
-        raise Invalid("workflow_schema is required (a ModuleX workflow definition)")
+
+
+def _short_strings(fields: dict[str, Any]) -> None:
     for name in STRING_FIELDS:
         if name in fields and (not isinstance(fields[name], str) or len(fields[name]) > MAX_NAME):
             raise Invalid(f"{name} must be a string of at most {MAX_NAME} characters")
+
+
+def _known_visibility(fields: dict[str, Any]) -> None:
     if "visibility" in fields and fields["visibility"] not in VISIBILITIES:
         raise Invalid(f"visibility must be one of {list(VISIBILITIES)}")
-    if "tags" in fields and (
-        not isinstance(fields["tags"], list) or len(fields["tags"]) > 50 or not all(isinstance(t, str) for t in fields["tags"])
-    ):
+
+
+def _string_tags(fields: dict[str, Any]) -> None:
+    if "tags" not in fields:
+        return
+    tags = fields["tags"]
+    if not isinstance(tags, list) or len(tags) > 50 or not all(isinstance(t, str) for t in tags):
         raise Invalid("tags must be a list of at most 50 strings")
+
+
+def _objects(fields: dict[str, Any]) -> None:
     for name in ("input", "config", "workflow_schema"):
         if name in fields and not isinstance(fields[name], dict):
             raise Invalid(f"{name} must be a JSON object")
-    return fields
 
 
 def translated(schema: dict[str, Any]) -> WorkflowDefinition:
