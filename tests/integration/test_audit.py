@@ -409,8 +409,8 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     writes: list[tuple[str, int]] = []
 
     def marked(params: dict[str, Any], **_: Any) -> None:
-        updated = [op["Update"]["Key"]["pk"]["S"] for op in params["TransactItems"] if "Update" in op]
-        heads = [pk for pk in updated if "#AUDITHEAD#" in pk]
+        written = [body.get("Key") or body["Item"] for op in params["TransactItems"] for body in op.values()]
+        heads = [key["pk"]["S"] for key in written if key["sk"]["S"] == items.HEAD_SK]
         puts = [op["Put"]["Item"] for op in params["TransactItems"] if "Put" in op]
         writes.append((heads[0] if heads else "", sum(1 for item in puts if item["sk"]["S"] == items.PENDING_SK)))
 
@@ -454,3 +454,43 @@ def test_a_decision_reads_its_run_and_its_chains_head_in_one_call(service) -> No
     assert calls[0] == "BatchGetItem(head)"
     assert "GetItem(head)" not in calls
     assert [e["action"] for e in log(service, "t1", items.chain_of_member(run_id))][-1] == "interrupt.decided"
+
+
+def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did(service, one_chain, monkeypatch) -> None:
+    """The head is put whole on condition of the seq and checkpoint read (store/audit.py): it must hold what setting
+    its fields one by one did — pendingSince kept while the chain waits, set again after a checkpoint anchored
+    everything, checkpointSeq carried over, nothing else."""
+    admin = signed_in(service)
+    client = boto3.client("dynamodb")
+
+    def head_item() -> dict[str, Any]:
+        key = {"pk": {"S": items.head_pk("t1", 0)}, "sk": {"S": items.HEAD_SK}}
+        return client.get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]
+
+    def robot(n: int) -> None:
+        service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
+
+    robot(0)
+    waiting = head_item()
+    assert set(waiting) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince"}
+    robot(1)
+    after = head_item()
+    assert set(after) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince"}
+    assert int(after["seq"]["N"]) == int(waiting["seq"]["N"]) + 1
+    assert after["hash"]["S"] == rules.entry_hash(log(service)[-1])
+    assert float(after["pendingSince"]["N"]) == float(waiting["pendingSince"]["N"])
+    assert after["checkpointSeq"] == waiting["checkpointSeq"]
+
+    monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
+    assert audit.checkpoint_pending(service.store) == 1
+    anchored = head_item()
+    assert "pendingSince" not in anchored
+    assert anchored["checkpointSeq"] == after["seq"]
+    monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 300)
+    robot(2)
+    again = head_item()
+    assert set(again) == set(after)
+    assert again["checkpointSeq"] == anchored["checkpointSeq"]
+    assert float(again["pendingSince"]["N"]) > float(after["pendingSince"]["N"]) - 1
+    assert list(service.store.audit_log.pending_chains()) == [("t1", 0)]
+    assert audit.verify(service.store, "t1", 1, int(again["seq"]["N"]))["chainValid"] is True

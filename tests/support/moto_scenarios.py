@@ -83,6 +83,21 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
         }
     }
     all_old = {"ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    typed = f"{p}#types"
+    every_type = item(
+        typed,
+        "ALL",
+        text=s("ünïcode"),
+        number=n(-12),
+        decimal={"N": "3.25"},
+        blob={"B": b"\x00\xffpacked"},
+        strings={"SS": ["a", "b"]},
+        numbers={"NS": ["1", "2.5"]},
+        blobs={"BS": [b"\x01", b"\x02"]},
+        nothing={"NULL": True},
+        bool={"BOOL": True},
+        nested={"M": {"list": {"L": [s("x"), {"B": b"\x03"}, {"M": {}}, {"L": []}, {"NS": ["7"]}]}, "empty": {"M": {}}}},
+    )
 
     # A transition's items, as the store writes them: built afresh for each transaction that uses them.
     def head_bump() -> dict[str, Any]:
@@ -452,6 +467,25 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
                 "ExpressionAttributeNames": {"#v": "version"},
             },
         ),
+        # answers carrying items of every attribute type (moto_patches writes an AttributeValue without its alias
+        # search): a get, a consistent batch get with a missing key, a query, a put's old image, a cancelled
+        # transaction's reason
+        ("put_item", {"TableName": TABLE, "Item": every_type}),
+        ("get_item", {"TableName": TABLE, "Key": {"pk": s(typed), "sk": s("ALL")}}),
+        (
+            "batch_get_item",
+            {
+                "RequestItems": {
+                    TABLE: {
+                        "Keys": [{"pk": s(typed), "sk": s("ALL")}, {"pk": s(typed), "sk": s("NONE")}, {"pk": s(run), "sk": s("RUN")}],
+                        "ConsistentRead": True,
+                    }
+                }
+            },
+        ),
+        ("query", {"TableName": TABLE, "KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": s(typed)}}),
+        ("put_item", {"TableName": TABLE, "Item": {**every_type, "bool": {"BOOL": False}}, "ReturnValues": "ALL_OLD"}),
+        transact(t_put(item(typed, "ALL"), ConditionExpression="attribute_not_exists(sk)", **all_old)),
     ]
 
 

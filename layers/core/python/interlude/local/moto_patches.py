@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from moto.core.serialize import DEFAULT_ALIAS_PROVIDERS, BaseJSONSerializer, XFormedAttributePicker
 from moto.core.utils import utcnow
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
@@ -47,7 +48,12 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import StreamRecord, Table
 from moto.dynamodb.models.utilities import dynamo_json_dump
-from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
+from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
+    DepthFirstTraverser,
+    Expression,
+    Node,
+    UpdateExpressionFunction,
+)
 from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
 from moto.dynamodb.parsing.validators import (
@@ -89,6 +95,8 @@ def apply() -> None:
     StreamRecord.__init__ = _stream_record_init  # type: ignore[method-assign]
     StreamRecord.to_json = _stream_record_json  # type: ignore[method-assign]
     ConditionExpressionParser._lex_condition_expression = _lex_condition_expression  # type: ignore[method-assign]
+    Node.find_clauses = _find_clauses
+    BaseJSONSerializer._serialize_type_structure = _serialize_json_structure  # type: ignore[method-assign]
     _applied = True
 
 
@@ -596,3 +604,69 @@ def _stream_record_json(self: Any) -> dict[str, Any]:
         record["dynamodb"]["SizeBytes"] = len(dynamo_json_dump(record["dynamodb"]))
         self._interlude_sized = True
     return record
+
+
+# -- Clause lookups ---------------------------------------------------------------------------------------------------
+# moto's request handler looks for the name placeholders of every update in a transaction (find_clauses on the parsed
+# tree) and its executor for the actions of each; the walk asked isinstance of ABC classes at every node. The same
+# walk, with the two subclass questions answered once per node class.
+
+
+def _find_clauses(self: Any, clause_types: Any) -> list[Any]:
+    # moto 5.2's Node.find_clauses (Apache-2.0).
+    clauses: list[Any] = []
+    for child in self.children or []:
+        child_class = type(child)
+        if child_class in clause_types:
+            clauses.append(child)
+        elif _descends(child_class):
+            clauses.extend(child.find_clauses(clause_types))
+    return clauses
+
+
+def _descends(node_class: type) -> bool:
+    """isinstance(child, Expression) or isinstance(child, UpdateExpressionFunction), per class."""
+    known = _DESCENDS.get(node_class)
+    if known is None:
+        known = _DESCENDS[node_class] = issubclass(node_class, (Expression, UpdateExpressionFunction))
+    return known
+
+
+_DESCENDS: dict[type, bool] = {}
+
+# -- Attribute values in answers --------------------------------------------------------------------------------------
+# moto's JSON serializer writes a structure member by member: for each of the shape's members it asks its attribute
+# picker every alias of the member's name (the shape's name, snake case, prefixes) against the value. An
+# AttributeValue has ten members and holds one, so each attribute of each item answered (a BatchGetItem's run head,
+# every item of a Query page) cost ten such searches. For a plain dict whose keys are all member names, with moto's
+# default picker and no response transformer, every alias of a member other than its own name is a key the dict does
+# not hold (lower case, or a shape name such as ListAttributeValue), so the search finds exactly `value.get(member)`:
+# the members are written in the shape's order from that, as moto's loop writes them.
+
+
+def _serialize_json_structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+    members = shape.members
+    picker = self._value_picker
+    if (
+        shape.name != "AttributeValue"
+        or shape.is_document_type
+        or type(value) is not dict
+        or type(picker) is not XFormedAttributePicker
+        or picker.alias_providers is not DEFAULT_ALIAS_PROVIDERS
+        or picker.response_transformers
+        or not value.keys() <= members.keys()
+    ):
+        _original_json_structure(self, serialized, value, shape, key)
+        return
+    # moto 5.2's ResponseSerializer._serialize_type_structure (Apache-2.0) with the picker's search replaced by get.
+    wrapper: Any = self.MAP_TYPE() if key else serialized
+    for member_key, member_shape in members.items():
+        member_shape.parent = shape
+        member_value = value.get(member_key)
+        if member_value is not None:
+            self._serialize(wrapper, member_value, member_shape, member_key)
+    if key:
+        self._default_serialize(serialized, wrapper, shape, key)
+
+
+_original_json_structure = BaseJSONSerializer._serialize_type_structure
