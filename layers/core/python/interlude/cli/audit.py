@@ -121,10 +121,10 @@ def add_commands(sub: Any) -> None:
     verify.add_argument("--to", dest="to_seq", type=int, help="last entry of each chain (default: its newest)")
     verify.add_argument("--chain", type=int, help="verify this chain only (default: every chain)")
     _endpoint_args(verify)
-    verify.set_defaults(func=_verify)
+    verify.set_defaults(func=_verify, in_process=False)
 
     listing = audit.add_parser("list", help="the tenant's audit entries, newest first")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--cursor")
     _endpoint_args(listing)
-    listing.set_defaults(func=_list)
+    listing.set_defaults(func=_list, in_process=False)

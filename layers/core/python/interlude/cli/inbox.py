@@ -171,7 +171,7 @@ def add_commands(sub: Any) -> None:
     inbox.add_argument("--limit", type=int, default=25)
     inbox.add_argument("--all", action="store_true", help="follow the cursor to the end")
     inbox.add_argument("--json", action="store_true")
-    inbox.set_defaults(func=_inbox)
+    inbox.set_defaults(func=_inbox, in_process=False)
 
     tenant = sub.add_parser("tenant", help="tenant settings").add_subparsers(dest="tenant_command", required=True)
     settings = tenant.add_parser("settings", help="show or change the tenant's settings")

@@ -13,7 +13,16 @@ from pathlib import Path
 from interlude import wiring
 from interlude.cli.local import STATE_FILE, add_local_args, table_store
 from interlude.cli.operate import add_key_endpoint_args
-from interlude.composition import compose
+
+# A command whose parser sets `in_process=False` is a client of the HTTP API (or of files) only: it runs no service
+# here, so `main` does not compose the application for it (the engine, the store and boto3 stay unimported).
+IN_PROCESS = "in_process"
+
+
+def compose() -> None:
+    from interlude.composition import compose as join
+
+    join()
 
 
 def _dev(args: argparse.Namespace) -> int:
@@ -54,6 +63,7 @@ def _keys_create(args: argparse.Namespace) -> int:
         from interlude.cli.operate import keys_create_http
 
         return keys_create_http(args)
+    compose()
     from interlude.app.service import Service
     from interlude.domain.models.requests import CreateKeyRequest
 
@@ -75,6 +85,7 @@ def _keys_list(args: argparse.Namespace) -> int:
         from interlude.cli.operate import keys_list_http
 
         return keys_list_http(args)
+    compose()
     from interlude.app.service import Service
 
     listed = Service(table_store(args)).list_keys(args.tenant, args.limit, args.cursor)
@@ -87,6 +98,7 @@ def _keys_revoke(args: argparse.Namespace) -> int:
         from interlude.cli.operate import keys_revoke_http
 
         return keys_revoke_http(args)
+    compose()
     from interlude.app.service import Service
     from interlude.domain.errors import DomainError
 
@@ -134,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(create)
     add_key_endpoint_args(create)
-    create.set_defaults(func=_keys_create)
+    create.set_defaults(func=_keys_create, in_process=False)  # composes itself with --tenant
 
     listing = keys.add_parser("list", help="the tenant's keys, oldest first (metadata; never secrets)")
     listing.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
@@ -143,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(listing)
     add_key_endpoint_args(listing)
-    listing.set_defaults(func=_keys_list)
+    listing.set_defaults(func=_keys_list, in_process=False)
 
     revoke = keys.add_parser("revoke", help="revoke a key of the tenant (refused everywhere within 5 s)")
     revoke.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
@@ -151,14 +163,14 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
     add_local_args(revoke)
     add_key_endpoint_args(revoke)
-    revoke.set_defaults(func=_keys_revoke)
+    revoke.set_defaults(func=_keys_revoke, in_process=False)
 
     clock_cmd = sub.add_parser("clock", help="the local stack's clock (tests and demos)")
     clock_sub = clock_cmd.add_subparsers(dest="clock_command", required=True)
     advance = clock_sub.add_parser("advance", help="move the running local stack's clock forward")
     advance.add_argument("seconds", type=float)
     advance.add_argument("--state-file", default=str(STATE_FILE))
-    advance.set_defaults(func=_clock_advance)
+    advance.set_defaults(func=_clock_advance, in_process=False)
 
     from interlude.cli.inbox import add_commands
 
@@ -187,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     from interlude.domain.errors import DomainError
 
     args = build_parser().parse_args(argv)
-    compose()
+    if getattr(args, IN_PROCESS, True):
+        compose()
     try:
         return int(args.func(args))
     except (DeploymentError, CliError) as error:

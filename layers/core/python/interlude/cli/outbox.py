@@ -31,4 +31,4 @@ def add_commands(sub: Any) -> None:
     outbox = sub.add_parser("outbox", help="the mail the local stack sent (moto's SES), one JSON line each")
     outbox.add_argument("--local", action="store_true", help="the running local stack (the only one it reads)")
     outbox.add_argument("--state-file", default=str(STATE_FILE))
-    outbox.set_defaults(func=_outbox)
+    outbox.set_defaults(func=_outbox, in_process=False)
