@@ -314,3 +314,13 @@ def test_the_event_data_classes_package_answers_every_name_it_exports():
         "assert all(hasattr(data_classes, n) for n in data_classes.__all__)\n",
     )
     assert "aws_lambda_powertools.utilities.data_classes.code_pipeline_job_event" in got["modules"]
+
+
+def test_the_api_function_collects_garbage_again_once_imported():
+    """The handler keeps the cyclic collector off while it imports and freezes what the import made: requests run
+    with the collector on, and what the import made is not walked again."""
+    got = imported(
+        "api",
+        then="import gc\nassert gc.isenabled()\nassert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n",
+    )
+    assert "interlude.api.app" in got["modules"]
