@@ -271,6 +271,7 @@ NOT_FOR_A_RUN_REQUEST = [
     "interlude.store.webhooks",
     "interlude.store.deliveries",
     "interlude.faces",
+    "interlude.domain.models.answers",  # the other route areas' answer models (domain/models/responses.py)
 ]
 
 
@@ -324,3 +325,22 @@ def test_the_api_function_collects_garbage_again_once_imported():
         then="import gc\nassert gc.isenabled()\nassert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n",
     )
     assert "interlude.api.app" in got["modules"]
+
+
+def test_an_inbox_page_loads_its_own_answers_and_no_other_areas():
+    got = imported("api", then="from interlude.api import app\napp.load_routes('GET', '/interrupts')\n")
+    modules = set(got["modules"])
+    assert {"interlude.api.inbox", "interlude.domain.models.answers.inbox"} <= modules
+    answers = sorted(among(modules, ["interlude.domain.models.answers"]))
+    assert answers == ["interlude.domain.models.answers", "interlude.domain.models.answers.inbox"]
+
+
+def test_responses_finds_every_area_answer_by_name():
+    """api/contract.py names every answer as `responses.X`; the other areas' models are found in their modules."""
+    from interlude.domain.models import responses
+    from interlude.domain.models.answers import inbox, subworkflows
+
+    assert responses.Inbox is inbox.Inbox
+    assert responses.RunAncestry is subworkflows.RunAncestry
+    with pytest.raises(AttributeError):
+        _ = responses.NoSuchAnswer

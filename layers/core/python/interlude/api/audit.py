@@ -10,7 +10,7 @@ from interlude.api.http import app, json_response, principal_for, query_int, ser
 from interlude.api.routes import route
 from interlude.app import audit
 from interlude.domain.errors import Invalid
-from interlude.domain.models.responses import AuditPage, AuditVerification
+from interlude.domain.models.answers.audit import AuditPage, AuditVerification
 
 MAX_SEQ = 10**12 - 1
 

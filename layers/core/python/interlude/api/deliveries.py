@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route
 from interlude.domain.ids import from_wire
-from interlude.domain.models.responses import RunDeliveries
+from interlude.domain.models.answers.deliveries import RunDeliveries
 
 
 @route("listRunDeliveries")

@@ -12,7 +12,7 @@ from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route
 from interlude.app.actions import run_effects
 from interlude.domain.ids import from_wire
-from interlude.domain.models.responses import EffectSeamManifest, RunEffects
+from interlude.domain.models.answers.effects import EffectSeamManifest, RunEffects
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # Every outbound effect whose outcome is recorded and reused instead of performed again (store.effects).

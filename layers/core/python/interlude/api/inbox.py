@@ -12,7 +12,7 @@ from interlude.app import audit, external_events, tenants
 from interlude.app import inbox as approver_inbox
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.responses import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
+from interlude.domain.models.answers.inbox import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
 from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
 
 

@@ -10,7 +10,7 @@ from interlude.api.http import app, json_response, principal_for, query_int, ser
 from interlude.api.routes import route
 from interlude.app import audit
 from interlude.app.keys import DEFAULT_KEYS_LIMIT, MAX_KEYS_LIMIT
-from interlude.domain.models.responses import KeyMetadata, KeyPage
+from interlude.domain.models.answers.keys import KeyMetadata, KeyPage
 
 
 @route("listKeys")

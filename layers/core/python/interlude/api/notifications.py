@@ -12,8 +12,8 @@ from interlude.api.routes import route
 from interlude.app.notifications import run_notifications
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import from_wire
+from interlude.domain.models.answers.notifications import RunNotifications, SlackConfigured
 from interlude.domain.models.principals import SlackSettings
-from interlude.domain.models.responses import RunNotifications, SlackConfigured
 from interlude.rules.callback_url import check_callback_url
 
 

@@ -11,8 +11,8 @@ from interlude.api.routes import route
 from interlude.app import directory
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import SUBJECT_ID_RE
+from interlude.domain.models.answers.principals import PrincipalAnswer
 from interlude.domain.models.principals import PrincipalEntry
-from interlude.domain.models.responses import PrincipalAnswer
 
 
 def principal_id_of(raw: str) -> str:

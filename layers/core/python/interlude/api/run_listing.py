@@ -12,8 +12,8 @@ from interlude.api.routes import route
 from interlude.app import run_listing
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id
+from interlude.domain.models.answers.run_listing import BulkCancelAnswer, RunList
 from interlude.domain.models.requests import BulkCancelRequest
-from interlude.domain.models.responses import BulkCancelAnswer, RunList
 from interlude.domain.models.run import RunState, RunStatus
 
 RUN_STATUSES = get_args(RunStatus)

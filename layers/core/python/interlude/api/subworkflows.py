@@ -8,7 +8,7 @@ from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route
 from interlude.app.subworkflows import run_ancestry
 from interlude.domain.ids import from_wire
-from interlude.domain.models.responses import RunAncestry
+from interlude.domain.models.answers.subworkflows import RunAncestry
 
 
 @route("getRunAncestry")

@@ -40,7 +40,8 @@ from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.responses import MintedToken, Resolution
+from interlude.domain.models.answers.tokens import MintedToken
+from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.engine.run import interrupt_key, visit_of

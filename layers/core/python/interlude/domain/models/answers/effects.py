@@ -1,0 +1,56 @@
+"""What the effect routes answer: a run's effect ledger and the host's effect-seam manifest.
+
+Apart from interlude.domain.models.responses (which says why), so only the requests that answer them build them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from interlude.domain.models.responses import Answer, Omitted
+
+
+class EffectRecord(Answer):
+    """One effect of a run (OpenWOP effect-ledger-projection.schema.json): content-free, never a payload or secret."""
+
+    effectId: str
+    nodeId: str
+    attempt: int
+    keying: Literal["business-identity", "activity-recipe"]
+    providerKey: str = Omitted()
+    state: Literal["claimed", "completed", "released", "escaped"]
+    at: str
+
+
+class RunEffects(Answer):
+    runId: str
+    effects: list[EffectRecord]
+
+
+class EffectSeam(Answer):
+    id: str
+    kind: Literal["http", "provider", "webhook", "queue", "storage", "pack", "other"]
+    suppression: Literal["recorded-outcome"]
+    witness: Literal["witnessable-gated", "seam-gated"] = Omitted()
+    note: str = Omitted()
+
+
+class EffectSeamHostBuild(Answer):
+    kind: Literal["image-digest", "commit", "artifact-sha256"]
+    id: str
+
+
+class EffectSeamHost(Answer):
+    name: str
+    build: EffectSeamHostBuild
+
+
+class EffectSeamManifest(Answer):
+    """GET /host/effect-seams (OpenWOP effect-seam-manifest.schema.json)."""
+
+    manifestVersion: Literal["1"]
+    host: EffectSeamHost
+    seams: list[EffectSeam]
+
+
+# -- the audit log (issue 16 item 5; OpenWOP openwop-audit-log-integrity, RFC 0218) ------------------------------
