@@ -344,3 +344,43 @@ def test_responses_finds_every_area_answer_by_name():
     assert responses.RunAncestry is subworkflows.RunAncestry
     with pytest.raises(AttributeError):
         _ = responses.NoSuchAnswer
+
+
+OPENWOP_WORKFLOW_PUT = """
+import json, types
+from moto import mock_aws
+mock_aws().start()
+import boto3
+from interlude import wiring
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateKeyRequest
+from interlude.store import Store, create_table
+create_table(boto3.client("dynamodb"), "cold-imports")
+key = Service(Store("cold-imports", boto3.client("dynamodb"))).issue_key(
+    "t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES))
+)
+definition = {"id": "w1", "name": "w", "version": "1.0", "nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}
+context = types.SimpleNamespace(
+    function_name="api", memory_limit_in_mb=256, invoked_function_arn="arn:aws:lambda:us-east-1:0:function:a",
+    aws_request_id="r-1",
+)
+for method, body in (("PUT", json.dumps(definition)), ("GET", None)):
+    event = {
+        "version": "2.0", "routeKey": "$default", "rawPath": "/workflows/w1", "rawQueryString": "", "body": body,
+        "headers": {"authorization": "Bearer " + key["apiKey"], "content-type": "application/json"},
+        "requestContext": {"http": {"method": method, "path": "/workflows/w1", "sourceIp": "127.0.0.1"},
+                           "requestId": "r-1", "stage": "$default"},
+        "isBase64Encoded": False,
+    }
+    answer = module.lambda_handler(event, context)
+    assert answer["statusCode"] in (200, 201), answer
+"""
+
+
+def test_an_openwop_workflow_is_registered_and_read_without_the_modulex_face():
+    """PUT and GET /workflows/{id} ask whether the id is a ModuleX workflow's (one read); for an OpenWOP id the
+    ModuleX routes and face stay unloaded (tests/integration covers the ModuleX ids on the same path)."""
+    got = imported("api", then=OPENWOP_WORKFLOW_PUT)
+    modules = set(got["modules"])
+    assert "interlude.api.runs" in modules
+    assert among(modules, ["interlude.faces", "interlude.api.modulex", "interlude.api.modulex_workflows"]) == []

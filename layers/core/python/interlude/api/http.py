@@ -233,3 +233,11 @@ def base_url() -> str:
 def run_links(run_id: str) -> dict[str, str]:
     wire = to_wire(run_id)
     return {"eventsUrl": f"{base_url()}/runs/{wire}/events", "statusUrl": f"{base_url()}/runs/{wire}"}
+
+
+def is_modulex_workflow(tenant: str, workflow_id: str) -> bool:
+    """Whether `workflow_id` names a ModuleX workflow of the tenant (live or deleted): then its routes speak ModuleX.
+
+    Here, not beside the ModuleX routes: the OpenWOP workflow routes ask it of every id, and importing those routes'
+    module loads the whole ModuleX face."""
+    return service().store.get_modulex_workflow(tenant, workflow_id) is not None

@@ -10,7 +10,7 @@ from typing import Any, get_args
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api import http
-from interlude.api.http import app, query_int, required_body, service
+from interlude.api.http import app, is_modulex_workflow, query_int, required_body, service
 from interlude.api.modulex import caller, face, ok
 from interlude.api.routes import route
 from interlude.app.workflows import DEFAULT_WORKFLOW_PAGE, MAX_WORKFLOW_PAGE
@@ -25,11 +25,6 @@ STATUSES: frozenset[str] = frozenset((*mxw.STATUS_FILTERS, *get_args(RunStatus))
 
 def workflows() -> mxw.ModulexWorkflows:
     return mxw.ModulexWorkflows(service())
-
-
-def is_modulex_workflow(tenant: str, workflow_id: str) -> bool:
-    """Whether `workflow_id` names a ModuleX workflow of the tenant (live or deleted): then its routes speak ModuleX."""
-    return service().store.get_modulex_workflow(tenant, workflow_id) is not None
 
 
 def as_modulex() -> None:

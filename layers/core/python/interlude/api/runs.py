@@ -11,6 +11,7 @@ from interlude import __version__
 from interlude.api.http import (
     OPENWOP_VERSION,
     app,
+    is_modulex_workflow,
     json_response,
     parsed,
     principal_for,
@@ -144,10 +145,10 @@ def get_openapi() -> Response:
 def put_workflow(workflowId: str) -> Response:
     principal = principal_for("putWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    # The ModuleX face's module shares this path (GET /workflows/{id} loads it too): imported where first needed.
-    from interlude.api.modulex_workflows import is_modulex_workflow, put_modulex
-
     if is_modulex_workflow(principal.tenant, workflow_id):
+        # The ModuleX face's routes share this path: imported (the whole face with them) for a ModuleX id only.
+        from interlude.api.modulex_workflows import put_modulex
+
         return put_modulex(principal, workflow_id)  # a ModuleX workflow's id: the ModuleX update
     raw = required_body()
     if isinstance(raw, dict) and raw.get("id") not in (None, workflow_id):
@@ -160,9 +161,9 @@ def put_workflow(workflowId: str) -> Response:
 def get_workflow(workflowId: str) -> Response:
     principal = principal_for("getWorkflow")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    from interlude.api.modulex_workflows import get_modulex, is_modulex_workflow
-
     if is_modulex_workflow(principal.tenant, workflow_id):
+        from interlude.api.modulex_workflows import get_modulex
+
         return get_modulex(principal, workflow_id)  # a ModuleX workflow's id: its ModuleX record
     return json_response(200, WorkflowVersion.model_validate(service().get_workflow(principal, workflow_id)))
 
