@@ -88,6 +88,9 @@ FIRST_USE: tuple[tuple[str, str, str], ...] = (
     ("api", "a run route (POST /runs)", "from interlude.api import app\napp.load_routes('POST', '/runs')"),
     # Every record runs the whole outbox, so its first record loads every outbox handler (the composition's).
     ("dispatch", "its first record", "from interlude.composition import outbox; outbox()"),
+    # The inbox routes' module and their answers (domain/models/answers/inbox); bench/first_requests.py times whole
+    # first requests, validators and caches included.
+    ("api", "an inbox page (GET /interrupts)", "from interlude.api import app\napp.load_routes('GET', '/interrupts')"),
 )
 PROBE = """
 import importlib.util, os, sys, time

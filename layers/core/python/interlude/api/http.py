@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from aws_lambda_powertools import Logger
@@ -91,13 +92,17 @@ def _unexpected(exc: Exception) -> Response:
     return error_response(Internal("internal error", {"correlationId": request_id}))
 
 
-ROUTE_PATTERNS = [(re.compile("^" + re.sub(r"{\w+}", r"[^/]+", r.path) + "$"), r.method) for r in wiring.ROUTES]
+@cache
+def route_patterns() -> list[tuple[re.Pattern[str], str]]:
+    """(path pattern, method) of every route; compiled by the first request no route matches (≈ 130 patterns that
+    every cold start compiled for the few requests answered 404 or 405)."""
+    return [(re.compile("^" + re.sub(r"{\w+}", r"[^/]+", r.path) + "$"), r.method) for r in wiring.ROUTES]
 
 
 @app.not_found
 def _not_found(exc: Exception) -> Response:
     path = app.current_event.path
-    allowed = sorted({method for pattern, method in ROUTE_PATTERNS if pattern.match(path)})
+    allowed = sorted({method for pattern, method in route_patterns() if pattern.match(path)})
     if allowed:
         return error_response(MethodNotAllowed(f"{app.current_event.http_method} is not allowed here", allowed))
     return error_response(NotFound("no such route"))
