@@ -31,7 +31,12 @@ def canonical(entry: Mapping[str, Any]) -> bytes:
 
 
 def entry_hash(entry: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical(entry)).hexdigest()
+    return hash_of(canonical(entry))
+
+
+def hash_of(canonical_bytes: bytes) -> str:
+    """An entry's hash from its canonical bytes (an append stores those bytes too: they are made once)."""
+    return hashlib.sha256(canonical_bytes).hexdigest()
 
 
 def merkle_root(leaves: list[str]) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
-from interlude.rules.audit import Head, canonical, entry_hash
+from interlude.rules.audit import Head, canonical, entry_hash, hash_of
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
 
@@ -102,8 +102,8 @@ def append_items(
 ) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
     """The entry after `head` and the head's move to it, as labelled TransactWriteItems, and the head written."""
     seq = head.seq + 1
-    entry = draft.entry(seq, head.hash, chain)
-    digest = entry_hash(entry)
+    text = canonical(draft.entry(seq, head.hash, chain))
+    digest = hash_of(text)
     # The head is written whole, on condition that it still names the entry and the checkpoint read (a checkpoint
     # that anchored everything meanwhile removed the pending marker, which this append must then write again). Those
     # two pin every attribute a head holds: hash moves only with seq (appends), pendingSince only with seq (an append
@@ -130,7 +130,7 @@ def append_items(
     if values is not None:
         move["ExpressionAttributeValues"] = values
     put = {
-        "Item": {**a.key(log_pk(draft.tenant, chain), entry_sk(seq)), "entry": a.s(canonical(entry).decode("utf-8"))},
+        "Item": {**a.key(log_pk(draft.tenant, chain), entry_sk(seq)), "entry": a.s(text.decode("utf-8"))},
         "ConditionExpression": "attribute_not_exists(sk)",
     }
     items: list[tuple[str, dict[str, Any]]] = [(HEAD_SK, {"Put": move}), (ENTRY_LABEL, {"Put": put})]

@@ -792,8 +792,7 @@ class Store:
     ) -> dict[str, Any]:
         return {
             "Key": a.key(pk, interrupt_sk(interrupt.key)),
-            # Interrupts opened before the inbox moved to store/inbox.py leave the old index (free when absent).
-            "UpdateExpression": f"SET #st = :status, resolution = :resolution REMOVE {wiring.INBOX_INDEX.partition_key}, {wiring.INBOX_INDEX.sort_key}",
+            "UpdateExpression": "SET #st = :status, resolution = :resolution",
             "ConditionExpression": "#st = :open",
             "ExpressionAttributeNames": {"#st": "status"},
             "ExpressionAttributeValues": {
