@@ -486,6 +486,11 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
         ("query", {"TableName": TABLE, "KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": s(typed)}}),
         ("put_item", {"TableName": TABLE, "Item": {**every_type, "bool": {"BOOL": False}}, "ReturnValues": "ALL_OLD"}),
         transact(t_put(item(typed, "ALL"), ConditionExpression="attribute_not_exists(sk)", **all_old)),
+        # items at and past moto's size limit, whole or summed over attributes (moto_patches keeps a running total)
+        ("put_item", {"TableName": TABLE, "Item": item(typed, "BIG", a=s("x" * 200_000), b=s("y" * 204_950))}),
+        ("put_item", {"TableName": TABLE, "Item": item(typed, "HUGE", a=s("x" * 200_000), b=s("y" * 205_000), c=n(1))}),
+        ("put_item", {"TableName": TABLE, "Item": item(typed, "WHOLE", a={"B": b"z" * 405_001})}),
+        transact(t_put(item(typed, "HUGE", a=s("x" * 300_000), b={"L": [s("y" * 60_000), s("z" * 60_000)]}))),
     ]
 
 

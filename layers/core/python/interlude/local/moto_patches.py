@@ -32,12 +32,14 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from moto.core.parse import BaseJSONParser
 from moto.core.serialize import DEFAULT_ALIAS_PROVIDERS, BaseJSONSerializer, XFormedAttributePicker
 from moto.core.utils import utcnow
 from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
+    ItemSizeTooLarge,
     MockValidationException,
     MultipleTransactionsException,
     TooManyTransactionsException,
@@ -45,9 +47,9 @@ from moto.dynamodb.exceptions import (
     TransactWriteSingleOpException,
 )
 from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 from moto.dynamodb.models.table import StreamRecord, Table
-from moto.dynamodb.models.utilities import dynamo_json_dump
+from moto.dynamodb.models.utilities import bytesize, dynamo_json_dump
 from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]
     DepthFirstTraverser,
     Expression,
@@ -97,6 +99,8 @@ def apply() -> None:
     ConditionExpressionParser._lex_condition_expression = _lex_condition_expression  # type: ignore[method-assign]
     Node.find_clauses = _find_clauses
     BaseJSONSerializer._serialize_type_structure = _serialize_json_structure  # type: ignore[method-assign]
+    BaseJSONParser._parse_structure = _parse_json_structure  # type: ignore[method-assign]
+    Item.__init__ = _item_init  # type: ignore[method-assign]
     _applied = True
 
 
@@ -670,3 +674,59 @@ def _serialize_json_structure(self: Any, serialized: Any, value: Any, shape: Any
 
 
 _original_json_structure = BaseJSONSerializer._serialize_type_structure
+
+# -- Attribute values in requests -------------------------------------------------------------------------------------
+# moto's JSON request parser reads a structure by asking the value for each of its shape's members under the member's
+# wire name; an AttributeValue has ten members, no wire name of its own for any of them, and holds one. A value with one
+# key is read from that key alone: the other nine lookups find nothing, and a key that is no member is ignored by both.
+
+
+def _parse_json_structure(self: Any, shape: Any, value: Any) -> Any:
+    if shape.name != "AttributeValue" or shape.is_document_type or type(value) is not dict or len(value) != 1:
+        return _original_json_parse_structure(self, shape, value)
+    members = shape.members
+    if not _unrenamed(shape):
+        return _original_json_parse_structure(self, shape, value)
+    # moto 5.2's BaseJSONParser._parse_structure (Apache-2.0) for a one-key value.
+    final_parsed = self.MAP_TYPE()
+    ((name, raw_value),) = value.items()
+    if raw_value is not None and name in members:
+        final_parsed[name] = self._parse_shape(members[name], raw_value)
+    return final_parsed
+
+
+def _unrenamed(shape: Any) -> bool:
+    """Whether every member of the shape is read under its own name (none has a serialization name of its own); kept
+    on the shape, which botocore never changes once built."""
+    known: bool | None = shape.__dict__.get("_interlude_unrenamed")
+    if known is None:
+        known = all(m.serialization.get("name", n) == n for n, m in shape.members.items())
+        shape.__dict__["_interlude_unrenamed"] = known
+    return known
+
+
+_original_json_parse_structure = BaseJSONParser._parse_structure
+
+# -- Items as they are built ------------------------------------------------------------------------------------------
+# moto builds an item attribute by attribute into a dict that, at each one, sums the size of every attribute already in
+# it (its 400 KB check): a put of n attributes sized n(n+1)/2 of them. Sizes only add up, so a running total reaches the
+# limit at the same attribute moto's sums do, and the item is refused there, before the next attribute is typed, as
+# moto refuses it.
+
+
+def _item_init(self: Any, hash_key: DynamoType, range_key: DynamoType | None, attrs: dict[str, Any]) -> None:
+    # moto 5.2's Item.__init__ (Apache-2.0) with LimitedSizeDict's per-attribute sum kept as a running total.
+    self.hash_key = hash_key
+    self.range_key = range_key
+    self.attrs = LimitedSizeDict()
+    total = 0
+    for key, value in attrs.items():
+        typed = DynamoType(value)
+        total += bytesize(key) + typed.size()
+        if total > _ITEM_SIZE_LIMIT:
+            raise ItemSizeTooLarge
+        dict.__setitem__(self.attrs, key, typed)
+
+
+# moto's own figure, between DynamoDB's documented 400 KB and what it accepts in practice.
+_ITEM_SIZE_LIMIT = 405000

@@ -29,7 +29,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
-from interlude.rules.audit import Head, canonical, entry_hash, hash_of
+from interlude.rules.audit import Head, canonical, hash_of
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
 
