@@ -511,8 +511,10 @@ _PARSED_CONDITIONS_MAX = 2048
 _parsed_conditions: dict[tuple[Any, ...], tuple[Any, list[str], list[str]]] = {}
 
 
-def _referenced(expression: str) -> tuple[list[str], list[str]] | None:
-    """The name (#…) and value (:…) placeholders a condition text refers to, or None when it does not lex."""
+@functools.lru_cache(maxsize=1024)
+def _referenced(expression: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The name (#…) and value (:…) placeholders a condition text refers to, or None when it does not lex: read from
+    the text alone, once per text."""
     try:
         tokens = _lexed_once(expression)
     except Exception:  # noqa: BLE001 - moto's own parse raises the error the caller must see
@@ -525,7 +527,7 @@ def _referenced(expression: str) -> tuple[list[str], list[str]] | None:
                 names.append(element)
             elif element.startswith(":"):
                 values.append(element)
-    return names, values
+    return tuple(names), tuple(values)
 
 
 def _condition_key(self: Any) -> tuple[Any, ...] | None:

@@ -5,6 +5,8 @@ Rules: shared/reference/openwop-notes.md §1.1 (Approval, Approver enforcement, 
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -64,10 +66,16 @@ class Decision:
 
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
+    return schemas.errors_of(_validator_of(json.dumps(schema)), value)
+
+
+@functools.lru_cache(maxsize=256)
+def _validator_of(schema_text: str) -> Any:
+    """A resume schema's validator, built once per schema text (a gate's schema is the same for every decision on it;
+    building the validator was most of a check). Built from its own copy of the schema, in the same key order."""
     from jsonschema import Draft202012Validator  # first use only (cold starts)
 
-    v = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    return schemas.errors_of(v, value)
+    return Draft202012Validator(json.loads(schema_text), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 def _check_resume_schema(interrupt: OpenInterrupt, value: Any) -> None:
