@@ -14,6 +14,8 @@ An update's validation walks its tree with lookups per node class instead of isi
 and skips the three checks that read only the expression, its names and the table's keys once they passed for the
 same three; a condition is lexed once per text and parsed once per (text, the names and values it refers to); an
 update inside a transaction takes the undo's copy of the item as the stream's old image instead of copying it again.
+An AttributeValue is written into an answer and read from a request without searching its ten members, an item's
+400 KB check keeps a running total, and clauses are found with one class check per node class.
 tests/integration/test_moto_patches.py runs a set of operations with and without the patches and compares every
 answer, error, item and stream record.
 Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself

@@ -66,7 +66,7 @@ class Decision:
 
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
-    return schemas.errors_of(_validator_of(json.dumps(schema)), value)
+    return schemas.errors_of(_validator_of(json.dumps(schema, allow_nan=False)), value)
 
 
 @functools.lru_cache(maxsize=256)
