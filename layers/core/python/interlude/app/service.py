@@ -228,12 +228,14 @@ class Service(KeyOperations, WorkflowOperations):
         return self.apply_deadlines(*got)
 
     def apply_deadlines(self, state: RunState, version: int) -> tuple[RunState, int]:
-        """Record every deadline that has passed (timeouts, delays, the run's own) in one transaction.
+        """Record every deadline that has passed (timeouts, delays, the run's own), in one transaction when it holds them.
 
         Every read and resolve goes through here, so a late or lost schedule never lets a late decision
         through; the scheduler's worker calls it too. Whoever commits first wins; the others see the result.
+        Deadlines that one transaction cannot hold all (budgets.TRANSITION_MAX_WAITS) are committed in turn.
         """
-        for _ in range(MAX_RACE_RETRIES):
+        races = 0
+        while races < MAX_RACE_RETRIES:
             now = self.clock()
             if not deadlines.due(state, now):
                 return state, version
@@ -241,8 +243,10 @@ class Service(KeyOperations, WorkflowOperations):
             try:
                 build = partial(deadlines.expire, state, definition, now, self.step_budget)
                 transition = self.commit_or_fail(build, version, now)
-                return transition.state, version + 1
+                # Every commit applies at least one deadline, so this ends.
+                state, version = transition.state, version + 1
             except LostRace:
+                races += 1
                 got = self.store.get_run(state.runId)
                 if got is None:
                     raise NotFound("no such run") from None

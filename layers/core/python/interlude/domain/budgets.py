@@ -27,6 +27,21 @@ MAX_INPUTS_BYTES = 128 * 1024
 TRANSITION_SOFT_BYTES = 128 * 1024
 # One answer that lists what a run accumulated (the events poll): a page, far under the 6 MB Lambda limit.
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# One transition is one TransactWriteItems, which DynamoDB refuses past 100 items. A wait (an open interrupt or a
+# pending action: task, core.http, sub-workflow) costs at most two items when a transition opens or closes it (the
+# interrupt and an external-event gate's waiter or a conversation's claim; a task's item), and the rest of any
+# transition at most seven (run head, event batch, open-runs counter, Idempotency-Key record, audit entry, audit
+# head, pending-checkpoint marker; inbox, ready and run-listing entries are written outside it), so a transition
+# may touch 46 waits. TRANSITION_MAX_WAITS keeps three items spare; the engine stops running nodes there and leaves
+# the rest of the queue to dispatch (as the step budget does).
+TRANSACT_MAX_ITEMS = 100
+ITEMS_PER_WAIT = 2
+TRANSITION_MAX_WAITS = 45
+# Waits one run holds open at once: a node that would open one more fails with interlude.budget_exceeded. Ending
+# the run closes every one of them in one transaction (a cancel must always be possible), and a transition that
+# closes some may open others, so this stays below TRANSITION_MAX_WAITS.
+MAX_OPEN_WAITS = 40
+OPEN_WAITS_BUDGET = "waits open at once in one run"
 # Digits of an integer Python can still print (sys.get_int_max_str_digits() defaults to 4300).
 MAX_INT_DIGITS = 4000
 

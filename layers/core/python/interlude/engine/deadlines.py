@@ -11,7 +11,8 @@ Rules (shared/reference/openwop-notes.md §1.1 §Rejection, RFC 0223):
 * a sleeping core.delay node completes with `{"delayMs": n}`;
 * a run past `configurable.run.runTimeoutMs` fails with `run_timeout`, cancelling open interrupts and delays.
 
-`expire` applies every deadline that has passed at `now`, earliest first, in one Transition, so the
+`expire` applies every deadline that has passed at `now`, earliest first, in one Transition (as many as one
+transaction can hold: budgets.TRANSITION_MAX_WAITS; Service.apply_deadlines commits again for the rest), so the
 scheduler's worker, a resolve and a read all converge on the same outcome, and applying it twice is a no-op
 (a deadline that was applied is no longer in the state).
 """
@@ -24,7 +25,8 @@ from typing import Any, Literal, NamedTuple
 from interlude.domain.errors import run_error
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, fail_where_it_stands, resolve
+from interlude.domain.budgets import TRANSITION_MAX_WAITS
+from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, fail_where_it_stands, resolve, waits_spent
 from interlude.rules.interrupts.decide import Decision
 
 ESCALATION_EVENT = "interlude.escalation-requested"
@@ -135,19 +137,22 @@ def expire(
         current = transition.state
         if current.terminal or not is_pending(current, deadline):
             continue  # an earlier deadline in this same pass settled it (e.g. the run timed out)
-        step_t = _apply(current, workflow, deadline, now, step_budget)
+        spent = waits_spent(transition)
+        if spent and spent + len(current.interrupts) + len(current.actions) >= TRANSITION_MAX_WAITS:
+            break  # one transaction holds no more: the rest is applied by the next (Service.apply_deadlines)
+        step_t = _apply(current, workflow, deadline, now, step_budget, spent)
         transition = _chain(transition, step_t)
     return transition
 
 
 def _apply(
-    state: RunState, workflow: WorkflowDefinition, deadline: Deadline, now: datetime, step_budget: int
+    state: RunState, workflow: WorkflowDefinition, deadline: Deadline, now: datetime, step_budget: int, spent: int
 ) -> Transition:
     if deadline.purpose == "interrupt":
         assert deadline.node_id is not None
         interrupt = state.interrupts[deadline.node_id]
-        return resolve(state, workflow, deadline.node_id, timeout_decision(interrupt), now, step_budget)
-    step = _Step(state, workflow, now, step_budget)
+        return resolve(state, workflow, deadline.node_id, timeout_decision(interrupt), now, step_budget, spent=spent)
+    step = _Step(state, workflow, now, step_budget, spent)
     if deadline.purpose == "delay":
         assert deadline.node_id is not None
         delay = step.s.delays.pop(deadline.node_id)

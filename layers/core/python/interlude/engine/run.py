@@ -14,7 +14,16 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from interlude.config import DEFAULT_STEP_BUDGET
-from interlude.domain.budgets import MAX_STATE_BYTES, MAX_VALUE_BYTES, TRANSITION_SOFT_BYTES, BudgetExceeded, json_size
+from interlude.domain.budgets import (
+    MAX_OPEN_WAITS,
+    MAX_STATE_BYTES,
+    MAX_VALUE_BYTES,
+    OPEN_WAITS_BUDGET,
+    TRANSITION_MAX_WAITS,
+    TRANSITION_SOFT_BYTES,
+    BudgetExceeded,
+    json_size,
+)
 from interlude.domain.clock import iso
 from interlude.domain.errors import run_error
 from interlude.domain.ids import derive_opaque, tenant_bound
@@ -128,8 +137,10 @@ class _Step:
         workflow: WorkflowDefinition | None,
         now: datetime,
         step_budget: int = DEFAULT_STEP_BUDGET,
+        spent: int = 0,
     ) -> None:
-        """`workflow` None: a step that only closes the run (cancel), which executes and routes nothing."""
+        """`workflow` None: a step that only closes the run (cancel), which executes and routes nothing. `spent`:
+        waits an earlier step of the same commit wrote and closed (deadlines.expire chains steps)."""
         # A copy: the caller's state stays as loaded (a failed commit builds again from it). Dumped and validated by
         # pydantic-core, about five times faster than model_copy(deep=True)'s Python walk on the hot path.
         self.t = Transition(state=type(state).model_validate(state.model_dump(round_trip=True)))
@@ -146,6 +157,9 @@ class _Step:
         self._state_bytes: int | None = None
         # Set when a decision must land without anything after it running (service.commit_or_fail).
         self.halting = False
+        # Waits this transition may write an item for (budgets.TRANSITION_MAX_WAITS): every one open now (the run
+        # may end in it, closing them all) and every one it opens.
+        self.waits = spent + len(self.s.interrupts) + len(self.s.actions)
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -174,7 +188,7 @@ class _Step:
 
     def run_queue(self) -> None:
         while self.s.queue and not self.s.terminal:
-            if self.budget <= 0 or self.recorded >= TRANSITION_SOFT_BYTES:
+            if self.budget <= 0 or self.recorded >= TRANSITION_SOFT_BYTES or self.waits >= TRANSITION_MAX_WAITS:
                 break
             self.budget -= 1
             self.execute(self.s.queue.pop(0))
@@ -260,6 +274,14 @@ class _Step:
                     self.t.claims.append(effect[1])
                 self.s.conversations[effect[1]] = effect[2]
 
+    def open_wait(self, node_id: str) -> bool:
+        """Count one more wait for `node_id`, or fail the node when the run holds MAX_OPEN_WAITS already."""
+        if len(self.s.interrupts) + len(self.s.actions) >= MAX_OPEN_WAITS:
+            self.fail(node_id, budget_error(node_id, BudgetExceeded(OPEN_WAITS_BUDGET, MAX_OPEN_WAITS, "waits")))
+            return False
+        self.waits += 1
+        return True
+
     def suspend(self, node_id: str, spec: GateSpec) -> None:
         visit = self.s.nodes[node_id].visits
         key = interrupt_key(self.s.runId, node_id, visit)
@@ -273,6 +295,8 @@ class _Step:
             # Registration probes every gate, so only run-time template values can get here.
             error = run_error("validation_error", "the gate built an invalid interrupt payload", {"errors": problems})
             self.fail(node_id, error)
+            return
+        if not self.open_wait(node_id):
             return
         interrupt = OpenInterrupt(
             nodeId=node_id,
@@ -319,6 +343,8 @@ class _Step:
             error = limit_error(self.s, node_id)
         if error is not None:
             self.fail(node_id, error)
+            return
+        if not self.open_wait(node_id):
             return
         ns = self.s.nodes[node_id]
         ns.status = "running"
@@ -467,8 +493,14 @@ class _Step:
         )
 
     def close_open_interrupts(self, reason: str) -> None:
+        opened_here = {i.key for i in self.t.opened}
         for node_id, interrupt in list(self.s.interrupts.items()):
-            self.t.closed.append(Closed(interrupt, "cancelled", {"reason": reason, "at": iso(self.now)}))
+            if interrupt.key in opened_here:
+                # Opened by this same transition: neither written nor closed (as deadlines._chain does), since one
+                # transaction cannot touch an item twice, and the run ends, so its key is never raised again.
+                self.t.opened = [i for i in self.t.opened if i.key != interrupt.key]
+            else:
+                self.t.closed.append(Closed(interrupt, "cancelled", {"reason": reason, "at": iso(self.now)}))
             ns = self.s.nodes[node_id]
             ns.status = "skipped"
             ns.settledAt = self.tick()
@@ -583,10 +615,11 @@ def resolve(
     now: datetime,
     step_budget: int = DEFAULT_STEP_BUDGET,
     halt: dict[str, Any] | None = None,
+    spent: int = 0,
 ) -> Transition:
     """`halt`: the decision lands (interrupt closed, node settled), then the run fails with this error instead of
-    continuing (what would follow could not be committed)."""
-    step = _Step(state, workflow, now, step_budget)
+    continuing (what would follow could not be committed). `spent`: as _Step's."""
+    step = _Step(state, workflow, now, step_budget, spent)
     step.halting = halt is not None
     s = step.s
     interrupt = s.interrupts[node_id]
@@ -689,6 +722,15 @@ def delegate(state: RunState, workflow: WorkflowDefinition, node_id: str, record
     }
     step.emit(VOTE_DELEGATED, node_id, payload)
     return step.t
+
+
+def waits_spent(transition: Transition) -> int:
+    """Waits `transition` writes an item for that are no longer open in its state (those still open count as open
+    in the next step's own tally): what a further step chained into the same commit starts from."""
+    still_open = {i.key for i in transition.state.interrupts.values()}
+    written = {i.key for i in transition.opened} | {c.interrupt.key for c in transition.closed}
+    written |= {u.key for u in transition.updated}
+    return len(written - still_open) + len(transition.abandoned)
 
 
 def fail_where_it_stands(state: RunState, now: datetime, error: dict[str, Any], node_id: str | None) -> Transition:
