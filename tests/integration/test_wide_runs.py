@@ -137,7 +137,9 @@ def test_a_fan_out_past_the_limit_fails_the_node_that_would_open_one_wait_too_ma
     assert body["status"] == "failed"
     assert body["error"]["code"] == "interlude.budget_exceeded"
     details = body["error"]["details"]
-    assert details["budget"] == OPEN_WAITS_BUDGET and details["limit"] == MAX_OPEN_WAITS and details["unit"] == "waits"
+    assert details["budget"] == OPEN_WAITS_BUDGET
+    assert details["limit"] == MAX_OPEN_WAITS
+    assert details["unit"] == "waits"
     failed = details["nodeId"]
     assert body["nodeStates"][failed]["status"] == "failed"
     assert sum(1 for ns in body["nodeStates"].values() if ns["status"] == "skipped") >= MAX_OPEN_WAITS
@@ -155,7 +157,8 @@ def test_a_wide_fan_out_that_routes_the_failure_keeps_its_gates_and_can_be_cance
     assert len(failed) == WIDE - MAX_OPEN_WAITS
     assert cancel(key, run["runId"])["status"] == "cancelled"
     statuses = [i["status"]["S"] for i in interrupt_items(run["runId"])]
-    assert len(statuses) == MAX_OPEN_WAITS and set(statuses) == {"cancelled"}
+    assert len(statuses) == MAX_OPEN_WAITS
+    assert set(statuses) == {"cancelled"}
 
 
 def test_deciding_one_gate_of_a_full_fan_out_ends_the_run_and_closes_every_other_gate(key):
@@ -164,9 +167,11 @@ def test_deciding_one_gate_of_a_full_fan_out_ends_the_run_and_closes_every_other
     status, answer = call(key, "POST", f"/runs/{quote(run['runId'], safe='')}/interrupts/b0", {"resumeValue": {"action": "reject"}})
     assert status == 200, answer
     body = snapshot(key, run["runId"])
-    assert body["status"] == "failed" and open_gates(body) == {}
+    assert body["status"] == "failed"
+    assert open_gates(body) == {}
     statuses = [i["status"]["S"] for i in interrupt_items(run["runId"])]
-    assert sorted(set(statuses)) == ["cancelled", "resolved"] and len(statuses) == MAX_OPEN_WAITS
+    assert sorted(set(statuses)) == ["cancelled", "resolved"]
+    assert len(statuses) == MAX_OPEN_WAITS
 
 
 def test_every_gate_of_a_full_fan_out_timing_out_at_once_opens_the_next_gates_over_several_writes(key):

@@ -22,10 +22,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
+from interlude.domain.budgets import TRANSITION_MAX_WAITS
 from interlude.domain.errors import run_error
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.domain.budgets import TRANSITION_MAX_WAITS
 from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, fail_where_it_stands, resolve, waits_spent
 from interlude.rules.interrupts.decide import Decision
 
