@@ -274,15 +274,16 @@ class _Step:
                     self.t.claims.append(effect[1])
                 self.s.conversations[effect[1]] = effect[2]
 
-    def open_wait(self, node_id: str) -> bool:
-        """Count one more wait for `node_id`, or fail the node when the run holds MAX_OPEN_WAITS already."""
-        if len(self.s.interrupts) + len(self.s.actions) >= MAX_OPEN_WAITS:
-            self.fail(node_id, budget_error(node_id, BudgetExceeded(OPEN_WAITS_BUDGET, MAX_OPEN_WAITS, "waits")))
+    def wait_refused(self, node_id: str) -> bool:
+        """Fail `node_id` when the run holds MAX_OPEN_WAITS already (before anything of its wait is built)."""
+        if len(self.s.interrupts) + len(self.s.actions) < MAX_OPEN_WAITS:
             return False
-        self.waits += 1
+        self.fail(node_id, budget_error(node_id, BudgetExceeded(OPEN_WAITS_BUDGET, MAX_OPEN_WAITS, "waits")))
         return True
 
     def suspend(self, node_id: str, spec: GateSpec) -> None:
+        if self.wait_refused(node_id):
+            return
         visit = self.s.nodes[node_id].visits
         key = interrupt_key(self.s.runId, node_id, visit)
         payload = spec.payload(key)
@@ -296,8 +297,6 @@ class _Step:
             error = run_error("validation_error", "the gate built an invalid interrupt payload", {"errors": problems})
             self.fail(node_id, error)
             return
-        if not self.open_wait(node_id):
-            return
         interrupt = OpenInterrupt(
             nodeId=node_id,
             key=key,
@@ -309,6 +308,7 @@ class _Step:
             deadline=self.now.timestamp() + spec.timeout_ms / 1000 if spec.timeout_ms else None,
         )
         self.s.interrupts[node_id] = interrupt
+        self.waits += 1
         self.s.nodes[node_id].status = "suspended"
         self.t.opened.append(interrupt)
         self.emit("interrupt.requested", node_id, payload)
@@ -338,16 +338,17 @@ class _Step:
         if isinstance(spec, str):
             self.fail(node_id, run_error("validation_error", spec))
             return
+        if self.wait_refused(node_id):
+            return
         error = self.admit(node_id, spec.request, None, "the action's request")
         if error is None and spec.kind == SUBWORKFLOW:
             error = limit_error(self.s, node_id)
         if error is not None:
             self.fail(node_id, error)
             return
-        if not self.open_wait(node_id):
-            return
         ns = self.s.nodes[node_id]
         ns.status = "running"
+        self.waits += 1
         self.s.actions[node_id] = PendingAction(
             visit=ns.visits,
             kind=spec.kind,
