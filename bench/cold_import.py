@@ -91,6 +91,10 @@ FIRST_USE: tuple[tuple[str, str, str], ...] = (
     # The inbox routes' module and their answers (domain/models/answers/inbox); bench/first_requests.py times whole
     # first requests, validators and caches included.
     ("api", "an inbox page (GET /interrupts)", "from interlude.api import app\napp.load_routes('GET', '/interrupts')"),
+    # The worker and its clients; an action's outcome lands on its run through the engine's run rules, which
+    # app/actions.py loads with the first outcome (nearly every message has one).
+    ("actions", "its first message", "module.worker()\nimport interlude.engine.run"),
+    ("notify", "its first message", "module.worker()"),
 )
 PROBE = """
 import importlib.util, os, sys, time

@@ -31,6 +31,8 @@ compose_audit()
 def service() -> Service:
     # Loaded by the first invocation about a run (a deadline, a reminder, a task check): the service, the engine and
     # the run model. The audit sweep, the one invocation every deployment gets every minute, reads no run.
+    # The engine by name: app/service.py loads it only where a run moves, and a deadline moves one.
+    import interlude.engine.run  # noqa: F401
     from interlude.app.service import default_service
     from interlude.composition import compose
 

@@ -35,6 +35,9 @@ if "pydantic" in sys.modules:
 print(json.dumps({"modules": sorted(sys.modules), "built": built}))
 """
 
+# The engine's run rules and its node types' registry: what moves a run (app/service.py loads them where one moves).
+ENGINE_RUN_RULES = ["interlude.engine.run", "interlude.engine.registry", "interlude.engine.gates", "interlude.engine.growth"]
+
 # Modules each function must not load at import; a prefix names a package and everything in it.
 NOT_AT_IMPORT = {
     "api": [
@@ -63,7 +66,17 @@ NOT_AT_IMPORT = {
         "jsonschema",
         "pydantic",  # a delivery validates no model (a dead letter's retention loads the webhook models)
     ],
-    "dispatch": ["interlude.api", "interlude.adapters.delivery", "jsonschema", "interlude.rules.egress"],
+    # A record reads its run and runs the outbox; the engine's run rules and node types load only where a record moves
+    # a run (a runnable one, a deadline already due, a child, a task's retry), and decisions' directory with a resolve.
+    "dispatch": [
+        "interlude.api",
+        "interlude.adapters.delivery",
+        "jsonschema",
+        "interlude.rules.egress",
+        *ENGINE_RUN_RULES,
+        "interlude.app.delegation",
+        "interlude.app.directory",
+    ],
     # A message sends one recipient's notification: it reads the run and the directory, never runs the engine.
     "notify": [
         "interlude.api",
@@ -384,3 +397,21 @@ def test_an_openwop_workflow_is_registered_and_read_without_the_modulex_face():
     modules = set(got["modules"])
     assert "interlude.api.runs" in modules
     assert among(modules, ["interlude.faces", "interlude.api.modulex", "interlude.api.modulex_workflows"]) == []
+
+
+def test_the_dispatch_outbox_loads_no_engine_run_rules():
+    """The outbox's handlers read runs (deadlines, notices, notifications) and move one only on rarer records: the
+    first record loads the outbox, not the engine's run rules; a runnable run's advance loads them."""
+    got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
+    assert among(got["modules"], ENGINE_RUN_RULES) == []
+    got = imported("dispatch", then="module.default_service()\nfrom interlude.engine import run\nassert run.advance\n")
+    assert "interlude.engine.registry" in got["modules"]
+
+
+# What an action's message does not use: the directory, delegations and the tenant's decision facts (a resolve's).
+NOT_FOR_AN_ACTION = ["interlude.app.delegation", "interlude.app.directory", "interlude.domain.models.principals"]
+
+
+def test_the_actions_function_loads_no_decision_reading():
+    got = imported("actions", then="module.worker()\n")
+    assert among(got["modules"], NOT_FOR_AN_ACTION) == []

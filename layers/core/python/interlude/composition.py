@@ -52,8 +52,9 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
 def compose() -> None:
     # The engine loads here, not with this module: the timeouts function's audit sweep imports the composition for
     # the signing key alone (compose_audit) and runs no workflow. The ModuleX node types load when a modulex.* typeId
-    # is first run or checked (an OpenWOP request never loads the ModuleX face).
-    from interlude.engine.registry import register_lazily
+    # is first run or checked (an OpenWOP request never loads the ModuleX face); the engine's own, at the first lookup
+    # of any typeId (engine/face_types.py: the dispatch function's records look up none).
+    from interlude.engine.face_types import register_lazily
 
     register_lazily("modulex.", _modulex_types)
     compose_audit()

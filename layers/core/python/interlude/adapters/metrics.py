@@ -70,9 +70,9 @@ def on_events(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
 
 
 def time_to_decision(service: Any, run_id: str, resolved: list[dict[str, Any]]) -> None:
-    # The engine loads here, only where metrics are written: the API and callbacks functions count with this
-    # module and import no engine for it (cold starts).
-    from interlude.engine.run import interrupt_key, visit_of
+    # Imported here, only where metrics are written: the API and callbacks functions count with this module and
+    # import no engine package for it (cold starts). The visits' names, not the engine's run rules.
+    from interlude.engine.visits import interrupt_key, visit_of
 
     got = service.store.get_run(run_id)
     if got is None:

@@ -44,7 +44,7 @@ from interlude.domain.models.answers.tokens import MintedToken
 from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
-from interlude.engine.run import interrupt_key, visit_of
+from interlude.engine.visits import interrupt_key, visit_of
 from interlude.rules.interrupts.delegation import NOT_A_VOTE
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
 

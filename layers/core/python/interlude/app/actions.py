@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.models.run import PendingAction
-from interlude.engine import run as engine
 from interlude.store import Conflict as LostRace
 from interlude.store.effects import EffectStore
 
@@ -35,6 +34,8 @@ def pending_action(service: Service, run_id: str, node_id: str, visit: int) -> P
 def finish_action(service: Service, run_id: str, node_id: str, visit: int, outcome: dict[str, Any]) -> int:
     """Land an action's outcome (`{"output": ...}` or `{"error": ...}`); returns the events written (0: nothing
     waited for it any more)."""
+    from interlude.engine import run as engine  # the run rules: app/service.py loads them where a run moves
+
     for _ in range(MAX_RACE_RETRIES):
         got = service.store.get_run(run_id)
         if got is None:

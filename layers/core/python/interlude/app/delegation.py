@@ -19,7 +19,6 @@ from interlude.domain.clock import iso
 from interlude.domain.errors import Conflict
 from interlude.domain.models.principals import DelegateVoteRequest
 from interlude.domain.models.run import OpenInterrupt
-from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import Resolver, delegation, eligible, named_by
 from interlude.rules.interrupts.delegation import Delegator, has_cast
@@ -35,6 +34,8 @@ def delegate_vote(
     service: Service, principal: auth.Principal, run_id: str, node_id: str, request: DelegateVoteRequest
 ) -> dict[str, Any]:
     """Record that the caller hands their vote on `node_id`'s open approval gate to `request.delegate`."""
+    from interlude.engine import run as engine  # the run rules: app/service.py loads them where a run moves
+
     state, version = service.load_run(principal.tenant, run_id)
     for _ in range(MAX_RACE_RETRIES):
         state, version = service.apply_deadlines(state, version)

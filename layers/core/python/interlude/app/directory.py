@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import busy
+from interlude.domain.clock import iso
 from interlude.domain.errors import NotFound
 from interlude.domain.models.principals import (
     MAX_DELEGATORS_PER_DELEGATE,
@@ -20,7 +21,6 @@ from interlude.domain.models.principals import (
     OutOfOffice,
     PrincipalEntry,
 )
-from interlude.engine.run import iso
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import Resolver, binding_refs
 from interlude.rules.interrupts.delegation import Delegator

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite, answered, committed
-from interlude.domain.clock import Clock
+from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden, Invalid, NotFound
-from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.store import Store
 
@@ -93,7 +92,7 @@ class KeyOperations:
         now = self.clock()
         if request.expiresAt is not None and request.expiresAt <= now:
             raise Invalid("expiresAt must be in the future", {"field": "expiresAt"})
-        expires_at = engine.iso(request.expiresAt.astimezone(UTC)) if request.expiresAt is not None else None
+        expires_at = iso(request.expiresAt.astimezone(UTC)) if request.expiresAt is not None else None
         key_id, api_key, secret_hash = auth.new_key()
         record = auth.key_record(
             tenant,
@@ -103,7 +102,7 @@ class KeyOperations:
             request.roles,
             request.kind,
             secret_hash,
-            engine.iso(now),
+            iso(now),
             expires_at,
         )
         issued = {
@@ -120,7 +119,7 @@ class KeyOperations:
             by or audit.OPERATOR,
             "key.created",
             {"keyId": key_id},
-            engine.iso(now),
+            iso(now),
             {"subjectId": request.subjectId, "scopes": record["scopes"], **({"expiresAt": expires_at} if expires_at else {})},
         )
         self.store.put_api_key(key_id, record, answer, entry)
@@ -144,7 +143,7 @@ class KeyOperations:
         (audit.actor); None: the operator, through the CLI."""
         if not auth.KEY_ID_RE.fullmatch(key_id):
             raise NotFound("no such key")
-        at = engine.iso(self.clock())
+        at = iso(self.clock())
         entry = audit.entry(tenant, by or audit.OPERATOR, "key.revoked", {"keyId": key_id}, at)
         record = self.store.revoke_api_key(tenant, key_id, at, entry)
         if record is None:

@@ -12,31 +12,26 @@ from functools import cache, cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from interlude.app import audit as audit_log
-from interlude.app.delegation import with_delegations
-from interlude.app.directory import with_directory
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
 from interlude.app.limits import TenantLimiter
 from interlude.app.retries import MAX_RACE_RETRIES, busy
-from interlude.app.tenants import with_tenant_facts
 from interlude.app.workflows import WorkflowOperations
-from interlude.config import settings
+from interlude.config import DEFAULT_STEP_BUDGET, settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
 from interlude.domain.audit import AuditDraft
 from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, first_page, json_size
-from interlude.domain.clock import Clock, iso_epoch
+from interlude.domain.clock import Clock, iso, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines
-from interlude.engine import run as engine
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, InvalidEvent
-from interlude.engine.registry import is_gate
+from interlude.engine.visits import visit_keys
 from interlude.rules import auth
 from interlude.rules import inputs as declared_inputs
-from interlude.rules.interrupts.decide import Resolver, decide
 from interlude.store import Conflict as LostRace
 from interlude.store import Store
 from interlude.store.directory import DirectoryStore
@@ -45,6 +40,8 @@ from interlude.store.interactions import InteractionStore
 
 if TYPE_CHECKING:
     from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+    from interlude.engine import run as engine
+    from interlude.rules.interrupts.decide import Resolver
     from interlude.store.deliveries import DeliveryStore
     from interlude.store.webhooks import SubscriptionSecrets, WebhookStore
 
@@ -57,7 +54,7 @@ class Service(KeyOperations, WorkflowOperations):
     # Host-name resolver of the callbackUrl guard at createRun (None: getaddrinfo); tests inject a fixed table.
     callback_resolver: Callable[[str, int], list[str]] | None = None
 
-    def __init__(self, store: Store, clock: Clock = clock_.now, step_budget: int = engine.DEFAULT_STEP_BUDGET) -> None:
+    def __init__(self, store: Store, clock: Clock = clock_.now, step_budget: int = DEFAULT_STEP_BUDGET) -> None:
         self.store = store
         # Every audit append through this store checkpoints when one is due (app/audit.py).
         audit_log.install(store)
@@ -106,6 +103,10 @@ class Service(KeyOperations, WorkflowOperations):
     def create_run(
         self, principal: auth.Principal, request: CreateRunRequest, keyed: KeyedWrite | None = None
     ) -> RunState:
+        # The engine's run rules load where a run moves (create, cancel, resolve, advance, a deadline applied, a
+        # snapshot's waiting node): the dispatch function's records read runs and move none but a runnable one.
+        from interlude.engine import run as engine
+
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
@@ -156,7 +157,7 @@ class Service(KeyOperations, WorkflowOperations):
             tags=request.tags,
             metadata=request.metadata,
             callbackUrl=request.callbackUrl,
-            createdAt=engine.iso(now),
+            createdAt=iso(now),
         )
         open_runs = self.limiter.limits(principal.tenant).open_runs
         build = partial(engine.start, state, definition, now, self.step_budget)
@@ -213,7 +214,7 @@ class Service(KeyOperations, WorkflowOperations):
         """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction
         (and `audit`'s entry too)."""
         record = answered(keyed, result(transition)) if keyed else None
-        self.store.commit(transition, version, engine.iso(now), record, open_runs_limit, audit)
+        self.store.commit(transition, version, iso(now), record, open_runs_limit, audit)
         committed(keyed, record)
         return transition
 
@@ -289,7 +290,9 @@ class Service(KeyOperations, WorkflowOperations):
         for field in ("startedAt", "completedAt", "error"):
             if getattr(state, field):
                 snap[field] = getattr(state, field)
-        held = engine.waiting_on(state)
+        from interlude.engine.run import waiting_on
+
+        held = waiting_on(state)
         if held is not None:
             snap["currentNodeId"] = held[0]
         if state.tags:
@@ -335,6 +338,8 @@ class Service(KeyOperations, WorkflowOperations):
         surface: str = "api",
     ) -> RunState:
         """`surface`: where the cancel was asked (the audit entry's actor surface: api, console)."""
+        from interlude.engine import run as engine
+
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.load_run(principal.tenant, run_id)
             if state.terminal:
@@ -343,7 +348,7 @@ class Service(KeyOperations, WorkflowOperations):
             transition = engine.cancel(state, now, request.reason, principal.subject["subjectId"])
             details = {"reason": request.reason[:500]} if request.reason else {}
             entry = audit_log.entry(
-                principal.tenant, audit_log.actor(principal, surface), "run.cancelled", {"runId": run_id}, engine.iso(now), details
+                principal.tenant, audit_log.actor(principal, surface), "run.cancelled", {"runId": run_id}, iso(now), details
             )
             try:
                 return self.commit_answered(transition, version, now, keyed, audit=entry).state
@@ -410,9 +415,11 @@ class Service(KeyOperations, WorkflowOperations):
         node = next((n for n in definition.nodes if n.id == node_id), None)
         if node is None:
             raise NotFound(f"the run has no node {node_id!r}")
+        from interlude.engine.registry import is_gate
+
         if not is_gate(node.typeId):
             raise NotFound(f"node {node_id!r} is not a gate: it raises no interrupt")
-        if state.terminal or self.store.raised_any(state.runId, engine.visit_keys(state, node_id)):
+        if state.terminal or self.store.raised_any(state.runId, visit_keys(state, node_id)):
             raise Conflict(
                 f"node {node_id!r} holds no open interrupt (run {state.status})",
                 {"runStatus": state.status},
@@ -431,6 +438,14 @@ class Service(KeyOperations, WorkflowOperations):
         keyed: KeyedWrite | None = None,
     ) -> dict[str, Any]:
         """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another)."""
+        # What a decision reads (the tenant's facts, its directory, delegations) loads with the first resolve: the
+        # actions and timeouts functions' invocations land outcomes and apply deadlines, and decide nothing.
+        from interlude.app.delegation import with_delegations
+        from interlude.app.directory import with_directory
+        from interlude.app.tenants import with_tenant_facts
+        from interlude.engine import run as engine
+        from interlude.rules.interrupts.decide import decide
+
         within_budget(resume_value, MAX_VALUE_BYTES, "the resume value")
         for _ in range(MAX_RACE_RETRIES):
             # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
@@ -454,9 +469,9 @@ class Service(KeyOperations, WorkflowOperations):
                 resolver = with_directory(self.directory, state.tenant, interrupt.payload["data"], resolver)
                 # Votes handed to this principal, for this gate or while someone is out of office (issue 14).
                 resolver = with_delegations(self, state.tenant, interrupt, resolver, now)
-            decision = decide(interrupt, resume_value, resolver, engine.iso(now), config)
+            decision = decide(interrupt, resume_value, resolver, iso(now), config)
             entry = audit_log.decision_draft(
-                state.tenant, state.runId, node_id, interrupt.interruptId, interrupt.kind, decision, resolver, engine.iso(now)
+                state.tenant, state.runId, node_id, interrupt.interruptId, interrupt.kind, decision, resolver, iso(now)
             )
             try:
                 build = partial(engine.resolve, state, definition, node_id, decision, now, self.step_budget)
@@ -486,6 +501,8 @@ class Service(KeyOperations, WorkflowOperations):
 
     def advance_run(self, run_id: str) -> int:
         """Continue a run left runnable; returns how many events were written (0 when nothing to do)."""
+        from interlude.engine import run as engine
+
         for _ in range(MAX_RACE_RETRIES):
             got = self.store.get_run(run_id)
             if got is None:

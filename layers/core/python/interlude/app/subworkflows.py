@@ -17,7 +17,6 @@ from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
 from interlude.domain.models.run import RunState
-from interlude.engine import run as engine
 from interlude.engine.subworkflows import CHILD_REQUESTED, child_outcome
 from interlude.rules import inputs as declared_inputs
 from interlude.store import Conflict as LostRace
@@ -99,6 +98,9 @@ def start_child(service: Service, parent_run_id: str, request: dict[str, Any]) -
 def _create_child(
     service: Service, parent: RunState, node_id: str, visit: int, child_id: str, request: dict[str, Any]
 ) -> None:
+    # The run rules load where a run moves: the dispatch function's records start or cancel no child mostly.
+    from interlude.engine import run as engine
+
     workflow_id = request["workflowId"]
     version = service.store.latest_workflow_version(parent.tenant, workflow_id)
     if version is None:
@@ -130,6 +132,8 @@ def _create_child(
 
 def cancel_child(service: Service, child_id: str, parent_run_id: str) -> None:
     """Cancel an unfinished child because its parent ended (its open interrupts close with it)."""
+    from interlude.engine import run as engine
+
     for _ in range(MAX_RACE_RETRIES):
         got = service.store.get_run(child_id)
         if got is None or got[0].terminal:

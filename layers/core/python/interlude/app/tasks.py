@@ -40,7 +40,6 @@ from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import tenant_of
-from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
 from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.tasks import TASK, RetryConfig, task_id, text_output
@@ -347,6 +346,8 @@ def _ended_by_outcome(service: Service, task: Task) -> bool:
 
 def _note_retry(service: Service, task: Task, retried: dict[str, Any]) -> bool:
     """Record the retry on the run; False when the run no longer waits for the task's visit."""
+    from interlude.engine import run as engine  # the run rules load where a run moves (not with the outbox)
+
     for _ in range(MAX_RACE_RETRIES):
         got = service.store.get_run(task.run_id)
         if got is None:

@@ -7,9 +7,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit
+from interlude.domain.clock import iso
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
-from interlude.engine.run import iso
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.decide import Resolver
 from interlude.store.interactions import SETTINGS_SK, InteractionStore, credential_grant_sk, grant_put, settings_put

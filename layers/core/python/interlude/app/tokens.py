@@ -28,7 +28,7 @@ from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.engine.run import visit_of
+from interlude.engine.visits import visit_of
 from interlude.rules.auth import Principal, key_status, personal_subject, principal_from_record
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.tokens.issuer import interrupt_token

@@ -7,10 +7,9 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
-from interlude.domain.clock import Clock
+from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Internal, Invalid, NotFound
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.rules.limits import check_definition
 from interlude.store import Store
@@ -27,7 +26,9 @@ MAX_WORKFLOW_LISTING = 10_000
 
 def check_workflow(definition: WorkflowDefinition) -> None:
     """What PUT /workflows/{id} refuses a parsed definition for (also `interlude workflows validate`, offline)."""
-    problems = engine.check_config(definition)
+    from interlude.engine.run import check_config  # the engine's rules: only a definition registered loads them here
+
+    problems = check_config(definition)
     if problems:
         raise Invalid("the workflow definition is not valid", {"errors": problems})
 
@@ -57,7 +58,7 @@ class WorkflowOperations:
     ) -> dict[str, Any]:
         check_workflow(definition)
         version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
-        now = engine.iso(self.clock())
+        now = iso(self.clock())
         for _ in range(MAX_RACE_RETRIES):
             entry = {"face": "openwop", "name": definition.name or workflow_id, "updatedAt": now}
             stored = self.store_workflow_version(principal, workflow_id, version, definition, entry)
@@ -85,7 +86,7 @@ class WorkflowOperations:
             workflow_id,
             version,
             stored,
-            engine.iso(self.clock()),
+            iso(self.clock()),
             principal.subject["subjectId"],
             limits.workflow_versions,
             catalogue,

@@ -20,14 +20,17 @@ scheduler's worker, a resolve and a read all converge on the same outcome, and a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain.budgets import TRANSITION_MAX_WAITS
 from interlude.domain.errors import run_error
-from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.engine.run import DEFAULT_STEP_BUDGET, Transition, _Step, fail_where_it_stands, resolve, waits_spent
-from interlude.rules.interrupts.decide import Decision
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import OpenInterrupt, RunState
+    from interlude.domain.models.workflow import WorkflowDefinition
+    from interlude.engine.run import Transition
+    from interlude.rules.interrupts.decide import Decision
 
 ESCALATION_EVENT = "interlude.escalation-requested"
 
@@ -105,6 +108,8 @@ def is_pending(state: RunState, deadline: Deadline) -> bool:
 
 def timeout_decision(interrupt: OpenInterrupt) -> Decision:
     """What an elapsed timeout does to an open interrupt: never a grant."""
+    from interlude.rules.interrupts.decide import Decision
+
     event: dict[str, Any] = {"kind": interrupt.kind, "reason": "timeout"}
     if interrupt.kind == "approval":
         event.update(action="timeout", decision="rejected")
@@ -130,6 +135,11 @@ def expire(
 ) -> Transition:
     """Apply every deadline passed at `now`; a Transition with no events when none has. `halt`: fail the run
     instead (what the deadlines would set off could not be committed)."""
+    # The engine's run rules load with the first deadline applied: which deadlines a run has (`pending`, `due`) is
+    # read from the run alone, by the dispatch function's every record (docs/decisions.md, "The worker functions'
+    # cold imports").
+    from interlude.engine.run import Transition, fail_where_it_stands, waits_spent
+
     if halt is not None:
         return fail_where_it_stands(state, now, halt, None)
     transition = Transition(state=state.model_copy(deep=True))
@@ -148,6 +158,8 @@ def expire(
 def _apply(
     state: RunState, workflow: WorkflowDefinition, deadline: Deadline, now: datetime, step_budget: int, spent: int
 ) -> Transition:
+    from interlude.engine.run import _Step, resolve
+
     if deadline.purpose == "interrupt":
         assert deadline.node_id is not None
         interrupt = state.interrupts[deadline.node_id]
@@ -171,6 +183,8 @@ def _chain(first: Transition, second: Transition) -> Transition:
     same pass) is neither written nor closed: one transaction cannot touch an item twice, and the run is
     terminal, so its key can never be raised again anyway.
     """
+    from interlude.engine.run import Transition
+
     transient = {i.key for i in first.opened} & {c.interrupt.key for c in second.closed}
     return Transition(
         state=second.state,

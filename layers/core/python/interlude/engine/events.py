@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude.domain.ids import derive_opaque
-from interlude.engine.run import EventDraft
+
+if TYPE_CHECKING:
+    from interlude.engine.run import EventDraft
 
 SCHEMA_VERSION = 1
 ENGINE_VERSION = 1

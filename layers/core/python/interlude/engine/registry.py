@@ -4,10 +4,12 @@ plus the types a face registers (interlude.composition registers the ModuleX one
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from interlude.engine.actions import ACTION_TYPES
+from interlude.engine.face_types import LAZY as _LAZY
+from interlude.engine.face_types import LAZY_LOCK as _LAZY_LOCK
+from interlude.engine.face_types import register_lazily as register_lazily
 from interlude.engine.gates import GATES
 from interlude.engine.nodetypes import CORE_TYPES, NodeType
 from interlude.engine.subworkflows import SUBWORKFLOW_TYPES
@@ -23,17 +25,6 @@ def register(types: Iterable[NodeType]) -> None:
         if known is not None and known is not node_type:
             raise ValueError(f"node type {node_type.type_id!r} is already registered")
         NODE_TYPES[node_type.type_id] = node_type
-
-
-# Node types a face registers on first use, by typeId prefix (interlude.composition: "modulex."): an entry point
-# whose requests never run or check such a node (an OpenWOP definition's) never imports the face's modules.
-_LAZY: dict[str, Callable[[], Iterable[NodeType]]] = {}
-_LAZY_LOCK = threading.Lock()  # the local stack answers requests on threads
-
-
-def register_lazily(prefix: str, load: Callable[[], Iterable[NodeType]]) -> None:
-    """`load` returns the types whose typeIds start with `prefix`; it runs when such a typeId is first looked up."""
-    _LAZY[prefix] = load
 
 
 def _load(prefixes: Iterable[str]) -> None:

@@ -26,7 +26,6 @@ from interlude.domain.budgets import (
 )
 from interlude.domain.clock import iso
 from interlude.domain.errors import run_error
-from interlude.domain.ids import derive_opaque, tenant_bound
 from interlude.domain.models.run import (
     TERMINAL_NODE_STATUSES,
     Delay,
@@ -53,13 +52,15 @@ from interlude.engine.subworkflows import (
     mapped_outcome,
 )
 from interlude.engine.tasks import NODE_RETRIED
+from interlude.engine.visits import interrupt_id as interrupt_id
+from interlude.engine.visits import interrupt_key as interrupt_key
+from interlude.engine.visits import visit_keys as visit_keys
+from interlude.engine.visits import visit_of as visit_of
 from interlude.rules.interrupts.decide import Decision
 from interlude.rules.interrupts.payloads import holding_interrupt, validate_payload
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
-# Node executions per transition; the rest is left runnable for `dispatch` (keeps one transaction small).
-KEY_MAX = 256
 
 
 class EventDraft(NamedTuple):
@@ -97,19 +98,6 @@ def _duration_ms(start: str | None, now: datetime) -> int:
     return max(0, int((now - began).total_seconds() * 1000))
 
 
-def interrupt_id(state: RunState, node_id: str, visit: int) -> str:
-    """Derived from (run, node, visit), so replaying a step raises the same id and any id names its visit."""
-    return tenant_bound(state.tenant, derive_opaque(state.runId, node_id, str(visit)))
-
-
-def visit_of(state: RunState, node_id: str, interrupt_id_: str | None) -> int | None:
-    """Which visit of `node_id` raised `interrupt_id_`, found without a read; None if none did."""
-    ns = state.nodes.get(node_id)
-    if ns is None or not interrupt_id_:
-        return None
-    return next((v for v in range(ns.visits, 0, -1) if interrupt_id(state, node_id, v) == interrupt_id_), None)
-
-
 def waiting_on(state: RunState) -> tuple[str, RunStatus] | None:
     """The node whose open interrupt sets the run's waiting status, and that status; None when none is open.
 
@@ -117,17 +105,6 @@ def waiting_on(state: RunState) -> tuple[str, RunStatus] | None:
     external-event gate always makes the run waiting-external); the snapshot's currentNodeId names this node.
     """
     return holding_interrupt((node_id, oi.kind) for node_id, oi in state.interrupts.items())
-
-
-def interrupt_key(run_id: str, node_id: str, visit: int) -> str:
-    key = f"{run_id}:{node_id}:{visit}"
-    return key if len(key) <= KEY_MAX else f"{derive_opaque(run_id)}:{node_id}:{visit}"[:KEY_MAX]
-
-
-def visit_keys(state: RunState, node_id: str) -> list[str]:
-    """The key each visit of `node_id` so far would have raised its interrupt under, latest first."""
-    ns = state.nodes.get(node_id)
-    return [interrupt_key(state.runId, node_id, v) for v in range(ns.visits if ns else 0, 0, -1)]
 
 
 class _Step:

@@ -15,7 +15,7 @@ from typing import Any
 from interlude.domain.ids import derive_opaque, to_wire
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import RUN_END_EVENTS
-from interlude.engine.run import interrupt_key, visit_of
+from interlude.engine.visits import interrupt_key, visit_of
 
 NOTICE_VERSION = 1
 INTERRUPT_EVENTS = ("interrupt.requested", "interrupt.resolved")

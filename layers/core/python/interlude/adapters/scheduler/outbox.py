@@ -17,7 +17,7 @@ from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.engine import deadlines
 from interlude.engine.deadlines import Deadline
 from interlude.engine.events import RUN_END_EVENTS
-from interlude.engine.run import interrupt_id
+from interlude.engine.visits import interrupt_id
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
