@@ -17,7 +17,7 @@ from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
 from interlude.domain.models.run import RunState
-from interlude.engine.subworkflows import CHILD_REQUESTED, child_outcome
+from interlude.engine.effect_names import CHILD_REQUESTED
 from interlude.rules import inputs as declared_inputs
 from interlude.store import Conflict as LostRace
 
@@ -68,6 +68,8 @@ def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> No
             return
         ended = got[0]
         if ended.parentRunId and ended.parentNodeId and ended.parentVisit is not None:
+            from interlude.engine.subworkflows import child_outcome  # the sub-workflow rules: a child's end only
+
             finish_action(service, ended.parentRunId, ended.parentNodeId, ended.parentVisit, child_outcome(ended))
         for child in ended.children:
             cancel_child(service, child, ended.runId)

@@ -40,9 +40,8 @@ from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import tenant_of
-from interlude.engine.actions import ACTION_REQUESTED
 from interlude.engine.deadlines import Deadline, NotDueYet
-from interlude.engine.tasks import TASK, RetryConfig, task_id, text_output
+from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
 from interlude.store import Conflict as LostRace
 from interlude.store.tasks import Claim, Task, TaskStore
 
@@ -251,6 +250,8 @@ def complete(service: Service, principal: auth.Principal, token: str, output: An
         json_size(output, MAX_VALUE_BYTES, "the task's output")
     except BudgetExceeded as exc:
         raise TooLarge(str(exc), {"limit": MAX_VALUE_BYTES, "unit": "bytes"}) from None
+    from interlude.engine.tasks import text_output  # the task node type: a worker's report, not the outbox
+
     outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
     if not tasks_of(service).settle(task.task_id, held, "completed", outcome):
         raise not_claimed(task)
@@ -294,6 +295,8 @@ def _end_attempt(
     """Requeue the attempt's task (retryable, attempts left) or fail its node; None when the claim is gone, DROPPED
     when the run no longer waits for the task (which is then cancelled)."""
     store = tasks_of(service)
+    from interlude.engine.tasks import RetryConfig
+
     retry = RetryConfig.model_validate(task.request.get("retry") or {})
     node = task.request["nodeId"]
     if retryable and held.attempt < retry.max_attempts:

@@ -30,6 +30,7 @@ from interlude.domain.budgets import BudgetExceeded, Meter, json_size
 from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
 from interlude.domain.models import FrozenClosed
 from interlude.domain.templates import render
+from interlude.engine.effect_names import ACTION_REQUESTED as ACTION_REQUESTED
 from interlude.engine.nodetypes import NodeType
 
 MAX_URL_LENGTH = 2048
@@ -46,7 +47,6 @@ MAX_TIMEOUT_MS = 30_000
 DEFAULT_ATTEMPTS = 5
 MAX_ATTEMPTS = 10
 
-ACTION_REQUESTED = "interlude.action-requested"
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
 SECRET_REF_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 # Set by the worker or by the connection itself; a definition may not set them.

@@ -34,10 +34,10 @@ from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.templates import MISSING, lookup
 from interlude.engine.actions import ActionSpec
+from interlude.engine.effect_names import CHILD_REQUESTED as CHILD_REQUESTED
 from interlude.engine.nodetypes import NodeType, bind_inputs
 
 SUBWORKFLOW = "subWorkflow"
-CHILD_REQUESTED = "interlude.child-requested"
 MAX_DEPTH = 5
 MAX_CHILDREN_PER_RUN = 50
 PARENT_CANCELLED = "parent-cancelled"

@@ -25,13 +25,13 @@ from typing import Any, NamedTuple
 from pydantic import Field, model_validator
 
 from interlude.domain.budgets import Meter
-from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
 from interlude.domain.models import FrozenClosed
 from interlude.domain.templates import render
 from interlude.engine.actions import ActionSpec
+from interlude.engine.effect_names import TASK as TASK
+from interlude.engine.effect_names import task_id as task_id
 from interlude.engine.nodetypes import NodeType
 
-TASK = "task"
 QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 DEFAULT_TIMEOUT_S = 300
 MAX_TIMEOUT_S = 24 * 3600
@@ -98,10 +98,6 @@ class TaskSpec(NamedTuple):
     limits: TaskLimits
     # The worker's output is kept as text when it is a string or {"text": str} (a ModuleX llm node).
     text_output: bool = False
-
-
-def task_id(run_id: str, node_id: str, visit: int) -> str:
-    return tenant_bound(tenant_of(run_id), derive_opaque("task", run_id, node_id, str(visit)))
 
 
 def action_of(node_id: str, spec: TaskSpec, scope: Mapping[str, Any]) -> ActionSpec:

@@ -10,8 +10,7 @@ from typing import Any
 
 from interlude.adapters.queues import send_messages
 from interlude.config.actions import action_settings
-from interlude.engine.actions import ACTION_REQUESTED
-from interlude.engine.tasks import TASK
+from interlude.engine.effect_names import ACTION_REQUESTED, TASK
 
 
 def action_message(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
