@@ -145,6 +145,32 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
     assert service.store.read_events(run_id) == before
 
 
+def test_an_event_the_outbox_resumes_first_is_answered_as_resolving_it(service, admin, monkeypatch):
+    """POST /events keeps the event before it reads the waiters, so dispatch (seeing the interrupt raised) can resume
+    the gate with it in between: the answer still says this event resolved it, and the event is used, not kept."""
+    register(service, admin, "pay", [external()])
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    store = service.hitl_store
+    read_waiters = store.waiters
+
+    def outbox_first(tenant, hash_):
+        found = read_waiters(tenant, hash_)
+        external_events.resolve_kept_events(service, run_id, raised_events(service, run_id))
+        return found
+
+    monkeypatch.setattr(store, "waiters", outbox_first)
+    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 7}))
+    assert (result["matched"], result["resolved"], result["kept"]) == (1, 1, False)
+    assert result["results"] == [{"runId": run_id, "nodeId": "wait", "outcome": "resolved", "status": "completed"}]
+    state, _ = service.store.get_run(run_id)
+    assert state.outputs["wait"]["eventId"] == result["eventId"]
+    # Another event that finds the same gate already decided is told so.
+    monkeypatch.setattr(store, "waiters", lambda tenant, hash_: read_waiters(tenant, hash_) or [{"runId": run_id, "nodeId": "wait", "interruptKey": raised_events(service, run_id)[0]["payload"]["key"]}])
+    late = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
+    assert [r["outcome"] for r in late["results"]] == ["already-resolved"]
+    assert late["kept"] is True
+
+
 def test_a_kept_event_is_used_once(service, admin):
     register(service, admin, "pay", [external()])
     external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))

@@ -25,6 +25,20 @@ def _resume_value(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record[k] for k in ("eventId", "eventType", "correlation", "payload", "receivedAt")}
 
 
+def _already_resolved(
+    service: Service, run_id: str, key: str, record: dict[str, Any], outcome: dict[str, Any]
+) -> dict[str, Any]:
+    # The outbox may have resumed the interrupt with this very event first: kept before the waiters were read, it is
+    # what the interrupt's raise looks for. The event did resolve it then, and the answer says so (not "kept").
+    closed = service.store.closed_interrupt(run_id, key) or {}
+    resolution = closed.get("resolution") or {}
+    value = resolution.get("resumeValue")
+    if closed.get("status") == "resolved" and isinstance(value, dict) and value.get("eventId") == record["eventId"]:
+        got = service.store.get_run(run_id)
+        return {**outcome, "outcome": "resolved", "status": got[0].status if got else "unknown"}
+    return {**outcome, "outcome": "already-resolved"}
+
+
 def _resolve_waiter(
     service: Service, run_id: str, node_id: str, key: str, record: dict[str, Any], subject: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -32,7 +46,7 @@ def _resolve_waiter(
     got = service.store.get_run(run_id)
     interrupt = got[0].interrupts.get(node_id) if got else None
     if got is None or interrupt is None or interrupt.key != key:
-        return {**outcome, "outcome": "already-resolved"}
+        return _already_resolved(service, run_id, key, record, outcome)
     state, version = got
     try:
         result = service.resolve(
@@ -45,7 +59,7 @@ def _resolve_waiter(
         )
     except DomainError as exc:
         if exc.code == "interrupt_already_resolved":
-            return {**outcome, "outcome": "already-resolved"}
+            return _already_resolved(service, run_id, key, record, outcome)
         if exc.code == "validation_error":
             return {**outcome, "outcome": "refused", "errors": (exc.details or {}).get("errors", [])}
         raise
