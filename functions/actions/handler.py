@@ -8,27 +8,30 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-import json
-from functools import cache
-from typing import Any
+from interlude.coldstart import collector_paused
 
-import boto3
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+with collector_paused():
+    import json
+    from functools import cache
+    from typing import Any
 
-from interlude.adapters import metrics
-from interlude.adapters.actions.queue_work import RetryLater
-from interlude.adapters.actions.worker import ActionWorker
-from interlude.app.service import default_service
-from interlude.composition import compose
-from interlude.config.actions import action_settings
-from interlude.store.effects import EffectStore
+    import boto3
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-logger = Logger(service="interlude-actions")
-# Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-compose()
+    from interlude.adapters import metrics
+    from interlude.adapters.actions.queue_work import RetryLater
+    from interlude.adapters.actions.worker import ActionWorker
+    from interlude.app.service import default_service
+    from interlude.composition import compose
+    from interlude.config.actions import action_settings
+    from interlude.store.effects import EffectStore
+
+    logger = Logger(service="interlude-actions")
+    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    compose()
 
 
 @cache

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+from interlude.coldstart import collector_paused
 
-import boto3
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+with collector_paused():
+    from functools import cache
+    from typing import Any
 
-from interlude.adapters import metrics
-from interlude.adapters.delivery.retry import message_ids
-from interlude.adapters.delivery.signing import SecretCache
-from interlude.adapters.delivery.worker import RetryLater, Worker
-from interlude.config import settings
-from interlude.config.delivery import delivery_settings
-from interlude.store import Store
-from interlude.store.deliveries import DeliveryStore
+    import boto3
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-logger = Logger(service="interlude-callbacks")
-# Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    from interlude.adapters import metrics
+    from interlude.adapters.delivery.retry import message_ids
+    from interlude.adapters.delivery.signing import SecretCache
+    from interlude.adapters.delivery.worker import RetryLater, Worker
+    from interlude.config import settings
+    from interlude.config.delivery import delivery_settings
+    from interlude.store import Store
+    from interlude.store.deliveries import DeliveryStore
+
+    logger = Logger(service="interlude-callbacks")
+    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @cache

@@ -8,20 +8,23 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from typing import Any
+from interlude.coldstart import collector_paused
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+with collector_paused():
+    from typing import Any
 
-from interlude.app.service import default_service
-from interlude.composition import compose, handle_stream_record
-from interlude.store.stream import record_run_id
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-logger = Logger(service="interlude-dispatch")
-# A record that fails is logged (with its traceback and its run's correlation id) before the mapping retries it.
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams, logger=logger)
-compose()
+    from interlude.app.service import default_service
+    from interlude.composition import compose, handle_stream_record
+    from interlude.store.stream import record_run_id
+
+    logger = Logger(service="interlude-dispatch")
+    # A record that fails is logged (with its traceback and its run's correlation id) before the mapping retries it.
+    processor = BatchProcessor(event_type=EventType.DynamoDBStreams, logger=logger)
+    compose()
 
 
 def record_handler(record: DynamoDBRecord) -> None:

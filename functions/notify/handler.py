@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import json
-from functools import cache
-from typing import Any
+from interlude.coldstart import collector_paused
 
-import boto3
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+with collector_paused():
+    import json
+    from functools import cache
+    from typing import Any
 
-from interlude.adapters import metrics
-from interlude.adapters.keyring_store import load_key_ring
-from interlude.adapters.notify.worker import RetryLater, Worker
-from interlude.config import settings
-from interlude.config.notify import notify_settings
-from interlude.store import Store
+    import boto3
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-logger = Logger(service="interlude-notify")
-# Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    from interlude.adapters import metrics
+    from interlude.adapters.keyring_store import load_key_ring
+    from interlude.adapters.notify.worker import RetryLater, Worker
+    from interlude.config import settings
+    from interlude.config.notify import notify_settings
+    from interlude.store import Store
+
+    logger = Logger(service="interlude-notify")
+    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @cache

@@ -8,23 +8,26 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from interlude.coldstart import collector_paused
 
-from aws_lambda_powertools import Logger
+with collector_paused():
+    from functools import cache
+    from typing import TYPE_CHECKING, Any
 
-from interlude import wiring
-from interlude.adapters import metrics
-from interlude.app import audit
-from interlude.composition import compose_audit
-from interlude.config import settings
-from interlude.store import Store
+    from aws_lambda_powertools import Logger
 
-if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude import wiring
+    from interlude.adapters import metrics
+    from interlude.app import audit
+    from interlude.composition import compose_audit
+    from interlude.config import settings
+    from interlude.store import Store
 
-logger = Logger(service="interlude-timeouts")
-compose_audit()
+    if TYPE_CHECKING:
+        from interlude.app.service import Service
+
+    logger = Logger(service="interlude-timeouts")
+    compose_audit()
 
 
 @cache
