@@ -12,12 +12,18 @@ Both sides import from bytecode: the probes share a private cache (PYTHONPYCACHE
 of each target first), whatever PYTHONDONTWRITEBYTECODE says. Without it the figure depended on the environment:
 where bytecode is not written (PYTHONDONTWRITEBYTECODE set, as where these figures were taken), every probe compiled
 Interlude's modules from source while boto3's came compiled from site-packages: about a fifth of the API's figure.
-Usage: .venv/bin/python bench/cold_import.py [rounds]
+With --instructions, each figure is instead counted once under valgrind's callgrind (instructions executed, the
+interpreter's own start subtracted from both sides): load-independent, where the timed ratios move by ±0.2 between two
+runs on a quiet shared machine. It needs valgrind on the PATH (not installed by the project: a developer's tool) and
+takes a few minutes.
+Usage: .venv/bin/python bench/cold_import.py [rounds] | --instructions
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -101,7 +107,9 @@ import importlib.util, os, sys, time
 os.environ.setdefault("TABLE_NAME", "bench")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 t0 = time.process_time()
-if sys.argv[1] == "boto3":
+if sys.argv[1] == "nothing":
+    pass
+elif sys.argv[1] == "boto3":
     import boto3
 elif sys.argv[1] == "floor":
     exec(sys.argv[2])
@@ -121,25 +129,71 @@ def probe_env(cache: str) -> dict[str, str]:
     return {**env, "PYTHONPYCACHEPREFIX": cache, "PYTHONPATH": path}
 
 
-def cpu_seconds(target: str, env: dict[str, str], floor: tuple[str, ...] = (), then: str = "") -> float:
-    """`floor`: statements timed instead of a handler; `then`: code run after the handler's import, timed with it."""
+def probe(target: str, floor: tuple[str, ...] = (), then: str = "") -> list[str]:
+    """`floor`: statements run instead of a handler; `then`: code run after the handler's import, counted with it."""
     args = [target, "\n".join(floor)] if floor else [target, then] if then else [target]
-    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True, env=env)
+    return [sys.executable, "-c", PROBE, *args]
+
+
+def cpu_seconds(target: str, env: dict[str, str], floor: tuple[str, ...] = (), then: str = "") -> float:
+    out = subprocess.run(probe(target, floor, then), capture_output=True, text=True, check=True, env=env)
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def instructions(target: str, env: dict[str, str], floor: tuple[str, ...] = (), then: str = "") -> int:
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *probe(target, floor, then)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env={**env, "PYTHONHASHSEED": "0"})
+    return int(re.findall(r"Collected : (\d+)", out.stderr)[-1])
+
+
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    counted = "--instructions" in sys.argv[1:]
+    if counted and shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind on the PATH")
     with tempfile.TemporaryDirectory(prefix="cold-import-pyc-") as cache:
-        measure(rounds, probe_env(cache))
+        if counted:
+            count(probe_env(cache))
+        else:
+            measure(int(sys.argv[1]) if len(sys.argv) > 1 else 7, probe_env(cache))
+
+
+def handler_paths() -> dict[str, str]:
+    return {
+        fn.name: str(ROOT / "functions" / fn.name / (fn.handler.rpartition(".")[0] + ".py")) for fn in wiring.FUNCTIONS
+    }
+
+
+def warm(targets: dict[str, str], env: dict[str, str]) -> None:
+    """Compile everything the probes import into the private cache (untimed, uncounted)."""
+    for target in ["boto3", *targets.values()]:
+        cpu_seconds(target, env)
+    for name in targets:
+        cpu_seconds("floor", env, FLOORS[name])
+    for name, _, then in FIRST_USE:
+        cpu_seconds(targets[name], env, then=then)
+
+
+def count(env: dict[str, str]) -> None:
+    targets = handler_paths()
+    warm(targets, env)
+    start = instructions("nothing", env)
+    boto = instructions("boto3", env) - start
+    print(
+        f"{'function':<12} {'import (M instr.)':>18} {'ratio':>7} {'floor':>7}   goal ≤ {GOAL}×; import boto3: {boto / 1e6:.0f} M"
+    )
+    for name, path in targets.items():
+        own = instructions(path, env) - start
+        floor = instructions("floor", env, FLOORS[name]) - start
+        verdict = "meets" if own / boto <= GOAL else "misses"
+        print(f"{name:<12} {own / 1e6:>18.0f} {own / boto:>6.2f}× {floor / boto:>6.2f}×   {verdict}")
+    for name, path_name, then in FIRST_USE:
+        first = instructions(targets[name], env, then=then) - start
+        print(f"  {name}, first use on {path_name}: {first / boto:.2f}× (once per instance, on that path)")
 
 
 def measure(rounds: int, env: dict[str, str]) -> None:
-    targets = {fn.name: str(ROOT / "functions" / fn.name / (fn.handler.rpartition(".")[0] + ".py")) for fn in wiring.FUNCTIONS}
-    for target in ["boto3", *targets.values()]:
-        cpu_seconds(target, env)  # compiles into the private cache, untimed
-    for name in targets:
-        cpu_seconds("floor", env, FLOORS[name])
+    targets = handler_paths()
+    warm(targets, env)
     print(
         f"{'function':<12} {'import (ms CPU)':>16} {'boto3 (ms CPU)':>15} {'ratio':>7} {'floor':>7}   "
         f"goal ≤ {GOAL}×, rounds={rounds}; floor = boto3 + the Powertools modules used + pydantic where validated"
@@ -160,11 +214,12 @@ def measure(rounds: int, env: dict[str, str]) -> None:
             f"{ratio:>6.2f}× {statistics.median(floors):>6.2f}×   {verdict}"
         )
     for name, path_name, then in FIRST_USE:
-        cpu_seconds(targets[name], env, then=then)  # compiles what the path loads, untimed
         pairs = [(cpu_seconds(targets[name], env, then=then), cpu_seconds("boto3", env)) for _ in range(rounds)]
         first = statistics.median(mine / boto for mine, boto in pairs)
         own_ms = statistics.median(mine for mine, _ in pairs) * 1000
-        print(f"  {name}, first use on {path_name}: {own_ms:.0f} ms CPU, {first:.2f}× (once per instance, on that path)")
+        print(
+            f"  {name}, first use on {path_name}: {own_ms:.0f} ms CPU, {first:.2f}× (once per instance, on that path)"
+        )
 
 
 if __name__ == "__main__":
