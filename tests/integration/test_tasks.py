@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.app.tasks import check
 from interlude.domain import clock
@@ -23,12 +20,12 @@ from interlude.faces.modulex.definition import translate
 from interlude.faces.modulex.references import engine_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.local.schedules import SchedulePump, create_local_deadline_resources
-from interlude.local.sqs_pump import create_queues, export_queue_urls
-from interlude.store import Store, create_table
+from interlude.local.schedules import SchedulePump
+from interlude.store import Store
 from interlude.store.tasks import Claim, TaskStore
 from tests.integration.conftest import new_api_key, signed_in, state_of
 from tests.support.modulex_example import worked_example
+from tests.support.queues import queue_world
 from tests.support.stream import Stream
 
 TABLE = "interlude-test"
@@ -45,23 +42,8 @@ def clock_file(tmp_path, monkeypatch):
 
 @pytest.fixture
 def service(monkeypatch, clock_file):
-    env = {
-        "TABLE_NAME": TABLE,
-        "PUBLIC_BASE_URL": "https://interlude.example.com",
-        "KEY_RING_SECRET": "interlude-test/token-keys",
-        "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        for queue in wiring.QUEUES:
-            monkeypatch.setenv(queue.url_env, urls[queue.name])
-        export_queue_urls(urls)
-        for key, value in create_local_deadline_resources().items():
-            monkeypatch.setenv(key, value)
-        ensure_key_ring(env["KEY_RING_SECRET"])
+    env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
+    with queue_world(monkeypatch, TABLE, env, deadlines=True):
         yield Service(Store(TABLE))
 
 

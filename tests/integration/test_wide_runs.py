@@ -13,20 +13,15 @@ from urllib.parse import quote
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from interlude import wiring
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.domain import clock
 from interlude.domain.budgets import MAX_OPEN_WAITS, OPEN_WAITS_BUDGET
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.local.schedules import create_local_deadline_resources
-from interlude.local.sqs_pump import create_queues, export_queue_urls
-from interlude.store import create_table
 from interlude.store.keys import run_pk
 from interlude.store.tasks import TASK_SK, task_pk
 from tests.integration.conftest import new_api_key
+from tests.support.queues import queue_world
 from tests.support.stream import Stream
 
 TABLE = "interlude-wide-test"
@@ -40,23 +35,8 @@ def key(tmp_path, monkeypatch) -> str:
     path = tmp_path / "clock"
     clock.reset(path)
     monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
-    env = {
-        "TABLE_NAME": TABLE,
-        "PUBLIC_BASE_URL": "https://interlude.example.com",
-        "KEY_RING_SECRET": "interlude-wide/token-keys",
-        "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        for queue in wiring.QUEUES:
-            monkeypatch.setenv(queue.url_env, urls[queue.name])
-        export_queue_urls(urls)
-        for name, value in create_local_deadline_resources().items():
-            monkeypatch.setenv(name, value)
-        ensure_key_ring(env["KEY_RING_SECRET"])
+    env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
+    with queue_world(monkeypatch, TABLE, env, deadlines=True):
         from interlude.app.service import default_service
 
         yield new_api_key(default_service(), tenant=TENANT)

@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from interlude import wiring
 from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls
 from interlude.store import create_table
 
@@ -19,9 +20,11 @@ KEY_RING_SECRET = "interlude-test/token-keys"
 
 
 @contextmanager
-def queue_world(monkeypatch: pytest.MonkeyPatch, table: str, env: dict[str, str]) -> Iterator[dict[str, str]]:
-    """`env` set, then inside moto: the table, every queue of wiring.QUEUES (their URLs exported) and a key ring.
-    Yields the queue URLs by name."""
+def queue_world(
+    monkeypatch: pytest.MonkeyPatch, table: str, env: dict[str, str], deadlines: bool = False
+) -> Iterator[dict[str, str]]:
+    """`env` set, then inside moto: the table, every queue of wiring.QUEUES (their URLs exported), a key ring and, with
+    `deadlines`, the local Scheduler group and role deadlines are made with. Yields the queue URLs by name."""
     for key, value in {"TABLE_NAME": table, "KEY_RING_SECRET": KEY_RING_SECRET, **env}.items():
         monkeypatch.setenv(key, value)
     with mock_aws():
@@ -30,6 +33,9 @@ def queue_world(monkeypatch: pytest.MonkeyPatch, table: str, env: dict[str, str]
         for queue in wiring.QUEUES:
             monkeypatch.setenv(queue.url_env, urls[queue.name])
         export_queue_urls(urls)
+        if deadlines:
+            for key, value in create_local_deadline_resources().items():
+                monkeypatch.setenv(key, value)
         ensure_key_ring(KEY_RING_SECRET)
         yield urls
 
