@@ -177,21 +177,19 @@ def _apply(
 
 
 def _chain(first: Transition, second: Transition) -> Transition:
-    """Two transitions in a row as one commit (the second started from the first's state).
+    """Two transitions in a row as one commit (the second started from the first's state). An interrupt the first
+    opened and the second closed (a delay woke a gate, then the run timed out in the same pass) is dropped as the
+    engine drops one a single step opens and closes (run.drop_transient)."""
+    from interlude.engine.run import Transition, drop_transient
 
-    An interrupt the first opened and the second closed (a delay woke a gate, then the run timed out in the
-    same pass) is neither written nor closed: one transaction cannot touch an item twice, and the run is
-    terminal, so its key can never be raised again anyway.
-    """
-    from interlude.engine.run import Transition
-
-    transient = {i.key for i in first.opened} & {c.interrupt.key for c in second.closed}
-    return Transition(
+    chained = Transition(
         state=second.state,
         events=first.events + second.events,
-        opened=[i for i in first.opened if i.key not in transient] + second.opened,
-        closed=first.closed + [c for c in second.closed if c.interrupt.key not in transient],
+        opened=first.opened + second.opened,
+        closed=first.closed + second.closed,
         updated=first.updated + second.updated,
         claims=first.claims + second.claims,
         abandoned=first.abandoned + second.abandoned,
     )
+    drop_transient(chained)
+    return chained

@@ -471,14 +471,8 @@ class _Step:
         )
 
     def close_open_interrupts(self, reason: str) -> None:
-        opened_here = {i.key for i in self.t.opened}
         for node_id, interrupt in list(self.s.interrupts.items()):
-            if interrupt.key in opened_here:
-                # Opened by this same transition: neither written nor closed (as deadlines._chain does), since one
-                # transaction cannot touch an item twice, and the run ends, so its key is never raised again.
-                self.t.opened = [i for i in self.t.opened if i.key != interrupt.key]
-            else:
-                self.t.closed.append(Closed(interrupt, "cancelled", {"reason": reason, "at": iso(self.now)}))
+            self.t.closed.append(Closed(interrupt, "cancelled", {"reason": reason, "at": iso(self.now)}))
             ns = self.s.nodes[node_id]
             ns.status = "skipped"
             ns.settledAt = self.tick()
@@ -498,6 +492,7 @@ class _Step:
             self.emit("node.cancelled", node_id, {"nodeId": node_id, "reason": reason})
         self.s.actions.clear()
         self.s.queue.clear()
+        drop_transient(self.t)
 
     def fail_run(self, error: dict[str, Any], node_id: str | None) -> None:
         self.close_open_interrupts("run failed")
@@ -700,6 +695,15 @@ def delegate(state: RunState, workflow: WorkflowDefinition, node_id: str, record
     }
     step.emit(VOTE_DELEGATED, node_id, payload)
     return step.t
+
+
+def drop_transient(transition: Transition) -> None:
+    """An interrupt one commit both opens and closes (the run ended in it) is neither written nor closed: one
+    transaction cannot touch an item twice, and the run is terminal, so its key is never raised again."""
+    transient = {i.key for i in transition.opened} & {c.interrupt.key for c in transition.closed}
+    if transient:
+        transition.opened = [i for i in transition.opened if i.key not in transient]
+        transition.closed = [c for c in transition.closed if c.interrupt.key not in transient]
 
 
 def waits_spent(transition: Transition) -> int:
