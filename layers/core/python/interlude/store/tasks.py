@@ -13,8 +13,9 @@ claim reads each shard of each asked queue once, oldest first and only entries w
 CLAIM_READ), and takes a task with one transaction: the task ready -> claimed at the attempt the entry names, and
 the entry deleted. So two workers never hold one attempt, and a stale entry (the task moved on) fails the
 condition and is dropped. A run that ends while a task waits ends the task in its own transaction
-(`abandoned_update`), so a claim never takes it, and dispatch removes its ready entry (`retire`). Every later change of a claim (heartbeat, complete, fail, lapse) is conditional on
-status, attempt and, from a worker, the claim's nonce: one winner. Neither item starts with "E#": the stream
+(`abandoned_update`), so a claim never takes it, and dispatch removes its ready entry (`retire`). Every later
+change of a claim (heartbeat, complete, fail, lapse) is conditional on status, attempt and, from a worker, the
+claim's nonce: one winner. Neither item starts with "E#": the stream
 filter never passes them.
 """
 
