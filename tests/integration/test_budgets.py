@@ -214,3 +214,59 @@ def test_what_a_caller_sends_past_its_budget_is_413_and_the_gate_stays_open(serv
         call(service, admin, run_id)
     assert refused.value.code == "payload_too_large"
     assert service.store.get_run(run_id)[0].status == "waiting-external"
+
+
+def transaction_sizes(client) -> list[int]:
+    """The item counts of the TransactWriteItems `client` sends from now on."""
+    sizes: list[int] = []
+    client.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", lambda params, **_: sizes.append(len(params["TransactItems"]))
+    )
+    return sizes
+
+
+def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service):
+    from interlude.domain.audit import AuditDraft
+
+    items = [(f"X#{i:03}", {"Put": {"Item": {"pk": {"S": "T#t1#X"}, "sk": {"S": f"X#{i:03}"}}}}) for i in range(99)]
+    audit = AuditDraft("t1", "test.write", {"subjectId": "admin"}, {"tenant": "t1"}, "2026-12-02T00:00:00Z")
+    sent = transaction_sizes(service.store.client)
+    with pytest.raises(TooLarge) as refused:  # 99 items, the audit entry and its chain's head (and marker): > 100
+        service.store.transact(items, audit)
+    assert refused.value.code == "payload_too_large"
+    assert refused.value.details == {"budget": "one transaction", "limit": 100, "unit": "items"}
+    assert "one transaction holds at most 100" in refused.value.message
+    assert sent == []  # refused here, not by DynamoDB (whose ValidationException the edge would answer with a 500)
+    written = boto3.client("dynamodb").query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "T#t1#X"}}
+    )
+    assert written["Items"] == []
+    service.store.transact(items[:90], audit)  # under the limit it is written whole
+    written = boto3.client("dynamodb").query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "T#t1#X"}}
+    )
+    assert len(written["Items"]) == 90
+
+
+def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(service, admin, monkeypatch):
+    """A path the budgets do not count that would write more items than one transaction holds: the decision lands
+    and the run fails with interlude.budget_exceeded, instead of every resolve answering a 500."""
+    gates = [{"id": f"g{i}", "typeId": "core.approvalGate", "config": {"title": "Next?"}} for i in range(3)]
+    definition = {
+        "nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Approve?"}}, *gates],
+        "edges": [{"sourceNodeId": "gate", "targetNodeId": g["id"]} for g in gates],
+        "variables": [{"name": "seed", "type": "string"}],
+    }
+    service.put_workflow(admin, "fan-out", WorkflowDefinition.model_validate(definition))
+    fan_out = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "fan-out", "inputs": {"seed": SEED}}))
+    ending = gated(service, admin, "approval", small())
+    # What failing the fan-out run at its gate writes is what ending a run there writes: that many items still fit.
+    sizes = transaction_sizes(service.store.client)
+    assert service.resolve_interrupt(admin, ending, "gate", {"action": "accept"})["status"] == "completed"
+    monkeypatch.setattr("interlude.store.dynamo.TRANSACT_MAX_ITEMS", sizes[-1])
+    answered = service.resolve_interrupt(admin, fan_out.runId, "gate", {"action": "accept"})  # opens three more
+    assert answered["status"] == "failed"
+    assert_decision_landed_and_run_failed(service, fan_out.runId, "interlude.budget_exceeded", "gate")
+    state, _ = service.store.get_run(fan_out.runId)
+    assert "one transaction" in state.error["message"]
+    assert state.error["details"]["budget"] == "one transaction"

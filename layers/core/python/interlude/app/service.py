@@ -21,7 +21,14 @@ from interlude.config import DEFAULT_STEP_BUDGET, settings
 from interlude.domain import clock as clock_
 from interlude.domain import schemas
 from interlude.domain.audit import AuditDraft
-from interlude.domain.budgets import MAX_INPUTS_BYTES, MAX_VALUE_BYTES, BudgetExceeded, first_page, json_size
+from interlude.domain.budgets import (
+    ITEM_BUDGET,
+    MAX_INPUTS_BYTES,
+    MAX_VALUE_BYTES,
+    BudgetExceeded,
+    first_page,
+    json_size,
+)
 from interlude.domain.clock import Clock, iso, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
@@ -190,11 +197,13 @@ class Service(KeyOperations, WorkflowOperations):
         else:
             try:
                 return self.commit_answered(transition, version, now, keyed, result, open_runs_limit, audit)
-            except TooLarge:
+            except TooLarge as refused:
+                # The store names the budget passed: one stored item's bytes, or one transaction's items.
+                budget = {**ITEM_BUDGET, **(refused.details or {})}
                 error = run_error(
                     "interlude.budget_exceeded",
-                    f"{where} would not fit in one stored item (400 KB)",
-                    {"nodeId": node_id, "budget": "a stored item", "limit": 400_000, "unit": "bytes"},
+                    f"{where} would not fit in {budget['budget']} ({budget['limit']:,} {budget['unit']})",
+                    {"nodeId": node_id, **budget},
                 )
             except InvalidEvent as exc:
                 logger.exception("a transition built an invalid event; failing the run")

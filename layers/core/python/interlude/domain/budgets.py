@@ -35,6 +35,10 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 # may touch 46 waits. TRANSITION_MAX_WAITS keeps three items spare; the engine stops running nodes there and leaves
 # the rest of the queue to dispatch (as the step budget does).
 TRANSACT_MAX_ITEMS = 100
+# What the store's refusal as TooLarge names (its `details`) when a change would pass one stored item's size (DynamoDB's
+# 400 KB) or one transaction's items; a run whose next step passes either fails with interlude.budget_exceeded.
+ITEM_BUDGET: dict[str, Any] = {"budget": "one stored item", "limit": 400_000, "unit": "bytes"}
+TRANSACTION_BUDGET: dict[str, Any] = {"budget": "one transaction", "limit": TRANSACT_MAX_ITEMS, "unit": "items"}
 ITEMS_PER_WAIT = 2
 TRANSITION_MAX_WAITS = 45
 # Waits one run holds open at once: a node that would open one more fails with interlude.budget_exceeded. Ending
