@@ -491,6 +491,41 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
         ("put_item", {"TableName": TABLE, "Item": item(typed, "HUGE", a=s("x" * 200_000), b=s("y" * 205_000), c=n(1))}),
         ("put_item", {"TableName": TABLE, "Item": item(typed, "WHOLE", a={"B": b"z" * 405_001})}),
         transact(t_put(item(typed, "HUGE", a=s("x" * 300_000), b={"L": [s("y" * 60_000), s("z" * 60_000)]}))),
+        # updates that take an item to moto's size limit and past it, counted in bytes (two per "é"); BIG holds
+        # 404,970 bytes in the first pass and 404,971 in the second (moto_patches sizes strings and binaries directly)
+        update(typed, "BIG", "SET c = :v", ExpressionAttributeValues={":v": s("é" * 14)}),
+        update(typed, "BIG", "SET d = :v", ExpressionAttributeValues={":v": s("é")}),
+        update(typed, "BIG", "SET c = :v", ExpressionAttributeValues={":v": {"B": b"\x00" * 30}}),
+        transact(t_update(typed, "BIG", "SET e = :v", ExpressionAttributeValues={":v": s("é" * 15)})),
+        # a transaction's update reaching into nested maps, lists and sets of the item holding every type, then an entry
+        # that fails: the item comes back as it was (moto_patches copies it for the undo without deepcopy); and the
+        # same update succeeding, whose stream record's old image is that copy
+        transact(
+            t_update(
+                typed,
+                "ALL",
+                "SET nested.#l[2].k = :b, nested.#l[1] = :blob, #t = :t ADD strings :ss, numbers :one REMOVE nested.#e",
+                ExpressionAttributeNames={"#l": "list", "#e": "empty", "#t": "text"},
+                ExpressionAttributeValues={
+                    ":b": {"M": {"deep": {"L": [{"B": b"\x04"}, {"BOOL": False}, {"NULL": True}]}}},
+                    ":blob": {"B": b"\x05\x06"},
+                    ":t": s("changed"),
+                    ":ss": {"SS": ["c"]},
+                    ":one": {"NS": ["9"]},
+                },
+            ),
+            t_check(typed, "NONE", "attribute_exists(pk)", **all_old),
+        ),
+        transact(
+            t_update(
+                typed,
+                "ALL",
+                "SET nested.#l = list_append(nested.#l, :more), #b = :blob ADD numbers :one",
+                ExpressionAttributeNames={"#l": "list", "#b": "blob"},
+                ExpressionAttributeValues={":more": {"L": [{"BS": [b"\x07"]}, n(3)]}, ":blob": {"B": b"\x08"}, ":one": {"NS": ["9"]}},
+            ),
+        ),
+        ("get_item", {"TableName": TABLE, "Key": {"pk": s(typed), "sk": s("ALL")}, "ConsistentRead": True}),
     ]
 
 

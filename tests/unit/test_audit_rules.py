@@ -74,3 +74,50 @@ def test_the_walk_names_each_anomaly_in_rfc_0218_shapes() -> None:
     # Each entry names its chain (inside what is hashed): walked as another chain's, it does not belong.
     assert rules.walk(1, 4, entries, [], head, None, lambda at: 0, chain=5)["chainValid"] is True
     assert [a["atSeq"] for a in rules.walk(1, 4, entries, [], head, None, lambda at: 0, chain=6)["anomalies"]] == [1, 2, 3, 4]
+
+
+def test_the_canonical_bytes_are_rfc8785s_for_every_shape_including_those_it_refuses() -> None:
+    # canonical() takes the standard library's JSON where it prints what RFC 8785 prints (ASCII keys, integers in
+    # JCS's range, no floats) and rfc8785 elsewhere: both paths, and the refusals, must equal rfc8785's own.
+    import random
+
+    import pytest
+    import rfc8785
+
+    rnd = random.Random(13)
+    chars = ["a", "Z", "0", "é", "€", "\u2028", "\x7f", "\x00", "\x1f", '"', "\\", "\n", "\t", "\b", "\f", "\r",
+             "\ud800", "\U0001f600", "\uffff", "\ue000"]
+    numbers = [0, -1, 12345, 2**53 - 1, -(2**53 - 1), 2**53, -(2**53), 10**30, True, False]
+    floats = [1.0, 0.5, 1e21, 1e-7, -0.0, 3.14, 1e300, float("nan"), float("inf")]
+
+    def text() -> str:
+        return "".join(rnd.choice(chars) for _ in range(rnd.randint(0, 5)))
+
+    def value(depth: int) -> object:
+        pick = rnd.randint(0, 9 if depth < 3 else 4)
+        if pick in (0, 1):
+            return text()
+        if pick == 2:
+            return rnd.choice(numbers)
+        if pick == 3:
+            return rnd.choice([None, *floats]) if rnd.random() < 0.3 else None
+        if pick == 4:
+            return rnd.choice(["seq", "prevHash", "at", "x"])
+        if pick in (5, 6, 7):
+            return {text() if rnd.random() < 0.3 else rnd.choice(["a", "b", "B", "_"]): value(depth + 1) for _ in range(rnd.randint(0, 4))}
+        return (list if pick == 8 else tuple)(value(depth + 1) for _ in range(rnd.randint(0, 3)))
+
+    def outcome(make: object, entry: dict[str, object]) -> object:
+        try:
+            return make(entry)  # type: ignore[operator]
+        except Exception as error:  # noqa: BLE001 - the refusal's class is compared
+            return type(error)
+
+    fast = 0
+    for _ in range(3000):
+        entry = {text() if rnd.random() < 0.2 else rnd.choice(["seq", "at", "details"]): value(0) for _ in range(rnd.randint(0, 5))}
+        assert outcome(rules.canonical, entry) == outcome(rfc8785.dumps, entry), entry
+        fast += rules._json_is_jcs(entry)
+    assert 300 < fast < 2700  # both paths were taken
+    with pytest.raises(rfc8785.CanonicalizationError):
+        rules.canonical({"lone": "\ud800"})

@@ -15,7 +15,10 @@ and skips the three checks that read only the expression, its names and the tabl
 same three; a condition is lexed once per text and parsed once per (text, the names and values it refers to); an
 update inside a transaction takes the undo's copy of the item as the stream's old image instead of copying it again.
 An AttributeValue is written into an answer and read from a request without searching its ten members, an item's
-400 KB check keeps a running total, and clauses are found with one class check per node class.
+400 KB check keeps a running total, and clauses are found with one class check per node class. A request's nodes are
+parsed with one handler lookup per type and its attribute values read directly; a transaction entry looks its item up
+once for its condition and its undo, and an updated item is copied for the undo without deepcopy; an update's SET and
+ADD size the item's strings and binaries directly.
 tests/integration/test_moto_patches.py runs a set of operations with and without the patches and compares every
 answer, error, item and stream record.
 Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself
@@ -34,7 +37,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from moto.core.parse import BaseJSONParser
+from moto.core.parse import BaseJSONParser, JSONParser
 from moto.core.serialize import DEFAULT_ALIAS_PROVIDERS, BaseJSONSerializer, XFormedAttributePicker
 from moto.core.utils import utcnow
 from moto.dynamodb import models as dynamodb_models
@@ -103,6 +106,9 @@ def apply() -> None:
     BaseJSONSerializer._serialize_type_structure = _serialize_json_structure  # type: ignore[method-assign]
     BaseJSONParser._parse_structure = _parse_json_structure  # type: ignore[method-assign]
     Item.__init__ = _item_init  # type: ignore[method-assign]
+    LimitedSizeDict.__setitem__ = _limited_setitem  # type: ignore[method-assign]
+    JSONParser._parse_shape = _parse_json_shape  # type: ignore[method-assign]
+    JSONParser._parse_map = _parse_json_map  # type: ignore[method-assign]
     _applied = True
 
 
@@ -190,14 +196,14 @@ class _Undo:
         self.items: list[tuple[Table, DynamoType, DynamoType | None, Item | None]] = []
         self.streams: dict[int, tuple[Table, int]] = {}
 
-    def remember(self, table_name: str, key: dict[str, Any], op_type: str) -> tuple[Item, Item] | None:
-        """Note the item's prior state; for an Update of an existing item, (the stored item, its copy)."""
-        table = self.backend.get_table(table_name)
-        hash_key, range_key = self.backend.get_keys_value(table, key)
-        current = table.get_item(hash_key, range_key)
+    def remember(
+        self, table: Table, hash_key: DynamoType, range_key: DynamoType | None, current: Item | None, op_type: str
+    ) -> tuple[Item, Item] | None:
+        """Note the item's prior state (`current`, looked up by the entry a moment ago under the same lock); for an
+        Update of an existing item, (the stored item, its copy)."""
         # Update changes the stored Item in place; Put and Delete replace or drop it, so the object itself is
         # the prior state.
-        prior = copy.deepcopy(current) if op_type == "Update" and current is not None else current
+        prior = _copied_item(current) if op_type == "Update" and current is not None else current
         self.items.append((table, hash_key, range_key, prior))
         if table.stream_shard is not None and id(table) not in self.streams:
             self.streams[id(table)] = (table, len(table.stream_shard.items))
@@ -219,6 +225,55 @@ class _Undo:
         for table, length in self.streams.values():
             if table.stream_shard is not None:
                 del table.stream_shard.items[length:]
+
+
+def _copied_item(item: Item) -> Item:
+    """What `copy.deepcopy(item)` makes of a stored item, without its generic dispatch: a new Item (created through its
+    class, so moto tracks it as it tracks deepcopy's), its key values and attributes copied all the way down, values
+    shared inside the item shared in the copy (deepcopy's memo), and the attribute dict filled without moto's size
+    check at every attribute (the copy holds what the item held, so it is the same size)."""
+    copied: Item = _copied(item, {})
+    return copied
+
+
+def _copied(value: Any, memo: dict[int, Any]) -> Any:
+    kind = type(value)
+    if kind in _IMMUTABLE:
+        return value
+    seen = memo.get(id(value))
+    if seen is not None:
+        return seen
+    if kind is list:
+        fresh_list: list[Any] = []
+        memo[id(value)] = fresh_list
+        fresh_list.extend(_copied(v, memo) for v in value)
+        return fresh_list
+    if kind is dict:
+        fresh_dict: dict[Any, Any] = {}
+        memo[id(value)] = fresh_dict
+        for k, v in value.items():
+            fresh_dict[k] = _copied(v, memo)
+        return fresh_dict
+    if kind is DynamoType or kind is Item or kind is LimitedSizeDict:
+        # Made through the class as deepcopy makes them (copyreg.__newobj__): moto's models track each Item made.
+        fresh: Any
+        if kind is DynamoType:
+            fresh = object.__new__(DynamoType)
+        elif kind is Item:
+            fresh = Item.__new__(Item)
+        else:
+            fresh = dict.__new__(LimitedSizeDict)
+        memo[id(value)] = fresh
+        for name, attribute in value.__dict__.items():
+            setattr(fresh, name, _copied(attribute, memo))
+        if kind is LimitedSizeDict:
+            for k, v in value.items():
+                dict.__setitem__(fresh, k, _copied(v, memo))
+        return fresh
+    return copy.deepcopy(value, memo)
+
+
+_IMMUTABLE = frozenset({str, bytes, int, float, bool, type(None)})
 
 
 def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
@@ -259,7 +314,10 @@ def _transact_entry(
             raise MultipleTransactionsException()
         targets.add(target)
 
-        current = self.get_item(table_name, key)
+        # What moto's get_item does (the table, then the key's values, then the item), once for the entry and its undo.
+        table = self.get_table(table_name)
+        hash_key, range_key = self.get_keys_value(table, key)
+        current = table.get_item(hash_key, range_key)
         condition_expression = op.get("ConditionExpression")
         if condition_expression is not None:
             condition_op = get_filter_expression(
@@ -271,7 +329,7 @@ def _transact_entry(
                 raise ConditionalCheckFailed(item=original_item)
 
         if op_type != "ConditionCheck":
-            _write(self, op_type, op, key, undo.remember(table_name, key, op_type))
+            _write(self, op_type, op, key, undo.remember(table, hash_key, range_key, current, op_type))
         return (None, None, None)
     except (MultipleTransactionsException, MockValidationException):
         raise
@@ -726,7 +784,7 @@ def _item_init(self: Any, hash_key: DynamoType, range_key: DynamoType | None, at
     total = 0
     for key, value in attrs.items():
         typed = DynamoType(value)
-        total += bytesize(key) + typed.size()
+        total += bytesize(key) + _size(typed)
         if total > _ITEM_SIZE_LIMIT:
             raise ItemSizeTooLarge
         dict.__setitem__(self.attrs, key, typed)
@@ -734,3 +792,93 @@ def _item_init(self: Any, hash_key: DynamoType, range_key: DynamoType | None, at
 
 # moto's own figure, between DynamoDB's documented 400 KB and what it accepts in practice.
 _ITEM_SIZE_LIMIT = 405000
+
+# -- Requests, node by node ------------------------------------------------------------------------------------------------
+# moto's JSON request parser (the one DynamoDB's requests go through) picks a handler for every node of the request by
+# formatting its type name and looking it up on the parser (`getattr(self, f"_parse_{type}", self._default_handle)`), and
+# reads each attribute value of an item, a key or an expression's values through two more of those dispatches: a
+# transaction of seven items is about 170 nodes. The handler is looked up once per (parser class, type name), and a map
+# of attribute values is read value by value: a one-key value whose member is a string or a boolean is that value (the
+# JSON parser has no handler for either and hands them back unchanged), a blob is decoded by the parser's blob parser,
+# as moto does; anything else (lists, maps, sets, a value with several keys or none) goes through moto's own parse.
+
+
+def _parse_json_shape(self: Any, shape: Any, node: Any) -> Any:
+    # moto 5.2's RequestParser._parse_shape (Apache-2.0), its handler looked up once per (parser class, type name).
+    key = (type(self), shape.type_name)
+    handler = _SHAPE_HANDLERS.get(key)
+    if handler is None:
+        handler = _SHAPE_HANDLERS[key] = getattr(type(self), f"_parse_{shape.type_name}", type(self)._default_handle)
+    return handler(self, shape, node)
+
+
+_SHAPE_HANDLERS: dict[tuple[type, str], Any] = {}
+_original_parse_map = JSONParser._parse_map
+# The JSON parser hands strings and booleans back as they came (no handler of its own for either type).
+_PLAIN_TYPES = frozenset(t for t in ("string", "boolean") if not hasattr(JSONParser, f"_parse_{t}"))
+
+
+def _parse_json_map(self: Any, shape: Any, value: Any) -> Any:
+    value_shape = shape.value
+    if (
+        type(self) is not JSONParser
+        or type(value) is not dict
+        or shape.key.type_name not in _PLAIN_TYPES
+        or value_shape.name != "AttributeValue"
+        or value_shape.is_document_type
+        or not _unrenamed(value_shape)
+    ):
+        return _original_parse_map(self, shape, value)
+    # moto 5.2's RequestParser._parse_map (Apache-2.0): keys are strings, handed back unchanged.
+    parsed = self.MAP_TYPE()
+    members = value_shape.members
+    for key, raw in value.items():
+        parsed[key] = _attribute_value(self, value_shape, members, raw)
+    return parsed
+
+
+def _attribute_value(self: Any, shape: Any, members: Any, value: Any) -> Any:
+    if type(value) is dict and len(value) == 1:
+        ((name, raw),) = value.items()
+        member = members.get(name)
+        if member is not None and raw is not None:
+            kind = member.type_name
+            if kind in _PLAIN_TYPES:
+                parsed = self.MAP_TYPE()
+                parsed[name] = raw
+                return parsed
+            if kind == "blob":
+                parsed = self.MAP_TYPE()
+                parsed[name] = self._blob_parser(raw)
+                return parsed
+    return self._parse_shape(shape, value)
+
+
+# -- Attributes set on a stored item ----------------------------------------------------------------------------------------
+# An update's SET and ADD go through moto's LimitedSizeDict, which sums the size of every attribute the item holds before
+# each one (its 400 KB check) with DynamoType.size(): four type questions per attribute before a string's or a binary's
+# size is its length. The same sum, with those two types sized directly.
+
+
+def _size(value: DynamoType) -> int:
+    """DynamoType.size(): strings and binaries (neither a number, a set, a list, a map nor a boolean) are their bytes."""
+    kind, raw = value.type, value.value
+    if kind == "S" or kind == "B":
+        if type(raw) is str:
+            return len(raw.encode("utf-8"))
+        if type(raw) is bytes:
+            return len(raw)
+    return value.size()
+
+
+def _limited_setitem(self: Any, key: str, value: Any) -> None:
+    # moto 5.2's LimitedSizeDict.__setitem__ (Apache-2.0), summing with _size.
+    current = 0
+    for name in list(self.keys()):
+        current += bytesize(str(name))
+    for held in list(self.values()):
+        current += _size(held) if type(held) is DynamoType else bytesize(str(held))
+    new = bytesize(key) + (_size(value) if type(value) is DynamoType else bytesize(str(value)))
+    if current + new > _ITEM_SIZE_LIMIT:
+        raise ItemSizeTooLarge
+    dict.__setitem__(self, key, value)

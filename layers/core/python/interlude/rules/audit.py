@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -27,7 +28,42 @@ _ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
 
 
 def canonical(entry: Mapping[str, Any]) -> bytes:
-    return rfc8785.dumps(dict(entry))
+    entry = dict(entry)
+    if _json_is_jcs(entry):
+        try:
+            return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: rfc8785 refuses it, with its own error
+    return rfc8785.dumps(entry)
+
+
+# RFC 8785's bytes are the standard library's compact, key-sorted, non-ASCII-escaping JSON wherever the two
+# agree: strings are escaped alike (the same seven short forms, \u00xx for the other control characters, nothing
+# else), integers within JCS's range print alike, and keys sort alike when every key is ASCII (JCS sorts by UTF-16
+# code units, Python by code points; they differ only past the Basic Multilingual Plane). Floats (JCS prints them as
+# ECMAScript does), other integers, non-ASCII keys and any other type go to rfc8785 itself, as do subclasses.
+_JCS_INT_MAX = 2**53 - 1
+_JCS_SCALARS = (str, bool, type(None))
+
+
+def _json_is_jcs(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is int:
+            if not -_JCS_INT_MAX <= item <= _JCS_INT_MAX:
+                return False
+        elif kind not in _JCS_SCALARS:
+            return False
+    return True
 
 
 def entry_hash(entry: Mapping[str, Any]) -> str:
