@@ -603,8 +603,20 @@ def _condition_key(self: Any) -> tuple[Any, ...] | None:
     return (
         expression,
         tuple((n, given_names[n]) for n in names),
-        tuple((v, json.dumps(given_values[v], sort_keys=True, default=repr)) for v in values),
+        tuple((v, _value_key(given_values[v])) for v in values),
     )
+
+
+def _value_key(value: Any) -> tuple[str, Any]:
+    """A value's part of a parsed condition's key: equal for equal values, different for different ones. A one-member
+    AttributeValue of a string or bytes (every value the store sends but sets, lists and maps) is its (member, value);
+    anything else its sorted JSON, under a tag no member name takes (json.dumps with its own encoder per call was most
+    of the key's cost)."""
+    if type(value) is dict and len(value) == 1:
+        ((member, raw),) = value.items()
+        if type(member) is str and (type(raw) is str or type(raw) is bytes):
+            return (member, raw)
+    return ("", json.dumps(value, sort_keys=True, default=repr))
 
 
 def _parse_condition(self: Any) -> Any:
