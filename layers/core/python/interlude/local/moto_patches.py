@@ -107,6 +107,8 @@ def apply() -> None:
     BaseJSONParser._parse_structure = _parse_json_structure  # type: ignore[method-assign]
     Item.__init__ = _item_init  # type: ignore[method-assign]
     LimitedSizeDict.__setitem__ = _limited_setitem  # type: ignore[method-assign]
+    DynamoType.__hash__ = _dynamo_hash  # type: ignore[method-assign]
+    DynamoType.__eq__ = _dynamo_eq  # type: ignore[method-assign]
     JSONParser._parse_shape = _parse_json_shape  # type: ignore[method-assign]
     JSONParser._parse_map = _parse_json_map  # type: ignore[method-assign]
     _applied = True
@@ -894,3 +896,28 @@ def _limited_setitem(self: Any, key: str, value: Any) -> None:
     if current + new > _ITEM_SIZE_LIMIT:
         raise ItemSizeTooLarge
     dict.__setitem__(self, key, value)
+
+
+# -- Keys compared -----------------------------------------------------------------------------------------------------------
+# Every item lookup hashes its key values and compares them with the stored ones through DynamoType.cast_value, which asks
+# five type questions before handing a string or a binary back as it is (about a hundred times per resolve). Strings
+# and binaries are hashed and compared by (type, value) directly, which is what cast_value makes of them; every other
+# type goes through moto's own methods.
+_original_dynamo_hash = DynamoType.__hash__
+_original_dynamo_eq = DynamoType.__eq__
+
+
+def _dynamo_hash(self: DynamoType) -> int:
+    # moto 5.2's DynamoType.__hash__ (Apache-2.0): hash((type, cast_value)).
+    kind = self.type
+    if kind == "S" or kind == "B":
+        return hash((kind, self.value))
+    return _original_dynamo_hash(self)
+
+
+def _dynamo_eq(self: DynamoType, other: Any) -> bool:
+    # moto 5.2's DynamoType.__eq__ (Apache-2.0): same type and equal cast_value.
+    kind = self.type
+    if (kind == "S" or kind == "B") and type(other) is DynamoType:
+        return kind == other.type and self.value == other.value
+    return _original_dynamo_eq(self, other)
