@@ -6,13 +6,24 @@ back to back, so machine load hits both alike, in CPU time (the process's own, s
 counted; moto runs in-process, so its work is in it). The figures are medians of the per-round ratios: the whole resolve
 (its read and its transaction included, as moto executes them), and Interlude's own time in it (the resolve less the
 time spent inside the DynamoDB client), each ÷ the single write any approval service must make. Goal: ≤ 3×.
-Usage: .venv/bin/python bench/resolve_overhead.py [rounds]
+With --instructions [rounds] (default 40), the same rounds run once under valgrind's callgrind and the figure is
+instructions executed instead of CPU time (load-independent; a timed ratio moves by ±0.2 between two runs on the
+shared machine): each resolve runs inside `itertools.starmap` and each put inside `itertools.filterfalse`, whose
+inclusive counts callgrind_annotate prints. It needs valgrind (with callgrind_annotate) on the PATH and an
+interpreter built with symbols.
+Usage: .venv/bin/python bench/resolve_overhead.py [rounds] | --instructions [rounds]
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 from _bench import admin_with_approval, offline_aws
@@ -97,5 +108,73 @@ def main() -> None:
     print(f"                                          {', '.join(calls)}; a floor the design's calls set)")
 
 
+def counted_rounds(rounds: int) -> None:
+    """The rounds main() times, each resolve inside itertools.starmap and each put inside itertools.filterfalse (run
+    under callgrind by counted())."""
+    moto_patches.apply()
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create_table(client, "bench")
+        service = Service(Store("bench", client))
+        principal, _bearer, workflow_id = admin_with_approval(service)
+        body = {"workflowId": workflow_id}
+
+        def resolve(run_id: str) -> None:
+            service.resolve_interrupt(principal, run_id, "gate", {"action": "accept"})
+
+        def put(i: int) -> bool:
+            client.put_item(
+                TableName="bench",
+                Item={"pk": {"S": f"RAW#{i}"}, "sk": {"S": "RAW"}, "decision": {"S": "accept"}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return True
+
+        for i in range(rounds + 10):
+            run_id = service.create_run(principal, CreateRunRequest.model_validate(body)).runId
+            if i < 10:  # warming, uncounted, as main()'s first 10
+                resolve(run_id)
+                put(i)
+                continue
+            list(itertools.starmap(resolve, [(run_id,)]))
+            list(itertools.filterfalse(put, [i]))
+
+
+def counted(rounds: int) -> None:
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        sys.exit("--instructions needs valgrind and callgrind_annotate on the PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
+        subprocess.run(
+            [*command, "--counted-rounds", str(rounds)],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
+        annotated = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", out], check=True, capture_output=True, text=True
+        ).stdout
+    totals: dict[str, int] = {}
+    for name in ("starmap_next", "filterfalse_next"):
+        found = re.search(r"^\s*([\d,]+) .*:" + name + r" ", annotated, re.MULTILINE)
+        if found is None:
+            sys.exit(f"callgrind_annotate names no {name}: an interpreter without symbols?")
+        totals[name] = int(found.group(1).replace(",", ""))
+    resolve, put = totals["starmap_next"] / rounds, totals["filterfalse_next"] / rounds
+    ratio = resolve / put
+    print(f"rounds={rounds} (counted under callgrind, moto in-process)")
+    print(f"  resolve (Service, in-process)   {resolve / 1e6:7.2f} M instructions")
+    print(f"  raw conditional put_item        {put / 1e6:7.2f} M instructions")
+    verdict = "meets" if ratio <= GOAL else "misses"
+    print(f"  resolve ÷ put_item              {ratio:5.2f}×   (goal ≤ {GOAL:.0f}×: {verdict}; instructions, not time)")
+
+
 if __name__ == "__main__":
-    main()
+    if "--counted-rounds" in sys.argv:
+        counted_rounds(int(sys.argv[sys.argv.index("--counted-rounds") + 1]))
+    elif "--instructions" in sys.argv:
+        rest = sys.argv[sys.argv.index("--instructions") + 1 :]
+        counted(int(rest[0]) if rest else 40)
+    else:
+        main()

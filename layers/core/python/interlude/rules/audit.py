@@ -31,7 +31,7 @@ def canonical(entry: Mapping[str, Any]) -> bytes:
     entry = dict(entry)
     if _json_is_jcs(entry):
         try:
-            return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
         except UnicodeEncodeError:
             pass  # a lone surrogate: rfc8785 refuses it, with its own error
     return rfc8785.dumps(entry)
