@@ -8,7 +8,7 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import collector_paused
+from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
     import json
@@ -17,6 +17,9 @@ with collector_paused():
 
     import boto3
     from aws_lambda_powertools import Logger
+
+    # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
+    lazy_package(DATA_CLASSES)
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 

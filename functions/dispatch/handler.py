@@ -8,12 +8,15 @@ import os
 # used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from interlude.coldstart import collector_paused
+from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
     from typing import Any
 
     from aws_lambda_powertools import Logger
+
+    # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
+    lazy_package(DATA_CLASSES)
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 

@@ -46,7 +46,7 @@ NOT_AT_IMPORT = {
         "interlude.api.openapi",  # /openapi.json is built when first asked for
         "interlude.app.dispatch",  # the outbox runs in the dispatch function
         "standardwebhooks",
-        # Powertools' other resolvers (its event_handler package imports them all; api/powertools.py)
+        # Powertools' other resolvers (its event_handler package imports them all; interlude/coldstart.py)
         "aws_lambda_powertools.event_handler.appsync",
         "aws_lambda_powertools.event_handler.bedrock_agent",
         "asyncio",  # AppSync's resolver brings it
@@ -175,7 +175,7 @@ def test_a_request_loads_only_the_route_modules_its_path_matches():
 
 
 def test_every_route_module_imports_only_the_powertools_resolver_it_uses():
-    """api/powertools.py keeps Powertools' event_handler package from importing every resolver; a route module that
+    """interlude/coldstart.py keeps Powertools' event_handler package from importing every resolver; a route module that
     imported a name from the package itself (`from aws_lambda_powertools.event_handler import Response`) would run
     the package's __init__ again, and this fails."""
     got = imported("api", then="from interlude.api import app\napp.load_all_routes()\n")
@@ -317,7 +317,7 @@ def test_the_dispatch_outbox_loads_no_worker_behind_its_queues():
 
 
 def test_the_event_data_classes_package_answers_every_name_it_exports():
-    """api/powertools.py loads a data class's submodule when the resolver asks the package for it by name; any
+    """interlude/coldstart.py loads a data class's submodule when the resolver asks the package for it by name; any
     other importer still gets every name the package exports, the same objects as its submodules define."""
     got = imported(
         "api",
@@ -416,3 +416,60 @@ NOT_FOR_AN_ACTION = ["interlude.app.delegation", "interlude.app.directory", "int
 def test_the_actions_function_loads_no_decision_reading():
     got = imported("actions", then="module.worker()\n")
     assert among(got["modules"], NOT_FOR_AN_ACTION) == []
+
+
+# What Powertools' batch utility imports from its event data classes (the stream and queue records' modules and what
+# they import: `sqs_event` asks the package for `S3Event`, `kinesis_stream_event` imports the CloudWatch Logs event);
+# interlude/coldstart.py registers the package so its __init__, which imports about forty, does not run.
+BATCH_DATA_CLASSES = {
+    "common",
+    "shared_functions",
+    "dynamo_db_stream_event",
+    "kafka_event",
+    "kinesis_stream_event",
+    "cloud_watch_logs_event",
+    "sqs_event",
+    "sns_event",
+    "s3_event",
+    "event_bridge_event",
+}
+DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
+WORKERS = ["dispatch", "callbacks", "actions", "notify"]
+
+
+@pytest.mark.parametrize("function", WORKERS)
+def test_a_worker_loads_only_the_event_data_classes_the_batch_utility_uses(function):
+    got = imported(function)
+    loaded = {m.removeprefix(DATA_CLASSES + ".") for m in got["modules"] if m.startswith(DATA_CLASSES + ".")}
+    assert {"sqs_event", "dynamo_db_stream_event"} <= loaded
+    assert loaded <= BATCH_DATA_CLASSES, f"functions/{function} loads {sorted(loaded - BATCH_DATA_CLASSES)}"
+
+
+SHIPPED_NAMES = f"""
+import json
+import {DATA_CLASSES} as package
+print(json.dumps({{n: getattr(v, "__module__", None) for n, v in vars(package).items() if not n.startswith("__")}}))
+"""
+
+
+@pytest.mark.parametrize("function", WORKERS)
+def test_a_workers_event_data_classes_package_answers_every_name_powertools_ships_it_with(function):
+    """Every name the package has when imported as Powertools ships it (its __init__ run) answers in a worker's process
+    too, from the module that defines it: asked of the package, or imported from it."""
+    shipped = subprocess.run(
+        [sys.executable, "-c", SHIPPED_NAMES], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    names: dict[str, str | None] = json.loads(shipped.strip().splitlines()[-1])
+    assert {"SQSEvent", "S3Event", "DynamoDBStreamEvent", "APIGatewayProxyEventV2", "event_source"} <= set(names)
+    got = imported(
+        function,
+        then="import json\n"
+        f"from {DATA_CLASSES} import DynamoDBStreamEvent, SQSEvent\n"
+        f"from {DATA_CLASSES}.sqs_event import SQSEvent as defined\n"
+        "assert SQSEvent is defined\n"
+        f"import {DATA_CLASSES} as package\n"
+        f"shipped = json.loads({shipped.strip()!r})\n"
+        "here = {n: getattr(getattr(package, n), '__module__', None) for n in shipped}\n"
+        "assert here == shipped, {n: (here[n], m) for n, m in shipped.items() if here[n] != m}\n",
+    )
+    assert f"{DATA_CLASSES}.code_pipeline_job_event" in got["modules"]

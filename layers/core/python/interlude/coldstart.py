@@ -1,10 +1,30 @@
-"""What every Lambda entry point does around its import, once per instance."""
+"""What every Lambda entry point does around its import, once per instance.
+
+`collector_paused()`: the cyclic collector does not walk what the import makes. `lazy_package()`: a Powertools
+package is registered without running its `__init__`, so importing one of its submodules loads that submodule alone
+(Powertools' `event_handler/__init__` imports every resolver it has, `utilities/data_classes/__init__` every event
+data class, about forty modules); the `__init__` still answers every name it defines, on first ask (PEP 562's
+module `__getattr__`), so another importer in the same process (a test, the local stack) sees the package as
+Powertools ships it.
+"""
 
 from __future__ import annotations
 
 import gc
+import importlib
+import importlib.util
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+# Powertools packages whose `__init__` imports far more than a function uses.
+# Every resolver Powertools has (AppSync's brings asyncio, Bedrock's, VPC Lattice's, ...); the API uses one.
+EVENT_HANDLER = "aws_lambda_powertools.event_handler"
+# Every event data class (about forty modules). The HTTP resolver imports seven by name from the package; the batch
+# utility imports the stream and queue records' modules, and `sqs_event` asks the package for `S3Event`.
+DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
 
 
 @contextmanager
@@ -22,3 +42,50 @@ def collector_paused() -> Iterator[None]:
         gc.freeze()
         if collecting:
             gc.enable()
+
+
+def lazy_package(name: str, *, by_name: bool = True) -> None:
+    """Register the package `name` without running its `__init__`, unless something imported it already.
+
+    `by_name`: a name the `__init__` imports from one of its own submodules (`from .alb_event import ALBEvent`) is
+    answered by importing that submodule alone. Any other name the package defines runs the whole `__init__`, once,
+    and is answered from it; a submodule's name imports that submodule."""
+    if name in sys.modules:
+        return
+    parent_name, _, child = name.rpartition(".")
+    parent = importlib.import_module(parent_name)
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.origin is None:  # pragma: no cover - a runtime dependency
+        return
+    package = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+    source_of = _names_imported_from_submodules(Path(spec.origin)) if by_name else {}
+
+    def __getattr__(attr: str) -> Any:
+        if attr in source_of:
+            value = getattr(importlib.import_module(f"{name}.{source_of[attr]}"), attr)
+            package.__dict__[attr] = value
+            return value
+        # A submodule (`event_handler.content_types`, which the shipped `__init__` would have imported): that one alone.
+        if importlib.util.find_spec(f"{name}.{attr}") is not None:
+            return importlib.import_module(f"{name}.{attr}")
+        # Any other name: run the package's own __init__ once, then answer from it.
+        del package.__dict__["__getattr__"]
+        loader.exec_module(package)
+        return getattr(package, attr)
+
+    package.__dict__["__getattr__"] = __getattr__
+    sys.modules[name] = package
+    parent.__dict__[child] = package
+
+
+def _names_imported_from_submodules(init: Path) -> dict[str, str]:
+    """{name: submodule} for each `from .submodule import name` at the top of a package's __init__."""
+    import ast  # loaded already wherever Powertools is (inspect imports it); not by an entry point that uses none
+
+    found: dict[str, str] = {}
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and "." not in node.module:
+            for alias in node.names:
+                found[alias.asname or alias.name] = node.module
+    return found

@@ -1,6 +1,9 @@
 """The HTTP face: powertools resolver, error envelope, auth; routes come from interlude.wiring.ROUTES."""
 
-from interlude.api.powertools import skip_package_init
+from interlude.coldstart import DATA_CLASSES, EVENT_HANDLER, lazy_package
 
-# Before any module of this package imports the resolver: only its own module loads (api/powertools.py).
-skip_package_init()
+# Before any module of this package imports the resolver: only its own module loads, and of the event data classes
+# only the seven it imports by name (interlude/coldstart.py). The route modules import `Response` from
+# `event_handler.api_gateway` for the same reason (tests/unit/test_cold_imports.py).
+lazy_package(EVENT_HANDLER, by_name=False)
+lazy_package(DATA_CLASSES)
