@@ -11,13 +11,8 @@ Powertools ships it.
 from __future__ import annotations
 
 import gc
-import importlib
-import importlib.util
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 # Powertools packages whose `__init__` imports far more than a function uses.
 # Every resolver Powertools has (AppSync's brings asyncio, Bedrock's, VPC Lattice's, ...); the API uses one.
@@ -50,6 +45,12 @@ def lazy_package(name: str, *, by_name: bool = True) -> None:
     `by_name`: a name the `__init__` imports from one of its own submodules (`from .alb_event import ALBEvent`) is
     answered by importing that submodule alone. Any other name the package defines runs the whole `__init__`, once,
     and is answered from it; a submodule's name imports that submodule."""
+    # Imported here: an entry point imports this module before it pauses the collector, and whatever this module
+    # imports at its top is made with the collector on (they load, paused, with the handler's first imports).
+    import importlib
+    import importlib.util
+    import sys
+
     if name in sys.modules:
         return
     parent_name, _, child = name.rpartition(".")
@@ -59,9 +60,9 @@ def lazy_package(name: str, *, by_name: bool = True) -> None:
         return
     package = importlib.util.module_from_spec(spec)
     loader = spec.loader
-    source_of = _names_imported_from_submodules(Path(spec.origin)) if by_name else {}
+    source_of = _names_imported_from_submodules(spec.origin) if by_name else {}
 
-    def __getattr__(attr: str) -> Any:
+    def __getattr__(attr: str) -> object:
         if attr in source_of:
             value = getattr(importlib.import_module(f"{name}.{source_of[attr]}"), attr)
             package.__dict__[attr] = value
@@ -79,12 +80,14 @@ def lazy_package(name: str, *, by_name: bool = True) -> None:
     parent.__dict__[child] = package
 
 
-def _names_imported_from_submodules(init: Path) -> dict[str, str]:
-    """{name: submodule} for each `from .submodule import name` at the top of a package's __init__."""
-    import ast  # loaded already wherever Powertools is (inspect imports it); not by an entry point that uses none
+def _names_imported_from_submodules(init: str) -> dict[str, str]:
+    """{name: submodule} for each `from .submodule import name` at the top of the package's __init__ at `init`."""
+    import ast  # loaded already wherever Powertools is (inspect imports it)
 
+    with open(init, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
     found: dict[str, str] = {}
-    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+    for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and "." not in node.module:
             for alias in node.names:
                 found[alias.asname or alias.name] = node.module
