@@ -508,6 +508,9 @@ def test_patched_moto_answers_as_moto_does_for_updates_conditions_and_transactio
     assert patched["table"] == plain["table"]
     assert patched["flat"] == plain["flat"]
     assert patched["stream"] == plain["stream"]
+    # old images too, on a table whose stream keeps them (an update's is the undo's copy of the item)
+    assert patched["images stream"] == plain["images stream"]
+    assert [r["eventName"] for r in plain["images stream"]] == ["INSERT", "MODIFY", "MODIFY"] * 2
     sizes = patched["sizes counted as at creation"]
     assert sizes == plain["sizes counted as at creation"] == [True] * len(patched["stream"])
     # The scenarios reach what they are meant to: refusals of each kind, and a cancellation naming its reasons.

@@ -27,6 +27,8 @@ from moto import mock_aws  # noqa: E402
 
 TABLE = "scenarios"
 FLAT = "flat"
+# A table whose stream keeps old and new images (the product's keeps new images only).
+IMAGES = "images"
 
 
 def s(value: str) -> dict[str, str]:
@@ -526,6 +528,55 @@ def operations(p: str) -> list[tuple[str, dict[str, Any]]]:
             ),
         ),
         ("get_item", {"TableName": TABLE, "Key": {"pk": s(typed), "sk": s("ALL")}, "ConsistentRead": True}),
+        # whole-attribute SETs in transactions (moto_patches applies them itself) and the ones it leaves to moto: a key
+        # attribute, an index key set empty, a target named twice, a missing placeholder, a missing item, lower case
+        transact(
+            t_update(
+                typed,
+                "ALL",
+                "SET #t = :t, plain = :m,bool=:b",
+                ExpressionAttributeNames={"#t": "text"},
+                ExpressionAttributeValues={
+                    ":t": s("set whole"),
+                    ":m": {"M": {"l": {"L": [{"B": b"\x09"}, n(1)]}, "s": {"SS": ["q"]}}},
+                    ":b": {"BOOL": False},
+                },
+            ),
+            t_check(typed, "ALL", "attribute_exists(pk)"),
+        ),
+        transact(t_update(typed, "ALL", "SET sk = :v", ExpressionAttributeValues={":v": s("moved")})),
+        transact(
+            t_update(
+                typed, "ALL", "SET #g = :v", ExpressionAttributeNames={"#g": "gsi1pk"}, ExpressionAttributeValues={":v": s("")}
+            )
+        ),
+        transact(t_update(typed, "ALL", "SET gsi1sk = :v", ExpressionAttributeValues={":v": n(1)})),
+        transact(t_update(typed, "ALL", "SET a = :v, a = :w", ExpressionAttributeValues={":v": n(1), ":w": n(2)})),
+        transact(t_update(typed, "ALL", "SET a = :w", ExpressionAttributeValues={":v": n(1)})),
+        transact(t_update(typed, "FRESH", "SET a = :v", ExpressionAttributeValues={":v": n(1)})),
+        transact(t_update(typed, "ALL", "set lower = :v", ExpressionAttributeValues={":v": n(1)})),
+        # the second assignment passes the size limit: the whole request is refused and the first undone
+        transact(
+            t_update(typed, "BIG", "SET f = :a, g = :b", ExpressionAttributeValues={":a": s("é"), ":b": s("x" * 40)}),
+            t_put(item(typed, "AFTER"), ConditionExpression="attribute_not_exists(sk)"),
+        ),
+        ("get_item", {"TableName": TABLE, "Key": {"pk": s(typed), "sk": s("BIG")}, "ProjectionExpression": "c, d, f, g"}),
+        # numeric ADDs in transactions (moto_patches applies them itself): to a number, to an absent attribute, decimals,
+        # several at once; and the ones it leaves to moto: to a string, of a string, a number that is not one
+        transact(
+            t_update(
+                typed,
+                "ALL",
+                "ADD #n :a, fresh :b, #d :c",
+                ExpressionAttributeNames={"#n": "number", "#d": "decimal"},
+                ExpressionAttributeValues={":a": n(5), ":b": {"N": "-0.50"}, ":c": {"N": "100"}},
+            )
+        ),
+        transact(t_update(typed, "ALL", "ADD #d :c", ExpressionAttributeNames={"#d": "decimal"}, ExpressionAttributeValues={":c": {"N": "0.75"}})),
+        transact(t_update(typed, "ALL", "ADD #t :a", ExpressionAttributeNames={"#t": "text"}, ExpressionAttributeValues={":a": n(1)})),
+        transact(t_update(typed, "ALL", "ADD extra :a", ExpressionAttributeValues={":a": s("x")})),
+        transact(t_update(typed, "ALL", "ADD odd :a", ExpressionAttributeValues={":a": {"N": "one"}})),
+        ("get_item", {"TableName": TABLE, "Key": {"pk": s(typed), "sk": s("ALL")}, "ProjectionExpression": "#n, fresh, #d, odd, extra", "ExpressionAttributeNames": {"#n": "number", "#d": "decimal"}}),
     ]
 
 
@@ -545,9 +596,49 @@ def answer(client: Any, method: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"ok": got}
 
 
-def stream_records(client: Any) -> list[dict[str, Any]]:
+def image_operations(p: str) -> list[tuple[str, dict[str, Any]]]:
+    """Updates in transactions on a table whose stream records carry the old image too."""
+    key = {"id": s(f"{p}#img")}
+    return [
+        ("put_item", {"TableName": IMAGES, "Item": {**key, "st": s("open"), "m": {"M": {"a": {"L": [n(1)]}}}, "b": {"B": b"\x01"}}}),
+        (
+            "transact_write_items",
+            {
+                "TransactItems": [
+                    {
+                        "Update": {
+                            "TableName": IMAGES,
+                            "Key": key,
+                            "UpdateExpression": "SET #st = :done, note = :note",
+                            "ConditionExpression": "#st = :open",
+                            "ExpressionAttributeNames": {"#st": "st"},
+                            "ExpressionAttributeValues": {":done": s("done"), ":note": {"B": b"\x02"}, ":open": s("open")},
+                        }
+                    }
+                ]
+            },
+        ),
+        (
+            "transact_write_items",
+            {
+                "TransactItems": [
+                    {
+                        "Update": {
+                            "TableName": IMAGES,
+                            "Key": key,
+                            "UpdateExpression": "SET m.a = list_append(m.a, :more) ADD c :one",
+                            "ExpressionAttributeValues": {":more": {"L": [n(2)]}, ":one": n(1)},
+                        }
+                    }
+                ]
+            },
+        ),
+    ]
+
+
+def stream_records(client: Any, table: str = TABLE) -> list[dict[str, Any]]:
     streams = boto3.client("dynamodbstreams")
-    arn = client.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
     iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
         "ShardIterator"
@@ -594,7 +685,15 @@ def scenarios() -> dict[str, Any]:
             AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
         )
+        client.create_table(
+            TableName=IMAGES,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
         answers = [answer(client, method, kwargs) for p in ("first", "second") for method, kwargs in operations(p)]
+        answers += [answer(client, method, kwargs) for p in ("first", "second") for method, kwargs in image_operations(p)]
         table = sorted(client.scan(TableName=TABLE)["Items"], key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
         flat = sorted(client.scan(TableName=FLAT)["Items"], key=lambda i: i["id"]["S"])
         return {
@@ -602,6 +701,7 @@ def scenarios() -> dict[str, Any]:
             "table": table,
             "flat": flat,
             "stream": stream_records(client),
+            "images stream": stream_records(client, IMAGES),
             "sizes counted as at creation": sizes_as_counted(),
         }
 

@@ -18,7 +18,8 @@ An AttributeValue is written into an answer and read from a request without sear
 400 KB check keeps a running total, and clauses are found with one class check per node class. A request's nodes are
 parsed with one handler lookup per type and its attribute values read directly; a transaction entry looks its item up
 once for its condition and its undo, and an updated item is copied for the undo without deepcopy; an update's SET and
-ADD size the item's strings and binaries directly.
+ADD size the item's strings and binaries directly; inside a transaction, a whole-attribute SET or a numeric ADD on an
+existing item is applied without moto's seven validation walks, which find nothing to refuse in it.
 tests/integration/test_moto_patches.py runs a set of operations with and without the patches and compares every
 answer, error, item and stream record.
 Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself
@@ -31,6 +32,7 @@ import copy
 import functools
 import inspect
 import json
+import re
 import weakref
 from collections import deque
 from collections.abc import Iterator
@@ -45,6 +47,7 @@ from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expr
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
     ItemSizeTooLarge,
+    ItemSizeToUpdateTooLarge,
     MockValidationException,
     MultipleTransactionsException,
     TooManyTransactionsException,
@@ -365,6 +368,8 @@ def _write(
         self.put_item(op["TableName"], op["Item"], **expression)
     elif op_type == "Delete":
         self.delete_item(op["TableName"], key, **expression)
+    elif prior is not None and _top_level_set(self, op, prior):
+        return
     else:
         # moto's update_item deep-copies the item for the stream's old image; the undo's copy, made a moment ago
         # under the same lock and never changed, is that copy.
@@ -373,6 +378,82 @@ def _write(
             self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)
         finally:
             _prior_image.reset(token)
+
+
+# -- Whole-attribute SET and numeric ADD inside a transaction -----------------------------------------------------------
+# The store closes an interrupt and records a vote with `SET name = :value, ...`, and moves a usage counter with
+# `ADD name :number`, on items that exist. moto validates such an update with seven walks of its tree, each of which
+# finds nothing to refuse when every target is a top-level attribute named once, not a key of the table or of an index
+# (nor an attribute the table defines), every placeholder is given, the item exists and (for ADD) the value and the
+# attribute, when present, are numbers; it then sets each attribute in turn (its size checked at each, as here; ADD sets
+# the sum moto's DynamoType addition makes, from 0 when the attribute is absent) and records the stream's images. Those
+# updates are made here directly; every other update (REMOVE, DELETE, sets, nested paths, functions, SET and ADD
+# together, a missing placeholder, a key attribute, a repeated target, a missing item, any other spelling) goes through
+# moto.
+_TARGET = r"(#[A-Za-z0-9_]+|[A-Za-z][A-Za-z0-9_]*)"
+_VALUE = r"(:[A-Za-z0-9_]+)"
+_ACTIONS = {"SET": _TARGET + r"\s*=\s*" + _VALUE, "ADD": _TARGET + r"\s+" + _VALUE}
+_ONLY = {
+    verb: re.compile(r"\s*" + verb + r"\s+" + one + r"(?:\s*,\s*" + one + r")*\s*") for verb, one in _ACTIONS.items()
+}
+_ONE = {verb: re.compile(one) for verb, one in _ACTIONS.items()}
+
+
+# What the ADD executor starts from when the attribute is absent (a fresh DynamoType each time in moto; never changed).
+_ZERO = DynamoType({"N": "0"})
+
+
+@functools.lru_cache(maxsize=1024)
+def _set_assignments(expression: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """The verb and (target, value placeholder) of each action of a `SET a = :x, #b = :y` or `ADD a :x, #b :y` text, in
+    order; None for any other."""
+    for verb, whole in _ONLY.items():
+        if whole.fullmatch(expression) is not None:
+            return verb, tuple((m.group(1), m.group(2)) for m in _ONE[verb].finditer(expression[expression.index(verb) + 3 :]))
+    return None
+
+
+def _top_level_set(self: DynamoDBBackend, op: dict[str, Any], prior: tuple[Item, Item]) -> bool:
+    """Apply a whole-attribute SET or a numeric ADD to the existing item as moto's update_item would (True), or leave it
+    to moto (False)."""
+    expression = op["UpdateExpression"]
+    parsed = _set_assignments(expression)
+    if parsed is None:
+        return False
+    verb, assignments = parsed
+    names = op.get("ExpressionAttributeNames") or {}
+    values = op.get("ExpressionAttributeValues") or {}
+    table = self.get_table(op["TableName"])
+    targets: list[tuple[str, dict[str, Any]]] = []
+    for target, placeholder in assignments:
+        name = names.get(target) if target.startswith("#") else target
+        if name is None or placeholder not in values:
+            return False
+        targets.append((name, values[placeholder]))
+    written = {name for name, _ in targets}
+    protected = {*table.attribute_keys, *table.table_key_attrs, *(d["AttributeName"] for d in table.attr)}
+    if len(written) != len(targets) or written & protected:
+        return False
+    stored, old = prior
+    typed = [(name, DynamoType(value)) for name, value in targets]
+    if verb == "ADD" and any(
+        value.type != "N" or (name in stored.attrs and stored.attrs[name].type != "N") for name, value in typed
+    ):
+        return False
+    # moto's update_item (Apache-2.0): parse (once per text), then per action the SET executor's `attrs[name] = value`,
+    # or the ADD executor's sum (DynamoType.__add__) set the same way, the size refused as an update's, then the stream
+    # record from the old image (the undo's copy).
+    UpdateExpressionParser.make(expression)
+    try:
+        for name, value in typed:
+            if verb == "ADD":
+                value = stored.attrs.get(name, _ZERO) + value
+            stored.attrs[name] = value
+    except ItemSizeTooLarge:
+        raise ItemSizeToUpdateTooLarge() from None
+    if table.stream_shard is not None:
+        table.stream_shard.add(old, stored)
+    return True
 
 
 # (the stored item an update is about to change, the copy the transaction's undo already holds of it)
