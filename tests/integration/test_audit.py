@@ -305,7 +305,10 @@ def decided_by_three(service: Service, admin) -> str:
 
 def decided_in_distinct_chains(service: Service, admin, count: int) -> list[str]:
     """`count` runs decided by three, each hashed to a chain none of the others uses (run ids are random, and four
-    of 128 chains collide about one time in twenty: a run that lands on a taken chain is left waiting, unaudited)."""
+    of 128 chains collide about one time in twenty: a run that lands on a taken chain is left waiting, unaudited).
+    The voters' keys are issued first: each issue is audited in a chain of its own, and one landing between a run's
+    votes would sit between its entries there."""
+    voters = [signed_in(service, who) for who in ("alice", "bob", "carol")]
     chosen: dict[int, str] = {}
     for _ in range(count * 8):
         run_id = run_waiting(service, admin, THREE)
@@ -314,8 +317,8 @@ def decided_in_distinct_chains(service: Service, admin, count: int) -> list[str]
             break
     assert len(chosen) == count
     for run_id in chosen.values():
-        for who in ("alice", "bob", "carol"):
-            service.resolve_interrupt(signed_in(service, who), run_id, "gate", {"action": "accept"})
+        for voter in voters:
+            service.resolve_interrupt(voter, run_id, "gate", {"action": "accept"})
     return list(chosen.values())
 
 
