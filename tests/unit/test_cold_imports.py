@@ -473,3 +473,37 @@ def test_a_workers_event_data_classes_package_answers_every_name_powertools_ship
         "assert here == shipped, {n: (here[n], m) for n, m in shipped.items() if here[n] != m}\n",
     )
     assert f"{DATA_CLASSES}.code_pipeline_job_event" in got["modules"]
+
+
+# Q1: what a stream record never runs. Key checks and the decision rules (the notify outbox reads a raised approval's
+# eligible approvers on the first record, but nothing in the function decides), the API's rate limits and the tenant
+# settings they read, the task and effect stores (only a task's or an effect route's), the credential-material patterns.
+NOT_AT_DISPATCH_IMPORT = [
+    "interlude.rules.interrupts.decide",
+    "interlude.rules.interrupts.delegation",
+    "interlude.rules.interrupts.secrets",
+    "interlude.app.limits",
+    "interlude.app.tenants",
+    "interlude.domain.models.tenants",
+]
+NOT_FOR_A_STREAM_RECORD = [
+    "interlude.rules.interrupts.secrets",
+    "interlude.app.limits",
+    "interlude.store.tasks",
+    "interlude.store.effects",
+]
+
+
+def test_the_dispatch_function_loads_no_key_check_decision_or_limit_rules():
+    assert among(imported("dispatch")["modules"], NOT_AT_DISPATCH_IMPORT) == []
+    got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
+    assert among(got["modules"], NOT_FOR_A_STREAM_RECORD) == []
+
+
+def test_the_api_checks_a_key_without_the_decision_rules():
+    """A key check (rules/auth.py) loads no decision rules; the run routes load them, and a decision its
+    credential-material patterns."""
+    assert among(imported("api")["modules"], ["interlude.rules.interrupts.decide"]) == []
+    got = imported("api", then="from interlude.api import app\napp.load_routes('POST', '/runs')\n")
+    assert "interlude.rules.interrupts.decide" in got["modules"]
+    assert among(got["modules"], ["interlude.rules.interrupts.secrets"]) == []

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.models.run import PendingAction
 from interlude.store import Conflict as LostRace
-from interlude.store.effects import EffectStore
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -56,5 +55,7 @@ def finish_action(service: Service, run_id: str, node_id: str, visit: int, outco
 
 def run_effects(service: Service, principal: auth.Principal, run_id: str) -> dict[str, Any]:
     """GET /runs/{runId}/effects: the run's effect records (content-free: no request, response or secret)."""
+    from interlude.store.effects import EffectStore  # the effects route's alone: the outbox never reads the ledger
+
     state, _ = service.load_run(principal.tenant, run_id)
     return {"runId": state.runId, "effects": EffectStore(service.store).ledger(state.runId)}

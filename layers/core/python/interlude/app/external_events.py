@@ -12,7 +12,6 @@ from interlude.domain.models.tenants import PostEventRequest
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.correlation import correlation_hash
 from interlude.rules.interrupts.decide import Resolver
-from interlude.rules.interrupts.secrets import credential_material
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -68,6 +67,9 @@ def _resolve_waiter(
 
 def post_event(service: Service, principal: Principal, request: PostEventRequest) -> dict[str, Any]:
     """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions)."""
+    # POST /events' own check: this module is also the stream's outbox handler, which never receives an event.
+    from interlude.rules.interrupts.secrets import credential_material
+
     found = credential_material({"correlation": request.correlation, "payload": request.payload})
     if found is not None:
         raise Invalid(

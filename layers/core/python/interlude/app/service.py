@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from interlude.app import audit as audit_log
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
-from interlude.app.limits import TenantLimiter
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.workflows import WorkflowOperations
 from interlude.config import DEFAULT_STEP_BUDGET, settings
@@ -46,6 +45,7 @@ from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import InteractionStore
 
 if TYPE_CHECKING:
+    from interlude.app.limits import TenantLimiter
     from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
     from interlude.engine import run as engine
     from interlude.rules.interrupts.decide import Resolver
@@ -69,14 +69,20 @@ class Service(KeyOperations, WorkflowOperations):
         self.step_budget = step_budget
         self._workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition] = OrderedDict()
         self._keys: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
-        # The tenant's limits in force (cached briefly) and its request counter (app/limits.py).
-        self.limiter = TenantLimiter(self)
 
     # -- side stores: the one way to reach each, over the run table's connection ------------------
 
     @cached_property
     def hitl_store(self) -> InteractionStore:
         return InteractionStore(self.store.table, self.store.client)
+
+    @cached_property
+    def limiter(self) -> TenantLimiter:
+        """The tenant's limits in force (cached briefly) and its request counter: the API's, and a child run's start.
+        Loaded with its first use, so the stream and queue consumers do not load the limit rules."""
+        from interlude.app.limits import TenantLimiter
+
+        return TenantLimiter(self)
 
     @cached_property
     def directory(self) -> DirectoryStore:

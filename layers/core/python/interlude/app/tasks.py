@@ -43,12 +43,12 @@ from interlude.domain.ids import tenant_of
 from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
 from interlude.store import Conflict as LostRace
-from interlude.store.tasks import Claim, Task, TaskStore
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
     from interlude.domain.models.tasks import WorkerError
     from interlude.rules import auth
+    from interlude.store.tasks import Claim, Task, TaskStore
 
 logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "tt1"
@@ -59,6 +59,10 @@ Schedule = Callable[[str, Deadline], Any]
 
 
 def tasks_of(service: Service) -> TaskStore:
+    # The task items' store loads with the first task: every stream record runs this module's outbox handler, and
+    # most runs have no task.
+    from interlude.store.tasks import TaskStore
+
     return TaskStore(service.store)
 
 
@@ -111,6 +115,8 @@ def read_token(token: str) -> tuple[str, Claim]:
             raise ValueError
     except (ValueError, TypeError, KeyError):
         raise Invalid("the task token is not one Interlude issued", code="interlude.task_token_invalid") from None
+    from interlude.store.tasks import Claim
+
     return task_id(run_id, node_id, visit), Claim(attempt, nonce)
 
 
@@ -405,6 +411,8 @@ def check(service: Service, body: dict[str, Any]) -> int:
         f"node {node!r}: attempt {attempt} passed its {limit}",
         {"nodeId": node, "attempt": attempt, "reason": reason},
     )
+    from interlude.store.tasks import Claim
+
     before = _events(service, task.run_id)
     _end_attempt(service, task, Claim(attempt, ""), failure, retryable=True, lapsed_by=now)
     return _events(service, task.run_id) - before

@@ -51,7 +51,10 @@ class WorkflowOperations:
     store: Store
     clock: Clock
     _workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition]
-    limiter: TenantLimiter
+    if TYPE_CHECKING:  # the service's, built with its first use (app/service.py)
+
+        @property
+        def limiter(self) -> TenantLimiter: ...
 
     def put_workflow(
         self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition

@@ -11,10 +11,12 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from interlude.domain.errors import Forbidden, Unauthenticated
-from interlude.rules.interrupts.decide import Resolver
+
+if TYPE_CHECKING:
+    from interlude.rules.interrupts.decide import Resolver
 
 KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
@@ -140,4 +142,7 @@ def personal_subject(tenant: str, principal_id: str) -> dict[str, Any]:
 def run_resolver(principal: Principal, surface: Literal["run", "console"] = "run") -> Resolver:
     """The principal deciding an interrupt with its key (its subject, groups and roles): on the run-scoped API,
     or in the operator console signed in with that key."""
+    # The decision rules load with the first decision, not with every key check (dispatch and most requests).
+    from interlude.rules.interrupts.decide import Resolver
+
     return Resolver(subject=principal.subject, surface=surface, groups=principal.groups, roles=principal.roles)

@@ -14,7 +14,6 @@ from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.models.run import OpenInterrupt, Vote
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator, delegated_to, has_cast, has_delegated
-from interlude.rules.interrupts.secrets import credential_material
 
 # The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
 # A ref kind not listed here is ignored on a gate (openwop-notes §1.1 Approver enforcement).
@@ -167,6 +166,10 @@ def _resolved_event(interrupt: OpenInterrupt, value: Any, resolver: Resolver) ->
 
 
 def _refuse_credential_material(value: Any) -> None:
+    # Its patterns compile with the first decision: the dispatch function reads these rules (a raised approval's
+    # eligible approvers) and never decides.
+    from interlude.rules.interrupts.secrets import credential_material
+
     path = credential_material(value)
     if path is not None:
         raise Invalid(
