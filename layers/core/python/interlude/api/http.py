@@ -11,6 +11,9 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 
+# Every request is admitted by its tenant's limits (Service.limiter, which app/service.py builds on first use so the
+# worker functions never load the limit rules): loaded with the API's import, where every request needs it.
+import interlude.app.limits  # noqa: F401
 from interlude import wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply

@@ -9,9 +9,11 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 
 # What these routes' requests use that app/service.py loads only where a run moves or a gate is decided (the worker
 # functions' records mostly do neither): createRun, resolve and cancel run the engine's run rules, a resolve reads
-# the directory, delegations and the tenant's facts. Loaded with the routes, so a run request's first use counts them.
+# the directory, delegations and the tenant's facts, and refuses credential material in a resume value. Loaded with
+# the routes, so a run request's first use counts them.
 import interlude.app.delegation  # noqa: F401
 import interlude.engine.run  # noqa: F401
+import interlude.rules.interrupts.secrets  # noqa: F401
 from interlude import __version__
 from interlude.api.http import (
     OPENWOP_VERSION,
