@@ -508,3 +508,39 @@ def test_the_api_checks_a_key_without_the_decision_rules():
     assert "interlude.app.limits" in modules
     got = imported("api", then="from interlude.api import app\napp.load_routes('POST', '/runs')\n")
     assert {"interlude.rules.interrupts.decide", "interlude.rules.interrupts.secrets"} <= set(got["modules"])
+
+
+# What an action's message never runs, at import or with its first message (the worker, the engine's run rules its
+# outcome lands through): the API's key and limit rules, the decision rules (a resolve's), the tenant settings' models.
+NOT_FOR_AN_ACTIONS_MESSAGE = [
+    "interlude.rules.interrupts.decide",
+    "interlude.rules.interrupts.secrets",
+    "interlude.rules.interrupts.delegation",
+    "interlude.app.limits",
+    "interlude.app.tenants",
+    "interlude.domain.models.tenants",
+]
+
+
+def test_an_actions_message_loads_no_key_limit_or_decision_rules():
+    got = imported("actions", then="module.worker()\nfrom interlude.engine import run\nassert run.finish_action\n")
+    assert "interlude.engine.run" in got["modules"]
+    assert among(got["modules"], NOT_FOR_AN_ACTIONS_MESSAGE) == []
+
+
+PARAMETERS = "aws_lambda_powertools.utilities.parameters"
+
+
+def test_a_notify_message_loads_only_the_secrets_parameter_provider():
+    """The key ring is one Secrets Manager secret: no AppConfig, DynamoDB or SSM provider loads for it, and the
+    registered package still answers Powertools' names (interlude/coldstart.py)."""
+    got = imported(
+        "notify",
+        then="module.worker()\n"
+        "from interlude.adapters import keyring_store\n"
+        f"from {PARAMETERS}.secrets import get_secret\n"
+        "assert keyring_store.parameters.get_secret is get_secret\n",
+    )
+    loaded = {m.removeprefix(PARAMETERS + ".") for m in among(got["modules"], [PARAMETERS])}
+    assert loaded == {PARAMETERS, "secrets", "base", "constants", "exceptions"}
+    assert among(got["modules"], ["boto3.dynamodb"]) == []

@@ -20,6 +20,9 @@ EVENT_HANDLER = "aws_lambda_powertools.event_handler"
 # Every event data class (about forty modules). The HTTP resolver imports seven by name from the package; the batch
 # utility imports the stream and queue records' modules, and `sqs_event` asks the package for `S3Event`.
 DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
+# Every parameter provider (AppConfig, its extension, DynamoDB with boto3's condition builder, SSM); the key ring reads
+# one Secrets Manager secret (adapters/keyring_store.py), so its `secrets` module alone (and `base`) is what it uses.
+PARAMETERS = "aws_lambda_powertools.utilities.parameters"
 
 
 @contextmanager

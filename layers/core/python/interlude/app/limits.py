@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.tenants import tenant_settings
 from interlude.config import settings
 from interlude.rules import limits as rules
-from interlude.rules.auth import Principal
 from interlude.store.limits import LimitStore
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
+    from interlude.rules.auth import Principal
 
 # A change to a tenant's limits reaches every warm instance within this time (the instance that made it: at once).
 LIMITS_CACHE_SECONDS = 10.0

@@ -10,11 +10,11 @@ from interlude.app import audit
 from interlude.domain.clock import iso
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
-from interlude.rules.auth import Principal
 from interlude.store.interactions import SETTINGS_SK, InteractionStore, credential_grant_sk, grant_put, settings_put
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
+    from interlude.rules.auth import Principal
     from interlude.rules.interrupts.decide import Resolver
 
 

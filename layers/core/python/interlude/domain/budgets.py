@@ -48,6 +48,11 @@ MAX_OPEN_WAITS = 40
 OPEN_WAITS_BUDGET = "waits open at once in one run"
 # Digits of an integer Python can still print (sys.get_int_max_str_digits() defaults to 4300).
 MAX_INT_DIGITS = 4000
+# Reminders of a gate (issue 14): at most this many, each between 1 s and 30 days after the gate asks. Here, not in
+# domain/models/tenants.py (which re-exports them): the node types bound a gate's own reminders with them, and a run
+# that moves need not build the tenant settings' models.
+MAX_REMINDERS = 5
+MAX_REMINDER_MS = 30 * 24 * 3600 * 1000
 
 
 class BudgetExceeded(Exception):

@@ -11,9 +11,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field
 
-from interlude.domain.budgets import Meter
+from interlude.domain.budgets import MAX_REMINDER_MS, MAX_REMINDERS, Meter
 from interlude.domain.models import FrozenClosed
-from interlude.domain.models.tenants import MAX_REMINDER_MS, MAX_REMINDERS
 from interlude.domain.templates import referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -56,8 +56,11 @@ from interlude.engine.visits import interrupt_id as interrupt_id
 from interlude.engine.visits import interrupt_key as interrupt_key
 from interlude.engine.visits import visit_keys as visit_keys
 from interlude.engine.visits import visit_of as visit_of
-from interlude.rules.interrupts.decide import Decision
 from interlude.rules.interrupts.payloads import holding_interrupt, validate_payload
+
+if TYPE_CHECKING:
+    # An annotation only: the decision rules load where a decision is made (a resolve), not where a run moves.
+    from interlude.rules.interrupts.decide import Decision
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
+from interlude.domain import budgets
 from interlude.domain.models import Closed
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
@@ -19,9 +20,9 @@ MAX_DEFINITION_BYTES = 300_000
 # The most nodes a definition may hold at all (WorkflowDefinition.nodes).
 MAX_DEFINITION_NODES = 500
 
-# Reminders of a gate (issue 14): at most this many, each between 1 s and 30 days after the gate asks.
-MAX_REMINDERS = 5
-MAX_REMINDER_MS = 30 * 24 * 3600 * 1000
+# Reminders of a gate (issue 14), bounded in domain/budgets.py.
+MAX_REMINDERS = budgets.MAX_REMINDERS
+MAX_REMINDER_MS = budgets.MAX_REMINDER_MS
 
 PrincipalRef = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
