@@ -544,3 +544,22 @@ def test_a_notify_message_loads_only_the_secrets_parameter_provider():
     loaded = {m.removeprefix(PARAMETERS + ".") for m in among(got["modules"], [PARAMETERS])}
     assert loaded == {PARAMETERS, "secrets", "base", "constants", "exceptions"}
     assert among(got["modules"], ["boto3.dynamodb"]) == []
+
+
+# What a function that moves no run never writes (store/dynamo.py loads them where a run moves or an entry is
+# appended): the inbox index and its shards, Idempotency-Key records, the audit log and its canonical JSON.
+RUN_WRITERS_ONLY = [
+    "interlude.store.inbox",
+    "interlude.store.sharded",
+    "interlude.store.idempotency",
+    "interlude.store.audit",
+    "interlude.rules.audit",
+    "interlude.domain.audit",
+    "rfc8785",
+]
+
+
+@pytest.mark.parametrize("function", ["callbacks", "notify"])
+def test_a_function_that_moves_no_run_loads_no_run_writers_store(function):
+    got = imported(function, then="module.worker()\n")
+    assert among(got["modules"], RUN_WRITERS_ONLY) == []

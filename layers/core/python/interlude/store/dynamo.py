@@ -35,26 +35,26 @@ import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
-from interlude.domain.audit import AuditDraft
 from interlude.domain.budgets import ITEM_BUDGET, TRANSACT_MAX_ITEMS, TRANSACTION_BUDGET
 from interlude.domain.errors import DomainError, TooLarge, Unavailable
 from interlude.domain.ids import tenant_of
-from interlude.rules.audit import Head
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
-from interlude.store import audit as audit_log
-from interlude.store import idempotency, item_index
+from interlude.store import item_index
 from interlude.store import limits as counters
-from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
-from interlude.store.inbox import Entry, InboxIndex, added_delegate_families, closed_entries
 from interlude.store.interactions import decode_cursor, encode_cursor
 from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
+    from interlude.domain.audit import AuditDraft
     from interlude.domain.models.run import OpenInterrupt, RunState
     from interlude.engine.run import Transition
+    from interlude.rules.audit import Head
+    from interlude.store import audit as audit_log
+    from interlude.store.idempotency import AnsweredRecord
+    from interlude.store.inbox import Entry
 
 
 def run_id_of(pk: str) -> str | None:
@@ -223,7 +223,9 @@ class Store:
 
     @cached_property
     def audit_log(self) -> audit_log.AuditLog:
-        return audit_log.AuditLog(self.table, self.client)
+        from interlude.store.audit import AuditLog
+
+        return AuditLog(self.table, self.client)
 
     # -- api keys ----------------------------------------------------------------------------------
 
@@ -483,6 +485,7 @@ class Store:
         return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
 
     def _get_run_and_audit_head(self, run_id: str) -> dict[str, Any] | None:
+        from interlude.store import audit as audit_log
         tenant, chain = tenant_of(run_id), audit_log.chain_of_member(run_id)
         keys = {"run": a.key(run_pk(run_id), RUN_SK), "head": a.key(audit_log.head_pk(tenant, chain), audit_log.HEAD_SK)}
         found: dict[str, dict[str, Any]] = {}
@@ -538,6 +541,11 @@ class Store:
         records the transition (a decision, a vote, a cancel), appended in the same transaction.
         """
         from interlude.engine.events import to_docs
+
+        # The inbox index and Idempotency-Key records: a run's writers' (the API, dispatch, actions, timeouts), not
+        # loaded by the functions that never move a run (callbacks, notify).
+        from interlude.store.idempotency import KeyAlreadyUsed
+        from interlude.store.inbox import Entry, InboxIndex, added_delegate_families
 
         state = transition.state
         first_seq = state.nextSeq
@@ -604,6 +612,8 @@ class Store:
     ) -> list[tuple[str, dict[str, Any]]]:
         """(sort key, TransactWriteItem) for everything one transition writes: head, events (naming the inbox
         entries of the interrupts it closes, for dispatch to delete), interrupts."""
+        from interlude.store.inbox import closed_entries
+
         state = transition.state
         pk = run_pk(state.runId)
         items: list[tuple[str, dict[str, Any]]] = [(RUN_SK, {"Put": self._head_put(state, expected_version)})]
@@ -673,6 +683,7 @@ class Store:
         if audit is None:
             self._transact_once(items, answered, quota)
             return
+        from interlude.store import audit as audit_log
         chain = audit_log.chain_of(audit)
         head = self._prefetched_head(audit.tenant, chain)
         for _ in range(audit_log.APPEND_RETRIES):
@@ -701,6 +712,8 @@ class Store:
         quota: tuple[str, int] | None,
     ) -> None:
         if answered is not None:
+            from interlude.store import idempotency
+
             items = [*items, (idempotency.SORT_KEY, {"Put": idempotency.record_put(answered)})]
         if len(items) > TRANSACT_MAX_ITEMS:
             # The budgets keep every counted path under it (domain/budgets.py); one they miss is refused here, before
@@ -743,6 +756,9 @@ class Store:
         if not failed:
             raise exc
         if answered is not None:
+            from interlude.store import idempotency
+            from interlude.store.idempotency import KeyAlreadyUsed
+
             for label, old in failed:
                 if label == idempotency.SORT_KEY:
                     raise KeyAlreadyUsed(idempotency.existing_of(old, answered.key.digest)) from exc
@@ -771,11 +787,15 @@ class Store:
 
     def delete_inbox_entries(self, keys: list[a.Item]) -> None:
         """Delete inbox index entries by key (those a closing transition named: store/inbox.py); idempotent."""
+        from interlude.store.inbox import InboxIndex
+
         InboxIndex(self.table, self.client).delete_keys(keys)
 
     def put_open_interrupts(self, opened: list[tuple[RunState, OpenInterrupt]]) -> None:
         """Bulk load for benches and scale tests: each interrupt item exactly as a transition opens it, and its
         inbox entries, by BatchWriteItem (no run head, no events: a page reads neither)."""
+        from interlude.store.inbox import Entry, InboxIndex
+
         index = InboxIndex(self.table, self.client)
         requests = [{"PutRequest": {"Item": self._interrupt_put(state, i)["Item"]}} for state, i in opened]
         index.batch_write(requests)
