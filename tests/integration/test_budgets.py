@@ -251,7 +251,7 @@ def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service)
 def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(service, admin, monkeypatch):
     """A path the budgets do not count that would write more items than one transaction holds: the decision lands
     and the run fails with interlude.budget_exceeded, instead of every resolve answering a 500."""
-    gates = [{"id": f"g{i}", "typeId": "core.approvalGate", "config": {"title": "Next?"}} for i in range(3)]
+    gates = [{"id": f"g{i}", "typeId": "core.approvalGate", "config": {"title": "Next?"}} for i in range(5)]
     definition = {
         "nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Approve?"}}, *gates],
         "edges": [{"sourceNodeId": "gate", "targetNodeId": g["id"]} for g in gates],
@@ -260,11 +260,13 @@ def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(service, a
     service.put_workflow(admin, "fan-out", WorkflowDefinition.model_validate(definition))
     fan_out = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "fan-out", "inputs": {"seed": SEED}}))
     ending = gated(service, admin, "approval", small())
-    # What failing the fan-out run at its gate writes is what ending a run there writes: that many items still fit.
+    # Failing the fan-out run at its gate writes what ending a run there writes, give or take its audit chain's
+    # pending marker (one item, written by a chain's first entry): one more than that still fits, and going on to
+    # open five gates (five items more, less the open-runs counter an ending run writes) does not.
     sizes = transaction_sizes(service.store.client)
     assert service.resolve_interrupt(admin, ending, "gate", {"action": "accept"})["status"] == "completed"
-    monkeypatch.setattr("interlude.store.dynamo.TRANSACT_MAX_ITEMS", sizes[-1])
-    answered = service.resolve_interrupt(admin, fan_out.runId, "gate", {"action": "accept"})  # opens three more
+    monkeypatch.setattr("interlude.store.dynamo.TRANSACT_MAX_ITEMS", sizes[-1] + 1)
+    answered = service.resolve_interrupt(admin, fan_out.runId, "gate", {"action": "accept"})
     assert answered["status"] == "failed"
     assert_decision_landed_and_run_failed(service, fan_out.runId, "interlude.budget_exceeded", "gate")
     state, _ = service.store.get_run(fan_out.runId)
