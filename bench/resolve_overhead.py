@@ -25,6 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from _bench import admin_with_approval, offline_aws
 
@@ -67,30 +71,57 @@ class ClientClock:
         self.spent += time.process_time() - self._started
 
 
-def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+@dataclass(frozen=True)
+class World:
+    """One moto table with an approval workflow, and the three things a round does on it."""
+
+    client: Any
+    service: Service
+    principal: Any
+    workflow_id: str
+
+    def waiting_run(self) -> str:
+        body = {"workflowId": self.workflow_id}
+        return self.service.create_run(self.principal, CreateRunRequest.model_validate(body)).runId
+
+    def resolve(self, run_id: str) -> None:
+        self.service.resolve_interrupt(self.principal, run_id, "gate", {"action": "accept"})
+
+    def put(self, i: int) -> bool:
+        """The single write any approval service must make: one conditional put_item."""
+        self.client.put_item(
+            TableName="bench",
+            Item={"pk": {"S": f"RAW#{i}"}, "sk": {"S": "RAW"}, "decision": {"S": "accept"}},
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return True
+
+
+@contextmanager
+def world() -> Iterator[World]:
     moto_patches.apply()  # as the local stack and the suite run moto: a transaction costs what it touches
     with mock_aws():
         client = boto3.client("dynamodb")
         create_table(client, "bench")
         service = Service(Store("bench", client))
         principal, _bearer, workflow_id = admin_with_approval(service)
-        body = {"workflowId": workflow_id}
-        clock = ClientClock(client)
+        yield World(client, service, principal, workflow_id)
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    with world() as bench:
+        clock = ClientClock(bench.client)
         ratios, own_ratios, resolves, puts = [], [], [], []
         calls: list[str] = []
         for i in range(rounds + 10):  # the first 10 warm the caches and the interpreter
-            run_id = service.create_run(principal, CreateRunRequest.model_validate(body)).runId
+            run_id = bench.waiting_run()
             clock.reset()
             t0 = time.process_time()
-            service.resolve_interrupt(principal, run_id, "gate", {"action": "accept"})
+            bench.resolve(run_id)
             t1 = time.process_time()
             in_client, calls = clock.spent, list(clock.calls)
-            client.put_item(
-                TableName="bench",
-                Item={"pk": {"S": f"RAW#{i}"}, "sk": {"S": "RAW"}, "decision": {"S": "accept"}},
-                ConditionExpression="attribute_not_exists(pk)",
-            )
+            bench.put(i)
             t2 = time.process_time()
             if i >= 10:
                 resolves.append(t1 - t0)
@@ -111,33 +142,15 @@ def main() -> None:
 def counted_rounds(rounds: int) -> None:
     """The rounds main() times, each resolve inside itertools.starmap and each put inside itertools.filterfalse (run
     under callgrind by counted())."""
-    moto_patches.apply()
-    with mock_aws():
-        client = boto3.client("dynamodb")
-        create_table(client, "bench")
-        service = Service(Store("bench", client))
-        principal, _bearer, workflow_id = admin_with_approval(service)
-        body = {"workflowId": workflow_id}
-
-        def resolve(run_id: str) -> None:
-            service.resolve_interrupt(principal, run_id, "gate", {"action": "accept"})
-
-        def put(i: int) -> bool:
-            client.put_item(
-                TableName="bench",
-                Item={"pk": {"S": f"RAW#{i}"}, "sk": {"S": "RAW"}, "decision": {"S": "accept"}},
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-            return True
-
+    with world() as bench:
         for i in range(rounds + 10):
-            run_id = service.create_run(principal, CreateRunRequest.model_validate(body)).runId
+            run_id = bench.waiting_run()
             if i < 10:  # warming, uncounted, as main()'s first 10
-                resolve(run_id)
-                put(i)
+                bench.resolve(run_id)
+                bench.put(i)
                 continue
-            list(itertools.starmap(resolve, [(run_id,)]))
-            list(itertools.filterfalse(put, [i]))
+            list(itertools.starmap(bench.resolve, [(run_id,)]))
+            list(itertools.filterfalse(bench.put, [i]))
 
 
 def counted(rounds: int) -> None:
@@ -153,7 +166,7 @@ def counted(rounds: int) -> None:
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         annotated = subprocess.run(
-            ["callgrind_annotate", "--inclusive=yes", out], check=True, capture_output=True, text=True
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", out], check=True, capture_output=True, text=True
         ).stdout
     totals: dict[str, int] = {}
     for name in ("starmap_next", "filterfalse_next"):
