@@ -13,8 +13,10 @@ CDK := npx -y aws-cdk@$(CDK_CLI_VERSION)
 STACK ?= Interlude
 # Layer's lock file: resolved for the functions' platform (interlude_cdk/layer.py), every wheel hashed.
 LOCK := interlude_cdk/layer-requirements.lock
+# Build-time Node packages (package-lock.json: pyodide, which compiles the layers' bytecode with Python 3.14).
+NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: dev test venv system-deps lint synth layer lock deploy bench bench-all clean
+.PHONY: dev test venv system-deps node-deps lint synth layer lock deploy bench bench-all clean
 
 # The first install takes minutes: it says so, and names each package as pip fetches it.
 $(STAMP): pyproject.toml
@@ -31,12 +33,20 @@ venv: $(STAMP)
 system-deps:
 	@bash scripts/ensure_system_deps.sh
 
+# Exactly the locked versions and integrity hashes, again whenever package-lock.json changes.
+$(NODE_STAMP): package-lock.json
+	@command -v npm >/dev/null || bash scripts/ensure_system_deps.sh
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $(NODE_STAMP)
+
+node-deps: $(NODE_STAMP)
+
 dev: venv
 	$(PY) -m interlude.cli dev --port $(PORT)
 
 # The lint contracts run first: a layer importing upward fails the build before any test runs.
 # Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
-test: lint system-deps
+test: lint system-deps node-deps
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
 
 # ruff, then the import contracts of pyproject.toml's [tool.importlinter] over this checkout's package.
@@ -45,11 +55,11 @@ lint: venv
 	PYTHONPATH=layers/core/python$${PYTHONPATH:+:$$PYTHONPATH} $(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-synth: venv
+synth: venv node-deps
 	$(PY) app.py
 
 # The locked dependencies into layers/core/build (prints the layer's size and the lock's sha256).
-layer: venv
+layer: venv node-deps
 	$(PY) -m interlude_cdk.make_layer
 
 # Re-resolve the lock after a change to pyproject's dependencies (UPGRADE=1: newest allowed versions).
@@ -59,7 +69,7 @@ lock: venv
 	  $(if $(UPGRADE),--upgrade,) -o $(LOCK)
 
 # The one deploy command (docs/operations.md, "Deploy"): builds the layer while synthesizing, then deploys.
-deploy: venv
+deploy: venv node-deps
 	$(CDK) deploy $(STACK) -c stackName=$(STACK) --require-approval broadening $(CDK_ARGS)
 
 # The scale-and-cost table of issue 13, each figure beside its goal (bench/summary.py; a few minutes).
@@ -71,4 +81,4 @@ bench-all: venv
 	@for script in bench/[!_]*.py; do [ "$$script" = bench/summary.py ] && continue; echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) cdk.out .interlude .pytest_cache
+	rm -rf $(VENV) cdk.out .interlude .pytest_cache node_modules

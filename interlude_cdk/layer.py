@@ -5,6 +5,9 @@ functions' platform. They are either built during synthesis (local bundling: pip
 or taken from a directory `make layer` prebuilt, which must carry the stamp of the current lock file.
 Anything else (a missing build, a stale one, pip failing) fails synthesis with what to run: a deploy can never
 ship functions without their dependencies.
+
+Both layers ship the runtime's bytecode (bytecode.py: compiled by Python 3.14 itself, hash-based and unchecked), so
+no cold start compiles them; the stamp names it, so a build made before (or without) it is refused.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 import interlude
+from interlude_cdk import bytecode
+from interlude_cdk.bytecode import LayerBuildError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 LOCK_FILE = PACKAGE_DIR / "layer-requirements.lock"
@@ -38,12 +43,12 @@ PYTHON_VERSION = "3.14"
 PLATFORM = "manylinux2014_aarch64"
 STAMP = "interlude-layer.json"
 BUILD_COMMAND = "make layer"
-# Never copied into the interlude layer: interpreter caches, and the local stack (moto lives only there).
+# Never copied into the interlude layer: this machine's interpreter caches (the layer's bytecode is compiled for
+# the runtime after the copy), and the local stack (moto lives only there).
 PACKAGE_EXCLUDE = ("__pycache__", "*.pyc", "local")
-
-
-class LayerBuildError(RuntimeError):
-    pass
+BYTECODE = f"{bytecode.cache_tag(PYTHON_VERSION)} {bytecode.INVALIDATION_MODE}"
+# What of a prebuilt directory may ship: its sources and the runtime's bytecode, no other interpreter's caches.
+PREBUILT_EXCLUDE = ("**/*.pyc", f"!**/__pycache__/*.{bytecode.cache_tag(PYTHON_VERSION)}.pyc")
 
 
 def lock_sha256() -> str:
@@ -51,12 +56,13 @@ def lock_sha256() -> str:
 
 
 def stamp() -> dict[str, str]:
-    return {"lock_sha256": lock_sha256(), "python": PYTHON_VERSION, "platform": PLATFORM}
+    return {"lock_sha256": lock_sha256(), "python": PYTHON_VERSION, "platform": PLATFORM, "bytecode": BYTECODE}
 
 
 def pip_command(target: Path, python: str = sys.executable) -> list[str]:
     # --no-deps: the lock already lists every transitive dependency, each with its hashes.
-    # --no-compile: .pyc files from this machine's interpreter would be useless to the runtime's.
+    # --no-compile: .pyc files from this machine's interpreter would be useless to the runtime's (compile_for_runtime
+    # writes the runtime's).
     return [
         python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "--no-deps",
         "--platform", PLATFORM, "--only-binary=:all:", "--python-version", PYTHON_VERSION, "--implementation", "cp",
@@ -64,8 +70,17 @@ def pip_command(target: Path, python: str = sys.executable) -> list[str]:
     ]  # fmt: skip
 
 
-def build_dependencies(output_dir: Path) -> None:
-    """Install the locked wheels under output_dir/python and stamp them with the lock's hash."""
+def compile_for_runtime(directory: Path) -> bytecode.Compiled:
+    """Compile every .py under directory for the runtime's Python; refuse if any other interpreter's cache is there."""
+    compiled = bytecode.compile_tree(directory, PYTHON_VERSION)
+    foreign = bytecode.foreign_bytecode(directory, compiled.cache_tag)
+    if foreign:
+        raise LayerBuildError(f"{len(foreign)} compiled file(s) for another Python under {directory}, e.g. {foreign[0]}")
+    return compiled
+
+
+def build_dependencies(output_dir: Path) -> bytecode.Compiled:
+    """Install the locked wheels under output_dir/python, compile them for the runtime, stamp them with the lock's hash."""
     target = output_dir / "python"
     if target.exists():
         shutil.rmtree(target)
@@ -79,7 +94,9 @@ def build_dependencies(output_dir: Path) -> None:
         )
     for leftover in (target / "bin",):
         shutil.rmtree(leftover, ignore_errors=True)
+    compiled = compile_for_runtime(target)
     (output_dir / STAMP).write_text(json.dumps(stamp(), indent=2) + "\n")
+    return compiled
 
 
 def check_prebuilt(directory: Path) -> None:
@@ -94,7 +111,8 @@ def check_prebuilt(directory: Path) -> None:
     found = json.loads(stamp_file.read_text())
     if found != stamp():
         raise LayerBuildError(
-            f"{directory} was built for {found}, not for the current lock file {stamp()}: run `{BUILD_COMMAND}`."
+            f"{directory} was built for {found}, not for the current lock file and bytecode {stamp()}: "
+            f"run `{BUILD_COMMAND}`."
         )
 
 
@@ -114,9 +132,9 @@ class _PipOnThisMachine:
 @jsii.implements(ILocalBundling)
 class _CopyPackage:
     def try_bundle(self, output_dir: str, *_args, **_kwargs) -> bool:
-        shutil.copytree(
-            INTERLUDE_DIR, Path(output_dir) / "python" / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE)
-        )
+        target = Path(output_dir) / "python"
+        shutil.copytree(INTERLUDE_DIR, target / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
+        compile_for_runtime(target)
         return True
 
 
@@ -140,7 +158,7 @@ class CoreLayers(Construct):
             )
         else:
             check_prebuilt(dependencies_dir)
-            dependencies_code = lambda_.Code.from_asset(str(dependencies_dir), exclude=["**/__pycache__"])
+            dependencies_code = lambda_.Code.from_asset(str(dependencies_dir), exclude=list(PREBUILT_EXCLUDE))
         self.dependencies = lambda_.LayerVersion(
             self,
             "Dependencies",
@@ -155,7 +173,11 @@ class CoreLayers(Construct):
             code=lambda_.Code.from_asset(
                 str(INTERLUDE_DIR),
                 exclude=[f"**/{pattern}" for pattern in PACKAGE_EXCLUDE],
-                bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackage()),
+                # The asset's hash covers the sources and these options: naming the bytecode here keeps a bundle
+                # staged before (or for another Python) from being reused.
+                bundling=BundlingOptions(
+                    image=_NO_DOCKER, local=_CopyPackage(), environment={"INTERLUDE_BYTECODE": BYTECODE}
+                ),
             ),
             compatible_runtimes=[self.RUNTIME],
             compatible_architectures=[self.ARCHITECTURE],

@@ -84,8 +84,17 @@ def actions_on(statements: list[dict], resource) -> set[str]:
 
 
 def stand_in_layer(directory: Path) -> Path:
-    """A directory that passes for `make layer`'s output of the current lock file (without its wheels)."""
-    (directory / "python").mkdir(parents=True, exist_ok=True)
+    """A directory that passes for `make layer`'s output of the current lock file (without its wheels).
+
+    It holds one module with its runtime bytecode (placeholder bytes: synthesis only copies it) and a stray cache of
+    another Python, which synthesis must leave out.
+    """
+    caches = directory / "python" / "__pycache__"
+    caches.mkdir(parents=True, exist_ok=True)
+    (directory / "python" / "stand_in.py").write_text("VALUE = 1\n")
+    tag = "cpython-" + layer_module.PYTHON_VERSION.replace(".", "")
+    (caches / f"stand_in.{tag}.pyc").write_bytes(b"runtime bytecode placeholder")
+    (caches / "stand_in.cpython-311.pyc").write_bytes(b"this machine's cache")
     (directory / layer_module.STAMP).write_text(json.dumps(layer_module.stamp()))
     return directory
 

@@ -116,7 +116,8 @@ def test_layers_are_built_for_the_functions_platform(synth):
     asset_dir = synth.outdir / package["Metadata"]["aws:asset:path"]
     assert (asset_dir / "python" / "interlude" / "wiring.py").is_file()
     assert not (asset_dir / "python" / "interlude" / "local").exists()
-    assert not list(asset_dir.rglob("__pycache__"))
+    # (and with the runtime's bytecode only: tests/infra/test_bytecode.py)
+    assert {p.name.split(".")[-2] for p in asset_dir.rglob("*.pyc")} == {f"cpython-{layer_module.PYTHON_VERSION.replace('.', '')}"}
     # And the dependencies layer names the lock file it was built from
     dependencies = synth.resources[synth.logical_id(layers.dependencies)]["Properties"]
     assert layer_module.lock_sha256()[:12] in dependencies["Description"]
