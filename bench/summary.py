@@ -78,6 +78,12 @@ ROWS = (
         note="shortened for the summary: 4 s per (runs, clients) cell in 2 alternating rounds "
         "(the script's defaults: 6 s in 3); run bench/local_load.py alone for the full measurement",
     ),
+    Row(
+        "Deployed cold import, layers without bytecode (before) and with it (now), each ÷ `import boto3`",
+        "the layers ship the runtime's bytecode: no cold start compiles them",
+        command=("bytecode.py", "3"),
+        note="this machine's Python stands in for the runtime's 3.14",
+    ),
 )
 
 
