@@ -75,6 +75,16 @@ def test_every_module_of_the_package_layer_ships_bytecode_the_runtime_uses(packa
     assert verdict == {**verdict, "checked": len(compiled), "wrong": []}
 
 
+def test_python_314_imports_the_shipped_bytecode_without_looking_at_the_source(tmp_path):
+    # Given a module compiled as the layers are, whose source then changes (as a zip without mtimes would look)
+    (tmp_path / "shipped.py").write_text("ORIGIN = 'bytecode'\n")
+    layer_module.compile_for_runtime(tmp_path)
+    (tmp_path / "shipped.py").write_text("ORIGIN = 'source'\n")
+    # When Python 3.14 imports it / Then it runs the bytecode (no recompilation on a cold start)
+    imported = bytecode.run_python(tmp_path, "import sys; sys.path.insert(0, '/mnt'); import shipped; shipped.ORIGIN")
+    assert imported == "bytecode"
+
+
 def test_a_file_that_does_not_compile_fails_the_build_and_is_named(tmp_path):
     (tmp_path / "good.py").write_text("VALUE = 1\n")
     (tmp_path / "package").mkdir()
