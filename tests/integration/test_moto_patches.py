@@ -508,11 +508,20 @@ def test_patched_moto_answers_as_moto_does_for_updates_conditions_and_transactio
     assert patched["table"] == plain["table"]
     assert patched["flat"] == plain["flat"]
     assert patched["stream"] == plain["stream"]
-    # old images too, on a table whose stream keeps them (an update's is the undo's copy of the item)
-    assert patched["images stream"] == plain["images stream"]
-    assert [r["eventName"] for r in plain["images stream"]] == ["INSERT", "MODIFY", "MODIFY"] * 2
+    # old images too, on a table whose stream keeps them (an update's is the item it replaced), each as the item was
+    # when the record was made though the records are read after later changes to the same items
+    images = patched["images stream"]
+    assert images == plain["images stream"]
+    assert [r["eventName"] for r in images[:6]] == ["INSERT", "MODIFY", "MODIFY"] * 2
+    later = [r["dynamodb"] for r in images if r["dynamodb"]["Keys"]["id"]["S"] == "first#later"]
+    assert later[0]["NewImage"]["m"] == {"M": {"a": {"L": [{"N": "1"}]}}}
+    assert [image["NewImage"]["c"]["N"] for image in later] == ["1", "1", "1", "2", "3", "3"]
+    created = [r["dynamodb"] for r in images if r["dynamodb"]["Keys"]["id"]["S"] == "first#created"]
+    assert created[0]["NewImage"] == {"id": {"S": "first#created"}}  # moto's put before its update, keys only
     sizes = patched["sizes counted as at creation"]
     assert sizes == plain["sizes counted as at creation"] == [True] * len(patched["stream"])
+    image_sizes = patched["images sizes counted as at creation"]
+    assert image_sizes == plain["images sizes counted as at creation"] == [True] * len(images)
     # The scenarios reach what they are meant to: refusals of each kind, and a cancellation naming its reasons.
     codes = Counter(a.get("error") or a.get("raised") or "ok" for a in answers)
     assert codes["ValidationException"] >= 20, codes

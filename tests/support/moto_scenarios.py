@@ -636,6 +636,56 @@ def image_operations(p: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def later_change_operations(p: str) -> list[tuple[str, dict[str, Any]]]:
+    """Items changed after a stream record names them: a put, then an update changing a nested value in place, a
+    transaction's whole-attribute SET and numeric ADD, another nested update, an update creating its item, and a
+    transaction cancelled after its SET; the records are read only at the end, so each image must be the item as it
+    was when the record was made."""
+    key = {"id": s(f"{p}#later")}
+    created = {"id": s(f"{p}#created")}
+
+    def t_images_update(expression: str, values: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return {"Update": {"TableName": IMAGES, "Key": key, "UpdateExpression": expression,
+                           "ExpressionAttributeValues": values, **extra}}
+
+    return [
+        ("put_item", {"TableName": IMAGES, "Item": {**key, "st": s("open"), "c": n(1), "m": {"M": {"a": {"L": [n(1)]}}}}}),
+        ("update_item", {"TableName": IMAGES, "Key": key, "UpdateExpression": "SET m.a = list_append(m.a, :more)",
+                         "ExpressionAttributeValues": {":more": {"L": [n(2)]}}}),
+        ("transact_write_items", {"TransactItems": [t_images_update("SET st = :st, note = :note",
+                                                                    {":st": s("closed"), ":note": s("x")})]}),
+        ("transact_write_items", {"TransactItems": [t_images_update("ADD c :one", {":one": n(1)})]}),
+        ("update_item", {"TableName": IMAGES, "Key": key, "UpdateExpression": "SET m.b = :b ADD c :one",
+                         "ExpressionAttributeValues": {":b": s("nested"), ":one": n(1)}}),
+        ("update_item", {"TableName": IMAGES, "Key": created, "UpdateExpression": "SET m = :m, st = :st",
+                         "ExpressionAttributeValues": {":m": {"M": {"a": n(1)}}, ":st": s("new")}}),
+        ("update_item", {"TableName": IMAGES, "Key": created, "UpdateExpression": "SET m.a = :two",
+                         "ExpressionAttributeValues": {":two": n(2)}}),
+        (
+            "transact_write_items",
+            {
+                "TransactItems": [
+                    t_images_update("SET st = :st", {":st": s("reopened")}),
+                    {"ConditionCheck": {"TableName": IMAGES, "Key": created, "ConditionExpression": "st = :old",
+                                        "ExpressionAttributeValues": {":old": s("old")}}},
+                ]
+            },
+        ),
+        ("get_item", {"TableName": IMAGES, "Key": key}),
+        # The size limit counts the attribute being replaced until it is replaced: the same large value again is
+        # refused, a small one then leaves room for another large attribute.
+        ("put_item", {"TableName": IMAGES, "Item": {**created, "big": s("b" * 250_000)}}),
+        ("transact_write_items", {"TransactItems": [{"Update": {
+            "TableName": IMAGES, "Key": created, "UpdateExpression": "SET big = :big",
+            "ExpressionAttributeValues": {":big": s("c" * 250_000)}}}]}),
+        ("transact_write_items", {"TransactItems": [{"Update": {
+            "TableName": IMAGES, "Key": created, "UpdateExpression": "SET big = :small, spare = :big",
+            "ExpressionAttributeValues": {":small": s("s"), ":big": s("c" * 250_000)}}}]}),
+        ("update_item", {"TableName": IMAGES, "Key": key, "UpdateExpression": "SET m.a[0] = :zero",
+                         "ExpressionAttributeValues": {":zero": n(0)}, "ReturnValues": "ALL_OLD"}),
+    ]
+
+
 def stream_records(client: Any, table: str = TABLE) -> list[dict[str, Any]]:
     streams = boto3.client("dynamodbstreams")
     arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
@@ -658,14 +708,14 @@ def stream_records(client: Any, table: str = TABLE) -> list[dict[str, Any]]:
     return records
 
 
-def sizes_as_counted() -> list[bool]:
+def sizes_as_counted(table: str = TABLE) -> list[bool]:
     """Whether each record's SizeBytes is what moto counts when it makes the record (its "dynamodb" part serialised
     with SizeBytes 1); compared apart from the records, whose creation times differ between runs."""
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
     from moto.dynamodb.models.utilities import dynamo_json_dump
 
-    shard = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_table(TABLE).stream_shard
+    shard = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_table(table).stream_shard
     counted = []
     for record in shard.items:
         part = record.to_json()["dynamodb"]
@@ -694,6 +744,9 @@ def scenarios() -> dict[str, Any]:
         )
         answers = [answer(client, method, kwargs) for p in ("first", "second") for method, kwargs in operations(p)]
         answers += [answer(client, method, kwargs) for p in ("first", "second") for method, kwargs in image_operations(p)]
+        answers += [
+            answer(client, method, kwargs) for p in ("first", "second") for method, kwargs in later_change_operations(p)
+        ]
         table = sorted(client.scan(TableName=TABLE)["Items"], key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
         flat = sorted(client.scan(TableName=FLAT)["Items"], key=lambda i: i["id"]["S"])
         return {
@@ -703,6 +756,7 @@ def scenarios() -> dict[str, Any]:
             "stream": stream_records(client),
             "images stream": stream_records(client, IMAGES),
             "sizes counted as at creation": sizes_as_counted(),
+            "images sizes counted as at creation": sizes_as_counted(IMAGES),
         }
 
 

@@ -67,9 +67,13 @@ class BudgetExceeded(Exception):
         return {"budget": self.what, "limit": self.limit, "unit": self.unit}
 
 
+# What json.dumps(a string) returns (ensure_ascii, the default), without building an encoder per call.
+_quoted = json.encoder.encode_basestring_ascii
+
+
 def _scalar_size(value: Any) -> int:
     if isinstance(value, str):
-        return len(json.dumps(value, allow_nan=False))
+        return len(_quoted(value))
     if value is None or value is True:
         return 4
     if value is False:
@@ -80,7 +84,7 @@ def _scalar_size(value: Any) -> int:
         return len(str(value))
     if isinstance(value, float):
         return len(repr(value))
-    return len(json.dumps(str(value), allow_nan=False))
+    return len(_quoted(str(value)))
 
 
 def json_size(value: Any, limit: int = MAX_VALUE_BYTES, what: str = "the value", depth: int = MAX_VALUE_DEPTH) -> int:

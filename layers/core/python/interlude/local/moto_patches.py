@@ -19,7 +19,10 @@ An AttributeValue is written into an answer and read from a request without sear
 parsed with one handler lookup per type and its attribute values read directly; a transaction entry looks its item up
 once for its condition and its undo, and an updated item is copied for the undo without deepcopy; an update's SET and
 ADD size the item's strings and binaries directly; inside a transaction, a whole-attribute SET or a numeric ADD on an
-existing item is applied without moto's seven validation walks, which find nothing to refuse in it.
+existing item is applied without moto's seven validation walks, which find nothing to refuse in it. No stored item is
+changed in place: such a SET or ADD puts a changed copy in its place, and moto's update_item changes a copy put in the
+table instead of the stored item, so the undo and a stream record keep the item itself, and a record makes its images
+when it is first read.
 tests/integration/test_moto_patches.py runs a set of operations with and without the patches and compares every
 answer, error, item and stream record.
 Callers serialise requests to moto (`moto_server.LockedMotoServer`, or one thread in tests), as moto itself
@@ -91,6 +94,7 @@ def apply() -> None:
         return
     # Replacing methods on moto's classes is the point of this module; mypy forbids assigning to a method.
     DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = _update_item  # type: ignore[method-assign]
     Table.query = _query  # type: ignore[method-assign]
     Table.all_items = _all_items  # type: ignore[method-assign]
     UpdateExpressionParser.make = classmethod(_parsed_update_expression)
@@ -202,17 +206,14 @@ class _Undo:
         self.streams: dict[int, tuple[Table, int]] = {}
 
     def remember(
-        self, table: Table, hash_key: DynamoType, range_key: DynamoType | None, current: Item | None, op_type: str
-    ) -> tuple[Item, Item] | None:
-        """Note the item's prior state (`current`, looked up by the entry a moment ago under the same lock); for an
-        Update of an existing item, (the stored item, its copy)."""
-        # Update changes the stored Item in place; Put and Delete replace or drop it, so the object itself is
-        # the prior state.
-        prior = _copied_item(current) if op_type == "Update" and current is not None else current
-        self.items.append((table, hash_key, range_key, prior))
+        self, table: Table, hash_key: DynamoType, range_key: DynamoType | None, current: Item | None
+    ) -> None:
+        """Note the item's prior state (`current`, looked up by the entry a moment ago under the same lock). A stored
+        Item is never changed in place (a Put or a Delete replaces or drops it; an update puts a changed copy in its
+        place: `_top_level_set`, `_update_item`), so the object itself is the prior state."""
+        self.items.append((table, hash_key, range_key, current))
         if table.stream_shard is not None and id(table) not in self.streams:
             self.streams[id(table)] = (table, len(table.stream_shard.items))
-        return (current, prior) if op_type == "Update" and current is not None and prior is not None else None
 
     def rollback(self) -> None:
         for table, hash_key, range_key, prior in reversed(self.items):
@@ -233,7 +234,7 @@ class _Undo:
 
 
 def _copied_item(item: Item) -> Item:
-    """What `copy.deepcopy(item)` makes of a stored item, without its generic dispatch: a new Item (created through its
+    """(The copy `_update_item` puts in the table for moto to change.) What `copy.deepcopy(item)` makes of a stored item, without its generic dispatch: a new Item (created through its
     class, so moto tracks it as it tracks deepcopy's), its key values and attributes copied all the way down, values
     shared inside the item shared in the copy (deepcopy's memo), and the attribute dict filled without moto's size
     check at every attribute (the copy holds what the item held, so it is the same size)."""
@@ -334,7 +335,8 @@ def _transact_entry(
                 raise ConditionalCheckFailed(item=original_item)
 
         if op_type != "ConditionCheck":
-            _write(self, op_type, op, key, undo.remember(table, hash_key, range_key, current, op_type))
+            undo.remember(table, hash_key, range_key, current)
+            _write(self, op_type, op, key, table, current)
         return (None, None, None)
     except (MultipleTransactionsException, MockValidationException):
         raise
@@ -356,7 +358,7 @@ def _entry_key(self: DynamoDBBackend, op_type: str, op: dict[str, Any]) -> dict[
 
 
 def _write(
-    self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any], prior: tuple[Item, Item] | None
+    self: DynamoDBBackend, op_type: str, op: dict[str, Any], key: dict[str, Any], table: Table, current: Item | None
 ) -> None:
     # The entry's condition held on this item a moment ago, under the lock: moto's write would only evaluate it again.
     expression: dict[str, Any] = {
@@ -368,16 +370,10 @@ def _write(
         self.put_item(op["TableName"], op["Item"], **expression)
     elif op_type == "Delete":
         self.delete_item(op["TableName"], key, **expression)
-    elif prior is not None and _top_level_set(self, op, prior):
+    elif current is not None and _top_level_set(self, op, table, current):
         return
     else:
-        # moto's update_item deep-copies the item for the stream's old image; the undo's copy, made a moment ago
-        # under the same lock and never changed, is that copy.
-        token = _prior_image.set(prior)
-        try:
-            self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)
-        finally:
-            _prior_image.reset(token)
+        self.update_item(op["TableName"], key, update_expression=op["UpdateExpression"], **expression)
 
 
 # -- Whole-attribute SET and numeric ADD inside a transaction -----------------------------------------------------------
@@ -413,9 +409,10 @@ def _set_assignments(expression: str) -> tuple[str, tuple[tuple[str, str], ...]]
     return None
 
 
-def _top_level_set(self: DynamoDBBackend, op: dict[str, Any], prior: tuple[Item, Item]) -> bool:
+def _top_level_set(self: DynamoDBBackend, op: dict[str, Any], table: Table, stored: Item) -> bool:
     """Apply a whole-attribute SET or a numeric ADD to the existing item as moto's update_item would (True), or leave it
-    to moto (False)."""
+    to moto (False). The changed item is a new Item put in the stored one's place (which the undo and earlier stream
+    records keep, unchanged)."""
     expression = op["UpdateExpression"]
     parsed = _set_assignments(expression)
     if parsed is None:
@@ -423,7 +420,6 @@ def _top_level_set(self: DynamoDBBackend, op: dict[str, Any], prior: tuple[Item,
     verb, assignments = parsed
     names = op.get("ExpressionAttributeNames") or {}
     values = op.get("ExpressionAttributeValues") or {}
-    table = self.get_table(op["TableName"])
     targets: list[tuple[str, dict[str, Any]]] = []
     for target, placeholder in assignments:
         name = names.get(target) if target.startswith("#") else target
@@ -434,35 +430,108 @@ def _top_level_set(self: DynamoDBBackend, op: dict[str, Any], prior: tuple[Item,
     protected = {*table.attribute_keys, *table.table_key_attrs, *(d["AttributeName"] for d in table.attr)}
     if len(written) != len(targets) or written & protected:
         return False
-    stored, old = prior
+    held = stored.attrs
     typed = [(name, DynamoType(value)) for name, value in targets]
-    if verb == "ADD" and any(
-        value.type != "N" or (name in stored.attrs and stored.attrs[name].type != "N") for name, value in typed
-    ):
+    if verb == "ADD" and any(value.type != "N" or (name in held and held[name].type != "N") for name, value in typed):
         return False
     # moto's update_item (Apache-2.0): parse (once per text), then per action the SET executor's `attrs[name] = value`,
-    # or the ADD executor's sum (DynamoType.__add__) set the same way, the size refused as an update's, then the stream
-    # record from the old image (the undo's copy).
+    # or the ADD executor's sum (DynamoType.__add__) set the same way, each refused (as an update's) where
+    # LimitedSizeDict.__setitem__ refuses it — the item's size as it stands plus the new attribute's, past the limit —
+    # then the stream record of (the item before, the item after). The sizes are summed once and kept as a running
+    # total; the attributes are set on a shallow copy of the attribute dict (the values are never changed in place).
     UpdateExpressionParser.make(expression)
-    try:
-        for name, value in typed:
-            if verb == "ADD":
-                value = stored.attrs.get(name, _ZERO) + value
-            stored.attrs[name] = value
-    except ItemSizeTooLarge:
-        raise ItemSizeToUpdateTooLarge() from None
+    attrs = dict.__new__(LimitedSizeDict)
+    dict.update(attrs, held)
+    total = sum(bytesize(str(name)) + _size(value) for name, value in held.items())
+    for name, value in typed:
+        if verb == "ADD":
+            value = held.get(name, _ZERO) + value
+        added = bytesize(name) + _size(value)
+        if total + added > _ITEM_SIZE_LIMIT:
+            raise ItemSizeToUpdateTooLarge()
+        replaced = dict.get(attrs, name)
+        if replaced is not None:
+            total -= bytesize(name) + _size(replaced)
+        total += added
+        dict.__setitem__(attrs, name, value)
+    changed = _item_like(stored, attrs)
+    _place(table, changed)
     if table.stream_shard is not None:
-        table.stream_shard.add(old, stored)
+        table.stream_shard.add(stored, changed)
     return True
 
 
-# (the stored item an update is about to change, the copy the transaction's undo already holds of it)
+def _item_like(stored: Item, attrs: LimitedSizeDict) -> Item:
+    """A new Item (made through its class: moto tracks every Item made) with the stored one's keys and `attrs`."""
+    # BaseModel.__new__ is typed as answering a BaseModel.
+    fresh: Any = Item.__new__(Item)
+    fresh.hash_key = stored.hash_key
+    fresh.range_key = stored.range_key
+    fresh.attrs = attrs
+    made: Item = fresh
+    return made
+
+
+def _place(table: Table, item: Item) -> None:
+    """Put `item` where the stored item of the same key is (the dict keeps its place in the partition's order)."""
+    if table.range_key_attr is not None:
+        table.items[item.hash_key][item.range_key] = item
+    else:
+        # moto declares Table.items as hash -> {range -> Item}; a table without a range key holds the Item itself.
+        table.items[item.hash_key] = item  # type: ignore[assignment]  # a hash-only table maps to the Item
+
+
+# -- UpdateItem: the stored item is replaced, not changed --------------------------------------------------------------
+# moto's update_item deep-copies the stored item (the stream's old image) and then changes the stored item in place.
+# Here the copy is put in the table and changed there instead, and moto's deepcopy of it answers the item it was made
+# from: the same two objects with the same contents, their roles swapped. So no stored Item is ever changed after it
+# was stored, which lets a transaction's undo and a stream record keep the object itself (`_Undo`, `StreamRecord`).
+# Where no item exists moto creates one with put_item and then changes it in place: the stream records made during
+# that call take their images at once, as moto's do.
+_original_update_item = DynamoDBBackend.update_item
+# (the copy put in the table, the stored item it was made from)
 _prior_image: ContextVar[tuple[Item, Item] | None] = ContextVar("moto_prior_image", default=None)
+# Set while moto may change an item that a stream record made in the same call refers to.
+_eager_images: ContextVar[bool] = ContextVar("moto_eager_images", default=False)
+
+
+def _update_item(self: DynamoDBBackend, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Item:
+    stored = _stored_for_update(self, table_name, key)
+    if stored is None:
+        eager = _eager_images.set(True)
+        try:
+            return _original_update_item(self, table_name, key, *args, **kwargs)
+        finally:
+            _eager_images.reset(eager)
+    table = self.get_table(table_name)
+    copied = _copied_item(stored)
+    _place(table, copied)
+    token = _prior_image.set((copied, stored))
+    try:
+        return _original_update_item(self, table_name, key, *args, **kwargs)
+    finally:
+        _prior_image.reset(token)
+
+
+def _stored_for_update(self: DynamoDBBackend, table_name: str, key: dict[str, Any]) -> Item | None:
+    """The item moto's update_item is about to look up (its three ways of reading the key), or None when there is none
+    or the lookup fails (moto then raises the failure itself)."""
+    try:
+        table = self.get_table(table_name)
+        if table.hash_key_attr in key and table.range_key_attr in key:
+            hash_value, range_value = DynamoType(key[table.hash_key_attr]), DynamoType(key[table.range_key_attr])
+        elif table.hash_key_attr in key:
+            hash_value, range_value = DynamoType(key[table.hash_key_attr]), None
+        else:
+            hash_value, range_value = DynamoType(key), None
+        return table.get_item(hash_value, range_value)
+    except Exception:  # noqa: BLE001 - moto's own update_item raises whatever this lookup met
+        return None
 
 
 class _CopyWithPriorImage:
-    """The `copy` module as moto.dynamodb.models sees it: its deepcopy of the item being updated in a transaction
-    answers the undo's copy instead of making another (the old image is only read, for the stream record)."""
+    """The `copy` module as moto.dynamodb.models sees it: its deepcopy of the item update_item is about to change
+    answers the stored item that item was copied from (the old image is only read, for the stream record)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(copy, name)
@@ -722,17 +791,18 @@ def _parse_condition(self: Any) -> Any:
 
 
 # -- Stream records ------------------------------------------------------------------------------------------------
-# moto serialises each record's images once more as it writes it, only to count its SizeBytes; most records are
-# never read (only the local pump and the tests' stream readers read them). The count is made when the record is
-# first read, over the same dict: nothing changes a record between (its images are fresh copies of the item).
+# moto writes each record's images (`Item.to_json()` of the old and the new item) and serialises them once more, only
+# to count its SizeBytes, as it makes the record; most records are never read (only the local pump and the tests'
+# stream readers read them). A record keeps the two Items instead and makes its images, then counts its size, when it
+# is first read: no stored Item is changed after it was stored (`_update_item`, `_top_level_set`), so the images are
+# the ones moto would have made. Records made while moto changes an item in place (an update creating its item) take
+# their images at once.
 
 
 def _stream_record_init(
     self: Any, table: Table, stream_type: str, event_name: str, old: Item | None, new: Item | None, seq: int
 ) -> None:
-    # moto 5.2's StreamRecord.__init__ (Apache-2.0) without its SizeBytes count, which _stream_record_json makes.
-    old_a = old.to_json()["Attributes"] if old is not None else {}
-    new_a = new.to_json()["Attributes"] if new is not None else {}
+    # moto 5.2's StreamRecord.__init__ (Apache-2.0), its images and SizeBytes made by _stream_record_json.
     rec = old if old is not None else new
     keys = {table.hash_key_attr: rec.hash_key.to_json()}  # type: ignore[union-attr]
     if table.range_key_attr is not None and rec is not None:
@@ -751,19 +821,29 @@ def _stream_record_init(
             "Keys": keys,
         },
     }
+    self._interlude_images = (stream_type, old, new)
+    if _eager_images.get():
+        _stream_record_images(self)
+
+
+def _stream_record_images(self: Any) -> None:
+    images: tuple[str, Item | None, Item | None] | None = self.__dict__.get("_interlude_images")
+    if images is None:
+        return
+    stream_type, old, new = images
+    part = self.record["dynamodb"]
     if stream_type in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES") and new is not None:
-        self.record["dynamodb"]["NewImage"] = new_a
+        part["NewImage"] = new.to_json()["Attributes"]
     if stream_type in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES") and old is not None:
-        self.record["dynamodb"]["OldImage"] = old_a
-    self._interlude_sized = False
+        part["OldImage"] = old.to_json()["Attributes"]
+    # What moto counted at creation: the record's "dynamodb" part with SizeBytes still 1.
+    part["SizeBytes"] = len(dynamo_json_dump(part))
+    self._interlude_images = None
 
 
 def _stream_record_json(self: Any) -> dict[str, Any]:
+    _stream_record_images(self)
     record: dict[str, Any] = self.record
-    if not self.__dict__.get("_interlude_sized", True):
-        # What moto counted at creation: the record's "dynamodb" part with SizeBytes still 1.
-        record["dynamodb"]["SizeBytes"] = len(dynamo_json_dump(record["dynamodb"]))
-        self._interlude_sized = True
     return record
 
 

@@ -26,8 +26,12 @@ def key(pk: str, sk: str) -> Item:
     return {wiring.PARTITION_KEY: s(pk), wiring.SORT_KEY: s(sk)}
 
 
+# What json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False) makes, without an encoder per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
 def as_json(value: Any) -> dict[str, str]:
-    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)}
+    return {"S": _COMPACT.encode(value)}
 
 
 def plain(item: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -48,7 +52,7 @@ def packed(value: Any) -> dict[str, bytes]:
     """Compact JSON, deflated, as a binary attribute: the large documents (run state, event batches,
     interrupt payloads) shrink about threefold, and DynamoDB bills writes per started kilobyte, twice
     inside a transaction."""
-    return {"B": zlib.compress(json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False).encode(), 6)}
+    return {"B": zlib.compress(_COMPACT.encode(value).encode(), 6)}
 
 
 def unpacked(attribute: Mapping[str, Any]) -> Any:
