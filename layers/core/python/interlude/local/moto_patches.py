@@ -46,6 +46,7 @@ from moto.core.parse import BaseJSONParser, JSONParser
 from moto.core.serialize import DEFAULT_ALIAS_PROVIDERS, BaseJSONSerializer, XFormedAttributePicker
 from moto.core.utils import utcnow
 from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb import responses as dynamodb_responses
 from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
@@ -116,6 +117,8 @@ def apply() -> None:
     LimitedSizeDict.__setitem__ = _limited_setitem  # type: ignore[method-assign]
     DynamoType.__hash__ = _dynamo_hash  # type: ignore[method-assign]
     DynamoType.__eq__ = _dynamo_eq  # type: ignore[method-assign]
+    DynamoType.size = _size  # type: ignore[method-assign]
+    dynamodb_responses.dynamo_to_dict = _dynamo_to_dict
     JSONParser._parse_shape = _parse_json_shape  # type: ignore[method-assign]
     JSONParser._parse_map = _parse_json_map  # type: ignore[method-assign]
     _applied = True
@@ -1032,18 +1035,21 @@ def _attribute_value(self: Any, shape: Any, members: Any, value: Any) -> Any:
 # -- Attributes set on a stored item ----------------------------------------------------------------------------------------
 # An update's SET and ADD go through moto's LimitedSizeDict, which sums the size of every attribute the item holds before
 # each one (its 400 KB check) with DynamoType.size(): four type questions per attribute before a string's or a binary's
-# size is its length. The same sum, with those two types sized directly.
+# size is its length. The same sum, with those two types sized directly; DynamoType.size itself does the same (a
+# BatchGetItem sizes each item it answers twice, a put sizes its keys, a map sizes each of its values).
+_original_dynamo_size = DynamoType.size
 
 
-def _size(value: DynamoType) -> int:
+def _size(self: DynamoType) -> int:
     """DynamoType.size(): strings and binaries (neither a number, a set, a list, a map nor a boolean) are their bytes."""
-    kind, raw = value.type, value.value
+    # moto 5.2's DynamoType.size (Apache-2.0) for those two types; every other type goes through it.
+    kind, raw = self.type, self.value
     if kind == "S" or kind == "B":
         if type(raw) is str:
             return len(raw.encode("utf-8"))
         if type(raw) is bytes:
             return len(raw)
-    return value.size()
+    return _original_dynamo_size(self)
 
 
 def _limited_setitem(self: Any, key: str, value: Any) -> None:
@@ -1057,6 +1063,29 @@ def _limited_setitem(self: Any, key: str, value: Any) -> None:
     if current + new > _ITEM_SIZE_LIMIT:
         raise ItemSizeTooLarge
     dict.__setitem__(self, key, value)
+
+
+# -- Answers made plain -----------------------------------------------------------------------------------------------------
+# moto's DynamoDB answers pass through dynamo_to_dict, which asks each node of the answer (every attribute of every item a
+# BatchGetItem or a Query returns, down to each string) whether it is a datetime, a DynamoType, has a to_json, a dict or a
+# list. Plain values, dicts (an item's attribute dict among them), lists and the DynamoTypes of every type but binaries
+# are made here by their exact type, with what moto makes of them; everything else goes through moto's own.
+_original_dynamo_to_dict = dynamodb_responses.dynamo_to_dict
+_PLAIN_VALUES = frozenset({str, int, float, bool, type(None)})
+
+
+def _dynamo_to_dict(obj: Any) -> Any:
+    # moto 5.2's moto.dynamodb.models.utilities.dynamo_to_dict (Apache-2.0), dispatched by exact type.
+    kind = type(obj)
+    if kind in _PLAIN_VALUES:
+        return obj
+    if kind is dict or kind is LimitedSizeDict:
+        return {k: _dynamo_to_dict(v) for k, v in obj.items()}
+    if kind is list:
+        return [_dynamo_to_dict(v) for v in obj]
+    if kind is DynamoType and obj.type != "B" and obj.type != "BS":
+        return {obj.type: _dynamo_to_dict(obj.value)}
+    return _original_dynamo_to_dict(obj)
 
 
 # -- Keys compared -----------------------------------------------------------------------------------------------------------
