@@ -13,11 +13,11 @@ twice per request; the parsed tree is only read or deep-copied by moto's validat
 An update's validation walks its tree with lookups per node class instead of isinstance checks against ABC classes,
 and skips the three checks that read only the expression, its names and the table's keys once they passed for the
 same three; a condition is lexed once per text and parsed once per (text, the names and values it refers to); an
-update inside a transaction takes the undo's copy of the item as the stream's old image instead of copying it again.
+update's stream old image is the item it replaced, not another copy.
 An AttributeValue is written into an answer and read from a request without searching its ten members, an item's
 400 KB check keeps a running total, and clauses are found with one class check per node class. A request's nodes are
 parsed with one handler lookup per type and its attribute values read directly; a transaction entry looks its item up
-once for its condition and its undo, and an updated item is copied for the undo without deepcopy; an update's SET and
+once for its condition and its undo, and an item moto's update changes is copied without deepcopy; an update's SET and
 ADD size the item's strings and binaries directly; inside a transaction, a whole-attribute SET or a numeric ADD on an
 existing item is applied without moto's seven validation walks, which find nothing to refuse in it. No stored item is
 changed in place: such a SET or ADD puts a changed copy in its place, and moto's update_item changes a copy put in the
