@@ -51,26 +51,25 @@ def offline(monkeypatch, tmp_path):
     return tmp_path
 
 
-@pytest.fixture(scope="module")
-def package_bundle(tmp_path_factory) -> Path:
-    """What the package layer's bundling puts into its asset (as synthesis runs it)."""
-    output = tmp_path_factory.mktemp("package-layer")
-    assert layer_module._CopyPackage().try_bundle(str(output))
-    return output
+def staged_asset(synth, layer) -> Path:
+    """The directory synthesis staged for a layer's asset (what `cdk deploy` zips and uploads)."""
+    return synth.outdir / synth.resources[synth.logical_id(layer)]["Metadata"]["aws:asset:path"]
 
 
-def test_every_module_of_the_package_layer_ships_bytecode_the_runtime_uses(package_bundle):
-    sources = sorted(package_bundle.rglob("*.py"))
+def test_every_module_of_the_package_layer_ships_bytecode_the_runtime_uses(synth):
+    # Given the package layer as synthesis bundled it (tests/infra/conftest.py: the app with a stand-in prebuilt layer)
+    package = staged_asset(synth, synth.interlude.core_layers.package)
+    sources = sorted(package.rglob("*.py"))
     assert len(sources) > 100
-    # Each module has its runtime bytecode beside it, where the runtime looks for it
+    # Then each module has its runtime bytecode beside it, where the runtime looks for it
     missing = [s for s in sources if not (s.parent / "__pycache__" / f"{s.stem}.{RUNTIME_TAG}.pyc").is_file()]
     assert missing == []
     # And nothing compiled for another Python ships (this machine's caches stay out)
-    compiled = sorted(package_bundle.rglob("*.pyc"))
+    compiled = sorted(package.rglob("*.pyc"))
     assert [p for p in compiled if not p.name.endswith(f".{RUNTIME_TAG}.pyc")] == []
     assert len(compiled) == len(sources)
     # And Python 3.14 takes each file as valid for its source, without looking at a modification time
-    verdict = judged_by_the_runtime_python(package_bundle)
+    verdict = judged_by_the_runtime_python(package)
     assert verdict["python"].startswith(layer_module.PYTHON_VERSION + ".")
     assert verdict == {**verdict, "checked": len(compiled), "wrong": []}
 
@@ -126,15 +125,8 @@ def test_a_prebuilt_layer_made_before_it_shipped_bytecode_is_refused(offline):
         build_app(context={"layerDir": str(old)}, outdir=str(offline / "out"))
 
 
-def test_the_synthesized_layers_keep_the_runtime_bytecode_and_no_other(synth):
-    layers = synth.interlude.core_layers
-    package = synth.outdir / synth.resources[synth.logical_id(layers.package)]["Metadata"]["aws:asset:path"]
-    sources = list((package / "python").rglob("*.py"))
-    compiled = list((package / "python").rglob("*.pyc"))
-    assert len(compiled) == len(sources) > 100
-    assert all(p.name.endswith(f".{RUNTIME_TAG}.pyc") for p in compiled)
-    # The prebuilt dependencies directory (conftest's stand-in holds one module, its runtime bytecode and a stray
-    # cache of this machine's Python): the runtime's bytecode ships, the stray cache does not
-    dependencies = synth.resources[synth.logical_id(layers.dependencies)]["Metadata"]["aws:asset:path"]
-    shipped = sorted(p.name for p in (synth.outdir / dependencies).rglob("*.pyc"))
-    assert shipped == [f"stand_in.{RUNTIME_TAG}.pyc"]
+def test_a_prebuilt_dependencies_layer_ships_the_runtime_bytecode_and_no_other(synth):
+    # Given conftest's stand-in prebuilt directory: one module, its runtime bytecode and a stray cache of this
+    # machine's Python / Then the runtime's bytecode ships and the stray cache does not
+    dependencies = staged_asset(synth, synth.interlude.core_layers.dependencies)
+    assert sorted(p.name for p in dependencies.rglob("*.pyc")) == [f"stand_in.{RUNTIME_TAG}.pyc"]
