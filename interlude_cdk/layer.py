@@ -12,11 +12,13 @@ no cold start compiles them; the stamp names it, so a build made before (or with
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsii
@@ -129,12 +131,37 @@ class _PipOnThisMachine:
         return True
 
 
+def tree_digest(directory: Path) -> str:
+    """sha256 over every file's relative path and bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        name, data = path.relative_to(directory).as_posix().encode(), path.read_bytes()
+        digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data)
+    return digest.hexdigest()
+
+
+# Synthesizing more than once in a process (the test suite; an app with two stacks) compiles one package tree once
+# (pyodide takes seconds to start): its compiled copy is kept, by its sources' digest, in this process's own
+# temporary directory.
+_COMPILED_PACKAGES: dict[str, Path] = {}
+
+
 @jsii.implements(ILocalBundling)
 class _CopyPackage:
     def try_bundle(self, output_dir: str, *_args, **_kwargs) -> bool:
         target = Path(output_dir) / "python"
         shutil.copytree(INTERLUDE_DIR, target / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
+        key = tree_digest(target)
+        kept = _COMPILED_PACKAGES.get(key)
+        if kept is not None:
+            shutil.rmtree(target)
+            shutil.copytree(kept, target)
+            return True
         compile_for_runtime(target)
+        kept = Path(tempfile.mkdtemp(prefix="interlude-package-layer-"))
+        atexit.register(shutil.rmtree, kept, ignore_errors=True)
+        shutil.copytree(target, kept, dirs_exist_ok=True)
+        _COMPILED_PACKAGES[key] = kept
         return True
 
 

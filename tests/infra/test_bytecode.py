@@ -130,3 +130,12 @@ def test_a_prebuilt_dependencies_layer_ships_the_runtime_bytecode_and_no_other(s
     # machine's Python / Then the runtime's bytecode ships and the stray cache does not
     dependencies = staged_asset(synth, synth.interlude.core_layers.dependencies)
     assert sorted(p.name for p in dependencies.rglob("*.pyc")) == [f"stand_in.{RUNTIME_TAG}.pyc"]
+
+
+def test_bundling_the_package_again_in_one_process_gives_the_same_compiled_tree(tmp_path):
+    # The second bundle reuses the first one's compilation (pyodide starts once per process for one package tree)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for output in (first, second):
+        assert layer_module._CopyPackage().try_bundle(str(output))
+    assert layer_module.tree_digest(first) == layer_module.tree_digest(second)
+    assert len(list(second.rglob(f"*.{RUNTIME_TAG}.pyc"))) == len(list(second.rglob("*.py")))
