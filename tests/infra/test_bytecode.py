@@ -139,3 +139,13 @@ def test_bundling_the_package_again_in_one_process_gives_the_same_compiled_tree(
         assert layer_module._CopyPackage().try_bundle(str(output))
     assert layer_module.tree_digest(first) == layer_module.tree_digest(second)
     assert len(list(second.rglob(f"*.{RUNTIME_TAG}.pyc"))) == len(list(second.rglob("*.py")))
+
+
+def test_pyodide_is_pinned_exactly_with_its_integrity_hash_where_the_build_says():
+    root = Path(__file__).resolve().parents[2]
+    assert json.loads((root / "package.json").read_text())["dependencies"] == {"pyodide": bytecode.PYODIDE_VERSION}
+    locked = json.loads((root / "package-lock.json").read_text())["packages"]["node_modules/pyodide"]
+    assert locked["version"] == bytecode.PYODIDE_VERSION
+    assert locked["integrity"].startswith("sha512-")
+    # pyodide's major version names its Python (314: 3.14), the runtime's
+    assert bytecode.PYODIDE_VERSION.split(".")[0] == layer_module.PYTHON_VERSION.replace(".", "")
