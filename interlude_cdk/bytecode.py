@@ -27,7 +27,8 @@ class LayerBuildError(RuntimeError):
 RUNNER = Path(__file__).resolve().parent / "pyodide_run.mjs"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PYODIDE_VERSION = "314.0.8"
-INSTALL_COMMAND = "npm ci (run by make layer, make synth and make test)"
+# `make node-deps` runs it (and make layer, synth, deploy and test run that).
+INSTALL_COMMAND = "make node-deps"
 INVALIDATION_MODE = "unchecked-hash"
 # Files a locked package ships as .py but that are not Python for the runtime (templates, fixtures for another
 # version), as paths relative to the compiled tree: each is named here with why, and its failure is then reported,

@@ -99,6 +99,15 @@ def stand_in_layer(directory: Path) -> Path:
     return directory
 
 
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """A synthesis's environment: offline AWS settings, no CDK_OUTDIR; a fresh tmp_path to write into."""
+    for key, value in OFFLINE_AWS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("CDK_OUTDIR", raising=False)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def prebuilt_layer(tmp_path_factory) -> Path:
     return stand_in_layer(tmp_path_factory.mktemp("layer"))

@@ -15,7 +15,7 @@ import pytest
 
 from interlude_cdk import LayerBuildError, bytecode
 from interlude_cdk import layer as layer_module
-from tests.infra.conftest import OFFLINE_AWS, stand_in_layer
+from tests.infra.conftest import stand_in_layer
 
 RUNTIME_TAG = "cpython-" + layer_module.PYTHON_VERSION.replace(".", "")
 
@@ -41,14 +41,6 @@ json.dumps({"python": sys.version.split()[0], "checked": checked, "wrong": wrong
 
 def judged_by_the_runtime_python(directory: Path) -> dict:
     return json.loads(bytecode.run_python(directory, CHECK))
-
-
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    for key, value in OFFLINE_AWS.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("CDK_OUTDIR", raising=False)
-    return tmp_path
 
 
 def staged_asset(synth, layer) -> Path:
@@ -108,7 +100,7 @@ def test_bytecode_of_another_python_minor_is_refused_before_anything_is_written(
 def test_the_build_says_what_to_run_without_pyodide_or_node(tmp_path, monkeypatch):
     monkeypatch.setattr(bytecode, "PROJECT_ROOT", tmp_path)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(LayerBuildError, match=r"node_modules/pyodide is missing: run `npm ci"):
+    with pytest.raises(LayerBuildError, match=r"node_modules/pyodide is missing: run `make node-deps`"):
         bytecode.compile_tree(tmp_path, layer_module.PYTHON_VERSION)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LayerBuildError, match=r"`node` is not on the PATH"):

@@ -12,18 +12,10 @@ import pytest
 from app import build_app
 from interlude_cdk import LayerBuildError
 from interlude_cdk import layer as layer_module
-from tests.infra.conftest import OFFLINE_AWS, stand_in_layer
+from tests.infra.conftest import stand_in_layer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEV_ONLY = ("moto", "pytest", "ruff", "aws-cdk-lib", "cdk-nag", "cfn-lint", "playwright", "openwop-client")
-
-
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    for key, value in OFFLINE_AWS.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("CDK_OUTDIR", raising=False)
-    return tmp_path
 
 
 def requirement_names(lines) -> set[str]:
