@@ -6,7 +6,6 @@ input, so a caller can retry on a lost race by reading again and deciding again.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -35,6 +34,7 @@ from interlude.domain.models.run import (
     RunState,
     RunStatus,
     Vote,
+    state_json,
 )
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
 from interlude.engine import kind_events
@@ -351,9 +351,8 @@ class _Step:
 
     def state_bytes(self) -> int:
         if self._state_bytes is None:
-            # json_size's count, from the C encoder: nothing is refused here, only measured (the hot path of a resolve).
-            dumped = json.dumps(self.s.model_dump(mode="json"), separators=(",", ":"), allow_nan=False)
-            self._state_bytes = len(dumped)
+            # json_size's count, as the store will write it (pydantic-core): nothing is refused here, only measured.
+            self._state_bytes = len(state_json(self.s))
         return self._state_bytes
 
     def admit(self, node_id: str, value: Any, replaces: Any, what: str) -> dict[str, Any] | None:

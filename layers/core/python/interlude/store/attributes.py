@@ -55,6 +55,21 @@ def packed(value: Any) -> dict[str, bytes]:
     return {"B": zlib.compress(_COMPACT.encode(value).encode(), 6)}
 
 
+def packed_json(raw: bytes) -> dict[str, bytes]:
+    """`packed` for a document already serialised (the run state: domain/models/run.state_json)."""
+    return {"B": zlib.compress(raw, 6)}
+
+
+def unpacked_json(attribute: Mapping[str, Any]) -> bytes | str:
+    """A `packed` attribute's JSON text, not parsed (for a parser of the caller's choosing)."""
+    if "S" in attribute:
+        return str(attribute["S"])
+    raw = attribute["B"]
+    if isinstance(raw, str):
+        raw = base64.b64decode(raw)
+    return zlib.decompress(raw)
+
+
 def unpacked(attribute: Mapping[str, Any]) -> Any:
     """Read a `packed` attribute (bytes from boto3, base64 text in a Lambda stream event) or a JSON string."""
     if "S" in attribute:

@@ -480,9 +480,9 @@ class Store:
         if not item:
             return None
         # The run model and the engine load on first use: the callbacks function reads no run (cold starts).
-        from interlude.domain.models.run import RunState
+        from interlude.domain.models.run import state_from_json
 
-        return RunState.model_validate(a.unpacked(item["state"])), int(item["version"]["N"])
+        return state_from_json(a.unpacked_json(item["state"])), int(item["version"]["N"])
 
     def _get_run_and_audit_head(self, run_id: str) -> dict[str, Any] | None:
         from interlude.store import audit as audit_log
@@ -504,7 +504,7 @@ class Store:
 
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
         """The heads of `run_ids` (BatchGetItem, 100 keys a call); a run that is gone is left out."""
-        from interlude.domain.models.run import RunState
+        from interlude.domain.models.run import state_from_json
 
         found: dict[str, tuple[RunState, int]] = {}
         pending = [a.key(run_pk(r), RUN_SK) for r in dict.fromkeys(run_ids)]
@@ -516,7 +516,7 @@ class Store:
                 for item in got.get("Responses", {}).get(self.table) or []:
                     run_id = run_id_of(item[wiring.PARTITION_KEY]["S"])
                     if run_id is not None:
-                        state = RunState.model_validate(a.unpacked(item["state"]))
+                        state = state_from_json(a.unpacked_json(item["state"]))
                         found[run_id] = (state, int(item["version"]["N"]))
                 request = got.get("UnprocessedKeys") or {}
         return found
@@ -649,13 +649,15 @@ class Store:
 
     def _head_put(self, state: RunState, expected_version: int | None) -> dict[str, Any]:
         """The run head at its next version, on condition that no one wrote the version expected."""
+        from interlude.domain.models.run import state_json
+
         version = 1 if expected_version is None else expected_version + 1
         head: a.Item = {
             **a.key(run_pk(state.runId), RUN_SK),
             "version": a.n(version),
             "status": a.s(state.status),
             "workflowId": a.s(state.workflowId),
-            "state": a.packed(state.model_dump(mode="json")),
+            "state": a.packed_json(state_json(state)),
         }
         if expected_version is None:
             return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
