@@ -187,4 +187,4 @@ def test_a_typical_state_is_written_by_pydantic_core_in_declared_order():
     made = state_json(state)
     assert made == state.model_dump_json(ensure_ascii=True).encode()
     assert made.startswith(b'{"v":1,"runId":"t/r"')
-    assert list(state_from_json(made).outputs) == ["b", "a"]
+    assert list(state_from_json(made).outputs) == ["b", "a", "c"]
