@@ -70,6 +70,7 @@ def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(service):
     assert state.outputs["after"] == {"zeta": "é😀", "alpha": 1e-05}
     written = zlib.decompress(head(run_id)["state"]["B"])
     # Now the declared order, ASCII-escaped as before, and the same document as Python's encoder would make.
-    assert written.startswith(b'{"v":1,"runId":') and written.isascii()
+    assert written.startswith(b'{"v":1,"runId":')
+    assert written.isascii()
     assert json.loads(written) == state.model_dump(mode="json")
     assert len(written) == len(json.dumps(state.model_dump(mode="json"), separators=(",", ":")))
