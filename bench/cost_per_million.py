@@ -7,6 +7,10 @@ on-demand list prices (edit PRICES to compare). It prints the write units of eac
 (run head, events, interrupts, inbox entries, run index, counters, audit, idempotency), the `dispatch`
 invocations as the stream filter passes them, and the request counter's writes per request at a stated pace
 (the counter is leased by each warm instance: app/limits.py), since they depend on the traffic, not the lifecycle.
+What every deployment also pays per lifecycle is in the total: CloudWatch Logs ingestion of the bytes the six
+invocations write (measured by bench/log_bytes.py through the real handlers, run as its own process; Lambda's platform
+records estimated from their documented shapes) and X-Ray traces of the functions' active tracing at the default
+sampling rule, at the same stated pace as the request counter (the quiet pace printed beside it).
 Usage: .venv/bin/python bench/cost_per_million.py
 """
 
@@ -14,8 +18,11 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections import defaultdict
 from decimal import Decimal
+from pathlib import Path
 
 from _bench import admin_with_approval, offline_aws
 
@@ -39,6 +46,11 @@ PRICES = {
     "sfn_standard_transition": 0.025 / 1000,  # Step Functions Standard, per state transition
     "sfn_express_request": 1.00 / 1e6,  # Step Functions Express, per request (plus duration)
     "sfn_express_gb_second": 0.00001667,  # Express duration, first 1,000 h per month, 64 MB billed minimum
+    # CloudWatch Logs ingestion per GB (10^9 bytes), us-east-1 (aws.amazon.com/cloudwatch/pricing): Standard log class,
+    # or Infrequent Access if the construct's log groups use it (interlude_cdk/functions.py, read below).
+    "logs_ingested_gb_standard": 0.50,
+    "logs_ingested_gb_infrequent_access": 0.25,
+    "xray_trace_recorded": 5.00 / 1e6,  # X-Ray traces recorded (aws.amazon.com/xray/pricing); retrieval is per query
 }
 # The same lifecycle as a Standard state machine: a Task with .waitForTaskToken that hands the token to the
 # approver, a Choice on the decision, Succeed: one billed transition per state executed.
@@ -49,6 +61,36 @@ ASSUMED_WARM_MS = 40  # per invocation; measure in your account and edit
 # leases grow to that pace): the bill is priced at a busy instance's pace (one request per ASSUMED_WARM_MS) under the
 # host's default limit, and the quiet case (each request counts itself) is printed beside it.
 BUSY_PACE = 1000 // ASSUMED_WARM_MS
+# X-Ray's default sampling rule: the first request each second (the reservoir), then this share of the rest. HTTP APIs
+# send no trace header, so each invocation (API or stream) is sampled on its own and is one trace.
+XRAY_RESERVOIR_PER_SECOND = 1
+XRAY_FIXED_RATE = 0.05
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def traced_share(pace: float) -> float:
+    """The share of a function's invocations X-Ray's default rule records when they arrive at `pace` per second."""
+    if pace <= XRAY_RESERVOIR_PER_SECOND:
+        return 1.0
+    return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * (pace - XRAY_RESERVOIR_PER_SECOND)) / pace
+
+
+def log_ingestion_price() -> tuple[float, str]:
+    """$ per GB ingested and the log class, as the construct's function log groups are declared."""
+    source = (ROOT / "interlude_cdk/functions.py").read_text()
+    if "INFREQUENT_ACCESS" in source:
+        return PRICES["logs_ingested_gb_infrequent_access"], "Infrequent Access"
+    return PRICES["logs_ingested_gb_standard"], "Standard"
+
+
+def measured_log_bytes() -> dict:
+    """bench/log_bytes.py's measurement of one lifecycle, in its own process (it sets a Lambda's environment)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench/log_bytes.py"), "--json"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench/log_bytes.py failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 # Item kinds, by key: the first whose test passes names the item (the breakdown's rows, in this order).
 KINDS: list[tuple[str, object]] = [
@@ -370,18 +412,54 @@ def main() -> None:
         f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each; {dispatch_invocations} of dispatch: the event items "
         "the stream filter passes, one record each as when the stream is quiet)"
     )
-    total = (dynamo + gateway + lam) * per_million
+    logs_measured = measured_log_bytes()
+    log_price, log_class = log_ingestion_price()
+    overhead = logs_measured["event_overhead"]
+    by_function = {
+        name: sum(size + overhead * logs_measured["events"][name][kind] for kind, size in kinds.items())
+        for name, kinds in logs_measured["bytes"].items()
+    }
+    estimated = sum(
+        size + overhead * logs_measured["events"][name][kind]
+        for name, kinds in logs_measured["bytes"].items()
+        for kind, size in kinds.items()
+        if kind.endswith("(estimate)")
+    )
+    log_bytes = sum(by_function.values())
+    logs = log_bytes / 1e9 * log_price
+    print(
+        f"  CloudWatch Logs ingestion     {log_bytes:6d} B -> ${logs * per_million:8.2f} per million lifecycles "
+        f"(${log_price:.2f}/GB, {log_class} class; LOG_LEVEL={logs_measured['log_level']}; "
+        + ", ".join(f"{name} {size} B" for name, size in by_function.items())
+        + f"; {log_bytes - estimated} B measured from the handlers' output, {estimated} B of Lambda's platform "
+        "records estimated: bench/log_bytes.py)"
+    )
+    busy_share, quiet_share = traced_share(BUSY_PACE), traced_share(1)
+    traces = invocations * busy_share
+    xray = traces * PRICES["xray_trace_recorded"]
+    print(
+        f"  X-Ray traces                  {traces:6.3f}   -> ${xray * per_million:8.2f} per million lifecycles "
+        f"($5.00 per million recorded; default rule: {XRAY_RESERVOIR_PER_SECOND}/s then {XRAY_FIXED_RATE:.0%}, each "
+        f"function's invocations at {BUSY_PACE}/s: {busy_share:.3f} of {invocations} invocations traced)"
+    )
+    total = (dynamo + gateway + lam + logs + xray) * per_million
     print(f"  total                                  ${total:8.2f} per million lifecycles   (goal ≤ $8.00)")
+    quiet_xray = invocations * (quiet_share - busy_share) * PRICES["xray_trace_recorded"] * per_million
+    print(
+        f"  X-Ray at a quiet pace (≤ 1 invocation/s per function: every one traced, {invocations * quiet_share:g} traces): "
+        f"${(xray * per_million) + quiet_xray:.2f} per million lifecycles, + ${quiet_xray:.2f} on the total"
+    )
     quiet = (quiet_counter_wru - counter_wru) * PRICES["write_request_unit"] * per_million
     print(
-        f"  at a quiet pace (every request counts itself, {quiet_counter_wru:g} WRU): ${total + quiet:.2f} per million; "
+        f"  at a quiet pace (every request counts itself, {quiet_counter_wru:g} WRU, and every invocation traced): "
+        f"${total + quiet + quiet_xray:.2f} per million; "
         f"gap to $8.00: ${total - 8:.2f} ({(total - 8) / (PRICES['write_request_unit'] * per_million):.1f} WRU)"
     )
-    fixed = (gateway + lam) * per_million
+    fixed = (gateway + lam + logs + xray) * per_million
     budget = 8.00 - fixed
     transitions = sum(kinds.get(k, 0.0) for k in ("run head", "event batch", "interrupt", "open-runs counter"))
     print(
-        f"  what $8.00 would take: HTTP API and Lambda alone are ${fixed:.2f}, leaving ${budget:.2f} for DynamoDB "
+        f"  what $8.00 would take: HTTP API, Lambda, its logs and traces alone are ${fixed:.2f}, leaving ${budget:.2f} for DynamoDB "
         f"(≈ {budget / (PRICES['write_request_unit'] * per_million):.1f} WRU with no reads); the two transitions' "
         f"own items are {transitions:g} WRU, the inbox {kinds.get('inbox entries', 0.0):g}, the audit trail "
         f"{kinds.get('audit trail (S3)', 0.0) + kinds.get('audit trail (S3): GSI', 0.0):g} "
@@ -393,7 +471,10 @@ def main() -> None:
         f"per million more (${total + idem * per_million:.2f} with it; bench/idempotency_calls.py has each request)"
     )
     standard = SFN_STANDARD_TRANSITIONS * PRICES["sfn_standard_transition"] * per_million
-    print("The same lifecycle on Step Functions, list prices, the state machine alone:")
+    print(
+        "The same lifecycle on Step Functions, list prices, the state machine alone (no logs or traces: Standard logs "
+        "nothing unless logging is configured, and X-Ray tracing is off unless enabled):"
+    )
     print(
         f"  Standard: {SFN_STANDARD_TRANSITIONS} state transitions        ${standard:8.2f} per million lifecycles "
         "(+ whatever receives the token and calls SendTaskSuccess: an API and a function, as above)"
