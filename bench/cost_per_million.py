@@ -9,7 +9,7 @@ invocations as the stream filter passes them, and the request counter's writes p
 (the counter is leased by each warm instance: app/limits.py), since they depend on the traffic, not the lifecycle.
 What every deployment also pays per lifecycle is in the total: CloudWatch Logs ingestion of the bytes the six
 invocations write (measured by bench/log_bytes.py through the real handlers, run as its own process; Lambda's platform
-records estimated from their documented shapes) and X-Ray traces of the functions' active tracing at the default
+records and the HTTP API's access log lines estimated from their documented or declared shapes) and X-Ray traces of the functions' active tracing at the default
 sampling rule, at the same stated pace as the request counter (the quiet pace printed beside it).
 Usage: .venv/bin/python bench/cost_per_million.py
 """
@@ -76,9 +76,9 @@ def traced_share(pace: float) -> float:
 
 
 def log_ingestion_price() -> tuple[float, str]:
-    """$ per GB ingested and the log class, as the construct's function log groups are declared."""
-    source = (ROOT / "interlude_cdk/functions.py").read_text()
-    if "INFREQUENT_ACCESS" in source:
+    """$ per GB ingested and the log class, as the construct's function and access log groups are declared."""
+    sources = [(ROOT / f"interlude_cdk/{name}.py").read_text() for name in ("functions", "api")]
+    if all("INFREQUENT_ACCESS" in source for source in sources):
         return PRICES["logs_ingested_gb_infrequent_access"], "Infrequent Access"
     return PRICES["logs_ingested_gb_standard"], "Standard"
 
@@ -431,8 +431,8 @@ def main() -> None:
         f"  CloudWatch Logs ingestion     {log_bytes:6d} B -> ${logs * per_million:8.2f} per million lifecycles "
         f"(${log_price:.2f}/GB, {log_class} class; LOG_LEVEL={logs_measured['log_level']}; "
         + ", ".join(f"{name} {size} B" for name, size in by_function.items())
-        + f"; {log_bytes - estimated} B measured from the handlers' output, {estimated} B of Lambda's platform "
-        "records estimated: bench/log_bytes.py)"
+        + f"; {log_bytes - estimated} B measured from the handlers' output, {estimated} B estimated: Lambda's "
+        "platform records and the access log's lines; bench/log_bytes.py)"
     )
     busy_share, quiet_share = traced_share(BUSY_PACE), traced_share(1)
     traces = invocations * busy_share

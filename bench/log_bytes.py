@@ -13,12 +13,16 @@ as they are. Measured after a warm-up lifecycle (an instance's caches filled, as
 Lambda's own platform records (platform.start, platform.runtimeDone, platform.report) are not output of the code: their
 bytes are an ESTIMATE from the record shapes AWS documents for the JSON log format with active tracing, with this
 run's request ids and a tracing header; runtimeDone is counted although the default system log level (INFO) may not
-write it (conservative). CloudWatch Logs meters each log event as its message's UTF-8 bytes plus 26 bytes.
+write it (conservative). The HTTP API's access log (its own log group; interlude_cdk/api.py, read by the latency
+metric filter) writes one line per request: rendered from the declared format with this run's routes, statuses and
+response lengths, the rest typical values (an estimate). CloudWatch Logs meters each log event as its message's UTF-8
+bytes plus 26 bytes.
 Usage: .venv/bin/python bench/log_bytes.py [--json]
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -97,6 +101,34 @@ def kind_of(line: bytes) -> str:
     return "other JSON lines"
 
 
+def access_log_fields() -> dict[str, str]:
+    """The HTTP API's access log format (interlude_cdk/api.py ACCESS_LOG_FIELDS), read without importing aws_cdk."""
+    source = (ROOT / "interlude_cdk/api.py").read_text()
+    found = re.search(r"^ACCESS_LOG_FIELDS = (\{.*?^\})", source, re.M | re.S)
+    if found is None:
+        raise SystemExit("interlude_cdk/api.py no longer declares ACCESS_LOG_FIELDS = {...}: update this bench")
+    return ast.literal_eval(found.group(1))
+
+
+def access_log_line(route: str, status: int, response_length: int) -> bytes:
+    """One HTTP API access log line as API Gateway renders the declared format (an estimate: this request's route,
+    status and body length; ids, address and latencies of typical length)."""
+    values = {
+        "$context.requestId": "JsGc9gEdoAMEVhQ=",
+        "$context.apiId": "a1b2c3d4e5",
+        "$context.requestTimeEpoch": "1796196990144",
+        "$context.identity.sourceIp": "198.51.100.123",
+        "$context.routeKey": route,
+        "$context.status": str(status),
+        "$context.protocol": "HTTP/1.1",
+        "$context.responseLength": str(response_length),
+        "$context.responseLatency": "45",
+        "$context.integrationLatency": "42",
+        "$context.integrationErrorMessage": "-",
+    }
+    return json.dumps({name: values[value] for name, value in access_log_fields().items()}).encode()
+
+
 def platform_records(request_id: str, function: str) -> list[bytes]:
     """Lambda's own records for one invocation, in the JSON log format with active tracing (an estimate: the
     documented shapes, plausible values; the runtime's exact spacing and extra fields may differ)."""
@@ -157,16 +189,15 @@ class Invocations:
         self.invocations[name] += 1
         lines = [line for line in output().splitlines() if line.strip()]
         for line in lines:
-            kind = kind_of(line)
-            self.samples.setdefault(kind, line)
-            self.bytes[name][kind] += len(line)
-            self.events[name][kind] += 1
+            self.record(name, kind_of(line), line)
         for line in platform_records(context.aws_request_id, name):
-            kind = "platform records (estimate)"
-            self.samples.setdefault(kind, line)
-            self.bytes[name][kind] += len(line)
-            self.events[name][kind] += 1
+            self.record(name, "platform records (estimate)", line)
         return answer
+
+    def record(self, group: str, kind: str, line: bytes) -> None:
+        self.samples.setdefault(kind, line)
+        self.bytes[group][kind] += len(line)
+        self.events[group][kind] += 1
 
     def clear(self) -> None:
         self.bytes.clear()
@@ -193,6 +224,7 @@ def lifecycle(calls: Invocations, bearer: str, streams: Any, arn: str, after: se
         method = route.split(" ", 1)[0]
         raw = b"" if body is None else json.dumps(body).encode()
         got = calls.invoke("api", {**to_event(method, path, headers, raw, "127.0.0.1"), "routeKey": route})
+        calls.record("HTTP API access log", "access log lines (estimate)", access_log_line(route, got["statusCode"], len(got["body"].encode())))
         if got["statusCode"] >= 400:
             raise SystemExit(f"{method} {path} answered {got['statusCode']}: {got['body']}")
         return json.loads(got["body"])
@@ -291,14 +323,15 @@ def main() -> None:
         f"construct's default; + {EVENT_OVERHEAD_BYTES} bytes metered per log event):"
     )
     for name, kinds in measured["bytes"].items():
-        invocations = measured["invocations"][name]
-        print(f"  {name} ({invocations} invocation{'s' * (invocations != 1)}): {metered_bytes(measured, name)} bytes metered")
+        invocations = measured["invocations"].get(name, 0)
+        what = f"{invocations} invocation{'s' * (invocations != 1)}" if invocations else "its own log group"
+        print(f"  {name} ({what}): {metered_bytes(measured, name)} bytes metered")
         for kind, size in sorted(kinds.items()):
             events = measured["events"][name][kind]
             print(f"    {kind:32s} {events:3d} lines {size:6d} bytes")
     print(
-        f"  per lifecycle: {metered_bytes(measured, estimated=False)} bytes measured (the code's own lines + per-event "
-        f"overhead), {metered_bytes(measured)} with Lambda's platform records (estimated)"
+        f"  per lifecycle: {metered_bytes(measured, estimated=False)} bytes measured (the handlers' own lines + per-event "
+        f"overhead), {metered_bytes(measured)} with the estimated lines (Lambda's platform records, the access log)"
     )
     print("One line of each kind, as captured:")
     for kind, line in measured["samples"].items():
