@@ -1,7 +1,7 @@
 """Print what one approval lifecycle costs on AWS, per million lifecycles, from measured DynamoDB item sizes.
 
 Lifecycle: createRun, getRun, a winning resolve, one poll of the events; plus what the stream consumer does
-for each event-log item. The real Service and Store run against moto in-process; each write's resulting
+for each event-log item (with the business metrics' reads, as a deployed `dispatch` makes them). The real Service and Store run against moto in-process; each write's resulting
 item sizes are measured with DynamoDB's size rules, so the figures follow the code. Prices are us-east-1
 on-demand list prices (edit PRICES to compare). It prints the write units of each request and of each item kind
 (run head, events, interrupts, inbox entries, run index, counters, audit, idempotency), the `dispatch`
@@ -16,8 +16,11 @@ Usage: .venv/bin/python bench/cost_per_million.py
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -32,6 +35,7 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
+from interlude.adapters import metrics  # noqa: E402
 from interlude.app import dispatch  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
@@ -73,6 +77,16 @@ def traced_share(pace: float) -> float:
     if pace <= XRAY_RESERVOIR_PER_SECOND:
         return 1.0
     return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * (pace - XRAY_RESERVOIR_PER_SECOND)) / pace
+
+
+@contextlib.contextmanager
+def lambda_environment(name: str):
+    """Inside a Lambda named for wiring function `name` (interlude.adapters.metrics writes only there)."""
+    os.environ["AWS_LAMBDA_FUNCTION_NAME"] = f"interlude-{name}"
+    try:
+        yield
+    finally:
+        os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
 
 
 def log_ingestion_price() -> tuple[float, str]:
@@ -294,8 +308,11 @@ def lifecycle(api: Api, create: dict, resume: dict) -> list[tuple[str, float, fl
     passed = [record for record in meter.inserts if is_event_insert(record)]
     for record in passed:
         # What `dispatch` does with each record the stream filter passes (the closed interrupts' inbox entries
-        # deleted, the run advanced), without the outbox adapters, which write nothing to the table here.
-        dispatch.handle_record(api.service, record, ())
+        # deleted, the run advanced), with the business metrics' outbox handler as in Lambda: its time-to-decision
+        # reads the run head and the interrupt back (two GetItems per decided interrupt). The other adapters write
+        # nothing to the table here; the metrics' EMF lines are counted by bench/log_bytes.py, not printed here.
+        with lambda_environment("dispatch"), contextlib.redirect_stdout(io.StringIO()):
+            dispatch.handle_record(api.service, record, (metrics.on_events,))
     take(f"dispatch ×{len(passed)}")
     return rows
 
