@@ -52,7 +52,7 @@ def packed(value: Any) -> dict[str, bytes]:
     """Compact JSON, deflated, as a binary attribute: the large documents (run state, event batches,
     interrupt payloads) shrink about threefold, and DynamoDB bills writes per started kilobyte, twice
     inside a transaction."""
-    return {"B": zlib.compress(_COMPACT.encode(value).encode(), 6)}
+    return packed_json(_COMPACT.encode(value).encode())
 
 
 def packed_json(raw: bytes) -> dict[str, bytes]:
@@ -61,7 +61,8 @@ def packed_json(raw: bytes) -> dict[str, bytes]:
 
 
 def unpacked_json(attribute: Mapping[str, Any]) -> bytes | str:
-    """A `packed` attribute's JSON text, not parsed (for a parser of the caller's choosing)."""
+    """A `packed` attribute's JSON text (bytes from boto3, base64 text in a Lambda stream event, or a JSON string),
+    not parsed (for a parser of the caller's choosing)."""
     if "S" in attribute:
         return str(attribute["S"])
     raw = attribute["B"]
@@ -72,9 +73,4 @@ def unpacked_json(attribute: Mapping[str, Any]) -> bytes | str:
 
 def unpacked(attribute: Mapping[str, Any]) -> Any:
     """Read a `packed` attribute (bytes from boto3, base64 text in a Lambda stream event) or a JSON string."""
-    if "S" in attribute:
-        return json.loads(attribute["S"])
-    raw = attribute["B"]
-    if isinstance(raw, str):
-        raw = base64.b64decode(raw)
-    return json.loads(zlib.decompress(raw))
+    return json.loads(unpacked_json(attribute))
