@@ -432,16 +432,16 @@ def main() -> None:
     logs_measured = measured_log_bytes()
     log_price, log_class = log_ingestion_price()
     overhead = logs_measured["event_overhead"]
-    by_function = {
-        name: sum(size + overhead * logs_measured["events"][name][kind] for kind, size in kinds.items())
-        for name, kinds in logs_measured["bytes"].items()
-    }
-    estimated = sum(
-        size + overhead * logs_measured["events"][name][kind]
+    # Metered bytes of each (function, kind of line): the lines' bytes plus each event's overhead.
+    metered = {
+        (name, kind): size + overhead * logs_measured["events"][name][kind]
         for name, kinds in logs_measured["bytes"].items()
         for kind, size in kinds.items()
-        if kind.endswith("(estimate)")
-    )
+    }
+    by_function: dict[str, int] = defaultdict(int)
+    for (name, _), size in metered.items():
+        by_function[name] += size
+    estimated = sum(size for (_, kind), size in metered.items() if kind.endswith("(estimate)"))
     log_bytes = sum(by_function.values())
     logs = log_bytes / 1e9 * log_price
     print(
