@@ -237,10 +237,11 @@ class _Undo:
 
 
 def _copied_item(item: Item) -> Item:
-    """(The copy `_update_item` puts in the table for moto to change.) What `copy.deepcopy(item)` makes of a stored item, without its generic dispatch: a new Item (created through its
-    class, so moto tracks it as it tracks deepcopy's), its key values and attributes copied all the way down, values
-    shared inside the item shared in the copy (deepcopy's memo), and the attribute dict filled without moto's size
-    check at every attribute (the copy holds what the item held, so it is the same size)."""
+    """The copy `_update_item` puts in the table for moto to change: what `copy.deepcopy(item)` makes of a stored item,
+    without its generic dispatch. A new Item (created through its class, so moto tracks it as it tracks deepcopy's),
+    its key values and attributes copied all the way down, values shared inside the item shared in the copy
+    (deepcopy's memo), and the attribute dict filled without moto's size check at every attribute (the copy holds
+    what the item held, so it is the same size)."""
     copied: Item = _copied(item, {})
     return copied
 
