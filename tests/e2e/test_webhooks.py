@@ -11,6 +11,7 @@ import requests
 from openwop_client import OpenwopClient, WopError
 from openwop_client.types import RegisterWebhookRequest, RotateWebhookSecretRequest
 from openwop_client.webhook_helpers import verify_webhook_signature
+from standardwebhooks import Webhook
 
 from interlude import wiring
 from interlude.domain import schemas
@@ -110,10 +111,18 @@ def test_rotation_dead_letters_and_unregistering(stack, receiver):
     run_id = api.start("wh")["runId"]
     page = until(lambda: owc.webhooks_dead_letters(made.subscriptionId).deliveries, timeout_s=60)
 
-    # Then both attempts were signed with the new secret, and the delivery is dead-lettered, content-free
+    # Then both attempts (inside the overlap) verify for a subscriber that keeps the old secret until
+    # previousSecretExpiresAt (v1 stays on it) and for one that switched at once (Standard Webhooks, multi-entry)
     assert len(receiver.hits) == 2
     for hit in receiver.hits:
-        assert verify_webhook_signature(NEW_SECRET, hit.headers["openwop-signature"], hit.headers["openwop-timestamp"], hit.body).valid
+        assert verify_webhook_signature(made.secret, hit.headers["openwop-signature"], hit.headers["openwop-timestamp"], hit.body).valid
+        assert Webhook(made.secret).verify(hit.body, hit.headers)
+        assert Webhook(NEW_SECRET).verify(hit.body, hit.headers)
+    # And the secret cannot be rotated again until the previous one expires
+    refused = refusal(
+        api.call("POST", f"/webhooks/{made.subscriptionId.replace('/', '~2F')}/rotate-secret", {}), 409, "interlude.rotation_in_overlap"
+    )
+    assert refused["details"] == {"previousSecretExpiresAt": rotated.previousSecretExpiresAt}
     (record,) = page
     assert (record.runId, record.webhookId, record.reason, record.attempts, record.lastStatus) == (
         run_id,
@@ -158,13 +167,33 @@ def test_registration_refuses_a_url_the_egress_guard_refuses(stack, url):
         ({"url": "https://8.8.8.8/", "events": []}, "events"),
         ({"url": "https://8.8.8.8/", "events": ["Not An Event"]}, "events[0]"),
         ({"url": "https://8.8.8.8/", "events": ["run.completed"], "secret": "short"}, "secret"),
-        ({"url": "https://8.8.8.8/", "events": ["run.completed"], "signatureAlgorithms": ["v1"]}, "signatureAlgorithms"),
+        ({"url": "https://8.8.8.8/", "events": ["run.completed"], "signatureAlgorithms": ["standard-webhooks-1"]}, "signatureAlgorithms[0]"),
+        ({"url": "https://8.8.8.8/", "events": ["run.completed"], "signatureAlgorithms": []}, "signatureAlgorithms"),
+        ({"url": "https://8.8.8.8/", "events": ["interrupt.resolve"]}, "events[0]"),
+        ({"url": "https://8.8.8.8/", "events": ["acme.invoice-paid"]}, "events[0]"),
     ],
 )
 def test_registration_validates_its_body(stack, body, field):
     api, _ = stack
     refused = refusal(api.call("POST", "/webhooks", body), 400, "validation_error")
     assert field in json.dumps(refused["details"])
+
+
+def test_signature_algorithms_naming_v1_are_accepted_and_echoed(stack, receiver):
+    api, _ = stack
+    answer = api.call("POST", "/webhooks", {"url": receiver.url(), "events": ["run.completed"], "signatureAlgorithms": ["v1"]})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["signatureAlgorithms"] == ["v1"]
+    client(api).webhooks_unregister(answer.json()["subscriptionId"])
+
+
+def test_openwop_client_is_told_which_event_type_names_are_refused(stack, receiver):
+    api, _ = stack
+    with pytest.raises(WopError) as refused:
+        client(api).webhooks_register(RegisterWebhookRequest(url=receiver.url(), events=["run.completed", "interrupt.resolve"]))
+    assert (refused.value.status, refused.value.envelope.error) == (400, "validation_error")
+    assert "interrupt.resolve" in refused.value.envelope.message
+    assert refused.value.envelope.details["field"] == "events[1]"
 
 
 def test_another_tenants_subscription_is_refused_and_an_unknown_one_is_not_found(stack, receiver):

@@ -5,24 +5,31 @@ would (openwop-client's v1 verifier, and the `standardwebhooks` package)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 import boto3
 import pytest
 from openwop_client.webhook_helpers import verify_webhook_signature
+from pydantic import ValidationError
 from standardwebhooks import Webhook
 
-from interlude.adapters.delivery.subscriptions import webhook_message
+from interlude.adapters.delivery.subscriptions import SubscriptionSecretCache, webhook_message
 from interlude.app import webhooks
 from interlude.app.service import Service
 from interlude.domain import schemas
-from interlude.domain.errors import Forbidden, Invalid, NotFound
+from interlude.domain.clock import iso_epoch
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import (
     MAX_WEBHOOKS_PER_TENANT,
+    ROTATION_OVERLAP_SECONDS,
     RegisterWebhookRequest,
     RotateWebhookSecretRequest,
 )
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.deadlines import ESCALATION_EVENT
+from interlude.engine.effect_names import ACTION_REQUESTED, CHILD_REQUESTED
+from interlude.engine.run import VOTE_DELEGATED
 from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
 from tests.integration.conftest import signed_in
@@ -228,30 +235,107 @@ def test_unregistered_subscriptions_receive_nothing_more_and_their_secret_is_gon
         webhooks.unregister(service, admin, made["webhookId"])
 
 
-def test_rotation_signs_with_the_new_secret_and_keeps_the_old_through_the_overlap(service, admin, aws, receiver):
+NEW_SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
+
+
+def keeper_verifies(old: str, new: str, expires_at: str, hit) -> bool:
+    """A subscriber that keeps its old secret until previousSecretExpiresAt, as it is told, then takes the new one:
+    OpenWOP's v1 signature (openwop-client's verifier) and Standard Webhooks' (the package), multi-entry."""
+    secret = old if iso_epoch(int(hit.headers["openwop-timestamp"])) < expires_at else new
+    return v1_valid(secret, hit) and Webhook(secret).verify(hit.body, hit.headers) is not None
+
+
+def switcher_verifies(new: str, hit) -> bool:
+    """A subscriber that switched to the new secret at once: Standard Webhooks' header carries an entry for it."""
+    return Webhook(new).verify(hit.body, hit.headers) is not None
+
+
+def test_through_a_rotations_overlap_both_subscribers_verify_every_delivery(service, admin, aws, receiver):
     made = register(service, admin, receiver.url(), ["interrupt.requested"])
-    new = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
-    # When the secret is rotated to one the caller chose
-    rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=new))
+    old = made["secret"]
+    # Given a worker that has signed with the old secret (its process caches the secret it read)
+    start_gate_run(service, admin)
+    deliver(aws)
+    assert keeper_verifies(old, NEW_SECRET, "9999-12-31T00:00:00.000Z", receiver.hits[0])
+
+    # When the secret is rotated to one the caller chose, and deliveries follow at once (the cache still warm)
+    rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=NEW_SECRET))
     assert "secret" not in rotated
     assert rotated["previousSecretExpiresAt"] > rotated["rotatedAt"]
     start_gate_run(service, admin)
+    start_gate_run(service, admin)
     deliver(aws)
 
-    # Then the v1 signature is the new secret's; Standard Webhooks carries both through the overlap
+    # Then every delivery of the overlap verifies for the subscriber that kept the old secret (v1 stays on it)
+    # and for the one that switched at once (an entry per secret in webhook-signature), and no more than two sign
+    during = receiver.hits[1:]
+    assert len(during) == 2
+    for hit in during:
+        assert keeper_verifies(old, NEW_SECRET, rotated["previousSecretExpiresAt"], hit)
+        assert switcher_verifies(NEW_SECRET, hit)
+        assert not v1_valid(NEW_SECRET, hit)
+        assert len(hit.headers["webhook-signature"].split()) == 2
+
+
+def test_after_the_overlap_only_the_new_secret_signs(service, admin, aws, receiver):
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    # Given a rotation whose overlap has ended (rotated a day and an hour ago)
+    real_clock = service.clock
+    service.clock = lambda: real_clock() - timedelta(seconds=ROTATION_OVERLAP_SECONDS + 3600)
+    rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=NEW_SECRET))
+    service.clock = real_clock
+    start_gate_run(service, admin)
+    deliver(aws)
+
+    # Then both subscribers verify it, with the new secret alone
     (hit,) = receiver.hits
-    assert v1_valid(new, hit)
-    assert not v1_valid(made["secret"], hit)
-    assert Webhook(new).verify(hit.body, hit.headers)
-    assert Webhook(made["secret"]).verify(hit.body, hit.headers)
-    # And a rotation without a secret generates one and shows it once
+    assert keeper_verifies(made["secret"], NEW_SECRET, rotated["previousSecretExpiresAt"], hit)
+    assert switcher_verifies(NEW_SECRET, hit)
+    assert v1_valid(NEW_SECRET, hit)
+    assert len(hit.headers["webhook-signature"].split()) == 1
+    # And the secret can be rotated again: a generated one, shown once
     again = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest())
     assert again["secret"].startswith("whsec_")
-    assert again["secret"] != new
-    # And the secret in use cannot be rotated to
+
+
+def test_a_rotation_inside_the_overlap_is_refused_so_two_secrets_at_most_sign(service, admin, aws, receiver):
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest())
+    # When it is rotated again while the previous secret still signs
+    for request in (RotateWebhookSecretRequest(), RotateWebhookSecretRequest(secret=NEW_SECRET)):
+        with pytest.raises(Conflict) as refused:
+            webhooks.rotate(service, admin, made["webhookId"], request)
+        # Then it is refused, saying when it may be rotated again
+        assert refused.value.code == "interlude.rotation_in_overlap"
+        assert refused.value.details == {"previousSecretExpiresAt": rotated["previousSecretExpiresAt"]}
+        assert 0 < refused.value.retry_after_s <= ROTATION_OVERLAP_SECONDS
+    # And the stored secret holds the current one and one previous, nothing more
+    stored = service.webhook_secrets.read(made["webhookId"], service.webhooks.get(made["webhookId"])["secretVersion"])
+    assert stored["current"] == rotated["secret"]
+    assert [p["secret"] for p in stored["previous"]] == [made["secret"]]
+
+
+def test_rotation_refuses_the_secret_in_use_and_a_secret_not_in_standard_webhooks_form(service, admin, receiver):
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
     with pytest.raises(Invalid) as refused:
-        webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=again["secret"]))
+        webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=made["secret"]))
     assert refused.value.details == {"field": "secret"}
+    for secret in ("my-own-secret-0123456789", "whsec_" + "QUJD" * 4, "whsec_not base64 at all!!"):
+        with pytest.raises(ValidationError):
+            RotateWebhookSecretRequest(secret=secret)
+
+
+def test_a_worker_signs_with_the_version_the_subscription_names_whatever_its_cache_holds(service, admin, aws):
+    made = register(service, admin, "http://127.0.0.1:9/hook", ["interrupt.requested"])
+    cache = SubscriptionSecretCache(service.webhook_secrets, max_age_s=3600)
+    before = service.webhooks.get(made["webhookId"])["secretVersion"]
+    assert cache.signing(made["webhookId"], before, 0) == (made["secret"], [made["secret"]])
+    rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=NEW_SECRET))
+    after = service.webhooks.get(made["webhookId"])["secretVersion"]
+    assert after != before
+    overlap = datetime.fromisoformat(rotated["previousSecretExpiresAt"]).timestamp()
+    assert cache.signing(made["webhookId"], after, overlap - 1) == (made["secret"], [NEW_SECRET, made["secret"]])
+    assert cache.signing(made["webhookId"], after, overlap) == (NEW_SECRET, [NEW_SECRET])
 
 
 def test_a_caller_secret_signs_v1_alone(service, admin, aws, receiver):
@@ -297,9 +381,60 @@ def test_registration_refuses_an_unknown_event_type_name(service, admin, receive
     with pytest.raises(Invalid) as refused:
         register(service, admin, receiver.url(), ["interrupt.requested", "Not An Event"])
     assert refused.value.code == "validation_error"
-    assert refused.value.details == {"field": "events[1]"}
-    # A vendor event name is accepted
-    assert register(service, admin, receiver.url(), ["acme.invoice-paid"])["eventTypes"] == ["acme.invoice-paid"]
+    assert refused.value.details["field"] == "events[1]"
+
+
+def test_registration_refuses_names_of_a_registered_family_that_are_not_registered_types(service, admin, receiver):
+    # A typo of a registered type (the family `interrupt.` is registered) would never match anything
+    with pytest.raises(Invalid) as refused:
+        register(service, admin, receiver.url(), ["run.completed", "interrupt.resolve", "run.complete"])
+    assert refused.value.details["field"] == "events[1]"
+    assert [e["path"] for e in refused.value.details["errors"]] == ["events[1]", "events[2]"]
+    assert "'interrupt.resolve'" in refused.value.message
+    assert "'run.complete'" in refused.value.message
+
+
+def test_vendor_event_types_only_under_this_hosts_vendor_prefix(service, admin, receiver):
+    with pytest.raises(Invalid) as refused:
+        register(service, admin, receiver.url(), ["acme.invoice-paid"])
+    assert refused.value.details["field"] == "events[0]"
+    assert "interlude." in refused.value.message
+    # The vendor events this host emits are all under its prefix, and each can be subscribed to
+    emitted = [ESCALATION_EVENT, VOTE_DELEGATED, ACTION_REQUESTED, CHILD_REQUESTED]
+    assert register(service, admin, receiver.url(), emitted)["eventTypes"] == emitted
+
+
+def test_signature_algorithms_naming_only_advertised_schemes_are_accepted_and_echoed(service, admin, receiver):
+    assert register(service, admin, receiver.url(), ["run.completed"])["signatureAlgorithms"] == ["v1"]
+    made = register(service, admin, receiver.url(), ["run.completed"], signatureAlgorithms=["v1"])
+    assert made["signatureAlgorithms"] == ["v1"]
+    for algorithms, field in (
+        (["v1", "standard-webhooks-1"], "signatureAlgorithms[1]"),  # not advertised (no endpoint verification)
+        (["hs512"], "signatureAlgorithms[0]"),
+    ):
+        with pytest.raises(Invalid) as refused:
+            register(service, admin, receiver.url(), ["run.completed"], signatureAlgorithms=algorithms)
+        assert refused.value.details["field"] == field
+
+
+def test_a_subscriber_answering_410_is_retried_like_any_failure(service, admin, aws, receiver):
+    # Given a subscriber that answers 410 Gone once, then 200
+    receiver.script[:] = [410]
+    made = register(service, admin, receiver.url(), ["interrupt.requested"])
+    run_id = start_gate_run(service, admin)
+    deliver(aws)
+    # Then the delivery was attempted again and delivered; nothing is dead-lettered
+    assert len(receiver.hits) == 2
+    attempts = [a for a in DeliveryStore(service.store).attempts(run_id) if a.get("subscriptionId")]
+    assert [(a["status"], a.get("httpStatus")) for a in attempts] == [("failed", 410), ("succeeded", 200)]
+    assert webhooks.dead_letters(service, admin, made["webhookId"], 100, None)["deliveries"] == []
+
+    # And one that answers 410 every time is dead-lettered only when its attempts run out, as retries_exhausted
+    receiver.script[:] = [410] * MAX_ATTEMPTS
+    start_gate_run(service, admin)
+    deliver(aws)
+    (record,) = webhooks.dead_letters(service, admin, made["webhookId"], 100, None)["deliveries"]
+    assert (record["attempts"], record["reason"], record["lastStatus"]) == (MAX_ATTEMPTS, "retries_exhausted", 410)
 
 
 def test_a_tenant_holds_at_most_the_limit_and_unregistering_frees_a_place(service, admin, receiver):

@@ -55,6 +55,8 @@ OPENWOP_STATUS = {
     "interlude.delegation_not_allowed": 403,
     "interlude.task_token_invalid": 400,
     "interlude.task_not_claimed": 409,
+    # Issue 26: a webhook secret rotation inside the previous one's overlap.
+    "interlude.rotation_in_overlap": 409,
 }
 
 

@@ -398,7 +398,7 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "rotateWebhookSecret": Operation(
         (Success(200, "Rotated; the previous secret signs too until it expires", wh.WebhookSecretRotated),),
-        WEBHOOK,
+        (*WEBHOOK, "interlude.rotation_in_overlap"),
         wh.RotateWebhookSecretRequest,
         True,
     ),

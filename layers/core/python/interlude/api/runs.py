@@ -128,13 +128,14 @@ def webhooks_capability() -> dict[str, Any]:
         DEAD_LETTER_MAX_PAGE,
         DEAD_LETTER_RETENTION_DAYS,
         ROTATION_OVERLAP_SECONDS,
+        SIGNATURE_ALGORITHMS,
     )
 
     return {
         "status": "stable",
         "since": "2.0",
         "witness": "witnessable-gated",
-        "signatureAlgorithms": ["v1"],
+        "signatureAlgorithms": list(SIGNATURE_ALGORITHMS),
         "retryPolicy": {"maxAttempts": delivery_settings().max_attempts, "backoff": "exponential"},
         "deadLetter": {"retentionDays": DEAD_LETTER_RETENTION_DAYS, "maxPageSize": DEAD_LETTER_MAX_PAGE},
         "secretRotation": {"overlapSeconds": ROTATION_OVERLAP_SECONDS},

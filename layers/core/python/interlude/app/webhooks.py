@@ -8,26 +8,34 @@ them on the callbacks queue, the callbacks worker signs and sends them.
 from __future__ import annotations
 
 import base64
+import math
 import secrets
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from interlude.domain.clock import iso
-from interlude.domain.errors import Forbidden, Invalid, NotFound
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import mint_opaque, tenant_bound, tenant_of
 from interlude.domain.models.webhooks import (
     MAX_WEBHOOKS_PER_TENANT,
     ROTATION_OVERLAP_SECONDS,
+    SIGNATURE_ALGORITHMS,
     RegisterWebhookRequest,
     RotateWebhookSecretRequest,
 )
 from interlude.rules.auth import Principal
-from interlude.rules.webhooks import check_event_types, check_webhook_url
+from interlude.rules.webhooks import (
+    check_event_types,
+    check_signature_algorithms,
+    check_webhook_url,
+    live_previous,
+)
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
 
 SECRET_BYTES = 32
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def new_secret() -> str:
@@ -38,6 +46,7 @@ def new_secret() -> str:
 def register(service: Service, principal: Principal, request: RegisterWebhookRequest) -> dict[str, Any]:
     url = check_webhook_url(request.url, service.callback_resolver)
     events = check_event_types(request.events)
+    algorithms = check_signature_algorithms(request.signatureAlgorithms, SIGNATURE_ALGORITHMS)
     webhook_id = tenant_bound(principal.tenant, mint_opaque())
     secret = request.secret or new_secret()
     created_at = iso(service.clock())
@@ -45,10 +54,11 @@ def register(service: Service, principal: Principal, request: RegisterWebhookReq
     if request.tags:
         record["tags"] = list(dict.fromkeys(request.tags))
     record["createdBy"] = principal.subject.get("subjectId")
+    record["signatureAlgorithms"] = algorithms
     # The secret first: a subscription the worker finds always has one. A refused put leaves none behind.
-    service.webhook_secrets.create(webhook_id, {"current": secret, "previous": []})
+    version = service.webhook_secrets.create(webhook_id, {"current": secret, "previous": []})
     try:
-        service.webhooks.put(record, MAX_WEBHOOKS_PER_TENANT)
+        service.webhooks.put(record, version, MAX_WEBHOOKS_PER_TENANT)
     except BaseException:
         service.webhook_secrets.delete(webhook_id)
         raise
@@ -58,6 +68,7 @@ def register(service: Service, principal: Principal, request: RegisterWebhookReq
         "url": url,
         "secret": secret,
         "eventTypes": events,
+        "signatureAlgorithms": algorithms,
         "createdAt": created_at,
     }
     if "tags" in record:
@@ -89,22 +100,47 @@ def unregister(service: Service, principal: Principal, webhook_id: str) -> None:
 def rotate(
     service: Service, principal: Principal, webhook_id: str, request: RotateWebhookSecretRequest
 ) -> dict[str, Any]:
-    subscription(service, principal, webhook_id)
-    value = service.webhook_secrets.read(webhook_id)
+    """A new secret; the one it replaces keeps signing for ROTATION_OVERLAP_SECONDS (webhooks.md §Rotation).
+
+    Refused while the previous rotation's overlap lasts: its subscribers were promised the older secret until
+    then, and a third live secret is never kept (at most two sign a delivery)."""
+    found = subscription(service, principal, webhook_id)
+    version = found.get("secretVersion")
+    value = service.webhook_secrets.read(webhook_id, version)
     if value is None:
         raise NotFound("no such webhook subscription")
     now = service.clock()
-    until = now + timedelta(seconds=ROTATION_OVERLAP_SECONDS)
-    previous = [p for p in value.get("previous", []) if float(p["until"]) > now.timestamp()]
-    if request.secret is not None and request.secret in (value["current"], *(p["secret"] for p in previous)):
-        raise Invalid("the new secret must differ from the secrets in use", {"field": "secret"})
-    previous.insert(0, {"secret": value["current"], "until": int(until.timestamp())})
+    previous = live_previous(value, now.timestamp())
+    if previous is not None:
+        raise _rotation_in_overlap(now, float(previous["until"]))
+    if request.secret is not None and request.secret == value["current"]:
+        raise Invalid("the new secret must differ from the secret in use", {"field": "secret"})
+    # The instant the answer names, to the millisecond: the old secret signs until then, never less.
+    expires = now.replace(microsecond=now.microsecond // 1000 * 1000) + timedelta(seconds=ROTATION_OVERLAP_SECONDS)
+    until = expires.timestamp()
     secret = request.secret or new_secret()
-    service.webhook_secrets.replace(webhook_id, {"current": secret, "previous": previous})
-    answer = {"rotatedAt": iso(now), "previousSecretExpiresAt": iso(until.astimezone(UTC))}
+    rotated = service.webhook_secrets.replace(
+        webhook_id, {"current": secret, "previous": [{"secret": value["current"], "until": until}]}
+    )
+    # In force from here on: the worker signs with the version the subscription names.
+    if not service.webhooks.move_secret_version(webhook_id, rotated, version):
+        if service.webhooks.get(webhook_id) is None:
+            raise NotFound("no such webhook subscription")
+        raise _rotation_in_overlap(now, until)
+    answer = {"rotatedAt": iso(now), "previousSecretExpiresAt": iso(expires)}
     if request.secret is None:
         answer["secret"] = secret
     return answer
+
+
+def _rotation_in_overlap(now: datetime, until: float) -> Conflict:
+    expires = iso(EPOCH + timedelta(milliseconds=round(until * 1000)))
+    return Conflict(
+        f"the previous secret signs until {expires}; the secret can be rotated again from then on",
+        {"previousSecretExpiresAt": expires},
+        code="interlude.rotation_in_overlap",
+        retry_after_s=max(1, math.ceil(until - now.timestamp())),
+    )
 
 
 def dead_letters(

@@ -152,6 +152,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     # no longer waits on it): a second completion answers this.
     "interlude.task_token_invalid": Invalid,
     "interlude.task_not_claimed": Conflict,
+    # A webhook secret rotation while the previous rotation's overlap lasts (at most two live secrets).
+    "interlude.rotation_in_overlap": Conflict,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none

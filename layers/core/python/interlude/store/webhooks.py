@@ -1,12 +1,15 @@
 """Webhook subscriptions (issue 14): their items in the table and their secrets in Secrets Manager.
 
-  subscription   T#{tenant}               WH#{opaque}                      url, events, tags, createdAt, secret name
+  subscription   T#{tenant}               WH#{opaque}                      record (url, events, tags, createdAt), sv
   count          T#{tenant}               WEBHOOKS                         n: the tenant's subscriptions (the limit)
   dead letter    T#{tenant}#WH#{opaque}   DL#{deadLetteredAt}#{delivery}   content-free record; ttl = its expiresAt
 
 A subscription and the count change in one transaction, conditional on the limit, so concurrent registrations
 never pass it. One Query of the tenant partition (`WH#`) finds every subscription a transition may feed. The secret
-(`{"current": …, "previous": [{"secret", "until"}]}`) is never stored in the table.
+(`{"current": …, "previous": [{"secret", "until"}]}`) is never stored in the table; the subscription item names
+the secret's version in force (`sv`, a Secrets Manager VersionId), which a rotation moves conditionally, so whoever
+reads the subscription signs with what it names, whatever a cache of the secret holds (an item written before
+versions were kept has none: the secret's current version is meant).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -30,6 +34,7 @@ from interlude.store.dynamo import event_sk, run_pk
 from interlude.store.interactions import tenant_pk
 
 SUBSCRIPTION_SK_PREFIX = "WH#"
+SECRET_VERSION = "sv"
 COUNT_SK = "WEBHOOKS"
 DEAD_LETTER_SK_PREFIX = "DL#"
 _DESCRIPTION = "Interlude webhook subscription signing secret (current + previous through a rotation's overlap)"
@@ -63,7 +68,7 @@ class WebhookStore:
         self.table = table
         self.client = client
 
-    def put(self, record: dict[str, Any], limit: int) -> None:
+    def put(self, record: dict[str, Any], secret_version: str, limit: int) -> None:
         """Store a new subscription, unless the tenant already holds `limit` (403 interlude.quota_exceeded)."""
         webhook_id = record["webhookId"]
         tenant = tenant_of(webhook_id)
@@ -73,7 +78,11 @@ class WebhookStore:
                     {
                         "Put": {
                             "TableName": self.table,
-                            "Item": {**subscription_key(webhook_id), "record": a.as_json(record)},
+                            "Item": {
+                                **subscription_key(webhook_id),
+                                "record": a.as_json(record),
+                                SECRET_VERSION: a.s(secret_version),
+                            },
                             "ConditionExpression": "attribute_not_exists(sk)",
                         }
                     },
@@ -99,9 +108,38 @@ class WebhookStore:
             raise
 
     def get(self, webhook_id: str) -> dict[str, Any] | None:
+        """The subscription's record, with `secretVersion` (the secret's version in force) when the item names one."""
         got = self.client.get_item(TableName=self.table, Key=subscription_key(webhook_id), ConsistentRead=True)
         item = got.get("Item")
-        return a.unpacked(item["record"]) if item else None
+        if not item:
+            return None
+        record = dict(a.unpacked(item["record"]))
+        if SECRET_VERSION in item:
+            record["secretVersion"] = item[SECRET_VERSION]["S"]
+        return record
+
+    def move_secret_version(self, webhook_id: str, version: str, expected: str | None) -> bool:
+        """Name `version` as the secret in force, if the subscription still names `expected` (None: none); False when
+        it is gone or another rotation moved it first."""
+        condition = f"attribute_exists(sk) AND {SECRET_VERSION} = :expected"
+        values = {":version": a.s(version)}
+        if expected is None:
+            condition = f"attribute_exists(sk) AND attribute_not_exists({SECRET_VERSION})"
+        else:
+            values[":expected"] = a.s(expected)
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=subscription_key(webhook_id),
+                UpdateExpression=f"SET {SECRET_VERSION} = :version",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def of_tenant(self, tenant: str) -> list[dict[str, Any]]:
         """Every subscription of the tenant (at most the limit: one page)."""
@@ -222,7 +260,9 @@ class SubscriptionSecrets:
     def name(self, webhook_id: str) -> str:
         return secret_name(self.prefix, webhook_id)
 
-    def create(self, webhook_id: str, value: dict[str, Any]) -> None:
+    def create(self, webhook_id: str, value: dict[str, Any]) -> str:
+        """Create the subscription's secret; returns its version."""
+        version = str(uuid.uuid4())
         options: dict[str, Any] = {}
         if self.kms_key_id:
             options["KmsKeyId"] = self.kms_key_id
@@ -232,12 +272,16 @@ class SubscriptionSecrets:
             Name=self.name(webhook_id),
             Description=_DESCRIPTION,
             SecretString=json.dumps(value, allow_nan=False),
+            ClientRequestToken=version,
             **options,
         )
+        return version
 
-    def read(self, webhook_id: str) -> dict[str, Any] | None:
+    def read(self, webhook_id: str, version: str | None = None) -> dict[str, Any] | None:
+        """The secret's `version` (None: its current one); None when there is no such secret."""
+        which = {"VersionId": version} if version else {}
         try:
-            raw = self.client.get_secret_value(SecretId=self.name(webhook_id))["SecretString"]
+            raw = self.client.get_secret_value(SecretId=self.name(webhook_id), **which)["SecretString"]
         except ClientError as exc:
             if _code(exc) in ("ResourceNotFoundException", "InvalidRequestException"):
                 return None  # none, or deleted (InvalidRequestException: marked for deletion)
@@ -245,8 +289,13 @@ class SubscriptionSecrets:
         value: dict[str, Any] = json.loads(raw)
         return value
 
-    def replace(self, webhook_id: str, value: dict[str, Any]) -> None:
-        self.client.put_secret_value(SecretId=self.name(webhook_id), SecretString=json.dumps(value, allow_nan=False))
+    def replace(self, webhook_id: str, value: dict[str, Any]) -> str:
+        """Write a new version of the secret (Secrets Manager's current one from now on); returns its version."""
+        version = str(uuid.uuid4())
+        self.client.put_secret_value(
+            SecretId=self.name(webhook_id), SecretString=json.dumps(value, allow_nan=False), ClientRequestToken=version
+        )
+        return version
 
     def delete(self, webhook_id: str) -> None:
         try:

@@ -6,6 +6,8 @@ nothing is sent) and the event as persisted when it sends, so a message stays sm
 an unregistered subscription receives nothing more. Signed with OpenWOP's `v1` scheme (HMAC-SHA256 of
 `{timestamp}.{body}` with the subscription secret, the five `OpenWOP-*` headers) and, when the secret has Standard
 Webhooks' `whsec_` form, also with Standard Webhooks headers (the `standardwebhooks` package), as callbacks are.
+Through a rotation's overlap `OpenWOP-Signature` stays on the previous secret and `webhook-signature` carries an
+entry for each of the two (webhooks.md §Rotation).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from standardwebhooks import Webhook
 
 from interlude.domain.clock import iso
 from interlude.domain.ids import tenant_bound, tenant_of
-from interlude.rules.webhooks import delivery_body, delivery_opaque
+from interlude.rules.webhooks import delivery_body, delivery_opaque, signing_secrets
 from interlude.store.webhooks import SubscriptionSecrets
 
 MESSAGE_KIND = "webhook"
 SIGNATURE_ALGORITHM = "v1"
 CACHE_SECONDS = 60.0
+# Entries a warm worker keeps (every tenant's subscriptions at most 25 each; a rotation adds one).
+MAX_CACHED_SECRETS = 4096
 
 
 def webhook_message(webhook_id: str, run_id: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -49,13 +53,16 @@ def v1_signature(secret: str, timestamp: int, body: bytes) -> str:
     return f"sha256={digest}"
 
 
-def delivery_headers(message: dict[str, Any], secrets: list[str], timestamp: int, body: bytes) -> dict[str, str]:
-    """OpenWOP's five headers, signed with the current secret; Standard Webhooks' with every live `whsec_` one."""
+def delivery_headers(
+    message: dict[str, Any], v1_secret: str, secrets: list[str], timestamp: int, body: bytes
+) -> dict[str, str]:
+    """OpenWOP's five headers signed with `v1_secret`; Standard Webhooks' with each of `secrets` in `whsec_` form
+    (rules.webhooks.signing_secrets chooses both)."""
     headers = {
         "OpenWOP-Webhook-Id": message["webhookId"],
         "OpenWOP-Event-Type": message["eventType"],
         "OpenWOP-Timestamp": str(timestamp),
-        "OpenWOP-Signature": v1_signature(secrets[0], timestamp, body),
+        "OpenWOP-Signature": v1_signature(v1_secret, timestamp, body),
         "OpenWOP-Signature-Algorithm": SIGNATURE_ALGORITHM,
     }
     moment = datetime.fromtimestamp(timestamp, UTC)
@@ -105,22 +112,30 @@ def dead_letter_record(
 
 
 class SubscriptionSecretCache:
-    """Per-process cache of subscriptions' live secrets (current first): read at most once a minute each."""
+    """Per-process cache of subscriptions' stored secrets, by (subscription, version).
+
+    The worker reads the subscription before every delivery, and the subscription names the secret's version in
+    force: a rotation is in effect from the first delivery after it, whatever this cache holds. A version never
+    changes, so an entry is stale only for a subscription whose item names none (kept at most `max_age_s`)."""
 
     def __init__(self, secrets: SubscriptionSecrets, max_age_s: float = CACHE_SECONDS) -> None:
         self.secrets = secrets
         self.max_age_s = max_age_s
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._cache: dict[tuple[str, str | None], tuple[float, dict[str, Any] | None]] = {}
 
-    def live(self, webhook_id: str, now: float) -> list[str]:
+    def signing(self, webhook_id: str, version: str | None, now: float) -> tuple[str, list[str]]:
+        """(OpenWOP-Signature's secret, Standard Webhooks' secrets) at `now` (rules.webhooks.signing_secrets)."""
+        key = (webhook_id, version)
         with self._lock:
-            hit = self._cache.get(webhook_id)
+            hit = self._cache.get(key)
         if hit is None or hit[0] <= time.monotonic():
-            hit = (time.monotonic() + self.max_age_s, self.secrets.read(webhook_id))
+            hit = (time.monotonic() + self.max_age_s, self.secrets.read(webhook_id, version))
             with self._lock:
-                self._cache[webhook_id] = hit
+                if len(self._cache) >= MAX_CACHED_SECRETS:
+                    self._cache.clear()
+                self._cache[key] = hit
         value = hit[1]
         if value is None:
             raise LookupError("the subscription has no secret")
-        return [value["current"], *(p["secret"] for p in value.get("previous", []) if float(p["until"]) > now)]
+        return signing_secrets(value, now)

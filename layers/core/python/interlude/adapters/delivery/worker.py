@@ -37,8 +37,10 @@ from interlude.store.webhooks import WebhookStore, subscription_secrets
 
 logger = Logger(service="interlude-callbacks", child=True)
 USER_AGENT = "interlude-callbacks/1"
-# A receiver answering 410 Gone asks never to be called again for this notice: no retry.
-FINAL_STATUSES = frozenset({410})
+# A callback receiver answering 410 Gone asks never to be called again for this notice: no retry. A webhook
+# subscription's delivery has no such exception (webhooks.md §Durability retries every failure, and a dead letter's
+# reason is retries_exhausted or payload_unprojectable): its 410 is retried like a 500.
+CALLBACK_FINAL_STATUSES = frozenset({410})
 # Lease beyond the attempt's own bounds, so a slow attempt is never claimed twice.
 LEASE_MARGIN_S = 30.0
 
@@ -63,6 +65,8 @@ class Outgoing:
     signed: Callable[[int], tuple[bytes, dict[str, str]]]
     # (delivery history, unprojectable) -> None: keep the content-free dead letter.
     dead: Callable[[list[dict[str, Any]], bool], None]
+    # Statuses that end the delivery at once (dead-lettered, never retried).
+    final_statuses: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -109,7 +113,8 @@ class Worker:
         fields = {"noticeId": notice["id"], "webhookId": notice["id"], "type": notice["type"]}
         if notice.get("nodeId"):
             fields["nodeId"] = notice["nodeId"]
-        return self._deliver(record, Outgoing(notice["runId"], message["callbackUrl"], fields, signed, dead))
+        outgoing = Outgoing(notice["runId"], message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
+        return self._deliver(record, outgoing)
 
     def _webhook(self, record: dict[str, Any], message: dict[str, Any]) -> str:
         """A webhook subscription's delivery: only while the subscription exists, of the event as persisted."""
@@ -124,8 +129,10 @@ class Worker:
             if event is None:
                 raise Unprojectable(f"event {message['sequence']} of the run is not in its log")
             body = delivery_bytes(run_id, event)
-            live = self.subscription_secrets.live(webhook_id, self.clock())
-            return body, delivery_headers(message, live, timestamp, body)
+            v1_secret, secrets = self.subscription_secrets.signing(
+                webhook_id, subscription.get("secretVersion"), self.clock()
+            )
+            return body, delivery_headers(message, v1_secret, secrets, timestamp, body)
 
         def dead(history: list[dict[str, Any]], unprojectable: bool) -> None:
             statuses = [a["httpStatus"] for a in history if "httpStatus" in a]
@@ -206,7 +213,7 @@ class Worker:
             attempt_record.update({"status": "failed", "errorClass": failed.error_class})
             if failed.status is not None:
                 attempt_record["httpStatus"] = failed.status
-            return _seconds(failed.retry_after), failed.status in FINAL_STATUSES, False
+            return _seconds(failed.retry_after), failed.status in outgoing.final_statuses, False
         except Exception:  # a signing secret that cannot be read, a bug: recorded and retried like any failure
             logger.exception(
                 "delivery attempt failed inside the worker", extra={"noticeId": attempt_record["noticeId"]}

@@ -6,9 +6,11 @@ hold the per-subscription ones, the store the per-tenant count.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from interlude.domain.models import Closed
 
@@ -26,10 +28,31 @@ DEAD_LETTER_RETENTION_DAYS = 14
 DEAD_LETTER_MAX_PAGE = 100
 # The previous secret keeps signing for this long after a rotation (webhooks.secretRotation.overlapSeconds).
 ROTATION_OVERLAP_SECONDS = 24 * 3600
+# The signature schemes this host signs with (discovery's webhooks.signatureAlgorithms; `v1` is required there).
+SIGNATURE_ALGORITHMS = ("v1",)
+# A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 bytes (webhooks.md §Standard Webhooks).
+STANDARD_SECRET_PREFIX = "whsec_"
+STANDARD_SECRET_BYTES = (24, 64)
 
 Secret = Annotated[
     str, StringConstraints(min_length=MIN_SECRET_LENGTH, max_length=MAX_SECRET_LENGTH, pattern=r"^[\x21-\x7e]+$")
 ]
+
+
+def _standard_webhooks_secret(value: str) -> str:
+    low, high = STANDARD_SECRET_BYTES
+    try:
+        raw = base64.b64decode(value.removeprefix(STANDARD_SECRET_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not value.startswith(STANDARD_SECRET_PREFIX) or not low <= len(raw) <= high:
+        raise ValueError(f"must be {STANDARD_SECRET_PREFIX}<base64 of {low} to {high} bytes>")
+    return value
+
+
+# What a rotation may switch to: a subscriber that takes the new secret at once verifies with it through the
+# overlap only in the Standard Webhooks header (OpenWOP-Signature stays on the previous secret), so it has that form.
+StandardWebhooksSecret = Annotated[Secret, AfterValidator(_standard_webhooks_secret)]
 EventTypeName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_LENGTH)]
 
@@ -42,11 +65,15 @@ class RegisterWebhookRequest(Closed):
     secret: Secret | None = None
     # Only runs whose tags overlap these (RunOptions.tags) are delivered; left out: every run of the tenant.
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS_PER_WEBHOOK)
+    # The schemes the subscriber asks for; only advertised ones (SIGNATURE_ALGORITHMS), `v1` among them.
+    signatureAlgorithms: list[Annotated[str, StringConstraints(max_length=64)]] | None = Field(
+        default=None, min_length=1, max_length=8
+    )
 
 
 class RotateWebhookSecretRequest(Closed):
     # The new secret (openwop-client sends one); left out, the host generates it and returns it in the answer.
-    secret: Secret | None = None
+    secret: StandardWebhooksSecret | None = None
 
 
 class WebhookAnswer(BaseModel):
@@ -63,6 +90,8 @@ class WebhookRegistered(WebhookAnswer):
     secret: str
     eventTypes: list[str]
     tags: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    # The schemes applied (webhooks.md: "The 201 echoes the applied list").
+    signatureAlgorithms: list[str]
     createdAt: str
 
 
