@@ -254,6 +254,75 @@ def test_transformer_operations():
     assert t.state.outputs[E("t")] == {"shout": "ADA", "missing": 3, "tags": ["a", "b"]}
 
 
+GUARDED: dict = {
+    "nodes": [
+        {"id": "node_draft", "type": "transformer", "x": 0, "y": 0},
+        {
+            "id": "node_check",
+            "type": "guardrails",
+            "x": 1,
+            "y": 0,
+            "guardrails_config": {"source": "{{node_draft}}", "on_failure": "route", "failure_route": "node_fail"},
+        },
+        {"id": "node_send", "type": "transformer", "x": 2, "y": 0},
+        {"id": "node_fail", "type": "transformer", "x": 2, "y": 1},
+        {"id": "node_after_fail", "type": "transformer", "x": 3, "y": 1},
+    ],
+    "edges": [
+        {"source": "node_draft", "target": "node_check"},
+        {"source": "node_check", "target": "node_send"},
+        {"source": "node_fail", "target": "node_after_fail"},
+    ],
+}
+
+
+def guarded_run(outcome: dict) -> engine.Transition:
+    wf = compiled(GUARDED)
+    t = start(wf)
+    # Nothing on the failure route runs before the guardrail: the run waits on the guardrail's task alone.
+    assert node_status(t)[E("node_fail")] == "pending"
+    assert list(t.state.actions) == [E("node_check")]
+    return engine.finish_action(t.state, wf, E("node_check"), 1, outcome, NOW)
+
+
+def test_a_failing_guardrail_routes_to_its_failure_route_and_only_there():
+    t = guarded_run({"error": {"code": "guardrail_failed", "message": "PII found"}})
+    statuses = node_status(t)
+    assert t.state.status == "completed"
+    assert statuses[E("node_check")] == "failed"
+    assert (statuses[E("node_fail")], statuses[E("node_after_fail")]) == ("completed", "completed")
+    assert statuses[E("node_send")] == "skipped"
+    started = [e.node_id for e in t.events if e.type == "node.started"]
+    assert started == ["~~on-failure.0", E("node_fail"), E("node_after_fail")]
+
+
+def test_a_passing_guardrail_never_enters_its_failure_route():
+    t = guarded_run({"output": {"passed": True}})
+    statuses = node_status(t)
+    assert t.state.status == "completed"
+    assert statuses[E("node_send")] == "completed"
+    assert (statuses[E("node_fail")], statuses[E("node_after_fail")]) == ("skipped", "skipped")
+    # The pass-through node is the translation's, not the author's: no ModuleX frame names it.
+    docs = to_docs("t1/AAAAAAAAAAAAAAAAAAAA", t.events, 0, engine.iso(NOW))
+    view = frames.view_of("t1/AAAAAAAAAAAAAAAAAAAA", "wf", 1, compiled(GUARDED))
+    projected = [frames.project(d, view) for d in docs]
+    assert not any(f and "on-failure" in str(f) for f in projected)
+
+
+def test_a_failure_route_must_name_a_node_and_may_end_the_run():
+    raw = {**GUARDED, "nodes": [dict(n) for n in GUARDED["nodes"]]}
+    raw["nodes"][1] = {**raw["nodes"][1], "guardrails_config": {"failure_route": "node_nowhere"}}
+    with pytest.raises(Invalid) as got:
+        translate(raw)
+    assert any("routes failures to 'node_nowhere'" in e["msg"] for e in got.value.errors)
+    raw["nodes"][1]["guardrails_config"] = {"failure_route": "__end__"}
+    raw["nodes"] = raw["nodes"][:3]
+    raw["edges"] = raw["edges"][:2]
+    wf = compiled(raw)
+    t = engine.finish_action(start(wf).state, wf, E("node_check"), 1, {"error": {"code": "x", "message": "no"}}, NOW)
+    assert (t.state.status, node_status(t)[E("node_send")]) == ("completed", "skipped")
+
+
 @pytest.mark.parametrize("task_type", ["llm", "tool", "knowledge", "guardrails", "function"])
 def test_node_types_interlude_does_not_run_become_tasks_on_their_queue(task_type):
     raw = worked_example()

@@ -112,7 +112,7 @@ def listen(runId: str) -> Response:
         lambda: parts.append(streaming.frame(frames.heartbeat(now()))),
     )
     if ended != "terminal":
-        # Not finished (running, or waiting on an interrupt): idle on a heartbeat and ask for a reconnect.
-        parts.append(streaming.frame(frames.heartbeat(now())))
-        parts.append(streaming.retry(bounds.retry_ms))
+        # Not finished (running, or waiting on an interrupt): a heartbeat that carries the reconnection hint. A
+        # `retry:` block of its own would reach modulex-python 1.0 as one more `message` event with data None.
+        parts.append(streaming.frame(frames.heartbeat(now()), retry=bounds.retry_ms))
     return sse_response(parts)

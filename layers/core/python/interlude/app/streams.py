@@ -111,13 +111,18 @@ def _json(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def frame(data: Any, *, event: str | None = None, id: int | str | None = None) -> str:  # noqa: A002
-    """One SSE frame; the JSON is written on one line, so `data:` is a single field."""
+def frame(
+    data: Any, *, event: str | None = None, id: int | str | None = None, retry: int | None = None  # noqa: A002
+) -> str:
+    """One SSE frame; the JSON is written on one line, so `data:` is a single field. `retry`: the reconnection
+    hint as a field of this frame (a block of `retry:` alone is an event with empty data to some parsers)."""
     lines = []
     if id is not None:
         lines.append(f"id: {id}")
     if event is not None:
         lines.append(f"event: {event}")
+    if retry is not None:
+        lines.append(f"retry: {retry}")
     lines.append(f"data: {_json(data)}")
     return "\n".join(lines) + "\n\n"
 

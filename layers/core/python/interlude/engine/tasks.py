@@ -48,12 +48,13 @@ NODE_RETRIED = "node.retried"
 
 class RetryConfig(FrozenClosed):
     """ModuleX `retry_config` ({max_attempts?, initial_interval? (ms), backoff_factor?}); `max_retries` (the SDK's
-    spelling) is read as max_attempts - 1."""
+    spelling) is read as max_attempts - 1. The intervals are numbers, as modulex-python types them (floats); a whole
+    number stays an int, so a stored definition reads and hashes as it did."""
 
     max_attempts: int = Field(default=DEFAULT_ATTEMPTS, ge=1, le=MAX_ATTEMPTS)
-    initial_interval: int = Field(default=DEFAULT_INITIAL_INTERVAL_MS, ge=0, le=MAX_INTERVAL_MS)
+    initial_interval: int | float = Field(default=DEFAULT_INITIAL_INTERVAL_MS, ge=0, le=MAX_INTERVAL_MS, allow_inf_nan=False)
     backoff_factor: float = Field(default=2.0, ge=1.0, le=10.0)
-    max_interval: int = Field(default=DEFAULT_MAX_INTERVAL_MS, ge=0, le=MAX_INTERVAL_MS)
+    max_interval: int | float = Field(default=DEFAULT_MAX_INTERVAL_MS, ge=0, le=MAX_INTERVAL_MS, allow_inf_nan=False)
     max_retries: int | None = Field(default=None, ge=0, le=MAX_ATTEMPTS - 1)
 
     @model_validator(mode="before")

@@ -12,7 +12,9 @@ become tasks on named queues that the tenant's workers take (`modulex.llm` ..., 
 Node ids run on the engine in escaped form (references.engine_id); the translated definition keeps the
 ModuleX ids, types and names under metadata["interlude.modulex"] so frames can speak ModuleX again.
 Edges become `any_success` edges: a ModuleX node runs whenever an edge into it fires (LangGraph's rule),
-and a conditional's branches not taken are skipped by the engine's routing.
+and a conditional's branches not taken are skipped by the engine's routing. A guardrails node's `failure_route`
+is an edge of its own: the node's failure (its worker fails the task) goes there and nowhere else, and its
+success path never enters it (`_failure_edges`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from interlude.faces.modulex.references import engine_id
 START_NAMES = frozenset({"__start__", "START", "start"})
 START_NODE = "__start__"
 META_KEY = "interlude.modulex"
+# The engine id of the node a guardrails node's failure goes through on its way to the failure_route: `~~` is
+# never in an escaped ModuleX id (references.engine_id writes `~` as `~7E`), so no author's node can take it.
+FAILURE_NODE = "~~on-failure.{index}"
 
 
 class Invalid(Exception):
@@ -238,7 +243,7 @@ def _check_ids(ids: list[str], errors: list[dict[str, Any]]) -> None:
         loc = ["body", "workflow", "nodes", i, "id"]
         if node_id in START_NAMES or node_id in nodes.END_TARGETS:
             errors.append(_err(loc, f"node id {node_id!r} is reserved"))
-        elif not AUTHOR_ID_RE.match(engine_id(node_id)):
+        elif not AUTHOR_ID_RE.fullmatch(engine_id(node_id)):
             errors.append(_err(loc, f"node id {node_id!r} is too long"))
         if ids.count(node_id) > 1 and ids.index(node_id) == i:
             errors.append(_err(loc, f"duplicate node id {node_id!r}"))
@@ -253,6 +258,8 @@ class _Translated:
     info: dict[str, dict[str, Any]] = field(default_factory=dict)
     # ModuleX id of each conditional -> the nodes its branches route to.
     conditionals: dict[str, list[str]] = field(default_factory=dict)
+    # ModuleX id of each guardrails node with a failure_route -> that route (a node id or an END target).
+    failure_routes: dict[str, str] = field(default_factory=dict)
 
 
 def _engine_node(node: MxNode, type_id: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -290,7 +297,24 @@ def _translate_nodes(mx_nodes: list[MxNode], known: set[str], errors: list[dict[
         out.info[engine_id(node.id)] = {"id": node.id, "type": node.type, "name": node.name or node.id}
         if type_id == "modulex.conditional":
             out.conditionals[node.id] = _routes(i, node, config, known, errors)
+        route = _failure_route(i, node, known, errors)
+        if route is not None:
+            out.failure_routes[node.id] = route
     return out
+
+
+def _failure_route(i: int, node: MxNode, known: set[str], errors: list[dict[str, Any]]) -> str | None:
+    """A guardrails node's failure_route (also of a disabled one, so its target stays reachable only through it);
+    records one that names no node. `on_failure` travels to the worker as written: a failure_route is followed
+    whenever it is set."""
+    route = (node.guardrails_config or {}).get("failure_route") if node.type == "guardrails" else None
+    if route is None:
+        return None
+    loc = ["body", "workflow", "nodes", i, "guardrails_config", "failure_route"]
+    if not isinstance(route, str) or (route not in known and route not in nodes.END_TARGETS):
+        errors.append(_err(loc, f"guardrails node {node.id!r} routes failures to {route!r}, which names no node"))
+        return None
+    return route
 
 
 def _edge_problems(
@@ -338,15 +362,20 @@ def _edges(
 
 
 def _entries(
-    entry_point: str, ids: list[str], edges: list[tuple[str, str]], entries: list[str], errors: list[dict[str, Any]]
+    entry_point: str,
+    ids: list[str],
+    edges: list[tuple[str, str]],
+    entries: list[str],
+    errors: list[dict[str, Any]],
+    failure_routes: dict[str, str],
 ) -> list[str]:
-    """The nodes a run starts at: the entry point, else the start edges' targets, else nodes no edge enters.
-    Records an entry point that names no node and nodes nothing reaches."""
+    """The nodes a run starts at: the entry point, else the start edges' targets, else nodes no edge enters (a
+    failure_route enters its target). Records an entry point that names no node and nodes nothing reaches."""
     if entry_point not in START_NAMES:
         if entry_point not in ids:
             errors.append(_err(["body", "workflow", "entry_point"], f"entry_point {entry_point!r} names no node"))
         entries = [entry_point]
-    targets_of_edges = {t for _, t in edges}
+    targets_of_edges = {t for _, t in edges} | set(failure_routes.values())
     if not entries:
         entries = [n for n in ids if n not in targets_of_edges]
         if not entries and not errors:
@@ -359,22 +388,41 @@ def _entries(
     return entries
 
 
+def _edge(source: str, target: str, rule: str = "any_success") -> dict[str, Any]:
+    return {"sourceNodeId": source, "targetNodeId": target, "triggerRule": rule}
+
+
+def _failure_edges(failure_routes: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(nodes, edges) that send a guardrails node's failure, and only its failure, to its failure_route.
+
+    The guardrails node gets an `any_failed` edge (the engine then propagates its failure instead of failing the
+    run) into a pass-through node of its own, which enters the route with `any_success`, as every ModuleX edge does
+    (a node's incoming edges share one trigger rule). On success the pass-through node is skipped, and with it a
+    route nothing else enters; on failure the node's other successors are skipped."""
+    out_nodes: list[dict[str, Any]] = []
+    out_edges: list[dict[str, Any]] = []
+    for index, (source, route) in enumerate(failure_routes.items()):
+        through = FAILURE_NODE.format(index=index)
+        out_nodes.append({"id": through, "typeId": "core.noop", "name": f"on failure of {source}"})
+        out_edges.append(_edge(engine_id(source), through, "any_failed"))
+        if route not in nodes.END_TARGETS:
+            out_edges.append(_edge(through, engine_id(route)))
+    return out_nodes, out_edges
+
+
 def _engine_graph(
-    translated: list[dict[str, Any]], edges: list[tuple[str, str]], entries: list[str]
+    translated: list[dict[str, Any]], edges: list[tuple[str, str]], entries: list[str], failure_routes: dict[str, str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(engine nodes, engine edges), with a start node when the entries are not where the engine starts."""
-    out_edges = [
-        {"sourceNodeId": engine_id(s), "targetNodeId": engine_id(t), "triggerRule": "any_success"} for s, t in edges
-    ]
-    targets_of_edges = {t for _, t in edges}
+    failure_nodes, failure_edges = _failure_edges(failure_routes)
+    translated = [*translated, *failure_nodes]
+    out_edges = [*(_edge(engine_id(s), engine_id(t)) for s, t in edges), *failure_edges]
+    targets_of_edges = {t for _, t in edges} | set(failure_routes.values())
     if not any(e in targets_of_edges for e in entries) and len(set(entries)) <= 1:
         return translated, out_edges
     # The engine starts at nodes no edge enters; a looped-back (or several) entry needs a start node.
     start = engine_id(START_NODE)
-    start_edges = [
-        {"sourceNodeId": start, "targetNodeId": engine_id(e), "triggerRule": "any_success"}
-        for e in dict.fromkeys(entries)
-    ]
+    start_edges = [_edge(start, engine_id(e)) for e in dict.fromkeys(entries)]
     return [{"id": start, "typeId": "core.noop", "name": "start"}, *translated], out_edges + start_edges
 
 
@@ -405,10 +453,10 @@ def translate(raw: Any) -> dict[str, Any]:
     _check_ids(ids, errors)
     translated = _translate_nodes(wf.nodes, known, errors)
     edges, start_targets = _edges(wf.edges, known, translated.conditionals, errors)
-    entries = _entries(wf.entry_point, ids, edges, start_targets, errors)
+    entries = _entries(wf.entry_point, ids, edges, start_targets, errors, translated.failure_routes)
     if errors:
         raise Invalid(errors)
-    engine_nodes, engine_edges = _engine_graph(translated.nodes, edges, entries)
+    engine_nodes, engine_edges = _engine_graph(translated.nodes, edges, entries, translated.failure_routes)
     return _definition(wf, engine_nodes, engine_edges, translated.info)
 
 

@@ -15,8 +15,7 @@ from typing import Any, Literal, cast
 from interlude.domain.ids import to_wire
 from interlude.domain.models.run import WAITING_STATUSES, RunStatus
 from interlude.faces.modulex import nodes
-from interlude.faces.modulex.definition import META_KEY, START_NODE
-from interlude.faces.modulex.references import engine_id
+from interlude.faces.modulex.definition import META_KEY
 
 
 @dataclass
@@ -41,7 +40,8 @@ class RunView:
         return {self.node(k)["id"]: v for k, v in outputs.items() if not self.hidden(k)}
 
     def hidden(self, node_id: str) -> bool:
-        return node_id == engine_id(START_NODE) and node_id not in self.nodes
+        """The nodes a translation adds (the start node, a failure route's pass-through) are not the author's."""
+        return node_id not in self.nodes
 
 
 def view_of(run_id: str, workflow_id: str, version: int, definition: Any) -> RunView:

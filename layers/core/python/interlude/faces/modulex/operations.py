@@ -264,7 +264,7 @@ class ModulexFace:
         """A workflow_id to run from the database: any stored workflow of the tenant but a deleted ModuleX one."""
         if not isinstance(workflow_id, str):
             raise Invalid("workflow_id must be a string")
-        if not AUTHOR_ID_RE.match(workflow_id):
+        if not AUTHOR_ID_RE.fullmatch(workflow_id):
             return workflow_id  # refused, naming the field, when the run request is parsed
         deployed = self.service.store.get_modulex_workflow(principal.tenant, workflow_id)
         if deployed is not None and "deletedAt" in deployed:
