@@ -25,6 +25,7 @@ from modulex.types.workflows import (
 )
 
 from tests.support.local_stack import Api, tenant_admin_key
+from tests.support.modulex_sdk import listen_until
 
 DEADLINE_S = 30.0
 
@@ -43,7 +44,12 @@ def sdk(api: Api, org: str | None = None) -> Modulex:
 def transformer(node_id: str, x: int, template: str) -> NodeDefinition:
     operation = TransformerOperation(type="template", params={"template": template})
     return NodeDefinition(
-        id=node_id, type="transformer", name=node_id, x=x, y=0, transformer_config=TransformerNodeConfig(operations=[operation])
+        id=node_id,
+        type="transformer",
+        name=node_id,
+        x=x,
+        y=0,
+        transformer_config=TransformerNodeConfig(operations=[operation]),
     )
 
 
@@ -80,7 +86,12 @@ def guarded(queue: str) -> dict[str, Any]:
     ]
     raw = schema(
         nodes,
-        [("__start__", "node_draft"), ("node_draft", "node_check"), ("node_check", "node_send"), ("node_fail", "node_notify")],
+        [
+            ("__start__", "node_draft"),
+            ("node_draft", "node_check"),
+            ("node_check", "node_send"),
+            ("node_fail", "node_notify"),
+        ],
         "Guarded draft",
     )
     raw["nodes"][1]["guardrails_config"]["queue"] = queue  # Interlude's own field: where the worker takes it
@@ -91,20 +102,6 @@ def take_task(api: Api, queue: str) -> dict[str, Any]:
     claimed = api.call("POST", "/tasks:claim", {"queues": [queue], "waitSeconds": 15})
     assert claimed.status_code == 200, claimed.text
     return claimed.json()
-
-
-async def frames_until(client: Modulex, run_id: str, wanted: str) -> list:
-    """Every frame of the connection that carried a `wanted` frame (each listen replays the run from its start)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    while loop.time() < deadline:
-        seen = []
-        async with client.executions.listen(run_id) as stream:
-            async for event in stream:
-                seen.append(event)
-                if event.event == wanted:
-                    return seen
-    raise AssertionError(f"no {wanted!r} frame on {run_id}")
 
 
 def started(frames: list) -> list[str]:
@@ -132,10 +129,12 @@ def test_a_failing_guardrail_routes_to_its_failure_route_and_nothing_there_runs_
             if passes:
                 settled = tenant.call("POST", f"/tasks/{token}/complete", {"output": {"passed": True}})
             else:
-                settled = tenant.call("POST", f"/tasks/{token}/fail", {"error": {"code": "pii", "message": "PII found"}})
+                settled = tenant.call(
+                    "POST", f"/tasks/{token}/fail", {"error": {"code": "pii", "message": "PII found"}}
+                )
             assert settled.status_code == 200, settled.text
 
-            frames = await frames_until(client, run.run_id, "done")
+            frames = await listen_until(client, run.run_id, "done", DEADLINE_S)
             ran = started(frames)
             assert ran[:2] == ["node_draft", "node_check"]
             if passes:
@@ -164,7 +163,9 @@ def test_a_definition_typed_by_the_sdk_with_float_retry_intervals_is_deployed_an
         retry_config=RetryConfig(max_attempts=2, initial_interval=0.5, backoff_factor=1.5),
         llm_config=LLMNodeConfig(llm=LLMConfig(model_id="any-model", temperature=0.2), user_prompt="{{input.name}}"),
     )
-    raw = schema([draft, transformer("node_send", 200, "sent: {{node_draft}}")], [("node_draft", "node_send")], "Retried")
+    raw = schema(
+        [draft, transformer("node_send", 200, "sent: {{node_draft}}")], [("node_draft", "node_send")], "Retried"
+    )
     raw["nodes"][0]["llm_config"]["queue"] = queue
     assert raw["nodes"][0]["retry_config"]["initial_interval"] == 0.5
 
@@ -181,7 +182,7 @@ def test_a_definition_typed_by_the_sdk_with_float_retry_intervals_is_deployed_an
             assert second["attempt"] == 2
             done = tenant.call("POST", f"/tasks/{second['taskToken']}/complete", {"output": "Hello Ana"})
             assert done.status_code == 200, done.text
-            frames = await frames_until(client, run.run_id, "done")
+            frames = await listen_until(client, run.run_id, "done", DEADLINE_S)
             (retry,) = [e.data for e in frames if e.event == "node_retry"]
             assert (retry["node"], retry["attempt"], retry["delay_ms"]) == ("node_draft", 2, 0)  # 0.5 ms
 

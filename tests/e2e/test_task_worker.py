@@ -20,6 +20,7 @@ import pytest
 from modulex import Modulex
 
 from tests.support.local_stack import REPO, tenant_admin_key, until, wire
+from tests.support.modulex_sdk import listen_until
 
 WORKFLOW: dict[str, Any] = json.loads((REPO / "examples/worker/approve-before-sending.json").read_text())
 REQUEST = {"request": "the late refund", "customer_email": "ana@example.com"}
@@ -66,21 +67,6 @@ def sdk(stack_info, tenant) -> Modulex:
     return Modulex(api_key=tenant["key"], organization_id=tenant["name"], base_url=stack_info["baseUrl"], max_retries=0)
 
 
-async def listen_until(client: Modulex, run_id: str, wanted: str) -> list:
-    """Every frame of the connection that carried a frame of type `wanted` (each connection replays the run's
-    history from the start; one that ends without it is opened again, up to the deadline)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    while loop.time() < deadline:
-        seen = []
-        async with client.executions.listen(run_id) as stream:
-            async for event in stream:
-                seen.append(event)
-                if event.event == wanted:
-                    return seen
-    raise AssertionError(f"no {wanted!r} frame on {run_id} within {DEADLINE_S} s")
-
-
 def sent_for(outbox: Path, run_id: str) -> list[dict[str, Any]]:
     lines = outbox.read_text().splitlines() if outbox.exists() else []
     # The worker sees the run id in its OpenWOP form (tenant/run); ModuleX's run_id is its one-segment wire form.
@@ -101,7 +87,7 @@ def test_the_worked_example_drafts_pauses_with_the_draft_and_routes_the_answer(
             started = await client.executions.run(workflow=WORKFLOW, input=REQUEST)
 
             # The worker drafted with the llm node's prompt, and the interrupt inlines that draft
-            before = await listen_until(client, started.run_id, "interrupt")
+            before = await listen_until(client, started.run_id, "interrupt", DEADLINE_S)
             interrupt = before[-1].data["data"]
             assert interrupt["message"] == f"Approve sending this draft?\n\n{DRAFT}"
             assert interrupt["resume_schema"] == WORKFLOW["nodes"][1]["interrupt_config"]["resume_schema"]
@@ -109,7 +95,7 @@ def test_the_worked_example_drafts_pauses_with_the_draft_and_routes_the_answer(
             assert drafted == [{"node_draft": DRAFT}]
 
             await client.executions.resume(started.thread_id, started.run_id, answer, workflow=WORKFLOW)
-            after = await listen_until(client, started.run_id, "done")
+            after = await listen_until(client, started.run_id, "done", DEADLINE_S)
             final = await client.executions.get_state(started.thread_id)
             return started, final, after
 
