@@ -230,7 +230,7 @@ def test_unregistered_subscriptions_receive_nothing_more_and_their_secret_is_gon
 
     # Then nothing was delivered, and the secret no longer exists
     assert receiver.hits == []
-    assert service.webhook_secrets.read(made["webhookId"]) is None
+    assert service.webhook_secrets.read(service.webhook_secrets.name(made["webhookId"])) is None
     with pytest.raises(NotFound):
         webhooks.unregister(service, admin, made["webhookId"])
 
@@ -310,7 +310,8 @@ def test_a_rotation_inside_the_overlap_is_refused_so_two_secrets_at_most_sign(se
         assert refused.value.details == {"previousSecretExpiresAt": rotated["previousSecretExpiresAt"]}
         assert 0 < refused.value.retry_after_s <= ROTATION_OVERLAP_SECONDS
     # And the stored secret holds the current one and one previous, nothing more
-    stored = service.webhook_secrets.read(made["webhookId"], service.webhooks.get(made["webhookId"])["secretVersion"])
+    found = service.webhooks.get(made["webhookId"])
+    stored = service.webhook_secrets.read(found["secretName"], found["secretVersion"])
     assert stored["current"] == rotated["secret"]
     assert [p["secret"] for p in stored["previous"]] == [made["secret"]]
 
@@ -328,14 +329,14 @@ def test_rotation_refuses_the_secret_in_use_and_a_secret_not_in_standard_webhook
 def test_a_worker_signs_with_the_version_the_subscription_names_whatever_its_cache_holds(service, admin, aws):
     made = register(service, admin, "http://127.0.0.1:9/hook", ["interrupt.requested"])
     cache = SubscriptionSecretCache(service.webhook_secrets, max_age_s=3600)
-    before = service.webhooks.get(made["webhookId"])["secretVersion"]
-    assert cache.signing(made["webhookId"], before, 0) == (made["secret"], [made["secret"]])
+    before = service.webhooks.get(made["webhookId"])
+    assert cache.signing(before, 0) == (made["secret"], [made["secret"]])
     rotated = webhooks.rotate(service, admin, made["webhookId"], RotateWebhookSecretRequest(secret=NEW_SECRET))
-    after = service.webhooks.get(made["webhookId"])["secretVersion"]
-    assert after != before
+    after = service.webhooks.get(made["webhookId"])
+    assert after["secretVersion"] != before["secretVersion"]
     overlap = datetime.fromisoformat(rotated["previousSecretExpiresAt"]).timestamp()
-    assert cache.signing(made["webhookId"], after, overlap - 1) == (made["secret"], [NEW_SECRET, made["secret"]])
-    assert cache.signing(made["webhookId"], after, overlap) == (NEW_SECRET, [NEW_SECRET])
+    assert cache.signing(after, overlap - 1) == (made["secret"], [NEW_SECRET, made["secret"]])
+    assert cache.signing(after, overlap) == (NEW_SECRET, [NEW_SECRET])
 
 
 def test_a_caller_secret_signs_v1_alone(service, admin, aws, receiver):

@@ -55,12 +55,13 @@ def register(service: Service, principal: Principal, request: RegisterWebhookReq
         record["tags"] = list(dict.fromkeys(request.tags))
     record["createdBy"] = principal.subject.get("subjectId")
     record["signatureAlgorithms"] = algorithms
+    record["secretName"] = name = service.webhook_secrets.name(webhook_id)
     # The secret first: a subscription the worker finds always has one. A refused put leaves none behind.
-    version = service.webhook_secrets.create(webhook_id, {"current": secret, "previous": []})
+    version = service.webhook_secrets.create(name, {"current": secret, "previous": []})
     try:
         service.webhooks.put(record, version, MAX_WEBHOOKS_PER_TENANT)
     except BaseException:
-        service.webhook_secrets.delete(webhook_id)
+        service.webhook_secrets.delete(name)
         raise
     answer = {
         "webhookId": webhook_id,
@@ -91,10 +92,11 @@ def subscription(service: Service, principal: Principal, webhook_id: str) -> dic
 
 
 def unregister(service: Service, principal: Principal, webhook_id: str) -> None:
-    if service.webhooks.delete(owned(principal, webhook_id)) is None:
+    found = subscription(service, principal, webhook_id)
+    if service.webhooks.delete(webhook_id) is None:
         raise NotFound("no such webhook subscription")
     # The worker reads the subscription before every delivery: none is sent from here on, whatever is queued.
-    service.webhook_secrets.delete(webhook_id)
+    service.webhook_secrets.delete(service.webhook_secrets.name_of(found))
 
 
 def rotate(
@@ -106,7 +108,8 @@ def rotate(
     then, and a third live secret is never kept (at most two sign a delivery)."""
     found = subscription(service, principal, webhook_id)
     version = found.get("secretVersion")
-    value = service.webhook_secrets.read(webhook_id, version)
+    name = service.webhook_secrets.name_of(found)
+    value = service.webhook_secrets.read(name, version)
     if value is None:
         raise NotFound("no such webhook subscription")
     now = service.clock()
@@ -120,7 +123,7 @@ def rotate(
     until = expires.timestamp()
     secret = request.secret or new_secret()
     rotated = service.webhook_secrets.replace(
-        webhook_id, {"current": secret, "previous": [{"secret": value["current"], "until": until}]}
+        name, {"current": secret, "previous": [{"secret": value["current"], "until": until}]}
     )
     # In force from here on: the worker signs with the version the subscription names.
     if not service.webhooks.move_secret_version(webhook_id, rotated, version):

@@ -29,6 +29,22 @@ def derive_opaque(*parts: str) -> str:
     return base64.urlsafe_b64encode(digest[:18]).decode().rstrip("=")
 
 
+# Secrets Manager names allow [A-Za-z0-9/_+=.@-]; an id segment uses [A-Za-z0-9._~-]. Of those only '~' is not
+# allowed, and '+' is in no id: mapping one to the other keeps distinct ids distinct (two tenants never share a
+# secret) and leaves every name without '~' as it was.
+_SECRET_NAME_SEGMENT = str.maketrans("~", "+")
+_ID_SEGMENT_RE = re.compile(r"[A-Za-z0-9._~-]{1,128}")
+
+
+def secret_name(prefix: str, *segments: str) -> str:
+    """A Secrets Manager secret's name: `prefix`, then the ids (a tenant, then an opaque id or a secret's own name)
+    '/'-separated, each with '~' written '+'."""
+    for segment in segments:
+        if not _ID_SEGMENT_RE.fullmatch(segment):
+            raise ValueError("a secret name is made of ids: [A-Za-z0-9._~-]{1,128} each")
+    return prefix + "/".join(segment.translate(_SECRET_NAME_SEGMENT) for segment in segments)
+
+
 def tenant_bound(tenant: str, opaque: str) -> str:
     return f"{tenant}/{opaque}"
 

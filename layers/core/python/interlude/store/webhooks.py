@@ -1,6 +1,6 @@
 """Webhook subscriptions (issue 14): their items in the table and their secrets in Secrets Manager.
 
-  subscription   T#{tenant}               WH#{opaque}                      record (url, events, tags, createdAt), sv
+  subscription   T#{tenant}               WH#{opaque}                      record (url, events, tags, …, secretName), sv
   count          T#{tenant}               WEBHOOKS                         n: the tenant's subscriptions (the limit)
   dead letter    T#{tenant}#WH#{opaque}   DL#{deadLetteredAt}#{delivery}   content-free record; ttl = its expiresAt
 
@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.config.delivery import delivery_settings
-from interlude.domain.ids import tenant_of
+from interlude.domain.ids import secret_name, tenant_of
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
 from interlude.store.dynamo import event_sk, run_pk
@@ -48,11 +48,6 @@ def subscription_key(webhook_id: str) -> dict[str, Any]:
 def dead_letters_pk(webhook_id: str) -> str:
     tenant, opaque = webhook_id.split("/", 1)
     return f"T#{tenant}#WH#{opaque}"
-
-
-def secret_name(prefix: str, webhook_id: str) -> str:
-    # Secrets Manager names allow [A-Za-z0-9/_+=.@-]; ids use [A-Za-z0-9._~-], so '~' -> '_' is one-to-one.
-    return prefix + webhook_id.replace("~", "_")
 
 
 def _epoch(iso_text: str) -> int:
@@ -247,7 +242,11 @@ def _decode_cursor(cursor: str, pk: str) -> str:
 
 
 class SubscriptionSecrets:
-    """The subscriptions' secrets in Secrets Manager, one secret each, named `{prefix}{webhookId}`."""
+    """The subscriptions' secrets in Secrets Manager, one secret each, named `{prefix}{tenant}/{opaque}` (each with
+    '~' written '+', domain.ids.secret_name) and recorded on the subscription (`secretName`).
+
+    A subscription registered before names were recorded has its secret at `{prefix}{webhookId}` with '~' written
+    '_' (not injective in tenant ids, but its random opaque part made it the subscription's own): it is read there."""
 
     def __init__(
         self, client: Any, prefix: str, kms_key_id: str | None = None, tags: Mapping[str, str] | None = None
@@ -258,10 +257,16 @@ class SubscriptionSecrets:
         self.tags = dict(tags or {})
 
     def name(self, webhook_id: str) -> str:
-        return secret_name(self.prefix, webhook_id)
+        """The name a new subscription's secret is created under."""
+        return secret_name(self.prefix, *webhook_id.split("/", 1))
 
-    def create(self, webhook_id: str, value: dict[str, Any]) -> str:
-        """Create the subscription's secret; returns its version."""
+    def name_of(self, subscription: Mapping[str, Any]) -> str:
+        """Where the secret of a stored subscription is."""
+        recorded = subscription.get("secretName")
+        return str(recorded) if recorded else self.prefix + str(subscription["webhookId"]).replace("~", "_")
+
+    def create(self, name: str, value: dict[str, Any]) -> str:
+        """Create a subscription's secret; returns its version."""
         version = str(uuid.uuid4())
         options: dict[str, Any] = {}
         if self.kms_key_id:
@@ -269,7 +274,7 @@ class SubscriptionSecrets:
         if self.tags:
             options["Tags"] = [{"Key": key, "Value": tag} for key, tag in self.tags.items()]
         self.client.create_secret(
-            Name=self.name(webhook_id),
+            Name=name,
             Description=_DESCRIPTION,
             SecretString=json.dumps(value, allow_nan=False),
             ClientRequestToken=version,
@@ -277,11 +282,11 @@ class SubscriptionSecrets:
         )
         return version
 
-    def read(self, webhook_id: str, version: str | None = None) -> dict[str, Any] | None:
+    def read(self, name: str, version: str | None = None) -> dict[str, Any] | None:
         """The secret's `version` (None: its current one); None when there is no such secret."""
         which = {"VersionId": version} if version else {}
         try:
-            raw = self.client.get_secret_value(SecretId=self.name(webhook_id), **which)["SecretString"]
+            raw = self.client.get_secret_value(SecretId=name, **which)["SecretString"]
         except ClientError as exc:
             if _code(exc) in ("ResourceNotFoundException", "InvalidRequestException"):
                 return None  # none, or deleted (InvalidRequestException: marked for deletion)
@@ -289,17 +294,17 @@ class SubscriptionSecrets:
         value: dict[str, Any] = json.loads(raw)
         return value
 
-    def replace(self, webhook_id: str, value: dict[str, Any]) -> str:
+    def replace(self, name: str, value: dict[str, Any]) -> str:
         """Write a new version of the secret (Secrets Manager's current one from now on); returns its version."""
         version = str(uuid.uuid4())
         self.client.put_secret_value(
-            SecretId=self.name(webhook_id), SecretString=json.dumps(value, allow_nan=False), ClientRequestToken=version
+            SecretId=name, SecretString=json.dumps(value, allow_nan=False), ClientRequestToken=version
         )
         return version
 
-    def delete(self, webhook_id: str) -> None:
+    def delete(self, name: str) -> None:
         try:
-            self.client.delete_secret(SecretId=self.name(webhook_id), ForceDeleteWithoutRecovery=True)
+            self.client.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
         except ClientError as exc:
             if _code(exc) != "ResourceNotFoundException":
                 raise

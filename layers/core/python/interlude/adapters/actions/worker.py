@@ -32,6 +32,7 @@ from interlude.app import actions
 from interlude.config.actions import ActionSettings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import run_error
+from interlude.domain.ids import secret_name
 from interlude.domain.models.run import PendingAction
 from interlude.engine.actions import provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
@@ -199,7 +200,7 @@ class ActionWorker:
         values = {}
         for header, name in refs.items():
             try:
-                got = self.secrets.get_secret_value(SecretId=f"{self.settings.secret_prefix}{tenant}/{name}")
+                got = self.secrets.get_secret_value(SecretId=secret_name(self.settings.secret_prefix, tenant, name))
             except ClientError as exc:
                 if exc.response["Error"]["Code"] in SECRET_FINAL_ERRORS:
                     raise _SecretMissing(header, name) from None

@@ -21,15 +21,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 from standardwebhooks import Webhook
 
+from interlude.domain.ids import secret_name
+
 SECRET_BYTES = 32
 DEFAULT_GRACE_S = 24 * 3600
 CACHE_SECONDS = 60.0
 _DESCRIPTION = "Interlude callback signing secret of one tenant (Standard Webhooks whsec_; current + previous)"
-
-
-def secret_name(prefix: str, tenant: str) -> str:
-    # Secrets Manager names allow [A-Za-z0-9/_+=.@-]; tenants use [A-Za-z0-9._~-], so '~' -> '_' is one-to-one.
-    return prefix + tenant.replace("~", "_")
 
 
 def new_secret() -> str:

@@ -124,13 +124,14 @@ class SubscriptionSecretCache:
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str | None], tuple[float, dict[str, Any] | None]] = {}
 
-    def signing(self, webhook_id: str, version: str | None, now: float) -> tuple[str, list[str]]:
-        """(OpenWOP-Signature's secret, Standard Webhooks' secrets) at `now` (rules.webhooks.signing_secrets)."""
-        key = (webhook_id, version)
+    def signing(self, subscription: dict[str, Any], now: float) -> tuple[str, list[str]]:
+        """(OpenWOP-Signature's secret, Standard Webhooks' secrets) of the stored `subscription` at `now`
+        (rules.webhooks.signing_secrets)."""
+        key = (self.secrets.name_of(subscription), subscription.get("secretVersion"))
         with self._lock:
             hit = self._cache.get(key)
         if hit is None or hit[0] <= time.monotonic():
-            hit = (time.monotonic() + self.max_age_s, self.secrets.read(webhook_id, version))
+            hit = (time.monotonic() + self.max_age_s, self.secrets.read(*key))
             with self._lock:
                 if len(self._cache) >= MAX_CACHED_SECRETS:
                     self._cache.clear()

@@ -129,9 +129,7 @@ class Worker:
             if event is None:
                 raise Unprojectable(f"event {message['sequence']} of the run is not in its log")
             body = delivery_bytes(run_id, event)
-            v1_secret, secrets = self.subscription_secrets.signing(
-                webhook_id, subscription.get("secretVersion"), self.clock()
-            )
+            v1_secret, secrets = self.subscription_secrets.signing(subscription, self.clock())
             return body, delivery_headers(message, v1_secret, secrets, timestamp, body)
 
         def dead(history: list[dict[str, Any]], unprojectable: bool) -> None:

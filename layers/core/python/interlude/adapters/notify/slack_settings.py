@@ -1,5 +1,5 @@
 """The tenant's Slack credential (issue 14): an incoming-webhook URL or a bot token, kept in Secrets Manager under
-`{SLACK_SECRET_PREFIX}{tenant}`. Written here, read only by the notify worker; no answer ever carries it."""
+`{SLACK_SECRET_PREFIX}{tenant}` (a `~` in the tenant id written `+`). Written here, read only by the notify worker; no answer ever carries it."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.config.notify import SLACK_SECRET_PREFIX_ENV
+from interlude.domain.ids import secret_name
 
 _DESCRIPTION = "Interlude: a tenant's Slack incoming-webhook URL or bot token (issue 14)"
 
 
-def secret_name(tenant: str, prefix: str | None = None) -> str:
+def slack_secret_name(tenant: str, prefix: str | None = None) -> str:
     import os
 
     chosen = prefix or os.environ.get(SLACK_SECRET_PREFIX_ENV, wiring.SECRET_PREFIXES[SLACK_SECRET_PREFIX_ENV])
-    return f"{chosen}{tenant}"
+    return secret_name(chosen, tenant)
 
 
 def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> None:
@@ -28,7 +29,7 @@ def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> No
     import os
 
     client = client or boto3.client("secretsmanager")
-    name = secret_name(tenant)
+    name = slack_secret_name(tenant)
     text = json.dumps(dict(value), separators=(",", ":"), allow_nan=False)
     try:
         client.put_secret_value(SecretId=name, SecretString=text)

@@ -32,6 +32,7 @@ from interlude.adapters.notify.messages import (
 )
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import iso_epoch
+from interlude.domain.ids import secret_name
 from interlude.domain.models.principals import PrincipalEntry, zone_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.rules.egress import EgressRefused, Resolver, check_url
@@ -246,7 +247,7 @@ class Worker:
     def _slack_config(self, tenant: str) -> dict[str, Any] | None:
         hit = self._slack.get(tenant)
         if hit is None or hit[0] <= time.monotonic():
-            name = f"{self.settings.slack_secret_prefix}{tenant}"
+            name = secret_name(self.settings.slack_secret_prefix, tenant)
             try:
                 value = json.loads(self.secrets.get_secret_value(SecretId=name)["SecretString"])
             except ClientError as exc:
