@@ -180,6 +180,11 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:ConditionCheckItem",
             # Transitions write and remove inbox index entries (interlude.store.inbox).
             "dynamodb:BatchWriteItem",
+            # A cancelled task's ready entry leaves its queue's index (interlude.store.tasks.TaskStore.drop).
+            "dynamodb:DeleteItem",
+            # Notifications read the delegations of a gate's approvers in batches
+            # (interlude.store.directory.DirectoryStore.get_many).
+            "dynamodb:BatchGetItem",
         ),
         sends_to=("callbacks", "actions", "notifications"),
         needs_public_base_url=True,
@@ -226,6 +231,12 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:Query",
             # A timeout closes an interrupt: its inbox index entries go (interlude.store.inbox).
             "dynamodb:BatchWriteItem",
+            # The audit sweep's checkpoint takes a quiet chain off the pending index: a Delete in its transaction
+            # (interlude.store.audit.AuditLog.put_checkpoint).
+            "dynamodb:DeleteItem",
+            # Reminders read the delegations of a gate's approvers in batches
+            # (interlude.store.directory.DirectoryStore.get_many).
+            "dynamodb:BatchGetItem",
         ),
         reserved_concurrency=5,
         # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names.
