@@ -33,6 +33,8 @@ class CallbackDelivery(Construct):
         construct_id: str,
         *,
         functions: dict[str, lambda_.Function],
+        invoked: Mapping[str, lambda_.IFunction],
+        max_concurrency: Mapping[str, int],
         api_url: str,
         deployment: str,
         encryption_key: kms.IKey | None,
@@ -47,6 +49,8 @@ class CallbackDelivery(Construct):
         self.queues: dict[str, sqs.Queue] = {}
         for spec in wiring.queues_in_creation_order():
             self.queues[spec.name] = self._build_queue(spec)
+        self._invoked = invoked
+        self._max_concurrency = max_concurrency
         for spec in wiring.FUNCTIONS:
             self._wire_function(spec, functions[spec.name], api_url)
 
@@ -81,9 +85,14 @@ class CallbackDelivery(Construct):
         if spec.consumes:
             queue = self.queues[spec.consumes]
             # The event source grants exactly wiring.QUEUE_CONSUME_ACTIONS on this queue (asserted in tests/infra).
-            function.add_event_source(
+            self._invoked[spec.name].add_event_source(
                 event_sources.SqsEventSource(
-                    queue, batch_size=spec.batch_size, report_batch_item_failures=True
+                    queue,
+                    batch_size=spec.batch_size,
+                    report_batch_item_failures=True,
+                    # At most its reserved concurrency (InterludeProps.sqs_max_concurrency): pollers beyond it would
+                    # be throttled, and each throttled receive counts toward the queue's redrive.
+                    max_concurrency=self._max_concurrency[spec.name],
                 )
             )
             Validations.of(function).acknowledge(

@@ -49,12 +49,6 @@ class Interlude(Construct):
         key = props.encryption_key
         if isinstance(key, kms.Key):
             _allow_services_on_key(key)
-        reserved = (
-            {f.name: f.reserved_concurrency for f in wiring.FUNCTIONS if f.reserved_concurrency is not None}
-            if props.reserved_concurrency is None
-            else dict(props.reserved_concurrency)
-        )
-
         self.data = DataTable(
             self, "Data", removal_policy=props.removal_policy, encryption_key=key, existing=props.existing_table
         )
@@ -67,17 +61,13 @@ class Interlude(Construct):
             table=self.data.table,
             index_arns=self.data.index_arns,
             layers=self.core_layers.layers,
-            log_level=props.log_level,
-            log_retention=props.log_retention,
-            removal_policy=props.removal_policy,
-            encryption_key=key,
-            reserved_concurrency=reserved,
+            props=props,
             deployment=self.deployment,
         )
         self.api = HttpFront(
             self,
             "Api",
-            handler=self.functions.by_name[wiring.ROUTES_FUNCTION],
+            handler=self.functions.invoked[wiring.ROUTES_FUNCTION],
             throttles=props.throttles,
             domain=props.domain,
             log_retention=props.log_retention,
@@ -95,6 +85,8 @@ class Interlude(Construct):
             self,
             "Callbacks",
             functions=self.functions.by_name,
+            invoked=self.functions.invoked,
+            max_concurrency=props.sqs_max_concurrencies(),
             api_url=self.api.url,
             deployment=self.deployment,
             encryption_key=key,
@@ -117,6 +109,10 @@ class Interlude(Construct):
             dead_letter_queues=self.dead_letter_queues(),
             dashboard=props.dashboard,
         )
+
+        # Last, so an override sees (and may change) everything the construct did to its function.
+        for name, override in props.function_overrides.items():
+            override(self.functions.by_name[name])
 
         Tags.of(self).add(DEPLOYMENT_TAG, self.deployment)
         for tag, value in props.tags.items():

@@ -6,7 +6,7 @@ import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, Annotations, Duration, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -19,6 +19,7 @@ from constructs import Construct
 from interlude import wiring
 from interlude.adapters.metrics import DEPLOYMENT_ENV
 from interlude_cdk.layer import ARCHITECTURE, PROJECT_ROOT, RUNTIME
+from interlude_cdk.props import InterludeProps
 
 
 def _functions_dir() -> Path:
@@ -31,6 +32,24 @@ FUNCTIONS_DIR = _functions_dir()
 # What a function may do with the customer-managed key: read and write what it encrypts, nothing on the key itself.
 KEY_USE_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey")
 SERVICE_NAME = "interlude"
+LIVE_ALIAS = "live"
+# A function in a VPC: Lambda makes, reads and removes its network interfaces as the function's role.
+NETWORK_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+# Python's level names (Powertools' LOG_LEVEL) as Lambda's application log level filters them.
+APPLICATION_LOG_LEVELS = {
+    "DEBUG": lambda_.ApplicationLogLevel.DEBUG,
+    "INFO": lambda_.ApplicationLogLevel.INFO,
+    "WARNING": lambda_.ApplicationLogLevel.WARN,
+    "ERROR": lambda_.ApplicationLogLevel.ERROR,
+    "CRITICAL": lambda_.ApplicationLogLevel.FATAL,
+}
 # What a stream event source mapping reads with; scoped to this table's stream as in the DynamoDB guide's
 # "IAM policy to allow a Lambda function to access DynamoDB stream records".
 STREAM_READ_ACTIONS = (
@@ -60,11 +79,7 @@ class Functions(Construct):
         table: dynamodb.ITable,
         index_arns: list[str],
         layers: list[lambda_.ILayerVersion],
-        log_level: str,
-        log_retention: logs.RetentionDays,
-        removal_policy: RemovalPolicy,
-        encryption_key: kms.IKey | None,
-        reserved_concurrency: Mapping[str, int],
+        props: InterludeProps,
         deployment: str,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -72,33 +87,32 @@ class Functions(Construct):
         self._table = table
         self._index_arns = index_arns
         self._layers = layers
-        self._log_level = log_level
-        self._log_retention = log_retention
-        self._removal_policy = removal_policy
-        self._key = encryption_key
-        self._reserved = reserved_concurrency
-        unknown = set(reserved_concurrency) - {spec.name for spec in wiring.FUNCTIONS}
-        if unknown:
-            raise ValueError(f"reserved_concurrency names no function of wiring.FUNCTIONS: {sorted(unknown)}")
+        self._props = props
+        self._key = props.encryption_key
+        self._reserved = props.reservations()
         self.by_name: dict[str, lambda_.Function] = {}
+        # What invokes each function (the HTTP API, its event source mappings) calls: the function, or its alias
+        # `live` where provisioned concurrency or SnapStart needs a published version.
+        self.invoked: dict[str, lambda_.IFunction] = {}
         self.stream_dlqs: dict[str, sqs.Queue] = {}
         readers = [spec.name for spec in wiring.FUNCTIONS if spec.reads_stream]
         if len(readers) > 1:
             # Two mappings would each see every record: the outbox would run its side effects twice.
             raise ValueError(f"only one function may read the table stream, wiring names {readers}")
         for spec in wiring.FUNCTIONS:
-            self.by_name[spec.name] = self._build_function(spec)
+            function = self.by_name[spec.name] = self._build_function(spec)
+            self.invoked[spec.name] = self._alias(spec, function) if props.with_alias(spec.name) else function
             if spec.reads_stream:
-                self.stream_dlqs[spec.name] = self._connect_stream(spec, self.by_name[spec.name])
+                self.stream_dlqs[spec.name] = self._connect_stream(spec, self.invoked[spec.name])
 
     def _build_function(self, spec: wiring.Function) -> lambda_.Function:
         scope = Construct(self, pascal_case(spec.name))
         log_group = logs.LogGroup(
             scope,
             "Logs",
-            retention=self._log_retention,
+            retention=self._props.log_retention,
             encryption_key=self._key,
-            removal_policy=self._removal_policy,
+            removal_policy=self._props.removal_policy,
         )
         role = iam.Role(
             scope,
@@ -116,15 +130,37 @@ class Functions(Construct):
             handler=spec.handler,
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / spec.name), exclude=list(self.CODE_EXCLUDE)),
             layers=self._layers,
-            memory_size=spec.memory_mb,
+            memory_size=self._props.memory_mb.get(spec.name, spec.memory_mb),
             timeout=Duration.seconds(spec.timeout_s),
             role=role,
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=APPLICATION_LOG_LEVELS[self._props.log_level.upper()],
             tracing=self.TRACING,
             environment=self._environment(),
             reserved_concurrent_executions=self._reserved.get(spec.name),
+            vpc=self._props.vpc,
+            vpc_subnets=self._props.vpc_subnets,
+            security_groups=list(self._props.security_groups) or None,
+            snap_start=(
+                lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS
+                if self._props.api_snap_start and spec.name == wiring.ROUTES_FUNCTION
+                else None
+            ),
         )
+        if self._props.api_snap_start and spec.name == wiring.ROUTES_FUNCTION:
+            Annotations.of(function).acknowledge_warning(
+                "@aws-cdk/aws-lambda:snapStartRequirePublish",
+                "Published: its alias `live` points at the current version, and the HTTP API invokes the alias.",
+            )
+        if self._props.vpc is not None:
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id="Serverless-LambdaStarPermissions",
+                    reason="In a VPC, Lambda manages the function's network interfaces as its role "
+                    "(NETWORK_INTERFACE_ACTIONS, AWSLambdaVPCAccessExecutionRole's); they take no resource ARN.",
+                )
+            )
         if spec.name != wiring.SCHEDULES.target:
             Validations.of(function).acknowledge(
                 Acknowledgment(
@@ -145,8 +181,9 @@ class Functions(Construct):
         Validations.of(role).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
-                reason="Active tracing adds xray:PutTraceSegments/PutTelemetryRecords, which support no "
-                "resource-level permissions; every table, stream and queue statement names its ARN.",
+                reason="Active tracing adds xray:PutTraceSegments/PutTelemetryRecords, and in a VPC the network "
+                "interface actions (NETWORK_INTERFACE_ACTIONS) are needed: neither supports resource-level permissions; "
+                "every table, stream and queue statement names its ARN.",
             )
         )
         return function
@@ -163,6 +200,11 @@ class Functions(Construct):
                 ]
             )
         }
+        if self._props.vpc is not None:
+            # What AWSLambdaVPCAccessExecutionRole grants: CDK attaches it only to a role it creates itself.
+            policies["Network"] = iam.PolicyDocument(
+                statements=[iam.PolicyStatement(actions=list(NETWORK_INTERFACE_ACTIONS), resources=["*"])]
+            )
         if self._key is not None:
             policies["Key"] = iam.PolicyDocument(
                 statements=[iam.PolicyStatement(actions=list(KEY_USE_ACTIONS), resources=[self._key.key_arn])]
@@ -196,12 +238,22 @@ class Functions(Construct):
         return {
             "TABLE_NAME": self._table.table_name,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "LOG_LEVEL": self._log_level,
+            "LOG_LEVEL": self._props.log_level.upper(),
             # Business metrics (interlude.adapters.metrics) are dimensioned by the deployment.
             DEPLOYMENT_ENV: self._deployment,
         }
 
-    def _connect_stream(self, spec: wiring.Function, function: lambda_.Function) -> sqs.Queue:
+    def _alias(self, spec: wiring.Function, function: lambda_.Function) -> lambda_.Alias:
+        """Alias `live` of the function's current version (a new version whenever its configuration changes)."""
+        return lambda_.Alias(
+            function.node.scope,
+            "Live",
+            alias_name=LIVE_ALIAS,
+            version=function.current_version,
+            provisioned_concurrent_executions=self._props.provisioned_concurrency.get(spec.name),
+        )
+
+    def _connect_stream(self, spec: wiring.Function, function: lambda_.IFunction) -> sqs.Queue:
         dlq = dead_letter_queue(
             self,
             f"{pascal_case(spec.name)}StreamDlq",

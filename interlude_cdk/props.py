@@ -6,16 +6,30 @@ prop: a deployment that could change it would no longer be the shape the tests c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_sns as sns
+
+from interlude import wiring
+
+# Lambda keeps this much of an account's concurrency quota unreserved (all of it when the quota is smaller):
+# reservations and provisioned concurrency together fit in `quota - 100` ("Configuring reserved concurrency").
+UNRESERVED_MINIMUM = 100
+# An SQS event source's ScalingConfig.MaximumConcurrency, as Lambda accepts it.
+SQS_MAX_CONCURRENCY_RANGE = (2, 1000)
+# An SQS consumer without reserved concurrency gets this many concurrent invocations from its queue at most.
+DEFAULT_SQS_MAX_CONCURRENCY = 5
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+MEMORY_RANGE_MB = (128, 10240)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +96,7 @@ class InterludeProps:
     # A prebuilt layer directory (`make layer` writes layers/core/build); None: the layer is built during
     # synthesis from the lock file (needs pip and the package index, no Docker).
     layer_dir: str | Path | None = None
+    # Every function's log level (Powertools' LOG_LEVEL and Lambda's application log level): DEBUG ... CRITICAL.
     log_level: str = "INFO"
     domain: CustomDomain | None = None
     # Applies to the table, the token key ring, the customer-managed key's grants and the log groups.
@@ -95,8 +110,39 @@ class InterludeProps:
     # Every alarm notifies this topic; None: a topic is created (output AlarmTopic) for you to subscribe to.
     alarm_topic: sns.ITopic | None = None
     throttles: Throttles = field(default_factory=Throttles)
-    # Function name -> reserved concurrency; None: wiring's (dispatch 10, timeouts 5). {} reserves nothing.
-    reserved_concurrency: Mapping[str, int] | None = None
+    # The account's Lambda concurrency quota in this region (Service Quotas: Lambda, "Concurrent executions").
+    # None (default): unknown, as in a fresh account whose quota may be 10: nothing is reserved, so the first deploy
+    # succeeds. A number: wiring's reservations (dispatch 10, timeouts 5, actions 10) merged with
+    # `reserved_concurrency` are made, and must fit in the quota less the 100 Lambda keeps unreserved.
+    account_concurrency_quota: int | None = None
+    # Function name -> reserved concurrency, merged over wiring's (a function not named keeps its default; None
+    # removes its reservation). Needs `account_concurrency_quota`.
+    reserved_concurrency: Mapping[str, int | None] = field(default_factory=dict)
+    # Function name -> ScalingConfig.MaximumConcurrency (2-1,000) of the SQS event source of a function that
+    # consumes a queue, merged over the default: its reserved concurrency, else DEFAULT_SQS_MAX_CONCURRENCY. Never
+    # more than its reserved concurrency (a poller beyond it would be throttled and count receives toward the DLQ).
+    sqs_max_concurrency: Mapping[str, int] = field(default_factory=dict)
+    # Function name -> memory in MB (128-10,240), merged over wiring's (512 for every function).
+    memory_mb: Mapping[str, int] = field(default_factory=dict)
+    # Function name -> provisioned concurrency, on an alias `live` of a published version that every invoker (the
+    # HTTP API, the event source mappings) calls. Counts toward the quota like a reservation; not for the scheduler's
+    # target (timeouts), nor with `api_snap_start`. Billed while provisioned (docs/operations.md, "Tuning").
+    provisioned_concurrency: Mapping[str, int] = field(default_factory=dict)
+    # SnapStart for the api function (published version + alias `live`, which the HTTP API invokes): restores
+    # replace most of its cold start; billed per GB cached and per GB restored (docs/operations.md, "Tuning").
+    api_snap_start: bool = False
+    # Every function in this VPC (None: Lambda's own network). It must reach DynamoDB, SQS, Secrets Manager,
+    # EventBridge Scheduler, SES and X-Ray (endpoints or NAT), and the callbacks and actions functions the
+    # internet (tenants' URLs): private subnets with a NAT gateway.
+    vpc: ec2.IVpc | None = None
+    # Which of the VPC's subnets (None: CDK's default, the private subnets with egress).
+    vpc_subnets: ec2.SubnetSelection | None = None
+    # The functions' security groups (empty: one per function, all egress allowed).
+    security_groups: Sequence[ec2.ISecurityGroup] = ()
+    # Function name -> a callable given that function after the construct has built it: the escape hatch for what
+    # no prop covers (its environment, ephemeral storage, a layer, `node.default_child` overrides), as AWS
+    # Solutions Constructs' `lambdaFunctionProps`. What it changes is the deployment's own: the tests check the rest.
+    function_overrides: Mapping[str, Callable[[lambda_.Function], None]] = field(default_factory=dict)
     # Tags on every resource the construct creates (and `interlude:deployment`, always), and on the webhook signing
     # secrets made at run time (with the stack's own tags too).
     tags: Mapping[str, str] = field(default_factory=dict)
@@ -112,3 +158,105 @@ class InterludeProps:
     # Issue 15: serve GET /runs/{runId}/ancestry and advertise it (discovery multiAgent.executionModel
     # .crossHostCausation). False: the route answers 404 not_found and discovery omits multiAgent.
     ancestry_endpoint: bool = True
+
+    def __post_init__(self) -> None:
+        names = {spec.name for spec in wiring.FUNCTIONS}
+        for prop in (
+            "reserved_concurrency",
+            "sqs_max_concurrency",
+            "memory_mb",
+            "provisioned_concurrency",
+            "function_overrides",
+        ):
+            unknown = set(getattr(self, prop)) - names
+            if unknown:
+                raise ValueError(f"{prop} names no function of wiring.FUNCTIONS: {sorted(unknown)}")
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        for name, memory in self.memory_mb.items():
+            if not MEMORY_RANGE_MB[0] <= memory <= MEMORY_RANGE_MB[1]:
+                raise ValueError(f"memory_mb[{name!r}] must be {MEMORY_RANGE_MB[0]}-{MEMORY_RANGE_MB[1]}, not {memory}")
+        if self.vpc is None and (self.vpc_subnets is not None or self.security_groups):
+            raise ValueError("vpc_subnets and security_groups need a vpc")
+        if self.account_concurrency_quota is None and any(v is not None for v in self.reserved_concurrency.values()):
+            raise ValueError(
+                "reserved_concurrency needs account_concurrency_quota (Service Quotas: Lambda, Concurrent executions): "
+                "a reservation the account cannot hold fails the deploy"
+            )
+        self._check_provisioned()
+        self._check_sqs_max_concurrency()
+        self._check_quota()
+
+    def reservations(self) -> dict[str, int]:
+        """Function name -> reserved concurrency the deployment makes (none without account_concurrency_quota)."""
+        if self.account_concurrency_quota is None:
+            return {}
+        merged: dict[str, int | None] = {spec.name: spec.reserved_concurrency for spec in wiring.FUNCTIONS}
+        merged.update(self.reserved_concurrency)
+        return {name: value for name, value in merged.items() if value is not None}
+
+    def sqs_max_concurrencies(self) -> dict[str, int]:
+        """Function name -> MaximumConcurrency of its SQS event source, for every function that consumes a queue."""
+        reserved = self.reservations()
+        return {
+            spec.name: self.sqs_max_concurrency.get(spec.name, reserved.get(spec.name, DEFAULT_SQS_MAX_CONCURRENCY))
+            for spec in wiring.FUNCTIONS
+            if spec.consumes
+        }
+
+    def with_alias(self, name: str) -> bool:
+        """Whether function `name` is invoked through an alias of a published version (`live`)."""
+        return name in self.provisioned_concurrency or (self.api_snap_start and name == wiring.ROUTES_FUNCTION)
+
+    def _check_provisioned(self) -> None:
+        if wiring.SCHEDULES.target in self.provisioned_concurrency:
+            raise ValueError(
+                f"provisioned_concurrency cannot name {wiring.SCHEDULES.target!r}: EventBridge Scheduler invokes it "
+                "unqualified, never through an alias"
+            )
+        if self.api_snap_start and wiring.ROUTES_FUNCTION in self.provisioned_concurrency:
+            raise ValueError("Lambda does not combine SnapStart with provisioned concurrency: choose one for the api")
+        reserved = self.reservations()
+        for name, count in self.provisioned_concurrency.items():
+            if count < 1:
+                raise ValueError(f"provisioned_concurrency[{name!r}] must be at least 1, not {count}")
+            if name in reserved and count > reserved[name]:
+                raise ValueError(
+                    f"provisioned_concurrency[{name!r}] = {count} exceeds its reserved concurrency {reserved[name]}"
+                )
+
+    def _check_sqs_max_concurrency(self) -> None:
+        consumers = {spec.name for spec in wiring.FUNCTIONS if spec.consumes}
+        stray = set(self.sqs_max_concurrency) - consumers
+        if stray:
+            raise ValueError(f"sqs_max_concurrency names functions that consume no queue: {sorted(stray)}")
+        reserved = self.reservations()
+        low, high = SQS_MAX_CONCURRENCY_RANGE
+        for name, maximum in self.sqs_max_concurrencies().items():
+            if not low <= maximum <= high:
+                raise ValueError(
+                    f"the SQS maximum concurrency of {name!r} must be {low}-{high}, not {maximum} (a reservation "
+                    f"below {low} leaves its queue no valid maximum: reserve at least {low}, or none)"
+                )
+            if name in reserved and maximum > reserved[name]:
+                raise ValueError(
+                    f"sqs_max_concurrency[{name!r}] = {maximum} exceeds its reserved concurrency {reserved[name]}"
+                )
+
+    def _check_quota(self) -> None:
+        quota = self.account_concurrency_quota
+        if quota is None:
+            if self.provisioned_concurrency:
+                raise ValueError("provisioned_concurrency needs account_concurrency_quota: it is taken from the quota")
+            return
+        reserved = self.reservations()
+        # Provisioned concurrency of a function with a reservation is part of it; of one without, it is taken
+        # from the unreserved pool, which must keep UNRESERVED_MINIMUM.
+        held = sum(reserved.values()) + sum(n for name, n in self.provisioned_concurrency.items() if name not in reserved)
+        room = max(quota - UNRESERVED_MINIMUM, 0)
+        if held > room:
+            raise ValueError(
+                f"{held} reserved and provisioned concurrent executions do not fit an account quota of {quota}: Lambda "
+                f"keeps {UNRESERVED_MINIMUM} unreserved, leaving {room}. Raise the quota (Service Quotas) or reserve "
+                "less (reserved_concurrency={name: None, ...})"
+            )

@@ -33,6 +33,9 @@ THROTTLES = Throttles(
     reads=RouteThrottle(rate_limit=200, burst_limit=400),
     held=RouteThrottle(rate_limit=2, burst_limit=4),
 )
+# A grown account: its quota is stated, so wiring's reservations are made; these replace three of them, and
+# `actions` keeps its default (interlude.wiring).
+ACCOUNT_CONCURRENCY_QUOTA = 1000
 RESERVED_CONCURRENCY = {"dispatch": 20, "timeouts": 10, "callbacks": 5}
 
 
@@ -55,6 +58,7 @@ class ApprovalsStack(Stack):
             alarm_topic=self.pager,
             log_retention=logs.RetentionDays.THREE_MONTHS,
             throttles=THROTTLES,
+            account_concurrency_quota=ACCOUNT_CONCURRENCY_QUOTA,
             reserved_concurrency=RESERVED_CONCURRENCY,
             tags=TAGS,
             # Approvers are mailed their decision links from this SES identity, with this configuration set.

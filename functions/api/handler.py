@@ -14,4 +14,15 @@ with collector_paused():
 
     compose()
 
+    try:
+        # The managed runtime ships it; a function published with SnapStart (InterludeProps.api_snap_start) calls
+        # what is registered here in every instance restored from the snapshot.
+        from snapshot_restore_py import register_after_restore
+    except ImportError:  # not Lambda's runtime: nothing is ever restored
+        pass
+    else:
+        from interlude.api.snapstart import after_restore
+
+        register_after_restore(after_restore)
+
 __all__ = ["lambda_handler"]

@@ -114,13 +114,40 @@ def test_every_alarm_pages_the_customers_topic(customer):
     assert template["Outputs"]["AlarmTopic"]["Value"] == ref(stack, stack.pager)
 
 
-def test_reserved_concurrency_is_the_customers(customer):
+def test_reserved_concurrency_merges_the_customers_over_the_defaults(customer):
+    """Finding 9: naming three functions keeps the reservation of the fourth (actions) the customer did not name."""
     module, stack, template = customer
+    reserved = {
+        spec.name: template["Resources"][
+            stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)
+        ]["Properties"].get("ReservedConcurrentExecutions")
+        for spec in wiring.FUNCTIONS
+    }
+    defaults = {spec.name: spec.reserved_concurrency for spec in wiring.FUNCTIONS}
+    assert reserved == {**defaults, **module.RESERVED_CONCURRENCY}
+    assert reserved["actions"] == wiring.function("actions").reserved_concurrency == 10
+    # And the whole fits the stated quota less what Lambda keeps unreserved
+    assert sum(v for v in reserved.values() if v) <= module.ACCOUNT_CONCURRENCY_QUOTA - 100
+
+
+def test_each_queue_mapping_polls_at_most_its_functions_reservation(customer):
+    """Finding 9: MaximumConcurrency on every SQS mapping, never above the function's reserved concurrency."""
+    _, stack, template = customer
     for spec in wiring.FUNCTIONS:
+        if not spec.consumes:
+            continue
         function = template["Resources"][
             stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)
+        ]["Properties"]
+        (mapping,) = [
+            m["Properties"]
+            for m in of_type(template, "AWS::Lambda::EventSourceMapping").values()
+            if m["Properties"]["FunctionName"] == ref(stack, stack.interlude.functions.by_name[spec.name])
         ]
-        assert function["Properties"].get("ReservedConcurrentExecutions") == module.RESERVED_CONCURRENCY.get(spec.name)
+        maximum = mapping["ScalingConfig"]["MaximumConcurrency"]
+        assert 2 <= maximum <= 1000
+        if "ReservedConcurrentExecutions" in function:
+            assert maximum <= function["ReservedConcurrentExecutions"], spec.name
 
 
 def test_tags_reach_every_taggable_resource(customer):

@@ -1,0 +1,39 @@
+"""What an api instance restored from a SnapStart snapshot must not share with the other instances restored from it.
+
+With `api_snap_start` (interlude_cdk.InterludeProps), Lambda runs the api function's initialization once, when a
+version is published, and starts every new instance from that one snapshot. functions/api/handler.py registers
+`after_restore` with the runtime's `snapshot_restore_py`; each step below says what the snapshot would otherwise
+hand every instance alike. Nothing is imported to be reset: what the snapshot did not load holds nothing yet.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+# Loaded-module name -> a cached factory whose object holds clients or a fetched key ring: made again on first use.
+CACHED = (
+    # The Service: its Store's DynamoDB client, its limiter's windows.
+    ("interlude.app.service", "default_service"),
+    # The token surface: the Service and the key ring it read.
+    ("interlude.api.tokens", "surface"),
+    # The idempotency records: the Service's store.
+    ("interlude.api.idempotency", "records"),
+)
+CONSOLE_ROUTES = "interlude.api.console.routes"
+
+
+def after_restore() -> None:
+    # `random` seeded once at init would draw the same retry jitter and shard picks in every restored instance.
+    random.seed()
+    for module_name, factory in CACHED:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            getattr(module, factory).cache_clear()
+    console = sys.modules.get(CONSOLE_ROUTES)
+    if console is not None:
+        # The ring re-read's rate limit is a lease on the monotonic clock of the snapshotted instance.
+        console._last_ring_refetch[0] = float("-inf")
+    from interlude.adapters.sdk_clients import forget_clients
+
+    forget_clients()

@@ -1,0 +1,227 @@
+"""A construct a platform team can tune (issue 25, findings 9-10, item 6): each prop reaches the template, and the
+defaults deploy into a fresh account.
+
+One stack is synthesized with every tuning prop set (the `tuned` fixture, both cdk-nag packs run); the refusals are
+checked on the props alone, before anything is synthesized.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk import App
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
+
+from interlude import wiring
+from interlude_cdk import InterludeProps, InterludeStack, apply_checks
+from interlude_cdk.layer import PROJECT_ROOT
+from interlude_cdk.props import DEFAULT_SQS_MAX_CONCURRENCY, UNRESERVED_MINIMUM
+from tests.infra.conftest import OFFLINE_AWS, Synth, as_list
+
+PROJECT_CONTEXT = json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"]
+CONSUMERS = [spec.name for spec in wiring.FUNCTIONS if spec.consumes]
+STREAM_READER = next(spec.name for spec in wiring.FUNCTIONS if spec.reads_stream)
+
+
+def mappings_of(synth: Synth, invoked) -> list[dict]:
+    """The event source mappings that invoke `invoked`: a function (its Ref), or an alias (`<name>:live`, built from
+    the alias's Ref)."""
+    target = {"Ref": synth.stack.get_logical_id(invoked.node.default_child)}
+    return [
+        m["Properties"]
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == target or json.dumps(target) in json.dumps(m["Properties"]["FunctionName"])
+    ]
+
+
+# -- the defaults: a fresh account ----------------------------------------------------------------------------
+
+
+def test_the_default_deployment_reserves_nothing_so_a_fresh_account_can_hold_it(synth):
+    """Finding 10: a new account's quota may be 10; Lambda keeps 100 unreserved, so any reservation fails there."""
+    for name, function in synth.of_type("AWS::Lambda::Function").items():
+        assert "ReservedConcurrentExecutions" not in function["Properties"], name
+    assert synth.of_type("AWS::Lambda::ProvisionedConcurrencyConfig") == {}
+
+
+@pytest.mark.parametrize("name", CONSUMERS)
+def test_the_default_queue_mappings_have_a_maximum_concurrency(synth, name):
+    (mapping,) = mappings_of(synth, synth.interlude.functions.by_name[name])
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": DEFAULT_SQS_MAX_CONCURRENCY}
+
+
+def test_a_stated_quota_brings_wirings_reservations_and_the_queue_maximum_follows_them():
+    props = InterludeProps(account_concurrency_quota=1000)
+    defaults = {spec.name: spec.reserved_concurrency for spec in wiring.FUNCTIONS if spec.reserved_concurrency}
+    assert props.reservations() == defaults
+    # actions is reserved 10: its queue is polled by 10 at most; the unreserved consumers get the default
+    assert props.sqs_max_concurrencies() == {
+        name: defaults.get(name, DEFAULT_SQS_MAX_CONCURRENCY) for name in CONSUMERS
+    }
+
+
+def test_a_reservation_is_merged_over_the_defaults_and_none_removes_one():
+    props = InterludeProps(account_concurrency_quota=1000, reserved_concurrency={"dispatch": 3, "timeouts": None})
+    reserved = props.reservations()
+    assert reserved["dispatch"] == 3
+    assert "timeouts" not in reserved
+    assert reserved["actions"] == wiring.function("actions").reserved_concurrency
+
+
+# -- refusals, before synthesis --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("props", "says"),
+    [
+        ({"reserved_concurrency": {"dispatch": 5}}, "needs account_concurrency_quota"),
+        # 25 reserved by default: a quota of 110 leaves 10
+        ({"account_concurrency_quota": 110}, "do not fit an account quota of 110"),
+        ({"account_concurrency_quota": 10}, "leaving 0"),
+        ({"account_concurrency_quota": 1000, "sqs_max_concurrency": {"actions": 11}}, "exceeds its reserved"),
+        ({"sqs_max_concurrency": {"callbacks": 1}}, "must be 2-1000"),
+        ({"sqs_max_concurrency": {"callbacks": 1001}}, "must be 2-1000"),
+        ({"sqs_max_concurrency": {"dispatch": 5}}, "consume no queue"),
+        ({"account_concurrency_quota": 1000, "reserved_concurrency": {"notify": 1}}, "reserve at least 2"),
+        ({"provisioned_concurrency": {"api": 2}}, "needs account_concurrency_quota"),
+        ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"timeouts": 1}}, "never through an alias"),
+        (
+            {"account_concurrency_quota": 1000, "provisioned_concurrency": {"api": 1}, "api_snap_start": True},
+            "SnapStart with provisioned",
+        ),
+        ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"dispatch": 11}}, "exceeds its reserved"),
+        ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"api": 876}}, "do not fit"),
+        ({"memory_mb": {"api": 64}}, "must be 128-10240"),
+        ({"memory_mb": {"apii": 1024}}, "names no function"),
+        ({"function_overrides": {"nope": print}}, "names no function"),
+        ({"log_level": "VERBOSE"}, "log_level must be one of"),
+        ({"security_groups": [object()]}, "need a vpc"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_a_deployment_that_cannot_deploy_is_refused_with_the_reason(props, says):
+    with pytest.raises(ValueError, match=says):
+        InterludeProps(**props)
+
+
+def test_the_quota_holds_reservations_and_the_provisioned_concurrency_of_unreserved_functions():
+    # 25 reserved by default + 875 provisioned for the unreserved api = 900 = 1000 - 100: exactly fits
+    props = InterludeProps(account_concurrency_quota=1000, provisioned_concurrency={"api": 875})
+    assert sum(props.reservations().values()) + 875 == 1000 - UNRESERVED_MINIMUM
+
+
+# -- every tuning prop, in one synthesized stack -----------------------------------------------------------------
+
+MEMORY = {"api": 1024, "dispatch": 256}
+PROVISIONED = {"dispatch": 2}
+SQS_MAX = {"notify": 3}
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, prebuilt_layer) -> Synth:
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in OFFLINE_AWS.items():
+            env.setenv(key, value)
+        env.delenv("CDK_OUTDIR", raising=False)
+        app = App(context=PROJECT_CONTEXT, outdir=str(tmp_path_factory.mktemp("tuned.out")), analytics_reporting=False)
+        stack = InterludeStack(app, "Tuned")
+        vpc = ec2.Vpc.from_vpc_attributes(
+            stack,
+            "Vpc",
+            vpc_id="vpc-0123456789abcdef0",
+            availability_zones=["us-east-1a", "us-east-1b"],
+            private_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+            private_subnet_route_table_ids=["rtb-0aaaaaaaaaaaaaaaa", "rtb-0bbbbbbbbbbbbbbbb"],
+        )
+        group = ec2.SecurityGroup.from_security_group_id(stack, "Egress", "sg-0123456789abcdef0")
+
+        def more_storage(function: lambda_.Function) -> None:
+            function.add_environment("TUNED_BY_OVERRIDE", "yes")
+            function.node.default_child.add_property_override("EphemeralStorage.Size", 1024)
+
+        stack.build(
+            layer_dir=str(prebuilt_layer),
+            log_level="DEBUG",
+            memory_mb=MEMORY,
+            account_concurrency_quota=1000,
+            provisioned_concurrency=PROVISIONED,
+            sqs_max_concurrency=SQS_MAX,
+            api_snap_start=True,
+            vpc=vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            security_groups=[group],
+            function_overrides={"notify": more_storage},
+        )
+        # Both cdk-nag packs: an unacknowledged finding (a VPC role's network actions, say) fails the synthesis
+        apply_checks(app)
+        return Synth(app, stack, tmp_path_factory.mktemp("tuned.unused"))
+
+
+def function_props(synth: Synth, name: str) -> dict:
+    return synth.resources[synth.function_id(name)]["Properties"]
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_memory_and_log_level_per_function(tuned, spec):
+    props = function_props(tuned, spec.name)
+    assert props["MemorySize"] == MEMORY.get(spec.name, spec.memory_mb)
+    assert props["Environment"]["Variables"]["LOG_LEVEL"] == "DEBUG"
+    # Lambda's own filter of application logs says the same (a stdlib logger's DEBUG line reaches the log too)
+    assert props["LoggingConfig"]["ApplicationLogLevel"] == "DEBUG"
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_every_function_runs_in_the_given_subnets_with_the_given_security_group(tuned, spec):
+    config = function_props(tuned, spec.name)["VpcConfig"]
+    assert sorted(config["SubnetIds"]) == ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
+    assert config["SecurityGroupIds"] == ["sg-0123456789abcdef0"]
+    # And its role may manage the network interfaces Lambda makes in them (CDK adds that only to roles it creates)
+    network = [s for s in tuned.statements(spec.name) if "ec2:CreateNetworkInterface" in as_list(s["Action"])]
+    assert network, spec.name
+
+
+def test_provisioned_concurrency_is_on_an_alias_the_stream_mapping_invokes(tuned):
+    alias = tuned.interlude.functions.invoked[STREAM_READER]
+    assert alias is not tuned.interlude.functions.by_name[STREAM_READER]
+    props = tuned.resources[tuned.stack.get_logical_id(alias.node.default_child)]["Properties"]
+    assert props["Name"] == "live"
+    assert props["ProvisionedConcurrencyConfig"] == {"ProvisionedConcurrentExecutions": PROVISIONED[STREAM_READER]}
+    (mapping,) = mappings_of(tuned, alias)
+    assert mapping["EventSourceArn"]
+    # The unqualified function is invoked by nothing: every record goes through the provisioned alias
+    assert mappings_of(tuned, tuned.interlude.functions.by_name[STREAM_READER]) == []
+
+
+def test_snap_start_publishes_the_api_and_the_http_api_invokes_its_alias(tuned):
+    api = wiring.ROUTES_FUNCTION
+    assert function_props(tuned, api)["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    alias = tuned.interlude.functions.invoked[api]
+    alias_id = tuned.stack.get_logical_id(alias.node.default_child)
+    assert tuned.resources[alias_id]["Properties"]["Name"] == "live"
+    assert "ProvisionedConcurrencyConfig" not in tuned.resources[alias_id]["Properties"]
+    integrations = tuned.of_type("AWS::ApiGatewayV2::Integration").values()
+    assert integrations
+    for integration in integrations:
+        assert integration["Properties"]["IntegrationUri"] == {"Ref": alias_id}
+    # API Gateway may invoke the alias it calls
+    permissions = [p["Properties"] for p in tuned.of_type("AWS::Lambda::Permission").values()]
+    assert any(p["FunctionName"] == {"Ref": alias_id} for p in permissions)
+
+
+def test_the_queue_maximum_concurrency_is_the_deployments(tuned):
+    for name in CONSUMERS:
+        (mapping,) = mappings_of(tuned, tuned.interlude.functions.invoked[name])
+        reserved = function_props(tuned, name).get("ReservedConcurrentExecutions")
+        wanted = SQS_MAX.get(name, reserved or DEFAULT_SQS_MAX_CONCURRENCY)
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": wanted}, name
+
+
+def test_a_function_override_sees_the_built_function_and_its_changes_reach_the_template(tuned):
+    props = function_props(tuned, "notify")
+    assert props["Environment"]["Variables"]["TUNED_BY_OVERRIDE"] == "yes"
+    assert props["EphemeralStorage"] == {"Size": 1024}
+    # The construct's own environment is still there: the override added to it
+    assert props["Environment"]["Variables"]["TABLE_NAME"]
+    assert "TUNED_BY_OVERRIDE" not in function_props(tuned, "api")["Environment"]["Variables"]

@@ -1,0 +1,96 @@
+"""SnapStart (InterludeProps.api_snap_start): every api instance restored from the one snapshot gets randomness,
+clients and caches of its own.
+
+The api handler module is loaded as Lambda loads it; the hooks it registered with `snapshot_restore_py` (the AWS
+library the managed runtime ships, here from PyPI) are then called as the runtime calls them after a restore.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+import snapshot_restore_py
+from aws_lambda_powertools.utilities.parameters import SecretsProvider, base
+
+from interlude.adapters import queues
+from interlude.api import idempotency, tokens
+from interlude.api.console import routes as console
+from interlude.api.snapstart import after_restore
+from interlude.app import service as app_service
+from interlude.config import settings
+
+API_HANDLER = Path(__file__).resolve().parents[2] / "functions" / "api" / "handler.py"
+
+
+@pytest.fixture
+def registered(monkeypatch) -> list:
+    """The after-restore hooks the api handler registers when it is imported."""
+    monkeypatch.setattr(snapshot_restore_py, "_after_restore_registry", [])
+    spec = importlib.util.spec_from_file_location("api_handler_under_test", API_HANDLER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return snapshot_restore_py._after_restore_registry
+
+
+@pytest.fixture
+def initialized(monkeypatch):
+    """What an api instance holds once initialized (the state a snapshot captures)."""
+    monkeypatch.setenv("TABLE_NAME", "snapshotted")
+    settings.cache_clear()
+    held = {
+        "service": app_service.default_service(),
+        "surface": tokens.surface(),
+        "records": idempotency.records(),
+        "sqs": queues._sqs(),
+        "session": boto3._get_default_session(),
+    }
+    base.DEFAULT_PROVIDERS["secrets"] = SecretsProvider()
+    console._last_ring_refetch[0] = time.monotonic()
+    yield held
+    for factory in (app_service.default_service, tokens.surface, idempotency.records, settings):
+        factory.cache_clear()
+
+
+def restore(hooks: list) -> None:
+    for function, args, kwargs in hooks:
+        function(*args, **kwargs)
+
+
+def test_the_api_handler_registers_its_restore_hook(registered):
+    assert [function for function, _, _ in registered] == [after_restore]
+
+
+def test_two_instances_restored_from_one_snapshot_draw_different_random_numbers(registered):
+    snapshot = random.getstate()
+    draws = []
+    for _ in range(2):
+        random.setstate(snapshot)
+        restore(registered)
+        draws.append([random.random() for _ in range(4)])
+    assert draws[0] != draws[1]
+    # Without the hook, both would have drawn the snapshot's sequence
+    random.setstate(snapshot)
+    replayed = [random.random() for _ in range(4)]
+    random.setstate(snapshot)
+    assert [random.random() for _ in range(4)] == replayed
+
+
+def test_a_restore_drops_the_clients_and_caches_the_snapshot_holds(registered, initialized):
+    restore(registered)
+    # boto3's default session (the snapshotted instance's credentials) and every client made from it
+    assert boto3.DEFAULT_SESSION is None
+    assert queues._sqs() is not initialized["sqs"]
+    assert app_service.default_service() is not initialized["service"]
+    assert app_service.default_service().store.client is not initialized["service"].store.client
+    # The token surface (its key ring) and the idempotency records are made again over the new service
+    assert tokens.surface() is not initialized["surface"]
+    assert idempotency.records() is not initialized["records"]
+    # Powertools' parameter providers (a client each, and the secrets they fetched)
+    assert base.DEFAULT_PROVIDERS == {}
+    # The console's ring re-read lease, taken on the snapshotted instance's monotonic clock
+    assert console._last_ring_refetch[0] == float("-inf")
