@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import sys
 
-# Loaded-module name -> a cached factory whose object holds clients or a fetched key ring: made again on first use.
+# Loaded-module name -> a cached factory whose object holds a client or a fetched key ring: made again on first use.
 CACHED = (
     # The Service: its Store's DynamoDB client, its limiter's windows.
     ("interlude.app.service", "default_service"),
@@ -19,6 +19,8 @@ CACHED = (
     ("interlude.api.tokens", "surface"),
     # The idempotency records: the Service's store.
     ("interlude.api.idempotency", "records"),
+    # The outboxes' SQS client.
+    ("interlude.adapters.queues", "_sqs"),
 )
 CONSOLE_ROUTES = "interlude.api.console.routes"
 
