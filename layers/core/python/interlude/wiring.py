@@ -455,6 +455,9 @@ class Route(NamedTuple):
     summary: str = ""
     mutating: bool = False
     face: Face = "openwop"
+    # A console route: the API operation it performs. Its request must hold that operation's scope (the console's
+    # session stands for an API key; interlude.api.http.scope_of), so the two cannot drift apart.
+    acts_as: str | None = None
 
 
 CONSOLE_ROUTES: tuple[Route, ...] = (
@@ -462,7 +465,9 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
     Route("GET", "/console/sign-in", "consoleSignInPage", None, "Console: the sign-in page"),
     Route("POST", "/console/sign-in", "consoleSignIn", None, "Console: exchange an API key for a session", True),
     Route("POST", "/console/sign-out", "consoleSignOut", None, "Console: end the session", True),
-    Route("GET", "/console/inbox", "consoleInbox", None, "Console: what the signed-in key may decide"),
+    Route(
+        "GET", "/console/inbox", "consoleInbox", None, "Console: what the signed-in key may decide", acts_as="listInterrupts"
+    ),
     Route(
         "POST",
         "/console/runs/{runId}/interrupts/{nodeId}",
@@ -470,16 +475,47 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
         None,
         "Console: decide an interrupt (as the signed-in key, surface console)",
         True,
+        acts_as="resolveInterruptByRun",
     ),
-    Route("GET", "/console/runs", "consoleRuns", None, "Console: runs, filtered and paged"),
-    Route("POST", "/console/runs/cancel", "consoleCancelRuns", None, "Console: cancel the selected runs", True),
-    Route("GET", "/console/runs/{runId}", "consoleRun", None, "Console: a run, its graph, timeline, gates and deliveries"),
-    Route("GET", "/console/workflows", "consoleWorkflows", None, "Console: workflows"),
-    Route("GET", "/console/workflows/{workflowId}", "consoleWorkflow", None, "Console: a workflow's versions, drawn"),
-    Route("GET", "/console/keys", "consoleKeys", None, "Console: the tenant's API keys"),
-    Route("POST", "/console/keys", "consoleCreateKey", None, "Console: create an API key", True),
-    Route("POST", "/console/keys/{keyId}/revoke", "consoleRevokeKey", None, "Console: revoke an API key", True),
-    Route("GET", "/console/audit", "consoleAudit", None, "Console: the tenant's audit trail"),
+    Route("GET", "/console/runs", "consoleRuns", None, "Console: runs, filtered and paged", acts_as="listRuns"),
+    Route(
+        "POST",
+        "/console/runs/cancel",
+        "consoleCancelRuns",
+        None,
+        "Console: cancel the selected runs",
+        True,
+        acts_as="bulkCancelRuns",
+    ),
+    Route(
+        "GET",
+        "/console/runs/{runId}",
+        "consoleRun",
+        None,
+        "Console: a run, its graph, timeline, gates and deliveries",
+        acts_as="getRun",
+    ),
+    Route("GET", "/console/workflows", "consoleWorkflows", None, "Console: workflows", acts_as="listWorkflows"),
+    Route(
+        "GET",
+        "/console/workflows/{workflowId}",
+        "consoleWorkflow",
+        None,
+        "Console: a workflow's versions, drawn",
+        acts_as="getWorkflow",
+    ),
+    Route("GET", "/console/keys", "consoleKeys", None, "Console: the tenant's API keys", acts_as="listKeys"),
+    Route("POST", "/console/keys", "consoleCreateKey", None, "Console: create an API key", True, acts_as="createKey"),
+    Route(
+        "POST",
+        "/console/keys/{keyId}/revoke",
+        "consoleRevokeKey",
+        None,
+        "Console: revoke an API key",
+        True,
+        acts_as="revokeKey",
+    ),
+    Route("GET", "/console/audit", "consoleAudit", None, "Console: the tenant's audit trail", acts_as="listAuditEntries"),
 )
 
 ROUTES: tuple[Route, ...] = (
@@ -632,7 +668,8 @@ ROUTES += (
 )
 
 # Issue 16 item 3 (interlude.api.console): the operator console. No bearer key: a signed session cookie, made at
-# sign-in from an API key, stands for it; every page checks that key's scopes and that it is still active.
+# sign-in from an API key, stands for it while the session stays open (sign-out ends it) and the key active; every
+# page and form holds the scope of the API operation it performs (acts_as).
 ROUTES += CONSOLE_ROUTES
 
 # Issue 15 item 3 (interlude.api.subworkflows): a run's immediate parent (core.subWorkflow).

@@ -20,7 +20,7 @@ from interlude.app import audit, run_listing
 from interlude.app import inbox as approver_inbox
 from interlude.app.keys import MAX_KEYS_LIMIT
 from interlude.app.workflows import MAX_WORKFLOW_PAGE
-from interlude.domain.ids import AUTHOR_ID_RE
+from interlude.domain.ids import AUTHOR_ID
 from interlude.domain.models import responses as r
 from interlude.domain.models import tasks as tk
 from interlude.domain.models import webhooks as wh
@@ -101,7 +101,7 @@ TOKEN = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt
 
 LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")
 ORGANIZATION = Param("X-Organization-ID", "header", {"type": "string"}, "Must name the key's tenant when sent")
-WORKFLOW_ID = {"type": "string", "pattern": AUTHOR_ID_RE.pattern}
+WORKFLOW_ID = {"type": "string", "pattern": AUTHOR_ID}
 SSE_TEXT = Success(200, "Server-sent events, then a retry hint", schema={"type": "string"}, media=(SSE,))
 PAGE = {"type": "string", "description": "The approval page"}
 

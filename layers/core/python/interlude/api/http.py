@@ -105,7 +105,7 @@ def route_patterns() -> list[tuple[re.Pattern[str], str]]:
 @app.not_found
 def _not_found(exc: Exception) -> Response:
     path = app.current_event.path
-    allowed = sorted({method for pattern, method in route_patterns() if pattern.match(path)})
+    allowed = sorted({method for pattern, method in route_patterns() if pattern.fullmatch(path)})
     if allowed:
         return error_response(MethodNotAllowed(f"{app.current_event.http_method} is not allowed here", allowed))
     return error_response(NotFound("no such route"))
@@ -128,7 +128,20 @@ def principal_for(operation: str) -> Principal:
             )
         # The Idempotency-Key layer and the handler both ask: one request is counted once.
         app.append_context(principal=principal)
-    scope = ROUTES_BY_OPERATION[operation].scope
+    return authorize(principal, operation)
+
+
+def scope_of(operation: str) -> str | None:
+    """The scope a request for `operation` must hold: its route's, or, for a console route, the scope of the API
+    operation it performs (wiring.Route.acts_as)."""
+    spec = ROUTES_BY_OPERATION[operation]
+    return ROUTES_BY_OPERATION[spec.acts_as].scope if spec.acts_as else spec.scope
+
+
+def authorize(principal: Principal, operation: str) -> Principal:
+    """`principal` when it holds the scope `operation` requires; else 403 naming the scope. The API's routes and the
+    console's pages and forms all pass through here."""
+    scope = scope_of(operation)
     if scope:
         principal.require(scope)
     return principal

@@ -10,15 +10,15 @@ from interlude.api.http import json_response, parsed, principal_for, service
 from interlude.api.routes import route
 from interlude.app import directory
 from interlude.domain.errors import Invalid
-from interlude.domain.ids import SUBJECT_ID_RE
+from interlude.domain.ids import SUBJECT_ID, SUBJECT_ID_RE
 from interlude.domain.models.answers.principals import PrincipalAnswer
 from interlude.domain.models.principals import PrincipalEntry
 
 
 def principal_id_of(raw: str) -> str:
     value = unquote(raw)
-    if not SUBJECT_ID_RE.match(value):
-        raise Invalid(f"principalId must match {SUBJECT_ID_RE.pattern}", {"field": "principalId"})
+    if not SUBJECT_ID_RE.fullmatch(value):
+        raise Invalid(f"principalId must match {SUBJECT_ID}", {"field": "principalId"})
     return value
 
 

@@ -53,7 +53,7 @@ def parse_modes(raw: str | None) -> list[str]:
     """The requested modes, or 400 unsupported_stream_mode listing what this host serves."""
     value = "updates" if raw is None or raw == "" else raw
     modes = value.split(",")
-    if not MODE_RE.match(value) or any(m not in SUPPORTED_MODES for m in modes):
+    if not MODE_RE.fullmatch(value) or any(m not in SUPPORTED_MODES for m in modes):
         raise Invalid(
             f"streamMode {value!r} is not served; this host serves {', '.join(SUPPORTED_MODES)}",
             {"supported": list(SUPPORTED_MODES), "requested": value},

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import busy
 from interlude.domain.clock import iso
-from interlude.domain.errors import NotFound
+from interlude.domain.errors import Invalid, NotFound
 from interlude.domain.models.principals import (
     MAX_DELEGATORS_PER_DELEGATE,
     MAX_DIRECTORY_PRINCIPALS,
@@ -44,6 +44,9 @@ def put_principal(
     service: Service, tenant: str, principal_id: str, entry: PrincipalEntry, by: str
 ) -> tuple[bool, dict[str, Any]]:
     """(created, the entry as stored)."""
+    if entry.outOfOffice is not None and entry.outOfOffice.delegate == principal_id:
+        # As a gate's delegation (rules/interrupts/decide.py): a vote handed to its own holder decides nothing.
+        raise Invalid("a principal cannot delegate to themselves", {"field": "outOfOffice.delegate"})
     stored = entry.model_dump(mode="json", exclude_none=True)
     try:
         created, record = service.directory.put(

@@ -134,7 +134,7 @@ def bulk_cancel(
     results: list[tuple[str, RunState | DomainError]] = []
     for run_id in run_ids:
         try:
-            if not TENANT_BOUND_RE.match(run_id):
+            if not TENANT_BOUND_RE.fullmatch(run_id):
                 raise Invalid("not a tenant-bound run id (tenant/opaque)", {"field": "runId"})
             if tenant_of(run_id) != principal.tenant:
                 raise Forbidden("the run belongs to another tenant", code="run_forbidden")

@@ -10,10 +10,27 @@ from urllib.parse import unquote
 
 from interlude.domain.errors import Invalid
 
-TENANT_RE = re.compile(r"^[A-Za-z0-9._~-]{1,128}$")
-TENANT_BOUND_RE = re.compile(r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$")
-AUTHOR_ID_RE = re.compile(r"^[A-Za-z0-9._~:-]{1,128}$")  # nodeId, workflowId
-SUBJECT_ID_RE = re.compile(r"^[^\s/]{1,256}$")
+# The grammars as the schemas publish them, `^...$`: for pydantic's `pattern` (pydantic-core's regex, in which `$` ends
+# the text) and the OpenAPI document. Python's `$` also matches before a trailing newline, so Python code matches
+# through `whole(...)`, never these strings.
+TENANT = r"^[A-Za-z0-9._~-]{1,128}$"
+TENANT_BOUND = r"^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$"
+AUTHOR_ID = r"^[A-Za-z0-9._~:-]{1,128}$"  # nodeId, workflowId
+# OpenWOP's subjectId (no whitespace, no `/`), and here no control character either: a NUL or an escape in a
+# principal's name would reach pages, mails and logs.
+SUBJECT_ID = r"^[^\s/\x00-\x1f\x7f-\x9f]{1,256}$"
+
+
+def whole(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`pattern` compiled to match whole strings only, whichever method is called (`match` as `fullmatch`): `\\Z`
+    ends the text, where `$` also matches before a final newline."""
+    return re.compile(f"(?:{pattern})\\Z", flags)
+
+
+TENANT_RE = whole(TENANT)
+TENANT_BOUND_RE = whole(TENANT_BOUND)
+AUTHOR_ID_RE = whole(AUTHOR_ID)
+SUBJECT_ID_RE = whole(SUBJECT_ID)
 _WIRE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _TILDE_RE = re.compile(r"~([0-9A-Fa-f]{2})")
 
@@ -75,12 +92,12 @@ def from_wire(segment: str, *, what: str = "runId") -> str:
         out.append(ch)
         i += 1
     value = "".join(out)
-    if not TENANT_BOUND_RE.match(value):
+    if not TENANT_BOUND_RE.fullmatch(value):
         raise Invalid(f"{what} is not a tenant-bound id (tenant/opaque)", {"field": what})
     return value
 
 
 def check_author_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not AUTHOR_ID_RE.match(value):
-        raise Invalid(f"{what} must match {AUTHOR_ID_RE.pattern}", {"field": what})
+    if not isinstance(value, str) or not AUTHOR_ID_RE.fullmatch(value):
+        raise Invalid(f"{what} must match {AUTHOR_ID}", {"field": what})
     return value

@@ -71,7 +71,7 @@ Keying = Literal["business-identity", "activity-recipe"]
 
 def _header_names(names: Mapping[str, Any], what: str) -> None:
     for name in names:
-        if not HEADER_NAME_RE.match(name):
+        if not HEADER_NAME_RE.fullmatch(name):
             raise ValueError(f"{what}: {name!r} is not a header name (at most 64 token characters)")
         if name.lower() in RESERVED_HEADERS:
             raise ValueError(f"{what}: {name!r} is set by Interlude and cannot be configured")
@@ -106,7 +106,7 @@ class HttpConfig(FrozenClosed):
     def _secret_headers(cls, value: dict[str, str]) -> dict[str, str]:
         _header_names(value, "secretHeaders")
         for ref in value.values():
-            if not SECRET_REF_RE.match(ref):
+            if not SECRET_REF_RE.fullmatch(ref):
                 raise ValueError(f"secretHeaders: {ref!r} is not a secret name (1-128 of A-Z a-z 0-9 _ . -)")
         return value
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from interlude.domain.errors import run_error
-from interlude.domain.ids import AUTHOR_ID_RE, derive_opaque
+from interlude.domain.ids import AUTHOR_ID, derive_opaque
 from interlude.domain.models import FrozenClosed
 from interlude.domain.templates import references, render
 from interlude.engine.nodetypes import GateSpec, NodeType
@@ -196,7 +196,7 @@ def _turn_refused(cfg: ConversationGateConfig, cid: Any, run: Mapping[str, Any])
 
 
 class ConfidenceGateConfig(FrozenClosed):
-    agentId: str = Field(pattern=AUTHOR_ID_RE.pattern)
+    agentId: str = Field(pattern=AUTHOR_ID)
     # A number from 0 to 1, or a template that resolves to one ("{{agent.confidence}}", "{{inputs.c}}").
     observed: float | str
     threshold: float | None = Field(default=None, ge=0, le=1)
@@ -242,7 +242,7 @@ def _is_confidence(value: Any) -> bool:
 
 
 class CredentialGateConfig(FrozenClosed):
-    provider: str = Field(pattern=AUTHOR_ID_RE.pattern)
+    provider: str = Field(pattern=AUTHOR_ID)
     scopes: list[str] = Field(default_factory=list, max_length=100)
     reason: Literal["missing", "expired", "insufficient_scope"] = "missing"
     # Host-owned https URL that begins the authorization-code grant; never pre-authenticated, no token in it.

@@ -103,7 +103,7 @@ def parse_bearer(header: str | None) -> tuple[str, str]:
     if not header:
         raise unauthenticated("missing Authorization: Bearer <api key>")
     scheme, _, value = header.strip().partition(" ")
-    match = KEY_RE.match(value.strip()) if scheme.lower() == "bearer" else None
+    match = KEY_RE.fullmatch(value.strip()) if scheme.lower() == "bearer" else None
     if not match:
         raise unauthenticated("the bearer credential is not an Interlude API key")
     return match.group(1), match.group(2)

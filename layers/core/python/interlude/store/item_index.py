@@ -62,7 +62,7 @@ def decode_position(cursor: str, tenant: str, index: wiring.ItemIndex) -> str:
         or plain["t"] != tenant
         or plain["i"] != index.name
         or not isinstance(plain["p"], str)
-        or not SORT_RE.match(plain["p"])
+        or not SORT_RE.fullmatch(plain["p"])
     ):
         raise ValueError("not a cursor of this listing")
     return plain["p"]

@@ -25,7 +25,7 @@ from interlude.api.console import pages
 from interlude.api.console import session as sessions
 from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
-from interlude.api.http import OPENWOP_VERSION, app, base_url, query_int, raw_body, service
+from interlude.api.http import OPENWOP_VERSION, app, authorize, base_url, query_int, raw_body, scope_of, service
 from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
@@ -209,14 +209,22 @@ def session_ended(exc: Unauthenticated) -> Response:
     return sign_in_page(401, notice, [ended_cookie()])
 
 
-def page(current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
-    """A signed-in GET: no session → the sign-in page (303); a refusal → its page."""
+def may(signed: Signed, operation: str) -> bool:
+    """Whether the session may open console route `operation` (a page to show after an action)."""
+    scope = scope_of(operation)
+    return scope is None or scope in signed.principal.scopes
+
+
+def page(operation: str, current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """Registers console route `operation`, a signed-in GET holding the scope of the API operation it performs:
+    no session → the sign-in page (303); a refusal → its page."""
 
     def decorator(render: Callable[..., Response]) -> Callable[..., Response]:
         def handler(**params: str) -> Response:
             signed: Signed | None = None
             try:
                 signed = signed_in()
+                authorize(signed.principal, operation)
                 return render(signed, **params)
             except NotSignedIn:
                 return see_other("/console/sign-in")
@@ -226,19 +234,22 @@ def page(current: str) -> Callable[[Callable[..., Response]], Callable[..., Resp
                 return refused_page(exc, signed, current)
 
         handler.__name__ = render.__name__
-        return handler
+        return route(operation)(handler)
 
     return decorator
 
 
-def form_post(current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
-    """A signed-in form post: from this console (Origin, Sec-Fetch-Site) and carrying the session's proof."""
+def form_post(operation: str, current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """Registers console route `operation`, a signed-in form post holding the scope of the API operation it
+    performs (checked before anything is read or done), from this console (Origin, Sec-Fetch-Site) and carrying
+    the session's proof."""
 
     def decorator(act: Callable[..., Response]) -> Callable[..., Response]:
         def handler(**params: str) -> Response:
             signed: Signed | None = None
             try:
                 signed = signed_in()
+                authorize(signed.principal, operation)
                 form = read_form()
                 if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
                     return cross_site_page(signed.frame, current)
@@ -251,7 +262,7 @@ def form_post(current: str) -> Callable[[Callable[..., Response]], Callable[...,
                 return refused_page(exc, signed, current)
 
         handler.__name__ = act.__name__
-        return handler
+        return route(operation)(handler)
 
     return decorator
 
@@ -342,20 +353,18 @@ def console_sign_out() -> Response:
 
 
 def inbox_page(signed: Signed, notice: Notice | None, status: int = 200, cursor: str | None = None) -> Response:
-    signed.principal.require("approvals:respond")
+    authorize(signed.principal, "consoleInbox")
     listed = approver_inbox.inbox(service(), signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
     body = pages.inbox(signed.frame, listed["interrupts"], listed.get("nextCursor"), notice)
     return html(status, "Inbox", body, signed.frame, "inbox")
 
 
-@route("consoleInbox")
-@page("inbox")
+@page("consoleInbox", "inbox")
 def console_inbox(signed: Signed) -> Response:
     return inbox_page(signed, None, cursor=(app.current_event.query_string_parameters or {}).get("cursor"))
 
 
-@route("consoleDecide")
-@form_post("inbox")
+@form_post("consoleDecide", "inbox")
 def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
@@ -380,7 +389,8 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
 
 
 def after_decision(signed: Signed, back: str | None, run_id: str, notice: Notice, status: int) -> Response:
-    if back == "run":
+    # The inbox needs the decision's own scope; the run page may need one the session lacks.
+    if back == "run" and may(signed, "consoleRun"):
         return run_page(signed, run_id, notice, status)
     return inbox_page(signed, notice, status)
 
@@ -398,10 +408,8 @@ def runs_view(principal: Principal, status: str | None, workflow_id: str | None,
     return pages.RunsView(rows, page.next_cursor, status, workflow_id)
 
 
-@route("consoleRuns")
-@page("runs")
+@page("consoleRuns", "runs")
 def console_runs(signed: Signed) -> Response:
-    signed.principal.require("runs:read")
     query = app.current_event.query_string_parameters or {}
     wanted = (query.get("runId") or "").strip()
     if wanted:
@@ -414,10 +422,8 @@ def console_runs(signed: Signed) -> Response:
     return html(200, "Runs", pages.runs(signed.frame, view, None), signed.frame, "runs")
 
 
-@route("consoleCancelRuns")
-@form_post("runs")
+@form_post("consoleCancelRuns", "runs")
 def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
-    signed.principal.require("runs:cancel")
     ids = list(dict.fromkeys(v.strip() for v in form.get("runId", []) if v.strip()))
     if not ids:
         raise Invalid("select at least one run to cancel", {"field": "runId"})
@@ -429,21 +435,22 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
     )
     cancelled = sum(1 for _, got in outcomes if isinstance(got, RunState))
     notice = Notice("ok" if cancelled == len(ids) else "warn", f"Cancelled {cancelled} of {len(ids)}", "", lines)
-    if len(ids) == 1 and cancelled == 1:
+    # What the session may read afterwards: the run, the runs, or only what happened (runs:cancel alone).
+    if len(ids) == 1 and cancelled == 1 and may(signed, "consoleRun"):
         return run_page(signed, ids[0], notice, 200)
+    if not may(signed, "consoleRuns"):
+        return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
     view = runs_view(signed.principal, None, None, None)
     return html(200, "Runs", pages.runs(signed.frame, view, notice), signed.frame, "runs")
 
 
-@route("consoleRun")
-@page("runs")
+@page("consoleRun", "runs")
 def console_run(signed: Signed, runId: str) -> Response:  # noqa: N803
     return run_page(signed, from_wire(runId), None, 200)
 
 
 def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) -> Response:
-    principal = signed.principal
-    principal.require("runs:read")
+    principal = authorize(signed.principal, "consoleRun")
     after = query_int("after", -1, -1, 10**12)
     state, _ = service().load_run(principal.tenant, run_id)
     me = run_resolver(principal, "console").principal
@@ -504,10 +511,8 @@ def graph_of(state: RunState) -> tuple[list[GraphNode], list[tuple[str, str]]]:
 WORKFLOWS_PER_PAGE = 50
 
 
-@route("consoleWorkflows")
-@page("workflows")
+@page("consoleWorkflows", "workflows")
 def console_workflows(signed: Signed) -> Response:
-    signed.principal.require("workflows:read")
     wanted = ((app.current_event.query_string_parameters or {}).get("workflowId") or "").strip()
     if wanted:
         return see_other(f"/console/workflows/{check_author_id(wanted, 'workflowId')}")
@@ -517,10 +522,8 @@ def console_workflows(signed: Signed) -> Response:
     return html(200, "Workflows", body, signed.frame, "workflows")
 
 
-@route("consoleWorkflow")
-@page("workflows")
+@page("consoleWorkflow", "workflows")
 def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
-    signed.principal.require("workflows:read")
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
     version = query_int("version", None, 1, 10**9)
     if version is None:
@@ -537,7 +540,7 @@ def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
 
 
 def keys_page(signed: Signed, notice: Notice | None, status: int = 200, created: dict[str, Any] | None = None) -> Response:
-    signed.principal.require("keys:admin")
+    authorize(signed.principal, "consoleKeys")
     cursor = (app.current_event.query_string_parameters or {}).get("cursor") if created is None else None
     listed = service().list_keys(signed.principal.tenant, 100, cursor)
     scopes = [s for s in wiring.ALL_SCOPES if s in signed.principal.scopes]
@@ -545,16 +548,13 @@ def keys_page(signed: Signed, notice: Notice | None, status: int = 200, created:
     return html(status, "Keys", body, signed.frame, "keys")
 
 
-@route("consoleKeys")
-@page("keys")
+@page("consoleKeys", "keys")
 def console_keys(signed: Signed) -> Response:
     return keys_page(signed, None)
 
 
-@route("consoleCreateKey")
-@form_post("keys")
+@form_post("consoleCreateKey", "keys")
 def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
-    signed.principal.require("keys:admin")
     request = parse(
         CreateKeyRequest,
         {"subjectId": (first(form, "subjectId") or "").strip(), "scopes": form.get("scope", [])},
@@ -564,10 +564,8 @@ def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
     return keys_page(signed, None, 201, created)
 
 
-@route("consoleRevokeKey")
-@form_post("keys")
+@form_post("consoleRevokeKey", "keys")
 def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -> Response:  # noqa: N803
-    signed.principal.require("keys:admin")
     revoked = service().revoke_key(signed.principal.tenant, unquote(keyId), audit.actor(signed.principal, "console"))
     if revoked["keyId"] == signed.session.key_id:
         return session_ended(Unauthenticated("you revoked the API key this session signed in with"))
@@ -578,10 +576,8 @@ def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -
 # -- audit --------------------------------------------------------------------------------------------
 
 
-@route("consoleAudit")
-@page("audit")
+@page("consoleAudit", "audit")
 def console_audit(signed: Signed) -> Response:
-    signed.principal.require("audit:read")
     cursor = (app.current_event.query_string_parameters or {}).get("cursor")
     listed = audit.entries_page(service().store, signed.principal.tenant, AUDIT_PER_PAGE, cursor)
     body = pages.audit(signed.frame, listed["entries"], listed.get("cursor"), None)

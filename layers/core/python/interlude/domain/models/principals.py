@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 
-from interlude.domain.ids import SUBJECT_ID_RE
+from interlude.domain.ids import SUBJECT_ID
 from interlude.domain.models import Closed
 
 # Limits of a directory (README, "Limits"): every one is checked before anything is stored.
@@ -28,10 +28,13 @@ MAX_DISPLAY_NAME_CHARS = 256
 Channel = Literal["email", "slack"]
 CHANNELS: tuple[Channel, ...] = ("email", "slack")
 
-PrincipalId = Annotated[str, StringConstraints(pattern=SUBJECT_ID_RE.pattern)]
-MembershipName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\s]+$")]
+PrincipalId = Annotated[str, StringConstraints(pattern=SUBJECT_ID)]
+# Names and addresses hold no whitespace and no control character (a NUL or an escape would reach pages and mails).
+_PRINTABLE = r"[^\s\x00-\x1f\x7f-\x9f]"
+_MAIL_PART = r"[^\s@\x00-\x1f\x7f-\x9f]+"
+MembershipName = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=f"^{_PRINTABLE}+$")]
 # Deliberately plain (no DNS or deliverability check): SES refuses what it cannot send, and the outcome is logged.
-Email = Annotated[str, StringConstraints(max_length=254, pattern=r"^[^\s@]+@[^\s@]+\.[^\s@]+$")]
+Email = Annotated[str, StringConstraints(max_length=254, pattern=f"^{_MAIL_PART}@{_MAIL_PART}\\.{_MAIL_PART}$")]
 SlackUserId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
 
 

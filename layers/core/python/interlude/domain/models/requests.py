@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, Field
 
-from interlude.domain.ids import AUTHOR_ID_RE, SUBJECT_ID_RE
+from interlude.domain.ids import AUTHOR_ID, SUBJECT_ID
 from interlude.domain.models import Closed
 from interlude.wiring import Scope
 
 
 class CreateRunRequest(Closed):
-    workflowId: str = Field(pattern=AUTHOR_ID_RE.pattern)
+    workflowId: str = Field(pattern=AUTHOR_ID)
     inputs: dict[str, Any] = Field(default_factory=dict)
     tenantId: str | None = None
     scopeId: str | None = None
@@ -43,7 +43,7 @@ class BulkCancelRequest(Closed):
 
 
 class CreateKeyRequest(Closed):
-    subjectId: str = Field(pattern=SUBJECT_ID_RE.pattern)
+    subjectId: str = Field(pattern=SUBJECT_ID)
     scopes: list[Scope] = Field(min_length=1)
     groups: list[str] = Field(default_factory=list, max_length=100)
     roles: list[str] = Field(default_factory=list, max_length=100)

@@ -24,7 +24,10 @@ MAX_DEFINITION_NODES = 500
 MAX_REMINDERS = budgets.MAX_REMINDERS
 MAX_REMINDER_MS = budgets.MAX_REMINDER_MS
 
-PrincipalRef = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+# No whitespace, no control character.
+PrincipalRef = Annotated[
+    str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f\x7f-\x9f]+$")
+]
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 
 

@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from interlude.domain.ids import AUTHOR_ID_RE
+from interlude.domain.ids import AUTHOR_ID
 from interlude.domain.models import FrozenClosed
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
 FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed"})
 
-AuthorId = Field(pattern=AUTHOR_ID_RE.pattern)
+AuthorId = Field(pattern=AUTHOR_ID)
 
 
 class Position(FrozenClosed):
@@ -74,7 +74,7 @@ class Trigger(FrozenClosed):
 
 
 class WorkflowDefinition(FrozenClosed):
-    id: str | None = Field(default=None, pattern=AUTHOR_ID_RE.pattern)
+    id: str | None = Field(default=None, pattern=AUTHOR_ID)
     name: str | None = None
     version: str | None = None
     description: str | None = None

@@ -1,0 +1,163 @@
+"""Issue 26, S1: every console page and form holds the scope of the API operation it performs (wiring.Route.acts_as),
+walked over every console route wiring declares, so a new page or form cannot escape: a session whose key lacks the
+scope is refused and nothing in its tenant changes; a session whose key holds only that scope acts, and is answered
+with a page, never a refusal after the fact."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import pytest
+
+from interlude import wiring
+from interlude.local.stack import TABLE_NAME
+from tests.support.console import Console, gate_workflow
+from tests.support.local_stack import Api, stack_client, tenant_admin_key, wire
+
+ROUTES = {r.operation: r for r in wiring.ROUTES}
+# The console's own routes: they perform no API operation, and need no scope.
+SESSION_ROUTES = {"consoleHome", "consoleSignInPage", "consoleSignIn", "consoleSignOut"}
+ACTING = [r for r in wiring.CONSOLE_ROUTES if r.operation not in SESSION_ROUTES]
+
+
+def scope_of(route: wiring.Route) -> str:
+    assert route.acts_as is not None, route.operation
+    scope = ROUTES[route.acts_as].scope
+    assert scope is not None, route.acts_as
+    return scope
+
+
+class Tenant:
+    """A tenant of its own, so that "nothing changed" can be read off all of its items."""
+
+    def __init__(self, stack_info: dict[str, str]) -> None:
+        self.name = f"cscope-{uuid.uuid4().hex[:8]}"
+        self.api = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, self.name), self.name)
+        self.dynamodb = stack_client(stack_info, "dynamodb")
+        self.workflow = gate_workflow(self.api)
+
+    @cache  # noqa: B019 - one tenant per module
+    def console(self, scopes: tuple[str, ...]) -> Console:
+        return Console(self.api).signed_in(self.api.new_key(list(scopes)))
+
+    def without(self, scope: str) -> Console:
+        return self.console(tuple(s for s in wiring.ALL_SCOPES if s != scope))
+
+    def only(self, scope: str) -> Console:
+        return self.console((scope,))
+
+    def waiting_run(self) -> str:
+        run_id = self.api.start(self.workflow)["runId"]
+        assert self.api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+        return run_id
+
+    def items(self) -> list[dict[str, Any]]:
+        """Every item of the tenant but its request-rate counters (each request counts)."""
+        pages = self.dynamodb.get_paginator("scan").paginate(
+            TableName=TABLE_NAME,
+            FilterExpression="(pk = :t OR begins_with(pk, :tp) OR tenant = :tenant) AND NOT begins_with(pk, :rate)",
+            ExpressionAttributeValues={
+                ":t": {"S": f"T#{self.name}"},
+                ":tp": {"S": f"T#{self.name}#"},
+                ":tenant": {"S": self.name},
+                ":rate": {"S": f"T#{self.name}#RATE"},
+            },
+        )
+        return sorted((item for page in pages for item in page["Items"]), key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+
+    def settled(self) -> list[dict[str, Any]]:
+        """The items once the stack's pumps have finished with them (two reads apart agree)."""
+        before = self.items()
+        for _ in range(40):
+            time.sleep(0.25)
+            now = self.items()
+            if now == before:
+                return now
+            before = now
+        raise AssertionError("the tenant's items kept changing")
+
+
+@pytest.fixture(scope="module")
+def tenant(stack_info: dict[str, str]) -> Tenant:
+    return Tenant(stack_info)
+
+
+# What each console form posts to act (path, fields but the proof), given the acting session's scopes. A console
+# form added to wiring without an entry here fails test_every_console_form_is_walked.
+FormOf = Callable[[Tenant, tuple[str, ...]], tuple[str, dict[str, Any]]]
+FORMS: dict[str, FormOf] = {
+    "consoleDecide": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/interrupts/review", {"action": "accept"}),
+    "consoleCancelRuns": lambda t, _: ("/console/runs/cancel", {"runId": t.waiting_run()}),
+    "consoleCreateKey": lambda t, held: ("/console/keys", {"subjectId": f"made-{uuid.uuid4().hex[:6]}", "scope": held[:1]}),
+    "consoleRevokeKey": lambda t, _: (f"/console/keys/{t.api.new_key(['runs:read']).split('_')[1]}/revoke", {}),
+}
+# Path parameters of the console's pages.
+PAGE_PARAMETERS: dict[str, Callable[[Tenant], dict[str, str]]] = {
+    "runId": lambda t: {"runId": wire(t.waiting_run())},
+    "workflowId": lambda t: {"workflowId": t.workflow},
+}
+
+
+def page_path(tenant: Tenant, route: wiring.Route) -> str:
+    path = route.path
+    for name, made in PAGE_PARAMETERS.items():
+        if "{" + name + "}" in path:
+            path = path.replace("{" + name + "}", made(tenant)[name])
+    assert "{" not in path, path
+    return path
+
+
+def test_every_console_route_but_signing_in_and_out_performs_an_api_operation() -> None:
+    assert {r.operation for r in wiring.CONSOLE_ROUTES if r.acts_as is None} == SESSION_ROUTES
+    for route in ACTING:
+        api = ROUTES[route.acts_as or ""]
+        assert api not in wiring.CONSOLE_ROUTES
+        assert api.mutating == route.mutating, route.operation
+        scope_of(route)
+
+
+def test_every_console_form_is_walked() -> None:
+    assert {r.operation for r in ACTING if r.method == "POST"} == set(FORMS)
+
+
+@pytest.mark.parametrize("route", [r for r in ACTING if r.method == "POST"], ids=lambda r: r.operation)
+def test_a_form_whose_scope_the_session_lacks_changes_nothing(tenant: Tenant, route: wiring.Route) -> None:
+    scope = scope_of(route)
+    lacking = tenant.without(scope)
+    held = tuple(s for s in wiring.ALL_SCOPES if s != scope)
+    path, form = FORMS[route.operation](tenant, held)
+    # Every signed-in page carries the proof (its sign-out form), a refusal page too.
+    proof = lacking.proof()
+    before = tenant.settled()
+
+    got = lacking.post(path, {"csrf": proof, **form})
+
+    assert got.status_code == 403, (route.operation, got.text[:300])
+    assert "Not allowed" in got.text
+    assert "lacks the scope" in got.text
+    assert scope in got.text
+    assert tenant.items() == before, f"{route.operation} changed the tenant's items while refusing"
+
+    # The same form from a session whose key holds only that scope acts, and is answered with a page.
+    only = tenant.only(scope)
+    path, form = FORMS[route.operation](tenant, (scope,))
+    before = tenant.settled()
+    done = only.post(path, {"csrf": only.proof(), **form})
+    assert done.status_code in (200, 201), (route.operation, done.text[:300])
+    assert tenant.items() != before, f"{route.operation} did nothing with its scope"
+
+
+@pytest.mark.parametrize("route", [r for r in ACTING if r.method == "GET"], ids=lambda r: r.operation)
+def test_a_page_whose_scope_the_session_lacks_is_refused(tenant: Tenant, route: wiring.Route) -> None:
+    scope = scope_of(route)
+    path = page_path(tenant, route)
+    refused = tenant.without(scope).get(path)
+    assert refused.status_code == 403, (route.operation, refused.text[:300])
+    assert "Not allowed" in refused.text
+    shown = tenant.only(scope).get(path)
+    assert shown.status_code == 200, (route.operation, shown.text[:300])
+
