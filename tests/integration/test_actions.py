@@ -4,19 +4,27 @@ handlers, and a receiver on 127.0.0.1 (the development loopback switch on)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import boto3
 import pytest
+from pydantic import ValidationError
 
+from interlude import wiring
 from interlude.app.actions import run_effects
 from interlude.app.service import Service
+from interlude.app.tenants import put_settings
 from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.actions import provider_key
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
 from interlude.store import Store
+from interlude.store import attributes as a
+from interlude.store.dynamo import run_pk
+from interlude.store.effects import EFFECT_SK, effect_pk, ledger_sk
 from tests.integration.conftest import signed_in, state_of
 from tests.support.queues import queue_world
 from tests.support.receiver import Receiver
@@ -139,6 +147,39 @@ def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(
     assert record["providerKey"] == provider_key(effect_id)
     assert "o-1" not in json.dumps(record)
     assert "r-1" not in json.dumps(record)
+
+
+def expiry_days(service, effect_id: str, run_id: str) -> tuple[float, float]:
+    """Days from now until the effect record and the run's ledger entry of it expire (the table's TTL)."""
+    client = boto3.client("dynamodb")
+    effect = client.get_item(TableName=TABLE, Key=a.key(effect_pk(effect_id), EFFECT_SK))["Item"]
+    ledger = client.get_item(TableName=TABLE, Key=a.key(run_pk(run_id), ledger_sk(effect_id)))["Item"]
+    return tuple((int(item[wiring.TTL_ATTRIBUTE]["N"]) - time.time()) / 86400 for item in (effect, ledger))
+
+
+def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(service, admin, aws, receiver):
+    # Given a tenant with the default retention, an action performed
+    run_id = approved_run(service, admin, workflow(receiver.url()))
+    settle(aws)
+    effect_id = state_of(service, run_id).outputs["refund"]["effectId"]
+    # Then its effect record and ledger entry expire 14 days (OpenWOP's minimum) after they were written
+    for days in expiry_days(service, effect_id, run_id):
+        assert 13.99 < days <= 14
+
+    # When the tenant keeps effects for 90 days (a worker applies it within its cache time: a fresh one here)
+    put_settings(service, TENANT, TenantSettings(effectRetentionDays=90), "ops")
+    lambda_runtime.fresh_instances()
+    later = approved_run(service, admin, workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}"), "o-2")
+    settle(aws)
+    effect_id = state_of(service, later).outputs["refund"]["effectId"]
+    for days in expiry_days(service, effect_id, later):
+        assert 89.99 < days <= 90
+
+
+@pytest.mark.parametrize("days", [13, 367, 0, "14 days"])
+def test_the_effect_retention_is_bounded(days):
+    with pytest.raises(ValidationError):
+        TenantSettings.model_validate({"effectRetentionDays": days})
 
 
 def test_redelivered_stream_records_and_messages_call_once(service, admin, aws, receiver):

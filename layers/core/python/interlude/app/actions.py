@@ -53,6 +53,15 @@ def finish_action(service: Service, run_id: str, node_id: str, visit: int, outco
     raise busy("the run kept changing while an action's outcome landed; retry")
 
 
+def effect_retention_days(service: Service, tenant: str) -> int:
+    """How many days the tenant keeps an effect record and its ledger entry past their last change."""
+    from interlude.app.tenants import tenant_settings
+    from interlude.domain.models.tenants import MIN_EFFECT_RETENTION_DAYS
+
+    days = tenant_settings(service.hitl_store, tenant).effectRetentionDays
+    return days or MIN_EFFECT_RETENTION_DAYS
+
+
 def run_effects(service: Service, principal: auth.Principal, run_id: str) -> dict[str, Any]:
     """GET /runs/{runId}/effects: the run's effect records (content-free: no request, response or secret)."""
     from interlude.store.effects import EffectStore  # the effects route's alone: the outbox never reads the ledger

@@ -7,6 +7,9 @@ Items:
                                                     shows it: effectId, nodeId, attempt, keying, providerKey,
                                                     state claimed|completed|released, at
 
+Both carry the table's TTL attribute, renewed by every write of them to `expires` (epoch seconds: the tenant's effect
+retention past the write, at least 14 days as OpenWOP idempotency.md asks), after which DynamoDB deletes them.
+
 The effect item is keyed by the effect's id alone (not the run), so a business identity named by several runs is
 one record. A worker claims an attempt before it calls (one conditional write: attempts + 1 and a lease, allowed
 only from pending, or from claimed once the lease ran out) and finishes it under the condition that its claim
@@ -23,6 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.dynamo import Store, run_pk
 
@@ -84,7 +88,7 @@ class EffectStore:
         item = got.get("Item")
         return a.plain(item) if item else None
 
-    def claim(self, entry: LedgerEntry, now: float, now_iso: str, lease_s: float) -> EffectClaim:
+    def claim(self, entry: LedgerEntry, now: float, now_iso: str, lease_s: float, expires: int) -> EffectClaim:
         current = self.effect(entry.effect_id)
         if current is not None:
             if current.get("status") in SETTLED:
@@ -100,9 +104,10 @@ class EffectStore:
             "TableName": self.table,
             "Key": a.key(effect_pk(entry.effect_id), EFFECT_SK),
             "UpdateExpression": "SET #st = :claimed, attempts = :attempt, leaseUntil = :lease, runId = :run, "
-            "nodeId = :node, keying = :keying, #at = :at",
-            "ExpressionAttributeNames": {"#st": "status", "#at": "at"},
+            "nodeId = :node, keying = :keying, #at = :at, #ttl = :ttl",
+            "ExpressionAttributeNames": {"#st": "status", "#at": "at", "#ttl": wiring.TTL_ATTRIBUTE},
             "ExpressionAttributeValues": {
+                ":ttl": a.n(expires),
                 ":claimed": a.s("claimed"),
                 ":attempt": a.n(attempt),
                 ":lease": a.n(round(now + lease_s, 3)),
@@ -119,7 +124,10 @@ class EffectStore:
             update["ExpressionAttributeValues"].update({":previous": a.n(previous), ":pending": a.s("pending")})
         try:
             self.client.transact_write_items(
-                TransactItems=[{"Update": update}, {"Put": self._ledger_put(entry, attempt, "claimed", now_iso)}]
+                TransactItems=[
+                    {"Update": update},
+                    {"Put": self._ledger_put(entry, attempt, "claimed", now_iso, expires)},
+                ]
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "TransactionCanceledException":
@@ -129,7 +137,13 @@ class EffectStore:
         return EffectClaim("claimed", attempt)
 
     def finish(
-        self, entry: LedgerEntry, attempt: int, status: str, now_iso: str, outcome: dict[str, Any] | None = None
+        self,
+        entry: LedgerEntry,
+        attempt: int,
+        status: str,
+        now_iso: str,
+        expires: int,
+        outcome: dict[str, Any] | None = None,
     ) -> bool:
         """Settle attempt `attempt` as `status` (completed, failed, or pending for another attempt), with the
         recorded outcome when settled. False (nothing written) when this worker's claim no longer stands."""
@@ -138,8 +152,9 @@ class EffectStore:
             ":attempt": a.n(attempt),
             ":claimed": a.s("claimed"),
             ":at": a.s(now_iso),
+            ":ttl": a.n(expires),
         }
-        expression = "SET #st = :status, #at = :at"
+        expression = "SET #st = :status, #at = :at, #ttl = :ttl"
         if outcome is not None:
             expression += ", outcome = :outcome"
             values[":outcome"] = a.as_json(outcome)
@@ -148,10 +163,10 @@ class EffectStore:
             "Key": a.key(effect_pk(entry.effect_id), EFFECT_SK),
             "UpdateExpression": expression + " REMOVE leaseUntil",
             "ConditionExpression": "attempts = :attempt AND #st = :claimed",
-            "ExpressionAttributeNames": {"#st": "status", "#at": "at"},
+            "ExpressionAttributeNames": {"#st": "status", "#at": "at", "#ttl": wiring.TTL_ATTRIBUTE},
             "ExpressionAttributeValues": values,
         }
-        ledger = self._ledger_put(entry, attempt, LEDGER_STATE[status], now_iso)
+        ledger = self._ledger_put(entry, attempt, LEDGER_STATE[status], now_iso, expires)
         try:
             self.client.transact_write_items(TransactItems=[{"Update": update}, {"Put": ledger}])
         except ClientError as exc:
@@ -160,10 +175,10 @@ class EffectStore:
             return False
         return True
 
-    def note_reuse(self, entry: LedgerEntry, attempt: int, status: str, now_iso: str) -> None:
+    def note_reuse(self, entry: LedgerEntry, attempt: int, status: str, now_iso: str, expires: int) -> None:
         """A run whose action found its effect settled already (a business identity another run performed):
         its ledger shows the effect with the recorded state, once."""
-        put = self._ledger_put(entry, attempt, LEDGER_STATE[status], now_iso)
+        put = self._ledger_put(entry, attempt, LEDGER_STATE[status], now_iso, expires)
         put["ConditionExpression"] = "attribute_not_exists(sk)"
         try:
             self.client.put_item(**put)
@@ -180,9 +195,11 @@ class EffectStore:
         )
         return [a.unpacked(item["record"]) for page in pages for item in page.get("Items") or []]
 
-    def _ledger_put(self, entry: LedgerEntry, attempt: int, state: str, now_iso: str) -> Any:
+    def _ledger_put(self, entry: LedgerEntry, attempt: int, state: str, now_iso: str, expires: int) -> Any:
         record = entry.record(attempt, state, now_iso)
-        return {
-            "TableName": self.table,
-            "Item": {**a.key(run_pk(entry.run_id), ledger_sk(entry.effect_id)), "record": a.as_json(record)},
+        item = {
+            **a.key(run_pk(entry.run_id), ledger_sk(entry.effect_id)),
+            "record": a.as_json(record),
+            wiring.TTL_ATTRIBUTE: a.n(expires),
         }
+        return {"TableName": self.table, "Item": item}

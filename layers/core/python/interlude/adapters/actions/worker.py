@@ -32,7 +32,7 @@ from interlude.app import actions
 from interlude.config.actions import ActionSettings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import run_error
-from interlude.domain.ids import secret_name
+from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
 from interlude.engine.actions import provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
@@ -40,6 +40,8 @@ from interlude.store.effects import EffectStore, LedgerEntry
 
 logger = Logger(service="interlude-actions", child=True)
 USER_AGENT = "interlude-actions/1"
+# A tenant's effect retention (tenant settings) is read again after this long: a change applies within it.
+RETENTION_CACHE_S = 300.0
 RETRY_STATUSES = frozenset({408, 429})
 # Secrets Manager answers that no retry can change: the node fails with interlude.secret_unavailable.
 SECRET_FINAL_ERRORS = frozenset(
@@ -76,6 +78,8 @@ class ActionWorker:
     resolve: Resolver | None = None
     clock: Callable[[], float] = time.time
     rand: Callable[[], float] = field(default=random.random)
+    # The tenants' effect retention in days, read at most every RETENTION_CACHE_S per tenant.
+    _retention: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def handle(self, record: dict[str, Any]) -> str:
         """Process one SQS record; returns the outcome (completed, failed, replayed, stale, superseded) or raises
@@ -88,14 +92,15 @@ class ActionWorker:
             return "stale"
         entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId))
         lease_s = self.settings.connect_timeout_s + pending.request["timeoutMs"] / 1000 + self.settings.lease_margin_s
-        claim = self.effects.claim(entry, self.clock(), iso_epoch(self.clock()), lease_s)
+        expires = self._effects_expire(run_id)
+        claim = self.effects.claim(entry, self.clock(), iso_epoch(self.clock()), lease_s, expires)
         if claim.outcome == "busy":
             hide(self.sqs, self.settings.queue_url, record, claim.retry_in_s)
             raise RetryLater(f"effect {entry.effect_id} is being performed by another worker")
         if claim.outcome == "settled":
             # Performed before (a redelivery, a crash after the call, or another run with the same business key).
             status = "failed" if "error" in claim.recorded else "completed"
-            self.effects.note_reuse(entry, claim.attempt, status, iso_epoch(self.clock()))
+            self.effects.note_reuse(entry, claim.attempt, status, iso_epoch(self.clock()), expires)
             actions.finish_action(self.service, run_id, node_id, visit, claim.recorded)
             return "replayed"
         # Killed mid-call, this message reappears once the lease has run out, and its receiver takes over.
@@ -103,7 +108,7 @@ class ActionWorker:
         result = self._call(pending, claim.attempt)
         max_attempts = int(pending.request["maxAttempts"])
         if result.kind == "retry" and claim.attempt < max_attempts:
-            self.effects.finish(entry, claim.attempt, "pending", iso_epoch(self.clock()))
+            self.effects.finish(entry, claim.attempt, "pending", iso_epoch(self.clock()), expires)
             delay = backoff_s(claim.attempt, self.settings.backoff_base_s, self.settings.backoff_cap_s, self.rand)
             if result.retry_after and result.retry_after.strip().isdigit():
                 delay = max(delay, min(int(result.retry_after.strip()), int(self.settings.backoff_cap_s)))
@@ -111,12 +116,22 @@ class ActionWorker:
             raise RetryLater(f"attempt {claim.attempt} of effect {entry.effect_id} failed ({result.error_class})")
         outcome = result.outcome if result.kind == "settled" else _exhausted(pending, result, max_attempts)
         status = "failed" if "error" in outcome else "completed"
-        if not self.effects.finish(entry, claim.attempt, status, iso_epoch(self.clock()), outcome):
+        if not self.effects.finish(entry, claim.attempt, status, iso_epoch(self.clock()), expires, outcome):
             # Our lease ran out and another worker took the effect over: its attempt settles it.
             logger.warning("claim lost before settling; the later attempt settles", extra={"effectId": entry.effect_id})
             return "superseded"
         actions.finish_action(self.service, run_id, node_id, visit, outcome)
         return status
+
+    def _effects_expire(self, run_id: str) -> int:
+        """When the effect record and ledger entry written now expire: the tenant's retention from now."""
+        tenant = tenant_of(run_id)
+        hit = self._retention.get(tenant)
+        if hit is None or hit[0] <= time.monotonic():
+            days = actions.effect_retention_days(self.service, tenant)
+            hit = (time.monotonic() + RETENTION_CACHE_S, days)
+            self._retention[tenant] = hit
+        return int(self.clock()) + hit[1] * 24 * 3600
 
     # -- one call -------------------------------------------------------------------------------
 

@@ -11,6 +11,10 @@ from interlude.domain.models import Closed
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
+# How long an effect record and a run's ledger entry of it are kept after their last change (OpenWOP
+# idempotency.md: at least 14 days); a tenant may keep them longer, up to a year.
+MIN_EFFECT_RETENTION_DAYS = 14
+MAX_EFFECT_RETENTION_DAYS = 366
 
 # Ceilings of what a tenant may set its limits to (README, "Limits").
 MAX_REQUESTS_PER_SECOND = 500
@@ -66,6 +70,10 @@ class TenantSettings(Closed):
     # Issue 14: reminders for gates that ask for none themselves (ms after the gate asks), to those who have not voted.
     remindersMs: list[Annotated[int, Field(ge=1000, le=MAX_REMINDER_MS)]] | None = Field(
         default=None, max_length=MAX_REMINDERS, exclude_if=_unset
+    )
+    # Issue 26: days an effect record and its ledger entry outlive their last change. Left out: the minimum.
+    effectRetentionDays: int | None = Field(
+        default=None, ge=MIN_EFFECT_RETENTION_DAYS, le=MAX_EFFECT_RETENTION_DAYS, exclude_if=_unset
     )
 
 
