@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from modulex import Modulex
+from modulex._exceptions import BadRequestError, NotFoundError
 from modulex.types.workflows import (
     EdgeDefinition,
     GuardrailsNodeConfig,
@@ -185,5 +186,96 @@ def test_a_definition_typed_by_the_sdk_with_float_retry_intervals_is_deployed_an
             frames = await listen_until(client, run.run_id, "done", DEADLINE_S)
             (retry,) = [e.data for e in frames if e.event == "node_retry"]
             assert (retry["node"], retry["attempt"], retry["delay_ms"]) == ("node_draft", 2, 0)  # 0.5 ms
+
+    asyncio.run(scenario())
+
+
+# -- rows 5, 6 and 8: workflows of both faces through the SDK ----------------------------------------------------
+
+
+def deploy(client: Modulex, name: str, **fields: Any):
+    raw = schema([transformer("node_draft", 0, "Dear {{input.name}}")], [], name)
+    return client.workflows.create(raw, name=name, **fields)
+
+
+def test_every_listed_workflow_reads_back_through_the_sdk(tenant: Api):
+    openwop_id = tenant.fixture("conformance-approval")
+
+    async def scenario() -> None:
+        async with sdk(tenant) as client:
+            created = await deploy(client, "Refunds", category="ops")
+            listed = [w async for w in client.workflows.list_all()]
+            assert {openwop_id, created.id} <= {w.id for w in listed}
+            for summary in listed:
+                got = await client.workflows.get(summary.id)
+                assert (got.id, got.name, got.status) == (summary.id, summary.name, summary.status)
+            openwop = await client.workflows.get(openwop_id)
+            assert (openwop.status, openwop.visibility, openwop.workflow_schema) == ("published", "organization", None)
+            assert openwop.model_extra["face"] == "openwop"
+            assert openwop.model_extra["latest_version"] == 1
+            assert openwop.model_extra["definition"]["id"] == openwop_id
+            # A client without an organisation is known by its User-Agent.
+            async with Modulex(api_key=tenant.api_key, base_url=tenant.base_url, max_retries=0) as anonymous:
+                assert (await anonymous.workflows.get(openwop_id)).id == openwop_id
+            # The SDK's update is ModuleX's: an OpenWOP workflow's versions are OpenWOP definitions.
+            with pytest.raises(BadRequestError):
+                await client.workflows.update(openwop_id, name="Renamed")
+
+    asyncio.run(scenario())
+    # An OpenWOP client still reads the OpenWOP shape, and its version was not touched.
+    got = tenant.call("GET", f"/workflows/{openwop_id}")
+    assert set(got.json()) == {"workflowId", "version", "definition"}
+    assert got.json()["version"] == 1
+
+
+def test_workflow_listing_honours_status_category_visibility_and_search(stack_info):
+    name = f"mxlist-{uuid.uuid4().hex[:8]}"
+    api = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name), name)
+    openwop_id = api.fixture("conformance-noop")
+
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            refunds = await deploy(client, "Refund approval", category="ops", status="published", visibility="public")
+            drafts = await deploy(client, "Draft review", category="ops", description="Checks refund letters")
+            other = await deploy(client, "Onboarding", category="people", status="published")
+
+            async def ids(**filters: str) -> set[str]:
+                page = await client.workflows.list(page_size=100, **filters)
+                assert page.total == len(page.workflows)
+                everything = {w.id async for w in client.workflows.list_all(**filters)}
+                assert everything == {w.id for w in page.workflows}
+                return everything
+
+            assert await ids() == {refunds.id, drafts.id, other.id, openwop_id}
+            assert await ids(status="published") == {refunds.id, other.id, openwop_id}
+            assert await ids(status="draft") == {drafts.id}
+            assert await ids(category="ops") == {refunds.id, drafts.id}
+            assert await ids(visibility="public") == {refunds.id}
+            assert await ids(visibility="organization") == {drafts.id, other.id, openwop_id}
+            assert await ids(search="REFUND") == {refunds.id, drafts.id}  # by name, and by description
+            assert await ids(search="refund", status="draft", category="ops") == {drafts.id}
+            assert await ids(category="nothing") == set()
+            with pytest.raises(BadRequestError):
+                await client.workflows.list(search="x" * 257)
+
+    asyncio.run(scenario())
+
+
+def test_another_organisation_is_not_found_on_every_workflow_path(tenant: Api):
+    openwop_id = tenant.fixture("conformance-noop")
+
+    async def scenario() -> None:
+        async with sdk(tenant) as mine:
+            created = await deploy(mine, "Mine")
+        async with sdk(tenant, org="someone-else") as client:
+            for workflow_id in (created.id, openwop_id, "no-such-workflow"):
+                with pytest.raises(NotFoundError, match="workflow not found"):
+                    await client.workflows.get(workflow_id)
+                with pytest.raises(NotFoundError, match="workflow not found"):
+                    await client.workflows.update(workflow_id, name="Theirs")
+            with pytest.raises(NotFoundError, match="workflow not found"):
+                await client.workflows.delete(created.id)
+        async with sdk(tenant) as mine:
+            assert (await mine.workflows.get(created.id)).name == "Mine"
 
     asyncio.run(scenario())

@@ -30,7 +30,7 @@ from interlude.domain.errors import (
     TooLarge,
     UnsupportedMedia,
 )
-from interlude.domain.ids import to_wire
+from interlude.domain.ids import AUTHOR_ID_RE, to_wire
 from interlude.domain.validation import parse
 from interlude.rules.auth import Principal
 from interlude.wiring import Face
@@ -256,9 +256,24 @@ def run_links(run_id: str) -> dict[str, str]:
     return {"eventsUrl": f"{base_url()}/runs/{wire}/events", "statusUrl": f"{base_url()}/runs/{wire}"}
 
 
-def is_modulex_workflow(tenant: str, workflow_id: str) -> bool:
-    """Whether `workflow_id` names a ModuleX workflow of the tenant (live or deleted): then its routes speak ModuleX.
+# The organisation a ModuleX request acts for (the SDKs send it when one is configured): a header only ModuleX defines.
+ORG_HEADER = "x-organization-id"
+# The product names modulex-python and modulex-js put in User-Agent.
+MODULEX_USER_AGENTS = ("modulex-python/", "modulex-js/")
+
+
+def is_modulex_client() -> bool:
+    """Whether the request comes from a ModuleX client: it names an organisation, or its User-Agent is a ModuleX SDK's."""
+    headers = app.current_event.headers or {}
+    return ORG_HEADER in headers or headers.get("user-agent", "").startswith(MODULEX_USER_AGENTS)
+
+
+def answers_as_modulex(tenant: str, workflow_id: str) -> bool:
+    """Whether GET and PUT /workflows/{id} answer on the ModuleX face: for a ModuleX client (which reads every workflow
+    in ModuleX's shape), and for the id of a ModuleX workflow of the tenant (live or deleted), whoever asks.
 
     Here, not beside the ModuleX routes: the OpenWOP workflow routes ask it of every id, and importing those routes'
     module loads the whole ModuleX face."""
-    return service().store.get_modulex_workflow(tenant, workflow_id) is not None
+    if is_modulex_client():
+        return True
+    return bool(AUTHOR_ID_RE.fullmatch(workflow_id)) and service().store.get_modulex_workflow(tenant, workflow_id) is not None

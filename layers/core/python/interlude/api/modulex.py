@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 from pydantic import BaseModel
 
 from interlude.api.http import (
+    ORG_HEADER,
     app,
     body,
     last_event_id,
@@ -35,19 +36,22 @@ from interlude.faces.modulex import frames
 from interlude.faces.modulex.operations import ModulexFace, not_found
 from interlude.rules.auth import Principal
 
-ORG_HEADER = "x-organization-id"
-
 
 def face() -> ModulexFace:
     return ModulexFace(service())
 
 
-def caller(operation: str, run_scoped: bool) -> Principal:
-    principal = principal_for(operation)
+def caller(operation: str, run_scoped: bool, what: str = "run") -> Principal:
+    """The key holder, when `X-Organization-ID` (if sent) names its tenant; else the request's `what` is not found
+    (`run_scoped`: a route about one resource, which answers as if it were missing) or it is refused (403)."""
+    return acting_for(principal_for(operation), run_scoped, what)
+
+
+def acting_for(principal: Principal, run_scoped: bool, what: str = "run") -> Principal:
     org = (app.current_event.headers or {}).get(ORG_HEADER)
     if org and org != principal.tenant:
         if run_scoped:
-            raise not_found()
+            raise not_found(what)
         raise Forbidden(f"this key does not act for organisation {org!r}")
     return principal
 

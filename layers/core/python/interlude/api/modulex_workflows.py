@@ -1,6 +1,7 @@
 """ModuleX database mode and run rows (issue 16, items 1 and 2): POST /workflows, GET /workflows (both faces' workflows),
 DELETE /workflows/{id}, GET /workflow-runs, GET /workflow-runs/{run_pk}. GET and PUT /workflows/{id} answer on the
-face of the workflow they name: interlude.api.runs hands a ModuleX workflow's id to `get_modulex` / `put_modulex`.
+ModuleX face for a ModuleX client and for a ModuleX workflow's id (interlude.api.http.answers_as_modulex):
+interlude.api.runs hands those requests to `get_modulex` / `put_modulex`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from typing import Any, get_args
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api import http
-from interlude.api.http import app, is_modulex_workflow, query_int, required_body, service
-from interlude.api.modulex import caller, face, ok
+from interlude.api.http import app, principal_for, query_int, required_body, service
+from interlude.api.modulex import acting_for, caller, face, ok
 from interlude.api.routes import route
 from interlude.app.workflows import DEFAULT_WORKFLOW_PAGE, MAX_WORKFLOW_PAGE
 from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed
@@ -32,13 +33,24 @@ def as_modulex() -> None:
     app.append_context(**{http.FACE_CONTEXT: "modulex"})
 
 
+def addressed(principal: Principal, workflow_id: str) -> str:
+    """The workflow id of a ModuleX request about one workflow: one that is malformed, or asked for on behalf of
+    another organisation, is not found (the same 404 as a missing one)."""
+    acting_for(principal, run_scoped=True, what="workflow")
+    try:
+        return check_author_id(workflow_id, "workflowId")
+    except DomainError:
+        raise mxw.not_found() from None
+
+
 def get_modulex(principal: Principal, workflow_id: str) -> Response:
     as_modulex()
-    return ok(mxw.ModulexWorkflow.model_validate(workflows().get(principal, workflow_id)))
+    return ok(workflows().read(principal, addressed(principal, workflow_id)))
 
 
 def put_modulex(principal: Principal, workflow_id: str) -> Response:
     as_modulex()
+    workflow_id = addressed(principal, workflow_id)
     return ok(mxw.ModulexWorkflow.model_validate(workflows().update(principal, workflow_id, required_body())))
 
 
@@ -53,19 +65,18 @@ def list_workflows() -> Response:
     principal = caller("listWorkflows", run_scoped=False)
     page = query_int("page", 1, 1, 10**6)
     page_size = query_int("page_size", DEFAULT_WORKFLOW_PAGE, 1, MAX_WORKFLOW_PAGE)
-    listed = service().list_workflows(principal.tenant, page, page_size)
+    query: dict[str, str] = app.current_event.query_string_parameters or {}
+    wanted = mxw.ListingFilter.of({name: query[name] for name in mxw.LISTING_FILTERS if name in query})
+    listed = service().list_workflows(principal.tenant, page, page_size, wanted.keeps if wanted.any else None)
     items = [mxw.summary(entry.pop("id"), entry) for entry in listed.pop("workflows")]
     return ok(mxw.WorkflowList(workflows=items, **listed))
 
 
 @route("modulexDeleteWorkflow")
 def delete_workflow(workflowId: str) -> Response:  # noqa: N803 - the path parameter's name
-    principal = caller("modulexDeleteWorkflow", run_scoped=True)
-    try:
-        workflow_id = check_author_id(workflowId, "workflowId")
-    except DomainError:
-        raise mxw.not_found() from None
-    if not is_modulex_workflow(principal.tenant, workflow_id):
+    principal = principal_for("modulexDeleteWorkflow")
+    workflow_id = addressed(principal, workflowId)
+    if service().store.get_modulex_workflow(principal.tenant, workflow_id) is None:
         if service().store.latest_workflow_version(principal.tenant, workflow_id) is not None:
             # An OpenWOP workflow: its versions are immutable and its runs read them.
             raise MethodNotAllowed("an OpenWOP workflow's versions are never deleted", ["GET", "PUT"])

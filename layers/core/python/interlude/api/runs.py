@@ -17,8 +17,8 @@ import interlude.rules.interrupts.secrets  # noqa: F401
 from interlude import __version__
 from interlude.api.http import (
     OPENWOP_VERSION,
+    answers_as_modulex,
     app,
-    is_modulex_workflow,
     json_response,
     parsed,
     principal_for,
@@ -152,12 +152,12 @@ def get_openapi() -> Response:
 @route("putWorkflow")
 def put_workflow(workflowId: str) -> Response:
     principal = principal_for("putWorkflow")
-    workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    if is_modulex_workflow(principal.tenant, workflow_id):
-        # The ModuleX face's routes share this path: imported (the whole face with them) for a ModuleX id only.
+    if answers_as_modulex(principal.tenant, unquote(workflowId)):
+        # The ModuleX face's routes share this path: imported (the whole face with them) for ModuleX's requests only.
         from interlude.api.modulex_workflows import put_modulex
 
-        return put_modulex(principal, workflow_id)  # a ModuleX workflow's id: the ModuleX update
+        return put_modulex(principal, unquote(workflowId))  # the ModuleX update
+    workflow_id = check_author_id(unquote(workflowId), "workflowId")
     raw = required_body()
     if isinstance(raw, dict) and raw.get("id") not in (None, workflow_id):
         raise Invalid("the body's id differs from the path's workflowId", {"path": "id"})
@@ -168,11 +168,11 @@ def put_workflow(workflowId: str) -> Response:
 @route("getWorkflow")
 def get_workflow(workflowId: str) -> Response:
     principal = principal_for("getWorkflow")
-    workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    if is_modulex_workflow(principal.tenant, workflow_id):
+    if answers_as_modulex(principal.tenant, unquote(workflowId)):
         from interlude.api.modulex_workflows import get_modulex
 
-        return get_modulex(principal, workflow_id)  # a ModuleX workflow's id: its ModuleX record
+        return get_modulex(principal, unquote(workflowId))  # a ModuleX record, or an OpenWOP workflow as ModuleX reads it
+    workflow_id = check_author_id(unquote(workflowId), "workflowId")
     return json_response(200, WorkflowVersion.model_validate(service().get_workflow(principal, workflow_id)))
 
 

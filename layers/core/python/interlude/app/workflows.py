@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
@@ -45,6 +46,12 @@ def stored_size(stored: dict[str, Any]) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def catalogue_entry(definition: WorkflowDefinition, workflow_id: str, now: str) -> dict[str, Any]:
+    """What GET /workflows shows of an OpenWOP workflow, and filters on, without reading its definition."""
+    entry = {"face": "openwop", "name": definition.name or workflow_id, "updatedAt": now}
+    return {**entry, **{k: v for k, v in (("description", definition.description), ("version", definition.version)) if v}}
+
+
 class WorkflowOperations:
     """Part of Service (app/service.py), which sets these attributes."""
 
@@ -63,7 +70,7 @@ class WorkflowOperations:
         version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
         now = iso(self.clock())
         for _ in range(MAX_RACE_RETRIES):
-            entry = {"face": "openwop", "name": definition.name or workflow_id, "updatedAt": now}
+            entry = catalogue_entry(definition, workflow_id, now)
             stored = self.store_workflow_version(principal, workflow_id, version, definition, entry)
             if stored is not None:
                 return {"workflowId": workflow_id, "version": version, "definition": stored}
@@ -97,15 +104,17 @@ class WorkflowOperations:
         )
         return stored if written else None
 
-    def list_workflows(self, tenant: str, page: int, page_size: int) -> dict[str, Any]:
-        """One page of the tenant's listed workflows of both faces, by id, with their latest version numbers
-        (versions are numbered 1..latest)."""
+    def list_workflows(
+        self, tenant: str, page: int, page_size: int, keep: Callable[[dict[str, Any]], bool] | None = None
+    ) -> dict[str, Any]:
+        """One page of the tenant's listed workflows of both faces (those whose catalogue entry `keep` keeps), by id,
+        with their latest version numbers (versions are numbered 1..latest)."""
         if (page - 1) * page_size >= MAX_WORKFLOW_LISTING:
             raise Invalid(
                 f"pages reach the first {MAX_WORKFLOW_LISTING} workflows",
                 {"field": "page", "limit": MAX_WORKFLOW_LISTING},
             )
-        entries, total = self.store.catalogue_page(tenant, (page - 1) * page_size, page_size)
+        entries, total = self.store.catalogue_page(tenant, (page - 1) * page_size, page_size, keep)
         return {
             "workflows": [{"id": workflow_id, **entry} for workflow_id, entry in entries],
             "total": total,

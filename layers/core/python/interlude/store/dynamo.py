@@ -423,9 +423,12 @@ class Store:
         item = got.get("Item")
         return a.unpacked(item["entry"]) if item else None
 
-    def catalogue_page(self, tenant: str, offset: int, limit: int) -> tuple[list[tuple[str, dict[str, Any]]], int]:
-        """(workflowId, entry) of the listed workflows `offset`..`offset + limit` by id, and how many there are: the
-        partition is read to its end (small entries; a tenant's workflows are bounded by its versions quota)."""
+    def catalogue_page(
+        self, tenant: str, offset: int, limit: int, keep: Callable[[dict[str, Any]], bool] | None = None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+        """(workflowId, entry) of the listed workflows `offset`..`offset + limit` by id among those `keep` keeps, and
+        how many it keeps: the partition is read to its end (small entries; a tenant's workflows are bounded by its
+        versions quota), filtered as it is read."""
         entries: list[tuple[str, dict[str, Any]]] = []
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
@@ -435,8 +438,13 @@ class Store:
         total = 0
         for page in pages:
             for item in page.get("Items") or []:
+                # Decoded only when filtered or shown: an unfiltered listing decodes one page of entries.
+                if keep is not None:
+                    entry = a.unpacked(item["entry"])
+                    if not keep(entry):
+                        continue
                 if offset <= total < offset + limit:
-                    entries.append((item[wiring.SORT_KEY]["S"], a.unpacked(item["entry"])))
+                    entries.append((item[wiring.SORT_KEY]["S"], entry if keep is not None else a.unpacked(item["entry"])))
                 total += 1
         return entries, total
 

@@ -10,6 +10,7 @@ is the face that created it (its catalogue entry, docs/decisions.md "Issue 16: t
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -33,6 +34,11 @@ WRITABLE = ("name", "description", "version", "tags", "category", "status", "vis
 STRING_FIELDS = ("name", "description", "version", "category", "status", "visibility")
 MAX_NAME = 256
 VISIBILITIES = ("private", "organization", "public", "system")
+# GET /workflows filters (modulex-python's workflows.list / list_all send these): each a string of at most MAX_NAME.
+LISTING_FILTERS = ("status", "category", "visibility", "search")
+# How an OpenWOP workflow reads on the ModuleX face: runnable by id (deployed, in ModuleX's words) and seen org-wide.
+OPENWOP_STATUS = "published"
+OPENWOP_VISIBILITY = "organization"
 # GET /workflow-runs: `limit` at most this; `offset + limit` within MAX_RUN_OFFSET (offsets read what they skip).
 MAX_RUN_LIMIT = 100
 MAX_RUN_OFFSET = 1_000
@@ -81,6 +87,28 @@ class ModulexWorkflow(ModulexAnswer):
     latest_version: int
 
 
+class OpenwopWorkflow(ModulexAnswer):
+    """An OpenWOP workflow as a ModuleX client reads it (GET /workflows/{id}): the fields modulex-python's
+    WorkflowResponse declares that an OpenWOP workflow has, its latest version's number and its definition."""
+
+    id: str
+    face: Literal["openwop"]
+    organization_id: str
+    name: str
+    description: str | None
+    version: str | None
+    tags: list[str]
+    category: None
+    status: str
+    visibility: str
+    workflow_schema: None
+    input: dict[str, Any]
+    config: dict[str, Any]
+    updated_at: str | None
+    latest_version: int
+    definition: dict[str, Any]
+
+
 class WorkflowSummary(ModulexAnswer):
     """A listed workflow of either face (GET /workflows): `face` says which; versions are numbered 1..latest."""
 
@@ -92,6 +120,9 @@ class WorkflowSummary(ModulexAnswer):
     status: str | None = None
     version: str | None = None
     created_at: str | None = None
+    description: str | None = None
+    category: str | None = None
+    visibility: str | None = None
 
 
 class WorkflowList(ModulexAnswer):
@@ -145,6 +176,16 @@ class RunDetail(RunFields):
     openwop_status: str
 
 
+def listed_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """The fields GET /workflows shows and filters on, of a catalogue entry of either face (an entry written before
+    an optional field existed has none)."""
+    if entry["face"] == "openwop":
+        fields = {"status": OPENWOP_STATUS, "visibility": OPENWOP_VISIBILITY, "category": None}
+    else:
+        fields = {name: entry.get(name) for name in ("status", "visibility", "category")}
+    return {**fields, "description": entry.get("description")}
+
+
 def summary(workflow_id: str, entry: dict[str, Any]) -> WorkflowSummary:
     return WorkflowSummary(
         id=workflow_id,
@@ -152,10 +193,41 @@ def summary(workflow_id: str, entry: dict[str, Any]) -> WorkflowSummary:
         name=entry["name"],
         latest_version=entry["latestVersion"],
         updated_at=entry["updatedAt"],
-        status=entry.get("status"),
         version=entry.get("version"),
         created_at=entry.get("createdAt"),
+        **listed_fields(entry),
     )
+
+
+@dataclass(frozen=True)
+class ListingFilter:
+    """GET /workflows's filters: `status`, `category` and `visibility` match exactly, `search` is a case-blind part
+    of the name or the description."""
+
+    status: str | None = None
+    category: str | None = None
+    visibility: str | None = None
+    search: str | None = None
+
+    @classmethod
+    def of(cls, query: dict[str, str]) -> ListingFilter:
+        for name, value in query.items():
+            if len(value) > MAX_NAME:
+                raise Invalid(f"{name} must be at most {MAX_NAME} characters", {"field": name})
+        return cls(**query)
+
+    @property
+    def any(self) -> bool:
+        return any(getattr(self, name) is not None for name in LISTING_FILTERS)
+
+    def keeps(self, entry: dict[str, Any]) -> bool:
+        fields = listed_fields(entry)
+        if any(getattr(self, name) not in (None, fields[name]) for name in ("status", "category", "visibility")):
+            return False
+        if self.search is None:
+            return True
+        needle = self.search.casefold()
+        return any(needle in (text or "").casefold() for text in (entry["name"], fields["description"]))
 
 
 def not_found() -> NotFound:
@@ -224,6 +296,7 @@ def translated(schema: dict[str, Any]) -> WorkflowDefinition:
 
 
 def catalogue_entry(record: dict[str, Any]) -> dict[str, Any]:
+    """What GET /workflows shows of a ModuleX workflow, and filters on, without reading its record."""
     return {
         "face": "modulex",
         "name": record["name"],
@@ -232,6 +305,9 @@ def catalogue_entry(record: dict[str, Any]) -> dict[str, Any]:
         "createdAt": record["created_at"],
         "updatedAt": record["updated_at"],
         "latestVersion": record["latest_version"],
+        "description": record.get("description"),
+        "category": record.get("category"),
+        "visibility": record.get("visibility"),
     }
 
 
@@ -291,9 +367,50 @@ class ModulexWorkflows:
             raise not_found()
         return record
 
+    def read(self, principal: auth.Principal, workflow_id: str) -> ModulexWorkflow | OpenwopWorkflow:
+        """GET /workflows/{id} on the ModuleX face: a ModuleX workflow's record, or an OpenWOP workflow (latest
+        version) in the fields modulex-python's WorkflowResponse reads; 404 for none, or a deleted one."""
+        store = self.service.store
+        record = store.get_modulex_workflow(principal.tenant, workflow_id)
+        if record is not None:
+            if "deletedAt" in record:
+                raise not_found()
+            return ModulexWorkflow.model_validate(record)
+        latest = store.latest_workflow(principal.tenant, workflow_id)
+        if latest is None:
+            raise not_found()
+        version, definition = latest
+        entry = store.catalogue_entry(principal.tenant, workflow_id) or {}
+        return OpenwopWorkflow(
+            id=workflow_id,
+            face="openwop",
+            organization_id=principal.tenant,
+            name=definition.get("name") or workflow_id,
+            description=definition.get("description"),
+            version=definition.get("version"),
+            tags=[],
+            category=None,
+            status=OPENWOP_STATUS,
+            visibility=OPENWOP_VISIBILITY,
+            workflow_schema=None,
+            input={},
+            config={},
+            updated_at=entry.get("updatedAt"),
+            latest_version=version,
+            definition=definition,
+        )
+
     def update(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
         fields = _checked(body, creating=False)
-        record = self.get(principal, workflow_id)
+        store = self.service.store
+        record = store.get_modulex_workflow(principal.tenant, workflow_id)
+        if record is None and store.latest_workflow_version(principal.tenant, workflow_id) is not None:
+            raise Invalid(
+                f"{workflow_id!r} is an OpenWOP workflow: a new version is an OpenWOP definition PUT by an OpenWOP "
+                "client (without X-Organization-ID)"
+            )
+        if record is None or "deletedAt" in record:
+            raise not_found()
         now = self._now()
         record = {
             **record,
