@@ -54,11 +54,13 @@ FORM = "application/x-www-form-urlencoded"
 class Success:
     status: int
     description: str
-    # The body: a model, or a JSON schema (for documents that are not models: SSE text, an HTML page).
+    # The body: a model, or a JSON schema (for documents that are not models: SSE text, an HTML page), or one of
+    # several models (a route two faces share).
     model: type[BaseModel] | None = None
     schema: dict[str, Any] | None = None
     media: tuple[str, ...] = (JSON,)
     headers: tuple[str, ...] = ()
+    one_of: tuple[type[BaseModel], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,9 @@ OPERATIONS: dict[str, Operation] = {
         (
             Success(
                 200,
-                "The latest version; for a ModuleX workflow's id, its ModuleX record",
-                schema={"oneOf": [{"$ref": "#/components/schemas/WorkflowVersion"}, {"$ref": "#/components/schemas/ModulexWorkflow"}]},
+                "The latest version; for a ModuleX workflow's id, its ModuleX record; for a ModuleX client (it sends "
+                "X-Organization-ID, or a modulex-python / modulex-js User-Agent), any workflow as ModuleX reads it",
+                one_of=(r.WorkflowVersion, mxw.ModulexWorkflow, mxw.OpenwopWorkflow),
             ),
         ),
         ("not_found",),
@@ -360,6 +363,7 @@ OPERATIONS: dict[str, Operation] = {
         params=(
             Param("page", "query", {"type": "integer", "minimum": 1, "maximum": 10**6}),
             Param("page_size", "query", {"type": "integer", "minimum": 1, "maximum": MAX_WORKFLOW_PAGE}),
+            *(Param(name, "query", {"type": "string", "maxLength": mxw.MAX_NAME}) for name in mxw.LISTING_FILTERS),
             ORGANIZATION,
         ),
     ),

@@ -134,7 +134,10 @@ def request_body(op: Operation, components: Components) -> dict[str, Any] | None
 
 def success(answer: Success, op: Operation, components: Components) -> dict[str, Any]:
     out: dict[str, Any] = {"description": answer.description}
-    schema = components.ref(answer.model, "serialization") if answer.model is not None else answer.schema
+    if answer.one_of:
+        schema: dict[str, Any] | None = {"oneOf": [components.ref(m, "serialization") for m in answer.one_of]}
+    else:
+        schema = components.ref(answer.model, "serialization") if answer.model is not None else answer.schema
     content = {media: {"schema": schema} for media in answer.media}
     if op.html_errors:
         content[HTML] = {"schema": contract.PAGE}
