@@ -6,17 +6,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8080
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-# The CDK CLI, from the npm registry through npx (docs/operations.md lists every prerequisite).
-CDK_CLI_VERSION ?= 2.1148.1
-CDK := npx -y aws-cdk@$(CDK_CLI_VERSION)
+# Node.js 22 and the CDK CLI come from package-lock.json (`make node-deps`), first on PATH for every recipe: the CDK
+# CLI, jsii (synthesis) and pyodide run on a supported Node.js whatever the machine's own is (Debian's is 20).
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+CDK := $(CURDIR)/node_modules/.bin/cdk
 STACK ?= Interlude
 # Layer's lock file: resolved for the functions' platform (interlude_cdk/layer.py), every wheel hashed.
 LOCK := interlude_cdk/layer-requirements.lock
 # Build-time Node packages (package-lock.json: pyodide, which compiles the layers' bytecode with Python 3.14).
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: dev test venv system-deps node-deps lint synth layer lock deploy bench bench-all clean
+.PHONY: dev test venv system-deps node-deps lint synth layer lock deploy cdk preflight bench bench-all clean
 
 # The first install takes minutes: it says so, and names each package as pip fetches it.
 $(STAMP): pyproject.toml
@@ -71,6 +71,15 @@ lock: venv
 # The one deploy command (docs/operations.md, "Deploy"): builds the layer while synthesizing, then deploys.
 deploy: venv node-deps
 	$(CDK) deploy $(STACK) -c stackName=$(STACK) --require-approval broadening $(CDK_ARGS)
+
+# Any other CDK CLI command on the pinned CLI and Node.js: make cdk ARGS="bootstrap aws://ACCOUNT/REGION ...".
+cdk: venv node-deps
+	$(CDK) $(ARGS)
+
+# What would stop a deploy into the account of your credentials (docs/operations.md, "First deploy").
+preflight: venv node-deps
+	$(CDK) synth $(STACK) -c stackName=$(STACK) $(CDK_ARGS) --quiet
+	$(PY) -m interlude.cli preflight --stack $(STACK)
 
 # The scale-and-cost table of issue 13, each figure beside its goal (bench/summary.py; a few minutes).
 bench: venv

@@ -16,15 +16,12 @@ from __future__ import annotations
 import json
 import os
 
-# Node 20 is what this machine has; jsii's end-of-life banner would otherwise precede every synth.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+from aws_cdk import App
+from aws_cdk import aws_certificatemanager as acm
+from aws_cdk import aws_sns as sns
 
-from aws_cdk import App  # noqa: E402
-from aws_cdk import aws_certificatemanager as acm  # noqa: E402
-from aws_cdk import aws_sns as sns  # noqa: E402
-
-from interlude_cdk import CustomDomain, ExistingTable, InterludeStack, apply_checks  # noqa: E402
-from interlude_cdk.layer import PROJECT_ROOT, choose_layer_dir  # noqa: E402
+from interlude_cdk import CustomDomain, ExistingTable, InterludeStack, apply_checks
+from interlude_cdk.layer import PROJECT_ROOT, choose_layer_dir
 
 DEFAULT_STACK_NAME = "Interlude"
 

@@ -1,7 +1,6 @@
 """A customer's own CDK app with Interlude inside: a stack of theirs, their key, their pager, their domain.
 
-    pip install 'interlude @ git+<this repository>'   # or a wheel; brings interlude_cdk and its lock file
-    npx -y aws-cdk@2 deploy ApprovalsProd
+    README.md beside this file: every build-time dependency, then `npx cdk deploy ApprovalsProd`.
 
 Every Interlude prop used here is documented in interlude_cdk/props.py; tests/infra/test_customer_app.py
 synthesizes this app and checks that each one reaches the template.
@@ -10,19 +9,16 @@ synthesizes this app and checks that each one reaches the template.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_route53 as route53
+from aws_cdk import aws_sns as sns
+from constructs import Construct
 
-from aws_cdk import App, Environment, Stack  # noqa: E402
-from aws_cdk import aws_kms as kms  # noqa: E402
-from aws_cdk import aws_logs as logs  # noqa: E402
-from aws_cdk import aws_route53 as route53  # noqa: E402
-from aws_cdk import aws_sns as sns  # noqa: E402
-from constructs import Construct  # noqa: E402
-
-from interlude_cdk import CustomDomain, Interlude, RouteThrottle, Throttles, apply_checks  # noqa: E402
+from interlude_cdk import CustomDomain, Interlude, RouteThrottle, Throttles, apply_checks
 
 DOMAIN = "approvals.example.com"
 TAGS = {"cost-center": "platform-42", "owner": "approvals-team"}

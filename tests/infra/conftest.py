@@ -10,7 +10,10 @@ import json
 import os
 from pathlib import Path
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# jsii runs on the project's Node.js 22 (make node-deps) when the suite is started outside make too.
+_PROJECT_NODE = Path(__file__).resolve().parents[2] / "node_modules" / ".bin"
+if (_PROJECT_NODE / "node").exists() and not os.environ.get("PATH", "").startswith(str(_PROJECT_NODE)):
+    os.environ["PATH"] = f"{_PROJECT_NODE}{os.pathsep}{os.environ.get('PATH', '')}"
 
 import pytest  # noqa: E402
 from aws_cdk import App  # noqa: E402

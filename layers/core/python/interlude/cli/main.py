@@ -190,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.operate import add_commands as add_operator_commands
 
     add_operator_commands(sub)  # runs, resolve, workflows (issue 16)
+    from interlude.cli.preflight import add_commands as add_preflight_commands
+
+    add_preflight_commands(sub)  # preflight (issue 25)
     return parser
 
 
