@@ -15,7 +15,8 @@ from standardwebhooks import Webhook
 
 from interlude import wiring
 from interlude.domain import schemas
-from tests.support.local_stack import Api, running_stack, tenant_admin_key, until
+from interlude.local.stack import TABLE_NAME
+from tests.support.local_stack import Api, running_stack, stack_client, tenant_admin_key, until
 from tests.support.receiver import Receiver
 
 WORKFLOW = {
@@ -232,3 +233,93 @@ def test_a_tenant_over_its_subscription_limit_is_refused(stack, receiver):
         "interlude.quota_exceeded",
     )
     assert body["details"] == {"quota": "webhooks", "limit": MAX_WEBHOOKS_PER_TENANT}
+
+
+# --- Idempotency-Key and the dead-letter listing's edges (issue 26, row 16) -------------------------------
+
+
+def test_a_registration_replayed_under_its_idempotency_key_is_one_subscription(stack, receiver):
+    api, info = stack
+    owc = client(api, tenant_admin_key(info, "idempotent-tenant"))
+    body = RegisterWebhookRequest(url=receiver.url(), events=["run.completed"])
+    # When the same registration is sent twice under one key
+    first = owc.webhooks_register(body, idempotency_key="register-once-0000000000000001")
+    second = owc.webhooks_register(body, idempotency_key="register-once-0000000000000001")
+    # Then the second is the first's answer (its secret too), and one subscription exists
+    assert (second.subscriptionId, second.secret) == (first.subscriptionId, first.secret)
+    stored = stack_client(info, "dynamodb").query(
+        TableName=TABLE_NAME,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :wh)",
+        ExpressionAttributeValues={":pk": {"S": "T#idempotent-tenant"}, ":wh": {"S": "WH#"}},
+    )["Items"]
+    assert len(stored) == 1
+    # And the key with another body is refused, registering nothing
+    other = RegisterWebhookRequest(url=receiver.url(), events=["run.failed"])
+    with pytest.raises(WopError) as refused:
+        owc.webhooks_register(other, idempotency_key="register-once-0000000000000001")
+    assert (refused.value.status, refused.value.envelope.error) == (409, "idempotency_key_mismatch")
+    owc.webhooks_unregister(first.subscriptionId)
+
+
+def seed_dead_letters(info: dict, webhook_id: str, count: int) -> None:
+    """`count` dead letters of the subscription, written straight into the stack's table (as the worker writes them)."""
+    from interlude.store.webhooks import WebhookStore
+
+    store = WebhookStore(TABLE_NAME, stack_client(info, "dynamodb"))
+    tenant = webhook_id.split("/", 1)[0]
+    for n in range(count):
+        at = f"2026-12-01T00:{n // 60:02d}:{n % 60:02d}.000Z"
+        store.put_dead_letter(
+            {
+                "deliveryId": f"{tenant}/whd_seeded{n:012d}",
+                "webhookId": webhook_id,
+                "runId": f"{tenant}/seeded-run-{n:08d}",
+                "eventId": f"evt_seeded_{n:010d}",
+                "eventType": "run.completed",
+                "attempts": 2,
+                "deadLetteredAt": at,
+                "expiresAt": "2099-01-01T00:00:00.000Z",
+                "reason": "retries_exhausted",
+                "lastStatus": 500,
+            }
+        )
+
+
+def test_the_dead_letter_listing_at_its_edges(stack, receiver):
+    api, info = stack
+    owc = client(api)
+    made = owc.webhooks_register(RegisterWebhookRequest(url=receiver.url(), events=["run.completed"]))
+    path = f"/webhooks/{made.subscriptionId.replace('/', '~2F')}/dead-letters"
+    # An empty sink: no records, no nextCursor
+    empty = owc.webhooks_dead_letters(made.subscriptionId)
+    assert (empty.deliveries, empty.nextCursor) == ([], None)
+
+    # A limit over maxPageSize is clamped to it (never more rows), and the pages reach the end without a cursor past it
+    seed_dead_letters(info, made.subscriptionId, 101)
+    page = api.call("GET", f"{path}?limit=1000").json()
+    assert len(page["deliveries"]) == 100
+    rest = owc.webhooks_dead_letters(made.subscriptionId, limit=100, cursor=page["nextCursor"])
+    assert len(rest.deliveries) == 1
+    assert rest.nextCursor is None
+    seen = [d["deliveryId"] for d in page["deliveries"]] + [d.deliveryId for d in rest.deliveries]
+    assert len(set(seen)) == 101
+    assert seen[0].endswith("000000000100")  # newest first
+    # limit=1 walks one record a page, the last one with no nextCursor
+    walked, cursor = [], None
+    for _ in range(3):
+        one = owc.webhooks_dead_letters(made.subscriptionId, limit=1, cursor=cursor)
+        walked += one.deliveries
+        cursor = one.nextCursor
+    assert [d.deliveryId for d in walked] == seen[:3]
+
+    # Limits out of range and cursors this listing did not issue are 400, naming the parameter
+    for query, field in (
+        ("limit=0", "limit"),
+        ("limit=-1", "limit"),
+        ("limit=abc", "limit"),
+        ("limit=10000000000", "limit"),
+        ("cursor=bm90LWEtY3Vyc29y", "cursor"),
+        ("cursor=%25%25%25", "cursor"),
+    ):
+        assert refusal(api.call("GET", f"{path}?{query}"), 400, "validation_error")["details"]["field"] == field
+    owc.webhooks_unregister(made.subscriptionId)

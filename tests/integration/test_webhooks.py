@@ -139,6 +139,26 @@ def test_one_subscription_serves_every_run_of_the_tenant_signed_and_in_the_docum
         assert body["event"] == persisted
 
 
+def test_a_subscription_receives_only_its_own_tenants_runs(service, admin, aws, receiver):
+    # Given two tenants, each with a subscription to the same event type (and tenants whose ids differ by '~' / '_')
+    other = signed_in(service, tenant="t1~b")
+    ours = register(service, admin, receiver.url("/t1"), ["interrupt.requested"])
+    theirs = register(service, other, receiver.url("/t1~b"), ["interrupt.requested"])
+    # When each tenant's runs reach their gates
+    our_runs = {start_gate_run(service, admin), start_gate_run(service, admin)}
+    their_runs = {start_gate_run(service, other)}
+    deliver(aws)
+
+    # Then each subscription got its own tenant's runs alone, each signed with its own secret
+    got = {(hit.path, json.loads(hit.body)["runId"]) for hit in receiver.hits}
+    assert got == {("/t1", r) for r in our_runs} | {("/t1~b", r) for r in their_runs}
+    for hit in receiver.hits:
+        mine = ours if hit.path == "/t1" else theirs
+        assert hit.headers["openwop-webhook-id"] == mine["webhookId"]
+        assert v1_valid(mine["secret"], hit)
+        assert not v1_valid((theirs if mine is ours else ours)["secret"], hit)
+
+
 def test_the_event_filter_and_the_tag_filter(service, admin, aws, receiver):
     # Given one subscription to run ends only, and one to interrupt.requested of runs tagged "finance"
     ends = register(service, admin, receiver.url("/ends"), ["run.completed", "run.failed"])
