@@ -149,10 +149,13 @@ def test_revoking_the_key_ends_its_session(api: Api, admin: Console) -> None:
         got = console.get("/console/inbox")
         return got.text if got.status_code == 401 else None
 
+    saved = console.session.cookies[SESSION]
     ended = until(refused, timeout_s=30)
     assert ended is not None, "the session outlived its key"
     assert "Your session has ended" in ended
     assert "revoked" in ended
+    # A saved copy of the cookie is refused as well, on every instance (each reads the key within its cache bound).
+    assert until(lambda: all(sign_in_page_for(api, saved).status_code == 401 for _ in range(8)), timeout_s=30)
     # The session cookie is gone with it: the next visit asks to sign in.
     assert console.get("/console/inbox", allow_redirects=False).status_code == 303
     assert until(lambda: api.call("GET", "/interrupts", key=key).status_code == 401, timeout_s=30)
@@ -253,6 +256,37 @@ def test_signing_out_ends_the_session(api: Api) -> None:
     assert "Signed out" in out.text
     got = console.get("/console/inbox", allow_redirects=False)
     assert got.status_code == 303
+
+
+def test_a_saved_copy_of_the_cookie_is_refused_after_sign_out_on_every_instance(api: Api) -> None:
+    # Issue 26, S2: signing out ends the session itself, not only the browser's copy of its cookie.
+    console = Console(api).signed_in(api.api_key)
+    saved = console.session.cookies[SESSION]
+    proof = console.proof()
+    run_id = waiting_run(api)
+    assert sign_in_page_for(api, saved).status_code == 200
+
+    assert console.post("/console/sign-out", {"csrf": proof}).status_code == 200
+
+    # The stack runs several API instances: each request may land on another, and each refuses it at once.
+    for _ in range(8):
+        got = sign_in_page_for(api, saved)
+        assert got.status_code == 401, got.text[:300]
+        assert "Your session has ended" in got.text
+        assert "signed out" in got.text
+    replayed = requests.post(
+        api.base_url + decide_path(run_id),
+        data={"csrf": proof, "action": "accept"},
+        headers={"Cookie": f"{SESSION}={saved}"},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert replayed.status_code == 401
+    assert api.run(run_id)["status"] == "waiting-approval"
+    # Signing in again opens a new session; the old cookie stays refused.
+    again = Console(api).signed_in(api.api_key)
+    assert again.get("/console/inbox").status_code == 200
+    assert sign_in_page_for(api, saved).status_code == 401
 
 
 def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: Console) -> None:

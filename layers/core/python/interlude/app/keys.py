@@ -44,9 +44,21 @@ class KeyOperations:
         key_id, secret = auth.parse_bearer(authorization)
         return auth.verify(self._key_record(key_id), key_id, secret, self.clock())
 
-    def signed_in_principal(self, key_id: str, tenant: str, subject_id: str) -> auth.Principal:
-        """Who a console session signed in with key `key_id` acts as, while that key stays active: the same cached
-        read as `authenticate`, so a revocation ends the session within KEY_CACHE_SECONDS on every instance."""
+    def open_console_session(self, principal: auth.Principal, session_id: str, ends_at: int) -> None:
+        """Record a console session signed in with `principal`'s key, open until `ends_at` (epoch s) or sign-out."""
+        self.store.open_console_session(principal.tenant, session_id, principal.key_id, ends_at)
+
+    def end_console_session(self, tenant: str, session_id: str) -> None:
+        """Sign-out: the session's cookie, and every copy of it, is refused from now on, on every instance."""
+        self.store.end_console_session(tenant, session_id)
+
+    def signed_in_principal(self, key_id: str, tenant: str, subject_id: str, session_id: str) -> auth.Principal:
+        """Who console session `session_id`, signed in with key `key_id`, acts as while the session is open and the
+        key active. The session is read at every request (one GetItem), so a sign-out ends it at once everywhere;
+        the key through the same cached read as `authenticate`, so a revocation ends it within KEY_CACHE_SECONDS
+        on every instance (at once on the one that revoked)."""
+        if not self.store.console_session_open(tenant, session_id, key_id):
+            raise auth.unauthenticated("this session was signed out")
         record = self._key_record(key_id) if auth.KEY_ID_RE.fullmatch(key_id) else None
         if record is None or record.get("tenant") != tenant or record["subject"].get("subjectId") != subject_id:
             raise auth.unauthenticated("the API key this session signed in with is not valid")

@@ -14,6 +14,8 @@ Item layout (keys are strings; every item carries its tenant in pk):
   api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
                                                           listed per tenant on the inbox index (gsi1pk
                                                           T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId})
+  console      T#{tenant}#CONSOLE#{sid}  SESSION          keyId: an open console session (issue 26, S2), deleted at
+  session                                                 sign-out; its ttl is when it ends anyway
   run entry    T#{tenant}#RUNS#{shard:02}  {createdAt}#{run}  the run listing's entry (runId, workflowId), written
                                                           once, just before the run (store/item_index.py)
   idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
@@ -122,6 +124,13 @@ TRANSACTION_CONFLICT_RETRIES = 5
 
 def keys_index_pk(tenant: str) -> str:
     return f"T#{tenant}#KEYS"
+
+
+def console_session_pk(tenant: str, session_id: str) -> str:
+    return f"T#{tenant}#CONSOLE#{session_id}"
+
+
+CONSOLE_SESSION_SK = "SESSION"
 
 
 def _epoch(iso_text: str) -> int:
@@ -312,6 +321,29 @@ class Store:
                 raise
             return self.get_api_key(key_id)
         return {**record, "revokedAt": at}
+
+    # -- console sessions (issue 26, S2) -------------------------------------------------------------
+
+    def open_console_session(self, tenant: str, session_id: str, key_id: str, ends_at: int) -> None:
+        item = {
+            **a.key(console_session_pk(tenant, session_id), CONSOLE_SESSION_SK),
+            "keyId": a.s(key_id),
+            wiring.TTL_ATTRIBUTE: a.n(ends_at),
+        }
+        self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+
+    def console_session_open(self, tenant: str, session_id: str, key_id: str) -> bool:
+        # Strongly consistent: a session ended before this read is seen ended, on every instance.
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(console_session_pk(tenant, session_id), CONSOLE_SESSION_SK),
+            ConsistentRead=True,
+            ProjectionExpression="keyId",
+        )
+        return (got.get("Item") or {}).get("keyId", {}).get("S") == key_id
+
+    def end_console_session(self, tenant: str, session_id: str) -> None:
+        self.client.delete_item(TableName=self.table, Key=a.key(console_session_pk(tenant, session_id), CONSOLE_SESSION_SK))
 
     # -- workflows ---------------------------------------------------------------------------------
 

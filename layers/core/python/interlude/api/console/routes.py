@@ -1,9 +1,11 @@
 """The console's routes (wiring.ROUTES, operations `console*`): a session from the cookie, the services, a page.
 
-Every request re-reads the key its session signed in with (the keys service's cached read, KEY_CACHE_SECONDS):
-a revoked or expired key ends the session on the instance that revoked it at once and on every other within
-that bound. Every form post must come from the console itself (Origin/Sec-Fetch-Site) and carry the session's
-proof. A refusal is a page with the refusal's status, never a server error.
+Every request reads its session's item (sign-out deletes it: a copy of the cookie is refused at once, everywhere)
+and re-reads the key it signed in with (the keys service's cached read, KEY_CACHE_SECONDS): a revoked or expired
+key ends the session on the instance that revoked it at once and on every other within that bound. Every page and
+form holds the scope of the API operation it performs (wiring.Route.acts_as, api.http.authorize). Every form post
+must come from the console itself (Origin/Sec-Fetch-Site) and carry the session's proof. A refusal is a page with
+the refusal's status, never a server error.
 """
 
 from __future__ import annotations
@@ -100,7 +102,9 @@ def signed_in() -> Signed:
     found = sessions.unseal(cookie, keys, now_s())
     if found is None or kid is None:
         raise NotSignedIn()
-    principal = service().signed_in_principal(found.key_id, found.tenant, str(found.subject.get("subjectId")))
+    principal = service().signed_in_principal(
+        found.key_id, found.tenant, str(found.subject.get("subjectId")), found.nonce
+    )
     admission = service().limiter.admit(principal)
     if not admission.allowed:
         raise RateLimited(
@@ -323,6 +327,7 @@ def console_sign_in() -> Response:
         return sign_in_page(401, Notice("bad", "That key was not accepted", exc.message[:1].upper() + exc.message[1:] + "."))
     held = ring()
     started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
+    service().open_console_session(principal, started.nonce, started.expires_at)
     value = sessions.seal(started, held.current_kid, held.keys[held.current_kid])
     # A page that moves on to the inbox (meta refresh), so reloading the inbox never re-posts the key.
     notice = Notice("ok", "Signed in", f"Signed in as {principal.subject['subjectId']}.")
@@ -346,6 +351,7 @@ def console_sign_out() -> Response:
     form = read_form()
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
         return cross_site_page(signed.frame, "")
+    service().end_console_session(signed.session.tenant, signed.session.nonce)
     return sign_in_page(200, signed_out, [ended_cookie()])
 
 
