@@ -250,11 +250,37 @@ def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_
     assert {a["kind"] for a in forged["anomalies"]} == {"merkle-mismatch", "signature-invalid"}
 
 
-def test_verification_refuses_a_bad_or_too_wide_range(service) -> None:
-    for from_seq, to_seq in [(5, 4), (-1, 3), (1, audit.MAX_VERIFY_RANGE + 1)]:
+def test_verification_refuses_a_bad_range(service) -> None:
+    for from_seq, to_seq in [(5, 4), (-1, 3)]:
         with pytest.raises(DomainError) as refused:
             audit.verify(service.store, "t1", from_seq, to_seq)
         assert refused.value.code == "validation_error"
+
+
+def test_a_range_is_clamped_to_the_chains_ends_and_a_walk_past_the_limit_is_refused_naming_where_to_continue(
+    service, one_chain, monkeypatch
+) -> None:
+    admin = signed_in(service)  # issue 26 row 2: openwop-client's audit_verify(0, 1_000_000) on a short log
+    for n in range(6):
+        service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
+    whole = audit.verify(service.store, "t1", 0, 1_000_000)
+    assert (whole["fromSeq"], whole["toSeq"], whole["chainValid"]) == (0, 1_000_000, True)
+
+    monkeypatch.setattr(audit, "MAX_VERIFY_ENTRIES", 3)
+    # Eight entries (signed_in's two keys, the six robots) in walks of at most three: each refusal names where the
+    # walk may reach; verified to there, the next one starts after it, and the last one is clamped to the end.
+    reached = []
+    first = 0
+    for _ in range(2):
+        with pytest.raises(DomainError) as refused:
+            audit.verify(service.store, "t1", first, 1_000_000)
+        assert refused.value.code == "validation_error"
+        assert refused.value.details["limit"] == 3
+        reached.append(refused.value.details["maxToSeq"])
+        assert audit.verify(service.store, "t1", first, reached[-1])["chainValid"] is True
+        first = reached[-1] + 1
+    assert reached == [3, 6]
+    assert audit.verify(service.store, "t1", first, 1_000_000)["chainValid"] is True
 
 
 def test_entries_are_listed_newest_first_in_pages(service, one_chain) -> None:

@@ -121,3 +121,16 @@ def test_the_canonical_bytes_are_rfc8785s_for_every_shape_including_those_it_ref
     assert 300 < fast < 2700  # both paths were taken
     with pytest.raises(rfc8785.CanonicalizationError):
         rules.canonical({"lone": "\ud800"})
+
+
+def test_a_walk_counts_the_range_clamped_to_each_chains_end_and_names_how_far_a_bounded_one_reaches() -> None:
+    ends = {0: 10, 3: 2, 7: 0}
+    # fromSeq=0 is walked from 1; a toSeq past every end walks each chain to its end, whatever its width.
+    assert rules.entries_walked(ends, 0, 1_000_000) == 12
+    assert rules.entries_walked(ends, 2, 5) == 4 + 1
+    assert rules.entries_walked(ends, 11, 10**12) == 0
+    # The furthest toSeq a walk of at most `limit` entries reaches: verified there, the next walk starts after it.
+    assert rules.furthest_walk(ends, 0, 12) == 10
+    assert rules.furthest_walk(ends, 0, 5) == 3  # seq 1..2 in two chains (4), then seq 3 in one
+    assert rules.entries_walked(ends, 0, 3) <= 5 < rules.entries_walked(ends, 0, 4)
+    assert rules.furthest_walk(ends, 4, 3) == 6

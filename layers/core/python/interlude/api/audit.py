@@ -9,10 +9,9 @@ from interlude import wiring
 from interlude.api.http import app, json_response, principal_for, query_int, service
 from interlude.api.routes import route
 from interlude.app import audit
+from interlude.domain.audit import MAX_SEQ
 from interlude.domain.errors import Invalid
 from interlude.domain.models.answers.audit import AuditPage, AuditVerification
-
-MAX_SEQ = 10**12 - 1
 
 
 @route("verifyAuditLog")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
 from interlude.domain.budgets import BudgetExceeded, json_size
-from interlude.domain.errors import Invalid
+from interlude.domain.errors import Invalid, NotFound
 from interlude.rules import audit as rules
 from interlude.store import Store
 from interlude.store.audit import AuditLog, decode_before, encode_before
@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The widest range one GET /audit/verify re-walks (entries read, besides a checkpoint's leaves before it).
-MAX_VERIFY_RANGE = 10_000
+# The most entries one GET /audit/verify walks over the tenant's chains ([fromSeq, toSeq] clamped to each chain's
+# end), counted from the heads before any entry is read; besides those, each chain's first checkpoint in range
+# re-reads its leaves before fromSeq (fewer than CHECKPOINT_INTERVAL_ENTRIES). A longer walk is refused, naming the
+# toSeq it may reach (README, "Audit").
+MAX_VERIFY_ENTRIES = 10_000
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
 
@@ -190,18 +193,23 @@ def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | N
     anomaly named (its `detail` names the chain)."""
     if from_seq < 0 or to_seq < from_seq:
         raise Invalid("fromSeq and toSeq must be integers with 0 <= fromSeq <= toSeq", {"field": "toSeq"})
-    if to_seq - from_seq + 1 > MAX_VERIFY_RANGE:
-        raise Invalid(f"one verification covers at most {MAX_VERIFY_RANGE} entries", {"field": "toSeq", "limit": MAX_VERIFY_RANGE})
+    key = public_key()
+    if key is None:
+        # Discovery advertises auditLogIntegrity only with the key (api/runs.py): an unadvertised family's route 404s.
+        raise NotFound("this host does not advertise auditLogIntegrity: its checkpoint key cannot be read")
     log = store.audit_log
     heads = log.heads(tenant) if chain is None else {chain: log.head(tenant, chain)}
-    walked = sum(max(0, min(to_seq, head.seq) - max(from_seq, 1) + 1) for head in heads.values())
-    if walked > MAX_VERIFY_RANGE:
+    ends = {k: head.seq for k, head in heads.items()}
+    walked = rules.entries_walked(ends, from_seq, to_seq)
+    if walked > MAX_VERIFY_ENTRIES:
+        reach = rules.furthest_walk(ends, from_seq, MAX_VERIFY_ENTRIES)
         raise Invalid(
-            f"one verification covers at most {MAX_VERIFY_RANGE} entries; this range holds {walked} over the tenant's "
-            "chains: narrow it, or verify one chain at a time (chain)",
-            {"field": "toSeq", "limit": MAX_VERIFY_RANGE},
+            f"one verification walks at most {MAX_VERIFY_ENTRIES} entries; fromSeq {from_seq} to toSeq {to_seq} holds "
+            f"{walked} over the tenant's chains: verify up to toSeq {reach} and continue from {reach + 1}, or verify "
+            "one chain at a time (chain)",
+            {"field": "toSeq", "limit": MAX_VERIFY_ENTRIES, "maxToSeq": reach},
         )
-    answers = [_verify_chain(log, tenant, k, head, from_seq, to_seq) for k, head in heads.items()]
+    answers = [_verify_chain(log, tenant, k, head, from_seq, to_seq, key) for k, head in heads.items()]
     anomalies = sorted((a for answer in answers for a in answer["anomalies"]), key=lambda a: (a["atSeq"], a["detail"]))
     listed = sorted((c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"]))
     result: dict[str, Any] = {
@@ -216,7 +224,9 @@ def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | N
     return result
 
 
-def _verify_chain(log: AuditLog, tenant: str, chain: int, head: rules.Head, from_seq: int, to_seq: int) -> dict[str, Any]:
+def _verify_chain(
+    log: AuditLog, tenant: str, chain: int, head: rules.Head, from_seq: int, to_seq: int, key: str
+) -> dict[str, Any]:
     checkpoints = log.checkpoints(tenant, chain, from_seq, to_seq)
     before: dict[int, int] = {}
     previous = log.checkpoint_before(tenant, chain, checkpoints[0]["atSequence"]) if checkpoints else 0
@@ -225,7 +235,7 @@ def _verify_chain(log: AuditLog, tenant: str, chain: int, head: rules.Head, from
         previous = made["atSequence"]
     first = min([from_seq - 1, *(p + 1 for p in before.values())])
     entries = dict(log.entries(tenant, chain, max(first, 1), min(to_seq, head.seq)))
-    answer = rules.walk(from_seq, to_seq, entries, checkpoints, head, public_key(), lambda at: before[at], chain)
+    answer = rules.walk(from_seq, to_seq, entries, checkpoints, head, key, lambda at: before[at], chain)
     for anomaly in answer["anomalies"]:
         anomaly["detail"] = f"chain {chain}" + (f": {anomaly['detail']}" if anomaly.get("detail") else "")
     return answer

@@ -9,28 +9,38 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, NoReturn
 
 from interlude.cli.inbox import _endpoint
 from interlude.cli.local import STATE_FILE
+from interlude.domain.audit import MAX_SEQ
 
 # `verify` exits with this when the log has anomalies (an error reaching the API exits 1).
 BROKEN_EXIT = 2
 
 
 def get(url: str, key: str, path: str, query: dict[str, str]) -> dict[str, Any]:
-    request = urllib.request.Request(f"{url}{path}?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {key}"})
+    status, body = request(url, key, path, query)
+    return body if status == 200 else refused(status, body)
+
+
+def refused(status: int, body: dict[str, Any]) -> NoReturn:
+    sys.exit(f"interlude: {status} {body.get('error')}: {body.get('message')}")
+
+
+def request(url: str, key: str, path: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of a GET (a refusal's envelope too); exits when the API cannot be reached."""
+    sent = urllib.request.Request(f"{url}{path}?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {key}"})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - the operator's own URL
+        with urllib.request.urlopen(sent, timeout=60) as response:  # noqa: S310 - the operator's own URL
             body: dict[str, Any] = json.loads(response.read())
-            return body
+            return 200, body
     except urllib.error.HTTPError as exc:
         try:
             refusal = json.loads(exc.read())
-            line = f"{exc.code} {refusal.get('error')}: {refusal.get('message')}"
         except ValueError:
-            line = f"{exc.code} {exc.reason}"
-        sys.exit(f"interlude: {line}")
+            sys.exit(f"interlude: {exc.code} {exc.reason}")
+        return exc.code, refusal if isinstance(refusal, dict) else {}
     except urllib.error.URLError as exc:
         sys.exit(f"interlude: cannot reach {url}: {exc.reason}")
 
@@ -47,32 +57,38 @@ def describe(anomaly: dict[str, Any]) -> str:
     return line
 
 
-# The widest range one GET /audit/verify walks (the API refuses more): a long chain is verified window by window.
-WINDOW = 10_000
+def walks(url: str, key: str, first: int, last: int, chain: int | None) -> list[dict[str, Any]]:
+    """GET /audit/verify over [first, last] (every chain, or `chain`) in as many walks as the API's limit needs: a
+    refused range names the toSeq it can reach (details.maxToSeq), verified before going on from the next one."""
+    answers: list[dict[str, Any]] = []
+    while True:
+        query = {"fromSeq": str(first), "toSeq": str(last)} | ({"chain": str(chain)} if chain is not None else {})
+        status, body = request(url, key, "/audit/verify", query)
+        reach = (body.get("details") or {}).get("maxToSeq") if status == 400 else None
+        if not isinstance(reach, int) or reach < first:
+            return [*answers, body if status == 200 else refused(status, body)]
+        answers.append(get(url, key, "/audit/verify", {**query, "toSeq": str(reach)}))
+        first = reach + 1
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Each chain of the tenant (or --chain alone) from --from to --to (default: its end), window by window."""
+    """Every chain of the tenant (or --chain alone) from --from to --to (default: each chain's end). The walk asks
+    for every chain the API knows, the ones the published anchor names included, not only those /audit lists."""
     url, key = _endpoint(args)
     chains = {int(k): seq for k, seq in get(url, key, "/audit", {"limit": "1"})["chains"].items()}
     if args.chain is not None:
         chains = {args.chain: chains.get(args.chain, 0)}
     spans = {k: (args.from_seq, min(last, args.to_seq) if args.to_seq is not None else last) for k, last in chains.items()}
     spans = {k: span for k, span in spans.items() if span[1] >= max(span[0], 1)}
-    if not spans:
-        print("audit log empty: nothing recorded yet" if not any(chains.values()) else "audit log: no entries in that range")
-        return 0
-    checkpoints: list[dict[str, Any]] = []
-    anomalies: list[dict[str, Any]] = []
-    for chain, (first, last) in sorted(spans.items()):
-        for lo in range(first, last + 1, WINDOW):
-            query = {"fromSeq": str(lo), "toSeq": str(min(last, lo + WINDOW - 1)), "chain": str(chain)}
-            result = get(url, key, "/audit/verify", query)
-            checkpoints += result["checkpoints"]
-            anomalies += result["anomalies"]
+    answers = walks(url, key, args.from_seq, MAX_SEQ if args.to_seq is None else args.to_seq, args.chain)
+    checkpoints = [c for answer in answers for c in answer["checkpoints"]]
+    anomalies = [a for answer in answers for a in answer["anomalies"]]
     if args.json:
         print(json.dumps({"chainValid": not anomalies, "chains": spans, "checkpoints": checkpoints, "anomalies": anomalies}, indent=2))
         return 0 if not anomalies else BROKEN_EXIT
+    if not spans and not anomalies:
+        print("audit log empty: nothing recorded yet" if not any(chains.values()) else "audit log: no entries in that range")
+        return 0
     total = sum(last - max(first, 1) + 1 for first, last in spans.values())
     span = f"{total} entr{'y' if total == 1 else 'ies'} in {len(spans)} chain{'' if len(spans) == 1 else 's'}"
     signed = f", {len(checkpoints)} signed checkpoint(s)" if checkpoints else ""

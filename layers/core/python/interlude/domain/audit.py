@@ -19,6 +19,9 @@ ACTIONS = (
 )
 # What an entry's `details` may weigh (JCS bytes); a caller summarises rather than copying large values in.
 MAX_DETAILS_BYTES = 4096
+# The highest sequence GET /audit/verify accepts in fromSeq and toSeq; a range is clamped to each chain's end, so
+# this toSeq verifies every chain to its end.
+MAX_SEQ = 10**12 - 1
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,26 @@ def next_checkpoint_at(head: Head) -> int:
 # -- verification --------------------------------------------------------------------------------------------
 
 
+def entries_walked(ends: Mapping[int, int], from_seq: int, to_seq: int) -> int:
+    """How many entries a walk of [from_seq, to_seq] visits over chains ending at `ends` (chain -> last sequence):
+    the range clamped to each chain's end."""
+    first = max(from_seq, 1)
+    return sum(max(0, min(to_seq, end) - first + 1) for end in ends.values())
+
+
+def furthest_walk(ends: Mapping[int, int], from_seq: int, limit: int) -> int:
+    """The largest toSeq whose walk from `from_seq` visits at most `limit` entries: where a refused range can be
+    verified to, and continued from (each sequence adds at most one entry per chain, fewer than `limit`)."""
+    low, high = max(from_seq, 1) - 1, max(ends.values(), default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if entries_walked(ends, from_seq, middle) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def walk(
     from_seq: int,
     to_seq: int,
