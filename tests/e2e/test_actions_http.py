@@ -1,6 +1,6 @@
 """Gated core.http actions over HTTP on the local stack (development mode: loopback receivers admitted): the stack's
-pumps run the outbox and the actions worker; GET /runs/{runId}/effects and GET /host/effect-seams answer in their
-OpenWOP shapes, and refuse as declared."""
+pumps run the outbox and the actions worker; GET /runs/{runId}/effects answers in its OpenWOP shape,
+and both it and GET /host/effect-seams refuse as declared (the manifest itself: tests/integration/test_discovery.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from tests.support.local_stack import Api, running_stack, until, wire
 from tests.support.receiver import Receiver
 
 LEDGER = schemas.validator("effect-ledger-projection.schema.json")
-MANIFEST = schemas.validator("effect-seam-manifest.schema.json")
 
 
 def workflow(url: str) -> dict:
@@ -75,14 +74,6 @@ def test_a_run_not_yet_acting_has_no_effects(api):
     got = api.call("GET", f"/runs/{wire(run_id)}/effects")
     assert got.status_code == 200
     assert got.json() == {"runId": run_id, "effects": []}
-
-
-def test_the_effect_seam_manifest_names_the_http_seam(api):
-    got = api.call("GET", "/host/effect-seams")
-    assert got.status_code == 200
-    assert list(MANIFEST.iter_errors(got.json())) == []
-    assert [(s["id"], s["kind"]) for s in got.json()["seams"]] == [("interlude.core-http", "http")]
-    assert got.json()["host"]["build"]["kind"] == "artifact-sha256"
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,13 @@ CONSOLE_OPERATIONS: dict[str, Operation] = {
 }
 
 OPERATIONS: dict[str, Operation] = {
-    "getCapabilities": Operation((Success(200, "Discovery document", r.Capabilities, headers=("Cache-Control",)),)),
+    "getCapabilities": Operation(
+        (
+            Success(200, "Discovery document", r.Capabilities, headers=("Cache-Control", "ETag")),
+            Success(304, "Unchanged since the ETag sent in If-None-Match", media=(), headers=("Cache-Control", "ETag")),
+        ),
+        params=(Param("If-None-Match", "header", {"type": "string"}, "An ETag of an earlier discovery document"),),
+    ),
     "getOpenApi": Operation((Success(200, "This document", schema={"type": "object"}),)),
     "putWorkflow": Operation(
         (
@@ -323,7 +329,8 @@ OPERATIONS: dict[str, Operation] = {
     # Issue 16 item 5: the audit log.
     "verifyAuditLog": Operation(
         (Success(200, "The range re-walked: the chain's and the checkpoints' anomalies", r.AuditVerification),),
-        ("validation_error",),
+        # not_found: auditLogIntegrity unadvertised (the checkpoint key cannot be read).
+        ("validation_error", "not_found"),
         params=(
             Param("fromSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "First entry (required)"),
             Param("toSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "Last entry (required)"),
@@ -339,7 +346,8 @@ OPERATIONS: dict[str, Operation] = {
         ),
     ),
     "getRunEffects": Operation((Success(200, "The run's effect records", r.RunEffects),), RUN),
-    "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),)),
+    # not_found while `replay` is not advertised (api/effects.py, REPLAY_CAPABILITY): this host serves no fork.
+    "getEffectSeamManifest": Operation((Success(200, "The effect-seam manifest", r.EffectSeamManifest),), ("not_found",)),
     "getRunAncestry": Operation((Success(200, "The run and its immediate parent", r.RunAncestry),), RUN),
     # Issue 15 item 2: task workers.
     "claimTask": Operation(

@@ -5,27 +5,35 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import json_response, principal_for, service
 from interlude.api.routes import route
 from interlude.app.actions import run_effects
+from interlude.domain.errors import NotFound
 from interlude.domain.ids import from_wire
 from interlude.domain.models.answers.effects import EffectSeamManifest, RunEffects
 
 PACKAGE = Path(__file__).resolve().parents[1]
-# Every outbound effect whose outcome is recorded and reused instead of performed again (store.effects).
+# Every outbound effect whose outcome is recorded and reused instead of performed again (store.effects), in the row
+# shape replay.md and openwop-client read: `{seam, kind, guarded: true, guardedBy, note?}` (the openwop repository's
+# schema copy reads `{id, kind, suppression}`: docs/decisions.md, "The effect-seam manifest's two shapes").
 SEAMS = (
     {
-        "id": "interlude.core-http",
+        "seam": "interlude.core-http",
         "kind": "http",
-        "suppression": "recorded-outcome",
-        "witness": "seam-gated",
+        "guarded": True,
+        "guardedBy": "interlude.store.effects: the effect record claimed by business identity before the call",
         "note": "core.http: claimed before the call, the outcome recorded after it; a redelivery, a crashed worker "
         "or a run naming the same effectKey gets the recorded outcome (GET /runs/{runId}/effects)",
     },
 )
+# Discovery's `replay` family: None, for this host serves no POST /runs/{runId}:fork, and replay.md binds the family
+# to it (and to suppressing every effect during a replay fork). So discovery names no `replay` and the manifest,
+# a replay operation, answers 404 as an unadvertised family's operation must (capabilities.md).
+REPLAY_CAPABILITY: dict[str, Any] | None = None
 
 
 @route("getRunEffects")
@@ -37,6 +45,8 @@ def get_run_effects(runId: str) -> Response:
 @route("getEffectSeamManifest")
 def get_effect_seam_manifest() -> Response:
     principal_for("getEffectSeamManifest")
+    if REPLAY_CAPABILITY is None:
+        raise NotFound("this host does not advertise replay (no POST /runs/{runId}:fork), so it publishes no effect seams")
     manifest = {
         "manifestVersion": "1",
         "host": {"name": "interlude", "build": {"kind": "artifact-sha256", "id": package_digest()}},

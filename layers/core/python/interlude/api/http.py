@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from functools import cache
@@ -55,14 +56,47 @@ service = default_service
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
     """`body` as JSON: an answer model (interlude.domain.models.responses) or a plain JSON value."""
-    if isinstance(body, BaseModel):
-        body = body.model_dump(mode="json")
     return Response(
         status_code=status,
         content_type="application/json",
-        body=json.dumps(body, separators=(",", ":"), allow_nan=False),
+        body=json_text(body),
         headers={"OpenWOP-Version": OPENWOP_VERSION, **(headers or {})},
     )
+
+
+def json_text(body: Any) -> str:
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json")
+    return json.dumps(body, separators=(",", ":"), allow_nan=False)
+
+
+def tagged_json(body: Any, headers: dict[str, str] | None = None) -> Response:
+    """200 with `body` as JSON and a strong ETag of exactly those bytes, or 304 when If-None-Match names it."""
+    text = json_text(body)
+    etag = '"' + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
+    if if_none_match(etag):
+        return not_modified(etag, headers)
+    return Response(
+        status_code=200,
+        content_type="application/json",
+        body=text,
+        headers={"OpenWOP-Version": OPENWOP_VERSION, "ETag": etag, **(headers or {})},
+    )
+
+
+def if_none_match(etag: str) -> bool:
+    """Whether the request's If-None-Match names `etag`: `*`, or a listed tag equal to it by weak comparison (RFC
+    9110 §13.1.2: a W/ prefix is ignored)."""
+    header = (app.current_event.headers or {}).get("if-none-match")
+    if header is None:
+        return False
+    if header.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag.removeprefix("W/") for tag in header.split(","))
+
+
+def not_modified(etag: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=304, headers={"OpenWOP-Version": OPENWOP_VERSION, "ETag": etag, **(headers or {})})
 
 
 def current_face() -> Face:
@@ -95,11 +129,22 @@ def _unexpected(exc: Exception) -> Response:
     return error_response(Internal("internal error", {"correlationId": request_id}))
 
 
+# A path segment ending in an OpenWOP custom method (`{runId}:fork`, `:pause`, `:resume`, `:diff`): an operation of
+# its own, which this host serves only where a route names it literally (`/runs:bulk-cancel`). One it does not serve
+# answers 404, as an unadvertised family's operation must (capabilities.md), not 405 for the run's own route.
+CUSTOM_METHOD = r"[^/]*:[a-z][a-z-]*"
+
+
+def is_custom_method(segment: str) -> bool:
+    return re.fullmatch(CUSTOM_METHOD, segment) is not None
+
+
 @cache
 def route_patterns() -> list[tuple[re.Pattern[str], str]]:
     """(path pattern, method) of every route; compiled by the first request no route matches (≈ 130 patterns that
-    every cold start compiled for the few requests answered 404 or 405)."""
-    return [(re.compile("^" + re.sub(r"{\w+}", r"[^/]+", r.path) + "$"), r.method) for r in wiring.ROUTES]
+    every cold start compiled for the few requests answered 404 or 405). A parameter is never a custom method."""
+    parameter = rf"(?!{CUSTOM_METHOD}(?:/|$))[^/]+"
+    return [(re.compile("^" + re.sub(r"{\w+}", parameter, r.path) + "$"), r.method) for r in wiring.ROUTES]
 
 
 @app.not_found

@@ -18,8 +18,10 @@ from interlude import __version__
 from interlude.api.http import (
     OPENWOP_VERSION,
     answers_as_modulex,
-    app,
+    if_none_match,
+    is_custom_method,
     json_response,
+    not_modified,
     parsed,
     principal_for,
     query_int,
@@ -27,13 +29,14 @@ from interlude.api.http import (
     resume_value_body,
     run_links,
     service,
+    tagged_json,
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.app import audit
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
-from interlude.domain.errors import Invalid
+from interlude.domain.errors import Invalid, NotFound
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
 from interlude.domain.models.responses import (
@@ -57,7 +60,8 @@ from interlude.rules.interrupts.decide import REF_KINDS
 
 @route("getCapabilities")
 def get_capabilities() -> Response:
-    return json_response(200, Capabilities.model_validate(capabilities()), {"Cache-Control": "public, max-age=60"})
+    # capabilities.md §1.1: an ETag of the document's bytes, and 304 to a matching If-None-Match.
+    return tagged_json(Capabilities.model_validate(capabilities()), {"Cache-Control": "public, max-age=60"})
 
 
 def capabilities() -> dict[str, Any]:
@@ -93,6 +97,16 @@ def capabilities() -> dict[str, Any]:
         "callbackDelivery": True,
     }
     caps["conversationPrimitive"] = {"status": "stable", "since": "2.0", "witness": "claims-check"}
+    # Issue 26 row 11: idempotency Layer 2 (RFC 0150), which binds GET /runs/{runId}/effects: core.http claims each
+    # effect by its business identity before calling and records the outcome (store/effects.py); Layer 1 is the
+    # Idempotency-Key of every mutating route. The record alone: one region, so no multiRegion or crossRegion.
+    caps["idempotency"] = {"status": "stable", "since": "2.0", "witness": "witnessable-gated"}
+    # `replay` only with POST /runs/{runId}:fork, which this host does not serve: the one declaration both discovery
+    # and GET /host/effect-seams read (loaded here: no other request of this module uses it).
+    from interlude.api.effects import REPLAY_CAPABILITY
+
+    if REPLAY_CAPABILITY is not None:
+        caps["replay"] = dict(REPLAY_CAPABILITY)
     # Issue 16: GET /runs (interlude.api.run_listing, loaded here: discovery is no part of a resolve's cold start).
     from interlude.api.run_listing import run_list_capability
 
@@ -190,11 +204,13 @@ def run_created(state: RunState) -> Response:
 
 @route("getRun")
 def get_run(runId: str) -> Response:
+    if is_custom_method(runId):
+        raise NotFound("no such route")  # GET /runs/{runId}:diff (diffRun), which this host does not serve
     principal = principal_for("getRun")
     state, _ = service().load_run(principal.tenant, from_wire(runId))
     etag = f'"{state.nextSeq}-{state.status}"'
-    if app.current_event.headers.get("if-none-match") == etag:
-        return Response(status_code=304, headers={"OpenWOP-Version": OPENWOP_VERSION, "ETag": etag})
+    if if_none_match(etag):
+        return not_modified(etag)
     return json_response(200, service().snapshot(state), {"ETag": etag})
 
 

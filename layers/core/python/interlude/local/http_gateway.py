@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from interlude import wiring
@@ -135,12 +135,20 @@ class _Handler(BaseHTTPRequestHandler):
         raise AttributeError(name)
 
 
+class Instances(Protocol):
+    """What serves the gateway's requests: the `api` function's instances."""
+
+    def invoke(self, event: dict[str, Any]) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
 class _Server(ThreadingHTTPServer):
     # Bursts of concurrent clients (approvers racing) must queue, not be reset.
     request_queue_size = 256
     verbose = False
     # The `api` function's instances; made when the gateway starts.
-    instances: InstancePool | None = None
+    instances: Instances | None = None
 
 
 class Gateway:
@@ -154,8 +162,9 @@ class Gateway:
     def base_url(self) -> str:
         return f"http://{LOOPBACK}:{self.server.server_port}"
 
-    def start(self) -> Gateway:
-        self.server.instances = InstancePool(wiring.ROUTES_FUNCTION)
+    def start(self, instances: Instances | None = None) -> Gateway:
+        """Serve through `instances` (default: a pool of the `api` function's processes)."""
+        self.server.instances = instances or InstancePool(wiring.ROUTES_FUNCTION)
         self.thread.start()
         return self
 

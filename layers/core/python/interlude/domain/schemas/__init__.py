@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 SCHEMA_FILES = (
     "configurable.schema.json",
     "effect-ledger-projection.schema.json",
-    "effect-seam-manifest.schema.json",
     "error-envelope.schema.json",
     "ids.schema.json",
     "run-event-payloads.interrupt-extract.schema.json",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from interlude.domain.models.responses import Answer, Omitted
 
 
@@ -28,10 +30,13 @@ class RunEffects(Answer):
 
 
 class EffectSeam(Answer):
-    id: str
-    kind: Literal["http", "provider", "webhook", "queue", "storage", "pack", "other"]
-    suppression: Literal["recorded-outcome"]
-    witness: Literal["witnessable-gated", "seam-gated"] = Omitted()
+    """A row as replay.md and openwop-client read it (docs/decisions.md, "The effect-seam manifest's two shapes")."""
+
+    seam: str = Field(pattern=r"^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$")
+    kind: Literal["http", "smtp", "queue", "storage", "provider-sdk", "webhook-fanout", "other"]
+    guarded: Literal[True]
+    guardedBy: str = Field(min_length=1)
+    branchReFires: bool = Omitted()
     note: str = Omitted()
 
 
@@ -46,7 +51,7 @@ class EffectSeamHost(Answer):
 
 
 class EffectSeamManifest(Answer):
-    """GET /host/effect-seams (OpenWOP effect-seam-manifest.schema.json)."""
+    """GET /host/effect-seams (OpenWOP replay.md, "The effect-seam manifest")."""
 
     manifestVersion: Literal["1"]
     host: EffectSeamHost

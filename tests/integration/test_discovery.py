@@ -1,0 +1,181 @@
+"""Issue 26 rows 10 and 11 in process (moto, the real api handler): discovery carries an ETag of its bytes and answers
+a matching If-None-Match with 304; it advertises what this host serves, `idempotency` among them; and every gated
+OpenWOP operation answers 404 exactly when its family is not advertised, the effect-seam manifest (a `replay`
+operation) included, which is served in the shape openwop-client reads once `replay` is advertised."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from openwop_client import OpenwopClient
+from openwop_client.errors import WopError
+
+from interlude import wiring
+from interlude.adapters.audit_key import ensure_signing_key
+from interlude.adapters.keyring_store import ensure_key_ring
+from interlude.api import effects
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import Gateway, to_event
+from interlude.store import Store, create_table
+from tests.integration.conftest import new_api_key, signed_in
+from tests.support.local_stack import wire
+
+TABLE = "interlude-discovery-test"
+AUDIT_KEY = "interlude-test/audit-key"
+GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
+
+# The OpenWOP operations gated on a family (capabilities.md: a gated operation of a family the host does not
+# advertise answers 404 not_found), each with a request that reaches it; `{run}` is a run of the caller's tenant.
+GATED = [
+    ("runList", "listRuns", "GET", "/runs"),
+    ("webhooks", "registerWebhook", "POST", "/webhooks"),
+    ("idempotency", "getRunEffects", "GET", "/runs/{run}/effects"),
+    ("auditLogIntegrity", "verifyAuditLog", "GET", "/audit/verify?fromSeq=0&toSeq=10"),
+    ("multiAgent", "getRunAncestry", "GET", "/runs/{run}/ancestry"),
+    ("replay", "getEffectSeamManifest", "GET", "/host/effect-seams"),
+    # Operations of families this host serves nothing of: no route names them, a run's route included.
+    ("replay", "forkRun", "POST", "/runs/{run}:fork"),
+    ("replay", "diffRun", "GET", "/runs/{run}:diff"),
+    ("compensation", "getRunCompensation", "GET", "/runs/{run}/compensation"),
+]
+
+
+@pytest.fixture
+def service(monkeypatch) -> Iterator[Service]:
+    env = {"TABLE_NAME": TABLE, "KEY_RING_SECRET": "interlude-test/token-keys", wiring.AUDIT_KEY_SECRET.env: AUDIT_KEY}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with mock_aws():
+        create_table(boto3.client("dynamodb"), TABLE)
+        ensure_key_ring(env["KEY_RING_SECRET"])
+        ensure_signing_key(AUDIT_KEY)
+        yield Service(Store(TABLE))
+
+
+def http(method: str, path: str, key: str | None = None, **headers: str) -> tuple[int, dict[str, str], Any]:
+    """A request through the real api handler, as the gateway hands it over."""
+    sent = {"content-type": "application/json", **({"authorization": f"Bearer {key}"} if key else {}), **headers}
+    body = b"{}" if method == "POST" else b""
+    got = lambda_runtime.invoke("api", to_event(method, path, sent, body, "127.0.0.1"))
+    return got["statusCode"], got.get("headers") or {}, json.loads(got["body"]) if got.get("body") else None
+
+
+def discovery() -> dict[str, Any]:
+    status, _, caps = http("GET", "/.well-known/openwop")
+    assert status == 200
+    return caps
+
+
+def a_run(service: Service) -> str:
+    admin = signed_in(service)
+    service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
+
+
+def test_discovery_carries_an_etag_of_its_bytes_and_answers_a_matching_if_none_match_with_304(service, monkeypatch):
+    status, headers, _ = http("GET", "/.well-known/openwop")
+    etag = headers["ETag"]
+    assert status == 200
+    assert etag.startswith('"')
+    assert etag.endswith('"')
+    for named in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        status, headers, body = http("GET", "/.well-known/openwop", **{"if-none-match": named})
+        assert (status, body) == (304, None), named
+        assert headers["ETag"] == etag
+        assert headers["OpenWOP-Version"] == "2.0"
+    assert http("GET", "/.well-known/openwop", **{"if-none-match": '"stale"'})[0] == 200
+
+    # Another document (the ancestry switch off) has another ETag: the old one no longer matches.
+    monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", "off")
+    lambda_runtime.fresh_instances()
+    status, headers, _ = http("GET", "/.well-known/openwop", **{"if-none-match": etag})
+    assert status == 200
+    assert headers["ETag"] != etag
+
+
+def test_discovery_advertises_idempotency_layer_2_and_no_replay(service):
+    caps = discovery()
+    assert caps["idempotency"] == {"status": "stable", "since": "2.0", "witness": "witnessable-gated"}
+    assert "replay" not in caps
+
+
+def gated_statuses(service: Service, key: str, run_id: str) -> dict[str, tuple[int, str | None]]:
+    statuses = {}
+    for _, operation, method, path in GATED:
+        status, _, body = http(method, path.format(run=wire(run_id)), key)
+        statuses[operation] = (status, (body or {}).get("error"))
+    return statuses
+
+
+def test_every_gated_operation_answers_404_exactly_when_its_family_is_unadvertised(service, monkeypatch):
+    run_id = a_run(service)
+    key = new_api_key(service)
+
+    def check() -> set[str]:
+        caps = discovery()
+        statuses = gated_statuses(service, key, run_id)
+        for family, operation, _, _ in GATED:
+            status, error = statuses[operation]
+            if family in caps:
+                assert status != 404, (operation, error)
+            else:
+                assert (status, error) == (404, "not_found"), operation
+        return {family for family, *_ in GATED if family in caps}
+
+    assert check() == {"runList", "webhooks", "idempotency", "auditLogIntegrity", "multiAgent"}
+    # The audit key unreadable and the ancestry route switched off: both families leave discovery, their routes 404.
+    monkeypatch.setenv(wiring.AUDIT_KEY_SECRET.env, "interlude-test/no-such-secret")
+    monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", "off")
+    lambda_runtime.fresh_instances()
+    assert check() == {"runList", "webhooks", "idempotency"}
+
+
+class InProcessApi:
+    """The gateway's `api` instances as the real handler in this process (moto's mocks are this process's), one
+    request at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        with self.lock:
+            return lambda_runtime.invoke(wiring.ROUTES_FUNCTION, event)
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture
+def gateway(service) -> Iterator[str]:
+    started = Gateway().start(InProcessApi())
+    yield started.base_url
+    started.stop()
+
+
+def test_the_seam_manifest_is_404_to_openwop_client_until_replay_is_advertised_then_in_the_shape_it_reads(
+    service, gateway, monkeypatch
+):
+    client = OpenwopClient(gateway, new_api_key(service))
+    with pytest.raises(WopError) as refused:
+        client.host_effect_seams()
+    assert (refused.value.status, refused.value.envelope.error) == (404, "not_found")
+
+    # The one declaration discovery and the route read (api/effects.py): once replay is served, both name it.
+    monkeypatch.setattr(effects, "REPLAY_CAPABILITY", {"status": "experimental", "since": "2.0", "until": "2.1",
+                                                       "witness": "witnessable-gated", "modes": ["replay"],
+                                                       "effectSeamsManifest": "/host/effect-seams"})
+    assert "replay" in client.discovery_capabilities().families
+    manifest = client.host_effect_seams()
+    assert manifest.manifestVersion == "1"
+    assert [(s.seam, s.kind, s.guarded) for s in manifest.seams] == [("interlude.core-http", "http", True)]
+    assert manifest.seams[0].guardedBy
+    assert manifest.host["build"]["kind"] == "artifact-sha256"
