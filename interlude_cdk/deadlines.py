@@ -71,7 +71,10 @@ class Deadlines(Construct):
                 "keeps the failure's context with the event.",
             )
         )
-        # Confused-deputy guard: only this account's schedules, in this deployment's group, may assume the role.
+        # Confused-deputy guard: only this account's Scheduler, for a schedule of this deployment's group, may assume
+        # the role. Scheduler sets aws:SourceArn to the schedule GROUP's ARN: a schedule or name-prefix ARN (as
+        # schedule/<group>/* was) matches nothing, and CreateSchedule then refuses the role (issue 25, finding 2;
+        # Scheduler user guide, "Confused deputy prevention").
         self.role = iam.Role(
             self,
             "SchedulerRole",
@@ -79,7 +82,7 @@ class Deadlines(Construct):
                 SCHEDULER_PRINCIPAL,
                 conditions={
                     "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": self._schedules_arn()},
+                    "ArnEquals": {"aws:SourceArn": self.group.attr_arn},
                 },
             ),
             description="interlude deadlines: EventBridge Scheduler invokes exactly the timeouts function",

@@ -35,12 +35,13 @@ def test_the_scheduler_role_may_invoke_exactly_the_timeouts_function_and_write_i
     ids = _ids(synth)
     role = synth.resources[ids["role"]]["Properties"]
     # Given the execution role / Then only this account's EventBridge Scheduler, for a schedule of this
-    # deployment's own group, may assume it (confused deputy: SourceAccount and SourceArn)
+    # deployment's own group, may assume it (confused deputy: SourceAccount, and SourceArn the GROUP's ARN, as
+    # Scheduler sets it: issue 25, finding 2)
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert trust["Condition"] == {
         "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
-        "ArnLike": {"aws:SourceArn": schedules_arn(ids["group"])},
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [ids["group"], "Arn"]}},
     }
     # And it carries exactly two grants: invoke the target function, send to the dead-letter queue
     statements = synth.statements_of_role(ids["role"])

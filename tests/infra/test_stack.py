@@ -214,16 +214,33 @@ def test_one_route_per_wiring_route_all_on_the_routes_function(synth):
         assert integration["PayloadFormatVersion"] == "2.0"
 
 
-def test_api_gateway_may_invoke_the_routes_function_per_route(synth):
-    # Given the Lambda permissions / Then API Gateway may invoke the routes function on each declared path
+def test_api_gateway_may_invoke_the_routes_function_through_one_permission_for_this_api(synth):
+    # Given the Lambda permissions / Then exactly one lets API Gateway invoke the routes function: any stage, method
+    # and path of this API, and no other API (one per route would exceed Lambda's policy size: issue 25, finding 1)
     function_arn = {"Fn::GetAtt": [synth.function_id(wiring.ROUTES_FUNCTION), "Arn"]}
-    source_suffixes = {
-        permission["Properties"]["SourceArn"]["Fn::Join"][1][-1]
-        for permission in synth.of_type("AWS::Lambda::Permission").values()
-        if permission["Properties"]["FunctionName"] == function_arn
-        and permission["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    (permission,) = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == function_arn
+    ]
+    assert permission["Principal"] == "apigateway.amazonaws.com"
+    assert permission["Action"] == "lambda:InvokeFunction"
+    assert permission["SourceArn"] == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":execute-api:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":",
+                {"Ref": synth.logical_id(synth.interlude.api.http_api)},
+                "/*/*/*",
+            ],
+        ]
     }
-    assert source_suffixes == {f"/*/*{route.path}" for route in wiring.ROUTES}
 
 
 def test_default_stage_throttles_and_logs_without_raw_paths(synth):
