@@ -6,9 +6,11 @@ the tests check the template, and must neither download wheels nor depend on a b
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 
 # jsii runs on the project's Node.js 22 (make node-deps) when the suite is started outside make too.
 _PROJECT_NODE = Path(__file__).resolve().parents[2] / "node_modules" / ".bin"
@@ -25,6 +27,7 @@ from interlude_cdk.stack import InterludeStack  # noqa: E402
 
 # Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
 OFFLINE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+CUSTOMER_APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "customer-app"
 
 
 class Synth:
@@ -128,6 +131,26 @@ def synth(tmp_path_factory, prebuilt_layer) -> Synth:
             context={"layerDir": str(prebuilt_layer), "aws:cdk:enable-asset-metadata": True},
             outdir=str(outdir),
         )
+        return Synth(app, stack, outdir)
+
+
+def load_customer_app() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("customer_app", CUSTOMER_APP_DIR / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def customer_synth(tmp_path_factory, prebuilt_layer) -> Synth:
+    """examples/customer-app synthesized as its owner would (its own app.py, its stack with a concrete account and
+    region); the synthesis itself runs both cdk-nag packs, so an unacknowledged finding fails it."""
+    outdir = tmp_path_factory.mktemp("customer.out")
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in OFFLINE_AWS.items():
+            env.setenv(key, value)
+        env.delenv("CDK_OUTDIR", raising=False)
+        app, stack = load_customer_app().build_app(context={"layerDir": str(prebuilt_layer)}, outdir=str(outdir))
         return Synth(app, stack, outdir)
 
 

@@ -6,40 +6,19 @@ region), and every prop it sets is looked for in the template.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from cfnlint.api import ManualArgs, lint
 
 from interlude import wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
-from tests.infra.conftest import OFFLINE_AWS, as_list
-
-APP_DIR = Path(__file__).resolve().parents[2] / "examples" / "customer-app"
-
-
-def load_customer_app():
-    spec = importlib.util.spec_from_file_location("customer_app", APP_DIR / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.infra.conftest import as_list, load_customer_app
 
 
 @pytest.fixture(scope="module")
-def customer(tmp_path_factory, prebuilt_layer):
-    module = load_customer_app()
-    with pytest.MonkeyPatch.context() as env:
-        for key, value in OFFLINE_AWS.items():
-            env.setenv(key, value)
-        env.delenv("CDK_OUTDIR", raising=False)
-        # The synthesis itself runs both cdk-nag packs: an unacknowledged finding would fail it.
-        app, stack = module.build_app(
-            context={"layerDir": str(prebuilt_layer)}, outdir=str(tmp_path_factory.mktemp("customer.out"))
-        )
-        template = app.synth().get_stack_by_name(stack.stack_name).template
-    return module, stack, template
+def customer(customer_synth):
+    return load_customer_app(), customer_synth.stack, customer_synth.template_json
 
 
 def of_type(template: dict, resource_type: str) -> dict[str, dict]:
