@@ -207,21 +207,37 @@ def _iam_chars(document: Any) -> int:
 # --- Lambda: resource-based policy (issue 25, finding 1) ------------------------------------------------------------
 
 
+_INVOKABLE = ("AWS::Lambda::Function", "AWS::Lambda::Alias", "AWS::Lambda::Version")
+
+
+def _referenced(value: Any) -> Iterator[str]:
+    """Logical ids a template value refers to (Ref and Fn::GetAtt), however deeply wrapped."""
+    if isinstance(value, dict):
+        for key, argument in value.items():
+            if key == "Ref" and isinstance(argument, str):
+                yield argument
+            elif key == "Fn::GetAtt":
+                yield argument[0] if isinstance(argument, list) else argument.split(".", 1)[0]
+            else:
+                yield from _referenced(argument)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _referenced(item)
+
+
 def invoked_function(template: Template, function_name: Any) -> tuple[str, str | None]:
-    """(function logical id, qualifier or None) that a FunctionName value (Ref or Arn of a function, an alias or a
-    version of this template) points at."""
+    """(function logical id, qualifier or None) that a FunctionName value points at: a function, an alias or a version
+    of this template, by Ref, Arn or a name CDK builds from them (an alias's `<name>:live` from its ARN's parts)."""
     resources = template.get("Resources", {})
-    if isinstance(function_name, dict) and len(function_name) == 1:
-        ((key, argument),) = function_name.items()
-        logical_id = argument[0] if key == "Fn::GetAtt" else argument if key == "Ref" else None
-        kind = resources.get(logical_id, {}).get("Type")
-        if kind == "AWS::Lambda::Function":
-            return logical_id, None
-        if kind in {"AWS::Lambda::Alias", "AWS::Lambda::Version"}:
-            function, _ = invoked_function(template, _props(resources[logical_id])["FunctionName"])
-            # An alias by its name; a version (numbered at deploy time) by its logical id.
-            return function, str(_props(resources[logical_id]).get("Name", logical_id))
-    raise ValueError(f"FunctionName {function_name!r} names no function, alias or version of this template")
+    targets = {ref for ref in _referenced(function_name) if resources.get(ref, {}).get("Type") in _INVOKABLE}
+    if len(targets) != 1:
+        raise ValueError(f"FunctionName {function_name!r} names no one function, alias or version of this template")
+    (logical_id,) = targets
+    if resources[logical_id]["Type"] == "AWS::Lambda::Function":
+        return logical_id, None
+    function, _ = invoked_function(template, _props(resources[logical_id])["FunctionName"])
+    # An alias by its name; a version (numbered at deploy time) by its logical id.
+    return function, str(_props(resources[logical_id]).get("Name", logical_id))
 
 
 # What AddPermission stores for each property of AWS::Lambda::Permission besides Action, FunctionName and Principal
