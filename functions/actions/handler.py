@@ -20,21 +20,24 @@ with collector_paused():
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
     lazy_package(DATA_CLASSES)
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from interlude.adapters import metrics
     from interlude.adapters.actions.queue_work import RetryLater
     from interlude.adapters.actions.worker import ActionWorker
+    from interlude.adapters.batch import CountingBatchProcessor
     from interlude.app.service import default_service
     from interlude.composition import compose
     from interlude.config.actions import action_settings
     from interlude.store.effects import EffectStore
 
     logger = Logger(service="interlude-actions")
-    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
+    # message that failed otherwise (not RetryLater) is logged and counted.
+    processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     compose()
+    metrics.count_caught_errors()
 
 
 @cache

@@ -13,10 +13,11 @@ with collector_paused():
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
     lazy_package(DATA_CLASSES)
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from interlude.adapters import metrics
+    from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.delivery.retry import message_ids
     from interlude.adapters.delivery.signing import SecretCache
     from interlude.adapters.delivery.worker import RetryLater, Worker
@@ -26,8 +27,10 @@ with collector_paused():
     from interlude.store.deliveries import DeliveryStore
 
     logger = Logger(service="interlude-callbacks")
-    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
+    # message that failed otherwise (not RetryLater) is logged and counted.
+    processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
+    metrics.count_caught_errors()
 
 
 @cache

@@ -17,17 +17,21 @@ with collector_paused():
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
     lazy_package(DATA_CLASSES)
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
+    from interlude.adapters import metrics
+    from interlude.adapters.batch import CountingBatchProcessor
     from interlude.app.service import default_service
     from interlude.composition import compose, handle_stream_record
     from interlude.store.stream import record_run_id
 
     logger = Logger(service="interlude-dispatch")
-    # A record that fails is logged (with its traceback and its run's correlation id) before the mapping retries it.
-    processor = BatchProcessor(event_type=EventType.DynamoDBStreams, logger=logger)
+    # A record that fails is logged (with its traceback and its run's correlation id) and counted before the mapping
+    # retries it.
+    processor = CountingBatchProcessor(EventType.DynamoDBStreams, log=logger)
     compose()
+    metrics.count_caught_errors()
 
 
 def record_handler(record: DynamoDBRecord) -> None:

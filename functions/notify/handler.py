@@ -14,13 +14,14 @@ with collector_paused():
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
     lazy_package(DATA_CLASSES)
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     # The key ring is one Secrets Manager secret: of Powertools' parameter providers only that one loads.
     lazy_package(PARAMETERS)
 
     from interlude.adapters import metrics
+    from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.adapters.notify.worker import RetryLater, Worker
     from interlude.config import settings
@@ -28,8 +29,10 @@ with collector_paused():
     from interlude.store import Store
 
     logger = Logger(service="interlude-notify")
-    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error.
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
+    # message that failed otherwise (not RetryLater) is logged and counted.
+    processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
+    metrics.count_caught_errors()
 
 
 @cache

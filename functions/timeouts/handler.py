@@ -28,6 +28,7 @@ with collector_paused():
 
     logger = Logger(service="interlude-timeouts")
     compose_audit()
+    metrics.count_caught_errors()
 
 
 @cache

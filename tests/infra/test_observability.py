@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from interlude import wiring
-from interlude_cdk.observability import API_P99_LATENCY, ITERATOR_AGE_ALARM, LATENCY_METRIC_NAME
+from interlude.adapters import metrics
+from interlude_cdk.observability import (
+    API_P99_LATENCY,
+    ERROR_LINES_NAMESPACE,
+    ITERATOR_AGE_ALARM,
+    LATENCY_METRIC_NAME,
+)
 from tests.infra.conftest import alarm_metrics, dimension
 
 
@@ -59,7 +67,10 @@ def test_the_api_alarms_on_its_5xx_rate_and_on_the_p99_of_routes_that_answer_at_
     assert latency["Threshold"] == API_P99_LATENCY.to_milliseconds()
     assert [q["MetricStat"]["Stat"] for q in latency["Metrics"] if "MetricStat" in q] == ["p99"]
     # The latency metric comes from the access log, without the held (long-poll, SSE) routes
-    (metric_filter,) = synth.of_type("AWS::Logs::MetricFilter").values()
+    access_logs = {"Ref": synth.logical_id(synth.interlude.api.access_logs)}
+    (metric_filter,) = [
+        f for f in synth.of_type("AWS::Logs::MetricFilter").values() if f["Properties"]["LogGroupName"] == access_logs
+    ]
     pattern = metric_filter["Properties"]["FilterPattern"]
     for route in wiring.ROUTES:
         assert (f'"{route.method} {route.path}"' in pattern) == (wiring.route_class(route) == "held")
@@ -101,3 +112,85 @@ def test_every_dead_letter_queue_alarms_on_its_first_message(synth):
 def test_one_dashboard_per_deployment(synth):
     (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
     assert dashboard["Properties"]["DashboardName"].startswith(synth.stack.stack_name)
+
+
+# -- pages that wake someone (issue 25, finding 8) ---------------------------------------------------------------
+
+WORKERS = [spec for spec in wiring.FUNCTIONS if spec.reads_stream or spec.consumes]
+
+
+def test_every_paging_alarm_fires_on_its_first_breaching_period(synth):
+    """Three consecutive 5-minute periods meant a failure paged after 15 minutes, or never if it came and went."""
+    sustained = []
+    for alarm in synth.of_type("AWS::CloudWatch::Alarm").values():
+        props = alarm["Properties"]
+        if (props["EvaluationPeriods"], props.get("DatapointsToAlarm")) == (1, 1):
+            continue
+        sustained.append(props["AlarmName"])
+    # Only the two statistical alarms wait for three periods: the API's 5xx rate and its p99 latency
+    assert sorted(sustained) == sorted(
+        f"{synth.stack.stack_name}-{name}-Critical" for name in ("api-Fault-Rate", "api-latency-p99")
+    )
+
+
+def failure_alarm(synth, namespace: str, metric_name: str, dimensions: dict) -> dict:
+    (props,) = [
+        props
+        for _, props, metric in alarm_metrics(synth)
+        if metric.get("Namespace") == namespace
+        and metric["MetricName"] == metric_name
+        and {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])} == dimensions
+    ]
+    return props
+
+
+def assert_pages_on_the_first(props: dict, synth) -> None:
+    assert props["Threshold"] == 0
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (1, 1)
+    assert props["TreatMissingData"] == "notBreaching"
+    assert props["AlarmActions"] == [topic_ref(synth)]
+
+
+@pytest.mark.parametrize("spec", WORKERS, ids=lambda spec: spec.name)
+def test_every_worker_pages_on_its_first_failed_record(synth, spec):
+    """A record a worker fails is reported in batchItemFailures: the invocation succeeds, Errors stays at 0."""
+    dimensions = {"deployment": synth.stack.stack_name, "FunctionName": {"Ref": synth.function_id(spec.name)}}
+    assert_pages_on_the_first(failure_alarm(synth, metrics.NAMESPACE, metrics.RECORD_FAILURES, dimensions), synth)
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_every_function_pages_on_its_first_caught_error(synth, spec):
+    dimensions = {"deployment": synth.stack.stack_name, "FunctionName": {"Ref": synth.function_id(spec.name)}}
+    assert_pages_on_the_first(failure_alarm(synth, metrics.NAMESPACE, metrics.CAUGHT_ERRORS, dimensions), synth)
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_every_function_pages_on_its_first_error_log_line(synth, spec):
+    # Given the metric filter on the function's own log group
+    log_group = synth.resources[synth.function_id(spec.name)]["Properties"]["LoggingConfig"]["LogGroup"]
+    (metric_filter,) = [
+        f["Properties"]
+        for f in synth.of_type("AWS::Logs::MetricFilter").values()
+        if f["Properties"]["LogGroupName"] == log_group
+    ]
+    # It counts the JSON lines Powertools and the Lambda runtime write at ERROR and above
+    for level in ("ERROR", "CRITICAL", "FATAL"):
+        assert f'($.level = "{level}")' in metric_filter["FilterPattern"]
+    (transformation,) = metric_filter["MetricTransformations"]
+    assert transformation["MetricNamespace"] == ERROR_LINES_NAMESPACE
+    assert transformation["MetricValue"] == "1"
+    # And the first such line pages
+    alarm = failure_alarm(synth, ERROR_LINES_NAMESPACE, transformation["MetricName"], {})
+    assert_pages_on_the_first(alarm, synth)
+    # Each deployment and function counts under a name of its own (a filter's dimensions can only be log fields)
+    assert transformation["MetricName"] == f"{synth.stack.stack_name}/{spec.name}"
+
+
+def test_the_dashboard_shows_every_failure_metric(synth):
+    (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for name in (metrics.RECORD_FAILURES, metrics.CAUGHT_ERRORS, "IteratorAge", "ApproximateNumberOfMessagesVisible"):
+        assert name in body, name
+    for spec in wiring.FUNCTIONS:
+        assert f"{synth.stack.stack_name}/{spec.name}" in body, spec.name

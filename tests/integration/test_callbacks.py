@@ -386,8 +386,8 @@ def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(se
     with function_log("dispatch") as lines:
         result = lambda_runtime.invoke("dispatch", {"Records": Stream(TABLE).take()})
 
-    # Then the record is reported for retry and its failure is logged under the run's id
+    # Then the record is reported for retry and its failure is logged at ERROR (it pages) under the run's id
     assert len(result["batchItemFailures"]) == 1
-    (failure,) = [line for line in lines if line["level"] == "WARNING"]
+    (failure,) = [line for line in lines if line["level"] == "ERROR"]
     assert failure["correlation_id"] == run_id == failure["runId"]
     assert "CALLBACK_QUEUE_URL is not set" in failure["exception"]

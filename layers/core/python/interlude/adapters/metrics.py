@@ -7,7 +7,10 @@ handlers) and the adapters; the engine, the rules and the store stay free of it.
 
 What is counted: InterruptsRaised{kind}, InterruptsDecided{kind, outcome} (from the outbox, once per event
 item), Decisions{surface} (the route that decided), DeadlinesFired{purpose}, CallbackNotices{outcome},
-IdempotentReplays{operation}, ApiErrors{route, status}; and TimeToDecision{kind, outcome} in milliseconds, from
+IdempotentReplays{operation}, ApiErrors{route, status}; the failures that page (docs/operations.md, "What to
+watch"), by the physical name of the function that met them: RecordFailures{FunctionName} (a stream record or queue
+message a worker failed, other than a designed retry: interlude.adapters.batch) and CaughtErrors{FunctionName} (an
+error the code logged and carried on from: interlude.app.caught); and TimeToDecision{kind, outcome} in milliseconds, from
 the interrupt's raisedAt to the timestamp of its interrupt.resolved event (a decision on any surface, or the
 timeout: outcome `timeout`). The resolved event does not carry raisedAt, so the outbox reads it back from the
 interrupt's item (two GetItems per decided interrupt, and only where metrics are written).
@@ -21,6 +24,9 @@ from typing import Any
 
 NAMESPACE = "Interlude"
 DEPLOYMENT_ENV = "INTERLUDE_DEPLOYMENT"
+# The failure metrics the alarms read (interlude_cdk.observability), each dimensioned by deployment and FunctionName.
+RECORD_FAILURES = "RecordFailures"
+CAUGHT_ERRORS = "CaughtErrors"
 
 
 def enabled() -> bool:
@@ -46,6 +52,21 @@ def put(name: str, value: float, unit: str, **dimensions: Any) -> None:
     ) as metric:
         for key, dimension in dimensions.items():
             metric.add_dimension(key, str(dimension))
+
+
+def function_name() -> str:
+    return os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+
+
+def record_failed() -> None:
+    count(RECORD_FAILURES, FunctionName=function_name())
+
+
+def count_caught_errors() -> None:
+    """Entry points call it: every interlude.app.caught error is counted as CaughtErrors of this function."""
+    from interlude.app import caught
+
+    caught.count_with(lambda: count(CAUGHT_ERRORS, FunctionName=function_name()))
 
 
 def decision_outcome(payload: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ import interlude.app.limits  # noqa: F401
 from interlude import wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply
+from interlude.app.caught import caught
 from interlude.app.service import default_service
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
@@ -124,7 +125,7 @@ def _refused(exc: DomainError) -> Response:
 
 @app.exception_handler(Exception)
 def _unexpected(exc: Exception) -> Response:
-    logger.exception("unhandled error")
+    caught(logger, "unhandled-request", "unhandled error")
     request_id = app.current_event.request_context.request_id or "unknown"
     return error_response(Internal("internal error", {"correlationId": request_id}))
 

@@ -51,6 +51,7 @@ from interlude import wiring
 from interlude.adapters import metrics
 from interlude.api import http
 from interlude.api.errors import status_of
+from interlude.app.caught import caught
 from interlude.app.idempotency import KeyedWrite
 from interlude.domain.errors import Conflict, DomainError, Invalid
 from interlude.store.idempotency import (
@@ -226,7 +227,7 @@ def _run_committed_with_effect(key: IdempotencyKey, handler: Callable[..., Respo
         if not request.sealed:
             raise
         # The effect and its answer are committed: whatever failed after, that answer is the outcome.
-        http.logger.exception("the request failed after its effect was committed; answering what was committed")
+        caught(http.logger, "idempotency-after-commit", "the request failed after its effect was committed; answering what was committed")
         return _given(request.sealed[-1])
     finally:
         _current.reset(token)
@@ -243,7 +244,7 @@ def _keep_refusal(key: IdempotencyKey, response: Response, now_ms: int) -> Respo
     try:
         taken = records().store_answer(AnsweredRecord(key, _to_cached(response), now_ms))
     except Exception:
-        http.logger.exception("storing the idempotent response failed")
+        caught(http.logger, "idempotency-store", "storing the idempotent response failed")
         return response
     if taken is not None and taken.digest == key.digest and taken.completed is not None:
         metrics.count("IdempotentReplays", operation=key.operation)
@@ -295,7 +296,7 @@ def _run_claimed(claim: Claim, handler: Callable[..., Response], params: dict[st
             http.logger.warning("idempotency claim was taken over before completion; response not stored")
     except Exception:
         # The effect happened; answer it. The claim stays in flight until its lease ends.
-        http.logger.exception("storing the idempotent response failed")
+        caught(http.logger, "idempotency-store", "storing the idempotent response failed")
     return response
 
 
@@ -304,4 +305,4 @@ def _release(claim: Claim) -> None:
         records().release(claim)
     except Exception:
         # The original outcome is what the caller must see; the claim ends with its lease.
-        http.logger.exception("releasing an idempotency claim failed")
+        caught(http.logger, "idempotency-release", "releasing an idempotency claim failed")

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from interlude.app.caught import caught
 from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
 from interlude.domain.budgets import BudgetExceeded, json_size
 from interlude.domain.errors import Invalid, NotFound
@@ -55,7 +56,7 @@ def signing_key() -> Any:
     try:
         return _signing_key_source()
     except Exception:  # noqa: BLE001 - a missing key stops checkpoints, never the action being audited
-        logger.exception("the audit checkpoint key could not be read")
+        caught(logger, "audit-key-read", "the audit checkpoint key could not be read")
         return None
 
 
@@ -136,7 +137,7 @@ def checkpoint_if_due(store: Store, tenant: str, chain: int, head: rules.Head) -
     try:
         checkpoint(store, tenant, chain)
     except Exception:  # noqa: BLE001 - the action is committed; the sweep retries the checkpoint
-        logger.exception("audit checkpoint of tenant %s chain %s failed", tenant, chain)
+        caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
 
 
 def checkpoint(store: Store, tenant: str, chain: int, attempts: int = 5) -> dict[str, Any] | None:
@@ -181,7 +182,7 @@ def checkpoint_pending(store: Store, early_s: float = 0) -> int:
         try:
             made += checkpoint(store, tenant, chain) is not None
         except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
-            logger.exception("audit checkpoint of tenant %s chain %s failed", tenant, chain)
+            caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
     return made
 
 

@@ -12,6 +12,7 @@ from functools import cache, cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from interlude.app import audit as audit_log
+from interlude.app.caught import caught
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.app.keys import KeyOperations
 from interlude.app.retries import MAX_RACE_RETRIES, busy
@@ -198,7 +199,7 @@ class Service(KeyOperations, WorkflowOperations):
         try:
             transition = build()
         except Exception as exc:  # noqa: BLE001 - a bug after a decision must not strand the run
-            logger.exception("building a transition failed; failing the run")
+            caught(logger, "transition-build", "building a transition failed; failing the run")
             error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
         else:
             try:
@@ -212,7 +213,7 @@ class Service(KeyOperations, WorkflowOperations):
                     {"nodeId": node_id, **budget},
                 )
             except InvalidEvent as exc:
-                logger.exception("a transition built an invalid event; failing the run")
+                caught(logger, "transition-invalid-event", "a transition built an invalid event; failing the run")
                 error = run_error("interlude.node_error", f"{where} failed: {type(exc).__name__}", {"nodeId": node_id})
         return self.commit_answered(build(halt=error), version, now, keyed, result, open_runs_limit, audit)
 

@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.actions import finish_action
+from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
@@ -148,7 +149,7 @@ def cancel_child(service: Service, child_id: str, parent_run_id: str) -> None:
             return
         except LostRace:
             continue
-    logger.warning("the child run %s kept changing while its parent's cancel cascaded", child_id)
+    caught(logger, "child-cancel", "the child run %s kept changing while its parent's cancel cascaded; it is not cancelled", child_id)
 
 
 def run_ancestry(service: Service, principal: auth.Principal, run_id: str) -> dict[str, Any]:

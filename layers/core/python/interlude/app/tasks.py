@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.actions import finish_action, pending_action
+from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
 from interlude.domain.clock import iso_epoch
@@ -371,7 +372,7 @@ def _note_retry(service: Service, task: Task, retried: dict[str, Any]) -> bool:
             return True
         except LostRace:
             continue
-    logger.warning("the run %s kept changing while a task retry was recorded", task.run_id)
+    caught(logger, "task-retry-record", "the run %s kept changing while a task retry was recorded; the retry is not", task.run_id)
     return True
 
 

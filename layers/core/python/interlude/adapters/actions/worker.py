@@ -29,6 +29,7 @@ from interlude.adapters.actions.queue_work import RetryLater, hide
 from interlude.adapters.delivery.pinned_http import AnsweredResponse, DeliveryFailed, send_pinned
 from interlude.adapters.delivery.retry import backoff_s
 from interlude.app import actions
+from interlude.app.caught import caught
 from interlude.config.actions import ActionSettings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import run_error
@@ -186,7 +187,7 @@ class ActionWorker:
         except DeliveryFailed as failed:
             return _Attempt("retry", error_class=failed.error_class)
         except Exception:  # a secret store outage, a bug: recorded and retried like any failure
-            logger.exception("action attempt failed inside the worker", extra={"effectId": pending.effectId})
+            caught(logger, "action-attempt", "action attempt failed inside the worker", effectId=pending.effectId)
             return _Attempt("retry", error_class="internal")
         return self._judge(pending, attempt, response)
 

@@ -29,6 +29,7 @@ from interlude.adapters.delivery.subscriptions import (
     delivery_bytes,
     delivery_headers,
 )
+from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
@@ -213,9 +214,7 @@ class Worker:
                 attempt_record["httpStatus"] = failed.status
             return _seconds(failed.retry_after), failed.status in outgoing.final_statuses, False
         except Exception:  # a signing secret that cannot be read, a bug: recorded and retried like any failure
-            logger.exception(
-                "delivery attempt failed inside the worker", extra={"noticeId": attempt_record["noticeId"]}
-            )
+            caught(logger, "delivery-attempt", "delivery attempt failed inside the worker", noticeId=attempt_record["noticeId"])
             attempt_record.update({"status": "failed", "errorClass": "internal"})
         return None, False, False
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
@@ -30,6 +31,7 @@ from interlude.adapters.notify.messages import (
     reminder_asks,
     slack_message,
 )
+from interlude.app.caught import caught
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.ids import secret_name
@@ -42,6 +44,7 @@ from interlude.store import Store
 from interlude.store.directory import DirectoryStore
 from interlude.store.notifications import NotificationStore
 
+logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
 LEASE_MARGIN_S = 30.0
 SLACK_SECRET_CACHE_S = 60.0
@@ -111,6 +114,7 @@ class Worker:
         try:
             status = self._attempt(message, kept, claim.attempt)
         except Exception:  # a bug or an unreadable store: recorded and retried like any failure
+            caught(logger, "notification-attempt", "notification attempt failed inside the worker", notificationId=nid)
             kept["error"] = "internal"
             status = "failed"
         if status in ("sent", "skipped"):

@@ -1,0 +1,146 @@
+"""Failures that page (issue 25, finding 8): each worker counts the records it fails and the errors it catches and
+carries on from, as EMF metrics the alarms read (interlude_cdk.observability).
+
+The real handlers in a Lambda's environment (AWS_LAMBDA_FUNCTION_NAME set, so the EMF lines are written), over
+moto; what they write to stdout is read back as CloudWatch would parse it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import boto3
+import pytest
+
+from interlude import wiring
+from interlude.adapters import metrics
+from interlude.adapters.delivery.signing import secret_name
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.local.sqs_pump import to_event_record
+from interlude.store import Store
+from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
+from tests.support.logs import function_log
+from tests.support.queues import queue_world
+from tests.support.stream import Stream
+
+TABLE = "interlude-test"
+TENANT = "t1"
+DEPLOYMENT = "failures-test"
+# Loopback callbacks are allowed here (INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS); nothing listens: no test gets as far.
+RECEIVER = "http://127.0.0.1:9/hook"
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    env = {
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        metrics.DEPLOYMENT_ENV: DEPLOYMENT,
+    }
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    with queue_world(monkeypatch, TABLE, env) as urls:
+        yield urls
+
+
+@pytest.fixture
+def service(aws) -> Service:
+    lambda_runtime.fresh_instances()
+    return Service(Store(TABLE))
+
+
+def as_function(monkeypatch, name: str) -> str:
+    """Run what follows as deployed function `name` (its physical name, as Lambda sets it)."""
+    physical = f"{DEPLOYMENT}-{name}-0A1B2C3D"
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", physical)
+    return physical
+
+
+def invoke(name: str, event: dict) -> tuple[dict, list[tuple[str, dict[str, str]]]]:
+    """Invoke function `name`'s real handler; its answer, and (metric, dimensions) of every EMF point it wrote."""
+    # Loaded first: its Logger keeps the stream it was made with, which must not be this capture's.
+    lambda_runtime.handler_module(name)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        answer = lambda_runtime.invoke(name, event)
+    points = []
+    for line in out.getvalue().splitlines():
+        document = json.loads(line)
+        (directive,) = document["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == metrics.NAMESPACE
+        (metric,) = directive["Metrics"]
+        (dimension_names,) = directive["Dimensions"]
+        points.append((metric["Name"], {dimension: document[dimension] for dimension in dimension_names}))
+    return answer, points
+
+
+def of(points: list[tuple[str, dict[str, str]]], metric: str) -> list[dict[str, str]]:
+    return [dimensions for name, dimensions in points if name == metric]
+
+
+def start_gate_run(service: Service, callback_url: str) -> str:
+    admin = signed_in(service, tenant=TENANT)
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    request = CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})
+    return service.create_run(admin, request).runId
+
+
+def queued_records(url: str) -> list[dict]:
+    sqs = boto3.client("sqs")
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    return [to_event_record(m, arn) for m in messages]
+
+
+def test_a_stream_record_the_outbox_fails_is_counted_and_logged(service, aws, monkeypatch):
+    # Given a run whose raised gate makes the outbox queue a callback notice, on a queue that is gone
+    start_gate_run(service, RECEIVER)
+    boto3.client("sqs").delete_queue(QueueUrl=aws["callbacks"])
+    function = as_function(monkeypatch, "dispatch")
+    records = Stream(TABLE).take()
+
+    # When the dispatch function is handed the batch
+    with function_log("dispatch", level="ERROR") as lines:
+        answer, points = invoke("dispatch", {"Records": records})
+
+    # Then the invocation succeeds (no Lambda error: its Errors alarm stays quiet) with the record reported failed
+    failed = answer["batchItemFailures"]
+    assert failed
+    # And each failed record is one RecordFailures data point of this function, and one ERROR line with its traceback
+    assert of(points, metrics.RECORD_FAILURES) == [{"deployment": DEPLOYMENT, "FunctionName": function}] * len(failed)
+    errors = [line for line in lines if line["level"] == "ERROR"]
+    assert len(errors) == len(failed)
+    assert "QueueDoesNotExist" in errors[0]["exception"] or "NonExistentQueue" in errors[0]["exception"]
+
+
+def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_record_failure(service, aws, monkeypatch):
+    # Given a notice on the callbacks queue, and the tenant's signing secret deleted by hand (it cannot be read)
+    start_gate_run(service, RECEIVER)
+    Stream(TABLE).pump()
+    secrets = boto3.client("secretsmanager")
+    name = secret_name(wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"], TENANT)
+    secrets.create_secret(Name=name, SecretString="{}")
+    secrets.delete_secret(SecretId=name, RecoveryWindowInDays=7)
+    function = as_function(monkeypatch, "callbacks")
+    (record,) = queued_records(aws["callbacks"])
+
+    # When the callbacks function takes it
+    with function_log("callbacks", level="ERROR") as lines:
+        answer, points = invoke("callbacks", {"Records": [record]})
+
+    # Then the worker caught the error, recorded the attempt failed and hid the message for its backoff
+    assert answer == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    assert of(points, metrics.CAUGHT_ERRORS) == [{"deployment": DEPLOYMENT, "FunctionName": function}]
+    # A designed retry (RetryLater) is no record failure: the receiver-down case must not page
+    assert of(points, metrics.RECORD_FAILURES) == []
+    assert of(points, "CallbackNotices") == [{"deployment": DEPLOYMENT, "outcome": "failed"}]
+    (error,) = [line for line in lines if line["level"] == "ERROR"]
+    assert error["caughtError"] == "delivery-attempt"
+
