@@ -17,7 +17,10 @@ import pytest
 from interlude import wiring
 from interlude.adapters import metrics
 from interlude.adapters.delivery.signing import secret_name
+from interlude.adapters.notify.messages import RAISED, queue_message
+from interlude.app import directory
 from interlude.app.service import Service
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
@@ -26,7 +29,7 @@ from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.logs import function_log
-from tests.support.queues import queue_world
+from tests.support.queues import KEY_RING_SECRET, queue_world
 from tests.support.stream import Stream
 
 TABLE = "interlude-test"
@@ -34,6 +37,7 @@ TENANT = "t1"
 DEPLOYMENT = "failures-test"
 # Loopback callbacks are allowed here (INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS); nothing listens: no test gets as far.
 RECEIVER = "http://127.0.0.1:9/hook"
+SENDER = "approvals@example.com"
 
 
 @pytest.fixture
@@ -144,3 +148,33 @@ def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_re
     (error,) = [line for line in lines if line["level"] == "ERROR"]
     assert error["caughtError"] == "delivery-attempt"
 
+
+
+def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(service, aws, monkeypatch):
+    """The notify worker's internal failures were recorded on the notification alone: no line, no metric."""
+    # Given an open gate whose approver has an address, and the token key ring gone (no decision link can be signed)
+    monkeypatch.setenv("SES_FROM_ADDRESS", SENDER)
+    boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
+    admin = signed_in(service, tenant=TENANT)
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann"]}}]
+    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    directory.put_principal(service, TENANT, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    message = queue_message(TENANT, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
+    boto3.client("sqs").send_message(QueueUrl=aws["notifications"], MessageBody=json.dumps(message))
+    boto3.client("secretsmanager").delete_secret(SecretId=KEY_RING_SECRET, ForceDeleteWithoutRecovery=True)
+    function = as_function(monkeypatch, "notify")
+    (record,) = queued_records(aws["notifications"])
+
+    # When the notify function takes the message
+    with function_log("notify", level="ERROR") as lines:
+        answer, points = invoke("notify", {"Records": [record]})
+
+    # Then the attempt is retried later, and the failure inside it is one ERROR line and one CaughtErrors point
+    assert answer == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    (error,) = [line for line in lines if line["level"] == "ERROR"]
+    assert error["caughtError"] == "notification-attempt"
+    assert of(points, metrics.CAUGHT_ERRORS) == [{"deployment": DEPLOYMENT, "FunctionName": function}]
+    assert of(points, metrics.RECORD_FAILURES) == []
+    # And nothing of the message's content is in the line
+    assert "ann@example.com" not in json.dumps(error)
