@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -25,8 +26,10 @@ from modulex.types.workflows import (
     WorkflowMetadata,
 )
 
-from tests.support.local_stack import Api, tenant_admin_key
+from interlude.local.stack import TABLE_NAME
+from tests.support.local_stack import Api, stack_client, tenant_admin_key
 from tests.support.modulex_sdk import listen_until
+from tests.support.seeded_runs import seed_runs
 
 DEADLINE_S = 30.0
 
@@ -277,5 +280,85 @@ def test_another_organisation_is_not_found_on_every_workflow_path(tenant: Api):
                 await client.workflows.delete(created.id)
         async with sdk(tenant) as mine:
             assert (await mine.workflows.get(created.id)).name == "Mine"
+
+    asyncio.run(scenario())
+
+
+# -- row 7: what a run row says ----------------------------------------------------------------------------------
+
+
+def test_run_rows_speak_the_authors_ids_and_say_how_each_run_started(tenant: Api):
+    child = tenant.fixture("conformance-noop")
+    parent_id = f"parent-{uuid.uuid4().hex[:8]}"
+    spawn = {"id": "spawn", "typeId": "core.subWorkflow", "config": {"workflowId": child}}
+    assert tenant.put_workflow(parent_id, {"id": parent_id, "name": "Parent", "nodes": [spawn]}).status_code == 201
+    parent_run = tenant.start(parent_id)["runId"]
+    tenant.wait_status(parent_run, {"completed"}, timeout_s=DEADLINE_S)
+    # Inline definitions are stored under a reserved prefix: no author registers a workflow there.
+    reserved = tenant.put_workflow("modulex-inline-mine", {"nodes": [{"id": "a", "typeId": "core.noop"}]})
+    assert (reserved.status_code, reserved.json()["error"]) == (400, "validation_error")
+
+    async def scenario() -> None:
+        async with sdk(tenant) as client:
+            inline = schema([transformer("node_draft", 0, "Dear {{input.name}}")], [], "Inline")
+            adhoc = await client.executions.run(workflow=inline, input={"name": "Ana"})
+            deployed = await client.workflows.create(inline, name="Deployed")
+            saved = await client.executions.run(workflow_id=deployed.id, input={"name": "Ana"})
+            for run, ad_hoc in ((adhoc, True), (saved, False)):
+                detail = await until_status(client, run.run_id, "completed")
+                assert (detail.is_ad_hoc, detail.trigger_type) == (ad_hoc, "api")
+                assert detail.output_summary == {"node_draft": "Dear Ana"}  # the author's id, as written
+
+            rows = {r.run_id: r async for r in client.executions.iter_runs()}
+            assert rows[adhoc.run_id].is_ad_hoc
+            assert not rows[saved.run_id].is_ad_hoc
+            (spawned,) = [r async for r in client.executions.iter_runs(trigger_type="subworkflow")]
+            assert (spawned.workflow_id, spawned.trigger_type, spawned.is_ad_hoc) == (child, "subworkflow", False)
+            started = {r.run_id async for r in client.executions.iter_runs(trigger_type="api")}
+            assert spawned.run_id not in started
+            assert {adhoc.run_id, saved.run_id, parent_run.replace("/", "~2F")} <= started
+            assert (await client.executions.list_runs(trigger_type="schedule")).runs == []
+            parent = await client.executions.get_run(parent_run.replace("/", "~2F"))
+            assert parent.trigger_type == "api"
+            assert set(parent.output_summary) == {"spawn"}  # an OpenWOP run's ids are its own
+
+    asyncio.run(scenario())
+
+
+async def until_status(client: Modulex, run_pk: str, status: str):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while loop.time() < deadline:
+        detail = await client.executions.get_run(run_pk)
+        if detail.status == status:
+            return detail
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_pk} never reached {status}")
+
+
+# -- row 9: iter_runs past 1,000 runs ----------------------------------------------------------------------------
+
+
+def test_iter_runs_reads_past_a_thousand_runs_in_order(stack_info):
+    name = f"mxdeep-{uuid.uuid4().hex[:8]}"
+    api = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name), name)
+    workflow_id = api.fixture("conformance-noop")
+    dynamodb = stack_client(stack_info, "dynamodb")
+    seeded = seed_runs(dynamodb, TABLE_NAME, name, workflow_id, 1_150, datetime(2026, 11, 1, tzinfo=UTC))
+    newest_first = [run_id.replace("/", "~2F") for run_id in reversed(seeded)]
+
+    async def scenario() -> None:
+        async with sdk(api) as client:
+            every = [r.run_id async for r in client.executions.iter_runs(page_size=100)]
+            assert every == newest_first  # each once, in order, through offset 1,100
+            # A page anywhere within 1,000 runs of a page already read starts there.
+            deep = await client.executions.list_runs(offset=1_120, limit=20)
+            assert [r.run_id for r in deep.runs] == newest_first[1_120:1_140]
+            assert deep.has_more
+            # With another filter the listing is another one: its first 1,000 runs are the reach of a fresh offset.
+            completed = await client.executions.list_runs(status="completed", offset=990, limit=10)
+            assert [r.run_id for r in completed.runs] == newest_first[990:1_000]
+            with pytest.raises(BadRequestError, match="at most 1000 runs past"):
+                await client.executions.list_runs(status="completed", offset=2_100, limit=10)
 
     asyncio.run(scenario())

@@ -4,6 +4,7 @@ and bulk cancel with per-id outcomes (issue 16, item 2)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import boto3
 import pytest
@@ -13,11 +14,14 @@ from interlude import wiring
 from interlude.app import run_listing
 from interlude.app.service import Service
 from interlude.domain.errors import Invalid
+from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.faces.modulex import workflows as mxw
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
+from tests.support.seeded_runs import seed_runs
 
 TABLE = "interlude-test"
 
@@ -195,3 +199,38 @@ def test_bulk_cancel_reports_each_id_in_request_order(service: Service) -> None:
     with pytest.raises(Invalid) as refused:
         run_listing.bulk_cancel(service, admin, [missing] * 101, None)
     assert refused.value.details == {"field": "runIds", "maxRunIds": 100}
+
+
+def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(service: Service, client) -> None:
+    """GET /workflow-runs's offsets are served by cursor: a page read in order (as iter_runs reads) starts at the
+    bookmark the page before left, so its reads do not grow with its offset."""
+    admin = signed_in(service)
+    register(service, admin, "noop", "conformance-noop")
+    seeded = seed_runs(client, TABLE, admin.tenant, "noop", 2_500, datetime(2026, 11, 1, tzinfo=UTC))
+    costs: list[tuple[int, int]] = []
+    served: list[str] = []
+
+    def count(model, **_):
+        calls.append(model.name)
+
+    client.meta.events.register("after-call.dynamodb", count)
+    try:
+        offset = 0
+        while True:
+            calls: list[str] = []
+            page = mxw.list_run_rows(service, admin.tenant, offset, 100, None, None)
+            costs.append((calls.count("Query"), calls.count("BatchGetItem")))
+            served += [row["run_id"] for row in page["runs"]]
+            if not page["has_more"]:
+                break
+            offset += 100
+    finally:
+        client.meta.events.unregister("after-call.dynamodb", count)
+    assert served == [to_wire(r) for r in reversed(seeded)]
+    # Every page, the 25th as the second, reads what one page of GET /runs reads at most, and one bookmark.
+    assert all(queries <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards + 1 for queries, _ in costs)
+    assert all(gets <= run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX for _, gets in costs)
+    # A page may start at most MAX_RUN_SKIP past the nearest bookmark; the listing with another filter has its own.
+    assert len(mxw.list_run_rows(service, admin.tenant, 1_950, 100, None, None)["runs"]) == 100
+    with pytest.raises(Invalid, match="at most 1000 runs past"):
+        mxw.list_run_rows(service, admin.tenant, 1_001, 10, None, "completed")

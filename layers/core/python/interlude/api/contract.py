@@ -388,6 +388,7 @@ OPERATIONS: dict[str, Operation] = {
             Param("offset", "query", {"type": "integer", "minimum": 0, "maximum": mxw.MAX_RUN_OFFSET}),
             Param("workflow_id", "query", WORKFLOW_ID),
             Param("status", "query", {"type": "string"}, "a ModuleX or an OpenWOP run status"),
+            Param("trigger_type", "query", {"type": "string", "maxLength": mxw.MAX_NAME}, "api or subworkflow"),
             ORGANIZATION,
         ),
     ),

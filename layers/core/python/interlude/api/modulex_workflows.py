@@ -96,12 +96,16 @@ def list_runs() -> Response:
     status = query.get("status")
     if status is not None and status not in STATUSES:
         raise Invalid(f"status must be one of {sorted(STATUSES)}", {"field": "status"})
-    rows = mxw.list_run_rows(service(), principal.tenant, offset, limit, workflow_id, status)
+    trigger = query.get("trigger_type")
+    if trigger is not None and len(trigger) > mxw.MAX_NAME:
+        raise Invalid(f"trigger_type must be at most {mxw.MAX_NAME} characters", {"field": "trigger_type"})
+    rows = mxw.list_run_rows(service(), principal.tenant, offset, limit, workflow_id, status, trigger)
     return ok(mxw.RunRows.model_validate(rows))
 
 
 @route("modulexGetRun")
 def get_run(runPk: str) -> Response:  # noqa: N803 - the path parameter's name
     principal = caller("modulexGetRun", run_scoped=True)
-    state, _ = face().load(principal, runPk)
-    return ok(mxw.RunDetail.model_validate(mxw.run_detail(state)))
+    mx = face()
+    state, _ = mx.load(principal, runPk)
+    return ok(mxw.RunDetail.model_validate(mxw.run_detail(state, mx.view(state))))

@@ -10,6 +10,7 @@ entry (a status change would otherwise rewrite index items: docs/scale.md, "Run 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from interlude.domain.models.requests import CancelRunRequest
 from interlude.domain.models.run import RunState
 from interlude.rules import auth
 from interlude.store import item_index
+from interlude.store.dynamo import run_sort_key
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -40,6 +42,8 @@ BATCH_GET_MAX = 100
 MAX_BULK_CANCEL = 100
 # The filters GET /runs honours (runList.filters in discovery).
 RUN_LIST_FILTERS = ("workflowId", "status")
+# skip_and_take reads at most this many pages (each bounded as list_runs says), then answers short.
+MAX_SLICE_PAGES = 12
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,10 @@ def list_runs(
     cursor: str | None = None,
     workflow_id: str | None = None,
     status: str | None = None,
+    keep: Callable[[RunState], bool] | None = None,
 ) -> RunPage:
-    """The tenant's runs, newest first by creation, at most `limit` (≤ MAX_RUNS_PAGE) of them."""
+    """The tenant's runs, newest first by creation, at most `limit` (≤ MAX_RUNS_PAGE) of them (those `keep` keeps,
+    when given: read from the heads, as `status` is)."""
     reader = service.store.run_index(tenant)
     below = None
     if cursor is not None:
@@ -66,16 +72,17 @@ def list_runs(
         except ValueError:
             raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
     equals = {"workflowId": workflow_id} if workflow_id is not None else {}
+    on_heads = status is not None or keep is not None
     out: list[RunState] = []
     heads_read = 0
     for round_no in range(MAX_ROUNDS):
         wanted = limit - len(out)
         # Entries are small: a filtered page reads more of each shard, and more again each round.
-        floor_per_shard = MIN_FILTERED_PER_SHARD if (workflow_id or status) else 0
+        floor_per_shard = MIN_FILTERED_PER_SHARD if (workflow_id or on_heads) else 0
         per_shard = min(MAX_PER_SHARD, max(math.ceil(wanted * 1.5 / wiring.RUN_INDEX.shards) + 1, floor_per_shard) << round_no)
         found = reader.round(below, per_shard, equals)
         # Heads only for the entries looked at: without a status filter, each one is a row.
-        chunk_size = BATCH_GET_MAX if status else wanted
+        chunk_size = BATCH_GET_MAX if on_heads else wanted
         for start in range(0, len(found.entries), chunk_size):
             if heads_read >= MAX_HEADS_PER_PAGE:
                 return RunPage(out, _position(tenant, below))
@@ -88,7 +95,7 @@ def list_runs(
                 if got is None:
                     continue
                 state, _ = service.apply_deadlines(*got)
-                if status is not None and state.status != status:
+                if (status is not None and state.status != status) or (keep is not None and not keep(state)):
                     continue
                 out.append(state)
                 if len(out) == limit:
@@ -104,20 +111,48 @@ def _position(tenant: str, below: str | None) -> str | None:
     return item_index.encode_position(tenant, wiring.RUN_INDEX, below) if below is not None else None
 
 
+@dataclass(frozen=True)
+class Slice:
+    runs: list[RunState]
+    # Whether the listing may hold more after them, and the cursor it goes on at (None when nothing follows).
+    more: bool
+    after: str | None
+
+
+def position_of(state: RunState) -> str:
+    """The cursor of the listing just below `state`'s entry."""
+    return item_index.encode_position(state.tenant, wiring.RUN_INDEX, run_sort_key(state.runId, state.createdAt))
+
+
 def skip_and_take(
-    service: Service, tenant: str, offset: int, limit: int, workflow_id: str | None, status: str | None
-) -> tuple[list[RunState], bool]:
-    """Runs `offset`..`offset + limit` of the listing (ModuleX pages by offset) and whether more follow: pages read
-    from the newest, so an offset costs what it skips (bounded by the face's offset limit)."""
-    runs: list[RunState] = []
-    cursor = None
-    while True:
-        page = list_runs(service, tenant, MAX_RUNS_PAGE, cursor, workflow_id, status)
-        runs += page.runs
+    service: Service,
+    tenant: str,
+    skip: int,
+    limit: int,
+    workflow_id: str | None = None,
+    keep: Callable[[RunState], bool] | None = None,
+    cursor: str | None = None,
+) -> Slice:
+    """The `limit` runs after the first `skip` of the listing below `cursor` (ModuleX pages by offset), reading at
+    most MAX_SLICE_PAGES pages: a slice that reaches that bound answers short (fewer runs, more=True) and goes on
+    where reading stopped, so what it skipped or took is never read again from there."""
+    taken: list[RunState] = []
+    skipped = 0
+    for _ in range(MAX_SLICE_PAGES):
+        # What is left to skip and take, and one more to tell whether more follow.
+        wanted = min(MAX_RUNS_PAGE, skip - skipped + limit - len(taken) + 1)
+        page = list_runs(service, tenant, wanted, cursor, workflow_id, keep=keep)
+        for state in page.runs:
+            if skipped < skip:
+                skipped += 1
+            elif len(taken) < limit:
+                taken.append(state)
+            else:
+                return Slice(taken, True, position_of(taken[-1]))
         cursor = page.next_cursor
-        if cursor is None or len(runs) > offset + limit:
-            break
-    return runs[offset : offset + limit], len(runs) > offset + limit
+        if cursor is None:
+            return Slice(taken, False, None)
+    return Slice(taken, True, cursor)
 
 
 def bulk_cancel(

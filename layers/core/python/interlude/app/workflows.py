@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Internal, Invalid, NotFound
+from interlude.domain.ids import INLINE_WORKFLOW_PREFIX
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import auth
 from interlude.rules.limits import check_definition
@@ -66,6 +67,11 @@ class WorkflowOperations:
     def put_workflow(
         self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition
     ) -> dict[str, Any]:
+        if workflow_id.startswith(INLINE_WORKFLOW_PREFIX):
+            raise Invalid(
+                f"workflow ids beginning {INLINE_WORKFLOW_PREFIX!r} are reserved for inline ModuleX definitions",
+                {"field": "workflowId"},
+            )
         check_workflow(definition)
         version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
         now = iso(self.clock())

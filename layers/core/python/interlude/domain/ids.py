@@ -30,6 +30,9 @@ def whole(pattern: str, flags: int = 0) -> re.Pattern[str]:
 TENANT_RE = whole(TENANT)
 TENANT_BOUND_RE = whole(TENANT_BOUND)
 AUTHOR_ID_RE = whole(AUTHOR_ID)
+# Inline ModuleX definitions are stored under `modulex-inline-<content hash>` (faces/modulex/definition.content_id):
+# no author registers a workflow under it, so such a workflow id always names an inline (ad hoc) definition.
+INLINE_WORKFLOW_PREFIX = "modulex-inline-"
 SUBJECT_ID_RE = whole(SUBJECT_ID)
 _WIRE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _TILDE_RE = re.compile(r"~([0-9A-Fa-f]{2})")

@@ -18,6 +18,8 @@ Item layout (keys are strings; every item carries its tenant in pk):
   session                                                 sign-out; its ttl is when it ends anyway
   run entry    T#{tenant}#RUNS#{shard:02}  {createdAt}#{run}  the run listing's entry (runId, workflowId), written
                                                           once, just before the run (store/item_index.py)
+  bookmark     T#{tenant}#RUNMARK#{listing}  {offset:012}  where a ModuleX run listing goes on at that offset (a
+                                                          cursor), with a ttl (faces/modulex/workflows.py)
   idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
                                                           the write carries an AnsweredRecord
 Counters of the per-tenant limits: store/limits.py.
@@ -67,10 +69,15 @@ def run_id_of(pk: str) -> str | None:
     return f"{parts[1]}/{parts[3]}"
 
 
+def run_sort_key(run_id: str, created_at: str) -> str:
+    """Where a run's entry sorts in the run listing: its creation instant, then its opaque id."""
+    return f"{created_at}#{run_id.split('/', 1)[1]}"
+
+
 def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> tuple[str, dict[str, Any]]:
     """(label, Put) of the run listing's entry for a run, written just before the transaction that creates the run
     (removed again if it is refused; a listing skips an entry whose run head is missing)."""
-    sort = f"{created_at}#{run_id.split('/', 1)[1]}"
+    sort = run_sort_key(run_id, created_at)
     put = item_index.entry_put(tenant, wiring.RUN_INDEX, run_id, sort, {"runId": run_id, "workflowId": workflow_id})
     return RUN_ENTRY_LABEL, put
 
@@ -109,6 +116,10 @@ MODULEX_WORKFLOW_SK = "MODULEX"
 
 def catalogue_pk(tenant: str) -> str:
     return f"T#{tenant}#WFS"
+
+
+def listing_bookmark_pk(tenant: str, listing: str) -> str:
+    return f"T#{tenant}#RUNMARK#{listing}"
 
 # The pointer to a workflow's latest version: a few bytes, written in the same transaction as the version.
 WORKFLOW_LATEST_SK = "LATEST"
@@ -563,6 +574,30 @@ class Store:
 
     def run_index(self, tenant: str) -> item_index.ItemIndexReader:
         return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
+
+    def put_listing_bookmark(self, tenant: str, listing: str, offset: int, cursor: str, expires_at: int) -> None:
+        """Where the run listing `listing` goes on at `offset` (a plain put: the last writer's is as good)."""
+        item = {
+            **a.key(listing_bookmark_pk(tenant, listing), f"{offset:012d}"),
+            "cursor": a.s(cursor),
+            wiring.TTL_ATTRIBUTE: a.n(expires_at),
+        }
+        self.client.put_item(TableName=self.table, Item=item)
+
+    def listing_bookmark(self, tenant: str, listing: str, offset: int, now: int) -> tuple[int, str] | None:
+        """(offset, cursor) of the listing's bookmark nearest at or below `offset`, unexpired (one Query of one
+        item; DynamoDB's TTL deletes expired items late, so expiry is checked here)."""
+        got = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk <= :o",
+            ExpressionAttributeValues={":pk": a.s(listing_bookmark_pk(tenant, listing)), ":o": a.s(f"{offset:012d}")},
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        items = got.get("Items") or []
+        if not items or int(items[0][wiring.TTL_ATTRIBUTE]["N"]) <= now:
+            return None
+        return int(items[0][wiring.SORT_KEY]["S"]), items[0]["cursor"]["S"]
 
     def commit(
         self,

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from interlude.domain.ids import AUTHOR_ID_RE
+from interlude.domain.ids import AUTHOR_ID_RE, INLINE_WORKFLOW_PREFIX
 from interlude.faces.modulex import nodes, tasks
 from interlude.faces.modulex.references import engine_id
 
@@ -464,4 +464,4 @@ def content_id(definition: dict[str, Any]) -> str:
     """The workflow id an inline definition is stored under: its content, so the same definition is stored once."""
     canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), allow_nan=False)
     digest = hashlib.sha256(canonical.encode()).hexdigest()
-    return f"modulex-inline-{digest[:40]}"
+    return f"{INLINE_WORKFLOW_PREFIX}{digest[:40]}"

@@ -9,7 +9,10 @@ is the face that created it (its catalogue entry, docs/decisions.md "Issue 16: t
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -20,12 +23,12 @@ from interlude.app import run_listing
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.service import Service
 from interlude.domain.errors import Invalid, NotFound, Unprocessable
-from interlude.domain.ids import to_wire
+from interlude.domain.ids import INLINE_WORKFLOW_PREFIX, to_wire
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
-from interlude.faces.modulex.frames import ModulexStatus, status_of
+from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of
 from interlude.faces.modulex.operations import ModulexAnswer
 from interlude.rules import auth
 
@@ -39,9 +42,12 @@ LISTING_FILTERS = ("status", "category", "visibility", "search")
 # How an OpenWOP workflow reads on the ModuleX face: runnable by id (deployed, in ModuleX's words) and seen org-wide.
 OPENWOP_STATUS = "published"
 OPENWOP_VISIBILITY = "organization"
-# GET /workflow-runs: `limit` at most this; `offset + limit` within MAX_RUN_OFFSET (offsets read what they skip).
+# GET /workflow-runs: `limit` at most this, `offset` at most MAX_RUN_OFFSET; a page starts at most MAX_RUN_SKIP runs
+# past a bookmark (list_run_rows), which stays BOOKMARK_TTL_S.
 MAX_RUN_LIMIT = 100
-MAX_RUN_OFFSET = 1_000
+MAX_RUN_OFFSET = 10**9
+MAX_RUN_SKIP = 1_000
+BOOKMARK_TTL_S = 24 * 3600
 
 
 class ModulexWorkflowRequest(BaseModel):
@@ -448,15 +454,25 @@ def _duration(state: RunState) -> float | None:
     return round((ended - began).total_seconds(), 3)
 
 
+# How a run was started, as a run row says (`trigger_type`): by a key through an API (either face: POST /runs or
+# POST /workflows/run), or as a sub-workflow by its parent run (core.subWorkflow).
+TRIGGER_TYPES = ("api", "subworkflow")
+
+
+def trigger_type(state: RunState) -> str:
+    return "subworkflow" if state.parentRunId is not None else "api"
+
+
 def run_row(state: RunState) -> dict[str, Any]:
-    """A run as modulex-python's WorkflowRunListItem: `id` (the run_pk) is the run's wire id, as `run_id` is."""
+    """A run as modulex-python's WorkflowRunListItem: `id` (the run_pk) is the run's wire id, as `run_id` is; a run
+    of an inline definition (stored under its content id) is ad hoc."""
     wire = to_wire(state.runId)
     return {
         "id": wire,
         "run_id": wire,
         "workflow_id": state.workflowId,
-        "trigger_type": "api",
-        "is_ad_hoc": False,
+        "trigger_type": trigger_type(state),
+        "is_ad_hoc": state.workflowId.startswith(INLINE_WORKFLOW_PREFIX),
         "status": status_of(state.status),
         "started_at": state.startedAt or state.createdAt,
         "completed_at": state.completedAt,
@@ -467,8 +483,8 @@ def run_row(state: RunState) -> dict[str, Any]:
     }
 
 
-def run_detail(state: RunState) -> dict[str, Any]:
-    """A run as modulex-python's WorkflowRunDetail."""
+def run_detail(state: RunState, view: RunView) -> dict[str, Any]:
+    """A run as modulex-python's WorkflowRunDetail: its outputs keyed by the author's node ids (`view`)."""
     row = run_row(state)
     return {
         **{k: v for k, v in row.items() if k != "has_output"},
@@ -476,7 +492,7 @@ def run_detail(state: RunState) -> dict[str, Any]:
         "user_id": state.owner.get("subject", {}).get("subjectId"),
         "thread_id": row["run_id"],
         "input_snapshot": state.inputs,
-        "output_summary": state.outputs or None,
+        "output_summary": view.state_of(state.outputs) or None,
         "updated_at": state.completedAt or state.startedAt or state.createdAt,
         "openwop_status": state.status,
     }
@@ -491,33 +507,55 @@ STATUS_FILTERS = {
 }
 
 
+def _row_filter(status: str | None, trigger: str | None) -> Callable[[RunState], bool] | None:
+    """What a row must be: of the OpenWOP statuses a ModuleX (or OpenWOP) `status` names, started as `trigger`."""
+    if status is None and trigger is None:
+        return None
+    statuses = set(STATUS_FILTERS.get(status, (status,))) if status is not None else None
+    return lambda state: (statuses is None or state.status in statuses) and (
+        trigger is None or trigger_type(state) == trigger
+    )
+
+
+def listing_key(workflow_id: str | None, status: str | None, trigger: str | None) -> str:
+    """Which listing a bookmark belongs to: the filters, hashed (a filter's value is caller-chosen text)."""
+    filters = json.dumps([workflow_id, status, trigger], separators=(",", ":"))
+    return hashlib.sha256(filters.encode()).hexdigest()[:24]
+
+
 def list_run_rows(
-    service: Service, tenant: str, offset: int, limit: int, workflow_id: str | None, status: str | None
+    service: Service,
+    tenant: str,
+    offset: int,
+    limit: int,
+    workflow_id: str | None,
+    status: str | None,
+    trigger: str | None = None,
 ) -> dict[str, Any]:
     """GET /workflow-runs: `{runs, has_more, limit, offset}`, newest first. `status` is a ModuleX status (`running`,
-    `interrupted`, `completed`, `failed`, `cancelled`) or an OpenWOP one."""
-    if offset + limit > MAX_RUN_OFFSET:
-        raise Invalid(f"offset + limit may reach the first {MAX_RUN_OFFSET} runs", {"field": "offset"})
-    wanted = STATUS_FILTERS.get(status, (status,)) if status is not None else (None,)
-    if len(wanted) == 1:
-        runs, more = run_listing.skip_and_take(service, tenant, offset, limit, workflow_id, wanted[0])
-    else:
-        # A ModuleX status that is several OpenWOP ones: filtered here, over the workflow-filtered listing.
-        runs, more = _several(service, tenant, offset, limit, workflow_id, set(wanted))
-    return {"runs": [run_row(r) for r in runs], "has_more": more, "limit": limit, "offset": offset}
+    `interrupted`, `completed`, `failed`, `cancelled`) or an OpenWOP one; `trigger` one of TRIGGER_TYPES.
 
-
-def _several(
-    service: Service, tenant: str, offset: int, limit: int, workflow_id: str | None, statuses: set[str | None]
-) -> tuple[list[RunState], bool]:
-    matched: list[RunState] = []
-    cursor = None
-    read = 0
-    while True:
-        page = run_listing.list_runs(service, tenant, run_listing.MAX_RUNS_PAGE, cursor, workflow_id)
-        read += len(page.runs)
-        matched += [r for r in page.runs if r.status in statuses]
-        cursor = page.next_cursor
-        if cursor is None or len(matched) > offset + limit or read >= MAX_RUN_OFFSET * 4:
-            break
-    return matched[offset : offset + limit], len(matched) > offset + limit
+    Offsets are served by cursor: each page that has more leaves a bookmark (offset + limit -> the listing's cursor
+    after its last run, kept BOOKMARK_TTL_S), and a page starts at the nearest bookmark at or below its offset,
+    skipping at most MAX_RUN_SKIP runs from there (400 past that). Read in order, as iter_runs reads, every page
+    starts at a bookmark and reads only its own runs, however deep."""
+    page = {"limit": limit, "offset": offset}
+    if trigger is not None and trigger not in TRIGGER_TYPES:
+        return {"runs": [], "has_more": False, **page}  # no run was started so: nothing to read
+    listing = listing_key(workflow_id, status, trigger)
+    now = int(service.clock().timestamp())
+    start, cursor = 0, None
+    if offset > 0:
+        start, cursor = service.store.listing_bookmark(tenant, listing, offset, now) or (0, None)
+    if offset - start > MAX_RUN_SKIP:
+        raise Invalid(
+            f"offset may start at most {MAX_RUN_SKIP} runs past where this listing was last read to (offset {start}); "
+            "read it in order, as iter_runs does",
+            {"field": "offset", "maxSkip": MAX_RUN_SKIP, "nearest": start},
+        )
+    got = run_listing.skip_and_take(
+        service, tenant, offset - start, limit, workflow_id, _row_filter(status, trigger), cursor
+    )
+    if got.more and got.after is not None:
+        service.store.put_listing_bookmark(tenant, listing, offset + limit, got.after, now + BOOKMARK_TTL_S)
+    return {"runs": [run_row(r) for r in got.runs], "has_more": got.more, **page}
