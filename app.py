@@ -6,6 +6,8 @@ Context (-c key=value), each optional:
   logLevel       default INFO
   domainName, certificateArn        the API under your own name (an ACM certificate in the stack's region)
   alarmTopicArn                     an existing SNS topic for every alarm (default: a topic is created)
+  accountConcurrencyQuota           the account's Lambda concurrency quota: wiring's reservations are made only
+                                    when it is stated and can hold them (default: none, as a fresh account needs)
   existingTableName, existingTableStreamArn   run on a restored table (docs/operations.md, "Restore")
 Everything else is a prop of the Interlude construct: a deployment that needs more builds its own app
 (examples/customer-app).
@@ -45,6 +47,8 @@ def _props_from_context(stack: InterludeStack) -> dict:
         props["domain"] = CustomDomain(domain_name=context("domainName"), certificate=certificate)
     if context("alarmTopicArn"):
         props["alarm_topic"] = sns.Topic.from_topic_arn(stack, "AlarmTopic", context("alarmTopicArn"))
+    if context("accountConcurrencyQuota"):
+        props["account_concurrency_quota"] = int(context("accountConcurrencyQuota"))
     if context("existingTableName"):
         props["existing_table"] = ExistingTable(
             table_name=context("existingTableName"), stream_arn=context("existingTableStreamArn")

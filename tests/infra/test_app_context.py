@@ -1,4 +1,5 @@
-"""app.py's context switches: a restored table, a custom domain with your certificate, your alarm topic."""
+"""app.py's context switches: a restored table, a custom domain with your certificate, your alarm topic, the account's
+concurrency quota."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def restored(tmp_path_factory, prebuilt_layer):
         "domainName": "hitl.example.org",
         "certificateArn": CERTIFICATE,
         "alarmTopicArn": TOPIC,
+        # As the CLI passes it (`-c accountConcurrencyQuota=1000`): text
+        "accountConcurrencyQuota": "1000",
     }
     with pytest.MonkeyPatch.context() as env:
         for key, value in OFFLINE_AWS.items():
@@ -72,3 +75,10 @@ def test_your_domain_certificate_and_topic_are_used(restored):
     assert alarms  # an empty list would pass the loop below
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"] == [TOPIC]
+
+
+def test_a_stated_concurrency_quota_brings_wirings_reservations(restored):
+    stack, template = restored
+    for spec in wiring.FUNCTIONS:
+        function = template["Resources"][stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)]
+        assert function["Properties"].get("ReservedConcurrentExecutions") == spec.reserved_concurrency, spec.name
