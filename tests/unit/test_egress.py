@@ -65,9 +65,14 @@ PASSES: list[tuple[str, CheckedTarget]] = [
         "https://[2002:5db8:d822::1]:8443/",
         CheckedTarget("https", "2002:5db8:d822::1", 8443, "/", ("2002:5db8:d822::1",)),
     ),
+    # RFC 5952 section 5's text for an IPv4-mapped address, on every Python (3.11's ipaddress writes ::ffff:5db8:d70e).
     (
         "https://[::ffff:93.184.215.14]/",
-        CheckedTarget("https", "::ffff:5db8:d70e", 443, "/", ("::ffff:5db8:d70e",)),
+        CheckedTarget("https", "::ffff:93.184.215.14", 443, "/", ("::ffff:93.184.215.14",)),
+    ),
+    (
+        "https://[::FFFF:5db8:d70e]/",
+        CheckedTarget("https", "::ffff:93.184.215.14", 443, "/", ("::ffff:93.184.215.14",)),
     ),
 ]
 
@@ -176,6 +181,11 @@ class TestLoopbackDevelopmentSwitch:
     def test_still_refuses_everything_else(self, url: str, reason: str) -> None:
         assert refusal(url, allow_loopback=True).reason == reason
 
+    def test_admits_ipv4_mapped_loopback_written_as_rfc_5952_writes_it(self) -> None:
+        target = check_url("http://[::ffff:7f00:1]:9000/", resolve=no_lookup, allow_loopback=True)
+
+        assert (target.host, target.addresses) == ("::ffff:127.0.0.1", ("::ffff:127.0.0.1",))
+
     def test_localhost_resolving_elsewhere_is_refused(self) -> None:
         refused = refusal_with("http://localhost/", lambda host, port: ["127.0.0.1", "10.1.2.3"], allow_loopback=True)
 
@@ -210,3 +220,27 @@ def refusal_with(url: str, resolve: object, **kwargs: object) -> EgressRefused:
 )
 def test_translation_prefixes_are_judged_by_the_embedded_ipv4(address: str, denied: bool) -> None:
     assert is_denied_address(ipaddress.ip_address(address)) is denied
+
+
+# Every class of IPv4 address the guard tells apart, public ones included.
+EMBEDDED_V4 = ["93.184.215.14", "127.0.0.1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "169.254.169.254",
+               "100.100.100.200", "0.0.0.0", "224.0.0.1", "240.0.0.1", "255.255.255.255", "192.0.2.1",
+               "168.63.129.16", "8.8.8.8"]  # fmt: skip
+
+
+@pytest.mark.parametrize("allow_loopback", [False, True])
+@pytest.mark.parametrize("v4", EMBEDDED_V4)
+def test_an_ipv4_mapped_address_gets_its_embedded_address_verdict_on_every_python(v4: str, allow_loopback: bool) -> None:
+    # From Python 3.13, ipaddress's own is_loopback, is_private etc. of ::ffff:a.b.c.d follow the embedded address;
+    # 3.11's judge the IPv6 address. The guard decides by the embedded address on both.
+    mapped = ipaddress.IPv6Address(f"::ffff:{v4}")
+    v4_address = ipaddress.IPv4Address(v4)
+
+    verdict = is_denied_address(mapped, allow_loopback=allow_loopback)
+
+    assert verdict is is_denied_address(v4_address, allow_loopback=allow_loopback)
+
+
+def test_a_refused_mapped_address_is_named_as_rfc_5952_writes_it() -> None:
+    assert refusal("https://mapped.example.com/").address == "::ffff:169.254.169.254"
+    assert refusal("https://[::ffff:a9fe:a9fe]/").address == "::ffff:169.254.169.254"

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from interlude.domain.ids import derive_opaque
 from interlude.rules.interrupts.delegation import still_asked
@@ -68,18 +67,19 @@ class Content:
     link: str | None
     # Epoch seconds, or None when the gate has no deadline; shown in `zone`.
     deadline: float | None
-    zone: ZoneInfo
+    zone: tzinfo
     recipient_name: str
     actions: tuple[str, ...] = ()
     # The principals whose votes the recipient is asked for as their delegate (issue 14 item 4; reminders).
     on_behalf_of: tuple[str, ...] = ()
 
 
-def deadline_text(deadline: float | None, zone: ZoneInfo) -> str:
+def deadline_text(deadline: float | None, zone: tzinfo) -> str:
     if deadline is None:
         return "no deadline"
     moment = datetime.fromtimestamp(deadline, zone)
-    return f"{moment.strftime('%Y-%m-%d %H:%M')} {moment.tzname()} ({zone.key})"
+    # A ZoneInfo prints as its IANA key, datetime.UTC as "UTC".
+    return f"{moment.strftime('%Y-%m-%d %H:%M')} {moment.tzname()} ({zone})"
 
 
 def subject(content: Content) -> str:

@@ -7,7 +7,7 @@ through that person's personal link and one through their key are the same princ
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -103,8 +103,11 @@ class PrincipalEntry(Closed):
         return [c for c in wanted if address[c]]
 
 
-def zone_of(entry: PrincipalEntry | None) -> ZoneInfo:
-    return ZoneInfo(entry.timeZone if entry is not None and entry.timeZone else "UTC")
+def zone_of(entry: PrincipalEntry | None) -> tzinfo:
+    """The principal's time zone; UTC, which needs no time zone database, when they have set none."""
+    if entry is None or not entry.timeZone:
+        return UTC
+    return ZoneInfo(entry.timeZone)
 
 
 class DelegateVoteRequest(Closed):
