@@ -318,6 +318,8 @@ def test_run_rows_speak_the_authors_ids_and_say_how_each_run_started(tenant: Api
             assert spawned.run_id not in started
             assert {adhoc.run_id, saved.run_id, parent_run.replace("/", "~2F")} <= started
             assert (await client.executions.list_runs(trigger_type="schedule")).runs == []
+            with pytest.raises(BadRequestError, match="trigger_type"):
+                await client.executions.list_runs(trigger_type="x" * 257)
             parent = await client.executions.get_run(parent_run.replace("/", "~2F"))
             assert parent.trigger_type == "api"
             assert set(parent.output_summary) == {"spawn"}  # an OpenWOP run's ids are its own
