@@ -230,3 +230,90 @@ def test_deliveries_are_read_with_runs_read_within_the_tenant(guarded):
     no_scope = guarded.new_key(["runs:create"])
     refused = guarded.call("GET", f"/runs/{wire(run_id)}/deliveries", key=no_scope)
     assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
+
+
+# --- whose link a notice carries (issue 26, S3) ---------------------------------------------------------
+
+
+def notice_link(api: Api, receiver: Receiver, key: str, workflow_id: str = "cb") -> tuple[str, dict]:
+    """A run started by `key` with the receiver as its callbackUrl, and its gate's notice."""
+    run_id = api.start(workflow_id, key=key, callbackUrl=receiver.url(), inputs={"title": "Hi"})["runId"]
+
+    def arrived() -> dict | None:
+        notices = [json.loads(h.body) for h in receiver.hits]
+        return next((n for n in notices if n["runId"] == run_id and n["type"] == "interrupt.requested"), None)
+
+    notice = until(arrived, 20)
+    assert notice is not None, "no notice arrived"
+    return run_id, notice
+
+
+@pytest.mark.parametrize(
+    ("scopes", "approvers", "decides"),
+    [
+        (["runs:create", "runs:read"], None, False),
+        (["runs:create", "runs:read", "approvals:respond"], ["somebody-else"], False),
+        (["runs:create", "runs:read", "approvals:respond"], None, True),
+    ],
+    ids=["lacks-approvals-respond", "not-an-approver", "may-decide"],
+)
+def test_a_notice_link_decides_exactly_what_the_creating_key_could_through_the_api(
+    loopback, receiver, scopes, approvers, decides
+):
+    api, _ = loopback
+    workflow_id = "cb"
+    if approvers:
+        workflow_id = "cb-approvers"
+        gated = json.loads(json.dumps(WORKFLOW))
+        gated["nodes"][1]["config"]["approversList"] = approvers
+        assert api.put_workflow(workflow_id, gated).status_code in (200, 201)
+    subject = f"creator-{len(scopes)}-{bool(approvers)}"
+    key = api.new_key(scopes, subject=subject)
+
+    # The same key, through the API, on a run of its own.
+    by_api = api.start(workflow_id, key=key, inputs={"title": "Hi"})["runId"]
+    assert api.wait_status(by_api, {"waiting-approval"})["status"] == "waiting-approval"
+    api_status = api.resolve(by_api, "review", {"action": "accept"}, key=key).status_code
+
+    run_id, notice = notice_link(api, receiver, key, workflow_id)
+    url = notice["links"]["page"]
+    # The link always shows the gate.
+    assert requests.get(url, timeout=10).json()["kind"] == "approval"
+
+    got = requests.post(url, json={"resumeValue": {"action": "accept"}}, timeout=10)
+
+    assert (got.status_code, api_status) == ((200, 200) if decides else (403, 403)), got.text
+    # The notice says which: a resolve link only for a key that may decide through the API at all.
+    assert notice["intent"] == ("resolve" if "approvals:respond" in scopes else "inspect")
+    assert ("resolve" in notice["links"]) is ("approvals:respond" in scopes)
+    if not decides:
+        assert got.json()["error"] == "forbidden"
+        assert api.run(run_id)["status"] == "waiting-approval"
+        return
+    (resolved,) = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
+    assert resolved["payload"]["resolvedBy"]["subjectId"] == subject
+    audit = api.call("GET", "/audit?limit=50").json()["entries"]
+    (decided,) = [e for e in audit if e["action"] == "interrupt.decided" and e["target"]["runId"] == run_id]
+    assert decided["actor"] == {"subjectId": subject, "surface": "token"}
+
+
+def test_a_notice_link_stops_deciding_once_the_creating_key_is_revoked(loopback, receiver):
+    api, _ = loopback
+    key = api.new_key(["runs:create", "runs:read", "approvals:respond"])
+    run_id, notice = notice_link(api, receiver, key)
+    assert api.call("DELETE", f"/keys/{key.split('_')[1]}").status_code == 200
+
+    got = requests.post(notice["links"]["resolve"], json={"resumeValue": {"action": "accept"}}, timeout=10)
+
+    assert (got.status_code, got.json()["error"]) == (401, "interrupt_token_invalid")
+    assert api.run(run_id)["status"] == "waiting-approval"
+
+
+def test_an_inspect_only_link_shows_the_page_without_a_form(loopback, receiver):
+    api, _ = loopback
+    _, notice = notice_link(api, receiver, api.new_key(["runs:create", "runs:read"]))
+    page = requests.get(notice["links"]["page"], headers={"Accept": "text/html"}, timeout=10)
+    assert page.status_code == 200
+    assert "Publish?" in page.text
+    assert 'name="csrf"' not in page.text
+    assert "<form" not in page.text

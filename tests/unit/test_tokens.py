@@ -10,13 +10,16 @@ import itertools
 import json
 import random
 import string
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import interlude.rules.tokens.scheme as scheme_module
+from interlude import wiring
 from interlude.api.errors import envelope
 from interlude.domain.errors import Expired, Unauthenticated
+from interlude.rules.auth import RESOLVE_SCOPE
 from interlude.rules.tokens import (
     MAX_TOKEN_CHARS,
     KeyRing,
@@ -499,3 +502,18 @@ def test_ring_refuses_short_secrets_and_dotted_kids() -> None:
         KeyRing.generate("k.1")
     with pytest.raises(ValueError):
         KeyRing(current_kid="k1", keys={"k2": b"x" * 32})
+
+
+# --- who a link acts for (issue 26, S3) ----------------------------------------------------------------
+
+
+def test_a_link_decides_with_the_scope_the_run_scoped_resolve_needs() -> None:
+    (route,) = [r for r in wiring.ROUTES if r.operation == "resolveInterruptByRun"]
+    assert route.scope == RESOLVE_SCOPE
+
+
+def test_a_resolve_token_acting_for_no_one_only_shows(claims: TokenClaims) -> None:
+    assert not claims.decides  # no minter, no principal: what callback notices carried before
+    assert replace(claims, minter="0123abcd0123abcd").decides
+    assert replace(claims, principal="alice").decides
+    assert not replace(claims, minter="0123abcd0123abcd", intent="inspect").decides

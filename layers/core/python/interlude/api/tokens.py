@@ -36,7 +36,7 @@ from interlude.api.page import approval, csrf
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
 from interlude.app.directory import entry_of
-from interlude.app.tokens import RESOLVE_SCOPE, Target, TokenSurface
+from interlude.app.tokens import Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id, from_wire
@@ -45,6 +45,7 @@ from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
 from interlude.engine.visits import interrupt_key, visit_of
+from interlude.rules.auth import RESOLVE_SCOPE
 from interlude.rules.interrupts.delegation import NOT_A_VOTE
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
 
@@ -163,7 +164,7 @@ def page_get(token: str) -> Response:
 def open_page(token: str, target: Target, style: str, status: int, error: str | None = None) -> Response:
     view = view_of(target.state, target.claims, target.interrupt.payload)
     title = approval.title_of(view.payload)
-    if target.claims.intent != "resolve":
+    if not target.claims.decides:
         return html_response(status, title, approval.render_open(view, style_nonce=style, csrf_field=None), style)
     browser = csrf.browser_secret(request_cookies().get(csrf.cookie_name(token)))
     form_field = csrf.field_value(csrf.derive_key(surface().kid_secret(token)), token, browser)
@@ -191,7 +192,7 @@ def page_post(token: str) -> Response:
         target = surface().target(claims)
     except DomainError as exc:
         return error_page(exc, claims, style)
-    if claims.intent != "resolve":
+    if not claims.decides:
         detail = "This link lets you see this request, not decide it."
         return result_page(403, approval.Result("forbidden", detail=detail), None, style)
     try:
@@ -334,7 +335,7 @@ def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> ap
     return approval.View(
         payload=payload,
         node_id=claims.node_id,
-        intent=claims.intent,
+        intent=claims.intent if claims.decides else "inspect",
         run_status=state.status,
         expires_at=claims.expires_at,
         nodes=nodes,

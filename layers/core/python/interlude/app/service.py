@@ -171,6 +171,7 @@ class Service(KeyOperations, WorkflowOperations):
             tags=request.tags,
             metadata=request.metadata,
             callbackUrl=request.callbackUrl,
+            createdByKey=principal.key_id,
             createdAt=iso(now),
         )
         open_runs = self.limiter.limits(principal.tenant).open_runs

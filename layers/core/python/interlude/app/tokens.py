@@ -10,8 +10,9 @@ key minted it — that key's id (`k`). It carries no identity of the person hold
   links stop working (401). A minter that no longer holds `approvals:respond` is refused (403).
 * A personal link (issue 14: minted by the host for one directory principal, `p`) resolves as that principal,
   under the same issuer as their keys, with their directory groups and roles: quorum counts people.
-* A token without a minter (minted by the host itself) resolves anonymously as the principal `token:anonymous`:
-  it can never satisfy an eligibility list, and all such tokens together count as one voter per gate.
+* A callback notice's link (adapters/delivery/outbox.py) is minted for the key that created the run, so it acts
+  for that key as above, and is an `inspect` link when that key may not decide (issue 26, S3).
+* A token acting for no one (no minter, no principal: what callback notices carried before) inspects only.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite
@@ -29,12 +30,11 @@ from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.visits import visit_of
-from interlude.rules.auth import Principal, key_status, personal_subject, principal_from_record
+from interlude.rules.auth import RESOLVE_SCOPE, Principal, active_key, personal_subject
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
 
-RESOLVE_SCOPE = "approvals:respond"
 # A token naming a kid this process has not seen triggers at most one forced re-read of the ring per interval,
 # so a kid rotated in elsewhere verifies at once, and garbage kids cannot turn into a Secrets Manager call each.
 REFETCH_INTERVAL_S = 5.0
@@ -108,11 +108,10 @@ class TokenSurface:
                 raise TokenInvalid("principal")
             return Resolver(subject=personal_subject(tenant, claims.principal), surface="token")
         if claims.minter is None:
-            return Resolver(subject=None, surface="token")
-        record = self.service.store.get_api_key(claims.minter)
-        if record is None or key_status(record, self.service.clock()) != "active" or record.get("tenant") != tenant:
+            raise_inspect_only(claims)
+        minter = active_key(self.service.store.get_api_key(claims.minter), claims.minter, tenant, self.service.clock())
+        if minter is None:
             raise TokenInvalid("minter")
-        minter = principal_from_record(record, claims.minter)
         if RESOLVE_SCOPE not in minter.scopes:
             raise Forbidden("the key that minted this token may no longer resolve interrupts")
         return Resolver(subject=minter.subject, surface="token", groups=minter.groups, roles=minter.roles)
@@ -166,8 +165,13 @@ class TokenSurface:
 
 
 def require_resolve_intent(claims: TokenClaims) -> None:
-    if claims.intent != "resolve":
-        raise Forbidden("this token may inspect the interrupt but not resolve it", {"intent": claims.intent})
+    if not claims.decides:
+        raise_inspect_only(claims)
+
+
+def raise_inspect_only(claims: TokenClaims) -> NoReturn:
+    why = " (it acts for no one)" if claims.intent == "resolve" else ""
+    raise Forbidden(f"this token may inspect the interrupt but not resolve it{why}", {"intent": claims.intent})
 
 
 def existed(state: RunState, node_id: str, interrupt_id: str) -> bool:

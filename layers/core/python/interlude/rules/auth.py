@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 KEY_RE = re.compile(r"^il_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 KEY_ID_RE = re.compile(r"[0-9a-f]{16}")
 ISSUER = "urn:interlude:api-key"
+# What a key must hold to decide an interrupt (the scope of resolveInterruptByRun): a link acting for a key decides
+# only while the key holds it.
+RESOLVE_SCOPE = "approvals:respond"
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,13 @@ def verify(record: dict[str, Any] | None, key_id: str, secret: str, now: datetim
     if status != "active":
         # Only the holder of the secret learns why: the key exists, and it was revoked or has expired.
         raise unauthenticated(f"the API key is {status}")
+    return principal_from_record(record, key_id)
+
+
+def active_key(record: dict[str, Any] | None, key_id: str, tenant: str, now: datetime) -> Principal | None:
+    """Who key `key_id` (its record as read) acts as while it is active and `tenant`'s; else None."""
+    if record is None or record.get("tenant") != tenant or key_status(record, now) != "active":
+        return None
     return principal_from_record(record, key_id)
 
 

@@ -21,8 +21,8 @@ NOTICE_VERSION = 1
 INTERRUPT_EVENTS = ("interrupt.requested", "interrupt.resolved")
 NOTICE_EVENTS = frozenset(INTERRUPT_EVENTS + RUN_END_EVENTS)
 
-# (open interrupt) -> (token, expiresAt epoch seconds)
-TokenMinter = Callable[[OpenInterrupt], tuple[str, int]]
+# (open interrupt) -> (token, expiresAt epoch seconds, intent: "resolve" or "inspect")
+TokenMinter = Callable[[OpenInterrupt], tuple[str, int, str]]
 
 
 def notice_id(run_id: str, sequence: int) -> str:
@@ -90,13 +90,14 @@ def _interrupt_requested(
     if interrupt is not None and interrupt.key == payload.get("key"):
         notice["interruptId"] = interrupt.interruptId
         if mint is not None:
-            token, expires_at = mint(interrupt)
+            token, expires_at, intent = mint(interrupt)
             notice["token"] = token
+            notice["intent"] = intent
             notice["expiresAt"] = datetime.fromtimestamp(expires_at, UTC).isoformat().replace("+00:00", "Z")
             if public_base_url:
                 url = f"{public_base_url}/interrupts/{token}"
                 # One URL serves all three: GET inspects (JSON) or shows the page (a browser), POST resolves.
-                notice["links"].update({"inspect": url, "resolve": url, "page": url})
+                notice["links"].update({"inspect": url, "page": url, **({"resolve": url} if intent == "resolve" else {})})
     else:
         notice["open"] = False
 

@@ -8,29 +8,39 @@ success keyed by notice id turns the copy into a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from interlude.adapters.delivery.notices import build_notices, queue_message, wants_notices
+from interlude.adapters.delivery.notices import TokenMinter, build_notices, queue_message, wants_notices
 from interlude.adapters.queues import send_messages
 from interlude.config.delivery import delivery_settings
-from interlude.domain.models.run import OpenInterrupt
+from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.rules.auth import RESOLVE_SCOPE, active_key
+
+if TYPE_CHECKING:
+    from interlude.rules.tokens.scheme import Intent
 
 
-def _minter(run_id: str) -> Callable[[OpenInterrupt], tuple[str, int]]:
+def _minter(service: Any, state: RunState) -> TokenMinter:
+    """Links minted for the key that created the run (issue 26, S3): they act for it, so a decision through one is
+    that key's (`resolvedBy`), under its eligibility; and they inspect only when it may not decide through the API
+    (it lacks approvals:respond, is revoked or expired) or is not known (a run created before keys were recorded)."""
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.config import settings
     from interlude.rules.tokens.issuer import interrupt_token
 
     cfg = settings()
     ring = load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds)
+    key_id = state.createdByKey
+    creator = active_key(service.store.get_api_key(key_id), key_id, state.tenant, service.clock()) if key_id else None
+    intent: Intent = "resolve" if creator is not None and RESOLVE_SCOPE in creator.scopes else "inspect"
 
-    def mint(interrupt: OpenInterrupt) -> tuple[str, int]:
+    def mint(interrupt: OpenInterrupt) -> tuple[str, int, str]:
         # The token's life starts when the gate was raised, not when this record is handled: a stream record
-        # delivered twice queues the very same notice, token included.
+        # delivered twice queues the very same notice, token included (while the creating key stands as it was).
         raised = datetime.fromisoformat(interrupt.raisedAt.replace("Z", "+00:00")).timestamp()
-        return interrupt_token(ring, run_id, interrupt, raised, "resolve")
+        token, expires_at = interrupt_token(ring, state.runId, interrupt, raised, intent, minter=key_id)
+        return token, expires_at, intent
 
     return mint
 
@@ -48,7 +58,7 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
     needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
-    notices = build_notices(state, events, _minter(run_id) if needs_token else None, cfg.public_base_url)
+    notices = build_notices(state, events, _minter(service, state) if needs_token else None, cfg.public_base_url)
     send_notices(cfg.queue_url, state.tenant, state.callbackUrl, notices)
 
 

@@ -109,6 +109,8 @@ class RunState(Mutable):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     callbackUrl: str | None = None
+    # The API key that created the run (issue 26, S3): the links its callback notices carry act for that key.
+    createdByKey: str | None = None
     createdAt: str
     startedAt: str | None = None
     completedAt: str | None = None

@@ -109,6 +109,12 @@ class TokenClaims:
         ):
             raise ValueError(f"principal must match {_PRINCIPAL.pattern}, and a personal link has no minter")
 
+    @property
+    def decides(self) -> bool:
+        """Whether the token may resolve: a `resolve` token acting for someone, the key that minted it or a personal
+        link's principal. One naming neither (what callback notices carried before issue 26, S3) only shows."""
+        return self.intent == "resolve" and (self.minter is not None or self.principal is not None)
+
     def _wire(self) -> dict[str, Any]:
         wire = {
             "i": self.interrupt_id,
