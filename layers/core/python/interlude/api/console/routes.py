@@ -213,10 +213,10 @@ def session_ended(exc: Unauthenticated) -> Response:
     return sign_in_page(401, notice, [ended_cookie()])
 
 
-def may(signed: Signed, operation: str) -> bool:
-    """Whether the session may open console route `operation` (a page to show after an action)."""
+def may(principal: Principal, operation: str) -> bool:
+    """Whether the session may use console route `operation` (a page to show after an action, a form to offer)."""
     scope = scope_of(operation)
-    return scope is None or scope in signed.principal.scopes
+    return scope is None or scope in principal.scopes
 
 
 def page(operation: str, current: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
@@ -396,7 +396,7 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
 
 def after_decision(signed: Signed, back: str | None, run_id: str, notice: Notice, status: int) -> Response:
     # The inbox needs the decision's own scope; the run page may need one the session lacks.
-    if back == "run" and may(signed, "consoleRun"):
+    if back == "run" and may(signed.principal, "consoleRun"):
         return run_page(signed, run_id, notice, status)
     return inbox_page(signed, notice, status)
 
@@ -442,9 +442,9 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
     cancelled = sum(1 for _, got in outcomes if isinstance(got, RunState))
     notice = Notice("ok" if cancelled == len(ids) else "warn", f"Cancelled {cancelled} of {len(ids)}", "", lines)
     # What the session may read afterwards: the run, the runs, or only what happened (runs:cancel alone).
-    if len(ids) == 1 and cancelled == 1 and may(signed, "consoleRun"):
+    if len(ids) == 1 and cancelled == 1 and may(signed.principal, "consoleRun"):
         return run_page(signed, ids[0], notice, 200)
-    if not may(signed, "consoleRuns"):
+    if not may(signed.principal, "consoleRuns"):
         return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
     view = runs_view(signed.principal, None, None, None)
     return html(200, "Runs", pages.runs(signed.frame, view, notice), signed.frame, "runs")
@@ -475,7 +475,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
             "deadline": iso_epoch(oi.deadline) if oi.deadline is not None else "none",
             "payload": oi.payload,
             "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
-            "mayDecide": "approvals:respond" in principal.scopes and not voted(oi, me),
+            "mayDecide": may(principal, "consoleDecide") and not voted(oi, me),
         }
         for node_id, oi in state.interrupts.items()
     }
@@ -592,7 +592,7 @@ def console_audit(signed: Signed) -> Response:
 
 def tokens_minted(principal: Principal, run_id: str) -> list[dict[str, Any]] | None:
     """Token mints for the run among the tenant's latest audit entries (None: the key may not read the audit log)."""
-    if "audit:read" not in principal.scopes:
+    if not may(principal, "consoleAudit"):
         return None
     found: list[dict[str, Any]] = []
     cursor = None
