@@ -206,7 +206,7 @@ def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(service: 
     bookmark the page before left, so its reads do not grow with its offset."""
     admin = signed_in(service)
     register(service, admin, "noop", "conformance-noop")
-    seeded = seed_runs(client, TABLE, admin.tenant, "noop", 2_500, datetime(2026, 11, 1, tzinfo=UTC))
+    seeded = seed_runs(client, TABLE, admin.tenant, "noop", 1_300, datetime(2026, 11, 1, tzinfo=UTC))
     costs: list[tuple[int, int]] = []
     served: list[str] = []
 
@@ -227,10 +227,10 @@ def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(service: 
     finally:
         client.meta.events.unregister("after-call.dynamodb", count)
     assert served == [to_wire(r) for r in reversed(seeded)]
-    # Every page, the 25th as the second, reads what one page of GET /runs reads at most, and one bookmark.
+    # Every page, the 13th as the second, reads what one page of GET /runs reads at most, and one bookmark.
     assert all(queries <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards + 1 for queries, _ in costs)
     assert all(gets <= run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX for _, gets in costs)
     # A page may start at most MAX_RUN_SKIP past the nearest bookmark; the listing with another filter has its own.
-    assert len(mxw.list_run_rows(service, admin.tenant, 1_950, 100, None, None)["runs"]) == 100
+    assert len(mxw.list_run_rows(service, admin.tenant, 1_150, 100, None, None)["runs"]) == 100
     with pytest.raises(Invalid, match="at most 1000 runs past"):
         mxw.list_run_rows(service, admin.tenant, 1_001, 10, None, "completed")

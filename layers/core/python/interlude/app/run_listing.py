@@ -21,7 +21,6 @@ from interlude.domain.models.requests import CancelRunRequest
 from interlude.domain.models.run import RunState
 from interlude.rules import auth
 from interlude.store import item_index
-from interlude.store.dynamo import run_sort_key
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -114,14 +113,12 @@ def _position(tenant: str, below: str | None) -> str | None:
 @dataclass(frozen=True)
 class Slice:
     runs: list[RunState]
-    # Whether the listing may hold more after them, and the cursor it goes on at (None when nothing follows).
-    more: bool
+    # The cursor the listing goes on at after them; None when nothing follows.
     after: str | None
 
-
-def position_of(state: RunState) -> str:
-    """The cursor of the listing just below `state`'s entry."""
-    return item_index.encode_position(state.tenant, wiring.RUN_INDEX, run_sort_key(state.runId, state.createdAt))
+    @property
+    def more(self) -> bool:
+        return self.after is not None
 
 
 def skip_and_take(
@@ -134,25 +131,23 @@ def skip_and_take(
     cursor: str | None = None,
 ) -> Slice:
     """The `limit` runs after the first `skip` of the listing below `cursor` (ModuleX pages by offset), reading at
-    most MAX_SLICE_PAGES pages: a slice that reaches that bound answers short (fewer runs, more=True) and goes on
+    most MAX_SLICE_PAGES pages: a slice that reaches that bound answers short (fewer runs, and a cursor) and goes on
     where reading stopped, so what it skipped or took is never read again from there."""
     taken: list[RunState] = []
     skipped = 0
     for _ in range(MAX_SLICE_PAGES):
-        # What is left to skip and take, and one more to tell whether more follow.
-        wanted = min(MAX_RUNS_PAGE, skip - skipped + limit - len(taken) + 1)
+        # What is left to skip and take: a page that fills ends at the last of them (its cursor is theirs).
+        wanted = min(MAX_RUNS_PAGE, skip - skipped + limit - len(taken))
         page = list_runs(service, tenant, wanted, cursor, workflow_id, keep=keep)
         for state in page.runs:
             if skipped < skip:
                 skipped += 1
-            elif len(taken) < limit:
-                taken.append(state)
             else:
-                return Slice(taken, True, position_of(taken[-1]))
+                taken.append(state)
         cursor = page.next_cursor
-        if cursor is None:
-            return Slice(taken, False, None)
-    return Slice(taken, True, cursor)
+        if cursor is None or len(taken) == limit:
+            break
+    return Slice(taken, cursor)
 
 
 def bulk_cancel(

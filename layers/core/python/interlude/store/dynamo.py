@@ -69,15 +69,10 @@ def run_id_of(pk: str) -> str | None:
     return f"{parts[1]}/{parts[3]}"
 
 
-def run_sort_key(run_id: str, created_at: str) -> str:
-    """Where a run's entry sorts in the run listing: its creation instant, then its opaque id."""
-    return f"{created_at}#{run_id.split('/', 1)[1]}"
-
-
 def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> tuple[str, dict[str, Any]]:
     """(label, Put) of the run listing's entry for a run, written just before the transaction that creates the run
     (removed again if it is refused; a listing skips an entry whose run head is missing)."""
-    sort = run_sort_key(run_id, created_at)
+    sort = f"{created_at}#{run_id.split('/', 1)[1]}"
     put = item_index.entry_put(tenant, wiring.RUN_INDEX, run_id, sort, {"runId": run_id, "workflowId": workflow_id})
     return RUN_ENTRY_LABEL, put
 

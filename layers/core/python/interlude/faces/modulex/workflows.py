@@ -556,6 +556,6 @@ def list_run_rows(
     got = run_listing.skip_and_take(
         service, tenant, offset - start, limit, workflow_id, _row_filter(status, trigger), cursor
     )
-    if got.more and got.after is not None:
+    if got.after is not None:
         service.store.put_listing_bookmark(tenant, listing, offset + limit, got.after, now + BOOKMARK_TTL_S)
     return {"runs": [run_row(r) for r in got.runs], "has_more": got.more, **page}
