@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 
 from interlude.domain.audit import AuditDraft
@@ -134,3 +135,21 @@ def test_a_walk_counts_the_range_clamped_to_each_chains_end_and_names_how_far_a_
     assert rules.furthest_walk(ends, 0, 5) == 3  # seq 1..2 in two chains (4), then seq 3 in one
     assert rules.entries_walked(ends, 0, 3) <= 5 < rules.entries_walked(ends, 0, 4)
     assert rules.furthest_walk(ends, 4, 3) == 6
+
+
+def test_an_anchor_reads_back_only_as_signed_by_this_key_for_this_tenant() -> None:
+    key = rules.signing_key(b"anchor test seed")
+    public = rules.public_key_b64(key)
+    heads = {0: rules.Head(3, "a" * 64, 2), 7: rules.Head(1, "b" * 64, 0)}
+    published = rules.signed_anchor(key, rules.anchor_document("acme", heads, "2026-12-05T00:00:00Z"))
+    assert rules.anchored_heads(public, published, "acme") == {0: rules.Anchored(3, "a" * 64, 2), 7: rules.Anchored(1, "b" * 64, 0)}
+    assert rules.anchored_heads(public, published, "other") is None
+    assert rules.anchored_heads(rules.public_key_b64(rules.signing_key(b"another seed")), published, "acme") is None
+    tampered = published.replace(b'"seq":3', b'"seq":2')
+    assert rules.anchored_heads(public, tampered, "acme") is None
+    for garbage in (b"", b"[]", b'{"signature": 1}', b"\xff"):
+        assert rules.anchored_heads(public, garbage, "acme") is None
+    # The signature is over a label and the document: it is no checkpoint signature over any root.
+    signature = json.loads(published)["signature"]
+    root = hashlib.sha256(rules.canonical(rules.anchor_document("acme", heads, "2026-12-05T00:00:00Z"))).hexdigest()
+    assert not rules.signature_valid(public, root, signature)

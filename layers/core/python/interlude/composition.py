@@ -61,8 +61,10 @@ def compose() -> None:
 
 
 def compose_audit() -> None:
-    """What the audit trail needs joined (the checkpoint signing key), for an entry point that runs no workflow."""
+    """What the audit trail needs joined (the checkpoint signing key, the anchors' bucket), for an entry point that
+    runs no workflow."""
     audit.use_signing_key(_audit_signing_key)
+    audit.use_anchors(_audit_anchors)
 
 
 def _modulex_types() -> Iterable[NodeType]:
@@ -77,6 +79,13 @@ def _audit_signing_key() -> Any:
     from interlude.adapters.audit_key import load_signing_key
 
     return load_signing_key()
+
+
+def _audit_anchors() -> audit.Anchors | None:
+    # Imported on first use: only the checkpoint sweep and a verification read or write the anchors.
+    from interlude.adapters.audit_anchor import configured_anchors
+
+    return configured_anchors()
 
 
 def handle_stream_record(service: Service, record: dict[str, Any]) -> None:

@@ -439,6 +439,41 @@ AUDIT_KEY_SECRET = Secret(
 )
 SECRETS: tuple[Secret, ...] = (KEY_RING_SECRET, AUDIT_KEY_SECRET)
 
+# --- buckets (S3) --------------------------------------------------------------------------------------------
+
+
+class Bucket(NamedTuple):
+    """An S3 bucket with Object Lock: every object version is kept, unchangeable, for the retention the deployment
+    chooses (interlude_cdk.InterludeProps). interlude_cdk.audit_anchor builds it; the local stack makes it in moto."""
+
+    name: str  # construct id
+    # Environment variable that carries the bucket's name to its writers and readers.
+    env: str
+    # The key prefix every object goes under, and the grants name.
+    prefix: str
+    # Functions granted BUCKET_WRITE_ACTIONS, and BUCKET_READ_ACTIONS, on the bucket's objects under `prefix`.
+    writers: tuple[str, ...]
+    readers: tuple[str, ...]
+    description: str = ""
+
+
+BUCKET_WRITE_ACTIONS = ("s3:PutObject",)
+BUCKET_READ_ACTIONS = ("s3:GetObject",)
+# A reader may list the bucket under `prefix` too: without it S3 answers a missing object 403, not 404.
+BUCKET_LIST_ACTIONS = ("s3:ListBucket",)
+# Issue 26 S6: each tenant's audit anchor, `{prefix}{tenant}.json` (interlude.adapters.audit_anchor): every chain's head
+# and last checkpoint, signed with the audit key, put by the checkpoint sweep (AUDIT_CHECKPOINT_SWEEP, the timeouts
+# function) and read by GET /audit/verify (api). The table's writers hold no other S3 action: none can rewrite it.
+AUDIT_ANCHOR_BUCKET = Bucket(
+    name="AuditAnchors",
+    env="AUDIT_ANCHOR_BUCKET",
+    prefix="audit-anchors/",
+    writers=("timeouts",),
+    readers=("api",),
+    description="Interlude audit anchors: each tenant's chain heads and last checkpoints, signed; Object Lock",
+)
+BUCKETS: tuple[Bucket, ...] = (AUDIT_ANCHOR_BUCKET,)
+
 # --- routes ----------------------------------------------------------------------------------------
 
 

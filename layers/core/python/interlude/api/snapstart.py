@@ -21,6 +21,8 @@ CACHED = (
     ("interlude.api.idempotency", "records"),
     # The outboxes' SQS client.
     ("interlude.adapters.queues", "_sqs"),
+    # The audit anchors' S3 client (GET /audit/verify).
+    ("interlude.adapters.audit_anchor", "_s3"),
 )
 CONSOLE_ROUTES = "interlude.api.console.routes"
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from interlude.app.caught import caught
 from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
 from interlude.domain.budgets import BudgetExceeded, json_size
-from interlude.domain.errors import Invalid, NotFound
+from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
 from interlude.store import Store
 from interlude.store.audit import AuditLog, decode_before, encode_before
@@ -63,6 +63,28 @@ def signing_key() -> Any:
 def public_key() -> str | None:
     key = signing_key()
     return rules.public_key_b64(key) if key is not None else None
+
+
+class Anchors(Protocol):
+    """Where each tenant's signed anchor is published and read back (interlude.adapters.audit_anchor.S3Anchors)."""
+
+    def publish(self, tenant: str, published: bytes) -> None: ...
+
+    def read(self, tenant: str) -> bytes | None: ...
+
+
+# The deployment's anchors, or None where it keeps none: composition plugs in the S3 bucket, tests a moto one.
+AnchorsSource = Callable[[], Anchors | None]
+_anchors_source: AnchorsSource | None = None
+
+
+def use_anchors(source: AnchorsSource | None) -> None:
+    global _anchors_source
+    _anchors_source = source
+
+
+def anchors() -> Anchors | None:
+    return _anchors_source() if _anchors_source is not None else None
 
 
 # -- drafts ----------------------------------------------------------------------------------------------------
@@ -173,17 +195,39 @@ def checkpoint(store: Store, tenant: str, chain: int, attempts: int = 5) -> dict
 
 def checkpoint_pending(store: Store, early_s: float = 0) -> int:
     """The periodic sweep (wiring.AUDIT_CHECKPOINT_SWEEP, every `early_s`): checkpoint every chain whose oldest
-    unanchored entry would pass the interval before the next sweep. Returns how many checkpoints it made."""
+    unanchored entry would pass the interval before the next sweep, then publish the anchor of each tenant with a
+    chain pending. Returns how many checkpoints it made."""
     made = 0
+    pending: dict[str, list[int]] = {}
     for tenant, chain in list(store.audit_log.pending_chains()):
-        head = store.audit_log.head(tenant, chain)
-        if not rules.checkpoint_due(head, time.time(), early_s):
-            continue
+        pending.setdefault(tenant, []).append(chain)
+    for tenant, chains in pending.items():
+        for chain in chains:
+            head = store.audit_log.head(tenant, chain)
+            if not rules.checkpoint_due(head, time.time(), early_s):
+                continue
+            try:
+                made += checkpoint(store, tenant, chain) is not None
+            except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
+                caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
         try:
-            made += checkpoint(store, tenant, chain) is not None
-        except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
-            caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
+            publish_anchor(store, tenant, chains)
+        except Exception:  # noqa: BLE001 - the next sweep publishes it; the chains stay pending until then
+            caught(logger, "audit-anchor", "audit anchor of tenant %s failed", tenant)
     return made
+
+
+def publish_anchor(store: Store, tenant: str, pending: list[int]) -> None:
+    """Publish the tenant's anchor (every chain's head and last checkpoint, signed), then take off the pending index
+    each of the `pending` chains whose entries are all checkpointed: the anchor now holds that head (issue 26 S6)."""
+    heads = store.audit_log.heads(tenant)
+    key, published = signing_key(), anchors()
+    if key is not None and published is not None:
+        published.publish(tenant, rules.signed_anchor(key, rules.anchor_document(tenant, heads, _iso_now())))
+    for chain in pending:
+        head = heads.get(chain)
+        if head is not None and head.seq == head.checkpoint_seq:
+            store.audit_log.settle(tenant, chain, head)
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -198,9 +242,14 @@ def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | N
     if key is None:
         # Discovery advertises auditLogIntegrity only with the key (api/runs.py): an unadvertised family's route 404s.
         raise NotFound("this host does not advertise auditLogIntegrity: its checkpoint key cannot be read")
+    # The anchor before the heads: a head read after it is at or past what it published, unless rolled back.
+    anchored, anomalies = _published(tenant, key, from_seq)
     log = store.audit_log
     heads = log.heads(tenant) if chain is None else {chain: log.head(tenant, chain)}
-    ends = {k: head.seq for k, head in heads.items()}
+    # A chain the anchor names is walked even when the table holds no head for it any more.
+    chains = sorted(set(heads) | set(anchored)) if chain is None else [chain]
+    heads = {k: heads.get(k, rules.Head()) for k in chains}
+    ends = {k: max(heads[k].seq, anchored[k].seq if k in anchored else 0) for k in chains}
     walked = rules.entries_walked(ends, from_seq, to_seq)
     if walked > MAX_VERIFY_ENTRIES:
         reach = rules.furthest_walk(ends, from_seq, MAX_VERIFY_ENTRIES)
@@ -210,8 +259,9 @@ def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | N
             "one chain at a time (chain)",
             {"field": "toSeq", "limit": MAX_VERIFY_ENTRIES, "maxToSeq": reach},
         )
-    answers = [_verify_chain(log, tenant, k, head, from_seq, to_seq, key) for k, head in heads.items()]
-    anomalies = sorted((a for answer in answers for a in answer["anomalies"]), key=lambda a: (a["atSeq"], a["detail"]))
+    answers = [_verify_chain(log, tenant, k, heads[k], from_seq, to_seq, key, anchored.get(k)) for k in chains]
+    anomalies += [a for answer in answers for a in answer["anomalies"]]
+    anomalies.sort(key=lambda a: (a["atSeq"], a["detail"]))
     listed = sorted((c for answer in answers for c in answer["checkpoints"]), key=lambda c: (c["atSequence"], c["checkpoint"]))
     result: dict[str, Any] = {
         "fromSeq": from_seq,
@@ -225,8 +275,35 @@ def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | N
     return result
 
 
+def _published(tenant: str, key: str, from_seq: int) -> tuple[dict[int, rules.Anchored], list[dict[str, Any]]]:
+    """The chains the tenant's anchor published (none where no anchor is kept or published yet), and the anomaly of
+    an anchor this host's key did not sign for this tenant."""
+    published = anchors()
+    if published is None:
+        return {}, []
+    try:
+        raw = published.read(tenant)
+    except Exception as exc:  # noqa: BLE001 - verifying without it would pass what it exists to catch
+        caught(logger, "audit-anchor-read", "the audit anchor of tenant %s could not be read", tenant)
+        raise Unavailable("the published audit anchor could not be read; retry", retry_after_s=1) from exc
+    if raw is None:
+        return {}, []
+    heads = rules.anchored_heads(key, raw, tenant)
+    if heads is None:
+        forged = {"atSeq": from_seq, "kind": "signature-invalid", "checkpoint": rules.ANCHOR_ID}
+        return {}, [{**forged, "detail": "the published audit anchor is not one this host's key signed for this tenant"}]
+    return heads, []
+
+
 def _verify_chain(
-    log: AuditLog, tenant: str, chain: int, head: rules.Head, from_seq: int, to_seq: int, key: str
+    log: AuditLog,
+    tenant: str,
+    chain: int,
+    head: rules.Head,
+    from_seq: int,
+    to_seq: int,
+    key: str,
+    anchored: rules.Anchored | None,
 ) -> dict[str, Any]:
     checkpoints = log.checkpoints(tenant, chain, from_seq, to_seq)
     before: dict[int, int] = {}
@@ -235,8 +312,9 @@ def _verify_chain(
         before[made["atSequence"]] = previous
         previous = made["atSequence"]
     first = min([from_seq - 1, *(p + 1 for p in before.values())])
-    entries = dict(log.entries(tenant, chain, max(first, 1), min(to_seq, head.seq)))
-    answer = rules.walk(from_seq, to_seq, entries, checkpoints, head, key, lambda at: before[at], chain)
+    end = max(head.seq, anchored.seq if anchored is not None else 0)
+    entries = dict(log.entries(tenant, chain, max(first, 1), min(to_seq, end)))
+    answer = rules.walk(from_seq, to_seq, entries, checkpoints, head, key, lambda at: before[at], chain, anchored)
     for anomaly in answer["anomalies"]:
         anomaly["detail"] = f"chain {chain}" + (f": {anomaly['detail']}" if anomaly.get("detail") else "")
     return answer

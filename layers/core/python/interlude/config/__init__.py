@@ -28,6 +28,8 @@ class Settings:
     key_ring_secret: str = "interlude/token-keys"
     # Secrets Manager secret holding the audit checkpoint signing key (interlude.adapters.audit_key).
     audit_key_secret: str = "interlude/audit-key"
+    # S3 bucket (Object Lock) of the tenants' signed audit anchors (interlude.adapters.audit_anchor); "": none kept.
+    audit_anchor_bucket: str = ""
     # How long a warm function reuses the key ring it read (a retired kid stops verifying within this time).
     key_ring_cache_seconds: int = 60
     # SSE streams behind a buffering gateway (interlude.app.streams.Bounds): the longest one request waits with
@@ -78,6 +80,7 @@ ENVIRONMENT = {
     "key_ring_secret": wiring.KEY_RING_SECRET.env,
     "key_ring_cache_seconds": "INTERLUDE_KEY_RING_CACHE_SECONDS",
     "audit_key_secret": wiring.AUDIT_KEY_SECRET.env,
+    "audit_anchor_bucket": wiring.AUDIT_ANCHOR_BUCKET.env,
     "stream_hold_seconds": "INTERLUDE_STREAM_HOLD_SECONDS",
     "stream_linger_seconds": "INTERLUDE_STREAM_LINGER_SECONDS",
     "stream_retry_ms": "INTERLUDE_STREAM_RETRY_MS",

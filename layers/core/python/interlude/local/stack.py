@@ -16,6 +16,7 @@ from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import LOCAL_REGION
+from interlude.local.buckets import create_local_buckets
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
 from interlude.local.mailbox import verify_local_sender
@@ -129,6 +130,7 @@ class LocalStack:
         configure_environment(self.moto.endpoint, TABLE_NAME)
         create_table(boto3.client("dynamodb"), TABLE_NAME)
         os.environ.update(prepare_local_key_ring())
+        os.environ.update(create_local_buckets())
         os.environ.update(create_local_deadline_resources())
         os.environ.update(verify_local_sender())
         queue_urls = create_queues(boto3.client("sqs"), TABLE_NAME)

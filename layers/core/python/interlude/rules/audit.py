@@ -7,6 +7,9 @@
   ASCII of `left‖right`, a trailing odd node promoted unchanged. The Ed25519 signature is over the 32 bytes the
   root's hex decodes to.
 * `walk` re-walks a range of stored entries and names every anomaly in RFC 0218 §C's shapes.
+* An anchor (Interlude's own, issue 26 S6) is a tenant's every chain head and last checkpoint, signed with the same
+  key and published where the table's writers cannot rewrite it: a chain verified against it cannot have been cut
+  short, its head rolled back or its last checkpoint removed since, unnoticed.
 """
 
 from __future__ import annotations
@@ -113,17 +116,22 @@ def sign_root(private_key: Any, root_hex: str) -> str:
 
 def signature_valid(public_key: str, root_hex: str, signature: str) -> bool:
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
-        der = base64.b64decode(public_key, validate=True)
-        if not der.startswith(_ED25519_SPKI_PREFIX):
-            return False
-        key = Ed25519PublicKey.from_public_bytes(der[len(_ED25519_SPKI_PREFIX) :])
-        key.verify(base64.b64decode(signature, validate=True), bytes.fromhex(root_hex))
+        _verifier(public_key).verify(base64.b64decode(signature, validate=True), bytes.fromhex(root_hex))
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+def _verifier(public_key: str) -> Any:
+    """The Ed25519 public key of the advertised form; ValueError when it is not one."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    der = base64.b64decode(public_key, validate=True)
+    if not der.startswith(_ED25519_SPKI_PREFIX):
+        raise ValueError("not an Ed25519 public key")
+    return Ed25519PublicKey.from_public_bytes(der[len(_ED25519_SPKI_PREFIX) :])
 
 
 # -- when a checkpoint is due --------------------------------------------------------------------------------
@@ -152,6 +160,83 @@ def checkpoint_due(head: Head, now: float, early_s: float = 0) -> bool:
 def next_checkpoint_at(head: Head) -> int:
     """The atSequence of the next checkpoint: every pending entry, at most CHECKPOINT_INTERVAL_ENTRIES of them."""
     return min(head.seq, head.checkpoint_seq + CHECKPOINT_INTERVAL_ENTRIES)
+
+
+# -- anchors ---------------------------------------------------------------------------------------------------
+
+ANCHOR_FORMAT = "interlude-audit-anchor/1"
+# What an anomaly about the anchor itself names as its `checkpoint` (RFC 0218 §C: signature-invalid names one).
+ANCHOR_ID = "audit-anchor"
+# Signed ahead of the document's JCS bytes: no anchor signature can pass for a checkpoint's (those sign 32 bytes).
+_ANCHOR_LABEL = b"interlude-audit-anchor\0"
+
+
+class Anchored(NamedTuple):
+    """A chain as its tenant's anchor published it: its head's sequence and hash, its last checkpoint."""
+
+    seq: int
+    hash: str | None
+    checkpoint_seq: int
+
+
+def anchor_document(tenant: str, heads: Mapping[int, Head], at: str) -> dict[str, Any]:
+    chains = {str(chain): {"seq": h.seq, "hash": h.hash, "checkpointSeq": h.checkpoint_seq} for chain, h in heads.items()}
+    return {"anchor": ANCHOR_FORMAT, "tenant": tenant, "at": at, "chains": chains}
+
+
+def signed_anchor(private_key: Any, document: Mapping[str, Any]) -> bytes:
+    """The published bytes: the document and its Ed25519 signature over the label and the document's JCS bytes."""
+    signature = base64.b64encode(private_key.sign(_ANCHOR_LABEL + canonical(document))).decode("ascii")
+    return canonical({**document, "signature": signature})
+
+
+def anchored_heads(public_key: str, published: bytes, tenant: str) -> dict[int, Anchored] | None:
+    """The chains a published anchor names, or None when it is not one this key signed for this tenant."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        document = json.loads(published)
+        signature = base64.b64decode(document.pop("signature"), validate=True)
+        _verifier(public_key).verify(signature, _ANCHOR_LABEL + canonical(document))
+        if document["anchor"] != ANCHOR_FORMAT or document["tenant"] != tenant:
+            return None
+        return {
+            int(chain): Anchored(int(head["seq"]), head["hash"], int(head["checkpointSeq"]))
+            for chain, head in document["chains"].items()
+        }
+    except (InvalidSignature, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def anchor_anomalies(
+    from_seq: int,
+    to_seq: int,
+    head: Head,
+    anchored: Anchored,
+    entries: Mapping[int, Mapping[str, Any]],
+    checkpoints: Sequence[Mapping[str, Any]],
+    chain: int,
+) -> list[dict[str, Any]]:
+    """What a chain's state contradicts in its published anchor, within [from_seq, to_seq]: its head behind the
+    anchored one (the head rolled back or deleted), the anchored entry changed, the anchored checkpoint gone. The
+    walk reaches the anchored sequence whatever the head says, so entries cut from the end are `missing-entry`."""
+    found: list[dict[str, Any]] = []
+    if from_seq <= anchored.seq <= to_seq:
+        if head.seq < anchored.seq or head.checkpoint_seq < anchored.checkpoint_seq:
+            behind = (
+                f"the chain head (entry {head.seq}, checkpoint {head.checkpoint_seq}) is behind the published anchor "
+                f"(entry {anchored.seq}, checkpoint {anchored.checkpoint_seq})"
+            )
+            found.append({"atSeq": anchored.seq, "kind": "hash-mismatch", "detail": behind})
+        entry = entries.get(anchored.seq)
+        if entry is not None and entry_hash(entry) != anchored.hash:
+            changed = "the entry differs from the hash the published anchor holds"
+            found.append({"atSeq": anchored.seq, "kind": "hash-mismatch", "detail": changed})
+    at = anchored.checkpoint_seq
+    if at and from_seq <= at <= to_seq and all(int(c["atSequence"]) != at for c in checkpoints):
+        gone = "the checkpoint the published anchor names is missing"
+        found.append({"atSeq": at, "kind": "merkle-mismatch", "checkpoint": checkpoint_id(chain, at), "detail": gone})
+    return found
 
 
 # -- verification --------------------------------------------------------------------------------------------
@@ -186,15 +271,17 @@ def walk(
     public_key: str | None,
     checkpoint_before: Callable[[int], int],
     chain: int | None = None,
+    anchored: Anchored | None = None,
 ) -> dict[str, Any]:
     """The verifyAuditLog answer for `[from_seq, to_seq]`.
 
     `entries` holds every stored entry by sequence over the walked range and the leaves of its checkpoints (and
     the entry before `from_seq`, to check the first link); `checkpoints` those with atSequence in range, ascending;
     `checkpoint_before(at)` the atSequence of the checkpoint before the one at `at` (0 for the first); `chain`: the
-    chain walked (an entry must name it)."""
+    chain walked (an entry must name it); `anchored`: the chain as its tenant's anchor published it, if it did (the
+    walk then reaches the anchored entry even where the head says less)."""
     anomalies: list[dict[str, Any]] = []
-    last = min(to_seq, head.seq)
+    last = min(to_seq, max(head.seq, anchored.seq if anchored is not None else 0))
     for seq in range(max(from_seq, 1), last + 1):
         anomalies += _entry_anomalies(seq, entries, chain)
     if from_seq <= head.seq <= to_seq and head.seq in entries and entry_hash(entries[head.seq]) != head.hash:
@@ -211,6 +298,8 @@ def walk(
         if public_key is None or not signature_valid(public_key, checkpoint["merkleRoot"], checkpoint["signature"]):
             signatures_ok = False
             anomalies.append({"atSeq": at, "kind": "signature-invalid", "checkpoint": checkpoint["checkpoint"]})
+    if anchored is not None:
+        anomalies += anchor_anomalies(from_seq, to_seq, head, anchored, entries, checkpoints, chain or 0)
     anomalies.sort(key=lambda anomaly: anomaly["atSeq"])
     answer: dict[str, Any] = {
         "fromSeq": from_seq,

@@ -5,6 +5,7 @@
   head        T#{tenant}#AUDITHEAD#{chain:03}  AUDITHEAD     seq, hash (of entry seq), checkpointSeq, pendingSince
   pending     T#{tenant}#AUDITHEAD#{chain:03}  PENDING       on the `inbox` GSI (gsi1pk AUDIT#PENDING#{shard}, gsi1sk
                                                              {tenant}#{chain:03}) while an entry waits for a checkpoint
+                                                             or the chain's head for its tenant's anchor
 
 An entry goes to the chain its run (or key, or else its tenant) hashes to (`chain_of`), so a run's entries form
 one chain in order. Each chain is an RFC 0218 log of its own: sequence from 1, prevHash, checkpoints over its own
@@ -13,8 +14,9 @@ the head on condition that it still names the entry and checkpoint it read, in t
 action it records, so an action and its entry land together or not at all. A concurrent append that moved the head
 first makes the transaction fail on the head alone; the head it failed on comes back with the failure (ALL_OLD),
 so the append places its entry after that one without reading again (APPEND_RETRIES). The pending marker is
-written only by the append that starts a chain's wait for a checkpoint and removed by the checkpoint that anchors
-all of it: one GSI write per checkpoint interval, not one per append. Entries live in partitions that are only
+written only by the append that starts a chain's wait for a checkpoint and removed by the sweep once a checkpoint
+anchors all of it and the tenant's anchor holds that head (`settle`): one GSI write per checkpoint interval, not one
+per append. Entries live in partitions that are only
 ever Put into (every deployed role is denied UpdateItem and DeleteItem on them: wiring.APPEND_ONLY_PARTITIONS);
 docs/scale.md has the ceilings.
 """
@@ -242,16 +244,15 @@ class AuditLog:
         self, tenant: str, chain: int, head: Head, checkpoint: dict[str, Any], pending_since: float | None
     ) -> bool:
         """Store a checkpoint and move the head's checkpointSeq to it; False when the head moved meanwhile (another
-        checkpoint, or an append that this checkpoint would leave waiting without a pendingSince)."""
+        checkpoint, or an append that this checkpoint would leave waiting without a pendingSince). The pending marker
+        stays: the chain's new head is yet to be published in its tenant's anchor (`settle` removes it then)."""
         at = int(checkpoint["atSequence"])
         values: dict[str, Any] = {":at": a.n(at), ":p": a.n(head.checkpoint_seq)}
         condition = "(checkpointSeq = :p OR attribute_not_exists(checkpointSeq))" if head.checkpoint_seq == 0 else "checkpointSeq = :p"
-        unmark: list[dict[str, Any]] = []
         if pending_since is None:
-            # Every entry anchored: the chain leaves the pending index, unless an entry was appended meanwhile.
+            # Every entry anchored, unless an entry was appended meanwhile.
             update = "SET checkpointSeq = :at REMOVE pendingSince"
             condition += " AND seq = :at"
-            unmark.append({"Delete": {"TableName": self.table, "Key": a.key(head_pk(tenant, chain), PENDING_SK)}})
         else:
             update = "SET checkpointSeq = :at, pendingSince = :since"
             values[":since"] = a.n(round(pending_since, 3))
@@ -276,7 +277,27 @@ class AuditLog:
                             "ExpressionAttributeValues": values,
                         }
                     },
-                    *unmark,
+                ]
+            )
+        except self.client.exceptions.TransactionCanceledException:
+            return False
+        return True
+
+    def settle(self, tenant: str, chain: int, head: Head) -> bool:
+        """Take the chain off the pending index: every entry up to `head` is checkpointed and its tenant's anchor holds
+        that head. False (the marker stays) when the head moved meanwhile."""
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": a.key(head_pk(tenant, chain), HEAD_SK),
+                            "ConditionExpression": "seq = :s AND checkpointSeq = :s",
+                            "ExpressionAttributeValues": {":s": a.n(head.seq)},
+                        }
+                    },
+                    {"Delete": {"TableName": self.table, "Key": a.key(head_pk(tenant, chain), PENDING_SK)}},
                 ]
             )
         except self.client.exceptions.TransactionCanceledException:
@@ -284,7 +305,8 @@ class AuditLog:
         return True
 
     def pending_chains(self) -> Iterator[tuple[str, int]]:
-        """(tenant, chain) of every chain with an entry no checkpoint anchors yet (the periodic sweep's work list)."""
+        """(tenant, chain) of every chain with an entry no checkpoint anchors yet, or a head its tenant's anchor does
+        not hold yet (the periodic sweep's work list)."""
         index = wiring.INBOX_INDEX
         for shard in range(PENDING_SHARDS):
             pages = self.client.get_paginator("query").paginate(
