@@ -15,6 +15,7 @@ from interlude import wiring
 from interlude.config import ENVIRONMENT
 from interlude.config.notify import SES_CONFIGURATION_SET_ENV, SES_FROM_ADDRESS_ENV
 from interlude_cdk.api import HttpFront
+from interlude_cdk.audit_anchor import AuditAnchors
 from interlude_cdk.callbacks import CallbackDelivery
 from interlude_cdk.deadlines import Deadlines
 from interlude_cdk.functions import Functions
@@ -93,6 +94,14 @@ class Interlude(Construct):
             secret_tags={**props.tags, DEPLOYMENT_TAG: self.deployment},
         )
         self.deadlines = Deadlines(self, "Deadlines", functions=self.functions.by_name, encryption_key=key)
+        self.audit_anchors = AuditAnchors(
+            self,
+            "AuditAnchors",
+            functions=self.functions.by_name,
+            retention_days=props.audit_anchor_retention_days,
+            lock_mode=props.audit_anchor_lock_mode,
+            encryption_key=key,
+        )
         self._wire_email(props.notification_from_address, props.ses_configuration_set)
         if not props.ancestry_endpoint:
             # The one switch the route and the discovery document both read (interlude.app.subworkflows).

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_certificatemanager as acm
@@ -132,8 +133,8 @@ class InterludeProps:
     # replace most of its cold start; billed per GB cached and per GB restored (docs/operations.md, "Tuning").
     api_snap_start: bool = False
     # Every function in this VPC (None: Lambda's own network). It must reach DynamoDB, SQS, Secrets Manager,
-    # EventBridge Scheduler, SES and X-Ray (endpoints or NAT), and the callbacks and actions functions the
-    # internet (tenants' URLs): private subnets with a NAT gateway.
+    # EventBridge Scheduler, SES, S3 (the audit anchors) and X-Ray (endpoints or NAT), and the callbacks and actions
+    # functions the internet (tenants' URLs): private subnets with a NAT gateway.
     vpc: ec2.IVpc | None = None
     # Which of the VPC's subnets (None: CDK's default, the private subnets with egress).
     vpc_subnets: ec2.SubnetSelection | None = None
@@ -158,6 +159,12 @@ class InterludeProps:
     # Issue 15: serve GET /runs/{runId}/ancestry and advertise it (discovery multiAgent.executionModel
     # .crossHostCausation). False: the route answers 404 not_found and discovery omits multiAgent.
     ancestry_endpoint: bool = True
+    # Issue 26 S6: the audit anchors' bucket (Object Lock; interlude_cdk/audit_anchor.py, always retained). How long
+    # each published anchor version stays unchangeable (1-36,500 days), and the lock's mode: COMPLIANCE (no one, the
+    # account's root included, can shorten or lift it) or GOVERNANCE (a principal granted
+    # s3:BypassGovernanceRetention can: for a stack you tear down while testing).
+    audit_anchor_retention_days: int = 365
+    audit_anchor_lock_mode: Literal["COMPLIANCE", "GOVERNANCE"] = "COMPLIANCE"
 
     def __post_init__(self) -> None:
         names = {spec.name for spec in wiring.FUNCTIONS}
