@@ -75,6 +75,7 @@ _NAME_LENGTH = {
     "AWS::SNS::Topic": 256,
     "AWS::SecretsManager::Secret": 512,
     "AWS::Lambda::LayerVersion": 140,
+    "AWS::S3::Bucket": 63,
 }
 _RANDOM_SUFFIX = "A1B2C3D4E5F6G"
 
@@ -108,8 +109,10 @@ class Renderer:
         return {key: self(item) for key, item in value.items()}
 
     def physical_name(self, logical_id: str) -> str:
-        maximum = _NAME_LENGTH[self._type(logical_id)]
-        return f"{self.deployment.stack_name}-{logical_id}-{_RANDOM_SUFFIX}"[:maximum]
+        kind = self._type(logical_id)
+        name = f"{self.deployment.stack_name}-{logical_id}-{_RANDOM_SUFFIX}"[: _NAME_LENGTH[kind]]
+        # CloudFormation names a bucket in lower case (S3 takes no capitals).
+        return name.lower() if kind == "AWS::S3::Bucket" else name
 
     def arn(self, service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
         d = self.deployment
@@ -158,6 +161,7 @@ class Renderer:
             ("AWS::SNS::Topic", "Arn"): lambda: self.arn("sns", name),
             ("AWS::SecretsManager::Secret", "Arn"): lambda: self.arn("secretsmanager", f"secret:{name}-AbCdEf"),
             ("AWS::Lambda::LayerVersion", "Arn"): lambda: self.arn("lambda", f"layer:{name}:1"),
+            ("AWS::S3::Bucket", "Arn"): lambda: self.arn("s3", name, region=False, account=False),
         }
         if (kind, attribute) not in arns:
             raise ValueError(f"rendering knows no Fn::GetAtt {kind}.{attribute} ({logical_id})")
