@@ -57,6 +57,8 @@ OPENWOP_STATUS = {
     "interlude.task_not_claimed": 409,
     # Issue 26: a webhook secret rotation inside the previous one's overlap.
     "interlude.rotation_in_overlap": 409,
+    # Issue 30: a stored item in a format newer than this release reads.
+    "interlude.item_too_new": 500,
 }
 
 

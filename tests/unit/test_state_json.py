@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from interlude.domain.budgets import json_size
+from interlude.domain.errors import Internal
 from interlude.domain.models.run import RunState, state_from_json, state_json
 from interlude.store import attributes as a
 
@@ -159,10 +160,9 @@ def test_a_non_finite_float_field_is_refused_and_a_non_finite_value_written_null
 @pytest.mark.parametrize(
     "change",
     [
-        lambda doc: doc.update(unknown=1),
-        lambda doc: doc["nodes"]["g0"].update(unknown=1),
         lambda doc: doc.update(status="sleeping"),
         lambda doc: doc.update(step="many"),
+        lambda doc: doc["nodes"]["g0"].update(visits="twice"),
     ],
 )
 def test_what_validation_refused_before_it_still_refuses(change):
@@ -172,6 +172,40 @@ def test_what_validation_refused_before_it_still_refuses(change):
         RunState.model_validate(doc)
     with pytest.raises(ValidationError):
         state_from_json(json.dumps(doc).encode())
+
+
+def later_release_fields(doc: dict[str, Any]) -> None:
+    """Fields a later release adds, at the top and inside each kind of part, as it could write them."""
+    doc["escalation"] = {"level": 2, "since": "2027-01-01T00:00:00.000Z"}
+    doc["nodes"]["g0"]["retriedBy"] = ["a", 1]
+    doc["delays"]["d"]["calendar"] = "business-days"
+    for interrupt in doc["interrupts"].values():
+        interrupt["priority"] = "high"
+        for vote in interrupt["votes"]:
+            vote["weight"] = 0.5
+
+
+def test_fields_a_later_release_wrote_are_read_and_written_back_whole():
+    # Given a run head a later release wrote: fields this release does not know, at every level
+    docs = (json.loads(reference(a_state(random.Random(seed)))) for seed in range(100))
+    doc = next(d for d in docs if d["delays"] and any(i["votes"] for i in d["interrupts"].values()))
+    later_release_fields(doc)
+    # When this release reads it and writes it back (either encoder, as a transition does)
+    state = state_from_json(json.dumps(doc).encode())
+    # Then nothing is lost: the next release reads every field it wrote
+    assert json.loads(state_json(state)) == doc == json.loads(reference(state))
+    assert state.model_extra == {"escalation": doc["escalation"]}
+
+
+@pytest.mark.parametrize("change", [lambda doc: None, lambda doc: doc.update(status="sleeping")])
+def test_a_document_in_a_newer_format_is_refused_by_name_not_misread(change):
+    doc = json.loads(reference(a_state(random.Random(4))))
+    doc["v"] = 2
+    change(doc)  # a newer format's new shape: still refused as newer, not as invalid
+    with pytest.raises(Internal) as refused:
+        state_from_json(json.dumps(doc).encode())
+    assert refused.value.code == "interlude.item_too_new"
+    assert refused.value.details == {"kind": "run", "format": 2, "reads": 1}
 
 
 def test_a_typical_state_is_written_by_pydantic_core_in_declared_order():

@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from interlude.api.errors import status_for_code, status_of
-from interlude.domain.errors import DomainError, Forbidden, RateLimited
+from interlude.domain.errors import DomainError, Forbidden, Invalid, RateLimited
 from interlude.domain.models.tenants import TenantLimits, TenantSettings
+from interlude.domain.validation import parse
 from interlude.rules import auth
 from interlude.rules import limits as rules
 
@@ -40,8 +41,17 @@ def test_a_tenants_own_limits_override_the_host_defaults_field_by_field() -> Non
     ],
 )
 def test_limits_past_the_ceilings_or_unknown_are_refused(limits: dict[str, int]) -> None:
-    with pytest.raises(ValidationError):
-        TenantSettings.model_validate({"limits": limits})
+    with pytest.raises(Invalid):
+        parse(TenantSettings, {"limits": limits}, "tenant settings")
+    if "unknown" not in limits:  # stored settings are read open (a later release's limit is kept), never past a bound
+        with pytest.raises(ValidationError):
+            TenantSettings.model_validate({"limits": limits})
+
+
+def test_stored_settings_keep_a_limit_a_later_release_added() -> None:
+    stored = TenantSettings.model_validate({"limits": {"openRuns": 5, "retainedDays": 90}})
+    assert stored.limits.openRuns == 5
+    assert stored.model_dump(exclude_none=True)["limits"] == {"openRuns": 5, "retainedDays": 90}
 
 
 def test_a_moment_falls_in_a_one_second_window_and_retry_after_points_past_it() -> None:

@@ -474,6 +474,17 @@ def test_ring_json_round_trips(ring: KeyRing) -> None:
     assert KeyRing.from_json(rotated.to_json()) == rotated
 
 
+def test_a_ring_a_later_release_wrote_verifies_here_and_keeps_its_fields_through_rotate_and_retire() -> None:
+    # Given a ring a later release stored, with a field this release does not know
+    stored = json.dumps({"version": 1, "current": "k1", "keys": {"k1": "A" * 43}, "retiring": {"k0": "2027-01-01"}})
+    # When this release reads it, rotates and retires a kid, writing it back each time
+    ring = KeyRing.from_json(stored)
+    again = KeyRing.from_json(KeyRing.from_json(ring.rotated().to_json()).rotated().retired("k1").to_json())
+    # Then the field is still there for the later release
+    assert json.loads(again.to_json())["retiring"] == {"k0": "2027-01-01"}
+    assert ring.current_kid == "k1"
+
+
 @pytest.mark.parametrize(
     "stored",
     [

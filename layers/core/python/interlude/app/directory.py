@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.retries import busy
 from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid, NotFound
+from interlude.domain.models import keeping_unknown
 from interlude.domain.models.principals import (
     MAX_DELEGATORS_PER_DELEGATE,
     MAX_DIRECTORY_PRINCIPALS,
@@ -47,7 +48,7 @@ def put_principal(
     if entry.outOfOffice is not None and entry.outOfOffice.delegate == principal_id:
         # As a gate's delegation (rules/interrupts/decide.py): a vote handed to its own holder decides nothing.
         raise Invalid("a principal cannot delegate to themselves", {"field": "outOfOffice.delegate"})
-    stored = entry.model_dump(mode="json", exclude_none=True)
+    stored = keeping_unknown(entry, entry_of(service.directory, tenant, principal_id)).model_dump(mode="json", exclude_none=True)
     try:
         created, record = service.directory.put(
             tenant, principal_id, stored, iso(service.clock()), by, MAX_DIRECTORY_PRINCIPALS, MAX_DELEGATORS_PER_DELEGATE

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit
 from interlude.domain.clock import iso
+from interlude.domain.models import keeping_unknown
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
 from interlude.store.interactions import SETTINGS_SK, InteractionStore, credential_grant_sk, grant_put, settings_put
@@ -38,7 +39,7 @@ def put_settings(
 ) -> dict[str, Any]:
     """`actor`: who changed them (audit.actor); None: `by` through the CLI."""
     at = iso(service.clock())
-    stored = settings.model_dump(exclude_none=True)
+    stored = keeping_unknown(settings, tenant_settings(service.hitl_store, tenant)).model_dump(exclude_none=True)
     entry = audit.entry(tenant, actor or {**audit.OPERATOR, "subjectId": by}, "settings.changed", {"tenant": tenant}, at, {"settings": stored})
     service.store.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by))], entry)
     service.limiter.forget(tenant)  # this instance applies new limits at once; others within their cache time

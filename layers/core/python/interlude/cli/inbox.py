@@ -134,7 +134,8 @@ def _tenant_settings(args: argparse.Namespace) -> int:
         current["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
     if args.event_retention_hours is not None:
         current["eventRetentionHours"] = args.event_retention_hours
-    settings = parse(TenantSettings, current, "tenant settings")
+    # What is stored, changed by the options: open, as a later release may have set settings this one does not know.
+    settings = parse(TenantSettings, current, "tenant settings", closed=False)
     print(json.dumps(tenants.put_settings(service, args.tenant, settings, "cli"), indent=2))
     return 0
 

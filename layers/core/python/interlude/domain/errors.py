@@ -140,6 +140,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "payload_too_large": TooLarge,
     "unsupported_media_type": UnsupportedMedia,
     "internal_error": Internal,
+    # A stored item in a format newer than this release reads (domain/formats.py): a later release wrote it.
+    "interlude.item_too_new": Internal,
     "runner_unavailable": Unavailable,
     # The tenant's request rate passed its limit (OpenWOP's code; always with Retry-After).
     "rate_limited": RateLimited,

@@ -23,10 +23,12 @@ def validation_details(exc: ValidationError) -> dict[str, Any]:
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def parse(model: type[Model], body: Any, what: str) -> Model:
+def parse(model: type[Model], body: Any, what: str, *, closed: bool = True) -> Model:
+    """A request body as `model`: closed (an unknown field, nested ones too, is refused) whatever the model keeps when
+    it reads what is stored (interlude.domain.models says why). Not `closed`: a stored document changed in place."""
     if not isinstance(body, dict):
         raise Invalid(f"{what} must be a JSON object")
     try:
-        return model.model_validate(body)
+        return model.model_validate(body, extra="forbid" if closed else None)
     except ValidationError as exc:
         raise Invalid(f"{what} is not valid", validation_details(exc)) from None

@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from interlude.domain.budgets import BudgetExceeded, Meter, json_size
 from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 from interlude.domain.templates import render
 from interlude.engine.effect_names import ACTION_REQUESTED as ACTION_REQUESTED
 from interlude.engine.nodetypes import NodeType
@@ -77,7 +77,7 @@ def _header_names(names: Mapping[str, Any], what: str) -> None:
             raise ValueError(f"{what}: {name!r} is set by Interlude and cannot be configured")
 
 
-class HttpConfig(FrozenClosed):
+class HttpConfig(FrozenStored):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     # A template: `https://api.example.com/refunds/{{inputs.orderId}}`.
     url: str = Field(min_length=1, max_length=MAX_URL_LENGTH)

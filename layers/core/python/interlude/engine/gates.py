@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from interlude.domain.errors import run_error
 from interlude.domain.ids import AUTHOR_ID, derive_opaque
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 from interlude.domain.templates import references, render
 from interlude.engine.nodetypes import GateSpec, NodeType
 
@@ -86,7 +86,7 @@ def _mint_conversation_id(node_id: str, scope: Mapping[str, Any]) -> str:
 # -- core.conversationGate ------------------------------------------------------------------------
 
 
-class ConversationGateConfig(FrozenClosed):
+class ConversationGateConfig(FrozenStored):
     # One turn of a conversation per node: start (the host mints conversationId), exchange, close.
     turn: Literal["start", "exchange", "close"] | None = None
     # The conformance fixture's whole lifecycle in one node, answered by the host's mock (mockAutoResume).
@@ -195,7 +195,7 @@ def _turn_refused(cfg: ConversationGateConfig, cid: Any, run: Mapping[str, Any])
 # -- core.confidenceGate --------------------------------------------------------------------------
 
 
-class ConfidenceGateConfig(FrozenClosed):
+class ConfidenceGateConfig(FrozenStored):
     agentId: str = Field(pattern=AUTHOR_ID)
     # A number from 0 to 1, or a template that resolves to one ("{{agent.confidence}}", "{{inputs.c}}").
     observed: float | str
@@ -241,7 +241,7 @@ def _is_confidence(value: Any) -> bool:
 # -- core.credentialGate --------------------------------------------------------------------------
 
 
-class CredentialGateConfig(FrozenClosed):
+class CredentialGateConfig(FrozenStored):
     provider: str = Field(pattern=AUTHOR_ID)
     scopes: list[str] = Field(default_factory=list, max_length=100)
     reason: Literal["missing", "expired", "insufficient_scope"] = "missing"

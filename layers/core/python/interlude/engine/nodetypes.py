@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import Field
 
 from interlude.domain.budgets import MAX_REMINDER_MS, MAX_REMINDERS, Meter
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 from interlude.domain.templates import referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
@@ -20,16 +20,16 @@ Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
 DEFAULT_ACTIONS: tuple[Action, ...] = ("accept", "reject")
 
 
-class NoopConfig(FrozenClosed):
+class NoopConfig(FrozenStored):
     pass
 
 
-class TransformConfig(FrozenClosed):
+class TransformConfig(FrozenStored):
     # Output object whose string leaves are `{{node_id.field}}` / `{{inputs.x}}` templates.
     outputs: dict[str, Any] = Field(default_factory=dict)
 
 
-class ApprovalGateConfig(FrozenClosed):
+class ApprovalGateConfig(FrozenStored):
     title: str = Field(min_length=1, max_length=500)
     description: str | None = Field(default=None, max_length=10000)
     actions: list[Action] = Field(default_factory=lambda: list(DEFAULT_ACTIONS), min_length=1)
@@ -54,19 +54,19 @@ class ApprovalGateConfig(FrozenClosed):
     escalationPrincipals: list[str] = Field(default_factory=list, max_length=100)
 
 
-class Question(FrozenClosed):
+class Question(FrozenStored):
     id: str = Field(min_length=1, max_length=128)
     question: str = Field(min_length=1, max_length=10000)
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
 
 
-class ClarificationGateConfig(FrozenClosed):
+class ClarificationGateConfig(FrozenStored):
     questions: list[Question] = Field(min_length=1, max_length=100)
     contextType: str | None = None
     timeoutMs: int = Field(default=0, ge=0)
 
 
-class InterruptConfig(FrozenClosed):
+class InterruptConfig(FrozenStored):
     kind: Literal["custom", "external-event"]
     data: dict[str, Any]
     resumeSchema: dict[str, Any] | None = None
@@ -77,7 +77,7 @@ class InterruptConfig(FrozenClosed):
 MAX_DELAY_MS = 30 * 24 * 3600 * 1000
 
 
-class DelayConfig(FrozenClosed):
+class DelayConfig(FrozenStored):
     # Or the node's `inputs.delayMs` binding ({"type": "variable", "variableName": ...} or a literal).
     delayMs: int | None = Field(default=None, ge=0, le=MAX_DELAY_MS)
 
@@ -107,7 +107,7 @@ class GateSpec:
 
 class NodeType(NamedTuple):
     type_id: str
-    config_model: type[FrozenClosed]
+    config_model: type[FrozenStored]
     # Exactly one of compute, ask, wait and act is set.
     compute: Callable[[Any, Mapping[str, Any]], dict[str, Any]] | None = None
     ask: Callable[[str, Any, Mapping[str, Any]], GateSpec] | None = None

@@ -760,7 +760,8 @@ def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
             )
             continue
         try:
-            config = node_type.config_model.model_validate(node.config)
+            # Closed here, where a definition is accepted; a stored one's config is read open (engine.run's visit).
+            config = node_type.config_model.model_validate(node.config, extra="forbid")
         except ValidationError as exc:
             for err in exc.errors():
                 loc = "/".join(str(p) for p in err["loc"])

@@ -29,7 +29,7 @@ from pydantic import Field, field_validator, model_validator
 
 from interlude.domain.errors import run_error
 from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.templates import MISSING, lookup
@@ -44,7 +44,7 @@ PARENT_CANCELLED = "parent-cancelled"
 MAX_MAPPING_ENTRIES = 100
 
 
-class SubWorkflowConfig(FrozenClosed):
+class SubWorkflowConfig(FrozenStored):
     workflowId: str = Field(min_length=1, max_length=256)
     # Cancelling the parent cancels the child (the only policy this host has; false is refused at registration,
     # since a detached child would outlive the run that waits on it).

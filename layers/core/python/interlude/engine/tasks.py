@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from pydantic import Field, model_validator
 
 from interlude.domain.budgets import Meter
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 from interlude.domain.templates import render
 from interlude.engine.actions import ActionSpec
 from interlude.engine.effect_names import TASK as TASK
@@ -46,7 +46,7 @@ MAX_INTERVAL_MS = 3600 * 1000
 NODE_RETRIED = "node.retried"
 
 
-class RetryConfig(FrozenClosed):
+class RetryConfig(FrozenStored):
     """ModuleX `retry_config` ({max_attempts?, initial_interval? (ms), backoff_factor?}); `max_retries` (the SDK's
     spelling) is read as max_attempts - 1. The intervals are numbers, as modulex-python types them (floats); a whole
     number stays an int, so a stored definition reads and hashes as it did."""
@@ -69,7 +69,7 @@ class RetryConfig(FrozenClosed):
         return int(min(self.initial_interval * self.backoff_factor ** max(0, attempt - 1), self.max_interval))
 
 
-class TaskLimits(FrozenClosed):
+class TaskLimits(FrozenStored):
     """Where a task goes and how long an attempt may take: every task node's config carries these."""
 
     queue: str | None = Field(default=None, pattern=QUEUE_RE.pattern)

@@ -44,7 +44,7 @@ from interlude.domain.errors import DomainError, TooLarge, Unavailable
 from interlude.domain.ids import tenant_of
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
-from interlude.store import item_index
+from interlude.store import item_formats, item_index
 from interlude.store import limits as counters
 from interlude.store.interactions import decode_cursor, encode_cursor
 from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
@@ -229,6 +229,8 @@ class Store:
     def __init__(self, table_name: str, client: Any = None) -> None:
         self.table = table_name
         self.client = client or boto3.client("dynamodb")
+        # Every answer of this client (the other stores share it) is refused if it holds an item too new to read.
+        item_formats.watch(self.client)
         # Called with (tenant, chain, head written) after every committed audit append (interlude.app.audit
         # checkpoints).
         self.after_audit: Callable[[str, int, Head], None] | None = None
@@ -686,7 +688,7 @@ class Store:
 
         state = transition.state
         pk = run_pk(state.runId)
-        items: list[tuple[str, dict[str, Any]]] = [(RUN_SK, {"Put": self._head_put(state, expected_version)})]
+        items: list[tuple[str, dict[str, Any]]] = [(RUN_SK, self._head_write(state, expected_version))]
         if docs:
             sk = event_sk(state.nextSeq - 1)
             batch: a.Item = {
@@ -717,24 +719,40 @@ class Store:
 
         return items + transition_items(transition, now_iso)
 
-    def _head_put(self, state: RunState, expected_version: int | None) -> dict[str, Any]:
-        """The run head at its next version, on condition that no one wrote the version expected."""
+    def _head_write(self, state: RunState, expected_version: int | None) -> dict[str, Any]:
+        """The TransactWriteItem of the run head at its next version, on condition that no one wrote the version
+        expected. A new head is put; an existing one is updated attribute by attribute, so an attribute a later
+        release added to it stays (a rollback's writes strand nothing: docs/operations.md, "Upgrades and rollbacks")."""
+        if expected_version is None:
+            return {"Put": self._head_put(state, None)}
+        owned = list(self._head_attributes(state, expected_version + 1).items())
+        return {
+            "Update": {
+                "Key": a.key(run_pk(state.runId), RUN_SK),
+                "UpdateExpression": "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned))),
+                "ConditionExpression": "#version = :expected",
+                "ExpressionAttributeNames": {"#version": "version", **{f"#h{i}": name for i, (name, _) in enumerate(owned)}},
+                "ExpressionAttributeValues": {
+                    ":expected": a.n(expected_version),
+                    **{f":h{i}": value for i, (_, value) in enumerate(owned)},
+                },
+            }
+        }
+
+    def _head_put(self, state: RunState, expected_version: None) -> dict[str, Any]:
+        """A new run head's Put, on condition that none exists."""
+        head = {**a.key(run_pk(state.runId), RUN_SK), **self._head_attributes(state, 1)}
+        return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
+
+    @staticmethod
+    def _head_attributes(state: RunState, version: int) -> a.Item:
         from interlude.domain.models.run import state_json
 
-        version = 1 if expected_version is None else expected_version + 1
-        head: a.Item = {
-            **a.key(run_pk(state.runId), RUN_SK),
+        return {
             "version": a.n(version),
             "status": a.s(state.status),
             "workflowId": a.s(state.workflowId),
             "state": a.packed_json(state_json(state)),
-        }
-        if expected_version is None:
-            return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
-        return {
-            "Item": head,
-            "ConditionExpression": "version = :v",
-            "ExpressionAttributeValues": {":v": a.n(expected_version)},
         }
 
     def transact(self, items: list[tuple[str, dict[str, Any]]], audit: AuditDraft) -> None:
@@ -798,7 +816,9 @@ class Store:
             body = next(iter(op.values()))
             body["TableName"] = self.table
             body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-            if "Item" in body and approximate_size(body["Item"]) > MAX_ITEM_BYTES:
+            # What an update sets counts toward its item as much as what a put writes (the run head is updated).
+            written = body.get("Item") or body.get("ExpressionAttributeValues")
+            if written and approximate_size(written) > MAX_ITEM_BYTES:
                 raise TooLarge("the run's state would exceed what one stored item can hold (400 KB)", dict(ITEM_BUDGET))
         # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
         transact_items = cast("list[TransactWriteItemTypeDef]", [op for _, op in items])

@@ -8,6 +8,7 @@ from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.dynamo import run_id_of
 from interlude.store.inbox import closed_entry_keys
+from interlude.store.item_formats import check_item
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -36,7 +37,7 @@ def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | 
     run_id = record_run_id(record)
     if run_id is None:
         return None
-    image = record["dynamodb"].get("NewImage") or {}
+    image = new_image(record)
     return run_id, a.unpacked(image["events"]) if "events" in image else []
 
 
@@ -45,7 +46,15 @@ def closed_inbox_entries(record: dict[str, Any]) -> list[a.Item]:
     transition closed (store/inbox.py, CLOSED_ENTRIES); none for any other record."""
     if not is_event_insert(record):
         return []
-    return closed_entry_keys(record["dynamodb"].get("NewImage") or {})
+    return closed_entry_keys(new_image(record))
+
+
+def new_image(record: dict[str, Any]) -> a.Item:
+    """The record's new image, refused if its item is in a format this release does not read (a call's answers are
+    checked by interlude.store.item_formats; a stream record reaches `dispatch` without one)."""
+    image: a.Item = record["dynamodb"].get("NewImage") or {}
+    check_item(image)
+    return image
 
 
 def record_run_id(record: dict[str, Any]) -> str | None:

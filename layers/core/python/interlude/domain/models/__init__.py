@@ -1,15 +1,63 @@
-"""Pydantic models of what Interlude stores and exchanges."""
+"""Pydantic models of what Interlude stores and exchanges.
+
+Strictness lives at the API edge, tolerance in storage (docs/decisions.md, "Stored items read forward"): a request
+body is validated closed wherever it is parsed (interlude.domain.validation.parse: an unknown field is a 400), while
+a stored document is read by whichever release reads it, the previous one too, so its model keeps the fields it does
+not know and writes them back. Every model's JSON Schema says closed: it describes what a request may send and what
+an answer holds.
+"""
+
+from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+from pydantic.config import ExtraValues, JsonDict
+
+# The schema of every model (request bodies, answers, stored documents) is closed, whatever `extra` does at runtime.
+CLOSED_SCHEMA: JsonDict = {"additionalProperties": False}
 
 
 class Closed(BaseModel):
-    """A closed body: an unknown field is refused (a 400 validation_error at the API)."""
+    """A request body only (never stored): an unknown field is refused (a 400 validation_error at the API)."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
-class FrozenClosed(BaseModel):
-    """Closed and immutable: workflow definitions and node configs, which are shared once parsed."""
+class Stored(BaseModel):
+    """A document that is stored (and may also arrive as a request body, held closed by the edge's parse): a field
+    it does not know, written by a later release, is kept on the model and written back with it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="allow", defer_build=True, json_schema_extra=CLOSED_SCHEMA)
+
+
+class FrozenStored(BaseModel):
+    """Stored and immutable: workflow definitions and node configs, which are shared once parsed."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True, json_schema_extra=CLOSED_SCHEMA)
+
+
+class Answer(BaseModel):
+    """What a route answers: a field it does not declare (a stored document's, written by a later release) is left
+    out of the answer, nested stored documents' too, so a release answers its own schema whatever it reads."""
+
+    model_config = ConfigDict(extra="ignore", defer_build=True, json_schema_extra=CLOSED_SCHEMA)
+
+    @classmethod
+    def model_validate(cls, obj: Any, *, extra: ExtraValues | None = None, **options: Any) -> Self:
+        return super().model_validate(obj, extra=extra or "ignore", **options)
+
+
+StoredModel = TypeVar("StoredModel", bound=BaseModel)
+
+
+def keeping_unknown(replacement: StoredModel, stored: BaseModel | None) -> StoredModel:
+    """`replacement` (a whole document a request puts in place of the stored one) with the fields `stored` holds that
+    this release does not know, nested documents' too: a field a later release wrote outlives a replacement by a
+    client of this one, which could neither see nor clear it."""
+    if stored is None:
+        return replacement
+    nested = {
+        name: keeping_unknown(value, getattr(stored, name, None))
+        for name in type(replacement).model_fields
+        if isinstance(value := getattr(replacement, name), BaseModel) and isinstance(getattr(stored, name, None), BaseModel)
+    }
+    return replacement.model_copy(update={**(stored.model_extra or {}), **(replacement.model_extra or {}), **nested})

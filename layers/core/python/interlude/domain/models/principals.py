@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 
 from interlude.domain.ids import SUBJECT_ID
-from interlude.domain.models import Closed
+from interlude.domain.models import Answer, Closed, Stored
 
 # Limits of a directory (README, "Limits"): every one is checked before anything is stored.
 MAX_DIRECTORY_PRINCIPALS = 10_000
@@ -38,14 +38,14 @@ Email = Annotated[str, StringConstraints(max_length=254, pattern=f"^{_MAIL_PART}
 SlackUserId = Annotated[str, StringConstraints(pattern=r"^[A-Z0-9]{2,32}$")]
 
 
-class OutOfOffice(Closed):
+class OutOfOffice(Stored):
     # The principal who acts for this one while away (issue 14 item 4 decides what a delegate may do).
     delegate: PrincipalId
     # The period, if bounded; without it the delegation holds until the entry is changed.
     start: AwareDatetime | None = Field(default=None, alias="from", exclude_if=lambda v: v is None)
     until: AwareDatetime | None = Field(default=None, exclude_if=lambda v: v is None)
 
-    model_config = {**Closed.model_config, "populate_by_name": True, "serialize_by_alias": True}
+    model_config = {**Stored.model_config, "populate_by_name": True, "serialize_by_alias": True}
 
     @model_validator(mode="after")
     def _ordered(self) -> OutOfOffice:
@@ -61,7 +61,7 @@ def _unset(value: object) -> bool:
     return value is None
 
 
-class PrincipalEntry(Closed):
+class PrincipalEntry(Stored):
     """`PUT /principals/{principalId}`: the whole entry (a field left out is cleared)."""
 
     displayName: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_CHARS, exclude_if=_unset)
@@ -116,7 +116,7 @@ class DelegateVoteRequest(Closed):
     delegate: PrincipalId
 
 
-class VoteDelegated(Closed):
+class VoteDelegated(Answer):
     runId: str
     nodeId: str
     interruptId: str

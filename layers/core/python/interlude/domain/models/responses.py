@@ -1,9 +1,10 @@
 """What the OpenWOP face answers: one model per success body (the OpenAPI document is generated from them).
 
-Closed (`additionalProperties: false` in the document), so a field that leaks into an answer fails the build's
-schemathesis run. A field that an answer carries only sometimes is `Omitted`: absent, never `null`. The run
-snapshot, the events and the interrupt payload keep their OpenWOP shapes: they travel as JSON objects here
-and the document describes them with the vendored OpenWOP schemas (interlude.domain.schemas).
+Closed in the document (`additionalProperties: false`); at runtime an answer leaves out what it does not declare
+(interlude.domain.models.Answer), so a stored field a later release wrote never reaches an older release's answer.
+A field that an answer carries only sometimes is `Omitted`: absent, never `null`. The run snapshot, the events and
+the interrupt payload keep their OpenWOP shapes: they travel as JSON objects here and the document describes them
+with the vendored OpenWOP schemas (interlude.domain.schemas).
 
 Here: the base, and the answers of the run routes (api/runs: discovery, workflows, createRun, getRun, poll,
 resolve, cancel, createKey), which a lifecycle's first request loads. Every other route area's answers are a module
@@ -19,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from interlude.domain.models import Answer
 from interlude.domain.models.run import RunStatus
 
 COMPONENT_MARKER = "x-interlude-component"
@@ -40,10 +42,6 @@ JsonObject = dict[str, Any]
 RunSnapshotDoc = Annotated[JsonObject, component("RunSnapshot")]
 RunEventDoc = Annotated[JsonObject, component("RunEvent")]
 WorkflowDocument = Annotated[JsonObject, component("WorkflowDefinition")]
-
-
-class Answer(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Implementation(Answer):

@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from interlude.domain import formats
+
 RunStatus = Literal[
     "pending",
     "running",
@@ -28,7 +30,10 @@ TERMINAL_NODE_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skip
 
 
 class Mutable(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False, defer_build=True)
+    """A part of the run head's document, rewritten by every transition: a field written by a later release is kept
+    and written back (interlude.domain.models.Stored says why)."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=False, defer_build=True)
 
 
 class NodeState(Mutable):
@@ -97,7 +102,7 @@ class PendingAction(Mutable):
 
 
 class RunState(Mutable):
-    v: int = 1  # format version of this document
+    v: int = 1  # this document's format (domain/formats.py)
     runId: str
     tenant: str
     workflowId: str
@@ -192,8 +197,13 @@ def state_json(state: RunState) -> bytes:
 def state_from_json(raw: bytes | str) -> RunState:
     """A stored state document (either encoder's, any key order), validated as model_validate(json.loads(raw)) would:
     what pydantic-core's parser refuses (a lone surrogate's escape) is parsed by json.loads, and an invalid document
-    raises that path's ValidationError."""
+    raises that path's ValidationError. A document in a format newer than this release reads (its `v`) is refused as
+    such (domain/formats.py), before any validation error its new shape would raise."""
     try:
-        return RunState.model_validate_json(raw)
+        state = RunState.model_validate_json(raw)
     except ValidationError:
-        return RunState.model_validate(json.loads(raw))
+        document = json.loads(raw)
+        formats.check("run", document.get(formats.FORMAT_FIELD) if isinstance(document, dict) else None)
+        state = RunState.model_validate(document)
+    formats.check("run", state.v)
+    return state

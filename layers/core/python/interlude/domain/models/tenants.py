@@ -1,4 +1,5 @@
-"""Request bodies of the approver inbox, external events, tenant settings and credential grants (closed)."""
+"""Request bodies of the approver inbox, external events and credential grants (closed), and the tenant's settings
+(stored: closed only where a request sends them)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints
 
 from interlude.domain import budgets
-from interlude.domain.models import Closed
+from interlude.domain.models import Closed, Stored
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
@@ -39,7 +40,7 @@ def _unset(value: object) -> bool:
     return value is None
 
 
-class TenantLimits(Closed):
+class TenantLimits(Stored):
     """The tenant's own limits; a field left out takes the host's default (config: INTERLUDE_TENANT_*).
 
     Each is capped here, whatever the tenant asks: the ceilings keep one tenant inside what the stage is sized
@@ -57,7 +58,7 @@ class TenantLimits(Closed):
     definitionNodes: int | None = Field(default=None, ge=1, le=MAX_DEFINITION_NODES, exclude_if=_unset)
 
 
-class TenantSettings(Closed):
+class TenantSettings(Stored):
     # Principals that release an approval gate alone where the gate sets overrideBypassesQuorum: a subjectId,
     # or `issuer|subjectId` to pin the issuer. Gates may name more in their own config.overridePrincipals.
     overridePrincipals: list[PrincipalRef] = Field(default_factory=list, max_length=100)

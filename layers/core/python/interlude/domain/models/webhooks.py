@@ -10,9 +10,9 @@ import base64
 import binascii
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
-from interlude.domain.models import Closed
+from interlude.domain.models import Answer, Closed
 
 # Subscriptions a tenant may hold at once (each one is a Secrets Manager secret and a query row per transition).
 MAX_WEBHOOKS_PER_TENANT = 25
@@ -76,11 +76,7 @@ class RotateWebhookSecretRequest(Closed):
     secret: StandardWebhooksSecret | None = None
 
 
-class WebhookAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class WebhookRegistered(WebhookAnswer):
+class WebhookRegistered(Answer):
     """`webhookId` is the OpenAPI's name, `subscriptionId` openwop-client's: the same tenant-bound id."""
 
     webhookId: str
@@ -95,14 +91,14 @@ class WebhookRegistered(WebhookAnswer):
     createdAt: str
 
 
-class WebhookSecretRotated(WebhookAnswer):
+class WebhookSecretRotated(Answer):
     rotatedAt: str
     previousSecretExpiresAt: str
     # Present only when the host generated the new secret (the request carried none).
     secret: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
-class DeadLetteredDelivery(WebhookAnswer):
+class DeadLetteredDelivery(Answer):
     """Names a delivery that will not be retried; never its body, its headers or the secret (RFC 0188 §B.1)."""
 
     deliveryId: str
@@ -117,6 +113,6 @@ class DeadLetteredDelivery(WebhookAnswer):
     lastStatus: int | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
-class WebhookDeadLetterPage(WebhookAnswer):
+class WebhookDeadLetterPage(Answer):
     deliveries: list[DeadLetteredDelivery]
     nextCursor: str | None = Field(default=None, exclude_if=lambda value: value is None)

@@ -1,4 +1,5 @@
-"""An OpenWOP workflow definition, in the shape of shared/openwop/fixtures/*.json (closed: unknown fields refused)."""
+"""An OpenWOP workflow definition, in the shape of shared/openwop/fixtures/*.json (closed at PUT /workflows/{id}: an
+unknown field is refused there; a stored version read by any release keeps what that release does not know)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from interlude.domain.ids import AUTHOR_ID
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
 FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed"})
@@ -15,12 +16,12 @@ FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed
 AuthorId = Field(pattern=AUTHOR_ID)
 
 
-class Position(FrozenClosed):
+class Position(FrozenStored):
     x: float
     y: float
 
 
-class Node(FrozenClosed):
+class Node(FrozenStored):
     id: str = AuthorId
     typeId: str = Field(min_length=1, max_length=128)
     name: str | None = None
@@ -31,7 +32,7 @@ class Node(FrozenClosed):
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
-class Edge(FrozenClosed):
+class Edge(FrozenStored):
     id: str | None = None
     sourceNodeId: str = AuthorId
     targetNodeId: str = AuthorId
@@ -41,7 +42,7 @@ class Edge(FrozenClosed):
     triggerRule: TriggerRule = "all_success"
 
 
-class Variable(FrozenClosed):
+class Variable(FrozenStored):
     """A declared input of the workflow: createRun refuses a run whose `inputs` lack a required one or hold a value
     outside its `type` or `schema` (a JSON Schema, draft 2020-12), so no gate is ever shown an unfilled `{{…}}`."""
 
@@ -66,14 +67,14 @@ class Variable(FrozenClosed):
         return value
 
 
-class Trigger(FrozenClosed):
+class Trigger(FrozenStored):
     id: str
     type: str
     enabled: bool = True
     config: dict[str, Any] = Field(default_factory=dict)
 
 
-class WorkflowDefinition(FrozenClosed):
+class WorkflowDefinition(FrozenStored):
     id: str | None = Field(default=None, pattern=AUTHOR_ID)
     name: str | None = None
     version: str | None = None

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from interlude.domain.budgets import Meter
-from interlude.domain.models import FrozenClosed
+from interlude.domain.models import FrozenStored
 from interlude.domain.templates import referenced_nodes
 from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
 from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lookup, render, resolve
@@ -28,7 +28,7 @@ CUSTOM_KIND = "modulex.interrupt"
 # -- interrupt -------------------------------------------------------------------------------------
 
 
-class InterruptConfig(FrozenClosed):
+class InterruptConfig(FrozenStored):
     message: str = ""  # may be empty (InterruptNodeConfig.message has no minimum length)
     resume_schema: dict[str, Any] | None = None
     examples: Any = None
@@ -90,7 +90,7 @@ OPERATORS = {
 }
 
 
-class Branch(FrozenClosed):
+class Branch(FrozenStored):
     id: str | None = None
     name: str | None = None
     # Either a structured test (source / operator / value) ...
@@ -106,7 +106,7 @@ class Branch(FrozenClosed):
         return self.name or self.id or self.target
 
 
-class ConditionalConfig(FrozenClosed):
+class ConditionalConfig(FrozenStored):
     condition_type: Literal["expression"] = "expression"
     expression_branches: list[Branch] = Field(default_factory=list)
     # `expression` evaluates to a route name; `routes` maps it to a node.
@@ -234,13 +234,13 @@ OperationType = Literal[
 ]
 
 
-class Operation(FrozenClosed):
+class Operation(FrozenStored):
     type: OperationType
     field: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class TransformerConfig(FrozenClosed):
+class TransformerConfig(FrozenStored):
     # A reference (`{{node_x}}`, `{{input}}`) whose value the operations start from; omitted: the run input.
     source: str | None = None
     operations: list[Operation] = Field(default_factory=list)

@@ -16,6 +16,7 @@ from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
 from interlude.domain.ids import AUTHOR_ID_RE, from_wire, tenant_of, to_wire
+from interlude.domain.models import Answer
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -71,11 +72,7 @@ RUN_FIELDS = frozenset(ModulexRunRequest.model_fields)
 WorkflowSource = Literal["request", "database"]
 
 
-class ModulexAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class ModulexRunStarted(ModulexAnswer):
+class ModulexRunStarted(Answer):
     status: ModulexStatus
     run_id: str
     thread_id: str
@@ -89,7 +86,7 @@ class ModulexRunStarted(ModulexAnswer):
     message: str
 
 
-class ModulexResumed(ModulexAnswer):
+class ModulexResumed(Answer):
     status: Literal["resumed"]
     run_id: str
     thread_id: str
@@ -98,14 +95,14 @@ class ModulexResumed(ModulexAnswer):
     message: str
 
 
-class ModulexCancelled(ModulexAnswer):
+class ModulexCancelled(Answer):
     status: Literal["cancellation_requested"]
     run_id: str
     reason: str | None
     message: str
 
 
-class ModulexStateMetadata(ModulexAnswer):
+class ModulexStateMetadata(Answer):
     status: ModulexStatus
     openwop_status: str
     workflow_id: str
@@ -113,7 +110,7 @@ class ModulexStateMetadata(ModulexAnswer):
     step: int
 
 
-class ModulexState(ModulexAnswer):
+class ModulexState(Answer):
     thread_id: str
     run_id: str
     checkpoint_id: str

@@ -24,12 +24,12 @@ from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.service import Service
 from interlude.domain.errors import Invalid, NotFound, Unprocessable
 from interlude.domain.ids import INLINE_WORKFLOW_PREFIX, to_wire
+from interlude.domain.models import Answer
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of
-from interlude.faces.modulex.operations import ModulexAnswer
 from interlude.rules import auth
 
 # The fields of a ModuleX workflow a create or update may set (modulex-python's `workflows.update` allow-list).
@@ -69,7 +69,7 @@ class ModulexWorkflowRequest(BaseModel):
 # -- answers (closed: the OpenAPI document is generated from them) -------------------------------------
 
 
-class ModulexWorkflow(ModulexAnswer):
+class ModulexWorkflow(Answer):
     """A ModuleX workflow as modulex-python's WorkflowResponse, and the latest version its schema runs as."""
 
     id: str
@@ -93,7 +93,7 @@ class ModulexWorkflow(ModulexAnswer):
     latest_version: int
 
 
-class OpenwopWorkflow(ModulexAnswer):
+class OpenwopWorkflow(Answer):
     """An OpenWOP workflow as a ModuleX client reads it (GET /workflows/{id}): the fields modulex-python's
     WorkflowResponse declares that an OpenWOP workflow has, its latest version's number and its definition."""
 
@@ -115,7 +115,7 @@ class OpenwopWorkflow(ModulexAnswer):
     definition: dict[str, Any]
 
 
-class WorkflowSummary(ModulexAnswer):
+class WorkflowSummary(Answer):
     """A listed workflow of either face (GET /workflows): `face` says which; versions are numbered 1..latest."""
 
     id: str
@@ -131,7 +131,7 @@ class WorkflowSummary(ModulexAnswer):
     visibility: str | None = None
 
 
-class WorkflowList(ModulexAnswer):
+class WorkflowList(Answer):
     workflows: list[WorkflowSummary]
     total: int
     page: int
@@ -139,13 +139,13 @@ class WorkflowList(ModulexAnswer):
     total_pages: int
 
 
-class WorkflowDeleted(ModulexAnswer):
+class WorkflowDeleted(Answer):
     status: Literal["deleted"]
     workflow_id: str
     message: str
 
 
-class RunFields(ModulexAnswer):
+class RunFields(Answer):
     """What a run's row and its detail both carry, in ModuleX's order."""
 
     id: str
@@ -165,7 +165,7 @@ class RunRow(RunFields):
     has_output: bool
 
 
-class RunRows(ModulexAnswer):
+class RunRows(Answer):
     runs: list[RunRow]
     has_more: bool
     limit: int

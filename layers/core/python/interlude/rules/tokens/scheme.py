@@ -138,6 +138,8 @@ class KeyRing:
     current_kid: str
     # Secrets stay out of repr so a logged ring leaks nothing.
     keys: Mapping[str, bytes] = field(repr=False, hash=False)
+    # Fields of the stored ring this release does not know (a later release's), written back as read.
+    unknown: Mapping[str, Any] = field(default_factory=dict, repr=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         keys = dict(self.keys)
@@ -163,7 +165,7 @@ class KeyRing:
         kid = _new_kid()
         while kid in self.keys:
             kid = _new_kid()
-        return KeyRing(current_kid=kid, keys={**self.keys, kid: secrets.token_bytes(MIN_SECRET_BYTES)})
+        return KeyRing(current_kid=kid, keys={**self.keys, kid: secrets.token_bytes(MIN_SECRET_BYTES)}, unknown=self.unknown)
 
     def retired(self, kid: str) -> KeyRing:
         """A ring without `kid`: every token signed under it stops verifying."""
@@ -171,11 +173,13 @@ class KeyRing:
             raise ValueError(f"kid {kid!r} is the current signing kid; rotate before retiring it")
         if kid not in self.keys:
             raise ValueError(f"kid {kid!r} is not in the ring")
-        return KeyRing(current_kid=self.current_kid, keys={k: s for k, s in self.keys.items() if k != kid})
+        kept = {k: s for k, s in self.keys.items() if k != kid}
+        return KeyRing(current_kid=self.current_kid, keys=kept, unknown=self.unknown)
 
     def to_json(self) -> str:
         return json.dumps(
             {
+                **self.unknown,
                 "version": 1,
                 "current": self.current_kid,
                 "keys": {kid: _b64url_encode(secret) for kid, secret in self.keys.items()},
@@ -191,8 +195,10 @@ class KeyRing:
             doc = json.loads(text)
         except (ValueError, RecursionError) as exc:
             raise ValueError("key ring is not valid JSON") from exc
-        if not isinstance(doc, dict) or set(doc) != {"version", "current", "keys"} or doc["version"] != 1:
+        if not isinstance(doc, dict) or not {"version", "current", "keys"} <= set(doc):
             raise ValueError("key ring must be {version: 1, current, keys}")
+        if doc["version"] != 1:
+            raise ValueError(f"key ring is in format {doc['version']!r}, newer than this release reads (1)")
         if not isinstance(doc["current"], str) or not isinstance(doc["keys"], dict):
             raise ValueError("key ring current must be a string and keys an object")
         keys: dict[str, bytes] = {}
@@ -201,7 +207,8 @@ class KeyRing:
             if secret is None:
                 raise ValueError(f"secret for kid {kid!r} is not canonical unpadded base64url")
             keys[kid] = secret
-        return cls(current_kid=doc["current"], keys=keys)
+        unknown = {name: value for name, value in doc.items() if name not in ("version", "current", "keys")}
+        return cls(current_kid=doc["current"], keys=keys, unknown=unknown)
 
 
 def mint(claims: TokenClaims, ring: KeyRing) -> str:

@@ -15,7 +15,7 @@ class OutOfOfficeAnswer(Answer):
     from_: str | None = Field(default=None, alias="from", exclude_if=lambda value: value is None)
     until: str = Omitted()
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class PrincipalAnswer(Answer):

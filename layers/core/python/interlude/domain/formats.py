@@ -1,0 +1,33 @@
+"""The formats of stored items, and the newest this release reads.
+
+A stored item (or a stored document: the run head's state, RunState.v) carries its format in `v`, a whole number; an
+item without one is in format 1, and every kind of item is written in format 1 so far (the kinds: the docstrings of
+interlude.store's modules). A change that keeps every field's meaning (a new optional field, a new kind of item) is
+no new format: the previous release reads it and keeps the field (interlude.domain.models.Stored). A change it could
+not read is a new format of that kind (numbered across the table: the next number, whichever kind, so one READS
+covers every kind), shipped in two releases: the first reads it (READS goes up) and still writes the old one, the
+next writes it (setting `v` on that kind's items), so the release before every release reads what that release writes
+and a rollback of one release strands nothing (docs/operations.md, "Upgrades and rollbacks"). An item in a newer
+format than READS is refused, by name, wherever it is read (`interlude.item_too_new`), never misread.
+"""
+
+from __future__ import annotations
+
+from interlude.domain.errors import Internal
+
+# The item attribute (and the document field) that holds an item's format; absent: 1.
+FORMAT_FIELD = "v"
+# The newest format this release reads, of any kind.
+READS = 1
+
+
+def check(kind: str, written_in: object) -> None:
+    """Refuse an item of `kind` whose format (its `v`, None when absent) is newer than this release reads."""
+    if written_in is None or (isinstance(written_in, int) and written_in <= READS):
+        return
+    raise Internal(
+        f"a stored {kind} item is in format {written_in}, newer than this release of Interlude reads (up to {READS}):"
+        " it was written by a later release; deploy that release (or a later one) again",
+        {"kind": kind, "format": written_in, "reads": READS},
+        code="interlude.item_too_new",
+    )
