@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pytest
 
@@ -9,25 +9,98 @@ from interlude.app.service import Service
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
+from interlude.store import Store
+from tests.support.moto_world import World, create_world, private_account, shared_world
+
+# The tenant of the running test's world: the one keys are issued in unless a test names another.
+_tenant_of_test: str | None = None
 
 
 @pytest.fixture(autouse=True)
 def _fresh_lambda_instances():
-    # Each test is its own moto world: handlers must not carry caches from the previous one.
+    # Handlers must not carry caches (settings, services, key rings) from the previous test into this one.
     fresh_instances()
     yield
     fresh_instances()
 
 
+def _entered(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
+    global _tenant_of_test
+    for name, value in world.env.items():
+        monkeypatch.setenv(name, value)
+    _tenant_of_test = world.tenant
+    return world
+
+
+@pytest.fixture
+def world(monkeypatch) -> Iterator[World]:
+    """The process's shared moto world (tests/support/moto_world.py), as a tenant no other test uses."""
+    global _tenant_of_test
+    yield _entered(shared_world(), monkeypatch)
+    _tenant_of_test = None
+
+
+@pytest.fixture
+def private_world(monkeypatch) -> Iterator[World]:
+    """A moto world of the test's own (an AWS account no other test sees), made as the shared one is: for a test
+    of the table itself (every item, every stream record, a sweep across all tenants)."""
+    global _tenant_of_test
+    with private_account():
+        yield _entered(create_world(), monkeypatch)
+    _tenant_of_test = None
+
+
+@pytest.fixture
+def tenant(world) -> str:
+    """The test's own tenant."""
+    return world.tenant
+
+
+@pytest.fixture
+def other_tenant(world) -> str:
+    """Another tenant, as fresh as the test's own."""
+    return world.other_tenant
+
+
+def tenant_of_test() -> str:
+    """The running test's tenant, for helpers that are not fixtures (keys are issued in it unless told)."""
+    assert _tenant_of_test is not None, "the test uses no world fixture"
+    return _tenant_of_test
+
+
+@pytest.fixture
+def service(world) -> Service:
+    return Service(Store(world.table))
+
+
+@pytest.fixture
+def admin(service) -> Principal:
+    return signed_in(service, "admin")
+
+
+def _tenant(tenant: str | None) -> str:
+    return tenant or _tenant_of_test or "t1"
+
+
 def new_api_key(
-    service: Service, subject: str = "admin", tenant: str = "t1", scopes: Iterable[str] = wiring.ALL_SCOPES, **extra
+    service: Service,
+    subject: str = "admin",
+    tenant: str | None = None,
+    scopes: Iterable[str] = wiring.ALL_SCOPES,
+    **extra,
 ) -> str:
-    """Issue an API key for `subject` in `tenant` (every scope unless told); returns the bearer secret."""
-    return service.issue_key(tenant, CreateKeyRequest(subjectId=subject, scopes=list(scopes), **extra))["apiKey"]
+    """Issue an API key for `subject` in `tenant` (the test world's, unless told; every scope unless told); returns
+    the bearer secret."""
+    request = CreateKeyRequest(subjectId=subject, scopes=list(scopes), **extra)
+    return service.issue_key(_tenant(tenant), request)["apiKey"]
 
 
 def signed_in(
-    service: Service, subject: str = "admin", tenant: str = "t1", scopes: Iterable[str] = wiring.ALL_SCOPES, **extra
+    service: Service,
+    subject: str = "admin",
+    tenant: str | None = None,
+    scopes: Iterable[str] = wiring.ALL_SCOPES,
+    **extra,
 ) -> Principal:
     """The principal a request bearing a freshly issued key for `subject` authenticates as."""
     return service.authenticate(f"Bearer {new_api_key(service, subject, tenant, scopes, **extra)}")

@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from interlude.app import tenants
 from interlude.app.service import Service
@@ -21,10 +20,10 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import CredentialGrantRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
-from interlude.store import Store, create_table
+from interlude.store import Store
 from tests.integration.conftest import signed_in
+from tests.support.moto_world import TABLE
 
-TABLE = "interlude-budgets-test"
 SEED = "x" * 100
 CREDENTIAL = {"provider": "github", "scopes": ["repo"], "connectUrl": "https://app.example/connect/github"}
 # Every kind of gate, the config that raises it, and an answer that completes it.
@@ -53,16 +52,13 @@ class Clock:
 
 
 @pytest.fixture
-def service(monkeypatch) -> Service:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE), clock=Clock())
+def service(world) -> Service:
+    return Service(Store(world.table), clock=Clock())
 
 
 @pytest.fixture
-def admin(service):
-    tenants.put_grant(service, "t1", "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "admin")
+def admin(service, tenant):
+    tenants.put_grant(service, tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "admin")
     return signed_in(service, "admin")
 
 
@@ -225,11 +221,11 @@ def transaction_sizes(client) -> list[int]:
     return sizes
 
 
-def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service):
+def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service, tenant):
     from interlude.domain.audit import AuditDraft
 
-    items = [(f"X#{i:03}", {"Put": {"Item": {"pk": {"S": "T#t1#X"}, "sk": {"S": f"X#{i:03}"}}}}) for i in range(99)]
-    audit = AuditDraft("t1", "test.write", {"subjectId": "admin"}, {"tenant": "t1"}, "2026-12-02T00:00:00Z")
+    items = [(f"X#{i:03}", {"Put": {"Item": {"pk": {"S": f"T#{tenant}#X"}, "sk": {"S": f"X#{i:03}"}}}}) for i in range(99)]
+    audit = AuditDraft(tenant, "test.write", {"subjectId": "admin"}, {"tenant": tenant}, "2026-12-02T00:00:00Z")
     sent = transaction_sizes(service.store.client)
     with pytest.raises(TooLarge) as refused:  # 99 items, the audit entry and its chain's head (and marker): > 100
         service.store.transact(items, audit)
@@ -238,12 +234,12 @@ def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service)
     assert "one transaction holds at most 100" in refused.value.message
     assert sent == []  # refused here, not by DynamoDB (whose ValidationException the edge would answer with a 500)
     written = boto3.client("dynamodb").query(
-        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "T#t1#X"}}
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#X"}}
     )
     assert written["Items"] == []
     service.store.transact(items[:90], audit)  # under the limit it is written whole
     written = boto3.client("dynamodb").query(
-        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "T#t1#X"}}
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#X"}}
     )
     assert len(written["Items"]) == 90
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
@@ -24,11 +22,10 @@ from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine.events import check
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store.sharded import family_pks
-from tests.integration.conftest import signed_in
+from tests.integration.conftest import signed_in, tenant_of_test
 
-TABLE = "interlude-delegation-test"
 ISSUER = "urn:interlude:api-key"
 
 
@@ -42,16 +39,8 @@ class Clock:
 
 
 @pytest.fixture
-def service(monkeypatch) -> Service:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE), clock=Clock())
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, "admin")
+def service(world) -> Service:
+    return Service(Store(world.table), clock=Clock())
 
 
 @pytest.fixture
@@ -60,7 +49,7 @@ def people(service):
 
 
 def allow(service, allowed: bool = True) -> None:
-    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=allowed), "admin")
+    tenants.put_settings(service, tenant_of_test(), TenantSettings(allowDelegation=allowed), "admin")
 
 
 def gate_run(service, admin, workflow_id: str = "ship", **config) -> str:
@@ -74,7 +63,7 @@ def delegate(service, who, run_id: str, to: str) -> dict:
 
 
 def votes(service, admin, run_id: str) -> list[dict]:
-    state, _ = service.load_run("t1", run_id)
+    state, _ = service.load_run(admin.tenant, run_id)
     # What the snapshot shows of the gate's votes (the public fields).
     return service.snapshot(state)["extensions"]["interlude.run"]["openInterrupts"]["gate"]["votes"]
 
@@ -127,7 +116,7 @@ def test_a_vote_delegated_for_one_interrupt_records_both_principals_and_counts_o
     assert resolved["payload"]["decision"] == "granted"
 
 
-def test_an_eligible_delegate_votes_for_themselves_and_once_for_the_delegator(service, admin, people):
+def test_an_eligible_delegate_votes_for_themselves_and_once_for_the_delegator(service, admin, people, tenant):
     allow(service)
     run_id = gate_run(service, admin, approversList=["alice", "bob"], requiredApprovals=2)
     delegate(service, people["alice"], run_id, "bob")
@@ -136,7 +125,7 @@ def test_an_eligible_delegate_votes_for_themselves_and_once_for_the_delegator(se
         "waiting-approval"
     )
     assert service.resolve_interrupt(people["bob"], run_id, "gate", {"action": "accept"})["status"] == "completed"
-    state, _ = service.load_run("t1", run_id)
+    state, _ = service.load_run(tenant, run_id)
     (closed,) = [e for e in service.store.read_events(run_id) if e["type"] == "interrupt.resolved"]
     assert closed["payload"]["resumeValue"]["onBehalfOf"] == "alice"
     assert state.status == "completed"
@@ -192,12 +181,12 @@ def test_what_a_delegation_may_not_be(service, admin, people):
     assert kind.value.details["field"] == "nodeId"
 
 
-def test_an_out_of_office_delegate_votes_for_the_absent_approver(service, admin, people):
+def test_an_out_of_office_delegate_votes_for_the_absent_approver(service, admin, people, tenant):
     allow(service)
     now = service.clock()
     away = {"delegate": "dave", "from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=2)).isoformat()}
-    directory.put_principal(service, "t1", "alice", parse(PrincipalEntry, {"groups": ["finance"], "outOfOffice": away}, "entry"), "admin")
-    directory.put_principal(service, "t1", "bob", parse(PrincipalEntry, {"groups": ["finance"]}, "entry"), "admin")
+    directory.put_principal(service, tenant, "alice", parse(PrincipalEntry, {"groups": ["finance"], "outOfOffice": away}, "entry"), "admin")
+    directory.put_principal(service, tenant, "bob", parse(PrincipalEntry, {"groups": ["finance"]}, "entry"), "admin")
     run_id = gate_run(service, admin, approverGroupRefs=["finance"], requiredApprovals=2)
 
     # When dave (in no group) votes, it is alice's vote, by her out-of-office delegation
@@ -215,11 +204,11 @@ def test_an_out_of_office_delegate_votes_for_the_absent_approver(service, admin,
     assert service.resolve_interrupt(people["bob"], run_id, "gate", {"action": "accept"})["status"] == "completed"
 
 
-def test_an_out_of_office_period_that_is_over_gives_the_delegate_nothing(service, admin, people):
+def test_an_out_of_office_period_that_is_over_gives_the_delegate_nothing(service, admin, people, tenant):
     allow(service)
     now = service.clock()
     past = {"delegate": "dave", "from": (now - timedelta(days=3)).isoformat(), "until": (now - timedelta(days=1)).isoformat()}
-    directory.put_principal(service, "t1", "alice", parse(PrincipalEntry, {"outOfOffice": past}, "entry"), "admin")
+    directory.put_principal(service, tenant, "alice", parse(PrincipalEntry, {"outOfOffice": past}, "entry"), "admin")
     run_id = gate_run(service, admin, approversList=["alice"])
     with pytest.raises(Forbidden) as refused:
         service.resolve_interrupt(people["dave"], run_id, "gate", {"action": "accept"})
@@ -244,7 +233,7 @@ def away(service, delegate: str, **entry) -> dict:
 
 
 def put_entry(service, pid: str, entry: dict) -> None:
-    directory.put_principal(service, "t1", pid, parse(PrincipalEntry, entry, "entry"), "admin")
+    directory.put_principal(service, tenant_of_test(), pid, parse(PrincipalEntry, entry, "entry"), "admin")
 
 
 def test_a_gate_handed_to_a_delegate_is_in_their_inbox_on_behalf_of_the_delegator_until_decided(service, admin, people):
@@ -277,7 +266,9 @@ def test_a_tenant_that_withdraws_delegation_takes_the_gate_out_of_the_delegates_
     assert run_id not in inbox_of(service, people["dave"])
 
 
-def test_an_out_of_office_delegates_inbox_lists_the_absent_approvers_gates_by_name_group_and_role(service, admin, people):
+def test_an_out_of_office_delegates_inbox_lists_the_absent_approvers_gates_by_name_group_and_role(
+    service, admin, people
+):
     allow(service)
     put_entry(service, "alice", away(service, "dave", groups=["finance"], roles=["cfo"]))
     by_group = gate_run(service, admin, "by-group", approverGroupRefs=["finance"])
@@ -306,7 +297,7 @@ def test_an_out_of_office_delegates_inbox_lists_the_absent_approvers_gates_by_na
     assert set(inbox_of(service, people["dave"])) == {anyone}
 
 
-def test_a_delegate_stands_in_for_at_most_five_principals(service, admin, people):
+def test_a_delegate_stands_in_for_at_most_five_principals(service, admin, people, tenant):
     for n in range(MAX_DELEGATORS_PER_DELEGATE):
         put_entry(service, f"p{n}", away(service, "dave"))
     with pytest.raises(Forbidden) as refused:
@@ -319,19 +310,19 @@ def test_a_delegate_stands_in_for_at_most_five_principals(service, admin, people
     }
     # Nothing of the refused entry was stored
     with pytest.raises(NotFound):
-        directory.get_principal(service, "t1", "p-extra")
+        directory.get_principal(service, tenant, "p-extra")
     # Rewriting one of the five keeps its place; moving it to another delegate, or removing it, frees one
     put_entry(service, "p0", away(service, "dave", displayName="P zero"))
     put_entry(service, "p0", away(service, "carol"))
     put_entry(service, "p-extra", away(service, "dave"))
-    directory.delete_principal(service, "t1", "p1")
+    directory.delete_principal(service, tenant, "p1")
     put_entry(service, "p-late", away(service, "dave"))
-    delegators = {d["principalId"] for d in service.directory.delegations("t1", "dave", 10)}
+    delegators = {d["principalId"] for d in service.directory.delegations(tenant, "dave", 10)}
     assert delegators == {"p2", "p3", "p4", "p-extra", "p-late"}
-    assert [d["principalId"] for d in service.directory.delegations("t1", "carol", 10)] == ["p0"]
+    assert [d["principalId"] for d in service.directory.delegations(tenant, "carol", 10)] == ["p0"]
 
 
-def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(service, admin, people):
+def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(service, admin, people, tenant):
     now = service.clock()
     ended = {"delegate": "dave", "from": (now - timedelta(days=2)).isoformat(), "until": (now + timedelta(hours=1)).isoformat()}
     put_entry(service, "p0", {"groups": ["finance"], "outOfOffice": ended})
@@ -339,23 +330,23 @@ def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(
         put_entry(service, f"p{n}", {"outOfOffice": {"delegate": "dave"}})  # no end
     service.clock.now += timedelta(hours=2)  # p0's period has ended; the four others hold
     allow(service)
-    assert [d.principal for d in directory.delegators_of(service.directory, "t1", "dave", service.clock())] == [
+    assert [d.principal for d in directory.delegators_of(service.directory, tenant, "dave", service.clock())] == [
         f"{ISSUER}|p{n}" for n in range(1, MAX_DELEGATORS_PER_DELEGATE)
     ]
 
     put_entry(service, "p-new", away(service, "dave"))  # at the limit, counting the ended period: accepted
 
-    delegators = {d["principalId"] for d in service.directory.delegations("t1", "dave", 10)}
+    delegators = {d["principalId"] for d in service.directory.delegations(tenant, "dave", 10)}
     assert delegators == {f"p{n}" for n in range(1, MAX_DELEGATORS_PER_DELEGATE)} | {"p-new"}
-    p0 = directory.get_principal(service, "t1", "p0")
+    p0 = directory.get_principal(service, tenant, "p0")
     assert "outOfOffice" not in p0  # the ended period is removed from its entry; the rest of it stays
     assert p0["groups"] == ["finance"]
-    assert service.directory.get("t1", "p0")["updatedBy"] == "interlude:out-of-office-ended"
+    assert service.directory.get(tenant, "p0")["updatedBy"] == "interlude:out-of-office-ended"
     # Five periods that have not ended: the next is refused as before, and none of theirs is touched
     with pytest.raises(Forbidden) as refused:
         put_entry(service, "p-extra", away(service, "dave"))
     assert refused.value.details["quota"] == "delegatorsPerDelegate"
-    assert directory.get_principal(service, "t1", "p1")["outOfOffice"] == {"delegate": "dave"}
+    assert directory.get_principal(service, tenant, "p1")["outOfOffice"] == {"delegate": "dave"}
     # The count still tracks the items: one leaving makes room for exactly one
     put_entry(service, "p1", {})
     put_entry(service, "p-extra", away(service, "dave"))
@@ -364,7 +355,7 @@ def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(
 
 
 def test_the_delegates_inbox_entry_is_written_when_the_delegation_is_recorded_not_at_each_later_vote(
-    service, admin, people
+    service, admin, people, tenant
 ):
     allow(service)
     run_id = gate_run(service, admin, approversList=["alice", "bob", "carol", "erin"], requiredApprovals=4)
@@ -376,7 +367,7 @@ def test_the_delegates_inbox_entry_is_written_when_the_delegation_is_recorded_no
 
     service.store.client.meta.events.register("provide-client-params.dynamodb.BatchWriteItem", count)
 
-    daves = set(family_pks("t1", wiring.INBOX, "P#dave"))
+    daves = set(family_pks(tenant, wiring.INBOX, "P#dave"))
 
     def dave_entries() -> int:
         taken = sum(pk in daves for pk in written)

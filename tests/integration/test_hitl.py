@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
@@ -20,11 +19,9 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
-from interlude.store import Conflict, Store, create_table
+from interlude.store import Conflict, Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import wire
-
-TABLE = "interlude-hitl-test"
 
 
 class Clock:
@@ -42,16 +39,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(monkeypatch, clock) -> Service:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE), clock=clock)
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, "admin")
+def service(world, clock) -> Service:
+    return Service(Store(world.table), clock=clock)
 
 
 def external(node_id="wait", correlation=None, event_type="order.paid") -> dict:
@@ -145,7 +134,7 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
     assert service.store.read_events(run_id) == before
 
 
-def test_an_event_the_outbox_resumes_first_is_answered_as_resolving_it(service, admin, monkeypatch):
+def test_an_event_the_outbox_resumes_first_is_answered_as_resolving_it(service, admin, monkeypatch, tenant):
     """POST /events keeps the event before it reads the waiters, so dispatch (seeing the interrupt raised) can resume
     the gate with it in between: the answer still says this event resolved it, and the event is used, not kept."""
     register(service, admin, "pay", [external()])
@@ -182,8 +171,8 @@ def test_a_kept_event_is_used_once(service, admin):
     assert service.store.get_run(second)[0].status == "waiting-external"
 
 
-def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clock):
-    tenants.put_settings(service, "t1", TenantSettings.model_validate({"eventRetentionHours": 1}), "admin")
+def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clock, tenant):
+    tenants.put_settings(service, tenant, TenantSettings.model_validate({"eventRetentionHours": 1}), "admin")
     register(service, admin, "pay", [external()])
     result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
@@ -194,17 +183,17 @@ def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clo
     assert service.store.get_run(run_id)[0].status == "waiting-external"
 
 
-def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, admin):
+def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, admin, world, tenant):
     result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "e", "correlation": {}}))
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     expires = datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00"))
     assert timedelta(hours=23, minutes=59) < expires - sent <= timedelta(hours=24)
     items = boto3.client("dynamodb").query(
-        TableName=TABLE,
+        TableName=world.table,
         KeyConditionExpression="pk = :pk",
         ExpressionAttributeValues={
             ":pk": {
-                "S": f"T#t1#EV#{__import__('interlude.rules.interrupts.correlation', fromlist=['x']).correlation_hash('e', {})}"
+                "S": f"T#{tenant}#EV#{__import__('interlude.rules.interrupts.correlation', fromlist=['x']).correlation_hash('e', {})}"
             }
         },
     )["Items"]
@@ -221,10 +210,10 @@ def test_a_closed_interrupt_no_longer_waits(service, admin):
     )
 
 
-def test_events_stay_inside_their_tenant(service, admin):
+def test_events_stay_inside_their_tenant(service, admin, other_tenant):
     register(service, admin, "pay", [external()])
     run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    stranger = signed_in(service, "eve", tenant="t2")
+    stranger = signed_in(service, "eve", tenant=other_tenant)
     assert (
         external_events.post_event(service, stranger, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"]
         == 0
@@ -346,48 +335,48 @@ def test_the_inbox_refuses_bad_queries(service, admin, query, field):
     assert (refused.value.code, refused.value.details["field"]) == ("validation_error", field)
 
 
-def test_a_cursor_from_another_tenant_is_refused(service, admin):
+def test_a_cursor_from_another_tenant_is_refused(service, admin, other_tenant, tenant):
     register(service, admin, "one", [approval()])
     for _ in range(3):
         service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
     cursor = inbox(service, admin, {"limit": "1"})["nextCursor"]
-    stranger = signed_in(service, "eve", tenant="t2")
+    stranger = signed_in(service, "eve", tenant=other_tenant)
     with pytest.raises(DomainError) as refused:
         inbox(service, stranger, {"cursor": cursor})
     assert refused.value.details["field"] == "cursor"
     with pytest.raises(DomainError) as foreign:
-        inbox(service, stranger, {"runId": "t1/AAAAAAAAAAAAAAAAAAAA"})
+        inbox(service, stranger, {"runId": f"{tenant}/AAAAAAAAAAAAAAAAAAAA"})
     assert foreign.value.code == "id_tenant_mismatch"
 
 
-def test_the_inbox_reads_through_the_index_never_a_scan(service, admin):
+def test_the_inbox_reads_through_the_index_never_a_scan(service, admin, tenant):
     register(service, admin, "one", [approval()])
     service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
     calls = []
     service.store.client.meta.events.register(
         "before-parameter-build.dynamodb",
         lambda **kw: calls.append(
-            (kw["model"].name, kw["params"].get("ExpressionAttributeValues", {}).get(":pk", {}).get("S", "")[:11])
+            (kw["model"].name, kw["params"].get("ExpressionAttributeValues", {}).get(":pk", {}).get("S", "")[: len(f"T#{tenant}#INBOX#")])
         ),
     )
     assert len(inbox(service, admin, {})["interrupts"]) == 1
     # The caller's directory entry (its groups and roles), the out-of-office delegations naming the caller (issue
     # 14 item 4), one Query per partition of the families it may be eligible through, then the interrupts they name.
     streams = wiring.INBOX.shards + 2  # ANY (sharded), and the caller's subject in its two spellings
-    delegations = ("Query", "T#t1#DIR#D#")
-    assert calls == [("GetItem", ""), delegations] + [("Query", "T#t1#INBOX#")] * streams + [("BatchGetItem", "")]
+    delegations = ("Query", f"T#{tenant}#DIR#D#")
+    assert calls == [("GetItem", ""), delegations] + [("Query", f"T#{tenant}#INBOX#")] * streams + [("BatchGetItem", "")]
 
 
 # -- tenant settings, override principals, credential grants ---------------------------------------
 
 
-def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_quorum(service, admin):
+def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_quorum(service, admin, tenant):
     register(service, admin, "q", [approval(requiredApprovals=3, overrideBypassesQuorum=True)])
     run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
     ops = signed_in(service, "ops")
     assert service.resolve_interrupt(ops, run_id, "gate", {"action": "accept"})["status"] == "waiting-approval"
     run2 = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
-    tenants.put_settings(service, "t1", TenantSettings.model_validate({"overridePrincipals": ["ops"]}), "admin")
+    tenants.put_settings(service, tenant, TenantSettings.model_validate({"overridePrincipals": ["ops"]}), "admin")
     assert service.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
     resolved = [e for e in service.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
     assert resolved["payload"]["decision"] == "overridden"
@@ -404,7 +393,7 @@ def test_tenant_settings_are_validated(body):
     assert refused.value.code == "validation_error"
 
 
-def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin):
+def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin, tenant, other_tenant):
     cred = {
         "id": "cred",
         "typeId": "core.credentialGate",
@@ -415,10 +404,10 @@ def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin
     with pytest.raises(DomainError) as refused:
         service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
     assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "resumeValue")
-    tenants.put_grant(service, "t2", "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "x")  # another tenant's grant does not count
+    tenants.put_grant(service, other_tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "x")  # another tenant's grant does not count
     with pytest.raises(DomainError):
         service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
-    tenants.put_grant(service, "t1", "github", CredentialGrantRequest.model_validate({"scopes": ["repo", "gist"]}), "admin")
+    tenants.put_grant(service, tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo", "gist"]}), "admin")
     assert service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})["status"] == "completed"
 
 
@@ -440,12 +429,12 @@ def test_credential_grants_are_validated_and_never_carry_material(provider, body
 # -- conversations ---------------------------------------------------------------------------------
 
 
-def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(service, admin):
+def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(service, admin, world, tenant):
     register(service, admin, "conv", [{"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start"}}])
     state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conv"}))
     cid = state.interrupts["open"].payload["data"]["conversationId"]
     item = boto3.client("dynamodb").get_item(
-        TableName=TABLE, Key={"pk": {"S": f"T#t1#CONV#{cid}"}, "sk": {"S": "CONV"}}
+        TableName=world.table, Key={"pk": {"S": f"T#{tenant}#CONV#{cid}"}, "sk": {"S": "CONV"}}
     )
     assert item["Item"]["runId"]["S"] == state.runId
     # A transition that claimed the same id again (a bug, or a forged id) cannot commit.

@@ -7,10 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from interlude.app import limits as app_limits
 from interlude.app import tenants
@@ -21,24 +19,18 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import limits as rules
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store import limits as counters_module
 from interlude.store.limits import LimitStore
 from tests.integration.conftest import new_api_key, signed_in
+from tests.support.moto_world import TABLE
 
-TABLE = "interlude-limits-test"
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
 
 
-@pytest.fixture
-def service(monkeypatch) -> Any:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE))
-
-
-def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_once_its_cache_lapses(service) -> None:
+def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_once_its_cache_lapses(
+    service, tenant, other_tenant
+) -> None:
     other_instance = Service(Store(TABLE))
     other_instance.KEY_CACHE_SECONDS = 0.3
     api_key = new_api_key(service, "robot")
@@ -46,7 +38,7 @@ def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_o
     assert other_instance.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
     assert service.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
 
-    service.revoke_key("t1", key_id)
+    service.revoke_key(tenant, key_id)
     with pytest.raises(DomainError) as here:
         service.authenticate(f"Bearer {api_key}")
     assert here.value.message == "the API key is revoked"
@@ -57,16 +49,16 @@ def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_o
         other_instance.authenticate(f"Bearer {api_key}")
     # Another tenant cannot revoke (or discover) the key.
     with pytest.raises(DomainError) as foreign:
-        service.revoke_key("t2", key_id)
+        service.revoke_key(other_tenant, key_id)
     assert foreign.value.code == "not_found"
 
 
-def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(service) -> None:
+def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(service, tenant, other_tenant) -> None:
     counters = LimitStore(TABLE, service.store.client)
     window = rules.window_of(1_000.5)
-    assert [counters.count_request("t1", window, 3) for _ in range(5)] == [1, 2, 3, None, None]
-    assert counters.count_request("t2", window, 3) == 1  # another tenant's window is its own
-    assert counters.count_request("t1", rules.window_of(1_001.0), 3) == 1  # the next window starts afresh
+    assert [counters.count_request(tenant, window, 3) for _ in range(5)] == [1, 2, 3, None, None]
+    assert counters.count_request(other_tenant, window, 3) == 1  # another tenant's window is its own
+    assert counters.count_request(tenant, rules.window_of(1_001.0), 3) == 1  # the next window starts afresh
 
 
 class CountedStore(LimitStore):
@@ -81,42 +73,46 @@ class CountedStore(LimitStore):
         return super().count_request(tenant, window, limit, requests)
 
 
-def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_lease_unused(service) -> None:
+def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_lease_unused(service, tenant) -> None:
     counters = CountedStore(service.store.client)
     here, there = RequestLeases(), RequestLeases()
     limit, window = 40, rules.window_of(2_000.0)
     # Each instance was busy in the window before, so it leases its pace at once (at most a quarter of the limit).
     for leases in (here, there):
         for _ in range(30):
-            assert leases.admit(counters, "t1", rules.window_of(1_999.0), 500).allowed
+            assert leases.admit(counters, tenant, rules.window_of(1_999.0), 500).allowed
     admitted = {"here": 0, "there": 0}
     for turn in range(200):
         name, leases = ("here", here) if turn % 3 else ("there", there)
-        if leases.admit(counters, "t1", window, limit).allowed:
+        if leases.admit(counters, tenant, window, limit).allowed:
             admitted[name] += 1
-    item = service.store.client.get_item(TableName=TABLE, Key={"pk": {"S": "T#t1#RATE"}, "sk": {"S": "W#2000"}})
+    item = service.store.client.get_item(TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#RATE"}, "sk": {"S": "W#2000"}})
     assert item["Item"]["n"] == {"N": str(limit)}  # the window's count is full: nothing more is admitted anywhere
     assert sum(admitted.values()) <= limit  # never more than the limit, whichever instance answered
     unused = limit - sum(admitted.values())
     assert unused < 2 * (limit // app_limits.LEASE_LIMIT_DIVISOR)  # each instance holds less than one lease unused
 
 
-def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_one(service) -> None:
+def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_one(
+    service, tenant, other_tenant
+) -> None:
     counters = CountedStore(service.store.client)
     busy = RequestLeases()
     for second in (3_000, 3_001, 3_002):
         for _ in range(40):
-            assert busy.admit(counters, "t1", rules.window_of(second + 0.5), 400).allowed
+            assert busy.admit(counters, tenant, rules.window_of(second + 0.5), 400).allowed
     # The first window grows its leases (1, 1, 2, 4, 8, 16, 32); each later one leases its pace (40) at once.
     assert counters.writes == 7 + 1 + 1
     quiet = RequestLeases()
     counters.writes = 0
     for second in (4_000, 4_002, 4_004):
-        assert quiet.admit(counters, "t2", rules.window_of(second + 0.5), 400).allowed
+        assert quiet.admit(counters, other_tenant, rules.window_of(second + 0.5), 400).allowed
     assert counters.writes == 3
 
 
-def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(service) -> None:
+def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(
+    service, tenant
+) -> None:
     admin = signed_in(service)
     service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
     service.put_workflow(
@@ -127,22 +123,22 @@ def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_s
     runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(3)]
     # A run that ends in the transaction that creates it never counts.
     assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "instant"})).status == "completed"
-    assert service.limiter.counters.usage("t1") == {"openRuns": 3, "workflowVersions": 2}
+    assert service.limiter.counters.usage(tenant) == {"openRuns": 3, "workflowVersions": 2}
 
-    tenants.put_settings(service, "t1", TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
+    tenants.put_settings(service, tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
     with pytest.raises(DomainError) as refused:
         service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     assert refused.value.details == {"quota": "openRuns", "limit": 1}
     service.resolve_interrupt(admin, runs[0], "gate", {"action": "accept"})
     service.resolve_interrupt(admin, runs[1], "gate", {"action": "reject"})
     service.cancel_run(admin, runs[2], CancelRunRequest())
-    assert service.limiter.counters.usage("t1")["openRuns"] == 0
+    assert service.limiter.counters.usage(tenant)["openRuns"] == 0
     service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     with pytest.raises(DomainError):
         service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
 
 
-def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service) -> None:
+def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service, tenant) -> None:
     admin = signed_in(service)
     service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
     calls: list[int] = []
@@ -160,22 +156,22 @@ def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service)
     state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     assert len(calls) == 2
     assert service.store.get_run(state.runId) is not None
-    assert service.limiter.counters.usage("t1")["openRuns"] == 1
+    assert service.limiter.counters.usage(tenant)["openRuns"] == 1
 
 
-def test_a_high_open_runs_quota_spreads_its_counter_and_each_run_releases_where_it_claimed(service) -> None:
+def test_a_high_open_runs_quota_spreads_its_counter_and_each_run_releases_where_it_claimed(service, tenant) -> None:
     admin = signed_in(service)
     service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
-    tenants.put_settings(service, "t1", TenantSettings.model_validate({"limits": {"openRuns": 3000}}), "admin")
+    tenants.put_settings(service, tenant, TenantSettings.model_validate({"limits": {"openRuns": 3000}}), "admin")
     runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(6)]
     shards = {service.store.get_run(run)[0].usageShard for run in runs}
     assert shards <= {0, 1, 2}
-    assert service.limiter.counters.usage("t1")["openRuns"] == 6
+    assert service.limiter.counters.usage(tenant)["openRuns"] == 6
     # A lowered quota (one shard) later: every run still releases on the shard it claimed on.
-    tenants.put_settings(service, "t1", TenantSettings.model_validate({"limits": {"openRuns": 10}}), "admin")
+    tenants.put_settings(service, tenant, TenantSettings.model_validate({"limits": {"openRuns": 10}}), "admin")
     for run in runs:
         service.cancel_run(admin, run, CancelRunRequest())
-    assert service.limiter.counters.usage("t1")["openRuns"] == 0
+    assert service.limiter.counters.usage(tenant)["openRuns"] == 0
     for shard in range(3):
-        got = service.store.client.get_item(TableName=TABLE, Key=counters_module.usage_key("t1", shard)).get("Item")
+        got = service.store.client.get_item(TableName=TABLE, Key=counters_module.usage_key(tenant, shard)).get("Item")
         assert got is None or int(got.get("openRuns", {"N": "0"})["N"]) == 0

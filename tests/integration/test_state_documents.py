@@ -7,26 +7,13 @@ import json
 import zlib
 
 import boto3
-import pytest
-from moto import mock_aws
 
-from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store, create_table
 from interlude.store.dynamo import RUN_SK
 from interlude.store.keys import run_pk
 from tests.integration.conftest import signed_in
-
-TABLE = "interlude-state-documents-test"
-
-
-@pytest.fixture
-def service(monkeypatch) -> Service:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE))
+from tests.support.moto_world import TABLE
 
 
 def head(run_id: str) -> dict:

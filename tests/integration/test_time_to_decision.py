@@ -5,19 +5,16 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from interlude.adapters import metrics
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store, create_table
+from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 
-TABLE = "interlude-test"
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -35,11 +32,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(monkeypatch, clock) -> Service:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE), clock=clock)
+def service(world, clock) -> Service:
+    return Service(Store(world.table), clock=clock)
 
 
 @pytest.fixture

@@ -6,37 +6,24 @@ import json
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.rules.auth import Principal
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store.dynamo import workflow_pk, workflow_version_sk
-from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
-
-TABLE = "interlude-test"
+from tests.support.moto_world import TABLE
 
 
 @pytest.fixture
-def client(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        c = boto3.client("dynamodb")
-        create_table(c, TABLE)
-        yield c
+def client(world):
+    return boto3.client("dynamodb")
 
 
 @pytest.fixture
 def service(client) -> Service:
     return Service(Store(TABLE, client))
-
-
-@pytest.fixture
-def admin(service) -> Principal:
-    return signed_in(service)
 
 
 def raw_definition(title: str) -> dict:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store import Store
+from tests.support.moto_world import current_account
 
 
 class DirectWrites:
@@ -22,7 +22,7 @@ class DirectWrites:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][client.meta.region_name]
+        self.backend = dynamodb_backends[current_account()][client.meta.region_name]
 
     def batch_write_item(self, RequestItems: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:  # noqa: N803
         for table, requests in RequestItems.items():

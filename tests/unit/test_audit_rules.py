@@ -153,3 +153,31 @@ def test_an_anchor_reads_back_only_as_signed_by_this_key_for_this_tenant() -> No
     signature = json.loads(published)["signature"]
     root = hashlib.sha256(rules.canonical(rules.anchor_document("acme", heads, "2026-12-05T00:00:00Z"))).hexdigest()
     assert not rules.signature_valid(public, root, signature)
+
+
+def chained(count: int, chain: int = 0) -> dict[int, dict]:
+    entries: dict[int, dict] = {}
+    previous = None
+    for seq in range(1, count + 1):
+        entries[seq] = AuditDraft("acme", "key.created", {"subjectId": "a"}, {"keyId": f"k{seq}"}, "2026-12-05T00:00:00Z").entry(seq, previous, chain)
+        previous = rules.entry_hash(entries[seq])
+    return entries
+
+
+def test_an_anchored_entry_changed_is_reported_once_and_a_rechained_tail_against_the_anchor() -> None:
+    entries = chained(4)
+    head = rules.Head(4, rules.entry_hash(entries[4]), 0)
+    anchored = rules.Anchored(3, rules.entry_hash(entries[3]), 0)
+
+    def anomalies(stored: dict[int, dict], at_head: rules.Head) -> list[tuple[int, str]]:
+        answer = rules.walk(0, 10, stored, [], at_head, None, lambda at: 0, 0, anchored)
+        return [(a["atSeq"], a.get("kind", "chain-break")) for a in answer["anomalies"]]
+
+    assert anomalies(entries, head) == []
+    # Entry 3 altered: its successor's prevHash already says so; the anchor adds nothing.
+    altered = {**entries, 3: {**entries[3], "details": {"x": 1}}}
+    assert anomalies(altered, head) == [(4, "chain-break")]
+    # Entry 3 altered and entry 4 and the head rewritten to match: only the anchor still knows.
+    rechained = {**altered, 4: {**entries[4], "prevHash": rules.entry_hash(altered[3])}}
+    rehead = rules.Head(4, rules.entry_hash(rechained[4]), 0)
+    assert anomalies(rechained, rehead) == [(3, "hash-mismatch")]
