@@ -29,6 +29,12 @@ FAKE_AWS = {
 }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "private_world: a moto world of the test's own (tests/integration/conftest.py, `world`)"
+    )
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _fake_aws_environment():
     saved = {k: os.environ.get(k) for k in [*FAKE_AWS, "AWS_ENDPOINT_URL", "AWS_PROFILE"]}

@@ -10,7 +10,7 @@ from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
 from interlude.store import Store
-from tests.support.moto_world import World, create_world, private_account, shared_world
+from tests.support.moto_world import World, check_left_intact, create_world, private_account, shared_world
 
 # The tenant of the running test's world: the one keys are issued in unless a test names another.
 _tenant_of_test: str | None = None
@@ -33,20 +33,18 @@ def _entered(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
 
 
 @pytest.fixture
-def world(monkeypatch) -> Iterator[World]:
-    """The process's shared moto world (tests/support/moto_world.py), as a tenant no other test uses."""
+def world(request, monkeypatch) -> Iterator[World]:
+    """The process's shared moto world (tests/support/moto_world.py), as a tenant no other test uses; for a test
+    marked `private_world` (the table itself under test: every item, every stream record, a sweep across all
+    tenants), a world of its own, made the same way in an AWS account no other test sees."""
     global _tenant_of_test
-    yield _entered(shared_world(), monkeypatch)
-    _tenant_of_test = None
-
-
-@pytest.fixture
-def private_world(monkeypatch) -> Iterator[World]:
-    """A moto world of the test's own (an AWS account no other test sees), made as the shared one is: for a test
-    of the table itself (every item, every stream record, a sweep across all tenants)."""
-    global _tenant_of_test
-    with private_account():
-        yield _entered(create_world(), monkeypatch)
+    if request.node.get_closest_marker("private_world"):
+        with private_account():
+            yield _entered(create_world(), monkeypatch)
+    else:
+        shared = _entered(shared_world(), monkeypatch)
+        yield shared
+        check_left_intact(shared)
     _tenant_of_test = None
 
 

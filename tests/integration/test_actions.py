@@ -25,35 +25,28 @@ from interlude.store import Store
 from interlude.store import attributes as a
 from interlude.store.dynamo import run_pk
 from interlude.store.effects import EFFECT_SK, effect_pk, ledger_sk
-from tests.integration.conftest import signed_in, state_of
-from tests.support.queues import queue_world
+from tests.integration.conftest import state_of
+from tests.support.moto_world import TABLE
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream
 
-TABLE = "interlude-test"
-TENANT = "t1"
-
 
 @pytest.fixture
-def aws(monkeypatch):
+def aws(world, monkeypatch):
     env = {
         "PUBLIC_BASE_URL": "https://interlude.example.com",
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
         "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
         "INTERLUDE_ACTION_CONNECT_TIMEOUT_S": "2",
     }
-    with queue_world(monkeypatch, TABLE, env) as urls:
-        yield urls
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return world.queues
 
 
 @pytest.fixture
 def service(aws) -> Service:
     return Service(Store(TABLE))
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, tenant=TENANT)
 
 
 @pytest.fixture
@@ -157,7 +150,7 @@ def expiry_days(service, effect_id: str, run_id: str) -> tuple[float, float]:
     return tuple((int(item[wiring.TTL_ATTRIBUTE]["N"]) - time.time()) / 86400 for item in (effect, ledger))
 
 
-def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(service, admin, aws, receiver):
+def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(service, admin, aws, receiver, tenant):
     # Given a tenant with the default retention, an action performed
     run_id = approved_run(service, admin, workflow(receiver.url()))
     settle(aws)
@@ -167,7 +160,7 @@ def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(servic
         assert 13.99 < days <= 14
 
     # When the tenant keeps effects for 90 days (a worker applies it within its cache time: a fresh one here)
-    put_settings(service, TENANT, TenantSettings(effectRetentionDays=90), "ops")
+    put_settings(service, tenant, TenantSettings(effectRetentionDays=90), "ops")
     lambda_runtime.fresh_instances()
     later = approved_run(service, admin, workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}"), "o-2")
     settle(aws)
@@ -275,9 +268,9 @@ def test_the_egress_guard_refuses_loopback_without_the_development_switch(
     assert "127.0.0.1" not in failed["payload"]["error"]["message"]
 
 
-def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(service, admin, aws, receiver):
+def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(service, admin, aws, receiver, tenant):
     secret_value = "Bearer sk-" + uuid.uuid4().hex
-    boto3.client("secretsmanager").create_secret(Name=f"interlude/actions/{TENANT}/payments", SecretString=secret_value)
+    boto3.client("secretsmanager").create_secret(Name=f"interlude/actions/{tenant}/payments", SecretString=secret_value)
     run_id = approved_run(service, admin, workflow(receiver.url(), secretHeaders={"Authorization": "payments"}))
 
     settle(aws)

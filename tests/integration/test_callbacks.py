@@ -23,23 +23,21 @@ from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
 from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
-from tests.integration.conftest import signed_in
+from tests.integration.conftest import tenant_of_test
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.logs import function_log
-from tests.support.queues import drain, queue_world, queued
+from tests.support.moto_world import TABLE
+from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver, verify
 from tests.support.stream import Stream
 
-# The name every integration module uses: the real dispatch handler keeps its Store for the life of the process.
-TABLE = "interlude-test"
-TENANT = "t1"
 BASE = "https://interlude.example.com"
 MAX_ATTEMPTS = 3
 
 
 @pytest.fixture
-def aws(monkeypatch):
+def aws(world, monkeypatch):
     env = {
         "PUBLIC_BASE_URL": BASE,
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
@@ -49,18 +47,14 @@ def aws(monkeypatch):
         "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
         "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
     }
-    with queue_world(monkeypatch, TABLE, env) as urls:
-        yield urls
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return world.queues
 
 
 @pytest.fixture
 def service(aws) -> Service:
     return Service(Store(TABLE))
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, tenant=TENANT)
 
 
 @pytest.fixture
@@ -78,7 +72,7 @@ def start_gate_run(service, admin, callback_url: str) -> str:
 
 
 def tenant_secret() -> str:
-    return read_secret(boto3.client("secretsmanager"), secret_name("interlude/webhooks/", TENANT))["current"]
+    return read_secret(boto3.client("secretsmanager"), secret_name("interlude/webhooks/", tenant_of_test()))["current"]
 
 
 # --- delivery -------------------------------------------------------------------------------------
@@ -195,10 +189,10 @@ def test_a_redelivered_message_yields_one_successful_delivery(service, admin, aw
     assert [(a["attempt"], a["status"]) for a in attempts] == [(1, "succeeded")]
 
 
-def test_during_rotation_both_secrets_sign_and_each_verifies(service, admin, aws, receiver):
+def test_during_rotation_both_secrets_sign_and_each_verifies(service, admin, aws, receiver, tenant):
     # Given the tenant's secret, rotated with a grace period
     client = boto3.client("secretsmanager")
-    name = secret_name("interlude/webhooks/", TENANT)
+    name = secret_name("interlude/webhooks/", tenant)
     old = ensure_secret(client, name)["current"]
     new = rotate_secret(client, name, grace_s=3600)["current"]
     assert old != new
@@ -299,6 +293,8 @@ def test_the_host_name_cases_are_the_ones_e2e_cannot_cover():
     }
 
 
+# A world of its own: it counts every item of the table.
+@pytest.mark.private_world
 @pytest.mark.parametrize(("url", "reason"), RESOLVED_NAMES, ids=[u[:60] for u, _ in RESOLVED_NAMES])
 def test_create_run_refuses_every_url_the_guard_refuses(service, admin, monkeypatch, url, reason):
     # Given the production setting (no loopback) and a resolver answering from a fixed table
@@ -329,7 +325,7 @@ def test_create_run_accepts_names_resolving_only_to_public_addresses(service, ad
 
 
 def test_a_tenant_secret_is_created_under_the_deployments_key_with_its_tags(
-    service, admin, aws, receiver, monkeypatch
+    service, admin, aws, receiver, monkeypatch, tenant
 ):
     # Given a deployment with a customer-managed key and tags (what the construct puts in the environment)
     key_arn = boto3.client("kms").create_key(Description="the customer's key")["KeyMetadata"]["Arn"]
@@ -345,7 +341,7 @@ def test_a_tenant_secret_is_created_under_the_deployments_key_with_its_tags(
     # Then the secret is encrypted under that key and carries those tags (a teardown finds it by them)
     (hit,) = receiver.hits
     verify(tenant_secret(), hit)
-    described = boto3.client("secretsmanager").describe_secret(SecretId=secret_name("interlude/webhooks/", TENANT))
+    described = boto3.client("secretsmanager").describe_secret(SecretId=secret_name("interlude/webhooks/", tenant))
     assert described["KmsKeyId"] == key_arn
     assert {t["Key"]: t["Value"] for t in described["Tags"]} == tags
     found = boto3.client("secretsmanager").list_secrets(

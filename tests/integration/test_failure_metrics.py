@@ -29,11 +29,9 @@ from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.logs import function_log
-from tests.support.queues import KEY_RING_SECRET, queue_world
+from tests.support.moto_world import KEY_RING_SECRET, TABLE
 from tests.support.stream import Stream
 
-TABLE = "interlude-test"
-TENANT = "t1"
 DEPLOYMENT = "failures-test"
 # Loopback callbacks are allowed here (INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS); nothing listens: no test gets as far.
 RECEIVER = "http://127.0.0.1:9/hook"
@@ -41,7 +39,7 @@ SENDER = "approvals@example.com"
 
 
 @pytest.fixture
-def aws(monkeypatch):
+def aws(world, monkeypatch):
     env = {
         "PUBLIC_BASE_URL": "https://interlude.example.com",
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
@@ -49,8 +47,9 @@ def aws(monkeypatch):
         metrics.DEPLOYMENT_ENV: DEPLOYMENT,
     }
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
-    with queue_world(monkeypatch, TABLE, env) as urls:
-        yield urls
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return world.queues
 
 
 @pytest.fixture
@@ -89,7 +88,7 @@ def of(points: list[tuple[str, dict[str, str]]], metric: str) -> list[dict[str, 
 
 
 def start_gate_run(service: Service, callback_url: str) -> str:
-    admin = signed_in(service, tenant=TENANT)
+    admin = signed_in(service)
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
     service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})
@@ -103,6 +102,8 @@ def queued_records(url: str) -> list[dict]:
     return [to_event_record(m, arn) for m in messages]
 
 
+# A world of its own: it deletes the callbacks queue.
+@pytest.mark.private_world
 def test_a_stream_record_the_outbox_fails_is_counted_and_logged(service, aws, monkeypatch):
     # Given a run whose raised gate makes the outbox queue a callback notice, on a queue that is gone
     start_gate_run(service, RECEIVER)
@@ -124,12 +125,14 @@ def test_a_stream_record_the_outbox_fails_is_counted_and_logged(service, aws, mo
     assert "QueueDoesNotExist" in errors[0]["exception"] or "NonExistentQueue" in errors[0]["exception"]
 
 
-def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_record_failure(service, aws, monkeypatch):
+def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_record_failure(
+    service, aws, monkeypatch, tenant
+):
     # Given a notice on the callbacks queue, and the tenant's signing secret deleted by hand (it cannot be read)
     start_gate_run(service, RECEIVER)
     Stream(TABLE).pump()
     secrets = boto3.client("secretsmanager")
-    name = secret_name(wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"], TENANT)
+    name = secret_name(wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"], tenant)
     secrets.create_secret(Name=name, SecretString="{}")
     secrets.delete_secret(SecretId=name, RecoveryWindowInDays=7)
     function = as_function(monkeypatch, "callbacks")
@@ -150,17 +153,19 @@ def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_re
 
 
 
-def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(service, aws, monkeypatch):
+# A world of its own: it deletes the token key ring.
+@pytest.mark.private_world
+def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(service, aws, monkeypatch, tenant):
     """The notify worker's internal failures were recorded on the notification alone: no line, no metric."""
     # Given an open gate whose approver has an address, and the token key ring gone (no decision link can be signed)
     monkeypatch.setenv("SES_FROM_ADDRESS", SENDER)
     boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
-    admin = signed_in(service, tenant=TENANT)
+    admin = signed_in(service, tenant=tenant)
     nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann"]}}]
     service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
     state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
-    directory.put_principal(service, TENANT, "ann", PrincipalEntry(email="ann@example.com"), "admin")
-    message = queue_message(TENANT, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
+    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    message = queue_message(tenant, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
     boto3.client("sqs").send_message(QueueUrl=aws["notifications"], MessageBody=json.dumps(message))
     boto3.client("secretsmanager").delete_secret(SecretId=KEY_RING_SECRET, ForceDeleteWithoutRecovery=True)
     function = as_function(monkeypatch, "notify")

@@ -23,13 +23,10 @@ from interlude.local.http_gateway import to_event
 from interlude.local.schedules import SchedulePump
 from interlude.store import Store
 from interlude.store.tasks import Claim, TaskStore
-from tests.integration.conftest import new_api_key, signed_in, state_of
+from tests.integration.conftest import new_api_key, state_of
 from tests.support.modulex_example import worked_example
-from tests.support.queues import queue_world
+from tests.support.moto_world import TABLE
 from tests.support.stream import Stream
-
-TABLE = "interlude-test"
-TENANT = "t1"
 
 
 @pytest.fixture
@@ -41,20 +38,16 @@ def clock_file(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def service(monkeypatch, clock_file):
+def service(world, monkeypatch, clock_file):
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
-    with queue_world(monkeypatch, TABLE, env, deadlines=True):
-        yield Service(Store(TABLE))
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, tenant=TENANT)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Service(Store(TABLE))
 
 
 @pytest.fixture
 def worker_key(service):
-    return new_api_key(service, subject="worker", tenant=TENANT, scopes=["tasks:work"])
+    return new_api_key(service, subject="worker", scopes=["tasks:work"])
 
 
 class Answer:
@@ -250,11 +243,11 @@ def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(se
     assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").code == "interlude.task_not_claimed"
 
 
-def test_completion_is_single_winner_at_the_store(service, admin):
+def test_completion_is_single_winner_at_the_store(service, admin, tenant):
     run_id = started(service, admin, task_workflow())
     Stream(TABLE).settle()
     store = TaskStore(service.store)
-    (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
+    (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     assert not store.claim(entry, "n2", 1e12, 1e12, 1e12)  # the entry is gone and the task is claimed
     tid = task_id(run_id, "draft", 1)
@@ -277,9 +270,9 @@ def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(service, admi
     assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
 
 
-def test_refusals_name_their_codes(service, admin, worker_key):
-    other_tenant = new_api_key(service, subject="w", tenant="t2", scopes=["tasks:work"])
-    reader = new_api_key(service, subject="r", tenant=TENANT, scopes=["runs:read"])
+def test_refusals_name_their_codes(service, admin, worker_key, world, tenant):
+    other_tenant = new_api_key(service, subject="w", tenant=world.other_tenant, scopes=["tasks:work"])
+    reader = new_api_key(service, subject="r", tenant=tenant, scopes=["runs:read"])
     assert claim(reader, "llm").code == "forbidden"
     for body in (
         {"queues": []},
@@ -312,30 +305,30 @@ def test_refusals_name_their_codes(service, admin, worker_key):
     assert state_of(service, run_id).status == "running"
 
 
-def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(service):
+def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(service, tenant):
     store = TaskStore(service.store)
     now = clock.now().timestamp()
     request = {"queue": "busy", "heartbeatTimeoutSeconds": 60, "timeoutSeconds": 300}
     for i in range(40):
-        assert store.create(task_id(f"{TENANT}/run{i:04d}", "n", 1), f"{TENANT}/run{i:04d}", "n", 1, request, now)
-    store.create(task_id(f"{TENANT}/later", "n", 1), f"{TENANT}/later", "n", 1, request, now + 3600)
+        assert store.create(task_id(f"{tenant}/run{i:04d}", "n", 1), f"{tenant}/run{i:04d}", "n", 1, request, now)
+    store.create(task_id(f"{tenant}/later", "n", 1), f"{tenant}/later", "n", 1, request, now + 3600)
     queries: list[dict] = []
     store.client.meta.events.register("provide-client-params.dynamodb.Query", lambda params, **_: queries.append(params))
-    due = store.ready(TENANT, "busy", now)
+    due = store.ready(tenant, "busy", now)
     assert len(queries) == wiring.TASK_QUEUES.shards
     assert all(q["Limit"] == 5 for q in queries)
     assert len(due) <= wiring.TASK_QUEUES.shards * 5
-    assert all(e.task_id != task_id(f"{TENANT}/later", "n", 1) for e in due)  # not due: never read
+    assert all(e.task_id != task_id(f"{tenant}/later", "n", 1) for e in due)  # not due: never read
 
 
-def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, worker_key):
+def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, worker_key, tenant):
     run_id = started(service, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
     service.cancel_run(admin, run_id, CancelRunRequest())
     stream.settle()
     # The outbox took its entry out of the ready index: no claim meets it.
-    assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []
+    assert TaskStore(service.store).ready(tenant, "summarise", clock.now().timestamp()) == []
     assert claim(worker_key, "summarise").status == 204
     task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
     assert task is not None
@@ -422,12 +415,14 @@ def test_a_completion_recorded_before_the_cancel_but_landing_after_it_hears_409(
     assert "draft" not in state_of(service, run_id).outputs
 
 
-def test_a_recorded_outcome_that_never_landed_is_cancelled_by_the_outbox_and_its_check_lands_nothing(service, admin):
+def test_a_recorded_outcome_that_never_landed_is_cancelled_by_the_outbox_and_its_check_lands_nothing(
+    service, admin, tenant
+):
     run_id = started(service, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
     store = TaskStore(service.store)
-    (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
+    (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     tid = task_id(run_id, "draft", 1)
     # A worker's completion recorded on the task, whose request died before landing it on the run.
@@ -439,11 +434,11 @@ def test_a_recorded_outcome_that_never_landed_is_cancelled_by_the_outbox_and_its
     assert "draft" not in state_of(service, run_id).outputs
 
 
-def test_a_check_that_finds_a_recorded_outcome_of_a_cancelled_run_cancels_the_task(service, admin):
+def test_a_check_that_finds_a_recorded_outcome_of_a_cancelled_run_cancels_the_task(service, admin, tenant):
     run_id = started(service, admin, task_workflow())
     Stream(TABLE).settle()
     store = TaskStore(service.store)
-    (entry,) = store.ready(TENANT, "summarise", clock.now().timestamp())
+    (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     tid = task_id(run_id, "draft", 1)
     assert store.settle(tid, Claim(1, "n1"), "failed", {"error": {"code": "x", "message": "x"}})
@@ -490,7 +485,7 @@ def test_a_completion_that_landed_before_the_run_ended_stays_completed(service, 
 
 
 def test_a_task_of_a_run_cancelled_before_the_outbox_ran_is_not_handed_out_and_the_next_one_is(
-    service, admin, worker_key
+    service, admin, worker_key, tenant
 ):
     stream = Stream(TABLE)
     cancelled = started(service, admin, task_workflow())
@@ -498,7 +493,7 @@ def test_a_task_of_a_run_cancelled_before_the_outbox_ran_is_not_handed_out_and_t
     waiting = started(service, admin, task_workflow())
     stream.settle()
     store = TaskStore(service.store)
-    assert [e.task_id for e in store.ready(TENANT, "summarise", clock.now().timestamp())] == [
+    assert [e.task_id for e in store.ready(tenant, "summarise", clock.now().timestamp())] == [
         task_id(cancelled, "draft", 1),  # the older entry: a claim meets it first
         task_id(waiting, "draft", 1),
     ]
@@ -507,7 +502,7 @@ def test_a_task_of_a_run_cancelled_before_the_outbox_ran_is_not_handed_out_and_t
     got = claim(worker_key, "summarise")
     assert (got.status, got.body["runId"]) == (200, waiting)
     assert task_status(service, cancelled) == "cancelled"
-    assert store.ready(TENANT, "summarise", clock.now().timestamp()) == []  # the claim dropped the stale entry
+    assert store.ready(tenant, "summarise", clock.now().timestamp()) == []  # the claim dropped the stale entry
     assert claim(worker_key, "summarise").status == 204
     stream.settle()
     assert task_status(service, cancelled) == "cancelled"
@@ -515,7 +510,7 @@ def test_a_task_of_a_run_cancelled_before_the_outbox_ran_is_not_handed_out_and_t
 
 
 def test_a_run_cancelled_before_the_outbox_made_its_task_leaves_a_cancelled_task_and_nothing_to_claim(
-    service, admin, worker_key
+    service, admin, worker_key, tenant
 ):
     run_id = started(service, admin, task_workflow())
     service.cancel_run(admin, run_id, CancelRunRequest())  # before the outbox saw the request
@@ -524,11 +519,13 @@ def test_a_run_cancelled_before_the_outbox_made_its_task_leaves_a_cancelled_task
     assert (task.status, task.attempt, task.queue, task.request["input"]) == ("cancelled", 1, "summarise", {"order": "o-1"})
     Stream(TABLE).settle()  # the request's record, then the cancel's: neither makes it ready
     assert task_status(service, run_id) == "cancelled"
-    assert TaskStore(service.store).ready(TENANT, "summarise", clock.now().timestamp()) == []
+    assert TaskStore(service.store).ready(tenant, "summarise", clock.now().timestamp()) == []
     assert claim(worker_key, "summarise").status == 204
 
 
-def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_entry(service, admin, worker_key):
+def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_entry(
+    service, admin, worker_key, tenant
+):
     run_id = started(service, admin, task_workflow(retry_config={"max_attempts": 3, "initial_interval": 600_000}))
     stream = Stream(TABLE)
     stream.settle()
@@ -537,8 +534,8 @@ def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_e
     assert (retried.status, retried.body["status"]) == (200, "retrying")
     store = TaskStore(service.store)
     later = clock.now().timestamp() + 3600
-    assert [(e.task_id, e.attempt) for e in store.ready(TENANT, "summarise", later)] == [(task_id(run_id, "draft", 1), 2)]
+    assert [(e.task_id, e.attempt) for e in store.ready(tenant, "summarise", later)] == [(task_id(run_id, "draft", 1), 2)]
     service.cancel_run(admin, run_id, CancelRunRequest())
     assert task_status(service, run_id) == "cancelled"
     stream.settle()
-    assert store.ready(TENANT, "summarise", later) == []
+    assert store.ready(tenant, "summarise", later) == []

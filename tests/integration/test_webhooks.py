@@ -35,17 +35,16 @@ from interlude.store.deliveries import DeliveryStore
 from tests.integration.conftest import signed_in
 from tests.support.egress import fake_resolve
 from tests.support.local_stack import FIXTURES
-from tests.support.queues import drain, queue_world, queued
+from tests.support.moto_world import TABLE
+from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream
 
-TABLE = "interlude-test"
-TENANT = "t1"
 MAX_ATTEMPTS = 3
 
 
 @pytest.fixture
-def aws(monkeypatch):
+def aws(world, monkeypatch):
     env = {
         "PUBLIC_BASE_URL": "https://interlude.example.com",
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
@@ -54,18 +53,14 @@ def aws(monkeypatch):
         "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
         "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
     }
-    with queue_world(monkeypatch, TABLE, env) as urls:
-        yield urls
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return world.queues
 
 
 @pytest.fixture
 def service(aws) -> Service:
     return Service(Store(TABLE))
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, tenant=TENANT)
 
 
 @pytest.fixture
@@ -108,12 +103,12 @@ def deliver(aws) -> None:
 
 
 def test_one_subscription_serves_every_run_of_the_tenant_signed_and_in_the_documented_shape(
-    service, admin, aws, receiver
+    service, admin, aws, receiver, tenant
 ):
     # Given a subscription to interrupt.requested, registered once for the tenant
     made = register(service, admin, receiver.url("/subscriber"), ["interrupt.requested"])
     assert made["webhookId"] == made["subscriptionId"]
-    assert made["webhookId"].startswith(f"{TENANT}/")
+    assert made["webhookId"].startswith(f"{tenant}/")
     assert made["secret"].startswith("whsec_")
 
     # When two runs (neither names a callbackUrl) reach their gates
@@ -139,9 +134,9 @@ def test_one_subscription_serves_every_run_of_the_tenant_signed_and_in_the_docum
         assert body["event"] == persisted
 
 
-def test_a_subscription_receives_only_its_own_tenants_runs(service, admin, aws, receiver):
+def test_a_subscription_receives_only_its_own_tenants_runs(service, admin, aws, receiver, tenant):
     # Given two tenants, each with a subscription to the same event type (and tenants whose ids differ by '~' / '_')
-    other = signed_in(service, tenant="t1~b")
+    other = signed_in(service, tenant=f"{tenant}~b")
     ours = register(service, admin, receiver.url("/t1"), ["interrupt.requested"])
     theirs = register(service, other, receiver.url("/t1~b"), ["interrupt.requested"])
     # When each tenant's runs reach their gates
@@ -182,7 +177,7 @@ def test_the_event_filter_and_the_tag_filter(service, admin, aws, receiver):
     assert v1_valid(ends["secret"], receiver.hits[1])
 
 
-def test_retries_then_a_content_free_dead_letter_readable_per_subscription(service, admin, aws, receiver):
+def test_retries_then_a_content_free_dead_letter_readable_per_subscription(service, admin, aws, receiver, tenant):
     # Given a subscriber that fails every attempt
     receiver.script[:] = [500, 503, 500]
     made = register(service, admin, receiver.url("/hook?subscriber-secret=s3cr3t"), ["interrupt.requested"])
@@ -202,7 +197,7 @@ def test_retries_then_a_content_free_dead_letter_readable_per_subscription(servi
     assert record["webhookId"] == made["webhookId"]
     assert record["runId"] == run_id
     assert (record["eventId"], record["eventType"]) == (event["eventId"], "interrupt.requested")
-    assert record["deliveryId"] == f"{TENANT}/{receiver.hits[0].headers['webhook-id']}"
+    assert record["deliveryId"] == f"{tenant}/{receiver.hits[0].headers['webhook-id']}"
     assert (record["attempts"], record["reason"], record["lastStatus"]) == (MAX_ATTEMPTS, "retries_exhausted", 500)
     assert record["expiresAt"] > record["deadLetteredAt"]
     raw = json.dumps(page)
@@ -458,6 +453,8 @@ def test_a_subscriber_answering_410_is_retried_like_any_failure(service, admin, 
     assert (record["attempts"], record["reason"], record["lastStatus"]) == (MAX_ATTEMPTS, "retries_exhausted", 410)
 
 
+# A world of its own: it counts every secret of the account.
+@pytest.mark.private_world
 def test_a_tenant_holds_at_most_the_limit_and_unregistering_frees_a_place(service, admin, receiver):
     made = [register(service, admin, receiver.url(), ["run.completed"]) for _ in range(MAX_WEBHOOKS_PER_TENANT)]
     with pytest.raises(Forbidden) as refused:
@@ -471,9 +468,9 @@ def test_a_tenant_holds_at_most_the_limit_and_unregistering_frees_a_place(servic
     register(service, admin, receiver.url(), ["run.completed"])
 
 
-def test_another_tenants_subscription_is_refused_before_lookup(service, admin, receiver):
+def test_another_tenants_subscription_is_refused_before_lookup(service, admin, receiver, tenant, other_tenant):
     made = register(service, admin, receiver.url(), ["run.completed"])
-    other = signed_in(service, tenant="t2")
+    other = signed_in(service, tenant=other_tenant)
     for call in (
         lambda: webhooks.unregister(service, other, made["webhookId"]),
         lambda: webhooks.dead_letters(service, other, made["webhookId"], 10, None),
@@ -483,7 +480,7 @@ def test_another_tenants_subscription_is_refused_before_lookup(service, admin, r
             call()
         assert refused.value.code == "id_tenant_mismatch"
     with pytest.raises(NotFound):
-        webhooks.dead_letters(service, admin, f"{TENANT}/unknown-subscription-0", 10, None)
+        webhooks.dead_letters(service, admin, f"{tenant}/unknown-subscription-0", 10, None)
 
 
 def test_a_dead_letter_cursor_of_another_subscription_is_refused(service, admin, aws, receiver):

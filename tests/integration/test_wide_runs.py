@@ -21,25 +21,24 @@ from interlude.local.http_gateway import to_event
 from interlude.store.keys import run_pk
 from interlude.store.tasks import TASK_SK, task_pk
 from tests.integration.conftest import new_api_key
-from tests.support.queues import queue_world
+from tests.support.moto_world import TABLE
 from tests.support.stream import Stream
 
-TABLE = "interlude-wide-test"
-TENANT = "t1"
 # Wide enough that closing every gate or task in one transaction would pass DynamoDB's 100 items.
 WIDE = 100
 
 
 @pytest.fixture
-def key(tmp_path, monkeypatch) -> str:
+def key(world, tmp_path, monkeypatch) -> str:
     path = tmp_path / "clock"
     clock.reset(path)
     monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
-    with queue_world(monkeypatch, TABLE, env, deadlines=True):
-        from interlude.app.service import default_service
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    from interlude.app.service import default_service
 
-        yield new_api_key(default_service(), tenant=TENANT)
+    return new_api_key(default_service())
 
 
 def call(key: str, method: str, path: str, body: Any = None, idempotency_key: str | None = None) -> tuple[int, Any]:

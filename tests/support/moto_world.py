@@ -104,10 +104,11 @@ _shared_world: World | None = None
 
 def _shared_resources() -> World:
     global _shared, _shared_world
-    if _shared_world is None:
+    if _shared is None:
         _shared = mock_aws()
         _shared.start()
         _install_private_accounts()
+    if _shared_world is None:
         with _account(DEFAULT_ACCOUNT_ID):
             _shared_world = create_world()
     return _shared_world
@@ -119,6 +120,45 @@ def shared_world() -> World:
     made = _shared_resources()
     _forget_in_flight(made)
     return World(made.table, dict(made.queues), dict(made.env))
+
+
+def check_left_intact(world: World) -> None:
+    """Fail the test that removed part of the shared world (a fault it injected belongs in a world of its own); the
+    next test gets a new world."""
+    global _shared_world
+    missing = _missing(world)
+    if missing:
+        _forget_account(DEFAULT_ACCOUNT_ID)
+        _shared_world = None
+        raise AssertionError(
+            f"the test removed {', '.join(missing)} from the shared moto world: mark it `private_world`"
+        )
+
+
+def _missing(world: World, account: str = DEFAULT_ACCOUNT_ID) -> list[str]:
+    """What of the world's resources is gone (read from moto's models: no call a test could be charged with)."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.s3.models import s3_backends
+    from moto.scheduler.models import scheduler_backends
+    from moto.secretsmanager.models import secretsmanager_backends
+    from moto.sqs.models import sqs_backends
+
+    tables = dynamodb_backends[account][LOCAL_REGION].tables
+    queues = sqs_backends[account][LOCAL_REGION].queues
+    secrets = secretsmanager_backends[account][LOCAL_REGION].secrets
+    groups = scheduler_backends[account][LOCAL_REGION].schedule_groups
+    buckets = s3_backends[account]["aws"].buckets
+    group = world.env[wiring.SCHEDULES.environment[0]]
+    missing = [f"the table {world.table}"] if world.table not in tables else []
+    missing += [f"the queue {url}" for url in world.queues.values() if url.rsplit("/", 1)[1] not in queues]
+    missing += [
+        f"the secret {name}"
+        for name in (KEY_RING_SECRET, AUDIT_KEY_SECRET)
+        if name not in secrets or secrets[name].is_deleted()
+    ]
+    missing += [f"the schedule group {group}"] if group not in groups else []
+    missing += [f"the bucket {world.env[b.env]}" for b in wiring.BUCKETS if world.env[b.env] not in buckets]
+    return missing
 
 
 def _forget_in_flight(world: World, account: str = DEFAULT_ACCOUNT_ID) -> None:
