@@ -9,7 +9,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.adapters.scheduler.names import parse_at, schedule_name
@@ -20,23 +19,24 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines
 from interlude.local import lambda_runtime
-from interlude.local.schedules import SchedulePump, create_local_deadline_resources
-from interlude.store import Store, create_table
+from interlude.local.schedules import SchedulePump
+from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
+from tests.support.moto_world import TABLE
 from tests.support.stream import Stream
 
-TABLE = "interlude-test"
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
 LONG_MS = 600_000
 PAST_LONG_S = 602  # past LONG_MS and the whole second at() rounds the deadline up to
 
 
 class World:
-    """The table, the stream delivered to the real dispatch handler, the scheduler, and the clock."""
+    """The table, the stream delivered to the real dispatch handler, the scheduler, the clock, and the tenant."""
 
-    def __init__(self, clock_file: Path) -> None:
+    def __init__(self, clock_file: Path, tenant: str) -> None:
         self.clock_file = clock_file
+        self.tenant = tenant
         self.service = Service(Store(TABLE))
         self.scheduler = boto3.client("scheduler")
         self.stream = Stream(TABLE)
@@ -83,16 +83,11 @@ class World:
 
 
 @pytest.fixture
-def world(monkeypatch, tmp_path):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
+def world(world, monkeypatch, tmp_path):
     clock_file = tmp_path / "clock"
     clock.reset(clock_file)
     monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        for key, value in create_local_deadline_resources().items():
-            monkeypatch.setenv(key, value)
-        yield World(clock_file)
+    return World(clock_file, world.tenant)
 
 
 TIMED_OUT = {"nodeId": "gate", "kind": "approval", "action": "timeout", "decision": "rejected", "reason": "timeout"}
@@ -158,7 +153,7 @@ def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_re
     # Then the gate resolved rejected by timeout with the exact payload, and the run failed naming the gate
     interrupt_id = state.interrupts["gate"].interruptId
     assert world.resolved(state.runId) == [{**TIMED_OUT, "interruptId": interrupt_id}]
-    after, _ = world.service.load_run("t1", state.runId)
+    after, _ = world.service.load_run(world.tenant, state.runId)
     assert after.status == "failed"
     assert after.failedNodeId == "gate"
     assert after.error["code"] == "approval_rejected"
@@ -179,7 +174,7 @@ def test_on_timeout_approve_still_rejects(world):
     assert resolved["action"] == "timeout"
     approval_events = [e["type"] for e in world.events(state.runId) if e["type"].startswith("approval.")]
     assert approval_events == ["approval.requested", "approval.rejected"]
-    assert world.service.load_run("t1", state.runId)[0].status == "failed"
+    assert world.service.load_run(world.tenant, state.runId)[0].status == "failed"
 
 
 def test_firing_twice_resolves_once(world):
@@ -250,7 +245,7 @@ def test_a_read_after_the_deadline_sees_the_gate_timed_out(world):
     workflow = world.register("conformance-approval-timeout")
     state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.5)
-    snapshot, _ = world.service.load_run("t1", state.runId)
+    snapshot, _ = world.service.load_run(world.tenant, state.runId)
     assert snapshot.status == "failed"
     assert snapshot.interrupts == {}
     assert len(world.resolved(state.runId)) == 1
@@ -441,7 +436,7 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
     world.advance(1.1)
 
     # When the timeout is applied (any read applies it), the clarification failed with the vendor code
-    after, _ = world.service.load_run("t1", state.runId)
+    after, _ = world.service.load_run(world.tenant, state.runId)
     assert after.status == "waiting-approval"
     failed = [e["payload"] for e in world.events(state.runId) if e["type"] == "node.failed"]
     assert failed[0]["error"]["code"] == "interlude.interrupt_timeout"
@@ -451,4 +446,4 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
         with pytest.raises(DomainError) as refused:
             world.service.resolve_interrupt(world.admin, state.runId, node, {"q": "late"})
         assert refused.value.code == code
-    assert world.service.load_run("t1", state.runId)[0].status == "waiting-approval"
+    assert world.service.load_run(world.tenant, state.runId)[0].status == "waiting-approval"

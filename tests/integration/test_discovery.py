@@ -10,27 +10,20 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
 
 from interlude import wiring
-from interlude.adapters.audit_key import ensure_signing_key
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.api import effects
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import Gateway, to_event
-from interlude.store import Store, create_table
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import wire
 
-TABLE = "interlude-discovery-test"
-AUDIT_KEY = "interlude-test/audit-key"
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
 
 # The OpenWOP operations gated on a family (capabilities.md: a gated operation of a family the host does not
@@ -47,18 +40,6 @@ GATED = [
     ("replay", "diffRun", "GET", "/runs/{run}:diff"),
     ("compensation", "getRunCompensation", "GET", "/runs/{run}/compensation"),
 ]
-
-
-@pytest.fixture
-def service(monkeypatch) -> Iterator[Service]:
-    env = {"TABLE_NAME": TABLE, "KEY_RING_SECRET": "interlude-test/token-keys", wiring.AUDIT_KEY_SECRET.env: AUDIT_KEY}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        ensure_key_ring(env["KEY_RING_SECRET"])
-        ensure_signing_key(AUDIT_KEY)
-        yield Service(Store(TABLE))
 
 
 def http(method: str, path: str, key: str | None = None, **headers: str) -> tuple[int, dict[str, str], Any]:

@@ -14,7 +14,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api import http
@@ -22,25 +21,17 @@ from interlude.api import idempotency as api_idem
 from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
+from tests.support.moto_world import TABLE
 
-TABLE = "interlude-idem-test"
 REPLAY = "OpenWOP-Idempotent-Replay"
 APPROVAL = {
     "nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "actions": ["accept"]}}],
     "edges": [],
 }
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield
 
 
 @pytest.fixture
@@ -56,7 +47,7 @@ def logs() -> Iterator[io.StringIO]:
 
 
 @pytest.fixture
-def api_key(aws) -> str:
+def api_key(world) -> str:
     return new_api_key(Service(Store(TABLE)))
 
 
@@ -127,12 +118,12 @@ def test_a_5xx_is_not_replayed_and_the_retry_executes(api_key, logs):
     assert key not in logs.getvalue()  # ... without the key
 
 
-def test_a_request_in_flight_answers_409_with_retry_after(api_key):
+def test_a_request_in_flight_answers_409_with_retry_after(api_key, tenant):
     run_id = waiting_run(api_key)
     key = f"flight-{uuid.uuid4().hex}"
     now = int(time.time() * 1000)
     claim = api_idem.records().claim(
-        "t1", "resolveInterruptByRun", key, resolve_digest(run_id), now_ms=now, lease_ms=60_000
+        tenant, "resolveInterruptByRun", key, resolve_digest(run_id), now_ms=now, lease_ms=60_000
     )
     assert isinstance(claim, Claim)
     got = resolve(run_id, api_key, key)
@@ -151,12 +142,12 @@ def test_a_request_in_flight_answers_409_with_retry_after(api_key):
     assert json.loads(mismatch["body"])["error"] == "idempotency_key_mismatch"
 
 
-def test_a_claim_whose_lease_ran_out_is_taken_over(api_key):
+def test_a_claim_whose_lease_ran_out_is_taken_over(api_key, tenant):
     run_id = waiting_run(api_key)
     key = f"crash-{uuid.uuid4().hex}"
     long_ago = int(time.time() * 1000) - 120_000
     crashed = api_idem.records().claim(
-        "t1", "resolveInterruptByRun", key, resolve_digest(run_id), now_ms=long_ago, lease_ms=30_000
+        tenant, "resolveInterruptByRun", key, resolve_digest(run_id), now_ms=long_ago, lease_ms=30_000
     )
     assert isinstance(crashed, Claim)
     got = resolve(run_id, api_key, key)
@@ -168,7 +159,7 @@ def test_a_claim_whose_lease_ran_out_is_taken_over(api_key):
     assert resolve(run_id, api_key, key)["body"] == got["body"]
 
 
-def test_a_failed_completion_on_a_claimed_route_still_answers_and_keeps_the_key_in_flight(api_key, logs):
+def test_a_failed_completion_on_a_claimed_route_still_answers_and_keeps_the_key_in_flight(api_key, logs, tenant):
     # putWorkflow keeps claim-then-store (api/idempotency.py CLAIMED_ROUTES_WHY): its completion is an UpdateItem.
     key = f"complete-{uuid.uuid4().hex}"
     fail_once("UpdateItem")
@@ -177,7 +168,7 @@ def test_a_failed_completion_on_a_claimed_route_still_answers_and_keeps_the_key_
     again = call("PUT", "/workflows/ship", api_key, APPROVAL, key)
     assert again["statusCode"] == 409
     assert json.loads(again["body"])["error"] == "idempotency_in_flight"
-    assert Store(TABLE).latest_workflow("t1", "ship")[0] == 1
+    assert Store(TABLE).latest_workflow(tenant, "ship")[0] == 1
     assert "storing the idempotent response failed" in logs.getvalue()
     assert key not in logs.getvalue()
 
@@ -200,6 +191,8 @@ def run_heads() -> int:
     return sum(item["sk"]["S"] == "RUN" for item in items)
 
 
+# A world of its own: it counts every run head of the table.
+@pytest.mark.private_world
 @pytest.mark.parametrize("error", [None, EndpointConnectionError(endpoint_url="http://127.0.0.1:1")])
 def test_a_create_run_whose_answer_was_lost_is_replayed_not_run_again(api_key, error):
     # Finding 3 (issue 11): the commit happened, the answer did not reach the caller.
@@ -216,6 +209,8 @@ def test_a_create_run_whose_answer_was_lost_is_replayed_not_run_again(api_key, e
     assert again["body"] == retried["body"]
 
 
+# A world of its own: it counts every run head of the table.
+@pytest.mark.private_world
 def test_a_create_run_that_died_after_its_commit_is_replayed_on_retry(api_key):
     # The function itself dies between the commit and the answer (a crash, a timeout): the caller saw a 5xx.
     assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
@@ -270,12 +265,12 @@ def test_a_resolve_whose_answer_was_lost_answers_its_own_decision_on_retry(api_k
     assert resolved_count(run_id) == 1
 
 
-def test_the_record_layout_and_retention(api_key):
+def test_the_record_layout_and_retention(api_key, tenant):
     key = f"layout-{uuid.uuid4().hex}"
     before = int(time.time())
     assert call("PUT", "/workflows/ship", api_key, APPROVAL, key)["statusCode"] == 201
     item = boto3.client("dynamodb").get_item(
-        TableName=TABLE, Key={"pk": {"S": f"T#t1#IDEM#putWorkflow#{key}"}, "sk": {"S": "IDEM"}}
+        TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#IDEM#putWorkflow#{key}"}, "sk": {"S": "IDEM"}}
     )["Item"]
     assert item["status"]["S"] == "COMPLETED"
     assert "leaseUntil" not in item
@@ -285,15 +280,15 @@ def test_the_record_layout_and_retention(api_key):
     assert cached["status"] == 201
 
 
-def test_an_expired_record_not_yet_swept_by_ttl_is_claimed_afresh(aws):
+def test_an_expired_record_not_yet_swept_by_ttl_is_claimed_afresh(world, tenant):
     store = IdempotencyStore(TABLE, boto3.client("dynamodb"))
     past = int(time.time() * 1000) - (RETENTION_SECONDS + 60) * 1000
-    old = store.claim("t1", "createRun", "k" * 22, "d1", now_ms=past, lease_ms=1000)
+    old = store.claim(tenant, "createRun", "k" * 22, "d1", now_ms=past, lease_ms=1000)
     assert isinstance(old, Claim)
     assert store.complete(old, CachedResponse(201, {"Content-Type": "application/json"}, "{}"), now_ms=past)
     now = int(time.time() * 1000)
-    assert isinstance(store.claim("t1", "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000), Claim)
-    again = store.claim("t1", "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000)
+    assert isinstance(store.claim(tenant, "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000), Claim)
+    again = store.claim(tenant, "createRun", "k" * 22, "d2", now_ms=now, lease_ms=1000)
     assert again == Existing(digest="d2", completed=None)
 
 
@@ -342,6 +337,8 @@ def run_a_duplicate_first(duplicate: Any) -> list[dict[str, Any]]:
     return answers
 
 
+# A world of its own: it counts every run head of the table.
+@pytest.mark.private_world
 def test_concurrent_duplicate_create_runs_start_one_run_and_both_answer_it(api_key):
     assert call("PUT", "/workflows/ship", api_key, APPROVAL)["statusCode"] == 201
     key = f"dup-{uuid.uuid4().hex}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
@@ -19,24 +18,23 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.run import Closed, Transition
 from interlude.local import lambda_runtime
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store.inbox import CLOSED_ENTRIES
 from tests.integration.conftest import signed_in, state_of
+from tests.support.moto_world import TABLE
 from tests.support.stream import Stream
 
-TABLE = "interlude-inbox-cleanup"
+# Worlds of their own: each test counts the inbox entries by scanning the whole table.
+pytestmark = pytest.mark.private_world
 
 
 @pytest.fixture
-def world(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        service = Service(Store(TABLE))
-        admin = signed_in(service, "admin")
-        gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
-        service.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
-        yield service, admin, Stream(TABLE)
+def world(world):
+    service = Service(Store(TABLE))
+    admin = signed_in(service, "admin")
+    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
+    service.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+    return service, admin, Stream(TABLE)
 
 
 def entries() -> list[dict]:

@@ -8,7 +8,6 @@ import json
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.adapters.notify.messages import RAISED, queue_message
@@ -20,25 +19,17 @@ from interlude.config.notify import NotifySettings
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.local.sqs_pump import create_queues
 from interlude.rules.auth import run_resolver
 from interlude.rules.tokens.scheme import KeyRing
-from interlude.store import Store, create_table
+from interlude.store import Store
 from tests.integration.conftest import signed_in
+from tests.support.moto_world import SENDER, TABLE, current_account
 from tests.support.receiver import Receiver
-
-TABLE = "interlude-notify-test"
-SENDER = "approvals@example.com"
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
-        yield urls
+def aws(world):
+    return world.queues
 
 
 @pytest.fixture
@@ -99,15 +90,15 @@ def delivered(urls, message: dict) -> dict:
 def sent_mail() -> list:
     from moto.ses.models import ses_backends
 
-    return list(ses_backends["123456789012"]["us-east-1"].sent_messages)
+    return list(ses_backends[current_account()]["us-east-1"].sent_messages)
 
 
-def test_one_mail_per_recipient_however_often_the_message_comes(aws):
+def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
     service = Service(Store(TABLE))
     run_id, node, interrupt = open_gate(service)
-    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     worker = worker_for(service, aws)
-    message = queue_message("t1", run_id, node, interrupt, "ann", RAISED)
+    message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
     assert worker.handle(delivered(aws, message)) == "sent"
     assert worker.handle(delivered(aws, message)) == "duplicate"
     (mail,) = sent_mail()
@@ -116,7 +107,7 @@ def test_one_mail_per_recipient_however_often_the_message_comes(aws):
     assert "multipart/alternative" in mail.raw_data
     assert "text/html" in mail.raw_data
     # ben is named by the gate but has no entry: told nobody, and the log says why.
-    other = queue_message("t1", run_id, node, interrupt, "ben", RAISED)
+    other = queue_message(tenant, run_id, node, interrupt, "ben", RAISED)
     assert worker.handle(delivered(aws, other)) == "skipped"
     admin = signed_in(service, "admin2")
     log = run_notifications(service, admin, run_id)["notifications"]
@@ -132,17 +123,17 @@ def test_one_mail_per_recipient_however_often_the_message_comes(aws):
     assert "ow2." not in json.dumps(log)
 
 
-def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack):
+def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack, tenant):
     service = Service(Store(TABLE))
     run_id, node, interrupt = open_gate(service)
     directory.put_principal(
-        service, "t1", "ann", PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234"), "admin"
+        service, tenant, "ann", PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234"), "admin"
     )
     boto3.client("secretsmanager").create_secret(
-        Name="interlude/slack/t1", SecretString=json.dumps({"webhookUrl": slack.url("/hook")})
+        Name=f"interlude/slack/{tenant}", SecretString=json.dumps({"webhookUrl": slack.url("/hook")})
     )
     worker = worker_for(service, aws)
-    message = queue_message("t1", run_id, node, interrupt, "ann", RAISED)
+    message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
     with pytest.raises(RetryLater):
         worker.handle(delivered(aws, message))
     # The second attempt sends only what failed: the mail went out once.
@@ -158,28 +149,28 @@ def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws,
     assert "ow2." not in dead
 
 
-def test_nothing_is_sent_for_a_settled_gate_and_a_reminder_skips_who_voted(aws):
+def test_nothing_is_sent_for_a_settled_gate_and_a_reminder_skips_who_voted(aws, tenant):
     service = Service(Store(TABLE))
     run_id, node, interrupt = open_gate(service)
-    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
-    directory.put_principal(service, "t1", "ben", PrincipalEntry(email="ben@example.com"), "admin")
-    state, version = service.load_run("t1", run_id)
+    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    directory.put_principal(service, tenant, "ben", PrincipalEntry(email="ben@example.com"), "admin")
+    state, version = service.load_run(tenant, run_id)
     service.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(service, "ann")))
     worker = worker_for(service, aws)
-    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ann", "reminder-1"))) == "skipped"
-    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ben", "reminder-1"))) == "sent"
-    state, version = service.load_run("t1", run_id)
+    assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ann", "reminder-1"))) == "skipped"
+    assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ben", "reminder-1"))) == "sent"
+    state, version = service.load_run(tenant, run_id)
     service.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(service, "ben")))
-    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ben", "reminder-2"))) == "skipped"
+    assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ben", "reminder-2"))) == "skipped"
     assert [set(m.destinations) for m in sent_mail()] == [{"ben@example.com"}]
 
 
-def test_without_a_from_address_mail_is_not_configured_and_nothing_retries(aws):
+def test_without_a_from_address_mail_is_not_configured_and_nothing_retries(aws, tenant):
     service = Service(Store(TABLE))
     run_id, node, interrupt = open_gate(service)
-    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     worker = worker_for(service, aws, from_address="")
-    assert worker.handle(delivered(aws, queue_message("t1", run_id, node, interrupt, "ann", RAISED))) == "skipped"
+    assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ann", RAISED))) == "skipped"
     record = worker.notifications.of_run(run_id)[0]["record"]
     assert record["channels"]["email"]["outcome"] == "not_configured"
     assert record["reason"] == "not_configured"
@@ -203,7 +194,7 @@ def queued(urls) -> dict[str, dict]:
             sqs.delete_message(QueueUrl=urls["notifications"], ReceiptHandle=m["ReceiptHandle"])
 
 
-def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_open_ones(aws, monkeypatch):
+def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_open_ones(aws, monkeypatch, tenant):
     from datetime import timedelta
 
     from interlude.adapters.notify.outbox import enqueue_reminders
@@ -214,20 +205,20 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
     service = Service(Store(TABLE))
-    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
     admin = signed_in(service, "admin")
     config = {"title": "Ship?", "approversList": ["ann", "ben", "cat", "fay"], "requiredApprovals": 4}
     nodes = [{"id": "review", "typeId": "core.approvalGate", "config": config}]
     service.put_workflow(admin, "ship3", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
     run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship3"})).runId
-    state, _ = service.load_run("t1", run_id)
+    state, _ = service.load_run(tenant, run_id)
     interrupt = state.interrupts["review"].interruptId
     now = service.clock()
     period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}
     for pid in ("ann", "cat", "dora", "eve", "fay"):
-        directory.put_principal(service, "t1", pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+        directory.put_principal(service, tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
     ben = {"email": "ben@example.com", "outOfOffice": {"delegate": "eve", **period}}
-    directory.put_principal(service, "t1", "ben", PrincipalEntry.model_validate(ben), "admin")
+    directory.put_principal(service, tenant, "ben", PrincipalEntry.model_validate(ben), "admin")
     people = {pid: signed_in(service, pid) for pid in ("ann", "cat", "dora", "eve")}
     # ann hands her vote on this gate to dora; ben is away with eve as his delegate; cat votes herself
     delegate_vote(service, people["ann"], run_id, "review", DelegateVoteRequest(delegate="dora"))
@@ -260,31 +251,31 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
         assert worker.handle(delivered(aws, queued_earlier)) == "skipped"
 
 
-def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws):
+def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws, tenant):
     from interlude.app import tenants
     from interlude.app.delegation import delegate_vote
     from interlude.domain.models.principals import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
     service = Service(Store(TABLE))
-    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
     run_id, node, interrupt = open_gate(service)  # ann and ben, both needed
     for pid in ("ann", "ben"):
-        directory.put_principal(service, "t1", pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+        directory.put_principal(service, tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
     ann, ben = signed_in(service, "ann"), signed_in(service, "ben")
     # ann hands her vote to ben, who is an approver himself and casts his own vote first
     delegate_vote(service, ann, run_id, node, DelegateVoteRequest(delegate="ben"))
     service.resolve_interrupt(ben, run_id, node, {"action": "accept"})
     worker = worker_for(service, aws)
-    for_ann = queue_message("t1", run_id, node, interrupt, "ben", "reminder-1", onBehalfOf=["ann"])
+    for_ann = queue_message(tenant, run_id, node, interrupt, "ben", "reminder-1", onBehalfOf=["ann"])
     assert worker.handle(delivered(aws, for_ann)) == "sent"  # his own vote is in, ann's is not
-    own_only = queue_message("t1", run_id, node, interrupt, "ben", "reminder-2")
+    own_only = queue_message(tenant, run_id, node, interrupt, "ben", "reminder-2")
     assert worker.handle(delivered(aws, own_only)) == "skipped"
-    handed = queue_message("t1", run_id, node, interrupt, "ann", "reminder-2")
+    handed = queue_message(tenant, run_id, node, interrupt, "ann", "reminder-2")
     assert worker.handle(delivered(aws, handed)) == "skipped"  # ann handed her vote over
 
 
-def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_principal_again(aws, monkeypatch):
+def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_principal_again(aws, monkeypatch, tenant):
     from interlude.adapters.notify.outbox import enqueue_reminders
     from interlude.app import tenants
     from interlude.app.delegation import delegate_vote
@@ -293,23 +284,23 @@ def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_princ
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
     service = Service(Store(TABLE))
-    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
     run_id, node, interrupt = open_gate(service)
     for pid in ("ann", "ben"):
-        directory.put_principal(service, "t1", pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+        directory.put_principal(service, tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
     delegate_vote(service, signed_in(service, "ann"), run_id, node, DelegateVoteRequest(delegate="dora"))
     fired = {"runId": run_id, "nodeId": node, "interruptId": interrupt, "visit": 0}
     enqueue_reminders(service, fired)
     assert {pid: m.get("onBehalfOf") for pid, m in queued(aws).items()} == {"ben": None, "dora": ["ann"]}
     # The tenant withdraws delegation: dora could not vote, so ann is asked for her own vote again
-    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=False), "admin")
+    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=False), "admin")
     enqueue_reminders(service, {**fired, "visit": 1})
     asked = queued(aws)
     assert {pid: m.get("onBehalfOf") for pid, m in asked.items()} == {"ann": None, "ben": None}
     assert worker_for(service, aws).handle(delivered(aws, asked["ann"])) == "sent"
 
 
-def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch):
+def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch, tenant):
     from datetime import timedelta
 
     from interlude.adapters.notify.outbox import on_events
@@ -318,13 +309,13 @@ def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch):
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
     service = Service(Store(TABLE))
-    tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
     now = service.clock()
     period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}
-    directory.put_principal(service, "t1", "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     ben = {"email": "ben@example.com", "outOfOffice": {"delegate": "eve", **period}}
-    directory.put_principal(service, "t1", "ben", PrincipalEntry.model_validate(ben), "admin")
-    directory.put_principal(service, "t1", "eve", PrincipalEntry(email="eve@example.com"), "admin")
+    directory.put_principal(service, tenant, "ben", PrincipalEntry.model_validate(ben), "admin")
+    directory.put_principal(service, tenant, "eve", PrincipalEntry(email="eve@example.com"), "admin")
     run_id, node, interrupt = open_gate(service)  # ann and ben
     on_events(service, run_id, service.store.read_events(run_id))
     asked = queued(aws)

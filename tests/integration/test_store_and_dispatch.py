@@ -9,7 +9,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude.app.service import Service
 from interlude.domain import schemas
@@ -18,30 +17,11 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.rules.auth import Principal
-from interlude.store import Store, create_table
+from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
+from tests.support.moto_world import TABLE
 from tests.support.stream import stream_records
-
-TABLE = "interlude-test"
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield
-
-
-@pytest.fixture
-def service(aws) -> Service:
-    return Service(Store(TABLE))
-
-
-@pytest.fixture
-def admin(service) -> Principal:
-    return signed_in(service)
 
 
 def register(service, admin, name: str) -> str:
@@ -55,6 +35,8 @@ def all_items() -> list[dict]:
     return boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
 
 
+# A world of its own: it counts every event item of the table.
+@pytest.mark.private_world
 def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transition(service, admin):
     workflow = register(service, admin, "conformance-approval")
     state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
@@ -96,7 +78,9 @@ def budgeted_chain_run() -> tuple[Service, Any]:
     return service, service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain"}))
 
 
-def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
+# A world of its own: it reads every item of the table.
+@pytest.mark.private_world
+def test_stream_records_delivered_twice_and_out_of_order_change_nothing(world):
     # Given a run that only dispatch can finish: a transition stops after two nodes (its step budget)
     service, state = budgeted_chain_run()
     # When every stream record so far reaches the real dispatch handler twice, shuffled, until nothing is new
@@ -120,7 +104,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(aws):
     assert sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items()) == before
 
 
-def test_dispatch_continues_a_run_that_hit_its_step_budget(aws, monkeypatch):
+def test_dispatch_continues_a_run_that_hit_its_step_budget(world, monkeypatch):
     service, state = budgeted_chain_run()
     assert state.status == "running"
     # The real dispatch handler, fed the stream as the event source mapping would, finishes the run.
@@ -157,11 +141,11 @@ def _resolver(principal: Principal):
     return Resolver(subject=principal.subject, surface="run")
 
 
-def test_workflow_versions_are_immutable_and_increment(service, admin):
+def test_workflow_versions_are_immutable_and_increment(service, admin, tenant):
     first = service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]}))
     second = service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "b", "typeId": "core.noop"}]}))
     assert (first["version"], second["version"]) == (1, 2)
-    assert service.store.get_workflow("t1", "wf", 1)["nodes"][0]["id"] == "a"
+    assert service.store.get_workflow(tenant, "wf", 1)["nodes"][0]["id"] == "a"
     assert service.get_workflow(admin, "wf")["version"] == 2
 
 

@@ -7,21 +7,19 @@ import json
 import time
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.idempotency import request_digest
 from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store import Store, create_table
+from interlude.store import Store
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.modulex_example import worked_example
+from tests.support.moto_world import TABLE
 
-TABLE = "interlude-streams-test"
 GATE = {
     "nodes": [
         {"id": "draft", "typeId": "core.transform", "config": {"outputs": {"title": "{{inputs.title}}"}}},
@@ -36,18 +34,15 @@ GATE = {
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
+def aws(world, monkeypatch):
     # Short bounds: a request on a quiet run ends within a second (the production defaults are 20 s / 0.5 s).
     monkeypatch.setenv("INTERLUDE_STREAM_HOLD_SECONDS", "0.6")
     monkeypatch.setenv("INTERLUDE_STREAM_LINGER_SECONDS", "0.05")
     monkeypatch.setenv("INTERLUDE_STREAM_RETRY_MS", "150")
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE))
+    return Service(Store(TABLE))
 
 
-def issue(service: Service, tenant: str = "acme", scopes=wiring.ALL_SCOPES, **extra) -> str:
+def issue(service: Service, tenant: str | None = None, scopes=wiring.ALL_SCOPES, **extra) -> str:
     return new_api_key(service, extra.pop("subject", "admin"), tenant, scopes, **extra)
 
 
@@ -212,11 +207,11 @@ def test_bad_buffer_ms_or_last_event_id_is_a_validation_error(key, query, header
     assert (got.status, got.json()["error"]) == (400, "validation_error")
 
 
-def test_stream_authorization_comes_first(aws, key):
+def test_stream_authorization_comes_first(aws, key, other_tenant):
     run_id = openwop_run(key)
     reader = issue(aws, scopes=["runs:create"])
     assert call("GET", f"/runs/{wire(run_id)}/events", reader).json()["error"] == "forbidden"
-    foreign = issue(aws, tenant="other")
+    foreign = issue(aws, tenant=other_tenant)
     got = call("GET", f"/runs/{wire(run_id)}/events", foreign, last_event_id="abc")
     assert (got.status, got.json()["error"]) == (403, "id_tenant_mismatch")
     assert call("GET", f"/runs/{wire(run_id)}/events", None).status == 401
@@ -269,11 +264,11 @@ def test_worked_example_through_the_modulex_face(key):
     assert "heartbeat" not in after
 
 
-def test_modulex_errors_are_detail_bodies_with_exact_statuses(aws, key):
+def test_modulex_errors_are_detail_bodies_with_exact_statuses(aws, key, tenant, other_tenant):
     run_id = modulex_run(key)
     reviewer = issue(aws, scopes=["approvals:respond", "runs:read"], subject="reviewer")
     owner = issue(aws, scopes=["approvals:respond"], subject="owner", roles=["owner"])
-    foreign = issue(aws, tenant="other")
+    foreign = issue(aws, tenant=other_tenant)
     resume = {"run_id": run_id, "resume_value": {"approved": True}}
     cases = [
         (call("POST", "/workflows/run", None, {"workflow_id": "x"}), 401, "unauthenticated"),
@@ -290,8 +285,8 @@ def test_modulex_errors_are_detail_bodies_with_exact_statuses(aws, key):
         (call("GET", f"/workflows/listen/{run_id}", foreign), 404, "not_found"),
         (call("GET", f"/workflows/state/{run_id}", foreign), 404, "not_found"),
         (call("POST", f"/workflows/cancel/{run_id}", foreign), 404, "not_found"),
-        (call("GET", f"/workflows/listen/{run_id}", key, x_organization_id="other"), 404, "not_found"),
-        (call("GET", "/workflows/listen/acme~2FAAAAAAAAAAAAAAAAAAAAAAAA", key), 404, "not_found"),
+        (call("GET", f"/workflows/listen/{run_id}", key, x_organization_id=other_tenant), 404, "not_found"),
+        (call("GET", f"/workflows/listen/{tenant}~2FAAAAAAAAAAAAAAAAAAAAAAAA", key), 404, "not_found"),
         (call("GET", "/workflows/state/not-a-run-id", key), 404, "not_found"),
     ]
     for got, status, code in cases:
@@ -369,13 +364,13 @@ def test_a_run_started_on_modulex_is_observed_and_resolved_on_openwop(key):
     assert frames[-1]["data"]["final_state"]["node_end_rejected"] == {"notes": "no"}
 
 
-def test_modulex_routes_do_not_shadow_openwop_workflow_routes(key):
+def test_modulex_routes_do_not_shadow_openwop_workflow_routes(key, tenant):
     assert call("PUT", "/workflows/state", key, GATE).status == 201  # a workflow may be called "state"
     assert call("GET", "/workflows/state", key).json()["workflowId"] == "state"
     assert call("PUT", "/workflows/run", key, GATE).status == 201
     assert call("GET", "/workflows/run", key).json()["workflowId"] == "run"
     # ... while the three-segment ModuleX routes stay ModuleX.
-    assert set(call("GET", "/workflows/state/acme~2FAAAAAAAAAAAAAAAAAAAAAAAA", key).json()) == {"detail"}
+    assert set(call("GET", f"/workflows/state/{tenant}~2FAAAAAAAAAAAAAAAAAAAAAAAA", key).json()) == {"detail"}
 
 
 def test_a_retried_modulex_run_with_an_idempotency_key_starts_one_run(key):
@@ -412,7 +407,7 @@ def test_an_unexpected_failure_answers_in_the_face_of_its_route(aws, key, monkey
     )
 
 
-def test_idempotency_refusals_on_modulex_routes_are_detail_bodies(aws, key):
+def test_idempotency_refusals_on_modulex_routes_are_detail_bodies(aws, key, tenant):
     body = {"workflow": worked_example(), "input": {"request": "once"}}
     idem = "modulex-refusal-0123456789abcdef"
     assert call("POST", "/workflows/run", key, body, idempotency_key=idem).status == 200
@@ -436,7 +431,7 @@ def test_idempotency_refusals_on_modulex_routes_are_detail_bodies(aws, key):
     held = "modulex-in-flight-0123456789abcdef"
     raw = json.dumps(body).encode()
     digest = request_digest("modulexRun", {}, raw)
-    aws.idempotency.claim("acme", "modulexRun", held, digest, now_ms=int(time.time() * 1000), lease_ms=60_000)
+    aws.idempotency.claim(tenant, "modulexRun", held, digest, now_ms=int(time.time() * 1000), lease_ms=60_000)
     in_flight = call("POST", "/workflows/run", key, body, idempotency_key=held)
     assert (in_flight.status, in_flight.headers.get("x-interlude-error")) == (409, "idempotency_in_flight")
     assert in_flight.json() == {"detail": "a request with this Idempotency-Key is still in progress"}

@@ -6,12 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from interlude import wiring
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.app.subworkflows import run_ancestry
 from interlude.config import Settings
@@ -21,39 +17,19 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.subworkflows import MAX_DEPTH, child_run_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.local.sqs_pump import create_queues, export_queue_urls
-from interlude.store import Store, create_table
-from tests.integration.conftest import new_api_key, signed_in, state_of
+from interlude.store import Store
+from tests.integration.conftest import new_api_key, state_of
 from tests.support.local_stack import wire
+from tests.support.moto_world import TABLE
 from tests.support.stream import Stream
 
-TABLE = "interlude-test"
-TENANT = "t1"
-
 
 @pytest.fixture
-def service(monkeypatch):
-    env = {
-        "TABLE_NAME": TABLE,
-        "PUBLIC_BASE_URL": "https://interlude.example.com",
-        "KEY_RING_SECRET": "interlude-test/token-keys",
-        "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off",
-    }
+def service(world, monkeypatch):
+    env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        urls = create_queues(boto3.client("sqs"), TABLE)
-        for queue in wiring.QUEUES:
-            monkeypatch.setenv(queue.url_env, urls[queue.name])
-        export_queue_urls(urls)
-        ensure_key_ring(env["KEY_RING_SECRET"])
-        yield Service(Store(TABLE))
-
-
-@pytest.fixture
-def admin(service):
-    return signed_in(service, tenant=TENANT)
+    return Service(Store(TABLE))
 
 
 CHILD = {
@@ -154,7 +130,7 @@ def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(service, ad
     assert state_of(service, run_id).status == "cancelled"
 
 
-def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(service, admin):
+def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(service, admin, tenant):
     run_id = started(service, admin)
     Stream(TABLE).settle()
     child_id = child_run_id(run_id, "spawn", 1)
@@ -166,7 +142,7 @@ def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs
     }
     assert run_ancestry(service, admin, run_id)["parent"] is None
     with pytest.raises(NotFound):
-        run_ancestry(service, admin, f"{TENANT}/nosuchrun0000000000000")
+        run_ancestry(service, admin, f"{tenant}/nosuchrun0000000000000")
     with pytest.raises(Forbidden) as refused:
         run_ancestry(service, admin, "other/nosuchrun0000000000000")
     assert refused.value.code == "id_tenant_mismatch"
@@ -180,7 +156,7 @@ def http(key: str | None, method: str, path: str, body: Any = None) -> tuple[int
     return got["statusCode"], json.loads(got["body"]) if got.get("body") else None
 
 
-def test_discovery_and_the_ancestry_route_agree_from_one_switch(service, admin, monkeypatch):
+def test_discovery_and_the_ancestry_route_agree_from_one_switch(service, admin, monkeypatch, tenant):
     key = new_api_key(service)
     run_id = started(service, admin)
     Stream(TABLE).settle()
@@ -205,7 +181,7 @@ def test_discovery_and_the_ancestry_route_agree_from_one_switch(service, admin, 
     _, caps = http(None, "GET", "/.well-known/openwop")
     assert "multiAgent" not in caps
     assert "subWorkflow" in caps
-    for run in (child_id, f"{TENANT}/nosuchrun0000000000000"):
+    for run in (child_id, f"{tenant}/nosuchrun0000000000000"):
         status, refused = http(key, "GET", f"/runs/{wire(run)}/ancestry")
         assert (status, refused["error"]) == (404, "not_found")
 
