@@ -66,6 +66,7 @@ WORKFLOW = {
 }
 
 
+# A world of its own: the worker killed mid-attempt runs in a process of its own, which reaches moto through a server.
 @pytest.fixture
 def world():
     saved = dict(os.environ)

@@ -10,7 +10,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.app import audit, tenants
@@ -22,24 +21,21 @@ from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettin
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import audit as rules
 from interlude.rules.tokens.scheme import KeyRing
-from interlude.store import Store, create_table
+from interlude.store import Store
 from interlude.store import audit as items
-from tests.integration.conftest import signed_in
+from tests.integration.conftest import signed_in, tenant_of_test
+from tests.support.moto_world import TABLE
 
-TABLE = "interlude-audit-test"
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
 QUORUM = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Two of us", "requiredApprovals": 2}}
 KEY = rules.signing_key(b"a test seed, never a deployment's")
 
 
 @pytest.fixture
-def service(monkeypatch) -> Any:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
+def service(world, monkeypatch) -> Any:
     # A fixed key instead of the secret composition plugs in (restored after: other tests read it as composed).
     monkeypatch.setattr(audit, "_signing_key_source", lambda: KEY)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        yield Service(Store(TABLE))
+    return Service(Store(TABLE))
 
 
 @pytest.fixture
@@ -52,12 +48,14 @@ def run_waiting(service: Service, admin, definition=GATE) -> str:
     return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
 
 
-def log(service: Service, tenant: str = "t1", chain: int = 0) -> list[dict[str, Any]]:
+def log(service: Service, tenant: str | None = None, chain: int = 0) -> list[dict[str, Any]]:
+    tenant = tenant or tenant_of_test()
     head = service.store.audit_log.head(tenant, chain)
     return [entry for _, entry in service.store.audit_log.entries(tenant, chain, 1, head.seq)]
 
 
-def everything(service: Service, tenant: str = "t1") -> dict[int, list[dict[str, Any]]]:
+def everything(service: Service, tenant: str | None = None) -> dict[int, list[dict[str, Any]]]:
+    tenant = tenant or tenant_of_test()
     return {chain: log(service, tenant, chain) for chain in service.store.audit_log.heads(tenant)}
 
 
@@ -73,7 +71,9 @@ def alter(tenant: str, seq: int, change: dict[str, Any], chain: int = 0) -> None
     client.put_item(TableName=TABLE, Item={**key, "entry": {"S": json.dumps({**entry, **change})}})
 
 
-def test_every_audited_action_appends_one_entry_chained_to_the_one_before(service, one_chain) -> None:
+def test_every_audited_action_appends_one_entry_chained_to_the_one_before(
+    service, one_chain, tenant, other_tenant
+) -> None:
     admin = signed_in(service)
     run_id = run_waiting(service, admin, QUORUM)
     service.resolve_interrupt(admin, run_id, "gate", {"action": "accept", "comment": "fine by me"})
@@ -85,9 +85,9 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(servic
     minted_for = run_waiting(service, admin)
     surface.mint(admin, minted_for, "gate", "inspect")
     issued = service.create_key(admin, CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
-    service.revoke_key("t1", issued["keyId"], audit.actor(admin))
-    tenants.put_settings(service, "t1", TenantSettings.model_validate({"eventRetentionHours": 2}), "admin", audit.actor(admin))
-    tenants.put_grant(service, "t1", "github", CredentialGrantRequest(scopes=["repo"]), "admin", audit.actor(admin))
+    service.revoke_key(tenant, issued["keyId"], audit.actor(admin))
+    tenants.put_settings(service, tenant, TenantSettings.model_validate({"eventRetentionHours": 2}), "admin", audit.actor(admin))
+    tenants.put_grant(service, tenant, "github", CredentialGrantRequest(scopes=["repo"]), "admin", audit.actor(admin))
 
     entries = log(service)
     # signed_in issued two keys through the operator path (the CLI's): they are recorded too.
@@ -118,22 +118,24 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(servic
     assert entries[5]["details"]["intent"] == "inspect"
     assert entries[7]["target"] == {"keyId": issued["keyId"]}
     assert entries[0]["actor"] == audit.OPERATOR
-    assert audit.verify(service.store, "t1", 0, 100) == {
+    assert audit.verify(service.store, tenant, 0, 100) == {
         "fromSeq": 0,
         "toSeq": 100,
         "chainValid": True,
         "checkpoints": [],
         "anomalies": [],
     }
-    assert log(service, "t2") == []  # every tenant has chains of its own
+    assert log(service, other_tenant) == []  # every tenant has chains of its own
 
 
-def test_an_altered_entry_breaks_the_chain_at_the_next_one_and_the_last_one_against_the_head(service, one_chain) -> None:
+def test_an_altered_entry_breaks_the_chain_at_the_next_one_and_the_last_one_against_the_head(
+    service, one_chain, tenant
+) -> None:
     admin = signed_in(service)
     for _ in range(3):
         service.create_key(admin, CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
-    alter("t1", 2, {"details": {"subjectId": "someone-else"}})
-    broken = audit.verify(service.store, "t1", 1, 4)
+    alter(tenant, 2, {"details": {"subjectId": "someone-else"}})
+    broken = audit.verify(service.store, tenant, 1, 4)
     assert broken["chainValid"] is False
     assert broken["anomalies"] == [
         {
@@ -145,19 +147,19 @@ def test_an_altered_entry_breaks_the_chain_at_the_next_one_and_the_last_one_agai
         }
     ]
     # The last entry has no successor: the chain head holds its hash.
-    alter("t1", 4, {"at": "2020-01-01T00:00:00Z"})
+    alter(tenant, 4, {"at": "2020-01-01T00:00:00Z"})
     assert {"atSeq": 4, "kind": "hash-mismatch", "detail": "chain 0: the entry differs from the hash the chain head holds"} in audit.verify(
-        service.store, "t1", 1, 4
+        service.store, tenant, 1, 4
     )["anomalies"]
     # A removed entry is missing; the link over the gap cannot be checked, so it is not also a chain break.
-    boto3.client("dynamodb").delete_item(TableName=TABLE, Key=entry_key("t1", 1))
-    assert audit.verify(service.store, "t1", 1, 2)["anomalies"] == [{"atSeq": 1, "kind": "missing-entry", "detail": "chain 0"}]
+    boto3.client("dynamodb").delete_item(TableName=TABLE, Key=entry_key(tenant, 1))
+    assert audit.verify(service.store, tenant, 1, 2)["anomalies"] == [{"atSeq": 1, "kind": "missing-entry", "detail": "chain 0"}]
 
 
-def test_an_action_and_its_entry_land_together_or_not_at_all(service, one_chain) -> None:
+def test_an_action_and_its_entry_land_together_or_not_at_all(service, one_chain, tenant) -> None:
     admin = signed_in(service)
     run_id = run_waiting(service, admin)
-    before = service.store.audit_log.head("t1", 0).seq
+    before = service.store.audit_log.head(tenant, 0).seq
     service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     with pytest.raises(DomainError) as refused:
         service.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
@@ -171,11 +173,11 @@ def test_an_action_and_its_entry_land_together_or_not_at_all(service, one_chain)
     def lose_the_race(**kwargs: Any) -> None:
         raise items_conflict()
 
-    head = service.store.audit_log.head("t1", 0)
+    head = service.store.audit_log.head(tenant, 0)
     service.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", lambda **_: lose_the_race())
     with pytest.raises(Exception):  # noqa: B017, PT011 - any failure: the point is what it left behind
         service.create_key(admin, CreateKeyRequest(subjectId="x", scopes=["runs:read"]))
-    assert service.store.audit_log.head("t1", 0) == head
+    assert service.store.audit_log.head(tenant, 0) == head
 
 
 def items_conflict() -> Exception:
@@ -186,7 +188,9 @@ def items_conflict() -> Exception:
     return ClientError(error, "TransactWriteItems")  # type: ignore[arg-type]
 
 
-def test_an_append_that_loses_the_head_to_another_is_placed_after_it_without_reading_it_again(service, one_chain) -> None:
+def test_an_append_that_loses_the_head_to_another_is_placed_after_it_without_reading_it_again(
+    service, one_chain, tenant
+) -> None:
     admin = signed_in(service)
     other_instance = Service(Store(TABLE))
     real_head = items.AuditLog.head
@@ -207,24 +211,28 @@ def test_an_append_that_loses_the_head_to_another_is_placed_after_it_without_rea
         items.AuditLog.head = real_head  # type: ignore[method-assign]
     entries = log(service)
     assert [e["details"]["subjectId"] for e in entries[-2:]] == ["first", "second"]
-    assert audit.verify(service.store, "t1", 1, len(entries))["chainValid"] is True
+    assert audit.verify(service.store, tenant, 1, len(entries))["chainValid"] is True
     # This instance read the head once (and the other instance once): the lost transaction named the head it lost to.
     assert reads == [0, 0]
 
 
-def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_checks_both(service, one_chain, monkeypatch) -> None:
+# A world of its own: the checkpoint sweep reads the pending chains of every tenant.
+@pytest.mark.private_world
+def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_checks_both(
+    service, one_chain, monkeypatch, tenant
+) -> None:
     admin = signed_in(service)
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_ENTRIES", 3)
     for n in range(6):
         service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
     # Seven entries: checkpoints were due after the third and the sixth, and made right after those appends.
-    checkpoints = service.store.audit_log.checkpoints("t1", 0, 1, 100)
+    checkpoints = service.store.audit_log.checkpoints(tenant, 0, 1, 100)
     assert [c["atSequence"] for c in checkpoints] == [3, 6]
     entries = log(service)
     assert checkpoints[1]["merkleRoot"] == rules.merkle_root([rules.entry_hash(e) for e in entries[3:6]])
     public = rules.public_key_b64(KEY)
     assert rules.signature_valid(public, checkpoints[1]["merkleRoot"], checkpoints[1]["signature"])
-    verified = audit.verify(service.store, "t1", 4, 7)
+    verified = audit.verify(service.store, tenant, 4, 7)
     assert verified["chainValid"] is True
     assert verified["checkpointsValid"] is True
     assert [c["checkpoint"] for c in verified["checkpoints"]] == ["ckpt-000-6"]
@@ -233,37 +241,37 @@ def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_
     assert audit.checkpoint_pending(service.store) == 0
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
     assert audit.checkpoint_pending(service.store) == 1
-    assert service.store.audit_log.head("t1", 0).checkpoint_seq == 7
+    assert service.store.audit_log.head(tenant, 0).checkpoint_seq == 7
     assert list(service.store.audit_log.pending_chains()) == []
 
     # An entry altered after its checkpoint: the root no longer matches, the signature still does.
-    alter("t1", 5, {"details": {}})
-    anomalies = audit.verify(service.store, "t1", 4, 7)["anomalies"]
+    alter(tenant, 5, {"details": {}})
+    anomalies = audit.verify(service.store, tenant, 4, 7)["anomalies"]
     assert {"atSeq": 6, "kind": "merkle-mismatch", "checkpoint": "ckpt-000-6", "detail": "chain 0"} in anomalies
     # A forged checkpoint: a root the key never signed.
     client = boto3.client("dynamodb")
-    key = {"pk": {"S": items.log_pk("t1", 0)}, "sk": {"S": items.checkpoint_sk(3)}}
+    key = {"pk": {"S": items.log_pk(tenant, 0)}, "sk": {"S": items.checkpoint_sk(3)}}
     client.update_item(TableName=TABLE, Key=key, UpdateExpression="SET merkleRoot = :r", ExpressionAttributeValues={":r": {"S": "0" * 64}})
-    forged = audit.verify(service.store, "t1", 1, 3)
+    forged = audit.verify(service.store, tenant, 1, 3)
     assert forged["chainValid"] is False
     assert forged["checkpointsValid"] is False
     assert {a["kind"] for a in forged["anomalies"]} == {"merkle-mismatch", "signature-invalid"}
 
 
-def test_verification_refuses_a_bad_range(service) -> None:
+def test_verification_refuses_a_bad_range(service, tenant) -> None:
     for from_seq, to_seq in [(5, 4), (-1, 3)]:
         with pytest.raises(DomainError) as refused:
-            audit.verify(service.store, "t1", from_seq, to_seq)
+            audit.verify(service.store, tenant, from_seq, to_seq)
         assert refused.value.code == "validation_error"
 
 
 def test_a_range_is_clamped_to_the_chains_ends_and_a_walk_past_the_limit_is_refused_naming_where_to_continue(
-    service, one_chain, monkeypatch
+    service, one_chain, monkeypatch, tenant
 ) -> None:
     admin = signed_in(service)  # issue 26 row 2: openwop-client's audit_verify(0, 1_000_000) on a short log
     for n in range(6):
         service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
-    whole = audit.verify(service.store, "t1", 0, 1_000_000)
+    whole = audit.verify(service.store, tenant, 0, 1_000_000)
     assert (whole["fromSeq"], whole["toSeq"], whole["chainValid"]) == (0, 1_000_000, True)
 
     monkeypatch.setattr(audit, "MAX_VERIFY_ENTRIES", 3)
@@ -273,31 +281,35 @@ def test_a_range_is_clamped_to_the_chains_ends_and_a_walk_past_the_limit_is_refu
     first = 0
     for _ in range(2):
         with pytest.raises(DomainError) as refused:
-            audit.verify(service.store, "t1", first, 1_000_000)
+            audit.verify(service.store, tenant, first, 1_000_000)
         assert refused.value.code == "validation_error"
         assert refused.value.details["limit"] == 3
         reached.append(refused.value.details["maxToSeq"])
-        assert audit.verify(service.store, "t1", first, reached[-1])["chainValid"] is True
+        assert audit.verify(service.store, tenant, first, reached[-1])["chainValid"] is True
         first = reached[-1] + 1
     assert reached == [3, 6]
-    assert audit.verify(service.store, "t1", first, 1_000_000)["chainValid"] is True
+    assert audit.verify(service.store, tenant, first, 1_000_000)["chainValid"] is True
 
 
-def test_entries_are_listed_newest_first_in_pages(service, one_chain) -> None:
+def test_entries_are_listed_newest_first_in_pages(service, one_chain, tenant) -> None:
     admin = signed_in(service)
     for n in range(4):
         service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
-    first = audit.entries_page(service.store, "t1", 3, None)
+    first = audit.entries_page(service.store, tenant, 3, None)
     assert [e["seq"] for e in first["entries"]] == [5, 4, 3]
     assert first["headSeq"] == 5
-    second = audit.entries_page(service.store, "t1", 3, first["cursor"])
+    second = audit.entries_page(service.store, tenant, 3, first["cursor"])
     assert [e["seq"] for e in second["entries"]] == [2, 1]
     assert "cursor" not in second
     with pytest.raises(DomainError):
-        audit.entries_page(service.store, "t1", 3, "not-a-cursor")
+        audit.entries_page(service.store, tenant, 3, "not-a-cursor")
 
 
-def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_key_from_its_secret(service, one_chain, monkeypatch) -> None:
+# A world of its own: the checkpoint sweep reads the pending chains of every tenant.
+@pytest.mark.private_world
+def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_key_from_its_secret(
+    service, one_chain, monkeypatch, tenant
+) -> None:
     from interlude.adapters.audit_key import ensure_signing_key
     from interlude.local import lambda_runtime
 
@@ -310,8 +322,8 @@ def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_
     assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 0}
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
     assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 1}
-    assert service.store.audit_log.head("t1", 0).checkpoint_seq == 2
-    verified = audit.verify(service.store, "t1", 1, 2)  # with the key the function read (composition's source)
+    assert service.store.audit_log.head(tenant, 0).checkpoint_seq == 2
+    verified = audit.verify(service.store, tenant, 1, 2)  # with the key the function read (composition's source)
     assert verified["checkpointsValid"] is True
     assert verified["checkpoints"][0]["atSequence"] == 2
 
@@ -348,7 +360,7 @@ def decided_in_distinct_chains(service: Service, admin, count: int) -> list[str]
     return list(chosen.values())
 
 
-def test_a_runs_entries_stay_in_its_chain_and_each_chain_is_a_log_of_its_own(service) -> None:
+def test_a_runs_entries_stay_in_its_chain_and_each_chain_is_a_log_of_its_own(service, tenant) -> None:
     admin = signed_in(service)
     runs = [decided_by_three(service, admin) for _ in range(4)]
     chains = everything(service)
@@ -362,38 +374,38 @@ def test_a_runs_entries_stay_in_its_chain_and_each_chain_is_a_log_of_its_own(ser
         assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
         assert entries[0]["prevHash"] is None
         assert all(e["prevHash"] == rules.entry_hash(before) for before, e in zip(entries, entries[1:], strict=False))
-        assert service.store.audit_log.head("t1", chain).hash == rules.entry_hash(entries[-1])
+        assert service.store.audit_log.head(tenant, chain).hash == rules.entry_hash(entries[-1])
     actions = [e["action"] for entries in chains.values() for e in entries]
     assert (actions.count("interrupt.voted"), actions.count("interrupt.decided")) == (8, 4)
     assert len(actions) == 12 + actions.count("key.created")  # and the keys signed_in issued
-    verified = audit.verify(service.store, "t1", 0, 100)
+    verified = audit.verify(service.store, tenant, 0, 100)
     assert (verified["chainValid"], verified["anomalies"]) == (True, [])
 
 
-def test_verification_walks_every_chain_and_names_the_chain_of_each_anomaly(service) -> None:
+def test_verification_walks_every_chain_and_names_the_chain_of_each_anomaly(service, tenant) -> None:
     admin = signed_in(service)
     altered, reordered, removed, inserted = decided_in_distinct_chains(service, admin, 4)
     chain = {run: items.chain_of_member(run) for run in (altered, reordered, removed, inserted)}
-    seq = {run: [n for n, e in service.store.audit_log.entries("t1", chain[run], 1, 100) if e["target"].get("runId") == run] for run in chain}
+    seq = {run: [n for n, e in service.store.audit_log.entries(tenant, chain[run], 1, 100) if e["target"].get("runId") == run] for run in chain}
     client = boto3.client("dynamodb")
 
     # Altered: who decided is rewritten; the next entry's prevHash no longer matches.
-    alter("t1", seq[altered][1], {"actor": {"subjectId": "mallory", "surface": "run"}}, chain[altered])
+    alter(tenant, seq[altered][1], {"actor": {"subjectId": "mallory", "surface": "run"}}, chain[altered])
     # Reordered: two entries swap places.
-    first, second = (client.get_item(TableName=TABLE, Key=entry_key("t1", n, chain[reordered]))["Item"] for n in seq[reordered][:2])
+    first, second = (client.get_item(TableName=TABLE, Key=entry_key(tenant, n, chain[reordered]))["Item"] for n in seq[reordered][:2])
     client.put_item(TableName=TABLE, Item={**first, "sk": second["sk"]})
     client.put_item(TableName=TABLE, Item={**second, "sk": first["sk"]})
     # Removed.
-    client.delete_item(TableName=TABLE, Key=entry_key("t1", seq[removed][1], chain[removed]))
+    client.delete_item(TableName=TABLE, Key=entry_key(tenant, seq[removed][1], chain[removed]))
     # Inserted: a forged entry, chained properly to the one before, pushes the rest one place on.
-    entries = dict(service.store.audit_log.entries("t1", chain[inserted], 1, 100))
+    entries = dict(service.store.audit_log.entries(tenant, chain[inserted], 1, 100))
     at = seq[inserted][1]
     forged = {**entries[at], "actor": {"subjectId": "mallory", "surface": "run"}, "prevHash": rules.entry_hash(entries[at - 1]) if at > 1 else None}
     shifted = {n + 1: {**entries[n], "seq": n + 1} for n in range(at, max(entries) + 1)}
     for n, entry in {at: forged, **shifted}.items():
-        client.put_item(TableName=TABLE, Item={**entry_key("t1", n, chain[inserted]), "entry": {"S": json.dumps(entry)}})
+        client.put_item(TableName=TABLE, Item={**entry_key(tenant, n, chain[inserted]), "entry": {"S": json.dumps(entry)}})
 
-    result = audit.verify(service.store, "t1", 1, 100)
+    result = audit.verify(service.store, tenant, 1, 100)
     assert result["chainValid"] is False
     found = {(a["detail"].split(":")[0], a["atSeq"], a["kind"]) for a in result["anomalies"]}
     assert (f"chain {chain[altered]}", seq[altered][2], "chain-break") in found
@@ -403,23 +415,23 @@ def test_verification_walks_every_chain_and_names_the_chain_of_each_anomaly(serv
     assert (f"chain {chain[inserted]}", at + 1, "chain-break") in found
     # Only those four chains are named; one chain verified alone names only its own.
     assert {a["detail"].split(":")[0] for a in result["anomalies"]} == {f"chain {c}" for c in chain.values()}
-    alone = audit.verify(service.store, "t1", 1, 100, chain[removed])
+    alone = audit.verify(service.store, tenant, 1, 100, chain[removed])
     assert alone["anomalies"] == [{"atSeq": seq[removed][1], "kind": "missing-entry", "detail": f"chain {chain[removed]}"}]
 
 
-def test_an_entry_copied_into_another_chain_does_not_verify_there(service) -> None:
+def test_an_entry_copied_into_another_chain_does_not_verify_there(service, tenant) -> None:
     admin = signed_in(service)
     one, other = decided_in_distinct_chains(service, admin, 2)
     source, target = items.chain_of_member(one), items.chain_of_member(other)
     client = boto3.client("dynamodb")
     # The first entry of each chain carries prevHash null: without its chain inside the hash it would fit anywhere.
-    copied = client.get_item(TableName=TABLE, Key=entry_key("t1", 1, source))["Item"]
-    client.put_item(TableName=TABLE, Item={**copied, "pk": {"S": items.log_pk("t1", target)}})
-    anomalies = audit.verify(service.store, "t1", 1, 1, target)["anomalies"]
+    copied = client.get_item(TableName=TABLE, Key=entry_key(tenant, 1, source))["Item"]
+    client.put_item(TableName=TABLE, Item={**copied, "pk": {"S": items.log_pk(tenant, target)}})
+    anomalies = audit.verify(service.store, tenant, 1, 1, target)["anomalies"]
     assert {"atSeq": 1, "kind": "hash-mismatch", "detail": f"chain {target}: the entry names another chain than the one holding it"} in anomalies
 
 
-def test_the_listing_merges_the_chains_newest_first_and_its_cursor_reaches_each_entry_once(service) -> None:
+def test_the_listing_merges_the_chains_newest_first_and_its_cursor_reaches_each_entry_once(service, tenant) -> None:
     admin = signed_in(service)
     for _ in range(3):
         decided_by_three(service, admin)
@@ -428,7 +440,7 @@ def test_the_listing_merges_the_chains_newest_first_and_its_cursor_reaches_each_
     cursor = None
     pages = 0
     while True:
-        page = audit.entries_page(service.store, "t1", 4, cursor)
+        page = audit.entries_page(service.store, tenant, 4, cursor)
         pages += 1
         assert len(page["entries"]) <= 4
         seen += page["entries"]
@@ -446,7 +458,11 @@ def test_the_listing_merges_the_chains_newest_first_and_its_cursor_reaches_each_
     assert page["chains"] == {str(c): len(entries) for c, entries in chains.items()}
 
 
-def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_each_chain(service, monkeypatch) -> None:
+# A world of its own: the checkpoint sweep reads the pending chains of every tenant.
+@pytest.mark.private_world
+def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_each_chain(
+    service, monkeypatch, tenant
+) -> None:
     admin = signed_in(service)
     writes: list[tuple[str, int]] = []
 
@@ -460,24 +476,24 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     # The run's chain must hold no earlier entry (a key's, drawn by its random id), or its first vote finds it
     # already marked: draw runs until one lands on a chain of its own.
     run_id = run_waiting(service, admin, THREE)
-    while items.chain_of_member(run_id) in service.store.audit_log.heads("t1"):
+    while items.chain_of_member(run_id) in service.store.audit_log.heads(tenant):
         run_id = run_waiting(service, admin, THREE)
     chain = items.chain_of_member(run_id)
     service.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
     for approver in approvers:
         service.resolve_interrupt(approver, run_id, "gate", {"action": "accept"})
     # Three appends to the run's chain: the first marked it as waiting, the other two wrote no marker (no GSI write).
-    assert [marks for head, marks in writes if head == items.head_pk("t1", chain)] == [1, 0, 0]
+    assert [marks for head, marks in writes if head == items.head_pk(tenant, chain)] == [1, 0, 0]
     pending = set(service.store.audit_log.pending_chains())
-    assert ("t1", chain) in pending
-    assert len(pending) == len(service.store.audit_log.heads("t1"))
+    assert (tenant, chain) in pending
+    assert len(pending) == len(service.store.audit_log.heads(tenant))
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
     assert audit.checkpoint_pending(service.store) == len(pending)
     assert list(service.store.audit_log.pending_chains()) == []
-    verified = audit.verify(service.store, "t1", 1, 100)
+    verified = audit.verify(service.store, tenant, 1, 100)
     assert verified["checkpointsValid"] is True
     assert sorted(c["checkpoint"] for c in verified["checkpoints"]) == sorted(
-        rules.checkpoint_id(k, head.seq) for k, head in service.store.audit_log.heads("t1").items()
+        rules.checkpoint_id(k, head.seq) for k, head in service.store.audit_log.heads(tenant).items()
     )
     # The next append to an anchored chain marks it again.
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 300)
@@ -485,7 +501,7 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     assert len(list(service.store.audit_log.pending_chains())) == 1
 
 
-def test_a_decision_reads_its_run_and_its_chains_head_in_one_call(service) -> None:
+def test_a_decision_reads_its_run_and_its_chains_head_in_one_call(service, tenant) -> None:
     admin = signed_in(service)
     run_id = run_waiting(service, admin)
     calls: list[str] = []
@@ -495,10 +511,14 @@ def test_a_decision_reads_its_run_and_its_chains_head_in_one_call(service) -> No
     service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     assert calls[0] == "BatchGetItem(head)"
     assert "GetItem(head)" not in calls
-    assert [e["action"] for e in log(service, "t1", items.chain_of_member(run_id))][-1] == "interrupt.decided"
+    assert [e["action"] for e in log(service, tenant, items.chain_of_member(run_id))][-1] == "interrupt.decided"
 
 
-def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did(service, one_chain, monkeypatch) -> None:
+# A world of its own: the checkpoint sweep reads the pending chains of every tenant.
+@pytest.mark.private_world
+def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did(
+    service, one_chain, monkeypatch, tenant
+) -> None:
     """The head is put whole on condition of the seq and checkpoint read (store/audit.py): it must hold what setting
     its fields one by one did — pendingSince kept while the chain waits, set again after a checkpoint anchored
     everything, checkpointSeq carried over, nothing else."""
@@ -506,7 +526,7 @@ def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did
     client = boto3.client("dynamodb")
 
     def head_item() -> dict[str, Any]:
-        key = {"pk": {"S": items.head_pk("t1", 0)}, "sk": {"S": items.HEAD_SK}}
+        key = {"pk": {"S": items.head_pk(tenant, 0)}, "sk": {"S": items.HEAD_SK}}
         return client.get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]
 
     def robot(n: int) -> None:
@@ -534,5 +554,5 @@ def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did
     assert set(again) == set(after)
     assert again["checkpointSeq"] == anchored["checkpointSeq"]
     assert float(again["pendingSince"]["N"]) > float(after["pendingSince"]["N"]) - 1
-    assert list(service.store.audit_log.pending_chains()) == [("t1", 0)]
-    assert audit.verify(service.store, "t1", 1, int(again["seq"]["N"]))["chainValid"] is True
+    assert list(service.store.audit_log.pending_chains()) == [(tenant, 0)]
+    assert audit.verify(service.store, tenant, 1, int(again["seq"]["N"]))["chainValid"] is True

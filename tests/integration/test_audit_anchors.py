@@ -33,6 +33,7 @@ KEY = rules.signing_key(b"a test seed, never a deployment's")
 SWEEP = dict(wiring.AUDIT_CHECKPOINT_SWEEP.input)
 
 
+# A world of its own: the checkpoint sweep reads the pending chains of every tenant.
 @pytest.fixture
 def service(monkeypatch) -> Iterator[Service]:
     monkeypatch.setenv("TABLE_NAME", TABLE)

@@ -49,6 +49,7 @@ def assert_one_line_error(done: subprocess.CompletedProcess[str], *fragments: st
         assert fragment in line
 
 
+# A world of its own: the CLI runs in processes of its own, which reach moto through a server.
 @pytest.fixture(scope="module")
 def aws():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -49,6 +49,7 @@ class CallCounter:
         self.calls, self.items = [], 0
 
 
+# A world of its own: thousands of seeded interrupts would grow the shared table for every later test.
 @pytest.fixture(scope="module")
 def world():
     with pytest.MonkeyPatch.context() as env, mock_aws():

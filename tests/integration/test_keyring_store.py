@@ -19,6 +19,7 @@ SECRET = "interlude/test/token-keys"
 NOW = 1_760_000_000.0
 
 
+# A world of its own: a test lists every secret of the account.
 @pytest.fixture
 def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     for name, value in {

@@ -47,6 +47,7 @@ def s(value: str) -> dict[str, str]:
     return {"S": value}
 
 
+# Worlds of their own: moto itself, patched and not, is under test here.
 @pytest.fixture
 def ddb() -> Iterator[Any]:
     moto_patches.apply()

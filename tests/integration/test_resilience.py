@@ -141,6 +141,7 @@ class World:
         return self.service.store.read_events(run_id)
 
 
+# A world of its own per operation: faults are injected into every AWS call of its default session.
 @contextmanager
 def world(tmp_path: Path) -> Iterator[World]:
     receiver = Receiver().start()

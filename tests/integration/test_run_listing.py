@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.app import run_listing
@@ -18,21 +17,16 @@ from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex import workflows as mxw
-from interlude.store import Store, create_table
+from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
+from tests.support.moto_world import TABLE
 from tests.support.seeded_runs import seed_runs
-
-TABLE = "interlude-test"
 
 
 @pytest.fixture
-def client(monkeypatch):
-    monkeypatch.setenv("TABLE_NAME", TABLE)
-    with mock_aws():
-        c = boto3.client("dynamodb")
-        create_table(c, TABLE)
-        yield c
+def client(world):
+    return boto3.client("dynamodb")
 
 
 @pytest.fixture
@@ -82,20 +76,22 @@ def test_pages_through_every_run_newest_first_with_filters(service: Service) -> 
     assert sorted(walk(service, admin.tenant, 100, status="completed")[0]) == sorted(noops)
 
 
-def test_a_tenant_sees_only_its_runs_and_a_foreign_or_forged_cursor_is_refused(service: Service) -> None:
+def test_a_tenant_sees_only_its_runs_and_a_foreign_or_forged_cursor_is_refused(
+    service: Service, tenant, other_tenant
+) -> None:
     admin = signed_in(service)
-    other = signed_in(service, tenant="t2")
+    other = signed_in(service, tenant=other_tenant)
     register(service, admin, "noop", "conformance-noop")
     register(service, other, "noop", "conformance-noop")
     mine = [start(service, admin, "noop") for _ in range(5)]
     theirs = [start(service, other, "noop") for _ in range(3)]
-    assert sorted(walk(service, "t1", 2)[0]) == sorted(mine)
-    assert sorted(walk(service, "t2", 2)[0]) == sorted(theirs)
-    their_cursor = run_listing.list_runs(service, "t2", 1).next_cursor
+    assert sorted(walk(service, tenant, 2)[0]) == sorted(mine)
+    assert sorted(walk(service, other_tenant, 2)[0]) == sorted(theirs)
+    their_cursor = run_listing.list_runs(service, other_tenant, 1).next_cursor
     assert their_cursor is not None
     for cursor in (their_cursor, "not-a-cursor", "e30"):
         with pytest.raises(Invalid) as refused:
-            run_listing.list_runs(service, "t1", 2, cursor)
+            run_listing.list_runs(service, tenant, 2, cursor)
         assert refused.value.details == {"field": "cursor"}
 
 
@@ -184,14 +180,14 @@ def test_a_refused_create_leaves_no_entry_and_an_entry_without_its_run_is_not_li
     assert walk(service, admin.tenant, 10) == ([kept], 1)
 
 
-def test_bulk_cancel_reports_each_id_in_request_order(service: Service) -> None:
+def test_bulk_cancel_reports_each_id_in_request_order(service: Service, tenant, other_tenant) -> None:
     admin = signed_in(service)
     register(service, admin, "approve", "conformance-approval")
     live = [start(service, admin, "approve") for _ in range(2)]
     done = start(service, admin, "approve")
     service.cancel_run(admin, done, run_listing.CancelRunRequest())
-    foreign = "t2/" + "A" * 24
-    missing = "t1/" + "B" * 24
+    foreign = f"{other_tenant}/" + "A" * 24
+    missing = f"{tenant}/" + "B" * 24
     outcomes = run_listing.bulk_cancel(service, admin, [*live, done, foreign, missing, "garbage"], "tidy up")
     assert [run_id for run_id, _ in outcomes] == [*live, done, foreign, missing, "garbage"]
     codes = [getattr(outcome, "code", None) or outcome.status for _, outcome in outcomes]

@@ -20,6 +20,7 @@ AWS_SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,512}")
 TENANTS = ("x~y", "x_y")
 
 
+# A world of its own: a test lists every secret of the account.
 @pytest.fixture
 def secretsmanager(monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
