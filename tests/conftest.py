@@ -13,6 +13,9 @@ os.environ["INTERLUDE_VALIDATE_EVENTS"] = "1"
 from interlude.composition import compose
 from interlude.local import moto_patches
 
+# Every AWS call the tests make is checked against its function's role in the synthesized template (issue 25).
+pytest_plugins = ("tests.support.iam_plugin",)
+
 # The entry points compose the faces into the engine; tests that call the package directly need the same.
 compose()
 # In-process moto behaves as the local stack's does (transactions and queries that cost what they touch).

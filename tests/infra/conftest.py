@@ -24,6 +24,7 @@ from aws_cdk.assertions import Template  # noqa: E402
 from app import build_app  # noqa: E402
 from interlude_cdk import layer as layer_module  # noqa: E402
 from interlude_cdk.stack import InterludeStack  # noqa: E402
+from tests.support.iam_plugin import keep_template  # noqa: E402
 
 # Synthesis makes no AWS calls; fake credentials make sure nothing could reach a real account.
 OFFLINE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -131,7 +132,10 @@ def synth(tmp_path_factory, prebuilt_layer) -> Synth:
             context={"layerDir": str(prebuilt_layer), "aws:cdk:enable-asset-metadata": True},
             outdir=str(outdir),
         )
-        return Synth(app, stack, outdir)
+        synthesized = Synth(app, stack, outdir)
+    # The session's IAM check evaluates the suite's AWS calls against this template too (tests/support/iam_plugin.py).
+    keep_template("app", stack, synthesized.template_json)
+    return synthesized
 
 
 def load_customer_app() -> ModuleType:
@@ -151,7 +155,9 @@ def customer_synth(tmp_path_factory, prebuilt_layer) -> Synth:
             env.setenv(key, value)
         env.delenv("CDK_OUTDIR", raising=False)
         app, stack = load_customer_app().build_app(context={"layerDir": str(prebuilt_layer)}, outdir=str(outdir))
-        return Synth(app, stack, outdir)
+        synthesized = Synth(app, stack, outdir)
+    keep_template("customer-app", stack, synthesized.template_json)
+    return synthesized
 
 
 def alarm_metrics(synth: Synth) -> list[tuple[str, dict, dict]]:

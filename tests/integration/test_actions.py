@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from interlude import wiring
+from interlude.app import inbox as approver_inbox
 from interlude.app.actions import run_effects
 from interlude.app.service import Service
 from interlude.app.tenants import put_settings
@@ -173,6 +174,20 @@ def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(servic
 def test_the_effect_retention_is_bounded(days):
     with pytest.raises(ValidationError):
         TenantSettings.model_validate({"effectRetentionDays": days})
+
+
+def test_a_gate_after_the_action_opens_in_its_transition_and_is_listed_for_its_approvers(service, admin, aws, receiver):
+    # The actions function lands the outcome and runs on to the next gate in the same transaction, so it writes the
+    # gate's inbox entries (a BatchWriteItem its role lacked until the suite's IAM check found it: issue 25).
+    definition = workflow(receiver.url("/refunds"))
+    definition["nodes"].append({"id": "confirm", "typeId": "core.approvalGate", "config": {"title": "Tell them?"}})
+    definition["edges"].append({"id": "d-c", "sourceNodeId": "done", "targetNodeId": "confirm"})
+    run_id = approved_run(service, admin, definition)
+    settle(aws)
+    state = state_of(service, run_id)
+    assert (state.status, set(state.interrupts)) == ("waiting-approval", {"confirm"})
+    listed = approver_inbox.inbox(service, admin, 10, {"runId": run_id}, None)["interrupts"]
+    assert [i["nodeId"] for i in listed] == ["confirm"]
 
 
 def test_redelivered_stream_records_and_messages_call_once(service, admin, aws, receiver):

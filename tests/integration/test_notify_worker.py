@@ -19,6 +19,7 @@ from interlude.config.notify import NotifySettings
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
 from interlude.rules.auth import run_resolver
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store import Store
@@ -197,7 +198,6 @@ def queued(urls) -> dict[str, dict]:
 def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_open_ones(aws, monkeypatch, tenant):
     from datetime import timedelta
 
-    from interlude.adapters.notify.outbox import enqueue_reminders
     from interlude.app import tenants
     from interlude.app.delegation import delegate_vote
     from interlude.domain.models.principals import DelegateVoteRequest
@@ -223,9 +223,18 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
     # ann hands her vote on this gate to dora; ben is away with eve as his delegate; cat votes herself
     delegate_vote(service, people["ann"], run_id, "review", DelegateVoteRequest(delegate="dora"))
     service.resolve_interrupt(people["cat"], run_id, "review", {"action": "accept"})
-    fired = {"runId": run_id, "nodeId": "review", "interruptId": interrupt, "visit": 0, "due": now.timestamp()}
+    fired = {
+        "purpose": "reminder",
+        "runId": run_id,
+        "nodeId": "review",
+        "interruptId": interrupt,
+        "visit": 0,
+        "due": now.timestamp(),
+    }
 
-    assert enqueue_reminders(service, fired) == 4
+    # Fired as its schedule fires it: through the timeouts function, which reads the delegations in a batch (issue
+    # 25: its role lacked BatchGetItem, which the suite's IAM check now reports).
+    assert lambda_runtime.invoke("timeouts", fired)["queued"] == 4
     asked = queued(aws)
     # ben is still asked for his own vote (away, but it is his); dora for ann's, eve for ben's; not ann (handed
     # over), not cat (voted)
@@ -243,7 +252,7 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
     # When the delegates vote, nobody is reminded of those votes any more: not ben, not his delegate, not dora
     service.resolve_interrupt(people["dora"], run_id, "review", {"action": "accept"})
     service.resolve_interrupt(people["eve"], run_id, "review", {"action": "accept"})
-    assert enqueue_reminders(service, {**fired, "visit": 1}) == 1
+    assert lambda_runtime.invoke("timeouts", {**fired, "visit": 1})["queued"] == 1
     assert list(queued(aws)) == ["fay"]
     # and a reminder queued before those votes finds them in when it is handled
     for pid in ("ben", "eve", "dora"):

@@ -258,6 +258,9 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:ConditionCheckItem",
+            # The transition runs on past the action: a gate it reaches opens there, its inbox index entries with it
+            # (interlude.store.inbox).
+            "dynamodb:BatchWriteItem",
         ),
         # Auth headers by reference: read, never written.
         secret_grants=(("ACTION_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import multiprocessing
 import os
 import signal
 import sys
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -20,6 +22,12 @@ from interlude.local import LOCAL_ACCOUNT, LOCAL_REGION
 REPO_ROOT = Path(__file__).resolve().parents[5]
 # Lambda knows wiring function `name` as `interlude-{name}`.
 FUNCTION_NAME_PREFIX = "interlude-"
+# The wiring name of the function whose invocation this thread is running (None outside any): what a deployed call
+# would be signed with, its role. The test suite attributes every AWS call to a role by it (tests/support/aws_calls.py).
+CURRENT_FUNCTION: ContextVar[str | None] = ContextVar("interlude_local_function", default=None)
+# `module:function`, called once in every process that runs functions (the stack's and each instance pool's) before
+# its first AWS client is made: the suite's AWS call recorder installs itself through it. Unset: nothing runs.
+PROCESS_HOOK_ENV = "INTERLUDE_LOCAL_PROCESS_HOOK"
 
 
 def local_function_arn(name: str) -> str:
@@ -82,12 +90,25 @@ def fresh_instances() -> None:
 def invoke(name: str, event: dict[str, Any]) -> Any:
     fn = wiring.function(name)
     entry = getattr(handler_module(name), fn.handler.rpartition(".")[2])
-    return entry(event, LambdaContext(name=name, memory_limit_in_mb=fn.memory_mb))
+    running = CURRENT_FUNCTION.set(name)
+    try:
+        return entry(event, LambdaContext(name=name, memory_limit_in_mb=fn.memory_mb))
+    finally:
+        CURRENT_FUNCTION.reset(running)
 
 
-def _ignore_interrupts() -> None:
+def run_process_hook() -> None:
+    """Call PROCESS_HOOK_ENV's `module:function`, when it is set."""
+    hook = os.environ.get(PROCESS_HOOK_ENV)
+    if hook:
+        module, _, function = hook.partition(":")
+        getattr(importlib.import_module(module), function)()
+
+
+def _start_instance() -> None:
     # Ctrl-C reaches the whole process group; the stack stops its instances itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run_process_hook()
 
 
 class InstancePool:
@@ -103,7 +124,7 @@ class InstancePool:
     def __init__(self, name: str, size: int | None = None) -> None:
         self.name = name
         size = size or int(os.environ.get(self.SIZE_ENV, "4"))
-        self._pool = multiprocessing.get_context("spawn").Pool(processes=size, initializer=_ignore_interrupts)
+        self._pool = multiprocessing.get_context("spawn").Pool(processes=size, initializer=_start_instance)
 
     def invoke(self, event: dict[str, Any]) -> Any:
         return self._pool.apply(invoke, (self.name, event))

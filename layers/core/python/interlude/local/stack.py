@@ -19,6 +19,7 @@ from interlude.local import LOCAL_REGION
 from interlude.local.buckets import create_local_buckets
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
+from interlude.local.lambda_runtime import run_process_hook
 from interlude.local.mailbox import verify_local_sender
 from interlude.local.moto_server import LockedMotoServer
 from interlude.local.pumps import StreamPump
@@ -126,6 +127,7 @@ class LocalStack:
         self.info: LocalInfo | None = None
 
     def start(self) -> LocalInfo:
+        run_process_hook()
         self.moto = LockedMotoServer(self.moto_port).start()
         configure_environment(self.moto.endpoint, TABLE_NAME)
         create_table(boto3.client("dynamodb"), TABLE_NAME)
