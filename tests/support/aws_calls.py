@@ -52,6 +52,7 @@ SECRET_ENVS = {
 SECRET_PREFIX_ENVS = dict(wiring.SECRET_PREFIXES)
 SCHEDULE_GROUP_ENV, _, SCHEDULER_ROLE_ENV, _ = wiring.SCHEDULES.environment
 KMS_KEY_ENV = wiring.CREATED_SECRETS_KMS_KEY_ENV
+BUCKET_ENVS = tuple(bucket.env for bucket in wiring.BUCKETS)
 SES_IDENTITY_ENV = SES_FROM_ADDRESS_ENV
 SES_CONFIGURATION_ENV = SES_CONFIGURATION_SET_ENV
 PARTITION_KEYS = {wiring.PARTITION_KEY} | {index.partition_key for index in wiring.GLOBAL_INDEXES}
@@ -69,6 +70,14 @@ SQS_BATCH_ACTIONS = {
     "DeleteMessageBatch": "DeleteMessage",
     "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
 }
+# S3 operations on an object, by the action IAM authorizes them as (a version's own when a VersionId is given).
+S3_OBJECT_ACTIONS = {
+    "GetObject": "GetObject",
+    "HeadObject": "GetObject",
+    "PutObject": "PutObject",
+    "DeleteObject": "DeleteObject",
+}
+S3_LISTINGS = ("ListObjects", "ListObjectsV2", "ListObjectVersions", "HeadBucket")
 SCHEDULER_SERVICE = "scheduler.amazonaws.com"
 _KEY_EQUALS = re.compile(r"(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)")
 _SHAPE_WORD = re.compile(r"[A-Z]{1,16}")
@@ -125,6 +134,29 @@ def _secret(secret_id: str) -> dict[str, str]:
 
 def _named(kind: str, var: str, value: str) -> dict[str, str]:
     return resource(kind, var) if value and value == os.environ.get(var) else resource(kind, name=value)
+
+
+def _s3_requests(op: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    bucket, key = params["Bucket"], params.get("Key")
+    var = next((v for v in BUCKET_ENVS if bucket == os.environ.get(v)), None)
+    found = (
+        resource("bucket", var, rest=f"/{key}" if key else "")
+        if var
+        else resource("bucket", name=bucket, rest=f"/{key}" if key else "")
+    )
+    if key is not None and op in S3_OBJECT_ACTIONS:
+        action = S3_OBJECT_ACTIONS[op] + ("Version" if params.get("VersionId") and op != "PutObject" else "")
+        out = [{"action": f"s3:{action}", "resource": found}]
+        if op == "PutObject" and params.get("ObjectLockMode"):
+            out.append({"action": "s3:PutObjectRetention", "resource": found})
+        if op == "PutObject" and params.get("ObjectLockLegalHoldStatus"):
+            out.append({"action": "s3:PutObjectLegalHold", "resource": found})
+        return out
+    if op in S3_LISTINGS:
+        action = "ListBucketVersions" if op == "ListObjectVersions" else "ListBucket"
+        prefix = {"s3:prefix": params["Prefix"]} if "Prefix" in params else {}
+        return [{"action": f"s3:{action}", "resource": found, **({"context": prefix} if prefix else {})}]
+    return [{"action": f"s3:{op}", "resource": found}]
 
 
 def _partition_key(item: dict[str, Any] | None) -> list[str]:
@@ -218,6 +250,8 @@ def requests_of(service: str, op: str, params: dict[str, Any]) -> list[dict[str,
                 {"action": "iam:PassRole", "resource": _named("role", SCHEDULER_ROLE_ENV, role), "context": passed}
             )
         return out
+    if service == "s3" and "Bucket" in params:
+        return _s3_requests(op, params)
     if service == "ses" and op in ("SendEmail", "SendRawEmail"):
         sender = params.get("FromEmailAddress") or params.get("Source") or ""
         out = [{"action": f"ses:{op}", "resource": _named("ses-identity", SES_IDENTITY_ENV, parseaddr(sender)[1])}]
@@ -290,7 +324,8 @@ class Recorder:
                 found["kind"],
                 found.get("env"),
                 found.get("name"),
-                found.get("rest") if found["kind"] == "table" else None,
+                # An index is part of what is granted; an object's folder too (its name is the tenant's).
+                found.get("rest") if found["kind"] == "table" else found.get("rest", "").rpartition("/")[0],
                 tuple(sorted({shape(k) for k in request.get("keys", ())})),
             )
             if key in self._seen:

@@ -44,6 +44,7 @@ SUPPLIED_KEYS = frozenset(
         "aws:principalarn",
         "aws:principalaccount",
         "aws:requestedregion",
+        "s3:prefix",
     }
 )
 # Grants Lambda itself uses with the function's role, never the function's code: its log delivery and traces (and,
@@ -154,6 +155,7 @@ class Deployment:
             "AWS::Scheduler::ScheduleGroup": lambda: self.arn("scheduler", f"schedule-group/{name}"),
             "AWS::SecretsManager::Secret": lambda: self.arn("secretsmanager", f"secret:{name}{SECRET_SUFFIX}"),
             "AWS::SNS::Topic": lambda: self.arn("sns", name),
+            "AWS::S3::Bucket": lambda: f"arn:{PARTITION}:s3:::{name}",
         }
         if attribute == "StreamArn" and kind == "AWS::DynamoDB::Table":
             return f"{arns[kind]()}/stream/{STREAM_LABEL}"
@@ -195,6 +197,8 @@ class Deployment:
                     out[self.attribute(queue["Ref"], "Arn")] = self.resolve(properties["PolicyDocument"])
             elif resource["Type"] == "AWS::KMS::Key" and "KeyPolicy" in properties:
                 out[self.attribute(logical, "Arn")] = self.resolve(properties["KeyPolicy"])
+            elif resource["Type"] == "AWS::S3::BucketPolicy":
+                out[self.attribute(properties["Bucket"]["Ref"], "Arn")] = self.resolve(properties["PolicyDocument"])
             elif resource["Type"] == "AWS::SecretsManager::ResourcePolicy":
                 out[self.resolve(properties["SecretId"])] = self.resolve(properties["ResourcePolicy"])
         return out
@@ -246,6 +250,7 @@ class Deployment:
             "key": lambda: self.arn("kms", f"key/{value}"),
             "ses-identity": lambda: self.arn("ses", f"identity/{value}"),
             "ses-configuration-set": lambda: self.arn("ses", f"configuration-set/{value}"),
+            "bucket": lambda: f"arn:{PARTITION}:s3:::{value}{rest}",
         }
         if kind not in arns:
             raise LookupError(f"a {kind} named {value!r}, which this check cannot place")
@@ -400,7 +405,9 @@ def _check_deployment(deployment: Deployment, attributed: list[tuple[str, dict[s
                 "account": deployment.account,
                 "context": _context(deployment, function, record),
                 "identity": by_function[function],
-                "resourcePolicy": policy_ids.get(arn),
+                # A bucket's policy governs its objects too.
+                "resourcePolicy": policy_ids.get(arn)
+                or policy_ids.get(arn.split("/", 1)[0] if ":s3:::" in arn else ""),
             }
         )
         pending.append((function, record, arn))

@@ -137,3 +137,23 @@ def test_mail_is_authorized_on_its_from_identity_and_configuration_set(monkeypat
 def test_a_keys_shape_keeps_its_words_and_hides_its_ids():
     assert shape("T#t1#AUDIT#007") == "T#*#AUDIT#*"
     assert shape("T#t1#R#t1/AAAAAAAAAAAAAAAAAAAA") == "T#*#R#*"
+
+
+def test_an_object_is_authorized_on_its_key_in_the_bucket_its_variable_names(monkeypatch):
+    bucket = wiring.AUDIT_ANCHOR_BUCKET
+    monkeypatch.setenv(bucket.env, "local-anchors")
+    (put,) = requests_of("s3", "PutObject", {"Bucket": "local-anchors", "Key": "audit-anchors/t1.json", "Body": b""})
+    assert put == {
+        "action": "s3:PutObject",
+        "resource": {"kind": "bucket", "env": bucket.env, "rest": "/audit-anchors/t1.json"},
+    }
+    (head,) = requests_of("s3", "HeadObject", {"Bucket": "local-anchors", "Key": "audit-anchors/t1.json"})
+    assert head["action"] == "s3:GetObject"
+    (version,) = requests_of("s3", "GetObject", {"Bucket": "local-anchors", "Key": "k", "VersionId": "v"})
+    assert version["action"] == "s3:GetObjectVersion"
+    (listing,) = requests_of("s3", "ListObjectsV2", {"Bucket": "local-anchors", "Prefix": "audit-anchors/"})
+    assert listing == {
+        "action": "s3:ListBucket",
+        "resource": {"kind": "bucket", "env": bucket.env},
+        "context": {"s3:prefix": "audit-anchors/"},
+    }
