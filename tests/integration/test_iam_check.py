@@ -5,6 +5,7 @@ shapes the construct synthesizes; the check proper evaluates the synthesized one
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +299,44 @@ def test_records_are_read_once_each_and_a_line_cut_short_is_left_out(tmp_path: P
     calls, reach = read_records(tmp_path)
     assert [c["test"] for c in calls] == ["a"]
     assert reach == {"interlude.app.x:f": {"api"}}
+
+
+def test_a_denied_call_fails_the_session_and_the_summary_names_it(tmp_path: Path, monkeypatch, audit_sweep):
+    # The session's end as the plugin runs it: the calls recorded, the templates kept, one of them without the grant.
+    from types import SimpleNamespace
+
+    from tests.support import aws_calls, iam_plugin
+    from tests.support.iam_templates import APPS, write
+
+    calls, reach = audit_sweep
+    records = tmp_path / "calls"
+    records.mkdir()
+    lines = [json.dumps(call) for call in calls] + [
+        json.dumps({"reach": f, "path": p}) for p, fs in reach.items() for f in fs
+    ]
+    (records / "1.jsonl").write_text("\n".join(lines) + "\n")
+    for name in APPS:
+        role = timeouts(without="dynamodb:DeleteItem" if name == "app" else None)
+        write(records / iam_plugin.TEMPLATES, {**role_export(role), "name": name})
+    monkeypatch.setenv(aws_calls.LOG_DIR_ENV, str(records))
+    summary: list[str] = []
+    monkeypatch.setattr(iam_plugin, "_summary", summary)
+    session = SimpleNamespace(config=SimpleNamespace(), exitstatus=pytest.ExitCode.OK)
+
+    iam_plugin.pytest_sessionfinish(session, pytest.ExitCode.OK)
+
+    assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
+    assert summary[0].startswith("FAILED: ")
+    (denied_line,) = [line for line in summary if line.startswith("DENIED: ")]
+    assert denied_line.startswith("DENIED: timeouts may not dynamodb:DeleteItem on arn:aws:dynamodb:")
+    assert "(app: ImplicitlyDenied); call dynamodb.TransactWriteItems" in denied_line
+    assert not records.exists()  # the records go with the session
+
+
+def role_export(deployment: Deployment) -> dict[str, Any]:
+    return {
+        "template": deployment.template,
+        "functions": deployment.functions,
+        "region": deployment.region,
+        "account": deployment.account,
+    }
