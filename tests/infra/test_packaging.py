@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from interlude import wiring
+from interlude.api.page import templating
 from interlude_cdk import bytecode, layer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -53,4 +54,8 @@ def test_the_wheel_carries_what_the_layers_are_built_from(wheel_files):
     # The core package's data: the OpenWOP schemas the API validates with, and its type marker.
     assert "interlude/py.typed" in wheel_files
     assert any(name.startswith("interlude/domain/schemas/") and name.endswith(".json") for name in wheel_files)
+    # And the pages' templates and style sheets, every one (the layer copies the installed package)
+    for folder in templating.TEMPLATE_DIRS.values():
+        for template in (p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            assert "interlude/" + template.relative_to(layer.INTERLUDE_DIR).as_posix() in wheel_files
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in wheel_files)

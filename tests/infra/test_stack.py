@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,7 @@ from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from cfnlint.api import ManualArgs, lint
 
 from interlude import wiring
+from interlude.api.page import templating
 from tests.infra.conftest import actions_on, as_list
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +125,28 @@ def test_layers_are_built_for_the_functions_platform(synth):
     # And the dependencies layer names the lock file it was built from
     dependencies = synth.resources[synth.logical_id(layers.dependencies)]["Properties"]
     assert layer_module.lock_sha256()[:12] in dependencies["Description"]
+
+
+def test_the_package_layer_ships_the_pages_templates_and_renders_a_page_from_them(synth, tmp_path):
+    # Given the package layer as synthesis bundled it
+    package = synth.resources[synth.logical_id(synth.interlude.core_layers.package)]
+    shipped = synth.outdir / package["Metadata"]["aws:asset:path"] / "python"
+    # Then every template and style sheet of the approval page and the console is in it as written
+    for folder in templating.TEMPLATE_DIRS.values():
+        sources = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        assert sources
+        for source in sources:
+            copy = shipped / "interlude" / source.relative_to(layer_module.INTERLUDE_DIR)
+            assert copy.read_bytes() == source.read_bytes(), copy
+    # And the package imported from the layer renders a page from its own templates
+    render = (
+        "import interlude, sys\nassert interlude.__file__.startswith(sys.argv[1]), interlude.__file__\n"
+        "from interlude.api.page import approval\nprint(approval.document('Ship it?', '', 'nonce'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(shipped), "PYTHONDONTWRITEBYTECODE": "1"}
+    page = subprocess.run([sys.executable, "-c", render, str(shipped)], env=env, capture_output=True, text=True, check=True)
+    assert "<title>Ship it?</title>" in page.stdout
+    assert '<style nonce="nonce">' in page.stdout
 
 
 # --- least privilege ------------------------------------------------------------------------------------

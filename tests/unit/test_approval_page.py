@@ -10,7 +10,8 @@ import pytest
 
 from interlude.adapters.keyring_store import SEED_KID, _parse_ring
 from interlude.api.page import approval, csrf
-from interlude.api.page.approval import FormError, View, resume_from_form
+from interlude.api.page.approval import View
+from interlude.api.page.forms import FormError, resume_from_form
 from interlude.api.page.graph import GraphNode, layer_of, positions, render_svg
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema

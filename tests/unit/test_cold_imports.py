@@ -57,6 +57,8 @@ NOT_AT_IMPORT = {
         "interlude.app.streams",  # the SSE routes' following
         "interlude.store.webhooks",  # the webhook routes' store and secrets
         "interlude.store.deliveries",  # GET /runs/{runId}/deliveries
+        "jinja2",  # the pages' templates load with the first page rendered
+        "markupsafe",
     ],
     "callbacks": [
         "interlude.engine",
@@ -178,6 +180,18 @@ def test_a_request_loads_only_the_route_modules_its_path_matches():
     modules = set(got["modules"])
     assert "interlude.api.runs" in modules
     assert not modules & {"interlude.api.console.routes", "interlude.api.modulex", "interlude.api.tokens", "interlude.api.inbox"}
+
+
+def test_jinja2_loads_with_the_first_page_rendered_not_with_the_page_routes():
+    """The token routes' module holds the approval page and the JSON token routes: a JSON call never loads the
+    template engine, the first page rendered does."""
+    got = imported(
+        "api",
+        then='import sys\nfrom interlude.api import app\napp.load_routes("GET", "/interrupts/ow2.x")\n'
+        'assert "interlude.api.tokens" in sys.modules and "jinja2" not in sys.modules\n'
+        'from interlude.api.page import approval\napproval.document("A page", "", "nonce")\n',
+    )
+    assert "jinja2" in got["modules"]
 
 
 def test_every_route_module_imports_only_the_powertools_resolver_it_uses():

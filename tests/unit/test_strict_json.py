@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from interlude.api import strict_json
-from interlude.api.page.approval import FormError, resume_from_form
+from interlude.api.page.forms import FormError, resume_from_form
 from interlude.app.streams import frame
 from interlude.faces.modulex.expressions import ExpressionError, compile_expression, evaluate
 from interlude.store.attributes import as_json, packed

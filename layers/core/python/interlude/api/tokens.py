@@ -32,7 +32,7 @@ from interlude.api.http import (
     service,
 )
 from interlude.api.idempotency import keyed
-from interlude.api.page import approval, csrf
+from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
 from interlude.app.directory import entry_of
@@ -196,8 +196,8 @@ def page_post(token: str) -> Response:
         detail = "This link lets you see this request, not decide it."
         return result_page(403, approval.Result("forbidden", detail=detail), None, style)
     try:
-        resume_value = approval.resume_from_form(target.interrupt.payload, form)
-    except approval.FormError as exc:
+        resume_value = forms.resume_from_form(target.interrupt.payload, form)
+    except forms.FormError as exc:
         return open_page(token, target, style, status=400, error=str(exc))
     try:
         surface().resolve_target(target, resume_value)
@@ -211,7 +211,7 @@ def page_post(token: str) -> Response:
 def read_form() -> dict[str, list[str]]:
     raw = raw_body()
     try:
-        return parse_qs(raw, keep_blank_values=True, max_num_fields=approval.MAX_FORM_FIELDS)
+        return parse_qs(raw, keep_blank_values=True, max_num_fields=forms.MAX_FORM_FIELDS)
     except ValueError:
         raise Invalid("the form has too many fields") from None
 
@@ -221,7 +221,7 @@ def form_is_same_site(token: str, form: dict[str, list[str]]) -> bool:
     if csrf.cross_site(event.headers.get("origin"), event.headers.get("sec-fetch-site"), base_url()):
         return False
     key = csrf.derive_key(surface().kid_secret(token))
-    return csrf.check(key, token, approval.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))
+    return csrf.check(key, token, forms.one(form, csrf.FIELD), request_cookies().get(csrf.cookie_name(token)))
 
 
 def request_cookies() -> dict[str, str]:

@@ -28,7 +28,7 @@ from interlude.api.console import session as sessions
 from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
 from interlude.api.http import OPENWOP_VERSION, app, authorize, base_url, query_int, raw_body, scope_of, service
-from interlude.api.page import approval, csrf
+from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.routes import route
 from interlude.app import audit, notifications, run_listing
@@ -170,7 +170,7 @@ def see_other(location: str, cookies: list[Cookie] | None = None) -> Response:
     return Response(
         status_code=303,
         content_type="text/html; charset=utf-8",
-        body=f'<!DOCTYPE html><title>See other</title><a href="{pages.esc(location)}">Continue</a>',
+        body=pages.see_other(location),
         headers={"Location": location, "Cache-Control": "no-store", "OpenWOP-Version": OPENWOP_VERSION},
         cookies=cookies,
     )
@@ -378,9 +378,9 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
     state, _ = service().load_run(signed.principal.tenant, run_id)
     interrupt = service().open_interrupt(state, node_id)
     try:
-        value = approval.resume_from_form(interrupt.payload, form)
+        value = forms.resume_from_form(interrupt.payload, form)
         outcome = service().resolve_interrupt(signed.principal, run_id, node_id, value, surface="console")
-    except approval.FormError as exc:
+    except forms.FormError as exc:
         return after_decision(signed, back, run_id, Notice("bad", "That was not accepted", str(exc)), 400)
     except DomainError as exc:
         if isinstance(exc, Unauthenticated):

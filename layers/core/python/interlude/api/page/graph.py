@@ -1,14 +1,15 @@
 """Where the run stands, as an inline SVG: the workflow's nodes in layers from its edges, the gate highlighted.
 
-Pure: nodes and edges in, markup out. Colours come from CSS classes (the page's nonce'd style sheet), never
-from style attributes, so the strict Content-Security-Policy holds.
+Pure: nodes and edges in, a `Drawing` out (templates/graph.svg draws it). Colours come from CSS classes (the page's
+nonce'd style sheet), never from style attributes, so the strict Content-Security-Policy holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
+
+from interlude.api.page import templating
 
 NODE_W = 168
 NODE_H = 44
@@ -133,16 +134,37 @@ def _label(text: str) -> str:
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 
-def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gate: str, viewer_decides: bool = True) -> str:
+@dataclass(frozen=True)
+class DrawnEdge:
+    path: str  # the SVG path's d
+    back: bool  # a loop back (or a same-row edge), drawn dashed
+
+
+@dataclass(frozen=True)
+class DrawnNode:
+    x: int
+    y: int
+    classes: str
+    label: str
+    words: str
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """What templates/graph.svg draws: the sizes, every edge's path and every node's box and words."""
+
+    width: int
+    height: int
+    edges: list[DrawnEdge]
+    nodes: list[DrawnNode]
+    node_w: int = NODE_W
+    node_h: int = NODE_H
+
+
+def drawing(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gate: str, viewer_decides: bool = True) -> Drawing:
     """`viewer_decides`: the person looking may decide the gate (a view-only link is never told it waits for them)."""
     pos, width, height = positions(nodes, edges)
-    parts = [
-        f'<svg class="graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-labelledby="graph-title">',
-        '<title id="graph-title">The workflow&#39;s steps; the highlighted one is waiting for this decision</title>',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>',
-    ]
+    drawn_edges = []
     seen: set[tuple[str, str]] = set()
     for a, b in edges:
         if a not in pos or b not in pos or (a, b) in seen:
@@ -152,14 +174,13 @@ def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gat
         if by > ay:
             x1, y1, x2, y2 = ax + NODE_W // 2, ay + NODE_H, bx + NODE_W // 2, by
             mid = (y1 + y2) // 2
-            parts.append(f'<path class="edge" d="M{x1},{y1} C{x1},{mid} {x2},{mid} {x2},{y2}" marker-end="url(#arrow)"/>')
+            drawn_edges.append(DrawnEdge(f"M{x1},{y1} C{x1},{mid} {x2},{mid} {x2},{y2}", back=False))
         else:
             # A loop back (or a same-row edge): leave by the right side, come back into the right side.
             x1, y1, x2, y2 = ax + NODE_W, ay + NODE_H // 2, bx + NODE_W, by + NODE_H // 2
             bulge = max(x1, x2) + PAD
-            parts.append(
-                f'<path class="edge back" d="M{x1},{y1} C{bulge},{y1} {bulge},{y2} {x2},{y2}" marker-end="url(#arrow)"/>'
-            )
+            drawn_edges.append(DrawnEdge(f"M{x1},{y1} C{bulge},{y1} {bulge},{y2} {x2},{y2}", back=True))
+    drawn_nodes = []
     for node in nodes:
         x, y = pos[node.id]
         status = node.status if node.status in STATUS_WORDS else "pending"
@@ -168,13 +189,12 @@ def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gat
         if node.id == gate:
             waiting = "waiting for you" if viewer_decides else "waiting for a decision"
             words = waiting if status == "suspended" else f"this request: {words}"
-        parts.append(
-            f'<g class="{classes}"><rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="8" ry="8"/>'
-            f'<text x="{x + NODE_W // 2}" y="{y + 18}" text-anchor="middle" class="label">{escape(_label(node.label))}</text>'
-            f'<text x="{x + NODE_W // 2}" y="{y + 34}" text-anchor="middle" class="sub">{escape(words)}</text></g>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+        drawn_nodes.append(DrawnNode(x, y, classes, _label(node.label), words))
+    return Drawing(width, height, drawn_edges, drawn_nodes)
+
+
+def render_svg(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gate: str, viewer_decides: bool = True) -> str:
+    return templating.render("page/graph.svg", graph=drawing(nodes, edges, gate, viewer_decides))
 
 
 def describe(nodes: Sequence[GraphNode], gate: str) -> list[tuple[str, str]]:
