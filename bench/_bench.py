@@ -1,10 +1,16 @@
-"""What every bench shares: an offline AWS environment, and counting the AWS calls it makes."""
+"""What every bench shares: an offline AWS environment, counting the AWS calls it makes, and timing what a new instance
+pays once in fresh interpreters."""
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +71,55 @@ def admin_with_approval(service: Any) -> tuple[Any, str, str]:
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
     service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
     return principal, bearer, definition["id"]
+
+
+# A probe program prints, as its last line, [first, second]: CPU seconds by step name on a new instance, then the
+# same steps again on it, warm.
+Paid = list[dict[str, float]]
+
+
+def first_and_warm_rounds(program: str, roots: Sequence[Path], rounds: int) -> dict[Path, list[Paid]]:
+    """Each round runs `program` (argv[1]: a repository root) in a fresh interpreter per root, the roots alternating
+    so their figures come from the same minutes. Modules load from bytecode, as bench/cold_import.py measures: a
+    private PYTHONPYCACHEPREFIX, filled by one untimed run of each root first."""
+    runs: dict[Path, list[Paid]] = {root: [] for root in roots}
+    with tempfile.TemporaryDirectory(prefix="bench-pyc-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        for root in roots:
+            _probe(program, root, env)
+        for _ in range(rounds):
+            for root in roots:
+                runs[root].append(_probe(program, root, env))
+    return runs
+
+
+def _probe(program: str, root: Path, env: dict[str, str]) -> Paid:
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(root / "layers/core/python"), str(root)) if p)}
+    out = subprocess.run([sys.executable, "-c", program, str(root)], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-3000:])
+    result: Paid = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def print_paid_once(runs: dict[Path, list[Paid]], what: str, whole: str | None = None) -> None:
+    """Per step: the first's CPU, the warm one's, and the difference (medians over the rounds, ms); `whole`: a line
+    for the sum of the steps."""
+    print(
+        f"rounds={len(next(iter(runs.values())))}; CPU ms, medians: first {what}, second {what}, first - second "
+        "(paid once per instance)"
+    )
+    for root, rounds in runs.items():
+        print(f"{root}")
+        for name in rounds[0][0]:
+            first = [r[0][name] * 1000 for r in rounds]
+            second = [r[1][name] * 1000 for r in rounds]
+            extra = [a - b for a, b in zip(first, second, strict=True)]
+            print(
+                f"  {name:<22} {statistics.median(first):7.1f} {statistics.median(second):7.1f} "
+                f"{statistics.median(extra):+8.1f}"
+            )
+        if whole:
+            total_extra = [sum(r[0].values()) * 1000 - sum(r[1].values()) * 1000 for r in rounds]
+            print(f"  {whole:<22} {'':7} {'':7} {statistics.median(total_extra):+8.1f}")

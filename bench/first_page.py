@@ -14,13 +14,10 @@ Usage: .venv/bin/python bench/first_page.py [rounds] [other repository roots...]
 
 from __future__ import annotations
 
-import json
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _bench import first_and_warm_rounds, print_paid_once
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = r"""
@@ -36,13 +33,12 @@ actions = ["accept", "reject", "refine", "edit-accept", "ask"]
 payload = {"kind": "approval", "key": "k", "resumeSchema": approval_resume_schema(actions),
            "data": {"title": "Publish the release notes?", "description": "Approve to publish.", "actions": actions,
                     "artifactType": "doc", "artifactData": {"title": "Notes", "body": "x" * 400}}}
-timings = {}
+timings = [{}, {}]
 
-def timed(name, render):
+def timed(round, name, render):
     t0 = time.process_time()
-    size = len(render())
-    timings.setdefault(name, []).append(time.process_time() - t0)
-    return size
+    render()
+    timings[round][name] = time.process_time() - t0
 
 def approval_page():
     from interlude.api.page import approval
@@ -71,45 +67,17 @@ def console_pages():
         more_events_after=None, deliveries=[], notifications=[], tokens=[])
     return inbox + pages.document("Run", pages.run(frame, view, None), "n", frame, "runs")
 
-for _ in range(2):
-    timed("approval page", approval_page)
-    timed("console inbox + run", console_pages)
+for round in (0, 1):
+    timed(round, "approval page", approval_page)
+    timed(round, "console inbox + run", console_pages)
 print(json.dumps(timings))
 """
-
-
-def probe(root: Path, env: dict[str, str]) -> dict[str, list[float]]:
-    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(root / "layers/core/python"), str(root)) if p)}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr[-3000:])
-    result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
 
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     roots = [ROOT, *(Path(p).resolve() for p in sys.argv[2:])]
-    with tempfile.TemporaryDirectory(prefix="first-page-pyc-") as cache:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = cache  # from bytecode, as bench/cold_import.py measures
-        for root in roots:
-            probe(root, env)  # compiles into the private cache, untimed
-        runs: dict[Path, list[dict[str, list[float]]]] = {root: [] for root in roots}
-        for _ in range(rounds):
-            for root in roots:
-                runs[root].append(probe(root, env))
-    print(f"rounds={rounds}; CPU ms, medians: first render, second render, first - second (paid once per instance)")
-    for root in roots:
-        print(f"{root}")
-        for name in runs[root][0]:
-            first = [r[name][0] * 1000 for r in runs[root]]
-            second = [r[name][1] * 1000 for r in runs[root]]
-            extra = [a - b for a, b in zip(first, second, strict=True)]
-            print(
-                f"  {name:<22} {statistics.median(first):7.1f} {statistics.median(second):7.1f} "
-                f"{statistics.median(extra):+8.1f}"
-            )
+    print_paid_once(first_and_warm_rounds(PROBE, roots, rounds), "render")
 
 
 if __name__ == "__main__":

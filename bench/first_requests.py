@@ -13,13 +13,10 @@ Usage: .venv/bin/python bench/first_requests.py [rounds] [other repository roots
 
 from __future__ import annotations
 
-import json
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _bench import first_and_warm_rounds, print_paid_once
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = r"""
@@ -77,42 +74,10 @@ print(json.dumps([lifecycle(1), lifecycle(2)]))
 """
 
 
-def probe(root: Path, env: dict[str, str]) -> list[dict[str, float]]:
-    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(root / "layers/core/python"), str(root)) if p)}
-    out = subprocess.run([sys.executable, "-c", PROBE, str(root)], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr[-3000:])
-    result: list[dict[str, float]] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     roots = [ROOT, *(Path(p).resolve() for p in sys.argv[2:])]
-    with tempfile.TemporaryDirectory(prefix="first-requests-pyc-") as cache:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = cache  # from bytecode, as bench/cold_import.py measures
-        for root in roots:
-            probe(root, env)  # compiles into the private cache, untimed
-        runs: dict[Path, list[list[dict[str, float]]]] = {root: [] for root in roots}
-        for _ in range(rounds):
-            for root in roots:
-                runs[root].append(probe(root, env))
-    print(f"rounds={rounds}; CPU ms, medians: first lifecycle, second lifecycle, first - second (paid once per instance)")
-    for root in roots:
-        print(f"{root}")
-        names = list(runs[root][0][0])
-        total_extra = []
-        for name in names:
-            first = [r[0][name] * 1000 for r in runs[root]]
-            second = [r[1][name] * 1000 for r in runs[root]]
-            extra = [a - b for a, b in zip(first, second, strict=True)]
-            print(
-                f"  {name:<22} {statistics.median(first):7.1f} {statistics.median(second):7.1f} "
-                f"{statistics.median(extra):+8.1f}"
-            )
-        total_extra = [sum(r[0].values()) * 1000 - sum(r[1].values()) * 1000 for r in runs[root]]
-        print(f"  {'whole lifecycle':<22} {'':7} {'':7} {statistics.median(total_extra):+8.1f}")
+    print_paid_once(first_and_warm_rounds(PROBE, roots, rounds), "lifecycle", whole="whole lifecycle")
 
 
 if __name__ == "__main__":
