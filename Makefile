@@ -11,8 +11,8 @@ PORT ?= 8080
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 CDK := $(CURDIR)/node_modules/.bin/cdk
 STACK ?= Interlude
-# Layer's lock file: resolved for the functions' platform (interlude_cdk/layer.py), every wheel hashed.
-LOCK := interlude_cdk/layer-requirements.lock
+# Layer's lock file: resolved for the functions' platform (infra/interlude_cdk/layer.py), every wheel hashed.
+LOCK := infra/interlude_cdk/layer-requirements.lock
 # Build-time Node packages (package-lock.json: pyodide, which compiles the layers' bytecode with Python 3.14).
 NODE_STAMP := node_modules/.installed-stamp
 

@@ -2,7 +2,7 @@
 
 Before: the layers held sources only, `/opt` is read-only, so every cold start compiled everything the layers hold
 (boto3 and botocore too: the dependencies layer ships its own, which shadows the runtime's) and kept nothing; only
-the runtime's standard library came compiled. Now: the layers ship the runtime's bytecode (interlude_cdk/bytecode.py).
+the runtime's standard library came compiled. Now: the layers ship the runtime's bytecode (infra/interlude_cdk/bytecode.py).
 
 Each round imports a handler in three fresh interpreters, back to back: (1) with the standard library's bytecode
 only (a private PYTHONPYCACHEPREFIX holding just the standard library's caches, PYTHONDONTWRITEBYTECODE=1, so

@@ -16,7 +16,7 @@ Both sides import from bytecode: the probes share a private cache (PYTHONPYCACHE
 of each target first), whatever PYTHONDONTWRITEBYTECODE says. Without it the figure depended on the environment:
 where bytecode is not written (PYTHONDONTWRITEBYTECODE set, as where these figures were taken), every probe compiled
 Interlude's modules from source while boto3's came compiled from site-packages: about a fifth of the API's figure.
-From bytecode is also how the functions import since the layers ship the runtime's bytecode (interlude_cdk/bytecode.py);
+From bytecode is also how the functions import since the layers ship the runtime's bytecode (infra/interlude_cdk/bytecode.py);
 bench/bytecode.py prints what the deployment paid before, compiling every layer's module on every cold start.
 With --instructions, each figure is instead counted once under valgrind's callgrind (instructions executed, the
 interpreter's own start subtracted from both sides): load-independent, where the timed ratios move by ±0.2 between two

@@ -51,7 +51,7 @@ PRICES = {
     "sfn_express_request": 1.00 / 1e6,  # Step Functions Express, per request (plus duration)
     "sfn_express_gb_second": 0.00001667,  # Express duration, first 1,000 h per month, 64 MB billed minimum
     # CloudWatch Logs ingestion per GB (10^9 bytes), us-east-1 (aws.amazon.com/cloudwatch/pricing): Standard log class,
-    # or Infrequent Access if the construct's log groups use it (interlude_cdk/functions.py, read below).
+    # or Infrequent Access if the construct's log groups use it (infra/interlude_cdk/functions.py, read below).
     "logs_ingested_gb_standard": 0.50,
     "logs_ingested_gb_infrequent_access": 0.25,
     "xray_trace_recorded": 5.00 / 1e6,  # X-Ray traces recorded (aws.amazon.com/xray/pricing); retrieval is per query
@@ -91,7 +91,7 @@ def lambda_environment(name: str):
 
 def log_ingestion_price() -> tuple[float, str]:
     """$ per GB ingested and the log class, as the construct's function and access log groups are declared."""
-    sources = [(ROOT / f"interlude_cdk/{name}.py").read_text() for name in ("functions", "api")]
+    sources = [(ROOT / f"infra/interlude_cdk/{name}.py").read_text() for name in ("functions", "api")]
     if all("INFREQUENT_ACCESS" in source for source in sources):
         return PRICES["logs_ingested_gb_infrequent_access"], "Infrequent Access"
     return PRICES["logs_ingested_gb_standard"], "Standard"

@@ -3,7 +3,7 @@
 The lifecycle of bench/cost_per_million.py (createRun, getRun, a winning resolve, one poll; then `dispatch` once per
 event item the stream filter passes, one record each as when the stream is quiet) runs through the real handlers
 (functions/api and functions/dispatch, as the local stack invokes them) on moto in-process, with the environment the
-construct gives a deployed function: LOG_LEVEL at the construct's default (interlude_cdk/props.py),
+construct gives a deployed function: LOG_LEVEL at the construct's default (infra/interlude_cdk/props.py),
 POWERTOOLS_SERVICE_NAME, the deployment's name, AWS_LAMBDA_FUNCTION_NAME (so the EMF business metrics of
 interlude.adapters.metrics are written, as in Lambda) and an X-Ray trace header (Powertools Logger adds it to
 each line). Everything each invocation writes to its stdout and stderr is captured at the file descriptors:
@@ -13,7 +13,7 @@ as they are. Measured after a warm-up lifecycle (an instance's caches filled, as
 Lambda's own platform records (platform.start, platform.runtimeDone, platform.report) are not output of the code: their
 bytes are an ESTIMATE from the record shapes AWS documents for the JSON log format with active tracing, with this
 run's request ids and a tracing header; runtimeDone is counted although the default system log level (INFO) may not
-write it (conservative). The HTTP API's access log (its own log group; interlude_cdk/api.py, read by the latency
+write it (conservative). The HTTP API's access log (its own log group; infra/interlude_cdk/api.py, read by the latency
 metric filter) writes one line per request: rendered from the declared format with this run's routes, statuses and
 response lengths, the rest typical values (an estimate). CloudWatch Logs meters each log event as its message's UTF-8
 bytes plus 26 bytes.
@@ -42,9 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def construct_default_log_level() -> str:
     # Read from the construct's props without importing aws_cdk (seconds of import for one default).
-    found = re.search(r'^\s*log_level: str = "(\w+)"', (ROOT / "interlude_cdk/props.py").read_text(), re.M)
+    found = re.search(r'^\s*log_level: str = "(\w+)"', (ROOT / "infra/interlude_cdk/props.py").read_text(), re.M)
     if found is None:
-        raise SystemExit("interlude_cdk/props.py no longer declares `log_level: str = ...`: update this bench")
+        raise SystemExit("infra/interlude_cdk/props.py no longer declares `log_level: str = ...`: update this bench")
     return found.group(1)
 
 
@@ -53,7 +53,7 @@ TRACE_HEADER = "Root=1-674d6f2a-0123456789abcdef01234567;Parent=0123456789abcdef
 offline_aws(
     TABLE_NAME="bench",
     LOG_LEVEL=LOG_LEVEL,
-    POWERTOOLS_SERVICE_NAME="interlude",  # interlude_cdk/functions.py SERVICE_NAME
+    POWERTOOLS_SERVICE_NAME="interlude",  # infra/interlude_cdk/functions.py SERVICE_NAME
     INTERLUDE_DEPLOYMENT="Interlude",  # the default stack name, which names the deployment
     AWS_LAMBDA_LOG_FORMAT="JSON",
     _X_AMZN_TRACE_ID=TRACE_HEADER,
@@ -102,11 +102,11 @@ def kind_of(line: bytes) -> str:
 
 
 def access_log_fields() -> dict[str, str]:
-    """The HTTP API's access log format (interlude_cdk/api.py ACCESS_LOG_FIELDS), read without importing aws_cdk."""
-    source = (ROOT / "interlude_cdk/api.py").read_text()
+    """The HTTP API's access log format (infra/interlude_cdk/api.py ACCESS_LOG_FIELDS), read without importing aws_cdk."""
+    source = (ROOT / "infra/interlude_cdk/api.py").read_text()
     found = re.search(r"^ACCESS_LOG_FIELDS = (\{.*?^\})", source, re.M | re.S)
     if found is None:
-        raise SystemExit("interlude_cdk/api.py no longer declares ACCESS_LOG_FIELDS = {...}: update this bench")
+        raise SystemExit("infra/interlude_cdk/api.py no longer declares ACCESS_LOG_FIELDS = {...}: update this bench")
     return ast.literal_eval(found.group(1))
 
 
@@ -217,7 +217,7 @@ def lifecycle(calls: Invocations, bearer: str, streams: Any, arn: str, after: se
     routes = {f"{r.method} {r.path}" for r in wiring.ROUTES}
 
     def api(route: str, path: str, body: object = None) -> dict:
-        # The deployed HTTP API declares each route (interlude_cdk/api.py), so its events carry the route's key,
+        # The deployed HTTP API declares each route (infra/interlude_cdk/api.py), so its events carry the route's key,
         # which the API function's metrics read; the local gateway's catch-all sends `$default`.
         if route not in routes:
             raise SystemExit(f"{route} is not a route of interlude.wiring: update this bench")

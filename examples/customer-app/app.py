@@ -2,7 +2,7 @@
 
     README.md beside this file: every build-time dependency, then `npx cdk deploy ApprovalsProd`.
 
-Every Interlude prop used here is documented in interlude_cdk/props.py; tests/infra/test_customer_app.py
+Every Interlude prop used here is documented in infra/interlude_cdk/props.py; tests/infra/test_customer_app.py
 synthesizes this app and checks that each one reaches the template.
 """
 

@@ -57,7 +57,7 @@ def test_every_readme_python_snippet_runs_as_pasted(stack_info, tmp_path, index)
     (tmp_path / "snippet.py").write_text(snippet)
     env = {k: v for k, v in os.environ.items() if k != "AWS_ENDPOINT_URL"}
     # This checkout's packages, as `pip install` of it would provide them.
-    env["PYTHONPATH"] = os.pathsep.join([str(README.parent / "layers/core/python"), str(README.parent)])
+    env["PYTHONPATH"] = os.pathsep.join([str(README.parent / "layers/core/python"), str(README.parent / "infra")])
     if "interlude_cdk" in snippet:
         # A layer directory stands in for `make layer`'s output (no wheels fetched), and no AWS account is asked.
         layer = stand_in_layer(tmp_path / "layer")

@@ -1,7 +1,7 @@
 """The wheel a customer installs (`pip install 'interlude[cdk]'`) carries what its CDK app synthesizes from.
 
 An installed interlude_cdk finds the Lambda handlers under <prefix>/share/interlude/functions
-(interlude_cdk/functions.py) and builds the layers from its own package data (the lock file, the bytecode script):
+(infra/interlude_cdk/functions.py) and builds the layers from its own package data (the lock file, the bytecode script):
 a function of wiring.FUNCTIONS missing from pyproject's data-files would stop that app's synthesis.
 """
 
@@ -20,7 +20,7 @@ from interlude.api.page import templating
 from interlude_cdk import bytecode, layer
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "layers/core/python/interlude", "interlude_cdk", "functions")
+SOURCES = ("pyproject.toml", "layers/core/python/interlude", "infra", "functions")
 
 
 @pytest.fixture(scope="module")

@@ -77,7 +77,7 @@ def _sources_digest() -> str:
         *APPS.values(),
         *(p.parent / "cdk.json" for p in APPS.values()),
     ]
-    for root in (REPO / "interlude_cdk", REPO / "layers" / "core" / "python" / "interlude"):
+    for root in (REPO / "infra" / "interlude_cdk", REPO / "layers" / "core" / "python" / "interlude"):
         paths += sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in paths:
         if path.exists():

@@ -1,6 +1,6 @@
 """The one declaration of how Interlude is wired: table layout, functions, their triggers and the routes.
 
-The CDK construct (interlude_cdk/), the local stack (interlude.local) and the tests all read this module, so the
+The CDK construct (infra/interlude_cdk/), the local stack (interlude.local) and the tests all read this module, so the
 deployed shape and the emulated shape cannot drift. Add a function, queue or route here first.
 """
 

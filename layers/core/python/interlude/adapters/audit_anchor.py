@@ -2,7 +2,7 @@
 bytes interlude.rules.audit.signed_anchor makes, a new version at every publication. The bucket has Object Lock with
 a default retention, so each version stays as written for that long; no function role holds any S3 action but the
 timeouts function's PutObject and the api function's GetObject, and the bucket policy denies deleting an object or
-a version to everyone (interlude_cdk/audit_anchor.py).
+a version to everyone (infra/interlude_cdk/audit_anchor.py).
 """
 
 from __future__ import annotations

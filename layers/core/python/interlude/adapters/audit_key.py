@@ -1,7 +1,7 @@
 """The audit checkpoint signing key: one Secrets Manager secret, used for nothing else (OpenWOP requires the audit
-key to sign no other surface). Its value is the form Secrets Manager generates at deploy (interlude_cdk/secrets.py)
-or the local stack writes: `{"seed": <random text>}`; the Ed25519 key is derived from the seed
-(interlude.rules.audit.signing_key). Read through Powertools parameters, cached per warm function.
+key to sign no other surface). Its value is the form Secrets Manager generates at deploy
+(infra/interlude_cdk/secrets.py) or the local stack writes: `{"seed": <random text>}`; the Ed25519 key is derived
+from the seed (interlude.rules.audit.signing_key). Read through Powertools parameters, cached per warm function.
 """
 
 from __future__ import annotations

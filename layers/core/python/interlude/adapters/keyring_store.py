@@ -93,7 +93,8 @@ def _parse_ring(raw: str) -> KeyRing:
     return KeyRing.from_json(raw)
 
 
-# The form Secrets Manager generates at deploy time (interlude_cdk/secrets.py): `{"seed": <44 random alphanumerics>}`.
+# The form Secrets Manager generates at deploy time (infra/interlude_cdk/secrets.py):
+# `{"seed": <44 random alphanumerics>}`.
 # Any 44 characters of [A-Za-z0-9] are canonical unpadded base64url of 33 bytes (44 x 6 bits, no spare bits),
 # so the generated string is itself the first secret; the first `tokens rotate` writes the full ring form.
 SEED_KID = "k0"

@@ -25,7 +25,8 @@ class LayerBuildError(RuntimeError):
     """A layer cannot be built as it must ship (layer.py raises it too, and re-exports it)."""
 
 RUNNER = Path(__file__).resolve().parent / "pyodide_run.mjs"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The checkout root (infra/interlude_cdk/ is two levels down); an installed package has no node_modules there.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PYODIDE_VERSION = "314.0.8"
 # `make node-deps` runs it (and make layer, synth, deploy and test run that).
 INSTALL_COMMAND = "make node-deps"
@@ -102,7 +103,7 @@ def require_python(found: str, expected: str) -> None:
         raise LayerBuildError(
             f"pyodide's Python is {found}, the functions run Python {expected}: its bytecode would be ignored by the "
             f"runtime. Pin the pyodide release of Python {expected} in package.json (and PYODIDE_VERSION in "
-            f"interlude_cdk/bytecode.py), then run `{INSTALL_COMMAND}`; or move layer.PYTHON_VERSION and the "
+            f"infra/interlude_cdk/bytecode.py), then run `{INSTALL_COMMAND}`; or move layer.PYTHON_VERSION and the "
             "runtime together with it."
         )
 
@@ -118,7 +119,7 @@ def compile_tree(directory: Path, python_version: str) -> Compiled:
         raise LayerBuildError(
             f"{len(fatal)} file(s) under {directory} do not compile for Python {python_version}:\n{listed}\n"
             "Fix the source (interlude's own), or, for a locked package's file that is not meant to be imported, "
-            "name it in interlude_cdk/bytecode.py NOT_PYTHON with why."
+            "name it in infra/interlude_cdk/bytecode.py NOT_PYTHON with why."
         )
     return Compiled(
         python=result["python"],

@@ -1,7 +1,7 @@
 // Runs Python code inside pyodide (CPython compiled to WebAssembly) with a host directory mounted at /mnt, and
 // prints the value of the code's last expression (a JSON string) on stdout. Python's own output goes to stderr.
 // Usage: node pyodide_run.mjs <pyodide package dir> <host dir> <python code>
-// Called by interlude_cdk/bytecode.py: the layers' bytecode must come from the Lambda runtime's Python version.
+// Called by bytecode.py: the layers' bytecode must come from the Lambda runtime's Python version.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 

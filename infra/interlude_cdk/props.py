@@ -159,7 +159,7 @@ class InterludeProps:
     # Issue 15: serve GET /runs/{runId}/ancestry and advertise it (discovery multiAgent.executionModel
     # .crossHostCausation). False: the route answers 404 not_found and discovery omits multiAgent.
     ancestry_endpoint: bool = True
-    # Issue 26 S6: the audit anchors' bucket (Object Lock; interlude_cdk/audit_anchor.py, always retained). How long
+    # Issue 26 S6: the audit anchors' bucket (Object Lock; audit_anchor.py, always retained). How long
     # each published anchor version stays unchangeable (1-36,500 days), and the lock's mode: COMPLIANCE (no one, the
     # account's root included, can shorten or lift it) or GOVERNANCE (a principal granted
     # s3:BypassGovernanceRetention can: for a stack you tear down while testing).

@@ -33,8 +33,9 @@ from interlude_cdk.bytecode import LayerBuildError
 PACKAGE_DIR = Path(__file__).resolve().parent
 LOCK_FILE = PACKAGE_DIR / "layer-requirements.lock"
 INTERLUDE_DIR = Path(interlude.__file__).resolve().parent
-# A repository checkout (the project itself); absent when interlude_cdk was pip-installed.
-PROJECT_ROOT = PACKAGE_DIR.parent
+# A repository checkout (the project itself: infra/interlude_cdk/ is two levels down); absent when interlude_cdk
+# was pip-installed.
+PROJECT_ROOT = PACKAGE_DIR.parents[1]
 DEFAULT_BUILD_DIR = PROJECT_ROOT / "layers" / "core" / "build"
 LAYER_DIR_CONTEXT_KEY = "layerDir"
 
