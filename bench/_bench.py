@@ -103,15 +103,17 @@ def _probe(program: str, root: Path, env: dict[str, str]) -> Paid:
     return result
 
 
-def print_paid_once(runs: dict[Path, list[Paid]], what: str, whole: str | None = None) -> None:
+def print_paid_once(
+    runs: dict[Path, list[Paid]], what: str, whole: str | None = None, names: dict[Path, str] | None = None
+) -> None:
     """Per step: the first's CPU, the warm one's, and the difference (medians over the rounds, ms); `whole`: a line
-    for the sum of the steps."""
+    for the sum of the steps; `names`: what to call a root instead of its path."""
     print(
         f"rounds={len(next(iter(runs.values())))}; CPU ms, medians: first {what}, second {what}, first - second "
         "(paid once per instance)"
     )
     for root, rounds in runs.items():
-        print(f"{root}")
+        print((names or {}).get(root, str(root)))
         for name in rounds[0][0]:
             first = [r[0][name] * 1000 for r in rounds]
             second = [r[1][name] * 1000 for r in rounds]

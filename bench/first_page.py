@@ -1,7 +1,9 @@
 """Print what the first page an API instance renders costs beyond the same page on a warm instance.
 
-The pages come from Jinja2 templates (interlude.api.page.templating): the first render imports Jinja2 and compiles
-the templates it uses, which the instance keeps. Each round is a fresh interpreter that imports the real API handler
+The pages come from Jinja2 templates (interlude.api.page.templating): the first render imports Jinja2 and loads the
+templates it uses, which the instance keeps. A checkout compiles them from their sources; the package layer ships
+them compiled (templating.compile_all), and each root is also measured that way: its package copied and compiled as
+interlude_cdk/layer.py builds the layer (Python bytecode aside, which every probe reads from a cache anyway). Each round is a fresh interpreter that imports the real API handler
 (untimed), then renders, timed in CPU: the approval page of an approval gate with every action and a 13-step graph
 (approval.document over render_open), then the console's inbox with three such requests and a run page (Jinja2 then
 already loaded), each twice.
@@ -14,7 +16,10 @@ Usage: .venv/bin/python bench/first_page.py [rounds] [other repository roots...]
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from _bench import first_and_warm_rounds, print_paid_once
@@ -74,10 +79,34 @@ print(json.dumps(timings))
 """
 
 
+COMPILE = "from interlude.api.page import templating\ntemplating.compile_all(templating.COMPILED_DIR)\n"
+
+
+def as_shipped(root: Path, into: Path) -> Path | None:
+    """A root whose package is copied and its templates compiled as the package layer ships it (None: a root from
+    before the templates)."""
+    package = root / "layers/core/python/interlude"
+    if not (package / "api/page/templating.py").is_file():
+        return None
+    shutil.copytree(package, into / "layers/core/python/interlude", ignore=shutil.ignore_patterns("__pycache__"))
+    (into / "functions").symlink_to(root / "functions")
+    env = {"PYTHONPATH": str(into / "layers/core/python"), "PATH": ""}
+    subprocess.run([sys.executable, "-c", COMPILE], env=env, check=True)
+    return into
+
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
-    roots = [ROOT, *(Path(p).resolve() for p in sys.argv[2:])]
-    print_paid_once(first_and_warm_rounds(PROBE, roots, rounds), "render")
+    given = [ROOT, *(Path(p).resolve() for p in sys.argv[2:])]
+    with tempfile.TemporaryDirectory(prefix="first-page-") as scratch:
+        roots, names = [], {}
+        for i, root in enumerate(given):
+            roots.append(root)
+            shipped = as_shipped(root, Path(scratch) / str(i))
+            if shipped is not None:
+                roots.append(shipped)
+                names[shipped] = f"{root} (templates compiled, as the package layer ships them)"
+        print_paid_once(first_and_warm_rounds(PROBE, roots, rounds), "render", names=names)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ Anything else (a missing build, a stale one, pip failing) fails synthesis with w
 ship functions without their dependencies.
 
 Both layers ship the runtime's bytecode (bytecode.py: compiled by Python 3.14 itself, hash-based and unchecked), so
-no cold start compiles them; the stamp names it, so a build made before (or without) it is refused.
+no cold start compiles them; the stamp names it, so a build made before (or without) it is refused. The package
+layer also carries the pages' templates compiled to Python modules (interlude.api.page.templating.compile_all),
+bytecode too, so no first page parses a template.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 import interlude
+from interlude.api.page import templating
 from interlude_cdk import bytecode
 from interlude_cdk.bytecode import LayerBuildError
 
@@ -152,6 +155,7 @@ class _CopyPackage:
     def try_bundle(self, output_dir: str, *_args, **_kwargs) -> bool:
         target = Path(output_dir) / "python"
         shutil.copytree(INTERLUDE_DIR, target / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
+        templating.compile_all(target / "interlude" / templating.COMPILED_DIR.relative_to(INTERLUDE_DIR))
         key = tree_digest(target)
         kept = _COMPILED_PACKAGES.get(key)
         if kept is not None:
@@ -201,10 +205,12 @@ class CoreLayers(Construct):
             code=lambda_.Code.from_asset(
                 str(INTERLUDE_DIR),
                 exclude=[f"**/{pattern}" for pattern in PACKAGE_EXCLUDE],
-                # The asset's hash covers the sources and these options: naming the bytecode here keeps a bundle
-                # staged before (or for another Python) from being reused.
+                # The asset's hash covers the sources and these options: naming the bytecode and the Jinja2 that
+                # compiles the templates keeps a bundle staged before (or for another Python) from being reused.
                 bundling=BundlingOptions(
-                    image=_NO_DOCKER, local=_CopyPackage(), environment={"INTERLUDE_BYTECODE": BYTECODE}
+                    image=_NO_DOCKER,
+                    local=_CopyPackage(),
+                    environment={"INTERLUDE_BYTECODE": BYTECODE, "INTERLUDE_TEMPLATES": templating.jinja2_version()},
                 ),
             ),
             compatible_runtimes=[self.RUNTIME],

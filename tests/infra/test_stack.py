@@ -13,7 +13,7 @@ from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from cfnlint.api import ManualArgs, lint
 
 from interlude import wiring
-from interlude.api.page import templating
+from interlude.api.page import approval, templating
 from tests.infra.conftest import actions_on, as_list
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def test_layers_are_built_for_the_functions_platform(synth):
     assert layer_module.lock_sha256()[:12] in dependencies["Description"]
 
 
-def test_the_package_layer_ships_the_pages_templates_and_renders_a_page_from_them(synth, tmp_path):
+def test_the_package_layer_ships_the_pages_templates_compiled_and_renders_a_page_from_them(synth):
     # Given the package layer as synthesis bundled it
     package = synth.resources[synth.logical_id(synth.interlude.core_layers.package)]
     shipped = synth.outdir / package["Metadata"]["aws:asset:path"] / "python"
@@ -138,15 +138,20 @@ def test_the_package_layer_ships_the_pages_templates_and_renders_a_page_from_the
         for source in sources:
             copy = shipped / "interlude" / source.relative_to(layer_module.INTERLUDE_DIR)
             assert copy.read_bytes() == source.read_bytes(), copy
-    # And the package imported from the layer renders a page from its own templates
+    # And compiled to modules, each with the runtime's bytecode (tests/infra/test_bytecode.py checks every module's)
+    compiled = shipped / "interlude" / templating.COMPILED_DIR.relative_to(layer_module.INTERLUDE_DIR)
+    assert len(list(compiled.glob("tmpl_*.py"))) == len(templating.make_environment(None).list_templates())
+    # And the package imported from the layer draws a page from those modules, as from the sources
     render = (
         "import interlude, sys\nassert interlude.__file__.startswith(sys.argv[1]), interlude.__file__\n"
-        "from interlude.api.page import approval\nprint(approval.document('Ship it?', '', 'nonce'))\n"
+        "from interlude.api.page import approval, templating\n"
+        "assert type(templating.environment().loader).__name__ == 'ModuleLoader'\n"
+        "print(approval.document('Ship it?', approval.render_result(approval.Result('expired'), None), 'nonce'))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(shipped), "PYTHONDONTWRITEBYTECODE": "1"}
     page = subprocess.run([sys.executable, "-c", render, str(shipped)], env=env, capture_output=True, text=True, check=True)
-    assert "<title>Ship it?</title>" in page.stdout
-    assert '<style nonce="nonce">' in page.stdout
+    expected = approval.document("Ship it?", approval.render_result(approval.Result("expired"), None), "nonce")
+    assert page.stdout == expected + "\n"
 
 
 # --- least privilege ------------------------------------------------------------------------------------

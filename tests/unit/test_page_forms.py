@@ -143,3 +143,38 @@ def _escaped(text: str) -> str:
 def _gate(gate_forms: list[forms.Form]) -> str:
     macro = templating.environment().get_template("page/forms.html").module.gate  # type: ignore[attr-defined]
     return str(macro(gate_forms, "/post", (("csrf", "c"),), "x-"))
+
+
+def every_page() -> list[str]:
+    """The approval page of each gate kind, open and decided, and the console's pages that draw gates and tables."""
+    drawn = []
+    for payload in PAYLOADS.values():
+        drawn.append(approval.document("t", approval_page_form(payload), "n"))
+        view = approval.View(payload, "gate", "inspect", "completed", 1_800_000_000)
+        drawn.append(approval.render_result(approval.Result("decided", action="accept", run_status="completed"), view))
+        drawn.append(pages.document("Inbox", inbox_form(payload), "n", FRAME, "inbox", go_to="/console/inbox"))
+    drawn.append(pages.keys(FRAME, [{"keyId": "k1", "status": "active"}], "c", None, {"apiKey": HOSTILE}, ["runs:read"]))
+    drawn.append(pages.audit(FRAME, [{"chain": "c", "seq": 1, "actor": {"subjectId": HOSTILE}}], "c", None))
+    drawn.append(pages.sign_in("proof", pages.Notice("bad", HOSTILE, HOSTILE, (HOSTILE,))))
+    return drawn
+
+
+def test_the_templates_compiled_for_the_package_layer_draw_every_page_as_their_sources_do(tmp_path, monkeypatch):
+    # Given every template compiled to Python modules, as interlude_cdk/layer.py ships them
+    compiled = tmp_path / "compiled"
+    templating.compile_all(compiled)
+    from_sources = every_page()
+    # When the pages are drawn from the compiled modules
+    env = templating.make_environment(compiled)
+    assert type(env.loader).__name__ == "ModuleLoader"
+    monkeypatch.setattr(templating, "environment", lambda: env)
+    # Then they are the same pages
+    assert every_page() == from_sources
+
+
+def test_templates_compiled_by_another_jinja2_are_not_used(tmp_path):
+    compiled = tmp_path / "compiled"
+    templating.compile_all(compiled)
+    (compiled / templating.COMPILED_BY).write_text("2.11.3")
+    assert type(templating.make_environment(compiled).loader).__name__ == "PrefixLoader"
+    assert type(templating.make_environment(tmp_path / "none").loader).__name__ == "PrefixLoader"
