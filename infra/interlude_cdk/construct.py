@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, Stack, Tags, Validations
+from aws_cdk import Acknowledgment, ArnFormat, CfnOutput, CustomResource, Stack, Tags, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from interlude import wiring
+from interlude import __version__, migrations, wiring
 from interlude.config import ENVIRONMENT
 from interlude.config.notify import SES_CONFIGURATION_SET_ENV, SES_FROM_ADDRESS_ENV
 from interlude_cdk.api import HttpFront
@@ -102,6 +103,7 @@ class Interlude(Construct):
             lock_mode=props.audit_anchor_lock_mode,
             encryption_key=key,
         )
+        self.migrations = _migrations_on_deploy(self, self.functions.by_name[wiring.DEPLOY_TRIGGER], after=self.callbacks)
         self._wire_email(props.notification_from_address, props.ses_configuration_set)
         if not props.ancestry_endpoint:
             # The one switch the route and the discovery document both read (interlude.app.subworkflows).
@@ -211,6 +213,21 @@ class Interlude(Construct):
         scope = Construct(self, "Outputs")
         for key, (value, description) in outputs.items():
             CfnOutput(scope, key, value=value, description=description).override_logical_id(key)
+
+
+def _migrations_on_deploy(scope: Construct, function: lambda_.Function, after: Construct) -> CustomResource:
+    """A custom resource the migrate function itself answers (interlude.migrations): once the function and its queue
+    are in place, each deploy of a release (or of a new migration) queues the first turn of the table's migrations.
+    It answers once the turn is queued, so a deploy that cannot queue it fails and rolls back."""
+    resource = CustomResource(
+        scope,
+        "Migrations",
+        service_token=function.function_arn,
+        resource_type="Custom::InterludeMigrations",
+        properties={"release": __version__, "migrations": migrations.module_names()},
+    )
+    resource.node.add_dependency(after)
+    return resource
 
 
 def _allow_services_on_key(key: kms.Key) -> None:

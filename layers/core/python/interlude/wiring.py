@@ -285,7 +285,35 @@ FUNCTIONS: tuple[Function, ...] = (
         needs_public_base_url=True,
         sends_email=True,
     ),
+    Function(
+        name="migrate",
+        handler="handler.lambda_handler",
+        # A turn takes pages until two minutes are left, then queues the next turn (interlude.migrations).
+        timeout_s=900,
+        description="The table's migrations (backfills): queued by each deploy, taken turn by turn from its queue",
+        consumes="migrations",
+        batch_size=1,
+        sends_to=("migrations",),
+        # Checkpoints (Query, UpdateItem), the pages of a Scan, which index items are missing (BatchGetItem) and their
+        # puts (BatchWriteItem); a workflow's latest version and record (Query, GetItem), its pointer and catalogue entry
+        # (PutItem), a key's listing (UpdateItem).
+        table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+            "dynamodb:Scan",
+            "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",
+        ),
+    ),
 )
+
+
+# The function each deploy invokes once the stack is in place (a CloudFormation trigger; the local stack invokes it
+# as it starts): it queues the first turn of the table's migrations (interlude.migrations), which its queue goes on
+# with until none is left.
+DEPLOY_TRIGGER = "migrate"
 
 
 def function(name: str) -> Function:
@@ -361,6 +389,18 @@ QUEUES: tuple[Queue, ...] = (
         visibility_timeout_s=900,
         dead_letter="notifications-dlq",
         max_receive_count=2 * NOTIFY_MAX_ATTEMPTS,
+    ),
+    # Issue 30: a message is a turn of the migrations to take (the deploy's, or the one a turn leaves for the next).
+    Queue(name="migrations-dlq", url_env="MIGRATION_DLQ_URL", retention_s=14 * 24 * 3600),
+    Queue(
+        name="migrations",
+        url_env="MIGRATION_QUEUE_URL",
+        # 6x the migrate function's timeout (AWS's guidance for SQS event sources).
+        visibility_timeout_s=6 * 900,
+        dead_letter="migrations-dlq",
+        # A turn that fails three times (its migration's error each time) is left for an operator: the checkpoint
+        # keeps where it stopped, and `interlude migrate` goes on from there once the cause is fixed.
+        max_receive_count=3,
     ),
 )
 

@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.preflight import add_commands as add_preflight_commands
 
     add_preflight_commands(sub)  # preflight (issue 25)
+    from interlude.cli.migrate import add_commands as add_migrate_commands
+
+    add_migrate_commands(sub)  # migrate (issue 30)
     return parser
 
 

@@ -19,7 +19,7 @@ from interlude.local import LOCAL_REGION
 from interlude.local.buckets import create_local_buckets
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
-from interlude.local.lambda_runtime import run_process_hook
+from interlude.local.lambda_runtime import invoke, run_process_hook
 from interlude.local.mailbox import verify_local_sender
 from interlude.local.moto_server import LockedMotoServer
 from interlude.local.pumps import StreamPump
@@ -145,6 +145,8 @@ class LocalStack:
         self.gateway = Gateway(self.port, self.verbose)
         os.environ[PUBLIC_BASE_URL_ENV] = self.gateway.base_url
         self.queue_pumps = start_queue_pumps(queue_urls)
+        # As each deploy does: the first turn of the table's migrations, which the queue's pump then takes.
+        invoke(wiring.DEPLOY_TRIGGER, {})
         self.pump = StreamPump(TABLE_NAME).start()
         self.schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).start()
         self.recurring_pumps = [RecurringPump(schedule).start() for schedule in wiring.RECURRING_SCHEDULES]

@@ -201,6 +201,25 @@ def _only_transaction_conflicts(exc: ClientError) -> bool:
     return exc.response["Error"]["Code"] == "TransactionCanceledException" and codes == {"TransactionConflict"}
 
 
+def _latest_pointer(tenant: str, workflow_id: str, version: int) -> dict[str, Any]:
+    """The Put of a workflow's latest-version pointer at `version`: it only moves forward."""
+    return {
+        "Item": {**a.key(workflow_pk(tenant, workflow_id), WORKFLOW_LATEST_SK), "version": a.n(version)},
+        "ConditionExpression": "attribute_not_exists(sk) OR version < :v",
+        "ExpressionAttributeValues": {":v": a.n(version)},
+    }
+
+
+def _key_listing(key_id: str, record: Mapping[str, Any]) -> a.Item:
+    """The attributes that list a key among its tenant's (GET /keys): the inbox GSI, under a partition value of the
+    tenant's own (the index is overloaded)."""
+    index = wiring.INBOX_INDEX
+    return {
+        index.partition_key: a.s(keys_index_pk(record["tenant"])),
+        index.sort_key: a.s(f"{record['createdAt']}#{key_id}"),
+    }
+
+
 def _key_record(item: Mapping[str, Any]) -> dict[str, Any]:
     record: dict[str, Any] = a.unpacked(item["record"])
     if "revokedAt" in item:
@@ -253,13 +272,11 @@ class Store:
         answered: AnsweredRecord | None = None,
         audit: AuditDraft | None = None,
     ) -> None:
-        index = wiring.INBOX_INDEX  # overloaded: a tenant's keys under their own partition value
         key_item: a.Item = {
             **a.key(api_key_pk(key_id), API_KEY_SK),
             "record": a.as_json(record),
             "tenant": a.s(record["tenant"]),
-            index.partition_key: a.s(keys_index_pk(record["tenant"])),
-            index.sort_key: a.s(f"{record['createdAt']}#{key_id}"),
+            **_key_listing(key_id, record),
         }
         if record.get("expiresAt"):
             key_item[wiring.TTL_ATTRIBUTE] = a.n(_epoch(record["expiresAt"]) + KEY_RETENTION_S)
@@ -268,6 +285,26 @@ class Store:
             self.client.put_item(TableName=self.table, Item=key_item, ConditionExpression=condition)
             return
         self._transact([(API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": condition}})], answered, audit=audit)
+
+    def list_api_key(self, key_id: str, record: dict[str, Any]) -> bool:
+        """Give a key made before keys were listed its place in the listing (a backfill: interlude.migrations);
+        whether it had none."""
+        listing = _key_listing(key_id, record)
+        names = {f"#i{i}": name for i, name in enumerate(listing)}
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(api_key_pk(key_id), API_KEY_SK),
+                UpdateExpression="SET " + ", ".join(f"#i{i} = :i{i}" for i in range(len(listing))),
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#i0)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={f":i{i}": value for i, value in enumerate(listing.values())},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
         # Strongly consistent: a key revoked before this read is seen revoked.
@@ -427,14 +464,9 @@ class Store:
             },
             "ConditionExpression": "attribute_not_exists(sk)",
         }
-        pointer = {
-            "Item": {**a.key(workflow_pk(tenant, workflow_id), WORKFLOW_LATEST_SK), "version": a.n(version)},
-            "ConditionExpression": "attribute_not_exists(sk) OR version < :v",
-            "ExpressionAttributeValues": {":v": a.n(version)},
-        }
         items = [
             (sk, {"Put": put}),
-            (WORKFLOW_LATEST_SK, {"Put": pointer}),
+            (WORKFLOW_LATEST_SK, {"Put": _latest_pointer(tenant, workflow_id, version)}),
             counters.claim(tenant, counters.WORKFLOW_VERSIONS, versions_limit),
         ]
         # A listed workflow (GET /workflows) carries its catalogue entry, and a ModuleX one its record, in the same
@@ -448,6 +480,29 @@ class Store:
         except Conflict:
             return False
         return True
+
+    def relist_workflow(self, tenant: str, workflow_id: str, version: int, entry: dict[str, Any] | None) -> int:
+        """A backfill (interlude.migrations) for a workflow registered before its latest-version pointer or its
+        catalogue entry existed, or whose entry lacks what the listing now filters on: the pointer put if it is
+        missing or behind `version`, and `entry` (when given) put in the catalogue. How many items it wrote."""
+        written = 0
+        pointer = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(workflow_pk(tenant, workflow_id), WORKFLOW_LATEST_SK),
+            ProjectionExpression="version",
+            ConsistentRead=True,
+        ).get("Item")
+        if pointer is None or int(pointer["version"]["N"]) < version:
+            try:
+                self.client.put_item(TableName=self.table, **_latest_pointer(tenant, workflow_id, version))
+                written += 1
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise  # else moved past `version` meanwhile
+        if entry is not None:
+            self.client.put_item(TableName=self.table, **self._catalogue_put(tenant, workflow_id, entry)[1]["Put"])
+            written += 1
+        return written
 
     def _catalogue_put(self, tenant: str, workflow_id: str, entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         item = {**a.key(catalogue_pk(tenant), workflow_id), "entry": a.as_json(entry), "face": a.s(entry["face"])}

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store import sharded
-from interlude.store.keys import interrupt_sk, run_pk
+from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -54,7 +54,11 @@ def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any]) -> 
 def delegate_families(interrupt: OpenInterrupt) -> list[str]:
     """`P#{delegate}` for each delegation recorded on the gate: the delegate's page reads their own `P#` family, so
     a gate handed to them is listed there at no extra read."""
-    return list(dict.fromkeys(f"P#{v.delegate}" for v in interrupt.votes if v.action == "delegate" and v.delegate))
+    return _delegates_of((v.action, v.delegate) for v in interrupt.votes)
+
+
+def _delegates_of(votes: Iterable[tuple[str, str | None]]) -> list[str]:
+    return list(dict.fromkeys(f"P#{delegate}" for action, delegate in votes if action == "delegate" and delegate))
 
 
 def added_delegate_families(interrupt: OpenInterrupt) -> list[str]:
@@ -94,6 +98,25 @@ class Entry:
             interrupt.raisedAt,
             interrupt.kind,
             workflow_id,
+            tuple(dict.fromkeys(families)),
+        )
+
+    @classmethod
+    def of_item(cls, item: a.Item) -> Entry:
+        """The entry of an interrupt as its item holds it (Store._interrupt_put): what a backfill writes for an
+        interrupt opened before the index existed (interlude.migrations)."""
+        plain = a.plain(item)
+        votes = json.loads(plain["votes"]) if isinstance(plain.get("votes"), str) else plain.get("votes") or []
+        delegates = _delegates_of((v.get("action", ""), v.get("delegate")) for v in votes)
+        families = interrupt_families(plain["kind"], plain["workflowId"], plain["payload"]) + delegates
+        return cls(
+            plain["runId"].split("/", 1)[0],
+            plain["runId"],
+            plain[wiring.SORT_KEY].removeprefix(INTERRUPT_SK_PREFIX),
+            plain["interruptId"],
+            plain["raisedAt"],
+            plain["kind"],
+            plain["workflowId"],
             tuple(dict.fromkeys(families)),
         )
 

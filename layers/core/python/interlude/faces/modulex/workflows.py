@@ -519,7 +519,7 @@ def _row_filter(status: str | None, trigger: str | None) -> Callable[[RunState],
 
 def listing_key(workflow_id: str | None, status: str | None, trigger: str | None) -> str:
     """Which listing a bookmark belongs to: the filters, hashed (a filter's value is caller-chosen text)."""
-    filters = json.dumps([workflow_id, status, trigger], separators=(",", ":"))
+    filters = json.dumps([workflow_id, status, trigger], separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(filters.encode()).hexdigest()[:24]
 
 

@@ -1,0 +1,95 @@
+"""Lambda entry point of the table's migrations (interlude.migrations). Three callers: the deploy's custom resource
+(interlude_cdk), answered once a first turn is queued; the migrations queue, one turn per message, which runs pages
+until two minutes are left, reports its progress as metrics and queues the next turn while migrations remain; and
+the local stack as it starts (a plain invocation: a turn is queued)."""
+
+from __future__ import annotations
+
+import os
+
+# Pydantic looks for plugins by scanning every installed distribution's entry points on its first model; none is
+# used here, and the scan is a noticeable part of a cold start. An environment that sets it keeps its own value.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
+
+with collector_paused():
+    from functools import cache
+    from typing import Any
+
+    from aws_lambda_powertools import Logger
+
+    lazy_package(DATA_CLASSES)
+    from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
+
+    from interlude import migrations
+    from interlude.adapters import metrics
+    from interlude.adapters.batch import CountingBatchProcessor
+    from interlude.adapters.cloudformation import answer
+    from interlude.adapters.migration_turns import queue_turn
+    from interlude.app.service import Service
+    from interlude.config import settings
+    from interlude.store import Store
+    from interlude.store.migrations import LEASE_S
+
+    logger = Logger(service="interlude-migrate")
+    processor = CountingBatchProcessor(EventType.SQS, log=logger)
+    metrics.count_caught_errors()
+
+# A turn stops taking pages with this much of its time left (a page takes seconds; the checkpoint and the next
+# turn's message, less).
+MARGIN_MS = 120_000
+RESOURCE_ID = "interlude-migrations"
+
+
+@cache
+def service() -> Service:
+    return Service(Store(settings().table_name))
+
+
+def report(progress: migrations.Progress) -> None:
+    title = progress.migration.title
+    metrics.count("MigrationItems", progress.scanned, migration=title, measure="scanned")
+    metrics.count("MigrationItems", progress.written, migration=title, measure="written")
+    if progress.finished:
+        logger.info("migration finished", extra={"migration": title})
+
+
+def take_turn(context: Any) -> dict[str, Any]:
+    margin = min(MARGIN_MS, context.get_remaining_time_in_millis() // 4)
+    outcome = migrations.run_pending(
+        service(), context.aws_request_id, lambda: context.get_remaining_time_in_millis() > margin, report
+    )
+    metrics.put("MigrationsPending", len(outcome.pending), "Count")
+    if not outcome.complete:
+        # Out of time: the next turn at once. Held by another runner: a look again once its lease could lapse.
+        queue_turn(0 if outcome.busy is None else LEASE_S)
+    summary = {"finished": outcome.finished, "pending": outcome.pending, "busy": outcome.busy}
+    logger.info("migrations turn", extra=summary)
+    return summary
+
+
+def deployed(event: dict[str, Any]) -> dict[str, Any]:
+    """The deploy's custom resource: a turn queued on create and update (nothing to undo on delete), answered either
+    way, so CloudFormation never waits on it."""
+    try:
+        if event["RequestType"] != "Delete":
+            queue_turn()
+    except Exception as error:  # noqa: BLE001 - the deploy fails, saying why, rather than waiting an hour
+        logger.exception("the migrations' first turn could not be queued")
+        answer(event, "FAILED", f"the migrations' first turn could not be queued: {error}", RESOURCE_ID)
+    else:
+        answer(event, "SUCCESS", "the migrations' first turn is queued", RESOURCE_ID)
+    return {}
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if "RequestType" in event:
+        return deployed(event)
+    if "Records" in event:
+        return process_partial_response(
+            event=event, record_handler=lambda record: take_turn(context), processor=processor, context=context
+        )
+    queue_turn()
+    return {"queued": True}

@@ -1,0 +1,29 @@
+"""The migrate function's queue (wiring's `migrations`): each message is a turn of the table's migrations to take
+(interlude.migrations), queued by a deploy or by the turn before, whose time ran out."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from typing import Any
+
+import boto3
+
+from interlude import wiring
+
+TURN = {"v": 1, "kind": "migrations-turn"}
+
+
+@cache
+def _sqs() -> Any:
+    return boto3.client("sqs")
+
+
+def queue_turn(delay_s: int = 0) -> None:
+    """Queue a turn, taken after `delay_s` (at most 900: SQS's longest delay)."""
+    _sqs().send_message(
+        QueueUrl=os.environ[wiring.queue("migrations").url_env],
+        MessageBody=json.dumps(TURN, separators=(",", ":"), allow_nan=False),
+        DelaySeconds=min(delay_s, 900),
+    )

@@ -1,0 +1,170 @@
+"""The migrations' side of the table (interlude.migrations): their checkpoints, the pages they scan, what is missing.
+
+  checkpoint  MIGRATION   {id}   state running|done, position (where its scan goes on: the last page's
+                                 LastEvaluatedKey, packed), scanned and written so far, owner and leaseUntil (the
+                                 runner that holds it now), startedAt, finishedAt, release (the last to run it)
+
+One runner at a time holds a migration: it claims the checkpoint (a conditional update: the lease is free, lapsed
+or already its own), renews the lease with each page it records, and loses it, writing nothing more, when another
+runner took a lapsed lease over. A page is recorded after its writes, so a runner stopped between the two repeats
+that page (its writes are idempotent), never skips one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.store import attributes as a
+
+MIGRATION_PK = "MIGRATION"
+RUNNING = "running"
+DONE = "done"
+# How long a claim holds without a page recorded (a page's scan and writes take seconds).
+LEASE_S = 120
+BATCH_GET_MAX = 100
+
+
+class Scan(NamedTuple):
+    """The items a migration reads: a Scan's filter (and projection) over the whole table."""
+
+    filter: str
+    values: dict[str, str]
+    names: dict[str, str] = {}
+    projection: str | None = None
+
+
+class LeaseLost(Exception):
+    """Another runner took the migration over (this one's lease lapsed): stop, writing nothing more."""
+
+
+class MigrationStore:
+    def __init__(self, table: str, client: Any) -> None:
+        self.table = table
+        self.client = client
+
+    def checkpoints(self) -> dict[str, dict[str, Any]]:
+        """Every migration's checkpoint, by id (a migration never started has none)."""
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": a.s(MIGRATION_PK)},
+            ConsistentRead=True,
+        )
+        return {item[wiring.SORT_KEY]["S"]: a.plain(item) for page in pages for item in page.get("Items") or []}
+
+    def claim(self, migration_id: str, owner: str, now: float, release: str) -> dict[str, Any] | None:
+        """Hold `migration_id` for `owner` (started now if never before); its checkpoint, or None when it is done or
+        another runner holds it."""
+        try:
+            got = self.client.update_item(
+                TableName=self.table,
+                Key=a.key(MIGRATION_PK, migration_id),
+                UpdateExpression="SET #owner = :me, leaseUntil = :until, #release = :release, "
+                "#state = if_not_exists(#state, :running), startedAt = if_not_exists(startedAt, :now), "
+                "scanned = if_not_exists(scanned, :zero), written = if_not_exists(written, :zero)",
+                ConditionExpression="attribute_not_exists(pk) OR (#state <> :done AND "
+                "(attribute_not_exists(leaseUntil) OR leaseUntil < :now OR #owner = :me))",
+                ExpressionAttributeNames={"#owner": "owner", "#state": "state", "#release": "release"},
+                ExpressionAttributeValues={
+                    ":me": a.s(owner),
+                    ":until": a.n(now + LEASE_S),
+                    ":release": a.s(release),
+                    ":running": a.s(RUNNING),
+                    ":done": a.s(DONE),
+                    ":now": a.n(now),
+                    ":zero": a.n(0),
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return None
+            raise
+        return a.plain(got["Attributes"])
+
+    def record_page(
+        self, migration_id: str, owner: str, position: a.Item | None, scanned: int, written: int, now: float
+    ) -> None:
+        """A page done: where the scan goes on (None: at its end), what it counted, and the lease renewed."""
+        names = {"#owner": "owner"}
+        values: dict[str, Any] = {
+            ":me": a.s(owner),
+            ":until": a.n(now + LEASE_S),
+            ":scanned": a.n(scanned),
+            ":written": a.n(written),
+        }
+        update = "SET leaseUntil = :until"
+        if position is not None:
+            update += ", #position = :position"
+            values[":position"] = a.packed(position)
+            names["#position"] = "position"
+        self._update(
+            migration_id, owner, f"{update} ADD scanned :scanned, written :written", names, values
+        )
+
+    def finish(self, migration_id: str, owner: str, at: str) -> None:
+        self._update(
+            migration_id,
+            owner,
+            "SET #state = :done, finishedAt = :at REMOVE #position, leaseUntil, #owner",
+            {"#owner": "owner", "#state": "state", "#position": "position"},
+            {":me": a.s(owner), ":done": a.s(DONE), ":at": a.s(at)},
+        )
+
+    def _update(
+        self, migration_id: str, owner: str, expression: str, names: dict[str, str], values: dict[str, Any]
+    ) -> None:
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(MIGRATION_PK, migration_id),
+                UpdateExpression=expression,
+                ConditionExpression="#owner = :me",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise LeaseLost(migration_id) from None
+            raise
+
+    def scan_page(self, scan: Scan, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
+        """One page of the items `scan` selects, after `position`: (items, how many the page read, where the next
+        page starts: None at the table's end). `limit` bounds the items read, whatever the filter keeps."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": scan.filter,
+            "ExpressionAttributeValues": {name: a.s(value) for name, value in scan.values.items()},
+            "Limit": limit,
+        }
+        if scan.names:
+            kwargs["ExpressionAttributeNames"] = scan.names
+        if scan.projection:
+            kwargs["ProjectionExpression"] = scan.projection
+        if position is not None:
+            kwargs["ExclusiveStartKey"] = position
+        got = self.client.scan(**kwargs)
+        return list(got.get("Items") or []), int(got.get("ScannedCount", 0)), got.get("LastEvaluatedKey")
+
+    def put_missing(self, items: list[a.Item]) -> int:
+        """Put those of `items` whose key names no item yet (an index entry is written once: a backfill that runs
+        again, or meets an entry its own writer made, writes nothing); how many it put."""
+        from interlude.store.inbox import InboxIndex
+
+        wanted = {(i[wiring.PARTITION_KEY]["S"], i[wiring.SORT_KEY]["S"]): i for i in items}
+        found: set[tuple[str, str]] = set()
+        pending = [a.key(pk, sk) for pk, sk in wanted]
+        while pending:
+            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
+            request: dict[str, Any] = {self.table: {"Keys": batch, "ProjectionExpression": "pk, sk"}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.table) or []:
+                    found.add((item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]))
+                request = got.get("UnprocessedKeys") or {}
+        put = [item for key, item in wanted.items() if key not in found]
+        InboxIndex(self.table, self.client).batch_write([{"PutRequest": {"Item": item}} for item in put])
+        return len(put)

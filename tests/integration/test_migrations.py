@@ -1,0 +1,267 @@
+"""Issue 30 item 2 in process (moto, the real Service and Store): the migrations give runs, gates, workflows and keys
+written before their listings existed a place in them, exactly the one they would have had; a migration is
+idempotent, resumable from its checkpoint after any page, and held by one runner at a time.
+
+Items "written before the listings existed" are made by writing them now and removing what the listings added since
+(their index entries, pointer and catalogue entry, the keys' listing attributes, the ModuleX entries' filter fields):
+the items themselves were written the same way then (tests/upgrade/ reads what the previous release really wrote)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude import migrations, wiring
+from interlude.app import inbox
+from interlude.app.run_listing import list_runs
+from interlude.app.service import Service
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.faces.modulex.workflows import ModulexWorkflows
+from interlude.local import lambda_runtime
+from interlude.local.sqs_pump import QueuePump
+from interlude.store import Store
+from interlude.store import attributes as a
+from interlude.store.dynamo import catalogue_pk, workflow_pk
+from interlude.store.migrations import LEASE_S, LeaseLost, MigrationStore
+from tests.integration.conftest import new_api_key, signed_in
+from tests.support.local_stack import until
+from tests.support.modulex_example import worked_example
+from tests.support.queues import queued
+from tests.support.receiver import Receiver
+
+GATED = {
+    "name": "Ship",
+    "description": "asks ops",
+    "version": "1.2",
+    "nodes": [
+        {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approverGroupRefs": ["ops"]}},
+        {"id": "after", "typeId": "core.noop"},
+    ],
+    "edges": [{"sourceNodeId": "gate", "targetNodeId": "after"}],
+}
+RUNS = 5
+# Each test scans and rewrites the whole table: a world of its own.
+pytestmark = pytest.mark.private_world
+
+
+@pytest.fixture
+def moments() -> list[datetime]:
+    """The service's clock: its last moment is now (a test appends a later one to move time on)."""
+    return [datetime(2026, 12, 5, 12, 0, tzinfo=UTC)]
+
+
+@pytest.fixture
+def service(world, moments) -> Service:
+    return Service(Store(world.table), clock=lambda: moments[-1])
+
+
+def table() -> Any:
+    return boto3.client("dynamodb")
+
+
+def items(world: Any) -> list[dict[str, Any]]:
+    pages = table().get_paginator("scan").paginate(TableName=world.table)
+    return [item for page in pages for item in page["Items"]]
+
+
+def delete(world: Any, keep: Any) -> int:
+    gone = [i for i in items(world) if not keep(i)]
+    for item in gone:
+        table().delete_item(TableName=world.table, Key=a.key(item["pk"]["S"], item["sk"]["S"]))
+    return len(gone)
+
+
+def listings(service: Service, tenant: str) -> dict[str, Any]:
+    """What each listing shows the tenant: its runs, the gates in an ops member's inbox, its workflows, its keys."""
+    member = signed_in(service, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    return {
+        "runs": sorted(s.runId for s in list_runs(service, tenant, 100).runs),
+        "inbox": sorted(i["runId"] for i in inbox.inbox(service, member, 100, {}, None)["interrupts"]),
+        "workflows": service.list_workflows(tenant, 1, 100)["workflows"],
+        "keys": sorted(k["keyId"] for k in service.list_keys(tenant, 100, None)["keys"]),
+    }
+
+
+@pytest.fixture
+def history(service, world) -> dict[str, Any]:
+    """A tenant with runs waiting at a gate, an OpenWOP and a ModuleX workflow and keys, as the listings show them,
+    then taken back to before the listings existed (`taken`: how many index items of each migration went)."""
+    tenant = world.tenant
+    admin = signed_in(service)
+    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
+    ModulexWorkflows(service).create(
+        admin, {"workflow_schema": worked_example(), "name": "Refunds", "category": "finance", "visibility": "private"}
+    )
+    for _ in range(RUNS):
+        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    new_api_key(service, "second")
+    listed = listings(service, tenant)
+    assert (len(listed["runs"]), len(listed["inbox"]), len(listed["workflows"])) == (RUNS, RUNS, 2)
+    return {**listed, "taken": take_back(world, tenant)}
+
+
+def take_back(world: Any, tenant: str) -> dict[str, int]:
+    """Remove what the listings added since the items were first written that way; how many of each went."""
+    runs, entries = f"T#{tenant}#{wiring.RUN_INDEX.prefix}#", f"T#{tenant}#{wiring.INBOX.prefix}#"
+    workflows = (catalogue_pk(tenant), "LATEST")
+    taken = {
+        "0001": delete(world, lambda i: not i["pk"]["S"].startswith(runs)),
+        "0002": delete(world, lambda i: not i["pk"]["S"].startswith(entries)),
+        "0003": delete(world, lambda i: i["pk"]["S"] not in workflows and i["sk"]["S"] not in workflows),
+        "0004": 0,
+    }
+    for item in items(world):
+        if "gsi1pk" in item and item["sk"]["S"] == "KEY":
+            table().update_item(
+                TableName=world.table, Key=a.key(item["pk"]["S"], "KEY"), UpdateExpression="REMOVE gsi1pk, gsi1sk"
+            )
+            taken["0004"] += 1
+    return taken
+
+
+def test_the_backfills_list_what_was_written_before_the_listings_existed(service, history, world):
+    tenant = world.tenant
+    before = listings(service, tenant)
+    # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
+    assert before["runs"] == before["inbox"] == before["workflows"] == []
+    assert len(before["keys"]) == 1  # the member's key listings() itself made, after the taking back
+
+    progress: list[migrations.Progress] = []
+    outcome = migrations.run_pending(service, "test", report=progress.append)
+
+    assert outcome.complete
+    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004"]
+    after = listings(service, tenant)
+    assert after["runs"] == history["runs"]
+    assert after["inbox"] == history["inbox"]
+    assert after["workflows"] == history["workflows"]
+    assert set(history["keys"]) <= set(after["keys"])
+    written = {p.migration.id: 0 for p in progress}
+    for p in progress:
+        written[p.migration.id] += p.written
+    # Exactly what was taken back, each once: a run's entry, a gate's entries (its group, workflow and kind), the
+    # workflows' pointers and entries, the keys' listing attributes.
+    assert written == history["taken"]
+    assert history["taken"]["0001"] == RUNS
+
+
+def test_a_migration_run_again_writes_nothing(service, history, world):
+    assert migrations.run_pending(service, "first").complete
+    # The checkpoints forgotten: every migration reads every item again, and finds nothing missing.
+    delete(world, lambda i: i["pk"]["S"] != "MIGRATION")
+    progress: list[migrations.Progress] = []
+    assert migrations.run_pending(service, "again", report=progress.append).complete
+    assert sum(p.written for p in progress) == 0
+    assert listings(service, world.tenant)["runs"] == history["runs"]
+
+
+def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(service, history, world, moments):
+    pages = iter(range(3))
+    progress: list[migrations.Progress] = []
+    # Three pages of four items at a time, then time is up.
+    stopped = migrations.run_pending(
+        service, "first", more_time=lambda: next(pages, None) is not None, report=progress.append, page_items=4
+    )
+    assert not stopped.complete
+    assert stopped.pending[0] == "0001"
+    checkpoint = MigrationStore(world.table, table()).checkpoints()["0001"]
+    assert (checkpoint["state"], checkpoint["owner"]) == ("running", "first")
+    assert checkpoint["position"]  # where the scan goes on
+
+    # The next runner takes over once the lease lapsed, from that page on.
+    assert migrations.run_pending(service, "second").busy == "0001"
+    moments.append(moments[-1] + timedelta(seconds=LEASE_S + 1))
+    resumed = migrations.run_pending(service, "second", report=progress.append, page_items=4)
+    assert resumed.complete
+    assert sum(p.written for p in progress if p.migration.id == "0001") == RUNS
+    done = MigrationStore(world.table, table()).checkpoints()["0001"]
+    assert done["state"] == "done"
+    assert done["scanned"] == sum(p.scanned for p in progress if p.migration.id == "0001")
+    assert "position" not in done
+    assert "owner" not in done
+    assert listings(service, world.tenant)["runs"] == history["runs"]
+
+
+def test_a_runner_that_lost_its_lease_writes_nothing_more(service, history, world):
+    store = MigrationStore(world.table, table())
+    now = service.clock().timestamp()
+    assert store.claim("0001", "first", now, "test") is not None
+    assert store.claim("0001", "second", now + 1, "test") is None
+    assert store.claim("0001", "second", now + LEASE_S + 1, "test") is not None
+    with pytest.raises(LeaseLost):
+        store.record_page("0001", "first", None, 1, 1, now + 2)
+
+
+def test_status_names_each_migration_and_its_state(service, history):
+    before = {row["migration"]: row["state"] for row in migrations.status(service)}
+    assert before == {
+        "0001 run listing": "not started",
+        "0002 inbox entries": "not started",
+        "0003 workflow catalogue": "not started",
+        "0004 key listing": "not started",
+    }
+    migrations.run_pending(service, "test")
+    assert {row["state"] for row in migrations.status(service)} == {"done"}
+
+
+def test_a_workflow_pointer_and_entry_are_only_ever_moved_forward(service, world):
+    admin = signed_in(service)
+    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
+    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({**GATED, "name": "Ship v2"}))
+    tenant = world.tenant
+    # A pointer left behind (written before the second version) is moved up to the latest; never down.
+    table().put_item(
+        TableName=world.table, Item={**a.key(workflow_pk(tenant, "ship"), "LATEST"), "version": a.n(1)}
+    )
+    assert migrations.run_pending(service, "test").complete
+    assert service.store.latest_workflow_version(tenant, "ship") == 2
+    assert service.list_workflows(tenant, 1, 10)["workflows"][0]["name"] == "Ship v2"
+
+
+def test_a_deploy_queues_a_turn_and_the_queue_runs_every_migration_through_the_function(service, history, world):
+    receiver = Receiver().start()
+    try:
+        # When CloudFormation creates the deploy's custom resource (interlude_cdk: the function is its service token)
+        request = {
+            "RequestType": "Create",
+            "ResponseURL": receiver.url("/cloudformation-response"),
+            "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/interlude/1",
+            "RequestId": "r-1",
+            "LogicalResourceId": "Migrations",
+            "ResourceProperties": {"release": "0.2.0", "migrations": migrations.module_names()},
+        }
+        lambda_runtime.invoke("migrate", request)
+        # Then it is answered at once, with a first turn queued
+        (hit,) = receiver.wait_for(1)
+        answered = json.loads(hit.body)
+        assert (hit.method, answered["Status"], answered["RequestId"]) == ("PUT", "SUCCESS", "r-1")
+        assert hit.headers.get("content-type", "") == ""
+        # and the queue's turns, each through the function as the event source mapping runs it, finish them all
+        pump = QueuePump("migrate", world.queues["migrations"])
+        assert until(lambda: not pump.pump_once(), 30)
+    finally:
+        receiver.close()
+    assert {row["state"] for row in migrations.status(service)} == {"done"}
+    assert listings(service, world.tenant)["runs"] == history["runs"]
+    assert queued(world.queues["migrations"]) == []
+
+
+def test_a_deploy_that_cannot_queue_its_turn_fails_saying_why(service, world, monkeypatch):
+    receiver = Receiver().start()
+    monkeypatch.setenv(wiring.queue("migrations").url_env, world.queues["migrations"] + "-missing")
+    try:
+        lambda_runtime.invoke(
+            "migrate",
+            {"RequestType": "Update", "ResponseURL": receiver.url(), "StackId": "s", "RequestId": "r-2", "LogicalResourceId": "M"},
+        )
+        (hit,) = receiver.wait_for(1)
+    finally:
+        receiver.close()
+    answered = json.loads(hit.body)
+    assert answered["Status"] == "FAILED"
+    assert "could not be queued" in answered["Reason"]
