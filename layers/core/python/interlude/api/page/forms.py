@@ -36,7 +36,6 @@ SIMPLE_ACTIONS = ("accept", "reject", "ask")
 COMMENT_MAX = 10_000
 # A string field whose schema bounds it to this many characters or fewer is one line; longer, a text area.
 ONE_LINE_MAX = 200
-CHECKED = "yes"
 
 
 class FormError(ValueError):
@@ -97,7 +96,7 @@ def gate_forms(payload: Mapping[str, Any]) -> list[Form]:
 
 def _approval_forms(payload: Mapping[str, Any]) -> list[Form]:
     data = payload.get("data") or {}
-    actions = offered_actions(payload)
+    actions = _offered_actions(payload)
     forms = []
     simple = [a for a in SIMPLE_ACTIONS if a in actions]
     if simple:
@@ -116,7 +115,7 @@ def _approval_forms(payload: Mapping[str, Any]) -> list[Form]:
     return forms
 
 
-def offered_actions(payload: Mapping[str, Any]) -> list[str]:
+def _offered_actions(payload: Mapping[str, Any]) -> list[str]:
     return [a for a in (payload.get("data") or {}).get("actions") or [] if a in ACTION_LABELS]
 
 
