@@ -26,7 +26,6 @@ from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
-from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.integration.test_actions import TABLE, workflow  # noqa: E402
@@ -61,7 +60,7 @@ def main() -> None:
         def dispatch(again: bool = False) -> None:
             fresh = stream.take(again)
             if fresh:
-                lambda_runtime.invoke("dispatch", {"Records": fresh})
+                dispatch(fresh)
 
         def approved(workflow_id: str) -> None:
             request = CreateRunRequest.model_validate({"workflowId": workflow_id, "inputs": {"orderId": "o-1"}})

@@ -29,7 +29,6 @@ from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
-from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.integration.test_callbacks import TABLE  # noqa: E402
@@ -64,7 +63,7 @@ def main() -> None:
             # Only the dispatch handler is counted, not the harness reading the stream.
             fresh = stream.take(again)
             calls.take()
-            lambda_runtime.invoke("dispatch", {"Records": fresh})
+            dispatch(fresh)
             return calls.take()
 
         def run(callback: str):

@@ -36,10 +36,11 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.adapters import metrics  # noqa: E402
+from interlude.adapters.outbox_feed import queued  # noqa: E402
 from interlude.app import dispatch  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
-from interlude.store.stream import is_event_insert  # noqa: E402
+from interlude.store.stream import OutboxRecords, is_event_insert  # noqa: E402
 
 PRICES = {
     "write_request_unit": 0.625 / 1e6,  # DynamoDB on-demand WRU
@@ -55,7 +56,11 @@ PRICES = {
     "logs_ingested_gb_standard": 0.50,
     "logs_ingested_gb_infrequent_access": 0.25,
     "xray_trace_recorded": 5.00 / 1e6,  # X-Ray traces recorded (aws.amazon.com/xray/pricing); retrieval is per query
+    "sqs_request": 0.40 / 1e6,  # SQS standard queue requests (each 64 KB chunk of a payload is one), past the first 1 M
 }
+# SQS requests per event item on the outbox queue when the stream is quiet (one item a batch): the stream function's
+# SendMessageBatch, the event source's ReceiveMessage and DeleteMessageBatch.
+OUTBOX_SQS_REQUESTS_PER_ITEM = 3
 # The same lifecycle as a Standard state machine: a Task with .waitForTaskToken that hands the token to the
 # approver, a Choice on the decision, Succeed: one billed transition per state executed.
 SFN_STANDARD_TRANSITIONS = 3
@@ -306,13 +311,16 @@ def lifecycle(api: Api, create: dict, resume: dict) -> list[tuple[str, float, fl
         api.call(method, path, body)
         take(name)
     passed = [record for record in meter.inserts if is_event_insert(record)]
+    store = api.service.store
     for record in passed:
-        # What `dispatch` does with each record the stream filter passes (the closed interrupts' inbox entries
-        # deleted, the run advanced), with the business metrics' outbox handler as in Lambda: its time-to-decision
-        # reads the run head and the interrupt back (two GetItems per decided interrupt). The other adapters write
-        # nothing to the table here; the metrics' EMF lines are counted by bench/log_bytes.py, not printed here.
+        # What `dispatch` does with each record the stream filter passes: the outbox message names the item, which
+        # it reads back (one strongly consistent GetItem), then the closed interrupts' inbox entries deleted, the run
+        # advanced, with the business metrics' outbox handler as in Lambda: its time-to-decision reads the run head
+        # and the interrupt back (two GetItems per decided interrupt). The other adapters write nothing to the table
+        # here; the metrics' EMF lines are counted by bench/log_bytes.py, not printed here.
+        read_back = OutboxRecords(store.client, store.table).record_of(queued(record))
         with lambda_environment("dispatch"), contextlib.redirect_stdout(io.StringIO()):
-            dispatch.handle_record(api.service, record, (metrics.on_events,))
+            dispatch.handle_record(api.service, read_back, (metrics.on_events,))
     take(f"dispatch ×{len(passed)}")
     return rows
 
@@ -401,7 +409,10 @@ def main() -> None:
         f"instance, ≈ {rereads:.3f} RRU per lifecycle at {BUSY_PACE} requests/s (added to the reads below)"
     )
     rru += rereads
-    invocations = api_requests + dispatch_invocations
+    # Each event item invokes `stream` (queued on the outbox) and `dispatch` (the outbox's message): one each when quiet.
+    invocations = api_requests + 2 * dispatch_invocations
+    sqs_requests = OUTBOX_SQS_REQUESTS_PER_ITEM * dispatch_invocations
+    queues = sqs_requests * PRICES["sqs_request"]
     wru += counter_wru
     dynamo = (wru + index_wru) * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
     gateway = api_requests * PRICES["http_api_request"]
@@ -426,8 +437,13 @@ def main() -> None:
     )
     print(
         f"  Lambda invocations            {invocations:6d}   -> ${lam * per_million:8.2f} per million lifecycles "
-        f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each; {dispatch_invocations} of dispatch: the event items "
-        "the stream filter passes, one record each as when the stream is quiet)"
+        f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each; {dispatch_invocations} each of stream and dispatch: "
+        "the event items the stream filter passes, one record each as when the stream is quiet)"
+    )
+    print(
+        f"  SQS requests (the outbox)     {sqs_requests:6d}   -> ${queues * per_million:8.2f} per million lifecycles "
+        f"({OUTBOX_SQS_REQUESTS_PER_ITEM} per event item: the stream's send, the event source's receive and delete; "
+        "an idle event source's long polls are a fixed cost, not a lifecycle's)"
     )
     logs_measured = measured_log_bytes()
     log_price, log_class = log_ingestion_price()
@@ -459,7 +475,7 @@ def main() -> None:
         f"($5.00 per million recorded; default rule: {XRAY_RESERVOIR_PER_SECOND}/s then {XRAY_FIXED_RATE:.0%}, each "
         f"function's invocations at {BUSY_PACE}/s: {busy_share:.3f} of {invocations} invocations traced)"
     )
-    total = (dynamo + gateway + lam + logs + xray) * per_million
+    total = (dynamo + gateway + lam + queues + logs + xray) * per_million
     print(f"  total                                  ${total:8.2f} per million lifecycles   (goal ≤ $8.00)")
     quiet_xray = invocations * (quiet_share - busy_share) * PRICES["xray_trace_recorded"] * per_million
     print(

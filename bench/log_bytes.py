@@ -1,8 +1,9 @@
 """Print the bytes one approval lifecycle writes to CloudWatch Logs, by function, from the real handlers' output.
 
-The lifecycle of bench/cost_per_million.py (createRun, getRun, a winning resolve, one poll; then `dispatch` once per
-event item the stream filter passes, one record each as when the stream is quiet) runs through the real handlers
-(functions/api and functions/dispatch, as the local stack invokes them) on moto in-process, with the environment the
+The lifecycle of bench/cost_per_million.py (createRun, getRun, a winning resolve, one poll; then, for each event item
+the stream filter passes, one record each as when the stream is quiet, `stream` queueing it on the outbox and
+`dispatch` handling the outbox's message) runs through the real handlers (functions/api, functions/stream and
+functions/dispatch, as the local stack invokes them) on moto in-process, with the environment the
 construct gives a deployed function: LOG_LEVEL at the construct's default (infra/interlude_cdk/props.py),
 POWERTOOLS_SERVICE_NAME, the deployment's name, AWS_LAMBDA_FUNCTION_NAME (so the EMF business metrics of
 interlude.adapters.metrics are written, as in Lambda) and an X-Ray trace header (Powertools Logger adds it to
@@ -211,6 +212,7 @@ def lifecycle(calls: Invocations, bearer: str, streams: Any, arn: str, after: se
     from interlude.local.http_gateway import to_event
     from interlude.store.stream import is_event_insert
     from tests.support.local_stack import wire
+    from tests.support.stream import outbox_event
 
     headers = {"authorization": bearer, "content-type": "application/json"}
 
@@ -256,7 +258,9 @@ def lifecycle(calls: Invocations, bearer: str, streams: Any, arn: str, after: se
             },
         }
         if is_event_insert(record):
-            answer = calls.invoke("dispatch", {"Records": [record]}) or {}
+            # The stream function queues it on the outbox; the outbox queue hands dispatch its message.
+            calls.invoke("stream", {"Records": [record]})
+            answer = calls.invoke("dispatch", outbox_event([record])) or {}
             if answer.get("batchItemFailures"):
                 raise SystemExit(f"dispatch failed a record: {answer}")
 

@@ -43,12 +43,11 @@ from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import Conflict  # noqa: E402
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
-from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.schedules import create_local_deadline_resources  # noqa: E402
 from interlude.local.sqs_pump import create_queues, export_queue_urls  # noqa: E402
 from interlude.store import Store, create_table  # noqa: E402
 from tests.integration.test_tasks import TABLE, task_workflow  # noqa: E402
-from tests.support.stream import Stream  # noqa: E402
+from tests.support.stream import Stream, dispatch  # noqa: E402
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 
@@ -122,7 +121,7 @@ def main() -> None:
             run_id = service.create_run(admin, request).runId
             records = stream.take()
             counted.take()
-            lambda_runtime.invoke("dispatch", {"Records": records})  # the outbox makes the task
+            dispatch(records)  # the outbox makes the task
             return run_id
 
         def claimed() -> str:
@@ -177,7 +176,7 @@ def main() -> None:
         service.cancel_run(admin, run_id, CancelRunRequest())
         records = stream.take()
         counted.take()
-        lambda_runtime.invoke("dispatch", {"Records": records})
+        dispatch(records)
         rows.append(("dispatch of the cancel's records (the ready entry leaves)", counted.take()))
 
         print("Task-worker calls through the real Service on moto, after authentication (counts, load-independent):")

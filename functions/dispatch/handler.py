@@ -1,4 +1,5 @@
-"""Lambda entry point for the table stream (the outbox), with partial-batch failure reporting."""
+"""Lambda entry point for the outbox queue (SQS): each message names a new event-log item, which the outbox handles;
+partial-batch failure reporting (a failed message reappears after its visibility timeout)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
+    import json
+    from functools import cache
     from typing import Any
 
     from aws_lambda_powertools import Logger
@@ -18,28 +21,41 @@ with collector_paused():
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
     lazy_package(DATA_CLASSES)
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
-    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.app.service import default_service
     from interlude.composition import compose, handle_stream_record
-    from interlude.store.stream import record_run_id
+    from interlude.store.dynamo import run_id_of
+    from interlude.store.stream import OutboxRecords
 
     logger = Logger(service="interlude-dispatch")
-    # A record that fails is logged (with its traceback and its run's correlation id) and counted before the mapping
-    # retries it.
-    processor = CountingBatchProcessor(EventType.DynamoDBStreams, log=logger)
+    # An item that fails is logged (with its traceback and its run's correlation id) and counted before SQS hands
+    # its message out again.
+    processor = CountingBatchProcessor(EventType.SQS, log=logger, raise_on_entire_batch_failure=False)
     compose()
     metrics.count_caught_errors()
 
 
-def record_handler(record: DynamoDBRecord) -> None:
-    # One batch mixes runs: every line about this record carries its run id, also as the correlation id.
-    run_id = record_run_id(record.raw_event)
+@cache
+def outbox_records() -> OutboxRecords:
+    store = default_service().store
+    return OutboxRecords(store.client, store.table)
+
+
+def record_handler(record: SQSRecord) -> None:
+    message = json.loads(record.body)
+    # One batch mixes runs: every line about this item carries its run id, also as the correlation id.
+    run_id = run_id_of(message["pk"])
     logger.set_correlation_id(run_id)
     logger.append_keys(runId=run_id)
-    handle_stream_record(default_service(), record.raw_event)
+    service = default_service()
+    stream_record = outbox_records().record_of(message)
+    if stream_record is None:
+        logger.info("the item is gone (its run was deleted); nothing to do")
+        return
+    handle_stream_record(service, stream_record)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -113,7 +113,7 @@ class InterludeProps:
     throttles: Throttles = field(default_factory=Throttles)
     # The account's Lambda concurrency quota in this region (Service Quotas: Lambda, "Concurrent executions").
     # None (default): unknown, as in a fresh account whose quota may be 10: nothing is reserved, so the first deploy
-    # succeeds. A number: wiring's reservations (dispatch 10, timeouts 5, actions 10) merged with
+    # succeeds. A number: wiring's reservations (stream 4, dispatch 6, timeouts 5, actions 10) merged with
     # `reserved_concurrency` are made, and must fit in the quota less the 100 Lambda keeps unreserved.
     account_concurrency_quota: int | None = None
     # Function name -> reserved concurrency, merged over wiring's (a function not named keeps its default; None

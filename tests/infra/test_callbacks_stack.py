@@ -55,10 +55,10 @@ def test_every_consuming_function_consumes_its_queue_reporting_item_failures(syn
         if "Fn::GetAtt" in m["Properties"]["EventSourceArn"]
         and m["Properties"]["EventSourceArn"]["Fn::GetAtt"][0] in {queue_id(synth, q.name) for q in wiring.QUEUES}
     ]
-    # Then exactly one per consuming function (callbacks, actions; notify, issue 14; migrate, issue 30), on its queue,
-    # with partial batch responses
+    # Then exactly one per consuming function (callbacks, actions; notify, issue 14; dispatch, the outbox, issue 26;
+    # migrate, issue 30), on its queue, with partial batch responses
     consumers = [f for f in wiring.FUNCTIONS if f.consumes]
-    assert {f.name for f in consumers} == {"callbacks", "actions", "notify", "migrate"}
+    assert {f.name for f in consumers} == {"callbacks", "actions", "notify", "dispatch", "migrate"}
     assert len(mappings) == len(consumers)
     for consumer in consumers:
         (props,) = [m for m in mappings if m["FunctionName"] == {"Ref": synth.function_id(consumer.name)}]

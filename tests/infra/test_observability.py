@@ -99,8 +99,8 @@ def test_every_dead_letter_queue_alarms_on_its_first_message(synth):
                 dlq_ids.add(ref["Fn::GetAtt"][0])
     # The schedules' dead-letter queue is named at run time (each schedule's DeadLetterConfig), not in the template
     dlq_ids.add(synth.logical_id(synth.interlude.deadlines.dead_letters))
-    # stream, callbacks, actions, notifications (issue 14), schedules, migrations (issue 30)
-    assert len(dlq_ids) == 7
+    # stream, callbacks, actions, notifications (issue 14), schedules, the outbox (issue 26), migrations (issue 30)
+    assert len(dlq_ids) == 8
     # Then each has an alarm that fires when one message is visible
     for dlq_id in dlq_ids:
         queue = {"Fn::GetAtt": [dlq_id, "QueueName"]}

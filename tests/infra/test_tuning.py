@@ -83,7 +83,7 @@ def test_a_reservation_is_merged_over_the_defaults_and_none_removes_one():
         ({"account_concurrency_quota": 1000, "sqs_max_concurrency": {"actions": 11}}, "exceeds its reserved"),
         ({"sqs_max_concurrency": {"callbacks": 1}}, "must be 2-1000"),
         ({"sqs_max_concurrency": {"callbacks": 1001}}, "must be 2-1000"),
-        ({"sqs_max_concurrency": {"dispatch": 5}}, "consume no queue"),
+        ({"sqs_max_concurrency": {"timeouts": 5}}, "consume no queue"),
         ({"account_concurrency_quota": 1000, "reserved_concurrency": {"notify": 1}}, "reserve at least 2"),
         ({"provisioned_concurrency": {"api": 2}}, "needs account_concurrency_quota"),
         ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"timeouts": 1}}, "never through an alias"),
@@ -115,7 +115,7 @@ def test_the_quota_holds_reservations_and_the_provisioned_concurrency_of_unreser
 # -- every tuning prop, in one synthesized stack -----------------------------------------------------------------
 
 MEMORY = {"api": 1024, "dispatch": 256}
-PROVISIONED = {"dispatch": 2}
+PROVISIONED = {STREAM_READER: 2}
 SQS_MAX = {"notify": 3}
 
 

@@ -29,7 +29,7 @@ from interlude.store.effects import EFFECT_SK, effect_pk, ledger_sk
 from tests.integration.conftest import state_of
 from tests.support.moto_world import TABLE
 from tests.support.receiver import Receiver
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ def settle(urls: dict[str, str], rounds: int = 30) -> None:
 def pump_stream(stream: Stream, again: bool = False) -> int:
     fresh = stream.take(again)
     if fresh:
-        assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+        assert dispatch(fresh) == {"batchItemFailures": []}
     return len(fresh)
 
 

@@ -36,7 +36,7 @@ from interlude.local.stack import configure_environment
 from interlude.store import Store, create_table
 from tests.integration.conftest import signed_in
 from tests.support.receiver import Receiver
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch
 
 TABLE = "interlude-once"
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def pump_stream_twice(stream: Stream) -> int:
     fresh = stream.take()
     for _ in range(2):
         if fresh:
-            assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+            assert dispatch(fresh) == {"batchItemFailures": []}
     return len(fresh)
 
 

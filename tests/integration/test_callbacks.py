@@ -19,7 +19,6 @@ from interlude.config.delivery import DeliverySettings
 from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
 from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
@@ -30,7 +29,7 @@ from tests.support.logs import function_log
 from tests.support.moto_world import TABLE
 from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver, verify
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch
 
 BASE = "https://interlude.example.com"
 MAX_ATTEMPTS = 3
@@ -380,7 +379,7 @@ def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(se
 
     # When dispatch handles its record
     with function_log("dispatch") as lines:
-        result = lambda_runtime.invoke("dispatch", {"Records": Stream(TABLE).take()})
+        result = dispatch(Stream(TABLE).take())
 
     # Then the record is reported for retry and its failure is logged at ERROR (it pages) under the run's id
     assert len(result["batchItemFailures"]) == 1

@@ -24,7 +24,7 @@ from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch
 
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
 LONG_MS = 600_000
@@ -64,7 +64,7 @@ class World:
         """Deliver every stream record not delivered yet to the real dispatch handler (the mapping's job)."""
         fresh = self.stream.take()
         if fresh:
-            assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+            assert dispatch(fresh) == {"batchItemFailures": []}
         return len(fresh)
 
     def settle(self) -> None:

@@ -17,12 +17,11 @@ from interlude.app.service import Service, default_service
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.run import Closed, Transition
-from interlude.local import lambda_runtime
 from interlude.store import Store
 from interlude.store.inbox import CLOSED_ENTRIES
 from tests.integration.conftest import signed_in, state_of
 from tests.support.moto_world import TABLE
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch
 
 # Worlds of their own: each test counts the inbox entries by scanning the whole table.
 pytestmark = pytest.mark.private_world
@@ -84,12 +83,12 @@ def test_the_closing_record_names_the_entries_and_a_redelivered_one_changes_noth
     records = stream.take()
     closing = [r for r in records if CLOSED_ENTRIES in r["dynamodb"].get("NewImage", {})]
     assert len(closing) == 1  # the create's record names none
-    assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+    assert dispatch(records) == {"batchItemFailures": []}
     assert entries() == []
     # Delivered again (at least once), alone and with every record: nothing fails, nothing is written back
     before = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
     for again in (closing, stream.take(again=True)):
-        assert lambda_runtime.invoke("dispatch", {"Records": again}) == {"batchItemFailures": []}
+        assert dispatch(again) == {"batchItemFailures": []}
     assert boto3.client("dynamodb").scan(TableName=TABLE)["Items"] == before
     assert len(opened) == 3
     assert entries() == []
@@ -126,13 +125,13 @@ def test_a_failed_delete_fails_the_record_and_its_redelivery_removes_the_entries
 
     dispatch_client = default_service().store.client
     dispatch_client.meta.events.register("before-call.dynamodb.BatchWriteItem", throttled)
-    failed = lambda_runtime.invoke("dispatch", {"Records": records})
+    failed = dispatch(records)
     dispatch_client.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttled)
     # The closing record alone is reported back (the mapping retries it), and the entries are still there
     (closing,) = [r for r in records if CLOSED_ENTRIES in r["dynamodb"].get("NewImage", {})]
     assert failed == {"batchItemFailures": [{"itemIdentifier": closing["dynamodb"]["SequenceNumber"]}]}
     assert len(entries()) == 3
-    assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+    assert dispatch(records) == {"batchItemFailures": []}
     assert entries() == []
 
 

@@ -47,7 +47,7 @@ from interlude.store.idempotency import SORT_KEY as IDEM_SK
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.receiver import Receiver
-from tests.support.stream import Stream
+from tests.support.stream import Stream, dispatch
 
 TABLE = "interlude-test"
 TENANT = "t1"
@@ -135,7 +135,7 @@ class World:
     def settle(self) -> None:
         """Deliver the stream to dispatch until it is quiet (the event source mapping's job), unharmed."""
         while fresh := self.stream.take():
-            assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+            assert dispatch(fresh) == {"batchItemFailures": []}
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         return self.service.store.read_events(run_id)
@@ -360,8 +360,7 @@ def _dispatch_setup(w: World) -> dict[str, Any]:
 
 
 def _dispatch_act(w: World, ctx: dict[str, Any]) -> Any:
-    batch = {"Records": ctx["records"]}
-    return redelivered(lambda: lambda_runtime.invoke("dispatch", batch), lambda got: bool(got["batchItemFailures"]))
+    return redelivered(lambda: dispatch(ctx["records"]), lambda got: bool(got["batchItemFailures"]))
 
 
 def _dispatch_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:

@@ -15,13 +15,12 @@ from interlude.domain import schemas
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.local import lambda_runtime
 from interlude.rules.auth import Principal
 from interlude.store import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
-from tests.support.stream import stream_records
+from tests.support.stream import dispatch, stream_records
 
 
 def register(service, admin, name: str) -> str:
@@ -88,7 +87,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(world):
     for _ in range(10):
         doubled = stream_records(TABLE) * 2
         shuffler.shuffle(doubled)
-        assert lambda_runtime.invoke("dispatch", {"Records": doubled}) == {"batchItemFailures": []}
+        assert dispatch(doubled) == {"batchItemFailures": []}
         if service.store.get_run(state.runId)[0].status == "completed":
             break
     # Then the run completed once: every node ran once, sequences are contiguous, one run.completed
@@ -100,7 +99,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(world):
     before = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
     doubled = stream_records(TABLE) * 2
     shuffler.shuffle(doubled)
-    assert lambda_runtime.invoke("dispatch", {"Records": doubled}) == {"batchItemFailures": []}
+    assert dispatch(doubled) == {"batchItemFailures": []}
     assert sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items()) == before
 
 
@@ -111,7 +110,7 @@ def test_dispatch_continues_a_run_that_hit_its_step_budget(world, monkeypatch):
     monkeypatch.setenv("INTERLUDE_STEP_BUDGET", "2")
     for _ in range(10):
         records = stream_records(TABLE)
-        lambda_runtime.invoke("dispatch", {"Records": records})
+        dispatch(records)
         if service.store.get_run(state.runId)[0].status == "completed":
             break
     final, _ = service.store.get_run(state.runId)

@@ -1,12 +1,50 @@
-"""A moto table's stream, delivered to the real dispatch handler the way the event source mapping would."""
+"""A moto table's stream, delivered to the real dispatch handler as the outbox queue would deliver it.
+
+Deployed, the `stream` function forwards each new event-log item to the outbox queue, whose messages invoke
+`dispatch` (interlude.adapters.outbox_feed). `outbox_event` makes the SQS event those messages make, with the real
+message of each record, so a test drives dispatch exactly as the queue would, without the hop through SQS
+(tests/integration/test_outbox_fairness.py covers the hop and its fairness)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import boto3
 
+from interlude.adapters.outbox_feed import message_group, queued
 from interlude.local import lambda_runtime
+from interlude.local.sqs_pump import to_event_record
+from interlude.store.stream import is_event_insert
+
+OUTBOX_ARN = "arn:aws:sqs:us-east-1:123456789012:outbox"
+
+
+def outbox_event(records: list[dict]) -> dict:
+    """The SQS event the outbox queue hands dispatch for these stream records (the new event-log items among them):
+    each message as the `stream` function queues it, its MessageId the record's sequence number (so a batch item
+    failure names the record)."""
+    messages = []
+    for record in records:
+        if not is_event_insert(record):
+            continue
+        body = queued(record)
+        seq = record["dynamodb"]["SequenceNumber"]
+        message = {
+            "MessageId": seq,
+            "ReceiptHandle": f"receipt-{seq}",
+            "Body": json.dumps(body, separators=(",", ":")),
+            "Attributes": {"MessageGroupId": message_group(body), "ApproximateReceiveCount": "1"},
+        }
+        messages.append(to_event_record(message, OUTBOX_ARN))
+    return {"Records": messages}
+
+
+def dispatch(records: list[dict]) -> dict:
+    """Invoke the real dispatch handler with these stream records, as the outbox queue would; its answer (the queue
+    invokes nothing for no message)."""
+    event = outbox_event(records)
+    return lambda_runtime.invoke("dispatch", event) if event["Records"] else {"batchItemFailures": []}
 
 
 def stream_records(table: str, after: str | None = None, clients: tuple[Any, Any] | None = None) -> list[dict]:
@@ -55,7 +93,7 @@ class Stream:
     def pump(self, again: bool = False) -> list[dict]:
         """Deliver the new records (even none) to the real dispatch handler; it must fail none."""
         fresh = self.take(again)
-        assert lambda_runtime.invoke("dispatch", {"Records": fresh}) == {"batchItemFailures": []}
+        assert dispatch(fresh) == {"batchItemFailures": []}
         return fresh
 
     def settle(self, rounds: int = 20) -> None:
@@ -65,5 +103,5 @@ class Stream:
             if not fresh:
                 return
             for records in (fresh, self.take(again=True)):
-                assert lambda_runtime.invoke("dispatch", {"Records": records}) == {"batchItemFailures": []}
+                assert dispatch(records) == {"batchItemFailures": []}
         raise AssertionError("the runs did not settle")

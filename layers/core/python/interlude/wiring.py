@@ -126,6 +126,10 @@ class Function(NamedTuple):
 
 # SQS → callbacks settings, shared by the event source mapping and the local pump.
 CALLBACK_BATCH_SIZE = 4
+# The queue between the stream and dispatch (the outbox), and its batch: what a quiet tenant's item waits for behind a
+# busy one's is at most one batch of this many items (docs/scale.md, "Fairness across tenants").
+OUTBOX_QUEUE = "outbox"
+OUTBOX_BATCH_SIZE = 1
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(
@@ -167,11 +171,24 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
     ),
     Function(
+        name="stream",
+        handler="handler.lambda_handler",
+        memory_mb=256,
+        description="Table stream consumer: hands each new event-log item to the outbox queue, grouped by tenant",
+        reads_stream=True,
+        # Nothing but the stream and one queue: a forward costs one SendMessageBatch per ten records, so the one
+        # ordered lane every tenant shares is never held up by any tenant's side effects (docs/scale.md).
+        sends_to=(OUTBOX_QUEUE,),
+        # One concurrent batch per stream shard; more than a few shards is a very busy table.
+        reserved_concurrency=4,
+    ),
+    Function(
         name="dispatch",
         handler="handler.lambda_handler",
         timeout_s=60,
-        description="Table stream consumer: the outbox that advances runs and runs side effects",
-        reads_stream=True,
+        description="The outbox: advances runs and runs side effects of each event-log item, fair across tenants",
+        consumes=OUTBOX_QUEUE,
+        batch_size=OUTBOX_BATCH_SIZE,
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -188,8 +205,9 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         sends_to=("callbacks", "actions", "notifications"),
         needs_public_base_url=True,
-        # One concurrent batch per stream shard; more than a few shards is a very busy table.
-        reserved_concurrency=10,
+        # Its queue's maximum concurrency too (interlude_cdk): with SQS fair queues, a busy tenant's items fill at
+        # most what is in flight, and a quiet tenant's item takes the next instance that frees.
+        reserved_concurrency=6,
     ),
     Function(
         name="callbacks",
@@ -354,7 +372,25 @@ QUEUE_CONSUME_ACTIONS = (
     "sqs:GetQueueAttributes",
 )
 
+# Receives of an outbox message before SQS moves it to the outbox's dead letters: the stream mapping's retries.
+OUTBOX_MAX_RECEIVES = STREAM_MAX_RETRIES
+
 QUEUES: tuple[Queue, ...] = (
+    # The outbox (issue 26, S5): one message per new event-log item, `MessageGroupId` = its tenant, so SQS fair
+    # queues serve a quiet tenant's items before a busy tenant's backlog. A message names the item (its key and
+    # stream sequence number), never carries its events; one dispatch fails every time (a bug, a poison item) goes
+    # to the dead letters as it is.
+    Queue(name="outbox-dlq", url_env="OUTBOX_DLQ_URL", retention_s=14 * 24 * 3600),
+    Queue(
+        name=OUTBOX_QUEUE,
+        url_env="OUTBOX_QUEUE_URL",
+        # Kept as long as the stream keeps a record it could not hand over (STREAM_MAX_RECORD_AGE_S) and then some.
+        retention_s=4 * 24 * 3600,
+        # 6x dispatch's timeout (AWS's guidance for SQS event sources).
+        visibility_timeout_s=360,
+        dead_letter="outbox-dlq",
+        max_receive_count=OUTBOX_MAX_RECEIVES,
+    ),
     # Dead letters carry the notice's identity and delivery history, never its body, token or signing secret.
     Queue(name="callbacks-dlq", url_env="CALLBACK_DLQ_URL", retention_s=14 * 24 * 3600),
     Queue(

@@ -1,4 +1,9 @@
-"""Queueing an outbox's messages on SQS, shared by the callbacks, actions and notifications outboxes."""
+"""Queueing messages on SQS, shared by the outbox feed and the callbacks, actions and notifications outboxes.
+
+Every message is sent with `MessageGroupId` = the tenant it is for: on a standard queue that makes it an SQS fair
+queue, which serves a tenant whose messages take a small share of the consumers before a busy tenant's backlog
+(docs/scale.md, "Fairness across tenants"). The local stack's queue pump receives the same way.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +21,25 @@ def _sqs() -> Any:
     return boto3.client("sqs")
 
 
-def send_messages(queue_url: str, messages: list[dict[str, Any]], what: str) -> None:
-    """Queue `messages` ten per batch; raise if any was refused, so the caller's stream record (or schedule) is
-    retried: messages already queued then go again under the same ids, which each worker absorbs."""
+def send_messages(queue_url: str, messages: list[dict[str, Any]], what: str, tenant: str) -> None:
+    """Queue `messages`, all of `tenant`, ten per batch; raise if any was refused, so the caller's stream record
+    (or schedule) is retried: messages already queued then go again under the same ids, which each worker absorbs."""
+    send_grouped(queue_url, [(tenant, m) for m in messages], what)
+
+
+def send_grouped(queue_url: str, messages: list[tuple[str, dict[str, Any]]], what: str) -> None:
+    """Queue (tenant, message) pairs ten per batch, each under its tenant's MessageGroupId; raise if any was refused."""
     for start in range(0, len(messages), SQS_BATCH):
         chunk = messages[start : start + SQS_BATCH]
         result = _sqs().send_message_batch(
             QueueUrl=queue_url,
             Entries=[
-                {"Id": str(i), "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False)}
-                for i, m in enumerate(chunk)
+                {
+                    "Id": str(i),
+                    "MessageBody": json.dumps(m, separators=(",", ":"), allow_nan=False),
+                    "MessageGroupId": tenant,
+                }
+                for i, (tenant, m) in enumerate(chunk)
             ],
         )
         if result.get("Failed"):

@@ -1,4 +1,4 @@
-"""Play the DynamoDB stream → `dispatch` event source mapping that moto does not run.
+"""Play the DynamoDB stream → `stream` event source mapping that moto does not run.
 
 Same filter and batch size as the deployed mapping (from wiring); records whose processing the handler
 reports as failed are delivered again, up to the mapping's retry limit.
@@ -15,6 +15,9 @@ from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import invoke
 from interlude.local.pump import Pump
 from interlude.store.stream import is_event_insert
+
+# The function the table stream invokes (one only: interlude_cdk refuses two).
+STREAM_READER = next(fn.name for fn in wiring.FUNCTIONS if fn.reads_stream)
 
 
 class StreamPump(Pump):
@@ -61,7 +64,7 @@ class StreamPump(Pump):
             {**r, "eventSourceARN": arn, "eventSource": "aws:dynamodb", "awsRegion": LOCAL_REGION} for r in records
         ]
         while pending:
-            result = invoke("dispatch", {"Records": pending}) or {}
+            result = invoke(STREAM_READER, {"Records": pending}) or {}
             failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
             self.delivered += len(pending) - len(failed)
             retry = []

@@ -1,4 +1,5 @@
-"""Play the SQS → Lambda event source mappings that moto does not run, from wiring's declaration.
+"""Play the SQS → Lambda event source mappings that moto does not run, from wiring's declaration, and serve their
+batches as SQS fair queues do (FairQueue), which moto does not either.
 
 The queues are created in moto as wiring declares them (the same redrive policy, so moto moves a message to the
 dead-letter queue after maxReceiveCount receives, as SQS would). A pump per consuming function long-polls its
@@ -11,15 +12,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
 
 from interlude import wiring
 from interlude.local import LOCAL_REGION
-from interlude.local.lambda_runtime import invoke
-from interlude.local.pump import Pump
+from interlude.local.lambda_runtime import InstancePool, invoke
+from interlude.local.pump import Pump, wake_pumps
 
 
 def physical_name(prefix: str, queue: wiring.Queue) -> str:
@@ -65,41 +70,200 @@ def to_event_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any
     }
 
 
+class FairQueue:
+    """Which visible messages a receive returns, as Amazon SQS fair queues choose (standard queues whose messages
+    carry a MessageGroupId; "How Amazon SQS fair queues work", SQS Developer Guide), which moto does not model.
+
+    A message's tenant is its MessageGroupId (one without is a tenant of its own). A tenant is a *noisy neighbor*
+    while it holds more than 10 % of the messages in flight and at least 30 of them, or its recent share of the
+    consumers' processing time is over 10 %. A receive returns quiet tenants' messages first (oldest first), then
+    noisy tenants', the one with the fewest messages in flight first. Nothing is dropped or delayed otherwise: with
+    no quiet tenant waiting, noisy tenants' messages are served as usual. "Recent" is WINDOW_S here (AWS gives no
+    figure); a tenant that stops sending leaves the window, and so stops being noisy, within it.
+    """
+
+    SHARE = 0.10
+    MIN_IN_FLIGHT = 30
+    WINDOW_S = 60.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.in_flight: Counter[str] = Counter()
+        # (when, tenant, seconds of processing)
+        self.busy: deque[tuple[float, str, float]] = deque()
+
+    @staticmethod
+    def tenant(message: Mapping[str, Any]) -> str:
+        group = (message.get("Attributes") or {}).get("MessageGroupId")
+        return str(group) if group else "\x00" + str(message["MessageId"])
+
+    def noisy(self, tenant: str) -> bool:
+        flying = sum(self.in_flight.values())
+        if flying and self.in_flight[tenant] >= self.MIN_IN_FLIGHT and self.in_flight[tenant] > self.SHARE * flying:
+            return True
+        self._forget_old()
+        total = sum(seconds for _, _, seconds in self.busy)
+        mine = sum(seconds for _, who, seconds in self.busy if who == tenant)
+        return total > 0 and mine > self.SHARE * total
+
+    def choose(self, visible: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+        """The `count` messages a receive returns from `visible` (oldest first)."""
+        noisy = {t: self.noisy(t) for t in {self.tenant(m) for m in visible}}
+
+        def rank(pair: tuple[int, dict[str, Any]]) -> tuple[bool, int, int]:
+            tenant = self.tenant(pair[1])
+            return (noisy[tenant], self.in_flight[tenant] if noisy[tenant] else 0, pair[0])
+
+        return [message for _, message in sorted(enumerate(visible), key=rank)[:count]]
+
+    def taken(self, messages: list[dict[str, Any]]) -> None:
+        self.in_flight.update(self.tenant(m) for m in messages)
+
+    def settled(self, messages: list[dict[str, Any]], seconds: float) -> None:
+        """`messages` are no longer in flight; their batch took `seconds` of a consumer, shared among them."""
+        now = self.clock()
+        for m in messages:
+            tenant = self.tenant(m)
+            self.in_flight[tenant] -= 1
+            if self.in_flight[tenant] <= 0:
+                del self.in_flight[tenant]
+            self.busy.append((now, tenant, seconds / len(messages)))
+
+    def _forget_old(self) -> None:
+        horizon = self.clock() - self.WINDOW_S
+        while self.busy and self.busy[0][0] < horizon:
+            self.busy.popleft()
+
+
 class QueuePump(Pump):
-    def __init__(self, function_name: str, queue_url: str, interval_s: float = 0.05, batch_size: int = 1) -> None:
+    """One function's SQS event source mapping: receives batches the way a fair queue serves them, invokes the
+    handler with up to `concurrency` batches at once (the mapping's maximum concurrency), and deletes what the
+    handler did not report as failed. Each concurrent batch has an instance of its own, as in Lambda: the first
+    runs in this process, the others in processes started the first time they are needed (a stack that is never
+    busy starts none).
+
+    What moto would return next is not what a fair queue returns, so the pump holds up to BUFFERED of the queue's
+    visible messages it has received (their visibility renewed while they wait) and chooses each batch among them
+    with FairQueue. A held message counts as visible, not in flight, until it is chosen."""
+
+    BUFFERED = 200
+
+    def __init__(
+        self,
+        function_name: str,
+        queue_url: str,
+        interval_s: float = 0.05,
+        batch_size: int = 1,
+        concurrency: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(f"sqs-pump-{function_name}", interval_s, backs_off=True)
         self.function_name = function_name
         self.queue_url = queue_url
         self.sqs = boto3.client("sqs")
-        self.queue_arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
+        attributes = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "VisibilityTimeout"])
+        self.queue_arn = attributes["Attributes"]["QueueArn"]
+        self.visibility_s = int(attributes["Attributes"]["VisibilityTimeout"])
         self.batch_size = batch_size
+        self.clock = clock
+        self.fair = FairQueue(clock)
+        # MessageId -> (the message as last received, when)
+        self.held: dict[str, tuple[dict[str, Any], float]] = {}
+        self.concurrency = concurrency
+        self._lock = threading.Lock()
+        # Instance 0 is this process; 1.. are the pool's processes.
+        self._free = list(range(concurrency))
+        self._pool: InstancePool | None = None
+        self._workers = ThreadPoolExecutor(concurrency, f"sqs-{function_name}") if concurrency > 1 else None
 
     def pump_once(self) -> int:
-        got = self.sqs.receive_message(
-            QueueUrl=self.queue_url,
-            MaxNumberOfMessages=self.batch_size,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        )
-        messages = got.get("Messages", [])
-        if not messages:
-            return 0
+        """Hand out as many batches as there are free instances; returns how many messages went."""
+        self._fill()
+        moved = 0
+        while True:
+            with self._lock:
+                if not self.held or not self._free:
+                    return moved
+                instance = self._free.pop(0)
+                messages = self.fair.choose([m for m, _ in self.held.values()], self.batch_size)
+                for m in messages:
+                    del self.held[m["MessageId"]]
+                self.fair.taken(messages)
+            moved += len(messages)
+            if self._workers is None:
+                self._deliver(messages, instance)
+                return moved
+            self._workers.submit(self._deliver, messages, instance)
+
+    def stop(self) -> None:
+        super().stop()
+        if self._workers is not None:
+            self._workers.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.stop()
+
+    def _invoke(self, event: dict[str, Any], instance: int) -> Any:
+        if instance == 0:
+            return invoke(self.function_name, event)
+        with self._lock:
+            if self._pool is None:
+                self._pool = InstancePool(self.function_name, self.concurrency - 1)
+        return self._pool.invoke(event)
+
+    def _deliver(self, messages: list[dict[str, Any]], instance: int) -> None:
         records = [to_event_record(m, self.queue_arn) for m in messages]
+        started = self.clock()
         try:
-            result = invoke(self.function_name, {"Records": records}) or {}
+            result = self._invoke({"Records": records}, instance) or {}
         except Exception:
             # Lambda leaves the whole batch on the queue; it reappears after its visibility timeout.
-            return len(messages)
-        failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-        done = [r for r in records if r["messageId"] not in failed]
-        if done:
-            self.sqs.delete_message_batch(
+            result = None
+        finally:
+            with self._lock:
+                self.fair.settled(messages, self.clock() - started)
+                self._free.append(instance)
+                self._free.sort()
+        if result is not None:
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+            done = [r for r in records if r["messageId"] not in failed]
+            if done:
+                self.sqs.delete_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(done)],
+                )
+        if self._workers is not None:
+            wake_pumps()  # a free instance: the next batch goes now, not at the next idle poll
+
+    def _fill(self) -> None:
+        """Receive what is visible, up to BUFFERED held; renew the visibility of what has been held a while."""
+        now = self.clock()
+        with self._lock:
+            stale = [m for m, at in self.held.values() if now - at > self.visibility_s / 2]
+            room = self.BUFFERED - len(self.held)
+        for start in range(0, len(stale), 10):
+            chunk = stale[start : start + 10]
+            entries: Any = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": self.visibility_s}
+                for i, m in enumerate(chunk)
+            ]
+            self.sqs.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
+            with self._lock:
+                for m in chunk:
+                    if m["MessageId"] in self.held:
+                        self.held[m["MessageId"]] = (m, now)
+        while room > 0:
+            got: list[Any] = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(done)],
-            )
-        return len(messages)
+                MaxNumberOfMessages=min(10, room),
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            with self._lock:
+                for m in got:
+                    self.held[m["MessageId"]] = (m, now)
+            room -= len(got)
+            if len(got) < 10:
+                return
 
 
 # "off" keeps callback notices and actions in their queues (no outbound call at all), e.g. to accept public
@@ -107,9 +271,18 @@ class QueuePump(Pump):
 DELIVERY_ENV = "INTERLUDE_LOCAL_CALLBACK_DELIVERY"
 
 
+# Batches a queue's function handles at once: its mapping runs up to its maximum concurrency in AWS; two are enough
+# to model what SQS fair queues rely on (a busy tenant holds messages in flight, a quiet one none).
+QUEUE_CONCURRENCY_ENV = "INTERLUDE_LOCAL_QUEUE_CONCURRENCY"
+
+
 def start_queue_pumps(urls: dict[str, str]) -> list[QueuePump]:
-    if os.environ.get(DELIVERY_ENV, "on") == "off":
-        return []
-    return [
-        QueuePump(fn.name, urls[fn.consumes], batch_size=fn.batch_size).start() for fn in wiring.FUNCTIONS if fn.consumes
-    ]
+    """A pump per queue a function consumes; with delivery off, the outbox's alone (it calls out to nobody)."""
+    delivering = os.environ.get(DELIVERY_ENV, "on") != "off"
+    pumps = []
+    for fn in wiring.FUNCTIONS:
+        if not fn.consumes or not (delivering or fn.consumes == wiring.OUTBOX_QUEUE):
+            continue
+        concurrency = int(os.environ.get(QUEUE_CONCURRENCY_ENV, "2"))
+        pumps.append(QueuePump(fn.name, urls[fn.consumes], batch_size=fn.batch_size, concurrency=concurrency).start())
+    return pumps

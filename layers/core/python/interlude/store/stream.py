@@ -1,4 +1,10 @@
-"""The table's stream records, read back through the store's key layout (what `dispatch` consumes)."""
+"""The table's stream records, read back through the store's key layout (what `dispatch` consumes).
+
+The `stream` function hands each new event-log item to the outbox queue as a message naming it (its key and sequence
+number, never its events, so nothing of a run's data sits in SQS: interlude.adapters.outbox_feed); `dispatch` reads
+the item back as the record the stream carried (`OutboxRecords.record_of`). Event-log items are written once and never changed, so
+the item read is the image the stream held.
+"""
 
 from __future__ import annotations
 
@@ -61,3 +67,23 @@ def record_run_id(record: dict[str, Any]) -> str | None:
     """The run a stream record's item belongs to; None for an item of no run."""
     keys = (record.get("dynamodb") or {}).get("Keys") or {}
     return run_id_of((keys.get(wiring.PARTITION_KEY) or {}).get("S", ""))
+
+
+class OutboxRecords:
+    """The stream records the outbox queue's messages name, read back from the table."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self.client = client
+        self.table = table
+
+    def record_of(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The stream record (INSERT, keys, new image, sequence number) of the item `message` names; None when the
+        item is gone (its run was deleted since)."""
+        key = a.key(message["pk"], message["sk"])
+        item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            return None
+        return {
+            "eventName": "INSERT",
+            "dynamodb": {"Keys": key, "NewImage": item, "SequenceNumber": message.get("seq", "")},
+        }

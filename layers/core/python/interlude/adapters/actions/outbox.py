@@ -10,6 +10,7 @@ from typing import Any
 
 from interlude.adapters.queues import send_messages
 from interlude.config.actions import action_settings
+from interlude.domain.ids import tenant_of
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK
 
 
@@ -37,4 +38,4 @@ def queue_actions(service: Any, run_id: str, events: list[dict[str, Any]]) -> No
     queue_url = action_settings().queue_url
     if not queue_url:
         raise RuntimeError("ACTION_QUEUE_URL is not set: actions cannot be queued")
-    send_messages(queue_url, messages, "action message")
+    send_messages(queue_url, messages, "action message", tenant_of(run_id))

@@ -63,4 +63,4 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
 
 
 def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> None:
-    send_messages(queue_url, [queue_message(tenant, callback_url, n) for n in notices], "delivery message")
+    send_messages(queue_url, [queue_message(tenant, callback_url, n) for n in notices], "delivery message", tenant)

@@ -18,7 +18,8 @@ from interlude.rules.webhooks import wants
 
 def webhook_deliveries(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
     """The dispatch outbox handler: one queued delivery per (subscription that wants it, event)."""
-    subscriptions = service.webhooks.of_tenant(tenant_of(run_id))
+    tenant = tenant_of(run_id)
+    subscriptions = service.webhooks.of_tenant(tenant)
     types = {e.get("type") for e in events}
     wanted = [s for s in subscriptions if types & set(s["events"])]
     if not wanted:
@@ -38,4 +39,4 @@ def webhook_deliveries(service: Any, run_id: str, events: list[dict[str, Any]]) 
     cfg = delivery_settings()
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: webhook deliveries cannot be queued")
-    send_messages(cfg.queue_url, messages, "delivery message")
+    send_messages(cfg.queue_url, messages, "delivery message", tenant)

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
-from interlude.adapters.queues import send_messages
+from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.directory import recipients
 from interlude.app.tenants import tenant_settings
@@ -214,7 +214,7 @@ def send(messages: list[dict[str, Any]]) -> None:
         # A deployment always sets it (wiring: dispatch and timeouts send to the queue); a bare test harness does not.
         log.warning("NOTIFICATION_QUEUE_URL is not set: %d notification(s) not queued", len(messages))
         return
-    send_messages(queue_url, messages, "notification")
+    send_grouped(queue_url, [(m["tenant"], m) for m in messages], "notification")
 
 
 def _epoch(iso_text: str) -> float:

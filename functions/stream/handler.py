@@ -1,0 +1,27 @@
+"""Lambda entry point for the table stream: forwards each new event-log item to the outbox queue (issue 26, S5)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from interlude.coldstart import collector_paused
+
+with collector_paused():
+    from typing import Any
+
+    from aws_lambda_powertools import Logger
+
+    from interlude.adapters.outbox_feed import forward
+    from interlude.wiring import OUTBOX_QUEUE, queue
+
+    logger = Logger(service="interlude-stream")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # All or nothing: a batch that could not be queued whole raises, and the mapping delivers it again (bisecting
+    # on repeated failure); what was queued before goes again, which the outbox absorbs.
+    forward(os.environ[queue(OUTBOX_QUEUE).url_env], event.get("Records") or [])
+    return {"batchItemFailures": []}
