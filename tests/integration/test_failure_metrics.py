@@ -30,7 +30,7 @@ from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.logs import function_log
 from tests.support.moto_world import KEY_RING_SECRET, TABLE
-from tests.support.stream import Stream
+from tests.support.stream import Stream, outbox_event
 
 DEPLOYMENT = "failures-test"
 # Loopback callbacks are allowed here (INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS); nothing listens: no test gets as far.
@@ -104,7 +104,7 @@ def queued_records(url: str) -> list[dict]:
 
 # A world of its own: it deletes the callbacks queue.
 @pytest.mark.private_world
-def test_a_stream_record_the_outbox_fails_is_counted_and_logged(service, aws, monkeypatch):
+def test_an_item_the_outbox_fails_is_counted_and_logged(service, aws, monkeypatch):
     # Given a run whose raised gate makes the outbox queue a callback notice, on a queue that is gone
     start_gate_run(service, RECEIVER)
     boto3.client("sqs").delete_queue(QueueUrl=aws["callbacks"])
@@ -113,7 +113,7 @@ def test_a_stream_record_the_outbox_fails_is_counted_and_logged(service, aws, mo
 
     # When the dispatch function is handed the batch
     with function_log("dispatch", level="ERROR") as lines:
-        answer, points = invoke("dispatch", {"Records": records})
+        answer, points = invoke("dispatch", outbox_event(records))
 
     # Then the invocation succeeds (no Lambda error: its Errors alarm stays quiet) with the record reported failed
     failed = answer["batchItemFailures"]

@@ -20,18 +20,20 @@ from interlude.store import Store
 from interlude.store.stream import is_event_insert
 from tests.integration.conftest import signed_in
 from tests.integration.test_webhooks import register, start_gate_run
-from tests.support.queues import queue_world, queued
+from tests.support.moto_world import TABLE
+from tests.support.queues import queued
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
 
-TABLE = "interlude-test"
-
 
 @pytest.fixture
-def aws(monkeypatch):
-    env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1"}
-    with queue_world(monkeypatch, TABLE, env) as urls:
-        yield urls
+def aws(world, monkeypatch):
+    for name, value in {
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return world.queues
 
 
 @pytest.fixture
@@ -60,9 +62,11 @@ def queued_with_groups(url: str) -> list[dict]:
     return out
 
 
-def test_the_stream_function_queues_each_event_item_under_its_tenant_naming_it_only(service, aws, receiver):
+def test_the_stream_function_queues_each_event_item_under_its_tenant_naming_it_only(
+    service, aws, receiver, tenant, other_tenant
+):
     # Given two tenants' runs, one of them with a callbackUrl
-    first, second = signed_in(service, tenant="t1"), signed_in(service, tenant="t1~b")
+    first, second = signed_in(service, tenant=tenant), signed_in(service, tenant=f"{other_tenant}~b")
     start_gate_run(service, first, callbackUrl=receiver.url())
     start_gate_run(service, second)
     records = Stream(TABLE).take()
@@ -75,7 +79,7 @@ def test_the_stream_function_queues_each_event_item_under_its_tenant_naming_it_o
     # Then one outbox message per item, under its run's tenant, naming the item and nothing of it
     messages = queued_with_groups(aws[wiring.OUTBOX_QUEUE])
     assert len(messages) == len(events)
-    assert {group_of(m) for m in messages} == {"t1", "t1~b"}
+    assert {group_of(m) for m in messages} == {tenant, f"{other_tenant}~b"}
     for message in messages:
         body = json.loads(message["Body"])
         assert set(body) == {"v", "pk", "sk", "seq"}
@@ -83,9 +87,11 @@ def test_the_stream_function_queues_each_event_item_under_its_tenant_naming_it_o
         assert "interrupt.requested" not in message["Body"]
 
 
-def test_dispatch_reads_the_named_item_back_and_every_queue_it_feeds_carries_the_tenant(service, aws, receiver):
+def test_dispatch_reads_the_named_item_back_and_every_queue_it_feeds_carries_the_tenant(
+    service, aws, receiver, tenant
+):
     # Given a tenant with a webhook subscription and a run with a callbackUrl
-    admin = signed_in(service, tenant="t1")
+    admin = signed_in(service, tenant=tenant)
     register(service, admin, receiver.url(), ["interrupt.requested"])
     start_gate_run(service, admin, callbackUrl=receiver.url())
 
@@ -95,11 +101,11 @@ def test_dispatch_reads_the_named_item_back_and_every_queue_it_feeds_carries_the
     # Then the callback notice and the webhook delivery it queued are under the tenant's group too
     deliveries = queued_with_groups(aws["callbacks"])
     assert len(deliveries) == 2
-    assert {group_of(m) for m in deliveries} == {"t1"}
+    assert {group_of(m) for m in deliveries} == {tenant}
 
 
 def test_an_outbox_message_whose_item_is_gone_is_done_with(service, aws):
-    message = {"v": 1, "pk": "T#t1#R#no-such-run-000000", "sk": "E#0000000001", "seq": "1"}
+    message = {"v": 1, "pk": "T#tn0#R#no-such-run-000000", "sk": "E#0000000001", "seq": "1"}
     record = sqs_pump.to_event_record(
         {"MessageId": "m-1", "ReceiptHandle": "r-1", "Body": json.dumps(message), "Attributes": {}}, "arn"
     )
