@@ -9,43 +9,21 @@ from __future__ import annotations
 import json
 
 import boto3
-import pytest
 
 from interlude import wiring
-from interlude.app.service import Service
 from interlude.local import lambda_runtime, sqs_pump
 from interlude.local.pumps import STREAM_READER
 from interlude.local.sqs_pump import FairQueue, QueuePump
-from interlude.store import Store
 from interlude.store.stream import is_event_insert
+from tests.integration import test_webhooks
 from tests.integration.conftest import signed_in
 from tests.integration.test_webhooks import register, start_gate_run
 from tests.support.moto_world import TABLE
 from tests.support.queues import queued
-from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
 
-
-@pytest.fixture
-def aws(world, monkeypatch):
-    for name, value in {
-        "PUBLIC_BASE_URL": "https://interlude.example.com",
-        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    return world.queues
-
-
-@pytest.fixture
-def service(aws) -> Service:
-    return Service(Store(TABLE))
-
-
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
+# The webhook tests' world (the loopback switch on), service and receiver.
+aws, service, receiver = test_webhooks.aws, test_webhooks.service, test_webhooks.receiver
 
 
 def group_of(message: dict) -> str:
