@@ -6,7 +6,7 @@ deployed shape and the emulated shape cannot drift. Add a function, queue or rou
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 # The declarations are NamedTuples, not frozen dataclasses: every function imports this module at its cold start, and
 # a dataclass generates and compiles its methods at class creation (six per frozen class, about 0.7 ms a class on
@@ -554,11 +554,55 @@ AUDIT_ANCHOR_BUCKET = Bucket(
 BUCKETS: tuple[Bucket, ...] = (AUDIT_ANCHOR_BUCKET,)
 
 # --- routes ----------------------------------------------------------------------------------------
+# Each route is declared here once, whole. API Gateway's routes and throttle classes (interlude_cdk), the local server,
+# the handler's registration and the import of its module (interlude.api.routes, interlude.api.app), Idempotency-Key
+# (interlude.api.idempotency) and the contract (interlude.api.contract: the OpenAPI document, the declared refusals)
+# are all derived from it. Adding a route is a Route here and a handler under `@route(operation)` in its module.
 
 
 # The protocol a route speaks, which decides the shape of its refusals (interlude.api.errors): the OpenWOP
 # envelope {error, message, details?} or ModuleX {detail}.
 Face = Literal["openwop", "modulex"]
+# How a write keeps Idempotency-Key (interlude.api.idempotency); a route with none is a read and ignores the header.
+# "with-effect": its effect is one TransactWriteItems, which commits the key's record and answer with it.
+# "claimed": the record is claimed under a lease and the answer stored after (the route says why, when not plain).
+Idempotency = Literal["with-effect", "claimed"]
+# The routes by which an interrupt is decided, by the surface their Decisions are counted under (interlude.api.app).
+DecisionSurface = Literal["run", "token", "modulex"]
+JSON = "application/json"
+HTML = "text/html"
+SSE = "text/event-stream"
+
+
+class Ref(NamedTuple):
+    """A value held above this module (a page limit, an id pattern, an enum), by dotted name: the API edge reads it as
+    it builds the contract (interlude.api.contract), so wiring imports none of it. `text` formats it into a string;
+    a tuple or a Literal type reads as the list of its values."""
+
+    name: str
+    text: str = ""
+
+
+class Answer(NamedTuple):
+    """A success response. Its body: a model (by dotted name, imported at the API edge), or a JSON schema (a body
+    that is no model: SSE text, an HTML page), or one of several models (a route two faces share)."""
+
+    status: int
+    description: str
+    model: str | None = None
+    schema: dict[str, Any] | None = None
+    media: tuple[str, ...] = (JSON,)
+    headers: tuple[str, ...] = ()
+    one_of: tuple[str, ...] = ()
+
+
+class Param(NamedTuple):
+    """A query or header parameter (a route's path parameters are the ones its path names)."""
+
+    name: str | Ref  # a Ref to several names: one parameter each
+    where: Literal["query", "header"]
+    schema: dict[str, Any]
+    description: str | Ref = ""
 
 
 class Route(NamedTuple):
@@ -566,219 +610,627 @@ class Route(NamedTuple):
     path: str  # API Gateway syntax: /runs/{runId}
     operation: str
     scope: str | None  # None: no API key (discovery, token surfaces)
-    summary: str = ""
-    mutating: bool = False
+    summary: str
+    # The module of interlude.api whose `@route(operation)` registers the handler; a request imports it when its path
+    # first matches one of the module's routes.
+    module: str
+    idempotency: Idempotency | None = None
     face: Face = "openwop"
     # A console route: the API operation it performs. Its request must hold that operation's scope (the console's
     # session stands for an API key; interlude.api.http.scope_of), so the two cannot drift apart.
     acts_as: str | None = None
+    # The contract: its success answers; the error codes beyond those the route implies (interlude.api.contract);
+    # the body's model (dotted name), whether the body may be left out (cancel's reason, a mint's defaults) and
+    # whether it may come as a form (the approval page's); the query and header parameters; whether refusals may
+    # also come as an HTML page (a browser on a token surface, the console).
+    answers: tuple[Answer, ...] = ()
+    errors: tuple[str, ...] = ()
+    request: str | None = None
+    optional_body: bool = False
+    form: bool = False
+    params: tuple[Param, ...] = ()
+    html_errors: bool = False
+    # Holds its request open (long-poll, SSE) for up to the function's timeout: throttled as a class of its own,
+    # since each one occupies an api invocation for its whole hold.
+    held: bool = False
+    decides: DecisionSurface | None = None
+
+    @property
+    def mutating(self) -> bool:
+        """A write: it keeps Idempotency-Key, and is throttled as one."""
+        return self.idempotency is not None
+
+
+# Refusals several routes declare. A run named by the path: another tenant's (403, or ModuleX's 404), none, or one
+# that kept changing (retry).
+RUN_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found", "runner_unavailable")
+DECISION_ERRORS = ("not_found", "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "payload_too_large")
+# A subscription named by the path: another tenant's is 403, none is 404.
+WEBHOOK_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found")
+# A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding
+# (task_not_claimed is also the answer when the run no longer waits for the task: details.status "cancelled").
+TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
+TOKEN_ERRORS = ("interrupt_token_invalid", "interrupt_expired", "not_found", "interrupt_already_resolved", "runner_unavailable")
+SSE_EVENTS = Answer(200, "Server-sent events, then a retry hint", schema={"type": "string"}, media=(SSE,))
+LAST_EVENT_ID = Param("Last-Event-ID", "header", {"type": "string"}, "Resume after this event sequence")
+ORGANIZATION = Param("X-Organization-ID", "header", {"type": "string"}, "Must name the key's tenant when sent")
+WORKFLOW_ID = {"type": "string", "pattern": Ref("interlude.domain.ids.AUTHOR_ID")}
+CURSOR = Param("cursor", "query", {"type": "string"}, "where the previous page ended")
+NOT_MODIFIED = "Unchanged since the ETag sent in If-None-Match"
+
+# The operator console (interlude.api.console): HTML pages, a 303 to the sign-in page without a session, and every
+# refusal as a page with its status (401 when the session's key was revoked or expired).
+CONSOLE_PAGE = Answer(200, "The page", schema={"type": "string", "description": "A console page"}, media=(HTML,))
+CONSOLE_REDIRECT = Answer(
+    303, "Elsewhere in the console (sign in first)", schema={"type": "string"}, media=(HTML,), headers=("Location",)
+)
+SIGNED_IN_ERRORS = ("unauthenticated", "forbidden", "rate_limited", "validation_error")
+CONSOLE_FORM_ERRORS = (*SIGNED_IN_ERRORS, "payload_too_large")
+
+
+# fmt: off
+def console_route(
+    method: str,
+    path: str,
+    operation: str,
+    summary: str,
+    *answers: Answer,
+    errors: tuple[str, ...] = SIGNED_IN_ERRORS,
+    params: tuple[Param, ...] = (),
+    acts_as: str | None = None,
+) -> Route:
+    """A console page (GET) or form (POST: a write), in interlude.api.console.routes."""
+    return Route(
+        method, path, operation, None, summary, module="console.routes",
+        idempotency="claimed" if method == "POST" else None, acts_as=acts_as,
+        answers=answers or (CONSOLE_PAGE, CONSOLE_REDIRECT), errors=errors, params=params, html_errors=True,
+    )
 
 
 CONSOLE_ROUTES: tuple[Route, ...] = (
-    Route("GET", "/console", "consoleHome", None, "Console: to the inbox, or to sign in"),
-    Route("GET", "/console/sign-in", "consoleSignInPage", None, "Console: the sign-in page"),
-    Route("POST", "/console/sign-in", "consoleSignIn", None, "Console: exchange an API key for a session", True),
-    Route("POST", "/console/sign-out", "consoleSignOut", None, "Console: end the session", True),
-    Route(
-        "GET", "/console/inbox", "consoleInbox", None, "Console: what the signed-in key may decide", acts_as="listInterrupts"
+    console_route("GET", "/console", "consoleHome", "Console: to the inbox, or to sign in", errors=()),
+    console_route("GET", "/console/sign-in", "consoleSignInPage", "Console: the sign-in page", CONSOLE_PAGE, errors=()),
+    console_route(
+        "POST", "/console/sign-in", "consoleSignIn", "Console: exchange an API key for a session", CONSOLE_PAGE,
+        errors=("unauthenticated", "forbidden", "validation_error", "payload_too_large"),
     ),
-    Route(
-        "POST",
-        "/console/runs/{runId}/interrupts/{nodeId}",
-        "consoleDecide",
-        None,
-        "Console: decide an interrupt (as the signed-in key, surface console)",
-        True,
+    console_route(
+        "POST", "/console/sign-out", "consoleSignOut", "Console: end the session", CONSOLE_PAGE,
+        errors=("forbidden", "validation_error", "payload_too_large"),
+    ),
+    console_route(
+        "GET", "/console/inbox", "consoleInbox", "Console: what the signed-in key may decide",
+        params=(CURSOR,), acts_as="listInterrupts",
+    ),
+    console_route(
+        "POST", "/console/runs/{runId}/interrupts/{nodeId}", "consoleDecide",
+        "Console: decide an interrupt (as the signed-in key, surface console)", CONSOLE_PAGE,
+        errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, *DECISION_ERRORS, "interrupt_already_resolved"),
         acts_as="resolveInterruptByRun",
     ),
-    Route("GET", "/console/runs", "consoleRuns", None, "Console: runs, filtered and paged", acts_as="listRuns"),
-    Route(
-        "POST",
-        "/console/runs/cancel",
-        "consoleCancelRuns",
-        None,
-        "Console: cancel the selected runs",
-        True,
-        acts_as="bulkCancelRuns",
+    console_route(
+        "GET", "/console/runs", "consoleRuns", "Console: runs, filtered and paged",
+        params=(
+            Param("status", "query", {"type": "string"}),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("runId", "query", {"type": "string"}, "open this run"),
+            CURSOR,
+        ),
+        errors=(*SIGNED_IN_ERRORS, "id_tenant_mismatch"), acts_as="listRuns",
     ),
-    Route(
-        "GET",
-        "/console/runs/{runId}",
-        "consoleRun",
-        None,
-        "Console: a run, its graph, timeline, gates and deliveries",
-        acts_as="getRun",
+    console_route(
+        "POST", "/console/runs/cancel", "consoleCancelRuns", "Console: cancel the selected runs", CONSOLE_PAGE,
+        errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, "run_terminal"), acts_as="bulkCancelRuns",
     ),
-    Route("GET", "/console/workflows", "consoleWorkflows", None, "Console: workflows", acts_as="listWorkflows"),
-    Route(
-        "GET",
-        "/console/workflows/{workflowId}",
-        "consoleWorkflow",
-        None,
-        "Console: a workflow's versions, drawn",
-        acts_as="getWorkflow",
+    console_route(
+        "GET", "/console/runs/{runId}", "consoleRun", "Console: a run, its graph, timeline, gates and deliveries",
+        params=(Param("after", "query", {"type": "integer", "minimum": -1}, "events after this sequence"),),
+        errors=(*SIGNED_IN_ERRORS, *RUN_ERRORS), acts_as="getRun",
     ),
-    Route("GET", "/console/keys", "consoleKeys", None, "Console: the tenant's API keys", acts_as="listKeys"),
-    Route("POST", "/console/keys", "consoleCreateKey", None, "Console: create an API key", True, acts_as="createKey"),
-    Route(
-        "POST",
-        "/console/keys/{keyId}/revoke",
-        "consoleRevokeKey",
-        None,
-        "Console: revoke an API key",
-        True,
-        acts_as="revokeKey",
+    console_route(
+        "GET", "/console/workflows", "consoleWorkflows", "Console: workflows",
+        params=(Param("workflowId", "query", {"type": "string"}, "open this workflow"),), acts_as="listWorkflows",
     ),
-    Route("GET", "/console/audit", "consoleAudit", None, "Console: the tenant's audit trail", acts_as="listAuditEntries"),
+    console_route(
+        "GET", "/console/workflows/{workflowId}", "consoleWorkflow", "Console: a workflow's versions, drawn",
+        params=(Param("version", "query", {"type": "integer", "minimum": 1}),),
+        errors=(*SIGNED_IN_ERRORS, "not_found"), acts_as="getWorkflow",
+    ),
+    console_route("GET", "/console/keys", "consoleKeys", "Console: the tenant's API keys", params=(CURSOR,), acts_as="listKeys"),
+    console_route(
+        "POST", "/console/keys", "consoleCreateKey", "Console: create an API key",
+        Answer(201, "The key, shown once", schema={"type": "string"}, media=(HTML,)),
+        errors=CONSOLE_FORM_ERRORS, acts_as="createKey",
+    ),
+    console_route(
+        "POST", "/console/keys/{keyId}/revoke", "consoleRevokeKey", "Console: revoke an API key", CONSOLE_PAGE,
+        errors=(*CONSOLE_FORM_ERRORS, "not_found"), acts_as="revokeKey",
+    ),
+    console_route(
+        "GET", "/console/audit", "consoleAudit", "Console: the tenant's audit trail",
+        params=(CURSOR,), acts_as="listAuditEntries",
+    ),
 )
 
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/.well-known/openwop", "getCapabilities", None, "Discovery document"),
-    Route("GET", "/openapi.json", "getOpenApi", None, "This API's OpenAPI document"),
-    Route("PUT", "/workflows/{workflowId}", "putWorkflow", "workflows:write", "Register a new workflow version", True),
-    Route("GET", "/workflows/{workflowId}", "getWorkflow", "workflows:read", "Latest workflow version"),
-    Route("POST", "/runs", "createRun", "runs:create", "Start a run", True),
-    Route("GET", "/runs/{runId}", "getRun", "runs:read", "Run snapshot"),
-    Route("POST", "/runs/{runId}/cancel", "cancelRun", "runs:cancel", "Cancel a run", True),
-    Route("GET", "/runs/{runId}/events/poll", "pollRunEvents", "runs:read", "Long-poll the event log"),
     Route(
-        "POST",
-        "/runs/{runId}/interrupts/{nodeId}",
-        "resolveInterruptByRun",
-        "approvals:respond",
-        "Resolve the interrupt a node holds",
-        True,
+        "GET", "/.well-known/openwop", "getCapabilities", None, "Discovery document", module="runs",
+        answers=(
+            Answer(200, "Discovery document", "interlude.domain.models.responses.Capabilities", headers=("Cache-Control", "ETag")),
+            Answer(304, NOT_MODIFIED, media=(), headers=("Cache-Control", "ETag")),
+        ),
+        params=(Param("If-None-Match", "header", {"type": "string"}, "An ETag of an earlier discovery document"),),
     ),
-    Route("POST", "/keys", "createKey", "keys:admin", "Create an API key", True),
-    Route("GET", "/keys", "listKeys", "keys:admin", "The tenant's API keys (metadata, never secrets), paged"),
-    Route("DELETE", "/keys/{keyId}", "revokeKey", "keys:admin", "Revoke an API key of the tenant", True),
+    Route(
+        "GET", "/openapi.json", "getOpenApi", None, "This API's OpenAPI document", module="runs",
+        answers=(Answer(200, "This document", schema={"type": "object"}),),
+    ),
+    Route(
+        "PUT", "/workflows/{workflowId}", "putWorkflow", "workflows:write", "Register a new workflow version", module="runs",
+        # A version-numbered PutItem retried on a taken number; no answer until the number holds.
+        idempotency="claimed",
+        request="interlude.domain.models.workflow.WorkflowDefinition",
+        answers=(
+            Answer(201, "The version registered", "interlude.domain.models.responses.WorkflowVersion"),
+            Answer(200, "The ModuleX workflow the id names, updated (issue 16)", "interlude.faces.modulex.workflows.ModulexWorkflow"),
+        ),
+        errors=("runner_unavailable", "interlude.quota_exceeded", "interlude.workflow_unprocessable"),
+    ),
+    Route(
+        "GET", "/workflows/{workflowId}", "getWorkflow", "workflows:read", "Latest workflow version", module="runs",
+        answers=(
+            Answer(
+                200,
+                "The latest version; for a ModuleX workflow's id, its ModuleX record; for a ModuleX client (it sends "
+                "X-Organization-ID, or a modulex-python / modulex-js User-Agent), any workflow as ModuleX reads it",
+                one_of=(
+                    "interlude.domain.models.responses.WorkflowVersion",
+                    "interlude.faces.modulex.workflows.ModulexWorkflow",
+                    "interlude.faces.modulex.workflows.OpenwopWorkflow",
+                ),
+            ),
+        ),
+        errors=("not_found",),
+    ),
+    Route(
+        "POST", "/runs", "createRun", "runs:create", "Start a run", module="runs",
+        idempotency="with-effect",
+        request="interlude.domain.models.requests.CreateRunRequest",
+        answers=(Answer(201, "The run started", "interlude.domain.models.responses.RunCreated", headers=("Location",)),),
+        errors=("not_found", "interlude.quota_exceeded"),
+    ),
+    Route(
+        "GET", "/runs/{runId}", "getRun", "runs:read", "Run snapshot", module="runs",
+        answers=(
+            Answer(200, "Run snapshot", schema={"$ref": "#/components/schemas/RunSnapshot"}, headers=("ETag",)),
+            Answer(304, NOT_MODIFIED, media=(), headers=("ETag",)),
+        ),
+        errors=RUN_ERRORS,
+        params=(Param("If-None-Match", "header", {"type": "string"}, "An ETag of an earlier snapshot"),),
+    ),
+    Route(
+        "POST", "/runs/{runId}/cancel", "cancelRun", "runs:cancel", "Cancel a run", module="runs",
+        idempotency="with-effect",
+        request="interlude.domain.models.requests.CancelRunRequest", optional_body=True,
+        answers=(Answer(200, "The run cancelled", "interlude.domain.models.responses.RunCancelled"),),
+        errors=(*RUN_ERRORS, "run_terminal"),
+    ),
+    Route(
+        "GET", "/runs/{runId}/events/poll", "pollRunEvents", "runs:read", "Long-poll the event log", module="runs",
+        held=True,
+        answers=(Answer(200, "Events after the cursor (may be none)", "interlude.domain.models.responses.EventPage"),),
+        errors=RUN_ERRORS,
+        params=(
+            Param("afterSequence", "query", {"type": "integer", "minimum": 0, "maximum": 10**12}),
+            Param("timeout", "query", {"type": "integer", "minimum": 1, "maximum": 60}, "Seconds to wait"),
+        ),
+    ),
+    Route(
+        "POST", "/runs/{runId}/interrupts/{nodeId}", "resolveInterruptByRun", "approvals:respond",
+        "Resolve the interrupt a node holds", module="runs",
+        idempotency="with-effect", decides="run",
+        request="interlude.domain.models.requests.ResolveInterruptRequest",
+        answers=(Answer(200, "The decision recorded", "interlude.domain.models.responses.Resolution"),),
+        errors=(*RUN_ERRORS, *DECISION_ERRORS),
+    ),
+    Route(
+        "POST", "/keys", "createKey", "keys:admin", "Create an API key", module="runs",
+        idempotency="with-effect",
+        request="interlude.domain.models.requests.CreateKeyRequest",
+        answers=(Answer(201, "The key (its secret shown once)", "interlude.domain.models.responses.CreatedKey"),),
+    ),
+    Route(
+        "GET", "/keys", "listKeys", "keys:admin", "The tenant's API keys (metadata, never secrets), paged", module="keys",
+        answers=(Answer(200, "The tenant's keys, oldest first (metadata only)", "interlude.domain.models.responses.KeyPage"),),
+        errors=("validation_error",),
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": Ref("interlude.app.keys.MAX_KEYS_LIMIT")}),
+            Param("cursor", "query", {"type": "string"}, "cursor of the previous page"),
+        ),
+    ),
+    Route(
+        "DELETE", "/keys/{keyId}", "revokeKey", "keys:admin", "Revoke an API key of the tenant", module="keys",
+        idempotency="claimed",
+        answers=(Answer(200, "The key, revoked", "interlude.domain.models.responses.KeyMetadata"),),
+        errors=("not_found",),
+    ),
     # Signed-token surfaces (interlude.api.tokens): the token in the path is the credential.
-    Route("GET", "/interrupts/{token}", "inspectInterruptByToken", None, "Interrupt payload, or the approval page"),
-    Route("POST", "/interrupts/{token}", "resolveInterruptByToken", None, "Resolve through a signed token", True),
-    Route("GET", "/runs/{runId}/interrupts/{nodeId}", "getInterruptToken", "runs:read", "An interrupt and a token"),
     Route(
-        "POST",
-        "/runs/{runId}/interrupts/{nodeId}/tokens",
-        "mintInterruptToken",
-        "approvals:respond",
-        "Mint a token with an intent and a shorter lifetime",
-        True,
+        "GET", "/interrupts/{token}", "inspectInterruptByToken", None, "Interrupt payload, or the approval page",
+        module="tokens",
+        answers=(Answer(200, "The interrupt payload, or the approval page", schema={"type": "object"}),),
+        errors=("forbidden", *TOKEN_ERRORS), html_errors=True,
     ),
-    Route("GET", "/runs/{runId}/deliveries", "listRunDeliveries", "runs:read", "Callback delivery attempts of a run"),
-    # Issue 3 (interlude.api.inbox): the approver inbox, external events, tenant settings and credential grants.
-    Route("GET", "/interrupts", "listInterrupts", "approvals:respond", "Pending interrupts the caller may decide"),
-    Route("POST", "/events", "postEvent", "events:write", "Deliver an external event by correlation", True),
-    Route("GET", "/tenant/settings", "getTenantSettings", "keys:admin", "The tenant's settings"),
-    Route("PUT", "/tenant/settings", "putTenantSettings", "keys:admin", "Replace the tenant's settings", True),
     Route(
-        "PUT",
-        "/tenant/credential-grants/{provider}",
-        "putCredentialGrant",
-        "keys:admin",
-        "Record that the tenant holds a credential grant (never the material)",
-        True,
+        "POST", "/interrupts/{token}", "resolveInterruptByToken", None, "Resolve through a signed token", module="tokens",
+        idempotency="with-effect", decides="token",
+        request="interlude.domain.models.requests.ResolveInterruptRequest", form=True,
+        answers=(Answer(200, "The decision recorded, or the page saying so", "interlude.domain.models.responses.Resolution"),),
+        errors=(*TOKEN_ERRORS, *DECISION_ERRORS, "validation_error"), html_errors=True,
+    ),
+    Route(
+        "GET", "/runs/{runId}/interrupts/{nodeId}", "getInterruptToken", "runs:read", "An interrupt and a token",
+        module="tokens",
+        answers=(
+            Answer(200, "The interrupt and a token for it", "interlude.domain.models.responses.MintedToken", headers=("Cache-Control",)),
+        ),
+        errors=(*RUN_ERRORS, "interrupt_already_resolved"),
+    ),
+    Route(
+        "POST", "/runs/{runId}/interrupts/{nodeId}/tokens", "mintInterruptToken", "approvals:respond",
+        "Mint a token with an intent and a shorter lifetime", module="tokens",
+        # No write at all: signing a token has no effect to commit the record with.
+        idempotency="claimed",
+        request="interlude.domain.models.tokens.MintTokenRequest", optional_body=True,
+        answers=(
+            Answer(201, "A token for the interrupt", "interlude.domain.models.responses.MintedToken", headers=("Cache-Control",)),
+        ),
+        errors=(*RUN_ERRORS, "interrupt_already_resolved"),
+    ),
+    Route(
+        "GET", "/runs/{runId}/deliveries", "listRunDeliveries", "runs:read", "Callback delivery attempts of a run",
+        module="deliveries",
+        answers=(Answer(200, "Every delivery attempt", "interlude.domain.models.responses.RunDeliveries"),),
+        errors=RUN_ERRORS,
+    ),
+    # Issue 3 (interlude.api.inbox): the approver inbox, external events, tenant settings and credential grants.
+    Route(
+        "GET", "/interrupts", "listInterrupts", "approvals:respond", "Pending interrupts the caller may decide",
+        module="inbox",
+        answers=(Answer(200, "Pending interrupts, newest first", "interlude.domain.models.responses.Inbox"),),
+        errors=("validation_error", "id_tenant_mismatch"),
+        params=(
+            Param("status", "query", {"type": "string", "enum": ["pending"]}),
+            Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": Ref("interlude.app.inbox.MAX_INBOX_LIMIT")}),
+            Param("kind", "query", {"type": "string", "enum": Ref("interlude.app.inbox.INTERRUPT_KINDS")}),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("runId", "query", {"type": "string"}),
+            Param("cursor", "query", {"type": "string"}, "nextCursor of the previous page"),
+        ),
+    ),
+    Route(
+        "POST", "/events", "postEvent", "events:write", "Deliver an external event by correlation", module="inbox",
+        # One event may resolve waiters on several runs, each its own transaction.
+        idempotency="claimed",
+        request="interlude.domain.models.tenants.PostEventRequest",
+        answers=(Answer(202, "Kept, and the waiting interrupts it resolved", "interlude.domain.models.responses.EventAccepted"),),
+        errors=("runner_unavailable",),
+    ),
+    Route(
+        "GET", "/tenant/settings", "getTenantSettings", "keys:admin", "The tenant's settings", module="inbox",
+        answers=(Answer(200, "The tenant's settings", "interlude.domain.models.responses.TenantSettingsAnswer"),),
+    ),
+    Route(
+        "PUT", "/tenant/settings", "putTenantSettings", "keys:admin", "Replace the tenant's settings", module="inbox",
+        # A plain PutItem of the settings item (last writer wins; a duplicate writes the same).
+        idempotency="claimed",
+        request="interlude.domain.models.tenants.TenantSettings",
+        answers=(Answer(200, "The settings stored", "interlude.domain.models.responses.TenantSettingsAnswer"),),
+    ),
+    Route(
+        "PUT", "/tenant/credential-grants/{provider}", "putCredentialGrant", "keys:admin",
+        "Record that the tenant holds a credential grant (never the material)", module="inbox",
+        # A plain PutItem of the grant item (last writer wins; a duplicate writes the same).
+        idempotency="claimed",
+        request="interlude.domain.models.tenants.CredentialGrantRequest",
+        answers=(Answer(200, "The grant recorded", "interlude.domain.models.responses.CredentialGrant"),),
+        errors=("validation_error",),
     ),
     # Issue 7 (interlude.api.streams, interlude.api.modulex): the SSE event stream, and the ModuleX face.
-    Route("GET", "/runs/{runId}/events", "streamRunEvents", "runs:read", "Stream the event log (SSE)"),
-    Route("POST", "/workflows/run", "modulexRun", "runs:create", "ModuleX: start a run", True, face="modulex"),
     Route(
-        "GET",
-        "/workflows/listen/{runId}",
-        "modulexListen",
-        "runs:read",
-        "ModuleX: the run's frames (SSE)",
-        face="modulex",
+        "GET", "/runs/{runId}/events", "streamRunEvents", "runs:read", "Stream the event log (SSE)", module="streams",
+        held=True,
+        answers=(SSE_EVENTS,),
+        errors=(*RUN_ERRORS, "unsupported_stream_mode"),
+        params=(
+            Param("streamMode", "query", {"type": "string"}, "updates (default), debug, values, or a mix"),
+            Param("bufferMs", "query", {"type": "integer", "minimum": 0, "maximum": 5000}),
+            Param("resumable", "query", {"type": "string", "enum": ["true", "false"]}),
+            LAST_EVENT_ID,
+        ),
     ),
     Route(
-        "POST",
-        "/workflows/resume/{threadId}",
-        "modulexResume",
-        "approvals:respond",
-        "ModuleX: answer the run's interrupt (owner/admin key)",
-        True,
-        face="modulex",
+        "POST", "/workflows/run", "modulexRun", "runs:create", "ModuleX: start a run", module="modulex", face="modulex",
+        idempotency="with-effect",
+        request="interlude.faces.modulex.operations.ModulexRunRequest",
+        answers=(Answer(200, "The run started", "interlude.faces.modulex.operations.ModulexRunStarted"),),
+        errors=("interlude.workflow_unprocessable", "interlude.quota_exceeded"),
+        params=(ORGANIZATION,),
     ),
     Route(
-        "POST",
-        "/workflows/cancel/{runId}",
-        "modulexCancel",
-        "runs:cancel",
-        "ModuleX: cancel a run",
-        True,
-        face="modulex",
+        "GET", "/workflows/listen/{runId}", "modulexListen", "runs:read", "ModuleX: the run's frames (SSE)",
+        module="modulex", face="modulex",
+        held=True,
+        answers=(SSE_EVENTS,),
+        errors=RUN_ERRORS,
+        params=(LAST_EVENT_ID, ORGANIZATION),
     ),
     Route(
-        "GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state", face="modulex"
+        "POST", "/workflows/resume/{threadId}", "modulexResume", "approvals:respond",
+        "ModuleX: answer the run's interrupt (owner/admin key)", module="modulex", face="modulex",
+        idempotency="with-effect", decides="modulex",
+        request="interlude.faces.modulex.operations.ModulexResumeRequest",
+        answers=(Answer(200, "The interrupt answered", "interlude.faces.modulex.operations.ModulexResumed"),),
+        errors=(*RUN_ERRORS, *DECISION_ERRORS, "interlude.run_state_invalid", "interlude.workflow_unprocessable"),
+        params=(ORGANIZATION,),
+    ),
+    Route(
+        "POST", "/workflows/cancel/{runId}", "modulexCancel", "runs:cancel", "ModuleX: cancel a run",
+        module="modulex", face="modulex",
+        idempotency="with-effect",
+        request="interlude.faces.modulex.operations.ModulexCancelRequest", optional_body=True,
+        answers=(Answer(200, "The run cancelled", "interlude.faces.modulex.operations.ModulexCancelled"),),
+        errors=(*RUN_ERRORS, "interlude.run_state_invalid", "run_terminal"),
+        params=(ORGANIZATION,),
+    ),
+    Route(
+        "GET", "/workflows/state/{threadId}", "modulexState", "runs:read", "ModuleX: the run's state",
+        module="modulex", face="modulex",
+        answers=(Answer(200, "The run's state", "interlude.faces.modulex.operations.ModulexState"),),
+        errors=RUN_ERRORS,
+        params=(ORGANIZATION,),
     ),
     # Issue 14 (interlude.api.principals): the tenant's principal directory.
-    Route("PUT", "/principals/{principalId}", "putPrincipal", "keys:admin", "Create or replace a directory entry", True),
-    Route("GET", "/principals/{principalId}", "getPrincipal", "keys:admin", "A directory entry"),
-    Route("DELETE", "/principals/{principalId}", "deletePrincipal", "keys:admin", "Remove a directory entry", True),
-    # Issue 16 (interlude.api.run_listing): run listing and bulk cancel.
-    Route("GET", "/runs", "listRuns", "runs:read", "The tenant's runs, newest first, paged and filtered"),
-    Route("POST", "/runs:bulk-cancel", "bulkCancelRuns", "runs:cancel", "Cancel up to 100 runs, each on its own", True),
-    # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
-    Route("GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)"),
-    Route("GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams"),
-    # Issue 14 item 4 (interlude.api.delegation): an approver hands their vote to another principal.
     Route(
-        "POST",
-        "/runs/{runId}/interrupts/{nodeId}/delegation",
-        "delegateVote",
-        "approvals:respond",
-        "Hand the caller's vote on an approval gate to another principal",
-        True,
+        "PUT", "/principals/{principalId}", "putPrincipal", "keys:admin", "Create or replace a directory entry",
+        module="principals",
+        idempotency="claimed",
+        request="interlude.domain.models.principals.PrincipalEntry",
+        answers=(
+            Answer(201, "The entry created", "interlude.domain.models.responses.PrincipalAnswer"),
+            Answer(200, "The entry replaced", "interlude.domain.models.responses.PrincipalAnswer"),
+        ),
+        errors=("interlude.quota_exceeded", "runner_unavailable"),
+    ),
+    Route(
+        "GET", "/principals/{principalId}", "getPrincipal", "keys:admin", "A directory entry", module="principals",
+        answers=(Answer(200, "The entry", "interlude.domain.models.responses.PrincipalAnswer"),),
+        errors=("not_found",),
+    ),
+    Route(
+        "DELETE", "/principals/{principalId}", "deletePrincipal", "keys:admin", "Remove a directory entry",
+        module="principals",
+        idempotency="claimed",
+        answers=(Answer(200, "The entry removed", "interlude.domain.models.responses.PrincipalAnswer"),),
+        errors=("not_found", "runner_unavailable"),
+    ),
+    # Issue 16 (interlude.api.run_listing): run listing and bulk cancel.
+    Route(
+        "GET", "/runs", "listRuns", "runs:read", "The tenant's runs, newest first, paged and filtered",
+        module="run_listing",
+        answers=(Answer(200, "One page of the tenant's runs, newest first", "interlude.domain.models.responses.RunList"),),
+        errors=("validation_error",),
+        params=(
+            Param(
+                "limit", "query", {"type": "integer", "minimum": 1},
+                Ref("interlude.app.run_listing.MAX_RUNS_PAGE", "clamped to {}"),
+            ),
+            Param("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 2048}, "nextCursor of a page"),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("status", "query", {"type": "string", "enum": Ref("interlude.domain.models.run.RunStatus")}),
+        ),
+    ),
+    Route(
+        "POST", "/runs:bulk-cancel", "bulkCancelRuns", "runs:cancel", "Cancel up to 100 runs, each on its own",
+        module="run_listing",
+        # Each id is cancelled in its own transaction; the per-id results are the one answer.
+        idempotency="claimed",
+        request="interlude.domain.models.requests.BulkCancelRequest",
+        answers=(Answer(200, "Each id's outcome, in request order", "interlude.domain.models.responses.BulkCancelAnswer"),),
+    ),
+    # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
+    Route(
+        "GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)",
+        module="effects",
+        answers=(Answer(200, "The run's effect records", "interlude.domain.models.responses.RunEffects"),),
+        errors=RUN_ERRORS,
+    ),
+    Route(
+        "GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams",
+        module="effects",
+        answers=(Answer(200, "The effect-seam manifest", "interlude.domain.models.responses.EffectSeamManifest"),),
+        # not_found while `replay` is not advertised (api/effects.py, REPLAY_CAPABILITY): this host serves no fork.
+        errors=("not_found",),
+    ),
+    # Issue 14 item 4 (interlude.api.delegation): an approver hands their vote to another principal (the run's
+    # interrupt named by the path, as for a resolve).
+    Route(
+        "POST", "/runs/{runId}/interrupts/{nodeId}/delegation", "delegateVote", "approvals:respond",
+        "Hand the caller's vote on an approval gate to another principal", module="delegation",
+        idempotency="claimed",
+        request="interlude.domain.models.principals.DelegateVoteRequest",
+        answers=(Answer(200, "The delegation recorded on the gate", "interlude.domain.models.principals.VoteDelegated"),),
+        errors=(
+            *RUN_ERRORS, "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden",
+            "interlude.delegation_not_allowed",
+        ),
     ),
     # Issue 14 (interlude.api.webhooks): OpenWOP webhook subscriptions, tenant-wide.
-    Route("POST", "/webhooks", "registerWebhook", "webhooks:manage", "Register a webhook subscription", True),
-    Route("DELETE", "/webhooks/{webhookId}", "unregisterWebhook", "webhooks:manage", "Unregister a webhook", True),
     Route(
-        "POST",
-        "/webhooks/{webhookId}/rotate-secret",
-        "rotateWebhookSecret",
-        "webhooks:manage",
-        "Replace a subscription's secret; the old one signs too through the overlap",
-        True,
+        "POST", "/webhooks", "registerWebhook", "webhooks:manage", "Register a webhook subscription", module="webhooks",
+        idempotency="claimed",
+        request="interlude.domain.models.webhooks.RegisterWebhookRequest",
+        answers=(
+            Answer(
+                201, "The subscription (its secret shown once)", "interlude.domain.models.webhooks.WebhookRegistered",
+                headers=("Cache-Control",),
+            ),
+        ),
+        errors=("webhook_url_rejected", "interlude.quota_exceeded"),
     ),
     Route(
-        "GET",
-        "/webhooks/{webhookId}/dead-letters",
-        "listWebhookDeadLetters",
-        "webhooks:manage",
-        "A subscription's dead-lettered deliveries (content-free), newest first",
+        "DELETE", "/webhooks/{webhookId}", "unregisterWebhook", "webhooks:manage", "Unregister a webhook",
+        module="webhooks",
+        idempotency="claimed",
+        answers=(Answer(204, "Unregistered: nothing more is delivered to it", media=()),),
+        errors=WEBHOOK_ERRORS,
     ),
-    Route("GET", "/runs/{runId}/notifications", "listRunNotifications", "runs:read", "Who was told what, when, how"),
     Route(
-        "PUT",
-        "/tenant/notifications/slack",
-        "putSlackSettings",
-        "keys:admin",
+        "POST", "/webhooks/{webhookId}/rotate-secret", "rotateWebhookSecret", "webhooks:manage",
+        "Replace a subscription's secret; the old one signs too through the overlap", module="webhooks",
+        idempotency="claimed",
+        request="interlude.domain.models.webhooks.RotateWebhookSecretRequest", optional_body=True,
+        answers=(
+            Answer(
+                200, "Rotated; the previous secret signs too until it expires",
+                "interlude.domain.models.webhooks.WebhookSecretRotated",
+            ),
+        ),
+        errors=(*WEBHOOK_ERRORS, "interlude.rotation_in_overlap"),
+    ),
+    Route(
+        "GET", "/webhooks/{webhookId}/dead-letters", "listWebhookDeadLetters", "webhooks:manage",
+        "A subscription's dead-lettered deliveries (content-free), newest first", module="webhooks",
+        answers=(
+            Answer(
+                200, "Dead-lettered deliveries, newest first (content-free)",
+                "interlude.domain.models.webhooks.WebhookDeadLetterPage",
+            ),
+        ),
+        errors=WEBHOOK_ERRORS,
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1}, "clamped to deadLetter.maxPageSize"),
+            Param("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 2048}, "nextCursor"),
+        ),
+    ),
+    Route(
+        "GET", "/runs/{runId}/notifications", "listRunNotifications", "runs:read", "Who was told what, when, how",
+        module="notifications",
+        answers=(Answer(200, "Every notification of the run", "interlude.domain.models.responses.RunNotifications"),),
+        errors=RUN_ERRORS,
+    ),
+    Route(
+        "PUT", "/tenant/notifications/slack", "putSlackSettings", "keys:admin",
         "Set the tenant's Slack incoming-webhook URL or bot token (stored in Secrets Manager, never returned)",
-        True,
+        module="notifications",
+        idempotency="claimed",
+        request="interlude.domain.models.principals.SlackSettings",
+        answers=(Answer(200, "The credential stored (never returned)", "interlude.domain.models.responses.SlackConfigured"),),
     ),
     # Issue 16 (interlude.api.modulex_workflows): ModuleX database mode and run rows. GET and PUT
     # /workflows/{workflowId} above answer on the face of the workflow they name (docs/decisions.md).
     Route(
-        "POST", "/workflows", "modulexCreateWorkflow", "workflows:write", "ModuleX: deploy a workflow", True, "modulex"
+        "POST", "/workflows", "modulexCreateWorkflow", "workflows:write", "ModuleX: deploy a workflow",
+        module="modulex_workflows", face="modulex",
+        # A version-numbered transaction retried on a taken number, as putWorkflow.
+        idempotency="claimed",
+        request="interlude.faces.modulex.workflows.ModulexWorkflowRequest",
+        answers=(Answer(201, "The workflow deployed", "interlude.faces.modulex.workflows.ModulexWorkflow"),),
+        errors=("interlude.workflow_unprocessable", "interlude.quota_exceeded", "runner_unavailable"),
+        params=(ORGANIZATION,),
     ),
-    Route("GET", "/workflows", "listWorkflows", "workflows:read", "Workflows of both faces, paged", face="modulex"),
     Route(
-        "DELETE",
-        "/workflows/{workflowId}",
-        "modulexDeleteWorkflow",
-        "workflows:write",
-        "ModuleX: delete a workflow (its versions stay for its runs)",
-        True,
-        "modulex",
+        "GET", "/workflows", "listWorkflows", "workflows:read", "Workflows of both faces, paged",
+        module="modulex_workflows", face="modulex",
+        answers=(
+            Answer(200, "One page of the tenant's workflows, both faces", "interlude.faces.modulex.workflows.WorkflowList"),
+        ),
+        errors=("validation_error",),
+        params=(
+            Param("page", "query", {"type": "integer", "minimum": 1, "maximum": 10**6}),
+            Param(
+                "page_size", "query",
+                {"type": "integer", "minimum": 1, "maximum": Ref("interlude.app.workflows.MAX_WORKFLOW_PAGE")},
+            ),
+            Param(
+                Ref("interlude.faces.modulex.workflows.LISTING_FILTERS"), "query",
+                {"type": "string", "maxLength": Ref("interlude.faces.modulex.workflows.MAX_NAME")},
+            ),
+            ORGANIZATION,
+        ),
     ),
-    Route("GET", "/workflow-runs", "modulexListRuns", "runs:read", "ModuleX: the runs, newest first", face="modulex"),
-    Route("GET", "/workflow-runs/{runPk}", "modulexGetRun", "runs:read", "ModuleX: one run's record", face="modulex"),
+    Route(
+        "DELETE", "/workflows/{workflowId}", "modulexDeleteWorkflow", "workflows:write",
+        "ModuleX: delete a workflow (its versions stay for its runs)", module="modulex_workflows", face="modulex",
+        # A tombstone and a delete; a duplicate finds the workflow gone (404).
+        idempotency="claimed",
+        answers=(Answer(200, "The workflow deleted", "interlude.faces.modulex.workflows.WorkflowDeleted"),),
+        errors=("not_found", "interlude.method_not_allowed"),
+        params=(ORGANIZATION,),
+    ),
+    Route(
+        "GET", "/workflow-runs", "modulexListRuns", "runs:read", "ModuleX: the runs, newest first",
+        module="modulex_workflows", face="modulex",
+        answers=(Answer(200, "The runs, newest first", "interlude.faces.modulex.workflows.RunRows"),),
+        errors=("validation_error",),
+        params=(
+            Param(
+                "limit", "query",
+                {"type": "integer", "minimum": 1, "maximum": Ref("interlude.faces.modulex.workflows.MAX_RUN_LIMIT")},
+            ),
+            Param(
+                "offset", "query",
+                {"type": "integer", "minimum": 0, "maximum": Ref("interlude.faces.modulex.workflows.MAX_RUN_OFFSET")},
+            ),
+            Param("workflow_id", "query", WORKFLOW_ID),
+            Param("status", "query", {"type": "string"}, "a ModuleX or an OpenWOP run status"),
+            Param(
+                "trigger_type", "query", {"type": "string", "maxLength": Ref("interlude.faces.modulex.workflows.MAX_NAME")},
+                "api or subworkflow",
+            ),
+            ORGANIZATION,
+        ),
+    ),
+    Route(
+        "GET", "/workflow-runs/{runPk}", "modulexGetRun", "runs:read", "ModuleX: one run's record",
+        module="modulex_workflows", face="modulex",
+        answers=(Answer(200, "The run's record", "interlude.faces.modulex.workflows.RunDetail"),),
+        errors=RUN_ERRORS,
+        params=(ORGANIZATION,),
+    ),
 )
 
 # Issue 16 item 5 (interlude.api.audit): the tenant's tamper-evident audit log.
 ROUTES += (
-    Route("GET", "/audit/verify", "verifyAuditLog", "audit:read", "Re-walk a range of the audit log's hash chain"),
-    Route("GET", "/audit", "listAuditEntries", "audit:read", "The tenant's audit entries, newest first"),
+    Route(
+        "GET", "/audit/verify", "verifyAuditLog", "audit:read", "Re-walk a range of the audit log's hash chain",
+        module="audit",
+        answers=(
+            Answer(
+                200, "The range re-walked: the chain's and the checkpoints' anomalies",
+                "interlude.domain.models.responses.AuditVerification",
+            ),
+        ),
+        # not_found: auditLogIntegrity unadvertised (the checkpoint key cannot be read).
+        errors=("validation_error", "not_found"),
+        params=(
+            Param("fromSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "First entry (required)"),
+            Param("toSeq", "query", {"type": "integer", "minimum": 0, "maximum": 10**12 - 1}, "Last entry (required)"),
+            Param(
+                "chain", "query", {"type": "integer", "minimum": 0, "maximum": AUDIT_CHAINS - 1},
+                "Walk this chain only (default: every chain)",
+            ),
+        ),
+    ),
+    Route(
+        "GET", "/audit", "listAuditEntries", "audit:read", "The tenant's audit entries, newest first", module="audit",
+        answers=(Answer(200, "The tenant's audit entries, newest first", "interlude.domain.models.responses.AuditPage"),),
+        errors=("validation_error",),
+        params=(
+            Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": Ref("interlude.app.audit.MAX_PAGE")}),
+            Param("cursor", "query", {"type": "string"}, "cursor of the previous page"),
+        ),
+    ),
 )
 
 # Issue 16 item 3 (interlude.api.console): the operator console. No bearer key: a signed session cookie, made at
@@ -787,24 +1239,61 @@ ROUTES += (
 ROUTES += CONSOLE_ROUTES
 
 # Issue 15 item 3 (interlude.api.subworkflows): a run's immediate parent (core.subWorkflow).
-ROUTES += (Route("GET", "/runs/{runId}/ancestry", "getRunAncestry", "runs:read", "The run's immediate parent run"),)
-
-# Issue 15 item 2 (interlude.api.tasks): the tenant's task workers take, heartbeat and finish task nodes.
 ROUTES += (
-    Route("POST", "/tasks:claim", "claimTask", "tasks:work", "Take a ready task from named queues (long poll)", True),
-    Route("POST", "/tasks/{taskToken}/complete", "completeTask", "tasks:work", "Complete a claimed task", True),
-    Route("POST", "/tasks/{taskToken}/fail", "failTask", "tasks:work", "Fail a claimed task", True),
-    Route("POST", "/tasks/{taskToken}/heartbeat", "heartbeatTask", "tasks:work", "Keep a claimed task", True),
+    Route(
+        "GET", "/runs/{runId}/ancestry", "getRunAncestry", "runs:read", "The run's immediate parent run",
+        module="subworkflows",
+        answers=(Answer(200, "The run and its immediate parent", "interlude.domain.models.responses.RunAncestry"),),
+        errors=RUN_ERRORS,
+    ),
 )
 
-# Routes that hold their request open (long-poll, SSE) for up to the function's timeout: throttled as a class
-# of their own, since each one occupies an api invocation for its whole hold.
-HELD_OPERATIONS = frozenset({"pollRunEvents", "streamRunEvents", "modulexListen", "claimTask"})
+# Issue 15 item 2 (interlude.api.tasks): the tenant's task workers take, heartbeat and finish task nodes. Their writes
+# are conditional writes on the task item, then the run's own transaction: claimed keys.
+ROUTES += (
+    Route(
+        "POST", "/tasks:claim", "claimTask", "tasks:work", "Take a ready task from named queues (long poll)",
+        module="tasks",
+        # A conditional claim of one task among several reads, no run transaction to join; a replay answers the
+        # claimed task again (a lost claim answer is not a lost task).
+        idempotency="claimed", held=True,
+        request="interlude.domain.models.tasks.ClaimTaskRequest",
+        answers=(
+            Answer(200, "A task, claimed", "interlude.domain.models.tasks.ClaimedTask"),
+            Answer(204, "Nothing ready within waitSeconds", media=()),
+        ),
+    ),
+    Route(
+        "POST", "/tasks/{taskToken}/complete", "completeTask", "tasks:work", "Complete a claimed task", module="tasks",
+        # The task item's conditional settle, then the run's transaction (the task decides the winner).
+        idempotency="claimed",
+        request="interlude.domain.models.tasks.CompleteTaskRequest",
+        answers=(Answer(200, "Completed", "interlude.domain.models.tasks.TaskSettled"),),
+        errors=TASK_ERRORS,
+    ),
+    Route(
+        "POST", "/tasks/{taskToken}/fail", "failTask", "tasks:work", "Fail a claimed task", module="tasks",
+        # The task item's conditional settle or requeue, then the run's transaction.
+        idempotency="claimed",
+        request="interlude.domain.models.tasks.FailTaskRequest",
+        answers=(Answer(200, "Failed, or queued again", "interlude.domain.models.tasks.TaskSettled"),),
+        errors=TASK_ERRORS,
+    ),
+    Route(
+        "POST", "/tasks/{taskToken}/heartbeat", "heartbeatTask", "tasks:work", "Keep a claimed task", module="tasks",
+        # One conditional UpdateItem of the task item (and, at times, a schedule).
+        idempotency="claimed",
+        request="interlude.domain.models.tasks.HeartbeatRequest", optional_body=True,
+        answers=(Answer(200, "The claim holds", "interlude.domain.models.tasks.TaskHeld"),),
+        errors=TASK_ERRORS,
+    ),
+)
+# fmt: on
 
 
 def route_class(route: Route) -> str:
     """`held`, `writes` or `reads`: the throttle class a deployment applies to the route."""
-    if route.operation in HELD_OPERATIONS:
+    if route.held:
         return "held"
     return "writes" if route.mutating else "reads"
 

@@ -11,73 +11,16 @@ from interlude import wiring
 from interlude.adapters import metrics
 from interlude.api.http import app, logger
 
-# Each route module of this package and the operations of wiring.ROUTES it registers (its `@route(...)`s). A module
-# is imported when a request's path first matches one of its routes, so a cold start loads the module of the route
-# it answers, not all of them. An operation missing here loads every module (never a wrong 404);
-# tests/unit/test_cold_imports.py checks this table against what each module registers.
-ROUTE_MODULES: dict[str, tuple[str, ...]] = {
-    "runs": (
-        "getCapabilities",
-        "getOpenApi",
-        "putWorkflow",
-        "getWorkflow",
-        "createRun",
-        "getRun",
-        "cancelRun",
-        "pollRunEvents",
-        "resolveInterruptByRun",
-        "createKey",
-    ),
-    "inbox": ("listInterrupts", "postEvent", "getTenantSettings", "putTenantSettings", "putCredentialGrant"),
-    "tokens": ("inspectInterruptByToken", "resolveInterruptByToken", "getInterruptToken", "mintInterruptToken"),
-    "deliveries": ("listRunDeliveries",),
-    "modulex": ("modulexRun", "modulexResume", "modulexCancel", "modulexState", "modulexListen"),
-    "streams": ("streamRunEvents",),
-    "keys": ("listKeys", "revokeKey"),
-    "effects": ("getRunEffects", "getEffectSeamManifest"),
-    "principals": ("putPrincipal", "getPrincipal", "deletePrincipal"),
-    "delegation": ("delegateVote",),
-    "webhooks": ("registerWebhook", "unregisterWebhook", "rotateWebhookSecret", "listWebhookDeadLetters"),
-    "notifications": ("listRunNotifications", "putSlackSettings"),
-    "audit": ("verifyAuditLog", "listAuditEntries"),
-    "modulex_workflows": (
-        "modulexCreateWorkflow",
-        "listWorkflows",
-        "modulexDeleteWorkflow",
-        "modulexListRuns",
-        "modulexGetRun",
-    ),
-    "run_listing": ("listRuns", "bulkCancelRuns"),
-    "subworkflows": ("getRunAncestry",),
-    "tasks": ("claimTask", "completeTask", "failTask", "heartbeatTask"),
-    "console.routes": (
-        "consoleHome",
-        "consoleSignInPage",
-        "consoleSignIn",
-        "consoleSignOut",
-        "consoleInbox",
-        "consoleDecide",
-        "consoleRuns",
-        "consoleCancelRuns",
-        "consoleRun",
-        "consoleWorkflows",
-        "consoleWorkflow",
-        "consoleKeys",
-        "consoleCreateKey",
-        "consoleRevokeKey",
-        "consoleAudit",
-    ),
-}
-MODULE_OF = {operation: module for module, operations in ROUTE_MODULES.items() for operation in operations}
-# (method, path segments with None for a parameter, modules to import) per route; a trailing '/' matches too (loading
+# The route modules of this package (wiring.Route.module), in the order their first routes are declared. A module is
+# imported when a request's path first matches one of its routes (which its `@route(...)`s register), so a cold start
+# loads the module of the route it answers, not all of them.
+ROUTE_MODULES = tuple(dict.fromkeys(r.module for r in wiring.ROUTES))
+MODULE_OF = {r.operation: r.module for r in wiring.ROUTES}
+# (method, path segments with None for a parameter, module to import) per route; a trailing '/' matches too (loading
 # more is harmless; a path no route of its method matches loads nothing: the resolver's not-found handler answers 404
 # or 405 from wiring). Segments, not one compiled pattern per route: every cold start built them all.
 _ROUTE_LOADS = [
-    (
-        r.method,
-        tuple(None if part.startswith("{") else part for part in r.path.split("/")),
-        (MODULE_OF[r.operation],) if r.operation in MODULE_OF else tuple(ROUTE_MODULES),
-    )
+    (r.method, tuple(None if part.startswith("{") else part for part in r.path.split("/")), r.module)
     for r in wiring.ROUTES
 ]
 _loaded: set[str] = set()
@@ -95,7 +38,7 @@ def modules_for(method: str, path: str) -> set[str]:
     parts = path.split("/")
     if len(parts) > 2 and parts[-1] == "":
         parts.pop()
-    return {module for m, pattern, modules in _ROUTE_LOADS if m == method and _matches(pattern, parts) for module in modules}
+    return {module for m, pattern, module in _ROUTE_LOADS if m == method and _matches(pattern, parts)}
 
 
 def load_routes(method: str, path: str) -> None:
@@ -116,10 +59,7 @@ def load_all_routes() -> None:
 
 
 # The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.
-DECIDING_SURFACES = {"resolveInterruptByRun": "run", "resolveInterruptByToken": "token", "modulexResume": "modulex"}
-DECIDING_ROUTES = {
-    f"{r.method} {r.path}": DECIDING_SURFACES[r.operation] for r in wiring.ROUTES if r.operation in DECIDING_SURFACES
-}
+DECIDING_ROUTES = {f"{r.method} {r.path}": r.decides for r in wiring.ROUTES if r.decides}
 
 # -- entry point -------------------------------------------------------------------------------------
 

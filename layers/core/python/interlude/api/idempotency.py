@@ -1,8 +1,8 @@
 """`Idempotency-Key` on every mutating route (OpenWOP idempotency.md Layer 1, RFC 0213 §B).
 
-`routes.route()` wraps the handler of every route declared `mutating=True` in wiring.ROUTES with
-`idempotent()`, so a route added later is covered without touching its handler. GET routes are never
-wrapped: they ignore the header.
+`routes.route()` wraps the handler of every write (a route of wiring.ROUTES declared with an `idempotency`) with
+`idempotent()`, so a route added later is covered without touching its handler. Reads are never wrapped: they
+ignore the header.
 
 Per request carrying the header:
   1. the value must match KEY_RE, else `400 idempotency_key_invalid` (never stored);
@@ -17,14 +17,15 @@ Per request carrying the header:
      `409 idempotency_in_flight` with `Retry-After` (no timing in details); a stored final response ⇒ that
      response byte for byte plus `OpenWOP-Idempotent-Replay: true`, and nothing runs again;
   5. otherwise the handler runs, in one of two ways:
-     * COMMITTED_WITH_EFFECT routes (their effect is one TransactWriteItems): one consistent GetItem looks
+     * "with-effect" routes (their effect is one TransactWriteItems): one consistent GetItem looks
        for the record; the handler passes `keyed(render)` to its operation, which renders the answer from
        the decided transition and commits the record, already final, in the effect's own transaction. Lost
        answers cannot happen: once the effect is committed so is its answer, and a retry replays it. Of
        concurrent duplicates the transaction's condition picks one; the others replay its answer. There is
        no lease: a request that dies before its commit leaves nothing behind.
-     * the other mutating routes claim the record with one conditional PutItem for a lease (the Lambda's
-       remaining time plus LEASE_MARGIN_MS), run, then store the answer (see CLAIMED_ROUTES_WHY).
+     * "claimed" routes claim the record with one conditional PutItem for a lease (the Lambda's remaining
+       time plus LEASE_MARGIN_MS), run, then store the answer (wiring says, beside each, why it is not one
+       transaction to join).
      A final outcome (2xx and 4xx other than 400 validation_error / idempotency_key_invalid, 401, 403, 429)
      is kept for RETENTION_SECONDS; any other outcome (429, 5xx, an unexpected exception) leaves the key
      free so a retry with the same key executes.
@@ -71,36 +72,6 @@ IN_FLIGHT_RETRY_AFTER_S = 1
 LEASE_MARGIN_MS = 1_000
 # 400 codes that describe the request itself; a corrected request with the same key must execute.
 UNCACHED_400_CODES = frozenset({"validation_error", "idempotency_key_invalid"})
-# Routes whose effect is one TransactWriteItems: the record and its answer are committed with the effect.
-COMMITTED_WITH_EFFECT = frozenset(
-    {
-        "createRun",
-        "cancelRun",
-        "resolveInterruptByRun",
-        "resolveInterruptByToken",
-        "createKey",
-        "modulexRun",
-        "modulexResume",
-        "modulexCancel",
-    }
-)
-# The mutating routes that keep claim-then-store, and why their effect is not one transaction to join.
-CLAIMED_ROUTES_WHY = {
-    "putWorkflow": "a version-numbered PutItem retried on a taken number; no answer until the number holds",
-    "mintInterruptToken": "no write at all: signing a token has no effect to commit the record with",
-    "postEvent": "one event may resolve waiters on several runs, each its own transaction",
-    "putTenantSettings": "a plain PutItem of the settings item (last writer wins; a duplicate writes the same)",
-    "putCredentialGrant": "a plain PutItem of the grant item (last writer wins; a duplicate writes the same)",
-    "bulkCancelRuns": "each id is cancelled in its own transaction; the per-id results are the one answer",
-    "modulexCreateWorkflow": "a version-numbered transaction retried on a taken number, as putWorkflow",
-    "modulexDeleteWorkflow": "a tombstone and a delete; a duplicate finds the workflow gone (404)",
-    # Task workers (issue 15 item 2): a replay answers the claimed task again (a lost claim answer is not a lost
-    # task); the others are conditional writes on the task item plus the run's own transaction.
-    "claimTask": "a conditional claim of one task among several reads; no run transaction to join",
-    "completeTask": "the task item's conditional settle, then the run's transaction (the task decides the winner)",
-    "failTask": "the task item's conditional settle or requeue, then the run's transaction",
-    "heartbeatTask": "one conditional UpdateItem of the task item (and, at times, a schedule)",
-}
 
 
 def is_final(status: int, code: str | None) -> bool:
@@ -266,7 +237,7 @@ def idempotent(spec: wiring.Route, handler: Callable[..., Response]) -> Callable
             )
         tenant = http.principal_for(spec.operation).tenant if spec.scope else capability_namespace(params)
         digest = request_digest(spec.operation, params, _raw_body())
-        if spec.operation in COMMITTED_WITH_EFFECT:
+        if spec.idempotency == "with-effect":
             return _run_committed_with_effect(IdempotencyKey(tenant, spec.operation, key, digest), handler, params)
         got = records().claim(tenant, spec.operation, key, digest, now_ms=_now_ms(), lease_ms=_lease_ms())
         if not isinstance(got, Claim):

@@ -1,7 +1,7 @@
-"""This API's OpenAPI document, generated from wiring.ROUTES and what interlude.api.contract declares for each
-operation: its request model, its success bodies (models, or the vendored OpenWOP schemas for the run snapshot
-and events), its parameters, and every error it may answer by status (OpenWOP: the envelope with the codes of
-that status; ModuleX: `{detail}` with the code in X-Interlude-Error)."""
+"""This API's OpenAPI document, generated from wiring.ROUTES as interlude.api.contract reads each route: its request
+model, its success bodies (models, or the vendored OpenWOP schemas for the run snapshot and events), its parameters,
+and every error it may answer by status (OpenWOP: the envelope with the codes of that status; ModuleX: `{detail}`
+with the code in X-Interlude-Error)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from pydantic import BaseModel
 
 from interlude import __version__, wiring
 from interlude.api import contract
-from interlude.api.contract import HTML, JSON, Operation, Success
 from interlude.api.idempotency import KEY_RE as IDEMPOTENCY_KEY_RE
 from interlude.domain import schemas as openwop
 from interlude.domain.errors import ERROR_CODES
 from interlude.domain.models.responses import COMPONENT_MARKER
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.wiring import HTML, JSON
 
 REF = "#/components/schemas/{model}"
 # The vendored OpenWOP schemas the document carries, by component name.
@@ -106,12 +106,12 @@ def _components_referenced(node: Any) -> Any:
     return {k: _components_referenced(v) for k, v in node.items()}
 
 
-def parameters(route: wiring.Route, op: Operation) -> list[dict[str, Any]]:
+def parameters(route: wiring.Route) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
         for name in re.findall(r"{(\w+)}", route.path)
     ]
-    for param in op.params:
+    for param in contract.params(route):
         found.append({"name": param.name, "in": param.where, "required": False, "schema": param.schema})
         if param.description:
             found[-1]["description"] = param.description
@@ -123,23 +123,27 @@ def parameters(route: wiring.Route, op: Operation) -> list[dict[str, Any]]:
     return found
 
 
-def request_body(op: Operation, components: Components) -> dict[str, Any] | None:
-    if op.request is None:
+def request_body(route: wiring.Route, components: Components) -> dict[str, Any] | None:
+    if route.request is None:
         return None
-    content: dict[str, Any] = {JSON: {"schema": components.ref(op.request, "validation")}}
-    if op.form:
+    content: dict[str, Any] = {JSON: {"schema": components.ref(contract.model(route.request), "validation")}}
+    if route.form:
         content[contract.FORM] = {"schema": {"type": "object", "additionalProperties": {"type": "string"}}}
-    return {"required": not op.optional_body, "content": content}
+    return {"required": not route.optional_body, "content": content}
 
 
-def success(answer: Success, op: Operation, components: Components) -> dict[str, Any]:
+def success(answer: wiring.Answer, route: wiring.Route, components: Components) -> dict[str, Any]:
     out: dict[str, Any] = {"description": answer.description}
     if answer.one_of:
-        schema: dict[str, Any] | None = {"oneOf": [components.ref(m, "serialization") for m in answer.one_of]}
+        schema: dict[str, Any] | None = {
+            "oneOf": [components.ref(contract.model(m), "serialization") for m in answer.one_of]
+        }
+    elif answer.model is not None:
+        schema = components.ref(contract.model(answer.model), "serialization")
     else:
-        schema = components.ref(answer.model, "serialization") if answer.model is not None else answer.schema
+        schema = answer.schema
     content = {media: {"schema": schema} for media in answer.media}
-    if op.html_errors:
+    if route.html_errors:
         content[HTML] = {"schema": contract.PAGE}
     if content:
         out["content"] = content
@@ -148,7 +152,7 @@ def success(answer: Success, op: Operation, components: Components) -> dict[str,
     return out
 
 
-def refusal(route: wiring.Route, op: Operation, status: int, codes: list[str]) -> dict[str, Any]:
+def refusal(route: wiring.Route, status: int, codes: list[str]) -> dict[str, Any]:
     described = f"Refused: {', '.join(codes)}"
     if contract.is_modulex(route):
         return {
@@ -160,24 +164,23 @@ def refusal(route: wiring.Route, op: Operation, status: int, codes: list[str]) -
         }
     envelope = {"allOf": [{"$ref": REF.format(model="Error")}, {"properties": {"error": {"enum": codes}}}]}
     content: dict[str, Any] = {JSON: {"schema": envelope}}
-    if op.html_errors:
+    if route.html_errors:
         content[HTML] = {"schema": contract.PAGE}
     return {"description": described, "content": content}
 
 
 def operation(route: wiring.Route, components: Components) -> dict[str, Any]:
-    op = contract.OPERATIONS[route.operation]
-    responses: dict[str, Any] = {str(a.status): success(a, op, components) for a in op.answers}
+    responses: dict[str, Any] = {str(a.status): success(a, route, components) for a in route.answers}
     for status, codes in contract.error_statuses(route).items():
-        responses[str(status)] = refusal(route, op, status, codes)
+        responses[str(status)] = refusal(route, status, codes)
     doc: dict[str, Any] = {
         "operationId": route.operation,
         "summary": route.summary,
         "security": [{"bearer": [route.scope]}] if route.scope else [],
-        "parameters": parameters(route, op),
+        "parameters": parameters(route),
         "responses": responses,
     }
-    body = request_body(op, components)
+    body = request_body(route, components)
     if body is not None:
         doc["requestBody"] = body
     return doc
