@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# The functions' runtime Python (interlude_cdk.layer.PYTHON_VERSION) with the development dependencies: `make test`
+# runs the unit and integration suites on it too (scripts/runtime_python.py; the system is left unchanged).
+RUNTIME_VENV := .venv-runtime
 PORT ?= 8080
 # Node.js 22 and the CDK CLI come from package-lock.json (`make node-deps`), first on PATH for every recipe: the CDK
 # CLI, jsii (synthesis) and pyodide run on a supported Node.js whatever the machine's own is (Debian's is 20).
@@ -16,7 +19,7 @@ LOCK := infra/interlude_cdk/layer-requirements.lock
 # Build-time Node packages (package-lock.json: pyodide, which compiles the layers' bytecode with Python 3.14).
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: dev test venv system-deps node-deps lint synth layer lock deploy cdk preflight bench bench-all clean
+.PHONY: dev test venv runtime-python system-deps node-deps lint synth layer lock deploy cdk preflight bench bench-all clean
 
 # The first install takes minutes: it says so, and names each package as pip fetches it.
 $(STAMP): pyproject.toml
@@ -29,6 +32,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# CPython from Debian's archive into .cache/runtime-python, and $(RUNTIME_VENV) on it (cached: quick when current).
+runtime-python: venv
+	@$(PY) scripts/runtime_python.py $(RUNTIME_VENV)
 
 system-deps:
 	@bash scripts/ensure_system_deps.sh
@@ -46,8 +53,13 @@ dev: venv
 
 # The lint contracts run first: a layer importing upward fails the build before any test runs.
 # Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
-test: lint system-deps node-deps
+# Then each handler's import from its layers alone, and the unit and integration suites, on the runtime's Python.
+test: lint system-deps node-deps runtime-python
+	@echo "== The whole suite on the development Python ($$($(PY) -V))"
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+	$(PY) scripts/check_layer_imports.py
+	@echo "== The unit and integration suites on the functions' runtime Python ($$($(RUNTIME_VENV)/bin/python -V))"
+	$(RUNTIME_VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q tests/unit tests/integration
 
 # ruff, then the import contracts of pyproject.toml's [tool.importlinter] over this checkout's package.
 lint: venv
@@ -90,4 +102,4 @@ bench-all: venv
 	@for script in bench/[!_]*.py; do [ "$$script" = bench/summary.py ] && continue; echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) cdk.out .interlude .pytest_cache node_modules
+	rm -rf $(VENV) $(RUNTIME_VENV) .cache cdk.out .interlude .pytest_cache node_modules
