@@ -23,11 +23,10 @@ import runtime_python
 
 from interlude.wiring import FUNCTIONS, Function
 from interlude_cdk.bytecode import INVALIDATION_MODE
-from interlude_cdk.layer import LOCK_FILE, PACKAGE_EXCLUDE
+from interlude_cdk.layer import INTERLUDE_DIR, LOCK_FILE, PACKAGE_EXCLUDE
 
 PROJECT = runtime_python.PROJECT
 FUNCTIONS_DIR = PROJECT / "functions"
-PACKAGE_DIR = PROJECT / "layers" / "core" / "python" / "interlude"
 BUILD = runtime_python.CACHE / "layers"
 
 # Run as `python -I -S -B -c IMPORT_HANDLER paths handler`: what Lambda does on a cold start, then one zone lookup.
@@ -65,7 +64,7 @@ def build_layers(python: Path) -> list[Path]:
         partial.rename(dependencies)
     package = BUILD / "package" / "python"
     shutil.rmtree(package.parent, ignore_errors=True)
-    shutil.copytree(PACKAGE_DIR, package / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
+    shutil.copytree(INTERLUDE_DIR, package / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
     compile_as_shipped(python, package)
     return [dependencies, package]
 
