@@ -1,7 +1,7 @@
 """Every function's handler imports on the runtime's Python from its layers alone (`make test` runs it).
 
 The layers are built as the deployment builds them: the locked dependencies (interlude_cdk/layer-requirements.lock,
-hashes required) and the interlude package less what never ships (layer.PACKAGE_EXCLUDE: the local stack). The
+hashes required) and the interlude package as layer.stage_package lays it out (without the local stack). The
 wheels are this machine's platform's (the lock hashes every platform's): the deployed arm64 ones cannot load here.
 Each handler (wiring.FUNCTIONS) is then imported by the runtime's Python with -I -S, its sys.path the function's code,
 the two layers and the standard library, nothing else, and without the system's time zone database: a module that
@@ -23,7 +23,7 @@ import runtime_python
 
 from interlude.wiring import FUNCTIONS, Function
 from interlude_cdk.bytecode import INVALIDATION_MODE
-from interlude_cdk.layer import INTERLUDE_DIR, LOCK_FILE, PACKAGE_EXCLUDE
+from interlude_cdk.layer import LOCK_FILE, stage_package
 
 PROJECT = runtime_python.PROJECT
 FUNCTIONS_DIR = PROJECT / "functions"
@@ -64,7 +64,7 @@ def build_layers(python: Path) -> list[Path]:
         partial.rename(dependencies)
     package = BUILD / "package" / "python"
     shutil.rmtree(package.parent, ignore_errors=True)
-    shutil.copytree(INTERLUDE_DIR, package / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
+    stage_package(package)
     compile_as_shipped(python, package)
     return [dependencies, package]
 

@@ -5,9 +5,10 @@ on a configuration of its own under .cache/runtime-python (its own sources, pack
 package status; nothing under /etc or /var changes), and `dpkg -x` unpacks the interpreter's packages there, C library
 included. That C library is newer than this machine's, so patchelf points the interpreter's ELF loader and RPATH at
 the unpacked copies: it then runs as any executable, and so does every subprocess of its sys.executable.
-A virtual environment on it (.venv-runtime by default) gets the package with its development dependencies.
+A virtual environment on it (.venv-runtime by default) gets the package with its development dependencies, at the
+versions the development venv (the one running this script) has.
 
-Idempotent: with the same script, runtime version and pyproject.toml, a second run changes nothing and reaches no
+Idempotent: with the same script, runtime version and development venv, a second run changes nothing and reaches no
 network. Delete .cache/runtime-python (or pass --refresh) for the archive's newest build of that version.
 Environment: RUNTIME_PYTHON_MIRROR overrides the Debian mirror (by default the one this machine's apt uses).
 """
@@ -30,7 +31,7 @@ ROOT = CACHE / "root"
 PYTHON_STAMP = CACHE / "python.json"
 DEFAULT_VENV = PROJECT / ".venv-runtime"
 # The runtime's version is declared once, beside the Lambda runtime it names (read without importing the CDK).
-LAYER_MODULE = PROJECT / "interlude_cdk" / "layer.py"
+LAYER_MODULE = PROJECT / "infra" / "interlude_cdk" / "layer.py"
 # testing first: its packages migrated together, so they install together; unstable when testing lacks the version.
 SUITES = ("testing", "unstable")
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -186,17 +187,28 @@ def ensure_interpreter(version: str, refresh: bool) -> Path:
 
 
 def ensure_venv(python: Path, venv: Path) -> None:
-    """venv on python with the package and its development dependencies, again when pyproject.toml or python changes."""
-    stamp = venv / ".installed-stamp"
-    key = json.dumps({"python": json.loads(PYTHON_STAMP.read_text()), "pyproject": _sha256(PROJECT / "pyproject.toml")})
-    if stamp.is_file() and stamp.read_text() == key:
-        return
+    """venv on python with the package and its development dependencies at the versions the development venv has.
+
+    The same versions: a difference between the two runs is then the Python's, not a newer release's. Installed
+    again when python or the development venv's versions change.
+    """
     uv = str(Path(sys.executable).parent / "uv")
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "--exclude-editable", "--python", sys.executable],
+        check=True, env=env, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    stamp = venv / ".installed-stamp"
+    key = json.dumps({"python": json.loads(PYTHON_STAMP.read_text()), "versions": freeze})
+    if stamp.is_file() and stamp.read_text() == key:
+        return
     print(f"Installing Interlude and its development tools into {venv.name} on Python {python.name}:")
     subprocess.run([uv, "venv", "--quiet", "--clear", "--seed", "--python", str(python), str(venv)], check=True, env=env)
+    constraints = venv / "constraints.txt"
+    constraints.write_text(freeze)
     subprocess.run(
-        [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "-e", ".[dev]"],
+        [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "-c", str(constraints),
+         "-e", ".[dev]"],
         check=True, env=env, cwd=PROJECT,
     )  # fmt: skip
     stamp.write_text(key)

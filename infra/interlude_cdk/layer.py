@@ -150,12 +150,17 @@ def tree_digest(directory: Path) -> str:
 _COMPILED_PACKAGES: dict[str, Path] = {}
 
 
+def stage_package(target: Path) -> None:
+    """The interlude package under target as its layer ships it, before the runtime's bytecode is compiled."""
+    shutil.copytree(INTERLUDE_DIR, target / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
+    templating.compile_all(target / "interlude" / templating.COMPILED_DIR.relative_to(INTERLUDE_DIR))
+
+
 @jsii.implements(ILocalBundling)
 class _CopyPackage:
     def try_bundle(self, output_dir: str, *_args, **_kwargs) -> bool:
         target = Path(output_dir) / "python"
-        shutil.copytree(INTERLUDE_DIR, target / "interlude", ignore=shutil.ignore_patterns(*PACKAGE_EXCLUDE))
-        templating.compile_all(target / "interlude" / templating.COMPILED_DIR.relative_to(INTERLUDE_DIR))
+        stage_package(target)
         key = tree_digest(target)
         kept = _COMPILED_PACKAGES.get(key)
         if kept is not None:
