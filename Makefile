@@ -67,6 +67,18 @@ lint: venv
 	PYTHONPATH=layers/core/python$${PYTHONPATH:+:$$PYTHONPATH} $(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# One directory of the suite as `make test` runs it, without lint: test-unit, test-integration, test-e2e, test-infra.
+.PHONY: test-unit test-integration test-e2e test-infra
+SUITE := $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+test-unit: venv
+	$(SUITE) tests/unit
+test-integration: venv node-deps
+	$(SUITE) tests/integration
+test-e2e: venv system-deps node-deps
+	$(SUITE) tests/e2e
+test-infra: venv node-deps
+	$(SUITE) tests/infra
+
 synth: venv node-deps
 	$(PY) app.py
 
