@@ -9,31 +9,23 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
-from interlude import wiring
-from interlude.adapters.audit_key import ensure_signing_key
-from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store import Store, create_table
 from interlude.store import attributes as a
 from interlude.store.dynamo import API_KEY_SK, RUN_SK, workflow_pk, workflow_version_sk
 from interlude.store.keys import run_pk
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import wire
+from tests.support.moto_world import TABLE
 
-TABLE = "interlude-forward-test"
-AUDIT_KEY = "interlude-test/audit-key"
-TENANT = "t1"
 FLOW = {
     "nodes": [
         {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}},
@@ -41,18 +33,6 @@ FLOW = {
     ],
     "edges": [{"sourceNodeId": "gate", "targetNodeId": "after"}],
 }
-
-
-@pytest.fixture
-def service(monkeypatch) -> Iterator[Service]:
-    env = {"TABLE_NAME": TABLE, "KEY_RING_SECRET": "interlude-test/token-keys", wiring.AUDIT_KEY_SECRET.env: AUDIT_KEY}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
-        ensure_key_ring(env["KEY_RING_SECRET"])
-        ensure_signing_key(AUDIT_KEY)
-        yield Service(Store(TABLE))
 
 
 def http(method: str, path: str, key: str, body: Any = None, **headers: str) -> tuple[int, Any]:
@@ -92,7 +72,7 @@ def state_document(run_id: str) -> dict[str, Any]:
 
 
 def a_waiting_run(service: Service) -> str:
-    admin = signed_in(service, tenant=TENANT)
+    admin = signed_in(service)
     service.put_workflow(admin, "wf", WorkflowDefinition.model_validate(FLOW))
     return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
 
@@ -101,7 +81,7 @@ def test_a_run_a_later_release_wrote_is_read_decided_and_written_back_whole(serv
     # Given a waiting run whose head a later release rewrote: a field in the document at the top and in a node's
     # state, and an attribute of the head item itself
     run_id = a_waiting_run(service)
-    key = new_api_key(service, tenant=TENANT)
+    key = new_api_key(service)
     doc = state_document(run_id)
     doc["escalation"] = {"level": 2}
     doc["nodes"]["gate"]["retriedBy"] = ["later"]
@@ -121,17 +101,17 @@ def test_a_run_a_later_release_wrote_is_read_decided_and_written_back_whole(serv
     assert item(run_pk(run_id), RUN_SK)["escalatedAt"] == {"S": "2027-01-01T00:00:00.000Z"}
 
 
-def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_schema_and_kept(service):
-    key = new_api_key(service, tenant=TENANT)
+def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_schema_and_kept(service, tenant):
+    key = new_api_key(service)
     # Given settings and a directory entry, each with a field (nested too) only a later release knows
     assert http("PUT", "/tenant/settings", key, {"eventRetentionHours": 12, "limits": {"openRuns": 50}})[0] == 200
-    settings_key = (f"T#{TENANT}", "SETTINGS")
+    settings_key = (f"T#{tenant}", "SETTINGS")
     stored = a.unpacked(item(*settings_key)["settings"])
     stored["retentionDays"] = 90
     stored["limits"]["retainedBytes"] = 10**9
     set_attributes(*settings_key, settings=a.as_json(stored))
     assert http("PUT", "/principals/ann", key, {"groups": ["ops"]})[0] == 201
-    principal_key = (f"T#{TENANT}#DIR", "P#ann")
+    principal_key = (f"T#{tenant}#DIR", "P#ann")
     entry = a.unpacked(item(*principal_key)["entry"])
     set_attributes(*principal_key, entry=a.as_json({**entry, "pronouns": "she/her"}))
 
@@ -152,13 +132,15 @@ def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_sc
     assert a.unpacked(item(*principal_key)["entry"]) == {"groups": ["dev"], "roles": [], "pronouns": "she/her"}
 
 
-def test_a_workflow_and_a_key_a_later_release_wrote_still_run_and_authenticate(service):
-    admin = signed_in(service, tenant=TENANT)
-    key = new_api_key(service, tenant=TENANT)
+# A world of its own: it rewrites every key item of the table.
+@pytest.mark.private_world
+def test_a_workflow_and_a_key_a_later_release_wrote_still_run_and_authenticate(service, tenant):
+    admin = signed_in(service)
+    key = new_api_key(service)
     # Given a workflow version whose definition and node config hold fields a later release added, and a key record
     # with one too
     service.put_workflow(admin, "wf", WorkflowDefinition.model_validate(FLOW))
-    version_key = (workflow_pk(TENANT, "wf"), workflow_version_sk(1))
+    version_key = (workflow_pk(tenant, "wf"), workflow_version_sk(1))
     definition = a.unpacked(item(*version_key)["definition"])
     definition["owners"] = ["team-a"]
     definition["nodes"][0]["config"]["escalateAfterMs"] = 60_000
@@ -190,14 +172,16 @@ def test_a_workflow_and_a_key_a_later_release_wrote_still_run_and_authenticate(s
     ],
 )
 def test_request_bodies_stay_closed_nested_fields_too(service, path, body):
-    key = new_api_key(service, tenant=TENANT)
+    key = new_api_key(service)
     status, refused = http("PUT", path, key, body)
     assert (status, refused["error"]) == (400, "validation_error"), refused
 
 
+# A world of its own: it rewrites every key item of the table.
+@pytest.mark.private_world
 def test_an_item_in_a_newer_format_is_refused_by_name_never_misread(service):
     run_id = a_waiting_run(service)
-    key = new_api_key(service, tenant=TENANT)
+    key = new_api_key(service)
     # Given a run head a release two ahead wrote in a format this one does not read
     set_attributes(run_pk(run_id), RUN_SK, v=a.n(2))
     # Then reading it is refused, saying so, and deciding it writes nothing
