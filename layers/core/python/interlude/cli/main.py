@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from interlude import wiring
+from interlude import __version__, wiring
 from interlude.cli.local import STATE_FILE, add_local_args, table_store
 from interlude.cli.operate import add_key_endpoint_args
 
@@ -123,6 +123,7 @@ def _clock_advance(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="interlude", description="Human-in-the-loop gates for workflow runs.")
+    parser.add_argument("--version", action="version", version=f"interlude {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="run the whole service locally (moto in-process)")

@@ -1,0 +1,262 @@
+"""Issue 30 item 3: an upgrade from the real previous release, and a rollback to it.
+
+tests/upgrade/previous/ holds that release's package (its layer and functions, as its git tag has them) and a dump
+of a table its own local stack wrote (tests/upgrade/previous_release.py, refreshed by scripts/refresh_upgrade_dump.py):
+runs waiting at each gate kind, sleeping, running a task and an action, a parent waiting on its child, failed,
+completed and cancelled, with the schedules and queued messages they left. Here this release takes that table over
+as a deploy would: the migrations run, every run is listed, every open gate is decided once, every deadline fires, the
+queued action is taken, the audit chains verify. Then the previous release, run from its package, reads what this one
+wrote and decides a gate of it (a rollback).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude import migrations, wiring
+from interlude.app.run_listing import list_runs
+from interlude.app.service import Service
+from interlude.domain import clock
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.local.sqs_pump import QueuePump
+from interlude.store import Store
+from tests.support.local_stack import wire
+from tests.support.stream import Stream
+
+PREVIOUS = Path(__file__).resolve().parents[1] / "upgrade" / "previous"
+DUMP = PREVIOUS / "table.json.gz"
+ARCHIVE = PREVIOUS / "interlude.tar.gz"
+READER = PREVIOUS.parent / "previous_release.py"
+# The runs whose deadline is left to fire rather than decided.
+LEFT_TO_THEIR_DEADLINES = {"approve-timeout", "run-timeout"}
+
+pytestmark = pytest.mark.private_world  # the previous release's table, whole
+
+
+@pytest.fixture
+def dump() -> dict[str, Any]:
+    return json.loads(gzip.decompress(DUMP.read_bytes()))
+
+
+@pytest.fixture
+def upgraded(world, dump, tmp_path, monkeypatch) -> Upgraded:
+    """The previous release's table in this world, at the moment it was written (a minute on), its stream taken."""
+    clock_file = tmp_path / "clock"
+    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
+    # One tenant driven far faster than people would: the rate's ceiling, as the local stack sets it.
+    monkeypatch.setenv("INTERLUDE_TENANT_REQUESTS_PER_SECOND", "500")
+    at(clock_file, dump["writtenAt"] + 60)
+    load(world.table, dump["items"])
+    secrets = boto3.client("secretsmanager")
+    for env, value in dump["secrets"].items():  # the deployment's secrets outlive its releases
+        secrets.put_secret_value(SecretId=world.env[env], SecretString=value)
+    stream = Stream(world.table)
+    stream.take()  # what the previous release's dispatch already took
+    return Upgraded(world, dump, clock_file, stream)
+
+
+class Upgraded:
+    def __init__(self, world: Any, dump: dict[str, Any], clock_file: Path, stream: Stream) -> None:
+        self.world = world
+        self.dump = dump
+        self.clock_file = clock_file
+        self.stream = stream
+        self.service = Service(Store(world.table))
+        self.tenant: str = dump["tenant"]
+        self.admin: str = dump["apiKey"]
+        self.runs: dict[str, str] = dump["made"]["runs"]
+
+    def http(self, method: str, path: str, body: Any = None, key: str | None = None, **headers: str) -> tuple[int, Any]:
+        """A request through this release's api handler, as the gateway hands it over."""
+        sent = {"content-type": "application/json", "authorization": f"Bearer {key or self.admin}", **headers}
+        raw = b"" if body is None else json.dumps(body).encode()
+        got = lambda_runtime.invoke("api", to_event(method, path, sent, raw, "127.0.0.1"))
+        return got["statusCode"], json.loads(got["body"]) if got.get("body") else None
+
+    def status(self, name: str) -> str:
+        answered, snapshot = self.http("GET", f"/runs/{wire(self.runs[name])}")
+        assert answered == 200, (name, snapshot)
+        return str(snapshot["status"])
+
+    def settle(self) -> None:
+        """Dispatch takes the stream's new records until a round makes none (a child's end moves its parent)."""
+        while self.stream.pump():
+            pass
+
+
+def at(clock_file: Path, epoch: float) -> None:
+    """This process's clock (and its handlers') at `epoch`: the offset file holds how far from the real time."""
+    clock_file.write_text(repr(epoch - time.time()))
+
+
+def load(table: str, items: list[dict[str, Any]]) -> None:
+    client = boto3.client("dynamodb")
+    for start in range(0, len(items), 25):
+        pending = {table: [{"PutRequest": {"Item": decoded(i)}} for i in items[start : start + 25]]}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def decoded(item: dict[str, Any]) -> dict[str, Any]:
+    return {name: ({"B": base64.b64decode(v["B"])} if "B" in v else v) for name, v in item.items()}
+
+
+def encoded(item: dict[str, Any]) -> dict[str, Any]:
+    return {name: ({"B": base64.b64encode(v["B"]).decode()} if "B" in v else v) for name, v in item.items()}
+
+
+def open_interrupts(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for item in items:
+        if item["sk"]["S"].startswith("I#") and item["status"]["S"] == "open":
+            payload = json.loads(zlib.decompress(base64.b64decode(item["payload"]["B"])))
+            found.append({"runId": item["runId"]["S"], "nodeId": item["nodeId"]["S"], "payload": payload})
+    return found
+
+
+def resume_value(payload: dict[str, Any]) -> Any:
+    """A value each kind of gate accepts (a credential is declined: granting needs the provider's grant)."""
+    kind = payload["kind"]
+    if kind in ("approval", "low-confidence"):
+        return {"action": "accept"}
+    if kind == "clarification":
+        return dict.fromkeys(payload["resumeSchema"]["required"], "because")
+    if kind == "credential":
+        return {"outcome": "declined"}
+    return {"approved": True}  # custom (a ModuleX interrupt too), conversation.start
+
+
+def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> None:
+    up, dump = upgraded, upgraded.dump
+    # The migrations run, as a deploy runs them
+    outcome = migrations.run_pending(up.service, "deploy")
+    assert outcome.complete
+
+    # Every run the previous release wrote is listed, and each workflow by what the listing filters on
+    heads = {i["pk"]["S"] for i in dump["items"] if i["sk"]["S"] == "RUN"}
+    listed = list_runs(up.service, up.tenant, 100).runs
+    assert len(listed) == len(heads) > len(up.runs)
+    assert set(up.runs.values()) <= {r.runId for r in listed}
+    modulex = {"X-Organization-ID": up.tenant}
+    status, finance = up.http("GET", "/workflows?category=finance", **modulex)
+    assert (status, [w["id"] for w in finance["workflows"]]) == (200, [dump["made"]["modulexWorkflow"]])
+    assert len(up.http("GET", "/keys")[1]["keys"]) == 3  # the admin's, the ops member's, the worker's
+
+    # Every open gate is decided, once (the ones left to their deadlines aside)
+    name_of = {run: name for name, run in up.runs.items()}
+    for gate in open_interrupts(dump["items"]):
+        name = name_of.get(gate["runId"], "child")
+        if name in LEFT_TO_THEIR_DEADLINES:
+            continue
+        decide = f"/runs/{wire(gate['runId'])}/interrupts/{gate['nodeId']}"
+        key = dump["made"]["opsKey"] if name in ("approve-ops", "quorum") else None
+        if gate["payload"]["kind"] == "external-event":
+            event = {**gate["payload"]["data"], "payload": {"paid": True}}
+            status, accepted = up.http("POST", "/events", event)
+            assert (status, accepted["resolved"]) == (202, 1), (name, accepted)
+        else:
+            status, answer = up.http("POST", decide, {"resumeValue": resume_value(gate["payload"])}, key=key)
+            assert status == 200, (name, answer)
+        again, refused = up.http("POST", decide, {"resumeValue": resume_value(gate["payload"])}, key=key)
+        assert again == 409, (name, refused)
+    up.settle()
+    for name in ("approve", "approve-ops", "quorum", "clarify", "custom", "external", "conversation", "confidence", "parent", "modulex"):
+        assert up.status(name) == "completed", name
+    assert up.status("credential") == "failed"
+
+    # Every deadline the previous release scheduled fires, when its time comes
+    for schedule in dump["schedules"]:
+        at(up.clock_file, schedule["input"]["due"] + 1)
+        lambda_runtime.invoke(wiring.SCHEDULES.target, schedule["input"])
+    up.settle()
+    assert up.status("approve-timeout") == "failed"  # onTimeout: reject
+    assert up.status("run-timeout") == "failed"
+    assert up.status("sleep") == "completed"
+
+    # The tasks (one a worker of the previous release had claimed: its lease lapsed above) and the action it left
+    # running are taken by this release's workers
+    worker = dump["made"]["workerKey"]
+    while (claimed := up.http("POST", "/tasks:claim", {"queues": ["summarize"]}, key=worker))[0] == 200:
+        done = up.http("POST", f"/tasks/{claimed[1]['taskToken']}/complete", {"output": {"summary": "ok"}}, key=worker)
+        assert done[0] == 200, done
+    assert claimed[0] == 204, claimed
+    actions = up.world.queues["actions"]
+    for body in dump["queued"]["actions"]:
+        boto3.client("sqs").send_message(QueueUrl=actions, MessageBody=body)
+    assert QueuePump("actions", actions).pump_once() == len(dump["queued"]["actions"])
+    up.settle()
+    assert up.status("task") == up.status("task-claimed") == "completed"
+    assert up.status("http") == "failed"  # its private address, refused by the egress guard
+
+    # And the audit chains, the previous release's entries and this one's, verify
+    status, verified = up.http("GET", "/audit/verify?fromSeq=0&toSeq=100000")
+    assert (status, verified["chainValid"], verified["anomalies"]) == (200, True, []), verified
+
+
+def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_path: Path) -> None:
+    up, dump = upgraded, upgraded.dump
+    assert migrations.run_pending(up.service, "deploy").complete
+    # This release writes: new runs in several states (created by a key: the run records it), decisions, settings
+    runs = up.runs
+    for name in ("new-waiting", "new-completed", "new-rejected", "new-cancelled", "new-quorum"):
+        created = up.http("POST", "/runs", {"workflowId": "quorum" if name == "new-quorum" else "approve"})
+        assert created[0] == 201, created
+        runs[name] = created[1]["runId"]
+    for name, action in (("new-completed", "accept"), ("new-rejected", "reject"), ("new-quorum", "accept")):
+        assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": action}})[0] == 200
+    assert up.http("POST", f"/runs/{wire(runs['new-cancelled'])}/cancel", {})[0] == 200
+    assert up.http("POST", f"/runs/{wire(runs['approve'])}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
+    assert up.http("PUT", "/tenant/settings", {"eventRetentionHours": 72})[0] == 200
+    up.settle()
+    wrote = {name: up.status(name) for name in runs}
+
+    # When the previous release is deployed again over that table (and the deployment's secrets) and reads it all
+    secrets = boto3.client("secretsmanager")
+    scanned = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=up.world.table)
+    rolled_back = {
+        **dump,
+        "writtenAt": time.time() + float(up.clock_file.read_text()),
+        "items": [encoded(item) for page in scanned for item in page["Items"]],
+        "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting"},
+        "secrets": {env: secrets.get_secret_value(SecretId=up.world.env[env])["SecretString"] for env in dump["secrets"]},
+    }
+    path = tmp_path / "current.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(rolled_back).encode()))
+    seen = previous_release(tmp_path, "read", path)
+
+    # Then it answered everything, as this release left it, and decided the gate this release opened
+    assert seen["failures"] == [], "\n".join(seen["failures"])
+    assert seen["seen"]["runs"] == wrote
+    assert seen["seen"]["listed"] == len([i for i in rolled_back["items"] if i["sk"]["S"] == "RUN"])
+    assert seen["seen"]["settings"]["eventRetentionHours"] == 72
+    assert seen["seen"]["decided"] == "completed"
+    assert seen["seen"]["audit"]["chainValid"] is True, json.dumps(seen["seen"]["audit"]["anomalies"])
+
+
+def previous_release(work: Path, *args: Any) -> dict[str, Any]:
+    """Run tests/upgrade/previous_release.py with the previous release's package, unpacked from its archive."""
+    with tarfile.open(ARCHIVE) as archive:
+        archive.extractall(work / "previous", filter="data")
+    root = work / "previous"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INTERLUDE_", "TABLE_NAME", "MOTO_"))}
+    env["PYTHONPATH"] = str(root / "layers" / "core" / "python")
+    env["INTERLUDE_LOCAL_INSTANCES"] = "1"  # one api instance: the reads come one at a time
+    done = subprocess.run(
+        [sys.executable, str(READER), *map(str, args)], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode in (0, 1), done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,371 @@
+"""The previous release's side of the upgrade test (issue 30, item 3), run with THAT release's `interlude` package
+first on PYTHONPATH (never this checkout's): it imports nothing of the tests and speaks to its own local stack over
+its HTTP API only, so it keeps working whatever this release changes.
+
+  write OUT   runs the previous release's local stack and leaves runs in every state (waiting at each gate kind,
+              sleeping, running a task and an action, a parent waiting on its child, failed, completed,
+              cancelled), a ModuleX workflow, settings, a directory entry and keys; then writes every table item,
+              every pending schedule and what it made to OUT (gzipped JSON). scripts/refresh_upgrade_dump.py runs it.
+  read DUMP   loads a table the current release wrote (the test's dump of it) into the previous release's local stack,
+              at the dump's moment, and reads everything through its API as an operator and an approver would, then
+              decides one gate; prints what it saw, and exits 1 naming every request that was not answered 2xx.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+OFF = {"INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}  # no outbound call: notices and actions stay queued
+HOUR_MS = 3_600_000
+MODULEX_SCHEMA = {
+    "metadata": {"name": "Refund approval", "version": "1.0.0"},
+    "nodes": [
+        {
+            "id": "node_approval",
+            "type": "interrupt",
+            "name": "Approval",
+            "x": 0,
+            "y": 0,
+            "interrupt_config": {
+                "message": "Refund {{input.amount}}?",
+                "resume_schema": {"type": "object", "properties": {"approved": {"type": "boolean"}}},
+            },
+        },
+        {
+            "id": "node_done",
+            "type": "transformer",
+            "name": "Done",
+            "x": 300,
+            "y": 0,
+            "transformer_config": {"operations": [{"type": "template", "params": {"template": "done"}}]},
+        },
+    ],
+    "edges": [{"source": "node_approval", "target": "node_done"}],
+}
+
+
+class Api:
+    def __init__(self, base_url: str, key: str) -> None:
+        self.base_url = base_url
+        self.key = key
+        self.failures: list[str] = []
+        # Writing: the first refusal stops (the scenario is wrong for this release); reading: every one is listed.
+        self.strict = False
+
+    def call(self, method: str, path: str, body: Any = None, key: str | None = None, **headers: str) -> tuple[int, Any]:
+        sent = {"Authorization": f"Bearer {key or self.key}", "Content-Type": "application/json", **headers}
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=sent)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - loopback only
+                raw = answer.read()
+                return answer.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as refused:
+            raw = refused.read()
+            try:
+                return refused.code, json.loads(raw)
+            except ValueError:
+                return refused.code, raw.decode(errors="replace")
+
+    def ok(self, method: str, path: str, body: Any = None, key: str | None = None, **headers: str) -> Any:
+        status, answer = self.call(method, path, body, key, **headers)
+        if not 200 <= status < 300:
+            self.failures.append(f"{method} {path}: {status} {answer}")
+            if self.strict:
+                sys.exit(f"the previous release refused {method} {path}: {status} {answer}")
+        return answer
+
+    def wait_status(self, run: str, statuses: set[str], timeout_s: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            got = self.ok("GET", f"/runs/{wire(run)}")
+            if (got or {}).get("status") in statuses or time.monotonic() > deadline:
+                return got or {}
+            time.sleep(0.1)
+
+
+def wire(run_id: str) -> str:
+    return run_id.replace("/", "~2F")
+
+
+def start_stack(work: Path, offset_s: float = 0.0) -> tuple[Any, Any]:
+    os.environ.update(OFF)
+    from interlude.local.stack import LocalStack
+
+    stack = LocalStack(port=0, clock_file=work / "clock")
+    info = stack.start()
+    if offset_s:
+        (work / "clock").write_text(repr(float(offset_s)))
+    return stack, info
+
+
+# -- write ---------------------------------------------------------------------------------------------------------
+
+def gate(config: dict[str, Any], node: str = "gate", after: bool = True) -> dict[str, Any]:
+    nodes = [{"id": node, "typeId": config.pop("typeId", "core.approvalGate"), "config": config}]
+    edges = []
+    if after:
+        nodes.append({"id": "after", "typeId": "core.transform", "config": {"outputs": {"done": True}}})
+        edges.append({"sourceNodeId": node, "targetNodeId": "after"})
+    return {"nodes": nodes, "edges": edges}
+
+
+WORKFLOWS: dict[str, dict[str, Any]] = {
+    "approve": {**gate({"title": "Ship it?"}), "name": "Ship", "description": "asks anyone", "version": "1.0"},
+    "approve-ops": gate({"title": "Ops ship?", "approverGroupRefs": ["ops"]}),
+    "approve-timeout": gate({"title": "In an hour?", "timeoutMs": HOUR_MS, "onTimeout": "reject"}),
+    "quorum": gate({"title": "Two of us?", "requiredApprovals": 2}),
+    "clarify": gate({"typeId": "core.clarificationGate", "questions": [{"id": "why", "question": "Why?"}]}),
+    "custom": gate({"typeId": "core.interrupt", "kind": "custom", "data": {"customKind": "acme.sign", "payload": {"doc": 1}}}),
+    "external": gate(
+        {"typeId": "core.interrupt", "kind": "external-event", "data": {"eventType": "paid", "correlation": {"order": "o-1"}}}
+    ),
+    "conversation": gate({"typeId": "core.conversationGate", "turn": "start", "title": "Talk", "prompt": "Hello?"}),
+    "confidence": gate({"typeId": "core.confidenceGate", "agentId": "agent-1", "observed": 0.2, "threshold": 0.8}),
+    "credential": gate(
+        {"typeId": "core.credentialGate", "provider": "github", "scopes": ["repo"], "connectUrl": "https://example.com/connect"}
+    ),
+    "sleep": gate({"typeId": "core.delay", "delayMs": HOUR_MS}, node="nap"),
+    "task": gate({"typeId": "core.task", "taskType": "summarize", "heartbeatTimeoutSeconds": 3600}, node="work"),
+    # A private address: whichever release performs it refuses it at its egress guard, without a network call.
+    "http": gate({"typeId": "core.http", "url": "https://10.0.0.1/hook", "body": {"x": 1}}, node="call"),
+    "parent": gate({"typeId": "core.subWorkflow", "workflowId": "approve"}, node="child"),
+}
+
+
+def write(out: Path) -> None:
+    import interlude
+
+    work = Path(tempfile.mkdtemp(prefix="previous-release-"))
+    stack, info = start_stack(work)
+    api = Api(info.base_url, info.api_key)
+    api.strict = True
+    try:
+        made = scenario(api)
+        settle(api, made)
+        if api.failures:
+            sys.exit("the previous release refused:\n" + "\n".join(api.failures))
+        dump = {
+            "release": interlude.__version__,
+            "writtenAt": time.time(),
+            "tenant": info.tenant,
+            "apiKey": info.api_key,
+            "made": made,
+            "items": table_items(),
+            "schedules": schedules(),
+            "queued": queued(),
+            "secrets": secrets(),
+        }
+    finally:
+        stack.stop()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(json.dumps(dump, sort_keys=True).encode(), mtime=0))
+    print(f"{out}: {len(dump['items'])} items, {len(dump['schedules'])} schedules, release {dump['release']}")
+
+
+def scenario(api: Api) -> dict[str, Any]:
+    """Every kind of run the previous release can leave in a table, by name: `runs` name -> run id."""
+    ops_key = api.ok("POST", "/keys", {"subjectId": "olga", "scopes": ["approvals:respond", "runs:read"], "groups": ["ops"]})
+    worker_key = api.ok("POST", "/keys", {"subjectId": "worker-1", "scopes": ["tasks:work"]})
+    api.ok("PUT", "/tenant/settings", {"eventRetentionHours": 48, "limits": {"openRuns": 500}})
+    api.ok("PUT", "/principals/olga", {"displayName": "Olga", "groups": ["ops"], "email": "olga@example.com"})
+    for workflow_id, definition in WORKFLOWS.items():
+        api.ok("PUT", f"/workflows/{workflow_id}", definition)
+    runs: dict[str, str] = {}
+
+    def start(name: str, workflow_id: str, **body: Any) -> str:
+        runs[name] = api.ok("POST", "/runs", {"workflowId": workflow_id, **body})["runId"]
+        return runs[name]
+
+    for workflow_id in WORKFLOWS:
+        start(workflow_id, workflow_id)
+    start("run-timeout", "approve", configurable={"version": 1, "run": {"runTimeoutMs": 2 * HOUR_MS}})
+    api.ok("POST", f"/runs/{wire(runs['quorum'])}/interrupts/gate", {"resumeValue": {"action": "accept"}})
+    start("task-claimed", "task")
+    for done, action in (("completed", "accept"), ("failed", "reject")):
+        run = start(done, "approve")
+        api.wait_status(run, {"waiting-approval"})
+        api.ok("POST", f"/runs/{wire(run)}/interrupts/gate", {"resumeValue": {"action": action}})
+    api.ok("POST", f"/runs/{wire(start('cancelled', 'approve'))}/cancel", {"reason": "not needed"})
+    modulex = {"X-Organization-ID": api.ok("GET", "/tenant/settings")["tenant"]}
+    created = api.ok(
+        "POST",
+        "/workflows",
+        {"workflow_schema": MODULEX_SCHEMA, "name": "Refunds", "category": "finance", "visibility": "private"},
+        **modulex,
+    )
+    started = api.ok("POST", "/workflows/run", {"workflow_id": created["id"], "input": {"amount": 5}}, **modulex)
+    runs["modulex"] = started["run_id"].replace("~2F", "/")
+    api.wait_status(runs["task-claimed"], {"running"})
+    claimed = until(lambda: api.call("POST", "/tasks:claim", {"queues": ["summarize"]}, key=worker_key["apiKey"]))
+    return {
+        "runs": runs,
+        "modulexWorkflow": created["id"],
+        "opsKey": ops_key["apiKey"],
+        "workerKey": worker_key["apiKey"],
+        "claimedTask": claimed[1]["runId"] if claimed[0] == 200 else None,
+    }
+
+
+def until(attempt: Any, timeout_s: float = 30) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = attempt()
+        if got[0] == 200 or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def settle(api: Api, made: dict[str, Any]) -> None:
+    """Wait until every run is where it stays (its stream records taken by dispatch: tasks and actions made)."""
+    resting = {"waiting-approval", "waiting-input", "waiting-external", "running", "completed", "failed", "cancelled"}
+    for run in made["runs"].values():
+        api.wait_status(run, resting)
+    time.sleep(2)  # the outbox's last records (schedules, tasks, queued actions)
+
+
+def table_items() -> list[dict[str, Any]]:
+    import boto3
+
+    from interlude.local.stack import TABLE_NAME
+
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=TABLE_NAME)
+    return [encoded(item) for page in pages for item in page.get("Items") or []]
+
+
+def schedules() -> list[dict[str, Any]]:
+    import boto3
+
+    from interlude import wiring
+
+    client = boto3.client("scheduler")
+    found = []
+    for page in client.get_paginator("list_schedules").paginate(GroupName=wiring.LOCAL_SCHEDULE_GROUP):
+        for summary in page.get("Schedules") or []:
+            got = client.get_schedule(Name=summary["Name"], GroupName=wiring.LOCAL_SCHEDULE_GROUP)
+            found.append({"name": got["Name"], "at": got["ScheduleExpression"], "input": json.loads(got["Target"]["Input"])})
+    return found
+
+
+# The deployment's own secrets, by the variable that names them: the same across its releases (the audit checkpoints'
+# signing key above all: a checkpoint one release signed is verified by the next with it).
+SECRET_ENVS = ("KEY_RING_SECRET", "AUDIT_KEY_SECRET")
+
+
+def secrets() -> dict[str, str]:
+    import boto3
+
+    client = boto3.client("secretsmanager")
+    return {env: client.get_secret_value(SecretId=os.environ[env])["SecretString"] for env in SECRET_ENVS}
+
+
+def restore_secrets(values: dict[str, str]) -> None:
+    import boto3
+
+    client = boto3.client("secretsmanager")
+    for env, value in values.items():
+        client.put_secret_value(SecretId=os.environ[env], SecretString=value)
+
+
+def queued() -> dict[str, list[str]]:
+    """The bodies of the messages waiting on each queue (delivery was off: notices, actions, notifications)."""
+    import boto3
+
+    from interlude import wiring
+
+    sqs = boto3.client("sqs")
+    found: dict[str, list[str]] = {}
+    for queue in wiring.QUEUES:
+        url = os.environ[queue.url_env]
+        while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600).get("Messages"):
+            found.setdefault(queue.name, []).extend(m["Body"] for m in got)
+    return found
+
+
+def encoded(item: dict[str, Any]) -> dict[str, Any]:
+    """A low-level item as JSON: binary values base64."""
+    return {name: ({"B": base64.b64encode(v["B"]).decode()} if "B" in v else v) for name, v in item.items()}
+
+
+def decoded(item: dict[str, Any]) -> dict[str, Any]:
+    return {name: ({"B": base64.b64decode(v["B"])} if "B" in v else v) for name, v in item.items()}
+
+
+# -- read ----------------------------------------------------------------------------------------------------------
+
+def read(dump_path: Path) -> None:
+    dump = json.loads(gzip.decompress(dump_path.read_bytes()))
+    work = Path(tempfile.mkdtemp(prefix="previous-release-"))
+    stack, info = start_stack(work, offset_s=dump["writtenAt"] - time.time())
+    api = Api(info.base_url, dump["apiKey"])
+    try:
+        restore_secrets(dump["secrets"])
+        load(dump["items"])
+        seen = read_everything(api, dump)
+    finally:
+        stack.stop()
+    print(json.dumps({"release": __import__("interlude").__version__, "seen": seen, "failures": api.failures}))
+    sys.exit(1 if api.failures else 0)
+
+
+def load(items: list[dict[str, Any]]) -> None:
+    import boto3
+
+    from interlude.local.stack import TABLE_NAME
+
+    client = boto3.client("dynamodb")
+    for start in range(0, len(items), 25):
+        batch = [{"PutRequest": {"Item": decoded(item)}} for item in items[start : start + 25]]
+        pending = {TABLE_NAME: batch}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
+    """Every run by id and in the listing, the inbox, the workflows, keys, settings, the directory and the audit
+    trail, as the previous release answers them; then one gate of the newer release's decided here."""
+    runs = dump["made"]["runs"]
+    snapshots = {name: api.ok("GET", f"/runs/{wire(run)}") for name, run in runs.items()}
+    listed = api.ok("GET", "/runs?limit=100") or {}
+    inbox = api.ok("GET", "/interrupts?limit=100", key=dump["made"]["opsKey"]) or {}
+    modulex = {"X-Organization-ID": dump["tenant"]}
+    seen = {
+        "runs": {name: (snapshot or {}).get("status") for name, snapshot in snapshots.items()},
+        "listed": len(listed.get("runs") or []),
+        "inbox": len(inbox.get("interrupts") or []),
+        "workflows": len((api.ok("GET", "/workflows?page_size=100", **modulex) or {}).get("workflows") or []),
+        "keys": len((api.ok("GET", "/keys?limit=100") or {}).get("keys") or []),
+        "settings": (api.ok("GET", "/tenant/settings") or {}).get("settings"),
+        "principal": (api.ok("GET", "/principals/olga") or {}).get("displayName"),
+        "modulexRun": (api.ok("GET", f"/workflow-runs/{wire(runs['modulex'])}", **modulex) or {}).get("status"),
+        "audit": api.ok("GET", "/audit/verify?fromSeq=0&toSeq=1000"),
+    }
+    decide = dump["made"].get("decideOnRollback")
+    if decide:
+        decided = api.ok("POST", f"/runs/{wire(runs[decide])}/interrupts/gate", {"resumeValue": {"action": "accept"}})
+        seen["decided"] = (decided or {}).get("status")
+    return seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["write", "read"])
+    parser.add_argument("path", type=Path)
+    args = parser.parse_args()
+    (write if args.mode == "write" else read)(args.path)
+
+
+if __name__ == "__main__":
+    main()
