@@ -31,6 +31,7 @@ from interlude.store import Store, create_table  # noqa: E402
 from tests.integration.test_actions import TABLE, workflow  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 from tests.support.stream import Stream  # noqa: E402
+from tests.support.stream import dispatch as dispatch_outbox  # noqa: E402
 
 COUNTED = ("dynamodb", "sqs", "secretsmanager")
 
@@ -60,7 +61,7 @@ def main() -> None:
         def dispatch(again: bool = False) -> None:
             fresh = stream.take(again)
             if fresh:
-                dispatch(fresh)
+                dispatch_outbox(fresh)
 
         def approved(workflow_id: str) -> None:
             request = CreateRunRequest.model_validate({"workflowId": workflow_id, "inputs": {"orderId": "o-1"}})

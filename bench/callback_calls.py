@@ -35,6 +35,7 @@ from tests.integration.test_callbacks import TABLE  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 from tests.support.stream import Stream  # noqa: E402
+from tests.support.stream import dispatch as dispatch_outbox  # noqa: E402
 
 FIXTURE = FIXTURES / "conformance-approval.json"
 COUNTED = ("dynamodb", "sqs", "secretsmanager")
@@ -63,7 +64,7 @@ def main() -> None:
             # Only the dispatch handler is counted, not the harness reading the stream.
             fresh = stream.take(again)
             calls.take()
-            dispatch(fresh)
+            dispatch_outbox(fresh)
             return calls.take()
 
         def run(callback: str):
