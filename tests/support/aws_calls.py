@@ -268,20 +268,28 @@ def shape(value: str) -> str:
 
 
 HARNESS = ("interlude.local.", "interlude.cli")
-# A code object's `module:qualname` when it is the package's (None otherwise): worked out once per function.
-_PATHS: dict[Any, str | None] = {}
+# A code object's `module:qualname` when it is the package's (None otherwise), and whether it is a method: worked
+# out once per function.
+_PATHS: dict[Any, tuple[str, bool] | None] = {}
 
 
 def _package_frames(frame: Any) -> list[str]:
-    """`module:qualname` of the package's frames on the stack, innermost first (the local stack's included)."""
+    """`module:qualname` of the package's frames on the stack, innermost first (the local stack's included). A method
+    is named after the class of its `self`: a template method a base class defines (adapters.leased_work's `handle`)
+    runs as each worker's own, so a test calling one worker directly is not taken for the others."""
     out = []
     while frame is not None:
         code = frame.f_code
-        path = _PATHS.get(code, "")
-        if path == "":
+        known = _PATHS.get(code, False)
+        if known is False:
             module = frame.f_globals.get("__name__", "")
-            path = _PATHS[code] = f"{module}:{code.co_qualname}" if module.startswith("interlude.") else None
-        if path is not None:
+            method = code.co_argcount > 0 and code.co_varnames[0] == "self"
+            known = _PATHS[code] = (f"{module}:{code.co_qualname}", method) if module.startswith("interlude.") else None
+        if known is not None:
+            path, method = known
+            cls = type(frame.f_locals.get("self")) if method else None
+            if cls is not None and cls.__module__.startswith("interlude."):
+                path = f"{cls.__module__}:{cls.__qualname__}.{code.co_name}"
             out.append(path)
         frame = frame.f_back
     return out
