@@ -24,9 +24,9 @@ with collector_paused():
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from interlude.adapters import metrics
-    from interlude.adapters.actions.queue_work import RetryLater
     from interlude.adapters.actions.worker import ActionWorker
     from interlude.adapters.batch import CountingBatchProcessor
+    from interlude.adapters.leased_work import RetryLater
     from interlude.app.service import default_service
     from interlude.composition import compose
     from interlude.config.actions import action_settings

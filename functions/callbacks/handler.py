@@ -20,7 +20,8 @@ with collector_paused():
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.delivery.retry import message_ids
     from interlude.adapters.delivery.signing import SecretCache
-    from interlude.adapters.delivery.worker import RetryLater, Worker
+    from interlude.adapters.delivery.worker import Worker
+    from interlude.adapters.leased_work import RetryLater
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
     from interlude.store import Store

@@ -23,7 +23,8 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.keyring_store import load_key_ring
-    from interlude.adapters.notify.worker import RetryLater, Worker
+    from interlude.adapters.leased_work import RetryLater
+    from interlude.adapters.notify.worker import Worker
     from interlude.config import settings
     from interlude.config.notify import notify_settings
     from interlude.store import Store

@@ -10,8 +10,9 @@ import boto3
 import pytest
 
 from interlude import wiring
+from interlude.adapters.leased_work import RetryLater
 from interlude.adapters.notify.messages import RAISED, queue_message
-from interlude.adapters.notify.worker import RetryLater, Worker
+from interlude.adapters.notify.worker import Worker
 from interlude.app import directory
 from interlude.app.notifications import run_notifications
 from interlude.app.service import Service

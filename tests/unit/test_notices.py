@@ -8,8 +8,9 @@ import time
 from standardwebhooks import Webhook
 
 from interlude.adapters.delivery.notices import notice_id
-from interlude.adapters.delivery.retry import backoff_s, dead_letter, origin_of
+from interlude.adapters.delivery.retry import dead_letter, origin_of
 from interlude.adapters.delivery.signing import live_secrets, new_secret, secret_name, webhook_headers
+from interlude.adapters.leased_work import backoff_s
 
 
 def test_notice_ids_are_stable_per_event_and_valid_webhook_ids():

@@ -4,5 +4,5 @@
 effect id, never the request. `worker` (the actions function): effect record claimed before the call and settled
 after it (store.effects), egress guard and pinned connection (adapters.delivery.pinned_http), auth headers from
 Secrets Manager by reference, retries with backoff through the message's visibility, and the outcome landed on the
-run (app.actions). `queue_work` holds what any SQS worker of this shape needs (hiding a message, RetryLater).
+run (app.actions).
 """

@@ -1,13 +1,13 @@
 """The actions worker: one SQS message (one requested core.http visit) per call, performed exactly once.
 
-For each message: read the visit from the run (a message for a visit that no longer waits is dropped); claim the
-effect record (store.effects) — settled already: land the recorded outcome without calling; claimed by a live
-worker: come back after its lease; claimed: hide the message for the lease, then call. The call goes through the
-egress guard (the host resolved anew) over a connection pinned to the admitted addresses, with the effect's
-Idempotency-Key and the auth headers read from Secrets Manager by reference. A 5xx, 408, 429, timeout or
-connection error releases the attempt and hides the message for a backoff (exponential, capped, jittered, at
-least Retry-After) until the node's maxAttempts; anything else settles the effect (completed with the bounded
-response, or failed with a clear code) and lands the outcome on the run, where a failure routes like any other.
+A leased worker (adapters.leased_work) over the effect record (store.effects): a message for a visit that no longer
+waits is dropped; an effect settled already lands its recorded outcome without a call; a claimed one hides its
+message for the lease, then calls. The call goes through the egress guard (the host resolved anew) over a
+connection pinned to the admitted addresses, with the effect's Idempotency-Key and the auth headers read from
+Secrets Manager by reference. A 5xx, 408, 429, timeout or connection error is retried later (at least Retry-After)
+until the node's maxAttempts; anything else settles the effect (completed with the bounded response, or failed
+with a clear code) and lands the outcome on the run, where a failure routes like any other. Its dead letter is no
+queue: the last failure is the effect's outcome, and lands on the run the same way.
 
 Nothing here logs or records a header value, a request body or a response body: only ids, statuses and classes.
 """
@@ -25,9 +25,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
-from interlude.adapters.actions.queue_work import RetryLater, hide
 from interlude.adapters.delivery.pinned_http import AnsweredResponse, DeliveryFailed, send_pinned
-from interlude.adapters.delivery.retry import backoff_s
+from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
 from interlude.app import actions
 from interlude.app.caught import caught
 from interlude.config.actions import ActionSettings
@@ -37,7 +36,8 @@ from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
 from interlude.engine.actions import provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
-from interlude.store.effects import EffectStore, LedgerEntry
+from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
+from interlude.store.leases import Claim
 
 logger = Logger(service="interlude-actions", child=True)
 USER_AGENT = "interlude-actions/1"
@@ -58,19 +58,15 @@ class _SecretMissing(Exception):
 
 
 @dataclass(frozen=True)
-class _Attempt:
-    """What one call came to: `settled` with an outcome (output or error), or `retry` (the effect may not have
-    happened: another attempt, with the same Idempotency-Key, may follow)."""
+class Call(Work[LedgerEntry]):
+    """A requested visit's call, as the run holds it."""
 
-    kind: str  # "settled" | "retry"
-    outcome: dict[str, Any] = field(default_factory=dict)
-    error_class: str = ""
-    status: int | None = None
-    retry_after: str | None = None
+    pending: PendingAction
+    visit: int
 
 
 @dataclass
-class ActionWorker:
+class ActionWorker(LeasedWorker[Call]):
     service: Any  # interlude.app.service.Service
     effects: EffectStore
     sqs: Any
@@ -82,47 +78,45 @@ class ActionWorker:
     # The tenants' effect retention in days, read at most every RETENTION_CACHE_S per tenant.
     _retention: dict[str, tuple[float, int]] = field(default_factory=dict)
 
-    def handle(self, record: dict[str, Any]) -> str:
-        """Process one SQS record; returns the outcome (completed, failed, replayed, stale, superseded) or raises
-        RetryLater."""
-        message = json.loads(record["body"])
+    # Killed mid-call, its message reappears once the lease has run out, and its receiver takes over: the lease
+    # follows the node's own timeout, which the queue's visibility timeout does not know.
+    HIDE_FOR_LEASE = True
+
+    @property
+    def ledger(self) -> EffectStore:
+        return self.effects
+
+    def receive(self, message: dict[str, Any]) -> Call | str:
         run_id, node_id, visit = message["runId"], message["nodeId"], int(message["visit"])
         pending = actions.pending_action(self.service, run_id, node_id, visit)
         if pending is None:
             logger.info("the visit no longer waits; message dropped", extra={"runId": run_id, "nodeId": node_id})
             return "stale"
-        entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId))
-        lease_s = self.settings.connect_timeout_s + pending.request["timeoutMs"] / 1000 + self.settings.lease_margin_s
         expires = self._effects_expire(run_id)
-        claim = self.effects.claim(entry, self.clock(), iso_epoch(self.clock()), lease_s, expires)
-        if claim.outcome == "busy":
-            hide(self.sqs, self.settings.queue_url, record, claim.retry_in_s)
-            raise RetryLater(f"effect {entry.effect_id} is being performed by another worker")
-        if claim.outcome == "settled":
-            # Performed before (a redelivery, a crash after the call, or another run with the same business key).
-            status = "failed" if "error" in claim.recorded else "completed"
-            self.effects.note_reuse(entry, claim.attempt, status, iso_epoch(self.clock()), expires)
-            actions.finish_action(self.service, run_id, node_id, visit, claim.recorded)
-            return "replayed"
-        # Killed mid-call, this message reappears once the lease has run out, and its receiver takes over.
-        hide(self.sqs, self.settings.queue_url, record, lease_s)
-        result = self._call(pending, claim.attempt)
-        max_attempts = int(pending.request["maxAttempts"])
-        if result.kind == "retry" and claim.attempt < max_attempts:
-            self.effects.finish(entry, claim.attempt, "pending", iso_epoch(self.clock()), expires)
-            delay = backoff_s(claim.attempt, self.settings.backoff_base_s, self.settings.backoff_cap_s, self.rand)
-            if result.retry_after and result.retry_after.strip().isdigit():
-                delay = max(delay, min(int(result.retry_after.strip()), int(self.settings.backoff_cap_s)))
-            hide(self.sqs, self.settings.queue_url, record, delay)
-            raise RetryLater(f"attempt {claim.attempt} of effect {entry.effect_id} failed ({result.error_class})")
-        outcome = result.outcome if result.kind == "settled" else _exhausted(pending, result, max_attempts)
-        status = "failed" if "error" in outcome else "completed"
-        if not self.effects.finish(entry, claim.attempt, status, iso_epoch(self.clock()), expires, outcome):
+        entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId), expires)
+        lease_s = self.settings.connect_timeout_s + pending.request["timeoutMs"] / 1000 + self.settings.lease_margin_s
+        return Call(entry, f"effect {pending.effectId}", lease_s, int(pending.request["maxAttempts"]), pending, visit)
+
+    def replay(self, work: Call, claim: Claim) -> str:
+        """Performed before (a redelivery, a crash after the call, or another run with the same business key)."""
+        recorded = recorded_outcome(claim)
+        status = "failed" if "error" in recorded else "completed"
+        self.effects.note_reuse(work.ref, claim.attempt, status, iso_epoch(self.clock()))
+        actions.finish_action(self.service, work.ref.run_id, work.ref.node_id, work.visit, recorded)
+        return "replayed"
+
+    def settle(self, work: Call, claim: Claim, status: str, kept: dict[str, Any]) -> str:
+        """The effect settled with its outcome, landed on the run, where a failure routes like any other."""
+        if not self.effects.settle(work.ref, claim.attempt, status, kept, self.clock()):
             # Our lease ran out and another worker took the effect over: its attempt settles it.
-            logger.warning("claim lost before settling; the later attempt settles", extra={"effectId": entry.effect_id})
+            logger.warning("claim lost before settling; the later attempt settles", extra={"effectId": work.ref.effect_id})
             return "superseded"
-        actions.finish_action(self.service, run_id, node_id, visit, outcome)
+        actions.finish_action(self.service, work.ref.run_id, work.ref.node_id, work.visit, kept)
         return status
+
+    def dead_letter(self, work: Call, claim: Claim, attempted: Attempted) -> str:
+        """No dead-letter queue: the last attempt's failure is the effect's recorded outcome (`kept`)."""
+        return self.settle(work, claim, "failed", attempted.kept)
 
     def _effects_expire(self, run_id: str) -> int:
         """When the effect record and ledger entry written now expire: the tenant's retention from now."""
@@ -136,7 +130,9 @@ class ActionWorker:
 
     # -- one call -------------------------------------------------------------------------------
 
-    def _call(self, pending: PendingAction, attempt: int) -> _Attempt:
+    def attempt(self, work: Call, claim: Claim) -> Attempted:
+        """One call, with the effect's Idempotency-Key and the auth headers its secrets hold."""
+        pending, attempt = work.pending, claim.attempt
         request = pending.request
         try:
             target = check_url(request["url"], resolve=self.resolve, allow_loopback=self.settings.allow_loopback)
@@ -162,19 +158,17 @@ class ActionWorker:
             )
         except EgressRefused as refused:
             # One class for every refused destination: the tenant learns nothing about internal addresses.
-            return _Attempt(
-                "settled",
+            return _settled(
                 _error(
                     "interlude.egress_denied",
                     f"the URL was refused: {refused.reason}",
                     pending,
                     attempt,
                     errorClass="egress_denied",
-                ),
+                )
             )
         except _SecretMissing as missing:
-            return _Attempt(
-                "settled",
+            return _settled(
                 _error(
                     "interlude.secret_unavailable",
                     str(missing),
@@ -182,25 +176,25 @@ class ActionWorker:
                     attempt,
                     header=missing.header,
                     secret=missing.name,
-                ),
+                )
             )
         except DeliveryFailed as failed:
-            return _Attempt("retry", error_class=failed.error_class)
+            return _failed(work, failed.error_class)
         except Exception:  # a secret store outage, a bug: recorded and retried like any failure
             caught(logger, "action-attempt", "action attempt failed inside the worker", effectId=pending.effectId)
-            return _Attempt("retry", error_class="internal")
-        return self._judge(pending, attempt, response)
+            return _failed(work, "internal")
+        return self._judge(work, attempt, response)
 
-    def _judge(self, pending: PendingAction, attempt: int, response: AnsweredResponse) -> _Attempt:
+    def _judge(self, work: Call, attempt: int, response: AnsweredResponse) -> Attempted:
+        pending = work.pending
         expected = pending.request["expectStatuses"]
         status = response.status
         if status in expected or (not expected and 200 <= status < 300):
-            return _Attempt("settled", {"output": _output(pending, attempt, response)})
+            return _settled({"output": _output(pending, attempt, response)})
         if status >= 500 or status in RETRY_STATUSES:
-            return _Attempt("retry", error_class="http_status", status=status, retry_after=response.retry_after)
+            return _failed(work, "http_status", status, retry_after_s(response.retry_after))
         reason = " (redirects are not followed)" if 300 <= status < 400 else ""
-        return _Attempt(
-            "settled",
+        return _settled(
             _error(
                 "interlude.http_failed",
                 f"the call answered {status}{reason}",
@@ -208,7 +202,7 @@ class ActionWorker:
                 attempt,
                 status=status,
                 errorClass="redirect" if reason else "http_status",
-            ),
+            )
         )
 
     def _secret_headers(self, effect_id: str, refs: dict[str, str]) -> dict[str, str]:
@@ -228,12 +222,19 @@ class ActionWorker:
         return values
 
 
-def _exhausted(pending: PendingAction, result: _Attempt, attempts: int) -> dict[str, Any]:
-    details: dict[str, Any] = {"errorClass": result.error_class}
-    if result.status is not None:
-        details["status"] = result.status
-    message = f"the call did not succeed in {attempts} attempt(s)"
-    return _error("interlude.http_failed", message, pending, attempts, **details)
+def _settled(outcome: dict[str, Any]) -> Attempted:
+    return Attempted("failed" if "error" in outcome else "completed", outcome)
+
+
+def _failed(work: Call, error_class: str, status: int | None = None, retry_after: int | None = None) -> Attempted:
+    """A call that may not have happened: another attempt, with the same Idempotency-Key, may follow. It keeps the
+    outcome recorded should it be the last one."""
+    details: dict[str, Any] = {"errorClass": error_class}
+    if status is not None:
+        details["status"] = status
+    message = f"the call did not succeed in {work.max_attempts} attempt(s)"
+    exhausted = _error("interlude.http_failed", message, work.pending, work.max_attempts, **details)
+    return Attempted(None, exhausted, retry_after_s=retry_after, why=error_class)
 
 
 def _output(pending: PendingAction, attempt: int, response: AnsweredResponse) -> dict[str, Any]:

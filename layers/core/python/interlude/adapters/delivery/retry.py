@@ -1,4 +1,4 @@
-"""What the callback worker decides about a queued notice: its log ids, when to retry, what the dead-letter queue keeps (pure).
+"""What the callback worker decides about a queued notice: its log ids, what the dead-letter queue keeps (pure).
 
 Apart from adapters/delivery/notices.py (which builds notices from run events) so the callbacks function imports no
 engine: its cold start pays only for what delivering a notice needs.
@@ -7,8 +7,6 @@ engine: its cold start pays only for what delivering a notice needs.
 from __future__ import annotations
 
 import json
-import random
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,12 +19,6 @@ def message_ids(body: str) -> dict[str, str]:
         return {}
     ids = {"runId": notice.get("runId"), "noticeId": notice.get("id")}
     return {k: v for k, v in ids.items() if isinstance(v, str)}
-
-
-def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], float] = random.random) -> int:
-    """Seconds to wait after failed attempt `attempt` (1-based): exponential, capped, with equal jitter."""
-    ceiling = min(cap_s, base_s * 2 ** max(attempt - 1, 0))
-    return max(0, int(round(ceiling / 2 + rand() * ceiling / 2)))
 
 
 def origin_of(url: str) -> str:

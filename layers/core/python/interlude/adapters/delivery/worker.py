@@ -1,11 +1,9 @@
 """The callback delivery worker: one SQS message (one notice) per call, at least once, never lost.
 
-For each message: claim the next attempt of the notice (a duplicated message of a delivered notice stops here),
-check the callback URL again with the egress guard (resolving the host anew), sign the exact body with Standard
-Webhooks headers, POST it over a connection pinned to the checked addresses, and record the attempt. A failure
-hides the message for a backoff (exponential, capped, with jitter) by changing its visibility timeout and reports
-it as a batch item failure, so SQS hands it out again later; the last failed attempt sends a dead letter (identity
-and delivery history, no body, token or secret) to the DLQ and lets the message go.
+A leased worker (adapters.leased_work): the claim, the retries with backoff and the dead letter are the template's.
+One attempt checks the callback URL again with the egress guard (resolving the host anew), signs the exact body
+with Standard Webhooks headers, POSTs it over a connection pinned to the checked addresses, and records the
+attempt. The dead letter (identity and delivery history, no body, token or secret) goes to the DLQ.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import backoff_s, dead_letter
+from interlude.adapters.delivery.retry import dead_letter
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -29,11 +27,13 @@ from interlude.adapters.delivery.subscriptions import (
     delivery_bytes,
     delivery_headers,
 )
+from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
 from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
-from interlude.store.deliveries import DeliveryStore, public_attempts
+from interlude.store.deliveries import DeliveryStore, Notice, public_attempts
+from interlude.store.leases import Claim
 from interlude.store.webhooks import WebhookStore, subscription_secrets
 
 logger = Logger(service="interlude-callbacks", child=True)
@@ -46,19 +46,14 @@ CALLBACK_FINAL_STATUSES = frozenset({410})
 LEASE_MARGIN_S = 30.0
 
 
-class RetryLater(Exception):
-    """The message stays on the queue (its visibility was set to the backoff); report it as a failed item."""
-
-
 class Unprojectable(Exception):
     """The delivery's body cannot be made (its event is not in the log): dead-lettered on the first attempt."""
 
 
 @dataclass(frozen=True)
-class Outgoing:
+class Outgoing(Work[Notice]):
     """One delivery, whatever sends it: a callback notice or a webhook subscription's event."""
 
-    run_id: str
     url: str
     # The attempt record's identity fields: noticeId (the delivery's id in the run), type, and who it is for.
     fields: dict[str, Any]
@@ -71,7 +66,7 @@ class Outgoing:
 
 
 @dataclass
-class Worker:
+class Worker(LeasedWorker[Outgoing]):
     deliveries: DeliveryStore
     sqs: Any
     secrets: SecretCache
@@ -85,6 +80,10 @@ class Worker:
     subscription_secret_cache: SubscriptionSecretCache | None = None
 
     @property
+    def ledger(self) -> DeliveryStore:
+        return self.deliveries
+
+    @property
     def webhooks(self) -> WebhookStore:
         if self.webhook_store is None:
             self.webhook_store = WebhookStore(self.deliveries.table, self.deliveries.client)
@@ -96,11 +95,9 @@ class Worker:
             self.subscription_secret_cache = SubscriptionSecretCache(subscription_secrets())
         return self.subscription_secret_cache
 
-    def handle(self, record: dict[str, Any]) -> str:
-        """Process one SQS record; returns the outcome, or raises RetryLater."""
-        message = json.loads(record["body"])
+    def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:
-            return self._webhook(record, message)
+            return self._webhook(message)
         notice = message["notice"]
         tenant = message["tenant"]
 
@@ -114,10 +111,10 @@ class Worker:
         fields = {"noticeId": notice["id"], "webhookId": notice["id"], "type": notice["type"]}
         if notice.get("nodeId"):
             fields["nodeId"] = notice["nodeId"]
-        outgoing = Outgoing(notice["runId"], message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
-        return self._deliver(record, outgoing)
+        label = f"notice {notice['id']}"
+        return self._outgoing(notice["runId"], label, message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
 
-    def _webhook(self, record: dict[str, Any], message: dict[str, Any]) -> str:
+    def _webhook(self, message: dict[str, Any]) -> Outgoing | str:
         """A webhook subscription's delivery: only while the subscription exists, of the event as persisted."""
         webhook_id, run_id = message["webhookId"], message["runId"]
         subscription = self.webhooks.get(webhook_id)
@@ -146,46 +143,47 @@ class Worker:
             "subscriptionId": webhook_id,
             "type": message["eventType"],
         }
-        return self._deliver(record, Outgoing(run_id, subscription["url"], fields, signed, dead))
+        return self._outgoing(run_id, f"delivery {message['deliveryId']}", subscription["url"], fields, signed, dead)
 
-    def _deliver(self, record: dict[str, Any], outgoing: Outgoing) -> str:
-        """Claim the next attempt, send it, record it: delivered, dead (after the last attempt) or RetryLater."""
-        run_id, item_id = outgoing.run_id, outgoing.fields["noticeId"]
+    def _outgoing(
+        self,
+        run_id: str,
+        label: str,
+        url: str,
+        fields: dict[str, Any],
+        signed: Callable[[int], tuple[bytes, dict[str, str]]],
+        dead: Callable[[list[dict[str, Any]], bool], None],
+        final_statuses: frozenset[int] = frozenset(),
+    ) -> Outgoing:
         cfg = self.settings
-        lease_s = cfg.connect_timeout_s + cfg.total_timeout_s + LEASE_MARGIN_S
-        claim = self.deliveries.claim(run_id, item_id, outgoing.fields["type"], self.clock(), lease_s)
-        if claim.outcome == "done":
-            logger.info("notice already settled; duplicate message dropped", extra={"noticeId": item_id})
-            return "duplicate"
-        if claim.outcome == "busy":
-            self._hide(record, claim.retry_in_s)
-            raise RetryLater(f"{item_id} is being delivered by another worker")
+        return Outgoing(
+            ref=Notice(run_id, fields["noticeId"], fields["type"]),
+            label=label,
+            lease_s=cfg.connect_timeout_s + cfg.total_timeout_s + LEASE_MARGIN_S,
+            max_attempts=cfg.max_attempts,
+            url=url,
+            fields=fields,
+            signed=signed,
+            dead=dead,
+            final_statuses=final_statuses,
+        )
 
-        attempt = claim.attempt
+    def replay(self, work: Outgoing, claim: Claim) -> str:
+        logger.info("notice already settled; duplicate message dropped", extra={"noticeId": work.ref.notice_id})
+        return "duplicate"
+
+    def attempt(self, work: Outgoing, claim: Claim) -> Attempted:
+        """One guarded, signed, pinned POST, and its attempt record."""
         started = self.clock()
-        attempt_record: dict[str, Any] = {**outgoing.fields, "attempt": attempt, "at": iso_epoch(started)}
-        retry_after, final, unprojectable = self._attempt(outgoing, attempt_record)
-        attempt_record["elapsedMs"] = int((self.clock() - started) * 1000)
+        record: dict[str, Any] = {**work.fields, "attempt": claim.attempt, "at": iso_epoch(started)}
+        retry_after, final = self._post(work, record)
+        record["elapsedMs"] = int((self.clock() - started) * 1000)
+        if record["status"] == "succeeded":
+            return Attempted("delivered", record)
+        return Attempted(None, record, final=final, retry_after_s=retry_after, why=record["errorClass"])
 
-        if attempt_record["status"] == "succeeded":
-            self.deliveries.finish(run_id, item_id, attempt, attempt_record, "delivered")
-            return "delivered"
-        if final or attempt >= cfg.max_attempts:
-            attempt_record["final"] = True
-            history = [*self.deliveries.attempts(run_id, item_id), attempt_record]
-            # The dead letter goes first: a crash after it leaves a duplicate dead letter, never a lost one.
-            outgoing.dead(history, unprojectable)
-            self.deliveries.finish(run_id, item_id, attempt, attempt_record, "dead")
-            return "dead"
-        self.deliveries.finish(run_id, item_id, attempt, attempt_record, "pending")
-        delay = backoff_s(attempt, cfg.backoff_base_s, cfg.backoff_cap_s, self.rand)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, int(cfg.backoff_cap_s)))
-        self._hide(record, delay)
-        raise RetryLater(f"attempt {attempt} of {item_id} failed ({attempt_record.get('errorClass')})")
-
-    def _attempt(self, outgoing: Outgoing, attempt_record: dict[str, Any]) -> tuple[int | None, bool, bool]:
-        """One guarded, signed, pinned POST; fills `attempt_record`. (Retry-After seconds, final, unprojectable)."""
+    def _post(self, outgoing: Outgoing, attempt_record: dict[str, Any]) -> tuple[int | None, bool]:
+        """Fills `attempt_record` with the outcome; (Retry-After seconds, final)."""
         cfg = self.settings
         try:
             target = check_url(outgoing.url, resolve=self.resolve, allow_loopback=cfg.allow_loopback)
@@ -207,29 +205,21 @@ class Worker:
         except Unprojectable:
             # Retrying cannot change it: dead at once (OpenWOP webhooks.md §Durability).
             attempt_record.update({"status": "failed", "errorClass": "unprojectable"})
-            return None, True, True
+            return None, True
         except DeliveryFailed as failed:
             attempt_record.update({"status": "failed", "errorClass": failed.error_class})
             if failed.status is not None:
                 attempt_record["httpStatus"] = failed.status
-            return _seconds(failed.retry_after), failed.status in outgoing.final_statuses, False
+            return retry_after_s(failed.retry_after), failed.status in outgoing.final_statuses
         except Exception:  # a signing secret that cannot be read, a bug: recorded and retried like any failure
             caught(logger, "delivery-attempt", "delivery attempt failed inside the worker", noticeId=attempt_record["noticeId"])
             attempt_record.update({"status": "failed", "errorClass": "internal"})
-        return None, False, False
+        return None, False
+
+    def send_dead_letter(self, work: Outgoing, attempted: Attempted) -> None:
+        attempted.kept["final"] = True
+        history = [*self.deliveries.attempts(work.ref.run_id, work.ref.notice_id), attempted.kept]
+        work.dead(history, attempted.kept["errorClass"] == "unprojectable")
 
     def _to_dlq(self, record: dict[str, Any]) -> None:
         self.sqs.send_message(QueueUrl=self.settings.dlq_url, MessageBody=json.dumps(record, allow_nan=False))
-
-    def _hide(self, record: dict[str, Any], seconds: int) -> None:
-        self.sqs.change_message_visibility(
-            QueueUrl=self.settings.queue_url,
-            ReceiptHandle=record["receiptHandle"],
-            VisibilityTimeout=max(0, min(int(seconds), 12 * 3600)),
-        )
-
-
-def _seconds(retry_after: str | None) -> int | None:
-    if retry_after and retry_after.strip().isdigit():
-        return int(retry_after.strip())
-    return None

@@ -1,11 +1,11 @@
 """The notify worker (issue 14): one SQS message is one recipient's notification, sent over their channels.
 
-For each message: claim the next attempt of the notification (a copy of a settled one stops here); read the run
-and skip when there is nothing left to ask (the gate settled, or — for a reminder — the recipient voted); read
-the recipient's directory entry; mint their personal decision link; send each of their channels not yet sent
-(e-mail through SES, Slack through the tenant's incoming webhook or bot token, egress-checked and pinned like
-callbacks); record every channel's outcome. A failed channel is retried with backoff (the message's visibility),
-and after the last attempt a content-free dead letter goes to the DLQ. Nothing here blocks a resolve.
+A leased worker (adapters.leased_work): the claim, the retries with backoff and the dead letter are the template's.
+One attempt reads the run and skips when there is nothing left to ask (the gate settled, or — for a reminder — the
+recipient voted); reads the recipient's directory entry; mints their personal decision link; sends each of their
+channels not yet sent (e-mail through SES, Slack through the tenant's incoming webhook or bot token, egress-checked
+and pinned like callbacks); records every channel's outcome. A failed channel is retried, and after the last
+attempt a content-free dead letter goes to the DLQ. Nothing here blocks a resolve.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import backoff_s
+from interlude.adapters.leased_work import Attempted, LeasedWorker, Work
 from interlude.adapters.notify.messages import (
     ESCALATION,
     RAISED,
@@ -42,16 +42,13 @@ from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store import Store
 from interlude.store.directory import DirectoryStore
-from interlude.store.notifications import NotificationStore
+from interlude.store.leases import Claim
+from interlude.store.notifications import Notification, NotificationStore, kept_record
 
 logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
 LEASE_MARGIN_S = 30.0
 SLACK_SECRET_CACHE_S = 60.0
-
-
-class RetryLater(Exception):
-    """The message stays on the queue (its visibility was set to the backoff); report it as a failed item."""
 
 
 class ChannelFailed(Exception):
@@ -65,8 +62,15 @@ class NotConfigured(Exception):
     """The channel is not set up for this deployment or tenant: nothing to retry."""
 
 
+@dataclass(frozen=True)
+class Recipient(Work[Notification]):
+    """One recipient's notification, as queued."""
+
+    message: dict[str, Any]
+
+
 @dataclass
-class Worker:
+class Worker(LeasedWorker[Recipient]):
     store: Store
     sqs: Any
     ses: Any
@@ -83,14 +87,14 @@ class Worker:
         self.notifications = NotificationStore(self.store)
         self.directory = DirectoryStore(self.store)
 
+    @property
+    def ledger(self) -> NotificationStore:
+        return self.notifications
+
     # -- one message ------------------------------------------------------------------------------------
 
-    def handle(self, record: dict[str, Any]) -> str:
-        """Process one SQS record; returns the outcome (sent, skipped, dead, duplicate) or raises RetryLater."""
-        message = json.loads(record["body"])
-        run_id, nid = message["runId"], message["id"]
-        cfg = self.settings
-        lease_s = 2 * (cfg.connect_timeout_s + cfg.total_timeout_s) + LEASE_MARGIN_S
+    def receive(self, message: dict[str, Any]) -> Recipient:
+        nid = message["id"]
         initial = {
             "notificationId": nid,
             "principalId": message["principalId"],
@@ -103,83 +107,86 @@ class Worker:
         if message.get("cut"):
             # The gate named more recipients than one visit notifies (app.directory.MAX_RECIPIENTS).
             initial["recipientsCut"] = True
-        claim = self.notifications.claim(run_id, nid, initial, self.clock(), lease_s)
-        if claim.outcome == "done":
-            return "duplicate"
-        if claim.outcome == "busy":
-            self._hide(record, claim.retry_in_s)
-            raise RetryLater(f"notification {nid} is being sent by another worker")
-        kept = dict(claim.record or initial)
+        cfg = self.settings
+        lease_s = 2 * (cfg.connect_timeout_s + cfg.total_timeout_s) + LEASE_MARGIN_S
+        ref = Notification(message["runId"], nid, initial)
+        return Recipient(ref, f"notification {nid}", lease_s, cfg.max_attempts, message)
+
+    def attempt(self, work: Recipient, claim: Claim) -> Attempted:
+        """sent | skipped, or failed (None); the record kept gains the reason or each channel's outcome."""
+        kept = dict(kept_record(claim) or work.ref.record)
         kept["channels"] = dict(kept.get("channels") or {})
         try:
-            status = self._attempt(message, kept, claim.attempt)
+            status = self._send(work.message, kept, claim.attempt)
         except Exception:  # a bug or an unreadable store: recorded and retried like any failure
+            nid = work.ref.notification_id
             caught(logger, "notification-attempt", "notification attempt failed inside the worker", notificationId=nid)
             kept["error"] = "internal"
             status = "failed"
-        if status in ("sent", "skipped"):
-            self.notifications.settle(run_id, nid, claim.attempt, kept, status)
-            return status
-        if claim.attempt >= cfg.max_attempts:
-            kept["final"] = True
-            # The dead letter goes first: a crash after it leaves a duplicate dead letter, never a lost one.
-            self.sqs.send_message(QueueUrl=cfg.dlq_url, MessageBody=json.dumps(self._dead_letter(message, kept), allow_nan=False))
-            self.notifications.settle(run_id, nid, claim.attempt, kept, "dead")
-            return "dead"
-        self.notifications.settle(run_id, nid, claim.attempt, kept, "pending")
-        self._hide(record, backoff_s(claim.attempt, cfg.backoff_base_s, cfg.backoff_cap_s, self.rand))
-        raise RetryLater(f"attempt {claim.attempt} of notification {nid} failed")
+        return Attempted(status if status in ("sent", "skipped") else None, kept)
 
-    def _attempt(self, message: dict[str, Any], kept: dict[str, Any], attempt: int) -> str:
+    def send_dead_letter(self, work: Recipient, attempted: Attempted) -> None:
+        attempted.kept["final"] = True
+        body = json.dumps(self._dead_letter_record(work.message, attempted.kept), allow_nan=False)
+        self.sqs.send_message(QueueUrl=self.settings.dlq_url, MessageBody=body)
+
+    def _send(self, message: dict[str, Any], kept: dict[str, Any], attempt: int) -> str:
         """sent | skipped | failed; `kept` gains the reason or each channel's outcome."""
-        got = self.store.get_run(message["runId"])
-        if got is None:
-            kept["reason"] = "run_gone"
+        found = self._addressee(message)
+        if isinstance(found, str):
+            kept["reason"] = found
             return "skipped"
-        state, _ = got
-        pid = message["principalId"]
-        interrupt = state.interrupts.get(message["nodeId"])
-        if message["purpose"] != ESCALATION:
-            if interrupt is None or interrupt.interruptId != message["interruptId"]:
-                kept["reason"] = "settled"
-                return "skipped"
-            if is_reminder(message["purpose"]) and not reminder_asks(interrupt, message):
-                kept["reason"] = "voted"
-                return "skipped"
-        record = self.directory.get(state.tenant, pid)
-        entry = PrincipalEntry.model_validate(record["entry"]) if record else None
-        if entry is None:
-            kept["reason"] = "not_in_directory"
-            return "skipped"
+        state, interrupt, entry = found
         channels = entry.reachable_channels()
-        if not channels:
-            kept["reason"] = "no_channel"
-            return "skipped"
         content = self._content(state, message, interrupt, entry)
         failed = False
         for channel in channels:
             previous = kept["channels"].get(channel) or {}
             if previous.get("outcome") in ("sent", "not_configured"):
                 continue
-            outcome: dict[str, Any] = {"attempt": attempt, "at": iso_epoch(self.clock())}
-            try:
-                if channel == "email":
-                    self._email(entry, content)
-                else:
-                    self._slack_post(state.tenant, entry, content)
-                outcome["outcome"] = "sent"
-            except NotConfigured:
-                outcome["outcome"] = "not_configured"
-            except ChannelFailed as exc:
-                outcome.update({"outcome": "failed", "errorClass": exc.error_class})
-                failed = failed or not exc.final
-            kept["channels"][channel] = outcome
+            outcome, retry = self._send_over(channel, state.tenant, entry, content)
+            kept["channels"][channel] = {"attempt": attempt, **outcome}
+            failed = failed or retry
         if failed:
             return "failed"
         if not any(c.get("outcome") == "sent" for c in kept["channels"].values()):
             kept["reason"] = "not_configured"
             return "skipped"
         return "sent"
+
+    def _send_over(self, channel: str, tenant: str, entry: PrincipalEntry, content: Content) -> tuple[dict[str, Any], bool]:
+        """The channel's outcome, and whether another attempt may change it."""
+        at = iso_epoch(self.clock())
+        try:
+            if channel == "email":
+                self._email(entry, content)
+            else:
+                self._slack_post(tenant, entry, content)
+        except NotConfigured:
+            return {"at": at, "outcome": "not_configured"}, False
+        except ChannelFailed as exc:
+            return {"at": at, "outcome": "failed", "errorClass": exc.error_class}, not exc.final
+        return {"at": at, "outcome": "sent"}, False
+
+    def _addressee(self, message: dict[str, Any]) -> tuple[RunState, OpenInterrupt | None, PrincipalEntry] | str:
+        """The run, the interrupt and the recipient's entry, or why no one is to be asked (the skip's reason)."""
+        got = self.store.get_run(message["runId"])
+        if got is None:
+            return "run_gone"
+        state, _ = got
+        interrupt = state.interrupts.get(message["nodeId"])
+        if message["purpose"] != ESCALATION:
+            if interrupt is None or interrupt.interruptId != message["interruptId"]:
+                return "settled"
+            if is_reminder(message["purpose"]) and not reminder_asks(interrupt, message):
+                return "voted"
+        record = self.directory.get(state.tenant, message["principalId"])
+        entry = PrincipalEntry.model_validate(record["entry"]) if record else None
+        if entry is None:
+            return "not_in_directory"
+        if not entry.reachable_channels():
+            return "no_channel"
+        return state, interrupt, entry
 
     # -- what it says ---------------------------------------------------------------------------------
 
@@ -301,14 +308,7 @@ class Worker:
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
-    def _hide(self, record: dict[str, Any], seconds: int) -> None:
-        self.sqs.change_message_visibility(
-            QueueUrl=self.settings.queue_url,
-            ReceiptHandle=record["receiptHandle"],
-            VisibilityTimeout=max(0, min(int(seconds), 12 * 3600)),
-        )
-
-    def _dead_letter(self, message: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+    def _dead_letter_record(self, message: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
         """What the DLQ keeps: identity and each channel's outcome; no address, link, token or secret."""
         return {
             "v": 1,

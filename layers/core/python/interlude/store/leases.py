@@ -1,0 +1,152 @@
+"""The ledger of leased work: one item per unit of queued work (a callback or webhook delivery, a notification, an
+action's effect) that makes it succeed at most once however many copies of its message arrive, and lets another
+worker take it over when the one holding it dies.
+
+The item holds `status`, `attempts` and, while an attempt runs, `leaseUntil` (epoch seconds). A worker claims the
+next attempt before it acts: one conditional write (attempts + 1, the leased status, a lease), allowed when the item
+is new, or pending, or leased under a lease that ran out, and only if no one claimed it since it was read. It
+settles the attempt (pending again, or a final status) under the condition that its claim still stands: the same
+attempt, still leased. Once settled, every later claim finds it settled and attempts nothing.
+
+Each ledger keeps its own item: its key, its status names, what a claim and a settle write besides the three
+attributes above, and any companion write (an attempt item, the run's ledger entry), which makes the write a
+transaction. The status names are data, not this module's: an item written by the release before this code was
+shared, in flight or settled, is read as it was written, and the items this code writes are the same ones.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.store import attributes as a
+
+PENDING = "pending"
+# A plain conditional write fails with the first; with the second when a transaction holds the item at that moment.
+# A transaction fails with the third, whichever of its writes' conditions failed.
+LOST = frozenset({"ConditionalCheckFailedException", "TransactionConflictException", "TransactionCanceledException"})
+
+Ref = TypeVar("Ref")
+
+
+@dataclass(frozen=True)
+class Claim:
+    outcome: Literal["claimed", "settled", "busy"]
+    # claimed: the attempt this worker holds; settled: the attempts made.
+    attempt: int = 0
+    # busy: seconds until the lease that holds it runs out.
+    retry_in_s: int = 0
+    # The item as the claim read it (plain; {} when the claim created it): what settled it, or what earlier attempts kept.
+    held: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Writes:
+    """What a claim or a settle writes besides the ledger's own attributes."""
+
+    sets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Written by the claim that creates the item only.
+    created: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Companion writes (TransactWriteItems entries), made in one transaction with the item's.
+    also: Sequence[Any] = ()
+
+
+class Ledger(ABC, Generic[Ref]):
+    """The ledger items of one kind of work; `Ref` is what the ledger knows one unit by."""
+
+    # The status of an item while an attempt holds its lease, and the statuses that end it.
+    LEASED: ClassVar[str]
+    SETTLED: ClassVar[tuple[str, ...]]
+
+    def __init__(self, store: Any) -> None:
+        self.client = store.client
+        self.table = store.table
+
+    @abstractmethod
+    def key(self, ref: Ref) -> a.Item: ...
+
+    def claiming(self, ref: Ref, attempt: int, now: float) -> Writes:
+        return Writes()
+
+    def settling(self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
+        return Writes()
+
+    def read(self, ref: Ref) -> dict[str, Any] | None:
+        got = self.client.get_item(TableName=self.table, Key=self.key(ref), ConsistentRead=True)
+        item = got.get("Item")
+        return a.plain(item) if item else None
+
+    def claim(self, ref: Ref, now: float, lease_s: float) -> Claim:
+        held = self.read(ref)
+        if held is not None:
+            if held.get("status") in self.SETTLED:
+                return Claim("settled", attempt=int(held.get("attempts", 0)), held=held)
+            lease = float(held.get("leaseUntil", 0))
+            if held.get("status") == self.LEASED and lease > now:
+                return Claim("busy", retry_in_s=int(lease - now) + 1)
+        previous = int(held.get("attempts", 0)) if held else 0
+        writes = self.claiming(ref, previous + 1, now)
+        sets = {
+            "status": a.s(self.LEASED),
+            "attempts": a.n(previous + 1),
+            "leaseUntil": a.n(round(now + lease_s, 3)),
+            **writes.sets,
+        }
+        if held is None:
+            created = f"attribute_not_exists({wiring.SORT_KEY})"
+            written = self._write(ref, {**sets, **writes.created}, (), created, {}, writes.also)
+        else:
+            condition = "#attempts = :previous AND #status IN (:pending, :leased)"
+            values = {":previous": a.n(previous), ":pending": a.s(PENDING), ":leased": a.s(self.LEASED)}
+            written = self._write(ref, sets, (), condition, values, writes.also)
+        if not written:
+            # Another copy of the message claimed it between this read and this write.
+            return Claim("busy", retry_in_s=1)
+        return Claim("claimed", attempt=previous + 1, held=held or {})
+
+    def settle(self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float) -> bool:
+        """Attempt `attempt` ends as `status` (pending: another may follow), with what it `kept`. False, and nothing
+        written, when this worker's claim no longer stands (its lease ran out and another attempt was claimed)."""
+        writes = self.settling(ref, attempt, status, kept, now)
+        condition = "#attempts = :attempt AND #status = :leased"
+        values = {":attempt": a.n(attempt), ":leased": a.s(self.LEASED)}
+        return self._write(ref, {"status": a.s(status), **writes.sets}, ("leaseUntil",), condition, values, writes.also)
+
+    def _write(
+        self,
+        ref: Ref,
+        sets: Mapping[str, Mapping[str, Any]],
+        removes: Sequence[str],
+        condition: str,
+        condition_values: Mapping[str, Any],
+        also: Sequence[Any],
+    ) -> bool:
+        names = {f"#{name}": name for name in (*sets, *removes)}
+        if "#attempts" in condition:
+            names.update({"#attempts": "attempts", "#status": "status"})
+        expression = "SET " + ", ".join(f"#{name} = :{name}" for name in sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(f"#{name}" for name in removes)
+        update: Any = {
+            "TableName": self.table,
+            "Key": self.key(ref),
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {**{f":{name}": value for name, value in sets.items()}, **condition_values},
+        }
+        try:
+            if also:
+                self.client.transact_write_items(TransactItems=[{"Update": update}, *also])
+            else:
+                self.client.update_item(**update)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in LOST:
+                raise
+            return False
+        return True
