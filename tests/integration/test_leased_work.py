@@ -1,0 +1,135 @@
+"""The ledger items of leased work (store.leases) across a rolling deploy: a claim, in flight or settled, written by
+the release before the three workers shared one ledger is honoured by this one, and the items this release writes
+are the ones that release reads (the same attributes, the same status names).
+
+The previous release's items are written here as its code wrote them (one UpdateItem or transaction per claim:
+status, attempts, leaseUntil and each ledger's own attributes)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude.store import attributes as a
+from interlude.store.deliveries import DeliveryStore, Notice
+from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
+from interlude.store.leases import Ledger
+from interlude.store.notifications import Notification, NotificationStore, kept_record
+from tests.support.moto_world import TABLE
+
+NOW = 1_900_000_000.0
+LEASE_S = 60.0
+RECORD = {"notificationId": "n-1", "principalId": "ann", "channels": {"email": {"outcome": "failed", "attempt": 1}}}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One ledger, and what its previous release's claim wrote besides status, attempts and leaseUntil."""
+
+    ledger: type[Ledger[Any]]
+    leased: str
+    settled: str
+    own: dict[str, Any]
+
+    def ref(self, tenant: str) -> Any:
+        run_id = f"{tenant}/r-1"
+        if self.ledger is DeliveryStore:
+            return Notice(run_id, "n-1", "interrupt.requested")
+        if self.ledger is NotificationStore:
+            return Notification(run_id, "n-1", {"notificationId": "n-1", "channels": {}})
+        return LedgerEntry(run_id, "refund", f"{tenant}/e-1", "run", "pk-1", int(NOW) + 86400)
+
+
+KINDS = {
+    "delivery": Kind(DeliveryStore, "delivering", "delivered", {"type": a.s("interrupt.requested")}),
+    "notification": Kind(NotificationStore, "sending", "sent", {"record": a.as_json(RECORD)}),
+    "effect": Kind(
+        EffectStore,
+        "claimed",
+        "completed",
+        {"runId": a.s("r"), "nodeId": a.s("refund"), "keying": a.s("run"), "at": a.s("2030-03-17T17:46:40Z")},
+    ),
+}
+
+
+def put_previous(kind: Kind, ledger: Ledger[Any], ref: Any, **attributes: Any) -> None:
+    item = {**ledger.key(ref), **kind.own, **attributes}
+    boto3.client("dynamodb").put_item(TableName=TABLE, Item=item)
+
+
+def stored(ledger: Ledger[Any], ref: Any) -> dict[str, Any]:
+    return boto3.client("dynamodb").get_item(TableName=TABLE, Key=ledger.key(ref), ConsistentRead=True)["Item"]
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_a_claim_in_flight_from_the_previous_release_is_honoured_until_its_lease_runs_out(service, tenant, name):
+    # Given an attempt the previous release claimed, its lease running for another minute
+    kind = KINDS[name]
+    ledger = kind.ledger(service.store)
+    ref = kind.ref(tenant)
+    put_previous(kind, ledger, ref, status=a.s(kind.leased), attempts=a.n(1), leaseUntil=a.n(NOW + LEASE_S))
+
+    # When a worker of this release takes a copy of its message, it waits for the lease
+    busy = ledger.claim(ref, NOW, LEASE_S)
+    assert (busy.outcome, busy.retry_in_s) == ("busy", int(LEASE_S) + 1)
+
+    # And once the lease has run out it takes the work over as the next attempt, keeping what the first one kept
+    took = ledger.claim(ref, NOW + LEASE_S + 1, LEASE_S)
+    assert (took.outcome, took.attempt) == ("claimed", 2)
+    if name == "notification":
+        assert kept_record(took) == RECORD
+    # And the worker that held the first lease can no longer settle it: only the attempt that holds the lease settles
+    assert ledger.settle(ref, 1, kind.settled, {}, NOW + LEASE_S + 2) is False
+    assert ledger.settle(ref, 2, kind.settled, {"output": 1}, NOW + LEASE_S + 2) is True
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_work_the_previous_release_settled_is_not_attempted_again(service, tenant, name):
+    kind = KINDS[name]
+    ledger = kind.ledger(service.store)
+    ref = kind.ref(tenant)
+    outcome = {"output": {"status": 200}}
+    put_previous(kind, ledger, ref, status=a.s(kind.settled), attempts=a.n(2), outcome=a.as_json(outcome))
+
+    claim = ledger.claim(ref, NOW, LEASE_S)
+
+    assert (claim.outcome, claim.attempt) == ("settled", 2)
+    if name == "effect":
+        assert recorded_outcome(claim) == outcome
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_the_items_this_release_writes_are_the_ones_the_previous_release_reads(service, tenant, name):
+    # Given a unit of work no worker has claimed yet
+    kind = KINDS[name]
+    ledger = kind.ledger(service.store)
+    ref = kind.ref(tenant)
+
+    # When this release claims its first attempt
+    assert ledger.claim(ref, NOW, LEASE_S).attempt == 1
+
+    # Then the item holds what the previous release's claim wrote (its lease check reads status and leaseUntil)
+    item = stored(ledger, ref)
+    expected = {"pk", "sk", "status", "attempts", "leaseUntil", *kind.own}
+    if name == "effect":
+        expected.add("ttl")
+    assert set(item) == expected
+    assert (item["status"], item["attempts"], item["leaseUntil"]) == (
+        a.s(kind.leased),
+        a.n(1),
+        a.n(round(NOW + LEASE_S, 3)),
+    )
+
+    # And settling it again pending, then for good, leaves the statuses that release knows, and no lease
+    assert ledger.settle(ref, 1, "pending", {"output": 1}, NOW + 1)
+    assert "leaseUntil" not in stored(ledger, ref)
+    assert ledger.claim(ref, NOW + 2, LEASE_S).attempt == 2
+    assert ledger.settle(ref, 2, kind.settled, {"output": 1}, NOW + 3)
+    item = stored(ledger, ref)
+    assert (item["status"], item["attempts"], "leaseUntil" in item) == (a.s(kind.settled), a.n(2), False)
+    if name == "effect":
+        assert json.loads(item["outcome"]["S"]) == {"output": 1}
