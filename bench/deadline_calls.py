@@ -22,6 +22,7 @@ from moto import mock_aws  # noqa: E402
 from interlude import wiring  # noqa: E402
 from interlude.adapters.scheduler import outbox  # noqa: E402
 from interlude.adapters.scheduler import scheduler as scheduler_module  # noqa: E402
+from interlude.api.errors import status_of  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
@@ -83,7 +84,8 @@ def main() -> None:
             try:
                 service.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
             except DomainError as exc:
-                print(f"late      : resolve after deadline → {exc.status} {exc.code}  {fmt(calls.take())}")
+                # The status is the API edge's choice (interlude.api.errors), not the refusal's.
+                print(f"late      : resolve after deadline → {status_of(exc)} {exc.code}  {fmt(calls.take())}")
 
         lifecycle("timed out ", timeout)
         lifecycle("decided   ", human)
