@@ -1,522 +1,522 @@
-"""Print what one approval lifecycle costs on AWS, per million lifecycles, from measured DynamoDB item sizes.
+"""Price lifecycles (a)–(d) per million, every line counted, beside Step Functions Standard, Temporal Cloud and Lambda
+durable functions doing the same work.
 
-Lifecycle: createRun, getRun, a winning resolve, one poll of the events; plus what the stream consumer does
-for each event-log item (with the business metrics' reads, as a deployed `dispatch` makes them). The real Service and Store run against moto in-process; each write's resulting
-item sizes are measured with DynamoDB's size rules, so the figures follow the code. Prices are us-east-1
-on-demand list prices (edit PRICES to compare). It prints the write units of each request and of each item kind
-(run head, events, interrupts, inbox entries, run index, counters, audit, idempotency), the `dispatch`
-invocations as the stream filter passes them, and the request counter's writes per request at a stated pace
-(the counter is leased by each warm instance: app/limits.py), since they depend on the traffic, not the lifecycle.
-What every deployment also pays per lifecycle is in the total: CloudWatch Logs ingestion of the bytes the six
-invocations write (measured by bench/log_bytes.py through the real handlers, run as its own process; Lambda's platform
-records and the HTTP API's access log lines estimated from their documented or declared shapes) and X-Ray traces of the functions' active tracing at the default
-sampling rule, at the same stated pace as the request counter (the quiet pace printed beside it).
-Usage: .venv/bin/python bench/cost_per_million.py
+The counted figures are bench/lifecycles.py's (run here, or read with --measured FILE from its --json): every request,
+invocation, AWS call, write and read unit and stored byte of each lifecycle, through every function's real handler.
+Priced at list prices (bench/_prices.py: each with its page and the date it was read):
+
+* infrastructure: HTTP API requests; Lambda requests and GB-seconds (duration = the measured CPU scaled to the
+  function's share of a vCPU, plus each AWS call's round trip and each outbound HTTP request: bench/_prices.py's
+  estimates); DynamoDB write and read units as counted, the request counter at the pace's writes per request, the key
+  and limits re-reads per cache period; SQS requests (the functions' and the event source mappings' receives and
+  deletes); Scheduler invocations; Secrets Manager and S3 calls; the audit chain's pending marker, checkpoint and the
+  sweeps that publish the tenant's anchor while it waits, shared over the decisions of a checkpoint interval; storage
+  for one month (the items the lifecycle leaves, measured, + 100 B each; nothing expires them); and the deployment's
+  fixed monthly costs (the pollers' empty receives, the audit sweep every minute, its secrets) spread over the month's
+  lifecycles at the pace;
+* observability: CloudWatch Logs ingestion and one month's storage of what the invocations wrote (measured) and of
+  Lambda's platform records and the HTTP API's access log (estimated: bench/log_bytes.py), the dashboard; X-Ray traces
+  at the default sampling rule (1/s, then 5%) at the pace (an SQS-triggered invocation continues its sender's trace).
+
+Two paces (bench/lifecycles.py): busy (25 lifecycles/s of one tenant) and quiet (0.2/s). The peers are priced for the
+same lifecycle with what their user also pays (the Lambda tasks and the HTTP front door a decision arrives through),
+as ranges where a choice of design moves them; their lines are printed.
+Usage: .venv/bin/python bench/cost_per_million.py [--measured FILE] [--json]
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
-import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
-from decimal import Decimal
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from _bench import admin_with_approval, offline_aws
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core" / "python"))
 
-offline_aws(TABLE_NAME="bench")
-
-import boto3  # noqa: E402
-from moto import mock_aws  # noqa: E402
+from _prices import (  # noqa: E402
+    CALL_MS,
+    DEFAULT_CALL_MS,
+    IDLE_POLLERS_PER_QUEUE,
+    INVOKE_OVERHEAD_MS,
+    LONG_POLL_S,
+    OUTBOUND_HTTP_MS,
+    PRICES,
+    READ_ON,
+    VCPU_MB,
+    price,
+)
 
 from interlude import wiring  # noqa: E402
-from interlude.adapters import metrics  # noqa: E402
-from interlude.adapters.outbox_feed import queued  # noqa: E402
-from interlude.app import dispatch  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
-from interlude.store.stream import OutboxRecords, is_event_insert  # noqa: E402
 
-PRICES = {
-    "write_request_unit": 0.625 / 1e6,  # DynamoDB on-demand WRU
-    "read_request_unit": 0.125 / 1e6,  # DynamoDB on-demand RRU
-    "http_api_request": 1.00 / 1e6,  # API Gateway HTTP API, first 300 M
-    "lambda_request": 0.20 / 1e6,
-    "lambda_gb_second_arm": 0.0000133334,
-    "sfn_standard_transition": 0.025 / 1000,  # Step Functions Standard, per state transition
-    "sfn_express_request": 1.00 / 1e6,  # Step Functions Express, per request (plus duration)
-    "sfn_express_gb_second": 0.00001667,  # Express duration, first 1,000 h per month, 64 MB billed minimum
-    # CloudWatch Logs ingestion per GB (10^9 bytes), us-east-1 (aws.amazon.com/cloudwatch/pricing): Standard log class,
-    # or Infrequent Access if the construct's log groups use it (infra/interlude_cdk/functions.py, read below).
-    "logs_ingested_gb_standard": 0.50,
-    "logs_ingested_gb_infrequent_access": 0.25,
-    "xray_trace_recorded": 5.00 / 1e6,  # X-Ray traces recorded (aws.amazon.com/xray/pricing); retrieval is per query
-    "sqs_request": 0.40 / 1e6,  # SQS standard queue requests (each 64 KB chunk of a payload is one), past the first 1 M
-}
-# SQS requests per event item on the outbox queue when the stream is quiet (one item a batch): the stream function's
-# SendMessageBatch, the event source's ReceiveMessage and DeleteMessageBatch.
-OUTBOX_SQS_REQUESTS_PER_ITEM = 3
-# The same lifecycle as a Standard state machine: a Task with .waitForTaskToken that hands the token to the
-# approver, a Choice on the decision, Succeed: one billed transition per state executed.
-SFN_STANDARD_TRANSITIONS = 3
-LAMBDA_MEMORY_GB = 0.5
-ASSUMED_WARM_MS = 40  # per invocation; measure in your account and edit
-# The request counter's writes depend on how many requests of a tenant one warm instance answers per second (its
-# leases grow to that pace): the bill is priced at a busy instance's pace (one request per ASSUMED_WARM_MS) under the
-# host's default limit, and the quiet case (each request counts itself) is printed beside it.
-BUSY_PACE = 1000 // ASSUMED_WARM_MS
-# X-Ray's default sampling rule: the first request each second (the reservoir), then this share of the rest. HTTP APIs
-# send no trace header, so each invocation (API or stream) is sampled on its own and is one trace.
-XRAY_RESERVOIR_PER_SECOND = 1
-XRAY_FIXED_RATE = 0.05
 ROOT = Path(__file__).resolve().parent.parent
+MONTH_S = 30 * 24 * 3600
+MILLION = 1e6
+LOG_EVENT_OVERHEAD = 26
+# X-Ray's default sampling rule.
+XRAY_RESERVOIR_PER_S = 1
+XRAY_FIXED_RATE = 0.05
+# Goals of issue 31 (below Lambda durable functions, as that issue priced them).
+GOALS_INFRA = {"a": 26.0, "b": 21.0, "c": 17.0, "d": 20.0}
+GOAL_ALL_IN_RATIO = 1.3
+GOAL_QUIET_RATIO = 1.5
+GOAL_WRU_A = 20.0
+TRACE_STARTING = ("http", "stream", "schedule")
+
+
+def measured_lifecycles(args: list[str]) -> dict[str, Any]:
+    if "--measured" in args:
+        return json.loads(Path(args[args.index("--measured") + 1]).read_text())
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench/lifecycles.py"), "--json"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench/lifecycles.py failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def memory_mb(function: str) -> int:
+    return wiring.function(function).memory_mb
+
+
+def duration_ms(inv: dict[str, Any]) -> float:
+    """Billed duration: the measured CPU at the function's share of a vCPU, plus its calls' and HTTP requests' round
+    trips (estimates), rounded up to Lambda's 1 ms."""
+    share = min(1.0, memory_mb(inv["function"]) / VCPU_MB)
+    waits = sum(CALL_MS.get(call, DEFAULT_CALL_MS) * n for call, n in inv["calls"].items())
+    return math.ceil(inv["cpu_ms"] / share + waits + inv["outbound_http"] * OUTBOUND_HTTP_MS + INVOKE_OVERHEAD_MS)
+
+
+def is_lambda(inv: dict[str, Any]) -> bool:
+    return inv["trigger"] not in ("poller",) and inv["function"] != "scheduler"
+
+
+def log_bytes_of(inv: dict[str, Any], logs: dict[str, Any]) -> float:
+    """Metered log bytes of one invocation: its lines, Lambda's platform records and, for a request, the HTTP API's
+    access log line (those two estimated from their documented and declared shapes: bench/log_bytes.py)."""
+    if not is_lambda(inv):
+        return 0.0
+    own = inv["log_bytes"] + LOG_EVENT_OVERHEAD * inv["log_events"]
+    access = logs["access_log_bytes"].get(inv["route"], 0) if inv["trigger"] == "http" else 0
+    return own + logs["platform_bytes_per_invocation"] + access
 
 
 def traced_share(pace: float) -> float:
-    """The share of a function's invocations X-Ray's default rule records when they arrive at `pace` per second."""
-    if pace <= XRAY_RESERVOIR_PER_SECOND:
+    if pace <= XRAY_RESERVOIR_PER_S:
         return 1.0
-    return (XRAY_RESERVOIR_PER_SECOND + XRAY_FIXED_RATE * (pace - XRAY_RESERVOIR_PER_SECOND)) / pace
+    return (XRAY_RESERVOIR_PER_S + XRAY_FIXED_RATE * (pace - XRAY_RESERVOIR_PER_S)) / pace
 
 
-@contextlib.contextmanager
-def lambda_environment(name: str):
-    """Inside a Lambda named for wiring function `name` (interlude.adapters.metrics writes only there)."""
-    os.environ["AWS_LAMBDA_FUNCTION_NAME"] = f"interlude-{name}"
-    try:
-        yield
-    finally:
-        os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+def log_ingestion() -> tuple[str, str]:
+    sources = [(ROOT / f"interlude_cdk/{name}.py").read_text() for name in ("functions", "api")]
+    if all("INFREQUENT_ACCESS" in s for s in sources):
+        return "logs_ingested_gb_infrequent_access", "Infrequent Access"
+    return "logs_ingested_gb_standard", "Standard"
 
 
-def log_ingestion_price() -> tuple[float, str]:
-    """$ per GB ingested and the log class, as the construct's function and access log groups are declared."""
-    sources = [(ROOT / f"infra/interlude_cdk/{name}.py").read_text() for name in ("functions", "api")]
-    if all("INFREQUENT_ACCESS" in source for source in sources):
-        return PRICES["logs_ingested_gb_infrequent_access"], "Infrequent Access"
-    return PRICES["logs_ingested_gb_standard"], "Standard"
+def log_retention_months() -> float:
+    found = re.search(r"log_retention: logs\.RetentionDays = logs\.RetentionDays\.(\w+)", (ROOT / "interlude_cdk/props.py").read_text())
+    days = {"ONE_WEEK": 7, "TWO_WEEKS": 14, "ONE_MONTH": 30, "THREE_MONTHS": 90, "SIX_MONTHS": 180, "ONE_YEAR": 365}
+    return days.get(found.group(1) if found else "ONE_MONTH", 30) / 30
 
 
-def measured_log_bytes() -> dict:
-    """bench/log_bytes.py's measurement of one lifecycle, in its own process (it sets a Lambda's environment)."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench/log_bytes.py"), "--json"], capture_output=True, text=True, check=False
+@dataclass
+class Share:
+    """An invocation's figures, counted `weight` times per lifecycle; `request`: whether it is an invocation of its
+    own (a checkpoint made inside a sweep that runs anyway is not)."""
+
+    inv: dict[str, Any]
+    weight: float = 1.0
+    request: bool = True
+
+
+@dataclass
+class Line:
+    name: str
+    quantity: float  # per lifecycle
+    unit: str
+    usd: float  # per lifecycle
+    note: str = ""
+
+
+@dataclass
+class Bill:
+    lifecycle: str
+    pace: str
+    infra: list[Line] = field(default_factory=list)
+    observability: list[Line] = field(default_factory=list)
+
+    def total(self, lines: list[Line]) -> float:
+        return sum(line.usd for line in lines) * MILLION
+
+    @property
+    def infra_per_million(self) -> float:
+        return self.total(self.infra)
+
+    @property
+    def all_in_per_million(self) -> float:
+        return self.total(self.infra) + self.total(self.observability)
+
+    def wru(self) -> float:
+        return sum(line.quantity for line in self.infra if line.unit == "WRU")
+
+
+def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
+    """The lifecycle's invocations at `pace`, with its share of the audit chain's marker, checkpoint and sweeps."""
+    found = measured["lifecycles"][name]
+    audit = measured["audit"]
+    lifecycles_per_s = measured["paces"][pace]
+    quiet = found["quiet"]
+    marker_invs = [i for i in quiet if i["wru_by_kind"].get("audit pending marker")]
+    decisions = len(marker_invs)
+    out = [Share(i) for i in found[pace]]
+    if decisions:
+        # Decisions per chain per checkpoint interval at this pace (one tenant): each shares one marker, one checkpoint.
+        per_interval = min(audit["interval_entries"], max(1.0, lifecycles_per_s / audit["chains"] * audit["interval_s"]))
+        if pace == "busy":
+            marker = {
+                **marker_invs[0],
+                "calls": {},
+                "billed": {},
+                "cpu_ms": 0.0,
+                "rru": 0.0,
+                "log_bytes": 0,
+                "log_events": 0,
+                "wru": sum(i["wru_by_kind"].get("audit pending marker", 0) + i["wru_by_kind"].get("audit pending marker: GSI", 0) for i in marker_invs),
+            }
+            out.append(Share(marker, decisions / per_interval, request=False))
+        out += [Share(i, decisions / per_interval, request=False) for i in audit["checkpoint"]]
+        # While a chain waits, every sweep (each minute) publishes the tenant's anchor: its extra over an idle sweep.
+        # (the tenant has a chain waiting nearly always at either pace: one such sweep a minute, shared by the minute's
+        # lifecycles, and never more than the sweeps of one decision's own wait)
+        waiting_sweeps = min(audit["interval_s"], 1 / lifecycles_per_s) / audit["sweep_every_s"]
+        idle = {k: audit["idle_sweep"][0][k] for k in ("cpu_ms", "rru")}
+        waiting = audit["waiting_sweep"][0]
+        extra = {
+            **waiting,
+            "cpu_ms": max(0.0, waiting["cpu_ms"] - idle["cpu_ms"]),
+            "rru": waiting["rru"] - idle["rru"],
+            "calls": subtract(waiting["calls"], audit["idle_sweep"][0]["calls"]),
+            "billed": subtract(waiting["billed"], audit["idle_sweep"][0]["billed"]),
+            "log_bytes": 0,
+            "log_events": 0,
+        }
+        out.append(Share(extra, waiting_sweeps, request=False))
+    return out
+
+
+def subtract(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0) > 0}
+
+
+def rereads_per_request(measured: dict[str, Any], pace: str, authed: float) -> float:
+    """Strongly consistent GetItems of the key and the tenant's limits per authenticated request, one per cache period
+    per instance: busy, an instance at BUSY_REQUESTS_PER_S; quiet, one instance answering the tenant's requests."""
+    per_s = measured["busy_requests_per_s"] if pace == "busy" else measured["paces"][pace] * authed
+    caches = measured["caches_s"]
+    return sum(min(1.0, 1 / (per_s * caches[k])) for k in ("key", "limits")) if per_s else 0.0
+
+
+def fixed_monthly(measured: dict[str, Any]) -> tuple[list[Line], list[Line]]:
+    """A deployment's own costs each month, whatever its traffic: (infrastructure, observability), $ per month."""
+    consumers = [f for f in wiring.FUNCTIONS if f.consumes]
+    receives = len(consumers) * IDLE_POLLERS_PER_QUEUE * MONTH_S / LONG_POLL_S
+    sweeps = MONTH_S / measured["audit"]["sweep_every_s"]
+    idle = measured["audit"]["idle_sweep"][0]
+    gb_s = duration_ms(idle) / 1000 * memory_mb(idle["function"]) / 1024
+    infra = [
+        Line("SQS pollers' empty receives", receives, "requests", receives * price("sqs_request"),
+             f"{len(consumers)} queues × {IDLE_POLLERS_PER_QUEUE} pollers × one {LONG_POLL_S} s long poll each"),
+        Line("audit sweep: Scheduler invocations", sweeps, "invocations", sweeps * price("scheduler_invocation"),
+             f"every {measured['audit']['sweep_every_s']} s"),
+        Line("audit sweep: Lambda", sweeps, "invocations",
+             sweeps * (price("lambda_request") + gb_s * price("lambda_gb_second_arm")), f"{duration_ms(idle):.0f} ms each"),
+        Line("audit sweep: DynamoDB reads", sweeps * idle["rru"], "RRU", sweeps * idle["rru"] * price("dynamodb_rru"),
+             f"{sum(idle['calls'].values())} Queries of the pending index"),
+        Line("secrets (token key ring, audit key)", len(wiring.SECRETS), "secrets", len(wiring.SECRETS) * price("secret_month")),
+    ]
+    ingest, _ = log_ingestion()
+    log_gb = sweeps * log_bytes_of(idle, measured["logs"]) / 1e9
+    observability = [
+        Line("audit sweep: logs", log_gb, "GB", log_gb * (price(ingest) + log_retention_months() * price("logs_stored_gb_month"))),
+        Line("audit sweep: X-Ray traces", sweeps, "traces", sweeps * price("xray_trace_recorded"), "one a minute: all sampled"),
+        Line("CloudWatch dashboard", 1, "dashboard", price("dashboard_month"), "InterludeProps.dashboard (default on)"),
+    ]
+    return infra, observability
+
+
+def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
+    lifecycles_per_s = measured["paces"][pace]
+    per_month = lifecycles_per_s * MONTH_S
+    parts = shares(measured, name, pace)
+    result = Bill(name, pace)
+    add = result.infra.append
+
+    def total(key: str, pick: Any = None) -> float:
+        return sum(s.weight * (pick(s) if pick else s.inv[key]) for s in parts)
+
+    requests = total("", lambda s: 1 if s.request and s.inv["trigger"] == "http" else 0)
+    authed = total("", lambda s: 1 if s.request and s.inv.get("authenticated") else 0)
+    add(Line("HTTP API requests", requests, "requests", requests * price("http_api_request")))
+    invocations = total("", lambda s: 1 if is_lambda(s.inv) and s.request else 0)
+    add(Line("Lambda requests", invocations, "invocations", invocations * price("lambda_request"), by_function(parts)))
+    gb_s = total("", lambda s: duration_ms(s.inv) / 1000 * memory_mb(s.inv["function"]) / 1024 if is_lambda(s.inv) else 0)
+    ms = total("", lambda s: duration_ms(s.inv) if is_lambda(s.inv) else 0)
+    add(Line("Lambda duration", gb_s, "GB-s", gb_s * price("lambda_gb_second_arm"),
+             f"{ms:.0f} ms billed in all: CPU {total('cpu_ms'):.1f} ms measured, scaled to a {memory_mb('api')} MB share, + calls' round trips"))
+    counter = authed * measured["counter_writes_per_request"][pace]
+    wru = total("wru")
+    add(Line("DynamoDB writes", wru + counter, "WRU", (wru + counter) * price("dynamodb_wru"),
+             f"{wru:g} as counted (GSI and the audit marker's share included) + request counter {counter:.2f} "
+             f"({authed:g} authenticated requests × {measured['counter_writes_per_request'][pace]:.2f})"))
+    rereads = authed * rereads_per_request(measured, pace, authed)
+    rru = total("rru")
+    add(Line("DynamoDB reads", rru + rereads, "RRU", (rru + rereads) * price("dynamodb_rru"),
+             f"{rru:g} as counted + key and limits re-reads {rereads:.3f}"))
+    billed: dict[str, float] = defaultdict(float)
+    for s in parts:
+        for call, n in s.inv["billed"].items():
+            billed[call] += s.weight * n
+    sqs = sum(n for call, n in billed.items() if call.startswith("sqs:"))
+    pollers = total("", lambda s: sum(s.inv["billed"].values()) if s.inv["trigger"] == "poller" else 0)
+    add(Line("SQS requests", sqs, "requests", sqs * price("sqs_request"), f"{pollers:g} of them the event source mappings' receives and deletes"))
+    scheduled = billed.get("scheduler:invocation", 0.0)
+    creates = billed.get("scheduler:CreateSchedule", 0.0)
+    add(Line("Scheduler invocations", scheduled, "invocations", scheduled * price("scheduler_invocation"),
+             f"{creates:g} schedules created, {billed.get('scheduler:DeleteSchedule', 0.0):g} deleted (API calls: free)"))
+    secrets = sum(n for call, n in billed.items() if call.startswith("secretsmanager:"))
+    add(Line("Secrets Manager calls", secrets, "calls", secrets * price("secrets_api_call"), "cached per instance: none in a warm lifecycle"))
+    puts, gets = billed.get("s3:PutObject", 0.0), billed.get("s3:GetObject", 0.0)
+    add(Line("S3 (audit anchors)", puts + gets, "requests", puts * price("s3_put") + gets * price("s3_get"), f"{puts:.3f} PUTs"))
+    stored = measured["lifecycles"][name]["stored"]
+    gb = (stored["bytes"] + stored["indexed_bytes"]) / 1e9
+    add(Line("DynamoDB storage, one month", gb, "GB-month", gb * price("dynamodb_storage_gb_month"),
+             f"{stored['items']} items, {stored['bytes']} B (+100 B each), {stored['indexed_bytes']} B indexed; no TTL: it stays"))
+    fixed_infra, fixed_observability = fixed_monthly(measured)
+    fixed = sum(line.usd for line in fixed_infra)
+    add(Line("deployment's fixed costs, shared", fixed, "$/mo", fixed / per_month,
+             f"${fixed:.2f} a month over {per_month / MILLION:.2f} M lifecycles (below)"))
+
+    ingest, log_class = log_ingestion()
+    log_gb = total("", lambda s: log_bytes_of(s.inv, measured["logs"]) if s.request else 0) / 1e9
+    months = log_retention_months()
+    result.observability.append(
+        Line("CloudWatch Logs", log_gb, "GB", log_gb * (price(ingest) + months * price("logs_stored_gb_month")),
+             f"{log_gb * 1e9:.0f} B: ingestion ({log_class}) and {months:g} month stored (raw bytes: an upper bound)")
     )
-    if done.returncode != 0:
-        raise SystemExit(f"bench/log_bytes.py failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-# Item kinds, by key: the first whose test passes names the item (the breakdown's rows, in this order).
-KINDS: list[tuple[str, object]] = [
-    ("request counter", lambda pk, sk: "#RATE" in pk),
-    ("inbox entries", lambda pk, sk: f"#{wiring.INBOX.prefix}#" in pk),
-    ("run index entry", lambda pk, sk: "#RUNS#" in pk),
-    ("open-runs counter", lambda pk, sk: sk == "USAGE"),
-    ("audit trail (S3)", lambda pk, sk: "#AUDIT" in pk),
-    ("idempotency", lambda pk, sk: "#IDEM#" in pk),
-    ("run head", lambda pk, sk: sk == "RUN"),
-    ("event batch", lambda pk, sk: sk.startswith("E#")),
-    ("interrupt", lambda pk, sk: sk.startswith("I#")),
-]
+    starts: dict[str, float] = defaultdict(float)
+    for s in parts:
+        if s.request and s.inv["trigger"] in TRACE_STARTING and is_lambda(s.inv):
+            starts[s.inv["function"]] += s.weight
+    traces = sum(n * traced_share(lifecycles_per_s * n) for n in starts.values())
+    result.observability.append(
+        Line("X-Ray traces", traces, "traces", traces * price("xray_trace_recorded"),
+             ", ".join(f"{f} {traced_share(lifecycles_per_s * n):.2f} of {n:g}" for f, n in starts.items()) + " sampled")
+    )
+    fixed_obs = sum(line.usd for line in fixed_observability)
+    result.observability.append(Line("dashboard, sweep's logs and traces", fixed_obs, "$/mo", fixed_obs / per_month, "a month, shared"))
+    return result
 
 
-def kind_of(key: dict) -> str:
-    pk, sk = key["pk"]["S"], key["sk"]["S"]
-    return next((name for name, test in KINDS if test(pk, sk)), f"other ({sk.split('#', 1)[0]})")
+def by_function(parts: list[Share]) -> str:
+    counts: dict[str, float] = defaultdict(float)
+    for s in parts:
+        if is_lambda(s.inv) and s.request:
+            counts[s.inv["function"]] += s.weight
+    return ", ".join(f"{f} {n:g}" for f, n in counts.items())
 
 
-def attr_size(value: dict) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "N":
-        digits = len(str(Decimal(v)).replace("-", "").replace(".", "").lstrip("0")) or 1
-        return math.ceil(digits / 2) + 1
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + attr_size(x) + 1 for k, x in v.items())
-    if kind == "L":
-        return 3 + sum(attr_size(x) + 1 for x in v)
-    if kind == "B":
-        return len(v)
-    if kind == "BOOL" or kind == "NULL":
-        return 1
-    return len(str(v))
+# -- the peers ---------------------------------------------------------------------------------------------------
 
 
-def item_size(item: dict) -> int:
-    return sum(len(k.encode()) + attr_size(v) for k, v in item.items())
+@dataclass
+class PeerLine:
+    name: str
+    low: float  # quantity per lifecycle
+    high: float
+    unit_price: float
+    note: str = ""
 
 
-class Meter:
-    """Write and read units of every DynamoDB call, from the items' sizes before and after each write."""
-
-    def __init__(self, client, reader) -> None:
-        self.wru = 0.0
-        self.rru = 0.0
-        # Index writes: the inbox's entry items (store/inbox.py), and a GSI write for any item that holds the
-        # `inbox` GSI's key after a write or lost it in one (the audit head's pending-checkpoint entry): a GSI write
-        # is never doubled by a transaction.
-        self.index_wru = 0.0
-        self.old: list[dict | None] = []
-        # Write units by item kind (GSI writes as "<kind>: GSI"), and the stream records of the items created.
-        self.kinds: dict[str, float] = defaultdict(float)
-        self.inserts: list[dict] = []
-        self.read_unit = 0.5
-        self.reader = reader
-        # (key, factor, is a delete) per item the pending call writes.
-        self.pending: list[tuple[dict, int, bool]] = []
-        client.meta.events.register("before-parameter-build.dynamodb", self.before)
-        client.meta.events.register("after-call.dynamodb", self.after)
-
-    def before(self, model, params, **_):
-        name = model.name
-        # A strongly consistent read is billed a whole unit per 4 KB, an eventually consistent one half.
-        batch = next(iter((params.get("RequestItems") or {}).values()), {}) if name == "BatchGetItem" else {}
-        self.read_unit = 1.0 if params.get("ConsistentRead") or batch.get("ConsistentRead") else 0.5
-        if name == "TransactWriteItems":
-            for op in params["TransactItems"]:
-                kind, body = next(iter(op.items()))
-                key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
-                self.pending.append((key, 2, kind == "Delete"))
-        elif name in ("PutItem", "UpdateItem", "DeleteItem"):
-            key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
-            self.pending.append((key, 1, name == "DeleteItem"))
-        elif name == "BatchWriteItem":
-            for requests in params["RequestItems"].values():
-                for request in requests:
-                    if "PutRequest" in request:
-                        item = request["PutRequest"]["Item"]
-                        self.pending.append(({k: item[k] for k in ("pk", "sk")}, 1, False))
-                    else:
-                        self.pending.append((request["DeleteRequest"]["Key"], 1, True))
-        self.old = [self.reader.get_item(TableName="bench", Key=key).get("Item") for key, _, _ in self.pending]
-
-    def after(self, model, parsed, **_):
-        name = model.name
-        gsi_key = wiring.INBOX_INDEX.partition_key
-        for (key, factor, deleted), old in zip(self.pending, self.old, strict=True):
-            got = self.reader.get_item(TableName="bench", Key=key).get("Item")
-            # A delete is billed by the size of the item it removed; any other write by the item it leaves.
-            billed = old if deleted else got
-            units = factor * math.ceil(item_size(billed or key) / 1024)
-            kind = kind_of(key)
-            self.kinds[kind] += units
-            if old is None and got is not None:
-                self.inserts.append({"eventName": "INSERT", "dynamodb": {"Keys": key, "NewImage": got}})
-            if f"#{wiring.INBOX.prefix}#" in key["pk"]["S"]:
-                self.index_wru += units
-                continue
-            self.wru += units
-            gsi = got if got is not None and gsi_key in got else old if old is not None and gsi_key in old else None
-            if gsi is not None:
-                self.index_wru += math.ceil(item_size(gsi) / 1024)
-                self.kinds[f"{kind}: GSI"] += math.ceil(item_size(gsi) / 1024)
-        self.pending = []
-        self.old = []
-        unit = self.read_unit
-        if name == "GetItem":
-            # A read that finds nothing is billed as one unit step too.
-            self.rru += unit * max(1, math.ceil(item_size(parsed.get("Item") or {}) / 4096))
-        elif name == "Query":
-            self.rru += unit * max(1, math.ceil(sum(item_size(i) for i in parsed.get("Items", [])) / 4096))
-        elif name == "BatchGetItem":
-            for items in (parsed.get("Responses") or {}).values():
-                self.rru += sum(unit * math.ceil(item_size(i) / 4096) for i in items)
+def peers(measured: dict[str, Any], name: str) -> dict[str, list[PeerLine]]:
+    """The same lifecycle on each peer, with what its user also pays; (low, high) where a design choice moves it."""
+    lam = lambda_figures(measured)
+    notice_gb_s, front_gb_s = lam["notice_ms"] / 1000 * 0.5, lam["front_door_ms"] / 1000 * 0.5
+    history_gb = measured["lifecycles"][name]["stored"]["bytes"] / 1e9
+    invoke = price("lambda_request")
+    gbs = price("lambda_gb_second_arm")
+    front_door = [
+        PeerLine("HTTP API request (the decision's front door)", 1, 1, price("http_api_request")),
+        PeerLine("Lambda: front door request", 1, 1, invoke, "reads the token and hands the answer on"),
+        PeerLine("Lambda: front door duration (GB-s)", front_gb_s, front_gb_s, gbs, f"{lam['front_door_ms']:.0f} ms at 512 MB"),
+    ]
+    decided = name in ("a", "b")
+    notices = {"a": 2, "c+notices": 2}.get(name, 0)
+    transitions = {"a": (3, 4), "b": (2, 3), "c": (2, 3), "c+notices": (4, 5), "d": (2, 3)}[name]
+    record_token = name in ("b", "c", "c+notices")
+    sfn = [
+        PeerLine("state transitions", *transitions, price("sfn_standard_transition"),
+                 "a Task .waitForTaskToken, a Choice on the decision (or not), the end state; a notice is a Lambda Task"),
+    ]
+    if notices or record_token:
+        tasks = notices + (1 if record_token else 0)
+        sfn += [
+            PeerLine("Lambda: task requests", tasks, tasks, invoke, "a notice's POST, or storing the task token"),
+            PeerLine("Lambda: task duration (GB-s)", tasks * notice_gb_s, tasks * notice_gb_s, gbs, f"{lam['notice_ms']:.0f} ms each, as Interlude's notice"),
+        ]
+    if record_token:
+        sfn.append(PeerLine("DynamoDB: the task token stored and read", 1, 1, price("dynamodb_wru") + 0.5 * price("dynamodb_rru")))
+    if decided:
+        sfn += front_door
+    actions = {"a": 4, "b": 4, "c": 2, "c+notices": 4, "d": 2}[name]
+    temporal = [
+        PeerLine("Actions (with the plan's 10%)", actions, actions, 0.0, "start, signal, queries, timers, activities"),
+        PeerLine("Active storage (GBh, the history open an hour)", history_gb, history_gb, price("temporal_active_gbh")),
+        PeerLine("Retained storage (GBh, 30 days)", history_gb * 720, history_gb * 720, price("temporal_retained_gbh")),
+    ]
+    if decided:
+        temporal += front_door
+    operations = {"a": (3, 4), "b": (2, 3), "c": (1, 2), "c+notices": (3, 4), "d": (2, 3)}[name]
+    durable = [
+        PeerLine("durable operations", *operations, price("durable_operation"), "steps, the callback (with its timeout), the start or not"),
+        PeerLine("Lambda requests (start; resumed after the callback)", 2, 2, invoke),
+        PeerLine("Lambda duration (GB-s)", 2 * notice_gb_s, 2 * notice_gb_s, gbs, f"{lam['notice_ms']:.0f} ms each"),
+        PeerLine("data written (GB; ESTIMATE rate)", history_gb, history_gb, price("durable_data_written_gb")),
+        PeerLine("data retained 14 days (GB-month; ESTIMATE rate)", history_gb * 14 / 30, history_gb * 14 / 30, price("durable_data_retained_gb_month")),
+    ]
+    if name == "d":
+        durable.append(PeerLine("SQS: the task sent, received, deleted", 3, 3, price("sqs_request")))
+    if decided:
+        durable += front_door
+    return {"Step Functions Standard": sfn, "Temporal Cloud": temporal, "Lambda durable functions": durable}
 
 
-class Api:
-    """Requests to the real API function (the local stack's Lambda runtime), each metered on its own."""
-
-    def __init__(self) -> None:
-        from interlude.api import http
-        from interlude.domain.models.requests import CreateKeyRequest
-
-        self.service = http.service()
-        created = self.service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        self.bearer = f"Bearer {created['apiKey']}"
-        self.meter = Meter(self.service.store.client, boto3.client("dynamodb"))
-
-    def call(self, method: str, path: str, body: object = None, key: str | None = None) -> tuple[dict, float, float]:
-        """(answer, WRU without the request counter's, RRU) of one request."""
-        from interlude.local import lambda_runtime
-        from interlude.local.http_gateway import to_event
-
-        headers = {"authorization": self.bearer, "content-type": "application/json"}
-        if key:
-            headers["idempotency-key"] = key
-        raw = b"" if body is None else json.dumps(body).encode()
-        self.meter.wru = self.meter.rru = self.meter.index_wru = 0.0
-        self.meter.kinds.clear()
-        got = lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
-        # The request counter's share is the leases' (priced at a stated pace in main), not this request's luck.
-        counter = self.meter.kinds.get("request counter", 0.0)
-        return json.loads(got["body"]), self.meter.wru + self.meter.index_wru - counter, self.meter.rru
+def peer_total(measured: dict[str, Any], peer: str, lines: list[PeerLine]) -> tuple[float, float]:
+    low = high = 0.0
+    for line in lines:
+        if peer == "Temporal Cloud" and line.name.startswith("Actions"):
+            share = 1 + price("temporal_plan_share")
+            low += line.low * price("temporal_action_low") * share
+            high += line.high * price("temporal_action_high") * share
+        else:
+            low += line.low * line.unit_price
+            high += line.high * line.unit_price
+    return low * MILLION, high * MILLION
 
 
-class CountedLimitStore:
-    """The real request counter, with the UpdateItems it sends counted (a refused one is billed too)."""
-
-    def __init__(self, client) -> None:
-        from interlude.store.limits import LimitStore
-
-        self.store = LimitStore("bench", client)
-        self.writes = 0
-
-    def count_request(self, tenant, window, limit, requests=1):
-        self.writes += 1
-        return self.store.count_request(tenant, window, limit, requests)
-
-
-def counter_writes_per_request(client, tenant: str, pace: int, limit: int, windows: int = 10) -> float:
-    """Request-counter writes per request of one warm instance answering `pace` requests of a tenant each second,
-    once its leases have grown to that pace (every window after the first)."""
-    from interlude.app.limits import RequestLeases
-    from interlude.rules.limits import window_of
-
-    counted = CountedLimitStore(client)
-    leases = RequestLeases()
-    for second in range(windows + 1):
-        if second == 1:
-            counted.writes = 0
-        for _ in range(pace):
-            leases.admit(counted, tenant, window_of(10_000 + second + 0.5), limit)
-    return counted.writes / (pace * windows)
+def lambda_figures(measured: dict[str, Any]) -> dict[str, float]:
+    """Durations the peers' Lambda work takes, from Interlude's own measured work of the same kind: a notice's POST
+    (the callbacks function, per notice delivered) and a front door (an authenticated one-item read) plus one more
+    AWS call (SendTaskSuccess or its like: an estimate)."""
+    callbacks = [i for i in measured["lifecycles"]["a"]["busy"] if i["function"] == "callbacks"]
+    delivered = sum(i["outbound_http"] for i in callbacks) or 1
+    gets = [i for i in measured["lifecycles"]["b"]["busy"] if i["route"] == "GET /runs/{runId}"]
+    return {
+        "notice_ms": sum(duration_ms(i) for i in callbacks) / delivered,
+        "front_door_ms": min(duration_ms(i) for i in gets) + DEFAULT_CALL_MS * 2,
+    }
 
 
-def lifecycle(api: Api, create: dict, resume: dict) -> list[tuple[str, float, float, dict[str, float]]]:
-    """(request, WRU incl. index, RRU, WRU by kind) of each request of one lifecycle, then of the stream consumer."""
-    from tests.support.local_stack import wire
+# -- the report --------------------------------------------------------------------------------------------------
 
-    meter = api.meter
+
+def priced(measured: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"lifecycles": {}, "load": measured["load"], "paces": measured["paces"]}
+    for name, found in measured["lifecycles"].items():
+        busy, quiet = bill(measured, name, "busy"), bill(measured, name, "quiet")
+        out["lifecycles"][name] = {
+            "title": found["title"],
+            "infra_busy": busy.infra_per_million,
+            "all_in_busy": busy.all_in_per_million,
+            "infra_quiet": quiet.infra_per_million,
+            "all_in_quiet": quiet.all_in_per_million,
+            "wru_busy": busy.wru(),
+            "wru_quiet": quiet.wru(),
+            "peers": {peer: peer_total(measured, peer, lines) for peer, lines in peers(measured, name).items()},
+        }
+    infra, observability = fixed_monthly(measured)
+    out["fixed_monthly"] = {"infra": sum(x.usd for x in infra), "observability": sum(x.usd for x in observability)}
+    return out
+
+
+def verdicts(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """(figure, now, goal, met) for the rows of issue 31's goals table this script measures."""
+    lc = result["lifecycles"]
     rows = []
-
-    def take(name: str) -> None:
-        rows.append((name, meter.wru + meter.index_wru, meter.rru, dict(meter.kinds)))
-        meter.wru = meter.rru = meter.index_wru = 0.0
-        meter.kinds.clear()
-
-    meter.inserts.clear()
-    run = api.call("POST", "/runs", create)[0]["runId"]
-    take("createRun")
-    for name, method, path, body in (
-        ("getRun", "GET", f"/runs/{wire(run)}", None),
-        ("resolve", "POST", f"/runs/{wire(run)}/interrupts/gate", resume),
-        ("poll events", "GET", f"/runs/{wire(run)}/events/poll?timeout=1", None),
-    ):
-        api.call(method, path, body)
-        take(name)
-    passed = [record for record in meter.inserts if is_event_insert(record)]
-    store = api.service.store
-    for record in passed:
-        # What `dispatch` does with each record the stream filter passes: the outbox message names the item, which
-        # it reads back (one strongly consistent GetItem), then the closed interrupts' inbox entries deleted, the run
-        # advanced, with the business metrics' outbox handler as in Lambda: its time-to-decision reads the run head
-        # and the interrupt back (two GetItems per decided interrupt). The other adapters write nothing to the table
-        # here; the metrics' EMF lines are counted by bench/log_bytes.py, not printed here.
-        read_back = OutboxRecords(store.client, store.table).record_of(queued(record))
-        with lambda_environment("dispatch"), contextlib.redirect_stdout(io.StringIO()):
-            dispatch.handle_record(api.service, read_back, (metrics.on_events,))
-    take(f"dispatch ×{len(passed)}")
+    now = " / ".join(f"{lc[k]['infra_busy']:.2f}" for k in GOALS_INFRA)
+    goal = " / ".join(f"{v:g}" for v in GOALS_INFRA.values())
+    durable = " / ".join(f"{lc[k]['peers']['Lambda durable functions'][0]:.0f}–{lc[k]['peers']['Lambda durable functions'][1]:.0f}" for k in GOALS_INFRA)
+    rows.append((
+        "$/M, infrastructure only, lifecycles (a) (b) (c) (d), busy pace",
+        f"{now} (Lambda durable functions as priced here: {durable})",
+        f"≤ {goal}",
+        all(lc[k]["infra_busy"] <= v for k, v in GOALS_INFRA.items()),
+    ))
+    ratios = {k: (lc[k]["all_in_busy"] / lc[k]["infra_busy"], lc[k]["all_in_quiet"] / lc[k]["all_in_busy"]) for k in GOALS_INFRA}
+    rows.append((
+        "$/M all-in (logs and traces), busy and quiet pace",
+        "; ".join(f"({k}) {lc[k]['all_in_busy']:.2f} busy ({r[0]:.2f}× infra), {lc[k]['all_in_quiet']:.2f} quiet ({r[1]:.2f}× busy)" for k, r in ratios.items()),
+        f"all-in ≤ {GOAL_ALL_IN_RATIO} × infrastructure-only, quiet ≤ {GOAL_QUIET_RATIO} × busy",
+        all(a <= GOAL_ALL_IN_RATIO and q <= GOAL_QUIET_RATIO for a, q in ratios.values()),
+    ))
+    rows.append((
+        "WRU per lifecycle (a), 2 KB gate text and 2 KB inputs",
+        f"{lc['a']['wru_busy']:.1f} busy, {lc['a']['wru_quiet']:.1f} quiet",
+        f"≤ {GOAL_WRU_A:g}",
+        lc["a"]["wru_busy"] <= GOAL_WRU_A,
+    ))
     return rows
 
 
-def main() -> None:
-    from interlude.app import limits as app_limits
-    from interlude.config import settings
-    from tests.support.local_stack import wire
-
-    # Steady state for the audit log too: the measured resolve appends to a chain that already waits for its next
-    # checkpoint, as the warm-up's append left it (a chain's pending marker is written once per checkpoint, at most
-    # one append in 1,000; with 128 chains the measured run would otherwise land on a fresh one).
-    wiring.AUDIT_CHAINS = 1
-    # The key and the tenant's limits are re-read once per cache period per instance, not per lifecycle: held for
-    # the whole run so a slow machine's clock does not put a re-read in the measured lifecycle (printed below).
-    key_cache, limits_cache = Service.KEY_CACHE_SECONDS, app_limits.LIMITS_CACHE_SECONDS
-    Service.KEY_CACHE_SECONDS = app_limits.LIMITS_CACHE_SECONDS = 3600.0
-    with mock_aws():
-        client = boto3.client("dynamodb")
-        create_table(client, "bench")
-        admin_with_approval(Service(Store("bench", client)))
-        api = Api()
-        meter = api.meter
-        create = {"workflowId": "conformance-approval"}
-        resume = {"resumeValue": {"action": "accept"}}
-
-        # A warm instance first: the key and the workflow cached, as in steady state.
-        lifecycle(api, create, resume)
-        rows = lifecycle(api, create, resume)
-        dispatch_invocations = int(rows[-1][0].split("×")[1])
-        kinds: dict[str, float] = defaultdict(float)
-        for _, _, _, by_kind in rows:
-            for kind, units in by_kind.items():
-                kinds[kind] += units
-        rru = sum(r for _, _, r, _ in rows)
-        # The request counter as this run happened to lease it is replaced by its steady state at a stated pace.
-        measured_counter = kinds.pop("request counter", 0.0)
-        default_limit = settings().tenant_requests_per_second
-        api_requests = 4
-        paces = {
-            (pace, limit): counter_writes_per_request(client, f"pace-{pace}-{limit}", pace, limit)
-            for pace in (1, 5, BUSY_PACE)
-            for limit in (default_limit, 500)
-        }
-        counter_wru = api_requests * paces[(BUSY_PACE, default_limit)]
-        quiet_counter_wru = api_requests * paces[(1, default_limit)]
-        wru = sum(units for kind, units in kinds.items() if ": GSI" not in kind and kind != "inbox entries")
-        index_wru = sum(units for kind, units in kinds.items() if ": GSI" in kind or kind == "inbox entries")
-        # The same lifecycle with an Idempotency-Key on createRun and on the resolve.
-        meter.wru = meter.rru = meter.index_wru = 0.0
-        plain_create = api.call("POST", "/runs", create)
-        keyed = api.call("POST", "/runs", create, "bench-create-key-000000001")
-        resolved = api.call(
-            "POST", f"/runs/{wire(keyed[0]['runId'])}/interrupts/gate", resume, "bench-resolve-key-00000001"
-        )
-        plain_resolve = api.call("POST", f"/runs/{wire(plain_create[0]['runId'])}/interrupts/gate", resume)
-        idem_wru = keyed[1] - plain_create[1] + resolved[1] - plain_resolve[1]
-        # Either plain request may have re-read the tenant's limits (a 10 s cache): the lesser read is the request's.
-        idem_rru = keyed[2] - min(plain_create[2], rows[0][2]) + resolved[2] - min(plain_resolve[2], rows[2][2])
-
-    per_million = 1e6
-    print("Write units of each request (the request counter's own write left out: its steady state is below):")
-    for name, w, r, by_kind in rows:
-        w -= by_kind.get("request counter", 0.0)
+def print_report(measured: dict[str, Any]) -> None:
+    load = ", ".join(f"{x:.1f}" for x in measured["load"])
+    print(
+        f"$ per million lifecycles, us-east-1 list prices read {READ_ON} (bench/_prices.py); counted by "
+        f"bench/lifecycles.py (rounds={measured['rounds']}, CPU medians at load average {load}). Paces: busy "
+        f"{measured['paces']['busy']:g} lifecycles/s, quiet {measured['paces']['quiet']:g}/s, one tenant."
+    )
+    for name in measured["lifecycles"]:
+        busy, quiet = bill(measured, name, "busy"), bill(measured, name, "quiet")
+        print(f"\n({name}) {measured['lifecycles'][name]['title']}")
+        print(f"  {'line':<36} {'per lifecycle':>16} {'$/M busy':>9} {'$/M quiet':>9}")
+        for section, b_lines, q_lines in (("infrastructure", busy.infra, quiet.infra), ("logs and traces", busy.observability, quiet.observability)):
+            for b, q in zip(b_lines, q_lines, strict=True):
+                print(f"  {b.name:<36} {b.quantity:>10.4g} {b.unit:<5} {b.usd * MILLION:>9.2f} {q.usd * MILLION:>9.2f}   {b.note}")
+            del section
         print(
-            f"  {name:16s} {w:5.1f} WRU  {r:4.1f} RRU   "
-            + ", ".join(f"{k} {v:g}" for k, v in by_kind.items() if k != "request counter")
+            f"  infrastructure only: ${busy.infra_per_million:.2f} busy, ${quiet.infra_per_million:.2f} quiet; all-in: "
+            f"${busy.all_in_per_million:.2f} busy, ${quiet.all_in_per_million:.2f} quiet; "
+            f"{busy.wru():.1f} WRU busy, {quiet.wru():.1f} quiet"
         )
-    print("Write units by item kind, one lifecycle (a transaction's items count twice; GSI writes once each):")
-    for kind, units in sorted(kinds.items(), key=lambda kv: -kv[1]):
-        print(f"  {kind:28s} {units:5.1f}")
-    print(
-        f"  {'request counter':28s} {counter_wru:5.2f}  ({api_requests} requests × {paces[(BUSY_PACE, default_limit)]:.2f}: "
-        f"a warm instance at {BUSY_PACE} requests/s of the tenant, limit {default_limit}/s; "
-        f"{measured_counter:g} as this run's windows fell)"
-    )
-    print(
-        "Request-counter writes per request, by a warm instance's pace (requests/s of one tenant) and the tenant's limit:"
-    )
-    for (pace, limit), per_request in paces.items():
-        print(f"  pace {pace:3d}/s, limit {limit:3d}/s: {per_request:.2f}")
+        for peer, lines in peers(measured, name).items():
+            low, high = peer_total(measured, peer, lines)
+            detail = "; ".join(
+                f"{line.name} {line.low:g}" + (f"–{line.high:g}" if line.high != line.low else "") for line in lines
+            )
+            print(f"  {peer:<26} ${low:.2f}–{high:.2f}   ({detail})")
+    infra, observability = fixed_monthly(measured)
+    print("\nThe deployment's own monthly costs, whatever its traffic (shared over the lifecycles above):")
+    for line in infra + observability:
+        print(f"  {line.name:<40} {line.quantity:>12.6g} {line.unit:<11} ${line.usd:8.2f} a month   {line.note}")
+    print("\nPrices (per unit) and where they were read:")
+    for key, p in PRICES.items():
+        print(f"  {key:<34} ${p.usd:.10g} per {p.per}  — {p.source}{'  [ESTIMATE]' if p.estimate else ''}")
+    print("\nGoals of issue 31 measured here:")
+    for figure, now, goal, met in verdicts(priced(measured)):
+        print(f"  {figure}: {now}; goal {goal}: {'met' if met else 'NOT MET'}")
 
-    rereads = api_requests / BUSY_PACE * (1 / key_cache + 1 / limits_cache)
-    print(
-        f"Key and limits re-reads: one strongly consistent GetItem each per {key_cache:g} s / {limits_cache:g} s per "
-        f"instance, ≈ {rereads:.3f} RRU per lifecycle at {BUSY_PACE} requests/s (added to the reads below)"
-    )
-    rru += rereads
-    # Each event item invokes `stream` (queued on the outbox) and `dispatch` (the outbox's message): one each when quiet.
-    invocations = api_requests + 2 * dispatch_invocations
-    sqs_requests = OUTBOX_SQS_REQUESTS_PER_ITEM * dispatch_invocations
-    queues = sqs_requests * PRICES["sqs_request"]
-    wru += counter_wru
-    dynamo = (wru + index_wru) * PRICES["write_request_unit"] + rru * PRICES["read_request_unit"]
-    gateway = api_requests * PRICES["http_api_request"]
-    per_invocation = (
-        PRICES["lambda_request"] + LAMBDA_MEMORY_GB * ASSUMED_WARM_MS / 1000 * PRICES["lambda_gb_second_arm"]
-    )
-    lam = invocations * per_invocation
-    print(
-        "One approval lifecycle through the API function (create, get, resolve, poll; key checks and the request counter included; stream consumer per event item):"
-    )
-    print(
-        f"  DynamoDB write request units  {wru:6.1f}   -> ${wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
-    )
-    print(
-        f"  index write units             {index_wru:6.1f}   -> ${index_wru * PRICES['write_request_unit'] * per_million:8.2f} per million lifecycles"
-    )
-    print(
-        f"  DynamoDB read request units   {rru:6.1f}   -> ${rru * PRICES['read_request_unit'] * per_million:8.2f} per million lifecycles"
-    )
-    print(
-        f"  API Gateway HTTP requests     {api_requests:6d}   -> ${gateway * per_million:8.2f} per million lifecycles"
-    )
-    print(
-        f"  Lambda invocations            {invocations:6d}   -> ${lam * per_million:8.2f} per million lifecycles "
-        f"({LAMBDA_MEMORY_GB} GB, {ASSUMED_WARM_MS} ms assumed each; {dispatch_invocations} each of stream and dispatch: "
-        "the event items the stream filter passes, one record each as when the stream is quiet)"
-    )
-    print(
-        f"  SQS requests (the outbox)     {sqs_requests:6d}   -> ${queues * per_million:8.2f} per million lifecycles "
-        f"({OUTBOX_SQS_REQUESTS_PER_ITEM} per event item: the stream's send, the event source's receive and delete; "
-        "an idle event source's long polls are a fixed cost, not a lifecycle's)"
-    )
-    logs_measured = measured_log_bytes()
-    log_price, log_class = log_ingestion_price()
-    overhead = logs_measured["event_overhead"]
-    # Metered bytes of each (function, kind of line): the lines' bytes plus each event's overhead.
-    metered = {
-        (name, kind): size + overhead * logs_measured["events"][name][kind]
-        for name, kinds in logs_measured["bytes"].items()
-        for kind, size in kinds.items()
-    }
-    by_function: dict[str, int] = defaultdict(int)
-    for (name, _), size in metered.items():
-        by_function[name] += size
-    estimated = sum(size for (_, kind), size in metered.items() if kind.endswith("(estimate)"))
-    log_bytes = sum(by_function.values())
-    logs = log_bytes / 1e9 * log_price
-    print(
-        f"  CloudWatch Logs ingestion     {log_bytes:6d} B -> ${logs * per_million:8.2f} per million lifecycles "
-        f"(${log_price:.2f}/GB, {log_class} class; LOG_LEVEL={logs_measured['log_level']}; "
-        + ", ".join(f"{name} {size} B" for name, size in by_function.items())
-        + f"; {log_bytes - estimated} B measured from the handlers' output, {estimated} B estimated: Lambda's "
-        "platform records and the access log's lines; bench/log_bytes.py)"
-    )
-    busy_share, quiet_share = traced_share(BUSY_PACE), traced_share(1)
-    traces = invocations * busy_share
-    xray = traces * PRICES["xray_trace_recorded"]
-    print(
-        f"  X-Ray traces                  {traces:6.3f}   -> ${xray * per_million:8.2f} per million lifecycles "
-        f"($5.00 per million recorded; default rule: {XRAY_RESERVOIR_PER_SECOND}/s then {XRAY_FIXED_RATE:.0%}, each "
-        f"function's invocations at {BUSY_PACE}/s: {busy_share:.3f} of {invocations} invocations traced)"
-    )
-    total = (dynamo + gateway + lam + queues + logs + xray) * per_million
-    print(f"  total                                  ${total:8.2f} per million lifecycles   (goal ≤ $8.00)")
-    quiet_xray = invocations * (quiet_share - busy_share) * PRICES["xray_trace_recorded"] * per_million
-    print(
-        f"  X-Ray at a quiet pace (≤ 1 invocation/s per function: every one traced, {invocations * quiet_share:g} traces): "
-        f"${(xray * per_million) + quiet_xray:.2f} per million lifecycles, + ${quiet_xray:.2f} on the total"
-    )
-    quiet = (quiet_counter_wru - counter_wru) * PRICES["write_request_unit"] * per_million
-    print(
-        f"  at a quiet pace (every request counts itself, {quiet_counter_wru:g} WRU, and every invocation traced): "
-        f"${total + quiet + quiet_xray:.2f} per million; "
-        f"gap to $8.00: ${total - 8:.2f} ({(total - 8) / (PRICES['write_request_unit'] * per_million):.1f} WRU)"
-    )
-    fixed = (gateway + lam + logs + xray) * per_million
-    budget = 8.00 - fixed
-    transitions = sum(kinds.get(k, 0.0) for k in ("run head", "event batch", "interrupt", "open-runs counter"))
-    print(
-        f"  what $8.00 would take: HTTP API, Lambda, its logs and traces alone are ${fixed:.2f}, leaving ${budget:.2f} for DynamoDB "
-        f"(≈ {budget / (PRICES['write_request_unit'] * per_million):.1f} WRU with no reads); the two transitions' "
-        f"own items are {transitions:g} WRU, the inbox {kinds.get('inbox entries', 0.0):g}, the audit trail "
-        f"{kinds.get('audit trail (S3)', 0.0) + kinds.get('audit trail (S3): GSI', 0.0):g} "
-        '(docs/decisions.md, "The write bill, item by item")'
-    )
-    idem = idem_wru * PRICES["write_request_unit"] + idem_rru * PRICES["read_request_unit"]
-    print(
-        f"  + Idempotency-Key on create and resolve: {idem_wru:.1f} WRU, {idem_rru:.1f} RRU -> ${idem * per_million:.2f} "
-        f"per million more (${total + idem * per_million:.2f} with it; bench/idempotency_calls.py has each request)"
-    )
-    standard = SFN_STANDARD_TRANSITIONS * PRICES["sfn_standard_transition"] * per_million
-    print(
-        "The same lifecycle on Step Functions, list prices, the state machine alone (no logs or traces: Standard logs "
-        "nothing unless logging is configured, and X-Ray tracing is off unless enabled):"
-    )
-    print(
-        f"  Standard: {SFN_STANDARD_TRANSITIONS} state transitions        ${standard:8.2f} per million lifecycles "
-        "(+ whatever receives the token and calls SendTaskSuccess: an API and a function, as above)"
-    )
-    express_one_minute = PRICES["sfn_express_request"] + 0.0625 * 60 * PRICES["sfn_express_gb_second"]
-    print(
-        f"  Express:  not applicable             (≤ 5 minutes per execution and no .waitForTaskToken; "
-        f"even a 1-minute wait would be ${express_one_minute * per_million:.2f} per million)"
-    )
+
+def main() -> None:
+    measured = measured_lifecycles(sys.argv[1:])
+    if "--json" in sys.argv:
+        print(json.dumps(priced(measured)))
+        return
+    print_report(measured)
 
 
 if __name__ == "__main__":

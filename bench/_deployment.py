@@ -1,0 +1,473 @@
+"""A deployment on moto in-process, driven the way AWS drives it, with every AWS call it makes counted and metered.
+
+Every function runs through its real handler (interlude.local.lambda_runtime, functions/<name>/handler.py): the API
+function for HTTP requests, `dispatch` for each event-log record the stream filter passes (one record per invocation,
+as on a quiet stream), the queue consumers for what their event source mappings would receive, and the Scheduler's
+target for each one-time schedule that comes due by the process clock. What each invocation costs is recorded:
+
+* every AWS call it makes (service:operation), whatever session or client made it (botocore's client is wrapped);
+* DynamoDB write and read units from the items' measured sizes (DynamoDB's size rules; a transaction's items count
+  twice; a GSI write once per KB of the indexed item), by item kind and by partition key;
+* SQS requests as billed (each 64 KB of a payload is a request), the event source mappings' own receives and deletes
+  recorded as the poller's, not the function's;
+* the CPU it spent (thread time, less what moto spent serving its calls and what this meter spent measuring);
+* the bytes it wrote to stdout and stderr (what Lambda forwards to CloudWatch Logs), and its outbound HTTP requests.
+
+The stream's own reads, the local Scheduler's listings and this meter's item reads are the harness's: not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import log_bytes  # the construct's log environment (LOG_LEVEL, trace header) is set by importing it
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Item kinds, by key: the first whose test passes names the item (the breakdown's rows, in this order).
+KINDS: list[tuple[str, Callable[[str, str], bool]]] = [
+    ("request counter", lambda pk, sk: "#RATE" in pk),
+    ("inbox entries", lambda pk, sk: "#INBOX#" in pk),
+    ("run index entry", lambda pk, sk: "#RUNS#" in pk),
+    ("open-runs counter", lambda pk, sk: sk == "USAGE"),
+    ("audit pending marker", lambda pk, sk: "#AUDITHEAD" in pk and sk != "AUDITHEAD"),
+    ("audit chain head", lambda pk, sk: "#AUDITHEAD" in pk),
+    ("audit checkpoint", lambda pk, sk: "#AUDIT#" in pk and sk.startswith("C#")),
+    ("audit entry", lambda pk, sk: "#AUDIT#" in pk),
+    ("idempotency", lambda pk, sk: "#IDEM#" in pk),
+    ("task", lambda pk, sk: "#TK#" in pk or "#TASKQ#" in pk),
+    ("effect records", lambda pk, sk: "#EF#" in pk),
+    ("delivery records", lambda pk, sk: "#R#" in pk and sk.startswith(("N#", "D#"))),
+    ("run head", lambda pk, sk: sk == "RUN"),
+    ("event batch", lambda pk, sk: sk.startswith("E#")),
+    ("interrupt", lambda pk, sk: sk.startswith("I#")),
+]
+
+
+def kind_of(pk: str, sk: str) -> str:
+    other = pk.split("#")[2] if pk.count("#") > 1 else sk.split("#", 1)[0]
+    return next((name for name, test in KINDS if test(pk, sk)), f"other ({other})")
+
+
+def attr_size(value: dict[str, Any]) -> int:
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "N":
+        digits = len(str(Decimal(v)).replace("-", "").replace(".", "").lstrip("0")) or 1
+        return math.ceil(digits / 2) + 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + attr_size(x) + 1 for k, x in v.items())
+    if kind == "L":
+        return 3 + sum(attr_size(x) + 1 for x in v)
+    if kind == "B":
+        return len(v)
+    if kind in ("SS", "NS", "BS"):
+        return sum(len(str(x)) for x in v)
+    return 1  # BOOL, NULL
+
+
+def item_size(item: dict[str, Any]) -> int:
+    return sum(len(k.encode()) + attr_size(v) for k, v in item.items())
+
+
+@dataclass
+class Invocation:
+    """One invocation of one function (or one poller's requests): what it cost."""
+
+    function: str
+    trigger: str  # http, stream, sqs, schedule, poller
+    cpu_s: float = 0.0
+    calls: Counter[str] = field(default_factory=Counter)
+    # Requests as each service bills them (SQS: one per 64 KB of payload).
+    billed: Counter[str] = field(default_factory=Counter)
+    wru: float = 0.0
+    rru: float = 0.0
+    wru_by_kind: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # Write units by partition key (the base table's and each GSI's), for the hot-partition ceilings.
+    wru_by_partition: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    failed_writes: int = 0
+    # Calls that wrote the request counter (priced apart, per request at a pace: not this run's windows).
+    counter_calls: int = 0
+    log_lines: list[bytes] = field(default_factory=list)
+    outbound_http: int = 0
+    route: str = ""
+
+    def merge(self, other: Invocation) -> None:
+        self.calls.update(other.calls)
+        self.billed.update(other.billed)
+        self.wru += other.wru
+        self.rru += other.rru
+        for kind, units in other.wru_by_kind.items():
+            self.wru_by_kind[kind] += units
+        for pk, units in other.wru_by_partition.items():
+            self.wru_by_partition[pk] += units
+        self.failed_writes += other.failed_writes
+
+
+class Meter:
+    """Counts and meters every AWS call made while an invocation (or a poller) is being recorded."""
+
+    def __init__(self, table: str) -> None:
+        import boto3
+        from botocore.client import BaseClient
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        self.table = table
+        self.current: Invocation | None = None
+        # CPU seconds that were not the function's: moto serving a call, this meter measuring it.
+        self.excluded = 0.0
+        self._depth = 0
+        self._local = threading.local()
+        self.reader = boto3.Session().client("dynamodb")
+        self.gsi_keys = self._gsi_keys()
+        meter = self
+        original_call = BaseClient._make_api_call
+        original_stub = BotocoreStubber.__call__
+
+        def make_api_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            record = meter.current
+            if record is None or threading.current_thread() is not meter._thread or meter._depth:
+                return original_call(client, operation, params)
+            service = client.meta.service_model.endpoint_prefix
+            with meter.excluding():
+                pending = meter.before(record, service, operation, params)
+            try:
+                answer = original_call(client, operation, params)
+            except Exception:
+                with meter.excluding():
+                    meter.after(record, service, operation, params, pending, None)
+                raise
+            with meter.excluding():
+                meter.after(record, service, operation, params, pending, answer)
+            return answer
+
+        def stub(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+            with meter.excluding():
+                return original_stub(stubber, event_name, request, **kwargs)
+
+        self._thread = threading.current_thread()
+        BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+        BotocoreStubber.__call__ = stub  # type: ignore[method-assign]
+
+    def _gsi_keys(self) -> list[str]:
+        from interlude import wiring
+
+        return [index.partition_key for index in wiring.GLOBAL_INDEXES]
+
+    @contextlib.contextmanager
+    def excluding(self) -> Iterator[None]:
+        """CPU spent inside is not the function's; calls made inside are not counted (nested: the outermost times)."""
+        if threading.current_thread() is not self._thread:
+            yield
+            return
+        self._depth += 1
+        started = time.thread_time() if self._depth == 1 else 0.0
+        try:
+            yield
+        finally:
+            if self._depth == 1:
+                self.excluded += time.thread_time() - started
+            self._depth -= 1
+
+    @contextlib.contextmanager
+    def recording(self, record: Invocation) -> Iterator[Invocation]:
+        outer, self.current = self.current, record
+        try:
+            yield record
+        finally:
+            self.current = outer
+
+    # -- per call ---------------------------------------------------------------------------------------------------
+
+    def before(self, record: Invocation, service: str, operation: str, params: dict[str, Any]) -> Any:
+        record.calls[f"{service}:{operation}"] += 1
+        if service == "sqs":
+            record.billed[f"sqs:{operation}"] += self._sqs_requests(operation, params)
+        elif service != "dynamodb":
+            record.billed[f"{service}:{operation}"] += 1
+        if service != "dynamodb":
+            return None
+        record.billed[f"dynamodb:{operation}"] += 1
+        writes = self._writes(operation, params)
+        olds = [self._item(key) for key, _, _ in writes]
+        unit = 1.0 if params.get("ConsistentRead") or any(
+            body.get("ConsistentRead") for body in (params.get("RequestItems") or {}).values() if isinstance(body, dict)
+        ) else 0.5
+        return writes, olds, unit
+
+    def after(
+        self, record: Invocation, service: str, operation: str, params: dict[str, Any], pending: Any, answer: Any
+    ) -> None:
+        if service != "dynamodb" or pending is None:
+            return
+        writes, olds, unit = pending
+        if any("#RATE" in key["pk"]["S"] for key, _, _ in writes):
+            record.counter_calls += 1
+        for (key, factor, deleted), old in zip(writes, olds, strict=True):
+            now = self._item(key)
+            if answer is None:
+                record.failed_writes += 1
+            # A delete is billed by the item it removed; any other write by the item it leaves (or, refused, by the
+            # item it met: a failed conditional write is billed too).
+            billed = old if deleted or answer is None else now
+            units = factor * math.ceil(item_size(billed or key) / 1024)
+            pk, sk = key["pk"]["S"], key["sk"]["S"]
+            kind = kind_of(pk, sk)
+            record.wru += units
+            record.wru_by_kind[kind] += units
+            record.wru_by_partition[pk] += units
+            for gsi_key in self.gsi_keys:
+                indexed = [i for i in (old, now) if i is not None and gsi_key in i]
+                if indexed and answer is not None:
+                    # One GSI write per KB of the item as indexed (put, moved or removed: the larger image).
+                    gsi_units = max(math.ceil(item_size(i) / 1024) for i in indexed)
+                    record.wru += gsi_units
+                    record.wru_by_kind[f"{kind}: GSI"] += gsi_units
+                    record.wru_by_partition[f"GSI {indexed[-1][gsi_key]['S']}"] += gsi_units
+        if answer is None:
+            return
+        if operation == "GetItem":
+            record.rru += unit * max(1, math.ceil(item_size(answer.get("Item") or {}) / 4096))
+        elif operation == "Query" or operation == "Scan":
+            record.rru += unit * max(1, math.ceil(sum(item_size(i) for i in answer.get("Items", [])) / 4096))
+        elif operation == "BatchGetItem":
+            for items in (answer.get("Responses") or {}).values():
+                record.rru += sum(unit * max(1, math.ceil(item_size(i) / 4096)) for i in items)
+        elif operation == "TransactGetItems":
+            record.rru += sum(2 * max(1, math.ceil(item_size(r.get("Item") or {}) / 4096)) for r in answer.get("Responses", []))
+
+    @staticmethod
+    def _sqs_requests(operation: str, params: dict[str, Any]) -> int:
+        if operation == "SendMessage":
+            return max(1, math.ceil(len(params.get("MessageBody", "").encode()) / 65536))
+        if operation == "SendMessageBatch":
+            return max(1, math.ceil(sum(len(e.get("MessageBody", "").encode()) for e in params["Entries"]) / 65536))
+        return 1
+
+    @staticmethod
+    def _writes(operation: str, params: dict[str, Any]) -> list[tuple[dict[str, Any], int, bool]]:
+        """(key, factor, is a delete) per item the call writes."""
+        if operation == "TransactWriteItems":
+            out = []
+            for op in params["TransactItems"]:
+                kind, body = next(iter(op.items()))
+                key = body.get("Key") or {k: body["Item"][k] for k in ("pk", "sk")}
+                out.append((key, 2, kind == "Delete"))
+            return out
+        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            key = params.get("Key") or {k: params["Item"][k] for k in ("pk", "sk")}
+            return [(key, 1, operation == "DeleteItem")]
+        if operation == "BatchWriteItem":
+            out = []
+            for requests in params["RequestItems"].values():
+                for request in requests:
+                    if "PutRequest" in request:
+                        item = request["PutRequest"]["Item"]
+                        out.append(({k: item[k] for k in ("pk", "sk")}, 1, False))
+                    else:
+                        out.append((request["DeleteRequest"]["Key"], 1, True))
+            return out
+        return []
+
+    def _item(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        got: dict[str, Any] | None = self.reader.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+        return got
+
+    def stored(self) -> tuple[int, int, int]:
+        """(items, bytes DynamoDB bills as stored: each item's size + 100 B, GSI entries: their item + 100 B) of the
+        whole table, read by this meter (not counted)."""
+        with self.excluding():
+            items = size = indexed = 0
+            pages = self.reader.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True)
+            for page in pages:
+                for item in page["Items"]:
+                    items += 1
+                    size += item_size(item) + 100
+                    if any(k in item for k in self.gsi_keys):
+                        indexed += item_size(item) + 100
+        return items, size, indexed
+
+
+@dataclass
+class Deployment:
+    """The world, the functions' environment, the meter and the pollers. Make one inside `mock_aws()`."""
+
+    table: str = "bench"
+    clock_file: Path = field(default_factory=lambda: Path(os.environ.get("INTERLUDE_CLOCK_FILE", "")))
+    invocations: list[Invocation] = field(default_factory=list)
+    receiver: Any = None
+
+    def __post_init__(self) -> None:
+        import tempfile
+
+        import boto3
+
+        from interlude.domain import clock
+        from interlude.local import lambda_runtime
+        from tests.support.moto_world import create_world
+        from tests.support.receiver import Receiver
+        from tests.support.stream import Stream
+
+        # moto resets boto3's default session when it starts: the functions' clients come from the one it leaves.
+        boto3.setup_default_session()
+        self.clock_file = Path(tempfile.mkdtemp(prefix="interlude-bench-")) / "clock"
+        clock.reset(self.clock_file)
+        os.environ[clock.CLOCK_FILE_ENV] = str(self.clock_file)
+        world = create_world(self.table)
+        os.environ.update(world.env)
+        self.queues = world.queues
+        self.receiver = Receiver().start()
+        self.stream = Stream(self.table)
+        self.stream.take()  # nothing yet; makes its clients outside any measurement
+        self.meter = Meter(self.table)
+        self.sqs = boto3.client("sqs")
+        self.arns = {
+            name: self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            for name, url in self.queues.items()
+        }
+        lambda_runtime.fresh_instances()
+
+    def close(self) -> None:
+        self.receiver.close()
+
+    # -- invoking ---------------------------------------------------------------------------------------------------
+
+    def invoke(self, name: str, event: dict[str, Any], trigger: str, route: str = "") -> Any:
+        from interlude.local import lambda_runtime
+
+        record = Invocation(name, trigger, route=route)
+        hits = len(self.receiver.hits)
+        os.environ["AWS_LAMBDA_FUNCTION_NAME"] = f"{lambda_runtime.FUNCTION_NAME_PREFIX}{name}"
+        try:
+            with log_bytes.captured_output() as output, self.meter.recording(record):
+                excluded, started = self.meter.excluded, time.thread_time()
+                answer = lambda_runtime.invoke(name, event)
+                record.cpu_s = time.thread_time() - started - (self.meter.excluded - excluded)
+        finally:
+            os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+        record.log_lines = [line for line in output().splitlines() if line.strip()]
+        record.outbound_http = len(self.receiver.hits) - hits
+        self.invocations.append(record)
+        return answer
+
+    def request(
+        self, route: str, path: str, body: Any = None, bearer: str | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        """One HTTP API request to the API function; the route key as the deployed HTTP API sends it."""
+        from interlude import wiring
+        from interlude.local.http_gateway import to_event
+
+        if route not in {f"{r.method} {r.path}" for r in wiring.ROUTES}:
+            raise SystemExit(f"{route} is not a route of interlude.wiring: update this bench")
+        method = route.split(" ", 1)[0]
+        sent = {"content-type": "application/json", **({"authorization": bearer} if bearer else {}), **(headers or {})}
+        raw = b"" if body is None else json.dumps(body).encode()
+        got = self.invoke("api", {**to_event(method, path, sent, raw, "127.0.0.1"), "routeKey": route}, "http", route)
+        text = got.get("body") or ""
+        return got["statusCode"], (json.loads(text) if text.startswith(("{", "[")) else text)
+
+    # -- the pollers ------------------------------------------------------------------------------------------------
+
+    def pump_stream(self) -> int:
+        """Each new event-log record to `dispatch`, one per invocation (a quiet stream's batches)."""
+        from interlude.store.stream import is_event_insert
+
+        with self.meter.excluding():
+            records = [r for r in self.stream.take() if is_event_insert(r)]
+        for record in records:
+            answer = self.invoke("dispatch", {"Records": [record]}, "stream") or {}
+            if answer.get("batchItemFailures"):
+                raise SystemExit(f"dispatch failed a record: {answer}")
+        return len(records)
+
+    def pump_queues(self) -> int:
+        """What each SQS event source mapping receives, to its function; its receives and deletes are the poller's
+        requests (billed to the account like any other)."""
+        from interlude import wiring
+        from interlude.local.sqs_pump import to_event_record
+
+        moved = 0
+        for spec in wiring.FUNCTIONS:
+            if not spec.consumes:
+                continue
+            url = self.queues[spec.consumes]
+            poller = Invocation(f"poller:{spec.consumes}", "poller")
+            with self.meter.recording(poller):
+                messages = self.sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=spec.batch_size,
+                    MessageSystemAttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
+            if not messages:
+                continue  # an empty receive: the pollers' idle rate is priced apart (per month, not per lifecycle)
+            self.invocations.append(poller)
+            records = [to_event_record(m, self.arns[spec.consumes]) for m in messages]
+            answer = self.invoke(spec.name, {"Records": records}, "sqs") or {}
+            failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+            done = [r for r in records if r["messageId"] not in failed]
+            if done:
+                with self.meter.recording(poller):
+                    self.sqs.delete_message_batch(
+                        QueueUrl=url,
+                        Entries=[{"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(done)],
+                    )
+            moved += len(messages)
+        return moved
+
+    def pump_schedules(self) -> int:
+        """Fire every one-time schedule due by the process clock (Scheduler's own listing and its deletion after
+        completion are free: not counted); each firing is a Scheduler invocation, billed."""
+        from interlude import wiring
+        from interlude.local.schedules import SchedulePump
+
+        pump = getattr(self, "_schedule_pump", None)
+        if pump is None:
+            with self.meter.excluding():
+                pump = self._schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
+        with self.meter.excluding():
+            due = pump.due_schedules()
+        for schedule in due:
+            firing = Invocation("scheduler", "schedule")
+            firing.billed["scheduler:invocation"] += 1
+            self.invocations.append(firing)
+            target = schedule["Target"]
+            self.invoke(wiring.SCHEDULES.target, json.loads(target.get("Input") or "{}"), "schedule")
+            if schedule.get("ActionAfterCompletion") == "DELETE":
+                with self.meter.excluding(), contextlib.suppress(Exception):
+                    pump.client.delete_schedule(Name=schedule["Name"], GroupName=pump.group)
+        return len(due)
+
+    def drain(self, schedules: bool = False) -> None:
+        """Deliver whatever is in flight until nothing moves (the due schedules too, when asked)."""
+        for _ in range(50):
+            moved = self.pump_stream() + self.pump_queues() + (self.pump_schedules() if schedules else 0)
+            if not moved:
+                return
+        raise SystemExit("the deployment did not settle")
+
+    def advance(self, seconds: float) -> None:
+        from interlude.domain import clock
+
+        clock.advance(self.clock_file, seconds)
+
+    def take(self) -> list[Invocation]:
+        taken, self.invocations = self.invocations, []
+        return taken
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]

@@ -1,0 +1,226 @@
+"""Print how many lifecycles a second one deployment sustains at an account's default quotas, on paper, and which
+quota binds first; and which tenant-wide item or partition caps one tenant.
+
+From bench/lifecycles.py's counts (run here, or --measured FILE): each lifecycle's invocations per function with
+their billed duration (bench/cost_per_million.py's model: the measured CPU at the function's vCPU share plus each
+call's round trip), its HTTP requests, write and read units, schedules created, deleted and fired, and its write
+units by partition key. Against the quotas of bench/_prices.py:
+
+* Lambda: 1,000 concurrent executions per account, shared by every function (a lifecycle holds Σ its invocations'
+  durations of concurrency-seconds); each SQS consumer at most its event source's maximum concurrency (the
+  construct's default, or its reservation); `dispatch` one invocation per stream shard at a time (parallelization
+  factor 1), a shard per table partition: at least the four of a new on-demand table, and as many as the writes need
+  at 1,000 WRU/s each (a floor: DynamoDB splits sooner); with `account_concurrency_quota` set, the reservations of
+  interlude.wiring cap them too (printed apart);
+* API Gateway: 10,000 requests/s per account; DynamoDB: 40,000 WRU/s and 40,000 RRU/s per on-demand table;
+  Scheduler: CreateSchedule and DeleteSchedule requests/s, and schedule invocations/s;
+* per tenant: 1,000 WRU/s per partition, each tenant-wide key family spread over its declared shards (the inbox,
+  run listing and task queues of interlude.wiring, the audit chains, the counters' shards at the default quotas),
+  and each audit chain's appends serialised, one transaction round trip each.
+Usage: .venv/bin/python bench/ceiling.py [--measured FILE] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from typing import Any
+
+from _prices import CALL_MS, QUOTAS
+from cost_per_million import ROOT, duration_ms, is_lambda, measured_lifecycles
+
+from interlude import wiring
+
+GOAL_DEPLOYMENT = 2000
+GOAL_TENANT = 1000
+
+
+def construct_default(name: str) -> int:
+    """A default of interlude_cdk/props.py, read without importing aws_cdk (seconds of import for one number)."""
+    found = re.search(rf"^{name} = (\d+)", (ROOT / "interlude_cdk/props.py").read_text(), re.M)
+    if found is None:
+        raise SystemExit(f"interlude_cdk/props.py no longer declares {name}: update this bench")
+    return int(found.group(1))
+
+
+def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
+    busy_s: dict[str, float] = defaultdict(float)
+    billed: dict[str, float] = defaultdict(float)
+    requests = wru = rru = 0.0
+    gsi_wru = 0.0
+    for inv in invocations:
+        if is_lambda(inv):
+            busy_s[inv["function"]] += duration_ms(inv) / 1000
+        for call, n in inv["billed"].items():
+            billed[call] += n
+        requests += inv["trigger"] == "http"
+        rru += inv["rru"]
+        gsi = sum(units for kind, units in inv["wru_by_kind"].items() if kind.endswith(": GSI"))
+        gsi_wru += gsi
+        wru += inv["wru"] - gsi
+    return {"busy_s": dict(busy_s), "billed": dict(billed), "requests": requests, "wru": wru, "gsi_wru": gsi_wru, "rru": rru}
+
+
+def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, float, str]]:
+    """(constraint, lifecycles/s it allows, how) for one lifecycle's figures; `reserved`: with wiring's reservations."""
+    q = {k: v.value for k, v in QUOTAS.items()}
+    limits: list[tuple[str, float, str]] = []
+    total_s = sum(found["busy_s"].values())
+    limits.append(("Lambda account concurrency", q["lambda_concurrency"] / total_s,
+                   f"{q['lambda_concurrency']:g} ÷ {total_s * 1000:.0f} ms of execution per lifecycle"))
+    default_sqs = construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
+    for spec in wiring.FUNCTIONS:
+        held = found["busy_s"].get(spec.name, 0.0)
+        if not held:
+            continue
+        cap = spec.reserved_concurrency if reserved else None
+        if spec.consumes:
+            cap = cap if cap is not None else default_sqs
+            limits.append((f"{spec.name}: its queue's maximum concurrency {cap}", cap / held,
+                           f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
+        elif spec.reads_stream:
+            # One invocation per shard at a time; shards ≥ max(initial partitions, WRU/s ÷ 1,000).
+            wru = found["wru"] + found["gsi_wru"]
+            initial = q["initial_partitions"]
+            if reserved and cap is not None:
+                limits.append((f"{spec.name}: reserved concurrency {cap}", cap / held, f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
+            grows = wru / q["partition_wru"] >= held  # each lifecycle's writes add at least the shard-time it needs
+            allowed = math.inf if grows else initial / held
+            limits.append((f"{spec.name}: one invocation per stream shard", allowed,
+                           f"{held * 1000:.0f} ms per lifecycle on a shard; {wru:g} WRU per lifecycle add "
+                           f"{wru / q['partition_wru'] * 1000:.0f} ms of shards ({'enough' if grows else f'not enough: {initial:g} shards'})"))
+        elif reserved and cap is not None:
+            limits.append((f"{spec.name}: reserved concurrency {cap}", cap / held, f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
+    if found["requests"]:
+        limits.append(("HTTP API requests", q["http_api_rps"] / found["requests"], f"{q['http_api_rps']:g} ÷ {found['requests']:g}"))
+    limits.append(("DynamoDB table writes", q["table_wru"] / found["wru"], f"{q['table_wru']:g} WRU/s ÷ {found['wru']:g}"))
+    if found["gsi_wru"]:
+        limits.append(("DynamoDB GSI writes", q["table_wru"] / found["gsi_wru"], f"{q['table_wru']:g} ÷ {found['gsi_wru']:g}"))
+    limits.append(("DynamoDB table reads", q["table_rru"] / found["rru"], f"{q['table_rru']:g} RRU/s ÷ {found['rru']:g}"))
+    for call, quota in (("scheduler:CreateSchedule", "scheduler_create_tps"), ("scheduler:DeleteSchedule", "scheduler_delete_tps"),
+                        ("scheduler:invocation", "scheduler_invocations_tps")):
+        n = found["billed"].get(call, 0)
+        if n:
+            limits.append((f"Scheduler {call.split(':')[1]}", q[quota] / n, f"{q[quota]:g}/s ÷ {n:g}"))
+    return limits
+
+
+def family_of(pk: str) -> tuple[str, str] | None:
+    """(family, kind of key) of a tenant-wide partition key, or None for one entity's own (a run's, a task's)."""
+    gsi = pk.startswith("GSI ")
+    rest = pk[4:] if gsi else pk.split("#", 2)[2] if pk.count("#") >= 2 else ""
+    if not gsi and rest.split("#", 1)[0] in ("R", "TK", "EF", "IDEM", "CONV", "EV", "W", "WH"):
+        return None
+    return ("GSI " if gsi else "") + re.sub(r"#\d+$", "", rest), "gsi" if gsi else "table"
+
+
+def shards_of(family: str, measured: dict[str, Any]) -> tuple[int, str]:
+    from interlude.store.audit import PENDING_SHARDS
+    from interlude.store.limits import MAX_SHARDS, OPEN_RUNS_PER_SHARD
+
+    head = family.split("#", 1)[0]
+    for index in wiring.ITEM_INDEXES:
+        if head == index.prefix:
+            segment = family.split("#")[1] if "#" in family else ""
+            unsharded = segment in index.unsharded_families
+            return (1, f"{index.name}: a {segment} family is one partition") if unsharded else (index.shards, f"wiring {index.name}")
+    if head in ("AUDIT", "AUDITHEAD"):
+        return measured["audit"]["chains"], "wiring.AUDIT_CHAINS"
+    if family in ("", "USAGE"):
+        quota = measured["tenant_open_runs"]
+        return max(1, min(MAX_SHARDS, quota // OPEN_RUNS_PER_SHARD)), f"the default open-runs quota {quota:,} ÷ {OPEN_RUNS_PER_SHARD:,}"
+    if family == "GSI AUDIT#PENDING":
+        return PENDING_SHARDS, "store.audit PENDING_SHARDS"
+    return 1, "not declared: taken as one"
+
+
+def tenant_limits(measured: dict[str, Any], name: str) -> list[tuple[str, float, str]]:
+    lifecycle = measured["lifecycles"][name]
+    chains = measured["audit"]["chains"]
+    seen: dict[str, set[str]] = {}
+    per_family: dict[str, float] = defaultdict(float)
+    for pace in ("busy", "quiet"):
+        for inv in lifecycle[pace]:
+            for pk, units in inv["wru_by_partition"].items():
+                found = family_of(pk)
+                if found is None:
+                    continue
+                seen.setdefault(found[0], set()).add(pace)
+                if pace == "busy":
+                    per_family[found[0]] += units
+    limits = []
+    partition = QUOTAS["partition_wru"].value
+    for family, units in sorted(per_family.items()):
+        shards, why = shards_of(family, measured)
+        label = family or "open-runs counter"
+        limits.append((f"{label} ({shards} partition{'s' * (shards > 1)}: {why})", partition * shards / units,
+                       f"{units:g} WRU per lifecycle ÷ {shards}"))
+    appends = sum(1 for inv in lifecycle["busy"] for pk in inv["wru_by_partition"] if "#AUDITHEAD#" in pk)
+    if appends:
+        per_chain = 1000 / CALL_MS["dynamodb:TransactWriteItems"]
+        limits.append((f"audit chains' serialised appends ({chains} chains)", per_chain * chains / appends,
+                       f"one {CALL_MS['dynamodb:TransactWriteItems']:g} ms transaction at a time per chain, {appends} per lifecycle"))
+    return limits
+
+
+def ceilings(measured: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, lifecycle in measured["lifecycles"].items():
+        found = per_lifecycle(lifecycle["busy"])
+        default = deployment_limits(found, reserved=False)
+        reserved = deployment_limits(found, reserved=True)
+        tenant = tenant_limits(measured, name)
+        out[name] = {
+            "title": lifecycle["title"],
+            "default": default,
+            "reserved": reserved,
+            "tenant": tenant,
+            "binding": min(default, key=lambda x: x[1]),
+            "binding_reserved": min(reserved, key=lambda x: x[1]),
+            "binding_tenant": min(tenant, key=lambda x: x[1]) if tenant else ("none", math.inf, ""),
+        }
+    return out
+
+
+def verdict(found: dict[str, Any]) -> tuple[str, str, bool]:
+    now = "; ".join(
+        f"({k}) {v['binding'][1]:,.0f}/s ({v['binding'][0]}), a tenant {v['binding_tenant'][1]:,.0f}/s ({v['binding_tenant'][0]})"
+        for k, v in found.items()
+    )
+    met = all(v["binding"][1] >= GOAL_DEPLOYMENT and v["binding_tenant"][1] >= GOAL_TENANT for v in found.values())
+    return now, f"≥ {GOAL_DEPLOYMENT:,}; no item or partition capping a tenant below {GOAL_TENANT:,}/s", met
+
+
+def main() -> None:
+    measured = measured_lifecycles(sys.argv[1:])
+    found = ceilings(measured)
+    if "--json" in sys.argv:
+        print(json.dumps(found))
+        return
+    load = ", ".join(f"{x:.1f}" for x in measured["load"])
+    print(
+        "Lifecycles/s one deployment sustains at default account quotas, on paper (durations: the measured CPU at "
+        f"the function's vCPU share + the calls' round trips; CPU measured at load average {load})."
+    )
+    for name, v in found.items():
+        print(f"\n({name}) {v['title']}")
+        for label, key in (("as deployed by default (no reservation)", "default"), ("with account_concurrency_quota set (wiring's reservations)", "reserved")):
+            print(f"  {label}:")
+            for what, allowed, how in sorted(v[key], key=lambda x: x[1]):
+                print(f"    {allowed:>12,.0f}/s  {what}  ({how})")
+        print("  one tenant (tenant-wide partitions, 1,000 WRU/s each):")
+        for what, allowed, how in sorted(v["tenant"], key=lambda x: x[1]):
+            print(f"    {allowed:>12,.0f}/s  {what}  ({how})")
+        b, r, t = v["binding"], v["binding_reserved"], v["binding_tenant"]
+        print(f"  ceiling: {b[1]:,.0f} lifecycles/s, bound by {b[0]}; with reservations {r[1]:,.0f}/s ({r[0]}); a tenant {t[1]:,.0f}/s ({t[0]})")
+    rps = measured["tenant_requests_per_second"]
+    print(f"\nPolicy, not capacity: a tenant's default limit is {rps} requests/s (INTERLUDE_TENANT_REQUESTS_PER_SECOND; per tenant in its settings).")
+    now, goal, met = verdict(found)
+    print(f"Goal of issue 31: {now}; goal {goal}: {'met' if met else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,473 @@
+"""Measure four lifecycles end to end on a whole deployment, and print what each one costs in AWS calls and units.
+
+(a) create → callback notice → resolve (through the notice's link) → completion notice, with a 2 KB gate text and
+    2 KB of inputs: what a tenant should use;
+(b) create, get, resolve, get: the polling client;
+(c) a gate that times out through EventBridge Scheduler (and the same with callback notices);
+(d) a `core.task` served by a worker: create, claim, complete.
+
+Each runs through the real handlers of every function, on moto in-process (bench/_deployment.py): HTTP requests to the
+API function, each event-log record the stream filter passes to `dispatch` (one per invocation, as on a quiet
+stream), each queue's messages to its consumer (callbacks to a receiver on 127.0.0.1), each one-time schedule to the
+`timeouts` function when the process clock reaches it. After a lifecycle the clock moves two days on and every
+schedule still pending fires: work that fires after the lifecycle is done is counted. Counted figures (calls, units,
+bytes) do not depend on the machine's load; CPU is the thread's own time, less moto's and the meter's, the median
+over the rounds (the load average is printed beside it).
+
+Two paces, because some writes depend on the traffic, not on the lifecycle: busy (an API instance answering
+BUSY_REQUESTS_PER_S of the tenant: the request counter leased; the audit chain already waiting for its checkpoint)
+and quiet (every request counts itself; each decision starts its audit chain's wait and gets a checkpoint of its own).
+The request counter's own writes are taken out of the invocations and priced per request at each pace
+(app/limits.py's leases, run here); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain
+waits, and the idle sweep every minute are measured through the `timeouts` function and the audit service.
+
+Usage: .venv/bin/python bench/lifecycles.py [rounds] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from _bench import offline_aws
+
+offline_aws(
+    TABLE_NAME="bench",
+    PUBLIC_BASE_URL="https://interlude.example.com",
+    INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS="1",
+    INTERLUDE_CALLBACK_BACKOFF_BASE_S="0",
+    AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
+)
+
+from _deployment import Deployment, Invocation, log_bytes  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+
+# An API instance's pace at a busy tenant (requests/s it answers), and the deployment's lifecycles/s at each pace.
+BUSY_REQUESTS_PER_S = 25
+PACES = {"busy": 25.0, "quiet": 0.2}
+TWO_KB = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 35  # 2,030 bytes
+TASK_WORKFLOW = {
+    "id": "bench-task",
+    "name": "A task served by a worker",
+    "nodes": [
+        {"id": "draft", "typeId": "core.task", "config": {"taskType": "summarise", "input": {"order": "{{inputs.order}}"}}},
+        {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": "{{draft.summary}}"}}},
+    ],
+    "edges": [{"id": "e", "sourceNodeId": "draft", "targetNodeId": "after"}],
+    "variables": [{"name": "order", "type": "string"}],
+}
+TEXT_WORKFLOW = {
+    "id": "bench-approval-2kb",
+    "name": "An approval with a 2 KB text",
+    "nodes": [
+        {
+            "id": "gate",
+            "typeId": "core.approvalGate",
+            "config": {"title": "Approve the brief?", "description": TWO_KB, "actions": ["accept", "reject"]},
+        }
+    ],
+    "edges": [],
+    "variables": [{"name": "brief", "type": "string"}],
+}
+
+
+class Tenant:
+    """The tenant the lifecycles run as: an admin key, a worker key, its workflows."""
+
+    def __init__(self, deployment: Deployment) -> None:
+        from interlude.app.service import Service
+        from interlude.domain.models.requests import CreateKeyRequest
+        from interlude.domain.models.workflow import WorkflowDefinition
+        from interlude.store import Store
+        from tests.support.local_stack import FIXTURES
+
+        self.service = Service(Store(deployment.table))
+        self.name = "bench"
+        admin = self.service.issue_key(self.name, CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        worker = self.service.issue_key(self.name, CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))
+        self.admin, self.worker = f"Bearer {admin['apiKey']}", f"Bearer {worker['apiKey']}"
+        principal = self.service.authenticate(self.admin)
+        for definition in (
+            json.loads((FIXTURES / "conformance-approval.json").read_text()),
+            json.loads((FIXTURES / "conformance-approval-timeout.json").read_text()),
+            TASK_WORKFLOW,
+            TEXT_WORKFLOW,
+        ):
+            self.service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+
+
+def wire(run_id: str) -> str:
+    return quote(run_id, safe="")
+
+
+def created(got: tuple[int, Any]) -> str:
+    status, body = got
+    if status != 201:
+        raise SystemExit(f"createRun answered {status}: {body}")
+    return str(body["runId"])
+
+
+def ok(got: tuple[int, Any], what: str) -> Any:
+    status, body = got
+    if status >= 300:
+        raise SystemExit(f"{what} answered {status}: {body}")
+    return body
+
+
+def notice(deployment: Deployment, run_id: str, kind: str) -> dict[str, Any]:
+    for hit in reversed(deployment.receiver.hits):
+        body = json.loads(hit.body)
+        if body.get("runId") == run_id and body.get("type") == kind:
+            return body
+    raise SystemExit(f"no {kind} notice of {run_id} reached the receiver")
+
+
+def callback_lifecycle(deployment: Deployment, tenant: Tenant) -> None:
+    run = created(
+        deployment.request(
+            "POST /runs",
+            "/runs",
+            {"workflowId": TEXT_WORKFLOW["id"], "inputs": {"brief": TWO_KB}, "callbackUrl": deployment.receiver.url()},
+            tenant.admin,
+        )
+    )
+    deployment.drain()
+    link = notice(deployment, run, "interrupt.requested")["links"]["resolve"]
+    ok(
+        deployment.request("POST /interrupts/{token}", urlsplit(link).path, {"resumeValue": {"action": "accept"}}),
+        "the notice's resolve link",
+    )
+    deployment.drain()
+    notice(deployment, run, "run.completed")
+
+
+def polling_lifecycle(deployment: Deployment, tenant: Tenant) -> None:
+    run = created(deployment.request("POST /runs", "/runs", {"workflowId": "conformance-approval"}, tenant.admin))
+    ok(deployment.request("GET /runs/{runId}", f"/runs/{wire(run)}", bearer=tenant.admin), "getRun")
+    ok(
+        deployment.request(
+            "POST /runs/{runId}/interrupts/{nodeId}",
+            f"/runs/{wire(run)}/interrupts/gate",
+            {"resumeValue": {"action": "accept"}},
+            tenant.admin,
+        ),
+        "resolve",
+    )
+    ok(deployment.request("GET /runs/{runId}", f"/runs/{wire(run)}", bearer=tenant.admin), "getRun")
+    deployment.drain()
+
+
+def timeout_lifecycle(notices: bool) -> Callable[[Deployment, Tenant], None]:
+    def lifecycle(deployment: Deployment, tenant: Tenant) -> None:
+        body: dict[str, Any] = {"workflowId": "conformance-approval-timeout"}
+        if notices:
+            body["callbackUrl"] = deployment.receiver.url()
+        run = created(deployment.request("POST /runs", "/runs", body, tenant.admin))
+        deployment.drain()
+        deployment.advance(5)  # past the gate's 1,500 ms
+        deployment.drain(schedules=True)
+        state, _ = tenant.service.load_run(tenant.name, run)  # the bench's own look (no invocation: not counted)
+        if state.status != "failed":
+            raise SystemExit(f"the timed gate's run is {state.status}, not failed")
+
+    return lifecycle
+
+
+def task_lifecycle(deployment: Deployment, tenant: Tenant) -> None:
+    run = created(
+        deployment.request("POST /runs", "/runs", {"workflowId": TASK_WORKFLOW["id"], "inputs": {"order": "o-1"}}, tenant.admin)
+    )
+    deployment.drain()
+    task = ok(
+        deployment.request("POST /tasks:claim", "/tasks:claim", {"queues": ["summarise"], "waitSeconds": 0}, tenant.worker),
+        "claimTask",
+    )
+    if not task or task.get("runId") != run:
+        raise SystemExit(f"the claim did not hand out the run's task: {task}")
+    token = wire(task["taskToken"])
+    ok(
+        deployment.request("POST /tasks/{taskToken}/complete", f"/tasks/{token}/complete", {"output": {"summary": "short"}}, tenant.worker),
+        "completeTask",
+    )
+    deployment.drain()
+
+
+LIFECYCLES: dict[str, tuple[str, Callable[[Deployment, Tenant], None]]] = {
+    "a": ("create → callback notice → resolve → completion notice (2 KB gate text, 2 KB inputs)", callback_lifecycle),
+    "b": ("create, get, resolve, get", polling_lifecycle),
+    "c": ("a gate that times out through Scheduler", timeout_lifecycle(False)),
+    "c+notices": ("the same, with callback notices", timeout_lifecycle(True)),
+    "d": ("a core.task served by a worker (claim, complete)", task_lifecycle),
+}
+
+
+def settled(deployment: Deployment) -> None:
+    """What fires after the lifecycle: every schedule still pending, two days on."""
+    deployment.advance(2 * 24 * 3600)
+    deployment.drain(schedules=True)
+
+
+def audit_chain_settled(tenant: Tenant) -> None:
+    """The tenant's chains checkpointed and anchored (not counted): the next decision starts a chain's wait."""
+    from interlude.app import audit
+
+    for chain in range(wiring.AUDIT_CHAINS):
+        audit.checkpoint(tenant.service.store, tenant.name, chain)
+    audit.publish_anchor(tenant.service.store, tenant.name, list(range(wiring.AUDIT_CHAINS)))
+
+
+def run_once(deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None]) -> tuple[list[Invocation], dict[str, int]]:
+    before = deployment.meter.stored()
+    deployment.take()
+    lifecycle(deployment, tenant)
+    settled(deployment)
+    after = deployment.meter.stored()
+    stored = {"items": after[0] - before[0], "bytes": after[1] - before[1], "indexed_bytes": after[2] - before[2]}
+    return deployment.take(), stored
+
+
+def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
+    counter = record.wru_by_kind.get("request counter", 0.0)
+    kinds: dict[str, float] = defaultdict(float)
+    for kind, units in record.wru_by_kind.items():
+        if not kind.startswith("request counter"):
+            kinds[kind] += units
+    logs = Counter(log_bytes.kind_of(line) for line in record.log_lines)
+    calls, billed = Counter(record.calls), Counter(record.billed)
+    calls["dynamodb:UpdateItem"] -= record.counter_calls
+    billed["dynamodb:UpdateItem"] -= record.counter_calls
+    return {
+        "function": record.function,
+        "trigger": record.trigger,
+        "route": record.route,
+        "cpu_ms": round(cpu_ms, 3),
+        "calls": {k: v for k, v in calls.items() if v > 0},
+        "billed": {k: v for k, v in billed.items() if v > 0},
+        # The request counter's writes are priced per request at each pace, not as this run's windows fell.
+        "wru": record.wru - counter - record.wru_by_kind.get("request counter: GSI", 0.0),
+        "rru": record.rru,
+        "wru_by_kind": dict(kinds),
+        "wru_by_partition": {pk: u for pk, u in record.wru_by_partition.items() if "#RATE" not in pk},
+        "failed_writes": record.failed_writes,
+        "log_bytes": sum(len(line) for line in record.log_lines),
+        "log_events": len(record.log_lines),
+        "log_kinds": dict(logs),
+        "outbound_http": record.outbound_http,
+        "authenticated": record.function == "api" and record.route not in UNAUTHENTICATED_ROUTES,
+    }
+
+
+UNAUTHENTICATED_ROUTES = {f"{r.method} {r.path}" for r in wiring.ROUTES if r.scope is None}
+
+
+def shape(records: list[Invocation]) -> list[tuple[str, str]]:
+    return [(r.function, r.route) for r in records]
+
+
+def measured_rounds(
+    deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None], rounds: int
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The busy pace's invocations of one lifecycle: counts from the last round, CPU the median per invocation."""
+    runs = [run_once(deployment, tenant, lifecycle) for _ in range(rounds)]
+    last, stored = runs[-1]
+    same = [records for records, _ in runs if shape(records) == shape(last)]
+    cpu = [statistics.median(records[i].cpu_s for records in same) * 1000 for i in range(len(last))]
+    return [as_dict(record, ms) for record, ms in zip(last, cpu, strict=True)], stored
+
+
+def counter_writes_per_request(service: Any, pace: float, windows: int = 10) -> float:
+    """Request-counter writes per request of one warm API instance answering `pace` requests/s of a tenant at the
+    default limit, once its leases have grown to that pace (app/limits.py, run against the table)."""
+    from interlude.app.limits import RequestLeases
+    from interlude.config import settings
+    from interlude.rules.limits import window_of
+    from interlude.store.limits import LimitStore
+
+    class Counted(LimitStore):
+        writes = 0
+
+        def count_request(self, *args: Any, **kwargs: Any) -> Any:
+            Counted.writes += 1
+            return super().count_request(*args, **kwargs)
+
+    counters = Counted(service.store.table, service.store.client)
+    leases = RequestLeases()
+    per_window = max(1, round(pace))
+    limit = settings().tenant_requests_per_second
+    for second in range(windows + 1):
+        if second == 1:
+            Counted.writes = 0
+        for _ in range(per_window):
+            leases.admit(counters, f"pace-{pace}", window_of(10_000 + second + 0.5), limit)
+    return Counted.writes / (per_window * windows) if pace >= 1 else 1.0
+
+
+def measure(rounds: int) -> dict[str, Any]:
+    from interlude.app import limits as app_limits
+    from interlude.app.service import Service
+    from interlude.config import settings
+    from interlude.rules import audit as audit_rules
+
+    chains = wiring.AUDIT_CHAINS
+    key_cache, limits_cache = Service.KEY_CACHE_SECONDS, app_limits.LIMITS_CACHE_SECONDS
+    # The key and the tenant's limits are re-read once per cache period per instance: held for the run (so a slow
+    # machine's clock puts no re-read in a measured lifecycle) and priced per request at each pace instead.
+    Service.KEY_CACHE_SECONDS = app_limits.LIMITS_CACHE_SECONDS = 3600.0
+    # One chain, so the busy pace's "already waiting for its checkpoint" holds for every lifecycle of the run.
+    wiring.AUDIT_CHAINS = 1
+    with mock_aws():
+        deployment = Deployment("bench")
+        try:
+            tenant = Tenant(deployment)
+            found: dict[str, Any] = {}
+            for name, (title, lifecycle) in LIFECYCLES.items():
+                run_once(deployment, tenant, lifecycle)  # a warm instance of every function: first use paid
+                busy, stored = measured_rounds(deployment, tenant, lifecycle, rounds)
+                audit_chain_settled(tenant)
+                deployment.take()
+                quiet, _ = run_once(deployment, tenant, lifecycle)
+                found[name] = {
+                    "title": title,
+                    "busy": busy,
+                    "quiet": [as_dict(r, r.cpu_s * 1000) for r in quiet],
+                    "stored": stored,
+                }
+            audit = measure_audit(deployment, tenant)
+            counter = {pace: counter_writes_per_request(tenant.service, pace) for pace in (BUSY_REQUESTS_PER_S, 1)}
+        finally:
+            deployment.close()
+    wiring.AUDIT_CHAINS = chains
+    return {
+        "load": os.getloadavg(),
+        "rounds": rounds,
+        "paces": PACES,
+        "busy_requests_per_s": BUSY_REQUESTS_PER_S,
+        "lifecycles": found,
+        "audit": {
+            **audit,
+            "chains": chains,
+            "interval_s": audit_rules.CHECKPOINT_INTERVAL_SECONDS,
+            "interval_entries": audit_rules.CHECKPOINT_INTERVAL_ENTRIES,
+            "sweep_every_s": wiring.AUDIT_CHECKPOINT_SWEEP.every_s,
+        },
+        "counter_writes_per_request": {"busy": counter[BUSY_REQUESTS_PER_S], "quiet": counter[1]},
+        "tenant_requests_per_second": settings().tenant_requests_per_second,
+        "tenant_open_runs": settings().tenant_open_runs,
+        "caches_s": {"key": key_cache, "limits": limits_cache, "key_ring": settings().key_ring_cache_seconds},
+        "logs": estimated_log_bytes(),
+    }
+
+
+def estimated_log_bytes() -> dict[str, Any]:
+    """What CloudWatch Logs meters for what the code does not write (bench/log_bytes.py's estimates): Lambda's platform
+    records per invocation, and the HTTP API's access log line per request, by route."""
+    overhead = log_bytes.EVENT_OVERHEAD_BYTES
+    platform = sum(len(line) + overhead for line in log_bytes.platform_records(str(uuid.uuid4()), "api"))
+    return {
+        "platform_bytes_per_invocation": platform,
+        "access_log_bytes": {
+            f"{r.method} {r.path}": len(log_bytes.access_log_line(f"{r.method} {r.path}", 200, 400)) + overhead
+            for r in wiring.ROUTES
+        },
+        "event_overhead": overhead,
+    }
+
+
+def measure_audit(deployment: Deployment, tenant: Tenant) -> dict[str, Any]:
+    """The timeouts function's audit sweep with nothing waiting (every minute, in every deployment), with a chain
+    waiting (the tenant's anchor published), and the checkpoint the sweep makes once the chain's interval has passed
+    (the audit service's checkpoint and anchor, as the sweep calls them: the interval is measured on the wall clock)."""
+    from interlude.app import audit
+
+    sweep = {"sweep": "audit-checkpoints"}
+    audit_chain_settled(tenant)
+    deployment.take()
+    deployment.invoke(wiring.SCHEDULES.target, sweep, "schedule")
+    idle = deployment.take()
+    polling_lifecycle(deployment, tenant)  # one decision: its chain waits
+    deployment.drain()
+    deployment.take()
+    deployment.invoke(wiring.SCHEDULES.target, sweep, "schedule")
+    waiting = deployment.take()
+    record = Invocation(wiring.SCHEDULES.target, "schedule")
+    with deployment.meter.recording(record):
+        import time
+
+        excluded, started = deployment.meter.excluded, time.thread_time()
+        audit.checkpoint(tenant.service.store, tenant.name, 0)
+        audit.publish_anchor(tenant.service.store, tenant.name, [0])
+        record.cpu_s = time.thread_time() - started - (deployment.meter.excluded - excluded)
+    return {
+        "idle_sweep": [as_dict(r, r.cpu_s * 1000) for r in idle],
+        "waiting_sweep": [as_dict(r, r.cpu_s * 1000) for r in waiting],
+        "checkpoint": [as_dict(record, record.cpu_s * 1000)],
+    }
+
+
+def summarise(invocations: list[dict[str, Any]]) -> dict[str, Any]:
+    calls: Counter[str] = Counter()
+    by_function: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    for inv in invocations:
+        calls.update(inv["calls"])
+        if inv["trigger"] != "poller":
+            by_function[inv["function"]] += 1
+        kinds.update(inv["wru_by_kind"])
+    return {
+        "calls": calls,
+        "invocations": by_function,
+        "wru": sum(i["wru"] for i in invocations),
+        "rru": sum(i["rru"] for i in invocations),
+        "kinds": kinds,
+        "cpu_ms": sum(i["cpu_ms"] for i in invocations),
+    }
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    measured = measure(int(args[0]) if args else 3)
+    if "--json" in sys.argv:
+        print(json.dumps(measured))
+        return
+    load = ", ".join(f"{x:.1f}" for x in measured["load"])
+    print(
+        f"Lifecycles through every function's real handler on moto in-process (rounds={measured['rounds']}; CPU: the "
+        f"median per invocation, this machine, load average {load}; counts are load-independent). WRU without the "
+        "request counter (priced per request at each pace: bench/cost_per_million.py)."
+    )
+    for name, found in measured["lifecycles"].items():
+        busy = summarise(found["busy"])
+        quiet = summarise(found["quiet"])
+        print(f"\n({name}) {found['title']}")
+        print(
+            f"  {busy['wru']:.1f} WRU, {busy['rru']:.1f} RRU at the busy pace ({quiet['wru']:.1f} / {quiet['rru']:.1f} "
+            f"quiet); invocations: {', '.join(f'{k} {v}' for k, v in busy['invocations'].items())}; "
+            f"CPU {busy['cpu_ms']:.0f} ms in all"
+        )
+        print(f"  write units by item kind: {', '.join(f'{k} {v:g}' for k, v in busy['kinds'].most_common())}")
+        print(f"  stored after it: {found['stored']['items']} items, {found['stored']['bytes']} B")
+        for inv in found["busy"]:
+            what = inv["route"] or inv["trigger"]
+            calls = ", ".join(f"{k}×{v}" for k, v in sorted(inv["calls"].items())) or "-"
+            print(
+                f"    {inv['function']:<18} {what:<42} {inv['cpu_ms']:6.1f} ms  {inv['wru']:4.1f} WRU {inv['rru']:4.1f} RRU"
+                f"  {calls}"
+            )
+    audit = measured["audit"]
+    for label, key in (("idle audit sweep (every minute)", "idle_sweep"), ("audit sweep with a chain waiting", "waiting_sweep"), ("audit checkpoint", "checkpoint")):
+        s = summarise(audit[key])
+        print(f"\n{label}: {s['wru']:.1f} WRU, {s['rru']:.1f} RRU, CPU {s['cpu_ms']:.1f} ms, calls {dict(s['calls'])}")
+    print(f"\nrequest-counter writes per authenticated request: {measured['counter_writes_per_request']}")
+
+
+if __name__ == "__main__":
+    main()
