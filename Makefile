@@ -105,9 +105,10 @@ preflight: venv node-deps
 	$(CDK) synth $(STACK) -c stackName=$(STACK) $(CDK_ARGS) --quiet
 	$(PY) -m interlude.cli preflight --stack $(STACK)
 
-# The scale-and-cost table of issue 13, each figure beside its goal (bench/summary.py; a few minutes).
+# Issue 31's goals table, each figure beside its goal with a verdict, then issue 13's other figures (bench/summary.py;
+# several minutes). It rewrites the figures README.md and docs/scale.md print (between their `bench:` markers).
 bench: venv
-	$(PY) bench/summary.py
+	$(PY) bench/summary.py --write-docs
 
 # Every bench script in full, one after another.
 bench-all: venv

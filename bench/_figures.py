@@ -1,0 +1,95 @@
+"""The figures README.md and docs/scale.md print, generated from one `make bench` run (bench/summary.py --write-docs).
+
+Each block sits between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` and is replaced whole; nothing between the
+markers is written by hand. A document without the markers is left as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from ceiling import ceilings
+from ceiling import verdict as ceiling_verdict
+from cost_per_million import bill, peer_total, peers, priced, verdicts
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMAND = "`make bench` (`bench/summary.py --write-docs`)"
+
+
+def stamp(measured: dict[str, Any]) -> str:
+    load = ", ".join(f"{x:.1f}" for x in measured["load"])
+    return f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load}"
+
+
+def goals_table(measured: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    """Issue 31's goals: each figure, its goal, its verdict and the command that measured it."""
+    rows = [(f, now, goal, "met" if met else "not met", "`bench/cost_per_million.py`") for f, now, goal, met in verdicts(priced(measured))]
+    now, goal, met = ceiling_verdict(ceilings(measured))
+    rows.append(("Lifecycles/s per deployment at default account quotas (paper)", now, goal, "met" if met else "not met", "`bench/ceiling.py`"))
+    for result in results:
+        command = str(result["command"])
+        if "cost_per_million" in command or "ceiling" in command:
+            continue
+        row = result["row"]
+        lines = "; ".join(line.strip() for line in result["lines"])  # type: ignore[union-attr]
+        rows.append((row.name, lines, row.goal, str(result["verdict"] or "not measured"), f"`{command}`"))
+    out = [f"Issue 31's goals as `make bench` last measured them ({stamp(measured)}; {COMMAND}):", "",
+           "| Figure | Now | Goal | Verdict | Command |", "| --- | --- | --- | --- | --- |"]
+    out += [f"| {f} | {n} | {g} | {v} | {c} |" for f, n, g, v, c in rows]
+    return "\n".join(out)
+
+
+def lifecycles_table(measured: dict[str, Any]) -> str:
+    out = [
+        f"Per lifecycle, us-east-1 list prices, one tenant at the busy ({measured['paces']['busy']:g}/s) and quiet "
+        f"({measured['paces']['quiet']:g}/s) paces ({stamp(measured)}; `bench/cost_per_million.py`, counted by "
+        "`bench/lifecycles.py`; the peers for the same work with what their user also pays):",
+        "",
+        "| Lifecycle | WRU busy / quiet | RRU | Invocations | $/M infrastructure, busy | all-in busy / quiet | Step Functions Standard | Temporal Cloud | Lambda durable functions (data rates estimated) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, found in measured["lifecycles"].items():
+        busy, quiet = bill(measured, name, "busy"), bill(measured, name, "quiet")
+        rru = sum(line.quantity for line in busy.infra if line.unit == "RRU")
+        invocations = sum(line.quantity for line in busy.infra if line.name == "Lambda requests")
+        ranges = [peer_total(measured, peer, lines) for peer, lines in peers(measured, name).items()]
+        out.append(
+            f"| ({name}) {found['title']} | {busy.wru():.1f} / {quiet.wru():.1f} | {rru:.1f} | {invocations:g} | "
+            f"${busy.infra_per_million:.2f} | ${busy.all_in_per_million:.2f} / ${quiet.all_in_per_million:.2f} | "
+            + " | ".join(f"${low:.0f}–{high:.0f}" for low, high in ranges)
+            + " |"
+        )
+    return "\n".join(out)
+
+
+def ceiling_table(measured: dict[str, Any]) -> str:
+    found = ceilings(measured)
+    out = [
+        f"Lifecycles/s of one deployment at an account's default quotas, on paper ({stamp(measured)}; "
+        "`bench/ceiling.py`: measured per-invocation CPU and counted units against the quotas):",
+        "",
+        "| Lifecycle | Deployment (as deployed by default) | With `account_concurrency_quota` (wiring's reservations) | One tenant (tenant-wide partitions) |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, v in found.items():
+        cells = [f"{v[k][1]:,.0f}/s: {v[k][0]}" for k in ("binding", "binding_reserved", "binding_tenant")]
+        out.append(f"| ({name}) {v['title']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def replace_block(path: Path, name: str, text: str) -> bool:
+    source = path.read_text()
+    pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)", re.S)
+    if not pattern.search(source):
+        return False
+    path.write_text(pattern.sub(lambda m: m.group(1) + text + m.group(2), source))
+    return True
+
+
+def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    replace_block(ROOT / "README.md", "goals", goals_table(measured, results))
+    replace_block(ROOT / "docs/scale.md", "lifecycles", lifecycles_table(measured))
+    replace_block(ROOT / "docs/scale.md", "ceiling", ceiling_table(measured))

@@ -1,0 +1,171 @@
+"""Print what a cold resolve costs: the CPU of a new API instance from its process start to the resolve's answer.
+
+Each round is a fresh interpreter, as Lambda starts one: the environment the construct gives the API function
+(TABLE_NAME, LOG_LEVEL, POWERTOOLS_SERVICE_NAME, AWS_LAMBDA_FUNCTION_NAME, the JSON log format), modules from bytecode
+(a private PYTHONPYCACHEPREFIX, filled by an untimed first round, as the layers ship the runtime's bytecode), the
+handler imported as Lambda's runtime imports it (`importlib.import_module("handler")` from the function's directory),
+then one `POST /runs/{runId}/interrupts/gate` with an API key through `lambda_handler`: the key read, the run and its
+audit chain read, the decision committed. DynamoDB is moto's server on 127.0.0.1 in this (parent) process, so the
+child's CPU is the function's own, its HTTP client's included, as it would be against DynamoDB. Figures: CPU seconds
+of the child (`time.process_time()`, user + system, from the process's start), split into the interpreter's start,
+the handler's import and the first request; medians over the rounds, with the load average.
+
+With --snapstart, each round also plays a SnapStart restore: a stand-in for the runtime's `snapshot_restore_py`
+records the hooks the handler registers; the import and the before-snapshot hooks (priming) run, untimed, as at
+publication; then the after-restore hooks and the first request are timed: what a restored instance pays.
+Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "layers" / "core" / "python"))
+GOAL_COLD_MS = 250
+GOAL_RESTORED_MS = 60
+
+PROBE = r"""
+import json, os, sys, time, types, uuid
+started = time.process_time()  # the interpreter's start, site imports included
+restore_hooks, snapshot_hooks = [], []
+if os.environ.get("BENCH_SNAPSTART"):
+    # The managed runtime's module, as functions/api/handler.py imports it: hooks recorded, run below.
+    stand_in = types.ModuleType("snapshot_restore_py")
+    stand_in.register_after_restore = lambda hook, *a, **k: restore_hooks.append((hook, a, k))
+    stand_in.register_before_snapshot = lambda hook, *a, **k: snapshot_hooks.append((hook, a, k))
+    sys.modules["snapshot_restore_py"] = stand_in
+sys.path.insert(0, sys.argv[1])
+import importlib
+handler = importlib.import_module("handler")
+imported = time.process_time()
+for hook, a, k in snapshot_hooks:
+    hook(*a, **k)
+primed = time.process_time()
+for hook, a, k in restore_hooks:
+    hook(*a, **k)
+run_id, bearer = sys.argv[2], sys.argv[3]
+path = f"/runs/{run_id.replace('/', '%2F')}/interrupts/gate"
+headers = {"authorization": bearer, "content-type": "application/json", "host": "bench"}
+event = {"version": "2.0", "routeKey": "POST /runs/{runId}/interrupts/{nodeId}", "rawPath": path, "rawQueryString": "",
+         "headers": headers, "body": json.dumps({"resumeValue": {"action": "accept"}}), "isBase64Encoded": False,
+         "requestContext": {"accountId": "123456789012", "apiId": "bench", "domainName": "bench",
+                            "requestId": str(uuid.uuid4()), "routeKey": "POST /runs/{runId}/interrupts/{nodeId}",
+                            "stage": "$default", "http": {"method": "POST", "path": path, "protocol": "HTTP/1.1",
+                                                          "sourceIp": "127.0.0.1", "userAgent": "bench"}}}
+context = types.SimpleNamespace(function_name="interlude-api", memory_limit_in_mb=512, aws_request_id=str(uuid.uuid4()),
+                                invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:interlude-api")
+answer = handler.lambda_handler(event, context)
+answered = time.process_time()
+assert answer["statusCode"] == 200, answer
+print(json.dumps({"start": started, "import": imported - started, "prime": primed - imported,
+                  "request": answered - primed, "total": answered}))
+"""
+
+
+def child_env(endpoint: str, cache: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AWS_PROFILE")}
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
+        TABLE_NAME="bench",
+        LOG_LEVEL="INFO",
+        POWERTOOLS_SERVICE_NAME="interlude",
+        AWS_LAMBDA_FUNCTION_NAME="interlude-api",
+        AWS_LAMBDA_LOG_FORMAT="JSON",
+        PYTHONPYCACHEPREFIX=cache,
+        PYTHONPATH=str(ROOT / "layers" / "core" / "python"),
+    )
+    return env
+
+
+def waiting_runs(count: int) -> tuple[list[str], str]:
+    """`count` runs waiting at their gate, and an admin key's bearer header, made through the Service (untimed)."""
+    import boto3
+
+    from interlude import wiring
+    from interlude.app.service import Service
+    from interlude.composition import compose
+    from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest
+    from interlude.domain.models.workflow import WorkflowDefinition
+    from interlude.store import Store, create_table
+    from tests.support.local_stack import FIXTURES
+
+    compose()
+    create_table(boto3.client("dynamodb"), "bench")
+    service = Service(Store("bench"))
+    created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    bearer = f"Bearer {created['apiKey']}"
+    principal = service.authenticate(bearer)
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+    request = CreateRunRequest.model_validate({"workflowId": definition["id"]})
+    return [service.create_run(principal, request).runId for _ in range(count)], bearer
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rounds = int(args[0]) if args else 5
+    snapstart = "--snapstart" in sys.argv
+    sys.path.insert(0, str(ROOT))
+    from interlude.local.moto_server import LockedMotoServer
+
+    server = LockedMotoServer().start()
+    os.environ.update(
+        AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled", TABLE_NAME="bench",
+    )
+    try:
+        variants = [("cold", {})] + ([("restored", {"BENCH_SNAPSTART": "1"})] if snapstart else [])
+        runs, bearer = waiting_runs(1 + rounds * len(variants))
+        found: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
+        with tempfile.TemporaryDirectory(prefix="cold-resolve-pyc-") as cache:
+            env = child_env(server.endpoint, cache)
+            probe(runs.pop(), bearer, env)  # compiles into the private cache, untimed
+            for _ in range(rounds):
+                for name, extra in variants:
+                    found[name].append(probe(runs.pop(), bearer, {**env, **extra}))
+    finally:
+        server.stop()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"rounds={rounds}, CPU ms (user + system) of a new API instance, medians; load average {load}")
+    cold = found["cold"]
+    median = {k: statistics.median(r[k] * 1000 for r in cold) for k in ("start", "import", "request", "total")}
+    print(
+        f"  cold resolve: {median['total']:.0f} ms from process start to the answer (interpreter start "
+        f"{median['start']:.0f}, handler import {median['import']:.0f}, first request {median['request']:.0f}); "
+        f"goal ≤ {GOAL_COLD_MS} ms: {'met' if median['total'] <= GOAL_COLD_MS else 'NOT MET'}"
+    )
+    if snapstart:
+        restored = found["restored"]
+        request = statistics.median(r["request"] * 1000 for r in restored)
+        prime = statistics.median(r["prime"] * 1000 for r in restored)
+        print(
+            f"  restored from a SnapStart snapshot: the first request {request:.0f} ms after restore (its after-restore "
+            f"hooks included; before-snapshot priming {prime:.0f} ms, paid at publication); goal ≤ {GOAL_RESTORED_MS} ms: "
+            f"{'met' if request <= GOAL_RESTORED_MS else 'NOT MET'}"
+        )
+
+
+def probe(run_id: str, bearer: str, env: dict[str, str]) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT / "functions" / "api"), run_id, bearer],
+        capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
+    )
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+if __name__ == "__main__":
+    main()
