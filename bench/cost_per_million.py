@@ -189,7 +189,7 @@ def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
                 "log_events": 0,
                 "wru": sum(i["wru_by_kind"].get("audit pending marker", 0) + i["wru_by_kind"].get("audit pending marker: GSI", 0) for i in marker_invs),
             }
-            out.append(Share(marker, decisions / per_interval, request=False))
+            out.append(Share(marker, 1 / per_interval, request=False))  # its units: every decision's marker
         out += [Share(i, decisions / per_interval, request=False) for i in audit["checkpoint"]]
         # While a chain waits, every sweep (each minute) publishes the tenant's anchor: its extra over an idle sweep.
         # (the tenant has a chain waiting nearly always at either pace: one such sweep a minute, shared by the minute's
@@ -341,6 +341,8 @@ class PeerLine:
     high: float
     unit_price: float
     note: str = ""
+    # Logs: in the all-in figure only, as Interlude's are.
+    observability: bool = False
 
 
 def peers(measured: dict[str, Any], name: str) -> dict[str, list[PeerLine]]:
@@ -393,12 +395,25 @@ def peers(measured: dict[str, Any], name: str) -> dict[str, list[PeerLine]]:
         durable.append(PeerLine("SQS: the task sent, received, deleted", 3, 3, price("sqs_request")))
     if decided:
         durable += front_door
-    return {"Step Functions Standard": sfn, "Temporal Cloud": temporal, "Lambda durable functions": durable}
+    found = {"Step Functions Standard": sfn, "Temporal Cloud": temporal, "Lambda durable functions": durable}
+    # Their Lambda functions' logs (Lambda's platform records; the front door's access log line), at Interlude's price
+    # per GB; Step Functions Standard logs nothing of its own unless logging is configured, tracing is off by default.
+    ingest, _ = log_ingestion()
+    per_gb = price(ingest) + log_retention_months() * price("logs_stored_gb_month")
+    logs = measured["logs"]
+    access = max(logs["access_log_bytes"].values())
+    for lines in found.values():
+        invocations = sum(line.low for line in lines if line.name.startswith("Lambda") and "request" in line.name)
+        gb = (invocations * logs["platform_bytes_per_invocation"] + (access if decided else 0)) / 1e9
+        lines.append(PeerLine("CloudWatch Logs (GB; all-in only)", gb, gb, per_gb, observability=True))
+    return found
 
 
-def peer_total(measured: dict[str, Any], peer: str, lines: list[PeerLine]) -> tuple[float, float]:
+def peer_total(measured: dict[str, Any], peer: str, lines: list[PeerLine], all_in: bool = False) -> tuple[float, float]:
     low = high = 0.0
     for line in lines:
+        if line.observability and not all_in:
+            continue
         if peer == "Temporal Cloud" and line.name.startswith("Actions"):
             share = 1 + price("temporal_plan_share")
             low += line.low * price("temporal_action_low") * share
@@ -438,6 +453,7 @@ def priced(measured: dict[str, Any]) -> dict[str, Any]:
             "wru_busy": busy.wru(),
             "wru_quiet": quiet.wru(),
             "peers": {peer: peer_total(measured, peer, lines) for peer, lines in peers(measured, name).items()},
+            "peers_all_in": {peer: peer_total(measured, peer, lines, True) for peer, lines in peers(measured, name).items()},
         }
     infra, observability = fixed_monthly(measured)
     out["fixed_monthly"] = {"infra": sum(x.usd for x in infra), "observability": sum(x.usd for x in observability)}
@@ -484,10 +500,9 @@ def print_report(measured: dict[str, Any]) -> None:
         busy, quiet = bill(measured, name, "busy"), bill(measured, name, "quiet")
         print(f"\n({name}) {measured['lifecycles'][name]['title']}")
         print(f"  {'line':<36} {'per lifecycle':>16} {'$/M busy':>9} {'$/M quiet':>9}")
-        for section, b_lines, q_lines in (("infrastructure", busy.infra, quiet.infra), ("logs and traces", busy.observability, quiet.observability)):
+        for b_lines, q_lines in ((busy.infra, quiet.infra), (busy.observability, quiet.observability)):
             for b, q in zip(b_lines, q_lines, strict=True):
                 print(f"  {b.name:<36} {b.quantity:>10.4g} {b.unit:<5} {b.usd * MILLION:>9.2f} {q.usd * MILLION:>9.2f}   {b.note}")
-            del section
         print(
             f"  infrastructure only: ${busy.infra_per_million:.2f} busy, ${quiet.infra_per_million:.2f} quiet; all-in: "
             f"${busy.all_in_per_million:.2f} busy, ${quiet.all_in_per_million:.2f} quiet; "
@@ -495,10 +510,17 @@ def print_report(measured: dict[str, Any]) -> None:
         )
         for peer, lines in peers(measured, name).items():
             low, high = peer_total(measured, peer, lines)
+            all_low, all_high = peer_total(measured, peer, lines, all_in=True)
             detail = "; ".join(
-                f"{line.name} {line.low:g}" + (f"–{line.high:g}" if line.high != line.low else "") for line in lines
+                f"{line.name} {line.low:.3g}" + (f"–{line.high:.3g}" if line.high != line.low else "") for line in lines
             )
-            print(f"  {peer:<26} ${low:.2f}–{high:.2f}   ({detail})")
+            print(f"  {peer:<26} ${low:.2f}–{high:.2f} infrastructure, ${all_low:.2f}–{all_high:.2f} with logs   ({detail})")
+    held = 60 * memory_mb("api") / 1024 * price("lambda_gb_second_arm") * MILLION
+    print(
+        f"\nNot in these lifecycles: a client that follows a run by long poll or SSE, or a worker's claim that waits for a "
+        f"task, holds an API invocation while it waits: ${held:.0f} per million lifecycles per minute held "
+        f"({memory_mb('api')} MB; a 10-minute decision followed live: ${10 * held:,.0f})."
+    )
     infra, observability = fixed_monthly(measured)
     print("\nThe deployment's own monthly costs, whatever its traffic (shared over the lifecycles above):")
     for line in infra + observability:

@@ -30,6 +30,7 @@ import json
 import os
 import statistics
 import sys
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -400,8 +401,6 @@ def measure_audit(deployment: Deployment, tenant: Tenant) -> dict[str, Any]:
     waiting = deployment.take()
     record = Invocation(wiring.SCHEDULES.target, "schedule")
     with deployment.meter.recording(record):
-        import time
-
         excluded, started = deployment.meter.excluded, time.thread_time()
         audit.checkpoint(tenant.service.store, tenant.name, 0)
         audit.publish_anchor(tenant.service.store, tenant.name, [0])

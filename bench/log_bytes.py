@@ -1,6 +1,6 @@
 """Print the bytes one approval lifecycle writes to CloudWatch Logs, by function, from the real handlers' output.
 
-The lifecycle of bench/cost_per_million.py (createRun, getRun, a winning resolve, one poll; then, for each event item
+An approval lifecycle (createRun, getRun, a winning resolve, one poll; then, for each event item
 the stream filter passes, one record each as when the stream is quiet, `stream` queueing it on the outbox and
 `dispatch` handling the outbox's message) runs through the real handlers (functions/api, functions/stream and
 functions/dispatch, as the local stack invokes them) on moto in-process, with the environment the
@@ -18,6 +18,8 @@ write it (conservative). The HTTP API's access log (its own log group; infra/int
 metric filter) writes one line per request: rendered from the declared format with this run's routes, statuses and
 response lengths, the rest typical values (an estimate). CloudWatch Logs meters each log event as its message's UTF-8
 bytes plus 26 bytes.
+bench/lifecycles.py captures every function's output the same way for each lifecycle it measures, and takes the
+estimated shapes from here (platform_records, access_log_line), so bench/cost_per_million.py prices logs with them.
 Usage: .venv/bin/python bench/log_bytes.py [--json]
 """
 
