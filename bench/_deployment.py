@@ -382,15 +382,17 @@ class Deployment:
     # -- the pollers ------------------------------------------------------------------------------------------------
 
     def pump_stream(self) -> int:
-        """Each new event-log record to `dispatch`, one per invocation (a quiet stream's batches)."""
+        """Each new event-log record the stream filter passes to the function that reads the stream, one per
+        invocation (a quiet stream's batches)."""
+        from interlude.local.pumps import STREAM_READER
         from interlude.store.stream import is_event_insert
 
         with self.meter.excluding():
             records = [r for r in self.stream.take() if is_event_insert(r)]
         for record in records:
-            answer = self.invoke("dispatch", {"Records": [record]}, "stream") or {}
+            answer = self.invoke(STREAM_READER, {"Records": [record]}, "stream") or {}
             if answer.get("batchItemFailures"):
-                raise SystemExit(f"dispatch failed a record: {answer}")
+                raise SystemExit(f"{STREAM_READER} failed a record: {answer}")
         return len(records)
 
     def pump_queues(self) -> int:

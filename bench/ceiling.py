@@ -30,7 +30,7 @@ from collections import defaultdict
 from typing import Any
 
 from _prices import CALL_MS, QUOTAS
-from cost_per_million import ROOT, duration_ms, is_lambda, measured_lifecycles
+from cost_per_million import construct_source, duration_ms, is_lambda, measured_lifecycles
 
 from interlude import wiring
 
@@ -39,8 +39,8 @@ GOAL_TENANT = 1000
 
 
 def construct_default(name: str) -> int:
-    """A default of interlude_cdk/props.py, read without importing aws_cdk (seconds of import for one number)."""
-    found = re.search(rf"^{name} = (\d+)", (ROOT / "interlude_cdk/props.py").read_text(), re.M)
+    """A default of interlude_cdk/props.py."""
+    found = re.search(rf"^{name} = (\d+)", construct_source("props"), re.M)
     if found is None:
         raise SystemExit(f"interlude_cdk/props.py no longer declares {name}: update this bench")
     return int(found.group(1))
