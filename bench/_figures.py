@@ -34,12 +34,19 @@ def goals_table(measured: dict[str, Any], results: list[dict[str, Any]]) -> str:
         if "cost_per_million" in command or "ceiling" in command:
             continue
         row = result["row"]
-        lines = "; ".join(line.strip() for line in result["lines"])  # type: ignore[union-attr]
+        lines = "; ".join(concise(line) for line in result["lines"])  # type: ignore[union-attr]
         rows.append((row.name, lines, row.goal, str(result["verdict"] or "not measured"), f"`{command}`"))
     out = [f"Issue 31's goals as `make bench` last measured them ({stamp(measured)}; {COMMAND}):", "",
            "| Figure | Now | Goal | Verdict | Command |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {f} | {n} | {g} | {v} | {c} |" for f, n, g, v, c in rows]
     return "\n".join(out)
+
+
+def concise(line: str) -> str:
+    """A script's figure line without its own goal and verdict (the table has columns for them)."""
+    line = re.sub(r"\s*\(goal [^)]*\)", "", line)
+    line = re.sub(r";\s*goal [^;]*$", "", line)
+    return re.sub(r"\s{2,}", " ", line).strip()
 
 
 def lifecycles_table(measured: dict[str, Any]) -> str:
@@ -82,14 +89,18 @@ def ceiling_table(measured: dict[str, Any]) -> str:
 
 def replace_block(path: Path, name: str, text: str) -> bool:
     source = path.read_text()
-    pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)", re.S)
+    pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(<!-- /bench:{name} -->)", re.S)
     if not pattern.search(source):
         return False
-    path.write_text(pattern.sub(lambda m: m.group(1) + text + m.group(2), source))
+    path.write_text(pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(2), source))
     return True
 
 
-def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> None:
-    replace_block(ROOT / "README.md", "goals", goals_table(measured, results))
-    replace_block(ROOT / "docs/scale.md", "lifecycles", lifecycles_table(measured))
-    replace_block(ROOT / "docs/scale.md", "ceiling", ceiling_table(measured))
+def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
+    """The blocks rewritten (a document without a block's markers keeps what it has)."""
+    blocks = (
+        ("README.md", "goals", goals_table(measured, results)),
+        ("docs/scale.md", "lifecycles", lifecycles_table(measured)),
+        ("docs/scale.md", "ceiling", ceiling_table(measured)),
+    )
+    return [f"{doc} ({name})" for doc, name, text in blocks if replace_block(ROOT / doc, name, text)]

@@ -215,7 +215,10 @@ def main() -> None:
         for what, allowed, how in sorted(v["tenant"], key=lambda x: x[1]):
             print(f"    {allowed:>12,.0f}/s  {what}  ({how})")
         b, r, t = v["binding"], v["binding_reserved"], v["binding_tenant"]
-        print(f"  ceiling: {b[1]:,.0f} lifecycles/s, bound by {b[0]}; with reservations {r[1]:,.0f}/s ({r[0]}); a tenant {t[1]:,.0f}/s ({t[0]})")
+        print(
+            f"  ceiling ({name}): {b[1]:,.0f} lifecycles/s, bound by {b[0]}; with reservations {r[1]:,.0f}/s ({r[0]}); "
+            f"a tenant {t[1]:,.0f}/s ({t[0]})"
+        )
     rps = measured["tenant_requests_per_second"]
     print("\nSQS standard queues have no throughput quota (nearly unlimited requests/s): their consumers' concurrency binds.")
     print(f"\nPolicy, not capacity: a tenant's default limit is {rps} requests/s (INTERLUDE_TENANT_REQUESTS_PER_SECOND; per tenant in its settings).")

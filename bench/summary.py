@@ -69,7 +69,7 @@ GOAL_ROWS = (
         "Lifecycles/s per deployment at default account quotas (paper, from measured per-record CPU and units)",
         "≥ 2,000; no item or partition on the path capping a tenant below 1,000/s",
         ("ceiling.py", "--measured", MEASURED),
-        keep=r"^  ceiling:|^Goal of issue 31",
+        keep=r"^  ceiling \(|^Goal of issue 31",
         goal_row=True,
     ),
     Row(
@@ -218,8 +218,8 @@ def main() -> None:
         if args.write_docs and measured is not None:
             from _figures import write_docs
 
-            write_docs(json.loads(Path(measured).read_text()), [r for r in results if r["row"].goal_row])  # type: ignore[union-attr]
-            print("\nREADME.md and docs/scale.md: their generated figures rewritten from this run")
+            written = write_docs(json.loads(Path(measured).read_text()), [r for r in results if r["row"].goal_row])  # type: ignore[union-attr]
+            print(f"\nFigures rewritten from this run: {', '.join(written) or 'none (no bench: markers found)'}")
     print(f"\n{time.monotonic() - started:.0f} s in all; load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
           + (f"; {failed} row(s) not measured" if failed else ""))
     sys.exit(1 if failed else 0)
