@@ -1,9 +1,9 @@
 """A deployment on moto in-process, driven the way AWS drives it, with every AWS call it makes counted and metered.
 
 Every function runs through its real handler (interlude.local.lambda_runtime, functions/<name>/handler.py): the API
-function for HTTP requests, `dispatch` for each event-log record the stream filter passes (one record per invocation,
-as on a quiet stream), the queue consumers for what their event source mappings would receive, and the Scheduler's
-target for each one-time schedule that comes due by the process clock. What each invocation costs is recorded:
+function for HTTP requests, the stream's reader for each event-log record the stream filter passes (one record per
+invocation, as on a quiet stream), each queue's consumer for what its event source mapping would receive (the outbox's
+`dispatch` among them), and the Scheduler's target for each one-time schedule that comes due by the process clock. What each invocation costs is recorded:
 
 * every AWS call it makes (service:operation), whatever session or client made it (botocore's client is wrapped);
 * DynamoDB write and read units from the items' measured sizes (DynamoDB's size rules; a transaction's items count
@@ -24,7 +24,6 @@ import math
 import os
 import threading
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import log_bytes  # the construct's log environment (LOG_LEVEL, trace header) is set by importing it
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # Item kinds, by key: the first whose test passes names the item (the breakdown's rows, in this order).
 KINDS: list[tuple[str, Callable[[str, str], bool]]] = [
@@ -105,17 +102,6 @@ class Invocation:
     outbound_http: int = 0
     route: str = ""
 
-    def merge(self, other: Invocation) -> None:
-        self.calls.update(other.calls)
-        self.billed.update(other.billed)
-        self.wru += other.wru
-        self.rru += other.rru
-        for kind, units in other.wru_by_kind.items():
-            self.wru_by_kind[kind] += units
-        for pk, units in other.wru_by_partition.items():
-            self.wru_by_partition[pk] += units
-        self.failed_writes += other.failed_writes
-
 
 class Meter:
     """Counts and meters every AWS call made while an invocation (or a poller) is being recorded."""
@@ -130,7 +116,6 @@ class Meter:
         # CPU seconds that were not the function's: moto serving a call, this meter measuring it.
         self.excluded = 0.0
         self._depth = 0
-        self._local = threading.local()
         self.reader = boto3.Session().client("dynamodb")
         self.gsi_keys = self._gsi_keys()
         meter = self
@@ -301,16 +286,10 @@ class Meter:
         return items, size, indexed
 
 
-@dataclass
 class Deployment:
     """The world, the functions' environment, the meter and the pollers. Make one inside `mock_aws()`."""
 
-    table: str = "bench"
-    clock_file: Path = field(default_factory=lambda: Path(os.environ.get("INTERLUDE_CLOCK_FILE", "")))
-    invocations: list[Invocation] = field(default_factory=list)
-    receiver: Any = None
-
-    def __post_init__(self) -> None:
+    def __init__(self, table: str = "bench") -> None:
         import tempfile
 
         import boto3
@@ -321,6 +300,8 @@ class Deployment:
         from tests.support.receiver import Receiver
         from tests.support.stream import Stream
 
+        self.table = table
+        self.invocations: list[Invocation] = []
         # moto resets boto3's default session when it starts: the functions' clients come from the one it leaves.
         boto3.setup_default_session()
         self.clock_file = Path(tempfile.mkdtemp(prefix="interlude-bench-")) / "clock"
@@ -469,7 +450,3 @@ class Deployment:
     def take(self) -> list[Invocation]:
         taken, self.invocations = self.invocations, []
         return taken
-
-
-def new_id() -> str:
-    return uuid.uuid4().hex[:12]
