@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.cfn_intrinsics import Intrinsics, Unresolvable
+
 Template = Mapping[str, Any]
 
 # https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html: "Function resource-based policy: 20 KB".
@@ -80,111 +82,35 @@ _NAME_LENGTH = {
 _RANDOM_SUFFIX = "A1B2C3D4E5F6G"
 
 
-class Renderer:
-    """Renders template values (Ref, Fn::GetAtt, Fn::Join, Fn::Sub) to the strings CloudFormation would deliver."""
+class Renderer(Intrinsics):
+    """Template values rendered to the strings CloudFormation would deliver, names as CloudFormation generates them."""
 
     def __init__(self, template: Template, deployment: Deployment) -> None:
-        self.resources: Mapping[str, Any] = template.get("Resources", {})
-        self.deployment = deployment
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return [self(item) for item in value]
-        if not isinstance(value, dict):
-            return value
-        if len(value) == 1:
-            ((key, argument),) = value.items()
-            if key == "Ref":
-                return self.ref(argument)
-            if key == "Fn::GetAtt":
-                logical_id, attribute = argument if isinstance(argument, list) else argument.split(".", 1)
-                return self.get_att(logical_id, attribute)
-            if key == "Fn::Join":
-                separator, parts = argument
-                return separator.join(self(part) for part in self(parts))
-            if key == "Fn::Sub":
-                return self._sub(argument)
-            if key.startswith("Fn::"):
-                raise ValueError(f"rendering knows no {key}: teach tests/support/aws_limits.py before relying on it")
-        return {key: self(item) for key, item in value.items()}
+        super().__init__(
+            template,
+            region=deployment.region,
+            account=deployment.account,
+            partition=deployment.partition,
+            stack_name=deployment.stack_name,
+        )
 
     def physical_name(self, logical_id: str) -> str:
-        kind = self._type(logical_id)
-        name = f"{self.deployment.stack_name}-{logical_id}-{_RANDOM_SUFFIX}"[: _NAME_LENGTH[kind]]
+        kind = self.type_of(logical_id)
+        if kind not in _NAME_LENGTH:
+            raise Unresolvable(f"rendering knows no name of {kind} ({logical_id})")
+        name = f"{self.stack_name}-{logical_id}-{_RANDOM_SUFFIX}"[: _NAME_LENGTH[kind]]
         # CloudFormation names a bucket in lower case (S3 takes no capitals).
         return name.lower() if kind == "AWS::S3::Bucket" else name
 
-    def arn(self, service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
-        d = self.deployment
-        return f"arn:{d.partition}:{service}:{d.region if region else ''}:{d.account if account else ''}:{resource}"
+    def key_id(self, logical_id: str) -> str:
+        # A key id as KMS makes one: longer than any logical id, so a size measured with it is not short.
+        return "1234abcd-12ab-34cd-56ef-1234567890ab"
 
-    def ref(self, name: str) -> str:
-        d = self.deployment
-        pseudo = {
-            "AWS::Partition": d.partition,
-            "AWS::Region": d.region,
-            "AWS::AccountId": d.account,
-            "AWS::StackName": d.stack_name,
-            "AWS::URLSuffix": "amazonaws.com",
-        }
-        if name in pseudo:
-            return pseudo[name]
-        kind = self._type(name)
-        if kind == "AWS::SQS::Queue":
-            return f"https://sqs.{d.region}.amazonaws.com/{d.account}/{self.physical_name(name)}"
-        if kind == "AWS::ApiGatewayV2::Api":
-            return "a1b2c3d4e5"
-        if kind in {"AWS::SNS::Topic", "AWS::SecretsManager::Secret", "AWS::Lambda::LayerVersion"}:
-            return self.get_att(name, "Arn")
-        if kind in {"AWS::Lambda::Alias", "AWS::Lambda::Version"}:
-            function, qualifier = invoked_function({"Resources": self.resources}, {"Ref": name})
+    def ref(self, name: str) -> Any:
+        if self.resources.get(name, {}).get("Type") in {"AWS::Lambda::Alias", "AWS::Lambda::Version"}:
+            function, qualifier = invoked_function(self.template, {"Ref": name})
             return f"{self.get_att(function, 'Arn')}:{qualifier}"
-        if kind in _NAME_LENGTH:
-            return self.physical_name(name)
-        raise ValueError(f"rendering knows no Ref of {kind} ({name})")
-
-    def get_att(self, logical_id: str, attribute: str) -> str:
-        kind = self._type(logical_id)
-        name = self.physical_name(logical_id) if kind in _NAME_LENGTH else logical_id
-        arns = {
-            ("AWS::Lambda::Function", "Arn"): lambda: self.arn("lambda", f"function:{name}"),
-            ("AWS::IAM::Role", "Arn"): lambda: self.arn("iam", f"role/{name}", region=False),
-            ("AWS::SQS::Queue", "Arn"): lambda: self.arn("sqs", name),
-            ("AWS::SQS::Queue", "QueueName"): lambda: name,
-            ("AWS::DynamoDB::Table", "Arn"): lambda: self.arn("dynamodb", f"table/{name}"),
-            ("AWS::DynamoDB::Table", "StreamArn"): lambda: self.arn(
-                "dynamodb", f"table/{name}/stream/2026-12-05T00:00:00.000"
-            ),
-            ("AWS::KMS::Key", "Arn"): lambda: self.arn("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab"),
-            ("AWS::Logs::LogGroup", "Arn"): lambda: self.arn("logs", f"log-group:{name}:*"),
-            ("AWS::Scheduler::ScheduleGroup", "Arn"): lambda: self.arn("scheduler", f"schedule-group/{name}"),
-            ("AWS::SNS::Topic", "Arn"): lambda: self.arn("sns", name),
-            ("AWS::SecretsManager::Secret", "Arn"): lambda: self.arn("secretsmanager", f"secret:{name}-AbCdEf"),
-            ("AWS::Lambda::LayerVersion", "Arn"): lambda: self.arn("lambda", f"layer:{name}:1"),
-            ("AWS::S3::Bucket", "Arn"): lambda: self.arn("s3", name, region=False, account=False),
-        }
-        if (kind, attribute) not in arns:
-            raise ValueError(f"rendering knows no Fn::GetAtt {kind}.{attribute} ({logical_id})")
-        return arns[(kind, attribute)]()
-
-    def _sub(self, argument: Any) -> str:
-        text, variables = (argument, {}) if isinstance(argument, str) else argument
-        variables = {key: self(value) for key, value in variables.items()}
-
-        def replace(match: re.Match) -> str:
-            name = match.group(1)
-            if name in variables:
-                return str(variables[name])
-            if "." in name:
-                return self.get_att(*name.split(".", 1))
-            return self.ref(name)
-
-        return re.sub(r"\$\{([^!}][^}]*)\}", replace, text)
-
-    def _type(self, logical_id: str) -> str:
-        if logical_id not in self.resources:
-            raise ValueError(f"{logical_id} is no resource of the template (a parameter?): rendering cannot size it")
-        return self.resources[logical_id]["Type"]
+        return super().ref(name)
 
 
 def of_type(template: Template, resource_type: str) -> dict[str, Mapping[str, Any]]:

@@ -22,15 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.aws_calls import KMS_KEY_ENV, SES_CONFIGURATION_ENV, SES_IDENTITY_ENV, TABLE_ENV
+from tests.support.cfn_intrinsics import SECRET_SUFFIX, STREAM_LABEL, Intrinsics
 
 REPO = Path(__file__).resolve().parents[2]
 SIMULATOR = REPO / "tests" / "support" / "iam_simulate.mjs"
 SIMULATOR_PACKAGE = REPO / "node_modules" / "@cloud-copilot" / "iam-simulate"
 # An env-agnostic stack's region and account (app.py's): any will do, the same on both sides.
-DEFAULT_REGION, DEFAULT_ACCOUNT, PARTITION = "us-east-1", "123456789012", "aws"
-# What Secrets Manager appends to a secret's name in its ARN, and a stream's label: placeholders, the same everywhere.
-SECRET_SUFFIX = "-AbCdEf"
-STREAM_LABEL = "2026-01-01T00:00:00.000"
+DEFAULT_REGION, DEFAULT_ACCOUNT = "us-east-1", "123456789012"
 # Features a deployment may leave off (app.py does): a call through them is evaluated where the template sets them.
 OPTIONAL_ENVS = frozenset({SES_IDENTITY_ENV, SES_CONFIGURATION_ENV, KMS_KEY_ENV})
 # Condition keys this check supplies. A statement that conditions on another fails the check: it could not be judged.
@@ -51,12 +49,6 @@ SUPPLIED_KEYS = frozenset(
 # found from the template, its event source mappings and failure destinations).
 LAMBDA_OWN_ACTION_PREFIXES = ("logs:", "xray:")
 
-NAME_PROPERTIES = ("TableName", "QueueName", "Name", "RoleName", "FunctionName", "LogGroupName", "TopicName")
-
-
-class Unresolvable(ValueError):
-    pass
-
 
 class NotConfigured(Exception):
     """The call goes through a feature this deployment leaves off: it cannot happen there."""
@@ -76,92 +68,15 @@ def deployment_export(name: str, stack: Any, template: dict[str, Any]) -> dict[s
     }
 
 
-class Deployment:
+class Deployment(Intrinsics):
     def __init__(self, exported: dict[str, Any]) -> None:
+        super().__init__(exported["template"], region=exported["region"], account=exported["account"])
         self.name: str = exported["name"]
-        self.template: dict[str, Any] = exported["template"]
-        self.resources: dict[str, dict[str, Any]] = self.template["Resources"]
         self.functions: dict[str, str] = exported["functions"]
-        self.region: str = exported["region"]
-        self.account: str = exported["account"]
 
-    # -- intrinsics ---------------------------------------------------------------------------------------
-
-    def resolve(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return [self.resolve(v) for v in value]
-        if not isinstance(value, dict):
-            return value
-        if len(value) == 1:
-            ((fn, arg),) = value.items()
-            if fn == "Ref":
-                return self.ref(arg)
-            if fn == "Fn::GetAtt":
-                logical, attribute = arg if isinstance(arg, list) else arg.split(".", 1)
-                return self.attribute(logical, attribute)
-            if fn == "Fn::Join":
-                separator, parts = arg
-                return separator.join(str(self.resolve(part)) for part in parts)
-            if fn == "Fn::Select":
-                index, items = arg
-                return self.resolve(items)[int(self.resolve(index))]
-            if fn == "Fn::Split":
-                separator, text = arg
-                return str(self.resolve(text)).split(separator)
-            if fn.startswith("Fn::"):
-                raise Unresolvable(f"{fn} is not resolved by this check")
-        return {key: self.resolve(v) for key, v in value.items()}
-
-    def _type(self, logical: str) -> str:
-        if logical not in self.resources:
-            raise Unresolvable(f"no resource {logical}")
-        return self.resources[logical]["Type"]
-
-    def physical_name(self, logical: str) -> str:
-        properties = self.resources[logical].get("Properties", {})
-        named = next((properties[p] for p in NAME_PROPERTIES if isinstance(properties.get(p), str | dict)), None)
-        return str(self.resolve(named)) if named is not None else logical
-
-    def arn(self, service: str, resource: str, region: bool = True) -> str:
-        return f"arn:{PARTITION}:{service}:{self.region if region else ''}:{self.account}:{resource}"
-
-    def ref(self, name: str) -> Any:
-        pseudo = {
-            "AWS::Region": self.region,
-            "AWS::AccountId": self.account,
-            "AWS::Partition": PARTITION,
-            "AWS::URLSuffix": "amazonaws.com",
-        }
-        if name in pseudo:
-            return pseudo[name]
-        if name in self.template.get("Parameters", {}):
-            return self.template["Parameters"][name].get("Default", name)
-        kind = self._type(name)
-        if kind in ("AWS::SecretsManager::Secret", "AWS::SNS::Topic"):
-            return self.attribute(name, "Arn")
-        if kind == "AWS::SQS::Queue":
-            return f"https://sqs.{self.region}.amazonaws.com/{self.account}/{self.physical_name(name)}"
-        return self.physical_name(name)
-
-    def attribute(self, logical: str, attribute: str) -> str:
-        kind, name = self._type(logical), self.physical_name(logical)
-        arns = {
-            "AWS::DynamoDB::Table": lambda: self.arn("dynamodb", f"table/{name}"),
-            "AWS::SQS::Queue": lambda: self.arn("sqs", name),
-            "AWS::IAM::Role": lambda: self.arn("iam", f"role/{name}", region=False),
-            "AWS::KMS::Key": lambda: self.arn("kms", f"key/{logical}"),
-            "AWS::Lambda::Function": lambda: self.arn("lambda", f"function:{name}"),
-            "AWS::Logs::LogGroup": lambda: self.arn("logs", f"log-group:{name}:*"),
-            "AWS::Scheduler::ScheduleGroup": lambda: self.arn("scheduler", f"schedule-group/{name}"),
-            "AWS::SecretsManager::Secret": lambda: self.arn("secretsmanager", f"secret:{name}{SECRET_SUFFIX}"),
-            "AWS::SNS::Topic": lambda: self.arn("sns", name),
-            "AWS::S3::Bucket": lambda: f"arn:{PARTITION}:s3:::{name}",
-        }
-        if attribute == "StreamArn" and kind == "AWS::DynamoDB::Table":
-            return f"{arns[kind]()}/stream/{STREAM_LABEL}"
-        if attribute in ("Arn", "TopicArn") and kind in arns:
-            return arns[kind]()
-        return self.arn("unresolved", f"{logical}/{attribute}")
+    def unplaced(self, logical_id: str, attribute: str) -> str:
+        # An ARN no grant names: a statement on it can only be judged as not matching.
+        return self.arn("unresolved", f"{logical_id}/{attribute}")
 
     # -- a function's role and environment ----------------------------------------------------------------
 
@@ -172,7 +87,7 @@ class Deployment:
         return self.function(name)["Role"]["Fn::GetAtt"][0]
 
     def role_arn(self, name: str) -> str:
-        return self.attribute(self.role_id(name), "Arn")
+        return self.get_att(self.role_id(name), "Arn")
 
     def statements(self, name: str) -> list[dict[str, Any]]:
         """Every statement of the function's role: its inline policies and the policies attached to it."""
@@ -194,11 +109,11 @@ class Deployment:
             properties = resource.get("Properties", {})
             if resource["Type"] == "AWS::SQS::QueuePolicy":
                 for queue in properties["Queues"]:
-                    out[self.attribute(queue["Ref"], "Arn")] = self.resolve(properties["PolicyDocument"])
+                    out[self.get_att(queue["Ref"], "Arn")] = self.resolve(properties["PolicyDocument"])
             elif resource["Type"] == "AWS::KMS::Key" and "KeyPolicy" in properties:
-                out[self.attribute(logical, "Arn")] = self.resolve(properties["KeyPolicy"])
+                out[self.get_att(logical, "Arn")] = self.resolve(properties["KeyPolicy"])
             elif resource["Type"] == "AWS::S3::BucketPolicy":
-                out[self.attribute(properties["Bucket"]["Ref"], "Arn")] = self.resolve(properties["PolicyDocument"])
+                out[self.get_att(properties["Bucket"]["Ref"], "Arn")] = self.resolve(properties["PolicyDocument"])
             elif resource["Type"] == "AWS::SecretsManager::ResourcePolicy":
                 out[self.resolve(properties["SecretId"])] = self.resolve(properties["ResourcePolicy"])
         return out
@@ -250,7 +165,7 @@ class Deployment:
             "key": lambda: self.arn("kms", f"key/{value}"),
             "ses-identity": lambda: self.arn("ses", f"identity/{value}"),
             "ses-configuration-set": lambda: self.arn("ses", f"configuration-set/{value}"),
-            "bucket": lambda: f"arn:{PARTITION}:s3:::{value}{rest}",
+            "bucket": lambda: f"arn:{self.partition}:s3:::{value}{rest}",
         }
         if kind not in arns:
             raise LookupError(f"a {kind} named {value!r}, which this check cannot place")
