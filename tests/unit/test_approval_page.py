@@ -131,7 +131,8 @@ def test_approval_forms_make_resume_values():
         "action": "refine",
         "refineFeedback": {"scope": "items", "text": "x"},
     }
-    assert resume_from_form(payload, {"action": ["edit-accept"], "edited": ['{"a": 2}']}) == {
+    # The artifact is edited field by field: {"a": 1} has one number field
+    assert resume_from_form(payload, {"action": ["edit-accept"], "e0": ["2"]}) == {
         "action": "edit-accept",
         "editedArtifactData": {"a": 2},
     }
@@ -140,7 +141,7 @@ def test_approval_forms_make_resume_values():
         {},
         {"action": ["refine"], "refine_text": [" "]},
         {"action": ["refine"], "refine_scope": ["everything"], "refine_text": ["x"]},
-        {"action": ["edit-accept"], "edited": ["{"]},
+        {"action": ["edit-accept"], "e0": ["two"]},
         {"action": ["ask"]},
     ):
         with pytest.raises(FormError):
@@ -161,13 +162,14 @@ def test_clarification_fields_follow_each_questions_schema():
                "resumeSchema": clarification_resume_schema(questions)}
     markup = approval.render_open(view(payload), style_nonce="n", csrf_field="f")
     assert 'type="number" step="1"' in markup
-    assert 'type="checkbox"' in markup
+    assert 'type="radio"' in markup
     assert '<option value="blue">' in markup
     assert 'class="json"' in markup
-    form = {"f0": ["because"], "f1": ["3"], "f2": ["yes"], "f3": ["3"], "f4": ['{"k": [1]}']}
+    form = {"f0": ["because"], "f1": ["3"], "f2": ["true"], "f3": ["3"], "f4": ['{"k": [1]}']}
     assert resume_from_form(payload, form) == {"why": "because", "count": 3, "ok": True, "colour": 3, "extra": {"k": [1]}}
-    assert resume_from_form(payload, {**form, "f2": []})["ok"] is False
-    for bad in ({**form, "f0": [""]}, {**form, "f1": ["3.5"]}, {**form, "f3": ["green"]}, {**form, "f4": ["{"]}):
+    assert resume_from_form(payload, {**form, "f2": ["false"]})["ok"] is False
+    bad_forms = ({**form, "f0": [""]}, {**form, "f1": ["3.5"]}, {**form, "f2": []}, {**form, "f3": ["green"]}, {**form, "f4": ["{"]})
+    for bad in bad_forms:
         with pytest.raises(FormError):
             resume_from_form(payload, bad)
 
@@ -177,9 +179,12 @@ def test_other_kinds_use_their_resume_schema_or_a_json_answer():
     custom = {"kind": "custom", "key": "k", "data": {"customKind": "pay"}, "resumeSchema": schema}
     assert resume_from_form(custom, {"f0": ["1.5"], "f1": [""]}) == {"amount": 1.5}
     bare = {"kind": "external-event", "key": "k", "data": {"eventType": "paid", "correlation": {}}}
-    assert resume_from_form(bare, {"resume_json": ['{"paid": true}']}) == {"paid": True}
-    with pytest.raises(FormError):
-        resume_from_form(bare, {"resume_json": ["nope"]})
+    # Without a schema: a text answer, or JSON (under "Advanced")
+    assert resume_from_form(bare, {"answer": ["paid in full"], "answer_json": [""]}) == "paid in full"
+    assert resume_from_form(bare, {"answer": [""], "answer_json": ['{"paid": true}']}) == {"paid": True}
+    for bad in ({"answer_json": ["nope"]}, {"answer": [" "]}):
+        with pytest.raises(FormError):
+            resume_from_form(bare, bad)
 
 
 # -- cross-site proof -------------------------------------------------------------------------------------------
@@ -343,7 +348,7 @@ def test_a_reopened_link_says_what_was_decided_by_whom_and_when():
     assert approval.outcome_words(result) == (
         "info",
         "Already decided",
-        "Bob rejected this request on Tue 1 Dec 2026, 14:20 (Europe/Paris) · 13:20 UTC. Nothing was changed. The run is stopped with a failure.",
+        "Bob rejected this request on Tue 1 Dec 2026, 14:20 (Europe/Paris) · 13:20 UTC. Nothing was changed. The run stopped at this step.",
     )
     granted = approval.Result("already", run_status="completed", extra={"decision": "granted", "by": "Bob", "at": None})
     assert approval.outcome_words(granted)[2] == "Bob approved this request. Nothing was changed. The run is completed."
@@ -354,3 +359,100 @@ def test_a_reopened_link_says_what_was_decided_by_whom_and_when():
 def test_the_footer_is_in_plain_words():
     html = approval.document("t", "", "n")
     assert "<footer>Sent by Interlude, the approval service your team uses. This page runs no scripts and loads nothing from other sites; your answer goes only to Interlude.</footer>" in html
+
+
+# -- what is being decided, readable -----------------------------------------------------------------------
+
+
+def test_the_artifact_is_a_labelled_table_in_the_authors_order_never_json_never_a_link():
+    artifact = {
+        "zeta": "first key",
+        "customer": {"name": "Ana", "site": "https://ana.example", "phone": "+351 912 345 678"},
+        "amount": 812.5,
+        "count": 3,
+        "body": "Line one.\nLine two.\n\nA second paragraph.",
+        "tags": ["a", "b"],
+        "none": None,
+    }
+    payload = approval_payload(["accept"], artifactData=artifact)
+    html = approval.document("t", approval.render_open(view(payload, labels={"customer.name": "Customer", "amount": "Amount (EUR)"}), style_nonce="n", csrf_field="f"), "n")
+    body = html[html.index("What you are approving") :]
+    # In the author's key order, labelled where the gate names a label, else by the key
+    assert [m for m in re.findall(r'<th scope="row">([^<]+)</th>', body)] == [
+        "zeta", "customer", "Customer", "site", "phone", "Amount (EUR)", "count", "body", "tags", "none"
+    ]
+    assert "<td>812.5</td>" in body and "<td>3</td>" in body
+    assert '<p class="para">Line one.\nLine two.</p><p class="para">A second paragraph.</p>' in body
+    assert "<ul class=\"values\"><li>a</li><li>b</li></ul>" in body
+    assert "<pre" not in body and '"zeta"' not in body
+    # Shown, never followed: no link, and no phone number or address turned into one by the browser
+    assert "<a " not in body.split("<section class=\"card\"><h2>Your decision")[0]
+    assert '<meta name="format-detection" content="telephone=no, date=no, email=no, address=no">' in html
+
+
+def test_modulex_steps_read_as_their_author_wrote_them_and_an_inline_workflow_is_not_named_by_its_hash():
+    from interlude.domain.models.workflow import WorkflowDefinition
+    from interlude.faces.modulex.definition import translate
+
+    worked = json.loads(open("examples/worker/approve-before-sending.json").read())
+    definition = WorkflowDefinition.model_validate(translate(worked))
+    engine_ids = [n.id for n in definition.nodes]
+    assert "node~5Fapproval" in engine_ids
+    assert [definition.step_name(n) for n in engine_ids] == ["node_draft", "node_approval", "node_route", "node_send", "node_end_rejected"]
+    assert definition.display_name("modulex-inline-0123abcd") is None
+    openwop = WorkflowDefinition.model_validate({"name": None, "nodes": [{"id": "a~5Fb", "typeId": "core.noop", "name": "Draft"}, {"id": "c~5Fd", "typeId": "core.noop"}]})
+    # An OpenWOP id is its author's as written, even one that looks escaped
+    assert [openwop.step_name("a~5Fb"), openwop.step_name("c~5Fd")] == ["Draft", "c~5Fd"]
+    assert openwop.display_name("refunds") == "refunds"
+
+
+# -- dead ends become next steps -------------------------------------------------------------------------------
+
+
+def test_an_expired_link_names_the_request_and_whom_to_ask():
+    result = approval.Result(
+        "expired",
+        extra={"title": "Refund Ana?", "expiredAt": "Tue 1 Dec 2026, 13:40 UTC", "askedBy": "Alice Martin", "overrides": ["Bob", "Carol"]},
+    )
+    assert approval.outcome_words(result) == (
+        "warn",
+        "This link has expired",
+        "This link to “Refund Ana?” stopped working on Tue 1 Dec 2026, 13:40 UTC. The request is still open: for a new "
+        "link, ask Alice Martin, who asked for this decision; or Bob or Carol, who may decide it in anyone's place.",
+    )
+    alone = approval.Result("expired", extra={"title": "Refund Ana?", "askedBy": "Alice Martin"})
+    assert approval.outcome_words(alone)[2].endswith("ask Alice Martin, who asked for this decision.")
+    assert approval.outcome_words(approval.Result("expired"))[2] == "This link has stopped working. Ask whoever sent it for a new link."
+
+
+def test_a_gate_that_timed_out_says_when_and_that_it_was_rejected_automatically():
+    extra = {"timedOut": True, "kind": "approval", "at": "Tue 1 Dec 2026, 13:40 UTC"}
+    for kind in ("already", "expired"):  # a link past its time to a gate that timed out says the same
+        cls, heading, sentence = approval.outcome_words(approval.Result(kind, run_status="failed", extra=extra))
+        assert (cls, heading) == ("info", "Timed out")
+        assert sentence.startswith("Nobody decided in time: this request timed out on Tue 1 Dec 2026, 13:40 UTC and was rejected automatically.")
+    assert approval.verdict(extra) == "timed out, rejected automatically"
+    other = approval.outcome_words(approval.Result("already", extra={**extra, "kind": "clarification"}))[2]
+    assert "closed without an answer" in other
+
+
+def test_a_cancelled_run_shows_who_cancelled_it_and_why():
+    extra = {"status": "cancelled", "by": "Alice Martin", "at": "Tue 1 Dec 2026, 13:40 UTC", "reason": "customer withdrew"}
+    assert approval.outcome_words(approval.Result("already", extra=extra)) == (
+        "info",
+        "No longer open",
+        "This request was withdrawn: its run was cancelled by Alice Martin on Tue 1 Dec 2026, 13:40 UTC: “customer withdrew”. Nothing was changed.",
+    )
+
+
+def test_a_reopened_decided_link_shows_the_title_the_decision_its_comment_and_who_decided():
+    payload = approval_payload(["accept", "reject"], title="Refund Ana?")
+    result = approval.Result("already", run_status="failed", extra={"decision": "rejected", "by": "Ana Lima", "comment": "Tone too casual"})
+    nodes = [GraphNode("a", "core.noop", "completed"), GraphNode("gate", "core.approvalGate", "failed", "Review", approval.verdict(result.extra))]
+    html = approval.render_result(result, view(payload, intent="inspect", run_status="failed", nodes=nodes))
+    assert "<h1>Refund Ana?</h1>" in html
+    assert "Ana Lima rejected this request: “Tone too casual”. Nothing was changed. The run stopped at this step." in html
+    # Where the run stands: a rejection is a decision, shown in neutral colours, never "failed" in red
+    assert '<li class="here">Review: rejected by Ana Lima: Tone too casual</li>' in html
+    assert 'class="node s-verdict gate"' in html
+    assert "failed" not in html.replace('run_status="failed"', "")

@@ -3,7 +3,9 @@ console, a field says its error beside it, and every template compiles once and 
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -61,9 +63,9 @@ def controls(markup: str) -> list[tuple]:
     return found
 
 
-def approval_page_form(payload: dict) -> str:
+def approval_page_form(payload: dict, answer: forms.Answer | None = None) -> str:
     view = approval.View(payload, "gate", "resolve", "waiting-approval", 1_800_000_000)
-    return approval.render_open(view, style_nonce="n", csrf_field="c" * 64)
+    return approval.render_open(view, style_nonce="n", csrf_field="c" * 64, answer=answer)
 
 
 def inbox_form(payload: dict) -> str:
@@ -88,16 +90,244 @@ def test_a_schema_asks_each_value_with_the_control_its_type_takes():
         ("number", False),
         ("select", True),
         ("select", False),
-        ("checkbox", False),
+        ("radio", False),  # yes / no: unchosen until chosen
         ("text", False),
         ("textarea", False),
-        ("json", False),
+        ("json", False),  # an object without properties: JSON, folded under "Advanced"
         ("json", False),  # an enum of objects cannot be a choice list: its value is asked as JSON
     ]
-    # An optional choice can be left empty; a required one cannot
-    assert fields["f3"].choices[0] == forms.Choice("", "")
-    assert "" not in [c.value for c in fields["f2"].choices]
+    assert fields["f7"].advanced
+    assert fields["f8"].advanced
+    # No choice is made for the person: a required one starts on "Choose…", an optional one may stay "(none)"
+    assert fields["f2"].choices[0] == forms.Choice("", "Choose…")
+    assert fields["f2"].value == ""
+    assert fields["f3"].choices[0] == forms.Choice("", "(none)")
     assert (fields["f0"].step, fields["f1"].step, fields["f5"].max_length) == ("any", "1", 40)
+    # Labels: a schema's title, else its key; an optional question says so
+    assert (fields["f0"].label, fields["f1"].label) == ("Amount", "count (optional)")
+
+
+RICH = {
+    "type": "object",
+    "required": ["email", "when", "party", "tags", "size"],
+    "properties": {
+        "email": {"type": "string", "format": "email", "title": "Your e-mail", "description": "Where the receipt goes"},
+        "day": {"type": "string", "format": "date"},
+        "when": {"type": "string", "format": "date-time"},
+        "site": {"type": "string", "format": "uri"},
+        "party": {
+            "type": "object",
+            "title": "Who pays",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 80}, "vat": {"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"}},
+        },
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "sizes": {"type": "array", "items": {"enum": ["S", "M", "L"]}},
+        "size": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+        "source": {"const": "page"},
+        "ticket": {"type": "string", "readOnly": True, "default": "T-1"},
+        "choice": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+    },
+}
+RICH_PAYLOAD = {"kind": "custom", "key": "k", "data": {"customKind": "pay"}, "resumeSchema": RICH}
+RICH_ANSWER = {
+    "f0": ["ana@example.com"],
+    "f1": ["2026-12-24"],
+    "f2": ["2026-12-24T09:30"],
+    "f3": ["https://example.com/a"],
+    "f4_0": ["Ana Lima"],
+    "f4_1": ["PT123"],
+    "f5": ["red\n\n blue "],
+    "f6": ["S", "L"],
+    "f7": ["4"],
+    "f10": [""],
+}
+
+
+def test_every_keyword_people_use_in_forms_is_drawn():
+    fields = {f.name: f for form in forms.gate_forms(RICH_PAYLOAD) for f in form.fields}
+    widgets = {name: f.widget for name, f in fields.items()}
+    assert widgets == {
+        "f0": "email",
+        "f1": "date",
+        "f2": "datetime-local",
+        "f3": "url",
+        "f4": "group",
+        "f5": "lines",
+        "f6": "checkboxes",
+        "f7": "number",
+        "f8": "shown",
+        "f9": "shown",
+        "f10": "json",
+    }
+    assert (fields["f0"].label, fields["f0"].hint) == ("Your e-mail", "Where the receipt goes")
+    assert fields["f2"].label == "when (UTC)"
+    party = fields["f4"]
+    assert party.label == "Who pays"
+    assert [(p.name, p.label, p.required, p.min_length, p.max_length) for p in party.fields] == [
+        ("f4_0", "name", True, 2, 80),
+        ("f4_1", "vat (optional)", False, None, None),
+    ]
+    assert [c.value for c in fields["f6"].choices] == ["S", "M", "L"]
+    # A default fills the field in; a constant and a read-only value are shown, not asked
+    assert (fields["f7"].value, fields["f7"].minimum, fields["f7"].maximum) == ("3", "1", "10")
+    assert (fields["f8"].value, fields["f9"].value) == ("page", "T-1")
+    markup = approval_page_form(RICH_PAYLOAD)
+    assert 'type="number" step="1" id="f7" name="f7" value="3" required min="1" max="10"' in markup
+    assert 'minlength="2" maxlength="80"' in markup
+    assert '<details class="advanced"><summary>Advanced: choice (JSON)</summary>' in markup
+    assert 'aria-describedby="f0-hint"' in markup
+
+
+def test_an_answer_reads_back_as_the_schema_types_it():
+    assert forms.resume_from_form(RICH_PAYLOAD, RICH_ANSWER) == {
+        "email": "ana@example.com",
+        "day": "2026-12-24",
+        "when": "2026-12-24T09:30:00Z",
+        "site": "https://example.com/a",
+        "party": {"name": "Ana Lima", "vat": "PT123"},
+        "tags": ["red", "blue"],
+        "sizes": ["S", "L"],
+        "size": 4,
+        "source": "page",
+        "ticket": "T-1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"f0": ["ana"]}, "f0", "Must be an e-mail address."),
+        ({"f1": ["24/12/2026"]}, "f1", "Must be a date."),
+        ({"f3": ["example"]}, "f3", "Must be a web address, with https:// in front."),
+        ({"f4_0": ["A"]}, "f4_0", "Must be at least 2 characters long."),
+        ({"f4_1": ["pt123"]}, "f4_1", "This is not in the form this answer needs."),
+        ({"f4_0": [""]}, "f4_0", "Please answer this."),
+        ({"f5": [""]}, "f5", "Please answer this."),
+        ({"f6": ["XL"]}, "f6", "Choose among the listed options."),
+        ({"f7": ["11"]}, "f7", "Must be at most 10."),
+        ({"f7": ["2.5"]}, "f7", "Must be a whole number."),
+        ({"f10": ["{"]}, "f10", "This is not valid JSON; check the brackets, commas and quotes."),
+    ],
+)
+def test_a_refused_answer_says_what_to_fix_beside_its_field_and_keeps_every_value(change, field, words):
+    # Given an answer with one thing wrong
+    posted = {**RICH_ANSWER, **change}
+    # When it is read
+    with pytest.raises(forms.FormError) as refused:
+        forms.resume_from_form(RICH_PAYLOAD, posted)
+    # Then the problem is named beside that field, and nowhere else
+    assert refused.value.fields == {field: words}
+    # And the form drawn again holds every value as it was typed, the message beside its field
+    markup = approval.render_open(
+        approval.View(RICH_PAYLOAD, "gate", "resolve", "waiting-input", 1_800_000_000),
+        style_nonce="n",
+        csrf_field="c",
+        error=str(refused.value),
+        answer=forms.Answer(posted, refused.value.fields),
+    )
+    assert f'<p class="field-error" id="{field}-error">{_escaped(words)}</p>' in markup
+    assert 'value="ana@example.com"' in markup or change == {"f0": ["ana"]}
+    assert ">red\n\n blue </textarea>" in markup or "f5" in change
+    assert ('value="S" checked' in markup and 'value="L" checked' in markup) or "f6" in change
+
+
+def test_the_schema_validator_refusals_land_beside_the_field_their_path_names():
+    schema = {"type": "object", "properties": {"n": {"type": "number", "exclusiveMinimum": 0}, "o": {"type": "object", "properties": {"x": {"type": "integer", "multipleOf": 5}}}}}
+    payload = {"kind": "custom", "key": "k", "data": {"customKind": "x"}, "resumeSchema": schema}
+    with pytest.raises(forms.FormError) as refused:
+        forms.resume_from_form(payload, {"f0": ["0"], "f1_0": ["7"]})
+    assert refused.value.fields == {"f0": "Must be more than 0.", "f1_0": "Must be a multiple of 5."}
+
+
+def test_a_required_choice_starts_unselected_and_an_optional_question_may_stay_blank():
+    schema = {"type": "object", "required": ["plan"], "properties": {"plan": {"enum": ["basic", "pro"]}, "ok": {"type": "boolean"}, "note": {"type": "string"}}}
+    payload = {"kind": "custom", "key": "k", "data": {"customKind": "x"}, "resumeSchema": schema}
+    markup = approval_page_form(payload)
+    assert '<option value="" selected>Choose…</option><option value="basic">basic</option><option value="pro">pro</option>' in markup
+    assert "checked" not in markup
+    assert forms.resume_from_form(payload, {"f0": ["pro"], "f2": [""]}) == {"plan": "pro"}
+    with pytest.raises(forms.FormError) as refused:
+        forms.resume_from_form(payload, {"f0": [""]})
+    assert refused.value.fields == {"f0": "Please answer this."}
+
+
+WORKED = json.loads((Path(__file__).resolve().parents[2] / "examples/worker/approve-before-sending.json").read_text())
+MODULEX = {
+    "kind": "custom",
+    "key": "k",
+    "data": {
+        "customKind": "modulex.interrupt",
+        "payload": {
+            "message": "Approve sending this draft?\n\nDear Ana,\nyour refund is on its way.",
+            "data": {},
+            **{k: v for k, v in WORKED["nodes"][1]["interrupt_config"].items() if k != "message"},
+        },
+    },
+}
+
+
+def test_a_modulex_interrupt_asks_its_resume_schema_with_its_message_and_examples():
+    markup = approval_page_form(MODULEX)
+    # Its message: the first line as the title, the rest with its line breaks
+    assert "<h1>Approve sending this draft?</h1>" in markup
+    assert '<p class="para">Dear Ana,\nyour refund is on its way.</p>' in markup
+    # Its schema as fields, its examples as buttons of their own form (no field to fill, so nothing blocks them)
+    assert [c[:4] for c in controls(markup) if c[2] != "csrf"] == [
+        ("button", "submit", "example", "0"),
+        ("button", "submit", "example", "1"),
+        ("input", "radio", "f0", None),
+        ("input", "radio", "f0", None),
+        ("textarea", None, "f1", None),
+        ("button", "submit", "action", "submit"),
+    ]
+    assert ">approve</button>" in markup
+    assert ">reject</button>" in markup
+    for word in ("modulex", "resume_schema", "Input requested", "JSON"):
+        assert word not in markup
+    # An example fills the form in for the person to check
+    filled = forms.example_answer(MODULEX, {"example": ["1"]})
+    assert filled == forms.Answer({"f0": ["false"], "f1": ["Tone too casual"]}, example="reject")
+    assert 'value="false" checked' in approval_page_form(MODULEX, filled)
+    # What a person types reads back as the schema says: "no, too casual" is a note, not bad JSON
+    assert forms.resume_from_form(MODULEX, {"f0": ["false"], "f1": ["no, too casual"]}) == {"approved": False, "notes": "no, too casual"}
+    with pytest.raises(forms.FormError):
+        forms.example_answer(MODULEX, {"example": ["7"]})
+
+
+def test_edit_accept_edits_the_artifact_field_by_field_in_its_order_with_its_labels():
+    artifact = {"customer": {"name": "Ana", "vip": True}, "amount": 120.5, "lines": ["refund", "voucher"], "note": "", "raw": None}
+    payload = {
+        "kind": "approval",
+        "key": "k",
+        "data": {"title": "Refund?", "actions": ["edit-accept"], "artifactData": artifact},
+        "resumeSchema": approval_resume_schema(["edit-accept"]),
+    }
+    form = forms.gate_forms(payload, labels={"customer.name": "Customer", "amount": "Amount (EUR)"})[0]
+    assert form.folded == "Approve with my edits"
+    assert [(f.name, f.label, f.widget, f.value) for f in form.fields] == [
+        ("e0", "customer", "group", ""),
+        ("e1", "Amount (EUR)", "number", "120.5"),
+        ("e2", "lines", "lines", "refund\nvoucher"),
+        ("e3", "note", "text", ""),
+        ("e4", "raw (JSON)", "json", "null"),
+    ]
+    assert [(f.label, f.widget, f.value) for f in form.fields[0].fields] == [("Customer", "text", "Ana"), ("vip", "radio", "true")]
+    # One field changed: the rest comes back as it was, in the author's order
+    posted = {"action": ["edit-accept"], "e0_0": ["Ana"], "e0_1": ["true"], "e1": ["99"], "e2": ["refund\nvoucher"], "e3": [""], "e4": ["null"]}
+    assert forms.resume_from_form(payload, posted) == {"action": "edit-accept", "editedArtifactData": {**artifact, "amount": 99}}
+    with pytest.raises(forms.FormError) as refused:
+        forms.resume_from_form(payload, {**posted, "e1": ["ninety"]})
+    assert refused.value.fields == {"e1": "Must be a number."}
+
+
+def test_the_services_refusal_is_said_beside_the_field_in_plain_words():
+    refused = forms.refusal(RICH_PAYLOAD, "resumeValue does not match the interrupt's resumeSchema", {"field": "resumeValue", "errors": [{"path": "party/name", "message": "'' is too short"}]})
+    assert refused.fields == {"f4_0": "This answer is not accepted here."}
+    secret = forms.refusal(MODULEX, "an interrupt never accepts credential material", {"field": "resumeValue", "path": "/notes"})
+    assert secret.fields == {"f1": forms.CREDENTIAL_WORDS}
+    plain = forms.refusal(PAYLOADS["approval"], "action 'refine' requires refineFeedback", {"field": "resumeValue.refineFeedback"})
+    assert str(plain) == "Action 'refine' requires the requested changes."
 
 
 def test_a_field_shows_its_value_and_says_its_error_beside_it_escaped():

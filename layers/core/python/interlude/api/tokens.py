@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -34,20 +35,24 @@ from interlude.api.http import (
 from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
+from interlude.api.page.names import names_of
 from interlude.api.routes import route
+from interlude.app.directory import display_name as directory_name
 from interlude.app.directory import entry_of
+from interlude.app.tenants import tenant_settings
 from interlude.app.tokens import Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
-from interlude.domain.ids import check_author_id, from_wire
+from interlude.domain.ids import check_author_id, from_wire, tenant_of
 from interlude.domain.models.answers.tokens import MintedToken
 from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintTokenRequest
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.visits import interrupt_key, visit_of
 from interlude.rules.auth import RESOLVE_SCOPE
 from interlude.rules.interrupts.delegation import NOT_A_VOTE
-from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims
+from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenExpired
 
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -157,11 +162,18 @@ def page_get(token: str) -> Response:
         claims = surface().verify(token)
         target = surface().target(claims)
     except DomainError as exc:
-        return error_page(exc, claims, style)
+        return error_page(exc, claims_of(exc, claims), style)
     return open_page(token, target, style, status=200)
 
 
-def open_page(token: str, target: Target, style: str, status: int, error: str | None = None) -> Response:
+def claims_of(exc: DomainError, claims: TokenClaims | None) -> TokenClaims | None:
+    """The claims a refused token still names: an expired one names its request."""
+    return exc.claims if isinstance(exc, TokenExpired) else claims
+
+
+def open_page(
+    token: str, target: Target, style: str, status: int, error: str | None = None, answer: forms.Answer | None = None
+) -> Response:
     view = view_of(target.state, target.claims, target.interrupt.payload)
     title = approval.title_of(view.payload)
     if not target.claims.decides:
@@ -177,7 +189,7 @@ def open_page(token: str, target: Target, style: str, status: int, error: str | 
         max_age=csrf.COOKIE_MAX_AGE_S,
         same_site=SameSite.STRICT_MODE,
     )
-    markup = approval.render_open(view, style_nonce=style, csrf_field=form_field, error=error)
+    markup = approval.render_open(view, style_nonce=style, csrf_field=form_field, error=error, answer=answer)
     return html_response(status, title, markup, style, cookies=[cookie])
 
 
@@ -191,19 +203,24 @@ def page_post(token: str) -> Response:
             return result_page(403, approval.Result("cross-site"), None, style)
         target = surface().target(claims)
     except DomainError as exc:
-        return error_page(exc, claims, style)
+        return error_page(exc, claims_of(exc, claims), style)
     if not claims.decides:
         detail = "This link lets you see this request, not decide it."
         return result_page(403, approval.Result("forbidden", detail=detail), None, style)
+    payload = target.interrupt.payload
     try:
-        resume_value = forms.resume_from_form(target.interrupt.payload, form)
-    except forms.FormError as exc:
-        return open_page(token, target, style, status=400, error=str(exc))
-    try:
+        example = forms.example_answer(payload, form)
+        if example is not None:
+            # An example pressed fills the form in; the person checks it and sends it.
+            return open_page(token, target, style, status=200, answer=example)
+        resume_value = forms.resume_from_form(payload, form)
         surface().resolve_target(target, resume_value)
+    except forms.FormError as exc:
+        return open_page(token, target, style, 400, str(exc), forms.Answer(form, exc.fields))
     except DomainError as exc:
         if exc.code == "validation_error":
-            return open_page(token, target, style, status=400, error=f"The answer was not accepted: {exc.message}.")
+            refused = forms.refusal(payload, exc.message, exc.details)
+            return open_page(token, target, style, 400, str(refused), forms.Answer(form, refused.fields))
         return error_page(exc, claims, style)
     return decided_page(target, resume_value, style)
 
@@ -238,6 +255,7 @@ def decided_page(target: Target, resume_value: Any, style: str) -> Response:
     still = after.interrupts.get(claims.node_id)
     action = resume_value.get("action") if isinstance(resume_value, dict) else None
     kind = target.interrupt.kind
+    verdict = ""
     if still is not None and still.interruptId == claims.interrupt_id:
         counted = votes_cast(still)
         required = (target.interrupt.payload.get("data") or {}).get("requiredApprovals", 1)
@@ -248,7 +266,8 @@ def decided_page(target: Target, resume_value: Any, style: str) -> Response:
         result = approval.Result(
             "decided" if kind == "approval" else "answered", action=action, run_status=after.status
         )
-    return result_page(200, result, view_of(after, claims, target.interrupt.payload), style)
+        verdict = approval.verdict(what_became_of(after, claims, None))
+    return result_page(200, result, view_of(after, claims, target.interrupt.payload, verdict), style)
 
 
 def votes_cast(interrupt: OpenInterrupt) -> int:
@@ -256,52 +275,109 @@ def votes_cast(interrupt: OpenInterrupt) -> int:
     return sum(1 for v in interrupt.votes if v.action not in NOT_A_VOTE)
 
 
+# A refusal's message (its start) → what the page says instead: the people reading it hold a link, not a key.
+REFUSAL_WORDS = {
+    "this token may inspect": "This link lets you see this request, not decide it.",
+    "the key that minted this token": "Whoever sent this link may no longer decide requests. Ask them for a new link.",
+    "this principal is not an eligible approver": "You are not one of the people who may decide this request.",
+}
+
+
+def refusal_words(exc: DomainError) -> str:
+    if exc.code == "forbidden" and (exc.details or {}).get("field") == "approversList":
+        return "You are not one of the approvers named for this request."
+    said = next((words for start, words in REFUSAL_WORDS.items() if exc.message.startswith(start)), None)
+    return said or forms.in_plain_words(exc.message)
+
+
 def error_page(exc: DomainError, claims: TokenClaims | None, style: str) -> Response:
     kind = PAGE_KINDS.get(exc.code, "error")
-    detail = exc.message[:1].upper() + exc.message[1:] + "." if kind in ("forbidden", "error") else None
-    if exc.code == "forbidden" and (exc.details or {}).get("field") == "approversList":
-        detail = "You are not one of the approvers named for this request."
+    detail = refusal_words(exc) if kind in ("forbidden", "error") else None
     view = None
     extra: dict[str, Any] = {}
-    if claims is not None and kind in ("already", "vote-cast", "forbidden"):
+    if claims is not None and kind in ("already", "vote-cast", "forbidden", "expired"):
         try:
-            state, _ = service().load_run(claims.run_id.split("/", 1)[0], claims.run_id)
-            view = view_of(state, claims, {})
-            if kind == "already":
-                extra = what_was_decided(state, claims, view.time_zone)
+            state, _ = service().load_run(tenant_of(claims.run_id), claims.run_id)
         except DomainError:
-            view = None
+            state = None
+        if state is not None:
+            time_zone = approver_time_zone(state.tenant, claims)
+            extra = what_became_of(state, claims, time_zone)
+            open_interrupt = state.interrupts.get(claims.node_id)
+            payload = extra.pop("payload", None) or (open_interrupt.payload if open_interrupt is not None else {})
+            view = view_of(state, claims, payload, approval.verdict(extra))
+            if kind == "expired" and not extra:
+                extra = whom_to_ask(state, claims, view)
     run_status = view.run_status if view else None
     result = approval.Result(kind, run_status=run_status, detail=detail, extra=extra)
     return result_page(status_of(exc), result, view, style)
 
 
-def what_was_decided(state: RunState, claims: TokenClaims, time_zone: str | None) -> dict[str, Any]:
-    """What became of the interrupt a reopened link names: the decision, who made it and when (shown in the
-    approver's time zone), from the interrupt's stored resolution; {} when there is none to tell."""
+def what_became_of(state: RunState, claims: TokenClaims, time_zone: str | None) -> dict[str, Any]:
+    """What became of the interrupt a link names, from its stored resolution: decided (the decision, who made it,
+    when, the comment), timed out, or withdrawn with its run (and why); {} while it is open or when there is none to
+    tell. `payload`: what the request asked."""
+    open_interrupt = state.interrupts.get(claims.node_id)
+    if open_interrupt is not None and open_interrupt.interruptId == claims.interrupt_id:
+        return {}
     visit = visit_of(state, claims.node_id, claims.interrupt_id)
     if visit is None:
         return {}
     item = service().store.closed_interrupt(state.runId, interrupt_key(state.runId, claims.node_id, visit))
-    if item is None:
+    if item is None or item.get("status") == "open":
         return {}
-    if item.get("status") == "cancelled":
-        return {"status": "cancelled"}
+    payload = item.get("payload") or {}
     resolution = item.get("resolution") or {}
     at = approval.when(resolution["at"], time_zone) if resolution.get("at") else None
+    told: dict[str, Any] = {"payload": payload, "kind": payload.get("kind"), "at": at}
+    if item.get("status") == "cancelled":
+        return {**told, **withdrawn(state, resolution)}
     if resolution.get("timedOut") or resolution.get("reason") == "timeout":
-        return {"timedOut": True, "at": at}
+        return {**told, "timedOut": True}
     value = resolution.get("resumeValue")
     decision = resolution.get("decision") or (value.get("action") if isinstance(value, dict) else None) or "answered"
-    return {"decision": decision, "by": display_name(state.tenant, resolution.get("resolvedBy")), "at": at}
+    comment = next((value[k] for k in ("comment", "feedback") if isinstance(value, dict) and isinstance(value.get(k), str)), None)
+    return {**told, "decision": decision, "by": display_name(state.tenant, resolution.get("resolvedBy")), "comment": comment}
+
+
+def withdrawn(state: RunState, resolution: dict[str, Any]) -> dict[str, Any]:
+    """A request closed with its run: cancelled (by whom, and why, from the run's `run.cancelled`), or stopped."""
+    from interlude.engine.subworkflows import PARENT_CANCELLED
+
+    if resolution.get("reason") != "run cancelled":
+        return {"status": "withdrawn"}
+    cancelled: dict[str, Any] = next(
+        (e["payload"] for e in reversed(service().store.read_events(state.runId, state.nextSeq - 3)) if e["type"] == "run.cancelled"),
+        {},
+    )
+    by = cancelled.get("cancelledBy")
+    return {
+        "status": "cancelled",
+        "reason": cancelled.get("reason") if cancelled.get("reason") != PARENT_CANCELLED else "its parent run was cancelled",
+        "by": display_name(state.tenant, {"subjectId": by}) if isinstance(by, str) else None,
+    }
+
+
+def whom_to_ask(state: RunState, claims: TokenClaims, view: approval.View) -> dict[str, Any]:
+    """For a link past its time whose request is still open: which request, until when, and who can send a new
+    link (whoever started the run) or decide in anyone's place (the gate's and the tenant's override principals)."""
+    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    gate = node_config(definition, claims.node_id)
+    overrides = [*(gate.get("overridePrincipals") or []), *tenant_settings(service().hitl_store, state.tenant).overridePrincipals]
+    names = [display_name(state.tenant, {"subjectId": p}) for p in dict.fromkeys(str(p) for p in overrides)]
+    return {
+        "title": approval.title_of(view.payload) if view.payload else None,
+        "expiredAt": approval.when(datetime.fromtimestamp(claims.expires_at, UTC), view.time_zone),
+        "askedBy": view.asked_by,
+        "overrides": [n for n in names if n],
+    }
 
 
 def display_name(tenant: str, subject: Any) -> str | None:
     """A person as the page names them: their directory display name, else their subject id."""
     if not isinstance(subject, dict) or not subject.get("subjectId"):
         return None
-    entry = entry_of(service().directory, tenant, str(subject["subjectId"]))
-    return entry.displayName if entry is not None and entry.displayName else str(subject["subjectId"])
+    return directory_name(service().directory, tenant, str(subject["subjectId"]))
 
 
 def approver_time_zone(tenant: str, claims: TokenClaims) -> str | None:
@@ -319,10 +395,25 @@ def result_page(status: int, result: approval.Result, view: approval.View | None
     return html_response(status, heading, approval.render_result(result, view), style)
 
 
-def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> approval.View:
+def node_config(definition: WorkflowDefinition, node_id: str) -> dict[str, Any]:
+    try:
+        return definition.node(node_id).config
+    except KeyError:
+        return {}
+
+
+def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any], verdict: str = "") -> approval.View:
+    """`verdict`: how the gate ended, when its state alone would mislead (approval.verdict)."""
     definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    names = names_of(definition, state.workflowId)
     nodes = [
-        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending", n.name or "")
+        GraphNode(
+            n.id,
+            n.typeId,
+            state.nodes[n.id].status if n.id in state.nodes else "pending",
+            names.step(n.id),
+            verdict if n.id == claims.node_id else "",
+        )
         for n in definition.nodes
     ]
     edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
@@ -343,8 +434,9 @@ def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any]) -> ap
         votes=votes,
         asked_by=display_name(state.tenant, (state.owner or {}).get("subject")),
         asked_at=raised_at(state, claims),
-        workflow_name=definition.name or state.workflowId,
+        workflow_name=names.workflow,
         time_zone=approver_time_zone(state.tenant, claims),
+        labels=names.labels_of(claims.node_id),
     )
 
 

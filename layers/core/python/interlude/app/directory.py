@@ -81,6 +81,12 @@ def entry_of(directory: DirectoryStore, tenant: str, principal_id: str) -> Princ
     return PrincipalEntry.model_validate(record["entry"]) if record else None
 
 
+def display_name(directory: DirectoryStore, tenant: str, principal_id: str) -> str:
+    """A person as pages name them: their directory display name, else their principal (key subject) id."""
+    entry = entry_of(directory, tenant, principal_id)
+    return entry.displayName if entry is not None and entry.displayName else principal_id
+
+
 def delegators_of(directory: DirectoryStore, tenant: str, delegate: str | None, now: datetime) -> tuple[Delegator, ...]:
     """The principals whose out-of-office delegate `delegate` is now (one Query of the delegation items keyed by
     the delegate), each with the membership their entry records, in principal id order."""

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from interlude.cli.local import STATE_FILE
-from interlude.domain.ids import to_wire
+from interlude.domain.ids import INLINE_WORKFLOW_PREFIX, to_wire
+from interlude.faces.modulex.references import modulex_id
 
 TIMEOUT_S = 30
 MAX_CELL = 48
@@ -99,6 +100,33 @@ def _problem(problem: Any) -> str:
         where = problem.get("path") or ".".join(str(p) for p in problem.get("loc", []))
         return f"{where}: {problem.get('message') or problem.get('msg')}" if where else str(problem.get("message"))
     return str(problem)
+
+
+class StepIds:
+    """The node ids a table shows: a ModuleX workflow's as their author wrote them (`node_approval`; the API names
+    them by the engine's escaped ids, `node~5Fapproval`), any other workflow's as they are. Whether a workflow is a
+    ModuleX one: an inline definition always is; another is asked once (`GET /workflows/{id}` answers a ModuleX
+    workflow's `workflow_schema`)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._modulex: dict[str, bool] = {}
+
+    def of(self, workflow_id: str, node_id: Any) -> Any:
+        if not isinstance(node_id, str) or "~" not in node_id:
+            return node_id  # nothing escaped: the id is as written whatever the face
+        return modulex_id(node_id) if self.modulex(workflow_id) else node_id
+
+    def modulex(self, workflow_id: str) -> bool:
+        if workflow_id not in self._modulex:
+            known = workflow_id.startswith(INLINE_WORKFLOW_PREFIX)
+            if not known:
+                try:
+                    known = "workflow_schema" in self.client.call("GET", f"/workflows/{urllib.parse.quote(workflow_id, safe='')}")
+                except CliError:
+                    known = False  # not readable with this key: shown as the API names it
+            self._modulex[workflow_id] = known
+        return self._modulex[workflow_id]
 
 
 def wire(run_id: str) -> str:

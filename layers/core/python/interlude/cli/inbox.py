@@ -12,7 +12,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from interlude.cli.client import Client, StepIds
 from interlude.cli.local import STATE_FILE, add_local_args, table_store
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
 COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
 MAX_CELL = 48
@@ -29,8 +31,12 @@ def summary(item: dict[str, Any]) -> str:
         return str(questions[0].get("question", "")) + extra
     if kind == "external-event":
         return f"{data.get('eventType')} {json.dumps(data.get('correlation'), sort_keys=True)}"
+    if kind == "custom" and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        # A ModuleX interrupt: its message's first line, as the approval page titles it.
+        return str((data.get("payload") or {}).get("message") or "").strip().split("\n", 1)[0]
     if kind == "custom":
-        return str(data.get("customKind", ""))
+        payload = data.get("payload")
+        return str(payload.get("title") if isinstance(payload, dict) and payload.get("title") else data.get("customKind", ""))
     if kind == "low-confidence":
         return f"{data.get('agentId')}: {data.get('observed')} < {data.get('threshold')}"
     if kind == "credential":
@@ -55,14 +61,14 @@ def _cell(text: str) -> str:
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 
-def render_table(items: list[dict[str, Any]]) -> str:
+def render_table(items: list[dict[str, Any]], steps: StepIds | None = None) -> str:
     rows = [
         (
             item["raisedAt"],
             item["kind"],
             item["workflowId"],
             item["runId"],
-            item["nodeId"],
+            steps.of(item["workflowId"], item["nodeId"]) if steps is not None else item["nodeId"],
             summary(item),
             votes_cell(item),
         )
@@ -116,7 +122,7 @@ def _inbox(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"interrupts": items, "nextCursor": None if args.all else page.get("nextCursor")}, indent=2))
     else:
-        print(render_table(items))
+        print(render_table(items, StepIds(Client(url, key))))
         if page.get("nextCursor") and not args.all:
             print(f"more: --all, or the cursor {page['nextCursor']}")
     return 0

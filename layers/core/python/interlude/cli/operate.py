@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from interlude import wiring
-from interlude.cli.client import Client, CliError, add_endpoint_args, printed, table, wire
+from interlude.cli.client import Client, CliError, StepIds, add_endpoint_args, printed, table, wire
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
@@ -30,13 +30,14 @@ def _runs_list(args: argparse.Namespace) -> int:
             break
         query["cursor"] = cursor
     answer = {"runs": runs, **({"nextCursor": cursor} if cursor and not args.all else {})}
+    steps = StepIds(client)
     rows = [
         (
             r.get("startedAt") or "-",
             r["status"],
             r["workflowId"],
             r["runId"],
-            r.get("currentNodeId"),
+            steps.of(r["workflowId"], r.get("currentNodeId")),
         )
         for r in runs
     ]
@@ -52,23 +53,28 @@ def _runs_show(args: argparse.Namespace) -> int:
     events = client.call("GET", f"/runs/{wire(args.run)}/events/poll", query={"timeout": 1})["events"]
     answer = {"run": run, "events": events}
     extension = run.get("extensions", {}).get("interlude.run", {})
+    steps = StepIds(client)
+
+    def step(node_id: Any) -> Any:
+        return steps.of(run["workflowId"], node_id)
+
     lines = [
         f"run       {run['runId']}",
         f"workflow  {run['workflowId']} (version {extension.get('workflowVersion', '?')})",
-        f"status    {run['status']}" + (f" at {run['currentNodeId']}" if run.get("currentNodeId") else ""),
+        f"status    {run['status']}" + (f" at {step(run['currentNodeId'])}" if run.get("currentNodeId") else ""),
         f"owner     {run['owner']['subject'].get('subjectId')}",
     ]
     if run.get("error"):
         lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
-    lines += ["", table(("NODE", "STATUS", "VISITS"), [(n, s["status"], s["visits"]) for n, s in run["nodeStates"].items()], "(no nodes)")]
+    lines += ["", table(("NODE", "STATUS", "VISITS"), [(step(n), s["status"], s["visits"]) for n, s in run["nodeStates"].items()], "(no nodes)")]
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
-            (node, g["kind"], g["raisedAt"], ", ".join(f"{v['principal']}:{v['action']}" for v in g["votes"]) or "-")
+            (step(node), g["kind"], g["raisedAt"], ", ".join(f"{v['principal']}:{v['action']}" for v in g["votes"]) or "-")
             for node, g in gates.items()
         ]
         lines += ["", table(("OPEN GATE", "KIND", "RAISED", "VOTES"), rows, "")]
-    timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], e.get("nodeId")) for e in events]
+    timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], step(e.get("nodeId"))) for e in events]
     lines += ["", table(("SEQ", "AT", "EVENT", "NODE"), timeline, "(no events)")]
     return printed(args, answer, "\n".join(lines))
 

@@ -33,6 +33,11 @@ AUTHOR_ID_RE = whole(AUTHOR_ID)
 # Inline ModuleX definitions are stored under `modulex-inline-<content hash>` (faces/modulex/definition.content_id):
 # no author registers a workflow under it, so such a workflow id always names an inline (ad hoc) definition.
 INLINE_WORKFLOW_PREFIX = "modulex-inline-"
+# Where a definition the ModuleX face translated keeps what the face knows of it (faces/modulex/definition.py): under
+# "nodes", each engine node id's ModuleX id, type and name as the author wrote them.
+MODULEX_METADATA = "interlude.modulex"
+# The `customKind` of the `custom` interrupt a ModuleX `interrupt` node raises (faces/modulex/nodes.py).
+MODULEX_INTERRUPT_KIND = "modulex.interrupt"
 SUBJECT_ID_RE = whole(SUBJECT_ID)
 _WIRE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _TILDE_RE = re.compile(r"~([0-9A-Fa-f]{2})")

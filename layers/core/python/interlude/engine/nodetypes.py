@@ -52,6 +52,9 @@ class ApprovalGateConfig(FrozenStored):
     # and whom `onTimeout: escalate` notifies (else the tenant's override principals).
     remindersMs: list[Annotated[int, Field(ge=1000, le=MAX_REMINDER_MS)]] | None = Field(default=None, max_length=MAX_REMINDERS)
     escalationPrincipals: list[str] = Field(default_factory=list, max_length=100)
+    # What a person reads for each field of artifactData, by its dotted path ("refund.amount": "Amount to refund"),
+    # on the approval page, in the console and when editing it (api/page: presentation only, never in the payload).
+    fieldLabels: dict[str, Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=dict, max_length=500)
 
 
 class Question(FrozenStored):

@@ -26,8 +26,10 @@ def key(pk: str, sk: str) -> Item:
     return {wiring.PARTITION_KEY: s(pk), wiring.SORT_KEY: s(sk)}
 
 
-# What json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False) makes, without an encoder per call.
-_COMPACT = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+# What json.dumps(value, separators=(",", ":"), allow_nan=False) makes, without an encoder per call. Keys stay in the
+# order they were written: a definition's, an artifact's and a form's fields are read back in their author's order
+# (issue 28; items written sorted before that read back sorted).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def as_json(value: Any) -> dict[str, str]:

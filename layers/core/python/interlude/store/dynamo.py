@@ -986,11 +986,11 @@ class Store:
         return item["raisedAt"]["S"] if "raisedAt" in item else None
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
-        """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId}; None if none was."""
+        """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId, payload}; None if none was."""
         got = self.client.get_item(
             TableName=self.table,
             Key=a.key(run_pk(run_id), interrupt_sk(key)),
-            ProjectionExpression="#st, resolution, raisedAt, interruptId",
+            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload",
             ExpressionAttributeNames={"#st": "status"},
         )
         item = got.get("Item")

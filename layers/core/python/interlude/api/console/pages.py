@@ -17,7 +17,8 @@ from urllib.parse import quote, urlencode
 
 from interlude.api.page import approval, forms, templating
 from interlude.api.page.graph import GraphNode, describe, drawing
-from interlude.api.page.text import pretty
+from interlude.api.page.names import Names
+from interlude.api.page.text import Cell, cell_of, pretty
 from interlude.domain.ids import to_wire
 
 SECTIONS = (("inbox", "Inbox"), ("runs", "Runs"), ("workflows", "Workflows"), ("keys", "Keys"), ("audit", "Audit"))
@@ -111,11 +112,39 @@ class Decision:
     forms: list[forms.Form]
 
 
-def decision(run_id: str, node_id: str, payload: Mapping[str, Any], proof: str, prefix: str) -> Decision:
+# A gate's form filled in again: (run id, node id, what it is filled with) — a refused answer or an example.
+Filled = tuple[str, str, forms.Answer]
+
+
+def decision(
+    run_id: str,
+    node_id: str,
+    payload: Mapping[str, Any],
+    proof: str,
+    prefix: str,
+    filled: Filled | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Decision:
     # `back`: the page the decision returns to (inbox | run).
     hidden = (("csrf", proof), ("back", prefix.split("-")[0]))
     action = f"{run_href(run_id)}/interrupts/{quote(node_id, safe='')}"
-    return Decision(action, hidden, f"{prefix}-", forms.gate_forms(payload))
+    answer = filled[2] if filled is not None and filled[:2] == (run_id, node_id) else None
+    return Decision(action, hidden, f"{prefix}-", forms.gate_forms(payload, answer, labels))
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a gate asks, to read before deciding: its kind, title, message and what is being decided."""
+
+    kind: str
+    title: str
+    message: Cell | None
+    artifact: approval.Artifact | None
+
+
+def asked(payload: Mapping[str, Any], labels: Mapping[str, str]) -> Asked:
+    title, message = approval.headline(payload)
+    return Asked(approval.kind_words(payload), title, cell_of(message) if message else None, approval.artifact_of(payload, labels))
 
 
 def vote_rows(votes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
@@ -140,12 +169,11 @@ def _voter(vote: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class InboxEntry:
-    kind: str
-    workflow_id: str
-    title: str
-    description: str | None
+    asked: Asked
+    # The workflow's name (None: an unnamed inline definition), the step's.
+    workflow: str | None
+    step: str
     run_id: str
-    node_id: str
     raised_at: str
     # Whose gate the signed-in principal decides as a delegate (issue 14 item 4), in words; None: their own.
     on_behalf_of: str | None
@@ -157,23 +185,31 @@ class InboxEntry:
         return run_href(self.run_id)
 
 
-def inbox(frame: Frame, items: Sequence[Mapping[str, Any]], next_cursor: str | None, notice: Notice | None) -> str:
+def inbox(
+    frame: Frame,
+    items: Sequence[Mapping[str, Any]],
+    next_cursor: str | None,
+    notice: Notice | None,
+    names: Mapping[str, Names] | None = None,
+    filled: Filled | None = None,
+) -> str:
+    """`names`: by run id, what its workflow calls its parts (a run missing from it is named by its ids)."""
     entries = []
     for i, item in enumerate(items):
         payload = item.get("payload") or {}
-        data = payload.get("data") or {}
+        named = (names or {}).get(str(item["runId"])) or Names(str(item.get("workflowId", "")))
+        node_id = str(item.get("nodeId", ""))
+        labels = named.labels_of(node_id)
         entries.append(
             InboxEntry(
-                kind=str(item.get("kind", "")),
-                workflow_id=str(item.get("workflowId", "")),
-                title=approval.title_of(payload),
-                description=data.get("description") or None,
+                asked=asked(payload, labels),
+                workflow=named.workflow,
+                step=named.step(node_id),
                 run_id=str(item["runId"]),
-                node_id=str(item.get("nodeId", "")),
                 raised_at=str(item.get("raisedAt", "")),
                 on_behalf_of=", ".join(item["onBehalfOf"]) if item.get("onBehalfOf") else None,
                 votes=vote_rows(item.get("votes") or []),
-                decision=decision(item["runId"], item["nodeId"], payload, frame.proof, f"inbox-{i}"),
+                decision=decision(item["runId"], node_id, payload, frame.proof, f"inbox-{i}", filled, labels),
             )
         )
     older = _query_href("/console/inbox", {"cursor": next_cursor}) if next_cursor else None
@@ -245,12 +281,16 @@ class RunView:
     unavailable: Sequence[tuple[str, str]] = ()
     notifications: Sequence[Mapping[str, Any]] | None = None
     tokens: Sequence[Mapping[str, Any]] | None = None
+    names: Names | None = None
+    # subject id -> what the directory calls them
+    people: Mapping[str, str] = field(default_factory=dict)
+    filled: Filled | None = None
 
 
 @dataclass(frozen=True)
 class OpenGate:
-    node_id: str
-    title: str
+    step: str
+    asked: Asked
     facts: list[tuple[str, str]]
     votes: list[tuple[str, str, str, str]]
     # None: the signed-in principal may not decide it.
@@ -279,6 +319,7 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
     run_id = str(snap["runId"])
     ext = (snap.get("extensions") or {}).get("interlude.run") or {}
     workflow_id = str(snap["workflowId"])
+    names = view.names or Names(workflow_id)
     later = None if view.more_events_after is None else f"{run_href(run_id)}?after={view.more_events_after}"
     return templating.render(
         "console/run.html",
@@ -286,17 +327,19 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         notice=notice,
         run_id=run_id,
         status=str(snap.get("status")),
+        rejected=rejection(snap, view.events, view.people),
         workflow_id=workflow_id,
+        workflow=names.workflow or "an unnamed workflow",
         workflow_href=_query_href(f"/console/workflows/{quote(workflow_id, safe='')}", {"version": str(ext.get("workflowVersion", ""))}),
         workflow_version=str(ext.get("workflowVersion", "?")),
         started=str(snap.get("startedAt", "—")),
         ended=str(snap.get("completedAt", "—")),
-        waiting_at=str(snap.get("currentNodeId", "—")),
+        waiting_at=names.step(str(snap["currentNodeId"])) if snap.get("currentNodeId") else "—",
         may_cancel=snap.get("status") not in ("completed", "failed", "cancelled"),
         graph=drawing(view.nodes, view.edges, ""),
-        steps=[f"{nid}: {words}" for nid, words in describe(view.nodes, "")],
-        gates=[_open_gate(frame, run_id, i, node_id, interrupt) for i, (node_id, interrupt) in enumerate(view.open_interrupts.items())],
-        timeline=[_timeline_entry(e) for e in view.events],
+        steps=[f"{names.step(nid)}: {words}" for nid, words in describe(view.nodes, "")],
+        gates=[_open_gate(frame, run_id, i, node_id, interrupt, names, view.filled) for i, (node_id, interrupt) in enumerate(view.open_interrupts.items())],
+        timeline=[_timeline_entry(e, names, view.people) for e in view.events],
         later=later,
         deliveries=[_delivery_row(d) for d in view.deliveries],
         notifications=None if view.notifications is None else [_notification_row(n) for n in view.notifications],
@@ -305,23 +348,46 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
     )
 
 
-def _open_gate(frame: Frame, run_id: str, i: int, node_id: str, interrupt: Mapping[str, Any]) -> OpenGate:
+def _open_gate(
+    frame: Frame, run_id: str, i: int, node_id: str, interrupt: Mapping[str, Any], names: Names, filled: Filled | None
+) -> OpenGate:
     payload = interrupt.get("payload") or {}
     required = (payload.get("data") or {}).get("requiredApprovals")
     facts = [
-        ("Kind", str(interrupt.get("kind", ""))),
         ("Asked", str(interrupt.get("raisedAt", ""))),
         ("Deadline", str(interrupt.get("deadline", "none"))),
         *([("Approvals needed", str(required))] if isinstance(required, int) else []),
     ]
     may_decide = interrupt.get("mayDecide")
+    labels = names.labels_of(node_id)
     return OpenGate(
-        node_id,
-        approval.title_of(payload),
+        names.step(node_id),
+        asked(payload, labels),
         facts,
         vote_rows(interrupt.get("votes") or []),
-        decision(run_id, node_id, payload, frame.proof, f"run-{i}") if may_decide else None,
+        decision(run_id, node_id, payload, frame.proof, f"run-{i}", filled, labels) if may_decide else None,
     )
+
+
+def rejection(snapshot: Mapping[str, Any], events: Sequence[Mapping[str, Any]], people: Mapping[str, str]) -> str | None:
+    """A run a rejection stopped, as people say it ("Rejected by Ana: too casual"), never as a failure; None for any
+    other run. Who and why come from the rejection's `interrupt.resolved` on this page of the timeline."""
+    if (snapshot.get("error") or {}).get("code") != "approval_rejected":
+        return None
+    resolved = next(
+        (e.get("payload") or {} for e in reversed(events) if e.get("type") == "interrupt.resolved" and (e.get("payload") or {}).get("decision") == "rejected"),
+        {},
+    )
+    if resolved.get("reason") == "timeout":
+        return "Rejected automatically: nobody decided in time"
+    who = _person((resolved.get("resolvedBy") or {}).get("subjectId"), people)
+    value: Mapping[str, Any] = resolved["resumeValue"] if isinstance(resolved.get("resumeValue"), Mapping) else {}
+    why = next((value[k] for k in ("comment", "feedback") if isinstance(value.get(k), str)), "")
+    return "Rejected" + (f" by {who}" if who else "") + (f": {why}" if why else "")
+
+
+def _person(subject_id: Any, people: Mapping[str, str]) -> str:
+    return people.get(str(subject_id), str(subject_id)) if subject_id else ""
 
 
 EVENT_WORDS = {
@@ -343,29 +409,29 @@ EVENT_WORDS = {
 }
 
 
-def event_summary(event: Mapping[str, Any]) -> str:
-    """One readable line for an event: what happened, to which step, decided how and by whom."""
+def event_summary(event: Mapping[str, Any], names: Names | None = None, people: Mapping[str, str] | None = None) -> str:
+    """One readable line for an event: what happened, to which step (by name), decided how and by whom."""
     payload = event.get("payload") or {}
     words = EVENT_WORDS.get(str(event.get("type")), str(event.get("type")))
     bits = [words]
     if event.get("nodeId"):
-        bits.append(f"· {event['nodeId']}")
+        bits.append(f"· {names.step(str(event['nodeId'])) if names else event['nodeId']}")
     for name in ("kind", "action", "decision", "reason"):
         if isinstance(payload.get(name), str):
             bits.append(f"· {name} {payload[name]}")
     who = payload.get("resolvedBy")
     if isinstance(who, dict) and who.get("subjectId"):
-        bits.append(f"· by {who['subjectId']}")
+        bits.append(f"· by {_person(who['subjectId'], people or {})}")
     error = payload.get("error")
     if isinstance(error, dict) and error.get("message"):
         bits.append(f"· {error['message']}")
     return " ".join(bits)
 
 
-def _timeline_entry(event: Mapping[str, Any]) -> TimelineEntry:
+def _timeline_entry(event: Mapping[str, Any], names: Names | None = None, people: Mapping[str, str] | None = None) -> TimelineEntry:
     payload = event.get("payload")
     return TimelineEntry(
-        str(event.get("sequence")), str(event.get("timestamp", "")), event_summary(event), pretty(payload) if payload else ""
+        str(event.get("sequence")), str(event.get("timestamp", "")), event_summary(event, names, people), pretty(payload) if payload else ""
     )
 
 
@@ -463,7 +529,7 @@ def workflow(
         latest=latest,
         versions=[(v, f"{base}?version={v}") for v in range(latest, max(0, latest - 50), -1)],
         graph=drawing(nodes, edges, ""),
-        steps=[f"{n.id} ({n.type_id})" for n in nodes],
+        steps=[f"{n.label} ({n.type_id})" for n in nodes],
         definition=json.dumps(got["definition"], indent=2, ensure_ascii=False, allow_nan=False),
     )
 

@@ -30,15 +30,18 @@ from interlude.api.errors import status_of
 from interlude.api.http import OPENWOP_VERSION, app, authorize, base_url, query_int, raw_body, scope_of, service
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
+from interlude.api.page.names import Names, names_of
 from interlude.api.routes import route
 from interlude.app import audit, notifications, run_listing
 from interlude.app import inbox as approver_inbox
+from interlude.app.directory import display_name
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.tokens.scheme import KeyRing
@@ -312,6 +315,17 @@ def console_sign_in_page() -> Response:
     return sign_in_page(200, None)
 
 
+# Why a key was refused at sign-in (the refusal's start), in the words of someone pasting one into a form.
+SIGN_IN_WORDS = {
+    "missing Authorization": "Paste an API key first.",
+    "the bearer credential is not an Interlude API key": "That is not an Interlude API key: check that you pasted all of it.",
+}
+
+
+def sign_in_words(message: str) -> str:
+    return next((words for start, words in SIGN_IN_WORDS.items() if message.startswith(start)), forms.in_plain_words(message))
+
+
 @route("consoleSignIn")
 def console_sign_in() -> Response:
     try:
@@ -324,7 +338,7 @@ def console_sign_in() -> Response:
     try:
         principal = service().authenticate(f"Bearer {(first(form, 'api_key') or '').strip()}")
     except Unauthenticated as exc:
-        return sign_in_page(401, Notice("bad", "That key was not accepted", exc.message[:1].upper() + exc.message[1:] + "."))
+        return sign_in_page(401, Notice("bad", "That key was not accepted", sign_in_words(exc.message)))
     held = ring()
     started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
     service().open_console_session(principal, started.nonce, started.expires_at)
@@ -358,11 +372,23 @@ def console_sign_out() -> Response:
 # -- inbox and decisions -----------------------------------------------------------------------------
 
 
-def inbox_page(signed: Signed, notice: Notice | None, status: int = 200, cursor: str | None = None) -> Response:
+def inbox_page(
+    signed: Signed, notice: Notice | None, status: int = 200, cursor: str | None = None, filled: pages.Filled | None = None
+) -> Response:
     authorize(signed.principal, "consoleInbox")
     listed = approver_inbox.inbox(service(), signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
-    body = pages.inbox(signed.frame, listed["interrupts"], listed.get("nextCursor"), notice)
+    items = listed["interrupts"]
+    body = pages.inbox(signed.frame, items, listed.get("nextCursor"), notice, names_of_runs([i["runId"] for i in items]), filled)
     return html(status, "Inbox", body, signed.frame, "inbox")
+
+
+def names_of_runs(run_ids: list[str]) -> dict[str, Names]:
+    """What each run's workflow version calls its parts (one batch read of the runs; versions are cached)."""
+    runs = service().store.get_runs(list(dict.fromkeys(run_ids))) if run_ids else {}
+    return {
+        run_id: names_of(service().workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId)
+        for run_id, (state, _) in runs.items()
+    }
 
 
 @page("consoleInbox", "inbox")
@@ -377,28 +403,45 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
     back = first(form, "back")
     state, _ = service().load_run(signed.principal.tenant, run_id)
     interrupt = service().open_interrupt(state, node_id)
+    step = names_of(service().workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId).step(node_id)
     try:
+        example = forms.example_answer(interrupt.payload, form)
+        if example is not None:
+            # An example pressed fills the gate's form in; the person checks it and sends it.
+            return after_decision(signed, back, run_id, None, 200, (run_id, node_id, example))
         value = forms.resume_from_form(interrupt.payload, form)
         outcome = service().resolve_interrupt(signed.principal, run_id, node_id, value, surface="console")
     except forms.FormError as exc:
-        return after_decision(signed, back, run_id, Notice("bad", "That was not accepted", str(exc)), 400)
+        return refused(signed, back, run_id, node_id, step, exc, form)
     except DomainError as exc:
         if isinstance(exc, Unauthenticated):
             raise
+        if exc.code == "validation_error":
+            return refused(signed, back, run_id, node_id, step, forms.refusal(interrupt.payload, exc.message, exc.details), form)
         notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was changed", exc.message)
         return after_decision(signed, back, run_id, notice, status_of(exc))
     words = approval.RUN_WORDS.get(outcome["status"], outcome["status"])
     still_open = node_id in service().load_run(signed.principal.tenant, run_id)[0].interrupts
     heading = "Your vote was counted" if still_open else "Decision recorded"
-    notice = Notice("ok", heading, f"{node_id} of run {run_id}: the run is now {words}.")
+    notice = Notice("ok", heading, f"{step} of run {run_id}: the run is now {words}.")
     return after_decision(signed, back, run_id, notice, 200)
 
 
-def after_decision(signed: Signed, back: str | None, run_id: str, notice: Notice, status: int) -> Response:
+def refused(
+    signed: Signed, back: str | None, run_id: str, node_id: str, step: str, exc: forms.FormError, form: dict[str, list[str]]
+) -> Response:
+    """The page again with the gate's form as it was sent, each problem said beside its field."""
+    notice = Notice("bad", "That was not accepted", f"{step}: {exc} Nothing was changed.")
+    return after_decision(signed, back, run_id, notice, 400, (run_id, node_id, forms.Answer(form, exc.fields)))
+
+
+def after_decision(
+    signed: Signed, back: str | None, run_id: str, notice: Notice | None, status: int, filled: pages.Filled | None = None
+) -> Response:
     # The inbox needs the decision's own scope; the run page may need one the session lacks.
     if back == "run" and may(signed.principal, "consoleRun"):
-        return run_page(signed, run_id, notice, status)
-    return inbox_page(signed, notice, status)
+        return run_page(signed, run_id, notice, status, filled)
+    return inbox_page(signed, notice, status, filled=filled)
 
 
 # -- runs ---------------------------------------------------------------------------------------------
@@ -455,13 +498,14 @@ def console_run(signed: Signed, runId: str) -> Response:  # noqa: N803
     return run_page(signed, from_wire(runId), None, 200)
 
 
-def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) -> Response:
+def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, filled: pages.Filled | None = None) -> Response:
     principal = authorize(signed.principal, "consoleRun")
     after = query_int("after", -1, -1, 10**12)
     state, _ = service().load_run(principal.tenant, run_id)
     me = run_resolver(principal, "console").principal
     snapshot = service().snapshot(state)
-    nodes, edges = graph_of(state)
+    names = names_of(service().workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId)
+    nodes, edges = graph_of(state, names)
     polled = service().poll_events(principal, run_id, after, 0)
     events = polled["events"][:EVENTS_PER_PAGE]
     last_seen = events[-1]["sequence"] if events else after
@@ -494,6 +538,9 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int) ->
         ),
         notifications=notifications.run_notifications(service(), principal, run_id)["notifications"],
         tokens=tokens,
+        names=names,
+        people=people_in(state.tenant, events),
+        filled=filled,
     )
     return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
 
@@ -503,13 +550,23 @@ def voted(interrupt: OpenInterrupt, principal: str) -> bool:
     return any(v.principal == principal and v.action != "ask" for v in interrupt.votes)
 
 
-def graph_of(state: RunState) -> tuple[list[GraphNode], list[tuple[str, str]]]:
+def graph_of(state: RunState, names: Names) -> tuple[list[GraphNode], list[tuple[str, str]]]:
     definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
     nodes = [
-        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending")
+        GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending", names.step(n.id))
         for n in definition.nodes
     ]
     return nodes, [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
+
+
+def people_in(tenant: str, events: list[dict[str, Any]]) -> dict[str, str]:
+    """What the directory calls each person who decided in these events (else their subject id)."""
+    subjects = {
+        str(who["subjectId"])
+        for e in events
+        if isinstance(who := (e.get("payload") or {}).get("resolvedBy"), dict) and who.get("subjectId")
+    }
+    return {s: display_name(service().directory, tenant, s) for s in sorted(subjects)}
 
 
 # -- workflows ----------------------------------------------------------------------------------------
@@ -536,9 +593,9 @@ def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
         latest = service().get_workflow(signed.principal, workflow_id)
         version = int(latest["version"])
     got = service().get_workflow_version(signed.principal, workflow_id, version)
-    definition = got["definition"]
-    nodes = [GraphNode(str(n.get("id")), str(n.get("typeId")), "pending") for n in definition.get("nodes") or []]
-    edges = [(str(e.get("sourceNodeId")), str(e.get("targetNodeId"))) for e in definition.get("edges") or []]
+    definition = WorkflowDefinition.model_validate(got["definition"])
+    nodes = [GraphNode(n.id, n.typeId, "pending", definition.step_name(n.id)) for n in definition.nodes]
+    edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
     return html(200, f"Workflow {workflow_id}", pages.workflow(signed.frame, got, nodes, edges), signed.frame, "workflows")
 
 

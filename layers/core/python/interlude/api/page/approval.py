@@ -16,8 +16,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from interlude.api.page import csrf, forms, templating
 from interlude.api.page.graph import Drawing, GraphNode, describe, drawing
-from interlude.api.page.text import pretty, unfilled_in_words
+from interlude.api.page.text import Cell, as_written, cell_of, unfilled_in_words
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
+# A request's first line longer than this is not its title.
+TITLE_MAX = 200
 DECIDED_WORDS = {
     "accept": "You approved this request.",
     "edit-accept": "You approved this request with your edits.",
@@ -55,6 +58,8 @@ class View:
     asked_at: str | None = None
     workflow_name: str | None = None
     time_zone: str | None = None
+    # The gate's labels for its artifact's fields (its `fieldLabels`), by dotted path.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def viewer_decides(self) -> bool:
@@ -130,48 +135,113 @@ def _zone(name: str | None) -> ZoneInfo | None:
 
 
 def title_of(payload: Mapping[str, Any]) -> str:
+    """What the request is called: an approval's title, a ModuleX interrupt's first line, else what its kind asks."""
+    return headline(payload)[0]
+
+
+def headline(payload: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(the title, the message under it) of a request, in its author's words where it has any."""
     data = payload.get("data") or {}
-    kind = payload.get("kind")
+    kind = str(payload.get("kind"))
     if kind == "approval":
-        return str(data.get("title") or "Approval requested")
-    if kind == "clarification":
-        return "A few questions need your answer"
-    if kind == "external-event":
-        return f"Waiting for {data.get('eventType', 'an event')}"
+        return str(data.get("title") or "Approval requested"), data.get("description") or None
+    if kind == "custom" and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        return _first_line(str((data.get("payload") or {}).get("message") or ""), "Your input is needed")
     if kind == "custom":
-        return f"Input requested: {data.get('customKind', 'custom')}"
-    return f"Input requested ({kind})"
+        inner = data.get("payload")
+        inner = inner if isinstance(inner, Mapping) else {}
+        return str(inner.get("title") or "Your input is needed"), inner.get("description") or None
+    if kind == "conversation.exchange":
+        return _first_line(str(data.get("prompt") or ""), "Your reply is needed")
+    if kind == "conversation.start":
+        return str(data.get("title") or "A conversation is starting"), data.get("initialPrompt") or None
+    if kind == "conversation.close":
+        return "The conversation is closing", data.get("reason") or None
+    if kind == "credential":
+        return f"Connect your {data.get('provider', '')} account".replace("  ", " "), _credential_words(data)
+    if kind == "low-confidence":
+        return "Check an agent's decision", _confidence_words(data)
+    if kind == "clarification":
+        return "A few questions need your answer", None
+    if kind == "external-event":
+        return f"Waiting for {data.get('eventType', 'an event')}", None
+    return "Your input is needed", None
+
+
+def _first_line(text: str, fallback: str) -> tuple[str, str | None]:
+    """A message's first line as the title (when it reads as one), the rest under it with its line breaks."""
+    first, _, rest = text.strip().partition("\n")
+    if first.strip() and len(first) <= TITLE_MAX:
+        return first.strip(), rest.strip() or None
+    return fallback, text.strip() or None
+
+
+def _credential_words(data: Mapping[str, Any]) -> str:
+    provider = data.get("provider", "the provider")
+    scopes = ", ".join(str(s) for s in data.get("scopes") or [])
+    why = {
+        "expired": f"Your connection to {provider} has expired.",
+        "insufficient_scope": f"Your connection to {provider} does not allow enough.",
+    }.get(str(data.get("reason")), f"This step needs your {provider} account.")
+    access = f" It asks for: {scopes}." if scopes else ""
+    return f"{why}{access} Connect it, then come back and say so below."
+
+
+def _confidence_words(data: Mapping[str, Any]) -> str:
+    observed, threshold = data.get("observed"), data.get("threshold")
+    return (
+        f"Agent {data.get('agentId', '')} decided with confidence {_number(observed)}, below the {_number(threshold)} "
+        "this run asks for. Let its decision stand, or reject it."
+    )
+
+
+def _number(value: Any) -> str:
+    return as_written(value) if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
 
 
 # -- the open interrupt ------------------------------------------------------------------------------
 
 
-def render_open(view: View, *, style_nonce: str, csrf_field: str | None, error: str | None = None) -> str:
-    """The page for an open interrupt; `csrf_field` (the hidden form proof) None renders it read-only (an inspect token)."""
+def render_open(
+    view: View,
+    *,
+    style_nonce: str,
+    csrf_field: str | None,
+    error: str | None = None,
+    answer: forms.Answer | None = None,
+) -> str:
+    """The page for an open interrupt; `csrf_field` (the hidden form proof) None renders it read-only (an inspect
+    token). `answer`: what the form is filled with (a refused answer, with what to fix; an example)."""
     payload = view.payload
-    data = payload.get("data") or {}
+    title, message = headline(payload)
     return templating.render(
         "page/approval.html",
         error=error + " Nothing was changed; try again below." if error else None,
-        kind_words=_kind_words(payload),
-        title=title_of(payload),
-        description=data.get("description") or None,
+        kind_words=kind_words(payload),
+        title=title,
+        message=cell_of(message) if message else None,
         facts=_facts(view),
         notes=_notes(view),
-        artifact=_artifact(payload),
+        artifact=artifact_of(payload, view.labels),
+        connect=_connect(payload),
         approval=payload.get("kind") == "approval",
-        forms=None if csrf_field is None else forms.gate_forms(payload),
+        forms=None if csrf_field is None else forms.gate_forms(payload, answer, view.labels),
         hidden_fields=None if csrf_field is None else [(csrf.FIELD, csrf_field)],
         where=_where(view),
     )
 
 
-def _kind_words(payload: Mapping[str, Any]) -> str:
+def kind_words(payload: Mapping[str, Any]) -> str:
     return {
         # Nouns, not "needed": the same heading stands above the outcome once it is decided.
         "approval": "Approval request",
         "clarification": "Question",
         "external-event": "Waiting for an event",
+        "credential": "Account connection",
+        "low-confidence": "Decision check",
+        "conversation.start": "Conversation",
+        "conversation.exchange": "Conversation",
+        "conversation.close": "Conversation",
     }.get(str(payload.get("kind")), "Request")
 
 
@@ -202,25 +272,39 @@ def _notes(view: View) -> str:
 @dataclass(frozen=True)
 class Artifact:
     heading: str
-    content: str
+    content: Cell
 
 
-def _artifact(payload: Mapping[str, Any]) -> Artifact | None:
+def artifact_of(payload: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> Artifact | None:
+    """What is being decided, as a table to read (None: the request shows nothing beyond its words)."""
     data = payload.get("data") or {}
     kind = payload.get("kind")
-    content: Any = None
     heading = "Details"
     if kind == "approval":
-        if "artifactData" in data:
-            content = data["artifactData"]
-            heading = f"What you are approving ({data.get('artifactType', 'artifact')})"
-    elif kind == "clarification":
-        return None
+        if "artifactData" not in data:
+            return None
+        content, heading = data["artifactData"], "What you are approving"
+    elif kind == "custom" and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        content = (data.get("payload") or {}).get("data") or None
     elif kind == "custom":
-        content = data.get("payload")
+        inner = data.get("payload")
+        content = {k: v for k, v in inner.items() if k not in ("title", "description")} if isinstance(inner, Mapping) else inner
+    elif kind == "low-confidence":
+        content, heading = data.get("decision"), "The agent's decision"
+    elif kind == "external-event":
+        content, heading = data.get("correlation") or None, "The event it waits for"
     else:
-        content = {k: v for k, v in data.items() if k not in ("title", "description")}
-    return None if content is None else Artifact(heading, pretty(content))
+        return None
+    return None if content is None or content == {} else Artifact(heading, cell_of(content, labels))
+
+
+def _connect(payload: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A credential request's link to connect the account (the host's own https page), and its words."""
+    data = payload.get("data") or {}
+    url = data.get("connectUrl")
+    if payload.get("kind") != "credential" or not isinstance(url, str) or not url.startswith("https://"):
+        return None
+    return url, f"Connect {data.get('provider', 'the account')}"
 
 
 # -- where the run stands ---------------------------------------------------------------------------------
@@ -246,7 +330,6 @@ def _where(view: View) -> Where | None:
 # Outcomes whose words depend on nothing but the outcome: (banner class, heading, sentence).
 _FIXED_OUTCOME_WORDS: dict[str, tuple[str, str, str]] = {
     "vote-cast": ("warn", "You already voted", "You have already voted on this request. Nothing was changed."),
-    "expired": ("warn", "This link has expired", "Decision links stop working after a while. Ask for a new link."),
     "invalid": ("bad", "This link is not valid", "Check that you opened the whole link, or ask for a new one."),
     "not-found": ("bad", "Nothing to decide here", "The request this link points to does not exist."),
     "cross-site": (
@@ -275,7 +358,9 @@ def outcome_words(result: Result) -> tuple[str, str, str]:
         return "ok", "Answer recorded", f"Thank you, your answer was recorded. The run is now {run}."
     if kind == "recorded":
         return _recorded_words(result)
-    if kind == "already":
+    if kind == "expired" and not _closed(result):
+        return "warn", "This link has expired", _expired_words(result)
+    if kind in ("already", "expired"):
         return _already_words(result, run)
     if kind == "forbidden":
         return "bad", "You cannot decide this request", result.detail or "This link does not allow a decision."
@@ -294,24 +379,72 @@ DECISION_WORDS = {
 }
 
 
+def _closed(result: Result) -> bool:
+    extra = result.extra
+    return bool(extra.get("decision") or extra.get("timedOut") or extra.get("status") in ("cancelled", "withdrawn"))
+
+
+def _expired_words(result: Result) -> str:
+    """A link past its time whose request is still open: which request, and whom to ask for a new link."""
+    extra = result.extra
+    title = f" to “{extra['title']}”" if extra.get("title") else ""
+    ended = f" stopped working on {extra['expiredAt']}" if extra.get("expiredAt") else " has stopped working"
+    asker = extra.get("askedBy")
+    overrides = [str(p) for p in extra.get("overrides") or []]
+    whom = []
+    if asker:
+        whom.append(f"{asker}, who asked for this decision")
+    if overrides:
+        whom.append(f"{_either(overrides)}, who may decide it in anyone's place")
+    if not whom:
+        return f"This link{title}{ended}. Ask whoever sent it for a new link."
+    return f"This link{title}{ended}. The request is still open: for a new link, ask {'; or '.join(whom)}."
+
+
+def _either(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def _already_words(result: Result, run: str) -> tuple[str, str, str]:
-    """A link opened again after its request was decided: what was decided, by whom and when, if known."""
-    decided = result.extra.get("decision")
+    """A link opened again (or too late) once its request was closed: decided by whom, when and with what comment;
+    timed out and rejected on its own; withdrawn with its run's cancellation, and why."""
+    extra = result.extra
     tail = f" The run is {run}." if run else ""
-    if result.extra.get("status") == "cancelled":
-        return "info", "No longer open", "This request was withdrawn when its run was cancelled. Nothing was changed." + tail
-    if result.extra.get("timedOut"):
-        return "info", "No longer open", f"This request timed out{_at(result)} before anyone decided. Nothing was changed.{tail}"
+    if extra.get("status") == "cancelled":
+        who = f" by {extra['by']}" if extra.get("by") else ""
+        why = f": “{extra['reason']}”" if extra.get("reason") else ""
+        return "info", "No longer open", f"This request was withdrawn: its run was cancelled{who}{_at(result)}{why}. Nothing was changed."
+    if extra.get("status") == "withdrawn":
+        return "info", "No longer open", f"This request was withdrawn{_at(result)} when its run stopped. Nothing was changed.{tail}"
+    if extra.get("timedOut"):
+        then = "was rejected automatically" if extra.get("kind") in ("approval", None) else "closed without an answer"
+        return "info", "Timed out", f"Nobody decided in time: this request timed out{_at(result)} and {then}. Nothing was changed.{tail}"
+    decided = extra.get("decision")
     if decided:
-        who = result.extra.get("by") or "someone"
+        who = extra.get("by") or "Someone"
         what = DECISION_WORDS.get(str(decided), "answered")
-        sentence = f"{who} {what} this request{_at(result)}. Nothing was changed."
-        return "info", "Already decided", sentence[0].upper() + sentence[1:] + tail
+        comment = f": “{extra['comment']}”" if extra.get("comment") else ""
+        if what == "rejected" and result.run_status == "failed":
+            tail = " The run stopped at this step."
+        return "info", "Already decided", f"{who} {what} this request{_at(result)}{comment}. Nothing was changed.{tail}"
     return "warn", "Already decided", "This request was already decided, or its run was stopped. Nothing was changed." + tail
 
 
 def _at(result: Result) -> str:
     return f" on {result.extra['at']}" if result.extra.get("at") else ""
+
+
+def verdict(extra: Mapping[str, Any]) -> str:
+    """How a closed gate is shown where the run stands: "rejected by Ana: too casual" (a rejection is a decision,
+    never a failure to a person); "" when its state says it well enough."""
+    if extra.get("timedOut"):
+        return "timed out, rejected automatically" if extra.get("kind") == "approval" else "timed out"
+    if extra.get("status") == "cancelled":
+        return "withdrawn, the run was cancelled"
+    if DECISION_WORDS.get(str(extra.get("decision"))) != "rejected":
+        return ""
+    by = f" by {extra['by']}" if extra.get("by") else ""
+    return f"rejected{by}" + (f": {extra['comment']}" if extra.get("comment") else "")
 
 
 def _recorded_words(result: Result) -> tuple[str, str, str]:
@@ -331,7 +464,7 @@ def render_result(result: Result, view: View | None) -> str:
         cls=cls,
         heading=heading,
         sentence=sentence,
-        kind_words=_kind_words(view.payload) if view is not None and view.payload else None,
+        kind_words=kind_words(view.payload) if view is not None and view.payload else None,
         title=title_of(view.payload) if view is not None and view.payload else None,
         where=_where(view) if view is not None else None,
     )

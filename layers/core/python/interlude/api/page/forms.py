@@ -4,22 +4,43 @@ resume value.
 Out: `gate_forms` turns a payload into `Form`s of `Field`s and `Button`s, a model that knows no markup; the macros of
 templates/forms.html draw it, the same on the approval page and in the console (only the action, the hidden fields
 and the ids' prefix differ). An approval offers its `actions` (refine and edit-accept fold their fields under a
-disclosure); a clarification asks its questions; any other kind asks the top-level properties of its `resumeSchema`,
-or for the whole value as JSON. `questions` says which key of the resume value each field answers; `field_of` is
-the converter from one question's schema to a field, where a richer schema-to-fields converter plugs in.
+disclosure; edit-accept asks the artifact field by field); every other kind asks what its answer's schema asks
+(`asked`): a clarification its questions, a ModuleX interrupt its `resume_schema` (with its `examples` as buttons that
+fill the form in), a conversation turn its `outcomeSchema`, any other kind its `resumeSchema`; without a schema, a
+text answer (or JSON, under "Advanced"). fields.py turns each schema into fields.
 
-Back: `resume_from_form` reads the same questions out of a submitted form, or says in a FormError what to fix.
+Back: `resume_from_form` reads the same questions out of a submitted form and checks the value against the schema it
+was drawn from, or raises a FormError that says what to fix beside each field. `Answer` carries what was posted (and
+what was wrong) into the next drawing, so nothing a person typed is lost.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from interlude.api import strict_json
-from interlude.api.page.text import pretty
+from interlude.api.page.fields import (
+    MAX_CONTROLS,
+    MISSING,
+    Ask,
+    Choice,
+    Field,
+    ask_of,
+    check,
+    count_controls,
+    defaults_of,
+    draw,
+    field_at,
+    is_schema,
+    posted_of,
+    posted_of_object,
+    read,
+    read_object,
+)
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
+
+__all__ = ["Answer", "Button", "Choice", "Field", "Form", "FormError", "gate_forms", "resume_from_form"]
 
 MAX_FORM_FIELDS = 200
 
@@ -34,157 +55,267 @@ REFINE_SCOPES = (("whole", "The whole thing"), ("section", "One section"), ("ite
 # The approval actions that need nothing but a press (and the optional comment), in the order they are offered.
 SIMPLE_ACTIONS = ("accept", "reject", "ask")
 COMMENT_MAX = 10_000
-# A string field whose schema bounds it to this many characters or fewer is one line; longer, a text area.
-ONE_LINE_MAX = 200
+# The words a kind's fixed schema is asked in: (kind, key) -> (label, {value: words}).
+KIND_WORDS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
+    ("credential", "outcome"): ("Did you connect the account?", {"authorized": "Yes, I connected it", "declined": "No, I decline"}),
+    ("low-confidence", "action"): ("Your decision", {"accept": "Let the agent's decision stand", "reject": "Reject it"}),
+    ("low-confidence", "decision"): ("A different decision", {}),
+    ("low-confidence", "comment"): ("Comment", {}),
+}
+# A schema-less answer: text, or JSON under "Advanced".
+TEXT_ANSWER = "answer"
+JSON_ANSWER = "answer_json"
+EXAMPLE_FIELD = "example"
+# An artifact's text up to this long, on one line, is edited in a one-line field.
+ONE_LINE_ARTIFACT = 80
 
 
 class FormError(ValueError):
-    """A submitted form that does not make a resume value; the message is shown to the person."""
+    """A submitted form that does not make a resume value: the message for the page, and what to fix beside each
+    field (by the field's name)."""
+
+    def __init__(self, message: str, fields: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fields = dict(fields or {})
 
 
 # -- the model the templates draw ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Choice:
-    value: str
-    label: str
-
-
-@dataclass(frozen=True)
-class Field:
-    """One control with its label. `name` is what the form posts; `value` fills it (a checkbox: checked when set);
-    `error` is said beside it."""
-
-    name: str
-    label: str
-    # text | textarea | json (a text area for JSON) | number | checkbox | select
-    widget: str
-    value: str = ""
-    error: str | None = None
-    required: bool = False
-    max_length: int | None = None
-    # number: "1" for whole numbers, "any" otherwise
-    step: str | None = None
-    choices: tuple[Choice, ...] = ()
-
-
-@dataclass(frozen=True)
 class Button:
-    # The `action` the form posts when this button is pressed.
+    # What the form posts under `name` when this button is pressed.
     value: str
     label: str
     # "" (the main action) | "reject" | "secondary"
     tone: str = ""
+    name: str = "action"
 
 
 @dataclass(frozen=True)
 class Form:
     fields: tuple[Field, ...]
     buttons: tuple[Button, ...]
-    # Set: the form is folded away under a disclosure with this summary.
+    # Set: the form is folded away under a disclosure with this summary (`opened`: unfolded, it has something to say).
     folded: str | None = None
+    opened: bool = False
+    # A sentence above the form's buttons.
+    intro: str | None = None
 
 
-def gate_forms(payload: Mapping[str, Any]) -> list[Form]:
-    """The forms a person answers this interrupt with."""
+@dataclass(frozen=True)
+class Answer:
+    """What a form is filled with: a person's submitted form (with what was wrong), or an example."""
+
+    posted: Mapping[str, Sequence[str]]
+    errors: Mapping[str, str] = field(default_factory=dict)
+    # The example it was filled in from, by the words on its button.
+    example: str | None = None
+
+
+def gate_forms(payload: Mapping[str, Any], answer: Answer | None = None, labels: Mapping[str, str] | None = None) -> list[Form]:
+    """The forms a person answers this interrupt with; `labels` name the artifact's fields (a gate's `fieldLabels`)."""
     if payload.get("kind") == "approval":
-        return _approval_forms(payload)
-    fields = tuple(field_of(q) for q in questions(payload))
-    return [Form(fields, (Button("submit", "Send"),))]
+        return _approval_forms(payload, answer, labels or {})
+    spec = asked(payload)
+    posted = answer.posted if answer is not None else defaults_of(spec.asks)
+    errors = answer.errors if answer is not None else {}
+    drawn = tuple(draw(a, posted, errors) for a in spec.asks)
+    forms = []
+    examples = examples_of(payload)
+    if examples:
+        buttons = tuple(Button(str(i), label, "secondary", EXAMPLE_FIELD) for i, (label, _) in enumerate(examples))
+        intro = "Start from an example, then check it and send:"
+        if answer is not None and answer.example is not None:
+            intro = f"Filled in from “{answer.example}”: check it, change what you need, then send. Or start from another:"
+        forms.append(Form((), buttons, intro=intro))
+    forms.append(Form(drawn, (Button("submit", "Send"),)))
+    return forms
 
 
-def _approval_forms(payload: Mapping[str, Any]) -> list[Form]:
+def _approval_forms(payload: Mapping[str, Any], answer: Answer | None, labels: Mapping[str, str]) -> list[Form]:
     data = payload.get("data") or {}
     actions = _offered_actions(payload)
+    posted = answer.posted if answer is not None else {}
+    errors = answer.errors if answer is not None else {}
+    said = _said(posted, errors)
     forms = []
     simple = [a for a in SIMPLE_ACTIONS if a in actions]
     if simple:
-        comment = Field("feedback", "Comment (optional)", "textarea", max_length=COMMENT_MAX)
+        comment = Field("feedback", "Comment (optional)", "textarea", max_length=COMMENT_MAX, **said("feedback"))
         buttons = tuple(Button(a, ACTION_LABELS[a], "reject" if a == "reject" else "") for a in simple)
         forms.append(Form((comment,), buttons))
     if "refine" in actions:
-        scope = Field("refine_scope", "What should change", "select", choices=tuple(Choice(v, t) for v, t in REFINE_SCOPES))
-        text = Field("refine_text", "What to change, and why", "textarea", required=True, max_length=COMMENT_MAX)
-        forms.append(Form((scope, text), (Button("refine", ACTION_LABELS["refine"], "secondary"),), ACTION_LABELS["refine"]))
+        scope = Field("refine_scope", "What should change", "select", choices=tuple(Choice(v, t) for v, t in REFINE_SCOPES), **said("refine_scope"))
+        text = Field("refine_text", "What to change, and why", "textarea", required=True, max_length=COMMENT_MAX, **said("refine_text"))
+        label = ACTION_LABELS["refine"]
+        forms.append(Form((scope, text), (Button("refine", label, "secondary"),), label, _has_error((scope, text))))
     if "edit-accept" in actions:
-        current = pretty(data.get("artifactData")) if "artifactData" in data else ""
-        edited = Field("edited", "The artifact as it should be (JSON)", "json", value=current, required=True)
+        artifact = data.get("artifactData", MISSING)
+        asks, whole = artifact_asks(artifact, labels)
+        filled = posted if answer is not None else _posted_answer(asks, whole, artifact)
+        edited = tuple(draw(a, filled, errors) for a in asks)
         label = ACTION_LABELS["edit-accept"]
-        forms.append(Form((edited,), (Button("edit-accept", label, "secondary"),), label))
+        forms.append(Form(edited, (Button("edit-accept", label, "secondary"),), label, _has_error(edited)))
     return forms
+
+
+def _said(posted: Mapping[str, Sequence[str]], errors: Mapping[str, str]) -> Any:
+    def said(name: str) -> dict[str, Any]:
+        values = posted.get(name)
+        return {"value": values[0] if values else "", "error": errors.get(name)}
+
+    return said
+
+
+def _has_error(fields: Sequence[Field]) -> bool:
+    return any(f.error or _has_error(f.fields) for f in fields)
 
 
 def _offered_actions(payload: Mapping[str, Any]) -> list[str]:
     return [a for a in (payload.get("data") or {}).get("actions") or [] if a in ACTION_LABELS]
 
 
-# -- questions: which key of the resume value each field answers ---------------------------------------------
+# -- what a kind asks -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Question:
-    name: str  # the form field's name: f0, f1, …
-    key: str  # the resume value's key ("" for a whole-value JSON field)
-    label: str
-    schema: Mapping[str, Any]
-    required: bool
+class Asked:
+    """The questions of a non-approval interrupt: the answer is an object keyed by them, or (`whole`) the one
+    question's value; `schema` is what the answer is checked against; `free`: no schema, a text or JSON answer."""
+
+    asks: tuple[Ask, ...]
+    whole: bool
+    schema: Mapping[str, Any] | None
+    free: bool = False
 
 
-def questions(payload: Mapping[str, Any]) -> list[Question]:
-    schema = payload.get("resumeSchema") or {}
-    if payload.get("kind") == "clarification":
-        return _clarification_questions(payload.get("data") or {}, schema)
-    props = schema.get("properties") if schema.get("type") == "object" else None
-    if isinstance(props, dict) and props:
+def asked(payload: Mapping[str, Any]) -> Asked:
+    kind = str(payload.get("kind"))
+    data = payload.get("data") or {}
+    if kind == "clarification":
+        return _clarification(data, payload.get("resumeSchema"))
+    schema = answer_schema(payload)
+    if schema is None:
+        text = Ask(TEXT_ANSWER, (), "Your answer", {"type": "string"}, False, "textarea")
+        raw = Ask(JSON_ANSWER, (), "Or answer with JSON instead", {}, False, "json")
+        return Asked((text, raw), True, None, free=True)
+    props = schema.get("properties")
+    if schema.get("type") == "object" and isinstance(props, Mapping) and props:
         required = set(schema.get("required") or [])
-        return [
-            Question(f"f{i}", key, str(sub.get("title") or key) if isinstance(sub, dict) else key, sub or {}, key in required)
-            for i, (key, sub) in enumerate(props.items())
-        ]
-    return [Question("resume_json", "", "Your answer (JSON)", {"type": "json"}, True)]
+        asks = tuple(_ask_of(kind, key, sub, f"f{i}", key in required) for i, (key, sub) in enumerate(props.items()))
+        if count_controls(asks) <= MAX_CONTROLS:
+            return Asked(asks, False, schema)
+        return Asked((ask_of({}, "f0", "Your answer", True),), True, schema)
+    return Asked((ask_of(schema, "f0", "Your answer", True, depth=1),), True, schema)
 
 
-def _clarification_questions(data: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Question]:
-    """A clarification's questions, each answered in its own field (all required)."""
-    props = schema.get("properties") or {}
-    return [
-        Question(f"f{i}", q["id"], q.get("question") or q["id"], q.get("schema") or props.get(q["id"]) or {}, True)
+def _ask_of(kind: str, key: str, schema: Any, name: str, required: bool) -> Ask:
+    label, words = KIND_WORDS.get((kind, key), (key, {}))
+    return ask_of(schema, name, label, required, (key,), choice_words=words)
+
+
+def answer_schema(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON Schema the answer is asked from: a ModuleX interrupt's `resume_schema`, a conversation turn's
+    `outcomeSchema`, else the payload's `resumeSchema`; None when there is none (or it is no JSON Schema)."""
+    data = payload.get("data") or {}
+    schema = payload.get("resumeSchema")
+    if payload.get("kind") == "custom" and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        schema = (data.get("payload") or {}).get("resume_schema")
+    elif payload.get("kind") == "conversation.exchange":
+        schema = data.get("outcomeSchema") or schema
+    return schema if schema and is_schema(schema) else None
+
+
+def _clarification(data: Mapping[str, Any], schema: Any) -> Asked:
+    """A clarification's questions, each answered in its own field (its schema, else a line of text)."""
+    props = (schema or {}).get("properties") or {}
+    required = set((schema or {}).get("required") or [])
+    asks = tuple(
+        ask_of(q.get("schema") or props.get(q["id"]) or {"type": "string", "minLength": 1}, f"f{i}", str(q.get("question") or q["id"]), q["id"] in required, (q["id"],))
         for i, q in enumerate(data.get("questions") or [])
-    ]
+    )
+    return Asked(asks, False, schema if schema and is_schema(schema) else None)
 
 
-def answer_kind(schema: Mapping[str, Any]) -> str:
-    """enum | boolean | number | integer | string | json: how a value of this schema is asked for and read."""
-    if isinstance(schema.get("enum"), list) and schema["enum"] and all(
-        isinstance(v, str | int | float) and not isinstance(v, bool) for v in schema["enum"]
-    ):
-        return "enum"
-    t = schema.get("type")
-    if t in ("boolean", "number", "integer"):
-        return str(t)
-    if t == "string" or not schema:
-        return "string"
-    return "json"
+def examples_of(payload: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A ModuleX interrupt's `examples` as (button words, value): a mapping by its names, a list in its order."""
+    data = payload.get("data") or {}
+    if payload.get("kind") != "custom" or data.get("customKind") != MODULEX_INTERRUPT_KIND:
+        return []
+    examples = (data.get("payload") or {}).get("examples")
+    if isinstance(examples, Mapping):
+        return [(str(name), value) for name, value in examples.items()][:20]
+    if isinstance(examples, list):
+        return [(_example_words(i, v), v) for i, v in enumerate(examples)][:20]
+    return []
 
 
-def field_of(question: Question) -> Field:
-    kind = answer_kind(question.schema)
-    name, required = question.name, question.required
-    if kind == "boolean":
-        return Field(name, question.label, "checkbox")
-    label = question.label if required else f"{question.label} (optional)"
-    if kind == "enum":
-        options = tuple(Choice(str(v), str(v)) for v in question.schema["enum"])
-        return Field(name, label, "select", required=required, choices=options if required else (Choice("", ""), *options))
-    if kind in ("number", "integer"):
-        return Field(name, label, "number", required=required, step="1" if kind == "integer" else "any")
-    if kind == "string":
-        limit = question.schema.get("maxLength")
-        if isinstance(limit, int) and limit <= ONE_LINE_MAX:
-            return Field(name, label, "text", required=required, max_length=limit)
-        return Field(name, label, "textarea", required=required)
-    return Field(name, label, "json", required=required)
+def _example_words(i: int, value: Any) -> str:
+    if isinstance(value, str | int | float) and not isinstance(value, bool) and len(str(value)) <= 40:
+        return str(value)
+    return f"Example {i + 1}"
+
+
+def example_answer(payload: Mapping[str, Any], form: Mapping[str, Sequence[str]]) -> Answer | None:
+    """The form filled in from the example a person pressed; None when the form did not press one."""
+    chosen = one(form, EXAMPLE_FIELD)
+    if chosen is None:
+        return None
+    examples = examples_of(payload)
+    if not chosen.isdigit() or int(chosen) >= len(examples):
+        raise FormError("Choose one of the examples shown.")
+    words, value = examples[int(chosen)]
+    return Answer(posted_from(asked(payload), value), example=words)
+
+
+def posted_from(spec: Asked, value: Any) -> dict[str, list[str]]:
+    """The form filled in with `value`: a free answer's text (or its JSON), the one field, or a field per key."""
+    if spec.free:
+        return posted_of(spec.asks[0] if isinstance(value, str) else spec.asks[1], value)
+    return _posted_answer(spec.asks, spec.whole, value)
+
+
+def _read_answer(asks: Sequence[Ask], whole: bool, form: Mapping[str, Sequence[str]], errors: dict[str, str]) -> Any:
+    return read(asks[0], form, errors) if whole else read_object(asks, form, errors)
+
+
+# -- the artifact, field by field -------------------------------------------------------------------------------
+
+
+def artifact_asks(artifact: Any, labels: Mapping[str, str]) -> tuple[tuple[Ask, ...], bool]:
+    """The fields that edit an approval's artifact, one per key in the author's order (a nested object as a group),
+    and whether the one field is the whole artifact (a value that is no object, or too large to ask key by key)."""
+    if isinstance(artifact, Mapping) and artifact:
+        asks = tuple(_inferred(v, f"e{i}", (str(k),), labels, 0) for i, (k, v) in enumerate(artifact.items()))
+        if count_controls(asks) <= MAX_CONTROLS:
+            return asks, False
+        return (_inferred(dict(artifact), "edited", (), labels, 1),), True
+    return (_inferred(artifact, "edited", (), labels, 1),), True
+
+
+def _inferred(value: Any, name: str, key: tuple[str, ...], labels: Mapping[str, str], depth: int) -> Ask:
+    """How one value of the artifact is edited: by the type of what it holds now."""
+    label = labels.get(".".join(key)) or (key[-1] if key else "The artifact")
+    if isinstance(value, bool):
+        return Ask(name, key, label, {"type": "boolean"}, True, "boolean")
+    if isinstance(value, int | float):
+        return Ask(name, key, label, {"type": "number"}, True, "number")
+    if isinstance(value, str):
+        kind = "text" if len(value) <= ONE_LINE_ARTIFACT and "\n" not in value else "textarea"
+        return Ask(name, key, label, {"type": "string"}, True, kind, blank="")
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return Ask(name, key, label, {"type": "array", "items": {"type": "string"}}, True, "lines", blank=[])
+    if isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        return Ask(name, key, label, {"type": "array", "items": {"type": "number"}}, True, "lines", blank=[])
+    if isinstance(value, Mapping) and value and depth == 0:
+        parts = tuple(_inferred(v, f"{name}_{i}", (*key, str(k)), labels, 1) for i, (k, v) in enumerate(value.items()))
+        return Ask(name, key, label, {"type": "object"}, True, "group", parts)
+    return Ask(name, key, label, {}, True, "json")
+
+
+def _posted_answer(asks: Sequence[Ask], whole: bool, value: Any) -> dict[str, list[str]]:
+    return posted_of(asks[0], value) if whole else posted_of_object(asks, value)
 
 
 # -- from a submitted form to a resume value ---------------------------------------------------------------
@@ -195,65 +326,37 @@ def one(form: Mapping[str, Sequence[str]], name: str) -> str | None:
     return values[0] if values else None
 
 
+NEEDS_ANOTHER_LOOK = "Some answers need another look; each says why beside it."
+
+
 def resume_from_form(payload: Mapping[str, Any], form: Mapping[str, Sequence[str]]) -> Any:
     """The resume value a submitted form stands for; FormError when the form cannot make one."""
     if payload.get("kind") == "approval":
         return _approval_resume(payload, form)
-    asked = questions(payload)
-    if len(asked) == 1 and asked[0].key == "":
-        return _json_field(one(form, asked[0].name), "your answer")
-    value: dict[str, Any] = {}
-    for q in asked:
-        raw = one(form, q.name)
-        kind = answer_kind(q.schema)
-        if kind == "boolean":
-            value[q.key] = raw is not None
-            continue
-        if raw is None or raw.strip() == "":
-            if q.required:
-                raise FormError(f"Please answer “{q.label}”.")
-            continue
-        value[q.key] = _coerce(raw, kind, q)
+    spec = asked(payload)
+    errors: dict[str, str] = {}
+    value = _free_answer(spec, form, errors) if spec.free else _read_answer(spec.asks, spec.whole, form, errors)
+    if not errors and spec.schema is not None:
+        check(spec.schema, value, spec.asks, errors)
+    if errors:
+        raise FormError(NEEDS_ANOTHER_LOOK, errors)
     return value
 
 
-def _coerce(raw: str, kind: str, q: Question) -> Any:
-    if kind == "enum":
-        for option in q.schema["enum"]:
-            if str(option) == raw:
-                return option
-        raise FormError(f"“{q.label}” must be one of the listed choices.")
-    if kind == "integer":
-        try:
-            return int(raw.strip())
-        except ValueError:
-            raise FormError(f"“{q.label}” must be a whole number.") from None
-    if kind == "number":
-        try:
-            number = float(raw.strip())
-        except ValueError:
-            raise FormError(f"“{q.label}” must be a number.") from None
-        if not math.isfinite(number):
-            raise FormError(f"“{q.label}” must be a number.")
-        return int(number) if number.is_integer() and "." not in raw and "e" not in raw.lower() else number
-    if kind == "json":
-        return _json_field(raw, f"“{q.label}”")
-    return raw
-
-
-def _json_field(raw: str | None, what: str) -> Any:
-    if raw is None or not raw.strip():
-        raise FormError(f"Please fill in {what}.")
-    try:
-        return strict_json.loads(raw)
-    except strict_json.StrictJsonError as exc:
-        # Strict as a body: a page answer lands in the same event log as an API one.
-        detail = "" if exc.field == "body" else f" (at {exc.field})"
-        raise FormError(f"{what[0].upper()}{what[1:]} is not valid JSON{detail}.") from None
+def _free_answer(spec: Asked, form: Mapping[str, Sequence[str]], errors: dict[str, str]) -> Any:
+    text, raw = spec.asks
+    as_json = read(raw, form, errors)
+    if as_json is not MISSING or errors:
+        return as_json
+    value = read(text, form, errors)
+    if value is MISSING:
+        errors[text.name] = "Please write your answer."
+    return value
 
 
 def _approval_resume(payload: Mapping[str, Any], form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    actions = (payload.get("data") or {}).get("actions") or []
+    data = payload.get("data") or {}
+    actions = data.get("actions") or []
     action = one(form, "action")
     if action not in actions or action not in ACTION_LABELS:
         raise FormError("Choose one of the buttons this request offers.")
@@ -262,19 +365,76 @@ def _approval_resume(payload: Mapping[str, Any], form: Mapping[str, Sequence[str
     if feedback and action in SIMPLE_ACTIONS:
         value["feedback"] = feedback
     if action == "ask" and not feedback:
-        raise FormError("Write your question in the comment box, then press “Ask a question”.")
+        raise FormError("Write your question in the comment box, then press “Ask a question”.", {"feedback": "Write your question here."})
     if action == "refine":
         value["refineFeedback"] = _refine_feedback(form)
     if action == "edit-accept":
-        value["editedArtifactData"] = _json_field(one(form, "edited"), "the edited artifact")
+        value["editedArtifactData"] = _edited_artifact(data.get("artifactData", MISSING), form)
     return value
 
 
 def _refine_feedback(form: Mapping[str, Sequence[str]]) -> dict[str, str]:
     scope = one(form, "refine_scope") or "whole"
     if scope not in {v for v, _ in REFINE_SCOPES}:
-        raise FormError("Choose what should change.")
+        raise FormError(NEEDS_ANOTHER_LOOK, {"refine_scope": "Choose what should change."})
     text = (one(form, "refine_text") or "").strip()
     if not text:
-        raise FormError("Say what should change before requesting changes.")
+        raise FormError(NEEDS_ANOTHER_LOOK, {"refine_text": "Say what should change before requesting changes."})
     return {"scope": scope, "text": text}
+
+
+def _edited_artifact(artifact: Any, form: Mapping[str, Sequence[str]]) -> Any:
+    asks, whole = artifact_asks(artifact, {})
+    errors: dict[str, str] = {}
+    edited = _read_answer(asks, whole, form, errors)
+    if errors:
+        raise FormError(NEEDS_ANOTHER_LOOK, errors)
+    return edited
+
+
+# -- what the service refused, said beside the fields ---------------------------------------------------------
+
+# Protocol words the service's refusals may use, as a person reads them.
+PLAIN_WORDS = (
+    ("resumeValue", "the answer"),
+    ("resumeSchema", "the form"),
+    ("outcomeSchema", "the form"),
+    ("refineFeedback", "the requested changes"),
+    ("editedArtifactData", "the edits"),
+)
+CREDENTIAL_WORDS = "This looks like a password, token or key. Never send one through a request; leave it out."
+
+
+def refusal(payload: Mapping[str, Any], message: str, details: Mapping[str, Any] | None) -> FormError:
+    """The service's `validation_error` for a page's answer, as the form says it: each schema failure beside the
+    field its path names, credential material beside the field that holds it, anything else in plain words."""
+    details = details or {}
+    fields: dict[str, str] = {}
+    for problem in details.get("errors") or []:
+        target = _field_of_path(payload, str(problem.get("path") or ""))
+        if target is not None:
+            fields.setdefault(target, "This answer is not accepted here.")
+    if isinstance(details.get("path"), str):
+        target = _field_of_path(payload, details["path"])
+        if target is not None:
+            fields[target] = CREDENTIAL_WORDS
+    if fields:
+        return FormError(NEEDS_ANOTHER_LOOK, fields)
+    return FormError(in_plain_words(message))
+
+
+def in_plain_words(message: str) -> str:
+    """A service's refusal as a sentence a person reads: its protocol words replaced."""
+    for word, plain in PLAIN_WORDS:
+        message = message.replace(word, plain)
+    return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
+
+
+def _field_of_path(payload: Mapping[str, Any], path: str) -> str | None:
+    """The field that holds the value at `path` ("a/b") of the resume value."""
+    keys = [p for p in path.split("/") if p]
+    if payload.get("kind") != "approval":
+        return field_at(asked(payload).asks, keys)
+    if keys[:1] == ["editedArtifactData"]:
+        return field_at(artifact_asks((payload.get("data") or {}).get("artifactData", MISSING), {})[0], keys[1:])
+    return "feedback" if keys[:1] in (["feedback"], ["comment"]) else None

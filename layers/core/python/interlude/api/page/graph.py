@@ -17,6 +17,7 @@ COL_GAP = 24
 ROW_GAP = 40
 PAD = 12
 LABEL_CHARS = 20
+VERDICT_CHARS = 26
 
 # Node status → (CSS class suffix, plain words).
 STATUS_WORDS = {
@@ -35,8 +36,11 @@ class GraphNode:
     id: str
     type_id: str
     status: str
-    # What a person calls the step (the node's name); its id when it has none.
+    # What a person calls the step (the node's name, else the id its author wrote); its id when it has neither.
     name: str = ""
+    # How a closed gate ended, in words, when its state alone would mislead ("rejected by Ana: too casual", never
+    # "failed"): shown instead of the state, in neutral colours.
+    verdict: str = ""
 
     @property
     def label(self) -> str:
@@ -130,8 +134,8 @@ def _rows(ids: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[int, lis
     return rows
 
 
-def _label(text: str) -> str:
-    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+def _label(text: str, limit: int = LABEL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -184,9 +188,11 @@ def drawing(nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]], gate: 
     for node in nodes:
         x, y = pos[node.id]
         status = node.status if node.status in STATUS_WORDS else "pending"
-        classes = f"node s-{status}" + (" gate" if node.id == gate else "")
+        classes = f"node s-{'verdict' if node.verdict else status}" + (" gate" if node.id == gate else "")
         words = STATUS_WORDS[status]
-        if node.id == gate:
+        if node.verdict:
+            words = _label(node.verdict, VERDICT_CHARS)
+        elif node.id == gate:
             waiting = "waiting for you" if viewer_decides else "waiting for a decision"
             words = waiting if status == "suspended" else f"this request: {words}"
         drawn_nodes.append(DrawnNode(x, y, classes, _label(node.label), words))
@@ -202,7 +208,9 @@ def describe(nodes: Sequence[GraphNode], gate: str) -> list[tuple[str, str]]:
     out = []
     for n in nodes:
         words = STATUS_WORDS.get(n.status, "not reached yet")
-        if n.id == gate:
+        if n.verdict:
+            words = n.verdict
+        elif n.id == gate:
             words = "waiting for this decision" if n.status == "suspended" else f"{words} (this request)"
         out.append((n.id, words))
     return out

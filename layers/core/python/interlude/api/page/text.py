@@ -1,13 +1,21 @@
-"""Values put into words for the pages: JSON shown pretty, and the `{{path}}` a workflow's template could not fill."""
+"""Values put into words for the pages: a value as a labelled table a person reads, JSON shown pretty, and the
+`{{path}}` a workflow's template could not fill."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 # A reference a template could not fill stays `{{path}}` in the payload; a page never shows it raw.
 UNFILLED_RE = re.compile(r"\{\{\s*([^{}]{1,200}?)\s*\}\}")
+# Text longer than this, or on several lines, is shown as paragraphs.
+SHORT_TEXT = 120
+# Deeper than this, a value is shown as its JSON text (no one nests a request's facts that deep).
+MAX_DEPTH = 8
+PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
 
 def pretty(value: Any) -> str:
@@ -26,3 +34,61 @@ def unfilled_parts(value: Any) -> list[tuple[str, str]]:
 def unfilled_in_words(text: str) -> str:
     """Plain text (a page's title) with every unfilled `{{path}}` said in words."""
     return UNFILLED_RE.sub(lambda m: f"(not filled: {m.group(1)})", text)
+
+
+def as_written(value: Any) -> str:
+    """A primitive as a person reads and types it: a number as JSON writes it (never reformatted), a boolean as
+    JSON's true / false, text as it is; anything else as its JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+# -- a value as a table -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One value as the `value` macro (templates/ui.html) draws it."""
+
+    # text (short text, a number as written, yes / no) | paragraphs | empty | table | list
+    kind: str
+    text: str = ""
+    paragraphs: tuple[str, ...] = ()
+    rows: tuple[Row, ...] = ()
+    items: tuple[Cell, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    cell: Cell
+
+
+def cell_of(value: Any, labels: Mapping[str, str] | None = None, path: tuple[str, ...] = ()) -> Cell:
+    """`value` to read: an object as a table of its keys in the author's order (each labelled by `labels`, by dotted
+    path, else by its key), a list as a list, long text as paragraphs, a number exactly as written."""
+    labels = labels or {}
+    if len(path) > MAX_DEPTH:
+        return Cell("text", text=pretty(value))
+    if isinstance(value, Mapping):
+        if not value:
+            return Cell("empty")
+        rows = tuple(
+            Row(labels.get(".".join((*path, str(k)))) or str(k), cell_of(v, labels, (*path, str(k)))) for k, v in value.items()
+        )
+        return Cell("table", rows=rows)
+    if isinstance(value, list):
+        if not value:
+            return Cell("empty")
+        return Cell("list", items=tuple(cell_of(v, labels, (*path, str(i))) for i, v in enumerate(value)))
+    if value is None or value == "":
+        return Cell("empty")
+    if isinstance(value, bool):
+        return Cell("text", text="yes" if value else "no")
+    if isinstance(value, int | float):
+        return Cell("text", text=as_written(value))
+    text = str(value)
+    if len(text) > SHORT_TEXT or "\n" in text:
+        return Cell("paragraphs", paragraphs=tuple(p.strip("\n") for p in PARAGRAPH_BREAK.split(text) if p.strip()))
+    return Cell("text", text=text)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from interlude.domain.ids import AUTHOR_ID
+from interlude.domain.ids import AUTHOR_ID, INLINE_WORKFLOW_PREFIX, MODULEX_METADATA
 from interlude.domain.models import FrozenStored
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
@@ -127,6 +127,25 @@ class WorkflowDefinition(FrozenStored):
             index = {n.id: n for n in self.nodes}
             self.__dict__["_node_index"] = index
         return index
+
+    def author_id(self, node_id: str) -> str:
+        """The id the workflow's author wrote for a node: a ModuleX node runs under an escaped id (`node~5Fdraft`) and
+        its definition keeps the author's (`node_draft`); any other node's id is the author's."""
+        nodes = (self.metadata.get(MODULEX_METADATA) or {}).get("nodes")
+        entry = nodes.get(node_id) if isinstance(nodes, dict) else None
+        return str(entry["id"]) if isinstance(entry, dict) and entry.get("id") else node_id
+
+    def step_name(self, node_id: str) -> str:
+        """What a person calls a step: its name, else the id its author wrote."""
+        node = self._index().get(node_id)
+        return node.name if node is not None and node.name else self.author_id(node_id)
+
+    def display_name(self, workflow_id: str) -> str | None:
+        """What a person calls the workflow: its name, else its id (None for an unnamed inline ModuleX definition,
+        whose id is a content hash no one chose)."""
+        if self.name:
+            return self.name
+        return None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else workflow_id
 
     def incoming(self, node_id: str) -> list[Edge]:
         return [e for e in self.edges if e.targetNodeId == node_id]

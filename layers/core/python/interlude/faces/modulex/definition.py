@@ -27,13 +27,13 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from interlude.domain.ids import AUTHOR_ID_RE, INLINE_WORKFLOW_PREFIX
+from interlude.domain.ids import AUTHOR_ID_RE, INLINE_WORKFLOW_PREFIX, MODULEX_METADATA
 from interlude.faces.modulex import nodes, tasks
 from interlude.faces.modulex.references import engine_id
 
 START_NAMES = frozenset({"__start__", "START", "start"})
 START_NODE = "__start__"
-META_KEY = "interlude.modulex"
+META_KEY = MODULEX_METADATA
 # The engine id of the node a guardrails node's failure goes through on its way to the failure_route: `~~` is
 # never in an escaped ModuleX id (references.engine_id writes `~` as `~7E`), so no author's node can take it.
 FAILURE_NODE = "~~on-failure.{index}"

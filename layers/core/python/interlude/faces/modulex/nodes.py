@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from interlude.domain.budgets import Meter
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.domain.models import FrozenStored
 from interlude.domain.templates import referenced_nodes
 from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
@@ -22,7 +23,7 @@ from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lo
 
 END = "__end__"
 END_TARGETS = frozenset({"__end__", "END", "end"})
-CUSTOM_KIND = "modulex.interrupt"
+CUSTOM_KIND = MODULEX_INTERRUPT_KIND
 
 
 # -- interrupt -------------------------------------------------------------------------------------
