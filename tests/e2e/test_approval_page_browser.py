@@ -102,8 +102,10 @@ def test_a_person_decides_from_a_link_and_a_second_submission_is_already_decided
         assert first.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 245, 247)"
         # The request, with its templates resolved at raise time and markup shown as text
         assert first.get_by_role("heading", level=1).inner_text() == "Publish “Release notes <2.0> & more”?"
-        assert "The draft <b>Release notes <2.0> & more</b> is ready" in first.inner_text("p.desc")
-        assert '"words": 812' in first.inner_text("pre")
+        assert "The draft <b>Release notes <2.0> & more</b> is ready" in first.inner_text(".desc")
+        # What is being approved: a table of its fields in the author's order, numbers as written
+        assert first.locator("table.fields th").all_inner_texts() == ["title", "tags", "words"]
+        assert first.locator("table.fields td").all_inner_texts()[-1] == "812"
         # Only the gate's actions are offered; refine and edit-accept ask for their fields first
         assert first.get_by_role("button", name="Approve", exact=True).is_visible()
         assert first.get_by_role("button", name="Reject").is_visible()

@@ -107,7 +107,7 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         assert page.get_by_role("heading", name="Inbox", level=1).is_visible()
         item = page.locator("section.card", has=page.locator(f'a[href$="{voted.split("/")[1]}"]'))
         assert item.get_by_role("heading", name="Ship it?").is_visible()
-        assert "A <b>release</b> & its notes" in item.locator("p.desc").inner_text()
+        assert "A <b>release</b> & its notes" in item.locator(".desc").inner_text()
         watched.shot("inbox")
 
         # Decide: a vote, by keyboard-reachable controls with labels

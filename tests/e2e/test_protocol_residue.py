@@ -8,6 +8,7 @@ Normative text: shared/reference/openwop-notes.md §1.1 (Resolve surfaces, Event
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -204,3 +205,58 @@ def test_discovery_advertises_the_event_log_with_only_facets_its_schema_defines(
     run_id = api.start(api.fixture("conformance-approval"))["runId"]
     assert api.call("GET", f"/runs/{wire(run_id)}/events", Accept="text/event-stream").status_code == 200
     assert api.events(run_id)[0]["type"] == "run.started"
+
+
+# -- no protocol words where a person answers (issue 28, items 1-2) ------------------------------------------------
+
+EVERY_KIND = {
+    "nodes": [
+        {"id": "approve", "typeId": "core.approvalGate", "config": {"title": "Ship it?", "actions": ["accept", "reject", "refine", "edit-accept"], "artifactData": {"v": 1}}},
+        {"id": "clarify", "typeId": "core.clarificationGate", "config": {"questions": [{"id": "q", "question": "Which one?", "schema": {"type": "integer", "minimum": 1}}]}},
+        {
+            "id": "custom",
+            "typeId": "core.interrupt",
+            "config": {"kind": "custom", "data": {"customKind": "refund.check", "payload": {"title": "Check the refund", "amount": 5}}, "resumeSchema": {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}},
+        },
+        {"id": "free", "typeId": "core.interrupt", "config": {"kind": "custom", "data": {"customKind": "note"}}},
+        EXTERNAL,
+        {"id": "confidence", "typeId": "core.confidenceGate", "config": {"agentId": "agent-1", "observed": 0.2, "threshold": 0.5, "decision": {"route": "refund"}}},
+        {"id": "connect", "typeId": "core.credentialGate", "config": {"provider": "github", "scopes": ["repo"], "connectUrl": "https://example.com/connect"}},
+        {"id": "talk", "typeId": "core.conversationGate", "config": {"turn": "start", "title": "About the refund", "initialPrompt": "Tell me more."}},
+    ],
+    "edges": [],
+}
+PROTOCOL_WORDS = (
+    "resumeValue",
+    "resumeSchema",
+    "outcomeSchema",
+    "bearer credential",
+    "customKind",
+    "resume_schema",
+    "modulex",
+    "~5F",
+    "Input requested",
+    "artifactData",
+    "refineFeedback",
+    "editedArtifactData",
+    "not valid JSON",
+)
+
+
+def test_no_gates_page_says_a_protocol_word_open_or_refused(api: Api) -> None:
+    run_id = api.start(register(api, EVERY_KIND))["runId"]
+    modulex = api.call("POST", "/workflows/run", {"workflow": worked_example(), "input": {"request": "a refund"}}).json()
+    gates = [(run_id, n["id"]) for n in EVERY_KIND["nodes"]] + [(modulex["run_id"].replace("~2F", "/"), "node~5Fapproval")]
+    for gate_run, node in gates:
+        url = api.call("POST", f"/runs/{wire(gate_run)}/interrupts/{node}/tokens", {"intent": "resolve"}).json()["url"]
+        browser = requests.Session()
+        opened = browser.get(url, headers={"Accept": "text/html"}, timeout=30)
+        assert opened.status_code == 200, (node, opened.text[:300])
+        proof = re.search(r'name="csrf" value="([^"]+)"', opened.text)
+        assert proof, node
+        # An empty answer is refused, with the form drawn again
+        refused = browser.post(url, data={"csrf": proof.group(1), "action": "submit"}, headers={"Accept": "text/html"}, timeout=30)
+        assert refused.status_code == 400, (node, refused.text[:300])
+        for page in (opened.text, refused.text):
+            shown = page[page.index("<body>") :]
+            assert [w for w in PROTOCOL_WORDS if w in shown] == [], node

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,28 @@ def test_the_task_worker_block_runs_the_worked_example_as_written(stack_info, tm
     assert printed.startswith(f"Approve sending this draft?\n\n{draft}\n")
     sent = json.loads(printed.strip().splitlines()[-1])
     assert (sent["to"], sent["body"]) == ("ana@example.com", draft)
+
+
+def gate_examples() -> list[dict]:
+    section = README.read_text().split("## Gates", 1)[1].split("\n## ", 1)[0]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+
+
+def test_every_gate_example_in_the_readme_registers_as_written(api):
+    # One realistic example per gate type, each a node (or a small workflow) a tenant can register as it is.
+    examples = gate_examples()
+    assert len(examples) == 6
+    types = set()
+    for example in examples:
+        definition = example if "nodes" in example else {"nodes": [example], "edges": []}
+        types |= {n["typeId"] for n in definition["nodes"]}
+        got = api.put_workflow(f"readme-gate-{uuid.uuid4().hex[:8]}", definition)
+        assert got.status_code == 201, (example, got.text)
+    assert types == {
+        "core.approvalGate",
+        "core.clarificationGate",
+        "core.interrupt",
+        "core.confidenceGate",
+        "core.credentialGate",
+        "core.conversationGate",
+    }

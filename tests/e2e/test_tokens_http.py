@@ -206,7 +206,7 @@ def test_a_token_dies_with_its_interrupt_409_after_resolution_and_after_cancel(a
     assert page.status_code == 409
     # Nobody decided it: the page says it was withdrawn with its run.
     assert "No longer open" in page.text
-    assert "withdrawn when its run was cancelled" in page.text
+    assert "This request was withdrawn: its run was cancelled" in page.text
 
 
 def test_tokens_obey_eligibility_and_quorum_through_their_minters(api):
@@ -305,7 +305,9 @@ def test_a_form_that_does_not_make_a_resume_value_re_renders_with_the_reason(api
     session, field = open_page(api, token)
     got = submit(session, api, token, {"csrf": field, "action": "edit-accept", "edited": "{not json"})
     assert got.status_code == 400
-    assert "The edited artifact is not valid JSON." in got.text
+    # The gate has no artifact: its edit is asked as JSON, and the reason is said beside that field, the text kept
+    assert '<p class="field-error" id="edited-error">This is not valid JSON; check the brackets, commas and quotes.</p>' in got.text
+    assert ">{not json</textarea>" in got.text
     got = submit(session, api, token, {"csrf": field, "action": "reject"})
     assert got.status_code == 400
     assert "Choose one of the buttons" in got.text
