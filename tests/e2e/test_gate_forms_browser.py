@@ -89,6 +89,13 @@ class Person:
         self.context.close()
 
 
+@pytest.fixture(params=VIEWPORTS, ids=VIEWPORT_IDS)
+def person(request, browser) -> Iterator[Person]:
+    tab = Person(browser, request.param)
+    yield tab
+    tab.close()
+
+
 def link(api: Api, run_id: str, node_id: str) -> str:
     got = api.call("POST", f"/runs/{wire(run_id)}/interrupts/{node_id}/tokens", {"intent": "resolve"})
     assert got.status_code == 201, got.text
@@ -101,46 +108,41 @@ def register(api: Api, definition: dict[str, Any]) -> str:
     return workflow_id
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
-def test_the_worked_example_is_decided_by_pressing_its_reject_example_and_typing_notes(api, outbox, browser, viewport):
+def test_the_worked_example_is_decided_by_pressing_its_reject_example_and_typing_notes(api, outbox, person):
     started = api.call("POST", "/workflows/run", {"workflow": WORKED, "input": {"request": "the late refund", "customer_email": "ana@example.com"}})
     assert started.status_code == 200, started.text
     run_id = started.json()["run_id"].replace("~2F", "/")
     until(lambda: api.run(run_id)["status"] == "waiting-approval", timeout_s=60, interval_s=0.2)
-    person = Person(browser, viewport)
     page = person.page
-    try:
-        page.goto(link(api, run_id, engine_id("node_approval")))
-        # The message as text: its first line the title, the draft under it; the step as its author named it
-        assert page.get_by_role("heading", level=1).inner_text() == "Approve sending this draft?"
-        assert DRAFT in page.inner_text(".desc")
-        assert "Step\nnode_approval" in page.inner_text("dl.facts")
-        assert "~5F" not in page.inner_text("body")
-        # Its resume_schema as fields: yes / no, unchosen; notes optional
-        approved = page.get_by_role("group", name="approved")
-        assert approved.get_by_label("Yes").is_checked() is False
-        assert approved.get_by_label("No").is_checked() is False
-        person.shot("worked-example-open")
+    page.goto(link(api, run_id, engine_id("node_approval")))
+    # The message as text: its first line the title, the draft under it; the step as its author named it
+    assert page.get_by_role("heading", level=1).inner_text() == "Approve sending this draft?"
+    assert DRAFT in page.inner_text(".desc")
+    assert "Step\nnode_approval" in page.inner_text("dl.facts")
+    assert "~5F" not in page.inner_text("body")
+    # Its resume_schema as fields: yes / no, unchosen; notes optional
+    approved = page.get_by_role("group", name="approved")
+    assert approved.get_by_label("Yes").is_checked() is False
+    assert approved.get_by_label("No").is_checked() is False
+    person.shot("worked-example-open")
 
-        # When the person presses the "reject" example, the form is filled in from it, and nothing is decided
-        person.submit(page.get_by_role("button", name="reject", exact=True))
-        assert approved.get_by_label("No").is_checked()
-        assert page.get_by_label("notes (optional)").input_value() == "Tone too casual"
-        assert api.run(run_id)["status"] == "waiting-approval"
-        person.shot("worked-example-filled")
+    # When the person presses the "reject" example, the form is filled in from it, and nothing is decided
+    person.submit(page.get_by_role("button", name="reject", exact=True))
+    assert approved.get_by_label("No").is_checked()
+    assert page.get_by_label("notes (optional)").input_value() == "Tone too casual"
+    assert api.run(run_id)["status"] == "waiting-approval"
+    person.shot("worked-example-filled")
 
-        # And types notes of their own, and sends
-        page.get_by_label("notes (optional)").fill("No, too casual: warmer, please.")
-        person.submit(page.get_by_role("button", name="Send"))
+    # And types notes of their own, and sends
+    page.get_by_label("notes (optional)").fill("No, too casual: warmer, please.")
+    person.submit(page.get_by_role("button", name="Send"))
 
-        # Then the answer is the run's: the rejected branch ran with the notes, and nothing was sent
-        assert page.get_by_role("heading", level=1).first.inner_text() == "Answer recorded"
-        person.shot("worked-example-answered")
-        final = until(lambda: (s := api.run(run_id))["status"] == "completed" and s, timeout_s=60, interval_s=0.2)
-        assert final["variables"][engine_id("node_end_rejected")] == {"approved": False, "notes": "No, too casual: warmer, please."}
-        assert [m for m in outbox.messages() if wire(m["runId"]) == wire(run_id)] == []
-    finally:
-        person.close()
+    # Then the answer is the run's: the rejected branch ran with the notes, and nothing was sent
+    assert page.get_by_role("heading", level=1).first.inner_text() == "Answer recorded"
+    person.shot("worked-example-answered")
+    final = until(lambda: (s := api.run(run_id))["status"] == "completed" and s, timeout_s=60, interval_s=0.2)
+    assert final["variables"][engine_id("node_end_rejected")] == {"approved": False, "notes": "No, too casual: warmer, please."}
+    assert [m for m in outbox.messages() if wire(m["runId"]) == wire(run_id)] == []
 
 
 CLARIFY = {
@@ -164,43 +166,38 @@ CLARIFY = {
 }
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
-def test_a_clarification_answered_wrongly_keeps_its_values_and_shows_each_fields_message(api, browser, viewport):
+def test_a_clarification_answered_wrongly_keeps_its_values_and_shows_each_fields_message(api, person):
     run_id = api.start(register(api, CLARIFY))["runId"]
-    person = Person(browser, viewport)
     page = person.page
-    try:
-        page.goto(link(api, run_id, "ask"))
-        # A required choice starts unchosen
-        assert page.get_by_label("How do we tell them?").input_value() == ""
-        # When the person answers two questions wrongly and sends
-        page.get_by_label("Which order?").fill("ab-12")
-        page.get_by_label("How much to refund?").fill("0")
-        page.get_by_label("How do we tell them?").select_option("phone")
-        page.get_by_label("Why?").fill("Damaged in transit")
-        person.submit(page.get_by_role("button", name="Send"))
+    page.goto(link(api, run_id, "ask"))
+    # A required choice starts unchosen
+    assert page.get_by_label("How do we tell them?").input_value() == ""
+    # When the person answers two questions wrongly and sends
+    page.get_by_label("Which order?").fill("ab-12")
+    page.get_by_label("How much to refund?").fill("0")
+    page.get_by_label("How do we tell them?").select_option("phone")
+    page.get_by_label("Why?").fill("Damaged in transit")
+    person.submit(page.get_by_role("button", name="Send"))
 
-        # Then the form comes back: each message beside its field, every value as it was typed
-        assert page.get_by_role("heading", name="That did not go through").is_visible()
-        assert page.locator("#f0-error").inner_text() == "This is not in the form this answer needs."
-        assert page.locator("#f1-error").inner_text() == "Must be more than 0."
-        assert page.get_by_label("Which order?").get_attribute("aria-invalid") == "true"
-        assert page.get_by_label("Which order?").input_value() == "ab-12"
-        assert page.get_by_label("How much to refund?").input_value() == "0"
-        assert page.get_by_label("How do we tell them?").input_value() == "phone"
-        assert page.get_by_label("Why?").input_value() == "Damaged in transit"
-        assert "resumeValue" not in page.inner_text("body")
-        person.shot("clarification-refused", refused=True)
+    # Then the form comes back: each message beside its field, every value as it was typed
+    assert page.get_by_role("heading", name="That did not go through").is_visible()
+    assert page.locator("#f0-error").inner_text() == "This is not in the form this answer needs."
+    assert page.locator("#f1-error").inner_text() == "Must be more than 0."
+    assert page.get_by_label("Which order?").get_attribute("aria-invalid") == "true"
+    assert page.get_by_label("Which order?").input_value() == "ab-12"
+    assert page.get_by_label("How much to refund?").input_value() == "0"
+    assert page.get_by_label("How do we tell them?").input_value() == "phone"
+    assert page.get_by_label("Why?").input_value() == "Damaged in transit"
+    assert "resumeValue" not in page.inner_text("body")
+    person.shot("clarification-refused", refused=True)
 
-        # And once fixed, the answers are the run's
-        page.get_by_label("Which order?").fill("AB-12")
-        page.get_by_label("How much to refund?").fill("12.5")
-        person.submit(page.get_by_role("button", name="Send"))
-        assert page.get_by_role("heading", level=1).first.inner_text() == "Answer recorded"
-        answers = api.run(run_id)["variables"]["ask"]
-        assert answers == {"order": "AB-12", "amount": 12.5, "channel": "phone", "why": "Damaged in transit"}
-    finally:
-        person.close()
+    # And once fixed, the answers are the run's
+    page.get_by_label("Which order?").fill("AB-12")
+    page.get_by_label("How much to refund?").fill("12.5")
+    person.submit(page.get_by_role("button", name="Send"))
+    assert page.get_by_role("heading", level=1).first.inner_text() == "Answer recorded"
+    answers = api.run(run_id)["variables"]["ask"]
+    assert answers == {"order": "AB-12", "amount": 12.5, "channel": "phone", "why": "Damaged in transit"}
 
 
 REFUND = {
@@ -222,36 +219,31 @@ REFUND = {
 }
 
 
-@pytest.mark.parametrize("viewport", VIEWPORTS, ids=VIEWPORT_IDS)
-def test_an_edit_accept_changes_one_field_of_the_artifact(api, browser, viewport):
+def test_an_edit_accept_changes_one_field_of_the_artifact(api, person):
     run_id = api.start(register(api, REFUND))["runId"]
-    person = Person(browser, viewport)
     page = person.page
-    try:
-        page.goto(link(api, run_id, "review"))
-        # What is being decided: a table in the author's order, labelled as the gate names its fields
-        table = page.locator("table.fields").first
-        assert table.locator(":scope > tbody > tr > th").all_inner_texts() == ["customer", "Amount (EUR)", "reason"]
-        assert "Customer" in table.inner_text()
-        person.shot("edit-accept-open")
+    page.goto(link(api, run_id, "review"))
+    # What is being decided: a table in the author's order, labelled as the gate names its fields
+    table = page.locator("table.fields").first
+    assert table.locator(":scope > tbody > tr > th").all_inner_texts() == ["customer", "Amount (EUR)", "reason"]
+    assert "Customer" in table.inner_text()
+    person.shot("edit-accept-open")
 
-        # When the person opens "Approve with my edits", changes the amount and approves
-        page.locator("summary", has_text="Approve with my edits").click()
-        edits = page.locator("details", has=page.get_by_role("button", name="Approve with my edits"))
-        assert edits.get_by_label("Customer").input_value() == "Ana Lima"
-        edits.get_by_label("Amount (EUR)").fill("99.5")
-        person.shot("edit-accept-editing")
-        person.submit(edits.get_by_role("button", name="Approve with my edits"))
+    # When the person opens "Approve with my edits", changes the amount and approves
+    page.locator("summary", has_text="Approve with my edits").click()
+    edits = page.locator("details", has=page.get_by_role("button", name="Approve with my edits"))
+    assert edits.get_by_label("Customer").input_value() == "Ana Lima"
+    edits.get_by_label("Amount (EUR)").fill("99.5")
+    person.shot("edit-accept-editing")
+    person.submit(edits.get_by_role("button", name="Approve with my edits"))
 
-        # Then the edited artifact is the old one with that one field changed, in the same order
-        assert "You approved this request with your edits." in page.inner_text("body")
-        person.shot("edit-accept-decided")
-        resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
-        edited = resolved[0]["payload"]["resumeValue"]["editedArtifactData"]
-        assert edited == {"customer": {"name": "Ana Lima", "email": "ana@example.com"}, "amount": 99.5, "reason": "Damaged in transit"}
-        assert list(edited) == ["customer", "amount", "reason"]
-    finally:
-        person.close()
+    # Then the edited artifact is the old one with that one field changed, in the same order
+    assert "You approved this request with your edits." in page.inner_text("body")
+    person.shot("edit-accept-decided")
+    resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
+    edited = resolved[0]["payload"]["resumeValue"]["editedArtifactData"]
+    assert edited == {"customer": {"name": "Ana Lima", "email": "ana@example.com"}, "amount": 99.5, "reason": "Damaged in transit"}
+    assert list(edited) == ["customer", "amount", "reason"]
 
 
 def test_a_long_word_never_widens_the_page_at_390px(browser):
