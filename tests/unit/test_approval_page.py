@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -378,13 +379,15 @@ def test_the_artifact_is_a_labelled_table_in_the_authors_order_never_json_never_
     html = approval.document("t", approval.render_open(view(payload, labels={"customer.name": "Customer", "amount": "Amount (EUR)"}), style_nonce="n", csrf_field="f"), "n")
     body = html[html.index("What you are approving") :]
     # In the author's key order, labelled where the gate names a label, else by the key
-    assert [m for m in re.findall(r'<th scope="row">([^<]+)</th>', body)] == [
+    assert list(re.findall(r'<th scope="row">([^<]+)</th>', body)) == [
         "zeta", "customer", "Customer", "site", "phone", "Amount (EUR)", "count", "body", "tags", "none"
     ]
-    assert "<td>812.5</td>" in body and "<td>3</td>" in body
+    assert "<td>812.5</td>" in body
+    assert "<td>3</td>" in body
     assert '<p class="para">Line one.\nLine two.</p><p class="para">A second paragraph.</p>' in body
     assert "<ul class=\"values\"><li>a</li><li>b</li></ul>" in body
-    assert "<pre" not in body and '"zeta"' not in body
+    assert "<pre" not in body
+    assert '"zeta"' not in body
     # Shown, never followed: no link, and no phone number or address turned into one by the browser
     assert "<a " not in body.split("<section class=\"card\"><h2>Your decision")[0]
     assert '<meta name="format-detection" content="telephone=no, date=no, email=no, address=no">' in html
@@ -394,7 +397,7 @@ def test_modulex_steps_read_as_their_author_wrote_them_and_an_inline_workflow_is
     from interlude.domain.models.workflow import WorkflowDefinition
     from interlude.faces.modulex.definition import translate
 
-    worked = json.loads(open("examples/worker/approve-before-sending.json").read())
+    worked = json.loads((Path(__file__).resolve().parents[2] / "examples/worker/approve-before-sending.json").read_text())
     definition = WorkflowDefinition.model_validate(translate(worked))
     engine_ids = [n.id for n in definition.nodes]
     assert "node~5Fapproval" in engine_ids
