@@ -12,6 +12,7 @@ import re
 import time
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -131,6 +132,25 @@ def test_a_clarification_answered_wrongly_keeps_its_values_and_says_what_to_fix_
     assert api.run(run_id)["variables"]["ask"] == {"order": "AB-12", "amount": 12.5, "why": "Damaged in transit"}
 
 
+def test_the_console_fills_a_gate_from_its_example_and_keeps_a_refused_answer(api: Api) -> None:
+    started = api.call("POST", "/workflows/run", {"workflow": worked_example(), "input": {"request": "the refund"}}).json()
+    run_id = started["run_id"].replace("~2F", "/")
+    console = Console(api).signed_in(api.api_key)
+    decide = f"/console/runs/{wire(run_id)}/interrupts/{quote(APPROVAL_NODE, safe='')}"
+    # An example pressed fills the gate's form in the inbox, and decides nothing
+    filled = console.post(decide, {"csrf": console.proof(), "back": "inbox", "example": "1"})
+    assert filled.status_code == 200
+    assert 'id="inbox-0-f0-1" name="f0" value="false" checked' in filled.text
+    assert ">Tone too casual</textarea>" in filled.text
+    assert "Filled in from “reject”" in filled.text
+    # An answer without its required yes / no comes back with the reason beside it and the notes kept
+    refused = console.post(decide, {"csrf": console.proof(), "back": "inbox", "action": "submit", "f1": "kept as typed"})
+    assert refused.status_code == 400
+    assert '<p class="field-error" id="inbox-0-f0-error">Please answer this.</p>' in refused.text
+    assert ">kept as typed</textarea>" in refused.text
+    assert api.run(run_id)["status"] == "waiting-approval"
+
+
 # -- item 3: names, not ids ---------------------------------------------------------------------------------------
 
 
@@ -167,6 +187,25 @@ def test_the_console_names_steps_workflows_and_deciders(api: Api) -> None:
     assert "by Alice Martin" in run_page
     assert "Approve before sending (version" in run_page
     assert "~5F" not in run_page
+
+
+def test_votes_on_an_open_gate_name_the_voter_on_the_console_and_in_the_cli(api: Api) -> None:
+    quorum = {"nodes": [{**APPROVAL["nodes"][0], "config": {**APPROVAL["nodes"][0]["config"], "requiredApprovals": 2}}], "edges": []}
+    assert api.call("PUT", "/principals/bob", {"displayName": "Bob Stone"}).status_code in (200, 201)
+    bob = api.new_key(["approvals:respond", "runs:read"], subject="bob")
+    run_id = api.start(register(api, quorum))["runId"]
+    assert api.resolve(run_id, "review", {"action": "accept"}, key=bob).status_code == 200
+    assert api.run(run_id)["status"] == "waiting-approval"  # one vote of two
+    console = Console(api).signed_in(api.api_key)
+    for page in (console.get(f"/console/runs/{wire(run_id)}").text, console.get("/console/inbox").text):
+        start = page.index("<caption>Votes")
+        votes = text_of("<body>" + page[start : page.index("</table>", start)])
+        assert "Who Decision When Surface Bob Stone accept " in votes
+        assert "|" not in votes
+        assert "urn:" not in votes
+    shown = run_cli("runs", "show", run_id, "--url", api.base_url, "--key", api.api_key).stdout
+    assert "bob:accept" in shown
+    assert "|" not in shown.split("OPEN GATE", 1)[1]
 
 
 def test_the_cli_tables_name_modulex_steps_as_their_author_wrote_them(api: Api) -> None:

@@ -163,7 +163,11 @@ def test_a_timeline_entry_reads_as_words():
 
 def test_a_delegated_vote_names_the_delegate_who_cast_it():
     markup = pages.votes_table([{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept", "surface": "run"}])
-    assert "urn:x|ana (cast by urn:x|bo)" in markup
+    assert "ana (cast by bo)" in markup
+    assert "urn:x" not in markup
+    # By name where the directory gives one
+    named = pages.vote_rows([{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept"}], {"ana": "Ana Lima", "bo": "Bo Berg"})
+    assert named[0][0] == "Ana Lima (cast by Bo Berg)"
     assert "cast by" not in pages.votes_table([{"principal": "urn:x|ana", "action": "accept"}])
 
 

@@ -10,7 +10,7 @@ from interlude.app.directory import delegators_of, with_membership
 from interlude.app.tenants import tenant_settings
 from interlude.domain import schemas
 from interlude.domain.errors import DomainError, Forbidden, Invalid
-from interlude.domain.ids import tenant_of
+from interlude.domain.ids import principal_subject, tenant_of
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS
 from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.interrupts.decide import Resolver, eligible, named_by, resolver_families
@@ -79,7 +79,7 @@ def _on_behalf_of(
     own = eligible(data, resolver) and resolver.principal not in cast
     # Handed on this gate (issue 14 item 4), then standing out-of-office delegations the gate names: `_voter`'s order.
     offered = [
-        (v["principal"], (v.get("subject") or {}).get("subjectId") or v["principal"].rsplit("|", 1)[-1])
+        (v["principal"], (v.get("subject") or {}).get("subjectId") or principal_subject(v["principal"]))
         for v in votes
         if v["action"] == "delegate" and v.get("delegate") == resolver.subject_id
     ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.cli.client import Client, CliError, StepIds, add_endpoint_args, printed, table, wire
+from interlude.domain.ids import principal_subject
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
@@ -70,7 +71,7 @@ def _runs_show(args: argparse.Namespace) -> int:
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
-            (step(node), g["kind"], g["raisedAt"], ", ".join(f"{v['principal']}:{v['action']}" for v in g["votes"]) or "-")
+            (step(node), g["kind"], g["raisedAt"], ", ".join(f"{principal_subject(v['principal'])}:{v['action']}" for v in g["votes"]) or "-")
             for node, g in gates.items()
         ]
         lines += ["", table(("OPEN GATE", "KIND", "RAISED", "VOTES"), rows, "")]

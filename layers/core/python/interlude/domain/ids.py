@@ -109,3 +109,8 @@ def check_author_id(value: str, what: str) -> str:
     if not isinstance(value, str) or not AUTHOR_ID_RE.fullmatch(value):
         raise Invalid(f"{what} must match {AUTHOR_ID}", {"field": what})
     return value
+
+
+def principal_subject(principal: str) -> str:
+    """A vote's principal (`{issuer}|{subjectId}`, rules/interrupts/decide.Resolver.principal) as its subject id."""
+    return principal.rsplit("|", 1)[-1]

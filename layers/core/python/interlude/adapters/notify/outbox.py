@@ -29,6 +29,7 @@ from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.directory import recipients
 from interlude.app.tenants import tenant_settings
 from interlude.config.notify import notify_settings
+from interlude.domain.ids import principal_subject
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.deadlines import ESCALATION_EVENT, Deadline
@@ -152,7 +153,7 @@ def _escalation(service: Service, state: RunState, event: dict[str, Any]) -> lis
     principals = list(config.get("escalationPrincipals") or ())
     if not principals:
         principals = list(tenant_settings(service.hitl_store, state.tenant).overridePrincipals)
-    people = [p.rsplit("|", 1)[-1] for p in principals]
+    people = [principal_subject(p) for p in principals]
     title = payload.get("title") or node_id
     return [
         queue_message(state.tenant, state.runId, node_id, interrupt_id, pid, ESCALATION, title=title)

@@ -19,7 +19,7 @@ from interlude.api.page import approval, forms, templating
 from interlude.api.page.graph import GraphNode, describe, drawing
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of, pretty
-from interlude.domain.ids import to_wire
+from interlude.domain.ids import principal_subject, to_wire
 
 SECTIONS = (("inbox", "Inbox"), ("runs", "Runs"), ("workflows", "Workflows"), ("keys", "Keys"), ("audit", "Audit"))
 RUN_STATUSES = (
@@ -147,21 +147,35 @@ def asked(payload: Mapping[str, Any], labels: Mapping[str, str]) -> Asked:
     return Asked(approval.kind_words(payload), title, cell_of(message) if message else None, approval.artifact_of(payload, labels))
 
 
-def vote_rows(votes: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
-    return [(_voter(v), str(v.get("action", "")), str(v.get("at", "")), str(v.get("surface", ""))) for v in votes]
+def vote_rows(votes: Sequence[Mapping[str, Any]], people: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str]]:
+    """(who, decision, when, surface) of each vote, people by name (`people`: subject id -> what the directory calls
+    them; else their subject id)."""
+    return [(_voter(v, people or {}), str(v.get("action", "")), str(v.get("at", "")), str(v.get("surface", ""))) for v in votes]
 
 
 def votes_table(votes: Sequence[Mapping[str, Any]], caption: str = "Votes") -> str:
     return templating.render("console/votes.html", votes=vote_rows(votes), caption=caption)
 
 
-def _voter(vote: Mapping[str, Any]) -> str:
+def voters(votes: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The subject ids of who voted and who cast a vote for them."""
+    found = {principal_subject(str(v.get("principal", ""))) for v in votes}
+    found |= {c for v in votes if (c := _cast_by(v))}
+    return found
+
+
+def _voter(vote: Mapping[str, Any], people: Mapping[str, str]) -> str:
     """Whose vote it is, and who cast it when a delegate did."""
-    who = str(vote.get("principal", ""))
+    who = _person(principal_subject(str(vote.get("principal", ""))), people)
+    cast_by = _cast_by(vote)
+    cast = _person(cast_by, people) if cast_by else ""
+    return f"{who} (cast by {cast})" if cast and cast != who else who
+
+
+def _cast_by(vote: Mapping[str, Any]) -> str | None:
+    """The subject id of the delegate who cast this vote (a principal, as the vote stores it), if one did."""
     cast_by = vote.get("castBy")
-    if isinstance(cast_by, Mapping):
-        cast_by = cast_by.get("subjectId") or cast_by.get("principal")
-    return f"{who} (cast by {cast_by})" if cast_by and cast_by != who else who
+    return principal_subject(cast_by) if isinstance(cast_by, str) and cast_by else None
 
 
 # -- inbox --------------------------------------------------------------------------------------------
@@ -192,8 +206,10 @@ def inbox(
     notice: Notice | None,
     names: Mapping[str, Names] | None = None,
     filled: Filled | None = None,
+    people: Mapping[str, str] | None = None,
 ) -> str:
-    """`names`: by run id, what its workflow calls its parts (a run missing from it is named by its ids)."""
+    """`names`: by run id, what its workflow calls its parts (a run missing from it is named by its ids); `people`:
+    by subject id, what the directory calls the voters."""
     entries = []
     for i, item in enumerate(items):
         payload = item.get("payload") or {}
@@ -208,7 +224,7 @@ def inbox(
                 run_id=str(item["runId"]),
                 raised_at=str(item.get("raisedAt", "")),
                 on_behalf_of=", ".join(item["onBehalfOf"]) if item.get("onBehalfOf") else None,
-                votes=vote_rows(item.get("votes") or []),
+                votes=vote_rows(item.get("votes") or [], people),
                 decision=decision(item["runId"], node_id, payload, frame.proof, f"inbox-{i}", filled, labels),
             )
         )
@@ -338,7 +354,10 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         may_cancel=snap.get("status") not in ("completed", "failed", "cancelled"),
         graph=drawing(view.nodes, view.edges, ""),
         steps=[f"{names.step(nid)}: {words}" for nid, words in describe(view.nodes, "")],
-        gates=[_open_gate(frame, run_id, i, node_id, interrupt, names, view.filled) for i, (node_id, interrupt) in enumerate(view.open_interrupts.items())],
+        gates=[
+            _open_gate(frame, run_id, i, node_id, interrupt, names, view.filled, view.people)
+            for i, (node_id, interrupt) in enumerate(view.open_interrupts.items())
+        ],
         timeline=[_timeline_entry(e, names, view.people) for e in view.events],
         later=later,
         deliveries=[_delivery_row(d) for d in view.deliveries],
@@ -349,7 +368,14 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
 
 
 def _open_gate(
-    frame: Frame, run_id: str, i: int, node_id: str, interrupt: Mapping[str, Any], names: Names, filled: Filled | None
+    frame: Frame,
+    run_id: str,
+    i: int,
+    node_id: str,
+    interrupt: Mapping[str, Any],
+    names: Names,
+    filled: Filled | None,
+    people: Mapping[str, str],
 ) -> OpenGate:
     payload = interrupt.get("payload") or {}
     required = (payload.get("data") or {}).get("requiredApprovals")
@@ -364,7 +390,7 @@ def _open_gate(
         names.step(node_id),
         asked(payload, labels),
         facts,
-        vote_rows(interrupt.get("votes") or []),
+        vote_rows(interrupt.get("votes") or [], people),
         decision(run_id, node_id, payload, frame.proof, f"run-{i}", filled, labels) if may_decide else None,
     )
 

@@ -378,7 +378,8 @@ def inbox_page(
     authorize(signed.principal, "consoleInbox")
     listed = approver_inbox.inbox(service(), signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
     items = listed["interrupts"]
-    body = pages.inbox(signed.frame, items, listed.get("nextCursor"), notice, names_of_runs([i["runId"] for i in items]), filled)
+    people = people_named(signed.principal.tenant, {s for i in items for s in pages.voters(i.get("votes") or [])})
+    body = pages.inbox(signed.frame, items, listed.get("nextCursor"), notice, names_of_runs([i["runId"] for i in items]), filled, people)
     return html(status, "Inbox", body, signed.frame, "inbox")
 
 
@@ -512,7 +513,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
     more = last_seen if polled["lastSequence"] > last_seen else None
     deliveries = service().run_deliveries(principal, run_id)["deliveries"]
     tokens = tokens_minted(principal, run_id)
-    open_interrupts = {
+    open_interrupts: dict[str, dict[str, Any]] = {
         node_id: {
             "kind": oi.kind,
             "raisedAt": oi.raisedAt,
@@ -539,7 +540,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
         notifications=notifications.run_notifications(service(), principal, run_id)["notifications"],
         tokens=tokens,
         names=names,
-        people=people_in(state.tenant, events),
+        people=people_named(state.tenant, deciders(events) | {s for gate in open_interrupts.values() for s in pages.voters(gate["votes"])}),
         filled=filled,
     )
     return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
@@ -559,13 +560,17 @@ def graph_of(state: RunState, names: Names) -> tuple[list[GraphNode], list[tuple
     return nodes, [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
 
 
-def people_in(tenant: str, events: list[dict[str, Any]]) -> dict[str, str]:
-    """What the directory calls each person who decided in these events (else their subject id)."""
-    subjects = {
+def deciders(events: list[dict[str, Any]]) -> set[str]:
+    """The subject ids of who decided in these events."""
+    return {
         str(who["subjectId"])
         for e in events
         if isinstance(who := (e.get("payload") or {}).get("resolvedBy"), dict) and who.get("subjectId")
     }
+
+
+def people_named(tenant: str, subjects: set[str]) -> dict[str, str]:
+    """What the directory calls each of these people (else their subject id): one read each."""
     return {s: display_name(service().directory, tenant, s) for s in sorted(subjects)}
 
 
