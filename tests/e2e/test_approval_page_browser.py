@@ -53,11 +53,18 @@ WORKFLOW = {
         },
         {"id": "publish", "typeId": "core.transform", "config": {"outputs": {"by": "{{review.decidedBy}}"}}},
         {"id": "archive", "typeId": "core.noop"},
+        {"id": "revise", "typeId": "core.transform", "config": {"outputs": {"asked": "{{review.refineFeedback.text}}"}}},
     ],
     "edges": [
         {"sourceNodeId": "draft", "targetNodeId": "review"},
         {"sourceNodeId": "review", "targetNodeId": "publish"},
         {"sourceNodeId": "review", "targetNodeId": "archive", "triggerRule": "any_failed"},
+        # A refine goes only where a condition sends it (never on to publish)
+        {
+            "sourceNodeId": "review",
+            "targetNodeId": "revise",
+            "condition": {"type": "equals", "left": "action", "right": "refine"},
+        },
     ],
 }
 
@@ -132,7 +139,7 @@ def test_a_person_decides_from_a_link_and_a_second_submission_is_already_decided
         first.screenshot(path=str(ARTIFACTS / "approval-page-decided.png"), full_page=True)
         snap = api.run(run_id)
         assert snap["status"] == "completed"
-        assert snap["variables"]["review"]["feedback"] == "Looks good — ship it."
+        assert snap["variables"]["review"]["comment"] == "Looks good — ship it."
 
         # When the second tab submits too
         second.get_by_role("button", name="Reject").click()
@@ -163,5 +170,9 @@ def test_refine_asks_for_its_text_and_sends_the_run_on(api, browser):
         assert page.get_by_role("heading", level=1).first.inner_text() == "Decision recorded"
         resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
         assert resolved[0]["payload"]["refineFeedback"] == {"scope": "section", "text": "Shorten the intro."}
+        # The run went back to revise with the feedback, and nothing was published
+        snap = api.run(run_id)
+        assert snap["variables"]["revise"] == {"asked": "Shorten the intro."}
+        assert snap["nodeStates"]["publish"]["status"] == "skipped"
     finally:
         context.close()

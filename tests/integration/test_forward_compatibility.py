@@ -15,6 +15,7 @@ import boto3
 import pytest
 
 from interlude.app.service import Service
+from interlude.domain import formats
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
@@ -183,11 +184,12 @@ def test_an_item_in_a_newer_format_is_refused_by_name_never_misread(service):
     run_id = a_waiting_run(service)
     key = new_api_key(service)
     # Given a run head a release two ahead wrote in a format this one does not read
-    set_attributes(run_pk(run_id), RUN_SK, v=a.n(2))
+    newer = formats.READS + 1
+    set_attributes(run_pk(run_id), RUN_SK, v=a.n(newer))
     # Then reading it is refused, saying so, and deciding it writes nothing
     status, refused = http("GET", f"/runs/{wire(run_id)}", key)
     assert (status, refused["error"]) == (500, "interlude.item_too_new")
-    assert refused["details"] == {"kind": "table", "format": 2, "reads": 1}
+    assert refused["details"] == {"kind": "table", "format": newer, "reads": formats.READS}
     assert "later release" in refused["message"]
     assert http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})[0] == 500
     assert state_document(run_id)["status"] == "waiting-approval"
@@ -195,11 +197,11 @@ def test_an_item_in_a_newer_format_is_refused_by_name_never_misread(service):
     # Likewise a state document in a newer format, whatever shape it has
     set_attributes(run_pk(run_id), RUN_SK, v=a.n(1))
     doc = state_document(run_id)
-    set_attributes(run_pk(run_id), RUN_SK, state=a.packed({**doc, "v": 3, "nodes": "elsewhere"}))
+    set_attributes(run_pk(run_id), RUN_SK, state=a.packed({**doc, "v": newer, "nodes": "elsewhere"}))
     status, refused = http("GET", f"/runs/{wire(run_id)}", key)
-    assert (status, refused["error"], refused["details"]["format"]) == (500, "interlude.item_too_new", 3)
+    assert (status, refused["error"], refused["details"]["format"]) == (500, "interlude.item_too_new", newer)
 
     # and a key record: every request with that key is refused, not let through on a misread
     for key_item in key_items():
-        set_attributes(key_item["pk"]["S"], API_KEY_SK, v=a.n(2))
+        set_attributes(key_item["pk"]["S"], API_KEY_SK, v=a.n(newer))
     assert http("GET", "/keys", key)[1]["error"] == "interlude.item_too_new"

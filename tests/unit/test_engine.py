@@ -134,7 +134,7 @@ def test_trigger_rules(rule, a_ok, b_ok, fires):
     assert t.state.status == "completed"
 
 
-def test_transform_resolves_references_and_leaves_unknown_ones_intact():
+def test_transform_resolves_references_and_a_reference_with_no_value_is_never_raw():
     wf = wf_of(
         [
             {
@@ -145,13 +145,17 @@ def test_transform_resolves_references_and_leaves_unknown_ones_intact():
             {
                 "id": "use",
                 "typeId": "core.transform",
-                "config": {"outputs": {"copy": "{{src.n}}", "text": "{{src.who}} / {{nope.x}}"}},
+                "config": {"outputs": {"copy": "{{src.n}}", "text": "{{src.who}} / {{later.v}}", "whole": "{{later.v}}"}},
             },
+            {"id": "later", "typeId": "core.transform", "config": {"outputs": {"v": "{{inputs.absent}}"}}},
         ],
-        [edge("src", "use")],
+        [edge("src", "use"), edge("use", "later")],
     )
+    assert engine.check_config(wf) == []  # every reference names a step and a field it outputs
     t = engine.start(new_state(wf, inputs={"n": 3, "name": "bo"}), wf, NOW)
-    assert t.state.outputs["use"] == {"copy": 3, "text": "user-bo / {{nope.x}}"}
+    # `later` has not run when `use` does: its field is empty inside text and null as a whole value
+    assert t.state.outputs["use"] == {"copy": 3, "text": "user-bo / ", "whole": None}
+    assert t.state.outputs["later"] == {"v": None}
     assert t.events[-1].type == "run.completed"
     assert t.events[-1].payload["outputs"]["use"]["copy"] == 3
 

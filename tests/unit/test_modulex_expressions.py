@@ -70,8 +70,9 @@ def test_modulex_ids_survive_the_engine_id_grammar():
         assert modulex_id(escaped) == mx
 
 
-def test_references_resolve_whole_values_and_leave_unknown_ones_intact():
+def test_references_resolve_whole_values_and_ones_with_no_value_are_blank():
     assert render("{{node_approval.approved}}", SCOPE) is True
-    assert render("Draft: {{node_draft}} / {{node_nope.x}}", SCOPE) == "Draft: Dear customer / {{node_nope.x}}"
+    assert render("Draft: {{node_draft}} / {{node_nope.x}}", SCOPE) == "Draft: Dear customer / "
+    assert render("{{node_nope.x}}", SCOPE) is None
     assert render("{{input.amount}}", SCOPE) == 120
     assert render({"a": ["{{node_approval.n}}"]}, SCOPE) == {"a": [3]}

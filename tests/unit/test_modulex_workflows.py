@@ -86,17 +86,17 @@ def test_resume_schema_is_advisory_any_value_resumes():
     assert node_status(t)[E("node_end_rejected")] == "completed"
 
 
-def test_unresolvable_references_stay_intact_and_data_keys_snapshot_state():
+def test_a_reference_with_no_value_is_blank_never_raw_and_data_keys_snapshot_state():
     raw = worked_example()
     raw["nodes"][1]["interrupt_config"] = {
-        "message": "Refund {{node_order.amount}} for {{node_draft}}?",
+        "message": "Refund {{input.amount}} for {{node_draft}}?",
         "data_keys": ["node_draft", "request", "node_missing"],
         "output_key": "ignored",
     }
     wf = compiled(raw)
     t = start(wf, {"request": "r1"})
     inner = t.state.interrupts[E("node_approval")].payload["data"]["payload"]
-    assert inner["message"] == "Refund {{node_order.amount}} for " + DRAFT.format(request="r1") + "?"
+    assert inner["message"] == "Refund  for " + DRAFT.format(request="r1") + "?"
     assert inner["data"] == {"node_draft": DRAFT.format(request="r1"), "request": "r1"}
     assert "resume_schema" not in inner
     assert "examples" not in inner
@@ -200,7 +200,8 @@ def test_a_conditional_loops_back_until_its_condition_holds():
     }
     wf = compiled(raw)
     t = start(wf)
-    assert t.state.interrupts[E("ask")].payload["data"]["payload"]["message"] == "Amount? (last answer: {{ask.amount}})"
+    # Its own answer does not exist yet on the first visit: blank, never the raw reference
+    assert t.state.interrupts[E("ask")].payload["data"]["payload"]["message"] == "Amount? (last answer: )"
     t = answer(t, wf, "ask", {"amount": 0})
     assert t.state.status == "waiting-approval"  # looped back: the same node asks again, a new interrupt
     assert t.state.interrupts[E("ask")].payload["data"]["payload"]["message"] == "Amount? (last answer: 0)"

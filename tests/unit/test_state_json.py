@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from interlude.domain import formats
 from interlude.domain.budgets import json_size
 from interlude.domain.errors import Internal
 from interlude.domain.models.run import RunState, state_from_json, state_json
@@ -200,12 +201,12 @@ def test_fields_a_later_release_wrote_are_read_and_written_back_whole():
 @pytest.mark.parametrize("change", [lambda doc: None, lambda doc: doc.update(status="sleeping")])
 def test_a_document_in_a_newer_format_is_refused_by_name_not_misread(change):
     doc = json.loads(reference(a_state(random.Random(4))))
-    doc["v"] = 2
+    doc["v"] = formats.READS + 1
     change(doc)  # a newer format's new shape: still refused as newer, not as invalid
     with pytest.raises(Internal) as refused:
         state_from_json(json.dumps(doc).encode())
     assert refused.value.code == "interlude.item_too_new"
-    assert refused.value.details == {"kind": "run", "format": 2, "reads": 1}
+    assert refused.value.details == {"kind": "run", "format": formats.READS + 1, "reads": formats.READS}
 
 
 def test_a_typical_state_is_written_by_pydantic_core_in_declared_order():

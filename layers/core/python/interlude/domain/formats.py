@@ -13,12 +13,20 @@ format than READS is refused, by name, wherever it is read (`interlude.item_too_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from interlude.domain.errors import Internal
 
 # The item attribute (and the document field) that holds an item's format; absent: 1.
 FORMAT_FIELD = "v"
+# Format 2: a workflow version whose edges carry conditions (engine/conditions.py). A release that does not know them
+# would read the edges as unconditional and send a `refine` on to what the approval releases, so it must refuse such
+# a version (item_too_new) rather than run it. Only versions that use conditions carry it; every other item is
+# written in format 1 as before.
+CONDITIONED_WORKFLOW = 2
 # The newest format this release reads, of any kind.
-READS = 1
+READS = 2
 
 
 def check(kind: str, written_in: object) -> None:
@@ -31,3 +39,10 @@ def check(kind: str, written_in: object) -> None:
         {"kind": kind, "format": written_in, "reads": READS},
         code="interlude.item_too_new",
     )
+
+
+def workflow_version_format(definition: Mapping[str, Any]) -> int | None:
+    """The format a workflow version's item is written in (None: 1, no `v`)."""
+    edges = definition.get("edges") or []
+    conditioned = any(isinstance(e, Mapping) and e.get("condition") is not None for e in edges)
+    return CONDITIONED_WORKFLOW if conditioned else None

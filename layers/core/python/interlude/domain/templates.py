@@ -1,8 +1,12 @@
 """`{{node_id.field}}` and `{{inputs.x}}` references, resolved against run state.
 
 A string that is exactly one reference takes the referenced value as is (a number stays a number);
-references embedded in longer text are rendered as text (JSON for objects). A reference that does
-not resolve is left intact, as the ModuleX contract requires for interrupt messages.
+references embedded in longer text are rendered as text (JSON for objects). A reference that has no value when
+it is rendered (a step not reached yet, a branch not taken, an optional field or input left out) is null as a
+whole value and empty text inside longer text: never the raw `{{…}}`, which a person would read. A reference to
+a step or field that does not exist at all is refused when the definition is registered (engine/references.py).
+Only registration's probe of a gate (a scope holding PROBE) keeps references as written, to check the shape of
+what the gate would ask.
 
 Rendering spends from a budgets.Meter before it builds each piece, so a template that multiplies what it
 references stops at the budget (BudgetExceeded) instead of building the whole output first.
@@ -13,13 +17,31 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from interlude.domain.budgets import Meter
 
 REFERENCE_RE = re.compile(r"\{\{\s*([A-Za-z0-9._~:-]+(?:\.[A-Za-z0-9_~:-]+)*)\s*\}\}")
 MISSING = object()
+# The key of a scope that probes a node at registration (engine.run.check_config): no run, no values.
+PROBE = "$probe"
 Lookup = Callable[[str, Mapping[str, Any]], Any]
+
+
+class Dialect(NamedTuple):
+    """How a face writes references, for registration to find and check them (engine/references.py)."""
+
+    pattern: re.Pattern[str]
+    # A node id as the author wrote it -> the node's id on the engine.
+    to_id: Callable[[str], str]
+    # The heads that name the run's inputs.
+    input_heads: tuple[str, ...]
+    # Whether the fields a reference reads are checked against what its step outputs (a face whose outputs are
+    # free-form checks the step only).
+    fields_checked: bool = True
+
+
+OPENWOP = Dialect(REFERENCE_RE, str, ("inputs",))
 
 
 def walk(value: Any, parts: list[str]) -> Any:
@@ -63,20 +85,25 @@ def render(
     budgets.MAX_VALUE_BYTES one if none is given); raises budgets.BudgetExceeded once the result would pass it."""
     meter = meter if meter is not None else Meter()
     if isinstance(template, str):
+        probing = bool(scope.get(PROBE))
         whole = pattern.fullmatch(template.strip())
         if whole:
             value = find(whole.group(1), scope)
-            meter.spend_value(template if value is MISSING else value)
-            return template if value is MISSING else value
+            if value is MISSING:
+                value = template if probing else None
+            meter.spend_value(value)
+            return value
         # The literal text once (references included, refunded as they are replaced); then each value before
         # its text is made.
         meter.spend(len(template))
 
         def substitute(m: re.Match[str]) -> str:
             value = find(m.group(1), scope)
-            if value is MISSING:
+            if value is MISSING and probing:
                 return m.group(0)
             meter.spent -= len(m.group(0))
+            if value is MISSING:
+                return ""
             if isinstance(value, str):
                 meter.spend(len(value))
             else:

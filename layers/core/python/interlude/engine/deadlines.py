@@ -4,7 +4,8 @@ Rules (shared/reference/openwop-notes.md §1.1 §Rejection, RFC 0223):
 * an approval whose non-zero `timeoutMs` elapsed resolves rejected — `action: "timeout"`, `decision:
   "rejected"`, `reason: "timeout"`, no `resolvedBy` — whatever `onTimeout` says: `approve` is treated as
   `reject`, `escalate` additionally records an `interlude.escalation-requested` notice and never extends or
-  grants. The gate then fails with `approval_rejected` and routes like any reject;
+  grants. The gate then fails with `approval_rejected` and routes like any reject, exposing its outcome
+  (domain/outcomes.py: action "timeout", decision "rejected", reason "timeout") to the steps after it;
 * any other kind resolves with `reason: "timeout"` and fails its node with `interlude.interrupt_timeout`, routed
   like a failure (a vendor code: the OpenWOP registry has no code for a timed-out interrupt that is not an
   approval, and a producer may emit only registered or vendor codes);
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain.budgets import TRANSITION_MAX_WAITS
 from interlude.domain.errors import run_error
+from interlude.domain.outcomes import approval_outcome
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt, RunState
@@ -121,7 +123,8 @@ def timeout_decision(interrupt: OpenInterrupt) -> Decision:
                 escalation["title"] = interrupt.payload["data"]["title"]
             extra.append((ESCALATION_EVENT, escalation))
         error = run_error("approval_rejected", f"approval gate {interrupt.nodeId!r} timed out and was rejected")
-        return Decision("fail", None, event, error=error, extra_events=extra)
+        outcome = approval_outcome(None, "timeout", "rejected", "timeout")
+        return Decision("fail", None, event, error=error, extra_events=extra, output=outcome)
     error = run_error("interlude.interrupt_timeout", f"the {interrupt.kind} interrupt of node {interrupt.nodeId!r} timed out")
     return Decision("fail", None, event, error=error)
 

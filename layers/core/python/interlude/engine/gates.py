@@ -3,7 +3,7 @@
 Each `ask` returns what the node does on this visit: a GateSpec (suspend), a `Passed` (complete at once, e.g.
 a confidence at or above the threshold) or a `Failed` (e.g. an exchange on a conversation that is not open).
 `scope["$run"]` carries the run facts a gate may need (run id, visit, run options, conversations) under a key
-no template can reference; `scope["$probe"]` is set when registration probes the gate for the payload it
+no template can reference; `scope[PROBE]` is set when registration probes the gate for the payload it
 would raise (engine.check_config), so every probe answers a GateSpec.
 
 Gate effects (`effects`): ("event", type, payload) appends an event; ("conversation", id, status) records a
@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from interlude.domain.errors import run_error
 from interlude.domain.ids import AUTHOR_ID, derive_opaque
 from interlude.domain.models import FrozenStored
-from interlude.domain.templates import references, render
+from interlude.domain.templates import PROBE, references, render
 from interlude.engine.nodetypes import GateSpec, NodeType
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.
@@ -125,7 +125,7 @@ def _conversation(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str,
     if cfg.turn == "start":
         return _conversation_start(node_id, cfg, scope)
     cid = render(cfg.conversationId, scope)
-    if not scope.get("$probe"):
+    if not scope.get(PROBE):
         refused = _turn_refused(cfg, cid, _run(scope))
         if refused is not None:
             return refused
@@ -146,7 +146,7 @@ def _conversation(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str,
 def _conversation_lifecycle(node_id: str, cfg: ConversationGateConfig, scope: Mapping[str, Any]) -> Any:
     """The conformance mock's whole conversation in one visit: opened, one exchange answered, closed."""
     cid = _mint_conversation_id(node_id, scope)
-    if scope.get("$probe"):
+    if scope.get(PROBE):
         return GateSpec("conversation.start", {"conversationId": cid}, None, 0)
     opened: dict[str, Any] = {"conversationId": cid}
     if cfg.title:
@@ -220,13 +220,13 @@ def _confidence(node_id: str, cfg: ConfidenceGateConfig, scope: Mapping[str, Any
     threshold = resolved_threshold(cfg, _run(scope).get("runOptions"))
     observed = render(cfg.observed, scope) if isinstance(cfg.observed, str) else cfg.observed
     decision = render(cfg.decision, scope)
-    if scope.get("$probe"):
+    if scope.get(PROBE):
         observed = observed if _is_confidence(observed) else 0.0
     elif not _is_confidence(observed):
         return Failed(
             run_error("validation_error", f"observed confidence must be a number from 0 to 1, got {observed!r}")
         )
-    if scope.get("$probe") or observed < threshold:
+    if scope.get(PROBE) or observed < threshold:
         data: dict[str, Any] = {"agentId": cfg.agentId, "threshold": threshold, "observed": observed}
         if decision is not None:
             data["decision"] = decision
@@ -252,7 +252,7 @@ class CredentialGateConfig(FrozenStored):
 
 def _credential(node_id: str, cfg: CredentialGateConfig, scope: Mapping[str, Any]) -> GateSpec:
     url = render(cfg.connectUrl, scope)
-    if scope.get("$probe") and references(cfg.connectUrl) and str(url).startswith("{{"):
+    if scope.get(PROBE) and references(cfg.connectUrl) and str(url).startswith("{{"):
         url = "https://connect.probe.invalid/"  # known at run time only; checked when raised
     data = {
         "provider": cfg.provider,
@@ -265,8 +265,18 @@ def _credential(node_id: str, cfg: CredentialGateConfig, scope: Mapping[str, Any
 
 GATES: tuple[NodeType, ...] = (
     NodeType("core.conversationGate", ConversationGateConfig, ask=_conversation),
-    NodeType("core.confidenceGate", ConfidenceGateConfig, ask=_confidence),
-    NodeType("core.credentialGate", CredentialGateConfig, ask=_credential),
+    NodeType(
+        "core.confidenceGate",
+        ConfidenceGateConfig,
+        ask=_confidence,
+        fields=lambda cfg: frozenset({"escalated", "ratified", "observed", "threshold", "decision"}),
+    ),
+    NodeType(
+        "core.credentialGate",
+        CredentialGateConfig,
+        ask=_credential,
+        fields=lambda cfg: frozenset({"outcome", "provider", "scopes"}),
+    ),
 )
 
 

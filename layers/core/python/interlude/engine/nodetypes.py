@@ -13,7 +13,8 @@ from pydantic import Field
 
 from interlude.domain.budgets import MAX_REMINDER_MS, MAX_REMINDERS, Meter
 from interlude.domain.models import FrozenStored
-from interlude.domain.templates import referenced_nodes, render
+from interlude.domain.outcomes import APPROVAL_OUTPUT_FIELDS, approval_outcome
+from interlude.domain.templates import Dialect, referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
@@ -128,6 +129,14 @@ class NodeType(NamedTuple):
     # Registration-time problems that need the whole definition: (config, workflow) -> [{path, message}], the path
     # under the node's config (engine.run.check_config).
     check: Callable[[Any, Any], list[dict[str, str]]] | None = None
+    # The fields its output holds: config -> names (None: not known before it runs). Registration refuses a reference
+    # or an edge condition that reads another field (engine/references.py, engine/conditions.py).
+    fields: Callable[[Any], frozenset[str] | None] | None = None
+    # Outcomes that go on only over an edge whose condition holds for them (an approval's `refine`): config -> a
+    # sample of each, [name, outcome]; registration needs such an edge for every one.
+    routed_only: Callable[[Any], list[tuple[str, Any]]] | None = None
+    # How its config writes references (None: OpenWOP's `{{node.field}}`, domain/templates.OPENWOP).
+    dialect: Dialect | None = None
 
 
 def _approval(node_id: str, cfg: ApprovalGateConfig, scope: Mapping[str, Any]) -> GateSpec:
@@ -156,6 +165,12 @@ def _approval(node_id: str, cfg: ApprovalGateConfig, scope: Mapping[str, Any]) -
     if cfg.audience is not None:
         data["audience"] = cfg.audience
     return GateSpec("approval", data, approval_resume_schema(list(cfg.actions)), cfg.timeoutMs)
+
+
+def _refine_routed(cfg: ApprovalGateConfig) -> list[tuple[str, Any]]:
+    if "refine" not in cfg.actions:
+        return []
+    return [("refine", approval_outcome({"refineFeedback": {"scope": "whole", "text": ""}}, "refine"))]
 
 
 def _clarification(node_id: str, cfg: ClarificationGateConfig, scope: Mapping[str, Any]) -> GateSpec:
@@ -212,15 +227,27 @@ def _delay(cfg: DelayConfig, scope: Mapping[str, Any], inputs: Mapping[str, Any]
 
 # engine/registry.py joins these with the gates of engine/gates.py into NODE_TYPES; faces register theirs there.
 CORE_TYPES: tuple[NodeType, ...] = (
-    NodeType("core.noop", NoopConfig, compute=_noop),
+    NodeType("core.noop", NoopConfig, compute=_noop, fields=lambda cfg: frozenset()),
     NodeType(
         "core.transform",
         TransformConfig,
         compute=_transform,
         reads=lambda cfg, node_ids: referenced_nodes(cfg.outputs, node_ids),
+        fields=lambda cfg: frozenset(cfg.outputs),
     ),
-    NodeType("core.approvalGate", ApprovalGateConfig, ask=_approval),
-    NodeType("core.clarificationGate", ClarificationGateConfig, ask=_clarification),
+    NodeType(
+        "core.approvalGate",
+        ApprovalGateConfig,
+        ask=_approval,
+        fields=lambda cfg: APPROVAL_OUTPUT_FIELDS,
+        routed_only=_refine_routed,
+    ),
+    NodeType(
+        "core.clarificationGate",
+        ClarificationGateConfig,
+        ask=_clarification,
+        fields=lambda cfg: frozenset(q.id for q in cfg.questions),
+    ),
     NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
-    NodeType("core.delay", DelayConfig, wait=_delay),
+    NodeType("core.delay", DelayConfig, wait=_delay, fields=lambda cfg: frozenset({"delayMs"})),
 )

@@ -36,7 +36,8 @@ from interlude.domain.models.run import (
     Vote,
     state_json,
 )
-from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, WorkflowDefinition
+from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, Node, WorkflowDefinition
+from interlude.domain.templates import PROBE
 from interlude.engine import kind_events
 from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
 from interlude.engine.gates import Failed, Passed
@@ -219,8 +220,7 @@ class _Step:
         if node_type.ask is not None:
             self.gate(node_id, outcome)
             return
-        self.s.nodes[node_id].routes = routes
-        self.complete(node_id, output)
+        self.complete(node_id, output, routes)
 
     def run_facts(self, node_id: str) -> dict[str, Any]:
         """What a gate may know of the run besides templates (engine/gates.py); no template can reach it."""
@@ -369,29 +369,55 @@ class _Step:
         self.recorded += size
         return None
 
-    def complete(self, node_id: str, output: Any) -> None:
+    def complete(self, node_id: str, output: Any, routes: list[str] | None = None, routed_only: bool = False) -> None:
+        """`routes`: the targets a routing node continues to; `routed_only`: the output goes on only over edges whose
+        condition holds for it (rules.interrupts.decide.Decision.routed_only)."""
         error = self.admit(node_id, output, self.s.outputs.get(node_id), "the node's output")
         if error is not None:
-            self.s.nodes[node_id].routes = None
             self.fail(node_id, error)
             return
         ns = self.s.nodes[node_id]
         ns.status = "completed"
         ns.settledAt = self.tick()
         self.s.outputs[node_id] = output
+        ns.routes = self.routes_of(node_id, "completed", output, routes, routed_only)
         outputs = output if isinstance(output, dict) else {"value": output}
         self.emit("node.completed", node_id, {"nodeId": node_id, "outputs": outputs})
         self.propagate(node_id)
 
-    def fail(self, node_id: str, error: dict[str, Any]) -> None:
+    def fail(self, node_id: str, error: dict[str, Any], outcome: Any = None) -> None:
+        """`outcome`: what the steps after a decided gate read of it (a rejection's comment and decider)."""
         ns = self.s.nodes[node_id]
+        if outcome is not None and self.admit(node_id, outcome, self.s.outputs.get(node_id), "the node's output") is None:
+            self.s.outputs[node_id] = outcome
         ns.status = "failed"
         ns.settledAt = self.tick()
+        ns.routes = self.routes_of(node_id, "failed", outcome, None, False)
         self.emit("node.failed", node_id, {"nodeId": node_id, "error": error, "attempts": 1})
         if any(e.triggerRule in FAILURE_ADMITTING_RULES for e in self.wf.outgoing(node_id)):
             self.propagate(node_id)
         else:
             self.fail_run(error, node_id)
+
+    def routes_of(
+        self, node_id: str, status: str, output: Any, routes: list[str] | None, routed_only: bool
+    ) -> list[str] | None:
+        """The targets a node that settled continues to (None: every target of its edges): those a routing node
+        chose, narrowed to edges whose condition holds for its outcome (engine/conditions.py) or that have none, unless
+        the outcome is `routed_only`. Decided once, as it settles: its outputs do not change until its next visit."""
+        edges = self.wf.outgoing(node_id)
+        if routes is None and not routed_only and all(e.condition is None for e in edges):
+            return None
+        from interlude.engine.conditions import condition_context, holds  # only definitions that route by condition
+
+        context = condition_context(status, output)
+        chosen: list[str] = []
+        for edge in edges:
+            if edge.targetNodeId in chosen or (routes is not None and edge.targetNodeId not in routes):
+                continue
+            if holds(edge.condition, context) if edge.condition is not None else not routed_only:
+                chosen.append(edge.targetNodeId)
+        return chosen
 
     def skip(self, node_id: str, reason: str) -> None:
         ns = self.s.nodes[node_id]
@@ -411,9 +437,9 @@ class _Step:
             self.evaluate(target)
 
     def source_status(self, source: str, target: str) -> str:
-        """A routing node that completed counts as skipped for the targets it did not route to."""
+        """A source that settled counts as skipped for the targets it does not route to (routes_of)."""
         ns = self.s.nodes[source]
-        if ns.status == "completed" and ns.routes is not None and target not in ns.routes:
+        if ns.status in ("completed", "failed") and ns.routes is not None and target not in ns.routes:
             return "skipped"
         return ns.status
 
@@ -620,10 +646,11 @@ def resolve(
         step.emit("node.resumed", node_id, {**ids, "resumeValue": decision.resume_value})
         if interrupt.kind == "conversation.close":
             s.conversations[interrupt.payload["data"]["conversationId"]] = "closed"
-        step.complete(node_id, decision.resume_value if decision.output is None else decision.output)
+        output = decision.resume_value if decision.output is None else decision.output
+        step.complete(node_id, output, routed_only=decision.routed_only)
     else:
         assert decision.error is not None
-        step.fail(node_id, decision.error)
+        step.fail(node_id, decision.error, decision.output)
     if halt is not None:
         if not s.terminal:
             step.fail_run(halt, node_id)
@@ -746,36 +773,47 @@ def cancel(
 
 
 def check_config(workflow: WorkflowDefinition) -> list[dict[str, Any]]:
-    """Registration-time problems: unknown node types, bad configs, gates that would raise invalid payloads."""
+    """Registration-time problems: unknown node types, bad configs, gates that would raise invalid payloads, references
+    and edge conditions that read what cannot exist, outcomes no edge routes (engine/references.py), loops whose
+    outputs multiply (engine/growth.py)."""
     problems: list[dict[str, Any]] = list(workflow.edge_problems())
     if problems:
         return problems
     if not workflow.roots():
         problems.append({"path": "edges", "message": "every node is the target of an edge, so no node can start"})
+    configs: dict[str, Any] = {}
     for i, node in enumerate(workflow.nodes):
-        node_type = registered_type(node.typeId)
-        if node_type is None:
-            problems.append(
-                {"path": f"nodes/{i}/typeId", "message": f"unknown typeId {node.typeId!r}; known: {known_type_ids()}"}
-            )
-            continue
-        try:
-            # Closed here, where a definition is accepted; a stored one's config is read open (engine.run's visit).
-            config = node_type.config_model.model_validate(node.config, extra="forbid")
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc = "/".join(str(p) for p in err["loc"])
-                problems.append({"path": f"nodes/{i}/config/{loc}".rstrip("/"), "message": err["msg"]})
-            continue
-        if node_type.check is not None:
-            for problem in node_type.check(config, workflow):
-                problems.append({"path": f"nodes/{i}/config/{problem['path']}", "message": problem["message"]})
-        if node_type.ask is not None:
-            spec = node_type.ask(node.id, config, {"$probe": True})
-            if isinstance(spec, Passed | Failed):
-                continue
-            for invalid in validate_payload(spec.payload("probe")):
-                problems.append(
-                    {"path": f"nodes/{i}/config/{invalid['path']}".rstrip("/"), "message": invalid["message"]}
-                )
+        config = _node_problems(i, node, workflow, problems)
+        if config is not None:
+            configs[node.id] = config
+    from interlude.engine import references  # registration only: a run that moves never loads it
+
+    problems += references.problems(workflow, configs)
     return problems or unbounded_growth(workflow)
+
+
+def _node_problems(i: int, node: Node, workflow: WorkflowDefinition, problems: list[dict[str, Any]]) -> Any:
+    """Appends what is wrong with node `i` to `problems`; its validated config (None: it has none)."""
+    node_type = registered_type(node.typeId)
+    if node_type is None:
+        problems.append(
+            {"path": f"nodes/{i}/typeId", "message": f"unknown typeId {node.typeId!r}; known: {known_type_ids()}"}
+        )
+        return None
+    try:
+        # Closed here, where a definition is accepted; a stored one's config is read open (engine.run's visit).
+        config = node_type.config_model.model_validate(node.config, extra="forbid")
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = "/".join(str(p) for p in err["loc"])
+            problems.append({"path": f"nodes/{i}/config/{loc}".rstrip("/"), "message": err["msg"]})
+        return None
+    if node_type.check is not None:
+        for problem in node_type.check(config, workflow):
+            problems.append({"path": f"nodes/{i}/config/{problem['path']}", "message": problem["message"]})
+    if node_type.ask is not None:
+        spec = node_type.ask(node.id, config, {PROBE: True})
+        if not isinstance(spec, Passed | Failed):
+            for invalid in validate_payload(spec.payload("probe")):
+                problems.append({"path": f"nodes/{i}/config/{invalid['path']}".rstrip("/"), "message": invalid["message"]})
+    return config

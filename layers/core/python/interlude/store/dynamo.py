@@ -39,6 +39,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.domain import formats
 from interlude.domain.budgets import ITEM_BUDGET, TRANSACT_MAX_ITEMS, TRANSACTION_BUDGET
 from interlude.domain.errors import DomainError, TooLarge, Unavailable
 from interlude.domain.ids import tenant_of
@@ -454,16 +455,17 @@ class Store:
         refusal when the tenant already stores `versions_limit` versions. The version and the pointer to it are one
         transaction, and the pointer only moves forward: a slower writer below it is refused (and retries higher)."""
         sk = workflow_version_sk(version)
-        put = {
-            "Item": {
-                **a.key(workflow_pk(tenant, workflow_id), sk),
-                "version": a.n(version),
-                "definition": a.as_json(definition),
-                "createdAt": a.s(created_at),
-                "createdBy": a.s(created_by),
-            },
-            "ConditionExpression": "attribute_not_exists(sk)",
+        item = {
+            **a.key(workflow_pk(tenant, workflow_id), sk),
+            "version": a.n(version),
+            "definition": a.as_json(definition),
+            "createdAt": a.s(created_at),
+            "createdBy": a.s(created_by),
         }
+        written_in = formats.workflow_version_format(definition)
+        if written_in is not None:
+            item[formats.FORMAT_FIELD] = a.n(written_in)
+        put = {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
         items = [
             (sk, {"Put": put}),
             (WORKFLOW_LATEST_SK, {"Put": _latest_pointer(tenant, workflow_id, version)}),

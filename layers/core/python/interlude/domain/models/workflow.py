@@ -32,14 +32,40 @@ class Node(FrozenStored):
     inputs: dict[str, Any] = Field(default_factory=dict)
 
 
+ConditionType = Literal["expression", "equals", "notEquals", "contains", "regex", "truthy", "falsy"]
+
+
+class EdgeCondition(FrozenStored):
+    """OpenWOP's EdgeCondition (workflow-definition.schema.json): when the edge carries its source's outcome on.
+    What each type means, and what registration refuses: engine/conditions.py."""
+
+    type: ConditionType | None = None
+    # A path into the source's outcome: `action`, `refineFeedback.scope`, `output.total`, `status`.
+    left: str | None = Field(default=None, min_length=1, max_length=256)
+    right: Any = None
+    expression: str | None = None
+
+    @property
+    def kind(self) -> str | None:
+        """The type, or `expression` when only an expression is given."""
+        return self.type or ("expression" if self.expression is not None else None)
+
+
 class Edge(FrozenStored):
     id: str | None = None
     sourceNodeId: str = AuthorId
     targetNodeId: str = AuthorId
     sourceOutput: str | None = None
     targetInput: str | None = None
+    condition: EdgeCondition | None = None
     label: str | None = None
     triggerRule: TriggerRule = "all_success"
+
+    @property
+    def named(self) -> str:
+        """How an error names the edge: its id, and where it goes."""
+        ends = f"{self.sourceNodeId} -> {self.targetNodeId}"
+        return f"edge {self.id!r} ({ends})" if self.id else f"edge {ends}"
 
 
 class Variable(FrozenStored):

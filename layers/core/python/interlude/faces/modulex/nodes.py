@@ -19,7 +19,7 @@ from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.domain.models import FrozenStored
 from interlude.domain.templates import referenced_nodes
 from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
-from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lookup, render, resolve
+from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lookup, render
 
 END = "__end__"
 END_TARGETS = frozenset({"__end__", "END", "end"})
@@ -98,7 +98,7 @@ class Branch(FrozenStored):
     source: str | None = None
     operator: str | None = None
     value: Any = None
-    # ... or an expression string (the expression language of interlude.faces.modulex.expressions).
+    # ... or an expression string (the expression language of interlude.engine.expressions).
     condition: str | None = None
     target: str
 
@@ -187,8 +187,8 @@ def branch_taken(branch: Branch, scope: Mapping[str, Any]) -> bool:
         return truthy(evaluate(compile_expression(branch.condition), scope))
     source = branch.source or ""
     # `source` is a reference; a bare path (`node_approval.approved`) is read as one too.
-    left = resolve(source if "{{" in source else "{{" + source + "}}", scope)
-    right = resolve(branch.value, scope)
+    left = render(source if "{{" in source else "{{" + source + "}}", scope)
+    right = render(branch.value, scope)
     return _test(OPERATORS[branch.operator or "equals"], left, right)
 
 
@@ -355,7 +355,7 @@ def transform(cfg: TransformerConfig, scope: Mapping[str, Any]) -> Any:
     if cfg.source is None:
         value: Any = copy.deepcopy(dict(scope.get("inputs") or {}))
     else:
-        value = copy.deepcopy(resolve(cfg.source, scope, meter))
+        value = copy.deepcopy(render(cfg.source, scope, meter))
     for op in cfg.operations:
         value = OPERATIONS[op.type](value, op, scope, meter)
     return value

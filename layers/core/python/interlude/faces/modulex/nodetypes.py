@@ -10,6 +10,7 @@ from typing import Any
 
 from interlude.engine.nodetypes import GateSpec, NodeType
 from interlude.faces.modulex import nodes
+from interlude.faces.modulex.references import MODULEX
 from interlude.faces.modulex.tasks import MODULEX_TASK_TYPES
 
 
@@ -19,8 +20,10 @@ def _interrupt(node_id: str, cfg: Any, scope: Mapping[str, Any]) -> GateSpec:
 
 
 MODULEX_TYPES: tuple[NodeType, ...] = (
-    NodeType("modulex.interrupt", nodes.InterruptConfig, ask=_interrupt),
-    NodeType("modulex.transformer", nodes.TransformerConfig, compute=nodes.transform, reads=nodes.reads),
-    NodeType("modulex.conditional", nodes.ConditionalConfig, compute=nodes.choose, route=nodes.route),
+    NodeType("modulex.interrupt", nodes.InterruptConfig, ask=_interrupt, dialect=MODULEX),
+    NodeType(
+        "modulex.transformer", nodes.TransformerConfig, compute=nodes.transform, reads=nodes.reads, dialect=MODULEX
+    ),
+    NodeType("modulex.conditional", nodes.ConditionalConfig, compute=nodes.choose, route=nodes.route, dialect=MODULEX),
     *MODULEX_TASK_TYPES,
 )

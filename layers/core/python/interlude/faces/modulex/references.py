@@ -4,8 +4,9 @@ ModuleX node ids are free-form (`node_draft`), while OpenWOP node ids match `^[A
 (no underscore). A ModuleX id therefore runs on the engine under an escaped form (`node~5Fdraft`: every
 byte outside the OpenWOP set, and `~` itself, becomes `~XX`), which `modulex_id` reverses exactly.
 
-References keep their ModuleX spelling in the stored definition, so a reference that does not resolve is
-left intact in the text the human reads (the seed page's rule), not in its escaped form.
+References keep their ModuleX spelling in the stored definition; one that names no node (nor the run input) is
+refused when the definition is registered (engine/references.py, with this face's MODULEX dialect), and one with no
+value when it is rendered is null, or empty inside text (domain/templates.py), never the raw `{{…}}`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from urllib.parse import unquote
 
 from interlude.domain import templates
 from interlude.domain.budgets import Meter
-from interlude.domain.templates import MISSING, walk
+from interlude.domain.templates import MISSING, Dialect, walk
 
 _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.:-")
 _ESCAPED = re.compile(r"~([0-9A-F]{2})")
@@ -33,6 +34,11 @@ def engine_id(modulex_id: str) -> str:
 def modulex_id(node_id: str) -> str:
     raw = _ESCAPED.sub(lambda m: f"%{m.group(1)}", node_id)
     return node_id if raw == node_id else unquote(raw)
+
+
+# References as this face writes them, for registration's check (engine/references.py); its nodes' outputs are
+# free-form, so only the node a reference names is checked.
+MODULEX = Dialect(REFERENCE, engine_id, INPUT_HEADS, fields_checked=False)
 
 
 def lookup(path: str, scope: Mapping[str, Any]) -> Any:
@@ -56,19 +62,9 @@ def lookup(path: str, scope: Mapping[str, Any]) -> Any:
 
 
 def render(template: Any, scope: Mapping[str, Any], meter: Meter | None = None) -> Any:
-    """Resolve references in a string (recursively in lists and objects); unresolvable ones stay as written.
+    """Resolve references in a string (recursively in lists and objects), as templates.render does.
 
-    A string that is exactly one reference takes the value itself (a boolean stays a boolean). Spends from
-    `meter` as templates.render does.
+    A string that is exactly one reference takes the value itself (a boolean stays a boolean; one with no value is
+    None). Spends from `meter` as templates.render does.
     """
     return templates.render(template, scope, lookup, REFERENCE, meter)
-
-
-def resolve(template: Any, scope: Mapping[str, Any], meter: Meter | None = None) -> Any:
-    """Like render, but a string that is exactly one unresolvable reference becomes None (for comparisons)."""
-    if isinstance(template, str):
-        whole = REFERENCE.fullmatch(template.strip())
-        if whole:
-            value = lookup(whole.group(1), scope)
-            return None if value is MISSING else value
-    return render(template, scope, meter)

@@ -2,7 +2,7 @@
 becomes a task on a named queue that the tenant's workers take (engine/tasks.py, issue 15 item 2).
 
 The author's `<type>_config` travels to the worker as the task's `config`, its `{{...}}` references resolved when
-the node is reached (unresolvable ones left as written, as everywhere in this face); the task's `input` is the
+the node is reached (one with no value yet is null, or empty inside text, as everywhere); the task's `input` is the
 run's input. Three fields of `<type>_config` are Interlude's and are not passed on: `queue` (default: the node
 type), `timeoutSeconds` and `heartbeatTimeoutSeconds`; the node's own `retry_config` sets the retries. An `llm`
 node's output is its text (the worker's string, or its `{"text": ...}`), so `{{node_draft}}` is the draft.
@@ -20,7 +20,7 @@ from interlude.domain.budgets import Meter
 from interlude.engine.actions import ActionSpec
 from interlude.engine.nodetypes import NodeType
 from interlude.engine.tasks import RetryConfig, TaskLimits, TaskSpec, action_of
-from interlude.faces.modulex.references import modulex_id, render
+from interlude.faces.modulex.references import MODULEX, modulex_id, render
 
 TASK_NODE_TYPES = ("llm", "tool", "agent", "function", "knowledge", "guardrails")
 LIMIT_FIELDS = ("queue", "timeoutSeconds", "heartbeatTimeoutSeconds")
@@ -56,5 +56,5 @@ def _task(node_type: str, node_id: str, cfg: ModulexTaskConfig, scope: Mapping[s
 
 
 MODULEX_TASK_TYPES: tuple[NodeType, ...] = tuple(
-    NodeType(f"modulex.{t}", ModulexTaskConfig, act=partial(_task, t)) for t in TASK_NODE_TYPES
+    NodeType(f"modulex.{t}", ModulexTaskConfig, act=partial(_task, t), dialect=MODULEX) for t in TASK_NODE_TYPES
 )

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.models.run import OpenInterrupt, Vote
+from interlude.domain.outcomes import approval_outcome
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator, delegated_to, has_cast, has_delegated
 
 # The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
@@ -60,8 +61,12 @@ class Decision:
     error: dict[str, Any] | None = None
     vote: Vote | None = None
     extra_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    # The node's output when it completes; None: the resume value itself.
+    # The node's output when it completes; None: the resume value itself. When it fails: the outcome the steps after
+    # it read (an approval's, domain/outcomes.py); None: none.
     output: Any = None
+    # The outcome travels only over edges whose condition holds for it, never over an edge without one: a `refine`
+    # sends the artifact back and grants nothing, so it must not flow on to what an approval releases.
+    routed_only: bool = False
 
 
 def _schema_errors(schema: dict[str, Any], value: Any) -> list[dict[str, str]]:
@@ -206,6 +211,17 @@ def _check_eligible(data: dict[str, Any], resolver: Resolver) -> None:
     raise Forbidden("this principal is not an eligible approver for the gate", details)
 
 
+def _comment_named_once(value: Any) -> Any:
+    """`feedback`, the approval page's former name for the comment, is recorded as `comment`: one name everywhere."""
+    if not isinstance(value, dict) or "feedback" not in value:
+        return value
+    if "comment" in value:
+        raise Invalid(
+            "send the comment once, as comment (feedback is its former name)", {"field": "resumeValue.feedback"}
+        )
+    return {("comment" if k == "feedback" else k): v for k, v in value.items()}
+
+
 def _valid_action(interrupt: OpenInterrupt, value: Any, actions: list[str]) -> str:
     """The action a resume value takes, once the value is one the gate accepts."""
     if isinstance(value, dict) and value.get("action") == "timeout":
@@ -240,7 +256,20 @@ class _Ballot:
     def decision(
         self, outcome: Literal["complete", "fail", "record"], error: dict[str, Any] | None = None, **event: Any
     ) -> Decision:
-        return Decision(outcome, self.value, {**self.event, **event}, error=error, vote=self.vote)
+        """`event`: action, and decision and reason where they apply; a gate that closes exposes them all
+        (domain/outcomes.py)."""
+        output = None
+        if outcome != "record":
+            output = approval_outcome(self.value, event["action"], event.get("decision"), event.get("reason"))
+        return Decision(
+            outcome,
+            self.value,
+            {**self.event, **event},
+            error=error,
+            vote=self.vote,
+            output=output,
+            routed_only=event["action"] == "refine",
+        )
 
 
 def _ballot(
@@ -310,7 +339,8 @@ def _quorum_outcome(
     if action in _ACCEPTS and ballot.vote.castBy is None and _is_override(data, config, resolver):
         return ballot.decision("complete", action=action, decision="overridden")
     if action == "refine":
-        # A refine sends the artifact back: it exits the suspend but grants nothing, so it carries no decision.
+        # A refine sends the artifact back: it exits the suspend but grants nothing, so it carries no decision, and it
+        # goes on only where an edge's condition routes it (Decision.routed_only).
         return ballot.decision("complete", action=action)
     if sum(1 for a in cast if a in _ACCEPTS) >= required:
         return ballot.decision("complete", action=action, decision="granted")
@@ -323,6 +353,7 @@ def _decide_approval(
     data = interrupt.payload["data"]
     # Eligibility first: an ineligible resolver learns nothing about the gate from validation messages.
     delegator = _voter(interrupt, data, resolver)
+    value = _comment_named_once(value)
     action = _valid_action(interrupt, value, data["actions"])
     ballot = _ballot(interrupt, value, action, resolver, now_iso, delegator)
     if action == "ask":

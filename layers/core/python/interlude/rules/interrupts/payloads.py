@@ -32,7 +32,6 @@ def approval_resume_schema(actions: list[str]) -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             "action": {"enum": list(actions)},
-            "feedback": {"type": "string", "maxLength": 10000},
             "refineFeedback": REFINE_FEEDBACK_SCHEMA,
             "editedArtifactData": {},
             "decidedAt": {"type": "string", "format": "date-time"},
