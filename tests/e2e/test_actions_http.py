@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from interlude.domain import schemas
+from tests.support.engine import refund_definition
 from tests.support.local_stack import Api, running_stack, until, wire
 from tests.support.receiver import Receiver
 
@@ -121,3 +122,25 @@ def test_a_pending_action_leaves_the_run_and_its_node_running(api, receiver):
         assert api.run(run_id)["nodeStates"]["refund"]["status"] == "running"
     finally:
         slow.close()
+
+
+def test_the_refund_examples_refine_pays_nothing_and_its_approval_pays_once(api, receiver):
+    """examples/refund-with-changes.json with its payment on this receiver (issue 28, item 4)."""
+    definition = refund_definition()
+    next(n for n in definition["nodes"] if n["id"] == "pay")["config"]["url"] = receiver.url("/refunds")
+    assert api.put_workflow("refund-with-changes", definition).status_code == 201
+    order = f"o-{uuid.uuid4().hex[:6]}"
+    run_id = api.start("refund-with-changes", inputs={"orderId": order, "amount": 40})["runId"]
+    api.wait_status(run_id, {"waiting-approval"})
+
+    refine = {"action": "refine", "refineFeedback": {"scope": "whole", "text": "make it 30"}}
+    assert api.resolve(run_id, "review", refine).json()["status"] == "waiting-approval"
+    # Nothing to pay: the draft is asked about again, and no payment was requested
+    assert api.run(run_id)["variables"]["draft"]["changesAsked"] == "make it 30"
+    assert "interlude.action-requested" not in [e["type"] for e in api.events(run_id)]
+    assert api.resolve(run_id, "review", {"action": "accept"}).status_code == 200
+    snap = api.wait_status(run_id, {"completed", "failed"}, timeout_s=60)
+    assert snap["status"] == "completed"
+    # One payment, requested once (the effect key would also hide a second request: count the requests)
+    assert [e["type"] for e in api.events(run_id)].count("interlude.action-requested") == 1
+    assert len([h for h in receiver.hits if order.encode() in h.body]) == 1

@@ -62,6 +62,24 @@ def test_runs_list_show_resolve_and_cancel(api: Api, stack_info: dict[str, str])
     assert "404 not_found" in missing
 
 
+def test_runs_show_says_a_rejection_as_people_say_it(api: Api, stack_info: dict[str, str]) -> None:
+    run_id = api.start(api.fixture("conformance-approval"))["runId"]
+    ana = api.new_key(["approvals:respond", "runs:read"], subject="ana")
+    assert api.resolve(run_id, "gate", {"action": "reject", "comment": "too casual"}, key=ana).status_code == 200
+
+    shown = cli(stack_info, "runs", "show", run_id).stdout
+    head, nodes = shown.split("\n\n")[:2]
+    assert "status    Rejected by ana: too casual" in head
+    assert "approval_rejected" not in head
+    gate_row = nodes.splitlines()[1]
+    assert gate_row.split("  ")[0] == "gate"
+    assert "Rejected by ana: too casual" in gate_row
+    assert "failed" not in gate_row
+    # The API, and so --json, says what the protocol records
+    run = as_json(cli(stack_info, "runs", "show", run_id, "--json"))["run"]
+    assert (run["status"], run["error"]["code"]) == ("failed", "approval_rejected")
+
+
 def test_workflows_list_show_and_validate_offline(api: Api, stack_info: dict[str, str], tmp_path: Path) -> None:
     openwop = api.fixture("conformance-noop")
     created = api.call("POST", "/workflows", {"workflow_schema": worked_example(), "name": "Refunds"}).json()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from interlude.domain.models.run import RunState
@@ -26,6 +27,14 @@ ALICE = subject("alice")
 def fixture(name: str) -> WorkflowDefinition:
     """A shared OpenWOP conformance fixture."""
     return WorkflowDefinition.model_validate(json.loads((FIXTURES / f"{name}.json").read_text()))
+
+
+# The refund workflow of examples/: refine loops back to its draft, approve pays, reject tells the requester.
+REFUND = Path(__file__).resolve().parents[2] / "examples" / "refund-with-changes.json"
+
+
+def refund_definition() -> dict[str, Any]:
+    return json.loads(REFUND.read_text())
 
 
 def wf_of(nodes, edges=(), variables=()) -> WorkflowDefinition:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from interlude.domain import schemas
 from interlude.domain.budgets import MAX_VALUE_BYTES
-from interlude.domain.models.workflow import EdgeCondition
+from interlude.domain.models.workflow import Edge, EdgeCondition
 from interlude.domain.outcomes import approval_outcome
-from interlude.engine.conditions import condition_context, holds, js_truthy, problems
+from interlude.engine.conditions import KINDS, condition_context, holds, js_truthy, problems
 from interlude.engine.expressions import MAX_DEPTH, MAX_LENGTH, ExpressionError, compile_expression, evaluate, names_in
+from tests.support.engine import refund_definition
 
 REFINED = condition_context(
     "completed",
@@ -113,3 +115,22 @@ def test_the_cost_of_an_expression_is_bounded_before_it_runs():
     # A long flat chain is one node evaluated in a loop, never a recursion past Python's limit
     chain = " or ".join(["f"] * (MAX_LENGTH // 5))
     assert evaluate(compile_expression(chain), {}) is False
+
+
+# -- the form OpenWOP defines ----------------------------------------------------------------------------------------
+
+EDGE_SCHEMA = "workflow-definition.edge-extract.schema.json"
+
+
+def test_edges_and_conditions_take_the_form_openwop_defines():
+    # Our model reads exactly the fields of OpenWOP's EdgeCondition and WorkflowEdge
+    condition = schemas.load(EDGE_SCHEMA)["$defs"]["EdgeCondition"]
+    assert set(EdgeCondition.model_fields) == set(condition["properties"])
+    assert set(condition["properties"]["type"]["enum"]) == {*KINDS, "regex"}
+    edge = schemas.load(EDGE_SCHEMA)["$defs"]["WorkflowEdge"]
+    assert set(Edge.model_fields) == set(edge["properties"])
+    # And the refund example's edges are valid OpenWOP edges
+    example = refund_definition()
+    validator = schemas.validator(EDGE_SCHEMA)
+    assert [schemas.errors_of(validator, e) for e in example["edges"]] == [[]] * len(example["edges"])
+    assert sum("condition" in e for e in example["edges"]) == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -16,15 +15,14 @@ from interlude.domain.outcomes import OUTCOME_FIELDS, in_words
 from interlude.engine import deadlines
 from interlude.engine import run as engine
 from interlude.engine.actions import ACTION_REQUESTED
-from tests.support.engine import NOW, answer, edge, gate, new_state, noop, subject, types, wf_of
+from tests.support.engine import NOW, answer, edge, gate, new_state, noop, refund_definition, subject, types, wf_of
 
-REFUND = Path(__file__).resolve().parents[2] / "examples" / "refund-with-changes.json"
 ANA = subject("ana")
 REFINE = {"action": "refine", "refineFeedback": {"scope": "whole", "text": "make it 30, not 40"}}
 
 
 def refund() -> WorkflowDefinition:
-    return WorkflowDefinition.model_validate(json.loads(REFUND.read_text()))
+    return WorkflowDefinition.model_validate(refund_definition())
 
 
 def started(wf: WorkflowDefinition, **state) -> engine.Transition:

@@ -12,6 +12,7 @@ from typing import Any
 from interlude import wiring
 from interlude.cli.client import Client, CliError, StepIds, add_endpoint_args, printed, table, wire
 from interlude.domain.ids import principal_subject
+from interlude.domain.outcomes import in_words
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
@@ -59,15 +60,18 @@ def _runs_show(args: argparse.Namespace) -> int:
     def step(node_id: Any) -> Any:
         return steps.of(run["workflowId"], node_id)
 
+    verdicts = _verdicts(run)
+    status = verdicts.get(extension.get("failedNodeId") or "") or run["status"]
     lines = [
         f"run       {run['runId']}",
         f"workflow  {run['workflowId']} (version {extension.get('workflowVersion', '?')})",
-        f"status    {run['status']}" + (f" at {step(run['currentNodeId'])}" if run.get("currentNodeId") else ""),
+        f"status    {status}" + (f" at {step(run['currentNodeId'])}" if run.get("currentNodeId") else ""),
         f"owner     {run['owner']['subject'].get('subjectId')}",
     ]
-    if run.get("error"):
+    if run.get("error") and status == run["status"]:
         lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
-    lines += ["", table(("NODE", "STATUS", "VISITS"), [(step(n), s["status"], s["visits"]) for n, s in run["nodeStates"].items()], "(no nodes)")]
+    rows = [(step(n), verdicts.get(n) or s["status"], s["visits"]) for n, s in run["nodeStates"].items()]
+    lines += ["", table(("NODE", "STATUS", "VISITS"), rows, "(no nodes)")]
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
@@ -78,6 +82,16 @@ def _runs_show(args: argparse.Namespace) -> int:
     timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], step(e.get("nodeId"))) for e in events]
     lines += ["", table(("SEQ", "AT", "EVENT", "NODE"), timeline, "(no events)")]
     return printed(args, answer, "\n".join(lines))
+
+
+def _verdicts(run: dict[str, Any]) -> dict[str, str]:
+    """How each rejected gate reads to a person ("Rejected by ana: too casual"), where the protocol says `failed`."""
+    outcomes = run.get("variables") or {}
+    return {
+        node: in_words(outcomes[node])
+        for node, state in run["nodeStates"].items()
+        if state["status"] == "failed" and isinstance(outcomes.get(node), dict) and outcomes[node].get("decision") == "rejected"
+    }
 
 
 def _runs_cancel(args: argparse.Namespace) -> int:

@@ -31,6 +31,8 @@ SCHEMA_FILES = (
     # Issue 14: a webhook subscription's delivery body and its dead-letter page.
     "webhook-delivery.schema.json",
     "webhook-dead-letter-page.schema.json",
+    # Issue 28: an edge and its condition (engine/conditions.py follows it).
+    "workflow-definition.edge-extract.schema.json",
 )
 BASE_URI = "https://openwop.dev/spec/v2/"
 
