@@ -235,7 +235,9 @@ def injection_cases(t: Target) -> list[Case]:
     wf = f"inject-{uuid.uuid4().hex[:8]}"
     return [
         Case("a workflow whose name is a template", "PUT", f"/workflows/{wf}", as_body({**gate_definition(), "name": "{{inputs}}{{7*7}}"}), expect=frozenset({201})),
-        Case("templates reaching for Python internals", "PUT", f"/workflows/{wf}-py", as_body(gate_definition("{{inputs.__class__.__mro__}}{{__import__}}{{inputs.what.__len__}}")), expect=frozenset({201})),
+        Case("templates reaching for Python internals", "PUT", f"/workflows/{wf}-py", as_body(gate_definition("{{inputs.__class__.__mro__}}{{inputs.what.__len__}}")), expect=frozenset({201})),
+        # A reference that names no step is refused when the workflow is registered (issue 28, item 4).
+        Case("a template naming no step", "PUT", f"/workflows/{wf}-import", as_body(gate_definition("{{__import__}}")), expect=frozenset({400})),
         Case("an input that is a template", "POST", "/runs", as_body({"workflowId": t.workflow_id, "inputs": {"what": "{{inputs}}{{gate}}"}}), expect=frozenset({201})),
         Case("a cancel reason that is a template", "POST", t.run_path + "/cancel", as_body({"reason": "{{inputs}}"}), expect=frozenset({200, 202, 409})),
         Case("ModuleX: an expression reaching for internals", "POST", "/workflows/run", as_body({"workflow": modulex_condition("{{input.__class__}} == 1"), "input": {}}), expect=frozenset({200, 400, 422})),

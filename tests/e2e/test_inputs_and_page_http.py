@@ -1,7 +1,8 @@
 """Issue 16 items 6 and 7 over HTTP against the local stack: a workflow declares its inputs and createRun refuses
 missing or invalid ones in the OpenWOP envelope; the approval page says who asked, when (in the approver's time
-zone from the directory, with UTC), which workflow and step by name, marks a value that could not be filled,
-never tells a view-only link it is waited for, and a reopened link says what was decided, by whom and when."""
+zone from the directory, with UTC), which workflow and step by name, shows a value that could not be filled as
+nothing (never a raw reference), never tells a view-only link it is waited for, and a reopened link says what was
+decided, by whom and when."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def refund_workflow(api: Api) -> str:
                 "id": "gate",
                 "typeId": "core.approvalGate",
                 "name": "Finance review",
-                # `draft` outputs no `note`: that value cannot be filled when the gate asks.
-                "config": {"title": "Refund {{inputs.amount}} to {{inputs.customer}}", "description": "Note: {{draft.note}}"},
+                # `reason` is optional and not given: that value cannot be filled when the gate asks.
+                "config": {"title": "Refund {{inputs.amount}} to {{inputs.customer}}", "description": "Note: {{inputs.reason}}"},
             },
         ],
         "edges": [{"sourceNodeId": "draft", "targetNodeId": "gate"}],
@@ -70,7 +71,7 @@ def test_create_run_refuses_missing_and_invalid_declared_inputs(stack_info: dict
     assert "schema is not a valid JSON Schema" in body["message"] + str(body.get("details"))
 
 
-def test_the_page_names_who_asked_when_which_workflow_and_step_and_marks_what_was_not_filled(stack_info: dict[str, str]) -> None:
+def test_the_page_names_who_asked_when_which_workflow_and_step_and_shows_no_raw_reference(stack_info: dict[str, str]) -> None:
     name = f"page-{uuid.uuid4().hex[:6]}"
     api = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name), name)
     # The key's subject is `admin`: its directory entry names the person and their time zone.
@@ -88,7 +89,7 @@ def test_the_page_names_who_asked_when_which_workflow_and_step_and_marks_what_wa
     assert "<dt>Step</dt><dd>Finance review</dd>" in page
     assert "Draft the refund: done" in page
     assert "{{" not in page
-    assert "not filled (draft.note)" in page
+    assert "inputs.reason" not in page
     assert "waiting for you" in page
 
     inspect = api.call("POST", f"/runs/{wire(run_id)}/interrupts/gate/tokens", {"intent": "inspect"}).json()

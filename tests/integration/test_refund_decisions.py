@@ -16,10 +16,13 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store import attributes as a
 from interlude.store.dynamo import workflow_pk, workflow_version_sk
+from tests.integration import test_actions as actions
 from tests.integration.conftest import signed_in, state_of
-from tests.integration.test_actions import aws, receiver, service, settle  # noqa: F401 - the fixtures
 from tests.support.engine import refund_definition
 from tests.support.moto_world import TABLE
+
+# test_actions' world: the loopback switch on, no backoff, a payment receiver; its outbox and worker pumps.
+aws, service, receiver, settle = actions.aws, actions.service, actions.receiver, actions.settle
 
 REFINE = {"action": "refine", "refineFeedback": {"scope": "whole", "text": "make it 30, not 40"}}
 

@@ -70,8 +70,8 @@ def _runs_show(args: argparse.Namespace) -> int:
     ]
     if run.get("error") and status == run["status"]:
         lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
-    rows = [(step(n), verdicts.get(n) or s["status"], s["visits"]) for n, s in run["nodeStates"].items()]
-    lines += ["", table(("NODE", "STATUS", "VISITS"), rows, "(no nodes)")]
+    nodes = [(step(n), verdicts.get(n) or s["status"], s["visits"]) for n, s in run["nodeStates"].items()]
+    lines += ["", table(("NODE", "STATUS", "VISITS"), nodes, "(no nodes)")]
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
