@@ -270,8 +270,8 @@ def test_references_that_may_have_a_value_are_accepted():
     assert engine.check_config(wf) == []
 
 
-def test_a_reference_check_is_as_fast_as_the_definition_is_large():
-    # The walk is iterative: a deeply nested config does not hit Python's recursion limit
+def test_a_deeply_nested_config_is_checked_without_reaching_the_recursion_limit():
+    # The walk is iterative, so nesting deeper than Python's recursion limit is still checked, and the reference found
     deep: dict = {"x": "{{nope}}"}
     for _ in range(5000):
         deep = {"d": deep}
