@@ -223,8 +223,10 @@ EVERY_KIND = {
         {"id": "confidence", "typeId": "core.confidenceGate", "config": {"agentId": "agent-1", "observed": 0.2, "threshold": 0.5, "decision": {"route": "refund"}}},
         {"id": "connect", "typeId": "core.credentialGate", "config": {"provider": "github", "scopes": ["repo"], "connectUrl": "https://example.com/connect"}},
         {"id": "talk", "typeId": "core.conversationGate", "config": {"turn": "start", "title": "About the refund", "initialPrompt": "Tell me more."}},
+        {"id": "redraft", "typeId": "core.noop"},
     ],
-    "edges": [],
+    # A gate offering refine must route it (issue 28, item 4)
+    "edges": [{"sourceNodeId": "approve", "targetNodeId": "redraft", "condition": {"type": "equals", "left": "action", "right": "refine"}}],
 }
 PROTOCOL_WORDS = (
     "resumeValue",
@@ -246,7 +248,7 @@ PROTOCOL_WORDS = (
 def test_no_gates_page_says_a_protocol_word_open_or_refused(api: Api) -> None:
     run_id = api.start(register(api, EVERY_KIND))["runId"]
     modulex = api.call("POST", "/workflows/run", {"workflow": worked_example(), "input": {"request": "a refund"}}).json()
-    gates = [(run_id, n["id"]) for n in EVERY_KIND["nodes"]] + [(modulex["run_id"].replace("~2F", "/"), "node~5Fapproval")]
+    gates = [(run_id, n["id"]) for n in EVERY_KIND["nodes"] if n["typeId"] != "core.noop"] + [(modulex["run_id"].replace("~2F", "/"), "node~5Fapproval")]
     for gate_run, node in gates:
         url = api.call("POST", f"/runs/{wire(gate_run)}/interrupts/{node}/tokens", {"intent": "resolve"}).json()["url"]
         browser = requests.Session()

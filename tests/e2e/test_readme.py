@@ -137,7 +137,8 @@ def test_every_gate_example_in_the_readme_registers_as_written(api):
         types |= {n["typeId"] for n in definition["nodes"]}
         got = api.put_workflow(f"readme-gate-{uuid.uuid4().hex[:8]}", definition)
         assert got.status_code == 201, (example, got.text)
-    assert types == {
+    # Every gate type has its example (beside the steps an example routes to, as a refine's)
+    assert types >= {
         "core.approvalGate",
         "core.clarificationGate",
         "core.interrupt",
