@@ -126,7 +126,7 @@ def test_outcomes_in_plain_words():
 
 def test_approval_forms_make_resume_values():
     payload = approval_payload(["accept", "reject", "refine", "edit-accept", "ask"], artifactData={"a": 1})
-    assert resume_from_form(payload, {"action": ["accept"], "feedback": [" ok "]}) == {"action": "accept", "feedback": "ok"}
+    assert resume_from_form(payload, {"action": ["accept"], "feedback": [" ok "]}) == {"action": "accept", "comment": "ok"}
     assert resume_from_form(payload, {"action": ["reject"], "feedback": [""]}) == {"action": "reject"}
     assert resume_from_form(payload, {"action": ["refine"], "refine_scope": ["items"], "refine_text": ["x"]}) == {
         "action": "refine",

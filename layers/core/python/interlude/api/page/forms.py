@@ -363,7 +363,7 @@ def _approval_resume(payload: Mapping[str, Any], form: Mapping[str, Sequence[str
     value: dict[str, Any] = {"action": action}
     feedback = (one(form, "feedback") or "").strip()
     if feedback and action in SIMPLE_ACTIONS:
-        value["feedback"] = feedback
+        value["comment"] = feedback  # the comment's one name on every surface (issue 28, item 4)
     if action == "ask" and not feedback:
         raise FormError("Write your question in the comment box, then press “Ask a question”.", {"feedback": "Write your question here."})
     if action == "refine":
