@@ -7,7 +7,8 @@ item, store.leases), attempt it, settle the attempt. A unit settled already is n
 whose lease another worker holds is retried later, once that lease has run out. A failed attempt is settled as
 pending and retried later: the message is hidden for a backoff (its visibility timeout is the not-before) and
 reported as a batch item failure, so SQS hands it out again. After the last attempt, or a failure no retry can
-change, comes the dead letter. A worker says what its unit is (`receive`), what one attempt does (`attempt`) and
+change, comes the dead letter; a unit reopened after it (app.replay) is claimed again as its next attempt, with a
+round of attempts of its own. A worker says what its unit is (`receive`), what one attempt does (`attempt`) and
 what its dead letter keeps (`send_dead_letter`).
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
 
-from interlude.store.leases import PENDING, Claim, Ledger
+from interlude.store.leases import PENDING, Claim, Ledger, round_attempt
 
 DEAD = "dead"
 # SQS caps a message's visibility timeout at 12 hours.
@@ -106,11 +107,13 @@ class LeasedWorker(ABC, Generic[W]):
         attempted = self.attempt(work, claim)
         if attempted.status is not None:
             return self.settle(work, claim, attempted.status, attempted.kept)
-        if attempted.final or claim.attempt >= work.max_attempts:
+        # A unit reopened after its dead letter (store.leases.Ledger.reopen) has a round of attempts of its own.
+        in_round = round_attempt(claim)
+        if attempted.final or in_round >= work.max_attempts:
             return self.dead_letter(work, claim, attempted)
         self.ledger.settle(work.ref, claim.attempt, PENDING, attempted.kept, self.clock())
         cfg = self.settings
-        delay = backoff_s(claim.attempt, cfg.backoff_base_s, cfg.backoff_cap_s, self.rand)
+        delay = backoff_s(in_round, cfg.backoff_base_s, cfg.backoff_cap_s, self.rand)
         if attempted.retry_after_s is not None:
             delay = max(delay, min(attempted.retry_after_s, int(cfg.backoff_cap_s)))
         self.retry_later(record, delay, f"attempt {claim.attempt} of {work.label} failed ({attempted.why})")

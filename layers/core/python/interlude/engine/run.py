@@ -93,6 +93,8 @@ class Transition:
     # Pending actions the run stopped waiting for (it ended): (node id, action). The store ends their task items
     # in the same transaction, so no claim hands out work for a run that no longer wants it.
     abandoned: list[tuple[str, PendingAction]] = field(default_factory=list)
+    # A failed run running again (retry_action): the store claims its open-run slot again, as a new run's.
+    reopened: bool = False
 
 
 def _duration_ms(start: str | None, now: datetime) -> int:
@@ -701,6 +703,51 @@ def retry_task(state: RunState, node_id: str, visit: int, retried: dict[str, Any
         return Transition(state=state.model_copy(deep=True))
     step = _Step(state, None, now)
     step.emit(NODE_RETRIED, node_id, {"nodeId": node_id, **retried})
+    return step.t
+
+
+# The run errors of a core.http action that failed (adapters.actions): a cause outside the run, fixable there.
+ACTION_FAILURES = frozenset({"interlude.http_failed", "interlude.egress_denied", "interlude.secret_unavailable"})
+HTTP_ACTION = "core.http"
+
+
+def action_not_retryable(state: RunState, workflow: WorkflowDefinition, node_id: str) -> str | None:
+    """Why the run cannot take its failed action `node_id` again (None: it can). Only a run its core.http action
+    failed, and whose failure stopped nothing else (no gate, delay, action or queued step left behind), so running
+    it again from there is the run it would have been; never a sub-workflow's, whose failure its parent has had."""
+    ns = state.nodes.get(node_id)
+    if state.status != "failed" or state.failedNodeId != node_id or ns is None or ns.status != "failed":
+        return f"the run did not fail at {node_id!r}" if state.status == "failed" else f"the run is {state.status}"
+    if workflow.node(node_id).typeId != HTTP_ACTION or (state.error or {}).get("code") not in ACTION_FAILURES:
+        return f"{node_id!r} failed, but not as an action whose call failed"
+    if state.parentRunId is not None:
+        return "the run is a sub-workflow: its parent run has had its failure"
+    stopped = [n for n, other in state.nodes.items() if n != node_id and (other.settledAt > ns.settledAt or other.status in ("queued", "running", "suspended"))]
+    if stopped:
+        return f"the failure also stopped {', '.join(sorted(stopped))}"
+    return None
+
+
+def retry_action(
+    state: RunState, workflow: WorkflowDefinition, node_id: str, now: datetime, step_budget: int = DEFAULT_STEP_BUDGET
+) -> Transition:
+    """The run failed at action `node_id` (action_not_retryable says it may go on) runs again from there: the same
+    visit's action is requested anew, its request rendered from the run as the failure left it, so its effect is the
+    same one and the effect record decides whether the call is made (once) or its recorded outcome lands."""
+    step = _Step(state, workflow, now, step_budget)
+    s = step.s
+    s.status, s.error, s.failedNodeId, s.completedAt = "running", None, None, None
+    step.t.reopened = True
+    visit = s.nodes[node_id].visits
+    step.emit(NODE_RETRIED, node_id, {"nodeId": node_id, "visit": visit, "reason": "retried"})
+    node = workflow.node(node_id)
+    node_type = registered_type(node.typeId)
+    assert node_type is not None, node.typeId
+    assert node_type.act is not None, node.typeId
+    scope = step.scope()
+    scope["$run"] = step.run_facts(node_id)
+    step.request_action(node_id, node_type.act(node_id, node_type.config_model.model_validate(node.config), scope))
+    step.settle()
     return step.t
 
 

@@ -1,7 +1,10 @@
 """Callback delivery records in the run's partition (the only DynamoDB access of callback delivery).
 
 Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with its runs):
-  notice state   N#{noticeId}               status pending|delivering|delivered|dead, attempts, leaseUntil
+  notice state   N#{noticeId}               status pending|delivering|delivered|dead, attempts, leaseUntil, type;
+                                            sequence (the event it reports) and webhookId (a subscription's
+                                            delivery), written by the claim that creates it, so a replay can queue
+                                            it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed
   attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs
 
 The notice state is a leased-work ledger item (store.leases): a worker claims an attempt (one conditional update:
@@ -41,17 +44,26 @@ class Notice:
     run_id: str
     notice_id: str
     type: str
+    # The sequence of the event it reports, and the subscription (None: a callback notice); kept on the item.
+    sequence: int | None = None
+    webhook_id: str | None = None
 
 
 class DeliveryStore(Ledger[Notice]):
     LEASED = "delivering"
     SETTLED = ("delivered", "dead")
+    DEAD = "dead"
 
     def key(self, ref: Notice) -> a.Item:
         return a.key(run_pk(ref.run_id), notice_sk(ref.notice_id))
 
     def claiming(self, ref: Notice, attempt: int, now: float) -> Writes:
-        return Writes(sets={"type": a.s(ref.type)})
+        created: dict[str, Any] = {}
+        if ref.sequence is not None:
+            created["sequence"] = a.n(ref.sequence)
+        if ref.webhook_id is not None:
+            created["webhookId"] = a.s(ref.webhook_id)
+        return Writes(sets={"type": a.s(ref.type)}, created=created)
 
     def settling(self, ref: Notice, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
         """The attempt's record, an item of its own (`delivered` is written only while this worker's claim stands)."""

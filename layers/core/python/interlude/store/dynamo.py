@@ -681,7 +681,8 @@ class Store:
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
         claim = None
-        if expected_version is None and not state.terminal:
+        # A new run, or a failed one running again (engine.run.retry_action), holds an open-run slot.
+        if (expected_version is None or transition.reopened) and not state.terminal:
             limit = open_runs_limit if open_runs_limit is not None else 2**53
             # The usage shard is recorded on the run (written with the head below), so its end releases there.
             state.usageShard, shard_limit = counters.open_runs_shard(state.runId, limit)

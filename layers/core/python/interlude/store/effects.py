@@ -31,7 +31,7 @@ from interlude import wiring
 from interlude.domain.clock import iso_epoch
 from interlude.store import attributes as a
 from interlude.store.keys import run_pk
-from interlude.store.leases import Claim, Ledger, Writes
+from interlude.store.leases import PENDING, Claim, Ledger, Writes
 
 EFFECT_SK = "EFFECT"
 LEDGER_SK_PREFIX = "X#"
@@ -81,6 +81,7 @@ class LedgerEntry:
 class EffectStore(Ledger[LedgerEntry]):
     LEASED = "claimed"
     SETTLED = ("completed", "failed")
+    DEAD = "failed"
 
     def key(self, ref: LedgerEntry) -> a.Item:
         return a.key(effect_pk(ref.effect_id), EFFECT_SK)
@@ -98,6 +99,11 @@ class EffectStore(Ledger[LedgerEntry]):
         at = iso_epoch(now)
         stamped = {**sets, "at": a.s(at), wiring.TTL_ATTRIBUTE: a.n(ref.expires)}
         return Writes(sets=stamped, also=[{"Put": self._ledger_put(ref, attempt, LEDGER_STATE[status], at)}])
+
+    def reopening(self, ref: LedgerEntry, attempts: int, now: float) -> Writes:
+        """What a reopen of the failed effect writes with it (store.leases.Ledger.reopen): its expiry renewed, and
+        the run's ledger showing it released until an attempt claims it."""
+        return self._stamped(ref, attempts, PENDING, now, {})
 
     def note_reuse(self, entry: LedgerEntry, attempt: int, status: str, now_iso: str) -> None:
         """A run whose action found its effect settled already (a business identity another run performed):

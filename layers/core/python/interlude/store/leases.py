@@ -8,6 +8,11 @@ is new, or pending, or leased under a lease that ran out, and only if no one cla
 settles the attempt (pending again, or a final status) under the condition that its claim still stands: the same
 attempt, still leased. Once settled, every later claim finds it settled and attempts nothing.
 
+A unit dead-lettered (settled as its ledger's DEAD status) may be reopened once the cause is fixed (`reopen`: one
+conditional write, from dead only): pending again, its attempts kept, so its next claim is a new attempt of the same
+unit, and a new round of attempts (`reopenedFrom` records where the round starts; `round_attempt`). A unit is
+reopened at most a bounded number of times (the caller's), so its attempts stay bounded.
+
 Each ledger keeps its own item: its key, its status names, what a claim and a settle write besides the three
 attributes above, and any companion write (an attempt item, the run's ledger entry), which makes the write a
 transaction. The status names are data, not this module's: an item written by the release before this code was
@@ -31,6 +36,11 @@ PENDING = "pending"
 # A transaction fails with the third, whichever of its writes' conditions failed.
 LOST = frozenset({"ConditionalCheckFailedException", "TransactionConflictException", "TransactionCanceledException"})
 
+# Attributes a reopen writes: the attempts made before the round it opens, how many rounds were reopened, when.
+REOPENED_FROM = "reopenedFrom"
+REOPENS = "reopens"
+REOPENED_AT = "reopenedAt"
+
 Ref = TypeVar("Ref")
 
 
@@ -42,6 +52,22 @@ class Claim:
     # busy: seconds until the lease that holds it runs out.
     retry_in_s: int = 0
     # The item as the claim read it (plain; {} when the claim created it): what settled it, or what earlier attempts kept.
+    held: Mapping[str, Any] = field(default_factory=dict)
+
+
+def round_attempt(claim: Claim) -> int:
+    """The claimed attempt's number within its round: a reopened unit's attempts count from its reopen."""
+    return claim.attempt - int(claim.held.get(REOPENED_FROM, 0))
+
+
+@dataclass(frozen=True)
+class Reopened:
+    outcome: Literal["reopened", "missing", "not_dead", "limit"]
+    # reopened: the attempt its next claim makes; not_dead: the status it holds; limit: the reopens made.
+    attempt: int = 0
+    status: str = ""
+    reopens: int = 0
+    # The item as the reopen read it (plain; {} when missing).
     held: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -62,6 +88,8 @@ class Ledger(ABC, Generic[Ref]):
     # The status of an item while an attempt holds its lease, and the statuses that end it.
     LEASED: ClassVar[str]
     SETTLED: ClassVar[tuple[str, ...]]
+    # The settled status of a unit that failed for good (its dead letter): the one a reopen starts from.
+    DEAD: ClassVar[str]
 
     def __init__(self, store: Any) -> None:
         self.client = store.client
@@ -116,6 +144,36 @@ class Ledger(ABC, Generic[Ref]):
         condition = "#attempts = :attempt AND #status = :leased"
         values = {":attempt": a.n(attempt), ":leased": a.s(self.LEASED)}
         return self._write(ref, {"status": a.s(status), **writes.sets}, ("leaseUntil",), condition, values, writes.also)
+
+    def reopen(
+        self, ref: Ref, held: Mapping[str, Any] | None, now_iso: str, max_reopens: int, writes: Writes | None = None
+    ) -> Reopened:
+        """A dead-lettered unit pending again for a new round of attempts, with `writes` in the same write (a
+        companion's delete, a renewed expiry): unless it is not dead (delivered, sent, or reopened already by
+        someone else), or was reopened `max_reopens` times. `held`: its item as the caller read it (`read`)."""
+        if held is None:
+            return Reopened("missing")
+        if held.get("status") != self.DEAD:
+            return Reopened("not_dead", status=str(held.get("status")), held=held)
+        reopens = int(held.get(REOPENS, 0))
+        if reopens >= max_reopens:
+            return Reopened("limit", reopens=reopens, held=held)
+        attempts = int(held.get("attempts", 0))
+        writes = writes or Writes()
+        sets = {
+            "status": a.s(PENDING),
+            REOPENED_FROM: a.n(attempts),
+            REOPENS: a.n(reopens + 1),
+            REOPENED_AT: a.s(now_iso),
+            **writes.sets,
+        }
+        condition = "#attempts = :previous AND #status = :dead"
+        values = {":previous": a.n(attempts), ":dead": a.s(self.DEAD)}
+        if not self._write(ref, sets, (), condition, values, writes.also):
+            # Another reopen (or a worker) moved it between this read and this write.
+            again = self.read(ref) or {}
+            return Reopened("not_dead", status=str(again.get("status", "")), held=again)
+        return Reopened("reopened", attempt=attempts + 1, reopens=reopens + 1, held=held)
 
     def _write(
         self,

@@ -2,7 +2,8 @@
 
   notification   T#{tenant}#R#{run}   NT#{notificationId}   status queued|sending|pending|sent|skipped|dead,
                                                              attempts, leaseUntil, record (JSON: who, what, each
-                                                             channel's outcome)
+                                                             channel's outcome), message (JSON: the queued message,
+                                                             identity only: what a replay queues again)
 
 One item per (interrupt visit, recipient, purpose): the notification id is derived from them, so a stream record or
 a schedule delivered twice names the same item, and a notification already settled is not sent again. A worker
@@ -31,6 +32,8 @@ class Notification:
     run_id: str
     notification_id: str
     record: dict[str, Any]
+    # The queued message (identity only, no link or secret), kept for a replay (app.replay).
+    message: dict[str, Any] | None = None
 
 
 def kept_record(claim: Claim) -> dict[str, Any] | None:
@@ -42,12 +45,16 @@ def kept_record(claim: Claim) -> dict[str, Any] | None:
 class NotificationStore(Ledger[Notification]):
     LEASED = "sending"
     SETTLED = ("sent", "skipped", "dead")
+    DEAD = "dead"
 
     def key(self, ref: Notification) -> a.Item:
         return a.key(run_pk(ref.run_id), PREFIX + ref.notification_id)
 
     def claiming(self, ref: Notification, attempt: int, now: float) -> Writes:
-        return Writes(created={"record": a.as_json(ref.record)})
+        created = {"record": a.as_json(ref.record)}
+        if ref.message is not None:
+            created["message"] = a.as_json(ref.message)
+        return Writes(created=created)
 
     def settling(self, ref: Notification, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
         return Writes(sets={"record": a.as_json(kept)})

@@ -3,6 +3,7 @@
   subscription   T#{tenant}               WH#{opaque}                      record (url, events, tags, …, secretName), sv
   count          T#{tenant}               WEBHOOKS                         n: the tenant's subscriptions (the limit)
   dead letter    T#{tenant}#WH#{opaque}   DL#{deadLetteredAt}#{delivery}   content-free record; ttl = its expiresAt
+  its index      T#{tenant}#WH#{opaque}   DLX#{delivery}                   at: the dead letter's sort key; ttl the same
 
 A subscription and the count change in one transaction, conditional on the limit, so concurrent registrations
 never pass it. One Query of the tenant partition (`WH#`) finds every subscription a transition may feed. The secret
@@ -32,11 +33,17 @@ from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
 from interlude.store.dynamo import event_sk, run_pk
 from interlude.store.interactions import tenant_pk
+from interlude.store.recoveries import count_up_to
 
 SUBSCRIPTION_SK_PREFIX = "WH#"
 SECRET_VERSION = "sv"
 COUNT_SK = "WEBHOOKS"
 DEAD_LETTER_SK_PREFIX = "DL#"
+# A dead letter by its delivery's id (the retry route names it so): written with it, gone with it.
+DEAD_LETTER_INDEX_PREFIX = "DLX#"
+# A dead letter written before its index was (by the release before replays) is looked for among this many pages of
+# its subscription's dead letters; none is older than their retention (14 days).
+UNINDEXED_PAGES = 20
 _DESCRIPTION = "Interlude webhook subscription signing secret (current + previous through a rotation's overlap)"
 
 
@@ -175,15 +182,95 @@ class WebhookStore:
         return {"webhookId": webhook_id}
 
     def put_dead_letter(self, record: dict[str, Any]) -> None:
+        """The listing's record, then its index by delivery id (a crash between leaves a record the retry finds by
+        walking the listing, as one written before indexes were)."""
+        pk = dead_letters_pk(record["webhookId"])
         opaque = record["deliveryId"].split("/", 1)[1]
-        item = {
-            **a.key(
-                dead_letters_pk(record["webhookId"]), f"{DEAD_LETTER_SK_PREFIX}{record['deadLetteredAt']}#{opaque}"
-            ),
-            "record": a.as_json(record),
-            wiring.TTL_ATTRIBUTE: a.n(_epoch(record["expiresAt"])),
-        }
+        listed = f"{DEAD_LETTER_SK_PREFIX}{record['deadLetteredAt']}#{opaque}"
+        ttl = a.n(_epoch(record["expiresAt"]))
+        item = {**a.key(pk, listed), "record": a.as_json(record), wiring.TTL_ATTRIBUTE: ttl}
         self.client.put_item(TableName=self.table, Item=item)
+        index = {**a.key(pk, DEAD_LETTER_INDEX_PREFIX + opaque), "at": a.s(listed), wiring.TTL_ATTRIBUTE: ttl}
+        self.client.put_item(TableName=self.table, Item=index)
+
+    def dead_letter(self, webhook_id: str, delivery_id: str, now_iso: str) -> tuple[dict[str, Any], str] | None:
+        """A dead letter of the subscription by its delivery id, and its listing's sort key; None when there is none
+        (never dead-lettered, replayed since, or expired)."""
+        pk = dead_letters_pk(webhook_id)
+        opaque = delivery_id.split("/", 1)[1]
+        got = self.client.get_item(
+            TableName=self.table, Key=a.key(pk, DEAD_LETTER_INDEX_PREFIX + opaque), ConsistentRead=True
+        ).get("Item")
+        if got is not None:
+            listed = self.client.get_item(TableName=self.table, Key=a.key(pk, got["at"]["S"]), ConsistentRead=True)
+            item = listed.get("Item")
+        else:
+            item = self._unindexed(pk, delivery_id)
+        if item is None:
+            return None
+        record = dict(a.unpacked(item["record"]))
+        return (record, item[wiring.SORT_KEY]["S"]) if record["expiresAt"] > now_iso else None
+
+    def _unindexed(self, pk: str, delivery_id: str) -> dict[str, Any] | None:
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "FilterExpression": "contains(#record, :delivery)",
+            "ExpressionAttributeNames": {"#record": "record"},
+            "ExpressionAttributeValues": {
+                ":pk": a.s(pk),
+                ":prefix": a.s(DEAD_LETTER_SK_PREFIX),
+                ":delivery": a.s(f'"deliveryId":"{delivery_id}"'),
+            },
+            "ScanIndexForward": False,
+        }
+        for _ in range(UNINDEXED_PAGES):
+            got = self.client.query(**query)
+            if got.get("Items"):
+                return dict(got["Items"][0])
+            if "LastEvaluatedKey" not in got:
+                break
+            query["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+        return None
+
+    def dead_letter_deletes(self, webhook_id: str, listed_sk: str) -> list[dict[str, Any]]:
+        """The TransactWriteItems entries that take a dead letter and its index out of the listing."""
+        pk = dead_letters_pk(webhook_id)
+        opaque = listed_sk.rsplit("#", 1)[1]
+        return [
+            {"Delete": {"TableName": self.table, "Key": a.key(pk, listed_sk)}},
+            {"Delete": {"TableName": self.table, "Key": a.key(pk, DEAD_LETTER_INDEX_PREFIX + opaque)}},
+        ]
+
+    def dead_letters_between(
+        self, webhook_id: str, since: str, until: str, after_sk: str | None, limit: int
+    ) -> tuple[list[tuple[dict[str, Any], str]], str | None]:
+        """Dead letters with since <= deadLetteredAt <= until, oldest first, after `after_sk`: (record, sort key)
+        pairs and where the next page starts (None: none left)."""
+        pk = dead_letters_pk(webhook_id)
+        query = {**self._window(pk, since, until), "Limit": limit, "ConsistentRead": True}
+        if after_sk is not None:
+            query["ExclusiveStartKey"] = a.key(pk, after_sk)
+        got = self.client.query(**query)
+        items = [(dict(a.unpacked(i["record"])), i[wiring.SORT_KEY]["S"]) for i in got.get("Items") or []]
+        last = got.get("LastEvaluatedKey")
+        return items, (last[wiring.SORT_KEY]["S"] if last else None)
+
+    def count_dead_letters(self, webhook_id: str, since: str, until: str, cap: int) -> int:
+        """How many dead letters lie between since and until, counted up to `cap` + 1 (enough to refuse past it)."""
+        return count_up_to(self.client, self._window(dead_letters_pk(webhook_id), since, until), cap)
+
+    def _window(self, pk: str, since: str, until: str) -> dict[str, Any]:
+        """A Query of the dead letters with since <= deadLetteredAt <= until (their sort keys start with it)."""
+        return {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": a.s(pk),
+                ":lo": a.s(DEAD_LETTER_SK_PREFIX + since),
+                ":hi": a.s(DEAD_LETTER_SK_PREFIX + until + "~"),
+            },
+        }
 
     def dead_letters(
         self, webhook_id: str, limit: int, cursor: str | None, now_iso: str

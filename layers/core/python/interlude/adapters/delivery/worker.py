@@ -112,7 +112,8 @@ class Worker(LeasedWorker[Outgoing]):
         if notice.get("nodeId"):
             fields["nodeId"] = notice["nodeId"]
         label = f"notice {notice['id']}"
-        return self._outgoing(notice["runId"], label, message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
+        ref = Notice(notice["runId"], notice["id"], notice["type"], notice.get("sequence"))
+        return self._outgoing(ref, label, message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
 
     def _webhook(self, message: dict[str, Any]) -> Outgoing | str:
         """A webhook subscription's delivery: only while the subscription exists, of the event as persisted."""
@@ -143,11 +144,12 @@ class Worker(LeasedWorker[Outgoing]):
             "subscriptionId": webhook_id,
             "type": message["eventType"],
         }
-        return self._outgoing(run_id, f"delivery {message['deliveryId']}", subscription["url"], fields, signed, dead)
+        ref = Notice(run_id, message["deliveryId"], message["eventType"], message["sequence"], webhook_id)
+        return self._outgoing(ref, f"delivery {message['deliveryId']}", subscription["url"], fields, signed, dead)
 
     def _outgoing(
         self,
-        run_id: str,
+        ref: Notice,
         label: str,
         url: str,
         fields: dict[str, Any],
@@ -157,7 +159,7 @@ class Worker(LeasedWorker[Outgoing]):
     ) -> Outgoing:
         cfg = self.settings
         return Outgoing(
-            ref=Notice(run_id, fields["noticeId"], fields["type"]),
+            ref=ref,
             label=label,
             lease_s=cfg.connect_timeout_s + cfg.total_timeout_s + LEASE_MARGIN_S,
             max_attempts=cfg.max_attempts,

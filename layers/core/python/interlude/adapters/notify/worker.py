@@ -109,7 +109,7 @@ class Worker(LeasedWorker[Recipient]):
             initial["recipientsCut"] = True
         cfg = self.settings
         lease_s = 2 * (cfg.connect_timeout_s + cfg.total_timeout_s) + LEASE_MARGIN_S
-        ref = Notification(message["runId"], nid, initial)
+        ref = Notification(message["runId"], nid, initial, message)
         return Recipient(ref, f"notification {nid}", lease_s, cfg.max_attempts, message)
 
     def attempt(self, work: Recipient, claim: Claim) -> Attempted:

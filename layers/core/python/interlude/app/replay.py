@@ -1,0 +1,407 @@
+"""Replay what failed (issue 30, item 5): a dead-lettered webhook delivery, callback notice or notification sent again,
+one at a time or all of a scope's at once (a recovery), and a run whose core.http action failed run again from there.
+
+Replays ride the leased-work mechanism (store.leases, adapters.leased_work), not beside it: the unit's ledger item is
+reopened (dead -> pending, one conditional write; its attempts kept, a new round of attempts) and its message queued
+again, so its worker claims the next attempt of the same unit. A delivery keeps its id, which is the `webhook-id` its
+receiver deduplicates by; and of any number of replays asked for at once, one reopen wins and the others are refused,
+so a dead letter is sent again once. A webhook dead letter leaves the subscription's dead-letter listing in the reopen's
+transaction (and comes back, newly dated, if the new round fails too). A unit is replayed at most MAX_REPLAYS times.
+
+A recovery replays every dead letter of a scope (a subscription's between `since` and `until`, a run's callback
+notices, a run's notifications): a job, one per scope at a time (store.recoveries), counted before it starts and
+refused past MAX_RECOVERY, taken TURN units a turn. The request takes the first turn itself; each further turn is a
+message on the outbox queue (dispatch takes it, fair across tenants like any outbox work), recorded conditionally on
+its number, so a crash resumes from the last recorded turn and a turn handed out twice records once.
+
+A core.http action's effect is reopened likewise (failed -> pending), and the run, failed at that action and at
+nothing else, runs again from it (engine.run.retry_action): the action is requested anew with the same effect, and
+the effect record decides what happens: the call made once (a new attempt, with the same Idempotency-Key), or, if the
+effect completed meanwhile (a business identity another run performed), its recorded outcome landed without a call.
+
+Dependencies, declared: `runs` (the run operations: tenant-checked reads, commits, workflows, the store and clock
+they share) and `outbox` (the port through which messages are made and queued: adapters.replay_outbox).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from interlude.app import webhooks as subscriptions
+from interlude.app.retries import MAX_RACE_RETRIES, busy
+from interlude.domain.clock import iso
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
+from interlude.domain.ids import tenant_bound, tenant_of
+from interlude.store import Conflict as LostRace
+from interlude.store import attributes as a
+from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
+from interlude.store.keys import run_pk
+from interlude.store.leases import Reopened, Writes
+from interlude.store.notifications import PREFIX as NOTIFICATION_PREFIX
+from interlude.store.notifications import Notification, NotificationStore
+from interlude.store.recoveries import RecoveryStore, recovery_key
+from interlude.store.webhooks import dead_letters_pk
+
+if TYPE_CHECKING:
+    from interlude.app.service import Service
+    from interlude.domain.models.run import RunState
+    from interlude.rules.auth import Principal
+
+# How many times one unit may be replayed: its attempts stay bounded ((MAX_REPLAYS + 1) rounds of its worker's).
+MAX_REPLAYS = 20
+# The most dead letters one recovery replays: a larger one is refused before anything is sent (narrow the window).
+MAX_RECOVERY = 1000
+# Units a recovery's turn takes (one turn runs in the request that starts the recovery).
+TURN = 100
+# A callback notice's id (adapters.delivery.notices.notice_id) and a notification's (adapters.notify.messages).
+CALLBACK_PREFIX = "ntc_"
+UNIT_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+Queue = Literal["callbacks", "notifications", "outbox"]
+Family = Literal["webhook-deliveries", "callback-deliveries", "notifications"]
+# Where each family's job item lives under its scope's partition (store.recoveries).
+FAMILY_KEYS: dict[Family, str | None] = {
+    "webhook-deliveries": None,
+    "callback-deliveries": "deliveries",
+    "notifications": "notifications",
+}
+
+
+class Outbox(Protocol):
+    """How a replay's messages are made and queued (adapters.replay_outbox; a test may record them instead)."""
+
+    def webhook_delivery(self, webhook_id: str, run_id: str, event: dict[str, Any]) -> dict[str, Any]: ...
+
+    def notice_id(self, run_id: str, sequence: int) -> str: ...
+
+    def notices(self, state: RunState, events: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+
+    def notification(self, tenant: str, run_id: str, record: dict[str, Any]) -> dict[str, Any]: ...
+
+    def send(self, queue: Queue, tenant: str, messages: list[dict[str, Any]]) -> None: ...
+
+
+class Unrebuildable(Exception):
+    """The unit's message cannot be made again (the event it reports is no longer in its run's log)."""
+
+
+@dataclass
+class Replay:
+    runs: Service
+    outbox: Outbox
+
+    @cached_property
+    def deliveries(self) -> DeliveryStore:
+        return DeliveryStore(self.runs.store)
+
+    @cached_property
+    def notifications(self) -> NotificationStore:
+        return NotificationStore(self.runs.store)
+
+    @cached_property
+    def recoveries(self) -> RecoveryStore:
+        return RecoveryStore(self.runs.store.table, self.runs.store.client)
+
+    def now_iso(self) -> str:
+        return iso(self.runs.clock())
+
+    # -- one unit ---------------------------------------------------------------------------------------------------
+
+    def retry_webhook_delivery(self, principal: Principal, webhook_id: str, delivery_id: str) -> dict[str, Any]:
+        subscriptions.subscription(self.runs, principal, webhook_id)
+        if tenant_of(delivery_id) != principal.tenant:
+            raise Forbidden("the delivery id belongs to another tenant", code="id_tenant_mismatch")
+        found = self.runs.webhooks.dead_letter(webhook_id, delivery_id, self.now_iso())
+        if found is None:
+            raise NotFound("no dead letter of this subscription has that delivery id")
+        record, listed = found
+        reopened = self._webhook(record, listed)
+        return {**_replayed(reopened, "the delivery"), "deliveryId": delivery_id, "webhookId": webhook_id, "runId": record["runId"]}
+
+    def retry_run_delivery(self, principal: Principal, run_id: str, delivery_id: str) -> dict[str, Any]:
+        state, _ = self.runs.load_run(principal.tenant, run_id)
+        if not delivery_id.startswith(CALLBACK_PREFIX):
+            raise NotFound("the run has no callback delivery with that id")
+        reopened = self._callback(state, delivery_id)
+        return {**_replayed(reopened, "the callback delivery"), "deliveryId": delivery_id, "runId": run_id}
+
+    def retry_notification(self, principal: Principal, run_id: str, notification_id: str) -> dict[str, Any]:
+        state, _ = self.runs.load_run(principal.tenant, run_id)
+        reopened = self._notification(state, notification_id, None)
+        return {**_replayed(reopened, "the notification"), "notificationId": notification_id, "runId": run_id}
+
+    def _webhook(self, record: dict[str, Any], listed_sk: str) -> Reopened:
+        webhook_id, run_id = record["webhookId"], record["runId"]
+        ref = Notice(run_id, record["deliveryId"].split("/", 1)[1], record["eventType"])
+        held = self.deliveries.read(ref)
+        sequence = self._sequence(run_id, held, lambda e: e.get("eventId") == record["eventId"])
+        event = {"sequence": sequence, "eventId": record["eventId"], "type": record["eventType"]}
+        message = self.outbox.webhook_delivery(webhook_id, run_id, event)
+        writes = Writes(also=self.runs.webhooks.dead_letter_deletes(webhook_id, listed_sk))
+        reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS, writes)
+        if reopened.outcome == "reopened":
+            self.outbox.send("callbacks", tenant_of(run_id), [message])
+        return reopened
+
+    def _callback(self, state: RunState, notice_id: str) -> Reopened:
+        ref = Notice(state.runId, notice_id, "")
+        held = self.deliveries.read(ref)
+        if held is None:
+            return Reopened("missing")
+        sequence = self._sequence(state.runId, held, lambda e: self.outbox.notice_id(state.runId, e["sequence"]) == notice_id)
+        event = self.runs.webhooks.read_event(state.runId, sequence)
+        messages = [m for m in self.outbox.notices(state, [event] if event else []) if m["notice"]["id"] == notice_id]
+        if not messages:
+            raise Unrebuildable(f"event {sequence} of the run makes no callback notice any more")
+        reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS)
+        if reopened.outcome == "reopened":
+            self.outbox.send("callbacks", state.tenant, messages)
+        return reopened
+
+    def _notification(self, state: RunState, notification_id: str, held: dict[str, Any] | None) -> Reopened:
+        ref = Notification(state.runId, notification_id, {})
+        if held is None:
+            held = self.notifications.read(ref)
+        if held is None:
+            return Reopened("missing")
+        kept = held.get("message")
+        message = json.loads(kept) if kept else self.outbox.notification(state.tenant, state.runId, json.loads(held["record"]))
+        reopened = self.notifications.reopen(ref, held, self.now_iso(), MAX_REPLAYS)
+        if reopened.outcome == "reopened":
+            self.outbox.send("notifications", state.tenant, [message])
+        return reopened
+
+    def _sequence(self, run_id: str, held: dict[str, Any] | None, reports: Callable[[dict[str, Any]], bool]) -> int:
+        """The sequence of the event a delivery reports: kept on its ledger item, or (an item the release before
+        replays wrote) found in its run's log."""
+        if held is not None and "sequence" in held:
+            return int(held["sequence"])
+        for event in self.runs.store.read_events(run_id):
+            if reports(event):
+                return int(event["sequence"])
+        raise Unrebuildable("the event the delivery reports is no longer in its run's log")
+
+    # -- a core.http action -----------------------------------------------------------------------------------------
+
+    def retry_action(self, principal: Principal, run_id: str, node_id: str, surface: str = "api") -> dict[str, Any]:
+        """The run, failed at its core.http action `node_id`, runs again from there (see the module's words)."""
+        from interlude.app import actions
+        from interlude.app import audit as audit_log
+        from interlude.engine import run as engine
+        from interlude.engine.actions import provider_key
+        from interlude.store.effects import EffectStore, LedgerEntry
+
+        effects = EffectStore(self.runs.store)
+        for _ in range(MAX_RACE_RETRIES):
+            state, version = self.runs.load_run(principal.tenant, run_id)
+            definition = self.runs.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            if node_id not in state.nodes:
+                raise NotFound(f"the run has no step {node_id!r}")
+            why = engine.action_not_retryable(state, definition, node_id)
+            if why is not None:
+                raise Conflict(why, {"runStatus": state.status, "nodeId": node_id}, code="interlude.action_not_retryable")
+            now = self.runs.clock()
+            build = partial(engine.retry_action, state, definition, node_id, now, self.runs.step_budget)
+            pending = build().state.actions.get(node_id)
+            if pending is None:
+                raise Conflict("the action's request cannot be made again", {"nodeId": node_id}, code="interlude.action_not_retryable")
+            expires = int(now.timestamp()) + actions.effect_retention_days(self.runs, state.tenant) * 24 * 3600
+            entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId), expires)
+            held = effects.read(entry)
+            if held is not None and held.get("status") == effects.DEAD:
+                writes = effects.reopening(entry, int(held.get("attempts", 0)), now.timestamp())
+                reopened = effects.reopen(entry, held, iso(now), MAX_REPLAYS, writes)
+                if reopened.outcome == "limit":
+                    raise _limit(reopened, "the action")
+            # Otherwise the effect is pending or claimed (a retry whose run did not commit, or another run's work),
+            # completed (its outcome lands without a call), or gone with its retention (a new effect record).
+            entry_draft = audit_log.entry(
+                principal.tenant,
+                audit_log.actor(principal, surface),
+                "run.action-retried",
+                {"runId": run_id, "nodeId": node_id},
+                iso(now),
+                {"effectId": pending.effectId},
+            )
+            open_runs = self.runs.limiter.limits(principal.tenant).open_runs
+            try:
+                transition = self.runs.commit_or_fail(
+                    build, version, now, node_id, open_runs_limit=open_runs, audit=entry_draft
+                )
+            except LostRace:
+                continue
+            attempt = int((held or {}).get("attempts", 0)) + 1
+            return {
+                "runId": run_id,
+                "nodeId": node_id,
+                "effectId": pending.effectId,
+                "status": transition.state.status,
+                "attempt": attempt,
+            }
+        raise busy("the run kept changing while its action was retried; retry")
+
+    # -- recoveries -------------------------------------------------------------------------------------------------
+
+    def recover_webhook(
+        self, principal: Principal, webhook_id: str, since: datetime, until: datetime | None
+    ) -> dict[str, Any]:
+        subscriptions.subscription(self.runs, principal, webhook_id)
+        now = self.runs.clock()
+        window = {"since": iso(since), "until": iso(min(until or now, now))}
+        if window["since"] > window["until"]:
+            raise Invalid("since must not be after until", {"field": "since"})
+        matched = self.runs.webhooks.count_dead_letters(webhook_id, window["since"], window["until"], MAX_RECOVERY)
+        key = recovery_key(dead_letters_pk(webhook_id), FAMILY_KEYS["webhook-deliveries"])
+        return self._start(principal, key, "webhook-deliveries", {"webhookId": webhook_id, **window}, matched)
+
+    def recover_run(self, principal: Principal, run_id: str, family: Family) -> dict[str, Any]:
+        state, _ = self.runs.load_run(principal.tenant, run_id)
+        prefix, dead = self._ledger_of(family)
+        matched = self.recoveries.count_dead(run_pk(state.runId), prefix, dead, MAX_RECOVERY)
+        key = recovery_key(run_pk(state.runId), FAMILY_KEYS[family])
+        return self._start(principal, key, family, {"runId": state.runId}, matched)
+
+    def webhook_recovery(self, principal: Principal, webhook_id: str) -> dict[str, Any]:
+        subscriptions.owned(principal, webhook_id)
+        return self._job(recovery_key(dead_letters_pk(webhook_id), None))
+
+    def run_recovery(self, principal: Principal, run_id: str, family: Family) -> dict[str, Any]:
+        state, _ = self.runs.load_run(principal.tenant, run_id)
+        return self._job(recovery_key(run_pk(state.runId), FAMILY_KEYS[family]))
+
+    def _job(self, key: a.Item) -> dict[str, Any]:
+        got = self.recoveries.get(key)
+        if got is None:
+            raise NotFound("no recovery was started here")
+        return got[0]
+
+    def _start(
+        self, principal: Principal, key: a.Item, family: Family, scope: dict[str, Any], matched: int
+    ) -> dict[str, Any]:
+        if matched > MAX_RECOVERY:
+            raise Invalid(
+                f"more than {MAX_RECOVERY} dead letters would be sent again; recover a narrower window at a time",
+                {"limit": MAX_RECOVERY},
+                code="interlude.recovery_too_large",
+            )
+        now = self.runs.clock()
+        record = {
+            "kind": family,
+            **scope,
+            "status": "running" if matched else "completed",
+            "matched": matched,
+            "queued": 0,
+            "skipped": 0,
+            "startedAt": iso(now),
+            "startedBy": principal.subject.get("subjectId"),
+        }
+        if not matched:
+            record["finishedAt"] = record["startedAt"]
+        if not self.recoveries.start(key, record, now.timestamp()):
+            running = self.recoveries.get(key)
+            raise Conflict(
+                "a recovery of these dead letters is running; it can be followed until it completes",
+                {"recovery": running[0] if running else None},
+                code="interlude.recovery_running",
+            )
+        return self.turn(key) if matched else record
+
+    def turn(self, key: a.Item) -> dict[str, Any]:
+        """One turn of the job `key` names: up to TURN units from where the last turn stopped, replayed, recorded;
+        the next turn queued when some are left. Returns the job's record (unchanged when another copy of this turn
+        recorded it first, or the job is over)."""
+        got = self.recoveries.get(key)
+        if got is None or got[0]["status"] != "running":
+            return got[0] if got else {}
+        record, turn, cursor = got
+        queued, skipped, cursor = self._take(record, cursor)
+        now = self.runs.clock()
+        record = {**record, "queued": record["queued"] + queued, "skipped": record["skipped"] + skipped}
+        if cursor is None:
+            record.update({"status": "completed", "finishedAt": iso(now)})
+        if self.recoveries.record_turn(key, turn, record, cursor, now.timestamp()) and cursor is not None:
+            tenant = key["pk"]["S"].split("#", 2)[1]
+            self.outbox.send("outbox", tenant, [{"v": 1, "kind": "recovery", "pk": key["pk"]["S"], "sk": key["sk"]["S"]}])
+        return record
+
+    def _take(self, record: dict[str, Any], cursor: str | None) -> tuple[int, int, str | None]:
+        """Replay one turn's units: (queued, skipped, where the next turn starts)."""
+        outcomes: list[str] = []
+        family: Family = record["kind"]
+        if family == "webhook-deliveries":
+            page, cursor = self.runs.webhooks.dead_letters_between(
+                record["webhookId"], record["since"], record["until"], cursor, TURN
+            )
+            outcomes = [self._settled(partial(self._webhook, r, s)) for r, s in page]
+        else:
+            prefix, dead = self._ledger_of(family)
+            items, cursor = self.recoveries.dead_page(run_pk(record["runId"]), prefix, dead, cursor, TURN)
+            got = self.runs.store.get_run(record["runId"])
+            if got is None:
+                return 0, len(items), None
+            state = got[0]
+            for item in items:
+                unit_id = item["sk"][len(prefix) - (len(CALLBACK_PREFIX) if family == "callback-deliveries" else 0) :]
+                if family == "callback-deliveries":
+                    outcomes.append(self._settled(partial(self._callback, state, unit_id)))
+                else:
+                    outcomes.append(self._settled(partial(self._notification, state, unit_id, item)))
+        queued = outcomes.count("reopened")
+        return queued, len(outcomes) - queued, cursor
+
+    @staticmethod
+    def _settled(replay: Callable[[], Reopened]) -> str:
+        try:
+            return replay().outcome
+        except Unrebuildable:
+            return "unrebuildable"
+
+    def _ledger_of(self, family: Family) -> tuple[str, str]:
+        """The sort-key prefix and dead status of a run's ledger items of `family`."""
+        if family == "callback-deliveries":
+            return notice_sk(CALLBACK_PREFIX), self.deliveries.DEAD
+        return NOTIFICATION_PREFIX, self.notifications.DEAD
+
+
+def unit_id(value: str, field: str) -> str:
+    """A notice's or notification's id as a path names it (400 otherwise)."""
+    if not UNIT_ID.fullmatch(value):
+        raise Invalid(f"{field} is not an id this host issues", {"field": field})
+    return value
+
+
+def bound_delivery(value: str) -> str:
+    """A webhook delivery's tenant-bound id (400 otherwise)."""
+    tenant, _, opaque = value.partition("/")
+    if not tenant or not UNIT_ID.fullmatch(opaque):
+        raise Invalid("deliveryId is not a delivery id this host issues", {"field": "deliveryId"})
+    return tenant_bound(tenant, opaque)
+
+
+def _replayed(reopened: Reopened, what: str) -> dict[str, Any]:
+    """The answer to a replay of one unit, or the refusal of it."""
+    if reopened.outcome == "missing":
+        raise NotFound(f"{what} is not known here")
+    if reopened.outcome == "not_dead":
+        raise Conflict(
+            f"{what} is not dead-lettered (it is {reopened.status or 'gone'}): only a dead letter is sent again",
+            {"status": reopened.status},
+            code="interlude.not_dead_lettered",
+        )
+    if reopened.outcome == "limit":
+        raise _limit(reopened, what)
+    return {"status": "queued", "attempt": reopened.attempt, "replay": reopened.reopens}
+
+
+def _limit(reopened: Reopened, what: str) -> Conflict:
+    return Conflict(
+        f"{what} was sent again {reopened.reopens} times already, the most a dead letter is",
+        {"replays": reopened.reopens, "limit": MAX_REPLAYS},
+        code="interlude.replay_limit_reached",
+    )
