@@ -59,6 +59,12 @@ OPENWOP_STATUS = {
     "interlude.rotation_in_overlap": 409,
     # Issue 30: a stored item in a format newer than this release reads.
     "interlude.item_too_new": 500,
+    # Issue 30 item 5: replays of what failed.
+    "interlude.not_dead_lettered": 409,
+    "interlude.replay_limit_reached": 409,
+    "interlude.recovery_too_large": 400,
+    "interlude.recovery_running": 409,
+    "interlude.action_not_retryable": 409,
 }
 
 

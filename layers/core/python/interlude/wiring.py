@@ -138,6 +138,8 @@ FUNCTIONS: tuple[Function, ...] = (
         description="Every HTTP route (OpenWOP v2 and ModuleX faces)",
         # Every link an answer holds (token urls, eventsUrl, statusUrl) is built from it, never from the request.
         needs_public_base_url=True,
+        # A replay queues the dead letter it reopens again (interlude.app.replay).
+        sends_to=("callbacks", "notifications"),
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -1197,6 +1199,53 @@ ROUTES: tuple[Route, ...] = (
         answers=(Answer(200, "The run's record", "interlude.faces.modulex.workflows.RunDetail"),),
         errors=RUN_ERRORS,
         params=(ORGANIZATION,),
+    ),
+)
+
+# Issue 30 item 5 (interlude.api.replay): what failed, sent again. A segment is either a parameter or a literal in
+# API Gateway's resource paths, so one unit's retry is a `/retry` segment, a scope's recovery a literal custom method.
+REPLAYED = Answer(200, "Queued again as the next attempt of the same unit", "interlude.domain.models.replay.Replayed")
+RECOVERED = Answer(200, "Every dead letter of the scope queued again, once", "interlude.domain.models.replay.Recovery")
+REPLAY_ERRORS = ("interlude.not_dead_lettered", "interlude.replay_limit_reached")
+RECOVERY_ERRORS = ("interlude.recovery_too_large", "interlude.recovery_running")
+ROUTES += (
+    Route(
+        "POST", "/webhooks/{webhookId}/dead-letters/{deliveryId}/retry", "retryWebhookDelivery", "webhooks:manage",
+        "Send a dead-lettered delivery again (the same delivery id)", module="replay", idempotency="claimed",
+        answers=(REPLAYED,), errors=(*WEBHOOK_ERRORS, *REPLAY_ERRORS),
+    ),
+    Route(
+        "POST", "/webhooks/{webhookId}/dead-letters:recover", "recoverWebhookDeliveries", "webhooks:manage",
+        "Send again every delivery of the subscription dead-lettered since a time", module="replay",
+        idempotency="claimed", request="interlude.domain.models.replay.RecoverRequest",
+        answers=(RECOVERED,), errors=(*WEBHOOK_ERRORS, *RECOVERY_ERRORS),
+    ),
+    Route(
+        "POST", "/runs/{runId}/deliveries/{deliveryId}/retry", "retryRunDelivery", "webhooks:manage",
+        "Send a run's dead-lettered callback notice again (the same id)", module="replay", idempotency="claimed",
+        answers=(REPLAYED,), errors=(*RUN_ERRORS, *REPLAY_ERRORS),
+    ),
+    Route(
+        "POST", "/runs/{runId}/deliveries:recover", "recoverRunDeliveries", "webhooks:manage",
+        "Send again every dead-lettered callback notice of a run", module="replay", idempotency="claimed",
+        answers=(RECOVERED,), errors=(*RUN_ERRORS, *RECOVERY_ERRORS),
+    ),
+    Route(
+        "POST", "/runs/{runId}/notifications/{notificationId}/retry", "retryRunNotification", "webhooks:manage",
+        "Send a run's dead-lettered notification again", module="replay", idempotency="claimed",
+        answers=(REPLAYED,), errors=(*RUN_ERRORS, *REPLAY_ERRORS),
+    ),
+    Route(
+        "POST", "/runs/{runId}/notifications:recover", "recoverRunNotifications", "webhooks:manage",
+        "Send again every dead-lettered notification of a run", module="replay", idempotency="claimed",
+        answers=(RECOVERED,), errors=(*RUN_ERRORS, *RECOVERY_ERRORS),
+    ),
+    Route(
+        "POST", "/runs/{runId}/actions/{nodeId}/retry", "retryRunAction", "runs:create",
+        "Run a run that failed at its core.http action again from there (the effect record decides the call)",
+        module="replay", idempotency="claimed",
+        answers=(Answer(200, "The run going on from its action", "interlude.domain.models.replay.ActionRetried"),),
+        errors=(*RUN_ERRORS, "interlude.action_not_retryable", "interlude.replay_limit_reached", "interlude.quota_exceeded"),
     ),
 )
 

@@ -10,9 +10,9 @@ transaction (and comes back, newly dated, if the new round fails too). A unit is
 
 A recovery replays every dead letter of a scope (a subscription's between `since` and `until`, a run's callback
 notices, a run's notifications): a job, one per scope at a time (store.recoveries), counted before it starts and
-refused past MAX_RECOVERY, taken TURN units a turn. The request takes the first turn itself; each further turn is a
-message on the outbox queue (dispatch takes it, fair across tenants like any outbox work), recorded conditionally on
-its number, so a crash resumes from the last recorded turn and a turn handed out twice records once.
+refused past MAX_RECOVERY, taken TURN units a turn within the request, each turn recorded conditionally on its
+number. A request cut off leaves its job running; once it has recorded nothing for store.recoveries.STALE_S, a new
+recovery of the scope replaces it and counts again only what is still dead (a unit replayed is no longer dead).
 
 A core.http action's effect is reopened likewise (failed -> pending), and the run, failed at that action and at
 nothing else, runs again from it (engine.run.retry_action): the action is requested anew with the same effect, and
@@ -20,7 +20,7 @@ the effect record decides what happens: the call made once (a new attempt, with 
 effect completed meanwhile (a business identity another run performed), its recorded outcome landed without a call.
 
 Dependencies, declared: `runs` (the run operations: tenant-checked reads, commits, workflows, the store and clock
-they share) and `outbox` (the port through which messages are made and queued: adapters.replay_outbox).
+they share) and `outbox` (the port through which messages are made and queued: adapters.replay_outbox.ReplayOutbox).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from interlude.store import Conflict as LostRace
 from interlude.store import attributes as a
 from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
 from interlude.store.keys import run_pk
-from interlude.store.leases import Reopened, Writes
+from interlude.store.leases import Ledger, Reopened, Writes
 from interlude.store.notifications import PREFIX as NOTIFICATION_PREFIX
 from interlude.store.notifications import Notification, NotificationStore
 from interlude.store.recoveries import RecoveryStore, recovery_key
@@ -56,14 +56,15 @@ if TYPE_CHECKING:
 # How many times one unit may be replayed: its attempts stay bounded ((MAX_REPLAYS + 1) rounds of its worker's).
 MAX_REPLAYS = 20
 # The most dead letters one recovery replays: a larger one is refused before anything is sent (narrow the window).
-MAX_RECOVERY = 1000
-# Units a recovery's turn takes (one turn runs in the request that starts the recovery).
-TURN = 100
+# Its request replays them all (about three writes each), well inside the API's 29 seconds.
+MAX_RECOVERY = 500
+# Units a recovery's turn takes (the progress recorded after each).
+TURN = 50
 # A callback notice's id (adapters.delivery.notices.notice_id) and a notification's (adapters.notify.messages).
 CALLBACK_PREFIX = "ntc_"
 UNIT_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
-Queue = Literal["callbacks", "notifications", "outbox"]
+Queue = Literal["callbacks", "notifications"]
 Family = Literal["webhook-deliveries", "callback-deliveries", "notifications"]
 # Where each family's job item lives under its scope's partition (store.recoveries).
 FAMILY_KEYS: dict[Family, str | None] = {
@@ -145,8 +146,8 @@ class Replay:
         message = self.outbox.webhook_delivery(webhook_id, run_id, event)
         writes = Writes(also=self.runs.webhooks.dead_letter_deletes(webhook_id, listed_sk))
         reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS, writes)
-        if reopened.outcome == "reopened":
-            self.outbox.send("callbacks", tenant_of(run_id), [message])
+        undo = Writes(also=self.runs.webhooks.dead_letter_puts(record))
+        self._queue(self.deliveries, ref, reopened, "callbacks", tenant_of(run_id), [message], undo)
         return reopened
 
     def _callback(self, state: RunState, notice_id: str) -> Reopened:
@@ -160,8 +161,7 @@ class Replay:
         if not messages:
             raise Unrebuildable(f"event {sequence} of the run makes no callback notice any more")
         reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS)
-        if reopened.outcome == "reopened":
-            self.outbox.send("callbacks", state.tenant, messages)
+        self._queue(self.deliveries, ref, reopened, "callbacks", state.tenant, messages)
         return reopened
 
     def _notification(self, state: RunState, notification_id: str, held: dict[str, Any] | None) -> Reopened:
@@ -173,9 +173,28 @@ class Replay:
         kept = held.get("message")
         message = json.loads(kept) if kept else self.outbox.notification(state.tenant, state.runId, json.loads(held["record"]))
         reopened = self.notifications.reopen(ref, held, self.now_iso(), MAX_REPLAYS)
-        if reopened.outcome == "reopened":
-            self.outbox.send("notifications", state.tenant, [message])
+        self._queue(self.notifications, ref, reopened, "notifications", state.tenant, [message])
         return reopened
+
+    def _queue(
+        self,
+        ledger: Ledger[Any],
+        ref: Any,
+        reopened: Reopened,
+        queue: Queue,
+        tenant: str,
+        messages: list[dict[str, Any]],
+        undo: Writes | None = None,
+    ) -> None:
+        """The reopened unit's messages queued; if they cannot be, the reopen undone (dead again, `undo` with it),
+        so no unit is left pending with no message to attempt it."""
+        if reopened.outcome != "reopened":
+            return
+        try:
+            self.outbox.send(queue, tenant, messages)
+        except Exception:
+            ledger.undo_reopen(ref, reopened, undo)
+            raise
 
     def _sequence(self, run_id: str, held: dict[str, Any] | None, reports: Callable[[dict[str, Any]], bool]) -> int:
         """The sequence of the event a delivery reports: kept on its ledger item, or (an item the release before
@@ -267,20 +286,6 @@ class Replay:
         key = recovery_key(run_pk(state.runId), FAMILY_KEYS[family])
         return self._start(principal, key, family, {"runId": state.runId}, matched)
 
-    def webhook_recovery(self, principal: Principal, webhook_id: str) -> dict[str, Any]:
-        subscriptions.owned(principal, webhook_id)
-        return self._job(recovery_key(dead_letters_pk(webhook_id), None))
-
-    def run_recovery(self, principal: Principal, run_id: str, family: Family) -> dict[str, Any]:
-        state, _ = self.runs.load_run(principal.tenant, run_id)
-        return self._job(recovery_key(run_pk(state.runId), FAMILY_KEYS[family]))
-
-    def _job(self, key: a.Item) -> dict[str, Any]:
-        got = self.recoveries.get(key)
-        if got is None:
-            raise NotFound("no recovery was started here")
-        return got[0]
-
     def _start(
         self, principal: Principal, key: a.Item, family: Family, scope: dict[str, Any], matched: int
     ) -> dict[str, Any]:
@@ -310,24 +315,25 @@ class Replay:
                 {"recovery": running[0] if running else None},
                 code="interlude.recovery_running",
             )
-        return self.turn(key) if matched else record
+        while record["status"] == "running":
+            record = self.turn(key)
+        return record
 
     def turn(self, key: a.Item) -> dict[str, Any]:
-        """One turn of the job `key` names: up to TURN units from where the last turn stopped, replayed, recorded;
-        the next turn queued when some are left. Returns the job's record (unchanged when another copy of this turn
-        recorded it first, or the job is over)."""
+        """One turn of the job `key` names: up to TURN units from where the last turn stopped, replayed, recorded.
+        Returns the job's record (as another copy of this turn recorded it, when one did first)."""
         got = self.recoveries.get(key)
         if got is None or got[0]["status"] != "running":
-            return got[0] if got else {}
+            return got[0] if got else {"status": "completed"}
         record, turn, cursor = got
         queued, skipped, cursor = self._take(record, cursor)
         now = self.runs.clock()
         record = {**record, "queued": record["queued"] + queued, "skipped": record["skipped"] + skipped}
         if cursor is None:
             record.update({"status": "completed", "finishedAt": iso(now)})
-        if self.recoveries.record_turn(key, turn, record, cursor, now.timestamp()) and cursor is not None:
-            tenant = key["pk"]["S"].split("#", 2)[1]
-            self.outbox.send("outbox", tenant, [{"v": 1, "kind": "recovery", "pk": key["pk"]["S"], "sk": key["sk"]["S"]}])
+        if not self.recoveries.record_turn(key, turn, record, cursor, now.timestamp()):
+            again = self.recoveries.get(key)
+            return again[0] if again else record
         return record
 
     def _take(self, record: dict[str, Any], cursor: str | None) -> tuple[int, int, str | None]:

@@ -156,6 +156,14 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "interlude.task_not_claimed": Conflict,
     # A webhook secret rotation while the previous rotation's overlap lasts (at most two live secrets).
     "interlude.rotation_in_overlap": Conflict,
+    # Replays of what failed (issue 30 item 5): a unit that is not dead-lettered (delivered, sent, or replayed
+    # already), one replayed the most times a unit is, a recovery past its limit (narrow the window) or while another
+    # of the same scope runs, and a run whose failed action cannot be taken again from where it failed.
+    "interlude.not_dead_lettered": Conflict,
+    "interlude.replay_limit_reached": Conflict,
+    "interlude.recovery_too_large": Invalid,
+    "interlude.recovery_running": Conflict,
+    "interlude.action_not_retryable": Conflict,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none

@@ -175,6 +175,14 @@ class Ledger(ABC, Generic[Ref]):
             return Reopened("not_dead", status=str(again.get("status", "")), held=again)
         return Reopened("reopened", attempt=attempts + 1, reopens=reopens + 1, held=held)
 
+    def undo_reopen(self, ref: Ref, reopened: Reopened, writes: Writes | None = None) -> bool:
+        """Dead again, as before `reopened` (its message could not be queued, so no attempt would ever come): only
+        while no attempt has claimed it, with `writes` (a companion put back) in the same write."""
+        writes = writes or Writes()
+        condition = "#attempts = :previous AND #status = :pending"
+        values = {":previous": a.n(reopened.attempt - 1), ":pending": a.s(PENDING)}
+        return self._write(ref, {"status": a.s(self.DEAD), **writes.sets}, (), condition, values, writes.also)
+
     def _write(
         self,
         ref: Ref,

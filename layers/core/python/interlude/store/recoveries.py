@@ -6,8 +6,8 @@
 
 The item: `record` (JSON: kind, scope, window, counts, status running|completed, times) and, beside it, `turn` (turns
 taken), `cursor` (where the next turn starts), `updatedAt` (epoch seconds) and `ttl`. One job per scope at a time: a
-new one replaces a completed job, or a running one whose turns stopped (none for STALE_S: its turn message was lost
-to the outbox's dead letters). A turn records its progress conditionally on the turn it took, so a turn handed out
+new one replaces a completed job, or a running one whose turns stopped (none for STALE_S: the request taking them
+was cut off). A turn records its progress conditionally on the turn it took, so a turn handed out
 twice records once, and the job goes on from its last record after a crash (each replay in a turn is conditional on
 its unit still being dead, so a turn taken again re-sends nothing). Also the pages of dead items of a run's ledgers
 (its callback notices, its notifications) in sort-key order, and their count.
@@ -24,8 +24,9 @@ from interlude import wiring
 from interlude.store import attributes as a
 
 RECOVERY_SK = "RECOVERY"
-# A running job none of whose turns recorded anything for this long may be replaced by a new one.
-STALE_S = 15 * 60
+# A running job none of whose turns recorded anything for this long may be replaced by a new one: past the API's
+# 29 seconds, so its request is over.
+STALE_S = 60
 # A job is kept this long after it starts (its answer stays readable), then expires.
 KEPT_S = 14 * 24 * 3600
 

@@ -184,14 +184,21 @@ class WebhookStore:
     def put_dead_letter(self, record: dict[str, Any]) -> None:
         """The listing's record, then its index by delivery id (a crash between leaves a record the retry finds by
         walking the listing, as one written before indexes were)."""
+        for item in self._dead_letter_items(record):
+            self.client.put_item(TableName=self.table, Item=item)
+
+    def dead_letter_puts(self, record: dict[str, Any]) -> list[dict[str, Any]]:
+        """The TransactWriteItems entries that put a dead letter and its index back (a replay undone)."""
+        return [{"Put": {"TableName": self.table, "Item": item}} for item in self._dead_letter_items(record)]
+
+    def _dead_letter_items(self, record: dict[str, Any]) -> list[a.Item]:
         pk = dead_letters_pk(record["webhookId"])
         opaque = record["deliveryId"].split("/", 1)[1]
         listed = f"{DEAD_LETTER_SK_PREFIX}{record['deadLetteredAt']}#{opaque}"
         ttl = a.n(_epoch(record["expiresAt"]))
         item = {**a.key(pk, listed), "record": a.as_json(record), wiring.TTL_ATTRIBUTE: ttl}
-        self.client.put_item(TableName=self.table, Item=item)
         index = {**a.key(pk, DEAD_LETTER_INDEX_PREFIX + opaque), "at": a.s(listed), wiring.TTL_ATTRIBUTE: ttl}
-        self.client.put_item(TableName=self.table, Item=index)
+        return [item, index]
 
     def dead_letter(self, webhook_id: str, delivery_id: str, now_iso: str) -> tuple[dict[str, Any], str] | None:
         """A dead letter of the subscription by its delivery id, and its listing's sort key; None when there is none

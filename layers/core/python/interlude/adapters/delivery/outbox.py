@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from interlude.rules.tokens.scheme import Intent
 
 
-def _minter(service: Any, state: RunState) -> TokenMinter:
+def link_minter(service: Any, state: RunState) -> TokenMinter:
     """Links minted for the key that created the run (issue 26, S3): they act for it, so a decision through one is
     that key's (`resolvedBy`), under its eligibility; and they inspect only when it may not decide through the API
     (it lacks approvals:respond, is revoked or expired) or is not known (a run created before keys were recorded)."""
@@ -58,7 +58,7 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
     needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
-    notices = build_notices(state, events, _minter(service, state) if needs_token else None, cfg.public_base_url)
+    notices = build_notices(state, events, link_minter(service, state) if needs_token else None, cfg.public_base_url)
     send_notices(cfg.queue_url, state.tenant, state.callbackUrl, notices)
 
 

@@ -1,0 +1,200 @@
+"""Replay what failed (issue 30 item 5) over HTTP on the real local stack: receivers on 127.0.0.1 that are down for a
+while (their scripts fail every attempt), then recover; each dead letter sent again arrives once more under its
+original delivery id, and a core.http action failed for good runs again from its run, its effect made once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from interlude.domain.clock import iso
+from tests.support.local_stack import Api, running_stack, until, wire
+from tests.support.receiver import Receiver
+
+ATTEMPTS = 2
+GATE = {
+    "nodes": [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Publish?"}}],
+    "edges": [],
+}
+
+
+def action_workflow(url: str) -> dict:
+    return {
+        "nodes": [
+            {
+                "id": "charge",
+                "typeId": "core.http",
+                "config": {"url": url, "body": {"order": "{{inputs.orderId}}"}, "maxAttempts": 1},
+            },
+        ],
+        "edges": [],
+        "variables": [{"name": "orderId", "type": "string"}],
+    }
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    env = {
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(ATTEMPTS),
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+        "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
+    }
+    with running_stack(tmp_path_factory.mktemp("replay"), env) as info:
+        api = Api.of(info)
+        assert api.put_workflow("gate", GATE).status_code == 201
+        yield api
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver().start()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def subscription(api, receiver):
+    made = api.call("POST", "/webhooks", {"url": receiver.url(), "events": ["interrupt.requested"]})
+    assert made.status_code == 201, made.text
+    webhook_id = made.json()["webhookId"]
+    yield webhook_id
+    api.call("DELETE", f"/webhooks/{wire(webhook_id)}")
+
+
+def dead_letters(api: Api, webhook_id: str) -> list[dict]:
+    got = api.call("GET", f"/webhooks/{wire(webhook_id)}/dead-letters")
+    assert got.status_code == 200, got.text
+    return got.json()["deliveries"]
+
+
+def refused(got, status: int, code: str) -> dict:
+    assert got.status_code == status, got.text
+    assert got.json()["error"] == code
+    return got.json()
+
+
+def test_a_dead_lettered_webhook_delivery_retried_arrives_again_under_its_delivery_id(api, receiver, subscription):
+    # Given an endpoint down for every attempt of a delivery, which is dead-lettered
+    receiver.script[:] = [500] * ATTEMPTS
+    run_id = api.start("gate")["runId"]
+    (dead,) = until(lambda: dead_letters(api, subscription), timeout_s=60)
+    assert (dead["runId"], len(receiver.hits)) == (run_id, ATTEMPTS)
+
+    # When the endpoint is back and the dead letter is retried
+    retry = f"/webhooks/{wire(subscription)}/dead-letters/{wire(dead['deliveryId'])}/retry"
+    got = api.call("POST", retry)
+
+    # Then it is queued as the next attempt, arrives once more with the same delivery id and event, and leaves the
+    # dead letters
+    assert got.status_code == 200, got.text
+    assert got.json() == {
+        "status": "queued", "attempt": ATTEMPTS + 1, "replay": 1,
+        "runId": run_id, "deliveryId": dead["deliveryId"], "webhookId": subscription,
+    }
+    hits = receiver.wait_for(ATTEMPTS + 1, timeout_s=60)
+    assert len({h.headers["webhook-id"] for h in hits}) == 1
+    assert len({json.loads(h.body)["event"]["eventId"] for h in hits}) == 1
+    assert dead_letters(api, subscription) == []
+
+    # And a second retry finds no dead letter (it was delivered), so nothing is sent twice
+    refused(api.call("POST", retry), 404, "not_found")
+    assert len(receiver.wait_for(ATTEMPTS + 2, timeout_s=1)) == ATTEMPTS + 1
+    # And a delivery id the subscription never dead-lettered is not found; another tenant's id is refused
+    unknown = f"{api.tenant}/whd_{uuid.uuid4().hex}"
+    refused(api.call("POST", f"/webhooks/{wire(subscription)}/dead-letters/{wire(unknown)}/retry"), 404, "not_found")
+    foreign = f"other-tenant/whd_{uuid.uuid4().hex}"
+    refused(
+        api.call("POST", f"/webhooks/{wire(subscription)}/dead-letters/{wire(foreign)}/retry"), 403, "id_tenant_mismatch"
+    )
+
+
+def test_recover_since_sends_each_dead_letter_once_with_its_original_delivery_id(api, receiver, subscription):
+    since = iso(datetime.now(UTC) - timedelta(seconds=1))
+    # Given an endpoint down for a while: three runs' deliveries are dead-lettered
+    receiver.script[:] = [500] * (3 * ATTEMPTS)
+    runs = {api.start("gate")["runId"] for _ in range(3)}
+    dead = until(lambda: len(page := dead_letters(api, subscription)) == 3 and page, timeout_s=90)
+    assert {d["runId"] for d in dead} == runs
+    first_ids = {h.headers["webhook-id"] for h in receiver.hits}
+
+    # When it has recovered, and its dead letters since then are recovered
+    got = api.call("POST", f"/webhooks/{wire(subscription)}/dead-letters:recover", {"since": since})
+
+    # Then all three are queued again, each delivered once more under its original delivery id
+    assert got.status_code == 200, got.text
+    answer = got.json()
+    assert (answer["status"], answer["matched"], answer["queued"], answer["skipped"]) == ("completed", 3, 3, 0)
+    hits = receiver.wait_for(4 * ATTEMPTS + 1, timeout_s=60)
+    replayed = Counter(h.headers["webhook-id"] for h in hits[3 * ATTEMPTS :])
+    assert set(replayed) == first_ids
+    assert set(replayed.values()) == {1}
+    assert dead_letters(api, subscription) == []
+
+    # And recovering again sends nothing: none is dead any more
+    again = api.call("POST", f"/webhooks/{wire(subscription)}/dead-letters:recover", {"since": since})
+    assert (again.json()["matched"], again.json()["queued"]) == (0, 0)
+    # And a window that ends before it starts is refused
+    later = iso(datetime.now(UTC) + timedelta(hours=1))
+    body = {"since": later, "until": since}
+    refused(api.call("POST", f"/webhooks/{wire(subscription)}/dead-letters:recover", body), 400, "validation_error")
+
+
+def test_a_runs_dead_callback_notice_retried_and_recovered(api, receiver):
+    # Given a run whose callbackUrl is down for every attempt of its gate's notice
+    receiver.script[:] = [500] * ATTEMPTS
+    run_id = api.start("gate", callbackUrl=receiver.url("/callback"))["runId"]
+    until(lambda: len(receiver.hits) >= ATTEMPTS and not receiver.script, timeout_s=60)
+    deliveries = until(
+        lambda: [d for d in api.call("GET", f"/runs/{wire(run_id)}/deliveries").json()["deliveries"] if d.get("attempt") == ATTEMPTS],
+        timeout_s=30,
+    )
+    notice_id = deliveries[0]["noticeId"]
+
+    # When it is retried
+    got = api.call("POST", f"/runs/{wire(run_id)}/deliveries/{notice_id}/retry")
+
+    # Then the notice arrives again, the same notice id
+    assert got.status_code == 200, got.text
+    assert (got.json()["deliveryId"], got.json()["attempt"]) == (notice_id, ATTEMPTS + 1)
+    hits = receiver.wait_for(ATTEMPTS + 1, timeout_s=60)
+    assert {h.headers["webhook-id"] for h in hits} == {notice_id}
+    # And the run's recovery finds nothing dead; a retry of a delivered notice or of none is refused
+    recovered = api.call("POST", f"/runs/{wire(run_id)}/deliveries:recover")
+    assert (recovered.json()["kind"], recovered.json()["matched"]) == ("callback-deliveries", 0)
+    refused(api.call("POST", f"/runs/{wire(run_id)}/deliveries/{notice_id}/retry"), 409, "interlude.not_dead_lettered")
+    refused(api.call("POST", f"/runs/{wire(run_id)}/deliveries/ntc_unknown/retry"), 404, "not_found")
+    refused(api.call("POST", f"/runs/{wire(run_id)}/notifications/nt_unknown/retry"), 404, "not_found")
+
+
+def test_a_failed_core_http_action_retried_once_its_cause_is_fixed_runs_once(api, receiver):
+    # Given a run whose action's endpoint was down, so the run failed at it
+    assert api.put_workflow("charge", action_workflow(receiver.url("/charges"))).status_code == 201
+    receiver.script[:] = [503]
+    run_id = api.start("charge", inputs={"orderId": "o-1"})["runId"]
+    failed = api.wait_status(run_id, {"failed", "completed"}, timeout_s=60)
+    assert failed["status"] == "failed", failed
+    # A run that has not failed at an action cannot take it again
+    waiting = api.start("gate")["runId"]
+    refused(api.call("POST", f"/runs/{wire(waiting)}/actions/review/retry"), 409, "interlude.action_not_retryable")
+
+    # When the endpoint is back and the action is retried from the run
+    got = api.call("POST", f"/runs/{wire(run_id)}/actions/charge/retry")
+
+    # Then the run goes on and completes, the call made once more under the same Idempotency-Key, one effect
+    assert got.status_code == 200, got.text
+    assert api.wait_status(run_id, {"completed", "failed"}, timeout_s=60)["status"] == "completed"
+    hits = receiver.wait_for(2, timeout_s=5)
+    assert len(hits) == 2
+    assert hits[0].headers["idempotency-key"] == hits[1].headers["idempotency-key"]
+    (effect,) = api.call("GET", f"/runs/{wire(run_id)}/effects").json()["effects"]
+    assert (effect["effectId"], effect["state"]) == (got.json()["effectId"], "completed")
+    # And retrying again is refused: the run no longer stands failed at it
+    refused(api.call("POST", f"/runs/{wire(run_id)}/actions/charge/retry"), 409, "interlude.action_not_retryable")
+    assert len(receiver.wait_for(3, timeout_s=1)) == 2

@@ -1,0 +1,171 @@
+"""Replay what failed (issue 30 item 5) in-process: moto (DynamoDB, streams, SQS, Secrets Manager), the real dispatch
+outbox and callbacks worker, a receiver on 127.0.0.1; the bounds a replay keeps (how often one unit is sent again,
+how many one recovery sends) and a recovery cut off half-way, taken over once it has gone quiet."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from interlude.adapters.replay_outbox import ReplayOutbox
+from interlude.app import replay as replay_module
+from interlude.app import webhooks
+from interlude.app.replay import Replay
+from interlude.app.service import Service
+from interlude.domain.errors import Conflict, Invalid
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.webhooks import RegisterWebhookRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.store import Store
+from interlude.store.recoveries import STALE_S
+from tests.support.local_stack import FIXTURES
+from tests.support.queues import drain, queued
+from tests.support.receiver import Receiver
+from tests.support.stream import Stream
+
+MAX_ATTEMPTS = 2
+
+
+class Clock:
+    """The time, moved on by `ahead` (the workers date dead letters by the real time)."""
+
+    ahead = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+
+@pytest.fixture
+def aws(world, monkeypatch):
+    env = {
+        "PUBLIC_BASE_URL": "https://interlude.example.com",
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return world
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def service(aws, clock) -> Service:
+    return Service(Store(aws.table), clock=clock)
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver().start()
+    yield started
+    started.close()
+
+
+def deliver(aws) -> None:
+    Stream(aws.table).pump()
+    drain(aws.queues)
+
+
+def subscription_with_dead_letters(service, admin, aws, receiver, runs: int) -> str:
+    """A subscription whose endpoint was down for every attempt of `runs` runs' deliveries."""
+    receiver.script[:] = [500] * (MAX_ATTEMPTS * runs)
+    made = webhooks.register(
+        service, admin, RegisterWebhookRequest.model_validate({"url": receiver.url(), "events": ["interrupt.requested"]})
+    )
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    for _ in range(runs):
+        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
+    deliver(aws)
+    assert len(dead_letters(service, admin, made["webhookId"])) == runs
+    return made["webhookId"]
+
+
+def dead_letters(service, admin, webhook_id: str) -> list[dict]:
+    return webhooks.dead_letters(service, admin, webhook_id, 100, None)["deliveries"]
+
+
+def test_a_reopened_delivery_gets_a_round_of_attempts_and_is_replayed_at_most_max_replays_times(
+    service, admin, aws, receiver, monkeypatch
+):
+    monkeypatch.setattr(replay_module, "MAX_REPLAYS", 1)
+    replay = Replay(service, ReplayOutbox(service))
+    webhook_id = subscription_with_dead_letters(service, admin, aws, receiver, 1)
+    (dead,) = dead_letters(service, admin, webhook_id)
+
+    # When it is replayed while the endpoint is still down
+    receiver.script[:] = [500] * MAX_ATTEMPTS
+    assert replay.retry_webhook_delivery(admin, webhook_id, dead["deliveryId"])["attempt"] == MAX_ATTEMPTS + 1
+    deliver(aws)
+
+    # Then it had a whole round of attempts of its own, then came back to the dead letters, newly dated
+    assert len(receiver.hits) == 2 * MAX_ATTEMPTS
+    assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
+    (again,) = dead_letters(service, admin, webhook_id)
+    assert (again["deliveryId"], again["attempts"]) == (dead["deliveryId"], 2 * MAX_ATTEMPTS)
+    # And past MAX_REPLAYS it is refused, nothing queued
+    with pytest.raises(Conflict) as refused:
+        replay.retry_webhook_delivery(admin, webhook_id, dead["deliveryId"])
+    assert refused.value.code == "interlude.replay_limit_reached"
+    assert queued(aws.queues["callbacks"]) == []
+
+
+def test_a_recovery_past_its_limit_is_refused_before_anything_is_sent(service, admin, aws, receiver, monkeypatch):
+    monkeypatch.setattr(replay_module, "MAX_RECOVERY", 1)
+    webhook_id = subscription_with_dead_letters(service, admin, aws, receiver, 2)
+    since = service.clock() - timedelta(hours=1)
+
+    with pytest.raises(Invalid) as refused:
+        Replay(service, ReplayOutbox(service)).recover_webhook(admin, webhook_id, since, None)
+
+    assert (refused.value.code, refused.value.details) == ("interlude.recovery_too_large", {"limit": 1})
+    assert queued(aws.queues["callbacks"]) == []
+    assert len(dead_letters(service, admin, webhook_id)) == 2
+
+
+class FailingOutbox(ReplayOutbox):
+    """Queues the first message, then the queue refuses (as SQS might)."""
+
+    sent = 0
+
+    def send(self, queue, tenant, messages):
+        if self.sent:
+            raise RuntimeError("the queue refused")
+        self.sent += 1
+        super().send(queue, tenant, messages)
+
+
+def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_only_what_is_still_dead(
+    service, admin, aws, receiver, clock, monkeypatch
+):
+    monkeypatch.setattr(replay_module, "TURN", 1)
+    webhook_id = subscription_with_dead_letters(service, admin, aws, receiver, 2)
+    since = clock() - timedelta(hours=1)
+
+    # Given a recovery whose queue refused its second message: the request fails, that dead letter stays dead
+    with pytest.raises(RuntimeError):
+        Replay(service, FailingOutbox(service)).recover_webhook(admin, webhook_id, since, None)
+    assert len(dead_letters(service, admin, webhook_id)) == 1
+    replay = Replay(service, ReplayOutbox(service))
+    # Then another recovery of the subscription is refused while the first may still be running
+    with pytest.raises(Conflict) as refused:
+        replay.recover_webhook(admin, webhook_id, since, None)
+    assert refused.value.code == "interlude.recovery_running"
+
+    # When it has gone quiet, a new recovery takes over and sends only what is still dead
+    clock.ahead = timedelta(seconds=STALE_S + 1)
+    recovered = replay.recover_webhook(admin, webhook_id, since, None)
+    assert (recovered["status"], recovered["matched"], recovered["queued"]) == ("completed", 1, 1)
+    deliver(aws)
+    # Then each delivery arrived once more, under its own id
+    replayed = [h.headers["webhook-id"] for h in receiver.hits[2 * MAX_ATTEMPTS :]]
+    assert sorted(replayed) == sorted({h.headers["webhook-id"] for h in receiver.hits[: 2 * MAX_ATTEMPTS]})
+    assert dead_letters(service, admin, webhook_id) == []
