@@ -16,6 +16,7 @@ import pytest
 from interlude import wiring
 from interlude.local.stack import TABLE_NAME
 from tests.support.console import Console, gate_workflow
+from tests.support.dead_letters import dead_letter_behind_the_api
 from tests.support.local_stack import Api, stack_client, tenant_admin_key, wire
 
 ROUTES = {r.operation: r for r in wiring.ROUTES}
@@ -36,6 +37,7 @@ class Tenant:
 
     def __init__(self, stack_info: dict[str, str]) -> None:
         self.name = f"cscope-{uuid.uuid4().hex[:8]}"
+        self.stack_info = stack_info
         self.api = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, self.name), self.name)
         self.dynamodb = stack_client(stack_info, "dynamodb")
         self.workflow = gate_workflow(self.api)
@@ -54,6 +56,11 @@ class Tenant:
         run_id = self.api.start(self.workflow)["runId"]
         assert self.api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
         return run_id
+
+    def dead_letter(self) -> dict[str, str]:
+        """The form fields naming a new dead-lettered webhook delivery of the tenant."""
+        webhook_id, delivery_id = dead_letter_behind_the_api(self.stack_info, self.waiting_run())
+        return {"webhookId": webhook_id, "deliveryId": delivery_id}
 
     def items(self) -> list[dict[str, Any]]:
         """Every item of the tenant but its request-rate counters (each request counts)."""
@@ -94,6 +101,7 @@ FORMS: dict[str, FormOf] = {
     "consoleCancelRuns": lambda t, _: ("/console/runs/cancel", {"runId": t.waiting_run()}),
     "consoleCreateKey": lambda t, held: ("/console/keys", {"subjectId": f"made-{uuid.uuid4().hex[:6]}", "scope": held[:1]}),
     "consoleRevokeKey": lambda t, _: (f"/console/keys/{t.api.new_key(['runs:read']).split('_')[1]}/revoke", {}),
+    "consoleRetryDelivery": lambda t, _: ("/console/dead-letters/retry", t.dead_letter()),
 }
 # Path parameters of the console's pages.
 PAGE_PARAMETERS: dict[str, Callable[[Tenant], dict[str, str]]] = {

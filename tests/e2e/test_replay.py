@@ -5,6 +5,7 @@ original delivery id, and a core.http action failed for good runs again from its
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -12,10 +13,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from interlude.domain.clock import iso
-from tests.support.local_stack import Api, running_stack, until, wire
+from tests.support.console import Console
+from tests.support.local_stack import Api, cli, running_stack, until, wire
 from tests.support.receiver import Receiver
 
 ATTEMPTS = 2
+RETRY_FORM = re.compile(r'<form method="post" action="/console/dead-letters/retry">.*?</form>', re.S)
+HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 GATE = {
     "nodes": [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Publish?"}}],
     "edges": [],
@@ -37,7 +41,7 @@ def action_workflow(url: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory):
+def stack(tmp_path_factory):
     env = {
         "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
         "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(ATTEMPTS),
@@ -47,9 +51,14 @@ def api(tmp_path_factory):
         "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
     }
     with running_stack(tmp_path_factory.mktemp("replay"), env) as info:
-        api = Api.of(info)
-        assert api.put_workflow("gate", GATE).status_code == 201
-        yield api
+        yield info
+
+
+@pytest.fixture(scope="module")
+def api(stack):
+    api = Api.of(stack)
+    assert api.put_workflow("gate", GATE).status_code == 201
+    return api
 
 
 @pytest.fixture
@@ -198,3 +207,66 @@ def test_a_failed_core_http_action_retried_once_its_cause_is_fixed_runs_once(api
     # And retrying again is refused: the run no longer stands failed at it
     refused(api.call("POST", f"/runs/{wire(run_id)}/actions/charge/retry"), 409, "interlude.action_not_retryable")
     assert len(receiver.wait_for(3, timeout_s=1)) == 2
+
+
+def test_the_cli_lists_dead_letters_and_sends_one_again(stack, api, receiver, subscription):
+    # Given a delivery dead-lettered while its endpoint was down
+    receiver.script[:] = [500] * ATTEMPTS
+    run_id = api.start("gate")["runId"]
+    (dead,) = until(lambda: dead_letters(api, subscription), timeout_s=60)
+
+    # When the operator lists the subscription's dead letters: a table a person reads (no escaped ids)
+    listed = cli(stack, "deliveries", "dead", "--webhook", subscription).stdout
+    header, row = listed.splitlines()
+    assert header.split() == ["DEAD", "SINCE", "DELIVERY", "RUN", "EVENT", "ATTEMPTS", "WHY"]
+    assert dead["deliveryId"] in row
+    assert run_id in row
+    assert "every attempt failed (last answer 500)" in row
+    assert "~2F" not in listed
+
+    # And sends it again
+    sent = cli(stack, "deliveries", "retry", dead["deliveryId"], "--webhook", subscription).stdout
+    assert sent.strip() == f"delivery {dead['deliveryId']} queued again: attempt {ATTEMPTS + 1}, replay 1"
+
+    # Then it arrives once more under its delivery id; sending it again is refused in one line
+    hits = receiver.wait_for(ATTEMPTS + 1, timeout_s=60)
+    assert len({h.headers["webhook-id"] for h in hits}) == 1
+    again = cli(stack, "deliveries", "retry", dead["deliveryId"], "--webhook", subscription, check=False)
+    assert again.returncode == 1
+    assert again.stderr.strip().startswith("interlude: 404 not_found")
+    recovered = cli(stack, "deliveries", "recover", "--webhook", subscription, "--since", "2026-01-01T00:00:00Z")
+    assert recovered.stdout.strip() == "0 of 0 dead letters queued again"
+
+
+def test_the_console_shows_dead_letters_with_a_retry_button_that_sends_one_again(api, receiver, subscription):
+    # Given a delivery dead-lettered while its endpoint was down
+    receiver.script[:] = [500] * ATTEMPTS
+    run_id = api.start("gate")["runId"]
+    (dead,) = until(lambda: dead_letters(api, subscription), timeout_s=60)
+    console = Console(api).signed_in(api.api_key)
+
+    # When the operator opens the dead letters: the subscription's URL, the run, why, and a Retry button
+    page = console.get("/console/dead-letters")
+    assert page.status_code == 200
+    assert receiver.url() in page.text
+    assert f'class="mono">{run_id}</a>' in page.text
+    assert "Every attempt failed (last answer: HTTP 500)" in page.text
+    form = RETRY_FORM.search(page.text)
+    assert form, page.text
+    fields = dict(HIDDEN.findall(form.group(0)))
+    assert fields["deliveryId"] == dead["deliveryId"]
+
+    # And presses it
+    sent = console.post("/console/dead-letters/retry", fields)
+
+    # Then the page says so, the delivery arrives once more under its delivery id, and leaves the list
+    assert sent.status_code == 200
+    assert "Sent again" in sent.text
+    hits = receiver.wait_for(ATTEMPTS + 1, timeout_s=60)
+    assert len({h.headers["webhook-id"] for h in hits}) == 1
+    assert run_id not in console.get("/console/dead-letters").text
+    # And pressing it again changes nothing: the page says there is no such dead letter
+    again = console.post("/console/dead-letters/retry", fields)
+    assert again.status_code == 404
+    assert "Nothing was sent" in again.text
+    assert len(receiver.wait_for(ATTEMPTS + 2, timeout_s=1)) == ATTEMPTS + 1

@@ -649,6 +649,8 @@ RUN_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found", "runner_una
 DECISION_ERRORS = ("not_found", "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden", "payload_too_large")
 # A subscription named by the path: another tenant's is 403, none is 404.
 WEBHOOK_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found")
+# A dead letter sent again (issue 30 item 5): it is not dead (any more), or was sent again the most times one is.
+REPLAY_ERRORS = ("interlude.not_dead_lettered", "interlude.replay_limit_reached")
 # A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding
 # (task_not_claimed is also the answer when the run no longer waits for the task: details.status "cancelled").
 TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
@@ -751,6 +753,15 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
     console_route(
         "GET", "/console/audit", "consoleAudit", "Console: the tenant's audit trail",
         params=(CURSOR,), acts_as="listAuditEntries",
+    ),
+    console_route(
+        "GET", "/console/dead-letters", "consoleDeadLetters",
+        "Console: each webhook subscription's dead-lettered deliveries, to send again", acts_as="listWebhookDeadLetters",
+    ),
+    console_route(
+        "POST", "/console/dead-letters/retry", "consoleRetryDelivery",
+        "Console: send a dead-lettered delivery again (the same delivery id)", CONSOLE_PAGE,
+        errors=(*CONSOLE_FORM_ERRORS, *WEBHOOK_ERRORS, *REPLAY_ERRORS), acts_as="retryWebhookDelivery",
     ),
 )
 
@@ -1206,7 +1217,6 @@ ROUTES: tuple[Route, ...] = (
 # API Gateway's resource paths, so one unit's retry is a `/retry` segment, a scope's recovery a literal custom method.
 REPLAYED = Answer(200, "Queued again as the next attempt of the same unit", "interlude.domain.models.replay.Replayed")
 RECOVERED = Answer(200, "Every dead letter of the scope queued again, once", "interlude.domain.models.replay.Recovery")
-REPLAY_ERRORS = ("interlude.not_dead_lettered", "interlude.replay_limit_reached")
 RECOVERY_ERRORS = ("interlude.recovery_too_large", "interlude.recovery_running")
 ROUTES += (
     Route(

@@ -197,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.migrate import add_commands as add_migrate_commands
 
     add_migrate_commands(sub)  # migrate (issue 30)
+    from interlude.cli.deliveries import add_commands as add_delivery_commands
+
+    add_delivery_commands(sub)  # deliveries dead / retry / recover (issue 30 item 5)
     return parser
 
 

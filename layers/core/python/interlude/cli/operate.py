@@ -11,6 +11,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.cli.client import Client, CliError, StepIds, add_endpoint_args, printed, table, wire
+from interlude.cli.deliveries import add_run_commands
 from interlude.domain.ids import principal_subject
 from interlude.domain.outcomes import in_words
 
@@ -219,6 +220,7 @@ def add_commands(sub: Any) -> None:
     cancel.add_argument("runs", metavar="RUN", nargs="+")
     cancel.add_argument("--reason")
     cancel.set_defaults(func=_runs_cancel, in_process=False)
+    add_run_commands(runs)  # runs retry-action (issue 30 item 5)
 
     resolve = sub.add_parser("resolve", help="decide the interrupt a run's node holds")
     add_endpoint_args(resolve)

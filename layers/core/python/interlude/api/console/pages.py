@@ -21,7 +21,14 @@ from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of, pretty
 from interlude.domain.ids import principal_subject, to_wire
 
-SECTIONS = (("inbox", "Inbox"), ("runs", "Runs"), ("workflows", "Workflows"), ("keys", "Keys"), ("audit", "Audit"))
+SECTIONS = (
+    ("inbox", "Inbox"),
+    ("runs", "Runs"),
+    ("workflows", "Workflows"),
+    ("keys", "Keys"),
+    ("audit", "Audit"),
+    ("dead-letters", "Dead letters"),
+)
 RUN_STATUSES = (
     "pending",
     "running",
@@ -599,6 +606,57 @@ def keys(
         more=_query_href("/console/keys", {"cursor": next_cursor}) if next_cursor else None,
         scopes=scopes,
     )
+
+
+# -- dead letters -------------------------------------------------------------------------------------
+
+# Why a delivery was dead-lettered, in words (the dead letter's `reason`).
+DEAD_REASONS = {"retries_exhausted": "Every attempt failed", "payload_unprojectable": "Its event could not be sent"}
+
+
+@dataclass(frozen=True)
+class DeadLetterRow:
+    webhook_id: str
+    delivery_id: str
+    run_id: str
+    run_href: str
+    event: str
+    attempts: int
+    why: str
+    since: str
+
+
+@dataclass(frozen=True)
+class SubscriptionDeadLetters:
+    url: str
+    rows: list[DeadLetterRow]
+
+
+def dead_letters(
+    frame: Frame, groups: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]], notice: Notice | None
+) -> str:
+    """Each subscription (its URL) with its dead letters, newest first, each with a Retry button."""
+    shown = [
+        SubscriptionDeadLetters(
+            str(subscription["url"]),
+            [
+                DeadLetterRow(
+                    str(subscription["webhookId"]),
+                    str(d["deliveryId"]),
+                    str(d["runId"]),
+                    run_href(str(d["runId"])),
+                    str(d["eventType"]),
+                    int(d["attempts"]),
+                    DEAD_REASONS.get(str(d["reason"]), str(d["reason"]))
+                    + (f" (last answer: HTTP {d['lastStatus']})" if d.get("lastStatus") else ""),
+                    str(d["deadLetteredAt"]),
+                )
+                for d in listed
+            ],
+        )
+        for subscription, listed in groups
+    ]
+    return templating.render("console/dead_letters.html", frame=frame, notice=notice, groups=shown)
 
 
 # -- audit --------------------------------------------------------------------------------------------

@@ -31,16 +31,19 @@ from interlude.api.http import OPENWOP_VERSION, app, authorize, base_url, query_
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
+from interlude.api.replay import replay
 from interlude.api.routes import route
-from interlude.app import audit, notifications, run_listing
+from interlude.app import audit, notifications, run_listing, webhooks
 from interlude.app import inbox as approver_inbox
 from interlude.app.directory import display_name
+from interlude.app.replay import bound_delivery
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
+from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.rules.auth import Principal, run_resolver
@@ -667,3 +670,41 @@ def tokens_minted(principal: Principal, run_id: str) -> list[dict[str, Any]] | N
         if cursor is None:
             break
     return found
+
+
+# -- dead letters (issue 30 item 5) -------------------------------------------------------------------
+
+
+def dead_letters_page(signed: Signed, notice: Notice | None, status: int = 200) -> Response:
+    principal = authorize(signed.principal, "consoleDeadLetters")
+    groups = [
+        (subscription, webhooks.dead_letters(service(), principal, subscription["webhookId"], DEAD_LETTER_MAX_PAGE, None)["deliveries"])
+        for subscription in service().webhooks.of_tenant(principal.tenant)
+    ]
+    return html(status, "Dead letters", pages.dead_letters(signed.frame, groups, notice), signed.frame, "dead-letters")
+
+
+@page("consoleDeadLetters", "dead-letters")
+def console_dead_letters(signed: Signed) -> Response:
+    return dead_letters_page(signed, None)
+
+
+@form_post("consoleRetryDelivery", "dead-letters")
+def console_retry_delivery(signed: Signed, form: dict[str, list[str]]) -> Response:
+    webhook_id, delivery_id = first(form, "webhookId") or "", first(form, "deliveryId") or ""
+    if not webhook_id or not delivery_id:
+        raise Invalid("name the dead letter to send again", {"field": "deliveryId"})
+    try:
+        retried = replay().retry_webhook_delivery(signed.principal, webhook_id, bound_delivery(delivery_id))
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated):
+            raise
+        if not may(signed.principal, "consoleDeadLetters"):
+            raise
+        notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was sent", exc.message)
+        return dead_letters_page(signed, notice, status_of(exc))
+    sentence = f"The delivery for run {retried['runId']} is on its way again (attempt {retried['attempt']})."
+    notice = Notice("ok", "Sent again", sentence)
+    if not may(signed.principal, "consoleDeadLetters"):
+        return html(200, notice.heading, pages.message(notice), signed.frame, "dead-letters")
+    return dead_letters_page(signed, notice)
