@@ -645,7 +645,7 @@ def dead_letters(
                     str(d["deliveryId"]),
                     str(d["runId"]),
                     run_href(str(d["runId"])),
-                    str(d["eventType"]),
+                    EVENT_WORDS.get(str(d["eventType"]), str(d["eventType"])),
                     int(d["attempts"]),
                     DEAD_REASONS.get(str(d["reason"]), str(d["reason"]))
                     + (f" (last answer: HTTP {d['lastStatus']})" if d.get("lastStatus") else ""),
