@@ -7,19 +7,25 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import boto3
 import pytest
 
+from interlude.adapters.leased_work import RetryLater
+from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.replay_outbox import ReplayOutbox
+from interlude.app import directory, webhooks
 from interlude.app import replay as replay_module
-from interlude.app import webhooks
 from interlude.app.replay import Replay
 from interlude.app.service import Service
 from interlude.domain.errors import Conflict, Invalid
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store import Store
 from interlude.store.recoveries import STALE_S
+from tests.integration import test_notify_worker as notify
+from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver
@@ -169,3 +175,42 @@ def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_
     replayed = [h.headers["webhook-id"] for h in receiver.hits[2 * MAX_ATTEMPTS :]]
     assert sorted(replayed) == sorted({h.headers["webhook-id"] for h in receiver.hits[: 2 * MAX_ATTEMPTS]})
     assert dead_letters(service, admin, webhook_id) == []
+
+
+def test_a_dead_notification_retried_sends_again_only_the_channel_that_failed(world, tenant):
+    # Given a notification whose Slack post failed every attempt (its mail went out), so it was dead-lettered
+    service = Service(Store(world.table))
+    slack = Receiver(script=[500, 500]).start()
+    try:
+        run_id, node, interrupt = notify.open_gate(service)
+        entry = PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234")
+        directory.put_principal(service, tenant, "ann", entry, "admin")
+        boto3.client("secretsmanager").create_secret(
+            Name=f"interlude/slack/{tenant}", SecretString=json.dumps({"webhookUrl": slack.url("/hook")})
+        )
+        worker = notify.worker_for(service, world.queues)
+        message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
+        with pytest.raises(RetryLater):
+            worker.handle(notify.delivered(world.queues, message))
+        assert worker.handle(notify.delivered(world.queues, message)) == "dead"
+        mails = len(notify.sent_mail())
+
+        # When it is retried once Slack is back
+        admin = signed_in(service, "admin")
+        retried = Replay(service, ReplayOutbox(service)).retry_notification(admin, run_id, message["id"])
+
+        # Then its message is queued again, the same notification; the worker sends Slack alone, once
+        assert (retried["notificationId"], retried["attempt"], retried["replay"]) == (message["id"], 3, 1)
+        # (the queue also still holds the copy the first failed attempt hid: the ledger makes it a duplicate)
+        copies = queued(world.queues["notifications"])
+        assert {json.loads(m["Body"])["id"] for m in copies} == {message["id"]}
+        handled = [worker.handle({"body": m["Body"], "receiptHandle": m["ReceiptHandle"]}) for m in copies]
+        assert sorted(handled) == ["duplicate"] * (len(copies) - 1) + ["sent"]
+        assert len(slack.hits) == 3
+        assert len(notify.sent_mail()) == mails
+        # And a second retry is refused: it was sent
+        with pytest.raises(Conflict) as refused:
+            Replay(service, ReplayOutbox(service)).retry_notification(admin, run_id, message["id"])
+        assert refused.value.code == "interlude.not_dead_lettered"
+    finally:
+        slack.close()
