@@ -155,31 +155,36 @@ def test_recover_since_sends_each_dead_letter_once_with_its_original_delivery_id
     refused(api.call("POST", f"/webhooks/{wire(subscription)}/dead-letters:recover", body), 400, "validation_error")
 
 
-def test_a_runs_dead_callback_notice_retried_and_recovered(api, receiver):
-    # Given a run whose callbackUrl is down for every attempt of its gate's notice
-    receiver.script[:] = [500] * ATTEMPTS
-    run_id = api.start("gate", callbackUrl=receiver.url("/callback"))["runId"]
-    until(lambda: len(receiver.hits) >= ATTEMPTS and not receiver.script, timeout_s=60)
-    deliveries = until(
-        lambda: [d for d in api.call("GET", f"/runs/{wire(run_id)}/deliveries").json()["deliveries"] if d.get("attempt") == ATTEMPTS],
-        timeout_s=30,
-    )
-    notice_id = deliveries[0]["noticeId"]
+def test_a_runs_dead_callback_notices_retried_and_recovered(api, receiver):
+    # Given two runs whose callbackUrl is down for every attempt of their gates' notices
+    receiver.script[:] = [500] * (2 * ATTEMPTS)
+    runs = [api.start("gate", callbackUrl=receiver.url("/callback"))["runId"] for _ in range(2)]
+    receiver.wait_for(2 * ATTEMPTS, timeout_s=60)
 
-    # When it is retried
-    got = api.call("POST", f"/runs/{wire(run_id)}/deliveries/{notice_id}/retry")
+    def dead_notice(run_id: str) -> str:
+        listed = lambda: api.call("GET", f"/runs/{wire(run_id)}/deliveries").json()["deliveries"]  # noqa: E731
+        last = until(lambda: [d for d in listed() if d.get("attempt") == ATTEMPTS and d.get("final")], timeout_s=30)
+        return last[0]["noticeId"]
 
-    # Then the notice arrives again, the same notice id
+    notices = [dead_notice(run_id) for run_id in runs]
+
+    # When the first run's notice is retried, and the second run's dead notices are recovered
+    got = api.call("POST", f"/runs/{wire(runs[0])}/deliveries/{notices[0]}/retry")
+    recovered = api.call("POST", f"/runs/{wire(runs[1])}/deliveries:recover")
+
+    # Then each notice arrives once more under its own id
     assert got.status_code == 200, got.text
-    assert (got.json()["deliveryId"], got.json()["attempt"]) == (notice_id, ATTEMPTS + 1)
-    hits = receiver.wait_for(ATTEMPTS + 1, timeout_s=60)
-    assert {h.headers["webhook-id"] for h in hits} == {notice_id}
-    # And the run's recovery finds nothing dead; a retry of a delivered notice or of none is refused
-    recovered = api.call("POST", f"/runs/{wire(run_id)}/deliveries:recover")
-    assert (recovered.json()["kind"], recovered.json()["matched"]) == ("callback-deliveries", 0)
-    refused(api.call("POST", f"/runs/{wire(run_id)}/deliveries/{notice_id}/retry"), 409, "interlude.not_dead_lettered")
-    refused(api.call("POST", f"/runs/{wire(run_id)}/deliveries/ntc_unknown/retry"), 404, "not_found")
-    refused(api.call("POST", f"/runs/{wire(run_id)}/notifications/nt_unknown/retry"), 404, "not_found")
+    assert (got.json()["deliveryId"], got.json()["attempt"]) == (notices[0], ATTEMPTS + 1)
+    assert recovered.status_code == 200, recovered.text
+    answer = recovered.json()
+    assert (answer["kind"], answer["matched"], answer["queued"]) == ("callback-deliveries", 1, 1)
+    hits = receiver.wait_for(2 * ATTEMPTS + 2, timeout_s=60)
+    assert Counter(h.headers["webhook-id"] for h in hits) == {notices[0]: ATTEMPTS + 1, notices[1]: ATTEMPTS + 1}
+    # And a retry of a delivered notice, or of none, is refused; so is a notification the run never had
+    refused(api.call("POST", f"/runs/{wire(runs[0])}/deliveries/{notices[0]}/retry"), 409, "interlude.not_dead_lettered")
+    refused(api.call("POST", f"/runs/{wire(runs[0])}/deliveries/ntc_unknown/retry"), 404, "not_found")
+    refused(api.call("POST", f"/runs/{wire(runs[0])}/notifications/nt_unknown/retry"), 404, "not_found")
+    assert api.call("POST", f"/runs/{wire(runs[1])}/deliveries:recover").json()["matched"] == 0
 
 
 def test_a_failed_core_http_action_retried_once_its_cause_is_fixed_runs_once(api, receiver):

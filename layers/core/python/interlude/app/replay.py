@@ -353,11 +353,12 @@ class Replay:
                 return 0, len(items), None
             state = got[0]
             for item in items:
-                unit_id = item["sk"][len(prefix) - (len(CALLBACK_PREFIX) if family == "callback-deliveries" else 0) :]
+                # N#{noticeId}, NT#{notificationId}
+                unit = item["sk"].split("#", 1)[1]
                 if family == "callback-deliveries":
-                    outcomes.append(self._settled(partial(self._callback, state, unit_id)))
+                    outcomes.append(self._settled(partial(self._callback, state, unit)))
                 else:
-                    outcomes.append(self._settled(partial(self._notification, state, unit_id, item)))
+                    outcomes.append(self._settled(partial(self._notification, state, unit, item)))
         queued = outcomes.count("reopened")
         return queued, len(outcomes) - queued, cursor
 
