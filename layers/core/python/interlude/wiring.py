@@ -572,6 +572,8 @@ Idempotency = Literal["with-effect", "claimed"]
 # The routes by which an interrupt is decided, by the surface their Decisions are counted under (interlude.api.app).
 DecisionSurface = Literal["run", "token", "modulex"]
 JSON = "application/json"
+# A PATCH route's body: a JSON merge patch (RFC 7396); application/json is taken as the same.
+MERGE_PATCH = "application/merge-patch+json"
 HTML = "text/html"
 SSE = "text/event-stream"
 
@@ -934,11 +936,24 @@ ROUTES: tuple[Route, ...] = (
         answers=(Answer(200, "The tenant's settings", "interlude.domain.models.responses.TenantSettingsAnswer"),),
     ),
     Route(
-        "PUT", "/tenant/settings", "putTenantSettings", "keys:admin", "Replace the tenant's settings", module="inbox",
+        "PUT", "/tenant/settings", "putTenantSettings", "keys:admin",
+        "Replace the tenant's settings whole (a field left out takes its default; PATCH changes only what it names)",
+        module="inbox",
         # A plain PutItem of the settings item (last writer wins; a duplicate writes the same).
         idempotency="claimed",
         request="interlude.domain.models.tenants.TenantSettings",
-        answers=(Answer(200, "The settings stored", "interlude.domain.models.responses.TenantSettingsAnswer"),),
+        answers=(Answer(200, "The settings stored, and those they replaced", "interlude.domain.models.responses.TenantSettingsAnswer"),),
+    ),
+    Route(
+        "PATCH", "/tenant/settings", "patchTenantSettings", "keys:admin",
+        "Change the fields of the tenant's settings a JSON merge patch names (null: back to the default)",
+        module="inbox",
+        # A conditional PutItem of the settings item over the settings read (merged again if they changed
+        # meanwhile); a duplicate merges the same patch onto its own result, which writes nothing.
+        idempotency="claimed",
+        request="interlude.domain.models.tenants.TenantSettingsPatch",
+        answers=(Answer(200, "The settings stored, and those they replaced", "interlude.domain.models.responses.TenantSettingsAnswer"),),
+        errors=("runner_unavailable",),
     ),
     Route(
         "PUT", "/tenant/credential-grants/{provider}", "putCredentialGrant", "keys:admin",

@@ -6,14 +6,15 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import app, json_response, parsed, principal_for, query_int, service
+from interlude.api.http import app, json_response, parsed, principal_for, query_int, required_body, service
 from interlude.api.routes import route
 from interlude.app import audit, external_events, tenants
 from interlude.app import inbox as approver_inbox
-from interlude.domain.errors import Invalid
+from interlude.domain.errors import Invalid, UnsupportedMedia
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.answers.inbox import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
 from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.wiring import JSON, MERGE_PATCH
 
 
 @route("listInterrupts")
@@ -63,6 +64,17 @@ def put_tenant_settings() -> Response:
         service(), principal.tenant, settings, principal.subject["subjectId"], audit.actor(principal)
     )
     return json_response(200, TenantSettingsAnswer.model_validate(stored))
+
+
+@route("patchTenantSettings")
+def patch_tenant_settings() -> Response:
+    principal = principal_for("patchTenantSettings")
+    content_type = (app.current_event.headers.get("content-type") or JSON).split(";")[0].strip().lower()
+    if content_type not in (MERGE_PATCH, JSON):
+        raise UnsupportedMedia(f"send the patch as {MERGE_PATCH} (RFC 7396) or {JSON}")
+    patch = required_body()
+    changed = tenants.patch_settings(service(), principal.tenant, patch, principal.subject["subjectId"], audit.actor(principal))
+    return json_response(200, TenantSettingsAnswer.model_validate(changed))
 
 
 @route("putCredentialGrant")

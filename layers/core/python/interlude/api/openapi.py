@@ -18,7 +18,7 @@ from interlude.domain import schemas as openwop
 from interlude.domain.errors import ERROR_CODES
 from interlude.domain.models.responses import COMPONENT_MARKER
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.wiring import HTML, JSON
+from interlude.wiring import HTML, JSON, MERGE_PATCH
 
 REF = "#/components/schemas/{model}"
 # The vendored OpenWOP schemas the document carries, by component name.
@@ -126,7 +126,8 @@ def parameters(route: wiring.Route) -> list[dict[str, Any]]:
 def request_body(route: wiring.Route, components: Components) -> dict[str, Any] | None:
     if route.request is None:
         return None
-    content: dict[str, Any] = {JSON: {"schema": components.ref(contract.model(route.request), "validation")}}
+    schema = {"schema": components.ref(contract.model(route.request), "validation")}
+    content: dict[str, Any] = {MERGE_PATCH: schema, JSON: schema} if route.method == "PATCH" else {JSON: schema}
     if route.form:
         content[contract.FORM] = {"schema": {"type": "object", "additionalProperties": {"type": "string"}}}
     return {"required": not route.optional_body, "content": content}

@@ -1,5 +1,5 @@
-"""Tenant settings (override principals, event retention) and credential grants, and the tenant facts they add
-to a resolver. Rules and their reasons: docs/decisions.md, "Issue 3"."""
+"""Tenant settings (override principals, event retention, limits, ...: replaced by PUT, merged by PATCH) and
+credential grants, and the tenant facts they add to a resolver. Rules and their reasons: docs/decisions.md, "Issue 3"."""
 
 from __future__ import annotations
 
@@ -8,10 +8,24 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit
 from interlude.domain.clock import iso
+from interlude.domain.errors import Invalid, Unavailable
+from interlude.domain.merge_patch import merge_patch
 from interlude.domain.models import keeping_unknown
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
-from interlude.store.interactions import SETTINGS_SK, InteractionStore, credential_grant_sk, grant_put, settings_put
+from interlude.domain.validation import parse
+from interlude.store import Conflict as LostRace
+from interlude.store.interactions import (
+    SETTINGS_SK,
+    InteractionStore,
+    SettingsRead,
+    credential_grant_sk,
+    grant_put,
+    settings_put,
+)
+
+# How often a merge patch is merged again when another change wrote the settings between its read and its write.
+PATCH_ATTEMPTS = 5
 
 if TYPE_CHECKING:
     from interlude.app.service import Service
@@ -37,13 +51,48 @@ def get_settings(service: Service, principal: Principal) -> dict[str, Any]:
 def put_settings(
     service: Service, tenant: str, settings: TenantSettings, by: str, actor: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """`actor`: who changed them (audit.actor); None: `by` through the CLI."""
+    """PUT: `settings` replace the stored ones whole (a field left out takes its default; the answer's `previous`
+    shows what was replaced). `actor`: who changed them (audit.actor); None: `by` through the CLI."""
+    return _write_settings(service, tenant, settings, tenant_settings(service.hitl_store, tenant), by, actor)
+
+
+def patch_settings(service: Service, tenant: str, patch: Any, by: str, actor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """PATCH: `patch` (a JSON merge patch, RFC 7396) merged onto the stored settings, the result checked as a PUT's
+    body is, and written only if nobody changed them in between; if somebody did, merged again onto theirs."""
+    if not isinstance(patch, dict):
+        raise Invalid("a merge patch of the tenant settings must be a JSON object", {"field": "body"})
+    for _ in range(PATCH_ATTEMPTS):
+        read = service.hitl_store.read_settings(tenant, consistent=True)
+        previous = TenantSettings.model_validate(read.settings or {})
+        # What this release knows of them, so that the result is checked closed (a field the patch names must be
+        # one it knows) while a later release's fields are kept by the write.
+        known = TenantSettings.model_validate(read.settings or {}, extra="ignore").model_dump(exclude_none=True)
+        settings = parse(TenantSettings, merge_patch(known, patch), "tenant settings")
+        try:
+            return _write_settings(service, tenant, settings, previous, by, actor, over=read)
+        except LostRace:
+            continue
+    raise Unavailable("the tenant's settings kept changing while the patch was merged; retry", retry_after_s=1)
+
+
+def _write_settings(
+    service: Service,
+    tenant: str,
+    settings: TenantSettings,
+    previous: TenantSettings,
+    by: str,
+    actor: dict[str, Any] | None,
+    over: SettingsRead | None = None,
+) -> dict[str, Any]:
+    answer = {"tenant": tenant, "settings": settings.model_dump(exclude_none=True), "previous": previous.model_dump(exclude_none=True)}
+    stored = keeping_unknown(settings, previous).model_dump(exclude_none=True)
+    if stored == previous.model_dump(exclude_none=True):
+        return answer  # nothing changes: nothing is written, and the audit log records no change
     at = iso(service.clock())
-    stored = keeping_unknown(settings, tenant_settings(service.hitl_store, tenant)).model_dump(exclude_none=True)
     entry = audit.entry(tenant, actor or {**audit.OPERATOR, "subjectId": by}, "settings.changed", {"tenant": tenant}, at, {"settings": stored})
-    service.store.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by))], entry)
+    service.store.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by, over=over))], entry)
     service.limiter.forget(tenant)  # this instance applies new limits at once; others within their cache time
-    return {"tenant": tenant, "settings": settings.model_dump(exclude_none=True)}
+    return answer
 
 
 def put_grant(

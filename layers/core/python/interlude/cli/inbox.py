@@ -131,18 +131,19 @@ def _inbox(args: argparse.Namespace) -> int:
 def _tenant_settings(args: argparse.Namespace) -> int:
     from interlude.app import tenants
     from interlude.app.service import Service
-    from interlude.domain.models.tenants import TenantSettings
-    from interlude.domain.validation import parse
 
     service = Service(table_store(args))
-    current = tenants.tenant_settings(service.hitl_store, args.tenant).model_dump()
+    patch: dict[str, Any] = {}
     if args.override_principals is not None:
-        current["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
+        patch["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
     if args.event_retention_hours is not None:
-        current["eventRetentionHours"] = args.event_retention_hours
-    # What is stored, changed by the options: open, as a later release may have set settings this one does not know.
-    settings = parse(TenantSettings, current, "tenant settings", closed=False)
-    print(json.dumps(tenants.put_settings(service, args.tenant, settings, "cli"), indent=2))
+        patch["eventRetentionHours"] = args.event_retention_hours
+    if not patch:  # nothing to change: shown as GET /tenant/settings shows them, and nothing written
+        settings = tenants.tenant_settings(service.hitl_store, args.tenant).model_dump(exclude_none=True)
+        print(json.dumps({"tenant": args.tenant, "settings": settings}, indent=2))
+        return 0
+    # Merged onto what is stored, as PATCH /tenant/settings merges: the other settings stay as they are.
+    print(json.dumps(tenants.patch_settings(service, args.tenant, patch, "cli"), indent=2))
     return 0
 
 
@@ -181,7 +182,9 @@ def add_commands(sub: Any) -> None:
     inbox.set_defaults(func=_inbox, in_process=False)
 
     tenant = sub.add_parser("tenant", help="tenant settings").add_subparsers(dest="tenant_command", required=True)
-    settings = tenant.add_parser("settings", help="show or change the tenant's settings")
+    settings = tenant.add_parser(
+        "settings", help="show the tenant's settings; with an option, change that one only (the rest stay)"
+    )
     _table_args(settings)
     settings.add_argument("--override-principals", help="comma-separated subject ids (or issuer|subjectId)")
     settings.add_argument("--event-retention-hours", type=int)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -99,15 +99,35 @@ def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, di
     return items
 
 
-def settings_put(tenant: str, settings: dict[str, Any], at: str, by: str) -> dict[str, Any]:
-    """The tenant's settings as a TransactWriteItem (written with the audit entry that records the change)."""
+class SettingsRead(NamedTuple):
+    """The tenant's settings as read (None: none stored), and their stored attribute (what a conditional write of
+    settings merged onto them compares)."""
+
+    settings: dict[str, Any] | None
+    attribute: dict[str, Any] | None
+
+
+def settings_put(
+    tenant: str, settings: dict[str, Any], at: str, by: str, *, over: SettingsRead | None = None
+) -> dict[str, Any]:
+    """The tenant's settings as a TransactWriteItem (written with the audit entry that records the change). `over`:
+    written only if the stored settings are still the ones read (a merge patch is merged onto what it read)."""
     item = {
         **a.key(tenant_pk(tenant), SETTINGS_SK),
         "settings": a.as_json(settings),
         "updatedAt": a.s(at),
         "updatedBy": a.s(by),
     }
-    return {"Put": {"Item": item}}
+    if over is None:
+        return {"Put": {"Item": item}}
+    if over.attribute is None:
+        return {"Put": {"Item": item, "ConditionExpression": f"attribute_not_exists({wiring.PARTITION_KEY})"}}
+    condition = {
+        "ConditionExpression": "#settings = :read",
+        "ExpressionAttributeNames": {"#settings": "settings"},
+        "ExpressionAttributeValues": {":read": over.attribute},
+    }
+    return {"Put": {"Item": item, **condition}}
 
 
 def grant_put(tenant: str, provider: str, scopes: list[str], at: str, by: str) -> dict[str, Any]:
@@ -152,9 +172,12 @@ class InteractionStore:
     # -- tenant settings and credential grants -------------------------------------------------------
 
     def get_settings(self, tenant: str) -> dict[str, Any] | None:
-        got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), SETTINGS_SK))
-        item = got.get("Item")
-        return a.unpacked(item["settings"]) if item else None
+        return self.read_settings(tenant).settings
+
+    def read_settings(self, tenant: str, *, consistent: bool = False) -> SettingsRead:
+        key = a.key(tenant_pk(tenant), SETTINGS_SK)
+        item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=consistent).get("Item")
+        return SettingsRead(a.unpacked(item["settings"]), item["settings"]) if item else SettingsRead(None, None)
 
     def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
         got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), credential_grant_sk(provider)))

@@ -7,9 +7,9 @@ not know and writes them back. Every model's JSON Schema says closed: it describ
 an answer holds.
 """
 
-from typing import Any, Self, TypeVar
+from typing import Annotated, Any, Optional, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.config import ExtraValues, JsonDict
 
 # The schema of every model (request bodies, answers, stored documents) is closed, whatever `extra` does at runtime.
@@ -61,3 +61,17 @@ def keeping_unknown(replacement: StoredModel, stored: BaseModel | None) -> Store
         if isinstance(value := getattr(replacement, name), BaseModel) and isinstance(getattr(stored, name, None), BaseModel)
     }
     return replacement.model_copy(update={**(stored.model_extra or {}), **(replacement.model_extra or {}), **nested})
+
+
+def merge_patch_of(model: type[BaseModel]) -> type[BaseModel]:
+    """The body of a JSON merge patch (RFC 7396) of `model`, for the contract: each field optional and nullable
+    (null takes it back to its default), with its constraints; a nested document a patch of its own."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotation: Any = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            annotation = merge_patch_of(annotation)
+        constrained = Annotated[annotation, *info.metadata] if info.metadata else annotation
+        fields[name] = (Optional[constrained], None)  # noqa: UP045 - `constrained` is a value, not an annotation
+    patch: type[BaseModel] = create_model(f"{model.__name__}Patch", __base__=Closed, __module__=model.__module__, **fields)
+    return patch

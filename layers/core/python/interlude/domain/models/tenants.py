@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints
 
 from interlude.domain import budgets
-from interlude.domain.models import Closed, Stored
+from interlude.domain.models import Closed, Stored, merge_patch_of
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
@@ -76,6 +76,10 @@ class TenantSettings(Stored):
     effectRetentionDays: int | None = Field(
         default=None, ge=MIN_EFFECT_RETENTION_DAYS, le=MAX_EFFECT_RETENTION_DAYS, exclude_if=_unset
     )
+
+
+# PATCH /tenant/settings: only the fields to change; null takes a field back to its default.
+TenantSettingsPatch = merge_patch_of(TenantSettings)
 
 
 class PostEventRequest(Closed):

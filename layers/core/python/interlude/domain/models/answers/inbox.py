@@ -85,6 +85,8 @@ class TenantSettingsAnswer(Answer):
     # On reading: the limits in force and what the tenant uses of them.
     limits: LimitsInForce | None = Omitted()
     usage: TenantUsage | None = Omitted()
+    # On a change (PUT, PATCH): the settings it replaced, so a PUT that left a field out shows what it reset.
+    previous: TenantSettings | None = Omitted()
 
 
 class CredentialGrant(Answer):
