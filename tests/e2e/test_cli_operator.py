@@ -59,7 +59,7 @@ def test_runs_list_show_resolve_and_cancel(api: Api, stack_info: dict[str, str])
     refused = one_line_refusal(cli(stack_info, "resolve", first, "gate", "--action", "accept", check=False))
     assert "409 interrupt_already_resolved" in refused
     missing = one_line_refusal(cli(stack_info, "runs", "show", f"{api.tenant}/{'A' * 24}", check=False))
-    assert "404 not_found" in missing
+    assert missing == f"interlude: no run {api.tenant}/{'A' * 24} in tenant {api.tenant}"
 
 
 def test_runs_show_says_a_rejection_as_people_say_it(api: Api, stack_info: dict[str, str]) -> None:

@@ -84,7 +84,7 @@ def aws():
 
 
 def test_without_a_region_the_cli_says_so_in_one_line_without_moto_or_the_local_stack():
-    done, imported = run_cli("keys", "create", "--stack", "Prod", "--tenant", "acme", "--subject", "ops")
+    done, imported = run_cli("keys", "create", "--stack", "Prod", "--tenant", "acme", "--subject", "ops", "--scopes", "all")
     assert_one_line_error(done, "no AWS region", "AWS_DEFAULT_REGION")
     assert "Traceback" not in done.stderr
     assert not [m for m in imported if m == "moto" or m.startswith(("moto.", "interlude.local"))]
@@ -106,7 +106,7 @@ def test_a_stack_without_the_needed_output_says_which(aws):
 
 
 def test_without_any_deployment_named_the_cli_says_how_to_name_one(aws):
-    done, _ = run_cli("keys", "create", "--tenant", "acme", "--subject", "ops", **aws)
+    done, _ = run_cli("keys", "create", "--tenant", "acme", "--subject", "ops", "--scopes", "all", **aws)
     assert_one_line_error(done, "--stack")
 
 

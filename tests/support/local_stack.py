@@ -126,7 +126,7 @@ def cli(info: dict[str, str], *args: str, check: bool = True) -> subprocess.Comp
 
 def tenant_admin_key(info: dict[str, str], tenant: str, subject: str = "admin") -> str:
     """An every-scope API key for another tenant of the running stack, made with the CLI."""
-    created = json.loads(cli(info, "keys", "create", "--local", "--tenant", tenant, "--subject", subject).stdout)
+    created = json.loads(cli(info, "keys", "create", "--local", "--tenant", tenant, "--subject", subject, "--scopes", "all").stdout)
     assert created["tenant"] == tenant
     return created["apiKey"]
 

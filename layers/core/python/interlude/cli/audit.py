@@ -12,7 +12,7 @@ import urllib.request
 from typing import Any, NoReturn
 
 from interlude.cli.inbox import _endpoint
-from interlude.cli.local import STATE_FILE
+from interlude.cli.local import add_state_file_arg
 from interlude.domain.audit import MAX_SEQ
 
 # `verify` exits with this when the log has anomalies (an error reaching the API exits 1).
@@ -124,7 +124,7 @@ def _list(args: argparse.Namespace) -> int:
 def _endpoint_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
     parser.add_argument("--key", help="API key with audit:read (default: $INTERLUDE_API_KEY, else the local stack's)")
-    parser.add_argument("--state-file", default=str(STATE_FILE))
+    add_state_file_arg(parser)
     parser.add_argument("--json", action="store_true")
 
 

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from interlude.cli.local import STATE_FILE
+from interlude.cli.local import add_state_file_arg
 from interlude.domain.ids import INLINE_WORKFLOW_PREFIX, to_wire
 from interlude.faces.modulex.references import modulex_id
 
@@ -24,10 +24,28 @@ class CliError(Exception):
     """What the command prints as its one line (`interlude: …`) before exiting 1."""
 
 
+class Refused(CliError):
+    """The API refused the request: its status and its answer's OpenWOP envelope (empty when it sent none)."""
+
+    def __init__(self, status: int, raw: bytes) -> None:
+        super().__init__(refusal_line(status, raw))
+        self.status = status
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        self.envelope: dict[str, Any] = answer if isinstance(answer, dict) else {}
+
+    @property
+    def field(self) -> Any:
+        details = self.envelope.get("details")
+        return details.get("field") if isinstance(details, dict) else None
+
+
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
     parser.add_argument("--key", help="API key (default: $INTERLUDE_API_KEY, else the local stack's)")
-    parser.add_argument("--state-file", default=str(STATE_FILE), help="the local stack's state file")
+    add_state_file_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 
@@ -65,7 +83,7 @@ class Client:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            raise CliError(refusal_line(exc.code, exc.read())) from None
+            raise Refused(exc.code, exc.read()) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise CliError(f"cannot reach {self.url}: {reason}") from None

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
-import urllib.error
-import urllib.parse
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 from interlude.cli.client import Client, StepIds
-from interlude.cli.local import STATE_FILE, add_local_args, table_store
+from interlude.cli.local import add_local_args, add_state_file_arg, table_store
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
 COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
@@ -84,37 +78,19 @@ def render_table(items: list[dict[str, Any]], steps: StepIds | None = None) -> s
 
 
 def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
-    url = args.url or os.environ.get("INTERLUDE_URL")
-    key = args.key or os.environ.get("INTERLUDE_API_KEY")
-    if not (url and key) and Path(args.state_file).exists():
-        state = json.loads(Path(args.state_file).read_text())
-        url, key = url or state["baseUrl"], key or state["apiKey"]
-    if not (url and key):
-        sys.exit("interlude: give --url and --key (or INTERLUDE_URL / INTERLUDE_API_KEY, or run `make dev`)")
-    return url.rstrip("/"), key
-
-
-def fetch_inbox(url: str, key: str, query: dict[str, str]) -> dict[str, Any]:
-    request = urllib.request.Request(
-        f"{url}/interrupts?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {key}"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - the operator's own URL
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        body = exc.read().decode(errors="replace")
-        sys.exit(f"interlude: {exc.code} {body}")
+    client = Client.of(args)
+    return client.url, client.key
 
 
 def _inbox(args: argparse.Namespace) -> int:
-    url, key = _endpoint(args)
+    client = Client.of(args)
     query = {"status": "pending", "limit": str(args.limit)}
     for name, value in (("kind", args.kind), ("workflowId", args.workflow), ("runId", args.run)):
         if value:
             query[name] = value
     items: list[dict[str, Any]] = []
     while True:
-        page = fetch_inbox(url, key, query)
+        page = client.call("GET", "/interrupts", query=query)
         items += page["interrupts"]
         if not args.all or not page.get("nextCursor"):
             break
@@ -122,7 +98,7 @@ def _inbox(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"interrupts": items, "nextCursor": None if args.all else page.get("nextCursor")}, indent=2))
     else:
-        print(render_table(items, StepIds(Client(url, key))))
+        print(render_table(items, StepIds(client)))
         if page.get("nextCursor") and not args.all:
             print(f"more: --all, or the cursor {page['nextCursor']}")
     return 0
@@ -172,7 +148,7 @@ def add_commands(sub: Any) -> None:
     inbox = sub.add_parser("inbox", help="pending interrupts you may decide (GET /interrupts) as a table")
     inbox.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
     inbox.add_argument("--key", help="API key (default: $INTERLUDE_API_KEY, else the local stack's)")
-    inbox.add_argument("--state-file", default=str(STATE_FILE))
+    add_state_file_arg(inbox)
     inbox.add_argument("--kind")
     inbox.add_argument("--workflow")
     inbox.add_argument("--run")

@@ -12,12 +12,42 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from interlude.store import Store
 
+# Where `interlude dev` writes its state file, relative to the directory it runs in (`make dev`: the checkout's root).
 STATE_FILE = Path(".interlude/local.json")
+
+
+def found_state_file() -> Path:
+    """The state file in this directory or the nearest one above it that has one, so a command run anywhere inside
+    the checkout finds the stack `make dev` started at its root; else where `interlude dev` would write it here."""
+    here = Path.cwd()
+    for directory in (here, *here.parents):
+        if (directory / STATE_FILE).is_file():
+            return directory / STATE_FILE
+    return STATE_FILE
+
+
+def add_state_file_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-file", default=str(found_state_file()), help=f"the local stack's state file (default: the nearest {STATE_FILE})"
+    )
+
+
+def local_state(args: argparse.Namespace) -> dict[str, Any]:
+    """What the running local stack's state file says (baseUrl, apiKey, motoEndpoint, clockFile, ...)."""
+    try:
+        state = json.loads(Path(args.state_file).read_text())
+    except FileNotFoundError:
+        sys.exit(f"interlude: no local stack: {args.state_file} does not exist (start one with `make dev`)")
+    except (OSError, ValueError) as exc:
+        sys.exit(f"interlude: {args.state_file} is not a local stack's state file ({exc})")
+    if not isinstance(state, dict):
+        sys.exit(f"interlude: {args.state_file} is not a local stack's state file")
+    return state
 
 
 def add_local_args(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +55,7 @@ def add_local_args(parser: argparse.ArgumentParser) -> None:
 
     add_stack_arg(parser)
     parser.add_argument("--local", action="store_true", help="use the running local stack")
-    parser.add_argument("--state-file", default=str(STATE_FILE))
+    add_state_file_arg(parser)
 
 
 def use_local_stack(args: argparse.Namespace) -> bool:
@@ -34,8 +64,7 @@ def use_local_stack(args: argparse.Namespace) -> bool:
         return False
     from interlude.local.stack import TABLE_NAME, configure_environment
 
-    state = json.loads(Path(args.state_file).read_text())
-    configure_environment(state["motoEndpoint"], TABLE_NAME)
+    configure_environment(local_state(args)["motoEndpoint"], TABLE_NAME)
     return True
 
 

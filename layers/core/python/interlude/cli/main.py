@@ -8,10 +8,11 @@ import os
 import signal
 import sys
 import threading
+import urllib.error
 from pathlib import Path
 
 from interlude import __version__, wiring
-from interlude.cli.local import STATE_FILE, add_local_args, table_store
+from interlude.cli.local import STATE_FILE, add_local_args, add_state_file_arg, local_state, table_store
 from interlude.cli.operate import add_key_endpoint_args
 
 # A command whose parser sets `in_process=False` is a client of the HTTP API (or of files) only: it runs no service
@@ -69,7 +70,7 @@ def _keys_create(args: argparse.Namespace) -> int:
 
     request = CreateKeyRequest(
         subjectId=args.subject,
-        scopes=[s for s in args.scopes.split(",") if s],
+        scopes=args.scopes,
         groups=[g for g in (args.groups or "").split(",") if g],
         roles=[r for r in (args.roles or "").split(",") if r],
         kind=args.kind,
@@ -113,12 +114,20 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 def _clock_advance(args: argparse.Namespace) -> int:
     from interlude.domain import clock
 
-    state = json.loads(Path(args.state_file).read_text())
+    state = local_state(args)
     if not state.get("clockFile"):
         sys.exit("interlude: this local stack has no clock file")
-    offset = clock.advance(state["clockFile"], args.seconds)
+    try:
+        offset = clock.advance(state["clockFile"], args.seconds)
+    except ValueError as refused:  # a move backward
+        sys.exit(f"interlude: cannot move the clock by {args.seconds:g} s: {refused}")
     print(json.dumps({"clockFile": state["clockFile"], "offsetSeconds": offset}))
     return 0
+
+
+def scope_list(text: str) -> list[str]:
+    """`--scopes`: comma-separated scope names, or `all` spelled out (never a default: a key gets what is named)."""
+    return list(wiring.ALL_SCOPES) if text.strip() == "all" else [s.strip() for s in text.split(",") if s.strip()]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,7 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="create an API key (printed once)")
     create.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
     create.add_argument("--subject", required=True, help="subjectId of the key's holder")
-    create.add_argument("--scopes", default=",".join(wiring.ALL_SCOPES), help="comma-separated scopes")
+    create.add_argument(
+        "--scopes",
+        required=True,
+        type=scope_list,
+        help=f"comma-separated, from: {', '.join(wiring.ALL_SCOPES)}; or `all` (keys:admin included)",
+    )
     create.add_argument("--groups", default="")
     create.add_argument("--roles", default="")
     create.add_argument("--kind", default="user", choices=["user", "agent", "workload"])
@@ -170,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     clock_sub = clock_cmd.add_subparsers(dest="clock_command", required=True)
     advance = clock_sub.add_parser("advance", help="move the running local stack's clock forward")
     advance.add_argument("seconds", type=float)
-    advance.add_argument("--state-file", default=str(STATE_FILE))
+    add_state_file_arg(advance)
     advance.set_defaults(func=_clock_advance, in_process=False)
 
     from interlude.cli.inbox import add_commands
@@ -219,10 +233,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interlude: {error.code}: {error.message}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interlude: interrupted", file=sys.stderr)
+    except BrokenPipeError:
+        # The reader of the output went away (`| head`): nothing more reaches it, and Python's own flush at exit
+        # would fail again, so the rest of the output goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("interlude: the output was closed before all of it was written", file=sys.stderr)
+    except (urllib.error.URLError, ConnectionError) as error:  # a client call that does not say where it went
+        reason = getattr(error, "reason", error)
+        print(f"interlude: cannot reach the API (is the local stack running? `make dev`): {reason}", file=sys.stderr)
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (INTERLUDE_DEBUG=1 shows it)
         if os.environ.get("INTERLUDE_DEBUG"):
             raise
+        from botocore.exceptions import EndpointConnectionError
+
         line = aws_error_line(error) or f"unexpected {type(error).__name__}: {error}"
+        if getattr(args, "local", False) and isinstance(error, EndpointConnectionError):
+            line = f"the local stack of {args.state_file} is not running ({error}): start it with `make dev`"
         print(f"interlude: {' '.join(line.split())}", file=sys.stderr)
     return 1
 

@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from interlude import wiring
-from interlude.cli.client import Client, CliError, StepIds, add_endpoint_args, printed, table, wire
+from interlude.cli.client import Client, CliError, Refused, StepIds, add_endpoint_args, printed, table, wire
 from interlude.cli.deliveries import add_run_commands
 from interlude.domain.ids import principal_subject
 from interlude.domain.outcomes import in_words
@@ -50,9 +49,22 @@ def _runs_list(args: argparse.Namespace) -> int:
     return printed(args, answer, human)
 
 
+def run_call(client: Client, method: str, run: str, below: str = "", body: Any = None) -> Any:
+    """A call on the run `run` names (`below`: a path under it); an id that names no run of the tenant, whether
+    none has it (404 on the run itself) or none could (the API's 400 on its form), says so in words."""
+    try:
+        return client.call(method, f"/runs/{wire(run)}{below}", body)
+    except Refused as refused:
+        if refused.field == "runId" or (refused.status == 404 and below in ("", "/cancel")):
+            shown = run.replace("~2F", "/")
+            tenant, slash, _ = shown.partition("/")
+            raise CliError(f"no run {shown} in tenant {tenant}" if slash else f"no run {shown}: a run id reads tenant/id") from None
+        raise
+
+
 def _runs_show(args: argparse.Namespace) -> int:
     client = Client.of(args)
-    run = client.call("GET", f"/runs/{wire(args.run)}")
+    run = run_call(client, "GET", args.run)
     events = client.call("GET", f"/runs/{wire(args.run)}/events/poll", query={"timeout": 1})["events"]
     answer = {"run": run, "events": events}
     extension = run.get("extensions", {}).get("interlude.run", {})
@@ -99,7 +111,7 @@ def _runs_cancel(args: argparse.Namespace) -> int:
     client = Client.of(args)
     body = {"reason": args.reason} if args.reason else None
     if len(args.runs) == 1:
-        cancelled = client.call("POST", f"/runs/{wire(args.runs[0])}/cancel", body)
+        cancelled = run_call(client, "POST", args.runs[0], "/cancel", body)
         return printed(args, cancelled, f"{cancelled['runId']}  {cancelled['status']}")
     run_ids = [r.replace("~2F", "/") for r in args.runs]
     answer = client.call("POST", "/runs:bulk-cancel", {"runIds": run_ids, **(body or {})})
@@ -116,7 +128,7 @@ def _resolve(args: argparse.Namespace) -> int:
     value: dict[str, Any] = {"action": args.action}
     if args.comment:
         value["comment"] = args.comment
-    answer = client.call("POST", f"/runs/{wire(args.run)}/interrupts/{args.node}", {"resumeValue": value})
+    answer = run_call(client, "POST", args.run, f"/interrupts/{args.node}", {"resumeValue": value})
     return printed(args, answer, f"{answer['runId']}  {answer['nodeId']}: {args.action} recorded; run {answer['status']}")
 
 
@@ -180,7 +192,7 @@ def keys_list_http(args: argparse.Namespace) -> int:
 def keys_create_http(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "subjectId": args.subject,
-        "scopes": [s for s in args.scopes.split(",") if s],
+        "scopes": args.scopes,
         "groups": [g for g in (args.groups or "").split(",") if g],
         "roles": [r for r in (args.roles or "").split(",") if r],
         "kind": args.kind,
@@ -254,5 +266,3 @@ def add_key_endpoint_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", help="API key with keys:admin (default: $INTERLUDE_API_KEY, else the local stack's)")
     parser.add_argument("--json", action="store_true", help="print the answer as JSON (the default without --tenant: a table)")
 
-
-ALL_SCOPES = ",".join(wiring.ALL_SCOPES)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.request
-from pathlib import Path
 from typing import Any
 
-from interlude.cli.local import STATE_FILE
+from interlude.cli.client import Client
+from interlude.cli.local import add_state_file_arg, local_state
 
 
 def _outbox(args: argparse.Namespace) -> int:
@@ -17,9 +16,8 @@ def _outbox(args: argparse.Namespace) -> int:
         sys.exit("interlude: outbox lists the local stack's mail only (--local); a deployment sends through SES")
     from interlude.local.mailbox import OUTBOX_PATH
 
-    state = json.loads(Path(args.state_file).read_text())
-    with urllib.request.urlopen(f"{state['baseUrl']}{OUTBOX_PATH}", timeout=10) as answer:  # noqa: S310 - loopback
-        messages = json.loads(answer.read())["messages"]
+    state = local_state(args)
+    messages = Client(state["baseUrl"], state.get("apiKey", "")).call("GET", OUTBOX_PATH)["messages"]
     for message in messages:
         line = {k: message[k] for k in ("id", "to", "subject")}
         line["page"] = f"{state['baseUrl']}{OUTBOX_PATH}/{message['id']}"
@@ -30,5 +28,5 @@ def _outbox(args: argparse.Namespace) -> int:
 def add_commands(sub: Any) -> None:
     outbox = sub.add_parser("outbox", help="the mail the local stack sent (moto's SES), one JSON line each")
     outbox.add_argument("--local", action="store_true", help="the running local stack (the only one it reads)")
-    outbox.add_argument("--state-file", default=str(STATE_FILE))
+    add_state_file_arg(outbox)
     outbox.set_defaults(func=_outbox, in_process=False)

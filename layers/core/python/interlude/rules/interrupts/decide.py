@@ -231,7 +231,7 @@ def _valid_action(interrupt: OpenInterrupt, value: Any, actions: list[str]) -> s
     action: str = value["action"]
     if action not in actions:
         raise Invalid(
-            f"action {action!r} is not one this gate allows",
+            f"action {action!r} is not one this gate allows; it allows {', '.join(actions)}",
             {"field": "resumeValue.action", "actions": actions},
         )
     required = _ACTION_REQUIRES.get(action)
