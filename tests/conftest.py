@@ -11,6 +11,7 @@ import pytest
 os.environ["INTERLUDE_VALIDATE_EVENTS"] = "1"
 
 from interlude.composition import compose
+from interlude.config import forget as forget_settings
 from interlude.local import moto_patches
 
 # Every AWS call the tests make is checked against its function's role in the synthesized template (issue 25).
@@ -50,6 +51,13 @@ def _fake_aws_environment():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_afresh():
+    # The package reads its settings once per process, as a Lambda instance does (interlude.config): each test reads
+    # them from the environment it sets, as a new instance would.
+    forget_settings()
 
 
 # `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: each xdist worker takes whole files, in the

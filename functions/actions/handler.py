@@ -23,6 +23,7 @@ with collector_paused():
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.actions.worker import ActionWorker
     from interlude.adapters.batch import CountingBatchProcessor
@@ -38,6 +39,7 @@ with collector_paused():
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     compose()
     metrics.count_caught_errors()
+    config.check()
 
 
 @cache

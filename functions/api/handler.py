@@ -9,12 +9,14 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from interlude.coldstart import collector_paused
 
 with collector_paused():
+    from interlude import config
     from interlude.adapters import metrics
     from interlude.api.app import lambda_handler
     from interlude.composition import compose
 
     compose()
     metrics.count_caught_errors()
+    config.check()
 
     try:
         # The managed runtime ships it; a function published with SnapStart (InterludeProps.api_snap_start) calls

@@ -16,6 +16,7 @@ with collector_paused():
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.delivery.retry import message_ids
@@ -24,6 +25,7 @@ with collector_paused():
     from interlude.adapters.leased_work import RetryLater
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
+    from interlude.config.secrets import created_secrets
     from interlude.store import Store
     from interlude.store.deliveries import DeliveryStore
 
@@ -32,16 +34,17 @@ with collector_paused():
     # message that failed otherwise (not RetryLater) is logged and counted.
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     metrics.count_caught_errors()
+    config.check()
 
 
 @cache
 def worker() -> Worker:
-    cfg = delivery_settings()
+    cfg, created = delivery_settings(), created_secrets()
     return Worker(
         deliveries=DeliveryStore(Store(settings().table_name)),
         sqs=boto3.client("sqs"),
         secrets=SecretCache(
-            boto3.client("secretsmanager"), cfg.secret_prefix, kms_key_id=cfg.secret_kms_key_id, tags=cfg.secret_tags
+            boto3.client("secretsmanager"), cfg.secret_prefix, kms_key_id=created.kms_key_id, tags=created.tags
         ),
         settings=cfg,
     )

@@ -20,6 +20,7 @@ with collector_paused():
     # The key ring is one Secrets Manager secret: of Powertools' parameter providers only that one loads.
     lazy_package(PARAMETERS)
 
+    from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.keyring_store import load_key_ring
@@ -34,6 +35,7 @@ with collector_paused():
     # message that failed otherwise (not RetryLater) is logged and counted.
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     metrics.count_caught_errors()
+    config.check()
 
 
 @cache

@@ -16,7 +16,7 @@ with collector_paused():
 
     from aws_lambda_powertools import Logger
 
-    from interlude import wiring
+    from interlude import config, wiring
     from interlude.adapters import metrics
     from interlude.app import audit
     from interlude.composition import compose_audit
@@ -29,6 +29,7 @@ with collector_paused():
     logger = Logger(service="interlude-timeouts")
     compose_audit()
     metrics.count_caught_errors()
+    config.check()
 
 
 @cache

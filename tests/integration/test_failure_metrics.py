@@ -14,7 +14,7 @@ from contextlib import redirect_stdout
 import boto3
 import pytest
 
-from interlude import wiring
+from interlude import config, wiring
 from interlude.adapters import metrics
 from interlude.adapters.delivery.signing import secret_name
 from interlude.adapters.notify.messages import RAISED, queue_message
@@ -62,6 +62,8 @@ def as_function(monkeypatch, name: str) -> str:
     """Run what follows as deployed function `name` (its physical name, as Lambda sets it)."""
     physical = f"{DEPLOYMENT}-{name}-0A1B2C3D"
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", physical)
+    # Lambda sets it before the function starts, and the function reads its environment then.
+    config.forget()
     return physical
 
 

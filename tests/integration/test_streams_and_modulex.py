@@ -223,6 +223,7 @@ def test_create_run_points_events_url_at_the_stream_under_the_configured_base(ke
     # No PUBLIC_BASE_URL (a bare handler): the domain API Gateway records it served, never a forwarded header.
     assert created["eventsUrl"] == f"https://127.0.0.1/runs/{wire(created['runId'])}/events"
     monkeypatch.setenv("PUBLIC_BASE_URL", "https://interlude.example.com/")
+    lambda_runtime.fresh_instances()  # a function reads its environment when it starts: a new instance
     created = call("POST", "/runs", key, {"workflowId": "gated"}, **{"X-Forwarded-Host": "evil.example"}).json()
     assert created["eventsUrl"] == f"https://interlude.example.com/runs/{wire(created['runId'])}/events"
 

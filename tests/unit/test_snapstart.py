@@ -29,7 +29,8 @@ API_HANDLER = Path(__file__).resolve().parents[2] / "functions" / "api" / "handl
 
 @pytest.fixture
 def registered(monkeypatch) -> list:
-    """The after-restore hooks the api handler registers when it is imported."""
+    """The after-restore hooks the api handler registers when it is imported (in its environment: its table)."""
+    monkeypatch.setenv("TABLE_NAME", "snapshotted")
     monkeypatch.setattr(snapshot_restore_py, "_after_restore_registry", [])
     spec = importlib.util.spec_from_file_location("api_handler_under_test", API_HANDLER)
     module = importlib.util.module_from_spec(spec)

@@ -7,7 +7,6 @@ a version to everyone (infra/interlude_cdk/audit_anchor.py).
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
@@ -17,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.config import settings
+from interlude.config.runtime import runtime_settings
 
 
 class S3Anchors:
@@ -64,7 +64,7 @@ def _s3() -> Any:
 
 
 def _custom_endpoint() -> bool:
-    return bool(os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3"))
+    return bool(runtime_settings().aws_endpoint_url)
 
 
 def ensure_locked_bucket(name: str, retention_days: int, client: Any = None) -> None:

@@ -18,21 +18,21 @@ interrupt's item (two GetItems per decided interrupt, and only where metrics are
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from typing import Any
 
+from interlude.config.runtime import DEPLOYMENT_ENV as DEPLOYMENT_ENV
+from interlude.config.runtime import runtime_settings
+
 NAMESPACE = "Interlude"
-DEPLOYMENT_ENV = "INTERLUDE_DEPLOYMENT"
 # The failure metrics the alarms read (interlude_cdk.observability), each dimensioned by deployment and FunctionName.
 RECORD_FAILURES = "RecordFailures"
 CAUGHT_ERRORS = "CaughtErrors"
 
 
 def enabled() -> bool:
-    return bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME")) and (
-        os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() != "true"
-    )
+    runtime = runtime_settings()
+    return bool(runtime.function_name) and not runtime.metrics_disabled
 
 
 def count(name: str, value: float = 1, **dimensions: Any) -> None:
@@ -46,7 +46,7 @@ def put(name: str, value: float, unit: str, **dimensions: Any) -> None:
     # Imported on first use: the cold start of a function that counts nothing pays nothing.
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-    deployment = {"deployment": os.environ.get(DEPLOYMENT_ENV, "unnamed")}
+    deployment = {"deployment": runtime_settings().deployment}
     with single_metric(
         name=name, unit=MetricUnit(unit), value=value, namespace=NAMESPACE, default_dimensions=deployment
     ) as metric:
@@ -55,7 +55,7 @@ def put(name: str, value: float, unit: str, **dimensions: Any) -> None:
 
 
 def function_name() -> str:
-    return os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+    return runtime_settings().function_name
 
 
 def record_failed() -> None:

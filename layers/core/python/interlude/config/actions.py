@@ -1,50 +1,32 @@
-"""Settings of the actions worker (core.http), read from the environment each time they are needed.
+"""Settings of the actions worker (core.http).
 
-The development-only loopback switch is the callbacks' one (config.delivery.DEV_ALLOW_LOOPBACK_ENV): with "1" the
-egress guard admits http:// and loopback targets for actions too. The deployed stack never sets it.
+The development-only loopback switch is the callbacks' one (config.delivery.DEV_ALLOW_LOOPBACK_ENV): on, the egress
+guard admits http:// and loopback targets for actions too. The deployed stack never sets it.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-
 from interlude import wiring
-from interlude.config.delivery import DEV_ALLOW_LOOPBACK_ENV
+from interlude.config.delivery import DEV_ALLOW_LOOPBACK_ENV, MAX_VISIBILITY_S
+from interlude.config.reading import EnvironmentSettings, cached, setting
 
 ACTION_SECRET_PREFIX_ENV = "ACTION_SECRET_PREFIX"
 
 
-@dataclass(frozen=True)
-class ActionSettings:
-    queue_url: str
+class ActionSettings(EnvironmentSettings):
+    queue_url: str = setting(wiring.queue("actions").url_env, default="")
     # Auth headers are read from `{secret_prefix}{tenant}/{name}` (core.http secretHeaders).
-    secret_prefix: str
-    allow_loopback: bool
-    connect_timeout_s: float
+    secret_prefix: str = setting(ACTION_SECRET_PREFIX_ENV, default=wiring.SECRET_PREFIXES[ACTION_SECRET_PREFIX_ENV])
+    allow_loopback: bool = setting(DEV_ALLOW_LOOPBACK_ENV, default=False)
+    connect_timeout_s: float = setting("INTERLUDE_ACTION_CONNECT_TIMEOUT_S", default=5.0)
     # A claim's lease lasts the attempt's own timeout plus this margin; a crashed worker's claim is taken over
     # after it (the message is hidden exactly that long first, so its redelivery finds the lease run out).
-    lease_margin_s: float
+    lease_margin_s: float = setting("INTERLUDE_ACTION_LEASE_MARGIN_S", default=30.0)
     # Backoff before attempt n+1: min(cap, base * 2**(n-1)), with equal jitter (through the message's visibility).
-    backoff_base_s: float
-    backoff_cap_s: float
-    ca_file: str | None
-
-    @staticmethod
-    def from_env() -> ActionSettings:
-        env = os.environ
-        return ActionSettings(
-            queue_url=env.get(wiring.queue("actions").url_env, ""),
-            secret_prefix=env.get(ACTION_SECRET_PREFIX_ENV, wiring.SECRET_PREFIXES[ACTION_SECRET_PREFIX_ENV]),
-            allow_loopback=env.get(DEV_ALLOW_LOOPBACK_ENV, "") == "1",
-            connect_timeout_s=float(env.get("INTERLUDE_ACTION_CONNECT_TIMEOUT_S", "5")),
-            lease_margin_s=float(env.get("INTERLUDE_ACTION_LEASE_MARGIN_S", "30")),
-            backoff_base_s=float(env.get("INTERLUDE_ACTION_BACKOFF_BASE_S", "2")),
-            # SQS caps a message's visibility timeout at 12 h.
-            backoff_cap_s=min(float(env.get("INTERLUDE_ACTION_BACKOFF_CAP_S", "300")), 12 * 3600),
-            ca_file=env.get("INTERLUDE_ACTION_CA_FILE") or env.get("INTERLUDE_CALLBACK_CA_FILE") or None,
-        )
+    backoff_base_s: float = setting("INTERLUDE_ACTION_BACKOFF_BASE_S", default=2.0)
+    backoff_cap_s: float = setting("INTERLUDE_ACTION_BACKOFF_CAP_S", default=300.0, at_most=MAX_VISIBILITY_S)
+    # The actions' own CA bundle, else the callbacks' (None: the system store).
+    ca_file: str | None = setting(("INTERLUDE_ACTION_CA_FILE", "INTERLUDE_CALLBACK_CA_FILE"), default=None)
 
 
-def action_settings() -> ActionSettings:
-    return ActionSettings.from_env()
+action_settings = cached(ActionSettings.from_env)

@@ -14,13 +14,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-CLOCK_FILE_ENV = "INTERLUDE_CLOCK_FILE"
+from interlude.config.runtime import CLOCK_FILE_ENV as CLOCK_FILE_ENV
+from interlude.config.runtime import runtime_settings
+
 # What the services take as their clock (`now` unless a test or the local stack injects another).
 Clock = Callable[[], datetime]
 
 
 def offset_seconds(path: str | os.PathLike[str] | None = None) -> float:
-    target = path if path is not None else os.environ.get(CLOCK_FILE_ENV)
+    target = path if path is not None else runtime_settings().clock_file
     if not target:
         return 0.0
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 
-from interlude import wiring
+from interlude import config, wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
 from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
@@ -89,6 +89,8 @@ def configure_environment(moto_endpoint: str, table_name: str) -> None:
     # A test suite drives one tenant far faster than a person would: the local stack's default rate is the
     # ceiling (a tenant may still set its own lower; an environment that sets the variable wins).
     os.environ.setdefault("INTERLUDE_TENANT_REQUESTS_PER_SECOND", "500")
+    # Settings read before (an import reads the engine's debug switch) are read again from this environment.
+    config.forget()
 
 
 @dataclass
@@ -144,6 +146,8 @@ class LocalStack:
         # Links in callback notices point at this stack: its port is known once the gateway is bound.
         self.gateway = Gateway(self.port, self.verbose)
         os.environ[PUBLIC_BASE_URL_ENV] = self.gateway.base_url
+        # The environment is complete: what the seed read is read again from it, as a new instance would.
+        config.forget()
         self.queue_pumps = start_queue_pumps(queue_urls)
         # As each deploy does: the first turn of the table's migrations, which the queue's pump then takes.
         invoke(wiring.DEPLOY_TRIGGER, {})

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -28,6 +27,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.config.delivery import delivery_settings
+from interlude.config.secrets import created_secrets
 from interlude.domain.ids import secret_name, tenant_of
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
@@ -404,13 +404,12 @@ class SubscriptionSecrets:
                 raise
 
 
-SUBSCRIPTION_SECRET_PREFIX_ENV = "SUBSCRIPTION_SECRET_PREFIX"
-
-
 def subscription_secrets() -> SubscriptionSecrets:
     """The deployment's subscription secrets: its prefix, and the key and tags it creates secrets with."""
-    cfg = delivery_settings()
-    prefix = os.environ.get(SUBSCRIPTION_SECRET_PREFIX_ENV, wiring.SECRET_PREFIXES[SUBSCRIPTION_SECRET_PREFIX_ENV])
+    created = created_secrets()
     return SubscriptionSecrets(
-        boto3.client("secretsmanager"), prefix, kms_key_id=cfg.secret_kms_key_id, tags=cfg.secret_tags
+        boto3.client("secretsmanager"),
+        delivery_settings().subscription_secret_prefix,
+        kms_key_id=created.kms_key_id,
+        tags=created.tags,
     )

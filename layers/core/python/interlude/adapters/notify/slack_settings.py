@@ -10,24 +10,19 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from interlude import wiring
-from interlude.config.notify import SLACK_SECRET_PREFIX_ENV
+from interlude.config.notify import notify_settings
+from interlude.config.secrets import created_secrets
 from interlude.domain.ids import secret_name
 
 _DESCRIPTION = "Interlude: a tenant's Slack incoming-webhook URL or bot token (issue 14)"
 
 
 def slack_secret_name(tenant: str, prefix: str | None = None) -> str:
-    import os
-
-    chosen = prefix or os.environ.get(SLACK_SECRET_PREFIX_ENV, wiring.SECRET_PREFIXES[SLACK_SECRET_PREFIX_ENV])
-    return secret_name(chosen, tenant)
+    return secret_name(prefix or notify_settings().slack_secret_prefix, tenant)
 
 
 def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> None:
     """Create or replace the tenant's Slack secret (with the deployment's key and tags when it sets them)."""
-    import os
-
     client = client or boto3.client("secretsmanager")
     name = slack_secret_name(tenant)
     text = json.dumps(dict(value), separators=(",", ":"), allow_nan=False)
@@ -38,11 +33,11 @@ def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> No
         if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
             raise
     options: dict[str, Any] = {}
-    if os.environ.get(wiring.CREATED_SECRETS_KMS_KEY_ENV):
-        options["KmsKeyId"] = os.environ[wiring.CREATED_SECRETS_KMS_KEY_ENV]
-    tags = json.loads(os.environ.get(wiring.CREATED_SECRETS_TAGS_ENV) or "{}")
-    if tags:
-        options["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    created = created_secrets()
+    if created.kms_key_id:
+        options["KmsKeyId"] = created.kms_key_id
+    if created.tags:
+        options["Tags"] = [{"Key": k, "Value": v} for k, v in created.tags.items()]
     try:
         client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=text, **options)
     except ClientError as exc:

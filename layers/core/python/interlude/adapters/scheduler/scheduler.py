@@ -10,8 +10,6 @@ there: fine) and a delete of a schedule that already fired is a ResourceNotFound
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -19,24 +17,8 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.adapters.scheduler.names import at_expression, schedule_name
+from interlude.config.scheduler import SchedulerSettings, scheduler_settings
 from interlude.engine.deadlines import Deadline
-
-
-@dataclass(frozen=True)
-class SchedulerSettings:
-    group: str
-    target_arn: str
-    role_arn: str
-    dead_letter_arn: str
-
-    @staticmethod
-    def from_env() -> SchedulerSettings | None:
-        """None when the deployment has no scheduler (deadlines then hold through reads and resolves only)."""
-        names = wiring.SCHEDULES
-        values = [os.environ.get(env, "") for env in names.environment]
-        if not all(values):
-            return None
-        return SchedulerSettings(*values)
 
 
 class Scheduler:
@@ -95,9 +77,9 @@ _cached: tuple[SchedulerSettings | None, Scheduler | None] = (None, None)
 
 
 def from_env() -> Scheduler | None:
-    """The process's Scheduler, rebuilt if the environment changed (tests switch it)."""
+    """The process's Scheduler (None without one), rebuilt when its settings are read anew (tests switch them)."""
     global _cached
-    settings = SchedulerSettings.from_env()
+    settings = scheduler_settings()
     if settings is None:
         return None
     if _cached[0] != settings or _cached[1] is None:

@@ -1,0 +1,173 @@
+"""The one place the package reads its process environment (outside the CLI and the local stack, which read the
+operator's shell and write the functions' environment).
+
+A settings group is a class of `setting` fields, each naming the variables that set it; `from_env` reads them all
+at once, parses each by its default's type and raises one ConfigError naming every variable it could not use (an
+empty variable counts as unset). Each group is read once per process through its cached accessor (`cached`): a
+Lambda instance's environment never changes, so the entry points read every group at cold start
+(interlude.config.check) and a bad value stops the instance there, not a request later. `forget` drops what was
+read, as a new instance would start (the local stack once its environment is complete; the tests between tests).
+
+A group is a frozen, keyword-only record like a dataclass, built without one: `@dataclass` generates each class's
+methods with exec (about 0.8 ms a group), and every function reads every group at cold start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
+
+T = TypeVar("T")
+_REQUIRED: Any = object()
+# A switch's words (any case); anything else stops the cold start rather than guessing.
+SWITCH_WORDS = {"true": True, "on": True, "1": True, "false": False, "off": False, "0": False}
+
+
+class ConfigError(RuntimeError):
+    """Variables of the environment that are missing or malformed, each named with what was wrong."""
+
+
+def switch(raw: str) -> bool:
+    # bool("off") is True: a switch is read by its words.
+    word = raw.strip().lower()
+    if word not in SWITCH_WORDS:
+        raise ValueError(f"a switch is one of {sorted(SWITCH_WORDS)}")
+    return SWITCH_WORDS[word]
+
+
+def json_object(raw: str) -> dict[str, str]:
+    value = json.loads(raw)
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError("not a JSON object of strings")
+    return value
+
+
+def base_url(raw: str) -> str:
+    return raw.rstrip("/")
+
+
+# Why a value its parse refused is wrong (else the parse's own words).
+_NOT: dict[Callable[[str], Any], str] = {
+    int: "not a whole number",
+    float: "not a number",
+    json_object: "not a JSON object of strings",
+}
+
+
+class Setting:
+    """A field of a settings group: the variables that set it, first one first, and how its value is read."""
+
+    __slots__ = ("at_least", "at_most", "default", "parse", "variables")
+
+    def __init__(
+        self,
+        variables: tuple[str, ...],
+        default: Any,
+        parse: Callable[[str], Any] | None,
+        at_least: float | None,
+        at_most: float | None,
+    ) -> None:
+        self.variables = variables
+        self.default = default
+        self.at_least = at_least
+        self.at_most = at_most
+        # By the default's type unless told: a bool is a switch, a number its kind, anything else the text itself.
+        if parse is None:
+            parse = switch if isinstance(default, bool) else type(default) if isinstance(default, int | float) else str
+        self.parse = parse
+
+    def initial(self) -> Any:
+        return dict(self.default) if isinstance(self.default, dict) else self.default
+
+    def read(self, raw: str) -> Any:
+        value = self.parse(raw)
+        if self.at_least is not None:
+            value = max(self.at_least, value)
+        return min(self.at_most, value) if self.at_most is not None else value
+
+
+def setting(
+    variables: str | tuple[str, ...],
+    *,
+    default: Any = _REQUIRED,
+    parse: Callable[[str], Any] | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+) -> Any:
+    """A field set by the first of `variables` that is set and not empty, else `default` (without one: required).
+    Parsed by `parse` or by the default's type; a number is then held within [at_least, at_most]."""
+    return Setting((variables,) if isinstance(variables, str) else variables, default, parse, at_least, at_most)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(setting,))
+class EnvironmentSettings:
+    """Base of every settings group: keyword-only construction, read-only fields, equal when every field is."""
+
+    _settings: ClassVar[dict[str, Setting]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._settings = {name: value for name, value in vars(cls).items() if isinstance(value, Setting)}
+
+    def __init__(self, **values: Any) -> None:
+        unknown = sorted(values.keys() - self._settings.keys())
+        missing = [name for name, spec in self._settings.items() if spec.default is _REQUIRED and name not in values]
+        if unknown or missing:
+            raise TypeError(f"{type(self).__name__}: unknown fields {unknown}, missing fields {missing}")
+        for name, spec in self._settings.items():
+            object.__setattr__(self, name, values[name] if name in values else spec.initial())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and a field may be a dict
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for field, spec in cls._settings.items():
+            found = next(((name, env[name]) for name in spec.variables if env.get(name)), None)
+            if found is None:
+                if spec.default is _REQUIRED:
+                    problems.append(f"{spec.variables[0]} is not set")
+                continue
+            name, raw = found
+            try:
+                values[field] = spec.read(raw)
+            except ValueError as exc:
+                problems.append(f"{name}={raw!r}: {_NOT.get(spec.parse) or exc}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return cls(**values)
+
+
+def variables(group: type[EnvironmentSettings]) -> dict[str, tuple[str, ...]]:
+    """Each field of a settings group -> the variables that set it, first one first."""
+    return {name: spec.variables for name, spec in group._settings.items()}
+
+
+_ACCESSORS: list[Any] = []
+
+
+def cached(load: Callable[[], T]) -> Callable[[], T]:
+    """The process's reading of a group: made on first use, kept until `forget`."""
+    accessor = cache(load)
+    _ACCESSORS.append(accessor)
+    return accessor
+
+
+def forget() -> None:
+    """Drop every group read so far: the next use reads the environment again."""
+    for accessor in _ACCESSORS:
+        accessor.cache_clear()

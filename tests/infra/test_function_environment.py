@@ -1,0 +1,28 @@
+"""Every variable the construct sets on a function is one the function reads: declared by a settings group of
+interlude.config, or read by a library the functions use (a misspelt name would otherwise be ignored silently)."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlude import wiring
+from interlude.config import actions, delivery, notify, runtime, scheduler, secrets  # noqa: F401 - every group
+from interlude.config.reading import EnvironmentSettings, variables
+
+# Powertools' logger reads them (the service name of every line, and the log level).
+LIBRARY_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "LOG_LEVEL"}
+
+
+def declared() -> set[str]:
+    groups = EnvironmentSettings.__subclasses__()
+    assert len(groups) == 7
+    return {name for group in groups for names in variables(group).values() for name in names}
+
+
+@pytest.mark.parametrize("synthesized", ["synth", "customer_synth"])
+def test_every_variable_a_function_is_given_is_one_it_reads(synthesized, request):
+    synth = request.getfixturevalue(synthesized)
+    read = declared() | LIBRARY_VARIABLES
+    for spec in wiring.FUNCTIONS:
+        unread = set(synth.env(spec.name)) - read
+        assert unread == set(), f"{spec.name} is given {sorted(unread)}, which nothing reads"

@@ -1,0 +1,126 @@
+"""One configuration style (issue 27, item 9): every variable is declared in interlude.config, read once per process,
+and a missing or malformed one stops a function's cold start with a message naming it."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from interlude import config
+from interlude.config import ConfigError, Settings
+from interlude.config.actions import ActionSettings
+from interlude.config.delivery import DeliverySettings
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "layers" / "core" / "python" / "interlude"
+# Where reading the environment is the point: the CLI reads the operator's shell, the local stack writes the
+# functions' environment; interlude.config reads it for everything else.
+MAY_READ_THE_ENVIRONMENT = ("cli", "local", "config")
+IMPORT_HANDLER = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+"""
+
+
+def environment_reads(path: Path) -> list[int]:
+    """Lines of `path` that read the process environment (os.environ, os.getenv, or either imported by name)."""
+    names = ("environ", "getenv")
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in names and getattr(node.value, "id", None) == "os":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            lines += [node.lineno for alias in node.names if alias.name in names]
+    return lines
+
+
+def test_no_module_outside_config_reads_the_environment():
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in MAY_READ_THE_ENVIRONMENT
+        for line in environment_reads(path)
+    ]
+    assert found == []
+    # The scan sees a read where there is one.
+    assert environment_reads(PACKAGE / "config" / "reading.py")
+
+
+def cold_start(function: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLUDE_") and k != "TABLE_NAME"}
+    env |= {"PYTHONPATH": str(PACKAGE.parent), "AWS_DEFAULT_REGION": "us-east-1", **variables}
+    handler = ROOT / "functions" / function / "handler.py"
+    return subprocess.run(
+        [sys.executable, "-c", IMPORT_HANDLER, str(handler)], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("function", "variable", "value", "reason"),
+    [
+        ("api", "INTERLUDE_STEP_BUDGET", "many", "not a whole number"),
+        ("callbacks", "INTERLUDE_CALLBACK_BACKOFF_CAP_S", "4h", "not a number"),
+        ("dispatch", "CREATED_SECRETS_TAGS", "team=a", "not a JSON object of strings"),
+        ("timeouts", "INTERLUDE_ANCESTRY_ENDPOINT", "maybe", "a switch is one of"),
+        ("actions", "INTERLUDE_ACTION_LEASE_MARGIN_S", "soon", "not a number"),
+        ("notify", "INTERLUDE_NOTIFY_MAX_ATTEMPTS", "eight", "not a whole number"),
+    ],
+)
+def test_a_malformed_variable_stops_the_cold_start_naming_it(function, variable, value, reason):
+    started = cold_start(function, TABLE_NAME="t", **{variable: value})
+    assert started.returncode != 0
+    assert f"ConfigError: {variable}={value!r}: {reason}" in started.stderr
+
+
+def test_a_cold_start_names_every_problem_of_every_group_at_once():
+    started = cold_start("notify", INTERLUDE_NOTIFY_MAX_ATTEMPTS="eight")
+    assert started.returncode != 0
+    last = started.stderr.strip().splitlines()[-1]
+    assert last.endswith("TABLE_NAME is not set; INTERLUDE_NOTIFY_MAX_ATTEMPTS='eight': not a whole number")
+    assert cold_start("notify", TABLE_NAME="t").returncode == 0
+
+
+def test_every_problem_of_a_group_is_named_at_once():
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"INTERLUDE_STEP_BUDGET": "x", "INTERLUDE_STREAM_RETRY_MS": "1.5"})
+    assert str(refused.value) == (
+        "TABLE_NAME is not set; INTERLUDE_STEP_BUDGET='x': not a whole number; "
+        "INTERLUDE_STREAM_RETRY_MS='1.5': not a whole number"
+    )
+
+
+def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
+    read = DeliverySettings.from_env(
+        {
+            "PUBLIC_BASE_URL": "https://approvals.example.com/",
+            "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "0",
+            "INTERLUDE_CALLBACK_BACKOFF_CAP_S": str(24 * 3600),
+            "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "on",
+            "INTERLUDE_CALLBACK_CA_FILE": "",
+        }
+    )
+    assert read.public_base_url == "https://approvals.example.com"
+    assert read.max_attempts == 1
+    assert read.backoff_cap_s == 12 * 3600  # SQS's longest visibility timeout
+    assert read.allow_loopback is True
+    assert read.ca_file is None
+    assert Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_STREAM_HOLD_SECONDS": "60"}).stream_hold_seconds == 25
+    # The actions' CA bundle falls back to the callbacks' one.
+    assert ActionSettings.from_env({"INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}).ca_file == "/ca.pem"
+    both = {"INTERLUDE_ACTION_CA_FILE": "/actions.pem", "INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}
+    assert ActionSettings.from_env(both).ca_file == "/actions.pem"
+
+
+def test_settings_are_read_once_per_process_until_forgotten(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", "first")
+    read = config.settings()
+    monkeypatch.setenv("TABLE_NAME", "second")
+    assert config.settings() is read
+    config.forget()
+    assert config.settings().table_name == "second"
