@@ -22,7 +22,7 @@ with collector_paused():
     lazy_package(DATA_CLASSES)
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
 
-    from interlude import migrations
+    from interlude import config, migrations
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.cloudformation import answer
@@ -35,6 +35,7 @@ with collector_paused():
     logger = Logger(service="interlude-migrate")
     processor = CountingBatchProcessor(EventType.SQS, log=logger)
     metrics.count_caught_errors()
+    config.check()
 
 # A turn stops taking pages with this much of its time left (a page takes seconds; the checkpoint and the next
 # turn's message, less).

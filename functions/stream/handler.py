@@ -13,15 +13,17 @@ with collector_paused():
 
     from aws_lambda_powertools import Logger
 
+    from interlude import config
     from interlude.adapters.outbox_feed import forward
-    from interlude.wiring import OUTBOX_QUEUE, queue
+    from interlude.config.queues import queue_settings
 
     logger = Logger(service="interlude-stream")
+    config.check()
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # All or nothing: a batch that could not be queued whole raises, and the mapping delivers it again (bisecting
     # on repeated failure); what was queued before goes again, which the outbox absorbs.
-    forward(os.environ[queue(OUTBOX_QUEUE).url_env], event.get("Records") or [])
+    forward(queue_settings().outbox_url, event.get("Records") or [])
     return {"batchItemFailures": []}

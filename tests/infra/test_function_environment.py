@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from interlude import wiring
-from interlude.config import actions, delivery, notify, runtime, scheduler, secrets  # noqa: F401 - every group
+from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets  # noqa: F401 - every group
 from interlude.config.reading import EnvironmentSettings, variables
 
 # Powertools' logger reads them (the service name of every line, and the log level).
@@ -15,7 +15,7 @@ LIBRARY_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "LOG_LEVEL"}
 
 def declared() -> set[str]:
     groups = EnvironmentSettings.__subclasses__()
-    assert len(groups) == 7
+    assert len(groups) == 8
     return {name for group in groups for names in variables(group).values() for name in names}
 
 

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import boto3
 import pytest
 
-from interlude import wiring
+from interlude import config, wiring
 from interlude.adapters.delivery.notices import notice_id
 from interlude.adapters.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
 from interlude.adapters.delivery.worker import Worker
@@ -376,7 +376,7 @@ def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(se
     # Given a run whose callback notices cannot be queued (the queue's URL is missing from the environment)
     run_id = start_gate_run(service, admin, receiver.url())
     monkeypatch.delenv(wiring.queue("callbacks").url_env)
-    lambda_runtime.fresh_instances()  # a function reads its environment when it starts: a new instance
+    config.forget()  # a function reads its environment when it starts: a new instance
 
     # When dispatch handles its record
     with function_log("dispatch") as lines:

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
 from typing import Any
 
 import boto3
 
-from interlude import wiring
+from interlude.config.queues import queue_settings
 
 TURN = {"v": 1, "kind": "migrations-turn"}
 
@@ -23,7 +22,7 @@ def _sqs() -> Any:
 def queue_turn(delay_s: int = 0) -> None:
     """Queue a turn, taken after `delay_s` (at most 900: SQS's longest delay)."""
     _sqs().send_message(
-        QueueUrl=os.environ[wiring.queue("migrations").url_env],
+        QueueUrl=queue_settings().migrations_url,
         MessageBody=json.dumps(TURN, separators=(",", ":"), allow_nan=False),
         DelaySeconds=min(delay_s, 900),
     )

@@ -38,6 +38,8 @@ def forward(queue_url: str, records: list[dict[str, Any]]) -> int:
     """Queue a message for each of `records` (the mapping's filter passes new event-log items only; dispatch ignores
     anything else); returns how many. Raises when any could not be queued: the whole batch is then delivered again,
     and an item queued twice is handled twice, which the outbox absorbs."""
+    if not queue_url:
+        raise RuntimeError(f"{wiring.queue(wiring.OUTBOX_QUEUE).url_env} is not set: the records cannot be forwarded")
     messages = [queued(r) for r in records]
     send_grouped(queue_url, [(message_group(m), m) for m in messages], "outbox message")
     return len(messages)

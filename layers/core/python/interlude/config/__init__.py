@@ -64,13 +64,14 @@ settings = cached(Settings.from_env)
 def check() -> None:
     """Read every settings group (an entry point's cold start): missing or malformed variables stop it here, each
     named in one ConfigError, rather than failing a request later."""
-    from interlude.config import actions, delivery, notify, runtime, scheduler, secrets
+    from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets
 
     groups = (
         settings,
         delivery.delivery_settings,
         notify.notify_settings,
         actions.action_settings,
+        queues.queue_settings,
         runtime.runtime_settings,
         scheduler.scheduler_settings,
         secrets.created_secrets,
