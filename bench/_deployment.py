@@ -331,14 +331,10 @@ class Deployment:
 
         record = Invocation(name, trigger, route=route)
         hits = len(self.receiver.hits)
-        os.environ["AWS_LAMBDA_FUNCTION_NAME"] = f"{lambda_runtime.FUNCTION_NAME_PREFIX}{name}"
-        try:
-            with log_bytes.captured_output() as output, self.meter.recording(record):
-                excluded, started = self.meter.excluded, time.thread_time()
-                answer = lambda_runtime.invoke(name, event)
-                record.cpu_s = time.thread_time() - started - (self.meter.excluded - excluded)
-        finally:
-            os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+        with log_bytes.running_as(name), log_bytes.captured_output() as output, self.meter.recording(record):
+            excluded, started = self.meter.excluded, time.thread_time()
+            answer = lambda_runtime.invoke(name, event)
+            record.cpu_s = time.thread_time() - started - (self.meter.excluded - excluded)
         record.log_lines = [line for line in output().splitlines() if line.strip()]
         record.outbound_http = len(self.receiver.hits) - hits
         self.invocations.append(record)

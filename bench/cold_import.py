@@ -79,6 +79,15 @@ FLOORS: dict[str, tuple[str, ...]] = {
     ),
     # The audit sweep (every minute, in every deployment) reads no run; a deadline's path is a first-use row (below).
     "timeouts": ("import boto3", "from aws_lambda_powertools import Logger"),
+    # It queues each new event-log item's name: no record class, no batch utility, no model.
+    "stream": ("import boto3", "from aws_lambda_powertools import Logger"),
+    # A turn of the table's migrations per queue message.
+    "migrate": (
+        "import boto3",
+        "from aws_lambda_powertools import Logger",
+        POWERTOOLS_BATCH,
+        "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
+    ),
     "actions": (
         "import boto3",
         "from aws_lambda_powertools import Logger",

@@ -70,6 +70,23 @@ EVENT_OVERHEAD_BYTES = 26
 
 
 @contextmanager
+def running_as(name: str) -> Iterator[None]:
+    """What follows runs in function `name`'s instance: Lambda sets the name before the instance starts, and the
+    instance reads its environment then (interlude.config), so the settings are read afresh, and again after."""
+    from interlude import config
+    from interlude.local import lambda_runtime
+
+    os.environ["AWS_LAMBDA_FUNCTION_NAME"] = f"{lambda_runtime.FUNCTION_NAME_PREFIX}{name}"
+    config.forget()
+    config.check()
+    try:
+        yield
+    finally:
+        os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+        config.forget()
+
+
+@contextmanager
 def captured_output() -> Iterator[Callable[[], bytes]]:
     """What the process writes to fd 1 and fd 2 inside the block (the bytes Lambda's runtime would forward)."""
     sys.stdout.flush()
@@ -180,15 +197,12 @@ class Invocations:
     def invoke(self, name: str, event: dict[str, Any]) -> Any:
         from interlude.local import lambda_runtime
 
-        os.environ["AWS_LAMBDA_FUNCTION_NAME"] = f"{lambda_runtime.FUNCTION_NAME_PREFIX}{name}"
         spec = lambda_runtime.wiring.function(name)
         context = lambda_runtime.LambdaContext(name=name, memory_limit_in_mb=spec.memory_mb)
-        entry = getattr(lambda_runtime.handler_module(name), spec.handler.rpartition(".")[2])
-        try:
+        with running_as(name):
+            entry = getattr(lambda_runtime.handler_module(name), spec.handler.rpartition(".")[2])
             with captured_output() as output:
                 answer = entry(event, context)
-        finally:
-            os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
         self.invocations[name] += 1
         lines = [line for line in output().splitlines() if line.strip()]
         for line in lines:
