@@ -15,9 +15,10 @@ ENGINE_VERSION = 1
 EVENT_LOG_SCHEMA_VERSION = 3
 # The events that end a run: exactly one is the last event of every finished run.
 RUN_END_EVENTS: tuple[str, ...] = ("run.completed", "run.failed", "run.cancelled")
-# Debug switch (INTERLUDE_VALIDATE_EVENTS), read once per process: check every event against the OpenWOP schemas before it is written.
-# The test suite sets it (tests/conftest.py); production leaves it off, because the checks were two thirds of
-# a resolve's own time and the engine builds events only from typed drafts (docs/decisions.md, "Hot path").
+# Debug switch (INTERLUDE_VALIDATE_EVENTS), read once per process: check every event against the OpenWOP schemas
+# before it is written. The test suite sets it (tests/conftest.py); production leaves it off, because the checks
+# were two thirds of a resolve's own time and the engine builds events only from typed drafts (docs/decisions.md,
+# "Hot path").
 VALIDATE_EVENTS = runtime_settings().validate_events
 
 
