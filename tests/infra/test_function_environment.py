@@ -26,3 +26,17 @@ def test_every_variable_a_function_is_given_is_one_it_reads(synthesized, request
     for spec in wiring.FUNCTIONS:
         unread = set(synth.env(spec.name)) - read
         assert unread == set(), f"{spec.name} is given {sorted(unread)}, which nothing reads"
+
+
+@pytest.mark.parametrize("synthesized", ["synth", "customer_synth"])
+def test_every_function_starts_with_the_environment_it_is_given(synthesized, request):
+    # What a deployed function's cold start checks (interlude.config.check), on the environment the construct gives
+    # it: a value resolved at deploy time (a queue's URL, a bucket's name) stands in as a name.
+    synth = request.getfixturevalue(synthesized)
+    for spec in wiring.FUNCTIONS:
+        given = {
+            name: value if isinstance(value, str) else "resolved-at-deploy"
+            for name, value in synth.env(spec.name).items()
+        }
+        for group in EnvironmentSettings.__subclasses__():
+            group.from_env(given)  # raises ConfigError naming what the function could not use

@@ -70,6 +70,8 @@ def cold_start(function: str, **variables: str) -> subprocess.CompletedProcess[s
         ("timeouts", "INTERLUDE_ANCESTRY_ENDPOINT", "maybe", "a switch is one of"),
         ("actions", "INTERLUDE_ACTION_LEASE_MARGIN_S", "soon", "not a number"),
         ("notify", "INTERLUDE_NOTIFY_MAX_ATTEMPTS", "eight", "not a whole number"),
+        ("stream", "INTERLUDE_VALIDATE_EVENTS", "yes", "a switch is one of"),
+        ("migrate", "INTERLUDE_KEY_RING_CACHE_SECONDS", "1m", "not a whole number"),
     ],
 )
 def test_a_malformed_variable_stops_the_cold_start_naming_it(function, variable, value, reason):
