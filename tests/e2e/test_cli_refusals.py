@@ -80,6 +80,11 @@ def test_a_stopped_stack_is_one_line(tmp_path: Path) -> None:
         assert line.startswith("interlude: cannot reach http://127.0.0.1:9"), line
     local = one_line(interlude("tenant", "settings", "--local", "--tenant", "demo", "--state-file", state))
     assert local.startswith(f"interlude: the local stack of {state} is not running"), local
+    for not_one in ("[]", "{"):
+        (tmp_path / "not-one.json").write_text(not_one)
+        line = one_line(interlude("runs", "list", "--state-file", str(tmp_path / "not-one.json")))
+        assert line == f"interlude: {tmp_path / 'not-one.json'} is not a local stack's state file"
+    assert one_line(interlude("inbox", "--state-file", str(tmp_path))).endswith("is not a local stack's state file")
     never_started = str(tmp_path / "none" / "local.json")
     for command in (("clock", "advance", "5"), ("outbox", "--local")):
         line = one_line(interlude(*command, "--state-file", never_started))

@@ -62,8 +62,10 @@ class Client:
         if not (url and key) and state.exists():
             try:
                 saved = json.loads(state.read_text())
-            except ValueError:
-                raise CliError(f"{state} is not a local stack's state file") from None
+            except (OSError, ValueError):
+                saved = None
+            if not isinstance(saved, dict):
+                raise CliError(f"{state} is not a local stack's state file")
             url, key = url or saved.get("baseUrl"), key or saved.get("apiKey")
         if not (url and key):
             raise CliError("give --url and --key (or INTERLUDE_URL / INTERLUDE_API_KEY, or run `make dev`)")
