@@ -17,12 +17,13 @@ from interlude.app import directory, webhooks
 from interlude.app import replay as replay_module
 from interlude.app.replay import Replay
 from interlude.app.service import Service
-from interlude.domain.errors import Conflict, Invalid
+from interlude.domain.errors import Conflict, Invalid, NotFound
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store import Store
+from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.recoveries import STALE_S
 from tests.integration import test_notify_worker as notify
 from tests.integration.conftest import signed_in
@@ -214,3 +215,20 @@ def test_a_dead_notification_retried_sends_again_only_the_channel_that_failed(wo
         assert refused.value.code == "interlude.not_dead_lettered"
     finally:
         slack.close()
+
+
+def test_a_dead_notice_whose_event_is_not_in_the_log_is_not_found_never_a_server_error(service, admin, aws):
+    # Given a dead callback notice as the release before replays wrote it (no sequence kept), naming no event of its run
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
+    ledger = DeliveryStore(service.store)
+    ref = Notice(run_id, "ntc_" + "x" * 20, "interrupt.requested")
+    claim = ledger.claim(ref, 0, 60)
+    assert ledger.settle(ref, claim.attempt, ledger.DEAD, {"attempt": 1, "status": "failed"}, 0)
+
+    # When it is retried, it is not found (it cannot be made again), and it stays dead
+    with pytest.raises(NotFound) as refused:
+        Replay(service, ReplayOutbox(service)).retry_run_delivery(admin, run_id, ref.notice_id)
+    assert "no longer in its run's log" in refused.value.message
+    assert ledger.read(ref)["status"] == "dead"

@@ -122,14 +122,14 @@ class Replay:
         if found is None:
             raise NotFound("no dead letter of this subscription has that delivery id")
         record, listed = found
-        reopened = self._webhook(record, listed)
+        reopened = _rebuilt(partial(self._webhook, record, listed))
         return {**_replayed(reopened, "the delivery"), "deliveryId": delivery_id, "webhookId": webhook_id, "runId": record["runId"]}
 
     def retry_run_delivery(self, principal: Principal, run_id: str, delivery_id: str) -> dict[str, Any]:
         state, _ = self.runs.load_run(principal.tenant, run_id)
         if not delivery_id.startswith(CALLBACK_PREFIX):
             raise NotFound("the run has no callback delivery with that id")
-        reopened = self._callback(state, delivery_id)
+        reopened = _rebuilt(partial(self._callback, state, delivery_id))
         return {**_replayed(reopened, "the callback delivery"), "deliveryId": delivery_id, "runId": run_id}
 
     def retry_notification(self, principal: Principal, run_id: str, notification_id: str) -> dict[str, Any]:
@@ -389,6 +389,15 @@ def bound_delivery(value: str) -> str:
     if not tenant or not UNIT_ID.fullmatch(opaque):
         raise Invalid("deliveryId is not a delivery id this host issues", {"field": "deliveryId"})
     return tenant_bound(tenant, opaque)
+
+
+def _rebuilt(replay: Callable[[], Reopened]) -> Reopened:
+    """One unit's replay; a unit whose message cannot be made again (its event is no longer in its run's log) is
+    not found (404), never a server error."""
+    try:
+        return replay()
+    except Unrebuildable as exc:
+        raise NotFound(f"it cannot be sent again: {exc}") from None
 
 
 def _replayed(reopened: Reopened, what: str) -> dict[str, Any]:
