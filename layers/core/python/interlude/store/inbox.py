@@ -3,7 +3,7 @@
   entry   T#{tenant}#INBOX#{family}#{shard:02d}   {raisedAt}#{interruptId}   runId, key, kind, workflowId
 
 One entry per family an open interrupt belongs to: ANY or each approver ref that binds on it (`P#`, `G#`,
-`ROLE#`: rules.interrupts.decide.approver_families), `WF#{workflowId}` and `KIND#{kind}`, and `P#{delegate}` for each principal an approver handed their vote on
+`ROLE#`: rules.interrupts.approvers.approver_families), `WF#{workflowId}` and `KIND#{kind}`, and `P#{delegate}` for each principal an approver handed their vote on
 this gate to (issue 14 item 4: written by the transition that records the delegation). Entries are
 pointers: a page reads the interrupt items they name (one BatchGetItem) and lists only those still open, so the
 interrupt item stays the one truth of status, payload and votes.
@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
+from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import sharded
 from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
@@ -45,9 +46,6 @@ CLOSED_ENTRIES = "closedEntries"
 
 
 def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any]) -> list[str]:
-    # The interrupt rules load with the first transition, not with the store (the callbacks function's cold start).
-    from interlude.rules.interrupts.decide import approver_families
-
     return [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}", f"KIND#{kind}"]
 
 

@@ -14,11 +14,8 @@ from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
 from interlude.domain.models.run import OpenInterrupt, Vote
 from interlude.domain.outcomes import approval_outcome
+from interlude.rules.interrupts.approvers import ANYONE, REF_KINDS, binding_refs
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator, delegated_to, has_cast, has_delegated
-
-# The approver ref kinds this host resolves and enforces, advertised as discovery `interrupt.refKinds`.
-# A ref kind not listed here is ignored on a gate (openwop-notes §1.1 Approver enforcement).
-REF_KINDS: tuple[str, ...] = ("principal", "group", "role")
 
 
 @dataclass(frozen=True)
@@ -94,16 +91,6 @@ def _check_resume_schema(interrupt: OpenInterrupt, value: Any) -> None:
         )
 
 
-def binding_refs(data: dict[str, Any], ref_kinds: tuple[str, ...] = REF_KINDS) -> list[str]:
-    """The eligibility fields of an approval that bind on this host (approversList always)."""
-    fields = ["approversList"] if data.get("approversList") else []
-    if "group" in ref_kinds and data.get("approverGroupRefs"):
-        fields.append("approverGroupRefs")
-    if "role" in ref_kinds and data.get("approverRoleRefs"):
-        fields.append("approverRoleRefs")
-    return fields
-
-
 def eligible(data: dict[str, Any], resolver: Resolver, ref_kinds: tuple[str, ...] = REF_KINDS) -> bool:
     """May this resolver decide the approval? The union of the binding refs; no binding ref: anyone.
 
@@ -130,26 +117,6 @@ def named_by(data: dict[str, Any], delegator: Delegator) -> bool:
         return False
     as_voter = Resolver(subject=delegator.subject, surface="run", groups=delegator.groups, roles=delegator.roles)
     return eligible(data, as_voter)
-
-
-# An approval naming more refs than this is indexed as open to anyone (one entry instead of one per ref): what the
-# inbox reads stays bounded, and eligibility is still enforced on every page and every decision.
-MAX_INDEXED_REFS = 20
-ANYONE = "ANY"
-
-
-def approver_families(kind: str, data: dict[str, Any], ref_kinds: tuple[str, ...] = REF_KINDS) -> list[str]:
-    """The inbox families an open interrupt is listed under for `eligible`: each binding ref, else ANY."""
-    if kind != "approval":
-        return [ANYONE]
-    fields = binding_refs(data, ref_kinds)
-    families = [f"P#{ref}" for ref in data.get("approversList") or []] if "approversList" in fields else []
-    if "approverGroupRefs" in fields:
-        families += [f"G#{ref}" for ref in data["approverGroupRefs"]]
-    if "approverRoleRefs" in fields:
-        families += [f"ROLE#{ref}" for ref in data["approverRoleRefs"]]
-    unique = list(dict.fromkeys(families))
-    return unique if unique and len(unique) <= MAX_INDEXED_REFS else [ANYONE]
 
 
 def resolver_families(resolver: Resolver) -> list[str]:
