@@ -27,7 +27,8 @@ from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.integration.test_actions import TABLE, workflow  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 from tests.support.stream import Stream  # noqa: E402

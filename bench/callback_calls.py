@@ -30,7 +30,8 @@ from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.integration.test_callbacks import TABLE  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402

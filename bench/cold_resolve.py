@@ -97,7 +97,8 @@ def waiting_runs(count: int) -> tuple[list[str], str]:
     from interlude.composition import compose
     from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest
     from interlude.domain.models.workflow import WorkflowDefinition
-    from interlude.store import Store, create_table
+    from interlude.store.facade import Store
+    from interlude.store.provisioning import create_table
     from tests.support.local_stack import FIXTURES
 
     compose()

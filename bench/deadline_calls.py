@@ -28,7 +28,8 @@ from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
 

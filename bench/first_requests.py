@@ -33,7 +33,8 @@ from interlude import wiring
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import moto_patches
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 moto_patches.apply()
 client = boto3.client("dynamodb")
 create_table(client, "bench")

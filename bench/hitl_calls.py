@@ -21,7 +21,8 @@ from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.tenants import PostEventRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 
 
 def main() -> None:

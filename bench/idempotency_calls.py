@@ -25,7 +25,7 @@ from interlude.api import http  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
-from interlude.store import create_table  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES, wire  # noqa: E402
 
 FIXTURE = FIXTURES / "conformance-approval.json"

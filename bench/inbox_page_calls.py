@@ -23,7 +23,8 @@ from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.principals import PrincipalEntry  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.tenants import TenantSettings  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.support.inbox_seed import gated_workflow, seed_like  # noqa: E402
 
 SIZES = (10, 5_000, 20_000)

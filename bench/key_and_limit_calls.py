@@ -31,7 +31,8 @@ from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 12.0

@@ -88,7 +88,7 @@ class Tenant:
         from interlude.app.service import Service
         from interlude.domain.models.requests import CreateKeyRequest
         from interlude.domain.models.workflow import WorkflowDefinition
-        from interlude.store import Store
+        from interlude.store.facade import Store
         from tests.support.local_stack import FIXTURES
 
         self.service = Service(Store(deployment.table))

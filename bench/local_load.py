@@ -40,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local.stack import TABLE_NAME, configure_environment
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.support.local_stack import Api, LocalStackProcess, wire
 from tests.support.run_copies import RunCopies
 

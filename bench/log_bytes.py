@@ -290,7 +290,8 @@ def measure() -> dict[str, Any]:
     from interlude.local.keyring import prepare_local_key_ring
     from interlude.local.schedules import create_local_deadline_resources
     from interlude.local.sqs_pump import create_queues, export_queue_urls
-    from interlude.store import Store, create_table
+    from interlude.store.facade import Store
+    from interlude.store.provisioning import create_table
 
     with mock_aws():
         client = boto3.client("dynamodb")

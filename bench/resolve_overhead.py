@@ -40,7 +40,8 @@ from moto import mock_aws  # noqa: E402
 from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 
 GOAL = 3.0
 

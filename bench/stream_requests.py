@@ -31,7 +31,8 @@ from interlude.app.service import Service  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
 from interlude.local.lambda_runtime import invoke  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.support.local_stack import wire  # noqa: E402
 
 GATES = {

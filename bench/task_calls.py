@@ -45,7 +45,8 @@ from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest,
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.schedules import create_local_deadline_resources  # noqa: E402
 from interlude.local.sqs_pump import create_queues, export_queue_urls  # noqa: E402
-from interlude.store import Store, create_table  # noqa: E402
+from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import create_table  # noqa: E402
 from tests.integration.test_tasks import TABLE, task_workflow  # noqa: E402
 from tests.support.stream import Stream, dispatch  # noqa: E402
 

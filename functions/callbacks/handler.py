@@ -26,8 +26,8 @@ with collector_paused():
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
     from interlude.config.secrets import created_secrets
-    from interlude.store import Store
     from interlude.store.deliveries import DeliveryStore
+    from interlude.store.table import Table
 
     logger = Logger(service="interlude-callbacks")
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
@@ -41,7 +41,7 @@ with collector_paused():
 def worker() -> Worker:
     cfg, created = delivery_settings(), created_secrets()
     return Worker(
-        deliveries=DeliveryStore(Store(settings().table_name)),
+        deliveries=DeliveryStore(Table(settings().table_name)),
         sqs=boto3.client("sqs"),
         secrets=SecretCache(
             boto3.client("secretsmanager"), cfg.secret_prefix, kms_key_id=created.kms_key_id, tags=created.tags

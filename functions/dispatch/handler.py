@@ -28,7 +28,7 @@ with collector_paused():
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.app.service import default_service
     from interlude.composition import compose, handle_stream_record
-    from interlude.store.dynamo import run_id_of
+    from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
 
     logger = Logger(service="interlude-dispatch")

@@ -29,7 +29,7 @@ with collector_paused():
     from interlude.adapters.migration_turns import queue_turn
     from interlude.app.service import Service
     from interlude.config import settings
-    from interlude.store import Store
+    from interlude.store.facade import Store
     from interlude.store.migrations import LEASE_S
 
     logger = Logger(service="interlude-migrate")

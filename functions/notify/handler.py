@@ -28,7 +28,7 @@ with collector_paused():
     from interlude.adapters.notify.worker import Worker
     from interlude.config import settings
     from interlude.config.notify import notify_settings
-    from interlude.store import Store
+    from interlude.store.runs import RunStore
 
     logger = Logger(service="interlude-notify")
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
@@ -42,7 +42,7 @@ with collector_paused():
 def worker() -> Worker:
     cfg = settings()
     return Worker(
-        store=Store(cfg.table_name),
+        store=RunStore(cfg.table_name),
         sqs=boto3.client("sqs"),
         ses=boto3.client("sesv2"),
         secrets=boto3.client("secretsmanager"),

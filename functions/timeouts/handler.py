@@ -21,7 +21,7 @@ with collector_paused():
     from interlude.app import audit
     from interlude.composition import compose_audit
     from interlude.config import settings
-    from interlude.store import Store
+    from interlude.store.transactions import TransactionalTable
 
     if TYPE_CHECKING:
         from interlude.app.service import Service
@@ -46,8 +46,8 @@ def service() -> Service:
 
 
 @cache
-def sweep_store() -> Store:
-    return Store(settings().table_name)
+def sweep_store() -> TransactionalTable:
+    return TransactionalTable(settings().table_name)
 
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path="runId")

@@ -15,7 +15,7 @@ import pytest
 
 from interlude import wiring
 from interlude.local.stack import TABLE_NAME
-from interlude.store.dynamo import RUN_SK, run_pk
+from interlude.store.layout import RUN_SK, run_pk
 from tests.support.local_stack import FIXTURES, Api, cli, running_stack, stack_client, until, wire
 
 GROUP = wiring.LOCAL_SCHEDULE_GROUP

@@ -17,7 +17,7 @@ from interlude import wiring
 from interlude.api.errors import status_for_code
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
-from interlude.store.dynamo import RUN_SK
+from interlude.store.layout import RUN_SK
 from tests.support.local_stack import FIXTURES, Api, stack_client, tenant_admin_key, wire
 
 REPLAY = "OpenWOP-Idempotent-Replay"

@@ -9,7 +9,7 @@ from interlude.app.service import Service
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.support.moto_world import World, check_left_intact, create_world, private_account, shared_world
 
 # The tenant of the running test's world: the one keys are issued in unless a test names another.

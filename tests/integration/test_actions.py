@@ -22,10 +22,10 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.actions import provider_key
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
-from interlude.store import Store
 from interlude.store import attributes as a
-from interlude.store.dynamo import run_pk
 from interlude.store.effects import EFFECT_SK, effect_pk, ledger_sk
+from interlude.store.facade import Store
+from interlude.store.layout import run_pk
 from tests.integration.conftest import state_of
 from tests.support.moto_world import TABLE
 from tests.support.receiver import Receiver

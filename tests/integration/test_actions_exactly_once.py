@@ -33,7 +33,8 @@ from interlude.local import lambda_runtime
 from interlude.local.moto_server import LockedMotoServer
 from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
 from interlude.local.stack import configure_environment
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import signed_in
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch

@@ -21,8 +21,8 @@ from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettin
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import audit as rules
 from interlude.rules.tokens.scheme import KeyRing
-from interlude.store import Store
 from interlude.store import audit as items
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in, tenant_of_test
 from tests.support.moto_world import TABLE
 

@@ -23,8 +23,9 @@ from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.rules import audit as rules
-from interlude.store import Store, create_table
 from interlude.store import audit as items
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key, signed_in
 
 TABLE = "interlude-anchor-test"

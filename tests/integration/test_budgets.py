@@ -20,7 +20,7 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import CredentialGrantRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.moto_world import TABLE
 
@@ -261,7 +261,7 @@ def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(service, a
     # open five gates (five items more, less the open-runs counter an ending run writes) does not.
     sizes = transaction_sizes(service.store.client)
     assert service.resolve_interrupt(admin, ending, "gate", {"action": "accept"})["status"] == "completed"
-    monkeypatch.setattr("interlude.store.dynamo.TRANSACT_MAX_ITEMS", sizes[-1] + 1)
+    monkeypatch.setattr("interlude.store.transactions.TRANSACT_MAX_ITEMS", sizes[-1] + 1)
     answered = service.resolve_interrupt(admin, fan_out.runId, "gate", {"action": "accept"})
     assert answered["status"] == "failed"
     assert_decision_landed_and_run_failed(service, fan_out.runId, "interlude.budget_exceeded", "gate")

@@ -20,8 +20,8 @@ from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.sqs_pump import to_event_record
-from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
+from interlude.store.facade import Store
 from tests.integration.conftest import tenant_of_test
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire

@@ -20,7 +20,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines
 from interlude.local import lambda_runtime
 from interlude.local.schedules import SchedulePump
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE

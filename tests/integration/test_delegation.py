@@ -22,7 +22,7 @@ from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.engine.events import check
-from interlude.store import Store
+from interlude.store.facade import Store
 from interlude.store.sharded import family_pks
 from tests.integration.conftest import signed_in, tenant_of_test
 

@@ -16,8 +16,8 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.rules.auth import run_resolver
-from interlude.store import Store
 from interlude.store.directory import DirectoryStore
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 
 

@@ -21,8 +21,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store import attributes as a
-from interlude.store.dynamo import API_KEY_SK, RUN_SK, workflow_pk, workflow_version_sk
-from interlude.store.keys import run_pk
+from interlude.store.layout import API_KEY_SK, RUN_SK, run_pk, workflow_pk, workflow_version_sk
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE

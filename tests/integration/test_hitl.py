@@ -19,7 +19,8 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
-from interlude.store import Conflict, Store
+from interlude.store.facade import Store
+from interlude.store.transactions import LostRace
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import wire
 
@@ -441,6 +442,6 @@ def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(se
     from interlude.engine.run import Transition, iso
 
     again, version = service.store.get_run(state.runId)
-    with pytest.raises(Conflict):
+    with pytest.raises(LostRace):
         service.store.commit(Transition(state=again, claims=[cid]), version, iso(service.clock()))
     assert service.store.get_run(state.runId)[1] == version

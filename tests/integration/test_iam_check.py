@@ -19,7 +19,8 @@ from interlude.app.service import Service
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
 from interlude.rules import audit as rules
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import signed_in
 from tests.support.aws_calls import Recorder
 from tests.support.iam_check import SIMULATOR_PACKAGE, Deployment, check, read_records, summary_lines

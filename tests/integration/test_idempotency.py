@@ -21,7 +21,7 @@ from interlude.api import idempotency as api_idem
 from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store import Store
+from interlude.store.facade import Store
 from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire

@@ -17,7 +17,7 @@ from interlude.app.service import Service, default_service
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.run import Closed, Transition
-from interlude.store import Store
+from interlude.store.facade import Store
 from interlude.store.inbox import CLOSED_ENTRIES
 from tests.integration.conftest import signed_in, state_of
 from tests.support.moto_world import TABLE

@@ -1,7 +1,7 @@
 """An inbox page reads the same whatever the tenant's pending count (issue 13, item 1; docs/scale.md).
 
 Real moto table; the pending interrupts are seeded in bulk through the store's own open-interrupt write path
-(Store.put_open_interrupts: the interrupt item as a transition writes it, and its index entries). DynamoDB calls
+(tests/support/inbox_seed.py: the interrupt item as a transition writes it, and its index entries). DynamoDB calls
 and the items they return are counted with botocore's event hooks around each page.
 """
 
@@ -20,7 +20,8 @@ from interlude.domain.errors import DomainError
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import signed_in
 from tests.support.inbox_seed import gated_workflow, seed_like
 

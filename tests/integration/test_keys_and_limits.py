@@ -19,8 +19,8 @@ from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import limits as rules
-from interlude.store import Store
 from interlude.store import limits as counters_module
+from interlude.store.facade import Store
 from interlude.store.limits import LimitStore
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.moto_world import TABLE

@@ -24,9 +24,9 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex.workflows import ModulexWorkflows
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
-from interlude.store import Store
 from interlude.store import attributes as a
-from interlude.store.dynamo import catalogue_pk, workflow_pk
+from interlude.store.facade import Store
+from interlude.store.layout import catalogue_pk, workflow_pk
 from interlude.store.migrations import LEASE_S, LeaseLost, MigrationStore
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import until

@@ -32,7 +32,8 @@ from interlude.local import lambda_runtime, moto_patches
 from interlude.local.http_gateway import to_event
 from interlude.local.stack import DEMO_WORKFLOW
 from interlude.rules import limits as limit_rules
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.run_copies import RunCopies

@@ -13,7 +13,8 @@ from moto import mock_aws
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import signed_in
 from tests.support import moto_world
 from tests.support.stream import stream_records

@@ -23,7 +23,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.rules.auth import run_resolver
 from interlude.rules.tokens.scheme import KeyRing
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.moto_world import SENDER, TABLE, current_account
 from tests.support.receiver import Receiver

@@ -15,7 +15,7 @@ from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store import attributes as a
-from interlude.store.dynamo import workflow_pk, workflow_version_sk
+from interlude.store.layout import workflow_pk, workflow_version_sk
 from tests.integration import test_actions as actions
 from tests.integration.conftest import signed_in, state_of
 from tests.support.engine import refund_definition

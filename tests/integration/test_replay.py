@@ -22,8 +22,8 @@ from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore, Notice
+from interlude.store.facade import Store
 from interlude.store.recoveries import STALE_S
 from tests.integration import test_notify_worker as notify
 from tests.integration.conftest import signed_in

@@ -38,12 +38,13 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
-from interlude.store import Store, create_table
 from interlude.store import attributes as a
-from interlude.store.dynamo import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
 from interlude.store.effects import EffectStore
+from interlude.store.facade import Store
 from interlude.store.idempotency import IN_PROGRESS
 from interlude.store.idempotency import SORT_KEY as IDEM_SK
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.receiver import Receiver

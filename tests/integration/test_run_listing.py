@@ -17,7 +17,7 @@ from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex import workflows as mxw
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
@@ -162,7 +162,7 @@ def test_a_refused_create_leaves_no_entry_and_an_entry_without_its_run_is_not_li
     from interlude.app import tenants
     from interlude.domain.errors import DomainError
     from interlude.domain.models.tenants import TenantSettings
-    from interlude.store.dynamo import run_entry
+    from interlude.store.run_items import run_entry
 
     admin = signed_in(service)
     register(service, admin, "approve", "conformance-approval")

@@ -10,8 +10,7 @@ import boto3
 
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store.dynamo import RUN_SK
-from interlude.store.keys import run_pk
+from interlude.store.layout import RUN_SK, run_pk
 from tests.integration.conftest import signed_in
 from tests.support.moto_world import TABLE
 

@@ -16,7 +16,7 @@ from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.auth import Principal
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE

@@ -14,7 +14,7 @@ from interlude.api.idempotency import request_digest
 from interlude.app.service import Service
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.modulex_example import worked_example

@@ -17,7 +17,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.subworkflows import MAX_DEPTH, child_run_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, state_of
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE

@@ -21,7 +21,7 @@ from interlude.faces.modulex.references import engine_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import SchedulePump
-from interlude.store import Store
+from interlude.store.facade import Store
 from interlude.store.tasks import Claim, TaskStore
 from tests.integration.conftest import new_api_key, state_of
 from tests.support.modulex_example import worked_example

@@ -11,7 +11,7 @@ from interlude.adapters import metrics
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 

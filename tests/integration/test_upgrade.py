@@ -33,7 +33,7 @@ from interlude.domain import clock
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
-from interlude.store import Store
+from interlude.store.facade import Store
 from tests.support.local_stack import wire
 from tests.support.stream import Stream
 

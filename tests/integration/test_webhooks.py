@@ -30,8 +30,8 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.deadlines import ESCALATION_EVENT
 from interlude.engine.effect_names import ACTION_REQUESTED, CHILD_REQUESTED
 from interlude.engine.run import VOTE_DELEGATED
-from interlude.store import Store
 from interlude.store.deliveries import DeliveryStore
+from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.egress import fake_resolve
 from tests.support.local_stack import FIXTURES

@@ -18,8 +18,8 @@ from interlude.domain import clock
 from interlude.domain.budgets import MAX_OPEN_WAITS, OPEN_WAITS_BUDGET
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
-from interlude.store.keys import run_pk
-from interlude.store.tasks import TASK_SK, task_pk
+from interlude.store.layout import run_pk
+from interlude.store.task_items import TASK_SK, task_pk
 from tests.integration.conftest import new_api_key
 from tests.support.moto_world import TABLE
 from tests.support.stream import Stream

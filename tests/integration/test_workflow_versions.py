@@ -10,8 +10,8 @@ import pytest
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store
-from interlude.store.dynamo import workflow_pk, workflow_version_sk
+from interlude.store.facade import Store
+from interlude.store.layout import workflow_pk, workflow_version_sk
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 

@@ -1,7 +1,8 @@
 """Many pending interrupts in a moto table, fast: for the inbox scale test and bench/inbox_page_calls.py.
 
-Items come from the store's own open-interrupt write path (Store.put_open_interrupts: each interrupt item as a
-transition writes it, and its inbox entries); only the transport is shortened, straight into moto's backend.
+Items are the store's own (store/run_items.interrupt_put: each interrupt item as a transition writes it, and its
+inbox entries as store/inbox.py makes them), written by BatchWriteItem (no run head, no events: a page reads
+neither); only the transport is shortened, straight into moto's backend.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 from moto.dynamodb.models import dynamodb_backends
 
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.store import Store
+from interlude.store.facade import Store
+from interlude.store.inbox import Entry, InboxIndex
+from interlude.store.run_items import interrupt_put
 from tests.support.moto_world import current_account
 
 
@@ -59,4 +62,6 @@ def seed_like(store: Store, template: tuple[Any, Any], start: int, stop: int, pr
                 ),
             )
         )
-    Store(store.table, DirectWrites(store.client)).put_open_interrupts(opened)
+    index = InboxIndex(store.table, DirectWrites(store.client))
+    index.batch_write([{"PutRequest": {"Item": interrupt_put(state, i)["Item"]}} for state, i in opened])
+    index.put(Entry.of(state.tenant, state.runId, state.workflowId, i) for state, i in opened)

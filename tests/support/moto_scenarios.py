@@ -726,7 +726,7 @@ def sizes_as_counted(table: str = TABLE) -> list[bool]:
 def scenarios() -> dict[str, Any]:
     with mock_aws():
         client = boto3.client("dynamodb")
-        from interlude.store import create_table
+        from interlude.store.provisioning import create_table
 
         create_table(client, TABLE)
         client.create_table(

@@ -38,7 +38,7 @@ from interlude.config.notify import SES_FROM_ADDRESS_ENV
 from interlude.local import LOCAL_REGION
 from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues
-from interlude.store import create_table
+from interlude.store.provisioning import create_table
 
 TABLE = "interlude-test"
 KEY_RING_SECRET = "interlude-test/token-keys"

@@ -237,7 +237,7 @@ from interlude.adapters.audit_key import ensure_signing_key
 from interlude.config import settings
 from interlude.domain.audit import AuditDraft
 from interlude.rules import audit as rules
-from interlude.store.dynamo import create_table
+from interlude.store.provisioning import create_table
 create_table(boto3.client("dynamodb"), "cold-imports")
 ensure_signing_key(settings().audit_key_secret)
 module.sweep_store().transact([], AuditDraft("t1", "key.created", {"subjectId": "op"}, {"keyId": "k1"}, "2026-12-01T00:00:00Z"))
@@ -399,7 +399,8 @@ import boto3
 from interlude import wiring
 from interlude.app.service import Service
 from interlude.domain.models.requests import CreateKeyRequest
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 create_table(boto3.client("dynamodb"), "cold-imports")
 key = Service(Store("cold-imports", boto3.client("dynamodb"))).issue_key(
     "t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES))
@@ -577,8 +578,8 @@ def test_a_notify_message_loads_only_the_secrets_parameter_provider():
     assert among(got["modules"], ["boto3.dynamodb"]) == []
 
 
-# What a function that moves no run never writes (store/dynamo.py loads them where a run moves or an entry is
-# appended): the inbox index and its shards, Idempotency-Key records, the audit log and its canonical JSON.
+# What a function that moves no run never writes (store/transitions.py and store/transactions.py load them, where a
+# run moves or an entry is appended): the inbox index and its shards, Idempotency-Key records, the audit log and its canonical JSON.
 RUN_WRITERS_ONLY = [
     "interlude.store.inbox",
     "interlude.store.sharded",

@@ -70,9 +70,9 @@ def test_the_contracts_hold_on_the_real_tree():
         ),
         (
             "worker/reads_the_table.py",
-            "from interlude.store import dynamo\n",
+            "from interlude.store import facade\n",
             "The task worker is a client",
-            "interlude.worker.reads_the_table -> interlude.store.dynamo",
+            "interlude.worker.reads_the_table -> interlude.store.facade",
         ),
     ],
     ids=[

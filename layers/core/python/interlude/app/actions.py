@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.models.run import PendingAction
-from interlude.store import Conflict as LostRace
+from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
     from interlude.app.service import Service

@@ -21,8 +21,8 @@ from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
 from interlude.domain.budgets import BudgetExceeded, json_size
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
-from interlude.store import Store
 from interlude.store.audit import AuditLog, decode_before, encode_before
+from interlude.store.transactions import TransactionalTable
 
 if TYPE_CHECKING:
     # Annotations only: the timeouts function's checkpoint sweep loads this module and needs no run model.
@@ -143,17 +143,17 @@ def decision_draft(
 # -- appending and checkpoints -----------------------------------------------------------------------------------
 
 
-def append(store: Store, entry: AuditDraft) -> None:
+def append(store: TransactionalTable, entry: AuditDraft) -> None:
     """Append an entry on its own (for an action that writes nothing else, e.g. a token mint)."""
     store.transact([], entry)
 
 
-def install(store: Store) -> None:
+def install(store: TransactionalTable) -> None:
     """Checkpoint right after an append that makes one due (the periodic sweep catches the quiet chains)."""
     store.after_audit = lambda tenant, chain, head: checkpoint_if_due(store, tenant, chain, head)
 
 
-def checkpoint_if_due(store: Store, tenant: str, chain: int, head: rules.Head) -> None:
+def checkpoint_if_due(store: TransactionalTable, tenant: str, chain: int, head: rules.Head) -> None:
     if not rules.checkpoint_due(head, time.time()):
         return
     try:
@@ -162,7 +162,7 @@ def checkpoint_if_due(store: Store, tenant: str, chain: int, head: rules.Head) -
         caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
 
 
-def checkpoint(store: Store, tenant: str, chain: int, attempts: int = 5) -> dict[str, Any] | None:
+def checkpoint(store: TransactionalTable, tenant: str, chain: int, attempts: int = 5) -> dict[str, Any] | None:
     """Sign a checkpoint over the chain's entries no checkpoint anchors yet (at most CHECKPOINT_INTERVAL_ENTRIES);
     None when there are none, or no signing key."""
     key = signing_key()
@@ -193,7 +193,7 @@ def checkpoint(store: Store, tenant: str, chain: int, attempts: int = 5) -> dict
     return None
 
 
-def checkpoint_pending(store: Store, early_s: float = 0) -> int:
+def checkpoint_pending(store: TransactionalTable, early_s: float = 0) -> int:
     """The periodic sweep (wiring.AUDIT_CHECKPOINT_SWEEP, every `early_s`): checkpoint every chain whose oldest
     unanchored entry would pass the interval before the next sweep, then publish the anchor of each tenant with a
     chain pending. Returns how many checkpoints it made."""
@@ -217,7 +217,7 @@ def checkpoint_pending(store: Store, early_s: float = 0) -> int:
     return made
 
 
-def publish_anchor(store: Store, tenant: str, pending: list[int]) -> None:
+def publish_anchor(store: TransactionalTable, tenant: str, pending: list[int]) -> None:
     """Publish the tenant's anchor (every chain's head and last checkpoint, signed), then take off the pending index
     each of the `pending` chains whose entries are all checkpointed: the anchor now holds that head (issue 26 S6)."""
     heads = store.audit_log.heads(tenant)
@@ -233,7 +233,7 @@ def publish_anchor(store: Store, tenant: str, pending: list[int]) -> None:
 # -- reading ---------------------------------------------------------------------------------------------------
 
 
-def verify(store: Store, tenant: str, from_seq: int, to_seq: int, chain: int | None = None) -> dict[str, Any]:
+def verify(store: TransactionalTable, tenant: str, from_seq: int, to_seq: int, chain: int | None = None) -> dict[str, Any]:
     """verifyAuditLog: re-walk [from_seq, to_seq] of each of the tenant's chains (or of `chain` alone), every
     anomaly named (its `detail` names the chain)."""
     if from_seq < 0 or to_seq < from_seq:
@@ -320,7 +320,7 @@ def _verify_chain(
     return answer
 
 
-def entries_page(store: Store, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
+def entries_page(store: TransactionalTable, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
     """Newest first across the tenant's chains (by `at`; a chain's own entries in their order); `cursor` continues
     after the previous page. Reads the chains' heads (one BatchGetItem per 100) and, per chain that has entries
     left, one Query of at most `limit`."""

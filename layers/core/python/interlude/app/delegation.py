@@ -22,7 +22,7 @@ from interlude.domain.models.run import OpenInterrupt
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import Resolver, delegation, eligible, named_by
 from interlude.rules.interrupts.delegation import Delegator, has_cast
-from interlude.store import Conflict as LostRace
+from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
     from datetime import datetime

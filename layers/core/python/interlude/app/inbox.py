@@ -17,7 +17,7 @@ from interlude.rules.interrupts.decide import Resolver, eligible, named_by, reso
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator
 from interlude.store import sharded
 from interlude.store.inbox import InboxIndex, run_open_interrupts
-from interlude.store.keys import run_pk
+from interlude.store.layout import run_pk
 
 if TYPE_CHECKING:
     from interlude.app.service import Service

@@ -16,7 +16,7 @@ from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden, Invalid, NotFound
 from interlude.rules import auth
-from interlude.store import Store
+from interlude.store.facade import Store
 
 if TYPE_CHECKING:
     from interlude.domain.models.requests import CreateKeyRequest

@@ -38,14 +38,14 @@ from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import iso
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_bound, tenant_of
-from interlude.store import Conflict as LostRace
 from interlude.store import attributes as a
 from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
-from interlude.store.keys import run_pk
+from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Reopened, Writes
 from interlude.store.notifications import PREFIX as NOTIFICATION_PREFIX
 from interlude.store.notifications import Notification, NotificationStore
 from interlude.store.recoveries import RecoveryStore, recovery_key
+from interlude.store.transactions import LostRace
 from interlude.store.webhooks import dead_letters_pk
 
 if TYPE_CHECKING:

@@ -39,11 +39,11 @@ from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION, In
 from interlude.engine.visits import visit_keys
 from interlude.rules import auth
 from interlude.rules import inputs as declared_inputs
-from interlude.store import Conflict as LostRace
-from interlude.store import Store
 from interlude.store.directory import DirectoryStore
+from interlude.store.facade import Store
 from interlude.store.idempotency import IdempotencyStore
 from interlude.store.interactions import InteractionStore
+from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
     from interlude.app.limits import TenantLimiter

@@ -20,7 +20,7 @@ from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
 from interlude.domain.models.run import RunState
 from interlude.engine.effect_names import CHILD_REQUESTED
 from interlude.rules import inputs as declared_inputs
-from interlude.store import Conflict as LostRace
+from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
     from interlude.app.service import Service

@@ -43,7 +43,7 @@ from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooL
 from interlude.domain.ids import tenant_of
 from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
-from interlude.store import Conflict as LostRace
+from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
     from interlude.app.service import Service

@@ -14,7 +14,6 @@ from interlude.domain.models import keeping_unknown
 from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
 from interlude.domain.validation import parse
-from interlude.store import Conflict as LostRace
 from interlude.store.interactions import (
     SETTINGS_SK,
     InteractionStore,
@@ -23,6 +22,7 @@ from interlude.store.interactions import (
     grant_put,
     settings_put,
 )
+from interlude.store.transactions import LostRace
 
 # How often a merge patch is merged again when another change wrote the settings between its read and its write.
 PATCH_ATTEMPTS = 5

@@ -14,7 +14,7 @@ from interlude.domain.ids import INLINE_WORKFLOW_PREFIX
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import auth
 from interlude.rules.limits import check_definition
-from interlude.store import Store
+from interlude.store.facade import Store
 
 if TYPE_CHECKING:
     from interlude.app.limits import TenantLimiter

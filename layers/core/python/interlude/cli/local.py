@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from interlude.store import Store
+    from interlude.store.facade import Store
 
 # Where `interlude dev` writes its state file, relative to the directory it runs in (`make dev`: the checkout's root).
 STATE_FILE = Path(".interlude/local.json")
@@ -72,7 +72,7 @@ def table_store(args: argparse.Namespace) -> Store:
     """The Store of the local stack (--local), else of --table or $TABLE_NAME, else of --stack's table."""
     from interlude import wiring
     from interlude.cli.deployment import stack_output
-    from interlude.store import Store
+    from interlude.store.facade import Store
 
     if use_local_stack(args):
         from interlude.local.stack import TABLE_NAME

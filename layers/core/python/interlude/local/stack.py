@@ -26,7 +26,8 @@ from interlude.local.pumps import StreamPump
 from interlude.local.recurring import RecurringPump
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
-from interlude.store import Store, create_table
+from interlude.store.facade import Store
+from interlude.store.provisioning import create_table
 
 DEMO_TENANT = "demo"
 TABLE_NAME = "interlude-local"

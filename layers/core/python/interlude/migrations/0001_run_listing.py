@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from interlude.domain.models.run import state_from_json
 from interlude.store import attributes as a
-from interlude.store.dynamo import RUN_SK, run_entry
+from interlude.store.layout import RUN_SK
 from interlude.store.migrations import MigrationStore, Scan
+from interlude.store.run_items import run_entry
 
 if TYPE_CHECKING:
     from interlude.app.service import Service

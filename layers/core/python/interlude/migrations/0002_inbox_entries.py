@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from interlude.store import attributes as a
 from interlude.store.inbox import Entry
-from interlude.store.keys import INTERRUPT_SK_PREFIX
+from interlude.store.layout import INTERRUPT_SK_PREFIX
 from interlude.store.migrations import MigrationStore, Scan
 
 if TYPE_CHECKING:

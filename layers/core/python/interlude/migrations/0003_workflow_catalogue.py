@@ -12,7 +12,7 @@ from interlude.domain.ids import INLINE_WORKFLOW_PREFIX
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex.workflows import catalogue_entry as modulex_entry
 from interlude.store import attributes as a
-from interlude.store.dynamo import WORKFLOW_VERSION_SK_PREFIX
+from interlude.store.layout import WORKFLOW_VERSION_SK_PREFIX
 from interlude.store.migrations import Scan
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from interlude import wiring
 from interlude.store import attributes as a
-from interlude.store.dynamo import API_KEY_SK
+from interlude.store.layout import API_KEY_SK
 from interlude.store.migrations import Scan
 
 if TYPE_CHECKING:

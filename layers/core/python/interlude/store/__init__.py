@@ -1,5 +1,3 @@
-"""The only room that talks to DynamoDB."""
-
-from interlude.store.dynamo import Conflict, Store, create_table
-
-__all__ = ["Conflict", "Store", "create_table"]
+"""The only room that talks to DynamoDB: one module per aggregate (runs, transitions, API keys, workflows, ...), the
+table's key layout in `layout`, every store together in `facade.Store`. Nothing is imported here: a function loads
+the modules it uses, and no more (tests/unit/test_cold_imports.py)."""

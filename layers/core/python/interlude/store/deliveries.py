@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlude.store import attributes as a
-from interlude.store.keys import run_pk
+from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Writes
 
 

@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
 from interlude.store import limits as counters
-from interlude.store.dynamo import Store
+from interlude.store.table import Table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -59,7 +59,7 @@ class DelegateFull(Exception):
 
 
 class DirectoryStore:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Table) -> None:
         self.store = store
         self.table = store.table
         self.client = store.client

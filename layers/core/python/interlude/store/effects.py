@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.domain.clock import iso_epoch
 from interlude.store import attributes as a
-from interlude.store.keys import run_pk
+from interlude.store.layout import run_pk
 from interlude.store.leases import PENDING, Claim, Ledger, Writes
 
 EFFECT_SK = "EFFECT"

@@ -28,7 +28,7 @@ from interlude import wiring
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import sharded
-from interlude.store.keys import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
+from interlude.store.layout import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -101,7 +101,7 @@ class Entry:
 
     @classmethod
     def of_item(cls, item: a.Item) -> Entry:
-        """The entry of an interrupt as its item holds it (Store._interrupt_put): what a backfill writes for an
+        """The entry of an interrupt as its item holds it (store/run_items.interrupt_put): what a backfill writes for an
         interrupt opened before the index existed (interlude.migrations)."""
         plain = a.plain(item)
         votes = json.loads(plain["votes"]) if isinstance(plain.get("votes"), str) else plain.get("votes") or []

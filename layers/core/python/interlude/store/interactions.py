@@ -1,4 +1,4 @@
-"""Items of the human-in-the-loop features (issue 3), beside the run items of store/dynamo.py.
+"""Items of the human-in-the-loop features (issue 3), beside the run items of store/run_items.py.
 
   tenant settings   T#{tenant}                 SETTINGS                 overridePrincipals, eventRetentionHours
   credential grant  T#{tenant}                 CRED#{provider}          scopes (never material), grantedAt/By
@@ -13,8 +13,6 @@ Waiters and conversation claims are written inside the run's transition transact
 
 from __future__ import annotations
 
-import base64
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -138,30 +136,6 @@ def grant_put(tenant: str, provider: str, scopes: list[str], at: str, by: str) -
         "grantedBy": a.s(by),
     }
     return {"Put": {"Item": item}}
-
-
-def encode_cursor(key: dict[str, Any]) -> str:
-    raw = json.dumps({k: v["S"] for k, v in key.items()}, separators=(",", ":"), sort_keys=True, allow_nan=False)
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-# The attributes of a keys-listing cursor (GET /keys): the table's key and the `inbox` GSI's key.
-CURSOR_KEYS = (wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key)
-
-
-def decode_cursor(cursor: str) -> dict[str, Any] | None:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        plain = json.loads(raw)
-    except (ValueError, TypeError):
-        return None
-    if (
-        not isinstance(plain, dict)
-        or set(plain) != set(CURSOR_KEYS)
-        or not all(isinstance(v, str) for v in plain.values())
-    ):
-        return None
-    return {k: a.s(v) for k, v in plain.items()}
 
 
 class InteractionStore:

@@ -30,6 +30,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store.table import Table
 
 PENDING = "pending"
 # A plain conditional write fails with the first; with the second when a transaction holds the item at that moment.
@@ -91,7 +92,7 @@ class Ledger(ABC, Generic[Ref]):
     # The settled status of a unit that failed for good (its dead letter): the one a reopen starts from.
     DEAD: ClassVar[str]
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Table) -> None:
         self.client = store.client
         self.table = store.table
 

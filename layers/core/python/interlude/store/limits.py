@@ -13,7 +13,7 @@ At the default limits there is one item each, counted exactly. Shard 0 keeps the
 Requests are counted by one conditional UpdateItem that refuses to count past the limit, so any number of Lambda
 instances share one count; a warm instance counts them ahead, a lease of several at a time (app/limits.py).
 The usage counters change only inside the transaction that creates or ends a run or stores a workflow version
-(store/dynamo.py), so they cannot drift from what they count: a claim is conditional on the quota, a release (a
+(store/transitions.py, store/workflows.py), so they cannot drift from what they count: a claim is conditional on the quota, a release (a
 run ending) never is, so a run can always end.
 """
 

@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store.inbox import InboxIndex
 
 MIGRATION_PK = "MIGRATION"
 RUNNING = "running"
@@ -152,8 +153,6 @@ class MigrationStore:
     def put_missing(self, items: list[a.Item]) -> int:
         """Put those of `items` whose key names no item yet (an index entry is written once: a backfill that runs
         again, or meets an entry its own writer made, writes nothing); how many it put."""
-        from interlude.store.inbox import InboxIndex
-
         wanted = {(i[wiring.PARTITION_KEY]["S"], i[wiring.SORT_KEY]["S"]): i for i in items}
         found: set[tuple[str, str]] = set()
         pending = [a.key(pk, sk) for pk, sk in wanted]

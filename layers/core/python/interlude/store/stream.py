@@ -12,9 +12,9 @@ from typing import Any
 
 from interlude import wiring
 from interlude.store import attributes as a
-from interlude.store.dynamo import run_id_of
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
+from interlude.store.layout import run_id_of
 
 
 def matches(pattern: Any, value: Any) -> bool:

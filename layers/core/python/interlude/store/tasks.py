@@ -13,7 +13,7 @@ claim reads each shard of each asked queue once, oldest first and only entries w
 CLAIM_READ), and takes a task with one transaction: the task ready -> claimed at the attempt the entry names, and
 the entry deleted. So two workers never hold one attempt, and a stale entry (the task moved on) fails the
 condition and is dropped. A run that ends while a task waits ends the task in its own transaction
-(`abandoned_update`), so a claim never takes it, and dispatch removes its ready entry (`retire`). Every later
+(store/task_items.abandoned_update), so a claim never takes it, and dispatch removes its ready entry (`retire`). Every later
 change of a claim (heartbeat, complete, fail, lapse) is conditional on status, attempt and, from a worker, the
 claim's nonce: one winner. Neither item starts with "E#": the stream
 filter never passes them.
@@ -23,62 +23,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.sharded import entry_pk, family_pks
+from interlude.store.table import Table
+from interlude.store.task_items import TASK_SK, task_fields, task_pk
 
-if TYPE_CHECKING:
-    from interlude.domain.models.run import PendingAction
-    from interlude.store.dynamo import Store
-
-TASK_SK = "TASK"
 # Entries a claim reads per shard of a queue: enough to pass a few stale ones in one round.
 CLAIM_READ = 5
 FAILED_CONDITION = ("ConditionalCheckFailedException", "TransactionCanceledException")
 
 
-def task_pk(task_id: str) -> str:
-    tenant, opaque = task_id.split("/", 1)
-    return f"T#{tenant}#TK#{opaque}"
-
-
 def ready_sk(not_before: float, task_id: str) -> str:
     return f"{int(not_before * 1000):015d}#{task_id.split('/', 1)[1]}"
-
-
-def _fields(task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "taskId": a.s(task_id),
-        "tenant": a.s(task_id.split("/", 1)[0]),
-        "runId": a.s(run_id),
-        "nodeId": a.s(node_id),
-        "visit": a.n(visit),
-        "queue": a.s(request["queue"]),
-        "attempt": a.n(1),
-        "request": a.as_json(request),
-    }
-
-
-def abandoned_update(run_id: str, node_id: str, pending: PendingAction) -> tuple[str, dict[str, Any]]:
-    """(label, TransactWriteItem) ending the task of a visit the run no longer waits for, in the transaction that
-    ends the run: cancelled whatever it was (ready, claimed, or settled with an outcome that never landed). Written
-    whole when the outbox has not made it yet (so it never will: the outbox makes no task for an ended run). No
-    condition: a condition failing here would refuse the run's own transition."""
-    fields = _fields(pending.effectId, run_id, node_id, pending.visit, pending.request)
-    names = {f"#{name}": name for name in fields}
-    values = {f":{name}": value for name, value in fields.items()}
-    kept = ", ".join(f"#{name} = if_not_exists(#{name}, :{name})" for name in fields)
-    update = {
-        "Key": a.key(task_pk(pending.effectId), TASK_SK),
-        "UpdateExpression": f"SET #st = :cancelled, {kept} REMOVE nonce",
-        "ExpressionAttributeNames": {"#st": "status", **names},
-        "ExpressionAttributeValues": {":cancelled": a.s("cancelled"), **values},
-    }
-    return TASK_SK, {"Update": update}
 
 
 @dataclass(frozen=True)
@@ -134,7 +95,7 @@ class Claim:
 
 
 class TaskStore:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Table) -> None:
         self.client = store.client
         self.table = store.table
 
@@ -145,7 +106,7 @@ class TaskStore:
         entry = self._entry(task_id, request["queue"], 1, now)
         item: a.Item = {
             **a.key(task_pk(task_id), TASK_SK),
-            **_fields(task_id, run_id, node_id, visit, request),
+            **task_fields(task_id, run_id, node_id, visit, request),
             "status": a.s("ready"),
             "readySk": entry["Item"][wiring.SORT_KEY],
         }
@@ -296,7 +257,7 @@ class TaskStore:
 
     def retire(self, task_id: str) -> None:
         """The run cancelled the task's node: the task ends cancelled (the run's transaction did so already, unless
-        it was written before `abandoned_update` existed) and its ready entry, if it has one, leaves the index."""
+        it was written before abandoned_update existed) and its ready entry, if it has one, leaves the index."""
         got = self.client.get_item(TableName=self.table, Key=a.key(task_pk(task_id), TASK_SK), ConsistentRead=True)
         item = got.get("Item")
         if item is None:

@@ -31,8 +31,8 @@ from interlude.config.secrets import created_secrets
 from interlude.domain.ids import secret_name, tenant_of
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
-from interlude.store.dynamo import event_sk, run_pk
 from interlude.store.interactions import tenant_pk
+from interlude.store.layout import event_sk, run_pk
 from interlude.store.recoveries import count_up_to
 
 SUBSCRIPTION_SK_PREFIX = "WH#"

@@ -40,10 +40,10 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
-from interlude.store import Store
 from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
+from interlude.store.runs import RunStore
 
 logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
@@ -71,7 +71,7 @@ class Recipient(Work[Notification]):
 
 @dataclass
 class Worker(LeasedWorker[Recipient]):
-    store: Store
+    store: RunStore
     sqs: Any
     ses: Any
     secrets: Any

@@ -1,0 +1,113 @@
+"""The table's key layout: the partition and sort keys of the run, workflow, key and console items.
+
+Item layout (keys are strings; every item carries its tenant in pk, an API key's in its record):
+  run head     T#{tenant}#R#{run}        RUN              state JSON, status, version (store/runs.py reads it,
+                                                          store/transitions.py moves it)
+  event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote; closedEntries: the
+                                                          inbox entries of the interrupts it closed (dispatch
+                                                          deletes them: store/inbox.py)
+  interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution (listed while open by the
+                                                          inbox entries of store/inbox.py)
+  workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition (store/workflows.py)
+  latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
+  modulex wf   T#{tenant}#W#{workflow}   MODULEX          a ModuleX-face workflow's record (store/modulex_records.py)
+  catalogue    T#{tenant}#WFS            {workflow}       a listed workflow: its face, latest version, summary
+                                                          (store/catalogue.py)
+  api key      K#{keyId}                 KEY              secret hash, tenant, subject, scopes; revokedAt
+                                                          listed per tenant on the inbox index (gsi1pk
+                                                          T#{tenant}#KEYS, gsi1sk {createdAt}#{keyId}): store/api_keys.py
+  console      T#{tenant}#CONSOLE#{sid}  SESSION          keyId: an open console session (issue 26, S2), deleted at
+  session                                                 sign-out; its ttl is when it ends anyway
+  run entry    T#{tenant}#RUNS#{shard:02}  {createdAt}#{run}  the run listing's entry (runId, workflowId), written
+                                                          once, just before the run (store/item_index.py)
+  bookmark     T#{tenant}#RUNMARK#{listing}  {offset:012}  where a ModuleX run listing goes on at that offset (a
+                                                          cursor), with a ttl (faces/modulex/workflows.py)
+  idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
+                                                          the write carries an AnsweredRecord
+The other families keep their layout beside their code: the inbox (store/inbox.py), tasks (store/tasks.py), the
+audit chains (store/audit.py), the limits' counters (store/limits.py), effects, deliveries and notifications
+(store/effects.py, deliveries.py, notifications.py), waiters and grants (store/interactions.py). What each costs and
+where its ceiling is: docs/scale.md, "Access patterns".
+"""
+
+from __future__ import annotations
+
+from interlude import wiring
+
+# -- the run partition: head, event batches, interrupts (and the deliveries, notifications and ledger of its effects)
+
+RUN_SK = "RUN"
+INTERRUPT_SK_PREFIX = "I#"
+
+
+def run_pk(run_id: str) -> str:
+    tenant, opaque = run_id.split("/", 1)
+    return f"T#{tenant}#R#{opaque}"
+
+
+def run_id_of(pk: str) -> str | None:
+    """run_pk's inverse; None for a partition key that is not a run's."""
+    parts = pk.split("#")
+    if len(parts) != 4 or parts[0] != "T" or parts[2] != "R":
+        return None
+    return f"{parts[1]}/{parts[3]}"
+
+
+def interrupt_sk(key: str) -> str:
+    return f"{INTERRUPT_SK_PREFIX}{key}"
+
+
+def event_sk(last_seq: int) -> str:
+    """An event batch is keyed by the last sequence it holds."""
+    return f"{wiring.EVENT_ITEM_PREFIX}{last_seq:012d}"
+
+
+# The highest event batch key: a Query from a sequence to here reads every batch after it.
+LAST_EVENT_SK = event_sk(10**12 - 1)
+
+# -- workflows: versions, the latest-version pointer, a ModuleX workflow's record, the catalogue
+
+WORKFLOW_VERSION_SK_PREFIX = "V#"
+# The pointer to a workflow's latest version: a few bytes, written in the same transaction as the version.
+WORKFLOW_LATEST_SK = "LATEST"
+MODULEX_WORKFLOW_SK = "MODULEX"
+
+
+def workflow_pk(tenant: str, workflow_id: str) -> str:
+    return f"T#{tenant}#W#{workflow_id}"
+
+
+def workflow_version_sk(version: int) -> str:
+    return f"{WORKFLOW_VERSION_SK_PREFIX}{version:08d}"
+
+
+def catalogue_pk(tenant: str) -> str:
+    return f"T#{tenant}#WFS"
+
+
+def listing_bookmark_pk(tenant: str, listing: str) -> str:
+    return f"T#{tenant}#RUNMARK#{listing}"
+
+
+def listing_bookmark_sk(offset: int) -> str:
+    return f"{offset:012d}"
+
+
+# -- API keys and console sessions
+
+API_KEY_SK = "KEY"
+API_KEY_PK_PREFIX = "K#"
+CONSOLE_SESSION_SK = "SESSION"
+
+
+def api_key_pk(key_id: str) -> str:
+    return f"{API_KEY_PK_PREFIX}{key_id}"
+
+
+def keys_index_pk(tenant: str) -> str:
+    """A tenant's keys on the inbox GSI (the index is overloaded: this partition value is the tenant's own)."""
+    return f"T#{tenant}#KEYS"
+
+
+def console_session_pk(tenant: str, session_id: str) -> str:
+    return f"T#{tenant}#CONSOLE#{session_id}"

@@ -1,0 +1,127 @@
+"""The items of a run as a transition writes them: its head, an event batch, its interrupts, its listing entry.
+
+Each builder returns the body of one TransactWriteItem (a Put or an Update); store/transitions.py puts them together
+into the transition's one transaction. The bench and test loaders write the same items (tests/support).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlude import wiring
+from interlude.domain.models.run import OpenInterrupt, RunState, state_json
+from interlude.store import attributes as a
+from interlude.store import item_index
+from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
+from interlude.store.transactions import Labelled
+
+# The label of the run entry (its PutItem's, as run_entry returns it).
+RUN_ENTRY_LABEL = "RUNS"
+
+
+def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> Labelled:
+    """(label, Put) of the run listing's entry for a run, written just before the transaction that creates the run
+    (removed again if it is refused; a listing skips an entry whose run head is missing)."""
+    sort = f"{created_at}#{run_id.split('/', 1)[1]}"
+    put = item_index.entry_put(tenant, wiring.RUN_INDEX, run_id, sort, {"runId": run_id, "workflowId": workflow_id})
+    return RUN_ENTRY_LABEL, put
+
+
+def run_entry_key(entry: Labelled) -> a.Item:
+    item = entry[1]["Put"]["Item"]
+    return {wiring.PARTITION_KEY: item[wiring.PARTITION_KEY], wiring.SORT_KEY: item[wiring.SORT_KEY]}
+
+
+def head_attributes(state: RunState, version: int) -> a.Item:
+    return {
+        "version": a.n(version),
+        "status": a.s(state.status),
+        "workflowId": a.s(state.workflowId),
+        "state": a.packed_json(state_json(state)),
+    }
+
+
+def head_put(state: RunState) -> dict[str, Any]:
+    """A new run head's Put, on condition that none exists."""
+    head = {**a.key(run_pk(state.runId), RUN_SK), **head_attributes(state, 1)}
+    return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
+
+
+def head_write(state: RunState, expected_version: int | None) -> dict[str, Any]:
+    """The TransactWriteItem of the run head at its next version, on condition that no one wrote the version
+    expected. A new head is put; an existing one is updated attribute by attribute, so an attribute a later
+    release added to it stays (a rollback's writes strand nothing: docs/operations.md, "Upgrades and rollbacks")."""
+    if expected_version is None:
+        return {"Put": head_put(state)}
+    owned = list(head_attributes(state, expected_version + 1).items())
+    return {
+        "Update": {
+            "Key": a.key(run_pk(state.runId), RUN_SK),
+            "UpdateExpression": "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned))),
+            "ConditionExpression": "#version = :expected",
+            "ExpressionAttributeNames": {"#version": "version", **{f"#h{i}": name for i, (name, _) in enumerate(owned)}},
+            "ExpressionAttributeValues": {
+                ":expected": a.n(expected_version),
+                **{f":h{i}": value for i, (_, value) in enumerate(owned)},
+            },
+        }
+    }
+
+
+def event_batch_put(run_id: str, first_seq: int, docs: list[dict[str, Any]], closed_entries: a.Item) -> Labelled:
+    """The batch of the events one transition wrote, keyed by its last sequence; `closed_entries`: the inbox entries
+    of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record."""
+    sk = event_sk(first_seq + len(docs) - 1)
+    batch: a.Item = {
+        **a.key(run_pk(run_id), sk),
+        "first": a.n(first_seq),
+        "last": a.n(first_seq + len(docs) - 1),
+        "events": a.packed(docs),
+        **closed_entries,
+    }
+    return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
+
+
+def interrupt_put(state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
+    item: a.Item = {
+        **a.key(run_pk(state.runId), interrupt_sk(interrupt.key)),
+        "status": a.s("open"),
+        "interruptId": a.s(interrupt.interruptId),
+        "nodeId": a.s(interrupt.nodeId),
+        "kind": a.s(interrupt.kind),
+        "runId": a.s(state.runId),
+        "workflowId": a.s(state.workflowId),
+        "payload": a.packed(interrupt.payload),
+        "raisedAt": a.s(interrupt.raisedAt),
+    }
+    if interrupt.deadline is not None:
+        item["deadline"] = a.n(interrupt.deadline)
+    # Re-entry guard: one interrupt per key for the lifetime of the run.
+    return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
+
+
+def interrupt_votes(pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
+    return {
+        "Key": a.key(pk, interrupt_sk(interrupt.key)),
+        "UpdateExpression": "SET votes = :votes",
+        "ConditionExpression": "#st = :open",
+        "ExpressionAttributeNames": {"#st": "status"},
+        "ExpressionAttributeValues": {
+            ":votes": a.as_json([v.model_dump() for v in interrupt.votes]),
+            ":open": a.s("open"),
+        },
+    }
+
+
+def interrupt_close(pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "Key": a.key(pk, interrupt_sk(interrupt.key)),
+        "UpdateExpression": "SET #st = :status, resolution = :resolution",
+        "ConditionExpression": "#st = :open",
+        "ExpressionAttributeNames": {"#st": "status"},
+        "ExpressionAttributeValues": {
+            ":status": a.s(status),
+            ":resolution": a.packed(resolution),
+            ":open": a.s("open"),
+        },
+    }

@@ -1,0 +1,109 @@
+"""A run as read: its head (the state and its version), its events, its interrupts, the run listing.
+
+Reads only: what moves a run is store/transitions.py. The functions that read runs and move none (notify) take this.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlude import wiring
+from interlude.domain.models.run import RunState, state_from_json
+from interlude.store import attributes as a
+from interlude.store import item_index
+from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
+from interlude.store.table import Table
+
+# BatchGetItem reads at most 100 keys per call.
+BATCH_GET_MAX = 100
+
+
+def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
+    return state_from_json(a.unpacked_json(item["state"])), int(item["version"]["N"])
+
+
+class RunStore(Table):
+    def get_run(self, run_id: str) -> tuple[RunState, int] | None:
+        item = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK)).get("Item")
+        return head_of(item) if item else None
+
+    def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
+        """The heads of `run_ids` (BatchGetItem, 100 keys a call); a run that is gone is left out."""
+        found: dict[str, tuple[RunState, int]] = {}
+        for item in self._batch_get([a.key(run_pk(r), RUN_SK) for r in dict.fromkeys(run_ids)]):
+            run_id = run_id_of(item[wiring.PARTITION_KEY]["S"])
+            if run_id is not None:
+                found[run_id] = head_of(item)
+        return found
+
+    def run_index(self, tenant: str) -> item_index.ItemIndexReader:
+        return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
+
+    def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
+        """Events with sequence > after_sequence, in order. Batches are keyed by their last sequence."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": {
+                ":pk": a.s(run_pk(run_id)),
+                ":lo": a.s(event_sk(max(after_sequence + 1, 0))),
+                ":hi": a.s(LAST_EVENT_SK),
+            },
+        }
+        out: list[dict[str, Any]] = []
+        for page in self.client.get_paginator("query").paginate(**kwargs):
+            for item in page.get("Items") or []:
+                out.extend(e for e in a.unpacked(item["events"]) if e["sequence"] > after_sequence)
+            if limit is not None and len(out) >= limit:
+                return out[:limit]  # no further page is fetched
+        return out
+
+    # -- interrupts ------------------------------------------------------------------------------------
+
+    def raised_at(self, run_id: str, key: str) -> str | None:
+        """When the interrupt raised under `key` was raised (it may be open or closed); None if none was."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(run_pk(run_id), interrupt_sk(key)),
+            ProjectionExpression="raisedAt",
+        )
+        item = got.get("Item") or {}
+        return item["raisedAt"]["S"] if "raisedAt" in item else None
+
+    def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
+        """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId, payload}; None if none was."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=a.key(run_pk(run_id), interrupt_sk(key)),
+            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload",
+            ExpressionAttributeNames={"#st": "status"},
+        )
+        item = got.get("Item")
+        return a.plain(item) if item else None
+
+    def raised_any(self, run_id: str, keys: list[str]) -> bool:
+        """Whether the run ever raised an interrupt under one of `keys` (open, resolved or cancelled alike)."""
+        pk = run_pk(run_id)
+        pending = [a.key(pk, interrupt_sk(k)) for k in keys]
+        while pending:
+            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
+            request: dict[str, Any] = {self.table: {"Keys": batch, "ProjectionExpression": "sk"}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                if got.get("Responses", {}).get(self.table):
+                    return True
+                request = got.get("UnprocessedKeys") or {}
+        return False
+
+    def _batch_get(self, keys: list[a.Item]) -> list[dict[str, Any]]:
+        """The items of `keys` that exist (BatchGetItem, 100 keys a call, unprocessed keys asked again)."""
+        found: list[dict[str, Any]] = []
+        pending = keys
+        while pending:
+            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
+            request: dict[str, Any] = {self.table: {"Keys": batch}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                found += got.get("Responses", {}).get(self.table) or []
+                request = got.get("UnprocessedKeys") or {}
+        return found

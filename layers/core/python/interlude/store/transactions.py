@@ -1,0 +1,213 @@
+"""Every state change is one conditional TransactWriteItems (design §4): written here, with what may travel in it.
+
+A transaction is a list of labelled TransactWriteItems (label, item); the label names the item in a refusal. With
+it may go an Idempotency-Key record (store/idempotency.py: the request's answer lands with its effect), an audit
+entry (store/audit.py: the action and its entry land together or not at all) and a quota's claim (store/limits.py:
+named in the refusal when the tenant is at its limit). A refusal is raised as what it means: TooLarge,
+KeyAlreadyUsed, the quota's, or LostRace (another writer won a condition).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+
+from botocore.exceptions import ClientError
+
+from interlude.domain.audit import AuditDraft
+from interlude.domain.budgets import ITEM_BUDGET, TRANSACT_MAX_ITEMS, TRANSACTION_BUDGET
+from interlude.domain.errors import TooLarge, Unavailable
+from interlude.rules.audit import Head
+from interlude.rules.limits import quota_exceeded
+from interlude.store import attributes as a
+from interlude.store import audit as audit_log
+from interlude.store import idempotency
+from interlude.store import limits as counters
+from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK
+from interlude.store.table import Table
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+# A labelled TransactWriteItem: (label, {"Put" | "Update" | "Delete" | "ConditionCheck": body}).
+Labelled = tuple[str, dict[str, Any]]
+
+# DynamoDB's item limit is 400 KB; keep a margin for attribute names and numbers.
+MAX_ITEM_BYTES = 380_000
+# TransactionConflict: another transaction held one of the items (the tenant's usage counter is shared by its
+# run creations and endings); nothing was written, so the transaction is sent again.
+TRANSACTION_CONFLICT_RETRIES = 5
+QUOTA_NOUNS = {counters.OPEN_RUNS: "open runs", counters.WORKFLOW_VERSIONS: "stored workflow versions"}
+
+
+@dataclass
+class LostRace(Exception):
+    """A transaction lost a condition to another writer. `reasons` holds, per failed item, its label and old image.
+
+    Not domain.errors.Conflict: a lost race is the store's fact, which its caller turns into the refusal it means
+    (or a retry)."""
+
+    reasons: list[tuple[str, dict[str, Any] | None]]
+
+    def interrupt_old_image(self) -> dict[str, Any] | None:
+        return next((old for sk, old in self.reasons if sk.startswith(INTERRUPT_SK_PREFIX)), None)
+
+
+def approximate_size(item: a.Item) -> int:
+    size = 0
+    for name, typed in item.items():
+        value = next(iter(typed.values()))
+        size += len(name) + (len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8", "surrogatepass")))
+    return size
+
+
+class TransactionalTable(Table):
+    def __init__(self, table_name: str, client: Any = None) -> None:
+        super().__init__(table_name, client)
+        # Called with (tenant, chain, head written) after every committed audit append (interlude.app.audit
+        # checkpoints).
+        self.after_audit: Callable[[str, int, Head], None] | None = None
+        # An audit chain's head read with the run a decision acts on (RunWrites.get_run(deciding=True)), for that
+        # decision's append: taken once; a stale one only costs the append a retry.
+        self._audit_head: tuple[tuple[str, int], Head] | None = None
+
+    @cached_property
+    def audit_log(self) -> audit_log.AuditLog:
+        return audit_log.AuditLog(self.table, self.client)
+
+    def transact(self, items: list[Labelled], audit: AuditDraft) -> None:
+        """Write labelled TransactWriteItems (sort key, item) and append `audit` to its tenant's log in the same
+        transaction: the action and its audit entry land together or not at all. Raises LostRace when one of
+        `items`' conditions fails."""
+        self._transact(items, audit=audit)
+
+    def hold_audit_head(self, tenant: str, chain: int, head: Head) -> None:
+        """Keep a chain's head read beside something else, for the next append to that chain."""
+        self._audit_head = ((tenant, chain), head)
+
+    def _transact(
+        self,
+        items: list[Labelled],
+        answered: AnsweredRecord | None = None,
+        quota: tuple[str, int] | None = None,
+        audit: AuditDraft | None = None,
+    ) -> None:
+        """`quota`: (counter, limit) of the usage claim among `items`, named in the refusal if its condition fails.
+        `audit`: an entry appended to its tenant's log in the same transaction (store/audit.py)."""
+        if audit is None:
+            self._transact_once(items, answered, quota)
+        else:
+            self._transact_with_audit(items, answered, quota, audit)
+
+    def _transact_with_audit(
+        self, items: list[Labelled], answered: AnsweredRecord | None, quota: tuple[str, int] | None, audit: AuditDraft
+    ) -> None:
+        chain = audit_log.chain_of(audit)
+        head = self._prefetched_head(audit.tenant, chain)
+        for _ in range(audit_log.APPEND_RETRIES):
+            if head is None:
+                head = self.audit_log.head(audit.tenant, chain)
+            appended, written = audit_log.append_items(audit, chain, head, time.time())
+            try:
+                self._transact_once([*items, *appended], answered, quota)
+            except LostRace as lost:
+                if {label for label, _ in lost.reasons} <= audit_log.APPEND_LABELS:
+                    # Another append moved the head first: the failure carries the head it moved to (ALL_OLD), so the
+                    # entry is placed after it without reading again.
+                    moved = [old for label, old in lost.reasons if label == audit_log.HEAD_SK]
+                    head = audit_log.head_of_plain(moved[0]) if moved else None
+                    continue
+                raise
+            if self.after_audit is not None:
+                self.after_audit(audit.tenant, chain, written)
+            return
+        raise Unavailable("the audit log kept moving while appending; retry", retry_after_s=1)
+
+    def _prefetched_head(self, tenant: str, chain: int) -> Head | None:
+        held, self._audit_head = self._audit_head, None
+        return held[1] if held is not None and held[0] == (tenant, chain) else None
+
+    def _transact_once(
+        self, items: list[Labelled], answered: AnsweredRecord | None, quota: tuple[str, int] | None
+    ) -> None:
+        if answered is not None:
+            items = [*items, (idempotency.SORT_KEY, {"Put": idempotency.record_put(answered)})]
+        transact_items = self._checked(items)
+        for attempt in range(TRANSACTION_CONFLICT_RETRIES + 1):
+            try:
+                self.client.transact_write_items(TransactItems=transact_items)
+                return
+            except ClientError as exc:
+                if attempt < TRANSACTION_CONFLICT_RETRIES and _only_transaction_conflicts(exc):
+                    time.sleep(random.uniform(0, 0.02 * 2**attempt))
+                    continue
+                _refusal(items, exc, answered, quota)
+
+    def _checked(self, items: list[Labelled]) -> list[TransactWriteItemTypeDef]:
+        """The items as sent, on this table and returning old images on a failed condition; refused as TooLarge,
+        before anything is sent, past what one transaction or one item holds."""
+        if len(items) > TRANSACT_MAX_ITEMS:
+            # The budgets keep every counted path under it (domain/budgets.py); one they miss is refused here, before
+            # anything is sent, as what it is, rather than as DynamoDB's ValidationException (a 500 at the edge).
+            raise TooLarge(
+                f"this change would write {len(items)} items at once; one transaction holds at most {TRANSACT_MAX_ITEMS}",
+                dict(TRANSACTION_BUDGET),
+            )
+        for _, op in items:
+            body = next(iter(op.values()))
+            body["TableName"] = self.table
+            body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            # What an update sets counts toward its item as much as what a put writes (the run head is updated).
+            written = body.get("Item") or body.get("ExpressionAttributeValues")
+            if written and approximate_size(written) > MAX_ITEM_BYTES:
+                raise TooLarge("the run's state would exceed what one stored item can hold (400 KB)", dict(ITEM_BUDGET))
+        # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
+        return cast("list[TransactWriteItemTypeDef]", [op for _, op in items])
+
+
+def _only_transaction_conflicts(exc: ClientError) -> bool:
+    reasons = exc.response.get("CancellationReasons") or []
+    codes = {r.get("Code") for r in reasons} - {"None", None}
+    return exc.response["Error"]["Code"] == "TransactionCanceledException" and codes == {"TransactionConflict"}
+
+
+def _refusal(
+    items: list[Labelled], exc: ClientError, answered: AnsweredRecord | None, quota: tuple[str, int] | None
+) -> NoReturn:
+    """Raise what a failed transaction means: too large, a key used first, a quota, a lost race, or the error
+    itself."""
+    error = exc.response["Error"]
+    if error["Code"] == "ValidationException" and "size" in error.get("Message", "").lower():
+        raise TooLarge("the run's state exceeds what DynamoDB can store in one item", dict(ITEM_BUDGET)) from None
+    failed = _condition_failures(items, exc)
+    if not failed:
+        raise exc
+    if answered is not None:
+        for label, old in failed:
+            if label == idempotency.SORT_KEY:
+                raise KeyAlreadyUsed(idempotency.existing_of(old, answered.key.digest)) from exc
+    if quota is not None and any(sk == counters.USAGE_SK for sk, _ in failed):
+        counter, limit = quota
+        message = f"this tenant has reached its limit of {limit} {QUOTA_NOUNS[counter]}"
+        raise quota_exceeded(counter, limit, message) from None
+    raise LostRace(failed) from exc
+
+
+def _condition_failures(items: list[Labelled], exc: ClientError) -> list[tuple[str, dict[str, Any] | None]]:
+    """The items whose condition failed when a transaction lost a race, with their old images; [] if it did not."""
+    if exc.response["Error"]["Code"] != "TransactionCanceledException":
+        return []
+    # botocore-stubs type a reason's Item as {key, value}; DynamoDB sends the old item's attribute map.
+    reasons = cast("list[dict[str, Any]]", exc.response.get("CancellationReasons") or [])
+    failed = [
+        (items[i][0], a.plain(r["Item"]) if r.get("Item") else None)
+        for i, r in enumerate(reasons)
+        if r.get("Code") == "ConditionalCheckFailed"
+    ]
+    # A cancellation that names no reasons is taken as a lost race on the run head.
+    return failed or ([(RUN_SK, None)] if not reasons else [])

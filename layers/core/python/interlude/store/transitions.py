@@ -1,0 +1,173 @@
+"""A run moved: each transition the engine makes is written as one conditional TransactWriteItems.
+
+What a transition writes (store/run_items.py builds each item): the run head at its next version (conditional on the
+version read), a batch of its events, the interrupts it opened, voted on or closed, the tenant's open-runs counter
+when the run starts or ends, the tasks of visits an ending run stops waiting for, its external-event waiters and
+conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
+audit entry recording it. Index entries (the inbox's, the run listing's) are plain writes before the transaction,
+never inside it, where each would bill twice (docs/decisions.md, "The write bill, item by item").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from interlude import wiring
+from interlude.domain.audit import AuditDraft
+from interlude.domain.errors import DomainError
+from interlude.domain.ids import tenant_of
+from interlude.domain.models.run import RunState
+from interlude.engine.effect_names import TASK
+from interlude.engine.events import to_docs
+from interlude.store import attributes as a
+from interlude.store import audit as audit_log
+from interlude.store import limits as counters
+from interlude.store import run_items
+from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
+from interlude.store.inbox import Entry, InboxIndex, added_delegate_families, closed_entries
+from interlude.store.interactions import transition_items as interaction_items
+from interlude.store.layout import RUN_SK, interrupt_sk, run_pk
+from interlude.store.runs import RunStore, head_of
+from interlude.store.task_items import abandoned_update
+from interlude.store.transactions import Labelled, LostRace, TransactionalTable
+
+if TYPE_CHECKING:  # the engine's run rules load where a run first moves, not with the store (the dispatch function)
+    from interlude.engine.run import Transition
+
+
+class TransitionStore(TransactionalTable, RunStore):
+    def get_run(self, run_id: str, deciding: bool = False) -> tuple[RunState, int] | None:
+        """`deciding`: a decision follows, whose audit entry goes to the run's chain: that chain's head is read in the
+        same call (one strongly consistent BatchGetItem instead of a GetItem of the run and, later, one of the head)."""
+        if not deciding:
+            return super().get_run(run_id)
+        item = self._get_run_and_audit_head(run_id)
+        return head_of(item) if item else None
+
+    def _get_run_and_audit_head(self, run_id: str) -> dict[str, Any] | None:
+        tenant, chain = tenant_of(run_id), audit_log.chain_of_member(run_id)
+        keys = {"run": a.key(run_pk(run_id), RUN_SK), "head": a.key(audit_log.head_pk(tenant, chain), audit_log.HEAD_SK)}
+        found: dict[str, dict[str, Any]] = {}
+        request: dict[str, Any] = {self.table: {"Keys": list(keys.values()), "ConsistentRead": True}}
+        while request:
+            got = self.client.batch_get_item(RequestItems=request)
+            for item in got.get("Responses", {}).get(self.table, []):
+                found["head" if item[wiring.SORT_KEY]["S"] == audit_log.HEAD_SK else "run"] = item
+            request = got.get("UnprocessedKeys") or {}
+        self.hold_audit_head(tenant, chain, audit_log.head_of(found.get("head")))
+        return found.get("run")
+
+    def commit(
+        self,
+        transition: Transition,
+        expected_version: int | None,
+        now_iso: str,
+        answered: AnsweredRecord | None = None,
+        open_runs_limit: int | None = None,
+        audit: AuditDraft | None = None,
+    ) -> list[dict[str, Any]]:
+        """Write a transition atomically; returns the RunEventDocs written. Raises LostRace on a lost race,
+        KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first.
+
+        The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
+        past `open_runs_limit`, when given), a run that ends releases one (never refused). `audit`: the entry that
+        records the transition (a decision, a vote, a cancel), appended in the same transaction.
+        """
+        state = transition.state
+        first_seq = state.nextSeq
+        docs = to_docs(state.runId, transition.events, first_seq, now_iso)
+        state.nextSeq = first_seq + len(docs)
+        # Before the head is built: a new run's usage shard is recorded on it, so its end releases there.
+        counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit)
+        closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
+        items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed)
+        if counter is not None:
+            items.append(counter)
+        inbox = InboxIndex(self.table, self.client)
+        undo = self._put_entries_before(inbox, transition, expected_version)
+        try:
+            self._transact(items, answered, quota, audit)
+        except (LostRace, DomainError, KeyAlreadyUsed):
+            # Refused, so nothing was written; a run never created shares its entries with no other writer.
+            if expected_version is None and undo:
+                inbox.batch_write([{"DeleteRequest": {"Key": key}} for key in undo])
+            raise
+        if closed and not docs:
+            # No event batch to carry them to dispatch. No engine path closes an interrupt without an event
+            # (a resolve emits interrupt.resolved, a cancel node.cancelled); this keeps the entries from staying
+            # behind should one ever do so.
+            inbox.delete(closed)
+        return docs
+
+    def _put_entries_before(
+        self, inbox: InboxIndex, transition: Transition, expected_version: int | None
+    ) -> list[a.Item]:
+        """Put the index entries the transition adds, before its transaction: the inbox entries of the interrupts it
+        opens (and of a gate's new delegates), and a new run's listing entry. Their keys, to remove them again if the
+        transaction is refused. Closed interrupts' entries are deleted by dispatch from the event batch's image
+        (docs/decisions.md, "Closed interrupts leave the inbox by the stream")."""
+        state = transition.state
+        opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
+        # A gate with a delegation (issue 14 item 4) is listed under each delegate's own family too: put by the
+        # transition that records the delegation, once per delegate (a quorum's later votes change no entry).
+        for i in transition.updated:
+            if added := added_delegate_families(i):
+                whole = Entry.of(state.tenant, state.runId, state.workflowId, i)
+                opened.append(replace(whole, families=tuple(added)))
+        puts = [item for entry in opened for item in entry.items()]
+        keys = [key for entry in opened for key in entry.index_keys()]
+        if expected_version is None:
+            listed = run_items.run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
+            puts.append(listed[1]["Put"]["Item"])
+            keys.append(run_items.run_entry_key(listed))
+        if puts:
+            inbox.batch_write([{"PutRequest": {"Item": item}} for item in puts])
+        return keys
+
+    def delete_inbox_entries(self, keys: list[a.Item]) -> None:
+        """Delete inbox index entries by key (those a closing transition named: store/inbox.py); idempotent."""
+        InboxIndex(self.table, self.client).delete_keys(keys)
+
+
+def _open_runs_counter(
+    state: RunState, expected_version: int | None, reopened: bool, open_runs_limit: int | None
+) -> tuple[Labelled | None, tuple[str, int] | None]:
+    """The transition's move of the tenant's open-runs counter and the quota it is refused by: a run created open,
+    or a failed one running again (`reopened`: engine.run.retry_action), claims a place (on the usage shard it
+    records), one that ends releases its place (never refused)."""
+    if (expected_version is None or reopened) and not state.terminal:
+        limit = open_runs_limit if open_runs_limit is not None else 2**53
+        state.usageShard, shard_limit = counters.open_runs_shard(state.runId, limit)
+        claim = counters.claim(state.tenant, counters.OPEN_RUNS, shard_limit, state.usageShard)
+        return claim, (counters.OPEN_RUNS, limit)
+    if expected_version is not None and state.terminal:
+        return counters.release(state.tenant, counters.OPEN_RUNS, state.usageShard), None
+    return None, None
+
+
+def transition_items(
+    transition: Transition,
+    expected_version: int | None,
+    first_seq: int,
+    docs: list[dict[str, Any]],
+    now_iso: str,
+    closed: list[Entry],
+) -> list[Labelled]:
+    """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
+    the interrupts it closes, for dispatch to delete), interrupts, abandoned tasks, external-event waiters."""
+    state = transition.state
+    pk = run_pk(state.runId)
+    items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version))]
+    if docs:
+        items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed)))
+    items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i)}) for i in transition.opened]
+    items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
+    items += [
+        (interrupt_sk(c.interrupt.key), {"Update": run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution)})
+        for c in transition.closed
+    ]
+    # The tasks of visits the run stopped waiting for end with it (store/task_items.py).
+    items += [abandoned_update(state.runId, n, p) for n, p in transition.abandoned if p.kind == TASK]
+    # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
+    return items + interaction_items(transition, now_iso)
