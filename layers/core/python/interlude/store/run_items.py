@@ -101,27 +101,20 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
 
 
 def interrupt_votes(pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
-    return {
-        "Key": a.key(pk, interrupt_sk(interrupt.key)),
-        "UpdateExpression": "SET votes = :votes",
-        "ConditionExpression": "#st = :open",
-        "ExpressionAttributeNames": {"#st": "status"},
-        "ExpressionAttributeValues": {
-            ":votes": a.as_json([v.model_dump() for v in interrupt.votes]),
-            ":open": a.s("open"),
-        },
-    }
+    return _while_open(pk, interrupt, "votes = :votes", {":votes": a.as_json([v.model_dump() for v in interrupt.votes])})
 
 
 def interrupt_close(pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None) -> dict[str, Any]:
+    values: a.Item = {":status": a.s(status), ":resolution": a.packed(resolution)}
+    return _while_open(pk, interrupt, "#st = :status, resolution = :resolution", values)
+
+
+def _while_open(pk: str, interrupt: OpenInterrupt, sets: str, values: a.Item) -> dict[str, Any]:
+    """The Update of an interrupt's item that sets `sets`, on condition that it is still open."""
     return {
         "Key": a.key(pk, interrupt_sk(interrupt.key)),
-        "UpdateExpression": "SET #st = :status, resolution = :resolution",
+        "UpdateExpression": f"SET {sets}",
         "ConditionExpression": "#st = :open",
         "ExpressionAttributeNames": {"#st": "status"},
-        "ExpressionAttributeValues": {
-            ":status": a.s(status),
-            ":resolution": a.packed(resolution),
-            ":open": a.s("open"),
-        },
+        "ExpressionAttributeValues": {**values, ":open": a.s("open")},
     }
