@@ -903,6 +903,18 @@ ROUTES: tuple[Route, ...] = (
         errors=(*RUN_ERRORS, "interrupt_already_resolved"),
     ),
     Route(
+        "POST", "/runs/{runId}/interrupts/{nodeId}/links", "mintInterruptLink", "links:mint",
+        "Mint a link that decides as a named directory principal", module="tokens",
+        # No write but the audit entry: signing a token has no effect to commit the record with.
+        idempotency="claimed",
+        request="interlude.domain.models.tokens.MintLinkRequest",
+        answers=(
+            Answer(201, "A link for the interrupt, acting for the principal", "interlude.domain.models.responses.MintedLink",
+                   headers=("Cache-Control",)),
+        ),
+        errors=(*RUN_ERRORS, "interrupt_already_resolved"),
+    ),
+    Route(
         "GET", "/runs/{runId}/deliveries", "listRunDeliveries", "runs:read", "Callback delivery attempts of a run",
         module="deliveries",
         answers=(Answer(200, "Every delivery attempt", "interlude.domain.models.responses.RunDeliveries"),),
@@ -1389,6 +1401,8 @@ Scope = Literal[
     "webhooks:manage",
     # Task workers (issue 15 item 2): claim, heartbeat, complete and fail tasks.
     "tasks:work",
+    # Issue 28 item 5: mint links that decide as a named directory principal (keys:admin holds it too).
+    "links:mint",
 ]
 ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 

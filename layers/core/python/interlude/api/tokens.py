@@ -7,6 +7,8 @@
 * `GET /runs/{runId}/interrupts/{nodeId}` (runs:read): `{interruptId, token, expiresAt, intent, payload, url}`;
   the token is a `resolve` token only when the caller also holds approvals:respond, else `inspect`.
 * `POST /runs/{runId}/interrupts/{nodeId}/tokens` (approvals:respond): mint with an intent and a shorter lifetime.
+* `POST /runs/{runId}/interrupts/{nodeId}/links` (links:mint, or keys:admin): a link deciding as a named directory
+  principal, for the tools a team already uses (issue 28 item 5).
 """
 
 from __future__ import annotations
@@ -44,10 +46,10 @@ from interlude.app.tokens import Target, TokenSurface
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id, from_wire, tenant_of
-from interlude.domain.models.answers.tokens import MintedToken
+from interlude.domain.models.answers.tokens import MintedLink, MintedToken
 from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.domain.models.tokens import MintTokenRequest
+from interlude.domain.models.tokens import MintLinkRequest, MintTokenRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.visits import interrupt_key, visit_of
 from interlude.rules.auth import RESOLVE_SCOPE
@@ -126,8 +128,22 @@ def mint_interrupt_token(runId: str, nodeId: str) -> Response:
     return json_response(201, with_url(minted), NO_STORE)
 
 
+@route("mintInterruptLink")
+def mint_interrupt_link(runId: str, nodeId: str) -> Response:
+    principal = principal_for("mintInterruptLink")
+    run_id = from_wire(runId)
+    node_id = check_author_id(unquote(nodeId), "nodeId")
+    request = parsed(MintLinkRequest)
+    minted = surface().mint_link(principal, run_id, node_id, request.principal, request.lifetimeSeconds)
+    return json_response(201, MintedLink.model_validate({**minted, "url": url_of(minted["token"])}), NO_STORE)
+
+
 def with_url(minted: dict[str, Any]) -> MintedToken:
-    return MintedToken.model_validate({**minted, "url": f"{base_url()}/interrupts/{minted['token']}"})
+    return MintedToken.model_validate({**minted, "url": url_of(minted["token"])})
+
+
+def url_of(token: str) -> str:
+    return f"{base_url()}/interrupts/{token}"
 
 
 # -- the page -----------------------------------------------------------------------------------------

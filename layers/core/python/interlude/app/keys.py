@@ -88,7 +88,7 @@ class KeyOperations:
         surface: str = "api",
     ) -> dict[str, Any]:
         """`surface`: where the creator asked (the audit entry's actor surface: api, console)."""
-        missing = set(request.scopes) - principal.scopes
+        missing = {s for s in request.scopes if not auth.holds(principal.scopes, s)}
         if missing:
             raise Forbidden("a key cannot grant scopes its creator lacks", {"scopes": sorted(missing)})
         return self.issue_key(principal.tenant, request, keyed, audit.actor(principal, surface))

@@ -8,8 +8,9 @@ key minted it — that key's id (`k`). It carries no identity of the person hold
   (`approversList`, group and role refs), quorum (distinct principals) and the one-vote-per-principal rule
   apply exactly as on the run-scoped surface, so a link cannot vote twice for one person, and a revoked key's
   links stop working (401). A minter that no longer holds `approvals:respond` is refused (403).
-* A personal link (issue 14: minted by the host for one directory principal, `p`) resolves as that principal,
-  under the same issuer as their keys, with their directory groups and roles: quorum counts people.
+* A personal link (issue 14: minted by the host for one directory principal, `p`; or through the API by a key
+  holding `links:mint`, issue 28 item 5) resolves as that principal, under the same issuer as their keys, with
+  their directory groups and roles: quorum counts people.
 * A callback notice's link (adapters/delivery/outbox.py) is minted for the key that created the run, so it acts
   for that key as above, and is an `inspect` link when that key may not decide (issue 26, S3).
 * A token acting for no one (no minter, no principal: what callback notices carried before) inspects only.
@@ -25,10 +26,12 @@ from typing import Any, NoReturn
 from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite
 from interlude.app.service import Service
+from interlude.app.tenants import tenant_settings
 from interlude.domain.clock import iso_epoch
-from interlude.domain.errors import Conflict, DomainError, Forbidden, NotFound
+from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.tokens import DEFAULT_LINK_LIFETIME_S, MAX_LINK_LIFETIME_S
 from interlude.engine.visits import visit_of
 from interlude.rules.auth import RESOLVE_SCOPE, Principal, active_key, personal_subject
 from interlude.rules.interrupts.decide import Resolver
@@ -145,16 +148,11 @@ class TokenSurface:
     def mint(
         self, principal: Principal, run_id: str, node_id: str, intent: Intent, lifetime_s: int | None = None
     ) -> dict[str, Any]:
-        state, _ = self.service.load_run(principal.tenant, run_id)
-        interrupt = self.service.open_interrupt(state, node_id)
+        interrupt = self._open_interrupt(principal, run_id, node_id)
         token, expires_at = interrupt_token(
             self.ring(), run_id, interrupt, self.now(), intent, lifetime_s, minter=principal.key_id
         )
-        # Recorded before the token is handed out: a mint the log cannot record is refused.
-        target = {"runId": run_id, "nodeId": node_id, "interruptId": interrupt.interruptId}
-        details = {"intent": intent, "expiresAt": iso_epoch(expires_at)}
-        at = iso_epoch(self.now())
-        audit.append(self.service.store, audit.draft(principal, "token.minted", target, at, details))
+        self._record(principal, run_id, interrupt, {"intent": intent, "expiresAt": iso_epoch(expires_at)})
         return {
             "interruptId": interrupt.interruptId,
             "token": token,
@@ -162,6 +160,37 @@ class TokenSurface:
             "intent": intent,
             "payload": interrupt.payload,
         }
+
+    def mint_link(
+        self, principal: Principal, run_id: str, node_id: str, person: str, lifetime_s: int | None = None
+    ) -> dict[str, Any]:
+        """A link deciding as directory principal `person` (issue 28 item 5), as the personal links of the mails
+        and Slack messages do: a day unless `lifetime_s` says otherwise, at most the tenant's longest (a week unless
+        it set less), never past the gate's deadline."""
+        longest = tenant_settings(self.service.hitl_store, principal.tenant).maxLinkLifetimeSeconds or MAX_LINK_LIFETIME_S
+        if lifetime_s is not None and lifetime_s > longest:
+            raise Invalid(
+                f"lifetimeSeconds may be at most {longest} in this tenant", {"field": "lifetimeSeconds", "maximum": longest}
+            )
+        interrupt = self._open_interrupt(principal, run_id, node_id)
+        if self.service.directory.get(principal.tenant, person) is None:
+            raise Invalid(f"the directory has no principal {person!r}", {"field": "principal"})
+        requested = lifetime_s or min(DEFAULT_LINK_LIFETIME_S, longest)
+        token, expires_at = interrupt_token(
+            self.ring(), run_id, interrupt, self.now(), "resolve", requested, principal=person, default_s=longest
+        )
+        details = {"intent": "resolve", "expiresAt": iso_epoch(expires_at), "principal": person}
+        self._record(principal, run_id, interrupt, details)
+        return {"interruptId": interrupt.interruptId, "principal": person, "token": token, "expiresAt": iso_epoch(expires_at)}
+
+    def _open_interrupt(self, principal: Principal, run_id: str, node_id: str) -> OpenInterrupt:
+        state, _ = self.service.load_run(principal.tenant, run_id)
+        return self.service.open_interrupt(state, node_id)
+
+    def _record(self, principal: Principal, run_id: str, interrupt: OpenInterrupt, details: dict[str, Any]) -> None:
+        """Recorded before the token is handed out: a mint the log cannot record is refused."""
+        target = {"runId": run_id, "nodeId": interrupt.nodeId, "interruptId": interrupt.interruptId}
+        audit.append(self.service.store, audit.draft(principal, "token.minted", target, iso_epoch(self.now()), details))
 
 
 def require_resolve_intent(claims: TokenClaims) -> None:

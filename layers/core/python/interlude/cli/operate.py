@@ -1,13 +1,15 @@
-"""`interlude runs list|show|cancel`, `interlude resolve`, `interlude workflows list|show|validate` and the HTTP side of
-`interlude keys list|create|revoke` (issue 16, item 4): clients of the HTTP API, like `interlude inbox`. Human
-tables by default, `--json` everywhere."""
+"""`interlude runs list|show|cancel`, `interlude resolve`, `interlude links mint`, `interlude workflows
+list|show|validate` and the HTTP side of `interlude keys list|create|revoke` (issue 16, item 4): clients of the HTTP
+API, like `interlude inbox`. Human tables by default, `--json` everywhere."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from interlude.cli.client import Client, CliError, Refused, StepIds, add_endpoint_args, printed, table, wire
 from interlude.cli.deliveries import add_run_commands
@@ -132,6 +134,28 @@ def _resolve(args: argparse.Namespace) -> int:
     return printed(args, answer, f"{answer['runId']}  {answer['nodeId']}: {args.action} recorded; run {answer['status']}")
 
 
+# -- links (issue 28 item 5) -------------------------------------------------------------------------------------
+
+TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def ttl_seconds(text: str) -> int:
+    """`3d`, `12h`, `90m`, `45s` or plain seconds, as seconds."""
+    found = re.fullmatch(r"([0-9]{1,7})([smhd]?)", text.strip())
+    if not found or int(found.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a lifetime such as 3d, 12h, 90m or 3600 (seconds)")
+    return int(found.group(1)) * TTL_UNITS[found.group(2) or "s"]
+
+
+def _links_mint(args: argparse.Namespace) -> int:
+    client = Client.of(args)
+    body: dict[str, Any] = {"principal": args.principal}
+    if args.ttl is not None:
+        body["lifetimeSeconds"] = args.ttl
+    answer = client.call("POST", f"/runs/{wire(args.run)}/interrupts/{quote(args.node, safe='')}/links", body)
+    return printed(args, answer, f"{answer['url']}\ndecides as {answer['principal']} until {answer['expiresAt']}")
+
+
 # -- workflows ------------------------------------------------------------------------------------------------------
 
 
@@ -241,6 +265,17 @@ def add_commands(sub: Any) -> None:
     resolve.add_argument("--action", required=True, help="accept, reject, … (the gate's actions)")
     resolve.add_argument("--comment")
     resolve.set_defaults(func=_resolve, in_process=False)
+
+    links = sub.add_parser("links", help="decision links for the tools a team already uses").add_subparsers(
+        dest="links_command", required=True
+    )
+    mint = links.add_parser("mint", help="a link that decides as a directory principal (links:mint or keys:admin)")
+    add_endpoint_args(mint)
+    mint.add_argument("run", metavar="RUN")
+    mint.add_argument("node", metavar="NODE")
+    mint.add_argument("--for", dest="principal", required=True, help="the directory principal the link decides as")
+    mint.add_argument("--ttl", type=ttl_seconds, help="how long it lives: 3d, 12h, 90m, seconds (default: a day)")
+    mint.set_defaults(func=_links_mint, in_process=False)
 
     workflows = sub.add_parser("workflows", help="list, show and validate workflows").add_subparsers(
         dest="workflows_command", required=True

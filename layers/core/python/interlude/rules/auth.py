@@ -24,6 +24,13 @@ ISSUER = "urn:interlude:api-key"
 # What a key must hold to decide an interrupt (the scope of resolveInterruptByRun): a link acting for a key decides
 # only while the key holds it.
 RESOLVE_SCOPE = "approvals:respond"
+# Scopes a broader one holds too: a tenant's administrator may mint links for its people (issue 28 item 5), with
+# keys made before the narrower scope existed.
+HELD_BY = {"links:mint": "keys:admin"}
+
+
+def holds(scopes: frozenset[str], scope: str) -> bool:
+    return scope in scopes or HELD_BY.get(scope) in scopes
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class Principal:
     roles: tuple[str, ...]
 
     def require(self, scope: str) -> None:
-        if scope not in self.scopes:
+        if not holds(self.scopes, scope):
             raise Forbidden(f"this key lacks the scope {scope!r}", {"scopeRequired": scope})
 
 

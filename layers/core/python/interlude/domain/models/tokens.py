@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
+from interlude.domain.ids import SUBJECT_ID
 from interlude.domain.models import Closed
 
 # A token's lifetime unless the minter asks for less (the token scheme applies it).
 DEFAULT_LIFETIME_S = 30 * 60
+# A link minted for a named principal (issue 28 item 5): a day unless asked otherwise, never more than a week (a
+# tenant may lower that: TenantSettings.maxLinkLifetimeSeconds), never past the gate's own deadline.
+DEFAULT_LINK_LIFETIME_S = 24 * 3600
+MAX_LINK_LIFETIME_S = 7 * 24 * 3600
 
 
 class MintTokenRequest(Closed):
@@ -17,3 +22,9 @@ class MintTokenRequest(Closed):
     intent: Literal["resolve", "inspect"]
     # Only shorter than the default (30 minutes); never past the interrupt's own deadline either way.
     lifetimeSeconds: int | None = Field(default=None, ge=1, le=DEFAULT_LIFETIME_S)
+
+
+class MintLinkRequest(Closed):
+    # The directory principal the link decides as (PUT /principals/{principalId} made them).
+    principal: Annotated[str, StringConstraints(pattern=SUBJECT_ID)]
+    lifetimeSeconds: int | None = Field(default=None, ge=1, le=MAX_LINK_LIFETIME_S)

@@ -18,3 +18,12 @@ class MintedToken(Answer):
     payload: JsonObject
     # The token surface's address for this token (GET: the payload or the approval page; POST: resolve).
     url: str
+
+
+class MintedLink(Answer):
+    """A link that decides as one directory principal (issue 28 item 5)."""
+
+    interruptId: str
+    principal: str
+    expiresAt: str
+    url: str
