@@ -57,6 +57,16 @@ class Tenant:
         assert self.api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
         return run_id
 
+    def failed_action_run(self) -> str:
+        """A run failed at its HTTP step: the egress guard refuses its private destination, never dialled."""
+        if not hasattr(self, "refused_call"):
+            self.refused_call = f"refused-{uuid.uuid4().hex[:6]}"
+            node = {"id": "call", "typeId": "core.http", "config": {"url": "https://10.0.0.1/x", "maxAttempts": 1}}
+            assert self.api.put_workflow(self.refused_call, {"nodes": [node], "edges": []}).status_code == 201
+        run_id = self.api.start(self.refused_call)["runId"]
+        assert self.api.wait_status(run_id, {"failed"}, timeout_s=60)["status"] == "failed"
+        return run_id
+
     def dead_letter(self) -> dict[str, str]:
         """The form fields naming a new dead-lettered webhook delivery of the tenant."""
         webhook_id, delivery_id = dead_letter_behind_the_api(self.stack_info, self.waiting_run())
@@ -102,6 +112,7 @@ FORMS: dict[str, FormOf] = {
     "consoleCreateKey": lambda t, held: ("/console/keys", {"subjectId": f"made-{uuid.uuid4().hex[:6]}", "scope": held[:1]}),
     "consoleRevokeKey": lambda t, _: (f"/console/keys/{t.api.new_key(['runs:read']).split('_')[1]}/revoke", {}),
     "consoleRetryDelivery": lambda t, _: ("/console/dead-letters/retry", t.dead_letter()),
+    "consoleRetryAction": lambda t, _: (f"/console/runs/{wire(t.failed_action_run())}/actions/call/retry", {}),
 }
 # Path parameters of the console's pages.
 PAGE_PARAMETERS: dict[str, Callable[[Tenant], dict[str, str]]] = {

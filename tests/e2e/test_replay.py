@@ -275,3 +275,31 @@ def test_the_console_shows_dead_letters_with_a_retry_button_that_sends_one_again
     assert again.status_code == 404
     assert "Nothing was sent" in again.text
     assert len(receiver.wait_for(ATTEMPTS + 2, timeout_s=1)) == ATTEMPTS + 1
+
+
+def test_the_console_offers_a_run_failed_at_its_http_step_to_try_again(api, receiver):
+    # Given a run failed at its HTTP step while the service it calls was down
+    assert api.put_workflow("charge-console", action_workflow(receiver.url("/charges"))).status_code == 201
+    receiver.script[:] = [503]
+    run_id = api.start("charge-console", inputs={"orderId": "o-2"})["runId"]
+    assert api.wait_status(run_id, {"failed", "completed"}, timeout_s=60)["status"] == "failed"
+    console = Console(api).signed_in(api.api_key)
+
+    # When the operator opens the run: it offers the step to try again; pressing it
+    page = console.get(f"/console/runs/{wire(run_id)}")
+    form = re.search(r'<form method="post" action="([^"]+/actions/charge/retry)">(.*?)</form>', page.text, re.S)
+    assert form, page.text
+    assert "Try charge again" in form.group(2)
+    done = console.post(form.group(1), dict(HIDDEN.findall(form.group(2))))
+
+    # Then the run goes on from there and completes, the call made once more under the same Idempotency-Key
+    assert done.status_code == 200
+    assert "Trying again" in done.text
+    assert api.wait_status(run_id, {"completed"}, timeout_s=60)["status"] == "completed"
+    hits = receiver.wait_for(2, timeout_s=5)
+    assert len({h.headers["idempotency-key"] for h in hits}) == 1
+    # And the run's page no longer offers it; pressing it again changes nothing
+    assert "/actions/charge/retry" not in console.get(f"/console/runs/{wire(run_id)}").text
+    again = console.post(form.group(1), dict(HIDDEN.findall(form.group(2))))
+    assert again.status_code == 409
+    assert len(receiver.wait_for(3, timeout_s=1)) == 2

@@ -757,6 +757,15 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
         params=(CURSOR,), acts_as="listAuditEntries",
     ),
     console_route(
+        "POST", "/console/runs/{runId}/actions/{nodeId}/retry", "consoleRetryAction",
+        "Console: a run failed at its HTTP step goes on from there (as the signed-in key)", CONSOLE_PAGE,
+        errors=(
+            *CONSOLE_FORM_ERRORS, *RUN_ERRORS, "interlude.action_not_retryable", "interlude.replay_limit_reached",
+            "interlude.quota_exceeded",
+        ),
+        acts_as="retryRunAction",
+    ),
+    console_route(
         "GET", "/console/dead-letters", "consoleDeadLetters",
         "Console: each webhook subscription's dead-lettered deliveries, to send again", acts_as="listWebhookDeadLetters",
     ),

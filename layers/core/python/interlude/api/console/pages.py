@@ -308,6 +308,8 @@ class RunView:
     # subject id -> what the directory calls them
     people: Mapping[str, str] = field(default_factory=dict)
     filled: Filled | None = None
+    # The step of a run failed at its HTTP call that the session may take again (None: none).
+    retry_step: str | None = None
 
 
 @dataclass(frozen=True)
@@ -359,6 +361,9 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         ended=str(snap.get("completedAt", "—")),
         waiting_at=names.step(str(snap["currentNodeId"])) if snap.get("currentNodeId") else "—",
         may_cancel=snap.get("status") not in ("completed", "failed", "cancelled"),
+        retry=None
+        if view.retry_step is None
+        else (names.step(view.retry_step), f"{run_href(run_id)}/actions/{quote(view.retry_step, safe='')}/retry"),
         graph=drawing(view.nodes, view.edges, ""),
         steps=[f"{names.step(nid)}: {words}" for nid, words in describe(view.nodes, "")],
         gates=[

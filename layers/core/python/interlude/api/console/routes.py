@@ -46,6 +46,7 @@ from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunSt
 from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
+from interlude.engine.run import action_not_retryable
 from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.tokens.scheme import KeyRing
 
@@ -508,7 +509,8 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
     state, _ = service().load_run(principal.tenant, run_id)
     me = run_resolver(principal, "console").principal
     snapshot = service().snapshot(state)
-    names = names_of(service().workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId)
+    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    names = names_of(definition, state.workflowId)
     nodes, edges = graph_of(state, names)
     polled = service().poll_events(principal, run_id, after, 0)
     events = polled["events"][:EVENTS_PER_PAGE]
@@ -543,10 +545,18 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
         notifications=notifications.run_notifications(service(), principal, run_id)["notifications"],
         tokens=tokens,
         names=names,
+        retry_step=retry_step(principal, state, definition),
         people=people_named(state.tenant, deciders(events) | {s for gate in open_interrupts.values() for s in pages.voters(gate["votes"])}),
         filled=filled,
     )
     return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
+
+
+def retry_step(principal: Principal, state: RunState, definition: WorkflowDefinition) -> str | None:
+    """The step of a run failed at its HTTP call, when the session may take it again (issue 30 item 5)."""
+    if state.failedNodeId is None or not may(principal, "consoleRetryAction"):
+        return None
+    return state.failedNodeId if action_not_retryable(state, definition, state.failedNodeId) is None else None
 
 
 def voted(interrupt: OpenInterrupt, principal: str) -> bool:
@@ -708,3 +718,19 @@ def console_retry_delivery(signed: Signed, form: dict[str, list[str]]) -> Respon
     if not may(signed.principal, "consoleDeadLetters"):
         return html(200, notice.heading, pages.message(notice), signed.frame, "dead-letters")
     return dead_letters_page(signed, notice)
+
+
+@form_post("consoleRetryAction", "runs")
+def console_retry_action(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
+    run_id = from_wire(runId)
+    try:
+        replay().retry_action(signed.principal, run_id, check_author_id(unquote(nodeId), "nodeId"), surface="console")
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated) or not may(signed.principal, "consoleRun"):
+            raise
+        notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was changed", exc.message)
+        return run_page(signed, run_id, notice, status_of(exc))
+    notice = Notice("ok", "Trying again", "The failed step is being tried again; the run goes on from there.")
+    if not may(signed.principal, "consoleRun"):
+        return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
+    return run_page(signed, run_id, notice, 200)
