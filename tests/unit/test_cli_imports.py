@@ -42,6 +42,8 @@ def run(*argv: str) -> dict:
         ["runs", "show", "t1/r1"],
         ["resolve", "t1/r1", "gate", "--action", "accept"],
         ["workflows", "list"],
+        ["workflows", "put", "README.md"],
+        ["runs", "start", "wf", "--wait"],
         ["inbox"],
         ["audit", "list"],
         ["keys", "list"],

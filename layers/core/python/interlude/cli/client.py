@@ -149,6 +149,27 @@ class StepIds:
         return self._modulex[workflow_id]
 
 
+class DisplayNames:
+    """People as a table names them: a subject's display name in the tenant's directory (GET /principals/{id}), asked
+    once per subject; the subject itself where the directory has no name for it or the key may not read it
+    (keys:admin)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self._names: dict[str, str | None] = {}
+
+    def of(self, subject: Any) -> str | None:
+        if not isinstance(subject, str) or not subject:
+            return None
+        if subject not in self._names:
+            try:
+                entry = self.client.call("GET", f"/principals/{urllib.parse.quote(subject, safe='')}")
+            except CliError:
+                entry = {}
+            self._names[subject] = entry.get("displayName") or subject
+        return self._names[subject]
+
+
 def wire(run_id: str) -> str:
     """A run id as one path segment (a wire-form id is kept as it is)."""
     return run_id if "/" not in run_id else to_wire(run_id)

@@ -5,16 +5,26 @@ API, like `interlude inbox`. Human tables by default, `--json` everywhere."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from interlude.cli.client import Client, CliError, Refused, StepIds, add_endpoint_args, printed, table, wire
+from interlude.cli.client import (
+    Client,
+    CliError,
+    DisplayNames,
+    Refused,
+    StepIds,
+    add_endpoint_args,
+    printed,
+    table,
+    wire,
+)
 from interlude.cli.deliveries import add_run_commands
+from interlude.cli.files import read_json
+from interlude.cli.lifecycle import add_resolve_args, add_workflow_commands, resume_value, verdicts_of
+from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_commands
 from interlude.domain.ids import principal_subject
-from interlude.domain.outcomes import in_words
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
@@ -75,7 +85,8 @@ def _runs_show(args: argparse.Namespace) -> int:
     def step(node_id: Any) -> Any:
         return steps.of(run["workflowId"], node_id)
 
-    verdicts = _verdicts(run)
+    names = DisplayNames(client)
+    verdicts = verdicts_of(run, names)
     status = verdicts.get(extension.get("failedNodeId") or "") or run["status"]
     lines = [
         f"run       {run['runId']}",
@@ -90,23 +101,13 @@ def _runs_show(args: argparse.Namespace) -> int:
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
-            (step(node), g["kind"], g["raisedAt"], ", ".join(f"{principal_subject(v['principal'])}:{v['action']}" for v in g["votes"]) or "-")
+            (step(node), g["kind"], g["raisedAt"], ", ".join(f"{names.of(principal_subject(v['principal']))}:{v['action']}" for v in g["votes"]) or "-")
             for node, g in gates.items()
         ]
         lines += ["", table(("OPEN GATE", "KIND", "RAISED", "VOTES"), rows, "")]
     timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], step(e.get("nodeId"))) for e in events]
     lines += ["", table(("SEQ", "AT", "EVENT", "NODE"), timeline, "(no events)")]
     return printed(args, answer, "\n".join(lines))
-
-
-def _verdicts(run: dict[str, Any]) -> dict[str, str]:
-    """How each rejected gate reads to a person ("Rejected by ana: too casual"), where the protocol says `failed`."""
-    outcomes = run.get("variables") or {}
-    return {
-        node: in_words(outcomes[node])
-        for node, state in run["nodeStates"].items()
-        if state["status"] == "failed" and isinstance(outcomes.get(node), dict) and outcomes[node].get("decision") == "rejected"
-    }
 
 
 def _runs_cancel(args: argparse.Namespace) -> int:
@@ -126,12 +127,10 @@ def _runs_cancel(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
+    value, said = resume_value(args)
     client = Client.of(args)
-    value: dict[str, Any] = {"action": args.action}
-    if args.comment:
-        value["comment"] = args.comment
     answer = run_call(client, "POST", args.run, f"/interrupts/{args.node}", {"resumeValue": value})
-    return printed(args, answer, f"{answer['runId']}  {answer['nodeId']}: {args.action} recorded; run {answer['status']}")
+    return printed(args, answer, f"{answer['runId']}  {answer['nodeId']}: {said} recorded; run {answer['status']}")
 
 
 # -- links (issue 28 item 5) -------------------------------------------------------------------------------------
@@ -183,12 +182,7 @@ def _workflows_show(args: argparse.Namespace) -> int:
 def _workflows_validate(args: argparse.Namespace) -> int:
     from interlude.cli.validate import validate
 
-    try:
-        raw = json.loads(Path(args.file).read_text())
-    except OSError as exc:
-        raise CliError(f"cannot read {args.file}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise CliError(f"{args.file} is not JSON: {exc}") from None
+    raw = read_json(args.file)
     face, refusal = validate(raw)
     if refusal is None:
         return printed(args, {"valid": True, "face": face}, f"{args.file}: a valid {face} definition")
@@ -238,7 +232,7 @@ def keys_revoke_http(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    runs = sub.add_parser("runs", help="list, show and cancel runs").add_subparsers(dest="runs_command", required=True)
+    runs = sub.add_parser("runs", help="start, list, show and cancel runs").add_subparsers(dest="runs_command", required=True)
     listing = runs.add_parser("list", help="the tenant's runs, newest first (GET /runs)")
     add_endpoint_args(listing)
     listing.add_argument("--workflow", help="only runs of this workflow id")
@@ -257,13 +251,13 @@ def add_commands(sub: Any) -> None:
     cancel.add_argument("--reason")
     cancel.set_defaults(func=_runs_cancel, in_process=False)
     add_run_commands(runs)  # runs retry-action (issue 30 item 5)
+    add_lifecycle_run_commands(runs)  # runs start (issue 29 item 4)
 
     resolve = sub.add_parser("resolve", help="decide the interrupt a run's node holds")
     add_endpoint_args(resolve)
     resolve.add_argument("run", metavar="RUN")
     resolve.add_argument("node", metavar="NODE")
-    resolve.add_argument("--action", required=True, help="accept, reject, … (the gate's actions)")
-    resolve.add_argument("--comment")
+    add_resolve_args(resolve)
     resolve.set_defaults(func=_resolve, in_process=False)
 
     links = sub.add_parser("links", help="decision links for the tools a team already uses").add_subparsers(
@@ -277,7 +271,7 @@ def add_commands(sub: Any) -> None:
     mint.add_argument("--ttl", type=ttl_seconds, help="how long it lives: 3d, 12h, 90m, seconds (default: a day)")
     mint.set_defaults(func=_links_mint, in_process=False)
 
-    workflows = sub.add_parser("workflows", help="list, show and validate workflows").add_subparsers(
+    workflows = sub.add_parser("workflows", help="list, show, validate and register workflows").add_subparsers(
         dest="workflows_command", required=True
     )
     wf_list = workflows.add_parser("list", help="workflows of both faces with their latest versions (GET /workflows)")
@@ -293,6 +287,7 @@ def add_commands(sub: Any) -> None:
     validate.add_argument("file", metavar="FILE", help="an OpenWOP definition, or a ModuleX one (its workflow_schema)")
     validate.add_argument("--json", action="store_true")
     validate.set_defaults(func=_workflows_validate)
+    add_workflow_commands(workflows)  # workflows put (issue 29 item 4)
 
 
 def add_key_endpoint_args(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from interlude.api.errors import status_of
 from interlude.app.workflows import check_workflow, stored_form, stored_size
 from interlude.cli.client import refusal_line
+from interlude.cli.files import face_of
 from interlude.config import Settings
 from interlude.domain.errors import DomainError
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -27,16 +28,6 @@ def default_limits() -> Limits:
         definition_bytes=defaults.tenant_definition_bytes,
         definition_nodes=defaults.tenant_definition_nodes,
     )
-
-
-def face_of(raw: Any) -> str:
-    """ModuleX for a `{workflow_schema}` body or a definition whose nodes carry `type`; OpenWOP otherwise."""
-    if isinstance(raw, dict) and isinstance(raw.get("workflow_schema"), dict):
-        return "modulex"
-    nodes = raw.get("nodes") if isinstance(raw, dict) else None
-    if isinstance(nodes, list) and nodes and all(isinstance(n, dict) and "type" in n and "typeId" not in n for n in nodes):
-        return "modulex"
-    return "openwop"
 
 
 def validate(raw: Any) -> tuple[str, dict[str, Any] | None]:
