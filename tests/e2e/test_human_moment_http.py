@@ -22,7 +22,7 @@ from tests.support.console import Console
 from tests.support.local_stack import Api, run_cli, tenant_admin_key, until, wire
 from tests.support.modulex_example import worked_example
 
-# The API's paths name a ModuleX node by its engine id (what a person reads is checked below).
+# A ModuleX node by its engine id in the API's paths (they take the author's too: test_the_apis_paths_take_…).
 APPROVAL_NODE = engine_id("node_approval")
 PROOF = re.compile(r'name="csrf" value="([^"]+)"')
 HTML = {"Accept": "text/html"}
@@ -206,6 +206,20 @@ def test_votes_on_an_open_gate_name_the_voter_on_the_console_and_in_the_cli(api:
     shown = run_cli("runs", "show", run_id, "--url", api.base_url, "--key", api.api_key).stdout
     assert "bob:accept" in shown
     assert "|" not in shown.split("OPEN GATE", 1)[1]
+
+
+def test_the_apis_paths_take_a_modulex_node_id_as_its_author_wrote_it(api: Api) -> None:
+    started = api.call("POST", "/workflows/run", {"workflow": worked_example(), "input": {"request": "the refund"}}).json()
+    run_id = started["run_id"].replace("~2F", "/")
+    # A link by the id in the definition, not the engine's escaped one; the CLI's links too
+    assert api.call("GET", f"/runs/{wire(run_id)}/interrupts/node_approval").status_code == 200
+    endpoint = ("--url", api.base_url, "--key", api.api_key)
+    assert run_cli("links", "mint", run_id, "node_approval", "--for", "admin", *endpoint).stdout.startswith(api.base_url)
+    assert api.resolve(run_id, "node_approval", {"approved": False, "notes": "Tone too casual"}).status_code == 200
+    assert api.run(run_id)["status"] != "waiting-approval"
+    # The engine's id names the same gate, now decided
+    assert api.resolve(run_id, APPROVAL_NODE, {"approved": True}).json()["error"] == "interrupt_already_resolved"
+    assert api.resolve(run_id, "node_nowhere", {"approved": True}).status_code == 404
 
 
 def test_the_cli_tables_name_modulex_steps_as_their_author_wrote_them(api: Api) -> None:

@@ -37,6 +37,7 @@ def delegate_vote(
     from interlude.engine import run as engine  # the run rules: app/service.py loads them where a run moves
 
     state, version = service.load_run(principal.tenant, run_id)
+    node_id = service.node_named(state, node_id)
     for _ in range(MAX_RACE_RETRIES):
         state, version = service.apply_deadlines(state, version)
         definition = service.workflow(state.tenant, state.workflowId, state.workflowVersion)

@@ -418,6 +418,12 @@ class Service(KeyOperations, WorkflowOperations):
         state, version = self.load_run(principal.tenant, run_id, deciding=True)
         return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed)
 
+    def node_named(self, state: RunState, node_id: str) -> str:
+        """The node a caller names in `state`'s run as the engine runs it (WorkflowDefinition.engine_node_id)."""
+        if node_id in state.interrupts:
+            return node_id
+        return self.workflow(state.tenant, state.workflowId, state.workflowVersion).engine_node_id(node_id)
+
     def open_interrupt(self, state: RunState, node_id: str) -> OpenInterrupt:
         """The interrupt node_id holds now.
 
@@ -429,6 +435,8 @@ class Service(KeyOperations, WorkflowOperations):
         if interrupt is not None:
             return interrupt
         definition = self.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        if (engine_id := definition.engine_node_id(node_id)) != node_id:
+            return self.open_interrupt(state, engine_id)  # a ModuleX node by the id its author wrote
         node = next((n for n in definition.nodes if n.id == node_id), None)
         if node is None:
             raise NotFound(f"the run has no node {node_id!r}")
@@ -464,6 +472,7 @@ class Service(KeyOperations, WorkflowOperations):
         from interlude.rules.interrupts.decide import decide
 
         within_budget(resume_value, MAX_VALUE_BYTES, "the resume value")
+        node_id = self.node_named(state, node_id)
         for _ in range(MAX_RACE_RETRIES):
             # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
             state, version = self.apply_deadlines(state, version)

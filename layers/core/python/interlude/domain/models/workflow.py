@@ -161,6 +161,16 @@ class WorkflowDefinition(FrozenStored):
         entry = nodes.get(node_id) if isinstance(nodes, dict) else None
         return str(entry["id"]) if isinstance(entry, dict) and entry.get("id") else node_id
 
+    def engine_node_id(self, node_id: str) -> str:
+        """The node a caller names, as the engine runs it: one of the definition's ids as it is, a ModuleX node's id
+        as its author wrote it (`node_draft`, issue 28 item 3) as its escaped id; anything else unchanged."""
+        if node_id in self._index():
+            return node_id
+        nodes = (self.metadata.get(MODULEX_METADATA) or {}).get("nodes")
+        if not isinstance(nodes, dict):
+            return node_id
+        return next((k for k, v in nodes.items() if isinstance(v, dict) and v.get("id") == node_id), node_id)
+
     def step_name(self, node_id: str) -> str:
         """What a person calls a step: its name, else the id its author wrote."""
         node = self._index().get(node_id)
