@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.local_stack import REPO, Api, cli
+from tests.support.modulex_example import worked_example
 
 # What a person must never read in the CLI's words (BRIEF: no escaped ids, raw JSON or protocol field names).
 PROTOCOL = ("~2F", "{", "resumeSchema", "resumeValue", "interrupt.requested", "waiting-approval", "waiting-input")
@@ -136,7 +137,10 @@ def test_resolve_answers_a_clarification_an_edit_and_a_custom_gate(api: Api, sta
     cli(stack_info, "workflows", "put", str(definition_file(tmp_path, {"id": customs, "nodes": [{"id": "pick", "typeId": "core.interrupt", "config": config}]}, "custom.json")))
     started = cli(stack_info, "runs", "start", customs, "--wait").stdout.strip().splitlines()
     run_id = started[0].removeprefix("run ").removesuffix(" started")
-    assert started[1:] == [f"run {run_id} waits at pick for a decision: How many?", f"  answer: interlude resolve {run_id} pick --value JSON"]
+    assert started[1:] == [
+        f"run {run_id} waits at pick for a decision: How many?",
+        f"  answer: interlude resolve {run_id} pick --answer size=… (or --value JSON)",
+    ]
     wrong = one_line(cli(stack_info, "resolve", run_id, "pick", "--answer", "size=many", check=False))
     assert wrong.startswith("interlude: 400 ")
     assert "Traceback" not in wrong
@@ -156,3 +160,20 @@ def test_runs_start_wait_says_how_a_run_ended(api: Api, stack_info: dict[str, st
     missing = one_line(cli(stack_info, "runs", "start", "no-such-workflow", check=False))
     assert missing.startswith("interlude: 404 ")
     assert "write it as name=value" in one_line(cli(stack_info, "runs", "start", "x", "--input", "loose", check=False))
+
+
+def test_a_modulex_workflow_from_put_to_resolve_by_its_authors_step_ids(api: Api, stack_info: dict[str, str], tmp_path: Path) -> None:
+    put = cli(stack_info, "workflows", "put", str(definition_file(tmp_path, worked_example(), "modulex.json"))).stdout
+    assert put.startswith("workflow ")
+    assert put.strip().endswith("(Approve before sending): version 1 registered (ModuleX)")
+    workflow_id = put.split()[1]
+    started = cli(stack_info, "runs", "start", workflow_id, "--input", "request=refund", "--wait").stdout.strip().splitlines()
+    run_id = started[0].removeprefix("run ").removesuffix(" started")
+    assert [in_words(line) for line in started[1:]] == [
+        f"run {run_id} waits at node_approval for a decision: Approve sending this draft?",
+        f"  answer: interlude resolve {run_id} node_approval --answer approved=… (or --value JSON)",
+    ]
+    # The step as its author wrote it, though the API names it by the engine's escaped id.
+    done = cli(stack_info, "resolve", run_id, "node_approval", "--answer", "approved=true", "--answer", "notes=fine").stdout
+    assert done.strip() == f"{run_id}  node_approval: the answers recorded; run completed"
+    assert api.run(run_id)["variables"]["node~5Fapproval"] == {"approved": True, "notes": "fine"}

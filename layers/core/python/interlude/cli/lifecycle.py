@@ -153,10 +153,10 @@ def state_in_words(client: Client, run: dict[str, Any], events: list[dict[str, A
     lines = []
     for node, gate in gates.items():
         step = steps.of(run["workflowId"], node)
-        payload = (asked.get(node) or {}).get("data") or {}
-        title = titled(gate["kind"], asked.get(node) or {})
+        requested = asked.get(node) or {}
+        title = titled(gate["kind"], requested)
         lines.append(f"run {run_id} waits at {step} for {WAITS_FOR.get(gate['kind'], 'an answer')}" + (f": {title}" if title else ""))
-        lines += [f"  {line}" for line in how_to_answer(run_id, step, gate["kind"], payload)]
+        lines += [f"  {line}" for line in how_to_answer(run_id, step, gate["kind"], requested)]
     return "\n".join(lines) or f"run {run_id} is {status}"
 
 
@@ -170,15 +170,23 @@ def titled(kind: str, asked: dict[str, Any]) -> str:
     return summary({"kind": kind, "payload": asked})
 
 
-def how_to_answer(run_id: str, step: str, kind: str, payload: dict[str, Any]) -> list[str]:
+def how_to_answer(run_id: str, step: str, kind: str, asked: dict[str, Any]) -> list[str]:
+    """The command that answers a gate: an approval's actions, a clarification's questions, the fields a custom gate's
+    answer requires (its resume schema's, or a ModuleX interrupt's `resume_schema`), else the whole value as JSON."""
     command = f"interlude resolve {run_id} {step}"
+    payload = asked.get("data") or {}
     actions = payload.get("actions")
     if kind in ("approval", "low-confidence") and isinstance(actions, list) and actions:
         return [f"decide: {command} --action {'|'.join(str(a) for a in actions)}"]
     questions = [q for q in payload.get("questions") or [] if isinstance(q, dict) and q.get("id")]
     if questions:
-        asked = [f"{q['id']}: {q.get('question') or q.get('label') or ''}".rstrip(": ") for q in questions]
-        return asked + [f"answer: {command} " + " ".join(f"--answer {q['id']}=…" for q in questions)]
+        listed = [f"{q['id']}: {q.get('question') or q.get('label') or ''}".rstrip(": ") for q in questions]
+        return listed + [f"answer: {command} " + " ".join(f"--answer {q['id']}=…" for q in questions)]
+    inner = payload.get("payload")
+    schema = asked.get("resumeSchema") or (inner.get("resume_schema") if isinstance(inner, dict) else None) or {}
+    fields = (schema.get("required") or list(schema.get("properties") or {})) if schema.get("type") == "object" else []
+    if fields:
+        return [f"answer: {command} " + " ".join(f"--answer {f}=…" for f in fields) + " (or --value JSON)"]
     return [f"answer: {command} --value JSON"]
 
 

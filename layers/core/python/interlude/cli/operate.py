@@ -25,6 +25,7 @@ from interlude.cli.files import read_json
 from interlude.cli.lifecycle import add_resolve_args, add_workflow_commands, resume_value, verdicts_of
 from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_commands
 from interlude.domain.ids import principal_subject
+from interlude.faces.modulex.references import engine_id
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
@@ -129,8 +130,15 @@ def _runs_cancel(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> int:
     value, said = resume_value(args)
     client = Client.of(args)
-    answer = run_call(client, "POST", args.run, f"/interrupts/{args.node}", {"resumeValue": value})
-    return printed(args, answer, f"{answer['runId']}  {answer['nodeId']}: {said} recorded; run {answer['status']}")
+    body = {"resumeValue": value}
+    try:
+        answer = run_call(client, "POST", args.run, f"/interrupts/{quote(args.node, safe='')}", body)
+    except Refused as refused:
+        # A ModuleX step as its author wrote it (`node_approval`), which the API names by the engine's id.
+        if refused.status != 404 or engine_id(args.node) == args.node:
+            raise
+        answer = run_call(client, "POST", args.run, f"/interrupts/{engine_id(args.node)}", body)
+    return printed(args, answer, f"{answer['runId']}  {args.node}: {said} recorded; run {answer['status']}")
 
 
 # -- links (issue 28 item 5) -------------------------------------------------------------------------------------
