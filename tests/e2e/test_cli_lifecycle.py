@@ -157,6 +157,9 @@ def test_runs_start_wait_says_how_a_run_ended(api: Api, stack_info: dict[str, st
     as_json = json.loads(cli(stack_info, "runs", "start", api.fixture("conformance-noop"), "--wait", "--json").stdout)
     assert as_json["run"]["status"] == "completed"
     assert as_json["events"][0]["type"] == "run.started"
+    approval = api.fixture("conformance-approval")
+    started = cli(stack_info, "runs", "start", approval).stdout.strip()
+    assert started.endswith(" started; it is waiting for a decision (`--wait` follows it)")
     missing = one_line(cli(stack_info, "runs", "start", "no-such-workflow", check=False))
     assert missing.startswith("interlude: 404 ")
     assert "write it as name=value" in one_line(cli(stack_info, "runs", "start", "x", "--input", "loose", check=False))
@@ -167,6 +170,11 @@ def test_a_modulex_workflow_from_put_to_resolve_by_its_authors_step_ids(api: Api
     assert put.startswith("workflow ")
     assert put.strip().endswith("(Approve before sending): version 1 registered (ModuleX)")
     workflow_id = put.split()[1]
+    modulex_file = str(tmp_path / "modulex.json")
+    again = cli(stack_info, "workflows", "put", modulex_file, "--id", workflow_id).stdout
+    assert again.strip() == f"workflow {workflow_id} (Approve before sending): version 2 registered (ModuleX)"
+    unknown = one_line(cli(stack_info, "workflows", "put", modulex_file, "--id", "my-modulex", check=False))
+    assert unknown == "interlude: no ModuleX workflow my-modulex: leave out --id, and the API names the new one"
     started = cli(stack_info, "runs", "start", workflow_id, "--input", "request=refund", "--wait").stdout.strip().splitlines()
     run_id = started[0].removeprefix("run ").removesuffix(" started")
     assert [in_words(line) for line in started[1:]] == [

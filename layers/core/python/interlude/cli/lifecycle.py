@@ -10,7 +10,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from interlude.cli.client import Client, CliError, DisplayNames, StepIds, add_endpoint_args, printed, wire
+from interlude.cli.client import Client, CliError, DisplayNames, Refused, StepIds, add_endpoint_args, printed, wire
 from interlude.cli.files import face_of, read_json
 from interlude.cli.inbox import summary
 from interlude.domain.outcomes import in_words
@@ -20,6 +20,12 @@ DEFAULT_WAIT_S = 120
 # One long-poll of the run's events (the API holds at most 60 s; the local stack less).
 POLL_S = 20
 STILL = ("pending", "running")
+# A run's status as a person says it.
+STATUS_WORDS = {
+    "waiting-approval": "waiting for a decision",
+    "waiting-input": "waiting for input",
+    "waiting-external": "waiting for an outside event",
+}
 # What a gate of each interrupt kind waits for, as a person says it.
 WAITS_FOR = {
     "approval": "an approval",
@@ -64,8 +70,17 @@ def _workflows_put(args: argparse.Namespace) -> int:
     client = Client.of(args)
     if face_of(raw) == "modulex":
         body = raw if "workflow_schema" in raw else {"workflow_schema": raw, **({"name": raw["name"]} if isinstance(raw.get("name"), str) else {})}
-        if args.id:  # a new version of that ModuleX workflow
-            answer = client.call("PUT", f"/workflows/{urllib.parse.quote(args.id, safe='')}", body)
+        if args.id:  # a new version of that ModuleX workflow; the API names a new one itself
+            path = f"/workflows/{urllib.parse.quote(args.id, safe='')}"
+            try:
+                known = "workflow_schema" in client.call("GET", path)
+            except Refused as refused:
+                if refused.status != 404:
+                    raise
+                known = False
+            if not known:
+                raise CliError(f"no ModuleX workflow {args.id}: leave out --id, and the API names the new one")
+            answer = client.call("PUT", path, body)
         else:
             answer = client.call("POST", "/workflows", body)
     else:
@@ -102,7 +117,8 @@ def _runs_start(args: argparse.Namespace) -> int:
     client = Client.of(args)
     started = client.call("POST", "/runs", body)
     if not args.wait:
-        return printed(args, started, f"run {started['runId']} started: {started['status']}")
+        said = STATUS_WORDS.get(started["status"], started["status"])
+        return printed(args, started, f"run {started['runId']} started; it is {said} (`--wait` follows it)")
     if not args.json:
         print(f"run {started['runId']} started", flush=True)
     run, events = follow(client, started["runId"], args.timeout)
