@@ -25,7 +25,6 @@ from interlude.cli.files import read_json
 from interlude.cli.lifecycle import add_resolve_args, add_workflow_commands, resume_value, verdicts_of
 from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_commands
 from interlude.domain.ids import principal_subject
-from interlude.faces.modulex.references import engine_id
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
@@ -130,14 +129,7 @@ def _runs_cancel(args: argparse.Namespace) -> int:
 def _resolve(args: argparse.Namespace) -> int:
     value, said = resume_value(args)
     client = Client.of(args)
-    body = {"resumeValue": value}
-    try:
-        answer = run_call(client, "POST", args.run, f"/interrupts/{quote(args.node, safe='')}", body)
-    except Refused as refused:
-        # A ModuleX step as its author wrote it (`node_approval`), which the API names by the engine's id.
-        if refused.status != 404 or engine_id(args.node) == args.node:
-            raise
-        answer = run_call(client, "POST", args.run, f"/interrupts/{engine_id(args.node)}", body)
+    answer = run_call(client, "POST", args.run, f"/interrupts/{quote(args.node, safe='')}", {"resumeValue": value})
     return printed(args, answer, f"{answer['runId']}  {args.node}: {said} recorded; run {answer['status']}")
 
 
