@@ -27,11 +27,13 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.actions.worker import ActionWorker
     from interlude.adapters.batch import CountingBatchProcessor
+    from interlude.adapters.held_work import admitted, queue_destination
     from interlude.adapters.leased_work import RetryLater
     from interlude.app.service import default_service
     from interlude.composition import compose
     from interlude.config.actions import action_settings
     from interlude.store.effects import EffectStore
+    from interlude.store.tenant_standing import TenantStanding, standing_of
 
     logger = Logger(service="interlude-actions")
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
@@ -54,6 +56,11 @@ def worker() -> ActionWorker:
     )
 
 
+@cache
+def standing() -> TenantStanding:
+    return standing_of(default_service().store, default_service().clock)
+
+
 def record_handler(record: SQSRecord) -> str:
     try:
         ids = json.loads(record.body)
@@ -61,6 +68,8 @@ def record_handler(record: SQSRecord) -> str:
         ids = {}
     logger.set_correlation_id(ids.get("effectId"))
     logger.append_keys(runId=ids.get("runId"), nodeId=ids.get("nodeId"), effectId=ids.get("effectId"))
+    if isinstance(ids, dict) and not admitted(standing(), queue_destination("actions"), ids):
+        return "held"
     try:
         outcome = worker().handle(record.raw_event)
     except RetryLater:

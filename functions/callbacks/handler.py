@@ -22,12 +22,15 @@ with collector_paused():
     from interlude.adapters.delivery.retry import message_ids
     from interlude.adapters.delivery.signing import SecretCache
     from interlude.adapters.delivery.worker import Worker
+    from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.leased_work import RetryLater
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
     from interlude.config.secrets import created_secrets
+    from interlude.domain import clock
     from interlude.store.deliveries import DeliveryStore
     from interlude.store.table import Table
+    from interlude.store.tenant_standing import TenantStanding, standing_of
 
     logger = Logger(service="interlude-callbacks")
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
@@ -50,12 +53,19 @@ def worker() -> Worker:
     )
 
 
+@cache
+def standing() -> TenantStanding:
+    return standing_of(Table(settings().table_name), clock.now)
+
+
 def record_handler(record: SQSRecord) -> str:
     # One batch mixes notices of many runs: every line about this message (the worker's included) carries its
     # notice id as the correlation id, and its run id.
     ids = message_ids(record.body)
     logger.set_correlation_id(ids.get("noticeId"))
     logger.append_keys(runId=ids.get("runId"), noticeId=ids.get("noticeId"))
+    if not admitted(standing(), queue_destination("callbacks"), message_body(record.body)):
+        return "held"
     try:
         outcome = worker().handle(record.raw_event)
     except RetryLater:

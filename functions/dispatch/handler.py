@@ -26,10 +26,13 @@ with collector_paused():
     from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
+    from interlude.adapters.held_work import admitted, queue_destination
     from interlude.app.service import default_service
     from interlude.composition import compose, handle_stream_record
     from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
+    from interlude.store.tenant_standing import TenantStanding, standing_of
+    from interlude.wiring import OUTBOX_QUEUE
 
     logger = Logger(service="interlude-dispatch")
     # An item that fails is logged (with its traceback and its run's correlation id) and counted before SQS hands
@@ -38,6 +41,11 @@ with collector_paused():
     compose()
     metrics.count_caught_errors()
     config.check()
+
+
+@cache
+def standing() -> TenantStanding:
+    return standing_of(default_service().store, default_service().clock)
 
 
 @cache
@@ -52,6 +60,8 @@ def record_handler(record: SQSRecord) -> None:
     run_id = run_id_of(message["pk"])
     logger.set_correlation_id(run_id)
     logger.append_keys(runId=run_id)
+    if not admitted(standing(), queue_destination(OUTBOX_QUEUE), message):
+        return  # held for the tenant's resume, or dropped: the tenant is being deleted
     service = default_service()
     stream_record = outbox_records().record_of(message)
     if stream_record is None:

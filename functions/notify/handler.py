@@ -23,12 +23,16 @@ with collector_paused():
     from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
+    from interlude.adapters.held_work import admitted, queue_destination
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.adapters.leased_work import RetryLater
     from interlude.adapters.notify.worker import Worker
+    from interlude.adapters.tenant_usage import count_notification
     from interlude.config import settings
     from interlude.config.notify import notify_settings
+    from interlude.domain import clock
     from interlude.store.runs import RunStore
+    from interlude.store.tenant_standing import TenantStanding, standing_of
 
     logger = Logger(service="interlude-notify")
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
@@ -51,6 +55,11 @@ def worker() -> Worker:
     )
 
 
+@cache
+def standing() -> TenantStanding:
+    return standing_of(worker().store, clock.now)
+
+
 def record_handler(record: SQSRecord) -> str:
     try:
         ids = json.loads(record.body)
@@ -58,6 +67,8 @@ def record_handler(record: SQSRecord) -> str:
         ids = {}
     logger.set_correlation_id(ids.get("id"))
     logger.append_keys(runId=ids.get("runId"), notificationId=ids.get("id"), purpose=ids.get("purpose"))
+    if isinstance(ids, dict) and not admitted(standing(), queue_destination("notifications"), ids):
+        return "held"
     try:
         outcome = worker().handle(record.raw_event)
     except RetryLater:
@@ -65,6 +76,8 @@ def record_handler(record: SQSRecord) -> str:
         raise
     # sent, skipped, dead (a dead letter was sent) or duplicate
     metrics.count("Notifications", outcome=outcome)
+    if outcome == "sent" and isinstance(ids.get("tenant"), str):
+        count_notification(worker().store, clock.now, ids["tenant"], str(ids.get("id")))
     return outcome
 
 

@@ -18,9 +18,12 @@ with collector_paused():
 
     from interlude import config, wiring
     from interlude.adapters import metrics
+    from interlude.adapters.held_work import deadline_admitted
     from interlude.app import audit
     from interlude.composition import compose_audit
     from interlude.config import settings
+    from interlude.domain import clock
+    from interlude.store.tenant_standing import TenantStanding, standing_of
     from interlude.store.transactions import TransactionalTable
 
     if TYPE_CHECKING:
@@ -50,12 +53,20 @@ def sweep_store() -> TransactionalTable:
     return TransactionalTable(settings().table_name)
 
 
+@cache
+def standing() -> TenantStanding:
+    return standing_of(sweep_store(), clock.now)
+
+
 @logger.inject_lambda_context(clear_state=True, correlation_id_path="runId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("sweep") == "audit-checkpoints":  # wiring.AUDIT_CHECKPOINT_SWEEP, every minute
         made = audit.checkpoint_pending(sweep_store(), early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         logger.info("audit checkpoints swept", extra={"checkpoints": made})
         return {"checkpoints": made}
+    if not deadline_admitted(standing(), event):
+        # Deferred for the tenant's resume (handed back to the scheduler then), or dropped: the tenant is going.
+        return {"events": 0, "deferred": True}
     if event.get("purpose") == "reminder":
         # A gate's reminder (issue 14): no state changes; its non-voters are queued for the notify function.
         from interlude.adapters.notify.outbox import enqueue_reminders

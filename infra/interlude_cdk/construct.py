@@ -195,6 +195,10 @@ class Interlude(Construct):
                 "Name prefix of this deployment's per-tenant webhook signing secrets",
             ),
             self.OUTPUT_ALARM_TOPIC: (self.alarm_topic.topic_arn, "SNS topic every alarm notifies"),
+            wiring.OUTPUT_ADMIN_FUNCTION: (
+                self.functions.by_name[wiring.OPERATOR_FUNCTION].function_name,
+                "The operator surface (interlude tenants): invoke it with lambda:InvokeFunction",
+            ),
             wiring.OUTPUT_WEBHOOK_SECRET_TAGS: (
                 self.callbacks.created_secret_tags,
                 "Tags every webhook signing secret is created with (JSON)",

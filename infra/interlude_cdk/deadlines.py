@@ -109,7 +109,7 @@ class Deadlines(Construct):
             )
         )
         for name in spec.managers:
-            self._grant_manager(functions[name], environment)
+            self._grant_manager(functions[name], environment, reads=name in wiring.SCHEDULE_READERS)
         # The deployment's own recurring schedules (the audit checkpoint sweep): same group, role and target.
         self.recurring = {
             recurring.name: scheduler.CfnSchedule(
@@ -138,7 +138,7 @@ class Deadlines(Construct):
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
 
-    def _grant_manager(self, function: lambda_.Function, environment: dict[str, str]) -> None:
+    def _grant_manager(self, function: lambda_.Function, environment: dict[str, str], reads: bool) -> None:
         for key, value in environment.items():
             function.add_environment(key, value)
         assert function.role is not None
@@ -146,7 +146,10 @@ class Deadlines(Construct):
             self,
             f"{function.node.scope.node.id}Schedules",
             statements=[
-                iam.PolicyStatement(actions=list(wiring.SCHEDULE_ACTIONS), resources=[self.schedules_arn]),
+                iam.PolicyStatement(
+                    actions=[*wiring.SCHEDULE_ACTIONS, *(wiring.SCHEDULE_READ_ACTIONS if reads else ())],
+                    resources=[self.schedules_arn],
+                ),
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],
                     resources=[self.role.role_arn],

@@ -161,6 +161,14 @@ class Functions(Construct):
                     "(NETWORK_INTERFACE_ACTIONS, AWSLambdaVPCAccessExecutionRole's); they take no resource ARN.",
                 )
             )
+        if spec.unscoped_actions:
+            Validations.of(role).acknowledge(
+                Acknowledgment(
+                    id="Serverless-LambdaStarPermissions",
+                    reason="Listings IAM scopes to no resource (wiring.Function.unscoped_actions: ListSecrets, "
+                    "ListSchedules); the secrets and schedules found are deleted under statements naming their ARNs.",
+                )
+            )
         if spec.name != wiring.SCHEDULES.target:
             Validations.of(function).acknowledge(
                 Acknowledgment(
@@ -182,8 +190,9 @@ class Functions(Construct):
             Acknowledgment(
                 id="AwsSolutions-IAM5[Resource::*]",
                 reason="Active tracing adds xray:PutTraceSegments/PutTelemetryRecords, and in a VPC the network "
-                "interface actions (NETWORK_INTERFACE_ACTIONS) are needed: neither supports resource-level permissions; "
-                "every table, stream and queue statement names its ARN.",
+                "interface actions (NETWORK_INTERFACE_ACTIONS) are needed: neither supports resource-level permissions, "
+                "nor do the listings wiring.Function.unscoped_actions names (the operator surface's ListSecrets and "
+                "ListSchedules); every table, stream, queue, secret and schedule statement names its ARN.",
             )
         )
         return function
@@ -215,16 +224,27 @@ class Functions(Construct):
                     iam.PolicyStatement(
                         actions=list(spec.table_actions), resources=[self._table.table_arn, *self._index_arns]
                     ),
-                    # The audit logs are append-only below the application too (wiring.APPEND_ONLY_PARTITIONS).
+                    # The audit logs are append-only below the application too (wiring.APPEND_ONLY_PARTITIONS); the
+                    # operator surface may remove a deleted tenant's, never change one (wiring.APPEND_ONLY_REMOVERS).
                     iam.PolicyStatement(
                         effect=iam.Effect.DENY,
-                        actions=list(wiring.APPEND_ONLY_DENIED_ACTIONS),
+                        actions=(
+                            ["dynamodb:UpdateItem"]
+                            if spec.name in wiring.APPEND_ONLY_REMOVERS
+                            else list(wiring.APPEND_ONLY_DENIED_ACTIONS)
+                        ),
                         resources=[self._table.table_arn],
                         conditions={
                             "ForAnyValue:StringLike": {"dynamodb:LeadingKeys": list(wiring.APPEND_ONLY_PARTITIONS)}
                         },
                     ),
                 ]
+            )
+        if spec.unscoped_actions:
+            # Listings IAM scopes to no resource (wiring.Function.unscoped_actions): what they find is acted on under
+            # the role's scoped statements only.
+            policies["Listings"] = iam.PolicyDocument(
+                statements=[iam.PolicyStatement(actions=list(spec.unscoped_actions), resources=["*"])]
             )
         if spec.reads_stream:
             policies["Stream"] = iam.PolicyDocument(

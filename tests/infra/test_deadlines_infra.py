@@ -106,9 +106,17 @@ def test_only_managers_may_create_and_delete_schedules_and_pass_exactly_the_sche
             assert scheduler == [], spec.name
             assert passing == [], spec.name
             continue
-        # Exactly CreateSchedule/DeleteSchedule, only on the deployment's own group's schedules
-        (statement,) = scheduler
-        assert sorted(as_list(statement["Action"])) == sorted(wiring.SCHEDULE_ACTIONS)
+        # A listing IAM scopes to no resource (the operator surface's ListSchedules, wiring.Function.unscoped_actions)
+        # stands alone, on "*"
+        listing = [s for s in scheduler if s["Resource"] == "*"]
+        assert [a for s in listing for a in as_list(s["Action"]) if a.startswith("scheduler:")] == [
+            a for a in spec.unscoped_actions if a.startswith("scheduler:")
+        ]
+        # Exactly CreateSchedule/DeleteSchedule (and GetSchedule for a reader), only on the deployment's own group's
+        # schedules
+        (statement,) = [s for s in scheduler if s not in listing]
+        reads = wiring.SCHEDULE_READ_ACTIONS if spec.name in wiring.SCHEDULE_READERS else ()
+        assert sorted(as_list(statement["Action"])) == sorted([*wiring.SCHEDULE_ACTIONS, *reads])
         assert as_list(statement["Resource"]) == [schedules_arn(ids["group"])]
         # And PassRole on exactly the execution role, only towards the scheduler
         (passrole,) = passing

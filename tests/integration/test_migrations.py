@@ -28,6 +28,7 @@ from interlude.store import attributes as a
 from interlude.store.facade import Store
 from interlude.store.layout import catalogue_pk, workflow_pk
 from interlude.store.migrations import LEASE_S, LeaseLost, MigrationStore
+from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import until
 from tests.support.modulex_example import worked_example
@@ -121,6 +122,9 @@ def take_back(world: Any, tenant: str) -> dict[str, int]:
                 TableName=world.table, Key=a.key(item["pk"]["S"], "KEY"), UpdateExpression="REMOVE gsi1pk, gsi1sk"
             )
             taken["0004"] += 1
+    # The tenant registry (issue 30 item 6) did not exist: every tenant holding a key gets its record.
+    delete(world, lambda i: i["pk"]["S"] != "TENANTS")
+    taken["0005"] = len({a.unpacked(i["record"])["tenant"] for i in items(world) if i["sk"]["S"] == "KEY"})
     return taken
 
 
@@ -135,12 +139,13 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     outcome = migrations.run_pending(service, "test", report=progress.append)
 
     assert outcome.complete
-    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004"]
+    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005"]
     after = listings(service, tenant)
     assert after["runs"] == history["runs"]
     assert after["inbox"] == history["inbox"]
     assert after["workflows"] == history["workflows"]
     assert set(history["keys"]) <= set(after["keys"])
+    assert TenantRecords(service.store).status(tenant, consistent=True) == "active"
     written = {p.migration.id: 0 for p in progress}
     for p in progress:
         written[p.migration.id] += p.written
@@ -204,6 +209,7 @@ def test_status_names_each_migration_and_its_state(service, history):
         "0002 inbox entries": "not started",
         "0003 workflow catalogue": "not started",
         "0004 key listing": "not started",
+        "0005 tenant registry": "not started",
     }
     migrations.run_pending(service, "test")
     assert {row["state"] for row in migrations.status(service)} == {"done"}

@@ -65,6 +65,12 @@ OPENWOP_STATUS = {
     "interlude.recovery_too_large": 400,
     "interlude.recovery_running": 409,
     "interlude.action_not_retryable": 409,
+    # Issue 30 item 6: a suspended tenant on every surface; the operator surface's refusals (answered by the admin
+    # function, never over HTTP, but named by the same registry).
+    "interlude.tenant_suspended": 403,
+    "interlude.tenant_exists": 409,
+    "interlude.tenant_not_suspended": 409,
+    "interlude.tenant_deleting": 409,
 }
 
 

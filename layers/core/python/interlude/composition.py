@@ -32,6 +32,7 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
     from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
     from interlude.adapters.notify import outbox as notifications
     from interlude.adapters.scheduler import outbox as deadline_schedules
+    from interlude.adapters.tenant_usage import on_events as tenant_usage
     from interlude.app.external_events import resolve_kept_events
     from interlude.app.subworkflows import on_events as sub_workflows
     from interlude.app.tasks import on_events as task_queues
@@ -46,6 +47,8 @@ def outbox() -> tuple[dispatch.OutboxHandler, ...]:
         notifications.on_events,
         sub_workflows,
         task_queues,
+        # Last: a handler above that fails has its record delivered again, which would count its usage twice.
+        tenant_usage,
     )
 
 

@@ -80,6 +80,9 @@ APPEND_ONLY_PARTITIONS = ("T#*#AUDIT#*",)
 AUDIT_CHAINS = 128
 # BatchWriteItem too: the inbox entries' writers hold it, and its DeleteRequest would otherwise bypass the deny.
 APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+# The one function that may remove (never change) items of those partitions: a tenant's deletion removes its whole
+# audit log with everything else it holds (issue 30 item 6). Its role is denied UpdateItem there like every other.
+APPEND_ONLY_REMOVERS = ("admin",)
 
 # The stream feeds `dispatch` with new event-log items only (sk begins with "E#").
 EVENT_ITEM_PREFIX = "E#"
@@ -122,6 +125,9 @@ class Function(NamedTuple):
     # Sends e-mail through SES (issue 14): granted ses:SendEmail/SendRawEmail on the deployment's from-identity and
     # configuration set, whose names arrive in SES_FROM_ADDRESS / SES_CONFIGURATION_SET.
     sends_email: bool = False
+    # Actions granted on "*" because IAM scopes them to no resource (listings: secretsmanager:ListSecrets,
+    # scheduler:ListSchedules); what is found is acted on under the function's other, scoped grants.
+    unscoped_actions: tuple[str, ...] = ()
 
 
 # SQS → callbacks settings, shared by the event source mapping and the local pump.
@@ -326,6 +332,48 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchGetItem",
             "dynamodb:BatchWriteItem",
         ),
+    ),
+)
+
+
+# Issue 30 item 6: the operator surface of a managed deployment. No route, queue or schedule invokes it: the operator's
+# IAM principal does (lambda:InvokeFunction on this one function, `interlude tenants --stack NAME`), so no tenant key
+# reaches it. It creates, lists, suspends, resumes and deletes tenants and reads their usage
+# (interlude.app.tenant_lifecycle); its grants are what those need, checked against every call the suite makes.
+OPERATOR_FUNCTION = "admin"
+# The secret-name prefixes a tenant's deletion removes secrets under (wiring.SECRET_PREFIXES keys).
+TENANT_SECRET_PREFIXES = (
+    "WEBHOOK_SECRET_PREFIX",
+    "SUBSCRIPTION_SECRET_PREFIX",
+    "SLACK_SECRET_PREFIX",
+    "ACTION_SECRET_PREFIX",
+)
+FUNCTIONS += (
+    Function(
+        name=OPERATOR_FUNCTION,
+        handler="handler.lambda_handler",
+        # A call takes what it can until a minute is left (a deletion or a resume goes on at the next call).
+        timeout_s=900,
+        description="The operator surface (invoked by IAM, no route): tenants created, listed, suspended, resumed, "
+        "deleted with all their data; usage per tenant and month",
+        table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:ConditionCheckItem",
+            # A tenant's deletion reads the whole table for its items (they live under many partition keys) and
+            # deletes them in batches; the usage parts of a month are read in one batch.
+            "dynamodb:Scan",
+            "dynamodb:BatchWriteItem",
+            "dynamodb:BatchGetItem",
+        ),
+        # A resume hands the work held while the tenant was suspended back to the queue it came from.
+        sends_to=(OUTBOX_QUEUE, "callbacks", "actions", "notifications"),
+        # A deletion finds the tenant's secrets under each prefix (ListSecrets) and deletes them.
+        secret_grants=tuple((key, ("secretsmanager:DeleteSecret",)) for key in TENANT_SECRET_PREFIXES),
+        unscoped_actions=("secretsmanager:ListSecrets", "scheduler:ListSchedules"),
     ),
 )
 
@@ -1395,6 +1443,15 @@ def route_class(route: Route) -> str:
 
 # The function every route above is integrated with (API Gateway in the stack, the HTTP server locally).
 ROUTES_FUNCTION = "api"
+# Routes that act for no tenant: public documents, the console's sign-in form and its front door (which only looks for
+# a cookie). Every other route acts for the tenant of its key, console session or signed link, and refuses a suspended
+# tenant (interlude.tenant_suspended).
+TENANT_FREE_OPERATIONS = frozenset({"getCapabilities", "getOpenApi", "consoleHome", "consoleSignInPage"})
+
+
+def acts_for_a_tenant(route: Route) -> bool:
+    return route.operation not in TENANT_FREE_OPERATIONS
+
 
 Scope = Literal[
     "workflows:write",
@@ -1425,6 +1482,8 @@ OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
 # (CREATED_SECRETS_*_ENV): the tags (JSON; always) and the customer-managed key's ARN (only when there is one).
 OUTPUT_WEBHOOK_SECRET_TAGS = "WebhookSecretTags"
 OUTPUT_WEBHOOK_SECRET_KMS_KEY = "WebhookSecretKmsKey"
+# The operator surface's function (OPERATOR_FUNCTION): `interlude tenants --stack NAME` invokes it by this name.
+OUTPUT_ADMIN_FUNCTION = "AdminFunction"
 
 # --- deadlines (EventBridge Scheduler) -------------------------------------------------------------
 
@@ -1453,8 +1512,13 @@ class Schedules(NamedTuple):
     )
 
 
-# api schedules the task checks (a claim, and a heartbeat that outruns the last check: interlude.app.tasks).
-SCHEDULES = Schedules(target="timeouts", managers=("dispatch", "api"))
+# api schedules the task checks (a claim, and a heartbeat that outruns the last check: interlude.app.tasks); admin hands
+# a resumed tenant's deferred deadlines back to the scheduler and deletes a deleted tenant's schedules (issue 30).
+SCHEDULES = Schedules(target="timeouts", managers=("dispatch", "api", "admin"))
+# Managers that also read a schedule (its input names its run): a deletion checks each schedule it found by its name's
+# tenant part before deleting it.
+SCHEDULE_READERS = ("admin",)
+SCHEDULE_READ_ACTIONS = ("scheduler:GetSchedule",)
 
 
 class RecurringSchedule(NamedTuple):

@@ -3,8 +3,9 @@ name (imported here, when the OpenAPI document is built: interlude.api.openapi),
 with. The suite holds the handlers to it (schemathesis against the local stack; tests/e2e/test_api_errors.py checks
 every refusal's code against its operation's declaration).
 
-An operation's error codes are the ones its route implies (a key → 401/403; a body → 400/413/415; an
-Idempotency-Key → its three refusals; a path parameter → 400) plus the ones it declares (wiring.Route.errors).
+An operation's error codes are the ones its route implies (a key → 401/403; acting for a tenant → 403 when it is
+suspended; a body → 400/413/415; an Idempotency-Key → its three refusals; a path parameter → 400) plus the ones it
+declares (wiring.Route.errors).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ ALWAYS = ("internal_error",)
 KEYED = ("unauthenticated", "forbidden", "rate_limited")
 BODY = ("validation_error", "payload_too_large", "unsupported_media_type")
 IDEMPOTENT = ("idempotency_key_invalid", "idempotency_key_mismatch", "idempotency_in_flight")
+# A route acting for a tenant (its key's, its console session's, its link's) refuses a suspended one.
+TENANT_BOUND = ("interlude.tenant_suspended",)
 
 
 def named(dotted: str) -> Any:
@@ -73,6 +76,8 @@ def error_codes(route: wiring.Route) -> list[str]:
     codes: list[str] = [*ALWAYS]
     if route.scope:
         codes += KEYED
+    if wiring.acts_for_a_tenant(route):
+        codes += TENANT_BOUND
     if route.request is not None:
         codes += BODY
     if route.mutating:

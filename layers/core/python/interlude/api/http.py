@@ -35,6 +35,7 @@ from interlude.domain.errors import (
 from interlude.domain.ids import AUTHOR_ID_RE, to_wire
 from interlude.domain.validation import parse
 from interlude.rules.auth import Principal
+from interlude.store.tenant_standing import TenantStanding, standing_of
 from interlude.wiring import Face
 
 if TYPE_CHECKING:
@@ -53,6 +54,12 @@ FACE_CONTEXT = "face"
 
 # The handlers' Service (one per process); an alias so route modules read `service()`.
 service = default_service
+
+
+@cache
+def standing() -> TenantStanding:
+    """Whether a request's tenant may act now (suspended tenants are refused on every surface: issue 30 item 6)."""
+    return standing_of(service().store, service().clock)
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -165,6 +172,7 @@ def principal_for(operation: str) -> Principal:
     principal = app.context.get("principal")
     if principal is None:
         principal = service().authenticate(app.current_event.headers.get("authorization"))
+        standing().require_active(principal.tenant)
         admission = service().limiter.admit(principal)
         if not admission.allowed:
             raise RateLimited(

@@ -33,6 +33,7 @@ from interlude.api.http import (
     raw_body,
     resume_value_body,
     service,
+    standing,
 )
 from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf, forms
@@ -80,7 +81,7 @@ def surface() -> TokenSurface:
 
         return load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds, force_fetch=force)
 
-    return TokenSurface(service(), ring)
+    return TokenSurface(service(), ring, admit=standing().require_active)
 
 
 # -- routes -------------------------------------------------------------------------------------------

@@ -54,10 +54,18 @@ class Target:
 
 
 class TokenSurface:
-    def __init__(self, service: Service, ring_source: RingSource, monotonic: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        service: Service,
+        ring_source: RingSource,
+        monotonic: Callable[[], float] = time.monotonic,
+        admit: Callable[[str], None] = lambda tenant: None,
+    ):
+        """`admit(tenant)`: refuses a token of a tenant that may not act now (a suspended one: store.tenant_standing)."""
         self.service = service
         self._ring_source = ring_source
         self._monotonic = monotonic
+        self._admit = admit
         self._last_forced = float("-inf")
 
     # -- verification ---------------------------------------------------------------------------------
@@ -70,6 +78,12 @@ class TokenSurface:
         return self._ring_source(False)
 
     def verify(self, token: str) -> TokenClaims:
+        """The claims of a token this host signed, its tenant admitted."""
+        claims = self._verified(token)
+        self._admit(tenant_of(claims.run_id))
+        return claims
+
+    def _verified(self, token: str) -> TokenClaims:
         try:
             return verify(token, self._ring_source(False), now=self.now())
         except TokenInvalid as exc:

@@ -66,7 +66,9 @@ def _keys_create(args: argparse.Namespace) -> int:
         return keys_create_http(args)
     compose()
     from interlude.app.service import Service
+    from interlude.domain.clock import iso, now
     from interlude.domain.models.requests import CreateKeyRequest
+    from interlude.store.tenants import DELETED, DELETING, TenantRecords
 
     request = CreateKeyRequest(
         subjectId=args.subject,
@@ -76,7 +78,13 @@ def _keys_create(args: argparse.Namespace) -> int:
         kind=args.kind,
         expiresAt=args.expires_at,
     )
-    created = Service(table_store(args)).issue_key(args.tenant, request)
+    store = table_store(args)
+    records = TenantRecords(store)
+    if records.status(args.tenant, consistent=True) in (DELETING, DELETED):
+        sys.exit(f"interlude: tenant {args.tenant!r} is being deleted or was deleted (`interlude tenants create` makes it anew)")
+    created = Service(store).issue_key(args.tenant, request)
+    # A tenant first made this way (before `interlude tenants create`) is listed in the registry too.
+    records.register(args.tenant, iso(now()))
     print(json.dumps(created, indent=2))
     return 0
 
@@ -214,6 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     from interlude.cli.deliveries import add_commands as add_delivery_commands
 
     add_delivery_commands(sub)  # deliveries dead / retry / recover (issue 30 item 5)
+
+    from interlude.cli.tenants import add_commands as add_tenant_commands
+
+    add_tenant_commands(sub)  # tenants (issue 30, item 6)
     return parser
 
 

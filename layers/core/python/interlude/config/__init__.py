@@ -54,6 +54,11 @@ class Settings(EnvironmentSettings):
     # GET /runs/{runId}/ancestry and its discovery advertisement (interlude.app.subworkflows.ancestry_capability):
     # off, the route answers 404 not_found and discovery names no multiAgent family.
     ancestry_endpoint: bool = setting("INTERLUDE_ANCESTRY_ENDPOINT", default=True)
+    # Issue 30 item 6. How long an instance trusts a tenant's status it read (a suspension reaches every instance within
+    # it), and how long a tenant's deletion waits, once it began, for work already in flight for the tenant to end
+    # before it reads the table for the tenant's items (longer than any function's timeout but the migrations').
+    tenant_status_cache_seconds: float = setting("INTERLUDE_TENANT_STATUS_CACHE_SECONDS", default=5.0)
+    tenant_deletion_grace_seconds: int = setting("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", default=180)
 
 
 # Field -> the environment variable that sets it (the construct sets INTERLUDE_ANCESTRY_ENDPOINT by it).

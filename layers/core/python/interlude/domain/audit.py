@@ -16,6 +16,10 @@ ACTIONS = (
     "token.minted",
     "settings.changed",
     "credentialGrant.recorded",
+    # Issue 30 item 6: the operator's lifecycle of the tenant (a deletion removes the log itself).
+    "tenant.created",
+    "tenant.suspended",
+    "tenant.resumed",
 )
 # What an entry's `details` may weigh (JCS bytes); a caller summarises rather than copying large values in.
 MAX_DETAILS_BYTES = 4096

@@ -164,6 +164,14 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "interlude.recovery_too_large": Invalid,
     "interlude.recovery_running": Conflict,
     "interlude.action_not_retryable": Conflict,
+    # Issue 30 item 6: the tenant of the key, console session or link is suspended (or being deleted) by the operator;
+    # nothing it asked for was done. OpenWOP registers no such code, so it carries the vendor prefix.
+    "interlude.tenant_suspended": Forbidden,
+    # The operator surface (interlude.app.tenant_lifecycle, the `admin` function): a tenant made twice; one deleted
+    # that is not suspended first; one being deleted, which nothing but the deletion may change any more.
+    "interlude.tenant_exists": Conflict,
+    "interlude.tenant_not_suspended": Conflict,
+    "interlude.tenant_deleting": Conflict,
 }
 
 # Codes a run or node fails with (the `error` of node.failed / run.failed); besides validation_error, none

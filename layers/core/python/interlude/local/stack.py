@@ -19,6 +19,7 @@ from interlude.local import LOCAL_REGION
 from interlude.local.buckets import create_local_buckets
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
+from interlude.local.lambda_api import LambdaApi
 from interlude.local.lambda_runtime import invoke, run_process_hook
 from interlude.local.mailbox import verify_local_sender
 from interlude.local.moto_server import LockedMotoServer
@@ -90,6 +91,8 @@ def configure_environment(moto_endpoint: str, table_name: str) -> None:
     # A test suite drives one tenant far faster than a person would: the local stack's default rate is the
     # ceiling (a tenant may still set its own lower; an environment that sets the variable wins).
     os.environ.setdefault("INTERLUDE_TENANT_REQUESTS_PER_SECOND", "500")
+    # A tenant's deletion waits for work in flight to end; on one machine that is seconds, not a function's timeout.
+    os.environ.setdefault("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", "5")
     # Settings read before (an import reads the engine's debug switch) are read again from this environment.
     config.forget()
 
@@ -101,6 +104,8 @@ class LocalInfo:
     api_key: str
     moto_endpoint: str
     clock_file: str = ""
+    # The operator surface's Lambda Invoke API (interlude.local.lambda_api): `interlude tenants --local` calls it.
+    lambda_endpoint: str = ""
 
     def as_json(self) -> dict[str, str]:
         return {
@@ -109,6 +114,7 @@ class LocalInfo:
             "apiKey": self.api_key,
             "motoEndpoint": self.moto_endpoint,
             "clockFile": self.clock_file,
+            "lambdaEndpoint": self.lambda_endpoint,
         }
 
 
@@ -127,6 +133,7 @@ class LocalStack:
         self.schedule_pump: SchedulePump | None = None
         self.recurring_pumps: list[RecurringPump] = []
         self.queue_pumps: list[QueuePump] = []
+        self.lambda_api: LambdaApi | None = None
         self.info: LocalInfo | None = None
 
     def start(self) -> LocalInfo:
@@ -156,13 +163,19 @@ class LocalStack:
         self.schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).start()
         self.recurring_pumps = [RecurringPump(schedule).start() for schedule in wiring.RECURRING_SCHEDULES]
         self.gateway.start()
+        self.lambda_api = LambdaApi().start()
         self.info = LocalInfo(
-            self.gateway.base_url, DEMO_TENANT, api_key, self.moto.endpoint, str(self.clock_file or "")
+            self.gateway.base_url,
+            DEMO_TENANT,
+            api_key,
+            self.moto.endpoint,
+            str(self.clock_file or ""),
+            self.lambda_api.endpoint,
         )
         return self.info
 
     def stop(self) -> None:
-        for part in (self.gateway, *self.queue_pumps, *self.recurring_pumps, self.schedule_pump, self.pump, self.moto):
+        for part in (self.lambda_api, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.schedule_pump, self.pump, self.moto):
             if part is not None:
                 part.stop()
 

@@ -21,6 +21,20 @@ from interlude.store.transactions import LostRace, TransactionalTable
 KEY_RETENTION_S = 30 * 24 * 3600
 
 
+def api_key_put(key_id: str, record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(label, Put) of a new key's item: its record, its tenant, its place in the tenant's listing, its expiry (a
+    transaction's labelled write: the operator surface makes a tenant's first key with its record)."""
+    key_item: a.Item = {
+        **a.key(api_key_pk(key_id), API_KEY_SK),
+        "record": a.as_json(record),
+        "tenant": a.s(record["tenant"]),
+        **_key_listing(key_id, record),
+    }
+    if record.get("expiresAt"):
+        key_item[wiring.TTL_ATTRIBUTE] = a.n(_epoch(record["expiresAt"]) + KEY_RETENTION_S)
+    return API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+
 class ApiKeyStore(TransactionalTable):
     def put_api_key(
         self,
@@ -29,19 +43,11 @@ class ApiKeyStore(TransactionalTable):
         answered: AnsweredRecord | None = None,
         audit: AuditDraft | None = None,
     ) -> None:
-        key_item: a.Item = {
-            **a.key(api_key_pk(key_id), API_KEY_SK),
-            "record": a.as_json(record),
-            "tenant": a.s(record["tenant"]),
-            **_key_listing(key_id, record),
-        }
-        if record.get("expiresAt"):
-            key_item[wiring.TTL_ATTRIBUTE] = a.n(_epoch(record["expiresAt"]) + KEY_RETENTION_S)
-        condition = "attribute_not_exists(pk)"
+        label, put = api_key_put(key_id, record)
         if answered is None and audit is None:
-            self.client.put_item(TableName=self.table, Item=key_item, ConditionExpression=condition)
+            self.client.put_item(TableName=self.table, **put["Put"])
             return
-        self._transact([(API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": condition}})], answered, audit=audit)
+        self._transact([(label, put)], answered, audit=audit)
 
     def list_api_key(self, key_id: str, record: dict[str, Any]) -> bool:
         """Give a key made before keys were listed its place in the listing (a backfill: interlude.migrations);

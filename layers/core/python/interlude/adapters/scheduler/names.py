@@ -6,10 +6,20 @@ import hashlib
 import math
 from datetime import UTC, datetime
 
+from interlude.domain.ids import tenant_of
 from interlude.engine.deadlines import Deadline
 
-# Scheduler names: 1..64 of [0-9a-zA-Z-_.]; ClientToken: 1..64 of [a-zA-Z0-9-_]. "il-<p>-<40 hex>" fits both.
+# Scheduler names: 1..64 of [0-9a-zA-Z-_.]; ClientToken: 1..64 of [a-zA-Z0-9-_]. "il-<12 hex>-<p>-<40 hex>" (58)
+# fits both.
 NAME_PREFIX = "il"
+TENANT_TAG_HEX = 12
+
+
+def tenant_prefix(tenant: str) -> str:
+    """What every schedule of a tenant's runs is named with first (a hash of the tenant: names allow no tenant id's
+    every character), so a tenant's deletion finds them all by one ListSchedules NamePrefix (issue 30 item 6). Other
+    tenants may share it (48 bits): a schedule found by it is the tenant's only if its input names one of its runs."""
+    return f"{NAME_PREFIX}-{hashlib.sha256(tenant.encode()).hexdigest()[:TENANT_TAG_HEX]}-"
 
 
 def schedule_name(run_id: str, deadline: Deadline) -> str:
@@ -28,7 +38,13 @@ def schedule_name(run_id: str, deadline: Deadline) -> str:
         identity = f"run\x1f{run_id}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:40]
     letter = "m" if deadline.purpose == "reminder" else deadline.purpose[0]
-    return f"{NAME_PREFIX}-{letter}-{digest}"
+    return f"{tenant_prefix(tenant_of(run_id))}{letter}-{digest}"
+
+
+def handed_back_name(tenant: str, held_id: str) -> str:
+    """The schedule a suspended tenant's deferred deadline is handed back to the scheduler under, at its resume: one per
+    deferral (`held_id` names it), so handing it back twice is a ConflictException."""
+    return f"{tenant_prefix(tenant)}h-{hashlib.sha256(held_id.encode()).hexdigest()[:40]}"
 
 
 def at_expression(due_epoch: float) -> str:

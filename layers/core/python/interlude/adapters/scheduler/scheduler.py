@@ -16,8 +16,9 @@ import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
-from interlude.adapters.scheduler.names import at_expression, schedule_name
+from interlude.adapters.scheduler.names import at_expression, schedule_name, tenant_prefix
 from interlude.config.scheduler import SchedulerSettings, scheduler_settings
+from interlude.domain.ids import tenant_of
 from interlude.engine.deadlines import Deadline
 
 
@@ -28,14 +29,17 @@ class Scheduler:
 
     def request(self, run_id: str, deadline: Deadline) -> dict[str, Any]:
         """The CreateSchedule request for a deadline (also what the infra and integration tests inspect)."""
-        name = schedule_name(run_id, deadline)
+        description = f"interlude {deadline.purpose} deadline of run {run_id}"
+        return self._request(schedule_name(run_id, deadline), deadline.due, deadline.as_input(run_id), description)
+
+    def _request(self, name: str, due: float, body: dict[str, Any], description: str) -> dict[str, Any]:
         spec = wiring.SCHEDULES
         return {
             "Name": name,
             "GroupName": self.settings.group,
             "ClientToken": name,
-            "Description": f"interlude {deadline.purpose} deadline of run {run_id}"[:512],
-            "ScheduleExpression": at_expression(deadline.due),
+            "Description": description[:512],
+            "ScheduleExpression": at_expression(due),
             "ScheduleExpressionTimezone": "UTC",
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "ActionAfterCompletion": "DELETE",
@@ -43,7 +47,7 @@ class Scheduler:
             "Target": {
                 "Arn": self.settings.target_arn,
                 "RoleArn": self.settings.role_arn,
-                "Input": json.dumps(deadline.as_input(run_id), separators=(",", ":"), sort_keys=True, allow_nan=False),
+                "Input": json.dumps(body, separators=(",", ":"), sort_keys=True, allow_nan=False),
                 "RetryPolicy": {
                     "MaximumRetryAttempts": spec.max_retry_attempts,
                     "MaximumEventAgeInSeconds": spec.max_event_age_s,
@@ -54,8 +58,16 @@ class Scheduler:
 
     def ensure(self, run_id: str, deadline: Deadline) -> bool:
         """Create the deadline's schedule; False when it already exists."""
+        return self._create(self.request(run_id, deadline))
+
+    def hand_back(self, name: str, body: dict[str, Any], due: float) -> bool:
+        """Schedule `body` (a deadline's input, deferred while its tenant was suspended) to reach the target at `due`
+        under `name` (names.handed_back_name); False when that schedule exists already."""
+        return self._create(self._request(name, due, body, f"interlude deadline of run {body.get('runId')}, deferred"))
+
+    def _create(self, request: dict[str, Any]) -> bool:
         try:
-            self.client.create_schedule(**self.request(run_id, deadline))
+            self.client.create_schedule(**request)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConflictException":
                 return False
@@ -64,13 +76,36 @@ class Scheduler:
 
     def delete(self, run_id: str, deadline: Deadline) -> bool:
         """Delete the deadline's schedule; False when it was already gone (fired, or never created)."""
+        return self._delete(schedule_name(run_id, deadline))
+
+    def _delete(self, name: str) -> bool:
         try:
-            self.client.delete_schedule(Name=schedule_name(run_id, deadline), GroupName=self.settings.group)
+            self.client.delete_schedule(Name=name, GroupName=self.settings.group)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ResourceNotFoundException":
                 return False
             raise
         return True
+
+    def delete_tenant_schedules(self, tenant: str) -> int:
+        """Delete every schedule of the tenant's runs: found by the tenant's name prefix (names.tenant_prefix), each
+        one's input read to be sure it names one of the tenant's runs; how many were deleted. Schedules made before
+        names carried the prefix are not found: each fires once at its time into a run that is gone, and goes."""
+        pages = self.client.get_paginator("list_schedules").paginate(
+            GroupName=self.settings.group, NamePrefix=tenant_prefix(tenant)
+        )
+        found = [summary["Name"] for page in pages for summary in page.get("Schedules", [])]
+        return sum(1 for name in found if self._names_tenants_run(name, tenant) and self._delete(name))
+
+    def _names_tenants_run(self, name: str, tenant: str) -> bool:
+        try:
+            schedule = self.client.get_schedule(Name=name, GroupName=self.settings.group)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+                return False
+            raise
+        run_id = json.loads(schedule.get("Target", {}).get("Input") or "{}").get("runId")
+        return isinstance(run_id, str) and "/" in run_id and tenant_of(run_id) == tenant
 
 
 _cached: tuple[SchedulerSettings | None, Scheduler | None] = (None, None)

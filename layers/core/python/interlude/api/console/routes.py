@@ -27,7 +27,17 @@ from interlude.api.console import pages
 from interlude.api.console import session as sessions
 from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
-from interlude.api.http import OPENWOP_VERSION, app, authorize, base_url, query_int, raw_body, scope_of, service
+from interlude.api.http import (
+    OPENWOP_VERSION,
+    app,
+    authorize,
+    base_url,
+    query_int,
+    raw_body,
+    scope_of,
+    service,
+    standing,
+)
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
@@ -49,6 +59,7 @@ from interlude.domain.validation import parse
 from interlude.engine.run import action_not_retryable
 from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.tokens.scheme import KeyRing
+from interlude.store.tenant_standing import SUSPENDED_CODE
 
 MAX_FORM_FIELDS = 250
 EVENTS_PER_PAGE = 200
@@ -112,6 +123,7 @@ def signed_in() -> Signed:
     principal = service().signed_in_principal(
         found.key_id, found.tenant, str(found.subject.get("subjectId")), found.nonce
     )
+    standing().require_active(principal.tenant)
     admission = service().limiter.admit(principal)
     if not admission.allowed:
         raise RateLimited(
@@ -341,8 +353,11 @@ def console_sign_in() -> Response:
         return sign_in_page(403, Notice("bad", "Not sent from this console", "Reload this page and sign in again."))
     try:
         principal = service().authenticate(f"Bearer {(first(form, 'api_key') or '').strip()}")
+        standing().require_active(principal.tenant)
     except Unauthenticated as exc:
         return sign_in_page(401, Notice("bad", "That key was not accepted", sign_in_words(exc.message)))
+    except DomainError as exc:
+        return sign_in_page(status_of(exc), Notice("bad", "Not allowed", sign_in_words(exc.message)))
     held = ring()
     started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
     service().open_console_session(principal, started.nonce, started.expires_at)
@@ -364,7 +379,12 @@ def console_sign_out() -> Response:
     signed_out = Notice("ok", "Signed out", "This browser holds no session any more.")
     try:
         signed = signed_in()
-    except (NotSignedIn, DomainError):
+    except DomainError as exc:
+        if exc.code == SUSPENDED_CODE:
+            # Refused like every request of a suspended tenant: the session stays as it is.
+            return refused_page(exc, None, "")
+        return sign_in_page(200, signed_out, [ended_cookie()])
+    except NotSignedIn:
         return sign_in_page(200, signed_out, [ended_cookie()])
     form = read_form()
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):

@@ -1,0 +1,97 @@
+"""What a tenant holds outside the table, for its lifecycle (issue 30 item 6; interlude.app.tenant_lifecycle.Outside):
+where the work held while it was suspended goes back at its resume, and its schedules and secrets, which its deletion
+removes.
+
+Held work names its destination: `queue:{name}` (a wiring.QUEUES message, sent again under the tenant's group) or
+`deadline` (a schedule's input, handed back to the scheduler due at once, under a name of its own per deferral).
+A tenant's secrets are found under each prefix of wiring.TENANT_SECRET_PREFIXES by name (`{prefix}{tenant}` and
+`{prefix}{tenant}/…`, the tenant written as domain.ids.secret_name writes it), and its webhook subscriptions' by the
+names their items record (a subscription from before names were recorded kept its secret elsewhere).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interlude import wiring
+from interlude.adapters.held_work import DEADLINE_DESTINATION, QUEUE_DESTINATION
+from interlude.adapters.queues import send_grouped
+from interlude.adapters.scheduler.names import handed_back_name
+from interlude.adapters.scheduler.scheduler import Scheduler
+from interlude.config.actions import action_settings
+from interlude.config.delivery import delivery_settings
+from interlude.config.notify import notify_settings
+from interlude.config.queues import queue_settings
+from interlude.domain.clock import Clock
+from interlude.domain.ids import secret_name
+from interlude.store.table import Table
+from interlude.store.tenants import Held
+from interlude.store.webhooks import WebhookStore, subscription_secrets
+
+# A deferred deadline handed back is due this long after the resume (a schedule due in the past is not one a
+# deployment ever makes; Scheduler fires within a minute of its time).
+HAND_BACK_DELAY_S = 5
+
+
+def secret_prefixes() -> tuple[str, ...]:
+    """The deployment's name prefix of each kind of secret a tenant may hold (wiring.TENANT_SECRET_PREFIXES)."""
+    delivery = delivery_settings()
+    return (
+        delivery.secret_prefix,
+        delivery.subscription_secret_prefix,
+        notify_settings().slack_secret_prefix,
+        action_settings().secret_prefix,
+    )
+
+
+def queue_url(queue: str) -> str:
+    """The URL of a queue held work goes back to (the admin function is given each: wiring's `sends_to`)."""
+    urls = {
+        wiring.OUTBOX_QUEUE: queue_settings().outbox_url,
+        "callbacks": delivery_settings().queue_url,
+        "actions": action_settings().queue_url,
+        "notifications": notify_settings().queue_url,
+    }
+    if not urls.get(queue):
+        raise RuntimeError(f"no URL of the {queue} queue is set: held work cannot go back to it")
+    return urls[queue]
+
+
+class TenantOutside:
+    def __init__(self, store: Table, scheduler: Scheduler | None, secrets: Any, clock: Clock) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.secrets = secrets
+        self.clock = clock
+
+    def hand_back(self, tenant: str, held: Held) -> None:
+        if held.destination == DEADLINE_DESTINATION:
+            if self.scheduler is None:
+                raise RuntimeError("this deployment has no scheduler to hand a deferred deadline back to")
+            due = self.clock().timestamp() + HAND_BACK_DELAY_S
+            self.scheduler.hand_back(handed_back_name(tenant, f"{held.sk}@{held.held_at}"), held.body, due)
+            return
+        send_grouped(queue_url(held.destination.removeprefix(QUEUE_DESTINATION)), [(tenant, held.body)], "held message")
+
+    def delete_schedules(self, tenant: str) -> int:
+        return 0 if self.scheduler is None else self.scheduler.delete_tenant_schedules(tenant)
+
+    def delete_secrets(self, tenant: str) -> list[str]:
+        """Delete the tenant's secrets (at once, without a recovery window: a deletion removes the tenant's data);
+        the names deleted."""
+        recorded = subscription_secrets()
+        names = {recorded.name_of(subscription) for subscription in WebhookStore(self.store.table, self.store.client).of_tenant(tenant)}
+        for prefix in secret_prefixes():
+            own = secret_name(prefix, tenant)
+            pages = self.secrets.get_paginator("list_secrets").paginate(
+                Filters=[{"Key": "name", "Values": [own]}], IncludePlannedDeletion=True
+            )
+            found = (entry["Name"] for page in pages for entry in page.get("SecretList") or [])
+            names.update(name for name in found if name == own or name.startswith(f"{own}/"))
+        for name in sorted(names):
+            try:
+                self.secrets.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+            except self.secrets.exceptions.ResourceNotFoundException:
+                continue
+        return sorted(names)
+

@@ -1,0 +1,309 @@
+"""The tenant lifecycle of a managed deployment (issue 30 item 6): what the operator surface does (the `admin` function,
+which `interlude tenants` invokes; docs/operations.md, "Tenants").
+
+* create: a tenant's record and its first admin key, in one transaction;
+* list: tenants in name order with their usage this month;
+* suspend: every request of the tenant is refused (403 interlude.tenant_suspended) and every worker holds the tenant's
+  work instead of doing it (interlude.store.tenant_standing): runs stay where they are, deadlines are deferred, callbacks
+  and notifications wait; nothing is lost;
+* resume: the tenant is active again, and the work held meanwhile is handed back where it was going (messages to their
+  queues, deferred deadlines to the scheduler, due at once);
+* delete (a suspended tenant only): a job that goes on from its checkpoint at each call until it is done: it waits for
+  work already in flight to end, deletes the tenant's schedules and secrets, then every item the tenant has in the
+  table (whole-table scans, page by page, until one finds nothing), and leaves its record as a tombstone holding the
+  report;
+* usage: a tenant's usage document of a month (closed once the month is over).
+
+Dependencies, declared: the table's transactions (each with an audit entry), the tenants' records, `Outside` (what a tenant
+holds outside the table, and where held work goes back), the clock, and the deletion's grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from interlude.app import audit
+from interlude.domain.clock import Clock, iso
+from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
+from interlude.domain.ids import TENANT_RE
+from interlude.rules import auth
+from interlude.store.api_keys import api_key_put
+from interlude.store.layout import API_KEY_PK_PREFIX
+from interlude.store.tenants import (
+    ACTIVE,
+    DELETED,
+    DELETING,
+    SUSPENDED,
+    Held,
+    LostRace,
+    Stored,
+    TenantRecords,
+    Usage,
+)
+from interlude.store.transactions import TransactionalTable
+
+logger = logging.getLogger(__name__)
+# Who acts through the operator surface (the `admin` function, invoked with the operator's AWS credentials).
+OPERATOR = {**audit.OPERATOR, "surface": "admin"}
+
+# A page of `list`.
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+# Held work handed back per batch, and items a deletion reads per page of its scan.
+HAND_BACK_BATCH = 25
+SCAN_PAGE_ITEMS = 1000
+# How long a deleted tenant's record stays as a tombstone (its report; work still in flight for it is dropped): the
+# longest any message about the tenant may wait in a queue (the dead-letter queues keep theirs 14 days).
+TOMBSTONE_S = 14 * 24 * 3600
+# A month's usage document is closed this long after the month ends (late work counts in the month it is done).
+CLOSE_AFTER = timedelta(days=1)
+# What a deletion leaves by design, named in its report.
+KEPT = (
+    "the tenant's signed audit anchor in the Object Lock bucket, until its retention ends (S3 refuses to delete it "
+    "earlier; it holds chain heads and signatures, no content)",
+    "schedules created before this release (their names carry no tenant prefix): each fires once into nothing",
+)
+
+
+class Outside(Protocol):
+    """What a tenant holds outside the table, and where its held work goes back (interlude.adapters.tenant_outside)."""
+
+    def hand_back(self, tenant: str, held: Held) -> None: ...
+
+    def delete_schedules(self, tenant: str) -> int: ...
+
+    def delete_secrets(self, tenant: str) -> list[str]: ...
+
+
+def checked_tenant(tenant: Any) -> str:
+    if not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant):
+        raise Invalid("a tenant id is 1 to 128 of A-Z a-z 0-9 . _ ~ -", {"field": "tenant"})
+    return tenant
+
+
+def month_of(moment: datetime) -> str:
+    return moment.strftime("%Y-%m")
+
+
+class TenantLifecycle:
+    def __init__(self, store: TransactionalTable, records: TenantRecords, outside: Outside, clock: Clock, grace_s: int) -> None:
+        self.store = store
+        self.records = records
+        self.outside = outside
+        self.clock = clock
+        self.grace_s = grace_s
+
+    # -- create, list ------------------------------------------------------------------------------------
+
+    def create(self, tenant: str, subject_id: str, scopes: list[str]) -> dict[str, Any]:
+        """The tenant's record and its first admin key (printed once), in one transaction with its audit entry."""
+        tenant = checked_tenant(tenant)
+        existing = self.records.get(tenant, consistent=True)
+        if existing is not None and existing.status != DELETED:
+            raise Conflict(f"tenant {tenant!r} exists already", {"tenant": tenant}, code="interlude.tenant_exists")
+        at = iso(self.clock())
+        key_id, api_key, secret_hash = auth.new_key()
+        key = auth.key_record(tenant, subject_id, scopes, [], [], "user", secret_hash, at)
+        entry = audit.entry(
+            tenant, OPERATOR, "tenant.created", {"tenant": tenant}, at, {"keyId": key_id, "subjectId": subject_id}
+        )
+        record = self.records.put_item(Stored(tenant, ACTIVE, 0, {}), ACTIVE, {"createdAt": at})
+        try:
+            self.store.transact([record, api_key_put(key_id, key)], entry)
+        except Exception as exc:
+            if self.records.lost_race(exc):
+                raise Conflict(f"tenant {tenant!r} exists already", {"tenant": tenant}, code="interlude.tenant_exists") from None
+            raise
+        return {"tenant": tenant, "status": ACTIVE, "createdAt": at, "keyId": key_id, "apiKey": api_key, "scopes": key["scopes"]}
+
+    def list(self, limit: int, after: str | None) -> dict[str, Any]:
+        """Tenants in name order (a page of `limit`, after tenant `after`), each with its usage this month."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise Invalid(f"limit is 1 to {MAX_PAGE}", {"field": "limit"})
+        page, last = self.records.page(limit, checked_tenant(after) if after is not None else None)
+        usage = self.records.usage([stored.tenant for stored in page], month_of(self.clock()))
+        listed = {"tenants": [{**described(stored), "usage": shown(usage[stored.tenant])} for stored in page]}
+        return {**listed, "after": last} if last else listed
+
+    # -- suspend, resume ---------------------------------------------------------------------------------
+
+    def suspend(self, tenant: str, reason: str | None) -> dict[str, Any]:
+        stored = self._existing(tenant)
+        if stored.status == SUSPENDED:
+            return described(stored)
+        if stored.status == DELETING:
+            raise deleting(tenant)
+        at = iso(self.clock())
+        record = {**stored.record, "suspendedAt": at, **({"reason": reason} if reason else {})}
+        changed = self._change(stored, SUSPENDED, record, "tenant.suspended", {"reason": reason} if reason else {})
+        return described(changed)
+
+    def resume(self, tenant: str, more_time: Callable[[], bool]) -> dict[str, Any]:
+        """Active again; then the held work is handed back, batch by batch while `more_time()`: `remaining` says that
+        some is left for the next call (resume again: an active tenant's resume goes on handing back)."""
+        stored = self._existing(tenant)
+        if stored.status == DELETING:
+            raise deleting(tenant)
+        if stored.status == SUSPENDED:
+            record = {key: value for key, value in stored.record.items() if key not in ("suspendedAt", "reason")}
+            record["resumedAt"] = iso(self.clock())
+            stored = self._change(stored, ACTIVE, record, "tenant.resumed", {})
+        handed, remaining = 0, True
+        while remaining and more_time():
+            batch = self.records.held(tenant, HAND_BACK_BATCH)
+            for held in batch:
+                self.outside.hand_back(tenant, held)
+                self.records.release(tenant, held)
+            handed += len(batch)
+            remaining = len(batch) == HAND_BACK_BATCH
+        return {**described(stored), "handedBack": handed, "remaining": remaining}
+
+    # -- delete ------------------------------------------------------------------------------------------
+
+    def delete(self, tenant: str, more_time: Callable[[], bool]) -> dict[str, Any]:
+        """One call of a tenant's deletion: from its checkpoint on, while `more_time()`; the progress, or (done) the
+        report. A deleted tenant's tombstone answers its report again."""
+        tenant = checked_tenant(tenant)
+        stored = self.records.get(tenant, consistent=True)
+        if stored is None:
+            raise NotFound(f"no tenant {tenant!r}", {"tenant": tenant})
+        if stored.status == DELETED:
+            return {"tenant": tenant, "status": DELETED, "done": True, "report": stored.record.get("report", {})}
+        if stored.status == ACTIVE:
+            raise Conflict(
+                f"tenant {tenant!r} is active: suspend it first, then delete it",
+                {"tenant": tenant},
+                code="interlude.tenant_not_suspended",
+            )
+        if stored.status == SUSPENDED:
+            # The month's usage so far goes into the report (the usage documents are the tenant's items, deleted too):
+            # a suspended tenant's usage does not grow, so billing reads the last of it there.
+            usage = self.records.usage([tenant], month_of(self.clock()))[tenant]
+            job = {"startedAt": iso(self.clock()), "phase": "waiting", "pass": 1, "items": 0, "apiKeys": 0, "usage": shown(usage)}
+            stored = self.records.put(stored, DELETING, {**stored.record, "deletion": job})
+        try:
+            return self._go_on(stored, more_time)
+        except LostRace:
+            # Another call moved the deletion on meanwhile; its checkpoint holds: the next call goes on from there.
+            return {"tenant": tenant, "status": DELETING, "done": False, "busy": True}
+
+    def _go_on(self, stored: Stored, more_time: Callable[[], bool]) -> dict[str, Any]:
+        tenant = stored.tenant
+        job = dict(stored.record["deletion"])
+        while more_time():
+            phase = job["phase"]
+            if phase == "waiting":
+                # Work already in flight for the tenant (a request that passed its check, a worker's invocation) ends
+                # within the grace period; after it nothing writes the tenant's items but this job.
+                waited = (self.clock() - _instant(job["startedAt"])).total_seconds()
+                if waited < self.grace_s:
+                    return {**progress(tenant, job), "waitSeconds": int(self.grace_s - waited) + 1}
+                job["phase"] = "schedules"
+            elif phase == "schedules":
+                job["schedules"] = job.get("schedules", 0) + self.outside.delete_schedules(tenant)
+                job["phase"] = "secrets"
+            elif phase == "secrets":
+                job["secrets"] = sorted({*job.get("secrets", []), *self.outside.delete_secrets(tenant)})
+                job["phase"] = "items"
+            else:
+                keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS)
+                self.records.delete(keys)
+                job["items"] += len(keys)
+                job["apiKeys"] += sum(1 for key in keys if key["pk"]["S"].startswith(API_KEY_PK_PREFIX))
+                job["scanned"] = job.get("scanned", 0) + scanned
+                job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)
+                job.pop("position", None)
+                if position is not None:
+                    job["position"] = position
+                elif job["pass"] > 1 and not job[f"pass{job['pass']}"]:
+                    return self._finish(stored, job)
+                else:
+                    # A pass that deleted something is followed by another, which finds what was written meanwhile.
+                    job["pass"] += 1
+            stored = self.records.put(stored, DELETING, {**stored.record, "deletion": job})
+        return progress(tenant, job)
+
+    def _finish(self, stored: Stored, job: dict[str, Any]) -> dict[str, Any]:
+        at = iso(self.clock())
+        report = {
+            "tenant": stored.tenant,
+            "startedAt": job["startedAt"],
+            "finishedAt": at,
+            "items": job["items"],
+            "apiKeys": job["apiKeys"],
+            "schedules": job.get("schedules", 0),
+            "secrets": len(job.get("secrets", [])),
+            "passes": job["pass"],
+            "itemsRead": job.get("scanned", 0),
+            "usage": job.get("usage"),
+            "kept": list(KEPT),
+        }
+        # The report is logged before the record turns into the tombstone: the operator's copy whatever happens next.
+        logger.warning("tenant deleted", extra={"report": report})
+        expires = int(self.clock().timestamp()) + TOMBSTONE_S
+        self.records.put(stored, DELETED, {"createdAt": stored.record.get("createdAt"), "report": report}, expires)
+        return {"tenant": stored.tenant, "status": DELETED, "done": True, "report": report}
+
+    # -- usage -------------------------------------------------------------------------------------------
+
+    def usage(self, tenant: str, month: str | None) -> dict[str, Any]:
+        """The tenant's usage document of `month` (YYYY-MM; default this one), closed once the month is over."""
+        tenant = checked_tenant(tenant)
+        now = self.clock()
+        month = month or month_of(now)
+        try:
+            start = datetime.strptime(month, "%Y-%m").replace(tzinfo=now.tzinfo)
+        except ValueError:
+            raise Invalid("month is YYYY-MM", {"field": "month"}) from None
+        found = self.records.usage([tenant], month)[tenant]
+        next_month = (start + timedelta(days=32)).replace(day=1)
+        if found.closed_at is None and now >= next_month + CLOSE_AFTER:
+            found = self.records.close_month(tenant, found, iso(now))
+        return {"tenant": tenant, **shown(found)}
+
+    # -- shared ------------------------------------------------------------------------------------------
+
+    def _existing(self, tenant: str) -> Stored:
+        tenant = checked_tenant(tenant)
+        stored = self.records.get(tenant, consistent=True)
+        if stored is None or stored.status == DELETED:
+            raise NotFound(f"no tenant {tenant!r}", {"tenant": tenant})
+        return stored
+
+    def _change(self, stored: Stored, status: str, record: dict[str, Any], action: str, details: dict[str, Any]) -> Stored:
+        """The record's new status with its audit entry (in the tenant's own log), in one transaction."""
+        entry = audit.entry(stored.tenant, OPERATOR, action, {"tenant": stored.tenant}, iso(self.clock()), details)
+        try:
+            self.store.transact([self.records.put_item(stored, status, record)], entry)
+        except Exception as exc:
+            if self.records.lost_race(exc):
+                raise Unavailable(f"tenant {stored.tenant!r} changed meanwhile; try again", retry_after_s=1) from None
+            raise
+        return Stored(stored.tenant, status, stored.version + 1, record)
+
+
+def deleting(tenant: str) -> Conflict:
+    return Conflict(
+        f"tenant {tenant!r} is being deleted: nothing else can be done to it", {"tenant": tenant}, code="interlude.tenant_deleting"
+    )
+
+
+def described(stored: Stored) -> dict[str, Any]:
+    shown_fields = ("createdAt", "suspendedAt", "reason", "resumedAt")
+    return {"tenant": stored.tenant, "status": stored.status, **{k: stored.record[k] for k in shown_fields if k in stored.record}}
+
+
+def shown(usage: Usage) -> dict[str, Any]:
+    return {"month": usage.month, **usage.counts, **({"closedAt": usage.closed_at} if usage.closed_at else {})}
+
+
+def progress(tenant: str, job: dict[str, Any]) -> dict[str, Any]:
+    step = {"phase": job["phase"], "pass": job["pass"], "items": job["items"]}
+    return {"tenant": tenant, "status": DELETING, "done": False, **step}
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -1,0 +1,205 @@
+"""`interlude tenants`: the operator surface of a managed deployment (issue 30 item 6), from the command line.
+
+Every command invokes the deployment's `admin` function (lambda:InvokeFunction with the operator's AWS credentials;
+`--stack NAME` finds it by the stack's outputs) or, with `--local`, the running local stack's (its Lambda endpoint).
+The CLI holds no rule of its own: it shows the function's answers as tables, or as JSON with `--json`, and a refusal as
+one line. `delete` calls the function until the deletion is done (it waits out the grace period first), then prints
+the report; a `resume` with more held work than one call hands back is called again the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from interlude import wiring
+from interlude.cli.client import CliError, table
+from interlude.cli.deployment import stack_output
+from interlude.cli.local import add_local_args
+
+# How long `delete` sleeps between calls while the deletion waits for work in flight to end.
+POLL_S = 5.0
+MEASURES = (("lifecycles", "RUNS STARTED"), ("decisions", "DECISIONS"), ("notifications", "NOTIFICATIONS"))
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    tenants = sub.add_parser("tenants", help="tenants of a managed deployment (the operator surface)")
+    commands = tenants.add_subparsers(dest="tenants_command", required=True)
+
+    create = commands.add_parser("create", help="create a tenant and its first admin key (printed once)")
+    create.add_argument("tenant", metavar="TENANT")
+    create.add_argument("--subject", default="admin", help="who holds the first admin key (default: admin)")
+    create.add_argument("--scopes", default=",".join(wiring.ALL_SCOPES), help="its scopes, comma-separated (default: all)")
+    listing = commands.add_parser("list", help="tenants with their usage this month")
+    listing.add_argument("--limit", type=int, default=50, choices=range(1, 201), metavar="1..200")
+    listing.add_argument("--after", help="the tenant the previous page ended with")
+    suspend = commands.add_parser("suspend", help="refuse every request of a tenant and hold its work")
+    suspend.add_argument("tenant", metavar="TENANT")
+    suspend.add_argument("--reason", help="why (kept on the tenant's record and in its audit log)")
+    resume = commands.add_parser("resume", help="let a suspended tenant act again; its held work goes on")
+    resume.add_argument("tenant", metavar="TENANT")
+    delete = commands.add_parser("delete", help="delete a suspended tenant and everything it holds")
+    delete.add_argument("tenant", metavar="TENANT")
+    delete.add_argument("--no-wait", action="store_true", help="make one call and show where the deletion stands")
+    usage = commands.add_parser("usage", help="a tenant's usage of a month (the billing document)")
+    usage.add_argument("tenant", metavar="TENANT")
+    usage.add_argument("--month", help="YYYY-MM (default: this month)")
+    for command in (create, listing, suspend, resume, delete, usage):
+        add_local_args(command)
+        command.add_argument("--json", action="store_true", help="print the answer as JSON")
+        command.set_defaults(func=_run, in_process=False)
+
+
+def _run(args: argparse.Namespace) -> int:
+    invoke = _invoker(args)
+    command = args.tenants_command
+    if command == "create":
+        scopes = [s for s in args.scopes.split(",") if s]
+        answer = invoke({"operation": "create", "tenant": args.tenant, "subjectId": args.subject, "scopes": scopes})
+        human = (
+            f"tenant {answer['tenant']} created\n"
+            f"  first admin key (shown once): {answer['apiKey']}\n"
+            f"  key id: {answer['keyId']}"
+        )
+    elif command == "list":
+        answer = invoke({"operation": "list", "limit": args.limit, **({"after": args.after} if args.after else {})})
+        human = _tenants_table(answer)
+    elif command == "suspend":
+        answer = invoke({"operation": "suspend", "tenant": args.tenant, **({"reason": args.reason} if args.reason else {})})
+        human = f"tenant {answer['tenant']} is suspended (since {answer.get('suspendedAt')})"
+    elif command == "resume":
+        answer = _resumed(invoke, args.tenant)
+        human = f"tenant {answer['tenant']} is active; {answer['handedBack']} held piece(s) of work went on"
+    elif command == "delete":
+        answer = _deleted(invoke, args.tenant, args.no_wait, quiet=args.json)
+        human = _report(answer) if answer.get("done") else _where(answer)
+    else:
+        answer = invoke({"operation": "usage", "tenant": args.tenant, **({"month": args.month} if args.month else {})})
+        human = _usage(answer)
+    print(json.dumps(answer, indent=2) if args.json else human)
+    return 0
+
+
+def _invoker(args: argparse.Namespace) -> Any:
+    """A function of one request to the `admin` function's answer (a refusal raises CliError)."""
+    import boto3
+
+    if args.local:
+        from interlude.cli.local import use_local_stack
+        from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX
+
+        use_local_stack(args)
+        endpoint = json.loads(Path(args.state_file).read_text()).get("lambdaEndpoint")
+        if not endpoint:
+            raise CliError("this local stack serves no operator surface (started by an older Interlude?)")
+        client, name = boto3.client("lambda", endpoint_url=endpoint), f"{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}"
+    else:
+        name = stack_output(args, wiring.OUTPUT_ADMIN_FUNCTION) or ""
+        if not name:
+            raise CliError("name the deployment with --stack (or $INTERLUDE_STACK), or use --local")
+        client = boto3.client("lambda")
+
+    def invoke(request: dict[str, Any]) -> dict[str, Any]:
+        got = client.invoke(FunctionName=name, Payload=json.dumps(request).encode())
+        answer: dict[str, Any] = json.loads(got["Payload"].read() or b"{}")
+        if got.get("FunctionError"):
+            raise CliError(f"the operator surface failed: {answer.get('errorMessage', answer)}")
+        if "error" in answer:
+            raise CliError(f"{answer['error']}: {answer.get('message', '')}")
+        return answer
+
+    return invoke
+
+
+def _resumed(invoke: Any, tenant: str) -> dict[str, Any]:
+    answer: dict[str, Any] = invoke({"operation": "resume", "tenant": tenant})
+    handed = answer["handedBack"]
+    while answer.get("remaining"):
+        answer = invoke({"operation": "resume", "tenant": tenant})
+        handed += answer["handedBack"]
+    return {**answer, "handedBack": handed}
+
+
+def _deleted(invoke: Any, tenant: str, once: bool, quiet: bool) -> dict[str, Any]:
+    while True:
+        answer: dict[str, Any] = invoke({"operation": "delete", "tenant": tenant})
+        if answer.get("done") or once:
+            return answer
+        if not quiet:
+            print(_where(answer), file=sys.stderr, flush=True)
+        time.sleep(min(POLL_S, float(answer.get("waitSeconds") or 0)))
+
+
+PHASES = {
+    "waiting": "waiting for work already under way to end",
+    "schedules": "deleting its schedules",
+    "secrets": "deleting its secrets",
+    "items": "deleting its data",
+}
+
+
+def _where(answer: dict[str, Any]) -> str:
+    if answer.get("busy"):
+        return f"tenant {answer['tenant']}: another call is deleting it; run the command again to follow it"
+    step = PHASES.get(answer.get("phase", ""), "deleting")
+    return f"tenant {answer['tenant']}: {step} (pass {answer.get('pass')}, {answer.get('items', 0)} items so far)"
+
+
+def _report(answer: dict[str, Any]) -> str:
+    report = answer.get("report") or {}
+    rows: list[tuple[str, Any]] = [
+        ("items deleted", report.get("items")),
+        ("of which API keys", report.get("apiKeys")),
+        ("secrets deleted", report.get("secrets")),
+        ("schedules deleted", report.get("schedules")),
+        ("passes over the table", report.get("passes")),
+        ("started", report.get("startedAt")),
+        ("finished", report.get("finishedAt")),
+    ]
+    usage = report.get("usage") or {}
+    rows += [(f"{title.lower()} this month", usage.get(measure, 0)) for measure, title in MEASURES if usage]
+    kept = "\n".join(f"  kept: {what}" for what in report.get("kept") or [])
+    return f"tenant {answer['tenant']} is deleted\n" + _lines(rows) + ("\n" + kept if kept else "")
+
+
+def _tenants_table(answer: dict[str, Any]) -> str:
+    rows = [
+        (
+            t["tenant"],
+            t["status"],
+            t.get("suspendedAt") or t.get("createdAt"),
+            *(t["usage"].get(measure, 0) for measure, _ in MEASURES),
+            _size(t["usage"].get("storageBytes", 0)),
+        )
+        for t in answer["tenants"]
+    ]
+    headers = ("TENANT", "STATUS", "SINCE", *(title for _, title in MEASURES), "HISTORY WRITTEN")
+    listed = table(headers, rows, "no tenants")
+    return listed + (f"\nmore: --after {answer['after']}" if answer.get("after") else "")
+
+
+def _usage(answer: dict[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = [(title.lower(), answer.get(measure, 0)) for measure, title in MEASURES]
+    rows.append(("history written", _size(answer.get("storageBytes", 0))))
+    state = f"closed {answer['closedAt']}" if answer.get("closedAt") else "so far (the month is not over)"
+    return f"tenant {answer['tenant']}, {answer['month']}: {state}\n" + _lines(rows)
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} bytes"
+    scaled = float(count)
+    for unit in ("KB", "MB", "GB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "GB":
+            break
+    return f"{scaled:.1f} {unit}"
+
+
+def _lines(rows: list[tuple[str, Any]]) -> str:
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"  {name.ljust(width)}  {'-' if value is None else value}" for name, value in rows)

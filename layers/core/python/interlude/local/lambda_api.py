@@ -1,0 +1,73 @@
+"""The local stack's Lambda Invoke API, for the operator surface alone: a loopback server answering
+`POST /2015-03-31/functions/interlude-admin/invocations` as AWS Lambda does, so `interlude tenants --local` invokes the
+`admin` function with boto3's own Lambda client exactly as `--stack NAME` does a deployed one. It runs the real handler
+in the stack's process (the stack's environment). It is not the API gateway: no tenant key reaches it there either.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from interlude import wiring
+from interlude.local.http_gateway import LOOPBACK
+from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke
+from interlude.local.pump import wake_pumps
+
+INVOKE_PATH = f"/2015-03-31/functions/{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}/invocations"
+MAX_PAYLOAD = 6 * 1024 * 1024
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "interlude-local-lambda"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(min(length, MAX_PAYLOAD))
+        if self.path.split("?", 1)[0] != INVOKE_PATH:
+            self._answer(404, {"Type": "User", "message": "Function not found"}, {"x-amzn-ErrorType": "ResourceNotFoundException"})
+            return
+        try:
+            result = invoke(wiring.OPERATOR_FUNCTION, json.loads(raw or b"{}"))
+            headers: dict[str, str] = {}
+        except Exception as exc:  # what Lambda answers for a function that raised
+            result = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": traceback.format_exc().splitlines()}
+            headers = {"X-Amz-Function-Error": "Unhandled"}
+        wake_pumps()  # what it wrote (a resume's handed-back work) goes on now
+        self._answer(200, result, headers)
+
+    def _answer(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class LambdaApi:
+    def __init__(self, port: int = 0) -> None:
+        self.server = ThreadingHTTPServer((LOOPBACK, port), _Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="lambda-api", daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.server.server_port}"
+
+    def start(self) -> LambdaApi:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,104 @@
+"""Whether a tenant may act now (issue 30 item 6): its status in the operator's registry (interlude.store.tenants),
+asked by every surface a tenant reaches (the API's keys, the console's sessions, signed links) before anything is done,
+and by every worker before it acts for a tenant (a queue's message, a deadline's schedule).
+
+A status read is trusted for `cache_seconds` on this instance (config: tenant_status_cache_seconds), so a suspension
+reaches every instance within that time. A tenant with no record (from before the registry, not yet listed by its
+migration) is active. A worker handed work for a tenant that is not active reads the status again, consistently, and
+either acts after all (resumed meanwhile), keeps the work for the tenant's resume (suspended: `held`), or drops it
+(being deleted, or deleted: nothing of the tenant is kept).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+from interlude.config import settings
+from interlude.domain.clock import Clock, iso
+from interlude.domain.errors import Forbidden
+from interlude.store.table import Table
+from interlude.store.tenants import ACTIVE, SUSPENDED, TenantRecords
+
+SUSPENDED_CODE = "interlude.tenant_suspended"
+# Tenants whose status an instance keeps (the least recently asked go first).
+CACHE_SIZE = 4096
+Admission = Literal["act", "held", "dropped"]
+
+
+class TenantStatuses(Protocol):
+    """The registry's side the gate needs (interlude.store.tenants.TenantRecords)."""
+
+    def status(self, tenant: str, consistent: bool = False) -> str | None: ...
+
+    def hold(self, tenant: str, destination: str, work_id: str, body: dict[str, Any], at: str) -> bool: ...
+
+
+def refusal(tenant: str, status: str) -> Forbidden:
+    message = (
+        "this tenant is suspended by the operator of this service: nothing was done"
+        if status == SUSPENDED
+        else "this tenant is being deleted by the operator of this service: nothing was done"
+    )
+    return Forbidden(message, {"tenant": tenant}, code=SUSPENDED_CODE)
+
+
+class TenantStanding:
+    def __init__(
+        self,
+        statuses: TenantStatuses,
+        clock: Clock,
+        cache_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.statuses = statuses
+        self.clock = clock
+        self.cache_seconds = cache_seconds
+        self._monotonic = monotonic
+        self._known: OrderedDict[str, tuple[float, str]] = OrderedDict()
+
+    def status(self, tenant: str) -> str:
+        known = self._known.get(tenant)
+        if known is not None and known[0] > self._monotonic():
+            return known[1]
+        return self._read(tenant, consistent=False)
+
+    def require_active(self, tenant: str) -> None:
+        """Refuse (403 interlude.tenant_suspended) a request of a tenant that is suspended or being deleted."""
+        status = self.status(tenant)
+        if status != ACTIVE:
+            raise refusal(tenant, status)
+
+    def admit(self, tenant: str, destination: str, work_id: str, body: dict[str, Any]) -> Admission:
+        """What a worker does with work for `tenant`: `act` on it; or it was `held` for the tenant's resume (handed
+        back to `destination` then, interlude.app.tenant_lifecycle.resume); or `dropped` (the tenant is going)."""
+        if self.status(tenant) == ACTIVE:
+            return "act"
+        for _ in range(3):
+            status = self._read(tenant, consistent=True)
+            if status == ACTIVE:
+                return "act"
+            if status != SUSPENDED:
+                return "dropped"
+            if self.statuses.hold(tenant, destination, work_id, body, iso(self.clock())):
+                return "held"
+            # The status changed between the read and the hold (a resume or a deletion began): read it again.
+        raise RuntimeError(f"the status of tenant {tenant!r} kept changing; the work is tried again later")
+
+    def forget(self, tenant: str) -> None:
+        self._known.pop(tenant, None)
+
+    def _read(self, tenant: str, consistent: bool) -> str:
+        status = self.statuses.status(tenant, consistent=consistent) or ACTIVE
+        self._known[tenant] = (self._monotonic() + self.cache_seconds, status)
+        self._known.move_to_end(tenant)
+        if len(self._known) > CACHE_SIZE:
+            self._known.popitem(last=False)
+        return status
+
+
+def standing_of(table: Table, clock: Clock) -> TenantStanding:
+    """The gate over `store`'s registry, trusting a status for the deployment's tenant_status_cache_seconds."""
+    return TenantStanding(TenantRecords(table), clock, settings().tenant_status_cache_seconds)

@@ -1,0 +1,379 @@
+"""The tenants' side of the table (issue 30 item 6): each tenant's record in the operator's registry, the work held
+while a tenant is suspended, its usage meters, and the pages of its items a deletion removes.
+
+  record     TENANTS                     {tenant}            status active|suspended|deleting|deleted, version (every
+                                                             change is conditional on it), record: the rest as JSON
+                                                             (createdAt, suspension, a deletion's checkpoint and, once
+                                                             it is done, its report); ttl once deleted
+  held work  T#{tenant}#HELD             {destination}#{id}  what a worker was handed while the tenant was suspended:
+                                                             a queue's message, or a deadline's schedule input
+  usage      T#{tenant}#METER#{part:02}  {YYYY-MM}           lifecycles, decisions, notifications, storageBytes of the
+                                                             month so far, in USAGE_PARTS parts summed on read (a
+                                                             busy tenant's counts spread over that many items)
+  metered    T#{tenant}#METERED#{part:02} {runId}            the event items of the run already counted (`seen`, their
+                                                             last sequences), so an item delivered twice counts once;
+                                                             ttl METERED_S after the last
+  usage doc  T#{tenant}#METER            {YYYY-MM}           the month's usage, closed (closedAt) once it is over: the
+                                                             one document per tenant and month billing reads
+
+The registry is the operator's: its partition is no tenant's, so a tenant's deletion, which removes every item under
+`T#{tenant}` and the tenant's API keys (`K#…`, found by their `tenant`), leaves the record as the tombstone that keeps
+the deletion's report and turns away work still in flight for the tenant until it expires.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.store import attributes as a
+from interlude.store.item_index import shard_of
+from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK
+from interlude.store.table import Table
+from interlude.store.transactions import LostRace as TransactionLost
+
+REGISTRY_PK = "TENANTS"
+ACTIVE, SUSPENDED, DELETING, DELETED = "active", "suspended", "deleting", "deleted"
+STATUSES = (ACTIVE, SUSPENDED, DELETING, DELETED)
+USAGE_PARTS = 16
+MEASURES = ("lifecycles", "decisions", "notifications", "storageBytes")
+# BatchWriteItem takes at most 25 requests, BatchGetItem 100 keys.
+BATCH_WRITE_MAX = 25
+BATCH_GET_MAX = 100
+# How long a run's record of its counted event items outlives the last one (a duplicate comes within minutes; a run
+# quiet for longer simply starts a new record).
+METERED_S = 90 * 24 * 3600
+
+
+def record_key(tenant: str) -> a.Item:
+    return a.key(REGISTRY_PK, tenant)
+
+
+def held_pk(tenant: str) -> str:
+    return f"T#{tenant}#HELD"
+
+
+def usage_key(tenant: str, part: int, month: str) -> a.Item:
+    return a.key(f"T#{tenant}#METER#{part:02d}", month)
+
+
+def metered_key(tenant: str, run_id: str) -> a.Item:
+    return a.key(f"T#{tenant}#METERED#{usage_part(run_id):02d}", run_id)
+
+
+def closed_usage_key(tenant: str, month: str) -> a.Item:
+    return a.key(f"T#{tenant}#METER", month)
+
+
+def usage_part(member: str) -> int:
+    """The usage part a member's counts go to (a run's, a notification's): stable in every process."""
+    return shard_of(member, USAGE_PARTS)
+
+
+class LostRace(Exception):
+    """The record changed since it was read (another operator call): read it again."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A tenant's record as read: its status, the version its next change is conditional on, and the rest."""
+
+    tenant: str
+    status: str
+    version: int
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A tenant's usage document of a month (YYYY-MM): its counts, and when it was closed (None: still open)."""
+
+    month: str
+    counts: dict[str, int]
+    closed_at: str | None
+
+
+@dataclass(frozen=True)
+class Held:
+    sk: str
+    destination: str
+    body: dict[str, Any]
+    held_at: str
+
+
+class TenantRecords:
+    def __init__(self, table: Table) -> None:
+        # The low-level client, typed loosely: items are built and read by hand (store/attributes.py).
+        self.client: Any = table.client
+        self.table = table.table
+
+    # -- the registry -----------------------------------------------------------------------------------
+
+    def get(self, tenant: str, consistent: bool = False) -> Stored | None:
+        got = self.client.get_item(TableName=self.table, Key=record_key(tenant), ConsistentRead=consistent)
+        item = got.get("Item")
+        return _stored(item) if item else None
+
+    def status(self, tenant: str, consistent: bool = False) -> str | None:
+        """The tenant's status alone (None: no record, a tenant from before the registry that no migration listed)."""
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=record_key(tenant),
+            ConsistentRead=consistent,
+            ProjectionExpression="#status",
+            ExpressionAttributeNames={"#status": "status"},
+        )
+        item = got.get("Item")
+        return str(item["status"]["S"]) if item and "status" in item else None
+
+    def page(self, limit: int, after: str | None) -> tuple[list[Stored], str | None]:
+        """Tenants in name order, `limit` at most, after tenant `after`; and the last one's name when more follow."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": a.s(REGISTRY_PK)},
+            "Limit": limit,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = record_key(after)
+        got = self.client.query(**kwargs)
+        records = [_stored(item) for item in got.get("Items") or []]
+        return records, (records[-1].tenant if got.get("LastEvaluatedKey") and records else None)
+
+    def put(self, stored: Stored, status: str, record: dict[str, Any], expires_at: int | None = None) -> Stored:
+        """Replace the record on condition it is still the version read (`stored.version`; 0: none yet, or a deleted
+        tenant's tombstone, which a new tenant of the same name replaces)."""
+        try:
+            self.client.put_item(TableName=self.table, **self._write(stored, status, record, expires_at))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise LostRace(stored.tenant) from None
+            raise
+        return Stored(stored.tenant, status, stored.version + 1, record)
+
+    def put_item(self, stored: Stored, status: str, record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The same replacement as a transaction's labelled Put (store.transactions.TransactionalTable.transact, which writes more with it)."""
+        return REGISTRY_PK, {"Put": self._write(stored, status, record, None)}
+
+    @staticmethod
+    def _write(stored: Stored, status: str, record: dict[str, Any], expires_at: int | None) -> dict[str, Any]:
+        item: a.Item = {
+            **record_key(stored.tenant),
+            "status": a.s(status),
+            "version": a.n(stored.version + 1),
+            "record": a.as_json(record),
+        }
+        if expires_at is not None:
+            item[wiring.TTL_ATTRIBUTE] = a.n(expires_at)
+        if stored.version == 0:
+            condition = "attribute_not_exists(pk) OR #status = :deleted"
+            names, values = {"#status": "status"}, {":deleted": a.s(DELETED)}
+        else:
+            condition = "#version = :version"
+            names, values = {"#version": "version"}, {":version": a.n(stored.version)}
+        return {
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def register(self, tenant: str, created_at: str) -> bool:
+        """An active record for a tenant that has none (a backfill: interlude.migrations); whether it had none."""
+        item = {**record_key(tenant), "status": a.s(ACTIVE), "version": a.n(1), "record": a.as_json({"createdAt": created_at})}
+        try:
+            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def lost_race(self, exc: Exception) -> bool:
+        """Whether a transaction carrying `put_item` failed on the record's condition (not on another item's)."""
+        return isinstance(exc, TransactionLost) and any(label == REGISTRY_PK for label, _ in exc.reasons)
+
+    def forget(self, tenant: str) -> None:
+        self.client.delete_item(TableName=self.table, Key=record_key(tenant))
+
+    # -- work held while suspended ------------------------------------------------------------------------
+
+    def hold(self, tenant: str, destination: str, work_id: str, body: dict[str, Any], at: str) -> bool:
+        """Keep `body` for `destination` while the tenant is suspended; False when it is not (the condition is checked
+        in the same transaction, so nothing is held after a resume began handing the held work back)."""
+        item = {
+            "pk": a.s(held_pk(tenant)),
+            "sk": a.s(f"{destination}#{work_id}"),
+            "destination": a.s(destination),
+            "body": a.as_json(body),
+            "heldAt": a.s(at),
+        }
+        still_suspended = {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": record_key(tenant),
+                "ConditionExpression": "#status = :suspended",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {":suspended": a.s(SUSPENDED)},
+            }
+        }
+        return self._unless_first_fails([still_suspended, {"Put": {"TableName": self.table, "Item": item}}])
+
+    def held(self, tenant: str, limit: int) -> list[Held]:
+        got = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": a.s(held_pk(tenant))},
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        return [
+            Held(i["sk"]["S"], i["destination"]["S"], a.unpacked(i["body"]), i["heldAt"]["S"])
+            for i in got.get("Items") or []
+        ]
+
+    def release(self, tenant: str, held: Held) -> None:
+        self.client.delete_item(TableName=self.table, Key=a.key(held_pk(tenant), held.sk))
+
+    # -- usage ------------------------------------------------------------------------------------------
+
+    def meter(self, tenant: str, month: str, member: str, counts: dict[str, int]) -> None:
+        """Add `counts` (of MEASURES) to the tenant's month, on the part `member` belongs to."""
+        counted = {name: value for name, value in counts.items() if value}
+        if not counted:
+            return
+        self.client.update_item(
+            TableName=self.table,
+            Key=usage_key(tenant, usage_part(member), month),
+            UpdateExpression="ADD " + ", ".join(f"#{name} :{name}" for name in counted),
+            ExpressionAttributeNames={f"#{name}": name for name in counted},
+            ExpressionAttributeValues={f":{name}": a.n(value) for name, value in counted.items()},
+        )
+
+    def meter_once(self, tenant: str, month: str, run_id: str, sequence: int, counts: dict[str, int], now_s: int) -> bool:
+        """`meter` for one event item of a run (its last `sequence`), exactly once: False when that item was counted
+        already (SQS and the stream deliver at least once, in any order)."""
+        counted = {name: value for name, value in counts.items() if value}
+        seen = {
+            "Update": {
+                "TableName": self.table,
+                "Key": metered_key(tenant, run_id),
+                "UpdateExpression": "ADD #seen :seq SET #ttl = :expires",
+                "ConditionExpression": "NOT contains(#seen, :sequence)",
+                "ExpressionAttributeNames": {"#seen": "seen", "#ttl": wiring.TTL_ATTRIBUTE},
+                "ExpressionAttributeValues": {
+                    ":seq": {"NS": [str(sequence)]},
+                    ":sequence": a.n(sequence),
+                    ":expires": a.n(now_s + METERED_S),
+                },
+            }
+        }
+        added = {
+            "Update": {
+                "TableName": self.table,
+                "Key": usage_key(tenant, usage_part(run_id), month),
+                "UpdateExpression": "ADD " + ", ".join(f"#{name} :{name}" for name in counted),
+                "ExpressionAttributeNames": {f"#{name}": name for name in counted},
+                "ExpressionAttributeValues": {f":{name}": a.n(value) for name, value in counted.items()},
+            }
+        }
+        return self._unless_first_fails([seen, added] if counted else [seen])
+
+    def _unless_first_fails(self, items: list[dict[str, Any]]) -> bool:
+        """Write `items` in one transaction; False (nothing written) when the first one's condition does not hold."""
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def usage(self, tenants: list[str], month: str) -> dict[str, Usage]:
+        """Each tenant's usage document of `month`: the closed one when the month was closed (`close_month`), else the
+        sum of its parts so far (every measure, 0 where nothing was counted)."""
+        parts: dict[str, dict[str, int]] = {tenant: dict.fromkeys(MEASURES, 0) for tenant in tenants}
+        closed: dict[str, Usage] = {}
+        keys = [
+            key
+            for tenant in tenants
+            for key in (closed_usage_key(tenant, month), *(usage_key(tenant, p, month) for p in range(USAGE_PARTS)))
+        ]
+        for start in range(0, len(keys), BATCH_GET_MAX):
+            request: dict[str, Any] = {self.table: {"Keys": keys[start : start + BATCH_GET_MAX]}}
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.table) or []:
+                    tenant = item["pk"]["S"].split("#")[1]
+                    counts = {name: int(item[name]["N"]) if name in item else 0 for name in MEASURES}
+                    if "closedAt" in item:
+                        closed[tenant] = Usage(month, counts, item["closedAt"]["S"])
+                    else:
+                        parts[tenant] = {name: parts[tenant][name] + counts[name] for name in MEASURES}
+                request = got.get("UnprocessedKeys") or {}
+        return {tenant: closed.get(tenant) or Usage(month, parts[tenant], None) for tenant in tenants}
+
+    def close_month(self, tenant: str, usage: Usage, at: str) -> Usage:
+        """Store the month's usage as its one document, closed (never changed after), and remove its parts; the
+        document already closed when another reader closed it first."""
+        item = {**closed_usage_key(tenant, usage.month), "closedAt": a.s(at)}
+        item.update({name: a.n(value) for name, value in usage.counts.items()})
+        try:
+            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return self.usage([tenant], usage.month)[tenant]
+        self.delete([usage_key(tenant, part, usage.month) for part in range(USAGE_PARTS)])
+        return Usage(usage.month, usage.counts, at)
+
+    # -- a deletion's pages ----------------------------------------------------------------------------
+
+    def scan_page(self, tenant: str, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
+        """The keys of the tenant's items in one page of a whole-table Scan (consistent), after `position`: every item
+        under `T#{tenant}` and the tenant's API keys; (keys, items the page read, where the next page starts)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "pk = :bare OR begins_with(pk, :own) OR (begins_with(pk, :keys) AND sk = :key "
+            "AND #tenant = :tenant)",
+            "ExpressionAttributeNames": {"#tenant": "tenant"},
+            "ExpressionAttributeValues": {
+                ":bare": a.s(f"T#{tenant}"),
+                ":own": a.s(f"T#{tenant}#"),
+                ":keys": a.s(API_KEY_PK_PREFIX),
+                ":key": a.s(API_KEY_SK),
+                ":tenant": a.s(tenant),
+            },
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+            "Limit": limit,
+        }
+        if position is not None:
+            kwargs["ExclusiveStartKey"] = position
+        got = self.client.scan(**kwargs)
+        return list(got.get("Items") or []), int(got.get("ScannedCount", 0)), got.get("LastEvaluatedKey")
+
+    def delete(self, keys: list[a.Item]) -> None:
+        for start in range(0, len(keys), BATCH_WRITE_MAX):
+            pending: dict[str, Any] = {self.table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE_MAX]]}
+            for attempt in range(10):
+                pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                time.sleep(min(1.0, 0.02 * 2**attempt))
+            else:
+                raise RuntimeError("the tenant's items could not be deleted (throttled); the deletion goes on later")
+
+
+def _stored(item: a.Item) -> Stored:
+    return Stored(
+        tenant=item["sk"]["S"],
+        status=item["status"]["S"],
+        version=int(item["version"]["N"]),
+        record=a.unpacked(item["record"]) if "record" in item else {},
+    )

@@ -1,0 +1,55 @@
+"""Issue 30 item 6 on the local stack: the operator's `interlude tenants --local` invokes the stack's `admin` function
+through its Lambda endpoint (as `--stack NAME` invokes a deployed one) to create a tenant with its first admin key, list
+it with its usage, suspend it (its requests refused), resume it (its waiting run decidable) and delete it."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+from tests.e2e.test_cli_operator import one_line_refusal
+from tests.support.local_stack import Api, cli, until
+
+
+def test_the_operator_creates_lists_suspends_resumes_and_deletes_a_tenant(stack_info: dict[str, str]) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    # create: the first admin key, shown once
+    created = cli(stack_info, "tenants", "create", name, "--local").stdout
+    found = re.search(r"\(shown once\): (\S+)", created)
+    assert found, created
+    tenant = Api(stack_info["baseUrl"], found.group(1), name)
+    run_id = tenant.start(tenant.fixture("conformance-approval"))["runId"]
+    assert tenant.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+
+    # list: a table of tenants with this month's usage, in words a person reads
+    def listed_with_its_run() -> str | None:
+        shown = cli(stack_info, "tenants", "list", "--local").stdout
+        row = next((line for line in shown.splitlines() if line.startswith(name)), "")
+        return shown if row.split()[1:2] == ["active"] and row.split()[3:4] == ["1"] else None
+
+    table = until(listed_with_its_run, 30)
+    assert table.splitlines()[0].split() == [
+        "TENANT", "STATUS", "SINCE", "RUNS", "STARTED", "DECISIONS", "NOTIFICATIONS", "HISTORY", "WRITTEN"
+    ]
+    # an active tenant is not deleted: the refusal is one line
+    assert "suspend it first" in one_line_refusal(cli(stack_info, "tenants", "delete", name, "--local", check=False))
+    # suspend: every request of the tenant is refused (within the instances' status cache period)
+    assert "is suspended" in cli(stack_info, "tenants", "suspend", name, "--local", "--reason", "unpaid").stdout
+    refused = until(lambda: (got := tenant.call("GET", "/runs")).status_code == 403 and got, 30)
+    assert refused.json()["error"] == "interlude.tenant_suspended"
+    # resume: its run waits where it was and is decidable again
+    assert "is active" in cli(stack_info, "tenants", "resume", name, "--local").stdout
+    until(lambda: tenant.call("GET", "/runs").status_code == 200, 30)
+    assert tenant.resolve(run_id, "gate", {"action": "accept"}).status_code == 200
+    # usage: the month's document
+    usage = json.loads(cli(stack_info, "tenants", "usage", name, "--local", "--json").stdout)
+    assert usage["tenant"] == name
+    assert usage["lifecycles"] == 1
+    # delete: the job goes on until it is done, then the report
+    cli(stack_info, "tenants", "suspend", name, "--local")
+    report = cli(stack_info, "tenants", "delete", name, "--local").stdout
+    assert f"tenant {name} is deleted" in report
+    assert re.search(r"of which API keys\s+1\b", report), report
+    # its key is one no one knows
+    assert tenant.call("GET", "/runs").status_code == 401

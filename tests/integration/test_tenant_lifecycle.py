@@ -1,0 +1,438 @@
+"""The tenant lifecycle of a managed deployment (issue 30 item 6), in-process: the real `admin` function (the operator
+surface, invoked as the operator's IAM principal would), the real api, dispatch, timeouts and queue handlers over
+moto. Time moves by the process clock's offset file, never by sleeping."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from http.cookies import SimpleCookie
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude import wiring
+from interlude.adapters.scheduler.names import tenant_prefix
+from interlude.app.service import Service
+from interlude.domain import clock
+from interlude.domain.ids import to_wire
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.local.schedules import SchedulePump
+from interlude.local.sqs_pump import QueuePump
+from interlude.store.facade import Store
+from tests.support.stream import Stream, dispatch
+
+BASE_URL = "https://interlude.example.com"
+GATE_S = 600
+
+
+@pytest.fixture
+def clock_file(tmp_path, monkeypatch):
+    path = tmp_path / "clock"
+    clock.reset(path)
+    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
+    return path
+
+
+@pytest.fixture
+def env(world, monkeypatch, clock_file):
+    # Every instance here reads a tenant's status afresh (a deployed one trusts it for 5 s), and a deletion waits for
+    # no work in flight (there is none: every handler here has returned).
+    for name, value in {
+        "PUBLIC_BASE_URL": BASE_URL,
+        "INTERLUDE_TENANT_STATUS_CACHE_SECONDS": "0",
+        "INTERLUDE_TENANT_DELETION_GRACE_SECONDS": "0",
+        "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off",
+    }.items():
+        monkeypatch.setenv(name, value)
+    lambda_runtime.fresh_instances()
+    return world
+
+
+def operator(operation: str, **request: Any) -> dict[str, Any]:
+    """What the operator surface answers, invoked as the operator's IAM principal invokes it."""
+    answer: dict[str, Any] = lambda_runtime.invoke(wiring.OPERATOR_FUNCTION, {"operation": operation, **request})
+    return answer
+
+
+class Reply:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.status = raw["statusCode"]
+        self.headers = {k.lower(): v for k, v in (raw.get("headers") or {}).items()}
+        self.cookies = raw.get("cookies") or []
+        self.text = raw.get("body") or ""
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+    @property
+    def code(self) -> str | None:
+        """The refusal's code: the OpenWOP envelope's, or ModuleX's header."""
+        if "x-interlude-error" in self.headers:
+            return self.headers["x-interlude-error"]
+        try:
+            return self.json().get("error")
+        except (ValueError, AttributeError):
+            return None
+
+
+def call(method: str, path: str, key: str | None = None, body: Any = None, **headers: str) -> Reply:
+    sent = {"host": "interlude.example.com", "content-type": "application/json", **headers}
+    if key:
+        sent["authorization"] = f"Bearer {key}"
+    raw = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    return Reply(lambda_runtime.invoke("api", to_event(method, path, sent, raw, "127.0.0.1")))
+
+
+GATE = {
+    "nodes": [
+        {"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship it?", "actions": ["accept", "reject"]}},
+        {"id": "done", "typeId": "core.noop"},
+    ],
+    "edges": [{"sourceNodeId": "review", "targetNodeId": "done"}],
+}
+TIMED_GATE = {
+    **GATE,
+    "nodes": [{**GATE["nodes"][0], "config": {**GATE["nodes"][0]["config"], "timeoutMs": GATE_S * 1000}}, GATE["nodes"][1]],
+}
+
+
+class Tenant:
+    """A tenant made through the operator surface, with its first admin key and a workflow of one approval gate."""
+
+    def __init__(self, name: str) -> None:
+        created = operator("create", tenant=name, subjectId="ops-admin")
+        assert created["status"] == "active", created
+        self.name, self.key, self.key_id = name, created["apiKey"], created["keyId"]
+        self.service = Service(Store(wiring_table()))
+        self.principal = self.service.authenticate(f"Bearer {self.key}")
+        self.service.put_workflow(self.principal, "gate", WorkflowDefinition.model_validate(GATE))
+        self.service.put_workflow(self.principal, "timed", WorkflowDefinition.model_validate(TIMED_GATE))
+
+    def start(self, workflow: str = "gate", **body: Any) -> str:
+        started = call("POST", "/runs", self.key, {"workflowId": workflow, **body})
+        assert started.status == 201, started.text
+        run_id: str = started.json()["runId"]
+        return run_id
+
+    def status(self, run_id: str) -> str:
+        got = call("GET", f"/runs/{to_wire(run_id)}", self.key)
+        assert got.status == 200, got.text
+        status: str = got.json()["status"]
+        return status
+
+
+def wiring_table() -> str:
+    from interlude.config import settings
+
+    return settings().table_name
+
+
+# -- the console, as a browser signs in ---------------------------------------------------------------------------
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def cookie_header(cookies: list[str]) -> str:
+    jar: SimpleCookie = SimpleCookie()
+    for raw in cookies:
+        jar.load(raw)
+    return "; ".join(f"{name}={morsel.value}" for name, morsel in jar.items() if morsel.value)
+
+
+def console_sign_in_form(key: str) -> tuple[bytes, str]:
+    """(the sign-in form's body, the Cookie header it goes with), as the sign-in page hands them to a browser."""
+    page = call("GET", "/console/sign-in", accept="text/html")
+    proof = CSRF.search(page.text)
+    assert page.status == 200, page.text[:300]
+    assert proof
+    form = f"csrf={proof.group(1)}&api_key={key}".encode()
+    return form, cookie_header(page.cookies)
+
+
+def console_session(key: str) -> str:
+    form, cookies = console_sign_in_form(key)
+    signed = call("POST", "/console/sign-in", body=form, **console_headers(cookies))
+    assert signed.status == 200, signed.text[:300]
+    return cookie_header(signed.cookies)
+
+
+def console_headers(cookies: str) -> dict[str, str]:
+    return {
+        "cookie": cookies,
+        "content-type": "application/x-www-form-urlencoded",
+        "origin": BASE_URL,
+        "sec-fetch-site": "same-origin",
+        "accept": "text/html",
+    }
+
+
+# -- every route, refused ---------------------------------------------------------------------------------------------
+
+
+def path_of(route: wiring.Route, values: dict[str, str]) -> str:
+    """The route's path with each parameter's value (a route naming a parameter this test has no value for fails
+    here: give it one)."""
+    return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], route.path)
+
+
+def test_a_suspended_tenant_is_refused_on_every_route_and_another_tenant_is_not(env):
+    # Given a tenant with a run waiting at its gate, a decision link for it and a console session, and another tenant
+    doomed, other = Tenant(f"{env.tenant}-s"), Tenant(f"{env.tenant}-o")
+    run_id = doomed.start()
+    minted = call("GET", f"/runs/{to_wire(run_id)}/interrupts/review", doomed.key)
+    assert minted.status == 200, minted.text
+    session = console_session(doomed.key)
+    sign_in_form, sign_in_cookies = console_sign_in_form(doomed.key)
+    values = {
+        "runId": to_wire(run_id),
+        "threadId": to_wire(run_id),
+        "runPk": to_wire(run_id),
+        "nodeId": "review",
+        "token": minted.json()["token"],
+        "keyId": doomed.key_id,
+        "workflowId": "gate",
+        "webhookId": to_wire(f"{doomed.name}/{'w' * 22}"),
+        "principalId": "alice",
+        "provider": "github",
+        "taskToken": "t" * 40,
+    }
+    # When the operator suspends it
+    suspended = operator("suspend", tenant=doomed.name, reason="unpaid invoice")
+    assert (suspended["status"], suspended["reason"]) == ("suspended", "unpaid invoice")
+    # Then every route that acts for a tenant refuses it, whatever the surface: its key, its session, its link
+    for route in wiring.ROUTES:
+        path = path_of(route, values)
+        if not wiring.acts_for_a_tenant(route):
+            # a public document, or the console's door: nothing of any tenant is read or done
+            assert call(route.method, path, doomed.key, accept="text/html").status == 200, route.operation
+            continue
+        if route.module == "console.routes":
+            if route.operation == "consoleSignIn":
+                got = call(route.method, path, body=sign_in_form, **console_headers(sign_in_cookies))
+            else:
+                got = call(route.method, path, body=b"csrf=x", **console_headers(session))
+            assert got.status == 403, (route.operation, got.status, got.text[:300])
+            assert "suspended" in got.text, route.operation
+            continue
+        got = call(route.method, path, None if route.scope is None else doomed.key, body={})
+        assert (got.status, got.code) == (403, "interlude.tenant_suspended"), (route.operation, got.status, got.text[:300])
+        if route.face == "modulex":
+            assert "suspended" in got.json()["detail"]
+        else:
+            assert got.json()["details"] == {"tenant": doomed.name}
+    # and the other tenant is served as ever
+    assert call("GET", "/runs", other.key).status == 200
+    assert other.status(other.start()) == "waiting-approval"
+    # and the suspended tenant's run is where it was
+    operator("resume", tenant=doomed.name)
+    assert doomed.status(run_id) == "waiting-approval"
+
+
+def test_a_suspended_tenants_work_is_held_then_goes_on_after_resume_and_its_deferred_deadline_fires(env, clock_file):
+    tenant = Tenant(f"{env.tenant}-h")
+    stream = Stream(wiring_table())
+    # Given a run waiting at a timed gate (its deadline scheduled) and one waiting at an untimed gate
+    timed, waiting = tenant.start("timed"), tenant.start("gate")
+    stream.settle()
+    scheduler = boto3.client("scheduler")
+    group = wiring.LOCAL_SCHEDULE_GROUP
+    assert [s["Name"] for s in scheduler.list_schedules(GroupName=group, NamePrefix=tenant_prefix(tenant.name))["Schedules"]]
+    # and a run started just before the suspension, whose first event item the outbox has not taken yet
+    late = tenant.start("gate")
+    # When the tenant is suspended
+    operator("suspend", tenant=tenant.name)
+    # the outbox holds the late run's item rather than handling it, once however often it is delivered
+    late_records = stream.pump()
+    assert dispatch(late_records) == {"batchItemFailures": []}
+    # and the gate's deadline passes and fires: it is deferred, not applied
+    clock.advance(clock_file, GATE_S + 5)
+    assert SchedulePump(group).pump_once() == 1
+    # Then nothing moved: a decision is refused, the runs wait as they were
+    refused = call("POST", f"/runs/{to_wire(waiting)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}})
+    assert refused.code == "interlude.tenant_suspended"
+    service = tenant.service
+    assert service.store.get_run(timed)[0].status == "waiting-approval"
+    held = boto3.client("dynamodb").query(
+        TableName=wiring_table(),
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"T#{tenant.name}#HELD"}},
+        ConsistentRead=True,
+    )["Items"]
+    assert sorted(item["destination"]["S"] for item in held) == ["deadline", "queue:outbox"]
+    # When the operator resumes it
+    resumed = operator("resume", tenant=tenant.name)
+    assert (resumed["status"], resumed["handedBack"], resumed["remaining"]) == ("active", 2, False)
+    # Then the held outbox message is on its queue again and, taken, moves the late run as it would have
+    drained = QueuePump(wiring.OUTBOX_QUEUE, env.queues[wiring.OUTBOX_QUEUE])
+    while drained.pump_once():
+        pass
+    assert service.store.get_run(late)[0].status == "waiting-approval"
+    # and the deferred deadline is handed back to the scheduler and fires: the gate times out
+    clock.advance(clock_file, 60)
+    assert SchedulePump(group).pump_once() == 1
+    assert tenant.status(timed) == "failed"
+    # and the waiting run is decidable again
+    decided = call("POST", f"/runs/{to_wire(waiting)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    stream.settle()
+    assert tenant.status(waiting) == "completed"
+
+
+def test_operator_refusals_name_their_codes(env):
+    tenant = Tenant(f"{env.tenant}-r")
+    # A tenant made twice
+    again = operator("create", tenant=tenant.name)
+    assert again["error"] == "interlude.tenant_exists"
+    # An active tenant is never deleted: it is suspended first
+    assert operator("delete", tenant=tenant.name)["error"] == "interlude.tenant_not_suspended"
+    # A tenant no one made
+    assert operator("suspend", tenant=f"{env.tenant}-none")["error"] == "not_found"
+    # A request the surface does not know, or one it cannot read
+    assert operator("rename", tenant=tenant.name)["error"] == "validation_error"
+    assert operator("suspend", tenant="no spaces")["error"] == "validation_error"
+    # A tenant being deleted takes nothing else
+    operator("suspend", tenant=tenant.name)
+    deleting = lambda_runtime.invoke(wiring.OPERATOR_FUNCTION, {"operation": "delete", "tenant": tenant.name})
+    assert deleting["done"] is True
+    # (deleted now: its tombstone answers the report again, and nothing else)
+    assert operator("delete", tenant=tenant.name)["report"] == deleting["report"]
+    assert operator("resume", tenant=tenant.name)["error"] == "not_found"
+
+
+def test_a_tenant_being_deleted_can_be_neither_resumed_nor_suspended(env, monkeypatch):
+    tenant = Tenant(f"{env.tenant}-d")
+    operator("suspend", tenant=tenant.name)
+    monkeypatch.setenv("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", "3600")
+    lambda_runtime.fresh_instances()
+    waiting = operator("delete", tenant=tenant.name)
+    assert (waiting["done"], waiting["phase"]) == (False, "waiting")
+    for operation in ("resume", "suspend"):
+        refused = operator(operation, tenant=tenant.name)
+        assert refused["error"] == "interlude.tenant_deleting", refused
+    # and its requests are refused as a suspended tenant's
+    assert call("GET", "/runs", tenant.key).code == "interlude.tenant_suspended"
+
+
+def test_tenants_are_listed_with_their_usage_and_a_month_is_closed_once_over(env, clock_file):
+    tenant = Tenant(f"{env.tenant}-u")
+    stream = Stream(wiring_table())
+    run_id = tenant.start()
+    stream.settle()
+    assert call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}}).status == 200
+    stream.settle()
+    listed = operator("list", after=f"{env.tenant}-t", limit=5)
+    (row,) = [t for t in listed["tenants"] if t["tenant"] == tenant.name]
+    month = clock.now().strftime("%Y-%m")
+    usage = row["usage"]
+    assert (row["status"], usage["month"], usage["lifecycles"], usage["decisions"]) == ("active", month, 1, 1)
+    assert usage["storageBytes"] > 0
+    assert usage["notifications"] == 0
+    # The month's document, read while the month lasts, is open; read after it is over, it is closed, and stays so
+    assert "closedAt" not in operator("usage", tenant=tenant.name)
+    clock.advance(clock_file, 40 * 24 * 3600)
+    closed = operator("usage", tenant=tenant.name, month=month)
+    assert (closed["lifecycles"], closed["decisions"]) == (1, 1)
+    assert closed["closedAt"]
+    assert operator("usage", tenant=tenant.name, month=month) == closed
+    assert operator("usage", tenant=tenant.name, month="2026-13")["error"] == "validation_error"
+
+
+# -- deletion ---------------------------------------------------------------------------------------------------------
+
+
+def naming(tenant: str) -> list[dict[str, Any]]:
+    """Every item of the whole table that names `tenant` anywhere (its keys, its attributes, its packed documents)."""
+    from interlude.store import attributes
+
+    found = []
+    for page in boto3.client("dynamodb").get_paginator("scan").paginate(TableName=wiring_table(), ConsistentRead=True):
+        for item in page["Items"]:
+            try:
+                shown = json.dumps(attributes.plain(item), default=str)
+            except (ValueError, TypeError, zlib.error):
+                shown = repr(item)
+            if tenant in shown:
+                found.append(item)
+    return found
+
+
+def secrets_naming(tenant: str) -> list[str]:
+    pages = boto3.client("secretsmanager").get_paginator("list_secrets").paginate(IncludePlannedDeletion=True)
+    return [entry["Name"] for page in pages for entry in page["SecretList"] if tenant in entry["Name"]]
+
+
+def schedules_of(tenant: str) -> list[str]:
+    got = boto3.client("scheduler").list_schedules(GroupName=wiring.LOCAL_SCHEDULE_GROUP, NamePrefix=tenant_prefix(tenant))
+    return [s["Name"] for s in got["Schedules"]]
+
+
+def steps(allowed: int):
+    """A call's time, as `more_time()` sees it: `allowed` steps, then the call stops at its checkpoint."""
+    left = [allowed]
+
+    def more_time() -> bool:
+        left[0] -= 1
+        return left[0] >= 0
+
+    return more_time
+
+
+def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goes_on_from_its_checkpoint(env, monkeypatch):
+    from interlude.app import tenant_lifecycle, webhooks
+    from interlude.domain.models.requests import CreateKeyRequest
+    from interlude.domain.models.webhooks import RegisterWebhookRequest
+
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    gone, kept = Tenant(f"{env.tenant}-gone"), Tenant(f"{env.tenant}-kept")
+    stream = Stream(wiring_table())
+    # Given a tenant with runs waiting (one at a timed gate: a schedule), one finished, a decision link, a webhook
+    # subscription (a secret), a second key and a console session; and another tenant with a waiting run
+    _timed, waiting, finished = gone.start("timed"), gone.start(), gone.start()
+    theirs = kept.start("timed")
+    stream.settle()
+    assert call("GET", f"/runs/{to_wire(waiting)}/interrupts/review", gone.key).status == 200
+    decided = call("POST", f"/runs/{to_wire(finished)}/interrupts/review", gone.key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    stream.settle()
+    hook = RegisterWebhookRequest.model_validate({"url": "http://127.0.0.1:9/hook", "events": ["run.completed"]})
+    webhooks.register(gone.service, gone.principal, hook)
+    gone.service.issue_key(gone.name, CreateKeyRequest(subjectId="bob", scopes=["runs:read"]))
+    console_session(gone.key)
+    before = naming(gone.name)
+    assert len(before) > 20
+    assert secrets_naming(gone.name)
+    assert schedules_of(gone.name)
+    # When the operator suspends and deletes it, each call of the deletion allowed only a few steps
+    operator("suspend", tenant=gone.name)
+    monkeypatch.setattr(tenant_lifecycle, "SCAN_PAGE_ITEMS", 20)
+    admin = lambda_runtime.handler_module(wiring.OPERATOR_FUNCTION)
+    answers = [admin.perform({"operation": "delete", "tenant": gone.name}, steps(1))]
+    while not answers[-1]["done"]:
+        assert len(answers) < 500, answers[-1]
+        answers.append(admin.perform({"operation": "delete", "tenant": gone.name}, steps(1)))
+    # Then it went on from its checkpoint, call after call, through each phase
+    assert len(answers) > 6
+    assert {a.get("phase") for a in answers[:-1]} >= {"schedules", "secrets", "items"}
+    # and the report counts what was there
+    report = answers[-1]["report"]
+    assert (report["apiKeys"], report["secrets"], report["schedules"]) == (2, 1, 1)
+    assert (report["usage"]["lifecycles"], report["usage"]["decisions"]) == (3, 1)
+    assert report["items"] >= len(before) - 1  # everything but the registry's record, which stays as the tombstone
+    # and nothing of the tenant is left: no item anywhere in the table but the tombstone, no secret, no schedule
+    (tombstone,) = naming(gone.name)
+    assert (tombstone["pk"]["S"], tombstone["status"]["S"]) == ("TENANTS", "deleted")
+    assert secrets_naming(gone.name) == []
+    assert schedules_of(gone.name) == []
+    # and its key is refused (unknown, or, while an instance still holds it in its key cache, its tenant's tombstone)
+    assert call("GET", "/runs", gone.key).code in ("unauthenticated", "interlude.tenant_suspended")
+    # and the other tenant has lost nothing
+    assert kept.status(theirs) == "waiting-approval"
+    assert schedules_of(kept.name)
+    # and the listing shows the deleted tenant as deleted, until its tombstone expires
+    listed = operator("list", after=f"{env.tenant}-g", limit=2)
+    assert [t["status"] for t in listed["tenants"] if t["tenant"] == gone.name] == ["deleted"]
