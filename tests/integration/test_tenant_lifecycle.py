@@ -200,6 +200,8 @@ def test_a_suspended_tenant_is_refused_on_every_route_and_another_tenant_is_not(
         "principalId": "alice",
         "provider": "github",
         "taskToken": "t" * 40,
+        "deliveryId": "d" * 22,
+        "notificationId": "n" * 22,
     }
     # When the operator suspends it
     suspended = operator("suspend", tenant=doomed.name, reason="unpaid invoice")
