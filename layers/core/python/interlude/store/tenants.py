@@ -34,7 +34,6 @@ from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK
 from interlude.store.table import Table
-from interlude.store.transactions import LostRace as TransactionLost
 
 REGISTRY_PK = "TENANTS"
 ACTIVE, SUSPENDED, DELETING, DELETED = "active", "suspended", "deleting", "deleted"
@@ -195,6 +194,9 @@ class TenantRecords:
 
     def lost_race(self, exc: Exception) -> bool:
         """Whether a transaction carrying `put_item` failed on the record's condition (not on another item's)."""
+        # Imported here: the workers that only read statuses and meter usage load no transaction writer.
+        from interlude.store.transactions import LostRace as TransactionLost
+
         return isinstance(exc, TransactionLost) and any(label == REGISTRY_PK for label, _ in exc.reasons)
 
     def forget(self, tenant: str) -> None:
