@@ -29,10 +29,8 @@ with collector_paused():
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.held_work import admitted, queue_destination
     from interlude.adapters.leased_work import RetryLater
-    from interlude.app.service import default_service
-    from interlude.composition import compose
+    from interlude.composition import compose, services
     from interlude.config.actions import action_settings
-    from interlude.store.effects import EffectStore
     from interlude.store.tenant_standing import TenantStanding, standing_of
 
     logger = Logger(service="interlude-actions")
@@ -46,10 +44,12 @@ with collector_paused():
 
 @cache
 def worker() -> ActionWorker:
-    service = default_service()
+    wired = services()
     return ActionWorker(
-        service=service,
-        effects=EffectStore(service.store),
+        actions=wired.actions,
+        # The tenant's settings (and their model) load with the first effect recorded, not with the worker.
+        retention_days=lambda tenant: wired.tenants.effect_retention_days(tenant),
+        effects=wired.effect_records,
         sqs=boto3.client("sqs"),
         secrets=boto3.client("secretsmanager"),
         settings=action_settings(),
@@ -58,7 +58,7 @@ def worker() -> ActionWorker:
 
 @cache
 def standing() -> TenantStanding:
-    return standing_of(default_service().store, default_service().clock)
+    return standing_of(services().store, services().clock)
 
 
 def record_handler(record: SQSRecord) -> str:

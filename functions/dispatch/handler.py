@@ -27,8 +27,7 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.held_work import admitted, queue_destination
-    from interlude.app.service import default_service
-    from interlude.composition import compose, handle_stream_record
+    from interlude.composition import compose, services
     from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
     from interlude.store.tenant_standing import TenantStanding, standing_of
@@ -45,12 +44,12 @@ with collector_paused():
 
 @cache
 def standing() -> TenantStanding:
-    return standing_of(default_service().store, default_service().clock)
+    return standing_of(services().store, services().clock)
 
 
 @cache
 def outbox_records() -> OutboxRecords:
-    store = default_service().store
+    store = services().store
     return OutboxRecords(store.client, store.table)
 
 
@@ -62,12 +61,11 @@ def record_handler(record: SQSRecord) -> None:
     logger.append_keys(runId=run_id)
     if not admitted(standing(), queue_destination(OUTBOX_QUEUE), message):
         return  # held for the tenant's resume, or dropped: the tenant is being deleted
-    service = default_service()
     stream_record = outbox_records().record_of(message)
     if stream_record is None:
         logger.info("the item is gone (its run was deleted); nothing to do")
         return
-    handle_stream_record(service, stream_record)
+    services().handle_stream_record(stream_record)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -27,7 +27,6 @@ with collector_paused():
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.cloudformation import answer
     from interlude.adapters.migration_turns import queue_turn
-    from interlude.app.service import Service
     from interlude.config import settings
     from interlude.store.facade import Store
     from interlude.store.migrations import LEASE_S
@@ -44,8 +43,8 @@ RESOURCE_ID = "interlude-migrations"
 
 
 @cache
-def service() -> Service:
-    return Service(Store(settings().table_name))
+def store() -> Store:
+    return Store(settings().table_name)
 
 
 def report(progress: migrations.Progress) -> None:
@@ -59,7 +58,7 @@ def report(progress: migrations.Progress) -> None:
 def take_turn(context: Any) -> dict[str, Any]:
     margin = min(MARGIN_MS, context.get_remaining_time_in_millis() // 4)
     outcome = migrations.run_pending(
-        service(), context.aws_request_id, lambda: context.get_remaining_time_in_millis() > margin, report
+        store(), context.aws_request_id, lambda: context.get_remaining_time_in_millis() > margin, report
     )
     metrics.put("MigrationsPending", len(outcome.pending), "Count")
     if not outcome.complete:

@@ -12,45 +12,47 @@ from interlude.coldstart import collector_paused
 
 with collector_paused():
     from functools import cache
-    from typing import TYPE_CHECKING, Any
+    from typing import Any
 
     from aws_lambda_powertools import Logger
 
     from interlude import config, wiring
     from interlude.adapters import metrics
     from interlude.adapters.held_work import deadline_admitted
-    from interlude.app import audit
-    from interlude.composition import compose_audit
+    from interlude.app.audit import AuditTrail
+    from interlude.composition import Services, audit_trail, services
     from interlude.config import settings
     from interlude.domain import clock
     from interlude.store.tenant_standing import TenantStanding, standing_of
     from interlude.store.transactions import TransactionalTable
 
-    if TYPE_CHECKING:
-        from interlude.app.service import Service
-
     logger = Logger(service="interlude-timeouts")
-    compose_audit()
     metrics.count_caught_errors()
     config.check()
 
 
 @cache
-def service() -> Service:
-    # Loaded by the first invocation about a run (a deadline, a reminder, a task check): the service, the engine and
-    # the run model. The audit sweep, the one invocation every deployment gets every minute, reads no run.
-    # The engine by name: app/service.py loads it only where a run moves, and a deadline moves one.
-    import interlude.engine.run  # noqa: F401
-    from interlude.app.service import default_service
-    from interlude.composition import compose
-
-    compose()
-    return default_service()
+def audit() -> AuditTrail:
+    # The audit sweep, the one invocation every deployment gets every minute, reads no run: the trail over the
+    # table's transactions alone.
+    return audit_trail(sweep_store())
 
 
 @cache
 def sweep_store() -> TransactionalTable:
     return TransactionalTable(settings().table_name)
+
+
+@cache
+def run_services() -> Services:
+    # Loaded by the first invocation about a run (a deadline, a reminder, a task check): the run services, the engine
+    # and the run model. The engine's run rules by name: a deadline applied moves its run.
+    import interlude.app.runs  # noqa: F401
+    import interlude.engine.run  # noqa: F401
+    from interlude.composition import compose
+
+    compose()
+    return services()
 
 
 @cache
@@ -61,7 +63,7 @@ def standing() -> TenantStanding:
 @logger.inject_lambda_context(clear_state=True, correlation_id_path="runId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("sweep") == "audit-checkpoints":  # wiring.AUDIT_CHECKPOINT_SWEEP, every minute
-        made = audit.checkpoint_pending(sweep_store(), early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
+        made = audit().checkpoint_pending(early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         logger.info("audit checkpoints swept", extra={"checkpoints": made})
         return {"checkpoints": made}
     if not deadline_admitted(standing(), event):
@@ -69,21 +71,17 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return {"events": 0, "deferred": True}
     if event.get("purpose") == "reminder":
         # A gate's reminder (issue 14): no state changes; its non-voters are queued for the notify function.
-        from interlude.adapters.notify.outbox import enqueue_reminders
-
-        queued = enqueue_reminders(service(), event)
+        queued = run_services().notification_outbox.enqueue_reminders(event)
         logger.info("reminder fired", extra={"runId": event.get("runId"), "queued": queued})
         metrics.count("DeadlinesFired", purpose="reminder")
         return {"events": 0, "queued": queued}
     if event.get("purpose") == "task":
         # A task claim's check (issue 15 item 2): its lease or deadline lapsed, or its outcome is yet to land.
-        from interlude.app.tasks import check
-
-        written = check(service(), event)
+        written = run_services().tasks.check(event)
         logger.info("task check fired", extra={"runId": event.get("runId"), "events": written})
         metrics.count("DeadlinesFired", purpose="task")
         return {"events": written}
-    written = service().fire_deadline(event)
+    written = run_services().runs.fire_deadline(event)
     logger.info(
         "deadline fired", extra={"runId": event.get("runId"), "purpose": event.get("purpose"), "events": written}
     )

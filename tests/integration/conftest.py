@@ -5,7 +5,7 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from interlude import wiring
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
@@ -67,13 +67,13 @@ def tenant_of_test() -> str:
 
 
 @pytest.fixture
-def service(world) -> Service:
-    return Service(Store(world.table))
+def services(world) -> Services:
+    return Services(Store(world.table))
 
 
 @pytest.fixture
-def admin(service) -> Principal:
-    return signed_in(service, "admin")
+def admin(services) -> Principal:
+    return signed_in(services, "admin")
 
 
 def _tenant(tenant: str | None) -> str:
@@ -81,7 +81,7 @@ def _tenant(tenant: str | None) -> str:
 
 
 def new_api_key(
-    service: Service,
+    services: Services,
     subject: str = "admin",
     tenant: str | None = None,
     scopes: Iterable[str] = wiring.ALL_SCOPES,
@@ -90,22 +90,22 @@ def new_api_key(
     """Issue an API key for `subject` in `tenant` (the test world's, unless told; every scope unless told); returns
     the bearer secret."""
     request = CreateKeyRequest(subjectId=subject, scopes=list(scopes), **extra)
-    return service.issue_key(_tenant(tenant), request)["apiKey"]
+    return services.keys.issue_key(_tenant(tenant), request)["apiKey"]
 
 
 def signed_in(
-    service: Service,
+    services: Services,
     subject: str = "admin",
     tenant: str | None = None,
     scopes: Iterable[str] = wiring.ALL_SCOPES,
     **extra,
 ) -> Principal:
     """The principal a request bearing a freshly issued key for `subject` authenticates as."""
-    return service.authenticate(f"Bearer {new_api_key(service, subject, tenant, scopes, **extra)}")
+    return services.keys.authenticate(f"Bearer {new_api_key(services, subject, tenant, scopes, **extra)}")
 
 
-def state_of(service: Service, run_id: str):
+def state_of(services: Services, run_id: str):
     """The run's current state (it must exist)."""
-    got = service.store.get_run(run_id)
+    got = services.store.get_run(run_id)
     assert got is not None
     return got[0]

@@ -12,10 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from interlude import wiring
-from interlude.app import inbox as approver_inbox
-from interlude.app.actions import run_effects
-from interlude.app.service import Service
-from interlude.app.tenants import put_settings
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -46,8 +43,8 @@ def aws(world, monkeypatch):
 
 
 @pytest.fixture
-def service(aws) -> Service:
-    return Service(Store(TABLE))
+def services(aws) -> Services:
+    return Services(Store(TABLE))
 
 
 @pytest.fixture
@@ -81,12 +78,12 @@ def workflow(url: str, **http: object) -> dict:
     }
 
 
-def approved_run(service, admin, definition: dict, order: str = "o-1") -> str:
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    run_id = service.create_run(
+def approved_run(services, admin, definition: dict, order: str = "o-1") -> str:
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    run_id = services.lifecycle.create_run(
         admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"orderId": order}})
     ).runId
-    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     return run_id
 
 
@@ -111,9 +108,9 @@ def pump_stream(stream: Stream, again: bool = False) -> int:
 # --- the call and its record ----------------------------------------------------------------------
 
 
-def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(service, admin, aws, receiver):
+def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(services, admin, aws, receiver):
     # Given a run whose gate was approved
-    run_id = approved_run(service, admin, workflow(receiver.url("/refunds")))
+    run_id = approved_run(services, admin, workflow(receiver.url("/refunds")))
 
     # When the outbox and the actions worker run
     settle(aws)
@@ -123,7 +120,7 @@ def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(
     assert (hit.method, hit.path) == ("POST", "/refunds")
     assert json.loads(hit.body) == {"order": "o-1"}
     assert hit.headers["content-type"] == "application/json"
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     effect_id = state.outputs["refund"]["effectId"]
     assert hit.headers["idempotency-key"] == provider_key(effect_id)
     # And the bounded response is the node's output, and the run went on
@@ -134,7 +131,7 @@ def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(
     assert state.status == "completed"
     assert state.nodes["on-failure"].status == "skipped"
     # And the effect record says so, content-free
-    (record,) = run_effects(service, admin, run_id)["effects"]
+    (record,) = services.run_effects.run_effects(admin, run_id)["effects"]
     assert record["effectId"] == effect_id
     assert record["keying"] == "activity-recipe"
     assert (record["nodeId"], record["attempt"], record["state"]) == ("refund", 1, "completed")
@@ -143,7 +140,7 @@ def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(
     assert "r-1" not in json.dumps(record)
 
 
-def expiry_days(service, effect_id: str, run_id: str) -> tuple[float, float]:
+def expiry_days(services, effect_id: str, run_id: str) -> tuple[float, float]:
     """Days from now until the effect record and the run's ledger entry of it expire (the table's TTL)."""
     client = boto3.client("dynamodb")
     effect = client.get_item(TableName=TABLE, Key=a.key(effect_pk(effect_id), EFFECT_SK))["Item"]
@@ -151,22 +148,22 @@ def expiry_days(service, effect_id: str, run_id: str) -> tuple[float, float]:
     return tuple((int(item[wiring.TTL_ATTRIBUTE]["N"]) - time.time()) / 86400 for item in (effect, ledger))
 
 
-def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(service, admin, aws, receiver, tenant):
+def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(services, admin, aws, receiver, tenant):
     # Given a tenant with the default retention, an action performed
-    run_id = approved_run(service, admin, workflow(receiver.url()))
+    run_id = approved_run(services, admin, workflow(receiver.url()))
     settle(aws)
-    effect_id = state_of(service, run_id).outputs["refund"]["effectId"]
+    effect_id = state_of(services, run_id).outputs["refund"]["effectId"]
     # Then its effect record and ledger entry expire 14 days (OpenWOP's minimum) after they were written
-    for days in expiry_days(service, effect_id, run_id):
+    for days in expiry_days(services, effect_id, run_id):
         assert 13.99 < days <= 14
 
     # When the tenant keeps effects for 90 days (a worker applies it within its cache time: a fresh one here)
-    put_settings(service, tenant, TenantSettings(effectRetentionDays=90), "ops")
+    services.tenants.put_settings(tenant, TenantSettings(effectRetentionDays=90), "ops")
     lambda_runtime.fresh_instances()
-    later = approved_run(service, admin, workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}"), "o-2")
+    later = approved_run(services, admin, workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}"), "o-2")
     settle(aws)
-    effect_id = state_of(service, later).outputs["refund"]["effectId"]
-    for days in expiry_days(service, effect_id, later):
+    effect_id = state_of(services, later).outputs["refund"]["effectId"]
+    for days in expiry_days(services, effect_id, later):
         assert 89.99 < days <= 90
 
 
@@ -176,22 +173,22 @@ def test_the_effect_retention_is_bounded(days):
         TenantSettings.model_validate({"effectRetentionDays": days})
 
 
-def test_a_gate_after_the_action_opens_in_its_transition_and_is_listed_for_its_approvers(service, admin, aws, receiver):
+def test_a_gate_after_the_action_opens_in_its_transition_and_is_listed_for_its_approvers(services, admin, aws, receiver):
     # The actions function lands the outcome and runs on to the next gate in the same transaction, so it writes the
     # gate's inbox entries (a BatchWriteItem its role lacked until the suite's IAM check found it: issue 25).
     definition = workflow(receiver.url("/refunds"))
     definition["nodes"].append({"id": "confirm", "typeId": "core.approvalGate", "config": {"title": "Tell them?"}})
     definition["edges"].append({"id": "d-c", "sourceNodeId": "done", "targetNodeId": "confirm"})
-    run_id = approved_run(service, admin, definition)
+    run_id = approved_run(services, admin, definition)
     settle(aws)
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert (state.status, set(state.interrupts)) == ("waiting-approval", {"confirm"})
-    listed = approver_inbox.inbox(service, admin, 10, {"runId": run_id}, None)["interrupts"]
+    listed = services.inbox.inbox(admin, 10, {"runId": run_id}, None)["interrupts"]
     assert [i["nodeId"] for i in listed] == ["confirm"]
 
 
-def test_redelivered_stream_records_and_messages_call_once(service, admin, aws, receiver):
-    run_id = approved_run(service, admin, workflow(receiver.url()))
+def test_redelivered_stream_records_and_messages_call_once(services, admin, aws, receiver):
+    run_id = approved_run(services, admin, workflow(receiver.url()))
     stream = Stream(TABLE)
     stream.pump()
     # When every stream record is delivered again, and every queued message is handled twice
@@ -209,84 +206,84 @@ def test_redelivered_stream_records_and_messages_call_once(service, admin, aws, 
 
     # Then one call, one effect, one completed node
     assert len(receiver.hits) == 1
-    assert len(run_effects(service, admin, run_id)["effects"]) == 1
-    assert state_of(service, run_id).status == "completed"
+    assert len(services.run_effects.run_effects(admin, run_id)["effects"]) == 1
+    assert state_of(services, run_id).status == "completed"
 
 
-def test_a_5xx_is_retried_with_the_same_idempotency_key(service, admin, aws, receiver):
+def test_a_5xx_is_retried_with_the_same_idempotency_key(services, admin, aws, receiver):
     receiver.script = [503, 500]
-    run_id = approved_run(service, admin, workflow(receiver.url()))
+    run_id = approved_run(services, admin, workflow(receiver.url()))
 
     settle(aws)
 
     assert len(receiver.hits) == 3
     assert len({h.headers["idempotency-key"] for h in receiver.hits}) == 1
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert state.outputs["refund"]["attempt"] == 3
-    (record,) = run_effects(service, admin, run_id)["effects"]
+    (record,) = services.run_effects.run_effects(admin, run_id)["effects"]
     assert (record["attempt"], record["state"]) == (3, "completed")
 
 
-def test_attempts_running_out_fail_the_node_and_route_like_any_failure(service, admin, aws, receiver):
+def test_attempts_running_out_fail_the_node_and_route_like_any_failure(services, admin, aws, receiver):
     receiver.script = [503, 503]
-    run_id = approved_run(service, admin, workflow(receiver.url(), maxAttempts=2))
+    run_id = approved_run(services, admin, workflow(receiver.url(), maxAttempts=2))
 
     settle(aws)
 
     assert len(receiver.hits) == 2
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert state.nodes["refund"].status == "failed"
     assert state.nodes["on-failure"].status == "completed"
     assert state.status == "completed"
-    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
     assert failed["payload"]["error"]["code"] == "interlude.http_failed"
     assert failed["payload"]["error"]["details"]["status"] == 503
     assert failed["payload"]["error"]["details"]["attempts"] == 2
 
 
-def test_an_unexpected_status_fails_at_once_with_http_failed(service, admin, aws, receiver):
+def test_an_unexpected_status_fails_at_once_with_http_failed(services, admin, aws, receiver):
     receiver.script = [404]
-    run_id = approved_run(service, admin, workflow(receiver.url()))
+    run_id = approved_run(services, admin, workflow(receiver.url()))
 
     settle(aws)
 
     assert len(receiver.hits) == 1
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert state.nodes["refund"].status == "failed"
-    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
     assert failed["payload"]["error"]["code"] == "interlude.http_failed"
-    (record,) = run_effects(service, admin, run_id)["effects"]
+    (record,) = services.run_effects.run_effects(admin, run_id)["effects"]
     assert record["state"] == "released"
 
 
-def test_expected_statuses_are_the_ones_that_succeed(service, admin, aws, receiver):
+def test_expected_statuses_are_the_ones_that_succeed(services, admin, aws, receiver):
     receiver.script = [409]
-    run_id = approved_run(service, admin, workflow(receiver.url(), method="PUT", expectStatuses=[200, 409]))
+    run_id = approved_run(services, admin, workflow(receiver.url(), method="PUT", expectStatuses=[200, 409]))
 
     settle(aws)
 
     assert receiver.hits[0].method == "PUT"
-    assert state_of(service, run_id).outputs["refund"]["status"] == 409
+    assert state_of(services, run_id).outputs["refund"]["status"] == 409
 
 
 def test_the_egress_guard_refuses_loopback_without_the_development_switch(
-    service, admin, aws, receiver, monkeypatch
+    services, admin, aws, receiver, monkeypatch
 ):
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
-    run_id = approved_run(service, admin, workflow(receiver.url()))
+    run_id = approved_run(services, admin, workflow(receiver.url()))
 
     settle(aws)
 
     assert receiver.hits == []
-    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
     assert failed["payload"]["error"]["code"] == "interlude.egress_denied"
     assert "127.0.0.1" not in failed["payload"]["error"]["message"]
 
 
-def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(service, admin, aws, receiver, tenant):
+def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(services, admin, aws, receiver, tenant):
     secret_value = "Bearer sk-" + uuid.uuid4().hex
     boto3.client("secretsmanager").create_secret(Name=f"interlude/actions/{tenant}/payments", SecretString=secret_value)
-    run_id = approved_run(service, admin, workflow(receiver.url(), secretHeaders={"Authorization": "payments"}))
+    run_id = approved_run(services, admin, workflow(receiver.url(), secretHeaders={"Authorization": "payments"}))
 
     settle(aws)
 
@@ -294,54 +291,54 @@ def test_auth_headers_come_from_secrets_manager_and_never_enter_the_run(service,
     assert hit.headers["authorization"] == secret_value
     # Nowhere in the run's head, its events or its effect records
     everything = json.dumps(
-        [state_of(service, run_id).model_dump(), service.store.read_events(run_id, -1), run_effects(service, admin, run_id)]
+        [state_of(services, run_id).model_dump(), services.store.read_events(run_id, -1), services.run_effects.run_effects(admin, run_id)]
     )
     assert secret_value not in everything
 
 
-def test_a_missing_secret_fails_the_node_with_secret_unavailable(service, admin, aws, receiver):
-    run_id = approved_run(service, admin, workflow(receiver.url(), secretHeaders={"Authorization": "nope"}))
+def test_a_missing_secret_fails_the_node_with_secret_unavailable(services, admin, aws, receiver):
+    run_id = approved_run(services, admin, workflow(receiver.url(), secretHeaders={"Authorization": "nope"}))
 
     settle(aws)
 
     assert receiver.hits == []
-    failed = next(e for e in service.store.read_events(run_id, -1) if e["type"] == "node.failed")
+    failed = next(e for e in services.store.read_events(run_id, -1) if e["type"] == "node.failed")
     assert failed["payload"]["error"]["code"] == "interlude.secret_unavailable"
     assert failed["payload"]["error"]["details"]["secret"] == "nope"
 
 
-def test_a_business_identity_is_performed_once_across_runs(service, admin, aws, receiver):
+def test_a_business_identity_is_performed_once_across_runs(services, admin, aws, receiver):
     definition = workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}")
-    first = approved_run(service, admin, definition, order="o-7")
+    first = approved_run(services, admin, definition, order="o-7")
     settle(aws)
     # When a second run names the same business operation (a replay, a second entry point)
-    second = approved_run(service, admin, definition, order="o-7")
+    second = approved_run(services, admin, definition, order="o-7")
     settle(aws)
 
     # Then the call happened once, and both runs hold its recorded outcome
     assert len(receiver.hits) == 1
-    assert state_of(service, second).outputs["refund"] == state_of(service, first).outputs["refund"]
-    (one,) = run_effects(service, admin, first)["effects"]
-    (two,) = run_effects(service, admin, second)["effects"]
+    assert state_of(services, second).outputs["refund"] == state_of(services, first).outputs["refund"]
+    (one,) = services.run_effects.run_effects(admin, first)["effects"]
+    (two,) = services.run_effects.run_effects(admin, second)["effects"]
     assert one["effectId"] == two["effectId"]
     assert one["keying"] == two["keying"] == "business-identity"
     # And another order is another effect
-    approved_run(service, admin, definition, order="o-8")
+    approved_run(services, admin, definition, order="o-8")
     settle(aws)
     assert len(receiver.hits) == 2
 
 
-def test_a_cancelled_run_drops_its_queued_action(service, admin, aws, receiver):
+def test_a_cancelled_run_drops_its_queued_action(services, admin, aws, receiver):
     from interlude.domain.models.requests import CancelRunRequest
 
-    run_id = approved_run(service, admin, workflow(receiver.url()))
+    run_id = approved_run(services, admin, workflow(receiver.url()))
     Stream(TABLE).pump()
-    service.cancel_run(admin, run_id, CancelRunRequest())
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
 
     settle(aws)
 
     assert receiver.hits == []
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert state.status == "cancelled"
     assert state.nodes["refund"].status == "skipped"
 
@@ -351,11 +348,11 @@ def test_a_cancelled_run_drops_its_queued_action(service, admin, aws, receiver):
     [(18, {"refundId": "r-1"}, False), (17, '{"refundId":"r-1"', True), (0, "", True)],
     ids=["fits-exactly", "one-byte-short", "no-body-kept"],
 )
-def test_the_response_is_kept_within_its_budget(service, admin, aws, receiver, budget, body, truncated):
+def test_the_response_is_kept_within_its_budget(services, admin, aws, receiver, budget, body, truncated):
     # The receiver answers the 18 bytes {"refundId":"r-1"}
-    run_id = approved_run(service, admin, workflow(receiver.url(), responseBudgetBytes=budget))
+    run_id = approved_run(services, admin, workflow(receiver.url(), responseBudgetBytes=budget))
 
     settle(aws)
 
-    output = state_of(service, run_id).outputs["refund"]
+    output = state_of(services, run_id).outputs["refund"]
     assert (output["body"], output["truncated"]) == (body, truncated)

@@ -24,8 +24,7 @@ import pytest
 
 import interlude
 from interlude.adapters.keyring_store import ensure_key_ring
-from interlude.app.actions import run_effects
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.actions import provider_key
@@ -126,16 +125,16 @@ def test_an_approved_action_is_performed_once_through_duplicates_and_a_killed_wo
     # requests 200, and a run whose approval gates a refund call
     receiver = Receiver(script=[("sleep", 60)], answer=b'{"refundId":"r-1"}', answer_type="application/json").start()
     try:
-        service = Service(Store(TABLE))
-        admin = signed_in(service, tenant="t1")
+        services = Services(Store(TABLE))
+        admin = signed_in(services, tenant="t1")
         definition = json.loads(json.dumps(WORKFLOW).replace("RECEIVER", receiver.url("/refunds")))
-        service.put_workflow(admin, "refund", WorkflowDefinition.model_validate(definition))
-        run_id = service.create_run(
+        services.workflows.put_workflow(admin, "refund", WorkflowDefinition.model_validate(definition))
+        run_id = services.lifecycle.create_run(
             admin, CreateRunRequest.model_validate({"workflowId": "refund", "inputs": {"orderId": "o-1"}})
         ).runId
         stream = Stream(TABLE)
         pump_stream_twice(stream)
-        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+        services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
 
         # When the outbox runs each record twice, so the action is queued twice
         pump_stream_twice(stream)
@@ -158,7 +157,7 @@ def test_an_approved_action_is_performed_once_through_duplicates_and_a_killed_wo
         for record in copies:
             deliver_twice(world["actions"], record)
         deadline = time.monotonic() + 120
-        while service.store.get_run(run_id)[0].status != "completed" and time.monotonic() < deadline:
+        while services.store.get_run(run_id)[0].status != "completed" and time.monotonic() < deadline:
             pump_stream_twice(stream)
             for record in receive(world["actions"]):
                 deliver_twice(world["actions"], record)
@@ -169,7 +168,7 @@ def test_an_approved_action_is_performed_once_through_duplicates_and_a_killed_wo
                 deliver_twice(world["actions"], record)
 
         # Then the run completed with the receiver's answer as the node's output
-        state = service.store.get_run(run_id)[0]
+        state = services.store.get_run(run_id)[0]
         assert state.status == "completed", state.status
         output = state.outputs["refund"]
         assert (output["status"], output["body"]) == (200, {"refundId": "r-1"})
@@ -178,10 +177,10 @@ def test_an_approved_action_is_performed_once_through_duplicates_and_a_killed_wo
         assert {h.headers["idempotency-key"] for h in receiver.hits} == {provider_key(output["effectId"])}
         assert [json.loads(h.body) for h in receiver.hits] == [{"order": "o-1"}] * 2
         # And the effects list shows one effect, completed on its second attempt
-        (effect,) = run_effects(service, admin, run_id)["effects"]
+        (effect,) = services.run_effects.run_effects(admin, run_id)["effects"]
         assert (effect["effectId"], effect["state"], effect["attempt"]) == (output["effectId"], "completed", 2)
         # And the node completed once
-        completed = [e for e in service.store.read_events(run_id, -1) if e["type"] == "node.completed"]
+        completed = [e for e in services.store.read_events(run_id, -1) if e["type"] == "node.completed"]
         assert [e["nodeId"] for e in completed].count("refund") == 1
     finally:
         receiver.close()

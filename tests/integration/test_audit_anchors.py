@@ -17,8 +17,7 @@ from moto import mock_aws
 from interlude import wiring
 from interlude.adapters.audit_anchor import S3Anchors, anchor_key, ensure_locked_bucket
 from interlude.adapters.audit_key import ensure_signing_key
-from interlude.app import audit
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -36,28 +35,27 @@ SWEEP = dict(wiring.AUDIT_CHECKPOINT_SWEEP.input)
 
 # A world of its own: the checkpoint sweep reads the pending chains of every tenant.
 @pytest.fixture
-def service(monkeypatch) -> Iterator[Service]:
+def services(monkeypatch) -> Iterator[Services]:
     monkeypatch.setenv("TABLE_NAME", TABLE)
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)  # every entry in chain 0
-    monkeypatch.setattr(audit, "_signing_key_source", lambda: KEY)
-    monkeypatch.setattr(audit, "_anchors_source", lambda: S3Anchors(BUCKET))
     with mock_aws():
         create_table(boto3.client("dynamodb"), TABLE)
         ensure_locked_bucket(BUCKET, retention_days=1)
-        yield Service(Store(TABLE))
+        # A fixed key and the test's bucket instead of the deployment's the composition reads by default.
+        yield Services(Store(TABLE), audit_key=lambda: KEY, anchors=lambda: S3Anchors(BUCKET))
 
 
-def entries(service: Service, count: int) -> None:
+def entries(services: Services, count: int) -> None:
     """`count` more entries: the key signed_in issues (the CLI's path), then keys it creates."""
-    admin = signed_in(service)
+    admin = signed_in(services)
     for n in range(count - 1):
-        service.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
+        services.keys.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
 
 
-def swept(service: Service, monkeypatch) -> None:
+def swept(services: Services, monkeypatch) -> None:
     """The sweep once every pending entry is due: checkpoints made, the anchor published."""
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
-    audit.checkpoint_pending(service.store)
+    services.audit.checkpoint_pending()
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 300)
 
 
@@ -84,60 +82,60 @@ def rewind_head(seq: int, checkpoint_seq: int) -> None:
     table().put_item(TableName=TABLE, Item=item)
 
 
-def verified(service: Service) -> dict[str, Any]:
-    return audit.verify(service.store, "t1", 0, 1_000_000)
+def verified(services: Services) -> dict[str, Any]:
+    return services.audit.verify("t1", 0, 1_000_000)
 
 
 def kinds(answer: dict[str, Any]) -> set[tuple[int, str]]:
     return {(a["atSeq"], a["kind"]) for a in answer["anomalies"]}
 
 
-def test_the_sweep_publishes_every_chains_head_signed_under_object_lock_and_then_settles_the_chain(service, monkeypatch):
-    entries(service, 5)
-    swept(service, monkeypatch)
+def test_the_sweep_publishes_every_chains_head_signed_under_object_lock_and_then_settles_the_chain(services, monkeypatch):
+    entries(services, 5)
+    swept(services, monkeypatch)
 
     s3 = boto3.client("s3")
     published = s3.get_object(Bucket=BUCKET, Key=anchor_key("t1"))
     assert rules.anchored_heads(rules.public_key_b64(KEY), published["Body"].read(), "t1") == {0: rules.Anchored(5, rules.entry_hash(entry(5)), 5)}
     assert rules.anchored_heads(rules.public_key_b64(KEY), s3.get_object(Bucket=BUCKET, Key=anchor_key("t1"))["Body"].read(), "t2") is None
     # Checkpointed and published: the chain leaves the sweep's work list until its next append.
-    assert list(service.store.audit_log.pending_chains()) == []
+    assert list(services.store.audit_log.pending_chains()) == []
     with pytest.raises(ClientError) as refused:  # no one takes a published version back
         s3.delete_object(Bucket=BUCKET, Key=anchor_key("t1"), VersionId=published["VersionId"])
     assert refused.value.response["Error"]["Code"] == "AccessDenied"
     # Honest appends after it move the head past the anchor: still valid.
-    entries(service, 3)
-    assert verified(service)["chainValid"] is True
+    entries(services, 3)
+    assert verified(services)["chainValid"] is True
 
 
-def test_deleting_the_last_entry_and_rewinding_the_head_is_caught_once_anchored(service, monkeypatch):
-    entries(service, 6)
+def test_deleting_the_last_entry_and_rewinding_the_head_is_caught_once_anchored(services, monkeypatch):
+    entries(services, 6)
     delete_entry(6)
     rewind_head(5, 0)
-    assert verified(service)["chainValid"] is True  # before any anchor: what the issue found
+    assert verified(services)["chainValid"] is True  # before any anchor: what the issue found
 
-    entries(service, 4)  # the table again holds entries 6..9 (another 6 than the one deleted)
-    swept(service, monkeypatch)
+    entries(services, 4)  # the table again holds entries 6..9 (another 6 than the one deleted)
+    swept(services, monkeypatch)
     delete_entry(9)
     rewind_head(8, 9)  # the head as it was at 8; the checkpoint at 9 left alone
-    answer = verified(service)
+    answer = verified(services)
     assert answer["chainValid"] is False
     assert kinds(answer) == {(9, "missing-entry"), (9, "hash-mismatch"), (9, "merkle-mismatch")}
     behind = next(a for a in answer["anomalies"] if a["kind"] == "hash-mismatch")
     assert behind["detail"] == "chain 0: the chain head (entry 8, checkpoint 9) is behind the published anchor (entry 9, checkpoint 9)"
 
 
-def test_deleting_a_chains_head_is_caught_once_anchored(service, monkeypatch):
-    entries(service, 4)
+def test_deleting_a_chains_head_is_caught_once_anchored(services, monkeypatch):
+    entries(services, 4)
     head = table().get_item(TableName=TABLE, Key=head_key())["Item"]
     table().delete_item(TableName=TABLE, Key=head_key())
-    assert verified(service)["chainValid"] is True  # before any anchor: the chain is no longer walked at all
-    assert service.store.audit_log.heads("t1") == {}
+    assert verified(services)["chainValid"] is True  # before any anchor: the chain is no longer walked at all
+    assert services.store.audit_log.heads("t1") == {}
 
     table().put_item(TableName=TABLE, Item=head)  # (the chain cannot take another entry without its head)
-    swept(service, monkeypatch)
+    swept(services, monkeypatch)
     table().delete_item(TableName=TABLE, Key=head_key())
-    answer = verified(service)
+    answer = verified(services)
     assert answer["chainValid"] is False
     # The chain is walked from the anchor (its entries and checkpoint are intact); what is wrong is its head.
     assert answer["anomalies"] == [
@@ -146,28 +144,28 @@ def test_deleting_a_chains_head_is_caught_once_anchored(service, monkeypatch):
     assert [c["atSequence"] for c in answer["checkpoints"]] == [4]
 
 
-def test_deleting_the_last_checkpoint_is_caught_once_anchored(service, monkeypatch):
-    entries(service, 3)
-    swept(service, monkeypatch)
-    entries(service, 2)
-    swept(service, monkeypatch)
-    checkpoints = service.store.audit_log.checkpoints("t1", 0, 1, 100)
+def test_deleting_the_last_checkpoint_is_caught_once_anchored(services, monkeypatch):
+    entries(services, 3)
+    swept(services, monkeypatch)
+    entries(services, 2)
+    swept(services, monkeypatch)
+    checkpoints = services.store.audit_log.checkpoints("t1", 0, 1, 100)
     assert [c["atSequence"] for c in checkpoints] == [3, 5]
     table().delete_item(TableName=TABLE, Key={"pk": {"S": items.log_pk("t1", 0)}, "sk": {"S": items.checkpoint_sk(5)}})
     rewind_head(5, 3)
-    answer = verified(service)
+    answer = verified(services)
     assert answer["chainValid"] is False
     gone = {"atSeq": 5, "kind": "merkle-mismatch", "checkpoint": "ckpt-000-5", "detail": "chain 0: the checkpoint the published anchor names is missing"}
     assert gone in answer["anomalies"]
     assert answer["checkpointsValid"] is False
 
 
-def test_an_anchor_this_hosts_key_did_not_sign_is_an_anomaly(service, monkeypatch):
-    entries(service, 2)
+def test_an_anchor_this_hosts_key_did_not_sign_is_an_anomaly(services, monkeypatch):
+    entries(services, 2)
     forger = rules.signing_key(b"someone else's seed")
     forged = rules.signed_anchor(forger, rules.anchor_document("t1", {0: rules.Head(1, "0" * 64, 0)}, "2026-12-05T00:00:00Z"))
     boto3.client("s3").put_object(Bucket=BUCKET, Key=anchor_key("t1"), Body=forged, ChecksumAlgorithm="SHA256")
-    answer = verified(service)
+    answer = verified(services)
     assert answer["anomalies"] == [
         {
             "atSeq": 0,
@@ -178,17 +176,15 @@ def test_an_anchor_this_hosts_key_did_not_sign_is_an_anomaly(service, monkeypatc
     ]
 
 
-def test_the_timeouts_sweep_publishes_and_the_api_verifies_through_the_bucket_wiring_names(service, monkeypatch):
+def test_the_timeouts_sweep_publishes_and_the_api_verifies_through_the_bucket_wiring_names(services, monkeypatch):
     """The real handlers, composed as deployed: the anchors' bucket comes from AUDIT_ANCHOR_BUCKET."""
     monkeypatch.setenv(wiring.AUDIT_KEY_SECRET.env, "audit-key-test")
     monkeypatch.setenv(wiring.AUDIT_ANCHOR_BUCKET.env, BUCKET)
     ensure_signing_key("audit-key-test")
-    # The handlers plug composition's sources in when loaded (restored after the test, as the fixture set them).
-    monkeypatch.setattr(audit, "_signing_key_source", None)
-    monkeypatch.setattr(audit, "_anchors_source", None)
+    # The handlers' services read the key and the bucket as deployed (the fixture's own services keep theirs).
     lambda_runtime.fresh_instances()
-    key = new_api_key(service)
-    entries(service, 3)
+    key = new_api_key(services)
+    entries(services, 3)
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
     assert lambda_runtime.invoke("timeouts", SWEEP) == {"checkpoints": 1}
     assert boto3.client("s3").get_object(Bucket=BUCKET, Key=anchor_key("t1"))["ContentLength"] > 0

@@ -1,4 +1,4 @@
-"""Issue 11, finding 4, against moto's DynamoDB through the real Service and store: every kind of gate can be
+"""Issue 11, finding 4, against moto's DynamoDB through the real services and store: every kind of gate can be
 resolved or cancelled whatever follows it — a node past its budget, a continuation DynamoDB refuses as too large,
 a bug after the gate — and the decision lands while the run fails with a clear code."""
 
@@ -13,8 +13,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from interlude.app import tenants
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.errors import TooLarge
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import CredentialGrantRequest
@@ -52,21 +51,21 @@ class Clock:
 
 
 @pytest.fixture
-def service(world) -> Service:
-    return Service(Store(world.table), clock=Clock())
+def services(world) -> Services:
+    return Services(Store(world.table), clock=Clock())
 
 
 @pytest.fixture
-def admin(service, tenant):
-    tenants.put_grant(service, tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "admin")
-    return signed_in(service, "admin")
+def admin(services, tenant):
+    services.tenants.put_grant(tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "admin")
+    return signed_in(services, "admin")
 
 
-def gated(service, admin, kind: str, after: dict[str, Any]) -> str:
+def gated(services, admin, kind: str, after: dict[str, Any]) -> str:
     """Register `gate -> after` for a gate of `kind`; returns a run waiting at the gate."""
     type_id, config, _ = GATES[kind]
     workflow_id = f"wf-{kind}"
-    service.put_workflow(
+    services.workflows.put_workflow(
         admin,
         workflow_id,
         WorkflowDefinition.model_validate({
@@ -75,7 +74,7 @@ def gated(service, admin, kind: str, after: dict[str, Any]) -> str:
             "variables": [{"name": "seed", "type": "string"}],
         }),
     )
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow_id, "inputs": {"seed": SEED}}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow_id, "inputs": {"seed": SEED}}))
     assert "gate" in state.interrupts, state.error
     return state.runId
 
@@ -89,7 +88,7 @@ def small(node_id: str = "after") -> dict[str, Any]:
     return {"id": node_id, "typeId": "core.transform", "config": {"outputs": {"v": "{{inputs.seed}}"}}}
 
 
-def interrupt_item(service: Service, run_id: str) -> dict[str, Any]:
+def interrupt_item(services: Services, run_id: str) -> dict[str, Any]:
     tenant, opaque = run_id.split("/", 1)
     items = boto3.client("dynamodb").query(
         TableName=TABLE,
@@ -100,31 +99,31 @@ def interrupt_item(service: Service, run_id: str) -> dict[str, Any]:
     return items[0]
 
 
-def assert_decision_landed_and_run_failed(service: Service, run_id: str, code: str, node: str) -> None:
-    state, _ = service.store.get_run(run_id)
+def assert_decision_landed_and_run_failed(services: Services, run_id: str, code: str, node: str) -> None:
+    state, _ = services.store.get_run(run_id)
     assert state.status == "failed"
     assert (state.error["code"], state.failedNodeId) == (code, node)
     assert state.nodes["gate"].status == "completed"
-    assert interrupt_item(service, run_id)["status"]["S"] == "resolved"
-    events = service.store.read_events(run_id)
+    assert interrupt_item(services, run_id)["status"]["S"] == "resolved"
+    events = services.store.read_events(run_id)
     assert [e["sequence"] for e in events] == list(range(len(events)))
     assert events[-1]["type"] == "run.failed"
     assert "interrupt.resolved" in [e["type"] for e in events]
 
 
 @pytest.mark.parametrize("kind", list(GATES))
-def test_every_gate_resolves_when_the_node_after_it_passes_its_budget(service, admin, kind):
-    run_id = gated(service, admin, kind, blow())
-    answered = service.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
+def test_every_gate_resolves_when_the_node_after_it_passes_its_budget(services, admin, kind):
+    run_id = gated(services, admin, kind, blow())
+    answered = services.decisions.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
     assert answered["status"] == "failed"
-    assert_decision_landed_and_run_failed(service, run_id, "interlude.budget_exceeded", "blow")
+    assert_decision_landed_and_run_failed(services, run_id, "interlude.budget_exceeded", "blow")
 
 
 @pytest.mark.parametrize("kind", list(GATES))
-def test_every_gate_can_be_cancelled_whatever_follows(service, admin, kind):
-    run_id = gated(service, admin, kind, blow())
-    assert service.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no"})).status == "cancelled"
-    assert interrupt_item(service, run_id)["status"]["S"] == "cancelled"
+def test_every_gate_can_be_cancelled_whatever_follows(services, admin, kind):
+    run_id = gated(services, admin, kind, blow())
+    assert services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no"})).status == "cancelled"
+    assert interrupt_item(services, run_id)["status"]["S"] == "cancelled"
 
 
 def refuse_items_holding(node_id: str, monkeypatch, client) -> None:
@@ -146,31 +145,31 @@ def refuse_items_holding(node_id: str, monkeypatch, client) -> None:
 
 
 @pytest.mark.parametrize("kind", list(GATES))
-def test_every_gate_resolves_when_dynamodb_refuses_what_follows_as_too_large(service, admin, kind, monkeypatch):
-    run_id = gated(service, admin, kind, small())
-    refuse_items_holding("after", monkeypatch, service.store.client)
+def test_every_gate_resolves_when_dynamodb_refuses_what_follows_as_too_large(services, admin, kind, monkeypatch):
+    run_id = gated(services, admin, kind, small())
+    refuse_items_holding("after", monkeypatch, services.store.client)
     # Before: every resolve answered 413 payload_too_large and the run waited forever.
-    answered = service.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
+    answered = services.decisions.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
     assert answered["status"] == "failed"
-    assert_decision_landed_and_run_failed(service, run_id, "interlude.budget_exceeded", "gate")
+    assert_decision_landed_and_run_failed(services, run_id, "interlude.budget_exceeded", "gate")
 
 
 @pytest.mark.parametrize("kind", list(GATES))
-def test_every_gate_resolves_when_what_follows_it_hits_a_bug(service, admin, kind, monkeypatch):
-    run_id = gated(service, admin, kind, small())
+def test_every_gate_resolves_when_what_follows_it_hits_a_bug(services, admin, kind, monkeypatch):
+    run_id = gated(services, admin, kind, small())
 
     def broken(self):
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(engine._Step, "run_queue", broken)
-    answered = service.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
+    answered = services.decisions.resolve_interrupt(admin, run_id, "gate", GATES[kind][2])
     assert answered["status"] == "failed"
-    assert_decision_landed_and_run_failed(service, run_id, "interlude.node_error", "gate")
+    assert_decision_landed_and_run_failed(services, run_id, "interlude.node_error", "gate")
 
 
-def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(service, admin, monkeypatch):
-    service.step_budget = 1
-    service.put_workflow(
+def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(services, admin, monkeypatch):
+    services.step_budget = 1
+    services.workflows.put_workflow(
         admin,
         "chain",
         WorkflowDefinition.model_validate({
@@ -179,37 +178,37 @@ def test_dispatch_fails_a_run_whose_next_step_cannot_be_stored(service, admin, m
             "variables": [{"name": "seed", "type": "string"}],
         }),
     )
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain", "inputs": {"seed": SEED}}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain", "inputs": {"seed": SEED}}))
     assert state.queue == ["b"]
-    refuse_items_holding("b", monkeypatch, service.store.client)
-    assert service.advance_run(state.runId) > 0
-    after, _ = service.store.get_run(state.runId)
+    refuse_items_holding("b", monkeypatch, services.store.client)
+    assert services.lifecycle.advance_run(state.runId) > 0
+    after, _ = services.store.get_run(state.runId)
     assert (after.status, after.error["code"], after.failedNodeId) == ("failed", "interlude.budget_exceeded", "b")
-    assert service.advance_run(state.runId) == 0  # nothing left for dispatch to retry
+    assert services.lifecycle.advance_run(state.runId) == 0  # nothing left for dispatch to retry
 
 
-def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(service, admin, monkeypatch):
-    service.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [small("a")], "variables": [{"name": "seed", "type": "string"}]}))
-    refuse_items_holding("a", monkeypatch, service.store.client)
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one", "inputs": {"seed": SEED}}))
+def test_a_run_whose_first_steps_cannot_be_stored_is_created_failed(services, admin, monkeypatch):
+    services.workflows.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [small("a")], "variables": [{"name": "seed", "type": "string"}]}))
+    refuse_items_holding("a", monkeypatch, services.store.client)
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one", "inputs": {"seed": SEED}}))
     assert (state.status, state.error["code"]) == ("failed", "interlude.budget_exceeded")
 
 
-def send_large_inputs(service: Service, admin, run_id: str) -> Any:
-    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf-external-event", "inputs": {"v": "y" * 140_000}}))
+def send_large_inputs(services: Services, admin, run_id: str) -> Any:
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf-external-event", "inputs": {"v": "y" * 140_000}}))
 
 
-def send_a_large_resume_value(service: Service, admin, run_id: str) -> Any:
-    return service.resolve_interrupt(admin, run_id, "gate", {"blob": "y" * 70_000})
+def send_a_large_resume_value(services: Services, admin, run_id: str) -> Any:
+    return services.decisions.resolve_interrupt(admin, run_id, "gate", {"blob": "y" * 70_000})
 
 
 @pytest.mark.parametrize("call", [send_large_inputs, send_a_large_resume_value])
-def test_what_a_caller_sends_past_its_budget_is_413_and_the_gate_stays_open(service, admin, call):
-    run_id = gated(service, admin, "external-event", small())  # no resumeSchema: any value
+def test_what_a_caller_sends_past_its_budget_is_413_and_the_gate_stays_open(services, admin, call):
+    run_id = gated(services, admin, "external-event", small())  # no resumeSchema: any value
     with pytest.raises(TooLarge) as refused:
-        call(service, admin, run_id)
+        call(services, admin, run_id)
     assert refused.value.code == "payload_too_large"
-    assert service.store.get_run(run_id)[0].status == "waiting-external"
+    assert services.store.get_run(run_id)[0].status == "waiting-external"
 
 
 def transaction_sizes(client) -> list[int]:
@@ -221,14 +220,14 @@ def transaction_sizes(client) -> list[int]:
     return sizes
 
 
-def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service, tenant):
+def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(services, tenant):
     from interlude.domain.audit import AuditDraft
 
     items = [(f"X#{i:03}", {"Put": {"Item": {"pk": {"S": f"T#{tenant}#X"}, "sk": {"S": f"X#{i:03}"}}}}) for i in range(99)]
     audit = AuditDraft(tenant, "test.write", {"subjectId": "admin"}, {"tenant": tenant}, "2026-12-02T00:00:00Z")
-    sent = transaction_sizes(service.store.client)
+    sent = transaction_sizes(services.store.client)
     with pytest.raises(TooLarge) as refused:  # 99 items, the audit entry and its chain's head (and marker): > 100
-        service.store.transact(items, audit)
+        services.store.transact(items, audit)
     assert refused.value.code == "payload_too_large"
     assert refused.value.details == {"budget": "one transaction", "limit": 100, "unit": "items"}
     assert "one transaction holds at most 100" in refused.value.message
@@ -237,14 +236,14 @@ def test_a_transaction_past_its_item_limit_is_refused_before_it_is_sent(service,
         TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#X"}}
     )
     assert written["Items"] == []
-    service.store.transact(items[:90], audit)  # under the limit it is written whole
+    services.store.transact(items[:90], audit)  # under the limit it is written whole
     written = boto3.client("dynamodb").query(
         TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#X"}}
     )
     assert len(written["Items"]) == 90
 
 
-def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(service, admin, monkeypatch):
+def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(services, admin, monkeypatch):
     """A path the budgets do not count that would write more items than one transaction holds: the decision lands
     and the run fails with interlude.budget_exceeded, instead of every resolve answering a 500."""
     gates = [{"id": f"g{i}", "typeId": "core.approvalGate", "config": {"title": "Next?"}} for i in range(5)]
@@ -253,18 +252,18 @@ def test_a_gate_resolves_when_what_follows_would_pass_one_transaction(service, a
         "edges": [{"sourceNodeId": "gate", "targetNodeId": g["id"]} for g in gates],
         "variables": [{"name": "seed", "type": "string"}],
     }
-    service.put_workflow(admin, "fan-out", WorkflowDefinition.model_validate(definition))
-    fan_out = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "fan-out", "inputs": {"seed": SEED}}))
-    ending = gated(service, admin, "approval", small())
+    services.workflows.put_workflow(admin, "fan-out", WorkflowDefinition.model_validate(definition))
+    fan_out = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "fan-out", "inputs": {"seed": SEED}}))
+    ending = gated(services, admin, "approval", small())
     # Failing the fan-out run at its gate writes what ending a run there writes, give or take its audit chain's
     # pending marker (one item, written by a chain's first entry): one more than that still fits, and going on to
     # open five gates (five items more, less the open-runs counter an ending run writes) does not.
-    sizes = transaction_sizes(service.store.client)
-    assert service.resolve_interrupt(admin, ending, "gate", {"action": "accept"})["status"] == "completed"
+    sizes = transaction_sizes(services.store.client)
+    assert services.decisions.resolve_interrupt(admin, ending, "gate", {"action": "accept"})["status"] == "completed"
     monkeypatch.setattr("interlude.store.transactions.TRANSACT_MAX_ITEMS", sizes[-1] + 1)
-    answered = service.resolve_interrupt(admin, fan_out.runId, "gate", {"action": "accept"})
+    answered = services.decisions.resolve_interrupt(admin, fan_out.runId, "gate", {"action": "accept"})
     assert answered["status"] == "failed"
-    assert_decision_landed_and_run_failed(service, fan_out.runId, "interlude.budget_exceeded", "gate")
-    state, _ = service.store.get_run(fan_out.runId)
+    assert_decision_landed_and_run_failed(services, fan_out.runId, "interlude.budget_exceeded", "gate")
+    state, _ = services.store.get_run(fan_out.runId)
     assert "one transaction" in state.error["message"]
     assert state.error["details"]["budget"] == "one transaction"

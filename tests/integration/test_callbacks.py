@@ -14,7 +14,7 @@ from interlude import config, wiring
 from interlude.adapters.delivery.notices import notice_id
 from interlude.adapters.delivery.signing import SecretCache, ensure_secret, read_secret, rotate_secret, secret_name
 from interlude.adapters.delivery.worker import Worker
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.errors import Invalid
 from interlude.domain.models.requests import CreateRunRequest
@@ -52,8 +52,8 @@ def aws(world, monkeypatch):
 
 
 @pytest.fixture
-def service(aws) -> Service:
-    return Service(Store(TABLE))
+def services(aws) -> Services:
+    return Services(Store(TABLE))
 
 
 @pytest.fixture
@@ -64,10 +64,10 @@ def receiver():
 
 
 
-def start_gate_run(service, admin, callback_url: str) -> str:
+def start_gate_run(services, admin, callback_url: str) -> str:
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})).runId
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})).runId
 
 
 def tenant_secret() -> str:
@@ -77,9 +77,9 @@ def tenant_secret() -> str:
 # --- delivery -------------------------------------------------------------------------------------
 
 
-def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(service, admin, aws, receiver):
+def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(services, admin, aws, receiver):
     # Given a run with a callbackUrl that pauses at its gate
-    run_id = start_gate_run(service, admin, receiver.url())
+    run_id = start_gate_run(services, admin, receiver.url())
     stream = Stream(TABLE)
 
     # When the outbox and the delivery worker run
@@ -108,7 +108,7 @@ def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(ser
     assert hit.headers["webhook-signature"].startswith("v1,")
 
     # When the gate is decided and the run ends
-    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     stream.pump()
     drain(aws)
 
@@ -121,15 +121,15 @@ def test_notices_for_raise_decide_and_end_arrive_signed_with_token_and_links(ser
     assert "token" not in later[0]
     assert "token" not in later[1]
     # And every attempt is recorded as a success
-    attempts = DeliveryStore(service.store).attempts(run_id)
+    attempts = DeliveryStore(services.store).attempts(run_id)
     assert sorted(a["type"] for a in attempts) == ["interrupt.requested", "interrupt.resolved", "run.completed"]
     assert {(a["status"], a["attempt"], a["httpStatus"]) for a in attempts} == {("succeeded", 1, 200)}
 
 
-def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service, admin, aws, receiver):
+def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(services, admin, aws, receiver):
     # Given a receiver that fails every attempt: 500, a timeout, 500
     receiver.script[:] = [500, ("sleep", 8), 503]
-    run_id = start_gate_run(service, admin, receiver.url("/hook?tenant-secret=s3cr3t"))
+    run_id = start_gate_run(services, admin, receiver.url("/hook?tenant-secret=s3cr3t"))
 
     # When the notice is queued and the queue is played until it is empty
     Stream(TABLE).pump()
@@ -140,7 +140,7 @@ def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service
     assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
     for hit in receiver.hits:
         verify(tenant_secret(), hit)
-    attempts = sorted(DeliveryStore(service.store).attempts(run_id), key=lambda a: a["attempt"])
+    attempts = sorted(DeliveryStore(services.store).attempts(run_id), key=lambda a: a["attempt"])
     assert [(a["attempt"], a["status"], a.get("httpStatus"), a["errorClass"]) for a in attempts] == [
         (1, "failed", 500, "http_status"),
         (2, "failed", None, "timeout"),
@@ -163,9 +163,9 @@ def test_retries_after_500_and_timeout_then_dead_letters_without_secrets(service
     assert queued(aws["callbacks"]) == []
 
 
-def test_a_redelivered_message_yields_one_successful_delivery(service, admin, aws, receiver):
+def test_a_redelivered_message_yields_one_successful_delivery(services, admin, aws, receiver):
     # Given a notice queued once, and the same stream record delivered again (a second copy of the message)
-    run_id = start_gate_run(service, admin, receiver.url())
+    run_id = start_gate_run(services, admin, receiver.url())
     stream = Stream(TABLE)
     stream.pump()
     stream.pump(again=True)
@@ -184,11 +184,11 @@ def test_a_redelivered_message_yields_one_successful_delivery(service, admin, aw
 
     # Then the receiver saw one POST and one success is recorded
     assert len(receiver.hits) == 1
-    attempts = DeliveryStore(service.store).attempts(run_id)
+    attempts = DeliveryStore(services.store).attempts(run_id)
     assert [(a["attempt"], a["status"]) for a in attempts] == [(1, "succeeded")]
 
 
-def test_during_rotation_both_secrets_sign_and_each_verifies(service, admin, aws, receiver, tenant):
+def test_during_rotation_both_secrets_sign_and_each_verifies(services, admin, aws, receiver, tenant):
     # Given the tenant's secret, rotated with a grace period
     client = boto3.client("secretsmanager")
     name = secret_name("interlude/webhooks/", tenant)
@@ -198,7 +198,7 @@ def test_during_rotation_both_secrets_sign_and_each_verifies(service, admin, aws
     assert new.startswith("whsec_")
 
     # When a notice is delivered
-    start_gate_run(service, admin, receiver.url())
+    start_gate_run(services, admin, receiver.url())
     Stream(TABLE).pump()
     drain(aws)
 
@@ -225,7 +225,7 @@ def worker_for(resolve, allow_loopback: bool) -> Worker:
 
 
 def test_dns_rebinding_between_create_and_delivery_reaches_no_loopback_listener(
-    service, admin, aws, receiver, monkeypatch
+    services, admin, aws, receiver, monkeypatch
 ):
     # Given a name that answers a public address at createRun, then loopback (a rebinding attacker's DNS)
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
@@ -236,8 +236,8 @@ def test_dns_rebinding_between_create_and_delivery_reaches_no_loopback_listener(
         calls.append(host)
         return next(answers)
 
-    service.callback_resolver = rebinding
-    run_id = start_gate_run(service, admin, f"https://rebind.example.com:{receiver.port}/hook")
+    services.callback_resolver = rebinding
+    run_id = start_gate_run(services, admin, f"https://rebind.example.com:{receiver.port}/hook")
     assert calls == ["rebind.example.com"]
     Stream(TABLE).pump()
     (message,) = queued(aws["callbacks"])
@@ -250,17 +250,17 @@ def test_dns_rebinding_between_create_and_delivery_reaches_no_loopback_listener(
     # Then it resolved once more, refused the loopback answer, and no connection reached the listener
     assert calls == ["rebind.example.com", "rebind.example.com"]
     assert receiver.hits == []
-    (attempt,) = DeliveryStore(service.store).attempts(run_id)
+    (attempt,) = DeliveryStore(services.store).attempts(run_id)
     assert (attempt["status"], attempt["errorClass"]) == ("failed", "egress_denied")
     assert "httpStatus" not in attempt
 
 
-def test_a_redirect_is_a_failure_and_its_target_is_never_called(service, admin, aws, receiver):
+def test_a_redirect_is_a_failure_and_its_target_is_never_called(services, admin, aws, receiver):
     # Given a receiver that redirects to another listener
     elsewhere = Receiver().start()
     try:
         receiver.script[:] = [("redirect", elsewhere.url("/stolen"))]
-        run_id = start_gate_run(service, admin, receiver.url())
+        run_id = start_gate_run(services, admin, receiver.url())
         Stream(TABLE).pump()
         (message,) = queued(aws["callbacks"])
 
@@ -271,7 +271,7 @@ def test_a_redirect_is_a_failure_and_its_target_is_never_called(service, admin, 
         # Then the 302 is a failed attempt and the Location was never followed
         assert len(receiver.hits) == 1
         assert elsewhere.hits == []
-        (attempt,) = DeliveryStore(service.store).attempts(run_id)
+        (attempt,) = DeliveryStore(services.store).attempts(run_id)
         assert (attempt["httpStatus"], attempt["errorClass"]) == (302, "redirect")
     finally:
         elsewhere.close()
@@ -295,36 +295,36 @@ def test_the_host_name_cases_are_the_ones_e2e_cannot_cover():
 # A world of its own: it counts every item of the table.
 @pytest.mark.private_world
 @pytest.mark.parametrize(("url", "reason"), RESOLVED_NAMES, ids=[u[:60] for u, _ in RESOLVED_NAMES])
-def test_create_run_refuses_every_url_the_guard_refuses(service, admin, monkeypatch, url, reason):
+def test_create_run_refuses_every_url_the_guard_refuses(services, admin, monkeypatch, url, reason):
     # Given the production setting (no loopback) and a resolver answering from a fixed table
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
-    service.callback_resolver = fake_resolve
+    services.callback_resolver = fake_resolve
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
 
     # When a run is created with that callbackUrl / Then it is a 400 validation_error on field callbackUrl
     with pytest.raises(Invalid) as refused:
-        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] == "callbackUrl"
     # The key, the workflow, its latest-version pointer, its catalogue entry and the tenant's usage counter (and the
     # key's audit entry with its chain's head and pending marker): no run item (neither a run head nor a run listing entry).
-    items = service.store.client.scan(TableName=TABLE)["Items"]
+    items = services.store.client.scan(TableName=TABLE)["Items"]
     assert len([i for i in items if not re.search(r"#AUDIT(HEAD)?#[0-9]{3}$", i["pk"]["S"])]) == 5
 
 
-def test_create_run_accepts_names_resolving_only_to_public_addresses(service, admin, monkeypatch):
+def test_create_run_accepts_names_resolving_only_to_public_addresses(services, admin, monkeypatch):
     monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
-    service.callback_resolver = fake_resolve
+    services.callback_resolver = fake_resolve
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     for url in ("https://hooks.example.com/approve", "https://dual.example.com/", "https://nat64.example.com/"):
-        state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
+        state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": url}))
         assert state.callbackUrl == url
 
 
 def test_a_tenant_secret_is_created_under_the_deployments_key_with_its_tags(
-    service, admin, aws, receiver, monkeypatch, tenant
+    services, admin, aws, receiver, monkeypatch, tenant
 ):
     # Given a deployment with a customer-managed key and tags (what the construct puts in the environment)
     key_arn = boto3.client("kms").create_key(Description="the customer's key")["KeyMetadata"]["Arn"]
@@ -333,7 +333,7 @@ def test_a_tenant_secret_is_created_under_the_deployments_key_with_its_tags(
     monkeypatch.setenv(wiring.CREATED_SECRETS_TAGS_ENV, json.dumps(tags))
 
     # When the first notice for the tenant is delivered by the real callbacks handler (which creates its secret)
-    start_gate_run(service, admin, receiver.url())
+    start_gate_run(services, admin, receiver.url())
     Stream(TABLE).pump()
     drain(aws)
 
@@ -352,9 +352,9 @@ def test_a_tenant_secret_is_created_under_the_deployments_key_with_its_tags(
 # --- logs -----------------------------------------------------------------------------------------
 
 
-def test_callbacks_log_lines_carry_the_notice_id_as_correlation_id_and_the_run_id(service, admin, aws, receiver):
+def test_callbacks_log_lines_carry_the_notice_id_as_correlation_id_and_the_run_id(services, admin, aws, receiver):
     # Given a queued notice that SQS delivers twice
-    run_id = start_gate_run(service, admin, receiver.url())
+    run_id = start_gate_run(services, admin, receiver.url())
     Stream(TABLE).pump()
     (message,) = queued(aws["callbacks"])
     sqs = boto3.client("sqs")
@@ -372,9 +372,9 @@ def test_callbacks_log_lines_carry_the_notice_id_as_correlation_id_and_the_run_i
     assert duplicate["runId"] == run_id
 
 
-def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(service, admin, aws, receiver, monkeypatch):
+def test_a_failed_dispatch_record_is_logged_with_its_run_id_as_correlation_id(services, admin, aws, receiver, monkeypatch):
     # Given a run whose callback notices cannot be queued (the queue's URL is missing from the environment)
-    run_id = start_gate_run(service, admin, receiver.url())
+    run_id = start_gate_run(services, admin, receiver.url())
     monkeypatch.delenv(wiring.queue("callbacks").url_env)
     config.forget()  # a function reads its environment when it starts: a new instance
 

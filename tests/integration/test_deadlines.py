@@ -12,7 +12,7 @@ import pytest
 
 from interlude import wiring
 from interlude.adapters.scheduler.names import parse_at, schedule_name
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.errors import Conflict, DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -37,16 +37,16 @@ class World:
     def __init__(self, clock_file: Path, tenant: str) -> None:
         self.clock_file = clock_file
         self.tenant = tenant
-        self.service = Service(Store(TABLE))
+        self.services = Services(Store(TABLE))
         self.scheduler = boto3.client("scheduler")
         self.stream = Stream(TABLE)
-        self.admin = signed_in(self.service)
-        self.bob = signed_in(self.service, "bob")
+        self.admin = signed_in(self.services)
+        self.bob = signed_in(self.services, "bob")
 
     def register(self, name: str, **overrides) -> str:
         definition = json.loads((FIXTURES / f"{name}.json").read_text())
         definition.update(overrides)
-        self.service.put_workflow(self.admin, definition["id"], WorkflowDefinition.model_validate(definition))
+        self.services.workflows.put_workflow(self.admin, definition["id"], WorkflowDefinition.model_validate(definition))
         return definition["id"]
 
     def register_long(self, name: str) -> str:
@@ -54,7 +54,7 @@ class World:
         (however loaded the machine) reaches the deadline; the tests move the clock instead."""
         definition = json.loads((FIXTURES / f"{name}.json").read_text())
         definition["nodes"][0]["config"]["timeoutMs"] = LONG_MS
-        self.service.put_workflow(self.admin, definition["id"], WorkflowDefinition.model_validate(definition))
+        self.services.workflows.put_workflow(self.admin, definition["id"], WorkflowDefinition.model_validate(definition))
         return definition["id"]
 
     def advance(self, seconds: float) -> None:
@@ -76,7 +76,7 @@ class World:
         return [self.scheduler.get_schedule(Name=s["Name"], GroupName=GROUP) for s in listed]
 
     def events(self, run_id: str) -> list[dict]:
-        return self.service.store.read_events(run_id)
+        return self.services.store.read_events(run_id)
 
     def resolved(self, run_id: str) -> list[dict]:
         return [e["payload"] for e in self.events(run_id) if e["type"] == "interrupt.resolved"]
@@ -96,7 +96,7 @@ TIMED_OUT = {"nodeId": "gate", "kind": "approval", "action": "timeout", "decisio
 def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and_dead_letters(world):
     # Given a run of the 1500 ms timeout fixture
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     interrupt = state.interrupts["gate"]
 
     # When the outbox sees its records — twice, as at-least-once delivery may
@@ -140,7 +140,7 @@ def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and
 
 def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_rejected(world):
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     pump = SchedulePump(GROUP)
 
@@ -153,7 +153,7 @@ def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_re
     # Then the gate resolved rejected by timeout with the exact payload, and the run failed naming the gate
     interrupt_id = state.interrupts["gate"].interruptId
     assert world.resolved(state.runId) == [{**TIMED_OUT, "interruptId": interrupt_id}]
-    after, _ = world.service.load_run(world.tenant, state.runId)
+    after, _ = world.services.runs.load_run(world.tenant, state.runId)
     assert after.status == "failed"
     assert after.failedNodeId == "gate"
     assert after.error["code"] == "approval_rejected"
@@ -165,7 +165,7 @@ def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_re
 
 def test_on_timeout_approve_still_rejects(world):
     workflow = world.register_long("conformance-approval-timeout-approve")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     world.advance(PAST_LONG_S)
     assert SchedulePump(GROUP).pump_once() == 1
@@ -174,12 +174,12 @@ def test_on_timeout_approve_still_rejects(world):
     assert resolved["action"] == "timeout"
     approval_events = [e["type"] for e in world.events(state.runId) if e["type"].startswith("approval.")]
     assert approval_events == ["approval.requested", "approval.rejected"]
-    assert world.service.load_run(world.tenant, state.runId)[0].status == "failed"
+    assert world.services.runs.load_run(world.tenant, state.runId)[0].status == "failed"
 
 
 def test_firing_twice_resolves_once(world):
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     (schedule,) = world.schedules()
     body = json.loads(schedule["Target"]["Input"])
@@ -195,14 +195,14 @@ def test_firing_twice_resolves_once(world):
 
 def test_a_fire_after_a_human_decision_is_a_no_op_without_an_event(world):
     workflow = world.register_long("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     (schedule,) = world.schedules()
     body = json.loads(schedule["Target"]["Input"])
 
     # A person accepts in time; the resolve's record deletes the schedule
     assert (
-        world.service.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})["status"] == "completed"
+        world.services.decisions.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})["status"] == "completed"
     )
     world.settle()
     assert world.schedules() == []
@@ -220,17 +220,17 @@ def test_a_fire_after_a_human_decision_is_a_no_op_without_an_event(world):
 
 def test_a_resolve_after_the_deadline_before_the_schedule_fired_is_409_and_records_the_timeout(world):
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     world.advance(1.6)  # past the deadline; the pump is not running
 
     with pytest.raises(Conflict) as refused:
-        world.service.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
+        world.services.decisions.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
     assert refused.value.code == "interrupt_already_resolved"
 
     # The timeout was recorded (once), in one transaction, and the run failed — never granted
     assert world.resolved(state.runId) == [{**TIMED_OUT, "interruptId": state.interrupts["gate"].interruptId}]
-    after, _ = world.service.store.get_run(state.runId)
+    after, _ = world.services.store.get_run(state.runId)
     assert after.status == "failed"
     assert after.error["code"] == "approval_rejected"
     # And the (late) schedule, when it fires, changes nothing
@@ -243,9 +243,9 @@ def test_a_resolve_after_the_deadline_before_the_schedule_fired_is_409_and_recor
 
 def test_a_read_after_the_deadline_sees_the_gate_timed_out(world):
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.5)
-    snapshot, _ = world.service.load_run(world.tenant, state.runId)
+    snapshot, _ = world.services.runs.load_run(world.tenant, state.runId)
     assert snapshot.status == "failed"
     assert snapshot.interrupts == {}
     assert len(world.resolved(state.runId)) == 1
@@ -255,50 +255,50 @@ def test_a_human_decision_racing_the_timeout_has_exactly_one_winner_either_order
     workflow = world.register("conformance-approval-timeout")
 
     # Order 1: the person read the run in time, the timeout commits first, the person's commit loses
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
-    stale, version = world.service.store.get_run(state.runId)
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    stale, version = world.services.store.get_run(state.runId)
     world.advance(2)
-    assert world.service.fire_deadline({"runId": state.runId}) > 0
-    early = Service(world.service.store, clock=lambda: clock.now().replace(year=2000))  # a clock before the deadline
+    assert world.services.runs.fire_deadline({"runId": state.runId}) > 0
+    early = Services(world.services.store, clock=lambda: clock.now().replace(year=2000))  # a clock before the deadline
     with pytest.raises(DomainError) as lost:
-        early.resolve(stale, version, "gate", {"action": "accept"}, resolver_of(world.admin))
+        early.decisions.resolve(stale, version, "gate", {"action": "accept"}, resolver_of(world.admin))
     assert lost.value.code == "interrupt_already_resolved"
     assert lost.value.details["resolution"]["action"] == "timeout"
     assert [r["decision"] for r in world.resolved(state.runId)] == ["rejected"]
 
     # Order 2: the person commits first (with a clock before the deadline), the timeout then finds nothing
-    state2 = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
-    got = world.service.store.get_run(state2.runId)
-    early.resolve(*got, "gate", {"action": "accept"}, resolver_of(world.admin))
+    state2 = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    got = world.services.store.get_run(state2.runId)
+    early.decisions.resolve(*got, "gate", {"action": "accept"}, resolver_of(world.admin))
     world.advance(2)
-    assert world.service.fire_deadline({"runId": state2.runId}) == 0
+    assert world.services.runs.fire_deadline({"runId": state2.runId}) == 0
     assert [r["decision"] for r in world.resolved(state2.runId)] == ["granted"]
 
 
 def test_threads_racing_the_timeout_worker_produce_one_resolution(world, monkeypatch):
     # moto is not thread-safe: serialise every call into it, as the local stack does, so this tests our logic
     lock = threading.RLock()
-    original = world.service.store.client._make_api_call
+    original = world.services.store.client._make_api_call
 
     def serialised(*args, **kwargs):
         with lock:
             return original(*args, **kwargs)
 
-    monkeypatch.setattr(world.service.store.client, "_make_api_call", serialised)
+    monkeypatch.setattr(world.services.store.client, "_make_api_call", serialised)
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.5)
     outcomes: list[str] = []
 
     def human() -> None:
         try:
-            world.service.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
+            world.services.decisions.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
             outcomes.append("human")
         except DomainError as exc:
             outcomes.append(exc.code)
 
     def timer() -> None:
-        outcomes.append("timer" if world.service.fire_deadline({"runId": state.runId}) else "timer-noop")
+        outcomes.append("timer" if world.services.runs.fire_deadline({"runId": state.runId}) else "timer-noop")
 
     threads = [threading.Thread(target=f) for f in (human, timer, human, timer)]
     for t in threads:
@@ -322,7 +322,7 @@ def resolver_of(principal):
 
 def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
     workflow = world.register("conformance-delay")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "inputs": {"delayMs": 60_000}}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "inputs": {"delayMs": 60_000}}))
     assert state.status == "running"
     world.settle()
     (schedule,) = world.schedules()
@@ -331,10 +331,10 @@ def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
     # Half-way (by the injected clock; real time spent here is far below the margin) nothing fires
     world.advance(30)
     assert pump.pump_once() == 0
-    assert world.service.store.get_run(state.runId)[0].status == "running"
+    assert world.services.store.get_run(state.runId)[0].status == "running"
     world.advance(31)  # past the deadline and the whole second at() rounds it up to
     assert pump.pump_once() == 1
-    after, _ = world.service.store.get_run(state.runId)
+    after, _ = world.services.store.get_run(state.runId)
     assert after.status == "completed"
     assert after.outputs["wait"] == {"delayMs": 60_000}
     assert world.schedules() == []
@@ -342,10 +342,10 @@ def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
 
 def test_cancel_mid_delay_deletes_the_wake_up_schedule(world):
     workflow = world.register("conformance-cancellable")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     assert len(world.schedules()) == 1
-    assert world.service.cancel_run(world.admin, state.runId, CancelRunRequest.model_validate({"reason": "enough"})).status == "cancelled"
+    assert world.services.lifecycle.cancel_run(world.admin, state.runId, CancelRunRequest.model_validate({"reason": "enough"})).status == "cancelled"
     world.settle()
     assert world.schedules() == []
 
@@ -361,7 +361,7 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
             }
         ],
     )
-    state = world.service.create_run(
+    state = world.services.lifecycle.create_run(
         world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "configurable": {"version": 1, "run": {"runTimeoutMs": 60_000}}})
     )
     world.settle()
@@ -370,7 +370,7 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
     world.advance(61)
     assert SchedulePump(GROUP).pump_once() == 1
     world.settle()
-    after, _ = world.service.store.get_run(state.runId)
+    after, _ = world.services.store.get_run(state.runId)
     assert after.status == "failed"
     assert after.error["code"] == "run_timeout"
     types = [e["type"] for e in world.events(state.runId)]
@@ -382,17 +382,17 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
 
 def test_a_deadline_already_due_when_its_record_arrives_is_applied_by_the_outbox(world):
     workflow = world.register("conformance-approval-timeout")
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(5)  # the stream lagged past the deadline
     world.settle()
-    assert world.service.store.get_run(state.runId)[0].status == "failed"
+    assert world.services.store.get_run(state.runId)[0].status == "failed"
     assert world.schedules() == []
     assert len(world.resolved(state.runId)) == 1
 
 
 def test_a_schedule_whose_target_keeps_failing_goes_to_the_dead_letter_queue(world, monkeypatch):
     workflow = world.register_long("conformance-approval-timeout")
-    world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
     (schedule,) = world.schedules()
     pump = SchedulePump(GROUP)
@@ -431,12 +431,12 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
             {"sourceNodeId": "fallback", "targetNodeId": "gate"},
         ],
     }
-    world.service.put_workflow(world.admin, workflow, WorkflowDefinition.model_validate(definition))
-    state = world.service.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    world.services.workflows.put_workflow(world.admin, workflow, WorkflowDefinition.model_validate(definition))
+    state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.advance(1.1)
 
     # When the timeout is applied (any read applies it), the clarification failed with the vendor code
-    after, _ = world.service.load_run(world.tenant, state.runId)
+    after, _ = world.services.runs.load_run(world.tenant, state.runId)
     assert after.status == "waiting-approval"
     failed = [e["payload"] for e in world.events(state.runId) if e["type"] == "node.failed"]
     assert failed[0]["error"]["code"] == "interlude.interrupt_timeout"
@@ -444,6 +444,6 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
     # Then answering the timed-out gate is 409, answering the plain node that ran after it is 404
     for node, code in (("ask", "interrupt_already_resolved"), ("fallback", "not_found")):
         with pytest.raises(DomainError) as refused:
-            world.service.resolve_interrupt(world.admin, state.runId, node, {"q": "late"})
+            world.services.decisions.resolve_interrupt(world.admin, state.runId, node, {"q": "late"})
         assert refused.value.code == code
-    assert world.service.load_run(world.tenant, state.runId)[0].status == "waiting-approval"
+    assert world.services.runs.load_run(world.tenant, state.runId)[0].status == "waiting-approval"

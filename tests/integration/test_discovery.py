@@ -16,7 +16,7 @@ from openwop_client.errors import WopError
 
 from interlude import wiring
 from interlude.api import effects
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
@@ -56,13 +56,13 @@ def discovery() -> dict[str, Any]:
     return caps
 
 
-def a_run(service: Service) -> str:
-    admin = signed_in(service)
-    service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
-    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
+def a_run(services: Services) -> str:
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
 
 
-def test_discovery_carries_an_etag_of_its_bytes_and_answers_a_matching_if_none_match_with_304(service, monkeypatch):
+def test_discovery_carries_an_etag_of_its_bytes_and_answers_a_matching_if_none_match_with_304(services, monkeypatch):
     status, headers, _ = http("GET", "/.well-known/openwop")
     etag = headers["ETag"]
     assert status == 200
@@ -83,13 +83,13 @@ def test_discovery_carries_an_etag_of_its_bytes_and_answers_a_matching_if_none_m
     assert headers["ETag"] != etag
 
 
-def test_discovery_advertises_idempotency_layer_2_and_no_replay(service):
+def test_discovery_advertises_idempotency_layer_2_and_no_replay(services):
     caps = discovery()
     assert caps["idempotency"] == {"status": "stable", "since": "2.0", "witness": "witnessable-gated"}
     assert "replay" not in caps
 
 
-def gated_statuses(service: Service, key: str, run_id: str) -> dict[str, tuple[int, str | None]]:
+def gated_statuses(services: Services, key: str, run_id: str) -> dict[str, tuple[int, str | None]]:
     statuses = {}
     for _, operation, method, path in GATED:
         status, _, body = http(method, path.format(run=wire(run_id)), key)
@@ -97,13 +97,13 @@ def gated_statuses(service: Service, key: str, run_id: str) -> dict[str, tuple[i
     return statuses
 
 
-def test_every_gated_operation_answers_404_exactly_when_its_family_is_unadvertised(service, monkeypatch):
-    run_id = a_run(service)
-    key = new_api_key(service)
+def test_every_gated_operation_answers_404_exactly_when_its_family_is_unadvertised(services, monkeypatch):
+    run_id = a_run(services)
+    key = new_api_key(services)
 
     def check() -> set[str]:
         caps = discovery()
-        statuses = gated_statuses(service, key, run_id)
+        statuses = gated_statuses(services, key, run_id)
         for family, operation, _, _ in GATED:
             status, error = statuses[operation]
             if family in caps:
@@ -136,16 +136,16 @@ class InProcessApi:
 
 
 @pytest.fixture
-def gateway(service) -> Iterator[str]:
+def gateway(services) -> Iterator[str]:
     started = Gateway().start(InProcessApi())
     yield started.base_url
     started.stop()
 
 
 def test_the_seam_manifest_is_404_to_openwop_client_until_replay_is_advertised_then_in_the_shape_it_reads(
-    service, gateway, monkeypatch
+    services, gateway, monkeypatch
 ):
-    client = OpenwopClient(gateway, new_api_key(service))
+    client = OpenwopClient(gateway, new_api_key(services))
     with pytest.raises(WopError) as refused:
         client.host_effect_seams()
     assert (refused.value.status, refused.value.envelope.error) == (404, "not_found")

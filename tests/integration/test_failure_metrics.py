@@ -18,8 +18,7 @@ from interlude import config, wiring
 from interlude.adapters import metrics
 from interlude.adapters.delivery.signing import secret_name
 from interlude.adapters.notify.messages import RAISED, queue_message
-from interlude.app import directory
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -53,9 +52,9 @@ def aws(world, monkeypatch):
 
 
 @pytest.fixture
-def service(aws) -> Service:
+def services(aws) -> Services:
     lambda_runtime.fresh_instances()
-    return Service(Store(TABLE))
+    return Services(Store(TABLE))
 
 
 def as_function(monkeypatch, name: str) -> str:
@@ -89,12 +88,12 @@ def of(points: list[tuple[str, dict[str, str]]], metric: str) -> list[dict[str, 
     return [dimensions for name, dimensions in points if name == metric]
 
 
-def start_gate_run(service: Service, callback_url: str) -> str:
-    admin = signed_in(service)
+def start_gate_run(services: Services, callback_url: str) -> str:
+    admin = signed_in(services)
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback_url})
-    return service.create_run(admin, request).runId
+    return services.lifecycle.create_run(admin, request).runId
 
 
 def queued_records(url: str) -> list[dict]:
@@ -106,9 +105,9 @@ def queued_records(url: str) -> list[dict]:
 
 # A world of its own: it deletes the callbacks queue.
 @pytest.mark.private_world
-def test_an_item_the_outbox_fails_is_counted_and_logged(service, aws, monkeypatch):
+def test_an_item_the_outbox_fails_is_counted_and_logged(services, aws, monkeypatch):
     # Given a run whose raised gate makes the outbox queue a callback notice, on a queue that is gone
-    start_gate_run(service, RECEIVER)
+    start_gate_run(services, RECEIVER)
     boto3.client("sqs").delete_queue(QueueUrl=aws["callbacks"])
     function = as_function(monkeypatch, "dispatch")
     records = Stream(TABLE).take()
@@ -128,10 +127,10 @@ def test_an_item_the_outbox_fails_is_counted_and_logged(service, aws, monkeypatc
 
 
 def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_record_failure(
-    service, aws, monkeypatch, tenant
+    services, aws, monkeypatch, tenant
 ):
     # Given a notice on the callbacks queue, and the tenant's signing secret deleted by hand (it cannot be read)
-    start_gate_run(service, RECEIVER)
+    start_gate_run(services, RECEIVER)
     Stream(TABLE).pump()
     secrets = boto3.client("secretsmanager")
     name = secret_name(wiring.SECRET_PREFIXES["WEBHOOK_SECRET_PREFIX"], tenant)
@@ -157,16 +156,16 @@ def test_a_notice_whose_signing_secret_cannot_be_read_is_a_caught_error_not_a_re
 
 # A world of its own: it deletes the token key ring.
 @pytest.mark.private_world
-def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(service, aws, monkeypatch, tenant):
+def test_a_notification_that_fails_inside_the_worker_is_logged_and_counted(services, aws, monkeypatch, tenant):
     """The notify worker's internal failures were recorded on the notification alone: no line, no metric."""
     # Given an open gate whose approver has an address, and the token key ring gone (no decision link can be signed)
     monkeypatch.setenv("SES_FROM_ADDRESS", SENDER)
     boto3.client("ses").verify_email_identity(EmailAddress=SENDER)
-    admin = signed_in(service, tenant=tenant)
+    admin = signed_in(services, tenant=tenant)
     nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann"]}}]
-    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
-    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     message = queue_message(tenant, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
     boto3.client("sqs").send_message(QueueUrl=aws["notifications"], MessageBody=json.dumps(message))
     boto3.client("secretsmanager").delete_secret(SecretId=KEY_RING_SECRET, ForceDeleteWithoutRecovery=True)

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain import formats
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -71,17 +71,17 @@ def state_document(run_id: str) -> dict[str, Any]:
     return json.loads(zlib.decompress(item(run_pk(run_id), RUN_SK)["state"]["B"]))
 
 
-def a_waiting_run(service: Service) -> str:
-    admin = signed_in(service)
-    service.put_workflow(admin, "wf", WorkflowDefinition.model_validate(FLOW))
-    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
+def a_waiting_run(services: Services) -> str:
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate(FLOW))
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
 
 
-def test_a_run_a_later_release_wrote_is_read_decided_and_written_back_whole(service):
+def test_a_run_a_later_release_wrote_is_read_decided_and_written_back_whole(services):
     # Given a waiting run whose head a later release rewrote: a field in the document at the top and in a node's
     # state, and an attribute of the head item itself
-    run_id = a_waiting_run(service)
-    key = new_api_key(service)
+    run_id = a_waiting_run(services)
+    key = new_api_key(services)
     doc = state_document(run_id)
     doc["escalation"] = {"level": 2}
     doc["nodes"]["gate"]["retriedBy"] = ["later"]
@@ -101,8 +101,8 @@ def test_a_run_a_later_release_wrote_is_read_decided_and_written_back_whole(serv
     assert item(run_pk(run_id), RUN_SK)["escalatedAt"] == {"S": "2027-01-01T00:00:00.000Z"}
 
 
-def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_schema_and_kept(service, tenant):
-    key = new_api_key(service)
+def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_schema_and_kept(services, tenant):
+    key = new_api_key(services)
     # Given settings and a directory entry, each with a field (nested too) only a later release knows
     assert http("PUT", "/tenant/settings", key, {"eventRetentionHours": 12, "limits": {"openRuns": 50}})[0] == 200
     settings_key = (f"T#{tenant}", "SETTINGS")
@@ -134,12 +134,12 @@ def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_sc
 
 # A world of its own: it rewrites every key item of the table.
 @pytest.mark.private_world
-def test_a_workflow_and_a_key_a_later_release_wrote_still_run_and_authenticate(service, tenant):
-    admin = signed_in(service)
-    key = new_api_key(service)
+def test_a_workflow_and_a_key_a_later_release_wrote_still_run_and_authenticate(services, tenant):
+    admin = signed_in(services)
+    key = new_api_key(services)
     # Given a workflow version whose definition and node config hold fields a later release added, and a key record
     # with one too
-    service.put_workflow(admin, "wf", WorkflowDefinition.model_validate(FLOW))
+    services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate(FLOW))
     version_key = (workflow_pk(tenant, "wf"), workflow_version_sk(1))
     definition = a.unpacked(item(*version_key)["definition"])
     definition["owners"] = ["team-a"]
@@ -171,17 +171,17 @@ def test_a_workflow_and_a_key_a_later_release_wrote_still_run_and_authenticate(s
         ("/workflows/wf2", {"nodes": [{"id": "g", "typeId": "core.approvalGate", "config": {"later": 1}}], "edges": []}),
     ],
 )
-def test_request_bodies_stay_closed_nested_fields_too(service, path, body):
-    key = new_api_key(service)
+def test_request_bodies_stay_closed_nested_fields_too(services, path, body):
+    key = new_api_key(services)
     status, refused = http("PUT", path, key, body)
     assert (status, refused["error"]) == (400, "validation_error"), refused
 
 
 # A world of its own: it rewrites every key item of the table.
 @pytest.mark.private_world
-def test_an_item_in_a_newer_format_is_refused_by_name_never_misread(service):
-    run_id = a_waiting_run(service)
-    key = new_api_key(service)
+def test_an_item_in_a_newer_format_is_refused_by_name_never_misread(services):
+    run_id = a_waiting_run(services)
+    key = new_api_key(services)
     # Given a run head a release two ahead wrote in a format this one does not read
     newer = formats.READS + 1
     set_attributes(run_pk(run_id), RUN_SK, v=a.n(newer))

@@ -1,5 +1,5 @@
 """Issue 3 against moto's DynamoDB: external events by correlation, the inbox query, tenant settings, credential
-grants and the tenant-unique conversation claim, through the real Service and store."""
+grants and the tenant-unique conversation claim, through the real services and store."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import pytest
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.app import external_events, tenants
-from interlude.app import inbox as approver_inbox
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -40,8 +38,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(world, clock) -> Service:
-    return Service(Store(world.table), clock=clock)
+def services(world, clock) -> Services:
+    return Services(Store(world.table), clock=clock)
 
 
 def external(node_id="wait", correlation=None, event_type="order.paid") -> dict:
@@ -53,37 +51,36 @@ def approval(node_id="gate", **config) -> dict:
     return {"id": node_id, "typeId": "core.approvalGate", "config": {"title": "t", **config}}
 
 
-def register(service, admin, wid, nodes, edges=()):
-    service.put_workflow(admin, wid, WorkflowDefinition.model_validate({"nodes": nodes, "edges": list(edges)}))
+def register(services, admin, wid, nodes, edges=()):
+    services.workflows.put_workflow(admin, wid, WorkflowDefinition.model_validate({"nodes": nodes, "edges": list(edges)}))
     return wid
 
 
-def raised_events(service, run_id):
-    return [e for e in service.store.read_events(run_id) if e["type"] == "interrupt.requested"]
+def raised_events(services, run_id):
+    return [e for e in services.store.read_events(run_id) if e["type"] == "interrupt.requested"]
 
 
 # -- external events -------------------------------------------------------------------------------
 
 
-def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_match(service, admin):
-    register(service, admin, "pay", [external()])
-    runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId for _ in range(3)]
-    other = register(service, admin, "other", [external(correlation={"orderId": "o-2"})])
-    other_run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": other})).runId
-    result = external_events.post_event(
-        service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"amount": 5}})
+def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_match(services, admin):
+    register(services, admin, "pay", [external()])
+    runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId for _ in range(3)]
+    other = register(services, admin, "other", [external(correlation={"orderId": "o-2"})])
+    other_run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": other})).runId
+    result = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"amount": 5}})
     )
     assert (result["matched"], result["resolved"], result["kept"]) == (3, 3, False)
     for run_id in runs:
-        state, _ = service.store.get_run(run_id)
+        state, _ = services.store.get_run(run_id)
         assert state.status == "completed"
         value = state.outputs["wait"]
         assert value["payload"] == {"amount": 5}
         assert value["eventId"] == result["eventId"]
-        resolved = [e for e in service.store.read_events(run_id) if e["type"] == "interrupt.resolved"][0]
+        resolved = [e for e in services.store.read_events(run_id) if e["type"] == "interrupt.resolved"][0]
         assert resolved["payload"]["kind"] == "external-event"
         assert resolved["payload"]["resolvedBy"]["subjectId"] == "admin"
-    assert service.store.get_run(other_run)[0].status == "waiting-external"
+    assert services.store.get_run(other_run)[0].status == "waiting-external"
 
 
 @pytest.mark.parametrize(
@@ -96,96 +93,95 @@ def test_an_event_resolves_every_waiting_interrupt_whose_type_and_correlation_ma
         ({"orderId": "O-1", "status": "ok"}, False),
     ],
 )
-def test_correlation_matches_exactly(service, admin, correlation, matches):
-    register(service, admin, "pay", [external(correlation={"orderId": "o-1", "status": "ok"})])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": correlation}))
+def test_correlation_matches_exactly(services, admin, correlation, matches):
+    register(services, admin, "pay", [external(correlation={"orderId": "o-1", "status": "ok"})])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    result = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": correlation}))
     assert result["resolved"] == (1 if matches else 0)
-    assert service.store.get_run(run_id)[0].status == ("completed" if matches else "waiting-external")
+    assert services.store.get_run(run_id)[0].status == ("completed" if matches else "waiting-external")
 
 
-def test_types_matter_in_correlations_and_event_types_must_match(service, admin):
-    register(service, admin, "pay", [external(correlation={"n": 1})])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    assert external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"n": "1"}}))["resolved"] == 0
-    assert external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.shipped", "correlation": {"n": 1}}))["resolved"] == 0
-    assert service.store.get_run(run_id)[0].status == "waiting-external"
+def test_types_matter_in_correlations_and_event_types_must_match(services, admin):
+    register(services, admin, "pay", [external(correlation={"n": 1})])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    assert services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"n": "1"}}))["resolved"] == 0
+    assert services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.shipped", "correlation": {"n": 1}}))["resolved"] == 0
+    assert services.store.get_run(run_id)[0].status == "waiting-external"
 
 
-def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised(service, admin):
+def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised(services, admin):
     register(
-        service, admin, "later", [approval("first"), external()], [{"sourceNodeId": "first", "targetNodeId": "wait"}]
+        services, admin, "later", [approval("first"), external()], [{"sourceNodeId": "first", "targetNodeId": "wait"}]
     )
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "later"})).runId
-    early = external_events.post_event(
-        service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 1})
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "later"})).runId
+    early = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 1})
     )
     assert (early["matched"], early["kept"]) == (0, True)
-    service.resolve_interrupt(admin, run_id, "first", {"action": "accept"})
-    assert service.store.get_run(run_id)[0].status == "waiting-external"
+    services.decisions.resolve_interrupt(admin, run_id, "first", {"action": "accept"})
+    assert services.store.get_run(run_id)[0].status == "waiting-external"
     # The outbox handler sees the interrupt.requested of that transition (as dispatch would) and resolves it.
-    events = service.store.read_events(run_id)
-    external_events.resolve_kept_events(service, run_id, events)
-    state, _ = service.store.get_run(run_id)
+    events = services.store.read_events(run_id)
+    services.external_events.resolve_kept_events(run_id, events)
+    state, _ = services.store.get_run(run_id)
     assert state.status == "completed"
     assert state.outputs["wait"]["eventId"] == early["eventId"]
     # Delivered again (at least once), it changes nothing.
-    before = service.store.read_events(run_id)
-    external_events.resolve_kept_events(service, run_id, events)
-    assert service.store.read_events(run_id) == before
+    before = services.store.read_events(run_id)
+    services.external_events.resolve_kept_events(run_id, events)
+    assert services.store.read_events(run_id) == before
 
 
-def test_an_event_the_outbox_resumes_first_is_answered_as_resolving_it(service, admin, monkeypatch, tenant):
+def test_an_event_the_outbox_resumes_first_is_answered_as_resolving_it(services, admin, monkeypatch, tenant):
     """POST /events keeps the event before it reads the waiters, so dispatch (seeing the interrupt raised) can resume
     the gate with it in between: the answer still says this event resolved it, and the event is used, not kept."""
-    register(service, admin, "pay", [external()])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    store = service.hitl_store
+    register(services, admin, "pay", [external()])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    store = services.interactions
     read_waiters = store.waiters
 
     def outbox_first(tenant, hash_):
         found = read_waiters(tenant, hash_)
-        external_events.resolve_kept_events(service, run_id, raised_events(service, run_id))
+        services.external_events.resolve_kept_events(run_id, raised_events(services, run_id))
         return found
 
     monkeypatch.setattr(store, "waiters", outbox_first)
-    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 7}))
+    result = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": 7}))
     assert (result["matched"], result["resolved"], result["kept"]) == (1, 1, False)
     assert result["results"] == [{"runId": run_id, "nodeId": "wait", "outcome": "resolved", "status": "completed"}]
-    state, _ = service.store.get_run(run_id)
+    state, _ = services.store.get_run(run_id)
     assert state.outputs["wait"]["eventId"] == result["eventId"]
     # Another event that finds the same gate already decided is told so.
-    monkeypatch.setattr(store, "waiters", lambda tenant, hash_: read_waiters(tenant, hash_) or [{"runId": run_id, "nodeId": "wait", "interruptKey": raised_events(service, run_id)[0]["payload"]["key"]}])
-    late = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
+    monkeypatch.setattr(store, "waiters", lambda tenant, hash_: read_waiters(tenant, hash_) or [{"runId": run_id, "nodeId": "wait", "interruptKey": raised_events(services, run_id)[0]["payload"]["key"]}])
+    late = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
     assert [r["outcome"] for r in late["results"]] == ["already-resolved"]
     assert late["kept"] is True
 
 
-def test_a_kept_event_is_used_once(service, admin):
-    register(service, admin, "pay", [external()])
-    external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
-    first = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    external_events.resolve_kept_events(service, first, raised_events(service, first))
-    second = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    external_events.resolve_kept_events(service, second, raised_events(service, second))
-    assert service.store.get_run(first)[0].status == "completed"
-    assert service.store.get_run(second)[0].status == "waiting-external"
+def test_a_kept_event_is_used_once(services, admin):
+    register(services, admin, "pay", [external()])
+    services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
+    first = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    services.external_events.resolve_kept_events(first, raised_events(services, first))
+    second = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    services.external_events.resolve_kept_events(second, raised_events(services, second))
+    assert services.store.get_run(first)[0].status == "completed"
+    assert services.store.get_run(second)[0].status == "waiting-external"
 
 
-def test_a_kept_event_past_the_tenants_retention_is_not_used(service, admin, clock, tenant):
-    tenants.put_settings(service, tenant, TenantSettings.model_validate({"eventRetentionHours": 1}), "admin")
-    register(service, admin, "pay", [external()])
-    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
+def test_a_kept_event_past_the_tenants_retention_is_not_used(services, admin, clock, tenant):
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"eventRetentionHours": 1}), "admin")
+    register(services, admin, "pay", [external()])
+    result = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     assert datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00")) - sent <= timedelta(hours=1)
     clock.now += timedelta(hours=1, minutes=1)
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    external_events.resolve_kept_events(service, run_id, raised_events(service, run_id))
-    assert service.store.get_run(run_id)[0].status == "waiting-external"
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    services.external_events.resolve_kept_events(run_id, raised_events(services, run_id))
+    assert services.store.get_run(run_id)[0].status == "waiting-external"
 
 
-def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, admin, world, tenant):
-    result = external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "e", "correlation": {}}))
+def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(services, admin, world, tenant):
+    result = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "e", "correlation": {}}))
     sent = datetime.fromisoformat(result["receivedAt"].replace("Z", "+00:00"))
     expires = datetime.fromisoformat(result["expiresAt"].replace("Z", "+00:00"))
     assert timedelta(hours=23, minutes=59) < expires - sent <= timedelta(hours=24)
@@ -202,41 +198,40 @@ def test_the_default_retention_is_24_hours_and_kept_events_carry_a_ttl(service, 
     assert items[0][wiring.TTL_ATTRIBUTE]["N"] == str(int(expires.timestamp()))
 
 
-def test_a_closed_interrupt_no_longer_waits(service, admin):
-    register(service, admin, "pay", [external()])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    service.cancel_run(admin, run_id, CancelRunRequest())
+def test_a_closed_interrupt_no_longer_waits(services, admin):
+    register(services, admin, "pay", [external()])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
     assert (
-        external_events.post_event(service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"] == 0
+        services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"] == 0
     )
 
 
-def test_events_stay_inside_their_tenant(service, admin, other_tenant):
-    register(service, admin, "pay", [external()])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
-    stranger = signed_in(service, "eve", tenant=other_tenant)
+def test_events_stay_inside_their_tenant(services, admin, other_tenant):
+    register(services, admin, "pay", [external()])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "pay"})).runId
+    stranger = signed_in(services, "eve", tenant=other_tenant)
     assert (
-        external_events.post_event(service, stranger, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"]
+        services.external_events.post_event(stranger, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}}))["matched"]
         == 0
     )
-    assert service.store.get_run(run_id)[0].status == "waiting-external"
+    assert services.store.get_run(run_id)[0].status == "waiting-external"
 
 
-def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_interrupt_only(service, admin):
+def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_interrupt_only(services, admin):
     strict = external()
     strict["config"]["resumeSchema"] = {
         "type": "object",
         "required": ["payload"],
         "properties": {"payload": {"type": "integer"}},
     }
-    register(service, admin, "strict", [strict])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "strict"})).runId
-    result = external_events.post_event(
-        service, admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": "x"})
+    register(services, admin, "strict", [strict])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "strict"})).runId
+    result = services.external_events.post_event(admin, PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": "x"})
     )
     assert result["results"][0]["outcome"] == "refused"
     assert result["kept"] is True
-    assert service.store.get_run(run_id)[0].status == "waiting-external"
+    assert services.store.get_run(run_id)[0].status == "waiting-external"
 
 
 @pytest.mark.parametrize(
@@ -246,72 +241,72 @@ def test_an_event_failing_the_interrupts_resume_schema_is_refused_for_that_inter
         {"eventType": "e", "correlation": {"auth": "Bearer abcdefghijklmnopqrs"}},
     ],
 )
-def test_an_event_carrying_credential_material_is_refused(service, admin, body):
+def test_an_event_carrying_credential_material_is_refused(services, admin, body):
     with pytest.raises(Invalid) as refused:
-        external_events.post_event(service, admin, PostEventRequest.model_validate(body))
+        services.external_events.post_event(admin, PostEventRequest.model_validate(body))
     assert refused.value.code == "validation_error"
     assert refused.value.details["field"] in ("payload", "correlation")
 
 
-def inbox(service, principal, query):
+def inbox(services, principal, query):
     # The query goes through the route's own parsing, as a request's would.
-    return approver_inbox.inbox(service, principal, *inbox_query(query))
+    return services.inbox.inbox(principal, *inbox_query(query))
 
 
 # -- inbox -----------------------------------------------------------------------------------------
 
 
-def test_the_inbox_lists_pending_interrupts_newest_first_with_an_opaque_cursor(service, admin):
-    register(service, admin, "one", [approval(requiredApprovals=2)])
-    run_ids = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId for _ in range(5)]
-    page = inbox(service, admin, {"limit": "2"})
+def test_the_inbox_lists_pending_interrupts_newest_first_with_an_opaque_cursor(services, admin):
+    register(services, admin, "one", [approval(requiredApprovals=2)])
+    run_ids = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId for _ in range(5)]
+    page = inbox(services, admin, {"limit": "2"})
     assert [i["runId"] for i in page["interrupts"]] == run_ids[::-1][:2]
     seen = [i["runId"] for i in page["interrupts"]]
     while page["nextCursor"]:
-        page = inbox(service, admin, {"limit": "2", "cursor": page["nextCursor"]})
+        page = inbox(services, admin, {"limit": "2", "cursor": page["nextCursor"]})
         seen += [i["runId"] for i in page["interrupts"]]
     assert seen == run_ids[::-1]
 
 
-def test_the_inbox_filters_by_kind_workflow_and_run(service, admin):
-    register(service, admin, "a", [approval()])
+def test_the_inbox_filters_by_kind_workflow_and_run(services, admin):
+    register(services, admin, "a", [approval()])
     register(
-        service,
+        services,
         admin,
         "c",
         [{"id": "q", "typeId": "core.clarificationGate", "config": {"questions": [{"id": "x", "question": "?"}]}}],
     )
-    a = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "a"})).runId
-    c = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "c"})).runId
-    assert [i["runId"] for i in inbox(service, admin, {"kind": "clarification"})["interrupts"]] == [c]
-    assert [i["runId"] for i in inbox(service, admin, {"workflowId": "a"})["interrupts"]] == [a]
-    assert [i["runId"] for i in inbox(service, admin, {"runId": wire(a)})["interrupts"]] == [a]
+    a = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "a"})).runId
+    c = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "c"})).runId
+    assert [i["runId"] for i in inbox(services, admin, {"kind": "clarification"})["interrupts"]] == [c]
+    assert [i["runId"] for i in inbox(services, admin, {"workflowId": "a"})["interrupts"]] == [a]
+    assert [i["runId"] for i in inbox(services, admin, {"runId": wire(a)})["interrupts"]] == [a]
 
 
-def test_the_inbox_shows_only_what_the_caller_may_decide_and_the_votes_so_far(service, admin):
-    register(service, admin, "list", [approval(approversList=["bob"])])
-    register(service, admin, "group", [approval(approverGroupRefs=["finance"])])
-    register(service, admin, "role", [approval(approverRoleRefs=["cfo"])])
-    register(service, admin, "quorum", [approval(requiredApprovals=2)])
-    runs = {w: service.create_run(admin, CreateRunRequest.model_validate({"workflowId": w})).runId for w in ("list", "group", "role", "quorum")}
-    bob = signed_in(service, "bob")
-    fin = signed_in(service, "fay", groups=["finance"])
-    cfo = signed_in(service, "cat", roles=["cfo"])
+def test_the_inbox_shows_only_what_the_caller_may_decide_and_the_votes_so_far(services, admin):
+    register(services, admin, "list", [approval(approversList=["bob"])])
+    register(services, admin, "group", [approval(approverGroupRefs=["finance"])])
+    register(services, admin, "role", [approval(approverRoleRefs=["cfo"])])
+    register(services, admin, "quorum", [approval(requiredApprovals=2)])
+    runs = {w: services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": w})).runId for w in ("list", "group", "role", "quorum")}
+    bob = signed_in(services, "bob")
+    fin = signed_in(services, "fay", groups=["finance"])
+    cfo = signed_in(services, "cat", roles=["cfo"])
 
     def visible(principal):
-        return {i["workflowId"] for i in inbox(service, principal, {})["interrupts"]}
+        return {i["workflowId"] for i in inbox(services, principal, {})["interrupts"]}
 
     assert visible(bob) == {"list", "quorum"}
     assert visible(fin) == {"group", "quorum"}
     assert visible(cfo) == {"role", "quorum"}
-    service.resolve_interrupt(bob, runs["quorum"], "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(bob, runs["quorum"], "gate", {"action": "accept"})
     assert visible(bob) == {"list"}  # bob has cast his vote on the quorum gate
-    quorum = next(i for i in inbox(service, fin, {})["interrupts"] if i["workflowId"] == "quorum")
+    quorum = next(i for i in inbox(services, fin, {})["interrupts"] if i["workflowId"] == "quorum")
     assert [(v["principal"], v["action"], v["surface"]) for v in quorum["votes"]] == [
         ("urn:interlude:api-key|bob", "accept", "run")
     ]
     assert quorum["votes"][0]["at"]
-    service.resolve_interrupt(fin, runs["quorum"], "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(fin, runs["quorum"], "gate", {"action": "accept"})
     assert "quorum" not in visible(cfo)  # resolved: out of every inbox
 
 
@@ -330,37 +325,37 @@ def test_the_inbox_shows_only_what_the_caller_may_decide_and_the_votes_so_far(se
         ({"cursor": "eyJhIjoxfQ"}, "cursor"),
     ],
 )
-def test_the_inbox_refuses_bad_queries(service, admin, query, field):
+def test_the_inbox_refuses_bad_queries(services, admin, query, field):
     with pytest.raises(DomainError) as refused:
-        inbox(service, admin, query)
+        inbox(services, admin, query)
     assert (refused.value.code, refused.value.details["field"]) == ("validation_error", field)
 
 
-def test_a_cursor_from_another_tenant_is_refused(service, admin, other_tenant, tenant):
-    register(service, admin, "one", [approval()])
+def test_a_cursor_from_another_tenant_is_refused(services, admin, other_tenant, tenant):
+    register(services, admin, "one", [approval()])
     for _ in range(3):
-        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
-    cursor = inbox(service, admin, {"limit": "1"})["nextCursor"]
-    stranger = signed_in(service, "eve", tenant=other_tenant)
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
+    cursor = inbox(services, admin, {"limit": "1"})["nextCursor"]
+    stranger = signed_in(services, "eve", tenant=other_tenant)
     with pytest.raises(DomainError) as refused:
-        inbox(service, stranger, {"cursor": cursor})
+        inbox(services, stranger, {"cursor": cursor})
     assert refused.value.details["field"] == "cursor"
     with pytest.raises(DomainError) as foreign:
-        inbox(service, stranger, {"runId": f"{tenant}/AAAAAAAAAAAAAAAAAAAA"})
+        inbox(services, stranger, {"runId": f"{tenant}/AAAAAAAAAAAAAAAAAAAA"})
     assert foreign.value.code == "id_tenant_mismatch"
 
 
-def test_the_inbox_reads_through_the_index_never_a_scan(service, admin, tenant):
-    register(service, admin, "one", [approval()])
-    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
+def test_the_inbox_reads_through_the_index_never_a_scan(services, admin, tenant):
+    register(services, admin, "one", [approval()])
+    services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"}))
     calls = []
-    service.store.client.meta.events.register(
+    services.store.client.meta.events.register(
         "before-parameter-build.dynamodb",
         lambda **kw: calls.append(
             (kw["model"].name, kw["params"].get("ExpressionAttributeValues", {}).get(":pk", {}).get("S", "")[: len(f"T#{tenant}#INBOX#")])
         ),
     )
-    assert len(inbox(service, admin, {})["interrupts"]) == 1
+    assert len(inbox(services, admin, {})["interrupts"]) == 1
     # The caller's directory entry (its groups and roles), the out-of-office delegations naming the caller (issue
     # 14 item 4), one Query per partition of the families it may be eligible through, then the interrupts they name.
     streams = wiring.INBOX.shards + 2  # ANY (sharded), and the caller's subject in its two spellings
@@ -371,17 +366,17 @@ def test_the_inbox_reads_through_the_index_never_a_scan(service, admin, tenant):
 # -- tenant settings, override principals, credential grants ---------------------------------------
 
 
-def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_quorum(service, admin, tenant):
-    register(service, admin, "q", [approval(requiredApprovals=3, overrideBypassesQuorum=True)])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
-    ops = signed_in(service, "ops")
-    assert service.resolve_interrupt(ops, run_id, "gate", {"action": "accept"})["status"] == "waiting-approval"
-    run2 = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
-    tenants.put_settings(service, tenant, TenantSettings.model_validate({"overridePrincipals": ["ops"]}), "admin")
-    assert service.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
-    resolved = [e for e in service.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
+def test_a_tenant_override_principal_releases_a_gate_that_lets_overrides_bypass_quorum(services, admin, tenant):
+    register(services, admin, "q", [approval(requiredApprovals=3, overrideBypassesQuorum=True)])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
+    ops = signed_in(services, "ops")
+    assert services.decisions.resolve_interrupt(ops, run_id, "gate", {"action": "accept"})["status"] == "waiting-approval"
+    run2 = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "q"})).runId
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"overridePrincipals": ["ops"]}), "admin")
+    assert services.decisions.resolve_interrupt(ops, run2, "gate", {"action": "accept"})["status"] == "completed"
+    resolved = [e for e in services.store.read_events(run2) if e["type"] == "interrupt.resolved"][0]
     assert resolved["payload"]["decision"] == "overridden"
-    assert tenants.get_settings(service, admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24, "limits": {}}
+    assert services.tenants.get_settings(admin)["settings"] == {"overridePrincipals": ["ops"], "eventRetentionHours": 24, "limits": {}}
 
 
 @pytest.mark.parametrize(
@@ -394,22 +389,22 @@ def test_tenant_settings_are_validated(body):
     assert refused.value.code == "validation_error"
 
 
-def test_authorized_needs_a_grant_in_the_tenants_credential_store(service, admin, tenant, other_tenant):
+def test_authorized_needs_a_grant_in_the_tenants_credential_store(services, admin, tenant, other_tenant):
     cred = {
         "id": "cred",
         "typeId": "core.credentialGate",
         "config": {"provider": "github", "scopes": ["repo"], "connectUrl": "https://app.example/connect/github"},
     }
-    register(service, admin, "cred", [cred])
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "cred"})).runId
+    register(services, admin, "cred", [cred])
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "cred"})).runId
     with pytest.raises(DomainError) as refused:
-        service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
+        services.decisions.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
     assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "resumeValue")
-    tenants.put_grant(service, other_tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "x")  # another tenant's grant does not count
+    services.tenants.put_grant(other_tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo"]}), "x")  # another tenant's grant does not count
     with pytest.raises(DomainError):
-        service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
-    tenants.put_grant(service, tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo", "gist"]}), "admin")
-    assert service.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})["status"] == "completed"
+        services.decisions.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})
+    services.tenants.put_grant(tenant, "github", CredentialGrantRequest.model_validate({"scopes": ["repo", "gist"]}), "admin")
+    assert services.decisions.resolve_interrupt(admin, run_id, "cred", {"outcome": "authorized"})["status"] == "completed"
 
 
 @pytest.mark.parametrize(
@@ -430,9 +425,9 @@ def test_credential_grants_are_validated_and_never_carry_material(provider, body
 # -- conversations ---------------------------------------------------------------------------------
 
 
-def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(service, admin, world, tenant):
-    register(service, admin, "conv", [{"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start"}}])
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conv"}))
+def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(services, admin, world, tenant):
+    register(services, admin, "conv", [{"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start"}}])
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conv"}))
     cid = state.interrupts["open"].payload["data"]["conversationId"]
     item = boto3.client("dynamodb").get_item(
         TableName=world.table, Key={"pk": {"S": f"T#{tenant}#CONV#{cid}"}, "sk": {"S": "CONV"}}
@@ -441,7 +436,7 @@ def test_a_conversation_id_is_claimed_tenant_wide_and_cannot_be_claimed_twice(se
     # A transition that claimed the same id again (a bug, or a forged id) cannot commit.
     from interlude.engine.run import Transition, iso
 
-    again, version = service.store.get_run(state.runId)
+    again, version = services.store.get_run(state.runId)
     with pytest.raises(LostRace):
-        service.store.commit(Transition(state=again, claims=[cid]), version, iso(service.clock()))
-    assert service.store.get_run(state.runId)[1] == version
+        services.store.commit(Transition(state=again, claims=[cid]), version, iso(services.clock()))
+    assert services.store.get_run(state.runId)[1] == version

@@ -14,8 +14,7 @@ import pytest
 from moto import mock_aws
 
 from interlude import wiring
-from interlude.app import audit
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
 from interlude.rules import audit as rules
@@ -99,8 +98,8 @@ def audit_sweep(tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, set[s
         lambda_runtime.fresh_instances()
         create_table(boto3.client("dynamodb"), TABLE)
         ensure_signing_key("audit-key-iam-check")
-        service = Service(Store(TABLE))
-        service.create_key(signed_in(service), CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
+        services = Services(Store(TABLE))
+        services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
         session = boto3._get_default_session()._session
         session.register("before-parameter-build", recorder.on_call)
         try:
@@ -108,7 +107,6 @@ def audit_sweep(tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, set[s
         finally:
             session.unregister("before-parameter-build", recorder.on_call)
             lambda_runtime.fresh_instances()
-            audit.use_signing_key(audit._signing_key_source)
     return read_records(directory)
 
 

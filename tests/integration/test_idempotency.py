@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from interlude import wiring
 from interlude.api import http
 from interlude.api import idempotency as api_idem
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
@@ -48,7 +48,7 @@ def logs() -> Iterator[io.StringIO]:
 
 @pytest.fixture
 def api_key(world) -> str:
-    return new_api_key(Service(Store(TABLE)))
+    return new_api_key(Services(Store(TABLE)))
 
 
 def call(method: str, path: str, api_key: str, body: Any = None, key: str | None = None) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def fail_once(operation: str) -> list[int]:
         if len(calls) == 1:
             raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, operation)
 
-    http.service().store.client.meta.events.register(f"before-call.dynamodb.{operation}", hook)
+    http.services().store.client.meta.events.register(f"before-call.dynamodb.{operation}", hook)
     return calls
 
 
@@ -182,7 +182,7 @@ def lose_the_answer_once(operation: str, error: Exception | None = None) -> list
         if len(calls) == 1:
             raise error or ClientError({"Error": {"Code": "InternalServerError", "Message": "lost"}}, operation)
 
-    http.service().store.client.meta.events.register(f"after-call.dynamodb.{operation}", hook)
+    http.services().store.client.meta.events.register(f"after-call.dynamodb.{operation}", hook)
     return calls
 
 
@@ -222,7 +222,7 @@ def test_a_create_run_that_died_after_its_commit_is_replayed_on_retry(api_key):
         if len(deaths) == 1:
             raise SystemExit("the function died")
 
-    http.service().store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", die)
+    http.services().store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", die)
     with pytest.raises(SystemExit):
         call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
     retried = call("POST", "/runs", api_key, {"workflowId": "ship"}, key)
@@ -243,7 +243,7 @@ def test_a_resolve_that_died_after_its_commit_answers_its_own_decision_on_retry(
         if len(deaths) == 1:
             raise SystemExit("the function died")
 
-    http.service().store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", die)
+    http.services().store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", die)
     with pytest.raises(SystemExit):
         resolve(run_id, api_key, key)
     retried = resolve(run_id, api_key, key)
@@ -305,7 +305,7 @@ def test_endless_contention_is_a_retryable_503_that_is_not_replayed(api_key):
             "TransactWriteItems",
         )
 
-    events = http.service().store.client.meta.events
+    events = http.services().store.client.meta.events
     events.register("before-call.dynamodb.TransactWriteItems", always_lose)
     key = f"busy-{uuid.uuid4().hex}"
     # When a resolve keeps losing
@@ -333,7 +333,7 @@ def run_a_duplicate_first(duplicate: Any) -> list[dict[str, Any]]:
             started.append(1)
             answers.append(duplicate())
 
-    http.service().store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", hook)
+    http.services().store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", hook)
     return answers
 
 

@@ -12,8 +12,8 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.app import inbox as approver_inbox
-from interlude.app.service import Service, default_service
+from interlude.composition import Services
+from interlude.composition import services as process_services
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.run import Closed, Transition
@@ -29,11 +29,11 @@ pytestmark = pytest.mark.private_world
 
 @pytest.fixture
 def world(world):
-    service = Service(Store(TABLE))
-    admin = signed_in(service, "admin")
+    services = Services(Store(TABLE))
+    admin = signed_in(services, "admin")
     gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
-    service.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
-    return service, admin, Stream(TABLE)
+    services.workflows.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+    return services, admin, Stream(TABLE)
 
 
 def entries() -> list[dict]:
@@ -50,36 +50,36 @@ def calls_made(client) -> list[tuple[str, dict]]:
     return calls
 
 
-def pending(service, admin) -> list[str]:
-    return [i["runId"] for i in approver_inbox.inbox(service, admin, *inbox_query({}))["interrupts"]]
+def pending(services, admin) -> list[str]:
+    return [i["runId"] for i in services.inbox.inbox(admin, *inbox_query({}))["interrupts"]]
 
 
 def test_a_resolve_writes_no_inbox_entry_and_dispatching_its_record_removes_them(world):
-    service, admin, stream = world
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    services, admin, stream = world
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
     stream.settle()
     opened = entries()
     assert len(opened) == 3  # anyone, the workflow, the kind
-    calls = calls_made(service.store.client)
-    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    calls = calls_made(services.store.client)
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     # The request path: the run's read, the transaction; no BatchWriteItem, and no inbox key in the transaction
     assert [name for name, _ in calls] == ["BatchGetItem", "TransactWriteItems"]
     written = [next(iter(op.values())) for op in calls[1][1]["TransactItems"]]
     assert not [w for w in written if f"#{wiring.INBOX.prefix}#" in str(w.get("Key") or w.get("Item"))]
     # The entries stay until dispatch runs
     assert entries() == opened
-    assert state_of(service, run_id).status == "completed"
+    assert state_of(services, run_id).status == "completed"
     stream.pump()
     assert entries() == []
-    assert pending(service, admin) == []
+    assert pending(services, admin) == []
 
 
 def test_the_closing_record_names_the_entries_and_a_redelivered_one_changes_nothing(world):
-    service, admin, stream = world
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
-    assert pending(service, admin) == [run_id]
+    services, admin, stream = world
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    assert pending(services, admin) == [run_id]
     opened = {(e[wiring.PARTITION_KEY]["S"], e[wiring.SORT_KEY]["S"]) for e in entries()}
-    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     records = stream.take()
     closing = [r for r in records if CLOSED_ENTRIES in r["dynamodb"].get("NewImage", {})]
     assert len(closing) == 1  # the create's record names none
@@ -95,35 +95,35 @@ def test_the_closing_record_names_the_entries_and_a_redelivered_one_changes_noth
 
 
 def test_a_process_that_stops_after_the_commit_leaves_the_entries_to_the_record(world):
-    service, admin, stream = world
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    services, admin, stream = world
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
     stream.settle()
 
     def stop(**_) -> None:
         raise SystemExit("the instance stopped right after the transaction")
 
-    service.store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", stop)
+    services.store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", stop)
     with pytest.raises(SystemExit):
-        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
-    service.store.client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", stop)
-    assert state_of(service, run_id).status == "completed"
+        services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    services.store.client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", stop)
+    assert state_of(services, run_id).status == "completed"
     assert len(entries()) == 3
     stream.settle()
     assert entries() == []
 
 
 def test_a_failed_delete_fails_the_record_and_its_redelivery_removes_the_entries(world):
-    service, admin, stream = world
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    services, admin, stream = world
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
     stream.settle()
-    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     records = stream.take()
 
     def throttled(**_) -> None:
         error = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}
         raise ClientError(error, "BatchWriteItem")  # type: ignore[arg-type]
 
-    dispatch_client = default_service().store.client
+    dispatch_client = process_services().store.client
     dispatch_client.meta.events.register("before-call.dynamodb.BatchWriteItem", throttled)
     failed = dispatch(records)
     dispatch_client.meta.events.unregister("before-call.dynamodb.BatchWriteItem", throttled)
@@ -136,17 +136,17 @@ def test_a_failed_delete_fails_the_record_and_its_redelivery_removes_the_entries
 
 
 def test_a_cancel_closes_the_gate_and_its_record_removes_the_entries(world):
-    service, admin, stream = world
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    services, admin, stream = world
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
     stream.settle()
-    calls = calls_made(service.store.client)
-    service.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no longer needed"}))
+    calls = calls_made(services.store.client)
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no longer needed"}))
     assert "BatchWriteItem" not in [name for name, _ in calls]
     assert len(entries()) == 3
     # Before dispatch ran, the cancelled gate is not pending (the page reads the interrupt's status) and the page
     # sweeps the entries it met (its families' only); the record delivered afterwards deletes the rest, and
     # deleting the swept ones again fails nothing
-    assert pending(service, admin) == []
+    assert pending(services, admin) == []
     assert 0 < len(entries()) < 3
     stream.settle()
     assert entries() == []
@@ -155,10 +155,10 @@ def test_a_cancel_closes_the_gate_and_its_record_removes_the_entries(world):
 def test_a_transition_that_closes_an_interrupt_without_events_deletes_its_entries_itself(world):
     # No engine path does this today (closing emits interrupt.resolved or node.cancelled); with no event batch
     # there is no record to carry the entries, so the commit deletes them after the transaction.
-    service, admin, _ = world
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
-    state, version = service.store.get_run(run_id)
+    services, admin, _ = world
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
+    state, version = services.store.get_run(run_id)
     gate = state.interrupts.pop("gate")
     closed = Closed(gate, "cancelled", {"reason": "test"})
-    service.store.commit(Transition(state=state, closed=[closed]), version, "2026-12-01T00:00:00Z")
+    services.store.commit(Transition(state=state, closed=[closed]), version, "2026-12-01T00:00:00Z")
     assert entries() == []

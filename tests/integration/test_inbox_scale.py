@@ -13,9 +13,7 @@ from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.app import directory, tenants
-from interlude.app import inbox as approver_inbox
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.errors import DomainError
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
@@ -57,49 +55,49 @@ def world():
         env.setenv("TABLE_NAME", TABLE)
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client, TABLE)
-        service = Service(Store(TABLE, client))
-        admin = signed_in(service, "admin")
-        service.put_workflow(admin, "bulk", gated_workflow("others"))
-        service.put_workflow(admin, "narrow", gated_workflow("narrow"))
+        services = Services(Store(TABLE, client))
+        admin = signed_in(services, "admin")
+        services.workflows.put_workflow(admin, "bulk", gated_workflow("others"))
+        services.workflows.put_workflow(admin, "narrow", gated_workflow("narrow"))
         templates = {}
         for wid in ("bulk", "narrow"):
-            run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
-            state, _ = service.store.get_run(run.runId)
+            run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
+            state, _ = services.store.get_run(run.runId)
             templates[wid] = (state, state.interrupts["gate"])
-        broad = signed_in(service, "broad", groups=["others"])
-        narrow = signed_in(service, "nina", groups=["narrow"])
+        broad = signed_in(services, "broad", groups=["others"])
+        narrow = signed_in(services, "nina", groups=["narrow"])
         # olga (directory: group `narrow`) is out of office with dele as her delegate (issue 14 item 4)
-        tenants.put_settings(service, "t1", TenantSettings(allowDelegation=True), "admin")
+        services.tenants.put_settings("t1", TenantSettings(allowDelegation=True), "admin")
         olga = {"groups": ["narrow"], "outOfOffice": {"delegate": "dele"}}
-        directory.put_principal(service, "t1", "olga", PrincipalEntry.model_validate(olga), "admin")
-        yield service, client, templates, broad, narrow
+        services.directory.put_principal("t1", "olga", PrincipalEntry.model_validate(olga), "admin")
+        yield services, client, templates, broad, narrow
 
 
-def page(service, principal, query):
-    return approver_inbox.inbox(service, principal, *inbox_query(query))
+def page(services, principal, query):
+    return services.inbox.inbox(principal, *inbox_query(query))
 
 
 def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world):
-    service, client, templates, broad, narrow = world
+    services, client, templates, broad, narrow = world
     counter = CallCounter(client)
     # The narrow approver's few interrupts, raised long ago (the bulk ones are all newer); the fixture made one.
-    seed_like(service.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
+    seed_like(services.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
     pages = {
         "unfiltered": (broad, {"limit": str(LIMIT)}),
         "workflowId": (broad, {"limit": str(LIMIT), "workflowId": "bulk"}),
         "kind": (broad, {"limit": str(LIMIT), "kind": "approval"}),
         "narrow approver": (narrow, {"limit": str(LIMIT)}),
-        "delegate of a narrow approver": (signed_in(service, "dele"), {"limit": str(LIMIT)}),
+        "delegate of a narrow approver": (signed_in(services, "dele"), {"limit": str(LIMIT)}),
     }
     measured: dict[int, dict[str, tuple[list[str], int, int]]] = {}
     seeded = 0
     for size in SIZES:
-        seed_like(service.store, templates["bulk"], seeded, size - 1)  # the fixture's real bulk run is one of them
+        seed_like(services.store, templates["bulk"], seeded, size - 1)  # the fixture's real bulk run is one of them
         seeded = size - 1
         measured[size] = {}
         for name, (principal, query) in pages.items():
             counter.reset()
-            listed = page(service, principal, query)["interrupts"]
+            listed = page(services, principal, query)["interrupts"]
             measured[size][name] = (sorted(counter.calls), counter.items, len(listed))
             if name.startswith("delegate"):
                 assert {tuple(i.get("onBehalfOf") or ()) for i in listed} == {("olga",)}
@@ -128,13 +126,13 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
 
 
 def test_walking_a_filtered_inbox_lists_every_pending_interrupt_once_newest_first(world):
-    service, _client, _templates, _broad, narrow = world
+    services, _client, _templates, _broad, narrow = world
     seen: list[str] = []
     raised: list[str] = []
     query = {"limit": "100", "workflowId": "narrow"}
     pages = 0
     while True:
-        got = page(service, narrow, query)
+        got = page(services, narrow, query)
         pages += 1
         seen += [i["interruptId"] for i in got["interrupts"]]
         raised += [i["raisedAt"] for i in got["interrupts"]]
@@ -147,15 +145,15 @@ def test_walking_a_filtered_inbox_lists_every_pending_interrupt_once_newest_firs
 
 
 def test_a_cursor_is_bound_to_its_tenant_and_its_query(world):
-    service, _client, _templates, broad, _narrow = world
-    cursor = page(service, broad, {"limit": "2", "workflowId": "bulk"})["nextCursor"]
+    services, _client, _templates, broad, _narrow = world
+    cursor = page(services, broad, {"limit": "2", "workflowId": "bulk"})["nextCursor"]
     assert cursor is not None
-    page(service, broad, {"limit": "2", "workflowId": "bulk", "cursor": cursor})
+    page(services, broad, {"limit": "2", "workflowId": "bulk", "cursor": cursor})
     for principal, query in [
         (broad, {"limit": "2", "kind": "approval", "cursor": cursor}),  # another query's cursor
-        (signed_in(service, "eve", tenant="t2"), {"limit": "2", "workflowId": "bulk", "cursor": cursor}),
+        (signed_in(services, "eve", tenant="t2"), {"limit": "2", "workflowId": "bulk", "cursor": cursor}),
         (broad, {"limit": "2", "workflowId": "bulk", "cursor": cursor[:-4]}),
     ]:
         with pytest.raises(DomainError) as refused:
-            page(service, principal, query)
+            page(services, principal, query)
         assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "cursor")

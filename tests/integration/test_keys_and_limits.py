@@ -11,9 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from interlude.app import limits as app_limits
-from interlude.app import tenants
 from interlude.app.limits import RequestLeases
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
@@ -29,32 +28,32 @@ GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship i
 
 
 def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_once_its_cache_lapses(
-    service, tenant, other_tenant
+    services, tenant, other_tenant
 ) -> None:
-    other_instance = Service(Store(TABLE))
-    other_instance.KEY_CACHE_SECONDS = 0.3
-    api_key = new_api_key(service, "robot")
+    other_instance = Services(Store(TABLE))
+    other_instance.keys.KEY_CACHE_SECONDS = 0.3
+    api_key = new_api_key(services, "robot")
     key_id = api_key[3:19]
-    assert other_instance.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
-    assert service.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
+    assert other_instance.keys.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
+    assert services.keys.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
 
-    service.revoke_key(tenant, key_id)
+    services.keys.revoke_key(tenant, key_id)
     with pytest.raises(DomainError) as here:
-        service.authenticate(f"Bearer {api_key}")
+        services.keys.authenticate(f"Bearer {api_key}")
     assert here.value.message == "the API key is revoked"
     # The other instance trusted its read for KEY_CACHE_SECONDS, and not a moment longer.
-    other_instance.authenticate(f"Bearer {api_key}")
+    other_instance.keys.authenticate(f"Bearer {api_key}")
     time.sleep(0.35)
     with pytest.raises(DomainError):
-        other_instance.authenticate(f"Bearer {api_key}")
+        other_instance.keys.authenticate(f"Bearer {api_key}")
     # Another tenant cannot revoke (or discover) the key.
     with pytest.raises(DomainError) as foreign:
-        service.revoke_key(other_tenant, key_id)
+        services.keys.revoke_key(other_tenant, key_id)
     assert foreign.value.code == "not_found"
 
 
-def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(service, tenant, other_tenant) -> None:
-    counters = LimitStore(TABLE, service.store.client)
+def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(services, tenant, other_tenant) -> None:
+    counters = LimitStore(TABLE, services.store.client)
     window = rules.window_of(1_000.5)
     assert [counters.count_request(tenant, window, 3) for _ in range(5)] == [1, 2, 3, None, None]
     assert counters.count_request(other_tenant, window, 3) == 1  # another tenant's window is its own
@@ -73,8 +72,8 @@ class CountedStore(LimitStore):
         return super().count_request(tenant, window, limit, requests)
 
 
-def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_lease_unused(service, tenant) -> None:
-    counters = CountedStore(service.store.client)
+def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_lease_unused(services, tenant) -> None:
+    counters = CountedStore(services.store.client)
     here, there = RequestLeases(), RequestLeases()
     limit, window = 40, rules.window_of(2_000.0)
     # Each instance was busy in the window before, so it leases its pace at once (at most a quarter of the limit).
@@ -86,7 +85,7 @@ def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_l
         name, leases = ("here", here) if turn % 3 else ("there", there)
         if leases.admit(counters, tenant, window, limit).allowed:
             admitted[name] += 1
-    item = service.store.client.get_item(TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#RATE"}, "sk": {"S": "W#2000"}})
+    item = services.store.client.get_item(TableName=TABLE, Key={"pk": {"S": f"T#{tenant}#RATE"}, "sk": {"S": "W#2000"}})
     assert item["Item"]["n"] == {"N": str(limit)}  # the window's count is full: nothing more is admitted anywhere
     assert sum(admitted.values()) <= limit  # never more than the limit, whichever instance answered
     unused = limit - sum(admitted.values())
@@ -94,9 +93,9 @@ def test_leased_requests_never_pass_the_limit_and_a_refusal_leaves_less_than_a_l
 
 
 def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_one(
-    service, tenant, other_tenant
+    services, tenant, other_tenant
 ) -> None:
-    counters = CountedStore(service.store.client)
+    counters = CountedStore(services.store.client)
     busy = RequestLeases()
     for second in (3_000, 3_001, 3_002):
         for _ in range(40):
@@ -111,36 +110,36 @@ def test_a_busy_instance_counts_its_requests_in_leases_and_a_quiet_one_one_by_on
 
 
 def test_open_runs_are_counted_in_their_transactions_and_a_lowered_quota_never_stops_a_run_ending(
-    service, tenant
+    services, tenant
 ) -> None:
-    admin = signed_in(service)
-    service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
-    service.put_workflow(
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    services.workflows.put_workflow(
         admin,
         "instant",
         WorkflowDefinition.model_validate({"nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}),
     )
-    runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(3)]
+    runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(3)]
     # A run that ends in the transaction that creates it never counts.
-    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "instant"})).status == "completed"
-    assert service.limiter.counters.usage(tenant) == {"openRuns": 3, "workflowVersions": 2}
+    assert services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "instant"})).status == "completed"
+    assert services.limiter.counters.usage(tenant) == {"openRuns": 3, "workflowVersions": 2}
 
-    tenants.put_settings(service, tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
     with pytest.raises(DomainError) as refused:
-        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     assert refused.value.details == {"quota": "openRuns", "limit": 1}
-    service.resolve_interrupt(admin, runs[0], "gate", {"action": "accept"})
-    service.resolve_interrupt(admin, runs[1], "gate", {"action": "reject"})
-    service.cancel_run(admin, runs[2], CancelRunRequest())
-    assert service.limiter.counters.usage(tenant)["openRuns"] == 0
-    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
+    services.decisions.resolve_interrupt(admin, runs[0], "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, runs[1], "gate", {"action": "reject"})
+    services.lifecycle.cancel_run(admin, runs[2], CancelRunRequest())
+    assert services.limiter.counters.usage(tenant)["openRuns"] == 0
+    services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     with pytest.raises(DomainError):
-        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
 
 
-def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service, tenant) -> None:
-    admin = signed_in(service)
-    service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(services, tenant) -> None:
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
     calls: list[int] = []
 
     def conflict_once(**_: Any) -> None:
@@ -152,26 +151,26 @@ def test_a_transaction_cancelled_only_by_a_concurrent_one_is_sent_again(service,
             }
             raise ClientError(error, "TransactWriteItems")
 
-    service.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", conflict_once)
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
+    services.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", conflict_once)
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
     assert len(calls) == 2
-    assert service.store.get_run(state.runId) is not None
-    assert service.limiter.counters.usage(tenant)["openRuns"] == 1
+    assert services.store.get_run(state.runId) is not None
+    assert services.limiter.counters.usage(tenant)["openRuns"] == 1
 
 
-def test_a_high_open_runs_quota_spreads_its_counter_and_each_run_releases_where_it_claimed(service, tenant) -> None:
-    admin = signed_in(service)
-    service.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
-    tenants.put_settings(service, tenant, TenantSettings.model_validate({"limits": {"openRuns": 3000}}), "admin")
-    runs = [service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(6)]
-    shards = {service.store.get_run(run)[0].usageShard for run in runs}
+def test_a_high_open_runs_quota_spreads_its_counter_and_each_run_releases_where_it_claimed(services, tenant) -> None:
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 3000}}), "admin")
+    runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(6)]
+    shards = {services.store.get_run(run)[0].usageShard for run in runs}
     assert shards <= {0, 1, 2}
-    assert service.limiter.counters.usage(tenant)["openRuns"] == 6
+    assert services.limiter.counters.usage(tenant)["openRuns"] == 6
     # A lowered quota (one shard) later: every run still releases on the shard it claimed on.
-    tenants.put_settings(service, tenant, TenantSettings.model_validate({"limits": {"openRuns": 10}}), "admin")
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 10}}), "admin")
     for run in runs:
-        service.cancel_run(admin, run, CancelRunRequest())
-    assert service.limiter.counters.usage(tenant)["openRuns"] == 0
+        services.lifecycle.cancel_run(admin, run, CancelRunRequest())
+    assert services.limiter.counters.usage(tenant)["openRuns"] == 0
     for shard in range(3):
-        got = service.store.client.get_item(TableName=TABLE, Key=counters_module.usage_key(tenant, shard)).get("Item")
+        got = services.store.client.get_item(TableName=TABLE, Key=counters_module.usage_key(tenant, shard)).get("Item")
         assert got is None or int(got.get("openRuns", {"N": "0"})["N"]) == 0

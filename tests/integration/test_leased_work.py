@@ -66,10 +66,10 @@ def stored(ledger: Ledger[Any], ref: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
-def test_a_claim_in_flight_from_the_previous_release_is_honoured_until_its_lease_runs_out(service, tenant, name):
+def test_a_claim_in_flight_from_the_previous_release_is_honoured_until_its_lease_runs_out(services, tenant, name):
     # Given an attempt the previous release claimed, its lease running for another minute
     kind = KINDS[name]
-    ledger = kind.ledger(service.store)
+    ledger = kind.ledger(services.store)
     ref = kind.ref(tenant)
     put_previous(kind, ledger, ref, status=a.s(kind.leased), attempts=a.n(1), leaseUntil=a.n(NOW + LEASE_S))
 
@@ -88,9 +88,9 @@ def test_a_claim_in_flight_from_the_previous_release_is_honoured_until_its_lease
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
-def test_work_the_previous_release_settled_is_not_attempted_again(service, tenant, name):
+def test_work_the_previous_release_settled_is_not_attempted_again(services, tenant, name):
     kind = KINDS[name]
-    ledger = kind.ledger(service.store)
+    ledger = kind.ledger(services.store)
     ref = kind.ref(tenant)
     outcome = {"output": {"status": 200}}
     put_previous(kind, ledger, ref, status=a.s(kind.settled), attempts=a.n(2), outcome=a.as_json(outcome))
@@ -103,10 +103,10 @@ def test_work_the_previous_release_settled_is_not_attempted_again(service, tenan
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
-def test_the_items_this_release_writes_are_the_ones_the_previous_release_reads(service, tenant, name):
+def test_the_items_this_release_writes_are_the_ones_the_previous_release_reads(services, tenant, name):
     # Given a unit of work no worker has claimed yet
     kind = KINDS[name]
-    ledger = kind.ledger(service.store)
+    ledger = kind.ledger(services.store)
     ref = kind.ref(tenant)
 
     # When this release claims its first attempt

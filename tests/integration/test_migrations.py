@@ -1,4 +1,4 @@
-"""Issue 30 item 2 in process (moto, the real Service and Store): the migrations give runs, gates, workflows and keys
+"""Issue 30 item 2 in process (moto, the real services and store): the migrations give runs, gates, workflows and keys
 written before their listings existed a place in them, exactly the one they would have had; a migration is
 idempotent, resumable from its checkpoint after any page, and held by one runner at a time.
 
@@ -16,12 +16,9 @@ import boto3
 import pytest
 
 from interlude import migrations, wiring
-from interlude.app import inbox
-from interlude.app.run_listing import list_runs
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.faces.modulex.workflows import ModulexWorkflows
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
 from interlude.store import attributes as a
@@ -57,8 +54,8 @@ def moments() -> list[datetime]:
 
 
 @pytest.fixture
-def service(world, moments) -> Service:
-    return Service(Store(world.table), clock=lambda: moments[-1])
+def services(world, moments) -> Services:
+    return Services(Store(world.table), clock=lambda: moments[-1])
 
 
 def table() -> Any:
@@ -77,31 +74,31 @@ def delete(world: Any, keep: Any) -> int:
     return len(gone)
 
 
-def listings(service: Service, tenant: str) -> dict[str, Any]:
+def listings(services: Services, tenant: str) -> dict[str, Any]:
     """What each listing shows the tenant: its runs, the gates in an ops member's inbox, its workflows, its keys."""
-    member = signed_in(service, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    member = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
     return {
-        "runs": sorted(s.runId for s in list_runs(service, tenant, 100).runs),
-        "inbox": sorted(i["runId"] for i in inbox.inbox(service, member, 100, {}, None)["interrupts"]),
-        "workflows": service.list_workflows(tenant, 1, 100)["workflows"],
-        "keys": sorted(k["keyId"] for k in service.list_keys(tenant, 100, None)["keys"]),
+        "runs": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100).runs),
+        "inbox": sorted(i["runId"] for i in services.inbox.inbox(member, 100, {}, None)["interrupts"]),
+        "workflows": services.workflows.list_workflows(tenant, 1, 100)["workflows"],
+        "keys": sorted(k["keyId"] for k in services.keys.list_keys(tenant, 100, None)["keys"]),
     }
 
 
 @pytest.fixture
-def history(service, world) -> dict[str, Any]:
+def history(services, world) -> dict[str, Any]:
     """A tenant with runs waiting at a gate, an OpenWOP and a ModuleX workflow and keys, as the listings show them,
     then taken back to before the listings existed (`taken`: how many index items of each migration went)."""
     tenant = world.tenant
-    admin = signed_in(service)
-    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
-    ModulexWorkflows(service).create(
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
+    services.modulex_workflows.create(
         admin, {"workflow_schema": worked_example(), "name": "Refunds", "category": "finance", "visibility": "private"}
     )
     for _ in range(RUNS):
-        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
-    new_api_key(service, "second")
-    listed = listings(service, tenant)
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    new_api_key(services, "second")
+    listed = listings(services, tenant)
     assert (len(listed["runs"]), len(listed["inbox"]), len(listed["workflows"])) == (RUNS, RUNS, 2)
     return {**listed, "taken": take_back(world, tenant)}
 
@@ -128,24 +125,24 @@ def take_back(world: Any, tenant: str) -> dict[str, int]:
     return taken
 
 
-def test_the_backfills_list_what_was_written_before_the_listings_existed(service, history, world):
+def test_the_backfills_list_what_was_written_before_the_listings_existed(services, history, world):
     tenant = world.tenant
-    before = listings(service, tenant)
+    before = listings(services, tenant)
     # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
     assert before["runs"] == before["inbox"] == before["workflows"] == []
     assert len(before["keys"]) == 1  # the member's key listings() itself made, after the taking back
 
     progress: list[migrations.Progress] = []
-    outcome = migrations.run_pending(service, "test", report=progress.append)
+    outcome = migrations.run_pending(services.store, "test", report=progress.append, clock=services.clock)
 
     assert outcome.complete
     assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005"]
-    after = listings(service, tenant)
+    after = listings(services, tenant)
     assert after["runs"] == history["runs"]
     assert after["inbox"] == history["inbox"]
     assert after["workflows"] == history["workflows"]
     assert set(history["keys"]) <= set(after["keys"])
-    assert TenantRecords(service.store).status(tenant, consistent=True) == "active"
+    assert TenantRecords(services.store).status(tenant, consistent=True) == "active"
     written = {p.migration.id: 0 for p in progress}
     for p in progress:
         written[p.migration.id] += p.written
@@ -155,22 +152,27 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     assert history["taken"]["0001"] == RUNS
 
 
-def test_a_migration_run_again_writes_nothing(service, history, world):
-    assert migrations.run_pending(service, "first").complete
+def test_a_migration_run_again_writes_nothing(services, history, world):
+    assert migrations.run_pending(services.store, "first", clock=services.clock).complete
     # The checkpoints forgotten: every migration reads every item again, and finds nothing missing.
     delete(world, lambda i: i["pk"]["S"] != "MIGRATION")
     progress: list[migrations.Progress] = []
-    assert migrations.run_pending(service, "again", report=progress.append).complete
+    assert migrations.run_pending(services.store, "again", report=progress.append, clock=services.clock).complete
     assert sum(p.written for p in progress) == 0
-    assert listings(service, world.tenant)["runs"] == history["runs"]
+    assert listings(services, world.tenant)["runs"] == history["runs"]
 
 
-def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(service, history, world, moments):
+def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services, history, world, moments):
     pages = iter(range(3))
     progress: list[migrations.Progress] = []
     # Three pages of four items at a time, then time is up.
     stopped = migrations.run_pending(
-        service, "first", more_time=lambda: next(pages, None) is not None, report=progress.append, page_items=4
+        services.store,
+        "first",
+        more_time=lambda: next(pages, None) is not None,
+        report=progress.append,
+        page_items=4,
+        clock=services.clock,
     )
     assert not stopped.complete
     assert stopped.pending[0] == "0001"
@@ -179,9 +181,9 @@ def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(service,
     assert checkpoint["position"]  # where the scan goes on
 
     # The next runner takes over once the lease lapsed, from that page on.
-    assert migrations.run_pending(service, "second").busy == "0001"
+    assert migrations.run_pending(services.store, "second", clock=services.clock).busy == "0001"
     moments.append(moments[-1] + timedelta(seconds=LEASE_S + 1))
-    resumed = migrations.run_pending(service, "second", report=progress.append, page_items=4)
+    resumed = migrations.run_pending(services.store, "second", report=progress.append, page_items=4, clock=services.clock)
     assert resumed.complete
     assert sum(p.written for p in progress if p.migration.id == "0001") == RUNS
     done = MigrationStore(world.table, table()).checkpoints()["0001"]
@@ -189,12 +191,12 @@ def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(service,
     assert done["scanned"] == sum(p.scanned for p in progress if p.migration.id == "0001")
     assert "position" not in done
     assert "owner" not in done
-    assert listings(service, world.tenant)["runs"] == history["runs"]
+    assert listings(services, world.tenant)["runs"] == history["runs"]
 
 
-def test_a_runner_that_lost_its_lease_writes_nothing_more(service, history, world):
+def test_a_runner_that_lost_its_lease_writes_nothing_more(services, history, world):
     store = MigrationStore(world.table, table())
-    now = service.clock().timestamp()
+    now = services.clock().timestamp()
     assert store.claim("0001", "first", now, "test") is not None
     assert store.claim("0001", "second", now + 1, "test") is None
     assert store.claim("0001", "second", now + LEASE_S + 1, "test") is not None
@@ -202,8 +204,8 @@ def test_a_runner_that_lost_its_lease_writes_nothing_more(service, history, worl
         store.record_page("0001", "first", None, 1, 1, now + 2)
 
 
-def test_status_names_each_migration_and_its_state(service, history):
-    before = {row["migration"]: row["state"] for row in migrations.status(service)}
+def test_status_names_each_migration_and_its_state(services, history):
+    before = {row["migration"]: row["state"] for row in migrations.status(services.store)}
     assert before == {
         "0001 run listing": "not started",
         "0002 inbox entries": "not started",
@@ -211,25 +213,25 @@ def test_status_names_each_migration_and_its_state(service, history):
         "0004 key listing": "not started",
         "0005 tenant registry": "not started",
     }
-    migrations.run_pending(service, "test")
-    assert {row["state"] for row in migrations.status(service)} == {"done"}
+    migrations.run_pending(services.store, "test", clock=services.clock)
+    assert {row["state"] for row in migrations.status(services.store)} == {"done"}
 
 
-def test_a_workflow_pointer_and_entry_are_only_ever_moved_forward(service, world):
-    admin = signed_in(service)
-    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
-    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({**GATED, "name": "Ship v2"}))
+def test_a_workflow_pointer_and_entry_are_only_ever_moved_forward(services, world):
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({**GATED, "name": "Ship v2"}))
     tenant = world.tenant
     # A pointer left behind (written before the second version) is moved up to the latest; never down.
     table().put_item(
         TableName=world.table, Item={**a.key(workflow_pk(tenant, "ship"), "LATEST"), "version": a.n(1)}
     )
-    assert migrations.run_pending(service, "test").complete
-    assert service.store.latest_workflow_version(tenant, "ship") == 2
-    assert service.list_workflows(tenant, 1, 10)["workflows"][0]["name"] == "Ship v2"
+    assert migrations.run_pending(services.store, "test", clock=services.clock).complete
+    assert services.store.latest_workflow_version(tenant, "ship") == 2
+    assert services.workflows.list_workflows(tenant, 1, 10)["workflows"][0]["name"] == "Ship v2"
 
 
-def test_a_deploy_queues_a_turn_and_the_queue_runs_every_migration_through_the_function(service, history, world):
+def test_a_deploy_queues_a_turn_and_the_queue_runs_every_migration_through_the_function(services, history, world):
     receiver = Receiver().start()
     try:
         # When CloudFormation creates the deploy's custom resource (interlude_cdk: the function is its service token)
@@ -252,12 +254,12 @@ def test_a_deploy_queues_a_turn_and_the_queue_runs_every_migration_through_the_f
         assert until(lambda: not pump.pump_once(), 30)
     finally:
         receiver.close()
-    assert {row["state"] for row in migrations.status(service)} == {"done"}
-    assert listings(service, world.tenant)["runs"] == history["runs"]
+    assert {row["state"] for row in migrations.status(services.store)} == {"done"}
+    assert listings(services, world.tenant)["runs"] == history["runs"]
     assert queued(world.queues["migrations"]) == []
 
 
-def test_a_deploy_that_cannot_queue_its_turn_fails_saying_why(service, world, monkeypatch):
+def test_a_deploy_that_cannot_queue_its_turn_fails_saying_why(services, world, monkeypatch):
     receiver = Receiver().start()
     monkeypatch.setenv(wiring.queue("migrations").url_env, world.queues["migrations"] + "-missing")
     try:

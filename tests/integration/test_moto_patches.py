@@ -24,8 +24,8 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
 from interlude.app import limits as app_limits
-from interlude.app.keys import KeyOperations
-from interlude.app.service import Service
+from interlude.app.keys import Keys
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime, moto_patches
@@ -418,15 +418,15 @@ def lifecycle_work(work: Counter[str], existing: int, round_: int) -> dict[str, 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client, table)
-        service = Service(Store(table, client))
-        bearer = new_api_key(service, tenant="demo")
-        principal = service.authenticate(f"Bearer {bearer}")
-        service.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
+        services = Services(Store(table, client))
+        bearer = new_api_key(services, tenant="demo")
+        principal = services.keys.authenticate(f"Bearer {bearer}")
+        services.workflows.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
         templates = []
         for n in range(4):
-            run = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "demo-approval"}))
+            run = services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": "demo-approval"}))
             if n % 2:
-                service.resolve_interrupt(principal, run.runId, "review", {"action": "accept"})
+                services.decisions.resolve_interrupt(principal, run.runId, "review", {"action": "accept"})
             templates.append(run.runId)
         RunCopies(client, table, templates).write(existing - len(templates))
         stream = Stream(table)
@@ -469,7 +469,7 @@ def test_a_lifecycle_through_the_api_and_dispatch_costs_the_same_beside_10_and_4
     monkeypatch.setattr(Table, "all_items", counting_walk)
     # The key and the tenant's limits are re-read every few seconds: on a slow machine a step could pay a re-read
     # the other world's did not. Held for the test, each world reads them the same number of times.
-    monkeypatch.setattr(KeyOperations, "KEY_CACHE_SECONDS", 3600.0)
+    monkeypatch.setattr(Keys, "KEY_CACHE_SECONDS", 3600.0)
     monkeypatch.setattr(app_limits, "LIMITS_CACHE_SECONDS", 3600.0)
     # And every request counts into one rate window: a step that opened a new window item would copy one item less.
     window = limit_rules.window_of(time.time())

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.facade import Store
@@ -23,10 +23,10 @@ GATE = {"nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": {"titl
 
 
 def test_a_test_sees_no_stream_record_or_message_an_earlier_one_left(world) -> None:
-    service = Service(Store(world.table))
-    admin = signed_in(service)
-    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATE))
-    service.create_run(admin, CreateRunRequest(workflowId="ship"))
+    services = Services(Store(world.table))
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATE))
+    services.lifecycle.create_run(admin, CreateRunRequest(workflowId="ship"))
     sqs = boto3.client("sqs")
     sqs.send_message(QueueUrl=world.queues["callbacks"], MessageBody=json.dumps({"left": "behind"}))
     assert stream_records(world.table)
@@ -37,7 +37,7 @@ def test_a_test_sees_no_stream_record_or_message_an_earlier_one_left(world) -> N
     assert sqs.receive_message(QueueUrl=later.queues["callbacks"]).get("Messages", []) == []
     assert later.tenant not in (world.tenant, world.other_tenant)
     # The items stay: isolation between tests is the tenants'.
-    assert service.store.get_run(service.create_run(admin, CreateRunRequest(workflowId="ship")).runId) is not None
+    assert services.store.get_run(services.lifecycle.create_run(admin, CreateRunRequest(workflowId="ship")).runId) is not None
 
 
 def test_a_mock_opened_inside_the_shared_world_starts_empty_and_leaves_nothing(world) -> None:

@@ -13,9 +13,7 @@ from interlude import wiring
 from interlude.adapters.leased_work import RetryLater
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.notify.worker import Worker
-from interlude.app import directory
-from interlude.app.notifications import run_notifications
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.config.notify import NotifySettings
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
@@ -61,18 +59,18 @@ def settings(urls, **overrides) -> NotifySettings:
     return NotifySettings(**{**base, **overrides})
 
 
-def open_gate(service: Service) -> tuple[str, str, str]:
-    admin = signed_in(service, "admin")
+def open_gate(services: Services) -> tuple[str, str, str]:
+    admin = signed_in(services, "admin")
     nodes = [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["ann", "ben"], "requiredApprovals": 2}}]
-    service.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
     return state.runId, "review", state.interrupts["review"].interruptId
 
 
-def worker_for(service: Service, urls, **overrides) -> Worker:
+def worker_for(services: Services, urls, **overrides) -> Worker:
     ring = KeyRing.generate()
     return Worker(
-        store=service.store,
+        store=services.store,
         sqs=boto3.client("sqs"),
         ses=boto3.client("sesv2"),
         secrets=boto3.client("secretsmanager"),
@@ -96,10 +94,10 @@ def sent_mail() -> list:
 
 
 def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
-    service = Service(Store(TABLE))
-    run_id, node, interrupt = open_gate(service)
-    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
-    worker = worker_for(service, aws)
+    services = Services(Store(TABLE))
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    worker = worker_for(services, aws)
     message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
     assert worker.handle(delivered(aws, message)) == "sent"
     assert worker.handle(delivered(aws, message)) == "duplicate"
@@ -111,8 +109,8 @@ def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
     # ben is named by the gate but has no entry: told nobody, and the log says why.
     other = queue_message(tenant, run_id, node, interrupt, "ben", RAISED)
     assert worker.handle(delivered(aws, other)) == "skipped"
-    admin = signed_in(service, "admin2")
-    log = run_notifications(service, admin, run_id)["notifications"]
+    admin = signed_in(services, "admin2")
+    log = services.notifications.run_notifications(admin, run_id)["notifications"]
     assert [(n["principalId"], n["channel"], n["outcome"]) for n in log] == [
         ("ann", "email", "sent"),
         ("ben", None, "skipped"),
@@ -126,15 +124,14 @@ def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
 
 
 def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack, tenant):
-    service = Service(Store(TABLE))
-    run_id, node, interrupt = open_gate(service)
-    directory.put_principal(
-        service, tenant, "ann", PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234"), "admin"
+    services = Services(Store(TABLE))
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234"), "admin"
     )
     boto3.client("secretsmanager").create_secret(
         Name=f"interlude/slack/{tenant}", SecretString=json.dumps({"webhookUrl": slack.url("/hook")})
     )
-    worker = worker_for(service, aws)
+    worker = worker_for(services, aws)
     message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
     with pytest.raises(RetryLater):
         worker.handle(delivered(aws, message))
@@ -152,26 +149,26 @@ def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws,
 
 
 def test_nothing_is_sent_for_a_settled_gate_and_a_reminder_skips_who_voted(aws, tenant):
-    service = Service(Store(TABLE))
-    run_id, node, interrupt = open_gate(service)
-    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
-    directory.put_principal(service, tenant, "ben", PrincipalEntry(email="ben@example.com"), "admin")
-    state, version = service.load_run(tenant, run_id)
-    service.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(service, "ann")))
-    worker = worker_for(service, aws)
+    services = Services(Store(TABLE))
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    services.directory.put_principal(tenant, "ben", PrincipalEntry(email="ben@example.com"), "admin")
+    state, version = services.runs.load_run(tenant, run_id)
+    services.decisions.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(services, "ann")))
+    worker = worker_for(services, aws)
     assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ann", "reminder-1"))) == "skipped"
     assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ben", "reminder-1"))) == "sent"
-    state, version = service.load_run(tenant, run_id)
-    service.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(service, "ben")))
+    state, version = services.runs.load_run(tenant, run_id)
+    services.decisions.resolve(state, version, node, {"action": "accept"}, run_resolver(signed_in(services, "ben")))
     assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ben", "reminder-2"))) == "skipped"
     assert [set(m.destinations) for m in sent_mail()] == [{"ben@example.com"}]
 
 
 def test_without_a_from_address_mail_is_not_configured_and_nothing_retries(aws, tenant):
-    service = Service(Store(TABLE))
-    run_id, node, interrupt = open_gate(service)
-    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
-    worker = worker_for(service, aws, from_address="")
+    services = Services(Store(TABLE))
+    run_id, node, interrupt = open_gate(services)
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    worker = worker_for(services, aws, from_address="")
     assert worker.handle(delivered(aws, queue_message(tenant, run_id, node, interrupt, "ann", RAISED))) == "skipped"
     record = worker.notifications.of_run(run_id)[0]["record"]
     assert record["channels"]["email"]["outcome"] == "not_configured"
@@ -199,31 +196,29 @@ def queued(urls) -> dict[str, dict]:
 def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_open_ones(aws, monkeypatch, tenant):
     from datetime import timedelta
 
-    from interlude.app import tenants
-    from interlude.app.delegation import delegate_vote
     from interlude.domain.models.principals import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
-    service = Service(Store(TABLE))
-    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
-    admin = signed_in(service, "admin")
+    services = Services(Store(TABLE))
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
+    admin = signed_in(services, "admin")
     config = {"title": "Ship?", "approversList": ["ann", "ben", "cat", "fay"], "requiredApprovals": 4}
     nodes = [{"id": "review", "typeId": "core.approvalGate", "config": config}]
-    service.put_workflow(admin, "ship3", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship3"})).runId
-    state, _ = service.load_run(tenant, run_id)
+    services.workflows.put_workflow(admin, "ship3", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship3"})).runId
+    state, _ = services.runs.load_run(tenant, run_id)
     interrupt = state.interrupts["review"].interruptId
-    now = service.clock()
+    now = services.clock()
     period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}
     for pid in ("ann", "cat", "dora", "eve", "fay"):
-        directory.put_principal(service, tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+        services.directory.put_principal(tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
     ben = {"email": "ben@example.com", "outOfOffice": {"delegate": "eve", **period}}
-    directory.put_principal(service, tenant, "ben", PrincipalEntry.model_validate(ben), "admin")
-    people = {pid: signed_in(service, pid) for pid in ("ann", "cat", "dora", "eve")}
+    services.directory.put_principal(tenant, "ben", PrincipalEntry.model_validate(ben), "admin")
+    people = {pid: signed_in(services, pid) for pid in ("ann", "cat", "dora", "eve")}
     # ann hands her vote on this gate to dora; ben is away with eve as his delegate; cat votes herself
-    delegate_vote(service, people["ann"], run_id, "review", DelegateVoteRequest(delegate="dora"))
-    service.resolve_interrupt(people["cat"], run_id, "review", {"action": "accept"})
+    services.delegation.delegate_vote(people["ann"], run_id, "review", DelegateVoteRequest(delegate="dora"))
+    services.decisions.resolve_interrupt(people["cat"], run_id, "review", {"action": "accept"})
     fired = {
         "purpose": "reminder",
         "runId": run_id,
@@ -245,14 +240,14 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
         "eve": (False, ["ben"]),
         "fay": (True, None),
     }
-    worker = worker_for(service, aws)
+    worker = worker_for(services, aws)
     assert worker.handle(delivered(aws, asked["dora"])) == "sent"
     (mail,) = [m for m in sent_mail() if set(m.destinations) == {"dora@example.com"}]
     assert "on behalf of ann, as their delegate" in mail.raw_data.replace("=\n", "")
 
     # When the delegates vote, nobody is reminded of those votes any more: not ben, not his delegate, not dora
-    service.resolve_interrupt(people["dora"], run_id, "review", {"action": "accept"})
-    service.resolve_interrupt(people["eve"], run_id, "review", {"action": "accept"})
+    services.decisions.resolve_interrupt(people["dora"], run_id, "review", {"action": "accept"})
+    services.decisions.resolve_interrupt(people["eve"], run_id, "review", {"action": "accept"})
     assert lambda_runtime.invoke("timeouts", {**fired, "visit": 1})["queued"] == 1
     assert list(queued(aws)) == ["fay"]
     # and a reminder queued before those votes finds them in when it is handled
@@ -262,21 +257,19 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
 
 
 def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws, tenant):
-    from interlude.app import tenants
-    from interlude.app.delegation import delegate_vote
     from interlude.domain.models.principals import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
-    service = Service(Store(TABLE))
-    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
-    run_id, node, interrupt = open_gate(service)  # ann and ben, both needed
+    services = Services(Store(TABLE))
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
+    run_id, node, interrupt = open_gate(services)  # ann and ben, both needed
     for pid in ("ann", "ben"):
-        directory.put_principal(service, tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
-    ann, ben = signed_in(service, "ann"), signed_in(service, "ben")
+        services.directory.put_principal(tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+    ann, ben = signed_in(services, "ann"), signed_in(services, "ben")
     # ann hands her vote to ben, who is an approver himself and casts his own vote first
-    delegate_vote(service, ann, run_id, node, DelegateVoteRequest(delegate="ben"))
-    service.resolve_interrupt(ben, run_id, node, {"action": "accept"})
-    worker = worker_for(service, aws)
+    services.delegation.delegate_vote(ann, run_id, node, DelegateVoteRequest(delegate="ben"))
+    services.decisions.resolve_interrupt(ben, run_id, node, {"action": "accept"})
+    worker = worker_for(services, aws)
     for_ann = queue_message(tenant, run_id, node, interrupt, "ben", "reminder-1", onBehalfOf=["ann"])
     assert worker.handle(delivered(aws, for_ann)) == "sent"  # his own vote is in, ann's is not
     own_only = queue_message(tenant, run_id, node, interrupt, "ben", "reminder-2")
@@ -286,54 +279,49 @@ def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws, 
 
 
 def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_principal_again(aws, monkeypatch, tenant):
-    from interlude.adapters.notify.outbox import enqueue_reminders
-    from interlude.app import tenants
-    from interlude.app.delegation import delegate_vote
     from interlude.domain.models.principals import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
-    service = Service(Store(TABLE))
-    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
-    run_id, node, interrupt = open_gate(service)
+    services = Services(Store(TABLE))
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
+    run_id, node, interrupt = open_gate(services)
     for pid in ("ann", "ben"):
-        directory.put_principal(service, tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
-    delegate_vote(service, signed_in(service, "ann"), run_id, node, DelegateVoteRequest(delegate="dora"))
+        services.directory.put_principal(tenant, pid, PrincipalEntry(email=f"{pid}@example.com"), "admin")
+    services.delegation.delegate_vote(signed_in(services, "ann"), run_id, node, DelegateVoteRequest(delegate="dora"))
     fired = {"runId": run_id, "nodeId": node, "interruptId": interrupt, "visit": 0}
-    enqueue_reminders(service, fired)
+    services.notification_outbox.enqueue_reminders(fired)
     assert {pid: m.get("onBehalfOf") for pid, m in queued(aws).items()} == {"ben": None, "dora": ["ann"]}
     # The tenant withdraws delegation: dora could not vote, so ann is asked for her own vote again
-    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=False), "admin")
-    enqueue_reminders(service, {**fired, "visit": 1})
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=False), "admin")
+    services.notification_outbox.enqueue_reminders({**fired, "visit": 1})
     asked = queued(aws)
     assert {pid: m.get("onBehalfOf") for pid, m in asked.items()} == {"ann": None, "ben": None}
-    assert worker_for(service, aws).handle(delivered(aws, asked["ann"])) == "sent"
+    assert worker_for(services, aws).handle(delivered(aws, asked["ann"])) == "sent"
 
 
 def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch, tenant):
     from datetime import timedelta
 
-    from interlude.adapters.notify.outbox import on_events
-    from interlude.app import tenants
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
-    service = Service(Store(TABLE))
-    tenants.put_settings(service, tenant, TenantSettings(allowDelegation=True), "admin")
-    now = service.clock()
+    services = Services(Store(TABLE))
+    services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
+    now = services.clock()
     period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}
-    directory.put_principal(service, tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     ben = {"email": "ben@example.com", "outOfOffice": {"delegate": "eve", **period}}
-    directory.put_principal(service, tenant, "ben", PrincipalEntry.model_validate(ben), "admin")
-    directory.put_principal(service, tenant, "eve", PrincipalEntry(email="eve@example.com"), "admin")
-    run_id, node, interrupt = open_gate(service)  # ann and ben
-    on_events(service, run_id, service.store.read_events(run_id))
+    services.directory.put_principal(tenant, "ben", PrincipalEntry.model_validate(ben), "admin")
+    services.directory.put_principal(tenant, "eve", PrincipalEntry(email="eve@example.com"), "admin")
+    run_id, node, interrupt = open_gate(services)  # ann and ben
+    services.notification_outbox.on_events(run_id, services.store.read_events(run_id))
     asked = queued(aws)
     assert {pid: (m["purpose"], m.get("forSelf", True), m.get("onBehalfOf")) for pid, m in asked.items()} == {
         "ann": ("raised", True, None),
         "ben": ("raised", True, None),
         "eve": ("raised", False, ["ben"]),
     }
-    assert worker_for(service, aws).handle(delivered(aws, asked["eve"])) == "sent"
+    assert worker_for(services, aws).handle(delivered(aws, asked["eve"])) == "sent"
     (mail,) = [m for m in sent_mail() if set(m.destinations) == {"eve@example.com"}]
     assert "on behalf of ben, as their delegate" in mail.raw_data.replace("=\n", "")

@@ -22,8 +22,8 @@ from tests.support.moto_world import TABLE
 from tests.support.queues import queued
 from tests.support.stream import Stream, dispatch
 
-# The webhook tests' world (the loopback switch on), service and receiver.
-aws, service, receiver = test_webhooks.aws, test_webhooks.service, test_webhooks.receiver
+# The webhook tests' world (the loopback switch on), services and receiver.
+aws, services, receiver = test_webhooks.aws, test_webhooks.services, test_webhooks.receiver
 
 
 def group_of(message: dict) -> str:
@@ -41,12 +41,12 @@ def queued_with_groups(url: str) -> list[dict]:
 
 
 def test_the_stream_function_queues_each_event_item_under_its_tenant_naming_it_only(
-    service, aws, receiver, tenant, other_tenant
+    services, aws, receiver, tenant, other_tenant
 ):
     # Given two tenants' runs, one of them with a callbackUrl
-    first, second = signed_in(service, tenant=tenant), signed_in(service, tenant=f"{other_tenant}~b")
-    start_gate_run(service, first, callbackUrl=receiver.url())
-    start_gate_run(service, second)
+    first, second = signed_in(services, tenant=tenant), signed_in(services, tenant=f"{other_tenant}~b")
+    start_gate_run(services, first, callbackUrl=receiver.url())
+    start_gate_run(services, second)
     records = Stream(TABLE).take()
     events = [r for r in records if is_event_insert(r)]
     assert len(events) < len(records)
@@ -66,12 +66,12 @@ def test_the_stream_function_queues_each_event_item_under_its_tenant_naming_it_o
 
 
 def test_dispatch_reads_the_named_item_back_and_every_queue_it_feeds_carries_the_tenant(
-    service, aws, receiver, tenant
+    services, aws, receiver, tenant
 ):
     # Given a tenant with a webhook subscription and a run with a callbackUrl
-    admin = signed_in(service, tenant=tenant)
-    register(service, admin, receiver.url(), ["interrupt.requested"])
-    start_gate_run(service, admin, callbackUrl=receiver.url())
+    admin = signed_in(services, tenant=tenant)
+    register(services, admin, receiver.url(), ["interrupt.requested"])
+    start_gate_run(services, admin, callbackUrl=receiver.url())
 
     # When dispatch gets the outbox messages (as the outbox queue delivers them)
     assert dispatch(Stream(TABLE).take()) == {"batchItemFailures": []}
@@ -82,7 +82,7 @@ def test_dispatch_reads_the_named_item_back_and_every_queue_it_feeds_carries_the
     assert {group_of(m) for m in deliveries} == {tenant}
 
 
-def test_an_outbox_message_whose_item_is_gone_is_done_with(service, aws):
+def test_an_outbox_message_whose_item_is_gone_is_done_with(services, aws):
     message = {"v": 1, "pk": "T#tn0#R#no-such-run-000000", "sk": "E#0000000001", "seq": "1"}
     record = sqs_pump.to_event_record(
         {"MessageId": "m-1", "ReceiptHandle": "r-1", "Body": json.dumps(message), "Attributes": {}}, "arn"

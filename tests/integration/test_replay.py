@@ -5,6 +5,7 @@ how many one recovery sends) and a recovery cut off half-way, taken over once it
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -13,10 +14,8 @@ import pytest
 from interlude.adapters.leased_work import RetryLater
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.adapters.replay_outbox import ReplayOutbox
-from interlude.app import directory, webhooks
 from interlude.app import replay as replay_module
-from interlude.app.replay import Replay
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.errors import Conflict, Invalid, NotFound
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
@@ -65,8 +64,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(aws, clock) -> Service:
-    return Service(Store(aws.table), clock=clock)
+def services(aws, clock) -> Services:
+    return Services(Store(aws.table), clock=clock)
 
 
 @pytest.fixture
@@ -81,32 +80,32 @@ def deliver(aws) -> None:
     drain(aws.queues)
 
 
-def subscription_with_dead_letters(service, admin, aws, receiver, runs: int) -> str:
+def subscription_with_dead_letters(services, admin, aws, receiver, runs: int) -> str:
     """A subscription whose endpoint was down for every attempt of `runs` runs' deliveries."""
     receiver.script[:] = [500] * (MAX_ATTEMPTS * runs)
-    made = webhooks.register(
-        service, admin, RegisterWebhookRequest.model_validate({"url": receiver.url(), "events": ["interrupt.requested"]})
+    made = services.webhooks.register(
+        admin, RegisterWebhookRequest.model_validate({"url": receiver.url(), "events": ["interrupt.requested"]})
     )
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     for _ in range(runs):
-        service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
     deliver(aws)
-    assert len(dead_letters(service, admin, made["webhookId"])) == runs
+    assert len(dead_letters(services, admin, made["webhookId"])) == runs
     return made["webhookId"]
 
 
-def dead_letters(service, admin, webhook_id: str) -> list[dict]:
-    return webhooks.dead_letters(service, admin, webhook_id, 100, None)["deliveries"]
+def dead_letters(services, admin, webhook_id: str) -> list[dict]:
+    return services.webhooks.dead_letters(admin, webhook_id, 100, None)["deliveries"]
 
 
 def test_a_reopened_delivery_gets_a_round_of_attempts_and_is_replayed_at_most_max_replays_times(
-    service, admin, aws, receiver, monkeypatch
+    services, admin, aws, receiver, monkeypatch
 ):
     monkeypatch.setattr(replay_module, "MAX_REPLAYS", 1)
-    replay = Replay(service, ReplayOutbox(service))
-    webhook_id = subscription_with_dead_letters(service, admin, aws, receiver, 1)
-    (dead,) = dead_letters(service, admin, webhook_id)
+    replay = services.replay
+    webhook_id = subscription_with_dead_letters(services, admin, aws, receiver, 1)
+    (dead,) = dead_letters(services, admin, webhook_id)
 
     # When it is replayed while the endpoint is still down
     receiver.script[:] = [500] * MAX_ATTEMPTS
@@ -116,7 +115,7 @@ def test_a_reopened_delivery_gets_a_round_of_attempts_and_is_replayed_at_most_ma
     # Then it had a whole round of attempts of its own, then came back to the dead letters, newly dated
     assert len(receiver.hits) == 2 * MAX_ATTEMPTS
     assert len({h.headers["webhook-id"] for h in receiver.hits}) == 1
-    (again,) = dead_letters(service, admin, webhook_id)
+    (again,) = dead_letters(services, admin, webhook_id)
     assert (again["deliveryId"], again["attempts"]) == (dead["deliveryId"], 2 * MAX_ATTEMPTS)
     # And past MAX_REPLAYS it is refused, nothing queued
     with pytest.raises(Conflict) as refused:
@@ -125,17 +124,17 @@ def test_a_reopened_delivery_gets_a_round_of_attempts_and_is_replayed_at_most_ma
     assert queued(aws.queues["callbacks"]) == []
 
 
-def test_a_recovery_past_its_limit_is_refused_before_anything_is_sent(service, admin, aws, receiver, monkeypatch):
+def test_a_recovery_past_its_limit_is_refused_before_anything_is_sent(services, admin, aws, receiver, monkeypatch):
     monkeypatch.setattr(replay_module, "MAX_RECOVERY", 1)
-    webhook_id = subscription_with_dead_letters(service, admin, aws, receiver, 2)
-    since = service.clock() - timedelta(hours=1)
+    webhook_id = subscription_with_dead_letters(services, admin, aws, receiver, 2)
+    since = services.clock() - timedelta(hours=1)
 
     with pytest.raises(Invalid) as refused:
-        Replay(service, ReplayOutbox(service)).recover_webhook(admin, webhook_id, since, None)
+        services.replay.recover_webhook(admin, webhook_id, since, None)
 
     assert (refused.value.code, refused.value.details) == ("interlude.recovery_too_large", {"limit": 1})
     assert queued(aws.queues["callbacks"]) == []
-    assert len(dead_letters(service, admin, webhook_id)) == 2
+    assert len(dead_letters(services, admin, webhook_id)) == 2
 
 
 class FailingOutbox(ReplayOutbox):
@@ -151,17 +150,17 @@ class FailingOutbox(ReplayOutbox):
 
 
 def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_only_what_is_still_dead(
-    service, admin, aws, receiver, clock, monkeypatch
+    services, admin, aws, receiver, clock, monkeypatch
 ):
     monkeypatch.setattr(replay_module, "TURN", 1)
-    webhook_id = subscription_with_dead_letters(service, admin, aws, receiver, 2)
+    webhook_id = subscription_with_dead_letters(services, admin, aws, receiver, 2)
     since = clock() - timedelta(hours=1)
 
     # Given a recovery whose queue refused its second message: the request fails, that dead letter stays dead
     with pytest.raises(RuntimeError):
-        Replay(service, FailingOutbox(service)).recover_webhook(admin, webhook_id, since, None)
-    assert len(dead_letters(service, admin, webhook_id)) == 1
-    replay = Replay(service, ReplayOutbox(service))
+        replace(services.replay, outbox=FailingOutbox(services.store, services.clock)).recover_webhook(admin, webhook_id, since, None)
+    assert len(dead_letters(services, admin, webhook_id)) == 1
+    replay = services.replay
     # Then another recovery of the subscription is refused while the first may still be running
     with pytest.raises(Conflict) as refused:
         replay.recover_webhook(admin, webhook_id, since, None)
@@ -175,21 +174,21 @@ def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_
     # Then each delivery arrived once more, under its own id
     replayed = [h.headers["webhook-id"] for h in receiver.hits[2 * MAX_ATTEMPTS :]]
     assert sorted(replayed) == sorted({h.headers["webhook-id"] for h in receiver.hits[: 2 * MAX_ATTEMPTS]})
-    assert dead_letters(service, admin, webhook_id) == []
+    assert dead_letters(services, admin, webhook_id) == []
 
 
 def test_a_dead_notification_retried_sends_again_only_the_channel_that_failed(world, tenant):
     # Given a notification whose Slack post failed every attempt (its mail went out), so it was dead-lettered
-    service = Service(Store(world.table))
+    services = Services(Store(world.table))
     slack = Receiver(script=[500, 500]).start()
     try:
-        run_id, node, interrupt = notify.open_gate(service)
+        run_id, node, interrupt = notify.open_gate(services)
         entry = PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234")
-        directory.put_principal(service, tenant, "ann", entry, "admin")
+        services.directory.put_principal(tenant, "ann", entry, "admin")
         boto3.client("secretsmanager").create_secret(
             Name=f"interlude/slack/{tenant}", SecretString=json.dumps({"webhookUrl": slack.url("/hook")})
         )
-        worker = notify.worker_for(service, world.queues)
+        worker = notify.worker_for(services, world.queues)
         message = queue_message(tenant, run_id, node, interrupt, "ann", RAISED)
         with pytest.raises(RetryLater):
             worker.handle(notify.delivered(world.queues, message))
@@ -197,8 +196,8 @@ def test_a_dead_notification_retried_sends_again_only_the_channel_that_failed(wo
         mails = len(notify.sent_mail())
 
         # When it is retried once Slack is back
-        admin = signed_in(service, "admin")
-        retried = Replay(service, ReplayOutbox(service)).retry_notification(admin, run_id, message["id"])
+        admin = signed_in(services, "admin")
+        retried = services.replay.retry_notification(admin, run_id, message["id"])
 
         # Then its message is queued again, the same notification; the worker sends Slack alone, once
         assert (retried["notificationId"], retried["attempt"], retried["replay"]) == (message["id"], 3, 1)
@@ -211,24 +210,24 @@ def test_a_dead_notification_retried_sends_again_only_the_channel_that_failed(wo
         assert len(notify.sent_mail()) == mails
         # And a second retry is refused: it was sent
         with pytest.raises(Conflict) as refused:
-            Replay(service, ReplayOutbox(service)).retry_notification(admin, run_id, message["id"])
+            services.replay.retry_notification(admin, run_id, message["id"])
         assert refused.value.code == "interlude.not_dead_lettered"
     finally:
         slack.close()
 
 
-def test_a_dead_notice_whose_event_is_not_in_the_log_is_not_found_never_a_server_error(service, admin, aws):
+def test_a_dead_notice_whose_event_is_not_in_the_log_is_not_found_never_a_server_error(services, admin, aws):
     # Given a dead callback notice as the release before replays wrote it (no sequence kept), naming no event of its run
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
-    ledger = DeliveryStore(service.store)
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
+    ledger = DeliveryStore(services.store)
     ref = Notice(run_id, "ntc_" + "x" * 20, "interrupt.requested")
     claim = ledger.claim(ref, 0, 60)
     assert ledger.settle(ref, claim.attempt, ledger.DEAD, {"attempt": 1, "status": "failed"}, 0)
 
     # When it is retried, it is not found (it cannot be made again), and it stays dead
     with pytest.raises(NotFound) as refused:
-        Replay(service, ReplayOutbox(service)).retry_run_delivery(admin, run_id, ref.notice_id)
+        services.replay.retry_run_delivery(admin, run_id, ref.notice_id)
     assert "no longer in its run's log" in refused.value.message
     assert ledger.read(ref)["status"] == "dead"

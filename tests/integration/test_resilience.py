@@ -32,7 +32,7 @@ from moto import mock_aws
 
 from interlude import wiring
 from interlude.adapters.keyring_store import ensure_key_ring
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain import clock
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -100,7 +100,7 @@ class Injector:
 
 @dataclass
 class World:
-    service: Service
+    services: Services
     api_key: str
     receiver: Receiver
     stream: Stream
@@ -139,7 +139,7 @@ class World:
             assert dispatch(fresh) == {"batchItemFailures": []}
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        return self.service.store.read_events(run_id)
+        return self.services.store.read_events(run_id)
 
 
 # A world of its own per operation: faults are injected into every AWS call of its default session.
@@ -175,9 +175,9 @@ def world(tmp_path: Path) -> Iterator[World]:
         for name, value in create_local_deadline_resources().items():
             mp.setenv(name, value)
         ensure_key_ring(env["KEY_RING_SECRET"])
-        service = Service(Store(TABLE))
+        services = Services(Store(TABLE))
         try:
-            yield World(service, new_api_key(service, tenant=TENANT), receiver, Stream(TABLE), clock_file, faults)
+            yield World(services, new_api_key(services, tenant=TENANT), receiver, Stream(TABLE), clock_file, faults)
         finally:
             lambda_runtime.fresh_instances()
             events.unregister("before-call", faults.before)
@@ -210,7 +210,7 @@ def partial_states(w: World) -> list[str]:
     for pk in heads:
         run_id = run_id_of(pk)
         assert run_id is not None
-        state, _ = w.service.store.get_run(run_id)
+        state, _ = w.services.store.get_run(run_id)
         events = w.events(run_id)
         if [e["sequence"] for e in events] != list(range(state.nextSeq)):
             problems.append(f"{run_id}: event sequences {[e['sequence'] for e in events]} for nextSeq {state.nextSeq}")
@@ -314,7 +314,7 @@ def _vote_setup(w: World) -> dict[str, Any]:
 def _vote_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     if got["statusCode"] != 200:
         return [f"vote answered {got['statusCode']} {got['body'][:120]}"]
-    state, _ = w.service.store.get_run(ctx["run"])
+    state, _ = w.services.store.get_run(ctx["run"])
     votes = state.interrupts["gate"].votes if "gate" in state.interrupts else []
     return [] if len(votes) == 1 else [f"{len(votes)} votes recorded for one vote"]
 
@@ -415,7 +415,7 @@ def _callback_act(w: World, ctx: dict[str, Any]) -> Any:
 
 def _callback_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     delivered = [hit for hit in w.receiver.hits if wire(ctx["run"]).encode() in hit.body or ctx["run"].encode() in hit.body]
-    attempts = w.service.deliveries.attempts(ctx["run"])
+    attempts = w.services.delivery_records.attempts(ctx["run"])
     problems = [] if delivered else ["the notice never reached the receiver"]
     if not any(at.get("status") == "succeeded" for at in attempts):
         problems.append(f"no delivered attempt recorded: {attempts}")
@@ -435,7 +435,7 @@ def _action_setup(w: World) -> dict[str, Any]:
     }
     assert w.api("PUT", "/workflows/refund", definition)["statusCode"] == 201
     run_id = w.start("refund")
-    w.service.resolve_interrupt(w.service.authenticate(f"Bearer {w.api_key}"), run_id, "gate", {"action": "accept"})
+    w.services.decisions.resolve_interrupt(w.services.keys.authenticate(f"Bearer {w.api_key}"), run_id, "gate", {"action": "accept"})
     w.settle()
     sqs = w.client("sqs")
     url = os.environ[wiring.queue("actions").url_env]
@@ -467,7 +467,7 @@ def _action_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     calls = [hit for hit in w.receiver.hits if ctx["order"].encode() in hit.body]
     keys = {hit.headers.get("idempotency-key") for hit in calls}
     completed = [e for e in w.events(ctx["run"]) if e["type"] == "node.completed" and e.get("nodeId") == "refund"]
-    ledger = EffectStore(w.service.store).ledger(ctx["run"])
+    ledger = EffectStore(w.services.store).ledger(ctx["run"])
     problems = [] if calls else ["the action never reached the receiver"]
     problems += [] if len(keys) == 1 else [f"{len(keys)} Idempotency-Keys for one effect"]
     problems += [] if len(completed) == 1 else [f"the action's node completed {len(completed)} times"]
@@ -492,7 +492,7 @@ def attempt(w: World, op: Operation, at: tuple[int, str, str] | None) -> tuple[l
     """One run of the operation on fresh inputs (a new tenant, run and key) by a cold Lambda instance, so every
     attempt makes the same calls as the first; (its AWS calls, the partial states)."""
     w.tenant = f"t{uuid.uuid4().hex[:12]}"
-    w.api_key = new_api_key(w.service, tenant=w.tenant)
+    w.api_key = new_api_key(w.services, tenant=w.tenant)
     ctx = op.setup(w)
     lambda_runtime.fresh_instances()
     w.faults.calls.clear()

@@ -11,7 +11,7 @@ import pytest
 
 from interlude import wiring
 from interlude.app import run_listing
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
@@ -30,26 +30,26 @@ def client(world):
 
 
 @pytest.fixture
-def service(client) -> Service:
-    return Service(Store(TABLE, client))
+def services(client) -> Services:
+    return Services(Store(TABLE, client))
 
 
-def register(service: Service, principal, workflow_id: str, fixture: str) -> None:
+def register(services: Services, principal, workflow_id: str, fixture: str) -> None:
     raw = json.loads((FIXTURES / f"{fixture}.json").read_text())
-    service.put_workflow(principal, workflow_id, WorkflowDefinition.model_validate(raw))
+    services.workflows.put_workflow(principal, workflow_id, WorkflowDefinition.model_validate(raw))
 
 
-def start(service: Service, principal, workflow_id: str) -> str:
-    return service.create_run(principal, CreateRunRequest(workflowId=workflow_id)).runId
+def start(services: Services, principal, workflow_id: str) -> str:
+    return services.lifecycle.create_run(principal, CreateRunRequest(workflowId=workflow_id)).runId
 
 
-def walk(service: Service, tenant: str, limit: int, **filters) -> tuple[list[str], int]:
+def walk(services: Services, tenant: str, limit: int, **filters) -> tuple[list[str], int]:
     """Every run id the listing yields, page after page, and how many pages it took."""
     seen: list[str] = []
     cursor = None
     pages = 0
     while True:
-        page = run_listing.list_runs(service, tenant, limit, cursor, **filters)
+        page = services.run_listing.list_runs(tenant, limit, cursor, **filters)
         assert len(page.runs) <= limit
         seen += [r.runId for r in page.runs]
         pages += 1
@@ -58,47 +58,47 @@ def walk(service: Service, tenant: str, limit: int, **filters) -> tuple[list[str
             return seen, pages
 
 
-def test_pages_through_every_run_newest_first_with_filters(service: Service) -> None:
-    admin = signed_in(service)
-    register(service, admin, "approve", "conformance-approval")
-    register(service, admin, "noop", "conformance-noop")
-    approvals = [start(service, admin, "approve") for _ in range(40)]
-    noops = [start(service, admin, "noop") for _ in range(25)]
-    everything, pages = walk(service, admin.tenant, 10)
+def test_pages_through_every_run_newest_first_with_filters(services: Services) -> None:
+    admin = signed_in(services)
+    register(services, admin, "approve", "conformance-approval")
+    register(services, admin, "noop", "conformance-noop")
+    approvals = [start(services, admin, "approve") for _ in range(40)]
+    noops = [start(services, admin, "noop") for _ in range(25)]
+    everything, pages = walk(services, admin.tenant, 10)
     assert sorted(everything) == sorted(approvals + noops)  # each run exactly once
-    created = {r: service.store.get_run(r)[0].createdAt for r in everything}
+    created = {r: services.store.get_run(r)[0].createdAt for r in everything}
     assert [created[r] for r in everything] == sorted(created.values(), reverse=True)
     assert pages >= 7
-    assert sorted(walk(service, admin.tenant, 7, workflow_id="noop")[0]) == sorted(noops)
-    waiting, _ = walk(service, admin.tenant, 9, status="waiting-approval")
+    assert sorted(walk(services, admin.tenant, 7, workflow_id="noop")[0]) == sorted(noops)
+    waiting, _ = walk(services, admin.tenant, 9, status="waiting-approval")
     assert sorted(waiting) == sorted(approvals)
-    assert walk(service, admin.tenant, 9, workflow_id="noop", status="waiting-approval")[0] == []
-    assert sorted(walk(service, admin.tenant, 100, status="completed")[0]) == sorted(noops)
+    assert walk(services, admin.tenant, 9, workflow_id="noop", status="waiting-approval")[0] == []
+    assert sorted(walk(services, admin.tenant, 100, status="completed")[0]) == sorted(noops)
 
 
 def test_a_tenant_sees_only_its_runs_and_a_foreign_or_forged_cursor_is_refused(
-    service: Service, tenant, other_tenant
+    services: Services, tenant, other_tenant
 ) -> None:
-    admin = signed_in(service)
-    other = signed_in(service, tenant=other_tenant)
-    register(service, admin, "noop", "conformance-noop")
-    register(service, other, "noop", "conformance-noop")
-    mine = [start(service, admin, "noop") for _ in range(5)]
-    theirs = [start(service, other, "noop") for _ in range(3)]
-    assert sorted(walk(service, tenant, 2)[0]) == sorted(mine)
-    assert sorted(walk(service, other_tenant, 2)[0]) == sorted(theirs)
-    their_cursor = run_listing.list_runs(service, other_tenant, 1).next_cursor
+    admin = signed_in(services)
+    other = signed_in(services, tenant=other_tenant)
+    register(services, admin, "noop", "conformance-noop")
+    register(services, other, "noop", "conformance-noop")
+    mine = [start(services, admin, "noop") for _ in range(5)]
+    theirs = [start(services, other, "noop") for _ in range(3)]
+    assert sorted(walk(services, tenant, 2)[0]) == sorted(mine)
+    assert sorted(walk(services, other_tenant, 2)[0]) == sorted(theirs)
+    their_cursor = services.run_listing.list_runs(other_tenant, 1).next_cursor
     assert their_cursor is not None
     for cursor in (their_cursor, "not-a-cursor", "e30"):
         with pytest.raises(Invalid) as refused:
-            run_listing.list_runs(service, tenant, 2, cursor)
+            services.run_listing.list_runs(tenant, 2, cursor)
         assert refused.value.details == {"field": "cursor"}
 
 
-def test_a_page_reads_the_same_whatever_the_tenant_holds(service: Service, client) -> None:
+def test_a_page_reads_the_same_whatever_the_tenant_holds(services: Services, client) -> None:
     """Reads per page are bounded by the page size and the shard count, not by how many runs there are."""
-    admin = signed_in(service)
-    register(service, admin, "noop", "conformance-noop")
+    admin = signed_in(services)
+    register(services, admin, "noop", "conformance-noop")
 
     def first_page_cost() -> tuple[int, int]:
         calls: list[str] = []
@@ -108,28 +108,28 @@ def test_a_page_reads_the_same_whatever_the_tenant_holds(service: Service, clien
 
         client.meta.events.register("after-call.dynamodb", count)
         try:
-            run_listing.list_runs(service, admin.tenant, 10)
+            services.run_listing.list_runs(admin.tenant, 10)
         finally:
             client.meta.events.unregister("after-call.dynamodb", count)
         return calls.count("Query"), calls.count("BatchGetItem")
 
     for _ in range(30):
-        start(service, admin, "noop")
+        start(services, admin, "noop")
     small = first_page_cost()
     for _ in range(170):
-        start(service, admin, "noop")
+        start(services, admin, "noop")
     large = first_page_cost()
     assert small[0] <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards
     assert large[0] <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards
     assert large[1] <= run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX
 
 
-def test_entries_spread_over_the_shards_and_are_written_once(service: Service, client) -> None:
-    admin = signed_in(service)
-    register(service, admin, "approve", "conformance-approval")
-    runs = [start(service, admin, "approve") for _ in range(48)]
+def test_entries_spread_over_the_shards_and_are_written_once(services: Services, client) -> None:
+    admin = signed_in(services)
+    register(services, admin, "approve", "conformance-approval")
+    runs = [start(services, admin, "approve") for _ in range(48)]
     for run_id in runs[:5]:  # status changes write no index entry
-        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+        services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     shards = set()
     entries = 0
     for shard in range(wiring.RUN_INDEX.shards):
@@ -158,50 +158,49 @@ def run_entries(client, tenant: str) -> int:
     )
 
 
-def test_a_refused_create_leaves_no_entry_and_an_entry_without_its_run_is_not_listed(service: Service, client) -> None:
-    from interlude.app import tenants
+def test_a_refused_create_leaves_no_entry_and_an_entry_without_its_run_is_not_listed(services: Services, client) -> None:
     from interlude.domain.errors import DomainError
     from interlude.domain.models.tenants import TenantSettings
     from interlude.store.run_items import run_entry
 
-    admin = signed_in(service)
-    register(service, admin, "approve", "conformance-approval")
-    kept = start(service, admin, "approve")
-    tenants.put_settings(service, admin.tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
-    service.limiter.forget(admin.tenant)
+    admin = signed_in(services)
+    register(services, admin, "approve", "conformance-approval")
+    kept = start(services, admin, "approve")
+    services.tenants.put_settings(admin.tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
+    services.limiter.forget(admin.tenant)
     with pytest.raises(DomainError) as refused:
-        start(service, admin, "approve")
+        start(services, admin, "approve")
     assert refused.value.code == "interlude.quota_exceeded"
     # The entry is a plain write before the run's transaction (half its price inside it), taken back when refused.
     assert run_entries(client, admin.tenant) == 1
     # One left behind (a process that stopped between the two writes) is skipped: no run head, no row.
     _, put = run_entry(admin.tenant, f"{admin.tenant}/neverWritten00000000000", "approve", "2099-01-01T00:00:00.000Z")
     client.put_item(TableName=TABLE, **{k: v for k, v in put["Put"].items() if k == "Item"})
-    assert walk(service, admin.tenant, 10) == ([kept], 1)
+    assert walk(services, admin.tenant, 10) == ([kept], 1)
 
 
-def test_bulk_cancel_reports_each_id_in_request_order(service: Service, tenant, other_tenant) -> None:
-    admin = signed_in(service)
-    register(service, admin, "approve", "conformance-approval")
-    live = [start(service, admin, "approve") for _ in range(2)]
-    done = start(service, admin, "approve")
-    service.cancel_run(admin, done, run_listing.CancelRunRequest())
+def test_bulk_cancel_reports_each_id_in_request_order(services: Services, tenant, other_tenant) -> None:
+    admin = signed_in(services)
+    register(services, admin, "approve", "conformance-approval")
+    live = [start(services, admin, "approve") for _ in range(2)]
+    done = start(services, admin, "approve")
+    services.lifecycle.cancel_run(admin, done, run_listing.CancelRunRequest())
     foreign = f"{other_tenant}/" + "A" * 24
     missing = f"{tenant}/" + "B" * 24
-    outcomes = run_listing.bulk_cancel(service, admin, [*live, done, foreign, missing, "garbage"], "tidy up")
+    outcomes = services.run_listing.bulk_cancel(admin, [*live, done, foreign, missing, "garbage"], "tidy up")
     assert [run_id for run_id, _ in outcomes] == [*live, done, foreign, missing, "garbage"]
     codes = [getattr(outcome, "code", None) or outcome.status for _, outcome in outcomes]
     assert codes == ["cancelled", "cancelled", "run_terminal", "run_forbidden", "not_found", "validation_error"]
     with pytest.raises(Invalid) as refused:
-        run_listing.bulk_cancel(service, admin, [missing] * 101, None)
+        services.run_listing.bulk_cancel(admin, [missing] * 101, None)
     assert refused.value.details == {"field": "runIds", "maxRunIds": 100}
 
 
-def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(service: Service, client) -> None:
+def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(services: Services, client) -> None:
     """GET /workflow-runs's offsets are served by cursor: a page read in order (as iter_runs reads) starts at the
     bookmark the page before left, so its reads do not grow with its offset."""
-    admin = signed_in(service)
-    register(service, admin, "noop", "conformance-noop")
+    admin = signed_in(services)
+    register(services, admin, "noop", "conformance-noop")
     seeded = seed_runs(client, TABLE, admin.tenant, "noop", 1_300, datetime(2026, 11, 1, tzinfo=UTC))
     costs: list[tuple[int, int]] = []
     served: list[str] = []
@@ -214,7 +213,7 @@ def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(service: 
         offset = 0
         while True:
             calls: list[str] = []
-            page = mxw.list_run_rows(service, admin.tenant, offset, 100, None, None)
+            page = mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, offset, 100, None, None)
             costs.append((calls.count("Query"), calls.count("BatchGetItem")))
             served += [row["run_id"] for row in page["runs"]]
             if not page["has_more"]:
@@ -227,6 +226,6 @@ def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(service: 
     assert all(queries <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards + 1 for queries, _ in costs)
     assert all(gets <= run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX for _, gets in costs)
     # A page may start at most MAX_RUN_SKIP past the nearest bookmark; the listing with another filter has its own.
-    assert len(mxw.list_run_rows(service, admin.tenant, 1_150, 100, None, None)["runs"]) == 100
+    assert len(mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, 1_150, 100, None, None)["runs"]) == 100
     with pytest.raises(Invalid, match="at most 1000 runs past"):
-        mxw.list_run_rows(service, admin.tenant, 1_001, 10, None, "completed")
+        mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, 1_001, 10, None, "completed")

@@ -1,5 +1,5 @@
 """Run heads already in a table (written before pydantic-core wrote them: keys sorted by Python's encoder) are read,
-decided on and written back in the current form, on moto through the real Service and Store."""
+decided on and written back in the current form, on moto through the real services and store."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def head(run_id: str) -> dict:
     return boto3.client("dynamodb").get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"]
 
 
-def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(service):
-    admin = signed_in(service, "admin")
+def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(services):
+    admin = signed_in(services, "admin")
     definition = {
         # Outputs and inputs whose keys sort differently from the order they were built in.
         "nodes": [
@@ -31,9 +31,9 @@ def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(service):
         "edges": [{"sourceNodeId": "gate", "targetNodeId": "after"}],
         "variables": [{"name": "b", "type": "string"}, {"name": "a", "type": "number"}],
     }
-    service.put_workflow(admin, "wf", WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate(definition))
     inputs = {"b": "é😀", "a": 12345678901234567890}
-    run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf", "inputs": inputs}))
+    run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf", "inputs": inputs}))
     run_id = run.runId
 
     # The head as the store wrote it before: json.dumps(model_dump(mode="json"), sort_keys=True), deflated.
@@ -46,11 +46,11 @@ def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(service):
         ExpressionAttributeNames={"#s": "state"},
         ExpressionAttributeValues={":s": {"B": old}},
     )
-    assert service.store.get_run(run_id)[0].model_dump(mode="json") == current
+    assert services.store.get_run(run_id)[0].model_dump(mode="json") == current
 
-    service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
 
-    state, version = service.store.get_run(run_id)
+    state, version = services.store.get_run(run_id)
     assert (state.status, version) == ("completed", 2)
     assert state.inputs == inputs
     assert state.outputs["after"] == {"zeta": "é😀", "alpha": 1e-05}

@@ -10,7 +10,8 @@ from typing import Any
 import boto3
 import pytest
 
-from interlude.app.service import Service
+from interlude.app.snapshots import snapshot
+from interlude.composition import Services
 from interlude.domain import schemas
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CreateRunRequest
@@ -23,9 +24,9 @@ from tests.support.moto_world import TABLE
 from tests.support.stream import dispatch, stream_records
 
 
-def register(service, admin, name: str) -> str:
+def register(services, admin, name: str) -> str:
     definition = json.loads((FIXTURES / f"{name}.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     return definition["id"]
 
 
@@ -36,11 +37,11 @@ def all_items() -> list[dict]:
 
 # A world of its own: it counts every event item of the table.
 @pytest.mark.private_world
-def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transition(service, admin):
-    workflow = register(service, admin, "conformance-approval")
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
-    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
-    events = service.store.read_events(state.runId)
+def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transition(services, admin):
+    workflow = register(services, admin, "conformance-approval")
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    services.decisions.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+    events = services.store.read_events(state.runId)
     assert [e["type"] for e in events] == [
         "run.started",
         "node.started",
@@ -61,37 +62,37 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
         assert payload is None or payload.is_valid(e["payload"])
     event_items = [i for i in all_items() if i["sk"]["S"].startswith("E#")]
     assert len(event_items) == 2  # one per transition: create, resolve
-    assert service.store.read_events(state.runId, after_sequence=5) == events[6:]
-    assert service.store.read_events(state.runId, after_sequence=7) == events[8:]
+    assert services.store.read_events(state.runId, after_sequence=5) == events[6:]
+    assert services.store.read_events(state.runId, after_sequence=7) == events[8:]
 
 
-def budgeted_chain_run() -> tuple[Service, Any]:
+def budgeted_chain_run() -> tuple[Services, Any]:
     """Seven noops in a row under a step budget of two: only dispatch can finish the run."""
-    service = Service(Store(TABLE), step_budget=2)
-    admin = signed_in(service)
+    services = Services(Store(TABLE), step_budget=2)
+    admin = signed_in(services)
     chain = {
         "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],
         "edges": [{"sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(6)],
     }
-    service.put_workflow(admin, "chain", WorkflowDefinition.model_validate(chain))
-    return service, service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain"}))
+    services.workflows.put_workflow(admin, "chain", WorkflowDefinition.model_validate(chain))
+    return services, services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "chain"}))
 
 
 # A world of its own: it reads every item of the table.
 @pytest.mark.private_world
 def test_stream_records_delivered_twice_and_out_of_order_change_nothing(world):
     # Given a run that only dispatch can finish: a transition stops after two nodes (its step budget)
-    service, state = budgeted_chain_run()
+    services, state = budgeted_chain_run()
     # When every stream record so far reaches the real dispatch handler twice, shuffled, until nothing is new
     shuffler = random.Random(7)
     for _ in range(10):
         doubled = stream_records(TABLE) * 2
         shuffler.shuffle(doubled)
         assert dispatch(doubled) == {"batchItemFailures": []}
-        if service.store.get_run(state.runId)[0].status == "completed":
+        if services.store.get_run(state.runId)[0].status == "completed":
             break
     # Then the run completed once: every node ran once, sequences are contiguous, one run.completed
-    events = service.store.read_events(state.runId)
+    events = services.store.read_events(state.runId)
     assert [e["sequence"] for e in events] == list(range(len(events)))
     assert [e["type"] for e in events].count("run.completed") == 1
     assert sorted(e["nodeId"] for e in events if e["type"] == "node.completed") == [f"n{i}" for i in range(7)]
@@ -106,30 +107,30 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(world):
 
 
 def test_dispatch_continues_a_run_that_hit_its_step_budget(world, monkeypatch):
-    service, state = budgeted_chain_run()
+    services, state = budgeted_chain_run()
     assert state.status == "running"
     # The real dispatch handler, fed the stream as the event source mapping would, finishes the run.
     monkeypatch.setenv("INTERLUDE_STEP_BUDGET", "2")
     for _ in range(10):
         records = stream_records(TABLE)
         dispatch(records)
-        if service.store.get_run(state.runId)[0].status == "completed":
+        if services.store.get_run(state.runId)[0].status == "completed":
             break
-    final, _ = service.store.get_run(state.runId)
+    final, _ = services.store.get_run(state.runId)
     assert final.status == "completed"
-    seqs = [e["sequence"] for e in service.store.read_events(state.runId)]
+    seqs = [e["sequence"] for e in services.store.read_events(state.runId)]
     assert seqs == list(range(len(seqs)))
 
 
-def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(service, admin):
-    workflow = register(service, admin, "conformance-approval")
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
-    stale_state, stale_version = service.store.get_run(state.runId)
-    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(services, admin):
+    workflow = register(services, admin, "conformance-approval")
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    stale_state, stale_version = services.store.get_run(state.runId)
+    services.decisions.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
     calls = []
-    service.store.client.meta.events.register("before-call.dynamodb", lambda **kw: calls.append(kw["model"].name))
+    services.store.client.meta.events.register("before-call.dynamodb", lambda **kw: calls.append(kw["model"].name))
     with pytest.raises(DomainError) as lost:
-        service.resolve(stale_state, stale_version, "gate", {"action": "reject"}, _resolver(admin))
+        services.decisions.resolve(stale_state, stale_version, "gate", {"action": "reject"}, _resolver(admin))
     assert lost.value.code == "interrupt_already_resolved"
     assert lost.value.details["resolution"]["decision"] == "granted"
     # The audit chain's head (read to place the decision's entry), then the transaction that lost: no further read.
@@ -142,31 +143,31 @@ def _resolver(principal: Principal):
     return Resolver(subject=principal.subject, surface="run")
 
 
-def test_workflow_versions_are_immutable_and_increment(service, admin, tenant):
-    first = service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]}))
-    second = service.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "b", "typeId": "core.noop"}]}))
+def test_workflow_versions_are_immutable_and_increment(services, admin, tenant):
+    first = services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "a", "typeId": "core.noop"}]}))
+    second = services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [{"id": "b", "typeId": "core.noop"}]}))
     assert (first["version"], second["version"]) == (1, 2)
-    assert service.store.get_workflow(tenant, "wf", 1)["nodes"][0]["id"] == "a"
-    assert service.get_workflow(admin, "wf")["version"] == 2
+    assert services.store.get_workflow(tenant, "wf", 1)["nodes"][0]["id"] == "a"
+    assert services.workflows.get_workflow(admin, "wf")["version"] == 2
 
 
-def test_the_snapshot_shows_each_open_gates_deadline(service, admin):
+def test_the_snapshot_shows_each_open_gates_deadline(services, admin):
     gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "timeoutMs": 60_000}}
-    service.put_workflow(admin, "timed", WorkflowDefinition.model_validate({"nodes": [gate]}))
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "timed"}))
-    opened = service.snapshot(state)["extensions"]["interlude.run"]["openInterrupts"]["gate"]
+    services.workflows.put_workflow(admin, "timed", WorkflowDefinition.model_validate({"nodes": [gate]}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "timed"}))
+    opened = snapshot(state)["extensions"]["interlude.run"]["openInterrupts"]["gate"]
     raised = datetime.fromisoformat(opened["raisedAt"].replace("Z", "+00:00"))
     deadline = datetime.fromisoformat(opened["deadline"].replace("Z", "+00:00"))
     assert (deadline - raised).total_seconds() == 60
 
 
-def test_raised_any_finds_a_closed_interrupt_among_more_keys_than_one_batch_reads(service, admin):
-    workflow = register(service, admin, "conformance-approval")
-    state = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
-    service.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
+def test_raised_any_finds_a_closed_interrupt_among_more_keys_than_one_batch_reads(services, admin):
+    workflow = register(services, admin, "conformance-approval")
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow}))
+    services.decisions.resolve_interrupt(admin, state.runId, "gate", {"action": "accept"})
     raised = state.interrupts["gate"].key
     others = [f"{state.runId}:gate:{n}" for n in range(2, 152)]
-    assert service.store.raised_any(state.runId, others + [raised])  # the real key is in the second batch
-    assert service.store.raised_any(state.runId, [raised])
-    assert not service.store.raised_any(state.runId, others)
-    assert not service.store.raised_any(state.runId, [])
+    assert services.store.raised_any(state.runId, others + [raised])  # the real key is in the second batch
+    assert services.store.raised_any(state.runId, [raised])
+    assert not services.store.raised_any(state.runId, others)
+    assert not services.store.raised_any(state.runId, [])

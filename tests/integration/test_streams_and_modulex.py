@@ -11,7 +11,8 @@ import pytest
 
 from interlude import wiring
 from interlude.api.idempotency import request_digest
-from interlude.app.service import Service
+from interlude.app.runs import Runs
+from interlude.composition import Services
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
@@ -39,11 +40,11 @@ def aws(world, monkeypatch):
     monkeypatch.setenv("INTERLUDE_STREAM_HOLD_SECONDS", "0.6")
     monkeypatch.setenv("INTERLUDE_STREAM_LINGER_SECONDS", "0.05")
     monkeypatch.setenv("INTERLUDE_STREAM_RETRY_MS", "150")
-    return Service(Store(TABLE))
+    return Services(Store(TABLE))
 
 
-def issue(service: Service, tenant: str | None = None, scopes=wiring.ALL_SCOPES, **extra) -> str:
-    return new_api_key(service, extra.pop("subject", "admin"), tenant, scopes, **extra)
+def issue(services: Services, tenant: str | None = None, scopes=wiring.ALL_SCOPES, **extra) -> str:
+    return new_api_key(services, extra.pop("subject", "admin"), tenant, scopes, **extra)
 
 
 @pytest.fixture
@@ -390,7 +391,7 @@ def test_an_unexpected_failure_answers_in_the_face_of_its_route(aws, key, monkey
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(Service, "load_run", broken)
+    monkeypatch.setattr(Runs, "load_run", broken)
     # A ModuleX route: {detail}, the code in X-Interlude-Error, nothing of the bug.
     got = call("GET", f"/workflows/state/{run_id}", key)
     assert (got.status, got.headers.get("x-interlude-error")) == (500, "internal_error")

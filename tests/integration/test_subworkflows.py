@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from interlude.app.service import Service
-from interlude.app.subworkflows import run_ancestry
+from interlude.app.snapshots import snapshot
+from interlude.composition import Services
 from interlude.config import Settings
 from interlude.domain.errors import Forbidden, NotFound
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -25,11 +25,11 @@ from tests.support.stream import Stream
 
 
 @pytest.fixture
-def service(world, monkeypatch):
+def services(world, monkeypatch):
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return Service(Store(TABLE))
+    return Services(Store(TABLE))
 
 
 CHILD = {
@@ -61,90 +61,90 @@ def parent(workflow_id: str = "child", got: str = "{{spawn.answer.order}}", **co
     }
 
 
-def started(service, admin, child: dict | None = CHILD, workflow_id: str = "child", definition: dict | None = None) -> str:
+def started(services, admin, child: dict | None = CHILD, workflow_id: str = "child", definition: dict | None = None) -> str:
     if child is not None:
-        service.put_workflow(admin, child["id"], WorkflowDefinition.model_validate(child))
+        services.workflows.put_workflow(admin, child["id"], WorkflowDefinition.model_validate(child))
     definition = definition or parent(workflow_id)
-    service.put_workflow(admin, "parent", WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(admin, "parent", WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": "parent", "inputs": {"orderId": "o-1"}})
-    return service.create_run(admin, request).runId
+    return services.lifecycle.create_run(admin, request).runId
 
 
-def test_the_child_starts_once_and_its_outputs_complete_the_node_once(service, admin):
-    run_id = started(service, admin)
+def test_the_child_starts_once_and_its_outputs_complete_the_node_once(services, admin):
+    run_id = started(services, admin)
     stream = Stream(TABLE)
     stream.settle()
 
     child_id = child_run_id(run_id, "spawn", 1)
-    child = state_of(service, child_id)
+    child = state_of(services, child_id)
     assert (child.status, child.parentRunId, child.inputs) == ("waiting-approval", run_id, {"order": "o-1"})
-    assert service.snapshot(child)["parentRunId"] == run_id
-    assert service.snapshot(child)["extensions"]["interlude.run"]["parentNodeId"] == "spawn"
-    assert service.snapshot(state_of(service, run_id))["extensions"]["interlude.run"]["childRunIds"] == [child_id]
-    assert state_of(service, run_id).status == "running"
+    assert snapshot(child)["parentRunId"] == run_id
+    assert snapshot(child)["extensions"]["interlude.run"]["parentNodeId"] == "spawn"
+    assert snapshot(state_of(services, run_id))["extensions"]["interlude.run"]["childRunIds"] == [child_id]
+    assert state_of(services, run_id).status == "running"
 
-    service.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
     stream.settle()
 
-    done = state_of(service, run_id)
+    done = state_of(services, run_id)
     assert done.status == "completed"
     assert done.outputs["after"] == {"got": "o-1"}
-    landed = [e for e in service.store.read_events(run_id) if e["type"] == "node.completed" and e["nodeId"] == "spawn"]
+    landed = [e for e in services.store.read_events(run_id) if e["type"] == "node.completed" and e["nodeId"] == "spawn"]
     assert len(landed) == 1
 
 
-def test_a_rejected_child_fails_the_parents_node(service, admin):
-    run_id = started(service, admin)
+def test_a_rejected_child_fails_the_parents_node(services, admin):
+    run_id = started(services, admin)
     stream = Stream(TABLE)
     stream.settle()
 
-    service.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
+    services.decisions.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
     stream.settle()
 
-    failed = state_of(service, run_id)
+    failed = state_of(services, run_id)
     assert failed.status == "failed"
     assert failed.error["code"] == "interlude.subworkflow_failed"
     assert failed.error["details"]["childError"]["code"] == "approval_rejected"
 
 
-def test_a_child_of_a_missing_workflow_fails_the_node_instead_of_waiting(service, admin):
-    run_id = started(service, admin, child=None, workflow_id="nowhere")
+def test_a_child_of_a_missing_workflow_fails_the_node_instead_of_waiting(services, admin):
+    run_id = started(services, admin, child=None, workflow_id="nowhere")
     Stream(TABLE).settle()
 
-    failed = state_of(service, run_id)
+    failed = state_of(services, run_id)
     assert (failed.status, failed.error["code"]) == ("failed", "interlude.subworkflow_unavailable")
-    assert service.store.get_run(child_run_id(run_id, "spawn", 1)) is None
+    assert services.store.get_run(child_run_id(run_id, "spawn", 1)) is None
 
 
-def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(service, admin):
-    run_id = started(service, admin)
+def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(services, admin):
+    run_id = started(services, admin)
     stream = Stream(TABLE)
     stream.settle()
 
-    service.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
     stream.settle()
 
-    child = state_of(service, child_run_id(run_id, "spawn", 1))
+    child = state_of(services, child_run_id(run_id, "spawn", 1))
     assert child.status == "cancelled"
     assert child.interrupts == {}
-    assert state_of(service, run_id).status == "cancelled"
+    assert state_of(services, run_id).status == "cancelled"
 
 
-def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(service, admin, tenant):
-    run_id = started(service, admin)
+def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(services, admin, tenant):
+    run_id = started(services, admin)
     Stream(TABLE).settle()
     child_id = child_run_id(run_id, "spawn", 1)
 
-    assert run_ancestry(service, admin, child_id)["parent"] == {
+    assert services.sub_workflows.run_ancestry(admin, child_id)["parent"] == {
         "runId": run_id,
         "hostId": "interlude",
         "cause": "core.subWorkflow",
     }
-    assert run_ancestry(service, admin, run_id)["parent"] is None
+    assert services.sub_workflows.run_ancestry(admin, run_id)["parent"] is None
     with pytest.raises(NotFound):
-        run_ancestry(service, admin, f"{tenant}/nosuchrun0000000000000")
+        services.sub_workflows.run_ancestry(admin, f"{tenant}/nosuchrun0000000000000")
     with pytest.raises(Forbidden) as refused:
-        run_ancestry(service, admin, "other/nosuchrun0000000000000")
+        services.sub_workflows.run_ancestry(admin, "other/nosuchrun0000000000000")
     assert refused.value.code == "id_tenant_mismatch"
 
 
@@ -156,9 +156,9 @@ def http(key: str | None, method: str, path: str, body: Any = None) -> tuple[int
     return got["statusCode"], json.loads(got["body"]) if got.get("body") else None
 
 
-def test_discovery_and_the_ancestry_route_agree_from_one_switch(service, admin, monkeypatch, tenant):
-    key = new_api_key(service)
-    run_id = started(service, admin)
+def test_discovery_and_the_ancestry_route_agree_from_one_switch(services, admin, monkeypatch, tenant):
+    key = new_api_key(services)
+    run_id = started(services, admin)
     Stream(TABLE).settle()
     child_id = child_run_id(run_id, "spawn", 1)
 
@@ -196,26 +196,26 @@ def test_a_switch_is_read_by_its_words(monkeypatch):
         Settings.from_env()
 
 
-def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelled_run(service, admin):
+def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelled_run(services, admin):
     """v2 errors.md, one code per state (RFC 0213 §C): a resolve on a cancelled run is 409 interrupt_already_resolved
     on both surfaces; 410 interrupt_gone is v1's, unregistered in v2 (docs/decisions.md)."""
-    key = new_api_key(service)
-    run_id = started(service, admin)
+    key = new_api_key(services)
+    run_id = started(services, admin)
     stream = Stream(TABLE)
     stream.settle()
     child_id = child_run_id(run_id, "spawn", 1)
-    plain = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "child", "inputs": {"order": "o-2"}}))
+    plain = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "child", "inputs": {"order": "o-2"}}))
     tokens = {}
     for run in (child_id, plain.runId):
         status, minted = http(key, "POST", f"/runs/{wire(run)}/interrupts/gate/tokens", {"intent": "resolve"})
         assert status == 201, minted
         tokens[run] = minted["token"]
 
-    service.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
-    service.cancel_run(admin, plain.runId, CancelRunRequest.model_validate({}))
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({}))
+    services.lifecycle.cancel_run(admin, plain.runId, CancelRunRequest.model_validate({}))
     stream.settle()
 
-    assert state_of(service, child_id).status == state_of(service, plain.runId).status == "cancelled"
+    assert state_of(services, child_id).status == state_of(services, plain.runId).status == "cancelled"
     for run in (child_id, plain.runId):
         by_run = http(key, "POST", f"/runs/{wire(run)}/interrupts/gate", {"resumeValue": {"action": "accept"}})
         by_token = http(None, "POST", f"/interrupts/{tokens[run]}", {"resumeValue": {"action": "accept"}})
@@ -224,26 +224,26 @@ def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelle
             assert refused["details"]["runStatus"] == "cancelled"
 
 
-def test_mappings_carry_parent_variables_in_and_chosen_child_outputs_out(service, admin):
+def test_mappings_carry_parent_variables_in_and_chosen_child_outputs_out(services, admin):
     mapped = parent(got="{{spawn.order}}", inputs={}, inputMapping={"order": "orderId"})
     mapped["nodes"][0]["config"]["outputMapping"] = {"order": "answer.order"}
-    run_id = started(service, admin, definition=mapped)
+    run_id = started(services, admin, definition=mapped)
     stream = Stream(TABLE)
     stream.settle()
     child_id = child_run_id(run_id, "spawn", 1)
-    assert state_of(service, child_id).inputs == {"order": "o-1"}
+    assert state_of(services, child_id).inputs == {"order": "o-1"}
 
-    service.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(admin, child_id, "gate", {"action": "accept"})
     stream.settle()
 
-    done = state_of(service, run_id)
+    done = state_of(services, run_id)
     assert done.status == "completed"
     assert done.outputs["spawn"] == {"order": "o-1"}
     assert done.outputs["after"] == {"got": "o-1"}
 
 
-def test_a_mapping_to_an_undeclared_parent_variable_is_refused_at_registration_over_http(service):
-    key = new_api_key(service)
+def test_a_mapping_to_an_undeclared_parent_variable_is_refused_at_registration_over_http(services):
+    key = new_api_key(services)
     refused = parent(inputs={}, inputMapping={"order": "nosuch"})
 
     status, body = http(key, "PUT", "/workflows/parent", refused)
@@ -254,54 +254,54 @@ def test_a_mapping_to_an_undeclared_parent_variable_is_refused_at_registration_o
     ]
 
 
-def test_a_failed_child_fails_the_node_which_routes_like_any_failure(service, admin):
+def test_a_failed_child_fails_the_node_which_routes_like_any_failure(services, admin):
     routed = parent()
     routed["nodes"].append({"id": "handled", "typeId": "core.transform", "config": {"outputs": {"why": "{{spawn}}"}}})
     routed["edges"].append({"id": "f", "sourceNodeId": "spawn", "targetNodeId": "handled", "triggerRule": "any_failed"})
-    run_id = started(service, admin, definition=routed)
+    run_id = started(services, admin, definition=routed)
     stream = Stream(TABLE)
     stream.settle()
 
-    service.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
+    services.decisions.resolve_interrupt(admin, child_run_id(run_id, "spawn", 1), "gate", {"action": "reject"})
     stream.settle()
 
-    state = state_of(service, run_id)
-    failed = [e for e in service.store.read_events(run_id) if e["type"] == "node.failed"]
+    state = state_of(services, run_id)
+    failed = [e for e in services.store.read_events(run_id) if e["type"] == "node.failed"]
     assert [(e["nodeId"], e["payload"]["error"]["code"]) for e in failed] == [("spawn", "interlude.subworkflow_failed")]
     assert (state.status, state.nodes["handled"].status, state.nodes["after"].status) == ("completed", "completed", "skipped")
 
 
-def test_a_child_cancelled_on_its_own_fails_the_parents_node_and_names_no_parent(service, admin):
-    run_id = started(service, admin)
+def test_a_child_cancelled_on_its_own_fails_the_parents_node_and_names_no_parent(services, admin):
+    run_id = started(services, admin)
     stream = Stream(TABLE)
     stream.settle()
     child_id = child_run_id(run_id, "spawn", 1)
 
-    service.cancel_run(admin, child_id, CancelRunRequest.model_validate({}))
+    services.lifecycle.cancel_run(admin, child_id, CancelRunRequest.model_validate({}))
     stream.settle()
 
-    failed = state_of(service, run_id)
+    failed = state_of(services, run_id)
     assert (failed.status, failed.error["code"]) == ("failed", "interlude.subworkflow_cancelled")
     assert failed.error["details"]["childRunId"] == child_id
-    cancelled = [e for e in service.store.read_events(child_id) if e["type"] == "run.cancelled"]
+    cancelled = [e for e in services.store.read_events(child_id) if e["type"] == "run.cancelled"]
     assert len(cancelled) == 1
     assert "parentRunId" not in cancelled[0]["payload"]
 
 
-def test_a_workflow_that_starts_itself_stops_at_the_depth_limit_and_every_level_fails(service, admin):
+def test_a_workflow_that_starts_itself_stops_at_the_depth_limit_and_every_level_fails(services, admin):
     recursive = {
         "id": "again",
         "name": "again",
         "nodes": [{"id": "spawn", "typeId": "core.subWorkflow", "config": {"workflowId": "again"}}],
         "edges": [],
     }
-    service.put_workflow(admin, "again", WorkflowDefinition.model_validate(recursive))
-    root = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "again"})).runId
+    services.workflows.put_workflow(admin, "again", WorkflowDefinition.model_validate(recursive))
+    root = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "again"})).runId
     Stream(TABLE).settle(rounds=40)
 
-    chain = [state_of(service, root)]
+    chain = [state_of(services, root)]
     while chain[-1].children:
-        chain.append(state_of(service, chain[-1].children[0]))
+        chain.append(state_of(services, chain[-1].children[0]))
     assert [run.depth for run in chain] == list(range(MAX_DEPTH + 1))
     assert {run.status for run in chain} == {"failed"}
     deepest = chain[-1].error

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from interlude import wiring
-from interlude.app.service import Service
-from interlude.app.tasks import check
+from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -38,16 +37,16 @@ def clock_file(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def service(world, monkeypatch, clock_file):
+def services(world, monkeypatch, clock_file):
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return Service(Store(TABLE))
+    return Services(Store(TABLE))
 
 
 @pytest.fixture
-def worker_key(service):
-    return new_api_key(service, subject="worker", scopes=["tasks:work"])
+def worker_key(services):
+    return new_api_key(services, subject="worker", scopes=["tasks:work"])
 
 
 class Answer:
@@ -87,20 +86,20 @@ def task_workflow(**config: Any) -> dict:
     }
 
 
-def started(service, admin, definition: dict) -> str:
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+def started(services, admin, definition: dict) -> str:
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"order": "o-1"}})
-    return service.create_run(admin, request).runId
+    return services.lifecycle.create_run(admin, request).runId
 
 
-def events_of(service, run_id: str, type_: str) -> list[dict]:
-    return [e for e in service.store.read_events(run_id, -1) if e["type"] == type_]
+def events_of(services, run_id: str, type_: str) -> list[dict]:
+    return [e for e in services.store.read_events(run_id, -1) if e["type"] == type_]
 
 
-def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(service, admin, worker_key):
-    run_id = started(service, admin, task_workflow())
+def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(services, admin, worker_key):
+    run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
-    assert state_of(service, run_id).status == "running"
+    assert state_of(services, run_id).status == "running"
 
     got = claim(worker_key, "other", "summarise")
     assert got.status == 200
@@ -121,7 +120,7 @@ def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(
     beat = call(worker_key, "POST", f"/tasks/{token}/heartbeat")
     assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
 
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert state.status == "completed"
     assert state.outputs["draft"] == {"summary": "short"}
     assert state.outputs["after"] == {"got": "short"}
@@ -141,13 +140,13 @@ SEED_DRAFT = {
 }
 
 
-def test_the_modulex_llm_node_is_a_task_and_its_text_is_what_the_interrupt_inlines(service, admin, worker_key):
+def test_the_modulex_llm_node_is_a_task_and_its_text_is_what_the_interrupt_inlines(services, admin, worker_key):
     example = worked_example()
     example["nodes"][0] = SEED_DRAFT
     definition = WorkflowDefinition.model_validate({**translate(example), "id": "mx", "name": "mx"})
-    service.put_workflow(admin, "mx", definition)
+    services.workflows.put_workflow(admin, "mx", definition)
 
-    run_id = service.create_run(
+    run_id = services.lifecycle.create_run(
         admin, CreateRunRequest.model_validate({"workflowId": "mx", "inputs": {"request": "where is my order"}})
     ).runId
     stream = Stream(TABLE)
@@ -159,16 +158,16 @@ def test_the_modulex_llm_node_is_a_task_and_its_text_is_what_the_interrupt_inlin
     done = call(worker_key, "POST", f"/tasks/{task['taskToken']}/complete", {"output": {"text": "Dear customer"}})
     assert done.status == 200
     stream.settle()
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert state.outputs[engine_id("node_draft")] == "Dear customer"
     (gate,) = state.interrupts.values()
     assert gate.payload["data"]["payload"]["message"] == "Approve sending this draft?\n\nDear customer"
 
 
 def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_retried(
-    service, admin, worker_key, clock_file
+    services, admin, worker_key, clock_file
 ):
-    run_id = started(service, admin, task_workflow(retry_config={"max_attempts": 2, "initial_interval": 5000}))
+    run_id = started(services, admin, task_workflow(retry_config={"max_attempts": 2, "initial_interval": 5000}))
     Stream(TABLE).settle()
     first = claim(worker_key, "summarise").body
     failed = call(worker_key, "POST", f"/tasks/{first['taskToken']}/fail", {"error": "busy", "retryable": True})
@@ -179,7 +178,7 @@ def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_
         "attempt": 2,
         "retryInSeconds": 5.0,
     }
-    (retried,) = events_of(service, run_id, "node.retried")
+    (retried,) = events_of(services, run_id, "node.retried")
     assert retried["payload"]["attempt"] == 2
     assert retried["payload"]["error"]["code"] == "interlude.task_failed"
     # Not before its backoff.
@@ -193,12 +192,12 @@ def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_
     # Attempts ran out: the node fails, and the run with it (no failure route).
     last = call(worker_key, "POST", f"/tasks/{second['taskToken']}/fail", {"error": {"message": "no"}, "retryable": True})
     assert last.body["status"] == "failed"
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert (state.status, state.error["code"], state.failedNodeId) == ("failed", "interlude.task_failed", "draft")
 
 
-def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(service, admin, worker_key, clock_file):
-    run_id = started(service, admin, task_workflow(heartbeatTimeoutSeconds=10, retry_config={"initial_interval": 0}))
+def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(services, admin, worker_key, clock_file):
+    run_id = started(services, admin, task_workflow(heartbeatTimeoutSeconds=10, retry_config={"initial_interval": 0}))
     Stream(TABLE).settle()
     dead = claim(worker_key, "summarise").body
     pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
@@ -208,16 +207,16 @@ def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(servic
 
     taken = claim(worker_key, "summarise").body
     assert taken["attempt"] == 2
-    (retried,) = events_of(service, run_id, "node.retried")
+    (retried,) = events_of(services, run_id, "node.retried")
     assert retried["payload"]["error"]["code"] == "interlude.task_timeout"
     gone = call(worker_key, "POST", f"/tasks/{dead['taskToken']}/complete", {"output": {"summary": "late"}})
     assert (gone.status, gone.code) == (409, "interlude.task_not_claimed")
     assert call(worker_key, "POST", f"/tasks/{taken['taskToken']}/complete", {"output": {"summary": "s"}}).status == 200
-    assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}
+    assert state_of(services, run_id).outputs["draft"] == {"summary": "s"}
 
 
-def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(service, admin, worker_key, clock_file):
-    run_id = started(service, admin, task_workflow(heartbeatTimeoutSeconds=10))
+def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(services, admin, worker_key, clock_file):
+    run_id = started(services, admin, task_workflow(heartbeatTimeoutSeconds=10))
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
     pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
@@ -225,28 +224,28 @@ def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(service
         clock.advance(clock_file, 6)
         assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").status == 200
         pump.pump_once()
-    assert events_of(service, run_id, "node.retried") == []
+    assert events_of(services, run_id, "node.retried") == []
     assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}}).status == 200
 
 
-def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(service, admin, worker_key, clock_file):
+def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(services, admin, worker_key, clock_file):
     run_id = started(
-        service, admin, task_workflow(timeoutSeconds=5, heartbeatTimeoutSeconds=60, retry_config={"max_attempts": 1})
+        services, admin, task_workflow(timeoutSeconds=5, heartbeatTimeoutSeconds=60, retry_config={"max_attempts": 1})
     )
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
     clock.advance(clock_file, 6)
     assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert (state.status, state.error["code"]) == ("failed", "interlude.task_timeout")
     assert state.error["details"]["reason"] == "timeout"
     assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").code == "interlude.task_not_claimed"
 
 
-def test_completion_is_single_winner_at_the_store(service, admin, tenant):
-    run_id = started(service, admin, task_workflow())
+def test_completion_is_single_winner_at_the_store(services, admin, tenant):
+    run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
-    store = TaskStore(service.store)
+    store = TaskStore(services.store)
     (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     assert not store.claim(entry, "n2", 1e12, 1e12, 1e12)  # the entry is gone and the task is claimed
@@ -259,20 +258,20 @@ def test_completion_is_single_winner_at_the_store(service, admin, tenant):
     assert (task.status, task.outcome) == ("completed", {"output": 1})
 
 
-def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(service, admin, worker_key):
-    run_id = started(service, admin, task_workflow())
+def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(services, admin, worker_key):
+    run_id = started(services, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
     held = claim(worker_key, "summarise").body
-    service.cancel_run(admin, run_id, CancelRunRequest())
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
     stream.settle()
     beat = call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat")
     assert (beat.status, beat.code) == (409, "interlude.task_not_claimed")
 
 
-def test_refusals_name_their_codes(service, admin, worker_key, world, tenant):
-    other_tenant = new_api_key(service, subject="w", tenant=world.other_tenant, scopes=["tasks:work"])
-    reader = new_api_key(service, subject="r", tenant=tenant, scopes=["runs:read"])
+def test_refusals_name_their_codes(services, admin, worker_key, world, tenant):
+    other_tenant = new_api_key(services, subject="w", tenant=world.other_tenant, scopes=["tasks:work"])
+    reader = new_api_key(services, subject="r", tenant=tenant, scopes=["runs:read"])
     assert claim(reader, "llm").code == "forbidden"
     for body in (
         {"queues": []},
@@ -287,7 +286,7 @@ def test_refusals_name_their_codes(service, admin, worker_key, world, tenant):
         got = call(worker_key, "POST", f"/tasks/{token}/complete", {"output": 1})
         assert (got.status, got.code) == (400, "interlude.task_token_invalid"), token
 
-    run_id = started(service, admin, task_workflow())
+    run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
     token = claim(worker_key, "summarise").body["taskToken"]
     prefix, body, _nonce = token.split(".")
@@ -302,11 +301,11 @@ def test_refusals_name_their_codes(service, admin, worker_key, world, tenant):
     assert call(worker_key, "POST", f"/tasks/{token}/complete", {}).code == "validation_error"
     long_error = call(worker_key, "POST", f"/tasks/{token}/fail", {"error": "x" * 4097})
     assert long_error.code == "validation_error"
-    assert state_of(service, run_id).status == "running"
+    assert state_of(services, run_id).status == "running"
 
 
-def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(service, tenant):
-    store = TaskStore(service.store)
+def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(services, tenant):
+    store = TaskStore(services.store)
     now = clock.now().timestamp()
     request = {"queue": "busy", "heartbeatTimeoutSeconds": 60, "timeoutSeconds": 300}
     for i in range(40):
@@ -321,29 +320,29 @@ def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(
     assert all(e.task_id != task_id(f"{tenant}/later", "n", 1) for e in due)  # not due: never read
 
 
-def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(service, admin, worker_key, tenant):
-    run_id = started(service, admin, task_workflow())
+def test_a_ready_task_of_a_cancelled_run_is_never_handed_out(services, admin, worker_key, tenant):
+    run_id = started(services, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
-    service.cancel_run(admin, run_id, CancelRunRequest())
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
     stream.settle()
     # The outbox took its entry out of the ready index: no claim meets it.
-    assert TaskStore(service.store).ready(tenant, "summarise", clock.now().timestamp()) == []
+    assert TaskStore(services.store).ready(tenant, "summarise", clock.now().timestamp()) == []
     assert claim(worker_key, "summarise").status == 204
-    task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
+    task = TaskStore(services.store).get(task_id(run_id, "draft", 1))
     assert task is not None
     assert task.status == "cancelled"
 
 
-def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_changes_nothing(service, admin, worker_key):
-    run_id = started(service, admin, task_workflow())
+def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_changes_nothing(services, admin, worker_key):
+    run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
     claim(worker_key, "summarise")
     tid, now = task_id(run_id, "draft", 1), clock.now().timestamp()
     with pytest.raises(NotDueYet):
-        check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now + 60})
-    assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now - 1}) == 0
-    task = TaskStore(service.store).get(tid)
+        services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now + 60})
+    assert services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now - 1}) == 0
+    task = TaskStore(services.store).get(tid)
     assert task is not None
     assert (task.status, task.attempt) == ("claimed", 1)
 
@@ -351,8 +350,8 @@ def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_chang
 # -- a run that no longer waits: the worker hears 409 and the task ends cancelled, whichever comes first ----------
 
 
-def task_status(service, run_id: str) -> str:
-    task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
+def task_status(services, run_id: str) -> str:
+    task = TaskStore(services.store).get(task_id(run_id, "draft", 1))
     assert task is not None
     return task.status
 
@@ -373,30 +372,30 @@ def assert_dropped(answer: Answer) -> None:
     ids=["complete", "fail", "fail-retryable", "heartbeat"],
 )
 def test_a_call_after_the_run_was_cancelled_but_before_the_outbox_hears_409_and_the_task_ends_cancelled(
-    service, admin, worker_key, call_
+    services, admin, worker_key, call_
 ):
-    run_id = started(service, admin, task_workflow())
+    run_id = started(services, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
     held = claim(worker_key, "summarise").body
-    service.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not handled the cancel yet
-    assert task_status(service, run_id) == "cancelled"  # by the run's own transaction
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not handled the cancel yet
+    assert task_status(services, run_id) == "cancelled"  # by the run's own transaction
 
     verb, body = call_
     assert_dropped(call(worker_key, "POST", f"/tasks/{held['taskToken']}/{verb}", body))
-    assert task_status(service, run_id) == "cancelled"
+    assert task_status(services, run_id) == "cancelled"
     stream.settle()  # the outbox's cancel comes second and changes nothing
-    assert task_status(service, run_id) == "cancelled"
+    assert task_status(services, run_id) == "cancelled"
     assert claim(worker_key, "summarise").status == 204  # a retryable failure did not put it back for good
-    state = state_of(service, run_id)
+    state = state_of(services, run_id)
     assert (state.status, "draft" in state.outputs) == ("cancelled", False)
-    assert events_of(service, run_id, "node.retried") == []
+    assert events_of(services, run_id, "node.retried") == []
 
 
 def test_a_completion_recorded_before_the_cancel_but_landing_after_it_hears_409(
-    service, admin, worker_key, monkeypatch
+    services, admin, worker_key, monkeypatch
 ):
-    run_id = started(service, admin, task_workflow())
+    run_id = started(services, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
     held = claim(worker_key, "summarise").body
@@ -404,51 +403,51 @@ def test_a_completion_recorded_before_the_cancel_but_landing_after_it_hears_409(
 
     def cancelled_meanwhile(self, *args, **kwargs):
         won = recorded(self, *args, **kwargs)
-        service.cancel_run(admin, run_id, CancelRunRequest())  # between the task's write and the run's
+        services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # between the task's write and the run's
         return won
 
     monkeypatch.setattr(TaskStore, "settle", cancelled_meanwhile)
     assert_dropped(call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "late"}}))
-    assert task_status(service, run_id) == "cancelled"
+    assert task_status(services, run_id) == "cancelled"
     stream.settle()
-    assert task_status(service, run_id) == "cancelled"
-    assert "draft" not in state_of(service, run_id).outputs
+    assert task_status(services, run_id) == "cancelled"
+    assert "draft" not in state_of(services, run_id).outputs
 
 
 def test_a_recorded_outcome_that_never_landed_is_cancelled_by_the_outbox_and_its_check_lands_nothing(
-    service, admin, tenant
+    services, admin, tenant
 ):
-    run_id = started(service, admin, task_workflow())
+    run_id = started(services, admin, task_workflow())
     stream = Stream(TABLE)
     stream.settle()
-    store = TaskStore(service.store)
+    store = TaskStore(services.store)
     (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     tid = task_id(run_id, "draft", 1)
     # A worker's completion recorded on the task, whose request died before landing it on the run.
     assert store.settle(tid, Claim(1, "n1"), "completed", {"output": {"summary": "s"}})
-    service.cancel_run(admin, run_id, CancelRunRequest())
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
     stream.settle()
-    assert task_status(service, run_id) == "cancelled"
-    assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) == 0
-    assert "draft" not in state_of(service, run_id).outputs
+    assert task_status(services, run_id) == "cancelled"
+    assert services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) == 0
+    assert "draft" not in state_of(services, run_id).outputs
 
 
-def test_a_check_that_finds_a_recorded_outcome_of_a_cancelled_run_cancels_the_task(service, admin, tenant):
-    run_id = started(service, admin, task_workflow())
+def test_a_check_that_finds_a_recorded_outcome_of_a_cancelled_run_cancels_the_task(services, admin, tenant):
+    run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
-    store = TaskStore(service.store)
+    store = TaskStore(services.store)
     (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
     tid = task_id(run_id, "draft", 1)
     assert store.settle(tid, Claim(1, "n1"), "failed", {"error": {"code": "x", "message": "x"}})
-    service.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not run
-    assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) == 0
-    assert task_status(service, run_id) == "cancelled"
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # the outbox has not run
+    assert services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) == 0
+    assert task_status(services, run_id) == "cancelled"
 
 
-def test_a_completion_whose_outcome_a_check_landed_first_is_still_answered_200(service, admin, worker_key, monkeypatch):
-    run_id = started(service, admin, task_workflow())
+def test_a_completion_whose_outcome_a_check_landed_first_is_still_answered_200(services, admin, worker_key, monkeypatch):
+    run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
     tid = task_id(run_id, "draft", 1)
@@ -456,86 +455,86 @@ def test_a_completion_whose_outcome_a_check_landed_first_is_still_answered_200(s
 
     def check_landed_meanwhile(self, *args, **kwargs):
         won = recorded(self, *args, **kwargs)
-        assert check(service, {"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) > 0
+        assert services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1}) > 0
         return won
 
     monkeypatch.setattr(TaskStore, "settle", check_landed_meanwhile)
     done = call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}})
     assert (done.status, done.body["status"]) == (200, "completed")
-    assert task_status(service, run_id) == "completed"
-    assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}
+    assert task_status(services, run_id) == "completed"
+    assert state_of(services, run_id).outputs["draft"] == {"summary": "s"}
 
 
-def test_a_completion_that_landed_before_the_run_ended_stays_completed(service, admin, worker_key):
+def test_a_completion_that_landed_before_the_run_ended_stays_completed(services, admin, worker_key):
     definition = task_workflow()
     definition["nodes"][1] = {"id": "after", "typeId": "core.approvalGate", "config": {"title": "Send it?"}}
-    run_id = started(service, admin, definition)
+    run_id = started(services, admin, definition)
     stream = Stream(TABLE)
     stream.settle()
     held = claim(worker_key, "summarise").body
     done = call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}})
     assert done.status == 200
-    service.cancel_run(admin, run_id, CancelRunRequest())
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
     stream.settle()
-    assert task_status(service, run_id) == "completed"  # its output was used: the cancel came after
-    assert state_of(service, run_id).outputs["draft"] == {"summary": "s"}
+    assert task_status(services, run_id) == "completed"  # its output was used: the cancel came after
+    assert state_of(services, run_id).outputs["draft"] == {"summary": "s"}
 
 
 # -- a run cancelled before the outbox handled the cancel: the claim never hands its task out ------------------------
 
 
 def test_a_task_of_a_run_cancelled_before_the_outbox_ran_is_not_handed_out_and_the_next_one_is(
-    service, admin, worker_key, tenant
+    services, admin, worker_key, tenant
 ):
     stream = Stream(TABLE)
-    cancelled = started(service, admin, task_workflow())
+    cancelled = started(services, admin, task_workflow())
     stream.settle()
-    waiting = started(service, admin, task_workflow())
+    waiting = started(services, admin, task_workflow())
     stream.settle()
-    store = TaskStore(service.store)
+    store = TaskStore(services.store)
     assert [e.task_id for e in store.ready(tenant, "summarise", clock.now().timestamp())] == [
         task_id(cancelled, "draft", 1),  # the older entry: a claim meets it first
         task_id(waiting, "draft", 1),
     ]
-    service.cancel_run(admin, cancelled, CancelRunRequest())  # the outbox has not handled the cancel
+    services.lifecycle.cancel_run(admin, cancelled, CancelRunRequest())  # the outbox has not handled the cancel
 
     got = claim(worker_key, "summarise")
     assert (got.status, got.body["runId"]) == (200, waiting)
-    assert task_status(service, cancelled) == "cancelled"
+    assert task_status(services, cancelled) == "cancelled"
     assert store.ready(tenant, "summarise", clock.now().timestamp()) == []  # the claim dropped the stale entry
     assert claim(worker_key, "summarise").status == 204
     stream.settle()
-    assert task_status(service, cancelled) == "cancelled"
-    assert task_status(service, waiting) == "claimed"
+    assert task_status(services, cancelled) == "cancelled"
+    assert task_status(services, waiting) == "claimed"
 
 
 def test_a_run_cancelled_before_the_outbox_made_its_task_leaves_a_cancelled_task_and_nothing_to_claim(
-    service, admin, worker_key, tenant
+    services, admin, worker_key, tenant
 ):
-    run_id = started(service, admin, task_workflow())
-    service.cancel_run(admin, run_id, CancelRunRequest())  # before the outbox saw the request
-    task = TaskStore(service.store).get(task_id(run_id, "draft", 1))
+    run_id = started(services, admin, task_workflow())
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # before the outbox saw the request
+    task = TaskStore(services.store).get(task_id(run_id, "draft", 1))
     assert task is not None
     assert (task.status, task.attempt, task.queue, task.request["input"]) == ("cancelled", 1, "summarise", {"order": "o-1"})
     Stream(TABLE).settle()  # the request's record, then the cancel's: neither makes it ready
-    assert task_status(service, run_id) == "cancelled"
-    assert TaskStore(service.store).ready(tenant, "summarise", clock.now().timestamp()) == []
+    assert task_status(services, run_id) == "cancelled"
+    assert TaskStore(services.store).ready(tenant, "summarise", clock.now().timestamp()) == []
     assert claim(worker_key, "summarise").status == 204
 
 
 def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_entry(
-    service, admin, worker_key, tenant
+    services, admin, worker_key, tenant
 ):
-    run_id = started(service, admin, task_workflow(retry_config={"max_attempts": 3, "initial_interval": 600_000}))
+    run_id = started(services, admin, task_workflow(retry_config={"max_attempts": 3, "initial_interval": 600_000}))
     stream = Stream(TABLE)
     stream.settle()
     held = claim(worker_key, "summarise").body
     retried = call(worker_key, "POST", f"/tasks/{held['taskToken']}/fail", {"error": "busy", "retryable": True})
     assert (retried.status, retried.body["status"]) == (200, "retrying")
-    store = TaskStore(service.store)
+    store = TaskStore(services.store)
     later = clock.now().timestamp() + 3600
     assert [(e.task_id, e.attempt) for e in store.ready(tenant, "summarise", later)] == [(task_id(run_id, "draft", 1), 2)]
-    service.cancel_run(admin, run_id, CancelRunRequest())
-    assert task_status(service, run_id) == "cancelled"
+    services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
+    assert task_status(services, run_id) == "cancelled"
     stream.settle()
     assert store.ready(tenant, "summarise", later) == []

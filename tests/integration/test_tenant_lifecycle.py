@@ -15,7 +15,7 @@ import pytest
 
 from interlude import wiring
 from interlude.adapters.scheduler.names import tenant_prefix
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.ids import to_wire
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -108,10 +108,10 @@ class Tenant:
         created = operator("create", tenant=name, subjectId="ops-admin")
         assert created["status"] == "active", created
         self.name, self.key, self.key_id = name, created["apiKey"], created["keyId"]
-        self.service = Service(Store(wiring_table()))
-        self.principal = self.service.authenticate(f"Bearer {self.key}")
-        self.service.put_workflow(self.principal, "gate", WorkflowDefinition.model_validate(GATE))
-        self.service.put_workflow(self.principal, "timed", WorkflowDefinition.model_validate(TIMED_GATE))
+        self.services = Services(Store(wiring_table()))
+        self.principal = self.services.keys.authenticate(f"Bearer {self.key}")
+        self.services.workflows.put_workflow(self.principal, "gate", WorkflowDefinition.model_validate(GATE))
+        self.services.workflows.put_workflow(self.principal, "timed", WorkflowDefinition.model_validate(TIMED_GATE))
 
     def start(self, workflow: str = "gate", **body: Any) -> str:
         started = call("POST", "/runs", self.key, {"workflowId": workflow, **body})
@@ -257,8 +257,8 @@ def test_a_suspended_tenants_work_is_held_then_goes_on_after_resume_and_its_defe
     # Then nothing moved: a decision is refused, the runs wait as they were
     refused = call("POST", f"/runs/{to_wire(waiting)}/interrupts/review", tenant.key, {"resumeValue": {"action": "accept"}})
     assert refused.code == "interlude.tenant_suspended"
-    service = tenant.service
-    assert service.store.get_run(timed)[0].status == "waiting-approval"
+    services = tenant.services
+    assert services.store.get_run(timed)[0].status == "waiting-approval"
     held = boto3.client("dynamodb").query(
         TableName=wiring_table(),
         KeyConditionExpression="pk = :pk",
@@ -273,7 +273,7 @@ def test_a_suspended_tenants_work_is_held_then_goes_on_after_resume_and_its_defe
     drained = QueuePump(wiring.OUTBOX_QUEUE, env.queues[wiring.OUTBOX_QUEUE])
     while drained.pump_once():
         pass
-    assert service.store.get_run(late)[0].status == "waiting-approval"
+    assert services.store.get_run(late)[0].status == "waiting-approval"
     # and the deferred deadline is handed back to the scheduler and fires: the gate times out
     clock.advance(clock_file, 60)
     assert SchedulePump(group).pump_once() == 1
@@ -385,7 +385,7 @@ def steps(allowed: int):
 
 
 def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goes_on_from_its_checkpoint(env, monkeypatch):
-    from interlude.app import tenant_lifecycle, webhooks
+    from interlude.app import tenant_lifecycle
     from interlude.domain.models.requests import CreateKeyRequest
     from interlude.domain.models.webhooks import RegisterWebhookRequest
 
@@ -402,8 +402,8 @@ def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goe
     assert decided.status == 200, decided.text
     stream.settle()
     hook = RegisterWebhookRequest.model_validate({"url": "http://127.0.0.1:9/hook", "events": ["run.completed"]})
-    webhooks.register(gone.service, gone.principal, hook)
-    gone.service.issue_key(gone.name, CreateKeyRequest(subjectId="bob", scopes=["runs:read"]))
+    gone.services.webhooks.register(gone.principal, hook)
+    gone.services.keys.issue_key(gone.name, CreateKeyRequest(subjectId="bob", scopes=["runs:read"]))
     console_session(gone.key)
     before = naming(gone.name)
     assert len(before) > 20

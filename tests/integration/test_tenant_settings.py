@@ -18,7 +18,7 @@ from tests.integration.test_forward_compatibility import http, item, set_attribu
 MERGE_PATCH = {"content-type": "application/merge-patch+json"}
 
 
-def another_change_after_each_read(monkeypatch: pytest.MonkeyPatch, service, tenant: str, times: int) -> list[int]:
+def another_change_after_each_read(monkeypatch: pytest.MonkeyPatch, services, tenant: str, times: int) -> list[int]:
     """Between the patch's read and its write, another writer changes the settings (`times` times: once per read)."""
     read = InteractionStore.read_settings
     changed: list[int] = []
@@ -28,17 +28,17 @@ def another_change_after_each_read(monkeypatch: pytest.MonkeyPatch, service, ten
         if consistent and len(changed) < times:
             changed.append(1)
             rival = TenantSettings.model_validate({**(got.settings or {}), "remindersMs": [1000 * (len(changed) + 1)]})
-            tenants.put_settings(service, tenant, rival, "rival")
+            services.tenants.put_settings(tenant, rival, "rival")
         return got
 
     monkeypatch.setattr(InteractionStore, "read_settings", read_then_changed)
     return changed
 
 
-def test_a_patch_is_merged_again_onto_a_change_that_landed_after_its_read(service, tenant, monkeypatch) -> None:
-    key = new_api_key(service)
+def test_a_patch_is_merged_again_onto_a_change_that_landed_after_its_read(services, tenant, monkeypatch) -> None:
+    key = new_api_key(services)
     assert http("PUT", "/tenant/settings", key, {"eventRetentionHours": 48})[0] == 200
-    changed = another_change_after_each_read(monkeypatch, service, tenant, times=1)
+    changed = another_change_after_each_read(monkeypatch, services, tenant, times=1)
 
     status, answer = http("PATCH", "/tenant/settings", key, {"allowDelegation": True}, **MERGE_PATCH)
 
@@ -52,22 +52,22 @@ def test_a_patch_is_merged_again_onto_a_change_that_landed_after_its_read(servic
         "remindersMs": [2000],
         "allowDelegation": True,
     }
-    assert tenants.tenant_settings(service.hitl_store, tenant).model_dump(exclude_none=True) == answer["settings"]
+    assert tenants.tenant_settings(services.interactions, tenant).model_dump(exclude_none=True) == answer["settings"]
 
 
-def test_a_patch_that_keeps_losing_its_race_is_503_runner_unavailable(service, tenant, monkeypatch) -> None:
-    key = new_api_key(service)
-    another_change_after_each_read(monkeypatch, service, tenant, times=tenants.PATCH_ATTEMPTS)
+def test_a_patch_that_keeps_losing_its_race_is_503_runner_unavailable(services, tenant, monkeypatch) -> None:
+    key = new_api_key(services)
+    another_change_after_each_read(monkeypatch, services, tenant, times=tenants.PATCH_ATTEMPTS)
 
     status, answer = http("PATCH", "/tenant/settings", key, {"allowDelegation": True}, **MERGE_PATCH)
 
     assert (status, answer["error"]) == (503, "runner_unavailable")
     assert "retry" in answer["message"]
-    assert tenants.tenant_settings(service.hitl_store, tenant).allowDelegation is None
+    assert tenants.tenant_settings(services.interactions, tenant).allowDelegation is None
 
 
-def test_a_patch_keeps_what_a_later_release_stored(service, tenant) -> None:
-    key = new_api_key(service)
+def test_a_patch_keeps_what_a_later_release_stored(services, tenant) -> None:
+    key = new_api_key(services)
     assert http("PUT", "/tenant/settings", key, {"limits": {"openRuns": 50}})[0] == 200
     settings_key = (f"T#{tenant}", "SETTINGS")
     stored: dict[str, Any] = a.unpacked(item(*settings_key)["settings"])

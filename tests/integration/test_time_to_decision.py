@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from interlude.adapters import metrics
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.facade import Store
@@ -32,8 +32,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(world, clock) -> Service:
-    return Service(Store(world.table), clock=clock)
+def services(world, clock) -> Services:
+    return Services(Store(world.table), clock=clock)
 
 
 @pytest.fixture
@@ -43,16 +43,16 @@ def in_lambda(monkeypatch):
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
 
 
-def start(service: Service, fixture: str) -> str:
-    admin = signed_in(service)
+def start(services: Services, fixture: str) -> str:
+    admin = signed_in(services)
     definition = json.loads((FIXTURES / f"{fixture}.json").read_text())
-    service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
-    return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]})).runId
 
 
-def decided_transition(service: Service, run_id: str) -> list[dict]:
+def decided_transition(services: Services, run_id: str) -> list[dict]:
     """The RunEventDocs of the transition that resolved the interrupt (what its stream record carries)."""
-    events = service.store.read_events(run_id)
+    events = services.store.read_events(run_id)
     first = next(i for i, e in enumerate(events) if e["type"] == "interrupt.resolved")
     return [e for e in events[first:] if e["timestamp"] == events[first]["timestamp"]]
 
@@ -73,44 +73,41 @@ def time_to_decision_points(capsys) -> list[tuple[dict[str, str], float]]:
     return points
 
 
-def test_a_decision_reports_the_milliseconds_since_the_interrupt_was_raised(service, clock, in_lambda, capsys):
-    run_id = start(service, "conformance-approval")
+def test_a_decision_reports_the_milliseconds_since_the_interrupt_was_raised(services, clock, in_lambda, capsys):
+    run_id = start(services, "conformance-approval")
     clock.moment = START + timedelta(minutes=7, seconds=30, milliseconds=250)
-    service.resolve_interrupt(signed_in(service, "bob"), run_id, "gate", {"action": "accept"})
+    services.decisions.resolve_interrupt(signed_in(services, "bob"), run_id, "gate", {"action": "accept"})
     capsys.readouterr()
 
-    metrics.on_events(service, run_id, decided_transition(service, run_id))
+    metrics.on_events(services.store, run_id, decided_transition(services, run_id))
 
     assert time_to_decision_points(capsys) == [
         ({"deployment": "prod-eu", "kind": "approval", "outcome": "granted"}, 450_250.0)
     ]
 
 
-def test_a_timeout_reports_the_wait_under_outcome_timeout(service, clock, in_lambda, capsys):
-    run_id = start(service, "conformance-approval-timeout")  # timeoutMs 1500
+def test_a_timeout_reports_the_wait_under_outcome_timeout(services, clock, in_lambda, capsys):
+    run_id = start(services, "conformance-approval-timeout")  # timeoutMs 1500
     clock.moment = START + timedelta(seconds=4)
-    service.fire_deadline({"runId": run_id})  # recorded when the deadline is applied, 4 s after the raise
+    services.runs.fire_deadline({"runId": run_id})  # recorded when the deadline is applied, 4 s after the raise
     capsys.readouterr()
 
-    metrics.on_events(service, run_id, decided_transition(service, run_id))
+    metrics.on_events(services.store, run_id, decided_transition(services, run_id))
 
     assert time_to_decision_points(capsys) == [
         ({"deployment": "prod-eu", "kind": "approval", "outcome": "timeout"}, 4_000.0)
     ]
 
 
-def test_no_reads_and_no_points_outside_lambda(service, clock, monkeypatch, capsys):
+def test_no_reads_and_no_points_outside_lambda(services, clock, monkeypatch, capsys):
     monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
-    run_id = start(service, "conformance-approval")
-    service.resolve_interrupt(signed_in(service, "bob"), run_id, "gate", {"action": "accept"})
-    events = decided_transition(service, run_id)
+    run_id = start(services, "conformance-approval")
+    services.decisions.resolve_interrupt(signed_in(services, "bob"), run_id, "gate", {"action": "accept"})
+    events = decided_transition(services, run_id)
 
     class NoStore:
         def __getattr__(self, name: str):
             raise AssertionError(f"the store was read ({name}) where no metric is written")
 
-    class Unread:
-        store = NoStore()
-
-    metrics.on_events(Unread(), run_id, events)
+    metrics.on_events(NoStore(), run_id, events)
     assert capsys.readouterr().out == ""

@@ -27,8 +27,7 @@ import boto3
 import pytest
 
 from interlude import migrations, wiring
-from interlude.app.run_listing import list_runs
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain import clock
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -75,7 +74,7 @@ class Upgraded:
         self.dump = dump
         self.clock_file = clock_file
         self.stream = stream
-        self.service = Service(Store(world.table))
+        self.services = Services(Store(world.table))
         self.tenant: str = dump["tenant"]
         self.admin: str = dump["apiKey"]
         self.runs: dict[str, str] = dump["made"]["runs"]
@@ -143,12 +142,12 @@ def resume_value(payload: dict[str, Any]) -> Any:
 def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> None:
     up, dump = upgraded, upgraded.dump
     # The migrations run, as a deploy runs them
-    outcome = migrations.run_pending(up.service, "deploy")
+    outcome = migrations.run_pending(up.services.store, "deploy")
     assert outcome.complete
 
     # Every run the previous release wrote is listed, and each workflow by what the listing filters on
     heads = {i["pk"]["S"] for i in dump["items"] if i["sk"]["S"] == "RUN"}
-    listed = list_runs(up.service, up.tenant, 100).runs
+    listed = up.services.run_listing.list_runs(up.tenant, 100).runs
     assert len(listed) == len(heads) > len(up.runs)
     assert set(up.runs.values()) <= {r.runId for r in listed}
     modulex = {"X-Organization-ID": up.tenant}
@@ -209,7 +208,7 @@ def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> 
 
 def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_path: Path) -> None:
     up, dump = upgraded, upgraded.dump
-    assert migrations.run_pending(up.service, "deploy").complete
+    assert migrations.run_pending(up.services.store, "deploy").complete
     # This release writes: new runs in several states (created by a key: the run records it), decisions, settings
     runs = up.runs
     for name in ("new-waiting", "new-completed", "new-rejected", "new-cancelled", "new-quorum"):

@@ -36,9 +36,9 @@ def key(world, tmp_path, monkeypatch) -> str:
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    from interlude.app.service import default_service
+    from interlude.composition import services
 
-    return new_api_key(default_service())
+    return new_api_key(services())
 
 
 def call(key: str, method: str, path: str, body: Any = None, idempotency_key: str | None = None) -> tuple[int, Any]:

@@ -7,7 +7,7 @@ import json
 import boto3
 import pytest
 
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.facade import Store
@@ -22,8 +22,8 @@ def client(world):
 
 
 @pytest.fixture
-def service(client) -> Service:
-    return Service(Store(TABLE, client))
+def services(client) -> Services:
+    return Services(Store(TABLE, client))
 
 
 def raw_definition(title: str) -> dict:
@@ -49,38 +49,38 @@ def reads_of(client) -> list[tuple[str, int]]:
     return seen
 
 
-def test_a_warm_create_run_reads_only_the_latest_version_pointer(service, admin, client):
-    service.put_workflow(admin, "conformance-approval", definition("v1"))
-    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))  # the first in this process reads the version
+def test_a_warm_create_run_reads_only_the_latest_version_pointer(services, admin, client):
+    services.workflows.put_workflow(admin, "conformance-approval", definition("v1"))
+    services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))  # the first in this process reads the version
     reads = reads_of(client)
-    service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))
+    services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))
     assert [op for op, _ in reads] == ["GetItem"]
     assert reads[0][1] < 100  # the pointer, not the definition (which grows with the workflow)
 
 
-def test_create_run_starts_the_latest_version_registered_even_by_another_process(service, admin, client):
-    service.put_workflow(admin, "conformance-approval", definition("v1"))
-    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1
-    other = Service(Store(TABLE, client))  # another function instance registers v2
-    other.put_workflow(admin, "conformance-approval", definition("v2"))
-    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 2
-    assert service.get_workflow(admin, "conformance-approval")["version"] == 2
+def test_create_run_starts_the_latest_version_registered_even_by_another_process(services, admin, client):
+    services.workflows.put_workflow(admin, "conformance-approval", definition("v1"))
+    assert services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1
+    other = Services(Store(TABLE, client))  # another function instance registers v2
+    other.workflows.put_workflow(admin, "conformance-approval", definition("v2"))
+    assert services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 2
+    assert services.workflows.get_workflow(admin, "conformance-approval")["version"] == 2
 
 
-def test_the_pointer_never_moves_back_to_an_older_version(service, admin, client):
-    service.put_workflow(admin, "conformance-approval", definition("v1"))
+def test_the_pointer_never_moves_back_to_an_older_version(services, admin, client):
+    services.workflows.put_workflow(admin, "conformance-approval", definition("v1"))
     stored = raw_definition("later")
-    assert service.store.put_workflow_version(admin.tenant, "conformance-approval", 5, stored, "t", "s", 100)
+    assert services.store.put_workflow_version(admin.tenant, "conformance-approval", 5, stored, "t", "s", 100)
     # A slower writer with a lower, untaken number: refused whole (its version is not written either).
-    assert not service.store.put_workflow_version(admin.tenant, "conformance-approval", 4, stored, "t", "s", 100)
-    assert service.store.latest_workflow_version(admin.tenant, "conformance-approval") == 5
-    assert service.store.get_workflow(admin.tenant, "conformance-approval", 4) is None
-    assert service.put_workflow(admin, "conformance-approval", definition("next"))["version"] == 6
+    assert not services.store.put_workflow_version(admin.tenant, "conformance-approval", 4, stored, "t", "s", 100)
+    assert services.store.latest_workflow_version(admin.tenant, "conformance-approval") == 5
+    assert services.store.get_workflow(admin.tenant, "conformance-approval", 4) is None
+    assert services.workflows.put_workflow(admin, "conformance-approval", definition("next"))["version"] == 6
 
 
-def test_a_workflow_stored_before_the_pointer_existed_still_starts_its_newest_version(service, admin, client):
-    service.put_workflow(admin, "conformance-approval", definition("v1"))
+def test_a_workflow_stored_before_the_pointer_existed_still_starts_its_newest_version(services, admin, client):
+    services.workflows.put_workflow(admin, "conformance-approval", definition("v1"))
     pk = workflow_pk(admin.tenant, "conformance-approval")
     client.delete_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": "LATEST"}})
     assert client.get_item(TableName=TABLE, Key={"pk": {"S": pk}, "sk": {"S": workflow_version_sk(1)}})["Item"]
-    assert service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1
+    assert services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1

@@ -7,7 +7,7 @@ process a local stack runs functions in. Whose role a call belongs to:
 
 * inside a function's invocation (interlude.local.lambda_runtime.invoke: the in-process runs of the integration
   tests, and every invocation of a local stack), that function's: CURRENT_FUNCTION says which;
-* a test's direct call into the package (a Service method, an app function, a worker's `handle`) is recorded with
+* a test's direct call into the package (a service's method, an app function, a worker's `handle`) is recorded with
   its entry point, the outermost frame of the package on the stack, and belongs to every function the session saw
   running that entry point (each invocation records the code paths it runs: `reach` lines);
 * anything the local stack or the CLI does on its own (creating tables and queues, polling, operator commands) and

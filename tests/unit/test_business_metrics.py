@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import boto3
 import pytest
 
 from interlude import composition
 from interlude.adapters import metrics
 from interlude.api.app import count_response
+from interlude.store.facade import Store
 
 
 @pytest.fixture
@@ -33,10 +35,11 @@ def emitted(capsys) -> list[tuple[str, dict[str, str]]]:
 
 
 class GoneRun:
-    class store:  # noqa: N801 - stands in for Service.store
-        @staticmethod
-        def get_run(run_id):
-            return None
+    """The run records with the run gone."""
+
+    @staticmethod
+    def get_run(run_id):
+        return None
 
 
 def test_the_outbox_counts_interrupts_raised_and_decided_by_kind_and_outcome(in_lambda, capsys):
@@ -54,7 +57,8 @@ def test_the_outbox_counts_interrupts_raised_and_decided_by_kind_and_outcome(in_
         ("InterruptsDecided", {"deployment": "prod-eu", "kind": "input", "outcome": "timeout"}),
     ]
     # And the outbox runs it for every event item on the stream
-    assert metrics.on_events in composition.outbox()
+    outbox = composition.Services(Store("metrics", boto3.client("dynamodb", region_name="us-east-1"))).outbox
+    assert [handler for handler in outbox if getattr(handler, "func", None) is metrics.on_events]
 
 
 def test_api_errors_by_route_and_class_and_decisions_by_surface(in_lambda, capsys):

@@ -62,4 +62,4 @@ def test_an_http_client_command_composes_nothing(argv, tmp_path):
 def test_a_command_that_runs_the_service_here_still_composes_it(tmp_path):
     got = run("keys", "list", "--tenant", "t1", "--table", "absent", "--state-file", str(tmp_path / "absent.json"))
     assert "interlude.composition" in got["modules"]
-    assert "interlude.app.service" in got["modules"]
+    assert "interlude.app.keys" in got["modules"]

@@ -35,7 +35,8 @@ if "pydantic" in sys.modules:
 print(json.dumps({"modules": sorted(sys.modules), "built": built}))
 """
 
-# The engine's run rules and its node types' registry: what moves a run (app/service.py loads them where one moves).
+# The engine's run rules and its node types' registry: what moves a run (the services that move one import them; the
+# composition builds those where a run moves).
 ENGINE_RUN_RULES = ["interlude.engine.run", "interlude.engine.registry", "interlude.engine.gates", "interlude.engine.growth"]
 
 # Modules each function must not load at import; a prefix names a package and everything in it.
@@ -116,7 +117,7 @@ NOT_AT_IMPORT = {
         "interlude.adapters.delivery",
         "jsonschema",
         "interlude.rules.egress",
-        "interlude.app.service",
+        "interlude.app.runs",
         "interlude.engine",
         "interlude.faces",
         "interlude.domain.models",
@@ -227,7 +228,7 @@ def test_the_powertools_package_is_whole_for_any_other_importer():
     )
     assert "aws_lambda_powertools.event_handler.appsync" in got["modules"]
 
-TIMEOUTS_RUN_PATH = ["interlude.app.service", "interlude.engine", "interlude.domain.models.run", "pydantic"]
+TIMEOUTS_RUN_PATH = ["interlude.app.runs", "interlude.engine", "interlude.domain.models.run", "pydantic"]
 SWEEP = """
 import types
 from moto import mock_aws
@@ -240,7 +241,7 @@ from interlude.rules import audit as rules
 from interlude.store.provisioning import create_table
 create_table(boto3.client("dynamodb"), "cold-imports")
 ensure_signing_key(settings().audit_key_secret)
-module.sweep_store().transact([], AuditDraft("t1", "key.created", {"subjectId": "op"}, {"keyId": "k1"}, "2026-12-01T00:00:00Z"))
+module.audit().writes.transact([], AuditDraft("t1", "key.created", {"subjectId": "op"}, {"keyId": "k1"}, "2026-12-01T00:00:00Z"))
 rules.CHECKPOINT_INTERVAL_SECONDS = 0
 context = types.SimpleNamespace(
     function_name="timeouts", memory_limit_in_mb=256, invoked_function_arn="arn:aws:lambda:us-east-1:0:function:t",
@@ -248,7 +249,7 @@ context = types.SimpleNamespace(
 )
 swept = module.lambda_handler({"sweep": "audit-checkpoints"}, context)
 assert swept == {"checkpoints": 1}, swept
-assert [h.checkpoint_seq for h in module.sweep_store().audit_log.heads("t1").values()] == [1]
+assert [h.checkpoint_seq for h in module.audit().chains.heads("t1").values()] == [1]
 """
 
 
@@ -262,10 +263,10 @@ def test_the_timeouts_sweep_checkpoints_without_loading_a_run_path():
 def test_the_timeouts_run_path_loads_the_service_on_first_use():
     got = imported(
         "timeouts",
-        then="module.service()\nfrom interlude.engine.registry import node_type\nassert node_type('modulex.llm')\n",
+        then="module.run_services()\nfrom interlude.engine.registry import node_type\nassert node_type('modulex.llm')\n",
     )
     # compose() registered the ModuleX node types in that process (lazily: they load at the first lookup)
-    assert {"interlude.app.service", "interlude.engine.run", "interlude.faces.modulex.nodetypes"} <= set(got["modules"])
+    assert {"interlude.app.runs", "interlude.engine.run", "interlude.faces.modulex.nodetypes"} <= set(got["modules"])
 
 
 def test_a_path_matches_the_routes_api_gateway_would_match_it_to():
@@ -326,8 +327,9 @@ def test_a_run_request_loads_the_run_routes_and_not_what_other_requests_use():
     assert among(modules, NOT_FOR_A_RUN_REQUEST) == []
 
 
-# What the dispatch function's first record loads (every record runs the whole outbox), and what it must not: the
-# workers behind the outbox's queues (callbacks, notifications) and the task routes' body models.
+# What the dispatch function's first record loads (every record runs the whole outbox; the handlers that move runs or
+# read task items load with the first record that concerns them), and what it must not: the workers behind the
+# outbox's queues (callbacks, notifications) and the task routes' body models.
 NOT_IN_OUTBOX = [
     "interlude.adapters.notify.worker",
     "interlude.adapters.delivery.worker",
@@ -341,9 +343,9 @@ NOT_IN_OUTBOX = [
 
 
 def test_the_dispatch_outbox_loads_no_worker_behind_its_queues():
-    got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
+    got = imported("dispatch", then="from interlude.composition import services\nservices().outbox\n")
     modules = set(got["modules"])
-    assert {"interlude.adapters.notify.outbox", "interlude.app.tasks", "interlude.adapters.scheduler.outbox"} <= modules
+    assert {"interlude.adapters.notify.outbox", "interlude.adapters.delivery.outbox", "interlude.adapters.scheduler.outbox"} <= modules
     assert among(modules, NOT_IN_OUTBOX) == []
 
 
@@ -397,12 +399,12 @@ from moto import mock_aws
 mock_aws().start()
 import boto3
 from interlude import wiring
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.store.facade import Store
 from interlude.store.provisioning import create_table
 create_table(boto3.client("dynamodb"), "cold-imports")
-key = Service(Store("cold-imports", boto3.client("dynamodb"))).issue_key(
+key = Services(Store("cold-imports", boto3.client("dynamodb"))).keys.issue_key(
     "t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES))
 )
 definition = {"id": "w1", "name": "w", "version": "1.0", "nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}
@@ -435,9 +437,9 @@ def test_an_openwop_workflow_is_registered_and_read_without_the_modulex_face():
 def test_the_dispatch_outbox_loads_no_engine_run_rules():
     """The outbox's handlers read runs (deadlines, notices, notifications) and move one only on rarer records: the
     first record loads the outbox, not the engine's run rules; a runnable run's advance loads them."""
-    got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
+    got = imported("dispatch", then="from interlude.composition import services\nservices().outbox\n")
     assert among(got["modules"], ENGINE_RUN_RULES) == []
-    got = imported("dispatch", then="module.default_service()\nfrom interlude.engine import run\nassert run.advance\n")
+    got = imported("dispatch", then="module.services().lifecycle\n")
     assert "interlude.engine.registry" in got["modules"]
 
 
@@ -528,7 +530,7 @@ NOT_FOR_A_STREAM_RECORD = [
 
 def test_the_dispatch_function_loads_no_key_check_decision_or_limit_rules():
     assert among(imported("dispatch")["modules"], NOT_AT_DISPATCH_IMPORT) == []
-    got = imported("dispatch", then="from interlude.composition import outbox\noutbox()\n")
+    got = imported("dispatch", then="from interlude.composition import services\nservices().outbox\n")
     assert among(got["modules"], NOT_FOR_A_STREAM_RECORD) == []
 
 

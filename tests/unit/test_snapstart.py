@@ -17,11 +17,11 @@ import pytest
 import snapshot_restore_py
 from aws_lambda_powertools.utilities.parameters import SecretsProvider, base
 
+from interlude import composition
 from interlude.adapters import queues
 from interlude.api import idempotency, tokens
 from interlude.api.console import routes as console
 from interlude.api.snapstart import after_restore
-from interlude.app import service as app_service
 from interlude.config import settings
 
 API_HANDLER = Path(__file__).resolve().parents[2] / "functions" / "api" / "handler.py"
@@ -44,7 +44,7 @@ def initialized(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", "snapshotted")
     settings.cache_clear()
     held = {
-        "service": app_service.default_service(),
+        "service": composition.services(),
         "surface": tokens.surface(),
         "records": idempotency.records(),
         "sqs": queues._sqs(),
@@ -53,7 +53,7 @@ def initialized(monkeypatch):
     base.DEFAULT_PROVIDERS["secrets"] = SecretsProvider()
     console._last_ring_refetch[0] = time.monotonic()
     yield held
-    for factory in (app_service.default_service, tokens.surface, idempotency.records, settings):
+    for factory in (composition.services, tokens.surface, idempotency.records, settings):
         factory.cache_clear()
 
 
@@ -86,8 +86,8 @@ def test_a_restore_drops_the_clients_and_caches_the_snapshot_holds(registered, i
     # boto3's default session (the snapshotted instance's credentials) and every client made from it
     assert boto3.DEFAULT_SESSION is None
     assert queues._sqs() is not initialized["sqs"]
-    assert app_service.default_service() is not initialized["service"]
-    assert app_service.default_service().store.client is not initialized["service"].store.client
+    assert composition.services() is not initialized["service"]
+    assert composition.services().store.client is not initialized["service"].store.client
     # The token surface (its key ring) and the idempotency records are made again over the new service
     assert tokens.surface() is not initialized["surface"]
     assert idempotency.records() is not initialized["records"]

@@ -1,73 +1,464 @@
-"""What the entry points join together: the faces' node types into the engine, the adapters into dispatch.
+"""The composition root: where the stores, the adapters and the application services are joined, and the faces' node
+types plugged into the engine.
 
-The layers below import nothing above them, so this top-level module is where a face or an adapter is
-plugged into the engine or the application services. Every entry point (functions/*/handler.py, the CLI, the
-test and bench harnesses) calls `compose()` before running a workflow.
+`Services` builds each application service from the stores, adapters and other services its constructor declares
+(interlude/app/ports.py), at its first use: a function builds only what its invocations ask for, so each service's
+module loads where it is first needed, not at a cold start (an edge's decision: the services import what they use at
+the top). The entry points ask it for the service they call: functions/*/handler.py, the API's route modules, the
+CLI's in-process commands, the local stack, the test and bench harnesses. No service is handed it.
 """
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, cached_property, partial
 from typing import TYPE_CHECKING, Any
 
-from interlude.app import audit
+from interlude.config import DEFAULT_STEP_BUDGET, settings
+from interlude.domain import clock as clock_
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-    from interlude.app import dispatch
-    from interlude.app.service import Service
+    from interlude.adapters.notify.outbox import NotificationOutbox
+    from interlude.adapters.scheduler.outbox import DeadlineSchedules
+    from interlude.app.actions import Actions, RunEffects
+    from interlude.app.audit import AuditTrail
+    from interlude.app.decisions import Decisions
+    from interlude.app.definitions import Definitions
+    from interlude.app.delegation import Delegation
+    from interlude.app.deliveries import RunDeliveries
+    from interlude.app.directory import Directory
+    from interlude.app.dispatch import OutboxHandler
+    from interlude.app.external_events import ExternalEvents
+    from interlude.app.inbox import Inbox
+    from interlude.app.keys import Keys
+    from interlude.app.lifecycle import RunLifecycle
+    from interlude.app.limits import TenantLimiter
+    from interlude.app.notifications import Notifications
+    from interlude.app.ports import AnchorsSource, HostResolver, SigningKeySource
+    from interlude.app.replay import Replay
+    from interlude.app.run_listing import RunListing
+    from interlude.app.runs import Runs
+    from interlude.app.subworkflows import SubWorkflows
+    from interlude.app.tasks import Tasks
+    from interlude.app.tenants import Tenants
+    from interlude.app.tokens import RingSource, TokenSurface
+    from interlude.app.webhooks import Webhooks
+    from interlude.app.workflows import Workflows
+    from interlude.domain.clock import Clock
+    from interlude.domain.models.run import RunState
     from interlude.engine.nodetypes import NodeType
+    from interlude.faces.modulex.operations import ModulexFace
+    from interlude.faces.modulex.workflows import ModulexWorkflows
+    from interlude.store.deliveries import DeliveryStore
+    from interlude.store.directory import DirectoryStore
+    from interlude.store.effects import EffectStore
+    from interlude.store.facade import Store
+    from interlude.store.idempotency import IdempotencyStore
+    from interlude.store.inbox import InboxIndex
+    from interlude.store.interactions import InteractionStore
+    from interlude.store.limits import LimitStore
+    from interlude.store.notifications import NotificationStore
+    from interlude.store.tasks import TaskStore
+    from interlude.store.transactions import TransactionalTable
+    from interlude.store.webhooks import SubscriptionSecrets, WebhookStore
+
+
+class Services:
+    """The application services over one table (and the stores beside it, on its client), each built at first use."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock = clock_.now,
+        step_budget: int = DEFAULT_STEP_BUDGET,
+        callback_resolver: HostResolver | None = None,
+        audit_key: SigningKeySource | None = None,
+        anchors: AnchorsSource | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.step_budget = step_budget
+        # The callbackUrl and webhook URL guards' host-name resolver (None: getaddrinfo); tests inject a fixed table.
+        self.callback_resolver = callback_resolver
+        # The audit checkpoint key and the anchors' bucket: the deployment's (Secrets Manager, S3) unless given.
+        self.audit_key = audit_key or _audit_signing_key
+        self.anchors = anchors or _audit_anchors
+        # Every audit entry appended through this store checkpoints its chain when one is due.
+        store.after_audit = lambda tenant, chain, head: self.audit.checkpoint_if_due(tenant, chain, head)
+
+    # -- the stores beside the run table's ---------------------------------------------------------------------
+
+    @cached_property
+    def interactions(self) -> InteractionStore:
+        from interlude.store.interactions import InteractionStore
+
+        return InteractionStore(self.store.table, self.store.client)
+
+    @cached_property
+    def directory_records(self) -> DirectoryStore:
+        from interlude.store.directory import DirectoryStore
+
+        return DirectoryStore(self.store)
+
+    @cached_property
+    def request_counters(self) -> LimitStore:
+        from interlude.store.limits import LimitStore
+
+        return LimitStore(self.store.table, self.store.client)
+
+    @cached_property
+    def idempotency(self) -> IdempotencyStore:
+        from interlude.store.idempotency import IdempotencyStore
+
+        return IdempotencyStore(self.store.table, self.store.client)
+
+    @cached_property
+    def inbox_index(self) -> InboxIndex:
+        from interlude.store.inbox import InboxIndex
+
+        return InboxIndex(self.store.table, self.store.client)
+
+    @cached_property
+    def delivery_records(self) -> DeliveryStore:
+        from interlude.store.deliveries import DeliveryStore
+
+        return DeliveryStore(self.store)
+
+    @cached_property
+    def webhook_records(self) -> WebhookStore:
+        from interlude.store.webhooks import WebhookStore
+
+        return WebhookStore(self.store.table, self.store.client)
+
+    @cached_property
+    def webhook_secrets(self) -> SubscriptionSecrets:
+        from interlude.store.webhooks import subscription_secrets
+
+        return subscription_secrets()
+
+    @cached_property
+    def task_records(self) -> TaskStore:
+        from interlude.store.tasks import TaskStore
+
+        return TaskStore(self.store)
+
+    @cached_property
+    def effect_records(self) -> EffectStore:
+        from interlude.store.effects import EffectStore
+
+        return EffectStore(self.store)
+
+    @cached_property
+    def notification_records(self) -> NotificationStore:
+        from interlude.store.notifications import NotificationStore
+
+        return NotificationStore(self.store)
+
+    # -- the application services ------------------------------------------------------------------------------
+
+    @cached_property
+    def audit(self) -> AuditTrail:
+        from interlude.app.audit import AuditTrail
+
+        return AuditTrail(self.store.audit_log, self.store, self.audit_key, self.anchors)
+
+    @cached_property
+    def keys(self) -> Keys:
+        from interlude.app.keys import Keys
+
+        return Keys(self.store, self.clock)
+
+    @cached_property
+    def limiter(self) -> TenantLimiter:
+        from interlude.app.limits import TenantLimiter
+
+        return TenantLimiter(self.interactions, self.request_counters, self.clock)
+
+    @cached_property
+    def definitions(self) -> Definitions:
+        from interlude.app.definitions import Definitions
+
+        return Definitions(self.store)
+
+    @cached_property
+    def workflows(self) -> Workflows:
+        from interlude.app.workflows import Workflows
+
+        return Workflows(self.store, self.limiter, self.clock)
+
+    @cached_property
+    def tenants(self) -> Tenants:
+        from interlude.app.tenants import Tenants
+
+        return Tenants(self.interactions, self.store, self.limiter, self.clock)
+
+    @cached_property
+    def directory(self) -> Directory:
+        from interlude.app.directory import Directory
+
+        return Directory(self.directory_records, self.clock)
+
+    @cached_property
+    def webhooks(self) -> Webhooks:
+        from interlude.app.webhooks import Webhooks
+
+        return Webhooks(self.webhook_records, self.webhook_secrets, self.clock, self.callback_resolver)
+
+    @cached_property
+    def runs(self) -> Runs:
+        from interlude.app.runs import Runs
+
+        return Runs(self.store, self.definitions, self.clock, self.step_budget)
+
+    @cached_property
+    def lifecycle(self) -> RunLifecycle:
+        from interlude.app.lifecycle import RunLifecycle
+
+        return RunLifecycle(
+            self.store,
+            self.store,
+            self.runs,
+            self.definitions,
+            self.limiter,
+            self.clock,
+            self.step_budget,
+            self.callback_resolver,
+        )
+
+    @cached_property
+    def decisions(self) -> Decisions:
+        from interlude.app.decisions import Decisions
+
+        return Decisions(
+            self.store,
+            self.runs,
+            self.definitions,
+            self.interactions,
+            self.directory_records,
+            self.clock,
+            self.step_budget,
+        )
+
+    @cached_property
+    def delegation(self) -> Delegation:
+        from interlude.app.delegation import Delegation
+
+        return Delegation(
+            self.runs, self.decisions, self.definitions, self.interactions, self.directory_records, self.clock
+        )
+
+    @cached_property
+    def inbox(self) -> Inbox:
+        from interlude.app.inbox import Inbox
+        from interlude.store.inbox import run_open_interrupts
+
+        return Inbox(
+            self.runs,
+            self.inbox_index,
+            partial(run_open_interrupts, self.store.client, self.store.table),
+            self.directory_records,
+            self.interactions,
+            self.clock,
+        )
+
+    @cached_property
+    def external_events(self) -> ExternalEvents:
+        from interlude.app.external_events import ExternalEvents
+
+        return ExternalEvents(self.interactions, self.store, self.decisions, self.interactions, self.clock)
+
+    @cached_property
+    def actions(self) -> Actions:
+        from interlude.app.actions import Actions
+
+        return Actions(self.store, self.runs, self.definitions, self.clock, self.step_budget)
+
+    @cached_property
+    def run_effects(self) -> RunEffects:
+        from interlude.app.actions import RunEffects
+
+        return RunEffects(self.runs, self.effect_records)
+
+    @cached_property
+    def tasks(self) -> Tasks:
+        from interlude.app.tasks import Tasks
+
+        return Tasks(self.task_records, self.store, self.runs, self.actions, self.clock)
+
+    @cached_property
+    def sub_workflows(self) -> SubWorkflows:
+        from interlude.app.subworkflows import SubWorkflows
+
+        return SubWorkflows(
+            self.store,
+            self.store,
+            self.runs,
+            self.definitions,
+            self.limiter,
+            self.actions,
+            self.clock,
+            self.step_budget,
+        )
+
+    @cached_property
+    def notifications(self) -> Notifications:
+        from interlude.app.notifications import Notifications
+
+        return Notifications(self.runs, self.notification_records)
+
+    @cached_property
+    def replay(self) -> Replay:
+        from interlude.adapters.replay_outbox import ReplayOutbox
+        from interlude.app.replay import Replay
+
+        return Replay(
+            self.store,
+            self.runs,
+            self.definitions,
+            self.webhooks,
+            self.webhook_records,
+            self.limiter,
+            self.tenants.effect_retention_days,
+            ReplayOutbox(self.store, self.clock),
+            self.clock,
+            self.step_budget,
+        )
+
+    @cached_property
+    def run_listing(self) -> RunListing:
+        from interlude.app.run_listing import RunListing
+
+        return RunListing(self.store, self.runs, self.lifecycle)
+
+    @cached_property
+    def deliveries(self) -> RunDeliveries:
+        from interlude.app.deliveries import RunDeliveries
+
+        return RunDeliveries(self.runs, self.delivery_records)
+
+    def token_surface(self, ring: RingSource, admit: Callable[[str], None] = lambda tenant: None) -> TokenSurface:
+        """The signed-token surfaces over `ring` (the deployment's key ring: api/tokens.py); `admit(tenant)` refuses
+        a token of a tenant that may not act now."""
+        from interlude.app.tokens import TokenSurface
+
+        return TokenSurface(
+            self.runs,
+            self.decisions,
+            self.directory_records,
+            self.store,
+            self.interactions,
+            self.audit,
+            self.clock,
+            ring,
+            admit=admit,
+        )
+
+    # -- the ModuleX face ---------------------------------------------------------------------------------------
+
+    @cached_property
+    def modulex(self) -> ModulexFace:
+        from interlude.faces.modulex.operations import ModulexFace
+
+        return ModulexFace(self.store, self.runs, self.lifecycle, self.decisions, self.workflows, self.definitions)
+
+    @cached_property
+    def modulex_workflows(self) -> ModulexWorkflows:
+        from interlude.faces.modulex.workflows import ModulexWorkflows
+
+        return ModulexWorkflows(self.store, self.workflows, self.clock)
+
+    # -- the dispatch function's outbox -------------------------------------------------------------------------
+
+    @cached_property
+    def deadline_schedules(self) -> DeadlineSchedules:
+        from interlude.adapters.scheduler.outbox import DeadlineSchedules
+
+        return DeadlineSchedules(self.store, self.runs, self.definitions, self.clock)
+
+    @cached_property
+    def notification_outbox(self) -> NotificationOutbox:
+        from interlude.adapters.notify.outbox import NotificationOutbox
+
+        return NotificationOutbox(self.store, self.directory_records, self.interactions, self.definitions, self.clock)
+
+    @cached_property
+    def outbox(self) -> tuple[OutboxHandler, ...]:
+        """The outbox handlers, in order. Features add their handler here.
+
+        Built with the first record: only the dispatch function runs them, so the API and timeouts functions' cold
+        starts load no delivery, scheduler or metrics adapter. The handlers that move runs (sub-workflows, tasks, kept
+        external events) are built with the first record that concerns them (engine/events.py)."""
+        from interlude.adapters import metrics
+        from interlude.adapters.actions.outbox import queue_actions
+        from interlude.adapters.delivery.outbox import callback_notices
+        from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
+        from interlude.adapters.tenant_usage import on_events as tenant_usage
+        from interlude.engine import events as concerns
+
+        return (
+            self.deadline_schedules.on_events,
+            partial(callback_notices, self.store, self.store, self.clock),
+            _when(concerns.raised_external_events, lambda: self.external_events.resolve_kept_events),
+            partial(metrics.on_events, self.store),
+            queue_actions,
+            partial(webhook_deliveries, self.webhook_records, self.store),
+            self.notification_outbox.on_events,
+            _when(concerns.requests_child_or_ends_run, lambda: self.sub_workflows.on_events),
+            _when(concerns.requests_or_cancels_task, lambda: self.tasks.on_events),
+            # Last: a handler above that fails has its record delivered again, which would count its usage twice.
+            partial(tenant_usage, self),
+        )
+
+    def handle_stream_record(self, record: dict[str, Any]) -> None:
+        """One event-log item of the table's stream through the outbox (app/dispatch.py)."""
+        from interlude.app.dispatch import handle_record
+
+        handle_record(record, self.store, self.outbox, self.store, self._advance)
+
+    def _advance(self, run_id: str, got: tuple[RunState, int]) -> int:
+        # The engine's run rules load with the first run a record leaves runnable (a step budget reached).
+        return self.lifecycle.advance_run(run_id, got)
+
+
+def _when(concerns: Callable[[list[dict[str, Any]]], object], handler: Callable[[], OutboxHandler]) -> OutboxHandler:
+    """An outbox handler built (its modules loaded) with the first record whose events it concerns."""
+
+    def handle(run_id: str, events: list[dict[str, Any]]) -> None:
+        if concerns(events):
+            handler()(run_id, events)
+
+    return handle
 
 
 @cache
-def outbox() -> tuple[dispatch.OutboxHandler, ...]:
-    """The outbox handlers, declared once, in order. Features add their handler here.
+def services() -> Services:
+    """The process's services over the configured table: what every Lambda entry point uses."""
+    # The whole store loads here, with the first service asked for: the timeouts function's audit sweep loads none.
+    from interlude.store.facade import Store
 
-    Imported on first use: only the dispatch function runs them, so the API and timeouts functions' cold starts
-    load no delivery, scheduler or metrics adapter."""
-    from interlude.adapters import metrics
-    from interlude.adapters.actions.outbox import queue_actions
-    from interlude.adapters.delivery.outbox import callback_notices
-    from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
-    from interlude.adapters.notify import outbox as notifications
-    from interlude.adapters.scheduler import outbox as deadline_schedules
-    from interlude.adapters.tenant_usage import on_events as tenant_usage
-    from interlude.app.external_events import resolve_kept_events
-    from interlude.app.subworkflows import on_events as sub_workflows
-    from interlude.app.tasks import on_events as task_queues
+    cfg = settings()
+    return Services(Store(cfg.table_name), step_budget=cfg.step_budget)
 
-    return (
-        deadline_schedules.on_events,
-        callback_notices,
-        resolve_kept_events,
-        metrics.on_events,
-        queue_actions,
-        webhook_deliveries,
-        notifications.on_events,
-        sub_workflows,
-        task_queues,
-        # Last: a handler above that fails has its record delivered again, which would count its usage twice.
-        tenant_usage,
-    )
+
+def audit_trail(table: TransactionalTable) -> AuditTrail:
+    """The audit trail over `table`'s transactions alone, with the deployment's key and anchors: the timeouts
+    function's checkpoint sweep, which reads no run (no run store loaded)."""
+    from interlude.app.audit import AuditTrail
+
+    trail = AuditTrail(table.audit_log, table, _audit_signing_key, _audit_anchors)
+    table.after_audit = lambda tenant, chain, head: trail.checkpoint_if_due(tenant, chain, head)
+    return trail
 
 
 def compose() -> None:
-    # The engine loads here, not with this module: the timeouts function's audit sweep imports the composition for
-    # the signing key alone (compose_audit) and runs no workflow. The ModuleX node types load when a modulex.* typeId
-    # is first run or checked (an OpenWOP request never loads the ModuleX face); the engine's own, at the first lookup
-    # of any typeId (engine/face_types.py: the dispatch function's records look up none).
+    # The engine loads here, not with this module: the timeouts function's audit sweep imports the composition and
+    # runs no workflow. The ModuleX node types load when a modulex.* typeId is first run or checked (an OpenWOP request
+    # never loads the ModuleX face); the engine's own, at the first lookup of any typeId (engine/face_types.py: the
+    # dispatch function's records look up none).
     from interlude.engine.face_types import register_lazily
 
     register_lazily("modulex.", _modulex_types)
-    compose_audit()
-
-
-def compose_audit() -> None:
-    """What the audit trail needs joined (the checkpoint signing key, the anchors' bucket), for an entry point that
-    runs no workflow."""
-    audit.use_signing_key(_audit_signing_key)
-    audit.use_anchors(_audit_anchors)
 
 
 def _modulex_types() -> Iterable[NodeType]:
@@ -84,14 +475,8 @@ def _audit_signing_key() -> Any:
     return load_signing_key()
 
 
-def _audit_anchors() -> audit.Anchors | None:
+def _audit_anchors() -> Any:
     # Imported on first use: only the checkpoint sweep and a verification read or write the anchors.
     from interlude.adapters.audit_anchor import configured_anchors
 
     return configured_anchors()
-
-
-def handle_stream_record(service: Service, record: dict[str, Any]) -> None:
-    from interlude.app import dispatch
-
-    dispatch.handle_record(service, record, outbox())

@@ -19,7 +19,10 @@ interrupt's item (two GetItems per decided interrupt, and only where metrics are
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from interlude.app.ports import RunRecords
 
 from interlude.config.runtime import DEPLOYMENT_ENV as DEPLOYMENT_ENV
 from interlude.config.runtime import runtime_settings
@@ -76,7 +79,7 @@ def decision_outcome(payload: dict[str, Any]) -> str:
     return str(payload.get("decision") or payload.get("action") or "resolved")
 
 
-def on_events(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+def on_events(records: RunRecords, run_id: str, events: list[dict[str, Any]]) -> None:
     """Outbox handler: interrupts raised and decided, counted from the event log itself, and how long each took."""
     decided = []
     for event in events:
@@ -87,15 +90,15 @@ def on_events(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
             count("InterruptsDecided", kind=payload.get("kind", "unknown"), outcome=decision_outcome(payload))
             decided.append(event)
     if decided and enabled():
-        time_to_decision(service, run_id, decided)
+        time_to_decision(records, run_id, decided)
 
 
-def time_to_decision(service: Any, run_id: str, resolved: list[dict[str, Any]]) -> None:
+def time_to_decision(records: RunRecords, run_id: str, resolved: list[dict[str, Any]]) -> None:
     # Imported here, only where metrics are written: the API and callbacks functions count with this module and
     # import no engine package for it (cold starts). The visits' names, not the engine's run rules.
     from interlude.engine.visits import interrupt_key, visit_of
 
-    got = service.store.get_run(run_id)
+    got = records.get_run(run_id)
     if got is None:
         return
     state, _ = got
@@ -104,7 +107,7 @@ def time_to_decision(service: Any, run_id: str, resolved: list[dict[str, Any]]) 
         node_id = payload.get("nodeId") or event.get("nodeId", "")
         # The interrupt has left the run head; its id still names its visit, and so its item's key.
         visit = visit_of(state, node_id, payload.get("interruptId"))
-        raised_at = None if visit is None else service.store.raised_at(run_id, interrupt_key(run_id, node_id, visit))
+        raised_at = None if visit is None else records.raised_at(run_id, interrupt_key(run_id, node_id, visit))
         if raised_at is None:
             continue
         waited_ms = (_instant(event["timestamp"]) - _instant(raised_at)) * 1000

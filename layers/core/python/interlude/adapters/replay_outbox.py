@@ -16,14 +16,17 @@ from interlude.config.delivery import delivery_settings
 from interlude.config.notify import notify_settings
 
 if TYPE_CHECKING:
+    from interlude.app.ports import KeyLookup
     from interlude.app.replay import Queue
-    from interlude.app.service import Service
+    from interlude.domain.clock import Clock
     from interlude.domain.models.run import RunState
 
 
 @dataclass
 class ReplayOutbox:
-    service: Service
+    # The keys a decision link is minted for, and the clock that tells whether the run's creating key still stands.
+    keys: KeyLookup
+    clock: Clock
 
     def webhook_delivery(self, webhook_id: str, run_id: str, event: dict[str, Any]) -> dict[str, Any]:
         return webhook_message(webhook_id, run_id, event)
@@ -36,7 +39,7 @@ class ReplayOutbox:
         first time: its life starts when its gate was raised)."""
         if not state.callbackUrl:
             return []
-        minter = link_minter(self.service, state) if any(e.get("type") == "interrupt.requested" for e in events) else None
+        minter = link_minter(self.keys, self.clock, state) if any(e.get("type") == "interrupt.requested" for e in events) else None
         built = callback_notices.build_notices(state, events, minter, delivery_settings().public_base_url)
         return [callback_notices.queue_message(state.tenant, state.callbackUrl, n) for n in built]
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude import wiring
-from interlude.api.http import app, json_response, principal_for, query_int, service
+from interlude.api.http import app, json_response, principal_for, query_int
 from interlude.api.routes import route
 from interlude.app import audit
+from interlude.composition import services
 from interlude.domain.audit import MAX_SEQ
 from interlude.domain.errors import Invalid
 from interlude.domain.models.answers.audit import AuditPage, AuditVerification
@@ -22,7 +23,7 @@ def verify_audit_log() -> Response:
     if from_seq is None or to_seq is None:
         raise Invalid("fromSeq and toSeq are both required", {"field": "fromSeq" if from_seq is None else "toSeq"})
     chain = query_int("chain", None, 0, wiring.AUDIT_CHAINS - 1)
-    answer = audit.verify(service().store, principal.tenant, from_seq, to_seq, chain)
+    answer = services().audit.verify(principal.tenant, from_seq, to_seq, chain)
     return json_response(200, AuditVerification.model_validate(answer))
 
 
@@ -31,4 +32,4 @@ def list_audit_entries() -> Response:
     principal = principal_for("listAuditEntries")
     limit = query_int("limit", audit.DEFAULT_PAGE, 1, audit.MAX_PAGE)
     cursor = (app.current_event.query_string_parameters or {}).get("cursor")
-    return json_response(200, AuditPage.model_validate(audit.entries_page(service().store, principal.tenant, limit, cursor)))
+    return json_response(200, AuditPage.model_validate(services().audit.entries_page(principal.tenant, limit, cursor)))

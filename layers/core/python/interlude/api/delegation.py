@@ -7,9 +7,9 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import json_response, parsed, principal_for, service
+from interlude.api.http import json_response, parsed, principal_for
 from interlude.api.routes import route
-from interlude.app.delegation import delegate_vote
+from interlude.composition import services
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.principals import DelegateVoteRequest, VoteDelegated
 
@@ -19,5 +19,5 @@ def delegate(runId: str, nodeId: str) -> Response:  # noqa: N803 - the path para
     principal = principal_for("delegateVote")
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
-    delegated = delegate_vote(service(), principal, run_id, node_id, parsed(DelegateVoteRequest))
+    delegated = services().delegation.delegate_vote(principal, run_id, node_id, parsed(DelegateVoteRequest))
     return json_response(200, VoteDelegated.model_validate(delegated))

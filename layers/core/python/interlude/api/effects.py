@@ -9,9 +9,9 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import json_response, principal_for, service
+from interlude.api.http import json_response, principal_for
 from interlude.api.routes import route
-from interlude.app.actions import run_effects
+from interlude.composition import services
 from interlude.domain.errors import NotFound
 from interlude.domain.ids import from_wire
 from interlude.domain.models.answers.effects import EffectSeamManifest, RunEffects
@@ -39,7 +39,7 @@ REPLAY_CAPABILITY: dict[str, Any] | None = None
 @route("getRunEffects")
 def get_run_effects(runId: str) -> Response:
     principal = principal_for("getRunEffects")
-    return json_response(200, RunEffects.model_validate(run_effects(service(), principal, from_wire(runId))))
+    return json_response(200, RunEffects.model_validate(services().run_effects.run_effects(principal, from_wire(runId))))
 
 
 @route("getEffectSeamManifest")

@@ -12,14 +12,15 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 
-# Every request is admitted by its tenant's limits (Service.limiter, which app/service.py builds on first use so the
-# worker functions never load the limit rules): loaded with the API's import, where every request needs it.
+# Every request is authenticated (app/keys.py) and admitted by its tenant's limits (app/limits.py): the composition
+# builds both at the first request; their modules load with the API's import, where every request needs them.
+import interlude.app.keys  # noqa: F401
 import interlude.app.limits  # noqa: F401
 from interlude import wiring
 from interlude.api import strict_json
 from interlude.api.errors import reply
 from interlude.app.caught import caught
-from interlude.app.service import default_service
+from interlude.composition import services
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import (
@@ -52,14 +53,10 @@ M = TypeVar("M", bound=BaseModel)
 FACE_CONTEXT = "face"
 
 
-# The handlers' Service (one per process); an alias so route modules read `service()`.
-service = default_service
-
-
 @cache
 def standing() -> TenantStanding:
     """Whether a request's tenant may act now (suspended tenants are refused on every surface: issue 30 item 6)."""
-    return standing_of(service().store, service().clock)
+    return standing_of(services().store, services().clock)
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -171,9 +168,9 @@ def principal_for(operation: str) -> Principal:
     """The request's key holder, counted once per request against its tenant's rate, holding the route's scope."""
     principal = app.context.get("principal")
     if principal is None:
-        principal = service().authenticate(app.current_event.headers.get("authorization"))
+        principal = services().keys.authenticate(app.current_event.headers.get("authorization"))
         standing().require_active(principal.tenant)
-        admission = service().limiter.admit(principal)
+        admission = services().limiter.admit(principal)
         if not admission.allowed:
             raise RateLimited(
                 f"this tenant's limit of {admission.limit} requests per second was reached",
@@ -330,4 +327,4 @@ def answers_as_modulex(tenant: str, workflow_id: str) -> bool:
     module loads the whole ModuleX face."""
     if is_modulex_client():
         return True
-    return bool(AUTHOR_ID_RE.fullmatch(workflow_id)) and service().store.get_modulex_workflow(tenant, workflow_id) is not None
+    return bool(AUTHOR_ID_RE.fullmatch(workflow_id)) and services().store.get_modulex_workflow(tenant, workflow_id) is not None

@@ -54,6 +54,7 @@ from interlude.api import http
 from interlude.api.errors import status_of
 from interlude.app.caught import caught
 from interlude.app.idempotency import KeyedWrite
+from interlude.composition import services
 from interlude.domain.errors import Conflict, DomainError, Invalid
 from interlude.store.idempotency import (
     AnsweredRecord,
@@ -94,7 +95,7 @@ def capability_namespace(params: dict[str, str]) -> str:
 
 @cache
 def records() -> IdempotencyStore:
-    return http.service().idempotency
+    return services().idempotency
 
 
 def _now_ms() -> int:

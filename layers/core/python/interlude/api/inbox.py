@@ -6,10 +6,11 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import app, json_response, parsed, principal_for, query_int, required_body, service
+from interlude.api.http import app, json_response, parsed, principal_for, query_int, required_body
 from interlude.api.routes import route
-from interlude.app import audit, external_events, tenants
+from interlude.app import audit
 from interlude.app import inbox as approver_inbox
+from interlude.composition import services
 from interlude.domain.errors import Invalid, UnsupportedMedia
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.answers.inbox import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
@@ -21,7 +22,7 @@ from interlude.wiring import JSON, MERGE_PATCH
 def list_interrupts() -> Response:
     principal = principal_for("listInterrupts")
     limit, filters, cursor = inbox_query(dict(app.current_event.query_string_parameters or {}))
-    return json_response(200, Inbox.model_validate(approver_inbox.inbox(service(), principal, limit, filters, cursor)))
+    return json_response(200, Inbox.model_validate(services().inbox.inbox(principal, limit, filters, cursor)))
 
 
 def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]:
@@ -47,21 +48,20 @@ def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]
 @route("postEvent")
 def post_event() -> Response:
     principal = principal_for("postEvent")
-    return json_response(202, EventAccepted.model_validate(external_events.post_event(service(), principal, parsed(PostEventRequest))))
+    return json_response(202, EventAccepted.model_validate(services().external_events.post_event(principal, parsed(PostEventRequest))))
 
 
 @route("getTenantSettings")
 def get_tenant_settings() -> Response:
     principal = principal_for("getTenantSettings")
-    return json_response(200, TenantSettingsAnswer.model_validate(tenants.get_settings(service(), principal)))
+    return json_response(200, TenantSettingsAnswer.model_validate(services().tenants.get_settings(principal)))
 
 
 @route("putTenantSettings")
 def put_tenant_settings() -> Response:
     principal = principal_for("putTenantSettings")
     settings = parsed(TenantSettings, "tenant settings")
-    stored = tenants.put_settings(
-        service(), principal.tenant, settings, principal.subject["subjectId"], audit.actor(principal)
+    stored = services().tenants.put_settings(principal.tenant, settings, principal.subject["subjectId"], audit.actor(principal)
     )
     return json_response(200, TenantSettingsAnswer.model_validate(stored))
 
@@ -73,7 +73,7 @@ def patch_tenant_settings() -> Response:
     if content_type not in (MERGE_PATCH, JSON):
         raise UnsupportedMedia(f"send the patch as {MERGE_PATCH} (RFC 7396) or {JSON}")
     patch = required_body()
-    changed = tenants.patch_settings(service(), principal.tenant, patch, principal.subject["subjectId"], audit.actor(principal))
+    changed = services().tenants.patch_settings(principal.tenant, patch, principal.subject["subjectId"], audit.actor(principal))
     return json_response(200, TenantSettingsAnswer.model_validate(changed))
 
 
@@ -82,7 +82,6 @@ def put_credential_grant(provider: str) -> Response:
     principal = principal_for("putCredentialGrant")
     checked = check_author_id(unquote(provider), "provider")
     request = parsed(CredentialGrantRequest, "credential grant")
-    grant = tenants.put_grant(
-        service(), principal.tenant, checked, request, principal.subject["subjectId"], audit.actor(principal)
+    grant = services().tenants.put_grant(principal.tenant, checked, request, principal.subject["subjectId"], audit.actor(principal)
     )
     return json_response(200, CredentialGrant.model_validate(grant))

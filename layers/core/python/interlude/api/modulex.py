@@ -23,13 +23,13 @@ from interlude.api.http import (
     last_event_id,
     principal_for,
     required_body,
-    service,
     sse_response,
     stream_bounds,
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.app import streams as streaming
+from interlude.composition import services
 from interlude.domain.errors import Forbidden
 from interlude.engine.run import iso
 from interlude.faces.modulex import frames
@@ -38,7 +38,7 @@ from interlude.rules.auth import Principal
 
 
 def face() -> ModulexFace:
-    return ModulexFace(service())
+    return services().modulex
 
 
 def caller(operation: str, run_scoped: bool, what: str = "run") -> Principal:
@@ -92,11 +92,11 @@ def listen(runId: str) -> Response:
     view = mx.view(run_state)
     last = last_event_id()
     bounds = stream_bounds()
-    store = mx.service.store
+    store = services().store
     parts: list[str] = []
 
     def now() -> str:
-        return iso(mx.service.clock())
+        return iso(services().clock())
 
     def on_events(docs: list[dict[str, Any]]) -> int:
         written = 0

@@ -11,10 +11,11 @@ from typing import Any, get_args
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api import http
-from interlude.api.http import app, principal_for, query_int, required_body, service
+from interlude.api.http import app, principal_for, query_int, required_body
 from interlude.api.modulex import acting_for, caller, face, ok
 from interlude.api.routes import route
 from interlude.app.workflows import DEFAULT_WORKFLOW_PAGE, MAX_WORKFLOW_PAGE
+from interlude.composition import services
 from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed
 from interlude.domain.ids import check_author_id
 from interlude.domain.models.run import RunStatus
@@ -25,7 +26,7 @@ STATUSES: frozenset[str] = frozenset((*mxw.STATUS_FILTERS, *get_args(RunStatus))
 
 
 def workflows() -> mxw.ModulexWorkflows:
-    return mxw.ModulexWorkflows(service())
+    return services().modulex_workflows
 
 
 def as_modulex() -> None:
@@ -67,7 +68,7 @@ def list_workflows() -> Response:
     page_size = query_int("page_size", DEFAULT_WORKFLOW_PAGE, 1, MAX_WORKFLOW_PAGE)
     query: dict[str, str] = app.current_event.query_string_parameters or {}
     wanted = mxw.ListingFilter.of({name: query[name] for name in mxw.LISTING_FILTERS if name in query})
-    listed = service().list_workflows(principal.tenant, page, page_size, wanted.keeps if wanted.any else None)
+    listed = services().workflows.list_workflows(principal.tenant, page, page_size, wanted.keeps if wanted.any else None)
     items = [mxw.summary(entry.pop("id"), entry) for entry in listed.pop("workflows")]
     return ok(mxw.WorkflowList(workflows=items, **listed))
 
@@ -76,8 +77,8 @@ def list_workflows() -> Response:
 def delete_workflow(workflowId: str) -> Response:  # noqa: N803 - the path parameter's name
     principal = principal_for("modulexDeleteWorkflow")
     workflow_id = addressed(principal, workflowId)
-    if service().store.get_modulex_workflow(principal.tenant, workflow_id) is None:
-        if service().store.latest_workflow_version(principal.tenant, workflow_id) is not None:
+    if services().store.get_modulex_workflow(principal.tenant, workflow_id) is None:
+        if services().store.latest_workflow_version(principal.tenant, workflow_id) is not None:
             # An OpenWOP workflow: its versions are immutable and its runs read them.
             raise MethodNotAllowed("an OpenWOP workflow's versions are never deleted", ["GET", "PUT"])
         raise mxw.not_found()
@@ -99,7 +100,7 @@ def list_runs() -> Response:
     trigger = query.get("trigger_type")
     if trigger is not None and len(trigger) > mxw.MAX_NAME:
         raise Invalid(f"trigger_type must be at most {mxw.MAX_NAME} characters", {"field": "trigger_type"})
-    rows = mxw.list_run_rows(service(), principal.tenant, offset, limit, workflow_id, status, trigger)
+    rows = mxw.list_run_rows(services().run_listing, services().store, services().clock, principal.tenant, offset, limit, workflow_id, status, trigger)
     return ok(mxw.RunRows.model_validate(rows))
 
 

@@ -7,9 +7,9 @@ from urllib.parse import urlsplit
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.adapters.notify.slack_settings import store_slack
-from interlude.api.http import json_response, parsed, principal_for, service
+from interlude.api.http import json_response, parsed, principal_for
 from interlude.api.routes import route
-from interlude.app.notifications import run_notifications
+from interlude.composition import services
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import from_wire
 from interlude.domain.models.answers.notifications import RunNotifications, SlackConfigured
@@ -20,7 +20,7 @@ from interlude.rules.callback_url import check_callback_url
 @route("listRunNotifications")
 def list_run_notifications(runId: str) -> Response:  # noqa: N803 - the path parameter's name
     principal = principal_for("listRunNotifications")
-    log = run_notifications(service(), principal, from_wire(runId))
+    log = services().notifications.run_notifications(principal, from_wire(runId))
     return json_response(200, RunNotifications.model_validate(log))
 
 
@@ -31,7 +31,7 @@ def put_slack_settings() -> Response:
     if settings.webhookUrl is not None:
         # Checked as a callback URL is (the worker checks it again at each post, pinned to what it admitted).
         try:
-            check_callback_url(settings.webhookUrl, service().callback_resolver)
+            check_callback_url(settings.webhookUrl, services().callback_resolver)
         except DomainError as refused:
             raise Invalid(
                 refused.message.replace("callbackUrl", "webhookUrl"), {**(refused.details or {}), "field": "webhookUrl"}

@@ -6,9 +6,9 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import json_response, parsed, principal_for, service
+from interlude.api.http import json_response, parsed, principal_for
 from interlude.api.routes import route
-from interlude.app import directory
+from interlude.composition import services
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import SUBJECT_ID, SUBJECT_ID_RE
 from interlude.domain.models.answers.principals import PrincipalAnswer
@@ -27,19 +27,19 @@ def put_principal(principalId: str) -> Response:  # noqa: N803 - the path parame
     admin = principal_for("putPrincipal")
     checked = principal_id_of(principalId)
     entry = parsed(PrincipalEntry, "directory entry")
-    created, stored = directory.put_principal(service(), admin.tenant, checked, entry, admin.subject["subjectId"])
+    created, stored = services().directory.put_principal(admin.tenant, checked, entry, admin.subject["subjectId"])
     return json_response(201 if created else 200, PrincipalAnswer.model_validate(stored))
 
 
 @route("getPrincipal")
 def get_principal(principalId: str) -> Response:  # noqa: N803 - the path parameter's name
     admin = principal_for("getPrincipal")
-    stored = directory.get_principal(service(), admin.tenant, principal_id_of(principalId))
+    stored = services().directory.get_principal(admin.tenant, principal_id_of(principalId))
     return json_response(200, PrincipalAnswer.model_validate(stored))
 
 
 @route("deletePrincipal")
 def delete_principal(principalId: str) -> Response:  # noqa: N803 - the path parameter's name
     admin = principal_for("deletePrincipal")
-    removed = directory.delete_principal(service(), admin.tenant, principal_id_of(principalId))
+    removed = services().directory.delete_principal(admin.tenant, principal_id_of(principalId))
     return json_response(200, PrincipalAnswer.model_validate(removed))

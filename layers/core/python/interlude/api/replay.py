@@ -7,17 +7,16 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.adapters.replay_outbox import ReplayOutbox
-from interlude.api.http import json_response, parsed, principal_for, service
+from interlude.api.http import json_response, parsed, principal_for
 from interlude.api.routes import route
 from interlude.app.replay import Replay, bound_delivery, unit_id
+from interlude.composition import services
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.replay import ActionRetried, RecoverRequest, Recovery, Replayed
 
 
 def replay() -> Replay:
-    runs = service()
-    return Replay(runs, ReplayOutbox(runs))
+    return services().replay
 
 
 @route("retryWebhookDelivery")

@@ -7,9 +7,11 @@ from typing import Any, get_args
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.errors import envelope
-from interlude.api.http import app, json_response, parsed, principal_for, query_int, service
+from interlude.api.http import app, json_response, parsed, principal_for, query_int
 from interlude.api.routes import route
 from interlude.app import run_listing
+from interlude.app.snapshots import snapshot
+from interlude.composition import services
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id
 from interlude.domain.models.answers.run_listing import BulkCancelAnswer, RunList
@@ -51,8 +53,8 @@ def list_runs() -> Response:
     if cursor is not None and not 1 <= len(cursor) <= 2048:
         raise Invalid("cursor must be 1 to 2048 characters", {"field": "cursor"})
     workflow_id, status = run_filters(query, "workflowId", "status")
-    page = run_listing.list_runs(service(), principal.tenant, limit, cursor, workflow_id, status)
-    body: dict[str, Any] = {"runs": [service().snapshot(state) for state in page.runs]}
+    page = services().run_listing.list_runs(principal.tenant, limit, cursor, workflow_id, status)
+    body: dict[str, Any] = {"runs": [snapshot(state) for state in page.runs]}
     if page.next_cursor is not None:
         body["nextCursor"] = page.next_cursor
     return json_response(200, RunList.model_validate(body))
@@ -62,7 +64,7 @@ def list_runs() -> Response:
 def bulk_cancel_runs() -> Response:
     principal = principal_for("bulkCancelRuns")
     request = parsed(BulkCancelRequest)
-    outcomes = run_listing.bulk_cancel(service(), principal, request.runIds, request.reason)
+    outcomes = services().run_listing.bulk_cancel(principal, request.runIds, request.reason)
     results = [
         {"runId": run_id, "ok": True, "status": outcome.status}
         if isinstance(outcome, RunState)

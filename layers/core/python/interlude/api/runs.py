@@ -7,12 +7,12 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-# What these routes' requests use that app/service.py loads only where a run moves or a gate is decided (the worker
-# functions' records mostly do neither): createRun, resolve and cancel run the engine's run rules, a resolve reads
-# the directory, delegations and the tenant's facts, and refuses credential material in a resume value. Loaded with
-# the routes, so a run request's first use counts them.
-import interlude.app.delegation  # noqa: F401
-import interlude.engine.run  # noqa: F401
+# The services these routes call, which the composition builds at their first use: createRun and cancel run the
+# engine's run rules (app/lifecycle.py), a resolve reads the directory, delegations and the tenant's facts
+# (app/decisions.py) and refuses credential material in a resume value. Loaded with the routes, so a run request's
+# first use counts them.
+import interlude.app.decisions  # noqa: F401
+import interlude.app.lifecycle  # noqa: F401
 import interlude.rules.interrupts.secrets  # noqa: F401
 from interlude import __version__
 from interlude.api.http import (
@@ -28,12 +28,12 @@ from interlude.api.http import (
     required_body,
     resume_value_body,
     run_links,
-    service,
     tagged_json,
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
-from interlude.app import audit
+from interlude.app.snapshots import snapshot
+from interlude.composition import services
 from interlude.config import settings
 from interlude.config.delivery import delivery_settings
 from interlude.domain.errors import Invalid, NotFound
@@ -112,7 +112,7 @@ def capabilities() -> dict[str, Any]:
 
     caps["runList"] = run_list_capability()
     # Issue 16: the audit log's integrity family (RFC 0224), advertised only when the signing key can be read.
-    audit_key = audit.public_key()
+    audit_key = services().audit.public_key()
     if audit_key is not None:
         caps["auditLogIntegrity"] = {
             "status": "experimental",
@@ -176,7 +176,7 @@ def put_workflow(workflowId: str) -> Response:
     if isinstance(raw, dict) and raw.get("id") not in (None, workflow_id):
         raise Invalid("the body's id differs from the path's workflowId", {"path": "id"})
     definition = parse(WorkflowDefinition, raw, "workflow definition")
-    return json_response(201, WorkflowVersion.model_validate(service().put_workflow(principal, workflow_id, definition)))
+    return json_response(201, WorkflowVersion.model_validate(services().workflows.put_workflow(principal, workflow_id, definition)))
 
 
 @route("getWorkflow")
@@ -187,13 +187,13 @@ def get_workflow(workflowId: str) -> Response:
 
         return get_modulex(principal, unquote(workflowId))  # a ModuleX record, or an OpenWOP workflow as ModuleX reads it
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    return json_response(200, WorkflowVersion.model_validate(service().get_workflow(principal, workflow_id)))
+    return json_response(200, WorkflowVersion.model_validate(services().workflows.get_workflow(principal, workflow_id)))
 
 
 @route("createRun")
 def create_run() -> Response:
     principal = principal_for("createRun")
-    return run_created(service().create_run(principal, parsed(CreateRunRequest), keyed(run_created)))
+    return run_created(services().lifecycle.create_run(principal, parsed(CreateRunRequest), keyed(run_created)))
 
 
 def run_created(state: RunState) -> Response:
@@ -207,17 +207,17 @@ def get_run(runId: str) -> Response:
     if is_custom_method(runId):
         raise NotFound("no such route")  # GET /runs/{runId}:diff (diffRun), which this host does not serve
     principal = principal_for("getRun")
-    state, _ = service().load_run(principal.tenant, from_wire(runId))
+    state, _ = services().runs.load_run(principal.tenant, from_wire(runId))
     etag = f'"{state.nextSeq}-{state.status}"'
     if if_none_match(etag):
         return not_modified(etag)
-    return json_response(200, service().snapshot(state), {"ETag": etag})
+    return json_response(200, snapshot(state), {"ETag": etag})
 
 
 @route("cancelRun")
 def cancel_run(runId: str) -> Response:
     principal = principal_for("cancelRun")
-    return run_cancelled(service().cancel_run(principal, from_wire(runId), parsed(CancelRunRequest, optional=True), keyed(run_cancelled)))
+    return run_cancelled(services().lifecycle.cancel_run(principal, from_wire(runId), parsed(CancelRunRequest, optional=True), keyed(run_cancelled)))
 
 
 def run_cancelled(state: RunState) -> Response:
@@ -232,7 +232,7 @@ def poll_run_events(runId: str) -> Response:
     timeout = query_int("timeout", 30, 1, 60)
     wait = min(float(timeout), settings().max_poll_seconds)
     # afterSequence is an exclusive cursor; omitted means "from the first event".
-    page = service().poll_events(principal, run_id, -1 if after is None else after, wait)
+    page = services().runs.poll_events(principal, run_id, -1 if after is None else after, wait)
     return json_response(200, EventPage.model_validate(page))
 
 
@@ -242,7 +242,7 @@ def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
     resume_value = resume_value_body()
-    return resolved(service().resolve_interrupt(principal, run_id, node_id, resume_value, keyed(resolved)))
+    return resolved(services().decisions.resolve_interrupt(principal, run_id, node_id, resume_value, keyed(resolved)))
 
 
 def resolved(outcome: dict[str, Any]) -> Response:
@@ -252,7 +252,7 @@ def resolved(outcome: dict[str, Any]) -> Response:
 @route("createKey")
 def create_key() -> Response:
     principal = principal_for("createKey")
-    return key_created(service().create_key(principal, parsed(CreateKeyRequest), keyed(key_created)))
+    return key_created(services().keys.create_key(principal, parsed(CreateKeyRequest), keyed(key_created)))
 
 
 def key_created(issued: dict[str, Any]) -> Response:

@@ -13,11 +13,11 @@ import sys
 
 # Loaded-module name -> a cached factory whose object holds a client or a fetched key ring: made again on first use.
 CACHED = (
-    # The Service: its Store's DynamoDB client, its limiter's windows.
-    ("interlude.app.service", "default_service"),
-    # The token surface: the Service and the key ring it read.
+    # The services: their Store's DynamoDB client, the limiter's windows, the caches of keys and workflows.
+    ("interlude.composition", "services"),
+    # The token surface: the services and the key ring it read.
     ("interlude.api.tokens", "surface"),
-    # The idempotency records: the Service's store.
+    # The idempotency records: the services' store.
     ("interlude.api.idempotency", "records"),
     # The outboxes' SQS client.
     ("interlude.adapters.queues", "_sqs"),

@@ -20,12 +20,13 @@ from interlude.api.http import (
     last_event_id,
     principal_for,
     query_int,
-    service,
     sse_response,
     stream_bounds,
 )
 from interlude.api.routes import route
 from interlude.app import streams as streaming
+from interlude.app.snapshots import snapshot
+from interlude.composition import services
 from interlude.domain import schemas
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import from_wire
@@ -81,8 +82,8 @@ def stream_run_events(runId: str) -> Response:
     modes = parse_modes(_query("streamMode"))
     buffer_ms = query_int("bufferMs", 0, 0, MAX_BUFFER_MS)
     resumable = (_query("resumable") or "").lower() == "true"
-    svc = service()
-    state, _ = svc.load_run(principal.tenant, run_id)
+    svc = services()
+    state, _ = svc.runs.load_run(principal.tenant, run_id)
     # Last-Event-ID is read only once the caller may see the run.
     last = last_event_id()
     bounds = stream_bounds()
@@ -93,7 +94,7 @@ def stream_run_events(runId: str) -> Response:
     after = -1 if last is None else last
     if values and last is not None:
         # events.md: on a resumed values stream, the current state comes first.
-        parts.append(streaming.frame(svc.snapshot(state), event="state.snapshot", id=state.nextSeq - 1))
+        parts.append(streaming.frame(snapshot(state), event="state.snapshot", id=state.nextSeq - 1))
         after = max(last, state.nextSeq - 1)
 
     latest: dict[str, Any] = {}
@@ -112,7 +113,7 @@ def stream_run_events(runId: str) -> Response:
         if not values:
             frames = _frames(docs, modes, buffer_ms)
         elif any(in_updates(d["type"]) for d in docs):
-            frames = [streaming.frame(svc.snapshot(latest["head"]), event="state.snapshot", id=docs[-1]["sequence"])]
+            frames = [streaming.frame(snapshot(latest["head"]), event="state.snapshot", id=docs[-1]["sequence"])]
         else:
             frames = []
         parts.extend(frames)

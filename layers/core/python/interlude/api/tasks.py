@@ -7,9 +7,9 @@ from typing import Any
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.adapters.scheduler import scheduler as scheduler_
-from interlude.api.http import OPENWOP_VERSION, json_response, parsed, principal_for, service
+from interlude.api.http import OPENWOP_VERSION, json_response, parsed, principal_for
 from interlude.api.routes import route
-from interlude.app import tasks
+from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.models.tasks import (
     ClaimedTask,
@@ -35,7 +35,7 @@ def claim_task() -> Response:
     request = parsed(ClaimTaskRequest)
     # A deployment may hold its long polls shorter (INTERLUDE_MAX_POLL_SECONDS), as pollRunEvents does.
     wait = min(float(request.waitSeconds), settings().max_poll_seconds)
-    got = tasks.claim(service(), principal, list(request.queues), wait, schedule)
+    got = services().tasks.claim(principal, list(request.queues), wait, schedule)
     if got is None:
         return Response(status_code=204, headers={"OpenWOP-Version": OPENWOP_VERSION})
     return json_response(200, ClaimedTask.model_validate(got))
@@ -45,14 +45,14 @@ def claim_task() -> Response:
 def complete_task(taskToken: str) -> Response:
     principal = principal_for("completeTask")
     request = parsed(CompleteTaskRequest)
-    return settled(tasks.complete(service(), principal, taskToken, request.output))
+    return settled(services().tasks.complete(principal, taskToken, request.output))
 
 
 @route("failTask")
 def fail_task(taskToken: str) -> Response:
     principal = principal_for("failTask")
     request = parsed(FailTaskRequest)
-    return settled(tasks.fail(service(), principal, taskToken, request.error, request.retryable))
+    return settled(services().tasks.fail(principal, taskToken, request.error, request.retryable))
 
 
 def settled(outcome: dict[str, Any]) -> Response:
@@ -64,4 +64,4 @@ def settled(outcome: dict[str, Any]) -> Response:
 def heartbeat_task(taskToken: str) -> Response:
     principal = principal_for("heartbeatTask")
     parsed(HeartbeatRequest, optional=True)
-    return json_response(200, TaskHeld.model_validate(tasks.heartbeat(service(), principal, taskToken, schedule)))
+    return json_response(200, TaskHeld.model_validate(services().tasks.heartbeat(principal, taskToken, schedule)))

@@ -32,7 +32,6 @@ from interlude.api.http import (
     principal_for,
     raw_body,
     resume_value_body,
-    service,
     standing,
 )
 from interlude.api.idempotency import keyed
@@ -44,6 +43,7 @@ from interlude.app.directory import display_name as directory_name
 from interlude.app.directory import entry_of
 from interlude.app.tenants import tenant_settings
 from interlude.app.tokens import Target, TokenSurface
+from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id, from_wire, tenant_of
@@ -81,7 +81,7 @@ def surface() -> TokenSurface:
 
         return load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds, force_fetch=force)
 
-    return TokenSurface(service(), ring, admit=standing().require_active)
+    return services().token_surface(ring, admit=standing().require_active)
 
 
 # -- routes -------------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def request_cookies() -> dict[str, str]:
 
 def decided_page(target: Target, resume_value: Any, style: str) -> Response:
     claims = target.claims
-    after, _ = service().load_run(target.state.tenant, claims.run_id)
+    after, _ = services().runs.load_run(target.state.tenant, claims.run_id)
     still = after.interrupts.get(claims.node_id)
     action = resume_value.get("action") if isinstance(resume_value, dict) else None
     kind = target.interrupt.kind
@@ -314,7 +314,7 @@ def error_page(exc: DomainError, claims: TokenClaims | None, style: str) -> Resp
     extra: dict[str, Any] = {}
     if claims is not None and kind in ("already", "vote-cast", "forbidden", "expired"):
         try:
-            state, _ = service().load_run(tenant_of(claims.run_id), claims.run_id)
+            state, _ = services().runs.load_run(tenant_of(claims.run_id), claims.run_id)
         except DomainError:
             state = None
         if state is not None:
@@ -340,7 +340,7 @@ def what_became_of(state: RunState, claims: TokenClaims, time_zone: str | None) 
     visit = visit_of(state, claims.node_id, claims.interrupt_id)
     if visit is None:
         return {}
-    item = service().store.closed_interrupt(state.runId, interrupt_key(state.runId, claims.node_id, visit))
+    item = services().store.closed_interrupt(state.runId, interrupt_key(state.runId, claims.node_id, visit))
     if item is None or item.get("status") == "open":
         return {}
     payload = item.get("payload") or {}
@@ -364,7 +364,7 @@ def withdrawn(state: RunState, resolution: dict[str, Any]) -> dict[str, Any]:
     if resolution.get("reason") != "run cancelled":
         return {"status": "withdrawn"}
     cancelled: dict[str, Any] = next(
-        (e["payload"] for e in reversed(service().store.read_events(state.runId, state.nextSeq - 3)) if e["type"] == "run.cancelled"),
+        (e["payload"] for e in reversed(services().store.read_events(state.runId, state.nextSeq - 3)) if e["type"] == "run.cancelled"),
         {},
     )
     by = cancelled.get("cancelledBy")
@@ -378,9 +378,9 @@ def withdrawn(state: RunState, resolution: dict[str, Any]) -> dict[str, Any]:
 def whom_to_ask(state: RunState, claims: TokenClaims, view: approval.View) -> dict[str, Any]:
     """For a link past its time whose request is still open: which request, until when, and who can send a new
     link (whoever started the run) or decide in anyone's place (the gate's and the tenant's override principals)."""
-    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
     gate = node_config(definition, claims.node_id)
-    overrides = [*(gate.get("overridePrincipals") or []), *tenant_settings(service().hitl_store, state.tenant).overridePrincipals]
+    overrides = [*(gate.get("overridePrincipals") or []), *tenant_settings(services().interactions, state.tenant).overridePrincipals]
     names = [display_name(state.tenant, {"subjectId": p}) for p in dict.fromkeys(str(p) for p in overrides)]
     return {
         "title": approval.title_of(view.payload) if view.payload else None,
@@ -394,16 +394,16 @@ def display_name(tenant: str, subject: Any) -> str | None:
     """A person as the page names them: their directory display name, else their subject id."""
     if not isinstance(subject, dict) or not subject.get("subjectId"):
         return None
-    return directory_name(service().directory, tenant, str(subject["subjectId"]))
+    return directory_name(services().directory_records, tenant, str(subject["subjectId"]))
 
 
 def approver_time_zone(tenant: str, claims: TokenClaims) -> str | None:
     """The time zone of the person the link acts for (its minter's directory entry); None: show UTC."""
     if claims.minter is None:
         return None
-    record = service().store.get_api_key(claims.minter)
+    record = services().store.get_api_key(claims.minter)
     subject_id = (record or {}).get("subject", {}).get("subjectId")
-    entry = entry_of(service().directory, tenant, subject_id) if subject_id else None
+    entry = entry_of(services().directory_records, tenant, subject_id) if subject_id else None
     return entry.timeZone if entry is not None else None
 
 
@@ -421,7 +421,7 @@ def node_config(definition: WorkflowDefinition, node_id: str) -> dict[str, Any]:
 
 def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any], verdict: str = "") -> approval.View:
     """`verdict`: how the gate ended, when its state alone would mislead (approval.verdict)."""
-    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
     names = names_of(definition, state.workflowId)
     nodes = [
         GraphNode(
@@ -463,4 +463,4 @@ def raised_at(state: RunState, claims: TokenClaims) -> str | None:
     if open_interrupt is not None and open_interrupt.interruptId == claims.interrupt_id:
         return open_interrupt.raisedAt
     visit = visit_of(state, claims.node_id, claims.interrupt_id)
-    return service().store.raised_at(state.runId, interrupt_key(state.runId, claims.node_id, visit)) if visit else None
+    return services().store.raised_at(state.runId, interrupt_key(state.runId, claims.node_id, visit)) if visit else None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import OPENWOP_VERSION, app, json_response, parsed, principal_for, query_int, service
+from interlude.api.http import OPENWOP_VERSION, app, json_response, parsed, principal_for, query_int
 from interlude.api.routes import route
-from interlude.app import webhooks
+from interlude.composition import services
 from interlude.domain.ids import from_wire
 from interlude.domain.models.webhooks import (
     DEAD_LETTER_MAX_PAGE,
@@ -21,7 +21,7 @@ from interlude.domain.models.webhooks import (
 @route("registerWebhook")
 def register_webhook() -> Response:
     principal = principal_for("registerWebhook")
-    registered = webhooks.register(service(), principal, parsed(RegisterWebhookRequest))
+    registered = services().webhooks.register(principal, parsed(RegisterWebhookRequest))
     # The secret is in this answer only: no cache may keep it.
     return json_response(201, WebhookRegistered.model_validate(registered), {"Cache-Control": "no-store"})
 
@@ -29,7 +29,7 @@ def register_webhook() -> Response:
 @route("unregisterWebhook")
 def unregister_webhook(webhookId: str) -> Response:  # noqa: N803 - the path parameter's name
     principal = principal_for("unregisterWebhook")
-    webhooks.unregister(service(), principal, from_wire(webhookId, what="webhookId"))
+    services().webhooks.unregister(principal, from_wire(webhookId, what="webhookId"))
     return Response(status_code=204, headers={"OpenWOP-Version": OPENWOP_VERSION})
 
 
@@ -37,7 +37,7 @@ def unregister_webhook(webhookId: str) -> Response:  # noqa: N803 - the path par
 def rotate_webhook_secret(webhookId: str) -> Response:  # noqa: N803
     principal = principal_for("rotateWebhookSecret")
     request = parsed(RotateWebhookSecretRequest, optional=True)
-    rotated = webhooks.rotate(service(), principal, from_wire(webhookId, what="webhookId"), request)
+    rotated = services().webhooks.rotate(principal, from_wire(webhookId, what="webhookId"), request)
     return json_response(200, WebhookSecretRotated.model_validate(rotated), {"Cache-Control": "no-store"})
 
 
@@ -48,5 +48,5 @@ def list_webhook_dead_letters(webhookId: str) -> Response:  # noqa: N803
     # Clamped, never refused: OpenWOP's pagination serves at most maxPageSize rows whatever `limit` asks.
     limit = min(query_int("limit", DEAD_LETTER_MAX_PAGE, 1, 10**9) or DEAD_LETTER_MAX_PAGE, DEAD_LETTER_MAX_PAGE)
     cursor = (app.current_event.query_string_parameters or {}).get("cursor")
-    page = webhooks.dead_letters(service(), principal, webhook_id, limit, cursor)
+    page = services().webhooks.dead_letters(principal, webhook_id, limit, cursor)
     return json_response(200, WebhookDeadLetterPage.model_validate(page))

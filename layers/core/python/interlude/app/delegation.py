@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.directory import delegators_of, with_directory
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.app.tenants import tenant_settings
-from interlude.domain.clock import iso
+from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Conflict
 from interlude.domain.models.principals import DelegateVoteRequest
 from interlude.domain.models.run import OpenInterrupt
+from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import Resolver, delegation, eligible, named_by
 from interlude.rules.interrupts.delegation import Delegator, has_cast
@@ -27,49 +28,69 @@ from interlude.store.transactions import LostRace
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from interlude.app.service import Service
-    from interlude.store.directory import DirectoryStore
+    from interlude.app.ports import DefinitionSource, DirectoryRecords, Gates, RunLedger, TenantRecords
 
-def delegate_vote(
-    service: Service, principal: auth.Principal, run_id: str, node_id: str, request: DelegateVoteRequest
-) -> dict[str, Any]:
-    """Record that the caller hands their vote on `node_id`'s open approval gate to `request.delegate`."""
-    from interlude.engine import run as engine  # the run rules: app/service.py loads them where a run moves
 
-    state, version = service.load_run(principal.tenant, run_id)
-    node_id = service.node_named(state, node_id)
-    for _ in range(MAX_RACE_RETRIES):
-        state, version = service.apply_deadlines(state, version)
-        definition = service.workflow(state.tenant, state.workflowId, state.workflowVersion)
-        interrupt = service.open_interrupt(state, node_id)
-        now = service.clock()
-        resolver = auth.run_resolver(principal)
-        if interrupt.kind == "approval":
-            resolver = with_directory(service.directory, state.tenant, interrupt.payload["data"], resolver)
-        allowed = bool(tenant_settings(service.hitl_store, state.tenant).allowDelegation)
-        record = delegation(interrupt, replace(resolver, delegation_allowed=allowed), request.delegate, iso(now))
-        build = partial(engine.delegate, state, definition, node_id, record, now)
-        try:
-            service.commit_or_fail(build, version, now, node_id)
-        except LostRace as lost:
-            old = lost.interrupt_old_image()
-            if old is not None and old.get("status") != "open":
-                raise Conflict("the interrupt was resolved meanwhile", code="interrupt_already_resolved") from None
-            state, version = service.load_run(state.tenant, state.runId)
-            continue
-        return {
-            "runId": state.runId,
-            "nodeId": node_id,
-            "interruptId": interrupt.interruptId,
-            "principal": record.principal,
-            "delegate": request.delegate,
-            "at": record.at,
-        }
-    raise busy("the run kept changing while delegating; retry")
+class Delegation:
+    def __init__(
+        self,
+        runs: RunLedger,
+        gates: Gates,
+        definitions: DefinitionSource,
+        tenants: TenantRecords,
+        directory: DirectoryRecords,
+        clock: Clock,
+    ) -> None:
+        self.runs = runs
+        self.gates = gates
+        self.definitions = definitions
+        self.tenants = tenants
+        self.directory = directory
+        self.clock = clock
+
+    def delegate_vote(
+        self, principal: auth.Principal, run_id: str, node_id: str, request: DelegateVoteRequest
+    ) -> dict[str, Any]:
+        """Record that the caller hands their vote on `node_id`'s open approval gate to `request.delegate`."""
+        state, version = self.runs.load_run(principal.tenant, run_id)
+        node_id = self.gates.node_named(state, node_id)
+        for _ in range(MAX_RACE_RETRIES):
+            state, version = self.runs.apply_deadlines(state, version)
+            definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            interrupt = self.gates.open_interrupt(state, node_id)
+            now = self.clock()
+            resolver = auth.run_resolver(principal)
+            if interrupt.kind == "approval":
+                resolver = with_directory(self.directory, state.tenant, interrupt.payload["data"], resolver)
+            allowed = bool(tenant_settings(self.tenants, state.tenant).allowDelegation)
+            record = delegation(interrupt, replace(resolver, delegation_allowed=allowed), request.delegate, iso(now))
+            build = partial(engine.delegate, state, definition, node_id, record, now)
+            try:
+                self.runs.commit_or_fail(build, version, now, node_id)
+            except LostRace as lost:
+                old = lost.interrupt_old_image()
+                if old is not None and old.get("status") != "open":
+                    raise Conflict("the interrupt was resolved meanwhile", code="interrupt_already_resolved") from None
+                state, version = self.runs.load_run(state.tenant, state.runId)
+                continue
+            return {
+                "runId": state.runId,
+                "nodeId": node_id,
+                "interruptId": interrupt.interruptId,
+                "principal": record.principal,
+                "delegate": request.delegate,
+                "at": record.at,
+            }
+        raise busy("the run kept changing while delegating; retry")
 
 
 def with_delegations(
-    service: Service, tenant: str, interrupt: OpenInterrupt, resolver: Resolver, now: datetime
+    tenants: TenantRecords,
+    directory: DirectoryRecords,
+    tenant: str,
+    interrupt: OpenInterrupt,
+    resolver: Resolver,
+    now: datetime,
 ) -> Resolver:
     """The resolver with what delegation needs, read only when the caller cannot simply cast their own vote."""
     if interrupt.kind != "approval":
@@ -77,14 +98,14 @@ def with_delegations(
     data = interrupt.payload["data"]
     if eligible(data, resolver) and not has_cast(interrupt, resolver.principal):
         return resolver
-    if not tenant_settings(service.hitl_store, tenant).allowDelegation:
+    if not tenant_settings(tenants, tenant).allowDelegation:
         return resolver
-    standing = standing_delegators(service.directory, tenant, data, resolver, now)
+    standing = standing_delegators(directory, tenant, data, resolver, now)
     return replace(resolver, delegation_allowed=True, standing_delegators=standing)
 
 
 def standing_delegators(
-    directory: DirectoryStore, tenant: str, data: dict[str, Any], resolver: Resolver, now: datetime
+    directory: DirectoryRecords, tenant: str, data: dict[str, Any], resolver: Resolver, now: datetime
 ) -> tuple[Delegator, ...]:
     """The gate's named principals now out of office with the caller as their delegate: the delegation items keyed
     by the caller (one Query, at most MAX_DELEGATORS_PER_DELEGATE), those the gate names."""

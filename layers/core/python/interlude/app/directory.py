@@ -25,12 +25,13 @@ from interlude.domain.models.principals import (
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import Resolver, binding_refs
 from interlude.rules.interrupts.delegation import Delegator
-from interlude.store.directory import DirectoryStore, EntryChanged
+from interlude.store.directory import EntryChanged
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from interlude.app.service import Service
+    from interlude.app.ports import DirectoryRecords
+    from interlude.domain.clock import Clock
 
 # The most principals one interrupt visit notifies (README, "Limits"): refs naming more are cut at this many,
 # in the order the gate names them, and the notification log says so.
@@ -41,53 +42,56 @@ def answer(principal_id: str, record: dict[str, Any]) -> dict[str, Any]:
     return {"principalId": principal_id, **record["entry"], "updatedAt": record["updatedAt"]}
 
 
-def put_principal(
-    service: Service, tenant: str, principal_id: str, entry: PrincipalEntry, by: str
-) -> tuple[bool, dict[str, Any]]:
-    """(created, the entry as stored)."""
-    if entry.outOfOffice is not None and entry.outOfOffice.delegate == principal_id:
-        # As a gate's delegation (rules/interrupts/decide.py): a vote handed to its own holder decides nothing.
-        raise Invalid("a principal cannot delegate to themselves", {"field": "outOfOffice.delegate"})
-    stored = keeping_unknown(entry, entry_of(service.directory, tenant, principal_id)).model_dump(mode="json", exclude_none=True)
-    try:
-        created, record = service.directory.put(
-            tenant, principal_id, stored, iso(service.clock()), by, MAX_DIRECTORY_PRINCIPALS, MAX_DELEGATORS_PER_DELEGATE
-        )
-    except EntryChanged:
-        raise busy("the entry kept changing while writing it; retry") from None
-    return created, answer(principal_id, record)
+class Directory:
+    """The tenant's principals: entries put, read and removed (quotas and delegation checked by the store's write)."""
+
+    def __init__(self, records: DirectoryRecords, clock: Clock) -> None:
+        self.records = records
+        self.clock = clock
+
+    def put_principal(self, tenant: str, principal_id: str, entry: PrincipalEntry, by: str) -> tuple[bool, dict[str, Any]]:
+        """(created, the entry as stored)."""
+        if entry.outOfOffice is not None and entry.outOfOffice.delegate == principal_id:
+            # As a gate's delegation (rules/interrupts/decide.py): a vote handed to its own holder decides nothing.
+            raise Invalid("a principal cannot delegate to themselves", {"field": "outOfOffice.delegate"})
+        stored = keeping_unknown(entry, entry_of(self.records, tenant, principal_id)).model_dump(mode="json", exclude_none=True)
+        try:
+            created, record = self.records.put(
+                tenant, principal_id, stored, iso(self.clock()), by, MAX_DIRECTORY_PRINCIPALS, MAX_DELEGATORS_PER_DELEGATE
+            )
+        except EntryChanged:
+            raise busy("the entry kept changing while writing it; retry") from None
+        return created, answer(principal_id, record)
+
+    def get_principal(self, tenant: str, principal_id: str) -> dict[str, Any]:
+        record = self.records.get(tenant, principal_id)
+        if record is None:
+            raise NotFound(f"no principal {principal_id!r} in this tenant's directory")
+        return answer(principal_id, record)
+
+    def delete_principal(self, tenant: str, principal_id: str) -> dict[str, Any]:
+        try:
+            record = self.records.delete(tenant, principal_id)
+        except EntryChanged:
+            raise busy("the entry kept changing while removing it; retry") from None
+        if record is None:
+            raise NotFound(f"no principal {principal_id!r} in this tenant's directory")
+        return answer(principal_id, record)
 
 
-def get_principal(service: Service, tenant: str, principal_id: str) -> dict[str, Any]:
-    record = service.directory.get(tenant, principal_id)
-    if record is None:
-        raise NotFound(f"no principal {principal_id!r} in this tenant's directory")
-    return answer(principal_id, record)
-
-
-def delete_principal(service: Service, tenant: str, principal_id: str) -> dict[str, Any]:
-    try:
-        record = service.directory.delete(tenant, principal_id)
-    except EntryChanged:
-        raise busy("the entry kept changing while removing it; retry") from None
-    if record is None:
-        raise NotFound(f"no principal {principal_id!r} in this tenant's directory")
-    return answer(principal_id, record)
-
-
-def entry_of(directory: DirectoryStore, tenant: str, principal_id: str) -> PrincipalEntry | None:
+def entry_of(directory: DirectoryRecords, tenant: str, principal_id: str) -> PrincipalEntry | None:
     """The directory entry of a principal, or None (what the approval page and notifications read)."""
     record = directory.get(tenant, principal_id)
     return PrincipalEntry.model_validate(record["entry"]) if record else None
 
 
-def display_name(directory: DirectoryStore, tenant: str, principal_id: str) -> str:
+def display_name(directory: DirectoryRecords, tenant: str, principal_id: str) -> str:
     """A person as pages name them: their directory display name, else their principal (key subject) id."""
     entry = entry_of(directory, tenant, principal_id)
     return entry.displayName if entry is not None and entry.displayName else principal_id
 
 
-def delegators_of(directory: DirectoryStore, tenant: str, delegate: str | None, now: datetime) -> tuple[Delegator, ...]:
+def delegators_of(directory: DirectoryRecords, tenant: str, delegate: str | None, now: datetime) -> tuple[Delegator, ...]:
     """The principals whose out-of-office delegate `delegate` is now (one Query of the delegation items keyed by
     the delegate), each with the membership their entry records, in principal id order."""
     if delegate is None:
@@ -105,7 +109,7 @@ def delegators_of(directory: DirectoryStore, tenant: str, delegate: str | None, 
     return tuple(found)
 
 
-def with_directory(directory: DirectoryStore, tenant: str, data: dict[str, Any], resolver: Resolver) -> Resolver:
+def with_directory(directory: DirectoryRecords, tenant: str, data: dict[str, Any], resolver: Resolver) -> Resolver:
     """The resolver with its directory groups and roles added, when the gate's eligibility asks for them."""
     fields = binding_refs(data)
     if not ({"approverGroupRefs", "approverRoleRefs"} & set(fields)):
@@ -113,7 +117,7 @@ def with_directory(directory: DirectoryStore, tenant: str, data: dict[str, Any],
     return with_membership(directory, tenant, resolver)
 
 
-def with_membership(directory: DirectoryStore, tenant: str, resolver: Resolver) -> Resolver:
+def with_membership(directory: DirectoryRecords, tenant: str, resolver: Resolver) -> Resolver:
     """The resolver's groups and roles joined with its subject's directory entry (one read)."""
     if resolver.subject_id is None:
         return resolver
@@ -126,7 +130,7 @@ def with_membership(directory: DirectoryStore, tenant: str, resolver: Resolver) 
     return replace(resolver, groups=groups, roles=roles)
 
 
-def recipients(directory: DirectoryStore, tenant: str, data: dict[str, Any]) -> tuple[list[str], bool]:
+def recipients(directory: DirectoryRecords, tenant: str, data: dict[str, Any]) -> tuple[list[str], bool]:
     """(principal ids to tell, in the gate's order, and whether MAX_RECIPIENTS cut the list).
 
     `audience` ({subjects, groups, roles}) when the gate names one: a hint, never eligibility; else the union of

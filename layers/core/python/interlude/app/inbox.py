@@ -16,11 +16,11 @@ from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.interrupts.decide import Resolver, eligible, named_by, resolver_families
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator
 from interlude.store import sharded
-from interlude.store.inbox import InboxIndex, run_open_interrupts
 from interlude.store.layout import run_pk
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import DirectoryRecords, InboxPages, RunInterrupts, RunLedger, TenantRecords
+    from interlude.domain.clock import Clock
 
 
 INTERRUPT_KINDS = tuple(schemas.load("suspend-request.schema.json")["properties"]["kind"]["enum"])
@@ -38,15 +38,15 @@ class _Membership:
     Likewise the principals whose out-of-office delegate the caller is (one Query), and whether the tenant allows
     delegation (one read, only when a gate offers the caller someone's vote)."""
 
-    def __init__(self, service: Service, tenant: str, resolver: Resolver) -> None:
-        self.service, self.tenant, self.key_resolver = service, tenant, resolver
+    def __init__(self, inbox: Inbox, tenant: str, resolver: Resolver) -> None:
+        self.inbox, self.tenant, self.key_resolver = inbox, tenant, resolver
         self._joined: Resolver | None = None
         self._delegators: tuple[Delegator, ...] | None = None
         self._allowed: bool | None = None
 
     def joined(self) -> Resolver:
         if self._joined is None:
-            self._joined = with_membership(self.service.directory, self.tenant, self.key_resolver)
+            self._joined = with_membership(self.inbox.directory, self.tenant, self.key_resolver)
         return self._joined
 
     def for_gate(self, data: dict[str, Any]) -> Resolver:
@@ -56,13 +56,13 @@ class _Membership:
 
     def delegators(self) -> tuple[Delegator, ...]:
         if self._delegators is None:
-            found = delegators_of(self.service.directory, self.tenant, self.key_resolver.subject_id, self.service.clock())
+            found = delegators_of(self.inbox.directory, self.tenant, self.key_resolver.subject_id, self.inbox.clock())
             self._delegators = tuple(d for d in found if d.principal != self.key_resolver.principal)
         return self._delegators
 
     def delegation_allowed(self) -> bool:
         if self._allowed is None:
-            self._allowed = bool(tenant_settings(self.service.hitl_store, self.tenant).allowDelegation)
+            self._allowed = bool(tenant_settings(self.inbox.tenants, self.tenant).allowDelegation)
         return self._allowed
 
 
@@ -114,72 +114,85 @@ def families(filters: dict[str, str], membership: _Membership) -> list[str]:
     return list(dict.fromkeys(own + standing))
 
 
-def inbox(
-    service: Service, principal: Principal, limit: int, filters: dict[str, str], cursor: str | None
-) -> dict[str, Any]:
-    """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId.
+class Inbox:
+    def __init__(
+        self,
+        runs: RunLedger,
+        index: InboxPages,
+        run_interrupts: RunInterrupts,
+        directory: DirectoryRecords,
+        tenants: TenantRecords,
+        clock: Clock,
+    ) -> None:
+        self.runs = runs
+        self.index = index
+        self.run_interrupts = run_interrupts
+        self.directory = directory
+        self.tenants = tenants
+        self.clock = clock
 
-    One page reads a bounded number of index entries, whatever the tenant's pending count (docs/scale.md): it
-    may hold fewer than `limit` interrupts (even none) and still carry a nextCursor."""
-    if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
-        raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
-    membership = _Membership(service, principal.tenant, run_resolver(principal))
-    try:
-        if "runId" in filters:
-            found, next_cursor = _run_page(service, principal.tenant, filters, limit, cursor)
-        else:
-            index = InboxIndex(service.store.table, service.store.client)
-            page = index.page(
-                principal.tenant,
-                families(filters, membership),
-                limit,
-                cursor,
-                sharded.fingerprint(f"{name}={value}" for name, value in sorted(filters.items())),
-                kind=filters.get("kind") if "workflowId" in filters else None,
-                now_epoch=service.clock().timestamp(),
-            )
-            found, next_cursor = page.interrupts, page.cursor
-    except ValueError:
-        raise Invalid("cursor is not one this inbox issued", {"field": "cursor"}) from None
-    out: list[dict[str, Any]] = []
-    for doc in found:
-        if doc.get("deadline") is not None and float(doc["deadline"]) <= service.clock().timestamp():
-            # Past its deadline: timed out, not pending. Reading the run records the timeout if nobody has.
-            with contextlib.suppress(DomainError):
-                service.load_run(principal.tenant, doc["runId"])
-            continue
-        on_behalf_of = _on_behalf_of(doc["kind"], doc["payload"], doc["votes"], membership)
-        if on_behalf_of is None:
-            continue
-        item = {
-            **{k: doc[k] for k in ("interruptId", "runId", "nodeId", "workflowId", "kind", "raisedAt", "payload")},
-            "votes": _vote_view(doc["votes"]),
-        }
-        if on_behalf_of:
-            item["onBehalfOf"] = on_behalf_of
-        out.append(item)
-    return {"interrupts": out, "nextCursor": next_cursor}
+    def inbox(self, principal: Principal, limit: int, filters: dict[str, str], cursor: str | None) -> dict[str, Any]:
+        """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId.
 
+        One page reads a bounded number of index entries, whatever the tenant's pending count (docs/scale.md): it
+        may hold fewer than `limit` interrupts (even none) and still carry a nextCursor."""
+        if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
+            raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
+        membership = _Membership(self, principal.tenant, run_resolver(principal))
+        try:
+            if "runId" in filters:
+                found, next_cursor = self._run_page(principal.tenant, filters, limit, cursor)
+            else:
+                page = self.index.page(
+                    principal.tenant,
+                    families(filters, membership),
+                    limit,
+                    cursor,
+                    sharded.fingerprint(f"{name}={value}" for name, value in sorted(filters.items())),
+                    kind=filters.get("kind") if "workflowId" in filters else None,
+                    now_epoch=self.clock().timestamp(),
+                )
+                found, next_cursor = page.interrupts, page.cursor
+        except ValueError:
+            raise Invalid("cursor is not one this inbox issued", {"field": "cursor"}) from None
+        out: list[dict[str, Any]] = []
+        for doc in found:
+            if doc.get("deadline") is not None and float(doc["deadline"]) <= self.clock().timestamp():
+                # Past its deadline: timed out, not pending. Reading the run records the timeout if nobody has.
+                with contextlib.suppress(DomainError):
+                    self.runs.load_run(principal.tenant, doc["runId"])
+                continue
+            on_behalf_of = _on_behalf_of(doc["kind"], doc["payload"], doc["votes"], membership)
+            if on_behalf_of is None:
+                continue
+            item = {
+                **{k: doc[k] for k in ("interruptId", "runId", "nodeId", "workflowId", "kind", "raisedAt", "payload")},
+                "votes": _vote_view(doc["votes"]),
+            }
+            if on_behalf_of:
+                item["onBehalfOf"] = on_behalf_of
+            out.append(item)
+        return {"interrupts": out, "nextCursor": next_cursor}
 
-def _run_page(
-    service: Service, tenant: str, filters: dict[str, str], limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """A page of one run's open interrupts (its own partition; a run holds few at once)."""
-    stream = run_pk(filters["runId"])
-    query = sharded.fingerprint([stream, f"kind={filters.get('kind', '')}", f"wf={filters.get('workflowId', '')}"])
-    after = None
-    if cursor is not None:
-        after = sharded.decode_cursor(cursor, tenant, query, [stream]).after[stream]
-    docs, _ = run_open_interrupts(service.store.client, service.store.table, filters["runId"])
-    matching = [
-        d
-        for d in docs
-        if all(d.get(name) == filters[name] for name in ("kind", "workflowId") if name in filters)
-        and (after is None or sharded.entry_sk(d["raisedAt"], d["interruptId"]) < after)
-    ]
-    page = matching[:limit]
-    if len(matching) <= limit:
-        return page, None
-    last = page[-1]
-    positions = sharded.Positions(after={stream: sharded.entry_sk(last["raisedAt"], last["interruptId"])})
-    return page, sharded.encode_cursor(tenant, query, positions)
+    def _run_page(
+        self, tenant: str, filters: dict[str, str], limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of one run's open interrupts (its own partition; a run holds few at once)."""
+        stream = run_pk(filters["runId"])
+        query = sharded.fingerprint([stream, f"kind={filters.get('kind', '')}", f"wf={filters.get('workflowId', '')}"])
+        after = None
+        if cursor is not None:
+            after = sharded.decode_cursor(cursor, tenant, query, [stream]).after[stream]
+        docs, _ = self.run_interrupts(filters["runId"])
+        matching = [
+            d
+            for d in docs
+            if all(d.get(name) == filters[name] for name in ("kind", "workflowId") if name in filters)
+            and (after is None or sharded.entry_sk(d["raisedAt"], d["interruptId"]) < after)
+        ]
+        page = matching[:limit]
+        if len(matching) <= limit:
+            return page, None
+        last = page[-1]
+        positions = sharded.Positions(after={stream: sharded.entry_sk(last["raisedAt"], last["interruptId"])})
+        return page, sharded.encode_cursor(tenant, query, positions)

@@ -16,9 +16,9 @@ from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden, Invalid, NotFound
 from interlude.rules import auth
-from interlude.store.facade import Store
 
 if TYPE_CHECKING:
+    from interlude.app.ports import KeyRecords
     from interlude.domain.models.requests import CreateKeyRequest
 
 # A page of `GET /keys` / `interlude keys list`.
@@ -26,12 +26,8 @@ DEFAULT_KEYS_LIMIT = 50
 MAX_KEYS_LIMIT = 100
 
 
-class KeyOperations:
-    """Part of Service (app/service.py), which sets these attributes."""
-
-    store: Store
-    clock: Clock
-    _keys: OrderedDict[str, tuple[float, dict[str, Any] | None]]
+class Keys:
+    """Bearer keys checked (through a bounded cache), issued, listed and revoked; console sessions signed in with one."""
 
     # How long an active key is trusted without reading it again: the bound on revocation across instances.
     KEY_CACHE_SECONDS = 5.0
@@ -40,24 +36,29 @@ class KeyOperations:
     # Every well-formed key id is cached, known or not, so the cache is bounded like the workflow cache.
     KEY_CACHE_SIZE = 1024
 
+    def __init__(self, records: KeyRecords, clock: Clock) -> None:
+        self.records = records
+        self.clock = clock
+        self._cache: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
+
     def authenticate(self, authorization: str | None) -> auth.Principal:
         key_id, secret = auth.parse_bearer(authorization)
         return auth.verify(self._key_record(key_id), key_id, secret, self.clock())
 
     def open_console_session(self, principal: auth.Principal, session_id: str, ends_at: int) -> None:
         """Record a console session signed in with `principal`'s key, open until `ends_at` (epoch s) or sign-out."""
-        self.store.open_console_session(principal.tenant, session_id, principal.key_id, ends_at)
+        self.records.open_console_session(principal.tenant, session_id, principal.key_id, ends_at)
 
     def end_console_session(self, tenant: str, session_id: str) -> None:
         """Sign-out: the session's cookie, and every copy of it, is refused from now on, on every instance."""
-        self.store.end_console_session(tenant, session_id)
+        self.records.end_console_session(tenant, session_id)
 
     def signed_in_principal(self, key_id: str, tenant: str, subject_id: str, session_id: str) -> auth.Principal:
         """Who console session `session_id`, signed in with key `key_id`, acts as while the session is open and the
         key active. The session is read at every request (one GetItem), so a sign-out ends it at once everywhere;
         the key through the same cached read as `authenticate`, so a revocation ends it within KEY_CACHE_SECONDS
         on every instance (at once on the one that revoked)."""
-        if not self.store.console_session_open(tenant, session_id, key_id):
+        if not self.records.console_session_open(tenant, session_id, key_id):
             raise auth.unauthenticated("this session was signed out")
         record = self._key_record(key_id) if auth.KEY_ID_RE.fullmatch(key_id) else None
         if record is None or record.get("tenant") != tenant or record["subject"].get("subjectId") != subject_id:
@@ -68,16 +69,16 @@ class KeyOperations:
         return auth.principal_from_record(record, key_id)
 
     def _key_record(self, key_id: str) -> dict[str, Any] | None:
-        cached = self._keys.get(key_id)
+        cached = self._cache.get(key_id)
         if cached and cached[0] > time.monotonic():
             return cached[1]
-        record = self.store.get_api_key(key_id)
+        record = self.records.get_api_key(key_id)
         active = record is not None and auth.key_status(record, self.clock()) == "active"
         ttl = self.KEY_CACHE_SECONDS if active else self.REFUSED_KEY_CACHE_SECONDS
-        self._keys[key_id] = (time.monotonic() + ttl, record)
-        self._keys.move_to_end(key_id)
-        if len(self._keys) > self.KEY_CACHE_SIZE:
-            self._keys.popitem(last=False)
+        self._cache[key_id] = (time.monotonic() + ttl, record)
+        self._cache.move_to_end(key_id)
+        if len(self._cache) > self.KEY_CACHE_SIZE:
+            self._cache.popitem(last=False)
         return record
 
     def create_key(
@@ -134,14 +135,14 @@ class KeyOperations:
             iso(now),
             {"subjectId": request.subjectId, "scopes": record["scopes"], **({"expiresAt": expires_at} if expires_at else {})},
         )
-        self.store.put_api_key(key_id, record, answer, entry)
+        self.records.put_api_key(key_id, record, answer, entry)
         committed(keyed, answer)
         return issued
 
     def list_keys(self, tenant: str, limit: int, cursor: str | None) -> dict[str, Any]:
         """One page of the tenant's keys (metadata only), oldest first; `cursor` continues after it."""
         try:
-            page, after = self.store.list_api_keys(tenant, limit, cursor)
+            page, after = self.records.list_api_keys(tenant, limit, cursor)
         except ValueError:
             raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
         now = self.clock()
@@ -157,8 +158,8 @@ class KeyOperations:
             raise NotFound("no such key")
         at = iso(self.clock())
         entry = audit.entry(tenant, by or audit.OPERATOR, "key.revoked", {"keyId": key_id}, at)
-        record = self.store.revoke_api_key(tenant, key_id, at, entry)
+        record = self.records.revoke_api_key(tenant, key_id, at, entry)
         if record is None:
             raise NotFound("no such key")
-        self._keys.pop(key_id, None)  # this instance refuses it from now on
+        self._cache.pop(key_id, None)  # this instance refuses it from now on
         return auth.key_metadata(record, key_id, self.clock())

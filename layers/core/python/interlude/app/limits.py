@@ -7,16 +7,15 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.tenants import tenant_settings
 from interlude.config import settings
 from interlude.rules import limits as rules
-from interlude.store.limits import LimitStore
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import RequestCounters, TenantRecords
+    from interlude.domain.clock import Clock
     from interlude.rules.auth import Principal
 
 # A change to a tenant's limits reaches every warm instance within this time (the instance that made it: at once).
@@ -66,7 +65,7 @@ class RequestLeases:
         self._held: OrderedDict[str, Lease] = OrderedDict()
         self._size = size
 
-    def admit(self, counters: LimitStore, tenant: str, window: rules.Window, limit: int) -> rules.Admission:
+    def admit(self, counters: RequestCounters, tenant: str, window: rules.Window, limit: int) -> rules.Admission:
         lease = self._held.get(tenant)
         if lease is None or lease.window != window.start:
             before = lease.used if lease is not None and lease.window == window.start - rules.WINDOW_SECONDS else 0
@@ -91,17 +90,18 @@ class RequestLeases:
 
 
 class TenantLimiter:
-    """One per Service: the limits cache and the request counter."""
+    """The limits in force per tenant (cached briefly) and the request counter, for the API's admission, a run's
+    start and a definition's registration."""
 
-    def __init__(self, service: Service, defaults: rules.Limits | None = None) -> None:
-        self.service = service
+    def __init__(
+        self, records: TenantRecords, counters: RequestCounters, clock: Clock, defaults: rules.Limits | None = None
+    ) -> None:
+        self.records = records
+        self.counters = counters
+        self.clock = clock
         self._defaults = defaults
         self._cache: OrderedDict[str, tuple[float, rules.Limits]] = OrderedDict()
         self.leases = RequestLeases()
-
-    @cached_property
-    def counters(self) -> LimitStore:
-        return LimitStore(self.service.store.table, self.service.store.client)
 
     @property
     def defaults(self) -> rules.Limits:
@@ -113,7 +113,7 @@ class TenantLimiter:
         hit = self._cache.get(tenant)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        own = tenant_settings(self.service.hitl_store, tenant).limits
+        own = tenant_settings(self.records, tenant).limits
         limits = rules.effective(own, self.defaults)
         self._cache[tenant] = (time.monotonic() + LIMITS_CACHE_SECONDS, limits)
         self._cache.move_to_end(tenant)
@@ -127,7 +127,7 @@ class TenantLimiter:
     def admit(self, principal: Principal) -> rules.Admission:
         """Count one authenticated request against its tenant's rate; refused past the limit of its window."""
         limit = self.limits(principal.tenant).requests_per_second
-        window = rules.window_of(self.service.clock().timestamp())
+        window = rules.window_of(self.clock().timestamp())
         return self.leases.admit(self.counters, principal.tenant, window, limit)
 
     def usage(self, tenant: str) -> dict[str, Any]:

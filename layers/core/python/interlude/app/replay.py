@@ -33,7 +33,6 @@ from datetime import datetime
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from interlude.app import webhooks as subscriptions
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import iso
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
@@ -49,9 +48,12 @@ from interlude.store.transactions import LostRace
 from interlude.store.webhooks import dead_letters_pk
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import DefinitionSource, RunLedger, Subscriptions, TenantLimits
+    from interlude.domain.clock import Clock
     from interlude.domain.models.run import RunState
     from interlude.rules.auth import Principal
+    from interlude.store.facade import Store
+    from interlude.store.webhooks import WebhookStore
 
 # How many times one unit may be replayed: its attempts stay bounded ((MAX_REPLAYS + 1) rounds of its worker's).
 MAX_REPLAYS = 20
@@ -94,31 +96,40 @@ class Unrebuildable(Exception):
 
 @dataclass
 class Replay:
-    runs: Service
+    store: Store
+    runs: RunLedger
+    definitions: DefinitionSource
+    subscriptions: Subscriptions
+    webhooks: WebhookStore
+    limits: TenantLimits
+    # How many days the tenant keeps an effect record (app/tenants.py).
+    retention_days: Callable[[str], int]
     outbox: Outbox
+    clock: Clock
+    step_budget: int
 
     @cached_property
     def deliveries(self) -> DeliveryStore:
-        return DeliveryStore(self.runs.store)
+        return DeliveryStore(self.store)
 
     @cached_property
     def notifications(self) -> NotificationStore:
-        return NotificationStore(self.runs.store)
+        return NotificationStore(self.store)
 
     @cached_property
     def recoveries(self) -> RecoveryStore:
-        return RecoveryStore(self.runs.store.table, self.runs.store.client)
+        return RecoveryStore(self.store.table, self.store.client)
 
     def now_iso(self) -> str:
-        return iso(self.runs.clock())
+        return iso(self.clock())
 
     # -- one unit ---------------------------------------------------------------------------------------------------
 
     def retry_webhook_delivery(self, principal: Principal, webhook_id: str, delivery_id: str) -> dict[str, Any]:
-        subscriptions.subscription(self.runs, principal, webhook_id)
+        self.subscriptions.subscription(principal, webhook_id)
         if tenant_of(delivery_id) != principal.tenant:
             raise Forbidden("the delivery id belongs to another tenant", code="id_tenant_mismatch")
-        found = self.runs.webhooks.dead_letter(webhook_id, delivery_id, self.now_iso())
+        found = self.webhooks.dead_letter(webhook_id, delivery_id, self.now_iso())
         if found is None:
             raise NotFound("no dead letter of this subscription has that delivery id")
         record, listed = found
@@ -144,9 +155,9 @@ class Replay:
         sequence = self._sequence(run_id, held, lambda e: e.get("eventId") == record["eventId"])
         event = {"sequence": sequence, "eventId": record["eventId"], "type": record["eventType"]}
         message = self.outbox.webhook_delivery(webhook_id, run_id, event)
-        writes = Writes(also=self.runs.webhooks.dead_letter_deletes(webhook_id, listed_sk))
+        writes = Writes(also=self.webhooks.dead_letter_deletes(webhook_id, listed_sk))
         reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS, writes)
-        undo = Writes(also=self.runs.webhooks.dead_letter_puts(record))
+        undo = Writes(also=self.webhooks.dead_letter_puts(record))
         self._queue(self.deliveries, ref, reopened, "callbacks", tenant_of(run_id), [message], undo)
         return reopened
 
@@ -156,7 +167,7 @@ class Replay:
         if held is None:
             return Reopened("missing")
         sequence = self._sequence(state.runId, held, lambda e: self.outbox.notice_id(state.runId, e["sequence"]) == notice_id)
-        event = self.runs.webhooks.read_event(state.runId, sequence)
+        event = self.webhooks.read_event(state.runId, sequence)
         messages = [m for m in self.outbox.notices(state, [event] if event else []) if m["notice"]["id"] == notice_id]
         if not messages:
             raise Unrebuildable(f"event {sequence} of the run makes no callback notice any more")
@@ -201,7 +212,7 @@ class Replay:
         replays wrote) found in its run's log."""
         if held is not None and "sequence" in held:
             return int(held["sequence"])
-        for event in self.runs.store.read_events(run_id):
+        for event in self.store.read_events(run_id):
             if reports(event):
                 return int(event["sequence"])
         raise Unrebuildable("the event the delivery reports is no longer in its run's log")
@@ -210,27 +221,26 @@ class Replay:
 
     def retry_action(self, principal: Principal, run_id: str, node_id: str, surface: str = "api") -> dict[str, Any]:
         """The run, failed at its core.http action `node_id`, runs again from there (see the module's words)."""
-        from interlude.app import actions
         from interlude.app import audit as audit_log
         from interlude.engine import run as engine
         from interlude.engine.actions import provider_key
         from interlude.store.effects import EffectStore, LedgerEntry
 
-        effects = EffectStore(self.runs.store)
+        effects = EffectStore(self.store)
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.runs.load_run(principal.tenant, run_id)
-            definition = self.runs.workflow(state.tenant, state.workflowId, state.workflowVersion)
+            definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
             if node_id not in state.nodes:
                 raise NotFound(f"the run has no step {node_id!r}")
             why = engine.action_not_retryable(state, definition, node_id)
             if why is not None:
                 raise Conflict(why, {"runStatus": state.status, "nodeId": node_id}, code="interlude.action_not_retryable")
-            now = self.runs.clock()
-            build = partial(engine.retry_action, state, definition, node_id, now, self.runs.step_budget)
+            now = self.clock()
+            build = partial(engine.retry_action, state, definition, node_id, now, self.step_budget)
             pending = build().state.actions.get(node_id)
             if pending is None:
                 raise Conflict("the action's request cannot be made again", {"nodeId": node_id}, code="interlude.action_not_retryable")
-            expires = int(now.timestamp()) + actions.effect_retention_days(self.runs, state.tenant) * 24 * 3600
+            expires = int(now.timestamp()) + self.retention_days(state.tenant) * 24 * 3600
             entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId), expires)
             held = effects.read(entry)
             if held is not None and held.get("status") == effects.DEAD:
@@ -248,7 +258,7 @@ class Replay:
                 iso(now),
                 {"effectId": pending.effectId},
             )
-            open_runs = self.runs.limiter.limits(principal.tenant).open_runs
+            open_runs = self.limits.limits(principal.tenant).open_runs
             try:
                 transition = self.runs.commit_or_fail(
                     build, version, now, node_id, open_runs_limit=open_runs, audit=entry_draft
@@ -270,12 +280,12 @@ class Replay:
     def recover_webhook(
         self, principal: Principal, webhook_id: str, since: datetime, until: datetime | None
     ) -> dict[str, Any]:
-        subscriptions.subscription(self.runs, principal, webhook_id)
-        now = self.runs.clock()
+        self.subscriptions.subscription(principal, webhook_id)
+        now = self.clock()
         window = {"since": iso(since), "until": iso(min(until or now, now))}
         if window["since"] > window["until"]:
             raise Invalid("since must not be after until", {"field": "since"})
-        matched = self.runs.webhooks.count_dead_letters(webhook_id, window["since"], window["until"], MAX_RECOVERY)
+        matched = self.webhooks.count_dead_letters(webhook_id, window["since"], window["until"], MAX_RECOVERY)
         key = recovery_key(dead_letters_pk(webhook_id), FAMILY_KEYS["webhook-deliveries"])
         return self._start(principal, key, "webhook-deliveries", {"webhookId": webhook_id, **window}, matched)
 
@@ -295,7 +305,7 @@ class Replay:
                 {"limit": MAX_RECOVERY},
                 code="interlude.recovery_too_large",
             )
-        now = self.runs.clock()
+        now = self.clock()
         record = {
             "kind": family,
             **scope,
@@ -327,7 +337,7 @@ class Replay:
             return got[0] if got else {"status": "completed"}
         record, turn, cursor = got
         queued, skipped, cursor = self._take(record, cursor)
-        now = self.runs.clock()
+        now = self.clock()
         record = {**record, "queued": record["queued"] + queued, "skipped": record["skipped"] + skipped}
         if cursor is None:
             record.update({"status": "completed", "finishedAt": iso(now)})
@@ -341,14 +351,14 @@ class Replay:
         outcomes: list[str] = []
         family: Family = record["kind"]
         if family == "webhook-deliveries":
-            page, cursor = self.runs.webhooks.dead_letters_between(
+            page, cursor = self.webhooks.dead_letters_between(
                 record["webhookId"], record["since"], record["until"], cursor, TURN
             )
             outcomes = [self._settled(partial(self._webhook, r, s)) for r, s in page]
         else:
             prefix, dead = self._ledger_of(family)
             items, cursor = self.recoveries.dead_page(run_pk(record["runId"]), prefix, dead, cursor, TURN)
-            got = self.runs.store.get_run(record["runId"])
+            got = self.store.get_run(record["runId"])
             if got is None:
                 return 0, len(items), None
             state = got[0]

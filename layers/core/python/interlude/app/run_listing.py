@@ -23,7 +23,7 @@ from interlude.rules import auth
 from interlude.store import item_index
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import RunCancels, RunIndex, RunLedger
 
 # GET /runs: `limit` is clamped to this (runList.maxPageSize in discovery).
 MAX_RUNS_PAGE = 100
@@ -52,60 +52,6 @@ class RunPage:
     next_cursor: str | None
 
 
-def list_runs(
-    service: Service,
-    tenant: str,
-    limit: int,
-    cursor: str | None = None,
-    workflow_id: str | None = None,
-    status: str | None = None,
-    keep: Callable[[RunState], bool] | None = None,
-) -> RunPage:
-    """The tenant's runs, newest first by creation, at most `limit` (≤ MAX_RUNS_PAGE) of them (those `keep` keeps,
-    when given: read from the heads, as `status` is)."""
-    reader = service.store.run_index(tenant)
-    below = None
-    if cursor is not None:
-        try:
-            below = item_index.decode_position(cursor, tenant, wiring.RUN_INDEX)
-        except ValueError:
-            raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
-    equals = {"workflowId": workflow_id} if workflow_id is not None else {}
-    on_heads = status is not None or keep is not None
-    out: list[RunState] = []
-    heads_read = 0
-    for round_no in range(MAX_ROUNDS):
-        wanted = limit - len(out)
-        # Entries are small: a filtered page reads more of each shard, and more again each round.
-        floor_per_shard = MIN_FILTERED_PER_SHARD if (workflow_id or on_heads) else 0
-        per_shard = min(MAX_PER_SHARD, max(math.ceil(wanted * 1.5 / wiring.RUN_INDEX.shards) + 1, floor_per_shard) << round_no)
-        found = reader.round(below, per_shard, equals)
-        # Heads only for the entries looked at: without a status filter, each one is a row.
-        chunk_size = BATCH_GET_MAX if on_heads else wanted
-        for start in range(0, len(found.entries), chunk_size):
-            if heads_read >= MAX_HEADS_PER_PAGE:
-                return RunPage(out, _position(tenant, below))
-            chunk = found.entries[start : start + chunk_size]
-            heads = service.store.get_runs([e["runId"] for e in chunk])
-            heads_read += len(chunk)
-            for i, entry in enumerate(chunk, start):
-                below = entry[wiring.SORT_KEY]
-                got = heads.get(entry["runId"])
-                if got is None:
-                    continue
-                state, _ = service.apply_deadlines(*got)
-                if (status is not None and state.status != status) or (keep is not None and not keep(state)):
-                    continue
-                out.append(state)
-                if len(out) == limit:
-                    more = i < len(found.entries) - 1 or found.floor is not None
-                    return RunPage(out, _position(tenant, below) if more else None)
-        if found.floor is None:
-            return RunPage(out, None)
-        below = found.floor
-    return RunPage(out, _position(tenant, below))
-
-
 def _position(tenant: str, below: str | None) -> str | None:
     return item_index.encode_position(tenant, wiring.RUN_INDEX, below) if below is not None else None
 
@@ -121,54 +67,112 @@ class Slice:
         return self.after is not None
 
 
-def skip_and_take(
-    service: Service,
-    tenant: str,
-    skip: int,
-    limit: int,
-    workflow_id: str | None = None,
-    keep: Callable[[RunState], bool] | None = None,
-    cursor: str | None = None,
-) -> Slice:
-    """The `limit` runs after the first `skip` of the listing below `cursor` (ModuleX pages by offset), reading at
-    most MAX_SLICE_PAGES pages: a slice that reaches that bound answers short (fewer runs, and a cursor) and goes on
-    where reading stopped, so what it skipped or took is never read again from there."""
-    taken: list[RunState] = []
-    skipped = 0
-    for _ in range(MAX_SLICE_PAGES):
-        # What is left to skip and take: a page that fills ends at the last of them (its cursor is theirs).
-        wanted = min(MAX_RUNS_PAGE, skip - skipped + limit - len(taken))
-        page = list_runs(service, tenant, wanted, cursor, workflow_id, keep=keep)
-        for state in page.runs:
-            if skipped < skip:
-                skipped += 1
-            else:
-                taken.append(state)
-        cursor = page.next_cursor
-        if cursor is None or len(taken) == limit:
-            break
-    return Slice(taken, cursor)
+class RunListing:
+    def __init__(self, records: RunIndex, runs: RunLedger, cancels: RunCancels) -> None:
+        self.records = records
+        self.runs = runs
+        self.cancels = cancels
 
+    def list_runs(
+        self,
+        tenant: str,
+        limit: int,
+        cursor: str | None = None,
+        workflow_id: str | None = None,
+        status: str | None = None,
+        keep: Callable[[RunState], bool] | None = None,
+    ) -> RunPage:
+        """The tenant's runs, newest first by creation, at most `limit` (≤ MAX_RUNS_PAGE) of them (those `keep` keeps,
+        when given: read from the heads, as `status` is)."""
+        reader = self.records.run_index(tenant)
+        below = None
+        if cursor is not None:
+            try:
+                below = item_index.decode_position(cursor, tenant, wiring.RUN_INDEX)
+            except ValueError:
+                raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
+        equals = {"workflowId": workflow_id} if workflow_id is not None else {}
+        on_heads = status is not None or keep is not None
+        out: list[RunState] = []
+        heads_read = 0
+        for round_no in range(MAX_ROUNDS):
+            wanted = limit - len(out)
+            # Entries are small: a filtered page reads more of each shard, and more again each round.
+            floor_per_shard = MIN_FILTERED_PER_SHARD if (workflow_id or on_heads) else 0
+            per_shard = min(MAX_PER_SHARD, max(math.ceil(wanted * 1.5 / wiring.RUN_INDEX.shards) + 1, floor_per_shard) << round_no)
+            found = reader.round(below, per_shard, equals)
+            # Heads only for the entries looked at: without a status filter, each one is a row.
+            chunk_size = BATCH_GET_MAX if on_heads else wanted
+            for start in range(0, len(found.entries), chunk_size):
+                if heads_read >= MAX_HEADS_PER_PAGE:
+                    return RunPage(out, _position(tenant, below))
+                chunk = found.entries[start : start + chunk_size]
+                heads = self.records.get_runs([e["runId"] for e in chunk])
+                heads_read += len(chunk)
+                for i, entry in enumerate(chunk, start):
+                    below = entry[wiring.SORT_KEY]
+                    got = heads.get(entry["runId"])
+                    if got is None:
+                        continue
+                    state, _ = self.runs.apply_deadlines(*got)
+                    if (status is not None and state.status != status) or (keep is not None and not keep(state)):
+                        continue
+                    out.append(state)
+                    if len(out) == limit:
+                        more = i < len(found.entries) - 1 or found.floor is not None
+                        return RunPage(out, _position(tenant, below) if more else None)
+            if found.floor is None:
+                return RunPage(out, None)
+            below = found.floor
+        return RunPage(out, _position(tenant, below))
 
-def bulk_cancel(
-    service: Service, principal: auth.Principal, run_ids: list[str], reason: str | None, surface: str = "api"
-) -> list[tuple[str, RunState | DomainError]]:
-    """Each id cancelled on its own, in request order: its run as cancelled, or the refusal it met (another tenant's
-    run is `run_forbidden` in its own entry, never a refusal of the whole request)."""
-    if len(run_ids) > MAX_BULK_CANCEL:
-        raise Invalid(
-            f"at most {MAX_BULK_CANCEL} runIds per request",
-            {"field": "runIds", "maxRunIds": MAX_BULK_CANCEL},
-        )
-    request = CancelRunRequest(reason=reason)
-    results: list[tuple[str, RunState | DomainError]] = []
-    for run_id in run_ids:
-        try:
-            if not TENANT_BOUND_RE.fullmatch(run_id):
-                raise Invalid("not a tenant-bound run id (tenant/opaque)", {"field": "runId"})
-            if tenant_of(run_id) != principal.tenant:
-                raise Forbidden("the run belongs to another tenant", code="run_forbidden")
-            results.append((run_id, service.cancel_run(principal, run_id, request, surface=surface)))
-        except DomainError as refused:
-            results.append((run_id, refused))
-    return results
+    def skip_and_take(
+        self,
+        tenant: str,
+        skip: int,
+        limit: int,
+        workflow_id: str | None = None,
+        keep: Callable[[RunState], bool] | None = None,
+        cursor: str | None = None,
+    ) -> Slice:
+        """The `limit` runs after the first `skip` of the listing below `cursor` (ModuleX pages by offset), reading at
+        most MAX_SLICE_PAGES pages: a slice that reaches that bound answers short (fewer runs, and a cursor) and goes on
+        where reading stopped, so what it skipped or took is never read again from there."""
+        taken: list[RunState] = []
+        skipped = 0
+        for _ in range(MAX_SLICE_PAGES):
+            # What is left to skip and take: a page that fills ends at the last of them (its cursor is theirs).
+            wanted = min(MAX_RUNS_PAGE, skip - skipped + limit - len(taken))
+            page = self.list_runs(tenant, wanted, cursor, workflow_id, keep=keep)
+            for state in page.runs:
+                if skipped < skip:
+                    skipped += 1
+                else:
+                    taken.append(state)
+            cursor = page.next_cursor
+            if cursor is None or len(taken) == limit:
+                break
+        return Slice(taken, cursor)
+
+    def bulk_cancel(
+        self, principal: auth.Principal, run_ids: list[str], reason: str | None, surface: str = "api"
+    ) -> list[tuple[str, RunState | DomainError]]:
+        """Each id cancelled on its own, in request order: its run as cancelled, or the refusal it met (another tenant's
+        run is `run_forbidden` in its own entry, never a refusal of the whole request)."""
+        if len(run_ids) > MAX_BULK_CANCEL:
+            raise Invalid(
+                f"at most {MAX_BULK_CANCEL} runIds per request",
+                {"field": "runIds", "maxRunIds": MAX_BULK_CANCEL},
+            )
+        request = CancelRunRequest(reason=reason)
+        results: list[tuple[str, RunState | DomainError]] = []
+        for run_id in run_ids:
+            try:
+                if not TENANT_BOUND_RE.fullmatch(run_id):
+                    raise Invalid("not a tenant-bound run id (tenant/opaque)", {"field": "runId"})
+                if tenant_of(run_id) != principal.tenant:
+                    raise Forbidden("the run belongs to another tenant", code="run_forbidden")
+                results.append((run_id, self.cancels.cancel_run(principal, run_id, request, surface=surface)))
+            except DomainError as refused:
+                results.append((run_id, refused))
+        return results

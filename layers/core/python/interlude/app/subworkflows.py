@@ -12,22 +12,32 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.actions import finish_action
 from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
-from interlude.config import settings
+from interlude.config import DEFAULT_STEP_BUDGET, settings
+from interlude.domain import clock as clock_
+from interlude.domain.clock import Clock
 from interlude.domain.errors import DomainError, Invalid, NotFound, run_error
 from interlude.domain.models.run import RunState
+from interlude.engine import run as engine
 from interlude.engine.effect_names import CHILD_REQUESTED
+from interlude.engine.events import RUN_END_EVENTS
+from interlude.engine.subworkflows import child_outcome
 from interlude.rules import inputs as declared_inputs
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import (
+        ActionOutcomes,
+        DefinitionSource,
+        RunLedger,
+        RunRecords,
+        TenantLimits,
+        WorkflowVersions,
+    )
     from interlude.rules import auth
 
 logger = logging.getLogger(__name__)
-TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # The host id ancestry names (multiAgent.executionModel.crossHostCausation.hostId).
 HOST_ID = "interlude"
 # Discovery's `subWorkflow` family (capabilities.schema.json: a closed record whose one facet is inputMapping).
@@ -58,108 +68,116 @@ def ancestry_capability() -> dict[str, Any] | None:
     }
 
 
-def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
-    """The outbox handler: child requests start children; a run's end reaches its parent and its children."""
-    for event in events:
-        if event.get("type") == CHILD_REQUESTED:
-            start_child(service, run_id, event.get("payload") or {})
-    if any(e.get("type") in TERMINAL_EVENTS for e in events):
-        got = service.store.get_run(run_id)
-        if got is None or not got[0].terminal:
+class SubWorkflows:
+    def __init__(
+        self,
+        records: RunRecords,
+        versions: WorkflowVersions,
+        runs: RunLedger,
+        definitions: DefinitionSource,
+        limits: TenantLimits,
+        actions: ActionOutcomes,
+        clock: Clock = clock_.now,
+        step_budget: int = DEFAULT_STEP_BUDGET,
+    ) -> None:
+        self.records = records
+        self.versions = versions
+        self.runs = runs
+        self.definitions = definitions
+        self.limits = limits
+        self.actions = actions
+        self.clock = clock
+        self.step_budget = step_budget
+
+    def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        """The outbox handler: child requests start children; a run's end reaches its parent and its children."""
+        for event in events:
+            if event.get("type") == CHILD_REQUESTED:
+                self.start_child(run_id, event.get("payload") or {})
+        if any(e.get("type") in RUN_END_EVENTS for e in events):
+            got = self.records.get_run(run_id)
+            if got is None or not got[0].terminal:
+                return
+            ended = got[0]
+            if ended.parentRunId and ended.parentNodeId and ended.parentVisit is not None:
+                self.actions.finish_action(ended.parentRunId, ended.parentNodeId, ended.parentVisit, child_outcome(ended))
+            for child in ended.children:
+                self.cancel_child(child, ended.runId)
+
+    def start_child(self, parent_run_id: str, request: dict[str, Any]) -> None:
+        node_id, visit, child_id = request["nodeId"], int(request["visit"]), request["childRunId"]
+        got = self.records.get_run(parent_run_id)
+        if got is None:
             return
-        ended = got[0]
-        if ended.parentRunId and ended.parentNodeId and ended.parentVisit is not None:
-            from interlude.engine.subworkflows import child_outcome  # the sub-workflow rules: a child's end only
-
-            finish_action(service, ended.parentRunId, ended.parentNodeId, ended.parentVisit, child_outcome(ended))
-        for child in ended.children:
-            cancel_child(service, child, ended.runId)
-
-
-def start_child(service: Service, parent_run_id: str, request: dict[str, Any]) -> None:
-    node_id, visit, child_id = request["nodeId"], int(request["visit"]), request["childRunId"]
-    got = service.store.get_run(parent_run_id)
-    if got is None:
-        return
-    parent = got[0]
-    pending = parent.actions.get(node_id)
-    if parent.terminal or pending is None or pending.visit != visit or service.store.get_run(child_id) is not None:
-        return
-    try:
-        _create_child(service, parent, node_id, visit, child_id, pending.request)
-    except LostRace:
-        return  # started by an earlier delivery of the same request
-    except DomainError as exc:
-        error = run_error(
-            "interlude.subworkflow_unavailable",
-            f"node {node_id!r}: the child run could not start: {exc}",
-            {"nodeId": node_id, "childRunId": child_id},
-        )
-        finish_action(service, parent_run_id, node_id, visit, {"error": error})
-
-
-def _create_child(
-    service: Service, parent: RunState, node_id: str, visit: int, child_id: str, request: dict[str, Any]
-) -> None:
-    # The run rules load where a run moves: the dispatch function's records start or cancel no child mostly.
-    from interlude.engine import run as engine
-
-    workflow_id = request["workflowId"]
-    version = service.store.latest_workflow_version(parent.tenant, workflow_id)
-    if version is None:
-        raise NotFound(f"no workflow {workflow_id!r}")
-    definition = service.workflow(parent.tenant, workflow_id, version)
-    inputs = request.get("inputs") or {}
-    missing = declared_inputs.missing(definition.variables, inputs)
-    refused = declared_inputs.problems(definition.variables, inputs)
-    if missing or refused:
-        raise Invalid(f"its inputs do not match the variables {workflow_id!r} declares")
-    now = service.clock()
-    state = RunState(
-        runId=child_id,
-        tenant=parent.tenant,
-        workflowId=workflow_id,
-        workflowVersion=version,
-        owner=parent.owner,
-        inputs=inputs,
-        createdAt=engine.iso(now),
-        parentRunId=parent.runId,
-        parentNodeId=node_id,
-        parentVisit=visit,
-        depth=parent.depth + 1,
-    )
-    open_runs = service.limiter.limits(parent.tenant).open_runs
-    build = partial(engine.start, state, definition, now, service.step_budget)
-    service.commit_or_fail(build, None, now, open_runs_limit=open_runs)
-
-
-def cancel_child(service: Service, child_id: str, parent_run_id: str) -> None:
-    """Cancel an unfinished child because its parent ended (its open interrupts close with it)."""
-    from interlude.engine import run as engine
-
-    for _ in range(MAX_RACE_RETRIES):
-        got = service.store.get_run(child_id)
-        if got is None or got[0].terminal:
+        parent = got[0]
+        pending = parent.actions.get(node_id)
+        if parent.terminal or pending is None or pending.visit != visit or self.records.get_run(child_id) is not None:
             return
-        state, version = got
-        now = service.clock()
-        transition = engine.cancel(state, now, None, None, parent_run_id=parent_run_id)
         try:
-            service.commit_answered(transition, version, now)
-            return
+            self._create_child(parent, node_id, visit, child_id, pending.request)
         except LostRace:
-            continue
-    caught(logger, "child-cancel", "the child run %s kept changing while its parent's cancel cascaded; it is not cancelled", child_id)
+            return  # started by an earlier delivery of the same request
+        except DomainError as exc:
+            error = run_error(
+                "interlude.subworkflow_unavailable",
+                f"node {node_id!r}: the child run could not start: {exc}",
+                {"nodeId": node_id, "childRunId": child_id},
+            )
+            self.actions.finish_action(parent_run_id, node_id, visit, {"error": error})
 
+    def _create_child(self, parent: RunState, node_id: str, visit: int, child_id: str, request: dict[str, Any]) -> None:
+        workflow_id = request["workflowId"]
+        version = self.versions.latest_workflow_version(parent.tenant, workflow_id)
+        if version is None:
+            raise NotFound(f"no workflow {workflow_id!r}")
+        definition = self.definitions.workflow(parent.tenant, workflow_id, version)
+        inputs = request.get("inputs") or {}
+        missing = declared_inputs.missing(definition.variables, inputs)
+        refused = declared_inputs.problems(definition.variables, inputs)
+        if missing or refused:
+            raise Invalid(f"its inputs do not match the variables {workflow_id!r} declares")
+        now = self.clock()
+        state = RunState(
+            runId=child_id,
+            tenant=parent.tenant,
+            workflowId=workflow_id,
+            workflowVersion=version,
+            owner=parent.owner,
+            inputs=inputs,
+            createdAt=engine.iso(now),
+            parentRunId=parent.runId,
+            parentNodeId=node_id,
+            parentVisit=visit,
+            depth=parent.depth + 1,
+        )
+        open_runs = self.limits.limits(parent.tenant).open_runs
+        build = partial(engine.start, state, definition, now, self.step_budget)
+        self.runs.commit_or_fail(build, None, now, open_runs_limit=open_runs)
 
-def run_ancestry(service: Service, principal: auth.Principal, run_id: str) -> dict[str, Any]:
-    """GET /runs/{runId}/ancestry: the run and its immediate parent (clients walk the chain one hop at a time).
+    def cancel_child(self, child_id: str, parent_run_id: str) -> None:
+        """Cancel an unfinished child because its parent ended (its open interrupts close with it)."""
+        for _ in range(MAX_RACE_RETRIES):
+            got = self.records.get_run(child_id)
+            if got is None or got[0].terminal:
+                return
+            state, version = got
+            now = self.clock()
+            transition = engine.cancel(state, now, None, None, parent_run_id=parent_run_id)
+            try:
+                self.runs.commit_answered(transition, version, now)
+                return
+            except LostRace:
+                continue
+        caught(logger, "child-cancel", "the child run %s kept changing while its parent's cancel cascaded; it is not cancelled", child_id)
 
-    404 not_found, before the run is read, when the deployment does not advertise the endpoint (openapi.yaml)."""
-    if ancestry_capability() is None:
-        raise NotFound("this host does not serve run ancestry (see multiAgent in /.well-known/openwop)")
-    state, _ = service.load_run(principal.tenant, run_id)
-    parent = None
-    if state.parentRunId is not None:
-        parent = {"runId": state.parentRunId, "hostId": HOST_ID, "cause": "core.subWorkflow"}
-    return {"runId": state.runId, "hostId": HOST_ID, "parent": parent}
+    def run_ancestry(self, principal: auth.Principal, run_id: str) -> dict[str, Any]:
+        """GET /runs/{runId}/ancestry: the run and its immediate parent (clients walk the chain one hop at a time).
+
+        404 not_found, before the run is read, when the deployment does not advertise the endpoint (openapi.yaml)."""
+        if ancestry_capability() is None:
+            raise NotFound("this host does not serve run ancestry (see multiAgent in /.well-known/openwop)")
+        state, _ = self.runs.load_run(principal.tenant, run_id)
+        parent = None
+        if state.parentRunId is not None:
+            parent = {"runId": state.parentRunId, "hostId": HOST_ID, "cause": "core.subWorkflow"}
+        return {"runId": state.runId, "hostId": HOST_ID, "parent": parent}

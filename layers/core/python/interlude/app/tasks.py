@@ -34,22 +34,24 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.actions import finish_action, pending_action
 from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
 from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
-from interlude.domain.clock import iso_epoch
+from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
 from interlude.domain.ids import tenant_of
+from interlude.domain.models.tasks import WorkerError
+from interlude.engine import run as engine
 from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
+from interlude.engine.tasks import RetryConfig, text_output
+from interlude.store.tasks import Claim
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
-    from interlude.domain.models.tasks import WorkerError
+    from interlude.app.ports import ActionOutcomes, RunLedger, RunRecords, TaskRecords
     from interlude.rules import auth
-    from interlude.store.tasks import Claim, Task, TaskStore
+    from interlude.store.tasks import Task
 
 logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "tt1"
@@ -57,41 +59,6 @@ TOKEN_PREFIX = "tt1"
 MAX_WORKER_ERROR_BYTES = 8 * 1024
 # (run id, deadline) -> the deadline's one-time schedule exists (interlude.adapters.scheduler at the API edge).
 Schedule = Callable[[str, Deadline], Any]
-
-
-def tasks_of(service: Service) -> TaskStore:
-    # The task items' store loads with the first task: every stream record runs this module's outbox handler, and
-    # most runs have no task.
-    from interlude.store.tasks import TaskStore
-
-    return TaskStore(service.store)
-
-
-# -- the outbox ------------------------------------------------------------------------------------
-
-
-def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
-    requested = [
-        e["payload"] for e in events if e.get("type") == ACTION_REQUESTED and (e.get("payload") or {}).get("kind") == TASK
-    ]
-    cancelled = [e["payload"]["nodeId"] for e in events if e.get("type") == "node.cancelled"]
-    if not requested and not cancelled:
-        return
-    got = service.store.get_run(run_id)
-    if got is None:
-        return
-    state = got[0]
-    store = tasks_of(service)
-    now = service.clock().timestamp()
-    for payload in requested:
-        pending = state.actions.get(payload["nodeId"])
-        if state.terminal or pending is None or pending.visit != payload["visit"] or pending.kind != TASK:
-            continue  # settled before this record was handled
-        store.create(pending.effectId, run_id, payload["nodeId"], pending.visit, pending.request, now)
-    for node_id in cancelled:
-        node = state.nodes.get(node_id)
-        if node is not None and node.visits:
-            store.retire(task_id(run_id, node_id, node.visits))
 
 
 # -- tokens ----------------------------------------------------------------------------------------
@@ -116,23 +83,7 @@ def read_token(token: str) -> tuple[str, Claim]:
             raise ValueError
     except (ValueError, TypeError, KeyError):
         raise Invalid("the task token is not one Interlude issued", code="interlude.task_token_invalid") from None
-    from interlude.store.tasks import Claim
-
     return task_id(run_id, node_id, visit), Claim(attempt, nonce)
-
-
-def _held(service: Service, principal: auth.Principal, token: str) -> tuple[Task, Claim]:
-    """The task a worker's token holds: 403/404 for another tenant's or an unknown task, 409 when the claim is
-    gone."""
-    tid, claim = read_token(token)
-    if tenant_of(tid) != principal.tenant:
-        raise Forbidden("the task belongs to another tenant", code="id_tenant_mismatch")
-    task = tasks_of(service).get(tid)
-    if task is None:
-        raise NotFound("no such task")
-    if task.status != "claimed" or task.attempt != claim.attempt or not secrets.compare_digest(task.nonce, claim.nonce):
-        raise not_claimed(task)
-    return task, claim
 
 
 def not_claimed(task: Task) -> Conflict:
@@ -150,63 +101,6 @@ def not_waited(task: Task) -> Conflict:
         {"status": "cancelled", "attempt": task.attempt},
         code="interlude.task_not_claimed",
     )
-
-
-def _waits(service: Service, task: Task) -> bool:
-    pending = pending_action(service, task.run_id, task.node_id, task.visit)
-    return pending is not None and pending.kind == TASK and pending.effectId == task.task_id
-
-
-def _drop(service: Service, task: Task) -> Conflict:
-    """The run no longer waits for the task's visit: the task ends cancelled, whatever its holder recorded."""
-    tasks_of(service).cancel(task.task_id)
-    return not_waited(task)
-
-
-# -- the worker's calls ----------------------------------------------------------------------------
-
-
-def claim(
-    service: Service,
-    principal: auth.Principal,
-    queues: list[str],
-    wait_s: float,
-    schedule: Schedule,
-    sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any] | None:
-    """A ready task of one of `queues`, claimed; None when none became ready within `wait_s` (long poll)."""
-    give_up = time.monotonic() + wait_s
-    delay = 0.2
-    while True:
-        got = _claim_once(service, principal.tenant, list(dict.fromkeys(queues)), schedule)
-        if got is not None or time.monotonic() + delay > give_up:
-            return got
-        sleep(delay)
-        delay = min(delay * 1.5, 1.0)
-
-
-def _claim_once(service: Service, tenant: str, queues: list[str], schedule: Schedule) -> dict[str, Any] | None:
-    store = tasks_of(service)
-    # Queues in a random order, so one busy queue does not starve the others a worker serves.
-    for queue in random.sample(queues, len(queues)):
-        now = service.clock().timestamp()
-        for entry in store.ready(tenant, queue, now):
-            task = store.get(entry.task_id)
-            if task is None or task.status != "ready" or task.attempt != entry.attempt:
-                store.drop(entry)  # the task moved on (cancelled, or claimed from another entry)
-                continue
-            limits = task.request
-            lease = now + int(limits["heartbeatTimeoutSeconds"])
-            deadline = now + int(limits["timeoutSeconds"])
-            check_at = min(lease, deadline)
-            # Scheduled before the claim: a check that finds no claim of its attempt changes nothing.
-            schedule(task.run_id, _check(task, task.attempt, check_at))
-            if deadline > check_at:
-                schedule(task.run_id, _check(task, task.attempt, deadline))
-            nonce = secrets.token_urlsafe(16)
-            if store.claim(entry, nonce, lease, deadline, check_at):
-                return _claimed(task, nonce)
-    return None
 
 
 def _check(task: Task, attempt: int, due: float) -> Deadline:
@@ -229,196 +123,268 @@ def _claimed(task: Task, nonce: str) -> dict[str, Any]:
     }
 
 
-def heartbeat(service: Service, principal: auth.Principal, token: str, schedule: Schedule) -> dict[str, Any]:
-    task, held = _held(service, principal, token)
-    if not _waits(service, task):
-        raise _drop(service, task)  # the worker should stop: nothing will use what it makes
-    beat_s = int(task.request["heartbeatTimeoutSeconds"])
-    now = service.clock().timestamp()
-    lease = now + beat_s
-    check_at: float | None = None
-    if task.check_at < lease < task.deadline:
-        # The lease now outruns every check but the deadline's: one more, far enough out to serve a while.
-        check_at = min(now + 2 * beat_s, task.deadline)
-        schedule(task.run_id, _check(task, task.attempt, check_at))
-    if not tasks_of(service).heartbeat(task.task_id, held, lease, check_at):
-        raise not_claimed(task)
-    return {
-        "runId": task.run_id,
-        "nodeId": task.request["nodeId"],
-        "heartbeatTimeoutSeconds": beat_s,
-        "leaseExpiresAt": iso_epoch(min(lease, task.deadline)),
-    }
-
-
-def complete(service: Service, principal: auth.Principal, token: str, output: Any) -> dict[str, Any]:
-    task, held = _held(service, principal, token)
-    try:
-        json_size(output, MAX_VALUE_BYTES, "the task's output")
-    except BudgetExceeded as exc:
-        raise TooLarge(str(exc), {"limit": MAX_VALUE_BYTES, "unit": "bytes"}) from None
-    from interlude.engine.tasks import text_output  # the task node type: a worker's report, not the outbox
-
-    outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
-    if not tasks_of(service).settle(task.task_id, held, "completed", outcome):
-        raise not_claimed(task)
-    if not _landed(service, task, outcome):
-        raise _drop(service, task)
-    return {"runId": task.run_id, "nodeId": task.request["nodeId"], "status": "completed"}
-
-
-def fail(
-    service: Service, principal: auth.Principal, token: str, error: WorkerError | str, retryable: bool
-) -> dict[str, Any]:
-    task, held = _held(service, principal, token)
-    from interlude.domain.models.tasks import WorkerError  # the task routes' body model; dispatch needs none of it
-
-    worker = WorkerError(message=error) if isinstance(error, str) else error
-    reported = worker.model_dump(exclude_none=True)
-    try:
-        json_size(reported, MAX_WORKER_ERROR_BYTES, "the worker's error")
-    except BudgetExceeded as exc:
-        raise TooLarge(str(exc), {"limit": MAX_WORKER_ERROR_BYTES, "unit": "bytes"}) from None
-    failure = run_error(
-        "interlude.task_failed",
-        f"node {task.request['nodeId']!r}: its worker failed attempt {held.attempt}: {worker.message}"[:1000],
-        {"nodeId": task.request["nodeId"], "attempt": held.attempt, "error": reported},
-    )
-    answer = _end_attempt(service, task, held, failure, retryable)
-    if answer is None:
-        raise not_claimed(task)
-    if answer is DROPPED:
-        raise not_waited(task)
-    return answer
-
-
-# What _end_attempt answers when the attempt ended but the run no longer waits for the task (now cancelled).
+# What Tasks._end_attempt answers when the attempt ended but the run no longer waits for the task (now cancelled).
 DROPPED: dict[str, Any] = {"status": "cancelled"}
-
-
-def _end_attempt(
-    service: Service, task: Task, held: Claim, failure: dict[str, Any], retryable: bool, lapsed_by: float = 0
-) -> dict[str, Any] | None:
-    """Requeue the attempt's task (retryable, attempts left) or fail its node; None when the claim is gone, DROPPED
-    when the run no longer waits for the task (which is then cancelled)."""
-    store = tasks_of(service)
-    from interlude.engine.tasks import RetryConfig
-
-    retry = RetryConfig.model_validate(task.request.get("retry") or {})
-    node = task.request["nodeId"]
-    if retryable and held.attempt < retry.max_attempts:
-        delay_ms = retry.delay_ms(held.attempt)
-        not_before = service.clock().timestamp() + delay_ms / 1000
-        if not store.requeue(task, held, not_before, lapsed_by):
-            return None
-        retried = {"attempt": held.attempt + 1, "delayMs": delay_ms, "error": _brief(failure)}
-        if not _note_retry(service, task, retried):
-            store.cancel(task.task_id)
-            return DROPPED
-        return {
-            "runId": task.run_id,
-            "nodeId": node,
-            "status": "retrying",
-            "attempt": held.attempt + 1,
-            "retryInSeconds": delay_ms / 1000,
-        }
-    outcome = {"error": failure}
-    if not store.settle(task.task_id, held, "failed", outcome, lapsed_by):
-        return None
-    if not _landed(service, task, outcome):
-        store.cancel(task.task_id)
-        return DROPPED
-    return {"runId": task.run_id, "nodeId": node, "status": "failed"}
 
 
 def _brief(error: dict[str, Any]) -> dict[str, Any]:
     return {k: error[k] for k in ("code", "message") if k in error}
 
 
-def _land(service: Service, task: Task, outcome: dict[str, Any]) -> int:
-    return finish_action(service, task.run_id, task.node_id, task.visit, outcome)
+class Tasks:
+    def __init__(
+        self, tasks: TaskRecords, records: RunRecords, runs: RunLedger, actions: ActionOutcomes, clock: Clock
+    ) -> None:
+        self.tasks = tasks
+        self.records = records
+        self.runs = runs
+        self.actions = actions
+        self.clock = clock
 
-
-def _landed(service: Service, task: Task, outcome: dict[str, Any]) -> bool:
-    """Land the outcome; whether the task's visit ended with it (here, or by a check that landed it first) rather
-    than with the run (cancelled or ended while the visit waited: the outcome is unused)."""
-    return _land(service, task, outcome) > 0 or _ended_by_outcome(service, task)
-
-
-def _ended_by_outcome(service: Service, task: Task) -> bool:
-    got = service.store.get_run(task.run_id)
-    node = got[0].nodes.get(task.node_id) if got is not None else None
-    if node is None:
-        return False
-    # An action's visit ends by its outcome or by the run's end (the node skipped); a later visit follows an outcome.
-    return node.visits > task.visit or (node.visits == task.visit and node.status in ("completed", "failed"))
-
-
-def _note_retry(service: Service, task: Task, retried: dict[str, Any]) -> bool:
-    """Record the retry on the run; False when the run no longer waits for the task's visit."""
-    from interlude.engine import run as engine  # the run rules load where a run moves (not with the outbox)
-
-    for _ in range(MAX_RACE_RETRIES):
-        got = service.store.get_run(task.run_id)
+    def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        requested = [
+            e["payload"] for e in events if e.get("type") == ACTION_REQUESTED and (e.get("payload") or {}).get("kind") == TASK
+        ]
+        cancelled = [e["payload"]["nodeId"] for e in events if e.get("type") == "node.cancelled"]
+        if not requested and not cancelled:
+            return
+        got = self.records.get_run(run_id)
         if got is None:
-            return False
-        state, version = got
-        now = service.clock()
-        transition = engine.retry_task(state, task.node_id, task.visit, retried, now)
-        if not transition.events:
-            return False
+            return
+        state = got[0]
+        store = self.tasks
+        now = self.clock().timestamp()
+        for payload in requested:
+            pending = state.actions.get(payload["nodeId"])
+            if state.terminal or pending is None or pending.visit != payload["visit"] or pending.kind != TASK:
+                continue  # settled before this record was handled
+            store.create(pending.effectId, run_id, payload["nodeId"], pending.visit, pending.request, now)
+        for node_id in cancelled:
+            node = state.nodes.get(node_id)
+            if node is not None and node.visits:
+                store.retire(task_id(run_id, node_id, node.visits))
+
+    def _held(self, principal: auth.Principal, token: str) -> tuple[Task, Claim]:
+        """The task a worker's token holds: 403/404 for another tenant's or an unknown task, 409 when the claim is
+        gone."""
+        tid, claim = read_token(token)
+        if tenant_of(tid) != principal.tenant:
+            raise Forbidden("the task belongs to another tenant", code="id_tenant_mismatch")
+        task = self.tasks.get(tid)
+        if task is None:
+            raise NotFound("no such task")
+        if task.status != "claimed" or task.attempt != claim.attempt or not secrets.compare_digest(task.nonce, claim.nonce):
+            raise not_claimed(task)
+        return task, claim
+
+    def _waits(self, task: Task) -> bool:
+        pending = self.actions.pending_action(task.run_id, task.node_id, task.visit)
+        return pending is not None and pending.kind == TASK and pending.effectId == task.task_id
+
+    def _drop(self, task: Task) -> Conflict:
+        """The run no longer waits for the task's visit: the task ends cancelled, whatever its holder recorded."""
+        self.tasks.cancel(task.task_id)
+        return not_waited(task)
+
+    def claim(
+        self,
+        principal: auth.Principal,
+        queues: list[str],
+        wait_s: float,
+        schedule: Schedule,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> dict[str, Any] | None:
+        """A ready task of one of `queues`, claimed; None when none became ready within `wait_s` (long poll)."""
+        give_up = time.monotonic() + wait_s
+        delay = 0.2
+        while True:
+            got = self._claim_once(principal.tenant, list(dict.fromkeys(queues)), schedule)
+            if got is not None or time.monotonic() + delay > give_up:
+                return got
+            sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def _claim_once(self, tenant: str, queues: list[str], schedule: Schedule) -> dict[str, Any] | None:
+        store = self.tasks
+        # Queues in a random order, so one busy queue does not starve the others a worker serves.
+        for queue in random.sample(queues, len(queues)):
+            now = self.clock().timestamp()
+            for entry in store.ready(tenant, queue, now):
+                task = store.get(entry.task_id)
+                if task is None or task.status != "ready" or task.attempt != entry.attempt:
+                    store.drop(entry)  # the task moved on (cancelled, or claimed from another entry)
+                    continue
+                limits = task.request
+                lease = now + int(limits["heartbeatTimeoutSeconds"])
+                deadline = now + int(limits["timeoutSeconds"])
+                check_at = min(lease, deadline)
+                # Scheduled before the claim: a check that finds no claim of its attempt changes nothing.
+                schedule(task.run_id, _check(task, task.attempt, check_at))
+                if deadline > check_at:
+                    schedule(task.run_id, _check(task, task.attempt, deadline))
+                nonce = secrets.token_urlsafe(16)
+                if store.claim(entry, nonce, lease, deadline, check_at):
+                    return _claimed(task, nonce)
+        return None
+
+    def heartbeat(self, principal: auth.Principal, token: str, schedule: Schedule) -> dict[str, Any]:
+        task, held = self._held(principal, token)
+        if not self._waits(task):
+            raise self._drop(task)  # the worker should stop: nothing will use what it makes
+        beat_s = int(task.request["heartbeatTimeoutSeconds"])
+        now = self.clock().timestamp()
+        lease = now + beat_s
+        check_at: float | None = None
+        if task.check_at < lease < task.deadline:
+            # The lease now outruns every check but the deadline's: one more, far enough out to serve a while.
+            check_at = min(now + 2 * beat_s, task.deadline)
+            schedule(task.run_id, _check(task, task.attempt, check_at))
+        if not self.tasks.heartbeat(task.task_id, held, lease, check_at):
+            raise not_claimed(task)
+        return {
+            "runId": task.run_id,
+            "nodeId": task.request["nodeId"],
+            "heartbeatTimeoutSeconds": beat_s,
+            "leaseExpiresAt": iso_epoch(min(lease, task.deadline)),
+        }
+
+    def complete(self, principal: auth.Principal, token: str, output: Any) -> dict[str, Any]:
+        task, held = self._held(principal, token)
         try:
-            service.commit_answered(transition, version, now)
-            return True
-        except LostRace:
-            continue
-    caught(logger, "task-retry-record", "the run %s kept changing while a task retry was recorded; the retry is not", task.run_id)
-    return True
+            json_size(output, MAX_VALUE_BYTES, "the task's output")
+        except BudgetExceeded as exc:
+            raise TooLarge(str(exc), {"limit": MAX_VALUE_BYTES, "unit": "bytes"}) from None
+        outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
+        if not self.tasks.settle(task.task_id, held, "completed", outcome):
+            raise not_claimed(task)
+        if not self._landed(task, outcome):
+            raise self._drop(task)
+        return {"runId": task.run_id, "nodeId": task.request["nodeId"], "status": "completed"}
 
+    def fail(self, principal: auth.Principal, token: str, error: WorkerError | str, retryable: bool) -> dict[str, Any]:
+        task, held = self._held(principal, token)
+        worker = WorkerError(message=error) if isinstance(error, str) else error
+        reported = worker.model_dump(exclude_none=True)
+        try:
+            json_size(reported, MAX_WORKER_ERROR_BYTES, "the worker's error")
+        except BudgetExceeded as exc:
+            raise TooLarge(str(exc), {"limit": MAX_WORKER_ERROR_BYTES, "unit": "bytes"}) from None
+        failure = run_error(
+            "interlude.task_failed",
+            f"node {task.request['nodeId']!r}: its worker failed attempt {held.attempt}: {worker.message}"[:1000],
+            {"nodeId": task.request["nodeId"], "attempt": held.attempt, "error": reported},
+        )
+        answer = self._end_attempt(task, held, failure, retryable)
+        if answer is None:
+            raise not_claimed(task)
+        if answer is DROPPED:
+            raise not_waited(task)
+        return answer
 
-# -- the checks ------------------------------------------------------------------------------------
-
-
-def check(service: Service, body: dict[str, Any]) -> int:
-    """A task check's schedule fired: lapse the named attempt if its lease or deadline has passed; land a recorded
-    outcome the run never heard. Returns the events written on the run (0: nothing to do)."""
-    tid, attempt = body.get("interruptId"), body.get("visit")
-    if not isinstance(tid, str) or "/" not in tid or not isinstance(attempt, int):
-        return 0
-    store = tasks_of(service)
-    task = store.get(tid)
-    if task is None:
-        return 0
-    if task.status in ("completed", "failed") and task.outcome is not None:
-        written = _land(service, task, task.outcome)
-        if not written and not _ended_by_outcome(service, task):
+    def _end_attempt(
+        self, task: Task, held: Claim, failure: dict[str, Any], retryable: bool, lapsed_by: float = 0
+    ) -> dict[str, Any] | None:
+        """Requeue the attempt's task (retryable, attempts left) or fail its node; None when the claim is gone, DROPPED
+        when the run no longer waits for the task (which is then cancelled)."""
+        store = self.tasks
+        retry = RetryConfig.model_validate(task.request.get("retry") or {})
+        node = task.request["nodeId"]
+        if retryable and held.attempt < retry.max_attempts:
+            delay_ms = retry.delay_ms(held.attempt)
+            not_before = self.clock().timestamp() + delay_ms / 1000
+            if not store.requeue(task, held, not_before, lapsed_by):
+                return None
+            retried = {"attempt": held.attempt + 1, "delayMs": delay_ms, "error": _brief(failure)}
+            if not self._note_retry(task, retried):
+                store.cancel(task.task_id)
+                return DROPPED
+            return {
+                "runId": task.run_id,
+                "nodeId": node,
+                "status": "retrying",
+                "attempt": held.attempt + 1,
+                "retryInSeconds": delay_ms / 1000,
+            }
+        outcome = {"error": failure}
+        if not store.settle(task.task_id, held, "failed", outcome, lapsed_by):
+            return None
+        if not self._landed(task, outcome):
             store.cancel(task.task_id)
-        return written
-    now = service.clock().timestamp()
-    if task.status != "claimed" or task.attempt != attempt:
-        return 0
-    if task.deadline <= now:
-        reason, limit = "timeout", f"timeoutSeconds={task.request['timeoutSeconds']}"
-    elif task.lease_until <= now:
-        reason, limit = "heartbeat", f"heartbeatTimeoutSeconds={task.request['heartbeatTimeoutSeconds']}"
-    elif now < float(body.get("due") or 0):
-        # Fired before its time by this process's clock: fail, so Scheduler tries again (as fire_deadline does).
-        raise NotDueYet(f"task check of {tid} is not due yet")
-    else:
-        return 0  # a heartbeat kept it: a later check stands (see heartbeat)
-    node = task.request["nodeId"]
-    failure = run_error(
-        "interlude.task_timeout",
-        f"node {node!r}: attempt {attempt} passed its {limit}",
-        {"nodeId": node, "attempt": attempt, "reason": reason},
-    )
-    from interlude.store.tasks import Claim
+            return DROPPED
+        return {"runId": task.run_id, "nodeId": node, "status": "failed"}
 
-    before = _events(service, task.run_id)
-    _end_attempt(service, task, Claim(attempt, ""), failure, retryable=True, lapsed_by=now)
-    return _events(service, task.run_id) - before
+    def _land(self, task: Task, outcome: dict[str, Any]) -> int:
+        return self.actions.finish_action(task.run_id, task.node_id, task.visit, outcome)
 
+    def _landed(self, task: Task, outcome: dict[str, Any]) -> bool:
+        """Land the outcome; whether the task's visit ended with it (here, or by a check that landed it first) rather
+        than with the run (cancelled or ended while the visit waited: the outcome is unused)."""
+        return self._land(task, outcome) > 0 or self._ended_by_outcome(task)
 
-def _events(service: Service, run_id: str) -> int:
-    got = service.store.get_run(run_id)
-    return got[0].nextSeq if got else 0
+    def _ended_by_outcome(self, task: Task) -> bool:
+        got = self.records.get_run(task.run_id)
+        node = got[0].nodes.get(task.node_id) if got is not None else None
+        if node is None:
+            return False
+        # An action's visit ends by its outcome or by the run's end (the node skipped); a later visit follows an outcome.
+        return node.visits > task.visit or (node.visits == task.visit and node.status in ("completed", "failed"))
+
+    def _note_retry(self, task: Task, retried: dict[str, Any]) -> bool:
+        """Record the retry on the run; False when the run no longer waits for the task's visit."""
+        for _ in range(MAX_RACE_RETRIES):
+            got = self.records.get_run(task.run_id)
+            if got is None:
+                return False
+            state, version = got
+            now = self.clock()
+            transition = engine.retry_task(state, task.node_id, task.visit, retried, now)
+            if not transition.events:
+                return False
+            try:
+                self.runs.commit_answered(transition, version, now)
+                return True
+            except LostRace:
+                continue
+        caught(logger, "task-retry-record", "the run %s kept changing while a task retry was recorded; the retry is not", task.run_id)
+        return True
+
+    def check(self, body: dict[str, Any]) -> int:
+        """A task check's schedule fired: lapse the named attempt if its lease or deadline has passed; land a recorded
+        outcome the run never heard. Returns the events written on the run (0: nothing to do)."""
+        tid, attempt = body.get("interruptId"), body.get("visit")
+        if not isinstance(tid, str) or "/" not in tid or not isinstance(attempt, int):
+            return 0
+        store = self.tasks
+        task = store.get(tid)
+        if task is None:
+            return 0
+        if task.status in ("completed", "failed") and task.outcome is not None:
+            written = self._land(task, task.outcome)
+            if not written and not self._ended_by_outcome(task):
+                store.cancel(task.task_id)
+            return written
+        now = self.clock().timestamp()
+        if task.status != "claimed" or task.attempt != attempt:
+            return 0
+        if task.deadline <= now:
+            reason, limit = "timeout", f"timeoutSeconds={task.request['timeoutSeconds']}"
+        elif task.lease_until <= now:
+            reason, limit = "heartbeat", f"heartbeatTimeoutSeconds={task.request['heartbeatTimeoutSeconds']}"
+        elif now < float(body.get("due") or 0):
+            # Fired before its time by this process's clock: fail, so Scheduler tries again (as fire_deadline does).
+            raise NotDueYet(f"task check of {tid} is not due yet")
+        else:
+            return 0  # a heartbeat kept it: a later check stands (see heartbeat)
+        node = task.request["nodeId"]
+        failure = run_error(
+            "interlude.task_timeout",
+            f"node {node!r}: attempt {attempt} passed its {limit}",
+            {"nodeId": node, "attempt": attempt, "reason": reason},
+        )
+        before = self._events(task.run_id)
+        self._end_attempt(task, Claim(attempt, ""), failure, retryable=True, lapsed_by=now)
+        return self._events(task.run_id) - before
+
+    def _events(self, run_id: str) -> int:
+        got = self.records.get_run(run_id)
+        return got[0].nextSeq if got else 0

@@ -1,4 +1,4 @@
-"""The signed-token surfaces' rules, between the HTTP layer and Service: no HTTP and no boto3 here.
+"""The signed-token surfaces' rules, between the HTTP layer and the run services: no HTTP and no boto3 here.
 
 A token names one interrupt (`i`), its run (`r`) and node (`n`), an expiry and an intent, and — when an API
 key minted it — that key's id (`k`). It carries no identity of the person holding it, so:
@@ -21,13 +21,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from interlude.app import audit
 from interlude.app.idempotency import KeyedWrite
-from interlude.app.service import Service
 from interlude.app.tenants import tenant_settings
-from interlude.domain.clock import iso_epoch
+from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
@@ -37,6 +36,9 @@ from interlude.rules.auth import RESOLVE_SCOPE, Principal, active_key, personal_
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, TokenInvalid, verify
+
+if TYPE_CHECKING:
+    from interlude.app.ports import AuditAppends, Decider, DirectoryRecords, KeyLookup, RunLedger, TenantRecords
 
 # A token naming a kid this process has not seen triggers at most one forced re-read of the ring per interval,
 # so a kid rotated in elsewhere verifies at once, and garbage kids cannot turn into a Secrets Manager call each.
@@ -56,13 +58,25 @@ class Target:
 class TokenSurface:
     def __init__(
         self,
-        service: Service,
+        runs: RunLedger,
+        decisions: Decider,
+        directory: DirectoryRecords,
+        keys: KeyLookup,
+        tenants: TenantRecords,
+        audit_log: AuditAppends,
+        clock: Clock,
         ring_source: RingSource,
         monotonic: Callable[[], float] = time.monotonic,
         admit: Callable[[str], None] = lambda tenant: None,
-    ):
+    ) -> None:
         """`admit(tenant)`: refuses a token of a tenant that may not act now (a suspended one: store.tenant_standing)."""
-        self.service = service
+        self.runs = runs
+        self.decisions = decisions
+        self.directory = directory
+        self.keys = keys
+        self.tenants = tenants
+        self.audit_log = audit_log
+        self.clock = clock
         self._ring_source = ring_source
         self._monotonic = monotonic
         self._admit = admit
@@ -71,8 +85,8 @@ class TokenSurface:
     # -- verification ---------------------------------------------------------------------------------
 
     def now(self) -> float:
-        # The service's clock, so token expiry and interrupt deadlines are judged by one clock.
-        return self.service.clock().timestamp()
+        # The services' clock, so token expiry and interrupt deadlines are judged by one clock.
+        return self.clock().timestamp()
 
     def ring(self) -> KeyRing:
         return self._ring_source(False)
@@ -102,7 +116,7 @@ class TokenSurface:
     def target(self, claims: TokenClaims) -> Target:
         """The open interrupt a valid token names: 409 when it was resolved or its run ended, 404 when unknown."""
         try:
-            state, version = self.service.load_run(tenant_of(claims.run_id), claims.run_id)
+            state, version = self.runs.load_run(tenant_of(claims.run_id), claims.run_id)
         except DomainError as exc:
             if exc.code in ("not_found", "id_tenant_mismatch"):
                 raise NotFound("the interrupt this token names does not exist") from None
@@ -121,12 +135,12 @@ class TokenSurface:
     def resolver(self, claims: TokenClaims, tenant: str) -> Resolver:
         if claims.principal is not None:
             # A personal link: its principal must still be in the tenant's directory (removing them ends their links).
-            if self.service.directory.get(tenant, claims.principal) is None:
+            if self.directory.get(tenant, claims.principal) is None:
                 raise TokenInvalid("principal")
             return Resolver(subject=personal_subject(tenant, claims.principal), surface="token")
         if claims.minter is None:
             raise_inspect_only(claims)
-        minter = active_key(self.service.store.get_api_key(claims.minter), claims.minter, tenant, self.service.clock())
+        minter = active_key(self.keys.get_api_key(claims.minter), claims.minter, tenant, self.clock())
         if minter is None:
             raise TokenInvalid("minter")
         if RESOLVE_SCOPE not in minter.scopes:
@@ -149,7 +163,7 @@ class TokenSurface:
         claims = target.claims
         require_resolve_intent(claims)
         resolver = self.resolver(claims, target.state.tenant)
-        return self.service.resolve(
+        return self.decisions.resolve(
             target.state,
             target.version,
             claims.node_id,
@@ -181,13 +195,13 @@ class TokenSurface:
         """A link deciding as directory principal `person` (issue 28 item 5), as the personal links of the mails
         and Slack messages do: a day unless `lifetime_s` says otherwise, at most the tenant's longest (a week unless
         it set less), never past the gate's deadline."""
-        longest = tenant_settings(self.service.hitl_store, principal.tenant).maxLinkLifetimeSeconds or MAX_LINK_LIFETIME_S
+        longest = tenant_settings(self.tenants, principal.tenant).maxLinkLifetimeSeconds or MAX_LINK_LIFETIME_S
         if lifetime_s is not None and lifetime_s > longest:
             raise Invalid(
                 f"lifetimeSeconds may be at most {longest} in this tenant", {"field": "lifetimeSeconds", "maximum": longest}
             )
         interrupt = self._open_interrupt(principal, run_id, node_id)
-        if self.service.directory.get(principal.tenant, person) is None:
+        if self.directory.get(principal.tenant, person) is None:
             raise Invalid(f"the directory has no principal {person!r}", {"field": "principal"})
         requested = lifetime_s or min(DEFAULT_LINK_LIFETIME_S, longest)
         token, expires_at = interrupt_token(
@@ -198,13 +212,13 @@ class TokenSurface:
         return {"interruptId": interrupt.interruptId, "principal": person, "token": token, "expiresAt": iso_epoch(expires_at)}
 
     def _open_interrupt(self, principal: Principal, run_id: str, node_id: str) -> OpenInterrupt:
-        state, _ = self.service.load_run(principal.tenant, run_id)
-        return self.service.open_interrupt(state, node_id)
+        state, _ = self.runs.load_run(principal.tenant, run_id)
+        return self.decisions.open_interrupt(state, node_id)
 
     def _record(self, principal: Principal, run_id: str, interrupt: OpenInterrupt, details: dict[str, Any]) -> None:
         """Recorded before the token is handed out: a mint the log cannot record is refused."""
         target = {"runId": run_id, "nodeId": interrupt.nodeId, "interruptId": interrupt.interruptId}
-        audit.append(self.service.store, audit.draft(principal, "token.minted", target, iso_epoch(self.now()), details))
+        self.audit_log.append(audit.draft(principal, "token.minted", target, iso_epoch(self.now()), details))
 
 
 def require_resolve_intent(claims: TokenClaims) -> None:

@@ -32,7 +32,8 @@ from interlude.rules.webhooks import (
 )
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import HostResolver, SubscriptionSecrets, WebhookRecords
+    from interlude.domain.clock import Clock
 
 SECRET_BYTES = 32
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -43,40 +44,6 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
-def register(service: Service, principal: Principal, request: RegisterWebhookRequest) -> dict[str, Any]:
-    url = check_webhook_url(request.url, service.callback_resolver)
-    events = check_event_types(request.events)
-    algorithms = check_signature_algorithms(request.signatureAlgorithms, SIGNATURE_ALGORITHMS)
-    webhook_id = tenant_bound(principal.tenant, mint_opaque())
-    secret = request.secret or new_secret()
-    created_at = iso(service.clock())
-    record: dict[str, Any] = {"webhookId": webhook_id, "url": url, "events": events, "createdAt": created_at}
-    if request.tags:
-        record["tags"] = list(dict.fromkeys(request.tags))
-    record["createdBy"] = principal.subject.get("subjectId")
-    record["signatureAlgorithms"] = algorithms
-    record["secretName"] = name = service.webhook_secrets.name(webhook_id)
-    # The secret first: a subscription the worker finds always has one. A refused put leaves none behind.
-    version = service.webhook_secrets.create(name, {"current": secret, "previous": []})
-    try:
-        service.webhooks.put(record, version, MAX_WEBHOOKS_PER_TENANT)
-    except BaseException:
-        service.webhook_secrets.delete(name)
-        raise
-    answer = {
-        "webhookId": webhook_id,
-        "subscriptionId": webhook_id,
-        "url": url,
-        "secret": secret,
-        "eventTypes": events,
-        "signatureAlgorithms": algorithms,
-        "createdAt": created_at,
-    }
-    if "tags" in record:
-        answer["tags"] = record["tags"]
-    return answer
-
-
 def owned(principal: Principal, webhook_id: str) -> str:
     """The id, once it is known to be of the caller's tenant (checked before any lookup)."""
     if tenant_of(webhook_id) != principal.tenant:
@@ -84,56 +51,111 @@ def owned(principal: Principal, webhook_id: str) -> str:
     return webhook_id
 
 
-def subscription(service: Service, principal: Principal, webhook_id: str) -> dict[str, Any]:
-    found = service.webhooks.get(owned(principal, webhook_id))
-    if found is None:
-        raise NotFound("no such webhook subscription")
-    return found
+class Webhooks:
+    def __init__(
+        self, records: WebhookRecords, secrets: SubscriptionSecrets, clock: Clock, resolver: HostResolver | None = None
+    ) -> None:
+        self.records = records
+        self.secrets = secrets
+        self.clock = clock
+        # The URL guard's host-name resolver (None: getaddrinfo).
+        self.resolver = resolver
 
+    def register(self, principal: Principal, request: RegisterWebhookRequest) -> dict[str, Any]:
+        url = check_webhook_url(request.url, self.resolver)
+        events = check_event_types(request.events)
+        algorithms = check_signature_algorithms(request.signatureAlgorithms, SIGNATURE_ALGORITHMS)
+        webhook_id = tenant_bound(principal.tenant, mint_opaque())
+        secret = request.secret or new_secret()
+        created_at = iso(self.clock())
+        record: dict[str, Any] = {"webhookId": webhook_id, "url": url, "events": events, "createdAt": created_at}
+        if request.tags:
+            record["tags"] = list(dict.fromkeys(request.tags))
+        record["createdBy"] = principal.subject.get("subjectId")
+        record["signatureAlgorithms"] = algorithms
+        record["secretName"] = name = self.secrets.name(webhook_id)
+        # The secret first: a subscription the worker finds always has one. A refused put leaves none behind.
+        version = self.secrets.create(name, {"current": secret, "previous": []})
+        try:
+            self.records.put(record, version, MAX_WEBHOOKS_PER_TENANT)
+        except BaseException:
+            self.secrets.delete(name)
+            raise
+        answer = {
+            "webhookId": webhook_id,
+            "subscriptionId": webhook_id,
+            "url": url,
+            "secret": secret,
+            "eventTypes": events,
+            "signatureAlgorithms": algorithms,
+            "createdAt": created_at,
+        }
+        if "tags" in record:
+            answer["tags"] = record["tags"]
+        return answer
 
-def unregister(service: Service, principal: Principal, webhook_id: str) -> None:
-    found = subscription(service, principal, webhook_id)
-    if service.webhooks.delete(webhook_id) is None:
-        raise NotFound("no such webhook subscription")
-    # The worker reads the subscription before every delivery: none is sent from here on, whatever is queued.
-    service.webhook_secrets.delete(service.webhook_secrets.name_of(found))
-
-
-def rotate(
-    service: Service, principal: Principal, webhook_id: str, request: RotateWebhookSecretRequest
-) -> dict[str, Any]:
-    """A new secret; the one it replaces keeps signing for ROTATION_OVERLAP_SECONDS (webhooks.md §Rotation).
-
-    Refused while the previous rotation's overlap lasts: its subscribers were promised the older secret until
-    then, and a third live secret is never kept (at most two sign a delivery)."""
-    found = subscription(service, principal, webhook_id)
-    version = found.get("secretVersion")
-    name = service.webhook_secrets.name_of(found)
-    value = service.webhook_secrets.read(name, version)
-    if value is None:
-        raise NotFound("no such webhook subscription")
-    now = service.clock()
-    previous = live_previous(value, now.timestamp())
-    if previous is not None:
-        raise _rotation_in_overlap(now, float(previous["until"]))
-    if request.secret is not None and request.secret == value["current"]:
-        raise Invalid("the new secret must differ from the secret in use", {"field": "secret"})
-    # The instant the answer names, to the millisecond: the old secret signs until then, never less.
-    expires = now.replace(microsecond=now.microsecond // 1000 * 1000) + timedelta(seconds=ROTATION_OVERLAP_SECONDS)
-    until = expires.timestamp()
-    secret = request.secret or new_secret()
-    rotated = service.webhook_secrets.replace(
-        name, {"current": secret, "previous": [{"secret": value["current"], "until": until}]}
-    )
-    # In force from here on: the worker signs with the version the subscription names.
-    if not service.webhooks.move_secret_version(webhook_id, rotated, version):
-        if service.webhooks.get(webhook_id) is None:
+    def subscription(self, principal: Principal, webhook_id: str) -> dict[str, Any]:
+        found = self.records.get(owned(principal, webhook_id))
+        if found is None:
             raise NotFound("no such webhook subscription")
-        raise _rotation_in_overlap(now, until)
-    answer = {"rotatedAt": iso(now), "previousSecretExpiresAt": iso(expires)}
-    if request.secret is None:
-        answer["secret"] = secret
-    return answer
+        return found
+
+    def unregister(self, principal: Principal, webhook_id: str) -> None:
+        found = self.subscription(principal, webhook_id)
+        if self.records.delete(webhook_id) is None:
+            raise NotFound("no such webhook subscription")
+        # The worker reads the subscription before every delivery: none is sent from here on, whatever is queued.
+        self.secrets.delete(self.secrets.name_of(found))
+
+    def rotate(
+        self, principal: Principal, webhook_id: str, request: RotateWebhookSecretRequest
+    ) -> dict[str, Any]:
+        """A new secret; the one it replaces keeps signing for ROTATION_OVERLAP_SECONDS (webhooks.md §Rotation).
+
+        Refused while the previous rotation's overlap lasts: its subscribers were promised the older secret until
+        then, and a third live secret is never kept (at most two sign a delivery)."""
+        found = self.subscription(principal, webhook_id)
+        version = found.get("secretVersion")
+        name = self.secrets.name_of(found)
+        value = self.secrets.read(name, version)
+        if value is None:
+            raise NotFound("no such webhook subscription")
+        now = self.clock()
+        previous = live_previous(value, now.timestamp())
+        if previous is not None:
+            raise _rotation_in_overlap(now, float(previous["until"]))
+        if request.secret is not None and request.secret == value["current"]:
+            raise Invalid("the new secret must differ from the secret in use", {"field": "secret"})
+        # The instant the answer names, to the millisecond: the old secret signs until then, never less.
+        expires = now.replace(microsecond=now.microsecond // 1000 * 1000) + timedelta(seconds=ROTATION_OVERLAP_SECONDS)
+        until = expires.timestamp()
+        secret = request.secret or new_secret()
+        rotated = self.secrets.replace(
+            name, {"current": secret, "previous": [{"secret": value["current"], "until": until}]}
+        )
+        # In force from here on: the worker signs with the version the subscription names.
+        if not self.records.move_secret_version(webhook_id, rotated, version):
+            if self.records.get(webhook_id) is None:
+                raise NotFound("no such webhook subscription")
+            raise _rotation_in_overlap(now, until)
+        answer = {"rotatedAt": iso(now), "previousSecretExpiresAt": iso(expires)}
+        if request.secret is None:
+            answer["secret"] = secret
+        return answer
+
+    def dead_letters(
+        self, principal: Principal, webhook_id: str, limit: int, cursor: str | None
+    ) -> dict[str, Any]:
+        self.subscription(principal, webhook_id)
+        now_iso = iso(self.clock())
+        try:
+            records, after = self.records.dead_letters(webhook_id, limit, cursor, now_iso)
+        except ValueError:
+            raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
+        page: dict[str, Any] = {"deliveries": records}
+        if after is not None:
+            page["nextCursor"] = after
+        return page
 
 
 def _rotation_in_overlap(now: datetime, until: float) -> Conflict:
@@ -144,18 +166,3 @@ def _rotation_in_overlap(now: datetime, until: float) -> Conflict:
         code="interlude.rotation_in_overlap",
         retry_after_s=max(1, math.ceil(until - now.timestamp())),
     )
-
-
-def dead_letters(
-    service: Service, principal: Principal, webhook_id: str, limit: int, cursor: str | None
-) -> dict[str, Any]:
-    subscription(service, principal, webhook_id)
-    now_iso = iso(service.clock())
-    try:
-        records, after = service.webhooks.dead_letters(webhook_id, limit, cursor, now_iso)
-    except ValueError:
-        raise Invalid("cursor is not one this listing issued", {"field": "cursor"}) from None
-    page: dict[str, Any] = {"deliveries": records}
-    if after is not None:
-        page["nextCursor"] = after
-    return page

@@ -1,23 +1,23 @@
-"""Workflow definitions: registering a version, reading the latest, and the process cache of immutable versions."""
+"""Workflow definitions: registering a version (checked, within the tenant's quotas), listing and reading them.
+Runs read their versions through app/definitions.py."""
 
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import Clock, iso
-from interlude.domain.errors import Internal, Invalid, NotFound
+from interlude.domain.errors import Invalid, NotFound
 from interlude.domain.ids import INLINE_WORKFLOW_PREFIX
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.run import check_config
 from interlude.rules import auth
 from interlude.rules.limits import check_definition
-from interlude.store.facade import Store
 
 if TYPE_CHECKING:
-    from interlude.app.limits import TenantLimiter
+    from interlude.app.ports import TenantLimits, WorkflowRecords
 
 
 # GET /workflows: a page holds at most MAX_WORKFLOW_PAGE workflows and pages reach the first MAX_WORKFLOW_LISTING.
@@ -28,8 +28,6 @@ MAX_WORKFLOW_LISTING = 10_000
 
 def check_workflow(definition: WorkflowDefinition) -> None:
     """What PUT /workflows/{id} refuses a parsed definition for (also `interlude workflows validate`, offline)."""
-    from interlude.engine.run import check_config  # the engine's rules: only a definition registered loads them here
-
     problems = check_config(definition)
     if problems:
         raise Invalid("the workflow definition is not valid", {"errors": problems})
@@ -53,16 +51,11 @@ def catalogue_entry(definition: WorkflowDefinition, workflow_id: str, now: str) 
     return {**entry, **{k: v for k, v in (("description", definition.description), ("version", definition.version)) if v}}
 
 
-class WorkflowOperations:
-    """Part of Service (app/service.py), which sets these attributes."""
-
-    store: Store
-    clock: Clock
-    _workflows: OrderedDict[tuple[str, str, int], WorkflowDefinition]
-    if TYPE_CHECKING:  # the service's, built with its first use (app/service.py)
-
-        @property
-        def limiter(self) -> TenantLimiter: ...
+class Workflows:
+    def __init__(self, records: WorkflowRecords, limits: TenantLimits, clock: Clock) -> None:
+        self.records = records
+        self.limits = limits
+        self.clock = clock
 
     def put_workflow(
         self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition
@@ -73,7 +66,7 @@ class WorkflowOperations:
                 {"field": "workflowId"},
             )
         check_workflow(definition)
-        version = (self.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
+        version = (self.records.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
         now = iso(self.clock())
         for _ in range(MAX_RACE_RETRIES):
             entry = catalogue_entry(definition, workflow_id, now)
@@ -95,9 +88,9 @@ class WorkflowOperations:
         """Store a checked definition as `version` of `workflow_id`: its stored form, or None if that version is
         taken (a concurrent writer); each face checks the definition first and reports problems its own way."""
         stored = stored_form(definition, workflow_id)
-        limits = self.limiter.limits(principal.tenant)
+        limits = self.limits.limits(principal.tenant)
         check_definition(stored_size(stored), len(definition.nodes), limits)
-        written = self.store.put_workflow_version(
+        written = self.records.put_workflow_version(
             principal.tenant,
             workflow_id,
             version,
@@ -120,7 +113,7 @@ class WorkflowOperations:
                 f"pages reach the first {MAX_WORKFLOW_LISTING} workflows",
                 {"field": "page", "limit": MAX_WORKFLOW_LISTING},
             )
-        entries, total = self.store.catalogue_page(tenant, (page - 1) * page_size, page_size, keep)
+        entries, total = self.records.catalogue_page(tenant, (page - 1) * page_size, page_size, keep)
         return {
             "workflows": [{"id": workflow_id, **entry} for workflow_id, entry in entries],
             "total": total,
@@ -130,32 +123,15 @@ class WorkflowOperations:
         }
 
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
-        latest = self.store.latest_workflow(principal.tenant, workflow_id)
+        latest = self.records.latest_workflow(principal.tenant, workflow_id)
         if latest is None:
             raise NotFound(f"no workflow {workflow_id!r}")
         return {"workflowId": workflow_id, "version": latest[0], "definition": latest[1]}
 
     def get_workflow_version(self, principal: auth.Principal, workflow_id: str, version: int) -> dict[str, Any]:
         """One stored version of a workflow, with the latest version's number beside it."""
-        latest = self.store.latest_workflow_version(principal.tenant, workflow_id)
-        definition = self.store.get_workflow(principal.tenant, workflow_id, version) if latest else None
+        latest = self.records.latest_workflow_version(principal.tenant, workflow_id)
+        definition = self.records.get_workflow(principal.tenant, workflow_id, version) if latest else None
         if definition is None:
             raise NotFound(f"no version {version} of workflow {workflow_id!r}")
         return {"workflowId": workflow_id, "version": version, "latestVersion": latest, "definition": definition}
-
-    def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition:
-        # Versions are immutable, so a process may keep them for its whole life.
-        cache_key = (tenant, workflow_id, version)
-        hit = self._workflows.get(cache_key)
-        if hit is None:
-            raw = self.store.get_workflow(tenant, workflow_id, version)
-            if raw is None:
-                raise Internal("a run refers to a workflow version that is missing")
-            hit = WorkflowDefinition.model_validate(raw)
-            self._remember(cache_key, hit)
-        return hit
-
-    def _remember(self, cache_key: tuple[str, str, int], definition: WorkflowDefinition) -> None:
-        self._workflows[cache_key] = definition
-        if len(self._workflows) > 256:
-            self._workflows.popitem(last=False)

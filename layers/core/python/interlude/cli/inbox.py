@@ -105,36 +105,35 @@ def _inbox(args: argparse.Namespace) -> int:
 
 
 def _tenant_settings(args: argparse.Namespace) -> int:
-    from interlude.app import tenants
-    from interlude.app.service import Service
+    from interlude.app.tenants import tenant_settings
+    from interlude.composition import Services
 
-    service = Service(table_store(args))
+    services = Services(table_store(args))
     patch: dict[str, Any] = {}
     if args.override_principals is not None:
         patch["overridePrincipals"] = [p for p in args.override_principals.split(",") if p]
     if args.event_retention_hours is not None:
         patch["eventRetentionHours"] = args.event_retention_hours
     if not patch:  # nothing to change: shown as GET /tenant/settings shows them, and nothing written
-        settings = tenants.tenant_settings(service.hitl_store, args.tenant).model_dump(exclude_none=True)
+        settings = tenant_settings(services.interactions, args.tenant).model_dump(exclude_none=True)
         print(json.dumps({"tenant": args.tenant, "settings": settings}, indent=2))
         return 0
     # Merged onto what is stored, as PATCH /tenant/settings merges: the other settings stay as they are.
-    print(json.dumps(tenants.patch_settings(service, args.tenant, patch, "cli"), indent=2))
+    print(json.dumps(services.tenants.patch_settings(args.tenant, patch, "cli"), indent=2))
     return 0
 
 
 def _credentials_grant(args: argparse.Namespace) -> int:
-    from interlude.app import tenants
-    from interlude.app.service import Service
+    from interlude.composition import Services
     from interlude.domain.ids import check_author_id
     from interlude.domain.models.tenants import CredentialGrantRequest
     from interlude.domain.validation import parse
 
-    service = Service(table_store(args))
+    services = Services(table_store(args))
     scopes = [s for s in args.scopes.split(",") if s]
     request = parse(CredentialGrantRequest, {"scopes": scopes}, "credential grant")
     provider = check_author_id(args.provider, "provider")
-    print(json.dumps(tenants.put_grant(service, args.tenant, provider, request, "cli"), indent=2))
+    print(json.dumps(services.tenants.put_grant(args.tenant, provider, request, "cli"), indent=2))
     return 0
 
 

@@ -65,7 +65,7 @@ def _keys_create(args: argparse.Namespace) -> int:
 
         return keys_create_http(args)
     compose()
-    from interlude.app.service import Service
+    from interlude.composition import Services
     from interlude.domain.clock import iso, now
     from interlude.domain.models.requests import CreateKeyRequest
     from interlude.store.tenants import DELETED, DELETING, TenantRecords
@@ -82,7 +82,7 @@ def _keys_create(args: argparse.Namespace) -> int:
     records = TenantRecords(store)
     if records.status(args.tenant, consistent=True) in (DELETING, DELETED):
         sys.exit(f"interlude: tenant {args.tenant!r} is being deleted or was deleted (`interlude tenants create` makes it anew)")
-    created = Service(store).issue_key(args.tenant, request)
+    created = Services(store).keys.issue_key(args.tenant, request)
     # A tenant first made this way (before `interlude tenants create`) is listed in the registry too.
     records.register(args.tenant, iso(now()))
     print(json.dumps(created, indent=2))
@@ -95,9 +95,9 @@ def _keys_list(args: argparse.Namespace) -> int:
 
         return keys_list_http(args)
     compose()
-    from interlude.app.service import Service
+    from interlude.composition import Services
 
-    listed = Service(table_store(args)).list_keys(args.tenant, args.limit, args.cursor)
+    listed = Services(table_store(args)).keys.list_keys(args.tenant, args.limit, args.cursor)
     print(json.dumps(listed, indent=2))
     return 0
 
@@ -108,11 +108,11 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 
         return keys_revoke_http(args)
     compose()
-    from interlude.app.service import Service
+    from interlude.composition import Services
     from interlude.domain.errors import DomainError
 
     try:
-        revoked = Service(table_store(args)).revoke_key(args.tenant, args.key_id)
+        revoked = Services(table_store(args)).keys.revoke_key(args.tenant, args.key_id)
     except DomainError as exc:
         sys.exit(f"interlude: {exc.message}")
     print(json.dumps(revoked, indent=2))

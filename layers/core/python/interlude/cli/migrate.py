@@ -26,18 +26,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _migrate(args: argparse.Namespace) -> int:
     from interlude import migrations
-    from interlude.app.service import Service
 
-    service = Service(table_store(args))
+    store = table_store(args)
     if args.status:
-        print(_status(migrations.status(service)))
+        print(_status(migrations.status(store)))
         return 0
 
     def report(progress: migrations.Progress) -> None:
         done = "finished" if progress.finished else "goes on"
         print(f"{progress.migration.title}: read {progress.scanned} items, wrote {progress.written}; {done}", flush=True)
 
-    outcome = migrations.run_pending(service, f"cli:{socket.gethostname()}:{os.getpid()}", report=report)
+    outcome = migrations.run_pending(store, f"cli:{socket.gethostname()}:{os.getpid()}", report=report)
     if outcome.busy is not None:
         held = next(m.title for m in migrations.registered() if m.id == outcome.busy)
         print(f"interlude: migration {held} is being run elsewhere (the deploy's turn); it goes on by itself", file=sys.stderr)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from interlude.domain.errors import TooLarge
+
 # One node's output, one gate's rendered interrupt data, one resume value.
 MAX_VALUE_BYTES = 64 * 1024
 # Nesting of any such value: the request bodies' own limit (api/http.py), so every stored value re-parses.
@@ -113,6 +115,14 @@ def json_size(value: Any, limit: int = MAX_VALUE_BYTES, what: str = "the value",
         if size > limit:
             raise BudgetExceeded(what, limit)
     return size
+
+
+def within_budget(value: Any, limit: int, what: str) -> None:
+    """TooLarge (413) for a value a caller sends that could not be stored as part of a run."""
+    try:
+        json_size(value, limit, what)
+    except BudgetExceeded as exc:
+        raise TooLarge(str(exc), {"limit": limit, "unit": exc.unit}) from None
 
 
 class Meter:

@@ -188,7 +188,7 @@ RUN_ERROR_CODES = frozenset(
         # A node's output, a gate's data or the run's state would pass its budget (domain/budgets.py).
         "interlude.budget_exceeded",
         # A node's own code failed (a bug, or an expression Python cannot evaluate), or what followed a decision
-        # could not be built: the node or run fails rather than the request (engine/run.py, app/service.py).
+        # could not be built: the node or run fails rather than the request (engine/run.py, app/runs.py).
         "interlude.node_error",
         # A core.http action (interlude.adapters.actions): the egress guard refused its URL; its auth secret could
         # not be read; it was answered with a status it does not expect, or its attempts ran out.

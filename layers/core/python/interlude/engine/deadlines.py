@@ -13,7 +13,7 @@ Rules (shared/reference/openwop-notes.md §1.1 §Rejection, RFC 0223):
 * a run past `configurable.run.runTimeoutMs` fails with `run_timeout`, cancelling open interrupts and delays.
 
 `expire` applies every deadline that has passed at `now`, earliest first, in one Transition (as many as one
-transaction can hold: budgets.TRANSITION_MAX_WAITS; Service.apply_deadlines commits again for the rest), so the
+transaction can hold: budgets.TRANSITION_MAX_WAITS; Runs.apply_deadlines commits again for the rest), so the
 scheduler's worker, a resolve and a read all converge on the same outcome, and applying it twice is a no-op
 (a deadline that was applied is no longer in the state).
 """
@@ -152,7 +152,7 @@ def expire(
             continue  # an earlier deadline in this same pass settled it (e.g. the run timed out)
         spent = waits_spent(transition)
         if spent and spent + len(current.interrupts) + len(current.actions) >= TRANSITION_MAX_WAITS:
-            break  # one transaction holds no more: the rest is applied by the next (Service.apply_deadlines)
+            break  # one transaction holds no more: the rest is applied by the next (Runs.apply_deadlines)
         step_t = _apply(current, workflow, deadline, now, step_budget, spent)
         transition = _chain(transition, step_t)
     return transition

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.config.runtime import runtime_settings
 from interlude.domain.ids import derive_opaque
+from interlude.engine.effect_names import ACTION_REQUESTED, CHILD_REQUESTED, TASK
 
 if TYPE_CHECKING:
     from interlude.engine.run import EventDraft
@@ -58,3 +59,25 @@ def check(doc: dict[str, Any]) -> None:
         problems += schemas.errors_of(payload_validator, doc["payload"])
     if problems:
         raise InvalidEvent(f"{doc['type']}: {problems}")
+
+
+# What one transition's events ask of the outbox handlers that move runs or read task items: the dispatch function
+# builds those handlers (and loads their modules) with the first record that holds such an event (interlude.composition).
+
+
+def requests_child_or_ends_run(events: list[dict[str, Any]]) -> bool:
+    """A child run requested, or a run ended (its parent may wait on it; its children end with it)."""
+    return any(e.get("type") == CHILD_REQUESTED or e.get("type") in RUN_END_EVENTS for e in events)
+
+
+def requests_or_cancels_task(events: list[dict[str, Any]]) -> bool:
+    return any(
+        (e.get("type") == ACTION_REQUESTED and (e.get("payload") or {}).get("kind") == TASK)
+        or e.get("type") == "node.cancelled"
+        for e in events
+    )
+
+
+def raised_external_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The external-event interrupts raised (a kept event may resume one at once)."""
+    return [e for e in events if e.get("type") == "interrupt.requested" and e["payload"].get("kind") == "external-event"]

@@ -182,12 +182,12 @@ class LocalStack:
 
 def seed(store: Store) -> str:
     """A demo tenant: an admin key holding every scope, and the demo approval workflow."""
-    from interlude.app.service import Service
+    from interlude.composition import Services
 
-    service = Service(store)
-    admin = service.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))
-    principal = service.authenticate(f"Bearer {admin['apiKey']}")
-    service.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
+    services = Services(store)
+    admin = services.keys.issue_key(DEMO_TENANT, CreateKeyRequest(subjectId="demo-admin", scopes=list(wiring.ALL_SCOPES)))
+    principal = services.keys.authenticate(f"Bearer {admin['apiKey']}")
+    services.workflows.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
     return admin["apiKey"]
 
 

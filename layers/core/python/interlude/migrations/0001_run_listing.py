@@ -12,16 +12,16 @@ from interlude.store.migrations import MigrationStore, Scan
 from interlude.store.run_items import run_entry
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.store.facade import Store
 
 DESCRIPTION = "lists every run: a run created before the run listing existed gets its entry"
 SCAN = Scan("sk = :run", {":run": RUN_SK}, {"#state": "state"}, "pk, sk, #state")
 
 
-def apply(service: Service, heads: list[a.Item]) -> int:
+def apply(store: Store, heads: list[a.Item]) -> int:
     entries = []
     for head in heads:
         state = state_from_json(a.unpacked_json(head["state"]))
         _, put = run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
         entries.append(put["Put"]["Item"])
-    return MigrationStore(service.store.table, service.store.client).put_missing(entries)
+    return MigrationStore(store.table, store.client).put_missing(entries)

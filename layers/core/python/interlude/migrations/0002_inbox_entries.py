@@ -12,12 +12,12 @@ from interlude.store.layout import INTERRUPT_SK_PREFIX
 from interlude.store.migrations import MigrationStore, Scan
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.store.facade import Store
 
 DESCRIPTION = "lists every open gate in the approvers' inboxes: one opened before the inbox index existed gets its entries"
 SCAN = Scan("begins_with(sk, :i) AND #status = :open", {":i": INTERRUPT_SK_PREFIX, ":open": "open"}, {"#status": "status"})
 
 
-def apply(service: Service, interrupts: list[a.Item]) -> int:
+def apply(store: Store, interrupts: list[a.Item]) -> int:
     entries = [item for interrupt in interrupts for item in Entry.of_item(interrupt).items()]
-    return MigrationStore(service.store.table, service.store.client).put_missing(entries)
+    return MigrationStore(store.table, store.client).put_missing(entries)

@@ -16,37 +16,35 @@ from interlude.store.layout import WORKFLOW_VERSION_SK_PREFIX
 from interlude.store.migrations import Scan
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.store.facade import Store
 
 DESCRIPTION = "lists every workflow with what the listing filters on: pointer and catalogue entry made as now"
 SCAN = Scan("begins_with(sk, :v)", {":v": WORKFLOW_VERSION_SK_PREFIX}, {"#v": "version"}, "pk, #v, createdAt")
 
 
-def apply(service: Service, versions: list[a.Item]) -> int:
+def apply(store: Store, versions: list[a.Item]) -> int:
     newest: dict[str, tuple[int, str]] = {}
     for item in versions:
         pk, version = item["pk"]["S"], int(item["version"]["N"])
         if pk not in newest or newest[pk][0] < version:
             newest[pk] = (version, item["createdAt"]["S"])
     # Each workflow once, at the page holding its latest version (a later page holds a later one, if any).
-    return sum(_relist(service, pk, version, created_at) for pk, (version, created_at) in newest.items())
+    return sum(_relist(store, pk, version, created_at) for pk, (version, created_at) in newest.items())
 
 
-def _relist(service: Service, pk: str, version: int, created_at: str) -> int:
+def _relist(store: Store, pk: str, version: int, created_at: str) -> int:
     _, tenant, _, workflow_id = pk.split("#", 3)  # T#{tenant}#W#{workflow}
-    store = service.store
     latest = store.latest_workflow(tenant, workflow_id)
     if latest is None or latest[0] != version:
         return 0
-    entry = None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else _entry(service, tenant, workflow_id, latest, created_at)
+    entry = None if workflow_id.startswith(INLINE_WORKFLOW_PREFIX) else _entry(store, tenant, workflow_id, latest, created_at)
     return store.relist_workflow(tenant, workflow_id, version, entry)
 
 
 def _entry(
-    service: Service, tenant: str, workflow_id: str, latest: tuple[int, dict[str, Any]], created_at: str
+    store: Store, tenant: str, workflow_id: str, latest: tuple[int, dict[str, Any]], created_at: str
 ) -> dict[str, Any] | None:
     """The catalogue entry the workflow should have, when it has not that one (None: leave it as it is)."""
-    store = service.store
     current = store.catalogue_entry(tenant, workflow_id)
     record = store.get_modulex_workflow(tenant, workflow_id)
     if record is not None:

@@ -11,7 +11,7 @@ from interlude.store.layout import API_KEY_SK
 from interlude.store.migrations import Scan
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.store.facade import Store
 
 DESCRIPTION = "lists every API key: a key made before the key listing existed gets its place in it"
 SCAN = Scan(
@@ -22,9 +22,9 @@ SCAN = Scan(
 )
 
 
-def apply(service: Service, keys: list[a.Item]) -> int:
+def apply(store: Store, keys: list[a.Item]) -> int:
     listed = 0
     for item in keys:
         key_id = item["pk"]["S"].removeprefix("K#")
-        listed += service.store.list_api_key(key_id, a.unpacked(item["record"]))
+        listed += store.list_api_key(key_id, a.unpacked(item["record"]))
     return listed

@@ -19,12 +19,13 @@ from importlib.resources import files
 from typing import TYPE_CHECKING
 
 from interlude import __version__
-from interlude.domain.clock import iso
+from interlude.domain import clock as clock_
+from interlude.domain.clock import Clock, iso
 from interlude.store import attributes as a
 from interlude.store.migrations import DONE, LeaseLost, MigrationStore, Scan
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.store.facade import Store
 
 MODULE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.py$")
 # Items a page reads (a Scan's Limit, whatever its filter keeps): a page's writes and its checkpoint take seconds.
@@ -37,7 +38,7 @@ class Migration:
     name: str
     description: str
     scan: Scan
-    apply: Callable[[Service, list[a.Item]], int]
+    apply: Callable[[Store, list[a.Item]], int]
 
     @property
     def title(self) -> str:
@@ -81,15 +82,16 @@ class Outcome:
 
 
 def run_pending(
-    service: Service,
+    table: Store,
     owner: str,
     more_time: Callable[[], bool] = lambda: True,
     report: Callable[[Progress], None] = lambda _: None,
     page_items: int = PAGE_ITEMS,
+    clock: Clock = clock_.now,
 ) -> Outcome:
     """Run the migrations not done yet, in order, page after page while `more_time()` says so. `owner` names this
     runner in the checkpoints' leases; a migration another runner holds stops this run there (`busy`)."""
-    store = MigrationStore(service.store.table, service.store.client)
+    store = MigrationStore(table.table, table.client)
     done = {mid for mid, checkpoint in store.checkpoints().items() if checkpoint.get("state") == DONE}
     outcome = Outcome()
     waiting = [m for m in registered() if m.id not in done]
@@ -97,12 +99,12 @@ def run_pending(
         if not more_time():
             outcome.pending = [m.id for m in waiting[index:]]
             break
-        claimed = store.claim(migration.id, owner, service.clock().timestamp(), __version__)
+        claimed = store.claim(migration.id, owner, clock().timestamp(), __version__)
         if claimed is None:
             outcome.busy, outcome.pending = migration.id, [m.id for m in waiting[index:]]
             break
         try:
-            finished = _run(service, store, migration, owner, claimed.get("position"), more_time, report, page_items)
+            finished = _run(table, store, migration, owner, claimed.get("position"), more_time, report, page_items, clock)
         except LeaseLost:
             outcome.busy, outcome.pending = migration.id, [m.id for m in waiting[index:]]
             break
@@ -114,7 +116,7 @@ def run_pending(
 
 
 def _run(
-    service: Service,
+    table: Store,
     store: MigrationStore,
     migration: Migration,
     owner: str,
@@ -122,14 +124,15 @@ def _run(
     more_time: Callable[[], bool],
     report: Callable[[Progress], None],
     page_items: int,
+    clock: Clock,
 ) -> bool:
     """Pages of one migration from `position` until its end (True) or until time runs out (False)."""
     while True:
         items, scanned, position = store.scan_page(migration.scan, position, page_items)
-        written = migration.apply(service, items)
-        store.record_page(migration.id, owner, position, scanned, written, service.clock().timestamp())
+        written = migration.apply(table, items)
+        store.record_page(migration.id, owner, position, scanned, written, clock().timestamp())
         if position is None:
-            store.finish(migration.id, owner, iso(service.clock()))
+            store.finish(migration.id, owner, iso(clock()))
         report(Progress(migration, scanned, written, finished=position is None))
         if position is None:
             return True
@@ -137,10 +140,10 @@ def _run(
             return False
 
 
-def status(service: Service) -> list[dict[str, object]]:
+def status(table: Store) -> list[dict[str, object]]:
     """Each migration of this release, where it stands: its state (`not started` without a checkpoint), items read
     and written so far, when it started and finished, and the release that last ran it."""
-    checkpoints = MigrationStore(service.store.table, service.store.client).checkpoints()
+    checkpoints = MigrationStore(table.table, table.client).checkpoints()
     shown = ("state", "scanned", "written", "startedAt", "finishedAt", "release")
     return [
         {"migration": m.title, "state": "not started", **{k: v for k, v in checkpoints.get(m.id, {}).items() if k in shown}}

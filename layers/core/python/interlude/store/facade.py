@@ -1,5 +1,5 @@
-"""Every aggregate's store on one table, as one object: for the callers that take the whole store (app.service's
-`Service`, the CLI, the local stack) until each takes the aggregates it uses.
+"""Every aggregate's store on one table, as one object: for the callers that take the whole store (the
+composition's `Services`, the CLI, the local stack) until each takes the aggregates it uses.
 
 The aggregates (one module each) share the table's name, its client and the transaction writer; combined here they
 share one audit hook and one held audit head too. A function that needs less takes less: the notify worker a

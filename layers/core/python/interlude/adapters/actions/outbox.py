@@ -26,7 +26,7 @@ def action_message(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def queue_actions(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+def queue_actions(run_id: str, events: list[dict[str, Any]]) -> None:
     # A task (engine/tasks.py) waits on its queue for the tenant's workers (interlude.app.tasks), not here.
     messages = [
         action_message(run_id, e)

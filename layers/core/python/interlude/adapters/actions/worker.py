@@ -20,14 +20,13 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
 from interlude.adapters.delivery.pinned_http import AnsweredResponse, DeliveryFailed, send_pinned
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
-from interlude.app import actions
 from interlude.app.caught import caught
 from interlude.config.actions import ActionSettings
 from interlude.domain.clock import iso_epoch
@@ -38,6 +37,9 @@ from interlude.engine.actions import provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
 from interlude.store.leases import Claim
+
+if TYPE_CHECKING:
+    from interlude.app.ports import ActionOutcomes
 
 logger = Logger(service="interlude-actions", child=True)
 USER_AGENT = "interlude-actions/1"
@@ -67,7 +69,9 @@ class Call(Work[LedgerEntry]):
 
 @dataclass
 class ActionWorker(LeasedWorker[Call]):
-    service: Any  # interlude.app.service.Service
+    actions: ActionOutcomes
+    # The tenant's effect retention in days (its settings): read at most every RETENTION_CACHE_S per tenant.
+    retention_days: Callable[[str], int]
     effects: EffectStore
     sqs: Any
     secrets: Any  # a Secrets Manager client
@@ -75,7 +79,7 @@ class ActionWorker(LeasedWorker[Call]):
     resolve: Resolver | None = None
     clock: Callable[[], float] = time.time
     rand: Callable[[], float] = field(default=random.random)
-    # The tenants' effect retention in days, read at most every RETENTION_CACHE_S per tenant.
+    # The tenants' effect retention in days, as last read, and until when it is trusted.
     _retention: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     # Killed mid-call, its message reappears once the lease has run out, and its receiver takes over: the lease
@@ -88,7 +92,7 @@ class ActionWorker(LeasedWorker[Call]):
 
     def receive(self, message: dict[str, Any]) -> Call | str:
         run_id, node_id, visit = message["runId"], message["nodeId"], int(message["visit"])
-        pending = actions.pending_action(self.service, run_id, node_id, visit)
+        pending = self.actions.pending_action(run_id, node_id, visit)
         if pending is None:
             logger.info("the visit no longer waits; message dropped", extra={"runId": run_id, "nodeId": node_id})
             return "stale"
@@ -102,7 +106,7 @@ class ActionWorker(LeasedWorker[Call]):
         recorded = recorded_outcome(claim)
         status = "failed" if "error" in recorded else "completed"
         self.effects.note_reuse(work.ref, claim.attempt, status, iso_epoch(self.clock()))
-        actions.finish_action(self.service, work.ref.run_id, work.ref.node_id, work.visit, recorded)
+        self.actions.finish_action(work.ref.run_id, work.ref.node_id, work.visit, recorded)
         return "replayed"
 
     def settle(self, work: Call, claim: Claim, status: str, kept: dict[str, Any]) -> str:
@@ -111,7 +115,7 @@ class ActionWorker(LeasedWorker[Call]):
             # Our lease ran out and another worker took the effect over: its attempt settles it.
             logger.warning("claim lost before settling; the later attempt settles", extra={"effectId": work.ref.effect_id})
             return "superseded"
-        actions.finish_action(self.service, work.ref.run_id, work.ref.node_id, work.visit, kept)
+        self.actions.finish_action(work.ref.run_id, work.ref.node_id, work.visit, kept)
         return status
 
     def dead_letter(self, work: Call, claim: Claim, attempted: Attempted) -> str:
@@ -123,7 +127,7 @@ class ActionWorker(LeasedWorker[Call]):
         tenant = tenant_of(run_id)
         hit = self._retention.get(tenant)
         if hit is None or hit[0] <= time.monotonic():
-            days = actions.effect_retention_days(self.service, tenant)
+            days = self.retention_days(tenant)
             hit = (time.monotonic() + RETENTION_CACHE_S, days)
             self._retention[tenant] = hit
         return int(self.clock()) + hit[1] * 24 * 3600

@@ -18,10 +18,12 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.rules.auth import RESOLVE_SCOPE, active_key
 
 if TYPE_CHECKING:
+    from interlude.app.ports import KeyLookup, RunRecords
+    from interlude.domain.clock import Clock
     from interlude.rules.tokens.scheme import Intent
 
 
-def link_minter(service: Any, state: RunState) -> TokenMinter:
+def link_minter(keys: KeyLookup, clock: Clock, state: RunState) -> TokenMinter:
     """Links minted for the key that created the run (issue 26, S3): they act for it, so a decision through one is
     that key's (`resolvedBy`), under its eligibility; and they inspect only when it may not decide through the API
     (it lacks approvals:respond, is revoked or expired) or is not known (a run created before keys were recorded)."""
@@ -32,7 +34,7 @@ def link_minter(service: Any, state: RunState) -> TokenMinter:
     cfg = settings()
     ring = load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds)
     key_id = state.createdByKey
-    creator = active_key(service.store.get_api_key(key_id), key_id, state.tenant, service.clock()) if key_id else None
+    creator = active_key(keys.get_api_key(key_id), key_id, state.tenant, clock()) if key_id else None
     intent: Intent = "resolve" if creator is not None and RESOLVE_SCOPE in creator.scopes else "inspect"
 
     def mint(interrupt: OpenInterrupt) -> tuple[str, int, str]:
@@ -45,10 +47,12 @@ def link_minter(service: Any, state: RunState) -> TokenMinter:
     return mint
 
 
-def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+def callback_notices(
+    records: RunRecords, keys: KeyLookup, clock: Clock, run_id: str, events: list[dict[str, Any]]
+) -> None:
     if not wants_notices(events):
         return
-    got = service.store.get_run(run_id)
+    got = records.get_run(run_id)
     if got is None:
         return
     state, _ = got
@@ -58,7 +62,7 @@ def callback_notices(service: Any, run_id: str, events: list[dict[str, Any]]) ->
     if not cfg.queue_url:
         raise RuntimeError("CALLBACK_QUEUE_URL is not set: callback notices cannot be queued")
     needs_token = any(e.get("type") == "interrupt.requested" and e.get("nodeId") in state.interrupts for e in events)
-    notices = build_notices(state, events, link_minter(service, state) if needs_token else None, cfg.public_base_url)
+    notices = build_notices(state, events, link_minter(keys, clock, state) if needs_token else None, cfg.public_base_url)
     send_notices(cfg.queue_url, state.tenant, state.callbackUrl, notices)
 
 

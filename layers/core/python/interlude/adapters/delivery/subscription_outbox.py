@@ -7,7 +7,7 @@ queues the same deliveries again under the same ids; the worker's record of succ
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude.adapters.delivery.subscriptions import webhook_message
 from interlude.adapters.queues import send_messages
@@ -15,18 +15,23 @@ from interlude.config.delivery import delivery_settings
 from interlude.domain.ids import tenant_of
 from interlude.rules.webhooks import wants
 
+if TYPE_CHECKING:
+    from interlude.app.ports import RunRecords, WebhookRecords
 
-def webhook_deliveries(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
+
+def webhook_deliveries(
+    subscriptions_of: WebhookRecords, records: RunRecords, run_id: str, events: list[dict[str, Any]]
+) -> None:
     """The dispatch outbox handler: one queued delivery per (subscription that wants it, event)."""
     tenant = tenant_of(run_id)
-    subscriptions = service.webhooks.of_tenant(tenant)
+    subscriptions = subscriptions_of.of_tenant(tenant)
     types = {e.get("type") for e in events}
     wanted = [s for s in subscriptions if types & set(s["events"])]
     if not wanted:
         return
     run_tags: list[str] | None = None
     if any(s.get("tags") for s in wanted):
-        got = service.store.get_run(run_id)
+        got = records.get_run(run_id)
         run_tags = list(got[0].tags) if got else []
     messages = [
         webhook_message(s["webhookId"], run_id, event)

@@ -38,30 +38,13 @@ from interlude.rules.interrupts.decide import named_by
 from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_in
 
 if TYPE_CHECKING:
-    from interlude.app.service import Service
+    from interlude.app.ports import DefinitionSource, DirectoryRecords, RunRecords, TenantRecords
+    from interlude.domain.clock import Clock
 
 log = logging.getLogger(__name__)
 RAISED_EVENT = "interrupt.requested"
 RESOLVED_EVENT = "interrupt.resolved"
 WATCHED = {RAISED_EVENT, RESOLVED_EVENT, ESCALATION_EVENT}
-
-
-def on_events(service: Service, run_id: str, events: list[dict[str, Any]]) -> None:
-    if not any(e.get("type") in WATCHED for e in events):
-        return
-    got = service.store.get_run(run_id)
-    if got is None:
-        return
-    state, _ = got
-    messages: list[dict[str, Any]] = []
-    for event in events:
-        if event["type"] == RAISED_EVENT:
-            messages += _raised(service, state, event)
-        elif event["type"] == ESCALATION_EVENT:
-            messages += _escalation(service, state, event)
-        elif event["type"] == RESOLVED_EVENT:
-            _cancel_reminders(service, state, event)
-    send(messages)
 
 
 def _open_approval(state: RunState, node_id: str | None, interrupt_id: str | None = None) -> OpenInterrupt | None:
@@ -73,138 +56,164 @@ def _open_approval(state: RunState, node_id: str | None, interrupt_id: str | Non
     return interrupt
 
 
-def _raised(service: Service, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
-    interrupt = _open_approval(state, event.get("nodeId"))
-    if interrupt is None or interrupt.key != (event.get("payload") or {}).get("key"):
-        return []  # decided before this record was handled (or not an approval): nobody to ask
-    people, cut = recipients(service.directory, state.tenant, interrupt.payload["data"])
-    _schedule_reminders(service, state, interrupt)
-    base = {"cut": True} if cut else {}
-    return [
-        queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **base, **extra)
-        for pid, extra in _asked(service, state.tenant, interrupt, people)
-    ]
+class NotificationOutbox:
+    """The dispatch outbox handler (`on_events`) and the timeouts function's reminders (`enqueue_reminders`)."""
 
+    def __init__(
+        self,
+        records: RunRecords,
+        directory: DirectoryRecords,
+        tenants: TenantRecords,
+        definitions: DefinitionSource,
+        clock: Clock,
+    ) -> None:
+        self.records = records
+        self.directory = directory
+        self.tenants = tenants
+        self.definitions = definitions
+        self.clock = clock
 
-def _asked(service: Service, tenant: str, interrupt: OpenInterrupt, people: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Who a notification of the gate goes to, each with what its message names: the recipients whose own vote is
-    not in, then each delegate holding a vote nobody has cast (issue 14 item 4), one entry per person."""
-    allowed = bool(tenant_settings(service.hitl_store, tenant).allowDelegation)
-    own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
-    delegates = _delegates_asked(service, tenant, interrupt, own) if allowed else {}
-    asked = []
-    for pid in dict.fromkeys([*own, *delegates]):
-        extra: dict[str, Any] = {} if allowed else {"delegation": False}
-        if pid in delegates:
-            extra["onBehalfOf"] = delegates[pid]
-            if pid not in own:
-                extra["forSelf"] = False
-        asked.append((pid, extra))
-    return asked
+    def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        if not any(e.get("type") in WATCHED for e in events):
+            return
+        got = self.records.get_run(run_id)
+        if got is None:
+            return
+        state, _ = got
+        messages: list[dict[str, Any]] = []
+        for event in events:
+            if event["type"] == RAISED_EVENT:
+                messages += self._raised(state, event)
+            elif event["type"] == ESCALATION_EVENT:
+                messages += self._escalation(state, event)
+            elif event["type"] == RESOLVED_EVENT:
+                self._cancel_reminders(state, event)
+        send(messages)
 
+    def _raised(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+        interrupt = _open_approval(state, event.get("nodeId"))
+        if interrupt is None or interrupt.key != (event.get("payload") or {}).get("key"):
+            return []  # decided before this record was handled (or not an approval): nobody to ask
+        people, cut = recipients(self.directory, state.tenant, interrupt.payload["data"])
+        self._schedule_reminders(state, interrupt)
+        base = {"cut": True} if cut else {}
+        return [
+            queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **base, **extra)
+            for pid, extra in self._asked(state.tenant, interrupt, people)
+        ]
 
-def _reminder_offsets_ms(service: Service, state: RunState, node_id: str) -> list[int]:
-    config = service.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
-    asked = config.get("remindersMs")
-    if asked is not None:
-        return list(asked)
-    return list(tenant_settings(service.hitl_store, state.tenant).remindersMs or ())
+    def _asked(self, tenant: str, interrupt: OpenInterrupt, people: list[str]) -> list[tuple[str, dict[str, Any]]]:
+        """Who a notification of the gate goes to, each with what its message names: the recipients whose own vote is
+        not in, then each delegate holding a vote nobody has cast (issue 14 item 4), one entry per person."""
+        allowed = bool(tenant_settings(self.tenants, tenant).allowDelegation)
+        own = [pid for pid in people if still_asked(interrupt, pid, True, [], allowed)]
+        delegates = self._delegates_asked(tenant, interrupt, own) if allowed else {}
+        asked = []
+        for pid in dict.fromkeys([*own, *delegates]):
+            extra: dict[str, Any] = {} if allowed else {"delegation": False}
+            if pid in delegates:
+                extra["onBehalfOf"] = delegates[pid]
+                if pid not in own:
+                    extra["forSelf"] = False
+            asked.append((pid, extra))
+        return asked
 
+    def _reminder_offsets_ms(self, state: RunState, node_id: str) -> list[int]:
+        config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
+        asked = config.get("remindersMs")
+        if asked is not None:
+            return list(asked)
+        return list(tenant_settings(self.tenants, state.tenant).remindersMs or ())
 
-def _reminders(service: Service, state: RunState, interrupt: OpenInterrupt) -> list[Deadline]:
-    raised = _epoch(interrupt.raisedAt)
-    out = []
-    for index, offset in enumerate(sorted(_reminder_offsets_ms(service, state, interrupt.nodeId))):
-        due = raised + offset / 1000
-        if interrupt.deadline is None or due < interrupt.deadline:
-            out.append(Deadline("reminder", due, interrupt.nodeId, interrupt_id=interrupt.interruptId, visit=index))
-    return out
+    def _reminders(self, state: RunState, interrupt: OpenInterrupt) -> list[Deadline]:
+        raised = _epoch(interrupt.raisedAt)
+        out = []
+        for index, offset in enumerate(sorted(self._reminder_offsets_ms(state, interrupt.nodeId))):
+            due = raised + offset / 1000
+            if interrupt.deadline is None or due < interrupt.deadline:
+                out.append(Deadline("reminder", due, interrupt.nodeId, interrupt_id=interrupt.interruptId, visit=index))
+        return out
 
+    def _schedule_reminders(self, state: RunState, interrupt: OpenInterrupt) -> None:
+        scheduler = scheduler_.from_env()
+        if scheduler is None:
+            return
+        for reminder in self._reminders(state, interrupt):
+            scheduler.ensure(state.runId, reminder)
 
-def _schedule_reminders(service: Service, state: RunState, interrupt: OpenInterrupt) -> None:
-    scheduler = scheduler_.from_env()
-    if scheduler is None:
-        return
-    for reminder in _reminders(service, state, interrupt):
-        scheduler.ensure(state.runId, reminder)
+    def _cancel_reminders(self, state: RunState, event: dict[str, Any]) -> None:
+        scheduler = scheduler_.from_env()
+        payload = event.get("payload") or {}
+        node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
+        if scheduler is None or not node_id or not interrupt_id:
+            return
+        definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        node = next((n for n in definition.nodes if n.id == node_id), None)
+        if node is None or node.typeId != "core.approvalGate":
+            return
+        count = len(self._reminder_offsets_ms(state, node_id))
+        for index in range(count):
+            scheduler.delete(state.runId, Deadline("reminder", 0, node_id, interrupt_id=interrupt_id, visit=index))
 
+    def _escalation(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+        payload = event.get("payload") or {}
+        node_id, interrupt_id = payload.get("nodeId") or event.get("nodeId"), payload.get("interruptId")
+        if not node_id or not interrupt_id:
+            return []
+        config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
+        principals = list(config.get("escalationPrincipals") or ())
+        if not principals:
+            principals = list(tenant_settings(self.tenants, state.tenant).overridePrincipals)
+        people = [principal_subject(p) for p in principals]
+        title = payload.get("title") or node_id
+        return [
+            queue_message(state.tenant, state.runId, node_id, interrupt_id, pid, ESCALATION, title=title)
+            for pid in dict.fromkeys(people)
+        ]
 
-def _cancel_reminders(service: Service, state: RunState, event: dict[str, Any]) -> None:
-    scheduler = scheduler_.from_env()
-    payload = event.get("payload") or {}
-    node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
-    if scheduler is None or not node_id or not interrupt_id:
-        return
-    definition = service.workflow(state.tenant, state.workflowId, state.workflowVersion)
-    node = next((n for n in definition.nodes if n.id == node_id), None)
-    if node is None or node.typeId != "core.approvalGate":
-        return
-    count = len(_reminder_offsets_ms(service, state, node_id))
-    for index in range(count):
-        scheduler.delete(state.runId, Deadline("reminder", 0, node_id, interrupt_id=interrupt_id, visit=index))
+    def enqueue_reminders(self, body: dict[str, Any]) -> int:
+        """A reminder's schedule fired (the timeouts function hands it here): queue it for those whose vote is not in
+        (cast by them or for them, or handed over) and for each delegate who may cast a vote nobody has cast (issue 14
+        item 4), one message per person naming the votes it asks for (`onBehalfOf`, `forSelf`)."""
+        run_id, node_id, interrupt_id = body.get("runId"), body.get("nodeId"), body.get("interruptId")
+        if not isinstance(run_id, str) or not isinstance(node_id, str) or not isinstance(interrupt_id, str):
+            return 0
+        got = self.records.get_run(run_id)
+        if got is None:
+            return 0
+        state, _ = got
+        interrupt = _open_approval(state, node_id, interrupt_id)
+        if interrupt is None:
+            return 0  # settled: reminders stop
+        people, _ = recipients(self.directory, state.tenant, interrupt.payload["data"])
+        purpose = reminder_purpose(int(body.get("visit") or 0))
+        messages = [
+            queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra)
+            for pid, extra in self._asked(state.tenant, interrupt, people)
+        ]
+        send(messages)
+        return len(messages)
 
-
-def _escalation(service: Service, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
-    payload = event.get("payload") or {}
-    node_id, interrupt_id = payload.get("nodeId") or event.get("nodeId"), payload.get("interruptId")
-    if not node_id or not interrupt_id:
-        return []
-    config = service.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
-    principals = list(config.get("escalationPrincipals") or ())
-    if not principals:
-        principals = list(tenant_settings(service.hitl_store, state.tenant).overridePrincipals)
-    people = [principal_subject(p) for p in principals]
-    title = payload.get("title") or node_id
-    return [
-        queue_message(state.tenant, state.runId, node_id, interrupt_id, pid, ESCALATION, title=title)
-        for pid in dict.fromkeys(people)
-    ]
-
-
-def enqueue_reminders(service: Service, body: dict[str, Any]) -> int:
-    """A reminder's schedule fired (the timeouts function hands it here): queue it for those whose vote is not in
-    (cast by them or for them, or handed over) and for each delegate who may cast a vote nobody has cast (issue 14
-    item 4), one message per person naming the votes it asks for (`onBehalfOf`, `forSelf`)."""
-    run_id, node_id, interrupt_id = body.get("runId"), body.get("nodeId"), body.get("interruptId")
-    if not isinstance(run_id, str) or not isinstance(node_id, str) or not isinstance(interrupt_id, str):
-        return 0
-    got = service.store.get_run(run_id)
-    if got is None:
-        return 0
-    state, _ = got
-    interrupt = _open_approval(state, node_id, interrupt_id)
-    if interrupt is None:
-        return 0  # settled: reminders stop
-    people, _ = recipients(service.directory, state.tenant, interrupt.payload["data"])
-    purpose = reminder_purpose(int(body.get("visit") or 0))
-    messages = [
-        queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra)
-        for pid, extra in _asked(service, state.tenant, interrupt, people)
-    ]
-    send(messages)
-    return len(messages)
-
-
-def _delegates_asked(service: Service, tenant: str, interrupt: OpenInterrupt, waiting: list[str]) -> dict[str, list[str]]:
-    """Delegates to remind, each with the principals whose votes they may cast and nobody has: those handed to them
-    on this gate, and those of the gate's waiting principals now out of office with them as delegate (their entries:
-    one BatchGetItem). Asked only where the tenant allows delegation (else the delegate could not vote)."""
-    asked: dict[str, list[str]] = {}
-    for vote in interrupt.votes:
-        delegator = (vote.subject or {}).get("subjectId")
-        if vote.action == "delegate" and vote.delegate and delegator and not vote_in(interrupt, delegator):
-            asked.setdefault(vote.delegate, []).append(delegator)
-    now = service.clock()
-    data = interrupt.payload["data"]
-    for pid, raw in service.directory.get_many(tenant, waiting).items():
-        away = PrincipalEntry.model_validate(raw).outOfOffice
-        if away is None or away.delegate == pid or not away.active(now):
-            continue
-        subject = {"issuer": auth.ISSUER, "subjectId": pid, "tenant": tenant}
-        standing = Delegator(f"{auth.ISSUER}|{pid}", subject, tuple(raw.get("groups") or ()), tuple(raw.get("roles") or ()), "out-of-office")
-        if named_by(data, standing):
-            asked.setdefault(away.delegate, []).append(pid)
-    return {delegate: list(dict.fromkeys(names)) for delegate, names in asked.items()}
+    def _delegates_asked(self, tenant: str, interrupt: OpenInterrupt, waiting: list[str]) -> dict[str, list[str]]:
+        """Delegates to remind, each with the principals whose votes they may cast and nobody has: those handed to them
+        on this gate, and those of the gate's waiting principals now out of office with them as delegate (their entries:
+        one BatchGetItem). Asked only where the tenant allows delegation (else the delegate could not vote)."""
+        asked: dict[str, list[str]] = {}
+        for vote in interrupt.votes:
+            delegator = (vote.subject or {}).get("subjectId")
+            if vote.action == "delegate" and vote.delegate and delegator and not vote_in(interrupt, delegator):
+                asked.setdefault(vote.delegate, []).append(delegator)
+        now = self.clock()
+        data = interrupt.payload["data"]
+        for pid, raw in self.directory.get_many(tenant, waiting).items():
+            away = PrincipalEntry.model_validate(raw).outOfOffice
+            if away is None or away.delegate == pid or not away.active(now):
+                continue
+            subject = {"issuer": auth.ISSUER, "subjectId": pid, "tenant": tenant}
+            standing = Delegator(f"{auth.ISSUER}|{pid}", subject, tuple(raw.get("groups") or ()), tuple(raw.get("roles") or ()), "out-of-office")
+            if named_by(data, standing):
+                asked.setdefault(away.delegate, []).append(pid)
+        return {delegate: list(dict.fromkeys(names)) for delegate, names in asked.items()}
 
 
 def send(messages: list[dict[str, Any]]) -> None:

@@ -35,7 +35,6 @@ from interlude.api.http import (
     query_int,
     raw_body,
     scope_of,
-    service,
     standing,
 )
 from interlude.api.page import approval, csrf, forms
@@ -43,10 +42,12 @@ from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
 from interlude.api.replay import replay
 from interlude.api.routes import route
-from interlude.app import audit, notifications, run_listing, webhooks
+from interlude.app import audit
 from interlude.app import inbox as approver_inbox
 from interlude.app.directory import display_name
 from interlude.app.replay import bound_delivery
+from interlude.app.snapshots import snapshot as run_snapshot
+from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
@@ -110,7 +111,7 @@ def request_cookies() -> dict[str, str]:
 
 
 def now_s() -> int:
-    return int(service().clock().timestamp())
+    return int(services().clock().timestamp())
 
 
 def signed_in() -> Signed:
@@ -120,11 +121,11 @@ def signed_in() -> Signed:
     found = sessions.unseal(cookie, keys, now_s())
     if found is None or kid is None:
         raise NotSignedIn()
-    principal = service().signed_in_principal(
+    principal = services().keys.signed_in_principal(
         found.key_id, found.tenant, str(found.subject.get("subjectId")), found.nonce
     )
     standing().require_active(principal.tenant)
-    admission = service().limiter.admit(principal)
+    admission = services().limiter.admit(principal)
     if not admission.allowed:
         raise RateLimited(
             f"this tenant's limit of {admission.limit} requests per second was reached",
@@ -352,7 +353,7 @@ def console_sign_in() -> Response:
     if not same_site() or not sessions.sign_in_proof_ok(ring_with(None).keys, pre, first(form, "csrf")):
         return sign_in_page(403, Notice("bad", "Not sent from this console", "Reload this page and sign in again."))
     try:
-        principal = service().authenticate(f"Bearer {(first(form, 'api_key') or '').strip()}")
+        principal = services().keys.authenticate(f"Bearer {(first(form, 'api_key') or '').strip()}")
         standing().require_active(principal.tenant)
     except Unauthenticated as exc:
         return sign_in_page(401, Notice("bad", "That key was not accepted", sign_in_words(exc.message)))
@@ -360,7 +361,7 @@ def console_sign_in() -> Response:
         return sign_in_page(status_of(exc), Notice("bad", "Not allowed", sign_in_words(exc.message)))
     held = ring()
     started = sessions.new_session(principal.key_id, principal.tenant, principal.subject, principal.scopes, now_s())
-    service().open_console_session(principal, started.nonce, started.expires_at)
+    services().keys.open_console_session(principal, started.nonce, started.expires_at)
     value = sessions.seal(started, held.current_kid, held.keys[held.current_kid])
     # A page that moves on to the inbox (meta refresh), so reloading the inbox never re-posts the key.
     notice = Notice("ok", "Signed in", f"Signed in as {principal.subject['subjectId']}.")
@@ -389,7 +390,7 @@ def console_sign_out() -> Response:
     form = read_form()
     if not same_site() or not sessions.form_proof_ok(signed.kid_secret, signed.session, first(form, "csrf")):
         return cross_site_page(signed.frame, "")
-    service().end_console_session(signed.session.tenant, signed.session.nonce)
+    services().keys.end_console_session(signed.session.tenant, signed.session.nonce)
     return sign_in_page(200, signed_out, [ended_cookie()])
 
 
@@ -400,7 +401,7 @@ def inbox_page(
     signed: Signed, notice: Notice | None, status: int = 200, cursor: str | None = None, filled: pages.Filled | None = None
 ) -> Response:
     authorize(signed.principal, "consoleInbox")
-    listed = approver_inbox.inbox(service(), signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
+    listed = services().inbox.inbox(signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
     items = listed["interrupts"]
     people = people_named(signed.principal.tenant, {s for i in items for s in pages.voters(i.get("votes") or [])})
     body = pages.inbox(signed.frame, items, listed.get("nextCursor"), notice, names_of_runs([i["runId"] for i in items]), filled, people)
@@ -409,9 +410,9 @@ def inbox_page(
 
 def names_of_runs(run_ids: list[str]) -> dict[str, Names]:
     """What each run's workflow version calls its parts (one batch read of the runs; versions are cached)."""
-    runs = service().store.get_runs(list(dict.fromkeys(run_ids))) if run_ids else {}
+    runs = services().store.get_runs(list(dict.fromkeys(run_ids))) if run_ids else {}
     return {
-        run_id: names_of(service().workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId)
+        run_id: names_of(services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId)
         for run_id, (state, _) in runs.items()
     }
 
@@ -426,16 +427,16 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
     back = first(form, "back")
-    state, _ = service().load_run(signed.principal.tenant, run_id)
-    interrupt = service().open_interrupt(state, node_id)
-    step = names_of(service().workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId).step(node_id)
+    state, _ = services().runs.load_run(signed.principal.tenant, run_id)
+    interrupt = services().decisions.open_interrupt(state, node_id)
+    step = names_of(services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId).step(node_id)
     try:
         example = forms.example_answer(interrupt.payload, form)
         if example is not None:
             # An example pressed fills the gate's form in; the person checks it and sends it.
             return after_decision(signed, back, run_id, None, 200, (run_id, node_id, example))
         value = forms.resume_from_form(interrupt.payload, form)
-        outcome = service().resolve_interrupt(signed.principal, run_id, node_id, value, surface="console")
+        outcome = services().decisions.resolve_interrupt(signed.principal, run_id, node_id, value, surface="console")
     except forms.FormError as exc:
         return refused(signed, back, run_id, node_id, step, exc, form)
     except DomainError as exc:
@@ -446,7 +447,7 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
         notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was changed", exc.message)
         return after_decision(signed, back, run_id, notice, status_of(exc))
     words = approval.RUN_WORDS.get(outcome["status"], outcome["status"])
-    still_open = node_id in service().load_run(signed.principal.tenant, run_id)[0].interrupts
+    still_open = node_id in services().runs.load_run(signed.principal.tenant, run_id)[0].interrupts
     heading = "Your vote was counted" if still_open else "Decision recorded"
     notice = Notice("ok", heading, f"{step} of run {run_id}: the run is now {words}.")
     return after_decision(signed, back, run_id, notice, 200)
@@ -474,7 +475,7 @@ def after_decision(
 
 def runs_view(principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None) -> pages.RunsView:
     """A page of the tenant's runs (the run listing service), newest first."""
-    page = run_listing.list_runs(service(), principal.tenant, RUNS_PER_PAGE, cursor, workflow_id, status)
+    page = services().run_listing.list_runs(principal.tenant, RUNS_PER_PAGE, cursor, workflow_id, status)
     rows = [
         {"runId": r.runId, "workflowId": r.workflowId, "status": r.status, "startedAt": r.startedAt or r.createdAt}
         for r in page.runs
@@ -502,7 +503,7 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
     if not ids:
         raise Invalid("select at least one run to cancel", {"field": "runId"})
     reason = (first(form, "reason") or "").strip()[:500] or "cancelled from the console"
-    outcomes = run_listing.bulk_cancel(service(), signed.principal, ids, reason, surface="console")
+    outcomes = services().run_listing.bulk_cancel(signed.principal, ids, reason, surface="console")
     lines = tuple(
         f"{run_id}: {got.status}" if isinstance(got, RunState) else f"{run_id}: not cancelled ({got.message})"
         for run_id, got in outcomes
@@ -526,17 +527,17 @@ def console_run(signed: Signed, runId: str) -> Response:  # noqa: N803
 def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, filled: pages.Filled | None = None) -> Response:
     principal = authorize(signed.principal, "consoleRun")
     after = query_int("after", -1, -1, 10**12)
-    state, _ = service().load_run(principal.tenant, run_id)
+    state, _ = services().runs.load_run(principal.tenant, run_id)
     me = run_resolver(principal, "console").principal
-    snapshot = service().snapshot(state)
-    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    snapshot = run_snapshot(state)
+    definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
     names = names_of(definition, state.workflowId)
     nodes, edges = graph_of(state, names)
-    polled = service().poll_events(principal, run_id, after, 0)
+    polled = services().runs.poll_events(principal, run_id, after, 0)
     events = polled["events"][:EVENTS_PER_PAGE]
     last_seen = events[-1]["sequence"] if events else after
     more = last_seen if polled["lastSequence"] > last_seen else None
-    deliveries = service().run_deliveries(principal, run_id)["deliveries"]
+    deliveries = services().deliveries.run_deliveries(principal, run_id)["deliveries"]
     tokens = tokens_minted(principal, run_id)
     open_interrupts: dict[str, dict[str, Any]] = {
         node_id: {
@@ -562,7 +563,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
             if tokens is None
             else []
         ),
-        notifications=notifications.run_notifications(service(), principal, run_id)["notifications"],
+        notifications=services().notifications.run_notifications(principal, run_id)["notifications"],
         tokens=tokens,
         names=names,
         retry_step=retry_step(principal, state, definition),
@@ -585,7 +586,7 @@ def voted(interrupt: OpenInterrupt, principal: str) -> bool:
 
 
 def graph_of(state: RunState, names: Names) -> tuple[list[GraphNode], list[tuple[str, str]]]:
-    definition = service().workflow(state.tenant, state.workflowId, state.workflowVersion)
+    definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
     nodes = [
         GraphNode(n.id, n.typeId, state.nodes[n.id].status if n.id in state.nodes else "pending", names.step(n.id))
         for n in definition.nodes
@@ -604,7 +605,7 @@ def deciders(events: list[dict[str, Any]]) -> set[str]:
 
 def people_named(tenant: str, subjects: set[str]) -> dict[str, str]:
     """What the directory calls each of these people (else their subject id): one read each."""
-    return {s: display_name(service().directory, tenant, s) for s in sorted(subjects)}
+    return {s: display_name(services().directory_records, tenant, s) for s in sorted(subjects)}
 
 
 # -- workflows ----------------------------------------------------------------------------------------
@@ -618,7 +619,7 @@ def console_workflows(signed: Signed) -> Response:
     if wanted:
         return see_other(f"/console/workflows/{check_author_id(wanted, 'workflowId')}")
     page_number = query_int("page", 1, 1, 10**6)
-    listed = service().list_workflows(signed.principal.tenant, page_number, WORKFLOWS_PER_PAGE)
+    listed = services().workflows.list_workflows(signed.principal.tenant, page_number, WORKFLOWS_PER_PAGE)
     body = pages.workflows(signed.frame, listed["workflows"], None, page_number, listed["total_pages"])
     return html(200, "Workflows", body, signed.frame, "workflows")
 
@@ -628,9 +629,9 @@ def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
     workflow_id = check_author_id(unquote(workflowId), "workflowId")
     version = query_int("version", None, 1, 10**9)
     if version is None:
-        latest = service().get_workflow(signed.principal, workflow_id)
+        latest = services().workflows.get_workflow(signed.principal, workflow_id)
         version = int(latest["version"])
-    got = service().get_workflow_version(signed.principal, workflow_id, version)
+    got = services().workflows.get_workflow_version(signed.principal, workflow_id, version)
     definition = WorkflowDefinition.model_validate(got["definition"])
     nodes = [GraphNode(n.id, n.typeId, "pending", definition.step_name(n.id)) for n in definition.nodes]
     edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
@@ -643,7 +644,7 @@ def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
 def keys_page(signed: Signed, notice: Notice | None, status: int = 200, created: dict[str, Any] | None = None) -> Response:
     authorize(signed.principal, "consoleKeys")
     cursor = (app.current_event.query_string_parameters or {}).get("cursor") if created is None else None
-    listed = service().list_keys(signed.principal.tenant, 100, cursor)
+    listed = services().keys.list_keys(signed.principal.tenant, 100, cursor)
     scopes = [s for s in wiring.ALL_SCOPES if s in signed.principal.scopes]
     body = pages.keys(signed.frame, listed["keys"], listed.get("cursor"), notice, created, scopes)
     return html(status, "Keys", body, signed.frame, "keys")
@@ -661,13 +662,13 @@ def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
         {"subjectId": (first(form, "subjectId") or "").strip(), "scopes": form.get("scope", [])},
         "new key",
     )
-    created = service().create_key(signed.principal, request, surface="console")
+    created = services().keys.create_key(signed.principal, request, surface="console")
     return keys_page(signed, None, 201, created)
 
 
 @form_post("consoleRevokeKey", "keys")
 def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -> Response:  # noqa: N803
-    revoked = service().revoke_key(signed.principal.tenant, unquote(keyId), audit.actor(signed.principal, "console"))
+    revoked = services().keys.revoke_key(signed.principal.tenant, unquote(keyId), audit.actor(signed.principal, "console"))
     if revoked["keyId"] == signed.session.key_id:
         return session_ended(Unauthenticated("you revoked the API key this session signed in with"))
     notice = Notice("ok", "Key revoked", f"Key {revoked['keyId']} is refused from now on.")
@@ -680,7 +681,7 @@ def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -
 @page("consoleAudit", "audit")
 def console_audit(signed: Signed) -> Response:
     cursor = (app.current_event.query_string_parameters or {}).get("cursor")
-    listed = audit.entries_page(service().store, signed.principal.tenant, AUDIT_PER_PAGE, cursor)
+    listed = services().audit.entries_page(signed.principal.tenant, AUDIT_PER_PAGE, cursor)
     body = pages.audit(signed.frame, listed["entries"], listed.get("cursor"), None)
     return html(200, "Audit", body, signed.frame, "audit")
 
@@ -692,7 +693,7 @@ def tokens_minted(principal: Principal, run_id: str) -> list[dict[str, Any]] | N
     found: list[dict[str, Any]] = []
     cursor = None
     for _ in range(TOKEN_SCAN_PAGES):
-        listed = audit.entries_page(service().store, principal.tenant, audit.MAX_PAGE, cursor)
+        listed = services().audit.entries_page(principal.tenant, audit.MAX_PAGE, cursor)
         found += [
             e for e in listed["entries"] if e.get("action") == "token.minted" and (e.get("target") or {}).get("runId") == run_id
         ]
@@ -708,8 +709,8 @@ def tokens_minted(principal: Principal, run_id: str) -> list[dict[str, Any]] | N
 def dead_letters_page(signed: Signed, notice: Notice | None, status: int = 200) -> Response:
     principal = authorize(signed.principal, "consoleDeadLetters")
     groups = [
-        (subscription, webhooks.dead_letters(service(), principal, subscription["webhookId"], DEAD_LETTER_MAX_PAGE, None)["deliveries"])
-        for subscription in service().webhooks.of_tenant(principal.tenant)
+        (subscription, services().webhooks.dead_letters(principal, subscription["webhookId"], DEAD_LETTER_MAX_PAGE, None)["deliveries"])
+        for subscription in services().webhook_records.of_tenant(principal.tenant)
     ]
     return html(status, "Dead letters", pages.dead_letters(signed.frame, groups, notice), signed.frame, "dead-letters")
 

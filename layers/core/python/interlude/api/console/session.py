@@ -4,7 +4,7 @@ The cookie holds `kid.body.mac`: the body is the key's id, tenant, subject and s
 when it ends, and a random nonce; the mac is HMAC-SHA256 under a key derived from the token key ring's secret of
 `kid` (the ring in Secrets Manager, interlude.adapters.keyring_store), so rotating the ring keeps sessions and
 retiring a kid ends them. The API key itself never leaves the sign-in request. The nonce also names the session's
-item in the table (Service.open_console_session), which sign-out deletes: the cookie proves who signed in, the item
+item in the table (Keys.open_console_session), which sign-out deletes: the cookie proves who signed in, the item
 that the session is still open.
 
 Every form carries a CSRF proof: HMAC(key, "csrf|" + the session's nonce) for signed-in forms, and

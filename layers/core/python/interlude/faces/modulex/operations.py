@@ -8,12 +8,11 @@ Every lookup by a ModuleX id answers 404 for unknown, malformed and other-organi
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from interlude.app.idempotency import KeyedWrite
-from interlude.app.service import Service
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unprocessable
 from interlude.domain.ids import AUTHOR_ID_RE, from_wire, tenant_of, to_wire
 from interlude.domain.models import Answer
@@ -25,6 +24,10 @@ from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of, view_of
 from interlude.rules import auth
+
+if TYPE_CHECKING:
+    from interlude.app.ports import Decider, DefinitionSource, RunControl, RunLedger, VersionWrites
+    from interlude.faces.modulex.ports import ModulexRecords
 
 ADMIN_ROLES = frozenset({"owner", "admin"})
 
@@ -211,8 +214,21 @@ def waiting_interrupt(state: RunState) -> str:
 
 
 class ModulexFace:
-    def __init__(self, service: Service) -> None:
-        self.service = service
+    def __init__(
+        self,
+        records: ModulexRecords,
+        runs: RunLedger,
+        control: RunControl,
+        decisions: Decider,
+        versions: VersionWrites,
+        definitions: DefinitionSource,
+    ) -> None:
+        self.records = records
+        self.runs = runs
+        self.control = control
+        self.decisions = decisions
+        self.versions = versions
+        self.definitions = definitions
 
     # -- lookups -----------------------------------------------------------------------------------
 
@@ -228,14 +244,14 @@ class ModulexFace:
     def load(self, principal: auth.Principal, wire: str) -> tuple[RunState, int]:
         run_id = self.run_id(principal, wire)
         try:
-            return self.service.load_run(principal.tenant, run_id)
+            return self.runs.load_run(principal.tenant, run_id)
         except DomainError as exc:
             if exc.code in ("not_found", "id_tenant_mismatch"):
                 raise not_found() from None
             raise
 
     def view(self, state: RunState) -> RunView:
-        definition = self.service.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
         return view_of(state.runId, state.workflowId, state.workflowVersion, definition)
 
     # -- run ----------------------------------------------------------------------------------------
@@ -252,9 +268,9 @@ class ModulexFace:
             errors = [{"loc": ["body", "workflow"] + p["path"].split("/"), "msg": p["message"]} for p in problems]
             raise Unprocessable("the workflow cannot run", {"errors": errors})
         workflow_id = mx.content_id(translated)
-        if self.service.store.latest_workflow(principal.tenant, workflow_id) is None:
+        if self.records.latest_workflow(principal.tenant, workflow_id) is None:
             # Content-addressed: a concurrent writer stored the very same definition, so losing the race is fine.
-            self.service.store_workflow_version(principal, workflow_id, 1, definition)
+            self.versions.store_workflow_version(principal, workflow_id, 1, definition)
         return workflow_id
 
     def deployed_id(self, principal: auth.Principal, workflow_id: Any) -> str:
@@ -263,7 +279,7 @@ class ModulexFace:
             raise Invalid("workflow_id must be a string")
         if not AUTHOR_ID_RE.fullmatch(workflow_id):
             return workflow_id  # refused, naming the field, when the run request is parsed
-        deployed = self.service.store.get_modulex_workflow(principal.tenant, workflow_id)
+        deployed = self.records.get_modulex_workflow(principal.tenant, workflow_id)
         if deployed is not None and "deletedAt" in deployed:
             raise Invalid(f"no deployed workflow {workflow_id!r} (it was deleted)")
         return workflow_id
@@ -285,7 +301,7 @@ class ModulexFace:
         typed: CreateRunRequest = parse(CreateRunRequest, request, "request body")
         try:
             # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
-            state = self.service.create_run(principal, typed, keyed.map(started) if keyed else None)
+            state = self.control.create_run(principal, typed, keyed.map(started) if keyed else None)
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
@@ -334,7 +350,7 @@ class ModulexFace:
         )
         resolver = auth.run_resolver(principal)
         answer = keyed.map(lambda _: resumed) if keyed else None
-        self.service.resolve(state, version, node_id, body["resume_value"], resolver, keyed=answer)
+        self.decisions.resolve(state, version, node_id, body["resume_value"], resolver, keyed=answer)
         return resumed
 
     # -- cancel, state ------------------------------------------------------------------------------
@@ -355,7 +371,7 @@ class ModulexFace:
             status="cancellation_requested", run_id=to_wire(state.runId), reason=reason, message="Run cancelled"
         )
         request: CancelRunRequest = parse(CancelRunRequest, {"reason": reason} if reason else {}, "request body")
-        self.service.cancel_run(principal, state.runId, request, keyed.map(lambda _: cancelled) if keyed else None)
+        self.control.cancel_run(principal, state.runId, request, keyed.map(lambda _: cancelled) if keyed else None)
         return cancelled
 
     def state(self, principal: auth.Principal, thread_id: str) -> ModulexState:

@@ -15,13 +15,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from interlude.app import run_listing
 from interlude.app.retries import MAX_RACE_RETRIES, busy
-from interlude.app.service import Service
 from interlude.domain.errors import Invalid, NotFound, Unprocessable
 from interlude.domain.ids import INLINE_WORKFLOW_PREFIX, to_wire
 from interlude.domain.models import Answer
@@ -31,6 +29,12 @@ from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of
 from interlude.rules import auth
+
+if TYPE_CHECKING:
+    from interlude.app.ports import VersionWrites
+    from interlude.app.run_listing import RunListing
+    from interlude.domain.clock import Clock
+    from interlude.faces.modulex.ports import ListingBookmarks, ModulexRecords
 
 # The fields of a ModuleX workflow a create or update may set (modulex-python's `workflows.update` allow-list).
 WRITABLE = ("name", "description", "version", "tags", "category", "status", "visibility", "workflow_schema", "input", "config")
@@ -318,19 +322,21 @@ def catalogue_entry(record: dict[str, Any]) -> dict[str, Any]:
 
 
 class ModulexWorkflows:
-    def __init__(self, service: Service) -> None:
-        self.service = service
+    def __init__(self, records: ModulexRecords, versions: VersionWrites, clock: Clock) -> None:
+        self.records = records
+        self.versions = versions
+        self.clock = clock
 
     def _now(self) -> str:
-        return engine.iso(self.service.clock())
+        return engine.iso(self.clock())
 
     def _store_version(
         self, principal: auth.Principal, workflow_id: str, definition: WorkflowDefinition, record: dict[str, Any]
     ) -> dict[str, Any]:
-        version = (self.service.store.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
+        version = (self.records.latest_workflow_version(principal.tenant, workflow_id) or 0) + 1
         for _ in range(MAX_RACE_RETRIES):
             record = {**record, "latest_version": version}
-            stored = self.service.store_workflow_version(
+            stored = self.versions.store_workflow_version(
                 principal, workflow_id, version, definition, catalogue_entry(record), record
             )
             if stored is not None:
@@ -368,7 +374,7 @@ class ModulexWorkflows:
         return self._store_version(principal, workflow_id, definition, record)
 
     def get(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
-        record = self.service.store.get_modulex_workflow(principal.tenant, workflow_id)
+        record = self.records.get_modulex_workflow(principal.tenant, workflow_id)
         if record is None or "deletedAt" in record:
             raise not_found()
         return record
@@ -376,7 +382,7 @@ class ModulexWorkflows:
     def read(self, principal: auth.Principal, workflow_id: str) -> ModulexWorkflow | OpenwopWorkflow:
         """GET /workflows/{id} on the ModuleX face: a ModuleX workflow's record, or an OpenWOP workflow (latest
         version) in the fields modulex-python's WorkflowResponse reads; 404 for none, or a deleted one."""
-        store = self.service.store
+        store = self.records
         record = store.get_modulex_workflow(principal.tenant, workflow_id)
         if record is not None:
             if "deletedAt" in record:
@@ -408,7 +414,7 @@ class ModulexWorkflows:
 
     def update(self, principal: auth.Principal, workflow_id: str, body: Any) -> dict[str, Any]:
         fields = _checked(body, creating=False)
-        store = self.service.store
+        store = self.records
         record = store.get_modulex_workflow(principal.tenant, workflow_id)
         if record is None and store.latest_workflow_version(principal.tenant, workflow_id) is not None:
             raise Invalid(
@@ -428,18 +434,18 @@ class ModulexWorkflows:
         }
         if "workflow_schema" in fields:
             return self._store_version(principal, workflow_id, translated(fields["workflow_schema"]), record)
-        if not self.service.store.put_modulex_metadata(principal.tenant, workflow_id, record, catalogue_entry(record)):
+        if not self.records.put_modulex_metadata(principal.tenant, workflow_id, record, catalogue_entry(record)):
             raise not_found()
         return record
 
     def delete(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         self.get(principal, workflow_id)
-        self.service.store.delete_modulex_workflow(principal.tenant, workflow_id, self._now())
+        self.records.delete_modulex_workflow(principal.tenant, workflow_id, self._now())
         return {"status": "deleted", "workflow_id": workflow_id, "message": "Workflow deleted"}
 
     def deleted(self, tenant: str, workflow_id: str) -> bool:
         """Whether `workflow_id` names a ModuleX workflow that was deleted (its runs by id are refused)."""
-        record = self.service.store.get_modulex_workflow(tenant, workflow_id)
+        record = self.records.get_modulex_workflow(tenant, workflow_id)
         return record is not None and "deletedAt" in record
 
 
@@ -524,7 +530,9 @@ def listing_key(workflow_id: str | None, status: str | None, trigger: str | None
 
 
 def list_run_rows(
-    service: Service,
+    runs: RunListing,
+    bookmarks: ListingBookmarks,
+    clock: Clock,
     tenant: str,
     offset: int,
     limit: int,
@@ -543,19 +551,17 @@ def list_run_rows(
     if trigger is not None and trigger not in TRIGGER_TYPES:
         return {"runs": [], "has_more": False, **page}  # no run was started so: nothing to read
     listing = listing_key(workflow_id, status, trigger)
-    now = int(service.clock().timestamp())
+    now = int(clock().timestamp())
     start, cursor = 0, None
     if offset > 0:
-        start, cursor = service.store.listing_bookmark(tenant, listing, offset, now) or (0, None)
+        start, cursor = bookmarks.listing_bookmark(tenant, listing, offset, now) or (0, None)
     if offset - start > MAX_RUN_SKIP:
         raise Invalid(
             f"offset may start at most {MAX_RUN_SKIP} runs past where this listing was last read to (offset {start}); "
             "read it in order, as iter_runs does",
             {"field": "offset", "maxSkip": MAX_RUN_SKIP, "nearest": start},
         )
-    got = run_listing.skip_and_take(
-        service, tenant, offset - start, limit, workflow_id, _row_filter(status, trigger), cursor
-    )
+    got = runs.skip_and_take(tenant, offset - start, limit, workflow_id, _row_filter(status, trigger), cursor)
     if got.after is not None:
-        service.store.put_listing_bookmark(tenant, listing, offset + limit, got.after, now + BOOKMARK_TTL_S)
+        bookmarks.put_listing_bookmark(tenant, listing, offset + limit, got.after, now + BOOKMARK_TTL_S)
     return {"runs": [run_row(r) for r in got.runs], "has_more": got.more, **page}
