@@ -55,7 +55,7 @@ def fmt(c: Counter[str]) -> str:
     return f"{sum(c.values())} ({', '.join(f'{k}×{v}' for k, v in sorted(c.items())) or '-'})"
 
 
-def admin_with_approval(service: Any) -> tuple[Any, str, str]:
+def admin_with_approval(services: Any) -> tuple[Any, str, str]:
     """An every-scope admin key of tenant `bench` and the approval fixture registered under its own id:
     (principal, bearer header, workflow id). Imported late: `offline_aws` must run before any client exists."""
     import json
@@ -65,11 +65,11 @@ def admin_with_approval(service: Any) -> tuple[Any, str, str]:
     from interlude.domain.models.workflow import WorkflowDefinition
     from tests.support.local_stack import FIXTURES
 
-    created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
     bearer = f"Bearer {created['apiKey']}"
-    principal = service.authenticate(bearer)
+    principal = services.keys.authenticate(bearer)
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
     return principal, bearer, definition["id"]
 
 

@@ -23,7 +23,7 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
@@ -49,13 +49,13 @@ def main() -> None:
         export_queue_urls(urls)
         ensure_key_ring("bench/token-keys")
         boto3.client("secretsmanager").create_secret(Name="interlude/actions/bench/api", SecretString="Bearer x")
-        service = Service(Store(TABLE))
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        admin = service.authenticate(f"Bearer {created['apiKey']}")
+        services = Services(Store(TABLE))
+        created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        admin = services.keys.authenticate(f"Bearer {created['apiKey']}")
         plain = workflow(receiver.url())
-        service.put_workflow(admin, "refund", WorkflowDefinition.model_validate(plain))
+        services.workflows.put_workflow(admin, "refund", WorkflowDefinition.model_validate(plain))
         keyed = {**workflow(receiver.url(), secretHeaders={"Authorization": "api"}), "id": "refund-auth"}
-        service.put_workflow(admin, "refund-auth", WorkflowDefinition.model_validate(keyed))
+        services.workflows.put_workflow(admin, "refund-auth", WorkflowDefinition.model_validate(keyed))
         stream, pump = Stream(TABLE), QueuePump("actions", urls["actions"])
         rows = []
 
@@ -66,8 +66,8 @@ def main() -> None:
 
         def approved(workflow_id: str) -> None:
             request = CreateRunRequest.model_validate({"workflowId": workflow_id, "inputs": {"orderId": "o-1"}})
-            run_id = service.create_run(admin, request).runId
-            service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+            run_id = services.lifecycle.create_run(admin, request).runId
+            services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
             dispatch()
             calls.take()
 

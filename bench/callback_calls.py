@@ -26,7 +26,7 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
@@ -53,11 +53,11 @@ def main() -> None:
         urls = create_queues(boto3.client("sqs"), "bench")
         export_queue_urls(urls)
         ensure_key_ring("bench/token-keys")
-        service = Service(Store(TABLE))
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        admin = service.authenticate(f"Bearer {created['apiKey']}")
+        services = Services(Store(TABLE))
+        created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        admin = services.keys.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())
-        service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+        services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
         stream, pump = Stream(TABLE), QueuePump("callbacks", urls["callbacks"])
         rows = []
 
@@ -69,13 +69,13 @@ def main() -> None:
             return calls.take()
 
         def run(callback: str):
-            return service.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback})).runId
+            return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": callback})).runId
 
         run_id = run(receiver.url())
         rows.append(("dispatch, transition raising an interrupt (1 notice, token minted)", dispatch()))
         pump.pump_once()
         rows.append(("callbacks, first delivery of a tenant (secret created)", calls.take()))
-        service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+        services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
         rows.append(("dispatch, transition deciding and ending the run (2 notices)", dispatch()))
         pump.pump_once()
         rows.append(("callbacks, batch of 2 successful deliveries (warm secret)", calls.take()))

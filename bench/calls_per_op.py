@@ -1,6 +1,6 @@
 """Print the DynamoDB calls each operation makes, split into authentication and the operation itself.
 
-Runs the real Service and Store against moto in-process (no network). Usage: .venv/bin/python bench/calls_per_op.py
+Runs the real services and store against moto in-process (no network). Usage: .venv/bin/python bench/calls_per_op.py
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude.app.service import Service  # noqa: E402
+from interlude.app.keys import Keys  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.interrupts.decide import Resolver  # noqa: E402
@@ -44,17 +45,17 @@ def main() -> None:
     with mock_aws():
         client = boto3.client("dynamodb")
         create_table(client, "bench")
-        service = Service(Store("bench", client))
+        services = Services(Store("bench", client))
         calls = Calls(client)
         read = BytesRead(client)
-        principal, bearer, workflow_id = admin_with_approval(service)
+        principal, bearer, workflow_id = admin_with_approval(services)
         calls.take()
 
         rows: list[tuple[str, Counter[str], Counter[str], int]] = []
 
         def measure(name: str, op) -> None:
-            service._keys.clear()  # a cold key cache: authentication reads the key item
-            service.authenticate(bearer)
+            services.keys._cache.clear()  # a cold key cache: authentication reads the key item
+            services.keys.authenticate(bearer)
             auth = calls.take()
             read.take()
             op()
@@ -63,24 +64,24 @@ def main() -> None:
         state = {}
         measure(
             "create-run (version not yet cached)",
-            lambda: service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})),
+            lambda: services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})),
         )
         # Warm: the latest-version pointer only; the immutable version comes from the process cache.
         measure(
             "create-run",
-            lambda: state.update(run=service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))),
+            lambda: state.update(run=services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"}))),
         )
         run_id = state["run"].runId
-        measure("get-run", lambda: service.load_run(principal.tenant, run_id))
-        stale = service.store.get_run(run_id)
+        measure("get-run", lambda: services.runs.load_run(principal.tenant, run_id))
+        stale = services.store.get_run(run_id)
         calls.take()
-        measure("resolve (winner)", lambda: service.resolve_interrupt(principal, run_id, "gate", {"action": "accept"}))
+        measure("resolve (winner)", lambda: services.decisions.resolve_interrupt(principal, run_id, "gate", {"action": "accept"}))
 
         def lose_racing() -> None:
             # Read before the winner committed, so only the transaction's failed condition tells it.
             try:
-                service.store.get_run(run_id)  # the read it made before the winner wrote
-                service.resolve(stale[0], stale[1], "gate", {"action": "reject"}, Resolver(principal.subject, "run"))
+                services.store.get_run(run_id)  # the read it made before the winner wrote
+                services.decisions.resolve(stale[0], stale[1], "gate", {"action": "reject"}, Resolver(principal.subject, "run"))
             except DomainError as exc:
                 if exc.code != "interrupt_already_resolved":
                     raise
@@ -89,7 +90,7 @@ def main() -> None:
 
         def lose_late() -> None:
             try:
-                service.resolve_interrupt(principal, run_id, "gate", {"action": "reject"})
+                services.decisions.resolve_interrupt(principal, run_id, "gate", {"action": "reject"})
             except DomainError as exc:
                 if exc.code != "interrupt_already_resolved":
                     raise
@@ -99,13 +100,13 @@ def main() -> None:
         measure("resolve (loser, raced)", lose_racing)
         measure("resolve (loser, late)", lose_late)
 
-        service._workflows.clear()
-        run2 = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).runId
-        service._workflows.clear()
+        services.definitions.forget()
+        run2 = services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).runId
+        services.definitions.forget()
         calls.take()
         measure(
             "resolve (winner, cold process)",
-            lambda: service.resolve_interrupt(principal, run2, "gate", {"action": "accept"}),
+            lambda: services.decisions.resolve_interrupt(principal, run2, "gate", {"action": "accept"}),
         )
 
     width = max(len(r[0]) for r in rows)
@@ -113,7 +114,7 @@ def main() -> None:
     for name, auth, op, read_bytes in rows:
         print(f"{name.ljust(width)}  {fmt(auth).ljust(20)}  {fmt(op)}  ({read_bytes} B)")
     print(
-        f"\nAn active key is cached per process for {Service.KEY_CACHE_SECONDS:g} s (Service.KEY_CACHE_SECONDS), so a warm "
+        f"\nAn active key is cached per process for {Keys.KEY_CACHE_SECONDS:g} s (Keys.KEY_CACHE_SECONDS), so a warm "
         "function pays 0 auth calls per request within it and one GetItem per instance per period after."
     )
 

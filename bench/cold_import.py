@@ -106,12 +106,12 @@ FLOORS: dict[str, tuple[str, ...]] = {
 # A path whose imports a function leaves to its first invocation on that path: (function, path, what that first
 # invocation runs). Printed as the handler's import plus that, so what was deferred stays in view.
 FIRST_USE: tuple[tuple[str, str, str], ...] = (
-    ("timeouts", "a deadline, reminder or task check", "module.service()"),  # the service, the engine, pydantic
+    ("timeouts", "a deadline, reminder or task check", "module.run_services()"),  # the service, the engine, pydantic
     # The API's route modules load with the first request that matches one (api/app.py ROUTE_MODULES); the runs
     # module (createRun, getRun, resolve, poll, cancel) and its answer models are what a lifecycle's requests load.
     ("api", "a run route (POST /runs)", "from interlude.api import app\napp.load_routes('POST', '/runs')"),
     # Every record runs the whole outbox, so its first record loads every outbox handler (the composition's).
-    ("dispatch", "its first record", "from interlude.composition import outbox; outbox()"),
+    ("dispatch", "its first record", "from interlude.composition import services; services().outbox"),
     # The inbox routes' module and their answers (domain/models/answers/inbox); bench/first_requests.py times whole
     # first requests, validators and caches included.
     ("api", "an inbox page (GET /interrupts)", "from interlude.api import app\napp.load_routes('GET', '/interrupts')"),

@@ -89,12 +89,11 @@ def child_env(endpoint: str, cache: str) -> dict[str, str]:
 
 
 def waiting_runs(count: int) -> tuple[list[str], str]:
-    """`count` runs waiting at their gate, and an admin key's bearer header, made through the Service (untimed)."""
+    """`count` runs waiting at their gate, and an admin key's bearer header, made through the services (untimed)."""
     import boto3
 
     from interlude import wiring
-    from interlude.app.service import Service
-    from interlude.composition import compose
+    from interlude.composition import Services, compose
     from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest
     from interlude.domain.models.workflow import WorkflowDefinition
     from interlude.store.facade import Store
@@ -103,14 +102,14 @@ def waiting_runs(count: int) -> tuple[list[str], str]:
 
     compose()
     create_table(boto3.client("dynamodb"), "bench")
-    service = Service(Store("bench"))
-    created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+    services = Services(Store("bench"))
+    created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
     bearer = f"Bearer {created['apiKey']}"
-    principal = service.authenticate(bearer)
+    principal = services.keys.authenticate(bearer)
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
-    service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+    services.workflows.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
     request = CreateRunRequest.model_validate({"workflowId": definition["id"]})
-    return [service.create_run(principal, request).runId for _ in range(count)], bearer
+    return [services.lifecycle.create_run(principal, request).runId for _ in range(count)], bearer
 
 
 def main() -> None:

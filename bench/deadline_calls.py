@@ -1,6 +1,6 @@
 """Print the AWS calls a deadline costs: DynamoDB and Scheduler calls per step of a timed gate's life.
 
-Runs the real Service, the real dispatch outbox handler and the real timeouts handler against moto
+Runs the real services, the real dispatch outbox handler and the real timeouts handler against moto
 in-process (no network), moving the process clock with its offset file instead of sleeping.
 Usage: .venv/bin/python bench/deadline_calls.py
 """
@@ -20,10 +20,9 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
-from interlude.adapters.scheduler import outbox  # noqa: E402
 from interlude.adapters.scheduler import scheduler as scheduler_module  # noqa: E402
 from interlude.api.errors import status_of  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
@@ -43,47 +42,47 @@ def main() -> None:
         client = boto3.client("dynamodb")
         create_table(client, "bench")
         os.environ.update(create_local_deadline_resources())
-        service = Service(Store("bench", client))
+        services = Services(Store("bench", client))
         sched = scheduler_module.Scheduler(scheduler_module.SchedulerSettings.from_env())
         scheduler_module._cached = (sched.settings, sched)
         calls = Calls(client, sched.client, qualified=True)
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        principal = service.authenticate(f"Bearer {created['apiKey']}")
+        created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        principal = services.keys.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads((FIXTURES / "conformance-approval-timeout.json").read_text())
-        service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+        services.workflows.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
         calls.take()
 
         def lifecycle(label: str, finish) -> None:
-            state = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
+            state = services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
             print(f"{label}: createRun                      {fmt(calls.take())}")
-            batch = service.store.read_events(state.runId)
+            batch = services.store.read_events(state.runId)
             calls.take()  # the bench's own read of the batch, which the stream record carries
-            outbox.on_events(service, state.runId, batch)
+            services.deadline_schedules.on_events(state.runId, batch)
             print(f"{label}: outbox on the suspend batch   {fmt(calls.take())}")
-            outbox.on_events(service, state.runId, batch)
+            services.deadline_schedules.on_events(state.runId, batch)
             print(f"{label}: same batch delivered again    {fmt(calls.take())}")
             finish(state)
 
         def timeout(state) -> None:
             clock.advance(clock_file, 3)
             body = {"runId": state.runId}
-            print(f"timed out : worker fires                 {service.fire_deadline(body)} events")
+            print(f"timed out : worker fires                 {services.runs.fire_deadline(body)} events")
             print(f"timed out : worker call cost             {fmt(calls.take())}")
-            service.fire_deadline(body)
+            services.runs.fire_deadline(body)
             print(f"timed out : second firing (no-op)        {fmt(calls.take())}")
 
         def human(state) -> None:
-            service.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
+            services.decisions.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
             print(f"decided   : resolve in time              {fmt(calls.take())}")
-            last = service.store.read_events(state.runId)
+            last = services.store.read_events(state.runId)
             calls.take()
-            outbox.on_events(service, state.runId, last)
+            services.deadline_schedules.on_events(state.runId, last)
             print(f"decided   : outbox on the resolve batch  {fmt(calls.take())}")
 
         def late(state) -> None:
             clock.advance(clock_file, 3)
             try:
-                service.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
+                services.decisions.resolve_interrupt(principal, state.runId, "gate", {"action": "accept"})
             except DomainError as exc:
                 # The status is the API edge's choice (interlude.api.errors), not the refusal's.
                 print(f"late      : resolve after deadline → {status_of(exc)} {exc.code}  {fmt(calls.take())}")

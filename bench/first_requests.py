@@ -30,7 +30,7 @@ from moto import mock_aws
 mock_aws().start()
 import boto3
 from interlude import wiring
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import moto_patches
 from interlude.store.facade import Store
@@ -38,7 +38,7 @@ from interlude.store.provisioning import create_table
 moto_patches.apply()
 client = boto3.client("dynamodb")
 create_table(client, "bench")
-key = Service(Store("bench", client)).issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+key = Services(Store("bench", client)).keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
 definition = json.loads(open(os.path.join(root, "tests/fixtures/openwop/conformance-approval.json")).read())
 spec = importlib.util.spec_from_file_location("handler", os.path.join(root, "functions/api/handler.py"))
 module = importlib.util.module_from_spec(spec)

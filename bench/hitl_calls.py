@@ -1,6 +1,6 @@
 """Print the DynamoDB calls of the issue-3 operations: votes on a quorum gate, POST /events, the inbox.
 
-Runs the real Service and Store against moto in-process (no network). Usage: .venv/bin/python bench/hitl_calls.py
+Runs the real services and store against moto in-process (no network). Usage: .venv/bin/python bench/hitl_calls.py
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
-from interlude.app import external_events  # noqa: E402
-from interlude.app import inbox as approver_inbox  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.tenants import PostEventRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
@@ -28,25 +26,25 @@ from interlude.store.provisioning import create_table  # noqa: E402
 def main() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
-        service = Service(Store("bench"))
+        services = Services(Store("bench"))
         counter: Counter[str] = Counter()
-        service.store.client.meta.events.register(
+        services.store.client.meta.events.register(
             "before-call.dynamodb", lambda model, **_: counter.update([model.name])
         )
 
         def principal(name: str):
-            created = service.issue_key("t1", CreateKeyRequest(subjectId=name, scopes=list(wiring.ALL_SCOPES)))
-            return service.authenticate(f"Bearer {created['apiKey']}")
+            created = services.keys.issue_key("t1", CreateKeyRequest(subjectId=name, scopes=list(wiring.ALL_SCOPES)))
+            return services.keys.authenticate(f"Bearer {created['apiKey']}")
 
         admin, bob, carol = principal("admin"), principal("bob"), principal("carol")
         gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t", "requiredApprovals": 3}}
-        service.put_workflow(admin, "quorum", WorkflowDefinition.model_validate({"nodes": [gate]}))
+        services.workflows.put_workflow(admin, "quorum", WorkflowDefinition.model_validate({"nodes": [gate]}))
         wait = {"eventType": "order.paid", "correlation": {"orderId": "o-1"}}
         ext = {"id": "wait", "typeId": "core.interrupt", "config": {"kind": "external-event", "data": wait}}
-        service.put_workflow(admin, "ext", WorkflowDefinition.model_validate({"nodes": [ext]}))
-        run_id = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "quorum"})).runId
+        services.workflows.put_workflow(admin, "ext", WorkflowDefinition.model_validate({"nodes": [ext]}))
+        run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "quorum"})).runId
         for _ in range(30):
-            service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "quorum"}))
+            services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "quorum"}))
 
         def measure(label: str, fn) -> None:
             counter.clear()
@@ -56,19 +54,19 @@ def main() -> None:
         print("operation (authentication excluded)                  calls")
         measure(
             "vote 1 of 3 (recorded, gate stays open)",
-            lambda: service.resolve_interrupt(admin, run_id, "gate", {"action": "accept"}),
+            lambda: services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"}),
         )
-        measure("vote 2 of 3", lambda: service.resolve_interrupt(bob, run_id, "gate", {"action": "accept"}))
-        measure("vote 3 of 3 (decides)", lambda: service.resolve_interrupt(carol, run_id, "gate", {"action": "accept"}))
-        measure("inbox page of 25 (31 pending)", lambda: approver_inbox.inbox(service, admin, 25, {}, None))
+        measure("vote 2 of 3", lambda: services.decisions.resolve_interrupt(bob, run_id, "gate", {"action": "accept"}))
+        measure("vote 3 of 3 (decides)", lambda: services.decisions.resolve_interrupt(carol, run_id, "gate", {"action": "accept"}))
+        measure("inbox page of 25 (31 pending)", lambda: services.inbox.inbox(admin, 25, {}, None))
         body = {**wait, "payload": {}}
-        measure("POST /events, nobody waiting (kept)", lambda: external_events.post_event(service, admin, PostEventRequest.model_validate(body)))
+        measure("POST /events, nobody waiting (kept)", lambda: services.external_events.post_event(admin, PostEventRequest.model_validate(body)))
         for _ in range(3):
-            service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ext"}))
-        measure("POST /events, 3 waiting interrupts resolved", lambda: external_events.post_event(service, admin, PostEventRequest.model_validate(body)))
-        later = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ext"})).runId
-        events = service.store.read_events(later)
-        measure("outbox: a raised gate takes a kept event", lambda: external_events.resolve_kept_events(service, later, events))
+            services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ext"}))
+        measure("POST /events, 3 waiting interrupts resolved", lambda: services.external_events.post_event(admin, PostEventRequest.model_validate(body)))
+        later = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ext"})).runId
+        events = services.store.read_events(later)
+        measure("outbox: a raised gate takes a kept event", lambda: services.external_events.resolve_kept_events(later, events))
 
 
 if __name__ == "__main__":

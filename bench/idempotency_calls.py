@@ -43,13 +43,13 @@ class Units(Meter):
 def main() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
-        service = http.service()
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        services = http.services()
+        created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         counter: Counter[str] = Counter()
-        service.store.client.meta.events.register(
+        services.store.client.meta.events.register(
             "before-call.dynamodb", lambda model, **_: counter.update([model.name])
         )
-        units = Units(service.store.client, boto3.client("dynamodb"))
+        units = Units(services.store.client, boto3.client("dynamodb"))
 
         def call(method: str, path: str, body: object, key: str | None) -> tuple[int, Counter[str], str, float, float]:
             headers = {"authorization": f"Bearer {created['apiKey']}", "content-type": "application/json"}

@@ -2,7 +2,7 @@
 
 Pages: unfiltered, filtered by workflowId, by kind, for an approver eligible for only 3 of them, and for the
 out-of-office delegate of a directory principal eligible for those 3 (issue 14 item 4). The real
-Service and Store run against moto in-process; the pending interrupts are written in bulk through the store's
+services and store run against moto in-process; the pending interrupts are written in bulk through the store's
 own open-interrupt write path (tests/support/inbox_seed.py). Goal (issue 13): the same reads at every size.
 Usage: .venv/bin/python bench/inbox_page_calls.py
 """
@@ -18,8 +18,7 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude.app import directory, inbox, tenants  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.principals import PrincipalEntry  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.tenants import TenantSettings  # noqa: E402
@@ -51,44 +50,44 @@ class Reads:
         return taken
 
 
-def signed_in(service: Service, subject: str, groups: list[str]) -> Any:
-    created = service.issue_key("bench", CreateKeyRequest(subjectId=subject, scopes=["approvals:respond", "workflows:write", "runs:create", "runs:read"], groups=groups))
-    return service.authenticate(f"Bearer {created['apiKey']}")
+def signed_in(services: Services, subject: str, groups: list[str]) -> Any:
+    created = services.keys.issue_key("bench", CreateKeyRequest(subjectId=subject, scopes=["approvals:respond", "workflows:write", "runs:create", "runs:read"], groups=groups))
+    return services.keys.authenticate(f"Bearer {created['apiKey']}")
 
 
 def main() -> None:
     with mock_aws():
         client = boto3.client("dynamodb")
         create_table(client, "bench")
-        service = Service(Store("bench", client))
-        admin = signed_in(service, "admin", [])
+        services = Services(Store("bench", client))
+        admin = signed_in(services, "admin", [])
         templates = {}
         for wid, group in (("bulk", "others"), ("narrow", "narrow")):
-            service.put_workflow(admin, wid, gated_workflow(group))
-            run = service.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
-            state, _ = service.store.get_run(run.runId)
+            services.workflows.put_workflow(admin, wid, gated_workflow(group))
+            run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
+            state, _ = services.store.get_run(run.runId)
             templates[wid] = (state, state.interrupts["gate"])
-        seed_like(service.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
-        broad, narrow = signed_in(service, "broad", ["others"]), signed_in(service, "nina", ["narrow"])
-        tenants.put_settings(service, "bench", TenantSettings(allowDelegation=True), "admin")
+        seed_like(services.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
+        broad, narrow = signed_in(services, "broad", ["others"]), signed_in(services, "nina", ["narrow"])
+        services.tenants.put_settings("bench", TenantSettings(allowDelegation=True), "admin")
         away = PrincipalEntry.model_validate({"groups": ["narrow"], "outOfOffice": {"delegate": "dele"}})
-        directory.put_principal(service, "bench", "olga", away, "admin")
+        services.directory.put_principal("bench", "olga", away, "admin")
         pages = {
             "unfiltered": (broad, {}),
             "workflowId=bulk": (broad, {"workflowId": "bulk"}),
             "kind=approval": (broad, {"kind": "approval"}),
             f"approver eligible for {NARROW}": (narrow, {}),
-            "their out-of-office delegate": (signed_in(service, "dele", []), {}),
+            "their out-of-office delegate": (signed_in(services, "dele", []), {}),
         }
         reads = Reads(client)
         figures: dict[str, list[tuple[int, int, int]]] = {name: [] for name in pages}
         seeded = 0
         for size in SIZES:
-            seed_like(service.store, templates["bulk"], seeded, size - 1)
+            seed_like(services.store, templates["bulk"], seeded, size - 1)
             seeded = size - 1
             for name, (principal, filters) in pages.items():
                 reads.take()
-                listed = inbox.inbox(service, principal, LIMIT, filters, None)["interrupts"]
+                listed = services.inbox.inbox(principal, LIMIT, filters, None)["interrupts"]
                 figures[name].append((*reads.take(), len(listed)))
     print(f"Inbox page (limit {LIMIT}): DynamoDB calls / items read / interrupts listed, at {', '.join(f'{s:,}' for s in SIZES)} pending")
     for name, row in figures.items():

@@ -25,8 +25,9 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.api import http  # noqa: E402
+from interlude.app.keys import Keys  # noqa: E402
 from interlude.app.limits import LIMITS_CACHE_SECONDS  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
@@ -41,8 +42,8 @@ SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 12.0
 def main() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
-        service = http.service()
-        created = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        services = http.services()
+        created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         calls: Counter[str] = Counter()
 
         def count(model: Any, params: dict[str, Any], **_: Any) -> None:
@@ -53,7 +54,7 @@ def main() -> None:
             what = "request counter" if "#RATE" in body else "key read" if '"K#' in body else "settings read"
             calls.update([f"{model.name} ({what})"])
 
-        service.store.client.meta.events.register("before-call.dynamodb", count)
+        services.store.client.meta.events.register("before-call.dynamodb", count)
 
         def call(method: str, path: str, body: object = None) -> tuple[int, str]:
             headers = {"authorization": f"Bearer {created['apiKey']}", "content-type": "application/json"}
@@ -88,31 +89,31 @@ def main() -> None:
         print(f"   authentication + limits: {sum(auth_calls.values()) / requests:.4f} DynamoDB calls per request")
         print(
             f"   expected: 1 UpdateItem per lease (this instance's pace a second, at most a quarter of the limit)"
-            f" + 1/({Service.KEY_CACHE_SECONDS:.0f} s x rate) key reads"
+            f" + 1/({Keys.KEY_CACHE_SECONDS:.0f} s x rate) key reads"
             f" + 1/({LIMITS_CACHE_SECONDS:.0f} s x rate) settings reads per request"
         )
 
         # 2. Revocation bound: instance A trusts the key it read; instance B revokes it.
-        instance_a, instance_b = Service(Store("bench")), Service(Store("bench"))
-        victim = instance_b.issue_key("bench", CreateKeyRequest(subjectId="victim", scopes=["runs:read"]))
+        instance_a, instance_b = Services(Store("bench")), Services(Store("bench"))
+        victim = instance_b.keys.issue_key("bench", CreateKeyRequest(subjectId="victim", scopes=["runs:read"]))
         bearer = f"Bearer {victim['apiKey']}"
-        instance_a.authenticate(bearer)
-        instance_b.revoke_key("bench", victim["keyId"])
+        instance_a.keys.authenticate(bearer)
+        instance_b.keys.revoke_key("bench", victim["keyId"])
         revoked_at = time.monotonic()
         while True:
             try:
-                instance_a.authenticate(bearer)
+                instance_a.keys.authenticate(bearer)
             except DomainError:
                 break
             time.sleep(0.05)
         bound = time.monotonic() - revoked_at
         try:
-            instance_b.authenticate(bearer)
+            instance_b.keys.authenticate(bearer)
             here = "accepted (!)"
         except DomainError:
             here = "refused at once"
         print(f"2. revocation: the revoking instance: {here}; another warm instance refused it after {bound:.2f} s")
-        print(f"   (bound: KEY_CACHE_SECONDS = {Service.KEY_CACHE_SECONDS:.0f} s; the read is strongly consistent)")
+        print(f"   (bound: KEY_CACHE_SECONDS = {Keys.KEY_CACHE_SECONDS:.0f} s; the read is strongly consistent)")
 
         # 3. Quotas inside the operations' own transactions.
         print("3. quotas: calls of one operation (the counter travels inside the transaction)")

@@ -85,25 +85,25 @@ class Tenant:
     """The tenant the lifecycles run as: an admin key, a worker key, its workflows."""
 
     def __init__(self, deployment: Deployment) -> None:
-        from interlude.app.service import Service
+        from interlude.composition import Services
         from interlude.domain.models.requests import CreateKeyRequest
         from interlude.domain.models.workflow import WorkflowDefinition
         from interlude.store.facade import Store
         from tests.support.local_stack import FIXTURES
 
-        self.service = Service(Store(deployment.table))
+        self.services = Services(Store(deployment.table))
         self.name = "bench"
-        admin = self.service.issue_key(self.name, CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        worker = self.service.issue_key(self.name, CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))
+        admin = self.services.keys.issue_key(self.name, CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        worker = self.services.keys.issue_key(self.name, CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))
         self.admin, self.worker = f"Bearer {admin['apiKey']}", f"Bearer {worker['apiKey']}"
-        principal = self.service.authenticate(self.admin)
+        principal = self.services.keys.authenticate(self.admin)
         for definition in (
             json.loads((FIXTURES / "conformance-approval.json").read_text()),
             json.loads((FIXTURES / "conformance-approval-timeout.json").read_text()),
             TASK_WORKFLOW,
             TEXT_WORKFLOW,
         ):
-            self.service.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
+            self.services.workflows.put_workflow(principal, definition["id"], WorkflowDefinition.model_validate(definition))
 
 
 def wire(run_id: str) -> str:
@@ -176,7 +176,7 @@ def timeout_lifecycle(notices: bool) -> Callable[[Deployment, Tenant], None]:
         deployment.drain()
         deployment.advance(5)  # past the gate's 1,500 ms
         deployment.drain(schedules=True)
-        state, _ = tenant.service.load_run(tenant.name, run)  # the bench's own look (no invocation: not counted)
+        state, _ = tenant.services.runs.load_run(tenant.name, run)  # the bench's own look (no invocation: not counted)
         if state.status != "failed":
             raise SystemExit(f"the timed gate's run is {state.status}, not failed")
 
@@ -219,11 +219,9 @@ def settled(deployment: Deployment) -> None:
 
 def audit_chain_settled(tenant: Tenant) -> None:
     """The tenant's chains checkpointed and anchored (not counted): the next decision starts a chain's wait."""
-    from interlude.app import audit
-
     for chain in range(wiring.AUDIT_CHAINS):
-        audit.checkpoint(tenant.service.store, tenant.name, chain)
-    audit.publish_anchor(tenant.service.store, tenant.name, list(range(wiring.AUDIT_CHAINS)))
+        tenant.services.audit.checkpoint(tenant.name, chain)
+    tenant.services.audit.publish_anchor(tenant.name, list(range(wiring.AUDIT_CHAINS)))
 
 
 def run_once(deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None]) -> tuple[list[Invocation], dict[str, int]]:
@@ -285,7 +283,7 @@ def measured_rounds(
     return [as_dict(record, ms) for record, ms in zip(last, cpu, strict=True)], stored
 
 
-def counter_writes_per_request(service: Any, pace: float, windows: int = 10) -> float:
+def counter_writes_per_request(services: Any, pace: float, windows: int = 10) -> float:
     """Request-counter writes per request of one warm API instance answering `pace` requests/s of a tenant at the
     default limit, once its leases have grown to that pace (app/limits.py, run against the table)."""
     from interlude.app.limits import RequestLeases
@@ -300,7 +298,7 @@ def counter_writes_per_request(service: Any, pace: float, windows: int = 10) -> 
             Counted.writes += 1
             return super().count_request(*args, **kwargs)
 
-    counters = Counted(service.store.table, service.store.client)
+    counters = Counted(services.store.table, services.store.client)
     leases = RequestLeases()
     per_window = max(1, round(pace))
     limit = settings().tenant_requests_per_second
@@ -314,15 +312,15 @@ def counter_writes_per_request(service: Any, pace: float, windows: int = 10) -> 
 
 def measure(rounds: int) -> dict[str, Any]:
     from interlude.app import limits as app_limits
-    from interlude.app.service import Service
+    from interlude.app.keys import Keys
     from interlude.config import settings
     from interlude.rules import audit as audit_rules
 
     chains = wiring.AUDIT_CHAINS
-    key_cache, limits_cache = Service.KEY_CACHE_SECONDS, app_limits.LIMITS_CACHE_SECONDS
+    key_cache, limits_cache = Keys.KEY_CACHE_SECONDS, app_limits.LIMITS_CACHE_SECONDS
     # The key and the tenant's limits are re-read once per cache period per instance: held for the run (so a slow
     # machine's clock puts no re-read in a measured lifecycle) and priced per request at each pace instead.
-    Service.KEY_CACHE_SECONDS = app_limits.LIMITS_CACHE_SECONDS = 3600.0
+    Keys.KEY_CACHE_SECONDS = app_limits.LIMITS_CACHE_SECONDS = 3600.0
     # One chain, so the busy pace's "already waiting for its checkpoint" holds for every lifecycle of the run.
     wiring.AUDIT_CHAINS = 1
     with mock_aws():
@@ -343,7 +341,7 @@ def measure(rounds: int) -> dict[str, Any]:
                     "stored": stored,
                 }
             audit = measure_audit(deployment, tenant)
-            counter = {pace: counter_writes_per_request(tenant.service, pace) for pace in (BUSY_REQUESTS_PER_S, 1)}
+            counter = {pace: counter_writes_per_request(tenant.services, pace) for pace in (BUSY_REQUESTS_PER_S, 1)}
         finally:
             deployment.close()
     wiring.AUDIT_CHAINS = chains
@@ -387,8 +385,6 @@ def measure_audit(deployment: Deployment, tenant: Tenant) -> dict[str, Any]:
     """The timeouts function's audit sweep with nothing waiting (every minute, in every deployment), with a chain
     waiting (the tenant's anchor published), and the checkpoint the sweep makes once the chain's interval has passed
     (the audit service's checkpoint and anchor, as the sweep calls them: the interval is measured on the wall clock)."""
-    from interlude.app import audit
-
     sweep = {"sweep": "audit-checkpoints"}
     audit_chain_settled(tenant)
     deployment.take()
@@ -402,8 +398,8 @@ def measure_audit(deployment: Deployment, tenant: Tenant) -> dict[str, Any]:
     record = Invocation(wiring.SCHEDULES.target, "schedule")
     with deployment.meter.recording(record):
         excluded, started = deployment.meter.excluded, time.thread_time()
-        audit.checkpoint(tenant.service.store, tenant.name, 0)
-        audit.publish_anchor(tenant.service.store, tenant.name, [0])
+        tenant.services.audit.checkpoint(tenant.name, 0)
+        tenant.services.audit.publish_anchor(tenant.name, [0])
         record.cpu_s = time.thread_time() - started - (deployment.meter.excluded - excluded)
     return {
         "idle_sweep": [as_dict(r, r.cpu_s * 1000) for r in idle],

@@ -1,7 +1,7 @@
 """The local stack (`interlude dev`) under load over HTTP, with a small and a large table behind it.
 
 Starts the stack as a subprocess (as `make dev` does), seeds existing runs straight into its moto server through
-the real Service (an HTTP create per seed would take as long as the measurement), then drives approval
+the real services (an HTTP create per seed would take as long as the measurement), then drives approval
 lifecycles — create, get, resolve — from 1, 4 and 16 client threads for a fixed time each, and prints
 lifecycles/s and p50/p95 per call, next to a trivial `GET /.well-known/openwop` baseline measured the same way.
 Goal (issue 13): lifecycles/s with 5,000 existing runs within 30 % of the figure with 100.
@@ -37,7 +37,7 @@ import requests
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from interlude.app.service import Service
+from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local.stack import TABLE_NAME, configure_environment
 from interlude.store.facade import Store
@@ -73,7 +73,7 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 
 class Seeder:
-    """Existing runs in the stack's own moto server. A few real ones come from the Service (half left waiting at
+    """Existing runs in the stack's own moto server. A few real ones come from the services (half left waiting at
     the gate with an open interrupt in the inbox, half resolved); the rest are copies of their items under new
     run and interrupt ids (tests/support/run_copies.py): the same items a used table holds, without paying a
     create per seed."""
@@ -83,8 +83,8 @@ class Seeder:
     def __init__(self, info: dict[str, str]) -> None:
         configure_environment(info["motoEndpoint"], TABLE_NAME)
         self.client = boto3.client("dynamodb", config=SEED_CLIENT)
-        self.service = Service(Store(TABLE_NAME, self.client))
-        self.principal = self.service.authenticate(f"Bearer {info['apiKey']}")
+        self.services = Services(Store(TABLE_NAME, self.client))
+        self.principal = self.services.keys.authenticate(f"Bearer {info['apiKey']}")
         self.copies: RunCopies | None = None
         self.count = 0
 
@@ -92,9 +92,9 @@ class Seeder:
         run_ids = []
         for n in range(self.TEMPLATES):
             request = CreateRunRequest.model_validate({"workflowId": WORKFLOW, "inputs": {"title": "seed"}})
-            state = self.service.create_run(self.principal, request)
+            state = self.services.lifecycle.create_run(self.principal, request)
             if n % 2:
-                self.service.resolve_interrupt(self.principal, state.runId, GATE, ACCEPT)
+                self.services.decisions.resolve_interrupt(self.principal, state.runId, GATE, ACCEPT)
             run_ids.append(state.runId)
         self.count += self.TEMPLATES
         return RunCopies(self.client, TABLE_NAME, run_ids)

@@ -285,7 +285,7 @@ def measure() -> dict[str, Any]:
     """{function: {kind: bytes}}, events per function and kind, invocations per function, for one lifecycle."""
     from interlude import wiring
     from interlude.api import http
-    from interlude.app.service import Service
+    from interlude.composition import Services
     from interlude.domain.models.requests import CreateKeyRequest
     from interlude.local.keyring import prepare_local_key_ring
     from interlude.local.schedules import create_local_deadline_resources
@@ -299,8 +299,8 @@ def measure() -> dict[str, Any]:
         os.environ.update(prepare_local_key_ring())
         os.environ.update(create_local_deadline_resources())
         export_queue_urls(create_queues(boto3.client("sqs"), "bench"))
-        admin_with_approval(Service(Store("bench", client)))
-        created = http.service().issue_key(
+        admin_with_approval(Services(Store("bench", client)))
+        created = http.services().keys.issue_key(
             "bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES))
         )
         bearer = f"Bearer {created['apiKey']}"

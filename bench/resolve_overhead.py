@@ -1,6 +1,6 @@
 """Print what an in-process resolve costs relative to one raw conditional `put_item` on the same moto table.
 
-Paired runs: each round creates a fresh waiting run (untimed), then times the real Service's resolve (load the
+Paired runs: each round creates a fresh waiting run (untimed), then times the real resolve (app/decisions.py) (load the
 run, decide, commit the transaction) and one raw `put_item` with `attribute_not_exists(pk)` on the same table,
 back to back, so machine load hits both alike, in CPU time (the process's own, so a loaded machine's waiting is not
 counted; moto runs in-process, so its work is in it). The figures are medians of the per-round ratios: the whole resolve
@@ -37,7 +37,7 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
@@ -77,16 +77,16 @@ class World:
     """One moto table with an approval workflow, and the three things a round does on it."""
 
     client: Any
-    service: Service
+    services: Services
     principal: Any
     workflow_id: str
 
     def waiting_run(self) -> str:
         body = {"workflowId": self.workflow_id}
-        return self.service.create_run(self.principal, CreateRunRequest.model_validate(body)).runId
+        return self.services.lifecycle.create_run(self.principal, CreateRunRequest.model_validate(body)).runId
 
     def resolve(self, run_id: str) -> None:
-        self.service.resolve_interrupt(self.principal, run_id, "gate", {"action": "accept"})
+        self.services.decisions.resolve_interrupt(self.principal, run_id, "gate", {"action": "accept"})
 
     def put(self, i: int) -> bool:
         """The single write any approval service must make: one conditional put_item."""
@@ -104,9 +104,9 @@ def world() -> Iterator[World]:
     with mock_aws():
         client = boto3.client("dynamodb")
         create_table(client, "bench")
-        service = Service(Store("bench", client))
-        principal, _bearer, workflow_id = admin_with_approval(service)
-        yield World(client, service, principal, workflow_id)
+        services = Services(Store("bench", client))
+        principal, _bearer, workflow_id = admin_with_approval(services)
+        yield World(client, services, principal, workflow_id)
 
 
 def main() -> None:
@@ -131,7 +131,7 @@ def main() -> None:
                 own_ratios.append((t1 - t0 - in_client) / (t2 - t1))
     ratio = statistics.median(ratios)
     print(f"rounds={rounds} (paired, moto in-process)")
-    print(f"  resolve (Service, in-process)   median {statistics.median(resolves) * 1000:7.2f} ms")
+    print(f"  resolve (in-process)            median {statistics.median(resolves) * 1000:7.2f} ms")
     print(f"  raw conditional put_item        median {statistics.median(puts) * 1000:7.2f} ms")
     verdict = "meets" if ratio <= GOAL else "misses"
     print(f"  resolve ÷ put_item              {ratio:5.2f}×   (goal ≤ {GOAL:.0f}×: {verdict})")
@@ -178,7 +178,7 @@ def counted(rounds: int) -> None:
     resolve, put = totals["starmap_next"] / rounds, totals["filterfalse_next"] / rounds
     ratio = resolve / put
     print(f"rounds={rounds} (counted under callgrind, moto in-process)")
-    print(f"  resolve (Service, in-process)   {resolve / 1e6:7.2f} M instructions")
+    print(f"  resolve (in-process)            {resolve / 1e6:7.2f} M instructions")
     print(f"  raw conditional put_item        {put / 1e6:7.2f} M instructions")
     verdict = "meets" if ratio <= GOAL else "misses"
     print(f"  resolve ÷ put_item              {ratio:5.2f}×   (goal ≤ {GOAL:.0f}×: {verdict}; instructions, not time)")

@@ -27,7 +27,7 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.api import http  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
 from interlude.local.lambda_runtime import invoke  # noqa: E402
@@ -45,10 +45,10 @@ GATES = {
 def main() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
-        api_client = http.service().store.client
+        api_client = http.services().store.client
         counter: Counter[str] = Counter()
         api_client.meta.events.register("before-call.dynamodb", lambda model, **_: counter.update([model.name]))
-        key = Service(Store("bench")).issue_key("b", CreateKeyRequest(subjectId="a", scopes=list(wiring.ALL_SCOPES)))
+        key = Services(Store("bench")).keys.issue_key("b", CreateKeyRequest(subjectId="a", scopes=list(wiring.ALL_SCOPES)))
 
         def call(method: str, path: str, body=None, **headers: str) -> dict:
             h = {"authorization": f"Bearer {key['apiKey']}", "content-type": "application/json", "host": "x", **headers}

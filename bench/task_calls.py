@@ -1,6 +1,6 @@
 """Print the AWS calls, and DynamoDB items read and written, of each task-worker call (issue 15 item 2).
 
-The real Service (interlude.app.tasks, as the API function runs it after authentication) against moto in-process:
+The real task service (interlude.app.tasks, as the API function runs it after authentication) against moto in-process:
 a claim on an empty queue and on a queue holding a task, a heartbeat (within the claim's check, and one that carries
 the lease past it and so schedules one more check), a completion, a retryable and a final failure, and a completion
 after the run was cancelled (before the outbox saw the cancel), the cancel of a run whose task is ready, a claim
@@ -37,8 +37,7 @@ from moto import mock_aws  # noqa: E402
 from interlude import wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
 from interlude.api.tasks import schedule  # noqa: E402
-from interlude.app import tasks  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import Conflict  # noqa: E402
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest  # noqa: E402
@@ -66,8 +65,8 @@ class Counted:
         session.events.register("after-call.dynamodb", self._reads)
 
     def _call(self, model: Any, **_: Any) -> None:
-        service = model.service_model.endpoint_prefix
-        self.calls[model.name if service == "dynamodb" else f"{service}:{model.name}"] += 1
+        services = model.service_model.endpoint_prefix
+        self.calls[model.name if services == "dynamodb" else f"{services}:{model.name}"] += 1
 
     def _writes(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         if model.name in WRITES:
@@ -107,31 +106,31 @@ def main() -> None:
         export_queue_urls(urls)
         os.environ.update(create_local_deadline_resources())
         ensure_key_ring("bench/token-keys")
-        service = Service(Store(TABLE))
-        admin_key = service.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        admin = service.authenticate(f"Bearer {admin_key['apiKey']}")
-        worker_key = service.issue_key("bench", CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))
-        worker = service.authenticate(f"Bearer {worker_key['apiKey']}")
+        services = Services(Store(TABLE))
+        admin_key = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+        admin = services.keys.authenticate(f"Bearer {admin_key['apiKey']}")
+        worker_key = services.keys.issue_key("bench", CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))
+        worker = services.keys.authenticate(f"Bearer {worker_key['apiKey']}")
         definition = task_workflow(retry_config={"max_attempts": 2, "initial_interval": 0})
-        service.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+        services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
         stream = Stream(TABLE)
         rows: list[tuple[str, str]] = []
 
         def queued() -> str:
             request = CreateRunRequest.model_validate({"workflowId": definition["id"], "inputs": {"order": "o-1"}})
-            run_id = service.create_run(admin, request).runId
+            run_id = services.lifecycle.create_run(admin, request).runId
             records = stream.take()
             counted.take()
             dispatch(records)  # the outbox makes the task
             return run_id
 
         def claimed() -> str:
-            got = tasks.claim(service, worker, ["summarise"], 0, schedule)
+            got = services.tasks.claim(worker, ["summarise"], 0, schedule)
             assert got is not None
             return str(got["taskToken"])
 
         counted.take()
-        assert tasks.claim(service, worker, ["summarise"], 0, schedule) is None
+        assert services.tasks.claim(worker, ["summarise"], 0, schedule) is None
         rows.append(("claim, nothing ready (waitSeconds 0: one round)", counted.take()))
 
         queued()
@@ -139,29 +138,29 @@ def main() -> None:
         token = claimed()
         rows.append(("claim, one task ready (two checks scheduled)", counted.take()))
         clock.advance(CLOCK, 5)
-        tasks.heartbeat(service, worker, token, schedule)
+        services.tasks.heartbeat(worker, token, schedule)
         rows.append(("heartbeat, the lease past its last check (one more scheduled)", counted.take()))
-        tasks.heartbeat(service, worker, token, schedule)
+        services.tasks.heartbeat(worker, token, schedule)
         rows.append(("heartbeat, the lease within its last check", counted.take()))
-        tasks.complete(service, worker, token, {"summary": "short"})
+        services.tasks.complete(worker, token, {"summary": "short"})
         rows.append(("complete (its outcome lands on the run)", counted.take()))
 
         queued()
         token = claimed()
         counted.take()
-        tasks.fail(service, worker, token, "busy", retryable=True)
+        services.tasks.fail(worker, token, "busy", retryable=True)
         rows.append(("fail, retryable with attempts left (requeued, node.retried)", counted.take()))
         token = claimed()
         counted.take()
-        tasks.fail(service, worker, token, "no", retryable=True)
+        services.tasks.fail(worker, token, "no", retryable=True)
         rows.append(("fail, no attempt left (the node and the run fail)", counted.take()))
 
         run_id = queued()
         token = claimed()
-        service.cancel_run(admin, run_id, CancelRunRequest())  # its records not yet dispatched
+        services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # its records not yet dispatched
         counted.take()
         try:
-            tasks.complete(service, worker, token, {"summary": "unused"})
+            services.tasks.complete(worker, token, {"summary": "unused"})
             raise SystemExit("a completion on a cancelled run was answered 200")
         except Conflict as refused:
             if refused.code != "interlude.task_not_claimed":
@@ -169,18 +168,18 @@ def main() -> None:
         rows.append(("complete after the run was cancelled (409; the task cancelled)", counted.take()))
 
         run_id = queued()
-        service.cancel_run(admin, run_id, CancelRunRequest())  # the task ready; its records not yet dispatched
+        services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # the task ready; its records not yet dispatched
         rows.append(("cancel of a run whose task is ready (the task cancelled with it)", counted.take()))
-        handed = tasks.claim(service, worker, ["summarise"], 0, schedule)
+        handed = services.tasks.claim(worker, ["summarise"], 0, schedule)
         rows.append(("claim, only a cancelled run's task ready " + ("(HANDED OUT)" if handed else "(none; entry dropped)"), counted.take()))
         run_id = queued()
-        service.cancel_run(admin, run_id, CancelRunRequest())
+        services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
         records = stream.take()
         counted.take()
         dispatch(records)
         rows.append(("dispatch of the cancel's records (the ready entry leaves)", counted.take()))
 
-        print("Task-worker calls through the real Service on moto, after authentication (counts, load-independent):")
+        print("Task-worker calls through the real task service on moto, after authentication (counts, load-independent):")
         for what, line in rows:
             print(f"  {what:66s} {line}")
 

@@ -1,6 +1,6 @@
 """Print the AWS calls each token operation makes, and how long the pure parts take (verify, page render).
 
-Runs the real Service, TokenSurface and Store against moto in-process (no network), with the key ring read
+Runs the real services (the token surface among them) and store against moto in-process (no network), with the key ring read
 through powertools parameters from moto's Secrets Manager. Usage: .venv/bin/python bench/token_calls.py
 """
 
@@ -20,8 +20,7 @@ from moto import mock_aws  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring, load_key_ring  # noqa: E402
 from interlude.api.page import approval  # noqa: E402
 from interlude.api.page.graph import GraphNode  # noqa: E402
-from interlude.app.service import Service  # noqa: E402
-from interlude.app.tokens import TokenSurface  # noqa: E402
+from interlude.composition import Services  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.tokens import verify  # noqa: E402
@@ -48,10 +47,10 @@ def main() -> None:
         ensure_key_ring(SECRET, client=secrets)
         provider = parameters.SecretsProvider(boto3_client=secrets)
         calls.watch(secrets)
-        service = Service(Store("bench", dynamo))
-        surface = TokenSurface(service, lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
-        principal, _bearer, workflow_id = admin_with_approval(service)
-        run_id = service.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id})).runId
+        services = Services(Store("bench", dynamo))
+        surface = services.token_surface(lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
+        principal, _bearer, workflow_id = admin_with_approval(services)
+        run_id = services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id})).runId
         calls.take()
 
         rows = []
