@@ -28,6 +28,7 @@ import pytest
 
 from interlude import migrations, wiring
 from interlude.composition import Services
+from interlude.config import forget as forget_settings
 from interlude.domain import clock
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -58,6 +59,9 @@ def upgraded(world, dump, tmp_path, monkeypatch) -> Upgraded:
     monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
     # One tenant driven far faster than people would: the rate's ceiling, as the local stack sets it.
     monkeypatch.setenv("INTERLUDE_TENANT_REQUESTS_PER_SECOND", "500")
+    # The world was made with the settings read once per process (interlude.config): these are read afresh, as an
+    # instance started after them would.
+    forget_settings()
     at(clock_file, dump["writtenAt"] + 60)
     load(world.table, dump["items"])
     secrets = boto3.client("secretsmanager")
