@@ -2,7 +2,7 @@
 
 Runs in-process against moto (no network); the API key lookup is warm (cached) so only the operation and the
 idempotency record are counted. Write units follow each written item's resulting size (DynamoDB's size rules,
-twice inside a transaction, cost_per_million.Meter); read units are 4 KB steps, halved for eventually
+twice inside a transaction, as bench/_deployment.py's meter counts them); read units are 4 KB steps, halved for eventually
 consistent reads. Usage: .venv/bin/python bench/idempotency_calls.py
 """
 
@@ -13,11 +13,11 @@ import uuid
 from collections import Counter
 
 from _bench import offline_aws
-from cost_per_million import Meter
 
 offline_aws(TABLE_NAME="bench", POWERTOOLS_LOG_LEVEL="ERROR")
 
 import boto3  # noqa: E402
+from _deployment import Invocation, Meter  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -31,34 +31,21 @@ from tests.support.local_stack import FIXTURES, wire  # noqa: E402
 FIXTURE = FIXTURES / "conformance-approval.json"
 
 
-class Units(Meter):
-    """cost_per_million's meter, taken per request."""
-
-    def take(self) -> tuple[float, float]:
-        got = (self.wru + self.index_wru, self.rru)
-        self.wru = self.rru = self.index_wru = 0.0
-        return got
-
-
 def main() -> None:
     with mock_aws():
         create_table(boto3.client("dynamodb"), "bench")
         services = http.services()
         created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
-        counter: Counter[str] = Counter()
-        services.store.client.meta.events.register(
-            "before-call.dynamodb", lambda model, **_: counter.update([model.name])
-        )
-        units = Units(services.store.client, boto3.client("dynamodb"))
+        meter = Meter("bench")
 
         def call(method: str, path: str, body: object, key: str | None) -> tuple[int, Counter[str], str, float, float]:
             headers = {"authorization": f"Bearer {created['apiKey']}", "content-type": "application/json"}
             if key:
                 headers["idempotency-key"] = key
-            counter.clear()
-            units.take()
-            got = lambda_runtime.invoke("api", to_event(method, path, headers, json.dumps(body).encode(), "127.0.0.1"))
-            return got["statusCode"], Counter(counter), got["body"], *units.take()
+            with meter.recording(Invocation("api", "http")) as record:
+                got = lambda_runtime.invoke("api", to_event(method, path, headers, json.dumps(body).encode(), "127.0.0.1"))
+            calls = Counter({op.split(":", 1)[1]: n for op, n in record.calls.items() if op.startswith("dynamodb:")})
+            return got["statusCode"], calls, got["body"], record.wru, record.rru
 
         def new_run() -> str:
             return wire(json.loads(call("POST", "/runs", create, None)[2])["runId"])
