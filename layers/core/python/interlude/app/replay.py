@@ -33,12 +33,16 @@ from datetime import datetime
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from interlude.app import audit as audit_log
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import iso
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_bound, tenant_of
+from interlude.engine import run as engine
+from interlude.engine.actions import provider_key
 from interlude.store import attributes as a
 from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
+from interlude.store.effects import EffectStore, LedgerEntry
 from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Reopened, Writes
 from interlude.store.notifications import PREFIX as NOTIFICATION_PREFIX
@@ -221,11 +225,6 @@ class Replay:
 
     def retry_action(self, principal: Principal, run_id: str, node_id: str, surface: str = "api") -> dict[str, Any]:
         """The run, failed at its core.http action `node_id`, runs again from there (see the module's words)."""
-        from interlude.app import audit as audit_log
-        from interlude.engine import run as engine
-        from interlude.engine.actions import provider_key
-        from interlude.store.effects import EffectStore, LedgerEntry
-
         effects = EffectStore(self.store)
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.runs.load_run(principal.tenant, run_id)
