@@ -106,7 +106,7 @@ preflight: venv node-deps
 	$(PY) -m interlude.cli preflight --stack $(STACK)
 
 # Issue 31's goals table, each figure beside its goal with a verdict, then issue 13's other figures (bench/summary.py;
-# several minutes). It rewrites the figures README.md and docs/scale.md print (between their `bench:` markers).
+# several minutes). It rewrites the figures docs/scale.md prints (between its `bench:` markers).
 bench: venv
 	$(PY) bench/summary.py --write-docs
 

@@ -1,4 +1,4 @@
-"""The figures README.md and docs/scale.md print, generated from one `make bench` run (bench/summary.py --write-docs).
+"""The figures docs/scale.md prints, generated from one `make bench` run (bench/summary.py --write-docs).
 
 Each block sits between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` and is replaced whole; nothing between the
 markers is written by hand. A document without the markers is left as it is.
@@ -99,7 +99,7 @@ def replace_block(path: Path, name: str, text: str) -> bool:
 def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
     """The blocks rewritten (a document without a block's markers keeps what it has)."""
     blocks = (
-        ("README.md", "goals", goals_table(measured, results)),
+        ("docs/scale.md", "goals", goals_table(measured, results)),
         ("docs/scale.md", "lifecycles", lifecycles_table(measured)),
         ("docs/scale.md", "ceiling", ceiling_table(measured)),
     )

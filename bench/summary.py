@@ -7,7 +7,7 @@ other row runs its script as its own process (from the repository root, with thi
 that carry the figure. A script that fails is reported and the rest still run; the exit status is then 1. Timed
 figures carry the load average they were taken at; counted ones (calls, units, instructions) do not depend on it.
 
---write-docs regenerates the figures README.md and docs/scale.md print, between their `bench:` markers, from this
+--write-docs regenerates the figures docs/scale.md prints, between its `bench:` markers, from this
 run's numbers (nothing there is copied by hand). `make bench-all` runs every script in full.
 Usage: .venv/bin/python bench/summary.py [--only NAME_PART] [--write-docs] [--no-others]
 """
@@ -172,7 +172,7 @@ def measure_lifecycles(path: Path) -> tuple[bool, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="run only the rows whose name contains this text")
-    parser.add_argument("--write-docs", action="store_true", help="regenerate README.md's and docs/scale.md's figures")
+    parser.add_argument("--write-docs", action="store_true", help="regenerate docs/scale.md's figures")
     parser.add_argument("--no-others", action="store_true", help="issue 31's goals table only")
     args = parser.parse_args()
     rows = [r for r in (*GOAL_ROWS, *(() if args.no_others else OTHER_ROWS)) if args.only.lower() in r.name.lower()]

@@ -1,5 +1,5 @@
-"""The README's curl walk-through and its decision-link snippet, and every Python snippet, run as written against the
-local stack."""
+"""The README's curl walk-through and the reference's decision-link snippet, and every Python snippet of the README and
+the docs its reference moved to (issue 27, item 8), run as written against the local stack."""
 
 from __future__ import annotations
 
@@ -15,12 +15,26 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+# The README and the reference documents its sections moved to, in reading order: their snippets are run here.
+DOCS = [
+    README,
+    *(README.parent / "docs" / f"{name}.md" for name in ("cli", "api", "modulex", "gates", "configuration", "limits", "deploying", "testing")),
+]
+
+
+def section(heading: str) -> str:
+    """The text after the heading that starts with `heading`, in whichever of DOCS holds it (exactly one does)."""
+    holders = [doc for doc in DOCS if f"\n{heading}" in doc.read_text()]
+    assert len(holders) == 1, (heading, holders)
+    return holders[0].read_text().split(f"\n{heading}", 1)[1]
+
+
+def first_sh_block(heading: str) -> str:
+    return re.search(r"```sh\n(.*?)```", section(heading), re.S).group(1)
 
 
 def walkthrough() -> str:
-    text = README.read_text()
-    section = text.split("## Walk-through with curl", 1)[1]
-    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return first_sh_block("## Walk-through with curl")
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
@@ -37,7 +51,7 @@ def test_readme_walkthrough_runs_as_written(stack_info, tmp_path):
 
 
 def python_snippets() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    return [snippet for doc in DOCS for snippet in re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)]
 
 
 def test_the_readme_has_the_python_snippets_these_tests_run():
@@ -76,8 +90,7 @@ def test_every_readme_python_snippet_runs_as_pasted(stack_info, tmp_path, index)
 
 
 def decision_link_snippet() -> str:
-    section = README.read_text().split("### Decision links", 1)[1]
-    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return first_sh_block("### Decision links")
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
@@ -94,8 +107,7 @@ def test_the_decision_link_snippet_makes_its_own_waiting_run_and_decides_it_thro
 
 
 def worker_block() -> str:
-    section = README.read_text().split("## Running a task worker", 1)[1]
-    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return first_sh_block("## Running a task worker")
 
 
 @pytest.mark.slow
@@ -123,8 +135,8 @@ def test_the_task_worker_block_runs_the_worked_example_as_written(stack_info, tm
 
 
 def gate_examples() -> list[dict]:
-    section = README.read_text().split("## Gates", 1)[1].split("\n## ", 1)[0]
-    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+    gates = section("## Gates").split("\n## ", 1)[0]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", gates, re.S)]
 
 
 def test_every_gate_example_in_the_readme_registers_as_written(api):
