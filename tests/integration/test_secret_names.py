@@ -13,8 +13,8 @@ from moto import mock_aws
 from interlude import wiring
 from interlude.adapters.delivery.signing import SecretCache
 from interlude.adapters.notify.slack_settings import store_slack
+from interlude.adapters.subscription_secrets import SubscriptionSecrets
 from interlude.domain.ids import mint_opaque
-from interlude.store.webhooks import SubscriptionSecrets
 
 AWS_SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,512}")
 TENANTS = ("x~y", "x_y")

@@ -57,6 +57,7 @@ NOT_AT_IMPORT = {
         "interlude.faces",  # the ModuleX node types load when a ModuleX node is first run or checked
         "interlude.app.streams",  # the SSE routes' following
         "interlude.store.webhooks",  # the webhook routes' store and secrets
+        "interlude.adapters.subscription_secrets",
         "interlude.store.deliveries",  # GET /runs/{runId}/deliveries
         "jinja2",  # the pages' templates load with the first page rendered
         "markupsafe",
@@ -314,6 +315,7 @@ NOT_FOR_A_RUN_REQUEST = [
     "interlude.domain.models.webhooks",
     "interlude.app.streams",
     "interlude.store.webhooks",
+    "interlude.adapters.subscription_secrets",
     "interlude.store.deliveries",
     "interlude.faces",
     "interlude.domain.models.answers",  # the other route areas' answer models (domain/models/responses.py)

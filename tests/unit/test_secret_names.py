@@ -12,8 +12,8 @@ import pytest
 from interlude import wiring
 from interlude.adapters.delivery.signing import secret_name as callback_secret_name
 from interlude.adapters.notify.slack_settings import slack_secret_name
+from interlude.adapters.subscription_secrets import SubscriptionSecrets
 from interlude.domain.ids import mint_opaque, secret_name
-from interlude.store.webhooks import SubscriptionSecrets
 
 AWS_SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,512}")
 # Every character a tenant id may hold, and tenants that differ only where '~', '_', '.' and '-' stand.

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from interlude.adapters.notify.outbox import NotificationOutbox
     from interlude.adapters.scheduler.outbox import DeadlineSchedules
+    from interlude.adapters.subscription_secrets import SubscriptionSecrets
     from interlude.app.actions import Actions, RunEffects
     from interlude.app.audit import AuditTrail
     from interlude.app.decisions import Decisions
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from interlude.store.notifications import NotificationStore
     from interlude.store.tasks import TaskStore
     from interlude.store.transactions import TransactionalTable
-    from interlude.store.webhooks import SubscriptionSecrets, WebhookStore
+    from interlude.store.webhooks import WebhookStore
 
 
 class Services:
@@ -133,7 +134,7 @@ class Services:
 
     @cached_property
     def webhook_secrets(self) -> SubscriptionSecrets:
-        from interlude.store.webhooks import subscription_secrets
+        from interlude.adapters.subscription_secrets import subscription_secrets
 
         return subscription_secrets()
 

@@ -18,6 +18,7 @@ from interlude.adapters.held_work import DEADLINE_DESTINATION, QUEUE_DESTINATION
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler.names import handed_back_name
 from interlude.adapters.scheduler.scheduler import Scheduler
+from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.config.actions import action_settings
 from interlude.config.delivery import delivery_settings
 from interlude.config.notify import notify_settings
@@ -26,7 +27,7 @@ from interlude.domain.clock import Clock
 from interlude.domain.ids import secret_name
 from interlude.store.table import Table
 from interlude.store.tenants import Held
-from interlude.store.webhooks import WebhookStore, subscription_secrets
+from interlude.store.webhooks import WebhookStore
 
 # A deferred deadline handed back is due this long after the resume (a schedule due in the past is not one a
 # deployment ever makes; Scheduler fires within a minute of its time).

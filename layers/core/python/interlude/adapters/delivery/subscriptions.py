@@ -22,10 +22,10 @@ from typing import Any
 
 from standardwebhooks import Webhook
 
+from interlude.adapters.subscription_secrets import SubscriptionSecrets
 from interlude.domain.clock import iso
 from interlude.domain.ids import tenant_bound, tenant_of
 from interlude.rules.webhooks import delivery_body, delivery_opaque, signing_secrets
-from interlude.store.webhooks import SubscriptionSecrets
 
 MESSAGE_KIND = "webhook"
 SIGNATURE_ALGORITHM = "v1"

@@ -28,13 +28,14 @@ from interlude.adapters.delivery.subscriptions import (
     delivery_headers,
 )
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_after_s
+from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.store.deliveries import DeliveryStore, Notice, public_attempts
 from interlude.store.leases import Claim
-from interlude.store.webhooks import WebhookStore, subscription_secrets
+from interlude.store.webhooks import WebhookStore
 
 logger = Logger(service="interlude-callbacks", child=True)
 USER_AGENT = "interlude-callbacks/1"
