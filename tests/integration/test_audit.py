@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from interlude import wiring
-from interlude.app import audit
+from interlude.app import audit, audit_entries
 from interlude.composition import Services
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
@@ -83,9 +83,9 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(
     minted_for = run_waiting(services, admin)
     surface.mint(admin, minted_for, "gate", "inspect")
     issued = services.keys.create_key(admin, CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
-    services.keys.revoke_key(tenant, issued["keyId"], audit.actor(admin))
-    services.tenants.put_settings(tenant, TenantSettings.model_validate({"eventRetentionHours": 2}), "admin", audit.actor(admin))
-    services.tenants.put_grant(tenant, "github", CredentialGrantRequest(scopes=["repo"]), "admin", audit.actor(admin))
+    services.keys.revoke_key(tenant, issued["keyId"], audit_entries.actor(admin))
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"eventRetentionHours": 2}), "admin", audit_entries.actor(admin))
+    services.tenants.put_grant(tenant, "github", CredentialGrantRequest(scopes=["repo"]), "admin", audit_entries.actor(admin))
 
     entries = log(services)
     # signed_in issued two keys through the operator path (the CLI's): they are recorded too.
@@ -115,7 +115,7 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(
     assert entries[4]["actor"]["keyId"] == admin.key_id
     assert entries[5]["details"]["intent"] == "inspect"
     assert entries[7]["target"] == {"keyId": issued["keyId"]}
-    assert entries[0]["actor"] == audit.OPERATOR
+    assert entries[0]["actor"] == audit_entries.OPERATOR
     assert services.audit.verify(tenant, 0, 100) == {
         "fromSeq": 0,
         "toSeq": 100,

@@ -10,7 +10,7 @@ import pytest
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.app import directory
+from interlude.app import facts
 from interlude.app.snapshots import snapshot
 from interlude.composition import Services
 from interlude.domain import schemas
@@ -329,7 +329,7 @@ def test_an_out_of_office_period_that_has_ended_gives_up_its_place_to_a_new_one(
         put_entry(services, f"p{n}", {"outOfOffice": {"delegate": "dave"}})  # no end
     services.clock.now += timedelta(hours=2)  # p0's period has ended; the four others hold
     allow(services)
-    assert [d.principal for d in directory.delegators_of(services.directory_records, tenant, "dave", services.clock())] == [
+    assert [d.principal for d in facts.delegators_of(services.directory_records, tenant, "dave", services.clock())] == [
         f"{ISSUER}|p{n}" for n in range(1, MAX_DELEGATORS_PER_DELEGATE)
     ]
 

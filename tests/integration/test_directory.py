@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from interlude.app import directory
+from interlude.app import directory, facts
 from interlude.composition import Services
 from interlude.domain.errors import DomainError
 from interlude.domain.models.principals import MAX_GROUPS_PER_PRINCIPAL, PrincipalEntry
@@ -130,13 +130,13 @@ def test_recipients_are_the_audience_else_the_eligible_principals_in_the_gates_o
         services.directory.put_principal(tenant, who, entry(groups=groups), "admin")
     store: DirectoryStore = services.directory_records
     data = {"approversList": ["alice", "urn:interlude:api-key|bob"], "approverGroupRefs": ["ops", "dev"]}
-    assert directory.recipients(store, tenant, data) == (["alice", "bob", "carol", "dan"], False)
+    assert facts.recipients(store, tenant, data) == (["alice", "bob", "carol", "dan"], False)
     audience = {**data, "audience": {"subjects": ["zoe"], "groups": ["dev"]}}
-    assert directory.recipients(store, tenant, audience) == (["zoe", "carol", "dan"], False)
+    assert facts.recipients(store, tenant, audience) == (["zoe", "carol", "dan"], False)
 
 
 def test_recipients_past_the_limit_are_cut_and_said_so(services, monkeypatch, tenant):
-    monkeypatch.setattr(directory, "MAX_RECIPIENTS", 2)
+    monkeypatch.setattr(facts, "MAX_RECIPIENTS", 2)
     for who in ("a", "b", "c"):
         services.directory.put_principal(tenant, who, entry(groups=["ops"]), "admin")
-    assert directory.recipients(services.directory_records, tenant, {"approverGroupRefs": ["ops"]}) == (["a", "b"], True)
+    assert facts.recipients(services.directory_records, tenant, {"approverGroupRefs": ["ops"]}) == (["a", "b"], True)

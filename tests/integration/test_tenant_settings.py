@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from interlude.app import tenants
+from interlude.app import tenant_facts, tenants
 from interlude.domain.models.tenants import TenantSettings
 from interlude.store import attributes as a
 from interlude.store.interactions import InteractionStore, SettingsRead
@@ -52,7 +52,7 @@ def test_a_patch_is_merged_again_onto_a_change_that_landed_after_its_read(servic
         "remindersMs": [2000],
         "allowDelegation": True,
     }
-    assert tenants.tenant_settings(services.interactions, tenant).model_dump(exclude_none=True) == answer["settings"]
+    assert tenant_facts.tenant_settings(services.interactions, tenant).model_dump(exclude_none=True) == answer["settings"]
 
 
 def test_a_patch_that_keeps_losing_its_race_is_503_runner_unavailable(services, tenant, monkeypatch) -> None:
@@ -63,7 +63,7 @@ def test_a_patch_that_keeps_losing_its_race_is_503_runner_unavailable(services, 
 
     assert (status, answer["error"]) == (503, "runner_unavailable")
     assert "retry" in answer["message"]
-    assert tenants.tenant_settings(services.interactions, tenant).allowDelegation is None
+    assert tenant_facts.tenant_settings(services.interactions, tenant).allowDelegation is None
 
 
 def test_a_patch_keeps_what_a_later_release_stored(services, tenant) -> None:

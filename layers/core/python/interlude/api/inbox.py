@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import app, json_response, parsed, principal_for, query_int, required_body
 from interlude.api.routes import route
-from interlude.app import audit
+from interlude.app import audit_entries as audit
 from interlude.app import inbox as approver_inbox
 from interlude.composition import services
 from interlude.domain.errors import Invalid, UnsupportedMedia

@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import app, json_response, principal_for, query_int
 from interlude.api.routes import route
-from interlude.app import audit
+from interlude.app import audit_entries as audit
 from interlude.app.keys import DEFAULT_KEYS_LIMIT, MAX_KEYS_LIMIT
 from interlude.composition import services
 from interlude.domain.models.answers.keys import KeyMetadata, KeyPage

@@ -39,9 +39,9 @@ from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import names_of
 from interlude.api.routes import route
-from interlude.app.directory import display_name as directory_name
-from interlude.app.directory import entry_of
-from interlude.app.tenants import tenant_settings
+from interlude.app.facts import display_name as directory_name
+from interlude.app.facts import entry_of
+from interlude.app.tenant_facts import tenant_settings
 from interlude.app.tokens import Target, TokenSurface
 from interlude.composition import services
 from interlude.config import settings

@@ -2,11 +2,7 @@
 its entry are one transaction), signed checkpoints, verification and listing. README "Audit"; the rules of the
 chain are rules/audit.py, its items store/audit.py.
 
-How other operations record what they did:
-
-    from interlude.app import audit
-    self.audit_log.append(audit.draft(principal, "token.minted", target, at))   # its own write (AuditTrail.append)
-    self.writes.transact(items, audit.draft(...))                              # with the action's items, all or nothing
+How other operations record what they did: app/audit_entries.py drafts the entry.
 """
 
 from __future__ import annotations
@@ -17,8 +13,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.caught import caught
-from interlude.domain.audit import MAX_DETAILS_BYTES, AuditDraft
-from interlude.domain.budgets import BudgetExceeded, json_size
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
 from interlude.store.audit import decode_before, encode_before
@@ -26,8 +20,7 @@ from interlude.store.audit import decode_before, encode_before
 if TYPE_CHECKING:
     # Annotations only: the timeouts function's checkpoint sweep loads this module and needs no run model.
     from interlude.app.ports import Anchors, AnchorsSource, AuditChains, SigningKeySource, Transactions
-    from interlude.rules.auth import Principal
-    from interlude.rules.interrupts.decide import Decision, Resolver
+    from interlude.domain.audit import AuditDraft
 
 logger = logging.getLogger(__name__)
 
@@ -38,59 +31,6 @@ logger = logging.getLogger(__name__)
 MAX_VERIFY_ENTRIES = 10_000
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
-
-# -- drafts ----------------------------------------------------------------------------------------------------
-
-
-def actor(principal: Principal, surface: str = "api") -> dict[str, Any]:
-    return {"subjectId": principal.subject["subjectId"], "keyId": principal.key_id, "surface": surface}
-
-
-# Who acts through the `interlude` CLI with the deployment's own credentials (no API key).
-OPERATOR = {"subjectId": "operator", "surface": "cli"}
-
-
-def draft(
-    principal: Principal, action: str, target: dict[str, Any], at: str, details: dict[str, Any] | None = None
-) -> AuditDraft:
-    """An entry for what `principal` did through an API key."""
-    return entry(principal.tenant, actor(principal), action, target, at, details)
-
-
-def entry(
-    tenant: str, by: dict[str, Any], action: str, target: dict[str, Any], at: str, details: dict[str, Any] | None = None
-) -> AuditDraft:
-    """An entry for what `by` (an `actor(...)`, or OPERATOR) did in `tenant`."""
-    return bounded(AuditDraft(tenant, action, by, target, at, details or {}))
-
-
-def bounded(entry: AuditDraft) -> AuditDraft:
-    try:
-        json_size(entry.details, MAX_DETAILS_BYTES, "the audit entry's details")
-    except BudgetExceeded:
-        return AuditDraft(entry.tenant, entry.action, entry.actor, entry.target, entry.at, {"truncated": True})
-    return entry
-
-
-def decision_draft(
-    tenant: str, run_id: str, node_id: str, interrupt_id: str, kind: str, decision: Decision, resolver: Resolver, at: str
-) -> AuditDraft:
-    """A decision (the gate closes) or a vote (it stays open), as the resolver made it."""
-    value = decision.resume_value
-    details: dict[str, Any] = {"kind": kind}
-    if decision.outcome == "record":
-        details["action"] = decision.vote.action if decision.vote is not None else None
-    else:
-        details["outcome"] = "completed" if decision.outcome == "complete" else "failed"
-        if isinstance(value, dict) and isinstance(value.get("action"), str):
-            details["action"] = value["action"]
-    if isinstance(value, dict) and isinstance(value.get("comment"), str):
-        details["comment"] = value["comment"][:500]
-    who = {"subjectId": resolver.subject_id or resolver.principal, "surface": resolver.surface}
-    action = "interrupt.voted" if decision.outcome == "record" else "interrupt.decided"
-    target = {"runId": run_id, "nodeId": node_id, "interruptId": interrupt_id}
-    return bounded(AuditDraft(tenant, action, who, target, at, details))
-
 
 # -- appending and checkpoints -----------------------------------------------------------------------------------
 
@@ -338,4 +278,4 @@ def _epoch(iso_text: str) -> float:
     return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
 
 
-__all__ = ["AuditDraft", "AuditTrail", "decision_draft", "draft", "entry"]
+__all__ = ["AuditTrail"]

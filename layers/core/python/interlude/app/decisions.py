@@ -8,12 +8,11 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from interlude.app import audit as audit_log
-from interlude.app.delegation import with_delegations
-from interlude.app.directory import with_directory
+from interlude.app import audit_entries as audit_log
+from interlude.app.facts import with_delegations, with_directory
 from interlude.app.idempotency import KeyedWrite
 from interlude.app.retries import MAX_RACE_RETRIES, busy
-from interlude.app.tenants import with_tenant_facts
+from interlude.app.tenant_facts import with_tenant_facts
 from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain import clock as clock_
 from interlude.domain.budgets import MAX_VALUE_BYTES, within_budget

@@ -12,21 +12,18 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.directory import delegators_of, with_directory
+from interlude.app.facts import with_directory
 from interlude.app.retries import MAX_RACE_RETRIES, busy
-from interlude.app.tenants import tenant_settings
+from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Conflict
 from interlude.domain.models.principals import DelegateVoteRequest
-from interlude.domain.models.run import OpenInterrupt
 from interlude.engine import run as engine
 from interlude.rules import auth
-from interlude.rules.interrupts.decide import Resolver, delegation, eligible, named_by
-from interlude.rules.interrupts.delegation import Delegator, has_cast
+from interlude.rules.interrupts.decide import delegation
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
-    from datetime import datetime
 
     from interlude.app.ports import DefinitionSource, DirectoryRecords, Gates, RunLedger, TenantRecords
 
@@ -82,31 +79,3 @@ class Delegation:
                 "at": record.at,
             }
         raise busy("the run kept changing while delegating; retry")
-
-
-def with_delegations(
-    tenants: TenantRecords,
-    directory: DirectoryRecords,
-    tenant: str,
-    interrupt: OpenInterrupt,
-    resolver: Resolver,
-    now: datetime,
-) -> Resolver:
-    """The resolver with what delegation needs, read only when the caller cannot simply cast their own vote."""
-    if interrupt.kind != "approval":
-        return resolver
-    data = interrupt.payload["data"]
-    if eligible(data, resolver) and not has_cast(interrupt, resolver.principal):
-        return resolver
-    if not tenant_settings(tenants, tenant).allowDelegation:
-        return resolver
-    standing = standing_delegators(directory, tenant, data, resolver, now)
-    return replace(resolver, delegation_allowed=True, standing_delegators=standing)
-
-
-def standing_delegators(
-    directory: DirectoryRecords, tenant: str, data: dict[str, Any], resolver: Resolver, now: datetime
-) -> tuple[Delegator, ...]:
-    """The gate's named principals now out of office with the caller as their delegate: the delegation items keyed
-    by the caller (one Query, at most MAX_DELEGATORS_PER_DELEGATE), those the gate names."""
-    return tuple(d for d in delegators_of(directory, tenant, resolver.subject_id, now) if named_by(data, d))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.tenants import tenant_settings
+from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import iso, iso_epoch
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import mint_opaque, tenant_of

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.directory import delegators_of, with_membership
-from interlude.app.tenants import tenant_settings
+from interlude.app.facts import delegators_of, with_membership
+from interlude.app.tenant_facts import tenant_settings
 from interlude.domain import schemas
 from interlude.domain.errors import DomainError, Forbidden, Invalid
 from interlude.domain.ids import principal_subject, tenant_of

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
-from interlude.app import audit
+from interlude.app import audit_entries as audit
 from interlude.app.idempotency import KeyedWrite, answered, committed
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden, Invalid, NotFound

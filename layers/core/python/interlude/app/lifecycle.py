@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from interlude.app import audit as audit_log
+from interlude.app import audit_entries as audit_log
 from interlude.app.idempotency import KeyedWrite
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.config import DEFAULT_STEP_BUDGET

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.tenants import tenant_settings
+from interlude.app.tenant_facts import tenant_settings
 from interlude.config import settings
 from interlude.rules import limits as rules
 

@@ -33,7 +33,7 @@ from datetime import datetime
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from interlude.app import audit as audit_log
+from interlude.app import audit_entries as audit_log
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.domain.clock import iso
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from interlude.app import audit
+from interlude.app import audit_entries as audit
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE

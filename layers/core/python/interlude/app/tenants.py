@@ -3,15 +3,14 @@ credential grants, and the tenant facts they add to a resolver. Rules and their 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from interlude.app import audit
+from interlude.app import audit_entries as audit
+from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid, Unavailable
 from interlude.domain.merge_patch import merge_patch
 from interlude.domain.models import keeping_unknown
-from interlude.domain.models.run import OpenInterrupt
 from interlude.domain.models.tenants import MIN_EFFECT_RETENTION_DAYS, CredentialGrantRequest, TenantSettings
 from interlude.domain.validation import parse
 from interlude.store.interactions import SETTINGS_SK, SettingsRead, credential_grant_sk, grant_put, settings_put
@@ -24,12 +23,6 @@ if TYPE_CHECKING:
     from interlude.app.ports import TenantLimits, TenantRecords, Transactions
     from interlude.domain.clock import Clock
     from interlude.rules.auth import Principal
-    from interlude.rules.interrupts.decide import Resolver
-
-
-def tenant_settings(records: TenantRecords, tenant: str) -> TenantSettings:
-    raw = records.get_settings(tenant)
-    return TenantSettings.model_validate(raw) if raw else TenantSettings()
 
 
 class Tenants:
@@ -112,14 +105,3 @@ class Tenants:
     def effect_retention_days(self, tenant: str) -> int:
         """How many days the tenant keeps an effect record and its ledger entry past their last change."""
         return tenant_settings(self.records, tenant).effectRetentionDays or MIN_EFFECT_RETENTION_DAYS
-
-
-def with_tenant_facts(records: TenantRecords, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
-    """Add the tenant-held facts a decision needs, read at decision time: override principals, grants."""
-    data = interrupt.payload.get("data") or {}
-    if interrupt.kind == "approval" and data.get("overrideBypassesQuorum"):
-        settings = tenant_settings(records, tenant)
-        resolver = replace(resolver, tenant_override_principals=tuple(settings.overridePrincipals))
-    if interrupt.kind == "credential":
-        resolver = replace(resolver, granted_scopes=records.get_grant(tenant, data["provider"]))
-    return resolver

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from interlude.app import audit
+from interlude.app import audit_entries as audit
 from interlude.app.idempotency import KeyedWrite
-from interlude.app.tenants import tenant_settings
+from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_of

@@ -105,7 +105,7 @@ def _inbox(args: argparse.Namespace) -> int:
 
 
 def _tenant_settings(args: argparse.Namespace) -> int:
-    from interlude.app.tenants import tenant_settings
+    from interlude.app.tenant_facts import tenant_settings
     from interlude.composition import Services
 
     services = Services(table_store(args))

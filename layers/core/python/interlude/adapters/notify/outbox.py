@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler import scheduler as scheduler_
-from interlude.app.directory import recipients
-from interlude.app.tenants import tenant_settings
+from interlude.app.facts import recipients
+from interlude.app.tenant_facts import tenant_settings
 from interlude.config.notify import notify_settings
 from interlude.domain.ids import principal_subject
 from interlude.domain.models.principals import PrincipalEntry

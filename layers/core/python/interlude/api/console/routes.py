@@ -42,9 +42,9 @@ from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
 from interlude.api.replay import replay
 from interlude.api.routes import route
-from interlude.app import audit
+from interlude.app import audit, audit_entries
 from interlude.app import inbox as approver_inbox
-from interlude.app.directory import display_name
+from interlude.app.facts import display_name
 from interlude.app.replay import bound_delivery
 from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
@@ -668,7 +668,7 @@ def console_create_key(signed: Signed, form: dict[str, list[str]]) -> Response:
 
 @form_post("consoleRevokeKey", "keys")
 def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -> Response:  # noqa: N803
-    revoked = services().keys.revoke_key(signed.principal.tenant, unquote(keyId), audit.actor(signed.principal, "console"))
+    revoked = services().keys.revoke_key(signed.principal.tenant, unquote(keyId), audit_entries.actor(signed.principal, "console"))
     if revoked["keyId"] == signed.session.key_id:
         return session_ended(Unauthenticated("you revoked the API key this session signed in with"))
     notice = Notice("ok", "Key revoked", f"Key {revoked['keyId']} is refused from now on.")

@@ -1,0 +1,30 @@
+"""The tenant's settings, and the tenant-held facts (override principals, credential grants) a decision reads at
+decision time: a leaf the services share (app/tenants.py writes them)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from interlude.domain.models.tenants import TenantSettings
+
+if TYPE_CHECKING:
+    from interlude.app.ports import TenantRecords
+    from interlude.domain.models.run import OpenInterrupt
+    from interlude.rules.interrupts.decide import Resolver
+
+
+def tenant_settings(records: TenantRecords, tenant: str) -> TenantSettings:
+    raw = records.get_settings(tenant)
+    return TenantSettings.model_validate(raw) if raw else TenantSettings()
+
+
+def with_tenant_facts(records: TenantRecords, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
+    """Add the tenant-held facts a decision needs, read at decision time: override principals, grants."""
+    data = interrupt.payload.get("data") or {}
+    if interrupt.kind == "approval" and data.get("overrideBypassesQuorum"):
+        settings = tenant_settings(records, tenant)
+        resolver = replace(resolver, tenant_override_principals=tuple(settings.overridePrincipals))
+    if interrupt.kind == "credential":
+        resolver = replace(resolver, granted_scopes=records.get_grant(tenant, data["provider"]))
+    return resolver
