@@ -42,9 +42,18 @@ assert callable(entry), f"{handler} is not callable"
 zoneinfo.ZoneInfo("Europe/Paris")
 print(json.dumps({"seconds": time.perf_counter() - started, "modules": len(sys.modules)}))
 """
-# What Lambda's environment holds before the function's own variables (which a handler reads when called, not
-# when imported).
+# What Lambda's environment holds before the function's own variables.
 LAMBDA_ENVIRONMENT = {"LANG": "en_US.UTF-8", "TZ": ":UTC", "PATH": "/usr/local/bin:/usr/bin:/bin", "AWS_REGION": "us-east-1"}
+
+
+def required_environment() -> dict[str, str]:
+    """A value for every variable a cold start cannot do without (each handler's import runs interlude.config.check).
+    What the construct really gives each function is tests/infra/test_function_environment.py's to check; this check
+    is about modules, so a name stands in for each value."""
+    from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets  # noqa: F401 - each group
+    from interlude.config.reading import EnvironmentSettings, required
+
+    return {name: "set-at-deploy" for group in EnvironmentSettings.__subclasses__() for name in required(group)}
 
 
 def build_layers(python: Path) -> list[Path]:
@@ -82,7 +91,7 @@ def import_handler(python: Path, function: Function, layers: list[Path], functio
     paths = [str(functions_dir / function.name), *map(str, layers)]
     done = subprocess.run(
         [str(python), "-I", "-S", "-B", "-c", IMPORT_HANDLER, json.dumps(paths), function.handler],
-        env={**LAMBDA_ENVIRONMENT, "AWS_LAMBDA_FUNCTION_NAME": function.name},
+        env={**LAMBDA_ENVIRONMENT, **required_environment(), "AWS_LAMBDA_FUNCTION_NAME": function.name},
         capture_output=True,
         text=True,
         check=False,

@@ -126,3 +126,19 @@ def test_settings_are_read_once_per_process_until_forgotten(monkeypatch):
     assert config.settings() is read
     config.forget()
     assert config.settings().table_name == "second"
+
+
+def test_the_variables_a_cold_start_requires_are_exactly_those_without_a_default():
+    # scripts/check_layer_imports.py gives each handler these (and no others) before importing it from its layers.
+    from interlude.config.reading import EnvironmentSettings, required
+
+    groups = EnvironmentSettings.__subclasses__()
+    needed = {name for group in groups for name in required(group)}
+    assert "TABLE_NAME" in needed
+    for group in groups:
+        if required(group):
+            with pytest.raises(ConfigError):
+                group.from_env({})
+        else:
+            group.from_env({})
+        group.from_env(dict.fromkeys(needed, "set"))  # nothing else is needed

@@ -157,6 +157,11 @@ def variables(group: type[EnvironmentSettings]) -> dict[str, tuple[str, ...]]:
     return {name: spec.variables for name, spec in group._settings.items()}
 
 
+def required(group: type[EnvironmentSettings]) -> list[str]:
+    """The variables a group cannot start without (a field with no default), each its field's first name."""
+    return [spec.variables[0] for spec in group._settings.values() if spec.default is _REQUIRED]
+
+
 _ACCESSORS: list[Any] = []
 
 
