@@ -15,7 +15,7 @@ import requests
 
 from tests.support.egress import REFUSED, needs_lookup
 from tests.support.local_stack import Api, cli, running_stack, stack_client, until, wire
-from tests.support.receiver import Receiver, verify
+from tests.support.receiver import Receiver, delivering_to_loopback, verify
 
 WORKFLOW = {
     "nodes": [
@@ -50,14 +50,7 @@ def guarded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loopback(tmp_path_factory):
-    env = {
-        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "3",
-        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-        # Generous enough that a loaded machine never turns a good delivery into a timeout.
-        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
-        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
-    }
+    env = delivering_to_loopback(3)
     with running_stack(tmp_path_factory.mktemp("loopback"), env) as info:
         api = Api.of(info)
         assert api.put_workflow("cb", WORKFLOW).status_code == 201

@@ -15,7 +15,7 @@ import pytest
 from interlude.domain.clock import iso
 from tests.support.console import Console
 from tests.support.local_stack import Api, cli, running_stack, until, wire
-from tests.support.receiver import Receiver
+from tests.support.receiver import Receiver, delivering_to_loopback
 
 ATTEMPTS = 2
 RETRY_FORM = re.compile(r'<form method="post" action="/console/dead-letters/retry">.*?</form>', re.S)
@@ -43,11 +43,7 @@ def action_workflow(url: str) -> dict:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     env = {
-        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(ATTEMPTS),
-        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
-        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+        **delivering_to_loopback(ATTEMPTS),
         "INTERLUDE_ACTION_BACKOFF_BASE_S": "0",
     }
     with running_stack(tmp_path_factory.mktemp("replay"), env) as info:

@@ -17,7 +17,7 @@ from interlude import wiring
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
 from tests.support.local_stack import Api, running_stack, stack_client, tenant_admin_key, until
-from tests.support.receiver import Receiver
+from tests.support.receiver import Receiver, delivering_to_loopback
 
 WORKFLOW = {
     "nodes": [
@@ -34,13 +34,7 @@ NEW_SECRET = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODk="
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    env = {
-        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": "2",
-        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
-        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
-    }
+    env = delivering_to_loopback(2)
     with running_stack(tmp_path_factory.mktemp("webhooks"), env) as info:
         api = Api.of(info)
         assert api.put_workflow("wh", WORKFLOW).status_code == 201

@@ -28,7 +28,7 @@ from tests.support.local_stack import FIXTURES, wire
 from tests.support.logs import function_log
 from tests.support.moto_world import TABLE
 from tests.support.queues import drain, queued
-from tests.support.receiver import Receiver, verify
+from tests.support.receiver import Receiver, delivering_to_loopback, verify
 from tests.support.stream import Stream, dispatch
 
 BASE = "https://interlude.example.com"
@@ -39,12 +39,7 @@ MAX_ATTEMPTS = 3
 def aws(world, monkeypatch):
     env = {
         "PUBLIC_BASE_URL": BASE,
-        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-        # Generous enough that a loaded machine never turns a good delivery into a timeout.
-        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
-        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+        **delivering_to_loopback(MAX_ATTEMPTS),
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)

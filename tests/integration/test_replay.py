@@ -28,7 +28,7 @@ from tests.integration import test_notify_worker as notify
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.queues import drain, queued
-from tests.support.receiver import Receiver
+from tests.support.receiver import Receiver, delivering_to_loopback
 from tests.support.stream import Stream
 
 MAX_ATTEMPTS = 2
@@ -47,11 +47,7 @@ class Clock:
 def aws(world, monkeypatch):
     env = {
         "PUBLIC_BASE_URL": "https://interlude.example.com",
-        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
-        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
-        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
-        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+        **delivering_to_loopback(MAX_ATTEMPTS),
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)

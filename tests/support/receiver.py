@@ -12,6 +12,19 @@ from typing import Any
 from standardwebhooks import Webhook
 
 
+def delivering_to_loopback(max_attempts: int) -> dict[str, str]:
+    """The environment under which the callbacks worker delivers to a Receiver: loopback allowed, no backoff, and
+    `max_attempts` before a dead letter; timeouts generous enough that a loaded machine never turns a good delivery
+    into one."""
+    return {
+        "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
+        "INTERLUDE_CALLBACK_MAX_ATTEMPTS": str(max_attempts),
+        "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
+        "INTERLUDE_CALLBACK_CONNECT_TIMEOUT_S": "2",
+        "INTERLUDE_CALLBACK_TOTAL_TIMEOUT_S": "4",
+    }
+
+
 @dataclass
 class Received:
     path: str
