@@ -228,11 +228,7 @@ class Functions(Construct):
                     # operator surface may remove a deleted tenant's, never change one (wiring.APPEND_ONLY_REMOVERS).
                     iam.PolicyStatement(
                         effect=iam.Effect.DENY,
-                        actions=(
-                            ["dynamodb:UpdateItem"]
-                            if spec.name in wiring.APPEND_ONLY_REMOVERS
-                            else list(wiring.APPEND_ONLY_DENIED_ACTIONS)
-                        ),
+                        actions=list(wiring.append_only_denied_actions(spec.name)),
                         resources=[self._table.table_arn],
                         conditions={
                             "ForAnyValue:StringLike": {"dynamodb:LeadingKeys": list(wiring.APPEND_ONLY_PARTITIONS)}

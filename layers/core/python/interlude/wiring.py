@@ -84,6 +84,13 @@ APPEND_ONLY_DENIED_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dyn
 # audit log with everything else it holds (issue 30 item 6). Its role is denied UpdateItem there like every other.
 APPEND_ONLY_REMOVERS = ("admin",)
 
+
+def append_only_denied_actions(function_name: str) -> tuple[str, ...]:
+    """What the function's role is denied on the append-only partitions."""
+    if function_name in APPEND_ONLY_REMOVERS:
+        return ("dynamodb:UpdateItem",)
+    return APPEND_ONLY_DENIED_ACTIONS
+
 # The stream feeds `dispatch` with new event-log items only (sk begins with "E#").
 EVENT_ITEM_PREFIX = "E#"
 # Which stream records invoke `dispatch`, in Lambda's event-filtering syntax: the deployed event source mapping
