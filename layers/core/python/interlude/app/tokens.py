@@ -30,7 +30,7 @@ from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.domain.models.tokens import DEFAULT_LINK_LIFETIME_S, MAX_LINK_LIFETIME_S
+from interlude.domain.models.tokens import DEFAULT_MINTED_LINK_LIFETIME_S, MAX_MINTED_LINK_LIFETIME_S
 from interlude.engine.visits import visit_of
 from interlude.rules.auth import RESOLVE_SCOPE, Principal, active_key, personal_subject
 from interlude.rules.interrupts.decide import Resolver
@@ -195,7 +195,7 @@ class TokenSurface:
         """A link deciding as directory principal `person` (issue 28 item 5), as the personal links of the mails
         and Slack messages do: a day unless `lifetime_s` says otherwise, at most the tenant's longest (a week unless
         it set less), never past the gate's deadline."""
-        longest = tenant_settings(self.tenants, principal.tenant).maxLinkLifetimeSeconds or MAX_LINK_LIFETIME_S
+        longest = tenant_settings(self.tenants, principal.tenant).maxLinkLifetimeSeconds or MAX_MINTED_LINK_LIFETIME_S
         if lifetime_s is not None and lifetime_s > longest:
             raise Invalid(
                 f"lifetimeSeconds may be at most {longest} in this tenant", {"field": "lifetimeSeconds", "maximum": longest}
@@ -203,7 +203,7 @@ class TokenSurface:
         interrupt = self._open_interrupt(principal, run_id, node_id)
         if self.directory.get(principal.tenant, person) is None:
             raise Invalid(f"the directory has no principal {person!r}", {"field": "principal"})
-        requested = lifetime_s or min(DEFAULT_LINK_LIFETIME_S, longest)
+        requested = lifetime_s or min(DEFAULT_MINTED_LINK_LIFETIME_S, longest)
         token, expires_at = interrupt_token(
             self.ring(), run_id, interrupt, self.now(), "resolve", requested, principal=person, default_s=longest
         )

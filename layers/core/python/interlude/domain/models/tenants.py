@@ -9,7 +9,7 @@ from pydantic import Field, StringConstraints
 
 from interlude.domain import budgets
 from interlude.domain.models import Closed, Stored, merge_patch_of
-from interlude.domain.models.tokens import MAX_LINK_LIFETIME_S
+from interlude.domain.models.tokens import MAX_MINTED_LINK_LIFETIME_S
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
@@ -78,7 +78,7 @@ class TenantSettings(Stored):
         default=None, ge=MIN_EFFECT_RETENTION_DAYS, le=MAX_EFFECT_RETENTION_DAYS, exclude_if=_unset
     )
     # Issue 28 item 5: the longest a link minted for a named principal may live (POST .../links). Left out: 7 days.
-    maxLinkLifetimeSeconds: int | None = Field(default=None, ge=60, le=MAX_LINK_LIFETIME_S, exclude_if=_unset)
+    maxLinkLifetimeSeconds: int | None = Field(default=None, ge=60, le=MAX_MINTED_LINK_LIFETIME_S, exclude_if=_unset)
 
 
 # PATCH /tenant/settings: only the fields to change; null takes a field back to its default.

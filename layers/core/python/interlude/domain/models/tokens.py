@@ -13,8 +13,8 @@ from interlude.domain.models import Closed
 DEFAULT_LIFETIME_S = 30 * 60
 # A link minted for a named principal (issue 28 item 5): a day unless asked otherwise, never more than a week (a
 # tenant may lower that: TenantSettings.maxLinkLifetimeSeconds), never past the gate's own deadline.
-DEFAULT_LINK_LIFETIME_S = 24 * 3600
-MAX_LINK_LIFETIME_S = 7 * 24 * 3600
+DEFAULT_MINTED_LINK_LIFETIME_S = 24 * 3600
+MAX_MINTED_LINK_LIFETIME_S = 7 * 24 * 3600
 
 
 class MintTokenRequest(Closed):
@@ -27,4 +27,4 @@ class MintTokenRequest(Closed):
 class MintLinkRequest(Closed):
     # The directory principal the link decides as (PUT /principals/{principalId} made them).
     principal: Annotated[str, StringConstraints(pattern=SUBJECT_ID)]
-    lifetimeSeconds: int | None = Field(default=None, ge=1, le=MAX_LINK_LIFETIME_S)
+    lifetimeSeconds: int | None = Field(default=None, ge=1, le=MAX_MINTED_LINK_LIFETIME_S)
