@@ -11,7 +11,6 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
-    import json
     from functools import cache
     from typing import Any
 
@@ -27,7 +26,7 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.actions.worker import ActionWorker
     from interlude.adapters.batch import CountingBatchProcessor
-    from interlude.adapters.held_work import admitted, queue_destination
+    from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.leased_work import RetryLater
     from interlude.composition import compose, services
     from interlude.config.actions import action_settings
@@ -62,13 +61,10 @@ def standing() -> TenantStanding:
 
 
 def record_handler(record: SQSRecord) -> str:
-    try:
-        ids = json.loads(record.body)
-    except ValueError:
-        ids = {}
+    ids = message_body(record.body)
     logger.set_correlation_id(ids.get("effectId"))
     logger.append_keys(runId=ids.get("runId"), nodeId=ids.get("nodeId"), effectId=ids.get("effectId"))
-    if isinstance(ids, dict) and not admitted(standing(), queue_destination("actions"), ids):
+    if not admitted(standing(), queue_destination("actions"), ids):
         return "held"
     try:
         outcome = worker().handle(record.raw_event)

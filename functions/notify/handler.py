@@ -5,7 +5,6 @@ from __future__ import annotations
 from interlude.coldstart import DATA_CLASSES, PARAMETERS, collector_paused, lazy_package
 
 with collector_paused():
-    import json
     from functools import cache
     from typing import Any
 
@@ -23,7 +22,7 @@ with collector_paused():
     from interlude import config
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
-    from interlude.adapters.held_work import admitted, queue_destination
+    from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.adapters.leased_work import RetryLater
     from interlude.adapters.notify.worker import Worker
@@ -61,13 +60,10 @@ def standing() -> TenantStanding:
 
 
 def record_handler(record: SQSRecord) -> str:
-    try:
-        ids = json.loads(record.body)
-    except ValueError:
-        ids = {}
+    ids = message_body(record.body)
     logger.set_correlation_id(ids.get("id"))
     logger.append_keys(runId=ids.get("runId"), notificationId=ids.get("id"), purpose=ids.get("purpose"))
-    if isinstance(ids, dict) and not admitted(standing(), queue_destination("notifications"), ids):
+    if not admitted(standing(), queue_destination("notifications"), ids):
         return "held"
     try:
         outcome = worker().handle(record.raw_event)
