@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.caught import caught
 from interlude.app.retries import MAX_RACE_RETRIES
-from interlude.domain.budgets import MAX_VALUE_BYTES, BudgetExceeded, json_size
+from interlude.domain.budgets import MAX_VALUE_BYTES, within_budget
 from interlude.domain.clock import Clock, iso_epoch
-from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, run_error
+from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, run_error
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.tasks import WorkerError
 from interlude.engine import run as engine
@@ -250,10 +250,7 @@ class Tasks:
 
     def complete(self, principal: auth.Principal, token: str, output: Any) -> dict[str, Any]:
         task, held = self._held(principal, token)
-        try:
-            json_size(output, MAX_VALUE_BYTES, "the task's output")
-        except BudgetExceeded as exc:
-            raise TooLarge(str(exc), {"limit": MAX_VALUE_BYTES, "unit": "bytes"}) from None
+        within_budget(output, MAX_VALUE_BYTES, "the task's output")
         outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
         if not self.tasks.settle(task.task_id, held, "completed", outcome):
             raise not_claimed(task)
@@ -265,10 +262,7 @@ class Tasks:
         task, held = self._held(principal, token)
         worker = WorkerError(message=error) if isinstance(error, str) else error
         reported = worker.model_dump(exclude_none=True)
-        try:
-            json_size(reported, MAX_WORKER_ERROR_BYTES, "the worker's error")
-        except BudgetExceeded as exc:
-            raise TooLarge(str(exc), {"limit": MAX_WORKER_ERROR_BYTES, "unit": "bytes"}) from None
+        within_budget(reported, MAX_WORKER_ERROR_BYTES, "the worker's error")
         failure = run_error(
             "interlude.task_failed",
             f"node {task.request['nodeId']!r}: its worker failed attempt {held.attempt}: {worker.message}"[:1000],
