@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.caught import caught
+from interlude.domain.clock import instant
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
 from interlude.store.audit import decode_before, encode_before
@@ -103,7 +103,7 @@ class AuditTrail:
                 "at": _iso_now(),
             }
             following = stored.get(at + 1)
-            pending_since = _epoch(following["at"]) if following is not None and at < head.seq else None
+            pending_since = instant(following["at"]).timestamp() if following is not None and at < head.seq else None
             if at < head.seq and pending_since is None:
                 pending_since = time.time()
             if log.put_checkpoint(tenant, chain, head, made, pending_since):
@@ -272,10 +272,6 @@ def _verify_chain(
 
 def _iso_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _epoch(iso_text: str) -> float:
-    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
 
 
 __all__ = ["AuditTrail"]

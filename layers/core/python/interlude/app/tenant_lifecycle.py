@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from interlude.app import audit_entries as audit
-from interlude.domain.clock import Clock, iso
+from interlude.domain.clock import Clock, instant, iso
 from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE
 from interlude.rules import auth
@@ -198,7 +198,7 @@ class TenantLifecycle:
             if phase == "waiting":
                 # Work already in flight for the tenant (a request that passed its check, a worker's invocation) ends
                 # within the grace period; after it nothing writes the tenant's items but this job.
-                waited = (self.clock() - _instant(job["startedAt"])).total_seconds()
+                waited = (self.clock() - instant(job["startedAt"])).total_seconds()
                 if waited < self.grace_s:
                     return {**progress(tenant, job), "waitSeconds": int(self.grace_s - waited) + 1}
                 job["phase"] = "schedules"
@@ -303,7 +303,3 @@ def shown(usage: Usage) -> dict[str, Any]:
 def progress(tenant: str, job: dict[str, Any]) -> dict[str, Any]:
     step = {"phase": job["phase"], "pass": job["pass"], "items": job["items"]}
     return {"tenant": tenant, "status": DELETING, "done": False, **step}
-
-
-def _instant(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -36,6 +36,11 @@ def iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def instant(iso_text: str) -> datetime:
+    """The moment a wire form (`iso`'s, or any ISO 8601 text with `Z` or an offset) names."""
+    return datetime.fromisoformat(iso_text.replace("Z", "+00:00"))
+
+
 def iso_epoch(epoch: float) -> str:
     return iso(datetime.fromtimestamp(epoch, UTC))
 

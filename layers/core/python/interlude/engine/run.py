@@ -23,7 +23,7 @@ from interlude.domain.budgets import (
     BudgetExceeded,
     json_size,
 )
-from interlude.domain.clock import iso
+from interlude.domain.clock import instant, iso
 from interlude.domain.errors import run_error
 from interlude.domain.models.run import (
     TERMINAL_NODE_STATUSES,
@@ -100,8 +100,7 @@ class Transition:
 def _duration_ms(start: str | None, now: datetime) -> int:
     if not start:
         return 0
-    began = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    return max(0, int((now - began).total_seconds() * 1000))
+    return max(0, int((now - instant(start)).total_seconds() * 1000))
 
 
 def waiting_on(state: RunState) -> tuple[str, RunStatus] | None:

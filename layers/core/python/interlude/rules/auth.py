@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from interlude.domain.clock import instant
 from interlude.domain.errors import Forbidden, Unauthenticated
 
 if TYPE_CHECKING:
@@ -83,15 +84,11 @@ def key_record(
     return record
 
 
-def _instant(iso_text: str) -> datetime:
-    return datetime.fromisoformat(iso_text.replace("Z", "+00:00"))
-
-
 def key_status(record: dict[str, Any], now: datetime) -> str:
     """`active`, `revoked` or `expired`: only an active key authenticates or stands behind a token it minted."""
     if record.get("revokedAt") or record.get("revoked"):
         return "revoked"
-    if record.get("expiresAt") and _instant(record["expiresAt"]) <= now:
+    if record.get("expiresAt") and instant(record["expiresAt"]) <= now:
         return "expired"
     return "active"
 
