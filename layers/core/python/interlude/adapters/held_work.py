@@ -13,6 +13,7 @@ from typing import Any
 
 from interlude.adapters import metrics
 from interlude.domain.ids import tenant_of
+from interlude.store.layout import tenant_of_pk
 from interlude.store.tenant_standing import TenantStanding
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def message_tenant(body: dict[str, Any]) -> str | None:
         return tenant_of(run_id)
     pk = body.get("pk")
     if isinstance(pk, str) and pk.startswith("T#"):
-        return pk.split("#", 2)[1]
+        return tenant_of_pk(pk)
     return None
 
 

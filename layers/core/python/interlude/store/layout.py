@@ -53,6 +53,11 @@ def run_id_of(pk: str) -> str | None:
     return f"{parts[1]}/{parts[3]}"
 
 
+def tenant_of_pk(pk: str) -> str:
+    """The tenant of a tenant's partition key (`T#{tenant}#…`)."""
+    return pk.split("#", 2)[1]
+
+
 def interrupt_sk(key: str) -> str:
     return f"{INTERRUPT_SK_PREFIX}{key}"
 

@@ -32,7 +32,7 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
-from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK
+from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, tenant_of_pk
 from interlude.store.table import Table
 
 REGISTRY_PK = "TENANTS"
@@ -311,7 +311,7 @@ class TenantRecords:
             while request:
                 got = self.client.batch_get_item(RequestItems=request)
                 for item in got.get("Responses", {}).get(self.table) or []:
-                    tenant = item["pk"]["S"].split("#")[1]
+                    tenant = tenant_of_pk(item["pk"]["S"])
                     counts = {name: int(item[name]["N"]) if name in item else 0 for name in MEASURES}
                     if "closedAt" in item:
                         closed[tenant] = Usage(month, counts, item["closedAt"]["S"])
