@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any, NoReturn
+from typing import Any
 
-from interlude.cli.inbox import _endpoint
+from interlude.cli.client import Client, Refused
 from interlude.cli.local import add_state_file_arg
 from interlude.domain.audit import MAX_SEQ
 
@@ -19,30 +15,20 @@ from interlude.domain.audit import MAX_SEQ
 BROKEN_EXIT = 2
 
 
-def get(url: str, key: str, path: str, query: dict[str, str]) -> dict[str, Any]:
-    status, body = request(url, key, path, query)
-    return body if status == 200 else refused(status, body)
-
-
-def refused(status: int, body: dict[str, Any]) -> NoReturn:
-    sys.exit(f"interlude: {status} {body.get('error')}: {body.get('message')}")
-
-
-def request(url: str, key: str, path: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    """The status and JSON body of a GET (a refusal's envelope too); exits when the API cannot be reached."""
-    sent = urllib.request.Request(f"{url}{path}?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {key}"})
-    try:
-        with urllib.request.urlopen(sent, timeout=60) as response:  # noqa: S310 - the operator's own URL
-            body: dict[str, Any] = json.loads(response.read())
-            return 200, body
-    except urllib.error.HTTPError as exc:
+def walks(client: Client, first: int, last: int, chain: int | None) -> list[dict[str, Any]]:
+    """GET /audit/verify over [first, last] (every chain, or `chain`) in as many walks as the API's limit needs: a
+    refused range names the toSeq it can reach (details.maxToSeq), verified before going on from the next one."""
+    answers: list[dict[str, Any]] = []
+    while True:
+        query = {"fromSeq": str(first), "toSeq": str(last)} | ({"chain": str(chain)} if chain is not None else {})
         try:
-            refusal = json.loads(exc.read())
-        except ValueError:
-            sys.exit(f"interlude: {exc.code} {exc.reason}")
-        return exc.code, refusal if isinstance(refusal, dict) else {}
-    except urllib.error.URLError as exc:
-        sys.exit(f"interlude: cannot reach {url}: {exc.reason}")
+            return [*answers, client.call("GET", "/audit/verify", query=query)]
+        except Refused as refused:
+            reach = (refused.envelope.get("details") or {}).get("maxToSeq") if refused.status == 400 else None
+            if not isinstance(reach, int) or reach < first:
+                raise
+        answers.append(client.call("GET", "/audit/verify", query={**query, "toSeq": str(reach)}))
+        first = reach + 1
 
 
 def describe(anomaly: dict[str, Any]) -> str:
@@ -57,30 +43,16 @@ def describe(anomaly: dict[str, Any]) -> str:
     return line
 
 
-def walks(url: str, key: str, first: int, last: int, chain: int | None) -> list[dict[str, Any]]:
-    """GET /audit/verify over [first, last] (every chain, or `chain`) in as many walks as the API's limit needs: a
-    refused range names the toSeq it can reach (details.maxToSeq), verified before going on from the next one."""
-    answers: list[dict[str, Any]] = []
-    while True:
-        query = {"fromSeq": str(first), "toSeq": str(last)} | ({"chain": str(chain)} if chain is not None else {})
-        status, body = request(url, key, "/audit/verify", query)
-        reach = (body.get("details") or {}).get("maxToSeq") if status == 400 else None
-        if not isinstance(reach, int) or reach < first:
-            return [*answers, body if status == 200 else refused(status, body)]
-        answers.append(get(url, key, "/audit/verify", {**query, "toSeq": str(reach)}))
-        first = reach + 1
-
-
 def _verify(args: argparse.Namespace) -> int:
     """Every chain of the tenant (or --chain alone) from --from to --to (default: each chain's end). The walk asks
     for every chain the API knows, the ones the published anchor names included, not only those /audit lists."""
-    url, key = _endpoint(args)
-    chains = {int(k): seq for k, seq in get(url, key, "/audit", {"limit": "1"})["chains"].items()}
+    client = Client.of(args)
+    chains = {int(k): seq for k, seq in client.call("GET", "/audit", query={"limit": "1"})["chains"].items()}
     if args.chain is not None:
         chains = {args.chain: chains.get(args.chain, 0)}
     spans = {k: (args.from_seq, min(last, args.to_seq) if args.to_seq is not None else last) for k, last in chains.items()}
     spans = {k: span for k, span in spans.items() if span[1] >= max(span[0], 1)}
-    answers = walks(url, key, args.from_seq, MAX_SEQ if args.to_seq is None else args.to_seq, args.chain)
+    answers = walks(client, args.from_seq, MAX_SEQ if args.to_seq is None else args.to_seq, args.chain)
     checkpoints = [c for answer in answers for c in answer["checkpoints"]]
     anomalies = [a for answer in answers for a in answer["anomalies"]]
     if args.json:
@@ -102,11 +74,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    url, key = _endpoint(args)
-    query = {"limit": str(args.limit)}
-    if args.cursor:
-        query["cursor"] = args.cursor
-    page = get(url, key, "/audit", query)
+    page = Client.of(args).call("GET", "/audit", query={"limit": args.limit, "cursor": args.cursor or None})
     if args.json:
         print(json.dumps(page, indent=2))
         return 0

@@ -77,11 +77,6 @@ def render_table(items: list[dict[str, Any]], steps: StepIds | None = None) -> s
     return "\n".join(lines)
 
 
-def _endpoint(args: argparse.Namespace) -> tuple[str, str]:
-    client = Client.of(args)
-    return client.url, client.key
-
-
 def _inbox(args: argparse.Namespace) -> int:
     client = Client.of(args)
     query = {"status": "pending", "limit": str(args.limit)}
