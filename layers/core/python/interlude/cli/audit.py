@@ -7,8 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from interlude.cli.client import Client, Refused
-from interlude.cli.local import add_state_file_arg
+from interlude.cli.client import Client, Refused, add_endpoint_args
 from interlude.domain.audit import MAX_SEQ
 
 # `verify` exits with this when the log has anomalies (an error reaching the API exits 1).
@@ -89,13 +88,6 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _endpoint_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
-    parser.add_argument("--key", help="API key with audit:read (default: $INTERLUDE_API_KEY, else the local stack's)")
-    add_state_file_arg(parser)
-    parser.add_argument("--json", action="store_true")
-
-
 def add_commands(sub: Any) -> None:
     audit = sub.add_parser("audit", help="the tenant's tamper-evident audit log").add_subparsers(
         dest="audit_command", required=True
@@ -104,11 +96,11 @@ def add_commands(sub: Any) -> None:
     verify.add_argument("--from", dest="from_seq", type=int, default=1, help="first entry (default 1)")
     verify.add_argument("--to", dest="to_seq", type=int, help="last entry of each chain (default: its newest)")
     verify.add_argument("--chain", type=int, help="verify this chain only (default: every chain)")
-    _endpoint_args(verify)
+    add_endpoint_args(verify, "audit:read")
     verify.set_defaults(func=_verify, in_process=False)
 
     listing = audit.add_parser("list", help="the tenant's audit entries, newest first")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--cursor")
-    _endpoint_args(listing)
+    add_endpoint_args(listing, "audit:read")
     listing.set_defaults(func=_list, in_process=False)

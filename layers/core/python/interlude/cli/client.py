@@ -42,9 +42,11 @@ class Refused(CliError):
         return details.get("field") if isinstance(details, dict) else None
 
 
-def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
+def add_endpoint_args(parser: argparse.ArgumentParser, scope: str | None = None) -> None:
+    """--url/--key/--state-file/--json of a command that is a client of the API; `scope`: the one its key needs."""
     parser.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
-    parser.add_argument("--key", help="API key (default: $INTERLUDE_API_KEY, else the local stack's)")
+    needs = f" with {scope}" if scope else ""
+    parser.add_argument("--key", help=f"API key{needs} (default: $INTERLUDE_API_KEY, else the local stack's)")
     add_state_file_arg(parser)
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
 

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from interlude.cli.client import Client, StepIds
-from interlude.cli.local import add_local_args, add_state_file_arg, table_store
+from interlude.cli.client import Client, StepIds, add_endpoint_args
+from interlude.cli.local import add_local_args, table_store
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
 COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
@@ -140,15 +140,12 @@ def _table_args(parser: argparse.ArgumentParser) -> None:
 
 def add_commands(sub: Any) -> None:
     inbox = sub.add_parser("inbox", help="pending interrupts you may decide (GET /interrupts) as a table")
-    inbox.add_argument("--url", help="base URL (default: $INTERLUDE_URL, else the local stack's)")
-    inbox.add_argument("--key", help="API key (default: $INTERLUDE_API_KEY, else the local stack's)")
-    add_state_file_arg(inbox)
+    add_endpoint_args(inbox)
     inbox.add_argument("--kind")
     inbox.add_argument("--workflow")
     inbox.add_argument("--run")
     inbox.add_argument("--limit", type=int, default=25)
     inbox.add_argument("--all", action="store_true", help="follow the cursor to the end")
-    inbox.add_argument("--json", action="store_true")
     inbox.set_defaults(func=_inbox, in_process=False)
 
     tenant = sub.add_parser("tenant", help="tenant settings").add_subparsers(dest="tenant_command", required=True)
