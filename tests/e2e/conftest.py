@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.browser import chromium
 from tests.support.local_stack import Api, running_stack
 
 
@@ -20,3 +21,9 @@ def stack_info(tmp_path_factory):
 @pytest.fixture(scope="session")
 def api(stack_info) -> Api:
     return Api.of(stack_info)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as launched:
+        yield launched

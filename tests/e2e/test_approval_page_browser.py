@@ -6,36 +6,14 @@ submission from another tab of the same link says it was already decided. Screen
 
 from __future__ import annotations
 
-import os
 import uuid
-from pathlib import Path
 
-import pytest
+from tests.support.browser import ARTIFACTS, NEEDS_CHROMIUM
+from tests.support.local_stack import wire
 
-from tests.support.local_stack import REPO, wire
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PHONE = {"width": 390, "height": 844}
 
-pytestmark = [
-    pytest.mark.browser,
-    # CI installs Chromium itself (scripts/ensure_system_deps.sh), so there a missing browser is a failure.
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and not os.environ.get("CI"),
-        reason="Debian's chromium is not installed (scripts/ensure_system_deps.sh)",
-    ),
-]
+pytestmark = NEEDS_CHROMIUM
 
 WORKFLOW = {
     "nodes": [
@@ -67,17 +45,6 @@ WORKFLOW = {
         },
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def start_gated_run(api) -> tuple[str, str]:

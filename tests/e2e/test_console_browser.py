@@ -12,9 +12,11 @@ import uuid
 
 import pytest
 
-from tests.e2e.test_approval_page_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401
+from tests.support.browser import ARTIFACTS, NEEDS_CHROMIUM
 from tests.support.console import gate_workflow
 from tests.support.local_stack import Api, until
+
+pytestmark = NEEDS_CHROMIUM
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 900}
@@ -23,17 +25,6 @@ CSP_LISTENER = """
 window.__csp = [];
 document.addEventListener('securitypolicyviolation', e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
 """
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 class Watched:

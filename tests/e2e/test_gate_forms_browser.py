@@ -16,24 +16,15 @@ import pytest
 
 from examples.worker import worker as example
 from interlude.faces.modulex.references import engine_id
-from tests.e2e.test_approval_page_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, pytestmark  # noqa: F401
+from tests.support.browser import ARTIFACTS, NEEDS_CHROMIUM
 from tests.support.local_stack import REPO, Api, tenant_admin_key, until, wire
+
+pytestmark = NEEDS_CHROMIUM
 
 WORKED = json.loads((REPO / "examples/worker/approve-before-sending.json").read_text())
 DRAFT = "Echo draft: Write a reply to: the late refund"
 VIEWPORTS = [{"width": 390, "height": 844}, {"width": 1280, "height": 900}]
 VIEWPORT_IDS = ["390px", "1280px"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture(scope="module")
