@@ -6,6 +6,7 @@ import pytest
 
 from interlude import wiring
 from interlude.composition import Services
+from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
@@ -46,6 +47,15 @@ def world(request, monkeypatch) -> Iterator[World]:
         yield shared
         check_left_intact(shared)
     _tenant_of_test = None
+
+
+@pytest.fixture
+def clock_file(tmp_path, monkeypatch):
+    """This process's clock (and its handlers') at the real time, moved by `clock.advance(clock_file, s)`."""
+    path = tmp_path / "clock"
+    clock.reset(path)
+    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
+    return path
 
 
 @pytest.fixture

@@ -29,14 +29,6 @@ from tests.support.stream import Stream
 
 
 @pytest.fixture
-def clock_file(tmp_path, monkeypatch):
-    path = tmp_path / "clock"
-    clock.reset(path)
-    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
-    return path
-
-
-@pytest.fixture
 def services(world, monkeypatch, clock_file):
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for name, value in env.items():

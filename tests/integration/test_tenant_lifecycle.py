@@ -31,14 +31,6 @@ GATE_S = 600
 
 
 @pytest.fixture
-def clock_file(tmp_path, monkeypatch):
-    path = tmp_path / "clock"
-    clock.reset(path)
-    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
-    return path
-
-
-@pytest.fixture
 def env(world, monkeypatch, clock_file):
     # Every instance here reads a tenant's status afresh (a deployed one trusts it for 5 s), and a deletion waits for
     # no work in flight (there is none: every handler here has returned).

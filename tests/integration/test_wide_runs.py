@@ -29,10 +29,7 @@ WIDE = 100
 
 
 @pytest.fixture
-def key(world, tmp_path, monkeypatch) -> str:
-    path = tmp_path / "clock"
-    clock.reset(path)
-    monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
+def key(world, clock_file, monkeypatch) -> str:
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
