@@ -103,7 +103,7 @@ def test_the_worked_example_is_decided_by_pressing_its_reject_example_and_typing
     started = api.call("POST", "/workflows/run", {"workflow": WORKED, "input": {"request": "the late refund", "customer_email": "ana@example.com"}})
     assert started.status_code == 200, started.text
     run_id = started.json()["run_id"].replace("~2F", "/")
-    until(lambda: api.run(run_id)["status"] == "waiting-approval", timeout_s=60, interval_s=0.2)
+    assert until(lambda: api.run(run_id)["status"] == "waiting-approval", timeout_s=60, interval_s=0.2)
     page = person.page
     page.goto(link(api, run_id, engine_id("node_approval")))
     # The message as text: its first line the title, the draft under it; the step as its author named it

@@ -41,7 +41,7 @@ def test_the_operator_creates_lists_suspends_resumes_and_deletes_a_tenant(stack_
     # resume: its run waits where it was and is decidable again (on every API instance once its status cache period
     # is over: until then an instance may still refuse, doing nothing)
     assert "is active" in cli(stack_info, "tenants", "resume", name, "--local").stdout
-    until(lambda: tenant.resolve(run_id, "gate", {"action": "accept"}).status_code == 200, 30)
+    assert until(lambda: tenant.resolve(run_id, "gate", {"action": "accept"}).status_code == 200, 30)
 
     def completed() -> bool:
         got = tenant.call("GET", f"/runs/{wire(run_id)}")
