@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from interlude import wiring
@@ -89,11 +88,11 @@ def _invoker(args: argparse.Namespace) -> Any:
     import boto3
 
     if args.local:
-        from interlude.cli.local import use_local_stack
+        from interlude.cli.local import local_state, use_local_stack
         from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX
 
         use_local_stack(args)
-        endpoint = json.loads(Path(args.state_file).read_text()).get("lambdaEndpoint")
+        endpoint = local_state(args).get("lambdaEndpoint")
         if not endpoint:
             raise CliError("this local stack serves no operator surface (started by an older Interlude?)")
         client, name = boto3.client("lambda", endpoint_url=endpoint), f"{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}"
