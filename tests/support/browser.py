@@ -38,8 +38,10 @@ NEEDS_CHROMIUM = [
 
 @contextmanager
 def chromium() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
+    # Playwright is a declared dependency: its absence fails the test rather than skipping it unseen.
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
             yield launched
