@@ -41,6 +41,11 @@ def instant(iso_text: str) -> datetime:
     return datetime.fromisoformat(iso_text.replace("Z", "+00:00"))
 
 
+def epoch_of(iso_text: str) -> float:
+    """Seconds since the epoch of the moment a wire form names."""
+    return instant(iso_text).timestamp()
+
+
 def iso_epoch(epoch: float) -> str:
     return iso(datetime.fromtimestamp(epoch, UTC))
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
+from interlude.domain.clock import epoch_of
 from interlude.store import attributes as a
 from interlude.store.idempotency import AnsweredRecord
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, api_key_pk, keys_index_pk
@@ -31,7 +31,7 @@ def api_key_put(key_id: str, record: Mapping[str, Any]) -> tuple[str, dict[str, 
         **_key_listing(key_id, record),
     }
     if record.get("expiresAt"):
-        key_item[wiring.TTL_ATTRIBUTE] = a.n(_epoch(record["expiresAt"]) + KEY_RETENTION_S)
+        key_item[wiring.TTL_ATTRIBUTE] = a.n(int(epoch_of(record["expiresAt"])) + KEY_RETENTION_S)
     return API_KEY_SK, {"Put": {"Item": key_item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
@@ -118,7 +118,7 @@ class ApiKeyStore(TransactionalTable):
             "UpdateExpression": "SET revokedAt = :at, #ttl = :ttl",
             "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(revokedAt)",
             "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
-            "ExpressionAttributeValues": {":at": a.s(at), ":ttl": a.n(_epoch(at) + KEY_RETENTION_S)},
+            "ExpressionAttributeValues": {":at": a.s(at), ":ttl": a.n(int(epoch_of(at)) + KEY_RETENTION_S)},
         }
         try:
             if audit is None:
@@ -133,9 +133,6 @@ class ApiKeyStore(TransactionalTable):
             return self.get_api_key(key_id)
         return {**record, "revokedAt": at}
 
-
-def _epoch(iso_text: str) -> int:
-    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
 
 
 def _key_listing(key_id: str, record: Mapping[str, Any]) -> a.Item:

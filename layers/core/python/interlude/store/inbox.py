@@ -21,10 +21,10 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
+from interlude.domain.clock import epoch_of
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import sharded
@@ -154,9 +154,6 @@ class InboxPage:
     interrupts_read: int
 
 
-def _epoch(iso_text: str) -> float:
-    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
-
 
 class InboxIndex:
     def __init__(self, table: str, client: Any) -> None:
@@ -247,7 +244,7 @@ class InboxIndex:
             entry_key = a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
             if item is None:
                 raised_at = entry[wiring.SORT_KEY]["S"].rsplit("#", 1)[0]
-                if now_epoch - _epoch(raised_at) > ORPHAN_GRACE_S:
+                if now_epoch - epoch_of(raised_at) > ORPHAN_GRACE_S:
                     stale.append(entry_key)
                 continue
             if item["status"]["S"] != "open":

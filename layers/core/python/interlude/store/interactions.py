@@ -13,12 +13,12 @@ Waiters and conversation claims are written inside the run's transition transact
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.domain.clock import epoch_of
 from interlude.rules.interrupts.correlation import correlation_hash
 from interlude.store import attributes as a
 
@@ -29,9 +29,6 @@ if TYPE_CHECKING:  # annotations only: the callbacks function imports the store 
 SETTINGS_SK = "SETTINGS"
 CLOSED_WAITER_TTL_S = 24 * 3600
 
-
-def _epoch(iso_text: str) -> int:
-    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
 
 
 def tenant_pk(tenant: str) -> str:
@@ -82,7 +79,7 @@ def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, di
                 "Key": key,
                 "UpdateExpression": "SET closedAt = :at, #ttl = :ttl",
                 "ExpressionAttributeNames": {"#ttl": wiring.TTL_ATTRIBUTE},
-                "ExpressionAttributeValues": {":at": a.s(now_iso), ":ttl": a.n(_epoch(now_iso) + CLOSED_WAITER_TTL_S)},
+                "ExpressionAttributeValues": {":at": a.s(now_iso), ":ttl": a.n(int(epoch_of(now_iso)) + CLOSED_WAITER_TTL_S)},
             }
             items.append((key[wiring.SORT_KEY]["S"], {"Update": update}))
     for conversation_id in transition.claims:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.domain.clock import epoch_of
 from interlude.domain.ids import tenant_of
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
@@ -51,9 +51,6 @@ def dead_letters_pk(webhook_id: str) -> str:
     tenant, opaque = webhook_id.split("/", 1)
     return f"T#{tenant}#WH#{opaque}"
 
-
-def _epoch(iso_text: str) -> int:
-    return int(datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp())
 
 
 def _code(exc: ClientError) -> str:
@@ -190,7 +187,7 @@ class WebhookStore:
         pk = dead_letters_pk(record["webhookId"])
         opaque = record["deliveryId"].split("/", 1)[1]
         listed = f"{DEAD_LETTER_SK_PREFIX}{record['deadLetteredAt']}#{opaque}"
-        ttl = a.n(_epoch(record["expiresAt"]))
+        ttl = a.n(int(epoch_of(record["expiresAt"])))
         item = {**a.key(pk, listed), "record": a.as_json(record), wiring.TTL_ATTRIBUTE: ttl}
         index = {**a.key(pk, DEAD_LETTER_INDEX_PREFIX + opaque), "at": a.s(listed), wiring.TTL_ATTRIBUTE: ttl}
         return [item, index]

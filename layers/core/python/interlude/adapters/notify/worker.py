@@ -33,7 +33,7 @@ from interlude.adapters.notify.messages import (
 )
 from interlude.app.caught import caught
 from interlude.config.notify import NotifySettings
-from interlude.domain.clock import iso_epoch
+from interlude.domain.clock import epoch_of, iso_epoch
 from interlude.domain.ids import secret_name
 from interlude.domain.models.principals import PrincipalEntry, zone_of
 from interlude.domain.models.run import OpenInterrupt, RunState
@@ -219,7 +219,7 @@ class Worker(LeasedWorker[Recipient]):
     def _link(self, state: RunState, interrupt: OpenInterrupt, message: dict[str, Any]) -> str:
         """The recipient's personal decision link: a token naming them, so their vote is theirs."""
         if message["purpose"] == RAISED:
-            issued = _epoch(interrupt.raisedAt)
+            issued = epoch_of(interrupt.raisedAt)
         else:
             issued = float(message.get("due") or self.clock())
         token, _ = interrupt_token(
@@ -323,8 +323,3 @@ class Worker(LeasedWorker[Recipient]):
             "channels": kept.get("channels") or {},
         }
 
-
-def _epoch(iso_text: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso_text.replace("Z", "+00:00")).timestamp()
