@@ -444,7 +444,7 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
             raise
         if exc.code == "validation_error":
             return refused(signed, back, run_id, node_id, step, forms.refusal(interrupt.payload, exc.message, exc.details), form)
-        notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was changed", exc.message)
+        notice = refusal_notice(exc, "Nothing was changed")
         return after_decision(signed, back, run_id, notice, status_of(exc))
     words = approval.RUN_WORDS.get(outcome["status"], outcome["status"])
     still_open = node_id in services().runs.load_run(signed.principal.tenant, run_id)[0].interrupts
@@ -459,6 +459,11 @@ def refused(
     """The page again with the gate's form as it was sent, each problem said beside its field."""
     notice = Notice("bad", "That was not accepted", f"{step}: {exc} Nothing was changed.")
     return after_decision(signed, back, run_id, notice, 400, (run_id, node_id, forms.Answer(form, exc.fields)))
+
+
+def refusal_notice(exc: DomainError, heading: str) -> Notice:
+    """A refused action said on the page: a conflict (someone was first) as a warning, any other refusal as bad."""
+    return Notice("warn" if status_of(exc) == 409 else "bad", heading, exc.message)
 
 
 def after_decision(
@@ -732,7 +737,7 @@ def console_retry_delivery(signed: Signed, form: dict[str, list[str]]) -> Respon
             raise
         if not may(signed.principal, "consoleDeadLetters"):
             raise
-        notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was sent", exc.message)
+        notice = refusal_notice(exc, "Nothing was sent")
         return dead_letters_page(signed, notice, status_of(exc))
     sentence = f"The delivery for run {retried['runId']} is on its way again (attempt {retried['attempt']})."
     notice = Notice("ok", "Sent again", sentence)
@@ -749,7 +754,7 @@ def console_retry_action(signed: Signed, form: dict[str, list[str]], runId: str,
     except DomainError as exc:
         if isinstance(exc, Unauthenticated) or not may(signed.principal, "consoleRun"):
             raise
-        notice = Notice("warn" if status_of(exc) == 409 else "bad", "Nothing was changed", exc.message)
+        notice = refusal_notice(exc, "Nothing was changed")
         return run_page(signed, run_id, notice, status_of(exc))
     notice = Notice("ok", "Trying again", "The failed step is being tried again; the run goes on from there.")
     if not may(signed.principal, "consoleRun"):
