@@ -134,3 +134,12 @@ def test_edges_and_conditions_take_the_form_openwop_defines():
     validator = schemas.validator(EDGE_SCHEMA)
     assert [schemas.errors_of(validator, e) for e in example["edges"]] == [[]] * len(example["edges"])
     assert sum("condition" in e for e in example["edges"]) == 2
+
+
+@pytest.mark.parametrize("value", [[], {}])
+def test_an_empty_list_or_object_is_truthy_to_the_truthy_type_and_false_to_an_expression(value):
+    # Two rules on purpose (ADR 0094): the condition types follow JavaScript as the RFC says, the expression
+    # language keeps the rule ModuleX conditionals were written against.
+    assert holds(condition(type="truthy", left="v"), {"v": value}) is True
+    assert holds(condition(expression="v"), {"v": value}) is False
+    assert holds(condition(expression="not v"), {"v": value}) is True
