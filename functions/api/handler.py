@@ -20,13 +20,14 @@ with collector_paused():
 
     try:
         # The managed runtime ships it; a function published with SnapStart (InterludeProps.api_snap_start) calls
-        # what is registered here in every instance restored from the snapshot.
-        from snapshot_restore_py import register_after_restore
+        # what is registered here before the snapshot and in every instance restored from it.
+        from snapshot_restore_py import register_after_restore, register_before_snapshot
     except ImportError:  # not Lambda's runtime: nothing is ever restored
         pass
     else:
-        from interlude.api.snapstart import after_restore
+        from interlude.api.snapstart import after_restore, before_snapshot
 
+        register_before_snapshot(before_snapshot)
         register_after_restore(after_restore)
 
 __all__ = ["lambda_handler"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -19,23 +20,31 @@ from aws_lambda_powertools.utilities.parameters import SecretsProvider, base
 
 from interlude import composition
 from interlude.adapters import queues
+from interlude.api import app as api_app
 from interlude.api import idempotency, tokens
 from interlude.api.console import routes as console
-from interlude.api.snapstart import after_restore
+from interlude.api.snapstart import after_restore, before_snapshot
 from interlude.config import settings
 
 API_HANDLER = Path(__file__).resolve().parents[2] / "functions" / "api" / "handler.py"
 
 
 @pytest.fixture
-def registered(monkeypatch) -> list:
-    """The after-restore hooks the api handler registers when it is imported (in its environment: its table)."""
+def hooks(monkeypatch) -> tuple[list, list]:
+    """The (before-snapshot, after-restore) hooks the api handler registers when it is imported (in its environment:
+    its table)."""
     monkeypatch.setenv("TABLE_NAME", "snapshotted")
+    monkeypatch.setattr(snapshot_restore_py, "_before_snapshot_registry", [])
     monkeypatch.setattr(snapshot_restore_py, "_after_restore_registry", [])
     spec = importlib.util.spec_from_file_location("api_handler_under_test", API_HANDLER)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return snapshot_restore_py._after_restore_registry
+    return snapshot_restore_py._before_snapshot_registry, snapshot_restore_py._after_restore_registry
+
+
+@pytest.fixture
+def registered(hooks) -> list:
+    return hooks[1]
 
 
 @pytest.fixture
@@ -62,8 +71,39 @@ def restore(hooks: list) -> None:
         function(*args, **kwargs)
 
 
-def test_the_api_handler_registers_its_restore_hook(registered):
-    assert [function for function, _, _ in registered] == [after_restore]
+def test_the_api_handler_registers_its_priming_and_restore_hooks(hooks):
+    before, after = hooks
+    assert [function for function, _, _ in before] == [before_snapshot]
+    assert [function for function, _, _ in after] == [after_restore]
+
+
+def test_priming_builds_before_the_snapshot_what_a_first_request_would(monkeypatch):
+    monkeypatch.setenv("TABLE_NAME", "snapshotted")
+    settings.cache_clear()
+    composition.services.cache_clear()
+    try:
+        before_snapshot()
+        # Every route module is registered on the resolver, so a restored instance's first request imports none
+        assert set(api_app.ROUTE_MODULES) <= api_app._loaded
+        assert all(f"interlude.api.{module}" in sys.modules for module in api_app.ROUTE_MODULES)
+        # The services are made, their DynamoDB client with them, over the function's table
+        assert composition.services.cache_info().currsize == 1
+        assert composition.services().store.table == "snapshotted"
+        assert "jsonschema" in sys.modules
+    finally:
+        composition.services.cache_clear()
+        settings.cache_clear()
+
+
+def test_a_restored_instance_makes_its_clients_from_the_models_parsed_before_the_snapshot(registered, initialized):
+    loader = initialized["session"]._session.get_component("data_loader")
+    credentials = initialized["session"]._session._credentials
+    restore(registered)
+    session = boto3._get_default_session()
+    assert session is not initialized["session"]
+    # The parsed service models are shared (read-only data); credentials are resolved again by the new session
+    assert session._session.get_component("data_loader") is loader
+    assert session._session._credentials is None or session._session._credentials is not credentials
 
 
 def test_two_instances_restored_from_one_snapshot_draw_different_random_numbers(registered):
@@ -84,7 +124,7 @@ def test_two_instances_restored_from_one_snapshot_draw_different_random_numbers(
 def test_a_restore_drops_the_clients_and_caches_the_snapshot_holds(registered, initialized):
     restore(registered)
     # boto3's default session (the snapshotted instance's credentials) and every client made from it
-    assert boto3.DEFAULT_SESSION is None
+    assert boto3.DEFAULT_SESSION is not initialized["session"]
     assert queues._sqs() is not initialized["sqs"]
     assert composition.services() is not initialized["service"]
     assert composition.services().store.client is not initialized["service"].store.client

@@ -1,9 +1,11 @@
-"""What an api instance restored from a SnapStart snapshot must not share with the other instances restored from it.
+"""What an api instance restored from a SnapStart snapshot is handed ready, and what it must not share with the other
+instances restored from it.
 
 With `api_snap_start` (interlude_cdk.InterludeProps), Lambda runs the api function's initialization once, when a
-version is published, and starts every new instance from that one snapshot. functions/api/handler.py registers
-`after_restore` with the runtime's `snapshot_restore_py`; each step below says what the snapshot would otherwise
-hand every instance alike. Nothing is imported to be reset: what the snapshot did not load holds nothing yet.
+version is published, and starts every new instance from that one snapshot. functions/api/handler.py registers both
+hooks with the runtime's `snapshot_restore_py`: `before_snapshot` builds what a first request would otherwise build
+(paid once, at publication), `after_restore` lets go of what the snapshot would otherwise hand every instance alike;
+each step says which. Nothing is imported to be reset: what the snapshot did not load holds nothing yet.
 """
 
 from __future__ import annotations
@@ -25,6 +27,20 @@ CACHED = (
     ("interlude.adapters.audit_anchor", "_s3"),
 )
 CONSOLE_ROUTES = "interlude.api.console.routes"
+
+
+def before_snapshot() -> None:
+    # Every route module (a cold request imports only its own; a restored one then imports none).
+    from interlude.api.app import load_all_routes
+
+    load_all_routes()
+    # The services and their DynamoDB client: the client is made again after restore, from the models parsed here
+    # (adapters/sdk_clients.py keeps botocore's loader).
+    from interlude.composition import services
+
+    services()
+    # The JSON Schema validator every decision on a gate with a resume schema builds (rules/interrupts/decide.py).
+    import jsonschema  # noqa: F401
 
 
 def after_restore() -> None:
