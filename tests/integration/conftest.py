@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pytest
 
@@ -8,6 +10,8 @@ from interlude import wiring
 from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import Gateway
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.rules.auth import Principal
 from interlude.store.facade import Store
@@ -119,3 +123,26 @@ def state_of(services: Services, run_id: str):
     got = services.store.get_run(run_id)
     assert got is not None
     return got[0]
+
+
+class InProcessApi:
+    """The gateway's `api` instances as the real handler in this process (moto's mocks are this process's), one
+    request at a time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        with self.lock:
+            return lambda_runtime.invoke(wiring.ROUTES_FUNCTION, event)
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture
+def gateway(services) -> Iterator[str]:
+    """The real api handler behind an HTTP server on loopback: its base URL (for real clients: openwop-client)."""
+    started = Gateway().start(InProcessApi())
+    yield started.base_url
+    started.stop()

@@ -6,8 +6,6 @@ operation) included, which is served in the shape openwop-client reads once `rep
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
-from interlude.local.http_gateway import Gateway, to_event
+from interlude.local.http_gateway import to_event
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import wire
 
@@ -35,9 +33,8 @@ GATED = [
     ("auditLogIntegrity", "verifyAuditLog", "GET", "/audit/verify?fromSeq=0&toSeq=10"),
     ("multiAgent", "getRunAncestry", "GET", "/runs/{run}/ancestry"),
     ("replay", "getEffectSeamManifest", "GET", "/host/effect-seams"),
-    # Operations of families this host serves nothing of: no route names them, a run's route included.
     ("replay", "forkRun", "POST", "/runs/{run}:fork"),
-    ("replay", "diffRun", "GET", "/runs/{run}:diff"),
+    # Operations of families this host serves nothing of: no route names them, a run's route included.
     ("compensation", "getRunCompensation", "GET", "/runs/{run}/compensation"),
 ]
 
@@ -83,10 +80,18 @@ def test_discovery_carries_an_etag_of_its_bytes_and_answers_a_matching_if_none_m
     assert headers["ETag"] != etag
 
 
-def test_discovery_advertises_idempotency_layer_2_and_no_replay(services):
+def test_discovery_advertises_idempotency_layer_2_and_replay(services):
     caps = discovery()
     assert caps["idempotency"] == {"status": "stable", "since": "2.0", "witness": "witnessable-gated"}
-    assert "replay" not in caps
+    assert caps["replay"]["modes"] == ["fork", "branch"]
+    assert caps["replay"]["effectSeamsManifest"] == "/host/effect-seams"
+
+
+def test_a_diff_of_runs_is_not_served_while_replay_is_advertised(services):
+    # diffRun (GET /runs/{runId}:diff) is no part of what this host serves (docs/adr/0108): 404, never the run.
+    run_id = a_run(services)
+    status, _, body = http("GET", f"/runs/{wire(run_id)}:diff", new_api_key(services))
+    assert (status, body["error"]) == (404, "not_found")
 
 
 def gated_statuses(services: Services, key: str, run_id: str) -> dict[str, tuple[int, str | None]]:
@@ -112,51 +117,28 @@ def test_every_gated_operation_answers_404_exactly_when_its_family_is_unadvertis
                 assert (status, error) == (404, "not_found"), operation
         return {family for family, *_ in GATED if family in caps}
 
-    assert check() == {"runList", "webhooks", "idempotency", "auditLogIntegrity", "multiAgent"}
+    assert check() == {"runList", "webhooks", "idempotency", "auditLogIntegrity", "multiAgent", "replay"}
     # The audit key unreadable and the ancestry route switched off: both families leave discovery, their routes 404.
     monkeypatch.setenv(wiring.AUDIT_KEY_SECRET.env, "interlude-test/no-such-secret")
     monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", "off")
     lambda_runtime.fresh_instances()
-    assert check() == {"runList", "webhooks", "idempotency"}
+    assert check() == {"runList", "webhooks", "idempotency", "replay"}
 
 
-class InProcessApi:
-    """The gateway's `api` instances as the real handler in this process (moto's mocks are this process's), one
-    request at a time."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-
-    def invoke(self, event: dict[str, Any]) -> Any:
-        with self.lock:
-            return lambda_runtime.invoke(wiring.ROUTES_FUNCTION, event)
-
-    def stop(self) -> None:
-        pass
-
-
-@pytest.fixture
-def gateway(services) -> Iterator[str]:
-    started = Gateway().start(InProcessApi())
-    yield started.base_url
-    started.stop()
-
-
-def test_the_seam_manifest_is_404_to_openwop_client_until_replay_is_advertised_then_in_the_shape_it_reads(
+def test_the_seam_manifest_is_in_the_shape_openwop_client_reads_and_404_once_replay_is_withdrawn(
     services, gateway, monkeypatch
 ):
     client = OpenwopClient(gateway, new_api_key(services))
-    with pytest.raises(WopError) as refused:
-        client.host_effect_seams()
-    assert (refused.value.status, refused.value.envelope.error) == (404, "not_found")
-
-    # The one declaration discovery and the route read (api/effects.py): once replay is served, both name it.
-    monkeypatch.setattr(effects, "REPLAY_CAPABILITY", {"status": "experimental", "since": "2.0", "until": "2.1",
-                                                       "witness": "witnessable-gated", "modes": ["replay"],
-                                                       "effectSeamsManifest": "/host/effect-seams"})
     assert "replay" in client.discovery_capabilities().families
     manifest = client.host_effect_seams()
     assert manifest.manifestVersion == "1"
     assert [(s.seam, s.kind, s.guarded) for s in manifest.seams] == [("interlude.core-http", "http", True)]
     assert manifest.seams[0].guardedBy
     assert manifest.host["build"]["kind"] == "artifact-sha256"
+
+    # The one declaration discovery and the route read (api/effects.py): withdrawn, neither names it.
+    monkeypatch.setattr(effects, "REPLAY_CAPABILITY", None)
+    assert "replay" not in client.discovery_capabilities().families
+    with pytest.raises(WopError) as refused:
+        client.host_effect_seams()
+    assert (refused.value.status, refused.value.envelope.error) == (404, "not_found")

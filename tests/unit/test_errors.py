@@ -71,6 +71,10 @@ OPENWOP_STATUS = {
     "interlude.tenant_exists": 409,
     "interlude.tenant_not_suspended": 409,
     "interlude.tenant_deleting": 409,
+    # Issue 29 item 2: forks and redrives.
+    "fork_point_invalid": 422,
+    "run_state_conflict": 409,
+    "interlude.fork_limit_reached": 409,
 }
 
 

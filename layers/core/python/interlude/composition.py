@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from interlude.app.directory import Directory
     from interlude.app.dispatch import OutboxHandler
     from interlude.app.external_events import ExternalEvents
+    from interlude.app.forks import Forks
     from interlude.app.inbox import Inbox
     from interlude.app.keys import Keys
     from interlude.app.lifecycle import RunLifecycle
@@ -226,6 +227,12 @@ class Services:
             self.step_budget,
             self.callback_resolver,
         )
+
+    @cached_property
+    def forks(self) -> Forks:
+        from interlude.app.forks import Forks
+
+        return Forks(self.store, self.runs, self.definitions, self.limiter, self.clock, self.step_budget)
 
     @cached_property
     def decisions(self) -> Decisions:

@@ -1142,6 +1142,26 @@ ROUTES: tuple[Route, ...] = (
         request="interlude.domain.models.requests.BulkCancelRequest",
         answers=(Answer(200, "Each id's outcome, in request order", "interlude.domain.models.responses.BulkCancelAnswer"),),
     ),
+    # Issue 29 item 2 (interlude.api.forks): a run forked (OpenWOP forkRun, replay.md), and a failed run redriven from
+    # its failed node (a branch at its failure; Interlude's, named in forkRun's style). Both also need runs:read.
+    Route(
+        "POST", "/runs/{runId}:fork", "forkRun", "runs:create", "Fork a run: replay it, or branch it at a sequence",
+        module="forks",
+        idempotency="with-effect",
+        request="interlude.domain.models.requests.ForkRunRequest",
+        answers=(Answer(201, "The fork, started", "interlude.domain.models.responses.RunForked", headers=("Location",)),),
+        errors=(*RUN_ERRORS, "fork_point_invalid", "interlude.fork_limit_reached", "interlude.quota_exceeded", "payload_too_large"),
+    ),
+    Route(
+        "POST", "/runs/{runId}:redrive", "redriveRun", "runs:create",
+        "Run a failed run again from its failed node, as a new run linked to it", module="forks",
+        idempotency="with-effect",
+        answers=(Answer(201, "The redriven run, started", "interlude.domain.models.responses.RunForked", headers=("Location",)),),
+        errors=(
+            *RUN_ERRORS, "run_state_conflict", "fork_point_invalid", "interlude.fork_limit_reached",
+            "interlude.quota_exceeded", "payload_too_large",
+        ),
+    ),
     # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
     Route(
         "GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)",
@@ -1153,7 +1173,7 @@ ROUTES: tuple[Route, ...] = (
         "GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams",
         module="effects",
         answers=(Answer(200, "The effect-seam manifest", "interlude.domain.models.responses.EffectSeamManifest"),),
-        # not_found while `replay` is not advertised (api/effects.py, REPLAY_CAPABILITY): this host serves no fork.
+        # not_found while `replay` is not advertised (api/effects.py, REPLAY_CAPABILITY).
         errors=("not_found",),
     ),
     # Issue 14 item 4 (interlude.api.delegation): an approver hands their vote to another principal (the run's

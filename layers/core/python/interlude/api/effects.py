@@ -30,10 +30,18 @@ SEAMS = (
         "or a run naming the same effectKey gets the recorded outcome (GET /runs/{runId}/effects)",
     },
 )
-# Discovery's `replay` family: None, for this host serves no POST /runs/{runId}:fork, and replay.md binds the family
-# to it (and to suppressing every effect during a replay fork). So discovery names no `replay` and the manifest,
-# a replay operation, answers 404 as an unadvertised family's operation must (capabilities.md).
-REPLAY_CAPABILITY: dict[str, Any] | None = None
+# Discovery's `replay` family (issue 29 item 2): POST /runs/{runId}:fork serves both modes (interlude.app.forks), and
+# a replay fork performs no effect its source performed (each lands its recorded outcome: engine/forks.py). Experimental
+# until 2.1: a fork runs again under its source's recorded history rather than copying the source's log prefix byte
+# for byte (docs/adr/0108-forks-run-again-under-recorded-history.md).
+REPLAY_CAPABILITY: dict[str, Any] | None = {
+    "status": "experimental",
+    "since": "2.0",
+    "until": "2.1",
+    "witness": "witnessable-gated",
+    "modes": ["fork", "branch"],
+    "effectSeamsManifest": "/host/effect-seams",
+}
 
 
 @route("getRunEffects")

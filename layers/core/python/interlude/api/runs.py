@@ -101,8 +101,8 @@ def capabilities() -> dict[str, Any]:
     # effect by its business identity before calling and records the outcome (store/effects.py); Layer 1 is the
     # Idempotency-Key of every mutating route. The record alone: one region, so no multiRegion or crossRegion.
     caps["idempotency"] = {"status": "stable", "since": "2.0", "witness": "witnessable-gated"}
-    # `replay` only with POST /runs/{runId}:fork, which this host does not serve: the one declaration both discovery
-    # and GET /host/effect-seams read (loaded here: no other request of this module uses it).
+    # `replay` with POST /runs/{runId}:fork (issue 29 item 2): the one declaration both discovery and
+    # GET /host/effect-seams read (loaded here: no other request of this module uses it).
     from interlude.api.effects import REPLAY_CAPABILITY
 
     if REPLAY_CAPABILITY is not None:

@@ -59,6 +59,11 @@ def snapshot(state: RunState) -> dict[str, Any]:
     # child the parent's node that waits on it (parentRunId is the snapshot's own field).
     if state.children:
         snap["extensions"]["interlude.run"]["childRunIds"] = list(state.children)
+    # Forks (issue 29 item 2): where this run was forked from, and the runs forked from it (oldest first).
+    if state.fork is not None:
+        snap["extensions"]["interlude.run"]["ancestry"] = state.fork.model_dump(include={"sourceRunId", "fromSeq", "mode", "redrive"})
+    if state.forks:
+        snap["extensions"]["interlude.run"]["forkRunIds"] = list(state.forks)
     if state.parentNodeId is not None:
         snap["extensions"]["interlude.run"]["parentNodeId"] = state.parentNodeId
     return snap

@@ -164,6 +164,12 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "interlude.recovery_too_large": Invalid,
     "interlude.recovery_running": Conflict,
     "interlude.action_not_retryable": Conflict,
+    # Forks (issue 29 item 2, interlude.app.forks): a fork point past the source's event log (OpenWOP's code); an
+    # operation the run's status does not allow (a redrive of a run that did not fail: OpenWOP's code); a run forked
+    # the most times one run is.
+    "fork_point_invalid": Unprocessable,
+    "run_state_conflict": Conflict,
+    "interlude.fork_limit_reached": Conflict,
     # Issue 30 item 6: the tenant of the key, console session or link is suspended (or being deleted) by the operator;
     # nothing it asked for was done. OpenWOP registers no such code, so it carries the vendor prefix.
     "interlude.tenant_suspended": Forbidden,

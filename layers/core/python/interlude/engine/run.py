@@ -38,7 +38,7 @@ from interlude.domain.models.run import (
 )
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, Node, WorkflowDefinition
 from interlude.domain.templates import PROBE
-from interlude.engine import kind_events
+from interlude.engine import forks, kind_events
 from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
@@ -243,8 +243,43 @@ class _Step:
         elif isinstance(outcome, Passed):
             self.apply_effects(node_id, outcome.effects)
             self.complete(node_id, outcome.output)
-        else:
+        elif not self.settle_as_recorded(node_id, outcome.kind):
             self.suspend(node_id, outcome)
+
+    def carried(self, family: str, node_id: str) -> dict[str, Any] | None:
+        """What a fork's source recorded for this visit of `node_id` (engine/forks.py), taken: used once."""
+        held = self.s.recorded.get(family)
+        if not held:
+            return None
+        return held.pop(forks.visit_key(node_id, self.s.nodes[node_id].visits), None)
+
+    def settle_as_recorded(self, node_id: str, kind: str) -> bool:
+        """A gate a fork's source had decided: it settles as decided there, asking no one (no interrupt.requested)."""
+        recorded = self.carried("gates", node_id)
+        if recorded is None:
+            return False
+        visit = self.s.nodes[node_id].visits
+        ids = {"nodeId": node_id, "interruptId": interrupt_id(self.s, node_id, visit)}
+        self.land(node_id, ids, kind, forks.decision_of(recorded, kind))
+        return True
+
+    def land(self, node_id: str, ids: dict[str, Any], kind: str, decision: Decision) -> None:
+        """A gate's decision lands: interrupt.resolved (and its kind's twin), the decision's own events, the node
+        settled as the decision says."""
+        resolved = {**ids, **decision.event}
+        self.emit("interrupt.resolved", node_id, resolved)
+        alias = kind_events.resolved_type(kind, resolved)
+        if alias is not None:
+            self.emit(alias, node_id, dict(resolved))
+        for type_, payload in decision.extra_events:
+            self.emit(type_, node_id, {**ids, **payload})
+        if decision.outcome == "complete":
+            self.emit("node.resumed", node_id, {**ids, "resumeValue": decision.resume_value})
+            output = decision.resume_value if decision.output is None else decision.output
+            self.complete(node_id, output, routed_only=decision.routed_only)
+        else:
+            assert decision.error is not None
+            self.fail(node_id, decision.error, decision.output)
 
     def apply_effects(self, node_id: str, effects: tuple[tuple[Any, ...], ...]) -> None:
         for effect in effects:
@@ -330,6 +365,9 @@ class _Step:
         ns = self.s.nodes[node_id]
         ns.status = "running"
         self.waits += 1
+        if spec.kind == forks.HTTP_KIND and (performed := self.carried("effects", node_id)) is not None:
+            # An effect a fork's source performed: its identity, so the worker lands the recorded outcome (engine/forks.py).
+            spec = spec._replace(effect_id=performed["effectId"])
         self.s.actions[node_id] = PendingAction(
             visit=ns.visits,
             kind=spec.kind,
@@ -636,22 +674,9 @@ def resolve(
     del s.interrupts[node_id]
     resolution = {**decision.event, "at": iso(now), "votes": [v.model_dump() for v in interrupt.votes]}
     step.t.closed.append(Closed(interrupt, "resolved", resolution))
-    resolved = {**ids, **decision.event}
-    step.emit("interrupt.resolved", node_id, resolved)
-    alias = kind_events.resolved_type(interrupt.kind, resolved)
-    if alias is not None:
-        step.emit(alias, node_id, dict(resolved))
-    for type_, payload in decision.extra_events:
-        step.emit(type_, node_id, {**ids, **payload})
-    if decision.outcome == "complete":
-        step.emit("node.resumed", node_id, {**ids, "resumeValue": decision.resume_value})
-        if interrupt.kind == "conversation.close":
-            s.conversations[interrupt.payload["data"]["conversationId"]] = "closed"
-        output = decision.resume_value if decision.output is None else decision.output
-        step.complete(node_id, output, routed_only=decision.routed_only)
-    else:
-        assert decision.error is not None
-        step.fail(node_id, decision.error, decision.output)
+    if decision.outcome == "complete" and interrupt.kind == "conversation.close":
+        s.conversations[interrupt.payload["data"]["conversationId"]] = "closed"
+    step.land(node_id, ids, interrupt.kind, decision)
     if halt is not None:
         if not s.terminal:
             step.fail_run(halt, node_id)

@@ -100,6 +100,11 @@ class TransitionStore(TransactionalTable, RunStore):
             inbox.delete(closed)
         return docs
 
+    def rewrite_head(self, state: RunState, expected_version: int) -> None:
+        """The run head alone at its next version: no event, no counter, no index. What a run records of itself
+        that changes nothing of its course (the runs forked from it: app/forks.py). LostRace when it moved."""
+        self._transact([(RUN_SK, run_items.head_write(state, expected_version))])
+
     def _put_entries_before(
         self, inbox: InboxIndex, transition: Transition, expected_version: int | None
     ) -> list[a.Item]:

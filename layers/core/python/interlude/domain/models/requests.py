@@ -36,6 +36,22 @@ class CancelRunRequest(Closed):
     reason: str | None = Field(default=None, max_length=1000)
 
 
+class RunOptionsOverlay(Closed):
+    """A branch's run options over its source's (run-options.schema.json): configurable merged, tags replaced,
+    metadata merged (app/forks.py)."""
+
+    configurable: dict[str, Any] | None = None
+    tags: list[str] | None = Field(default=None, max_length=100)
+    metadata: dict[str, Any] | None = None
+
+
+class ForkRunRequest(Closed):
+    mode: Literal["replay", "branch"]
+    # Events before it are the fork's history; required for a branch, 0 for a replay when left out (replay.md).
+    fromSeq: int | None = Field(default=None, ge=0)
+    runOptionsOverlay: RunOptionsOverlay | None = None
+
+
 class BulkCancelRequest(Closed):
     # More than app.run_listing.MAX_BULK_CANCEL ids is refused there, with details.maxRunIds.
     runIds: list[str] = Field(min_length=1)

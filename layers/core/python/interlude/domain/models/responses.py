@@ -16,7 +16,7 @@ all 43. New answers go into their area's module; `responses.X` still finds any o
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -71,6 +71,15 @@ class RunCreated(Answer):
     status: RunStatus
     eventsUrl: str
     statusUrl: str
+
+
+class RunForked(Answer):
+    runId: str
+    sourceRunId: str
+    fromSeq: int
+    mode: Literal["replay", "branch"]
+    status: RunStatus
+    eventsUrl: str
 
 
 class RunCancelled(Answer):

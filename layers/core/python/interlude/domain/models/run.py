@@ -101,6 +101,15 @@ class PendingAction(Mutable):
     requestedAt: str
 
 
+class ForkOrigin(Mutable):
+    """Where a forked run came from (POST /runs/{runId}:fork, or a redrive: engine/forks.py)."""
+
+    sourceRunId: str
+    fromSeq: int
+    mode: Literal["replay", "branch"]
+    redrive: bool = False
+
+
 class RunState(Mutable):
     v: int = 1  # this document's format (domain/formats.py)
     runId: str
@@ -142,6 +151,12 @@ class RunState(Mutable):
     parentVisit: int | None = None
     depth: int = 0
     children: list[str] = Field(default_factory=list)
+    # Forks (engine/forks.py): the run this one was forked from; the source's decided gates and performed effects it
+    # has not reached yet ({"gates": {...}, "effects": {...}}, each entry dropped when used); the runs forked from this
+    # one (at most MAX_FORKS_PER_RUN, oldest first). Left out of the document while empty.
+    fork: ForkOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
+    recorded: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=lambda v: not any(v.values()))
+    forks: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     # The tenant usage shard this run's open-runs claim went to (interlude.store.limits), released there.
     usageShard: int = 0
 

@@ -1,0 +1,147 @@
+"""A fork's recorded history (OpenWOP replay.md, `POST /runs/{runId}:fork`), read from its source run's event log. Pure.
+
+A fork is a new run of the source's workflow version that runs again from the start (docs/adr/0108): every gate the
+source had decided before the fork point settles as it was decided, without being asked (no `interrupt.requested`;
+its `interrupt.resolved` and what followed it are emitted again from the record), and every core.http effect it had
+performed is requested under the source's effect identity, so the actions worker finds the source's effect record
+and lands its recorded outcome instead of calling (store.effects). What the source did at or after the fork point
+runs anew: a `branch`. A `replay` carries the whole log: nothing the source decided is asked again and no effect it
+performed is performed again.
+
+The history is keyed by node and visit ("<nodeId>#<visit>"): the engine reaches the same visits in the same order
+given the same inputs and the same settlements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from interlude.domain.outcomes import approval_outcome
+from interlude.engine import kind_events
+from interlude.engine.actions import ACTION_REQUESTED
+
+if TYPE_CHECKING:
+    from interlude.rules.interrupts.decide import Decision
+
+# The action kind whose effect identity a fork carries over (engine/actions.py); sub-workflows and tasks run anew.
+HTTP_KIND = "http"
+_IDS = ("nodeId", "interruptId")
+_SETTLED = ("node.completed", "node.failed")
+
+
+def visit_key(node_id: str, visit: int) -> str:
+    return f"{node_id}#{visit}"
+
+
+def _without_ids(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k not in _IDS}
+
+
+def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dict[str, dict[str, Any]]:
+    """The gates decided and the core.http effects completed in `events` (the source's log, in order) before
+    sequence `until` (None: the whole log): `{"gates": {visit key: recorded decision}, "effects": {visit key:
+    {"effectId"}}}`. A gate counts from its `interrupt.resolved` and an effect from its `action.requested`: what
+    follows either (the node settling, maybe past `until`) is read to the end, so a fork never asks again a decision
+    made before its fork point, nor repeats a call made for it. An effect that failed is not carried: a fork tries
+    it again under its own identity.
+
+    A recorded decision is what `decision_of` turns back into the engine's Decision: the `interrupt.resolved` payload
+    (without ids), the events the resolve emitted after it, and how the node settled (output or error)."""
+    visits: dict[str, int] = {}
+    gates: dict[str, dict[str, Any]] = {}
+    effects: dict[str, dict[str, Any]] = {}
+    deciding: dict[str, dict[str, Any]] = {}  # node id -> its decision being read
+    requested: dict[str, dict[str, Any]] = {}  # node id -> its http action waiting to settle
+    for event in events:
+        type_, payload = event["type"], event.get("payload") or {}
+        node_id = payload.get("nodeId") if isinstance(payload, dict) else None
+        if node_id is None:
+            continue
+        before = until is None or event["sequence"] < until
+        if node_id in deciding:
+            _read_decision(deciding, gates, node_id, type_, payload)
+        elif type_ in _SETTLED and node_id in requested:
+            action = requested.pop(node_id)
+            if type_ == "node.completed":
+                effects[visit_key(node_id, action["visit"])] = {"effectId": action["effectId"]}
+        elif not before:
+            continue
+        elif type_ == "node.started":
+            visits[node_id] = visits.get(node_id, 0) + 1
+        elif type_ == "interrupt.resolved":
+            kind = payload.get("kind")
+            deciding[node_id] = {
+                "visit": visits.get(node_id, 1),
+                "event": _without_ids(payload),
+                "alias": kind_events.resolved_type(kind or "", payload),
+                "extra": [],
+            }
+        elif type_ == ACTION_REQUESTED and payload.get("kind") == HTTP_KIND:
+            requested[node_id] = {"visit": payload["visit"], "effectId": payload["effectId"]}
+    return {"gates": gates, "effects": effects}
+
+
+def _read_decision(
+    deciding: dict[str, dict[str, Any]], gates: dict[str, dict[str, Any]], node_id: str, type_: str, payload: dict[str, Any]
+) -> None:
+    """One more event of a decision being read: the resolve's own events, then the node settling."""
+    read = deciding[node_id]
+    if type_ == read["alias"]:
+        read["alias"] = None  # the kind-specific twin of interrupt.resolved, emitted again with it
+    elif type_ == "node.resumed":
+        read["resumed"] = True
+    elif type_ == "node.completed":
+        output = payload.get("outputs")
+        # complete() wraps an output that is not an object as {"value": ...}.
+        if isinstance(output, dict) and list(output) == ["value"] and read["event"].get("resumeValue") != output:
+            output = output["value"]
+        _settle(deciding, gates, node_id, {"outcome": "complete", "output": output})
+    elif type_ == "node.failed":
+        _settle(deciding, gates, node_id, {"outcome": "fail", "error": payload.get("error")})
+    else:
+        read["extra"].append([type_, _without_ids(payload)])
+
+
+def _settle(
+    deciding: dict[str, dict[str, Any]], gates: dict[str, dict[str, Any]], node_id: str, settled: dict[str, Any]
+) -> None:
+    read = deciding.pop(node_id)
+    gates[visit_key(node_id, read["visit"])] = {"event": read["event"], "extra": read["extra"], **settled}
+
+
+def decision_of(recorded: dict[str, Any], kind: str) -> Decision:
+    """The engine's Decision for a gate the source decided (recorded by `recorded_history`): the same events, the same
+    outcome, read by the steps after it as they read it in the source."""
+    from interlude.rules.interrupts.decide import Decision  # only where a fork reaches a decided gate
+
+    event = dict(recorded["event"])
+    extra = [(t, dict(p)) for t, p in recorded.get("extra") or []]
+    value = event.get("resumeValue")
+    routed_only = event.get("action") == "refine"
+    if recorded["outcome"] == "complete":
+        return Decision("complete", value, event, extra_events=extra, output=recorded.get("output"), routed_only=routed_only)
+    output = None
+    if kind == "approval":
+        output = approval_outcome(value, str(event.get("action")), event.get("decision"), event.get("reason"))
+    return Decision("fail", value, event, error=recorded.get("error"), extra_events=extra, output=output)
+
+
+def redrive_point(events: Iterable[dict[str, Any]], failed_node_id: str | None) -> int | None:
+    """Where a failed run's redrive branches: where its failed node's failing visit was decided (a gate's
+    `interrupt.resolved`: rejected, or timed out) or else failed (`node.failed`), so that visit runs again and
+    everything the run settled before it is history; when the run failed on no node's account (its own timeout), at
+    `run.failed`. None: the log holds neither."""
+    point = decided = None
+    for event in events:
+        type_ = event["type"]
+        ours = failed_node_id is not None and (event.get("payload") or {}).get("nodeId") == failed_node_id
+        if ours and type_ == "node.started":
+            decided = None
+        elif ours and type_ == "interrupt.resolved":
+            decided = event["sequence"]
+        elif ours and type_ == "node.failed":
+            point = event["sequence"] if decided is None else decided
+        elif type_ == "run.failed" and point is None:
+            point = event["sequence"]
+    return point

@@ -1,0 +1,194 @@
+"""Forks (issue 29 item 2), driven by openwop-client (and plain HTTP where it has no call) against the real api handler
+behind an HTTP server on loopback: a replay settles every gate its source decided without asking again, a branch
+asks again what was decided at or after its fork point, and every refusal carries its OpenWOP code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import requests
+from openwop_client import OpenwopClient
+from openwop_client.errors import WopError
+from openwop_client.types import CreateRunRequest, ForkRunRequest, ResolveInterruptRequest
+
+from interlude.composition import Services
+from interlude.domain.ids import mint_opaque, tenant_bound
+from interlude.domain.models.workflow import WorkflowDefinition
+from tests.integration.conftest import new_api_key, signed_in
+from tests.support.local_stack import wire
+
+# Two approvals in a row, the second reached only when the first is accepted.
+TWO_GATES = {
+    "nodes": [
+        {"id": "draft", "typeId": "core.approvalGate", "config": {"title": "Draft fine?"}},
+        {"id": "publish", "typeId": "core.approvalGate", "config": {"title": "Publish?"}},
+    ],
+    "edges": [{"sourceNodeId": "draft", "targetNodeId": "publish"}],
+}
+
+
+@pytest.fixture
+def client(services: Services, gateway: str) -> OpenwopClient:
+    services.workflows.put_workflow(signed_in(services), "two-gates", WorkflowDefinition.model_validate(TWO_GATES))
+    return OpenwopClient(gateway, new_api_key(services))
+
+
+def events_of(client: OpenwopClient, run_id: str) -> list[Any]:
+    return client.runs_poll_events(run_id, after_sequence=None).events
+
+
+def decided_first_gate(client: OpenwopClient) -> str:
+    """A run whose first gate was accepted: it waits at the second."""
+    run_id = client.runs_create(CreateRunRequest(workflowId="two-gates")).runId
+    client.interrupts_resolve_by_run(run_id, "draft", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+    assert client.runs_get(run_id).currentNodeId == "publish"
+    return run_id
+
+
+def sequence_of(events: list[Any], type_: str, node_id: str) -> int:
+    return next(e.sequence for e in events if e.type == type_ and (e.payload or {}).get("nodeId") == node_id)
+
+
+def test_a_replay_settles_the_decided_gate_as_decided_and_waits_where_its_source_waits(client):
+    source = decided_first_gate(client)
+
+    forked = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    assert (forked.sourceRunId, forked.mode, forked.fromSeq) == (source, "replay", 0)
+    assert forked.status == "waiting-approval"
+    assert forked.eventsUrl.endswith(f"/runs/{wire(forked.runId)}/events")
+    fork = client.runs_get(forked.runId)
+    assert fork.currentNodeId == "publish"
+    events = events_of(client, forked.runId)
+    # The first gate was not asked again: no interrupt raised for it; its recorded decision landed as it was made.
+    asked = [e.payload["nodeId"] for e in events if e.type == "node.suspended"]
+    assert asked == ["publish"]
+    (resolved,) = [e for e in events if e.type == "interrupt.resolved"]
+    (original,) = [e for e in events_of(client, source) if e.type == "interrupt.resolved"]
+    assert resolved.payload["resumeValue"] == original.payload["resumeValue"]
+    assert resolved.payload["action"] == "accept"
+    assert resolved.payload["decision"] == "granted"
+
+
+def test_a_branch_asks_again_what_was_decided_at_or_after_its_fork_point(client):
+    source = decided_first_gate(client)
+    decided_at = sequence_of(events_of(client, source), "interrupt.resolved", "draft")
+
+    before = client.runs_fork(source, ForkRunRequest(fromSeq=decided_at, mode="branch"))
+    after = client.runs_fork(source, ForkRunRequest(fromSeq=decided_at + 1, mode="branch"))
+
+    assert client.runs_get(before.runId).currentNodeId == "draft"
+    assert client.runs_get(after.runId).currentNodeId == "publish"
+    assert (before.fromSeq, after.fromSeq) == (decided_at, decided_at + 1)
+
+
+def test_fork_and_source_are_linked_both_ways(client, gateway, services):
+    source = decided_first_gate(client)
+    forked = client.runs_fork(source, ForkRunRequest(fromSeq=1, mode="branch"))
+
+    headers = {"Authorization": f"Bearer {new_api_key(services)}"}
+    fork = requests.get(f"{gateway}/runs/{wire(forked.runId)}", headers=headers, timeout=10).json()
+    source_snapshot = requests.get(f"{gateway}/runs/{wire(source)}", headers=headers, timeout=10).json()
+    assert fork["extensions"]["interlude.run"]["ancestry"] == {
+        "sourceRunId": source, "fromSeq": 1, "mode": "branch", "redrive": False,
+    }
+    assert source_snapshot["extensions"]["interlude.run"]["forkRunIds"] == [forked.runId]
+    assert fork["owner"] == source_snapshot["owner"]
+
+
+def test_a_fork_point_past_the_log_is_422_fork_point_invalid(client):
+    source = decided_first_gate(client)
+    last = client.runs_poll_events(source).lastSequence
+
+    with pytest.raises(WopError) as refused:
+        client.runs_fork(source, ForkRunRequest(fromSeq=last + 1, mode="branch"))
+
+    assert (refused.value.status, refused.value.envelope.error) == (422, "fork_point_invalid")
+    assert refused.value.envelope.details["lastSequence"] == last
+
+
+def test_malformed_forks_are_400_and_unknown_runs_404(client, gateway, services):
+    source = decided_first_gate(client)
+    headers = {"Authorization": f"Bearer {new_api_key(services)}", "Content-Type": "application/json"}
+
+    def fork(run_id: str, body: dict[str, Any]) -> tuple[int, str]:
+        got = requests.post(f"{gateway}/runs/{wire(run_id)}:fork", json=body, headers=headers, timeout=10)
+        return got.status_code, got.json()["error"]
+
+    assert fork(source, {"mode": "branch"}) == (400, "validation_error")
+    assert fork(source, {"mode": "replay", "runOptionsOverlay": {"tags": ["x"]}}) == (400, "validation_error")
+    assert fork(source, {"mode": "rewind", "fromSeq": 0}) == (400, "validation_error")
+    assert fork(source, {"mode": "branch", "fromSeq": -1}) == (400, "validation_error")
+    assert fork(source, {"mode": "branch", "fromSeq": 1, "extra": 1}) == (400, "validation_error")
+    tenant = source.split("/", 1)[0]
+    assert fork(tenant_bound(tenant, mint_opaque()), {"mode": "replay"}) == (404, "not_found")
+    assert fork(tenant_bound(f"other-{tenant}", mint_opaque()), {"mode": "replay"}) == (403, "id_tenant_mismatch")
+
+
+def test_a_branch_overlay_changes_its_run_options(client, gateway, services):
+    source = decided_first_gate(client)
+    overlay = {"tags": ["retry"], "metadata": {"ticket": "T-1"}}
+
+    forked = client.runs_fork(source, ForkRunRequest(fromSeq=1, mode="branch", runOptionsOverlay=overlay))
+
+    fork = client.runs_get(forked.runId)
+    assert fork.tags == ["retry"]
+    assert fork.metadata == {"ticket": "T-1"}
+
+
+def test_discovery_advertises_replay_with_both_modes_and_the_seam_manifest(client):
+    caps = client.discovery_capabilities()
+    assert "replay" in caps.families
+    assert client.host_effect_seams().seams[0].seam == "interlude.core-http"
+
+
+def post(gateway: str, services: Services, path: str, body: Any = None) -> requests.Response:
+    headers = {"Authorization": f"Bearer {new_api_key(services)}", "Content-Type": "application/json"}
+    return requests.post(f"{gateway}{path}", json=body, headers=headers, timeout=10)
+
+
+def test_a_rejected_run_redriven_asks_again_only_its_failed_gate(client, gateway, services):
+    # Given a run whose first gate was accepted and whose second was rejected: it failed at the second
+    source = decided_first_gate(client)
+    client.interrupts_resolve_by_run(source, "publish", ResolveInterruptRequest(resumeValue={"action": "reject"}))
+    failed = client.runs_get(source)
+    assert failed.status == "failed"
+    failed_at = sequence_of(events_of(client, source), "interrupt.resolved", "publish")
+
+    # When it is redriven
+    got = post(gateway, services, f"/runs/{wire(source)}:redrive")
+
+    # Then a new run branches at the failure: the accepted gate stands as decided, the rejected one is asked again
+    assert got.status_code == 201, got.text
+    redriven = got.json()
+    assert (redriven["sourceRunId"], redriven["mode"], redriven["fromSeq"]) == (source, "branch", failed_at)
+    assert redriven["status"] == "waiting-approval"
+    assert client.runs_get(redriven["runId"]).currentNodeId == "publish"
+    asked = [e.payload["nodeId"] for e in events_of(client, redriven["runId"]) if e.type == "node.suspended"]
+    assert asked == ["publish"]
+    # And it is linked both ways; the source stays failed
+    assert client.runs_get(source).status == "failed"
+
+
+def test_only_a_failed_run_is_redriven(client, gateway, services):
+    waiting = decided_first_gate(client)
+
+    got = post(gateway, services, f"/runs/{wire(waiting)}:redrive")
+
+    assert got.status_code == 409, got.text
+    assert got.json()["error"] == "run_state_conflict"
+    assert got.json()["details"] == {"runStatus": "waiting-approval"}
+
+
+def test_a_run_forked_the_most_times_refuses_another_fork(client, gateway, services, monkeypatch):
+    from interlude.app import forks
+
+    monkeypatch.setattr(forks, "MAX_FORKS_PER_RUN", 1)
+    source = decided_first_gate(client)
+    client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    got = post(gateway, services, f"/runs/{wire(source)}:fork", {"mode": "replay"})
+
+    assert got.status_code == 409, got.text
+    assert (got.json()["error"], got.json()["details"]) == ("interlude.fork_limit_reached", {"maxForks": 1})
