@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from interlude.store import attributes as a
-from interlude.store.deliveries import DeliveryStore, Notice
+from interlude.store.deliveries import KEPT_ATTEMPTS, DeliveryStore, Notice
 from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
 from interlude.store.leases import Ledger
 from interlude.store.notifications import Notification, NotificationStore, kept_record
@@ -133,3 +133,51 @@ def test_the_items_this_release_writes_are_the_ones_the_previous_release_reads(s
     assert (item["status"], item["attempts"], "leaseUntil" in item) == (a.s(kind.settled), a.n(2), False)
     if name == "effect":
         assert json.loads(item["outcome"]["S"]) == {"output": 1}
+
+
+def test_a_delivery_records_each_attempt_on_its_own_item_and_keeps_the_latest_round(services, tenant):
+    # Given a delivery that fails more often than a round of attempts, then succeeds
+    store = DeliveryStore(services.store)
+    ref = KINDS["delivery"].ref(tenant)
+    attempts = KEPT_ATTEMPTS + 2
+    for number in range(1, attempts + 1):
+        claim = store.claim(ref, NOW + number, LEASE_S)
+        status = "delivered" if number == attempts else "pending"
+        record = {"noticeId": ref.notice_id, "attempt": number, "status": "failed" if status == "pending" else "succeeded"}
+        # When each attempt is settled: one conditional update, no transaction and no item of its own
+        assert store.settle(ref, claim.attempt, status, record, NOW + number, claim.held)
+
+    # Then the run's partition holds the delivery's item alone, and its history is the latest round, oldest first
+    items = boto3.client("dynamodb").query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": ledger_pk(store, ref)}
+    )["Items"]
+    assert [i["sk"]["S"] for i in items] == [f"N#{ref.notice_id}"]
+    kept = store.attempts(ref.run_id)
+    assert [r["attempt"] for r in kept] == list(range(attempts - KEPT_ATTEMPTS + 1, attempts + 1))
+    assert kept == store.attempts(ref.run_id, ref.notice_id)
+    assert kept[-1]["status"] == "succeeded"
+
+
+def test_attempt_items_the_previous_release_wrote_are_read_beside_the_history_this_one_keeps(services, tenant):
+    # Given a delivery the previous release attempted twice (an item per attempt), pending again
+    store = DeliveryStore(services.store)
+    ref = KINDS["delivery"].ref(tenant)
+    put_previous(KINDS["delivery"], store, ref, status=a.s("pending"), attempts=a.n(2))
+    pk = ledger_pk(store, ref)
+    for number in (1, 2):
+        record = {"noticeId": ref.notice_id, "attempt": number, "status": "failed", "httpStatus": 500}
+        item = {"pk": pk, "sk": a.s(f"D#{ref.notice_id}#{number:03d}"), "record": a.as_json(record)}
+        boto3.client("dynamodb").put_item(TableName=TABLE, Item=item)
+
+    # When this release makes its third attempt
+    claim = store.claim(ref, NOW, LEASE_S)
+    assert claim.attempt == 3
+    assert store.settle(ref, 3, "delivered", {"noticeId": ref.notice_id, "attempt": 3, "status": "succeeded"}, NOW, claim.held)
+
+    # Then the delivery's history (what the API, the console and a dead letter show) has every attempt, in order
+    assert [(r["attempt"], r["status"]) for r in store.attempts(ref.run_id)] == [(1, "failed"), (2, "failed"), (3, "succeeded")]
+    assert store.attempts(ref.run_id, ref.notice_id) == store.attempts(ref.run_id)
+
+
+def ledger_pk(ledger: Ledger[Any], ref: Any) -> dict[str, str]:
+    return ledger.key(ref)["pk"]

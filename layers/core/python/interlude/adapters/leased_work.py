@@ -111,7 +111,7 @@ class LeasedWorker(ABC, Generic[W]):
         in_round = round_attempt(claim)
         if attempted.final or in_round >= work.max_attempts:
             return self.dead_letter(work, claim, attempted)
-        self.ledger.settle(work.ref, claim.attempt, PENDING, attempted.kept, self.clock())
+        self.ledger.settle(work.ref, claim.attempt, PENDING, attempted.kept, self.clock(), claim.held)
         cfg = self.settings
         delay = backoff_s(in_round, cfg.backoff_base_s, cfg.backoff_cap_s, self.rand)
         if attempted.retry_after_s is not None:
@@ -123,7 +123,7 @@ class LeasedWorker(ABC, Generic[W]):
         return "duplicate"
 
     def settle(self, work: W, claim: Claim, status: str, kept: dict[str, Any]) -> str:
-        self.ledger.settle(work.ref, claim.attempt, status, kept, self.clock())
+        self.ledger.settle(work.ref, claim.attempt, status, kept, self.clock(), claim.held)
         return status
 
     def dead_letter(self, work: W, claim: Claim, attempted: Attempted) -> str:

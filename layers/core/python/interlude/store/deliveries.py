@@ -4,28 +4,40 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
   notice state   N#{noticeId}               status pending|delivering|delivered|dead, attempts, leaseUntil, type;
                                             sequence (the event it reports) and webhookId (a subscription's
                                             delivery), written by the claim that creates it, so a replay can queue
-                                            it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed
-  attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs
+                                            it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed;
+                                            history: the records of its last KEPT_ATTEMPTS attempts (packed)
+  attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs: written by
+                                            releases before issue 31 (one item per attempt), read still, never written
 
 The notice state is a leased-work ledger item (store.leases): a worker claims an attempt (one conditional update:
-attempts + 1, a lease) before it dials, and settles it in one conditional transaction (the attempt record and the
-new notice status). `delivered` is written only under the condition that this worker's claim still stands, so one
-notice has at most one successful delivery, however many copies of its SQS message exist. Neither item starts with
-"E#", so the stream filter never passes them.
+attempts + 1, a lease) before it dials, and settles it in one conditional update that records the attempt on the
+item (the new status, and its record appended to `history`). `delivered` is written only under the condition that
+this worker's claim still stands, so one notice has at most one successful delivery, however many copies of its SQS
+message exist; the same condition makes the history the claim read the history the settle extends. Neither item
+starts with "E#", so the stream filter never passes them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from interlude import wiring
 
 from interlude.store import attributes as a
 from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Writes
 
 
+# The attempts a delivery keeps on its item: a whole round of them (a replay's round included), the newest last.
+KEPT_ATTEMPTS = wiring.CALLBACK_MAX_ATTEMPTS
+HISTORY = "history"
+NOTICE_SK_PREFIX = "N#"
+
+
 def notice_sk(notice_id: str) -> str:
-    return f"N#{notice_id}"
+    return NOTICE_SK_PREFIX + notice_id
 
 
 def attempt_sk(notice_id: str, attempt: int) -> str:
@@ -65,19 +77,35 @@ class DeliveryStore(Ledger[Notice]):
             created["webhookId"] = a.s(ref.webhook_id)
         return Writes(sets={"type": a.s(ref.type)}, created=created)
 
-    def settling(self, ref: Notice, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
-        """The attempt's record, an item of its own (`delivered` is written only while this worker's claim stands)."""
-        item = {**a.key(run_pk(ref.run_id), attempt_sk(ref.notice_id, attempt)), "record": a.as_json(kept)}
-        return Writes(also=[{"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}}])
+    def settling(
+        self, ref: Notice, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any]
+    ) -> Writes:
+        """The attempt's record appended to the item's (bounded) history, in the settle's own conditional update."""
+        return Writes(sets={HISTORY: a.packed([*held.get(HISTORY, ()), kept][-KEPT_ATTEMPTS:])})
 
     def attempts(self, run_id: str, notice_id: str | None = None) -> list[dict[str, Any]]:
-        """Attempt records of a run (or of one notice), ordered by notice id and attempt number."""
+        """Attempt records of a run (or of one notice), ordered by notice id and attempt number: each delivery's
+        kept history, and the attempt items of the releases before (a delivery's earlier attempts may be there)."""
+        pk = a.s(run_pk(run_id))
+        if notice_id is None:
+            states = self._query(pk, NOTICE_SK_PREFIX)
+        else:
+            got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), notice_sk(notice_id)))
+            states = [got["Item"]] if "Item" in got else []
+        found = {
+            (r.get("noticeId", ""), int(r.get("attempt", 0))): r
+            for r in [a.unpacked(item["record"]) for item in self._query(pk, attempt_sk_prefix(notice_id))]
+            + [r for item in states if HISTORY in item for r in a.unpacked(item[HISTORY])]
+        }
+        return [found[k] for k in sorted(found)]
+
+    def _query(self, pk: dict[str, str], prefix: str) -> list[dict[str, Any]]:
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":prefix": a.s(attempt_sk_prefix(notice_id))},
+            ExpressionAttributeValues={":pk": pk, ":prefix": a.s(prefix)},
         )
-        return [a.unpacked(item["record"]) for page in pages for item in page.get("Items") or []]
+        return [item for page in pages for item in page.get("Items") or []]
 
 
 # The fields of an attempt record a tenant sees (GET deliveries, the dead letter); the rest is bookkeeping.

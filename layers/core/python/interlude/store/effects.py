@@ -22,6 +22,7 @@ Neither item starts with "E#": the stream filter never passes them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +91,9 @@ class EffectStore(Ledger[LedgerEntry]):
         sets = {"runId": a.s(ref.run_id), "nodeId": a.s(ref.node_id), "keying": a.s(ref.keying)}
         return self._stamped(ref, attempt, "claimed", now, sets)
 
-    def settling(self, ref: LedgerEntry, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
+    def settling(
+        self, ref: LedgerEntry, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any]
+    ) -> Writes:
         """`kept` is the outcome; it is recorded once the effect settles (completed or failed), not while pending."""
         return self._stamped(ref, attempt, status, now, {"outcome": a.as_json(kept)} if status in self.SETTLED else {})
 

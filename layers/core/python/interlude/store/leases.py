@@ -14,8 +14,8 @@ unit, and a new round of attempts (`reopenedFrom` records where the round starts
 reopened at most a bounded number of times (the caller's), so its attempts stay bounded.
 
 Each ledger keeps its own item: its key, its status names, what a claim and a settle write besides the three
-attributes above, and any companion write (an attempt item, the run's ledger entry), which makes the write a
-transaction. The status names are data, not this module's: an item written by the release before this code was
+attributes above (a delivery's settle, the attempt's record in a bounded list on the item), and any companion write
+(the run's ledger entry of an effect), which makes the write a transaction. The status names are data, not this module's: an item written by the release before this code was
 shared, in flight or settled, is read as it was written, and the items this code writes are the same ones.
 """
 
@@ -102,7 +102,9 @@ class Ledger(ABC, Generic[Ref]):
     def claiming(self, ref: Ref, attempt: int, now: float) -> Writes:
         return Writes()
 
-    def settling(self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
+    def settling(
+        self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any]
+    ) -> Writes:
         return Writes()
 
     def read(self, ref: Ref) -> dict[str, Any] | None:
@@ -138,10 +140,13 @@ class Ledger(ABC, Generic[Ref]):
             return Claim("busy", retry_in_s=1)
         return Claim("claimed", attempt=previous + 1, held=held or {})
 
-    def settle(self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float) -> bool:
+    def settle(
+        self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any] | None = None
+    ) -> bool:
         """Attempt `attempt` ends as `status` (pending: another may follow), with what it `kept`. False, and nothing
-        written, when this worker's claim no longer stands (its lease ran out and another attempt was claimed)."""
-        writes = self.settling(ref, attempt, status, kept, now)
+        written, when this worker's claim no longer stands (its lease ran out and another attempt was claimed).
+        `held`: the item as the claim read it (`Claim.held`), unchanged since by the condition the write is under."""
+        writes = self.settling(ref, attempt, status, kept, now, held or {})
         condition = "#attempts = :attempt AND #status = :leased"
         values = {":attempt": a.n(attempt), ":leased": a.s(self.LEASED)}
         return self._write(ref, {"status": a.s(status), **writes.sets}, ("leaseUntil",), condition, values, writes.also)

@@ -15,6 +15,7 @@ with "E#", so the stream filter never passes it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,9 @@ class NotificationStore(Ledger[Notification]):
             created["message"] = a.as_json(ref.message)
         return Writes(created=created)
 
-    def settling(self, ref: Notification, attempt: int, status: str, kept: dict[str, Any], now: float) -> Writes:
+    def settling(
+        self, ref: Notification, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any]
+    ) -> Writes:
         return Writes(sets={"record": a.as_json(kept)})
 
     def of_run(self, run_id: str) -> list[dict[str, Any]]:

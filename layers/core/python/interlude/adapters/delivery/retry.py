@@ -45,10 +45,15 @@ def dead_letter(message: dict[str, Any], history: list[dict[str, Any]], now_iso:
         "type": notice.get("type"),
         "runId": notice.get("runId"),
         "sequence": notice.get("sequence"),
-        "attempts": len(history),
+        "attempts": attempts_made(history),
         "deliveryHistory": history,
     }
     for field in ("nodeId", "interruptId", "kind", "key"):
         if notice.get(field) is not None:
             record[field] = notice[field]
     return record
+
+
+def attempts_made(history: list[dict[str, Any]]) -> int:
+    """The attempts a delivery made, its last attempt's number: its history keeps only the latest attempts."""
+    return max([len(history), *(int(a.get("attempt", 0)) for a in history)])

@@ -18,7 +18,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.delivery.retry import dead_letter
+from interlude.adapters.delivery.retry import attempts_made, dead_letter
 from interlude.adapters.delivery.signing import SecretCache, webhook_headers
 from interlude.adapters.delivery.subscriptions import (
     MESSAGE_KIND,
@@ -135,7 +135,7 @@ class Worker(LeasedWorker[Outgoing]):
         def dead(history: list[dict[str, Any]], unprojectable: bool) -> None:
             statuses = [a["httpStatus"] for a in history if "httpStatus" in a]
             reason = "payload_unprojectable" if unprojectable else "retries_exhausted"
-            kept = dead_letter_record(message, len(history), reason, statuses[-1] if statuses else None, self.clock())
+            kept = dead_letter_record(message, attempts_made(history), reason, statuses[-1] if statuses else None, self.clock())
             # The readable sink first (GET /webhooks/{id}/dead-letters), then the operators' queue (alarmed).
             self.webhooks.put_dead_letter(kept)
             self._to_dlq({"v": 1, "kind": MESSAGE_KIND, "tenant": message["tenant"], **kept})
