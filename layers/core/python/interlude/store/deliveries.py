@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlude import wiring
-
 from interlude.store import attributes as a
 from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Writes
-
 
 # The attempts a delivery keeps on its item: a whole round of them (a replay's round included), the newest last.
 KEPT_ATTEMPTS = wiring.CALLBACK_MAX_ATTEMPTS
