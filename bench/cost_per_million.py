@@ -16,7 +16,9 @@ Priced at list prices (bench/_prices.py: each with its page and the date it was 
   lifecycles at the pace;
 * observability: CloudWatch Logs ingestion and one month's storage of what the invocations wrote (measured) and of
   Lambda's platform records and the HTTP API's access log (estimated: bench/log_bytes.py), the dashboard; X-Ray traces
-  at the default sampling rule (1/s, then 5%) at the pace (an SQS-triggered invocation continues its sender's trace).
+  at the construct's sampling rule (interlude_cdk/props.py TraceSampling's defaults, read from its source; the
+  account's default rule, 1/s then 5%, before issue 31) at the pace (an SQS-triggered invocation continues its
+  sender's trace).
 
 Two paces (bench/lifecycles.py): busy (25 lifecycles/s of one tenant) and quiet (0.2/s). The peers are priced for the
 same lifecycle with what their user also pays (the Lambda tasks and the HTTP front door a decision arrives through),
@@ -58,9 +60,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MONTH_S = 30 * 24 * 3600
 MILLION = 1e6
 LOG_EVENT_OVERHEAD = 26
-# X-Ray's default sampling rule.
-XRAY_RESERVOIR_PER_S = 1
-XRAY_FIXED_RATE = 0.05
 # Goals of issue 31 (below Lambda durable functions, as that issue priced them).
 GOALS_INFRA = {"a": 26.0, "b": 21.0, "c": 17.0, "d": 20.0}
 GOAL_ALL_IN_RATIO = 1.3
@@ -115,10 +114,21 @@ def log_bytes_of(inv: dict[str, Any], logs: dict[str, Any]) -> float:
     return own + logs["platform_bytes_per_invocation"] + access
 
 
+def trace_sampling() -> tuple[float, float]:
+    """(reservoir per second, fixed rate) of the construct's default sampling rule, as its props declare them."""
+    source = construct_source("props")
+    found = [re.search(rf"\n    {name}: \w+ = ([0-9.]+)\n", source) for name in ("reservoir_per_s", "fixed_rate")]
+    if not all(found):
+        raise SystemExit("TraceSampling's defaults are not where this bench looks: update trace_sampling")
+    reservoir, rate = (float(m.group(1)) for m in found if m)
+    return reservoir, rate
+
+
 def traced_share(pace: float) -> float:
-    if pace <= XRAY_RESERVOIR_PER_S:
+    reservoir, rate = trace_sampling()
+    if pace <= reservoir:
         return 1.0
-    return (XRAY_RESERVOIR_PER_S + XRAY_FIXED_RATE * (pace - XRAY_RESERVOIR_PER_S)) / pace
+    return (reservoir + rate * (pace - reservoir)) / pace
 
 
 def log_ingestion() -> tuple[str, str]:
@@ -253,7 +263,8 @@ def fixed_monthly(measured: dict[str, Any]) -> tuple[list[Line], list[Line]]:
     log_gb = sweeps * log_bytes_of(idle, measured["logs"]) / 1e9
     observability = [
         Line("audit sweep: logs", log_gb, "GB", log_gb * (price(ingest) + log_retention_months() * price("logs_stored_gb_month"))),
-        Line("audit sweep: X-Ray traces", sweeps, "traces", sweeps * price("xray_trace_recorded"), "one a minute: all sampled"),
+        Line("audit sweep: X-Ray traces", sweeps * traced_share(1 / 60), "traces",
+             sweeps * traced_share(1 / 60) * price("xray_trace_recorded"), f"one a minute: {traced_share(1 / 60):.2f} sampled"),
         Line("CloudWatch dashboard", 1, "dashboard", price("dashboard_month"), "InterludeProps.dashboard (default on)"),
     ]
     return infra, observability

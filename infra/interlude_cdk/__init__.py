@@ -6,7 +6,7 @@ wiring.py (in the interlude package) decides what is built; InterludeProps decid
 from interlude_cdk.construct import Interlude
 from interlude_cdk.layer import LayerBuildError
 from interlude_cdk.nag import apply_checks
-from interlude_cdk.props import CustomDomain, ExistingTable, InterludeProps, RouteThrottle, Throttles
+from interlude_cdk.props import CustomDomain, ExistingTable, InterludeProps, RouteThrottle, Throttles, TraceSampling
 from interlude_cdk.stack import InterludeStack
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
     "LayerBuildError",
     "RouteThrottle",
     "Throttles",
+    "TraceSampling",
     "apply_checks",
 ]

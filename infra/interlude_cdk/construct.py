@@ -25,6 +25,7 @@ from interlude_cdk.observability import Observability
 from interlude_cdk.props import InterludeProps
 from interlude_cdk.secrets import Secrets
 from interlude_cdk.table import DataTable
+from interlude_cdk.tracing import Tracing
 
 DEPLOYMENT_TAG = "interlude:deployment"
 
@@ -108,6 +109,7 @@ class Interlude(Construct):
         if not props.ancestry_endpoint:
             # The one switch the route and the discovery document both read (interlude.app.subworkflows).
             self.functions.by_name[wiring.ROUTES_FUNCTION].add_environment(ENVIRONMENT["ancestry_endpoint"], "off")
+        self.tracing = Tracing(self, "Tracing", sampling=props.trace_sampling) if props.trace_sampling else None
         self.alarm_topic = props.alarm_topic or self._create_topic(key)
         self.observability = Observability(
             self,

@@ -91,6 +91,27 @@ class Throttles:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TraceSampling:
+    """X-Ray sampling of the deployment's functions: a sampling rule the construct owns (AWS::XRay::SamplingRule),
+    matching its functions only. `reservoir_per_s` traces a second across the deployment, then `fixed_rate` of the
+    rest. The default traces 1 in 100 invocations and keeps no reservoir, so a quiet deployment is not traced
+    whole (the account's default rule: 1 a second, then 5%)."""
+
+    fixed_rate: float = 0.01
+    reservoir_per_s: int = 0
+    # Lower numbers win (1-9,999); the account's default rule is always last.
+    priority: int = 9000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.fixed_rate <= 1:
+            raise ValueError(f"TraceSampling.fixed_rate must be 0-1, not {self.fixed_rate}")
+        if self.reservoir_per_s < 0:
+            raise ValueError(f"TraceSampling.reservoir_per_s must be 0 or more, not {self.reservoir_per_s}")
+        if not 1 <= self.priority <= 9999:
+            raise ValueError(f"TraceSampling.priority must be 1-9999, not {self.priority}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class InterludeProps:
     """Props of the Interlude construct; every field has a default a production deployment can keep."""
 
@@ -108,6 +129,9 @@ class InterludeProps:
     # CloudWatch Logs and CloudWatch services (docs/operations.md, "Encryption").
     encryption_key: kms.IKey | None = None
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    # Issue 31: how the functions' invocations are traced (a sampling rule of the deployment's own); None: no rule,
+    # the account's rules decide (by default every invocation of a quiet deployment is traced).
+    trace_sampling: TraceSampling | None = field(default_factory=TraceSampling)
     # Every alarm notifies this topic; None: a topic is created (output AlarmTopic) for you to subscribe to.
     alarm_topic: sns.ITopic | None = None
     throttles: Throttles = field(default_factory=Throttles)

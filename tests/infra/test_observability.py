@@ -14,6 +14,7 @@ from interlude_cdk.observability import (
     ITERATOR_AGE_ALARM,
     LATENCY_METRIC_NAME,
 )
+from interlude_cdk.props import TraceSampling
 from tests.infra.conftest import alarm_metrics, dimension
 
 
@@ -194,3 +195,16 @@ def test_the_dashboard_shows_every_failure_metric(synth):
         assert name in body, name
     for spec in wiring.FUNCTIONS:
         assert f"{synth.stack.stack_name}/{spec.name}" in body, spec.name
+
+
+def test_the_functions_are_sampled_at_a_low_fixed_rate_by_a_rule_of_the_deployments_own(synth):
+    # One rule, at the construct's default rate and with no reservoir: a quiet deployment is not traced whole
+    (rule,) = [r["Properties"]["SamplingRule"] for r in synth.of_type("AWS::XRay::SamplingRule").values()]
+    default = TraceSampling()
+    assert (rule["FixedRate"], rule["ReservoirSize"]) == (default.fixed_rate, default.reservoir_per_s) == (0.01, 0)
+    assert len(rule["RuleName"]) <= 32
+    # Matching the deployment's functions alone: CloudFormation names each after its stack, as none names itself
+    arn = json.dumps(rule["ResourceARN"])
+    assert f":function:{synth.stack.stack_name}-*" in arn
+    for spec in wiring.FUNCTIONS:
+        assert "FunctionName" not in synth.resources[synth.function_id(spec.name)]["Properties"], spec.name

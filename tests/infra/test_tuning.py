@@ -15,7 +15,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 
 from interlude import wiring
-from interlude_cdk import InterludeProps, InterludeStack, apply_checks
+from interlude_cdk import InterludeProps, InterludeStack, TraceSampling, apply_checks
 from interlude_cdk.layer import PROJECT_ROOT
 from interlude_cdk.props import DEFAULT_SQS_MAX_CONCURRENCY, UNRESERVED_MINIMUM
 from tests.infra.conftest import OFFLINE_AWS, Synth, as_list
@@ -153,6 +153,7 @@ def tuned(tmp_path_factory, prebuilt_layer) -> Synth:
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             security_groups=[group],
             function_overrides={"notify": more_storage},
+            trace_sampling=TraceSampling(fixed_rate=0.2, reservoir_per_s=2),
         )
         # Both cdk-nag packs: an unacknowledged finding (a VPC role's network actions, say) fails the synthesis
         apply_checks(app)
@@ -225,3 +226,17 @@ def test_a_function_override_sees_the_built_function_and_its_changes_reach_the_t
     # The construct's own environment is still there: the override added to it
     assert props["Environment"]["Variables"]["TABLE_NAME"]
     assert "TUNED_BY_OVERRIDE" not in function_props(tuned, "api")["Environment"]["Variables"]
+
+
+@pytest.mark.parametrize(
+    ("sampling", "says"),
+    [({"fixed_rate": 1.5}, "fixed_rate must be 0-1"), ({"reservoir_per_s": -1}, "0 or more"), ({"priority": 0}, "1-9999")],
+)
+def test_a_sampling_rule_x_ray_would_refuse_is_refused_with_the_reason(sampling, says):
+    with pytest.raises(ValueError, match=says):
+        TraceSampling(**sampling)
+
+
+def test_the_deployments_trace_sampling_is_its_own_rule(tuned):
+    (rule,) = [r["Properties"]["SamplingRule"] for r in tuned.of_type("AWS::XRay::SamplingRule").values()]
+    assert (rule["FixedRate"], rule["ReservoirSize"]) == (0.2, 2)
