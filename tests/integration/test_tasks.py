@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import boto3
 import pytest
 
 from interlude import wiring
@@ -218,6 +219,42 @@ def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(service
         pump.pump_once()
     assert events_of(services, run_id, "node.retried") == []
     assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}}).status == 200
+
+
+def schedules_of(run_id: str) -> list[str]:
+    """The names of the run's pending schedules in the local group (what the schedule pump would fire)."""
+    client = boto3.client("scheduler")
+    group = wiring.LOCAL_SCHEDULE_GROUP
+    names = [s["Name"] for page in client.get_paginator("list_schedules").paginate(GroupName=group) for s in page["Schedules"]]
+    inputs = {name: json.loads(client.get_schedule(Name=name, GroupName=group)["Target"]["Input"]) for name in names}
+    return [name for name, body in inputs.items() if body.get("runId") == run_id]
+
+
+@pytest.mark.parametrize("ends", ["complete", "fail"])
+def test_a_task_that_ends_leaves_no_check_to_fire(services, admin, worker_key, clock_file, ends):
+    # Given a claimed task whose worker heartbeated past its first checks (a check per heartbeat timeout or so)
+    run_id = started(services, admin, task_workflow(heartbeatTimeoutSeconds=10, retry_config={"max_attempts": 1}))
+    Stream(TABLE).settle()
+    held = claim(worker_key, "summarise").body
+    pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
+    for _ in range(3):
+        clock.advance(clock_file, 6)
+        assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").status == 200
+        pump.pump_once()
+    assert len(schedules_of(run_id)) >= 2  # the deadline's and the last heartbeat's at least
+
+    # When its worker completes it (or fails it for good)
+    if ends == "complete":
+        done = call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}})
+    else:
+        done = call(worker_key, "POST", f"/tasks/{held['taskToken']}/fail", {"error": "no", "retryable": False})
+    assert done.status == 200
+
+    # Then none of its checks is left to fire: the schedule pump finds nothing, now or a day on
+    assert schedules_of(run_id) == []
+    clock.advance(clock_file, 24 * 3600)
+    assert pump.pump_once() == 0
+    assert state_of(services, run_id).status == ("completed" if ends == "complete" else "failed")
 
 
 def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(services, admin, worker_key, clock_file):

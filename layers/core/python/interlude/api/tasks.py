@@ -29,6 +29,12 @@ def schedule(run_id: str, deadline: Deadline) -> Any:
     return scheduler.ensure(run_id, deadline) if scheduler is not None else None
 
 
+def unschedule(run_id: str, deadline: Deadline) -> Any:
+    """A task check's schedule deleted once its attempt has ended (gone already: fired, or never made, is fine)."""
+    scheduler = scheduler_.from_env()
+    return scheduler.delete(run_id, deadline) if scheduler is not None else None
+
+
 @route("claimTask")
 def claim_task() -> Response:
     principal = principal_for("claimTask")
@@ -45,14 +51,14 @@ def claim_task() -> Response:
 def complete_task(taskToken: str) -> Response:
     principal = principal_for("completeTask")
     request = parsed(CompleteTaskRequest)
-    return settled(services().tasks.complete(principal, taskToken, request.output))
+    return settled(services().tasks.complete(principal, taskToken, request.output, unschedule))
 
 
 @route("failTask")
 def fail_task(taskToken: str) -> Response:
     principal = principal_for("failTask")
     request = parsed(FailTaskRequest)
-    return settled(services().tasks.fail(principal, taskToken, request.error, request.retryable))
+    return settled(services().tasks.fail(principal, taskToken, request.error, request.retryable, unschedule))
 
 
 def settled(outcome: dict[str, Any]) -> Response:

@@ -264,7 +264,9 @@ class TaskRecords(Protocol):
 
     def claim(self, entry: ReadyEntry, nonce: str, lease_until: float, deadline: float, check_at: float) -> bool: ...
 
-    def heartbeat(self, task_id: str, claim: Claim, lease_until: float, check_at: float | None) -> bool: ...
+    def heartbeat(
+        self, task_id: str, claim: Claim, lease_until: float, check_at: float | None, previous_check_at: float = 0
+    ) -> bool: ...
 
     def settle(
         self, task_id: str, claim: Claim, status: str, outcome: dict[str, Any], lapsed_by: float = 0

@@ -16,7 +16,10 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
   timeout). A check that finds the lease or the deadline passed lapses the attempt: like a retryable failure, the
   task goes back to its queue at attempt + 1 after the retry_config's backoff (`node.retried`), or, with no
   attempts left, the node fails with interlude.task_timeout. So a dead worker's task is claimed again within
-  about two heartbeat timeouts.
+  about two heartbeat timeouts. Once a worker's outcome is on the run (completed, failed, or back in its queue),
+  the attempt's pending checks are deleted (issue 31, item 4): at most three (the deadline's, the last check and
+  the one before: each new check is more than a heartbeat timeout after the last). Their due times are rounded to
+  the millisecond the task item keeps, so the names made at the claim are the names made again from the item.
 * A worker's call on a task whose run no longer waits for it answers 409 interlude.task_not_claimed with
   `status: cancelled`, and the task ends cancelled: the run's end cancelled the task item already, or (a completion
   recorded just before the run ended, landing just after) the outcome does not land and the task is cancelled
@@ -215,8 +218,8 @@ class Tasks:
                     store.drop(entry)  # the task moved on (cancelled, or claimed from another entry)
                     continue
                 limits = task.request
-                lease = now + int(limits["heartbeatTimeoutSeconds"])
-                deadline = now + int(limits["timeoutSeconds"])
+                lease = round(now + int(limits["heartbeatTimeoutSeconds"]), 3)
+                deadline = round(now + int(limits["timeoutSeconds"]), 3)
                 check_at = min(lease, deadline)
                 # Scheduled before the claim: a check that finds no claim of its attempt changes nothing.
                 schedule(task.run_id, _check(task, task.attempt, check_at))
@@ -237,9 +240,9 @@ class Tasks:
         check_at: float | None = None
         if task.check_at < lease < task.deadline:
             # The lease now outruns every check but the deadline's: one more, far enough out to serve a while.
-            check_at = min(now + 2 * beat_s, task.deadline)
+            check_at = min(round(now + 2 * beat_s, 3), task.deadline)
             schedule(task.run_id, _check(task, task.attempt, check_at))
-        if not self.tasks.heartbeat(task.task_id, held, lease, check_at):
+        if not self.tasks.heartbeat(task.task_id, held, lease, check_at, task.check_at):
             raise not_claimed(task)
         return {
             "runId": task.run_id,
@@ -248,17 +251,29 @@ class Tasks:
             "leaseExpiresAt": iso_epoch(min(lease, task.deadline)),
         }
 
-    def complete(self, principal: auth.Principal, token: str, output: Any) -> dict[str, Any]:
+    def complete(
+        self, principal: auth.Principal, token: str, output: Any, unschedule: Schedule | None = None
+    ) -> dict[str, Any]:
+        """`unschedule`: (run id, deadline) -> its schedule deleted (a missing one is no error); None: checks left."""
         task, held = self._held(principal, token)
         within_budget(output, MAX_VALUE_BYTES, "the task's output")
         outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
         if not self.tasks.settle(task.task_id, held, "completed", outcome):
             raise not_claimed(task)
-        if not self._landed(task, outcome):
+        landed = self._landed(task, outcome)
+        self._unschedule_checks(task, unschedule)
+        if not landed:
             raise self._drop(task)
         return {"runId": task.run_id, "nodeId": task.request["nodeId"], "status": "completed"}
 
-    def fail(self, principal: auth.Principal, token: str, error: WorkerError | str, retryable: bool) -> dict[str, Any]:
+    def fail(
+        self,
+        principal: auth.Principal,
+        token: str,
+        error: WorkerError | str,
+        retryable: bool,
+        unschedule: Schedule | None = None,
+    ) -> dict[str, Any]:
         task, held = self._held(principal, token)
         worker = WorkerError(message=error) if isinstance(error, str) else error
         reported = worker.model_dump(exclude_none=True)
@@ -271,6 +286,7 @@ class Tasks:
         answer = self._end_attempt(task, held, failure, retryable)
         if answer is None:
             raise not_claimed(task)
+        self._unschedule_checks(task, unschedule)
         if answer is DROPPED:
             raise not_waited(task)
         return answer
@@ -306,6 +322,17 @@ class Tasks:
             store.cancel(task.task_id)
             return DROPPED
         return {"runId": task.run_id, "nodeId": node, "status": "failed"}
+
+    def _unschedule_checks(self, task: Task, unschedule: Schedule | None) -> None:
+        """The ended attempt's checks, deleted: called once its outcome is on the run, since until then a check is
+        what lands a recorded outcome the run never heard. One that cannot be deleted fires and changes nothing."""
+        if unschedule is None:
+            return
+        for due in sorted({task.deadline, task.check_at, task.previous_check_at} - {0.0}):
+            try:
+                unschedule(task.run_id, _check(task, task.attempt, due))
+            except Exception:
+                caught(logger, "task-check-delete", "a check of task %s was not deleted; it fires for nothing", task.task_id)
 
     def _land(self, task: Task, outcome: dict[str, Any]) -> int:
         return self.actions.finish_action(task.run_id, task.node_id, task.visit, outcome)

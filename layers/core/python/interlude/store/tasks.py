@@ -56,6 +56,8 @@ class Task:
     lease_until: float = 0.0
     deadline: float = 0.0
     check_at: float = 0.0
+    # The check before the last (a heartbeat's new check keeps it): still pending, perhaps, when the task ends.
+    previous_check_at: float = 0.0
     outcome: dict[str, Any] | None = None
 
     @staticmethod
@@ -74,6 +76,7 @@ class Task:
             lease_until=float(plain.get("leaseUntil", 0)),
             deadline=float(plain.get("deadline", 0)),
             check_at=float(plain.get("checkAt", 0)),
+            previous_check_at=float(plain.get("previousCheckAt", 0)),
             outcome=json.loads(plain["outcome"]) if "outcome" in plain else None,
         )
 
@@ -195,13 +198,16 @@ class TaskStore:
             condition += " AND nonce = :nonce"
         return condition
 
-    def heartbeat(self, task_id: str, claim: Claim, lease_until: float, check_at: float | None) -> bool:
+    def heartbeat(
+        self, task_id: str, claim: Claim, lease_until: float, check_at: float | None, previous_check_at: float = 0
+    ) -> bool:
         names: dict[str, str] = {}
         values: dict[str, Any] = {":lease": a.n(round(lease_until, 3))}
         expression = "SET leaseUntil = :lease"
         if check_at is not None:
-            expression += ", checkAt = :check"
+            expression += ", checkAt = :check, previousCheckAt = :previous"
             values[":check"] = a.n(round(check_at, 3))
+            values[":previous"] = a.n(round(previous_check_at, 3))
         return self._update(task_id, expression, self._held(claim, names, values), names, values)
 
     def settle(self, task_id: str, claim: Claim, status: str, outcome: dict[str, Any], lapsed_by: float = 0) -> bool:
