@@ -299,3 +299,82 @@ def test_the_console_offers_a_run_failed_at_its_http_step_to_try_again(api, rece
     again = console.post(form.group(1), dict(HIDDEN.findall(form.group(2))))
     assert again.status_code == 409
     assert len(receiver.wait_for(3, timeout_s=1)) == 2
+
+
+def refund_workflow(receiver: Receiver) -> dict:
+    """An approval, then two HTTP calls: the refund itself, then a notice to the customer."""
+    return {
+        "nodes": [
+            {"id": "approve", "typeId": "core.approvalGate", "config": {"title": "Refund {{inputs.orderId}}?"}},
+            {"id": "refund", "typeId": "core.http", "config": {"url": receiver.url("/refunds"), "maxAttempts": 1}},
+            {"id": "notify", "typeId": "core.http", "config": {"url": receiver.url("/notices"), "maxAttempts": 1}},
+        ],
+        "edges": [
+            {"sourceNodeId": "approve", "targetNodeId": "refund"},
+            {"sourceNodeId": "refund", "targetNodeId": "notify"},
+        ],
+        "variables": [{"name": "orderId", "type": "string"}],
+    }
+
+
+def test_a_failed_run_redriven_from_the_cli_completes_without_asking_again_or_refunding_twice(stack, api, receiver):
+    # Given a run whose refund was approved and made, and whose notice failed (the endpoint down): it failed there
+    assert api.put_workflow("refund", refund_workflow(receiver)).status_code == 201
+    receiver.script[:] = [200, 503]
+    run_id = api.start("refund", inputs={"orderId": "o-7"})["runId"]
+    assert api.resolve(run_id, "approve", {"action": "accept"}).status_code == 200
+    failed = api.wait_status(run_id, {"failed", "completed"}, timeout_s=60)
+    assert (failed["status"], failed["extensions"]["interlude.run"]["failedNodeId"]) == ("failed", "notify")
+    assert [h.path for h in receiver.wait_for(2, timeout_s=5)] == ["/refunds", "/notices"]
+
+    # When the operator redrives it from the command line, following the new run
+    redriven = cli(stack, "runs", "redrive", run_id, "--wait", "--timeout", "60")
+
+    # Then a new run took up from the failed step and completed, saying so in words
+    first, last = redriven.stdout.strip().splitlines()
+    new_run = first.split()[1]
+    assert first == f"run {new_run} redrives {run_id} from its failed step; what was decided before it stands"
+    assert last == f"run {new_run} completed"
+    assert "~2F" not in redriven.stdout
+    # And nobody was asked again: the approval stands as decided, raised by no interrupt
+    events = api.events(new_run)
+    assert [e["nodeId"] for e in events if e["type"] == "node.suspended"] == []
+    (decided,) = [e for e in events if e["type"] == "interrupt.resolved"]
+    assert (decided["nodeId"], decided["payload"]["action"]) == ("approve", "accept")
+    # And the refund was not made again: one more call, the notice; the refund's recorded outcome was reused
+    hits = receiver.wait_for(3, timeout_s=10)
+    assert [h.path for h in hits] == ["/refunds", "/notices", "/notices"]
+    assert len(receiver.wait_for(4, timeout_s=1)) == 3
+    source_effects = {e["nodeId"]: e for e in api.call("GET", f"/runs/{wire(run_id)}/effects").json()["effects"]}
+    fork_effects = {e["nodeId"]: e for e in api.call("GET", f"/runs/{wire(new_run)}/effects").json()["effects"]}
+    assert fork_effects["refund"]["effectId"] == source_effects["refund"]["effectId"]
+    assert fork_effects["refund"]["state"] == "completed"
+    assert fork_effects["notify"]["effectId"] != source_effects["notify"]["effectId"]
+    # And the two runs name each other
+    assert api.run(run_id)["extensions"]["interlude.run"]["forkRunIds"] == [new_run]
+    ancestry = api.run(new_run)["extensions"]["interlude.run"]["ancestry"]
+    assert (ancestry["sourceRunId"], ancestry["mode"], ancestry["redrive"]) == (run_id, "branch", True)
+
+
+def test_the_cli_forks_a_run_and_refuses_a_redrive_of_one_that_did_not_fail(stack, api):
+    waiting = api.start("gate")["runId"]
+
+    forked = cli(stack, "runs", "fork", waiting, "--mode", "branch", "--from-seq", "0")
+    as_json = cli(stack, "runs", "fork", waiting, "--json")
+    refused_redrive = cli(stack, "runs", "redrive", waiting, check=False)
+    missing = cli(stack, "runs", "redrive", f"{api.tenant}/N0-such-run-xxxxxxxxxxxx", check=False)
+
+    first, second = forked.stdout.strip().splitlines()
+    new_run = first.split()[1]
+    assert first == (
+        f"run {new_run} forked from {waiting}, a branch at event 0: what was decided before it stands, the rest runs anew"
+    )
+    assert second == "it is waiting for a decision (`--wait` follows it)"
+    answer = json.loads(as_json.stdout)
+    assert (answer["sourceRunId"], answer["mode"], answer["fromSeq"], answer["status"]) == (
+        waiting, "replay", 0, "waiting-approval",
+    )
+    assert refused_redrive.returncode == 1
+    assert refused_redrive.stderr.strip().startswith("interlude: 409 run_state_conflict")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"interlude: no run {api.tenant}/N0-such-run-xxxxxxxxxxxx in tenant {api.tenant}"

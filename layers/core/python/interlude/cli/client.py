@@ -196,3 +196,16 @@ def table(headers: tuple[str, ...], rows: list[tuple[Any, ...]], empty: str) -> 
 def printed(args: argparse.Namespace, answer: Any, human: str) -> int:
     print(json.dumps(answer, indent=2) if args.json else human)
     return 0
+
+
+def run_call(client: Client, method: str, run: str, below: str = "", body: Any = None) -> Any:
+    """A call on the run `run` names (`below`: a path under it); an id that names no run of the tenant, whether
+    none has it (404 on the run itself) or none could (the API's 400 on its form), says so in words."""
+    try:
+        return client.call(method, f"/runs/{wire(run)}{below}", body)
+    except Refused as refused:
+        if refused.field == "runId" or (refused.status == 404 and below in ("", "/cancel", ":fork", ":redrive")):
+            shown = run.replace("~2F", "/")
+            tenant, slash, _ = shown.partition("/")
+            raise CliError(f"no run {shown} in tenant {tenant}" if slash else f"no run {shown}: a run id reads tenant/id") from None
+        raise

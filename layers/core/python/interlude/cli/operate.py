@@ -11,17 +11,17 @@ from urllib.parse import quote
 
 from interlude.cli.client import (
     Client,
-    CliError,
     DisplayNames,
-    Refused,
     StepIds,
     add_endpoint_args,
     printed,
+    run_call,
     table,
     wire,
 )
 from interlude.cli.deliveries import add_run_commands
 from interlude.cli.files import read_json
+from interlude.cli.forks import add_fork_commands
 from interlude.cli.lifecycle import add_resolve_args, add_workflow_commands, resume_value, verdicts_of
 from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_commands
 from interlude.domain.ids import principal_subject
@@ -59,19 +59,6 @@ def _runs_list(args: argparse.Namespace) -> int:
     if cursor and not args.all:
         human += f"\nmore: --all, or --cursor {cursor}"
     return printed(args, answer, human)
-
-
-def run_call(client: Client, method: str, run: str, below: str = "", body: Any = None) -> Any:
-    """A call on the run `run` names (`below`: a path under it); an id that names no run of the tenant, whether
-    none has it (404 on the run itself) or none could (the API's 400 on its form), says so in words."""
-    try:
-        return client.call(method, f"/runs/{wire(run)}{below}", body)
-    except Refused as refused:
-        if refused.field == "runId" or (refused.status == 404 and below in ("", "/cancel")):
-            shown = run.replace("~2F", "/")
-            tenant, slash, _ = shown.partition("/")
-            raise CliError(f"no run {shown} in tenant {tenant}" if slash else f"no run {shown}: a run id reads tenant/id") from None
-        raise
 
 
 def _runs_show(args: argparse.Namespace) -> int:
@@ -252,6 +239,7 @@ def add_commands(sub: Any) -> None:
     cancel.set_defaults(func=_runs_cancel, in_process=False)
     add_run_commands(runs)  # runs retry-action (issue 30 item 5)
     add_lifecycle_run_commands(runs)  # runs start (issue 29 item 4)
+    add_fork_commands(runs)  # runs fork, runs redrive (issue 29 item 2)
 
     resolve = sub.add_parser("resolve", help="decide the interrupt a run's node holds")
     add_endpoint_args(resolve)
