@@ -192,3 +192,13 @@ def test_a_run_forked_the_most_times_refuses_another_fork(client, gateway, servi
 
     assert got.status_code == 409, got.text
     assert (got.json()["error"], got.json()["details"]) == ("interlude.fork_limit_reached", {"maxForks": 1})
+
+
+def test_pause_and_resume_are_not_served(client):
+    # docs/adr/0108: an Interlude run waits at a gate or on outside work it cannot hold; neither operation is served.
+    waiting = decided_first_gate(client)
+    for operation in (client.runs_pause, client.runs_resume):
+        with pytest.raises(WopError) as refused:
+            operation(waiting)
+        assert (refused.value.status, refused.value.envelope.error) == (404, "not_found")
+    assert client.runs_get(waiting).status == "waiting-approval"

@@ -1,0 +1,125 @@
+"""A fork's recorded history (interlude.engine.forks), through the engine alone: a run re-run under its source's
+history reaches the same nodes and outputs without asking a decided gate again, whatever the decisions were (a
+refine that loops back, a rejection routed on, a timeout); a branch asks again what came at or after its point."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine import deadlines, forks
+from interlude.engine import run as engine
+from interlude.engine.events import to_docs
+from tests.support.engine import NOW, answer, edge, gate, new_state, refund_definition, start, wf_of
+
+FORK_ID = "t1/BBBBBBBBBBBBBBBBBBBB"
+INPUTS = {"orderId": "o-1", "amount": 20}
+
+
+class Logged:
+    """A run moved transition by transition, its event log kept as the store writes it."""
+
+    def __init__(self, wf: WorkflowDefinition, t: engine.Transition) -> None:
+        self.wf, self.t, self.log = wf, t, []
+        self.keep(t)
+
+    def keep(self, t: engine.Transition) -> None:
+        self.log += to_docs(t.state.runId, t.events, len(self.log), engine.iso(NOW))
+        t.state.nextSeq = len(self.log)
+        self.t = t
+
+    def answer(self, node: str, value: Any) -> Logged:
+        self.keep(answer(self.t, self.wf, node, value))
+        return self
+
+    def fork(self, until: int | None) -> engine.Transition:
+        recorded = forks.recorded_history(self.log, until)
+        state = new_state(self.wf, runId=FORK_ID, inputs=self.t.state.inputs, recorded=recorded)
+        return engine.start(state, self.wf, NOW)
+
+
+def suspended(t: engine.Transition) -> list[str]:
+    return [e.node_id for e in t.events if e.type == "node.suspended"]
+
+
+def same_course(source: engine.Transition, fork: engine.Transition) -> None:
+    assert fork.state.status == source.state.status
+    assert fork.state.outputs == source.state.outputs
+    assert {n: (s.status, s.visits) for n, s in fork.state.nodes.items()} == {
+        n: (s.status, s.visits) for n, s in source.state.nodes.items()
+    }
+
+
+def test_a_replay_of_a_refined_then_approved_refund_takes_the_same_course_asking_nobody():
+    wf = WorkflowDefinition.model_validate(refund_definition())
+    source = Logged(wf, start(wf, inputs=INPUTS))
+    source.answer("review", {"action": "refine", "refineFeedback": {"scope": "whole", "text": "shorter"}})
+    source.answer("review", {"action": "accept"})
+
+    fork = source.fork(None)
+
+    same_course(source.t, fork)
+    assert suspended(fork) == []
+    assert fork.state.nodes["review"].visits == 2
+    assert fork.state.recorded == {"gates": {}, "effects": {}}
+
+
+def http(i: str) -> dict[str, Any]:
+    return {"id": i, "typeId": "core.http", "config": {"url": "https://example.com/" + i}}
+
+
+def test_a_completed_call_is_requested_under_its_source_identity_and_a_failed_one_under_the_forks_own():
+    wf = wf_of([gate("ok"), http("refund"), http("notify")], [edge("ok", "refund"), edge("refund", "notify")])
+    source = Logged(wf, start(wf)).answer("ok", {"action": "accept"})
+    refund = source.t.state.actions["refund"]
+    source.keep(engine.finish_action(source.t.state, wf, "refund", refund.visit, {"output": {"status": 200}}, NOW))
+    notify = source.t.state.actions["notify"]
+    failure = {"error": {"code": "interlude.http_failed", "message": "503", "retryable": False}}
+    source.keep(engine.finish_action(source.t.state, wf, "notify", notify.visit, failure, NOW))
+    assert source.t.state.status == "failed"
+
+    fork = source.fork(None)
+
+    # The refund's record is the source's (the worker lands its outcome, no call); the failed notice is tried again.
+    assert refund.keying == "activity-recipe"
+    assert fork.state.actions["refund"].effectId == refund.effectId
+    assert suspended(fork) == []
+    finished = engine.finish_action(fork.state, wf, "refund", 1, {"output": {"status": 200}}, NOW)
+    assert finished.state.actions["notify"].effectId not in (notify.effectId, refund.effectId)
+
+
+def test_a_replay_of_a_rejection_routed_on_and_of_a_timeout_fails_or_routes_as_the_source_did():
+    wf = WorkflowDefinition.model_validate(refund_definition())
+    rejected = Logged(wf, start(wf, inputs=INPUTS)).answer("review", {"action": "reject", "comment": "no"})
+    same_course(rejected.t, rejected.fork(None))
+
+    timed = wf_of([gate("g", timeoutMs=1000)])
+    source = Logged(timed, start(timed))
+    source.keep(deadlines.expire(source.t.state, timed, NOW + timedelta(seconds=5)))
+    assert source.t.state.status == "failed"
+    fork = source.fork(None)
+    same_course(source.t, fork)
+    assert fork.state.error == source.t.state.error
+
+
+def test_a_branch_asks_again_what_was_decided_at_or_after_its_point():
+    wf = wf_of([gate("a"), gate("b")], [edge("a", "b")])
+    source = Logged(wf, start(wf)).answer("a", {"action": "accept"})
+    decided = next(e["sequence"] for e in source.log if e["type"] == "interrupt.resolved")
+
+    assert suspended(source.fork(decided)) == ["a"]
+    assert suspended(source.fork(decided + 1)) == ["b"]
+
+
+def test_the_redrive_point_is_where_the_failed_visit_was_decided_or_the_run_failed():
+    wf = wf_of([gate("a"), gate("b")], [edge("a", "b")])
+    source = Logged(wf, start(wf)).answer("a", {"action": "accept"}).answer("b", {"action": "reject"})
+    point = forks.redrive_point(source.log, "b")
+
+    assert source.log[point]["type"] == "interrupt.resolved"
+    assert source.log[point]["payload"]["nodeId"] == "b"
+    assert suspended(source.fork(point)) == ["b"]
+    run_failed = next(e["sequence"] for e in source.log if e["type"] == "run.failed")
+    assert forks.redrive_point(source.log, None) == run_failed
+    assert forks.redrive_point([], "b") is None
