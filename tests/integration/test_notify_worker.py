@@ -67,8 +67,9 @@ def open_gate(services: Services) -> tuple[str, str, str]:
     return state.runId, "review", state.interrupts["review"].interruptId
 
 
-def worker_for(services: Services, urls, **overrides) -> Worker:
-    ring = KeyRing.generate()
+def worker_for(services: Services, urls, ring: KeyRing | None = None, **overrides) -> Worker:
+    """The worker over `urls`' queues, signing links with `ring` (a new one unless given)."""
+    ring = ring or KeyRing.generate()
     return Worker(
         store=services.store,
         sqs=boto3.client("sqs"),

@@ -9,11 +9,13 @@ import re
 import zlib
 from http.cookies import SimpleCookie
 from typing import Any
+from urllib.parse import urlencode
 
 import boto3
 import pytest
 
 from interlude import wiring
+from interlude.adapters.notify.slack_settings import store_signing_secret
 from interlude.adapters.scheduler.names import tenant_prefix
 from interlude.composition import Services
 from interlude.domain import clock
@@ -23,6 +25,7 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import SchedulePump
 from interlude.local.sqs_pump import QueuePump
+from interlude.rules.slack import signature
 from interlude.store.facade import Store
 from tests.support.stream import Stream, dispatch
 
@@ -163,6 +166,21 @@ def console_headers(cookies: str) -> dict[str, str]:
     }
 
 
+def signed_slack_click(tenant: str) -> tuple[bytes, dict[str, str]]:
+    """A click Slack reports to the tenant's interactivity URL, signed with the signing secret the tenant set."""
+    secret = "0123456789abcdef0123456789abcdef"
+    store_signing_secret(tenant, secret)
+    payload = {"type": "block_actions", "team": {"id": "T1"}, "user": {"id": "U1"}, "actions": [{"action_id": "open-approval-page"}]}
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    stamp = str(int(clock.now().timestamp()))
+    headers = {
+        "content-type": "application/x-www-form-urlencoded",
+        "x-slack-request-timestamp": stamp,
+        "x-slack-signature": signature(secret, stamp, body),
+    }
+    return body, headers
+
+
 # -- every route, refused ---------------------------------------------------------------------------------------------
 
 
@@ -194,7 +212,9 @@ def test_a_suspended_tenant_is_refused_on_every_route_and_another_tenant_is_not(
         "taskToken": "t" * 40,
         "deliveryId": "d" * 22,
         "notificationId": "n" * 22,
+        "tenant": doomed.name,
     }
+    slack_click = signed_slack_click(doomed.name)
     # When the operator suspends it
     suspended = operator("suspend", tenant=doomed.name, reason="unpaid invoice")
     assert (suspended["status"], suspended["reason"]) == ("suspended", "unpaid invoice")
@@ -213,7 +233,10 @@ def test_a_suspended_tenant_is_refused_on_every_route_and_another_tenant_is_not(
             assert got.status == 403, (route.operation, got.status, got.text[:300])
             assert "suspended" in got.text, route.operation
             continue
-        got = call(route.method, path, None if route.scope is None else doomed.key, body={})
+        if route.operation == "slackInteraction":
+            got = call(route.method, path, body=slack_click[0], **slack_click[1])
+        else:
+            got = call(route.method, path, None if route.scope is None else doomed.key, body={})
         assert (got.status, got.code) == (403, "interlude.tenant_suspended"), (route.operation, got.status, got.text[:300])
         if route.face == "modulex":
             assert "suspended" in got.json()["detail"]

@@ -29,6 +29,7 @@ OPENWOP_STATUS = {
     "unsupported_stream_mode": 400,
     "unauthenticated": 401,
     "interrupt_token_invalid": 401,
+    "interlude.slack_signature_invalid": 401,
     "forbidden": 403,
     "id_tenant_mismatch": 403,
     "not_found": 404,

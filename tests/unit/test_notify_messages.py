@@ -3,21 +3,24 @@ Slack message's documented shape, and ids that make a notification once per reci
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from email import message_from_bytes
 from email.policy import default
-from zoneinfo import ZoneInfo
 
 from interlude.adapters.notify.messages import (
     ESCALATION,
     RAISED,
     Content,
     deadline_text,
+    decision_buttons_fit,
     mime_email,
     notification_id,
     reminder_purpose,
     slack_message,
 )
+from interlude.api.page import approval
 from interlude.domain.models.principals import PrincipalEntry
+from interlude.rules.slack import button_value
 
 # 2026-12-01T12:00:00Z
 NOON_UTC = 1796126400.0
@@ -28,20 +31,22 @@ def content(**overrides) -> Content:
         "purpose": RAISED,
         "title": "Ship <7>?",
         "description": "Billing & more",
-        "workflow_id": "ship",
-        "run_id": "t1/abc",
+        "workflow_name": "Release train",
         "link": "https://approvals.example.com/interrupts/ow2.x",
         "deadline": NOON_UTC,
-        "zone": ZoneInfo("Europe/Paris"),
+        "time_zone": "Europe/Paris",
         "recipient_name": "Alice",
+        "asked_by": "Ana & Co",
     }
     return Content(**{**base, **overrides})
 
 
-def test_the_deadline_is_shown_in_the_recipients_zone():
-    assert deadline_text(NOON_UTC, ZoneInfo("Europe/Paris")) == "2026-12-01 13:00 CET (Europe/Paris)"
-    assert deadline_text(NOON_UTC, ZoneInfo("America/New_York")) == "2026-12-01 07:00 EST (America/New_York)"
-    assert deadline_text(None, ZoneInfo("UTC")) == "no deadline"
+def test_the_deadline_is_shown_in_the_recipients_zone_as_the_approval_page_shows_times():
+    assert deadline_text(NOON_UTC, "Europe/Paris") == "Tue 1 Dec 2026, 13:00 (Europe/Paris) · 12:00 UTC"
+    assert deadline_text(NOON_UTC, "America/New_York") == "Tue 1 Dec 2026, 07:00 (America/New_York) · 12:00 UTC"
+    assert deadline_text(NOON_UTC, None) == "Tue 1 Dec 2026, 12:00 UTC"
+    assert deadline_text(NOON_UTC, "Europe/Paris") == approval.when(datetime.fromtimestamp(NOON_UTC, UTC), "Europe/Paris")
+    assert deadline_text(None, "UTC") == "no deadline"
 
 
 def test_the_mail_has_a_plain_text_and_an_escaped_html_part_with_the_link():
@@ -49,11 +54,20 @@ def test_the_mail_has_a_plain_text_and_an_escaped_html_part_with_the_link():
     assert message["Subject"] == "Your decision is needed: Ship <7>?"
     text = message.get_body(("plain",)).get_content()
     page = message.get_body(("html",)).get_content()
-    assert "Decide by: 2026-12-01 13:00 CET (Europe/Paris)" in text
+    assert "Decide by: Tue 1 Dec 2026, 13:00 (Europe/Paris) · 12:00 UTC" in text
     assert "https://approvals.example.com/interrupts/ow2.x" in text
+    # The text part is text: nothing in it is escaped.
+    assert "Request: Ship <7>?" in text
+    assert "Asked by: Ana & Co" in text
+    assert "Workflow: Release train" in text
     assert "Ship &lt;7&gt;?" in page
     assert "Billing &amp; more" in page
+    assert "Ana &amp; Co" in page
+    assert "Release train" in page
+    assert "13:00 (Europe/Paris)" in page
     assert 'href="https://approvals.example.com/interrupts/ow2.x"' in page
+    assert ">Open your decision page</a>" in page
+    assert "<7>" not in page
 
 
 def test_an_escalation_has_no_link_and_no_deadline():
@@ -75,6 +89,27 @@ def test_the_slack_message_mentions_through_a_webhook_and_direct_messages_throug
     direct = slack_message(content(), "U123ABC", channel="U123ABC")
     assert direct["channel"] == "U123ABC"
     assert "<@" not in direct["text"]
+    # Slack's markup reads <, > and &: what the request says is shown as written.
+    assert "'Ship &lt;7&gt;?'" in direct["blocks"][1]["text"]["text"]
+    assert "Asked by: Ana &amp; Co" in direct["blocks"][1]["text"]["text"]
+
+
+def test_approve_and_reject_buttons_come_where_one_click_answers_the_gate():
+    value = button_value("t1/abc", "review", "int_1")
+    both = slack_message(content(actions=("accept", "reject", "refine"), decision_value=value), "U1", channel="U1")
+    (buttons,) = [b["elements"] for b in both["blocks"] if b["type"] == "actions"]
+    assert [(b["action_id"], b["text"]["text"], b.get("value")) for b in buttons] == [
+        ("interlude-approve", "Approve", value),
+        ("interlude-reject", "Reject", value),
+        ("open-approval-page", "Open the approval page", None),
+    ]
+    only_page = slack_message(content(actions=("accept", "reject")), "U1", channel="U1")
+    (buttons,) = [b["elements"] for b in only_page["blocks"] if b["type"] == "actions"]
+    assert [b["action_id"] for b in buttons] == ["open-approval-page"]
+    approval = {"kind": "approval", "data": {"actions": ["accept", "reject"]}}
+    assert decision_buttons_fit(approval)
+    assert not decision_buttons_fit({"kind": "approval", "data": {"actions": ["edit-accept", "refine"]}})
+    assert not decision_buttons_fit({"kind": "clarification", "data": {}})
 
 
 def test_a_notification_is_one_per_visit_purpose_and_recipient():

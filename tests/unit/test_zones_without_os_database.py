@@ -18,9 +18,9 @@ IN_A_FRESH_INTERPRETER = f"""
 import zoneinfo
 assert zoneinfo.TZPATH == ({{tzpath!r}},), zoneinfo.TZPATH
 from interlude.adapters.notify.messages import deadline_text
-from interlude.domain.models.principals import PrincipalEntry, zone_of
+from interlude.domain.models.principals import PrincipalEntry
 {{code}}
-print(deadline_text({NOON_UTC}, zone_of(entry)))
+print(deadline_text({NOON_UTC}, entry.timeZone))
 """
 
 
@@ -42,11 +42,11 @@ def deadline_shown_without_os_database(tmp_path: Path, code: str) -> str:
 def test_a_principal_without_a_zone_is_told_in_utc_without_any_database(tmp_path: Path) -> None:
     shown = deadline_shown_without_os_database(tmp_path, "entry = PrincipalEntry(displayName='Ada')")
 
-    assert shown == "2026-11-18 12:00 UTC (UTC)"
+    assert shown == "Wed 18 Nov 2026, 12:00 UTC"
 
 
 def test_a_principal_with_a_zone_is_accepted_and_told_in_it_from_the_tzdata_package(tmp_path: Path) -> None:
     # PUT /principals validates the zone by loading it; a notification shows the deadline in it.
     shown = deadline_shown_without_os_database(tmp_path, "entry = PrincipalEntry(timeZone='Asia/Tokyo')")
 
-    assert shown == "2026-11-18 21:00 JST (Asia/Tokyo)"
+    assert shown == "Wed 18 Nov 2026, 21:00 (Asia/Tokyo) · 12:00 UTC"

@@ -37,10 +37,11 @@ if TYPE_CHECKING:
     from interlude.app.lifecycle import RunLifecycle
     from interlude.app.limits import TenantLimiter
     from interlude.app.notifications import Notifications
-    from interlude.app.ports import AnchorsSource, HostResolver, SigningKeySource
+    from interlude.app.ports import AnchorsSource, HostResolver, SigningKeySource, SlackChannel
     from interlude.app.replay import Replay
     from interlude.app.run_listing import RunListing
     from interlude.app.runs import Runs
+    from interlude.app.slack import SlackInteractions
     from interlude.app.subworkflows import SubWorkflows
     from interlude.app.tasks import Tasks
     from interlude.app.tenants import Tenants
@@ -86,6 +87,8 @@ class Services:
         # The audit checkpoint key and the anchors' bucket: the deployment's (Secrets Manager, S3) unless given.
         self.audit_key = audit_key or _audit_signing_key
         self.anchors = anchors or _audit_anchors
+        # The tenants' Slack apps (their signing secrets, cached): made at the first click.
+        self._slack_app: SlackChannel | None = None
         # Every audit entry appended through this store checkpoints its chain when one is due.
         store.after_audit = lambda tenant, chain, head: self.audit.checkpoint_if_due(tenant, chain, head)
 
@@ -361,6 +364,15 @@ class Services:
             ring,
             admit=admit,
         )
+
+    def slack_interactions(self, admit: Callable[[str], None] = lambda tenant: None) -> SlackInteractions:
+        """Clicks in Slack messages (issue 28 item 6); `admit(tenant)` refuses a tenant that may not act now."""
+        from interlude.adapters.notify.slack_interactivity import slack_app
+        from interlude.app.slack import SlackInteractions
+
+        channel = self._slack_app or slack_app(self.callback_resolver)
+        self._slack_app = channel
+        return SlackInteractions(self.runs, self.decisions, self.directory_records, channel, self.clock, admit)
 
     # -- the ModuleX face ---------------------------------------------------------------------------------------
 

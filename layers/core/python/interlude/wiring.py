@@ -183,6 +183,17 @@ FUNCTIONS: tuple[Function, ...] = (
                 "SLACK_SECRET_PREFIX",
                 ("secretsmanager:PutSecretValue", "secretsmanager:CreateSecret", "secretsmanager:TagResource"),
             ),
+            # PUT /tenant/notifications/slack/signing-secret writes the Slack app's signing secret; POST
+            # /slack/{tenant}/interactions reads it to verify a click (issue 28 item 6).
+            (
+                "SLACK_SIGNING_SECRET_PREFIX",
+                (
+                    "secretsmanager:GetSecretValue",
+                    "secretsmanager:PutSecretValue",
+                    "secretsmanager:CreateSecret",
+                    "secretsmanager:TagResource",
+                ),
+            ),
         ),
     ),
     Function(
@@ -353,6 +364,7 @@ TENANT_SECRET_PREFIXES = (
     "WEBHOOK_SECRET_PREFIX",
     "SUBSCRIPTION_SECRET_PREFIX",
     "SLACK_SECRET_PREFIX",
+    "SLACK_SIGNING_SECRET_PREFIX",
     "ACTION_SECRET_PREFIX",
 )
 FUNCTIONS += (
@@ -524,6 +536,9 @@ SECRET_PREFIXES = {
     # One secret per webhook subscription (POST /webhooks, issue 14): `{prefix}{tenant}/{opaque}`.
     "SUBSCRIPTION_SECRET_PREFIX": "interlude/subscriptions/",
     "SLACK_SECRET_PREFIX": "interlude/slack/",
+    # The tenant's Slack app signing secret (issue 28 item 6): apart from the credential, so the api function that
+    # verifies clicks with it reads no bot token.
+    "SLACK_SIGNING_SECRET_PREFIX": "interlude/slack-signing/",
 }
 
 
@@ -1250,6 +1265,26 @@ ROUTES: tuple[Route, ...] = (
         idempotency="claimed",
         request="interlude.domain.models.principals.SlackSettings",
         answers=(Answer(200, "The credential stored (never returned)", "interlude.domain.models.responses.SlackConfigured"),),
+    ),
+    Route(
+        "PUT", "/tenant/notifications/slack/signing-secret", "putSlackSigningSecret", "keys:admin",
+        "Set the signing secret of the tenant's Slack app, which verifies clicks in its messages (never returned)",
+        module="notifications",
+        idempotency="claimed",
+        request="interlude.domain.models.principals.SlackSigningSecret",
+        answers=(Answer(200, "The signing secret stored (never returned)", "interlude.domain.models.responses.SlackConfigured"),),
+    ),
+    # Issue 28 item 6 (interlude.api.slack): the tenant's Slack app's interactivity URL. No API key: the request is
+    # authenticated by Slack's signature with the tenant's signing secret, and a click decides as the directory
+    # principal its Slack user is. Slack sends no Idempotency-Key (one sent is kept as on the token surfaces: claimed,
+    # the tenant in the path its namespace); the decision rules make a click Slack sends twice decide once.
+    Route(
+        "POST", "/slack/{tenant}/interactions", "slackInteraction", None,
+        "Slack interactivity: a click on a message's Approve or Reject button (signed by Slack)", module="slack",
+        idempotency="claimed",
+        answers=(Answer(200, "Acknowledged: the message as it now reads, or the words shown to the clicker",
+                        schema={"type": "object"}),),
+        errors=("interlude.slack_signature_invalid", "validation_error", "payload_too_large"),
     ),
     # Issue 16 (interlude.api.modulex_workflows): ModuleX database mode and run rows. GET and PUT
     # /workflows/{workflowId} above answer on the face of the workflow they name (docs/decisions.md).

@@ -1,4 +1,5 @@
-"""Routes of issue 14 items 2 and 6: the notification log of a run, and the tenant's Slack credential."""
+"""Routes of issue 14 items 2 and 6: the notification log of a run, and the tenant's Slack credential; and its Slack
+app's signing secret (issue 28 item 6)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ from urllib.parse import urlsplit
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.adapters.notify.slack_settings import store_slack
+from interlude.adapters.notify.slack_settings import store_signing_secret, store_slack
 from interlude.api.http import json_response, parsed, principal_for
 from interlude.api.routes import route
 from interlude.composition import services
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import from_wire
 from interlude.domain.models.answers.notifications import RunNotifications, SlackConfigured
-from interlude.domain.models.principals import SlackSettings
+from interlude.domain.models.principals import SlackSettings, SlackSigningSecret
 from interlude.rules.callback_url import check_callback_url
 
 
@@ -43,3 +44,11 @@ def put_slack_settings() -> Response:
         store_slack(principal.tenant, {"botToken": settings.botToken})
         answer = {"tenant": principal.tenant, "configured": "bot-token"}
     return json_response(200, SlackConfigured.model_validate(answer))
+
+
+@route("putSlackSigningSecret")
+def put_slack_signing_secret() -> Response:
+    principal = principal_for("putSlackSigningSecret")
+    settings = parsed(SlackSigningSecret, "Slack signing secret")
+    store_signing_secret(principal.tenant, settings.signingSecret)
+    return json_response(200, SlackConfigured.model_validate({"tenant": principal.tenant, "configured": "signing-secret"}))

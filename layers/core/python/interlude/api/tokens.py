@@ -398,11 +398,15 @@ def display_name(tenant: str, subject: Any) -> str | None:
 
 
 def approver_time_zone(tenant: str, claims: TokenClaims) -> str | None:
-    """The time zone of the person the link acts for (its minter's directory entry); None: show UTC."""
-    if claims.minter is None:
+    """The time zone of the person the link acts for (the directory entry of a personal link's principal, or of its
+    minter's subject): the zone their mail showed; None: show UTC."""
+    if claims.principal is not None:
+        subject_id: str | None = claims.principal
+    elif claims.minter is not None:
+        record = services().store.get_api_key(claims.minter)
+        subject_id = (record or {}).get("subject", {}).get("subjectId")
+    else:
         return None
-    record = services().store.get_api_key(claims.minter)
-    subject_id = (record or {}).get("subject", {}).get("subjectId")
     entry = entry_of(services().directory_records, tenant, subject_id) if subject_id else None
     return entry.timeZone if entry is not None else None
 

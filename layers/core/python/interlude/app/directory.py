@@ -21,7 +21,7 @@ from interlude.domain.models.principals import (
     MAX_DIRECTORY_PRINCIPALS,
     PrincipalEntry,
 )
-from interlude.store.directory import EntryChanged
+from interlude.store.directory import EntryChanged, SlackUserTaken
 
 if TYPE_CHECKING:
 
@@ -51,6 +51,11 @@ class Directory:
             )
         except EntryChanged:
             raise busy("the entry kept changing while writing it; retry") from None
+        except SlackUserTaken:
+            raise Invalid(
+                f"another principal of this directory already has the Slack user id {entry.slackUserId}",
+                {"field": "slackUserId"},
+            ) from None
         return created, answer(principal_id, record)
 
     def get_principal(self, tenant: str, principal_id: str) -> dict[str, Any]:

@@ -204,6 +204,8 @@ class DirectoryRecords(Protocol):
 
     def delegations(self, tenant: str, delegate: str, most: int) -> list[dict[str, Any]]: ...
 
+    def by_slack_user(self, tenant: str, slack_user_id: str) -> str | None: ...
+
 
 class RequestCounters(Protocol):
     """The tenant's request window and usage counters."""
@@ -429,6 +431,15 @@ class Decider(Gates, Protocol):
         interrupt_id: str | None = None,
         keyed: KeyedWrite | None = None,
     ) -> dict[str, Any]: ...
+
+
+class SlackChannel(Protocol):
+    """The tenant's Slack app as the interactivity endpoint meets it (adapters/notify/slack_interactivity.py): its
+    signing secret, and the post that answers a click through the click's response_url (egress-checked)."""
+
+    def signing_secret(self, tenant: str) -> str | None: ...
+
+    def reply(self, response_url: str, message: dict[str, Any]) -> None: ...
 
 
 class ActionOutcomes(Protocol):

@@ -14,6 +14,7 @@ from interlude.config.reading import EnvironmentSettings, base_url, cached, sett
 SES_FROM_ADDRESS_ENV = "SES_FROM_ADDRESS"
 SES_CONFIGURATION_SET_ENV = "SES_CONFIGURATION_SET"
 SLACK_SECRET_PREFIX_ENV = "SLACK_SECRET_PREFIX"
+SLACK_SIGNING_SECRET_PREFIX_ENV = "SLACK_SIGNING_SECRET_PREFIX"
 # Slack's Web API (chat.postMessage with a bot token); the tests point it at a loopback receiver.
 SLACK_API_URL_ENV = "INTERLUDE_SLACK_API_URL"
 DEFAULT_SLACK_API_URL = "https://slack.com/api"
@@ -28,6 +29,9 @@ class NotifySettings(EnvironmentSettings):
     from_address: str = setting(SES_FROM_ADDRESS_ENV, default="")
     configuration_set: str = setting(SES_CONFIGURATION_SET_ENV, default="")
     slack_secret_prefix: str = setting(SLACK_SECRET_PREFIX_ENV, default=wiring.SECRET_PREFIXES[SLACK_SECRET_PREFIX_ENV])
+    slack_signing_secret_prefix: str = setting(
+        SLACK_SIGNING_SECRET_PREFIX_ENV, default=wiring.SECRET_PREFIXES[SLACK_SIGNING_SECRET_PREFIX_ENV]
+    )
     slack_api_url: str = setting(SLACK_API_URL_ENV, default=DEFAULT_SLACK_API_URL, parse=base_url)
     allow_loopback: bool = setting(DEV_ALLOW_LOOPBACK_ENV, default=False)
     max_attempts: int = setting("INTERLUDE_NOTIFY_MAX_ATTEMPTS", default=wiring.NOTIFY_MAX_ATTEMPTS, at_least=1)

@@ -117,6 +117,9 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "unsupported_stream_mode": Invalid,
     "unauthenticated": Unauthenticated,
     "interrupt_token_invalid": Unauthenticated,
+    # POST /slack/{tenant}/interactions (issue 28 item 6): not signed by Slack with the tenant's signing secret, signed
+    # more than 5 minutes from now, or the tenant has set no signing secret (`details.reason` says which).
+    "interlude.slack_signature_invalid": Unauthenticated,
     "forbidden": Forbidden,
     # The id names another tenant's resource: the caller may not see it (OpenWOP: 403; ModuleX hides it as 404).
     "id_tenant_mismatch": Forbidden,

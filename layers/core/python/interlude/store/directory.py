@@ -5,6 +5,7 @@
   role member   T#{tenant}#DIR#R#{role}     P#{principalId}
   delegation    T#{tenant}#DIR#D#{delegate} P#{principalId}   from?, until?, groups, roles (an outOfOffice naming them)
   delegators    T#{tenant}#DIR#D#{delegate} COUNT             n (how many entries name this delegate)
+  slack user    T#{tenant}#DIR#S#{slackId}  SLACK             principalId (whose entry names this Slack user id)
   size          T#{tenant}                  USAGE             principals (the directory's size, store/limits.py)
 
 An entry and its membership items are written in one transaction, so "who is in group g" (one Query) never
@@ -14,6 +15,8 @@ transaction, a delegation item keyed by that delegate (what the delegate's inbox
 Query) and claims a place in the delegate's count (at most `max_delegators`). An out-of-office period that has
 ended holds its place only until it is in the way: a new entry that finds the delegate's count full first removes
 the ended periods naming that delegate (`_sweep_ended`), each from its entry, with its delegation item and place.
+An entry naming a `slackUserId` claims that id's item in the same transaction, on condition that no other entry
+holds it: a click in Slack (issue 28 item 6) finds its principal with one GetItem, and one Slack user is one principal.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ PRINCIPALS = "principals"
 DELEGATORS = "delegatorsPerDelegate"
 ENTRY_PREFIX = "P#"
 COUNT_SK = "COUNT"
+SLACK_SK = "SLACK"
 # Retries when another writer changed the same entry between our read and our transaction.
 WRITE_ATTEMPTS = 4
 # Who an entry's last change names when Interlude removed its ended out-of-office period to make room.
@@ -52,6 +56,10 @@ def member_pk(tenant: str, kind: str, name: str) -> str:
 
 class EntryChanged(Exception):
     """Another writer changed the entry between the read and the write."""
+
+
+class SlackUserTaken(Exception):
+    """Another entry of the tenant's directory already names this Slack user id."""
 
 
 class DelegateFull(Exception):
@@ -168,6 +176,7 @@ class DirectoryStore:
         for pk, sk in sorted(after - before):
             items.append(("M", {"Put": {"Item": {**a.key(pk, sk), "since": a.s(at)}}}))
         items += _delegation_items(tenant, principal_id, old["entry"] if old else None, entry, max_delegators)
+        items += _slack_items(tenant, principal_id, old["entry"] if old else None, entry)
         self._transact(items, limit)
 
     def delete(self, tenant: str, principal_id: str) -> dict[str, Any] | None:
@@ -187,6 +196,7 @@ class DirectoryStore:
             for pk, sk in sorted(self._memberships(tenant, principal_id, old["entry"])):
                 items.append(("M", {"Delete": {"Key": a.key(pk, sk)}}))
             items += _delegation_items(tenant, principal_id, old["entry"], None, 0)
+            items += _slack_items(tenant, principal_id, old["entry"], None)
             try:
                 self._transact(items, 0)
             except EntryChanged:
@@ -211,6 +221,8 @@ class DirectoryStore:
                 ) from None
             if COUNT_SK in failed:
                 raise DelegateFull() from None
+            if SLACK_SK in failed:
+                raise SlackUserTaken() from None
             raise EntryChanged() from exc
 
     def members(self, tenant: str, kind: str, name: str, most: int) -> list[str]:
@@ -256,6 +268,14 @@ class DirectoryStore:
                 request = answer.get("UnprocessedKeys") or {}
         return found
 
+    def by_slack_user(self, tenant: str, slack_user_id: str) -> str | None:
+        """The principal whose entry names this Slack user id, if one does."""
+        got = self.client.get_item(
+            TableName=self.table, Key=a.key(member_pk(tenant, "S", slack_user_id), SLACK_SK), ConsistentRead=True
+        )
+        item = got.get("Item")
+        return item["principalId"]["S"] if item else None
+
     def usage(self, tenant: str) -> int:
         got = self.client.get_item(TableName=self.table, Key=counters.usage_key(tenant), ConsistentRead=True)
         value = (got.get("Item") or {}).get(PRINCIPALS)
@@ -290,6 +310,31 @@ def _delegation_items(
             claim["ConditionExpression"] = "attribute_not_exists(#n) OR #n < :limit"
             claim["ExpressionAttributeValues"][":limit"] = a.n(max_delegators)
             items.append((COUNT_SK, {"Update": claim}))
+    return items
+
+
+def _slack_items(
+    tenant: str, principal_id: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The transaction items that keep the Slack user id's item naming the entry that names it: claimed (on
+    condition that no other principal holds it) at every write of an entry naming it (so an entry written before
+    the items existed gains its own when it is next written), removed when it stops naming it."""
+    before, after = (old or {}).get("slackUserId"), (new or {}).get("slackUserId")
+    items: list[tuple[str, dict[str, Any]]] = []
+    if before and before != after:
+        gone = {
+            "Key": a.key(member_pk(tenant, "S", before), SLACK_SK),
+            "ConditionExpression": "attribute_not_exists(pk) OR principalId = :me",
+            "ExpressionAttributeValues": {":me": a.s(principal_id)},
+        }
+        items.append(("SD", {"Delete": gone}))
+    if after:
+        claim = {
+            "Item": {**a.key(member_pk(tenant, "S", after), SLACK_SK), "principalId": a.s(principal_id)},
+            "ConditionExpression": "attribute_not_exists(pk) OR principalId = :me",
+            "ExpressionAttributeValues": {":me": a.s(principal_id)},
+        }
+        items.append((SLACK_SK, {"Put": claim}))
     return items
 
 

@@ -13,6 +13,7 @@ from interlude.store.catalogue import catalogue_put
 from interlude.store.layout import WORKFLOW_LATEST_SK, WORKFLOW_VERSION_SK_PREFIX, workflow_pk, workflow_version_sk
 from interlude.store.modulex_records import record_put
 from interlude.store.transactions import Labelled, LostRace, TransactionalTable
+from interlude.store.workflow_reads import read_workflow
 
 
 def latest_pointer(tenant: str, workflow_id: str, version: int) -> dict[str, Any]:
@@ -59,11 +60,7 @@ class WorkflowStore(TransactionalTable):
         return list(got.get("Items") or [])
 
     def get_workflow(self, tenant: str, workflow_id: str, version: int) -> dict[str, Any] | None:
-        got = self.client.get_item(
-            TableName=self.table, Key=a.key(workflow_pk(tenant, workflow_id), workflow_version_sk(version))
-        )
-        item = got.get("Item")
-        return a.unpacked(item["definition"]) if item else None
+        return read_workflow(self, tenant, workflow_id, version)
 
     def put_workflow_version(
         self,

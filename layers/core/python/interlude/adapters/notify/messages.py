@@ -1,4 +1,5 @@
-"""What a notification says and how it travels (issue 14), pure: ids, queue messages, the e-mail and the Slack message.
+"""What a notification says and how it travels (issue 14), pure: ids, queue messages, the e-mail and the Slack message
+(with Approve and Reject buttons where one click answers the gate: issue 28 item 6).
 
 A notification is one (interrupt visit, recipient, purpose): `raised` when the gate asks, `reminder-<n>` for its
 n-th reminder, `escalation` when it timed out with `onTimeout: escalate`. Its id derives from those, so the same
@@ -7,22 +8,29 @@ notification queued twice is one notification.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime
 from email.message import EmailMessage
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interlude.domain.ids import derive_opaque
+from interlude.domain.moments import spoken
 from interlude.rules.interrupts.delegation import still_asked
+from interlude.rules.slack import APPROVE_ACTION, OPEN_PAGE_ACTION, REJECT_ACTION, escaped
 
 if TYPE_CHECKING:
+    import jinja2
+
     from interlude.domain.models.run import OpenInterrupt
 
 MESSAGE_VERSION = 1
 RAISED = "raised"
 ESCALATION = "escalation"
 REMINDER_PREFIX = "reminder-"
+# The e-mail's templates: mail.html (autoescaped) and mail.txt, from one context.
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def notification_id(interrupt_id: str, purpose: str, principal_id: str) -> str:
@@ -56,30 +64,33 @@ def queue_message(
 
 @dataclass(frozen=True)
 class Content:
-    """What the recipient reads, whatever the channel."""
+    """What the recipient reads, whatever the channel: words and names only (no id a person does not know)."""
 
     purpose: str
     title: str
     description: str
-    workflow_id: str
-    run_id: str
+    # What a person calls the workflow (its name, else its id; None for an unnamed inline ModuleX definition).
+    workflow_name: str | None
     # The personal decision link (None for an escalation: the gate is decided already).
     link: str | None
-    # Epoch seconds, or None when the gate has no deadline; shown in `zone`.
+    # Epoch seconds, or None when the gate has no deadline; shown in `time_zone` (None: UTC), as the page shows it.
     deadline: float | None
-    zone: tzinfo
+    time_zone: str | None
     recipient_name: str
+    # Who started the run: their directory display name, else their subject id.
+    asked_by: str | None = None
     actions: tuple[str, ...] = ()
     # The principals whose votes the recipient is asked for as their delegate (issue 14 item 4; reminders).
     on_behalf_of: tuple[str, ...] = ()
+    # The Slack decision buttons' value (rules.slack.button_value), when one click can answer the gate: an approval
+    # offering accept or reject that asks for nothing more (no form of its own). None: the page's button only.
+    decision_value: str | None = None
 
 
-def deadline_text(deadline: float | None, zone: tzinfo) -> str:
+def deadline_text(deadline: float | None, time_zone: str | None) -> str:
     if deadline is None:
         return "no deadline"
-    moment = datetime.fromtimestamp(deadline, zone)
-    # A ZoneInfo prints as its IANA key, datetime.UTC as "UTC".
-    return f"{moment.strftime('%Y-%m-%d %H:%M')} {moment.tzname()} ({zone})"
+    return spoken(datetime.fromtimestamp(deadline, UTC), time_zone)
 
 
 def subject(content: Content) -> str:
@@ -90,44 +101,64 @@ def subject(content: Content) -> str:
     return f"Your decision is needed: {content.title}"
 
 
+def _of_workflow(content: Content) -> str:
+    return f" (workflow {content.workflow_name})" if content.workflow_name else ""
+
+
 def _lead(content: Content) -> str:
     if content.purpose == ESCALATION:
         return (
-            f"The approval '{content.title}' of workflow {content.workflow_id} timed out without a decision and was "
+            f"The approval '{content.title}'{_of_workflow(content)} timed out without a decision and was "
             "rejected. You are told because it asks to escalate on timeout."
         )
     delegated = ""
     if content.on_behalf_of:
         delegated = f" You may decide it on behalf of {', '.join(content.on_behalf_of)}, as their delegate."
     if is_reminder(content.purpose):
-        return f"A reminder: '{content.title}' (workflow {content.workflow_id}) still waits for your decision.{delegated}"
-    return f"'{content.title}' (workflow {content.workflow_id}) waits for your decision.{delegated}"
+        return f"A reminder: '{content.title}'{_of_workflow(content)} still waits for your decision.{delegated}"
+    return f"'{content.title}'{_of_workflow(content)} waits for your decision.{delegated}"
+
+
+def _facts(content: Content) -> list[tuple[str, str]]:
+    """The request's facts, as the approval page lists them."""
+    facts = [("Request", content.title)]
+    if content.workflow_name:
+        facts.append(("Workflow", content.workflow_name))
+    if content.asked_by:
+        facts.append(("Asked by", content.asked_by))
+    if content.purpose != ESCALATION:
+        facts.append(("Decide by", deadline_text(content.deadline, content.time_zone)))
+    return facts
 
 
 def email_parts(content: Content) -> tuple[str, str, str]:
-    """(subject, plain text, HTML) of the e-mail."""
-    lines = [f"Hello {content.recipient_name},", "", _lead(content), ""]
-    if content.description:
-        lines += [content.description, ""]
-    if content.purpose != ESCALATION:
-        lines.append(f"Decide by: {deadline_text(content.deadline, content.zone)}")
-    if content.link:
-        lines += ["", "Open your personal decision link (it records your decision as yours; do not forward it):",
-                  content.link]
-    lines += ["", f"Run: {content.run_id}"]
-    text = "\n".join(lines) + "\n"
-    e = html.escape
-    body = [f"<p>Hello {e(content.recipient_name)},</p>", f"<p>{e(_lead(content))}</p>"]
-    if content.description:
-        body.append(f"<p>{e(content.description)}</p>")
-    if content.purpose != ESCALATION:
-        body.append(f"<p>Decide by: <strong>{e(deadline_text(content.deadline, content.zone))}</strong></p>")
-    if content.link:
-        body.append(f'<p><a href="{e(content.link, quote=True)}">Open your decision page</a></p>')
-        body.append("<p><small>This link is yours: it records your decision as yours. Do not forward it.</small></p>")
-    body.append(f"<p><small>Run {e(content.run_id)}</small></p>")
-    page = f"<!doctype html><html><body>{''.join(body)}</body></html>"
-    return subject(content), text, page
+    """(subject, plain text, HTML) of the e-mail, each from its template (the HTML one autoescaped)."""
+    context = {
+        "greeting": f"Hello {content.recipient_name},",
+        "lead": _lead(content),
+        "description": content.description,
+        "facts": _facts(content),
+        "link": content.link,
+        "subject": subject(content),
+    }
+    templates = _mail_templates()
+    return subject(content), templates.get_template("mail.txt").render(context), templates.get_template("mail.html").render(context)
+
+
+@cache
+def _mail_templates() -> jinja2.Environment:
+    # Imported at the first mail: a Slack-only notification never loads Jinja2.
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), disabled_extensions=("txt",), default=True),
+        undefined=jinja2.StrictUndefined,
+        auto_reload=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def mime_email(from_address: str, to_address: str, content: Content) -> bytes:
@@ -143,40 +174,63 @@ def mime_email(from_address: str, to_address: str, content: Content) -> bytes:
 
 
 def slack_message(content: Content, slack_user_id: str | None, channel: str | None = None) -> dict[str, Any]:
-    """The Slack message (Block Kit): a header with the title, the summary, and a button opening the approval page.
+    """The Slack message (Block Kit): a header with the title, the summary, Approve and Reject buttons when one click
+    can answer the gate, and a button opening the approval page.
 
     `channel` is set for a bot token's chat.postMessage (the recipient's user id: a direct message); an incoming
     webhook posts to its own channel, and the recipient is mentioned instead.
     """
     mention = f"<@{slack_user_id}> " if slack_user_id and channel is None else ""
-    summary = _lead(content)
+    summary = escaped(_lead(content))
+    if content.asked_by:
+        summary += f"\nAsked by: {escaped(content.asked_by)}"
     if content.purpose != ESCALATION:
-        summary += f"\nDecide by: {deadline_text(content.deadline, content.zone)}"
+        summary += f"\nDecide by: {deadline_text(content.deadline, content.time_zone)}"
     if content.description:
-        summary += f"\n>{content.description[:2500]}"
+        summary += f"\n>{escaped(content.description[:2500])}"
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": subject(content)[:150]}},
         {"type": "section", "text": {"type": "mrkdwn", "text": (mention + summary)[:3000]}},
     ]
-    if content.link:
-        blocks.append(
-            {
-                "type": "actions",
-                "elements": [
+    buttons: list[dict[str, Any]] = []
+    if content.decision_value and content.link:
+        for action_id, action, label, style in (
+            (APPROVE_ACTION, "accept", "Approve", "primary"),
+            (REJECT_ACTION, "reject", "Reject", "danger"),
+        ):
+            if action in content.actions:
+                buttons.append(
                     {
                         "type": "button",
-                        "action_id": "open-approval-page",
-                        "text": {"type": "plain_text", "text": "Open the approval page"},
-                        "url": content.link,
-                        "style": "primary",
+                        "action_id": action_id,
+                        "text": {"type": "plain_text", "text": label},
+                        "value": content.decision_value,
+                        "style": style,
                     }
-                ],
-            }
-        )
+                )
+    if content.link:
+        page_button: dict[str, Any] = {
+            "type": "button",
+            "action_id": OPEN_PAGE_ACTION,
+            "text": {"type": "plain_text", "text": "Open the approval page"},
+            "url": content.link,
+        }
+        if not buttons:
+            page_button["style"] = "primary"
+        buttons.append(page_button)
+    if buttons:
+        blocks.append({"type": "actions", "elements": buttons})
     message: dict[str, Any] = {"text": f"{mention}{subject(content)}", "blocks": blocks}
     if channel is not None:
         message["channel"] = channel
     return message
+
+
+def decision_buttons_fit(payload: dict[str, Any]) -> bool:
+    """Whether one click can answer the interrupt: an approval offering accept or reject (the actions that need
+    more than themselves, refine and edit-accept, are answered on the page)."""
+    actions = (payload.get("data") or {}).get("actions") or ()
+    return payload.get("kind") == "approval" and any(a in actions for a in ("accept", "reject"))
 
 
 def reminder_asks(interrupt: OpenInterrupt, message: dict[str, Any]) -> bool:

@@ -1,5 +1,7 @@
 """The tenant's Slack credential (issue 14): an incoming-webhook URL or a bot token, kept in Secrets Manager under
-`{SLACK_SECRET_PREFIX}{tenant}` (a `~` in the tenant id written `+`). Written here, read only by the notify worker; no answer ever carries it."""
+`{SLACK_SECRET_PREFIX}{tenant}` (a `~` in the tenant id written `+`). Written here, read only by the notify worker; no
+answer ever carries it. And its Slack app's signing secret (issue 28 item 6), a secret of its own under
+`{SLACK_SIGNING_SECRET_PREFIX}{tenant}`: the api function reads it to verify clicks, and so reads no credential."""
 
 from __future__ import annotations
 
@@ -15,16 +17,28 @@ from interlude.config.secrets import created_secrets
 from interlude.domain.ids import secret_name
 
 _DESCRIPTION = "Interlude: a tenant's Slack incoming-webhook URL or bot token (issue 14)"
+_SIGNING_DESCRIPTION = "Interlude: a tenant's Slack app signing secret, which verifies its clicks (issue 28)"
 
 
 def slack_secret_name(tenant: str, prefix: str | None = None) -> str:
     return secret_name(prefix or notify_settings().slack_secret_prefix, tenant)
 
 
+def slack_signing_secret_name(tenant: str, prefix: str | None = None) -> str:
+    return secret_name(prefix or notify_settings().slack_signing_secret_prefix, tenant)
+
+
 def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> None:
     """Create or replace the tenant's Slack secret (with the deployment's key and tags when it sets them)."""
+    _store(slack_secret_name(tenant), value, _DESCRIPTION, client)
+
+
+def store_signing_secret(tenant: str, signing_secret: str, client: Any = None) -> None:
+    _store(slack_signing_secret_name(tenant), {"signingSecret": signing_secret}, _SIGNING_DESCRIPTION, client)
+
+
+def _store(name: str, value: Mapping[str, Any], description: str, client: Any = None) -> None:
     client = client or boto3.client("secretsmanager")
-    name = slack_secret_name(tenant)
     text = json.dumps(dict(value), separators=(",", ":"), allow_nan=False)
     try:
         client.put_secret_value(SecretId=name, SecretString=text)
@@ -39,7 +53,7 @@ def store_slack(tenant: str, value: Mapping[str, Any], client: Any = None) -> No
     if created.tags:
         options["Tags"] = [{"Key": k, "Value": v} for k, v in created.tags.items()]
     try:
-        client.create_secret(Name=name, Description=_DESCRIPTION, SecretString=text, **options)
+        client.create_secret(Name=name, Description=description, SecretString=text, **options)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ResourceExistsException":
             raise

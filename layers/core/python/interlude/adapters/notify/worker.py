@@ -26,6 +26,7 @@ from interlude.adapters.notify.messages import (
     ESCALATION,
     RAISED,
     Content,
+    decision_buttons_fit,
     is_reminder,
     mime_email,
     reminder_asks,
@@ -35,15 +36,18 @@ from interlude.app.caught import caught
 from interlude.config.notify import NotifySettings
 from interlude.domain.clock import epoch_of, iso_epoch
 from interlude.domain.ids import secret_name
-from interlude.domain.models.principals import PrincipalEntry, zone_of
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.egress import EgressRefused, Resolver, check_url
+from interlude.rules.slack import button_value
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store.directory import DirectoryStore
 from interlude.store.leases import Claim
 from interlude.store.notifications import Notification, NotificationStore, kept_record
 from interlude.store.runs import RunStore
+from interlude.store.workflow_reads import read_workflow
 
 logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
@@ -193,6 +197,7 @@ class Worker(LeasedWorker[Recipient]):
     def _content(
         self, state: RunState, message: dict[str, Any], interrupt: OpenInterrupt | None, entry: PrincipalEntry
     ) -> Content:
+        decision_value = None
         if message["purpose"] == ESCALATION or interrupt is None:
             title, description, deadline, link, actions = message.get("title") or message["nodeId"], "", None, None, ()
         else:
@@ -202,19 +207,37 @@ class Worker(LeasedWorker[Recipient]):
             deadline = interrupt.deadline
             actions = tuple(data.get("actions") or ())
             link = self._link(state, interrupt, message)
+            if decision_buttons_fit(interrupt.payload):
+                decision_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
         return Content(
             purpose=message["purpose"],
             title=title,
             description=description,
-            workflow_id=state.workflowId,
-            run_id=state.runId,
+            workflow_name=self._workflow_name(state),
             link=link,
             deadline=deadline,
-            zone=zone_of(entry),
+            time_zone=entry.timeZone,
             recipient_name=entry.displayName or message["principalId"],
+            asked_by=self._asked_by(state),
             actions=actions,
             on_behalf_of=tuple(message.get("onBehalfOf") or ()) if message["purpose"] != ESCALATION else (),
+            decision_value=decision_value,
         )
+
+    def _workflow_name(self, state: RunState) -> str | None:
+        """What a person calls the run's workflow, as the approval page names it."""
+        raw = read_workflow(self.store, state.tenant, state.workflowId, state.workflowVersion)
+        if raw is None:
+            return state.workflowId
+        return WorkflowDefinition.model_validate(raw).display_name(state.workflowId)
+
+    def _asked_by(self, state: RunState) -> str | None:
+        """Who started the run, as the approval page names them: their display name, else their subject id."""
+        subject_id = ((state.owner or {}).get("subject") or {}).get("subjectId")
+        if not isinstance(subject_id, str):
+            return None
+        record = self.directory.get(state.tenant, subject_id)
+        return str((record or {}).get("entry", {}).get("displayName") or subject_id)
 
     def _link(self, state: RunState, interrupt: OpenInterrupt, message: dict[str, Any]) -> str:
         """The recipient's personal decision link: a token naming them, so their vote is theirs."""

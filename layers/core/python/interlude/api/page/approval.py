@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from interlude.api.page import csrf, forms, templating
 from interlude.api.page.graph import Drawing, GraphNode, describe, drawing
 from interlude.api.page.text import Cell, as_written, cell_of, unfilled_in_words
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
+from interlude.domain.moments import spoken
 
 # A request's first line longer than this is not its title.
 TITLE_MAX = 200
@@ -109,29 +109,8 @@ def expiry_words(expires_at: int, time_zone: str | None = None) -> str:
 
 
 def when(moment: datetime | str, time_zone: str | None = None) -> str:
-    """A moment in the approver's time zone with UTC beside it ("Tue 1 Dec 2026, 14:05 (Europe/Paris) · 13:05
-    UTC"); in UTC alone when the zone is unknown or is UTC."""
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
-    utc = moment.astimezone(UTC)
-    zone = _zone(time_zone)
-    if zone is None:
-        return f"{_day(utc)}, {utc:%H:%M} UTC"
-    local = utc.astimezone(zone)
-    return f"{_day(local)}, {local:%H:%M} ({time_zone}) · {utc:%H:%M} UTC"
-
-
-def _day(moment: datetime) -> str:
-    return f"{moment:%a} {moment.day} {moment:%b %Y}"
-
-
-def _zone(name: str | None) -> ZoneInfo | None:
-    if not name or name in ("UTC", "Etc/UTC"):
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
+    """A moment in the approver's time zone with UTC beside it, worded as the mail that linked here words it."""
+    return spoken(moment, time_zone)
 
 
 def title_of(payload: Mapping[str, Any]) -> str:

@@ -7,7 +7,7 @@ through that person's personal link and one through their key are the same princ
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -103,13 +103,6 @@ class PrincipalEntry(Stored):
         return [c for c in wanted if address[c]]
 
 
-def zone_of(entry: PrincipalEntry | None) -> tzinfo:
-    """The principal's time zone; UTC, which needs no time zone database, when they have set none."""
-    if entry is None or not entry.timeZone:
-        return UTC
-    return ZoneInfo(entry.timeZone)
-
-
 class DelegateVoteRequest(Closed):
     """Issue 14 item 4: hand the caller's vote on one approval gate to another principal (a subjectId)."""
 
@@ -136,3 +129,10 @@ class SlackSettings(Closed):
         if (self.webhookUrl is None) == (self.botToken is None):
             raise ValueError("give exactly one of webhookUrl or botToken")
         return self
+
+
+class SlackSigningSecret(Closed):
+    """`PUT /tenant/notifications/slack/signing-secret`: the Slack app's signing secret (its Basic Information page),
+    which verifies every click Slack reports to the interactivity URL (never returned)."""
+
+    signingSecret: str = Field(pattern=r"^[A-Za-z0-9]{16,128}$")

@@ -23,7 +23,7 @@ class Resolver:
     """Who is answering, as authenticated, and through which surface."""
 
     subject: dict[str, Any] | None
-    surface: Literal["run", "token", "timeout", "event", "console"]
+    surface: Literal["run", "token", "timeout", "event", "console", "slack"]
     groups: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
     # Principals configured as override principals for the tenant.

@@ -37,5 +37,5 @@ class RunNotifications(Answer):
 
 class SlackConfigured(Answer):
     tenant: str
-    configured: Literal["webhook", "bot-token"]
+    configured: Literal["webhook", "bot-token", "signing-secret"]
     webhookHost: str = Omitted()

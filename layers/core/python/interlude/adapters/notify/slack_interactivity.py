@@ -1,0 +1,81 @@
+"""The tenant's Slack app as the interactivity endpoint meets it (issue 28 item 6; app.ports.SlackChannel): its signing
+secret read from Secrets Manager (briefly cached), and a click's answer posted to the click's `response_url` through
+the egress guard, pinned to the addresses it admitted, as every outbound request of Interlude is."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from botocore.exceptions import ClientError
+
+from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
+from interlude.adapters.notify.slack_settings import slack_signing_secret_name
+from interlude.config.notify import NotifySettings, notify_settings
+from interlude.rules.egress import EgressRefused, Resolver, check_url
+
+logger = Logger(service="interlude", child=True)
+USER_AGENT = "interlude-slack/1"
+# A secret set (or rotated) reaches every api instance within this long.
+SECRET_CACHE_S = 60.0
+# Tenants whose secret (or its absence) an instance keeps: a request naming a made-up tenant costs one read, and the
+# cache stays bounded however many are named.
+SECRET_CACHE_TENANTS = 1000
+# Slack wants its request acknowledged within 3 seconds, and the answer is posted before the acknowledgement.
+REPLY_CONNECT_TIMEOUT_S = 1.0
+REPLY_TOTAL_TIMEOUT_S = 2.0
+
+
+@dataclass
+class SlackApp:
+    secrets: Any
+    settings: NotifySettings
+    resolve: Resolver | None = None
+    ca_file: str | None = None
+    _cache: OrderedDict[str, tuple[float, str | None]] = field(default_factory=OrderedDict)
+
+    def signing_secret(self, tenant: str) -> str | None:
+        hit = self._cache.get(tenant)
+        if hit is None or hit[0] <= time.monotonic():
+            name = slack_signing_secret_name(tenant, self.settings.slack_signing_secret_prefix)
+            try:
+                value = json.loads(self.secrets.get_secret_value(SecretId=name)["SecretString"]).get("signingSecret")
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                    raise
+                value = None
+            hit = (time.monotonic() + SECRET_CACHE_S, value if isinstance(value, str) and value else None)
+            self._cache[tenant] = hit
+            self._cache.move_to_end(tenant)
+            while len(self._cache) > SECRET_CACHE_TENANTS:
+                self._cache.popitem(last=False)
+        return hit[1]
+
+    def reply(self, response_url: str, message: dict[str, Any]) -> None:
+        """Best-effort: a refused or failed post is logged (without the URL, which is a credential of its own)."""
+        headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT}
+        try:
+            target = check_url(response_url, resolve=self.resolve, allow_loopback=self.settings.allow_loopback)
+            post_pinned(
+                target,
+                json.dumps(message, separators=(",", ":"), allow_nan=False).encode(),
+                headers,
+                connect_timeout=REPLY_CONNECT_TIMEOUT_S,
+                total_timeout=REPLY_TOTAL_TIMEOUT_S,
+                max_response_bytes=4 * 1024,
+                ca_file=self.ca_file,
+            )
+        except EgressRefused as refused:
+            logger.warning("slack reply refused by the egress guard", extra={"reason": refused.reason})
+        except DeliveryFailed as failed:
+            logger.warning("slack reply failed", extra={"errorClass": failed.error_class, "status": failed.status})
+
+
+def slack_app(resolve: Resolver | None = None) -> SlackApp:
+    """The deployment's: its Secrets Manager, its settings; `resolve` is the egress guard's host-name resolver."""
+    return SlackApp(boto3.client("secretsmanager"), notify_settings(), resolve)

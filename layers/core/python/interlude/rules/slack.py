@@ -1,0 +1,159 @@
+"""Slack interactivity (issue 28 item 6), pure: the request signature, the decision buttons' value, a click read from
+Slack's `block_actions` payload, and the words Slack shows after it.
+
+Slack signs each request it sends an app's interactivity URL with the app's signing secret: `X-Slack-Signature` is
+`v0=` + hex HMAC-SHA256(secret, `v0:{X-Slack-Request-Timestamp}:{raw body}`); a request whose timestamp is more than
+five minutes from the clock is refused whatever its signature, so a captured request cannot be replayed later
+(Slack's "Verifying requests from Slack"). The body is `payload=<JSON>`, form-encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from interlude.domain.errors import Invalid
+
+SIGNATURE_VERSION = "v0"
+# Slack's own bound: a request signed further from now than this is refused.
+MAX_CLOCK_SKEW_S = 300
+# The decision buttons' action ids; the page button's (a link: Slack still reports its click) is acknowledged only.
+APPROVE_ACTION = "interlude-approve"
+REJECT_ACTION = "interlude-reject"
+OPEN_PAGE_ACTION = "open-approval-page"
+ACTION_VALUES = {APPROVE_ACTION: "accept", REJECT_ACTION: "reject"}
+# What a button's value holds: which interrupt it answers (Slack's limit for a value is 2000 characters).
+MAX_BUTTON_VALUE_CHARS = 2000
+
+
+class SignatureRefused(Exception):
+    """The request is not one Slack signed with this secret now: `reason` says which check failed."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    base = f"{SIGNATURE_VERSION}:{timestamp}:".encode() + body
+    return f"{SIGNATURE_VERSION}=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str, timestamp: str | None, sent: str | None, body: bytes, now: float) -> None:
+    """Refuses (SignatureRefused) a request without both headers, signed more than five minutes from `now`, or whose
+    signature is not this secret's over exactly these bytes (compared in constant time)."""
+    if not timestamp or not sent:
+        raise SignatureRefused("missing", "the request carries no Slack signature")
+    try:
+        signed_at = int(timestamp)
+    except ValueError:
+        raise SignatureRefused("timestamp", "the request's Slack timestamp is not a number") from None
+    if abs(now - signed_at) > MAX_CLOCK_SKEW_S:
+        raise SignatureRefused("timestamp", "the request was signed more than 5 minutes from now")
+    if not hmac.compare_digest(signature(secret, timestamp, body).encode(), sent.encode()):
+        raise SignatureRefused("signature", "the request's Slack signature does not match the signing secret")
+
+
+def button_value(run_id: str, node_id: str, interrupt_id: str) -> str:
+    """Which interrupt a decision button answers. Not a credential: the click is Slack's (signed), the clicker a
+    directory principal, and the decision is refused unless they may decide."""
+    return json.dumps({"r": run_id, "n": node_id, "i": interrupt_id}, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Click:
+    """One button clicked in a message: by whom (Slack's user and workspace ids), which, and where to answer."""
+
+    user_id: str
+    team_id: str
+    action_id: str
+    response_url: str | None
+    # The decision buttons' (None for any other action).
+    run_id: str | None = None
+    node_id: str | None = None
+    interrupt_id: str | None = None
+    # The message clicked in, as Slack sent it (its blocks are kept when it is updated in place).
+    message: dict[str, Any] | None = None
+
+    @property
+    def action(self) -> str | None:
+        """The resume value's action the click takes (None: not a decision button)."""
+        return ACTION_VALUES.get(self.action_id) if self.run_id else None
+
+
+def _text(value: Any, what: str, most: int = 256) -> str:
+    if not isinstance(value, str) or not value or len(value) > most:
+        raise Invalid(f"the Slack payload's {what} is missing or malformed", {"field": f"payload.{what}"})
+    return value
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def click_of(body: bytes) -> Click:
+    """The click a (verified) interactivity request reports; 400 validation_error for any other payload."""
+    try:
+        form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=4)
+        payload = json.loads(form["payload"][0])
+    except (UnicodeDecodeError, ValueError, KeyError):
+        raise Invalid("the body must be Slack's form-encoded payload=<JSON>", {"field": "payload"}) from None
+    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        raise Invalid(f"Slack payloads of type {kind!r} are not answered here (only block_actions)", {"field": "payload.type"})
+    user = _object(payload.get("user"))
+    team = _object(payload.get("team"))
+    actions = payload.get("actions")
+    if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], dict):
+        raise Invalid("the Slack payload must report exactly one action", {"field": "payload.actions"})
+    action = actions[0]
+    response_url = payload.get("response_url")
+    message = payload.get("message")
+    click = Click(
+        user_id=_text(user.get("id"), "user.id", 32),
+        team_id=_text(team.get("id") or user.get("team_id"), "team.id", 32),
+        action_id=_text(action.get("action_id"), "actions.action_id"),
+        response_url=response_url if isinstance(response_url, str) and response_url else None,
+        message=message if isinstance(message, dict) else None,
+    )
+    if click.action_id not in ACTION_VALUES:
+        return click
+    try:
+        named = json.loads(_text(action.get("value"), "actions.value", MAX_BUTTON_VALUE_CHARS))
+        run_id, node_id, interrupt_id = (_text(named[k], f"actions.value.{k}") for k in ("r", "n", "i"))
+    except (ValueError, TypeError, KeyError):
+        raise Invalid("the decision button's value is not one Interlude wrote", {"field": "payload.actions.value"}) from None
+    return Click(**{**click.__dict__, "run_id": run_id, "node_id": node_id, "interrupt_id": interrupt_id})
+
+
+# -- what Slack shows after a click ------------------------------------------------------------------------
+
+
+def ephemeral(text: str) -> dict[str, Any]:
+    """A message only the clicker sees, leaving the original as it was."""
+    return {"response_type": "ephemeral", "replace_original": False, "text": text}
+
+
+def escaped(text: str) -> str:
+    """Text as Slack shows it literally (its markup reads `&`, `<` and `>`)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def outcome_text(action: str, decided: bool, who: str) -> str:
+    who = escaped(who)
+    verb = "Approved" if action == "accept" else "Rejected"
+    if decided:
+        return f"{verb} by {who}"
+    return f"{who} {verb.lower()}; the request waits for more approvals"
+
+
+def replaced_message(original: dict[str, Any] | None, outcome: str) -> dict[str, Any]:
+    """The original message with its buttons gone and the outcome beneath it: what replaces it in place."""
+    blocks = [b for b in (original or {}).get("blocks") or [] if isinstance(b, dict) and b.get("type") != "actions"]
+    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{outcome}*"}})
+    return {"replace_original": True, "text": outcome, "blocks": blocks}

@@ -1,0 +1,400 @@
+"""Issue 28 item 6 in process (moto, the real api handler, the real notify worker, a loopback receiver standing in for
+slack.com): the Slack message carries Approve and Reject buttons; a click Slack reports, signed with the tenant's
+signing secret, decides the gate as the directory principal the Slack user is, and the message is replaced in place
+with the outcome. A click with a bad signature, an old timestamp or from an unknown Slack user is refused and changes
+nothing; one sent twice decides once. The e-mail is HTML and text from its templates, with the request's facts in
+the recipient's zone (the zone the page its link opens shows), and a GET of that link decides nothing."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from datetime import UTC, datetime
+from email import message_from_bytes
+from email.policy import default
+from typing import Any
+from urllib.parse import urlencode
+
+import boto3
+import pytest
+from moto.ses.models import ses_backends
+
+from interlude.adapters.keyring_store import load_key_ring
+from interlude.adapters.notify.messages import RAISED, queue_message
+from interlude.adapters.notify.slack_settings import store_slack
+from interlude.adapters.notify.worker import Worker
+from interlude.composition import Services
+from interlude.config import settings
+from interlude.domain.errors import DomainError
+from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.moments import spoken
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.rules.slack import signature
+from interlude.store.facade import Store
+from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.test_notify_worker import worker_for
+from tests.support.moto_world import TABLE, current_account
+from tests.support.receiver import Receiver
+
+PUBLIC_BASE = "http://127.0.0.1:9"
+GATE = {
+    "id": "review",
+    "typeId": "core.approvalGate",
+    "config": {"title": "Ship release 7?", "approversList": ["ana", "bob"], "timeoutMs": 3_600_000},
+}
+
+
+@pytest.fixture
+def slack(world, monkeypatch):
+    """A receiver standing in for slack.com (the Web API and the clicks' response URLs), reachable as a loopback
+    destination, as development mode admits."""
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    lambda_runtime.fresh_instances()
+    receiver = Receiver(answer=b'{"ok":true}', answer_type="application/json").start()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def services(world) -> Services:
+    return Services(Store(TABLE))
+
+
+def http(method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, Any]:
+    got = lambda_runtime.invoke("api", to_event(method, path, headers, body, "127.0.0.1"))
+    text = got.get("body") or ""
+    try:
+        return got["statusCode"], json.loads(text)
+    except ValueError:
+        return got["statusCode"], text
+
+
+def with_signing_secret(tenant: str) -> str:
+    """The tenant's Slack app signing secret, set through the API as a tenant admin sets it."""
+    secret = secrets.token_hex(16)
+    key = new_api_key(_services(), "admin", tenant)
+    status, answer = http(
+        "PUT",
+        "/tenant/notifications/slack/signing-secret",
+        json.dumps({"signingSecret": secret}).encode(),
+        authorization=f"Bearer {key}",
+        **{"content-type": "application/json"},
+    )
+    assert status == 200, answer
+    assert answer == {"tenant": tenant, "configured": "signing-secret"}
+    return secret
+
+
+def _services() -> Services:
+    return Services(Store(TABLE))
+
+
+def gate_run(services: Services, tenant: str, **config: Any) -> tuple[str, str]:
+    admin = signed_in(services, "ops-bot", tenant)
+    definition = {"name": "Release train", "nodes": [{**GATE, "config": {**GATE["config"], **config}}], "edges": []}
+    services.workflows.put_workflow(admin, "release", WorkflowDefinition.model_validate(definition))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "release"}))
+    return state.runId, state.interrupts["review"].interruptId
+
+
+def person(services: Services, tenant: str, principal_id: str, **entry: Any) -> None:
+    services.directory.put_principal(tenant, principal_id, PrincipalEntry.model_validate(entry), "admin")
+
+
+def worker(services: Services, urls: dict[str, str], slack: Receiver | None = None) -> Worker:
+    """The notify worker, signing links with the deployment's key ring (so the api opens them)."""
+    return worker_for(
+        services,
+        urls,
+        ring=load_key_ring(settings().key_ring_secret),
+        public_base_url=PUBLIC_BASE,
+        slack_api_url=slack.url("/api") if slack else "https://slack.invalid/api",
+        max_attempts=1,
+    )
+
+
+def notified(services: Services, urls: dict[str, str], run_id: str, interrupt_id: str, who: str, slack=None) -> None:
+    sqs = boto3.client("sqs")
+    tenant = run_id.split("/")[0]
+    message = queue_message(tenant, run_id, "review", interrupt_id, who, RAISED)
+    sqs.send_message(QueueUrl=urls["notifications"], MessageBody=json.dumps(message))
+    got = sqs.receive_message(QueueUrl=urls["notifications"], MaxNumberOfMessages=1)["Messages"][0]
+    assert worker(services, urls, slack).handle({"body": got["Body"], "receiptHandle": got["ReceiptHandle"]}) == "sent"
+
+
+def posted_message(services, world, slack: Receiver, run_id: str, interrupt_id: str, who: str) -> dict[str, Any]:
+    """The Slack message the notify worker posts to `who` through the tenant's bot token (chat.postMessage)."""
+    store_slack(world.tenant, {"botToken": "xoxb-test-0000-token"})
+    notified(services, world.queues, run_id, interrupt_id, who, slack)
+    hit = slack.hits[-1]
+    assert hit.path == "/api/chat.postMessage"
+    return json.loads(hit.body)
+
+
+def asked(services, world, slack: Receiver, ana: dict[str, Any] | None = None, **config: Any) -> tuple[str, str, dict[str, Any]]:
+    """Ana (Slack user U0ANA) in the directory, the tenant's signing secret set, a run whose gate asks, and the Slack
+    message it sent Ana: (signing secret, run id, message)."""
+    person(services, world.tenant, "ana", **{"displayName": "Ana", "slackUserId": "U0ANA", **(ana or {})})
+    secret = with_signing_secret(world.tenant)
+    run_id, interrupt_id = gate_run(services, world.tenant, **config)
+    return secret, run_id, posted_message(services, world, slack, run_id, interrupt_id, "ana")
+
+
+def click(
+    message: dict[str, Any], user: str, action_id: str, response_url: str, secret: str, tenant: str, at: float | None = None
+) -> tuple[int, Any]:
+    """Slack's block_actions request for a click on `action_id` in `message`, signed with `secret` at `at`."""
+    button = next(e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
+    payload = {
+        "type": "block_actions",
+        "team": {"id": "T0TEAM", "domain": "acme"},
+        "user": {"id": user, "username": user.lower(), "team_id": "T0TEAM"},
+        "api_app_id": "A0APP",
+        "container": {"type": "message", "message_ts": "1796126400.000100", "channel_id": "D0DM", "is_ephemeral": False},
+        "trigger_id": "1.2.3",
+        "channel": {"id": "D0DM", "name": "directmessage"},
+        "message": {"type": "message", "ts": "1796126400.000100", "text": message["text"], "blocks": message["blocks"]},
+        "response_url": response_url,
+        "actions": [{**button, "block_id": "b1", "action_ts": "1796126401.000200"}],
+    }
+    return signed_post(urlencode({"payload": json.dumps(payload)}).encode(), secret, tenant, at)
+
+
+def signed_post(body: bytes, secret: str, tenant: str, at: float | None = None) -> tuple[int, Any]:
+    stamp = str(int(at if at is not None else time.time()))
+    return http(
+        "POST",
+        f"/slack/{tenant}/interactions",
+        body,
+        **{
+            "content-type": "application/x-www-form-urlencoded",
+            "x-slack-request-timestamp": stamp,
+            "x-slack-signature": signature(secret, stamp, body),
+        },
+    )
+
+
+def votes(services: Services, run_id: str) -> list[tuple[str, str, str]]:
+    state, _ = services.store.get_run(run_id)
+    interrupt = state.interrupts.get("review")
+    return [(v.principal.split("|")[-1], v.action, v.surface) for v in (interrupt.votes if interrupt else [])]
+
+
+# -- a click decides, in place ------------------------------------------------------------------------------------
+
+
+def test_a_signed_click_decides_as_the_mapped_principal_and_the_message_is_replaced_with_the_outcome(services, world, slack):
+    tenant = world.tenant
+    secret, run_id, message = asked(services, world, slack, {"timeZone": "Europe/Paris"})
+    buttons = [e["text"]["text"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["Approve", "Reject", "Open the approval page"]
+    assert "Asked by: ops-bot" in message["blocks"][1]["text"]["text"]
+    assert "(Europe/Paris)" in message["blocks"][1]["text"]["text"]
+
+    status, answer = click(message, "U0ANA", "interlude-approve", slack.url("/actions/T0TEAM/1/abc"), secret, tenant)
+    assert status == 200, answer
+    state, _ = services.store.get_run(run_id)
+    assert state.status == "completed"
+    resolved = next(e for e in services.store.read_events(run_id, 0) if e["type"] == "interrupt.resolved")
+    assert resolved["payload"]["resumeValue"]["decidedBy"] == "ana"
+    # The message, replaced in place at its response URL: the buttons gone, the outcome in words.
+    reply = slack.hits[-1]
+    assert reply.path == "/actions/T0TEAM/1/abc"
+    replaced = json.loads(reply.body)
+    assert replaced["replace_original"] is True
+    assert replaced["text"] == "Approved by Ana"
+    assert not [b for b in replaced["blocks"] if b["type"] == "actions"]
+    assert replaced["blocks"][0] == message["blocks"][0]
+    assert answer == replaced
+
+
+def test_a_click_sent_twice_decides_once_and_a_reject_is_said_as_one(services, world, slack):
+    tenant = world.tenant
+    person(services, tenant, "bob", displayName="Bob", slackUserId="U0BOB")
+    secret, run_id, message = asked(services, world, slack, requiredApprovals=2)
+    reply_to = slack.url("/actions/1")
+
+    status, first = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant)
+    assert status == 200
+    assert first["text"] == "Ana approved; the request waits for more approvals"
+    status, again = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant)
+    assert status == 200
+    assert again == {
+        "response_type": "ephemeral",
+        "replace_original": False,
+        "text": "You have already answered this request; your first answer stands.",
+    }
+    assert votes(services, run_id) == [("ana", "accept", "slack")]
+
+    status, rejected = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant)
+    assert (status, rejected["text"]) == (200, "Rejected by Bob")
+    assert services.store.get_run(run_id)[0].status == "failed"
+    status, late = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant)
+    assert late["text"] == "This request was already decided or has timed out, so your answer was not recorded."
+
+
+# -- refusals change nothing -------------------------------------------------------------------------------------
+
+
+def _unchanged(services, run_id: str, slack: Receiver, hits_before: int) -> None:
+    state, _ = services.store.get_run(run_id)
+    assert state.status == "waiting-approval"
+    assert votes(services, run_id) == []
+    assert len(slack.hits) == hits_before
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        ("signature", "signature"),
+        ("old", "timestamp"),
+        ("future", "timestamp"),
+        ("unsigned", "missing"),
+        ("no-secret", "not_configured"),
+    ],
+)
+def test_a_click_not_signed_by_slack_now_is_refused_401_and_changes_nothing(services, world, slack, tamper, reason):
+    tenant = world.tenant
+    secret, run_id, message = asked(services, world, slack)
+    hits = len(slack.hits)
+    reply_to = slack.url("/actions/1")
+    if tamper == "signature":
+        got = click(message, "U0ANA", "interlude-approve", reply_to, secrets.token_hex(16), tenant)
+    elif tamper == "old":
+        got = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant, at=time.time() - 301)
+    elif tamper == "future":
+        got = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant, at=time.time() + 301)
+    elif tamper == "unsigned":
+        got = http("POST", f"/slack/{tenant}/interactions", b"payload=%7B%7D", **{"content-type": "application/x-www-form-urlencoded"})
+    else:
+        # Another tenant's interactivity URL: it has set no signing secret, so nothing it is sent is Slack's.
+        got = click(message, "U0ANA", "interlude-approve", reply_to, secret, world.other_tenant)
+    status, answer = got
+    assert status == 401
+    assert answer["error"] == "interlude.slack_signature_invalid"
+    assert answer["details"] == {"reason": reason}
+    _unchanged(services, run_id, slack, hits)
+
+
+def test_a_body_changed_after_signing_is_refused(services, world, slack):
+    tenant = world.tenant
+    secret = with_signing_secret(tenant)
+    body = urlencode({"payload": json.dumps({"type": "block_actions"})}).encode()
+    stamp = str(int(time.time()))
+    status, answer = http(
+        "POST",
+        f"/slack/{tenant}/interactions",
+        body + b"x",
+        **{"x-slack-request-timestamp": stamp, "x-slack-signature": signature(secret, stamp, body)},
+    )
+    assert (status, answer["error"], answer["details"]) == (401, "interlude.slack_signature_invalid", {"reason": "signature"})
+
+
+@pytest.mark.parametrize(
+    ("user", "words"),
+    [
+        ("U0NOBODY", "Your Slack account is not linked to anyone in Interlude's directory"),
+        ("U0EVE", "You are not one of the approvers of this request"),
+    ],
+)
+def test_a_click_by_someone_who_may_not_decide_is_told_so_only_to_them_and_changes_nothing(services, world, slack, user, words):
+    tenant = world.tenant
+    person(services, tenant, "eve", displayName="Eve", slackUserId="U0EVE")
+    secret, run_id, message = asked(services, world, slack)
+    hits = len(slack.hits)
+    status, answer = click(message, user, "interlude-approve", slack.url("/actions/1"), secret, tenant)
+    assert status == 200
+    assert answer["response_type"] == "ephemeral"
+    assert answer["replace_original"] is False
+    assert answer["text"].startswith(words)
+    # Said to the clicker alone, through the response URL; the message itself is left as it was.
+    assert json.loads(slack.hits[-1].body) == answer
+    _unchanged(services, run_id, slack, hits + 1)
+
+
+def test_a_click_on_the_page_button_is_acknowledged_and_a_payload_that_is_no_click_is_refused(services, world, slack):
+    tenant = world.tenant
+    secret, run_id, message = asked(services, world, slack)
+    hits = len(slack.hits)
+    assert click(message, "U0ANA", "open-approval-page", slack.url("/actions/1"), secret, tenant) == (200, {})
+    for body in (b"payload=not-json", urlencode({"payload": json.dumps({"type": "view_submission"})}).encode()):
+        status, answer = signed_post(body, secret, tenant)
+        assert (status, answer["error"]) == (400, "validation_error")
+    status, answer = signed_post(b"payload=" + b"x" * 1_000_001, secret, tenant)
+    assert (status, answer["error"]) == (413, "payload_too_large")
+    _unchanged(services, run_id, slack, hits)
+
+
+def test_the_signing_secret_is_checked_and_never_returned(world):
+    key = new_api_key(_services(), "admin", world.tenant)
+    status, answer = http(
+        "PUT",
+        "/tenant/notifications/slack/signing-secret",
+        b'{"signingSecret":"short"}',
+        authorization=f"Bearer {key}",
+        **{"content-type": "application/json"},
+    )
+    assert (status, answer["error"]) == (400, "validation_error")
+    assert "short" not in json.dumps(answer.get("details", {}).get("errors", [{}])[0].get("input", ""))
+
+
+def test_one_slack_user_is_one_principal_of_the_directory(services, tenant):
+    person(services, tenant, "ana", slackUserId="U0ANA")
+    with pytest.raises(DomainError) as refused:
+        person(services, tenant, "bob", slackUserId="U0ANA")
+    assert (refused.value.code, refused.value.details["field"]) == ("validation_error", "slackUserId")
+    records = services.directory_records
+    assert records.by_slack_user(tenant, "U0ANA") == "ana"
+    person(services, tenant, "ana", slackUserId="U0ANA2")
+    assert records.by_slack_user(tenant, "U0ANA") is None
+    assert records.by_slack_user(tenant, "U0ANA2") == "ana"
+    person(services, tenant, "bob", slackUserId="U0ANA")
+    services.directory.delete_principal(tenant, "ana")
+    assert records.by_slack_user(tenant, "U0ANA2") is None
+    assert records.by_slack_user(tenant, "U0ANA") == "bob"
+
+
+# -- the e-mail, and the page its link opens ----------------------------------------------------------------------
+
+
+def test_the_mail_is_html_and_text_with_the_facts_in_the_recipients_zone_and_its_link_decides_nothing_on_get(
+    services, world, monkeypatch
+):
+    tenant = world.tenant
+    person(services, tenant, "ops-bot", displayName="Release Bot")
+    person(services, tenant, "ana", displayName="Ana", email="ana@example.com", timeZone="America/New_York")
+    run_id, interrupt_id = gate_run(services, tenant)
+    notified(services, world.queues, run_id, interrupt_id, "ana")
+    raw = next(m for m in ses_backends[current_account()]["us-east-1"].sent_messages if "ana@example.com" in m.destinations)
+    mail = message_from_bytes(raw.raw_data.encode(), policy=default)
+    text = mail.get_body(("plain",)).get_content()
+    page = mail.get_body(("html",)).get_content()
+    deadline = services.store.get_run(run_id)[0].interrupts["review"].deadline
+    when = spoken(datetime.fromtimestamp(deadline, UTC), "America/New_York")
+    assert "(America/New_York)" in when
+    for part in (text, page):
+        assert "Ship release 7?" in part
+        assert "Release train" in part
+        assert "Release Bot" in part
+        assert when in part
+    assert "Decide by: " + when in text
+    assert 'Open your decision page</a>' in page
+    (link,) = [w for w in text.split() if w.startswith(PUBLIC_BASE + "/interrupts/")]
+    assert f'href="{link}"' in page
+    for part in (text, page.replace(link, "")):
+        for internal in (run_id, run_id.split("/")[1], interrupt_id, tenant + "/", "resumeValue", "interruptId", "{", "ops-bot"):
+            assert internal not in part, internal
+
+    # The page the link opens shows its times in the same zone; a GET (even one asking to approve) decides nothing.
+    path = link.removeprefix(PUBLIC_BASE)
+    status, shown = http("GET", path + "?action=accept", accept="text/html")
+    assert status == 200
+    assert "(America/New_York)" in shown
+    assert 'method="post"' in shown.lower()
+    state, _ = services.store.get_run(run_id)
+    assert state.status == "waiting-approval"
+    assert votes(services, run_id) == []
