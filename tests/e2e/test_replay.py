@@ -350,10 +350,13 @@ def test_a_failed_run_redriven_from_the_cli_completes_without_asking_again_or_re
     assert fork_effects["refund"]["effectId"] == source_effects["refund"]["effectId"]
     assert fork_effects["refund"]["state"] == "completed"
     assert fork_effects["notify"]["effectId"] != source_effects["notify"]["effectId"]
-    # And the two runs name each other
+    # And the two runs name each other, in the API and in `runs show`
     assert api.run(run_id)["extensions"]["interlude.run"]["forkRunIds"] == [new_run]
     ancestry = api.run(new_run)["extensions"]["interlude.run"]["ancestry"]
     assert (ancestry["sourceRunId"], ancestry["mode"], ancestry["redrive"]) == (run_id, "branch", True)
+    assert f"forks     {new_run}\n" in cli(stack, "runs", "show", run_id).stdout
+    shown = cli(stack, "runs", "show", new_run).stdout
+    assert f"from      {run_id} (redriven from event {ancestry['fromSeq']})\n" in shown
 
 
 def test_the_cli_forks_a_run_and_refuses_a_redrive_of_one_that_did_not_fail(stack, api):

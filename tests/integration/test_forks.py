@@ -121,6 +121,9 @@ def test_malformed_forks_are_400_and_unknown_runs_404(client, gateway, services)
     assert fork(source, {"mode": "rewind", "fromSeq": 0}) == (400, "validation_error")
     assert fork(source, {"mode": "branch", "fromSeq": -1}) == (400, "validation_error")
     assert fork(source, {"mode": "branch", "fromSeq": 1, "extra": 1}) == (400, "validation_error")
+    overlay = {"configurable": {"recursionLimit": 0}}
+    assert fork(source, {"mode": "branch", "fromSeq": 1, "runOptionsOverlay": overlay}) == (400, "validation_error")
+    assert fork(source, {"mode": "branch", "fromSeq": 1, "runOptionsOverlay": {"owner": "x"}}) == (400, "validation_error")
     tenant = source.split("/", 1)[0]
     assert fork(tenant_bound(tenant, mint_opaque()), {"mode": "replay"}) == (404, "not_found")
     assert fork(tenant_bound(f"other-{tenant}", mint_opaque()), {"mode": "replay"}) == (403, "id_tenant_mismatch")
@@ -202,3 +205,16 @@ def test_pause_and_resume_are_not_served(client):
             operation(waiting)
         assert (refused.value.status, refused.value.envelope.error) == (404, "not_found")
     assert client.runs_get(waiting).status == "waiting-approval"
+
+
+def test_a_fork_retried_under_its_idempotency_key_makes_one_run(client, gateway, services):
+    source = decided_first_gate(client)
+    key = "fork-retry-" + "k" * 24
+
+    first = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"), idempotency_key=key)
+    again = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"), idempotency_key=key)
+
+    assert again.runId == first.runId
+    headers = {"Authorization": f"Bearer {new_api_key(services)}"}
+    snapshot = requests.get(f"{gateway}/runs/{wire(source)}", headers=headers, timeout=10).json()
+    assert snapshot["extensions"]["interlude.run"]["forkRunIds"] == [first.runId]

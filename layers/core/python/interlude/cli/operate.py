@@ -81,6 +81,12 @@ def _runs_show(args: argparse.Namespace) -> int:
         f"status    {status}" + (f" at {step(run['currentNodeId'])}" if run.get("currentNodeId") else ""),
         f"owner     {run['owner']['subject'].get('subjectId')}",
     ]
+    ancestry = extension.get("ancestry")
+    if ancestry:
+        how = "redriven" if ancestry.get("redrive") else f"a {ancestry['mode']}"
+        lines.append(f"from      {ancestry['sourceRunId']} ({how} from event {ancestry['fromSeq']})")
+    if extension.get("forkRunIds"):
+        lines.append(f"forks     {', '.join(extension['forkRunIds'])}")
     if run.get("error") and status == run["status"]:
         lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
     nodes = [(step(n), verdicts.get(n) or s["status"], s["visits"]) for n, s in run["nodeStates"].items()]
