@@ -179,7 +179,7 @@ def test_conformance_cancellable_cancels_mid_delay(api, scheduler):
 
 
 def test_the_clock_file_is_advertised_in_the_state_file(deadline_stack):
-    # Beside the state file, where `interlude clock advance` finds it (docs/decisions.md, issue 5)
+    # Beside the state file, where `interlude clock advance` finds it (docs/adr/0008)
     assert Path(deadline_stack["clockFile"]) == Path(deadline_stack["stateFile"]).parent / "clock"
 
 

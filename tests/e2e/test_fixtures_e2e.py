@@ -185,7 +185,7 @@ def drive_parent_child_cancel(api: Api, workflow: str) -> None:
     assert "parentRunId" not in direct
     late = api.resolve(child_id, "child-gate", {"action": "accept"})
     # v2 has one code per state (RFC 0213 §C): a cancelled run's interrupt is 409 interrupt_already_resolved, as for
-    # a run cancelled directly; v1's 410 interrupt_gone is not a v2 code (docs/decisions.md).
+    # a run cancelled directly; v1's 410 interrupt_gone is not a v2 code (docs/adr/0033).
     assert (late.status_code, late.json()["error"]) == (409, "interrupt_already_resolved")
     assert api.run(parent_id)["status"] == "cancelled"
 

@@ -17,7 +17,8 @@ from interlude.local.stack import TABLE_NAME
 from interlude.store.limits import rate_pk
 from tests.support.local_stack import Api, cli, stack_client, tenant_admin_key, until, wire
 
-# The documented bound (README "Keys"): a key revoked elsewhere is refused by a warm instance within 5 s.
+# The documented bound (docs/configuration.md, "Keys: revocation and expiry"): a key revoked elsewhere is refused
+# by a warm instance within 5 s.
 REVOCATION_BOUND_S = 5.0
 # Requests on a loaded machine take their own time on top of the bound (bench/key_and_limit_calls.py measures it).
 SLACK_S = 4.0
@@ -264,7 +265,7 @@ def test_tenant_settings_show_the_default_limits_and_usage_and_refuse_limits_pas
 ) -> None:
     api = tenant_api(stack_info, "defaults")
     settings = api.call("GET", "/tenant/settings").json()
-    # Documented defaults (README "Limits"); the local stack's rate default is the ceiling.
+    # Documented defaults (docs/limits.md); the local stack's rate default is the ceiling.
     assert settings["limits"] == {
         "requestsPerSecond": 500,
         "openRuns": 1000,

@@ -198,7 +198,7 @@ def test_a_switch_is_read_by_its_words(monkeypatch):
 
 def test_a_late_resolve_answers_the_same_409_for_a_cascaded_child_and_a_cancelled_run(services, admin):
     """v2 errors.md, one code per state (RFC 0213 §C): a resolve on a cancelled run is 409 interrupt_already_resolved
-    on both surfaces; 410 interrupt_gone is v1's, unregistered in v2 (docs/decisions.md)."""
+    on both surfaces; 410 interrupt_gone is v1's, unregistered in v2 (docs/adr/0033)."""
     key = new_api_key(services)
     run_id = started(services, admin)
     stream = Stream(TABLE)

@@ -1,7 +1,7 @@
 """The run's status (and currentNodeId) while several gates are open at once.
 
 Rule: run-snapshot.schema.json `status` — "`waiting-external` MUST be used when the suspended interrupt's `kind` is
-`external-event`"; the rest of the order is this host's (docs/decisions.md, "Status with several gates open"):
+`external-event`"; the rest of the order is this host's (docs/adr/0011, "Status with several gates open"):
 waiting-external > waiting-input > waiting-approval, the earliest raised among equals.
 """
 

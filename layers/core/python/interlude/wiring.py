@@ -1287,7 +1287,8 @@ ROUTES: tuple[Route, ...] = (
         errors=("interlude.slack_signature_invalid", "validation_error", "payload_too_large"),
     ),
     # Issue 16 (interlude.api.modulex_workflows): ModuleX database mode and run rows. GET and PUT
-    # /workflows/{workflowId} above answer on the face of the workflow they name (docs/decisions.md).
+    # /workflows/{workflowId} above answer on the face of the workflow they name (docs/adr/0030, "Two faces on
+    # /workflows").
     Route(
         "POST", "/workflows", "modulexCreateWorkflow", "workflows:write", "ModuleX: deploy a workflow",
         module="modulex_workflows", face="modulex",

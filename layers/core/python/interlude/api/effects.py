@@ -19,7 +19,7 @@ from interlude.domain.models.answers.effects import EffectSeamManifest, RunEffec
 PACKAGE = Path(__file__).resolve().parents[1]
 # Every outbound effect whose outcome is recorded and reused instead of performed again (store.effects), in the row
 # shape replay.md and openwop-client read: `{seam, kind, guarded: true, guardedBy, note?}` (the openwop repository's
-# schema copy reads `{id, kind, suppression}`: docs/decisions.md, "The effect-seam manifest's two shapes").
+# schema copy reads `{id, kind, suppression}`: docs/adr/0076, "The effect-seam manifest's two shapes").
 SEAMS = (
     {
         "seam": "interlude.core-http",

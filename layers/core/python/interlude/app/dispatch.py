@@ -36,7 +36,7 @@ def handle_record(
     if found is None:
         return
     run_id, events = found
-    # Off the resolve's request path (docs/decisions.md, "Closed interrupts leave the inbox by the stream"); a
+    # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
     inbox.delete_inbox_entries(closed_inbox_entries(record))
     for handler in outbox:

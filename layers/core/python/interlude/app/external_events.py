@@ -1,5 +1,5 @@
 """External events by correlation: posting one resolves the waiting interrupts it matches, and one kept until a
-matching gate is raised resumes it then (an outbox handler). Rules and their reasons: docs/decisions.md, "Issue 3"."""
+matching gate is raised resumes it then (an outbox handler). Rules and their reasons: docs/adr/0007."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
     from interlude.rules.interrupts.decide import Resolver
 
-# The most principals one interrupt visit notifies (README, "Limits"): refs naming more are cut at this many,
+# The most principals one interrupt visit notifies (docs/limits.md): refs naming more are cut at this many,
 # in the order the gate names them, and the notification log says so.
 MAX_RECIPIENTS = 100
 

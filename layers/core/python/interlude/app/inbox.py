@@ -1,5 +1,5 @@
 """The approver inbox: pending interrupts a principal may decide, newest first, with their public votes.
-Rules and their reasons: docs/decisions.md, "Issue 3"; the index it reads: store/inbox.py, docs/scale.md."""
+Rules and their reasons: docs/adr/0007; the index it reads: store/inbox.py, docs/scale.md."""
 
 from __future__ import annotations
 

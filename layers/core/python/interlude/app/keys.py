@@ -1,7 +1,8 @@
 """API keys: authenticating a bearer key (with a short, bounded cache), issuing, listing and revoking keys.
 
 Revocation reaches the instance that revokes at once and every other warm instance within KEY_CACHE_SECONDS, the
-time a key found active is trusted without reading it again (README, "Keys"; docs/decisions.md, "Key revocation").
+time a key found active is trusted without reading it again (docs/configuration.md, "Keys: revocation and
+expiry"; docs/adr/0017).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 # A change to a tenant's limits reaches every warm instance within this time (the instance that made it: at once).
 LIMITS_CACHE_SECONDS = 10.0
 LIMITS_CACHE_SIZE = 1024
-# A lease of request allowance is at most this fraction of the tenant's per-second limit (docs/decisions.md, "The
-# request counter leased"): what instances hold unused when the window fills is what a tenant can be refused early.
+# A lease of request allowance is at most this fraction of the tenant's per-second limit (docs/adr/0034, "The
+# request counter is leased"): what instances hold unused when the window fills is what a tenant can be refused early.
 LEASE_LIMIT_DIVISOR = 4
 
 

@@ -55,7 +55,7 @@ def ancestry_capability() -> dict[str, Any] | None:
 
     The one declaration both read (INTERLUDE_ANCESTRY_ENDPOINT). The schema seats the flag only under
     executionModel, whose `version` is required; 3 is the phase that names the endpoint, and conformance reads
-    crossHostCausation only with version >= 3 (docs/decisions.md, "Ancestry is advertised as phase 3")."""
+    crossHostCausation only with version >= 3 (docs/adr/0033)."""
     if not settings().ancestry_endpoint:
         return None
     causation = {"hostId": HOST_ID, "ancestryEndpointSupported": True}

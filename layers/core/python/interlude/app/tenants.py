@@ -1,5 +1,5 @@
 """Tenant settings (override principals, event retention, limits, ...: replaced by PUT, merged by PATCH) and
-credential grants, and the tenant facts they add to a resolver. Rules and their reasons: docs/decisions.md, "Issue 3"."""
+credential grants, and the tenant facts they add to a resolver. Rules and their reasons: docs/adr/0007."""
 
 from __future__ import annotations
 

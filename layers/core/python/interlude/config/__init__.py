@@ -44,7 +44,7 @@ class Settings(EnvironmentSettings):
     stream_hold_seconds: float = setting("INTERLUDE_STREAM_HOLD_SECONDS", default=20.0, at_most=MAX_STREAM_HOLD_SECONDS)
     stream_linger_seconds: float = setting("INTERLUDE_STREAM_LINGER_SECONDS", default=0.5)
     stream_retry_ms: int = setting("INTERLUDE_STREAM_RETRY_MS", default=1000)
-    # Per-tenant limits of a tenant that set none (README, "Limits"; a tenant sets its own in PUT /tenant/settings).
+    # Per-tenant limits of a tenant that set none (docs/limits.md; a tenant sets its own in PUT /tenant/settings).
     # The rate keeps one tenant well under the stage's shared throttle (writes 50/s, reads 100/s).
     tenant_requests_per_second: int = setting("INTERLUDE_TENANT_REQUESTS_PER_SECOND", default=25)
     tenant_open_runs: int = setting("INTERLUDE_TENANT_OPEN_RUNS", default=1000)

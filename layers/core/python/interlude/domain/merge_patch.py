@@ -1,6 +1,6 @@
 """JSON Merge Patch (RFC 7396, section 2): a patch names only what changes; `null` removes a member, an object is
 merged member by member, any other value replaces. Written out here (the RFC's eight lines) rather than taken
-from a package: docs/decisions.md, "PATCH /tenant/settings"."""
+from a package: docs/adr/0096."""
 
 from __future__ import annotations
 

@@ -139,8 +139,8 @@ def expire(
     """Apply every deadline passed at `now`; a Transition with no events when none has. `halt`: fail the run
     instead (what the deadlines would set off could not be committed)."""
     # The engine's run rules load with the first deadline applied: which deadlines a run has (`pending`, `due`) is
-    # read from the run alone, by the dispatch function's every record (docs/decisions.md, "The worker functions'
-    # cold imports").
+    # read from the run alone, by the dispatch function's every record (docs/adr/0058, "The worker
+    # functions' cold imports").
     from interlude.engine.run import Transition, fail_where_it_stands, waits_spent
 
     if halt is not None:

@@ -2,7 +2,7 @@
 
 Apart from the node types that write them (engine/actions.py, tasks.py, subworkflows.py), which build their config
 models and the engine's node-type machinery: the dispatch function's outbox reads these names on every record and
-loads those modules only when a record holds such a request (docs/decisions.md, "The worker functions' cold
+loads those modules only when a record holds such a request (docs/adr/0058, "The worker functions' cold
 imports").
 """
 

@@ -18,8 +18,7 @@ EVENT_LOG_SCHEMA_VERSION = 3
 RUN_END_EVENTS: tuple[str, ...] = ("run.completed", "run.failed", "run.cancelled")
 # Debug switch (INTERLUDE_VALIDATE_EVENTS), read once per process: check every event against the OpenWOP schemas
 # before it is written. The test suite sets it (tests/conftest.py); production leaves it off, because the checks
-# were two thirds of a resolve's own time and the engine builds events only from typed drafts (docs/decisions.md,
-# "Hot path").
+# were two thirds of a resolve's own time and the engine builds events only from typed drafts (docs/adr/0030).
 VALIDATE_EVENTS = runtime_settings().validate_events
 
 

@@ -2,7 +2,7 @@
 whose requests never run or check such a node (an OpenWOP definition's) never imports the face's modules.
 
 Apart from engine/registry.py, which imports every built-in node type, so that an entry point joins a face at start
-without loading the engine's node types (the dispatch function's records run none; docs/decisions.md, "The worker
+without loading the engine's node types (the dispatch function's records run none; docs/adr/0058, "The worker
 functions' cold imports").
 """
 

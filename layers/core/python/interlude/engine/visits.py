@@ -2,7 +2,7 @@
 
 Apart from the engine's run rules (engine/run.py), which raise interrupts under these names, because the outbox
 handlers, the callback notices and the token pages find a visit by them without running the engine: the dispatch
-function's records load this, not the engine (docs/decisions.md, "The worker functions' cold imports").
+function's records load this, not the engine (docs/adr/0058).
 """
 
 from __future__ import annotations

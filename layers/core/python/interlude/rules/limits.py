@@ -1,6 +1,6 @@
 """Per-tenant limits, decided without I/O: which limits apply, which request window a moment falls in, whether a
 definition fits. The store keeps the counters (interlude/store/limits.py); the API edge turns a refusal into
-`429` + `Retry-After` (rate) or `403 interlude.quota_exceeded` (quotas). Reasons: docs/decisions.md, "Tenant limits".
+`429` + `Retry-After` (rate) or `403 interlude.quota_exceeded` (quotas). Reasons: docs/adr/0017.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def append_items(
     # sets it when absent) or with checkpointSeq (a checkpoint always moves it forward), and no head exists before its
     # chain's first append (a checkpoint needs an entry to anchor). So the head the condition admits is the one read,
     # and the Put leaves it as an update expression setting each field would (same write unit; a fifth of the
-    # update's work in the local stack's moto: docs/decisions.md).
+    # update's work in the local stack's moto: docs/adr/0045).
     if head.seq == 0:
         condition, values = "attribute_not_exists(seq)", None
     else:

@@ -12,7 +12,7 @@ Entries are plain writes outside the run's transaction (BatchWriteItem: 1 unit e
 before the transaction that opens the interrupt. The transaction that closes it names the entries on its event
 batch item (CLOSED_ENTRIES), and the stream consumer (`dispatch`) deletes them, off the request path. So an entry
 may name an interrupt not open (yet, any more, or never: a lost race): pages skip those, and sweep the entries of
-interrupts that closed and of ones still absent after ORPHAN_GRACE_S. Reasons: docs/decisions.md.
+interrupts that closed and of ones still absent after ORPHAN_GRACE_S. Reasons: docs/adr/0024 and 0048.
 """
 
 from __future__ import annotations

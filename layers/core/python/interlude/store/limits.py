@@ -1,5 +1,4 @@
-"""The counters behind per-tenant limits (rules in interlude/rules/limits.py; reasons in docs/decisions.md,
-"Tenant limits").
+"""The counters behind per-tenant limits (rules in interlude/rules/limits.py; reasons in docs/adr/0017).
 
   request window  T#{tenant}#RATE[#{shard}]    W#{windowStart}   n: requests counted in that window; swept by TTL
   usage           T#{tenant}[#USAGE#{shard}]   USAGE             openRuns (per shard), workflowVersions (shard 0)

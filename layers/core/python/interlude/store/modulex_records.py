@@ -3,8 +3,7 @@ faces/modulex/workflows.py) beside the workflow's versions, and the bookmarks of
 
 In the store, not the face, though only the face gives them meaning: the version and its record are written in one
 transaction (store/workflows.py, for app/workflows.py below the faces), and the API edge asks whether an id is a
-ModuleX workflow's with one read on the OpenWOP workflow routes, which load no part of the face (docs/decisions.md,
-"The store split by aggregate").
+ModuleX workflow's with one read on the OpenWOP workflow routes, which load no part of the face (docs/adr/0099).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ shard_of(id) over the index's shard count, so writes of one family spread over `
 partition's sort key is the only place a busy tenant writes. A page is ONE round over several families: a Query
 per (family, shard) with `Limit = page size`, merged newest first, so a page reads at most streams × page size
 entries whatever the index holds; the cursor carries each stream's position (the run listing's single-family
-index, store/item_index.py, needs only one). Reasons: docs/scale.md, docs/decisions.md.
+index, store/item_index.py, needs only one). Reasons: docs/scale.md, docs/adr/0024.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ version read), a batch of its events, the interrupts it opened, voted on or clos
 when the run starts or ends, the tasks of visits an ending run stops waiting for, its external-event waiters and
 conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
 audit entry recording it. Index entries (the inbox's, the run listing's) are plain writes before the transaction,
-never inside it, where each would bill twice (docs/decisions.md, "The write bill, item by item").
+never inside it, where each would bill twice (docs/adr/0034).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from interlude import wiring
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import DomainError
 from interlude.domain.ids import tenant_of
-from interlude.domain.models.run import RunState
+from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.effect_names import TASK
 from interlude.engine.events import to_docs
 from interlude.store import attributes as a
@@ -111,17 +111,13 @@ class TransitionStore(TransactionalTable, RunStore):
         """Put the index entries the transition adds, before its transaction: the inbox entries of the interrupts it
         opens (and of a gate's new delegates), and a new run's listing entry. Their keys, to remove them again if the
         transaction is refused. Closed interrupts' entries are deleted by dispatch from the event batch's image
-        (docs/decisions.md, "Closed interrupts leave the inbox by the stream")."""
+        (docs/adr/0048)."""
         state = transition.state
-        opened = [Entry.of(state.tenant, state.runId, state.workflowId, i) for i in transition.opened]
-        # A gate with a delegation (issue 14 item 4) is listed under each delegate's own family too: put by the
-        # transition that records the delegation, once per delegate (a quorum's later votes change no entry).
-        for i in transition.updated:
-            if added := added_delegate_families(i):
-                whole = Entry.of(state.tenant, state.runId, state.workflowId, i)
-                opened.append(replace(whole, families=tuple(added)))
-        puts = [item for entry in opened for item in entry.items()]
-        keys = [key for entry in opened for key in entry.index_keys()]
+        puts: list[a.Item] = []
+        keys: list[a.Item] = []
+        for entry in _added_entries(transition):
+            puts += entry.items()
+            keys += entry.index_keys()
         if expected_version is None:
             listed = run_items.run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
             puts.append(listed[1]["Put"]["Item"])
@@ -133,6 +129,21 @@ class TransitionStore(TransactionalTable, RunStore):
     def delete_inbox_entries(self, keys: list[a.Item]) -> None:
         """Delete inbox index entries by key (those a closing transition named: store/inbox.py); idempotent."""
         InboxIndex(self.table, self.client).delete_keys(keys)
+
+
+def _added_entries(transition: Transition) -> list[Entry]:
+    """The inbox entries of the interrupts the transition opens, and of a gate's new delegates: a gate with a
+    delegation (issue 14 item 4) is listed under each delegate's own family too, put by the transition that records
+    the delegation, once per delegate (a quorum's later votes change no entry)."""
+    state = transition.state
+
+    def entry(interrupt: OpenInterrupt) -> Entry:
+        return Entry.of(state.tenant, state.runId, state.workflowId, interrupt)
+
+    delegated = [(i, added_delegate_families(i)) for i in transition.updated]
+    return [entry(i) for i in transition.opened] + [
+        replace(entry(i), families=tuple(added)) for i, added in delegated if added
+    ]
 
 
 def _open_runs_counter(

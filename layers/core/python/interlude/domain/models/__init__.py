@@ -1,6 +1,6 @@
 """Pydantic models of what Interlude stores and exchanges.
 
-Strictness lives at the API edge, tolerance in storage (docs/decisions.md, "Stored items read forward"): a request
+Strictness lives at the API edge, tolerance in storage (docs/adr/0084): a request
 body is validated closed wherever it is parsed (interlude.domain.validation.parse: an unknown field is a 400), while
 a stored document is read by whichever release reads it, the previous one too, so its model keeps the fields it does
 not know and writes them back. Every model's JSON Schema says closed: it describes what a request may send and what

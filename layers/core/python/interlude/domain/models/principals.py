@@ -16,7 +16,7 @@ from pydantic import AwareDatetime, Field, StringConstraints, field_validator, m
 from interlude.domain.ids import SUBJECT_ID
 from interlude.domain.models import Answer, Closed, Stored
 
-# Limits of a directory (README, "Limits"): every one is checked before anything is stored.
+# Limits of a directory (docs/limits.md): every one is checked before anything is stored.
 MAX_DIRECTORY_PRINCIPALS = 10_000
 MAX_GROUPS_PER_PRINCIPAL = 20
 # The most directory entries whose outOfOffice names one delegate: a delegate's inbox page reads each one's

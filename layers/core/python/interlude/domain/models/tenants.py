@@ -18,7 +18,7 @@ MAX_EVENT_RETENTION_HOURS = 14 * 24
 MIN_EFFECT_RETENTION_DAYS = 14
 MAX_EFFECT_RETENTION_DAYS = 366
 
-# Ceilings of what a tenant may set its limits to (README, "Limits").
+# Ceilings of what a tenant may set its limits to (docs/limits.md).
 MAX_REQUESTS_PER_SECOND = 500
 MAX_OPEN_RUNS = 100_000
 MAX_WORKFLOW_VERSIONS = 100_000

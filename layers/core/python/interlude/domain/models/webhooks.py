@@ -1,6 +1,6 @@
 """Webhook subscriptions (OpenWOP webhooks.md; issue 14): request bodies, answers and the limits on them.
 
-The limits are the documented ceilings of what one tenant may register (README, "Limits"); the request models
+The limits are the documented ceilings of what one tenant may register (docs/limits.md); the request models
 hold the per-subscription ones, the store the per-tenant count.
 """
 

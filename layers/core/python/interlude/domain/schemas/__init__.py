@@ -42,7 +42,7 @@ def load(name: str) -> dict[str, Any]:
     if name == "run-event.schema.json":
         # Published defect: `type` is oneOf [registered enum, vendor pattern], and every registered name
         # also matches the vendor pattern, so no registered event could validate. Read it as anyOf
-        # (docs/decisions.md, "Schema defects").
+        # (docs/adr/0001, "Schema defects").
         schema["properties"]["type"]["anyOf"] = schema["properties"]["type"].pop("oneOf")
     return schema
 

@@ -4,7 +4,7 @@ run rows (`GET /workflow-runs`, `GET /workflow-runs/{run_pk}`), in the shapes mo
 A ModuleX workflow is stored twice over in one transaction: its record (what the SDK reads back: name, the ModuleX
 `workflow_schema`, status, ...) and, when its schema changes, a new immutable version of the translated definition
 under the same id, which is what `POST /workflows/run {workflow_id}` and resume run. Which face a workflow id speaks
-is the face that created it (its catalogue entry, docs/decisions.md "Issue 16: two faces on /workflows").
+is the face that created it (its catalogue entry, docs/adr/0030, "Two faces on /workflows").
 """
 
 from __future__ import annotations

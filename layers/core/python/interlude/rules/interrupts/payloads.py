@@ -78,7 +78,7 @@ def status_for_kind(kind: str) -> RunStatus:
 # run-snapshot.schema.json: "`waiting-external` MUST be used when the suspended interrupt's `kind` is
 # `external-event`", so one open external-event gate makes the run waiting-external whatever else is open.
 # The spec orders nothing else; waiting-approval is the catch-all status (approval, low-confidence, custom), so
-# the more specific waiting-input outranks it (docs/decisions.md, "Status with several gates open").
+# the more specific waiting-input outranks it (docs/adr/0011, "Status with several gates open").
 STATUS_PRECEDENCE: tuple[RunStatus, ...] = ("waiting-external", "waiting-input", "waiting-approval")
 
 

@@ -30,7 +30,7 @@ class RunEffects(Answer):
 
 
 class EffectSeam(Answer):
-    """A row as replay.md and openwop-client read it (docs/decisions.md, "The effect-seam manifest's two shapes")."""
+    """A row as replay.md and openwop-client read it (docs/adr/0076, "The effect-seam manifest's two shapes")."""
 
     seam: str = Field(pattern=r"^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)+$")
     kind: Literal["http", "smtp", "queue", "storage", "provider-sdk", "webhook-fanout", "other"]

@@ -65,7 +65,7 @@ class EventAccepted(Answer):
 
 
 class LimitsInForce(Answer):
-    """The tenant's own limits over the host's defaults (README, "Limits")."""
+    """The tenant's own limits over the host's defaults (docs/limits.md)."""
 
     requestsPerSecond: int
     openRuns: int

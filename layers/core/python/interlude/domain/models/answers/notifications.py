@@ -26,7 +26,7 @@ class NotificationEntry(Answer):
     at: str = Omitted()
     errorClass: str = Omitted()
     reason: str = Omitted()
-    # The gate named more recipients than one visit notifies (README, "Limits"): some were not told.
+    # The gate named more recipients than one visit notifies (docs/limits.md): some were not told.
     recipientsCut: bool = Omitted()
 
 
