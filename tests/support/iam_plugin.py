@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from interlude.local.lambda_runtime import PROCESS_HOOK_ENV
+from interlude.config.local import PROCESS_HOOK_ENV
 from tests.support import aws_calls
 from tests.support.iam_check import REPO, SIMULATOR_PACKAGE, Deployment, check, read_records, summary_lines
 from tests.support.iam_templates import APPS, write

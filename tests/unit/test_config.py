@@ -15,12 +15,13 @@ from interlude import config
 from interlude.config import ConfigError, Settings
 from interlude.config.actions import ActionSettings
 from interlude.config.delivery import DeliverySettings
+from interlude.config.local import CliSettings, LocalStackSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "layers" / "core" / "python" / "interlude"
-# Where reading the environment is the point: the CLI reads the operator's shell, the local stack writes the
-# functions' environment; interlude.config reads it for everything else.
-MAY_READ_THE_ENVIRONMENT = ("cli", "local", "config")
+# interlude.config reads the environment for everything, the CLI's shell variables and the local stack's switches
+# (config.local) included, and writes the functions' environment for the local stack.
+MAY_READ_THE_ENVIRONMENT = ("config",)
 IMPORT_HANDLER = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
@@ -117,6 +118,18 @@ def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
     assert ActionSettings.from_env({"INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}).ca_file == "/ca.pem"
     both = {"INTERLUDE_ACTION_CA_FILE": "/actions.pem", "INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}
     assert ActionSettings.from_env(both).ca_file == "/actions.pem"
+
+
+def test_the_cli_and_the_local_stack_read_their_variables_as_every_group_does():
+    shell = CliSettings.from_env({"INTERLUDE_URL": "http://127.0.0.1:9", "INTERLUDE_PORT": "9000", "INTERLUDE_DEBUG": "yes"})
+    assert (shell.url, shell.api_key, shell.port, shell.debug) == ("http://127.0.0.1:9", "", 9000, True)
+    assert CliSettings.from_env({"INTERLUDE_DEBUG": ""}).debug is False
+    switches = LocalStackSettings.from_env({"INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off", "INTERLUDE_LOCAL_INSTANCES": "1"})
+    assert (switches.callback_delivery, switches.instances, switches.queue_concurrency) == (False, 1, 2)
+    with pytest.raises(ConfigError) as refused:
+        LocalStackSettings.from_env({"INTERLUDE_LOCAL_CALLBACK_DELIVERY": "maybe", "INTERLUDE_LOCAL_INSTANCES": "four"})
+    assert "INTERLUDE_LOCAL_CALLBACK_DELIVERY='maybe'" in str(refused.value)
+    assert "INTERLUDE_LOCAL_INSTANCES='four': not a whole number" in str(refused.value)
 
 
 def test_settings_are_read_once_per_process_until_forgotten(monkeypatch):

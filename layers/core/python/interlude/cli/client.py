@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from interlude.cli.local import add_state_file_arg
+from interlude.config.local import cli_settings
 from interlude.domain.ids import INLINE_WORKFLOW_PREFIX, to_wire
 from interlude.faces.modulex.references import modulex_id
 
@@ -58,8 +58,9 @@ class Client:
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Client:
-        url = args.url or os.environ.get("INTERLUDE_URL")
-        key = args.key or os.environ.get("INTERLUDE_API_KEY")
+        shell = cli_settings()
+        url = args.url or shell.url
+        key = args.key or shell.api_key
         state = Path(args.state_file)
         if not (url and key) and state.exists():
             try:

@@ -7,10 +7,9 @@ call, a missing stack or output) become one line for the operator, never a trace
 from __future__ import annotations
 
 import argparse
-import os
 from functools import cache
 
-STACK_ENV = "INTERLUDE_STACK"
+from interlude.config.local import STACK_ENV, cli_settings
 
 
 class DeploymentError(Exception):
@@ -19,7 +18,7 @@ class DeploymentError(Exception):
 
 def add_stack_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--stack", default=os.environ.get(STACK_ENV), help=f"a deployed stack, found by its outputs (${STACK_ENV})"
+        "--stack", default=cli_settings().stack or None, help=f"a deployed stack, found by its outputs (${STACK_ENV})"
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,13 +71,14 @@ def table_store(args: argparse.Namespace) -> Store:
     """The Store of the local stack (--local), else of --table or $TABLE_NAME, else of --stack's table."""
     from interlude import wiring
     from interlude.cli.deployment import stack_output
+    from interlude.config.local import cli_settings
     from interlude.store.facade import Store
 
     if use_local_stack(args):
         from interlude.local.stack import TABLE_NAME
 
         return Store(TABLE_NAME)
-    table = args.table or os.environ.get("TABLE_NAME") or stack_output(args, wiring.OUTPUT_TABLE_NAME)
+    table = args.table or cli_settings().table_name or stack_output(args, wiring.OUTPUT_TABLE_NAME)
     if not table:
         sys.exit("interlude: name the deployment with --stack (or the table with --table / TABLE_NAME, or --local)")
     return Store(table)

@@ -14,6 +14,7 @@ from pathlib import Path
 from interlude import __version__, wiring
 from interlude.cli.local import STATE_FILE, add_local_args, add_state_file_arg, local_state, table_store
 from interlude.cli.operate import add_key_endpoint_args
+from interlude.config.local import cli_settings
 
 # A command whose parser sets `in_process=False` is a client of the HTTP API (or of files) only: it runs no service
 # here, so `main` does not compose the application for it (the engine, the store and boto3 stay unimported).
@@ -144,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="run the whole service locally (moto in-process)")
-    dev.add_argument("--port", type=int, default=int(os.environ.get("INTERLUDE_PORT", "8080")))
+    dev.add_argument("--port", type=int, default=cli_settings().port)
     dev.add_argument("--moto-port", type=int, default=0)
     dev.add_argument("--state-file", default=str(STATE_FILE))
     dev.add_argument("--verbose", action="store_true")
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = getattr(error, "reason", error)
         print(f"interlude: cannot reach the API (is the local stack running? `make dev`): {reason}", file=sys.stderr)
     except Exception as error:  # noqa: BLE001 - one line, never a traceback (INTERLUDE_DEBUG=1 shows it)
-        if os.environ.get("INTERLUDE_DEBUG"):
+        if cli_settings().debug:
             raise
         from botocore.exceptions import EndpointConnectionError
 

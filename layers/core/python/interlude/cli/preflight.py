@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -350,12 +349,12 @@ def preflight(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    from interlude.cli.deployment import STACK_ENV
+    from interlude.config.local import cli_settings
 
     parser = sub.add_parser(
         "preflight", help="what would stop a deploy into this account (offline checks, then read-only AWS calls)"
     )
-    parser.add_argument("--stack", default=os.environ.get(STACK_ENV, "Interlude"), help="the stack to deploy")
+    parser.add_argument("--stack", default=cli_settings().stack or "Interlude", help="the stack to deploy")
     parser.add_argument("--template", help="a synthesized template (default: cdk.out/STACK.template.json)")
     parser.add_argument("--checkout", default=".", help="the directory holding node_modules and cdk.out")
     parser.add_argument("--offline", action="store_true", help="no AWS calls, even with credentials")

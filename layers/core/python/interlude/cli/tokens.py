@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
 from interlude import wiring
 from interlude.cli.deployment import stack_output
 from interlude.cli.local import add_local_args, use_local_stack
+from interlude.config.local import cli_settings
 
 
 def _secret(args: argparse.Namespace) -> str:
@@ -25,7 +25,7 @@ def _secret(args: argparse.Namespace) -> str:
         return LOCAL_KEY_RING_SECRET
     name = (
         args.secret
-        or os.environ.get(wiring.KEY_RING_SECRET.env)
+        or cli_settings().key_ring_secret
         or stack_output(args, wiring.OUTPUT_KEY_RING_SECRET)
     )
     if not name:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import multiprocessing
-import os
 import signal
 import sys
 import uuid
@@ -17,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from interlude import wiring
+from interlude.config.local import local_stack_settings
 from interlude.local import LOCAL_ACCOUNT, LOCAL_REGION
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
@@ -25,9 +25,6 @@ FUNCTION_NAME_PREFIX = "interlude-"
 # The wiring name of the function whose invocation this thread is running (None outside any): what a deployed call
 # would be signed with, its role. The test suite attributes every AWS call to a role by it (tests/support/aws_calls.py).
 CURRENT_FUNCTION: ContextVar[str | None] = ContextVar("interlude_local_function", default=None)
-# `module:function`, called once in every process that runs functions (the stack's and each instance pool's) before
-# its first AWS client is made: the suite's AWS call recorder installs itself through it. Unset: nothing runs.
-PROCESS_HOOK_ENV = "INTERLUDE_LOCAL_PROCESS_HOOK"
 
 
 def local_function_arn(name: str) -> str:
@@ -98,8 +95,8 @@ def invoke(name: str, event: dict[str, Any]) -> Any:
 
 
 def run_process_hook() -> None:
-    """Call PROCESS_HOOK_ENV's `module:function`, when it is set."""
-    hook = os.environ.get(PROCESS_HOOK_ENV)
+    """Call the process hook's `module:function` (config.local), when one is set."""
+    hook = local_stack_settings().process_hook
     if hook:
         module, _, function = hook.partition(":")
         getattr(importlib.import_module(module), function)()
@@ -119,11 +116,9 @@ class InstancePool:
     the instances inherit it.
     """
 
-    SIZE_ENV = "INTERLUDE_LOCAL_INSTANCES"
-
     def __init__(self, name: str, size: int | None = None) -> None:
         self.name = name
-        size = size or int(os.environ.get(self.SIZE_ENV, "4"))
+        size = size or local_stack_settings().instances
         self._pool = multiprocessing.get_context("spawn").Pool(processes=size, initializer=_start_instance)
 
     def invoke(self, event: dict[str, Any]) -> Any:

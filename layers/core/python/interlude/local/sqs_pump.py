@@ -11,7 +11,6 @@ visibility timeout the handler set, and an invocation that raises leaves the who
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import Counter, deque
@@ -22,6 +21,7 @@ from typing import Any
 import boto3
 
 from interlude import wiring
+from interlude.config.local import export, local_stack_settings
 from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import InstancePool, invoke
 from interlude.local.pump import Pump, wake_pumps
@@ -53,7 +53,7 @@ def create_queues(client: Any, prefix: str) -> dict[str, str]:
 def export_queue_urls(urls: dict[str, str]) -> None:
     """Hand each queue's URL to the handlers in this process, under the variable the stack sets."""
     for queue in wiring.QUEUES:
-        os.environ[queue.url_env] = urls[queue.name]
+        export({queue.url_env: urls[queue.name]})
 
 
 def to_event_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:
@@ -266,23 +266,13 @@ class QueuePump(Pump):
                 return
 
 
-# "off" keeps callback notices and actions in their queues (no outbound call at all), e.g. to accept public
-# callbackUrls in a demo or test without ever dialling them.
-DELIVERY_ENV = "INTERLUDE_LOCAL_CALLBACK_DELIVERY"
-
-
-# Batches a queue's function handles at once: its mapping runs up to its maximum concurrency in AWS; two are enough
-# to model what SQS fair queues rely on (a busy tenant holds messages in flight, a quiet one none).
-QUEUE_CONCURRENCY_ENV = "INTERLUDE_LOCAL_QUEUE_CONCURRENCY"
-
-
 def start_queue_pumps(urls: dict[str, str]) -> list[QueuePump]:
     """A pump per queue a function consumes; with delivery off, the outbox's alone (it calls out to nobody)."""
-    delivering = os.environ.get(DELIVERY_ENV, "on") != "off"
+    switches = local_stack_settings()
     pumps = []
     for fn in wiring.FUNCTIONS:
-        if not fn.consumes or not (delivering or fn.consumes == wiring.OUTBOX_QUEUE):
+        if not fn.consumes or not (switches.callback_delivery or fn.consumes == wiring.OUTBOX_QUEUE):
             continue
-        concurrency = int(os.environ.get(QUEUE_CONCURRENCY_ENV, "2"))
-        pumps.append(QueuePump(fn.name, urls[fn.consumes], batch_size=fn.batch_size, concurrency=concurrency).start())
+        pump = QueuePump(fn.name, urls[fn.consumes], batch_size=fn.batch_size, concurrency=switches.queue_concurrency)
+        pumps.append(pump.start())
     return pumps

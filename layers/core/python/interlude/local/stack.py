@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import boto3
 
 from interlude import config, wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
+from interlude.config.local import export, export_defaults, unset
 from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -74,7 +74,7 @@ DEMO_WORKFLOW: dict[str, Any] = {
 
 def configure_environment(moto_endpoint: str, table_name: str) -> None:
     """Point every boto3 client in this process (the handlers' too) at the local moto server."""
-    os.environ.update(
+    export(
         {
             "AWS_ENDPOINT_URL": moto_endpoint,
             "AWS_ACCESS_KEY_ID": "local",
@@ -83,16 +83,21 @@ def configure_environment(moto_endpoint: str, table_name: str) -> None:
             "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
             "TABLE_NAME": table_name,
             "POWERTOOLS_SERVICE_NAME": "interlude",
-            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
             "POWERTOOLS_METRICS_NAMESPACE": "Interlude",
         }
     )
-    os.environ.pop("AWS_PROFILE", None)
-    # A test suite drives one tenant far faster than a person would: the local stack's default rate is the
-    # ceiling (a tenant may still set its own lower; an environment that sets the variable wins).
-    os.environ.setdefault("INTERLUDE_TENANT_REQUESTS_PER_SECOND", "500")
-    # A tenant's deletion waits for work in flight to end; on one machine that is seconds, not a function's timeout.
-    os.environ.setdefault("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", "5")
+    unset("AWS_PROFILE")
+    export_defaults(
+        {
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+            # A test suite drives one tenant far faster than a person would: the local stack's default rate is the
+            # ceiling (a tenant may still set its own lower; an environment that sets the variable wins).
+            "INTERLUDE_TENANT_REQUESTS_PER_SECOND": "500",
+            # A tenant's deletion waits for work in flight to end; on one machine that is seconds, not a function's
+            # timeout.
+            "INTERLUDE_TENANT_DELETION_GRACE_SECONDS": "5",
+        }
+    )
     # Settings read before (an import reads the engine's debug switch) are read again from this environment.
     config.forget()
 
@@ -141,19 +146,19 @@ class LocalStack:
         self.moto = LockedMotoServer(self.moto_port).start()
         configure_environment(self.moto.endpoint, TABLE_NAME)
         create_table(boto3.client("dynamodb"), TABLE_NAME)
-        os.environ.update(prepare_local_key_ring())
-        os.environ.update(create_local_buckets())
-        os.environ.update(create_local_deadline_resources())
-        os.environ.update(verify_local_sender())
+        export(prepare_local_key_ring())
+        export(create_local_buckets())
+        export(create_local_deadline_resources())
+        export(verify_local_sender())
         queue_urls = create_queues(boto3.client("sqs"), TABLE_NAME)
         export_queue_urls(queue_urls)
         if self.clock_file is not None:
             clock.reset(self.clock_file)
-            os.environ[clock.CLOCK_FILE_ENV] = str(self.clock_file)
+            export({clock.CLOCK_FILE_ENV: str(self.clock_file)})
         api_key = seed(Store(TABLE_NAME))
         # Links in callback notices point at this stack: its port is known once the gateway is bound.
         self.gateway = Gateway(self.port, self.verbose)
-        os.environ[PUBLIC_BASE_URL_ENV] = self.gateway.base_url
+        export({PUBLIC_BASE_URL_ENV: self.gateway.base_url})
         # The environment is complete: what the seed read is read again from it, as a new instance would.
         config.forget()
         self.queue_pumps = start_queue_pumps(queue_urls)
