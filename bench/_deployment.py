@@ -101,6 +101,10 @@ class Invocation:
     log_lines: list[bytes] = field(default_factory=list)
     outbound_http: int = 0
     route: str = ""
+    # The records its event held (an SQS batch's messages; 1 for any other invocation).
+    records: int = 1
+    # Run heads it read (a GetItem of one, each key of a BatchGetItem naming one).
+    head_reads: int = 0
 
 
 class Meter:
@@ -113,9 +117,12 @@ class Meter:
 
         self.table = table
         self.current: Invocation | None = None
-        # CPU seconds that were not the function's: moto serving a call, this meter measuring it.
+        # CPU seconds that were not the function's (on any of its threads): moto serving a call, this meter measuring it.
         self.excluded = 0.0
-        self._depth = 0
+        # CPU seconds the function spent on its thread pool's threads (dispatch runs a batch's runs side by side).
+        self.pooled = 0.0
+        self._local = threading.local()
+        self._lock = threading.Lock()
         self.reader = boto3.Session().client("dynamodb")
         self.gsi_keys = self._gsi_keys()
         meter = self
@@ -124,18 +131,18 @@ class Meter:
 
         def make_api_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
             record = meter.current
-            if record is None or threading.current_thread() is not meter._thread or meter._depth:
+            if record is None or meter._depth():
                 return original_call(client, operation, params)
             service = client.meta.service_model.endpoint_prefix
-            with meter.excluding():
+            with meter.excluding(), meter._lock:
                 pending = meter.before(record, service, operation, params)
             try:
                 answer = original_call(client, operation, params)
             except Exception:
-                with meter.excluding():
+                with meter.excluding(), meter._lock:
                     meter.after(record, service, operation, params, pending, None)
                 raise
-            with meter.excluding():
+            with meter.excluding(), meter._lock:
                 meter.after(record, service, operation, params, pending, answer)
             return answer
 
@@ -143,29 +150,46 @@ class Meter:
             with meter.excluding():
                 return original_stub(stubber, event_name, request, **kwargs)
 
-        self._thread = threading.current_thread()
+        def submit(pool: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+            def timed() -> Any:
+                started = time.thread_time()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    with meter._lock:
+                        meter.pooled += time.thread_time() - started
+
+            return original_submit(pool, timed)
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        original_submit = ThreadPoolExecutor.submit
         BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
         BotocoreStubber.__call__ = stub  # type: ignore[method-assign]
+        ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
 
     def _gsi_keys(self) -> list[str]:
         from interlude import wiring
 
         return [index.partition_key for index in wiring.GLOBAL_INDEXES]
 
+    def _depth(self) -> int:
+        return int(getattr(self._local, "depth", 0))
+
     @contextlib.contextmanager
     def excluding(self) -> Iterator[None]:
-        """CPU spent inside is not the function's; calls made inside are not counted (nested: the outermost times)."""
-        if threading.current_thread() is not self._thread:
-            yield
-            return
-        self._depth += 1
-        started = time.thread_time() if self._depth == 1 else 0.0
+        """CPU spent inside (on this thread) is not the function's; calls made inside are not counted (nested: the
+        outermost times)."""
+        depth = self._local.depth = self._depth() + 1
+        started = time.thread_time() if depth == 1 else 0.0
         try:
             yield
         finally:
-            if self._depth == 1:
-                self.excluded += time.thread_time() - started
-            self._depth -= 1
+            if depth == 1:
+                spent = time.thread_time() - started
+                with self._lock:
+                    self.excluded += spent
+            self._local.depth = depth - 1
 
     @contextlib.contextmanager
     def recording(self, record: Invocation) -> Iterator[Invocation]:
@@ -186,6 +210,7 @@ class Meter:
         if service != "dynamodb":
             return None
         record.billed[f"dynamodb:{operation}"] += 1
+        record.head_reads += self._head_reads(operation, params)
         writes = self._writes(operation, params)
         olds = [self._item(key) for key, _, _ in writes]
         unit = 1.0 if params.get("ConsistentRead") or any(
@@ -241,6 +266,14 @@ class Meter:
         if operation == "SendMessageBatch":
             return max(1, math.ceil(sum(len(e.get("MessageBody", "").encode()) for e in params["Entries"]) / 65536))
         return 1
+
+    @staticmethod
+    def _head_reads(operation: str, params: dict[str, Any]) -> int:
+        if operation == "GetItem":
+            return int(params["Key"]["sk"]["S"] == "RUN")
+        if operation == "BatchGetItem":
+            return sum(k["sk"]["S"] == "RUN" for body in params["RequestItems"].values() for k in body["Keys"])
+        return 0
 
     @staticmethod
     def _writes(operation: str, params: dict[str, Any]) -> list[tuple[dict[str, Any], int, bool]]:
@@ -332,9 +365,10 @@ class Deployment:
         record = Invocation(name, trigger, route=route)
         hits = len(self.receiver.hits)
         with log_bytes.running_as(name), log_bytes.captured_output() as output, self.meter.recording(record):
-            excluded, started = self.meter.excluded, time.thread_time()
+            excluded, pooled, started = self.meter.excluded, self.meter.pooled, time.thread_time()
             answer = lambda_runtime.invoke(name, event)
-            record.cpu_s = time.thread_time() - started - (self.meter.excluded - excluded)
+            own = time.thread_time() - started + self.meter.pooled - pooled
+            record.cpu_s = own - (self.meter.excluded - excluded)
         record.log_lines = [line for line in output().splitlines() if line.strip()]
         record.outbound_http = len(self.receiver.hits) - hits
         self.invocations.append(record)
@@ -396,6 +430,7 @@ class Deployment:
             self.invocations.append(poller)
             records = [to_event_record(m, self.arns[spec.consumes]) for m in messages]
             answer = self.invoke(spec.name, {"Records": records}, "sqs") or {}
+            self.invocations[-1].records = len(records)
             failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
             done = [r for r in records if r["messageId"] not in failed]
             if done:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ceiling import ceilings
+from ceiling import ceilings, outbox_concurrency, outbox_rows
 from ceiling import verdict as ceiling_verdict
 from cost_per_million import bill, peer_total, peers, priced, verdicts
 
@@ -87,6 +87,22 @@ def ceiling_table(measured: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def dispatch_table(measured: dict[str, Any]) -> str:
+    found = ceilings(measured)
+    needed, given, covered = outbox_concurrency(found)
+    out = [
+        f"`dispatch` per lifecycle ({stamp(measured)}; `bench/ceiling.py`: records and run-head reads counted, CPU "
+        "measured, concurrency at full batches on paper):",
+        "",
+        "| Lifecycle | dispatch |",
+        "| --- | --- |",
+    ]
+    out += [f"| ({name}) | {figures} |" for name, figures in outbox_rows(found)]
+    out += ["", f"At 2,000 lifecycles/s dispatch needs {needed} concurrent invocations; its queue's maximum concurrency is "
+            f"{given} (`wiring.OUTBOX_CONCURRENCY`): {'covered' if covered else 'not covered'}."]
+    return "\n".join(out)
+
+
 def replace_block(path: Path, name: str, text: str) -> bool:
     source = path.read_text()
     pattern = re.compile(rf"(<!-- bench:{name} -->\n).*?(<!-- /bench:{name} -->)", re.S)
@@ -102,5 +118,6 @@ def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> list[
         ("docs/scale.md", "goals", goals_table(measured, results)),
         ("docs/scale.md", "lifecycles", lifecycles_table(measured)),
         ("docs/scale.md", "ceiling", ceiling_table(measured)),
+        ("docs/scale.md", "dispatch", dispatch_table(measured)),
     )
     return [f"{doc} ({name})" for doc, name, text in blocks if replace_block(ROOT / doc, name, text)]

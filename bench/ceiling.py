@@ -29,8 +29,8 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from _prices import CALL_MS, QUOTAS
-from cost_per_million import construct_source, duration_ms, is_lambda, measured_lifecycles
+from _prices import CALL_MS, QUOTAS, VCPU_MB
+from cost_per_million import construct_source, duration_ms, is_lambda, measured_lifecycles, memory_mb
 
 from interlude import wiring
 
@@ -46,13 +46,33 @@ def construct_default(name: str) -> int:
     return int(found.group(1))
 
 
+OUTBOX_CONSUMER = next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE)
+
+
+def batched_s(inv: dict[str, Any]) -> float:
+    """Seconds of concurrency `inv`'s records hold when the outbox hands dispatch full batches (the goal's pace: a
+    receive then finds a batch of wiring.OUTBOX_BATCH_SIZE records of as many runs), taken side by side by run: a batch
+    lasts its records' CPU on the function's vCPU share, or one record's CPU and round trips, whichever is longer."""
+    records = max(1, inv.get("records", 1))
+    cpu = inv["cpu_ms"] / min(1.0, memory_mb(inv["function"]) / VCPU_MB) / records
+    waits = duration_ms(inv) / records - cpu
+    return max(cpu, (cpu + waits) / wiring.OUTBOX_BATCH_SIZE) * records / 1000
+
+
 def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     busy_s: dict[str, float] = defaultdict(float)
     billed: dict[str, float] = defaultdict(float)
     requests = wru = rru = 0.0
     gsi_wru = 0.0
+    outbox = {"records": 0, "head_reads": 0, "cpu_ms": 0.0, "one_at_a_time_s": 0.0}
     for inv in invocations:
-        if is_lambda(inv):
+        if inv["function"] == OUTBOX_CONSUMER:
+            outbox["records"] += inv.get("records", 1)
+            outbox["head_reads"] += inv.get("head_reads", 0)
+            outbox["cpu_ms"] += inv["cpu_ms"]
+            outbox["one_at_a_time_s"] += duration_ms(inv) / 1000
+            busy_s[inv["function"]] += batched_s(inv)
+        elif is_lambda(inv):
             busy_s[inv["function"]] += duration_ms(inv) / 1000
         for call, n in inv["billed"].items():
             billed[call] += n
@@ -61,7 +81,10 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
         gsi = sum(units for kind, units in inv["wru_by_kind"].items() if kind.endswith(": GSI"))
         gsi_wru += gsi
         wru += inv["wru"] - gsi
-    return {"busy_s": dict(busy_s), "billed": dict(billed), "requests": requests, "wru": wru, "gsi_wru": gsi_wru, "rru": rru}
+    return {
+        "busy_s": dict(busy_s), "billed": dict(billed), "requests": requests, "wru": wru, "gsi_wru": gsi_wru, "rru": rru,
+        "outbox": outbox,
+    }
 
 
 def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, float, str]]:
@@ -78,7 +101,8 @@ def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, 
             continue
         cap = spec.reserved_concurrency if reserved else None
         if spec.consumes:
-            cap = cap if cap is not None else default_sqs
+            own = spec.max_concurrency
+            cap = (own if cap is None else min(own, cap)) if own is not None else cap if cap is not None else default_sqs
             limits.append((f"{spec.name}: its queue's maximum concurrency {cap}", cap / held,
                            f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
         elif spec.reads_stream:
@@ -181,8 +205,31 @@ def ceilings(measured: dict[str, Any]) -> dict[str, Any]:
             "binding": min(default, key=lambda x: x[1]),
             "binding_reserved": min(reserved, key=lambda x: x[1]),
             "binding_tenant": min(tenant, key=lambda x: x[1]) if tenant else ("none", math.inf, ""),
+            "outbox": {**found["outbox"], "batched_s": found["busy_s"].get(OUTBOX_CONSUMER, 0.0)},
         }
     return out
+
+
+def outbox_rows(found: dict[str, Any]) -> list[tuple[str, str]]:
+    """Per lifecycle, what dispatch does with its records: (lifecycle, figures), and the concurrency the goal needs."""
+    rows = []
+    for name, v in found.items():
+        o = v["outbox"]
+        if not o["records"]:
+            continue
+        rows.append((name, (
+            f"{o['records']} records; run-head reads per record {o['head_reads'] / o['records']:.1f}; CPU per record "
+            f"{o['cpu_ms'] / o['records']:.1f} ms; {o['batched_s'] * 1000:.0f} ms of dispatch concurrency per lifecycle "
+            f"at full batches of {wiring.OUTBOX_BATCH_SIZE} (one record at a time: {o['one_at_a_time_s'] * 1000:.0f} ms)"
+        )))
+    return rows
+
+
+def outbox_concurrency(found: dict[str, Any]) -> tuple[int, int, bool]:
+    """(concurrency dispatch needs at the goal's pace for the heaviest lifecycle, what wiring gives it, covered)."""
+    needed = math.ceil(GOAL_DEPLOYMENT * max(v["outbox"]["batched_s"] for v in found.values()))
+    given = wiring.function(OUTBOX_CONSUMER).max_concurrency or construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
+    return needed, given, given >= needed
 
 
 def verdict(found: dict[str, Any]) -> tuple[str, str, bool]:
@@ -219,6 +266,12 @@ def main() -> None:
             f"  ceiling ({name}): {b[1]:,.0f} lifecycles/s, bound by {b[0]}; with reservations {r[1]:,.0f}/s ({r[0]}); "
             f"a tenant {t[1]:,.0f}/s ({t[0]})"
         )
+    print(f"\ndispatch, a batch consumer ({wiring.OUTBOX_BATCH_SIZE} records a batch, no batching window; runs side by side):")
+    for name, figures in outbox_rows(found):
+        print(f"  ({name}) {figures}")
+    needed, given, covered = outbox_concurrency(found)
+    print(f"  at {GOAL_DEPLOYMENT:,} lifecycles/s dispatch needs {needed} concurrent invocations; its queue's maximum "
+          f"concurrency is {given} (wiring.OUTBOX_CONCURRENCY): {'covered' if covered else 'NOT covered'}")
     rps = measured["tenant_requests_per_second"]
     print("\nSQS standard queues have no throughput quota (nearly unlimited requests/s): their consumers' concurrency binds.")
     print(f"\nPolicy, not capacity: a tenant's default limit is {rps} requests/s (INTERLUDE_TENANT_REQUESTS_PER_SECOND; per tenant in its settings).")

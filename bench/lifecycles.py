@@ -261,6 +261,8 @@ def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
         "log_events": len(record.log_lines),
         "log_kinds": dict(logs),
         "outbound_http": record.outbound_http,
+        "records": record.records,
+        "head_reads": record.head_reads,
         "authenticated": record.function == "api" and record.route not in UNAUTHENTICATED_ROUTES,
     }
 

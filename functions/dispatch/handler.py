@@ -1,5 +1,7 @@
-"""Lambda entry point for the outbox queue (SQS): each message names a new event-log item, which the outbox handles;
-partial-batch failure reporting (a failed message reappears after its visibility timeout)."""
+"""Lambda entry point for the outbox queue (SQS): each message names a new event-log item, which the outbox handles a
+batch at a time (interlude.app.dispatch: the items and their runs' heads read in one call, runs side by side, each
+run's items in order); partial-batch failure reporting, per message (a failed message reappears after its visibility
+timeout, and the messages of its run after it in the batch with it)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
     import json
-    from functools import cache
+    from functools import cache, partial
     from typing import Any
 
     from aws_lambda_powertools import Logger
@@ -25,18 +27,21 @@ with collector_paused():
 
     from interlude import config
     from interlude.adapters import metrics
-    from interlude.adapters.batch import CountingBatchProcessor
-    from interlude.adapters.held_work import admitted, queue_destination
+    from interlude.adapters.batch import CountingBatchProcessor, side_by_side
+    from interlude.adapters.held_work import admitted, message_body, queue_destination
+    from interlude.app.dispatch import HeldBack
     from interlude.composition import compose, services
     from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
     from interlude.store.tenant_standing import TenantStanding, standing_of
-    from interlude.wiring import OUTBOX_QUEUE
+    from interlude.wiring import OUTBOX_BATCH_SIZE, OUTBOX_QUEUE
 
     logger = Logger(service="interlude-dispatch")
     # An item that fails is logged (with its traceback and its run's correlation id) and counted before SQS hands
-    # its message out again.
-    processor = CountingBatchProcessor(EventType.SQS, log=logger, raise_on_entire_batch_failure=False)
+    # its message out again; one held back behind it (HeldBack) goes again with it, uncounted.
+    processor = CountingBatchProcessor(
+        EventType.SQS, log=logger, retried=(HeldBack,), raise_on_entire_batch_failure=False
+    )
     compose()
     metrics.count_caught_errors()
     config.check()
@@ -53,21 +58,64 @@ def outbox_records() -> OutboxRecords:
     return OutboxRecords(store.client, store.table)
 
 
-def record_handler(record: SQSRecord) -> None:
-    message = json.loads(record.body)
-    # One batch mixes runs: every line about this item carries its run id, also as the correlation id.
-    run_id = run_id_of(message["pk"])
+def dispatched(records: list[dict[str, Any]]) -> dict[str, BaseException]:
+    """Dispatch the batch's messages; answers those that failed (by message id) with their exceptions."""
+    failed: dict[str, BaseException] = {}
+    named: list[tuple[str, dict[str, Any]]] = []
+    for record in records:
+        try:
+            message = json.loads(record["body"])
+            if not isinstance(message.get("pk"), str) or not isinstance(message.get("sk"), str):
+                raise ValueError("not an outbox message: it names no item")
+            if admitted(standing(), queue_destination(OUTBOX_QUEUE), message):
+                named.append((record["messageId"], message))
+            # else held for the tenant's resume, or dropped: the tenant is being deleted
+        except Exception as exc:  # this message alone fails
+            failed[record["messageId"]] = exc
+    if not named:
+        return failed
+    try:
+        items, heads = outbox_records().records_of([message for _, message in named])
+    except Exception as exc:  # nothing of the batch could be read: all of it goes again
+        return {**failed, **dict.fromkeys((message_id for message_id, _ in named), exc)}
+    batch = []
+    for (message_id, message), item in zip(named, items, strict=True):
+        if item is None:
+            logger.info(
+                "the item is gone (its run was deleted); nothing to do", extra={"runId": run_id_of(message["pk"])}
+            )
+        else:
+            batch.append((message_id, item))
+    return {**failed, **services().handle_outbox_batch(batch, heads, runs_side_by_side)}
+
+
+def runs_side_by_side(job: Any, run_ids: list[str]) -> list[Any]:
+    def tagged(run_id: str) -> Any:
+        # Every line about a run carries its run id, also as the correlation id (this thread's keys alone).
+        logger.thread_safe_append_keys(runId=run_id, correlation_id=run_id)
+        try:
+            return job(run_id)
+        finally:
+            logger.thread_safe_remove_keys(["runId", "correlation_id"])
+
+    return side_by_side(tagged, run_ids, OUTBOX_BATCH_SIZE)
+
+
+def record_handler(outcome: dict[str, BaseException], record: SQSRecord) -> None:
+    """Reports one message's outcome, decided for the whole batch (`dispatched`) before Powertools asks."""
+    failure = outcome.get(record.message_id)
+    if failure is None:
+        return
+    # The failure's line carries its run id, as the correlation id too.
+    run_id = run_id_of(str(message_body(record.body).get("pk", "")))
     logger.set_correlation_id(run_id)
     logger.append_keys(runId=run_id)
-    if not admitted(standing(), queue_destination(OUTBOX_QUEUE), message):
-        return  # held for the tenant's resume, or dropped: the tenant is being deleted
-    stream_record = outbox_records().record_of(message)
-    if stream_record is None:
-        logger.info("the item is gone (its run was deleted); nothing to do")
-        return
-    services().handle_stream_record(stream_record)
+    raise failure
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    outcome = dispatched(event.get("Records") or [])
+    return process_partial_response(
+        event=event, record_handler=partial(record_handler, outcome), processor=processor, context=context
+    )

@@ -229,10 +229,17 @@ class InterludeProps:
     def sqs_max_concurrencies(self) -> dict[str, int]:
         """Function name -> MaximumConcurrency of its SQS event source, for every function that consumes a queue."""
         reserved = self.reservations()
+
+        def default(spec: wiring.Function) -> int:
+            # Its own (wiring), within its reservation; else its reservation; else the construct's default.
+            held = reserved.get(spec.name)
+            own = spec.max_concurrency
+            if own is None:
+                return held if held is not None else DEFAULT_SQS_MAX_CONCURRENCY
+            return own if held is None else min(own, held)
+
         return {
-            spec.name: self.sqs_max_concurrency.get(spec.name, reserved.get(spec.name, DEFAULT_SQS_MAX_CONCURRENCY))
-            for spec in wiring.FUNCTIONS
-            if spec.consumes
+            spec.name: self.sqs_max_concurrency.get(spec.name, default(spec)) for spec in wiring.FUNCTIONS if spec.consumes
         }
 
     def with_alias(self, name: str) -> bool:

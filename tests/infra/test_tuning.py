@@ -48,17 +48,25 @@ def test_the_default_deployment_reserves_nothing_so_a_fresh_account_can_hold_it(
 
 @pytest.mark.parametrize("name", CONSUMERS)
 def test_the_default_queue_mappings_have_a_maximum_concurrency(synth, name):
+    # wiring's own where it names one (dispatch: from the per-deployment goal), else the construct's default
     (mapping,) = mappings_of(synth, synth.interlude.functions.by_name[name])
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": DEFAULT_SQS_MAX_CONCURRENCY}
+    own = wiring.function(name).max_concurrency
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": own or DEFAULT_SQS_MAX_CONCURRENCY}
+
+
+def test_dispatch_is_polled_at_the_concurrency_its_goal_needs_not_the_default():
+    assert InterludeProps().sqs_max_concurrencies()["dispatch"] == wiring.OUTBOX_CONCURRENCY > DEFAULT_SQS_MAX_CONCURRENCY
 
 
 def test_a_stated_quota_brings_wirings_reservations_and_the_queue_maximum_follows_them():
     props = InterludeProps(account_concurrency_quota=1000)
     defaults = {spec.name: spec.reserved_concurrency for spec in wiring.FUNCTIONS if spec.reserved_concurrency}
     assert props.reservations() == defaults
-    # actions is reserved 10: its queue is polled by 10 at most; the unreserved consumers get the default
+    # actions is reserved 10: its queue is polled by 10 at most; dispatch at its own maximum within its reservation;
+    # the unreserved consumers get the default
     assert props.sqs_max_concurrencies() == {
-        name: defaults.get(name, DEFAULT_SQS_MAX_CONCURRENCY) for name in CONSUMERS
+        **{name: defaults.get(name, DEFAULT_SQS_MAX_CONCURRENCY) for name in CONSUMERS},
+        "dispatch": wiring.OUTBOX_CONCURRENCY,
     }
 
 
@@ -70,6 +78,10 @@ def test_a_reservation_is_merged_over_the_defaults_and_none_removes_one():
     assert reserved["actions"] == wiring.function("actions").reserved_concurrency
 
 
+# What wiring reserves when a deployment states its quota.
+RESERVED = sum(spec.reserved_concurrency or 0 for spec in wiring.FUNCTIONS)
+
+
 # -- refusals, before synthesis --------------------------------------------------------------------------------
 
 
@@ -77,7 +89,7 @@ def test_a_reservation_is_merged_over_the_defaults_and_none_removes_one():
     ("props", "says"),
     [
         ({"reserved_concurrency": {"dispatch": 5}}, "needs account_concurrency_quota"),
-        # 25 reserved by default: a quota of 110 leaves 10
+        # wiring reserves more than 10 by default: a quota of 110 leaves 10
         ({"account_concurrency_quota": 110}, "do not fit an account quota of 110"),
         ({"account_concurrency_quota": 10}, "leaving 0"),
         ({"account_concurrency_quota": 1000, "sqs_max_concurrency": {"actions": 11}}, "exceeds its reserved"),
@@ -91,8 +103,11 @@ def test_a_reservation_is_merged_over_the_defaults_and_none_removes_one():
             {"account_concurrency_quota": 1000, "provisioned_concurrency": {"api": 1}, "api_snap_start": True},
             "SnapStart with provisioned",
         ),
-        ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"dispatch": 11}}, "exceeds its reserved"),
-        ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"api": 876}}, "do not fit"),
+        (
+            {"account_concurrency_quota": 1000, "provisioned_concurrency": {"dispatch": wiring.OUTBOX_CONCURRENCY + 1}},
+            "exceeds its reserved",
+        ),
+        ({"account_concurrency_quota": 1000, "provisioned_concurrency": {"api": 900 - RESERVED + 1}}, "do not fit"),
         ({"memory_mb": {"api": 64}}, "must be 128-10240"),
         ({"memory_mb": {"apii": 1024}}, "names no function"),
         ({"function_overrides": {"nope": print}}, "names no function"),
@@ -107,9 +122,9 @@ def test_a_deployment_that_cannot_deploy_is_refused_with_the_reason(props, says)
 
 
 def test_the_quota_holds_reservations_and_the_provisioned_concurrency_of_unreserved_functions():
-    # 25 reserved by default + 875 provisioned for the unreserved api = 900 = 1000 - 100: exactly fits
-    props = InterludeProps(account_concurrency_quota=1000, provisioned_concurrency={"api": 875})
-    assert sum(props.reservations().values()) + 875 == 1000 - UNRESERVED_MINIMUM
+    # wiring's reservations + what is left of 900 provisioned for the unreserved api = 1000 - 100: exactly fits
+    props = InterludeProps(account_concurrency_quota=1000, provisioned_concurrency={"api": 900 - RESERVED})
+    assert sum(props.reservations().values()) + 900 - RESERVED == 1000 - UNRESERVED_MINIMUM
 
 
 # -- every tuning prop, in one synthesized stack -----------------------------------------------------------------

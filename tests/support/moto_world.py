@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,7 @@ class World:
 
 def create_world(table: str = TABLE) -> World:
     """The local stack's resources, named for the tests, in the current account."""
+    serialise_moto()
     create_table(boto3.client("dynamodb"), table)
     queues = create_queues(boto3.client("sqs"), table)
     secrets = boto3.client("secretsmanager")
@@ -94,6 +96,27 @@ def create_world(table: str = TABLE) -> World:
         **buckets,
     }
     return World(table, queues, env)
+
+
+_moto_lock = threading.RLock()
+
+
+def serialise_moto() -> None:
+    """Every call into this process's in-process moto runs under one lock, as the local stack's server runs each request
+    (interlude.local.moto_server): moto's backends are not thread-safe, and a function that runs a batch's runs on
+    threads of its own (dispatch) must meet a service whose calls are atomic, as AWS's are. Idempotent."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    if getattr(BotocoreStubber.__call__, "serialised", False):
+        return
+    original = BotocoreStubber.__call__
+
+    def serialised(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        with _moto_lock:
+            return original(self, event_name, request, **kwargs)
+
+    serialised.serialised = True  # type: ignore[attr-defined]
+    BotocoreStubber.__call__ = serialised  # type: ignore[method-assign]
 
 
 # -- the process's shared world ------------------------------------------------------------------------------------

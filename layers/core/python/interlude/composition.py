@@ -17,7 +17,7 @@ from interlude.config import DEFAULT_STEP_BUDGET, settings
 from interlude.domain import clock as clock_
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
     from interlude.adapters.notify.outbox import NotificationOutbox
     from interlude.adapters.scheduler.outbox import DeadlineSchedules
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from interlude.app.delegation import Delegation
     from interlude.app.deliveries import RunDeliveries
     from interlude.app.directory import Directory
-    from interlude.app.dispatch import OutboxHandler
+    from interlude.app.dispatch import Concurrently, HeldRuns, OutboxHandler
     from interlude.app.external_events import ExternalEvents
     from interlude.app.forks import Forks
     from interlude.app.inbox import Inbox
@@ -295,14 +295,15 @@ class Services:
     def tasks(self) -> Tasks:
         from interlude.app.tasks import Tasks
 
-        return Tasks(self.task_records, self.store, self.runs, self.actions, self.clock)
+        # Runs read through held_runs: the outbox hands it the head its batch read (elsewhere it reads the store).
+        return Tasks(self.task_records, self.held_runs, self.runs, self.actions, self.clock)
 
     @cached_property
     def sub_workflows(self) -> SubWorkflows:
         from interlude.app.subworkflows import SubWorkflows
 
         return SubWorkflows(
-            self.store,
+            self.held_runs,  # the outbox hands it the head its batch read (elsewhere it reads the store)
             self.store,
             self.runs,
             self.definitions,
@@ -394,13 +395,22 @@ class Services:
     def deadline_schedules(self) -> DeadlineSchedules:
         from interlude.adapters.scheduler.outbox import DeadlineSchedules
 
-        return DeadlineSchedules(self.store, self.runs, self.definitions, self.clock)
+        return DeadlineSchedules(self.held_runs, self.runs, self.definitions, self.clock)
 
     @cached_property
     def notification_outbox(self) -> NotificationOutbox:
         from interlude.adapters.notify.outbox import NotificationOutbox
 
-        return NotificationOutbox(self.store, self.directory_records, self.interactions, self.definitions, self.clock)
+        return NotificationOutbox(
+            self.held_runs, self.directory_records, self.interactions, self.definitions, self.clock
+        )
+
+    @cached_property
+    def held_runs(self) -> HeldRuns:
+        """What the outbox handlers read runs through: a dispatched run's head as read for its batch."""
+        from interlude.app.dispatch import HeldRuns
+
+        return HeldRuns(self.store)
 
     @cached_property
     def outbox(self) -> tuple[OutboxHandler, ...]:
@@ -418,11 +428,11 @@ class Services:
 
         return (
             self.deadline_schedules.on_events,
-            partial(callback_notices, self.store, self.store, self.clock),
+            partial(callback_notices, self.held_runs, self.store, self.clock),
             _when(concerns.raised_external_events, lambda: self.external_events.resolve_kept_events),
-            partial(metrics.on_events, self.store),
+            partial(metrics.on_events, self.held_runs),
             queue_actions,
-            partial(webhook_deliveries, self.webhook_records, self.store),
+            partial(webhook_deliveries, self.webhook_records, self.held_runs),
             self.notification_outbox.on_events,
             _when(concerns.requests_child_or_ends_run, lambda: self.sub_workflows.on_events),
             _when(concerns.requests_or_cancels_task, lambda: self.tasks.on_events),
@@ -430,11 +440,17 @@ class Services:
             partial(tenant_usage, self),
         )
 
-    def handle_stream_record(self, record: dict[str, Any]) -> None:
-        """One event-log item of the table's stream through the outbox (app/dispatch.py)."""
-        from interlude.app.dispatch import handle_record
+    def handle_outbox_batch(
+        self,
+        batch: Sequence[tuple[str, dict[str, Any]]],
+        heads: dict[str, tuple[RunState, int]],
+        concurrently: Concurrently[Any, Any],
+    ) -> dict[str, BaseException]:
+        """A batch of the table stream's event-log items through the outbox (app/dispatch.py): (record id, stream
+        record) pairs with their runs' heads as read for the batch; answers the records that failed."""
+        from interlude.app.dispatch import handle_batch
 
-        handle_record(record, self.store, self.outbox, self.store, self._advance)
+        return handle_batch(batch, heads, self.store, self.outbox, self.held_runs, self._advance, concurrently)
 
     def _advance(self, run_id: str, got: tuple[RunState, int]) -> int:
         # The engine's run rules load with the first run a record leaves runnable (a step budget reached).

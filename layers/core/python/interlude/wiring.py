@@ -129,6 +129,9 @@ class Function(NamedTuple):
     reserved_concurrency: int | None = None
     # Messages per invocation from the queue it `consumes` (the event source's batch size; the local pump's too).
     batch_size: int = 1
+    # The event source's MaximumConcurrency on the queue it `consumes` (None: the construct's default); never above its
+    # reservation (interlude_cdk.InterludeProps.sqs_max_concurrency overrides it).
+    max_concurrency: int | None = None
     # Sends e-mail through SES (issue 14): granted ses:SendEmail/SendRawEmail on the deployment's from-identity and
     # configuration set, whose names arrive in SES_FROM_ADDRESS / SES_CONFIGURATION_SET.
     sends_email: bool = False
@@ -140,9 +143,14 @@ class Function(NamedTuple):
 # SQS → callbacks settings, shared by the event source mapping and the local pump.
 CALLBACK_BATCH_SIZE = 4
 # The queue between the stream and dispatch (the outbox), and its batch: what a quiet tenant's item waits for behind a
-# busy one's is at most one batch of this many items (docs/scale.md, "Fairness across tenants").
+# busy one's is at most one batch of this many items, taken side by side by run (docs/scale.md, "Fairness across
+# tenants"; docs/adr/0111). No batching window: at the goal's pace a receive finds a full batch without one, and at a
+# quiet pace a window would only hold each record back (bench/ceiling.py prints the batch's figures).
 OUTBOX_QUEUE = "outbox"
-OUTBOX_BATCH_SIZE = 1
+OUTBOX_BATCH_SIZE = 10
+# dispatch's concurrency, from the per-deployment goal (2,000 lifecycles/s): bench/ceiling.py prints what the goal
+# needs from the measured seconds a lifecycle holds dispatch (≈ 100 at full batches) and checks this covers it.
+OUTBOX_CONCURRENCY = 200
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(
@@ -231,9 +239,11 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         sends_to=("callbacks", "actions", "notifications"),
         needs_public_base_url=True,
-        # Its queue's maximum concurrency too (interlude_cdk): with SQS fair queues, a busy tenant's items fill at
-        # most what is in flight, and a quiet tenant's item takes the next instance that frees.
-        reserved_concurrency=6,
+        # With SQS fair queues, a busy tenant's items fill at most what is in flight, and a quiet tenant's item takes
+        # the next instance that frees. Its queue's maximum concurrency, and its reservation where the deployment
+        # states its account's quota (interlude_cdk).
+        max_concurrency=OUTBOX_CONCURRENCY,
+        reserved_concurrency=OUTBOX_CONCURRENCY,
     ),
     Function(
         name="callbacks",

@@ -33,7 +33,7 @@ SEAMS = (
 # Discovery's `replay` family (issue 29 item 2): POST /runs/{runId}:fork serves both modes (interlude.app.forks), and
 # a replay fork performs no effect its source performed (each lands its recorded outcome: engine/forks.py). Experimental
 # until 2.1: a fork runs again under its source's recorded history rather than copying the source's log prefix byte
-# for byte (docs/adr/0108-forks-run-again-under-recorded-history.md).
+# for byte (docs/adr/0110-forks-run-again-under-recorded-history.md).
 REPLAY_CAPABILITY: dict[str, Any] | None = {
     "status": "experimental",
     "since": "2.0",

@@ -1,4 +1,4 @@
-"""The outbox consumer: every new event-log item on the table's stream comes here.
+"""The outbox consumer: every new event-log item on the table's stream comes here, a batch at a time.
 
 For each item it deletes the inbox entries of the interrupts the transition closed (named on the item), runs
 the outbox handlers (side effects of the events it holds: schedules, callback notices), then continues the run
@@ -6,23 +6,158 @@ if a transition left it runnable (a step budget was reached). Everything
 is keyed on state or on derived names, so a record delivered twice, or out of order, changes nothing the
 second time. The handlers come from the composition (interlude.composition): the adapters that own those side
 effects sit above this layer.
+
+A batch (issue 31 item 2) is taken run by run: each run's records in the order they came, the runs side by side
+(`concurrently`). A run's head is read once for the batch, with its records (interlude.store.stream.OutboxRecords),
+and every handler is handed that head (HeldRuns) instead of reading its own: any head read after the record's
+transition committed is one the handlers already meet when a record comes late, so the batch's is as good as theirs.
+A record that fails is reported alone, and the records of its run after it with it (they go again in order).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from interlude.store.stream import closed_inbox_entries, stream_events
 
 if TYPE_CHECKING:
     from interlude.app.ports import InboxEntries, RunRecords
+    from interlude.domain.audit import AuditDraft
     from interlude.domain.models.run import RunState
+    from interlude.engine.run import Transition
+    from interlude.store.idempotency import AnsweredRecord
 
 # (run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
 OutboxHandler = Callable[[str, list[dict[str, Any]]], None]
 # Continues a run the dispatch found runnable (app/lifecycle.py RunLifecycle.advance_run, given the run as read).
 Advance = Callable[[str, "tuple[RunState, int]"], int]
+T = TypeVar("T")
+R = TypeVar("R")
+# Runs each of a list of jobs, side by side or not, and answers their results in the same order.
+Concurrently = Callable[[Callable[[T], R], list[T]], list[R]]
+
+
+class HeldBack(Exception):
+    """A record not tried because an earlier record of its run in the batch failed: it goes again after that one."""
+
+
+_STALE = object()
+
+
+class HeldRuns:
+    """The run records the outbox handlers read: the head of the run a thread is dispatching is the one read for its
+    batch (`hold`); every other read, and every read on another thread, goes to the store. A run this process moved
+    (`stale`) is read again at the next read, once, and that head held. Whatever retries a lost race on a run reads it
+    through the store (its ledger), never through this."""
+
+    def __init__(self, store: RunRecords) -> None:
+        self.store = store
+        # Per thread: run id -> its head as read for the batch (None: the run is gone).
+        self._local = threading.local()
+
+    def _held(self) -> dict[str, Any]:
+        held: dict[str, Any] | None = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = {}
+        return held
+
+    def hold(self, run_id: str, head: tuple[RunState, int] | None) -> None:
+        self._held()[run_id] = head
+
+    def stale(self, run_id: str) -> None:
+        held = self._held()
+        if run_id in held:
+            held[run_id] = _STALE
+
+    def release(self, run_id: str) -> None:
+        self._held().pop(run_id, None)
+
+    def get_run(self, run_id: str, deciding: bool = False) -> tuple[RunState, int] | None:
+        held = self._held()
+        if deciding or run_id not in held:
+            return self.store.get_run(run_id, deciding)
+        if held[run_id] is _STALE:
+            held[run_id] = self.store.get_run(run_id)
+        head: tuple[RunState, int] | None = held[run_id]
+        return head
+
+    def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
+        return self.store.get_runs(run_ids)
+
+    def commit(
+        self,
+        transition: Transition,
+        expected_version: int | None,
+        now_iso: str,
+        answered: AnsweredRecord | None = None,
+        open_runs_limit: int | None = None,
+        audit: AuditDraft | None = None,
+    ) -> list[dict[str, Any]]:
+        self.stale(transition.state.runId)
+        return self.store.commit(transition, expected_version, now_iso, answered, open_runs_limit, audit)
+
+    def rewrite_head(self, state: RunState, expected_version: int) -> None:
+        self.stale(state.runId)
+        self.store.rewrite_head(state, expected_version)
+
+    def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
+        return self.store.read_events(run_id, after_sequence, limit)
+
+    def raised_any(self, run_id: str, keys: list[str]) -> bool:
+        return self.store.raised_any(run_id, keys)
+
+    def raised_at(self, run_id: str, key: str) -> str | None:
+        return self.store.raised_at(run_id, key)
+
+    def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
+        return self.store.closed_interrupt(run_id, key)
+
+
+def runs_of(batch: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """(record id, stream record) pairs grouped by run, each run's in the batch's order; records of no run apart
+    (under "")."""
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for record_id, record in batch:
+        found = stream_events(record)
+        groups.setdefault(found[0] if found else "", []).append((record_id, record))
+    return groups
+
+
+def handle_batch(
+    batch: Sequence[tuple[str, dict[str, Any]]],
+    heads: dict[str, tuple[RunState, int]],
+    inbox: InboxEntries,
+    outbox: Sequence[OutboxHandler],
+    held: HeldRuns,
+    advance: Advance,
+    concurrently: Concurrently[Any, Any],
+) -> dict[str, BaseException]:
+    """Dispatch `batch` ((record id, stream record) pairs); `heads`: the heads of its runs as read for it (a run
+    missing is gone). Answers the records that failed: each with its exception (HeldBack behind a failed one)."""
+    groups = runs_of(batch)
+
+    def run_group(run_id: str) -> dict[str, BaseException]:
+        failed: dict[str, BaseException] = {}
+        held.hold(run_id, heads.get(run_id))
+        try:
+            for record_id, record in groups[run_id]:
+                if failed:
+                    failed[record_id] = HeldBack(f"an earlier record of run {run_id} failed in this batch")
+                    continue
+                try:
+                    handle_record(record, inbox, outbox, held, advance)
+                except Exception as exc:  # reported for this record alone (and those of its run after it)
+                    failed[record_id] = exc
+        finally:
+            held.release(run_id)
+        return failed
+
+    outcome: dict[str, BaseException] = {}
+    for failed in concurrently(run_group, list(groups)):
+        outcome.update(failed)
+    return outcome
 
 
 def handle_record(
@@ -42,5 +177,12 @@ def handle_record(
     for handler in outbox:
         handler(run_id, events)
     got = records.get_run(run_id)
-    if got is not None and not got[0].terminal and got[0].queue:
-        advance(run_id, got)
+    if (
+        got is not None
+        and not got[0].terminal
+        and got[0].queue
+        and advance(run_id, got)
+        and isinstance(records, HeldRuns)
+    ):
+        # The run moved: the next record of its run in this batch reads it again.
+        records.stale(run_id)

@@ -1,6 +1,6 @@
 """A fork's recorded history (OpenWOP replay.md, `POST /runs/{runId}:fork`), read from its source run's event log. Pure.
 
-A fork is a new run of the source's workflow version that runs again from the start (docs/adr/0108): every gate the
+A fork is a new run of the source's workflow version that runs again from the start (docs/adr/0110): every gate the
 source had decided before the fork point settles as it was decided, without being asked (no `interrupt.requested`;
 its `interrupt.resolved` and what followed it are emitted again from the record), and every core.http effect it had
 performed is requested under the source's effect identity, so the actions worker finds the source's effect record

@@ -2,19 +2,25 @@
 
 The `stream` function hands each new event-log item to the outbox queue as a message naming it (its key and sequence
 number, never its events, so nothing of a run's data sits in SQS: interlude.adapters.outbox_feed); `dispatch` reads
-the item back as the record the stream carried (`OutboxRecords.record_of`). Event-log items are written once and never changed, so
-the item read is the image the stream held.
+the items of a batch back as the records the stream carried, with their runs' heads (`OutboxRecords.records_of`).
+Event-log items are written once and never changed, so the item read is the image the stream held.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
-from interlude.store.layout import run_id_of
+from interlude.store.layout import RUN_SK, run_id_of, run_pk
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import RunState
+
+# BatchGetItem reads at most 100 keys per call.
+BATCH_GET_MAX = 100
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -76,14 +82,40 @@ class OutboxRecords:
         self.client = client
         self.table = table
 
-    def record_of(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        """The stream record (INSERT, keys, new image, sequence number) of the item `message` names; None when the
-        item is gone (its run was deleted since)."""
-        key = a.key(message["pk"], message["sk"])
-        item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
-        if item is None:
-            return None
-        return {
-            "eventName": "INSERT",
-            "dynamodb": {"Keys": key, "NewImage": item, "SequenceNumber": message.get("seq", "")},
-        }
+    def records_of(
+        self, messages: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any] | None], dict[str, tuple[RunState, int]]]:
+        """The stream record (INSERT, keys, new image, sequence number) of the item each of `messages` names (None where
+        it is gone: its run was deleted since), and the heads of their runs (a run that is gone is left out). One
+        strongly consistent BatchGetItem (100 keys a call) for an outbox batch, read after every item it names was
+        committed: each head is at least as new as its run's items."""
+        from interlude.store.runs import head_of  # the run model loads with the first batch, not at a cold start
+
+        keys = [a.key(m["pk"], m["sk"]) for m in messages]
+        runs = list(dict.fromkeys(r for r in (run_id_of(m["pk"]) for m in messages) if r is not None))
+        found: dict[tuple[str, str], a.Item] = {}
+        wanted = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values()) + [
+            a.key(run_pk(r), RUN_SK) for r in runs
+        ]
+        for start in range(0, len(wanted), BATCH_GET_MAX):
+            request: dict[str, Any] = {
+                self.table: {"Keys": wanted[start : start + BATCH_GET_MAX], "ConsistentRead": True}
+            }
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.table) or []:
+                    found[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
+                request = got.get("UnprocessedKeys") or {}
+        records: list[dict[str, Any] | None] = []
+        for message, key in zip(messages, keys, strict=True):
+            item = found.get((key["pk"]["S"], key["sk"]["S"]))
+            records.append(
+                None
+                if item is None
+                else {
+                    "eventName": "INSERT",
+                    "dynamodb": {"Keys": key, "NewImage": item, "SequenceNumber": message.get("seq", "")},
+                }
+            )
+        heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
+        return records, heads

@@ -1,0 +1,119 @@
+"""The outbox consumer as a batch consumer (issue 31 item 2): the real dispatch handler, handed a batch of several runs'
+records as the outbox queue hands it, reads each run's head once, runs the runs side by side and each run's records
+in order, and reports a failure for that record alone (and the records of its run after it)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.store.stream import stream_events
+from interlude.store.tenants import TenantRecords
+from tests.support.local_stack import FIXTURES
+from tests.support.moto_world import TABLE
+from tests.support.stream import Stream, outbox_event
+
+# Loopback callbacks are allowed here; nothing listens: the notices stay queued.
+RECEIVER = "http://127.0.0.1:9/hook"
+
+
+@pytest.fixture(autouse=True)
+def _loopback_callbacks(monkeypatch):
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    monkeypatch.setenv("PUBLIC_BASE_URL", "https://interlude.example.com")
+
+
+def gate_runs(services: Any, admin: Any, count: int, resolved: bool = True) -> list[str]:
+    """`count` runs of an approval gate with a callback URL (so the outbox queues notices, counts time to decision and
+    meters usage from the head), each resolved when `resolved`: two event items a run."""
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    request = CreateRunRequest.model_validate({"workflowId": definition["id"], "callbackUrl": RECEIVER})
+    runs = [services.lifecycle.create_run(admin, request).runId for _ in range(count)]
+    if resolved:
+        for run_id in runs:
+            services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    return runs
+
+
+def head_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Every read of a run head from now on, by the run's partition key (GetItem, and each key of a BatchGetItem)."""
+    reads: Counter[str] = Counter()
+    original = BaseClient._make_api_call
+
+    def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "GetItem" and params["Key"]["sk"]["S"] == "RUN":
+            reads[params["Key"]["pk"]["S"]] += 1
+        if operation == "BatchGetItem":
+            for body in params["RequestItems"].values():
+                for key in body["Keys"]:
+                    if key["sk"]["S"] == "RUN":
+                        reads[key["pk"]["S"]] += 1
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
+    return reads
+
+
+def test_a_batch_reads_each_runs_head_once_for_all_its_records_and_handlers(services, admin, monkeypatch):
+    # Given three resolved gate runs whose six event items (created, resolved) sit in one outbox batch
+    runs = gate_runs(services, admin, 3)
+    records = Stream(TABLE).take()
+    event = outbox_event(records)
+    assert len(event["Records"]) == 6
+    reads = head_reads(monkeypatch)
+
+    # When the dispatch function takes the batch
+    answer = lambda_runtime.invoke("dispatch", event)
+
+    # Then every record was handled, and each run's head was read once for the whole batch (not once per handler)
+    assert answer == {"batchItemFailures": []}
+    assert sorted(reads.values()) == [1, 1, 1]
+    assert len(reads) == len(runs)
+
+
+def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records(services, admin, monkeypatch, tenant):
+    # Given two resolved gate runs, two event items each, in one batch, and the first item of the first run failing
+    # once (its usage cannot be metered: the last outbox handler)
+    first, second = gate_runs(services, admin, 2)
+    records = Stream(TABLE).take()
+    event = outbox_event(records)
+    items = [stream_events(r) for r in records if stream_events(r) is not None]
+    by_message = {r["messageId"]: item[0] for r, item in zip(event["Records"], items, strict=True)}
+    failing = next(m for m, run in by_message.items() if run == first)
+    original = BaseClient._make_api_call
+    faults = []
+
+    def failing_once(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "TransactWriteItems" and not faults:
+            keys = [next(iter(op.values())).get("Key") or {} for op in params["TransactItems"]]
+            if any("#METERED#" in k.get("pk", {}).get("S", "") and k["sk"]["S"] == first for k in keys):
+                faults.append(operation)
+                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, operation)
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", failing_once)
+
+    # When the dispatch function takes the batch
+    answer = lambda_runtime.invoke("dispatch", event)
+
+    # Then the failing record and the later record of its run are reported (in order), the other run's are not
+    failed = [f["itemIdentifier"] for f in answer["batchItemFailures"]]
+    assert failed == [m for m, run in by_message.items() if run == first]
+    assert failed[0] == failing
+    assert all(by_message[m] == second for m in by_message if m not in failed)
+
+    # And when SQS hands the two reported messages out again, they succeed, and each run counts once in its tenant's
+    # usage: one lifecycle and one decision a run
+    again = {"Records": [r for r in event["Records"] if r["messageId"] in failed]}
+    assert lambda_runtime.invoke("dispatch", again) == {"batchItemFailures": []}
+    usage = TenantRecords(services.store).usage([tenant], services.clock().strftime("%Y-%m"))[tenant]
+    assert (usage.counts["lifecycles"], usage.counts["decisions"]) == (2, 2)
