@@ -61,22 +61,54 @@ def _settings_read_afresh():
 
 
 # `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: each xdist worker takes whole files, in the
-# order collected. These files take the longest (measured with --durations; the resilience sweep alone is about a
-# fifth of the suite's worker time), so they go first and the many short files fill in after them: the two
-# workers then finish within a short file of each other, instead of one running a long file alone at the end.
-# Longest first; a file not named keeps its place (e2e, infra, integration, unit: heavier directories first).
+# order collected. These take the longest (measured with --durations), so they go first and the many short files fill
+# in after them: the two workers then finish within a short file of each other, instead of one running a long file
+# alone at the end. Longest first; a file not named keeps its place (e2e, infra, integration, unit).
+# tests/infra is one unit (INFRA): its modules share one synthesis of each app per process, so one worker takes them
+# all and synthesizes once. The tenant operator's file runs first on the other worker: its deletion scans the whole
+# table of that worker's shared stack, which is smallest then.
+INFRA = "tests/infra"
 LONGEST_FIRST = (
+    INFRA,
+    "tests/e2e/test_tenants_cli.py",
+    "tests/e2e/test_human_moment_http.py",
+    "tests/e2e/test_keys_and_limits.py",
+    "tests/e2e/test_tenant_settings_http.py",
+    "tests/unit/test_cold_imports.py",
+    "tests/e2e/test_webhooks.py",
+    "tests/integration/test_moto_patches.py",
+    "tests/e2e/test_readme.py",
+    "tests/e2e/test_links_http.py",
+    "tests/integration/test_tenant_lifecycle.py",
+    "tests/e2e/test_replay.py",
+    "tests/e2e/test_run_listing_http.py",
+    "tests/integration/test_migrations.py",
+    "tests/e2e/test_idempotency.py",
+    "tests/e2e/test_callbacks.py",
+    "tests/e2e/test_modulex_fidelity.py",
     "tests/integration/test_resilience.py",
-    "tests/e2e/test_cli_operator.py",
-    "tests/e2e/test_notifications.py",
-    "tests/e2e/test_console_browser.py",
-    "tests/integration/test_subworkflows.py",
-    "tests/e2e/test_deadlines_http.py",
-    "tests/integration/test_inbox_scale.py",
-    "tests/e2e/test_schemathesis.py",
 )
+
+
+def scheduling_unit(path: str) -> str:
+    """What one worker takes whole: a file, or every infra file together."""
+    return INFRA if path.startswith(INFRA + "/") else path
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+    items.sort(key=lambda item: rank.get(scheduling_unit(item.nodeid.partition("::")[0]), len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` with tests/infra as one unit (scheduling_unit)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class UnitScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_unit(super()._split_scope(nodeid))
+
+    return UnitScheduling(config, log)

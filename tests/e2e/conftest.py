@@ -5,6 +5,11 @@ import pytest
 from tests.support.browser import chromium
 from tests.support.local_stack import Api, running_stack
 
+# The shared stack trusts a tenant's status for a second, not five, and waits a second, not five, for work in flight
+# before a deletion reads the table: a suspension, a resume and a deletion (tests/e2e/test_tenants_cli.py) are then
+# seen in about a second; the rules under test are the same, only the periods are shorter.
+SHARED_STACK_ENV = {"INTERLUDE_TENANT_STATUS_CACHE_SECONDS": "1", "INTERLUDE_TENANT_DELETION_GRACE_SECONDS": "1"}
+
 
 # One local stack per worker serves every module that asks for nothing the others must not see; each module makes
 # its own objects under ids of its own (`Api.fixture`) or a tenant of its own (`tenant_admin_key`). A module starts a
@@ -14,7 +19,7 @@ from tests.support.local_stack import Api, running_stack
 # or callbacks that must not be delivered at all (callbacks, guarded).
 @pytest.fixture(scope="session")
 def stack_info(tmp_path_factory):
-    with running_stack(tmp_path_factory.mktemp("stack")) as info:
+    with running_stack(tmp_path_factory.mktemp("stack"), SHARED_STACK_ENV) as info:
         yield info
 
 

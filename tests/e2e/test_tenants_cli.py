@@ -36,8 +36,9 @@ def test_the_operator_creates_lists_suspends_resumes_and_deletes_a_tenant(stack_
     assert "suspend it first" in one_line_refusal(cli(stack_info, "tenants", "delete", name, "--local", check=False))
     # suspend: every request of the tenant is refused (within the instances' status cache period)
     assert "is suspended" in cli(stack_info, "tenants", "suspend", name, "--local", "--reason", "unpaid").stdout
-    refused = until(lambda: (got := tenant.call("GET", "/runs")).status_code == 403 and got, 30)
-    assert refused.json()["error"] == "interlude.tenant_suspended"
+    # (A refused response is falsy: the error body is what `until` waits for.)
+    refused = until(lambda: (got := tenant.call("GET", "/runs")).status_code == 403 and got.json(), 30)
+    assert refused["error"] == "interlude.tenant_suspended"
     # resume: its run waits where it was and is decidable again (on every API instance once its status cache period
     # is over: until then an instance may still refuse, doing nothing)
     assert "is active" in cli(stack_info, "tenants", "resume", name, "--local").stdout
