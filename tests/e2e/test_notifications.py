@@ -172,9 +172,10 @@ def slack_posts(slack: Receiver, path: str, count: int = 1) -> list[dict[str, An
 
 
 def assert_documented_shape(message: dict[str, Any], title: str) -> str:
-    """docs/api.md "People are asked": text, then a header, a section and an actions block: Approve and Reject (the
-    gate offers accept and reject), then one URL button to the page."""
-    header, section, actions = message["blocks"]
+    """docs/api.md "People are asked": text, then a header, a section, an optional comment field and an actions
+    block: Approve and Reject (the gate offers accept and reject), then one URL button to the page."""
+    header, section, comment, actions = message["blocks"]
+    assert (comment["type"], comment["optional"], comment["element"]["type"]) == ("input", True, "plain_text_input")
     assert header == {"type": "header", "text": {"type": "plain_text", "text": f"Your decision is needed: {title}"}}
     assert section["type"] == "section"
     assert section["text"]["type"] == "mrkdwn"
@@ -208,7 +209,7 @@ def test_a_slack_message_through_the_incoming_webhook_matches_its_documented_sha
     assert summary.startswith("<@U0DAVE123> ")
     assert message["text"].startswith("<@U0DAVE123> ")
     # The button's link is dave's: it decides as dave.
-    url = message["blocks"][2]["elements"][-1]["url"]
+    url = message["blocks"][-1]["elements"][-1]["url"]
     decided = requests.post(url, json={"resumeValue": {"action": "accept"}}, timeout=10)
     assert decided.status_code == 200, decided.text
     assert api.wait_status(run_id, {"completed"}, timeout_s=WAIT_S)["status"] == "completed"

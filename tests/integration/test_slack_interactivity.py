@@ -145,9 +145,19 @@ def asked(services, world, slack: Receiver, ana: dict[str, Any] | None = None, *
 
 
 def click(
-    message: dict[str, Any], user: str, action_id: str, response_url: str, secret: str, tenant: str, at: float | None = None
+    message: dict[str, Any],
+    user: str,
+    action_id: str,
+    response_url: str,
+    secret: str,
+    tenant: str,
+    at: float | None = None,
+    comment: str | None = None,
 ) -> tuple[int, Any]:
-    """Slack's block_actions request for a click on `action_id` in `message`, signed with `secret` at `at`."""
+    """Slack's block_actions request for a click on `action_id` in `message` (with `comment` typed in its comment
+    field), signed with `secret` at `at`."""
+    (field,) = [b for b in message["blocks"] if b["type"] == "input"]
+    typed = {field["block_id"]: {field["element"]["action_id"]: {"type": "plain_text_input", "value": comment}}}
     button = next(e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
     payload = {
         "type": "block_actions",
@@ -159,6 +169,7 @@ def click(
         "channel": {"id": "D0DM", "name": "directmessage"},
         "message": {"type": "message", "ts": "1796126400.000100", "text": message["text"], "blocks": message["blocks"]},
         "response_url": response_url,
+        "state": {"values": typed},
         "actions": [{**button, "block_id": "b1", "action_ts": "1796126401.000200"}],
     }
     return signed_post(urlencode({"payload": json.dumps(payload)}).encode(), secret, tenant, at)
@@ -230,9 +241,13 @@ def test_a_click_sent_twice_decides_once_and_a_reject_is_said_as_one(services, w
     }
     assert votes(services, run_id) == [("ana", "accept", "slack")]
 
-    status, rejected = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant)
-    assert (status, rejected["text"]) == (200, "Rejected by Bob")
+    # What Bob typed in the message's comment field is his vote's comment, said with the outcome (as Slack shows it).
+    status, rejected = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant, comment=" Not <before> Friday ")
+    assert (status, rejected["text"]) == (200, "Rejected by Bob: Not &lt;before&gt; Friday")
     assert services.store.get_run(run_id)[0].status == "failed"
+    resolved = next(e for e in services.store.read_events(run_id, 0) if e["type"] == "interrupt.resolved")
+    assert resolved["payload"]["resumeValue"]["comment"] == "Not <before> Friday"
+    assert not [b for b in rejected["blocks"] if b["type"] in ("input", "actions")]
     status, late = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant)
     assert late["text"] == "This request was already decided or has timed out, so your answer was not recorded."
 

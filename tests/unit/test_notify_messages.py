@@ -103,9 +103,12 @@ def test_approve_and_reject_buttons_come_where_one_click_answers_the_gate():
         ("interlude-reject", "Reject", value),
         ("open-approval-page", "Open the approval page", None),
     ]
+    (field,) = [b for b in both["blocks"] if b["type"] == "input"]
+    assert (field["optional"], field["element"]["type"], field["label"]["text"]) == (True, "plain_text_input", "Comment (optional)")
     only_page = slack_message(content(actions=("accept", "reject")), "U1", channel="U1")
     (buttons,) = [b["elements"] for b in only_page["blocks"] if b["type"] == "actions"]
     assert [b["action_id"] for b in buttons] == ["open-approval-page"]
+    assert not [b for b in only_page["blocks"] if b["type"] == "input"]
     approval = {"kind": "approval", "data": {"actions": ["accept", "reject"]}}
     assert decision_buttons_fit(approval)
     assert not decision_buttons_fit({"kind": "approval", "data": {"actions": ["edit-accept", "refine"]}})

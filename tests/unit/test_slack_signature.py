@@ -57,6 +57,9 @@ def test_a_click_names_its_user_button_and_interrupt():
     }
     click = click_of(urlencode({"payload": json.dumps(payload)}).encode())
     assert (click.user_id, click.action, click.run_id, click.node_id, click.interrupt_id) == ("U1", "reject", "t1/abc", "review", "int_1")
+    assert click.comment is None
+    payload["state"] = {"values": {"interlude-comment": {"comment": {"type": "plain_text_input", "value": "  not yet \n"}}}}
+    assert click_of(urlencode({"payload": json.dumps(payload)}).encode()).comment == "not yet"
     payload["actions"] = [{"action_id": "interlude-approve", "value": "{not ours"}]
     with pytest.raises(Invalid) as refused:
         click_of(urlencode({"payload": json.dumps(payload)}).encode())

@@ -116,12 +116,11 @@ class SlackInteractions:
                 return ephemeral(REFUSED_WORDS["not_found"])
             state, version = self.runs.load_run(tenant, click.run_id, deciding=True)
             resolver = Resolver(subject=personal_subject(tenant, principal_id), surface="slack")
-            self.decisions.resolve(
-                state, version, click.node_id, {"action": click.action}, resolver, interrupt_id=click.interrupt_id
-            )
+            value = {"action": click.action, **({"comment": click.comment} if click.comment else {})}
+            self.decisions.resolve(state, version, click.node_id, value, resolver, interrupt_id=click.interrupt_id)
             after, _ = self.runs.load_run(tenant, click.run_id)
         except DomainError as refused:
             return ephemeral(REFUSED_WORDS.get(refused.code, BUSY_WORDS))
         still_open = after.interrupts.get(click.node_id)
         decided = still_open is None or still_open.interruptId != click.interrupt_id
-        return replaced_message(click.message, outcome_text(click.action, decided, who))
+        return replaced_message(click.message, outcome_text(click.action, decided, who, click.comment))

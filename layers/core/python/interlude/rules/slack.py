@@ -28,6 +28,11 @@ OPEN_PAGE_ACTION = "open-approval-page"
 ACTION_VALUES = {APPROVE_ACTION: "accept", REJECT_ACTION: "reject"}
 # What a button's value holds: which interrupt it answers (Slack's limit for a value is 2000 characters).
 MAX_BUTTON_VALUE_CHARS = 2000
+# The message's optional comment field (an input block): Slack sends what is typed in it with the click
+# (`state.values`), and it is recorded as the vote's comment. Slack's own limit for a text input is 3000 characters.
+COMMENT_BLOCK = "interlude-comment"
+COMMENT_ACTION = "comment"
+MAX_COMMENT_CHARS = 3000
 
 
 class SignatureRefused(Exception):
@@ -79,6 +84,8 @@ class Click:
     interrupt_id: str | None = None
     # The message clicked in, as Slack sent it (its blocks are kept when it is updated in place).
     message: dict[str, Any] | None = None
+    # What the clicker typed in the message's comment field (None: nothing).
+    comment: str | None = None
 
     @property
     def action(self) -> str | None:
@@ -114,12 +121,16 @@ def click_of(body: bytes) -> Click:
     action = actions[0]
     response_url = payload.get("response_url")
     message = payload.get("message")
+    typed = _object(_object(_object(_object(payload.get("state")).get("values")).get(COMMENT_BLOCK)).get(COMMENT_ACTION))
+    value = typed.get("value")
+    comment = value.strip() if isinstance(value, str) else ""
     click = Click(
         user_id=_text(user.get("id"), "user.id", 32),
         team_id=_text(team.get("id") or user.get("team_id"), "team.id", 32),
         action_id=_text(action.get("action_id"), "actions.action_id"),
         response_url=response_url if isinstance(response_url, str) and response_url else None,
         message=message if isinstance(message, dict) else None,
+        comment=comment[:MAX_COMMENT_CHARS] or None,
     )
     if click.action_id not in ACTION_VALUES:
         return click
@@ -144,16 +155,20 @@ def escaped(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def outcome_text(action: str, decided: bool, who: str) -> str:
-    who = escaped(who)
+def outcome_text(action: str, decided: bool, who: str, comment: str | None = None) -> str:
+    """"Approved by Ana", "Rejected by Bob: too risky", or a vote that did not decide yet."""
     verb = "Approved" if action == "accept" else "Rejected"
-    if decided:
-        return f"{verb} by {who}"
-    return f"{who} {verb.lower()}; the request waits for more approvals"
+    said = f"{verb} by {who}" if decided else f"{who} {verb.lower()}; the request waits for more approvals"
+    return f"{said}: {comment}" if comment else said
 
 
 def replaced_message(original: dict[str, Any] | None, outcome: str) -> dict[str, Any]:
-    """The original message with its buttons gone and the outcome beneath it: what replaces it in place."""
-    blocks = [b for b in (original or {}).get("blocks") or [] if isinstance(b, dict) and b.get("type") != "actions"]
-    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{outcome}*"}})
-    return {"replace_original": True, "text": outcome, "blocks": blocks}
+    """The original message with its buttons and comment field gone and the outcome beneath it: what replaces it in
+    place."""
+    blocks = [
+        b
+        for b in (original or {}).get("blocks") or []
+        if isinstance(b, dict) and b.get("type") != "actions" and b.get("block_id") != COMMENT_BLOCK
+    ]
+    blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{escaped(outcome)}*"}})
+    return {"replace_original": True, "text": escaped(outcome), "blocks": blocks}

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 from interlude.domain.ids import derive_opaque
 from interlude.domain.moments import spoken
 from interlude.rules.interrupts.delegation import still_asked
-from interlude.rules.slack import APPROVE_ACTION, OPEN_PAGE_ACTION, REJECT_ACTION, escaped
+from interlude.rules.slack import (
+    APPROVE_ACTION,
+    COMMENT_ACTION,
+    COMMENT_BLOCK,
+    MAX_COMMENT_CHARS,
+    OPEN_PAGE_ACTION,
+    REJECT_ACTION,
+    escaped,
+)
 
 if TYPE_CHECKING:
     import jinja2
@@ -174,8 +182,8 @@ def mime_email(from_address: str, to_address: str, content: Content) -> bytes:
 
 
 def slack_message(content: Content, slack_user_id: str | None, channel: str | None = None) -> dict[str, Any]:
-    """The Slack message (Block Kit): a header with the title, the summary, Approve and Reject buttons when one click
-    can answer the gate, and a button opening the approval page.
+    """The Slack message (Block Kit): a header with the title, the summary, an optional comment field and Approve and
+    Reject buttons when one click can answer the gate, and a button opening the approval page.
 
     `channel` is set for a bot token's chat.postMessage (the recipient's user id: a direct message); an incoming
     webhook posts to its own channel, and the recipient is mentioned instead.
@@ -208,6 +216,22 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
                         "style": style,
                     }
                 )
+    if buttons:
+        # Typed here, sent with the click (Slack's `state.values`), recorded as the vote's comment.
+        blocks.append(
+            {
+                "type": "input",
+                "block_id": COMMENT_BLOCK,
+                "optional": True,
+                "label": {"type": "plain_text", "text": "Comment (optional)"},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": COMMENT_ACTION,
+                    "multiline": True,
+                    "max_length": MAX_COMMENT_CHARS,
+                },
+            }
+        )
     if content.link:
         page_button: dict[str, Any] = {
             "type": "button",
