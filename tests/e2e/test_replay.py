@@ -381,3 +381,25 @@ def test_the_cli_forks_a_run_and_refuses_a_redrive_of_one_that_did_not_fail(stac
     assert refused_redrive.stderr.strip().startswith("interlude: 409 run_state_conflict")
     assert missing.returncode == 1
     assert missing.stderr.strip() == f"interlude: no run {api.tenant}/N0-such-run-xxxxxxxxxxxx in tenant {api.tenant}"
+
+
+def test_a_run_failed_at_a_business_keyed_call_redriven_calls_again_under_the_same_key(api, receiver):
+    # Given a run failed at a call keyed by its business identity (effectKey): its effect record says failed
+    keyed = action_workflow(receiver.url("/keyed-charges"))
+    keyed["nodes"][0]["config"]["effectKey"] = "charge-{{inputs.orderId}}"
+    assert api.put_workflow("keyed-charge", keyed).status_code == 201
+    receiver.script[:] = [503]
+    run_id = api.start("keyed-charge", inputs={"orderId": f"o-{uuid.uuid4().hex[:8]}"})["runId"]
+    assert api.wait_status(run_id, {"failed", "completed"}, timeout_s=60)["status"] == "failed"
+
+    # When it is redriven
+    got = api.call("POST", f"/runs/{wire(run_id)}:redrive")
+
+    # Then the same effect is tried again (reopened, as a retry-action would), not its failure landed again: the
+    # new run completes, the call made once more under the same Idempotency-Key
+    assert got.status_code == 201, got.text
+    new_run = got.json()["runId"]
+    assert api.wait_status(new_run, {"completed", "failed"}, timeout_s=60)["status"] == "completed"
+    hits = receiver.wait_for(2, timeout_s=5)
+    assert [h.path for h in hits] == ["/keyed-charges", "/keyed-charges"]
+    assert hits[0].headers["idempotency-key"] == hits[1].headers["idempotency-key"]

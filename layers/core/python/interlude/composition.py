@@ -18,6 +18,7 @@ from interlude.domain import clock as clock_
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
+    from datetime import datetime
 
     from interlude.adapters.notify.outbox import NotificationOutbox
     from interlude.adapters.scheduler.outbox import DeadlineSchedules
@@ -235,7 +236,11 @@ class Services:
     def forks(self) -> Forks:
         from interlude.app.forks import Forks
 
-        return Forks(self.store, self.runs, self.definitions, self.limiter, self.clock, self.step_budget)
+        # The replay service (its stores and outbox) loads only when a redrive reopens a failed business effect.
+        def reopen_failed_effect(run_id: str, node_id: str, effect_id: str, keying: str, now: datetime) -> Any:
+            return self.replay.reopen_failed_effect(run_id, node_id, effect_id, keying, now)
+
+        return Forks(self.store, self.runs, self.definitions, self.limiter, reopen_failed_effect, self.clock, self.step_budget)
 
     @cached_property
     def decisions(self) -> Decisions:

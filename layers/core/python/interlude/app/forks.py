@@ -25,7 +25,7 @@ from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
     from interlude.app.idempotency import KeyedWrite
-    from interlude.app.ports import DefinitionSource, RunLedger, RunRecords, TenantLimits
+    from interlude.app.ports import DefinitionSource, FailedEffects, RunLedger, RunRecords, TenantLimits
     from interlude.domain.models.requests import ForkRunRequest
     from interlude.rules import auth
 
@@ -52,6 +52,7 @@ class Forks:
         runs: RunLedger,
         definitions: DefinitionSource,
         limits: TenantLimits,
+        reopen_failed_effect: FailedEffects,
         clock: Clock = clock_.now,
         step_budget: int = DEFAULT_STEP_BUDGET,
     ) -> None:
@@ -59,6 +60,7 @@ class Forks:
         self.runs = runs
         self.definitions = definitions
         self.limits = limits
+        self.reopen_failed_effect = reopen_failed_effect
         self.clock = clock
         self.step_budget = step_budget
 
@@ -100,8 +102,23 @@ class Forks:
         if point is None:
             raise Unprocessable("the run's event log holds no failure to redrive from", {"field": "fromSeq"}, code="fork_point_invalid")
         recorded = forks.recorded_history(events, point)
+        self._reopen_business_effect(source, events)
         origin = ForkOrigin(sourceRunId=source.runId, fromSeq=point, mode="branch", redrive=True)
         return self._fork(principal, source, recorded, origin, {}, keyed)
+
+    def _reopen_business_effect(self, source: RunState, events: list[dict[str, Any]]) -> None:
+        """A failed call keyed by its business identity (effectKey) is the same effect in the redrive, whose record
+        says it failed: reopened, so the redrive calls again rather than landing the failure (as a retry-action)."""
+        failed = source.failedNodeId
+        if failed is None:
+            return
+        definition = self.definitions.workflow(source.tenant, source.workflowId, source.workflowVersion)
+        node = next((n for n in definition.nodes if n.id == failed), None)
+        if node is None or not node.config.get("effectKey"):
+            return
+        effect_id = forks.last_effect(events, failed)
+        if effect_id is not None:
+            self.reopen_failed_effect(source.runId, failed, effect_id, "business-identity", self.clock())
 
     def _fork(
         self,

@@ -285,6 +285,12 @@ class EffectLedger(Protocol):
     def ledger(self, run_id: str) -> list[dict[str, Any]]: ...
 
 
+class FailedEffects(Protocol):
+    """Reopens the failed effect record of a run's action, so its next attempt calls again (app/replay.py)."""
+
+    def __call__(self, run_id: str, node_id: str, effect_id: str, keying: str, now: datetime) -> Any: ...
+
+
 class NotificationLog(Protocol):
     def of_run(self, run_id: str) -> list[dict[str, Any]]: ...
 

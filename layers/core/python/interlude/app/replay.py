@@ -223,9 +223,26 @@ class Replay:
 
     # -- a core.http action -----------------------------------------------------------------------------------------
 
+    def reopen_failed_effect(
+        self, run_id: str, node_id: str, effect_id: str, keying: str, now: datetime
+    ) -> dict[str, Any] | None:
+        """The effect record of `run_id`'s action `node_id`, reopened if it failed, so the next attempt calls again
+        (at most MAX_REPLAYS times: interlude.replay_limit_reached); the record as it was read (None: none). Otherwise
+        the effect is pending or claimed (a retry whose run did not commit, or another run's work), completed (its
+        outcome lands without a call), or gone with its retention (a new effect record)."""
+        effects = EffectStore(self.store)
+        expires = int(now.timestamp()) + self.retention_days(tenant_of(run_id)) * 24 * 3600
+        entry = LedgerEntry(run_id, node_id, effect_id, keying, provider_key(effect_id), expires)
+        held = effects.read(entry)
+        if held is not None and held.get("status") == effects.DEAD:
+            writes = effects.reopening(entry, int(held.get("attempts", 0)), now.timestamp())
+            reopened = effects.reopen(entry, held, iso(now), MAX_REPLAYS, writes)
+            if reopened.outcome == "limit":
+                raise _limit(reopened, "the action")
+        return held
+
     def retry_action(self, principal: Principal, run_id: str, node_id: str, surface: str = "api") -> dict[str, Any]:
         """The run, failed at its core.http action `node_id`, runs again from there (see the module's words)."""
-        effects = EffectStore(self.store)
         for _ in range(MAX_RACE_RETRIES):
             state, version = self.runs.load_run(principal.tenant, run_id)
             definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
@@ -239,16 +256,7 @@ class Replay:
             pending = build().state.actions.get(node_id)
             if pending is None:
                 raise Conflict("the action's request cannot be made again", {"nodeId": node_id}, code="interlude.action_not_retryable")
-            expires = int(now.timestamp()) + self.retention_days(state.tenant) * 24 * 3600
-            entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId), expires)
-            held = effects.read(entry)
-            if held is not None and held.get("status") == effects.DEAD:
-                writes = effects.reopening(entry, int(held.get("attempts", 0)), now.timestamp())
-                reopened = effects.reopen(entry, held, iso(now), MAX_REPLAYS, writes)
-                if reopened.outcome == "limit":
-                    raise _limit(reopened, "the action")
-            # Otherwise the effect is pending or claimed (a retry whose run did not commit, or another run's work),
-            # completed (its outcome lands without a call), or gone with its retention (a new effect record).
+            held = self.reopen_failed_effect(run_id, node_id, pending.effectId, pending.keying, now)
             entry_draft = audit_log.entry(
                 principal.tenant,
                 audit_log.actor(principal, surface),

@@ -145,3 +145,13 @@ def redrive_point(events: Iterable[dict[str, Any]], failed_node_id: str | None) 
         elif type_ == "run.failed" and point is None:
             point = event["sequence"]
     return point
+
+
+def last_effect(events: Iterable[dict[str, Any]], node_id: str) -> str | None:
+    """The effect id of `node_id`'s last core.http request in `events`; None if it made none."""
+    found = None
+    for event in events:
+        payload = event.get("payload") or {}
+        if event["type"] == ACTION_REQUESTED and payload.get("nodeId") == node_id and payload.get("kind") == HTTP_KIND:
+            found = payload.get("effectId")
+    return found
