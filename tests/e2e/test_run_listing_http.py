@@ -39,7 +39,7 @@ def test_discovery_advertises_run_list(api: Api) -> None:
         "since": "2.0",
         "witness": "witnessable-gated",
         "maxPageSize": 100,
-        "filters": ["workflowId", "status"],
+        "filters": ["workflowId", "status", "workflowIdPrefix", "tags", "metadata", "createdAfter", "createdBefore", "q"],
     }
 
 

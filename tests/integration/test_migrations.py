@@ -21,6 +21,7 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
+from interlude.rules.run_search import RunFilters
 from interlude.store import attributes as a
 from interlude.store.facade import Store
 from interlude.store.layout import catalogue_pk, workflow_pk
@@ -79,6 +80,7 @@ def listings(services: Services, tenant: str) -> dict[str, Any]:
     member = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
     return {
         "runs": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100).runs),
+        "found": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100, filters=RunFilters(query=("ship",))).runs),
         "inbox": sorted(i["runId"] for i in services.inbox.inbox(member, 100, {}, None)["interrupts"]),
         "workflows": services.workflows.list_workflows(tenant, 1, 100)["workflows"],
         "keys": sorted(k["keyId"] for k in services.keys.list_keys(tenant, 100, None)["keys"]),
@@ -106,6 +108,7 @@ def history(services, world) -> dict[str, Any]:
 def take_back(world: Any, tenant: str) -> dict[str, int]:
     """Remove what the listings added since the items were first written that way; how many of each went."""
     runs, entries = f"T#{tenant}#{wiring.RUN_INDEX.prefix}#", f"T#{tenant}#{wiring.INBOX.prefix}#"
+    searched = f"T#{tenant}#{wiring.RUN_SEARCH.prefix}#"
     workflows = (catalogue_pk(tenant), "LATEST")
     taken = {
         "0001": delete(world, lambda i: not i["pk"]["S"].startswith(runs)),
@@ -122,6 +125,8 @@ def take_back(world: Any, tenant: str) -> dict[str, int]:
     # The tenant registry (issue 30 item 6) did not exist: every tenant holding a key gets its record.
     delete(world, lambda i: i["pk"]["S"] != "TENANTS")
     taken["0005"] = len({a.unpacked(i["record"])["tenant"] for i in items(world) if i["sk"]["S"] == "KEY"})
+    # Run search (issue 29 item 1) did not exist: no run had its entries.
+    taken["0006"] = delete(world, lambda i: not i["pk"]["S"].startswith(searched))
     return taken
 
 
@@ -129,16 +134,17 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     tenant = world.tenant
     before = listings(services, tenant)
     # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
-    assert before["runs"] == before["inbox"] == before["workflows"] == []
+    assert before["runs"] == before["found"] == before["inbox"] == before["workflows"] == []
     assert len(before["keys"]) == 1  # the member's key listings() itself made, after the taking back
 
     progress: list[migrations.Progress] = []
     outcome = migrations.run_pending(services.store, "test", report=progress.append, clock=services.clock)
 
     assert outcome.complete
-    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005"]
+    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006"]
     after = listings(services, tenant)
     assert after["runs"] == history["runs"]
+    assert after["found"] == history["found"] == history["runs"]
     assert after["inbox"] == history["inbox"]
     assert after["workflows"] == history["workflows"]
     assert set(history["keys"]) <= set(after["keys"])
@@ -212,6 +218,7 @@ def test_status_names_each_migration_and_its_state(services, history):
         "0003 workflow catalogue": "not started",
         "0004 key listing": "not started",
         "0005 tenant registry": "not started",
+        "0006 run search": "not started",
     }
     migrations.run_pending(services.store, "test", clock=services.clock)
     assert {row["state"] for row in migrations.status(services.store)} == {"done"}

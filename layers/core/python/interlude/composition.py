@@ -346,7 +346,7 @@ class Services:
     def run_listing(self) -> RunListing:
         from interlude.app.run_listing import RunListing
 
-        return RunListing(self.store, self.runs, self.lifecycle)
+        return RunListing(self.store, self.runs, self.lifecycle, self.limiter)
 
     @cached_property
     def deliveries(self) -> RunDeliveries:

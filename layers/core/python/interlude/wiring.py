@@ -58,7 +58,11 @@ INBOX = ItemIndex(name="inbox-entries", prefix="INBOX", shards=16, unsharded_fam
 # Ready tasks of a queue (issue 15 item 2, store/tasks.py): family = the queue name, sk {notBefore ms}#{task}; a
 # claim reads at most queues x shards Queries of a few entries each, whatever the queue holds.
 TASK_QUEUES = ItemIndex(name="task-queues", prefix="TASKQ", shards=4)
-ITEM_INDEXES = (RUN_INDEX, INBOX, TASK_QUEUES)
+# Run search (issue 29 item 1, rules/run_search.py): family = a tag `TAG#{tag}`, a searchable metadata value
+# `MD#{key}#{value}` or a title word `TOK#{word}`; sk {createdAt}#{run} as the run listing's, so one cursor serves
+# both. Entries are written when the run is created (and a word's when a gate titled with it opens), never updated.
+RUN_SEARCH = ItemIndex(name="run-search", prefix="RUNX", shards=16)
+ITEM_INDEXES = (RUN_INDEX, INBOX, TASK_QUEUES, RUN_SEARCH)
 
 
 def key_attributes() -> list[tuple[str, str]]:
@@ -1155,8 +1159,34 @@ ROUTES: tuple[Route, ...] = (
                 Ref("interlude.app.run_listing.MAX_RUNS_PAGE", "clamped to {}"),
             ),
             Param("cursor", "query", {"type": "string", "minLength": 1, "maxLength": 2048}, "nextCursor of a page"),
-            Param("workflowId", "query", WORKFLOW_ID),
-            Param("status", "query", {"type": "string", "enum": Ref("interlude.domain.models.run.RunStatus")}),
+            Param("workflowId", "query", WORKFLOW_ID, "exact workflow id"),
+            Param(
+                "status", "query", {"type": "string", "minLength": 1},
+                Ref("interlude.domain.models.run.RunStatus", "one or more of {}, comma-separated: any of them"),
+            ),
+            # Issue 29 item 1 (rules/run_search.py; limits in docs/limits.md).
+            Param(
+                "workflowIdPrefix", "query", {"type": "string", "pattern": Ref("interlude.api.run_listing.WORKFLOW_PREFIX")},
+                "the start of the workflow id",
+            ),
+            Param(
+                "tags", "query", {"type": "string", "minLength": 1},
+                Ref("interlude.rules.run_search.MAX_QUERY_TAGS", "tags the run holds, all of them: at most {}, comma-separated"),
+            ),
+            Param(
+                "metadata.{key}", "query", {"type": "string", "minLength": 1, "maxLength": Ref("interlude.rules.run_search.MAX_METADATA_VALUE_LENGTH")},
+                "equality (as text) on a metadata key the tenant declares searchable (settings' searchableMetadata); "
+                "one parameter per key, e.g. metadata.customer=acme",
+            ),
+            Param("createdAfter", "query", {"type": "string", "format": "date-time"}, "created at or after (RFC 3339)"),
+            Param("createdBefore", "query", {"type": "string", "format": "date-time"}, "created before (RFC 3339)"),
+            Param(
+                "q", "query", {"type": "string", "minLength": 1, "maxLength": Ref("interlude.rules.run_search.MAX_QUERY_LENGTH")},
+                Ref(
+                    "interlude.rules.run_search.MAX_QUERY_WORDS",
+                    "words of the run's title (its workflow's id and name, its open gate's title), all of them, at most {}",
+                ),
+            ),
         ),
     ),
     Route(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any, get_args
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
@@ -17,8 +19,14 @@ from interlude.domain.ids import check_author_id
 from interlude.domain.models.answers.run_listing import BulkCancelAnswer, RunList
 from interlude.domain.models.requests import BulkCancelRequest
 from interlude.domain.models.run import RunState, RunStatus
+from interlude.rules import run_search
 
 RUN_STATUSES = get_args(RunStatus)
+# `metadata.<key>=value`: equality on a key the tenant declared searchable.
+METADATA_PARAM = "metadata."
+# The start of a workflow id (its characters, 1 to 128 of them).
+WORKFLOW_PREFIX = r"^[A-Za-z0-9._~:-]{1,128}$"
+WORKFLOW_PREFIX_RE = re.compile(WORKFLOW_PREFIX)
 
 
 def run_list_capability() -> dict[str, Any]:
@@ -32,15 +40,35 @@ def run_list_capability() -> dict[str, Any]:
     }
 
 
-def run_filters(query: dict[str, str], workflow_name: str, status_name: str) -> tuple[str | None, str | None]:
-    """(workflowId, status) of a listing's query string, each checked; a 400 naming the parameter otherwise."""
-    workflow_id = query.get(workflow_name)
+def search_filters(query: dict[str, str], searchable: Iterable[str]) -> run_search.RunFilters:
+    """GET /runs's filters (docs/api.md, "Finding runs"), each checked before anything is read: a 400 naming the
+    parameter. `status` may name several statuses, comma-separated (any of them); `tags` several tags (all of them)."""
+    workflow_id = query.get("workflowId")
     if workflow_id is not None:
-        check_author_id(workflow_id, workflow_name)
-    status = query.get(status_name)
-    if status is not None and status not in RUN_STATUSES:
-        raise Invalid(f"{status_name} must be one of {list(RUN_STATUSES)}", {"field": status_name})
-    return workflow_id, status
+        check_author_id(workflow_id, "workflowId")
+    prefix = query.get("workflowIdPrefix")
+    if prefix is not None and not WORKFLOW_PREFIX_RE.fullmatch(prefix):
+        raise Invalid(f"workflowIdPrefix must match {WORKFLOW_PREFIX}", {"field": "workflowIdPrefix"})
+    statuses = frozenset(query["status"].split(",")) if "status" in query else frozenset()
+    if not statuses <= set(RUN_STATUSES):
+        raise Invalid(
+            f"status must be one or more of {list(RUN_STATUSES)}, comma-separated", {"field": "status"}
+        )
+    after = run_search.query_instant(query["createdAfter"], "createdAfter") if "createdAfter" in query else None
+    before = run_search.query_instant(query["createdBefore"], "createdBefore") if "createdBefore" in query else None
+    if after is not None and before is not None and after >= before:
+        raise Invalid("createdAfter must be before createdBefore", {"field": "createdAfter"})
+    asked = {name.removeprefix(METADATA_PARAM): value for name, value in query.items() if name.startswith(METADATA_PARAM)}
+    return run_search.RunFilters(
+        tags=run_search.query_tags(query["tags"]) if "tags" in query else (),
+        metadata=run_search.query_metadata(asked, searchable),
+        created_after=after,
+        created_before=before,
+        statuses=statuses,
+        workflow_id=workflow_id,
+        workflow_prefix=prefix,
+        query=run_search.query_words(query["q"]) if "q" in query else (),
+    )
 
 
 @route("listRuns")
@@ -52,8 +80,9 @@ def list_runs() -> Response:
     cursor = query.get("cursor")
     if cursor is not None and not 1 <= len(cursor) <= 2048:
         raise Invalid("cursor must be 1 to 2048 characters", {"field": "cursor"})
-    workflow_id, status = run_filters(query, "workflowId", "status")
-    page = services().run_listing.list_runs(principal.tenant, limit, cursor, workflow_id, status)
+    listing = services().run_listing
+    searchable = listing.searchable_metadata(principal.tenant) if any(k.startswith(METADATA_PARAM) for k in query) else ()
+    page = listing.list_runs(principal.tenant, limit, cursor, filters=search_filters(query, searchable))
     body: dict[str, Any] = {"runs": [snapshot(state) for state in page.runs]}
     if page.next_cursor is not None:
         body["nextCursor"] = page.next_cursor

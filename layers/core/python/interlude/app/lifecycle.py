@@ -18,7 +18,7 @@ from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import mint_opaque, tenant_bound
 from interlude.domain.models.run import RunState
 from interlude.engine import run as engine
-from interlude.rules import auth
+from interlude.rules import auth, run_search
 from interlude.rules import inputs as declared_inputs
 from interlude.rules.callback_url import check_callback_url
 from interlude.store.transactions import LostRace
@@ -95,6 +95,9 @@ class RunLifecycle:
                 {"field": "inputs", "errors": refused},
             )
         within_budget(request.inputs, MAX_INPUTS_BYTES, "the run's inputs")
+        limits = self.limits.limits(principal.tenant)
+        searchable = [key for key in limits.searchable_metadata if key in request.metadata]
+        run_search.check_run_fields(request.tags, request.metadata, searchable)
         now = self.clock()
         state = RunState(
             runId=tenant_bound(principal.tenant, mint_opaque()),
@@ -106,13 +109,14 @@ class RunLifecycle:
             configurable=request.configurable,
             tags=request.tags,
             metadata=request.metadata,
+            workflowName=run_search.stored_name(definition.name),
+            searchableMetadata=searchable,
             callbackUrl=request.callbackUrl,
             createdByKey=principal.key_id,
             createdAt=iso(now),
         )
-        open_runs = self.limits.limits(principal.tenant).open_runs
         build = partial(engine.start, state, definition, now, self.step_budget)
-        transition = self.runs.commit_or_fail(build, None, now, keyed=keyed, open_runs_limit=open_runs)
+        transition = self.runs.commit_or_fail(build, None, now, keyed=keyed, open_runs_limit=limits.open_runs)
         return transition.state
 
     def cancel_run(

@@ -113,8 +113,8 @@ class TenantLimiter:
         hit = self._cache.get(tenant)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        own = tenant_settings(self.records, tenant).limits
-        limits = rules.effective(own, self.defaults)
+        own = tenant_settings(self.records, tenant)
+        limits = rules.effective(own.limits, self.defaults)._replace(searchable_metadata=tuple(own.searchableMetadata))
         self._cache[tenant] = (time.monotonic() + LIMITS_CACHE_SECONDS, limits)
         self._cache.move_to_end(tenant)
         if len(self._cache) > LIMITS_CACHE_SIZE:

@@ -24,6 +24,7 @@ from interlude.engine.effect_names import CHILD_REQUESTED
 from interlude.engine.events import RUN_END_EVENTS
 from interlude.engine.subworkflows import child_outcome
 from interlude.rules import inputs as declared_inputs
+from interlude.rules import run_search
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ class SubWorkflows:
             tenant=parent.tenant,
             workflowId=workflow_id,
             workflowVersion=version,
+            workflowName=run_search.stored_name(definition.name),
             owner=parent.owner,
             inputs=inputs,
             createdAt=engine.iso(now),

@@ -55,6 +55,10 @@ MAX_INT_DIGITS = 4000
 # that moves need not build the tenant settings' models.
 MAX_REMINDERS = 5
 MAX_REMINDER_MS = 30 * 24 * 3600 * 1000
+# Run search (issue 29 item 1, rules/run_search.py): metadata keys a tenant may declare searchable, each indexed on
+# every run that holds it (one write per key per run), and what such a key is.
+MAX_SEARCHABLE_KEYS = 10
+SEARCHABLE_KEY = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 class BudgetExceeded(Exception):

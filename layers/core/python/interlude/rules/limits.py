@@ -27,6 +27,8 @@ class Limits(NamedTuple):
     workflow_versions: int
     definition_bytes: int
     definition_nodes: int
+    # Not a limit but read with them, as briefly cached: the metadata keys the tenant declared searchable (issue 29).
+    searchable_metadata: tuple[str, ...] = ()
 
 
 def effective(own: TenantLimits, defaults: Limits) -> Limits:

@@ -30,16 +30,24 @@ def shard_of(member: str, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(member.encode()).digest()[:4], "big") % shards
 
 
-def index_pk(tenant: str, index: wiring.ItemIndex, shard: int) -> str:
-    return f"T#{tenant}#{index.prefix}#{shard:02d}"
+def index_pk(tenant: str, index: wiring.ItemIndex, shard: int, family: str | None = None) -> str:
+    """An entry's partition: `T#{tenant}#{prefix}#{shard:02d}`, or with a family (the run search's tag, metadata
+    value or word) `T#{tenant}#{prefix}#{family}#{shard:02d}`."""
+    within = f"{family}#" if family is not None else ""
+    return f"T#{tenant}#{index.prefix}#{within}{shard:02d}"
 
 
 def entry_put(
-    tenant: str, index: wiring.ItemIndex, member: str, sort: str, attributes: dict[str, str]
+    tenant: str,
+    index: wiring.ItemIndex,
+    member: str,
+    sort: str,
+    attributes: dict[str, str],
+    family: str | None = None,
 ) -> dict[str, Any]:
     """The `Put` of one entry (the run listing's is a plain write just before the run's first transaction)."""
     item: a.Item = {
-        **a.key(index_pk(tenant, index, shard_of(member, index.shards)), sort),
+        **a.key(index_pk(tenant, index, shard_of(member, index.shards), family), sort),
         **{name: a.s(value) for name, value in attributes.items()},
     }
     return {"Put": {"Item": item}}
@@ -76,39 +84,67 @@ class Round(NamedTuple):
 
 
 class ItemIndexReader:
-    def __init__(self, client: Any, table: str, tenant: str, index: wiring.ItemIndex) -> None:
+    def __init__(
+        self, client: Any, table: str, tenant: str, index: wiring.ItemIndex, family: str | None = None
+    ) -> None:
         self.client = client
         self.table = table
         self.tenant = tenant
         self.index = index
+        self.family = family
         # What this reader cost: Queries sent and entries they read (tests and bench/ print them).
         self.queries = 0
         self.entries_read = 0
 
-    def round(self, below: str | None, per_shard: int, equals: dict[str, str]) -> Round:
-        """One Query per shard (Limit `per_shard`), entries below `below`, those whose attributes equal `equals`."""
+    def round(
+        self,
+        below: str | None,
+        per_shard: int,
+        equals: dict[str, str],
+        at_or_above: str | None = None,
+        begins: dict[str, str] | None = None,
+    ) -> Round:
+        """One Query per shard (Limit `per_shard`): entries below `below` and at or above `at_or_above` (sort keys),
+        those whose attributes equal `equals` and begin with `begins`. A filtered-out entry counts against the
+        Limit as a read one does (DynamoDB filters after reading), so a round reads at most shards × per_shard."""
+        if at_or_above is not None and below is not None and below <= at_or_above:
+            return Round([], None)
         items: list[dict[str, Any]] = []
         stopped: list[str] = []
+        values: a.Item = {}
+        conditions: list[str] = []
+        if at_or_above is not None:
+            # BETWEEN is inclusive at both ends: an entry at `below` itself (a cursor's) is dropped below.
+            values[":above"] = a.s(at_or_above)
+            values[":below"] = a.s(below if below is not None else "~")
+            key_condition = "pk = :pk AND sk BETWEEN :above AND :below"
+        elif below is not None:
+            values[":below"] = a.s(below)
+            key_condition = "pk = :pk AND sk < :below"
+        else:
+            key_condition = "pk = :pk"
+        names: dict[str, str] = {}
+        for op, wanted in (("=", equals), ("begins", begins or {})):
+            for name, value in sorted(wanted.items()):
+                n = len(names)
+                names[f"#f{n}"] = name
+                values[f":f{n}"] = a.s(value)
+                conditions.append(f"#f{n} = :f{n}" if op == "=" else f"begins_with(#f{n}, :f{n})")
         for shard in range(self.index.shards):
             kwargs: dict[str, Any] = {
                 "TableName": self.table,
-                "KeyConditionExpression": "pk = :pk" + (" AND sk < :below" if below is not None else ""),
-                "ExpressionAttributeValues": {":pk": a.s(index_pk(self.tenant, self.index, shard))},
+                "KeyConditionExpression": key_condition,
+                "ExpressionAttributeValues": {":pk": a.s(index_pk(self.tenant, self.index, shard, self.family)), **values},
                 "ScanIndexForward": False,
                 "Limit": per_shard,
             }
-            if below is not None:
-                kwargs["ExpressionAttributeValues"][":below"] = a.s(below)
-            if equals:
-                names = {f"#f{i}": name for i, name in enumerate(sorted(equals))}
+            if conditions:
                 kwargs["ExpressionAttributeNames"] = names
-                kwargs["FilterExpression"] = " AND ".join(f"{n} = :f{n[2:]}" for n in names)
-                for n, name in names.items():
-                    kwargs["ExpressionAttributeValues"][f":f{n[2:]}"] = a.s(equals[name])
+                kwargs["FilterExpression"] = " AND ".join(conditions)
             got = self.client.query(**kwargs)
             self.queries += 1
             self.entries_read += int(got.get("ScannedCount", len(got.get("Items") or [])))
-            items += [a.plain(item) for item in got.get("Items") or []]
+            items += [a.plain(item) for item in got.get("Items") or [] if item[wiring.SORT_KEY]["S"] != below]
             last = got.get("LastEvaluatedKey")
             if last:
                 stopped.append(last[wiring.SORT_KEY]["S"])

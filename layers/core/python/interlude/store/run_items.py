@@ -27,6 +27,17 @@ def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> La
     return RUN_ENTRY_LABEL, put
 
 
+def search_entries(state: RunState, families: list[str]) -> list[a.Item]:
+    """The run search's entries of a run under `families` (rules/run_search.py): the run listing's entry, in each
+    family's partitions. Plain writes beside the run listing's (store/transitions.py), never updated."""
+    sort = f"{state.createdAt}#{state.runId.split('/', 1)[1]}"
+    body = {"runId": state.runId, "workflowId": state.workflowId}
+    return [
+        item_index.entry_put(state.tenant, wiring.RUN_SEARCH, state.runId, sort, body, family)["Put"]["Item"]
+        for family in dict.fromkeys(families)
+    ]
+
+
 def run_entry_key(entry: Labelled) -> a.Item:
     item = entry[1]["Put"]["Item"]
     return {wiring.PARTITION_KEY: item[wiring.PARTITION_KEY], wiring.SORT_KEY: item[wiring.SORT_KEY]}

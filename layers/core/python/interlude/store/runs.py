@@ -36,8 +36,11 @@ class RunStore(Table):
                 found[run_id] = head_of(item)
         return found
 
-    def run_index(self, tenant: str) -> item_index.ItemIndexReader:
-        return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
+    def run_index(self, tenant: str, family: str | None = None) -> item_index.ItemIndexReader:
+        """The run listing, or with a family the run search's entries of the runs that hold it (rules/run_search.py)."""
+        if family is None:
+            return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
+        return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_SEARCH, family)
 
     def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
         """Events with sequence > after_sequence, in order. Batches are keyed by their last sequence."""

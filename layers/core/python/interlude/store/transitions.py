@@ -20,6 +20,7 @@ from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.effect_names import TASK
 from interlude.engine.events import to_docs
+from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store import limits as counters
@@ -118,10 +119,18 @@ class TransitionStore(TransactionalTable, RunStore):
         for entry in _added_entries(transition):
             puts += entry.items()
             keys += entry.index_keys()
+        # The run search's entries (rules/run_search.py): a new run's tags, searchable metadata and name words; the
+        # title words of the gates the transition opens (left when a gate closes: a page reads the run's open gates).
+        searched = run_search.gate_families(state, (i.payload for i in transition.opened))
         if expected_version is None:
             listed = run_items.run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
             puts.append(listed[1]["Put"]["Item"])
             keys.append(run_items.run_entry_key(listed))
+            searched = run_search.creation_families(state) + searched
+        for item in run_items.search_entries(state, searched):
+            puts.append(item)
+            if expected_version is None:
+                keys.append({k: item[k] for k in (wiring.PARTITION_KEY, wiring.SORT_KEY)})
         if puts:
             inbox.batch_write([{"PutRequest": {"Item": item}} for item in puts])
         return keys

@@ -122,6 +122,10 @@ class RunState(Mutable):
     configurable: dict[str, Any] | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Run search (rules/run_search.py): the workflow's name (its title's words), and the metadata keys the tenant
+    # declared searchable when the run was created (the run is indexed under those, and found by them only).
+    workflowName: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    searchableMetadata: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
     callbackUrl: str | None = None
     # The API key that created the run (issue 26, S3): the links its callback notices carry act for that key.
     createdByKey: str | None = None

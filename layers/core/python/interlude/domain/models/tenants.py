@@ -35,10 +35,15 @@ PrincipalRef = Annotated[
     str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f\x7f-\x9f]+$")
 ]
 ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+SearchableKey = Annotated[str, StringConstraints(pattern=budgets.SEARCHABLE_KEY)]
 
 
 def _unset(value: object) -> bool:
     return value is None
+
+
+def _empty(value: object) -> bool:
+    return not value
 
 
 class TenantLimits(Stored):
@@ -79,6 +84,11 @@ class TenantSettings(Stored):
     )
     # Issue 28 item 5: the longest a link minted for a named principal may live (POST .../links). Left out: 7 days.
     maxLinkLifetimeSeconds: int | None = Field(default=None, ge=60, le=MAX_MINTED_LINK_LIFETIME_S, exclude_if=_unset)
+    # Issue 29 item 1: metadata keys a run listing may filter on (`GET /runs?metadata.<key>=…`), each indexed from
+    # the run's creation on (rules/run_search.py: at most 10, each 1-64 of A-Z a-z 0-9 _ -).
+    searchableMetadata: list[SearchableKey] = Field(
+        default_factory=list, max_length=budgets.MAX_SEARCHABLE_KEYS, exclude_if=_empty
+    )
 
 
 # PATCH /tenant/settings: only the fields to change; null takes a field back to its default.

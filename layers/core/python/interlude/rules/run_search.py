@@ -1,0 +1,273 @@
+"""Run search (issue 29 item 1), decided without I/O: what a run is indexed under, what a listing may ask, and whether
+a run read back matches what was asked.
+
+A run is found by its tags (all of them), by the metadata keys its tenant declares searchable (equality, as text),
+by the words of its title (its workflow's id and name, and the open gate's title), by when it was created, by its
+status and by its workflow id's prefix. Each of the first three is an index family (store/run_items.py writes one
+small entry per family, interlude.store.item_index reads them newest first); the rest narrow what a family, or the
+run listing itself, yields. What a page reads and why it stays bounded: docs/scale.md, "Run search".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from interlude.domain import budgets
+from interlude.domain.clock import iso
+from interlude.domain.errors import Invalid
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import RunState
+
+# Limits (docs/limits.md), each refused with 400 validation_error naming its field before anything is written or read.
+MAX_TAGS_PER_RUN = 20
+MAX_TAG_LENGTH = 128
+MAX_SEARCHABLE_KEYS = budgets.MAX_SEARCHABLE_KEYS
+SEARCHABLE_KEY = budgets.SEARCHABLE_KEY
+MAX_METADATA_VALUE_LENGTH = 256
+MAX_QUERY_LENGTH = 128
+MAX_QUERY_WORDS = 5
+MAX_QUERY_TAGS = 10
+# Words of one title that are indexed (the workflow's id and name together; each gate's title), and a word's length:
+# longer words are cut to it, in the index and in a query alike.
+MAX_TITLE_WORDS = 8
+MAX_WORD_LENGTH = 32
+MIN_WORD_LENGTH = 2
+MAX_STORED_NAME = 256
+
+# A tag is printable text without a comma: a listing names several tags comma-separated (`tags=a,b`), the way an
+# HTTP API joins a repeated parameter.
+_TAG_RE = re.compile(rf"^[^,\x00-\x1f\x7f-\x9f]{{1,{MAX_TAG_LENGTH}}}$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_WORD = re.compile(r"[^\W_]+")
+
+# The families of the run search index (wiring.RUN_SEARCH): `TAG#{tag}`, `MD#{key}#{value}`, `TOK#{word}`.
+TAG = "TAG#"
+METADATA = "MD#"
+WORD = "TOK#"
+
+
+def words(text: str) -> list[str]:
+    """A title's searchable words, in order, each once: split at anything not a letter or digit and between
+    camelCase parts, case-folded, at least MIN_WORD_LENGTH long, cut to MAX_WORD_LENGTH."""
+    found = (w[:MAX_WORD_LENGTH] for w in _WORD.findall(_CAMEL.sub(" ", text).casefold()))
+    return list(dict.fromkeys(w for w in found if len(w) >= MIN_WORD_LENGTH))
+
+
+def stored_name(workflow_name: str | None) -> str | None:
+    """The workflow's name as a run keeps it (for its title's words): at most MAX_STORED_NAME characters."""
+    return workflow_name[:MAX_STORED_NAME] if workflow_name else None
+
+
+def name_words(workflow_id: str, workflow_name: str | None) -> list[str]:
+    """The words a run is found by from its creation on: its workflow's id and name."""
+    return words(f"{workflow_id} {workflow_name or ''}")[:MAX_TITLE_WORDS]
+
+
+def gate_title(payload: Mapping[str, Any]) -> str | None:
+    """The title the workflow's author gave a gate (an approval's, a form's, any kind's `data.title`)."""
+    title = (payload.get("data") or {}).get("title")
+    return title if isinstance(title, str) and title else None
+
+
+def gate_words(payload: Mapping[str, Any]) -> list[str]:
+    title = gate_title(payload)
+    return words(title)[:MAX_TITLE_WORDS] if title else []
+
+
+def title_words(state: RunState) -> set[str]:
+    """Every word the run's title holds now: its workflow's id and name, and each open gate's title."""
+    found = set(name_words(state.workflowId, state.workflowName))
+    for interrupt in state.interrupts.values():
+        found.update(gate_words(interrupt.payload))
+    return found
+
+
+def metadata_text(value: Any) -> str | None:
+    """A searchable metadata value as the index holds it: a string as it is, a number or boolean as its JSON; None
+    for null (not indexed). Anything else is not searchable (metadata_problem says so)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    raise TypeError(type(value).__name__)
+
+
+def metadata_family(key: str, text: str) -> str:
+    return f"{METADATA}{key}#{text}"
+
+
+def creation_families(state: RunState) -> list[str]:
+    """The families a run is listed under from its creation on: each tag, each searchable metadata key it holds
+    (those its tenant declared when it was created: `state.searchableMetadata`), each word of its workflow's id and
+    name."""
+    families = [f"{TAG}{tag}" for tag in dict.fromkeys(state.tags)]
+    for key in state.searchableMetadata:
+        text = metadata_text(state.metadata.get(key))
+        if text is not None:
+            families.append(metadata_family(key, text))
+    families += [f"{WORD}{w}" for w in name_words(state.workflowId, state.workflowName)]
+    return families
+
+
+def gate_families(state: RunState, payloads: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The word families gates opened now add: the words of their titles the run's name does not hold already.
+    Never taken back when a gate closes: a page checks the run's open gates (title_words) before listing it."""
+    named = set(name_words(state.workflowId, state.workflowName))
+    added = dict.fromkeys(w for payload in payloads for w in gate_words(payload) if w not in named)
+    return [f"{WORD}{w}" for w in added]
+
+
+# -- what a run may carry (createRun) -----------------------------------------------------------------
+
+
+def check_run_fields(tags: list[str], metadata: Mapping[str, Any], searchable: Iterable[str]) -> None:
+    """Refuse tags and searchable metadata the index cannot hold, before the run is created."""
+    if len(tags) > MAX_TAGS_PER_RUN:
+        raise Invalid(f"a run holds at most {MAX_TAGS_PER_RUN} tags", {"field": "tags", "maxTags": MAX_TAGS_PER_RUN})
+    for i, tag in enumerate(tags):
+        if not _TAG_RE.fullmatch(tag):
+            raise Invalid(
+                f"a tag is 1 to {MAX_TAG_LENGTH} characters, with no comma and no control character",
+                {"field": f"tags/{i}", "maxLength": MAX_TAG_LENGTH},
+            )
+    for key in searchable:
+        if key in metadata:
+            metadata_problem(metadata[key], f"metadata/{key}")
+
+
+def metadata_problem(value: Any, field_name: str) -> None:
+    try:
+        text = metadata_text(value)
+    except TypeError:
+        raise Invalid(
+            f"{field_name} is searchable: it must be a string, a number, a boolean or null",
+            {"field": field_name},
+        ) from None
+    if text is not None and not 1 <= len(text) <= MAX_METADATA_VALUE_LENGTH:
+        raise Invalid(
+            f"{field_name} is searchable: its value is 1 to {MAX_METADATA_VALUE_LENGTH} characters",
+            {"field": field_name, "maxLength": MAX_METADATA_VALUE_LENGTH},
+        )
+
+
+# -- what a listing asks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    """A run listing's filters, checked. Empty: every run."""
+
+    tags: tuple[str, ...] = ()
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    created_after: str | None = None  # wire form (iso): at or after
+    created_before: str | None = None  # wire form: strictly before
+    statuses: frozenset[str] = frozenset()
+    workflow_id: str | None = None
+    workflow_prefix: str | None = None
+    query: tuple[str, ...] = ()  # the words of `q`
+
+    def driving_family(self) -> str | None:
+        """The index family a page reads, None for the run listing itself: a metadata value, else a tag, else a word
+        of `q`, the first of these the filters name (each is usually rarer than the next). Which one is rarest is
+        not known without counting, and keeping counts would cost a write per family per run."""
+        if self.metadata:
+            key = min(self.metadata)
+            return metadata_family(key, self.metadata[key])
+        if self.tags:
+            return f"{TAG}{max(self.tags, key=len)}"
+        if self.query:
+            return f"{WORD}{max(self.query, key=len)}"
+        return None
+
+    @property
+    def on_heads(self) -> bool:
+        """Whether a run's head must be read to decide (its entry holds only its id, workflow id and creation)."""
+        return bool(self.tags or self.metadata or self.statuses or self.query)
+
+    def accepts(self, state: RunState) -> bool:
+        """Whether the run matches every filter (creation bounds and workflow ids narrow the index read itself)."""
+        if self.workflow_id is not None and state.workflowId != self.workflow_id:
+            return False
+        if self.workflow_prefix is not None and not state.workflowId.startswith(self.workflow_prefix):
+            return False
+        if self.created_after is not None and state.createdAt < self.created_after:
+            return False
+        if self.created_before is not None and state.createdAt >= self.created_before:
+            return False
+        if self.statuses and state.status not in self.statuses:
+            return False
+        if self.tags and not set(self.tags) <= set(state.tags):
+            return False
+        for key, wanted in self.metadata.items():
+            # Only a run indexed under the key counts: one created before the key was declared is not found by it.
+            if key not in state.searchableMetadata:
+                return False
+            try:
+                if metadata_text(state.metadata.get(key)) != wanted:
+                    return False
+            except TypeError:
+                return False
+        return not self.query or set(self.query) <= title_words(state)
+
+
+def query_words(q: str) -> tuple[str, ...]:
+    if not 1 <= len(q) <= MAX_QUERY_LENGTH:
+        raise Invalid(f"q is 1 to {MAX_QUERY_LENGTH} characters", {"field": "q", "maxLength": MAX_QUERY_LENGTH})
+    found = words(q)
+    if not found:
+        raise Invalid(
+            f"q must hold a word of at least {MIN_WORD_LENGTH} letters or digits", {"field": "q"}
+        )
+    if len(found) > MAX_QUERY_WORDS:
+        raise Invalid(f"q holds at most {MAX_QUERY_WORDS} words", {"field": "q", "maxWords": MAX_QUERY_WORDS})
+    return tuple(found)
+
+
+def query_tags(text: str, field_name: str = "tags") -> tuple[str, ...]:
+    tags = tuple(dict.fromkeys(text.split(",")))
+    if len(tags) > MAX_QUERY_TAGS:
+        raise Invalid(f"{field_name} names at most {MAX_QUERY_TAGS} tags", {"field": field_name, "maxTags": MAX_QUERY_TAGS})
+    for tag in tags:
+        if not _TAG_RE.fullmatch(tag):
+            raise Invalid(
+                f"{field_name}: a tag is 1 to {MAX_TAG_LENGTH} characters with no control character, tags separated by commas",
+                {"field": field_name, "maxLength": MAX_TAG_LENGTH},
+            )
+    return tags
+
+
+def query_metadata(asked: Mapping[str, str], searchable: Iterable[str]) -> dict[str, str]:
+    """`metadata.<key>` parameters by key; each key must be one the tenant declared searchable."""
+    declared = set(searchable)
+    for key, value in asked.items():
+        name = f"metadata.{key}"
+        if key not in declared:
+            raise Invalid(
+                f"{name}: {key!r} is not a searchable metadata key of this tenant (its settings' searchableMetadata)",
+                {"field": name, "searchable": sorted(declared)},
+            )
+        if not 1 <= len(value) <= MAX_METADATA_VALUE_LENGTH:
+            raise Invalid(
+                f"{name} is 1 to {MAX_METADATA_VALUE_LENGTH} characters",
+                {"field": name, "maxLength": MAX_METADATA_VALUE_LENGTH},
+            )
+    return dict(asked)
+
+
+def query_instant(text: str, field_name: str) -> str:
+    """A time bound as the index sorts it: RFC 3339 with its offset (or Z), to the millisecond in UTC."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        if moment.tzinfo is None or "T" not in text.upper():
+            raise ValueError(text)
+        return iso(moment.astimezone(UTC))
+    except (ValueError, OverflowError):  # OverflowError: an instant whose UTC falls outside years 1-9999
+        raise Invalid(f"{field_name} must be an RFC 3339 date-time with its offset", {"field": field_name}) from None

@@ -1,0 +1,167 @@
+"""Finding runs (issue 29 item 1): GET /runs by tags, searchable metadata, creation time, status sets, workflow id
+prefix and the words of a run's title, through the real api handler; and every limit's refusal, a 400 in the
+OpenWOP envelope before anything is written or read. What a page reads at 100 and at 20,000 runs:
+tests/integration/test_run_search_scale.py."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from interlude.domain import clock
+from interlude.domain.ids import to_wire
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from tests.integration.conftest import new_api_key, state_of
+
+GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Check the invoice"}}
+WORKFLOWS = {
+    "refund-approval": {"name": "Refund approval", "nodes": [GATE], "edges": []},
+    "refund-noop": {"name": "Refund bookkeeping", "nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []},
+    "shipping": {"name": "Ship parcel", "nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []},
+}
+
+
+def call(key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "host": "127.0.0.1"}
+    if method != "GET":
+        headers["idempotency-key"] = uuid.uuid4().hex
+    raw = b"" if body is None else json.dumps(body).encode()
+    answer = lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1"))
+    return answer["statusCode"], json.loads(answer["body"]) if answer.get("body") else None
+
+
+def listed(key: str, **query: str) -> list[str]:
+    """Every run id GET /runs lists for `query`, page after page (two a page: cursors carry the filters' place)."""
+    seen: list[str] = []
+    cursor = None
+    while True:
+        asked = {**query, "limit": "2", **({"cursor": cursor} if cursor else {})}
+        status, body = call(key, "GET", "/runs?" + urlencode(asked))
+        assert status == 200, body
+        seen += [run["runId"] for run in body["runs"]]
+        cursor = body.get("nextCursor")
+        if cursor is None:
+            assert len(seen) == len(set(seen))
+            return seen
+
+
+@pytest.fixture
+def key(services, world, clock_file) -> str:
+    lambda_runtime.fresh_instances()
+    admin = new_api_key(services)
+    for workflow_id, definition in WORKFLOWS.items():
+        status, body = call(admin, "PUT", f"/workflows/{workflow_id}", definition)
+        assert status in (200, 201), body
+    return admin
+
+
+def start(key: str, clock_file, workflow_id: str, **body: Any) -> str:
+    clock.advance(clock_file, 1)  # runs a second apart: creation bounds name them exactly
+    status, created = call(key, "POST", "/runs", {"workflowId": workflow_id, **body})
+    assert status == 201, created
+    return created["runId"]
+
+
+def declare_searchable(key: str, *keys: str) -> None:
+    status, body = call(key, "PATCH", "/tenant/settings", {"searchableMetadata": list(keys)})
+    assert status == 200, body
+    lambda_runtime.fresh_instances()  # every instance reads the settings afresh (a warm one within 10 s)
+
+
+def test_each_filter_lists_exactly_the_runs_it_names_newest_first(key, clock_file, services) -> None:
+    before_declared = start(key, clock_file, "refund-approval", metadata={"customer": "acme"})
+    declare_searchable(key, "customer", "amount")
+    r1 = start(key, clock_file, "refund-approval", tags=["eu", "vip"], metadata={"customer": "acme", "amount": 2150})
+    r2 = start(key, clock_file, "refund-noop", tags=["eu"], metadata={"customer": "globex", "note": {"free": "form"}})
+    r3 = start(key, clock_file, "shipping", tags=["vip"], metadata={"customer": "acme", "amount": "2150"})
+    r4 = start(key, clock_file, "refund-approval")
+    assert call(key, "POST", f"/runs/{to_wire(r4)}/cancel", {})[0] == 200
+
+    assert listed(key, tags="eu") == [r2, r1]
+    assert listed(key, tags="eu,vip") == [r1]
+    assert listed(key, tags="vip", status="completed") == [r3]
+    # Equality as text (2150 and "2150" alike); a run created before the key was declared is not indexed under it.
+    assert listed(key, **{"metadata.customer": "acme"}) == [r3, r1]
+    assert listed(key, **{"metadata.amount": "2150"}) == [r3, r1]
+    assert listed(key, **{"metadata.customer": "acme", "tags": "eu"}) == [r1]
+    assert listed(key, status="waiting-approval,cancelled") == [r4, r1, before_declared]
+    assert listed(key, workflowIdPrefix="refund") == [r4, r2, r1, before_declared]
+    assert listed(key, workflowIdPrefix="refund-n") == [r2]
+    # The title: the workflow's id and name, and the open gate's title (a closed gate's words no longer find it).
+    assert listed(key, q="Refund") == [r4, r2, r1, before_declared]
+    assert listed(key, q="refund bookkeeping") == [r2]
+    assert listed(key, q="parcel") == [r3]
+    assert listed(key, q="check INVOICE") == [r1, before_declared]
+    assert listed(key, q="invoice", tags="vip") == [r1]
+    assert call(key, "POST", f"/runs/{to_wire(r1)}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
+    assert listed(key, q="invoice") == [before_declared]
+    # Creation bounds: at or after `createdAfter`, strictly before `createdBefore`, in any offset.
+    created = {run_id: state_of(services, run_id).createdAt for run_id in (r1, r3)}
+    assert listed(key, createdAfter=created[r1], createdBefore=created[r3]) == [r2, r1]
+    assert listed(key, createdAfter=created[r3], q="refund") == [r4]
+    assert listed(key, createdBefore=created[r1].replace("Z", "+00:00"), tags="eu") == []
+
+
+def test_a_key_declared_searchable_holds_only_scalars_of_bounded_length(key, clock_file) -> None:
+    declare_searchable(key, "customer")
+    for metadata in ({"customer": {"id": 7}}, {"customer": ["a"]}, {"customer": "x" * 257}, {"customer": ""}):
+        status, body = call(key, "POST", "/runs", {"workflowId": "shipping", "metadata": metadata})
+        assert (status, body["error"], body["details"]["field"]) == (400, "validation_error", "metadata/customer"), body
+    # A key nobody searches by holds anything; null is kept and not indexed.
+    start(key, clock_file, "shipping", metadata={"other": {"id": 7}, "customer": None})
+
+
+@pytest.mark.parametrize(
+    ("tags", "field"),
+    [
+        ([f"t{i}" for i in range(21)], "tags"),
+        (["a,b"], "tags/0"),
+        (["ok", "x" * 129], "tags/1"),
+        (["bell\x07"], "tags/0"),
+        ([""], "tags/0"),
+    ],
+)
+def test_tags_past_their_limits_are_refused_before_the_run_is_created(key, tags, field) -> None:
+    status, body = call(key, "POST", "/runs", {"workflowId": "shipping", "tags": tags})
+    assert (status, body["error"], body["details"]["field"]) == (400, "validation_error", field), body
+    assert call(key, "GET", "/runs")[1]["runs"] == []
+
+
+def test_searchable_keys_are_at_most_ten_of_a_plain_name(key) -> None:
+    for keys, path in (([f"k{i}" for i in range(11)], "searchableMetadata"), (["a.b"], "searchableMetadata/0"), (["ok", "x" * 65], "searchableMetadata/1")):
+        status, body = call(key, "PATCH", "/tenant/settings", {"searchableMetadata": keys})
+        assert (status, body["error"]) == (400, "validation_error"), body
+        assert [e["path"] for e in body["details"]["errors"]] == [path], body
+    declare_searchable(key, *[f"k{i}" for i in range(10)])
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"metadata.region": "eu"}, "metadata.region"),
+        ({"metadata.customer": "x" * 257}, "metadata.customer"),
+        ({"q": "x" * 129}, "q"),
+        ({"q": "- ."}, "q"),
+        ({"q": "one two three four five six"}, "q"),
+        ({"tags": ",".join(f"t{i}" for i in range(11))}, "tags"),
+        ({"tags": "a,,b"}, "tags"),
+        ({"tags": "x" * 129}, "tags"),
+        ({"createdAfter": "yesterday"}, "createdAfter"),
+        ({"createdBefore": "2026-12-05T10:00:00"}, "createdBefore"),
+        ({"createdBefore": "2026-12-05"}, "createdBefore"),
+        ({"createdAfter": "2026-12-05T10:00:00Z", "createdBefore": "2026-12-05T09:00:00Z"}, "createdAfter"),
+        ({"status": "waiting-approval,bogus"}, "status"),
+        ({"workflowIdPrefix": "a b"}, "workflowIdPrefix"),
+        ({"workflowId": "a b"}, "workflowId"),
+    ],
+)
+def test_a_listing_that_asks_past_a_limit_is_refused_naming_the_parameter(key, query, field) -> None:
+    declare_searchable(key, "customer")
+    status, body = call(key, "GET", "/runs?" + urlencode(query))
+    assert (status, body["error"], body["details"]["field"]) == (400, "validation_error", field), body
+    assert body["message"]
