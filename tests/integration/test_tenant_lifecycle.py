@@ -399,6 +399,9 @@ def steps(allowed: int):
     return more_time
 
 
+# A world of its own: the deletion sweeps the whole table, which the shared world fills with every other test's tenants
+# (pages of 20 items across all of them made it hundreds of calls, near the loop's bound of 500).
+@pytest.mark.private_world
 def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goes_on_from_its_checkpoint(env, monkeypatch):
     from interlude.app import tenant_lifecycle
     from interlude.domain.models.requests import CreateKeyRequest

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +105,12 @@ def until(predicate: Callable[[], T], timeout_s: float, interval_s: float = 0.05
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
-        if value or time.monotonic() > deadline:
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            # Said, since a test that asserts on the value next may still pass and wait out the whole bound on every
+            # run (a refused requests.Response is falsy): the warnings summary names it.
+            warnings.warn(f"until: nothing truthy within {timeout_s} s ({value!r})", stacklevel=2)
             return value
         time.sleep(interval_s)
 
