@@ -18,7 +18,7 @@ from interlude.composition import Services
 from interlude.domain import schemas
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
-from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.requests import CreateRunRequest, ForkRunRequest
 from interlude.domain.models.webhooks import (
     MAX_WEBHOOKS_PER_TENANT,
     ROTATION_OVERLAP_SECONDS,
@@ -170,6 +170,26 @@ def test_the_event_filter_and_the_tag_filter(services, admin, aws, receiver):
     ]
     assert v1_valid(tagged["secret"], receiver.hits[0])
     assert v1_valid(ends["secret"], receiver.hits[1])
+
+
+def test_a_replay_forks_events_are_never_delivered_a_branchs_are(services, admin, aws, receiver):
+    # Given a subscription, and a run whose gate was accepted: it completed, and both its events were delivered
+    register(services, admin, receiver.url("/subscriber"), ["interrupt.requested", "run.completed"])
+    source = start_gate_run(services, admin)
+    services.decisions.resolve_interrupt(admin, source, "gate", {"action": "accept"})
+    deliver(aws)
+    assert len(receiver.hits) == 2
+
+    # When it is replayed (its history run again: it completes at once) and branched at its start (asked again)
+    replay = services.forks.fork_run(admin, source, ForkRunRequest(mode="replay")).state
+    branch = services.forks.fork_run(admin, source, ForkRunRequest(mode="branch", fromSeq=0)).state
+    deliver(aws)
+
+    # Then the replay's events reach no subscriber (webhooks.md: a replay fork's history is not delivered again);
+    # the branch's new gate does
+    assert replay.status == "completed"
+    got = [(json.loads(hit.body)["runId"], hit.headers["openwop-event-type"]) for hit in receiver.hits[2:]]
+    assert got == [(branch.runId, "interrupt.requested")]
 
 
 def test_retries_then_a_content_free_dead_letter_readable_per_subscription(services, admin, aws, receiver, tenant):

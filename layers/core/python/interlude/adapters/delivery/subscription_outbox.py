@@ -1,8 +1,11 @@
 """The dispatch outbox handler that queues webhook subscription deliveries on the callbacks queue (issue 14).
 
 Runs for every event-log item of the table stream. One Query of the tenant's subscriptions per transition; the run
-head is read only when a subscription that wants one of the events filters by run tags. A record handled twice
-queues the same deliveries again under the same ids; the worker's record of success turns the copy into a no-op.
+head (held for the batch by the dispatch: no read of its own) is consulted when a subscription wants one of the
+events, for its tags and for whether the run is a replay fork, whose events are its source's history run again and
+are never delivered (OpenWOP webhooks.md; a branch's, a redrive's included, are: docs/adr/0108). A record handled
+twice queues the same deliveries again under the same ids; the worker's record of success turns the copy into a
+no-op.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ def webhook_deliveries(
     wanted = [s for s in subscriptions if types & set(s["events"])]
     if not wanted:
         return
-    run_tags: list[str] | None = None
-    if any(s.get("tags") for s in wanted):
-        got = records.get_run(run_id)
-        run_tags = list(got[0].tags) if got else []
+    got = records.get_run(run_id)
+    if got is not None and got[0].fork is not None and got[0].fork.mode == "replay":
+        return
+    run_tags = list(got[0].tags) if got else []
     messages = [
         webhook_message(s["webhookId"], run_id, event)
         for event in events
