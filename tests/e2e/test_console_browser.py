@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.support.browser import ARTIFACTS, NEEDS_CHROMIUM
-from tests.support.console import gate_workflow
+from tests.support.console import failed_run, gate_workflow, refund_workflow
 from tests.support.local_stack import Api, until
 
 pytestmark = NEEDS_CHROMIUM
@@ -70,7 +70,9 @@ def test_the_csp_watch_sees_a_violation(api: Api, browser) -> None:
     try:
         watched.page.goto(api.base_url + "/console/sign-in")
         assert watched.violations() == []
-        watched.page.evaluate("document.head.appendChild(Object.assign(document.createElement('style'), {textContent: 'body{color:red}'}))")
+        watched.page.evaluate(
+            "document.head.appendChild(Object.assign(document.createElement('style'), {textContent: 'body{color:red}'}))"
+        )
         assert until(watched.violations, timeout_s=10)
     finally:
         watched.close()
@@ -79,14 +81,22 @@ def test_the_csp_watch_sees_a_violation(api: Api, browser) -> None:
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390px", "1280px"])
 def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict[str, int]) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    workflow_id = gate_workflow(api, requiredApprovals=2, description="A <b>release</b> & its notes")
-    voted = api.start(workflow_id)["runId"]
+    workflow_id = gate_workflow(
+        api,
+        requiredApprovals=2,
+        description="A <b>release</b> & its notes",
+        artifactData={"amount": "{{inputs.amount}}", "currency": "EUR"},
+        fieldLabels={"amount": "Amount to refund"},
+    )
+    voted = api.start(workflow_id, inputs={"amount": 2150})["runId"]
     others = [api.start(workflow_id)["runId"] for _ in range(2)]
     operator = f"operator-{uuid.uuid4().hex[:6]}"
     operator_key = api.new_key(
-        ["approvals:respond", "runs:read", "runs:cancel", "workflows:read", "keys:admin", "audit:read"],
+        ["approvals:respond", "runs:read", "runs:cancel", "runs:create", "workflows:read", "keys:admin", "audit:read"],
         subject=operator,
     )
+    refunds = refund_workflow(api)
+    failed = failed_run(api)
     doomed_key = api.new_key(["approvals:respond", "runs:read"], subject=f"doomed-{uuid.uuid4().hex[:6]}")
     for run_id in (voted, *others):
         assert api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
@@ -100,6 +110,14 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         assert item.get_by_role("heading", name="Ship it?").is_visible()
         assert "A <b>release</b> & its notes" in item.locator(".desc").inner_text()
         watched.shot("inbox")
+
+        # Claim it: the inbox says who works it, and offers to release it
+        item.get_by_role("button", name="Claim").click()
+        page.wait_for_load_state()
+        item = page.locator("section.card", has=page.locator(f'a[href$="{voted.split("/")[1]}"]'))
+        assert item.get_by_text(f"Claimed by {operator}").is_visible()
+        assert item.get_by_role("button", name="Release").is_visible()
+        watched.shot("claimed")
 
         # Decide: a vote, by keyboard-reachable controls with labels
         item.get_by_label("Comment (optional)").fill("Looks right to me")
@@ -131,7 +149,22 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         assert cells[1] == "accept"
         assert cells[3] == "console"
         assert page.locator("svg.graph g.s-suspended").count() == 1
+        # The run's input and output, then a step's: chosen in the graph
+        io = page.locator("#io")
+        assert "Input and output of the run" in io.inner_text()
+        assert "2150" in io.get_by_role("row", name="amount").inner_text()
+        page.locator("svg.graph a", has=page.locator("g.s-suspended")).click()
+        page.wait_for_url("**step=review#io")
+        assert io.get_by_role("heading", name="Input and output of review").is_visible()
+        asked = io.get_by_role("row", name="Amount to refund").inner_text()
+        assert "2150" in asked
         watched.shot("run")
+        # The same page in the system's dark scheme
+        page.emulate_media(color_scheme="dark")
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(15, 19, 26)", background
+        watched.shot("run-dark")
+        page.emulate_media(color_scheme="light")
 
         # Cancel two runs at once
         page.get_by_role("link", name="Runs").click()
@@ -144,6 +177,12 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         watched.shot("runs")
         page.get_by_role("button", name="Cancel selected runs").click()
         page.wait_for_load_state()
+        # A confirmation first: nothing is cancelled until it is pressed
+        assert page.get_by_role("heading", name="Cancel 2 runs?").is_visible()
+        assert api.run(others[0])["status"] == "waiting-approval"
+        watched.shot("confirm-cancel")
+        page.get_by_role("button", name="Yes, cancel 2 runs").click()
+        page.wait_for_load_state()
         assert page.get_by_role("status").get_by_text("Cancelled 2 of 2").is_visible()
         for run_id in others:
             assert api.run(run_id)["status"] == "cancelled"
@@ -155,6 +194,29 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         assert page.locator("svg.graph").count() == 1
         assert '"requiredApprovals": 2' in page.locator("pre").inner_text()
         watched.shot("workflow")
+
+        # Start a run from the form the workflow's declared inputs draw
+        page.goto(api.base_url + f"/console/workflows/{refunds}")
+        start = page.locator("section", has=page.get_by_role("heading", name="Start a run"))
+        start.get_by_label("amount").fill("40")
+        start.get_by_label("currency").select_option("USD")
+        start.get_by_label("Tags (optional, one a line)").fill("from-the-console")
+        watched.shot("start-run")
+        start.get_by_role("button", name="Start run").click()
+        page.wait_for_load_state()
+        assert page.get_by_role("status").get_by_text("Run started").is_visible()
+        started = page.locator("h1.mono").inner_text()
+        assert api.run(started)["inputs"] == {"amount": 40, "currency": "USD"}
+        assert "Refund 40?" in page.locator("#main").inner_text()
+
+        # Redrive a failed run: a new run, linked both ways
+        page.goto(api.base_url + f"/console/runs/{failed.replace('/', '~2F')}")
+        assert page.get_by_role("alert").get_by_text("Failed at call").is_visible()
+        page.get_by_role("button", name="Redrive from call").click()
+        page.wait_for_load_state()
+        assert page.get_by_role("status").get_by_text("Redriven: a new run").is_visible()
+        assert page.locator("ul.lineage").get_by_role("link", name=failed).is_visible()
+        watched.shot("redriven")
 
         # Revoke a key, and see it refused: in its own console session and on the API
         doomed = Watched(browser, viewport)

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from interlude import wiring
-from tests.support.console import PROOF, Console, gate_workflow
+from tests.support.console import PROOF, Console, failed_run, gate_workflow, refund_workflow
 from tests.support.local_stack import Api, tenant_admin_key, until, wire
 
 SESSION = "il_console"
@@ -36,7 +36,7 @@ def test_without_a_session_every_page_leads_to_sign_in(api: Api) -> None:
     anonymous = Console(api)
     assert "<h1>Sign in</h1>" in anonymous.get("/console", allow_redirects=False).text
     for route in wiring.CONSOLE_ROUTES:
-        if route.method != "GET" or route.operation in ("consoleSignInPage", "consoleHome"):
+        if route.method != "GET" or route.operation in ("consoleSignInPage", "consoleHome", "consoleRoot"):
             continue
         path = route.path.replace("{runId}", UNKNOWN_RUN).replace("{workflowId}", "wf")
         got = anonymous.get(path, allow_redirects=False)
@@ -94,7 +94,9 @@ def test_a_form_without_the_sessions_proof_changes_nothing(api: Api, admin: Cons
     proof = admin.proof()
     forged = admin.post(decide_path(run_id), {"csrf": "0" * 64, "action": "accept"})
     no_proof = admin.post(decide_path(run_id), {"action": "accept"})
-    cross_site = admin.post(decide_path(run_id), {"csrf": proof, "action": "accept"}, headers={"Sec-Fetch-Site": "cross-site"})
+    cross_site = admin.post(
+        decide_path(run_id), {"csrf": proof, "action": "accept"}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
     # Another session's proof does not stand for this one.
     other = Console(api).signed_in(api.api_key)
     borrowed = other.post(decide_path(run_id), {"csrf": proof, "action": "accept"})
@@ -227,7 +229,10 @@ def test_a_tampered_session_is_no_session(api: Api) -> None:
 
 def sign_in_page_for(api: Api, session_cookie: str) -> requests.Response:
     return requests.get(
-        api.base_url + "/console/inbox", headers={"Cookie": f"{SESSION}={session_cookie}"}, allow_redirects=False, timeout=30
+        api.base_url + "/console/inbox",
+        headers={"Cookie": f"{SESSION}={session_cookie}"},
+        allow_redirects=False,
+        timeout=30,
     )
 
 
@@ -301,7 +306,151 @@ def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: 
     assert "Open gates" in page.text
     assert "Ship it?" in page.text
     assert len(PROOF.findall(page.text)) == page.text.count("<form")
-    cancelled = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id})
+
+    # Cancelling asks once more, and changes nothing until it is confirmed
+    asked = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id, "reason": "wrong amount"})
+    assert asked.status_code == 200
+    assert "Cancel this run?" in asked.text
+    assert "It cannot be undone. Reason: wrong amount" in asked.text
+    assert 'name="confirm" value="yes"' in asked.text
+    assert api.run(run_id)["status"] == "waiting-approval"
+    cancelled = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id, "confirm": "yes"})
     assert cancelled.status_code == 200
     assert "Cancelled 1 of 1" in cancelled.text
     assert api.run(run_id)["status"] == "cancelled"
+
+
+def test_the_services_address_leads_to_the_console(api: Api) -> None:
+    got = Console(api).get("/", allow_redirects=False)
+    assert (got.status_code, got.headers["Location"]) == (303, "/console")
+
+
+REFRESH = re.compile(r'<meta http-equiv="refresh" content="(\d+)">')
+
+
+def test_a_page_following_a_moving_run_refreshes_itself_without_script(api: Api, admin: Console) -> None:
+    run_id = waiting_run(api)
+    path = f"/console/runs/{wire(run_id)}"
+    # Someone who may decide the gate is typing into its form: no reload unless asked for.
+    assert REFRESH.search(admin.get(path).text) is None
+    asked = admin.get(path + "?live=on")
+    assert REFRESH.search(asked.text).group(1) == "10"
+    assert asked.headers["Content-Security-Policy"].startswith("default-src 'none';")
+    assert "script-src" not in asked.headers["Content-Security-Policy"]
+    assert "<script" not in asked.text
+    # A watcher who cannot decide it follows it live at once, and may stop.
+    watcher = Console(api).signed_in(api.new_key(["runs:read"]))
+    watched = watcher.get(path)
+    assert REFRESH.search(watched.text).group(1) == "10"
+    assert "Stop refreshing" in watched.text
+    assert REFRESH.search(watcher.get(path + "?live=off").text) is None
+    # The runs list refreshes when asked to, while a run on it goes on.
+    assert REFRESH.search(watcher.get("/console/runs").text) is None
+    assert REFRESH.search(watcher.get("/console/runs?live=on").text) is not None
+    # An ended run has nothing to follow.
+    admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id, "confirm": "yes"})
+    assert REFRESH.search(watcher.get(path + "?live=on").text) is None
+
+
+def test_a_steps_input_and_output_are_read_on_the_run_page(api: Api, admin: Console) -> None:
+    workflow_id = gate_workflow(
+        api, artifactData={"amount": "{{inputs.amount}}"}, fieldLabels={"amount": "Amount to refund"}
+    )
+    run_id = api.start(workflow_id, inputs={"amount": 2150})["runId"]
+    assert api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+    decided = admin.post(
+        decide_path(run_id), {"csrf": admin.proof(), "action": "accept", "feedback": "fine", "back": "run"}
+    )
+    assert decided.status_code == 200
+    assert api.wait_status(run_id, {"completed"})["status"] == "completed"
+
+    page = admin.get(f"/console/runs/{wire(run_id)}?step=review").text
+    panel = page[page.index('id="io"') : page.index("Open gates")]
+    assert "Input and output of review" in panel
+    assert '<th scope="row">Amount to refund</th><td>2150</td>' in panel
+    assert "Approved by demo-admin: fine" in panel
+    timeline = page[page.index('<ol class="timeline">') :]
+    assert "Decided · review · Approved by demo-admin: fine" in timeline
+    for protocol in ("resumeValue", "interruptId", "resumeSchema", '{"', "&#34;"):
+        assert protocol not in page, protocol
+    unknown = admin.get(f"/console/runs/{wire(run_id)}?step=nope")
+    assert unknown.status_code == 400
+    assert "no such step" in unknown.text
+
+
+def test_the_inbox_filters_as_get_interrupts_does(api: Api, admin: Console) -> None:
+    workflow_id = gate_workflow(api)
+    run_id = api.start(workflow_id, inputs={"amount": 2150})["runId"]
+    assert api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+    mine = admin.get(f"/console/inbox?kind=approval&workflowId={workflow_id}&sort=due")
+    assert mine.status_code == 200
+    assert mine.text.count('aria-labelledby="item-') == 1
+    assert wire(run_id) in mine.text
+    assert "The run's inputs" in mine.text
+    assert "May still vote" in mine.text
+    assert wire(run_id) not in admin.get(f"/console/inbox?kind=clarification&workflowId={workflow_id}").text
+    refused = admin.get("/console/inbox?sort=sideways")
+    assert refused.status_code == 400
+    assert "Sort must be one of" in refused.text
+
+
+def test_a_run_is_started_from_the_form_its_workflows_inputs_draw(api: Api, admin: Console) -> None:
+    workflow_id = refund_workflow(api)
+    page = admin.get(f"/console/workflows/{workflow_id}").text
+    start = page[page.index('id="start-heading"'):]
+    assert '<label for="start-f0">amount</label>' in start
+    assert '<p class="hint" id="start-f0-hint">In the order&#x27;s currency</p>' in start
+    assert '<option value="EUR" selected>' in start
+    action = f"/console/workflows/{workflow_id}/runs"
+
+    refused = admin.post(action, {"csrf": admin.proof(), "f1": "EUR", "tags": "urgent"})
+    assert refused.status_code == 400
+    assert "The run was not started" in refused.text
+    assert 'id="start-f0-error"' in refused.text
+    assert ">urgent</textarea>" in refused.text  # nothing typed is lost
+
+    started = admin.post(action, {"csrf": admin.proof(), "f0": "2150", "f1": "USD", "tags": "urgent\nq4"})
+    assert started.status_code == 201
+    assert "Run started" in started.text
+    run_id = re.search(r'<h1 class="mono">([^<]+)</h1>', started.text).group(1)
+    snap = api.run(run_id)
+    assert snap["inputs"] == {"amount": 2150, "currency": "USD"}
+    assert snap["tags"] == ["urgent", "q4"]
+    # A key that may not start runs is offered no form, and is refused the post
+    reader = Console(api).signed_in(api.new_key(["workflows:read"]))
+    assert "Start a run" not in reader.get(f"/console/workflows/{workflow_id}").text
+    assert reader.post(action, {"csrf": reader.proof("/console/workflows"), "f0": "1"}).status_code == 403
+
+
+def test_a_failed_run_is_redriven_and_any_run_forked_from_its_page(api: Api, admin: Console) -> None:
+    source = failed_run(api)
+    page = admin.get(f"/console/runs/{wire(source)}").text
+    assert "Redrive from call" in page
+    assert page.index("Failed at call") < page.index("<dt>Status</dt>")
+
+    redriven = admin.post(f"/console/runs/{wire(source)}/redrive", {"csrf": admin.proof()})
+    assert redriven.status_code == 201, redriven.text[:500]
+    assert "Redriven: a new run" in redriven.text
+    assert f'Redriven from <a href="/console/runs/{wire(source)}" class="mono">{source}</a>' in redriven.text
+    new_run = re.search(r'<h1 class="mono">([^<]+)</h1>', redriven.text).group(1)
+    assert api.run(new_run)["extensions"]["interlude.run"]["ancestry"]["sourceRunId"] == source
+    assert f"Forked as <a href=\"/console/runs/{wire(new_run)}\"" in admin.get(f"/console/runs/{wire(source)}").text
+
+    # Any run forks; a branch past the end of the log is refused in words, nothing started
+    waiting = waiting_run(api)
+    replayed = admin.post(f"/console/runs/{wire(waiting)}/fork", {"csrf": admin.proof(), "mode": "replay"})
+    assert replayed.status_code == 201
+    assert "Replayed from" in replayed.text
+    past = admin.post(f"/console/runs/{wire(waiting)}/fork", {"csrf": admin.proof(), "mode": "branch", "fromSeq": "999"})
+    assert past.status_code == 422
+    assert "Nothing was started" in past.text
+    assert "past the source run" in past.text
+    # A waiting run is not redriven
+    refused = admin.post(f"/console/runs/{wire(waiting)}/redrive", {"csrf": admin.proof()})
+    assert refused.status_code == 409
+    assert "only a failed run is redriven" in refused.text
+    # As on the API, forking needs runs:read besides runs:create
+    creator = Console(api).signed_in(api.new_key(["runs:create"]))
+    unread = creator.post(f"/console/runs/{wire(source)}/redrive", {"csrf": creator.proof()})
+    assert unread.status_code == 403
+    assert "runs:read" in unread.text

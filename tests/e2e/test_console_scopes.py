@@ -21,7 +21,7 @@ from tests.support.local_stack import Api, stack_client, tenant_admin_key, wire
 
 ROUTES = {r.operation: r for r in wiring.ROUTES}
 # The console's own routes: they perform no API operation, and need no scope.
-SESSION_ROUTES = {"consoleHome", "consoleSignInPage", "consoleSignIn", "consoleSignOut"}
+SESSION_ROUTES = {"consoleRoot", "consoleHome", "consoleSignInPage", "consoleSignIn", "consoleSignOut"}
 ACTING = [r for r in wiring.CONSOLE_ROUTES if r.operation not in SESSION_ROUTES]
 
 
@@ -108,12 +108,20 @@ def tenant(stack_info: dict[str, str]) -> Tenant:
 FormOf = Callable[[Tenant, tuple[str, ...]], tuple[str, dict[str, Any]]]
 FORMS: dict[str, FormOf] = {
     "consoleDecide": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/interrupts/review", {"action": "accept"}),
-    "consoleCancelRuns": lambda t, _: ("/console/runs/cancel", {"runId": t.waiting_run()}),
+    "consoleCancelRuns": lambda t, _: ("/console/runs/cancel", {"runId": t.waiting_run(), "confirm": "yes"}),
+    "consoleClaim": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/interrupts/review/claim", {}),
+    "consoleRelease": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/interrupts/review/release", {}),
+    "consoleAssign": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/interrupts/review/assignee", {"assignee": "someone"}),
+    "consoleForkRun": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/fork", {"mode": "replay"}),
+    "consoleRedriveRun": lambda t, _: (f"/console/runs/{wire(t.failed_action_run())}/redrive", {}),
+    "consoleStartRun": lambda t, _: (f"/console/workflows/{t.workflow}/runs", {}),
     "consoleCreateKey": lambda t, held: ("/console/keys", {"subjectId": f"made-{uuid.uuid4().hex[:6]}", "scope": held[:1]}),
     "consoleRevokeKey": lambda t, _: (f"/console/keys/{t.api.new_key(['runs:read']).split('_')[1]}/revoke", {}),
     "consoleRetryDelivery": lambda t, _: ("/console/dead-letters/retry", t.dead_letter()),
     "consoleRetryAction": lambda t, _: (f"/console/runs/{wire(t.failed_action_run())}/actions/call/retry", {}),
 }
+# What a console form's API route needs beyond its own scope (forkRun and redriveRun read the source's history).
+ALSO_NEEDS = {"consoleForkRun": ("runs:read",), "consoleRedriveRun": ("runs:read",)}
 # Path parameters of the console's pages.
 PAGE_PARAMETERS: dict[str, Callable[[Tenant], dict[str, str]]] = {
     "runId": lambda t: {"runId": wire(t.waiting_run())},
@@ -161,8 +169,9 @@ def test_a_form_whose_scope_the_session_lacks_changes_nothing(tenant: Tenant, ro
     assert scope in got.text
     assert tenant.items() == before, f"{route.operation} changed the tenant's items while refusing"
 
-    # The same form from a session whose key holds only that scope acts, and is answered with a page.
-    only = tenant.only(scope)
+    # The same form from a session whose key holds only that scope (and what its API route needs besides) acts, and
+    # is answered with a page.
+    only = tenant.console((scope, *ALSO_NEEDS.get(route.operation, ())))
     path, form = FORMS[route.operation](tenant, (scope,))
     before = tenant.settled()
     done = only.post(path, {"csrf": only.proof(), **form})

@@ -56,3 +56,28 @@ def gate_workflow(api: Api, **config: Any) -> str:
     }
     assert api.put_workflow(workflow_id, definition).status_code == 201
     return workflow_id
+
+
+def refund_workflow(api: Api) -> str:
+    """A workflow that declares its inputs (a required number, a choice with a default): the Start run form's."""
+    workflow_id = f"console-start-{uuid.uuid4().hex[:8]}"
+    definition = {
+        "name": "Refunds",
+        "variables": [
+            {"name": "amount", "type": "number", "required": True, "description": "In the order's currency"},
+            {"name": "currency", "schema": {"enum": ["EUR", "USD"]}, "defaultValue": "EUR"},
+        ],
+        "nodes": [{"id": "review", "typeId": "core.approvalGate", "config": {"title": "Refund {{inputs.amount}}?"}}],
+    }
+    assert api.put_workflow(workflow_id, definition).status_code == 201
+    return workflow_id
+
+
+def failed_run(api: Api) -> str:
+    """A run failed at its HTTP step: the egress guard refuses its private destination, never dialled."""
+    workflow_id = f"console-refused-{uuid.uuid4().hex[:6]}"
+    node = {"id": "call", "typeId": "core.http", "config": {"url": "https://10.0.0.1/x", "maxAttempts": 1}}
+    assert api.put_workflow(workflow_id, {"nodes": [node], "edges": []}).status_code == 201
+    run_id = api.start(workflow_id)["runId"]
+    assert api.wait_status(run_id, {"failed"}, timeout_s=60)["status"] == "failed"
+    return run_id

@@ -6,10 +6,11 @@ import base64
 import json
 import re
 
-from interlude.api.console import pages
+from interlude.api.console import pages, readable
 from interlude.api.console import session as sessions
 from interlude.api.console.pages import Frame, Notice, RunView
 from interlude.api.page.graph import GraphNode
+from interlude.api.page.names import Names
 from interlude.rules.interrupts.payloads import approval_resume_schema
 
 SECRET = b"s" * 32
@@ -111,7 +112,13 @@ def approval_item(title: str = HOSTILE) -> dict:
         "payload": {
             "kind": "approval",
             "key": "k",
-            "data": {"artifactId": "a", "artifactType": "doc", "title": title, "description": HOSTILE, "actions": actions},
+            "data": {
+                "artifactId": "a",
+                "artifactType": "doc",
+                "title": title,
+                "description": HOSTILE,
+                "actions": actions,
+            },
             "resumeSchema": approval_resume_schema(actions),
         },
         "votes": [{"principal": "urn:x|bo<b>", "action": "accept", "at": "2026-12-01T10:01:00Z", "surface": "console"}],
@@ -125,8 +132,8 @@ def test_inbox_escapes_everything_from_a_payload_and_offers_the_gates_actions():
     assert "bo&lt;b&gt;" in markup
     assert 'action="/console/runs/acme~2Fr-1234567890abcdefghij/interrupts/review"' in markup
     assert re.findall(r'name="action" value="(\w[\w-]*)"', markup) == ["accept", "reject", "refine"]
-    # Every form carries the session's proof.
-    assert markup.count('name="csrf"') == markup.count("<form")
+    # Every form that posts carries the session's proof (the filters are a GET).
+    assert markup.count('name="csrf"') == markup.count('<form method="post"') == markup.count("<form") - 1
 
 
 def test_pages_carry_no_script_and_no_inline_style():
@@ -154,11 +161,139 @@ def test_a_timeline_entry_reads_as_words():
     resolved = {
         "type": "interrupt.resolved",
         "nodeId": "review",
-        "payload": {"kind": "approval", "action": "accept", "resolvedBy": {"subjectId": "ana"}},
+        "payload": {
+            "kind": "approval",
+            "action": "accept",
+            "decision": "granted",
+            "resolvedBy": {"subjectId": "ana"},
+            "resumeValue": {"action": "accept", "comment": "fine", "decidedBy": "ana"},
+        },
     }
-    assert pages.event_summary(resolved) == "Decided · review · kind approval · action accept · by ana"
+    assert (
+        readable.event_summary(resolved, None, {"ana": "Ana Lima"}) == "Decided · review · Approved by Ana Lima: fine"
+    )
     failed = {"type": "node.failed", "nodeId": "call", "payload": {"error": {"message": "timed out"}}}
-    assert pages.event_summary(failed) == "Step failed · call · timed out"
+    assert readable.event_summary(failed) == "Step failed · call · timed out"
+    timed_out = {"type": "interrupt.resolved", "nodeId": "review", "payload": {"kind": "approval", "reason": "timeout"}}
+    assert readable.event_summary(timed_out) == "Decided · review · Rejected automatically: nobody decided in time"
+
+
+def run_view(**overrides) -> RunView:
+    fields = {
+        "snapshot": {"runId": "acme/r-1", "workflowId": "wf", "status": "waiting-approval", "extensions": {}},
+        "nodes": [GraphNode("a", "core.noop", "completed"), GraphNode("review", "core.approvalGate", "suspended")],
+        "edges": [("a", "review")],
+        "open_interrupts": {},
+        "events": [],
+        "more_events_after": None,
+        "deliveries": [],
+    }
+    return RunView(**{**fields, **overrides})
+
+
+# What the protocol calls things: never on a page.
+PROTOCOL_WORDS = (
+    "nodeId",
+    "interruptId",
+    "resumeSchema",
+    "resumeValue",
+    "resolvedBy",
+    "artifactData",
+    "decidedBy",
+    "{&#34;",
+    '{"',
+)
+
+
+def test_a_timeline_shows_each_payload_as_readable_fields_never_as_json():
+    requested = {
+        "kind": "approval",
+        "key": "k",
+        "data": {"title": "Refund?", "artifactData": {"amount": 2150, "currency": "EUR"}, "actions": ["accept"]},
+        "resumeSchema": approval_resume_schema(["accept"]),
+    }
+    events = [
+        {
+            "sequence": 0,
+            "type": "run.started",
+            "timestamp": "t",
+            "payload": {"workflowId": "wf", "inputs": {"customer": "Ana"}},
+        },
+        {"sequence": 1, "type": "interrupt.requested", "nodeId": "review", "timestamp": "t", "payload": requested},
+        {
+            "sequence": 2,
+            "type": "interrupt.resolved",
+            "nodeId": "review",
+            "timestamp": "t",
+            "payload": {
+                "nodeId": "review",
+                "interruptId": "i",
+                "kind": "approval",
+                "action": "accept",
+                "resolvedBy": {"subjectId": "bo"},
+                "resumeValue": {"action": "accept", "decidedBy": "bo", "decidedAt": "t"},
+            },
+        },
+        {
+            "sequence": 3,
+            "type": "node.completed",
+            "nodeId": "a",
+            "timestamp": "t",
+            "payload": {"nodeId": "a", "outputs": {"sum": 3}},
+        },
+    ]
+    markup = pages.run(FRAME, run_view(events=events), None)
+    timeline = markup[markup.index('<ol class="timeline">') :]
+    for word in PROTOCOL_WORDS:
+        assert word not in timeline, word
+    assert "<summary>What you are approving</summary>" in timeline
+    assert '<th scope="row">amount</th><td>2150</td>' in timeline
+    assert "<summary>Inputs</summary>" in timeline
+    assert '<th scope="row">customer</th><td>Ana</td>' in timeline
+    assert "Approved by bo" in timeline
+    # Each step's events lead to its input and output
+    assert 'href="/console/runs/acme~2Fr-1?step=review#io"' in timeline
+
+
+def test_the_run_page_shows_the_runs_input_and_output_and_a_chosen_steps():
+    snapshot = {
+        "runId": "acme/r-1",
+        "workflowId": "wf",
+        "status": "completed",
+        "inputs": {"customer": "Ana"},
+        "variables": {"a": {"sum": 3}},
+        "extensions": {},
+    }
+    whole = pages.run(FRAME, run_view(snapshot=snapshot), None)
+    panel = whole[whole.index('id="io"') : whole.index("Open gates")]
+    assert "Input and output of the run" in panel
+    assert '<th scope="row">customer</th><td>Ana</td>' in panel
+    assert "Results" in panel
+    assert '<th scope="row">sum</th><td>3</td>' in panel
+    # The graph's boxes and the list of steps lead to each step's panel
+    assert whole.count('href="/console/runs/acme~2Fr-1?step=a#io"') == 2
+
+    step = readable.StepInputs(asked=None, bound={"amount": 5}, output={"sum": 3}, error=None)
+    chosen = pages.run(FRAME, run_view(snapshot=snapshot, selected="a", step=step), None)
+    panel = chosen[chosen.index('id="io"') : chosen.index("Open gates")]
+    assert "Input and output of a" in panel
+    assert "This step is done." in panel
+    assert '<th scope="row">amount</th><td>5</td>' in panel
+    assert '<th scope="row">sum</th><td>3</td>' in panel
+    assert '<g class="node s-completed chosen">' in chosen
+
+
+def test_a_failed_runs_error_is_the_first_thing_in_its_summary():
+    snapshot = {
+        "runId": "acme/r-1",
+        "workflowId": "wf",
+        "status": "failed",
+        "error": {"code": "node_failed", "message": "the refund service said 503"},
+        "extensions": {"interlude.run": {"failedNodeId": "a"}},
+    }
+    markup = pages.run(FRAME, run_view(snapshot=snapshot), None)
+    summary = markup[markup.index("<h2>Summary</h2>") :]
+    assert summary.index("Failed at a: the refund service said 503") < summary.index("<dt>Status</dt>")
 
 
 def test_a_delegated_vote_names_the_delegate_who_cast_it():
@@ -166,7 +301,9 @@ def test_a_delegated_vote_names_the_delegate_who_cast_it():
     assert "ana (cast by bo)" in markup
     assert "urn:x" not in markup
     # By name where the directory gives one
-    named = pages.vote_rows([{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept"}], {"ana": "Ana Lima", "bo": "Bo Berg"})
+    named = pages.vote_rows(
+        [{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept"}], {"ana": "Ana Lima", "bo": "Bo Berg"}
+    )
     assert named[0][0] == "Ana Lima (cast by Bo Berg)"
     assert "cast by" not in pages.votes_table([{"principal": "urn:x|ana", "action": "accept"}])
 
@@ -191,3 +328,98 @@ def test_a_run_page_lists_who_was_notified_and_how():
     markup = pages.run(FRAME, view, None)
     assert "Who was told, how" in markup
     assert '<td role="cell" data-label="Channel">email</td>' in markup
+
+
+def test_each_inbox_item_shows_the_runs_inputs_when_it_is_due_and_who_may_still_vote():
+    item = approval_item("Refund?")
+    item["payload"]["data"].update(requiredApprovals=2, approversList=["ana", "bo"], approverGroupRefs=["finance"])
+    item["votes"] = [{"principal": "urn:x|ana", "action": "accept", "at": "t", "surface": "console"}]
+    context = pages.RunContext(
+        Names("Refunds"), {"amount": 2150, "currency": "EUR"}, {"review": "2026-12-06T10:00:00Z"}
+    )
+    markup = pages.inbox(FRAME, [item], None, None, {item["runId"]: context}, people={"bo": "Bo Berg"})
+    entry = markup[markup.index('aria-labelledby="item-0"') :]
+    assert "The run's inputs" in entry
+    assert '<th scope="row">amount</th><td>2150</td>' in entry
+    assert "<dt>Due</dt><dd>2026-12-06T10:00:00Z</dd>" in entry
+    assert "<dt>May still vote</dt><dd>Bo Berg, anyone in group finance (1 more approval needed)</dd>" in entry
+    # The inputs sit before the form that decides
+    assert entry.index("The run's inputs") < entry.index("<form")
+
+
+def test_the_inbox_filters_by_kind_and_workflow_and_orders_its_page():
+    older = {**approval_item("Older"), "raisedAt": "2026-12-01T09:00:00Z", "runId": "acme/r-old"}
+    newer = {**approval_item("Newer"), "raisedAt": "2026-12-01T11:00:00Z", "runId": "acme/r-new"}
+    due = {
+        "acme/r-old": pages.RunContext(Names("wf"), due={"review": "2026-12-09T00:00:00Z"}),
+        "acme/r-new": pages.RunContext(Names("wf"), due={"review": "2026-12-02T00:00:00Z"}),
+    }
+
+    def titles(sort: str) -> list[str]:
+        markup = pages.inbox(
+            FRAME, [newer, older], None, None, due, query=pages.InboxQuery(sort=sort), kinds=["approval"]
+        )
+        return re.findall(r'<h2 id="item-\d+">(\w+)</h2>', markup)
+
+    assert titles("newest") == ["Newer", "Older"]
+    assert titles("oldest") == ["Older", "Newer"]
+    assert titles("due") == ["Newer", "Older"]
+    query = pages.InboxQuery(kind="approval", workflow_id="refunds", sort="due")
+    markup = pages.inbox(
+        FRAME, [], "c1", None, query=query, kinds=["approval", "conversation.start", "conversation.close"]
+    )
+    assert '<option value="approval" selected>Approval request</option>' in markup
+    assert "Conversation (start)" in markup
+    assert "Conversation (close)" in markup
+    assert 'href="/console/inbox?kind=approval&amp;workflowId=refunds&amp;sort=due&amp;cursor=c1"' in markup
+    assert "Nothing is waiting for you that matches." in markup
+
+
+def test_the_notification_log_says_why_each_person_was_told_and_what_came_of_it():
+    view = run_view(
+        notifications=[
+            {
+                "principalId": "ana",
+                "purpose": "reminder-1",
+                "channel": "email",
+                "outcome": "failed",
+                "errorClass": "timeout",
+                "at": "t",
+            },
+            {
+                "principalId": "bo",
+                "purpose": "raised",
+                "channel": None,
+                "outcome": "skipped",
+                "reason": "no_channel",
+                "at": "t",
+            },
+            {"principalId": "cy", "purpose": "escalation", "channel": "slack", "outcome": "sent", "at": "t"},
+        ],
+        people={"ana": "Ana Lima"},
+    )
+    markup = pages.run(FRAME, view, None)
+    rows = re.findall(r"<tr role=\"row\">(.*?)</tr>", markup[markup.index("Who was told, how") :])
+    cells = [found for r in rows if (found := re.findall(r'data-label="[^"]+">([^<]*)</td>', r))]
+    assert cells == [
+        ["t", "Ana Lima", "Reminder 1: not decided yet", "email", "Failed (timeout)"],
+        ["t", "bo", "Asked to decide", "—", "Not sent: the directory has no way to reach them"],
+        ["t", "cy", "Escalated: nobody decided in time", "slack", "Sent"],
+    ]
+
+
+def test_an_inbox_item_says_who_works_it_and_offers_claiming_releasing_and_assigning():
+    item = approval_item("Refund?")
+    free = pages.inbox(FRAME, [item], None, None, {item["runId"]: pages.RunContext(Names("wf"))}, may_claim=True)
+    assert 'action="/console/runs/acme~2Fr-1234567890abcdefghij/interrupts/review/claim"' in free
+    assert "/release" not in free
+    assert '<label for="inbox-0-assignee">' in free
+
+    worked = {item["runId"]: pages.RunContext(Names("wf"), assignees={"review": ("bo", "ana")})}
+    markup = pages.inbox(FRAME, [item], None, None, worked, people={"bo": "Bo Berg"}, may_claim=True)
+    assert "Assigned to Bo Berg by ana" in markup
+    assert "/claim" not in markup
+    # ana assigned it, so she may release it
+    assert 'action="/console/runs/acme~2Fr-1234567890abcdefghij/interrupts/review/release"' in markup
+    mine = {item["runId"]: pages.RunContext(Names("wf"), assignees={"review": ("ana", "ana")})}
+    assert "Claimed by ana" in pages.inbox(FRAME, [item], None, None, mine, may_claim=True)

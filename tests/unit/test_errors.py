@@ -54,6 +54,7 @@ OPENWOP_STATUS = {
     # Issue 14: webhook subscriptions.
     "webhook_url_rejected": 400,
     "interlude.delegation_not_allowed": 403,
+    "interlude.gate_claimed": 409,
     "interlude.task_token_invalid": 400,
     "interlude.task_not_claimed": 409,
     # Issue 26: a webhook secret rotation inside the previous one's overlap.

@@ -11,6 +11,8 @@ import pytest
 
 from interlude.api.console import pages
 from interlude.api.page import approval, forms, templating
+from interlude.domain.models.workflow import Variable
+from interlude.rules import inputs as declared_inputs
 from interlude.rules.interrupts.payloads import approval_resume_schema
 
 HOSTILE = '<script>alert("x")</script>&\'"'
@@ -70,7 +72,9 @@ def approval_page_form(payload: dict, answer: forms.Answer | None = None) -> str
 
 def inbox_form(payload: dict) -> str:
     item = {"runId": "acme/r-1", "nodeId": "gate", "workflowId": "wf", "kind": payload["kind"], "payload": payload}
-    return pages.inbox(FRAME, [item], None, None)
+    markup = pages.inbox(FRAME, [item], None, None)
+    # The item's forms, after the inbox's own filters.
+    return markup[markup.index('<section class="card" aria-labelledby="item-0">'):]
 
 
 @pytest.mark.parametrize("kind", sorted(PAYLOADS))
@@ -408,3 +412,20 @@ def test_templates_compiled_by_another_jinja2_are_not_used(tmp_path):
     (compiled / templating.COMPILED_BY).write_text("2.11.3")
     assert type(templating.make_environment(compiled).loader).__name__ == "PrefixLoader"
     assert type(templating.make_environment(tmp_path / "none").loader).__name__ == "PrefixLoader"
+
+
+def test_a_workflows_declared_inputs_are_asked_and_read_back_with_the_same_form_code():
+    variables = [
+        Variable.model_validate({"name": "amount", "type": "number", "required": True}),
+        Variable.model_validate({"name": "currency", "schema": {"enum": ["EUR", "USD"]}, "defaultValue": "EUR"}),
+    ]
+    schema = declared_inputs.schema_of(variables)
+    drawn = forms.schema_form(schema, None, forms.Button("start", "Start run"))
+    assert [(f.name, f.label, f.widget, f.required, f.value) for f in drawn.fields] == [
+        ("f0", "amount", "number", True, ""),
+        ("f1", "currency (optional)", "select", False, "EUR"),
+    ]
+    assert forms.value_from_form(schema, {"f0": ["2150"], "f1": ["USD"]}) == {"amount": 2150, "currency": "USD"}
+    with pytest.raises(forms.FormError) as refused:
+        forms.value_from_form(schema, {"f0": ["lots"], "f1": ["EUR"]})
+    assert set(refused.value.fields) == {"f0"}

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from interlude.adapters.subscription_secrets import SubscriptionSecrets
     from interlude.app.actions import Actions, RunEffects
     from interlude.app.audit import AuditTrail
+    from interlude.app.claims import GateClaims
     from interlude.app.decisions import Decisions
     from interlude.app.definitions import Definitions
     from interlude.app.delegation import Delegation
@@ -263,6 +264,12 @@ class Services:
         return Delegation(
             self.runs, self.decisions, self.definitions, self.interactions, self.directory_records, self.clock
         )
+
+    @cached_property
+    def claims(self) -> GateClaims:
+        from interlude.app.claims import GateClaims
+
+        return GateClaims(self.runs, self.decisions, self.definitions, self.directory_records, self.clock)
 
     @cached_property
     def inbox(self) -> Inbox:

@@ -777,7 +777,9 @@ def console_route(
     )
 
 
+LIVE = Param("live", "query", {"type": "string", "enum": ["on", "off"]}, "whether the page reloads itself while runs go on")
 CONSOLE_ROUTES: tuple[Route, ...] = (
+    console_route("GET", "/", "consoleRoot", "The service's address in a browser: to the console", CONSOLE_REDIRECT, errors=()),
     console_route("GET", "/console", "consoleHome", "Console: to the inbox, or to sign in", errors=()),
     console_route("GET", "/console/sign-in", "consoleSignInPage", "Console: the sign-in page", CONSOLE_PAGE, errors=()),
     console_route(
@@ -789,14 +791,32 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
         errors=("forbidden", "validation_error", "payload_too_large"),
     ),
     console_route(
-        "GET", "/console/inbox", "consoleInbox", "Console: what the signed-in key may decide",
-        params=(CURSOR,), acts_as="listInterrupts",
+        "GET", "/console/inbox", "consoleInbox", "Console: what the signed-in key may decide, filtered and ordered",
+        params=(
+            Param("kind", "query", {"type": "string", "enum": Ref("interlude.app.inbox.INTERRUPT_KINDS")}),
+            Param("workflowId", "query", WORKFLOW_ID),
+            Param("sort", "query", {"type": "string", "enum": ["newest", "oldest", "due"]}),
+            CURSOR,
+        ),
+        acts_as="listInterrupts",
     ),
     console_route(
         "POST", "/console/runs/{runId}/interrupts/{nodeId}", "consoleDecide",
         "Console: decide an interrupt (as the signed-in key, surface console)", CONSOLE_PAGE,
         errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, *DECISION_ERRORS, "interrupt_already_resolved"),
         acts_as="resolveInterruptByRun",
+    ),
+    *(
+        console_route(
+            "POST", "/console/runs/{runId}/interrupts/{nodeId}/" + tail, operation, summary, CONSOLE_PAGE,
+            errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, "not_found", "interrupt_already_resolved", "interlude.gate_claimed"),
+            acts_as=acts_as,
+        )
+        for tail, operation, summary, acts_as in (
+            ("claim", "consoleClaim", "Console: claim an open gate (as the signed-in key)", "claimInterrupt"),
+            ("release", "consoleRelease", "Console: release a claimed gate", "releaseInterrupt"),
+            ("assignee", "consoleAssign", "Console: assign an open gate to a person, or to nobody", "assignInterrupt"),
+        )
     ),
     console_route(
         "GET", "/console/runs", "consoleRuns", "Console: runs, filtered and paged",
@@ -805,6 +825,7 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
             Param("workflowId", "query", WORKFLOW_ID),
             Param("runId", "query", {"type": "string"}, "open this run"),
             CURSOR,
+            LIVE,
         ),
         errors=(*SIGNED_IN_ERRORS, "id_tenant_mismatch"), acts_as="listRuns",
     ),
@@ -814,8 +835,27 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
     ),
     console_route(
         "GET", "/console/runs/{runId}", "consoleRun", "Console: a run, its graph, timeline, gates and deliveries",
-        params=(Param("after", "query", {"type": "integer", "minimum": -1}, "events after this sequence"),),
+        params=(
+            Param("after", "query", {"type": "integer", "minimum": -1}, "events after this sequence"),
+            Param("step", "query", {"type": "string"}, "show this step's input and output"),
+            LIVE,
+        ),
         errors=(*SIGNED_IN_ERRORS, *RUN_ERRORS), acts_as="getRun",
+    ),
+    console_route(
+        "POST", "/console/runs/{runId}/fork", "consoleForkRun", "Console: fork a run (replay, or a branch at an event)",
+        Answer(201, "The fork's page", schema={"type": "string"}, media=(HTML,)),
+        errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, "fork_point_invalid", "interlude.fork_limit_reached", "interlude.quota_exceeded"),
+        acts_as="forkRun",
+    ),
+    console_route(
+        "POST", "/console/runs/{runId}/redrive", "consoleRedriveRun", "Console: run a failed run again from its failed node",
+        Answer(201, "The new run's page", schema={"type": "string"}, media=(HTML,)),
+        errors=(
+            *CONSOLE_FORM_ERRORS, *RUN_ERRORS, "run_state_conflict", "fork_point_invalid", "interlude.fork_limit_reached",
+            "interlude.quota_exceeded",
+        ),
+        acts_as="redriveRun",
     ),
     console_route(
         "GET", "/console/workflows", "consoleWorkflows", "Console: workflows",
@@ -825,6 +865,12 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
         "GET", "/console/workflows/{workflowId}", "consoleWorkflow", "Console: a workflow's versions, drawn",
         params=(Param("version", "query", {"type": "integer", "minimum": 1}),),
         errors=(*SIGNED_IN_ERRORS, "not_found"), acts_as="getWorkflow",
+    ),
+    console_route(
+        "POST", "/console/workflows/{workflowId}/runs", "consoleStartRun",
+        "Console: start a run of the workflow's latest version, its inputs from the form its declared inputs draw",
+        Answer(201, "The run started, or what it was started with", schema={"type": "string"}, media=(HTML,)),
+        errors=(*CONSOLE_FORM_ERRORS, "not_found", "interlude.quota_exceeded"), acts_as="createRun",
     ),
     console_route("GET", "/console/keys", "consoleKeys", "Console: the tenant's API keys", params=(CURSOR,), acts_as="listKeys"),
     console_route(
@@ -1243,6 +1289,24 @@ ROUTES: tuple[Route, ...] = (
             *RUN_ERRORS, "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden",
             "interlude.delegation_not_allowed",
         ),
+    ),
+    # Issue 29 item 3 (interlude.api.claims): who works an open gate. Claiming, releasing or assigning needs what a
+    # decision on the gate needs (its scope, and being one who may decide it); nobody's eligibility changes.
+    *(
+        Route(
+            method, "/runs/{runId}/interrupts/{nodeId}/" + tail, operation, "approvals:respond", summary, module="claims",
+            idempotency="claimed", request=request,
+            answers=(Answer(200, "Who works the gate now", "interlude.domain.models.principals.GateAssignment"),),
+            errors=(*RUN_ERRORS, "interrupt_already_resolved", "forbidden", "interlude.gate_claimed"),
+        )
+        for method, tail, operation, summary, request in (
+            ("POST", "claim", "claimInterrupt", "Claim an open gate: the caller works it", None),
+            ("DELETE", "claim", "releaseInterrupt", "Release a claimed gate: nobody works it", None),
+            (
+                "PUT", "assignee", "assignInterrupt", "Assign an open gate to a person, or to nobody",
+                "interlude.domain.models.principals.AssignGateRequest",
+            ),
+        )
     ),
     # Issue 14 (interlude.api.webhooks): OpenWOP webhook subscriptions, tenant-wide.
     Route(

@@ -13,10 +13,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.facts import with_directory
-from interlude.app.retries import MAX_RACE_RETRIES, busy
+from interlude.app.retries import MAX_RACE_RETRIES, busy, closed_meanwhile
 from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import Clock, iso
-from interlude.domain.errors import Conflict
 from interlude.domain.models.principals import DelegateVoteRequest
 from interlude.engine import run as engine
 from interlude.rules import auth
@@ -65,9 +64,7 @@ class Delegation:
             try:
                 self.runs.commit_or_fail(build, version, now, node_id)
             except LostRace as lost:
-                old = lost.interrupt_old_image()
-                if old is not None and old.get("status") != "open":
-                    raise Conflict("the interrupt was resolved meanwhile", code="interrupt_already_resolved") from None
+                closed_meanwhile(lost)
                 state, version = self.runs.load_run(state.tenant, state.runId)
                 continue
             return {

@@ -152,6 +152,8 @@ ERROR_CODES: dict[str, type[DomainError]] = {
     "webhook_url_rejected": Invalid,
     # The tenant's settings do not allow approvers to delegate their vote (issue 14 item 4).
     "interlude.delegation_not_allowed": Forbidden,
+    # Issue 29 item 3: a claim of a gate another person works, or a release by someone who neither holds nor assigned it.
+    "interlude.gate_claimed": Conflict,
     # Task workers (issue 15 item 2): a task token that is not one Interlude issued (malformed), and one that no
     # longer holds its task (completed or failed already, its lease lapsed and the task went back or on, the run
     # no longer waits on it): a second completion answers this.

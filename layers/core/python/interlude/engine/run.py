@@ -797,6 +797,25 @@ def delegate(state: RunState, workflow: WorkflowDefinition, node_id: str, record
     return step.t
 
 
+GATE_ASSIGNED = "interlude.gate-assigned"
+
+
+def assign(
+    state: RunState, workflow: WorkflowDefinition, node_id: str, assignee: str | None, by: str, now: datetime
+) -> Transition:
+    """Record who works the open gate now (None: nobody; `by` claimed or assigned it): the gate stays open to everyone
+    it was open to, and the log says who took it, or gave it to whom."""
+    step = _Step(state, workflow, now, DEFAULT_STEP_BUDGET)
+    interrupt = step.s.interrupts[node_id]
+    interrupt.assignee = assignee
+    interrupt.assignedBy = by if assignee is not None else None
+    interrupt.assignedAt = iso(now) if assignee is not None else None
+    step.t.updated.append(interrupt)
+    payload = {"nodeId": node_id, "interruptId": interrupt.interruptId, "assignee": assignee, "by": by, "at": iso(now)}
+    step.emit(GATE_ASSIGNED, node_id, payload)
+    return step.t
+
+
 def drop_transient(transition: Transition) -> None:
     """An interrupt one commit both opens and closes (the run ended in it) is neither written nor closed: one
     transaction cannot touch an item twice, and the run is terminal, so its key is never raised again."""

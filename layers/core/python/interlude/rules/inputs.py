@@ -32,3 +32,19 @@ def problems(variables: Sequence[Variable], inputs: Mapping[str, Any]) -> list[d
             where = problem.get("path", "")
             found.append({"path": f"inputs/{variable.name}{'/' + where if where else ''}", "message": problem["message"]})
     return found
+
+
+def schema_of(variables: Sequence[Variable]) -> dict[str, Any]:
+    """The declared inputs as one object schema (each its type, schema, description and default; required where
+    createRun requires it): what the console's Start run form asks."""
+    properties: dict[str, Any] = {}
+    for variable in variables:
+        prop: dict[str, Any] = dict(variable.json_schema or {})
+        if variable.type is not None:
+            prop["type"] = variable.type
+        if variable.description and "description" not in prop:
+            prop["description"] = variable.description
+        if variable.defaultValue is not None:
+            prop["default"] = variable.defaultValue
+        properties[variable.name] = prop
+    return {"type": "object", "properties": properties, "required": [v.name for v in variables if v.required and v.defaultValue is None]}

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interlude.domain.ids import derive_opaque
+from interlude.domain.ids import derive_opaque, principal_subject
 from interlude.domain.moments import spoken
 from interlude.rules.interrupts.delegation import still_asked
 from interlude.rules.slack import (
@@ -255,6 +255,12 @@ def decision_buttons_fit(payload: dict[str, Any]) -> bool:
     more than themselves, refine and edit-accept, are answered on the page)."""
     actions = (payload.get("data") or {}).get("actions") or ()
     return payload.get("kind") == "approval" and any(a in actions for a in ("accept", "reject"))
+
+
+def reminds(interrupt: OpenInterrupt, principal_id: str) -> bool:
+    """Whether a reminder goes to `principal_id`: to everyone asked, unless someone works the gate (issue 29 item 3:
+    an assignee narrows who is reminded, never who may decide), then to them alone."""
+    return interrupt.assignee is None or principal_subject(principal_id) == interrupt.assignee or principal_id == interrupt.assignee
 
 
 def reminder_asks(interrupt: OpenInterrupt, message: dict[str, Any]) -> bool:

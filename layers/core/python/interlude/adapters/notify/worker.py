@@ -30,6 +30,7 @@ from interlude.adapters.notify.messages import (
     is_reminder,
     mime_email,
     reminder_asks,
+    reminds,
     slack_message,
 )
 from interlude.app.caught import caught
@@ -184,6 +185,8 @@ class Worker(LeasedWorker[Recipient]):
                 return "settled"
             if is_reminder(message["purpose"]) and not reminder_asks(interrupt, message):
                 return "voted"
+            if is_reminder(message["purpose"]) and not reminds(interrupt, message["principalId"]):
+                return "assigned_elsewhere"
         record = self.directory.get(state.tenant, message["principalId"])
         entry = PrincipalEntry.model_validate(record["entry"]) if record else None
         if entry is None:

@@ -9,14 +9,16 @@ reader announces.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from interlude.api.console import readable
 from interlude.api.page import approval, forms, templating
-from interlude.api.page.graph import GraphNode, describe, drawing
+from interlude.api.page.graph import STATUS_WORDS, GraphNode, describe, drawing
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of, pretty
 from interlude.domain.ids import principal_subject, to_wire
@@ -66,6 +68,15 @@ def run_href(run_id: str) -> str:
     return f"/console/runs/{to_wire(run_id)}"
 
 
+# A page following runs still moving reloads itself this often (a meta refresh: the strict CSP holds, no script).
+LIVE_REFRESH_S = 10
+
+
+def step_href(run_id: str, node_id: str) -> str:
+    """The run page with this step's input and output open (the panel's anchor)."""
+    return f"{_query_href(run_href(run_id), {'step': node_id})}#io"
+
+
 def _query_href(path: str, query: Mapping[str, str]) -> str:
     return f"{path}?{urlencode(query)}"
 
@@ -74,9 +85,16 @@ def _query_href(path: str, query: Mapping[str, str]) -> str:
 
 
 def document(
-    title: str, body: str, style_nonce: str, frame: Frame | None, current: str = "", go_to: str | None = None
+    title: str,
+    body: str,
+    style_nonce: str,
+    frame: Frame | None,
+    current: str = "",
+    go_to: str | None = None,
+    refresh_s: int | None = None,
 ) -> str:
-    """`go_to`: a console path the browser moves on to at once (a meta refresh: no script needed)."""
+    """`go_to`: a console path the browser moves on to at once (a meta refresh: no script needed); `refresh_s`: the
+    page reloads itself this often (a run still moving)."""
     return templating.render(
         "console/layout.html",
         title=title,
@@ -85,6 +103,7 @@ def document(
         frame=frame,
         current=current,
         go_to=go_to,
+        refresh_s=refresh_s,
         sections=SECTIONS,
     )
 
@@ -140,6 +159,48 @@ def decision(
 
 
 @dataclass(frozen=True)
+class Claim:
+    """Who works an open gate, in words, and the forms that change it (issue 29 item 3)."""
+
+    # "Claimed by Ana", "Assigned to Bo by Ana"; None: nobody works it.
+    words: str | None
+    # The forms' actions (None: not offered): claim (nobody works it), release (the session's subject holds or
+    # assigned it), assign; none when the session may not change who works it.
+    claim: str | None
+    release: str | None
+    assign: str | None
+    hidden_fields: tuple[tuple[str, str], ...]
+    id_prefix: str
+
+
+def claim_of(
+    run_id: str,
+    node_id: str,
+    assignee: str | None,
+    assigned_by: str | None,
+    frame: Frame,
+    prefix: str,
+    people: Mapping[str, str],
+    allowed: bool,
+) -> Claim:
+    base = f"{run_href(run_id)}/interrupts/{quote(node_id, safe='')}"
+    words = None
+    if assignee:
+        who = readable.person(assignee, people)
+        by = readable.person(assigned_by, people)
+        words = f"Claimed by {who}" if assigned_by in (None, assignee) else f"Assigned to {who} by {by}"
+    me = frame.subject_id
+    return Claim(
+        words,
+        f"{base}/claim" if allowed and not assignee else None,
+        f"{base}/release" if allowed and assignee and me in (assignee, assigned_by) else None,
+        f"{base}/assignee" if allowed else None,
+        (("csrf", frame.proof), ("back", prefix.split("-")[0])),
+        f"{prefix}-",
+    )
+
+
+@dataclass(frozen=True)
 class Asked:
     """What a gate asks, to read before deciding: its kind, title, message and what is being decided."""
 
@@ -173,9 +234,9 @@ def voters(votes: Sequence[Mapping[str, Any]]) -> set[str]:
 
 def _voter(vote: Mapping[str, Any], people: Mapping[str, str]) -> str:
     """Whose vote it is, and who cast it when a delegate did."""
-    who = _person(principal_subject(str(vote.get("principal", ""))), people)
+    who = readable.person(principal_subject(str(vote.get("principal", ""))), people)
     cast_by = _cast_by(vote)
-    cast = _person(cast_by, people) if cast_by else ""
+    cast = readable.person(cast_by, people) if cast_by else ""
     return f"{who} (cast by {cast})" if cast and cast != who else who
 
 
@@ -186,6 +247,19 @@ def _cast_by(vote: Mapping[str, Any]) -> str | None:
 
 
 # -- inbox --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the console shows of a run beside a decision: what its workflow calls its parts, its inputs, and when
+    each open gate is due."""
+
+    names: Names
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    # node id -> its deadline (ISO)
+    due: Mapping[str, str] = field(default_factory=dict)
+    # node id -> (who works it, who assigned it)
+    assignees: Mapping[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,10 +274,59 @@ class InboxEntry:
     on_behalf_of: str | None
     votes: list[tuple[str, str, str, str]]
     decision: Decision
+    # The run's inputs to read beside the form (None: it has none); when it is due; who may still vote.
+    inputs: Cell | None = None
+    due: str | None = None
+    still: str | None = None
+    # Who works it and the forms that change it.
+    claim: Claim | None = None
 
     @property
     def run_href(self) -> str:
         return run_href(self.run_id)
+
+
+# The inbox's orders: (value, words). Each orders the page read (newest first from the index).
+INBOX_SORTS = (("newest", "Newest first"), ("oldest", "Oldest first"), ("due", "Due first"))
+
+
+@dataclass(frozen=True)
+class InboxQuery:
+    """The inbox's filters (those GET /interrupts takes) and its order."""
+
+    kind: str | None = None
+    workflow_id: str | None = None
+    sort: str = "newest"
+
+    def href(self, **changed: str) -> str:
+        query = {
+            "kind": self.kind,
+            "workflowId": self.workflow_id,
+            "sort": self.sort if self.sort != "newest" else None,
+            **changed,
+        }
+        return _query_href("/console/inbox", {k: v for k, v in query.items() if v})
+
+
+def kind_choices(kinds: Sequence[str]) -> list[tuple[str, str]]:
+    """Each interrupt kind in words, told apart where two share the same words."""
+    said = [approval.kind_words({"kind": k}) for k in kinds]
+    return [(k, w if said.count(w) == 1 else f"{w} ({k.split('.')[-1]})") for k, w in zip(kinds, said, strict=True)]
+
+
+def sorted_items(
+    items: Sequence[Mapping[str, Any]], sort: str, contexts: Mapping[str, RunContext]
+) -> list[Mapping[str, Any]]:
+    if sort == "oldest":
+        return sorted(items, key=lambda i: str(i.get("raisedAt", "")))
+    if sort == "due":
+        # Due soonest first; those with no deadline last, newest first among them.
+        def due(i: Mapping[str, Any]) -> tuple[int, str]:
+            at = (contexts.get(str(i["runId"])) or RunContext(Names(None))).due.get(str(i.get("nodeId")))
+            return (0, at) if at else (1, "")
+
+        return sorted(items, key=due)
+    return list(items)
 
 
 def inbox(
@@ -211,18 +334,27 @@ def inbox(
     items: Sequence[Mapping[str, Any]],
     next_cursor: str | None,
     notice: Notice | None,
-    names: Mapping[str, Names] | None = None,
+    contexts: Mapping[str, RunContext] | None = None,
     filled: Filled | None = None,
     people: Mapping[str, str] | None = None,
+    query: InboxQuery | None = None,
+    kinds: Sequence[str] = (),
+    may_claim: bool = False,
 ) -> str:
-    """`names`: by run id, what its workflow calls its parts (a run missing from it is named by its ids); `people`:
-    by subject id, what the directory calls the voters."""
+    """`contexts`: by run id, what its workflow calls its parts, its inputs, its gates' deadlines and who works them
+    (a run missing from it is named by its ids); `people`: by subject id, what the directory calls the voters;
+    `may_claim`: the session may claim, release and assign (the claim routes' scope)."""
+    query = query or InboxQuery()
+    contexts = contexts or {}
     entries = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(sorted_items(items, query.sort, contexts)):
         payload = item.get("payload") or {}
-        named = (names or {}).get(str(item["runId"])) or Names(str(item.get("workflowId", "")))
+        context = contexts.get(str(item["runId"])) or RunContext(Names(str(item.get("workflowId", ""))))
+        named = context.names
         node_id = str(item.get("nodeId", ""))
         labels = named.labels_of(node_id)
+        votes = item.get("votes") or []
+        assignee, assigned_by = context.assignees.get(node_id, (None, None))
         entries.append(
             InboxEntry(
                 asked=asked(payload, labels),
@@ -231,12 +363,24 @@ def inbox(
                 run_id=str(item["runId"]),
                 raised_at=str(item.get("raisedAt", "")),
                 on_behalf_of=", ".join(item["onBehalfOf"]) if item.get("onBehalfOf") else None,
-                votes=vote_rows(item.get("votes") or [], people),
+                votes=vote_rows(votes, people),
                 decision=decision(item["runId"], node_id, payload, frame.proof, f"inbox-{i}", filled, labels),
+                inputs=cell_of(context.inputs) if context.inputs else None,
+                due=context.due.get(node_id),
+                still=readable.still_to_vote(payload, votes, voters(votes), people or {}),
+                claim=claim_of(item["runId"], node_id, assignee, assigned_by, frame, f"inbox-{i}", people or {}, may_claim),
             )
         )
-    older = _query_href("/console/inbox", {"cursor": next_cursor}) if next_cursor else None
-    return templating.render("console/inbox.html", notice=notice, entries=entries, older=older)
+    older = query.href(cursor=next_cursor) if next_cursor else None
+    return templating.render(
+        "console/inbox.html",
+        notice=notice,
+        entries=entries,
+        older=older,
+        query=query,
+        kinds=kind_choices(kinds),
+        sorts=INBOX_SORTS,
+    )
 
 
 # -- runs ---------------------------------------------------------------------------------------------
@@ -248,6 +392,17 @@ class RunsView:
     next_cursor: str | None
     status: str | None
     workflow_id: str | None
+    # The person asked this list to reload itself (live=on).
+    live: bool = False
+
+    @property
+    def refreshes(self) -> bool:
+        """It reloads itself: asked to, and some run on it is still moving."""
+        return self.live and self.moving
+
+    @property
+    def moving(self) -> bool:
+        return any(r.get("status") not in ("completed", "failed", "cancelled") for r in self.runs)
 
 
 @dataclass(frozen=True)
@@ -267,14 +422,9 @@ def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
         RunRow(str(r["runId"]), str(r.get("workflowId", "")), str(r.get("status", "")), str(r.get("startedAt") or r.get("createdAt") or ""))
         for r in view.runs
     ]
-    next_page = None
-    if view.next_cursor:
-        query = {"cursor": view.next_cursor}
-        if view.status:
-            query["status"] = view.status
-        if view.workflow_id:
-            query["workflowId"] = view.workflow_id
-        next_page = _query_href("/console/runs", query)
+    filters = {k: v for k, v in (("status", view.status), ("workflowId", view.workflow_id)) if v}
+    next_page = _query_href("/console/runs", {**filters, "cursor": view.next_cursor}) if view.next_cursor else None
+    live_href = _query_href("/console/runs", {**filters, "live": "off" if view.live else "on"}) if view.moving else None
     return templating.render(
         "console/runs.html",
         frame=frame,
@@ -284,6 +434,43 @@ def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
         workflow_id=view.workflow_id or "",
         rows=rows,
         next_page=next_page,
+        live=view.live,
+        live_href=live_href,
+        refresh_s=LIVE_REFRESH_S,
+    )
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A destructive action asked once more before it is done: the same form posted again with confirm=yes."""
+
+    heading: str
+    sentence: str
+    lines: tuple[str, ...]
+    action: str
+    hidden_fields: tuple[tuple[str, str], ...]
+    button: str
+    back: str
+
+
+def confirm(frame: Frame, confirmation: Confirmation) -> str:
+    return templating.render("console/confirm.html", frame=frame, confirm=confirmation)
+
+
+def confirm_cancel(frame: Frame, run_ids: Sequence[str], reason: str) -> str:
+    many = len(run_ids) > 1
+    return confirm(
+        frame,
+        Confirmation(
+            f"Cancel {len(run_ids)} runs?" if many else "Cancel this run?",
+            "Cancelling stops " + ("these runs" if many else "the run") + " for good: open gates close unanswered and "
+            "nothing after them happens. It cannot be undone." + (f" Reason: {reason}" if reason else ""),
+            tuple(run_ids),
+            "/console/runs/cancel",
+            (*(("runId", r) for r in run_ids), *((("reason", reason),) if reason else ())),
+            f"Yes, cancel {len(run_ids)} runs" if many else "Yes, cancel this run",
+            run_href(run_ids[0]) if not many else "/console/runs",
+        ),
     )
 
 
@@ -310,6 +497,13 @@ class RunView:
     filled: Filled | None = None
     # The step of a run failed at its HTTP call that the session may take again (None: none).
     retry_step: str | None = None
+    # The step whose input and output are shown (None: the run's), and what is known of it.
+    selected: str | None = None
+    step: readable.StepInputs | None = None
+    # The page reloads itself every LIVE_REFRESH_S (True), may be asked to (False), or the run has ended (None).
+    live: bool | None = None
+    # The session may fork the run, and redrive it (a failed run).
+    may_fork: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,6 +514,9 @@ class OpenGate:
     votes: list[tuple[str, str, str, str]]
     # None: the signed-in principal may not decide it.
     decision: Decision | None
+    # The run's inputs, read beside the form (None: it has none).
+    inputs: Cell | None = None
+    claim: Claim | None = None
 
 
 @dataclass(frozen=True)
@@ -327,8 +524,25 @@ class TimelineEntry:
     sequence: str
     timestamp: str
     summary: str
-    # The event's payload as pretty JSON; "" when it has none.
-    payload: str
+    # What of its payload is worth reading, as fields (None: its line says it all).
+    details: readable.Shown | None
+    # Its step's input and output (None: a run event).
+    step_href: str | None = None
+    selected: bool = False
+
+
+@dataclass(frozen=True)
+class InputOutput:
+    """The Input / Output panel: of the whole run, or of the step chosen in the graph or the timeline."""
+
+    # What it shows: "the run" or the step's name.
+    subject: str
+    # The step's state in words ("" for the run).
+    state: str
+    given: list[readable.Shown]
+    gave: list[readable.Shown]
+    # Back to the whole run's (None: the run's is shown).
+    run_href: str | None
 
 
 @dataclass(frozen=True)
@@ -346,13 +560,24 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
     workflow_id = str(snap["workflowId"])
     names = view.names or Names(workflow_id)
     later = None if view.more_events_after is None else f"{run_href(run_id)}?after={view.more_events_after}"
+    rejected = rejection(snap, view.events, view.people)
+    graph = drawing(view.nodes, view.edges, "")
+    linked = [
+        dataclasses.replace(
+            drawn,
+            href=step_href(run_id, node.id),
+            classes=drawn.classes + (" chosen" if node.id == view.selected else ""),
+        )
+        for drawn, node in zip(graph.nodes, view.nodes, strict=True)
+    ]
     return templating.render(
         "console/run.html",
         frame=frame,
         notice=notice,
         run_id=run_id,
         status=str(snap.get("status")),
-        rejected=rejection(snap, view.events, view.people),
+        rejected=rejected,
+        failure=None if rejected else failure(snap, names),
         workflow_id=workflow_id,
         workflow=names.workflow or "an unnamed workflow",
         workflow_href=_query_href(f"/console/workflows/{quote(workflow_id, safe='')}", {"version": str(ext.get("workflowVersion", ""))}),
@@ -364,19 +589,81 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         retry=None
         if view.retry_step is None
         else (names.step(view.retry_step), f"{run_href(run_id)}/actions/{quote(view.retry_step, safe='')}/retry"),
-        graph=drawing(view.nodes, view.edges, ""),
-        steps=[f"{names.step(nid)}: {words}" for nid, words in describe(view.nodes, "")],
+        graph=dataclasses.replace(graph, nodes=linked),
+        steps=[
+            (f"{names.step(nid)}: {words}", step_href(run_id, nid), nid == view.selected)
+            for nid, words in describe(view.nodes, "")
+        ],
+        io=input_output(view, run_id, names),
+        live=view.live,
+        live_href=None
+        if view.live is None
+        else _query_href(
+            run_href(run_id),
+            {**({"step": view.selected} if view.selected else {}), "live": "off" if view.live else "on"},
+        ),
+        refresh_s=LIVE_REFRESH_S,
+        lineage=lineage(ext),
+        fork_action=f"{run_href(run_id)}/fork" if view.may_fork else None,
+        redrive=(
+            (names.step(str(ext["failedNodeId"])) if ext.get("failedNodeId") else "where it failed", f"{run_href(run_id)}/redrive")
+            if view.may_fork and snap.get("status") == "failed"
+            else None
+        ),
+        last_sequence=str(view.events[-1]["sequence"]) if view.events else "0",
         gates=[
-            _open_gate(frame, run_id, i, node_id, interrupt, names, view.filled, view.people)
+            _open_gate(frame, run_id, i, node_id, interrupt, names, view.filled, view.people, snap.get("inputs"))
             for i, (node_id, interrupt) in enumerate(view.open_interrupts.items())
         ],
-        timeline=[_timeline_entry(e, names, view.people) for e in view.events],
+        timeline=[_timeline_entry(e, run_id, names, view.people, view.selected) for e in view.events],
         later=later,
         deliveries=[_delivery_row(d) for d in view.deliveries],
-        notifications=None if view.notifications is None else [_notification_row(n) for n in view.notifications],
+        notifications=None
+        if view.notifications is None
+        else [_notification_row(n, view.people) for n in view.notifications],
         tokens=None if view.tokens is None else [Record(_record_line(r), pretty(r)) for r in view.tokens],
         unavailable=view.unavailable,
     )
+
+
+def lineage(ext: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(how, run id, its page) of the run this one was forked from, then of each run forked from it."""
+    found = []
+    ancestry = ext.get("ancestry") or {}
+    if ancestry.get("sourceRunId"):
+        how = (
+            "Redriven from"
+            if ancestry.get("redrive")
+            else "Replayed from"
+            if ancestry.get("mode") == "replay"
+            else f"Branched at event #{ancestry.get('fromSeq')} from"
+        )
+        found.append((how, str(ancestry["sourceRunId"]), run_href(str(ancestry["sourceRunId"]))))
+    found += [("Forked as", str(r), run_href(str(r))) for r in ext.get("forkRunIds") or []]
+    return found
+
+
+def failure(snapshot: Mapping[str, Any], names: Names) -> str | None:
+    """A failed run's error, first thing on its page: where and why (None: it did not fail)."""
+    if snapshot.get("status") != "failed" and not snapshot.get("error"):
+        return None
+    failed_at = ((snapshot.get("extensions") or {}).get("interlude.run") or {}).get("failedNodeId")
+    where = f" at {names.step(str(failed_at))}" if failed_at else ""
+    return f"Failed{where}: {readable.error_words(snapshot.get('error'))}"
+
+
+def input_output(view: RunView, run_id: str, names: Names) -> InputOutput:
+    snap = view.snapshot
+    if view.selected is None or view.step is None:
+        done = snap.get("status") == "completed"
+        given = [s for s in [readable.shown("Inputs", snap.get("inputs"))] if s]
+        gave = [s for s in [readable.shown("Results" if done else "Results so far", snap.get("variables"))] if s]
+        if snap.get("error"):
+            gave.insert(0, readable.Shown("What went wrong", cell_of(readable.error_words(snap["error"]))))
+        return InputOutput("the run", "", given, gave, None)
+    state = next((n.status for n in view.nodes if n.id == view.selected), "pending")
+    given, gave = readable.step_panel(view.step, names.labels_of(view.selected), view.people)
+    return InputOutput(names.step(view.selected), STATUS_WORDS.get(state, state), given, gave, f"{run_href(run_id)}#io")
 
 
 def _open_gate(
@@ -388,13 +675,17 @@ def _open_gate(
     names: Names,
     filled: Filled | None,
     people: Mapping[str, str],
+    inputs: Any = None,
 ) -> OpenGate:
     payload = interrupt.get("payload") or {}
     required = (payload.get("data") or {}).get("requiredApprovals")
+    votes = interrupt.get("votes") or []
+    still = readable.still_to_vote(payload, votes, voters(votes), people)
     facts = [
         ("Asked", str(interrupt.get("raisedAt", ""))),
         ("Deadline", str(interrupt.get("deadline", "none"))),
         *([("Approvals needed", str(required))] if isinstance(required, int) else []),
+        *([("May still vote", still)] if still else []),
     ]
     may_decide = interrupt.get("mayDecide")
     labels = names.labels_of(node_id)
@@ -404,6 +695,10 @@ def _open_gate(
         facts,
         vote_rows(interrupt.get("votes") or [], people),
         decision(run_id, node_id, payload, frame.proof, f"run-{i}", filled, labels) if may_decide else None,
+        cell_of(inputs) if inputs else None,
+        claim_of(
+            run_id, node_id, interrupt.get("assignee"), interrupt.get("assignedBy"), frame, f"run-{i}", people, bool(interrupt.get("mayClaim"))
+        ),
     )
 
 
@@ -418,58 +713,23 @@ def rejection(snapshot: Mapping[str, Any], events: Sequence[Mapping[str, Any]], 
     )
     if resolved.get("reason") == "timeout":
         return "Rejected automatically: nobody decided in time"
-    who = _person((resolved.get("resolvedBy") or {}).get("subjectId"), people)
+    who = readable.person((resolved.get("resolvedBy") or {}).get("subjectId"), people)
     value: Mapping[str, Any] = resolved["resumeValue"] if isinstance(resolved.get("resumeValue"), Mapping) else {}
     why = next((value[k] for k in ("comment", "feedback") if isinstance(value.get(k), str)), "")
     return "Rejected" + (f" by {who}" if who else "") + (f": {why}" if why else "")
 
 
-def _person(subject_id: Any, people: Mapping[str, str]) -> str:
-    return people.get(str(subject_id), str(subject_id)) if subject_id else ""
-
-
-EVENT_WORDS = {
-    "run.started": "Run started",
-    "run.completed": "Run completed",
-    "run.failed": "Run failed",
-    "run.cancelled": "Run cancelled",
-    "node.started": "Step started",
-    "node.completed": "Step completed",
-    "node.failed": "Step failed",
-    "node.skipped": "Step skipped",
-    "node.cancelled": "Step cancelled",
-    "node.suspended": "Step waiting",
-    "node.resumed": "Step resumed",
-    "interrupt.requested": "Asked for a decision",
-    "approval.requested": "Approval requested",
-    "interrupt.resolved": "Decided",
-    "approval.received": "Vote received",
-}
-
-
-def event_summary(event: Mapping[str, Any], names: Names | None = None, people: Mapping[str, str] | None = None) -> str:
-    """One readable line for an event: what happened, to which step (by name), decided how and by whom."""
-    payload = event.get("payload") or {}
-    words = EVENT_WORDS.get(str(event.get("type")), str(event.get("type")))
-    bits = [words]
-    if event.get("nodeId"):
-        bits.append(f"· {names.step(str(event['nodeId'])) if names else event['nodeId']}")
-    for name in ("kind", "action", "decision", "reason"):
-        if isinstance(payload.get(name), str):
-            bits.append(f"· {name} {payload[name]}")
-    who = payload.get("resolvedBy")
-    if isinstance(who, dict) and who.get("subjectId"):
-        bits.append(f"· by {_person(who['subjectId'], people or {})}")
-    error = payload.get("error")
-    if isinstance(error, dict) and error.get("message"):
-        bits.append(f"· {error['message']}")
-    return " ".join(bits)
-
-
-def _timeline_entry(event: Mapping[str, Any], names: Names | None = None, people: Mapping[str, str] | None = None) -> TimelineEntry:
-    payload = event.get("payload")
+def _timeline_entry(
+    event: Mapping[str, Any], run_id: str, names: Names, people: Mapping[str, str], selected: str | None
+) -> TimelineEntry:
+    node_id = str(event["nodeId"]) if event.get("nodeId") else None
     return TimelineEntry(
-        str(event.get("sequence")), str(event.get("timestamp", "")), event_summary(event, names, people), pretty(payload) if payload else ""
+        str(event.get("sequence")),
+        str(event.get("timestamp", "")),
+        readable.event_summary(event, names, people),
+        readable.event_details(event, names.labels_of(node_id) if node_id else None),
+        step_href(run_id, node_id) if node_id else None,
+        node_id is not None and node_id == selected,
     )
 
 
@@ -486,16 +746,20 @@ def _delivery_row(d: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def _notification_row(n: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(
-        str(v)
-        for v in (
-            n.get("at") or n.get("queuedAt") or "",
-            n.get("principalId", ""),
-            n.get("purpose", ""),
-            n.get("channel") or "—",
-            n.get("outcome") or n.get("status") or "",
-        )
+def _notification_row(n: Mapping[str, Any], people: Mapping[str, str]) -> tuple[str, ...]:
+    """(when, who, why they were told, channel, what came of it) in words."""
+    outcome = str(n.get("outcome") or n.get("status") or "")
+    said = readable.NOTIFICATION_OUTCOMES.get(outcome, outcome)
+    if n.get("reason") and n.get("reason") != outcome:
+        said += f": {readable.NOTIFICATION_REASONS.get(str(n['reason']), str(n['reason']))}"
+    if n.get("errorClass"):
+        said += f" ({n['errorClass']})"
+    return (
+        str(n.get("at") or n.get("queuedAt") or ""),
+        readable.person(n.get("principalId"), people),
+        readable.purpose_words(str(n.get("purpose", ""))),
+        str(n.get("channel") or "—"),
+        said,
     )
 
 
@@ -553,9 +817,28 @@ def workflows(
     return templating.render("console/workflows.html", notice=notice, rows=rows, next_page=next_page)
 
 
+# The Start run form's own field beside the workflow's inputs (its names are f0, f1, ...: never this one).
+TAGS_FIELD = "tags"
+
+
+def start_run_form(schema: Mapping[str, Any], answer: forms.Answer | None) -> forms.Form:
+    """The workflow's declared inputs asked as a gate's answer is (forms.schema_form), and the run's tags."""
+    drawn = forms.schema_form(schema, answer, forms.Button("start", "Start run")) if schema.get("properties") else None
+    said = (answer.posted.get(TAGS_FIELD) or [""])[0] if answer is not None else ""
+    tags = forms.Field(TAGS_FIELD, "Tags (optional, one a line)", "lines", value=said, error=(answer.errors.get(TAGS_FIELD) if answer else None))
+    fields = (*(drawn.fields if drawn else ()), tags)
+    return forms.Form(fields, (forms.Button("start", "Start run"),))
+
+
 def workflow(
-    frame: Frame, got: Mapping[str, Any], nodes: Sequence[GraphNode], edges: Sequence[tuple[str, str]]
+    frame: Frame,
+    got: Mapping[str, Any],
+    nodes: Sequence[GraphNode],
+    edges: Sequence[tuple[str, str]],
+    start: forms.Form | None = None,
+    notice: Notice | None = None,
 ) -> str:
+    """`start`: the Start run form (None: the session may not start runs, or this is not the latest version)."""
     workflow_id = str(got["workflowId"])
     version = int(got["version"])
     latest = int(got.get("latestVersion") or version)
@@ -569,6 +852,10 @@ def workflow(
         graph=drawing(nodes, edges, ""),
         steps=[f"{n.label} ({n.type_id})" for n in nodes],
         definition=json.dumps(got["definition"], indent=2, ensure_ascii=False, allow_nan=False),
+        frame=frame,
+        notice=notice,
+        start=start,
+        start_action=f"{base}/runs",
     )
 
 
@@ -650,7 +937,7 @@ def dead_letters(
                     str(d["deliveryId"]),
                     str(d["runId"]),
                     run_href(str(d["runId"])),
-                    EVENT_WORDS.get(str(d["eventType"]), str(d["eventType"])),
+                    readable.EVENT_WORDS.get(str(d["eventType"]), str(d["eventType"])),
                     int(d["attempts"]),
                     DEAD_REASONS.get(str(d["reason"]), str(d["reason"]))
                     + (f" (last answer: HTTP {d['lastStatus']})" if d.get("lastStatus") else ""),

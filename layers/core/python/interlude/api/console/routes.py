@@ -23,7 +23,7 @@ from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
 from interlude import wiring
 from interlude.adapters.keyring_store import load_key_ring
-from interlude.api.console import pages
+from interlude.api.console import pages, readable
 from interlude.api.console import session as sessions
 from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
@@ -45,20 +45,26 @@ from interlude.api.routes import route
 from interlude.app import audit, audit_entries
 from interlude.app import inbox as approver_inbox
 from interlude.app.facts import display_name
+from interlude.app.forks import Forked
 from interlude.app.replay import bound_delivery
+from interlude.app.run_listing import MAX_BULK_CANCEL
 from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.requests import CreateKeyRequest
+from interlude.domain.models.principals import AssignGateRequest
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest, ForkRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
+from interlude.engine.nodetypes import bind_inputs
 from interlude.engine.run import action_not_retryable
+from interlude.rules import inputs as declared_inputs
 from interlude.rules.auth import Principal, run_resolver
+from interlude.rules.interrupts.claims import Move
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store.tenant_standing import SUSPENDED_CODE
 
@@ -170,13 +176,14 @@ def html(
     current: str = "",
     cookies: list[Cookie] | None = None,
     go_to: str | None = None,
+    refresh_s: int | None = None,
 ) -> Response:
     nonce = approval_nonce()
     headers: dict[str, Any] = {"OpenWOP-Version": OPENWOP_VERSION, **approval.security_headers(nonce)}
     return Response(
         status_code=status,
         content_type="text/html; charset=utf-8",
-        body=pages.document(title, body, nonce, frame, current, go_to),
+        body=pages.document(title, body, nonce, frame, current, go_to, refresh_s),
         headers=headers,
         cookies=cookies,
     )
@@ -327,6 +334,11 @@ def console_home() -> Response:
     return sign_in_page(200, None)
 
 
+@route("consoleRoot")
+def console_root() -> Response:
+    return see_other("/console")
+
+
 @route("consoleSignInPage")
 def console_sign_in_page() -> Response:
     return sign_in_page(200, None)
@@ -398,21 +410,72 @@ def console_sign_out() -> Response:
 
 
 def inbox_page(
-    signed: Signed, notice: Notice | None, status: int = 200, cursor: str | None = None, filled: pages.Filled | None = None
+    signed: Signed,
+    notice: Notice | None,
+    status: int = 200,
+    cursor: str | None = None,
+    filled: pages.Filled | None = None,
 ) -> Response:
     authorize(signed.principal, "consoleInbox")
-    listed = services().inbox.inbox(signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, {}, cursor)
+    query = inbox_query()
+    filters = {k: v for k, v in (("kind", query.kind), ("workflowId", query.workflow_id)) if v}
+    listed = services().inbox.inbox(signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, filters, cursor)
     items = listed["interrupts"]
-    people = people_named(signed.principal.tenant, {s for i in items for s in pages.voters(i.get("votes") or [])})
-    body = pages.inbox(signed.frame, items, listed.get("nextCursor"), notice, names_of_runs([i["runId"] for i in items]), filled, people)
+    contexts = run_contexts([i["runId"] for i in items])
+    people = people_named(
+        signed.principal.tenant,
+        {s for i in items for s in pages.voters(i.get("votes") or [])}
+        | named_approvers(items)
+        | {who for context in contexts.values() for pair in context.assignees.values() for who in pair if who},
+    )
+    body = pages.inbox(
+        signed.frame,
+        items,
+        listed.get("nextCursor"),
+        notice,
+        contexts,
+        filled,
+        people,
+        query,
+        approver_inbox.INTERRUPT_KINDS,
+        may(signed.principal, "consoleClaim"),
+    )
     return html(status, "Inbox", body, signed.frame, "inbox")
 
 
-def names_of_runs(run_ids: list[str]) -> dict[str, Names]:
-    """What each run's workflow version calls its parts (one batch read of the runs; versions are cached)."""
+def inbox_query() -> pages.InboxQuery:
+    """The inbox's filters and order from the request, checked as GET /interrupts checks its own."""
+    query = app.current_event.query_string_parameters or {}
+    kind = query.get("kind") or None
+    if kind is not None and kind not in approver_inbox.INTERRUPT_KINDS:
+        raise Invalid(f"kind must be one of {list(approver_inbox.INTERRUPT_KINDS)}", {"field": "kind"})
+    workflow_id = (
+        check_author_id(query["workflowId"].strip(), "workflowId") if (query.get("workflowId") or "").strip() else None
+    )
+    sort = query.get("sort") or "newest"
+    if sort not in dict(pages.INBOX_SORTS):
+        raise Invalid(f"sort must be one of {[s for s, _ in pages.INBOX_SORTS]}", {"field": "sort"})
+    return pages.InboxQuery(kind, workflow_id, sort)
+
+
+def named_approvers(items: list[dict[str, Any]]) -> set[str]:
+    """The people approval gates on this page name as their approvers (to say who may still vote, by name)."""
+    return {str(a) for i in items for a in ((i.get("payload") or {}).get("data") or {}).get("approversList") or []}
+
+
+def run_contexts(run_ids: list[str]) -> dict[str, pages.RunContext]:
+    """What each run's workflow version calls its parts, its inputs and its open gates' deadlines (one batch read of
+    the runs; versions are cached)."""
     runs = services().store.get_runs(list(dict.fromkeys(run_ids))) if run_ids else {}
     return {
-        run_id: names_of(services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId)
+        run_id: pages.RunContext(
+            names_of(
+                services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId
+            ),
+            state.inputs,
+            {node_id: iso_epoch(oi.deadline) for node_id, oi in state.interrupts.items() if oi.deadline is not None},
+            {node_id: (oi.assignee, oi.assignedBy) for node_id, oi in state.interrupts.items() if oi.assignee},
+        )
         for run_id, (state, _) in runs.items()
     }
 
@@ -453,6 +516,44 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
     return after_decision(signed, back, run_id, notice, 200)
 
 
+
+
+def claim_post(signed: Signed, form: dict[str, list[str]], run_id: str, node_id: str, move: Move) -> Response:
+    """Claim, release or assign the gate as the matching API route does (services().claims), then the page it came
+    from (the inbox, or the run), with what came of it."""
+    back = first(form, "back")
+    named = (first(form, "assignee") or "").strip() or None
+    try:
+        got = services().claims.move(signed.principal, run_id, check_author_id(unquote(node_id), "nodeId"), move, named, surface="console")
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated) or exc.code == "validation_error":
+            raise
+        return after_decision(signed, back, run_id, refusal_notice(exc, "Nothing was changed"), status_of(exc))
+    if got["assignee"] is None:
+        heading = "Nobody works this request now"
+    else:
+        heading = "You work this request now" if move == "claim" else f"Assigned to {got['assignee']}"
+    return after_decision(signed, back, run_id, Notice("ok", heading, "Who may decide it is unchanged."), 200)
+
+
+@form_post("consoleClaim", "inbox")
+def console_claim(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
+    return claim_post(signed, form, from_wire(runId), nodeId, "claim")
+
+
+@form_post("consoleRelease", "inbox")
+def console_release(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
+    return claim_post(signed, form, from_wire(runId), nodeId, "release")
+
+
+@form_post("consoleAssign", "inbox")
+def console_assign(signed: Signed, form: dict[str, list[str]], runId: str, nodeId: str) -> Response:  # noqa: N803
+    named = (first(form, "assignee") or "").strip()
+    if named:
+        parse(AssignGateRequest, {"assignee": named}, "assignee")
+    return claim_post(signed, form, from_wire(runId), nodeId, "assign")
+
+
 def refused(
     signed: Signed, back: str | None, run_id: str, node_id: str, step: str, exc: forms.FormError, form: dict[str, list[str]]
 ) -> Response:
@@ -478,14 +579,16 @@ def after_decision(
 # -- runs ---------------------------------------------------------------------------------------------
 
 
-def runs_view(principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None) -> pages.RunsView:
+def runs_view(
+    principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None, live: bool = False
+) -> pages.RunsView:
     """A page of the tenant's runs (the run listing service), newest first."""
     page = services().run_listing.list_runs(principal.tenant, RUNS_PER_PAGE, cursor, workflow_id, status)
     rows = [
         {"runId": r.runId, "workflowId": r.workflowId, "status": r.status, "startedAt": r.startedAt or r.createdAt}
         for r in page.runs
     ]
-    return pages.RunsView(rows, page.next_cursor, status, workflow_id)
+    return pages.RunsView(rows, page.next_cursor, status, workflow_id, live)
 
 
 @page("consoleRuns", "runs")
@@ -498,8 +601,9 @@ def console_runs(signed: Signed) -> Response:
     if status is not None and status not in pages.RUN_STATUSES:
         raise Invalid(f"status must be one of {list(pages.RUN_STATUSES)}", {"field": "status"})
     workflow_id = check_author_id(query["workflowId"], "workflowId") if query.get("workflowId") else None
-    view = runs_view(signed.principal, status, workflow_id, query.get("cursor"))
-    return html(200, "Runs", pages.runs(signed.frame, view, None), signed.frame, "runs")
+    view = runs_view(signed.principal, status, workflow_id, query.get("cursor"), query.get("live") == "on")
+    refresh = pages.LIVE_REFRESH_S if view.refreshes else None
+    return html(200, "Runs", pages.runs(signed.frame, view, None), signed.frame, "runs", refresh_s=refresh)
 
 
 @form_post("consoleCancelRuns", "runs")
@@ -507,7 +611,15 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
     ids = list(dict.fromkeys(v.strip() for v in form.get("runId", []) if v.strip()))
     if not ids:
         raise Invalid("select at least one run to cancel", {"field": "runId"})
-    reason = (first(form, "reason") or "").strip()[:500] or "cancelled from the console"
+    reason = (first(form, "reason") or "").strip()[:500]
+    if first(form, "confirm") != "yes":
+        if len(ids) > MAX_BULK_CANCEL:
+            raise Invalid(
+                f"select at most {MAX_BULK_CANCEL} runs to cancel at once",
+                {"field": "runId", "maxRunIds": MAX_BULK_CANCEL},
+            )
+        return html(200, "Cancel runs?", pages.confirm_cancel(signed.frame, ids, reason), signed.frame, "runs")
+    reason = reason or "cancelled from the console"
     outcomes = services().run_listing.bulk_cancel(signed.principal, ids, reason, surface="console")
     lines = tuple(
         f"{run_id}: {got.status}" if isinstance(got, RunState) else f"{run_id}: not cancelled ({got.message})"
@@ -533,9 +645,15 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
     principal = authorize(signed.principal, "consoleRun")
     after = query_int("after", -1, -1, 10**12)
     state, _ = services().runs.load_run(principal.tenant, run_id)
+    query = app.current_event.query_string_parameters or {}
+    selected = query.get("step") or None
     me = run_resolver(principal, "console").principal
     snapshot = run_snapshot(state)
     definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
+    if selected is not None:
+        selected = definition.engine_node_id(selected)
+        if selected not in {n.id for n in definition.nodes}:
+            raise Invalid("this run's workflow has no such step", {"field": "step"})
     names = names_of(definition, state.workflowId)
     nodes, edges = graph_of(state, names)
     polled = services().runs.poll_events(principal, run_id, after, 0)
@@ -544,6 +662,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
     more = last_seen if polled["lastSequence"] > last_seen else None
     deliveries = services().deliveries.run_deliveries(principal, run_id)["deliveries"]
     tokens = tokens_minted(principal, run_id)
+    notifications = services().notifications.run_notifications(principal, run_id)["notifications"]
     open_interrupts: dict[str, dict[str, Any]] = {
         node_id: {
             "kind": oi.kind,
@@ -552,6 +671,9 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
             "payload": oi.payload,
             "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
             "mayDecide": may(principal, "consoleDecide") and not voted(oi, me),
+            "assignee": oi.assignee,
+            "assignedBy": oi.assignedBy,
+            "mayClaim": may(principal, "consoleClaim"),
         }
         for node_id, oi in state.interrupts.items()
     }
@@ -568,14 +690,96 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
             if tokens is None
             else []
         ),
-        notifications=services().notifications.run_notifications(principal, run_id)["notifications"],
+        notifications=notifications,
         tokens=tokens,
         names=names,
         retry_step=retry_step(principal, state, definition),
-        people=people_named(state.tenant, deciders(events) | {s for gate in open_interrupts.values() for s in pages.voters(gate["votes"])}),
+        people=people_named(
+            state.tenant,
+            deciders(events)
+            | {s for gate in open_interrupts.values() for s in pages.voters(gate["votes"])}
+            | named_approvers(list(open_interrupts.values()))
+            | {who for oi in state.interrupts.values() for who in (oi.assignee, oi.assignedBy) if who}
+            | {str(n["principalId"]) for n in notifications if n.get("principalId")},
+        ),
         filled=filled,
+        selected=selected,
+        step=None if selected is None else step_inputs(state, definition, selected, events),
+        live=live_choice(query.get("live"), state, open_interrupts) if status == 200 and filled is None else None,
+        may_fork=may(principal, "consoleForkRun"),
     )
-    return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs")
+    refresh = pages.LIVE_REFRESH_S if view.live else None
+    return html(status, f"Run {run_id}", pages.run(signed.frame, view, notice), signed.frame, "runs", refresh_s=refresh)
+
+
+def live_choice(asked: str | None, state: RunState, gates: Mapping[str, Mapping[str, Any]]) -> bool | None:
+    """Whether the run page reloads itself: a run still moving does, unless the page holds a decision form (a
+    reload would lose what is being typed) or the person turned it off (`live` off); they may turn it on. None: the
+    run has ended, nothing to follow."""
+    if state.terminal:
+        return None
+    if asked in ("on", "off"):
+        return asked == "on"
+    return not any(gate["mayDecide"] for gate in gates.values())
+
+
+def step_inputs(
+    state: RunState, definition: WorkflowDefinition, node_id: str, events: list[dict[str, Any]]
+) -> readable.StepInputs:
+    """What the run page knows of one step: the gate's request (open, else its latest on the page), its declared
+    inputs bound from the run's values as they stand, its output and its error."""
+    node = definition.node(node_id)
+    open_gate = state.interrupts.get(node_id)
+    variables = {v.name: v.defaultValue for v in definition.variables if v.defaultValue is not None}
+    bound = None
+    if node.inputs:
+        try:
+            bound = bind_inputs(node.inputs, {**state.outputs, "inputs": {**variables, **state.inputs}})
+        except Exception:  # noqa: BLE001 - a binding that cannot be read now is shown as not given, never a failed page
+            bound = None
+    error = state.error if state.failedNodeId == node_id else readable.failure_of(events, node_id)
+    return readable.StepInputs(
+        open_gate.payload if open_gate is not None else readable.latest_request(events, node_id),
+        bound,
+        state.outputs.get(node_id),
+        error if state.nodes.get(node_id) is not None and state.nodes[node_id].status == "failed" else None,
+    )
+
+
+@form_post("consoleForkRun", "runs")
+def console_fork_run(signed: Signed, form: dict[str, list[str]], runId: str) -> Response:  # noqa: N803
+    """A fork of the run (replay, or a branch at an event), as POST /runs/{runId}:fork makes it."""
+    raw_from = (first(form, "fromSeq") or "").strip()
+    mode = first(form, "mode") or "replay"
+    fields: dict[str, Any] = {"mode": mode}
+    if mode == "branch" or raw_from:
+        fields["fromSeq"] = int(raw_from) if raw_from.isdigit() else raw_from or None
+    return forked(
+        signed,
+        from_wire(runId),
+        lambda principal, run_id: services().forks.fork_run(principal, run_id, parse(ForkRunRequest, fields, "fork")),
+        "Forked",
+    )
+
+
+@form_post("consoleRedriveRun", "runs")
+def console_redrive_run(signed: Signed, form: dict[str, list[str]], runId: str) -> Response:  # noqa: N803
+    """The failed run again from its failed node, as POST /runs/{runId}:redrive makes it."""
+    return forked(signed, from_wire(runId), services().forks.redrive_run, "Redriven")
+
+
+def forked(signed: Signed, run_id: str, make: Callable[[Principal, str], Forked], how: str) -> Response:
+    """The new run's page, or this run's again with why nothing was started. Like the API's routes, forking needs
+    runs:read besides runs:create (it reads the source's whole history)."""
+    signed.principal.require("runs:read")
+    try:
+        made = make(signed.principal, run_id)
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated):
+            raise
+        return run_page(signed, run_id, refusal_notice(exc, "Nothing was started"), status_of(exc))
+    notice = Notice("ok", f"{how}: a new run", f"Run {made.state.runId} started from run {run_id}.")
+    return run_page(signed, made.state.runId, notice, 201)
 
 
 def retry_step(principal: Principal, state: RunState, definition: WorkflowDefinition) -> str | None:
@@ -631,16 +835,63 @@ def console_workflows(signed: Signed) -> Response:
 
 @page("consoleWorkflow", "workflows")
 def console_workflow(signed: Signed, workflowId: str) -> Response:  # noqa: N803
-    workflow_id = check_author_id(unquote(workflowId), "workflowId")
-    version = query_int("version", None, 1, 10**9)
-    if version is None:
-        latest = services().workflows.get_workflow(signed.principal, workflow_id)
-        version = int(latest["version"])
-    got = services().workflows.get_workflow_version(signed.principal, workflow_id, version)
+    return workflow_page(signed, check_author_id(unquote(workflowId), "workflowId"), query_int("version", None, 1, 10**9))
+
+
+def workflow_page(
+    signed: Signed,
+    workflow_id: str,
+    version: int | None,
+    notice: Notice | None = None,
+    status: int = 200,
+    answer: forms.Answer | None = None,
+) -> Response:
+    """A version of the workflow (the latest unless `version`), and on the latest the Start run form when the
+    session may start runs (`answer`: the form as it was sent, with what was wrong)."""
+    authorize(signed.principal, "consoleWorkflow")
+    latest = int(services().workflows.get_workflow(signed.principal, workflow_id)["version"])
+    got = services().workflows.get_workflow_version(signed.principal, workflow_id, version or latest)
     definition = WorkflowDefinition.model_validate(got["definition"])
     nodes = [GraphNode(n.id, n.typeId, "pending", definition.step_name(n.id)) for n in definition.nodes]
     edges = [(e.sourceNodeId, e.targetNodeId) for e in definition.edges]
-    return html(200, f"Workflow {workflow_id}", pages.workflow(signed.frame, got, nodes, edges), signed.frame, "workflows")
+    start = None
+    if int(got["version"]) == latest and may(signed.principal, "consoleStartRun"):
+        start = pages.start_run_form(declared_inputs.schema_of(definition.variables), answer)
+    body = pages.workflow(signed.frame, got, nodes, edges, start, notice)
+    return html(status, f"Workflow {workflow_id}", body, signed.frame, "workflows")
+
+
+@form_post("consoleStartRun", "workflows")
+def console_start_run(signed: Signed, form: dict[str, list[str]], workflowId: str) -> Response:  # noqa: N803
+    """A run of the workflow's latest version, its inputs from the form its declared inputs draw: the same service
+    and checks as POST /runs."""
+    workflow_id = check_author_id(unquote(workflowId), "workflowId")
+    version = int(services().workflows.get_workflow(signed.principal, workflow_id)["version"])
+    definition = services().definitions.workflow(signed.principal.tenant, workflow_id, version)
+    schema = declared_inputs.schema_of(definition.variables)
+    tags = [t.strip() for t in (first(form, pages.TAGS_FIELD) or "").splitlines() if t.strip()]
+    try:
+        inputs = forms.value_from_form(schema, form) if definition.variables else {}
+        request = parse(CreateRunRequest, {"workflowId": workflow_id, "inputs": inputs, "tags": tags}, "run")
+        state = services().lifecycle.create_run(signed.principal, request)
+    except forms.FormError as exc:
+        return not_started(signed, workflow_id, str(exc), forms.Answer(form, exc.fields))
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated) or status_of(exc) != 400:
+            raise
+        return not_started(signed, workflow_id, forms.in_plain_words(exc.message), forms.Answer(form))
+    notice = Notice("ok", "Run started", f"Run {state.runId} of {definition.display_name(workflow_id) or workflow_id} started.")
+    if may(signed.principal, "consoleRun"):
+        return run_page(signed, state.runId, notice, 201)
+    return html(201, notice.heading, pages.message(notice), signed.frame, "workflows")
+
+
+def not_started(signed: Signed, workflow_id: str, why: str, answer: forms.Answer) -> Response:
+    """The workflow's page again with the form as it was sent and why it was not accepted; nothing started."""
+    notice = Notice("bad", "The run was not started", f"{why} Nothing was started.")
+    if not may(signed.principal, "consoleWorkflow"):
+        return html(400, notice.heading, pages.message(notice), signed.frame, "workflows")
+    return workflow_page(signed, workflow_id, None, notice, 400, answer)
 
 
 # -- keys ---------------------------------------------------------------------------------------------

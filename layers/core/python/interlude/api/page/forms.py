@@ -200,6 +200,11 @@ def asked(payload: Mapping[str, Any]) -> Asked:
         text = Ask(TEXT_ANSWER, (), "Your answer", {"type": "string"}, False, "textarea")
         raw = Ask(JSON_ANSWER, (), "Or answer with JSON instead", {}, False, "json")
         return Asked((text, raw), True, None, free=True)
+    return schema_asked(schema, kind)
+
+
+def schema_asked(schema: Mapping[str, Any], kind: str = "") -> Asked:
+    """What a JSON Schema asks: an object's properties each in its own field, anything else in one."""
     props = schema.get("properties")
     if schema.get("type") == "object" and isinstance(props, Mapping) and props:
         required = set(schema.get("required") or [])
@@ -338,6 +343,30 @@ def resume_from_form(payload: Mapping[str, Any], form: Mapping[str, Sequence[str
     value = _free_answer(spec, form, errors) if spec.free else _read_answer(spec.asks, spec.whole, form, errors)
     if not errors and spec.schema is not None:
         check(spec.schema, value, spec.asks, errors)
+    if errors:
+        raise FormError(NEEDS_ANOTHER_LOOK, errors)
+    return value
+
+
+# -- a form from a schema alone (the console's Start run: a workflow's declared inputs) ------------------------
+
+
+def schema_form(schema: Mapping[str, Any], answer: Answer | None, button: Button) -> Form:
+    """The fields that ask `schema`, drawn as a gate's answer is (its defaults filled in, or what was sent with
+    what was wrong beside it)."""
+    spec = schema_asked(schema)
+    posted = answer.posted if answer is not None else defaults_of(spec.asks)
+    errors = answer.errors if answer is not None else {}
+    return Form(tuple(draw(a, posted, errors) for a in spec.asks), (button,))
+
+
+def value_from_form(schema: Mapping[str, Any], form: Mapping[str, Sequence[str]]) -> Any:
+    """The value a form drawn by `schema_form` stands for, checked against the schema; FormError otherwise."""
+    spec = schema_asked(schema)
+    errors: dict[str, str] = {}
+    value = _read_answer(spec.asks, spec.whole, form, errors)
+    if not errors:
+        check(spec.schema or schema, value, spec.asks, errors)
     if errors:
         raise FormError(NEEDS_ANOTHER_LOOK, errors)
     return value

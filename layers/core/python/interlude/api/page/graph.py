@@ -151,6 +151,8 @@ class DrawnNode:
     classes: str
     label: str
     words: str
+    # Where choosing the box leads (the console's run page: the step's input and output); "" for none.
+    href: str = ""
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,23 @@ class VoteDelegated(Answer):
     at: str
 
 
+class AssignGateRequest(Closed):
+    """Issue 29 item 3: who works the open gate now (a subjectId), or nobody (null)."""
+
+    assignee: PrincipalId | None
+
+
+class GateAssignment(Answer):
+    """Who works an open gate (issue 29 item 3), after a claim, release or assign."""
+
+    runId: str
+    nodeId: str
+    interruptId: str
+    assignee: str | None
+    assignedBy: str | None
+    assignedAt: str | None
+
+
 class SlackSettings(Closed):
     """`PUT /tenant/notifications/slack`: exactly one of an incoming-webhook URL or a bot token (never returned)."""
 

@@ -77,6 +77,11 @@ class OpenInterrupt(Mutable):
     # Epoch seconds, or None when the interrupt has no timeout.
     deadline: float | None = None
     votes: list[Vote] = Field(default_factory=list)
+    # Issue 29 item 3: who works the gate now (a subject id), claimed by them or assigned by another (`assignedBy`),
+    # and when. It narrows who is reminded, never who may decide.
+    assignee: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    assignedBy: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    assignedAt: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Delay(Mutable):
