@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from tests.support.local_stack import REPO, Api, cli, run_cli
@@ -38,12 +39,14 @@ def test_runs_list_show_resolve_and_cancel(api: Api, stack_info: dict[str, str])
     table = cli(stack_info, "runs", "list", "--workflow", workflow, "--status", "waiting-approval").stdout
     assert table.splitlines()[0].split() == ["CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING", "ON"]
     assert first in table
-    assert "waiting-approval" in table
+    assert "waiting for a decision" in table  # in words; --json keeps the protocol's value
+    assert "waiting-approval" not in table
 
     decided = cli(stack_info, "resolve", first, "gate", "--action", "accept", "--comment", "fine")
     assert "accept recorded" in decided.stdout
     shown = cli(stack_info, "runs", "show", first).stdout
     assert "status    completed" in shown
+    assert "done" in shown  # the gate's step, in words
     assert "interrupt.resolved" in shown or "node.completed" in shown
     shown_json = as_json(cli(stack_info, "runs", "show", first.replace("/", "~2F"), "--json"))
     assert shown_json["run"]["status"] == "completed"
@@ -140,3 +143,39 @@ def test_keys_over_http_and_errors_in_one_line(api: Api, stack_info: dict[str, s
         run_cli("runs", "list", "--url", stack_info["baseUrl"], "--key", "il_0000000000000000_nope", check=False)
     )
     assert "401 unauthenticated" in bad_key
+
+
+def test_runs_list_finds_runs_by_tag_time_words_and_status(api: Api, stack_info: dict[str, str]) -> None:
+    """`runs list --tag T --tag U --since --until --search Q --status S,S --workflow PREFIX` (issue 29, items 1 and 4)."""
+    workflow = api.fixture("conformance-approval")
+    tag = f"batch-{uuid.uuid4().hex[:8]}"
+    first = api.start(workflow, tags=[tag, "eu"])["runId"]
+    second = api.start(workflow, tags=[tag])["runId"]
+    third = api.start(workflow, tags=[tag, "eu"])["runId"]
+    assert api.resolve(third, "gate", {"action": "accept"}).status_code == 200
+    api.wait_status(third, {"completed"})
+
+    def listed(*flags: str) -> list[str]:
+        return [r["runId"] for r in as_json(cli(stack_info, "runs", "list", "--tag", tag, *flags, "--json"))["runs"]]
+
+    assert listed("--tag", "eu") == [third, first]
+    since = api.run(second)["startedAt"]  # a run starts as it is created
+    assert listed("--since", since) == [third, second]
+    assert listed("--until", since) == [first]
+    assert listed("--search", "Conformance approval", "--status", "waiting-approval,failed", "--workflow", workflow[:-3]) == [second, first]
+    assert listed("--search", "nothing-like-it") == []
+    as_protocol = as_json(cli(stack_info, "runs", "list", "--tag", tag, "--json"))
+    assert [r["status"] for r in as_protocol["runs"]] == ["completed", "waiting-approval", "waiting-approval"]
+
+    table = cli(stack_info, "runs", "list", "--tag", tag).stdout
+    assert table.count("waiting for a decision") == 2
+    assert "waiting-approval" not in table
+    shown = cli(stack_info, "runs", "show", first).stdout
+    assert "status    waiting for a decision" in shown
+    assert "an approval" in shown  # what the open gate waits for
+
+    refused = one_line_refusal(cli(stack_info, "runs", "list", "--search", "- -", check=False))
+    assert "400 validation_error" in refused
+    assert "q must hold a word" in refused
+    assert "no comma" in one_line_refusal(cli(stack_info, "runs", "list", "--tag", "a,b", check=False))
+    assert "--since takes" in one_line_refusal(cli(stack_info, "runs", "list", "--since", "yesterday", check=False))

@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from interlude.cli.client import Client, add_endpoint_args, printed, run_call
-from interlude.cli.lifecycle import DEFAULT_WAIT_S, STATUS_WORDS, follow, state_in_words
+from interlude.cli.lifecycle import DEFAULT_WAIT_S, follow, state_in_words, status_in_words
 
 
 def _runs_fork(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ def _runs_redrive(args: argparse.Namespace) -> int:
 
 def _answered(args: argparse.Namespace, client: Client, forked: dict[str, Any], said: str) -> int:
     if not args.wait:
-        status = STATUS_WORDS.get(forked["status"], forked["status"])
+        status = status_in_words(forked["status"])
         return printed(args, forked, f"{said}\nit is {status} (`--wait` follows it)")
     if not args.json:
         print(said, flush=True)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 import urllib.parse
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from interlude.cli.client import Client, CliError, DisplayNames, Refused, StepIds, add_endpoint_args, printed, wire
@@ -20,12 +22,52 @@ DEFAULT_WAIT_S = 120
 # One long-poll of the run's events (the API holds at most 60 s; the local stack less).
 POLL_S = 20
 STILL = ("pending", "running")
-# A run's status as a person says it.
+# A run's status as a person says it (every table and sentence of the CLI; `--json` keeps the protocol's values).
 STATUS_WORDS = {
+    "pending": "about to start",
+    "running": "running",
     "waiting-approval": "waiting for a decision",
     "waiting-input": "waiting for input",
     "waiting-external": "waiting for an outside event",
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
 }
+# A step's status as a person says it (the console's run graph says the same: api/page/graph.py).
+NODE_STATUS_WORDS = {
+    "pending": "not reached yet",
+    "queued": "queued",
+    "running": "in progress",
+    "suspended": "waiting",
+    "completed": "done",
+    "failed": "failed",
+    "skipped": "skipped",
+}
+
+
+def status_in_words(status: str) -> str:
+    return STATUS_WORDS.get(status, status)
+
+
+WHEN_HELP = "an RFC 3339 time (2026-12-05T09:00:00+01:00), a date (2026-12-05, midnight UTC) or a time ago (90m, 12h, 7d)"
+_AGO = re.compile(r"^(\d{1,6})([mhd])$")
+_AGO_SECONDS = {"m": 60, "h": 3600, "d": 86400}
+
+
+def instant_of(text: str, flag: str, now: datetime | None = None) -> str:
+    """A `--since`/`--until` value as the API takes it (RFC 3339, UTC): a time as written (UTC when it names no
+    offset), a date's midnight UTC, or that long before now."""
+    ago = _AGO.fullmatch(text.strip())
+    if ago:
+        moment = (now or datetime.now(UTC)) - timedelta(seconds=int(ago[1]) * _AGO_SECONDS[ago[2]])
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"{flag} takes {WHEN_HELP}; not {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat(timespec="milliseconds")
 # What a gate of each interrupt kind waits for, as a person says it.
 WAITS_FOR = {
     "approval": "an approval",
@@ -49,14 +91,15 @@ def typed(text: str) -> Any:
         return text
 
 
-def pairs(given: list[str] | None, flag: str) -> dict[str, Any]:
-    """`k=v` arguments as an object, the later of two equal keys winning."""
+def pairs(given: list[str] | None, flag: str, as_written: bool = False) -> dict[str, Any]:
+    """`k=v` arguments as an object, the later of two equal keys winning; each value typed (JSON where it reads as
+    JSON), or `as_written`."""
     out: dict[str, Any] = {}
     for pair in given or []:
         name, equals, value = pair.partition("=")
         if not equals or not name:
             raise CliError(f"{flag} {pair!r}: write it as name=value")
-        out[name] = typed(value)
+        out[name] = value if as_written else typed(value)
     return out
 
 
@@ -117,7 +160,7 @@ def _runs_start(args: argparse.Namespace) -> int:
     client = Client.of(args)
     started = client.call("POST", "/runs", body)
     if not args.wait:
-        said = STATUS_WORDS.get(started["status"], started["status"])
+        said = status_in_words(started["status"])
         return printed(args, started, f"run {started['runId']} started; it is {said} (`--wait` follows it)")
     if not args.json:
         print(f"run {started['runId']} started", flush=True)

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from interlude.cli.client import (
+    CliError,
     Client,
     DisplayNames,
     StepIds,
@@ -22,7 +23,18 @@ from interlude.cli.client import (
 from interlude.cli.deliveries import add_run_commands
 from interlude.cli.files import read_json
 from interlude.cli.forks import add_fork_commands
-from interlude.cli.lifecycle import add_resolve_args, add_workflow_commands, resume_value, verdicts_of
+from interlude.cli.lifecycle import (
+    NODE_STATUS_WORDS,
+    WAITS_FOR,
+    WHEN_HELP,
+    add_resolve_args,
+    add_workflow_commands,
+    instant_of,
+    pairs,
+    resume_value,
+    status_in_words,
+    verdicts_of,
+)
 from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_commands
 from interlude.domain.ids import principal_subject
 
@@ -33,8 +45,20 @@ RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
 
 def _runs_list(args: argparse.Namespace) -> int:
+    if any("," in tag for tag in args.tag or ()):
+        raise CliError("--tag: a tag holds no comma (give each tag its own --tag)")
     client = Client.of(args)
-    query: dict[str, Any] = {"limit": args.limit, "workflowId": args.workflow, "status": args.status, "cursor": args.cursor}
+    query: dict[str, Any] = {
+        "limit": args.limit,
+        "workflowIdPrefix": args.workflow,
+        "status": args.status,
+        "tags": ",".join(dict.fromkeys(args.tag)) if args.tag else None,
+        "createdAfter": instant_of(args.since, "--since") if args.since else None,
+        "createdBefore": instant_of(args.until, "--until") if args.until else None,
+        "q": args.search,
+        "cursor": args.cursor,
+    }
+    query |= {f"metadata.{key}": value for key, value in pairs(args.metadata, "--metadata", as_written=True).items()}
     runs: list[dict[str, Any]] = []
     while True:
         page = client.call("GET", "/runs", query=query)
@@ -48,7 +72,7 @@ def _runs_list(args: argparse.Namespace) -> int:
     rows = [
         (
             r.get("startedAt") or "-",
-            r["status"],
+            status_in_words(r["status"]),
             r["workflowId"],
             r["runId"],
             steps.of(r["workflowId"], r.get("currentNodeId")),
@@ -74,7 +98,7 @@ def _runs_show(args: argparse.Namespace) -> int:
 
     names = DisplayNames(client)
     verdicts = verdicts_of(run, names)
-    status = verdicts.get(extension.get("failedNodeId") or "") or run["status"]
+    status = verdicts.get(extension.get("failedNodeId") or "") or status_in_words(run["status"])
     lines = [
         f"run       {run['runId']}",
         f"workflow  {run['workflowId']} (version {extension.get('workflowVersion', '?')})",
@@ -87,17 +111,20 @@ def _runs_show(args: argparse.Namespace) -> int:
         lines.append(f"from      {ancestry['sourceRunId']} ({how} from event {ancestry['fromSeq']})")
     if extension.get("forkRunIds"):
         lines.append(f"forks     {', '.join(extension['forkRunIds'])}")
-    if run.get("error") and status == run["status"]:
+    if run.get("error") and status == status_in_words(run["status"]):
         lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
-    nodes = [(step(n), verdicts.get(n) or s["status"], s["visits"]) for n, s in run["nodeStates"].items()]
+    nodes = [
+        (step(n), verdicts.get(n) or NODE_STATUS_WORDS.get(s["status"], s["status"]), s["visits"])
+        for n, s in run["nodeStates"].items()
+    ]
     lines += ["", table(("NODE", "STATUS", "VISITS"), nodes, "(no nodes)")]
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
-            (step(node), g["kind"], g["raisedAt"], ", ".join(f"{names.of(principal_subject(v['principal']))}:{v['action']}" for v in g["votes"]) or "-")
+            (step(node), WAITS_FOR.get(g["kind"], "an answer"), g["raisedAt"], ", ".join(f"{names.of(principal_subject(v['principal']))}:{v['action']}" for v in g["votes"]) or "-")
             for node, g in gates.items()
         ]
-        lines += ["", table(("OPEN GATE", "KIND", "RAISED", "VOTES"), rows, "")]
+        lines += ["", table(("OPEN GATE", "WAITS FOR", "RAISED", "VOTES"), rows, "")]
     timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], step(e.get("nodeId"))) for e in events]
     lines += ["", table(("SEQ", "AT", "EVENT", "NODE"), timeline, "(no events)")]
     return printed(args, answer, "\n".join(lines))
@@ -228,8 +255,17 @@ def add_commands(sub: Any) -> None:
     runs = sub.add_parser("runs", help="start, list, show and cancel runs").add_subparsers(dest="runs_command", required=True)
     listing = runs.add_parser("list", help="the tenant's runs, newest first (GET /runs)")
     add_endpoint_args(listing)
-    listing.add_argument("--workflow", help="only runs of this workflow id")
-    listing.add_argument("--status", help="only runs in this status (e.g. waiting-approval, completed)")
+    listing.add_argument("--workflow", metavar="PREFIX", help="only runs of workflows whose id starts with PREFIX")
+    listing.add_argument(
+        "--status", metavar="S[,S]", help="only runs in one of these statuses (e.g. waiting-approval,failed)"
+    )
+    listing.add_argument("--tag", action="append", metavar="T", help="only runs tagged T (repeat: runs holding all of them)")
+    listing.add_argument("--since", metavar="WHEN", help="only runs created at or after WHEN: " + WHEN_HELP)
+    listing.add_argument("--until", metavar="WHEN", help="only runs created before WHEN: " + WHEN_HELP)
+    listing.add_argument("--search", metavar="Q", help="only runs whose title (workflow id and name, open gate's title) holds every word of Q")
+    listing.add_argument(
+        "--metadata", action="append", metavar="KEY=VALUE", help="only runs whose searchable metadata KEY equals VALUE (repeatable)"
+    )
     listing.add_argument("--limit", type=int, default=25, help="runs per page (at most 100)")
     listing.add_argument("--cursor", help="the cursor a previous page printed")
     listing.add_argument("--all", action="store_true", help="follow the cursor to the end")
