@@ -10,8 +10,8 @@ from typing import Any
 from urllib.parse import quote
 
 from interlude.cli.client import (
-    CliError,
     Client,
+    CliError,
     DisplayNames,
     StepIds,
     add_endpoint_args,
