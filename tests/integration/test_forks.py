@@ -218,3 +218,23 @@ def test_a_fork_retried_under_its_idempotency_key_makes_one_run(client, gateway,
     headers = {"Authorization": f"Bearer {new_api_key(services)}"}
     snapshot = requests.get(f"{gateway}/runs/{wire(source)}", headers=headers, timeout=10).json()
     assert snapshot["extensions"]["interlude.run"]["forkRunIds"] == [first.runId]
+
+
+def test_a_source_whose_log_is_no_longer_whole_is_not_forked(client, services):
+    # Given a run whose first event batch is gone (past its retention): its history can no longer be carried
+    from interlude import wiring
+    from interlude.store.layout import run_pk
+
+    source = decided_first_gate(client)
+    table = services.store.client
+    batches = table.query(
+        TableName=services.store.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+        ExpressionAttributeValues={":pk": {"S": run_pk(source)}, ":events": {"S": wiring.EVENT_ITEM_PREFIX}},
+    )["Items"]
+    table.delete_item(TableName=services.store.table, Key={"pk": batches[0]["pk"], "sk": batches[0]["sk"]})
+
+    with pytest.raises(WopError) as refused:
+        client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    assert (refused.value.status, refused.value.envelope.error) == (422, "fork_point_invalid")

@@ -80,7 +80,7 @@ class Forks:
                 {"field": "fromSeq", "fromSeq": from_seq, "lastSequence": source.nextSeq - 1},
                 code="fork_point_invalid",
             )
-        events = self.records.read_events(source.runId)
+        events = self._whole_log(source)
         # A branch carries what settled before its fork point; a replay the whole log (replay.md: nothing it
         # decided is decided again, no effect it performed is performed again).
         recorded = forks.recorded_history(events, from_seq if request.mode == "branch" else None)
@@ -97,7 +97,7 @@ class Forks:
                 {"runStatus": source.status},
                 code="run_state_conflict",
             )
-        events = self.records.read_events(source.runId)
+        events = self._whole_log(source)
         point = forks.redrive_point(events, source.failedNodeId)
         if point is None:
             raise Unprocessable("the run's event log holds no failure to redrive from", {"field": "fromSeq"}, code="fork_point_invalid")
@@ -105,6 +105,24 @@ class Forks:
         self._reopen_business_effect(source, events)
         origin = ForkOrigin(sourceRunId=source.runId, fromSeq=point, mode="branch", redrive=True)
         return self._fork(principal, source, recorded, origin, {}, keyed)
+
+    def _whole_log(self, source: RunState) -> list[dict[str, Any]]:
+        """The source's event log, refused unless it is whole (events past their retention would be history lost) and
+        the source may be forked once more."""
+        if len(source.forks) >= MAX_FORKS_PER_RUN:
+            raise Conflict(
+                f"the run has been forked {MAX_FORKS_PER_RUN} times, the most one run is",
+                {"maxForks": MAX_FORKS_PER_RUN},
+                code="interlude.fork_limit_reached",
+            )
+        events = self.records.read_events(source.runId)
+        if [e["sequence"] for e in events[:1]] != [0] or len(events) != source.nextSeq:
+            raise Unprocessable(
+                "the source run's event log is no longer whole, so its history cannot be carried",
+                {"field": "fromSeq", "lastSequence": source.nextSeq - 1},
+                code="fork_point_invalid",
+            )
+        return events
 
     def _reopen_business_effect(self, source: RunState, events: list[dict[str, Any]]) -> None:
         """A failed call keyed by its business identity (effectKey) is the same effect in the redrive, whose record
@@ -129,12 +147,6 @@ class Forks:
         overlay: dict[str, Any],
         keyed: KeyedWrite | None,
     ) -> Forked:
-        if len(source.forks) >= MAX_FORKS_PER_RUN:
-            raise Conflict(
-                f"the run has been forked {MAX_FORKS_PER_RUN} times, the most one run is",
-                {"maxForks": MAX_FORKS_PER_RUN},
-                code="interlude.fork_limit_reached",
-            )
         within_budget(recorded, MAX_RECORDED_BYTES, "the fork's carried history")
         now = self.clock()
         state = RunState(
