@@ -77,8 +77,8 @@ QUOTAS: dict[str, Quota] = {
     "partition_wru": Quota(1_000, "write units/s per partition (and per item)", "DynamoDB partitions page"),
     "partition_rru": Quota(3_000, "read units/s per partition", "DynamoDB partitions page"),
     # A new on-demand table sustains 4,000 writes/s at once ("initial throughput"): at least four partitions, and
-    # as many stream shards (one per partition), each read by one dispatch invocation at a time (parallelization
-    # factor 1, as the construct leaves it).
+    # as many stream shards (one per partition), each read by wiring.STREAM_PARALLELIZATION `stream` invocations at
+    # a time.
     "initial_partitions": Quota(4, "partitions of a new on-demand table (4,000 WRU/s ÷ 1,000)", "DynamoDB on-demand initial throughput"),
     "scheduler_create_tps": Quota(5_000, "CreateSchedule requests/s", "docs.aws.amazon.com/scheduler/latest/UserGuide/scheduler-quotas.html (us-east-1)"),
     "scheduler_delete_tps": Quota(5_000, "DeleteSchedule requests/s (ESTIMATE: taken as CreateSchedule's)", "scheduler-quotas.html"),

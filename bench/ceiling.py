@@ -8,10 +8,11 @@ units by partition key. Against the quotas of bench/_prices.py:
 
 * Lambda: 1,000 concurrent executions per account, shared by every function (a lifecycle holds Σ its invocations'
   durations of concurrency-seconds); each SQS consumer at most its event source's maximum concurrency (the
-  construct's default, or its reservation); `dispatch` one invocation per stream shard at a time (parallelization
-  factor 1), a shard per table partition: at least the four of a new on-demand table, and as many as the writes need
-  at 1,000 WRU/s each (a floor: DynamoDB splits sooner); with `account_concurrency_quota` set, the reservations of
-  interlude.wiring cap them too (printed apart);
+  construct's default, wiring's own, or its reservation), `dispatch` at full batches (its runs side by side); the
+  `stream` reader wiring.STREAM_PARALLELIZATION invocations per stream shard at a time, at full batches, a shard per
+  table partition: at least the four of a new on-demand table, and as many as the writes need at 1,000 WRU/s each (a
+  floor: DynamoDB splits sooner); with `account_concurrency_quota` set, the reservations of interlude.wiring cap them
+  too (printed apart);
 * API Gateway: 10,000 requests/s per account; DynamoDB: 40,000 WRU/s and 40,000 RRU/s per on-demand table;
   Scheduler: CreateSchedule and DeleteSchedule requests/s, and schedule invocations/s;
 * per tenant: 1,000 WRU/s per partition, each tenant-wide key family spread over its declared shards (the inbox,
@@ -35,6 +36,8 @@ from cost_per_million import construct_source, duration_ms, is_lambda, measured_
 from interlude import wiring
 
 GOAL_DEPLOYMENT = 2000
+# Messages per SendMessageBatch (the stream reader's forward).
+SEND_BATCH = 10
 GOAL_TENANT = 1000
 
 
@@ -59,6 +62,15 @@ def batched_s(inv: dict[str, Any]) -> float:
     return max(cpu, (cpu + waits) / wiring.OUTBOX_BATCH_SIZE) * records / 1000
 
 
+def stream_batched_s(inv: dict[str, Any]) -> float:
+    """Seconds `inv`'s records hold the stream reader when the stream hands it full batches (wiring.STREAM_BATCH_SIZE
+    records, the goal's pace): its CPU per record, and its sends shared by the records of a SendMessageBatch (10)."""
+    records = max(1, inv.get("records", 1))
+    cpu = inv["cpu_ms"] / min(1.0, memory_mb(inv["function"]) / VCPU_MB) / records
+    waits = duration_ms(inv) / records - cpu
+    return (cpu + waits / min(SEND_BATCH, wiring.STREAM_BATCH_SIZE)) * records / 1000
+
+
 def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     busy_s: dict[str, float] = defaultdict(float)
     billed: dict[str, float] = defaultdict(float)
@@ -72,6 +84,8 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
             outbox["cpu_ms"] += inv["cpu_ms"]
             outbox["one_at_a_time_s"] += duration_ms(inv) / 1000
             busy_s[inv["function"]] += batched_s(inv)
+        elif inv["trigger"] == "stream":
+            busy_s[inv["function"]] += stream_batched_s(inv)
         elif is_lambda(inv):
             busy_s[inv["function"]] += duration_ms(inv) / 1000
         for call, n in inv["billed"].items():
@@ -106,16 +120,19 @@ def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, 
             limits.append((f"{spec.name}: its queue's maximum concurrency {cap}", cap / held,
                            f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
         elif spec.reads_stream:
-            # One invocation per shard at a time; shards ≥ max(initial partitions, WRU/s ÷ 1,000).
+            # STREAM_PARALLELIZATION invocations per shard at a time; shards ≥ max(initial partitions, WRU/s ÷ 1,000).
             wru = found["wru"] + found["gsi_wru"]
-            initial = q["initial_partitions"]
+            lanes = wiring.STREAM_PARALLELIZATION
+            initial = q["initial_partitions"] * lanes
             if reserved and cap is not None:
                 limits.append((f"{spec.name}: reserved concurrency {cap}", cap / held, f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
-            grows = wru / q["partition_wru"] >= held  # each lifecycle's writes add at least the shard-time it needs
+            # each lifecycle's writes add at least the shard-time it needs
+            grows = wru / q["partition_wru"] * lanes >= held
             allowed = math.inf if grows else initial / held
-            limits.append((f"{spec.name}: one invocation per stream shard", allowed,
-                           f"{held * 1000:.0f} ms per lifecycle on a shard; {wru:g} WRU per lifecycle add "
-                           f"{wru / q['partition_wru'] * 1000:.0f} ms of shards ({'enough' if grows else f'not enough: {initial:g} shards'})"))
+            limits.append((f"{spec.name}: {lanes} invocations per stream shard", allowed,
+                           f"{held * 1000:.1f} ms per lifecycle on a shard's lane at full batches of {wiring.STREAM_BATCH_SIZE}; "
+                           f"{wru:g} WRU per lifecycle add {wru / q['partition_wru'] * lanes * 1000:.0f} ms of lanes "
+                           f"({'enough' if grows else f'not enough: {initial:g} lanes'})"))
         elif reserved and cap is not None:
             limits.append((f"{spec.name}: reserved concurrency {cap}", cap / held, f"{cap} ÷ {held * 1000:.0f} ms per lifecycle"))
     if found["requests"]:

@@ -283,6 +283,7 @@ class Functions(Construct):
             event_source_arn=self._table.table_stream_arn,
             starting_position=self.STREAM_START,
             batch_size=wiring.STREAM_BATCH_SIZE,
+            parallelization_factor=wiring.STREAM_PARALLELIZATION,
             retry_attempts=wiring.STREAM_MAX_RETRIES,
             max_record_age=Duration.seconds(wiring.STREAM_MAX_RECORD_AGE_S),
             # A poison record is isolated by halving the batch instead of blocking its whole shard.
