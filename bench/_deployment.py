@@ -307,16 +307,19 @@ class Meter:
     def stored(self) -> tuple[int, int, int]:
         """(items, bytes DynamoDB bills as stored: each item's size + 100 B, GSI entries: their item + 100 B) of the
         whole table, read by this meter (not counted)."""
-        with self.excluding():
-            items = size = indexed = 0
-            pages = self.reader.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True)
-            for page in pages:
-                for item in page["Items"]:
-                    items += 1
-                    size += item_size(item) + 100
-                    if any(k in item for k in self.gsi_keys):
-                        indexed += item_size(item) + 100
+        items = size = indexed = 0
+        for item in self.items():
+            items += 1
+            size += item_size(item) + 100
+            if any(k in item for k in self.gsi_keys):
+                indexed += item_size(item) + 100
         return items, size, indexed
+
+    def items(self) -> list[dict[str, Any]]:
+        """Every item of the table, read by this meter (not counted)."""
+        with self.excluding():
+            pages = self.reader.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True)
+            return [item for page in pages for item in page["Items"]]
 
 
 class Deployment:

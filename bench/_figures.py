@@ -11,9 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _prices import price
 from ceiling import ceilings, outbox_concurrency, outbox_rows
 from ceiling import verdict as ceiling_verdict
-from cost_per_million import bill, peer_total, peers, priced, verdicts
+from cost_per_million import RETAINED_MONTHS, bill, peer_total, peers, priced, verdicts
+
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "`make bench` (`bench/summary.py --write-docs`)"
@@ -72,6 +75,34 @@ def lifecycles_table(measured: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def storage_table(measured: dict[str, Any]) -> str:
+    """Storage per run and per million lifecycles (issue 30 item 4), from the items each lifecycle left, measured."""
+    out = [
+        f"Storage each lifecycle leaves, measured ({stamp(measured)}; `bench/lifecycles.py`: every item the lifecycle "
+        "added or grew, each billed at its size + 100 B, GSI entries again), kept the default "
+        f"{DEFAULT_RETENTION_DAYS} days past the run's end and then deleted by TTL (free); a deployment doing a million "
+        f"lifecycles a month holds {RETAINED_MONTHS:.0f} months of them:",
+        "",
+        "| Lifecycle | Items | Bytes per run | GB per million lifecycles | Held at 1 M a month ($/month) | Not expired (bytes) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, found in measured["lifecycles"].items():
+        stored = found["stored"]
+        per_run = stored["bytes"] + stored["indexed_bytes"]
+        gb = per_run * 1e6 / 1e9
+        kept = sum(k["bytes"] for k in (stored.get("kinds") or {}).values() if not k["expiring"])
+        out.append(
+            f"| ({name}) {found['title']} | {stored['items']} | {per_run:,} | {gb:.2f} | "
+            f"${gb * RETAINED_MONTHS * price('dynamodb_storage_gb_month'):.2f} | {kept:,} |"
+        )
+    kinds = measured["lifecycles"]["a"]["stored"].get("kinds") or {}
+    if kinds:
+        out += ["", "Lifecycle (a)'s items by kind (bytes as billed; `expiring`: carrying the TTL attribute once the run ended):", "",
+                "| Kind | Items | Bytes | Expiring |", "| --- | --- | --- | --- |"]
+        out += [f"| {kind} | {k['items']} | {k['bytes']:,} | {k['expiring']} |" for kind, k in sorted(kinds.items())]
+    return "\n".join(out)
+
+
 def ceiling_table(measured: dict[str, Any]) -> str:
     found = ceilings(measured)
     out = [
@@ -119,5 +150,6 @@ def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> list[
         ("docs/scale.md", "lifecycles", lifecycles_table(measured)),
         ("docs/scale.md", "ceiling", ceiling_table(measured)),
         ("docs/scale.md", "dispatch", dispatch_table(measured)),
+        ("docs/scale.md", "storage", storage_table(measured)),
     )
     return [f"{doc} ({name})" for doc, name, text in blocks if replace_block(ROOT / doc, name, text)]

@@ -11,7 +11,8 @@ Priced at list prices (bench/_prices.py: each with its page and the date it was 
   and limits re-reads per cache period; SQS requests (the functions' and the event source mappings' receives and
   deletes); Scheduler invocations; Secrets Manager and S3 calls; the audit chain's pending marker, checkpoint and the
   sweeps that publish the tenant's anchor while it waits, shared over the decisions of a checkpoint interval; storage
-  for one month (the items the lifecycle leaves, measured, + 100 B each; nothing expires them); and the deployment's
+  while retained (the items the lifecycle leaves, measured, + 100 B each, for the default 90 days past the run's end,
+  after which TTL deletes them; the retention job's writes are counted with the rest); and the deployment's
   fixed monthly costs (the pollers' empty receives, the audit sweep every minute, its secrets) spread over the month's
   lifecycles at the pace;
 * observability: CloudWatch Logs ingestion and one month's storage of what the invocations wrote (measured) and of
@@ -55,9 +56,14 @@ from _prices import (  # noqa: E402
 )
 
 from interlude import wiring  # noqa: E402
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MONTH_S = 30 * 24 * 3600
+# A lifecycle's items are kept the tenant's retention past the run's end (issue 30 item 4): at the default, they are
+# billed this many months (the lifecycle itself lasts minutes; the audit entries it leaves, kept forever, are a few
+# hundred bytes of it).
+RETAINED_MONTHS = DEFAULT_RETENTION_DAYS * 24 * 3600 / MONTH_S
 MILLION = 1e6
 LOG_EVENT_OVERHEAD = 26
 # Goals of issue 31 (below Lambda durable functions, as that issue priced them).
@@ -314,9 +320,10 @@ def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
     puts, gets = billed.get("s3:PutObject", 0.0), billed.get("s3:GetObject", 0.0)
     add(Line("S3 (audit anchors)", puts + gets, "requests", puts * price("s3_put") + gets * price("s3_get"), f"{puts:.3f} PUTs"))
     stored = measured["lifecycles"][name]["stored"]
-    gb = (stored["bytes"] + stored["indexed_bytes"]) / 1e9
-    add(Line("DynamoDB storage, one month", gb, "GB-month", gb * price("dynamodb_storage_gb_month"),
-             f"{stored['items']} items, {stored['bytes']} B (+100 B each), {stored['indexed_bytes']} B indexed; no TTL: it stays"))
+    gb_months = (stored["bytes"] + stored["indexed_bytes"]) / 1e9 * RETAINED_MONTHS
+    add(Line(f"DynamoDB storage, {DEFAULT_RETENTION_DAYS} days", gb_months, "GB-month", gb_months * price("dynamodb_storage_gb_month"),
+             f"{stored['items']} items, {stored['bytes']} B (+100 B each), {stored['indexed_bytes']} B indexed, kept "
+             f"{DEFAULT_RETENTION_DAYS} days past the run's end (the default retentionDays), then deleted by TTL (free)"))
     fixed_infra, fixed_observability = fixed_monthly(measured)
     fixed = sum(line.usd for line in fixed_infra)
     add(Line("deployment's fixed costs, shared", fixed, "$/mo", fixed / per_month,

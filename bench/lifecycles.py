@@ -47,7 +47,7 @@ offline_aws(
     AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
 )
 
-from _deployment import Deployment, Invocation, log_bytes  # noqa: E402
+from _deployment import Deployment, Invocation, item_size, log_bytes  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
@@ -224,14 +224,44 @@ def audit_chain_settled(tenant: Tenant) -> None:
     tenant.services.audit.publish_anchor(tenant.name, list(range(wiring.AUDIT_CHAINS)))
 
 
-def run_once(deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None]) -> tuple[list[Invocation], dict[str, int]]:
+def run_once(deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None]) -> tuple[list[Invocation], dict[str, Any]]:
     before = deployment.meter.stored()
+    held = {(i["pk"]["S"], i["sk"]["S"]): i for i in deployment.meter.items()}
     deployment.take()
     lifecycle(deployment, tenant)
     settled(deployment)
     after = deployment.meter.stored()
-    stored = {"items": after[0] - before[0], "bytes": after[1] - before[1], "indexed_bytes": after[2] - before[2]}
+    stored: dict[str, Any] = {"items": after[0] - before[0], "bytes": after[1] - before[1], "indexed_bytes": after[2] - before[2]}
+    stored["kinds"] = stored_kinds(held, deployment.meter.items())
     return deployment.take(), stored
+
+
+def item_kind(pk: str, sk: str) -> str:
+    """What an item is, by its key (store/layout.py and the families beside their code): a run's own items by their
+    sort key, the rest by their partition's family."""
+    parts = pk.split("#")
+    if len(parts) == 4 and parts[0] == "T" and parts[2] == "R":
+        return "run " + ("head" if sk == "RUN" else sk.split("#", 1)[0] + "#")
+    if pk.startswith("K#"):
+        return "api key"
+    return parts[2] if len(parts) > 2 and parts[0] == "T" else parts[0]
+
+
+def stored_kinds(before: dict[tuple[str, str], Any], after: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per kind of item the lifecycle added or grew: items, bytes as billed (+100 B each), and how many carry a ttl
+    (deleted by DynamoDB's TTL once it passes)."""
+    kinds: dict[str, dict[str, int]] = defaultdict(lambda: {"items": 0, "bytes": 0, "expiring": 0})
+    for item in after:
+        key = (item["pk"]["S"], item["sk"]["S"])
+        old = before.get(key)
+        grown = item_size(item) + 100 - (item_size(old) + 100 if old else 0)
+        if old is not None and grown <= 0:
+            continue
+        kind = kinds[item_kind(*key)]
+        kind["items"] += old is None
+        kind["bytes"] += grown
+        kind["expiring"] += wiring.TTL_ATTRIBUTE in item
+    return dict(kinds)
 
 
 def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Lambda entry point of the table's migrations (interlude.migrations). Three callers: the deploy's custom resource
 (interlude_cdk), answered once a first turn is queued; the migrations queue, one turn per message, which runs pages
 until two minutes are left, reports its progress as metrics and queues the next turn while migrations remain; and
-the local stack as it starts (a plain invocation: a turn is queued)."""
+the local stack as it starts (a plain invocation: a turn is queued). Its queue also carries the turns of finished runs'
+retention (issue 30 item 4: interlude.app.retention), the table's other background job."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
+    import json
     from functools import cache
     from typing import Any
 
@@ -26,7 +28,8 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.cloudformation import answer
-    from interlude.adapters.migration_turns import queue_turn
+    from interlude.adapters.migration_turns import RUN_RETENTION, queue_run_retention, queue_turn
+    from interlude.composition import services
     from interlude.config import settings
     from interlude.store.facade import Store
     from interlude.store.migrations import LEASE_S
@@ -69,6 +72,24 @@ def take_turn(context: Any) -> dict[str, Any]:
     return summary
 
 
+def take_retention_turn(message: dict[str, Any], context: Any) -> None:
+    """A turn of a finished run's retention (interlude.app.retention): its items stamped until a minute is left,
+    the rest queued as the next turn. A run that moved meanwhile raises, and the message is taken again."""
+    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
+    after = services().retention.turn(
+        message["runId"], message.get("after"), lambda: context.get_remaining_time_in_millis() > margin
+    )
+    if after is not None:
+        queue_run_retention(message["runId"], after)
+
+
+def take(record: Any, context: Any) -> Any:
+    message = json.loads(record.body)
+    if message.get("kind") == RUN_RETENTION:
+        return take_retention_turn(message, context)
+    return take_turn(context)
+
+
 def deployed(event: dict[str, Any]) -> dict[str, Any]:
     """The deploy's custom resource: a turn queued on create and update (nothing to undo on delete), answered either
     way, so CloudFormation never waits on it."""
@@ -89,7 +110,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return deployed(event)
     if "Records" in event:
         return process_partial_response(
-            event=event, record_handler=lambda record: take_turn(context), processor=processor, context=context
+            event=event, record_handler=lambda record: take(record, context), processor=processor, context=context
         )
     queue_turn()
     return {"queued": True}

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from interlude.domain.clock import iso
+from interlude.domain.clock import epoch_of, iso
 from tests.support.console import Console
-from tests.support.local_stack import Api, cli, running_stack, until, wire
+from tests.support.local_stack import Api, cli, running_stack, stack_client, until, wire
 from tests.support.receiver import Receiver, delivering_to_loopback
 
 ATTEMPTS = 2
@@ -183,13 +183,33 @@ def test_a_runs_dead_callback_notices_retried_and_recovered(api, receiver):
     assert api.call("POST", f"/runs/{wire(runs[1])}/deliveries:recover").json()["matched"] == 0
 
 
-def test_a_failed_core_http_action_retried_once_its_cause_is_fixed_runs_once(api, receiver):
+def expiries(stack: dict, run_id: str, skip_ledger: bool = False) -> dict[str, int | None]:
+    """Each item of the run's partition (by sort key) and its ttl (None: none); `skip_ledger`: without the effect
+    ledger's entries, which keep their own (at least 14 days past the effect)."""
+    tenant, opaque = run_id.split("/", 1)
+    items = stack_client(stack, "dynamodb").query(
+        TableName="interlude-local",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"T#{tenant}#R#{opaque}"}},
+        ConsistentRead=True,
+    )["Items"]
+    return {
+        i["sk"]["S"]: int(i["ttl"]["N"]) if "ttl" in i else None
+        for i in items
+        if not (skip_ledger and i["sk"]["S"].startswith("X#"))
+    }
+
+
+def test_a_failed_core_http_action_retried_once_its_cause_is_fixed_runs_once(stack, api, receiver):
     # Given a run whose action's endpoint was down, so the run failed at it
     assert api.put_workflow("charge", action_workflow(receiver.url("/charges"))).status_code == 201
     receiver.script[:] = [503]
     run_id = api.start("charge", inputs={"orderId": "o-1"})["runId"]
     failed = api.wait_status(run_id, {"failed", "completed"}, timeout_s=60)
     assert failed["status"] == "failed", failed
+    # (a failed run is finished: its retention job gives every item of it its expiry, issue 30 item 4)
+    assert until(lambda: expiries(stack, run_id) and None not in expiries(stack, run_id).values(), 30)
+    cli(stack, "clock", "advance", "5")  # so that the run's next end is another second than this one
     # A run that has not failed at an action cannot take it again
     waiting = api.start("gate")["runId"]
     refused(api.call("POST", f"/runs/{wire(waiting)}/actions/review/retry"), 409, "interlude.action_not_retryable")
@@ -200,6 +220,10 @@ def test_a_failed_core_http_action_retried_once_its_cause_is_fixed_runs_once(api
     # Then the run goes on and completes, the call made once more under the same Idempotency-Key, one effect
     assert got.status_code == 200, got.text
     assert api.wait_status(run_id, {"completed", "failed"}, timeout_s=60)["status"] == "completed"
+    # and its items expire again with its new end, not with the failure's: running again took their expiry off
+    ended = int(epoch_of(api.run(run_id)["completedAt"])) + 90 * 24 * 3600
+    assert ended > int(epoch_of(failed["completedAt"])) + 90 * 24 * 3600
+    assert until(lambda: set(expiries(stack, run_id, skip_ledger=True).values()) == {ended}, 30)
     hits = receiver.wait_for(2, timeout_s=5)
     assert len(hits) == 2
     assert hits[0].headers["idempotency-key"] == hits[1].headers["idempotency-key"]

@@ -107,7 +107,7 @@ def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_sc
     assert http("PUT", "/tenant/settings", key, {"eventRetentionHours": 12, "limits": {"openRuns": 50}})[0] == 200
     settings_key = (f"T#{tenant}", "SETTINGS")
     stored = a.unpacked(item(*settings_key)["settings"])
-    stored["retentionDays"] = 90
+    stored["archiveAfterDays"] = 90
     stored["limits"]["retainedBytes"] = 10**9
     set_attributes(*settings_key, settings=a.as_json(stored))
     assert http("PUT", "/principals/ann", key, {"groups": ["ops"]})[0] == 201
@@ -118,7 +118,7 @@ def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_sc
     # When this release reads them, they are answered without what it does not know
     status, answered = http("GET", "/tenant/settings", key)
     assert status == 200
-    assert "retentionDays" not in answered["settings"]
+    assert "archiveAfterDays" not in answered["settings"]
     assert "retainedBytes" not in answered["settings"]["limits"]
     status, principal = http("GET", "/principals/ann", key)
     assert (status, principal["groups"]) == (200, ["ops"])
@@ -127,7 +127,7 @@ def test_stored_documents_a_later_release_wrote_are_answered_in_this_releases_sc
     # and a client of this release replacing them whole (it can neither see nor clear those fields) keeps them
     assert http("PUT", "/tenant/settings", key, {"eventRetentionHours": 48})[0] == 200
     kept = a.unpacked(item(*settings_key)["settings"])
-    assert (kept["eventRetentionHours"], kept["retentionDays"], kept["limits"]) == (48, 90, {"retainedBytes": 10**9})
+    assert (kept["eventRetentionHours"], kept["archiveAfterDays"], kept["limits"]) == (48, 90, {"retainedBytes": 10**9})
     assert http("PUT", "/principals/ann", key, {"groups": ["dev"]})[0] == 200
     assert a.unpacked(item(*principal_key)["entry"]) == {"groups": ["dev"], "roles": [], "pronouns": "she/her"}
 

@@ -71,7 +71,7 @@ def test_a_patch_keeps_what_a_later_release_stored(services, tenant) -> None:
     assert http("PUT", "/tenant/settings", key, {"limits": {"openRuns": 50}})[0] == 200
     settings_key = (f"T#{tenant}", "SETTINGS")
     stored: dict[str, Any] = a.unpacked(item(*settings_key)["settings"])
-    stored["retentionDays"] = 90
+    stored["archiveAfterDays"] = 90
     stored["limits"]["retainedBytes"] = 10**9
     set_attributes(*settings_key, settings=a.as_json(stored))
 
@@ -79,9 +79,9 @@ def test_a_patch_keeps_what_a_later_release_stored(services, tenant) -> None:
 
     assert status == 200
     assert answer["settings"]["limits"] == {}
-    assert "retentionDays" not in answer["settings"]
+    assert "archiveAfterDays" not in answer["settings"]
     kept = a.unpacked(item(*settings_key)["settings"])
-    assert (kept["retentionDays"], kept["limits"], kept["allowDelegation"]) == (90, {"retainedBytes": 10**9}, True)
+    assert (kept["archiveAfterDays"], kept["limits"], kept["allowDelegation"]) == (90, {"retainedBytes": 10**9}, True)
     # A patch naming a field this release does not know is refused, though the stored settings hold one.
-    status, refused = http("PATCH", "/tenant/settings", key, {"retentionDays": 30}, **MERGE_PATCH)
+    status, refused = http("PATCH", "/tenant/settings", key, {"archiveAfterDays": 30}, **MERGE_PATCH)
     assert (status, refused["error"]) == (400, "validation_error")

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from interlude.app.notifications import Notifications
     from interlude.app.ports import AnchorsSource, HostResolver, SigningKeySource, SlackChannel
     from interlude.app.replay import Replay
+    from interlude.app.retention import RunRetention
+    from interlude.app.run_export import RunExports
     from interlude.app.run_listing import RunListing
     from interlude.app.runs import Runs
     from interlude.app.slack import SlackInteractions
@@ -216,7 +218,7 @@ class Services:
     def runs(self) -> Runs:
         from interlude.app.runs import Runs
 
-        return Runs(self.store, self.definitions, self.clock, self.step_budget)
+        return Runs(self.store, self.definitions, self.clock, self.step_budget, self.limiter.retention_days)
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:
@@ -356,6 +358,19 @@ class Services:
         return RunListing(self.store, self.runs, self.lifecycle, self.limiter)
 
     @cached_property
+    def run_exports(self) -> RunExports:
+        from interlude.app.run_export import RunExports
+
+        return RunExports(self.runs, self.store, self.store, self.effect_records, self.clock)
+
+    @cached_property
+    def retention(self) -> RunRetention:
+        from interlude.app.retention import RunRetention
+        from interlude.store.retention import RetentionStore
+
+        return RunRetention(RetentionStore(self.store.table, self.store.client), self.limiter.retention_days, self.clock)
+
+    @cached_property
     def deliveries(self) -> RunDeliveries:
         from interlude.app.deliveries import RunDeliveries
 
@@ -432,6 +447,7 @@ class Services:
         starts load no delivery, scheduler or metrics adapter. The handlers that move runs (sub-workflows, tasks, kept
         external events) are built with the first record that concerns them (engine/events.py)."""
         from interlude.adapters import metrics
+        from interlude.adapters import migration_turns as retention_turns
         from interlude.adapters.actions.outbox import queue_actions
         from interlude.adapters.delivery.outbox import callback_notices
         from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
@@ -448,6 +464,7 @@ class Services:
             self.notification_outbox.on_events,
             _when(concerns.requests_child_or_ends_run, lambda: self.sub_workflows.on_events),
             _when(concerns.requests_or_cancels_task, lambda: self.tasks.on_events),
+            _when(concerns.ends_or_reruns_run, lambda: retention_turns.on_events),
             # Last: a handler above that fails has its record delivered again, which would count its usage twice.
             partial(tenant_usage, self),
         )

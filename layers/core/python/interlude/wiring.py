@@ -242,7 +242,9 @@ FUNCTIONS: tuple[Function, ...] = (
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
-        sends_to=("callbacks", "actions", "notifications"),
+        # migrations: a run that ended (or runs again) has its items' expiry set by a job on that queue
+        # (interlude.app.retention), taken by the migrate function.
+        sends_to=("callbacks", "actions", "notifications", "migrations"),
         needs_public_base_url=True,
         # With SQS fair queues, a busy tenant's items fill at most what is in flight, and a quiet tenant's item takes
         # the next instance that frees. Its queue's maximum concurrency, and its reservation where the deployment
@@ -349,13 +351,14 @@ FUNCTIONS: tuple[Function, ...] = (
         handler="handler.lambda_handler",
         # A turn takes pages until two minutes are left, then queues the next turn (interlude.migrations).
         timeout_s=900,
-        description="The table's migrations (backfills): queued by each deploy, taken turn by turn from its queue",
+        description="The table's migrations (backfills) and finished runs' retention, taken turn by turn from its queue",
         consumes="migrations",
         batch_size=1,
         sends_to=("migrations",),
         # Checkpoints (Query, UpdateItem), the pages of a Scan, which index items are missing (BatchGetItem) and their
         # puts (BatchWriteItem); a workflow's latest version and record (Query, GetItem), its pointer and catalogue entry
-        # (PutItem), a key's listing (UpdateItem).
+        # (PutItem), a key's listing (UpdateItem). A run's retention (interlude.app.retention): its head (GetItem), its
+        # partition's pages (Query), each item's ttl (UpdateItem); the tenant's settings (GetItem).
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -1274,6 +1277,19 @@ ROUTES: tuple[Route, ...] = (
         module="effects",
         answers=(Answer(200, "The run's effect records", "interlude.domain.models.responses.RunEffects"),),
         errors=RUN_ERRORS,
+    ),
+    # Issue 30 item 4 (interlude.api.runs): a run whole, as one document, to archive before retention removes it.
+    Route(
+        "GET", "/runs/{runId}/export", "exportRun", "runs:read", "The whole run as one document, to archive",
+        module="runs",
+        answers=(Answer(200, "The run: snapshot, decisions, effects, events", "interlude.domain.models.answers.export.RunExport"),),
+        errors=(*RUN_ERRORS, "payload_too_large"),
+        params=(
+            Param(
+                "afterSequence", "query", {"type": "integer", "minimum": 0, "maximum": 10**12},
+                "The events after this sequence (the next page of a document not complete)",
+            ),
+        ),
     ),
     Route(
         "GET", "/host/effect-seams", "getEffectSeamManifest", "runs:read", "The host's outbound effect seams",

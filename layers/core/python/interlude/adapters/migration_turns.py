@@ -26,3 +26,18 @@ def queue_turn(delay_s: int = 0) -> None:
         MessageBody=json.dumps(TURN, separators=(",", ":"), allow_nan=False),
         DelaySeconds=min(delay_s, 900),
     )
+
+
+# Issue 30 item 4: a turn of a run's retention (interlude.app.retention), queued by dispatch when a run ends or runs
+# again, and by a turn out of time for the next (`after`: the last key it retained).
+RUN_RETENTION = "run-retention"
+
+
+def queue_run_retention(run_id: str, after: str | None = None) -> None:
+    body = {"v": 1, "kind": RUN_RETENTION, "runId": run_id, **({"after": after} if after is not None else {})}
+    _sqs().send_message(QueueUrl=queue_settings().migrations_url, MessageBody=json.dumps(body, separators=(",", ":"), allow_nan=False))
+
+
+def on_events(run_id: str, events: list[dict[str, Any]]) -> None:
+    """The outbox handler: a run that ended, or one that runs again, has its items' expiry set (or taken off)."""
+    queue_run_retention(run_id)

@@ -214,6 +214,16 @@ def get_run(runId: str) -> Response:
     return json_response(200, snapshot(state), {"ETag": etag})
 
 
+@route("exportRun")
+def export_run(runId: str) -> Response:
+    # Its answer's model loads with the first export: a run request builds none of the answers' models.
+    from interlude.domain.models.answers.export import RunExport
+
+    principal = principal_for("exportRun")
+    after = query_int("afterSequence", -1, 0, 10**12)
+    return json_response(200, RunExport.model_validate(services().run_exports.export(principal, from_wire(runId), after)))
+
+
 @route("cancelRun")
 def cancel_run(runId: str) -> Response:
     principal = principal_for("cancelRun")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app.tenant_facts import tenant_settings
 from interlude.config import settings
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
 from interlude.rules import limits as rules
 
 if TYPE_CHECKING:
@@ -100,7 +101,8 @@ class TenantLimiter:
         self.counters = counters
         self.clock = clock
         self._defaults = defaults
-        self._cache: OrderedDict[str, tuple[float, rules.Limits]] = OrderedDict()
+        # tenant -> (until, its limits in force, its retentionDays)
+        self._cache: OrderedDict[str, tuple[float, rules.Limits, int]] = OrderedDict()
         self.leases = RequestLeases()
 
     @property
@@ -110,16 +112,27 @@ class TenantLimiter:
         return self._defaults
 
     def limits(self, tenant: str) -> rules.Limits:
+        return self._in_force(tenant)[1]
+
+    def retention_days(self, tenant: str) -> int:
+        """How long the tenant keeps a finished run (issue 30 item 4), read with its limits."""
+        return self._in_force(tenant)[2]
+
+    def _in_force(self, tenant: str) -> tuple[float, rules.Limits, int]:
         hit = self._cache.get(tenant)
         if hit is not None and hit[0] > time.monotonic():
-            return hit[1]
+            return hit
         own = tenant_settings(self.records, tenant)
-        limits = rules.effective(own.limits, self.defaults)._replace(searchable_metadata=tuple(own.searchableMetadata))
-        self._cache[tenant] = (time.monotonic() + LIMITS_CACHE_SECONDS, limits)
+        found = (
+            time.monotonic() + LIMITS_CACHE_SECONDS,
+            rules.effective(own.limits, self.defaults)._replace(searchable_metadata=tuple(own.searchableMetadata)),
+            own.retentionDays or DEFAULT_RETENTION_DAYS,
+        )
+        self._cache[tenant] = found
         self._cache.move_to_end(tenant)
         if len(self._cache) > LIMITS_CACHE_SIZE:
             self._cache.popitem(last=False)
-        return limits
+        return found
 
     def forget(self, tenant: str) -> None:
         self._cache.pop(tenant, None)

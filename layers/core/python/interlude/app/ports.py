@@ -49,6 +49,7 @@ class RunRecords(Protocol):
         answered: AnsweredRecord | None = None,
         open_runs_limit: int | None = None,
         audit: AuditDraft | None = None,
+        expires: int | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def rewrite_head(self, state: RunState, expected_version: int) -> None: ...
@@ -289,6 +290,14 @@ class FailedEffects(Protocol):
     """Reopens the failed effect record of a run's action, so its next attempt calls again (app/replay.py)."""
 
     def __call__(self, run_id: str, node_id: str, effect_id: str, keying: str, now: datetime) -> Any: ...
+
+
+class RunArchive(Protocol):
+    """What a run's export reads beside its head and events: every interrupt it raised, and when it expires."""
+
+    def interrupts(self, run_id: str) -> list[dict[str, Any]]: ...
+
+    def expires_at(self, run_id: str) -> int | None: ...
 
 
 class NotificationLog(Protocol):

@@ -22,6 +22,7 @@ from interlude.domain.errors import Forbidden, NotFound, TooLarge, run_error
 from interlude.domain.ids import tenant_of
 from interlude.engine import deadlines
 from interlude.engine.events import InvalidEvent
+from interlude.rules.retention import run_expiry
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
@@ -41,11 +42,15 @@ class Runs:
         definitions: DefinitionSource,
         clock: Clock = clock_.now,
         step_budget: int = DEFAULT_STEP_BUDGET,
+        retention_days: Callable[[str], int] | None = None,
     ) -> None:
         self.records = records
         self.definitions = definitions
         self.clock = clock
         self.step_budget = step_budget
+        # A tenant's retentionDays (issue 30 item 4): a transition that ends a run writes its expiry on the items it
+        # writes (the head, the last event batch, the interrupts it closes); app/retention.py gives it to the rest.
+        self.retention_days = retention_days
 
     def commit_or_fail(
         self,
@@ -99,7 +104,11 @@ class Runs:
         """Commit a transition; with `keyed`, the Idempotency-Key's record and its answer in the same transaction
         (and `audit`'s entry too)."""
         record = answered(keyed, result(transition)) if keyed else None
-        self.records.commit(transition, version, iso(now), record, open_runs_limit, audit)
+        state = transition.state
+        expires = None
+        if state.terminal and self.retention_days is not None:
+            expires = run_expiry(state.completedAt, self.retention_days(state.tenant), now)
+        self.records.commit(transition, version, iso(now), record, open_runs_limit, audit, expires)
         committed(keyed, record)
         return transition
 

@@ -14,6 +14,10 @@ ACTION_REQUESTED = "interlude.action-requested"
 CHILD_REQUESTED = "interlude.child-requested"
 # An action request's kind when a tenant's worker performs it (core.task) instead of the actions function.
 TASK = "task"
+# The event a retry records (OpenWOP's registered type; payload: nodeId, attempt (the next), delayMs, error), and the
+# reason it gives when a failed run runs again (engine.run.retry_action: its items keep, app/retention.py).
+NODE_RETRIED = "node.retried"
+RERUN_REASON = "retried"
 
 
 def task_id(run_id: str, node_id: str, visit: int) -> str:

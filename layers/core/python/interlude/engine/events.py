@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.config.runtime import runtime_settings
 from interlude.domain.ids import derive_opaque
-from interlude.engine.effect_names import ACTION_REQUESTED, CHILD_REQUESTED, TASK
+from interlude.engine.effect_names import ACTION_REQUESTED, CHILD_REQUESTED, NODE_RETRIED, RERUN_REASON, TASK
 
 if TYPE_CHECKING:
     from interlude.engine.run import EventDraft
@@ -67,6 +67,16 @@ def check(doc: dict[str, Any]) -> None:
 def requests_child_or_ends_run(events: list[dict[str, Any]]) -> bool:
     """A child run requested, or a run ended (its parent may wait on it; its children end with it)."""
     return any(e.get("type") == CHILD_REQUESTED or e.get("type") in RUN_END_EVENTS for e in events)
+
+
+def ends_or_reruns_run(events: list[dict[str, Any]]) -> bool:
+    """A run ended (its items are given their expiry: app/retention.py), or a node of it was retried (a finished run
+    that runs again keeps its items)."""
+    return any(
+        e.get("type") in RUN_END_EVENTS
+        or (e.get("type") == NODE_RETRIED and (e.get("payload") or {}).get("reason") == RERUN_REASON)
+        for e in events
+    )
 
 
 def requests_or_cancels_task(events: list[dict[str, Any]]) -> bool:

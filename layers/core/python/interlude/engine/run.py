@@ -40,6 +40,7 @@ from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, Node, Work
 from interlude.domain.templates import PROBE
 from interlude.engine import forks, kind_events
 from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
+from interlude.engine.effect_names import NODE_RETRIED, RERUN_REASON
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs
@@ -52,7 +53,6 @@ from interlude.engine.subworkflows import (
     limit_error,
     mapped_outcome,
 )
-from interlude.engine.tasks import NODE_RETRIED
 from interlude.engine.visits import interrupt_id as interrupt_id
 from interlude.engine.visits import interrupt_key as interrupt_key
 from interlude.engine.visits import visit_keys as visit_keys
@@ -763,7 +763,7 @@ def retry_action(
     s.status, s.error, s.failedNodeId, s.completedAt = "running", None, None, None
     step.t.reopened = True
     visit = s.nodes[node_id].visits
-    step.emit(NODE_RETRIED, node_id, {"nodeId": node_id, "visit": visit, "reason": "retried"})
+    step.emit(NODE_RETRIED, node_id, {"nodeId": node_id, "visit": visit, "reason": RERUN_REASON})
     node = workflow.node(node_id)
     node_type = registered_type(node.typeId)
     assert node_type is not None, node.typeId

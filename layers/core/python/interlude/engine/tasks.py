@@ -28,6 +28,7 @@ from interlude.domain.budgets import Meter
 from interlude.domain.models import FrozenStored
 from interlude.domain.templates import render
 from interlude.engine.actions import ActionSpec
+from interlude.engine.effect_names import NODE_RETRIED as NODE_RETRIED
 from interlude.engine.effect_names import TASK as TASK
 from interlude.engine.effect_names import task_id as task_id
 from interlude.engine.nodetypes import NodeType
@@ -42,8 +43,6 @@ MAX_ATTEMPTS = 10
 DEFAULT_INITIAL_INTERVAL_MS = 1000
 DEFAULT_MAX_INTERVAL_MS = 60_000
 MAX_INTERVAL_MS = 3600 * 1000
-# The event a retry records (OpenWOP's registered type; payload: nodeId, attempt (the next), delayMs, error).
-NODE_RETRIED = "node.retried"
 
 
 class RetryConfig(FrozenStored):

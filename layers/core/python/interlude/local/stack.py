@@ -27,6 +27,7 @@ from interlude.local.pumps import StreamPump
 from interlude.local.recurring import RecurringPump
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
+from interlude.local.ttl import TtlPump
 from interlude.store.facade import Store
 from interlude.store.provisioning import create_table
 
@@ -137,6 +138,7 @@ class LocalStack:
         self.pump: StreamPump | None = None
         self.schedule_pump: SchedulePump | None = None
         self.recurring_pumps: list[RecurringPump] = []
+        self.ttl_pump: TtlPump | None = None
         self.queue_pumps: list[QueuePump] = []
         self.lambda_api: LambdaApi | None = None
         self.info: LocalInfo | None = None
@@ -167,6 +169,8 @@ class LocalStack:
         self.pump = StreamPump(TABLE_NAME).start()
         self.schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).start()
         self.recurring_pumps = [RecurringPump(schedule).start() for schedule in wiring.RECURRING_SCHEDULES]
+        # DynamoDB's TTL, played on the process clock (finished runs expire: issue 30 item 4).
+        self.ttl_pump = TtlPump(TABLE_NAME).start()
         self.gateway.start()
         self.lambda_api = LambdaApi().start()
         self.info = LocalInfo(
@@ -180,7 +184,7 @@ class LocalStack:
         return self.info
 
     def stop(self) -> None:
-        for part in (self.lambda_api, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.schedule_pump, self.pump, self.moto):
+        for part in (self.lambda_api, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.ttl_pump, self.schedule_pump, self.pump, self.moto):
             if part is not None:
                 part.stop()
 

@@ -250,17 +250,30 @@ class InboxIndex:
             if item["status"]["S"] != "open":
                 stale.append(entry_key)
                 continue
-            out.append(_interrupt_document(item))
+            out.append(interrupt_document(item))
         return out, calls, stale
 
 
-def _interrupt_document(item: a.Item) -> dict[str, Any]:
+def interrupt_document(item: a.Item) -> dict[str, Any]:
+    """An interrupt item as plain JSON (its votes parsed), without its keys."""
     skip = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
     doc = a.plain({k: v for k, v in item.items() if k not in skip})
     doc.setdefault("votes", [])
     if isinstance(doc["votes"], str):
         doc["votes"] = json.loads(doc["votes"])
     return doc
+
+
+def run_interrupts(client: Any, table: str, run_id: str) -> list[dict[str, Any]]:
+    """Every interrupt the run raised, open or closed, oldest first (a run's export: app/run_export.py)."""
+    pages = client.get_paginator("query").paginate(
+        TableName=table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
+        ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":i": a.s(interrupt_sk(""))},
+    )
+    docs = [interrupt_document(item) for page in pages for item in page.get("Items") or []]
+    docs.sort(key=lambda d: sharded.entry_sk(d["raisedAt"], d["interruptId"]))
+    return docs
 
 
 def run_open_interrupts(client: Any, table: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
@@ -277,6 +290,6 @@ def run_open_interrupts(client: Any, table: str, run_id: str) -> tuple[list[dict
     calls = 0
     for page in pages:
         calls += 1
-        docs += [_interrupt_document(item) for item in page.get("Items") or []]
+        docs += [interrupt_document(item) for item in page.get("Items") or []]
     docs.sort(key=lambda d: sharded.entry_sk(d["raisedAt"], d["interruptId"]), reverse=True)
     return docs, calls

@@ -107,6 +107,11 @@ class Ledger(ABC, Generic[Ref]):
     ) -> Writes:
         return Writes()
 
+    def expiring(self, ref: Ref) -> a.Item:
+        """What a new item of this ledger is created with to expire: its run's expiry when the run has finished
+        (store/expiry.py); nothing, for a ledger whose items keep their own."""
+        return {}
+
     def read(self, ref: Ref) -> dict[str, Any] | None:
         got = self.client.get_item(TableName=self.table, Key=self.key(ref), ConsistentRead=True)
         item = got.get("Item")
@@ -130,7 +135,7 @@ class Ledger(ABC, Generic[Ref]):
         }
         if held is None:
             created = f"attribute_not_exists({wiring.SORT_KEY})"
-            written = self._write(ref, {**sets, **writes.created}, (), created, {}, writes.also)
+            written = self._write(ref, {**sets, **writes.created, **self.expiring(ref)}, (), created, {}, writes.also)
         else:
             condition = "#attempts = :previous AND #status IN (:pending, :leased)"
             values = {":previous": a.n(previous), ":pending": a.s(PENDING), ":leased": a.s(self.LEASED)}

@@ -52,25 +52,36 @@ def head_attributes(state: RunState, version: int) -> a.Item:
     }
 
 
-def head_put(state: RunState) -> dict[str, Any]:
+def expiring(expires: int | None) -> a.Item:
+    """The TTL attribute of an item a run's ending transition writes (issue 30 item 4); none while it runs."""
+    return {} if expires is None else {wiring.TTL_ATTRIBUTE: a.n(expires)}
+
+
+def head_put(state: RunState, expires: int | None = None) -> dict[str, Any]:
     """A new run head's Put, on condition that none exists."""
-    head = {**a.key(run_pk(state.runId), RUN_SK), **head_attributes(state, 1)}
+    head = {**a.key(run_pk(state.runId), RUN_SK), **head_attributes(state, 1), **expiring(expires)}
     return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
-def head_write(state: RunState, expected_version: int | None) -> dict[str, Any]:
+def head_write(state: RunState, expected_version: int | None, expires: int | None = None) -> dict[str, Any]:
     """The TransactWriteItem of the run head at its next version, on condition that no one wrote the version
     expected. A new head is put; an existing one is updated attribute by attribute, so an attribute a later
     release added to it stays (a rollback's writes strand nothing: docs/operations.md, "Upgrades and rollbacks")."""
     if expected_version is None:
-        return {"Put": head_put(state)}
-    owned = list(head_attributes(state, expected_version + 1).items())
+        return {"Put": head_put(state, expires)}
+    owned = list({**head_attributes(state, expected_version + 1), **expiring(expires)}.items())
+    expression = "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned)))
+    names = {"#version": "version", **{f"#h{i}": name for i, (name, _) in enumerate(owned)}}
+    if not state.terminal:
+        # A finished run that runs again (a failed action retried) is kept until it ends anew (store/retention.py).
+        expression += " REMOVE #ttl"
+        names["#ttl"] = wiring.TTL_ATTRIBUTE
     return {
         "Update": {
             "Key": a.key(run_pk(state.runId), RUN_SK),
-            "UpdateExpression": "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned))),
+            "UpdateExpression": expression,
             "ConditionExpression": "#version = :expected",
-            "ExpressionAttributeNames": {"#version": "version", **{f"#h{i}": name for i, (name, _) in enumerate(owned)}},
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {
                 ":expected": a.n(expected_version),
                 **{f":h{i}": value for i, (_, value) in enumerate(owned)},
@@ -79,7 +90,9 @@ def head_write(state: RunState, expected_version: int | None) -> dict[str, Any]:
     }
 
 
-def event_batch_put(run_id: str, first_seq: int, docs: list[dict[str, Any]], closed_entries: a.Item) -> Labelled:
+def event_batch_put(
+    run_id: str, first_seq: int, docs: list[dict[str, Any]], closed_entries: a.Item, expires: int | None = None
+) -> Labelled:
     """The batch of the events one transition wrote, keyed by its last sequence; `closed_entries`: the inbox entries
     of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record."""
     sk = event_sk(first_seq + len(docs) - 1)
@@ -89,6 +102,7 @@ def event_batch_put(run_id: str, first_seq: int, docs: list[dict[str, Any]], clo
         "last": a.n(first_seq + len(docs) - 1),
         "events": a.packed(docs),
         **closed_entries,
+        **expiring(expires),
     }
     return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
 
@@ -115,9 +129,15 @@ def interrupt_votes(pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
     return _while_open(pk, interrupt, "votes = :votes", {":votes": a.as_json([v.model_dump() for v in interrupt.votes])})
 
 
-def interrupt_close(pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None) -> dict[str, Any]:
+def interrupt_close(
+    pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None, expires: int | None = None
+) -> dict[str, Any]:
     values: a.Item = {":status": a.s(status), ":resolution": a.packed(resolution)}
-    return _while_open(pk, interrupt, "#st = :status, resolution = :resolution", values)
+    if expires is None:
+        return _while_open(pk, interrupt, "#st = :status, resolution = :resolution", values)
+    update = _while_open(pk, interrupt, "#st = :status, resolution = :resolution, #ttl = :ttl", {**values, ":ttl": a.n(expires)})
+    update["ExpressionAttributeNames"]["#ttl"] = wiring.TTL_ATTRIBUTE
+    return update
 
 
 def _while_open(pk: str, interrupt: OpenInterrupt, sets: str, values: a.Item) -> dict[str, Any]:

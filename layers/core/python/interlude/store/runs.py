@@ -11,6 +11,7 @@ from interlude import wiring
 from interlude.domain.models.run import RunState, state_from_json
 from interlude.store import attributes as a
 from interlude.store import item_index
+from interlude.store.expiry import run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
 from interlude.store.table import Table
 
@@ -62,6 +63,17 @@ class RunStore(Table):
         return out
 
     # -- interrupts ------------------------------------------------------------------------------------
+
+    def interrupts(self, run_id: str) -> list[dict[str, Any]]:
+        """Every interrupt the run raised (open, resolved, cancelled), oldest first."""
+        from interlude.store.inbox import run_interrupts  # the export's read only: the inbox rules load with it
+
+        return run_interrupts(self.client, self.table, run_id)
+
+    def expires_at(self, run_id: str) -> int | None:
+        """When the run's head expires (the table's TTL attribute, epoch seconds); None: not finished, or not yet."""
+        value = run_expiry(self.client, self.table, run_id).get(wiring.TTL_ATTRIBUTE)
+        return int(value["N"]) if value else None
 
     def raised_at(self, run_id: str, key: str) -> str | None:
         """When the interrupt raised under `key` was raised (it may be open or closed); None if none was."""

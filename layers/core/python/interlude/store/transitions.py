@@ -67,13 +67,15 @@ class TransitionStore(TransactionalTable, RunStore):
         answered: AnsweredRecord | None = None,
         open_runs_limit: int | None = None,
         audit: AuditDraft | None = None,
+        expires: int | None = None,
     ) -> list[dict[str, Any]]:
         """Write a transition atomically; returns the RunEventDocs written. Raises LostRace on a lost race,
         KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first.
 
         The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
         past `open_runs_limit`, when given), a run that ends releases one (never refused). `audit`: the entry that
-        records the transition (a decision, a vote, a cancel), appended in the same transaction.
+        records the transition (a decision, a vote, a cancel), appended in the same transaction. `expires`: a run that
+        ends expires then (the table's TTL attribute, on every item this transaction writes of it: store/retention.py).
         """
         state = transition.state
         first_seq = state.nextSeq
@@ -82,7 +84,7 @@ class TransitionStore(TransactionalTable, RunStore):
         # Before the head is built: a new run's usage shard is recorded on it, so its end releases there.
         counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit)
         closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
-        items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed)
+        items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires)
         if counter is not None:
             items.append(counter)
         inbox = InboxIndex(self.table, self.client)
@@ -178,18 +180,19 @@ def transition_items(
     docs: list[dict[str, Any]],
     now_iso: str,
     closed: list[Entry],
+    expires: int | None = None,
 ) -> list[Labelled]:
     """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
     the interrupts it closes, for dispatch to delete), interrupts, abandoned tasks, external-event waiters."""
     state = transition.state
     pk = run_pk(state.runId)
-    items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version))]
+    items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
     if docs:
-        items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed)))
+        items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed), expires))
     items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i)}) for i in transition.opened]
     items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
     items += [
-        (interrupt_sk(c.interrupt.key), {"Update": run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution)})
+        (interrupt_sk(c.interrupt.key), {"Update": run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)})
         for c in transition.closed
     ]
     # The tasks of visits the run stopped waiting for end with it (store/task_items.py).

@@ -17,6 +17,11 @@ MAX_EVENT_RETENTION_HOURS = 14 * 24
 # idempotency.md: at least 14 days); a tenant may keep them longer, up to a year.
 MIN_EFFECT_RETENTION_DAYS = 14
 MAX_EFFECT_RETENTION_DAYS = 366
+# How long a finished run (completed, failed, cancelled) is kept before DynamoDB's TTL removes its items (issue 30
+# item 4): Temporal's namespace retention, Step Functions' 90 days of history.
+DEFAULT_RETENTION_DAYS = 90
+MIN_RETENTION_DAYS = 1
+MAX_RETENTION_DAYS = 3650
 
 # Ceilings of what a tenant may set its limits to (docs/limits.md).
 MAX_REQUESTS_PER_SECOND = 500
@@ -82,6 +87,8 @@ class TenantSettings(Stored):
     effectRetentionDays: int | None = Field(
         default=None, ge=MIN_EFFECT_RETENTION_DAYS, le=MAX_EFFECT_RETENTION_DAYS, exclude_if=_unset
     )
+    # Issue 30 item 4: days a finished run is kept past its end (then every item of it expires). Left out: 90.
+    retentionDays: int | None = Field(default=None, ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS, exclude_if=_unset)
     # Issue 28 item 5: the longest a link minted for a named principal may live (POST .../links). Left out: 7 days.
     maxLinkLifetimeSeconds: int | None = Field(default=None, ge=60, le=MAX_MINTED_LINK_LIFETIME_S, exclude_if=_unset)
     # Issue 29 item 1: metadata keys a run listing may filter on (`GET /runs?metadata.<key>=…`), each indexed from

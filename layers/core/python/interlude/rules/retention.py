@@ -1,0 +1,17 @@
+"""When a finished run expires (issue 30 item 4): its end plus its tenant's retentionDays, in epoch seconds (the
+table's TTL attribute). The transition that ends the run writes it (app/runs.py); the retention job gives it to the
+rest of the run's items (app/retention.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from interlude.domain.clock import epoch_of
+
+DAY_S = 24 * 3600
+
+
+def run_expiry(completed_at: str | None, retention_days: int, now: datetime) -> int:
+    """`completed_at`: the run's end (a run that recorded none ends `now`)."""
+    ended = epoch_of(completed_at) if completed_at else now.timestamp()
+    return int(ended) + retention_days * DAY_S

@@ -1,0 +1,160 @@
+"""A finished run's items, given the table's TTL attribute (issue 30 item 4): what the retention job
+(interlude.app.retention) reads and writes.
+
+  run head      T#{tenant}#R#{run}   RUN   ttl: when the run expires (its end + the tenant's retentionDays), written
+                                           by the transaction that ends it (or by the job, for a run ended before)
+  run items     T#{tenant}#R#{run}   *     ttl = the head's (event batches, interrupts, callback and webhook deliveries,
+                                           notifications, the effect ledger: never shortened, so a ledger entry keeps
+                                           its own at least 14 days past its effect)
+  listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl = the head's
+  effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's, never shortened
+  task          T#{tenant}#TK#{opaque}   TASK                 ttl = the head's (each task an event batch names)
+
+A run that runs again (a failed run's action retried) loses its ttl on the head at once (store/run_items.head_write),
+and the job takes it off the other items again. An item written after the job (a late delivery) is created with the
+head's ttl by its ledger (store/expiry.py). Every write here is one UpdateItem of one item: no transaction, so a
+run of any size is retained in pages, each bounded, resumable from the last key done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.domain.ids import tenant_of
+from interlude.domain.models.run import RunState
+from interlude.store import attributes as a
+from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
+from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.run_items import run_entry, run_entry_key
+from interlude.store.runs import head_of
+from interlude.store.table import Table
+from interlude.store.task_items import TASK_SK, task_pk
+
+# Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
+PAGE_ITEMS = 200
+_TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
+
+
+@dataclass(frozen=True)
+class RetainedRun:
+    state: RunState
+    version: int
+    ttl: int | None
+
+
+@dataclass(frozen=True)
+class RunItem:
+    sk: str
+    ttl: int | None
+    # A ledger entry's effect (its own item, outside the run's partition).
+    effect_id: str | None = None
+    # An event batch's events (the tasks the run requested are named there).
+    events: tuple[dict[str, Any], ...] = ()
+
+
+class RetentionStore(Table):
+    def retained_run(self, run_id: str) -> RetainedRun | None:
+        got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK), ConsistentRead=True)
+        item = got.get("Item")
+        if item is None:
+            return None
+        state, version = head_of(item)
+        return RetainedRun(state, version, _number(item, wiring.TTL_ATTRIBUTE))
+
+    def expire_head(self, run_id: str, version: int, ttl: int) -> bool:
+        """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read)."""
+        return self._update(
+            a.key(run_pk(run_id), RUN_SK),
+            "SET #ttl = :ttl",
+            "#version = :version",
+            {"#version": "version", **_TTL},
+            {":version": a.n(version), ":ttl": a.n(ttl)},
+        )
+
+    def items_page(self, run_id: str, after: str | None) -> tuple[list[RunItem], str | None]:
+        """A page of the run's items (its head left out), in key order after sort key `after`; and the last key read
+        when more may follow."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ProjectionExpression": "#sk, #ttl, events",
+            "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
+            "ExpressionAttributeValues": {":pk": a.s(run_pk(run_id))},
+            "Limit": PAGE_ITEMS,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = a.key(run_pk(run_id), after)
+        got = self.client.query(**kwargs)
+        items = []
+        for item in got.get("Items") or []:
+            sk = item[wiring.SORT_KEY]["S"]
+            if sk == RUN_SK:
+                continue
+            # A ledger entry is keyed by its effect's opaque id (store/effects.py, ledger_sk).
+            effect = f"{tenant_of(run_id)}/{sk.removeprefix(LEDGER_SK_PREFIX)}" if sk.startswith(LEDGER_SK_PREFIX) else None
+            events = tuple(a.unpacked(item["events"])) if "events" in item else ()
+            items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events))
+        last = got.get("LastEvaluatedKey")
+        return items, last[wiring.SORT_KEY]["S"] if last else None
+
+    def set_item_ttl(self, run_id: str, sk: str, ttl: int | None) -> None:
+        """One item of the run's partition expires at `ttl` (None: never, its ttl removed); an item gone meanwhile
+        is left gone."""
+        self._set_ttl(a.key(run_pk(run_id), sk), ttl)
+
+    def set_listing_ttl(self, state: RunState, ttl: int | None) -> None:
+        """The run's listing entry (store/item_index.py) expires with it."""
+        self._set_ttl(run_entry_key(run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)), ttl)
+
+    def set_task_ttl(self, task_id: str, ttl: int | None) -> None:
+        """A task the run requested (store/tasks.py; settled or abandoned once the run ended) expires with it."""
+        self._set_ttl(a.key(task_pk(task_id), TASK_SK), ttl)
+
+    def raise_ttl(self, run_id: str, sk: str, ttl: int) -> None:
+        """An item kept for its own reason too (a ledger entry: at least 14 days past its effect) expires at `ttl`
+        only if that is later than its own."""
+        self._raise(a.key(run_pk(run_id), sk), ttl)
+
+    def raise_effect_ttl(self, effect_id: str, ttl: int) -> None:
+        """The effect record a ledger entry names (keyed by the effect, perhaps shared by other runs) is kept at least
+        as long as the run."""
+        self._raise(a.key(effect_pk(effect_id), EFFECT_SK), ttl)
+
+    def _raise(self, key: a.Item, ttl: int) -> None:
+        condition = "attribute_exists(#pk) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)"
+        self._update(key, "SET #ttl = :ttl", condition, {"#pk": wiring.PARTITION_KEY, **_TTL}, {":ttl": a.n(ttl)})
+
+    def _set_ttl(self, key: a.Item, ttl: int | None) -> None:
+        names = {"#pk": wiring.PARTITION_KEY, **_TTL}
+        if ttl is None:
+            self._update(key, "REMOVE #ttl", "attribute_exists(#pk)", names, {})
+        else:
+            self._update(key, "SET #ttl = :ttl", "attribute_exists(#pk)", names, {":ttl": a.n(ttl)})
+
+    def _update(self, key: a.Item, expression: str, condition: str, names: dict[str, str], values: a.Item) -> bool:
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
+        try:
+            self.client.update_item(**kwargs)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+
+def _number(item: Mapping[str, Any], name: str) -> int | None:
+    value = item.get(name)
+    return int(value["N"]) if value and "N" in value else None

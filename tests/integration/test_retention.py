@@ -1,0 +1,216 @@
+"""Retention of finished runs (issue 30 item 4), in-process over moto: the real api, dispatch and migrate handlers,
+DynamoDB's TTL played by the local stack's pump (interlude.local.ttl) on the process clock, moved by its offset file,
+never by sleeping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude import wiring
+from interlude.app import run_export
+from interlude.domain import clock
+from interlude.domain.ids import to_wire
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.engine.effect_names import task_id
+from interlude.local.sqs_pump import QueuePump
+from interlude.local.ttl import TtlPump
+from interlude.store import attributes as a
+from interlude.store.deliveries import DeliveryStore, Notice
+from interlude.store.layout import run_pk
+from interlude.store.table import Table
+from interlude.store.task_items import TASK_SK, task_pk
+from tests.integration.conftest import new_api_key
+from tests.integration.test_tenant_lifecycle import GATE, call
+from tests.support.stream import Stream
+
+DAY_S = 24 * 3600
+
+
+def finished_run(services: Any, world: Any, key: str, workflow: str = "gate") -> str:
+    """A run of the one-gate workflow, decided (an audit entry on its chain) and completed, its outbox settled."""
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.workflows.put_workflow(principal, workflow, WorkflowDefinition.model_validate(GATE))
+    stream = Stream(world.table)
+    started = call("POST", "/runs", key, {"workflowId": workflow})
+    assert started.status == 201, started.text
+    run_id: str = started.json()["runId"]
+    stream.settle()
+    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    stream.settle()
+    return run_id
+
+
+TASK = {
+    "nodes": [{"id": "draft", "typeId": "core.task", "config": {"taskType": "summarise", "input": {}}}],
+    "edges": [],
+}
+
+
+def finished_task_run(services: Any, world: Any, key: str) -> str:
+    """A run of one core.task, claimed and completed by a worker."""
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.workflows.put_workflow(principal, "task", WorkflowDefinition.model_validate(TASK))
+    stream = Stream(world.table)
+    run_id: str = call("POST", "/runs", key, {"workflowId": "task"}).json()["runId"]
+    stream.settle()
+    claimed = call("POST", "/tasks:claim", key, {"queues": ["summarise"], "waitSeconds": 0})
+    assert claimed.status == 200, claimed.text
+    done = call("POST", f"/tasks/{claimed.json()['taskToken']}/complete", key, {"output": {"summary": "short"}})
+    assert done.status == 200, done.text
+    stream.settle()
+    return run_id
+
+
+def retention_turns(world: Any) -> None:
+    """The migrations queue's turns, each through the migrate function, until none is left."""
+    pump = QueuePump("migrate", world.queues["migrations"])
+    while pump.pump_once():
+        pass
+
+
+def two_days_after_its_end(run_id: str, key: str) -> int:
+    ended = clock.epoch_of(call("GET", f"/runs/{to_wire(run_id)}", key).json()["completedAt"])
+    return int(ended) + 2 * DAY_S
+
+
+def items_of(world: Any, run_id: str) -> list[dict[str, Any]]:
+    """Every item of the table that belongs to the run: its partition, its listing entry, its effects (a Scan: the
+    test's table is its own)."""
+    tenant, opaque = run_id.split("/", 1)
+    items = boto3.client("dynamodb").scan(TableName=world.table, ConsistentRead=True)["Items"]
+    return [
+        item
+        for item in items
+        if item["pk"]["S"] == run_pk(run_id) or (item["pk"]["S"].startswith(f"T#{tenant}#RUNS#") and opaque in item["sk"]["S"])
+    ]
+
+
+@pytest.mark.private_world
+def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_audit_chain_still_verifies(
+    clock_file, services, world, tenant
+):
+    key = new_api_key(services)
+    # Given a tenant that keeps finished runs two days
+    set_ = call("PATCH", "/tenant/settings", key, {"retentionDays": 2})
+    assert set_.status == 200, set_.text
+    assert set_.json()["settings"]["retentionDays"] == 2
+    # and a run decided and completed, its retention job taken
+    run_id = finished_run(services, world, key)
+    expires = two_days_after_its_end(run_id, key)
+    # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
+    ending = {i["sk"]["S"]: i for i in items_of(world, run_id) if wiring.TTL_ATTRIBUTE in i}
+    assert "RUN" in ending
+    assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in ending.values()} == {expires}
+    # and once its retention job is taken, every item of the run carries it (a task run's task too)
+    task_run = finished_task_run(services, world, key)
+    retention_turns(world)
+    task_item = boto3.client("dynamodb").get_item(
+        TableName=world.table, Key=a.key(task_pk(task_id(task_run, "draft", 1)), TASK_SK), ConsistentRead=True
+    )["Item"]
+    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == two_days_after_its_end(task_run, key)
+    items = items_of(world, run_id)
+    kinds = {item["sk"]["S"].split("#", 1)[0] for item in items}
+    assert {"RUN", "E", "I"} <= kinds
+    assert len(items) > len(ending)
+    assert len([i for i in items if i["pk"]["S"] != run_pk(run_id)]) == 1  # the listing entry
+    assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in items} == {expires}
+    # and a delivery made after the job (a late callback notice) is created with the same expiry
+    deliveries = DeliveryStore(Table(world.table))
+    late = Notice(run_id, "late-notice", "run.completed")
+    claim = deliveries.claim(late, clock.now().timestamp(), 30)
+    assert deliveries.settle(late, claim.attempt, "delivered", {"noticeId": "late-notice"}, clock.now().timestamp())
+    (written,) = [i for i in items_of(world, run_id) if i["sk"]["S"].startswith("N#")]
+    assert int(written[wiring.TTL_ATTRIBUTE]["N"]) == expires
+    items = items_of(world, run_id)
+    # When the run is exported before it expires
+    exported = call("GET", f"/runs/{to_wire(run_id)}/export", key)
+    assert exported.status == 200, exported.text
+    document = exported.json()
+    # Then it is the whole run: the snapshot, every event, the decision with its resolution, its effects
+    polled = call("GET", f"/runs/{to_wire(run_id)}/events/poll?timeout=1", key).json()["events"]
+    assert document["complete"] is True
+    assert document["events"] == polled
+    assert document["snapshot"] == call("GET", f"/runs/{to_wire(run_id)}", key).json()
+    (decision,) = document["decisions"]
+    assert (decision["nodeId"], decision["status"]) == ("review", "resolved")
+    assert decision["resolution"]["action"] == "accept"
+    assert document["effects"] == []
+    assert clock.epoch_of(document["expiresAt"]) == expires
+    # and the tenant's audit chains are checkpointed (signed) with the decision in them
+    assert services.audit.checkpoint_pending(early_s=10 * DAY_S) >= 1
+    entries = services.audit.entries_page(tenant, 100, None)["entries"]
+    assert any(run_id in str(entry) for entry in entries)
+    # When a day passes, DynamoDB's TTL (the local stack's pump) keeps the run
+    ttl = TtlPump(world.table)
+    clock.advance(clock_file, DAY_S)
+    ttl.sweep()
+    assert call("GET", f"/runs/{to_wire(run_id)}", key).status == 200
+    # and when its period is over, every item of the run is gone
+    clock.advance(clock_file, DAY_S + 60)
+    assert ttl.sweep() >= len(items)
+    assert items_of(world, run_id) == []
+    gone = call("GET", f"/runs/{to_wire(run_id)}", key)
+    assert (gone.status, gone.code) == (404, "not_found")
+    assert run_id not in str(call("GET", "/runs", key).json())
+    assert call("GET", f"/runs/{to_wire(run_id)}/export", key).code == "not_found"
+    # Then the audit chain, which is never expired, still verifies, its checkpoints too, and still names the run
+    top = max(entry["seq"] for entry in entries)
+    verified = services.audit.verify(tenant, 1, top)
+    assert verified["chainValid"] is True, verified["anomalies"]
+    assert verified["checkpointsValid"] is True
+    assert services.audit.entries_page(tenant, 100, None)["entries"] == entries
+
+
+def test_retention_days_are_set_within_their_bounds(services):
+    key = new_api_key(services)
+    for days in (0, 3651, 1.5):
+        refused = call("PATCH", "/tenant/settings", key, {"retentionDays": days})
+        assert (refused.status, refused.code) == (400, "validation_error"), refused.text
+    for days in (1, 3650):
+        assert call("PATCH", "/tenant/settings", key, {"retentionDays": days}).json()["settings"]["retentionDays"] == days
+    # null takes it back to the default (90 days), which the settings leave unsaid
+    back = call("PATCH", "/tenant/settings", key, {"retentionDays": None})
+    assert "retentionDays" not in back.json()["settings"]
+    assert services.limiter.retention_days(services.keys.authenticate(f"Bearer {key}").tenant) == 90
+
+
+def test_an_export_pages_its_events_and_refuses_what_it_cannot_hold(services, world, other_tenant, monkeypatch):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "paged")
+    whole = call("GET", f"/runs/{to_wire(run_id)}/export", key).json()
+    assert whole["complete"] is True
+    # When one answer holds only a little more than the snapshot, decisions and effects
+    fixed = len(str({k: v for k, v in whole.items() if k != "events"}))
+    monkeypatch.setattr(run_export, "MIN_EVENT_BYTES", 1)
+    monkeypatch.setattr(run_export, "MAX_ANSWER_BYTES", fixed + 600)
+    # Then the events come in pages, each asked after the last sequence received, the last one complete
+    events: list[dict[str, Any]] = []
+    after, pages = "", 0
+    for _ in whole["events"]:
+        page = call("GET", f"/runs/{to_wire(run_id)}/export{after}", key).json()
+        assert page["snapshot"] == whole["snapshot"]
+        events += page["events"]
+        pages += 1
+        if page["complete"]:
+            break
+        after = f"?afterSequence={page['events'][-1]['sequence']}"
+    assert page["complete"] is True
+    assert pages > 1
+    assert events == whole["events"]
+    # and a run whose document alone passes what one answer holds is refused, not cut short
+    monkeypatch.setattr(run_export, "MAX_ANSWER_BYTES", 100)
+    too_large = call("GET", f"/runs/{to_wire(run_id)}/export", key)
+    assert (too_large.status, too_large.code) == (413, "payload_too_large")
+    # Refusals: a cursor out of range, a run of no one, another tenant's run
+    assert call("GET", f"/runs/{to_wire(run_id)}/export?afterSequence=-1", key).code == "validation_error"
+    missing = f"{run_id.split('/', 1)[0]}/{'r' * 22}"
+    assert call("GET", f"/runs/{to_wire(missing)}/export", key).code == "not_found"
+    foreign = call("GET", f"/runs/{to_wire(run_id)}/export", new_api_key(services, tenant=other_tenant))
+    assert (foreign.status, foreign.code) == (403, "id_tenant_mismatch")
+    # and a key without runs:read
+    reader = new_api_key(services, scopes=["approvals:respond"])
+    assert call("GET", f"/runs/{to_wire(run_id)}/export", reader).status == 403
