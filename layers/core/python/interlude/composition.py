@@ -218,7 +218,8 @@ class Services:
     def runs(self) -> Runs:
         from interlude.app.runs import Runs
 
-        return Runs(self.store, self.definitions, self.clock, self.step_budget, self.limiter.retention_days)
+        # The limiter (and the tenant settings' model) load with the first run that ends, not with the first record.
+        return Runs(self.store, self.definitions, self.clock, self.step_budget, lambda tenant: self.limiter.retention_days(tenant))
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:
