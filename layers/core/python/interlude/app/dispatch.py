@@ -94,9 +94,10 @@ class HeldRuns:
         answered: AnsweredRecord | None = None,
         open_runs_limit: int | None = None,
         audit: AuditDraft | None = None,
+        expires: int | None = None,
     ) -> list[dict[str, Any]]:
         self.stale(transition.state.runId)
-        return self.store.commit(transition, expected_version, now_iso, answered, open_runs_limit, audit)
+        return self.store.commit(transition, expected_version, now_iso, answered, open_runs_limit, audit, expires)
 
     def rewrite_head(self, state: RunState, expected_version: int) -> None:
         self.stale(state.runId)
