@@ -33,7 +33,9 @@ from interlude.domain import clock
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
+from interlude.store import attributes as a
 from interlude.store.facade import Store
+from interlude.store.layout import run_pk
 from tests.support.local_stack import wire
 from tests.support.stream import Stream
 
@@ -223,9 +225,12 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
         assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": action}})[0] == 200
     assert up.http("POST", f"/runs/{wire(runs['new-cancelled'])}/cancel", {})[0] == 200
     assert up.http("POST", f"/runs/{wire(runs['approve'])}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
-    assert up.http("PUT", "/tenant/settings", {"eventRetentionHours": 72})[0] == 200
+    assert up.http("PUT", "/tenant/settings", {"eventRetentionHours": 72, "retentionDays": 30})[0] == 200
     up.settle()
     wrote = {name: up.status(name) for name in runs}
+    # (the runs this release ended carry the expiry it gives a finished run: issue 30 item 4)
+    head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-completed"]), "RUN"))
+    assert wiring.TTL_ATTRIBUTE in head["Item"]
 
     # When the previous release is deployed again over that table (and the deployment's secrets) and reads it all
     secrets = boto3.client("secretsmanager")
