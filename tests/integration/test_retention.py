@@ -78,14 +78,15 @@ def two_days_after_its_end(run_id: str, key: str) -> int:
 
 
 def items_of(world: Any, run_id: str) -> list[dict[str, Any]]:
-    """Every item of the table that belongs to the run: its partition, its listing entry, its effects (a Scan: the
-    test's table is its own)."""
+    """Every item of the table that belongs to the run: its partition, its listing and search entries, its effects (a
+    Scan: the test's table is its own)."""
     tenant, opaque = run_id.split("/", 1)
     items = boto3.client("dynamodb").scan(TableName=world.table, ConsistentRead=True)["Items"]
     return [
         item
         for item in items
-        if item["pk"]["S"] == run_pk(run_id) or (item["pk"]["S"].startswith(f"T#{tenant}#RUNS#") and opaque in item["sk"]["S"])
+        if item["pk"]["S"] == run_pk(run_id)
+        or (item["pk"]["S"].startswith((f"T#{tenant}#RUNS#", f"T#{tenant}#RUNX#")) and opaque in item["sk"]["S"])
     ]
 
 
@@ -116,7 +117,9 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     kinds = {item["sk"]["S"].split("#", 1)[0] for item in items}
     assert {"RUN", "E", "I"} <= kinds
     assert len(items) > len(ending)
-    assert len([i for i in items if i["pk"]["S"] != run_pk(run_id)]) == 1  # the listing entry
+    # the listing entry, and the search entries of the words of its workflow id ("gate") and its gate's title ("Ship it?")
+    outside = sorted(i["pk"]["S"].split("#")[2] for i in items if i["pk"]["S"] != run_pk(run_id))
+    assert outside == ["RUNS", "RUNX", "RUNX", "RUNX"]
     assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in items} == {expires}
     # and a delivery made after the job (a late callback notice) is created with the same expiry
     deliveries = DeliveryStore(Table(world.table))

@@ -5,7 +5,8 @@ chain is never given one (docs/operations.md, "Retention").
 The job is queued by dispatch for each event-log item that ends a run or runs one again (interlude.composition), and
 taken turn by turn from the migrations queue (functions/migrate): a turn stamps the head first, then pages through the
 run's partition stamping each item whose ttl is not the head's (and the effect records its ledger names, the tasks its
-event batches requested), then the listing entry, and checks after each page that the run has not moved meanwhile (else it starts over). A turn out of time answers where
+event batches requested, the search entries of the gates they opened), then the listing entry and the run's search
+entries, and checks after each page that the run has not moved meanwhile (else it starts over). A turn out of time answers where
 it stopped; the next turn goes on from there (and a turn repeated does no write twice: an item already carrying the ttl
 is left as it is). Reasons: ADR 0115.
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
+from interlude.rules import run_search
 from interlude.rules.retention import run_expiry
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ class RunRetention:
                 self._retain(run_id, item.sk, item.ttl, item.effect_id, target)
                 for task in requested_tasks(run_id, item.events):
                     self.store.set_task_ttl(task, target)
+                # The search entries of the words of the gates this batch opened (the run's own: at the end).
+                if gates := run_search.gate_families(run.state, requested_gates(item.events)):
+                    self.store.set_search_ttl(run.state, gates, target)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)
             if last is None:
@@ -57,6 +62,7 @@ class RunRetention:
             if not has_time():
                 return after
         self.store.set_listing_ttl(run.state, target)
+        self.store.set_search_ttl(run.state, run_search.creation_families(run.state), target)
         return None
 
     def _unmoved(self, run_id: str, run: RetainedRun) -> None:
@@ -87,6 +93,11 @@ class RunRetention:
             return
         if ttl != target:
             self.store.set_item_ttl(run_id, sk, target)
+
+
+def requested_gates(events: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """The payloads of the gates an event batch opened (`interrupt.requested`: their kind and data, the title there)."""
+    return [e["payload"] for e in events if e.get("type") == "interrupt.requested" and isinstance(e.get("payload"), dict)]
 
 
 def requested_tasks(run_id: str, events: tuple[dict[str, Any], ...]) -> list[str]:

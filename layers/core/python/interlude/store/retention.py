@@ -7,6 +7,8 @@
                                            notifications, the effect ledger: never shortened, so a ledger entry keeps
                                            its own at least 14 days past its effect)
   listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl = the head's
+  search        T#{tenant}#RUNX#{family}#{shard}  (same)     ttl = the head's (its tags', searchable values' and title
+                                                             words' entries: rules/run_search.py)
   effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's, never shortened
   task          T#{tenant}#TK#{opaque}   TASK                 ttl = the head's (each task an event batch names)
 
@@ -30,7 +32,7 @@ from interlude.domain.models.run import RunState
 from interlude.store import attributes as a
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.layout import RUN_SK, run_pk
-from interlude.store.run_items import run_entry, run_entry_key
+from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
 from interlude.store.table import Table
 from interlude.store.task_items import TASK_SK, task_pk
@@ -110,6 +112,12 @@ class RetentionStore(Table):
     def set_listing_ttl(self, state: RunState, ttl: int | None) -> None:
         """The run's listing entry (store/item_index.py) expires with it."""
         self._set_ttl(run_entry_key(run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)), ttl)
+
+    def set_search_ttl(self, state: RunState, families: list[str], ttl: int | None) -> None:
+        """The run's search entries under `families` (rules/run_search.py, store/run_items.search_entries) expire with
+        it; one not written (a family the run was never indexed under) is left absent."""
+        for entry in search_entries(state, families):
+            self._set_ttl({k: entry[k] for k in (wiring.PARTITION_KEY, wiring.SORT_KEY)}, ttl)
 
     def set_task_ttl(self, task_id: str, ttl: int | None) -> None:
         """A task the run requested (store/tasks.py; settled or abandoned once the run ended) expires with it."""
