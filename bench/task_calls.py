@@ -36,7 +36,7 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
-from interlude.api.tasks import schedule  # noqa: E402
+from interlude.api.tasks import schedule, unschedule  # noqa: E402
 from interlude.composition import Services  # noqa: E402
 from interlude.domain import clock  # noqa: E402
 from interlude.domain.errors import Conflict  # noqa: E402
@@ -142,17 +142,17 @@ def main() -> None:
         rows.append(("heartbeat, the lease past its last check (one more scheduled)", counted.take()))
         services.tasks.heartbeat(worker, token, schedule)
         rows.append(("heartbeat, the lease within its last check", counted.take()))
-        services.tasks.complete(worker, token, {"summary": "short"})
-        rows.append(("complete (its outcome lands on the run)", counted.take()))
+        services.tasks.complete(worker, token, {"summary": "short"}, unschedule)
+        rows.append(("complete (its outcome lands on the run; its checks deleted)", counted.take()))
 
         queued()
         token = claimed()
         counted.take()
-        services.tasks.fail(worker, token, "busy", retryable=True)
+        services.tasks.fail(worker, token, "busy", True, unschedule)
         rows.append(("fail, retryable with attempts left (requeued, node.retried)", counted.take()))
         token = claimed()
         counted.take()
-        services.tasks.fail(worker, token, "no", retryable=True)
+        services.tasks.fail(worker, token, "no", True, unschedule)
         rows.append(("fail, no attempt left (the node and the run fail)", counted.take()))
 
         run_id = queued()
@@ -160,7 +160,7 @@ def main() -> None:
         services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # its records not yet dispatched
         counted.take()
         try:
-            services.tasks.complete(worker, token, {"summary": "unused"})
+            services.tasks.complete(worker, token, {"summary": "unused"}, unschedule)
             raise SystemExit("a completion on a cancelled run was answered 200")
         except Conflict as refused:
             if refused.code != "interlude.task_not_claimed":

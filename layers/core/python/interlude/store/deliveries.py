@@ -39,12 +39,8 @@ def notice_sk(notice_id: str) -> str:
     return NOTICE_SK_PREFIX + notice_id
 
 
-def attempt_sk(notice_id: str, attempt: int) -> str:
-    return f"{attempt_sk_prefix(notice_id)}{attempt:03d}"
-
-
 def attempt_sk_prefix(notice_id: str | None) -> str:
-    """Every attempt of a notice, or of the run when `notice_id` is None."""
+    """Every attempt item of a notice, or of the run when `notice_id` is None (the releases before wrote them)."""
     return f"D#{notice_id}#" if notice_id else "D#"
 
 

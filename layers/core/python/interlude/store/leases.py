@@ -14,9 +14,10 @@ unit, and a new round of attempts (`reopenedFrom` records where the round starts
 reopened at most a bounded number of times (the caller's), so its attempts stay bounded.
 
 Each ledger keeps its own item: its key, its status names, what a claim and a settle write besides the three
-attributes above (a delivery's settle, the attempt's record in a bounded list on the item), and any companion write
-(the run's ledger entry of an effect), which makes the write a transaction. The status names are data, not this module's: an item written by the release before this code was
-shared, in flight or settled, is read as it was written, and the items this code writes are the same ones.
+attributes above (a delivery's settle: the attempt's record, in a bounded list on the item), and any companion
+write (the run's ledger entry of an effect), which makes the write a transaction. The status names are data, not
+this module's: an item written by the release before this code was shared, in flight or settled, is read as it was
+written, and the items this code writes are the same ones.
 """
 
 from __future__ import annotations
