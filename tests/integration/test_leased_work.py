@@ -7,8 +7,14 @@ status, attempts, leaseUntil and each ledger's own attributes)."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
+import sys
+import tarfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -181,3 +187,65 @@ def test_attempt_items_the_previous_release_wrote_are_read_beside_the_history_th
 
 def ledger_pk(ledger: Ledger[Any], ref: Any) -> dict[str, str]:
     return ledger.key(ref)["pk"]
+
+
+PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "upgrade" / "previous" / "interlude.tar.gz"
+# Run with the previous release's package first on the path: its DeliveryStore over the items given on stdin.
+PREVIOUS_READS = """
+import base64, json, sys, types
+import boto3
+from moto import mock_aws
+from interlude.store.deliveries import DeliveryStore
+given = json.load(sys.stdin)
+with mock_aws():
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}])
+    for item in given["items"]:
+        client.put_item(TableName="t", Item={k: {"B": base64.b64decode(v["B"])} if "B" in v else v for k, v in item.items()})
+    store = DeliveryStore(types.SimpleNamespace(client=client, table="t"))
+    run = given["run"]
+    done = store.claim(run, "delivered-1", "interrupt.requested", given["now"], 60)
+    again = store.claim(run, "pending-1", "interrupt.requested", given["now"], 60)
+    store.finish(run, "pending-1", again.attempt, {"noticeId": "pending-1", "attempt": again.attempt}, "delivered")
+    print(json.dumps({"done": [done.outcome, done.attempt], "again": [again.outcome, again.attempt],
+                      "status": store.notice(run, "pending-1")["status"], "attempts": store.attempts(run)}))
+"""
+
+
+def test_the_previous_release_reads_the_delivery_items_this_one_writes(services, tenant, tmp_path):
+    # Given a delivery this release delivered, and one it left pending after a failed attempt
+    store = DeliveryStore(services.store)
+    run_id = f"{tenant}/r-1"
+    for notice_id, status in (("delivered-1", "delivered"), ("pending-1", "pending")):
+        ref = Notice(run_id, notice_id, "interrupt.requested")
+        claim = store.claim(ref, NOW, LEASE_S)
+        assert store.settle(ref, 1, status, {"noticeId": notice_id, "attempt": 1}, NOW, claim.held)
+    items = boto3.client("dynamodb").query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": ledger_pk(store, ref)}
+    )["Items"]
+    sent = [{k: {"B": base64.b64encode(v["B"]).decode()} if "B" in v else v for k, v in i.items()} for i in items]
+
+    # When the previous release (a rollback) takes them over
+    with tarfile.open(PREVIOUS_RELEASE) as archive:
+        archive.extractall(tmp_path, filter="data")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_"))}
+    env.update(PYTHONPATH=str(tmp_path / "layers" / "core" / "python"), AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x")
+    done = subprocess.run(
+        [sys.executable, "-c", PREVIOUS_READS],
+        input=json.dumps({"items": sent, "run": run_id, "now": NOW + 120}),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+
+    # Then it reads them as its own: the delivered one is not attempted again, the pending one is its next attempt
+    assert seen["done"] == ["done", 1]
+    assert seen["again"] == ["claimed", 2]
+    assert seen["status"] == "delivered"
+    # And it lists the attempts it made itself (the history this release keeps on the item is not its to read)
+    assert [r["attempt"] for r in seen["attempts"]] == [2]
