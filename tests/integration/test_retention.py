@@ -18,6 +18,7 @@ from interlude.engine.effect_names import task_id
 from interlude.local.sqs_pump import QueuePump
 from interlude.local.ttl import TtlPump
 from interlude.store import attributes as a
+from interlude.store import retention as retention_store
 from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.layout import run_pk
 from interlude.store.table import Table
@@ -72,9 +73,9 @@ def retention_turns(world: Any) -> None:
         pass
 
 
-def two_days_after_its_end(run_id: str, key: str) -> int:
-    ended = clock.epoch_of(call("GET", f"/runs/{to_wire(run_id)}", key).json()["completedAt"])
-    return int(ended) + 2 * DAY_S
+def end_of(run_id: str, key: str) -> int:
+    """The run's completedAt, in the epoch seconds its expiry counts from."""
+    return int(clock.epoch_of(call("GET", f"/runs/{to_wire(run_id)}", key).json()["completedAt"]))
 
 
 def items_of(world: Any, run_id: str) -> list[dict[str, Any]]:
@@ -101,7 +102,7 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     assert set_.json()["settings"]["retentionDays"] == 2
     # and a run decided and completed, its retention job taken
     run_id = finished_run(services, world, key)
-    expires = two_days_after_its_end(run_id, key)
+    expires = end_of(run_id, key) + 2 * DAY_S
     # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
     ending = {i["sk"]["S"]: i for i in items_of(world, run_id) if wiring.TTL_ATTRIBUTE in i}
     assert "RUN" in ending
@@ -112,7 +113,7 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     task_item = boto3.client("dynamodb").get_item(
         TableName=world.table, Key=a.key(task_pk(task_id(task_run, "draft", 1)), TASK_SK), ConsistentRead=True
     )["Item"]
-    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == two_days_after_its_end(task_run, key)
+    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == end_of(task_run, key) + 2 * DAY_S
     items = items_of(world, run_id)
     kinds = {item["sk"]["S"].split("#", 1)[0] for item in items}
     assert {"RUN", "E", "I"} <= kinds
@@ -217,3 +218,32 @@ def test_an_export_pages_its_events_and_refuses_what_it_cannot_hold(services, wo
     # and a key without runs:read
     reader = new_api_key(services, scopes=["approvals:respond"])
     assert call("GET", f"/runs/{to_wire(run_id)}/export", reader).status == 403
+
+
+def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, world, monkeypatch):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "turns")
+    # Given a finished run none of whose earlier items has its expiry yet (as a run ended before this release)
+    client = boto3.client("dynamodb")
+    for item in items_of(world, run_id):
+        client.update_item(
+            TableName=world.table,
+            Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="REMOVE #ttl",
+            ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+        )
+    # When each turn reads one item a page and has no time left after its first page
+    monkeypatch.setattr(retention_store, "PAGE_ITEMS", 1)
+    turns, after = 0, None
+    while True:
+        turns += 1
+        after = services.retention.turn(run_id, after, lambda: False)
+        if after is None:
+            break
+        # Then each turn stops after one page, the items before its cursor already done
+        done = [i for i in items_of(world, run_id) if i["pk"]["S"] == run_pk(run_id) and i["sk"]["S"] <= after]
+        assert all(wiring.TTL_ATTRIBUTE in i for i in done)
+    # and the turns together gave every item of the run, its head and listing entry too, one expiry
+    items = items_of(world, run_id)
+    assert turns >= len(items) - 1
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items} == {end_of(run_id, key) + 90 * DAY_S}
