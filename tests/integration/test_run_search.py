@@ -165,3 +165,20 @@ def test_a_listing_that_asks_past_a_limit_is_refused_naming_the_parameter(key, q
     status, body = call(key, "GET", "/runs?" + urlencode(query))
     assert (status, body["error"], body["details"]["field"]) == (400, "validation_error", field), body
     assert body["message"]
+
+
+def test_a_fork_is_found_as_any_run_and_its_overlay_held_to_the_same_limits(key, clock_file) -> None:
+    declare_searchable(key, "customer")
+    source = start(key, clock_file, "refund-approval", tags=["eu"], metadata={"customer": "acme"})
+    fork = f"/runs/{to_wire(source)}:fork"
+    status, body = call(key, "POST", fork, {"mode": "branch", "fromSeq": 0, "runOptionsOverlay": {"tags": ["eu", "forked"]}})
+    assert status == 201, body
+    assert listed(key, tags="forked") == [body["runId"]]
+    assert listed(key, **{"metadata.customer": "acme", "q": "refund"}) == [body["runId"], source]
+    for overlay, field in (
+        ({"tags": [f"t{i}" for i in range(21)]}, "runOptionsOverlay.tags"),
+        ({"tags": ["a,b"]}, "runOptionsOverlay.tags/0"),
+        ({"metadata": {"customer": {"id": 1}}}, "runOptionsOverlay.metadata/customer"),
+    ):
+        status, body = call(key, "POST", fork, {"mode": "branch", "fromSeq": 0, "runOptionsOverlay": overlay})
+        assert (status, body["error"], body["details"]["field"]) == (400, "validation_error", field), body

@@ -21,6 +21,7 @@ from interlude.domain.models.run import ForkOrigin, RunState
 from interlude.engine import forks
 from interlude.engine import run as engine
 from interlude.engine.run import Transition
+from interlude.rules import run_search
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
@@ -148,12 +149,24 @@ class Forks:
         keyed: KeyedWrite | None,
     ) -> Forked:
         within_budget(recorded, MAX_RECORDED_BYTES, "the fork's carried history")
+        options = _run_options(source, overlay)
+        # The fork is found as any run is (rules/run_search.py): the tags and metadata its overlay gives are held to
+        # createRun's limits, and it is indexed under the searchable keys the tenant declares now (those whose value,
+        # perhaps the source's from before the key was declared, the index can hold).
+        limits = self.limits.limits(principal.tenant)
+        given = overlay.get("metadata") or {}
+        run_search.check_run_fields(
+            overlay.get("tags") or [], given, [k for k in limits.searchable_metadata if k in given], "runOptionsOverlay."
+        )
+        searchable = [k for k in limits.searchable_metadata if run_search.indexable(options["metadata"].get(k))]
+        definition = self.definitions.workflow(source.tenant, source.workflowId, source.workflowVersion)
         now = self.clock()
         state = RunState(
             runId=tenant_bound(principal.tenant, mint_opaque()),
             tenant=principal.tenant,
             workflowId=source.workflowId,
             workflowVersion=source.workflowVersion,
+            workflowName=run_search.stored_name(definition.name),
             # forkRun: the child's owner is copied verbatim.
             owner=source.owner,
             inputs=source.inputs,
@@ -161,10 +174,10 @@ class Forks:
             createdAt=iso(now),
             fork=origin,
             recorded=recorded,
-            **_run_options(source, overlay),
+            searchableMetadata=searchable,
+            **options,
         )
-        definition = self.definitions.workflow(source.tenant, source.workflowId, source.workflowVersion)
-        open_runs = self.limits.limits(principal.tenant).open_runs
+        open_runs = limits.open_runs
         build = partial(engine.start, state, definition, now, self.step_budget)
         forked = Forked(state, source.runId, origin.fromSeq, origin.mode)
         details = {"sourceRunId": source.runId, "fromSeq": origin.fromSeq, "mode": origin.mode, "redrive": origin.redrive}

@@ -100,6 +100,16 @@ def metadata_text(value: Any) -> str | None:
     raise TypeError(type(value).__name__)
 
 
+def indexable(value: Any) -> bool:
+    """Whether a metadata value can be indexed under a searchable key: a scalar of 1 to MAX_METADATA_VALUE_LENGTH
+    characters as text (null is held but not indexed)."""
+    try:
+        text = metadata_text(value)
+    except TypeError:
+        return False
+    return text is not None and 1 <= len(text) <= MAX_METADATA_VALUE_LENGTH
+
+
 def metadata_family(key: str, text: str) -> str:
     return f"{METADATA}{key}#{text}"
 
@@ -128,19 +138,20 @@ def gate_families(state: RunState, payloads: Iterable[Mapping[str, Any]]) -> lis
 # -- what a run may carry (createRun) -----------------------------------------------------------------
 
 
-def check_run_fields(tags: list[str], metadata: Mapping[str, Any], searchable: Iterable[str]) -> None:
-    """Refuse tags and searchable metadata the index cannot hold, before the run is created."""
+def check_run_fields(tags: list[str], metadata: Mapping[str, Any], searchable: Iterable[str], within: str = "") -> None:
+    """Refuse tags and searchable metadata the index cannot hold, before the run is created (`within`: where the
+    request holds them, e.g. a fork's `runOptionsOverlay.`)."""
     if len(tags) > MAX_TAGS_PER_RUN:
-        raise Invalid(f"a run holds at most {MAX_TAGS_PER_RUN} tags", {"field": "tags", "maxTags": MAX_TAGS_PER_RUN})
+        raise Invalid(f"a run holds at most {MAX_TAGS_PER_RUN} tags", {"field": f"{within}tags", "maxTags": MAX_TAGS_PER_RUN})
     for i, tag in enumerate(tags):
         if not _TAG_RE.fullmatch(tag):
             raise Invalid(
                 f"a tag is 1 to {MAX_TAG_LENGTH} characters, with no comma and no control character",
-                {"field": f"tags/{i}", "maxLength": MAX_TAG_LENGTH},
+                {"field": f"{within}tags/{i}", "maxLength": MAX_TAG_LENGTH},
             )
     for key in searchable:
         if key in metadata:
-            metadata_problem(metadata[key], f"metadata/{key}")
+            metadata_problem(metadata[key], f"{within}metadata/{key}")
 
 
 def metadata_problem(value: Any, field_name: str) -> None:
