@@ -245,5 +245,5 @@ def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, wor
         assert all(wiring.TTL_ATTRIBUTE in i for i in done)
     # and the turns together gave every item of the run, its head and listing entry too, one expiry
     items = items_of(world, run_id)
-    assert turns >= len(items) - 1
+    assert turns >= len([i for i in items if i["pk"]["S"] == run_pk(run_id)]) - 1
     assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items} == {end_of(run_id, key) + 90 * DAY_S}
