@@ -1220,8 +1220,7 @@ ROUTES: tuple[Route, ...] = (
             ),
             # Issue 29 item 1 (rules/run_search.py; limits in docs/limits.md).
             Param(
-                "workflowIdPrefix", "query", {"type": "string", "pattern": Ref("interlude.api.run_listing.WORKFLOW_PREFIX")},
-                "the start of the workflow id",
+                "workflowIdPrefix", "query", WORKFLOW_ID, "the start of the workflow id",
             ),
             Param(
                 "tags", "query", {"type": "string", "minLength": 1},
