@@ -9,6 +9,7 @@ any console error) fails the test.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -96,6 +97,7 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         subject=operator,
     )
     refunds = refund_workflow(api)
+    tag = f"console-{uuid.uuid4().hex[:6]}"
     failed = failed_run(api)
     doomed_key = api.new_key(["approvals:respond", "runs:read"], subject=f"doomed-{uuid.uuid4().hex[:6]}")
     for run_id in (voted, *others):
@@ -128,7 +130,7 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
 
         # Find the run in Runs (filtered by its workflow) and open it
         page.get_by_role("link", name="Runs").click()
-        page.get_by_label("Workflow id").fill(workflow_id)
+        page.get_by_label("Workflow id", exact=True).fill(workflow_id)
         page.get_by_role("button", name="Find").click()
         page.wait_for_load_state()
         listed = page.get_by_role("table", name="Runs, newest first")
@@ -168,8 +170,8 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
 
         # Cancel two runs at once
         page.get_by_role("link", name="Runs").click()
-        page.get_by_label("Status").select_option("waiting-approval")
-        page.get_by_label("Workflow id").fill(workflow_id)
+        page.get_by_label("waiting-approval", exact=True).check()
+        page.get_by_label("Workflow id", exact=True).fill(workflow_id)
         page.get_by_role("button", name="Find").click()
         page.wait_for_load_state()
         for run_id in others:
@@ -200,7 +202,7 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         start = page.locator("section", has=page.get_by_role("heading", name="Start a run"))
         start.get_by_label("amount").fill("40")
         start.get_by_label("currency").select_option("USD")
-        start.get_by_label("Tags (optional, one a line)").fill("from-the-console")
+        start.get_by_label("Tags (optional, one a line)").fill(tag)
         watched.shot("start-run")
         start.get_by_role("button", name="Start run").click()
         page.wait_for_load_state()
@@ -208,6 +210,20 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         started = page.locator("h1.mono").inner_text()
         assert api.run(started)["inputs"] == {"amount": 40, "currency": "USD"}
         assert "Refund 40?" in page.locator("#main").inner_text()
+
+        # Find it again by its tag and the minutes it started in
+        began = datetime.fromisoformat(api.run(started)["startedAt"].replace("Z", "+00:00"))
+        created = began.replace(second=0, microsecond=0) - timedelta(minutes=1)
+        page.get_by_role("link", name="Runs").click()
+        page.get_by_label("Tags (all of them, comma-separated)").fill(tag)
+        page.get_by_label("Started after (UTC)").fill(created.strftime("%Y-%m-%dT%H:%M"))
+        page.get_by_label("Started before (UTC)").fill((created + timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M"))
+        page.get_by_role("button", name="Find").click()
+        page.wait_for_load_state()
+        found = page.get_by_role("table", name="Runs, newest first")
+        assert found.locator("tbody tr").count() == 1
+        assert found.get_by_role("link", name=started).is_visible()
+        watched.shot("found-by-tag")
 
         # Redrive a failed run: a new run, linked both ways
         page.goto(api.base_url + f"/console/runs/{failed.replace('/', '~2F')}")

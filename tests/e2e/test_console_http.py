@@ -454,3 +454,32 @@ def test_a_failed_run_is_redriven_and_any_run_forked_from_its_page(api: Api, adm
     unread = creator.post(f"/console/runs/{wire(source)}/redrive", {"csrf": creator.proof()})
     assert unread.status_code == 403
     assert "runs:read" in unread.text
+
+
+def test_runs_are_found_by_tag_words_time_and_several_statuses(api: Api, admin: Console) -> None:
+    tag = f"find-{uuid.uuid4().hex[:6]}"
+    workflow_id = gate_workflow(api)
+    tagged = api.start(workflow_id, tags=[tag, "eu"])["runId"]
+    other = api.start(workflow_id, tags=["eu"])["runId"]
+    assert api.wait_status(tagged, {"waiting-approval"})["status"] == "waiting-approval"
+    began = api.run(tagged)["startedAt"][:16]  # as a browser's date-time field sends it: minutes, no offset
+
+    def found(**query) -> list[str]:
+        got = admin.get("/console/runs", params=query)
+        assert got.status_code == 200, got.text[:300]
+        return re.findall(r'aria-label="Select run ([^"]+)"', got.text)
+
+    assert found(tags=f"{tag},eu") == [tagged]
+    assert set(found(tags="eu", workflowId=workflow_id)) == {tagged, other}
+    assert found(tags=tag, createdAfter=began, status=["waiting-approval", "completed"], q="", workflowIdPrefix=workflow_id[:10]) == [tagged]
+    assert found(tags=tag, createdBefore=began) == []
+    assert found(tags=tag, status="completed") == []
+    # The search is kept: in the form, in the next page's and the live link
+    page = admin.get("/console/runs", params={"tags": tag, "status": ["waiting-approval", "failed"]}).text
+    assert f'name="tags" value="{tag}"' in page
+    assert 'value="waiting-approval" checked' in page
+    assert 'value="failed" checked' in page
+    assert f"tags={tag}&amp;status=waiting-approval%2Cfailed&amp;live=on" in page
+    refused = admin.get("/console/runs", params={"createdAfter": "yesterday"})
+    assert refused.status_code == 400
+    assert "CreatedAfter must be an RFC 3339 date-time" in refused.text

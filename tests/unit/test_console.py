@@ -423,3 +423,17 @@ def test_an_inbox_item_says_who_works_it_and_offers_claiming_releasing_and_assig
     assert 'action="/console/runs/acme~2Fr-1234567890abcdefghij/interrupts/review/release"' in markup
     mine = {item["runId"]: pages.RunContext(Names("wf"), assignees={"review": ("ana", "ana")})}
     assert "Claimed by ana" in pages.inbox(FRAME, [item], None, None, mine, may_claim=True)
+
+
+def test_the_runs_page_asks_the_run_searchs_filters_and_keeps_what_was_asked():
+    rows = [{"runId": "acme/r-1", "workflowId": "wf", "status": "running", "startedAt": "t", "tags": ["eu", "vip"]}]
+    asked = {"tags": "eu", "status": "running,failed", "createdAfter": "2026-12-05T10:00"}
+    markup = pages.runs(FRAME, pages.RunsView(rows, "c1", asked, ("customer",)), None)
+    assert 'name="tags" value="eu"' in markup
+    assert 'value="running" checked' in markup
+    assert 'value="failed" checked' in markup
+    assert 'name="createdAfter" value="2026-12-05T10:00"' in markup
+    assert '<label for="f-m-0">customer is</label>' in markup
+    assert 'name="metadata.customer" value=""' in markup
+    assert '<td role="cell" data-label="Tags">eu, vip</td>' in markup
+    assert "tags=eu&amp;status=running%2Cfailed&amp;createdAfter=2026-12-05T10%3A00&amp;cursor=c1" in markup

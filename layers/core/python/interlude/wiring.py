@@ -827,10 +827,16 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
         )
     ),
     console_route(
-        "GET", "/console/runs", "consoleRuns", "Console: runs, filtered and paged",
+        "GET", "/console/runs", "consoleRuns", "Console: runs, found by GET /runs's filters (blank ones left out), paged",
         params=(
-            Param("status", "query", {"type": "string"}),
-            Param("workflowId", "query", WORKFLOW_ID),
+            Param("status", "query", {"type": "string"}, "one or more, comma-separated"),
+            Param("workflowId", "query", {"type": "string"}),
+            Param("workflowIdPrefix", "query", {"type": "string"}),
+            Param("tags", "query", {"type": "string"}, "comma-separated: all of them"),
+            Param("q", "query", {"type": "string"}, "words in the run's title"),
+            Param("createdAfter", "query", {"type": "string"}, "RFC 3339, or a browser's date-time field (UTC)"),
+            Param("createdBefore", "query", {"type": "string"}, "RFC 3339, or a browser's date-time field (UTC)"),
+            Param("metadata.{key}", "query", {"type": "string"}, "equality on a metadata key the tenant declares searchable"),
             Param("runId", "query", {"type": "string"}, "open this run"),
             CURSOR,
             LIVE,

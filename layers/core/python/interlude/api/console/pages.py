@@ -386,12 +386,18 @@ def inbox(
 # -- runs ---------------------------------------------------------------------------------------------
 
 
+# The run search's fields, as the runs page asks them (GET /runs's own parameters; `metadata.<key>` besides).
+RUN_SEARCH_FIELDS = ("q", "tags", "status", "workflowId", "workflowIdPrefix", "createdAfter", "createdBefore")
+
+
 @dataclass(frozen=True)
 class RunsView:
     runs: Sequence[Mapping[str, Any]]
     next_cursor: str | None
-    status: str | None
-    workflow_id: str | None
+    # What the search asked, as typed (RUN_SEARCH_FIELDS and metadata.<key>; blank ones left out).
+    asked: Mapping[str, str] = field(default_factory=dict)
+    # The metadata keys the tenant declared searchable: one field each.
+    searchable: Sequence[str] = ()
     # The person asked this list to reload itself (live=on).
     live: bool = False
 
@@ -411,6 +417,7 @@ class RunRow:
     workflow_id: str
     status: str
     started: str
+    tags: str = ""
 
     @property
     def href(self) -> str:
@@ -419,19 +426,26 @@ class RunRow:
 
 def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
     rows = [
-        RunRow(str(r["runId"]), str(r.get("workflowId", "")), str(r.get("status", "")), str(r.get("startedAt") or r.get("createdAt") or ""))
+        RunRow(
+            str(r["runId"]),
+            str(r.get("workflowId", "")),
+            str(r.get("status", "")),
+            str(r.get("startedAt") or r.get("createdAt") or ""),
+            ", ".join(r.get("tags") or []),
+        )
         for r in view.runs
     ]
-    filters = {k: v for k, v in (("status", view.status), ("workflowId", view.workflow_id)) if v}
-    next_page = _query_href("/console/runs", {**filters, "cursor": view.next_cursor}) if view.next_cursor else None
-    live_href = _query_href("/console/runs", {**filters, "live": "off" if view.live else "on"}) if view.moving else None
+    asked = dict(view.asked)
+    next_page = _query_href("/console/runs", {**asked, "cursor": view.next_cursor}) if view.next_cursor else None
+    live_href = _query_href("/console/runs", {**asked, "live": "off" if view.live else "on"}) if view.moving else None
     return templating.render(
         "console/runs.html",
         frame=frame,
         notice=notice,
         statuses=RUN_STATUSES,
-        status=view.status,
-        workflow_id=view.workflow_id or "",
+        chosen=set((asked.get("status") or "").split(",")),
+        asked=asked,
+        searchable=[(key, f"metadata.{key}") for key in view.searchable],
         rows=rows,
         next_page=next_page,
         live=view.live,

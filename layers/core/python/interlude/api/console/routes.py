@@ -11,6 +11,7 @@ the refusal's status, never a server error.
 from __future__ import annotations
 
 import dataclasses
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +43,7 @@ from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
 from interlude.api.replay import replay
 from interlude.api.routes import route
+from interlude.api.run_listing import METADATA_PARAM, search_filters
 from interlude.app import audit, audit_entries
 from interlude.app import inbox as approver_inbox
 from interlude.app.facts import display_name
@@ -579,16 +581,29 @@ def after_decision(
 # -- runs ---------------------------------------------------------------------------------------------
 
 
-def runs_view(
-    principal: Principal, status: str | None, workflow_id: str | None, cursor: str | None, live: bool = False
-) -> pages.RunsView:
-    """A page of the tenant's runs (the run listing service), newest first."""
-    page = services().run_listing.list_runs(principal.tenant, RUNS_PER_PAGE, cursor, workflow_id, status)
+def runs_view(principal: Principal, asked: Mapping[str, str], cursor: str | None, live: bool = False) -> pages.RunsView:
+    """A page of the tenant's runs, newest first, that the search `asked` finds: the run listing service under GET
+    /runs's own filters, checked as that route checks them (search_filters)."""
+    listing = services().run_listing
+    searchable = listing.searchable_metadata(principal.tenant)
+    filters = search_filters({k: as_instant(k, v) for k, v in asked.items()}, searchable)
+    page = listing.list_runs(principal.tenant, RUNS_PER_PAGE, cursor, filters=filters)
     rows = [
-        {"runId": r.runId, "workflowId": r.workflowId, "status": r.status, "startedAt": r.startedAt or r.createdAt}
+        {"runId": r.runId, "workflowId": r.workflowId, "status": r.status, "startedAt": r.startedAt or r.createdAt, "tags": r.tags}
         for r in page.runs
     ]
-    return pages.RunsView(rows, page.next_cursor, status, workflow_id, live)
+    return pages.RunsView(rows, page.next_cursor, asked, searchable, live)
+
+
+# A browser's date-time field: no seconds, no offset. The console says its times are UTC.
+BROWSER_MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?")
+
+
+def as_instant(name: str, value: str) -> str:
+    """A time bound as GET /runs takes it: one from a browser's date-time field is UTC."""
+    if name in ("createdAfter", "createdBefore") and BROWSER_MOMENT.fullmatch(value):
+        return value + "Z"
+    return value
 
 
 @page("consoleRuns", "runs")
@@ -597,11 +612,12 @@ def console_runs(signed: Signed) -> Response:
     wanted = (query.get("runId") or "").strip()
     if wanted:
         return see_other(pages.run_href(from_wire(wanted.replace("%2F", "/"))))
-    status = query.get("status") or None
-    if status is not None and status not in pages.RUN_STATUSES:
-        raise Invalid(f"status must be one of {list(pages.RUN_STATUSES)}", {"field": "status"})
-    workflow_id = check_author_id(query["workflowId"], "workflowId") if query.get("workflowId") else None
-    view = runs_view(signed.principal, status, workflow_id, query.get("cursor"), query.get("live") == "on")
+    asked = {
+        k: v.strip()
+        for k, v in query.items()
+        if (k in pages.RUN_SEARCH_FIELDS or k.startswith(METADATA_PARAM)) and v.strip()
+    }
+    view = runs_view(signed.principal, asked, query.get("cursor"), query.get("live") == "on")
     refresh = pages.LIVE_REFRESH_S if view.refreshes else None
     return html(200, "Runs", pages.runs(signed.frame, view, None), signed.frame, "runs", refresh_s=refresh)
 
@@ -632,7 +648,7 @@ def console_cancel_runs(signed: Signed, form: dict[str, list[str]]) -> Response:
         return run_page(signed, ids[0], notice, 200)
     if not may(signed.principal, "consoleRuns"):
         return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
-    view = runs_view(signed.principal, None, None, None)
+    view = runs_view(signed.principal, {}, None)
     return html(200, "Runs", pages.runs(signed.frame, view, notice), signed.frame, "runs")
 
 
