@@ -208,15 +208,21 @@ def test_a_worker_that_stops_heartbeating_loses_the_task_to_another_claim(servic
     assert state_of(services, run_id).outputs["draft"] == {"summary": "s"}
 
 
+def heartbeats(worker_key: str, token: str, clock_file, times: int) -> SchedulePump:
+    """A worker heartbeating every 6 s, `times` times, the schedule pump firing what comes due meanwhile."""
+    pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
+    for _ in range(times):
+        clock.advance(clock_file, 6)
+        assert call(worker_key, "POST", f"/tasks/{token}/heartbeat").status == 200
+        pump.pump_once()
+    return pump
+
+
 def test_a_heartbeating_worker_keeps_its_task_past_the_heartbeat_timeout(services, admin, worker_key, clock_file):
     run_id = started(services, admin, task_workflow(heartbeatTimeoutSeconds=10))
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
-    pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
-    for _ in range(4):
-        clock.advance(clock_file, 6)
-        assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").status == 200
-        pump.pump_once()
+    heartbeats(worker_key, held["taskToken"], clock_file, 4)
     assert events_of(services, run_id, "node.retried") == []
     assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/complete", {"output": {"summary": "s"}}).status == 200
 
@@ -236,11 +242,7 @@ def test_a_task_that_ends_leaves_no_check_to_fire(services, admin, worker_key, c
     run_id = started(services, admin, task_workflow(heartbeatTimeoutSeconds=10, retry_config={"max_attempts": 1}))
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
-    pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP)
-    for _ in range(3):
-        clock.advance(clock_file, 6)
-        assert call(worker_key, "POST", f"/tasks/{held['taskToken']}/heartbeat").status == 200
-        pump.pump_once()
+    pump = heartbeats(worker_key, held["taskToken"], clock_file, 3)
     assert len(schedules_of(run_id)) >= 2  # the deadline's and the last heartbeat's at least
 
     # When its worker completes it (or fails it for good)
