@@ -227,7 +227,7 @@ def test_the_cli_tables_name_modulex_steps_as_their_author_wrote_them(api: Api) 
     run_id = started["run_id"].replace("~2F", "/")
     endpoint = ("--url", api.base_url, "--key", api.api_key)
     shown = run_cli("runs", "show", run_id, *endpoint).stdout
-    assert "status    waiting-approval at node_approval" in shown
+    assert "status    waiting for a decision at node_approval" in shown
     assert "node_draft " in shown
     inbox = run_cli("inbox", *endpoint).stdout
     assert "node_approval" in inbox

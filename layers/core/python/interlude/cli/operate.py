@@ -36,6 +36,7 @@ from interlude.cli.lifecycle import (
     verdicts_of,
 )
 from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_commands
+from interlude.domain.event_words import event_in_words
 from interlude.domain.ids import principal_subject
 
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
@@ -125,7 +126,7 @@ def _runs_show(args: argparse.Namespace) -> int:
             for node, g in gates.items()
         ]
         lines += ["", table(("OPEN GATE", "WAITS FOR", "RAISED", "VOTES"), rows, "")]
-    timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), e["type"], step(e.get("nodeId"))) for e in events]
+    timeline = [(e["sequence"], e.get("timestamp") or e.get("at"), event_in_words(e["type"]), step(e.get("nodeId"))) for e in events]
     lines += ["", table(("SEQ", "AT", "EVENT", "NODE"), timeline, "(no events)")]
     return printed(args, answer, "\n".join(lines))
 

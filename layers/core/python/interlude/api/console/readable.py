@@ -12,25 +12,10 @@ from typing import Any
 from interlude.api.page import approval
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of
+from interlude.domain.event_words import EVENT_WORDS as EVENT_WORDS  # pages.py reads it here
+from interlude.domain.event_words import event_in_words
 from interlude.domain.outcomes import in_words
 
-EVENT_WORDS = {
-    "run.started": "Run started",
-    "run.completed": "Run completed",
-    "run.failed": "Run failed",
-    "run.cancelled": "Run cancelled",
-    "node.started": "Step started",
-    "node.completed": "Step completed",
-    "node.failed": "Step failed",
-    "node.skipped": "Step skipped",
-    "node.cancelled": "Step cancelled",
-    "node.suspended": "Step waiting",
-    "node.resumed": "Step resumed",
-    "interrupt.requested": "Asked for a decision",
-    "approval.requested": "Approval requested",
-    "interrupt.resolved": "Decided",
-    "approval.received": "Vote received",
-}
 # Why a step or a gate ended, when the engine says it in a word.
 REASON_WORDS = {"timeout": "nobody decided in time", "not reached": "not reached"}
 # What a decision's recorded value holds besides the person's own answer: said in the line, not shown again.
@@ -61,7 +46,7 @@ def event_summary(event: Mapping[str, Any], names: Names | None = None, people: 
     people = people or {}
     payload = event.get("payload") or {}
     kind = str(event.get("type"))
-    bits = [EVENT_WORDS.get(kind, kind.replace(".", " ").capitalize())]
+    bits = [event_in_words(kind)]
     if event.get("nodeId"):
         bits.append(names.step(str(event["nodeId"])) if names else str(event["nodeId"]))
     who = person(
