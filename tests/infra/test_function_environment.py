@@ -7,14 +7,17 @@ import pytest
 
 from interlude import wiring
 from interlude.config import actions, delivery, notify, queues, runtime, scheduler, secrets  # noqa: F401 - every group
+from interlude.config.local import CliSettings, LocalStackSettings
 from interlude.config.reading import EnvironmentSettings, variables
 
 # Powertools' logger reads them (the service name of every line, and the log level).
 LIBRARY_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "LOG_LEVEL"}
+# Read on the operator's machine (the CLI, the local stack), by no function.
+OPERATOR_GROUPS = {CliSettings, LocalStackSettings}
 
 
 def declared() -> set[str]:
-    groups = EnvironmentSettings.__subclasses__()
+    groups = [group for group in EnvironmentSettings.__subclasses__() if group not in OPERATOR_GROUPS]
     assert len(groups) == 8
     return {name for group in groups for names in variables(group).values() for name in names}
 
