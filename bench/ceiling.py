@@ -160,7 +160,7 @@ def family_of(pk: str) -> tuple[str, str] | None:
 
 def shards_of(family: str, measured: dict[str, Any]) -> tuple[int, str]:
     from interlude.store.audit import PENDING_SHARDS
-    from interlude.store.limits import MAX_SHARDS, OPEN_RUNS_PER_SHARD
+    from interlude.store.limits import OPEN_RUNS_PER_SHARD, open_runs_shards
     from interlude.store.tenants import USAGE_PARTS
 
     head = family.split("#", 1)[0]
@@ -173,7 +173,7 @@ def shards_of(family: str, measured: dict[str, Any]) -> tuple[int, str]:
         return measured["audit"]["chains"], "wiring.AUDIT_CHAINS"
     if family in ("", "USAGE"):
         quota = measured["tenant_open_runs"]
-        return max(1, min(MAX_SHARDS, quota // OPEN_RUNS_PER_SHARD)), f"the default open-runs quota {quota:,} ÷ {OPEN_RUNS_PER_SHARD:,}"
+        return open_runs_shards(quota), f"the default open-runs quota {quota:,} ÷ {OPEN_RUNS_PER_SHARD:,}"
     if family in ("METER", "METERED"):
         return USAGE_PARTS, "store.tenants USAGE_PARTS"
     if family == "GSI AUDIT#PENDING":

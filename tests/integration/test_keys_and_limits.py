@@ -164,13 +164,46 @@ def test_a_high_open_runs_quota_spreads_its_counter_and_each_run_releases_where_
     services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 3000}}), "admin")
     runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(6)]
     shards = {services.store.get_run(run)[0].usageShard for run in runs}
-    assert shards <= {0, 1, 2}
+    assert shards <= set(range(counters_module.open_runs_shards(3000)))
+    assert len(shards) > 1  # 6 runs over 24 items
     assert services.limiter.counters.usage(tenant)["openRuns"] == 6
-    # A lowered quota (one shard) later: every run still releases on the shard it claimed on.
-    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 10}}), "admin")
+    # A lowered quota (one shard) later counts every shard: 6 open runs refuse a create under a quota of 6
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 6}}), "admin")
+    with pytest.raises(DomainError):
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
+    # And every run still releases on the shard it claimed on.
     for run in runs:
         services.lifecycle.cancel_run(admin, run, CancelRunRequest())
     assert services.limiter.counters.usage(tenant)["openRuns"] == 0
-    for shard in range(3):
+    for shard in shards:
         got = services.store.client.get_item(TableName=TABLE, Key=counters_module.usage_key(tenant, shard)).get("Item")
         assert got is None or int(got.get("openRuns", {"N": "0"})["N"]) == 0
+
+
+def test_the_default_open_runs_quota_spreads_its_counter_a_full_shard_spills_and_the_old_counter_still_counts(
+    services, tenant
+) -> None:
+    # Given the default quota of 1,000 (8 shards of 125): the key counted before the split (shard 0) holding 125 open
+    # runs, as a tenant upgraded with them would, and the other shards 873 more: 2 places left, wherever they are
+    admin = signed_in(services)
+    services.workflows.put_workflow(admin, "gate", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"openRuns": 1000}}), "admin")
+    assert counters_module.open_runs_shards(1000) == 8
+    held = {0: 125, 1: 125, 2: 125, 3: 125, 4: 125, 5: 125, 6: 125, 7: 123}
+    for shard, count in held.items():
+        services.store.client.put_item(
+            TableName=TABLE, Item={**counters_module.usage_key(tenant, shard), "openRuns": {"N": str(count)}}
+        )
+    assert services.limiter.counters.usage(tenant)["openRuns"] == 998
+
+    # When three runs are created: the first two, whatever shard their ids hash to, claim the places on shard 7
+    runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"})).runId for _ in range(2)]
+    assert {services.store.get_run(run)[0].usageShard for run in runs} == {7}
+    assert services.limiter.counters.usage(tenant)["openRuns"] == 1000
+    # Then the third is refused at the quota, the old counter's runs counted in it
+    with pytest.raises(DomainError) as refused:
+        services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "gate"}))
+    assert refused.value.details == {"quota": "openRuns", "limit": 1000}
+    # And a run that ends gives its place back where it claimed it
+    services.lifecycle.cancel_run(admin, runs[0], CancelRunRequest())
+    assert services.limiter.counters.usage_by_shard(tenant)[7]["openRuns"] == 124

@@ -72,8 +72,11 @@ def admission(count_after: int | None, limit: int, window: Window) -> Admission:
     return Admission(allowed=True, limit=limit)
 
 
+QUOTA_EXCEEDED = "interlude.quota_exceeded"
+
+
 def quota_exceeded(quota: str, limit: int, message: str, **details: object) -> Forbidden:
-    return Forbidden(message, {"quota": quota, "limit": limit, **details}, code="interlude.quota_exceeded")
+    return Forbidden(message, {"quota": quota, "limit": limit, **details}, code=QUOTA_EXCEEDED)
 
 
 def check_definition(size_bytes: int, nodes: int, limits: Limits) -> None:

@@ -5,9 +5,16 @@
 
 Both are write-sharded once a tenant's limit is high enough to make one item hot (docs/scale.md): a window over
 RATE_PER_SHARD requests/s is split over ceil(limit / RATE_PER_SHARD) items, each request counted on a random one
-against its share of the limit; an open-runs quota over OPEN_RUNS_PER_SHARD is split over limit //
-OPEN_RUNS_PER_SHARD items, a run claiming on the one its id hashes to (recorded on the run, so it releases there).
-At the default limits there is one item each, counted exactly. Shard 0 keeps the unsharded key.
+against its share of the limit; an open-runs quota is split over limit // OPEN_RUNS_PER_SHARD items (at most
+MAX_SHARDS; the default quota of 1,000 over 8, so no one item is in every create and end: issue 31 item 3), a run
+claiming on the one its id hashes to (recorded on the run, so it releases there) and, when that one's part is full,
+on the shard with the most room left, read then (`roomiest_shard`): a create is refused only when the shards hold the
+whole quota. A quota of one shard (under 2 × OPEN_RUNS_PER_SHARD) is exact whatever the shards hold from a higher
+quota before: its claims read every shard's count first and go to shard 0, capped by what is left (`exact_cap`).
+Reads sum every shard. Shard 0 keeps the unsharded key, so a tenant's count from before the split (all on that key,
+its runs recording shard 0) is still counted and released there; until those runs end, the other shards may together
+admit up to their parts beside it, and a quota lowered to one of more shards than one leaves the runs on shards above
+it uncounted by claims until they end (docs/adr/0116).
 
 Requests are counted by one conditional UpdateItem that refuses to count past the limit, so any number of Lambda
 instances share one count; a warm instance counts them ahead, a lease of several at a time (app/limits.py).
@@ -35,7 +42,9 @@ WORKFLOW_VERSIONS = "workflowVersions"
 
 # One item takes at most 1,000 write units a second; these leave it half of that.
 RATE_PER_SHARD = 500
-OPEN_RUNS_PER_SHARD = 1000
+# An open run costs its shard 2 WRU when created and 2 when it ends: 250 lifecycles/s a shard. A shard per 125 of the
+# quota spreads the default 1,000 over 8 (2,000 lifecycles/s a tenant), and a quota under 250 keeps one exact item.
+OPEN_RUNS_PER_SHARD = 125
 MAX_SHARDS = 32
 
 
@@ -56,11 +65,34 @@ def rate_shards(limit: int) -> int:
     return max(1, min(MAX_SHARDS, -(-limit // RATE_PER_SHARD)))
 
 
+def open_runs_shards(limit: int) -> int:
+    return max(1, min(MAX_SHARDS, limit // OPEN_RUNS_PER_SHARD))
+
+
 def open_runs_shard(run_id: str, limit: int) -> tuple[int, int]:
     """(the usage shard a new run claims on, that shard's part of the open-runs limit)."""
-    shards = max(1, min(MAX_SHARDS, limit // OPEN_RUNS_PER_SHARD))
+    shards = open_runs_shards(limit)
     shard = zlib.crc32(run_id.encode()) % shards
     return shard, share(limit, shards, shard)
+
+
+def exact_cap(counts: dict[int, int], limit: int) -> int | None:
+    """What shard 0 may count up to so that every shard together stays within `limit`, given each shard's open runs
+    as read (a quota of one shard: its claims all go to shard 0, and the other shards only release); None when the
+    shards hold the whole limit."""
+    room = limit - sum(counts.values())
+    return counts.get(0, 0) + room if room > 0 else None
+
+
+def roomiest_shard(counts: dict[int, int], limit: int) -> tuple[int, int] | None:
+    """(the shard with the most room under its part of `limit`, that part), given each shard's open runs; None when
+    they hold the whole limit or no shard has room."""
+    shards = open_runs_shards(limit)
+    if sum(counts.values()) >= limit:
+        return None
+    shard = max(range(shards), key=lambda s: (share(limit, shards, s) - counts.get(s, 0), -s))
+    part = share(limit, shards, shard)
+    return (shard, part) if part > counts.get(shard, 0) else None
 
 
 def claim(tenant: str, counter: str, limit: int, shard: int = 0) -> tuple[str, dict[str, Any]]:
@@ -125,13 +157,24 @@ class LimitStore:
 
     def usage(self, tenant: str) -> dict[str, int]:
         """The sums over every usage shard (one BatchGetItem: a lowered limit leaves runs on higher shards)."""
-        keys = [usage_key(tenant, shard) for shard in range(MAX_SHARDS)]
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        totals = dict.fromkeys((OPEN_RUNS, WORKFLOW_VERSIONS), 0)
+        by_shard = self.usage_by_shard(tenant)
+        return {name: max(0, sum(c.get(name, 0) for c in by_shard.values())) for name in (OPEN_RUNS, WORKFLOW_VERSIONS)}
+
+    def usage_by_shard(self, tenant: str) -> dict[int, dict[str, int]]:
+        """Each usage shard's counts (one strongly consistent BatchGetItem of every shard's item)."""
+        keys = {usage_key(tenant, shard)["pk"]["S"]: shard for shard in range(MAX_SHARDS)}
+        request: dict[str, Any] = {
+            self.table: {"Keys": [usage_key(tenant, shard) for shard in range(MAX_SHARDS)], "ConsistentRead": True}
+        }
+        found: dict[int, dict[str, int]] = {}
         while request:
             got = self.client.batch_get_item(RequestItems=request)
             for item in got.get("Responses", {}).get(self.table, []):
-                for name in totals:
-                    totals[name] += int(item[name]["N"]) if name in item else 0
+                found[keys[item["pk"]["S"]]] = {
+                    name: int(item[name]["N"]) for name in (OPEN_RUNS, WORKFLOW_VERSIONS) if name in item
+                }
             request = got.get("UnprocessedKeys") or {}
-        return {name: max(0, total) for name, total in totals.items()}
+        return found
+
+    def open_runs_by_shard(self, tenant: str) -> dict[int, int]:
+        return {shard: c.get(OPEN_RUNS, 0) for shard, c in self.usage_by_shard(tenant).items()}

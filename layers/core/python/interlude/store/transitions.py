@@ -21,6 +21,7 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.effect_names import TASK
 from interlude.engine.events import to_docs
 from interlude.rules import run_search
+from interlude.rules.limits import QUOTA_EXCEEDED, quota_exceeded
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store import limits as counters
@@ -31,7 +32,7 @@ from interlude.store.interactions import transition_items as interaction_items
 from interlude.store.layout import RUN_SK, interrupt_sk, run_pk
 from interlude.store.runs import RunStore, head_of
 from interlude.store.task_items import abandoned_update
-from interlude.store.transactions import Labelled, LostRace, TransactionalTable
+from interlude.store.transactions import QUOTA_NOUNS, Labelled, LostRace, TransactionalTable
 
 if TYPE_CHECKING:  # the engine's run rules load where a run first moves, not with the store (the dispatch function)
     from interlude.engine.run import Transition
@@ -90,7 +91,19 @@ class TransitionStore(TransactionalTable, RunStore):
         inbox = InboxIndex(self.table, self.client)
         undo = self._put_entries_before(inbox, transition, expected_version)
         try:
-            self._transact(items, answered, quota, audit)
+            if quota is not None and counters.open_runs_shards(quota[1]) == 1:
+                # One shard: exact against every shard's count, read first (store/limits.py).
+                items = items[:-1] + [_claim_exactly(self, state, quota[1])]
+            for spill in range(OPEN_RUNS_SPILLS + 1):
+                try:
+                    self._transact(items, answered, quota, audit)
+                    break
+                except DomainError as refused:
+                    moved = _claimed_elsewhere(self, refused, state, quota, spill)
+                    if moved is None:
+                        raise
+                    # The head records the shard the run claims on: built again with it.
+                    items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed) + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
             # Refused, so nothing was written; a run never created shares its entries with no other writer.
             if expected_version is None and undo:
@@ -155,6 +168,39 @@ def _added_entries(transition: Transition) -> list[Entry]:
     return [entry(i) for i in transition.opened] + [
         replace(entry(i), families=tuple(added)) for i, added in delegated if added
     ]
+
+
+# Claims a create tries on other shards (each the roomiest, read then) after its own shard's part was full.
+OPEN_RUNS_SPILLS = 2
+
+
+def _claim_exactly(table: TransactionalTable, state: RunState, limit: int) -> Labelled:
+    """The claim of a quota of one shard: on shard 0, up to what every shard's count read now leaves; refused at once
+    when they hold the whole quota."""
+    cap = counters.exact_cap(counters.LimitStore(table.table, table.client).open_runs_by_shard(state.tenant), limit)
+    if cap is None:
+        raise quota_exceeded(
+            counters.OPEN_RUNS, limit, f"this tenant has reached its limit of {limit} {QUOTA_NOUNS[counters.OPEN_RUNS]}"
+        )
+    state.usageShard = 0
+    return counters.claim(state.tenant, counters.OPEN_RUNS, cap, 0)
+
+
+def _claimed_elsewhere(
+    table: TransactionalTable, refused: DomainError, state: RunState, quota: tuple[str, int] | None, spill: int
+) -> Labelled | None:
+    """The claim on another usage shard when `refused` was the open-runs quota on this one and another has room
+    (recorded on the run as its shard); None when the refusal stands (the shards hold the whole quota)."""
+    if quota is None or refused.code != QUOTA_EXCEEDED or spill >= OPEN_RUNS_SPILLS:
+        return None
+    if counters.open_runs_shards(quota[1]) == 1:
+        return None
+    counts = counters.LimitStore(table.table, table.client).open_runs_by_shard(state.tenant)
+    found = counters.roomiest_shard(counts, quota[1])
+    if found is None:
+        return None
+    state.usageShard, part = found
+    return counters.claim(state.tenant, counters.OPEN_RUNS, part, state.usageShard)
 
 
 def _open_runs_counter(
