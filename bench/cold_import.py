@@ -88,6 +88,8 @@ FLOORS: dict[str, tuple[str, ...]] = {
         POWERTOOLS_BATCH,
         "from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord",
     ),
+    # The operator surface (issue 30 item 6): one operation per invocation, its event a pydantic model.
+    "admin": ("import boto3", "from aws_lambda_powertools import Logger", PYDANTIC_MODEL),
     "actions": (
         "import boto3",
         "from aws_lambda_powertools import Logger",
