@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 import pytest
 
-from interlude import wiring
+from interlude import migrations, wiring
 from interlude.app import run_export
 from interlude.domain import clock
 from interlude.domain.ids import to_wire
@@ -247,3 +247,24 @@ def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, wor
     items = items_of(world, run_id)
     assert turns >= len([i for i in items if i["pk"]["S"] == run_pk(run_id)]) - 1
     assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items} == {end_of(run_id, key) + 90 * DAY_S}
+
+
+@pytest.mark.private_world
+def test_runs_that_ended_before_retention_existed_get_their_expiry_from_a_migration(services, world):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "older")
+    waiting = call("POST", "/runs", key, {"workflowId": "older"}).json()["runId"]
+    # Given a finished run none of whose items has an expiry (as the release before wrote it), and a waiting one
+    client = boto3.client("dynamodb")
+    for item in items_of(world, run_id):
+        client.update_item(
+            TableName=world.table,
+            Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="REMOVE #ttl",
+            ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+        )
+    # When the deploy's migrations run
+    assert migrations.run_pending(services.store, "deploy", clock=services.clock).complete
+    # Then every item of the finished run expires the default 90 days after its end, and nothing of the waiting one
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 90 * DAY_S}
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in items_of(world, waiting))
