@@ -1,4 +1,5 @@
-"""The HTTP API: one route per wiring.ROUTES entry, all served by one Lambda through payload format 2.0.
+"""The HTTP API: one route per API Gateway route key of wiring.ROUTES (wiring.gateway_routes), all served by one Lambda
+through payload format 2.0.
 
 Each route is throttled by its class (wiring.route_class: writes, reads, held); an optional custom domain
 replaces the execute-api URL.
@@ -75,7 +76,7 @@ class HttpFront(Construct):
             # (issue 25, finding 1). The api function authorizes every route itself.
             scope_permission_to_route=False,
         )
-        self.routes = [self._add_route(route, integration) for route in wiring.ROUTES]
+        self.routes = [self._add_route(route, integration) for route in wiring.gateway_routes()]
         self._throttle_routes(throttles)
         self.domain_name = self._attach_domain(domain) if domain else None
         self.url = f"https://{domain.domain_name}/" if domain else self.stage.url
@@ -97,9 +98,9 @@ class HttpFront(Construct):
     def _throttle_routes(self, throttles: Throttles) -> None:
         # HttpStage has no per-route throttle; the stage's RouteSettings may only name routes that already exist.
         settings = {}
-        for route in wiring.ROUTES:
+        for route in wiring.gateway_routes():
             throttle = throttles.of(wiring.route_class(route))
-            settings[f"{route.method} {route.path}"] = {
+            settings[route.gateway_key] = {
                 "ThrottlingRateLimit": throttle.rate_limit,
                 "ThrottlingBurstLimit": throttle.burst_limit,
             }
@@ -136,7 +137,7 @@ class HttpFront(Construct):
             self,
             f"Route{route.operation[0].upper()}{route.operation[1:]}",
             http_api=self.http_api,
-            route_key=apigw.HttpRouteKey.with_(route.path, apigw.HttpMethod[route.method]),
+            route_key=apigw.HttpRouteKey.with_(route.gateway_path, apigw.HttpMethod[route.method]),
             integration=integration,
         )
         if route.scope:

@@ -199,7 +199,7 @@ class Observability(Construct):
         )
         # API Gateway's own Latency mixes in the held routes (up to ~25 s each by design); the access log knows
         # the route, so a metric filter keeps only the routes that answer at once (one custom metric).
-        held = [f"{r.method} {r.path}" for r in wiring.ROUTES if wiring.route_class(r) == "held"]
+        held = [r.gateway_key for r in wiring.gateway_routes() if wiring.route_class(r) == "held"]
         logs.MetricFilter(
             self,
             "ImmediateLatency",

@@ -33,6 +33,21 @@ def test_operations_and_route_keys_are_declared_once():
     assert sorted(k for k in keys if keys.count(k) > 1) == []
 
 
+def test_api_gateway_declares_each_parameter_whole_and_routes_sharing_a_key_share_a_throttle_class():
+    # API Gateway refuses a path part that mixes a parameter with text ("/runs/{runId}:fork": "one or more path
+    # parts appear to be invalid"), so such a route is declared as its parameter's segment alone, shared.
+    for route in wiring.ROUTES:
+        for part in route.gateway_path.split("/"):
+            assert "{" not in part or re.fullmatch(r"\{\w+\+?\}", part), route.gateway_key
+    by_operation = {r.operation: r for r in wiring.ROUTES}
+    assert by_operation["forkRun"].gateway_key == by_operation["redriveRun"].gateway_key == "POST /runs/{runId}"
+    classes: dict[str, set[str]] = {}
+    for route in wiring.ROUTES:
+        classes.setdefault(route.gateway_key, set()).add(wiring.route_class(route))
+    assert {key: c for key, c in classes.items() if len(c) > 1} == {}
+    assert [r.gateway_key for r in wiring.gateway_routes()] == list(classes)
+
+
 def test_each_module_registers_exactly_the_routes_that_name_it():
     api_app.load_all_routes()
     registered: dict[str, set[str]] = {}

@@ -4,6 +4,7 @@ The CDK construct (infra/interlude_cdk/), the local stack (interlude.local) and 
 deployed shape and the emulated shape cannot drift. Add a function, queue or route here first.
 """
 
+import re
 from typing import Any, Literal, NamedTuple, get_args
 
 # The declarations are NamedTuples, not frozen dataclasses: every function imports this module at its cold start, and
@@ -701,6 +702,10 @@ class Param(NamedTuple):
     description: str | Ref = ""
 
 
+# A custom method (`:fork`) right after a path parameter, at the end of the path.
+_CUSTOM_METHOD_AFTER_PARAMETER = re.compile(r"\}:[a-z][a-z-]*$")
+
+
 class Route(NamedTuple):
     method: str
     path: str  # API Gateway syntax: /runs/{runId}
@@ -735,6 +740,18 @@ class Route(NamedTuple):
     def mutating(self) -> bool:
         """A write: it keeps Idempotency-Key, and is throttled as one."""
         return self.idempotency is not None
+
+    @property
+    def gateway_path(self) -> str:
+        """The path as API Gateway declares it. A parameter spans its whole path segment there, so an OpenWOP custom
+        method after one (`/runs/{runId}:fork`) is declared as the parameter's route alone (`/runs/{runId}`), which
+        the routes it carries share; the api function tells them apart by the path."""
+        return _CUSTOM_METHOD_AFTER_PARAMETER.sub("}", self.path)
+
+    @property
+    def gateway_key(self) -> str:
+        """API Gateway's route key: "METHOD /path"."""
+        return f"{self.method} {self.gateway_path}"
 
 
 # Refusals several routes declare. A run named by the path: another tenant's (403, or ModuleX's 404), none, or one
@@ -1625,6 +1642,15 @@ ROUTES += (
     ),
 )
 # fmt: on
+
+
+def gateway_routes() -> list[Route]:
+    """One route per API Gateway route key, in declaration order: the first route declared under each key (routes
+    sharing a key, the custom methods of one parameter's segment, are of one throttle class)."""
+    first: dict[str, Route] = {}
+    for route in ROUTES:
+        first.setdefault(route.gateway_key, route)
+    return list(first.values())
 
 
 def route_class(route: Route) -> str:

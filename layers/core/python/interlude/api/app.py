@@ -59,7 +59,7 @@ def load_all_routes() -> None:
 
 
 # The routes by which an interrupt is decided (by route key, as API Gateway names it), and the surface each is.
-DECIDING_ROUTES = {f"{r.method} {r.path}": r.decides for r in wiring.ROUTES if r.decides}
+DECIDING_ROUTES = {r.gateway_key: r.decides for r in wiring.ROUTES if r.decides}
 
 # -- entry point -------------------------------------------------------------------------------------
 
