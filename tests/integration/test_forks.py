@@ -238,3 +238,15 @@ def test_a_source_whose_log_is_no_longer_whole_is_not_forked(client, services):
         client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
 
     assert (refused.value.status, refused.value.envelope.error) == (422, "fork_point_invalid")
+
+
+def test_forking_needs_runs_read_besides_runs_create(client, gateway, services):
+    # forkRun's scopes are runs:create and runs:read: the fork reads its source's whole history.
+    source = decided_first_gate(client)
+    create_only = OpenwopClient(gateway, new_api_key(services, scopes=["runs:create"]))
+
+    with pytest.raises(WopError) as refused:
+        create_only.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    assert (refused.value.status, refused.value.envelope.error) == (403, "forbidden")
+    assert refused.value.envelope.details == {"scopeRequired": "runs:read"}
