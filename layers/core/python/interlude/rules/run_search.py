@@ -96,7 +96,7 @@ def metadata_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, bool | int | float):
-        return json.dumps(value)
+        return json.dumps(value, allow_nan=False)
     raise TypeError(type(value).__name__)
 
 

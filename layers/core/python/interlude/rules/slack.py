@@ -67,7 +67,7 @@ def verify_signature(secret: str, timestamp: str | None, sent: str | None, body:
 def button_value(run_id: str, node_id: str, interrupt_id: str) -> str:
     """Which interrupt a decision button answers. Not a credential: the click is Slack's (signed), the clicker a
     directory principal, and the decision is refused unless they may decide."""
-    return json.dumps({"r": run_id, "n": node_id, "i": interrupt_id}, separators=(",", ":"))
+    return json.dumps({"r": run_id, "n": node_id, "i": interrupt_id}, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True)
