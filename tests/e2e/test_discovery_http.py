@@ -1,22 +1,21 @@
 """Issue 26 rows 10 and 11 over HTTP on the local stack, through the published openwop-client: discovery advertises
-idempotency Layer 2 and no replay, carries an ETag and answers a matching If-None-Match with 304; the effect-seam
-manifest (a replay operation) answers 404 not_found, which the client raises as such, not a KeyError."""
+idempotency Layer 2 and, since forks are served (issue 29 item 2), replay; it carries an ETag and answers a matching
+If-None-Match with 304; the effect-seam manifest (a replay operation) is served in the shape the client reads."""
 
 from __future__ import annotations
 
-import pytest
 import requests
 from openwop_client import OpenwopClient
-from openwop_client.errors import WopError
 
 from tests.support.local_stack import Api
 
 
-def test_discovery_advertises_idempotency_and_no_replay_to_openwop_client(api: Api) -> None:
+def test_discovery_advertises_idempotency_and_replay_to_openwop_client(api: Api) -> None:
     caps = OpenwopClient(api.base_url, api.api_key).discovery_capabilities()
     idempotency = caps.families["idempotency"]
     assert (idempotency.status, idempotency.since, idempotency.witness) == ("stable", "2.0", "witnessable-gated")
-    assert "replay" not in caps.families
+    # Forks are served (issue 29 item 2), as experimental: a fork re-runs its history rather than copying its log (ADR 0108)
+    assert caps.families["replay"].status == "experimental"
 
 
 def test_discovery_answers_if_none_match_with_304(api: Api) -> None:
@@ -32,9 +31,6 @@ def test_discovery_answers_if_none_match_with_304(api: Api) -> None:
     assert changed.json() == first.json()
 
 
-def test_the_effect_seam_manifest_is_not_found_through_openwop_client(api: Api) -> None:
-    with pytest.raises(WopError) as refused:
-        OpenwopClient(api.base_url, api.api_key).host_effect_seams()
-    assert refused.value.status == 404
-    assert refused.value.envelope is not None
-    assert refused.value.envelope.error == "not_found"
+def test_the_effect_seam_manifest_is_served_through_openwop_client_once_replay_is_advertised(api: Api) -> None:
+    manifest = OpenwopClient(api.base_url, api.api_key).host_effect_seams()
+    assert [(s.seam, s.kind, s.guarded) for s in manifest.seams] == [("interlude.core-http", "http", True)]

@@ -1665,7 +1665,7 @@ ROUTES_FUNCTION = "api"
 # Routes that act for no tenant: public documents, the console's sign-in form and its front door (which only looks for
 # a cookie). Every other route acts for the tenant of its key, console session or signed link, and refuses a suspended
 # tenant (interlude.tenant_suspended).
-TENANT_FREE_OPERATIONS = frozenset({"getCapabilities", "getOpenApi", "consoleHome", "consoleSignInPage"})
+TENANT_FREE_OPERATIONS = frozenset({"getCapabilities", "getOpenApi", "consoleRoot", "consoleHome", "consoleSignInPage"})
 
 
 def acts_for_a_tenant(route: Route) -> bool:

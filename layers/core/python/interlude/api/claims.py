@@ -16,8 +16,10 @@ from interlude.domain.models.principals import AssignGateRequest, GateAssignment
 from interlude.rules.interrupts.claims import Move
 
 
-def moved(operation: str, run_id: str, node_id: str, move: Move, named: str | None = None) -> Response:
+def moved(operation: str, run_id: str, node_id: str, move: Move) -> Response:
+    # The caller first (a suspended tenant or a missing scope is refused before its body is read), as every route.
     principal = principal_for(operation)
+    named = parsed(AssignGateRequest).assignee if move == "assign" else None
     got = services().claims.move(principal, from_wire(run_id), check_author_id(unquote(node_id), "nodeId"), move, named)
     return json_response(200, GateAssignment.model_validate(got))
 
@@ -34,4 +36,4 @@ def release(runId: str, nodeId: str) -> Response:  # noqa: N803
 
 @route("assignInterrupt")
 def assign(runId: str, nodeId: str) -> Response:  # noqa: N803
-    return moved("assignInterrupt", runId, nodeId, "assign", parsed(AssignGateRequest).assignee)
+    return moved("assignInterrupt", runId, nodeId, "assign")

@@ -671,7 +671,10 @@ def input_output(view: RunView, run_id: str, names: Names) -> InputOutput:
     if view.selected is None or view.step is None:
         done = snap.get("status") == "completed"
         given = [s for s in [readable.shown("Inputs", snap.get("inputs"))] if s]
-        gave = [s for s in [readable.shown("Results" if done else "Results so far", snap.get("variables"))] if s]
+        variables = snap.get("variables")
+        if isinstance(variables, Mapping):  # the steps' results, by the names people know the steps by
+            variables = {names.step(str(key)): value for key, value in variables.items()}
+        gave = [s for s in [readable.shown("Results" if done else "Results so far", variables)] if s]
         if snap.get("error"):
             gave.insert(0, readable.Shown("What went wrong", cell_of(readable.error_words(snap["error"]))))
         return InputOutput("the run", "", given, gave, None)
