@@ -220,10 +220,8 @@ def test_an_export_pages_its_events_and_refuses_what_it_cannot_hold(services, wo
     assert call("GET", f"/runs/{to_wire(run_id)}/export", reader).status == 403
 
 
-def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, world, monkeypatch):
-    key = new_api_key(services)
-    run_id = finished_run(services, world, key, "turns")
-    # Given a finished run none of whose earlier items has its expiry yet (as a run ended before this release)
+def without_expiry(world, run_id: str) -> None:
+    """The run's items as a release before retention wrote them: no expiry."""
     client = boto3.client("dynamodb")
     for item in items_of(world, run_id):
         client.update_item(
@@ -232,6 +230,13 @@ def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, wor
             UpdateExpression="REMOVE #ttl",
             ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
         )
+
+
+def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, world, monkeypatch):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "turns")
+    # Given a finished run none of whose earlier items has its expiry yet (as a run ended before this release)
+    without_expiry(world, run_id)
     # When each turn reads one item a page and has no time left after its first page
     monkeypatch.setattr(retention_store, "PAGE_ITEMS", 1)
     turns, after = 0, None
@@ -255,14 +260,7 @@ def test_runs_that_ended_before_retention_existed_get_their_expiry_from_a_migrat
     run_id = finished_run(services, world, key, "older")
     waiting = call("POST", "/runs", key, {"workflowId": "older"}).json()["runId"]
     # Given a finished run none of whose items has an expiry (as the release before wrote it), and a waiting one
-    client = boto3.client("dynamodb")
-    for item in items_of(world, run_id):
-        client.update_item(
-            TableName=world.table,
-            Key={"pk": item["pk"], "sk": item["sk"]},
-            UpdateExpression="REMOVE #ttl",
-            ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
-        )
+    without_expiry(world, run_id)
     # When the deploy's migrations run
     assert migrations.run_pending(services.store, "deploy", clock=services.clock).complete
     # Then every item of the finished run expires the default 90 days after its end, and nothing of the waiting one

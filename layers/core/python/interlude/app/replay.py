@@ -40,6 +40,7 @@ from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_bound, tenant_of
 from interlude.engine import run as engine
 from interlude.engine.actions import provider_key
+from interlude.rules.retention import effect_expiry
 from interlude.store import attributes as a
 from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
 from interlude.store.effects import EffectStore, LedgerEntry
@@ -231,7 +232,7 @@ class Replay:
         the effect is pending or claimed (a retry whose run did not commit, or another run's work), completed (its
         outcome lands without a call), or gone with its retention (a new effect record)."""
         effects = EffectStore(self.store)
-        expires = int(now.timestamp()) + self.retention_days(tenant_of(run_id)) * 24 * 3600
+        expires = effect_expiry(now.timestamp(), self.retention_days(tenant_of(run_id)))
         entry = LedgerEntry(run_id, node_id, effect_id, keying, provider_key(effect_id), expires)
         held = effects.read(entry)
         if held is not None and held.get("status") == effects.DEAD:

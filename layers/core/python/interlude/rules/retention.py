@@ -15,3 +15,9 @@ def run_expiry(completed_at: str | None, retention_days: int, now: datetime) -> 
     """`completed_at`: the run's end (a run that recorded none ends `now`)."""
     ended = epoch_of(completed_at) if completed_at else now.timestamp()
     return int(ended) + retention_days * DAY_S
+
+
+def effect_expiry(written_s: float, retention_days: int) -> int:
+    """When an effect record and its ledger entry written at `written_s` (epoch seconds) expire: the tenant's effect
+    retention (at least 14 days, TenantSettings.effectRetentionDays) from then, however the run they belong to ends."""
+    return int(written_s) + retention_days * DAY_S

@@ -35,6 +35,7 @@ from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
 from interlude.engine.actions import provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
+from interlude.rules.retention import effect_expiry
 from interlude.store.effects import EffectStore, LedgerEntry, recorded_outcome
 from interlude.store.leases import Claim
 
@@ -130,7 +131,7 @@ class ActionWorker(LeasedWorker[Call]):
             days = self.retention_days(tenant)
             hit = (time.monotonic() + RETENTION_CACHE_S, days)
             self._retention[tenant] = hit
-        return int(self.clock()) + hit[1] * 24 * 3600
+        return effect_expiry(self.clock(), hit[1])
 
     # -- one call -------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from interlude.api.page import approval, forms, templating
 from interlude.api.page.graph import STATUS_WORDS, GraphNode, describe, drawing
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of, pretty
+from interlude.domain.event_words import EVENT_WORDS
 from interlude.domain.ids import principal_subject, to_wire
 
 SECTIONS = (
@@ -954,7 +955,7 @@ def dead_letters(
                     str(d["deliveryId"]),
                     str(d["runId"]),
                     run_href(str(d["runId"])),
-                    readable.EVENT_WORDS.get(str(d["eventType"]), str(d["eventType"])),
+                    EVENT_WORDS.get(str(d["eventType"]), str(d["eventType"])),
                     int(d["attempts"]),
                     DEAD_REASONS.get(str(d["reason"]), str(d["reason"]))
                     + (f" (last answer: HTTP {d['lastStatus']})" if d.get("lastStatus") else ""),

@@ -12,7 +12,6 @@ from typing import Any
 from interlude.api.page import approval
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of
-from interlude.domain.event_words import EVENT_WORDS as EVENT_WORDS  # pages.py reads it here
 from interlude.domain.event_words import event_in_words
 from interlude.domain.outcomes import in_words
 
