@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from interlude import wiring
+from interlude import config, wiring
 from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
@@ -59,6 +59,8 @@ def clock_file(tmp_path, monkeypatch):
     path = tmp_path / "clock"
     clock.reset(path)
     monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(path))
+    # Fixtures made before this one (the moto world) may already have read the settings without the offset file.
+    config.forget()
     return path
 
 
