@@ -38,7 +38,7 @@ from interlude.store.tenants import (
     DELETING,
     SUSPENDED,
     Held,
-    LostRace,
+    RecordChanged,
     Stored,
     TenantRecords,
     Usage,
@@ -186,7 +186,7 @@ class TenantLifecycle:
             stored = self.records.put(stored, DELETING, {**stored.record, "deletion": job})
         try:
             return self._go_on(stored, more_time)
-        except LostRace:
+        except RecordChanged:
             # Another call moved the deletion on meanwhile; its checkpoint holds: the next call goes on from there.
             return {"tenant": tenant, "status": DELETING, "done": False, "busy": True}
 

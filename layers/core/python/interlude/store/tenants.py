@@ -73,7 +73,7 @@ def usage_part(member: str) -> int:
     return shard_of(member, USAGE_PARTS)
 
 
-class LostRace(Exception):
+class RecordChanged(Exception):
     """The record changed since it was read (another operator call): read it again."""
 
 
@@ -150,7 +150,7 @@ class TenantRecords:
             self.client.put_item(TableName=self.table, **self._write(stored, status, record, expires_at))
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise LostRace(stored.tenant) from None
+                raise RecordChanged(stored.tenant) from None
             raise
         return Stored(stored.tenant, status, stored.version + 1, record)
 
@@ -195,9 +195,9 @@ class TenantRecords:
     def lost_race(self, exc: Exception) -> bool:
         """Whether a transaction carrying `put_item` failed on the record's condition (not on another item's)."""
         # Imported here: the workers that only read statuses and meter usage load no transaction writer.
-        from interlude.store.transactions import LostRace as TransactionLost
+        from interlude.store.transactions import LostRace
 
-        return isinstance(exc, TransactionLost) and any(label == REGISTRY_PK for label, _ in exc.reasons)
+        return isinstance(exc, LostRace) and any(label == REGISTRY_PK for label, _ in exc.reasons)
 
     def forget(self, tenant: str) -> None:
         self.client.delete_item(TableName=self.table, Key=record_key(tenant))
