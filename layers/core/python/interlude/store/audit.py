@@ -81,14 +81,7 @@ def pending_shard(tenant: str, chain: int) -> str:
 
 
 def head_of(item: dict[str, Any] | None) -> Head:
-    if not item:
-        return Head()
-    return Head(
-        seq=int(item["seq"]["N"]),
-        hash=item["hash"]["S"],
-        checkpoint_seq=int(item["checkpointSeq"]["N"]) if "checkpointSeq" in item else 0,
-        pending_since=float(item["pendingSince"]["N"]) if "pendingSince" in item else None,
-    )
+    return head_of_plain(a.plain(item)) if item else Head()
 
 
 def head_of_plain(item: dict[str, Any] | None) -> Head:
