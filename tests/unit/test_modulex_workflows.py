@@ -114,6 +114,19 @@ def test_an_empty_message_is_allowed_but_a_missing_interrupt_config_is_refused()
         translate(raw)
 
 
+def test_an_interrupts_field_labels_name_its_fields_and_are_checked_like_any_gates():
+    from interlude.api.page.names import names_of
+
+    raw = worked_example()
+    raw["nodes"][1]["interrupt_config"]["field_labels"] = {"approved": "Send it?"}
+    wf = compiled(raw)
+    assert names_of(wf, "wf").labels_of(E("node_approval")) == {"approved": "Send it?"}
+    raw["nodes"][1]["interrupt_config"]["field_labels"] = {"approved": ""}
+    with pytest.raises(Invalid) as refused:
+        translate(raw)
+    assert refused.value.errors[0]["loc"][-3:] == ["interrupt_config", "field_labels", "approved"]
+
+
 # -- conditionals, loops, transformers ------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import pytest
 from interlude.api.console import pages
 from interlude.api.page import approval, forms, templating
 from interlude.domain.models.workflow import Variable
+from interlude.engine.gates import CREDENTIAL_RESUME_SCHEMA, LOW_CONFIDENCE_RESUME_SCHEMA
 from interlude.rules import inputs as declared_inputs
 from interlude.rules.interrupts.payloads import approval_resume_schema
 
@@ -323,6 +324,78 @@ def test_edit_accept_edits_the_artifact_field_by_field_in_its_order_with_its_lab
     with pytest.raises(forms.FormError) as refused:
         forms.resume_from_form(payload, {**posted, "e1": ["ninety"]})
     assert refused.value.fields == {"e1": "Must be a number."}
+
+
+LABELLED = {
+    "clarification": (
+        {"kind": "clarification", "key": "k", "data": {"questions": [{"id": "po", "question": "po"}]}},
+        {"po": "Purchase order number"},
+    ),
+    "custom": (PAYLOADS["custom"], {"amount": "Amount to pay (EUR)", "count": "How many"}),
+    "ModuleX interrupt": (MODULEX, {"approved": "Send it?"}),
+    "low-confidence": (
+        {
+            "kind": "low-confidence",
+            "key": "k",
+            "data": {"agentId": "triage", "observed": 0.4, "threshold": 0.7, "decision": {"queue": "vip"}},
+            "resumeSchema": LOW_CONFIDENCE_RESUME_SCHEMA,
+        },
+        # A path names a field of what the gate shows (here the agent's decision) or of what it asks
+        {"action": "Your call", "queue": "Queue"},
+    ),
+    "credential": (
+        {
+            "kind": "credential",
+            "key": "k",
+            "data": {"provider": "github", "scopes": [], "reason": "missing", "connectUrl": "https://c.example.com/"},
+            "resumeSchema": CREDENTIAL_RESUME_SCHEMA,
+        },
+        {"outcome": "Is GitHub connected?"},
+    ),
+    "conversation turn": (
+        {"kind": "conversation.exchange", "key": "k", "data": {"conversationId": "c", "prompt": "Which plan?", "outcomeSchema": {"type": "object", "properties": {"plan": {"type": "string"}}}}},
+        {"plan": "Plan chosen"},
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LABELLED))
+def test_a_gates_field_labels_name_its_fields_whatever_its_kind_on_the_page_and_in_the_console(kind):
+    # Given a gate of any kind that draws a form (or shows data) and the labels its author gave its fields
+    payload, labels = LABELLED[kind]
+    view = approval.View(payload, "gate", "resolve", "waiting-input", 1_800_000_000, labels=labels)
+    page = approval.render_open(view, style_nonce="n", csrf_field="c" * 64)
+    item = {"runId": "acme/r-1", "nodeId": "gate", "workflowId": "wf", "kind": payload["kind"], "payload": payload}
+    context = pages.RunContext(pages.Names("wf", labels={"gate": labels}))
+    console = pages.inbox(FRAME, [item], None, None, {"acme/r-1": context})
+    # Then the page and the console both say each label where the field, or the value, is shown
+    for label in labels.values():
+        assert label in page
+        assert label in console
+    drawn = [f.label for form in forms.gate_forms(payload, labels=labels) for f in form.fields]
+    shown = approval.artifact_of(payload, labels)
+    said = drawn + ([r.label for r in shown.content.rows] if shown and shown.content.rows else [])
+    assert any(label in words for label in labels.values() for words in said)
+
+
+def test_every_gate_type_takes_field_labels_checked_at_registration_as_an_approvals_are():
+    from interlude.engine import run as engine
+    from tests.support.engine import wf_of
+
+    configs = {
+        "core.approvalGate": {"title": "Ship?"},
+        "core.clarificationGate": {"questions": [{"id": "po", "question": "Which PO?"}]},
+        "core.interrupt": {"kind": "custom", "data": {"customKind": "pay"}},
+        "core.confidenceGate": {"agentId": "triage", "observed": 0.4},
+        "core.credentialGate": {"provider": "github", "connectUrl": "https://connect.example.com/"},
+        "core.conversationGate": {"turn": "start"},
+    }
+    for type_id, config in configs.items():
+        good = wf_of([{"id": "g", "typeId": type_id, "config": {**config, "fieldLabels": {"po": "Purchase order"}}}])
+        assert engine.check_config(good) == [], type_id
+        for labels in ({"po": ""}, {"po": "x" * 201}, {"po": 7}):
+            bad = wf_of([{"id": "g", "typeId": type_id, "config": {**config, "fieldLabels": labels}}])
+            assert [p["path"] for p in engine.check_config(bad)] == ["nodes/0/config/fieldLabels/po"], (type_id, labels)
 
 
 def test_the_services_refusal_is_said_beside_the_field_in_plain_words():

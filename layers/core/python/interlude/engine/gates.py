@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from interlude.domain.errors import run_error
 from interlude.domain.ids import AUTHOR_ID, derive_opaque
-from interlude.domain.models import FrozenStored
+from interlude.domain.models import FieldLabels, FrozenStored
 from interlude.domain.templates import PROBE, references, render
 from interlude.engine.nodetypes import GateSpec, NodeType
 
@@ -100,6 +100,7 @@ class ConversationGateConfig(FrozenStored):
     turnIndex: int | None = Field(default=None, ge=0)
     reason: str | None = None
     timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _coherent(self) -> ConversationGateConfig:
@@ -202,6 +203,7 @@ class ConfidenceGateConfig(FrozenStored):
     threshold: float | None = Field(default=None, ge=0, le=1)
     decision: Any = None
     timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
 
 
 def resolved_threshold(cfg: ConfidenceGateConfig, run_options: Mapping[str, Any] | None) -> float:
@@ -248,6 +250,7 @@ class CredentialGateConfig(FrozenStored):
     # Host-owned https URL that begins the authorization-code grant; never pre-authenticated, no token in it.
     connectUrl: str = Field(min_length=9, max_length=2048)
     timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
 
 
 def _credential(node_id: str, cfg: CredentialGateConfig, scope: Mapping[str, Any]) -> GateSpec:

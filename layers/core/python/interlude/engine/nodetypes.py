@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import Field
 
 from interlude.domain.budgets import MAX_REMINDER_MS, MAX_REMINDERS, Meter
-from interlude.domain.models import FrozenStored
+from interlude.domain.models import FieldLabels, FrozenStored
 from interlude.domain.outcomes import APPROVAL_OUTPUT_FIELDS, approval_outcome
 from interlude.domain.templates import Dialect, referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
@@ -53,9 +53,8 @@ class ApprovalGateConfig(FrozenStored):
     # and whom `onTimeout: escalate` notifies (else the tenant's override principals).
     remindersMs: list[Annotated[int, Field(ge=1000, le=MAX_REMINDER_MS)]] | None = Field(default=None, max_length=MAX_REMINDERS)
     escalationPrincipals: list[str] = Field(default_factory=list, max_length=100)
-    # What a person reads for each field of artifactData, by its dotted path ("refund.amount": "Amount to refund"),
-    # on the approval page, in the console and when editing it (api/page: presentation only, never in the payload).
-    fieldLabels: dict[str, Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=dict, max_length=500)
+    # What a person reads for each field of artifactData, on the approval page, in the console and when editing it.
+    fieldLabels: FieldLabels = Field(default_factory=dict)
 
 
 class Question(FrozenStored):
@@ -68,6 +67,7 @@ class ClarificationGateConfig(FrozenStored):
     questions: list[Question] = Field(min_length=1, max_length=100)
     contextType: str | None = None
     timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
 
 
 class InterruptConfig(FrozenStored):
@@ -75,6 +75,7 @@ class InterruptConfig(FrozenStored):
     data: dict[str, Any]
     resumeSchema: dict[str, Any] | None = None
     timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
 
 
 # Longest a core.delay may sleep (30 days); EventBridge Scheduler one-time schedules have no nearer limit.

@@ -17,7 +17,7 @@ what was wrong) into the next drawing, so nothing a person typed is lost.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interlude.api.page.fields import (
@@ -114,13 +114,14 @@ class Answer:
 
 
 def gate_forms(payload: Mapping[str, Any], answer: Answer | None = None, labels: Mapping[str, str] | None = None) -> list[Form]:
-    """The forms a person answers this interrupt with; `labels` name the artifact's fields (a gate's `fieldLabels`)."""
+    """The forms a person answers this interrupt with; `labels` (a gate's `fieldLabels`) name its fields by dotted
+    path: an approval's artifact's, any other kind's questions."""
     if payload.get("kind") == "approval":
         return _approval_forms(payload, answer, labels or {})
     spec = asked(payload)
     posted = answer.posted if answer is not None else defaults_of(spec.asks)
     errors = answer.errors if answer is not None else {}
-    drawn = tuple(draw(a, posted, errors) for a in spec.asks)
+    drawn = tuple(draw(a, posted, errors) for a in relabelled(spec.asks, labels or {}))
     forms = []
     examples = examples_of(payload)
     if examples:
@@ -201,6 +202,16 @@ def asked(payload: Mapping[str, Any]) -> Asked:
         raw = Ask(JSON_ANSWER, (), "Or answer with JSON instead", {}, False, "json")
         return Asked((text, raw), True, None, free=True)
     return schema_asked(schema, kind)
+
+
+def relabelled(asks: Sequence[Ask], labels: Mapping[str, str]) -> tuple[Ask, ...]:
+    """`asks` with the gate's own words for them (its `fieldLabels`, by dotted path) in place of the schema's or the
+    key's."""
+    if not labels:
+        return tuple(asks)
+    return tuple(
+        replace(a, label=labels.get(".".join(a.key)) or a.label, parts=relabelled(a.parts, labels)) for a in asks
+    )
 
 
 def schema_asked(schema: Mapping[str, Any], kind: str = "") -> Asked:

@@ -35,6 +35,7 @@ def names_of(definition: WorkflowDefinition, workflow_id: str) -> Names:
 
 
 def field_labels(config: Mapping[str, Any]) -> dict[str, str]:
-    """A gate's `fieldLabels` (core.approvalGate): what a person reads for each field of its artifact."""
-    labels = config.get("fieldLabels")
+    """A gate's `fieldLabels` (any gate type): what a person reads for each field of its artifact and its form."""
+    # A ModuleX interrupt's config keeps ModuleX's spelling (field_labels).
+    labels = config.get("fieldLabels", config.get("field_labels"))
     return {str(k): str(v) for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, Mapping) else {}

@@ -9,7 +9,7 @@ an answer holds.
 
 from typing import Annotated, Any, Optional, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.config import ExtraValues, JsonDict
 
 # The schema of every model (request bodies, answers, stored documents) is closed, whatever `extra` does at runtime.
@@ -33,6 +33,12 @@ class FrozenStored(BaseModel):
     """Stored and immutable: workflow definitions and node configs, which are shared once parsed."""
 
     model_config = ConfigDict(extra="allow", frozen=True, defer_build=True, json_schema_extra=CLOSED_SCHEMA)
+
+
+# A gate's `fieldLabels`: what a person reads for each field it shows or asks (its artifact's, its form's), by dotted
+# path ("refund.amount": "Amount to refund"); presentation only, never in the payload (api/page/names.py). Every gate
+# type's config takes it, checked alike at registration.
+FieldLabels = Annotated[dict[str, Annotated[str, Field(min_length=1, max_length=200)]], Field(max_length=500)]
 
 
 class Answer(BaseModel):

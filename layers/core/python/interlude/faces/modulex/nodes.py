@@ -16,7 +16,7 @@ from pydantic import Field
 
 from interlude.domain.budgets import Meter
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
-from interlude.domain.models import FrozenStored
+from interlude.domain.models import FieldLabels, FrozenStored
 from interlude.domain.templates import referenced_nodes
 from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
 from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lookup, render
@@ -34,6 +34,8 @@ class InterruptConfig(FrozenStored):
     resume_schema: dict[str, Any] | None = None
     examples: Any = None
     data_keys: list[str] = Field(default_factory=list)  # deprecated: state keys snapshotted into `data`
+    # Interlude's own: what a person reads for each field of its form and its data (a gate's fieldLabels).
+    field_labels: FieldLabels = Field(default_factory=dict)
 
 
 def interrupt_data(node_id: str, cfg: InterruptConfig, scope: Mapping[str, Any]) -> dict[str, Any]:
