@@ -17,6 +17,7 @@ from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.faces.modulex import workflows as mxw
+from interlude.rules.run_search import RunFilters
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
@@ -213,7 +214,7 @@ def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(services:
         offset = 0
         while True:
             calls: list[str] = []
-            page = mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, offset, 100, None, None)
+            page = mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, offset, 100, RunFilters())
             costs.append((calls.count("Query"), calls.count("BatchGetItem")))
             served += [row["run_id"] for row in page["runs"]]
             if not page["has_more"]:
@@ -226,6 +227,6 @@ def test_modulex_offsets_read_in_order_cost_one_page_each_however_deep(services:
     assert all(queries <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards + 1 for queries, _ in costs)
     assert all(gets <= run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX for _, gets in costs)
     # A page may start at most MAX_RUN_SKIP past the nearest bookmark; the listing with another filter has its own.
-    assert len(mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, 1_150, 100, None, None)["runs"]) == 100
+    assert len(mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, 1_150, 100, RunFilters())["runs"]) == 100
     with pytest.raises(Invalid, match="at most 1000 runs past"):
-        mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, 1_001, 10, None, "completed")
+        mxw.list_run_rows(services.run_listing, services.store, services.clock, admin.tenant, 1_001, 10, RunFilters(statuses=frozenset({"completed"})))

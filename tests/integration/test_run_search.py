@@ -182,3 +182,51 @@ def test_a_fork_is_found_as_any_run_and_its_overlay_held_to_the_same_limits(key,
     ):
         status, body = call(key, "POST", fork, {"mode": "branch", "fromSeq": 0, "runOptionsOverlay": overlay})
         assert (status, body["error"], body["details"]["field"]) == (400, "validation_error", field), body
+
+
+def modulex_rows(key: str, **query: str) -> list[str]:
+    """Every run GET /workflow-runs (ModuleX's list_runs) lists for `query`, two a page by offset, as iter_runs reads."""
+    seen: list[str] = []
+    while True:
+        status, body = call(key, "GET", "/workflow-runs?" + urlencode({**query, "limit": "2", "offset": str(len(seen))}))
+        assert status == 200, body
+        seen += [row["run_id"] for row in body["runs"]]
+        if not body["has_more"]:
+            return seen
+
+
+def test_modulex_list_runs_takes_the_same_filters_in_its_own_spelling(key, clock_file, services) -> None:
+    declare_searchable(key, "customer")
+    r1 = start(key, clock_file, "refund-approval", tags=["eu", "vip"], metadata={"customer": "acme"})
+    r2 = start(key, clock_file, "refund-noop", tags=["eu"], metadata={"customer": "globex"})
+    r3 = start(key, clock_file, "shipping", tags=["vip"], metadata={"customer": "acme"})
+    r1, r2, r3 = (to_wire(r) for r in (r1, r2, r3))
+
+    assert modulex_rows(key, tags="eu") == [r2, r1]
+    assert modulex_rows(key, tags="eu,vip") == [r1]
+    assert modulex_rows(key, **{"metadata.customer": "acme"}) == [r3, r1]
+    assert modulex_rows(key, workflow_id_prefix="refund") == [r2, r1]
+    assert modulex_rows(key, q="check invoice") == [r1]
+    assert modulex_rows(key, q="parcel") == [r3]
+    # A status set, in ModuleX's words or OpenWOP's (`interrupted`: waiting on a gate).
+    assert modulex_rows(key, status="interrupted,completed", tags="vip") == [r3, r1]
+    assert modulex_rows(key, status="waiting-approval") == [r1]
+    created = {r: call(key, "GET", f"/workflow-runs/{r}")[1]["created_at"] for r in (r2, r3)}
+    assert modulex_rows(key, created_after=created[r2]) == [r3, r2]
+    assert modulex_rows(key, created_before=created[r3], trigger_type="api", workflow_id="refund-noop") == [r2]
+
+    # Refusals: ModuleX's 400 `{detail}` naming its own parameter, the OpenWOP code in X-Interlude-Error.
+    for query, field in (
+        ({"tags": ",".join(f"t{i}" for i in range(11))}, "tags"),
+        ({"created_after": "yesterday"}, "created_after"),
+        ({"created_after": created[r3], "created_before": created[r2]}, "created_after"),
+        ({"metadata.region": "eu"}, "metadata.region"),
+        ({"q": "x" * 129}, "q"),
+        ({"status": "interrupted,sleeping"}, "status"),
+        ({"workflow_id_prefix": "a b"}, "workflow_id_prefix"),
+    ):
+        answer = lambda_runtime.invoke("api", to_event("GET", "/workflow-runs?" + urlencode(query), {"authorization": f"Bearer {key}", "host": "127.0.0.1"}, b"", "127.0.0.1"))
+        body = json.loads(answer["body"])
+        assert (answer["statusCode"], list(body)) == (400, ["detail"]), (query, body)
+        assert body["detail"].startswith(field), (query, body)
+        assert answer["headers"]["X-Interlude-Error"] == "validation_error"

@@ -20,6 +20,8 @@ from interlude import wiring
 from interlude.app import run_listing
 from interlude.app.run_listing import RunListing
 from interlude.composition import Services
+from interlude.domain.ids import to_wire
+from interlude.faces.modulex import workflows as mxw
 from interlude.rules.run_search import RunFilters
 from interlude.store.facade import Store
 from tests.support.dynamodb_reads import counting
@@ -37,10 +39,11 @@ def listings():
     with pytest.MonkeyPatch.context() as env, mock_aws():
         env.setenv("TABLE_NAME", "search-100")
         client = boto3.client("dynamodb", region_name="us-east-1")
-        found: dict[int, tuple[RunListing, object]] = {}
+        found: dict[int, tuple[RunListing, object, Services]] = {}
         for size, table in seed_search_tables(client, SIZES).items():
             own = boto3.client("dynamodb", region_name="us-east-1")
-            found[size] = (Services(Store(table, own)).run_listing, own)
+            services = Services(Store(table, own))
+            found[size] = (services.run_listing, own, services)
         # What was built stays to the end of the module: the collector need not walk it again at every collection.
         gc.freeze()
         try:
@@ -51,7 +54,7 @@ def listings():
 
 def first_page(listings, size: int, filters: RunFilters) -> tuple[list[str], int, list[str]]:
     """The requests the first page sends (sorted), the items they return, and the runs it lists."""
-    listing, client = listings[size]
+    listing, client, _ = listings[size]
     with counting(client) as reads:
         page = listing.list_runs(SEARCH_TENANT, LIMIT, filters=filters)
     return sorted(reads.calls), reads.items, [r.runId for r in page.runs]
@@ -83,8 +86,26 @@ def test_a_filter_nothing_matches_reads_at_most_the_bound_and_answers_short(list
     assert large[0].count("Query") <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards
     assert large[0].count("BatchGetItem") <= HEAD_READS_BOUND
     assert large[1] <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards * run_listing.MAX_PER_SHARD + run_listing.MAX_HEADS_PER_PAGE
-    listing, _ = listings[20_000]
+    listing, _, _ = listings[20_000]
     assert listing.list_runs(SEARCH_TENANT, LIMIT, filters=rare).next_cursor is not None  # short, with a cursor to go on
     # A family nobody holds is one round of empty Queries at any size.
     for size in SIZES:
         assert first_page(listings, size, RunFilters(tags=("nobody",)))[:2] == (["Query"] * wiring.RUN_INDEX.shards, 0)
+
+
+def test_a_modulex_page_with_search_filters_reads_the_same_at_100_and_at_20000_runs(listings) -> None:
+    """GET /workflow-runs takes GET /runs's filters (in ModuleX's spelling) and reads as its pages do: the same
+    Queries and BatchGetItems whatever the tenant holds (its bookmark, a PutItem when more follows, aside)."""
+    filters = SEARCH_FILTERS["metadata and tag"]
+    sent, rows = {}, {}
+    for size in SIZES:
+        _, client, services = listings[size]
+        with counting(client) as reads:
+            got = mxw.list_run_rows(services.run_listing, services.store, services.clock, SEARCH_TENANT, 0, LIMIT, filters)
+        sent[size] = sorted(call for call in reads.calls if call != "PutItem")
+        rows[size] = [row["run_id"] for row in got["runs"]]
+    assert sent[100] == sent[20_000], sent
+    assert sent[20_000].count("Query") <= run_listing.MAX_ROUNDS * wiring.RUN_INDEX.shards
+    assert rows[100] == rows[20_000]
+    assert rows[100] == [to_wire(s.runId) for s in map(shaped_run, range(100)) if filters.accepts(s)][: len(rows[100])]
+    assert rows[100]

@@ -20,9 +20,11 @@ from interlude.domain.errors import DomainError, Invalid, MethodNotAllowed
 from interlude.domain.ids import check_author_id
 from interlude.domain.models.run import RunStatus
 from interlude.faces.modulex import workflows as mxw
+from interlude.rules import run_search
 from interlude.rules.auth import Principal
 
-STATUSES: frozenset[str] = frozenset((*mxw.STATUS_FILTERS, *get_args(RunStatus)))
+# A ModuleX status names the OpenWOP statuses it covers (`interrupted`: the three waiting ones); an OpenWOP one itself.
+STATUSES: dict[str, tuple[str, ...]] = {**{status: (status,) for status in get_args(RunStatus)}, **mxw.STATUS_FILTERS}
 
 
 def workflows() -> mxw.ModulexWorkflows:
@@ -91,16 +93,14 @@ def list_runs() -> Response:
     query: dict[str, Any] = app.current_event.query_string_parameters or {}
     limit = query_int("limit", 50, 1, mxw.MAX_RUN_LIMIT)
     offset = query_int("offset", 0, 0, mxw.MAX_RUN_OFFSET)
-    workflow_id = query.get("workflow_id")
-    if workflow_id is not None:
-        check_author_id(workflow_id, "workflow_id")
-    status = query.get("status")
-    if status is not None and status not in STATUSES:
-        raise Invalid(f"status must be one of {sorted(STATUSES)}", {"field": "status"})
+    listing = services().run_listing
+    # GET /runs's filters in ModuleX's spelling, parsed by the same rules (a ModuleX status names its OpenWOP ones).
+    searchable = listing.searchable_metadata(principal.tenant) if run_search.asks_metadata(query, run_search.MODULEX) else ()
+    filters = run_search.parse_filters(query, searchable, STATUSES, run_search.MODULEX)
     trigger = query.get("trigger_type")
     if trigger is not None and len(trigger) > mxw.MAX_NAME:
         raise Invalid(f"trigger_type must be at most {mxw.MAX_NAME} characters", {"field": "trigger_type"})
-    rows = mxw.list_run_rows(services().run_listing, services().store, services().clock, principal.tenant, offset, limit, workflow_id, status, trigger)
+    rows = mxw.list_run_rows(listing, services().store, services().clock, principal.tenant, offset, limit, filters, trigger)
     return ok(mxw.RunRows.model_validate(rows))
 
 

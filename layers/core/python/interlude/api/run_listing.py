@@ -14,15 +14,13 @@ from interlude.app import run_listing
 from interlude.app.snapshots import snapshot
 from interlude.composition import services
 from interlude.domain.errors import Invalid
-from interlude.domain.ids import check_author_id
 from interlude.domain.models.answers.run_listing import BulkCancelAnswer, RunList
 from interlude.domain.models.requests import BulkCancelRequest
 from interlude.domain.models.run import RunState, RunStatus
 from interlude.rules import run_search
 
 RUN_STATUSES = get_args(RunStatus)
-# `metadata.<key>=value`: equality on a key the tenant declared searchable.
-METADATA_PARAM = "metadata."
+METADATA_PARAM = run_search.OPENWOP.metadata
 
 
 def run_list_capability() -> dict[str, Any]:
@@ -37,34 +35,8 @@ def run_list_capability() -> dict[str, Any]:
 
 
 def search_filters(query: dict[str, str], searchable: Iterable[str]) -> run_search.RunFilters:
-    """GET /runs's filters (docs/api.md, "Finding runs"), each checked before anything is read: a 400 naming the
-    parameter. `status` may name several statuses, comma-separated (any of them); `tags` several tags (all of them)."""
-    workflow_id = query.get("workflowId")
-    if workflow_id is not None:
-        check_author_id(workflow_id, "workflowId")
-    prefix = query.get("workflowIdPrefix")
-    if prefix is not None:
-        check_author_id(prefix, "workflowIdPrefix")  # the start of a workflow id is written as one
-    statuses = frozenset(query["status"].split(",")) if "status" in query else frozenset()
-    if not statuses <= set(RUN_STATUSES):
-        raise Invalid(
-            f"status must be one or more of {list(RUN_STATUSES)}, comma-separated", {"field": "status"}
-        )
-    after = run_search.query_instant(query["createdAfter"], "createdAfter") if "createdAfter" in query else None
-    before = run_search.query_instant(query["createdBefore"], "createdBefore") if "createdBefore" in query else None
-    if after is not None and before is not None and after >= before:
-        raise Invalid("createdAfter must be before createdBefore", {"field": "createdAfter"})
-    asked = {name.removeprefix(METADATA_PARAM): value for name, value in query.items() if name.startswith(METADATA_PARAM)}
-    return run_search.RunFilters(
-        tags=run_search.query_tags(query["tags"]) if "tags" in query else (),
-        metadata=run_search.query_metadata(asked, searchable),
-        created_after=after,
-        created_before=before,
-        statuses=statuses,
-        workflow_id=workflow_id,
-        workflow_prefix=prefix,
-        query=run_search.query_words(query["q"]) if "q" in query else (),
-    )
+    """GET /runs's filters, as OpenWOP spells them (rules/run_search.parse_filters)."""
+    return run_search.parse_filters(query, searchable, {status: (status,) for status in RUN_STATUSES})
 
 
 @route("listRuns")
@@ -77,7 +49,7 @@ def list_runs() -> Response:
     if cursor is not None and not 1 <= len(cursor) <= 2048:
         raise Invalid("cursor must be 1 to 2048 characters", {"field": "cursor"})
     listing = services().run_listing
-    searchable = listing.searchable_metadata(principal.tenant) if any(k.startswith(METADATA_PARAM) for k in query) else ()
+    searchable = listing.searchable_metadata(principal.tenant) if run_search.asks_metadata(query) else ()
     page = listing.list_runs(principal.tenant, limit, cursor, filters=search_filters(query, searchable))
     body: dict[str, Any] = {"runs": [snapshot(state) for state in page.runs]}
     if page.next_cursor is not None:

@@ -152,7 +152,7 @@ class RunListing:
         tenant: str,
         skip: int,
         limit: int,
-        workflow_id: str | None = None,
+        filters: run_search.RunFilters | None = None,
         keep: Callable[[RunState], bool] | None = None,
         cursor: str | None = None,
     ) -> Slice:
@@ -164,7 +164,7 @@ class RunListing:
         for _ in range(MAX_SLICE_PAGES):
             # What is left to skip and take: a page that fills ends at the last of them (its cursor is theirs).
             wanted = min(MAX_RUNS_PAGE, skip - skipped + limit - len(taken))
-            page = self.list_runs(tenant, wanted, cursor, workflow_id, keep=keep)
+            page = self.list_runs(tenant, wanted, cursor, keep=keep, filters=filters)
             for state in page.runs:
                 if skipped < skip:
                     skipped += 1

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.domain import budgets
 from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid
+from interlude.domain.ids import check_author_id
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import RunState
@@ -282,3 +283,67 @@ def query_instant(text: str, field_name: str) -> str:
         return iso(moment.astimezone(UTC))
     except (ValueError, OverflowError):  # OverflowError: an instant whose UTC falls outside years 1-9999
         raise Invalid(f"{field_name} must be an RFC 3339 date-time with its offset", {"field": field_name}) from None
+
+
+# -- one parser, two spellings ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """What a face calls the listing's filters: GET /runs in OpenWOP's camelCase, ModuleX's GET /workflow-runs in
+    snake_case. Both are parsed by parse_filters, under the same rules and limits; a refusal names the face's own
+    parameter."""
+
+    workflow_id: str
+    workflow_prefix: str
+    created_after: str
+    created_before: str
+    status: str = "status"
+    tags: str = "tags"
+    q: str = "q"
+    metadata: str = "metadata."  # `metadata.<key>=value`: equality on a key the tenant declared searchable
+
+
+OPENWOP = Spelling("workflowId", "workflowIdPrefix", "createdAfter", "createdBefore")
+MODULEX = Spelling("workflow_id", "workflow_id_prefix", "created_after", "created_before")
+
+
+def asks_metadata(query: Mapping[str, str], spelling: Spelling = OPENWOP) -> bool:
+    """Whether a listing names a metadata key (only then are the tenant's searchable keys read)."""
+    return any(name.startswith(spelling.metadata) for name in query)
+
+
+def parse_filters(
+    query: Mapping[str, str],
+    searchable: Iterable[str],
+    statuses: Mapping[str, Iterable[str]],
+    spelling: Spelling = OPENWOP,
+) -> RunFilters:
+    """A listing's filters (docs/api.md, "Finding runs"; docs/modulex.md, "Run rows"), each checked before anything
+    is read: a 400 naming the parameter. `status` may name several statuses, comma-separated (any of them; `statuses`:
+    the run statuses each word the face accepts stands for); `tags` several tags (all of them)."""
+    s = spelling
+    workflow_id = query.get(s.workflow_id)
+    if workflow_id is not None:
+        check_author_id(workflow_id, s.workflow_id)
+    prefix = query.get(s.workflow_prefix)
+    if prefix is not None:
+        check_author_id(prefix, s.workflow_prefix)  # the start of a workflow id is written as one
+    asked_statuses = query[s.status].split(",") if s.status in query else []
+    if not set(asked_statuses) <= set(statuses):
+        raise Invalid(f"{s.status} must be one or more of {sorted(statuses)}, comma-separated", {"field": s.status})
+    after = query_instant(query[s.created_after], s.created_after) if s.created_after in query else None
+    before = query_instant(query[s.created_before], s.created_before) if s.created_before in query else None
+    if after is not None and before is not None and after >= before:
+        raise Invalid(f"{s.created_after} must be before {s.created_before}", {"field": s.created_after})
+    asked = {name.removeprefix(s.metadata): value for name, value in query.items() if name.startswith(s.metadata)}
+    return RunFilters(
+        tags=query_tags(query[s.tags], s.tags) if s.tags in query else (),
+        metadata=query_metadata(asked, searchable),
+        created_after=after,
+        created_before=before,
+        statuses=frozenset(run_status for word in asked_statuses for run_status in statuses[word]),
+        workflow_id=workflow_id,
+        workflow_prefix=prefix,
+        query=query_words(query[s.q]) if s.q in query else (),
+    )

@@ -13,7 +13,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,6 +29,7 @@ from interlude.engine import run as engine
 from interlude.faces.modulex import definition as mx
 from interlude.faces.modulex.frames import ModulexStatus, RunView, status_of
 from interlude.rules import auth
+from interlude.rules.run_search import RunFilters
 
 if TYPE_CHECKING:
     from interlude.app.ports import VersionWrites
@@ -513,20 +514,18 @@ STATUS_FILTERS = {
 }
 
 
-def _row_filter(status: str | None, trigger: str | None) -> Callable[[RunState], bool] | None:
-    """What a row must be: of the OpenWOP statuses a ModuleX (or OpenWOP) `status` names, started as `trigger`."""
-    if status is None and trigger is None:
+def _row_filter(trigger: str | None) -> Callable[[RunState], bool] | None:
+    """What a row must be beyond the listing's filters: started as `trigger`."""
+    if trigger is None:
         return None
-    statuses = set(STATUS_FILTERS.get(status, (status,))) if status is not None else None
-    return lambda state: (statuses is None or state.status in statuses) and (
-        trigger is None or trigger_type(state) == trigger
-    )
+    return lambda state: trigger_type(state) == trigger
 
 
-def listing_key(workflow_id: str | None, status: str | None, trigger: str | None) -> str:
+def listing_key(filters: RunFilters, trigger: str | None) -> str:
     """Which listing a bookmark belongs to: the filters, hashed (a filter's value is caller-chosen text)."""
-    filters = json.dumps([workflow_id, status, trigger], separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(filters.encode()).hexdigest()[:24]
+    asked = {**asdict(filters), "statuses": sorted(filters.statuses), "metadata": sorted(filters.metadata.items())}
+    text = json.dumps([asked, trigger], separators=(",", ":"), allow_nan=False, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def list_run_rows(
@@ -536,12 +535,11 @@ def list_run_rows(
     tenant: str,
     offset: int,
     limit: int,
-    workflow_id: str | None,
-    status: str | None,
+    filters: RunFilters,
     trigger: str | None = None,
 ) -> dict[str, Any]:
-    """GET /workflow-runs: `{runs, has_more, limit, offset}`, newest first. `status` is a ModuleX status (`running`,
-    `interrupted`, `completed`, `failed`, `cancelled`) or an OpenWOP one; `trigger` one of TRIGGER_TYPES.
+    """GET /workflow-runs: `{runs, has_more, limit, offset}`, newest first, those `filters` (GET /runs's, in
+    ModuleX's spelling: api/modulex_workflows.py) accept and started as `trigger` (one of TRIGGER_TYPES).
 
     Offsets are served by cursor: each page that has more leaves a bookmark (offset + limit -> the listing's cursor
     after its last run, kept BOOKMARK_TTL_S), and a page starts at the nearest bookmark at or below its offset,
@@ -550,7 +548,7 @@ def list_run_rows(
     page = {"limit": limit, "offset": offset}
     if trigger is not None and trigger not in TRIGGER_TYPES:
         return {"runs": [], "has_more": False, **page}  # no run was started so: nothing to read
-    listing = listing_key(workflow_id, status, trigger)
+    listing = listing_key(filters, trigger)
     now = int(clock().timestamp())
     start, cursor = 0, None
     if offset > 0:
@@ -561,7 +559,7 @@ def list_run_rows(
             "read it in order, as iter_runs does",
             {"field": "offset", "maxSkip": MAX_RUN_SKIP, "nearest": start},
         )
-    got = runs.skip_and_take(tenant, offset - start, limit, workflow_id, _row_filter(status, trigger), cursor)
+    got = runs.skip_and_take(tenant, offset - start, limit, filters, _row_filter(trigger), cursor)
     if got.after is not None:
         bookmarks.put_listing_bookmark(tenant, listing, offset + limit, got.after, now + BOOKMARK_TTL_S)
     return {"runs": [run_row(r) for r in got.runs], "has_more": got.more, **page}
