@@ -2,7 +2,8 @@
 slack.com): the Slack message carries Approve and Reject buttons; a click Slack reports, signed with the tenant's
 signing secret, decides the gate as the directory principal the Slack user is, and the message is replaced in place
 with the outcome. A click with a bad signature, an old timestamp or from an unknown Slack user is refused and changes
-nothing; one sent twice decides once. The e-mail is HTML and text from its templates, with the request's facts in
+nothing; one sent twice decides once. When the gate closes (decided anywhere, or its run cancelled), the notify
+worker replaces every other recipient's message with the outcome through chat.update. The e-mail is HTML and text from its templates, with the request's facts in
 the recipient's zone (the zone the page its link opens shows), and a GET of that link decides nothing."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 from email.policy import default
 from typing import Any
@@ -28,7 +29,7 @@ from interlude.composition import Services
 from interlude.config import settings
 from interlude.domain.errors import DomainError
 from interlude.domain.models.principals import PrincipalEntry
-from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.moments import spoken
 from interlude.local import lambda_runtime
@@ -36,7 +37,7 @@ from interlude.local.http_gateway import to_event
 from interlude.rules.slack import signature
 from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, signed_in
-from tests.integration.test_notify_worker import worker_for
+from tests.integration.test_notify_worker import queued, worker_for
 from tests.support.moto_world import TABLE, current_account
 from tests.support.receiver import Receiver
 
@@ -250,6 +251,81 @@ def test_a_click_sent_twice_decides_once_and_a_reject_is_said_as_one(services, w
     assert not [b for b in rejected["blocks"] if b["type"] in ("input", "actions")]
     status, late = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant)
     assert late["text"] == "This request was already decided or has timed out, so your answer was not recorded."
+
+
+# -- the other recipients' messages follow the gate ---------------------------------------------------------------
+
+
+def slack_answers(slack: Receiver, channel: str, ts: str) -> None:
+    """What Slack's Web API answers from now on: chat.postMessage's {ok, channel, ts} (the message's address)."""
+    slack.answer = json.dumps({"ok": True, "channel": channel, "ts": ts}).encode()
+
+
+def closed_notices(services, world, slack: Receiver, run_id: str) -> dict[str, dict[str, Any]]:
+    """The dispatch outbox over the run's events (as the stream hands them over), then the notify worker over each
+    `closed` notice it queued: the chat.update calls made, by the message's ts."""
+    hits = len(slack.hits)
+    services.notification_outbox.on_events(run_id, services.store.read_events(run_id))
+    notices = queued(world.queues)
+    for notice in notices.values():
+        assert notice["purpose"] == "closed"
+        notified_again = boto3.client("sqs")
+        notified_again.send_message(QueueUrl=world.queues["notifications"], MessageBody=json.dumps(notice))
+        got = notified_again.receive_message(QueueUrl=world.queues["notifications"], MaxNumberOfMessages=1)["Messages"][0]
+        assert worker(services, world.queues, slack).handle({"body": got["Body"], "receiptHandle": got["ReceiptHandle"]}) == "sent"
+    updates = [h for h in slack.hits[hits:] if h.path == "/api/chat.update"]
+    assert len(updates) == len(slack.hits[hits:])
+    return {json.loads(h.body)["ts"]: json.loads(h.body) for h in updates}
+
+
+def test_when_the_gate_is_decided_every_recipients_slack_message_is_replaced_with_the_outcome(services, world, slack):
+    tenant = world.tenant
+    person(services, tenant, "bob", displayName="Bob", slackUserId="U0BOB")
+    slack_answers(slack, "D0ANA", "1796126400.000100")
+    secret, run_id, message = asked(services, world, slack)
+    slack_answers(slack, "D0BOB", "1796126400.000200")
+    interrupt_id = services.store.get_run(run_id)[0].interrupts["review"].interruptId
+    notified(services, world.queues, run_id, interrupt_id, "bob", slack)
+
+    status, answer = click(message, "U0ANA", "interlude-approve", slack.url("/actions/1"), secret, tenant, comment="ship it")
+    assert (status, answer["text"]) == (200, "Approved by Ana: ship it")
+    updated = closed_notices(services, world, slack, run_id)
+    assert set(updated) == {"1796126400.000100", "1796126400.000200"}
+    bob = updated["1796126400.000200"]
+    assert bob["channel"] == "D0BOB"
+    assert bob["text"] == "Approved by Ana: ship it"
+    assert bob["blocks"][0]["text"]["text"] == "Ship release 7?"
+    assert not [b for b in bob["blocks"] if b["type"] in ("actions", "input")]
+    assert {k.lower(): v for k, v in slack.hits[-1].headers.items()}["authorization"] == "Bearer xoxb-test-0000-token"
+    # The notification log says each recipient's messages were updated, and names no Slack address.
+    log = services.notifications.run_notifications(signed_in(services, "ops-bot", tenant), run_id)["notifications"]
+    closed = [(e["principalId"], e["channel"], e["outcome"]) for e in log if e["purpose"] == "closed"]
+    assert sorted(closed) == [("ana", "slack", "sent"), ("bob", "slack", "sent")]
+    assert "1796126400" not in json.dumps(log)
+
+
+def test_a_gate_withdrawn_with_its_run_says_so_in_slack_and_webhook_messages_are_left_as_they_were(services, world, slack):
+    tenant = world.tenant
+    slack_answers(slack, "D0ANA", "1796126400.000300")
+    _, run_id, _ = asked(services, world, slack)
+    services.lifecycle.cancel_run(signed_in(services, "ops-bot", tenant), run_id, CancelRunRequest())
+    (update,) = closed_notices(services, world, slack, run_id).values()
+    assert update["text"] == "Withdrawn: the run was cancelled"
+
+    # A gate nobody decided in time: its message says when it timed out, in the recipient's zone.
+    _, run_id, _ = asked(services, world, slack, {"timeZone": "Europe/Paris"}, timeoutMs=60_000)
+    later = Services(Store(TABLE), clock=lambda: datetime.now(UTC) + timedelta(minutes=2))
+    later.runs.apply_deadlines(*services.store.get_run(run_id))
+    (update,) = closed_notices(services, world, slack, run_id).values()
+    assert update["text"].startswith("Rejected automatically: timed out at ")
+    assert "(Europe/Paris)" in update["text"]
+
+    # An incoming webhook answers no ts: nothing to update when that gate closes.
+    store_slack(tenant, {"webhookUrl": slack.url("/hook")})
+    run_id, interrupt_id = gate_run(services, tenant)
+    notified(services, world.queues, run_id, interrupt_id, "ana", slack)
+    services.lifecycle.cancel_run(signed_in(services, "ops-bot", tenant), run_id, CancelRunRequest())
+    assert closed_notices(services, world, slack, run_id) == {}
 
 
 # -- refusals change nothing -------------------------------------------------------------------------------------

@@ -430,7 +430,7 @@ class Services:
         from interlude.adapters.notify.outbox import NotificationOutbox
 
         return NotificationOutbox(
-            self.held_runs, self.directory_records, self.interactions, self.definitions, self.clock
+            self.held_runs, self.directory_records, self.interactions, self.definitions, self.clock, self.notification_records
         )
 
     @cached_property

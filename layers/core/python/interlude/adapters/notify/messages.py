@@ -2,8 +2,9 @@
 (with Approve and Reject buttons where one click answers the gate: issue 28 item 6).
 
 A notification is one (interrupt visit, recipient, purpose): `raised` when the gate asks, `reminder-<n>` for its
-n-th reminder, `escalation` when it timed out with `onTimeout: escalate`. Its id derives from those, so the same
-notification queued twice is one notification.
+n-th reminder, `escalation` when it timed out with `onTimeout: escalate`, `closed` when the gate closed and the
+recipient's Slack messages are to say so (issue 28 item 6). Its id derives from those, so the same notification
+queued twice is one notification.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.domain.ids import derive_opaque, principal_subject
 from interlude.domain.moments import spoken
+from interlude.domain.outcomes import in_words
 from interlude.rules.interrupts.delegation import still_asked
 from interlude.rules.slack import (
     APPROVE_ACTION,
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
 MESSAGE_VERSION = 1
 RAISED = "raised"
 ESCALATION = "escalation"
+# The gate closed (decided, timed out, withdrawn): the recipient's Slack messages of it are updated in place.
+CLOSED = "closed"
+# What a closed gate's outcome says when its run was cancelled or failed with the gate open (`node.cancelled`).
+WITHDRAWN = "withdrawn"
 REMINDER_PREFIX = "reminder-"
 # The e-mail's templates: mail.html (autoescaped) and mail.txt, from one context.
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -248,6 +254,29 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
     if channel is not None:
         message["channel"] = channel
     return message
+
+
+def closed_words(outcome: dict[str, Any], who: str | None, time_zone: str | None) -> str:
+    """How a closed gate reads in the messages that asked: "Approved by Ana", "Rejected automatically: timed out at
+    Tue 1 Dec 2026, 13:00 (Europe/Paris) · 12:00 UTC", "Withdrawn: the run was cancelled"."""
+    if outcome.get("action") == WITHDRAWN:
+        return f"Withdrawn: {outcome.get('reason') or 'the run ended'}"
+    if outcome.get("action") == "timeout":
+        at = outcome.get("at")
+        return "Rejected automatically: " + (f"timed out at {spoken(at, time_zone)}" if isinstance(at, str) else "nobody decided in time")
+    return in_words(outcome, who)
+
+
+def closed_message(title: str, words: str) -> dict[str, Any]:
+    """What a Slack message that asked for a decision is replaced with once the gate closed: its title, and the outcome
+    where the buttons were (Slack's chat.update takes the same text and blocks as chat.postMessage)."""
+    return {
+        "text": escaped(words),
+        "blocks": [
+            {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{escaped(words)}*"[:3000]}},
+        ],
+    }
 
 
 def decision_buttons_fit(payload: dict[str, Any]) -> bool:

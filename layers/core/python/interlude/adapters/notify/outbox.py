@@ -10,7 +10,12 @@ From the run's event log, which is also what webhook subscriptions receive (`int
 * `interlude.escalation-requested` → one message per escalation principal (the gate's, else the tenant's override
   principals);
 * `interrupt.resolved` → the gate's reminder schedules are deleted (a reminder firing later finds the gate
-  settled and sends nothing anyway).
+  settled and sends nothing anyway);
+* `interrupt.resolved` of an approval, or `node.cancelled` of an approval gate (its run cancelled or failed with the
+  gate open) → one `closed` message per recipient whose Slack messages of the gate the notify worker recorded (a bot
+  token's chat.postMessage answers the message's channel and ts), naming those messages and the outcome: the worker
+  replaces each with the outcome (chat.update), so nobody is left with buttons that can only answer "already
+  decided" (issue 28 item 6). A message sent through an incoming webhook has no ts and cannot be updated.
 
 Everything is keyed (notification ids derive from interrupt, purpose and recipient; schedule names from the
 interrupt and the reminder's index), so a record handled twice queues the same notifications, which the worker
@@ -23,7 +28,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from interlude.adapters.notify.messages import ESCALATION, RAISED, queue_message, reminder_purpose
+from interlude.adapters.notify.messages import CLOSED, ESCALATION, RAISED, WITHDRAWN, queue_message, reminder_purpose
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.app.facts import recipients
@@ -33,18 +38,23 @@ from interlude.domain.ids import principal_subject
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.deadlines import ESCALATION_EVENT, Deadline
+from interlude.engine.visits import interrupt_id as visit_interrupt_id
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import named_by
 from interlude.rules.interrupts.delegation import Delegator, still_asked, vote_in
 
 if TYPE_CHECKING:
-    from interlude.app.ports import DefinitionSource, DirectoryRecords, RunRecords, TenantRecords
+    from interlude.app.ports import DefinitionSource, DirectoryRecords, NotificationLog, RunRecords, TenantRecords
     from interlude.domain.clock import Clock
 
 log = logging.getLogger(__name__)
 RAISED_EVENT = "interrupt.requested"
 RESOLVED_EVENT = "interrupt.resolved"
-WATCHED = {RAISED_EVENT, RESOLVED_EVENT, ESCALATION_EVENT}
+CANCELLED_EVENT = "node.cancelled"
+WATCHED = {RAISED_EVENT, RESOLVED_EVENT, ESCALATION_EVENT, CANCELLED_EVENT}
+APPROVAL_GATE = "core.approvalGate"
+# What a closed gate's message carries of the interrupt.resolved event (domain/outcomes.py's names).
+OUTCOME_CARRIED = ("action", "decision", "reason")
 
 
 def _open_approval(state: RunState, node_id: str | None, interrupt_id: str | None = None) -> OpenInterrupt | None:
@@ -66,8 +76,12 @@ class NotificationOutbox:
         tenants: TenantRecords,
         definitions: DefinitionSource,
         clock: Clock,
+        log: NotificationLog | None = None,
     ) -> None:
+        """`log`: the run's notification records, where the Slack messages a closed gate updates are found (None:
+        none are)."""
         self.records = records
+        self.log = log
         self.directory = directory
         self.tenants = tenants
         self.definitions = definitions
@@ -88,7 +102,62 @@ class NotificationOutbox:
                 messages += self._escalation(state, event)
             elif event["type"] == RESOLVED_EVENT:
                 self._cancel_reminders(state, event)
+                messages += self._resolved(state, event)
+            elif event["type"] == CANCELLED_EVENT:
+                messages += self._withdrawn(state, event)
         send(messages)
+
+    # -- a closed gate's Slack messages --------------------------------------------------------------
+
+    def _resolved(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+        payload = event.get("payload") or {}
+        node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
+        if payload.get("kind") != "approval" or not node_id or not interrupt_id:
+            return []
+        value = payload.get("resumeValue")
+        value = value if isinstance(value, dict) else {}
+        outcome = {k: payload[k] for k in OUTCOME_CARRIED if payload.get(k) is not None}
+        outcome.update({k: value[k] for k in ("decidedBy", "comment") if isinstance(value.get(k), str)})
+        if isinstance(event.get("timestamp"), str):
+            outcome["at"] = event["timestamp"]
+        return self._closed(state, node_id, interrupt_id, outcome)
+
+    def _withdrawn(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """An approval gate open when its run was cancelled or failed: its messages say it was withdrawn."""
+        node_id = event.get("nodeId")
+        node = state.nodes.get(node_id or "")
+        if node is None or self._type_of(state, str(node_id)) != APPROVAL_GATE:
+            return []
+        reason = (event.get("payload") or {}).get("reason")
+        words = {"run cancelled": "the run was cancelled", "run failed": "the run failed"}.get(str(reason), "the run ended")
+        interrupt_id = visit_interrupt_id(state, str(node_id), node.visits)
+        return self._closed(state, str(node_id), interrupt_id, {"action": WITHDRAWN, "reason": words})
+
+    def _closed(self, state: RunState, node_id: str, interrupt_id: str, outcome: dict[str, Any]) -> list[dict[str, Any]]:
+        """One `closed` message per recipient with Slack messages of this gate visit to update (one Query of the run's
+        notification records), naming them."""
+        if self.log is None:
+            return []
+        posted: dict[str, list[list[str]]] = {}
+        for item in self.log.of_run(state.runId):
+            record = item["record"]
+            slack = (record.get("channels") or {}).get("slack") or {}
+            if record.get("interruptId") == interrupt_id and slack.get("ts") and slack.get("channel"):
+                posted.setdefault(record["principalId"], []).append([slack["channel"], slack["ts"]])
+        if not posted:
+            return []
+        config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(node_id).config
+        title = str(config.get("title") or node_id)
+        return [
+            queue_message(
+                state.tenant, state.runId, node_id, interrupt_id, pid, CLOSED, title=title, outcome=outcome, slackMessages=messages
+            )
+            for pid, messages in posted.items()
+        ]
+
+    def _type_of(self, state: RunState, node_id: str) -> str | None:
+        definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
+        return next((n.typeId for n in definition.nodes if n.id == node_id), None)
 
     def _raised(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
         interrupt = _open_approval(state, event.get("nodeId"))
@@ -147,9 +216,7 @@ class NotificationOutbox:
         node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
         if scheduler is None or not node_id or not interrupt_id:
             return
-        definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
-        node = next((n for n in definition.nodes if n.id == node_id), None)
-        if node is None or node.typeId != "core.approvalGate":
+        if self._type_of(state, node_id) != APPROVAL_GATE:
             return
         count = len(self._reminder_offsets_ms(state, node_id))
         for index in range(count):

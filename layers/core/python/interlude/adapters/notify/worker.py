@@ -4,8 +4,10 @@ A leased worker (adapters.leased_work): the claim, the retries with backoff and 
 One attempt reads the run and skips when there is nothing left to ask (the gate settled, or — for a reminder — the
 recipient voted); reads the recipient's directory entry; mints their personal decision link; sends each of their
 channels not yet sent (e-mail through SES, Slack through the tenant's incoming webhook or bot token, egress-checked
-and pinned like callbacks); records every channel's outcome. A failed channel is retried, and after the last
-attempt a content-free dead letter goes to the DLQ. Nothing here blocks a resolve.
+and pinned like callbacks); records every channel's outcome, and for a bot token's message the channel and ts Slack
+answered, so that a `closed` notice (the gate decided, timed out or withdrawn) can replace each such message with
+the outcome through chat.update (issue 28 item 6). A failed channel is retried, and after the last attempt a
+content-free dead letter goes to the DLQ. Nothing here blocks a resolve.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
 from interlude.adapters.leased_work import Attempted, LeasedWorker, Work
 from interlude.adapters.notify.messages import (
+    CLOSED,
     ESCALATION,
     RAISED,
     Content,
+    closed_message,
+    closed_words,
     decision_buttons_fit,
     is_reminder,
     mime_email,
@@ -54,6 +59,12 @@ logger = Logger(service="interlude-notify", child=True)
 USER_AGENT = "interlude-notify/1"
 LEASE_MARGIN_S = 30.0
 SLACK_SECRET_CACHE_S = 60.0
+# Read of Slack's answer: chat.postMessage answers the message as posted (its blocks), a few KB.
+SLACK_ANSWER_BYTES = 16 * 1024
+# Web API refusals no retry changes: the message is gone or may no longer be edited, the token is not one.
+FINAL_SLACK_ERRORS = frozenset(
+    {"message_not_found", "cant_update_message", "edit_window_closed", "channel_not_found", "invalid_auth", "not_authed", "account_inactive", "token_revoked"}
+)
 
 
 class ChannelFailed(Exception):
@@ -137,6 +148,8 @@ class Worker(LeasedWorker[Recipient]):
 
     def _send(self, message: dict[str, Any], kept: dict[str, Any], attempt: int) -> str:
         """sent | skipped | failed; `kept` gains the reason or each channel's outcome."""
+        if message["purpose"] == CLOSED:
+            return self._update_closed(message, kept, attempt)
         found = self._addressee(message)
         if isinstance(found, str):
             kept["reason"] = found
@@ -162,16 +175,17 @@ class Worker(LeasedWorker[Recipient]):
     def _send_over(self, channel: str, tenant: str, entry: PrincipalEntry, content: Content) -> tuple[dict[str, Any], bool]:
         """The channel's outcome, and whether another attempt may change it."""
         at = iso_epoch(self.clock())
+        posted: dict[str, Any] = {}
         try:
             if channel == "email":
                 self._email(entry, content)
             else:
-                self._slack_post(tenant, entry, content)
+                posted = self._slack_post(tenant, entry, content)
         except NotConfigured:
             return {"at": at, "outcome": "not_configured"}, False
         except ChannelFailed as exc:
             return {"at": at, "outcome": "failed", "errorClass": exc.error_class}, not exc.final
-        return {"at": at, "outcome": "sent"}, False
+        return {"at": at, "outcome": "sent", **posted}, False
 
     def _addressee(self, message: dict[str, Any]) -> tuple[RunState, OpenInterrupt | None, PrincipalEntry] | str:
         """The run, the interrupt and the recipient's entry, or why no one is to be asked (the skip's reason)."""
@@ -236,11 +250,7 @@ class Worker(LeasedWorker[Recipient]):
 
     def _asked_by(self, state: RunState) -> str | None:
         """Who started the run, as the approval page names them: their display name, else their subject id."""
-        subject_id = ((state.owner or {}).get("subject") or {}).get("subjectId")
-        if not isinstance(subject_id, str):
-            return None
-        record = self.directory.get(state.tenant, subject_id)
-        return str((record or {}).get("entry", {}).get("displayName") or subject_id)
+        return self._display_name(state.tenant, ((state.owner or {}).get("subject") or {}).get("subjectId"))
 
     def _link(self, state: RunState, interrupt: OpenInterrupt, message: dict[str, Any]) -> str:
         """The recipient's personal decision link: a token naming them, so their vote is theirs."""
@@ -295,19 +305,34 @@ class Worker(LeasedWorker[Recipient]):
             self._slack[tenant] = hit
         return hit[1]
 
-    def _slack_post(self, tenant: str, entry: PrincipalEntry, content: Content) -> None:
+    def _slack_post(self, tenant: str, entry: PrincipalEntry, content: Content) -> dict[str, Any]:
+        """Posts the message; for a bot token, answers where Slack keeps it ({channel, ts}: what chat.update names)."""
         config = self._slack_config(tenant)
         if not config:
             raise NotConfigured()
-        cfg = self.settings
-        headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT}
         if config.get("botToken"):
-            url = f"{cfg.slack_api_url}/chat.postMessage"
-            headers["Authorization"] = f"Bearer {config['botToken']}"
-            body = slack_message(content, entry.slackUserId, channel=entry.slackUserId)
-        else:
-            url = config["webhookUrl"]
-            body = slack_message(content, entry.slackUserId)
+            answer = self._slack_api(config["botToken"], "chat.postMessage", slack_message(content, entry.slackUserId, channel=entry.slackUserId))
+            where = {k: answer.get(k) for k in ("channel", "ts")}
+            return where if all(isinstance(v, str) and v for v in where.values()) else {}
+        self._slack_send(config["webhookUrl"], slack_message(content, entry.slackUserId), {})
+        return {}
+
+    def _slack_api(self, token: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One Web API call with the tenant's bot token: its answer, which is 200 with {"ok": false, "error"} when Slack
+        refuses."""
+        raw = self._slack_send(f"{self.settings.slack_api_url}/{method}", body, {"Authorization": f"Bearer {token}"})
+        try:
+            answer = json.loads(raw or b"{}")
+        except ValueError:
+            answer = {}
+        if not isinstance(answer, dict) or not answer.get("ok"):
+            error = str(answer.get("error") or "not_ok") if isinstance(answer, dict) else "not_ok"
+            raise ChannelFailed(f"slack_{error[:64]}", final=error in FINAL_SLACK_ERRORS)
+        return answer
+
+    def _slack_send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> bytes:
+        cfg = self.settings
+        headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT, **headers}
         try:
             target = check_url(url, resolve=self.resolve, allow_loopback=cfg.allow_loopback)
             response = post_pinned(
@@ -316,21 +341,48 @@ class Worker(LeasedWorker[Recipient]):
                 headers,
                 connect_timeout=cfg.connect_timeout_s,
                 total_timeout=cfg.total_timeout_s,
-                max_response_bytes=16 * 1024,
+                max_response_bytes=SLACK_ANSWER_BYTES,
                 ca_file=self.ca_file,
             )
         except EgressRefused:
             raise ChannelFailed("egress_denied") from None
         except DeliveryFailed as failed:
             raise ChannelFailed(failed.error_class, final=failed.status in (400, 403, 404, 410)) from None
-        if config.get("botToken"):
-            # The Web API answers 200 with {"ok": false, "error"} when it refuses.
-            try:
-                answer = json.loads(response.body_excerpt or b"{}")
-            except ValueError:
-                answer = {}
-            if not answer.get("ok"):
-                raise ChannelFailed(f"slack_{str(answer.get('error') or 'not_ok')[:64]}")
+        return response.body_excerpt
+
+    # -- a closed gate ---------------------------------------------------------------------------------
+
+    def _update_closed(self, message: dict[str, Any], kept: dict[str, Any], attempt: int) -> str:
+        """Replaces each Slack message the recipient was sent of the gate with its outcome (chat.update, in their
+        zone); sent | skipped | failed. Updating a message twice leaves it as once, so a retry updates them all."""
+        tenant = message["tenant"]
+        config = self._slack_config(tenant)
+        if not config or not config.get("botToken"):
+            kept["reason"] = "not_configured"  # the credential was removed or became a webhook since
+            return "skipped"
+        record = self.directory.get(tenant, message["principalId"])
+        entry = PrincipalEntry.model_validate(record["entry"]) if record else PrincipalEntry()
+        outcome = dict(message.get("outcome") or {})
+        words = closed_words(outcome, self._display_name(tenant, outcome.get("decidedBy")), entry.timeZone)
+        replaced = closed_message(str(message.get("title") or message["nodeId"]), words)
+        at = iso_epoch(self.clock())
+        updated = 0
+        try:
+            for channel, ts in message.get("slackMessages") or ():
+                self._slack_api(config["botToken"], "chat.update", {"channel": channel, "ts": ts, **replaced})
+                updated += 1
+        except ChannelFailed as exc:
+            kept["channels"]["slack"] = {"attempt": attempt, "at": at, "outcome": "failed", "errorClass": exc.error_class, "updated": updated}
+            return "skipped" if exc.final else "failed"
+        kept["channels"]["slack"] = {"attempt": attempt, "at": at, "outcome": "sent", "updated": updated}
+        return "sent"
+
+    def _display_name(self, tenant: str, principal_id: Any) -> str | None:
+        """What a person calls a principal: their directory display name, else their id."""
+        if not isinstance(principal_id, str):
+            return None
+        record = self.directory.get(tenant, principal_id)
+        return str((record or {}).get("entry", {}).get("displayName") or principal_id)
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
