@@ -191,10 +191,12 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         assert api.run(voted)["status"] == "waiting-approval"
         watched.shot("cancelled")
 
-        # Workflows: the definition drawn and as JSON
+        # Workflows: the definition drawn and its steps in words (its JSON only a file to download)
         page.goto(api.base_url + f"/console/workflows/{workflow_id}")
         assert page.locator("svg.graph").count() == 1
-        assert '"requiredApprovals": 2' in page.locator("pre").inner_text()
+        assert "Asks for approval: “Ship it?” (2 approvals needed)." in page.locator("ol.definition").inner_text()
+        assert page.get_by_role("link", name="Download the definition").get_attribute("download") == f"{workflow_id}-v1.json"
+        assert page.locator("pre").count() == 0
         watched.shot("workflow")
 
         # Start a run from the form the workflow's declared inputs draw
@@ -259,9 +261,10 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         # Audit: what the operator did here, each entry naming the console as its surface
         page.get_by_role("link", name="Audit").click()
         entries = page.get_by_role("table", name="Audit entries, newest first").inner_text()
-        for action in ("interrupt.voted", "run.cancelled", "key.revoked"):
+        for action in ("Voted on a request", "Cancelled a run", "Revoked a key"):
             assert action in entries
-        assert f"{operator} (console)" in entries
+        assert f"{operator} in the console" in entries
+        assert "{" not in entries
         watched.shot("audit")
     finally:
         watched.close()

@@ -437,3 +437,109 @@ def test_the_runs_page_asks_the_run_searchs_filters_and_keeps_what_was_asked():
     assert 'name="metadata.customer" value=""' in markup
     assert '<td role="cell" data-label="Tags">eu, vip</td>' in markup
     assert "tags=eu&amp;status=running%2Cfailed&amp;createdAfter=2026-12-05T10%3A00&amp;cursor=c1" in markup
+
+
+# -- no JSON, no protocol names on a console page (issue 29: audit rows, links made, a workflow's definition) ----------
+
+JSON_SIGNS = ("{&#34;", '{"', "<pre>", "&#34;:", '":')
+
+
+def text_of(markup: str) -> str:
+    """What a person reads: the markup without its tags and attributes."""
+    return re.sub(r"<[^>]*>", " ", markup)
+
+
+def test_audit_entries_read_as_sentences_and_labelled_fields_never_as_json():
+    entries = [
+        {
+            "chain": 3,
+            "seq": 7,
+            "at": "2026-12-05T10:00:00Z",
+            "action": "interrupt.decided",
+            "actor": {"subjectId": "ana", "keyId": "k1", "surface": "console"},
+            "target": {"runId": "acme/r-1", "nodeId": "node~5Fapproval", "interruptId": "i-1"},
+            "details": {"kind": "approval", "outcome": "completed", "action": "reject", "comment": "too casual"},
+            "prevHash": "ab" * 32,
+        },
+        {
+            "chain": 3,
+            "seq": 8,
+            "action": "token.minted",
+            "actor": {"subjectId": "bo", "surface": "api"},
+            "target": {"runId": "acme/r-1", "nodeId": "review", "interruptId": "i-2"},
+            "details": {"intent": "resolve", "expiresAt": "2026-12-06T10:00:00Z", "principal": "ana"},
+        },
+        {
+            "chain": 1,
+            "seq": 2,
+            "action": "settings.changed",
+            "actor": {"subjectId": "operator", "surface": "cli"},
+            "target": {"tenant": "acme"},
+            "details": {"settings": {"retentionDays": 30, "allowDelegation": True}},
+        },
+        {"chain": 1, "seq": 3, "action": "key.revoked", "actor": {"subjectId": "ana", "surface": "console"}, "target": {"keyId": "k9"}},
+    ]
+    markup = pages.audit(FRAME, entries, None, None, {"ana": "Ana Lima", "bo": "Bo Berg"})
+    table = markup[markup.index("<table") :]
+    for sign in (*JSON_SIGNS, *PROTOCOL_WORDS):
+        assert sign not in table, sign
+    read = " ".join(text_of(table).split())
+    for protocol in ("interrupt.decided", "token.minted", "subjectId", "runId", "interruptId", "prevHash", "~5F", "retentionDays"):
+        assert protocol not in read, protocol
+    assert "Decided a request" in read
+    assert "Ana Lima in the console" in read
+    assert '<a href="/console/runs/acme~2Fr-1">Run acme/r-1</a>, step node_approval' in table
+    assert '<th scope="row">Chose</th><td>reject</td>' in table
+    assert '<th scope="row">Comment</th><td>too casual</td>' in table
+    assert "Made a link" in read
+    assert "Bo Berg through the API" in read
+    assert '<th scope="row">For</th><td>Ana Lima</td>' in table
+    assert '<th scope="row">The link lets them</th><td>decide</td>' in table
+    assert '<th scope="row">Retention days</th><td>30</td>' in table
+    assert "Changed the settings" in read
+    assert "operator from the command line" in read
+    assert "Revoked a key" in read
+    assert "Key k9" in read
+
+
+def test_the_links_made_for_a_run_are_a_table_of_words():
+    minted = {
+        "at": "2026-12-05T10:00:00Z",
+        "action": "token.minted",
+        "actor": {"subjectId": "bo", "surface": "api"},
+        "target": {"runId": "acme/r-1", "nodeId": "review", "interruptId": "i-2"},
+        "details": {"intent": "resolve", "expiresAt": "2026-12-06T10:00:00Z", "principal": "ana"},
+    }
+    view = run_view(tokens=[minted], names=Names("wf", {"review": "Approve the refund"}), people={"ana": "Ana Lima", "bo": "Bo Berg"})
+    markup = pages.run(FRAME, view, None)
+    links = markup[markup.index("<h2>Links made</h2>") :]
+    for sign in (*JSON_SIGNS, *PROTOCOL_WORDS, "token.minted", "interruptId", "<details>"):
+        assert sign not in links, sign
+    row = list(re.findall(r'<td role="cell" data-label="[^"]+">([^<]*)</td>', links))[:6]
+    assert row == ["2026-12-05T10:00:00Z", "Bo Berg through the API", "Approve the refund", "Ana Lima", "decide", "2026-12-06T10:00:00Z"]
+
+
+def test_a_workflow_page_says_its_steps_in_words_and_offers_its_json_only_as_a_download():
+    from pathlib import Path
+    from urllib.parse import unquote
+
+    from interlude.api.page.graph import GraphNode as Node
+    from interlude.domain.models.workflow import WorkflowDefinition
+
+    raw = json.loads((Path(__file__).resolve().parents[2] / "examples/refund-with-changes.json").read_text())
+    definition = WorkflowDefinition.model_validate(raw)
+    nodes = [Node(n.id, n.typeId, "pending", definition.step_name(n.id)) for n in definition.nodes]
+    got = {"workflowId": "refund-with-changes", "version": 2, "latestVersion": 2, "definition": raw}
+    markup = pages.workflow(FRAME, got, nodes, [(e.sourceNodeId, e.targetNodeId) for e in definition.edges], None, None, definition)
+    steps = markup[markup.index("<h2>Its steps</h2>") :]
+    read = " ".join(text_of(steps).split())
+    for sign in (*JSON_SIGNS, "core.", "approvalGate", "typeId", "triggerRule", "sourceNodeId"):
+        assert sign not in steps.split('<a href="data:')[0], sign
+    assert "<strong>Approve the refund</strong>: Asks for approval: “Refund {{draft.amount}} for order {{draft.orderId}}?”." in steps
+    assert "<strong>Pay the refund</strong>: Calls POST https://payments.example.com/refunds." in steps
+    assert "Then: Draft the refund, when action is refine; Pay the refund, when decision == " in read
+    assert "Tell the requester it was refused, if a step before it fails or is rejected." in read
+    # The definition itself: a file to download, exactly what was registered
+    href = re.search(r'<a href="data:application/json;charset=utf-8,([^"]+)" download="refund-with-changes-v2.json">', steps)
+    assert href is not None
+    assert json.loads(unquote(href.group(1))) == raw

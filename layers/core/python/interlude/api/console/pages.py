@@ -20,9 +20,10 @@ from interlude.api.console import readable
 from interlude.api.page import approval, forms, templating
 from interlude.api.page.graph import STATUS_WORDS, GraphNode, describe, drawing
 from interlude.api.page.names import Names
-from interlude.api.page.text import Cell, cell_of, pretty
+from interlude.api.page.text import Cell, cell_of
 from interlude.domain.event_words import EVENT_WORDS
 from interlude.domain.ids import principal_subject, to_wire
+from interlude.domain.models.workflow import WorkflowDefinition
 
 SECTIONS = (
     ("inbox", "Inbox"),
@@ -560,14 +561,6 @@ class InputOutput:
     run_href: str | None
 
 
-@dataclass(frozen=True)
-class Record:
-    """A record shown folded: one line, and the whole of it as JSON."""
-
-    line: str
-    json: str
-
-
 def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
     snap = view.snapshot
     run_id = str(snap["runId"])
@@ -636,7 +629,7 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         notifications=None
         if view.notifications is None
         else [_notification_row(n, view.people) for n in view.notifications],
-        tokens=None if view.tokens is None else [Record(_record_line(r), pretty(r)) for r in view.tokens],
+        tokens=None if view.tokens is None else [token_row(r, names, view.people) for r in view.tokens],
         unavailable=view.unavailable,
     )
 
@@ -781,21 +774,18 @@ def _notification_row(n: Mapping[str, Any], people: Mapping[str, str]) -> tuple[
     )
 
 
-def _who(actor: Any) -> str:
-    if not isinstance(actor, Mapping):
-        return ""
-    return f"{actor.get('subjectId', '?')} ({actor.get('surface', '?')})"
-
-
-def _target(target: Any) -> str:
-    if not isinstance(target, Mapping):
-        return ""
-    return " ".join(f"{k} {v}" for k, v in target.items())
-
-
-def _record_line(record: Mapping[str, Any]) -> str:
-    keys = ("at", "createdAt", "timestamp", "type", "action", "channel", "status", "outcome", "nodeId", "intent")
-    return " · ".join(str(record[k]) for k in keys if isinstance(record.get(k), str | int)) or "entry"
+def token_row(entry: Mapping[str, Any], names: Names, people: Mapping[str, str]) -> tuple[str, ...]:
+    """A link minted for the run (its audit entry), as the "Links made" table's row."""
+    details = entry.get("details") or {}
+    node_id = (entry.get("target") or {}).get("nodeId")
+    return (
+        str(entry.get("at", "")),
+        readable.actor_words(entry.get("actor"), people),
+        names.step(str(node_id)) if node_id else "—",
+        readable.person(details.get("principal"), people) or "whoever holds it",
+        readable.DETAIL_VALUES["intent"].get(str(details.get("intent")), "look, not decide"),
+        str(details.get("expiresAt") or "—"),
+    )
 
 
 # -- workflows ----------------------------------------------------------------------------------------
@@ -855,8 +845,11 @@ def workflow(
     edges: Sequence[tuple[str, str]],
     start: forms.Form | None = None,
     notice: Notice | None = None,
+    definition: WorkflowDefinition | None = None,
 ) -> str:
-    """`start`: the Start run form (None: the session may not start runs, or this is not the latest version)."""
+    """`start`: the Start run form (None: the session may not start runs, or this is not the latest version);
+    `definition`: the version's, parsed (else read from `got`)."""
+    definition = definition or WorkflowDefinition.model_validate(got["definition"])
     workflow_id = str(got["workflowId"])
     version = int(got["version"])
     latest = int(got.get("latestVersion") or version)
@@ -868,8 +861,12 @@ def workflow(
         latest=latest,
         versions=[(v, f"{base}?version={v}") for v in range(latest, max(0, latest - 50), -1)],
         graph=drawing(nodes, edges, ""),
-        steps=[f"{n.label} ({n.type_id})" for n in nodes],
-        definition=json.dumps(got["definition"], indent=2, ensure_ascii=False, allow_nan=False),
+        steps=readable.definition_in_words(definition),
+        download=(
+            f"{workflow_id}-v{version}.json",
+            "data:application/json;charset=utf-8,"
+            + quote(json.dumps(got["definition"], indent=2, ensure_ascii=False, allow_nan=False), safe=""),
+        ),
         frame=frame,
         notice=notice,
         start=start,
@@ -972,28 +969,15 @@ def dead_letters(
 # -- audit --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AuditRow:
-    place: str  # chain:seq
-    at: str
-    action: str
-    who: str
-    target: str
-    json: str
-
-
-def audit(frame: Frame, entries: Sequence[Mapping[str, Any]], next_cursor: str | None, notice: Notice | None) -> str:
-    rows = [
-        AuditRow(
-            f"{e.get('chain', '')}:{e.get('seq', '')}",
-            str(e.get("at", "")),
-            str(e.get("action", "")),
-            _who(e.get("actor")),
-            _target(e.get("target")),
-            pretty(e),
-        )
-        for e in entries
-    ]
+def audit(
+    frame: Frame,
+    entries: Sequence[Mapping[str, Any]],
+    next_cursor: str | None,
+    notice: Notice | None,
+    people: Mapping[str, str] | None = None,
+) -> str:
+    """`people`: by subject id, what the directory calls those who acted and those the entries name."""
+    rows = [readable.audit_line(e, people or {}, run_href) for e in entries]
     older = _query_href("/console/audit", {"cursor": next_cursor}) if next_cursor else None
     return templating.render("console/audit.html", notice=notice, rows=rows, older=older)
 

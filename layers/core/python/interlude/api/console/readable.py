@@ -5,15 +5,18 @@ fields worth reading, and what a step was given and what it gave back. Pure: eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from interlude.api.page import approval
 from interlude.api.page.names import Names
-from interlude.api.page.text import Cell, cell_of
+from interlude.api.page.text import Cell, as_written, cell_of
 from interlude.domain.event_words import event_in_words
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.outcomes import in_words
+from interlude.faces.modulex.references import modulex_id
 
 # Why a step or a gate ended, when the engine says it in a word.
 REASON_WORDS = {"timeout": "nobody decided in time", "not reached": "not reached"}
@@ -240,3 +243,256 @@ def purpose_words(purpose: str) -> str:
     if purpose.startswith("reminder-"):
         return f"Reminder {purpose.removeprefix('reminder-')}: not decided yet"
     return purpose
+
+
+# -- the audit trail --------------------------------------------------------------------------------------------------
+
+# What an audit entry's action means (domain/audit.ACTIONS, and the claims'), in words.
+AUDIT_ACTIONS = {
+    "interrupt.decided": "Decided a request",
+    "interrupt.voted": "Voted on a request",
+    "interrupt.claimed": "Took a request on",
+    "interrupt.released": "Let a request go",
+    "interrupt.assigned": "Assigned a request",
+    "run.cancelled": "Cancelled a run",
+    "run.forked": "Forked a run",
+    "key.created": "Created a key",
+    "key.revoked": "Revoked a key",
+    "token.minted": "Made a link",
+    "settings.changed": "Changed the settings",
+    "credentialGrant.recorded": "Recorded an account connection",
+    "tenant.created": "Created the tenant",
+    "tenant.suspended": "Suspended the tenant",
+    "tenant.resumed": "Resumed the tenant",
+}
+# Where it was done (the actor's surface).
+SURFACES = {
+    "api": "through the API",
+    "console": "in the console",
+    "token": "through a link",
+    "slack": "in Slack",
+    "cli": "from the command line",
+    "run": "by the run",
+}
+# An entry's details, by their key: the label, and the words of a value where it is a protocol word.
+DETAIL_LABELS = {
+    "kind": "Request",
+    "action": "Chose",
+    "outcome": "Then",
+    "comment": "Comment",
+    "reason": "Reason",
+    "intent": "The link lets them",
+    "principal": "For",
+    "subjectId": "For",
+    "assignee": "Assigned to",
+    "expiresAt": "Works until",
+    "scopes": "Scopes",
+    "settings": "Settings now",
+    "keyId": "Key",
+}
+CHOICES = {
+    "accept": "approve",
+    "reject": "reject",
+    "refine": "request changes",
+    "edit-accept": "approve with edits",
+    "ask": "ask a question",
+}
+DETAIL_VALUES: dict[str, Mapping[str, str]] = {
+    "action": CHOICES,
+    "outcome": {"completed": "the request closed", "failed": "the request closed and the run stopped"},
+    "intent": {"resolve": "decide", "inspect": "look, not decide"},
+}
+PEOPLE_DETAILS = frozenset({"principal", "subjectId", "assignee"})
+CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def key_words(key: str) -> str:
+    """A field name a person reads: `retentionDays` as "Retention days"."""
+    spaced = CAMEL.sub(" ", key).replace("_", " ").strip()
+    return spaced[:1].upper() + spaced[1:].lower() if spaced else key
+
+
+def readable_labels(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> dict[str, str]:
+    """Every key of `value` (nested objects too, by dotted path) in words, for `cell_of`."""
+    labels: dict[str, str] = {}
+    if isinstance(value, Mapping) and depth < 4:
+        for key, item in value.items():
+            at = (*path, str(key))
+            labels[".".join(at)] = key_words(str(key))
+            labels.update(readable_labels(item, at, depth + 1))
+    return labels
+
+
+@dataclass(frozen=True)
+class AuditLine:
+    """One audit entry as a row: what was done, by whom and where, to what, and what else it records."""
+
+    place: str
+    at: str
+    action: str
+    who: str
+    # (words, a console page to open, or "")
+    target: tuple[tuple[str, str], ...]
+    details: Cell | None
+
+
+def audit_line(entry: Mapping[str, Any], people: Mapping[str, str], run_href: Any) -> AuditLine:
+    """`run_href`: a run id -> its console page."""
+    action = str(entry.get("action", ""))
+    return AuditLine(
+        f"{entry.get('chain', '')}:{entry.get('seq', '')}",
+        str(entry.get("at", "")),
+        AUDIT_ACTIONS.get(action, key_words(action.replace(".", " "))),
+        actor_words(entry.get("actor"), people),
+        target_words(entry.get("target"), run_href),
+        details_cell(entry.get("details"), people),
+    )
+
+
+def actor_words(actor: Any, people: Mapping[str, str]) -> str:
+    if not isinstance(actor, Mapping):
+        return ""
+    who = person(actor.get("subjectId"), people) or "Someone"
+    where = SURFACES.get(str(actor.get("surface")), "")
+    return f"{who} {where}".strip()
+
+
+def target_words(target: Any, run_href: Any) -> tuple[tuple[str, str], ...]:
+    """What an entry was about: a run (with a link to it) and its step, a key, a provider, the tenant."""
+    if not isinstance(target, Mapping):
+        return ()
+    said: list[tuple[str, str]] = []
+    if target.get("runId"):
+        said.append((f"Run {target['runId']}", run_href(str(target["runId"]))))
+    if target.get("nodeId"):
+        said.append((f"step {modulex_id(str(target['nodeId']))}", ""))
+    if target.get("keyId"):
+        said.append((f"Key {target['keyId']}", ""))
+    if target.get("provider"):
+        said.append((f"Account {target['provider']}", ""))
+    if target.get("tenant") and not said:
+        said.append((f"Tenant {target['tenant']}", ""))
+    return tuple(said)
+
+
+def details_cell(details: Any, people: Mapping[str, str]) -> Cell | None:
+    """An entry's details as labelled fields, protocol words said in words (None: it has none worth reading)."""
+    if not isinstance(details, Mapping) or not details:
+        return None
+    if details.get("truncated"):
+        return Cell("text", text="Too long to keep; shortened when recorded.")
+    shown: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for key, value in details.items():
+        if key in PEOPLE_DETAILS:
+            value = person(value, people)
+        elif key == "kind":
+            value = approval.kind_words({"kind": value})
+        elif isinstance(value, str) and key in DETAIL_VALUES:
+            value = DETAIL_VALUES[key].get(value, value)
+        if value in (None, "", [], {}):
+            continue
+        shown[key] = value
+        labels.update(readable_labels({key: value}))
+        labels[key] = DETAIL_LABELS.get(key, key_words(key))
+    return cell_of(shown, labels) if shown else None
+
+
+# -- a workflow definition in words -----------------------------------------------------------------------------------
+
+# Where a step goes next, by its incoming edges' trigger rule (the rule is the target's).
+TRIGGER_WORDS = {
+    "all_success": "",
+    "any_success": "once any step before it succeeds",
+    "all_complete": "once every step before it has ended, however",
+    "none_failed": "unless a step before it failed",
+    "any_failed": "if a step before it fails or is rejected",
+}
+CONDITION_OPERATORS = {"equals": "is", "notEquals": "is not", "contains": "contains", "regex": "matches"}
+
+
+@dataclass(frozen=True)
+class StepWords:
+    name: str
+    # What it does, in a sentence.
+    does: str
+    # Where it goes next, each in words.
+    then: tuple[str, ...]
+
+
+def definition_in_words(definition: WorkflowDefinition) -> list[StepWords]:
+    """Each step of a definition as a person reads it: its name, what it does, and where the run goes after it."""
+    names = {n.id: definition.step_name(n.id) for n in definition.nodes}
+    steps = []
+    for node in definition.nodes:
+        then = tuple(
+            _edge_words(names.get(e.targetNodeId, e.targetNodeId), e.condition, definition.trigger_rule(e.targetNodeId))
+            for e in definition.outgoing(node.id)
+        )
+        steps.append(StepWords(names[node.id], step_does(node.typeId, node.config), then))
+    return steps
+
+
+def _edge_words(target: str, condition: Any, rule: str | None) -> str:
+    when = ""
+    if condition is not None:
+        kind = condition.kind
+        if kind == "expression":
+            when = f"when {condition.expression}"
+        elif kind in ("truthy", "falsy"):
+            when = f"when {condition.left} is {'set' if kind == 'truthy' else 'not set'}"
+        elif kind in CONDITION_OPERATORS:
+            right = condition.right if isinstance(condition.right, str) else as_written(condition.right)
+            when = f"when {condition.left} {CONDITION_OPERATORS[kind]} {right}"
+    else:
+        when = TRIGGER_WORDS.get(str(rule), "")
+    return f"{target}, {when}" if when else target
+
+
+def _said(config: Mapping[str, Any], key: str) -> str:
+    # As the author wrote it, `{{…}}` and all: here it is the definition's own text, not a value left unfilled.
+    value = config.get(key)
+    return str(value) if isinstance(value, str | int | float) else ""
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def _approvals_needed(config: Mapping[str, Any]) -> str:
+    needed = config.get("requiredApprovals")
+    return f" ({needed} approvals needed)" if isinstance(needed, int) and needed > 1 else ""
+
+
+def _first_line(text: str) -> str:
+    return text.strip().partition("\n")[0]
+
+
+# What a step of each type does, from its config, in a sentence.
+STEP_WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "core.approvalGate": lambda c: f"Asks for approval: “{_said(c, 'title')}”{_approvals_needed(c)}.",
+    "core.clarificationGate": lambda c: f"Asks {_counted(len(c.get('questions') or []), 'question')}.",
+    "core.interrupt": lambda c: "Waits for an outside event." if c.get("kind") == "external-event" else "Asks for input.",
+    "core.confidenceGate": lambda c: f"Asks a person to check agent {_said(c, 'agentId')}'s decision when it is unsure.",
+    "core.credentialGate": lambda c: f"Asks a person to connect their {_said(c, 'provider')} account.",
+    "core.conversationGate": lambda c: "Takes a turn of a conversation with a person.",
+    "core.transform": lambda c: f"Works out {', '.join(str(k) for k in c.get('outputs') or {}) or 'nothing'}.",
+    "core.http": lambda c: f"Calls {str(c.get('method') or 'POST').upper()} {_said(c, 'url')}.",
+    "core.delay": lambda c: "Waits a while before going on.",
+    "core.task": lambda c: f"Hands work to a worker ({_said(c, 'taskType')}).",
+    "core.subWorkflow": lambda c: f"Runs the workflow {_said(c, 'workflowId')} and waits for it.",
+    "core.noop": lambda c: "Marks a point in the run.",
+    "modulex.interrupt": lambda c: f"Asks for input: “{_first_line(_said(c, 'message'))}”." if _said(c, "message") else "Asks for input.",
+    "modulex.conditional": lambda c: "Chooses where the run goes next.",
+    "modulex.transformer": lambda c: "Reshapes the run's values.",
+}
+
+
+def step_does(type_id: str, config: Mapping[str, Any]) -> str:
+    """What a step of `type_id` does with `config`, in a sentence."""
+    said = STEP_WORDS.get(type_id)
+    if said is not None:
+        return said(config)
+    if type_id.startswith("modulex."):
+        return f"Runs a {type_id.removeprefix('modulex.')} step."
+    return "A step of its own kind."

@@ -702,7 +702,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
         more_events_after=more,
         deliveries=deliveries,
         unavailable=(
-            [("Tokens minted", "Token mints are read from the audit log, which this key may not read (audit:read).")]
+            [("Links made", "Links made are read from the audit trail, which this key may not read (audit:read).")]
             if tokens is None
             else []
         ),
@@ -716,7 +716,8 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
             | {s for gate in open_interrupts.values() for s in pages.voters(gate["votes"])}
             | named_approvers(list(open_interrupts.values()))
             | {who for oi in state.interrupts.values() for who in (oi.assignee, oi.assignedBy) if who}
-            | {str(n["principalId"]) for n in notifications if n.get("principalId")},
+            | {str(n["principalId"]) for n in notifications if n.get("principalId")}
+            | audit_people(tokens or []),
         ),
         filled=filled,
         selected=selected,
@@ -873,7 +874,7 @@ def workflow_page(
     start = None
     if int(got["version"]) == latest and may(signed.principal, "consoleStartRun"):
         start = pages.start_run_form(declared_inputs.schema_of(definition.variables), answer)
-    body = pages.workflow(signed.frame, got, nodes, edges, start, notice)
+    body = pages.workflow(signed.frame, got, nodes, edges, start, notice, definition)
     return html(status, f"Workflow {workflow_id}", body, signed.frame, "workflows")
 
 
@@ -954,8 +955,19 @@ def console_revoke_key(signed: Signed, form: dict[str, list[str]], keyId: str) -
 def console_audit(signed: Signed) -> Response:
     cursor = (app.current_event.query_string_parameters or {}).get("cursor")
     listed = services().audit.entries_page(signed.principal.tenant, AUDIT_PER_PAGE, cursor)
-    body = pages.audit(signed.frame, listed["entries"], listed.get("cursor"), None)
+    people = people_named(signed.principal.tenant, audit_people(listed["entries"]))
+    body = pages.audit(signed.frame, listed["entries"], listed.get("cursor"), None, people)
     return html(200, "Audit", body, signed.frame, "audit")
+
+
+def audit_people(entries: list[dict[str, Any]]) -> set[str]:
+    """Who acted in these entries, and whom their details name (subject ids), to be named."""
+    found: set[str] = set()
+    for entry in entries:
+        acted = (entry.get("actor") or {}).get("subjectId")
+        named = [(entry.get("details") or {}).get(key) for key in readable.PEOPLE_DETAILS]
+        found |= {str(s) for s in (acted, *named) if isinstance(s, str) and s}
+    return found
 
 
 def tokens_minted(principal: Principal, run_id: str) -> list[dict[str, Any]] | None:
