@@ -253,6 +253,48 @@ def test_a_click_sent_twice_decides_once_and_a_reject_is_said_as_one(services, w
     assert late["text"] == "This request was already decided or has timed out, so your answer was not recorded."
 
 
+def test_a_click_that_votes_is_counted_as_a_decision_and_clicks_count_against_the_tenants_request_rate(
+    services, world, slack, monkeypatch, capsys
+):
+    from interlude.adapters import metrics
+    from interlude.domain.models.tenants import TenantSettings
+    from interlude.rules import limits
+
+    tenant = world.tenant
+    secret, run_id, message = asked(services, world, slack)
+    try:
+        with monkeypatch.context() as in_lambda:
+            # Points are written only inside Lambda (adapters.metrics), from settings read once per instance.
+            in_lambda.setenv("AWS_LAMBDA_FUNCTION_NAME", "interlude-api")
+            in_lambda.setenv(metrics.DEPLOYMENT_ENV, "test")
+            in_lambda.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+            lambda_runtime.fresh_instances()
+            capsys.readouterr()
+            assert click(message, "U0ANA", "open-approval-page", slack.url("/actions/1"), secret, tenant) == (200, {})
+            status, answer = click(message, "U0ANA", "interlude-approve", slack.url("/actions/1"), secret, tenant)
+            assert (status, answer["text"]) == (200, "Approved by Ana")
+    finally:
+        lambda_runtime.fresh_instances()
+    decisions = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"Decisions"' in line]
+    assert [d["surface"] for d in decisions] == ["slack"]
+
+    # The tenant's rate is the one its API keys count against: full for the next few windows, a click is told so.
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"requestsPerSecond": 1}}), "admin")
+    lambda_runtime.fresh_instances()
+    run_id, interrupt_id = gate_run(services, tenant)
+    message = posted_message(services, world, slack, run_id, interrupt_id, "ana")
+    now = time.time()
+    for ahead in range(3):
+        services.request_counters.count_request(tenant, limits.window_of(now + ahead), 1)
+    hits = len(slack.hits)
+    status, answer = click(message, "U0ANA", "interlude-approve", slack.url("/actions/1"), secret, tenant)
+    assert (status, answer["response_type"]) == (200, "ephemeral")
+    assert answer["text"].startswith("Interlude is taking many answers for your organisation just now")
+    assert json.loads(slack.hits[-1].body) == answer
+    assert len(slack.hits) == hits + 1
+    assert votes(services, run_id) == []
+
+
 # -- the other recipients' messages follow the gate ---------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
+from interlude.adapters import metrics
 from interlude.api.http import app, json_response, raw_body, standing
 from interlude.api.routes import route
 from interlude.composition import services
@@ -17,7 +18,10 @@ def slack_interaction(tenant: str) -> Response:
     headers = app.current_event.headers
     body = raw_body().encode("utf-8", "surrogatepass")
     interactions = services().slack_interactions(admit=standing().require_active)
-    shown = interactions.answer(
+    answered = interactions.answer(
         unquote(tenant), headers.get("x-slack-request-timestamp"), headers.get("x-slack-signature"), body
     )
-    return json_response(200, shown)
+    if answered.voted:
+        # The API's deciding routes are counted by route (api.app.count_response); a Slack click only when it voted.
+        metrics.count("Decisions", surface="slack")
+    return json_response(200, answered.shown)

@@ -139,9 +139,14 @@ class TenantLimiter:
 
     def admit(self, principal: Principal) -> rules.Admission:
         """Count one authenticated request against its tenant's rate; refused past the limit of its window."""
-        limit = self.limits(principal.tenant).requests_per_second
+        return self.admit_tenant(principal.tenant)
+
+    def admit_tenant(self, tenant: str) -> rules.Admission:
+        """Count one request the tenant is proved to have sent (an API key's, or a Slack click signed with its signing
+        secret) against its rate."""
+        limit = self.limits(tenant).requests_per_second
         window = rules.window_of(self.clock().timestamp())
-        return self.leases.admit(self.counters, principal.tenant, window, limit)
+        return self.leases.admit(self.counters, tenant, window, limit)
 
     def usage(self, tenant: str) -> dict[str, Any]:
         limits = self.limits(tenant)

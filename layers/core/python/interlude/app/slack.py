@@ -13,6 +13,7 @@ that only the clicker sees. That post is best-effort: the decision stands whethe
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interlude.domain.errors import DomainError, Unauthenticated
@@ -31,6 +32,7 @@ from interlude.rules.slack import (
 if TYPE_CHECKING:
     from interlude.app.ports import Decider, DirectoryRecords, RunLedger, SlackChannel
     from interlude.domain.clock import Clock
+    from interlude.rules.limits import Admission
     from interlude.rules.slack import Click
 
 SIGNATURE_INVALID = "interlude.slack_signature_invalid"
@@ -47,6 +49,16 @@ REFUSED_WORDS = {
     "validation_error": "This request needs more than a button can give: open the approval page to answer it.",
 }
 BUSY_WORDS = "Interlude could not record your answer just now; please click again in a moment."
+# A click past the tenant's request rate (the limit every API request of the tenant counts against).
+RATE_WORDS = "Interlude is taking many answers for your organisation just now, so yours was not recorded; please click again in a few seconds."
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What Slack is answered (200), and whether the click cast a vote (the Decisions metric counts it)."""
+
+    shown: dict[str, Any]
+    voted: bool = False
 UNKNOWN_USER_WORDS = (
     "Your Slack account is not linked to anyone in Interlude's directory, so your answer was not recorded. "
     "Ask your Interlude administrator to add your Slack member ID ({user}) to your directory entry."
@@ -62,19 +74,23 @@ class SlackInteractions:
         channel: SlackChannel,
         clock: Clock,
         admit: Callable[[str], None] = lambda tenant: None,
+        rate: Callable[[str], Admission] | None = None,
     ) -> None:
-        """`admit(tenant)`: refuses a tenant that may not act now (a suspended one: store.tenant_standing)."""
+        """`admit(tenant)`: refuses a tenant that may not act now (a suspended one: store.tenant_standing). `rate(tenant)`:
+        counts the click against the tenant's request rate, as every API request is (app.limits.TenantLimiter)."""
         self.runs = runs
         self.decisions = decisions
         self.directory = directory
         self.channel = channel
         self.clock = clock
         self.admit = admit
+        self.rate = rate
 
-    def answer(self, tenant: str, timestamp: str | None, signature: str | None, body: bytes) -> dict[str, Any]:
+    def answer(self, tenant: str, timestamp: str | None, signature: str | None, body: bytes) -> Answered:
         """What to answer Slack (200) for a verified click: the message as it now reads, or the words the clicker
         was shown. Refuses (401) a request that is not Slack's for this tenant, (400) a payload that is no click, and
-        (403) a click of a suspended tenant."""
+        (403) a click of a suspended tenant. A click past the tenant's request rate is told so in words (200: Slack
+        shows a person an error for any other status)."""
         self.verify(tenant, timestamp, signature, body)
         click = click_of(body)
         try:
@@ -84,12 +100,17 @@ class SlackInteractions:
             if click.response_url:
                 self.channel.reply(click.response_url, ephemeral(REFUSED_WORDS.get(refused.code, BUSY_WORDS)))
             raise
+        if self.rate is not None and not self.rate(tenant).allowed:
+            return self._shown(click, ephemeral(RATE_WORDS))
         if click.action is None:
-            return {}  # a click on the page's link, or a button of no decision: Slack only needs the acknowledgement
+            return Answered({})  # a click on the page's link, or a button of no decision: Slack only needs the acknowledgement
         shown = self._decide(tenant, click)
+        return Answered(self._shown(click, shown).shown, voted=shown.get("replace_original") is True)
+
+    def _shown(self, click: Click, shown: dict[str, Any]) -> Answered:
         if click.response_url:
             self.channel.reply(click.response_url, shown)
-        return shown
+        return Answered(shown)
 
     def verify(self, tenant: str, timestamp: str | None, signature: str | None, body: bytes) -> None:
         secret = self.channel.signing_secret(tenant) if TENANT_RE.fullmatch(tenant) else None
