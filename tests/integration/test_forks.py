@@ -250,3 +250,58 @@ def test_forking_needs_runs_read_besides_runs_create(client, gateway, services):
 
     assert (refused.value.status, refused.value.envelope.error) == (403, "forbidden")
     assert refused.value.envelope.details == {"scopeRequired": "runs:read"}
+
+
+QUORUM = {"nodes": [{"id": "sign", "typeId": "core.approvalGate", "config": {"title": "Two of us", "requiredApprovals": 2}}], "edges": []}
+
+
+def one_of_two_approved(services: Services, gateway: str) -> tuple[str, OpenwopClient]:
+    """A run of a two-approval gate that Ana approved: it waits for one more. Returns it and Bob's client."""
+    services.workflows.put_workflow(signed_in(services), "quorum", WorkflowDefinition.model_validate(QUORUM))
+    ana = OpenwopClient(gateway, new_api_key(services, "ana"))
+    run_id = ana.runs_create(CreateRunRequest(workflowId="quorum")).runId
+    ana.interrupts_resolve_by_run(run_id, "sign", ResolveInterruptRequest(resumeValue={"action": "accept", "comment": "fine"}))
+    return run_id, OpenwopClient(gateway, new_api_key(services, "bob"))
+
+
+def test_votes_cast_on_an_undecided_gate_are_carried_into_a_replay(services, gateway):
+    # Given a quorum gate Ana approved (1 of 2)
+    source, bob = one_of_two_approved(services, gateway)
+
+    # When the run is replayed
+    forked = bob.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    # Then the fork's gate holds Ana's vote (its event again, after the gate's request), so Bob's approval decides it
+    assert forked.status == "waiting-approval"
+    types = [e.type for e in events_of(bob, forked.runId)]
+    assert types.index("approval.received") > types.index("interrupt.requested")
+    (carried,) = [e for e in events_of(bob, forked.runId) if e.type == "approval.received"]
+    assert carried.payload["resumeValue"]["comment"] == "fine"
+    bob.interrupts_resolve_by_run(forked.runId, "sign", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+    assert bob.runs_get(forked.runId).status == "completed"
+    # And Ana may not vote twice in the fork
+    ana = OpenwopClient(gateway, new_api_key(services, "ana"))
+    again = ana.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+    with pytest.raises(WopError) as refused:
+        ana.interrupts_resolve_by_run(again.runId, "sign", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+    assert (refused.value.status, refused.value.envelope.error) == (409, "interlude.vote_already_cast")
+    # And the fork's audit entry says the vote was carried, and who cast it
+    headers = {"Authorization": f"Bearer {new_api_key(services)}"}
+    entries = requests.get(f"{gateway}/audit", headers=headers, timeout=10).json()["entries"]
+    (made,) = [e for e in entries if e["action"] == "run.forked" and e["target"]["runId"] == forked.runId]
+    assert made["details"]["carriedVotes"]["count"] == 1
+    (vote,) = made["details"]["carriedVotes"]["votes"]
+    assert (vote["nodeId"], vote["action"]) == ("sign", "accept")
+    assert "ana" in vote["principal"]
+
+
+def test_a_branch_carries_only_the_votes_cast_before_its_fork_point(services, gateway):
+    source, bob = one_of_two_approved(services, gateway)
+    voted_at = sequence_of(events_of(bob, source), "approval.received", "sign")
+
+    # (the vote is the source's last event: a branch after it is a replay, which the test above drives)
+    before = bob.runs_fork(source, ForkRunRequest(fromSeq=voted_at, mode="branch"))
+
+    assert "approval.received" not in [e.type for e in events_of(bob, before.runId)]
+    bob.interrupts_resolve_by_run(before.runId, "sign", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+    assert bob.runs_get(before.runId).status == "waiting-approval"

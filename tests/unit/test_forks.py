@@ -11,7 +11,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines, forks
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
-from tests.support.engine import NOW, answer, edge, gate, new_state, refund_definition, start, wf_of
+from tests.support.engine import NOW, answer, edge, gate, new_state, refund_definition, start, subject, wf_of
 
 FORK_ID = "t1/BBBBBBBBBBBBBBBBBBBB"
 INPUTS = {"orderId": "o-1", "amount": 20}
@@ -62,7 +62,7 @@ def test_a_replay_of_a_refined_then_approved_refund_takes_the_same_course_asking
     same_course(source.t, fork)
     assert suspended(fork) == []
     assert fork.state.nodes["review"].visits == 2
-    assert fork.state.recorded == {"gates": {}, "effects": {}}
+    assert fork.state.recorded == {"gates": {}, "effects": {}, "votes": {}}
 
 
 def http(i: str) -> dict[str, Any]:
@@ -123,3 +123,22 @@ def test_the_redrive_point_is_where_the_failed_visit_was_decided_or_the_run_fail
     run_failed = next(e["sequence"] for e in source.log if e["type"] == "run.failed")
     assert forks.redrive_point(source.log, None) == run_failed
     assert forks.redrive_point([], "b") is None
+
+
+def test_votes_on_a_gate_open_at_the_fork_point_are_counted_with_their_events_and_a_decided_gates_are_not():
+    wf = wf_of([gate("two", requiredApprovals=2), gate("one")], [edge("two", "one")])
+    source = Logged(wf, start(wf)).answer("two", {"action": "accept", "comment": "ok"})
+    voted_at = len(source.log) - 1
+    key = source.t.state.interrupts["two"].key
+
+    open_ = forks.recorded_history(source.log, None)["votes"]
+    before_vote = forks.recorded_history(source.log, voted_at)["votes"]
+
+    ((visit, held),) = open_.items()
+    assert (visit, held["key"], held["count"]) == ("two#1", key, 1)
+    assert [t for t, _ in held["events"]] == ["approval.received"]
+    assert held["events"][0][1]["resumeValue"]["comment"] == "ok"
+    assert before_vote == {}
+    # Once the gate is decided, its votes are the decision's, not carried as votes
+    source.keep(answer(source.t, wf, "two", {"action": "accept"}, subject("bob")))
+    assert forks.recorded_history(source.log, None)["votes"] == {}

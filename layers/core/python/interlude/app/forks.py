@@ -4,6 +4,7 @@ both ways (the fork's `fork`, the source's `forks`). No HTTP here, no boto3 here
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -84,7 +85,7 @@ class Forks:
         events = self._whole_log(source)
         # A branch carries what settled before its fork point; a replay the whole log (replay.md: nothing it
         # decided is decided again, no effect it performed is performed again).
-        recorded = forks.recorded_history(events, from_seq if request.mode == "branch" else None)
+        recorded = self._with_votes(source, forks.recorded_history(events, from_seq if request.mode == "branch" else None))
         return self._fork(principal, source, recorded, ForkOrigin(sourceRunId=source.runId, fromSeq=from_seq, mode=request.mode), overlay, keyed)
 
     def redrive_run(self, principal: auth.Principal, run_id: str, keyed: KeyedWrite | None = None) -> Forked:
@@ -102,7 +103,7 @@ class Forks:
         point = forks.redrive_point(events, source.failedNodeId)
         if point is None:
             raise Unprocessable("the run's event log holds no failure to redrive from", {"field": "fromSeq"}, code="fork_point_invalid")
-        recorded = forks.recorded_history(events, point)
+        recorded = self._with_votes(source, forks.recorded_history(events, point))
         self._reopen_business_effect(source, events)
         origin = ForkOrigin(sourceRunId=source.runId, fromSeq=point, mode="branch", redrive=True)
         return self._fork(principal, source, recorded, origin, {}, keyed)
@@ -124,6 +125,18 @@ class Forks:
                 code="fork_point_invalid",
             )
         return events
+
+    def _with_votes(self, source: RunState, recorded: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The votes cast before the fork point on gates still open there, read from the source's interrupt items
+        (who cast each: principal, membership, surface, delegation), the first as many as the log counts."""
+        carried: dict[str, dict[str, Any]] = {}
+        for visit, asked in recorded.get("votes", {}).items():
+            item = self.records.closed_interrupt(source.runId, asked["key"]) or {}
+            votes = item.get("votes")
+            votes = json.loads(votes) if isinstance(votes, str) else votes or []
+            if len(votes) >= asked["count"]:
+                carried[visit] = {"votes": votes[: asked["count"]], "events": asked["events"]}
+        return {**recorded, "votes": carried}
 
     def _reopen_business_effect(self, source: RunState, events: list[dict[str, Any]]) -> None:
         """A failed call keyed by its business identity (effectKey) is the same effect in the redrive, whose record
@@ -181,6 +194,9 @@ class Forks:
         build = partial(engine.start, state, definition, now, self.step_budget)
         forked = Forked(state, source.runId, origin.fromSeq, origin.mode)
         details = {"sourceRunId": source.runId, "fromSeq": origin.fromSeq, "mode": origin.mode, "redrive": origin.redrive}
+        votes = carried_votes(recorded)
+        if votes:
+            details["carriedVotes"] = votes
         entry = audit_log.draft(principal, "run.forked", {"runId": state.runId}, iso(now), details)
         transition = self.runs.commit_or_fail(
             build, None, now, keyed=keyed, result=lambda made: _forked(made, forked), open_runs_limit=open_runs, audit=entry
@@ -202,6 +218,27 @@ class Forks:
             except LostRace:
                 continue
             return
+
+
+# The carried votes a fork's audit entry names one by one (the rest counted): a quorum asks at most a few dozen people.
+MAX_AUDITED_VOTES = 20
+
+
+def carried_votes(recorded: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What the fork's audit entry says of the votes it carried: how many, and for each (the first MAX_AUDITED_VOTES)
+    the gate, who cast it (for whom, when delegated), what, and when in the source."""
+    listed = [
+        {
+            "nodeId": visit.rsplit("#", 1)[0],
+            "principal": vote.get("principal"),
+            "action": vote.get("action"),
+            "at": vote.get("at"),
+            **({"castBy": vote["castBy"]} if vote.get("castBy") else {}),
+        }
+        for visit, held in sorted(recorded.get("votes", {}).items())
+        for vote in held["votes"]
+    ]
+    return {"count": len(listed), "votes": listed[:MAX_AUDITED_VOTES]} if listed else {}
 
 
 def _forked(transition: Transition, forked: Forked) -> Forked:

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 HTTP_KIND = "http"
 _IDS = ("nodeId", "interruptId")
 _SETTLED = ("node.completed", "node.failed")
+# The events that record a vote on a gate that stays open (engine/run.py: resolve's `record`, delegate): each appends
+# one entry to the gate's votes, in order, so the first N entries of its item's votes are the first N such events'.
+# The event that records a delegation for one interrupt (issue 14 item 4): a vendor event (`<org>.<name>`).
+VOTE_DELEGATED = "interlude.vote-delegated"
+VOTE_EVENTS = ("approval.received", VOTE_DELEGATED)
+_CLOSING = ("interrupt.resolved", "node.cancelled", *_SETTLED)
 
 
 def visit_key(node_id: str, visit: int) -> str:
@@ -47,12 +53,18 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
     it again under its own identity.
 
     A recorded decision is what `decision_of` turns back into the engine's Decision: the `interrupt.resolved` payload
-    (without ids), the events the resolve emitted after it, and how the node settled (output or error)."""
+    (without ids), the events the resolve emitted after it, and how the node settled (output or error).
+
+    `"votes"`: the gates still open at the fork point on which votes were cast before it (a quorum gate with 1 of its 2
+    approvals), `{visit key: {"key": the source's interrupt key, "count": votes before the fork point, "events": [[type,
+    payload without ids], ...]}}`; the caller reads the votes themselves from the source's interrupt item (the log
+    holds what a vote said, not whose credential cast it) and keeps the first `count` (app/forks.py)."""
     visits: dict[str, int] = {}
     gates: dict[str, dict[str, Any]] = {}
     effects: dict[str, dict[str, Any]] = {}
     deciding: dict[str, dict[str, Any]] = {}  # node id -> its decision being read
     requested: dict[str, dict[str, Any]] = {}  # node id -> its http action waiting to settle
+    asking: dict[str, dict[str, Any]] = {}  # node id -> its gate open (before the fork point) and the votes cast on it
     for event in events:
         type_, payload = event["type"], event.get("payload") or {}
         node_id = payload.get("nodeId") if isinstance(payload, dict) else None
@@ -79,7 +91,24 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
             }
         elif type_ == ACTION_REQUESTED and payload.get("kind") == HTTP_KIND:
             requested[node_id] = {"visit": payload["visit"], "effectId": payload["effectId"]}
-    return {"gates": gates, "effects": effects}
+        if before:
+            _note_votes(asking, visits.get(node_id, 1), node_id, type_, payload)
+    votes = {
+        visit_key(node_id, open_["visit"]): {"key": open_["key"], "count": len(open_["events"]), "events": open_["events"]}
+        for node_id, open_ in asking.items()
+        if open_["events"] and open_["key"]
+    }
+    return {"gates": gates, "effects": effects, "votes": votes}
+
+
+def _note_votes(asking: dict[str, dict[str, Any]], visit: int, node_id: str, type_: str, payload: dict[str, Any]) -> None:
+    """A gate asked, a vote cast on it, or the gate closed (decided, cancelled, its node settled)."""
+    if type_ == "node.suspended":  # interrupt.requested's payload is the spec's (no nodeId); this one names both
+        asking[node_id] = {"visit": visit, "key": payload.get("key"), "events": []}
+    elif type_ in VOTE_EVENTS and node_id in asking:
+        asking[node_id]["events"].append([type_, _without_ids(payload)])
+    elif type_ in _CLOSING:
+        asking.pop(node_id, None)
 
 
 def _read_decision(

@@ -336,6 +336,18 @@ class _Step:
             suspended["reason"] = spec.reason
         self.emit("node.suspended", node_id, suspended)
         self.apply_effects(node_id, spec.effects)
+        self.carry_votes(node_id, interrupt)
+
+    def carry_votes(self, node_id: str, interrupt: OpenInterrupt) -> None:
+        """Votes a fork's source had cast on this gate, still open at the fork point: on the gate again, in order (a
+        quorum gate with 1 of 2 approvals waits for the 2nd only), and their events again after its request."""
+        carried = self.carried("votes", node_id)
+        if carried is None:
+            return
+        interrupt.votes = [Vote.model_validate(v) for v in carried["votes"]]
+        ids = {"nodeId": node_id, "interruptId": interrupt.interruptId}
+        for type_, payload in carried["events"]:
+            self.emit(type_, node_id, {**ids, **payload})
 
     def sleep(self, node_id: str, delay: int | str) -> None:
         """core.delay: sleep durably; the run stays `running` and wakes through engine.deadlines.expire."""
@@ -775,8 +787,7 @@ def retry_action(
     return step.t
 
 
-# The event that records a delegation for one interrupt (issue 14 item 4): a vendor event (`<org>.<name>`).
-VOTE_DELEGATED = "interlude.vote-delegated"
+VOTE_DELEGATED = forks.VOTE_DELEGATED
 
 
 def delegate(state: RunState, workflow: WorkflowDefinition, node_id: str, record: Vote, now: datetime) -> Transition:

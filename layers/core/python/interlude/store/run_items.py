@@ -121,6 +121,8 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
     }
     if interrupt.deadline is not None:
         item["deadline"] = a.n(interrupt.deadline)
+    if interrupt.votes:  # a fork's gate, opened with the votes its source had cast (engine/run.py carry_votes)
+        item["votes"] = a.as_json([v.model_dump() for v in interrupt.votes])
     # Re-entry guard: one interrupt per key for the lifetime of the run.
     return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
 

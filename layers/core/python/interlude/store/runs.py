@@ -86,11 +86,12 @@ class RunStore(Table):
         return item["raisedAt"]["S"] if "raisedAt" in item else None
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
-        """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId, payload}; None if none was."""
+        """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId, payload, votes?}; None if none
+        was. `votes` (JSON text) are those recorded while it was open, the one that closed it not among them."""
         got = self.client.get_item(
             TableName=self.table,
             Key=a.key(run_pk(run_id), interrupt_sk(key)),
-            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload",
+            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload, votes",
             ExpressionAttributeNames={"#st": "status"},
         )
         item = got.get("Item")
