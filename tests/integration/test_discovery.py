@@ -34,6 +34,7 @@ GATED = [
     ("multiAgent", "getRunAncestry", "GET", "/runs/{run}/ancestry"),
     ("replay", "getEffectSeamManifest", "GET", "/host/effect-seams"),
     ("replay", "forkRun", "POST", "/runs/{run}:fork"),
+    ("replay", "diffRun", "GET", "/runs/{run}:diff?against={run}"),
     # Operations of families this host serves nothing of: no route names them, a run's route included.
     ("compensation", "getRunCompensation", "GET", "/runs/{run}/compensation"),
 ]
@@ -87,10 +88,9 @@ def test_discovery_advertises_idempotency_layer_2_and_replay(services):
     assert caps["replay"]["effectSeamsManifest"] == "/host/effect-seams"
 
 
-def test_a_diff_of_runs_is_not_served_while_replay_is_advertised(services):
-    # diffRun (GET /runs/{runId}:diff) is no part of what this host serves (docs/adr/0108): 404, never the run.
+def test_an_unserved_custom_method_of_a_run_is_404_never_the_run(services):
     run_id = a_run(services)
-    status, _, body = http("GET", f"/runs/{wire(run_id)}:diff", new_api_key(services))
+    status, _, body = http("GET", f"/runs/{wire(run_id)}:pause", new_api_key(services))
     assert (status, body["error"]) == (404, "not_found")
 
 

@@ -305,3 +305,63 @@ def test_a_branch_carries_only_the_votes_cast_before_its_fork_point(services, ga
     assert "approval.received" not in [e.type for e in events_of(bob, before.runId)]
     bob.interrupts_resolve_by_run(before.runId, "sign", ResolveInterruptRequest(resumeValue={"action": "accept"}))
     assert bob.runs_get(before.runId).status == "waiting-approval"
+
+
+def test_a_run_diffed_against_its_replay_diverges_where_the_fork_settled_the_decided_gate(client):
+    source = decided_first_gate(client)
+    forked = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    diff = client.runs_diff(source, forked.runId)
+    same = client.runs_diff(source, source)
+
+    # The source asked its first gate (interrupt.requested); the fork settled it as recorded (interrupt.resolved)
+    assert (diff.a, diff.b) == (source, forked.runId)
+    asked_at = next(e.sequence for e in events_of(client, source) if e.type == "interrupt.requested")
+    assert diff.divergedAtSeq == asked_at
+    first = diff.eventDiffs[0]
+    assert (first.seq, first.op, first.aEvent["type"], first.bEvent["type"]) == (
+        asked_at, "changed", "interrupt.requested", "interrupt.resolved",
+    )
+    assert [d.seq for d in diff.eventDiffs] == sorted(d.seq for d in diff.eventDiffs)
+    # Both wait at the second gate, having settled the first alike: the states their logs reach are the same
+    assert diff.stateDiff == {}
+    assert (same.divergedAtSeq, same.eventDiffs, same.stateDiff) == (None, [], {})
+
+
+def test_a_redrive_diffed_against_its_failed_source_shows_the_end_that_differs(client, gateway, services):
+    source = decided_first_gate(client)
+    client.interrupts_resolve_by_run(source, "publish", ResolveInterruptRequest(resumeValue={"action": "reject"}))
+    redriven = post(gateway, services, f"/runs/{wire(source)}:redrive").json()["runId"]
+    client.interrupts_resolve_by_run(redriven, "publish", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+
+    diff = client.runs_diff(source, redriven)
+
+    assert diff.stateDiff["end"]["a"]["status"] == "failed"
+    assert diff.stateDiff["end"]["b"] == {"status": "completed"}
+    assert diff.stateDiff["nodes"]["publish"]["a"]["status"] == "failed"
+    assert diff.stateDiff["nodes"]["publish"]["b"]["status"] == "completed"
+    assert "draft" not in diff.stateDiff["nodes"]
+
+
+def test_diff_refusals_each_carry_their_code(client, gateway, services, monkeypatch):
+    source = decided_first_gate(client)
+    tenant = source.split("/", 1)[0]
+
+    def diff(path: str, key: str | None = None) -> tuple[int, str]:
+        headers = {"Authorization": f"Bearer {key or new_api_key(services)}"}
+        got = requests.get(f"{gateway}/runs/{path}", headers=headers, timeout=10)
+        return got.status_code, got.json()["error"]
+
+    run = wire(source)
+    assert diff(f"{run}:diff") == (400, "validation_error")
+    assert diff(f"{run}:diff?against=") == (400, "validation_error")
+    assert diff(f"{run}:diff?against=not-an-id") == (400, "validation_error")
+    assert diff(f"{run}:diff?against={wire(tenant_bound(tenant, mint_opaque()))}") == (404, "not_found")
+    assert diff(f"{wire(tenant_bound(tenant, mint_opaque()))}:diff?against={run}") == (404, "not_found")
+    assert diff(f"{run}:diff?against={wire(tenant_bound(f'other-{tenant}', mint_opaque()))}") == (403, "id_tenant_mismatch")
+    assert diff(f"{run}:diff?against={run}", new_api_key(services, scopes=["runs:create"])) == (403, "forbidden")
+    # A run whose log is longer than a diff compares is refused, whole, before its log is read
+    from interlude.rules import run_diff
+
+    monkeypatch.setattr(run_diff, "MAX_DIFF_EVENTS", 3)
+    assert diff(f"{run}:diff?against={run}") == (413, "payload_too_large")

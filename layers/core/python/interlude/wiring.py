@@ -1293,6 +1293,15 @@ ROUTES: tuple[Route, ...] = (
             "interlude.quota_exceeded", "payload_too_large",
         ),
     ),
+    # Issue 29 item 2: two runs compared (OpenWOP diffRun, RFC 0054; rules/run_diff.py), typically a run and its fork;
+    # of the `replay` family, so served while discovery advertises it. runs:read, both runs the key's tenant's.
+    Route(
+        "GET", "/runs/{runId}:diff", "diffRun", "runs:read", "Compare a run with another: where their logs diverge",
+        module="forks",
+        params=(Param("against", "query", {"type": "string"}, "the run to compare with (b); required"),),
+        answers=(Answer(200, "Where the runs diverge, each event that differs, how their states differ", "interlude.domain.models.responses.RunDiff"),),
+        errors=(*RUN_ERRORS, "payload_too_large"),
+    ),
     # Issue 15 (interlude.api.effects): the effect records of gated actions (idempotency Layer 2), and the seams.
     Route(
         "GET", "/runs/{runId}/effects", "getRunEffects", "runs:read", "The run's effect records (Layer 2)",

@@ -205,7 +205,14 @@ def run_created(state: RunState) -> Response:
 @route("getRun")
 def get_run(runId: str) -> Response:
     if is_custom_method(runId):
-        raise NotFound("no such route")  # GET /runs/{runId}:diff (diffRun), which this host does not serve
+        # The resolver's `{runId}` takes a segment with a colon, so GET /runs/{runId}:diff reaches this route first
+        # whichever module registered first: diffRun is told apart here, any other custom method is not served.
+        run_id, _, method = runId.rpartition(":")
+        if method != "diff":
+            raise NotFound("no such route")
+        from interlude.api.forks import diff_run
+
+        return diff_run(run_id)
     principal = principal_for("getRun")
     state, _ = services().runs.load_run(principal.tenant, from_wire(runId))
     etag = f'"{state.nextSeq}-{state.status}"'

@@ -16,13 +16,13 @@ from interlude.domain import clock as clock_
 from interlude.domain import schemas
 from interlude.domain.budgets import MAX_STATE_BYTES, within_budget
 from interlude.domain.clock import Clock, iso
-from interlude.domain.errors import Conflict, Invalid, Unprocessable
+from interlude.domain.errors import Conflict, Invalid, TooLarge, Unprocessable
 from interlude.domain.ids import mint_opaque, tenant_bound
 from interlude.domain.models.run import ForkOrigin, RunState
 from interlude.engine import forks
 from interlude.engine import run as engine
 from interlude.engine.run import Transition
-from interlude.rules import run_search
+from interlude.rules import run_diff, run_search
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
@@ -107,6 +107,19 @@ class Forks:
         self._reopen_business_effect(source, events)
         origin = ForkOrigin(sourceRunId=source.runId, fromSeq=point, mode="branch", redrive=True)
         return self._fork(principal, source, recorded, origin, {}, keyed)
+
+    def diff_runs(self, principal: auth.Principal, run_id: str, against: str) -> dict[str, Any]:
+        """OpenWOP diffRun (rules/run_diff.py) of `run_id` (a) against `against` (b), both the caller's tenant's; a run
+        whose log holds more than MAX_DIFF_EVENTS events is refused before either log is read."""
+        runs = [self.runs.load_run(principal.tenant, run)[0] for run in (run_id, against)]
+        for state in runs:
+            if state.nextSeq > run_diff.MAX_DIFF_EVENTS:
+                raise TooLarge(
+                    f"run {state.runId} has {state.nextSeq} events; a diff compares at most {run_diff.MAX_DIFF_EVENTS} a run",
+                    {"runId": state.runId, "events": state.nextSeq, "maxEvents": run_diff.MAX_DIFF_EVENTS},
+                )
+        a, b = (self.records.read_events(state.runId, limit=run_diff.MAX_DIFF_EVENTS) for state in runs)
+        return run_diff.diff_runs(run_id, a, against, b)
 
     def _whole_log(self, source: RunState) -> list[dict[str, Any]]:
         """The source's event log, refused unless it is whole (events past their retention would be history lost) and

@@ -82,6 +82,28 @@ class RunForked(Answer):
     eventsUrl: str
 
 
+class RunEventDiff(Answer):
+    """One sequence where two runs' logs differ (run-diff-response.schema.json): `aEvent` absent when added, `bEvent`
+    absent when removed."""
+
+    seq: int = Field(ge=0)
+    op: Literal["added", "removed", "changed"]
+    aEvent: RunEventDoc | None = Field(default=None, exclude_if=lambda v: v is None)
+    bEvent: RunEventDoc | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+class RunDiff(Answer):
+    """OpenWOP diffRun (rules/run_diff.py): where run `a`'s log and run `b`'s diverge, each differing event, and how the
+    state their logs reach differs."""
+
+    a: str
+    b: str
+    divergedAtSeq: int | None
+    eventDiffs: list[RunEventDiff]
+    stateDiff: dict[str, Any]
+    truncated: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
 class RunCancelled(Answer):
     runId: str
     status: RunStatus
