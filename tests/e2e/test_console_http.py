@@ -483,3 +483,42 @@ def test_runs_are_found_by_tag_words_time_and_several_statuses(api: Api, admin: 
     refused = admin.get("/console/runs", params={"createdAfter": "yesterday"})
     assert refused.status_code == 400
     assert "CreatedAfter must be an RFC 3339 date-time" in refused.text
+
+
+# A number of each kind a JSON parser writes back otherwise, as its caller wrote it (issue 28 item 3: "numbers as
+# written"): a trailing zero, an exponent, an integer past a double's precision, zeros after a decimal.
+WRITTEN = {"amount": "1.50", "fee": "1e3", "order": "12345678901234567890", "rate": "0.1000"}
+
+
+def test_an_artifact_shows_every_number_as_its_caller_wrote_it_on_the_page_and_in_the_console(
+    api: Api, admin: Console
+) -> None:
+    workflow_id = gate_workflow(api, actions=["accept", "reject", "edit-accept"], artifactData="{{inputs.refund}}")
+    refund = ", ".join(f'"{key}": {text}' for key, text in WRITTEN.items())
+    started = api.call("POST", "/runs", f'{{"workflowId": "{workflow_id}", "inputs": {{"refund": {{{refund}}}}}}}')
+    assert started.status_code == 201, started.text
+    run_id = started.json()["runId"]
+    assert api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+    # The API's own answers are JSON as they always were
+    assert api.run(run_id)["inputs"]["refund"] == {"amount": 1.5, "fee": 1000.0, "order": 12345678901234567890, "rate": 0.1}
+
+    minted = api.call("POST", f"/runs/{wire(run_id)}/interrupts/review/tokens", {"intent": "resolve"})
+    assert minted.status_code == 201, minted.text
+    person = requests.Session()
+    page = person.get(minted.json()["url"], headers={"Accept": "text/html"}, timeout=30).text
+    inbox = admin.get(f"/console/inbox?workflowId={workflow_id}").text
+    run_page = admin.get(f"/console/runs/{wire(run_id)}").text
+    for markup in (page, inbox, run_page):
+        for key, text in WRITTEN.items():
+            # The artifact's table, and the "approve with my edits" field that starts from it
+            assert f'<th scope="row">{key}</th><td>{text}</td>' in markup, (key, markup)
+            assert re.search(rf'<input type="number"[^>]*value="{re.escape(text)}"', markup), (key, text)
+
+    # Sent back unchanged, the edits are the same numbers
+    proof = PROOF.search(page)
+    assert proof is not None
+    form = {"csrf": proof.group(1), "action": "edit-accept", **{f"e{i}": text for i, text in enumerate(WRITTEN.values())}}
+    decided = person.post(minted.json()["url"], data=form, headers={"Accept": "text/html"}, timeout=30)
+    assert decided.status_code == 200, decided.text
+    done = api.wait_status(run_id, {"completed"})
+    assert done["variables"]["review"]["editedArtifactData"] == done["inputs"]["refund"]

@@ -22,12 +22,14 @@ from interlude.api.http import (
     body,
     last_event_id,
     principal_for,
+    raw_body,
     required_body,
     sse_response,
     stream_bounds,
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
+from interlude.api.strict_json import spellings
 from interlude.app import streams as streaming
 from interlude.composition import services
 from interlude.domain.errors import Forbidden
@@ -63,7 +65,8 @@ def ok(answer: BaseModel, status: int = 200) -> Response:
 
 @route("modulexRun")
 def run() -> Response:
-    return ok(face().run(caller("modulexRun", run_scoped=False), required_body(), keyed(ok)))
+    body = required_body()
+    return ok(face().run(caller("modulexRun", run_scoped=False), body, keyed(ok), spellings(raw_body())))
 
 
 @route("modulexResume")

@@ -25,6 +25,7 @@ from interlude.api.http import (
     parsed,
     principal_for,
     query_int,
+    raw_body,
     required_body,
     resume_value_body,
     run_links,
@@ -32,6 +33,7 @@ from interlude.api.http import (
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
+from interlude.api.strict_json import spellings
 from interlude.app.snapshots import snapshot
 from interlude.composition import services
 from interlude.config import settings
@@ -193,7 +195,8 @@ def get_workflow(workflowId: str) -> Response:
 @route("createRun")
 def create_run() -> Response:
     principal = principal_for("createRun")
-    return run_created(services().lifecycle.create_run(principal, parsed(CreateRunRequest), keyed(run_created)))
+    request = parsed(CreateRunRequest)
+    return run_created(services().lifecycle.create_run(principal, request, keyed(run_created), spellings(raw_body())))
 
 
 def run_created(state: RunState) -> Response:

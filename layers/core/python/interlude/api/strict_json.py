@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from typing import Any, NamedTuple
 
@@ -108,3 +109,31 @@ def loads(raw: str, max_depth: int = MAX_DEPTH) -> Any:
         raise StrictJsonError(f"the body is not valid JSON: {exc}", "body") from None
     _check(value, [], max_depth)
     return value
+
+
+# -- numbers as their caller wrote them (docs/adr/0119) ---------------------------------------------------------------
+
+# How many numbers a document keeps the spelling of, and how long one may be: a run stores them (RunState.writtenNumbers).
+MAX_SPELLINGS = 64
+MAX_SPELLING_CHARS = 40
+# A number with a fraction or an exponent (only such a number can read back written otherwise: an integer is kept
+# exactly as written, sign aside).
+_FRACTIONAL = re.compile(r"\d[.eE]")
+
+
+def spellings(raw: str) -> dict[str, str]:
+    """How `raw` (already accepted by `loads`) writes each of its numbers that Python writes back otherwise: `1.50`,
+    `1e3`, `0.1000`, by the text Python writes (`1.5`, `1000.0`, `0.1`); the first spelling of a value wins."""
+    if _FRACTIONAL.search(raw) is None:
+        return {}
+    found: dict[str, str] = {}
+
+    def kept(text: str) -> float:
+        value = float(text)
+        written = json.dumps(value, allow_nan=False)
+        if written != text and len(found) < MAX_SPELLINGS and len(text) <= MAX_SPELLING_CHARS:
+            found.setdefault(written, text)
+        return value
+
+    json.loads(raw, parse_float=kept)
+    return found

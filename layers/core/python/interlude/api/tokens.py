@@ -38,6 +38,7 @@ from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import names_of
+from interlude.api.page.text import spelled
 from interlude.api.routes import route
 from interlude.app.facts import display_name as directory_name
 from interlude.app.facts import entry_of
@@ -445,7 +446,8 @@ def view_of(state: RunState, claims: TokenClaims, payload: dict[str, Any], verdi
         else 0
     )
     return approval.View(
-        payload=payload,
+        # Its numbers as the run's caller wrote them (docs/adr/0119).
+        payload=spelled(payload, state.writtenNumbers),
         node_id=claims.node_id,
         intent=claims.intent if claims.decides else "inspect",
         run_status=state.status,

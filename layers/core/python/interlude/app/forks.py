@@ -200,6 +200,7 @@ class Forks:
             createdAt=iso(now),
             fork=origin,
             recorded=recorded,
+            writtenNumbers=source.writtenNumbers,
             searchableMetadata=searchable,
             **options,
         )

@@ -3,6 +3,7 @@ and advanced when a transition left it runnable (the dispatch outbox). Decisions
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -58,8 +59,13 @@ class RunLifecycle:
         self.callback_resolver = callback_resolver
 
     def create_run(
-        self, principal: auth.Principal, request: CreateRunRequest, keyed: KeyedWrite | None = None
+        self,
+        principal: auth.Principal,
+        request: CreateRunRequest,
+        keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
     ) -> RunState:
+        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers)."""
         if request.tenantId is not None and request.tenantId != principal.tenant:
             raise Forbidden("tenantId must be the tenant of the credential", {"field": "tenantId"})
         if request.callbackUrl is not None:
@@ -114,6 +120,7 @@ class RunLifecycle:
             callbackUrl=request.callbackUrl,
             createdByKey=principal.key_id,
             createdAt=iso(now),
+            writtenNumbers=dict(written_numbers or {}),
         )
         build = partial(engine.start, state, definition, now, self.step_budget)
         transition = self.runs.commit_or_fail(build, None, now, keyed=keyed, open_runs_limit=limits.open_runs)

@@ -8,7 +8,7 @@ services; any object with these methods serves (a test's fake as well as the Dyn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -407,7 +407,11 @@ class RunControl(RunCancels, Protocol):
     """A run created and cancelled (app/lifecycle.py)."""
 
     def create_run(
-        self, principal: auth.Principal, request: CreateRunRequest, keyed: KeyedWrite | None = None
+        self,
+        principal: auth.Principal,
+        request: CreateRunRequest,
+        keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
     ) -> RunState: ...
 
 

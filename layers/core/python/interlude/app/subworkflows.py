@@ -151,6 +151,8 @@ class SubWorkflows:
             parentNodeId=node_id,
             parentVisit=visit,
             depth=parent.depth + 1,
+            # Its inputs come from the parent's values, written as the parent's caller wrote them.
+            writtenNumbers=parent.writtenNumbers,
         )
         open_runs = self.limits.limits(parent.tenant).open_runs
         build = partial(engine.start, state, definition, now, self.step_budget)

@@ -20,7 +20,7 @@ from interlude.api.console import readable
 from interlude.api.page import approval, forms, templating
 from interlude.api.page.graph import STATUS_WORDS, GraphNode, describe, drawing
 from interlude.api.page.names import Names
-from interlude.api.page.text import Cell, cell_of
+from interlude.api.page.text import Cell, cell_of, spelled
 from interlude.domain.event_words import EVENT_WORDS
 from interlude.domain.ids import principal_subject, to_wire
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -262,6 +262,8 @@ class RunContext:
     due: Mapping[str, str] = field(default_factory=dict)
     # node id -> (who works it, who assigned it)
     assignees: Mapping[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    # How the run's caller wrote its numbers (RunState.writtenNumbers): its gates' payloads show them so.
+    written: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -350,8 +352,8 @@ def inbox(
     contexts = contexts or {}
     entries = []
     for i, item in enumerate(sorted_items(items, query.sort, contexts)):
-        payload = item.get("payload") or {}
         context = contexts.get(str(item["runId"])) or RunContext(Names(str(item.get("workflowId", ""))))
+        payload = spelled(item.get("payload") or {}, context.written)
         named = context.names
         node_id = str(item.get("nodeId", ""))
         labels = named.labels_of(node_id)

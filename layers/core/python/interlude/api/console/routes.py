@@ -41,6 +41,7 @@ from interlude.api.http import (
 from interlude.api.page import approval, csrf, forms
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
+from interlude.api.page.text import spelled
 from interlude.api.replay import replay
 from interlude.api.routes import route
 from interlude.api.run_listing import METADATA_PARAM, search_filters
@@ -474,9 +475,10 @@ def run_contexts(run_ids: list[str]) -> dict[str, pages.RunContext]:
             names_of(
                 services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion), state.workflowId
             ),
-            state.inputs,
+            spelled(state.inputs, state.writtenNumbers),
             {node_id: iso_epoch(oi.deadline) for node_id, oi in state.interrupts.items() if oi.deadline is not None},
             {node_id: (oi.assignee, oi.assignedBy) for node_id, oi in state.interrupts.items() if oi.assignee},
+            state.writtenNumbers,
         )
         for run_id, (state, _) in runs.items()
     }
@@ -664,7 +666,9 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
     query = app.current_event.query_string_parameters or {}
     selected = query.get("step") or None
     me = run_resolver(principal, "console").principal
-    snapshot = run_snapshot(state)
+    # Its numbers, wherever the page shows them, as the run's caller wrote them (docs/adr/0119).
+    written = state.writtenNumbers
+    snapshot = spelled(run_snapshot(state), written)
     definition = services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
     if selected is not None:
         selected = definition.engine_node_id(selected)
@@ -673,7 +677,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
     names = names_of(definition, state.workflowId)
     nodes, edges = graph_of(state, names)
     polled = services().runs.poll_events(principal, run_id, after, 0)
-    events = polled["events"][:EVENTS_PER_PAGE]
+    events = spelled(polled["events"][:EVENTS_PER_PAGE], written)
     last_seen = events[-1]["sequence"] if events else after
     more = last_seen if polled["lastSequence"] > last_seen else None
     deliveries = services().deliveries.run_deliveries(principal, run_id)["deliveries"]
@@ -684,7 +688,7 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
             "kind": oi.kind,
             "raisedAt": oi.raisedAt,
             "deadline": iso_epoch(oi.deadline) if oi.deadline is not None else "none",
-            "payload": oi.payload,
+            "payload": spelled(oi.payload, written),
             "votes": [{k: v for k, v in vote.model_dump().items() if k in PUBLIC_VOTE_FIELDS} for vote in oi.votes],
             "mayDecide": may(principal, "consoleDecide") and not voted(oi, me),
             "assignee": oi.assignee,
@@ -755,10 +759,11 @@ def step_inputs(
         except Exception:  # noqa: BLE001 - a binding that cannot be read now is shown as not given, never a failed page
             bound = None
     error = state.error if state.failedNodeId == node_id else readable.failure_of(events, node_id)
+    written = state.writtenNumbers
     return readable.StepInputs(
-        open_gate.payload if open_gate is not None else readable.latest_request(events, node_id),
-        bound,
-        state.outputs.get(node_id),
+        spelled(open_gate.payload, written) if open_gate is not None else readable.latest_request(events, node_id),
+        spelled(bound, written),
+        spelled(state.outputs.get(node_id), written),
         error if state.nodes.get(node_id) is not None and state.nodes[node_id].status == "failed" else None,
     )
 

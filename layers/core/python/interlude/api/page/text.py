@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,11 +38,42 @@ def unfilled_in_words(text: str) -> str:
 
 
 def as_written(value: Any) -> str:
-    """A primitive as a person reads and types it: a number as JSON writes it (never reformatted), a boolean as
-    JSON's true / false, text as it is; anything else as its JSON."""
+    """A primitive as a person reads and types it: a number as its caller wrote it (`Written`), else as JSON writes it
+    (never reformatted), a boolean as JSON's true / false, text as it is; anything else as its JSON."""
     if isinstance(value, str):
         return value
+    if isinstance(value, Written):
+        return value.text
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+class Written(float):
+    """A number that reads as its caller wrote it (`1.50`, `1e3`): equal to, and computed with, as the float it is."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> Written:
+        number = super().__new__(cls, value)
+        number.text = text
+        return number
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Written, (float(self), self.text))
+
+
+def spelled(value: Any, written: Mapping[str, str]) -> Any:
+    """`value` with each number its run's caller wrote otherwise (RunState.writtenNumbers: by the text JSON writes)
+    as a `Written`, for a page to show as written; `value` itself when there is nothing to respell."""
+    if not written:
+        return value
+    if isinstance(value, Mapping):
+        return {k: spelled(v, written) for k, v in value.items()}
+    if isinstance(value, list):
+        return [spelled(v, written) for v in value]
+    if isinstance(value, float) and not isinstance(value, Written):
+        text = written.get(json.dumps(value, allow_nan=False)) if math.isfinite(value) else None
+        return Written(value, text) if text is not None else value
+    return value
 
 
 # -- a value as a table -----------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ Every lookup by a ModuleX id answers 404 for unknown, malformed and other-organi
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -284,7 +285,14 @@ class ModulexFace:
             raise Invalid(f"no deployed workflow {workflow_id!r} (it was deleted)")
         return workflow_id
 
-    def run(self, principal: auth.Principal, body: Any, keyed: KeyedWrite | None = None) -> ModulexRunStarted:
+    def run(
+        self,
+        principal: auth.Principal,
+        body: Any,
+        keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
+    ) -> ModulexRunStarted:
+        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers)."""
         began = time.monotonic()
         inputs, config = run_body(body)
         has_inline = body.get("workflow") is not None
@@ -301,7 +309,7 @@ class ModulexFace:
         typed: CreateRunRequest = parse(CreateRunRequest, request, "request body")
         try:
             # With an Idempotency-Key, the answer is made just before the commit and committed with the run.
-            state = self.control.create_run(principal, typed, keyed.map(started) if keyed else None)
+            state = self.control.create_run(principal, typed, keyed.map(started) if keyed else None, written_numbers)
         except DomainError as exc:
             if exc.code == "not_found" and not has_inline:
                 # ModuleX: a workflow_id without an active deployment is a 400.
