@@ -1,6 +1,7 @@
 """Print what making a DynamoDB client costs, in CPU: from a new boto3 session (a cold process, or a SnapStart restore
 that drops the session whole) and from a new session handed the loader of one that already parsed the models (what
-interlude.adapters.sdk_clients.forget_clients does after a restore; ADR 0107). Medians over fresh interpreters.
+interlude.adapters.sdk_clients.forget_clients does after a restore; ADR 0107). Medians over fresh interpreters; and from a new session of a process that reads only the SDK data the layer ships
+(interlude.adapters.sdk_data, written here into a temporary directory; sdk_clients.use_packaged_models).
 Usage: .venv/bin/python bench/client_creation.py [rounds]
 """
 
@@ -11,6 +12,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "layers" / "core" / "python"))
 
 PROBE = r"""
 import json, time, boto3, botocore.session
@@ -27,6 +33,16 @@ started = time.process_time()
 boto3.client("dynamodb")
 print(json.dumps({"new": new_session, "kept": time.process_time() - started}))
 """
+PACKAGED_PROBE = r"""
+import json, time
+started = time.process_time()
+import boto3
+from interlude.adapters.sdk_clients import use_packaged_models
+imported = time.process_time()
+use_packaged_models()
+boto3.client("dynamodb")
+print(json.dumps({"packaged": time.process_time() - imported}))
+"""
 
 
 def main() -> None:
@@ -37,18 +53,33 @@ def main() -> None:
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
     }
-    found = [
-        json.loads(
-            subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True).stdout
-        )
-        for _ in range(rounds)
-    ]
+    from interlude.adapters import sdk_clients, sdk_data
+
+    with tempfile.TemporaryDirectory(prefix="client-creation-") as layer:
+        packaged = {
+            **env,
+            sdk_clients.PACKAGED_MODELS_ENV: str(Path(layer) / sdk_clients.PACKAGED_MODELS),
+            "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
+        }
+        sdk_data.write(Path(packaged[sdk_clients.PACKAGED_MODELS_ENV]))
+        found = [
+            {**_probe(PROBE, env), **_probe(PACKAGED_PROBE, packaged)} for _ in range(rounds)
+        ]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"rounds={rounds}, CPU ms of one DynamoDB client, medians; load average {load}")
     print(f"  from a new session: {statistics.median(f['new'] for f in found) * 1000:.1f} ms")
     print(
         f"  from a new session given the parsed models' loader: {statistics.median(f['kept'] for f in found) * 1000:.1f} ms"
     )
+    print(
+        f"  the process's first, from the layer's SDK data: {statistics.median(f['packaged'] for f in found) * 1000:.1f} ms"
+    )
+
+
+def _probe(code: str, env: dict[str, str]) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    found: dict[str, float] = json.loads(done.stdout)
+    return found
 
 
 if __name__ == "__main__":

@@ -10,10 +10,13 @@ child's CPU is the function's own, its HTTP client's included, as it would be ag
 of the child (`time.process_time()`, user + system, from the process's start), split into the interpreter's start,
 the handler's import and the first request; medians over the rounds, with the load average.
 
+The child finds the SDK data the layer ships (interlude.adapters.sdk_data, written into a directory named by
+INTERLUDE_SDK_DATA; the layer has it beside botocore); with --botocore-data it reads botocore's own, as before the layer shipped it.
+
 With --snapstart, each round also plays a SnapStart restore: a stand-in for the runtime's `snapshot_restore_py`
 records the hooks the handler registers; the import and the before-snapshot hooks (priming) run, untimed, as at
 publication; then the after-restore hooks and the first request are timed: what a restored instance pays.
-Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart]
+Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart] [--botocore-data]
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ print(json.dumps({"start": started, "import": imported - started, "prime": prime
 """
 
 
-def child_env(endpoint: str, cache: str) -> dict[str, str]:
+def child_env(endpoint: str, cache: str, sdk_data: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AWS_PROFILE")}
     env.update(
         AWS_ENDPOINT_URL=endpoint,
@@ -85,6 +88,11 @@ def child_env(endpoint: str, cache: str) -> dict[str, str]:
         PYTHONPYCACHEPREFIX=cache,
         PYTHONPATH=str(ROOT / "layers" / "core" / "python"),
     )
+    if sdk_data:
+        from interlude.adapters import sdk_clients, sdk_data
+
+        env[sdk_clients.PACKAGED_MODELS_ENV] = str(Path(cache) / sdk_clients.PACKAGED_MODELS)
+        sdk_data.write(Path(env[sdk_clients.PACKAGED_MODELS_ENV]))
     return env
 
 
@@ -129,7 +137,7 @@ def main() -> None:
         runs, bearer = waiting_runs(1 + rounds * len(variants))
         found: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
         with tempfile.TemporaryDirectory(prefix="cold-resolve-pyc-") as cache:
-            env = child_env(server.endpoint, cache)
+            env = child_env(server.endpoint, cache, sdk_data="--botocore-data" not in sys.argv)
             probe(runs.pop(), bearer, env)  # compiles into the private cache, untimed
             for _ in range(rounds):
                 for name, extra in variants:
@@ -137,7 +145,8 @@ def main() -> None:
     finally:
         server.stop()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"rounds={rounds}, CPU ms (user + system) of a new API instance, medians; load average {load}")
+    data = "botocore's own SDK data" if "--botocore-data" in sys.argv else "the layer's SDK data"
+    print(f"rounds={rounds}, CPU ms (user + system) of a new API instance reading {data}, medians; load average {load}")
     cold = found["cold"]
     median = {k: statistics.median(r[k] * 1000 for r in cold) for k in ("start", "import", "request", "total")}
     print(

@@ -11,9 +11,12 @@ from interlude.coldstart import collector_paused
 with collector_paused():
     from interlude import config
     from interlude.adapters import metrics
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.api.app import lambda_handler
     from interlude.composition import compose
 
+    # Before any client is made: they read the layer's own copy of the SDK data (interlude_cdk/sdk_data.py).
+    use_packaged_models()
     compose()
     metrics.count_caught_errors()
     config.check()

@@ -29,6 +29,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 import interlude
+from interlude.adapters import sdk_clients, sdk_data
 from interlude.api.page import templating
 from interlude_cdk import bytecode
 from interlude_cdk.bytecode import LayerBuildError
@@ -86,7 +87,8 @@ def compile_for_runtime(directory: Path) -> bytecode.Compiled:
 
 
 def build_dependencies(output_dir: Path) -> bytecode.Compiled:
-    """Install the locked wheels under output_dir/python, compile them for the runtime, stamp them with the lock's hash."""
+    """Install the locked wheels under output_dir/python, write the SDK data beside them, compile them for the runtime,
+    stamp them with the lock's hash."""
     target = output_dir / "python"
     if target.exists():
         shutil.rmtree(target)
@@ -100,6 +102,8 @@ def build_dependencies(output_dir: Path) -> bytecode.Compiled:
         )
     for leftover in (target / "bin",):
         shutil.rmtree(leftover, ignore_errors=True)
+    # The SDK data the functions read, beside the botocore it was written from (sdk_clients.use_packaged_models).
+    sdk_data.write(target / sdk_clients.PACKAGED_MODELS, target / "botocore" / "data")
     compiled = compile_for_runtime(target)
     (output_dir / STAMP).write_text(json.dumps(stamp(), indent=2) + "\n")
     return compiled

@@ -6,16 +6,46 @@ again, under its own credentials and connections (interlude.api.snapstart); what
 service models and endpoint rules parsed before the snapshot, read-only data that made most of a client's cost (a
 DynamoDB client: ≈ 65 ms of CPU from a new session, ≈ 3.5 ms from one handed the loaded models;
 bench/client_creation.py).
+
+The layer ships its own copy of the SDK data the functions read (infra/interlude_cdk/sdk_data.py: six services'
+models, DynamoDB's cut to the operations the code calls): a process whose default session reads only that copy pays
+a fraction of that for its first client, most of it spent by botocore's own loader listing every service's directory
+and parsing DynamoDB's whole model and every service's endpoints.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import boto3
+import botocore
+import botocore.loaders
 import botocore.session
 
 POWERTOOLS_PARAMETERS = "aws_lambda_powertools.utilities.parameters.base"
+# The directory of the layer's SDK data, beside botocore in the layer (/opt/python); absent from a development venv.
+PACKAGED_MODELS = "interlude_sdk_data"
+# Where else to find it (the benches and tests that write one of their own).
+PACKAGED_MODELS_ENV = "INTERLUDE_SDK_DATA"
+
+
+def packaged_models() -> Path | None:
+    found = Path(os.environ.get(PACKAGED_MODELS_ENV) or Path(botocore.__file__).parent.parent / PACKAGED_MODELS)
+    return found if found.is_dir() else None
+
+
+def use_packaged_models() -> None:
+    """Make boto3's default session read the SDK data the layer ships, and nothing else; where there is none (a
+    development checkout), or a default session exists already (its clients are made), nothing changes."""
+    found = packaged_models()
+    if found is None or boto3.DEFAULT_SESSION is not None:
+        return
+    session = botocore.session.get_session()
+    loader = botocore.loaders.Loader(extra_search_paths=[str(found)], include_default_search_paths=False)
+    session.register_component("data_loader", loader)
+    boto3.setup_default_session(botocore_session=session)
 
 
 def forget_clients() -> None:
