@@ -62,9 +62,7 @@ def main() -> None:
             "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
         }
         sdk_data.write(Path(packaged[sdk_clients.PACKAGED_MODELS_ENV]))
-        found = [
-            {**_probe(PROBE, env), **_probe(PACKAGED_PROBE, packaged)} for _ in range(rounds)
-        ]
+        found = [{**_probe(PROBE, env), **_probe(PACKAGED_PROBE, packaged)} for _ in range(rounds)]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"rounds={rounds}, CPU ms of one DynamoDB client, medians; load average {load}")
     print(f"  from a new session: {statistics.median(f['new'] for f in found) * 1000:.1f} ms")

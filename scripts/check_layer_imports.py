@@ -21,6 +21,7 @@ from pathlib import Path
 
 import runtime_python
 
+from interlude.adapters import sdk_clients, sdk_data
 from interlude.wiring import FUNCTIONS, Function
 from interlude_cdk.bytecode import INVALIDATION_MODE
 from interlude_cdk.layer import LOCK_FILE, stage_package
@@ -58,7 +59,7 @@ def required_environment() -> dict[str, str]:
 
 def build_layers(python: Path) -> list[Path]:
     """The dependencies and package layers' python/ directories, built for python's platform."""
-    key = hashlib.sha256(LOCK_FILE.read_bytes() + str(python.resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(LOCK_FILE.read_bytes() + str(python.resolve()).encode() + b"sdk-data").hexdigest()[:16]
     dependencies = BUILD / f"dependencies-{key}" / "python"
     if not dependencies.is_dir():
         shutil.rmtree(BUILD, ignore_errors=True)
@@ -69,6 +70,7 @@ def build_layers(python: Path) -> list[Path]:
              "--only-binary", ":all:", "-r", str(LOCK_FILE), "--target", str(partial)],
             check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
         )  # fmt: skip
+        sdk_data.write(partial / sdk_clients.PACKAGED_MODELS, partial / "botocore" / "data")  # as build_dependencies
         compile_as_shipped(python, partial)
         partial.rename(dependencies)
     package = BUILD / "package" / "python"
@@ -119,7 +121,9 @@ def main() -> int:
             failed += 1
             print(f"  {function.name:<10} {function.handler}: FAILED: {outcome['error']}")
         else:
-            print(f"  {function.name:<10} {function.handler}: {outcome['modules']} modules in {outcome['seconds']:.2f} s")
+            print(
+                f"  {function.name:<10} {function.handler}: {outcome['modules']} modules in {outcome['seconds']:.2f} s"
+            )
     print(f"layer imports: {len(FUNCTIONS) - failed} passed, {failed} failed ({time.monotonic() - started:.0f} s)")
     return 1 if failed else 0
 

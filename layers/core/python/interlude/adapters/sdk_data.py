@@ -104,8 +104,8 @@ def cut_to(model: dict[str, Any], operations: frozenset[str]) -> dict[str, Any]:
 
 
 def _latest_version(source: Path, service: str) -> Path:
-    versions = (source / service).iterdir()
-    return sorted(p for p in versions if any((p / name).exists() for name in ("service-2.json", "service-2.json.gz")))[-1]
+    with_model = [p for p in (source / service).iterdir() if any(p.glob("service-2.json*"))]
+    return sorted(with_model)[-1]
 
 
 def write(out: Path, source: Path | None = None) -> None:
