@@ -17,12 +17,14 @@ import pytest
 
 from interlude import migrations, wiring
 from interlude.composition import Services
+from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
 from interlude.rules.run_search import RunFilters
 from interlude.store import attributes as a
+from interlude.store.directory import DirectoryStore
 from interlude.store.facade import Store
 from interlude.store.layout import catalogue_pk, workflow_pk
 from interlude.store.migrations import LEASE_S, LeaseLost, MigrationStore
@@ -44,6 +46,8 @@ GATED = {
     "edges": [{"sourceNodeId": "gate", "targetNodeId": "after"}],
 }
 RUNS = 5
+# Directory entries, two of them naming their Slack user (a click finds its principal through that user's item).
+SLACK_PEOPLE = {"ana": {"slackUserId": "U0ANA", "email": "ana@example.com"}, "bob": {"email": "bob@example.com"}, "carl": {"slackUserId": "U0CARL"}}
 # Each test scans and rewrites the whole table: a world of its own.
 pytestmark = pytest.mark.private_world
 
@@ -84,6 +88,7 @@ def listings(services: Services, tenant: str) -> dict[str, Any]:
         "inbox": sorted(i["runId"] for i in services.inbox.inbox(member, 100, {}, None)["interrupts"]),
         "workflows": services.workflows.list_workflows(tenant, 1, 100)["workflows"],
         "keys": sorted(k["keyId"] for k in services.keys.list_keys(tenant, 100, None)["keys"]),
+        "slack": {u: services.directory_records.by_slack_user(tenant, u) for u in ("U0ANA", "U0CARL")},
     }
 
 
@@ -100,6 +105,8 @@ def history(services, world) -> dict[str, Any]:
     for _ in range(RUNS):
         services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
     new_api_key(services, "second")
+    for pid, entry in SLACK_PEOPLE.items():
+        services.directory.put_principal(tenant, pid, PrincipalEntry.model_validate(entry), "admin")
     listed = listings(services, tenant)
     assert (len(listed["runs"]), len(listed["inbox"]), len(listed["workflows"])) == (RUNS, RUNS, 2)
     return {**listed, "taken": take_back(world, tenant)}
@@ -130,6 +137,8 @@ def take_back(world: Any, tenant: str) -> dict[str, int]:
     # Retention (issue 30 item 4): the history's runs all wait at their gate, so none is given an expiry
     # (tests/integration/test_retention.py has runs that ended before it).
     taken["0007"] = 0
+    # The Slack user items (issue 28 item 6) did not exist: no entry was linked.
+    taken["0008"] = delete(world, lambda i: not i["pk"]["S"].startswith(f"T#{tenant}#DIR#S#"))
     return taken
 
 
@@ -138,18 +147,20 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     before = listings(services, tenant)
     # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
     assert before["runs"] == before["found"] == before["inbox"] == before["workflows"] == []
+    assert before["slack"] == {"U0ANA": None, "U0CARL": None}
     assert len(before["keys"]) == 1  # the member's key listings() itself made, after the taking back
 
     progress: list[migrations.Progress] = []
     outcome = migrations.run_pending(services.store, "test", report=progress.append, clock=services.clock)
 
     assert outcome.complete
-    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
+    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
     after = listings(services, tenant)
     assert after["runs"] == history["runs"]
     assert after["found"] == history["found"] == history["runs"]
     assert after["inbox"] == history["inbox"]
     assert after["workflows"] == history["workflows"]
+    assert after["slack"] == history["slack"] == {"U0ANA": "ana", "U0CARL": "carl"}
     assert set(history["keys"]) <= set(after["keys"])
     assert TenantRecords(services.store).status(tenant, consistent=True) == "active"
     written = {p.migration.id: 0 for p in progress}
@@ -159,6 +170,7 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     # workflows' pointers and entries, the keys' listing attributes.
     assert written == history["taken"]
     assert history["taken"]["0001"] == RUNS
+    assert history["taken"]["0008"] == 2
 
 
 def test_a_migration_run_again_writes_nothing(services, history, world):
@@ -223,9 +235,26 @@ def test_status_names_each_migration_and_its_state(services, history):
         "0005 tenant registry": "not started",
         "0006 run search": "not started",
         "0007 run retention": "not started",
+        "0008 slack users": "not started",
     }
     migrations.run_pending(services.store, "test", clock=services.clock)
     assert {row["state"] for row in migrations.status(services.store)} == {"done"}
+
+
+def test_a_slack_user_is_linked_only_to_the_entry_as_read_and_only_once(services, world):
+    tenant = world.tenant
+    directory = DirectoryStore(services.store)
+    # As it was before this release: two entries could name one Slack user, and neither is linked.
+    for pid in ("dora", "eli"):
+        services.directory.put_principal(tenant, pid, PrincipalEntry(slackUserId="U0SHARED"), "admin")
+        delete(world, lambda i: not i["pk"]["S"].startswith(f"T#{tenant}#DIR#S#"))
+    seen = {pid: directory.get(tenant, pid)["updatedAt"] for pid in ("dora", "eli")}
+    assert not directory.link_slack_user(tenant, "dora", "U0SHARED", "2000-01-01T00:00:00Z")  # changed since read
+    assert directory.by_slack_user(tenant, "U0SHARED") is None
+    assert directory.link_slack_user(tenant, "dora", "U0SHARED", seen["dora"])
+    assert not directory.link_slack_user(tenant, "eli", "U0SHARED", seen["eli"])
+    assert not directory.link_slack_user(tenant, "dora", "U0SHARED", seen["dora"])  # run again: nothing written
+    assert directory.by_slack_user(tenant, "U0SHARED") == "dora"
 
 
 def test_a_workflow_pointer_and_entry_are_only_ever_moved_forward(services, world):

@@ -359,11 +359,14 @@ FUNCTIONS: tuple[Function, ...] = (
         # Checkpoints (Query, UpdateItem), the pages of a Scan, which index items are missing (BatchGetItem) and their
         # puts (BatchWriteItem); a workflow's latest version and record (Query, GetItem), its pointer and catalogue entry
         # (PutItem), a key's listing (UpdateItem). A run's retention (interlude.app.retention): its head (GetItem), its
-        # partition's pages (Query), each item's ttl (UpdateItem); the tenant's settings (GetItem).
+        # partition's pages (Query), each item's ttl (UpdateItem); the tenant's settings (GetItem). A directory entry's
+        # Slack user item (migrations/0008): claimed (PutItem) in a transaction that checks the entry is as read
+        # (ConditionCheckItem).
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
             "dynamodb:Query",
             "dynamodb:Scan",
             "dynamodb:BatchGetItem",

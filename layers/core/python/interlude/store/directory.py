@@ -225,6 +225,32 @@ class DirectoryStore:
                 raise SlackUserTaken() from None
             raise EntryChanged() from exc
 
+    def link_slack_user(self, tenant: str, principal_id: str, slack_user_id: str, seen: str) -> bool:
+        """Claim the Slack user id's item for an entry written before those items existed (migrations/0008), as the
+        entry's next write would: only while the entry is still as read (`updatedAt` = `seen`, so a Slack id it no
+        longer names is never linked to it) and no item names the id yet (so an entry that holds it, or a second old
+        entry naming the same id, keeps what it has). Whether it was written."""
+        entry_check = {
+            "TableName": self.table,
+            "Key": a.key(directory_pk(tenant), ENTRY_PREFIX + principal_id),
+            "ConditionExpression": "updatedAt = :seen",
+            "ExpressionAttributeValues": {":seen": a.s(seen)},
+        }
+        claim = {
+            "TableName": self.table,
+            "Item": {**a.key(member_pk(tenant, "S", slack_user_id), SLACK_SK), "principalId": a.s(principal_id)},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        try:
+            self.client.transact_write_items(
+                TransactItems=cast("list[TransactWriteItemTypeDef]", [{"ConditionCheck": entry_check}, {"Put": claim}])
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            return False
+        return True
+
     def members(self, tenant: str, kind: str, name: str, most: int) -> list[str]:
         """Principal ids in a group ("G") or role ("R"), at most `most` of them."""
         out: list[str] = []
