@@ -365,3 +365,40 @@ def test_diff_refusals_each_carry_their_code(client, gateway, services, monkeypa
 
     monkeypatch.setattr(run_diff, "MAX_DIFF_EVENTS", 3)
     assert diff(f"{run}:diff?against={run}") == (413, "payload_too_large")
+
+
+CONVERSATION = {
+    "nodes": [
+        {"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start", "title": "Pick"}},
+        {
+            "id": "turn",
+            "typeId": "core.conversationGate",
+            "config": {"turn": "exchange", "conversationId": "{{open.conversationId}}", "prompt": "Which?"},
+        },
+        {"id": "close", "typeId": "core.conversationGate", "config": {"turn": "close", "conversationId": "{{open.conversationId}}"}},
+    ],
+    "edges": [{"sourceNodeId": "open", "targetNodeId": "turn"}, {"sourceNodeId": "turn", "targetNodeId": "close"}],
+}
+
+
+def test_a_conversation_run_forks_into_a_conversation_of_its_own_carrying_the_turns_answered(client, services):
+    # Given a conversation opened and one exchange answered: the run waits for its close
+    services.workflows.put_workflow(signed_in(services), "chat", WorkflowDefinition.model_validate(CONVERSATION))
+    source = client.runs_create(CreateRunRequest(workflowId="chat")).runId
+    for node, value in (("open", {"hello": True}), ("turn", {"choice": "a"})):
+        client.interrupts_resolve_by_run(source, node, ResolveInterruptRequest(resumeValue=value))
+
+    # When it is replayed
+    forked = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+
+    # Then the fork asks only the close, on a conversation of its own that holds the answered exchange
+    def conversation_of(run_id: str) -> str:
+        return next(e.payload["conversationId"] for e in events_of(client, run_id) if e.type == "conversation.opened")
+
+    assert (forked.status, client.runs_get(forked.runId).currentNodeId) == ("waiting-input", "close")
+    assert conversation_of(forked.runId) != conversation_of(source)
+    (exchanged,) = [e.payload for e in events_of(client, forked.runId) if e.type == "conversation.exchanged"]
+    assert (exchanged["conversationId"], exchanged["response"]) == (conversation_of(forked.runId), {"choice": "a"})
+    client.interrupts_resolve_by_run(forked.runId, "close", ResolveInterruptRequest(resumeValue={}))
+    assert client.runs_get(forked.runId).status == "completed"
+    assert client.runs_get(source).status == "waiting-input"

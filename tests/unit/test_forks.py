@@ -142,3 +142,54 @@ def test_votes_on_a_gate_open_at_the_fork_point_are_counted_with_their_events_an
     # Once the gate is decided, its votes are the decision's, not carried as votes
     source.keep(answer(source.t, wf, "two", {"action": "accept"}, subject("bob")))
     assert forks.recorded_history(source.log, None)["votes"] == {}
+
+
+def conversation() -> WorkflowDefinition:
+    """Open a conversation, one exchange on it, close it."""
+    on = "{{open.conversationId}}"
+    return wf_of(
+        [
+            {"id": "open", "typeId": "core.conversationGate", "config": {"turn": "start", "title": "Pick"}},
+            {"id": "turn", "typeId": "core.conversationGate", "config": {"turn": "exchange", "conversationId": on, "prompt": "Which?"}},
+            {"id": "close", "typeId": "core.conversationGate", "config": {"turn": "close", "conversationId": on}},
+        ],
+        [edge("open", "turn"), edge("turn", "close")],
+    )
+
+
+def test_a_conversation_forked_after_its_exchange_is_the_forks_own_with_the_turns_before_the_point_carried():
+    wf = conversation()
+    source = Logged(wf, start(wf)).answer("open", {"hello": True}).answer("turn", {"choice": "a"})
+    source_cid = source.t.state.outputs["open"]["conversationId"]
+
+    fork = source.fork(None)
+
+    # The fork opened a conversation of its own (claimed tenant-wide: another id), answered as recorded, and asks
+    # only what the source had not been answered yet: the close
+    (cid,) = fork.claims
+    assert cid != source_cid
+    assert fork.state.conversations == {cid: "closing"}  # as the source's: its close is asked
+    assert source.t.state.conversations == {source_cid: "closing"}
+    assert suspended(fork) == ["close"]
+    assert fork.state.interrupts["close"].payload["data"]["conversationId"] == cid
+    exchanged = [e.payload for e in fork.events if e.type == "conversation.exchanged"]
+    assert [(p["conversationId"], p["response"]) for p in exchanged] == [(cid, {"choice": "a"})]
+    assert fork.state.outputs["turn"] == {"conversationId": cid, "response": {"choice": "a"}}
+    assert [e.payload["conversationId"] for e in fork.events if e.type == "conversation.opened"] == [cid]
+    closed = answer(fork, wf, "close", {})
+    assert (closed.state.status, closed.state.conversations) == ("completed", {cid: "closed"})
+
+
+def test_a_closed_conversation_replayed_ends_closed_and_a_branch_before_its_exchange_asks_it_again():
+    wf = conversation()
+    source = Logged(wf, start(wf)).answer("open", {"hello": True})
+    exchange_asked = len(source.log)
+    source.answer("turn", {"choice": "a"}).answer("close", {})
+
+    replayed = source.fork(None)
+    branch = source.fork(exchange_asked)
+
+    assert replayed.state.status == "completed"
+    assert list(replayed.state.conversations.values()) == ["closed"]
+    assert suspended(branch) == ["turn"]
+    assert list(branch.state.conversations.values()) == ["open"]

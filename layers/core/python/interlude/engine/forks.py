@@ -156,6 +156,23 @@ def decision_of(recorded: dict[str, Any], kind: str) -> Decision:
     return Decision("fail", value, event, error=recorded.get("error"), extra_events=extra, output=output)
 
 
+def in_conversation(recorded: dict[str, Any], cid: str) -> dict[str, Any]:
+    """A conversation turn the source had answered, as the fork's: the conversation is the fork's own (its id minted
+    from the fork's run id and claimed tenant-wide, engine/gates.py), so where the recorded turn names the source's
+    conversation (its output, its conversation.exchanged/closed event) it names the fork's."""
+    output = recorded.get("output")
+    source_cid = output.get("conversationId") if isinstance(output, dict) else None
+    if source_cid is None or source_cid == cid:
+        return recorded
+
+    def ours(payload: Any) -> Any:
+        if isinstance(payload, dict) and payload.get("conversationId") == source_cid:
+            return {**payload, "conversationId": cid}
+        return payload
+
+    return {**recorded, "output": ours(output), "extra": [[t, ours(p)] for t, p in recorded.get("extra") or []]}
+
+
 def redrive_point(events: Iterable[dict[str, Any]], failed_node_id: str | None) -> int | None:
     """Where a failed run's redrive branches: where its failed node's failing visit was decided (a gate's
     `interrupt.resolved`: rejected, or timed out) or else failed (`node.failed`), so that visit runs again and

@@ -243,7 +243,7 @@ class _Step:
         elif isinstance(outcome, Passed):
             self.apply_effects(node_id, outcome.effects)
             self.complete(node_id, outcome.output)
-        elif not self.settle_as_recorded(node_id, outcome.kind):
+        elif not self.settle_as_recorded(node_id, outcome):
             self.suspend(node_id, outcome)
 
     def carried(self, family: str, node_id: str) -> dict[str, Any] | None:
@@ -253,14 +253,23 @@ class _Step:
             return None
         return held.pop(forks.visit_key(node_id, self.s.nodes[node_id].visits), None)
 
-    def settle_as_recorded(self, node_id: str, kind: str) -> bool:
-        """A gate a fork's source had decided: it settles as decided there, asking no one (no interrupt.requested)."""
+    def settle_as_recorded(self, node_id: str, spec: GateSpec) -> bool:
+        """A gate a fork's source had decided: it settles as decided there, asking no one (no interrupt.requested). A
+        conversation turn's effects apply as when it is asked (the fork's own conversation opened, claimed, closing),
+        and the recorded answer lands on the fork's conversation."""
         recorded = self.carried("gates", node_id)
         if recorded is None:
             return False
         visit = self.s.nodes[node_id].visits
         ids = {"nodeId": node_id, "interruptId": interrupt_id(self.s, node_id, visit)}
-        self.land(node_id, ids, kind, forks.decision_of(recorded, kind))
+        cid = spec.data.get("conversationId") if spec.kind.startswith("conversation.") else None
+        if cid is not None:
+            recorded = forks.in_conversation(recorded, cid)
+            self.apply_effects(node_id, spec.effects)
+        decision = forks.decision_of(recorded, spec.kind)
+        if cid is not None and spec.kind == "conversation.close" and decision.outcome == "complete":
+            self.s.conversations[cid] = "closed"
+        self.land(node_id, ids, spec.kind, decision)
         return True
 
     def land(self, node_id: str, ids: dict[str, Any], kind: str, decision: Decision) -> None:
