@@ -170,7 +170,7 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
 
         # Cancel two runs at once
         page.get_by_role("link", name="Runs").click()
-        page.get_by_label("waiting-approval", exact=True).check()
+        page.get_by_label("waiting for approval", exact=True).check()
         page.get_by_label("Workflow id", exact=True).fill(workflow_id)
         page.get_by_role("button", name="Find").click()
         page.wait_for_load_state()

@@ -543,3 +543,13 @@ def test_a_workflow_page_says_its_steps_in_words_and_offers_its_json_only_as_a_d
     href = re.search(r'<a href="data:application/json;charset=utf-8,([^"]+)" download="refund-with-changes-v2.json">', steps)
     assert href is not None
     assert json.loads(unquote(href.group(1))) == raw
+
+
+def test_states_are_said_in_words_where_the_api_keeps_the_protocols():
+    rows = [{"runId": "acme/r-1", "workflowId": "wf", "status": "waiting-approval", "startedAt": "t"}]
+    markup = pages.runs(FRAME, pages.RunsView(rows, None, {}, ()), None)
+    assert '<span class="pill s-waiting-approval">waiting for approval</span>' in markup
+    assert '<label for="f-status-0">not started yet</label>' in markup
+    assert ">waiting-approval<" not in markup
+    run = pages.run(FRAME, run_view(), None)
+    assert '<span class="pill s-waiting-approval">waiting for approval</span>' in run

@@ -76,7 +76,7 @@ def make_environment(compiled_dir: Path | None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(unfilled_parts=text.unfilled_parts)
+    env.globals.update(unfilled_parts=text.unfilled_parts, state_words=text.state_words)
     return env
 
 

@@ -37,6 +37,28 @@ def unfilled_in_words(text: str) -> str:
     return UNFILLED_RE.sub(lambda m: f"(not filled: {m.group(1)})", text)
 
 
+# A run's, a key's or a gate's state as a person reads it (the console's status pills and filters); the API keeps the
+# protocol's word.
+STATE_WORDS = {
+    "pending": "not started yet",
+    "running": "running",
+    "waiting-approval": "waiting for approval",
+    "waiting-input": "waiting for input",
+    "waiting-external": "waiting for an outside event",
+    "completed": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+    "rejected": "rejected",
+    "active": "active",
+    "revoked": "revoked",
+    "expired": "expired",
+}
+
+
+def state_words(state: Any) -> str:
+    return STATE_WORDS.get(str(state), str(state))
+
+
 def as_written(value: Any) -> str:
     """A primitive as a person reads and types it: a number as its caller wrote it (`Written`), else as JSON writes it
     (never reformatted), a boolean as JSON's true / false, text as it is; anything else as its JSON."""
