@@ -553,3 +553,16 @@ def test_states_are_said_in_words_where_the_api_keeps_the_protocols():
     assert ">waiting-approval<" not in markup
     run = pages.run(FRAME, run_view(), None)
     assert '<span class="pill s-waiting-approval">waiting for approval</span>' in run
+
+
+def test_callback_deliveries_are_said_in_words():
+    deliveries = [
+        {"at": "t1", "type": "run.completed", "attempt": 1, "status": "failed", "errorClass": "timeout"},
+        {"at": "t2", "type": "run.completed", "attempt": 2, "status": "succeeded", "httpStatus": 204},
+    ]
+    markup = pages.run(FRAME, run_view(deliveries=deliveries), None)
+    table = markup[markup.index('<caption>Delivery attempts</caption>') :]
+    cells = re.findall(r'<td role="cell" data-label="[^"]+">([^<]*)</td>', table)[:10]
+    assert cells == ["t1", "Run completed", "1", "Failed: no answer in time", "", "t2", "Run completed", "2", "Delivered", "204"]
+    for protocol in ("run.completed", "timeout<", "succeeded"):
+        assert protocol not in table

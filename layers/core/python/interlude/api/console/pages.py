@@ -21,7 +21,7 @@ from interlude.api.page import approval, forms, templating
 from interlude.api.page.graph import STATUS_WORDS, GraphNode, describe, drawing
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, cell_of, spelled
-from interlude.domain.event_words import EVENT_WORDS
+from interlude.domain.event_words import EVENT_WORDS, event_in_words
 from interlude.domain.ids import principal_subject, to_wire
 from interlude.domain.models.workflow import WorkflowDefinition
 
@@ -747,15 +747,13 @@ def _timeline_entry(
 
 
 def _delivery_row(d: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(
-        str(v)
-        for v in (
-            d.get("at", ""),
-            d.get("event") or d.get("type") or "",
-            d.get("attempt", ""),
-            d.get("outcome") or d.get("status") or "",
-            d.get("httpStatus") or d.get("statusCode") or "",
-        )
+    """(when, which notice, attempt, what came of it, the HTTP status) in words."""
+    return (
+        str(d.get("at", "")),
+        event_in_words(str(d.get("event") or d.get("type") or "")),
+        str(d.get("attempt", "")),
+        readable.delivery_words(d),
+        str(d.get("httpStatus") or d.get("statusCode") or ""),
     )
 
 

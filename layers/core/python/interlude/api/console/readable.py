@@ -245,6 +245,32 @@ def purpose_words(purpose: str) -> str:
     return purpose
 
 
+# -- callback deliveries ---------------------------------------------------------------------------------------------
+
+DELIVERY_OUTCOMES = {"succeeded": "Delivered", "failed": "Failed"}
+# Why an attempt failed (the delivery worker's error class), in words.
+DELIVERY_FAILURES = {
+    "http_status": "the receiver answered with an error",
+    "redirect": "the receiver redirected it (not followed)",
+    "timeout": "no answer in time",
+    "connect": "could not connect",
+    "tls": "a secure connection could not be made",
+    "protocol": "the answer was not HTTP",
+    "io": "the connection broke",
+    "too_large": "the answer was too large",
+    "egress_denied": "the address is not one the service may call",
+    "unprojectable": "the event could not be sent",
+    "internal": "an error of the service",
+}
+
+
+def delivery_words(attempt: Mapping[str, Any]) -> str:
+    status = str(attempt.get("outcome") or attempt.get("status") or "")
+    said = DELIVERY_OUTCOMES.get(status, key_words(status))
+    failure = attempt.get("errorClass")
+    return f"{said}: {DELIVERY_FAILURES.get(str(failure), key_words(str(failure)).lower())}" if failure else said
+
+
 # -- the audit trail --------------------------------------------------------------------------------------------------
 
 # What an audit entry's action means (domain/audit.ACTIONS, and the claims'), in words.
