@@ -17,6 +17,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.effect_names import task_id
 from interlude.local.sqs_pump import QueuePump
 from interlude.local.ttl import TtlPump
+from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import retention as retention_store
 from interlude.store.deliveries import DeliveryStore, Notice
@@ -91,20 +92,54 @@ def items_of(world: Any, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def is_search_entry(item: dict[str, Any]) -> bool:
+    return f"#{wiring.RUN_SEARCH.prefix}#" in item["pk"]["S"]
+
+
+@pytest.mark.private_world
+def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(clock_file, services, world, tenant):
+    key = new_api_key(services)
+    assert call("PATCH", "/tenant/settings", key, {"retentionDays": 1}).status == 200
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.workflows.put_workflow(principal, "gate", WorkflowDefinition.model_validate(GATE))
+    stream = Stream(world.table)
+    started = call("POST", "/runs", key, {"workflowId": "gate", "tags": ["long-wait"]})
+    assert started.status == 201, started.text
+    run_id = started.json()["runId"]
+    stream.settle()
+    # Given a gate that waits past its run's search entries' provisional expiry (its creation + 1 + 90 days)
+    ttl = TtlPump(world.table)
+    clock.advance(clock_file, (1 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S + 60)
+    ttl.sweep()
+    assert not [i for i in items_of(world, run_id) if is_search_entry(i)]
+    # Then the run is still listed, though its tag no longer finds it
+    assert run_id in str(call("GET", "/runs", key).json())
+    assert run_id not in str(call("GET", "/runs?tags=long-wait", key).json())
+    # When it is decided, and its retention turn taken
+    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    stream.settle()
+    retention_turns(world)
+    # Then its tag finds it again until it expires, its entry written anew with the run's own expiry
+    assert run_id in str(call("GET", "/runs?tags=long-wait", key).json())
+    (entry,) = [i for i in items_of(world, run_id) if is_search_entry(i)]
+    assert int(entry[wiring.TTL_ATTRIBUTE]["N"]) == end_of(run_id, key) + DAY_S
+
+
 @pytest.mark.private_world
 def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_audit_chain_still_verifies(
     clock_file, services, world, tenant
 ):
     key = new_api_key(services)
-    # Given a tenant that keeps finished runs two days
-    set_ = call("PATCH", "/tenant/settings", key, {"retentionDays": 2})
+    # Given a tenant that keeps finished runs two days, and indexes its runs' title words
+    set_ = call("PATCH", "/tenant/settings", key, {"retentionDays": 2, "searchTitles": True})
     assert set_.status == 200, set_.text
     assert set_.json()["settings"]["retentionDays"] == 2
     # and a run decided and completed, its retention job taken
     run_id = finished_run(services, world, key)
     expires = end_of(run_id, key) + 2 * DAY_S
     # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
-    ending = {i["sk"]["S"]: i for i in items_of(world, run_id) if wiring.TTL_ATTRIBUTE in i}
+    ending = {i["sk"]["S"]: i for i in items_of(world, run_id) if wiring.TTL_ATTRIBUTE in i and not is_search_entry(i)}
     assert "RUN" in ending
     assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in ending.values()} == {expires}
     # and once its retention job is taken, every item of the run carries it (a task run's task too)
@@ -121,7 +156,12 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     # the listing entry, and the search entries of the words of its workflow id ("gate") and its gate's title ("Ship it?")
     outside = sorted(i["pk"]["S"].split("#")[2] for i in items if i["pk"]["S"] != run_pk(run_id))
     assert outside == ["RUNS", "RUNX", "RUNX", "RUNX"]
-    assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in items} == {expires}
+    searched = [i for i in items if is_search_entry(i)]
+    assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in items if item not in searched} == {expires}
+    # the search entries keep the provisional expiry they were written with (its creation + 2 + 90 days), which the
+    # run, ended within it, does not pass: the job wrote none of them
+    (provisional,) = {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in searched}
+    assert expires < provisional <= expires + run_search.SEARCH_ENTRY_MARGIN_DAYS * DAY_S
     # and a delivery made after the job (a late callback notice) is created with the same expiry
     deliveries = DeliveryStore(Table(world.table))
     late = Notice(run_id, "late-notice", "run.completed")
@@ -153,14 +193,19 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     clock.advance(clock_file, DAY_S)
     ttl.sweep()
     assert call("GET", f"/runs/{to_wire(run_id)}", key).status == 200
-    # and when its period is over, every item of the run is gone
+    # and when its period is over, every item of the run is gone but its search entries, and no answer names it
     clock.advance(clock_file, DAY_S + 60)
-    assert ttl.sweep() >= len(items)
-    assert items_of(world, run_id) == []
+    assert ttl.sweep() >= len(items) - len(searched)
+    assert items_of(world, run_id) == searched
     gone = call("GET", f"/runs/{to_wire(run_id)}", key)
     assert (gone.status, gone.code) == (404, "not_found")
     assert run_id not in str(call("GET", "/runs", key).json())
+    assert run_id not in str(call("GET", "/runs?q=ship", key).json())
     assert call("GET", f"/runs/{to_wire(run_id)}/export", key).code == "not_found"
+    # and once their provisional expiry passes, the search entries are gone too
+    clock.advance(clock_file, provisional - int(clock.now().timestamp()) + 60)
+    ttl.sweep()
+    assert items_of(world, run_id) == []
     # Then the audit chain, which is never expired, still verifies, its checkpoints too, and still names the run
     top = max(entry["seq"] for entry in entries)
     verified = services.audit.verify(tenant, 1, top)

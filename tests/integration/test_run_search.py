@@ -73,7 +73,11 @@ def declare_searchable(key: str, *keys: str) -> None:
     lambda_runtime.fresh_instances()  # every instance reads the settings afresh (a warm one within 10 s)
 
 
-def test_each_filter_lists_exactly_the_runs_it_names_newest_first(key, clock_file, services) -> None:
+@pytest.mark.parametrize("titles", [False, True], ids=["q on the listing", "q on title-word entries"])
+def test_each_filter_lists_exactly_the_runs_it_names_newest_first(key, clock_file, services, titles) -> None:
+    # A tenant indexes its runs' title words or not (searchTitles): `q` finds the same runs either way.
+    if titles:
+        assert call(key, "PATCH", "/tenant/settings", {"searchTitles": True})[0] == 200
     before_declared = start(key, clock_file, "refund-approval", metadata={"customer": "acme"})
     declare_searchable(key, "customer", "amount")
     r1 = start(key, clock_file, "refund-approval", tags=["eu", "vip"], metadata={"customer": "acme", "amount": 2150})

@@ -11,10 +11,13 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
 from interlude import wiring
+from interlude.composition import Services
 from interlude.domain.clock import iso
 from interlude.domain.ids import mint_opaque, tenant_bound
 from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.tenants import TenantSettings
 from interlude.rules import run_search
+from interlude.store.facade import Store
 from interlude.store.inbox import InboxIndex
 from interlude.store.provisioning import create_table
 from interlude.store.run_items import head_put, run_entry, search_entries
@@ -126,6 +129,8 @@ SEARCH_FILTERS = {
     "workflow id": run_search.RunFilters(workflow_id="shipping"),
     "q (the name)": run_search.RunFilters(query=("refund",)),
     "q (the open gate's title)": run_search.RunFilters(query=("check", "invoice")),
+    # A tenant that does not index title words (no searchTitles, the default): `q` reads the run listing.
+    "q, titles not indexed": run_search.RunFilters(query=("refund",), titles_indexed=False),
     "q and status and created after": run_search.RunFilters(
         query=("parcel",), statuses=frozenset({"failed"}), created_after=iso(NEWEST - timedelta(seconds=99))
     ),
@@ -146,4 +151,6 @@ def seed_search_tables(client: Any, sizes: tuple[int, ...]) -> dict[int, str]:
         tables[size] = f"search-{size}"
         create_table(client, tables[size])
         put_straight(client, tables[size], [item for items in runs[:size] for item in items])
+        # The tenant indexes its runs' title words: `q` reads their entries (SEARCH_FILTERS also asks without).
+        Services(Store(tables[size], client)).tenants.put_settings(SEARCH_TENANT, TenantSettings(searchTitles=True), "seed")
     return tables

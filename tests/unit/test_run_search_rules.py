@@ -53,3 +53,34 @@ def test_the_cli_takes_a_time_a_date_or_a_time_ago() -> None:
     assert instant_of("2026-12-01T09:00:00+01:00", "--until") == "2026-12-01T09:00:00.000+01:00"
     with pytest.raises(CliError, match="--since takes"):
         instant_of("last week", "--since", now)
+
+
+def test_a_run_is_indexed_by_title_words_only_where_its_tenant_asks_and_its_entries_expire_on_their_own() -> None:
+    from interlude.domain.models.run import RunState
+    from interlude.rules.limits import Limits
+    from interlude.rules.retention import DAY_S
+
+    created = datetime(2026, 12, 1, tzinfo=UTC)
+    limits = Limits(10, 10, 10, 1024, 10, retention_days=30)
+
+    def run(search_titles: bool) -> RunState:
+        return RunState(
+            runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={}, tags=["eu"],
+            createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits._replace(search_titles=search_titles), created),
+        )
+
+    plain, titled = run(False), run(True)
+    assert run_search.creation_families(plain) == ["TAG#eu"]
+    assert run_search.creation_families(titled) == ["TAG#eu", "TOK#refund", "TOK#approval"]
+    assert run_search.gate_families(plain, [{"data": {"title": "Check the invoice"}}]) == []
+    # Written with a provisional expiry: creation + retentionDays + the margin, which a run ending within the margin
+    # does not pass (the retention job leaves its entries); one ending later has them written with its own.
+    assert plain.searchExpiry == int(created.timestamp()) + (30 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S
+    ended_soon = int(created.timestamp()) + 2 * DAY_S + 30 * DAY_S
+    assert not run_search.stamped_at_end(plain, ended_soon)
+    assert run_search.stamped_at_end(plain, plain.searchExpiry + 1)
+    assert not run_search.stamped_at_end(plain, None)  # runs again: its entries keep their provisional expiry
+    # A run created before either existed: indexed by its title words, its entries stamped when it ends.
+    legacy = plain.model_copy(update={"searchExpiry": None})
+    assert "TOK#refund" in run_search.creation_families(legacy)
+    assert run_search.stamped_at_end(legacy, ended_soon)

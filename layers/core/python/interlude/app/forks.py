@@ -202,6 +202,7 @@ class Forks:
             recorded=recorded,
             writtenNumbers=source.writtenNumbers,
             searchableMetadata=searchable,
+            **run_search.indexing(limits, now),
             **options,
         )
         open_runs = limits.open_runs

@@ -117,6 +117,7 @@ class RunLifecycle:
             metadata=request.metadata,
             workflowName=run_search.stored_name(definition.name),
             searchableMetadata=searchable,
+            **run_search.indexing(limits, now),
             callbackUrl=request.callbackUrl,
             createdByKey=principal.key_id,
             createdAt=iso(now),

@@ -125,7 +125,11 @@ class TenantLimiter:
         own = tenant_settings(self.records, tenant)
         found = (
             time.monotonic() + LIMITS_CACHE_SECONDS,
-            rules.effective(own.limits, self.defaults)._replace(searchable_metadata=tuple(own.searchableMetadata)),
+            rules.effective(own.limits, self.defaults)._replace(
+                searchable_metadata=tuple(own.searchableMetadata),
+                search_titles=bool(own.searchTitles),
+                retention_days=own.retentionDays or DEFAULT_RETENTION_DAYS,
+            ),
             own.retentionDays or DEFAULT_RETENTION_DAYS,
         )
         self._cache[tenant] = found

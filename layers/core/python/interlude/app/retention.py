@@ -5,10 +5,11 @@ chain is never given one (docs/operations.md, "Retention").
 The job is queued by dispatch for each event-log item that ends a run or runs one again (interlude.composition), and
 taken turn by turn from the migrations queue (functions/migrate): a turn stamps the head first, then pages through the
 run's partition stamping each item whose ttl is not the head's (and the effect records its ledger names, the tasks its
-event batches requested, the search entries of the gates they opened), then the listing entry and the run's search
-entries, and checks after each page that the run has not moved meanwhile (else it starts over). A turn out of time answers where
-it stopped; the next turn goes on from there (and a turn repeated does no write twice: an item already carrying the ttl
-is left as it is). Reasons: ADR 0115.
+event batches requested), then the listing entry, and checks after each page that the run has not moved meanwhile
+(else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a turn
+repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries carry a
+provisional expiry from their creation: the job writes them again only for a run that ends too late for it
+(rules/run_search.stamped_at_end). Reasons: ADR 0115.
 """
 
 from __future__ import annotations
@@ -45,15 +46,17 @@ class RunRetention:
         if run is None:
             return None  # gone: deleted, or expired already
         target = self._target(run_id, run)
+        searched = run_search.stamped_at_end(run.state, target)
         while True:
             items, last = self.store.items_page(run_id, after)
             for item in items:
                 self._retain(run_id, item.sk, item.ttl, item.effect_id, target)
                 for task in requested_tasks(run_id, item.events):
                     self.store.set_task_ttl(task, target)
-                # The search entries of the words of the gates this batch opened (the run's own: at the end).
-                if gates := run_search.gate_families(run.state, requested_gates(item.events)):
-                    self.store.set_search_ttl(run.state, gates, target)
+                # The search entries of the words of the gates this batch opened (the run's own: at the end), when
+                # their provisional expiry does not do (rules/run_search.stamped_at_end).
+                if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):
+                    self.store.put_search_entries(run.state, gates, target)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)
             if last is None:
@@ -62,7 +65,8 @@ class RunRetention:
             if not has_time():
                 return after
         self.store.set_listing_ttl(run.state, target)
-        self.store.set_search_ttl(run.state, run_search.creation_families(run.state), target)
+        if searched:
+            self.store.put_search_entries(run.state, run_search.creation_families(run.state), target)
         return None
 
     def _unmoved(self, run_id: str, run: RetainedRun) -> None:

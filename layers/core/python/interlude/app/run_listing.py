@@ -100,6 +100,8 @@ class RunListing:
             filters = replace(filters, workflow_id=workflow_id)
         if status is not None:
             filters = replace(filters, statuses=frozenset({status}))
+        if filters.query and not self.limits.limits(tenant).search_titles:
+            filters = replace(filters, titles_indexed=False)  # `q` reads the listing, checked on each run's title
         reader = self.records.run_index(tenant, filters.driving_family())
         below = filters.created_before
         if cursor is not None:

@@ -138,6 +138,7 @@ class SubWorkflows:
         if missing or refused:
             raise Invalid(f"its inputs do not match the variables {workflow_id!r} declares")
         now = self.clock()
+        limits = self.limits.limits(parent.tenant)
         state = RunState(
             runId=child_id,
             tenant=parent.tenant,
@@ -153,8 +154,9 @@ class SubWorkflows:
             depth=parent.depth + 1,
             # Its inputs come from the parent's values, written as the parent's caller wrote them.
             writtenNumbers=parent.writtenNumbers,
+            **run_search.indexing(limits, now),
         )
-        open_runs = self.limits.limits(parent.tenant).open_runs
+        open_runs = limits.open_runs
         build = partial(engine.start, state, definition, now, self.step_budget)
         self.runs.commit_or_fail(build, None, now, open_runs_limit=open_runs)
 

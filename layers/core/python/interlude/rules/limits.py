@@ -29,6 +29,9 @@ class Limits(NamedTuple):
     definition_nodes: int
     # Not a limit but read with them, as briefly cached: the metadata keys the tenant declared searchable (issue 29).
     searchable_metadata: tuple[str, ...] = ()
+    # Read with them too (issue 31): whether the tenant indexes its runs' title words, and its retentionDays.
+    search_titles: bool = False
+    retention_days: int = 90  # domain.models.tenants.DEFAULT_RETENTION_DAYS (not imported: a cold start builds no models)
 
 
 def effective(own: TenantLimits, defaults: Limits) -> Limits:

@@ -21,9 +21,11 @@ from interlude.domain import budgets
 from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import check_author_id
+from interlude.rules.retention import DAY_S
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import RunState
+    from interlude.rules.limits import Limits
 
 # Limits (docs/limits.md), each refused with 400 validation_error naming its field before anything is written or read.
 MAX_TAGS_PER_RUN = 20
@@ -51,6 +53,12 @@ _WORD = re.compile(r"[^\W_]+")
 TAG = "TAG#"
 METADATA = "MD#"
 WORD = "TOK#"
+
+# Days a search entry outlives its run's creation past the tenant's retentionDays (issue 31): every entry is written
+# with that provisional expiry, so the retention job stamps none of a run that ends within this many days of its
+# creation (ADR 0115, amendment). A run open longer drops out of the searches by tag, value and word once its entries
+# expire (the listing and the status and workflow filters still find it); the job writes them again when it ends.
+SEARCH_ENTRY_MARGIN_DAYS = 90
 
 
 def words(text: str) -> list[str]:
@@ -115,6 +123,30 @@ def metadata_family(key: str, text: str) -> str:
     return f"{METADATA}{key}#{text}"
 
 
+def indexing(limits: Limits, now: datetime) -> dict[str, Any]:
+    """What a new run records of how it is searched (RunState's searchTitles and searchExpiry): whether its tenant
+    indexes its title's words, and the provisional expiry of its search entries, from now."""
+    return {
+        "searchTitles": limits.search_titles,
+        "searchExpiry": int(now.timestamp()) + (limits.retention_days + SEARCH_ENTRY_MARGIN_DAYS) * DAY_S,
+    }
+
+
+def titles_indexed(state: RunState) -> bool:
+    """Whether the run's title words have entries: its tenant's choice when it was created (runs created before the
+    choice existed were all indexed by them)."""
+    return state.searchTitles or state.searchExpiry is None
+
+
+def stamped_at_end(state: RunState, expires: int | None) -> bool:
+    """Whether the retention job writes the run's search entries with the run's expiry `expires` (None: the run
+    runs again): only those of a run created before their provisional expiry existed, or of a run that ends too late
+    for it (its entries would go before the run; perhaps gone already, so the job puts them anew)."""
+    if state.searchExpiry is None:
+        return True
+    return expires is not None and expires > state.searchExpiry
+
+
 def creation_families(state: RunState) -> list[str]:
     """The families a run is listed under from its creation on: each tag, each searchable metadata key it holds
     (those its tenant declared when it was created: `state.searchableMetadata`), each word of its workflow's id and
@@ -124,13 +156,16 @@ def creation_families(state: RunState) -> list[str]:
         text = metadata_text(state.metadata.get(key))
         if text is not None:
             families.append(metadata_family(key, text))
-    families += [f"{WORD}{w}" for w in name_words(state.workflowId, state.workflowName)]
+    if titles_indexed(state):
+        families += [f"{WORD}{w}" for w in name_words(state.workflowId, state.workflowName)]
     return families
 
 
 def gate_families(state: RunState, payloads: Iterable[Mapping[str, Any]]) -> list[str]:
     """The word families gates opened now add: the words of their titles the run's name does not hold already.
     Never taken back when a gate closes: a page checks the run's open gates (title_words) before listing it."""
+    if not titles_indexed(state):
+        return []
     named = set(name_words(state.workflowId, state.workflowName))
     added = dict.fromkeys(w for payload in payloads for w in gate_words(payload) if w not in named)
     return [f"{WORD}{w}" for w in added]
@@ -185,17 +220,19 @@ class RunFilters:
     workflow_id: str | None = None
     workflow_prefix: str | None = None
     query: tuple[str, ...] = ()  # the words of `q`
+    # Whether the tenant indexes its runs' title words (its searchTitles); if not, `q` reads the run listing.
+    titles_indexed: bool = True
 
     def driving_family(self) -> str | None:
         """The index family a page reads, None for the run listing itself: a metadata value, else a tag, else a word
-        of `q`, the first of these the filters name (each is usually rarer than the next). Which one is rarest is
+        of `q` (when titles are indexed), the first of these the filters name (each is usually rarer than the next). Which one is rarest is
         not known without counting, and keeping counts would cost a write per family per run."""
         if self.metadata:
             key = min(self.metadata)
             return metadata_family(key, self.metadata[key])
         if self.tags:
             return f"{TAG}{max(self.tags, key=len)}"
-        if self.query:
+        if self.query and self.titles_indexed:
             return f"{WORD}{max(self.query, key=len)}"
         return None
 

@@ -7,8 +7,10 @@
                                            notifications, the effect ledger: never shortened, so a ledger entry keeps
                                            its own at least 14 days past its effect)
   listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl = the head's
-  search        T#{tenant}#RUNX#{family}#{shard}  (same)     ttl = the head's (its tags', searchable values' and title
-                                                             words' entries: rules/run_search.py)
+  search        T#{tenant}#RUNX#{family}#{shard}  (same)     ttl: a provisional one written with each entry (the
+                                                             run's creation + retentionDays + 90 days), the head's
+                                                             only for a run ending too late for it (run_search.
+                                                             stamped_at_end) or created before it existed
   effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's, never shortened
   task          T#{tenant}#TK#{opaque}   TASK                 ttl = the head's (each task an event batch names)
 
@@ -113,11 +115,14 @@ class RetentionStore(Table):
         """The run's listing entry (store/item_index.py) expires with it."""
         self._set_ttl(run_entry_key(run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)), ttl)
 
-    def set_search_ttl(self, state: RunState, families: list[str], ttl: int | None) -> None:
-        """The run's search entries under `families` (rules/run_search.py, store/run_items.search_entries) expire with
-        it; one not written (a family the run was never indexed under) is left absent."""
-        for entry in search_entries(state, families):
-            self._set_ttl({k: entry[k] for k in (wiring.PARTITION_KEY, wiring.SORT_KEY)}, ttl)
+    def put_search_entries(self, state: RunState, families: list[str], ttl: int | None) -> None:
+        """The run's search entries under `families` (rules/run_search.py, store/run_items.search_entries) written
+        anew, expiring with it (None: not at all, the run runs again); one an entry expired meanwhile is put back.
+        One PutItem each, as many units as the UpdateItem of its ttl alone (an entry is under 1 KB)."""
+        for entry in search_entries(state, families, ttl):
+            if ttl is None:
+                entry.pop(wiring.TTL_ATTRIBUTE, None)
+            self.client.put_item(TableName=self.table, Item=entry)
 
     def set_task_ttl(self, task_id: str, ttl: int | None) -> None:
         """A task the run requested (store/tasks.py; settled or abandoned once the run ended) expires with it."""

@@ -27,13 +27,15 @@ def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> La
     return RUN_ENTRY_LABEL, put
 
 
-def search_entries(state: RunState, families: list[str]) -> list[a.Item]:
+def search_entries(state: RunState, families: list[str], expires: int | None = None) -> list[a.Item]:
     """The run search's entries of a run under `families` (rules/run_search.py): the run listing's entry, in each
-    family's partitions. Plain writes beside the run listing's (store/transitions.py), never updated."""
+    family's partitions, expiring at the run's provisional search expiry (`expires`: the retention job's, when it
+    writes them again). Plain writes beside the run listing's (store/transitions.py)."""
     sort = f"{state.createdAt}#{state.runId.split('/', 1)[1]}"
     body = {"runId": state.runId, "workflowId": state.workflowId}
+    ttl = expiring(expires if expires is not None else state.searchExpiry)
     return [
-        item_index.entry_put(state.tenant, wiring.RUN_SEARCH, state.runId, sort, body, family)["Put"]["Item"]
+        {**item_index.entry_put(state.tenant, wiring.RUN_SEARCH, state.runId, sort, body, family)["Put"]["Item"], **ttl}
         for family in dict.fromkeys(families)
     ]
 

@@ -131,6 +131,11 @@ class RunState(Mutable):
     # declared searchable when the run was created (the run is indexed under those, and found by them only).
     workflowName: str | None = Field(default=None, exclude_if=lambda v: v is None)
     searchableMetadata: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    # Issue 31: whether its title's words are indexed (the tenant's searchTitles at its creation), and the provisional
+    # expiry its search entries are written with (epoch s). None: a run created before either existed (its entries
+    # include its title words and carry no expiry until the retention job stamps them).
+    searchTitles: bool = Field(default=False, exclude_if=lambda v: not v)
+    searchExpiry: int | None = Field(default=None, exclude_if=lambda v: v is None)
     callbackUrl: str | None = None
     # The API key that created the run (issue 26, S3): the links its callback notices carry act for that key.
     createdByKey: str | None = None

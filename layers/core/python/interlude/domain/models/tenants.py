@@ -96,6 +96,10 @@ class TenantSettings(Stored):
     searchableMetadata: list[SearchableKey] = Field(
         default_factory=list, max_length=budgets.MAX_SEARCHABLE_KEYS, exclude_if=_empty
     )
+    # Issue 31: the words of a run's title (its workflow's id and name, its gates' titles) indexed for `GET /runs?q=`,
+    # from the run's creation on (a few write units per run). Left out: not indexed; `q` then reads the run listing
+    # and checks each run's title on the head it reads anyway (ADR 0112, amendment).
+    searchTitles: bool | None = Field(default=None, exclude_if=_unset)
 
 
 # PATCH /tenant/settings: only the fields to change; null takes a field back to its default.
