@@ -28,6 +28,7 @@ with collector_paused():
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.leased_work import RetryLater
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.composition import compose, services
     from interlude.config.actions import action_settings
     from interlude.store.tenant_standing import TenantStanding, standing_of
@@ -36,6 +37,7 @@ with collector_paused():
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
     # message that failed otherwise (not RetryLater) is logged and counted.
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
     compose()
     metrics.count_caught_errors()
     config.check()

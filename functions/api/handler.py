@@ -15,7 +15,7 @@ with collector_paused():
     from interlude.api.app import lambda_handler
     from interlude.composition import compose
 
-    # Before any client is made: they read the layer's own copy of the SDK data (interlude_cdk/sdk_data.py).
+    # Before any client is made: they read the layer's own copy of the SDK data (interlude/adapters/sdk_data.py).
     use_packaged_models()
     compose()
     metrics.count_caught_errors()

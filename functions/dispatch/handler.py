@@ -29,6 +29,7 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.held_work import admitted, message_body, queue_destination
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.app.dispatch import HeldBack
     from interlude.composition import compose, services
     from interlude.store.layout import run_id_of
@@ -42,6 +43,7 @@ with collector_paused():
     processor = CountingBatchProcessor(
         EventType.SQS, log=logger, retried=(HeldBack,), raise_on_entire_batch_failure=False
     )
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
     compose()
     metrics.count_caught_errors()
     config.check()

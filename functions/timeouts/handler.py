@@ -19,6 +19,7 @@ with collector_paused():
     from interlude import config, wiring
     from interlude.adapters import metrics
     from interlude.adapters.held_work import deadline_admitted
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.app.audit import AuditTrail
     from interlude.composition import Services, audit_trail, services
     from interlude.config import settings
@@ -51,6 +52,7 @@ def run_services() -> Services:
     import interlude.engine.run  # noqa: F401
     from interlude.composition import compose
 
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
     compose()
     return services()
 
