@@ -478,6 +478,14 @@ def test_audit_entries_read_as_sentences_and_labelled_fields_never_as_json():
             "details": {"settings": {"retentionDays": 30, "allowDelegation": True}},
         },
         {"chain": 1, "seq": 3, "action": "key.revoked", "actor": {"subjectId": "ana", "surface": "console"}, "target": {"keyId": "k9"}},
+        {
+            "chain": 2,
+            "seq": 5,
+            "action": "run.forked",
+            "actor": {"subjectId": "ana", "surface": "api"},
+            "target": {"runId": "acme/r-2"},
+            "details": {"sourceRunId": "acme/r-1", "fromSeq": 4, "mode": "branch", "redrive": False},
+        },
     ]
     markup = pages.audit(FRAME, entries, None, None, {"ana": "Ana Lima", "bo": "Bo Berg"})
     table = markup[markup.index("<table") :]
@@ -500,6 +508,8 @@ def test_audit_entries_read_as_sentences_and_labelled_fields_never_as_json():
     assert "operator from the command line" in read
     assert "Revoked a key" in read
     assert "Key k9" in read
+    assert "Forked a run" in read
+    assert '<th scope="row">How</th><td>branched at an event</td>' in table
 
 
 def test_the_links_made_for_a_run_are_a_table_of_words():

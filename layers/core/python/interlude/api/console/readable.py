@@ -315,6 +315,9 @@ DETAIL_LABELS = {
     "scopes": "Scopes",
     "settings": "Settings now",
     "keyId": "Key",
+    "sourceRunId": "Forked from",
+    "fromSeq": "At event #",
+    "mode": "How",
 }
 CHOICES = {
     "accept": "approve",
@@ -327,6 +330,7 @@ DETAIL_VALUES: dict[str, Mapping[str, str]] = {
     "action": CHOICES,
     "outcome": {"completed": "the request closed", "failed": "the request closed and the run stopped"},
     "intent": {"resolve": "decide", "inspect": "look, not decide"},
+    "mode": {"replay": "replayed from the start", "branch": "branched at an event"},
 }
 PEOPLE_DETAILS = frozenset({"principal", "subjectId", "assignee"})
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
