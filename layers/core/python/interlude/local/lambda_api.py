@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from interlude import wiring
-from interlude.local.http_gateway import LOOPBACK
+from interlude.local.http_gateway import LOOPBACK, STOP_POLL_S
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke
 from interlude.local.pump import wake_pumps
 
@@ -58,7 +58,9 @@ class LambdaApi:
     def __init__(self, port: int = 0) -> None:
         self.server = ThreadingHTTPServer((LOOPBACK, port), _Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="lambda-api", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": STOP_POLL_S}, name="lambda-api", daemon=True
+        )
 
     @property
     def endpoint(self) -> str:

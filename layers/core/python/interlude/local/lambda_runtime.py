@@ -7,7 +7,9 @@ import importlib.util
 import multiprocessing
 import signal
 import sys
+import threading
 import uuid
+from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
@@ -120,10 +122,31 @@ class InstancePool:
         self.name = name
         size = size or local_stack_settings().instances
         self._pool = multiprocessing.get_context("spawn").Pool(processes=size, initializer=_start_instance)
+        self._lock = threading.Lock()
+        self._waiting: set[Future[Any]] = set()
 
     def invoke(self, event: dict[str, Any]) -> Any:
-        return self._pool.apply(invoke, (self.name, event))
+        answer: Future[Any] = Future()
+        with self._lock:
+            self._waiting.add(answer)
+        try:
+            self._pool.apply_async(invoke, (self.name, event), callback=answer.set_result, error_callback=answer.set_exception)
+            return answer.result()
+        finally:
+            with self._lock:
+                self._waiting.discard(answer)
+
+    @property
+    def waiting(self) -> int:
+        """Invocations sent and not yet answered."""
+        return len(self._waiting)
 
     def stop(self) -> None:
         self._pool.terminate()
         self._pool.join()
+        # A terminated pool never answers what it was running: the callers still waiting (a queue pump's thread,
+        # which the interpreter joins at exit) are told, or a stack stopped mid-batch would never exit.
+        with self._lock:
+            for answer in self._waiting:
+                if not answer.done():
+                    answer.set_exception(RuntimeError(f"the {self.name} instances stopped"))

@@ -9,8 +9,7 @@ from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from interlude.local import moto_patches
-
-LOOPBACK = "127.0.0.1"
+from interlude.local.http_gateway import LOOPBACK, STOP_POLL_S
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -27,7 +26,9 @@ class LockedMotoServer:
         self._server: BaseWSGIServer = make_server(
             LOOPBACK, port, self._locked, threaded=True, request_handler=_QuietHandler
         )
-        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": STOP_POLL_S}, name="moto", daemon=True
+        )
 
     def _locked(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         # moto's backends are not thread-safe (two conditional writers can both win); the whole
