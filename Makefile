@@ -18,6 +18,10 @@ STACK ?= Interlude
 LOCK := infra/interlude_cdk/layer-requirements.lock
 # Build-time Node packages (package-lock.json: pyodide, which compiles the layers' bytecode with Python 3.14).
 NODE_STAMP := node_modules/.installed-stamp
+# Each module compiled once, its bytecode (__pycache__, ignored by git and by every package build) read by every later
+# process: where the environment sets PYTHONDONTWRITEBYTECODE (some CI images, this machine), each process the suite
+# starts (a local stack, each of its api instances, a CLI command) compiled the package again (ADR 0117).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: dev test venv runtime-python system-deps node-deps lint synth layer lock deploy cdk preflight bench bench-all clean
 
