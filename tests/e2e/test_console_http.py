@@ -409,12 +409,14 @@ def test_a_run_is_started_from_the_form_its_workflows_inputs_draw(api: Api, admi
     assert 'id="start-f0-error"' in refused.text
     assert ">urgent</textarea>" in refused.text  # nothing typed is lost
 
-    started = admin.post(action, {"csrf": admin.proof(), "f0": "2150", "f1": "USD", "tags": "urgent\nq4"})
+    started = admin.post(action, {"csrf": admin.proof(), "f0": "2150.50", "f1": "USD", "tags": "urgent\nq4"})
     assert started.status_code == 201
     assert "Run started" in started.text
+    # The amount as it was typed, on the run's page (the API's answer is JSON's number)
+    assert '<th scope="row">amount</th><td>2150.50</td>' in started.text
     run_id = re.search(r'<h1 class="mono">([^<]+)</h1>', started.text).group(1)
     snap = api.run(run_id)
-    assert snap["inputs"] == {"amount": 2150, "currency": "USD"}
+    assert snap["inputs"] == {"amount": 2150.5, "currency": "USD"}
     assert snap["tags"] == ["urgent", "q4"]
     # A key that may not start runs is offered no form, and is refused the post
     reader = Console(api).signed_in(api.new_key(["workflows:read"]))

@@ -39,6 +39,7 @@ from interlude.api.http import (
     standing,
 )
 from interlude.api.page import approval, csrf, forms
+from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names, names_of
 from interlude.api.page.text import spelled
@@ -895,7 +896,7 @@ def console_start_run(signed: Signed, form: dict[str, list[str]], workflowId: st
     try:
         inputs = forms.value_from_form(schema, form) if definition.variables else {}
         request = parse(CreateRunRequest, {"workflowId": workflow_id, "inputs": inputs, "tags": tags}, "run")
-        state = services().lifecycle.create_run(signed.principal, request)
+        state = services().lifecycle.create_run(signed.principal, request, written_numbers=typed_spellings(form))
     except forms.FormError as exc:
         return not_started(signed, workflow_id, str(exc), forms.Answer(form, exc.fields))
     except DomainError as exc:

@@ -406,6 +406,16 @@ def number_of(raw: str, kind: str) -> int | float:
     return int(text) if re.fullmatch(r"[+-]?\d+", text) else number
 
 
+# A JSON number as a person may type it into a number field (`1.50`, `1e3`).
+JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+def typed_spellings(posted: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """How a person typed a form's numbers, kept as `strict_json.spellings` keeps a body's (RunState.writtenNumbers)."""
+    typed = [v.strip() for values in posted.values() for v in values if JSON_NUMBER.fullmatch(v.strip())]
+    return strict_json.spellings("[" + ",".join(typed) + "]") if typed else {}
+
+
 def _date_time(raw: str) -> str:
     text = raw.strip()
     try:
