@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from interlude.domain import schemas
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid
@@ -15,8 +16,9 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.engine.events import to_docs
 from interlude.engine.gates import resolved_threshold
+from interlude.rules.interrupts import decide
 from interlude.rules.interrupts.decide import REF_KINDS, Resolver, eligible
-from interlude.rules.interrupts.payloads import validate_payload
+from interlude.rules.interrupts.payloads import approval_resume_schema, validate_payload
 from interlude.rules.interrupts.secrets import credential_material
 from tests.support.engine import NOW, answer, edge, fixture, gate, new_state, subject, types, wf_of
 from tests.support.engine import start as start_run
@@ -82,6 +84,33 @@ def test_an_action_outside_the_gates_actions_is_refused_400(action):
     error = refused(t, wf, "g", VALUES[action])
     assert (error.code, type(error), error.details["field"]) == ("validation_error", Invalid, "resumeValue.action")
     assert error.details["actions"] == allowed
+
+
+@pytest.mark.parametrize("actions", [["accept"], ["accept", "reject"], ALL_ACTIONS])
+def test_a_bare_action_the_gate_allows_is_valid_by_its_resume_schema_without_running_the_validator(actions):
+    # decide._valid_by_construction skips the validator for exactly these values; the validator agrees with it.
+    schema = approval_resume_schema(actions)
+    for action in actions:
+        assert schemas.errors_of(Draft202012Validator(schema), {"action": action}) == []
+
+
+def test_a_bare_approval_is_decided_without_a_validator_lookup():
+    # A cold api instance's first decision then never imports jsonschema (bench/cold_resolve.py).
+    wf = wf_of([gate(actions=ALL_ACTIONS)])
+    t = start(wf)
+    before = decide._validator_of.cache_info()
+    t = answer(t, wf, "g", {"action": "accept"})
+    after = decide._validator_of.cache_info()
+    assert t.state.status == "completed"
+    assert (after.hits, after.misses) == (before.hits, before.misses)
+
+
+@pytest.mark.parametrize("value", [{"action": "accept", "bogus": 1}, {"action": "accept", "comment": "x" * 10001}])
+def test_an_action_with_anything_the_resume_schema_refuses_is_still_refused_400(value):
+    wf = wf_of([gate(actions=ALL_ACTIONS)])
+    error = refused(start(wf), wf, "g", value)
+    assert (error.code, type(error)) == ("validation_error", Invalid)
+    assert error.details["field"] == "resumeValue"
 
 
 @pytest.mark.parametrize("action", ALL_ACTIONS)
