@@ -2,7 +2,8 @@
 (interlude_cdk), answered once a first turn is queued; the migrations queue, one turn per message, which runs pages
 until two minutes are left, reports its progress as metrics and queues the next turn while migrations remain; and
 the local stack as it starts (a plain invocation: a turn is queued). Its queue also carries the turns of finished runs'
-retention (issue 30 item 4: interlude.app.retention), the table's other background job."""
+retention (issue 30 item 4: interlude.app.retention) and of tenants' search-keys jobs (issue 29 item 1:
+interlude.app.search_keys), the table's other background jobs."""
 
 from __future__ import annotations
 
@@ -28,7 +29,14 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.cloudformation import answer
-    from interlude.adapters.migration_turns import RUN_RETENTION, queue_run_retention, queue_turn
+    from interlude.adapters.migration_turns import (
+        RUN_RETENTION,
+        SEARCH_KEYS,
+        queue_run_retention,
+        queue_search_keys,
+        queue_turn,
+    )
+    from interlude.app.search_keys import NotYet
     from interlude.composition import services
     from interlude.config import settings
     from interlude.store.facade import Store
@@ -83,10 +91,25 @@ def take_retention_turn(message: dict[str, Any], context: Any) -> None:
         queue_run_retention(message["runId"], after)
 
 
+def take_search_keys_turn(message: dict[str, Any], context: Any) -> None:
+    """A turn of a tenant's search-keys job (interlude.app.search_keys): older runs indexed under keys declared
+    searchable, until a minute is left; the next turn queued while runs remain, or once the declaration has settled."""
+    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
+    try:
+        done = services().search_keys.turn(message["tenant"], lambda: context.get_remaining_time_in_millis() > margin)
+    except NotYet as wait:
+        queue_search_keys(message["tenant"], wait.seconds)
+        return
+    if not done:
+        queue_search_keys(message["tenant"])
+
+
 def take(record: Any, context: Any) -> Any:
     message = json.loads(record.body)
     if message.get("kind") == RUN_RETENTION:
         return take_retention_turn(message, context)
+    if message.get("kind") == SEARCH_KEYS:
+        return take_search_keys_turn(message, context)
     return take_turn(context)
 
 

@@ -36,7 +36,7 @@ from tests.support.queues import queued
 from tests.support.receiver import Receiver
 
 GATED = {
-    "name": "Ship",
+    "name": "Ship parcels",
     "description": "asks ops",
     "version": "1.2",
     "nodes": [
@@ -85,6 +85,8 @@ def listings(services: Services, tenant: str) -> dict[str, Any]:
     return {
         "runs": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100).runs),
         "found": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100, filters=RunFilters(query=("ship",))).runs),
+        # By a word of the workflow's name alone (a head from before run search does not hold the name).
+        "named": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100, filters=RunFilters(query=("parcels",))).runs),
         "inbox": sorted(i["runId"] for i in services.inbox.inbox(member, 100, {}, None)["interrupts"]),
         "workflows": services.workflows.list_workflows(tenant, 1, 100)["workflows"],
         "keys": sorted(k["keyId"] for k in services.keys.list_keys(tenant, 100, None)["keys"]),
@@ -132,8 +134,14 @@ def take_back(world: Any, tenant: str) -> dict[str, int]:
     # The tenant registry (issue 30 item 6) did not exist: every tenant holding a key gets its record.
     delete(world, lambda i: i["pk"]["S"] != "TENANTS")
     taken["0005"] = len({a.unpacked(i["record"])["tenant"] for i in items(world) if i["sk"]["S"] == "KEY"})
-    # Run search (issue 29 item 1) did not exist: no run had its entries.
+    # Run search (issue 29 item 1) did not exist: no run had its entries, nor its workflow's name.
     taken["0006"] = delete(world, lambda i: not i["pk"]["S"].startswith(searched))
+    for item in items(world):
+        if item["sk"]["S"] == "RUN" and item["pk"]["S"].startswith(f"T#{tenant}#"):
+            state = json.loads(a.unpacked_json(item["state"]))
+            del state["workflowName"]
+            table().put_item(TableName=world.table, Item={**item, "state": a.packed_json(json.dumps(state).encode())})
+            taken["0006"] += 1  # the head is given its name back
     # Retention (issue 30 item 4): the history's runs all wait at their gate, so none is given an expiry
     # (tests/integration/test_retention.py has runs that ended before it).
     taken["0007"] = 0
@@ -146,7 +154,7 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     tenant = world.tenant
     before = listings(services, tenant)
     # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
-    assert before["runs"] == before["found"] == before["inbox"] == before["workflows"] == []
+    assert before["runs"] == before["found"] == before["named"] == before["inbox"] == before["workflows"] == []
     assert before["slack"] == {"U0ANA": None, "U0CARL": None}
     assert len(before["keys"]) == 1  # the member's key listings() itself made, after the taking back
 
@@ -158,6 +166,7 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     after = listings(services, tenant)
     assert after["runs"] == history["runs"]
     assert after["found"] == history["found"] == history["runs"]
+    assert after["named"] == history["named"] == history["runs"]
     assert after["inbox"] == history["inbox"]
     assert after["workflows"] == history["workflows"]
     assert after["slack"] == history["slack"] == {"U0ANA": "ana", "U0CARL": "carl"}

@@ -12,11 +12,17 @@ from urllib.parse import urlencode
 
 import pytest
 
+from interlude import wiring
+from interlude.app import search_keys
+from interlude.app.search_keys import NotYet
 from interlude.domain import clock
 from interlude.domain.ids import to_wire
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
+from interlude.local.sqs_pump import QueuePump
+from interlude.store import item_index
 from tests.integration.conftest import new_api_key, state_of
+from tests.support.modulex_example import worked_example
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Check the invoice"}}
 WORKFLOWS = {
@@ -234,3 +240,82 @@ def test_modulex_list_runs_takes_the_same_filters_in_its_own_spelling(key, clock
         assert (answer["statusCode"], list(body)) == (400, ["detail"]), (query, body)
         assert body["detail"].startswith(field), (query, body)
         assert answer["headers"]["X-Interlude-Error"] == "validation_error"
+
+
+def migration_turns(world) -> None:
+    """The migrations queue's turns (a search-keys job's among them), each through the migrate function."""
+    pump = QueuePump("migrate", world.queues["migrations"])
+    while pump.pump_once():
+        pass
+
+
+def indexing(key: str) -> dict[str, Any]:
+    status, body = call(key, "GET", "/tenant/settings")
+    assert status == 200, body
+    return body["searchIndexing"]
+
+
+def test_a_key_declared_later_reaches_older_runs_and_one_taken_back_matches_no_more(key, clock_file, world) -> None:
+    old = start(key, clock_file, "refund-approval", metadata={"customer": "acme"})
+    other = start(key, clock_file, "shipping", metadata={"customer": "globex", "region": "eu", "note": {"free": "form"}})
+    status, body = call(key, "PATCH", "/tenant/settings", {"searchableMetadata": ["customer"]})
+    assert status == 200, body
+    assert (body["searchIndexing"]["status"], body["searchIndexing"]["keys"]) == ("pending", ["customer"])
+    lambda_runtime.fresh_instances()
+    new = start(key, clock_file, "refund-noop", metadata={"customer": "acme"})
+    # Until the job has run, the runs created before the declaration are not found by it.
+    assert listed(key, **{"metadata.customer": "acme"}) == [new]
+
+    clock.advance(clock_file, 20)  # every instance applies the declaration (its settings cache): the job starts
+    migration_turns(world)
+    done = indexing(key)
+    assert (done["status"], done["keys"], done["runsRead"]) == ("done", ["customer"], 3), done
+    assert listed(key, **{"metadata.customer": "acme"}) == [new, old]
+    assert listed(key, **{"metadata.customer": "globex"}) == [other]
+    assert modulex_rows(key, **{"metadata.customer": "acme"}) == [to_wire(new), to_wire(old)]
+
+    # A key taken back matches nothing (refused by name); one declared instead reaches the older runs in turn.
+    status, body = call(key, "PATCH", "/tenant/settings", {"searchableMetadata": ["region", "note"]})
+    assert (body["searchIndexing"]["status"], body["searchIndexing"]["keys"]) == ("pending", ["region", "note"]), body
+    lambda_runtime.fresh_instances()
+    status, body = call(key, "GET", "/runs?" + urlencode({"metadata.customer": "acme"}))
+    assert (status, body["details"]["field"]) == (400, "metadata.customer"), body
+    clock.advance(clock_file, 20)
+    migration_turns(world)
+    assert indexing(key)["status"] == "done"
+    assert listed(key, **{"metadata.region": "eu"}) == [other]
+    # A value the index cannot hold (an object, under a key declared after the run was made) is left unindexed.
+    status, body = call(key, "GET", "/runs?" + urlencode({"metadata.note": "{}"}))
+    assert (status, body["runs"]) == (200, []), body
+
+
+def test_the_search_keys_job_waits_for_the_declaration_then_goes_on_where_its_turn_stopped(key, clock_file, services) -> None:
+    tenant = state_of(services, start(key, clock_file, "shipping", metadata={"customer": "acme"})).tenant
+    # Runs until two share a shard of the run listing: a round of one entry per shard then leaves one for the next.
+    shards: dict[int, str] = {}
+    while True:
+        run_id = start(key, clock_file, "shipping", metadata={"customer": "acme"})
+        shard = item_index.shard_of(run_id, wiring.RUN_INDEX.shards)
+        if shard in shards:
+            break
+        shards[shard] = run_id
+    declare_searchable(key, "customer")
+    jobs = services.search_keys
+    with pytest.raises(NotYet):
+        jobs.turn(tenant, lambda: True)
+    clock.advance(clock_file, 20)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_keys, "PER_SHARD", 1)
+        assert jobs.turn(tenant, lambda: False) is False  # out of time after its first round
+        first = jobs.store.job(tenant)
+        assert first is not None
+        assert (first.after is not None, first.done_at) == (True, None)
+        assert jobs.turn(tenant, lambda: True) is True
+    assert jobs.progress(tenant)["runsRead"] == len(shards) + 2
+    assert len(listed(key, **{"metadata.customer": "acme"})) == len(shards) + 2
+
+
+def test_a_modulex_interrupts_message_is_found_by_q_as_a_gate_title(key) -> None:
+    status, body = call(key, "POST", "/workflows/run", {"workflow": worked_example(), "input": {"request": "a refund"}})
+    assert status == 200, body
+    assert [to_wire(r) for r in listed(key, q="sending this draft")] == [body["run_id"]]

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from interlude.app.run_export import RunExports
     from interlude.app.run_listing import RunListing
     from interlude.app.runs import Runs
+    from interlude.app.search_keys import SearchKeys
     from interlude.app.slack import SlackInteractions
     from interlude.app.subworkflows import SubWorkflows
     from interlude.app.tasks import Tasks
@@ -200,7 +201,25 @@ class Services:
     def tenants(self) -> Tenants:
         from interlude.app.tenants import Tenants
 
-        return Tenants(self.interactions, self.store, self.limiter, self.clock)
+        return Tenants(self.interactions, self.store, self.limiter, self.clock, self.search_keys)
+
+    @cached_property
+    def search_keys(self) -> SearchKeys:
+        from interlude.app.limits import LIMITS_CACHE_SECONDS
+        from interlude.app.search_keys import SearchKeys
+        from interlude.app.tenant_facts import tenant_settings
+        from interlude.store.search_keys import SearchKeysStore
+
+        def queue(tenant: str, delay_s: int) -> None:
+            from interlude.adapters.migration_turns import queue_search_keys
+
+            queue_search_keys(tenant, delay_s)
+
+        def declared(tenant: str) -> list[str]:
+            return tenant_settings(self.interactions, tenant).searchableMetadata
+
+        store = SearchKeysStore(self.store.table, self.store.client)
+        return SearchKeys(store, declared, self.clock, queue, LIMITS_CACHE_SECONDS)
 
     @cached_property
     def directory(self) -> Directory:
@@ -369,7 +388,12 @@ class Services:
         from interlude.app.retention import RunRetention
         from interlude.store.retention import RetentionStore
 
-        return RunRetention(RetentionStore(self.store.table, self.store.client), self.limiter.retention_days, self.clock)
+        return RunRetention(
+            RetentionStore(self.store.table, self.store.client),
+            self.limiter.retention_days,
+            self.clock,
+            lambda tenant: self.limiter.limits(tenant).searchable_metadata,
+        )
 
     @cached_property
     def deliveries(self) -> RunDeliveries:

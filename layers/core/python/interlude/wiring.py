@@ -164,8 +164,9 @@ FUNCTIONS: tuple[Function, ...] = (
         description="Every HTTP route (OpenWOP v2 and ModuleX faces)",
         # Every link an answer holds (token urls, eventsUrl, statusUrl) is built from it, never from the request.
         needs_public_base_url=True,
-        # A replay queues the dead letter it reopens again (interlude.app.replay).
-        sends_to=("callbacks", "notifications"),
+        # A replay queues the dead letter it reopens again (interlude.app.replay); a settings change that declares
+        # metadata keys searchable queues the job that indexes older runs under them (interlude.app.search_keys).
+        sends_to=("callbacks", "notifications", "migrations"),
         table_actions=(
             "dynamodb:GetItem",
             "dynamodb:PutItem",

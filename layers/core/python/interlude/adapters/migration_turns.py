@@ -41,3 +41,17 @@ def queue_run_retention(run_id: str, after: str | None = None) -> None:
 def on_events(run_id: str, events: list[dict[str, Any]]) -> None:
     """The outbox handler: a run that ended, or one that runs again, has its items' expiry set (or taken off)."""
     queue_run_retention(run_id)
+
+
+# Issue 29 item 1: a turn of a tenant's search-keys job (interlude.app.search_keys), queued by the settings change that
+# declares keys searchable, and by a turn for the next (at once, or once the declaration has settled).
+SEARCH_KEYS = "search-keys"
+
+
+def queue_search_keys(tenant: str, delay_s: int = 0) -> None:
+    body = {"v": 1, "kind": SEARCH_KEYS, "tenant": tenant}
+    _sqs().send_message(
+        QueueUrl=queue_settings().migrations_url,
+        MessageBody=json.dumps(body, separators=(",", ":"), allow_nan=False),
+        DelaySeconds=min(delay_s, 900),
+    )

@@ -8,7 +8,7 @@ services; any object with these methods serves (a test's fake as well as the Dyn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -359,6 +359,18 @@ class TenantLimits(Protocol):
     def forget(self, tenant: str) -> None: ...
 
     def usage(self, tenant: str) -> dict[str, Any]: ...
+
+
+class SearchKeyJobs(Protocol):
+    """The job that indexes a tenant's older runs under metadata keys it declares searchable (app/search_keys.py)."""
+
+    def declaration(
+        self, tenant: str, previous: Iterable[str], declared: Iterable[str], at: str
+    ) -> list[tuple[str, dict[str, Any]]]: ...
+
+    def start(self, tenant: str) -> None: ...
+
+    def progress(self, tenant: str) -> dict[str, Any] | None: ...
 
 
 class RunLedger(Protocol):

@@ -14,7 +14,7 @@ provisional expiry from their creation: the job writes them again only for a run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
@@ -33,11 +33,20 @@ class RunMoved(Exception):
 
 
 class RunRetention:
-    def __init__(self, store: RetentionStore, retention_days: Callable[[str], int], clock: Clock) -> None:
+    def __init__(
+        self,
+        store: RetentionStore,
+        retention_days: Callable[[str], int],
+        clock: Clock,
+        searchable: Callable[[str], Iterable[str]] = lambda tenant: (),
+    ) -> None:
         self.store = store
         # A tenant's retentionDays (app/limits.py: read with its limits, cached briefly).
         self.retention_days = retention_days
         self.clock = clock
+        # The metadata keys it declares searchable now: a run created before one was declared has its entries under
+        # it from the search-keys job (app/search_keys.py), and they expire with it too.
+        self.searchable = searchable
 
     def turn(self, run_id: str, after: str | None, has_time: Callable[[], bool]) -> str | None:
         """Retain the run's items from sort key `after` on while `has_time()`; None once the run is done with, else
@@ -66,7 +75,8 @@ class RunRetention:
                 return after
         self.store.set_listing_ttl(run.state, target)
         if searched:
-            self.store.put_search_entries(run.state, run_search.creation_families(run.state), target)
+            later = run_search.metadata_families(run.state, self.searchable(run.state.tenant))
+            self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
         return None
 
     def _unmoved(self, run_id: str, run: RetainedRun) -> None:

@@ -20,17 +20,30 @@ from interlude.store.transactions import LostRace
 PATCH_ATTEMPTS = 5
 
 if TYPE_CHECKING:
-    from interlude.app.ports import TenantLimits, TenantRecords, Transactions
+    from interlude.app.ports import SearchKeyJobs, TenantLimits, TenantRecords, Transactions
     from interlude.domain.clock import Clock
     from interlude.rules.auth import Principal
 
 
 class Tenants:
-    def __init__(self, records: TenantRecords, writes: Transactions, limits: TenantLimits, clock: Clock) -> None:
+    def __init__(
+        self,
+        records: TenantRecords,
+        writes: Transactions,
+        limits: TenantLimits,
+        clock: Clock,
+        search_keys: SearchKeyJobs | None = None,
+    ) -> None:
         self.records = records
         self.writes = writes
         self.limits = limits
         self.clock = clock
+        # Runs created before a key was declared searchable are indexed under it by a job (app/search_keys.py).
+        self.search_keys = search_keys
+
+    def _indexing(self, tenant: str) -> dict[str, Any]:
+        progress = self.search_keys.progress(tenant) if self.search_keys is not None else None
+        return {"searchIndexing": progress} if progress is not None else {}
 
     def get_settings(self, principal: Principal) -> dict[str, Any]:
         """The tenant's settings as set, and the limits in force (its own over the host's defaults) with its usage."""
@@ -39,6 +52,7 @@ class Tenants:
             "tenant": principal.tenant,
             "settings": settings.model_dump(exclude_none=True),
             **self.limits.usage(principal.tenant),
+            **self._indexing(principal.tenant),
         }
 
     def put_settings(
@@ -78,13 +92,20 @@ class Tenants:
         answer = {"tenant": tenant, "settings": settings.model_dump(exclude_none=True), "previous": previous.model_dump(exclude_none=True)}
         stored = keeping_unknown(settings, previous).model_dump(exclude_none=True)
         if stored == previous.model_dump(exclude_none=True):
-            return answer  # nothing changes: nothing is written, and the audit log records no change
+            return {**answer, **self._indexing(tenant)}  # nothing changes: nothing is written, nor audited
         at = iso(self.clock())
         by_whom = actor or {**audit.OPERATOR, "subjectId": by}
         entry = audit.entry(tenant, by_whom, "settings.changed", {"tenant": tenant}, at, {"settings": stored})
-        self.writes.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by, over=over))], entry)
+        indexing = (
+            self.search_keys.declaration(tenant, previous.searchableMetadata, settings.searchableMetadata, at)
+            if self.search_keys is not None
+            else []
+        )
+        self.writes.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by, over=over)), *indexing], entry)
         self.limits.forget(tenant)  # this instance applies new limits at once; others within their cache time
-        return answer
+        if indexing and self.search_keys is not None:
+            self.search_keys.start(tenant)
+        return {**answer, **self._indexing(tenant)}
 
     def put_grant(
         self,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.domain import budgets
 from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid
-from interlude.domain.ids import check_author_id
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND, check_author_id
 from interlude.rules.retention import DAY_S
 
 if TYPE_CHECKING:
@@ -79,8 +79,12 @@ def name_words(workflow_id: str, workflow_name: str | None) -> list[str]:
 
 
 def gate_title(payload: Mapping[str, Any]) -> str | None:
-    """The title the workflow's author gave a gate (an approval's, a form's, any kind's `data.title`)."""
-    title = (payload.get("data") or {}).get("title")
+    """The title a person reads for a gate: the one the workflow's author gave it (an approval's, a form's, any kind's
+    `data.title`), or a ModuleX interrupt's `message` (rendered when it opened: faces/modulex/nodes.py)."""
+    data = payload.get("data") or {}
+    title = data.get("title")
+    if not title and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        title = (data.get("payload") or {}).get("message")
     return title if isinstance(title, str) and title else None
 
 
@@ -145,6 +149,16 @@ def stamped_at_end(state: RunState, expires: int | None) -> bool:
     if state.searchExpiry is None:
         return True
     return expires is not None and expires > state.searchExpiry
+
+
+def metadata_families(state: RunState, keys: Iterable[str]) -> list[str]:
+    """The families of `keys` (declared searchable after the run was created) the run holds an indexable value of:
+    what the search-keys job (app/search_keys.py) indexes an older run under, and its retention stamps."""
+    return [
+        metadata_family(key, str(metadata_text(state.metadata[key])))
+        for key in dict.fromkeys(keys)
+        if key in state.metadata and indexable(state.metadata[key])
+    ]
 
 
 def creation_families(state: RunState) -> list[str]:
@@ -256,9 +270,8 @@ class RunFilters:
         if self.tags and not set(self.tags) <= set(state.tags):
             return False
         for key, wanted in self.metadata.items():
-            # Only a run indexed under the key counts: one created before the key was declared is not found by it.
-            if key not in state.searchableMetadata:
-                return False
+            # Compared as text. A listing names only keys declared now (query_metadata), and a page reads the entries
+            # of one of them: written when the run was created, or by the search-keys job for a run created before.
             try:
                 if metadata_text(state.metadata.get(key)) != wanted:
                     return False

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.inbox import InboxIndex
+from interlude.store.layout import RUN_SK
 
 MIGRATION_PK = "MIGRATION"
 RUNNING = "running"
@@ -149,6 +150,24 @@ class MigrationStore:
             kwargs["ExclusiveStartKey"] = position
         got = self.client.scan(**kwargs)
         return list(got.get("Items") or []), int(got.get("ScannedCount", 0)), got.get("LastEvaluatedKey")
+
+    def name_run(self, pk: str, version: int, state: bytes) -> bool:
+        """A run head's state, now holding its workflow's name (migration 0006), on condition that the run has not
+        moved since it was read (False: a transition wrote it first, from the state it read, without the name)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(pk, RUN_SK),
+                UpdateExpression="SET #state = :state",
+                ConditionExpression="#version = :version",
+                ExpressionAttributeNames={"#state": "state", "#version": "version"},
+                ExpressionAttributeValues={":state": a.packed_json(state), ":version": a.n(version)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def put_missing(self, items: list[a.Item]) -> int:
         """Put those of `items` whose key names no item yet (an index entry is written once: a backfill that runs

@@ -92,7 +92,8 @@ class TenantSettings(Stored):
     # Issue 28 item 5: the longest a link minted for a named principal may live (POST .../links). Left out: 7 days.
     maxLinkLifetimeSeconds: int | None = Field(default=None, ge=60, le=MAX_MINTED_LINK_LIFETIME_S, exclude_if=_unset)
     # Issue 29 item 1: metadata keys a run listing may filter on (`GET /runs?metadata.<key>=…`), each indexed from
-    # the run's creation on (rules/run_search.py: at most 10, each 1-64 of A-Z a-z 0-9 _ -).
+    # the run's creation on, and for runs created before it was declared by a job (app/search_keys.py) (rules/run_search.py:
+    # at most 10, each 1-64 of A-Z a-z 0-9 _ -).
     searchableMetadata: list[SearchableKey] = Field(
         default_factory=list, max_length=budgets.MAX_SEARCHABLE_KEYS, exclude_if=_empty
     )

@@ -79,9 +79,23 @@ class TenantUsage(Answer):
     workflowVersions: int
 
 
+class SearchIndexing(Answer):
+    """The search-keys job (app/search_keys.py): runs created before `keys` were declared searchable, being indexed
+    under them (`pending`) or indexed (`done`)."""
+
+    status: Literal["pending", "done"]
+    keys: list[str]
+    runsRead: int
+    entriesWritten: int
+    declaredAt: str
+    doneAt: str | None = Omitted()
+
+
 class TenantSettingsAnswer(Answer):
     tenant: str
     settings: TenantSettings
+    # Once a key was declared searchable: the job that indexes older runs under it.
+    searchIndexing: SearchIndexing | None = Omitted()
     # On reading: the limits in force and what the tenant uses of them.
     limits: LimitsInForce | None = Omitted()
     usage: TenantUsage | None = Omitted()
