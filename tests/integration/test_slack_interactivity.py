@@ -27,6 +27,7 @@ from interlude.adapters.notify.slack_settings import store_slack
 from interlude.adapters.notify.worker import Worker
 from interlude.composition import Services
 from interlude.config import settings
+from interlude.config.notify import SLACK_API_URL_ENV
 from interlude.domain.errors import DomainError
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
@@ -54,8 +55,10 @@ def slack(world, monkeypatch):
     """A receiver standing in for slack.com (the Web API and the clicks' response URLs), reachable as a loopback
     destination, as development mode admits."""
     monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
-    lambda_runtime.fresh_instances()
     receiver = Receiver(answer=b'{"ok":true}', answer_type="application/json").start()
+    # The api function's Web API calls (views.open) go there too.
+    monkeypatch.setenv(SLACK_API_URL_ENV, receiver.url("/api"))
+    lambda_runtime.fresh_instances()
     yield receiver
     receiver.close()
 
@@ -157,8 +160,10 @@ def click(
 ) -> tuple[int, Any]:
     """Slack's block_actions request for a click on `action_id` in `message` (with `comment` typed in its comment
     field), signed with `secret` at `at`."""
-    (field,) = [b for b in message["blocks"] if b["type"] == "input"]
-    typed = {field["block_id"]: {field["element"]["action_id"]: {"type": "plain_text_input", "value": comment}}}
+    # A webhook's message holds the comment field; a bot token's asks for a comment in a modal instead.
+    fields = [b for b in message["blocks"] if b["type"] == "input"]
+    assert fields or comment is None
+    typed = {f["block_id"]: {f["element"]["action_id"]: {"type": "plain_text_input", "value": comment}} for f in fields}
     button = next(e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
     payload = {
         "type": "block_actions",
@@ -203,7 +208,8 @@ def test_a_signed_click_decides_as_the_mapped_principal_and_the_message_is_repla
     tenant = world.tenant
     secret, run_id, message = asked(services, world, slack, {"timeZone": "Europe/Paris"})
     buttons = [e["text"]["text"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert buttons == ["Approve", "Reject", "Open the approval page"]
+    assert buttons == ["Approve", "Reject", "Decide with a comment…", "Open the approval page"]
+    assert not [b for b in message["blocks"] if b["type"] == "input"]
     assert "Asked by: ops-bot" in message["blocks"][1]["text"]["text"]
     assert "(Europe/Paris)" in message["blocks"][1]["text"]["text"]
 
@@ -242,14 +248,21 @@ def test_a_click_sent_twice_decides_once_and_a_reject_is_said_as_one(services, w
     }
     assert votes(services, run_id) == [("ana", "accept", "slack")]
 
-    # What Bob typed in the message's comment field is his vote's comment, said with the outcome (as Slack shows it).
-    status, rejected = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant, comment=" Not <before> Friday ")
+    # Bob's message came through the tenant's incoming webhook: no modal (views.open needs a bot token), a comment
+    # field above the buttons instead. What he typed there is his vote's comment, said with the outcome.
+    store_slack(tenant, {"webhookUrl": slack.url("/hook")})
+    notified(services, world.queues, run_id, services.store.get_run(run_id)[0].interrupts["review"].interruptId, "bob", slack)
+    bobs = json.loads(slack.hits[-1].body)
+    assert slack.hits[-1].path == "/hook"
+    buttons = [e["text"]["text"] for b in bobs["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["Approve", "Reject", "Open the approval page"]
+    status, rejected = click(bobs, "U0BOB", "interlude-reject", reply_to, secret, tenant, comment=" Not <before> Friday ")
     assert (status, rejected["text"]) == (200, "Rejected by Bob: Not &lt;before&gt; Friday")
     assert services.store.get_run(run_id)[0].status == "failed"
     resolved = next(e for e in services.store.read_events(run_id, 0) if e["type"] == "interrupt.resolved")
     assert resolved["payload"]["resumeValue"]["comment"] == "Not <before> Friday"
     assert not [b for b in rejected["blocks"] if b["type"] in ("input", "actions")]
-    status, late = click(message, "U0BOB", "interlude-reject", reply_to, secret, tenant)
+    status, late = click(bobs, "U0BOB", "interlude-reject", reply_to, secret, tenant)
     assert late["text"] == "This request was already decided or has timed out, so your answer was not recorded."
 
 
@@ -295,6 +308,93 @@ def test_a_click_that_votes_is_counted_as_a_decision_and_clicks_count_against_th
     assert votes(services, run_id) == []
 
 
+# -- the decision modal (a bot token's messages) -------------------------------------------------------------------
+
+
+def submitted(view: dict[str, Any], user: str, secret: str, tenant: str, decision: str | None, comment: str | None) -> tuple[int, Any]:
+    """Slack's view_submission request for the modal `view` (as views.open was sent it), answered so."""
+    values: dict[str, Any] = {"interlude-comment": {"comment": {"type": "plain_text_input", "value": comment}}}
+    chosen = next((o for o in view["blocks"][1]["element"]["options"] if o["value"] == decision), None)
+    values["interlude-decision"] = {"decision": {"type": "static_select", "selected_option": chosen}}
+    payload = {
+        "type": "view_submission",
+        "team": {"id": "T0TEAM", "domain": "acme"},
+        "user": {"id": user, "username": user.lower(), "team_id": "T0TEAM"},
+        "api_app_id": "A0APP",
+        "trigger_id": "1.2.4",
+        "view": {
+            "id": "V0VIEW",
+            "type": "modal",
+            "callback_id": view["callback_id"],
+            "private_metadata": view["private_metadata"],
+            "blocks": view["blocks"],
+            "state": {"values": values},
+            "hash": "1796126402.abc",
+        },
+    }
+    return signed_post(urlencode({"payload": json.dumps(payload)}).encode(), secret, tenant)
+
+
+def test_decide_with_a_comment_opens_a_modal_whose_submission_decides_as_a_click_does(services, world, slack):
+    tenant = world.tenant
+    secret, run_id, message = asked(services, world, slack)
+    hits = len(slack.hits)
+    status, answer = click(message, "U0ANA", "interlude-decide-with-comment", slack.url("/actions/1"), secret, tenant)
+    assert (status, answer) == (200, {})
+    # views.open with the click's trigger_id and the tenant's bot token: the click's one call to Slack.
+    (opened,) = slack.hits[hits:]
+    assert opened.path == "/api/views.open"
+    assert {k.lower(): v for k, v in opened.headers.items()}["authorization"] == "Bearer xoxb-test-0000-token"
+    sent = json.loads(opened.body)
+    assert sent["trigger_id"] == "1.2.3"
+    view = sent["view"]
+    assert view["blocks"][0]["text"]["text"] == "*Ship release 7?*"
+    assert [o["text"]["text"] for o in view["blocks"][1]["element"]["options"]] == ["Approve", "Reject"]
+    assert view["blocks"][2]["element"]["type"] == "plain_text_input"
+
+    # No choice made (Slack requires one; a forged submission is told beside the field), then a reject with a comment.
+    hits = len(slack.hits)
+    assert submitted(view, "U0ANA", secret, tenant, None, None) == (
+        200,
+        {"response_action": "errors", "errors": {"interlude-decision": "Choose Approve or Reject."}},
+    )
+    assert submitted(view, "U0ANA", secret, tenant, "reject", " not before Friday ") == (200, {"response_action": "clear"})
+    assert len(slack.hits) == hits  # the submission calls Slack for nothing
+    assert services.store.get_run(run_id)[0].status == "failed"
+    resolved = next(e for e in services.store.read_events(run_id, 0) if e["type"] == "interrupt.resolved")
+    assert resolved["payload"]["resumeValue"]["comment"] == "not before Friday"
+    assert resolved["payload"]["resumeValue"]["decidedBy"] == "ana"
+    assert resolved["payload"]["resolvedBy"]["subjectId"] == "ana"
+
+    # Sent again (or after the gate closed elsewhere): refused beside the decision, the modal left open.
+    status, again = submitted(view, "U0ANA", secret, tenant, "accept", None)
+    assert (status, again["response_action"]) == (200, "errors")
+    assert again["errors"] == {"interlude-decision": "This request was already decided or has timed out, so your answer was not recorded."}
+    # And the button, once the gate is closed, opens nothing: the clicker is told why.
+    hits = len(slack.hits)
+    status, answer = click(message, "U0ANA", "interlude-decide-with-comment", slack.url("/actions/2"), secret, tenant)
+    assert answer["text"] == "This request was already decided or has timed out, so your answer was not recorded."
+    assert [h.path for h in slack.hits[hits:]] == ["/actions/2"]
+
+
+def test_a_modal_sent_by_someone_who_may_not_decide_is_refused_beside_its_field(services, world, slack):
+    tenant = world.tenant
+    person(services, tenant, "eve", displayName="Eve", slackUserId="U0EVE")
+    secret, run_id, message = asked(services, world, slack)
+    click(message, "U0ANA", "interlude-decide-with-comment", slack.url("/actions/1"), secret, tenant)
+    view = json.loads(slack.hits[-1].body)["view"]
+    status, answer = submitted(view, "U0EVE", secret, tenant, "accept", None)
+    assert (status, answer["errors"]) == (200, {"interlude-decision": "You are not one of the approvers of this request, so your answer was not recorded."})
+    status, answer = submitted(view, "U0NOBODY", secret, tenant, "accept", None)
+    assert answer["errors"]["interlude-decision"].startswith("Your Slack account is not linked")
+    # An unlinked Slack user's click opens no modal.
+    hits = len(slack.hits)
+    click(message, "U0NOBODY", "interlude-decide-with-comment", slack.url("/actions/3"), secret, tenant)
+    assert [h.path for h in slack.hits[hits:]] == ["/actions/3"]
+    assert services.store.get_run(run_id)[0].status == "waiting-approval"
+    assert votes(services, run_id) == []
+
+
 # -- the other recipients' messages follow the gate ---------------------------------------------------------------
 
 
@@ -329,13 +429,13 @@ def test_when_the_gate_is_decided_every_recipients_slack_message_is_replaced_wit
     interrupt_id = services.store.get_run(run_id)[0].interrupts["review"].interruptId
     notified(services, world.queues, run_id, interrupt_id, "bob", slack)
 
-    status, answer = click(message, "U0ANA", "interlude-approve", slack.url("/actions/1"), secret, tenant, comment="ship it")
-    assert (status, answer["text"]) == (200, "Approved by Ana: ship it")
+    status, answer = click(message, "U0ANA", "interlude-approve", slack.url("/actions/1"), secret, tenant)
+    assert (status, answer["text"]) == (200, "Approved by Ana")
     updated = closed_notices(services, world, slack, run_id)
     assert set(updated) == {"1796126400.000100", "1796126400.000200"}
     bob = updated["1796126400.000200"]
     assert bob["channel"] == "D0BOB"
-    assert bob["text"] == "Approved by Ana: ship it"
+    assert bob["text"] == "Approved by Ana"
     assert bob["blocks"][0]["text"]["text"] == "Ship release 7?"
     assert not [b for b in bob["blocks"] if b["type"] in ("actions", "input")]
     assert {k.lower(): v for k, v in slack.hits[-1].headers.items()}["authorization"] == "Bearer xoxb-test-0000-token"

@@ -98,12 +98,19 @@ def test_approve_and_reject_buttons_come_where_one_click_answers_the_gate():
     value = button_value("t1/abc", "review", "int_1")
     both = slack_message(content(actions=("accept", "reject", "refine"), decision_value=value), "U1", channel="U1")
     (buttons,) = [b["elements"] for b in both["blocks"] if b["type"] == "actions"]
+    # A bot token's message asks for a comment in a modal (views.open needs the token)...
     assert [(b["action_id"], b["text"]["text"], b.get("value")) for b in buttons] == [
         ("interlude-approve", "Approve", value),
         ("interlude-reject", "Reject", value),
+        ("interlude-decide-with-comment", "Decide with a comment…", value),
         ("open-approval-page", "Open the approval page", None),
     ]
-    (field,) = [b for b in both["blocks"] if b["type"] == "input"]
+    assert not [b for b in both["blocks"] if b["type"] == "input"]
+    # ...an incoming webhook's holds the comment field above the buttons, sent with the click.
+    hooked = slack_message(content(actions=("accept", "reject", "refine"), decision_value=value), "U1")
+    (buttons,) = [b["elements"] for b in hooked["blocks"] if b["type"] == "actions"]
+    assert [b["action_id"] for b in buttons] == ["interlude-approve", "interlude-reject", "open-approval-page"]
+    (field,) = [b for b in hooked["blocks"] if b["type"] == "input"]
     assert (field["optional"], field["element"]["type"], field["label"]["text"]) == (True, "plain_text_input", "Comment (optional)")
     only_page = slack_message(content(actions=("accept", "reject")), "U1", channel="U1")
     (buttons,) = [b["elements"] for b in only_page["blocks"] if b["type"] == "actions"]

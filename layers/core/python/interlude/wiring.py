@@ -192,10 +192,17 @@ FUNCTIONS: tuple[Function, ...] = (
                     "secretsmanager:DeleteSecret",
                 ),
             ),
-            # PUT /tenant/notifications/slack writes the tenant's Slack credential (issue 14); nothing reads it back.
+            # PUT /tenant/notifications/slack writes the tenant's Slack credential (issue 14); no answer carries it.
+            # POST /slack/{tenant}/interactions reads a bot token to open the decision modal (views.open, issue 28
+            # item 6), the one call to Slack a "Decide with a comment…" click makes inside Slack's 3 seconds.
             (
                 "SLACK_SECRET_PREFIX",
-                ("secretsmanager:PutSecretValue", "secretsmanager:CreateSecret", "secretsmanager:TagResource"),
+                (
+                    "secretsmanager:GetSecretValue",
+                    "secretsmanager:PutSecretValue",
+                    "secretsmanager:CreateSecret",
+                    "secretsmanager:TagResource",
+                ),
             ),
             # PUT /tenant/notifications/slack/signing-secret writes the Slack app's signing secret; POST
             # /slack/{tenant}/interactions reads it to verify a click (issue 28 item 6).

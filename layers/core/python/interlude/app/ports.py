@@ -466,11 +466,16 @@ class Decider(Gates, Protocol):
 
 class SlackChannel(Protocol):
     """The tenant's Slack app as the interactivity endpoint meets it (adapters/notify/slack_interactivity.py): its
-    signing secret, and the post that answers a click through the click's response_url (egress-checked)."""
+    signing secret, the post that answers a click through the click's response_url, and a modal opened with its bot
+    token (egress-checked)."""
 
     def signing_secret(self, tenant: str) -> str | None: ...
 
+    def bot_token(self, tenant: str) -> str | None: ...
+
     def reply(self, response_url: str, message: dict[str, Any]) -> None: ...
+
+    def open_view(self, tenant: str, trigger_id: str, view: dict[str, Any]) -> bool: ...
 
 
 class ActionOutcomes(Protocol):

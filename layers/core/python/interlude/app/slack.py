@@ -16,14 +16,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlude.domain.errors import DomainError, Unauthenticated
+from interlude.domain.errors import DomainError, NotFound, Unauthenticated
 from interlude.domain.ids import TENANT_RE, tenant_of
 from interlude.rules.auth import personal_subject
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.slack import (
+    CLOSE_MODAL,
+    COMMENT_BLOCK,
+    DECISION_BLOCK,
     SignatureRefused,
-    click_of,
+    Submission,
+    button_value,
+    decision_modal,
     ephemeral,
+    field_errors,
+    interaction_of,
     outcome_text,
     replaced_message,
     verify_signature,
@@ -32,6 +39,7 @@ from interlude.rules.slack import (
 if TYPE_CHECKING:
     from interlude.app.ports import Decider, DirectoryRecords, RunLedger, SlackChannel
     from interlude.domain.clock import Clock
+    from interlude.domain.models.run import OpenInterrupt, RunState
     from interlude.rules.limits import Admission
     from interlude.rules.slack import Click
 
@@ -48,6 +56,8 @@ REFUSED_WORDS = {
     "interlude.tenant_suspended": "Interlude is not taking answers for your organisation at the moment.",
     "validation_error": "This request needs more than a button can give: open the approval page to answer it.",
 }
+CHOOSE_WORDS = "Choose Approve or Reject."
+NO_MODAL_WORDS = "Slack could not open the form just now; use Approve or Reject, or open the approval page."
 BUSY_WORDS = "Interlude could not record your answer just now; please click again in a moment."
 # A click past the tenant's request rate (the limit every API request of the tenant counts against).
 RATE_WORDS = "Interlude is taking many answers for your organisation just now, so yours was not recorded; please click again in a few seconds."
@@ -92,7 +102,10 @@ class SlackInteractions:
         (403) a click of a suspended tenant. A click past the tenant's request rate is told so in words (200: Slack
         shows a person an error for any other status)."""
         self.verify(tenant, timestamp, signature, body)
-        click = click_of(body)
+        got = interaction_of(body)
+        if isinstance(got, Submission):
+            return self._submitted(tenant, got)
+        click = got
         try:
             self.admit(tenant)
         except DomainError as refused:
@@ -102,6 +115,8 @@ class SlackInteractions:
             raise
         if self.rate is not None and not self.rate(tenant).allowed:
             return self._shown(click, ephemeral(RATE_WORDS))
+        if click.opens_modal:
+            return self._open_modal(tenant, click)
         if click.action is None:
             return Answered({})  # a click on the page's link, or a button of no decision: Slack only needs the acknowledgement
         shown = self._decide(tenant, click)
@@ -123,25 +138,96 @@ class SlackInteractions:
         except SignatureRefused as refused:
             raise Unauthenticated(refused.message, {"reason": refused.reason}, code=SIGNATURE_INVALID) from None
 
+    def _principal(self, tenant: str, slack_user_id: str) -> tuple[str, str] | None:
+        """(principal id, what people call them) of the directory entry naming this Slack user."""
+        principal_id = self.directory.by_slack_user(tenant, slack_user_id)
+        record = self.directory.get(tenant, principal_id) if principal_id else None
+        if principal_id is None or record is None:
+            return None
+        return principal_id, str(record["entry"].get("displayName") or principal_id)
+
+    def _vote(
+        self, tenant: str, principal_id: str, run_id: str, node_id: str, interrupt_id: str, action: str, comment: str | None
+    ) -> bool:
+        """Cast the principal's vote as their personal link would (raises the refusal); whether it decided the gate."""
+        if tenant_of(run_id) != tenant:
+            raise NotFound("no such run")
+        state, version = self.runs.load_run(tenant, run_id, deciding=True)
+        resolver = Resolver(subject=personal_subject(tenant, principal_id), surface="slack")
+        value = {"action": action, **({"comment": comment} if comment else {})}
+        self.decisions.resolve(state, version, node_id, value, resolver, interrupt_id=interrupt_id)
+        after, _ = self.runs.load_run(tenant, run_id)
+        still_open = after.interrupts.get(node_id)
+        return still_open is None or still_open.interruptId != interrupt_id
+
     def _decide(self, tenant: str, click: Click) -> dict[str, Any]:
         assert click.action is not None
         assert click.run_id is not None
         assert click.node_id is not None
-        principal_id = self.directory.by_slack_user(tenant, click.user_id)
-        record = self.directory.get(tenant, principal_id) if principal_id else None
-        if principal_id is None or record is None:
+        assert click.interrupt_id is not None
+        found = self._principal(tenant, click.user_id)
+        if found is None:
             return ephemeral(UNKNOWN_USER_WORDS.format(user=click.user_id))
-        who = str(record["entry"].get("displayName") or principal_id)
+        principal_id, who = found
         try:
-            if tenant_of(click.run_id) != tenant:
-                return ephemeral(REFUSED_WORDS["not_found"])
-            state, version = self.runs.load_run(tenant, click.run_id, deciding=True)
-            resolver = Resolver(subject=personal_subject(tenant, principal_id), surface="slack")
-            value = {"action": click.action, **({"comment": click.comment} if click.comment else {})}
-            self.decisions.resolve(state, version, click.node_id, value, resolver, interrupt_id=click.interrupt_id)
-            after, _ = self.runs.load_run(tenant, click.run_id)
+            decided = self._vote(tenant, principal_id, click.run_id, click.node_id, click.interrupt_id, click.action, click.comment)
         except DomainError as refused:
             return ephemeral(REFUSED_WORDS.get(refused.code, BUSY_WORDS))
-        still_open = after.interrupts.get(click.node_id)
-        decided = still_open is None or still_open.interruptId != click.interrupt_id
         return replaced_message(click.message, outcome_text(click.action, decided, who, click.comment))
+
+    # -- the decision modal (a bot token's messages) -----------------------------------------------------------
+
+    def _open_modal(self, tenant: str, click: Click) -> Answered:
+        """Open the decision modal for a linked principal while the gate is open: views.open is the click's only call
+        to Slack (its trigger_id lives 3 seconds); otherwise the clicker is told why, as a button click is."""
+        assert click.run_id is not None
+        assert click.node_id is not None
+        assert click.interrupt_id is not None
+        assert click.trigger_id is not None
+        if self._principal(tenant, click.user_id) is None:
+            return self._shown(click, ephemeral(UNKNOWN_USER_WORDS.format(user=click.user_id)))
+        interrupt = self._open_interrupt(tenant, click.run_id, click.node_id, click.interrupt_id)
+        if isinstance(interrupt, str):
+            return self._shown(click, ephemeral(interrupt))
+        data = interrupt.payload.get("data") or {}
+        title = str(data.get("title") or data.get("prompt") or "Your decision is needed")
+        view = decision_modal(title, list(data.get("actions") or ()), button_value(click.run_id, click.node_id, click.interrupt_id))
+        if not self.channel.open_view(tenant, click.trigger_id, view):
+            # No second call to Slack inside its 3 seconds: the acknowledgement carries the words (logged too).
+            return Answered(ephemeral(NO_MODAL_WORDS))
+        return Answered({})
+
+    def _open_interrupt(self, tenant: str, run_id: str, node_id: str, interrupt_id: str) -> OpenInterrupt | str:
+        """The interrupt, still open, or the words saying why not."""
+        try:
+            if tenant_of(run_id) != tenant:
+                raise NotFound("no such run")
+            state: RunState = self.runs.load_run(tenant, run_id)[0]
+        except DomainError as refused:
+            return REFUSED_WORDS.get(refused.code, BUSY_WORDS)
+        interrupt = state.interrupts.get(node_id)
+        if interrupt is None or interrupt.interruptId != interrupt_id:
+            return REFUSED_WORDS["interrupt_already_resolved"]
+        return interrupt
+
+    def _submitted(self, tenant: str, sent: Submission) -> Answered:
+        """The modal sent: the vote cast as a click casts it, the modal closed; a refusal is said beside its field and
+        the modal stays open (Slack's `response_action: errors`)."""
+        try:
+            self.admit(tenant)
+        except DomainError as refused:
+            return Answered(field_errors({DECISION_BLOCK: REFUSED_WORDS.get(refused.code, BUSY_WORDS)}))
+        if self.rate is not None and not self.rate(tenant).allowed:
+            return Answered(field_errors({DECISION_BLOCK: RATE_WORDS}))
+        found = self._principal(tenant, sent.user_id)
+        if found is None:
+            return Answered(field_errors({DECISION_BLOCK: UNKNOWN_USER_WORDS.format(user=sent.user_id)}))
+        if sent.action is None:
+            return Answered(field_errors({DECISION_BLOCK: CHOOSE_WORDS}))
+        try:
+            self._vote(tenant, found[0], sent.run_id, sent.node_id, sent.interrupt_id, sent.action, sent.comment)
+        except DomainError as refused:
+            about = str((refused.details or {}).get("field") or "")
+            block = COMMENT_BLOCK if about.startswith("resumeValue.comment") else DECISION_BLOCK
+            return Answered(field_errors({block: REFUSED_WORDS.get(refused.code, BUSY_WORDS)}))
+        return Answered(CLOSE_MODAL, voted=True)

@@ -1,5 +1,13 @@
 """Slack interactivity (issue 28 item 6), pure: the request signature, the decision buttons' value, a click read from
-Slack's `block_actions` payload, and the words Slack shows after it.
+Slack's `block_actions` payload, the decision modal (a view opened with `views.open`) and its `view_submission`, and
+the words Slack shows after them.
+
+Payload shapes as Slack documents them: https://api.slack.com/reference/interaction-payloads/block-actions and
+https://api.slack.com/reference/interaction-payloads/views (`view.private_metadata`, `view.state.values` keyed by
+block_id then action_id); a modal and its answers: https://docs.slack.dev/surfaces/modals (a `view_submission` is
+answered `{"response_action": "errors", "errors": {block_id: words}}` to show words beside an input block, or
+`{"response_action": "clear"}` to close the modal); https://api.slack.com/methods/views.open (a `trigger_id` is
+spent once, within 3 seconds of the click).
 
 Slack signs each request it sends an app's interactivity URL with the app's signing secret: `X-Slack-Signature` is
 `v0=` + hex HMAC-SHA256(secret, `v0:{X-Slack-Request-Timestamp}:{raw body}`); a request whose timestamp is more than
@@ -25,6 +33,13 @@ MAX_CLOCK_SKEW_S = 300
 APPROVE_ACTION = "interlude-approve"
 REJECT_ACTION = "interlude-reject"
 OPEN_PAGE_ACTION = "open-approval-page"
+# The button that opens the decision modal (a bot token's messages: views.open needs the token), its view's
+# callback_id, and its decision field (a static_select of the gate's one-click actions).
+MODAL_ACTION = "interlude-decide-with-comment"
+MODAL_CALLBACK = "interlude-decide"
+DECISION_BLOCK = "interlude-decision"
+DECISION_ACTION = "decision"
+ACTION_LABELS = {"accept": "Approve", "reject": "Reject"}
 ACTION_VALUES = {APPROVE_ACTION: "accept", REJECT_ACTION: "reject"}
 # What a button's value holds: which interrupt it answers (Slack's limit for a value is 2000 characters).
 MAX_BUTTON_VALUE_CHARS = 2000
@@ -86,11 +101,30 @@ class Click:
     message: dict[str, Any] | None = None
     # What the clicker typed in the message's comment field (None: nothing).
     comment: str | None = None
+    # What a modal is opened with (Slack's, spent once, valid 3 seconds).
+    trigger_id: str | None = None
 
     @property
     def action(self) -> str | None:
         """The resume value's action the click takes (None: not a decision button)."""
         return ACTION_VALUES.get(self.action_id) if self.run_id else None
+
+    @property
+    def opens_modal(self) -> bool:
+        return self.action_id == MODAL_ACTION and self.run_id is not None and self.trigger_id is not None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The decision modal sent: by whom, which interrupt (the view's private_metadata, Interlude's own), the action
+    chosen and the comment typed."""
+
+    user_id: str
+    run_id: str
+    node_id: str
+    interrupt_id: str
+    action: str | None
+    comment: str | None
 
 
 def _text(value: Any, what: str, most: int = 256) -> str:
@@ -103,16 +137,61 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def click_of(body: bytes) -> Click:
-    """The click a (verified) interactivity request reports; 400 validation_error for any other payload."""
+def _payload(body: bytes) -> dict[str, Any]:
     try:
         form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=4)
         payload = json.loads(form["payload"][0])
     except (UnicodeDecodeError, ValueError, KeyError):
         raise Invalid("the body must be Slack's form-encoded payload=<JSON>", {"field": "payload"}) from None
-    if not isinstance(payload, dict) or payload.get("type") != "block_actions":
-        kind = payload.get("type") if isinstance(payload, dict) else None
-        raise Invalid(f"Slack payloads of type {kind!r} are not answered here (only block_actions)", {"field": "payload.type"})
+    if not isinstance(payload, dict):
+        raise Invalid("the Slack payload must be an object", {"field": "payload"})
+    return payload
+
+
+def _typed(values: Any, block_id: str, action_id: str) -> dict[str, Any]:
+    """One input's state (`state.values[block_id][action_id]`), {} when absent."""
+    return _object(_object(_object(values).get(block_id)).get(action_id))
+
+
+def _comment(values: Any) -> str | None:
+    value = _typed(values, COMMENT_BLOCK, COMMENT_ACTION).get("value")
+    return (value.strip() if isinstance(value, str) else "")[:MAX_COMMENT_CHARS] or None
+
+
+def _interrupt_named(text: Any, field: str) -> tuple[str, str, str]:
+    """(run, node, interrupt) from a value Interlude wrote (rules.slack.button_value)."""
+    try:
+        named = json.loads(_text(text, field, MAX_BUTTON_VALUE_CHARS))
+        run_id, node_id, interrupt_id = (_text(named[k], f"{field}.{k}") for k in ("r", "n", "i"))
+    except (ValueError, TypeError, KeyError):
+        raise Invalid("the decision button's value is not one Interlude wrote", {"field": f"payload.{field}"}) from None
+    return run_id, node_id, interrupt_id
+
+
+def interaction_of(body: bytes) -> Click | Submission:
+    """The click or the modal's submission a (verified) interactivity request reports; 400 validation_error for any
+    other payload."""
+    payload = _payload(body)
+    kind = payload.get("type")
+    if kind == "view_submission":
+        return _submission_of(payload)
+    if kind != "block_actions":
+        raise Invalid(
+            f"Slack payloads of type {kind!r} are not answered here (only block_actions and view_submission)",
+            {"field": "payload.type"},
+        )
+    return _click_of(payload)
+
+
+def click_of(body: bytes) -> Click:
+    """The click a (verified) interactivity request reports; 400 validation_error for any other payload."""
+    got = interaction_of(body)
+    if not isinstance(got, Click):
+        raise Invalid("the Slack payload is not a click", {"field": "payload.type"})
+    return got
+
+
+def _click_of(payload: dict[str, Any]) -> Click:
     user = _object(payload.get("user"))
     team = _object(payload.get("team"))
     actions = payload.get("actions")
@@ -121,25 +200,82 @@ def click_of(body: bytes) -> Click:
     action = actions[0]
     response_url = payload.get("response_url")
     message = payload.get("message")
-    typed = _object(_object(_object(_object(payload.get("state")).get("values")).get(COMMENT_BLOCK)).get(COMMENT_ACTION))
-    value = typed.get("value")
-    comment = value.strip() if isinstance(value, str) else ""
+    trigger_id = payload.get("trigger_id")
     click = Click(
         user_id=_text(user.get("id"), "user.id", 32),
         team_id=_text(team.get("id") or user.get("team_id"), "team.id", 32),
         action_id=_text(action.get("action_id"), "actions.action_id"),
         response_url=response_url if isinstance(response_url, str) and response_url else None,
         message=message if isinstance(message, dict) else None,
-        comment=comment[:MAX_COMMENT_CHARS] or None,
+        comment=_comment(_object(payload.get("state")).get("values")),
+        trigger_id=trigger_id if isinstance(trigger_id, str) and 0 < len(trigger_id) <= 256 else None,
     )
-    if click.action_id not in ACTION_VALUES:
+    if click.action_id not in ACTION_VALUES and click.action_id != MODAL_ACTION:
         return click
-    try:
-        named = json.loads(_text(action.get("value"), "actions.value", MAX_BUTTON_VALUE_CHARS))
-        run_id, node_id, interrupt_id = (_text(named[k], f"actions.value.{k}") for k in ("r", "n", "i"))
-    except (ValueError, TypeError, KeyError):
-        raise Invalid("the decision button's value is not one Interlude wrote", {"field": "payload.actions.value"}) from None
+    run_id, node_id, interrupt_id = _interrupt_named(action.get("value"), "actions.value")
     return Click(**{**click.__dict__, "run_id": run_id, "node_id": node_id, "interrupt_id": interrupt_id})
+
+
+def _submission_of(payload: dict[str, Any]) -> Submission:
+    view = _object(payload.get("view"))
+    if view.get("callback_id") != MODAL_CALLBACK:
+        raise Invalid("the submitted view is not one Interlude opened", {"field": "payload.view.callback_id"})
+    run_id, node_id, interrupt_id = _interrupt_named(view.get("private_metadata"), "view.private_metadata")
+    values = _object(view.get("state")).get("values")
+    chosen = _object(_typed(values, DECISION_BLOCK, DECISION_ACTION).get("selected_option")).get("value")
+    return Submission(
+        user_id=_text(_object(payload.get("user")).get("id"), "user.id", 32),
+        run_id=run_id,
+        node_id=node_id,
+        interrupt_id=interrupt_id,
+        action=chosen if chosen in ACTION_LABELS else None,
+        comment=_comment(values),
+    )
+
+
+def decision_modal(title: str, actions: list[str], value: str) -> dict[str, Any]:
+    """The modal a "Decide with a comment…" click opens: the request's title, the decision (the gate's one-click
+    actions) and a comment; `value` (button_value) is carried as the view's private_metadata to the submission."""
+    options = [
+        {"text": {"type": "plain_text", "text": ACTION_LABELS[a]}, "value": a} for a in ACTION_LABELS if a in actions
+    ]
+    return {
+        "type": "modal",
+        "callback_id": MODAL_CALLBACK,
+        "private_metadata": value,
+        "title": {"type": "plain_text", "text": "Your decision"},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{escaped(title)[:2900]}*"}},
+            {
+                "type": "input",
+                "block_id": DECISION_BLOCK,
+                "label": {"type": "plain_text", "text": "Your decision"},
+                "element": {"type": "static_select", "action_id": DECISION_ACTION, "options": options},
+            },
+            comment_input("Comment (optional)"),
+        ],
+    }
+
+
+def comment_input(label: str) -> dict[str, Any]:
+    """The optional comment field (an input block), in a message or a modal: what is typed is the vote's comment."""
+    return {
+        "type": "input",
+        "block_id": COMMENT_BLOCK,
+        "optional": True,
+        "label": {"type": "plain_text", "text": label},
+        "element": {"type": "plain_text_input", "action_id": COMMENT_ACTION, "multiline": True, "max_length": MAX_COMMENT_CHARS},
+    }
+
+
+def field_errors(errors: dict[str, str]) -> dict[str, Any]:
+    """A refused submission's answer: each message beside its input block; the modal stays open."""
+    return {"response_action": "errors", "errors": errors}
+
+
+CLOSE_MODAL: dict[str, Any] = {"response_action": "clear"}
 
 
 # -- what Slack shows after a click ------------------------------------------------------------------------

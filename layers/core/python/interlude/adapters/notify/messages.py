@@ -22,11 +22,10 @@ from interlude.domain.outcomes import in_words
 from interlude.rules.interrupts.delegation import still_asked
 from interlude.rules.slack import (
     APPROVE_ACTION,
-    COMMENT_ACTION,
-    COMMENT_BLOCK,
-    MAX_COMMENT_CHARS,
+    MODAL_ACTION,
     OPEN_PAGE_ACTION,
     REJECT_ACTION,
+    comment_input,
     escaped,
 )
 
@@ -188,8 +187,9 @@ def mime_email(from_address: str, to_address: str, content: Content) -> bytes:
 
 
 def slack_message(content: Content, slack_user_id: str | None, channel: str | None = None) -> dict[str, Any]:
-    """The Slack message (Block Kit): a header with the title, the summary, an optional comment field and Approve and
-    Reject buttons when one click can answer the gate, and a button opening the approval page.
+    """The Slack message (Block Kit): a header with the title, the summary, Approve and Reject buttons when one click
+    can answer the gate with, for a bot token, "Decide with a comment…" (a modal) and, for an incoming webhook, an
+    optional comment field above them, and a button opening the approval page.
 
     `channel` is set for a bot token's chat.postMessage (the recipient's user id: a direct message); an incoming
     webhook posts to its own channel, and the recipient is mentioned instead.
@@ -222,22 +222,19 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
                         "style": style,
                     }
                 )
-    if buttons:
-        # Typed here, sent with the click (Slack's `state.values`), recorded as the vote's comment.
-        blocks.append(
+    if buttons and channel is not None:
+        # A bot token's message: the comment is asked in a modal (views.open needs the token the tenant gave).
+        buttons.append(
             {
-                "type": "input",
-                "block_id": COMMENT_BLOCK,
-                "optional": True,
-                "label": {"type": "plain_text", "text": "Comment (optional)"},
-                "element": {
-                    "type": "plain_text_input",
-                    "action_id": COMMENT_ACTION,
-                    "multiline": True,
-                    "max_length": MAX_COMMENT_CHARS,
-                },
+                "type": "button",
+                "action_id": MODAL_ACTION,
+                "text": {"type": "plain_text", "text": "Decide with a comment…"},
+                "value": content.decision_value,
             }
         )
+    elif buttons:
+        # An incoming webhook's message: typed here, sent with the click (Slack's `state.values`), the vote's comment.
+        blocks.append(comment_input("Comment (optional)"))
     if content.link:
         page_button: dict[str, Any] = {
             "type": "button",

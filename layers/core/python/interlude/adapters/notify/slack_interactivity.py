@@ -1,6 +1,7 @@
 """The tenant's Slack app as the interactivity endpoint meets it (issue 28 item 6; app.ports.SlackChannel): its signing
-secret read from Secrets Manager (briefly cached), and a click's answer posted to the click's `response_url` through
-the egress guard, pinned to the addresses it admitted, as every outbound request of Interlude is."""
+secret and its bot token read from Secrets Manager (briefly cached), a click's answer posted to the click's
+`response_url`, and a modal opened with `views.open` — each through the egress guard, pinned to the addresses it
+admitted, as every outbound request of Interlude is."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
-from interlude.adapters.notify.slack_settings import slack_signing_secret_name
+from interlude.adapters.notify.slack_settings import slack_secret_name, slack_signing_secret_name
 from interlude.config.notify import NotifySettings, notify_settings
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 
@@ -23,7 +24,7 @@ logger = Logger(service="interlude", child=True)
 USER_AGENT = "interlude-slack/1"
 # A secret set (or rotated) reaches every api instance within this long.
 SECRET_CACHE_S = 60.0
-# Tenants whose secret (or its absence) an instance keeps: a request naming a made-up tenant costs one read, and the
+# Secrets (a tenant's signing secret, its bot token) whose value (or absence) an instance keeps: a request naming a made-up tenant costs one read, and the
 # cache stays bounded however many are named.
 SECRET_CACHE_TENANTS = 1000
 # Slack wants its request acknowledged within 3 seconds, and the answer is posted before the acknowledgement.
@@ -37,33 +38,66 @@ class SlackApp:
     settings: NotifySettings
     resolve: Resolver | None = None
     ca_file: str | None = None
-    _cache: OrderedDict[str, tuple[float, str | None]] = field(default_factory=OrderedDict)
+    # (secret name, tenant) -> (until, the field read, None: not set)
+    _cache: OrderedDict[tuple[str, str], tuple[float, str | None]] = field(default_factory=OrderedDict)
 
     def signing_secret(self, tenant: str) -> str | None:
-        hit = self._cache.get(tenant)
+        name = slack_signing_secret_name(tenant, self.settings.slack_signing_secret_prefix)
+        return self._secret(name, tenant, "signingSecret")
+
+    def bot_token(self, tenant: str) -> str | None:
+        """The tenant's bot token (None: it has none, or posts through an incoming webhook)."""
+        return self._secret(slack_secret_name(tenant, self.settings.slack_secret_prefix), tenant, "botToken")
+
+    def _secret(self, name: str, tenant: str, key: str) -> str | None:
+        hit = self._cache.get((key, tenant))
         if hit is None or hit[0] <= time.monotonic():
-            name = slack_signing_secret_name(tenant, self.settings.slack_signing_secret_prefix)
             try:
-                value = json.loads(self.secrets.get_secret_value(SecretId=name)["SecretString"]).get("signingSecret")
+                value = json.loads(self.secrets.get_secret_value(SecretId=name)["SecretString"]).get(key)
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
                     raise
                 value = None
             hit = (time.monotonic() + SECRET_CACHE_S, value if isinstance(value, str) and value else None)
-            self._cache[tenant] = hit
-            self._cache.move_to_end(tenant)
+            self._cache[(key, tenant)] = hit
+            self._cache.move_to_end((key, tenant))
             while len(self._cache) > SECRET_CACHE_TENANTS:
                 self._cache.popitem(last=False)
         return hit[1]
 
     def reply(self, response_url: str, message: dict[str, Any]) -> None:
         """Best-effort: a refused or failed post is logged (without the URL, which is a credential of its own)."""
-        headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT}
+        self._post(response_url, message, {}, "reply")
+
+    def open_view(self, tenant: str, trigger_id: str, view: dict[str, Any]) -> bool:
+        """Open `view` for the clicker (views.open with the click's trigger_id and the tenant's bot token): whether
+        Slack opened it. The only outbound call of the click, inside Slack's 3 seconds."""
+        token = self.bot_token(tenant)
+        if token is None:
+            return False
+        answer = self._post(
+            f"{self.settings.slack_api_url}/views.open",
+            {"trigger_id": trigger_id, "view": view},
+            {"Authorization": f"Bearer {token}"},
+            "views.open",
+        )
         try:
-            target = check_url(response_url, resolve=self.resolve, allow_loopback=self.settings.allow_loopback)
-            post_pinned(
+            opened = answer is not None and json.loads(answer).get("ok") is True
+        except (ValueError, AttributeError):
+            opened = False
+        if not opened:
+            logger.warning("slack views.open refused", extra={"answer": (answer or b"")[:200].decode("utf-8", "replace")})
+        return opened
+
+    def _post(self, url: str, body: dict[str, Any], headers: dict[str, str], what: str) -> bytes | None:
+        """The answer's body (at most 4 KB), or None when the post was refused or failed (logged without the URL:
+        a response_url is a credential of its own)."""
+        headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT, **headers}
+        try:
+            target = check_url(url, resolve=self.resolve, allow_loopback=self.settings.allow_loopback)
+            response = post_pinned(
                 target,
-                json.dumps(message, separators=(",", ":"), allow_nan=False).encode(),
+                json.dumps(body, separators=(",", ":"), allow_nan=False).encode(),
                 headers,
                 connect_timeout=REPLY_CONNECT_TIMEOUT_S,
                 total_timeout=REPLY_TOTAL_TIMEOUT_S,
@@ -71,9 +105,12 @@ class SlackApp:
                 ca_file=self.ca_file,
             )
         except EgressRefused as refused:
-            logger.warning("slack reply refused by the egress guard", extra={"reason": refused.reason})
+            logger.warning(f"slack {what} refused by the egress guard", extra={"reason": refused.reason})
+            return None
         except DeliveryFailed as failed:
-            logger.warning("slack reply failed", extra={"errorClass": failed.error_class, "status": failed.status})
+            logger.warning(f"slack {what} failed", extra={"errorClass": failed.error_class, "status": failed.status})
+            return None
+        return response.body_excerpt
 
 
 def slack_app(resolve: Resolver | None = None) -> SlackApp:
