@@ -1,7 +1,8 @@
 """The tenant's Slack credential (issue 14): an incoming-webhook URL or a bot token, kept in Secrets Manager under
-`{SLACK_SECRET_PREFIX}{tenant}` (a `~` in the tenant id written `+`). Written here, read only by the notify worker; no
-answer ever carries it. And its Slack app's signing secret (issue 28 item 6), a secret of its own under
-`{SLACK_SIGNING_SECRET_PREFIX}{tenant}`: the api function reads it to verify clicks, and so reads no credential."""
+`{SLACK_SECRET_PREFIX}{tenant}` (a `~` in the tenant id written `+`). Written here, read by the notify worker (to post
+and update messages) and by the api function (a bot token opens the decision modal: views.open); no answer ever
+carries it. And its Slack app's signing secret (issue 28 item 6), a secret of its own under
+`{SLACK_SIGNING_SECRET_PREFIX}{tenant}`: the api function reads it to verify clicks."""
 
 from __future__ import annotations
 
