@@ -281,6 +281,16 @@ def test_the_run_page_shows_the_runs_input_and_output_and_a_chosen_steps():
     assert '<th scope="row">amount</th><td>5</td>' in panel
     assert '<th scope="row">sum</th><td>3</td>' in panel
     assert '<g class="node s-completed chosen">' in chosen
+    assert "Its inputs, as the run stands now" in panel  # none recorded at its start: bound from the run now
+
+    # Inputs its start recorded are shown as that start's; inputs too large to keep, by their size
+    recorded = readable.StepInputs(asked=None, bound={"amount": 4}, output=None, error=None, recorded=True)
+    panel = pages.run(FRAME, run_view(snapshot=snapshot, selected="a", step=recorded), None)
+    assert "Its inputs when it started" in panel
+    assert '<th scope="row">amount</th><td>4</td>' in panel
+    too_large = readable.StepInputs(asked=None, bound=None, output=None, error=None, recorded=True, too_large=3210)
+    panel = pages.run(FRAME, run_view(snapshot=snapshot, selected="a", step=too_large), None)
+    assert "3,210 bytes when it started: too large to keep, so not shown" in panel
 
 
 def test_a_failed_runs_error_is_the_first_thing_in_its_summary():
@@ -576,3 +586,29 @@ def test_callback_deliveries_are_said_in_words():
     assert cells == ["t1", "Run completed", "1", "Failed: no answer in time", "", "t2", "Run completed", "2", "Delivered", "204"]
     for protocol in ("run.completed", "timeout<", "succeeded"):
         assert protocol not in table
+
+
+def test_a_steps_panel_reads_the_inputs_its_latest_start_recorded_not_the_runs_values_now():
+    from interlude.api.console.routes import step_inputs
+    from interlude.engine import run as engine
+    from interlude.engine.events import to_docs
+    from tests.support.engine import NOW, answer, edge, gate, noop, start, wf_of
+
+    # A gate reached again over a loop, whose input reads its own last decision: rejected, then accepted
+    looped = {**gate("gate", actions=["accept", "reject"]), "inputs": {"last": "{{gate.action}}"}}
+    wf = wf_of(
+        [noop("start"), looped, noop("revise")],
+        [edge("start", "gate", "any_success"), edge("gate", "revise", "any_failed"), edge("revise", "gate", "any_success")],
+    )
+    moves = [start(wf)]
+    moves.append(answer(moves[-1], wf, "gate", {"action": "reject"}))
+    moves.append(answer(moves[-1], wf, "gate", {"action": "accept"}))
+    events: list[dict] = []
+    for t in moves:
+        events += to_docs(t.state.runId, t.events, len(events), engine.iso(NOW))
+
+    shown = step_inputs(moves[-1].state, wf, "gate", events)
+
+    # Its second visit started after the rejection; the run's values now hold the acceptance
+    assert (shown.bound, shown.recorded) == ({"last": "reject"}, True)
+    assert step_inputs(moves[-1].state, wf, "gate", []).bound == {"last": "accept"}  # none recorded on the page

@@ -270,3 +270,34 @@ def test_the_suite_runs_with_event_checks_on():
     from interlude.engine import events
 
     assert events.VALIDATE_EVENTS
+
+
+def started_inputs(t: engine.Transition, node: str) -> list[dict[str, object]]:
+    return [
+        {k: v for k, v in e.payload.items() if k.startswith("x-interlude-inputs")}
+        for e in t.events
+        if e.type == "node.started" and e.node_id == node
+    ]
+
+
+def test_each_visit_of_a_step_records_its_inputs_as_bound_when_it_started_bounded_in_size():
+    # A gate reached again over a loop: what its inputs were bound to differs from one visit to the next
+    looped = {"last": "{{gate.action}}", "amount": {"type": "variable", "variableName": "amount"}}
+    wf = wf_of(
+        [noop("start"), {**gate("gate", actions=["accept", "reject"]), "inputs": looped}, noop("revise")],
+        [edge("start", "gate", "any_success"), edge("gate", "revise", "any_failed"), edge("revise", "gate", "any_success")],
+    )
+    first = engine.start(new_state(wf, inputs={"amount": 5}), wf, NOW)
+    second = answer(first, wf, "gate", {"action": "reject"})
+
+    assert started_inputs(first, "gate") == [{"x-interlude-inputs": {"last": None, "amount": 5}}]
+    assert started_inputs(second, "gate") == [{"x-interlude-inputs": {"last": "reject", "amount": 5}}]
+    assert started_inputs(first, "start") == [{}]  # a step that declares no inputs records none
+    for doc in to_docs(second.state.runId, second.events, 0, engine.iso(NOW)):
+        payload = schemas.payload_validator(doc["type"])
+        assert payload is None or payload.is_valid(doc["payload"]), doc
+    # Past 1 KiB of JSON, only the size and a digest are kept
+    big = engine.start(new_state(wf, inputs={"amount": "x" * 1100}), wf, NOW)
+    (kept,) = started_inputs(big, "gate")
+    assert kept["x-interlude-inputs-digest"]["bytes"] > 1100
+    assert len(kept["x-interlude-inputs-digest"]["sha256"]) == 64

@@ -5,6 +5,8 @@ A task node computes its output at once; a gate node raises an interrupt and sus
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
@@ -215,6 +217,23 @@ def bind_inputs(bindings: Mapping[str, Any], scope: Mapping[str, Any]) -> dict[s
         else:
             bound[name] = render(binding, scope, meter=meter)
     return bound
+
+
+# A step's declared inputs as bound when it started, kept on its node.started event (the console's step panel, the
+# export): under OpenWOP's extension pattern of that closed payload (`x-`, RFC 0185 §B). Up to MAX_STEP_INPUT_BYTES
+# of compact JSON is kept whole; a larger binding is kept as its size and digest only (docs/adr/0108: what it costs,
+# bench/step_inputs.py).
+STEP_INPUTS = "x-interlude-inputs"
+STEP_INPUTS_DIGEST = "x-interlude-inputs-digest"
+MAX_STEP_INPUT_BYTES = 1024
+
+
+def recorded_inputs(bound: Mapping[str, Any]) -> dict[str, Any]:
+    """What node.started keeps of a step's bound inputs: them, or `{bytes, sha256}` of their compact JSON."""
+    text = json.dumps(bound, separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str).encode()
+    if len(text) <= MAX_STEP_INPUT_BYTES:
+        return {STEP_INPUTS: dict(bound)}
+    return {STEP_INPUTS_DIGEST: {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}}
 
 
 def _delay(cfg: DelayConfig, scope: Mapping[str, Any], inputs: Mapping[str, Any]) -> int | str:

@@ -43,7 +43,7 @@ from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
 from interlude.engine.effect_names import NODE_RETRIED, RERUN_REASON
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
-from interlude.engine.nodetypes import GateSpec, bind_inputs
+from interlude.engine.nodetypes import GateSpec, bind_inputs, recorded_inputs
 from interlude.engine.registry import known_type_ids
 from interlude.engine.registry import node_type as registered_type
 from interlude.engine.subworkflows import (
@@ -191,15 +191,21 @@ class _Step:
             self.emit("node.failed", node_id, {"nodeId": node_id, "error": error, "attempts": 1})
             self.fail_run(error, node_id)
             return
-        self.emit("node.started", node_id, {"nodeId": node_id, "typeId": node.typeId})
+        scope = self.scope()
+        started: dict[str, Any] = {"nodeId": node_id, "typeId": node.typeId}
+        bound = self.bound_inputs(node, scope)
+        if bound is not None:
+            started.update(recorded_inputs(bound))
+        self.emit("node.started", node_id, started)
         node_type = registered_type(node.typeId)
         if node_type is None:  # checked when the definition was accepted (check_workflow)
             raise KeyError(node.typeId)
         config = node_type.config_model.model_validate(node.config)
-        scope = self.scope()
         try:
             if node_type.wait is not None:
-                self.sleep(node_id, node_type.wait(config, scope, bind_inputs(node.inputs, scope)))
+                if bound is None:  # its binding failed above: the node fails on it here
+                    bound = bind_inputs(node.inputs, scope)
+                self.sleep(node_id, node_type.wait(config, scope, bound))
                 return
             if node_type.act is not None:
                 scope["$run"] = self.run_facts(node_id)
@@ -222,6 +228,17 @@ class _Step:
             self.gate(node_id, outcome)
             return
         self.complete(node_id, output, routes)
+
+    @staticmethod
+    def bound_inputs(node: Node, scope: dict[str, Any]) -> dict[str, Any] | None:
+        """The step's declared inputs bound from the run as it starts (None: it declares none, or they cannot be bound,
+        which the node that reads them fails on)."""
+        if not node.inputs:
+            return None
+        try:
+            return bind_inputs(node.inputs, scope)
+        except Exception:  # noqa: BLE001 - recorded for reading only; a node reading its inputs fails on its own
+            return None
 
     def run_facts(self, node_id: str) -> dict[str, Any]:
         """What a gate may know of the run besides templates (engine/gates.py); no template can reach it."""

@@ -16,6 +16,7 @@ from interlude.api.page.text import Cell, as_written, cell_of
 from interlude.domain.event_words import event_in_words
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.outcomes import in_words
+from interlude.engine.nodetypes import STEP_INPUTS, STEP_INPUTS_DIGEST
 from interlude.faces.modulex.references import modulex_id
 
 # Why a step or a gate ended, when the engine says it in a word.
@@ -122,12 +123,16 @@ class StepInputs:
 
     # The gate's latest request payload (open, or its last interrupt.requested on the page); None: not a gate, or none
     asked: Mapping[str, Any] | None
-    # Its declared inputs bound from the run's values (None: it declares none)
+    # Its declared inputs: as bound when it last started (`recorded`), else bound from the run's values as they are now
+    # (a start from before the inputs were recorded, or off this page of events); None: it declares none
     bound: Mapping[str, Any] | None
     # Its output (None: none yet)
     output: Any
     # Its error, when it failed
     error: Mapping[str, Any] | None
+    recorded: bool = False
+    # The size of inputs too large to keep when it started (then `bound` is None)
+    too_large: int | None = None
 
 
 def step_panel(
@@ -139,8 +144,12 @@ def step_panel(
         artifact = approval.artifact_of(step.asked, labels)
         if artifact is not None:
             given.append(Shown(artifact.heading, artifact.content))
-    if step.bound:
-        given.append(Shown("Its inputs", cell_of(step.bound, labels)))
+    if step.too_large is not None:
+        kept = f"{step.too_large:,} bytes when it started: too large to keep, so not shown"
+        given.append(Shown("Its inputs when it started", Cell("text", text=kept)))
+    elif step.bound:
+        heading = "Its inputs when it started" if step.recorded else "Its inputs, as the run stands now"
+        given.append(Shown(heading, cell_of(step.bound, labels)))
     gave: list[Shown] = []
     if step.error is not None:
         gave.append(Shown("What went wrong", Cell("text", text=error_words(step.error))))
@@ -169,6 +178,17 @@ def latest_request(events: Sequence[Mapping[str, Any]], node_id: str) -> Mapping
         ),
         None,
     )
+
+
+def started_inputs(events: Sequence[Mapping[str, Any]], node_id: str) -> Mapping[str, Any] | None:
+    """What the step's latest start among these events recorded of its inputs (engine/nodetypes.recorded_inputs): its
+    node.started payload's inputs or their size and digest; None when it recorded neither."""
+    for e in reversed(events):
+        if e.get("type") == "node.started" and e.get("nodeId") == node_id:
+            payload = e.get("payload") or {}
+            kept = {k: payload[k] for k in (STEP_INPUTS, STEP_INPUTS_DIGEST) if isinstance(payload.get(k), Mapping)}
+            return kept or None
+    return None
 
 
 def failure_of(events: Sequence[Mapping[str, Any]], node_id: str) -> Mapping[str, Any] | None:

@@ -64,7 +64,7 @@ from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunSt
 from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
-from interlude.engine.nodetypes import bind_inputs
+from interlude.engine.nodetypes import STEP_INPUTS, STEP_INPUTS_DIGEST, bind_inputs
 from interlude.engine.run import action_not_retryable
 from interlude.rules import inputs as declared_inputs
 from interlude.rules.auth import Principal, run_resolver
@@ -749,12 +749,14 @@ def step_inputs(
     state: RunState, definition: WorkflowDefinition, node_id: str, events: list[dict[str, Any]]
 ) -> readable.StepInputs:
     """What the run page knows of one step: the gate's request (open, else its latest on the page), its declared
-    inputs bound from the run's values as they stand, its output and its error."""
+    inputs as its latest start on the page recorded them (else bound from the run's values as they stand: a start
+    recorded before this release, or on another page), its output and its error."""
     node = definition.node(node_id)
     open_gate = state.interrupts.get(node_id)
-    variables = {v.name: v.defaultValue for v in definition.variables if v.defaultValue is not None}
-    bound = None
-    if node.inputs:
+    recorded = readable.started_inputs(events, node_id) if node.inputs else None
+    bound = (recorded or {}).get(STEP_INPUTS)
+    if node.inputs and recorded is None:
+        variables = {v.name: v.defaultValue for v in definition.variables if v.defaultValue is not None}
         try:
             bound = bind_inputs(node.inputs, {**state.outputs, "inputs": {**variables, **state.inputs}})
         except Exception:  # noqa: BLE001 - a binding that cannot be read now is shown as not given, never a failed page
@@ -766,6 +768,8 @@ def step_inputs(
         spelled(bound, written),
         spelled(state.outputs.get(node_id), written),
         error if state.nodes.get(node_id) is not None and state.nodes[node_id].status == "failed" else None,
+        recorded=recorded is not None,
+        too_large=((recorded or {}).get(STEP_INPUTS_DIGEST) or {}).get("bytes"),
     )
 
 
