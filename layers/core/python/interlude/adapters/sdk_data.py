@@ -62,7 +62,7 @@ def _read(path: Path) -> Any:
 
 def _write(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True))
+    path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True, allow_nan=False))
 
 
 def _undocumented(model: dict[str, Any]) -> dict[str, Any]:

@@ -230,7 +230,7 @@ MAX_STEP_INPUT_BYTES = 1024
 
 def recorded_inputs(bound: Mapping[str, Any]) -> dict[str, Any]:
     """What node.started keeps of a step's bound inputs: them, or `{bytes, sha256}` of their compact JSON."""
-    text = json.dumps(bound, separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str).encode()
+    text = json.dumps(bound, separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str, allow_nan=False).encode()
     if len(text) <= MAX_STEP_INPUT_BYTES:
         return {STEP_INPUTS: dict(bound)}
     return {STEP_INPUTS_DIGEST: {"bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}}

@@ -96,7 +96,7 @@ def diff_runs(
             entry["aEvent"] = a
         if b is not None:
             entry["bEvent"] = b
-        spent += len(json.dumps(entry, separators=(",", ":"), default=str))
+        spent += len(json.dumps(entry, separators=(",", ":"), default=str, allow_nan=False))
         if spent > max_bytes:
             truncated = True
             break
