@@ -551,6 +551,8 @@ def test_a_workflow_page_says_its_steps_in_words_and_offers_its_json_only_as_a_d
     nodes = [Node(n.id, n.typeId, "pending", definition.step_name(n.id)) for n in definition.nodes]
     got = {"workflowId": "refund-with-changes", "version": 2, "latestVersion": 2, "definition": raw}
     markup = pages.workflow(FRAME, got, nodes, [(e.sourceNodeId, e.targetNodeId) for e in definition.edges], None, None, definition)
+    assert "<h1>Refund, with changes requested</h1>" in markup
+    assert '<p class="muted">Registered as <span class="mono">refund-with-changes</span>.</p>' in markup
     steps = markup[markup.index("<h2>Its steps</h2>") :]
     read = " ".join(text_of(steps).split())
     for sign in (*JSON_SIGNS, "core.", "approvalGate", "typeId", "triggerRule", "sourceNodeId"):

@@ -857,6 +857,8 @@ def workflow(
     return templating.render(
         "console/workflow.html",
         workflow_id=workflow_id,
+        # Its name (an unnamed inline ModuleX definition's id is a hash nobody chose).
+        title=definition.display_name(workflow_id) or "An unnamed workflow",
         version=version,
         latest=latest,
         versions=[(v, f"{base}?version={v}") for v in range(latest, max(0, latest - 50), -1)],

@@ -885,7 +885,7 @@ def workflow_page(
     if int(got["version"]) == latest and may(signed.principal, "consoleStartRun"):
         start = pages.start_run_form(declared_inputs.schema_of(definition.variables), answer)
     body = pages.workflow(signed.frame, got, nodes, edges, start, notice, definition)
-    return html(status, f"Workflow {workflow_id}", body, signed.frame, "workflows")
+    return html(status, f"Workflow {definition.display_name(workflow_id) or workflow_id}", body, signed.frame, "workflows")
 
 
 @form_post("consoleStartRun", "workflows")
