@@ -516,11 +516,14 @@ def test_an_artifact_shows_every_number_as_its_caller_wrote_it_on_the_page_and_i
             assert f'<th scope="row">{key}</th><td>{text}</td>' in markup, (key, markup)
             assert re.search(rf'<input type="number"[^>]*value="{re.escape(text)}"', markup), (key, text)
 
-    # Sent back unchanged, the edits are the same numbers
+    # The approver edits one number: the others come back the same numbers, and the page shows the new one as typed
     proof = PROOF.search(page)
     assert proof is not None
-    form = {"csrf": proof.group(1), "action": "edit-accept", **{f"e{i}": text for i, text in enumerate(WRITTEN.values())}}
+    typed = {**WRITTEN, "amount": "2.50"}
+    form = {"csrf": proof.group(1), "action": "edit-accept", **{f"e{i}": text for i, text in enumerate(typed.values())}}
     decided = person.post(minted.json()["url"], data=form, headers={"Accept": "text/html"}, timeout=30)
     assert decided.status_code == 200, decided.text
     done = api.wait_status(run_id, {"completed"})
-    assert done["variables"]["review"]["editedArtifactData"] == done["inputs"]["refund"]
+    assert done["variables"]["review"]["editedArtifactData"] == {**done["inputs"]["refund"], "amount": 2.5}
+    step = admin.get(f"/console/runs/{wire(run_id)}?step=review").text
+    assert '<th scope="row">amount</th><td>2.50</td>' in step

@@ -73,6 +73,21 @@ def test_a_body_says_how_it_wrote_the_numbers_python_writes_back_otherwise_bound
     assert spelled(value, {}) is value
 
 
+
+def test_a_run_keeps_the_first_spelling_of_a_value_and_no_more_than_its_bound():
+    from interlude.domain.budgets import MAX_WRITTEN_NUMBERS
+    from tests.support.engine import new_state, noop, wf_of
+
+    state = new_state(wf_of([noop("a")]), writtenNumbers={"1.5": "1.50"})
+    assert state.with_written_numbers(None) is state
+    kept = state.with_written_numbers({"1.5": "1.5000", "2.5": "2.50"})
+    assert kept.writtenNumbers == {"1.5": "1.50", "2.5": "2.50"}
+    assert state.writtenNumbers == {"1.5": "1.50"}
+    full = kept.with_written_numbers({f"{i}.5": f"{i}.50" for i in range(10, 200)})
+    assert len(full.writtenNumbers) == MAX_WRITTEN_NUMBERS
+    assert full.with_written_numbers({"9.5": "9.50"}) is full
+
+
 def test_the_approval_pages_json_fields_are_as_strict_as_a_body():
     bare = {"kind": "external-event", "key": "k", "data": {"eventType": "paid", "correlation": {}}}
     for raw in ('{"paid": NaN}', '{"paid": 1e400}', '{"paid": true, "paid": false}'):

@@ -262,7 +262,8 @@ def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
     run_id = from_wire(runId)
     node_id = check_author_id(unquote(nodeId), "nodeId")
     resume_value = resume_value_body()
-    return resolved(services().decisions.resolve_interrupt(principal, run_id, node_id, resume_value, keyed(resolved)))
+    written = spellings(raw_body())
+    return resolved(services().decisions.resolve_interrupt(principal, run_id, node_id, resume_value, keyed(resolved), written_numbers=written))
 
 
 def resolved(outcome: dict[str, Any]) -> Response:

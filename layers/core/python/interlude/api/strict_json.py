@@ -17,6 +17,8 @@ import re
 import sys
 from typing import Any, NamedTuple
 
+from interlude.domain.budgets import MAX_WRITTEN_NUMBER_CHARS, MAX_WRITTEN_NUMBERS
+
 # The largest magnitude a JSON number may have: what an IEEE 754 double holds (RFC 7493 I-JSON, section 2.2).
 MAX_NUMBER = sys.float_info.max
 # Deep enough for any real document; shallow enough that copying and serialising never recurses out.
@@ -114,8 +116,8 @@ def loads(raw: str, max_depth: int = MAX_DEPTH) -> Any:
 # -- numbers as their caller wrote them (docs/adr/0119) ---------------------------------------------------------------
 
 # How many numbers a document keeps the spelling of, and how long one may be: a run stores them (RunState.writtenNumbers).
-MAX_SPELLINGS = 64
-MAX_SPELLING_CHARS = 40
+MAX_SPELLINGS = MAX_WRITTEN_NUMBERS
+MAX_SPELLING_CHARS = MAX_WRITTEN_NUMBER_CHARS
 # A number with a fraction or an exponent (only such a number can read back written otherwise: an integer is kept
 # exactly as written, sign aside).
 _FRACTIONAL = re.compile(r"\d[.eE]")

@@ -36,10 +36,12 @@ from interlude.api.http import (
 )
 from interlude.api.idempotency import keyed
 from interlude.api.page import approval, csrf, forms
+from interlude.api.page.fields import typed_spellings
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import names_of
 from interlude.api.page.text import spelled
 from interlude.api.routes import route
+from interlude.api.strict_json import spellings
 from interlude.app.facts import display_name as directory_name
 from interlude.app.facts import entry_of
 from interlude.app.tenant_facts import tenant_settings
@@ -105,7 +107,8 @@ def resolve_interrupt_by_token(token: str) -> Response:
     claims = surface().verify(token)
     resume_value = resume_value_body()
     target = surface().target(claims)
-    return token_resolved(surface().resolve_target(target, resume_value, keyed(token_resolved)))
+    written = spellings(raw_body())
+    return token_resolved(surface().resolve_target(target, resume_value, keyed(token_resolved), written))
 
 
 def token_resolved(outcome: dict[str, Any]) -> Response:
@@ -232,7 +235,7 @@ def page_post(token: str) -> Response:
             # An example pressed fills the form in; the person checks it and sends it.
             return open_page(token, target, style, status=200, answer=example)
         resume_value = forms.resume_from_form(payload, form)
-        surface().resolve_target(target, resume_value)
+        surface().resolve_target(target, resume_value, written_numbers=typed_spellings(form))
     except forms.FormError as exc:
         return open_page(token, target, style, 400, str(exc), forms.Answer(form, exc.fields))
     except DomainError as exc:

@@ -5,6 +5,7 @@ entry. Exactly once: whoever commits first wins; a late decision loses to the de
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -57,10 +58,11 @@ class Decisions:
         resume_value: Any,
         keyed: KeyedWrite | None = None,
         surface: Literal["run", "console"] = "run",
+        written_numbers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         resolver = auth.run_resolver(principal, surface)
         state, version = self.runs.load_run(principal.tenant, run_id, deciding=True)
-        return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed)
+        return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed, written_numbers=written_numbers)
 
     def node_named(self, state: RunState, node_id: str) -> str:
         """The node a caller names in `state`'s run as the engine runs it (WorkflowDefinition.engine_node_id)."""
@@ -103,13 +105,16 @@ class Decisions:
         resolver: Resolver,
         interrupt_id: str | None = None,
         keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another)."""
+        """`interrupt_id` pins the decision to one interrupt (a token names one; a later visit's is another);
+        `written_numbers`: how the request or form that decides wrote its numbers (RunState.writtenNumbers)."""
         within_budget(resume_value, MAX_VALUE_BYTES, "the resume value")
         node_id = self.node_named(state, node_id)
         for _ in range(MAX_RACE_RETRIES):
             # A decision arriving after the deadline loses to the timeout, which is recorded first if nobody has.
             state, version = self.runs.apply_deadlines(state, version)
+            state = state.with_written_numbers(written_numbers)
             definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
             interrupt = self.open_interrupt(state, node_id)
             if interrupt_id is not None and interrupt.interruptId != interrupt_id:

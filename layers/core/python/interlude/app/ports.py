@@ -461,6 +461,7 @@ class Decider(Gates, Protocol):
         resolver: Resolver,
         interrupt_id: str | None = None,
         keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]: ...
 
 

@@ -19,7 +19,7 @@ key minted it — that key's id (`k`). It carries no identity of the person hold
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -158,8 +158,15 @@ class TokenSurface:
         target = self.target(claims)
         return self.resolve_target(target, resume_value), target
 
-    def resolve_target(self, target: Target, resume_value: Any, keyed: KeyedWrite | None = None) -> dict[str, Any]:
-        """Resolve an interrupt found by `target` under the run-scoped rules, as the token's resolver."""
+    def resolve_target(
+        self,
+        target: Target,
+        resume_value: Any,
+        keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Resolve an interrupt found by `target` under the run-scoped rules, as the token's resolver (`written_numbers`:
+        how the request or form wrote its numbers)."""
         claims = target.claims
         require_resolve_intent(claims)
         resolver = self.resolver(claims, target.state.tenant)
@@ -171,6 +178,7 @@ class TokenSurface:
             resolver,
             interrupt_id=claims.interrupt_id,
             keyed=keyed,
+            written_numbers=written_numbers,
         )
 
     def mint(

@@ -24,6 +24,9 @@ MAX_VALUE_DEPTH = 64
 MAX_STATE_BYTES = 256 * 1024
 # A run's inputs, part of its state (refused at createRun with 413).
 MAX_INPUTS_BYTES = 128 * 1024
+# Numbers a run keeps as their callers wrote them (RunState.writtenNumbers), and the longest spelling kept (docs/adr/0119).
+MAX_WRITTEN_NUMBERS = 64
+MAX_WRITTEN_NUMBER_CHARS = 40
 # Output and interrupt bytes one transition records before it leaves the rest of the queue to dispatch (as the
 # step budget does), so one event-log item stays small; a single node may pass it by at most its own output.
 TRANSITION_SOFT_BYTES = 128 * 1024

@@ -504,7 +504,9 @@ def console_decide(signed: Signed, form: dict[str, list[str]], runId: str, nodeI
             # An example pressed fills the gate's form in; the person checks it and sends it.
             return after_decision(signed, back, run_id, None, 200, (run_id, node_id, example))
         value = forms.resume_from_form(interrupt.payload, form)
-        outcome = services().decisions.resolve_interrupt(signed.principal, run_id, node_id, value, surface="console")
+        outcome = services().decisions.resolve_interrupt(
+            signed.principal, run_id, node_id, value, surface="console", written_numbers=typed_spellings(form)
+        )
     except forms.FormError as exc:
         return refused(signed, back, run_id, node_id, step, exc, form)
     except DomainError as exc:

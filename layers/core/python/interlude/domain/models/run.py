@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from interlude.domain import formats
+from interlude.domain.budgets import MAX_WRITTEN_NUMBERS
 
 RunStatus = Literal[
     "pending",
@@ -177,6 +179,15 @@ class RunState(Mutable):
     # Python writes (api/strict_json.spellings): a page shows a number as its caller wrote it (docs/adr/0119). Never
     # answered by the API; left out of the document while empty.
     writtenNumbers: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+
+    def with_written_numbers(self, written: Mapping[str, str] | None) -> RunState:
+        """This state, also keeping how `written` (a decision's request or form) wrote its numbers; the first spelling
+        of a value stays, and at most MAX_WRITTEN_NUMBERS are kept."""
+        fresh = {k: v for k, v in (written or {}).items() if k not in self.writtenNumbers}
+        room = MAX_WRITTEN_NUMBERS - len(self.writtenNumbers)
+        if not fresh or room <= 0:
+            return self
+        return self.model_copy(update={"writtenNumbers": {**self.writtenNumbers, **dict(list(fresh.items())[:room])}})
 
     @property
     def terminal(self) -> bool:
