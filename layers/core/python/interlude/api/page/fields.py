@@ -1,10 +1,10 @@
 """From a JSON Schema to the fields a person fills in, and from what they posted back to a value, with each problem
 said beside its field in plain words.
 
-`ask_of` reads a schema once into an `Ask` tree (which control, which posted name, which key of the value); the same
-tree draws the fields (`draw`), reads a submitted form (`read`), fills a form from a value (`posted_of`: defaults,
-an example, an artifact to edit) and places the schema validator's refusals beside the fields they concern
-(`check`). Names are positional (`f0`, `f0_1`), never a key, so no key can collide with the form's own fields.
+`rules/answer_schema.ask_of` reads a schema once into an `Ask` tree (which control, which posted name, which key of
+the value) and places the schema validator's refusals beside the fields (`check`); here the same tree draws the
+fields (`draw`), reads a submitted form (`read`) and fills a form from a value (`posted_of`: defaults, an example,
+an artifact to edit). Names are positional (`f0`, `f0_1`), never a key, so no key can collide with the form's own fields.
 
 Drawn: `type` string (one line when `maxLength` is short, or it has a `pattern` or a `format`: email, date, date-time, uri), number,
 integer, boolean (yes / no, unselected until chosen unless it has a default), object (one level deep, as a group),
@@ -16,42 +16,24 @@ else is asked as JSON, folded under "Advanced".
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
 from interlude.api import strict_json
-from interlude.api.page.text import as_written
-
-# A string field whose schema bounds it to this many characters or fewer is one line; longer, a text area.
-ONE_LINE_MAX = 200
-# How many controls one answer may draw before it is asked as JSON instead (a form posts at most forms.MAX_FORM_FIELDS).
-MAX_CONTROLS = 150
-FORMAT_INPUTS = {"email": "email", "date": "date", "date-time": "datetime-local", "uri": "url"}
-FORMAT_WORDS = {
-    "email": "an e-mail address",
-    "date": "a date",
-    "date-time": "a date and time",
-    "uri": "a web address, with https:// in front",
-}
-TYPE_WORDS = {
-    "string": "text",
-    "number": "a number",
-    "integer": "a whole number",
-    "boolean": "yes or no",
-    "object": "a group of answers",
-    "array": "a list",
-    "null": "left empty",
-}
-EMAIL_RE = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
-PRIMITIVE_TYPES = ("string", "number", "integer")
-MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
-
+from interlude.rules.answer_schema import (
+    EMAIL_RE,
+    FORMAT_WORDS,
+    MISSING,
+    Ask,
+    as_written,
+    fixed_value,
+    number_of,
+    type_of,
+)
 
 # -- the model the templates draw ------------------------------------------------------------------------------
 
@@ -88,107 +70,6 @@ class Field:
     fields: tuple[Field, ...] = ()
     # json: folded under "Advanced" (open when it must be answered or has something to say)
     advanced: bool = False
-
-
-# -- a schema read once -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Ask:
-    """One question of a form: the control that asks it, the name it posts and the key of the value it answers."""
-
-    name: str
-    key: tuple[str, ...]
-    label: str
-    schema: Mapping[str, Any]
-    required: bool
-    # text | email | url | date | datetime-local | number | integer | textarea | boolean | choice | choices | lines |
-    # group | json | fixed
-    kind: str
-    parts: tuple[Ask, ...] = ()
-    # What a blank answer reads as (MISSING: the key is left out): an edited artifact keeps its empty strings.
-    blank: Any = MISSING
-    choice_words: Mapping[str, str] = field(default_factory=dict)
-    hint: str | None = None
-
-
-def ask_of(
-    schema: Any,
-    name: str,
-    label: str,
-    required: bool,
-    key: tuple[str, ...] = (),
-    depth: int = 0,
-    choice_words: Mapping[str, str] | None = None,
-) -> Ask:
-    """How `schema` is asked: `depth` 0 may be a group, 1 may not (an object inside a group is asked as JSON)."""
-    schema = schema if isinstance(schema, Mapping) else {}
-    title = schema.get("title")
-    label = str(title) if isinstance(title, str) and title.strip() else label
-    hint = schema.get("description") if isinstance(schema.get("description"), str) else None
-    kind = _kind(schema, depth)
-    parts: tuple[Ask, ...] = ()
-    if kind == "group":
-        needed = set(_strings(schema.get("required")))
-        parts = tuple(
-            ask_of(sub, f"{name}_{i}", str(prop), prop in needed, (*key, str(prop)), depth + 1)
-            for i, (prop, sub) in enumerate(schema["properties"].items())
-        )
-    return Ask(name, key, label, schema, required, kind, parts, choice_words=choice_words or {}, hint=hint)
-
-
-def _kind(schema: Mapping[str, Any], depth: int) -> str:
-    if schema.get("readOnly") is True or "const" in schema:
-        return "fixed"
-    if _is_choice_list(schema.get("enum")):
-        return "choice"
-    kind = _type_of(schema)
-    if kind == "string":
-        fmt = schema.get("format")
-        if fmt in FORMAT_INPUTS:
-            return FORMAT_INPUTS[fmt]
-        limit = schema.get("maxLength")
-        short = (isinstance(limit, int) and limit <= ONE_LINE_MAX) or "pattern" in schema
-        return "text" if short else "textarea"
-    if kind in ("number", "integer", "boolean"):
-        return kind
-    if kind == "object" and depth == 0 and isinstance(schema.get("properties"), Mapping) and schema["properties"]:
-        return "group"
-    if kind == "array" and isinstance(schema.get("items"), Mapping):
-        items = schema["items"]
-        if _is_choice_list(items.get("enum")):
-            return "choices"
-        if _type_of(items) in PRIMITIVE_TYPES and not items.get("format"):
-            return "lines"
-    return "json"
-
-
-def _type_of(schema: Mapping[str, Any]) -> str | None:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        # ["string", "null"]: asked as a string that may be left out.
-        named = [k for k in kind if k != "null"]
-        kind = named[0] if len(named) == 1 else None
-    if kind is None and isinstance(schema.get("properties"), Mapping):
-        return "object"
-    return kind if isinstance(kind, str) else None
-
-
-def _is_choice_list(values: Any) -> bool:
-    return (
-        isinstance(values, list)
-        and bool(values)
-        and all(isinstance(v, str | int | float) for v in values)
-        and len({as_written(v) for v in values}) == len(values)
-    )
-
-
-def _strings(values: Any) -> list[str]:
-    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
-
-
-def count_controls(asks: Sequence[Ask]) -> int:
-    return sum(count_controls(a.parts) if a.parts else 1 for a in asks)
 
 
 # -- drawing ------------------------------------------------------------------------------------------------------
@@ -314,12 +195,6 @@ def _local_input(value: str) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M" if moment.second == 0 else "%Y-%m-%dT%H:%M:%S")
 
 
-def fixed_value(ask: Ask) -> Any:
-    if "const" in ask.schema:
-        return ask.schema["const"]
-    return ask.schema.get("default", MISSING)
-
-
 # -- reading a form back ------------------------------------------------------------------------------------------
 
 
@@ -375,7 +250,7 @@ def _coerce(ask: Ask, raw: str) -> Any:
     if kind in ("number", "integer"):
         return number_of(raw, kind)
     if kind == "lines":
-        item_kind = _type_of(schema["items"])
+        item_kind = type_of(schema["items"])
         items = [line.strip() for line in raw.splitlines() if line.strip()]
         return items if item_kind == "string" else [number_of(item, str(item_kind)) for item in items]
     if kind == "json":
@@ -389,24 +264,6 @@ def _coerce(ask: Ask, raw: str) -> Any:
     return raw
 
 
-def number_of(raw: str, kind: str) -> int | float:
-    text = raw.strip()
-    if kind == "integer":
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError("Must be a whole number.") from None
-    try:
-        number = float(text)
-    except ValueError:
-        raise ValueError("Must be a number.") from None
-    if not math.isfinite(number):
-        raise ValueError("Must be a number.")
-    # As written: 812 stays an integer, 812.0 a number.
-    return int(text) if re.fullmatch(r"[+-]?\d+", text) else number
-
-
-# A JSON number as a person may type it into a number field (`1.50`, `1e3`).
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
@@ -440,98 +297,3 @@ def _check_format(fmt: Any, raw: str) -> None:
         parts = urlsplit(raw.strip())
         if not parts.scheme or not (parts.netloc or parts.path):
             raise ValueError(f"Must be {FORMAT_WORDS['uri']}.")
-
-
-# -- the validator's refusals beside their fields --------------------------------------------------------------
-
-
-def check(schema: Mapping[str, Any], value: Any, asks: Sequence[Ask], errors: dict[str, str]) -> None:
-    """Validate `value` against `schema` and put each refusal, in words, beside the field it concerns (the field
-    whose key is the longest start of the refusal's path; else the first field)."""
-    validator = validator_of(schema)
-    if validator is None:
-        return
-    for error in validator.iter_errors(value):
-        path = tuple(str(p) for p in error.absolute_path)
-        if error.validator == "required" and isinstance(error.instance, Mapping):
-            missing = [p for p in _strings(error.validator_value) if p not in error.instance]
-            path = (*path, missing[0]) if missing else path
-        target = field_at(asks, path)
-        if target is not None and target not in errors:
-            errors[target] = in_words(error)
-
-
-def field_at(asks: Sequence[Ask], path: Sequence[str]) -> str | None:
-    """The name of the field answering the value at `path` (the deepest whose key starts it); the first field when
-    none does."""
-    best: Ask | None = None
-    for ask in _leaves_and_groups(asks):
-        if tuple(path[: len(ask.key)]) == ask.key and (best is None or len(ask.key) > len(best.key)):
-            best = ask
-    if best is None and asks:
-        best = asks[0]
-    return best.name if best is not None else None
-
-
-def _leaves_and_groups(asks: Sequence[Ask]) -> list[Ask]:
-    out: list[Ask] = []
-    for ask in asks:
-        out.append(ask)
-        out.extend(_leaves_and_groups(ask.parts))
-    return out
-
-
-def validator_of(schema: Mapping[str, Any]) -> Any:
-    """A validator for `schema`, or None when it is not a JSON Schema (nothing can be checked against it)."""
-    try:
-        return _validator_of(json.dumps(schema, allow_nan=False))
-    except (TypeError, ValueError):
-        return None
-
-
-@lru_cache(maxsize=256)
-def _validator_of(schema_text: str) -> Any:
-    # Built once per schema text: a gate's schema is the same for every page that draws or reads its form.
-    from jsonschema import Draft202012Validator  # first use only (cold starts)
-    from jsonschema.exceptions import SchemaError
-
-    schema = json.loads(schema_text)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError:
-        return None
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
-def is_schema(schema: Any) -> bool:
-    return isinstance(schema, Mapping) and validator_of(schema) is not None
-
-
-def in_words(error: Any) -> str:
-    """One validator refusal as a person reads it, never the validator's own sentence."""
-    keyword, bound = error.validator, error.validator_value
-    shown = as_written(bound) if isinstance(bound, int | float) and not isinstance(bound, bool) else ""
-    words = {
-        "minimum": f"Must be at least {shown}.",
-        "exclusiveMinimum": f"Must be more than {shown}.",
-        "maximum": f"Must be at most {shown}.",
-        "exclusiveMaximum": f"Must be less than {shown}.",
-        "multipleOf": f"Must be a multiple of {shown}.",
-        "minLength": "Please answer this." if bound == 1 else f"Must be at least {shown} characters long.",
-        "maxLength": f"Must be at most {shown} characters long.",
-        "pattern": "This is not in the form this answer needs.",
-        "enum": "Choose one of the listed options.",
-        "const": "Choose one of the listed options.",
-        "required": "Please answer this.",
-        "minItems": f"Give at least {shown}.",
-        "maxItems": f"Give at most {shown}.",
-        "uniqueItems": "Give each item once.",
-    }
-    if keyword in words:
-        return words[keyword]
-    if keyword == "format":
-        return f"Must be {FORMAT_WORDS.get(str(bound), 'in the expected form')}."
-    if keyword == "type":
-        wanted = bound if isinstance(bound, str) else next((t for t in bound if t != "null"), "")
-        return f"Must be {TYPE_WORDS.get(str(wanted), 'another kind of answer')}."
-    return "This answer is not accepted here."

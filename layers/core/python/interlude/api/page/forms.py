@@ -21,24 +21,26 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from interlude.api.page.fields import (
-    MAX_CONTROLS,
-    MISSING,
-    Ask,
     Choice,
     Field,
-    ask_of,
-    check,
-    count_controls,
     defaults_of,
     draw,
-    field_at,
-    is_schema,
     posted_of,
     posted_of_object,
     read,
     read_object,
 )
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
+from interlude.rules.answer_schema import (
+    MAX_CONTROLS,
+    MISSING,
+    Ask,
+    ask_of,
+    check,
+    count_controls,
+    field_at,
+    is_schema,
+)
 
 __all__ = ["Answer", "Button", "Choice", "Field", "Form", "FormError", "gate_forms", "resume_from_form"]
 

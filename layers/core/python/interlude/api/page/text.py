@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from interlude.rules.answer_schema import Written, as_written
+
 # A reference a template could not fill stays `{{path}}` in the payload; a page never shows it raw.
 UNFILLED_RE = re.compile(r"\{\{\s*([^{}]{1,200}?)\s*\}\}")
 # Text longer than this, or on several lines, is shown as paragraphs.
@@ -57,30 +59,6 @@ STATE_WORDS = {
 
 def state_words(state: Any) -> str:
     return STATE_WORDS.get(str(state), str(state))
-
-
-def as_written(value: Any) -> str:
-    """A primitive as a person reads and types it: a number as its caller wrote it (`Written`), else as JSON writes it
-    (never reformatted), a boolean as JSON's true / false, text as it is; anything else as its JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Written):
-        return value.text
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-class Written(float):
-    """A number that reads as its caller wrote it (`1.50`, `1e3`): equal to, and computed with, as the float it is."""
-
-    text: str
-
-    def __new__(cls, value: float, text: str) -> Written:
-        number = super().__new__(cls, value)
-        number.text = text
-        return number
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Written, (float(self), self.text))
 
 
 def spelled(value: Any, written: Mapping[str, str]) -> Any:
