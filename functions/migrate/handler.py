@@ -30,8 +30,12 @@ with collector_paused():
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.cloudformation import answer
     from interlude.adapters.migration_turns import (
+        RETENTION_RESTAMP,
+        RETENTION_SWEEP,
         RUN_RETENTION,
         SEARCH_KEYS,
+        queue_retention_restamp,
+        queue_retention_sweep,
         queue_run_retention,
         queue_search_keys,
         queue_turn,
@@ -104,12 +108,44 @@ def take_search_keys_turn(message: dict[str, Any], context: Any) -> None:
         queue_search_keys(message["tenant"])
 
 
+def take_sweep_turn(message: dict[str, Any], context: Any) -> None:
+    """A turn of the retention sweep (interlude.migrations.sweeps): pages until two minutes are left, then the next
+    turn queued; nothing when another runner holds it."""
+    from interlude.migrations import sweeps
+
+    margin = min(MARGIN_MS, context.get_remaining_time_in_millis() // 4)
+    whole = sweeps.sweep(
+        store(),
+        context.aws_request_id,
+        bool(message.get("start")),
+        lambda: context.get_remaining_time_in_millis() > margin,
+        report,
+    )
+    if whole is False:
+        queue_retention_sweep()
+
+
+def take_restamp_turn(message: dict[str, Any], context: Any) -> None:
+    """A turn of a tenant's re-stamp job (interlude.app.retention.Restamp): pages until a minute is left, then the
+    next turn queued."""
+    margin = min(60_000, context.get_remaining_time_in_millis() // 4)
+    done = services().restamp.turn(
+        message["tenant"], message["generation"], lambda: context.get_remaining_time_in_millis() > margin
+    )
+    if not done:
+        queue_retention_restamp(message["tenant"], message["generation"])
+
+
 def take(record: Any, context: Any) -> Any:
     message = json.loads(record.body)
     if message.get("kind") == RUN_RETENTION:
         return take_retention_turn(message, context)
     if message.get("kind") == SEARCH_KEYS:
         return take_search_keys_turn(message, context)
+    if message.get("kind") == RETENTION_SWEEP:
+        return take_sweep_turn(message, context)
+    if message.get("kind") == RETENTION_RESTAMP:
+        return take_restamp_turn(message, context)
     return take_turn(context)
 
 

@@ -68,6 +68,11 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         made = audit().checkpoint_pending(early_s=wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         logger.info("audit checkpoints swept", extra={"checkpoints": made})
         return {"checkpoints": made}
+    if event.get("sweep") == "retention":  # wiring.RETENTION_SWEEP, daily: the sweep's turns run in migrate
+        from interlude.adapters.migration_turns import queue_retention_sweep
+
+        queue_retention_sweep(start=True)
+        return {"queued": True}
     if not deadline_admitted(standing(), event):
         # Deferred for the tenant's resume (handed back to the scheduler then), or dropped: the tenant is going.
         return {"events": 0, "deferred": True}

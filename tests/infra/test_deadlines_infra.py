@@ -157,15 +157,21 @@ def test_a_failed_deadline_invocation_lands_in_an_alarmed_queue_not_nowhere(synt
 
 def test_the_audit_checkpoint_sweep_is_a_rate_schedule_in_the_group_invoking_the_timeouts_function(synth):  # noqa: F811
     ids = _ids(synth)
-    # Given the template / Then the deployment's one recurring schedule runs every minute, in the deadlines' group
-    (schedule,) = synth.of_type("AWS::Scheduler::Schedule").values()
-    props = schedule["Properties"]
-    assert props["ScheduleExpression"] == "rate(1 minute)"
-    assert props["GroupName"] == {"Ref": ids["group"]}
-    assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
-    # And it invokes the timeouts function through the scheduler role, with the sweep's input
-    target = props["Target"]
-    assert target["Arn"] == {"Fn::GetAtt": [ids["target"], "Arn"]}
-    assert target["RoleArn"] == {"Fn::GetAtt": [ids["role"], "Arn"]}
-    assert json.loads(target["Input"]) == {"sweep": "audit-checkpoints"}
-    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [ids["dlq"], "Arn"]}}
+    # Given the template / Then the deployment's recurring schedules are the audit checkpoint sweep, every minute,
+    # and the retention sweep (issue 30), every day, both in the deadlines' group
+    schedules = {
+        json.loads(s["Properties"]["Target"]["Input"])["sweep"]: s["Properties"]
+        for s in synth.of_type("AWS::Scheduler::Schedule").values()
+    }
+    assert {sweep: props["ScheduleExpression"] for sweep, props in schedules.items()} == {
+        "audit-checkpoints": "rate(1 minute)",
+        "retention": "rate(1440 minutes)",
+    }
+    for props in schedules.values():
+        assert props["GroupName"] == {"Ref": ids["group"]}
+        assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
+        # And each invokes the timeouts function through the scheduler role, its failures dead-lettered
+        target = props["Target"]
+        assert target["Arn"] == {"Fn::GetAtt": [ids["target"], "Arn"]}
+        assert target["RoleArn"] == {"Fn::GetAtt": [ids["role"], "Arn"]}
+        assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [ids["dlq"], "Arn"]}}

@@ -10,15 +10,20 @@ import boto3
 import pytest
 
 from interlude import migrations, wiring
+from interlude.app import retention as retention_app
 from interlude.app import run_export
 from interlude.domain import clock
 from interlude.domain.ids import to_wire
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.effect_names import task_id
+from interlude.local import lambda_runtime
+from interlude.local import ttl as ttl_pump
 from interlude.local.sqs_pump import QueuePump
 from interlude.local.ttl import TtlPump
+from interlude.migrations import sweeps
 from interlude.rules import run_search
 from interlude.store import attributes as a
+from interlude.store import expiry
 from interlude.store import retention as retention_store
 from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.layout import run_pk
@@ -313,3 +318,174 @@ def test_runs_that_ended_before_retention_existed_get_their_expiry_from_a_migrat
     kept = [i for i in items_of(world, run_id) if not is_search_entry(i)]
     assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in kept} == {end_of(run_id, key) + 90 * DAY_S}
     assert all(wiring.TTL_ATTRIBUTE not in i for i in items_of(world, waiting))
+
+
+def expiry_of(world: Any, run_id: str, sk: str) -> int | None:
+    item = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), sk), ConsistentRead=True)
+    value = item["Item"].get(wiring.TTL_ATTRIBUTE)
+    return int(value["N"]) if value else None
+
+
+def test_a_delivery_whose_ledger_read_the_head_before_the_run_ended_takes_its_expiry_after_all(
+    services, world, monkeypatch
+):
+    key = new_api_key(services)
+    # Given a run that ended, its retention job taken whole (its pages passed every key of its partition)
+    run_id = finished_run(services, world, key, "racing")
+    retention_turns(world)
+    # and a delivery whose ledger read the head just before the end (no expiry yet), and writes only now
+    monkeypatch.setattr(expiry, "run_expiry", lambda *_: {})
+    deliveries = DeliveryStore(Table(world.table))
+    late = Notice(run_id, "raced", "run.completed")
+    # When the delivery is created with what its ledger read
+    claim = deliveries.claim(late, clock.now().timestamp(), 30)
+    assert claim.outcome == "claimed"
+    # Then it carries the run's expiry all the same, as every other item of the run
+    expires = end_of(run_id, key) + 90 * DAY_S
+    assert expiry_of(world, run_id, "N#raced") == expires
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {expires}
+
+
+def test_a_delivery_created_by_a_worker_that_stopped_before_confirming_its_expiry_is_confirmed_by_the_next_claim(
+    services, world, monkeypatch
+):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "stopped")
+    retention_turns(world)
+    # Given a delivery created without the run's expiry (its ledger read the head before the end) by a worker that
+    # stopped before confirming it
+    deliveries = DeliveryStore(Table(world.table))
+    notice = Notice(run_id, "stopped", "run.completed")
+    with monkeypatch.context() as stale:
+        stale.setattr(expiry, "run_expiry", lambda *_: {})
+        stale.setattr(expiry, "confirm", lambda *_: None)
+        assert deliveries.claim(notice, clock.now().timestamp(), 30).outcome == "claimed"
+    assert expiry_of(world, run_id, "N#stopped") is None
+    # When its message is taken again, once the lease has lapsed
+    claim = deliveries.claim(notice, clock.now().timestamp() + 60, 30)
+    assert claim.outcome == "claimed"
+    # Then the delivery carries the run's expiry
+    assert expiry_of(world, run_id, "N#stopped") == end_of(run_id, key) + 90 * DAY_S
+
+
+def test_the_local_ttl_pump_reads_a_bounded_slice_of_the_table_each_tick_and_deletes_within_a_pass(
+    world, tenant, monkeypatch
+):
+    client = boto3.client("dynamodb")
+    now = int(clock.now().timestamp())
+    # Given two expired items and one still kept, among the shared table's items
+    for sk, ttl in (("X#expired-1", now - 10), ("X#expired-2", now - 1), ("X#kept", now + DAY_S)):
+        client.put_item(
+            TableName=world.table, Item={**a.key(f"T#{tenant}#TTLPUMP", sk), wiring.TTL_ATTRIBUTE: a.n(ttl)}
+        )
+    table_items = client.describe_table(TableName=world.table)["Table"]["ItemCount"] or client.scan(
+        TableName=world.table, Select="COUNT"
+    )["Count"]
+    monkeypatch.setattr(ttl_pump, "PAGE_ITEMS", 100)
+    pump = TtlPump(world.table)
+    # When the pump ticks, a page a tick, until its pass over the table is whole
+    ticks = 0
+    while True:
+        before = pump.scanned
+        pump.tick(pages=1)
+        ticks += 1
+        # Then no tick reads more than its page, however large the table
+        assert pump.scanned - before <= 100
+        if pump.position is None:
+            break
+    assert ticks >= table_items // 100
+    # and within the pass, the expired items are gone and the kept one stays
+    left = client.query(
+        TableName=world.table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": a.s(f"T#{tenant}#TTLPUMP")},
+        ConsistentRead=True,
+    )["Items"]
+    assert [item["sk"]["S"] for item in left] == ["X#kept"]
+
+
+def unfinished_retention(world: Any, run_id: str) -> None:
+    """The run as a retention turn that never finished leaves it (its message dead-lettered): the head and what the
+    ending transaction wrote expire, the items written before do not, and the head says nothing of a turn done."""
+    client = boto3.client("dynamodb")
+    head = client.get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)["Item"]
+    without_expiry(world, run_id)
+    client.update_item(
+        TableName=world.table,
+        Key=a.key(run_pk(run_id), "RUN"),
+        UpdateExpression="SET #ttl = :ttl REMOVE #retained",
+        ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE, "#retained": retention_store.RETAINED},
+        ExpressionAttributeValues={":ttl": head[wiring.TTL_ATTRIBUTE]},
+    )
+
+
+def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_sweep(services, world):
+    key = new_api_key(services)
+    run_id = finished_run(services, world, key, "swept")
+    retention_turns(world)
+    expires = end_of(run_id, key) + 90 * DAY_S
+    # A whole retention turn marks the head with the expiry it gave every item
+    head = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
+    assert int(head[retention_store.RETAINED]["N"]) == expires
+    # Given a finished run whose retention turn never finished: its earlier items carry no expiry
+    unfinished_retention(world, run_id)
+    assert any(wiring.TTL_ATTRIBUTE not in item for item in items_of(world, run_id))
+    # When the deployment's daily schedule fires and the sweep's turns are taken by the migrate function
+    assert lambda_runtime.invoke("timeouts", dict(wiring.RETENTION_SWEEP.input)) == {"queued": True}
+    retention_turns(world)
+    # Then every item of the run carries its expiry, and the head says its retention is done
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {expires}
+    head = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
+    assert int(head[retention_store.RETAINED]["N"]) == expires
+    # When it happens again and the sweep's turns have no time past a page of 10 items
+    unfinished_retention(world, run_id)
+    turns = 0
+    while not sweeps.sweep(services.store, "test", start=turns == 0, more_time=lambda: False, page_items=10):
+        turns += 1
+    # Then the pass went on turn after turn from where the last stopped, and found the run all the same
+    assert turns >= 1
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {expires}
+
+
+def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a_resumable_job(
+    services, world, tenant, monkeypatch
+):
+    key = new_api_key(services)
+    # Given two finished runs kept the default 90 days, and a run still waiting
+    finished = [finished_run(services, world, key, "kept-1"), finished_run(services, world, key, "kept-2")]
+    waiting = call("POST", "/runs", key, {"workflowId": "kept-1"}).json()["runId"]
+    Stream(world.table).settle()
+    retention_turns(world)
+    for run_id in finished:
+        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 90 * DAY_S}
+    # When the tenant keeps finished runs 30 days from now on, and the job it starts is taken
+    assert call("PATCH", "/tenant/settings", key, {"retentionDays": 30}).status == 200
+    retention_turns(world)
+    # Then every item of the runs finished before expires 30 days after their end, and the waiting run is untouched
+    for run_id in finished:
+        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 30 * DAY_S}
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in items_of(world, waiting))
+    # and the settings show the job done, with what it saw and changed
+    shown = call("GET", "/tenant/settings", key).json()["retentionRestamp"]
+    assert {k: shown[k] for k in ("state", "days", "runsSeen", "runsRestamped")} == {
+        "state": "done",
+        "days": 30,
+        "runsSeen": 3,
+        "runsRestamped": 2,
+    }
+    # When it changes again to a week, and each turn of its job has no time past one listing entry
+    monkeypatch.setattr(retention_app, "RESTAMP_PAGE", 1)
+    assert call("PATCH", "/tenant/settings", key, {"retentionDays": 7}).status == 200
+    progress = []
+    while not services.restamp.turn(tenant, None, lambda: False):
+        progress.append(services.restamp.store.restamp_job(tenant)["runsSeen"])
+    # Then the job went on turn after turn from where the last stopped, its progress visible as it went
+    assert progress == sorted(progress)
+    assert len(progress) >= 3
+    for run_id in finished:
+        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 7 * DAY_S}
+    shown = call("GET", "/tenant/settings", key).json()["retentionRestamp"]
+    assert (shown["state"], shown["days"], shown["runsSeen"], shown["runsRestamped"]) == ("done", 7, 3, 2)
+    # and the turn its change queued finds nothing left to do
+    retention_turns(world)
+    assert call("GET", "/tenant/settings", key).json()["retentionRestamp"] == shown

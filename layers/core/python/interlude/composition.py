@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import cache, cached_property, partial
 from typing import TYPE_CHECKING, Any
 
+from interlude import wiring
 from interlude.config import DEFAULT_STEP_BUDGET, settings
 from interlude.domain import clock as clock_
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from interlude.app.notifications import Notifications
     from interlude.app.ports import AnchorsSource, HostResolver, SigningKeySource, SlackChannel
     from interlude.app.replay import Replay
-    from interlude.app.retention import RunRetention
+    from interlude.app.retention import Restamp, RunRetention
     from interlude.app.run_export import RunExports
     from interlude.app.run_listing import RunListing
     from interlude.app.runs import Runs
@@ -199,9 +200,12 @@ class Services:
 
     @cached_property
     def tenants(self) -> Tenants:
+        from interlude.adapters.retention_restamps import RestampJobs
         from interlude.app.tenants import Tenants
+        from interlude.store.retention import RetentionStore
 
-        return Tenants(self.interactions, self.store, self.limiter, self.clock, self.search_keys)
+        restamps = RestampJobs(RetentionStore(self.store.table, self.store.client))
+        return Tenants(self.interactions, self.store, self.limiter, self.clock, self.search_keys, restamps)
 
     @cached_property
     def search_keys(self) -> SearchKeys:
@@ -382,6 +386,14 @@ class Services:
         from interlude.app.run_export import RunExports
 
         return RunExports(self.runs, self.store, self.store, self.effect_records, self.clock)
+
+    @cached_property
+    def restamp(self) -> Restamp:
+        from interlude.app.retention import Restamp
+        from interlude.store.retention import RetentionStore
+
+        store = RetentionStore(self.store.table, self.store.client)
+        return Restamp(store, self.retention, self.clock, wiring.RUN_INDEX.shards)
 
     @cached_property
     def retention(self) -> RunRetention:

@@ -55,3 +55,23 @@ def queue_search_keys(tenant: str, delay_s: int = 0) -> None:
         MessageBody=json.dumps(body, separators=(",", ":"), allow_nan=False),
         DelaySeconds=min(delay_s, 900),
     )
+
+
+# Issue 30 (ADR 0118): a turn of the retention sweep (interlude.migrations.sweeps), queued by the timeouts function on
+# the deployment's daily schedule (`start`: a pass done already starts over) and by a turn out of time for the next.
+RETENTION_SWEEP = "retention-sweep"
+
+
+def queue_retention_sweep(start: bool = False) -> None:
+    body = {"v": 1, "kind": RETENTION_SWEEP, "start": start}
+    _sqs().send_message(QueueUrl=queue_settings().migrations_url, MessageBody=json.dumps(body, separators=(",", ":"), allow_nan=False))
+
+
+# Issue 30 (ADR 0118): a turn of a tenant's re-stamp job (interlude.app.retention.Restamp), queued by the settings change
+# that starts it and by a turn out of time for the next. `generation`: the change it is for (a later one replaces it).
+RETENTION_RESTAMP = "retention-restamp"
+
+
+def queue_retention_restamp(tenant: str, generation: str) -> None:
+    body = {"v": 1, "kind": RETENTION_RESTAMP, "tenant": tenant, "generation": generation}
+    _sqs().send_message(QueueUrl=queue_settings().migrations_url, MessageBody=json.dumps(body, separators=(",", ":"), allow_nan=False))

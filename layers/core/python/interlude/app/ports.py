@@ -351,6 +351,20 @@ class DefinitionSource(Protocol):
     def workflow(self, tenant: str, workflow_id: str, version: int) -> WorkflowDefinition: ...
 
 
+class RetentionRestamps(Protocol):
+    """A tenant's re-stamp job (app/retention.Restamp): what starts it with a change of retentionDays, its progress."""
+
+    def starting(self, tenant: str, days: int, generation: str) -> Any:
+        """The TransactWriteItem that starts it, written with the settings change."""
+        ...
+
+    def started(self, tenant: str, generation: str) -> None:
+        """Its first turn queued, once the change is written (where no queue is at hand, the daily sweep takes it)."""
+        ...
+
+    def progress(self, tenant: str) -> dict[str, Any] | None: ...
+
+
 class TenantLimits(Protocol):
     """The limits in force for a tenant (its own over the host's defaults), briefly cached."""
 

@@ -9,7 +9,9 @@ event batches requested), then the listing entry, and checks after each page tha
 (else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a turn
 repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries carry a
 provisional expiry from their creation: the job writes them again only for a run that ends too late for it
-(rules/run_search.stamped_at_end). Reasons: ADR 0115.
+(rules/run_search.stamped_at_end). A turn that finishes marks the head with the expiry it gave every item
+(`retentionStamped`), so a run whose turns never finished (their message dead-lettered) is found by the retention
+sweep. Reasons: ADRs 0115, 0118.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from interlude.domain.clock import iso
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
 from interlude.rules import run_search
 from interlude.rules.retention import run_expiry
@@ -26,6 +29,9 @@ if TYPE_CHECKING:
 
     from interlude.domain.clock import Clock
     from interlude.store.retention import RetainedRun, RetentionStore
+
+# Run listing entries a page of a re-stamp job reads (each run: its head read, and if its expiry changes, its turn).
+RESTAMP_PAGE = 50
 
 
 class RunMoved(Exception):
@@ -77,6 +83,10 @@ class RunRetention:
         if searched:
             later = run_search.metadata_families(run.state, self.searchable(run.state.tenant))
             self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
+        if target is not None:
+            # Done: the head says so (the sweep looks for finished runs without it: interlude.migrations.sweeps). A
+            # run that moved meanwhile is left unmarked; its move queued its own turn.
+            self.store.mark_retained(run_id, run.version, target)
         return None
 
     def _unmoved(self, run_id: str, run: RetainedRun) -> None:
@@ -107,6 +117,57 @@ class RunRetention:
             return
         if ttl != target:
             self.store.set_item_ttl(run_id, sk, target)
+
+
+class Restamp:
+    """A change of a tenant's `retentionDays` given to its runs finished before it (ADR 0118): a job per tenant
+    (store/retention.py's `RESTAMP` item, started by the settings change's own transaction, replaced by a later
+    change) that reads the tenant's run listing shard by shard, a page a step, and for each finished run whose expiry
+    is not its end plus the new period sets the head's and takes the run's retention turn. Each page is recorded
+    (where the job goes on, runs seen and re-stamped: its progress, shown with the settings); a turn out of time stops
+    after a page, and the next goes on from the record. A page taken twice re-stamps nothing twice."""
+
+    def __init__(self, store: RetentionStore, retention: RunRetention, clock: Clock, shards: int) -> None:
+        self.store = store
+        self.retention = retention
+        self.clock = clock
+        self.shards = shards
+
+    def turn(self, tenant: str, generation: str | None, has_time: Callable[[], bool]) -> bool:
+        """Pages of the tenant's job while `has_time()`: True once it is done (or replaced by a later change than
+        `generation`; None: whichever job stands), False when the next turn is to go on."""
+        while True:
+            job = self.store.restamp_job(tenant)
+            if job is None or job["state"] != "running" or generation not in (None, job["generation"]):
+                return True
+            shard, after = int(job["shard"]), job.get("after")
+            runs, last = self.store.listing_page(tenant, shard, after, RESTAMP_PAGE)
+            restamped = sum(self._restamp(run_id, int(job["days"])) for run_id in runs)
+            next_shard, next_after = (shard, last) if last is not None else (shard + 1, None)
+            # Not recorded: another copy of this turn recorded the page first, or a later change replaced the job.
+            self.store.record_restamp(tenant, job, next_shard, next_after, len(runs), restamped, iso(self.clock()))
+            if next_shard >= self.shards:
+                return True
+            if not has_time():
+                return False
+
+    def _restamp(self, run_id: str, days: int) -> bool:
+        """The finished run's expiry made its end plus `days`, every item of it with it; whether it changed."""
+        for _ in range(3):
+            run = self.store.retained_run(run_id)
+            if run is None or not run.state.terminal:
+                return False  # gone, or running: it takes the period in force when it ends
+            target = run_expiry(run.state.completedAt, days, self.clock())
+            if run.ttl == target:
+                return False
+            if not self.store.expire_head(run_id, run.version, target):
+                continue  # it moved meanwhile: read again
+            try:
+                self.retention.turn(run_id, None, lambda: True)
+            except RunMoved:
+                continue
+            return True
+        return False  # it kept moving: its moves queued its turns, and the daily sweep finds what they left
 
 
 def requested_gates(events: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:

@@ -11,7 +11,12 @@ from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid, Unavailable
 from interlude.domain.merge_patch import merge_patch
 from interlude.domain.models import keeping_unknown
-from interlude.domain.models.tenants import MIN_EFFECT_RETENTION_DAYS, CredentialGrantRequest, TenantSettings
+from interlude.domain.models.tenants import (
+    DEFAULT_RETENTION_DAYS,
+    MIN_EFFECT_RETENTION_DAYS,
+    CredentialGrantRequest,
+    TenantSettings,
+)
 from interlude.domain.validation import parse
 from interlude.store.interactions import SETTINGS_SK, SettingsRead, credential_grant_sk, grant_put, settings_put
 from interlude.store.transactions import LostRace
@@ -20,7 +25,7 @@ from interlude.store.transactions import LostRace
 PATCH_ATTEMPTS = 5
 
 if TYPE_CHECKING:
-    from interlude.app.ports import SearchKeyJobs, TenantLimits, TenantRecords, Transactions
+    from interlude.app.ports import RetentionRestamps, SearchKeyJobs, TenantLimits, TenantRecords, Transactions
     from interlude.domain.clock import Clock
     from interlude.rules.auth import Principal
 
@@ -33,6 +38,7 @@ class Tenants:
         limits: TenantLimits,
         clock: Clock,
         search_keys: SearchKeyJobs | None = None,
+        restamps: RetentionRestamps | None = None,
     ) -> None:
         self.records = records
         self.writes = writes
@@ -40,6 +46,8 @@ class Tenants:
         self.clock = clock
         # Runs created before a key was declared searchable are indexed under it by a job (app/search_keys.py).
         self.search_keys = search_keys
+        # A change of retentionDays is given to the runs finished before it by a job (ADR 0118).
+        self.restamps = restamps
 
     def _indexing(self, tenant: str) -> dict[str, Any]:
         progress = self.search_keys.progress(tenant) if self.search_keys is not None else None
@@ -48,11 +56,13 @@ class Tenants:
     def get_settings(self, principal: Principal) -> dict[str, Any]:
         """The tenant's settings as set, and the limits in force (its own over the host's defaults) with its usage."""
         settings = tenant_settings(self.records, principal.tenant)
+        restamp = self.restamps.progress(principal.tenant) if self.restamps is not None else None
         return {
             "tenant": principal.tenant,
             "settings": settings.model_dump(exclude_none=True),
             **self.limits.usage(principal.tenant),
             **self._indexing(principal.tenant),
+            **({"retentionRestamp": restamp} if restamp else {}),
         }
 
     def put_settings(
@@ -101,10 +111,15 @@ class Tenants:
             if self.search_keys is not None
             else []
         )
-        self.writes.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by, over=over)), *indexing], entry)
+        days = settings.retentionDays or DEFAULT_RETENTION_DAYS
+        restamps = self.restamps if days != (previous.retentionDays or DEFAULT_RETENTION_DAYS) else None
+        restamping = [("RESTAMP", restamps.starting(tenant, days, at))] if restamps is not None else []
+        self.writes.transact([(SETTINGS_SK, settings_put(tenant, stored, at, by, over=over)), *indexing, *restamping], entry)
         self.limits.forget(tenant)  # this instance applies new limits at once; others within their cache time
         if indexing and self.search_keys is not None:
             self.search_keys.start(tenant)
+        if restamps is not None:
+            restamps.started(tenant, at)
         return {**answer, **self._indexing(tenant)}
 
     def put_grant(

@@ -99,13 +99,8 @@ def run_pending(
         if not more_time():
             outcome.pending = [m.id for m in waiting[index:]]
             break
-        claimed = store.claim(migration.id, owner, clock().timestamp(), __version__)
-        if claimed is None:
-            outcome.busy, outcome.pending = migration.id, [m.id for m in waiting[index:]]
-            break
-        try:
-            finished = _run(table, store, migration, owner, claimed.get("position"), more_time, report, page_items, clock)
-        except LeaseLost:
+        finished = run_one(table, store, migration, owner, __version__, more_time, report, page_items, clock)
+        if finished is None:
             outcome.busy, outcome.pending = migration.id, [m.id for m in waiting[index:]]
             break
         if not finished:
@@ -113,6 +108,28 @@ def run_pending(
             break
         outcome.finished.append(migration.id)
     return outcome
+
+
+def run_one(
+    table: Store,
+    store: MigrationStore,
+    migration: Migration,
+    owner: str,
+    release: str,
+    more_time: Callable[[], bool],
+    report: Callable[[Progress], None],
+    page_items: int = PAGE_ITEMS,
+    clock: Clock = clock_.now,
+) -> bool | None:
+    """One migration claimed and run from its checkpoint: True once whole, False when time ran out, None when another
+    runner holds it (or took it over meanwhile)."""
+    claimed = store.claim(migration.id, owner, clock().timestamp(), release)
+    if claimed is None:
+        return None
+    try:
+        return _run(table, store, migration, owner, claimed.get("position"), more_time, report, page_items, clock)
+    except LeaseLost:
+        return None
 
 
 def _run(

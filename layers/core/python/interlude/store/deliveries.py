@@ -25,7 +25,6 @@ from typing import Any
 
 from interlude import wiring
 from interlude.store import attributes as a
-from interlude.store.expiry import run_expiry
 from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Writes
 
@@ -64,8 +63,8 @@ class DeliveryStore(Ledger[Notice]):
     def key(self, ref: Notice) -> a.Item:
         return a.key(run_pk(ref.run_id), notice_sk(ref.notice_id))
 
-    def expiring(self, ref: Notice) -> a.Item:
-        return run_expiry(self.client, self.table, ref.run_id)
+    def run_of(self, ref: Notice) -> str:
+        return ref.run_id
 
     def claiming(self, ref: Notice, attempt: int, now: float) -> Writes:
         created: dict[str, Any] = {}

@@ -31,6 +31,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store import expiry
 from interlude.store.table import Table
 
 PENDING = "pending"
@@ -108,10 +109,22 @@ class Ledger(ABC, Generic[Ref]):
     ) -> Writes:
         return Writes()
 
+    def run_of(self, ref: Ref) -> str | None:
+        """The run whose partition holds the unit's item, for a ledger whose items expire with their run
+        (store/expiry.py); None for a ledger whose items keep their own expiry."""
+        return None
+
     def expiring(self, ref: Ref) -> a.Item:
-        """What a new item of this ledger is created with to expire: its run's expiry when the run has finished
-        (store/expiry.py); nothing, for a ledger whose items keep their own."""
-        return {}
+        """What a new item of this ledger is created with to expire: its run's expiry when the run has finished."""
+        run_id = self.run_of(ref)
+        return {} if run_id is None else expiry.run_expiry(self.client, self.table, run_id)
+
+    def confirm_expiry(self, ref: Ref, written: a.Item) -> None:
+        """The item, just written with `written` as its expiry, made to carry its run's as the head holds it now
+        (store/expiry.confirm: no item of a finished run is left without one)."""
+        run_id = self.run_of(ref)
+        if run_id is not None:
+            expiry.confirm(self.client, self.table, run_id, self.key(ref), written)
 
     def read(self, ref: Ref) -> dict[str, Any] | None:
         got = self.client.get_item(TableName=self.table, Key=self.key(ref), ConsistentRead=True)
@@ -136,14 +149,19 @@ class Ledger(ABC, Generic[Ref]):
         }
         if held is None:
             created = f"attribute_not_exists({wiring.SORT_KEY})"
-            written = self._write(ref, {**sets, **writes.created, **self.expiring(ref)}, (), created, {}, writes.also)
+            expires = self.expiring(ref)
+            written = self._write(ref, {**sets, **writes.created, **expires}, (), created, {}, writes.also)
         else:
             condition = "#attempts = :previous AND #status IN (:pending, :leased)"
             values = {":previous": a.n(previous), ":pending": a.s(PENDING), ":leased": a.s(self.LEASED)}
             written = self._write(ref, sets, (), condition, values, writes.also)
+            # An item left without an expiry (its creator stopped before confirming it) is confirmed by a later claim.
+            expires = {} if wiring.TTL_ATTRIBUTE not in held else {wiring.TTL_ATTRIBUTE: a.n(held[wiring.TTL_ATTRIBUTE])}
         if not written:
             # Another copy of the message claimed it between this read and this write.
             return Claim("busy", retry_in_s=1)
+        if held is None or not expires:
+            self.confirm_expiry(ref, expires)
         return Claim("claimed", attempt=previous + 1, held=held or {})
 
     def settle(

@@ -87,6 +87,25 @@ class MigrationStore:
             raise
         return a.plain(got["Attributes"])
 
+    def start_over(self, migration_id: str, at: str) -> bool:
+        """A migration done starts a new pass from the table's start (a recurring one: the retention sweep), its
+        counts from zero; False when it is not done (a pass is under way, or none began: the claim starts it)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(MIGRATION_PK, migration_id),
+                UpdateExpression="SET #state = :running, startedAt = :at, scanned = :zero, written = :zero "
+                "REMOVE finishedAt, #position",
+                ConditionExpression="#state = :done",
+                ExpressionAttributeNames={"#state": "state", "#position": "position"},
+                ExpressionAttributeValues={":running": a.s(RUNNING), ":done": a.s(DONE), ":at": a.s(at), ":zero": a.n(0)},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     def record_page(
         self, migration_id: str, owner: str, position: a.Item | None, scanned: int, written: int, now: float
     ) -> None:

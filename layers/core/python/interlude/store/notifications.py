@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlude.store import attributes as a
-from interlude.store.expiry import run_expiry
 from interlude.store.layout import run_pk
 from interlude.store.leases import Claim, Ledger, Writes
 
@@ -52,8 +51,8 @@ class NotificationStore(Ledger[Notification]):
     def key(self, ref: Notification) -> a.Item:
         return a.key(run_pk(ref.run_id), PREFIX + ref.notification_id)
 
-    def expiring(self, ref: Notification) -> a.Item:
-        return run_expiry(self.client, self.table, ref.run_id)
+    def run_of(self, ref: Notification) -> str:
+        return ref.run_id
 
     def claiming(self, ref: Notification, attempt: int, now: float) -> Writes:
         created = {"record": a.as_json(ref.record)}

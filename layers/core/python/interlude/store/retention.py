@@ -2,7 +2,8 @@
 (interlude.app.retention) reads and writes.
 
   run head      T#{tenant}#R#{run}   RUN   ttl: when the run expires (its end + the tenant's retentionDays), written
-                                           by the transaction that ends it (or by the job, for a run ended before)
+                                           by the transaction that ends it (or by the job, for a run ended before);
+                                           retentionStamped: the ttl the job's last whole turn gave every item
   run items     T#{tenant}#R#{run}   *     ttl = the head's (event batches, interrupts, callback and webhook deliveries,
                                            notifications, the effect ledger: never shortened, so a ledger entry keeps
                                            its own at least 14 days past its effect)
@@ -13,6 +14,11 @@
                                                              stamped_at_end) or created before it existed
   effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's, never shortened
   task          T#{tenant}#TK#{opaque}   TASK                 ttl = the head's (each task an event batch names)
+
+  re-stamp job T#{tenant}#RETENTION   RESTAMP  a change of the tenant's retentionDays given to its finished runs
+                                               (app/retention.Restamp): days, generation (the change's instant),
+                                               state running|done, shard and after (where its listing read goes
+                                               on), runsSeen, runsRestamped, startedAt, finishedAt
 
 A run that runs again (a failed run's action retried) loses its ttl on the head at once (store/run_items.head_write),
 and the job takes it off the other items again. An item written after the job (a late delivery) is created with the
@@ -33,6 +39,7 @@ from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import RunState
 from interlude.store import attributes as a
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
+from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
@@ -42,6 +49,34 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
+# The head's record that the run's retention is done: the expiry its last whole turn gave every item. A head whose
+# `ttl` differs (or that has none of the two) is a finished run whose retention is yet to be done.
+RETAINED = "retentionStamped"
+
+
+RESTAMP_SK = "RESTAMP"
+RUNNING = "running"
+DONE = "done"
+
+
+def restamp_key(tenant: str) -> a.Item:
+    return a.key(f"T#{tenant}#RETENTION", RESTAMP_SK)
+
+
+def restamp_put(tenant: str, days: int, generation: str) -> dict[str, Any]:
+    """The TransactWriteItem that starts (or starts over) the tenant's re-stamp job, written with the settings change
+    that asks for it: a job under way for an earlier change is replaced, and its turns stop at their next page."""
+    item = {
+        **restamp_key(tenant),
+        "days": a.n(days),
+        "generation": a.s(generation),
+        "state": a.s(RUNNING),
+        "shard": a.n(0),
+        "runsSeen": a.n(0),
+        "runsRestamped": a.n(0),
+        "startedAt": a.s(generation),
+    }
+    return {"Put": {"Item": item}}
 
 
 @dataclass(frozen=True)
@@ -80,6 +115,75 @@ class RetentionStore(Table):
             {":version": a.n(version), ":ttl": a.n(ttl)},
         )
 
+    def mark_retained(self, run_id: str, version: int, ttl: int) -> bool:
+        """The head records that every item of the run was given `ttl` (RETAINED), on condition that the run is still
+        at `version` with that expiry (False: it moved since)."""
+        return self._update(
+            a.key(run_pk(run_id), RUN_SK),
+            "SET #retained = :ttl",
+            "#version = :version AND #ttl = :ttl",
+            {"#version": "version", "#retained": RETAINED, **_TTL},
+            {":version": a.n(version), ":ttl": a.n(ttl)},
+        )
+
+    def restamp_job(self, tenant: str) -> dict[str, Any] | None:
+        """The tenant's re-stamp job as it stands (plain), or None when its retentionDays never changed."""
+        got = self.client.get_item(TableName=self.table, Key=restamp_key(tenant), ConsistentRead=True)
+        return a.plain(got["Item"]) if "Item" in got else None
+
+    def record_restamp(
+        self, tenant: str, job: Mapping[str, Any], shard: int, after: str | None, seen: int, restamped: int, at: str
+    ) -> bool:
+        """A page of the job done: where it goes on (`shard` past the last: done) and what it counted; on condition
+        that the job is still the one read and where it was read (False: a newer change replaced it, or another copy
+        of its turn recorded this page first)."""
+        position = "#shard = :was AND " + ("#after = :was_after" if "after" in job else "attribute_not_exists(#after)")
+        names = {"#shard": "shard", "#after": "after"}
+        values: a.Item = {
+            ":generation": a.s(job["generation"]),
+            ":was": a.n(job["shard"]),
+            ":shard": a.n(shard),
+            ":seen": a.n(seen),
+            ":restamped": a.n(restamped),
+        }
+        if "after" in job:
+            values[":was_after"] = a.s(job["after"])
+        sets, remove = ["#shard = :shard"], ""
+        if after is None:
+            remove = " REMOVE #after"
+        else:
+            sets.append("#after = :after")
+            values[":after"] = a.s(after)
+        if shard >= wiring.RUN_INDEX.shards:
+            sets += ["#state = :done", "finishedAt = :at"]
+            names["#state"] = "state"
+            values |= {":done": a.s(DONE), ":at": a.s(at)}
+        return self._update(
+            restamp_key(tenant),
+            f"SET {', '.join(sets)}{remove} ADD runsSeen :seen, runsRestamped :restamped",
+            f"generation = :generation AND {position}",
+            names,
+            values,
+        )
+
+    def listing_page(self, tenant: str, shard: int, after: str | None, limit: int) -> tuple[list[str], str | None]:
+        """Run ids of one shard of the tenant's run listing (store/item_index.py), in sort-key order after `after`; and
+        the last sort key read when more may follow."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ProjectionExpression": "#sk, runId",
+            "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY},
+            "ExpressionAttributeValues": {":pk": a.s(index_pk(tenant, wiring.RUN_INDEX, shard))},
+            "Limit": limit,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = a.key(index_pk(tenant, wiring.RUN_INDEX, shard), after)
+        got = self.client.query(**kwargs)
+        runs = [item["runId"]["S"] for item in got.get("Items") or [] if "runId" in item]
+        last = got.get("LastEvaluatedKey")
+        return runs, last[wiring.SORT_KEY]["S"] if last else None
+
     def items_page(self, run_id: str, after: str | None) -> tuple[list[RunItem], str | None]:
         """A page of the run's items (its head left out), in key order after sort key `after`; and the last key read
         when more may follow."""
@@ -90,6 +194,9 @@ class RetentionStore(Table):
             "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
             "ExpressionAttributeValues": {":pk": a.s(run_pk(run_id))},
             "Limit": PAGE_ITEMS,
+            # Strongly consistent: an item created before a change of the head's ttl that queued this turn is read
+            # (store/expiry.py: why no late item is missed).
+            "ConsistentRead": True,
         }
         if after is not None:
             kwargs["ExclusiveStartKey"] = a.key(run_pk(run_id), after)

@@ -91,6 +91,17 @@ class SearchIndexing(Answer):
     doneAt: str | None = Omitted()
 
 
+class RetentionRestamp(Answer):
+    """Where the job giving a change of retentionDays to the runs finished before it stands (ADR 0118)."""
+
+    state: Literal["running", "done"]
+    days: int
+    runsSeen: int
+    runsRestamped: int
+    startedAt: str
+    finishedAt: str = Omitted()
+
+
 class TenantSettingsAnswer(Answer):
     tenant: str
     settings: TenantSettings
@@ -101,6 +112,8 @@ class TenantSettingsAnswer(Answer):
     usage: TenantUsage | None = Omitted()
     # On a change (PUT, PATCH): the settings it replaced, so a PUT that left a field out shows what it reset.
     previous: TenantSettings | None = Omitted()
+    # On reading, once retentionDays was changed: the job giving the change to the runs finished before it.
+    retentionRestamp: RetentionRestamp | None = Omitted()
 
 
 class CredentialGrant(Answer):

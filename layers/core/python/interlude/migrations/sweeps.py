@@ -1,0 +1,106 @@
+"""The retention sweep (issue 30, ADR 0118): the finished runs whose retention turns never finished (a turn's message
+dead-lettered, a deploy stopped it, the run was re-stamped) found and retained, so no finished run stays unstamped.
+
+It is a migration that starts over: the same Scan, checkpoint, lease and pages as the table's migrations
+(interlude.migrations), under the checkpoint `retention-sweep`, never among the registered ones. The deployment's
+daily schedule (wiring.RETENTION_SWEEP) queues a turn that `start`s a pass when the last one is done; a turn pages
+while it has time and queues the next (a turn out of time goes on from the checkpoint's position, as a migration does;
+a chain of turns that died is taken on by the next day's turn once its lease lapsed). A head selected is a finished
+run whose `retentionStamped` (the expiry its last whole retention turn gave every item: store/retention.py) is not
+its `ttl`: its retention turn is taken here, inline, as migration 0007 does for runs ended before retention existed.
+A tenant's re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
+no queue was at hand) is taken on here too, inline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from interlude import __version__, wiring
+from interlude.app.retention import Restamp, RunRetention
+from interlude.app.tenant_facts import tenant_settings
+from interlude.domain import clock as clock_
+from interlude.domain.clock import Clock, iso
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
+from interlude.migrations import PAGE_ITEMS, Migration, Progress, run_one
+from interlude.store import attributes as a
+from interlude.store.interactions import InteractionStore
+from interlude.store.layout import RUN_SK, run_id_of
+from interlude.store.migrations import MigrationStore, Scan
+from interlude.store.retention import RESTAMP_SK, RETAINED, RUNNING, RetentionStore
+
+if TYPE_CHECKING:
+    from interlude.store.facade import Store
+
+FINISHED = {":run": RUN_SK, ":completed": "completed", ":failed": "failed", ":cancelled": "cancelled"}
+FINISHED_FILTER = "sk = :run AND #status IN (:completed, :failed, :cancelled)"
+
+
+def retain_heads(store: Store, heads: list[a.Item]) -> int:
+    """Each finished run of `heads` (keys of run heads) retained whole, inline; how many were."""
+    retention, _ = _jobs(store)
+    retained = 0
+    for head in heads:
+        run_id = run_id_of(head[wiring.PARTITION_KEY]["S"])
+        if run_id is not None and retention.turn(run_id, None, lambda: True) is None:
+            retained += 1
+    return retained
+
+
+def _swept(store: Store, items: list[a.Item]) -> int:
+    """A page of the sweep: run heads retained, and re-stamp jobs still running (their turns' chain died, or a change
+    made where no queue was at hand: the CLI) taken on inline; how many runs and jobs were."""
+    jobs = [i for i in items if i[wiring.SORT_KEY]["S"] == RESTAMP_SK]
+    _, restamp = _jobs(store)
+    for job in jobs:
+        restamp.turn(job[wiring.PARTITION_KEY]["S"].split("#")[1], None, lambda: True)
+    return retain_heads(store, [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]) + len(jobs)
+
+
+def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
+    # The tenant's settings read directly, not through the limiter: `interlude migrate` runs where no function's
+    # configuration is.
+    settings = InteractionStore(store.table, store.client)
+    days: dict[str, int] = {}
+
+    def retention_days(tenant: str) -> int:
+        if tenant not in days:
+            days[tenant] = tenant_settings(settings, tenant).retentionDays or DEFAULT_RETENTION_DAYS
+        return days[tenant]
+
+    retained = RetentionStore(store.table, store.client)
+    retention = RunRetention(retained, retention_days, clock_.now)
+    return retention, Restamp(retained, retention, clock_.now, wiring.RUN_INDEX.shards)
+
+
+RETENTION_SWEEP = Migration(
+    "retention-sweep",
+    "retention_sweep",
+    "finished runs whose retention never finished are retained",
+    Scan(
+        f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR attribute_not_exists(#retained) OR #retained <> #ttl))"
+        " OR (sk = :restamp AND #state = :running)",
+        {**FINISHED, ":restamp": RESTAMP_SK, ":running": RUNNING},
+        {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
+        "pk, sk",
+    ),
+    _swept,
+)
+
+
+def sweep(
+    table: Store,
+    owner: str,
+    start: bool,
+    more_time: Callable[[], bool] = lambda: True,
+    report: Callable[[Progress], None] = lambda _: None,
+    page_items: int = PAGE_ITEMS,
+    clock: Clock = clock_.now,
+) -> bool | None:
+    """A turn of the retention sweep: True when its pass is whole, False when time ran out (the next turn goes on),
+    None when another runner holds it. `start`: a pass done already starts over (the schedule's turn)."""
+    store = MigrationStore(table.table, table.client)
+    if start:
+        store.start_over(RETENTION_SWEEP.id, iso(clock()))
+    return run_one(table, store, RETENTION_SWEEP, owner, __version__, more_time, report, page_items, clock)
