@@ -13,6 +13,7 @@ from interlude import wiring
 from interlude.api.idempotency import request_digest
 from interlude.app.runs import Runs
 from interlude.composition import Services
+from interlude.domain.ids import from_wire
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
@@ -86,7 +87,7 @@ def call(method: str, path: str, key: str | None, body: Any = None, **headers: s
     }
     if key:
         h["authorization"] = f"Bearer {key}"
-    raw = b"" if body is None else json.dumps(body).encode()
+    raw = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
     return Reply(lambda_runtime.invoke("api", to_event(method, path, h, raw, "127.0.0.1")))
 
 
@@ -364,6 +365,18 @@ def test_a_run_started_on_modulex_is_observed_and_resolved_on_openwop(key):
     frames = [f["data"] for f in call("GET", f"/workflows/listen/{run_id}", key).events()]
     assert [f["node"] for f in frames if f["type"] == "node_update"][-1] == "node_end_rejected"
     assert frames[-1]["data"]["final_state"]["node_end_rejected"] == {"notes": "no"}
+
+
+def test_a_modulex_run_and_its_resume_keep_their_numbers_as_written_for_the_pages(key, aws):
+    started = json.dumps({"workflow": worked_example()})[:-1] + ', "input": {"request": "a refund", "amount": 1.50}}'
+    got = call("POST", "/workflows/run", key, started.encode())
+    assert got.status == 200, got.text
+    run_id = got.json()["run_id"]
+    resumed = f'{{"run_id": "{run_id}", "resume_value": {{"approved": true, "notes": "ok", "fee": 2.50}}}}'
+    assert call("POST", f"/workflows/resume/{run_id}", key, resumed.encode()).status == 200
+    state, _ = aws.store.get_run(from_wire(run_id))
+    assert state.writtenNumbers == {"1.5": "1.50", "2.5": "2.50"}
+    assert state.inputs["amount"] == 1.5
 
 
 def test_modulex_routes_do_not_shadow_openwop_workflow_routes(key, tenant):

@@ -72,7 +72,8 @@ def run() -> Response:
 @route("modulexResume")
 def resume(threadId: str) -> Response:
     principal = caller("modulexResume", run_scoped=True)
-    return ok(face().resume(principal, threadId, body(), keyed(ok)))
+    resumed = body()
+    return ok(face().resume(principal, threadId, resumed, keyed(ok), spellings(raw_body())))
 
 
 @route("modulexCancel")

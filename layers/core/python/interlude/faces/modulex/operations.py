@@ -338,8 +338,14 @@ class ModulexFace:
     # -- resume -------------------------------------------------------------------------------------
 
     def resume(
-        self, principal: auth.Principal, thread_id: str, body: Any, keyed: KeyedWrite | None = None
+        self,
+        principal: auth.Principal,
+        thread_id: str,
+        body: Any,
+        keyed: KeyedWrite | None = None,
+        written_numbers: Mapping[str, str] | None = None,
     ) -> ModulexResumed:
+        """`written_numbers`: how the request wrote its numbers (RunState.writtenNumbers)."""
         if not is_admin(principal):
             raise Forbidden("resuming a run requires an owner or admin key")
         state, version = self.load(principal, resume_body(body))
@@ -358,7 +364,9 @@ class ModulexFace:
         )
         resolver = auth.run_resolver(principal)
         answer = keyed.map(lambda _: resumed) if keyed else None
-        self.decisions.resolve(state, version, node_id, body["resume_value"], resolver, keyed=answer)
+        self.decisions.resolve(
+            state, version, node_id, body["resume_value"], resolver, keyed=answer, written_numbers=written_numbers
+        )
         return resumed
 
     # -- cancel, state ------------------------------------------------------------------------------
