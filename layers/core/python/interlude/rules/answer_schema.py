@@ -16,9 +16,11 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
+
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
 # A string field whose schema bounds it to this many characters or fewer is one line; longer, a text area.
 ONE_LINE_MAX = 200
@@ -191,6 +193,94 @@ def number_of(raw: str, kind: str) -> int | float:
 
 
 # A JSON number as a person may type it into a number field (`1.50`, `1e3`).
+
+
+# -- what a kind of gate asks ----------------------------------------------------------------------------------
+
+# The words a kind's fixed schema is asked in: (kind, key) -> (label, {value: words}).
+KIND_WORDS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
+    ("credential", "outcome"): ("Did you connect the account?", {"authorized": "Yes, I connected it", "declined": "No, I decline"}),
+    ("low-confidence", "action"): ("Your decision", {"accept": "Let the agent's decision stand", "reject": "Reject it"}),
+    ("low-confidence", "decision"): ("A different decision", {}),
+    ("low-confidence", "comment"): ("Comment", {}),
+}
+# A schema-less answer: text, or JSON under "Advanced".
+TEXT_ANSWER = "answer"
+JSON_ANSWER = "answer_json"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The questions of a non-approval interrupt: the answer is an object keyed by them, or (`whole`) the one
+    question's value; `schema` is what the answer is checked against; `free`: no schema, a text or JSON answer."""
+
+    asks: tuple[Ask, ...]
+    whole: bool
+    schema: Mapping[str, Any] | None
+    free: bool = False
+
+
+def asked(payload: Mapping[str, Any]) -> Asked:
+    kind = str(payload.get("kind"))
+    data = payload.get("data") or {}
+    if kind == "clarification":
+        return _clarification(data, payload.get("resumeSchema"))
+    schema = answer_schema(payload)
+    if schema is None:
+        text = Ask(TEXT_ANSWER, (), "Your answer", {"type": "string"}, False, "textarea")
+        raw = Ask(JSON_ANSWER, (), "Or answer with JSON instead", {}, False, "json")
+        return Asked((text, raw), True, None, free=True)
+    return schema_asked(schema, kind)
+
+
+def relabelled(asks: Sequence[Ask], labels: Mapping[str, str]) -> tuple[Ask, ...]:
+    """`asks` with the gate's own words for them (its `fieldLabels`, by dotted path) in place of the schema's or the
+    key's."""
+    if not labels:
+        return tuple(asks)
+    return tuple(
+        replace(a, label=labels.get(".".join(a.key)) or a.label, parts=relabelled(a.parts, labels)) for a in asks
+    )
+
+
+def schema_asked(schema: Mapping[str, Any], kind: str = "") -> Asked:
+    """What a JSON Schema asks: an object's properties each in its own field, anything else in one."""
+    props = schema.get("properties")
+    if schema.get("type") == "object" and isinstance(props, Mapping) and props:
+        required = set(schema.get("required") or [])
+        asks = tuple(_ask_of(kind, key, sub, f"f{i}", key in required) for i, (key, sub) in enumerate(props.items()))
+        if count_controls(asks) <= MAX_CONTROLS:
+            return Asked(asks, False, schema)
+        return Asked((ask_of({}, "f0", "Your answer", True),), True, schema)
+    return Asked((ask_of(schema, "f0", "Your answer", True, depth=1),), True, schema)
+
+
+def _ask_of(kind: str, key: str, schema: Any, name: str, required: bool) -> Ask:
+    label, words = KIND_WORDS.get((kind, key), (key, {}))
+    return ask_of(schema, name, label, required, (key,), choice_words=words)
+
+
+def answer_schema(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON Schema the answer is asked from: a ModuleX interrupt's `resume_schema`, a conversation turn's
+    `outcomeSchema`, else the payload's `resumeSchema`; None when there is none (or it is no JSON Schema)."""
+    data = payload.get("data") or {}
+    schema = payload.get("resumeSchema")
+    if payload.get("kind") == "custom" and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        schema = (data.get("payload") or {}).get("resume_schema")
+    elif payload.get("kind") == "conversation.exchange":
+        schema = data.get("outcomeSchema") or schema
+    return schema if schema and is_schema(schema) else None
+
+
+def _clarification(data: Mapping[str, Any], schema: Any) -> Asked:
+    """A clarification's questions, each answered in its own field (its schema, else a line of text)."""
+    props = (schema or {}).get("properties") or {}
+    required = set((schema or {}).get("required") or [])
+    asks = tuple(
+        ask_of(q.get("schema") or props.get(q["id"]) or {"type": "string", "minLength": 1}, f"f{i}", str(q.get("question") or q["id"]), q["id"] in required, (q["id"],))
+        for i, q in enumerate(data.get("questions") or [])
+    )
+    return Asked(asks, False, schema if schema and is_schema(schema) else None)
 
 
 # -- the validator's refusals beside their fields --------------------------------------------------------------
