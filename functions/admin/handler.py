@@ -24,6 +24,7 @@ with collector_paused():
 
     from interlude import config
     from interlude.adapters.scheduler import scheduler
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.adapters.tenant_outside import TenantOutside
     from interlude.app.tenant_lifecycle import TenantLifecycle
     from interlude.config import settings
@@ -36,6 +37,7 @@ with collector_paused():
 
     logger = Logger(service="interlude-admin")
     config.check()
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 MARGIN_MS = 60_000
 

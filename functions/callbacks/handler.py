@@ -24,6 +24,7 @@ with collector_paused():
     from interlude.adapters.delivery.worker import Worker
     from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.leased_work import RetryLater
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
     from interlude.config.secrets import created_secrets
@@ -38,6 +39,7 @@ with collector_paused():
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     metrics.count_caught_errors()
     config.check()
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 
 @cache

@@ -40,6 +40,7 @@ with collector_paused():
         queue_search_keys,
         queue_turn,
     )
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.app.search_keys import NotYet
     from interlude.composition import services
     from interlude.config import settings
@@ -50,6 +51,7 @@ with collector_paused():
     processor = CountingBatchProcessor(EventType.SQS, log=logger)
     metrics.count_caught_errors()
     config.check()
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 # A turn stops taking pages with this much of its time left (a page takes seconds; the checkpoint and the next
 # turn's message, less).

@@ -26,6 +26,7 @@ with collector_paused():
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.adapters.leased_work import RetryLater
     from interlude.adapters.notify.worker import Worker
+    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.adapters.tenant_usage import count_notification
     from interlude.config import settings
     from interlude.config.notify import notify_settings
@@ -39,6 +40,7 @@ with collector_paused():
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     metrics.count_caught_errors()
     config.check()
+    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 
 @cache
