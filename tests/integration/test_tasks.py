@@ -119,6 +119,25 @@ def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(
     assert state.outputs["after"] == {"got": "short"}
 
 
+def test_a_fork_of_a_run_whose_task_completed_carries_its_result_and_offers_no_task(services, admin, worker_key):
+    from interlude.domain.models.requests import ForkRunRequest
+
+    run_id = started(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    task = claim(worker_key, "summarise").body
+    call(worker_key, "POST", f"/tasks/{task['taskToken']}/complete", {"output": {"summary": "short"}})
+
+    forked = services.forks.fork_run(admin, run_id, ForkRunRequest(mode="replay")).state
+    Stream(TABLE).settle()
+
+    # The fork completed with the task's result; no worker is asked again
+    fork = state_of(services, forked.runId)
+    assert (fork.status, fork.outputs["after"]) == ("completed", {"got": "short"})
+    assert claim(worker_key, "summarise").status == 204
+    (carried,) = events_of(services, forked.runId, "interlude.result-carried")
+    assert (carried["payload"]["kind"], carried["payload"]["sourceRunId"]) == ("task", run_id)
+
+
 # The seed page's llm node, as published.
 SEED_DRAFT = {
     "id": "node_draft",

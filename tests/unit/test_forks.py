@@ -62,7 +62,7 @@ def test_a_replay_of_a_refined_then_approved_refund_takes_the_same_course_asking
     same_course(source.t, fork)
     assert suspended(fork) == []
     assert fork.state.nodes["review"].visits == 2
-    assert fork.state.recorded == {"gates": {}, "effects": {}, "votes": {}}
+    assert fork.state.recorded == {"gates": {}, "effects": {}, "votes": {}, "results": {}}
 
 
 def http(i: str) -> dict[str, Any]:
@@ -193,3 +193,34 @@ def test_a_closed_conversation_replayed_ends_closed_and_a_branch_before_its_exch
     assert list(replayed.state.conversations.values()) == ["closed"]
     assert suspended(branch) == ["turn"]
     assert list(branch.state.conversations.values()) == ["open"]
+
+
+def test_a_completed_task_and_child_are_carried_as_their_results_and_neither_is_made_again():
+    sub = {"workflowId": "child", "inputs": {"order": "{{inputs.orderId}}"}}
+    wf = wf_of(
+        [
+            {"id": "summarise", "typeId": "core.task", "config": {"taskType": "summarise", "input": {}}},
+            {"id": "spawn", "typeId": "core.subWorkflow", "config": sub},
+            {"id": "after", "typeId": "core.transform", "config": {"outputs": {"got": "{{spawn.answer}}", "said": "{{summarise.text}}"}}},
+        ],
+        [edge("summarise", "spawn"), edge("spawn", "after")],
+        [{"name": "orderId", "type": "string"}],
+    )
+    source = Logged(wf, start(wf, inputs={"orderId": "o-1"}))
+    for node, output in (("summarise", {"text": "short"}), ("spawn", {"answer": 42})):
+        visit = source.t.state.actions[node].visit
+        source.keep(engine.finish_action(source.t.state, wf, node, visit, {"output": output}, NOW))
+    assert source.t.state.status == "completed"
+
+    fork = source.fork(None)
+    branch = source.fork(next(e["sequence"] for e in source.log if e["type"] == "interlude.child-requested"))
+
+    # The replay completes with the same outputs: no task asked of a worker, no child started
+    same_course(source.t, fork)
+    assert (fork.state.actions, fork.state.children) == ({}, [])
+    assert not [e for e in fork.events if e.type in ("interlude.action-requested", "interlude.child-requested")]
+    carried = [(e.payload["nodeId"], e.payload["kind"]) for e in fork.events if e.type == "interlude.result-carried"]
+    assert carried == [("summarise", "task"), ("spawn", "child")]
+    # A branch before the child was requested carries the task's result and starts a child of its own
+    assert (list(branch.state.actions), len(branch.state.children)) == (["spawn"], 1)
+    assert branch.state.outputs["summarise"] == {"text": "short"}

@@ -19,6 +19,7 @@ EVENT_WORDS = {
     "approval.requested": "Approval requested",
     "interrupt.resolved": "Decided",
     "approval.received": "Vote received",
+    "interlude.result-carried": "Result carried from the run it was forked from",
 }
 
 

@@ -20,12 +20,16 @@ from typing import TYPE_CHECKING, Any
 from interlude.domain.outcomes import approval_outcome
 from interlude.engine import kind_events
 from interlude.engine.actions import ACTION_REQUESTED
+from interlude.engine.effect_names import CHILD_REQUESTED, TASK
 
 if TYPE_CHECKING:
     from interlude.rules.interrupts.decide import Decision
 
-# The action kind whose effect identity a fork carries over (engine/actions.py); sub-workflows and tasks run anew.
+# The action kind whose effect identity a fork carries over (engine/actions.py): the fork's request lands the effect
+# record's outcome. A core.task's or a sub-workflow child's completed result is carried as its output (`results`):
+# the fork's node completes with it, and no task or child is made.
 HTTP_KIND = "http"
+CHILD_KIND = "child"
 _IDS = ("nodeId", "interruptId")
 _SETTLED = ("node.completed", "node.failed")
 # The events that record a vote on a gate that stays open (engine/run.py: resolve's `record`, delegate): each appends
@@ -58,13 +62,17 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
     `"votes"`: the gates still open at the fork point on which votes were cast before it (a quorum gate with 1 of its 2
     approvals), `{visit key: {"key": the source's interrupt key, "count": votes before the fork point, "events": [[type,
     payload without ids], ...]}}`; the caller reads the votes themselves from the source's interrupt item (the log
-    holds what a vote said, not whose credential cast it) and keeps the first `count` (app/forks.py)."""
+    holds what a vote said, not whose credential cast it) and keeps the first `count` (app/forks.py).
+
+    `"results"`: the core.task and sub-workflow child results the source completed, counted from their request like
+    effects: `{visit key: {"kind": "task" | "child", "from": the task's effect id or the child run's id, "output"}}`."""
     visits: dict[str, int] = {}
     gates: dict[str, dict[str, Any]] = {}
     effects: dict[str, dict[str, Any]] = {}
     deciding: dict[str, dict[str, Any]] = {}  # node id -> its decision being read
     requested: dict[str, dict[str, Any]] = {}  # node id -> its http action waiting to settle
     asking: dict[str, dict[str, Any]] = {}  # node id -> its gate open (before the fork point) and the votes cast on it
+    results: dict[str, dict[str, Any]] = {}
     for event in events:
         type_, payload = event["type"], event.get("payload") or {}
         node_id = payload.get("nodeId") if isinstance(payload, dict) else None
@@ -75,8 +83,14 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
             _read_decision(deciding, gates, node_id, type_, payload)
         elif type_ in _SETTLED and node_id in requested:
             action = requested.pop(node_id)
-            if type_ == "node.completed":
+            outputs = payload.get("outputs")
+            if type_ != "node.completed":
+                pass  # a failed call, task or child is not carried: the fork tries it again as its own
+            elif action["kind"] == HTTP_KIND:
                 effects[visit_key(node_id, action["visit"])] = {"effectId": action["effectId"]}
+            elif isinstance(outputs, dict) and list(outputs) != ["value"]:
+                # (an output that was not an object reads back only as {"value": ...}: such a result runs anew)
+                results[visit_key(node_id, action["visit"])] = {"kind": action["kind"], "from": action["effectId"], "output": outputs}
         elif not before:
             continue
         elif type_ == "node.started":
@@ -89,8 +103,10 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
                 "alias": kind_events.resolved_type(kind or "", payload),
                 "extra": [],
             }
-        elif type_ == ACTION_REQUESTED and payload.get("kind") == HTTP_KIND:
-            requested[node_id] = {"visit": payload["visit"], "effectId": payload["effectId"]}
+        elif type_ == ACTION_REQUESTED and payload.get("kind") in (HTTP_KIND, TASK):
+            requested[node_id] = {"visit": payload["visit"], "effectId": payload["effectId"], "kind": payload["kind"]}
+        elif type_ == CHILD_REQUESTED:
+            requested[node_id] = {"visit": payload["visit"], "effectId": payload.get("childRunId"), "kind": CHILD_KIND}
         if before:
             _note_votes(asking, visits.get(node_id, 1), node_id, type_, payload)
     votes = {
@@ -98,7 +114,7 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
         for node_id, open_ in asking.items()
         if open_["events"] and open_["key"]
     }
-    return {"gates": gates, "effects": effects, "votes": votes}
+    return {"gates": gates, "effects": effects, "votes": votes, "results": results}
 
 
 def _note_votes(asking: dict[str, dict[str, Any]], visit: int, node_id: str, type_: str, payload: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, Node, Work
 from interlude.domain.templates import PROBE
 from interlude.engine import forks, kind_events
 from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
-from interlude.engine.effect_names import NODE_RETRIED, RERUN_REASON
+from interlude.engine.effect_names import NODE_RETRIED, RERUN_REASON, TASK
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs, recorded_inputs
@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_LOOP_ITERATIONS = 25
 DEFAULT_RECURSION_LIMIT = 1000
+# A fork's task or child result carried from its source (a vendor event, `<org>.<name>`): what it was, from which.
+RESULT_CARRIED = "interlude.result-carried"
 
 
 class EventDraft(NamedTuple):
@@ -391,6 +393,14 @@ class _Step:
         """An action node (engine/actions.py): running until its worker's outcome arrives (finish_action)."""
         if isinstance(spec, str):
             self.fail(node_id, run_error("validation_error", spec))
+            return
+        if spec.kind in (TASK, SUBWORKFLOW) and (result := self.carried("results", node_id)) is not None:
+            # A task or child a fork's source completed: its result, and no task or child is made (engine/forks.py).
+            carried = {"nodeId": node_id, "kind": result["kind"], "from": result["from"]}
+            if self.s.fork is not None:
+                carried["sourceRunId"] = self.s.fork.sourceRunId
+            self.emit(RESULT_CARRIED, node_id, carried)
+            self.complete(node_id, result["output"])
             return
         if self.wait_refused(node_id):
             return
