@@ -1,12 +1,13 @@
 """A fork's recorded history (OpenWOP replay.md, `POST /runs/{runId}:fork`), read from its source run's event log. Pure.
 
-A fork is a new run of the source's workflow version that runs again from the start (docs/adr/0110): every gate the
+A fork is a new run of the source's workflow version that runs again from the start (docs/adr/0108): every gate the
 source had decided before the fork point settles as it was decided, without being asked (no `interrupt.requested`;
 its `interrupt.resolved` and what followed it are emitted again from the record), and every core.http effect it had
 performed is requested under the source's effect identity, so the actions worker finds the source's effect record
 and lands its recorded outcome instead of calling (store.effects). What the source did at or after the fork point
 runs anew: a `branch`. A `replay` carries the whole log: nothing the source decided is asked again and no effect it
-performed is performed again.
+performed is performed again. Also carried: votes on a gate still open at the fork point, and the results of tasks and
+sub-workflow children the source completed.
 
 The history is keyed by node and visit ("<nodeId>#<visit>"): the engine reaches the same visits in the same order
 given the same inputs and the same settlements.
@@ -49,9 +50,9 @@ def _without_ids(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dict[str, dict[str, Any]]:
-    """The gates decided and the core.http effects completed in `events` (the source's log, in order) before
-    sequence `until` (None: the whole log): `{"gates": {visit key: recorded decision}, "effects": {visit key:
-    {"effectId"}}}`. A gate counts from its `interrupt.resolved` and an effect from its `action.requested`: what
+    """The gates decided and the core.http effects completed in `events` (the source's log, in order) before sequence
+    `until` (None: the whole log), and the `votes` and `results` below: `{"gates": {visit key: recorded decision},
+    "effects": {visit key: {"effectId"}}, "votes": ..., "results": ...}`. A gate counts from its `interrupt.resolved` and an effect from its `action.requested`: what
     follows either (the node settling, maybe past `until`) is read to the end, so a fork never asks again a decision
     made before its fork point, nor repeats a call made for it. An effect that failed is not carried: a fork tries
     it again under its own identity.
@@ -70,7 +71,7 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
     gates: dict[str, dict[str, Any]] = {}
     effects: dict[str, dict[str, Any]] = {}
     deciding: dict[str, dict[str, Any]] = {}  # node id -> its decision being read
-    requested: dict[str, dict[str, Any]] = {}  # node id -> its http action waiting to settle
+    requested: dict[str, dict[str, Any]] = {}  # node id -> its http call, task or child waiting to settle
     asking: dict[str, dict[str, Any]] = {}  # node id -> its gate open (before the fork point) and the votes cast on it
     results: dict[str, dict[str, Any]] = {}
     for event in events:
@@ -83,13 +84,13 @@ def recorded_history(events: Iterable[dict[str, Any]], until: int | None) -> dic
             _read_decision(deciding, gates, node_id, type_, payload)
         elif type_ in _SETTLED and node_id in requested:
             action = requested.pop(node_id)
+            # A failed call, task or child is not carried: the fork tries it again as its own. Nor is a result that
+            # was not an object: node.completed holds it as {"value": ...}, which an object of that one key also is.
             outputs = payload.get("outputs")
-            if type_ != "node.completed":
-                pass  # a failed call, task or child is not carried: the fork tries it again as its own
-            elif action["kind"] == HTTP_KIND:
+            completed = type_ == "node.completed"
+            if completed and action["kind"] == HTTP_KIND:
                 effects[visit_key(node_id, action["visit"])] = {"effectId": action["effectId"]}
-            elif isinstance(outputs, dict) and list(outputs) != ["value"]:
-                # (an output that was not an object reads back only as {"value": ...}: such a result runs anew)
+            elif completed and isinstance(outputs, dict) and list(outputs) != ["value"]:
                 results[visit_key(node_id, action["visit"])] = {"kind": action["kind"], "from": action["effectId"], "output": outputs}
         elif not before:
             continue
