@@ -75,6 +75,18 @@ def test_every_service_the_functions_make_a_client_of_is_in_the_layers_data() ->
     assert made <= set(sdk_data.SERVICES)
 
 
+def test_a_client_from_the_layers_data_finds_the_endpoint_botocores_own_data_gives(packaged, monkeypatch) -> None:
+    # The layer's endpoints.json keeps only the six services' entries: their endpoints resolve as before, everywhere.
+    monkeypatch.setenv(sdk_clients.PACKAGED_MODELS_ENV, str(packaged))
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    sdk_clients.use_packaged_models()
+    ours, botocores = boto3.DEFAULT_SESSION, boto3.Session(botocore_session=botocore.session.get_session())
+    for service in sdk_data.SERVICES:
+        for region in ("eu-west-3", "cn-north-1"):  # two partitions
+            mine, theirs = (s.client(service, region_name=region).meta for s in (ours, botocores))
+            assert (mine.endpoint_url, mine.partition) == (theirs.endpoint_url, theirs.partition), (service, region)
+
+
 def test_a_run_is_created_and_decided_through_a_session_that_reads_only_the_layers_data(
     world, packaged, monkeypatch
 ) -> None:
