@@ -16,7 +16,7 @@ import pytest
 from interlude import wiring
 from interlude.local.stack import TABLE_NAME
 from tests.support.console import Console, gate_workflow
-from tests.support.dead_letters import dead_letter_behind_the_api
+from tests.support.dead_letters import dead_letter_behind_the_api, dead_notification_behind_the_api
 from tests.support.local_stack import Api, stack_client, tenant_admin_key, wire
 
 ROUTES = {r.operation: r for r in wiring.ROUTES}
@@ -72,6 +72,12 @@ class Tenant:
         webhook_id, delivery_id = dead_letter_behind_the_api(self.stack_info, self.waiting_run())
         return {"webhookId": webhook_id, "deliveryId": delivery_id}
 
+    def dead_notification_run(self) -> str:
+        """A waiting run with a dead-lettered notification."""
+        run_id = self.waiting_run()
+        dead_notification_behind_the_api(self.stack_info, run_id)
+        return run_id
+
     def items(self) -> list[dict[str, Any]]:
         """Every item of the tenant but its request-rate counters (each request counts)."""
         pages = self.dynamodb.get_paginator("scan").paginate(
@@ -119,6 +125,12 @@ FORMS: dict[str, FormOf] = {
     "consoleRevokeKey": lambda t, _: (f"/console/keys/{t.api.new_key(['runs:read']).split('_')[1]}/revoke", {}),
     "consoleRetryDelivery": lambda t, _: ("/console/dead-letters/retry", t.dead_letter()),
     "consoleRetryAction": lambda t, _: (f"/console/runs/{wire(t.failed_action_run())}/actions/call/retry", {}),
+    # A run with none dead still records its recovery (counted, nothing to send).
+    "consoleRecoverRunDeliveries": lambda t, _: (f"/console/runs/{wire(t.waiting_run())}/deliveries/recover", {}),
+    "consoleRecoverRunNotifications": lambda t, _: (
+        f"/console/runs/{wire(t.dead_notification_run())}/notifications/recover",
+        {},
+    ),
 }
 # What a console form's API route needs beyond its own scope (forkRun and redriveRun read the source's history).
 ALSO_NEEDS = {"consoleForkRun": ("runs:read",), "consoleRedriveRun": ("runs:read",)}

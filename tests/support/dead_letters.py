@@ -16,6 +16,7 @@ from interlude.adapters.delivery.subscriptions import dead_letter_record, webhoo
 from interlude.domain.ids import mint_opaque, secret_name, tenant_bound, tenant_of
 from interlude.local.stack import TABLE_NAME
 from interlude.store.deliveries import DeliveryStore, Notice
+from interlude.store.notifications import Notification, NotificationStore
 from interlude.store.webhooks import WebhookStore
 from tests.support.local_stack import stack_client
 
@@ -47,3 +48,22 @@ def dead_letter_behind_the_api(stack_info: dict[str, str], run_id: str) -> tuple
     failed = {**attempt, "status": "failed", "httpStatus": 500, "errorClass": "http_status", "final": True}
     assert ledger.settle(ref, claim.attempt, ledger.DEAD, failed, now)
     return webhook_id, tenant_bound(tenant_of(run_id), message["deliveryId"])
+
+
+def dead_notification_behind_the_api(stack_info: dict[str, str], run_id: str) -> str:
+    """The id of a new dead-lettered notification of the run, as the notify worker leaves one whose sends all failed."""
+    client = stack_client(stack_info, "dynamodb")
+    ledger = NotificationStore(SimpleNamespace(client=client, table=TABLE_NAME))
+    notification_id = f"ntf_{mint_opaque()}"
+    record = {
+        "notificationId": notification_id,
+        "nodeId": "review",
+        "interruptId": mint_opaque(),
+        "principalId": "nobody",
+        "purpose": "approval",
+    }
+    ref = Notification(run_id, notification_id, record)
+    now = time.time()
+    claim = ledger.claim(ref, now, 60)
+    assert ledger.settle(ref, claim.attempt, ledger.DEAD, {**record, "channels": {}}, now)
+    return notification_id

@@ -775,6 +775,7 @@ DECISION_ERRORS = ("not_found", "interrupt_already_resolved", "interlude.vote_al
 WEBHOOK_ERRORS = ("validation_error", "id_tenant_mismatch", "not_found")
 # A dead letter sent again (issue 30 item 5): it is not dead (any more), or was sent again the most times one is.
 REPLAY_ERRORS = ("interlude.not_dead_lettered", "interlude.replay_limit_reached")
+RECOVERY_ERRORS = ("interlude.recovery_too_large", "interlude.recovery_running")
 # A task token (interlude.app.tasks): not one Interlude issued, another tenant's, unknown, or no longer holding
 # (task_not_claimed is also the answer when the run no longer waits for the task: details.status "cancelled").
 TASK_ERRORS = ("interlude.task_token_invalid", "id_tenant_mismatch", "not_found", "interlude.task_not_claimed")
@@ -938,6 +939,17 @@ CONSOLE_ROUTES: tuple[Route, ...] = (
             "interlude.quota_exceeded",
         ),
         acts_as="retryRunAction",
+    ),
+    # Issue 30 item 5: a run's dead-lettered callback notices and notifications, sent again from its page.
+    console_route(
+        "POST", "/console/runs/{runId}/deliveries/recover", "consoleRecoverRunDeliveries",
+        "Console: send again every dead-lettered callback notice of a run", CONSOLE_PAGE,
+        errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, *RECOVERY_ERRORS), acts_as="recoverRunDeliveries",
+    ),
+    console_route(
+        "POST", "/console/runs/{runId}/notifications/recover", "consoleRecoverRunNotifications",
+        "Console: send again every dead-lettered notification of a run", CONSOLE_PAGE,
+        errors=(*CONSOLE_FORM_ERRORS, *RUN_ERRORS, *RECOVERY_ERRORS), acts_as="recoverRunNotifications",
     ),
     console_route(
         "GET", "/console/dead-letters", "consoleDeadLetters",
@@ -1533,7 +1545,6 @@ ROUTES: tuple[Route, ...] = (
 # API Gateway's resource paths, so one unit's retry is a `/retry` segment, a scope's recovery a literal custom method.
 REPLAYED = Answer(200, "Queued again as the next attempt of the same unit", "interlude.domain.models.replay.Replayed")
 RECOVERED = Answer(200, "Every dead letter of the scope queued again, once", "interlude.domain.models.replay.Recovery")
-RECOVERY_ERRORS = ("interlude.recovery_too_large", "interlude.recovery_running")
 ROUTES += (
     Route(
         "POST", "/webhooks/{webhookId}/dead-letters/{deliveryId}/retry", "retryWebhookDelivery", "webhooks:manage",

@@ -515,6 +515,9 @@ class RunView:
     filled: Filled | None = None
     # The step of a run failed at its HTTP call that the session may take again (None: none).
     retry_step: str | None = None
+    # Whether the run has dead-lettered callback notices / notifications the session may send again.
+    recover_deliveries: bool = False
+    recover_notifications: bool = False
     # The step whose input and output are shown (None: the run's), and what is known of it.
     selected: str | None = None
     step: readable.StepInputs | None = None
@@ -628,6 +631,8 @@ def run(frame: Frame, view: RunView, notice: Notice | None) -> str:
         timeline=[_timeline_entry(e, run_id, names, view.people, view.selected) for e in view.events],
         later=later,
         deliveries=[_delivery_row(d) for d in view.deliveries],
+        recover_deliveries=f"{run_href(run_id)}/deliveries/recover" if view.recover_deliveries else None,
+        recover_notifications=f"{run_href(run_id)}/notifications/recover" if view.recover_notifications else None,
         notifications=None
         if view.notifications is None
         else [_notification_row(n, view.people) for n in view.notifications],

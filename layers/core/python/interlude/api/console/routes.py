@@ -50,7 +50,7 @@ from interlude.app import audit, audit_entries
 from interlude.app import inbox as approver_inbox
 from interlude.app.facts import display_name
 from interlude.app.forks import Forked
-from interlude.app.replay import bound_delivery
+from interlude.app.replay import CALLBACK_PREFIX, Family, bound_delivery
 from interlude.app.run_listing import MAX_BULK_CANCEL
 from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
@@ -717,6 +717,9 @@ def run_page(signed: Signed, run_id: str, notice: Notice | None, status: int, fi
         tokens=tokens,
         names=names,
         retry_step=retry_step(principal, state, definition),
+        recover_deliveries=may(principal, "consoleRecoverRunDeliveries") and any_dead_notice(deliveries),
+        recover_notifications=may(principal, "consoleRecoverRunNotifications")
+        and any(n.get("status") == "dead" for n in notifications),
         people=people_named(
             state.tenant,
             deciders(events)
@@ -809,6 +812,12 @@ def forked(signed: Signed, run_id: str, make: Callable[[Principal, str], Forked]
         return run_page(signed, run_id, refusal_notice(exc, "Nothing was started"), status_of(exc))
     notice = Notice("ok", f"{how}: a new run", f"Run {made.state.runId} started from run {run_id}.")
     return run_page(signed, made.state.runId, notice, 201)
+
+
+def any_dead_notice(attempts: list[dict[str, Any]]) -> bool:
+    """Whether a callback notice of the run is dead-lettered: its last attempt was final and not delivered."""
+    last = {a.get("noticeId"): a for a in attempts if str(a.get("noticeId", "")).startswith(CALLBACK_PREFIX)}
+    return any(a.get("final") and a.get("status") != "delivered" for a in last.values())
 
 
 def retry_step(principal: Principal, state: RunState, definition: WorkflowDefinition) -> str | None:
@@ -1035,6 +1044,33 @@ def console_retry_delivery(signed: Signed, form: dict[str, list[str]]) -> Respon
     if not may(signed.principal, "consoleDeadLetters"):
         return html(200, notice.heading, pages.message(notice), signed.frame, "dead-letters")
     return dead_letters_page(signed, notice)
+
+
+@form_post("consoleRecoverRunDeliveries", "runs")
+def console_recover_run_deliveries(signed: Signed, form: dict[str, list[str]], runId: str) -> Response:  # noqa: N803
+    return recovered(signed, from_wire(runId), "callback-deliveries", "failed callback deliveries")
+
+
+@form_post("consoleRecoverRunNotifications", "runs")
+def console_recover_run_notifications(signed: Signed, form: dict[str, list[str]], runId: str) -> Response:  # noqa: N803
+    return recovered(signed, from_wire(runId), "notifications", "failed notifications")
+
+
+def recovered(signed: Signed, run_id: str, family: Family, what: str) -> Response:
+    """The run's dead letters of `family` sent again (as recoverRunDeliveries / recoverRunNotifications), and its page
+    saying how many."""
+    try:
+        done = replay().recover_run(signed.principal, run_id, family)
+    except DomainError as exc:
+        if isinstance(exc, Unauthenticated) or not may(signed.principal, "consoleRun"):
+            raise
+        return run_page(signed, run_id, refusal_notice(exc, "Nothing was sent"), status_of(exc))
+    sent = done["queued"]
+    sentence = f"{sent} of the run's {what} {'is' if sent == 1 else 'are'} on their way again." if sent else f"The run has no {what} to send again."
+    notice = Notice("ok", "Sent again" if sent else "Nothing to send", sentence)
+    if not may(signed.principal, "consoleRun"):
+        return html(200, notice.heading, pages.message(notice), signed.frame, "runs")
+    return run_page(signed, run_id, notice, 200)
 
 
 @form_post("consoleRetryAction", "runs")
