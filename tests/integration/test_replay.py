@@ -17,6 +17,7 @@ from interlude.adapters.replay_outbox import ReplayOutbox
 from interlude.app import replay as replay_module
 from interlude.composition import Services
 from interlude.domain.errors import Conflict, Invalid, NotFound
+from interlude.domain.ids import to_wire
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
@@ -25,7 +26,8 @@ from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.facade import Store
 from interlude.store.recoveries import STALE_S
 from tests.integration import test_notify_worker as notify
-from tests.integration.conftest import signed_in
+from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.test_tenant_lifecycle import call
 from tests.support.local_stack import FIXTURES
 from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver, delivering_to_loopback
@@ -157,6 +159,16 @@ def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_
         replace(services.replay, outbox=FailingOutbox(services.store, services.clock)).recover_webhook(admin, webhook_id, since, None)
     assert len(dead_letters(services, admin, webhook_id)) == 1
     replay = services.replay
+    # and its progress route says so: running, one of the two queued again
+    key = new_api_key(services)
+    progress = call("GET", f"/webhooks/{to_wire(webhook_id)}/recovery", key)
+    assert progress.status == 200, progress.text
+    assert {k: progress.json()[k] for k in ("status", "matched", "queued", "skipped")} == {
+        "status": "running",
+        "matched": 2,
+        "queued": 1,
+        "skipped": 0,
+    }
     # Then another recovery of the subscription is refused while the first may still be running
     with pytest.raises(Conflict) as refused:
         replay.recover_webhook(admin, webhook_id, since, None)
@@ -166,6 +178,8 @@ def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_
     clock.ahead = timedelta(seconds=STALE_S + 1)
     recovered = replay.recover_webhook(admin, webhook_id, since, None)
     assert (recovered["status"], recovered["matched"], recovered["queued"]) == ("completed", 1, 1)
+    done = call("GET", f"/webhooks/{to_wire(webhook_id)}/recovery", key).json()
+    assert (done["status"], done["queued"], done["finishedAt"]) == ("completed", 1, recovered["finishedAt"])
     deliver(aws)
     # Then each delivery arrived once more, under its own id
     replayed = [h.headers["webhook-id"] for h in receiver.hits[2 * MAX_ATTEMPTS :]]
@@ -227,3 +241,18 @@ def test_a_dead_notice_whose_event_is_not_in_the_log_is_not_found_never_a_server
         services.replay.retry_run_delivery(admin, run_id, ref.notice_id)
     assert "no longer in its run's log" in refused.value.message
     assert ledger.read(ref)["status"] == "dead"
+
+
+def test_the_progress_of_a_recovery_never_started_or_of_another_tenants_subscription_is_refused(
+    services, admin, aws, receiver, other_tenant
+):
+    made = services.webhooks.register(
+        admin, RegisterWebhookRequest.model_validate({"url": receiver.url(), "events": ["run.completed"]})
+    )
+    path = f"/webhooks/{to_wire(made['webhookId'])}/recovery"
+    never = call("GET", path, new_api_key(services))
+    assert (never.status, never.code) == (404, "not_found")
+    foreign = call("GET", path, new_api_key(services, tenant=other_tenant))
+    assert (foreign.status, foreign.code) == (403, "id_tenant_mismatch")
+    assert call("GET", "/webhooks/not-an-id/recovery", new_api_key(services)).code == "validation_error"
+    assert call("GET", path, new_api_key(services, scopes=["runs:read"])).status == 403

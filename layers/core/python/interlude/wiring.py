@@ -1558,6 +1558,12 @@ ROUTES += (
         answers=(RECOVERED,), errors=(*WEBHOOK_ERRORS, *RECOVERY_ERRORS),
     ),
     Route(
+        "GET", "/webhooks/{webhookId}/recovery", "getWebhookRecovery", "webhooks:manage",
+        "Where the subscription's latest recovery stands: dead letters found, queued again, left", module="replay",
+        answers=(Answer(200, "The subscription's latest recovery", "interlude.domain.models.replay.Recovery"),),
+        errors=WEBHOOK_ERRORS,
+    ),
+    Route(
         "POST", "/runs/{runId}/deliveries/{deliveryId}/retry", "retryRunDelivery", "webhooks:manage",
         "Send a run's dead-lettered callback notice again (the same id)", module="replay", idempotency="claimed",
         answers=(REPLAYED,), errors=(*RUN_ERRORS, *REPLAY_ERRORS),

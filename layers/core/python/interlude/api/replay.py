@@ -36,6 +36,13 @@ def recover_webhook_deliveries(webhookId: str) -> Response:  # noqa: N803
     return json_response(200, Recovery.model_validate(recovered))
 
 
+@route("getWebhookRecovery")
+def get_webhook_recovery(webhookId: str) -> Response:  # noqa: N803
+    principal = principal_for("getWebhookRecovery")
+    recovery = replay().webhook_recovery(principal, from_wire(webhookId, what="webhookId"))
+    return json_response(200, Recovery.model_validate(recovery))
+
+
 @route("retryRunDelivery")
 def retry_run_delivery(runId: str, deliveryId: str) -> Response:  # noqa: N803
     principal = principal_for("retryRunDelivery")

@@ -297,6 +297,14 @@ class Replay:
         key = recovery_key(dead_letters_pk(webhook_id), FAMILY_KEYS["webhook-deliveries"])
         return self._start(principal, key, "webhook-deliveries", {"webhookId": webhook_id, **window}, matched)
 
+    def webhook_recovery(self, principal: Principal, webhook_id: str) -> dict[str, Any]:
+        """The subscription's latest recovery as its last turn recorded it: its counts so far, or in the end."""
+        self.subscriptions.subscription(principal, webhook_id)
+        got = self.recoveries.get(recovery_key(dead_letters_pk(webhook_id), FAMILY_KEYS["webhook-deliveries"]))
+        if got is None:
+            raise NotFound("no recovery of this subscription's dead letters was started")
+        return got[0]
+
     def recover_run(self, principal: Principal, run_id: str, family: Family) -> dict[str, Any]:
         state, _ = self.runs.load_run(principal.tenant, run_id)
         prefix, dead = self._ledger_of(family)
