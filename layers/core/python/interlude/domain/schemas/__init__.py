@@ -33,7 +33,7 @@ SCHEMA_FILES = (
     "webhook-dead-letter-page.schema.json",
     # Issue 28: an edge and its condition (engine/conditions.py follows it).
     "workflow-definition.edge-extract.schema.json",
-    # Issue 29: diffRun's answer. Not a verbatim copy: reconstructed, as its $comment says (docs/adr/0108).
+    # Issue 29: diffRun's answer (copied from openwop/openwop-sdks, as docs/adr/0108 says).
     "run-diff-response.schema.json",
 )
 BASE_URI = "https://openwop.dev/spec/v2/"
