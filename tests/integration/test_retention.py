@@ -143,6 +143,8 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     # and a run decided and completed, its retention job taken
     run_id = finished_run(services, world, key)
     expires = end_of(run_id, key) + 2 * DAY_S
+    # (taken in the dispatch of the record that ended it: nothing is left for the migrate function)
+    assert not QueuePump("migrate", world.queues["migrations"]).pump_once()
     # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
     ending = {i["sk"]["S"]: i for i in items_of(world, run_id) if wiring.TTL_ATTRIBUTE in i and not is_search_entry(i)}
     assert "RUN" in ending
@@ -268,6 +270,21 @@ def test_an_export_pages_its_events_and_refuses_what_it_cannot_hold(services, wo
     # and a key without runs:read
     reader = new_api_key(services, scopes=["approvals:respond"])
     assert call("GET", f"/runs/{to_wire(run_id)}/export", reader).status == 403
+
+
+def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migrations_queue(services, world, monkeypatch):
+    # Given pages of one item
+    monkeypatch.setattr(retention_store, "PAGE_ITEMS", 1)
+    key = new_api_key(services)
+    # When a run ends, its dispatch retaining one page of its items
+    run_id = finished_run(services, world, key, "paged")
+    expires = end_of(run_id, key) + 90 * DAY_S
+    own = [i for i in items_of(world, run_id) if not is_search_entry(i)]
+    assert any(wiring.TTL_ATTRIBUTE not in i for i in own)
+    # Then the turns the migrate function takes from where it stopped give every other item its expiry
+    retention_turns(world)
+    own = [i for i in items_of(world, run_id) if not is_search_entry(i)]
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own} == {expires}
 
 
 def without_expiry(world, run_id: str) -> None:

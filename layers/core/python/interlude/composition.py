@@ -397,6 +397,7 @@ class Services:
 
     @cached_property
     def retention(self) -> RunRetention:
+        from interlude.adapters.migration_turns import queue_run_retention
         from interlude.app.retention import RunRetention
         from interlude.store.retention import RetentionStore
 
@@ -405,6 +406,7 @@ class Services:
             self.limiter.retention_days,
             self.clock,
             lambda tenant: self.limiter.limits(tenant).searchable_metadata,
+            queue_run_retention,
         )
 
     @cached_property
@@ -486,7 +488,6 @@ class Services:
         starts load no delivery, scheduler or metrics adapter. The handlers that move runs (sub-workflows, tasks, kept
         external events) are built with the first record that concerns them (engine/events.py)."""
         from interlude.adapters import metrics
-        from interlude.adapters import migration_turns as retention_turns
         from interlude.adapters.actions.outbox import queue_actions
         from interlude.adapters.delivery.outbox import callback_notices
         from interlude.adapters.delivery.subscription_outbox import webhook_deliveries
@@ -503,7 +504,7 @@ class Services:
             self.notification_outbox.on_events,
             _when(concerns.requests_child_or_ends_run, lambda: self.sub_workflows.on_events),
             _when(concerns.requests_or_cancels_task, lambda: self.tasks.on_events),
-            _when(concerns.ends_or_reruns_run, lambda: retention_turns.on_events),
+            _when(concerns.ends_or_reruns_run, lambda: self.retention.on_events),
             # Last: a handler above that fails has its record delivered again, which would count its usage twice.
             partial(tenant_usage, self),
         )

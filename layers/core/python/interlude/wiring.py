@@ -252,8 +252,8 @@ FUNCTIONS: tuple[Function, ...] = (
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
-        # migrations: a run that ended (or runs again) has its items' expiry set by a job on that queue
-        # (interlude.app.retention), taken by the migrate function.
+        # migrations: a run that ended (or runs again) has its items' expiry set by a retention turn taken here
+        # (interlude.app.retention); one with more items than a page goes on from that queue, in the migrate function.
         sends_to=("callbacks", "actions", "notifications", "migrations"),
         needs_public_base_url=True,
         # With SQS fair queues, a busy tenant's items fill at most what is in flight, and a quiet tenant's item takes

@@ -28,19 +28,15 @@ def queue_turn(delay_s: int = 0) -> None:
     )
 
 
-# Issue 30 item 4: a turn of a run's retention (interlude.app.retention), queued by dispatch when a run ends or runs
-# again, and by a turn out of time for the next (`after`: the last key it retained).
+# Issue 30 item 4: a turn of a run's retention (interlude.app.retention), queued by dispatch when the turn it took
+# did not finish the run (issue 31) or the run moved meanwhile, and by a turn out of time for the next (`after`: the
+# last key it retained).
 RUN_RETENTION = "run-retention"
 
 
 def queue_run_retention(run_id: str, after: str | None = None) -> None:
     body = {"v": 1, "kind": RUN_RETENTION, "runId": run_id, **({"after": after} if after is not None else {})}
     _sqs().send_message(QueueUrl=queue_settings().migrations_url, MessageBody=json.dumps(body, separators=(",", ":"), allow_nan=False))
-
-
-def on_events(run_id: str, events: list[dict[str, Any]]) -> None:
-    """The outbox handler: a run that ended, or one that runs again, has its items' expiry set (or taken off)."""
-    queue_run_retention(run_id)
 
 
 # Issue 29 item 1: a turn of a tenant's search-keys job (interlude.app.search_keys), queued by the settings change that

@@ -2,8 +2,9 @@
 the table's TTL attribute, its end plus the tenant's `retentionDays`, after which DynamoDB deletes it. The audit
 chain is never given one (docs/operations.md, "Retention").
 
-The job is queued by dispatch for each event-log item that ends a run or runs one again (interlude.composition), and
-taken turn by turn from the migrations queue (functions/migrate): a turn stamps the head first, then pages through the
+The job's first turn is taken by dispatch, in the batch of the event-log item that ends a run or runs one again
+(`on_events`, interlude.composition); a run that needs more turns has them from the migrations queue (functions/
+migrate). A turn stamps the head first, then pages through the
 run's partition stamping each item whose ttl is not the head's (and the effect records its ledger names, the tasks its
 event batches requested), then the listing entry, and checks after each page that the run has not moved meanwhile
 (else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a turn
@@ -45,6 +46,7 @@ class RunRetention:
         retention_days: Callable[[str], int],
         clock: Clock,
         searchable: Callable[[str], Iterable[str]] = lambda tenant: (),
+        queue_turn: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self.store = store
         # A tenant's retentionDays (app/limits.py: read with its limits, cached briefly).
@@ -53,6 +55,23 @@ class RunRetention:
         # The metadata keys it declares searchable now: a run created before one was declared has its entries under
         # it from the search-keys job (app/search_keys.py), and they expire with it too.
         self.searchable = searchable
+        # Queues a turn on the migrations queue (run id, the key to go on after): where a turn begun in dispatch ends.
+        self.queue_turn = queue_turn
+
+    def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
+        """The outbox handler of an event batch that ends a run or runs it again (issue 31): the run's first turn is
+        taken here, in the dispatch batch that holds the record, one page of its items (PAGE_ITEMS, every item of
+        nearly every run), so retention costs no invocation of its own. A run with more items goes on from the
+        migrations queue where this page stopped; one that moved meanwhile is taken there from the start."""
+        if self.queue_turn is None:
+            raise RuntimeError("a retention taken in dispatch is composed with the migrations queue")
+        try:
+            after = self.turn(run_id, None, lambda: False)
+        except RunMoved:
+            self.queue_turn(run_id, None)
+            return
+        if after is not None:
+            self.queue_turn(run_id, after)
 
     def turn(self, run_id: str, after: str | None, has_time: Callable[[], bool]) -> str | None:
         """Retain the run's items from sort key `after` on while `has_time()`; None once the run is done with, else
