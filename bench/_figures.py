@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from _prices import price
-from ceiling import ceilings, outbox_concurrency, outbox_rows
+from ceiling import GOAL_DERIVED, SIDE_BY_SIDE, ceilings, goal_concurrency, outbox_rows
 from ceiling import verdict as ceiling_verdict
 from cost_per_million import RETAINED_MONTHS, bill, peer_total, peers, priced, verdicts
 
@@ -120,7 +120,6 @@ def ceiling_table(measured: dict[str, Any]) -> str:
 
 def dispatch_table(measured: dict[str, Any]) -> str:
     found = ceilings(measured)
-    needed, given, covered = outbox_concurrency(found)
     out = [
         f"`dispatch` per lifecycle ({stamp(measured)}; `bench/ceiling.py`: records and run-head reads counted, CPU "
         "measured, concurrency at full batches on paper):",
@@ -129,8 +128,12 @@ def dispatch_table(measured: dict[str, Any]) -> str:
         "| --- | --- |",
     ]
     out += [f"| ({name}) | {figures} |" for name, figures in outbox_rows(found)]
-    out += ["", f"At 2,000 lifecycles/s dispatch needs {needed} concurrent invocations; its queue's maximum concurrency is "
-            f"{given} (`wiring.OUTBOX_CONCURRENCY`): {'covered' if covered else 'not covered'}."]
+    out.append("")
+    for function, source in GOAL_DERIVED.items():
+        needed, given, covered = goal_concurrency(found, function)
+        out.append(f"At 2,000 lifecycles/s {function} needs {needed} concurrent invocations (full batches of "
+                   f"{SIDE_BY_SIDE[function]}, runs side by side); its queue's maximum concurrency is {given} (`{source}`): "
+                   f"{'covered' if covered else 'not covered'}.")
     return "\n".join(out)
 
 

@@ -50,16 +50,20 @@ def construct_default(name: str) -> int:
 
 
 OUTBOX_CONSUMER = next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE)
+# The consumers that take a batch's runs side by side, and their batch sizes (dispatch: ADR 0111; callbacks: issue 31).
+SIDE_BY_SIDE = {OUTBOX_CONSUMER: wiring.OUTBOX_BATCH_SIZE, "callbacks": wiring.CALLBACK_BATCH_SIZE}
+# Their concurrency as wiring declares it from the goal.
+GOAL_DERIVED = {OUTBOX_CONSUMER: "wiring.OUTBOX_CONCURRENCY", "callbacks": "wiring.CALLBACK_CONCURRENCY"}
 
 
 def batched_s(inv: dict[str, Any]) -> float:
-    """Seconds of concurrency `inv`'s records hold when the outbox hands dispatch full batches (the goal's pace: a
-    receive then finds a batch of wiring.OUTBOX_BATCH_SIZE records of as many runs), taken side by side by run: a batch
-    lasts its records' CPU on the function's vCPU share, or one record's CPU and round trips, whichever is longer."""
+    """Seconds of concurrency `inv`'s records hold when its queue hands the function full batches (the goal's pace: a
+    receive then finds a batch of SIDE_BY_SIDE records of as many runs), taken side by side by run: a batch lasts its
+    records' CPU on the function's vCPU share, or one record's CPU and round trips, whichever is longer."""
     records = max(1, inv.get("records", 1))
     cpu = inv["cpu_ms"] / min(1.0, memory_mb(inv["function"]) / VCPU_MB) / records
     waits = duration_ms(inv) / records - cpu
-    return max(cpu, (cpu + waits) / wiring.OUTBOX_BATCH_SIZE) * records / 1000
+    return max(cpu, (cpu + waits) / SIDE_BY_SIDE[inv["function"]]) * records / 1000
 
 
 def stream_batched_s(inv: dict[str, Any]) -> float:
@@ -83,6 +87,8 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
             outbox["head_reads"] += inv.get("head_reads", 0)
             outbox["cpu_ms"] += inv["cpu_ms"]
             outbox["one_at_a_time_s"] += duration_ms(inv) / 1000
+            busy_s[inv["function"]] += batched_s(inv)
+        elif inv["function"] in SIDE_BY_SIDE and is_lambda(inv):
             busy_s[inv["function"]] += batched_s(inv)
         elif inv["trigger"] == "stream":
             busy_s[inv["function"]] += stream_batched_s(inv)
@@ -245,10 +251,10 @@ def outbox_rows(found: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def outbox_concurrency(found: dict[str, Any]) -> tuple[int, int, bool]:
-    """(concurrency dispatch needs at the goal's pace for the heaviest lifecycle, what wiring gives it, covered)."""
-    needed = math.ceil(GOAL_DEPLOYMENT * max(v["outbox"]["batched_s"] for v in found.values()))
-    given = wiring.function(OUTBOX_CONSUMER).max_concurrency or construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
+def goal_concurrency(found: dict[str, Any], function: str) -> tuple[int, int, bool]:
+    """(concurrency `function` needs at the goal's pace for its heaviest lifecycle, what wiring gives it, covered)."""
+    needed = math.ceil(GOAL_DEPLOYMENT * max(v["busy_s"].get(function, 0.0) for v in found.values()))
+    given = wiring.function(function).max_concurrency or construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
     return needed, given, given >= needed
 
 
@@ -289,9 +295,11 @@ def main() -> None:
     print(f"\ndispatch, a batch consumer ({wiring.OUTBOX_BATCH_SIZE} records a batch, no batching window; runs side by side):")
     for name, figures in outbox_rows(found):
         print(f"  ({name}) {figures}")
-    needed, given, covered = outbox_concurrency(found)
-    print(f"  at {GOAL_DEPLOYMENT:,} lifecycles/s dispatch needs {needed} concurrent invocations; its queue's maximum "
-          f"concurrency is {given} (wiring.OUTBOX_CONCURRENCY): {'covered' if covered else 'NOT covered'}")
+    for function, source in GOAL_DERIVED.items():
+        needed, given, covered = goal_concurrency(found, function)
+        print(f"  at {GOAL_DEPLOYMENT:,} lifecycles/s {function} needs {needed} concurrent invocations (full batches of "
+              f"{SIDE_BY_SIDE[function]}, runs side by side); its queue's maximum concurrency is {given} ({source}): "
+              f"{'covered' if covered else 'NOT covered'}")
     rps = measured["tenant_requests_per_second"]
     print("\nSQS standard queues have no throughput quota (nearly unlimited requests/s): their consumers' concurrency binds.")
     print(f"\nPolicy, not capacity: a tenant's default limit is {rps} requests/s (INTERLUDE_TENANT_REQUESTS_PER_SECOND; per tenant in its settings).")

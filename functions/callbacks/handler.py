@@ -5,7 +5,7 @@ from __future__ import annotations
 from interlude.coldstart import DATA_CLASSES, collector_paused, lazy_package
 
 with collector_paused():
-    from functools import cache
+    from functools import cache, partial
     from typing import Any
 
     import boto3
@@ -18,7 +18,7 @@ with collector_paused():
 
     from interlude import config
     from interlude.adapters import metrics
-    from interlude.adapters.batch import CountingBatchProcessor
+    from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.delivery.retry import message_ids
     from interlude.adapters.delivery.signing import SecretCache
     from interlude.adapters.delivery.worker import Worker
@@ -32,6 +32,7 @@ with collector_paused():
     from interlude.store.deliveries import DeliveryStore
     from interlude.store.table import Table
     from interlude.store.tenant_standing import TenantStanding, standing_of
+    from interlude.wiring import CALLBACK_BATCH_SIZE
 
     logger = Logger(service="interlude-callbacks")
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
@@ -60,24 +61,61 @@ def standing() -> TenantStanding:
     return standing_of(Table(settings().table_name), clock.now)
 
 
-def record_handler(record: SQSRecord) -> str:
+def deliver(record: dict[str, Any]) -> str:
+    """One message's notice through the worker: delivered, dead (a dead letter was sent), duplicate or held."""
+    body = record["body"]
     # One batch mixes notices of many runs: every line about this message (the worker's included) carries its
-    # notice id as the correlation id, and its run id.
-    ids = message_ids(record.body)
-    logger.set_correlation_id(ids.get("noticeId"))
-    logger.append_keys(runId=ids.get("runId"), noticeId=ids.get("noticeId"))
-    if not admitted(standing(), queue_destination("callbacks"), message_body(record.body)):
-        return "held"
+    # notice id as the correlation id, and its run id (this thread's keys alone: runs are delivered side by side).
+    ids = message_ids(body)
+    logger.thread_safe_append_keys(runId=ids.get("runId"), noticeId=ids.get("noticeId"), correlation_id=ids.get("noticeId"))
     try:
-        outcome = worker().handle(record.raw_event)
-    except RetryLater:
-        metrics.count("CallbackNotices", outcome="failed")
-        raise
-    # delivered, dead (a dead letter was sent) or duplicate
-    metrics.count("CallbackNotices", outcome=outcome)
-    return outcome
+        if not admitted(standing(), queue_destination("callbacks"), message_body(body)):
+            return "held"
+        try:
+            outcome = worker().handle(record)
+        except RetryLater:
+            metrics.count("CallbackNotices", outcome="failed")
+            raise
+        metrics.count("CallbackNotices", outcome=outcome)
+        return outcome
+    finally:
+        logger.thread_safe_remove_keys(["runId", "noticeId", "correlation_id"])
+
+
+def delivered(records: list[dict[str, Any]]) -> dict[str, str | BaseException]:
+    """Each message's outcome, or the exception it raised (issue 31): the batch's notices are delivered side by side
+    by run, each run's in the order they came, so an invocation is held about as long as its slowest run's notices,
+    not the sum of every notice's round trip to its receiver (bench/ceiling.py)."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_run.setdefault(str(message_ids(record["body"]).get("runId", "")), []).append(record)
+
+    def run_notices(run_id: str) -> dict[str, str | BaseException]:
+        outcomes: dict[str, str | BaseException] = {}
+        for record in by_run[run_id]:
+            try:
+                outcomes[record["messageId"]] = deliver(record)
+            except Exception as exc:  # this message alone fails: SQS hands it out again
+                outcomes[record["messageId"]] = exc
+        return outcomes
+
+    found: dict[str, str | BaseException] = {}
+    for outcomes in side_by_side(run_notices, list(by_run), CALLBACK_BATCH_SIZE):
+        found.update(outcomes)
+    return found
+
+
+def record_handler(outcome: dict[str, str | BaseException], record: SQSRecord) -> str:
+    """Reports one message's outcome, decided for the whole batch (`delivered`) before Powertools asks."""
+    found = outcome[record.message_id]
+    if isinstance(found, BaseException):
+        raise found
+    return found
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    outcome = delivered(event.get("Records") or [])
+    return process_partial_response(
+        event=event, record_handler=partial(record_handler, outcome), processor=processor, context=context
+    )
