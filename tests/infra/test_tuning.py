@@ -63,10 +63,11 @@ def test_a_stated_quota_brings_wirings_reservations_and_the_queue_maximum_follow
     defaults = {spec.name: spec.reserved_concurrency for spec in wiring.FUNCTIONS if spec.reserved_concurrency}
     assert props.reservations() == defaults
     # actions is reserved 10: its queue is polled by 10 at most; dispatch at its own maximum within its reservation;
-    # the unreserved consumers get the default
+    # callbacks at its own, unreserved; the other unreserved consumers get the default
     assert props.sqs_max_concurrencies() == {
         **{name: defaults.get(name, DEFAULT_SQS_MAX_CONCURRENCY) for name in CONSUMERS},
         "dispatch": wiring.OUTBOX_CONCURRENCY,
+        "callbacks": wiring.CALLBACK_CONCURRENCY,
     }
 
 
@@ -230,7 +231,10 @@ def test_the_queue_maximum_concurrency_is_the_deployments(tuned):
     for name in CONSUMERS:
         (mapping,) = mappings_of(tuned, tuned.interlude.functions.invoked[name])
         reserved = function_props(tuned, name).get("ReservedConcurrentExecutions")
-        wanted = SQS_MAX.get(name, reserved or DEFAULT_SQS_MAX_CONCURRENCY)
+        # Its own (wiring) within its reservation, else its reservation, else the construct's default.
+        own = wiring.function(name).max_concurrency
+        held = reserved or DEFAULT_SQS_MAX_CONCURRENCY if own is None else min(own, reserved or own)
+        wanted = SQS_MAX.get(name, held)
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": wanted}, name
 
 
