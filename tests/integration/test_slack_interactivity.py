@@ -377,6 +377,23 @@ def test_decide_with_a_comment_opens_a_modal_whose_submission_decides_as_a_click
     assert [h.path for h in slack.hits[hits:]] == ["/actions/2"]
 
 
+def test_a_modal_vote_that_does_not_decide_says_so_on_the_clickers_message(services, world, slack):
+    tenant = world.tenant
+    secret, run_id, message = asked(services, world, slack, requiredApprovals=2)
+    click(message, "U0ANA", "interlude-decide-with-comment", slack.url("/actions/ana"), secret, tenant)
+    view = json.loads(slack.hits[-1].body)["view"]
+    assert submitted(view, "U0ANA", secret, tenant, "accept", None) == (200, {"response_action": "clear"})
+    # The vote counted without deciding: Ana's message (through her click's response URL) says so, buttons gone.
+    reply = slack.hits[-1]
+    assert reply.path == "/actions/ana"
+    replaced = json.loads(reply.body)
+    assert replaced["text"] == "Ana approved; the request waits for more approvals"
+    assert replaced["blocks"][0]["text"]["text"] == "Ship release 7?"
+    assert not [b for b in replaced["blocks"] if b["type"] == "actions"]
+    assert services.store.get_run(run_id)[0].status == "waiting-approval"
+    assert votes(services, run_id) == [("ana", "accept", "slack")]
+
+
 def test_a_modal_sent_by_someone_who_may_not_decide_is_refused_beside_its_field(services, world, slack):
     tenant = world.tenant
     person(services, tenant, "eve", displayName="Eve", slackUserId="U0EVE")
@@ -500,7 +517,7 @@ def test_a_click_not_signed_by_slack_now_is_refused_401_and_changes_nothing(serv
     elif tamper == "old":
         got = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant, at=time.time() - 301)
     elif tamper == "future":
-        got = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant, at=time.time() + 301)
+        got = click(message, "U0ANA", "interlude-approve", reply_to, secret, tenant, at=time.time() + 310)
     elif tamper == "unsigned":
         got = http("POST", f"/slack/{tenant}/interactions", b"payload=%7B%7D", **{"content-type": "application/x-www-form-urlencoded"})
     else:
@@ -633,3 +650,141 @@ def test_the_mail_is_html_and_text_with_the_facts_in_the_recipients_zone_and_its
     state, _ = services.store.get_run(run_id)
     assert state.status == "waiting-approval"
     assert votes(services, run_id) == []
+
+
+# -- a gate answered with a short form (clarification, custom, ModuleX, low-confidence) ----------------------------
+
+FORM_GATE = {
+    "id": "review",
+    "typeId": "core.clarificationGate",
+    "config": {
+        "questions": [
+            {"id": "seats", "question": "How many seats?", "schema": {"type": "integer", "minimum": 1}},
+            {"id": "tier", "question": "Which plan?", "schema": {"type": "string", "enum": ["basic", "pro"]}},
+        ],
+        "audience": {"subjects": ["ana"]},
+        "fieldLabels": {"tier": "Plan tier"},
+    },
+}
+# An answer whose schema nests an object inside an object: deeper than a Slack modal asks.
+DEEP_GATE = {
+    "id": "review",
+    "typeId": "core.interrupt",
+    "config": {
+        "kind": "custom",
+        "data": {"customKind": "acme.venue", "payload": {"title": "Describe the venue"}},
+        "resumeSchema": {
+            "type": "object",
+            "properties": {"venue": {"type": "object", "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}}}},
+        },
+        "audience": {"subjects": ["ana"]},
+    },
+}
+
+
+def form_run(services: Services, tenant: str, node: dict[str, Any]) -> tuple[str, str]:
+    admin = signed_in(services, "ops-bot", tenant)
+    services.workflows.put_workflow(admin, "intake", WorkflowDefinition.model_validate({"name": "Intake", "nodes": [node], "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "intake"}))
+    return state.runId, state.interrupts["review"].interruptId
+
+
+def form_message(services, world, slack: Receiver, node: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A run whose gate asks Ana (Slack user U0ANA) for a form: the notice the dispatch outbox queues for her, sent
+    by the notify worker through the tenant's bot token: (run id, the Slack message)."""
+    person(services, world.tenant, "ana", displayName="Ana", slackUserId="U0ANA")
+    run_id, _ = form_run(services, world.tenant, node)
+    services.notification_outbox.on_events(run_id, services.store.read_events(run_id))
+    (notice,) = queued(world.queues).values()
+    assert (notice["principalId"], notice["purpose"]) == ("ana", "raised")
+    store_slack(world.tenant, {"botToken": "xoxb-test-0000-token"})
+    sqs = boto3.client("sqs")
+    sqs.send_message(QueueUrl=world.queues["notifications"], MessageBody=json.dumps(notice))
+    got = sqs.receive_message(QueueUrl=world.queues["notifications"], MaxNumberOfMessages=1)["Messages"][0]
+    assert worker(services, world.queues, slack).handle({"body": got["Body"], "receiptHandle": got["ReceiptHandle"]}) == "sent"
+    assert slack.hits[-1].path == "/api/chat.postMessage"
+    return run_id, json.loads(slack.hits[-1].body)
+
+
+def buttons_of(message: dict[str, Any]) -> list[str]:
+    return [e["text"]["text"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+def answered(view: dict[str, Any], user: str, secret: str, tenant: str, values: dict[str, Any]) -> tuple[int, Any]:
+    """Slack's view_submission of the answer modal `view`, its inputs in `values` (block_id -> the input's state)."""
+    payload = {
+        "type": "view_submission",
+        "team": {"id": "T0TEAM", "domain": "acme"},
+        "user": {"id": user, "username": user.lower(), "team_id": "T0TEAM"},
+        "view": {
+            "id": "V0FORM",
+            "type": "modal",
+            "callback_id": view["callback_id"],
+            "private_metadata": view["private_metadata"],
+            "blocks": view["blocks"],
+            "state": {"values": {block: {"value": state} for block, state in values.items()}},
+        },
+    }
+    return signed_post(urlencode({"payload": json.dumps(payload)}).encode(), secret, tenant)
+
+
+def test_a_clarification_is_asked_in_slack_and_answered_in_a_modal_drawn_from_its_schema(services, world, slack):
+    tenant = world.tenant
+    secret = with_signing_secret(tenant)
+    run_id, message = form_message(services, world, slack, FORM_GATE)
+    # The message says what is asked, with an "Answer…" button (a bot token's: views.open) beside the page's link.
+    text = message["blocks"][1]["text"]["text"]
+    assert "waits for your answer" in text
+    assert "• How many seats?\n• Which plan?" in text
+    assert buttons_of(message) == ["Answer…", "Open the answer page"]
+
+    hits = len(slack.hits)
+    status, answer = click(message, "U0ANA", "interlude-answer", slack.url("/actions/1"), secret, tenant)
+    assert (status, answer) == (200, {})
+    (opened,) = slack.hits[hits:]
+    assert opened.path == "/api/views.open"
+    view = json.loads(opened.body)["view"]
+    seats, tier = view["blocks"][1:]
+    assert (seats["block_id"], seats["label"]["text"], seats["optional"]) == ("f0", "How many seats?", False)
+    assert seats["element"]["type"] == "plain_text_input"
+    assert seats["hint"]["text"] == "A whole number. At least 1."
+    # The gate's fieldLabels name the field, as on the page; an enum is a select of its values.
+    assert (tier["label"]["text"], tier["element"]["type"]) == ("Plan tier", "static_select")
+    assert [o["value"] for o in tier["element"]["options"]] == ["basic", "pro"]
+
+    pro = {"type": "static_select", "selected_option": {"text": {"type": "plain_text", "text": "pro"}, "value": "pro"}}
+    # A wrong answer is refused beside its field, in words, and decides nothing.
+    for seats_typed, words in (("0", "Must be at least 1."), ("two", "Must be a whole number.")):
+        status, refused = answered(view, "U0ANA", secret, tenant, {"f0": {"type": "plain_text_input", "value": seats_typed}, "f1": pro})
+        assert (status, refused) == (200, {"response_action": "errors", "errors": {"f0": words}})
+    status, refused = answered(view, "U0ANA", secret, tenant, {"f0": {"type": "plain_text_input", "value": "3"}, "f1": {"type": "static_select"}})
+    assert refused == {"response_action": "errors", "errors": {"f1": "Please answer this."}}
+    assert services.store.get_run(run_id)[0].status == "waiting-input"
+
+    # Someone the gate does not ask is told so (the modal replaced with the words); Ana's right answer decides.
+    person(services, tenant, "eve", displayName="Eve", slackUserId="U0EVE")
+    right = {"f0": {"type": "plain_text_input", "value": "3"}, "f1": pro}
+    status, refused = answered(view, "U0EVE", secret, tenant, right)
+    assert refused["response_action"] == "update"
+    assert "not one of the people this request asks" in refused["view"]["blocks"][0]["text"]["text"]
+    assert answered(view, "U0ANA", secret, tenant, right) == (200, {"response_action": "clear"})
+    assert services.store.get_run(run_id)[0].status == "completed"
+    resolved = next(e for e in services.store.read_events(run_id, 0) if e["type"] == "interrupt.resolved")
+    assert resolved["payload"]["resumeValue"] == {"seats": 3, "tier": "pro"}
+    assert resolved["payload"]["resolvedBy"]["subjectId"] == "ana"
+
+
+def test_a_form_slack_cannot_draw_and_a_webhooks_message_link_to_the_answer_page(services, world, slack):
+    _, message = form_message(services, world, slack, DEEP_GATE)
+    assert "Describe the venue" in message["blocks"][0]["text"]["text"]
+    assert buttons_of(message) == ["Open the answer page"]
+    (link,) = [e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert link["url"].startswith(f"{PUBLIC_BASE}/interrupts/")
+
+    # A webhook's message (no token, so no modal): the link alone, for a form Slack could draw too.
+    tenant = world.tenant
+    run_id, interrupt_id = form_run(services, tenant, FORM_GATE)
+    store_slack(tenant, {"webhookUrl": slack.url("/hook")})
+    notified(services, world.queues, run_id, interrupt_id, "ana", slack)
+    assert slack.hits[-1].path == "/hook"
+    assert buttons_of(json.loads(slack.hits[-1].body)) == ["Open the answer page"]

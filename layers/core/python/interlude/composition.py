@@ -440,7 +440,14 @@ class Services:
         channel = self._slack_app or slack_app(self.callback_resolver)
         self._slack_app = channel
         return SlackInteractions(
-            self.runs, self.decisions, self.directory_records, channel, self.clock, admit, self.limiter.admit_tenant
+            self.runs,
+            self.decisions,
+            self.directory_records,
+            channel,
+            self.clock,
+            admit,
+            self.limiter.admit_tenant,
+            self.definitions,
         )
 
     # -- the ModuleX face ---------------------------------------------------------------------------------------

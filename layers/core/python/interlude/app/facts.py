@@ -5,6 +5,7 @@ A leaf the services share, so none imports another's module (the tenant's own fa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,16 @@ def recipients(directory: DirectoryRecords, tenant: str, data: dict[str, Any]) -
         named += directory.members(tenant, "R", role, MAX_RECIPIENTS + 1)
     ordered = list(dict.fromkeys(n for n in named if n))
     return ordered[:MAX_RECIPIENTS], len(ordered) > MAX_RECIPIENTS
+
+
+def asked_of(payload: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a gate names whom it asks, in the shape `recipients` reads: an approval in its interrupt's data (its
+    approvers, or its `audience`); a gate answered with a form (clarification, custom, low-confidence) in its node's
+    `audience` ({subjects, groups, roles}), which its payload's data cannot carry (OpenWOP closes those objects)."""
+    if payload.get("kind") == "approval":
+        return dict(payload.get("data") or {})
+    audience = config.get("audience")
+    return {"audience": audience} if isinstance(audience, Mapping) else {}
 
 
 def _subject_of(ref: Any) -> str:

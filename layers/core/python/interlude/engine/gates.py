@@ -204,6 +204,8 @@ class ConfidenceGateConfig(FrozenStored):
     decision: Any = None
     timeoutMs: int = Field(default=0, ge=0)
     fieldLabels: FieldLabels = Field(default_factory=dict)
+    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
+    audience: dict[str, list[str]] | None = None
 
 
 def resolved_threshold(cfg: ConfidenceGateConfig, run_options: Mapping[str, Any] | None) -> float:

@@ -70,6 +70,8 @@ class ClarificationGateConfig(FrozenStored):
     contextType: str | None = None
     timeoutMs: int = Field(default=0, ge=0)
     fieldLabels: FieldLabels = Field(default_factory=dict)
+    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
+    audience: dict[str, list[str]] | None = None
 
 
 class InterruptConfig(FrozenStored):
@@ -78,6 +80,8 @@ class InterruptConfig(FrozenStored):
     resumeSchema: dict[str, Any] | None = None
     timeoutMs: int = Field(default=0, ge=0)
     fieldLabels: FieldLabels = Field(default_factory=dict)
+    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
+    audience: dict[str, list[str]] | None = None
 
 
 # Longest a core.delay may sleep (30 days); EventBridge Scheduler one-time schedules have no nearer limit.

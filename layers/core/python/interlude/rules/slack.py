@@ -39,6 +39,10 @@ MODAL_ACTION = "interlude-decide-with-comment"
 MODAL_CALLBACK = "interlude-decide"
 DECISION_BLOCK = "interlude-decision"
 DECISION_ACTION = "decision"
+# The "Answer…" button of a gate whose answer is a short form (a bot token's messages), and its modal's callback_id
+# (rules/slack_forms.py draws it).
+FORM_ACTION = "interlude-answer"
+FORM_CALLBACK = "interlude-answer-form"
 ACTION_LABELS = {"accept": "Approve", "reject": "Reject"}
 ACTION_VALUES = {APPROVE_ACTION: "accept", REJECT_ACTION: "reject"}
 # What a button's value holds: which interrupt it answers (Slack's limit for a value is 2000 characters).
@@ -79,10 +83,16 @@ def verify_signature(secret: str, timestamp: str | None, sent: str | None, body:
         raise SignatureRefused("signature", "the request's Slack signature does not match the signing secret")
 
 
-def button_value(run_id: str, node_id: str, interrupt_id: str) -> str:
+def button_value(run_id: str, node_id: str, interrupt_id: str, reply_to: str | None = None) -> str:
     """Which interrupt a decision button answers. Not a credential: the click is Slack's (signed), the clicker a
-    directory principal, and the decision is refused unless they may decide."""
-    return json.dumps({"r": run_id, "n": node_id, "i": interrupt_id}, separators=(",", ":"), allow_nan=False)
+    directory principal, and the decision is refused unless they may decide. A modal's private_metadata also
+    carries the click's `response_url` (`reply_to`), so a vote that does not decide says so on the clicker's
+    message (private_metadata is not shown in the modal; the URL only answers that click, for 30 minutes)."""
+    named = {"r": run_id, "n": node_id, "i": interrupt_id}
+    value = json.dumps(named, separators=(",", ":"), allow_nan=False)
+    if reply_to and len(value) + len(reply_to) + 8 <= MAX_BUTTON_VALUE_CHARS:
+        value = json.dumps({**named, "u": reply_to}, separators=(",", ":"), allow_nan=False)
+    return value
 
 
 @dataclass(frozen=True)
@@ -111,13 +121,13 @@ class Click:
 
     @property
     def opens_modal(self) -> bool:
-        return self.action_id == MODAL_ACTION and self.run_id is not None and self.trigger_id is not None
+        return self.action_id in (MODAL_ACTION, FORM_ACTION) and self.run_id is not None and self.trigger_id is not None
 
 
 @dataclass(frozen=True)
 class Submission:
-    """The decision modal sent: by whom, which interrupt (the view's private_metadata, Interlude's own), the action
-    chosen and the comment typed."""
+    """A modal sent: by whom, which interrupt (the view's private_metadata, Interlude's own), the action chosen and
+    the comment typed (the decision modal), or the form's inputs as Slack sent them (`form`: `state.values`)."""
 
     user_id: str
     run_id: str
@@ -125,6 +135,9 @@ class Submission:
     interrupt_id: str
     action: str | None
     comment: str | None
+    form: dict[str, Any] | None = None
+    # The click's response_url that opened the modal (where a vote that did not decide is said).
+    response_url: str | None = None
 
 
 def _text(value: Any, what: str, most: int = 256) -> str:
@@ -166,6 +179,13 @@ def _interrupt_named(text: Any, field: str) -> tuple[str, str, str]:
     except (ValueError, TypeError, KeyError):
         raise Invalid("the decision button's value is not one Interlude wrote", {"field": f"payload.{field}"}) from None
     return run_id, node_id, interrupt_id
+
+
+def _reply_to(text: str) -> str | None:
+    """The response_url a modal's private_metadata carries (button_value's `reply_to`), if any (posted to through the
+    egress guard, like a click's)."""
+    url = json.loads(text).get("u")
+    return url if isinstance(url, str) and url else None
 
 
 def interaction_of(body: bytes) -> Click | Submission:
@@ -210,7 +230,7 @@ def _click_of(payload: dict[str, Any]) -> Click:
         comment=_comment(_object(payload.get("state")).get("values")),
         trigger_id=trigger_id if isinstance(trigger_id, str) and 0 < len(trigger_id) <= 256 else None,
     )
-    if click.action_id not in ACTION_VALUES and click.action_id != MODAL_ACTION:
+    if click.action_id not in ACTION_VALUES and click.action_id not in (MODAL_ACTION, FORM_ACTION):
         return click
     run_id, node_id, interrupt_id = _interrupt_named(action.get("value"), "actions.value")
     return Click(**{**click.__dict__, "run_id": run_id, "node_id": node_id, "interrupt_id": interrupt_id})
@@ -218,10 +238,13 @@ def _click_of(payload: dict[str, Any]) -> Click:
 
 def _submission_of(payload: dict[str, Any]) -> Submission:
     view = _object(payload.get("view"))
-    if view.get("callback_id") != MODAL_CALLBACK:
+    if view.get("callback_id") not in (MODAL_CALLBACK, FORM_CALLBACK):
         raise Invalid("the submitted view is not one Interlude opened", {"field": "payload.view.callback_id"})
     run_id, node_id, interrupt_id = _interrupt_named(view.get("private_metadata"), "view.private_metadata")
     values = _object(view.get("state")).get("values")
+    if view["callback_id"] == FORM_CALLBACK:
+        user_id = _text(_object(payload.get("user")).get("id"), "user.id", 32)
+        return Submission(user_id, run_id, node_id, interrupt_id, None, None, form=_object(values))
     chosen = _object(_typed(values, DECISION_BLOCK, DECISION_ACTION).get("selected_option")).get("value")
     return Submission(
         user_id=_text(_object(payload.get("user")).get("id"), "user.id", 32),
@@ -230,6 +253,7 @@ def _submission_of(payload: dict[str, Any]) -> Submission:
         interrupt_id=interrupt_id,
         action=chosen if chosen in ACTION_LABELS else None,
         comment=_comment(values),
+        response_url=_reply_to(view["private_metadata"]),
     )
 
 

@@ -22,6 +22,7 @@ from interlude.domain.outcomes import in_words
 from interlude.rules.interrupts.delegation import still_asked
 from interlude.rules.slack import (
     APPROVE_ACTION,
+    FORM_ACTION,
     MODAL_ACTION,
     OPEN_PAGE_ACTION,
     REJECT_ACTION,
@@ -41,6 +42,10 @@ ESCALATION = "escalation"
 CLOSED = "closed"
 # What a closed gate's outcome says when its run was cancelled or failed with the gate open (`node.cancelled`).
 WITHDRAWN = "withdrawn"
+# ... and when a gate that asked for a form was answered.
+ANSWERED = "answered"
+# The kinds of gate answered with a form (rules/answer_schema.asked), notified like an approval (issue 28 item 6).
+FORM_KINDS = ("clarification", "custom", "low-confidence")
 REMINDER_PREFIX = "reminder-"
 # The e-mail's templates: mail.html (autoescaped) and mail.txt, from one context.
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -98,6 +103,17 @@ class Content:
     # The Slack decision buttons' value (rules.slack.button_value), when one click can answer the gate: an approval
     # offering accept or reject that asks for nothing more (no form of its own). None: the page's button only.
     decision_value: str | None = None
+    # A gate answered with a form: what it asks (its questions, one a line), and the "Answer…" button's value when
+    # a Slack modal can ask it (rules/slack_forms.modal_form; a bot token's messages only).
+    form: bool = False
+    questions: tuple[str, ...] = ()
+    form_value: str | None = None
+
+
+def asks_a_person(payload: Any) -> bool:
+    """Whether the interrupt asks a person, whom it is notified to: an approval, or a gate answered with a form."""
+    kind = payload.get("kind") if isinstance(payload, dict) else None
+    return kind == "approval" or kind in FORM_KINDS
 
 
 def deadline_text(deadline: float | None, time_zone: str | None) -> str:
@@ -109,9 +125,10 @@ def deadline_text(deadline: float | None, time_zone: str | None) -> str:
 def subject(content: Content) -> str:
     if content.purpose == ESCALATION:
         return f"Escalated: '{content.title}' timed out and was rejected"
+    needed = "your answer is needed" if content.form else "your decision is needed"
     if is_reminder(content.purpose):
-        return f"Reminder: your decision is needed: {content.title}"
-    return f"Your decision is needed: {content.title}"
+        return f"Reminder: {needed}: {content.title}"
+    return f"{needed[0].upper()}{needed[1:]}: {content.title}"
 
 
 def _of_workflow(content: Content) -> str:
@@ -127,9 +144,10 @@ def _lead(content: Content) -> str:
     delegated = ""
     if content.on_behalf_of:
         delegated = f" You may decide it on behalf of {', '.join(content.on_behalf_of)}, as their delegate."
+    yours = "your answer" if content.form else "your decision"
     if is_reminder(content.purpose):
-        return f"A reminder: '{content.title}'{_of_workflow(content)} still waits for your decision.{delegated}"
-    return f"'{content.title}'{_of_workflow(content)} waits for your decision.{delegated}"
+        return f"A reminder: '{content.title}'{_of_workflow(content)} still waits for {yours}.{delegated}"
+    return f"'{content.title}'{_of_workflow(content)} waits for {yours}.{delegated}"
 
 
 def _facts(content: Content) -> list[tuple[str, str]]:
@@ -149,7 +167,7 @@ def email_parts(content: Content) -> tuple[str, str, str]:
     context = {
         "greeting": f"Hello {content.recipient_name},",
         "lead": _lead(content),
-        "description": content.description,
+        "description": "\n".join([content.description, *(f"• {q}" for q in content.questions)]).strip(),
         "facts": _facts(content),
         "link": content.link,
         "subject": subject(content),
@@ -202,6 +220,8 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
         summary += f"\nDecide by: {deadline_text(content.deadline, content.time_zone)}"
     if content.description:
         summary += f"\n>{escaped(content.description[:2500])}"
+    if content.questions:
+        summary += "\n" + "\n".join(f"• {escaped(q[:300])}" for q in content.questions[:20])
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": subject(content)[:150]}},
         {"type": "section", "text": {"type": "mrkdwn", "text": (mention + summary)[:3000]}},
@@ -235,11 +255,22 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
     elif buttons:
         # An incoming webhook's message: typed here, sent with the click (Slack's `state.values`), the vote's comment.
         blocks.append(comment_input("Comment (optional)"))
+    if content.form_value and content.link and channel is not None:
+        # A form Slack can show, for a bot token's message (the modal needs views.open); else the page's link alone.
+        buttons.append(
+            {
+                "type": "button",
+                "action_id": FORM_ACTION,
+                "text": {"type": "plain_text", "text": "Answer…"},
+                "value": content.form_value,
+                "style": "primary",
+            }
+        )
     if content.link:
         page_button: dict[str, Any] = {
             "type": "button",
             "action_id": OPEN_PAGE_ACTION,
-            "text": {"type": "plain_text", "text": "Open the approval page"},
+            "text": {"type": "plain_text", "text": "Open the answer page" if content.form else "Open the approval page"},
             "url": content.link,
         }
         if not buttons:
@@ -258,6 +289,8 @@ def closed_words(outcome: dict[str, Any], who: str | None, time_zone: str | None
     Tue 1 Dec 2026, 13:00 (Europe/Paris) · 12:00 UTC", "Withdrawn: the run was cancelled"."""
     if outcome.get("action") == WITHDRAWN:
         return f"Withdrawn: {outcome.get('reason') or 'the run ended'}"
+    if outcome.get("action") == ANSWERED:
+        return f"Answered by {who}" if who else "Answered"
     if outcome.get("action") == "timeout":
         at = outcome.get("at")
         return "Rejected automatically: " + (f"timed out at {spoken(at, time_zone)}" if isinstance(at, str) else "nobody decided in time")

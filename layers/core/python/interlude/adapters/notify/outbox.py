@@ -6,13 +6,13 @@ From the run's event log, which is also what webhook subscriptions receive (`int
 * `interrupt.requested` of an approval still open → one message per recipient (its `audience`, else every
   principal its approversList, groups and roles make eligible, through the directory; and, where the tenant allows
   delegation, each out-of-office delegate of a recipient, naming whom they stand in for), and one Scheduler schedule
-  per reminder the gate (or the tenant's settings) asks for;
+  per reminder the gate (or the tenant's settings) asks for; the same for a gate answered with a form
+  (clarification, custom, low-confidence: `messages.asks_a_person`), its recipients its node's `audience`;
 * `interlude.escalation-requested` → one message per escalation principal (the gate's, else the tenant's override
   principals);
 * `interrupt.resolved` → the gate's reminder schedules are deleted (a reminder firing later finds the gate
   settled and sends nothing anyway);
-* `interrupt.resolved` of an approval, or `node.cancelled` of an approval gate (its run cancelled or failed with the
-  gate open) → one `closed` message per recipient whose Slack messages of the gate the notify worker recorded (a bot
+* `interrupt.resolved` of such a gate, or `node.cancelled` of one (its run cancelled or failed with the gate open) → one `closed` message per recipient whose Slack messages of the gate the notify worker recorded (a bot
   token's chat.postMessage answers the message's channel and ts), naming those messages and the outcome: the worker
   replaces each with the outcome (chat.update), so nobody is left with buttons that can only answer "already
   decided" (issue 28 item 6). A message sent through an incoming webhook has no ts and cannot be updated.
@@ -28,10 +28,19 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from interlude.adapters.notify.messages import CLOSED, ESCALATION, RAISED, WITHDRAWN, queue_message, reminder_purpose
+from interlude.adapters.notify.messages import (
+    ANSWERED,
+    CLOSED,
+    ESCALATION,
+    RAISED,
+    WITHDRAWN,
+    asks_a_person,
+    queue_message,
+    reminder_purpose,
+)
 from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler import scheduler as scheduler_
-from interlude.app.facts import recipients
+from interlude.app.facts import asked_of, recipients
 from interlude.app.tenant_facts import tenant_settings
 from interlude.config.notify import notify_settings
 from interlude.domain.ids import principal_subject
@@ -53,13 +62,16 @@ RESOLVED_EVENT = "interrupt.resolved"
 CANCELLED_EVENT = "node.cancelled"
 WATCHED = {RAISED_EVENT, RESOLVED_EVENT, ESCALATION_EVENT, CANCELLED_EVENT}
 APPROVAL_GATE = "core.approvalGate"
+# The node types whose gates ask a person (their messages say so when the run ends with the gate open).
+ASKING_GATES = {APPROVAL_GATE, "core.clarificationGate", "core.interrupt", "core.confidenceGate"}
 # What a closed gate's message carries of the interrupt.resolved event (domain/outcomes.py's names).
 OUTCOME_CARRIED = ("action", "decision", "reason")
 
 
-def _open_approval(state: RunState, node_id: str | None, interrupt_id: str | None = None) -> OpenInterrupt | None:
+def _open_asking(state: RunState, node_id: str | None, interrupt_id: str | None = None) -> OpenInterrupt | None:
+    """The gate's interrupt while it is open and asks a person (an approval, or a form to fill)."""
     interrupt = state.interrupts.get(node_id or "")
-    if interrupt is None or interrupt.kind != "approval":
+    if interrupt is None or not asks_a_person(interrupt.payload):
         return None
     if interrupt_id is not None and interrupt.interruptId != interrupt_id:
         return None
@@ -112,21 +124,23 @@ class NotificationOutbox:
     def _resolved(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
         payload = event.get("payload") or {}
         node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
-        if payload.get("kind") != "approval" or not node_id or not interrupt_id:
+        if not asks_a_person(payload) or not node_id or not interrupt_id:
             return []
         value = payload.get("resumeValue")
         value = value if isinstance(value, dict) else {}
         outcome = {k: payload[k] for k in OUTCOME_CARRIED if payload.get(k) is not None}
+        if payload.get("kind") != "approval" and outcome.get("action") != "timeout":
+            outcome = {"action": ANSWERED}  # a form's answer is no decision to name
         outcome.update({k: value[k] for k in ("decidedBy", "comment") if isinstance(value.get(k), str)})
         if isinstance(event.get("timestamp"), str):
             outcome["at"] = event["timestamp"]
         return self._closed(state, node_id, interrupt_id, outcome)
 
     def _withdrawn(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
-        """An approval gate open when its run was cancelled or failed: its messages say it was withdrawn."""
+        """A gate that asks a person, open when its run was cancelled or failed: its messages say it was withdrawn."""
         node_id = event.get("nodeId")
         node = state.nodes.get(node_id or "")
-        if node is None or self._type_of(state, str(node_id)) != APPROVAL_GATE:
+        if node is None or self._type_of(state, str(node_id)) not in ASKING_GATES:
             return []
         reason = (event.get("payload") or {}).get("reason")
         words = {"run cancelled": "the run was cancelled", "run failed": "the run failed"}.get(str(reason), "the run ended")
@@ -160,16 +174,23 @@ class NotificationOutbox:
         return next((n.typeId for n in definition.nodes if n.id == node_id), None)
 
     def _raised(self, state: RunState, event: dict[str, Any]) -> list[dict[str, Any]]:
-        interrupt = _open_approval(state, event.get("nodeId"))
+        interrupt = _open_asking(state, event.get("nodeId"))
         if interrupt is None or interrupt.key != (event.get("payload") or {}).get("key"):
-            return []  # decided before this record was handled (or not an approval): nobody to ask
-        people, cut = recipients(self.directory, state.tenant, interrupt.payload["data"])
+            return []  # decided before this record was handled (or asks no person): nobody to ask
+        people, cut = recipients(self.directory, state.tenant, self._asked_of(state, interrupt))
         self._schedule_reminders(state, interrupt)
         base = {"cut": True} if cut else {}
         return [
             queue_message(state.tenant, state.runId, interrupt.nodeId, interrupt.interruptId, pid, RAISED, **base, **extra)
             for pid, extra in self._asked(state.tenant, interrupt, people)
         ]
+
+    def _asked_of(self, state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
+        """Where the gate names whom it asks (app.facts.asked_of): an approval's data, another gate's node config."""
+        if interrupt.kind == "approval":
+            return dict(interrupt.payload["data"])
+        config = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).node(interrupt.nodeId).config
+        return asked_of(interrupt.payload, config)
 
     def _asked(self, tenant: str, interrupt: OpenInterrupt, people: list[str]) -> list[tuple[str, dict[str, Any]]]:
         """Who a notification of the gate goes to, each with what its message names: the recipients whose own vote is
@@ -216,7 +237,7 @@ class NotificationOutbox:
         node_id, interrupt_id = payload.get("nodeId"), payload.get("interruptId")
         if scheduler is None or not node_id or not interrupt_id:
             return
-        if self._type_of(state, node_id) != APPROVAL_GATE:
+        if self._type_of(state, node_id) not in ASKING_GATES:
             return
         count = len(self._reminder_offsets_ms(state, node_id))
         for index in range(count):
@@ -249,10 +270,10 @@ class NotificationOutbox:
         if got is None:
             return 0
         state, _ = got
-        interrupt = _open_approval(state, node_id, interrupt_id)
+        interrupt = _open_asking(state, node_id, interrupt_id)
         if interrupt is None:
             return 0  # settled: reminders stop
-        people, _ = recipients(self.directory, state.tenant, interrupt.payload["data"])
+        people, _ = recipients(self.directory, state.tenant, self._asked_of(state, interrupt))
         purpose = reminder_purpose(int(body.get("visit") or 0))
         messages = [
             queue_message(state.tenant, run_id, node_id, interrupt_id, pid, purpose, due=body.get("due"), **extra)

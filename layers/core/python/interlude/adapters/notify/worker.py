@@ -45,8 +45,10 @@ from interlude.domain.ids import secret_name
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.rules.answer_schema import asked, headline
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.slack import button_value
+from interlude.rules.slack_forms import modal_form
 from interlude.rules.tokens.issuer import interrupt_token
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store.directory import DirectoryStore
@@ -214,18 +216,27 @@ class Worker(LeasedWorker[Recipient]):
     def _content(
         self, state: RunState, message: dict[str, Any], interrupt: OpenInterrupt | None, entry: PrincipalEntry
     ) -> Content:
-        decision_value = None
+        decision_value = form_value = None
+        form = False
+        questions: tuple[str, ...] = ()
         if message["purpose"] == ESCALATION or interrupt is None:
             title, description, deadline, link, actions = message.get("title") or message["nodeId"], "", None, None, ()
         else:
             data = interrupt.payload.get("data") or {}
-            title = str(data.get("title") or data.get("prompt") or f"{interrupt.kind} at {interrupt.nodeId}")
-            description = str(data.get("description") or "")
+            headline_title, message_words = headline(interrupt.payload)
+            title = str(data.get("title") or data.get("prompt") or headline_title)
+            description = str(data.get("description") or message_words or "")
             deadline = interrupt.deadline
             actions = tuple(data.get("actions") or ())
             link = self._link(state, interrupt, message)
             if decision_buttons_fit(interrupt.payload):
                 decision_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
+            elif interrupt.kind != "approval":
+                form = True
+                spec = modal_form(interrupt.payload)
+                questions = tuple(a.label for a in (spec or asked(interrupt.payload)).asks if a.kind != "fixed")
+                if spec is not None:
+                    form_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
         return Content(
             purpose=message["purpose"],
             title=title,
@@ -239,6 +250,9 @@ class Worker(LeasedWorker[Recipient]):
             actions=actions,
             on_behalf_of=tuple(message.get("onBehalfOf") or ()) if message["purpose"] != ESCALATION else (),
             decision_value=decision_value,
+            form=form,
+            questions=questions,
+            form_value=form_value,
         )
 
     def _workflow_name(self, state: RunState) -> str | None:
