@@ -232,6 +232,7 @@ def ceilings(measured: dict[str, Any]) -> dict[str, Any]:
             "binding_reserved": min(reserved, key=lambda x: x[1]),
             "binding_tenant": min(tenant, key=lambda x: x[1]) if tenant else ("none", math.inf, ""),
             "outbox": {**found["outbox"], "batched_s": found["busy_s"].get(OUTBOX_CONSUMER, 0.0)},
+            "busy_s": found["busy_s"],
         }
     return out
 
