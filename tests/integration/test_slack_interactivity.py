@@ -731,11 +731,13 @@ def answered(view: dict[str, Any], user: str, secret: str, tenant: str, values: 
 def test_a_clarification_is_asked_in_slack_and_answered_in_a_modal_drawn_from_its_schema(services, world, slack):
     tenant = world.tenant
     secret = with_signing_secret(tenant)
+    slack_answers(slack, "D0ANA", "1796126400.000300")
     run_id, message = form_message(services, world, slack, FORM_GATE)
     # The message says what is asked, with an "Answer…" button (a bot token's: views.open) beside the page's link.
     text = message["blocks"][1]["text"]["text"]
     assert "waits for your answer" in text
-    assert "• How many seats?\n• Which plan?" in text
+    # Each field in the gate's words: the question, or its fieldLabels where it names one.
+    assert "• How many seats?\n• Plan tier" in text
     assert buttons_of(message) == ["Answer…", "Open the answer page"]
 
     hits = len(slack.hits)
@@ -772,6 +774,8 @@ def test_a_clarification_is_asked_in_slack_and_answered_in_a_modal_drawn_from_it
     resolved = next(e for e in services.store.read_events(run_id, 0) if e["type"] == "interrupt.resolved")
     assert resolved["payload"]["resumeValue"] == {"seats": 3, "tier": "pro"}
     assert resolved["payload"]["resolvedBy"]["subjectId"] == "ana"
+    # Closed: Ana's message is replaced (chat.update) with the outcome, as an approval's is.
+    assert closed_notices(services, world, slack, run_id)["1796126400.000300"]["text"] == "Answered"
 
 
 def test_a_form_slack_cannot_draw_and_a_webhooks_message_link_to_the_answer_page(services, world, slack):

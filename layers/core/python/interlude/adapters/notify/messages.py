@@ -293,7 +293,8 @@ def closed_words(outcome: dict[str, Any], who: str | None, time_zone: str | None
         return f"Answered by {who}" if who else "Answered"
     if outcome.get("action") == "timeout":
         at = outcome.get("at")
-        return "Rejected automatically: " + (f"timed out at {spoken(at, time_zone)}" if isinstance(at, str) else "nobody decided in time")
+        said, nobody = ("Closed unanswered", "nobody answered") if outcome.get("form") else ("Rejected automatically", "nobody decided")
+        return f"{said}: " + (f"timed out at {spoken(at, time_zone)}" if isinstance(at, str) else f"{nobody} in time")
     return in_words(outcome, who)
 
 

@@ -129,8 +129,9 @@ class NotificationOutbox:
         value = payload.get("resumeValue")
         value = value if isinstance(value, dict) else {}
         outcome = {k: payload[k] for k in OUTCOME_CARRIED if payload.get(k) is not None}
-        if payload.get("kind") != "approval" and outcome.get("action") != "timeout":
-            outcome = {"action": ANSWERED}  # a form's answer is no decision to name
+        if payload.get("kind") != "approval":
+            # A form's answer is no decision to name; its timeout rejects nothing.
+            outcome = {"action": "timeout", "form": True} if outcome.get("action") == "timeout" else {"action": ANSWERED}
         outcome.update({k: value[k] for k in ("decidedBy", "comment") if isinstance(value.get(k), str)})
         if isinstance(event.get("timestamp"), str):
             outcome["at"] = event["timestamp"]

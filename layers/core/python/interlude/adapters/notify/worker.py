@@ -233,7 +233,7 @@ class Worker(LeasedWorker[Recipient]):
                 decision_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
             elif interrupt.kind != "approval":
                 form = True
-                spec = modal_form(interrupt.payload)
+                spec = modal_form(interrupt.payload, self._field_labels(state, interrupt.nodeId))
                 questions = tuple(a.label for a in (spec or asked(interrupt.payload)).asks if a.kind != "fixed")
                 if spec is not None:
                     form_value = button_value(state.runId, interrupt.nodeId, interrupt.interruptId)
@@ -254,6 +254,14 @@ class Worker(LeasedWorker[Recipient]):
             questions=questions,
             form_value=form_value,
         )
+
+    def _field_labels(self, state: RunState, node_id: str) -> dict[str, str]:
+        """The gate's own words for its form's fields (its `fieldLabels`), as the page and the modal use them."""
+        raw = read_workflow(self.store, state.tenant, state.workflowId, state.workflowVersion)
+        nodes = WorkflowDefinition.model_validate(raw).nodes if raw is not None else []
+        config = next((n.config for n in nodes if n.id == node_id), None) or {}
+        labels = config.get("fieldLabels")
+        return dict(labels) if isinstance(labels, dict) else {}
 
     def _workflow_name(self, state: RunState) -> str | None:
         """What a person calls the run's workflow, as the approval page names it."""
