@@ -88,6 +88,11 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
         "kind": (broad, {"limit": str(LIMIT), "kind": "approval"}),
         "narrow approver": (narrow, {"limit": str(LIMIT)}),
         "delegate of a narrow approver": (signed_in(services, "dele"), {"limit": str(LIMIT)}),
+        # Issue 29 item 3: orders and claim filters of the whole inbox, each a bounded page too.
+        "oldest first": (broad, {"limit": str(LIMIT), "sort": "oldest"}),
+        "due first": (broad, {"limit": str(LIMIT), "sort": "due"}),
+        "unclaimed": (broad, {"limit": str(LIMIT), "claim": "unclaimed"}),
+        "mine": (broad, {"limit": str(LIMIT), "claim": "mine"}),
     }
     measured: dict[int, dict[str, tuple[list[str], int, int]]] = {}
     seeded = 0
@@ -108,8 +113,12 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
         assert items[5_000] == items[20_000], (name, items)
         assert items[10] <= items[5_000], (name, items)
     # A page is full when the key answers the question, and a narrow approver reads only their own few.
-    for name in ("unfiltered", "workflowId"):
+    shards = wiring.INBOX.shards
+    for name in ("unfiltered", "workflowId", "oldest first", "due first", "unclaimed"):
         assert measured[20_000][name][2] == LIMIT, (name, measured)
+    assert measured[20_000]["mine"][2] == 0  # nobody claimed any: read as far as one round goes, and short
+    # Due first reads the DUE family (no seeded gate has a deadline: one empty round), then the caller's own.
+    assert measured[20_000]["due first"][0].count("Query") == measured[20_000]["unfiltered"][0].count("Query") + shards
     # By kind, the key does not decide eligibility: the newest approval is the narrow group's, read and not listed.
     assert measured[20_000]["kind"][2] == LIMIT - 1
     assert [measured[size]["narrow approver"][1:] for size in SIZES] == [(NARROW * 2, NARROW)] * 3
@@ -119,7 +128,6 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
     # The bound itself: the caller's directory entry (its gates name groups), the Query of the out-of-office
     # delegations naming the caller (issue 14 item 4: none here), one Query per stream and one BatchGetItem, whatever
     # the count.
-    shards = wiring.INBOX.shards
     assert measured[20_000]["workflowId"][0] == sorted(["GetItem"] + ["Query"] * (shards + 1) + ["BatchGetItem"])
     # ANY, two subject spellings, `others`, and the caller's delegations
     assert measured[20_000]["unfiltered"][0].count("Query") == shards + 3 + 1

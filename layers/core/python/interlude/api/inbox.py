@@ -42,6 +42,11 @@ def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]
         filters["workflowId"] = check_author_id(query["workflowId"], "workflowId")
     if "runId" in query:
         filters["runId"] = from_wire(query["runId"])
+    for name, allowed in (("sort", approver_inbox.ORDERS), ("claim", approver_inbox.CLAIMS)):
+        if name in query:
+            if query[name] not in allowed:
+                raise Invalid(f"{name} must be one of {list(allowed)}", {"field": name})
+            filters[name] = query[name]
     return limit or approver_inbox.DEFAULT_INBOX_LIMIT, filters, query.get("cursor")
 
 

@@ -16,6 +16,7 @@ from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.interrupts.decide import Resolver, eligible, named_by, resolver_families
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator
 from interlude.store import sharded
+from interlude.store.inbox import EntryFilter
 from interlude.store.layout import run_pk
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 INTERRUPT_KINDS = tuple(schemas.load("suspend-request.schema.json")["properties"]["kind"]["enum"])
 MAX_INBOX_LIMIT = 100
 DEFAULT_INBOX_LIMIT = 25
+# GET /interrupts `sort`: newest or oldest raised first, or soonest due first (then those with no deadline, newest
+# first), each across the whole inbox (store/inbox.py); `claim`: the gates the caller works, or those nobody works.
+ORDERS = ("newest", "oldest", "due")
+CLAIMS = ("mine", "unclaimed")
 
 
 def _vote_view(votes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,12 +137,24 @@ class Inbox:
         self.clock = clock
 
     def inbox(self, principal: Principal, limit: int, filters: dict[str, str], cursor: str | None) -> dict[str, Any]:
-        """Pending interrupts the principal may decide, newest first. `filters`: kind, workflowId, runId.
+        """Pending interrupts the principal may decide, in the order `filters["sort"]` names (ORDERS: newest first
+        unless asked), across the whole inbox. `filters`: kind, workflowId, runId, claim (CLAIMS: the gates the caller
+        works, or those nobody works), sort.
 
         One page reads a bounded number of index entries, whatever the tenant's pending count (docs/scale.md): it
         may hold fewer than `limit` interrupts (even none) and still carry a nextCursor."""
         if "runId" in filters and tenant_of(filters["runId"]) != principal.tenant:
             raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
+        if "runId" in filters and ("claim" in filters or "sort" in filters):
+            # One run's gates are few and read from its own partition, where who works them is not kept.
+            raise Invalid("runId lists one run's open gates: it takes no claim or sort", {"field": "runId"})
+        claim = filters.get("claim")
+        wanted = EntryFilter(
+            kind=filters.get("kind"),
+            workflow_id=filters.get("workflowId"),
+            assignee=str(principal.subject["subjectId"]) if claim == "mine" else None,
+            unclaimed=claim == "unclaimed",
+        )
         membership = _Membership(self, principal.tenant, run_resolver(principal))
         try:
             if "runId" in filters:
@@ -149,8 +166,9 @@ class Inbox:
                     limit,
                     cursor,
                     sharded.fingerprint(f"{name}={value}" for name, value in sorted(filters.items())),
-                    kind=filters.get("kind") if "workflowId" in filters else None,
-                    now_epoch=self.clock().timestamp(),
+                    wanted,
+                    self.clock().timestamp(),
+                    filters.get("sort", "newest"),
                 )
                 found, next_cursor = page.interrupts, page.cursor
         except ValueError:

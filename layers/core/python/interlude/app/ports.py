@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from interlude.rules.interrupts.decide import Resolver
     from interlude.rules.limits import Limits
     from interlude.store.idempotency import AnsweredRecord
-    from interlude.store.inbox import InboxPage
+    from interlude.store.inbox import EntryFilter, InboxPage
     from interlude.store.interactions import SettingsRead
     from interlude.store.item_index import ItemIndexReader
     from interlude.store.tasks import Claim, ReadyEntry, Task
@@ -83,8 +83,9 @@ class InboxPages(Protocol):
         limit: int,
         cursor: str | None,
         query: str,
-        kind: str | None = None,
+        wanted: EntryFilter | None = None,
         now_epoch: float | None = None,
+        order: str = "newest",
     ) -> InboxPage: ...
 
 

@@ -18,6 +18,9 @@ TASK = "task"
 # reason it gives when a failed run runs again (engine.run.retry_action: its items keep, app/retention.py).
 NODE_RETRIED = "node.retried"
 RERUN_REASON = "retried"
+# A gate claimed, released or assigned (engine.run.assign): the store puts the gate's inbox entries again with who
+# works it, in the same transaction (store/transitions.py).
+GATE_ASSIGNED = "interlude.gate-assigned"
 
 
 def task_id(run_id: str, node_id: str, visit: int) -> str:

@@ -40,7 +40,7 @@ from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, Node, Work
 from interlude.domain.templates import PROBE
 from interlude.engine import forks, kind_events
 from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
-from interlude.engine.effect_names import NODE_RETRIED, RERUN_REASON, TASK
+from interlude.engine.effect_names import GATE_ASSIGNED, NODE_RETRIED, RERUN_REASON, TASK
 from interlude.engine.gates import Failed, Passed
 from interlude.engine.growth import unbounded_growth
 from interlude.engine.nodetypes import GateSpec, bind_inputs, recorded_inputs
@@ -842,9 +842,6 @@ def delegate(state: RunState, workflow: WorkflowDefinition, node_id: str, record
     }
     step.emit(VOTE_DELEGATED, node_id, payload)
     return step.t
-
-
-GATE_ASSIGNED = "interlude.gate-assigned"
 
 
 def assign(

@@ -1,10 +1,16 @@
 """The inbox index: pending interrupts by what an inbox page asks, on write-sharded partitions (store/sharded.py).
 
-  entry   T#{tenant}#INBOX#{family}#{shard:02d}   {raisedAt}#{interruptId}   runId, key, kind, workflowId
+  entry   T#{tenant}#INBOX#{family}#{shard:02d}   {raisedAt}#{interruptId}   runId, key, kind, workflowId, due?,
+                                                                             assignee?
+  due     T#{tenant}#INBOX#DUE#{shard:02d}        {due}#{interruptId}        (the same)
+
 
 One entry per family an open interrupt belongs to: ANY or each approver ref that binds on it (`P#`, `G#`,
 `ROLE#`: rules.interrupts.approvers.approver_families), `WF#{workflowId}` and `KIND#{kind}`, and `P#{delegate}` for each principal an approver handed their vote on
-this gate to (issue 14 item 4: written by the transition that records the delegation). Entries are
+this gate to (issue 14 item 4: written by the transition that records the delegation), and `DUE` for a gate with a
+deadline, sorted by when it is due (issue 29 item 3: the inbox's "due first" order). Each entry carries the gate's
+due time and who works it (`assignee`: put again, every entry of the gate, in the transaction that claims, releases
+or assigns it), so a page filters "mine" and "unclaimed" on the entries it reads. Entries are
 pointers: a page reads the interrupt items they name (one BatchGetItem) and lists only those still open, so the
 interrupt item stays the one truth of status, payload and votes.
 
@@ -21,10 +27,11 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
-from interlude.domain.clock import epoch_of
+from interlude.domain.clock import epoch_of, iso
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
 from interlude.store import sharded
@@ -45,8 +52,18 @@ ORPHAN_GRACE_S = 300
 CLOSED_ENTRIES = "closedEntries"
 
 
-def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any]) -> list[str]:
-    return [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}", f"KIND#{kind}"]
+# The family of every gate with a deadline, sorted by it (its entries' sort key is the due time, not the raising).
+DUE_FAMILY = "DUE"
+
+
+def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any], due: str | None = None) -> list[str]:
+    families = [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}", f"KIND#{kind}"]
+    return families + [DUE_FAMILY] if due is not None else families
+
+
+def due_of(deadline: float | None) -> str | None:
+    """A gate's deadline (epoch seconds) as its entries sort it: the instant, as raisedAt is written."""
+    return iso(datetime.fromtimestamp(float(deadline), UTC)) if deadline is not None else None
 
 
 def delegate_families(interrupt: OpenInterrupt) -> list[str]:
@@ -84,10 +101,13 @@ class Entry:
     kind: str
     workflow_id: str
     families: tuple[str, ...]
+    due: str | None = None
+    assignee: str | None = None
 
     @classmethod
     def of(cls, tenant: str, run_id: str, workflow_id: str, interrupt: OpenInterrupt) -> Entry:
-        families = interrupt_families(interrupt.kind, workflow_id, interrupt.payload) + delegate_families(interrupt)
+        due = due_of(interrupt.deadline)
+        families = interrupt_families(interrupt.kind, workflow_id, interrupt.payload, due) + delegate_families(interrupt)
         return cls(
             tenant,
             run_id,
@@ -97,6 +117,8 @@ class Entry:
             interrupt.kind,
             workflow_id,
             tuple(dict.fromkeys(families)),
+            due,
+            interrupt.assignee,
         )
 
     @classmethod
@@ -106,7 +128,8 @@ class Entry:
         plain = a.plain(item)
         votes = json.loads(plain["votes"]) if isinstance(plain.get("votes"), str) else plain.get("votes") or []
         delegates = _delegates_of((v.get("action", ""), v.get("delegate")) for v in votes)
-        families = interrupt_families(plain["kind"], plain["workflowId"], plain["payload"]) + delegates
+        due = due_of(plain.get("deadline"))
+        families = interrupt_families(plain["kind"], plain["workflowId"], plain["payload"], due) + delegates
         return cls(
             plain["runId"].split("/", 1)[0],
             plain["runId"],
@@ -116,11 +139,14 @@ class Entry:
             plain["kind"],
             plain["workflowId"],
             tuple(dict.fromkeys(families)),
+            due,
         )
 
     def index_keys(self) -> list[a.Item]:
-        sk = sharded.entry_sk(self.raised_at, self.interrupt_id)
-        return [a.key(sharded.entry_pk(self.tenant, INDEX, f, self.interrupt_id), sk) for f in self.families]
+        def sk(family: str) -> str:
+            return sharded.entry_sk(self.due if family == DUE_FAMILY and self.due else self.raised_at, self.interrupt_id)
+
+        return [a.key(sharded.entry_pk(self.tenant, INDEX, f, self.interrupt_id), sk(f)) for f in self.families]
 
     def items(self) -> list[a.Item]:
         body = {
@@ -128,6 +154,8 @@ class Entry:
             "key": a.s(self.key),
             "kind": a.s(self.kind),
             "workflowId": a.s(self.workflow_id),
+            **({"due": a.s(self.due)} if self.due else {}),
+            **({"assignee": a.s(self.assignee)} if self.assignee else {}),
         }
         return [{**key, **body} for key in self.index_keys()]
 
@@ -143,6 +171,27 @@ def closed_entry_keys(image: a.Item) -> list[a.Item]:
     if CLOSED_ENTRIES not in image:
         return []
     return [a.key(pk, sk) for pk, sk in a.unpacked(image[CLOSED_ENTRIES])]
+
+
+@dataclass(frozen=True)
+class EntryFilter:
+    """What a page keeps of the entries it reads, decided on the entries alone (before any interrupt is read)."""
+
+    kind: str | None = None
+    workflow_id: str | None = None
+    # "mine": gates this subject works (claimed by them, or assigned to them); `unclaimed`: gates nobody works.
+    assignee: str | None = None
+    unclaimed: bool = False
+
+    def accepts(self, item: a.Item) -> bool:
+        if self.kind is not None and item["kind"]["S"] != self.kind:
+            return False
+        if self.workflow_id is not None and item["workflowId"]["S"] != self.workflow_id:
+            return False
+        works = (item.get("assignee") or {}).get("S")
+        if self.unclaimed and works is not None:
+            return False
+        return self.assignee is None or works == self.assignee
 
 
 @dataclass
@@ -193,30 +242,51 @@ class InboxIndex:
         limit: int,
         cursor: str | None,
         query: str,
-        kind: str | None = None,
+        wanted: EntryFilter | None = None,
         now_epoch: float | None = None,
+        order: str = "newest",
     ) -> InboxPage:
-        """The open interrupts of one round over `families`' partitions, newest first, as plain interrupt
-        documents (status, payload, votes ...). `query` names what was asked (a cursor resumes only the same); a
-        cursor this tenant's same query did not mint raises ValueError."""
+        """The open interrupts of one round over `families`' partitions, in `order` (newest, oldest, due), as plain interrupt
+        documents (status, payload, votes ...); `wanted` narrows the entries read. `query` names what was asked (a
+        cursor resumes only the same); a cursor this tenant's same query did not mint raises ValueError.
+
+        `due`: the DUE family's partitions first, soonest due first (a gate any caller may be eligible for: the
+        service checks each), then `families`' entries of gates with no deadline, newest first. A page reads one
+        round of the first and, once it is read to its end, one of the second: at most two rounds, whatever the
+        tenant holds."""
+        wanted = wanted or EntryFilter()
         streams = [pk for family in families for pk in sharded.family_pks(tenant, INDEX, family)]
+        due = sharded.family_pks(tenant, INDEX, DUE_FAMILY) if order == "due" else []
+        streams = due + [pk for pk in streams if pk not in due]
         if cursor is None:
             positions = sharded.Positions(after=dict.fromkeys(streams))
         else:
             positions = sharded.decode_cursor(cursor, tenant, query, streams)
-        found = sharded.read_page(
-            self.client, self.table, positions, limit, accept=lambda item: kind is None or item["kind"]["S"] == kind
-        )
-        interrupts, reads, stale = self._open_interrupts(found.items, now_epoch or time.time())
+        items: list[a.Item] = []
+        queries = entries_read = 0
+        if pending := [pk for pk in due if pk not in positions.done]:
+            found = sharded.read_page(self.client, self.table, positions.of(pending), limit, wanted.accepts, True)
+            positions.moved(found.positions)
+            items, queries, entries_read = found.items, found.queries, found.entries_read
+        if len(items) < limit and set(due) <= positions.done:
+            # Gates with a deadline were listed by DUE: the rest are those without one.
+            accept = (lambda item: wanted.accepts(item) and "due" not in item) if due else wanted.accepts
+            rest = [pk for pk in streams if pk not in due]
+            found = sharded.read_page(
+                self.client, self.table, positions.of(rest), limit - len(items), accept, order == "oldest"
+            )
+            positions.moved(found.positions)
+            items, queries, entries_read = items + found.items, queries + found.queries, entries_read + found.entries_read
+        interrupts, reads, stale = self._open_interrupts(items, now_epoch or time.time())
         if stale:
             self.batch_write([{"DeleteRequest": {"Key": key}} for key in stale])
-        next_cursor = None if found.positions.finished else sharded.encode_cursor(tenant, query, found.positions)
+        next_cursor = None if positions.finished else sharded.encode_cursor(tenant, query, positions)
         return InboxPage(
             interrupts=interrupts,
             cursor=next_cursor,
-            calls=found.queries + reads + (1 if stale else 0),
-            entries_read=found.entries_read,
-            interrupts_read=len(found.items),
+            calls=queries + reads + (1 if stale else 0),
+            entries_read=entries_read,
+            interrupts_read=len(items),
         )
 
     def _open_interrupts(

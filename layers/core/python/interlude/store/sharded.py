@@ -65,6 +65,16 @@ class Positions:
     def finished(self) -> bool:
         return set(self.after) <= self.done
 
+    def of(self, streams: Iterable[str]) -> Positions:
+        """The positions of `streams` alone (a page that reads some of a cursor's streams)."""
+        kept = list(streams)
+        return Positions(after={pk: self.after[pk] for pk in kept}, done=self.done & set(kept))
+
+    def moved(self, read: Positions) -> None:
+        """Take on where a page over some of these streams left them."""
+        self.after.update(read.after)
+        self.done |= read.done
+
 
 def fingerprint(parts: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
@@ -126,10 +136,12 @@ def read_page(
     positions: Positions,
     limit: int,
     accept: Callable[[a.Item], bool] = lambda _item: True,
+    ascending: bool = False,
 ) -> Page:
-    """Up to `limit` accepted entries, newest first across every stream, in one round of Queries.
+    """Up to `limit` accepted entries, newest first across every stream (`ascending`: oldest first), in one round of
+    Queries.
 
-    Each unfinished stream is read once (newest first, after its position, `Limit = limit`). Entries are then
+    Each unfinished stream is read once (in that order, after its position, `Limit = limit`). Entries are then
     consumed in global order until `limit` are accepted, or until a stream that has more than it returned runs
     dry (an entry beyond what it returned could be newer than the next one of the others): the next page goes on
     from there. A rejected entry is consumed too, so every page makes progress.
@@ -142,7 +154,7 @@ def read_page(
             "TableName": table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": a.s(pk)},
-            "ScanIndexForward": False,
+            "ScanIndexForward": ascending,
             "Limit": limit,
         }
         after = positions.after[pk]
@@ -157,7 +169,7 @@ def read_page(
     merged = heapq.merge(
         *([(item[wiring.SORT_KEY]["S"], pk, item) for item in items] for pk, items in buffers.items()),
         key=lambda entry: entry[0],
-        reverse=True,
+        reverse=not ascending,
     )
     remaining = {pk: len(items) for pk, items in buffers.items()}
     last: str | None = None

@@ -18,7 +18,7 @@ from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import DomainError
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.engine.effect_names import TASK
+from interlude.engine.effect_names import GATE_ASSIGNED, TASK
 from interlude.engine.events import to_docs
 from interlude.rules import run_search
 from interlude.rules.limits import QUOTA_EXCEEDED, quota_exceeded
@@ -170,6 +170,8 @@ def _added_entries(transition: Transition) -> list[Entry]:
     ]
 
 
+# The label of an inbox entry a transaction puts (a claim's: its assignee).
+INBOX_ENTRY_LABEL = "INBOX"
 # Claims a create tries on other shards (each the roomiest, read then) after its own shard's part was full.
 OPEN_RUNS_SPILLS = 2
 
@@ -240,6 +242,15 @@ def transition_items(
     items += [
         (interrupt_sk(c.interrupt.key), {"Update": run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)})
         for c in transition.closed
+    ]
+    # A gate claimed, released or assigned (engine.run.assign): every inbox entry of it says who works it now, in the
+    # same transaction, so the inbox's "mine" and "unclaimed" read the entries alone (store/inbox.py).
+    assigned = {e.node_id for e in transition.events if e.type == GATE_ASSIGNED}
+    items += [
+        (INBOX_ENTRY_LABEL, {"Put": {"Item": item}})
+        for u in transition.updated
+        if u.nodeId in assigned
+        for item in Entry.of(state.tenant, state.runId, state.workflowId, u).items()
     ]
     # The tasks of visits the run stopped waiting for end with it (store/task_items.py).
     items += [abandoned_update(state.runId, n, p) for n, p in transition.abandoned if p.kind == TASK]

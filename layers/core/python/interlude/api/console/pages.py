@@ -290,8 +290,10 @@ class InboxEntry:
         return run_href(self.run_id)
 
 
-# The inbox's orders: (value, words). Each orders the page read (newest first from the index).
+# The inbox's orders and claim filters (GET /interrupts' `sort` and `claim`): (value, words). Each orders or filters
+# the whole inbox, page after page.
 INBOX_SORTS = (("newest", "Newest first"), ("oldest", "Oldest first"), ("due", "Due first"))
+INBOX_CLAIMS = (("mine", "Claimed by me or assigned to me"), ("unclaimed", "Nobody works it"))
 
 
 @dataclass(frozen=True)
@@ -301,12 +303,19 @@ class InboxQuery:
     kind: str | None = None
     workflow_id: str | None = None
     sort: str = "newest"
+    claim: str | None = None
+
+    def filters(self) -> dict[str, str]:
+        """As GET /interrupts names them (the inbox service's filters)."""
+        asked = {"kind": self.kind, "workflowId": self.workflow_id, "claim": self.claim}
+        return {k: v for k, v in asked.items() if v} | ({"sort": self.sort} if self.sort != "newest" else {})
 
     def href(self, **changed: str) -> str:
         query = {
             "kind": self.kind,
             "workflowId": self.workflow_id,
             "sort": self.sort if self.sort != "newest" else None,
+            "claim": self.claim,
             **changed,
         }
         return _query_href("/console/inbox", {k: v for k, v in query.items() if v})
@@ -316,21 +325,6 @@ def kind_choices(kinds: Sequence[str]) -> list[tuple[str, str]]:
     """Each interrupt kind in words, told apart where two share the same words."""
     said = [approval.kind_words({"kind": k}) for k in kinds]
     return [(k, w if said.count(w) == 1 else f"{w} ({k.split('.')[-1]})") for k, w in zip(kinds, said, strict=True)]
-
-
-def sorted_items(
-    items: Sequence[Mapping[str, Any]], sort: str, contexts: Mapping[str, RunContext]
-) -> list[Mapping[str, Any]]:
-    if sort == "oldest":
-        return sorted(items, key=lambda i: str(i.get("raisedAt", "")))
-    if sort == "due":
-        # Due soonest first; those with no deadline last, newest first among them.
-        def due(i: Mapping[str, Any]) -> tuple[int, str]:
-            at = (contexts.get(str(i["runId"])) or RunContext(Names(None))).due.get(str(i.get("nodeId")))
-            return (0, at) if at else (1, "")
-
-        return sorted(items, key=due)
-    return list(items)
 
 
 def inbox(
@@ -351,7 +345,7 @@ def inbox(
     query = query or InboxQuery()
     contexts = contexts or {}
     entries = []
-    for i, item in enumerate(sorted_items(items, query.sort, contexts)):
+    for i, item in enumerate(items):
         context = contexts.get(str(item["runId"])) or RunContext(Names(str(item.get("workflowId", ""))))
         payload = spelled(item.get("payload") or {}, context.written)
         named = context.names
@@ -384,6 +378,7 @@ def inbox(
         query=query,
         kinds=kind_choices(kinds),
         sorts=INBOX_SORTS,
+        claims=INBOX_CLAIMS,
     )
 
 

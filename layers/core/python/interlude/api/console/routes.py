@@ -422,8 +422,7 @@ def inbox_page(
 ) -> Response:
     authorize(signed.principal, "consoleInbox")
     query = inbox_query()
-    filters = {k: v for k, v in (("kind", query.kind), ("workflowId", query.workflow_id)) if v}
-    listed = services().inbox.inbox(signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, filters, cursor)
+    listed = services().inbox.inbox(signed.principal, approver_inbox.DEFAULT_INBOX_LIMIT, query.filters(), cursor)
     items = listed["interrupts"]
     contexts = run_contexts([i["runId"] for i in items])
     people = people_named(
@@ -459,7 +458,10 @@ def inbox_query() -> pages.InboxQuery:
     sort = query.get("sort") or "newest"
     if sort not in dict(pages.INBOX_SORTS):
         raise Invalid(f"sort must be one of {[s for s, _ in pages.INBOX_SORTS]}", {"field": "sort"})
-    return pages.InboxQuery(kind, workflow_id, sort)
+    claim = query.get("claim") or None
+    if claim is not None and claim not in dict(pages.INBOX_CLAIMS):
+        raise Invalid(f"claim must be one of {[c for c, _ in pages.INBOX_CLAIMS]}", {"field": "claim"})
+    return pages.InboxQuery(kind, workflow_id, sort, claim)
 
 
 def named_approvers(items: list[dict[str, Any]]) -> set[str]:
