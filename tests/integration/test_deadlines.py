@@ -11,7 +11,8 @@ import boto3
 import pytest
 
 from interlude import wiring
-from interlude.adapters.scheduler.names import parse_at, schedule_name
+from interlude.adapters.scheduler.names import LEGACY_PREFIXES, parse_at, schedule_name
+from interlude.adapters.scheduler.scheduler import from_env
 from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.errors import Conflict, DomainError
@@ -447,3 +448,41 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
             world.services.decisions.resolve_interrupt(world.admin, state.runId, node, {"q": "late"})
         assert refused.value.code == code
     assert world.services.runs.load_run(world.tenant, state.runId)[0].status == "waiting-approval"
+
+
+def as_made_before_the_tenant_hash(world, schedule: dict) -> str:
+    """The schedule renamed as a release before 0.2.0 named it (no tenant in its name); that name."""
+    legacy = f"il-{schedule['Name'].split('-', 2)[2]}"
+    world.scheduler.delete_schedule(Name=schedule["Name"], GroupName=GROUP)
+    kept = {k: schedule[k] for k in ("ScheduleExpression", "ScheduleExpressionTimezone", "FlexibleTimeWindow", "Target")}
+    world.scheduler.create_schedule(Name=legacy, GroupName=GROUP, ActionAfterCompletion="DELETE", **kept)
+    return legacy
+
+
+def test_a_schedule_made_before_names_carried_the_tenant_is_cancelled_by_a_decision_and_by_the_tenants_deletion(world):
+    workflow = world.register_long("conformance-approval-timeout")
+    start = CreateRunRequest.model_validate({"workflowId": workflow})
+    state = world.services.lifecycle.create_run(world.admin, start)
+    world.settle()
+    # Given the gate's schedule as a release before 0.2.0 made it: named without the tenant
+    (schedule,) = world.schedules()
+    legacy = as_made_before_the_tenant_hash(world, schedule)
+    assert legacy.startswith(LEGACY_PREFIXES)
+    assert len(legacy) == len("il-i-") + 40
+    # When a person decides the gate after the upgrade
+    decided = world.services.decisions.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
+    assert decided["status"] == "completed"
+    world.settle()
+    # Then its schedule is deleted all the same (it would have fired into a decided gate)
+    assert world.schedules() == []
+    # And a legacy schedule of the tenant's is found and deleted by the tenant's deletion, another tenant's kept
+    world.services.lifecycle.create_run(world.admin, start)
+    world.settle()
+    (schedule,) = world.schedules()
+    as_made_before_the_tenant_hash(world, schedule)
+    scheduler = from_env()
+    assert scheduler is not None
+    assert scheduler.delete_tenant_schedules(f"{world.tenant}-other") == 0
+    assert len(world.schedules()) == 1
+    assert scheduler.delete_tenant_schedules(world.tenant) == 1
+    assert world.schedules() == []

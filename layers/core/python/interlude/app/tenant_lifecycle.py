@@ -64,7 +64,6 @@ CLOSE_AFTER = timedelta(days=1)
 KEPT = (
     "the tenant's signed audit anchor in the Object Lock bucket, until its retention ends (S3 refuses to delete it "
     "earlier; it holds chain heads and signatures, no content)",
-    "schedules created before this release (their names carry no tenant prefix): each fires once into nothing",
 )
 
 

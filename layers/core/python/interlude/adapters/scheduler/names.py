@@ -25,6 +25,21 @@ def tenant_prefix(tenant: str) -> str:
 def schedule_name(run_id: str, deadline: Deadline) -> str:
     """One name per deadline occurrence: the same interrupt (or delay visit, or run) always maps to it,
     so creating it twice is a ConflictException, and deleting it needs nothing but the occurrence."""
+    return f"{tenant_prefix(tenant_of(run_id))}{_occurrence(deadline, run_id)}"
+
+
+# The names of the releases before 0.2.0: "il-<p>-<40 hex>", no tenant (issue 30: a schedule made then may still wait).
+# Their second part is one letter, where a name of now has 12 hex digits: neither is ever the other.
+LEGACY_PREFIXES = tuple(f"{NAME_PREFIX}-{letter}-" for letter in "idrmt")
+
+
+def legacy_schedule_name(run_id: str, deadline: Deadline) -> str:
+    """The name a release before 0.2.0 gave the same occurrence (its schedule is deleted under it: Scheduler.delete)."""
+    return f"{NAME_PREFIX}-{_occurrence(deadline, run_id)}"
+
+
+def _occurrence(deadline: Deadline, run_id: str) -> str:
+    """`<p>-<40 hex>`: the deadline's purpose letter and its occurrence's digest."""
     if deadline.purpose == "interrupt":
         identity = f"interrupt\x1f{deadline.interrupt_id}"
     elif deadline.purpose == "reminder":
@@ -38,7 +53,7 @@ def schedule_name(run_id: str, deadline: Deadline) -> str:
         identity = f"run\x1f{run_id}"
     digest = hashlib.sha256(identity.encode()).hexdigest()[:40]
     letter = "m" if deadline.purpose == "reminder" else deadline.purpose[0]
-    return f"{tenant_prefix(tenant_of(run_id))}{letter}-{digest}"
+    return f"{letter}-{digest}"
 
 
 def handed_back_name(tenant: str, held_id: str) -> str:

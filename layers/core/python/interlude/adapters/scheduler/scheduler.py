@@ -16,7 +16,13 @@ import boto3
 from botocore.exceptions import ClientError
 
 from interlude import wiring
-from interlude.adapters.scheduler.names import at_expression, schedule_name, tenant_prefix
+from interlude.adapters.scheduler.names import (
+    LEGACY_PREFIXES,
+    at_expression,
+    legacy_schedule_name,
+    schedule_name,
+    tenant_prefix,
+)
 from interlude.config.scheduler import SchedulerSettings, scheduler_settings
 from interlude.domain.ids import tenant_of
 from interlude.engine.deadlines import Deadline
@@ -75,8 +81,10 @@ class Scheduler:
         return True
 
     def delete(self, run_id: str, deadline: Deadline) -> bool:
-        """Delete the deadline's schedule; False when it was already gone (fired, or never created)."""
-        return self._delete(schedule_name(run_id, deadline))
+        """Delete the deadline's schedule; False when it was already gone (fired, or never created). One made before
+        0.2.0 is named without the tenant (names.legacy_schedule_name): not found under the name of now, it is
+        deleted under that one, so a decision made after an upgrade still cancels it."""
+        return self._delete(schedule_name(run_id, deadline)) or self._delete(legacy_schedule_name(run_id, deadline))
 
     def _delete(self, name: str) -> bool:
         try:
@@ -88,13 +96,16 @@ class Scheduler:
         return True
 
     def delete_tenant_schedules(self, tenant: str) -> int:
-        """Delete every schedule of the tenant's runs: found by the tenant's name prefix (names.tenant_prefix), each
-        one's input read to be sure it names one of the tenant's runs; how many were deleted. Schedules made before
-        names carried the prefix are not found: each fires once at its time into a run that is gone, and goes."""
-        pages = self.client.get_paginator("list_schedules").paginate(
-            GroupName=self.settings.group, NamePrefix=tenant_prefix(tenant)
-        )
-        found = [summary["Name"] for page in pages for summary in page.get("Schedules", [])]
+        """Delete every schedule of the tenant's runs: found by the tenant's name prefix (names.tenant_prefix), and
+        among the schedules made before names carried it (names.LEGACY_PREFIXES: every tenant's, fewer as they fire,
+        since none is made so any more), each one's input read to be sure it names one of the tenant's runs; how many
+        were deleted."""
+        found = [
+            summary["Name"]
+            for prefix in (tenant_prefix(tenant), *LEGACY_PREFIXES)
+            for page in self.client.get_paginator("list_schedules").paginate(GroupName=self.settings.group, NamePrefix=prefix)
+            for summary in page.get("Schedules", [])
+        ]
         return sum(1 for name in found if self._names_tenants_run(name, tenant) and self._delete(name))
 
     def _names_tenants_run(self, name: str, tenant: str) -> bool:
