@@ -22,6 +22,7 @@ from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.webhooks import RegisterWebhookRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.migrations import sweeps
 from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.facade import Store
 from interlude.store.recoveries import STALE_S
@@ -256,3 +257,37 @@ def test_the_progress_of_a_recovery_never_started_or_of_another_tenants_subscrip
     assert (foreign.status, foreign.code) == (403, "id_tenant_mismatch")
     assert call("GET", "/webhooks/not-an-id/recovery", new_api_key(services)).code == "validation_error"
     assert call("GET", path, new_api_key(services, scopes=["runs:read"])).status == 403
+
+
+class Crash(BaseException):
+    """The replaying process stops (no handler runs: not an Exception)."""
+
+
+class CrashingOutbox(ReplayOutbox):
+    def send(self, queue, tenant, messages):
+        raise Crash
+
+
+def test_a_replay_that_stopped_between_its_reopen_and_its_send_is_queued_by_the_daily_sweep(
+    services, admin, aws, receiver, clock
+):
+    webhook_id = subscription_with_dead_letters(services, admin, aws, receiver, 1)
+    (dead,) = dead_letters(services, admin, webhook_id)
+    # Given a replay whose process stopped after reopening the delivery and before queueing its message
+    with pytest.raises(Crash):
+        replace(services.replay, outbox=CrashingOutbox(services.store, services.clock)).retry_webhook_delivery(
+            admin, webhook_id, dead["deliveryId"]
+        )
+    assert queued(aws.queues["callbacks"]) == []
+    assert dead_letters(services, admin, webhook_id) == []
+    # When the daily sweep runs within a quarter of an hour of it, the replay may still be sending: it is left
+    assert sweeps.sweep(services.store, "sweep", start=True, clock=clock)
+    assert queued(aws.queues["callbacks"]) == []
+    # and when it runs later
+    clock.ahead = timedelta(seconds=sweeps.STUCK_AFTER_S + 60)
+    assert sweeps.sweep(services.store, "sweep", start=True, clock=clock)
+    deliver(aws)
+    # Then the delivery was sent again once, under its own id, and took
+    (hit,) = receiver.hits[MAX_ATTEMPTS:]
+    assert hit.headers["webhook-id"] == receiver.hits[0].headers["webhook-id"]
+    assert dead_letters(services, admin, webhook_id) == []

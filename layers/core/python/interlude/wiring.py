@@ -370,7 +370,8 @@ FUNCTIONS: tuple[Function, ...] = (
         description="The table's migrations (backfills) and finished runs' retention, taken turn by turn from its queue",
         consumes="migrations",
         batch_size=1,
-        sends_to=("migrations",),
+        # The daily sweep queues a replayed delivery or notification whose replay stopped before its send.
+        sends_to=("migrations", "callbacks", "notifications"),
         # Checkpoints (Query, UpdateItem), the pages of a Scan, which index items are missing (BatchGetItem) and their
         # puts (BatchWriteItem); a workflow's latest version and record (Query, GetItem), its pointer and catalogue entry
         # (PutItem), a key's listing (UpdateItem). A run's retention (interlude.app.retention): its head (GetItem), its

@@ -45,7 +45,7 @@ from interlude.store import attributes as a
 from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
 from interlude.store.effects import EffectStore, LedgerEntry
 from interlude.store.layout import run_pk
-from interlude.store.leases import Ledger, Reopened, Writes
+from interlude.store.leases import PENDING, REOPENED_AT, REOPENED_FROM, Ledger, Reopened, Writes
 from interlude.store.notifications import PREFIX as NOTIFICATION_PREFIX
 from interlude.store.notifications import Notification, NotificationStore
 from interlude.store.recoveries import RecoveryStore, recovery_key
@@ -221,6 +221,43 @@ class Replay:
             if reports(event):
                 return int(event["sequence"])
         raise Unrebuildable("the event the delivery reports is no longer in its run's log")
+
+    # -- a replay that stopped between its reopen and its send ------------------------------------------------------
+
+    def requeue(self, run_id: str, sk: str) -> str:
+        """The unit at `sk` of the run, reopened but never queued (its replay stopped between the reopen and the send;
+        the daily sweep finds it: interlude.migrations.sweeps), queued now: `queued`. A callback notice whose message
+        would mint a decision link (a worker's grant, not the sweep's), or whose event is gone, is made dead again
+        instead, to be replayed: `dead`. `moved`: its round began meanwhile (a duplicate message is harmless, but
+        none is needed)."""
+        tenant = tenant_of(run_id)
+        if sk.startswith(NOTIFICATION_PREFIX):
+            note = Notification(run_id, sk.removeprefix(NOTIFICATION_PREFIX), {})
+            held = self.notifications.read(note)
+            if held is None or not stuck(held):
+                return "moved"
+            kept = held.get("message")
+            message = json.loads(kept) if kept else self.outbox.notification(tenant, run_id, json.loads(held["record"]))
+            self.outbox.send("notifications", tenant, [message])
+            return "queued"
+        notice_id = sk.removeprefix(notice_sk(""))
+        ref = Notice(run_id, notice_id, "")
+        got = self.deliveries.read(ref)
+        if got is None or not stuck(got):
+            return "moved"
+        event = self.webhooks.read_event(run_id, int(got["sequence"])) if "sequence" in got else None
+        messages: list[dict[str, Any]] = []
+        if event is not None and "webhookId" in got:
+            reported = {"sequence": event["sequence"], "eventId": event["eventId"], "type": event["type"]}
+            messages = [self.outbox.webhook_delivery(got["webhookId"], run_id, reported)]
+        elif event is not None and event.get("type") != "interrupt.requested" and (head := self.store.get_run(run_id)):
+            messages = [m for m in self.outbox.notices(head[0], [event]) if m["notice"]["id"] == notice_id]
+        if messages:
+            self.outbox.send("callbacks", tenant, messages)
+            return "queued"
+        attempts = int(got.get("attempts", 0))
+        self.deliveries.undo_reopen(ref, Reopened("reopened", attempt=attempts + 1))
+        return "dead"
 
     # -- a core.http action -----------------------------------------------------------------------------------------
 
@@ -400,6 +437,16 @@ class Replay:
         if family == "callback-deliveries":
             return notice_sk(CALLBACK_PREFIX), self.deliveries.DEAD
         return NOTIFICATION_PREFIX, self.notifications.DEAD
+
+
+def stuck(held: dict[str, Any] | None) -> bool:
+    """Whether a unit was reopened and no attempt of its new round was claimed (its message may never have been queued)."""
+    return (
+        held is not None
+        and held.get("status") == PENDING
+        and REOPENED_AT in held
+        and int(held.get("attempts", 0)) == int(held.get(REOPENED_FROM, -1))
+    )
 
 
 def unit_id(value: str, field: str) -> str:

@@ -8,18 +8,23 @@ while it has time and queues the next (a turn out of time goes on from the check
 a chain of turns that died is taken on by the next day's turn once its lease lapsed). A head selected is a finished
 run whose `retentionStamped` (the expiry its last whole retention turn gave every item: store/retention.py) is not
 its `ttl`: its retention turn is taken here, inline, as migration 0007 does for runs ended before retention existed.
-A tenant's re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
+A unit of a replay (a delivery, a notification) reopened more than STUCK_AFTER_S ago whose new round never began (its
+replay stopped between its reopen and its send) is queued again (interlude.app.replay.Replay.requeue). A tenant's
+re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
 no queue was at hand) is taken on here too, inline.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from interlude import __version__, wiring
 from interlude.app.retention import Restamp, RunRetention
 from interlude.app.tenant_facts import tenant_settings
+from interlude.composition import services
 from interlude.domain import clock as clock_
 from interlude.domain.clock import Clock, iso
 from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
@@ -27,12 +32,14 @@ from interlude.migrations import PAGE_ITEMS, Migration, Progress, run_one
 from interlude.store import attributes as a
 from interlude.store.interactions import InteractionStore
 from interlude.store.layout import RUN_SK, run_id_of
+from interlude.store.leases import PENDING
 from interlude.store.migrations import MigrationStore, Scan
 from interlude.store.retention import RESTAMP_SK, RETAINED, RUNNING, RetentionStore
 
 if TYPE_CHECKING:
     from interlude.store.facade import Store
 
+logger = logging.getLogger(__name__)
 FINISHED = {":run": RUN_SK, ":completed": "completed", ":failed": "failed", ":cancelled": "cancelled"}
 FINISHED_FILTER = "sk = :run AND #status IN (:completed, :failed, :cancelled)"
 
@@ -49,13 +56,23 @@ def retain_heads(store: Store, heads: list[a.Item]) -> int:
 
 
 def _swept(store: Store, items: list[a.Item]) -> int:
-    """A page of the sweep: run heads retained, and re-stamp jobs still running (their turns' chain died, or a change
-    made where no queue was at hand: the CLI) taken on inline; how many runs and jobs were."""
+    """A page of the sweep: run heads retained, re-stamp jobs still running (their turns' chain died, or a change made
+    where no queue was at hand: the CLI) taken on inline, and replayed units never queued queued
+    (interlude.app.replay.Replay.requeue); how many were."""
     jobs = [i for i in items if i[wiring.SORT_KEY]["S"] == RESTAMP_SK]
     _, restamp = _jobs(store)
     for job in jobs:
         restamp.turn(job[wiring.PARTITION_KEY]["S"].split("#")[1], None, lambda: True)
-    return retain_heads(store, [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]) + len(jobs)
+    units = [i for i in items if i[wiring.SORT_KEY]["S"].startswith("N")]
+    for unit in units:
+        run_id = run_id_of(unit[wiring.PARTITION_KEY]["S"])
+        if run_id is None:
+            continue
+        try:
+            services().replay.requeue(run_id, unit[wiring.SORT_KEY]["S"])
+        except Exception:  # noqa: BLE001 - one unit's failure (no queue where the CLI runs) stops no other's
+            logger.exception("a replayed unit could not be queued", extra={"runId": run_id})
+    return retain_heads(store, [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]) + len(jobs) + len(units)
 
 
 def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
@@ -74,19 +91,31 @@ def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
     return retention, Restamp(retained, retention, clock_.now, wiring.RUN_INDEX.shards)
 
 
-RETENTION_SWEEP = Migration(
-    "retention-sweep",
-    "retention_sweep",
-    "finished runs whose retention never finished are retained",
-    Scan(
-        f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR attribute_not_exists(#retained) OR #retained <> #ttl))"
-        " OR (sk = :restamp AND #state = :running)",
-        {**FINISHED, ":restamp": RESTAMP_SK, ":running": RUNNING},
-        {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
-        "pk, sk",
-    ),
-    _swept,
-)
+# A replayed unit reopened this long ago whose new round has not begun: its replay stopped between the reopen and the
+# send (a replay's request sends at once, within the API's 29 seconds).
+STUCK_AFTER_S = 900
+
+
+def daily_sweep(now: datetime) -> Migration:
+    """The sweep's pass as of `now`: what it selects, and what it does with each page."""
+    stuck_before = iso(now - timedelta(seconds=STUCK_AFTER_S))
+    return Migration(
+        RETENTION_SWEEP_ID,
+        "retention_sweep",
+        "finished runs whose retention never finished are retained; replays stopped before their send are queued",
+        Scan(
+            f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR attribute_not_exists(#retained) OR #retained <> #ttl))"
+            " OR (sk = :restamp AND #state = :running)"
+            " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)",
+            {**FINISHED, ":restamp": RESTAMP_SK, ":running": RUNNING, ":unit": "N", ":pending": PENDING, ":stuck": stuck_before},
+            {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
+            "pk, sk",
+        ),
+        _swept,
+    )
+
+
+RETENTION_SWEEP_ID = "retention-sweep"
 
 
 def sweep(
@@ -102,5 +131,5 @@ def sweep(
     None when another runner holds it. `start`: a pass done already starts over (the schedule's turn)."""
     store = MigrationStore(table.table, table.client)
     if start:
-        store.start_over(RETENTION_SWEEP.id, iso(clock()))
-    return run_one(table, store, RETENTION_SWEEP, owner, __version__, more_time, report, page_items, clock)
+        store.start_over(RETENTION_SWEEP_ID, iso(clock()))
+    return run_one(table, store, daily_sweep(clock()), owner, __version__, more_time, report, page_items, clock)
