@@ -9,6 +9,7 @@ import re
 from interlude.api.console import pages, readable
 from interlude.api.console import session as sessions
 from interlude.api.console.pages import Frame, Notice, RunView
+from interlude.api.console.routes import any_dead_notice
 from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import Names
 from interlude.rules.interrupts.payloads import approval_resume_schema
@@ -606,3 +607,23 @@ def test_a_steps_panel_reads_the_inputs_its_latest_start_recorded_not_the_runs_v
     # Its second visit started after the rejection; the run's values now hold the acceptance
     assert (shown.bound, shown.recorded) == ({"last": "reject"}, True)
     assert step_inputs(moves[-1].state, wf, "gate", []).bound == {"last": "accept"}  # none recorded on the page
+
+
+def test_a_run_page_offers_to_send_its_failed_deliveries_and_notifications_again_only_when_it_has_some():
+    plain = pages.run(FRAME, run_view(notifications=[]), None)
+    assert "/deliveries/recover" not in plain
+    assert "/notifications/recover" not in plain
+    offered = pages.run(FRAME, run_view(notifications=[], recover_deliveries=True, recover_notifications=True), None)
+    assert "/deliveries/recover" in offered
+    assert "Send the failed deliveries again" in offered
+    assert "/notifications/recover" in offered
+    assert "Send the failed notifications again" in offered
+
+
+def test_a_callback_notice_is_dead_while_its_last_attempt_failed_for_good():
+    failed = {"noticeId": "ntc_1", "attempt": 2, "status": "failed", "final": True}
+    assert any_dead_notice([{"noticeId": "ntc_1", "attempt": 1, "status": "failed"}, failed])
+    # replayed and delivered since
+    assert not any_dead_notice([failed, {"noticeId": "ntc_1", "attempt": 3, "status": "delivered"}])
+    # a webhook subscription's delivery is not the run's callback notice
+    assert not any_dead_notice([{**failed, "noticeId": "whd_1"}])
