@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
@@ -194,6 +196,112 @@ def number_of(raw: str, kind: str) -> int | float:
 
 # A JSON number as a person may type it into a number field (`1.50`, `1e3`).
 
+
+# -- reading a form back ------------------------------------------------------------------------------------------
+
+
+def read(
+    ask: Ask, posted: Mapping[str, Sequence[str]], errors: dict[str, str], parse_json: Callable[[str], Any] | None = None
+) -> Any:
+    """What `ask` was answered with (MISSING: left out); a problem goes into `errors` under the field's name.
+    `parse_json` reads a field asked as JSON (the page's strict parser; None: no JSON answer is taken)."""
+    kind = ask.kind
+    if kind == "group":
+        got = read_object(ask.parts, posted, errors, parse_json)
+        return got if got or ask.required else MISSING
+    if kind == "fixed":
+        return fixed_value(ask)
+    if kind == "choices":
+        picked = set(posted.get(ask.name) or ())
+        chosen = [v for v in ask.schema["items"]["enum"] if as_written(v) in picked]
+        if len(chosen) < len(picked):
+            errors[ask.name] = "Choose among the listed options."
+        return chosen if chosen or ask.required else MISSING
+    raw = first_posted(posted, ask.name)
+    if not raw.strip():
+        if ask.blank is not MISSING:
+            return ask.blank
+        if ask.required:
+            errors[ask.name] = "Please answer this."
+        return MISSING
+    try:
+        return _coerce(ask, raw, parse_json)
+    except ValueError as exc:
+        errors[ask.name] = str(exc)
+        return MISSING
+
+
+def read_object(
+    asks: Sequence[Ask],
+    posted: Mapping[str, Sequence[str]],
+    errors: dict[str, str],
+    parse_json: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
+    """An object of what each ask was answered with, under its key, in the asks' order (keys left out stay out)."""
+    got: dict[str, Any] = {}
+    for ask in asks:
+        value = read(ask, posted, errors, parse_json)
+        if value is not MISSING:
+            got[ask.key[-1]] = value
+    return got
+
+
+def _coerce(ask: Ask, raw: str, parse_json: Callable[[str], Any] | None) -> Any:
+    kind, schema = ask.kind, ask.schema
+    if kind == "boolean":
+        if raw in ("true", "false"):
+            return raw == "true"
+        raise ValueError("Choose yes or no.")
+    if kind == "choice":
+        for option in schema["enum"]:
+            if as_written(option) == raw:
+                return option
+        raise ValueError("Choose one of the listed options.")
+    if kind in ("number", "integer"):
+        return number_of(raw, kind)
+    if kind == "lines":
+        item_kind = type_of(schema["items"])
+        items = [line.strip() for line in raw.splitlines() if line.strip()]
+        return items if item_kind == "string" else [number_of(item, str(item_kind)) for item in items]
+    if kind == "json":
+        if parse_json is None:
+            raise ValueError("This answer cannot be given here.")
+        return parse_json(raw)
+    if kind == "datetime-local":
+        return _date_time(raw)
+    _check_format(schema.get("format"), raw)
+    return raw
+
+
+def first_posted(posted: Mapping[str, Sequence[str]], name: str) -> str:
+    values = posted.get(name)
+    return values[0] if values else ""
+
+
+def _date_time(raw: str) -> str:
+    text = raw.strip()
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"Must be {FORMAT_WORDS['date-time']}.") from None
+    if moment.tzinfo is None:
+        # A datetime-local control has no zone; the label says UTC.
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _check_format(fmt: Any, raw: str) -> None:
+    if fmt == "email" and not EMAIL_RE.fullmatch(raw.strip()):
+        raise ValueError(f"Must be {FORMAT_WORDS['email']}.")
+    if fmt == "date":
+        try:
+            date.fromisoformat(raw.strip())
+        except ValueError:
+            raise ValueError(f"Must be {FORMAT_WORDS['date']}.") from None
+    if fmt == "uri":
+        parts = urlsplit(raw.strip())
+        if not parts.scheme or not (parts.netloc or parts.path):
+            raise ValueError(f"Must be {FORMAT_WORDS['uri']}.")
 
 # -- what a kind of gate asks ----------------------------------------------------------------------------------
 

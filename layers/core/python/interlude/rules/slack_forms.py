@@ -22,17 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from interlude.rules.answer_schema import (
-    MISSING,
-    Ask,
-    Asked,
-    as_written,
-    asked,
-    fixed_value,
-    number_of,
-    relabelled,
-    type_of,
-)
+from interlude.rules.answer_schema import MISSING, Ask, Asked, as_written, asked, read, read_object, relabelled
 from interlude.rules.slack import FORM_CALLBACK, escaped
 
 # Every input's action_id (its block_id names the question).
@@ -182,73 +172,31 @@ def said_view(words: str) -> dict[str, Any]:
 
 
 def answer_of(spec: Asked, values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
-    """The answer a submitted modal stands for (`view.state.values`: block_id -> action_id -> state), and what is
-    wrong beside each block (a blank required field, a number that is none, a choice not offered). The schema's own
-    checks are the caller's (answer_schema.check), as on the page."""
+    """The answer a submitted modal stands for (`view.state.values`: block_id -> action_id -> state), read as the
+    page reads its form (answer_schema.read: a blank required field, a number that is none, a choice not offered are
+    said beside their block). The schema's own checks are the caller's (answer_schema.check), as on the page."""
     errors: dict[str, str] = {}
+    posted = {name: typed for name, typed in _posted(values).items() if typed}
     if spec.whole:
-        got = _read(spec.asks[0], values, errors)
+        got = read(spec.asks[0], posted, errors)
         return (None if got is MISSING else got), errors
-    return _read_object(spec.asks, values, errors), errors
+    return read_object(spec.asks, posted, errors), errors
 
 
-def _read_object(asks: Sequence[Ask], values: Mapping[str, Any], errors: dict[str, str]) -> dict[str, Any]:
-    got: dict[str, Any] = {}
-    for ask in asks:
-        value = _read(ask, values, errors)
-        if value is not MISSING:
-            got[ask.key[-1]] = value
-    return got
-
-
-def _state(values: Mapping[str, Any], ask: Ask) -> Mapping[str, Any]:
-    block = values.get(ask.name)
-    state = block.get(VALUE_ACTION) if isinstance(block, Mapping) else None
-    return state if isinstance(state, Mapping) else {}
-
-
-def _read(ask: Ask, values: Mapping[str, Any], errors: dict[str, str]) -> Any:
-    kind = ask.kind
-    if kind == "group":
-        got = _read_object(ask.parts, values, errors)
-        return got if got or ask.required else MISSING
-    if kind == "fixed":
-        return fixed_value(ask)
-    state = _state(values, ask)
-    if kind == "choices":
-        picked = {str(o.get("value")) for o in state.get("selected_options") or () if isinstance(o, Mapping)}
-        chosen = [v for v in ask.schema["items"]["enum"] if as_written(v) in picked]
-        return chosen if chosen or ask.required else MISSING
-    if kind in ("boolean", "choice"):
+def _posted(values: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Slack's input states as the strings a page's form would have posted under the same names."""
+    posted: dict[str, list[str]] = {}
+    for name, block in values.items():
+        state = block.get(VALUE_ACTION) if isinstance(block, Mapping) else None
+        if not isinstance(state, Mapping):
+            continue
+        options = state.get("selected_options")
         option = state.get("selected_option")
-        raw = str(option.get("value")) if isinstance(option, Mapping) else ""
-    else:
-        typed = state.get("selected_date") if kind == "date" else state.get("value")
-        raw = typed if isinstance(typed, str) else ""
-    if not raw.strip():
-        if ask.required:
-            errors[ask.name] = "Please answer this."
-        return MISSING
-    try:
-        return _typed(ask, raw)
-    except ValueError as refused:
-        errors[ask.name] = str(refused)
-        return MISSING
-
-
-def _typed(ask: Ask, raw: str) -> Any:
-    kind = ask.kind
-    if kind == "boolean":
-        return raw == "true"
-    if kind == "choice":
-        for option in ask.schema["enum"]:
-            if as_written(option) == raw:
-                return option
-        raise ValueError("Choose one of the listed options.")
-    if kind in ("number", "integer"):
-        return number_of(raw, kind)
-    if kind == "lines":
-        item_kind = str(type_of(ask.schema["items"]))
-        items = [line.strip() for line in raw.splitlines() if line.strip()]
-        return items if item_kind == "string" else [number_of(item, item_kind) for item in items]
-    return raw
+        if isinstance(options, list):
+            posted[name] = [str(o.get("value")) for o in options if isinstance(o, Mapping)]
+        elif isinstance(option, Mapping):
+            posted[name] = [str(option.get("value"))]
+        else:
+            typed = state.get("selected_date") if "selected_date" in state else state.get("value")
+            posted[name] = [typed] if isinstance(typed, str) else []
+    return posted

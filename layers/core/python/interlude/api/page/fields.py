@@ -19,21 +19,12 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 from interlude.api import strict_json
-from interlude.rules.answer_schema import (
-    EMAIL_RE,
-    FORMAT_WORDS,
-    MISSING,
-    Ask,
-    as_written,
-    fixed_value,
-    number_of,
-    type_of,
-)
+from interlude.rules import answer_schema
+from interlude.rules.answer_schema import MISSING, Ask, as_written, first_posted, fixed_value
 
 # -- the model the templates draw ------------------------------------------------------------------------------
 
@@ -79,7 +70,7 @@ def draw(ask: Ask, posted: Mapping[str, Sequence[str]], errors: Mapping[str, str
     """The field that asks `ask`, filled with what was posted (or prefilled) and its error, if any."""
     label = ask.label
     common: dict[str, Any] = {"error": errors.get(ask.name), "hint": ask.hint}
-    given = _first(posted, ask.name)
+    given = first_posted(posted, ask.name)
     kind, schema = ask.kind, ask.schema
     if kind == "group":
         parts = tuple(draw(p, posted, errors) for p in ask.parts)
@@ -131,11 +122,6 @@ def draw(ask: Ask, posted: Mapping[str, Sequence[str]], errors: Mapping[str, str
 
 def _bound(value: Any) -> str | None:
     return as_written(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _first(posted: Mapping[str, Sequence[str]], name: str) -> str:
-    values = posted.get(name)
-    return values[0] if values else ""
 
 
 # -- filling a form from a value -------------------------------------------------------------------------------
@@ -195,75 +181,25 @@ def _local_input(value: str) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M" if moment.second == 0 else "%Y-%m-%dT%H:%M:%S")
 
 
-# -- reading a form back ------------------------------------------------------------------------------------------
+# -- reading a form back (rules/answer_schema.read; a JSON answer parsed strictly here) ------------------------
 
 
 def read(ask: Ask, posted: Mapping[str, Sequence[str]], errors: dict[str, str]) -> Any:
-    """What `ask` was answered with (MISSING: left out); a problem goes into `errors` under the field's name."""
-    kind = ask.kind
-    if kind == "group":
-        got = read_object(ask.parts, posted, errors)
-        return got if got or ask.required else MISSING
-    if kind == "fixed":
-        return fixed_value(ask)
-    if kind == "choices":
-        picked = set(posted.get(ask.name) or ())
-        chosen = [v for v in ask.schema["items"]["enum"] if as_written(v) in picked]
-        if len(chosen) < len(picked):
-            errors[ask.name] = "Choose among the listed options."
-        return chosen if chosen or ask.required else MISSING
-    raw = _first(posted, ask.name)
-    if not raw.strip():
-        if ask.blank is not MISSING:
-            return ask.blank
-        if ask.required:
-            errors[ask.name] = "Please answer this."
-        return MISSING
-    try:
-        return _coerce(ask, raw)
-    except ValueError as exc:
-        errors[ask.name] = str(exc)
-        return MISSING
+    return answer_schema.read(ask, posted, errors, _json_answer)
 
 
 def read_object(asks: Sequence[Ask], posted: Mapping[str, Sequence[str]], errors: dict[str, str]) -> dict[str, Any]:
-    """An object of what each ask was answered with, under its key, in the asks' order (keys left out stay out)."""
-    got: dict[str, Any] = {}
-    for ask in asks:
-        value = read(ask, posted, errors)
-        if value is not MISSING:
-            got[ask.key[-1]] = value
-    return got
+    return answer_schema.read_object(asks, posted, errors, _json_answer)
 
 
-def _coerce(ask: Ask, raw: str) -> Any:
-    kind, schema = ask.kind, ask.schema
-    if kind == "boolean":
-        if raw in ("true", "false"):
-            return raw == "true"
-        raise ValueError("Choose yes or no.")
-    if kind == "choice":
-        for option in schema["enum"]:
-            if as_written(option) == raw:
-                return option
-        raise ValueError("Choose one of the listed options.")
-    if kind in ("number", "integer"):
-        return number_of(raw, kind)
-    if kind == "lines":
-        item_kind = type_of(schema["items"])
-        items = [line.strip() for line in raw.splitlines() if line.strip()]
-        return items if item_kind == "string" else [number_of(item, str(item_kind)) for item in items]
-    if kind == "json":
-        try:
-            return strict_json.loads(raw)
-        except strict_json.StrictJsonError:
-            raise ValueError("This is not valid JSON; check the brackets, commas and quotes.") from None
-    if kind == "datetime-local":
-        return _date_time(raw)
-    _check_format(schema.get("format"), raw)
-    return raw
+def _json_answer(raw: str) -> Any:
+    try:
+        return strict_json.loads(raw)
+    except strict_json.StrictJsonError:
+        raise ValueError("This is not valid JSON; check the brackets, commas and quotes.") from None
 
 
+# A JSON number as a person may type it into a number field (`1.50`, `1e3`).
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
@@ -271,29 +207,3 @@ def typed_spellings(posted: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """How a person typed a form's numbers, kept as `strict_json.spellings` keeps a body's (RunState.writtenNumbers)."""
     typed = [v.strip() for values in posted.values() for v in values if JSON_NUMBER.fullmatch(v.strip())]
     return strict_json.spellings("[" + ",".join(typed) + "]") if typed else {}
-
-
-def _date_time(raw: str) -> str:
-    text = raw.strip()
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"Must be {FORMAT_WORDS['date-time']}.") from None
-    if moment.tzinfo is None:
-        # A datetime-local control has no zone; the label says UTC.
-        moment = moment.replace(tzinfo=UTC)
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def _check_format(fmt: Any, raw: str) -> None:
-    if fmt == "email" and not EMAIL_RE.fullmatch(raw.strip()):
-        raise ValueError(f"Must be {FORMAT_WORDS['email']}.")
-    if fmt == "date":
-        try:
-            date.fromisoformat(raw.strip())
-        except ValueError:
-            raise ValueError(f"Must be {FORMAT_WORDS['date']}.") from None
-    if fmt == "uri":
-        parts = urlsplit(raw.strip())
-        if not parts.scheme or not (parts.netloc or parts.path):
-            raise ValueError(f"Must be {FORMAT_WORDS['uri']}.")
