@@ -15,7 +15,6 @@ and parsing DynamoDB's whole model and every service's endpoints.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -24,15 +23,17 @@ import botocore
 import botocore.loaders
 import botocore.session
 
+from interlude.config.runtime import SDK_DATA_ENV, runtime_settings
+
 POWERTOOLS_PARAMETERS = "aws_lambda_powertools.utilities.parameters.base"
 # The directory of the layer's SDK data, beside botocore in the layer (/opt/python); absent from a development venv.
 PACKAGED_MODELS = "interlude_sdk_data"
 # Where else to find it (the benches and tests that write one of their own).
-PACKAGED_MODELS_ENV = "INTERLUDE_SDK_DATA"
+PACKAGED_MODELS_ENV = SDK_DATA_ENV
 
 
 def packaged_models() -> Path | None:
-    found = Path(os.environ.get(PACKAGED_MODELS_ENV) or Path(botocore.__file__).parent.parent / PACKAGED_MODELS)
+    found = Path(runtime_settings().sdk_data or Path(botocore.__file__).parent.parent / PACKAGED_MODELS)
     return found if found.is_dir() else None
 
 

@@ -9,6 +9,7 @@ from interlude.config.reading import EnvironmentSettings, cached, setting
 DEPLOYMENT_ENV = "INTERLUDE_DEPLOYMENT"
 VALIDATE_EVENTS_ENV = "INTERLUDE_VALIDATE_EVENTS"
 CLOCK_FILE_ENV = "INTERLUDE_CLOCK_FILE"
+SDK_DATA_ENV = "INTERLUDE_SDK_DATA"
 
 
 def _powertools_true(raw: str) -> bool:
@@ -28,6 +29,8 @@ class RuntimeSettings(EnvironmentSettings):
     validate_events: bool = setting(VALIDATE_EVENTS_ENV, default=False)
     # Development: a file whose number of seconds the process clock adds (interlude.domain.clock).
     clock_file: str = setting(CLOCK_FILE_ENV, default="")
+    # Benches and tests: a directory of SDK data of their own, read instead of the layer's (interlude.adapters.sdk_clients).
+    sdk_data: str = setting(SDK_DATA_ENV, default="")
 
 
 runtime_settings = cached(RuntimeSettings.from_env)
