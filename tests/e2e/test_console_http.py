@@ -64,7 +64,24 @@ def test_sign_in_exchanges_the_key_for_a_strict_short_lived_session(api: Api) ->
     assert api.api_key not in cookie
     inbox = console.get("/console/inbox")
     assert inbox.status_code == 200
-    assert "Signed in as <strong>demo-admin</strong>" in inbox.text
+    # The directory has no name for demo-admin: the header names the key, never its subject.
+    assert "Signed in with an administrator key" in inbox.text
+    assert "demo-admin" not in inbox.text
+
+
+def test_the_header_and_the_keys_page_name_the_keys_holder_as_the_directory_does(api: Api, admin: Console) -> None:
+    subject = f"ana-{uuid.uuid4().hex[:6]}"
+    assert api.call("PUT", f"/principals/{subject}", {"displayName": "Ana Lima"}).status_code == 201
+    console = Console(api)
+    signed = console.sign_in(api.new_key(["approvals:respond", "runs:read"], subject=subject))
+    assert "Signed in as Ana Lima." in signed.text
+    runs = console.get("/console/runs")
+    assert "<strong>Signed in as Ana Lima</strong>" in runs.text
+    assert subject not in runs.text
+    keys = admin.get("/console/keys")
+    assert "Held by" in keys.text
+    assert "Ana Lima" in keys.text
+    assert subject not in keys.text
 
 
 def test_a_key_that_is_not_valid_is_refused_at_sign_in(api: Api) -> None:
@@ -161,6 +178,17 @@ def test_revoking_the_key_ends_its_session(api: Api, admin: Console) -> None:
     # The session cookie is gone with it: the next visit asks to sign in.
     assert console.get("/console/inbox", allow_redirects=False).status_code == 303
     assert until(lambda: api.call("GET", "/interrupts", key=key).status_code == 401, timeout_s=30)
+
+
+def test_the_runs_page_names_the_workflow_of_each_run(api: Api, admin: Console) -> None:
+    workflow_id = refund_workflow(api)
+    run_id = api.start(workflow_id, inputs={"amount": 12})["runId"]
+    listed = admin.get("/console/runs", params={"workflowId": workflow_id})
+    assert listed.status_code == 200
+    assert f'Refunds <span class="muted mono">{workflow_id}</span>' in listed.text
+    # Other tests' workflows share the tenant: past WORKFLOW_CHOICES of them the filter is a text field.
+    assert f'<option value="{workflow_id}" selected>' in listed.text or f'name="workflowId" value="{workflow_id}"' in listed.text
+    assert f'href="/console/runs/{wire(run_id)}"' in listed.text
 
 
 def test_the_workflows_page_lists_the_tenants_workflows_with_links(api: Api, admin: Console) -> None:

@@ -108,6 +108,18 @@ def pump_stream(stream: Stream, again: bool = False) -> int:
 # --- the call and its record ----------------------------------------------------------------------
 
 
+def test_an_answers_numbers_are_kept_as_it_wrote_them_for_the_pages(services, admin, aws):
+    answering = Receiver(answer=b'{"refundId":"r-1","fee":2.50,"rate":1e3}', answer_type="application/json").start()
+    try:
+        run_id = approved_run(services, admin, workflow(answering.url("/refunds")))
+        settle(aws)
+    finally:
+        answering.close()
+    state = state_of(services, run_id)
+    assert state.outputs["refund"]["body"]["fee"] == 2.5
+    assert state.writtenNumbers == {"2.5": "2.50", "1000.0": "1e3"}
+
+
 def test_an_approved_action_is_called_once_and_its_response_is_the_nodes_output(services, admin, aws, receiver):
     # Given a run whose gate was approved
     run_id = approved_run(services, admin, workflow(receiver.url("/refunds")))

@@ -131,6 +131,23 @@ def test_an_event_before_its_interrupt_is_kept_and_resolves_it_when_it_is_raised
     assert services.store.read_events(run_id) == before
 
 
+def test_an_events_numbers_reach_the_runs_it_resolves_as_its_sender_wrote_them(services, admin):
+    register(services, admin, "paid", [external()])
+    waiting = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "paid"})).runId
+    register(services, admin, "paid-later", [approval("first"), external()], [{"sourceNodeId": "first", "targetNodeId": "wait"}])
+    later = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "paid-later"})).runId
+    request = PostEventRequest.model_validate({"eventType": "order.paid", "correlation": {"orderId": "o-1"}, "payload": {"fee": 2.5}})
+    # Two events: one for the run waiting now, one kept for the run that waits later.
+    for _ in range(2):
+        services.external_events.post_event(admin, request, {"2.5": "2.50"})
+    services.decisions.resolve_interrupt(admin, later, "first", {"action": "accept"})
+    services.external_events.resolve_kept_events(later, services.store.read_events(later))
+    for run_id in (waiting, later):
+        state, _ = services.store.get_run(run_id)
+        assert (state.status, state.outputs["wait"]["payload"]) == ("completed", {"fee": 2.5})
+        assert state.writtenNumbers == {"2.5": "2.50"}
+
+
 def test_an_event_the_outbox_resumes_first_is_answered_as_resolving_it(services, admin, monkeypatch, tenant):
     """POST /events keeps the event before it reads the waiters, so dispatch (seeing the interrupt raised) can resume
     the gate with it in between: the answer still says this event resolved it, and the event is used, not kept."""

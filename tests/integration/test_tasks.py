@@ -53,8 +53,9 @@ class Answer:
 
 
 def call(key: str, method: str, path: str, body: Any = None) -> Answer:
+    """`body`: a JSON value, or bytes sent as they are."""
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json", "host": "127.0.0.1"}
-    raw = b"" if body is None else json.dumps(body).encode()
+    raw = body if isinstance(body, bytes) else b"" if body is None else json.dumps(body).encode()
     return Answer(lambda_runtime.invoke("api", to_event(method, path, headers, raw, "127.0.0.1")))
 
 
@@ -117,6 +118,17 @@ def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(
     assert state.status == "completed"
     assert state.outputs["draft"] == {"summary": "short"}
     assert state.outputs["after"] == {"got": "short"}
+
+
+def test_a_tasks_output_keeps_its_numbers_as_the_worker_wrote_them_for_the_pages(services, admin, worker_key):
+    run_id = started(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    token = claim(worker_key, "summarise").body["taskToken"]
+    done = call(worker_key, "POST", f"/tasks/{token}/complete", b'{"output": {"summary": "s", "fee": 2.50, "rate": 1e3}}')
+    assert done.status == 200
+    state = state_of(services, run_id)
+    assert state.outputs["draft"]["fee"] == 2.5
+    assert state.writtenNumbers == {"2.5": "2.50", "1000.0": "1e3"}
 
 
 def test_a_fork_of_a_run_whose_task_completed_carries_its_result_and_offers_no_task(services, admin, worker_key):

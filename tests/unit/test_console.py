@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 
@@ -442,6 +443,24 @@ def test_the_runs_page_asks_the_run_searchs_filters_and_keeps_what_was_asked():
     assert "tags=eu&amp;status=running%2Cfailed&amp;createdAfter=2026-12-05T10%3A00&amp;cursor=c1" in markup
 
 
+def test_the_runs_page_names_each_workflow_and_offers_the_tenants_workflows_by_name():
+    rows = [
+        {"runId": "acme/r-1", "workflowId": "refund-eu", "workflowName": "Refunds", "status": "running", "startedAt": "t"},
+        {"runId": "acme/r-2", "workflowId": "mx~3Aabc", "workflowName": None, "status": "running", "startedAt": "t"},
+    ]
+    choices = (("refund-eu", "Refunds"), ("plain", "plain"))
+    markup = pages.runs(FRAME, pages.RunsView(rows, None, {"workflowId": "refund-eu"}, (), workflows=choices), None)
+    cells = re.findall(r'<td role="cell" data-label="Workflow">(.*?)</td>', markup)
+    assert cells == ['Refunds <span class="muted mono">refund-eu</span>', "An unnamed workflow"]
+    assert '<label for="f-workflow">Workflow</label>' in markup
+    assert '<option value="refund-eu" selected>Refunds (refund-eu)</option>' in markup
+    assert '<option value="plain">plain</option>' in markup
+    assert "Workflow id" not in markup
+    # Too many workflows to offer: a text field, labelled in words all the same.
+    typed = pages.runs(FRAME, pages.RunsView(rows, None, {"workflowId": "x"}, ()), None)
+    assert '<input type="text" id="f-workflow" name="workflowId" value="x">' in typed
+
+
 # -- no JSON, no protocol names on a console page (issue 29: audit rows, links made, a workflow's definition) ----------
 
 JSON_SIGNS = ("{&#34;", '{"', "<pre>", "&#34;:", '":')
@@ -627,3 +646,27 @@ def test_a_callback_notice_is_dead_while_its_last_attempt_failed_for_good():
     assert not any_dead_notice([failed, {"noticeId": "ntc_1", "attempt": 3, "status": "delivered"}])
     # a webhook subscription's delivery is not the run's callback notice
     assert not any_dead_notice([{**failed, "noticeId": "whd_1"}])
+
+
+def test_the_header_names_the_holder_as_the_directory_does_else_the_kind_of_key_never_its_subject():
+    named = dataclasses.replace(FRAME, holder="Ana Lima")
+    assert "Signed in as Ana Lima" in pages.document("t", "", "nonce", named)
+    admin = pages.document("t", "", "nonce", dataclasses.replace(FRAME, scopes=frozenset({"keys:admin"})))
+    assert "Signed in with an administrator key" in admin
+    plain = pages.document("t", "", "nonce", dataclasses.replace(FRAME, scopes=frozenset({"runs:read"})))
+    assert "Signed in with a key" in plain
+    for page in (admin, plain):
+        assert ">ana<" not in page
+        assert " ana " not in page
+
+
+def test_the_keys_page_names_each_holder_as_the_directory_does():
+    listed = [
+        {"keyId": "k1", "subject": {"subjectId": "ana"}, "scopes": ["runs:read"], "status": "active"},
+        {"keyId": "k2", "subject": {"subjectId": "bot-7"}, "scopes": ["runs:read"], "status": "active"},
+    ]
+    page = pages.keys(FRAME, listed, None, None, None, ["runs:read"], {"ana": "Ana Lima", "bot-7": "bot-7"})
+    assert "Held by" in page
+    assert "Subject" not in page
+    assert "Ana Lima" in page
+    assert ">ana<" not in page

@@ -6,8 +6,9 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-from interlude.api.http import app, json_response, parsed, principal_for, query_int, required_body
+from interlude.api.http import app, json_response, parsed, principal_for, query_int, raw_body, required_body
 from interlude.api.routes import route
+from interlude.api.strict_json import spellings
 from interlude.app import audit_entries as audit
 from interlude.app import inbox as approver_inbox
 from interlude.composition import services
@@ -53,7 +54,9 @@ def inbox_query(query: dict[str, str]) -> tuple[int, dict[str, str], str | None]
 @route("postEvent")
 def post_event() -> Response:
     principal = principal_for("postEvent")
-    return json_response(202, EventAccepted.model_validate(services().external_events.post_event(principal, parsed(PostEventRequest))))
+    request = parsed(PostEventRequest)
+    accepted = services().external_events.post_event(principal, request, spellings(raw_body()))
+    return json_response(202, EventAccepted.model_validate(accepted))
 
 
 @route("getTenantSettings")

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from typing import Any, NamedTuple
 
-from interlude.domain.budgets import MAX_WRITTEN_NUMBER_CHARS, MAX_WRITTEN_NUMBERS
+from interlude.domain import written_numbers
 
 # The largest magnitude a JSON number may have: what an IEEE 754 double holds (RFC 7493 I-JSON, section 2.2).
 MAX_NUMBER = sys.float_info.max
@@ -113,29 +112,6 @@ def loads(raw: str, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-# -- numbers as their caller wrote them (docs/adr/0119) ---------------------------------------------------------------
+# -- numbers as their caller wrote them (docs/adr/0119): domain/spellings.py, which the workers use as well --------
 
-# How many numbers a document keeps the spelling of, and how long one may be: a run stores them (RunState.writtenNumbers).
-MAX_SPELLINGS = MAX_WRITTEN_NUMBERS
-MAX_SPELLING_CHARS = MAX_WRITTEN_NUMBER_CHARS
-# A number with a fraction or an exponent (only such a number can read back written otherwise: an integer is kept
-# exactly as written, sign aside).
-_FRACTIONAL = re.compile(r"\d[.eE]")
-
-
-def spellings(raw: str) -> dict[str, str]:
-    """How `raw` (already accepted by `loads`) writes each of its numbers that Python writes back otherwise: `1.50`,
-    `1e3`, `0.1000`, by the text Python writes (`1.5`, `1000.0`, `0.1`); the first spelling of a value wins."""
-    if _FRACTIONAL.search(raw) is None:
-        return {}
-    found: dict[str, str] = {}
-
-    def kept(text: str) -> float:
-        value = float(text)
-        written = json.dumps(value, allow_nan=False)
-        if written != text and len(found) < MAX_SPELLINGS and len(text) <= MAX_SPELLING_CHARS:
-            found.setdefault(written, text)
-        return value
-
-    json.loads(raw, parse_float=kept)
-    return found
+spellings = written_numbers.spellings

@@ -7,8 +7,9 @@ from typing import Any
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.adapters.scheduler import scheduler as scheduler_
-from interlude.api.http import OPENWOP_VERSION, json_response, parsed, principal_for
+from interlude.api.http import OPENWOP_VERSION, json_response, parsed, principal_for, raw_body
 from interlude.api.routes import route
+from interlude.api.strict_json import spellings
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.models.tasks import (
@@ -51,7 +52,8 @@ def claim_task() -> Response:
 def complete_task(taskToken: str) -> Response:
     principal = principal_for("completeTask")
     request = parsed(CompleteTaskRequest)
-    return settled(services().tasks.complete(principal, taskToken, request.output, unschedule))
+    written = spellings(raw_body())
+    return settled(services().tasks.complete(principal, taskToken, request.output, unschedule, written))
 
 
 @route("failTask")

@@ -15,6 +15,7 @@ from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain import clock as clock_
 from interlude.domain.clock import Clock
 from interlude.domain.models.run import PendingAction
+from interlude.domain.written_numbers import split_outcome
 from interlude.engine import run as engine
 from interlude.store.transactions import LostRace
 
@@ -51,7 +52,8 @@ class Actions:
 
     def finish_action(self, run_id: str, node_id: str, visit: int, outcome: dict[str, Any]) -> int:
         """Land an action's outcome (`{"output": ...}` or `{"error": ...}`); returns the events written (0: nothing
-        waited for it any more)."""
+        waited for it any more). How its body wrote its numbers (written_numbers.OUTCOME_KEY) joins the run's."""
+        landed, written = split_outcome(outcome)
         for _ in range(MAX_RACE_RETRIES):
             got = self.records.get_run(run_id)
             if got is None:
@@ -61,7 +63,8 @@ class Actions:
                 return 0
             now = self.clock()
             definition = self.definitions.workflow(state.tenant, state.workflowId, state.workflowVersion)
-            build = partial(engine.finish_action, state, definition, node_id, visit, outcome, now, self.step_budget)
+            state = state.with_written_numbers(written)
+            build = partial(engine.finish_action, state, definition, node_id, visit, landed, now, self.step_budget)
             try:
                 transition = self.runs.commit_or_fail(build, version, now, node_id)
             except LostRace:

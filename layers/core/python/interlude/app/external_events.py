@@ -3,6 +3,7 @@ matching gate is raised resumes it then (an outbox handler). Rules and their rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.tenant_facts import tenant_settings
@@ -10,6 +11,7 @@ from interlude.domain.clock import iso, iso_epoch
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import mint_opaque, tenant_of
 from interlude.domain.models.tenants import PostEventRequest
+from interlude.domain.written_numbers import OUTCOME_KEY as WRITTEN_NUMBERS
 from interlude.engine.events import raised_external_events
 from interlude.rules.auth import Principal
 from interlude.rules.interrupts.correlation import correlation_hash
@@ -65,6 +67,7 @@ class ExternalEvents:
                 _resume_value(record),
                 Resolver(subject, "event"),
                 interrupt_id=interrupt.interruptId,
+                written_numbers=record.get(WRITTEN_NUMBERS),
             )
         except DomainError as exc:
             if exc.code == "interrupt_already_resolved":
@@ -74,8 +77,11 @@ class ExternalEvents:
             raise
         return {**outcome, "outcome": "resolved", "status": result["status"]}
 
-    def post_event(self, principal: Principal, request: PostEventRequest) -> dict[str, Any]:
-        """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions)."""
+    def post_event(
+        self, principal: Principal, request: PostEventRequest, written_numbers: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Keep the event, then resolve every waiting interrupt it matches (race-free with raising; see decisions).
+        `written_numbers`: how the request wrote its numbers, kept with the event for the runs it resolves."""
         found = credential_material({"correlation": request.correlation, "payload": request.payload})
         if found is not None:
             raise Invalid(
@@ -94,6 +100,8 @@ class ExternalEvents:
             "receivedAt": iso(now),
             "sentBy": principal.subject,
         }
+        if written_numbers:
+            record[WRITTEN_NUMBERS] = dict(written_numbers)
         hash_ = correlation_hash(request.eventType, request.correlation)
         # 1. keep the event (so an interrupt raised from now on finds it), 2. then look for who waits already.
         sk = self.events.put_event(tenant, hash_, record, expires)

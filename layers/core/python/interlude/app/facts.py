@@ -16,6 +16,7 @@ from interlude.rules.interrupts.decide import binding_refs, eligible, named_by
 from interlude.rules.interrupts.delegation import Delegator, has_cast
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from datetime import datetime
 
     from interlude.app.ports import DirectoryRecords, TenantRecords
@@ -40,6 +41,14 @@ def display_name(directory: DirectoryRecords, tenant: str, principal_id: str) ->
     """A person as pages name them: their directory display name, else their principal (key subject) id."""
     entry = entry_of(directory, tenant, principal_id)
     return entry.displayName if entry is not None and entry.displayName else principal_id
+
+
+def display_names(directory: DirectoryRecords, tenant: str, principal_ids: Iterable[str]) -> dict[str, str]:
+    """`display_name` of each of these principals, with one BatchGetItem per 100 of them."""
+    ids = sorted(set(principal_ids))
+    found = directory.get_many(tenant, ids) if ids else {}
+    names = {pid: PrincipalEntry.model_validate(entry).displayName for pid, entry in found.items()}
+    return {pid: names.get(pid) or pid for pid in ids}
 
 
 def delegators_of(

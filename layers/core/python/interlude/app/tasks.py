@@ -34,7 +34,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.caught import caught
@@ -44,6 +44,7 @@ from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound, run_error
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.tasks import WorkerError
+from interlude.domain.written_numbers import OUTCOME_KEY
 from interlude.engine import run as engine
 from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
@@ -252,12 +253,20 @@ class Tasks:
         }
 
     def complete(
-        self, principal: auth.Principal, token: str, output: Any, unschedule: Schedule | None = None
+        self,
+        principal: auth.Principal,
+        token: str,
+        output: Any,
+        unschedule: Schedule | None = None,
+        written_numbers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """`unschedule`: (run id, deadline) -> its schedule deleted (a missing one is no error); None: checks left."""
+        """`unschedule`: (run id, deadline) -> its schedule deleted (a missing one is no error); None: checks left.
+        `written_numbers`: how the request wrote the output's numbers, kept with the outcome (RunState.writtenNumbers)."""
         task, held = self._held(principal, token)
         within_budget(output, MAX_VALUE_BYTES, "the task's output")
-        outcome = {"output": text_output(output) if task.request.get("textOutput") else output}
+        outcome: dict[str, Any] = {"output": text_output(output) if task.request.get("textOutput") else output}
+        if written_numbers and not task.request.get("textOutput"):
+            outcome[OUTCOME_KEY] = dict(written_numbers)
         if not self.tasks.settle(task.task_id, held, "completed", outcome):
             raise not_claimed(task)
         landed = self._landed(task, outcome)

@@ -122,6 +122,15 @@ class Workflows:
             "total_pages": max(1, -(-total // page_size)),
         }
 
+    def named_workflows(self, tenant: str, most: int) -> list[tuple[str, str]] | None:
+        """(id, name) of each of the tenant's listed workflows, by name, when it has at most `most` of them (one Query
+        of the catalogue); None when it has more."""
+        entries = self.records.catalogue_first(tenant, most + 1)
+        if len(entries) > most:
+            return None
+        named = ((workflow_id, str(entry.get("name") or workflow_id)) for workflow_id, entry in entries)
+        return sorted(named, key=lambda choice: (choice[1].casefold(), choice[0]))
+
     def get_workflow(self, principal: auth.Principal, workflow_id: str) -> dict[str, Any]:
         latest = self.records.latest_workflow(principal.tenant, workflow_id)
         if latest is None:

@@ -32,6 +32,16 @@ class CatalogueStore(Table):
         item = got.get("Item")
         return a.unpacked(item["entry"]) if item else None
 
+    def catalogue_first(self, tenant: str, most: int) -> list[tuple[str, dict[str, Any]]]:
+        """(workflowId, entry) of the first `most` listed workflows by id: one Query, however many the tenant has."""
+        got = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": a.s(catalogue_pk(tenant))},
+            Limit=most,
+        )
+        return [(item[wiring.SORT_KEY]["S"], a.unpacked(item["entry"])) for item in got.get("Items") or []]
+
     def catalogue_page(
         self, tenant: str, offset: int, limit: int, keep: Callable[[dict[str, Any]], bool] | None = None
     ) -> tuple[list[tuple[str, dict[str, Any]]], int]:

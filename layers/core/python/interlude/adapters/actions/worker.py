@@ -33,6 +33,7 @@ from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import run_error
 from interlude.domain.ids import secret_name, tenant_of
 from interlude.domain.models.run import PendingAction
+from interlude.domain.written_numbers import with_spellings
 from interlude.engine.actions import provider_key
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.retention import effect_expiry
@@ -195,7 +196,10 @@ class ActionWorker(LeasedWorker[Call]):
         expected = pending.request["expectStatuses"]
         status = response.status
         if status in expected or (not expected and 200 <= status < 300):
-            return _settled({"output": _output(pending, attempt, response)})
+            output = _output(pending, attempt, response)
+            # How the answer wrote its numbers goes with the outcome (docs/adr/0119): read only from JSON it parsed.
+            parsed = not isinstance(output["body"], str)
+            return _settled(with_spellings({"output": output}, response.body_excerpt) if parsed else {"output": output})
         if status >= 500 or status in RETRY_STATUSES:
             return _failed(work, "http_status", status, retry_after_s(response.retry_after))
         reason = " (redirects are not followed)" if 300 <= status < 400 else ""

@@ -53,6 +53,20 @@ class Frame:
     tenant: str
     proof: str
     scopes: frozenset[str] = frozenset()
+    # What the directory calls the key's holder; None: it has no name for them (the header then names the key).
+    holder: str | None = None
+
+    @property
+    def signed_in_as(self) -> str:
+        return signed_in_words(self.holder, self.scopes)
+
+
+def signed_in_words(holder: str | None, scopes: frozenset[str]) -> str:
+    """Who is signed in, as the header says it: the holder's directory name, else the kind of key (never the key's
+    subject: a protocol value the person never chose to be called by)."""
+    if holder:
+        return f"Signed in as {holder}"
+    return "Signed in with an administrator key" if "keys:admin" in scopes else "Signed in with a key"
 
 
 @dataclass(frozen=True)
@@ -399,6 +413,9 @@ class RunsView:
     searchable: Sequence[str] = ()
     # The person asked this list to reload itself (live=on).
     live: bool = False
+    # (id, name) of the tenant's workflows, offered as choices for the Workflow filter; empty: too many to list, the
+    # filter is a text field.
+    workflows: Sequence[tuple[str, str]] = ()
 
     @property
     def refreshes(self) -> bool:
@@ -414,6 +431,8 @@ class RunsView:
 class RunRow:
     run_id: str
     workflow_id: str
+    # What a person calls the workflow (its name; None: an unnamed inline ModuleX definition).
+    workflow: str | None
     status: str
     started: str
     tags: str = ""
@@ -428,6 +447,7 @@ def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
         RunRow(
             str(r["runId"]),
             str(r.get("workflowId", "")),
+            r.get("workflowName"),
             str(r.get("status", "")),
             str(r.get("startedAt") or r.get("createdAt") or ""),
             ", ".join(r.get("tags") or []),
@@ -450,6 +470,7 @@ def runs(frame: Frame, view: RunsView, notice: Notice | None) -> str:
         live=view.live,
         live_href=live_href,
         refresh_s=LIVE_REFRESH_S,
+        workflows=view.workflows,
     )
 
 
@@ -882,7 +903,8 @@ def workflow(
 @dataclass(frozen=True)
 class KeyRow:
     key_id: str
-    subject: str
+    # Who holds the key, as the directory names them (else the id the key was made for).
+    holder: str
     scopes: str
     status: str
     created: str
@@ -895,11 +917,13 @@ def keys(
     notice: Notice | None,
     created: Mapping[str, Any] | None = None,
     scopes: Sequence[str] = (),
+    people: Mapping[str, str] | None = None,
 ) -> str:
+    """`people`: by subject id, what the directory calls the keys' holders."""
     rows = [
         KeyRow(
             str(k["keyId"]),
-            str((k.get("subject") or {}).get("subjectId", "")),
+            readable.person((k.get("subject") or {}).get("subjectId"), people or {}),
             ", ".join(k.get("scopes") or []),
             str(k.get("status", "")),
             str(k.get("createdAt", "")),

@@ -48,7 +48,7 @@ from interlude.api.routes import route
 from interlude.api.run_listing import METADATA_PARAM, search_filters
 from interlude.app import audit, audit_entries
 from interlude.app import inbox as approver_inbox
-from interlude.app.facts import display_name
+from interlude.app.facts import display_names, entry_of
 from interlude.app.forks import Forked
 from interlude.app.replay import CALLBACK_PREFIX, Family, bound_delivery
 from interlude.app.run_listing import MAX_BULK_CANCEL
@@ -149,8 +149,15 @@ def signed_in() -> Signed:
         tenant=found.tenant,
         proof=sessions.form_proof(keys[kid], found),
         scopes=principal.scopes,
+        holder=holder_name(found.tenant, str(found.subject.get("subjectId"))),
     )
     return Signed(found, principal, keys[kid], frame)
+
+
+def holder_name(tenant: str, subject_id: str) -> str | None:
+    """What the directory calls a key's holder (one GetItem), or None when it has no entry naming them."""
+    entry = entry_of(services().directory_records, tenant, subject_id)
+    return entry.displayName if entry is not None and entry.displayName else None
 
 
 def cookie(name: str, value: str, max_age: int) -> Cookie:
@@ -380,7 +387,8 @@ def console_sign_in() -> Response:
     services().keys.open_console_session(principal, started.nonce, started.expires_at)
     value = sessions.seal(started, held.current_kid, held.keys[held.current_kid])
     # A page that moves on to the inbox (meta refresh), so reloading the inbox never re-posts the key.
-    notice = Notice("ok", "Signed in", f"Signed in as {principal.subject['subjectId']}.")
+    holder = holder_name(principal.tenant, str(principal.subject["subjectId"]))
+    notice = Notice("ok", "Signed in", f"{pages.signed_in_words(holder, principal.scopes)}.")
     return html(
         200,
         "Signed in",
@@ -596,10 +604,33 @@ def runs_view(principal: Principal, asked: Mapping[str, str], cursor: str | None
     filters = search_filters({k: as_instant(k, v) for k, v in asked.items()}, searchable)
     page = listing.list_runs(principal.tenant, RUNS_PER_PAGE, cursor, filters=filters)
     rows = [
-        {"runId": r.runId, "workflowId": r.workflowId, "status": r.status, "startedAt": r.startedAt or r.createdAt, "tags": r.tags}
+        {
+            "runId": r.runId,
+            "workflowId": r.workflowId,
+            "workflowName": workflow_name(r),
+            "status": r.status,
+            "startedAt": r.startedAt or r.createdAt,
+            "tags": r.tags,
+        }
         for r in page.runs
     ]
-    return pages.RunsView(rows, page.next_cursor, asked, searchable, live)
+    return pages.RunsView(rows, page.next_cursor, asked, searchable, live, workflow_choices(principal.tenant))
+
+
+def workflow_name(state: RunState) -> str | None:
+    """What a person calls a run's workflow: the name the run keeps, else (a run made before runs kept it) its
+    version's, read once per process (Definitions keeps each version)."""
+    if state.workflowName is not None:
+        return state.workflowName
+    return services().definitions.workflow(state.tenant, state.workflowId, state.workflowVersion).display_name(state.workflowId)
+
+
+# The Workflow filter of the run search offers the tenant's workflows as choices up to this many (else a text field).
+WORKFLOW_CHOICES = 100
+
+
+def workflow_choices(tenant: str) -> list[tuple[str, str]]:
+    return services().workflows.named_workflows(tenant, WORKFLOW_CHOICES) or []
 
 
 # A browser's date-time field: no seconds, no offset. The console says its times are UTC.
@@ -853,8 +884,8 @@ def deciders(events: list[dict[str, Any]]) -> set[str]:
 
 
 def people_named(tenant: str, subjects: set[str]) -> dict[str, str]:
-    """What the directory calls each of these people (else their subject id): one read each."""
-    return {s: display_name(services().directory_records, tenant, s) for s in sorted(subjects)}
+    """What the directory calls each of these people (else their subject id): one BatchGetItem per 100."""
+    return display_names(services().directory_records, tenant, subjects)
 
 
 # -- workflows ----------------------------------------------------------------------------------------
@@ -942,7 +973,9 @@ def keys_page(signed: Signed, notice: Notice | None, status: int = 200, created:
     cursor = (app.current_event.query_string_parameters or {}).get("cursor") if created is None else None
     listed = services().keys.list_keys(signed.principal.tenant, 100, cursor)
     scopes = [s for s in wiring.ALL_SCOPES if s in signed.principal.scopes]
-    body = pages.keys(signed.frame, listed["keys"], listed.get("cursor"), notice, created, scopes)
+    holders = {str(s) for k in listed["keys"] if (s := (k.get("subject") or {}).get("subjectId"))}
+    people = people_named(signed.principal.tenant, holders)
+    body = pages.keys(signed.frame, listed["keys"], listed.get("cursor"), notice, created, scopes, people)
     return html(status, "Keys", body, signed.frame, "keys")
 
 
