@@ -39,6 +39,8 @@ def test_runs_list_show_resolve_and_cancel(api: Api, stack_info: dict[str, str])
     table = cli(stack_info, "runs", "list", "--workflow", workflow, "--status", "waiting-approval").stdout
     assert table.splitlines()[0].split() == ["CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING", "ON"]
     assert first in table
+    assert "Conformance: Approval" in table  # the workflow by its name; --json keeps its id
+    assert workflow not in table
     assert "waiting for a decision" in table  # in words; --json keeps the protocol's value
     assert "waiting-approval" not in table
 
@@ -46,6 +48,7 @@ def test_runs_list_show_resolve_and_cancel(api: Api, stack_info: dict[str, str])
     assert "accept recorded" in decided.stdout
     shown = cli(stack_info, "runs", "show", first).stdout
     assert "status    completed" in shown
+    assert f"workflow  Conformance: Approval ({workflow}), version 1" in shown
     assert "done" in shown  # the gate's step, in words
     assert "Decided" in shown  # the timeline in words (interrupt.resolved) ...
     assert "interrupt.resolved" not in shown
@@ -58,7 +61,8 @@ def test_runs_list_show_resolve_and_cancel(api: Api, stack_info: dict[str, str])
     bulk = cli(stack_info, "runs", "cancel", third, second, "--reason", "tidy", check=False)
     assert bulk.returncode == 1  # one of them was refused, and says so in its row
     assert "cancelled" in bulk.stdout
-    assert "run_terminal" in bulk.stdout
+    assert "refused: " in bulk.stdout
+    assert "run_terminal" not in bulk.stdout  # the refusal in words; --json keeps its code
 
     refused = one_line_refusal(cli(stack_info, "resolve", first, "gate", "--action", "accept", check=False))
     assert "409 interrupt_already_resolved" in refused
@@ -121,11 +125,16 @@ def test_workflows_list_show_and_validate_offline(api: Api, stack_info: dict[str
 
 
 def test_keys_over_http_and_errors_in_one_line(api: Api, stack_info: dict[str, str]) -> None:
-    created = as_json(cli(stack_info, "keys", "create", "--subject", "ops-bot", "--scopes", "runs:read", "--json"))
-    assert created["scopes"] == ["runs:read"]
+    holder = f"ops-{uuid.uuid4().hex[:6]}"
+    assert api.call("PUT", f"/principals/{holder}", {"displayName": "Ops Robot"}).status_code == 201
+    made = cli(stack_info, "keys", "create", "--subject", holder, "--scopes", "runs:read")
+    assert "for Ops Robot (runs:read)" in made.stdout
+    created = {"keyId": made.stdout.split()[1], "apiKey": made.stdout.split("secret (shown once): ")[1].strip()}
     table = cli(stack_info, "keys", "list").stdout
+    assert table.splitlines()[0].split()[:4] == ["KEY", "STATUS", "HELD", "BY"]
     assert created["keyId"] in table
-    assert "ops-bot" in table
+    assert "Ops Robot" in table  # the holder as the directory names them; --json keeps the subject
+    assert holder not in table
     revoked = cli(stack_info, "keys", "revoke", created["keyId"]).stdout
     assert "revoked" in revoked
     refused = api.call("GET", "/runs", key=created["apiKey"])

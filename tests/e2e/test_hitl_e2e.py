@@ -266,7 +266,8 @@ def test_the_inbox_over_http_and_in_the_terminal(api: Api, stack_info) -> None:
     assert api.resolve(runs[0], "gate", {"action": "accept"}, key=key).status_code == 200
     cli = run_cli("inbox", "--url", api.base_url, "--key", key, "--workflow", workflow)
     lines = cli.stdout.strip().splitlines()
-    assert lines[0].split() == ["RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES"]
+    assert lines[0].split() == ["RAISED", "WAITS", "FOR", "WORKFLOW", "RUN", "STEP", "SUMMARY", "VOTES"]
+    assert all("an approval" in line for line in lines[1:])  # the kind in words; --json keeps the protocol's
     assert len(lines) == 3
     assert all("Ship it?" in line and "0/2" in line for line in lines[1:])
     assert runs[0] not in cli.stdout  # the principal voted there already

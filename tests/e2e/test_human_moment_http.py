@@ -204,7 +204,7 @@ def test_votes_on_an_open_gate_name_the_voter_on_the_console_and_in_the_cli(api:
         assert "|" not in votes
         assert "urn:" not in votes
     shown = run_cli("runs", "show", run_id, "--url", api.base_url, "--key", api.api_key).stdout
-    assert "Bob Stone:accept" in shown  # by the directory's name (the admin key may read it)
+    assert "Bob Stone approved" in shown  # by the directory's name (the admin key may read it), the vote in words
     assert "|" not in shown.split("OPEN GATE", 1)[1]
 
 

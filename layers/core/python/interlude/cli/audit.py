@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from interlude.cli.client import Client, Refused, add_endpoint_args
+from interlude.cli.client import Client, DisplayNames, Refused, add_endpoint_args
 from interlude.domain.audit import MAX_SEQ
 
 # `verify` exits with this when the log has anomalies (an error reaching the API exits 1).
@@ -73,13 +73,15 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    page = Client.of(args).call("GET", "/audit", query={"limit": args.limit, "cursor": args.cursor or None})
+    client = Client.of(args)
+    page = client.call("GET", "/audit", query={"limit": args.limit, "cursor": args.cursor or None})
     if args.json:
         print(json.dumps(page, indent=2))
         return 0
+    names = DisplayNames(client)
     for entry in page["entries"]:
         target = " ".join(f"{k}={v}" for k, v in entry["target"].items())
-        actor = entry["actor"].get("subjectId")
+        actor = names.of(entry["actor"].get("subjectId")) or "-"
         print(f"{entry['chain']:>3}:{entry['seq']:<6}  {entry['at']}  {entry['action']:<24}  {actor:<16}  {target}")
     if not page["entries"]:
         print("(no audit entries yet)")

@@ -127,13 +127,13 @@ def _problem(problem: Any) -> str:
 
 class StepIds:
     """The node ids a table shows: a ModuleX workflow's as their author wrote them (`node_approval`; the API names
-    them by the engine's escaped ids, `node~5Fapproval`), any other workflow's as they are. Whether a workflow is a
-    ModuleX one: an inline definition always is; another is asked once (`GET /workflows/{id}` answers a ModuleX
-    workflow's `workflow_schema`)."""
+    them by the engine's escaped ids, `node~5Fapproval`), any other workflow's as they are; and each workflow by its
+    name. A workflow is asked once (`GET /workflows/{id}`: its name, and a ModuleX workflow's `workflow_schema`);
+    an inline definition is a ModuleX one with no name."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._modulex: dict[str, bool] = {}
+        self._workflows: dict[str, dict[str, Any]] = {}
 
     def of(self, workflow_id: str, node_id: Any) -> Any:
         if not isinstance(node_id, str) or "~" not in node_id:
@@ -141,15 +141,25 @@ class StepIds:
         return modulex_id(node_id) if self.modulex(workflow_id) else node_id
 
     def modulex(self, workflow_id: str) -> bool:
-        if workflow_id not in self._modulex:
-            known = workflow_id.startswith(INLINE_WORKFLOW_PREFIX)
-            if not known:
-                try:
-                    known = "workflow_schema" in self.client.call("GET", f"/workflows/{urllib.parse.quote(workflow_id, safe='')}")
-                except CliError:
-                    known = False  # not readable with this key: shown as the API names it
-            self._modulex[workflow_id] = known
-        return self._modulex[workflow_id]
+        return workflow_id.startswith(INLINE_WORKFLOW_PREFIX) or "workflow_schema" in self._workflow(workflow_id)
+
+    def workflow(self, workflow_id: str) -> str:
+        """The workflow as a table names it: its name, else its id."""
+        if workflow_id.startswith(INLINE_WORKFLOW_PREFIX):
+            return "an unnamed workflow"
+        answer = self._workflow(workflow_id)
+        # A ModuleX workflow's record names it; an OpenWOP workflow's latest definition does.
+        name = answer.get("name") or (answer.get("definition") or {}).get("name")
+        return name if isinstance(name, str) and name else workflow_id
+
+    def _workflow(self, workflow_id: str) -> dict[str, Any]:
+        if workflow_id not in self._workflows:
+            try:
+                answer = self.client.call("GET", f"/workflows/{urllib.parse.quote(workflow_id, safe='')}")
+            except CliError:
+                answer = {}  # not readable with this key: named and shown as the API names it
+            self._workflows[workflow_id] = answer if isinstance(answer, dict) else {}
+        return self._workflows[workflow_id]
 
 
 class DisplayNames:

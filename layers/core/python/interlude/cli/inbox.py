@@ -10,7 +10,20 @@ from interlude.cli.client import Client, StepIds, add_endpoint_args
 from interlude.cli.local import add_local_args, table_store
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
-COLUMNS = ("RAISED", "KIND", "WORKFLOW", "RUN", "NODE", "SUMMARY", "VOTES")
+COLUMNS = ("RAISED", "WAITS FOR", "WORKFLOW", "RUN", "STEP", "SUMMARY", "VOTES")
+# What a gate of each kind waits for, as a person says it.
+WAITS_FOR = {
+    "approval": "an approval",
+    "low-confidence": "a review",
+    "custom": "a decision",
+    "clarification": "answers",
+    "credential": "a credential",
+    "external-event": "an outside event",
+    "conversation.start": "a reply",
+    "conversation.exchange": "a reply",
+    "conversation.close": "a reply",
+}
+
 MAX_CELL = 48
 
 
@@ -24,7 +37,9 @@ def summary(item: dict[str, Any]) -> str:
         extra = f" (+{len(questions) - 1})" if len(questions) > 1 else ""
         return str(questions[0].get("question", "")) + extra
     if kind == "external-event":
-        return f"{data.get('eventType')} {json.dumps(data.get('correlation'), sort_keys=True)}"
+        correlation = data.get("correlation")
+        pairs = ", ".join(f"{k} {v}" for k, v in sorted(correlation.items())) if isinstance(correlation, dict) else ""
+        return f"{data.get('eventType')}" + (f" for {pairs}" if pairs else "")
     if kind == "custom" and data.get("customKind") == MODULEX_INTERRUPT_KIND:
         # A ModuleX interrupt: its message's first line, as the approval page titles it.
         return str((data.get("payload") or {}).get("message") or "").strip().split("\n", 1)[0]
@@ -59,8 +74,8 @@ def render_table(items: list[dict[str, Any]], steps: StepIds | None = None) -> s
     rows = [
         (
             item["raisedAt"],
-            item["kind"],
-            item["workflowId"],
+            WAITS_FOR.get(item["kind"], "an answer"),
+            steps.workflow(item["workflowId"]) if steps is not None else item["workflowId"],
             item["runId"],
             steps.of(item["workflowId"], item["nodeId"]) if steps is not None else item["nodeId"],
             summary(item),

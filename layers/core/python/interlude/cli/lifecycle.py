@@ -14,7 +14,7 @@ from typing import Any
 
 from interlude.cli.client import Client, CliError, DisplayNames, Refused, StepIds, add_endpoint_args, printed, wire
 from interlude.cli.files import face_of, read_json
-from interlude.cli.inbox import summary
+from interlude.cli.inbox import WAITS_FOR, summary
 from interlude.domain.outcomes import in_words
 
 # How long `runs start --wait` follows a run that neither waits nor ends, unless told (--timeout).
@@ -68,18 +68,6 @@ def instant_of(text: str, flag: str, now: datetime | None = None) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.isoformat(timespec="milliseconds")
-# What a gate of each interrupt kind waits for, as a person says it.
-WAITS_FOR = {
-    "approval": "an approval",
-    "low-confidence": "a review",
-    "custom": "a decision",
-    "clarification": "answers",
-    "credential": "a credential",
-    "external-event": "an outside event",
-    "conversation.start": "a reply",
-    "conversation.exchange": "a reply",
-    "conversation.close": "a reply",
-}
 
 
 def typed(text: str) -> Any:

@@ -23,9 +23,9 @@ from interlude.cli.client import (
 from interlude.cli.deliveries import add_run_commands
 from interlude.cli.files import read_json
 from interlude.cli.forks import add_fork_commands
+from interlude.cli.inbox import WAITS_FOR
 from interlude.cli.lifecycle import (
     NODE_STATUS_WORDS,
-    WAITS_FOR,
     WHEN_HELP,
     add_resolve_args,
     add_workflow_commands,
@@ -39,6 +39,8 @@ from interlude.cli.lifecycle import add_run_commands as add_lifecycle_run_comman
 from interlude.domain.event_words import event_in_words
 from interlude.domain.ids import principal_subject
 
+# A vote as a table says it (the protocol's actions stay in --json).
+VOTE_WORDS = {"accept": "approved", "edit-accept": "approved with edits", "reject": "rejected", "refine": "asked for changes", "ask": "asked a question"}
 RUN_COLUMNS = ("CREATED", "STATUS", "WORKFLOW", "RUN", "WAITING ON")
 
 
@@ -74,7 +76,7 @@ def _runs_list(args: argparse.Namespace) -> int:
         (
             r.get("startedAt") or "-",
             status_in_words(r["status"]),
-            r["workflowId"],
+            steps.workflow(r["workflowId"]),
             r["runId"],
             steps.of(r["workflowId"], r.get("currentNodeId")),
         )
@@ -99,12 +101,14 @@ def _runs_show(args: argparse.Namespace) -> int:
 
     names = DisplayNames(client)
     verdicts = verdicts_of(run, names)
+    workflow = steps.workflow(run["workflowId"])
     status = verdicts.get(extension.get("failedNodeId") or "") or status_in_words(run["status"])
     lines = [
         f"run       {run['runId']}",
-        f"workflow  {run['workflowId']} (version {extension.get('workflowVersion', '?')})",
+        f"workflow  {workflow}" + (f" ({run['workflowId']})" if workflow != run["workflowId"] else "")
+        + f", version {extension.get('workflowVersion', '?')}",
         f"status    {status}" + (f" at {step(run['currentNodeId'])}" if run.get("currentNodeId") else ""),
-        f"owner     {run['owner']['subject'].get('subjectId')}",
+        f"owner     {names.of(run['owner']['subject'].get('subjectId')) or '-'}",
     ]
     ancestry = extension.get("ancestry")
     if ancestry:
@@ -113,7 +117,7 @@ def _runs_show(args: argparse.Namespace) -> int:
     if extension.get("forkRunIds"):
         lines.append(f"forks     {', '.join(extension['forkRunIds'])}")
     if run.get("error") and status == status_in_words(run["status"]):
-        lines.append(f"error     {run['error'].get('code')}: {run['error'].get('message')}")
+        lines.append(f"error     {run['error'].get('message')}")
     nodes = [
         (step(n), verdicts.get(n) or NODE_STATUS_WORDS.get(s["status"], s["status"]), s["visits"])
         for n, s in run["nodeStates"].items()
@@ -122,7 +126,7 @@ def _runs_show(args: argparse.Namespace) -> int:
     gates = extension.get("openInterrupts", {})
     if gates:
         rows = [
-            (step(node), WAITS_FOR.get(g["kind"], "an answer"), g["raisedAt"], ", ".join(f"{names.of(principal_subject(v['principal']))}:{v['action']}" for v in g["votes"]) or "-")
+            (step(node), WAITS_FOR.get(g["kind"], "an answer"), g["raisedAt"], ", ".join(f"{names.of(principal_subject(v['principal']))} {VOTE_WORDS.get(v['action'], v['action'])}" for v in g["votes"]) or "-")
             for node, g in gates.items()
         ]
         lines += ["", table(("OPEN GATE", "WAITS FOR", "RAISED", "VOTES"), rows, "")]
@@ -136,11 +140,11 @@ def _runs_cancel(args: argparse.Namespace) -> int:
     body = {"reason": args.reason} if args.reason else None
     if len(args.runs) == 1:
         cancelled = run_call(client, "POST", args.runs[0], "/cancel", body)
-        return printed(args, cancelled, f"{cancelled['runId']}  {cancelled['status']}")
+        return printed(args, cancelled, f"{cancelled['runId']}  {status_in_words(cancelled['status'])}")
     run_ids = [r.replace("~2F", "/") for r in args.runs]
     answer = client.call("POST", "/runs:bulk-cancel", {"runIds": run_ids, **(body or {})})
     rows = [
-        (r["runId"], r["status"] if r["ok"] else f"refused: {r['error']['error']}: {r['error']['message']}")
+        (r["runId"], status_in_words(r["status"]) if r["ok"] else f"refused: {r['error']['message']}")
         for r in answer["results"]
     ]
     printed(args, answer, table(("RUN", "OUTCOME"), rows, ""))
@@ -151,7 +155,7 @@ def _resolve(args: argparse.Namespace) -> int:
     value, said = resume_value(args)
     client = Client.of(args)
     answer = run_call(client, "POST", args.run, f"/interrupts/{quote(args.node, safe='')}", {"resumeValue": value})
-    return printed(args, answer, f"{answer['runId']}  {args.node}: {said} recorded; run {answer['status']}")
+    return printed(args, answer, f"{answer['runId']}  {args.node}: {said} recorded; run {status_in_words(answer['status'])}")
 
 
 # -- links (issue 28 item 5) -------------------------------------------------------------------------------------
@@ -213,13 +217,15 @@ def _workflows_validate(args: argparse.Namespace) -> int:
 
 # -- keys (HTTP) ---------------------------------------------------------------------------------------------------
 
-KEY_COLUMNS = ("KEY", "STATUS", "SUBJECT", "SCOPES", "CREATED", "EXPIRES")
+KEY_COLUMNS = ("KEY", "STATUS", "HELD BY", "SCOPES", "CREATED", "EXPIRES")
 
 
 def keys_list_http(args: argparse.Namespace) -> int:
-    answer = Client.of(args).call("GET", "/keys", query={"limit": args.limit, "cursor": args.cursor})
+    client = Client.of(args)
+    answer = client.call("GET", "/keys", query={"limit": args.limit, "cursor": args.cursor})
+    names = DisplayNames(client)
     rows = [
-        (k["keyId"], k["status"], k["subject"].get("subjectId"), ",".join(k["scopes"]), k["createdAt"], k.get("expiresAt"))
+        (k["keyId"], k["status"], names.of(k["subject"].get("subjectId")), ",".join(k["scopes"]), k["createdAt"], k.get("expiresAt"))
         for k in answer["keys"]
     ]
     human = table(KEY_COLUMNS, rows, "(no keys)")
@@ -238,8 +244,10 @@ def keys_create_http(args: argparse.Namespace) -> int:
     }
     if args.expires_at:
         body["expiresAt"] = args.expires_at
-    created = Client.of(args).call("POST", "/keys", body)
-    human = f"key {created['keyId']} for {created['subject'].get('subjectId')} ({','.join(created['scopes'])})\n"
+    client = Client.of(args)
+    created = client.call("POST", "/keys", body)
+    holder = DisplayNames(client).of(created["subject"].get("subjectId"))
+    human = f"key {created['keyId']} for {holder} ({','.join(created['scopes'])})\n"
     human += f"secret (shown once): {created['apiKey']}"
     return printed(args, created, human)
 
