@@ -127,6 +127,16 @@ def test_an_interrupts_field_labels_name_its_fields_and_are_checked_like_any_gat
     assert refused.value.errors[0]["loc"][-3:] == ["interrupt_config", "field_labels", "approved"]
 
 
+def test_an_interrupts_audience_is_kept_in_its_node_for_the_notifications():
+    from interlude.app.facts import asked_of
+
+    raw = worked_example()
+    raw["nodes"][1]["interrupt_config"]["audience"] = {"subjects": ["ana"], "groups": ["desk"]}
+    wf = compiled(raw)
+    interrupt = start(wf).state.interrupts[E("node_approval")]
+    assert asked_of(interrupt.payload, wf.node(E("node_approval")).config) == {"audience": {"subjects": ["ana"], "groups": ["desk"]}}
+
+
 # -- conditionals, loops, transformers ------------------------------------------------------------------
 
 

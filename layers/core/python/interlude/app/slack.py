@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from interlude.app.facts import asked_of, recipients
 from interlude.domain.errors import DomainError, NotFound, Unauthenticated
 from interlude.domain.ids import TENANT_RE, tenant_of
-from interlude.rules.answer_schema import Asked, check, field_at, headline
+from interlude.rules.answer_schema import Asked, check, field_at, field_labels, headline
 from interlude.rules.auth import personal_subject
 from interlude.rules.interrupts.decide import Resolver
 from interlude.rules.slack import (
@@ -284,7 +284,7 @@ class SlackInteractions:
 
     def _form(self, state: RunState, interrupt: OpenInterrupt) -> Asked | None:
         """What the modal asks for this gate's answer, in the gate's words (its fieldLabels); None: Slack cannot."""
-        return modal_form(interrupt.payload, self._config(state, interrupt.nodeId).get("fieldLabels") or {})
+        return modal_form(interrupt.payload, field_labels(self._config(state, interrupt.nodeId)))
 
     def _answered(self, tenant: str, sent: Submission, form: dict[str, Any]) -> Answered:
         """The answer modal sent: read and checked as the page reads and checks its form (each refusal beside its

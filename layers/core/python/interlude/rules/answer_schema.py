@@ -341,6 +341,13 @@ def asked(payload: Mapping[str, Any]) -> Asked:
     return schema_asked(schema, kind)
 
 
+def field_labels(config: Mapping[str, Any]) -> dict[str, str]:
+    """A gate's `fieldLabels` (any gate type): what a person reads for each field of its artifact and its form."""
+    # A ModuleX interrupt's config keeps ModuleX's spelling (field_labels).
+    labels = config.get("fieldLabels", config.get("field_labels"))
+    return {str(k): str(v) for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, Mapping) else {}
+
+
 def relabelled(asks: Sequence[Ask], labels: Mapping[str, str]) -> tuple[Ask, ...]:
     """`asks` with the gate's own words for them (its `fieldLabels`, by dotted path) in place of the schema's or the
     key's."""

@@ -45,7 +45,7 @@ from interlude.domain.ids import secret_name
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.rules.answer_schema import asked, headline
+from interlude.rules.answer_schema import asked, field_labels, headline
 from interlude.rules.egress import EgressRefused, Resolver, check_url
 from interlude.rules.slack import button_value
 from interlude.rules.slack_forms import modal_form
@@ -259,9 +259,7 @@ class Worker(LeasedWorker[Recipient]):
         """The gate's own words for its form's fields (its `fieldLabels`), as the page and the modal use them."""
         raw = read_workflow(self.store, state.tenant, state.workflowId, state.workflowVersion)
         nodes = WorkflowDefinition.model_validate(raw).nodes if raw is not None else []
-        config = next((n.config for n in nodes if n.id == node_id), None) or {}
-        labels = config.get("fieldLabels")
-        return dict(labels) if isinstance(labels, dict) else {}
+        return field_labels(next((n.config for n in nodes if n.id == node_id), {}))
 
     def _workflow_name(self, state: RunState) -> str | None:
         """What a person calls the run's workflow, as the approval page names it."""

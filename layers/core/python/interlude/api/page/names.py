@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.rules.answer_schema import field_labels
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,3 @@ def names_of(definition: WorkflowDefinition, workflow_id: str) -> Names:
     )
 
 
-def field_labels(config: Mapping[str, Any]) -> dict[str, str]:
-    """A gate's `fieldLabels` (any gate type): what a person reads for each field of its artifact and its form."""
-    # A ModuleX interrupt's config keeps ModuleX's spelling (field_labels).
-    labels = config.get("fieldLabels", config.get("field_labels"))
-    return {str(k): str(v) for k, v in labels.items() if isinstance(v, str)} if isinstance(labels, Mapping) else {}

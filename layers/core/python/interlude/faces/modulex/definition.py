@@ -119,7 +119,7 @@ class _Unrunnable(Exception):
 
 def _interrupt_config(node: MxNode, raw: dict[str, Any]) -> dict[str, Any]:
     # output_key is a deprecated no-op: the resume value always lands under the node id.
-    config = {k: v for k, v in raw.items() if k in ("message", "resume_schema", "examples", "data_keys", "field_labels")}
+    config = {k: v for k, v in raw.items() if k in ("message", "resume_schema", "examples", "data_keys", "field_labels", "audience")}
     if config.get("message") is None:
         config.pop("message", None)
     return config

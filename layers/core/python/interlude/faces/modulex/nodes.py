@@ -36,6 +36,8 @@ class InterruptConfig(FrozenStored):
     data_keys: list[str] = Field(default_factory=list)  # deprecated: state keys snapshotted into `data`
     # Interlude's own: what a person reads for each field of its form and its data (a gate's fieldLabels).
     field_labels: FieldLabels = Field(default_factory=dict)
+    # Interlude's own: whom the interrupt asks ({subjects, groups, roles}), notified as an approval's recipients are.
+    audience: dict[str, list[str]] | None = None
 
 
 def interrupt_data(node_id: str, cfg: InterruptConfig, scope: Mapping[str, Any]) -> dict[str, Any]:
