@@ -240,15 +240,9 @@ class SlackInteractions:
         the modal stays open (Slack's `response_action: errors`)."""
         if sent.form is not None:
             return self._answered(tenant, sent, sent.form)
-        try:
-            self.admit(tenant)
-        except DomainError as refused:
-            return Answered(field_errors({DECISION_BLOCK: REFUSED_WORDS.get(refused.code, BUSY_WORDS)}))
-        if self.rate is not None and not self.rate(tenant).allowed:
-            return Answered(field_errors({DECISION_BLOCK: RATE_WORDS}))
-        found = self._principal(tenant, sent.user_id)
-        if found is None:
-            return Answered(field_errors({DECISION_BLOCK: UNKNOWN_USER_WORDS.format(user=sent.user_id)}))
+        found = self._admitted(tenant, sent.user_id)
+        if isinstance(found, str):
+            return Answered(field_errors({DECISION_BLOCK: found}))
         if sent.action is None:
             return Answered(field_errors({DECISION_BLOCK: CHOOSE_WORDS}))
         try:
@@ -298,10 +292,11 @@ class SlackInteractions:
         if isinstance(found, str):
             return Answered(said_view(found))
         state, interrupt = found
-        spec = self._form(state, interrupt)
+        config = self._config(state, interrupt.nodeId)
+        spec = modal_form(interrupt.payload, field_labels(config))
         if spec is None:
             return Answered(said_view(PAGE_WORDS))
-        people, _ = recipients(self.directory, tenant, asked_of(interrupt.payload, self._config(state, interrupt.nodeId)))
+        people, _ = recipients(self.directory, tenant, asked_of(interrupt.payload, config))
         if principal_id not in people:
             return Answered(said_view(NOT_ASKED_WORDS))
         value, errors = answer_of(spec, form)
