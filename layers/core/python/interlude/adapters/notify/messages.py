@@ -150,6 +150,10 @@ def _lead(content: Content) -> str:
     return f"'{content.title}'{_of_workflow(content)} waits for {yours}.{delegated}"
 
 
+def _by_words(content: Content) -> str:
+    return "Answer by" if content.form else "Decide by"
+
+
 def _facts(content: Content) -> list[tuple[str, str]]:
     """The request's facts, as the approval page lists them."""
     facts = [("Request", content.title)]
@@ -158,7 +162,7 @@ def _facts(content: Content) -> list[tuple[str, str]]:
     if content.asked_by:
         facts.append(("Asked by", content.asked_by))
     if content.purpose != ESCALATION:
-        facts.append(("Decide by", deadline_text(content.deadline, content.time_zone)))
+        facts.append((_by_words(content), deadline_text(content.deadline, content.time_zone)))
     return facts
 
 
@@ -217,7 +221,7 @@ def slack_message(content: Content, slack_user_id: str | None, channel: str | No
     if content.asked_by:
         summary += f"\nAsked by: {escaped(content.asked_by)}"
     if content.purpose != ESCALATION:
-        summary += f"\nDecide by: {deadline_text(content.deadline, content.time_zone)}"
+        summary += f"\n{_by_words(content)}: {deadline_text(content.deadline, content.time_zone)}"
     if content.description:
         summary += f"\n>{escaped(content.description[:2500])}"
     if content.questions:
