@@ -1,7 +1,8 @@
 """Print the DynamoDB calls and items read per inbox page at 10, 5,000 and 20,000 pending interrupts.
 
 Pages: unfiltered, filtered by workflowId, by kind, for an approver eligible for only 3 of them, and for the
-out-of-office delegate of a directory principal eligible for those 3 (issue 14 item 4). The real
+out-of-office delegate of a directory principal eligible for those 3 (issue 14 item 4); oldest first, due first, and
+"unclaimed" and "mine" (issue 29 item 3). The real
 services and store run against moto in-process; the pending interrupts are written in bulk through the store's
 own open-interrupt write path (tests/support/inbox_seed.py). Goal (issue 13): the same reads at every size.
 Usage: .venv/bin/python bench/inbox_page_calls.py
@@ -78,6 +79,11 @@ def main() -> None:
             "kind=approval": (broad, {"kind": "approval"}),
             f"approver eligible for {NARROW}": (narrow, {}),
             "their out-of-office delegate": (signed_in(services, "dele", []), {}),
+            # Issue 29 item 3: the whole inbox's orders and claim filters.
+            "sort=oldest": (broad, {"sort": "oldest"}),
+            "sort=due": (broad, {"sort": "due"}),
+            "claim=unclaimed": (broad, {"claim": "unclaimed"}),
+            "claim=mine": (broad, {"claim": "mine"}),
         }
         reads = Reads(client)
         figures: dict[str, list[tuple[int, int, int]]] = {name: [] for name in pages}

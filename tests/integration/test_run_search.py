@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from interlude import wiring
+from interlude.adapters import migration_turns as migration_turns_adapter
 from interlude.app import search_keys
 from interlude.app.search_keys import NotYet
 from interlude.domain import clock
@@ -319,3 +320,21 @@ def test_a_modulex_interrupts_message_is_found_by_q_as_a_gate_title(key) -> None
     status, body = call(key, "POST", "/workflows/run", {"workflow": worked_example(), "input": {"request": "a refund"}})
     assert status == 200, body
     assert [to_wire(r) for r in listed(key, q="sending this draft")] == [body["run_id"]]
+
+
+def test_a_job_whose_first_turn_was_not_queued_is_queued_again_by_a_read_once_stale(key, clock_file, world, monkeypatch) -> None:
+    old = start(key, clock_file, "shipping", metadata={"customer": "acme"})
+
+    def unreachable(*_: Any) -> None:
+        raise ConnectionError("SQS unreachable")
+
+    # The settings change stands though its job's first turn could not be queued: the job says it is pending.
+    with monkeypatch.context() as patch:
+        patch.setattr(migration_turns_adapter, "queue_search_keys", unreachable)
+        declare_searchable(key, "customer")
+    assert indexing(key)["status"] == "pending"
+    clock.advance(clock_file, search_keys.STALE_S + 1)
+    assert indexing(key)["status"] == "pending"  # this read finds it stale, and queues its turn
+    migration_turns(world)
+    assert indexing(key)["status"] == "done"
+    assert listed(key, **{"metadata.customer": "acme"}) == [old]
