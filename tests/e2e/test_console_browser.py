@@ -148,7 +148,7 @@ def test_an_operator_works_through_the_console(api: Api, browser, viewport: dict
         assert row.count() == 1
         cells = row.locator("td").all_inner_texts()
         assert cells[0] == operator  # by name: the directory has none for it, so its subject id
-        assert cells[1] == "accept"
+        assert cells[1] == "approved"  # the decision in words
         assert cells[3] == "console"
         assert page.locator("svg.graph g.s-suspended").count() == 1
         # The run's input and output, then a step's: chosen in the graph

@@ -200,7 +200,7 @@ def test_votes_on_an_open_gate_name_the_voter_on_the_console_and_in_the_cli(api:
     for page in (console.get(f"/console/runs/{wire(run_id)}").text, console.get("/console/inbox").text):
         start = page.index("<caption>Votes")
         votes = text_of("<body>" + page[start : page.index("</table>", start)])
-        assert "Who Decision When Surface Bob Stone accept " in votes
+        assert "Who Decision When Surface Bob Stone approved " in votes
         assert "|" not in votes
         assert "urn:" not in votes
     shown = run_cli("runs", "show", run_id, "--url", api.base_url, "--key", api.api_key).stdout

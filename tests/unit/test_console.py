@@ -317,6 +317,7 @@ def test_a_delegated_vote_names_the_delegate_who_cast_it():
         [{"principal": "urn:x|ana", "castBy": "urn:x|bo", "action": "accept"}], {"ana": "Ana Lima", "bo": "Bo Berg"}
     )
     assert named[0][0] == "Ana Lima (cast by Bo Berg)"
+    assert named[0][1] == "approved"  # the decision in words, not the protocol's `accept`
     assert "cast by" not in pages.votes_table([{"principal": "urn:x|ana", "action": "accept"}])
 
 
@@ -456,6 +457,9 @@ def test_the_runs_page_names_each_workflow_and_offers_the_tenants_workflows_by_n
     assert '<option value="refund-eu" selected>Refunds (refund-eu)</option>' in markup
     assert '<option value="plain">plain</option>' in markup
     assert "Workflow id" not in markup
+    inbox = pages.inbox(FRAME, [], None, None, query=pages.InboxQuery(workflow_id="plain"), workflows=choices)
+    assert '<option value="plain" selected>plain</option>' in inbox
+    assert "Workflow id" not in inbox
     # Too many workflows to offer: a text field, labelled in words all the same.
     typed = pages.runs(FRAME, pages.RunsView(rows, None, {"workflowId": "x"}, ()), None)
     assert '<input type="text" id="f-workflow" name="workflowId" value="x">' in typed

@@ -233,8 +233,13 @@ def asked(payload: Mapping[str, Any], labels: Mapping[str, str]) -> Asked:
 
 def vote_rows(votes: Sequence[Mapping[str, Any]], people: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str]]:
     """(who, decision, when, surface) of each vote, people by name (`people`: subject id -> what the directory calls
-    them; else their subject id)."""
-    return [(_voter(v, people or {}), str(v.get("action", "")), str(v.get("at", "")), str(v.get("surface", ""))) for v in votes]
+    them; else their subject id), each decision in words (approval.DECISION_WORDS)."""
+    return [(_voter(v, people or {}), _decided(v), str(v.get("at", "")), str(v.get("surface", ""))) for v in votes]
+
+
+def _decided(vote: Mapping[str, Any]) -> str:
+    action = str(vote.get("action", ""))
+    return approval.DECISION_WORDS.get(action, action)
 
 
 def votes_table(votes: Sequence[Mapping[str, Any]], caption: str = "Votes") -> str:
@@ -352,10 +357,12 @@ def inbox(
     query: InboxQuery | None = None,
     kinds: Sequence[str] = (),
     may_claim: bool = False,
+    workflows: Sequence[tuple[str, str]] = (),
 ) -> str:
     """`contexts`: by run id, what its workflow calls its parts, its inputs, its gates' deadlines and who works them
     (a run missing from it is named by its ids); `people`: by subject id, what the directory calls the voters;
-    `may_claim`: the session may claim, release and assign (the claim routes' scope)."""
+    `may_claim`: the session may claim, release and assign (the claim routes' scope); `workflows`: the Workflow
+    filter's choices (RunsView.workflows)."""
     query = query or InboxQuery()
     contexts = contexts or {}
     entries = []
@@ -393,6 +400,7 @@ def inbox(
         kinds=kind_choices(kinds),
         sorts=INBOX_SORTS,
         claims=INBOX_CLAIMS,
+        workflows=workflows,
     )
 
 

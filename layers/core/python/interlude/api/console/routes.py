@@ -450,6 +450,7 @@ def inbox_page(
         query,
         approver_inbox.INTERRUPT_KINDS,
         may(signed.principal, "consoleClaim"),
+        workflow_choices(signed.principal.tenant),
     )
     return html(status, "Inbox", body, signed.frame, "inbox")
 
