@@ -137,6 +137,11 @@ def test_keys_over_http_and_errors_in_one_line(api: Api, stack_info: dict[str, s
     assert holder not in table
     revoked = cli(stack_info, "keys", "revoke", created["keyId"]).stdout
     assert "revoked" in revoked
+    audit = cli(stack_info, "audit", "list", "--limit", "5").stdout
+    assert "Revoked a key" in audit
+    assert f"key {created['keyId']}" in audit  # what it was about, in words; --json keeps the protocol's fields
+    assert "key.revoked" not in audit
+    assert "keyId=" not in audit
     refused = api.call("GET", "/runs", key=created["apiKey"])
     assert refused.status_code == 401
     gone = one_line_refusal(cli(stack_info, "keys", "revoke", "0000000000000000", check=False))

@@ -9,6 +9,8 @@ from typing import Any
 
 from interlude.cli.client import Client, DisplayNames, Refused, add_endpoint_args
 from interlude.domain.audit import MAX_SEQ
+from interlude.domain.audit_words import SURFACES, audit_action_words
+from interlude.faces.modulex.references import modulex_id
 
 # `verify` exits with this when the log has anomalies (an error reaching the API exits 1).
 BROKEN_EXIT = 2
@@ -72,6 +74,10 @@ def _verify(args: argparse.Namespace) -> int:
     return BROKEN_EXIT
 
 
+# What an entry was about, as `audit list` names each of its target's ids.
+TARGET_WORDS = {"runId": "run", "nodeId": "step", "keyId": "key", "provider": "account", "tenant": "tenant", "webhookId": "webhook"}
+
+
 def _list(args: argparse.Namespace) -> int:
     client = Client.of(args)
     page = client.call("GET", "/audit", query={"limit": args.limit, "cursor": args.cursor or None})
@@ -80,9 +86,13 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     names = DisplayNames(client)
     for entry in page["entries"]:
-        target = " ".join(f"{k}={v}" for k, v in entry["target"].items())
+        target = ", ".join(
+            f"{TARGET_WORDS.get(k, k)} {modulex_id(str(v)) if k == 'nodeId' else v}" for k, v in entry["target"].items()
+        )
         actor = names.of(entry["actor"].get("subjectId")) or "-"
-        print(f"{entry['chain']:>3}:{entry['seq']:<6}  {entry['at']}  {entry['action']:<24}  {actor:<16}  {target}")
+        where = SURFACES.get(str(entry["actor"].get("surface")), "")
+        what = audit_action_words(str(entry["action"]))
+        print(f"{entry['chain']:>3}:{entry['seq']:<6}  {entry['at']}  {what:<30}  {f'{actor} {where}'.strip():<32}  {target}")
     if not page["entries"]:
         print("(no audit entries yet)")
     if page.get("cursor"):

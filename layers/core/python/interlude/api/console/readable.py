@@ -13,6 +13,7 @@ from typing import Any
 from interlude.api.page import approval
 from interlude.api.page.names import Names
 from interlude.api.page.text import Cell, as_written, cell_of
+from interlude.domain.audit_words import AUDIT_ACTIONS, SURFACES
 from interlude.domain.event_words import event_in_words
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.outcomes import in_words
@@ -294,32 +295,6 @@ def delivery_words(attempt: Mapping[str, Any]) -> str:
 # -- the audit trail --------------------------------------------------------------------------------------------------
 
 # What an audit entry's action means (domain/audit.ACTIONS, and the claims'), in words.
-AUDIT_ACTIONS = {
-    "interrupt.decided": "Decided a request",
-    "interrupt.voted": "Voted on a request",
-    "interrupt.claimed": "Took a request on",
-    "interrupt.released": "Let a request go",
-    "interrupt.assigned": "Assigned a request",
-    "run.cancelled": "Cancelled a run",
-    "run.forked": "Forked a run",
-    "key.created": "Created a key",
-    "key.revoked": "Revoked a key",
-    "token.minted": "Made a link",
-    "settings.changed": "Changed the settings",
-    "credentialGrant.recorded": "Recorded an account connection",
-    "tenant.created": "Created the tenant",
-    "tenant.suspended": "Suspended the tenant",
-    "tenant.resumed": "Resumed the tenant",
-}
-# Where it was done (the actor's surface).
-SURFACES = {
-    "api": "through the API",
-    "console": "in the console",
-    "token": "through a link",
-    "slack": "in Slack",
-    "cli": "from the command line",
-    "run": "by the run",
-}
 # An entry's details, by their key: the label, and the words of a value where it is a protocol word.
 DETAIL_LABELS = {
     "kind": "Request",
