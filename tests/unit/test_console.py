@@ -324,6 +324,8 @@ def test_a_delegated_vote_names_the_delegate_who_cast_it():
 def test_an_inbox_item_decided_as_a_delegate_says_on_whose_behalf():
     markup = pages.inbox(FRAME, [{**approval_item("Ship?"), "onBehalfOf": ["ana", "bo<b>"]}], None, None)
     assert "<dt>On behalf of</dt><dd>ana, bo&lt;b&gt;</dd>" in markup
+    named = pages.inbox(FRAME, [{**approval_item("Ship?"), "onBehalfOf": ["ana", "bo"]}], None, None, people={"ana": "Ana Lima"})
+    assert "<dt>On behalf of</dt><dd>Ana Lima, bo</dd>" in named  # as the directory names them
     assert "On behalf of" not in pages.inbox(FRAME, [approval_item("Ship?")], None, None)
 
 

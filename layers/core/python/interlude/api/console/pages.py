@@ -381,7 +381,7 @@ def inbox(
                 step=named.step(node_id),
                 run_id=str(item["runId"]),
                 raised_at=str(item.get("raisedAt", "")),
-                on_behalf_of=", ".join(item["onBehalfOf"]) if item.get("onBehalfOf") else None,
+                on_behalf_of=", ".join(readable.person(p, people or {}) for p in item["onBehalfOf"]) if item.get("onBehalfOf") else None,
                 votes=vote_rows(votes, people),
                 decision=decision(item["runId"], node_id, payload, frame.proof, f"inbox-{i}", filled, labels),
                 inputs=cell_of(context.inputs) if context.inputs else None,

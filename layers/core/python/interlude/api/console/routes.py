@@ -437,7 +437,8 @@ def inbox_page(
         signed.principal.tenant,
         {s for i in items for s in pages.voters(i.get("votes") or [])}
         | named_approvers(items)
-        | {who for context in contexts.values() for pair in context.assignees.values() for who in pair if who},
+        | {who for context in contexts.values() for pair in context.assignees.values() for who in pair if who}
+        | {str(p) for i in items for p in i.get("onBehalfOf") or []},
     )
     body = pages.inbox(
         signed.frame,
