@@ -26,7 +26,7 @@ from interlude.rules.run_search import RunFilters
 from interlude.store import attributes as a
 from interlude.store.directory import DirectoryStore
 from interlude.store.facade import Store
-from interlude.store.layout import catalogue_pk, workflow_pk
+from interlude.store.layout import catalogue_pk, run_pk, workflow_pk
 from interlude.store.migrations import LEASE_S, LeaseLost, MigrationStore
 from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import new_api_key, signed_in
@@ -45,7 +45,9 @@ GATED = {
     ],
     "edges": [{"sourceNodeId": "gate", "targetNodeId": "after"}],
 }
-RUNS = 5
+# The same gate with a deadline: one run of it is claimed (issue 29 item 3: its entries carry both since ADR 0114).
+TIMED = {**GATED, "nodes": [{**GATED["nodes"][0], "config": {**GATED["nodes"][0]["config"], "timeoutMs": 3_600_000}}, GATED["nodes"][1]]}
+RUNS = 5  # the last one of the timed workflow
 # Directory entries, two of them naming their Slack user (a click finds its principal through that user's item).
 SLACK_PEOPLE = {"ana": {"slackUserId": "U0ANA", "email": "ana@example.com"}, "bob": {"email": "bob@example.com"}, "carl": {"slackUserId": "U0CARL"}}
 # Each test scans and rewrites the whole table: a world of its own.
@@ -88,6 +90,10 @@ def listings(services: Services, tenant: str) -> dict[str, Any]:
         # By a word of the workflow's name alone (a head from before run search does not hold the name).
         "named": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100, filters=RunFilters(query=("parcels",))).runs),
         "inbox": sorted(i["runId"] for i in services.inbox.inbox(member, 100, {}, None)["interrupts"]),
+        # In their order: the timed gate (the oldest) first, then the others newest first.
+        "due": [i["runId"] for i in services.inbox.inbox(member, 100, {"sort": "due"}, None)["interrupts"]],
+        "newest": [i["runId"] for i in services.inbox.inbox(member, 100, {}, None)["interrupts"]],
+        "mine": [i["runId"] for i in services.inbox.inbox(member, 100, {"claim": "mine"}, None)["interrupts"]],
         "workflows": services.workflows.list_workflows(tenant, 1, 100)["workflows"],
         "keys": sorted(k["keyId"] for k in services.keys.list_keys(tenant, 100, None)["keys"]),
         "slack": {u: services.directory_records.by_slack_user(tenant, u) for u in ("U0ANA", "U0CARL")},
@@ -95,7 +101,7 @@ def listings(services: Services, tenant: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def history(services, world) -> dict[str, Any]:
+def history(services, world, moments) -> dict[str, Any]:
     """A tenant with runs waiting at a gate, an OpenWOP and a ModuleX workflow and keys, as the listings show them,
     then taken back to before the listings existed (`taken`: how many index items of each migration went)."""
     tenant = world.tenant
@@ -104,24 +110,32 @@ def history(services, world) -> dict[str, Any]:
     services.modulex_workflows.create(
         admin, {"workflow_schema": worked_example(), "name": "Refunds", "category": "finance", "visibility": "private"}
     )
-    for _ in range(RUNS):
+    services.workflows.put_workflow(admin, "timed", WorkflowDefinition.model_validate(TIMED))
+    # The oldest run waits at the timed gate: due first lists it first, newest first last.
+    timed = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "timed"})).runId
+    olga = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    services.claims.move(olga, timed, "gate", "claim")
+    moments.append(moments[-1] + timedelta(minutes=1))
+    for _ in range(RUNS - 1):
         services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
     new_api_key(services, "second")
     for pid, entry in SLACK_PEOPLE.items():
         services.directory.put_principal(tenant, pid, PrincipalEntry.model_validate(entry), "admin")
     listed = listings(services, tenant)
-    assert (len(listed["runs"]), len(listed["inbox"]), len(listed["workflows"])) == (RUNS, RUNS, 2)
-    return {**listed, "taken": take_back(world, tenant)}
+    assert (len(listed["runs"]), len(listed["inbox"]), len(listed["workflows"])) == (RUNS, RUNS, 3)
+    assert (listed["due"][0], listed["newest"][-1], listed["mine"]) == (timed, timed, [timed])
+    return {**listed, "timed": timed, "taken": take_back(world, tenant, timed)}
 
 
-def take_back(world: Any, tenant: str) -> dict[str, int]:
+def take_back(world: Any, tenant: str, timed: str) -> dict[str, int]:
     """Remove what the listings added since the items were first written that way; how many of each went."""
     runs, entries = f"T#{tenant}#{wiring.RUN_INDEX.prefix}#", f"T#{tenant}#{wiring.INBOX.prefix}#"
     searched = f"T#{tenant}#{wiring.RUN_SEARCH.prefix}#"
     workflows = (catalogue_pk(tenant), "LATEST")
     taken = {
         "0001": delete(world, lambda i: not i["pk"]["S"].startswith(runs)),
-        "0002": delete(world, lambda i: not i["pk"]["S"].startswith(entries)),
+        # The timed gate's entries as the previous release wrote them: none in the DUE family, no due, no assignee.
+        "0002": delete(world, lambda i: not i["pk"]["S"].startswith(entries) or (timed_entry(i, timed) and "#DUE#" not in i["pk"]["S"])),
         "0003": delete(world, lambda i: i["pk"]["S"] not in workflows and i["sk"]["S"] not in workflows),
         "0004": 0,
     }
@@ -147,14 +161,26 @@ def take_back(world: Any, tenant: str) -> dict[str, int]:
     taken["0007"] = 0
     # The Slack user items (issue 28 item 6) did not exist: no entry was linked.
     taken["0008"] = delete(world, lambda i: not i["pk"]["S"].startswith(f"T#{tenant}#DIR#S#"))
+    # Each of the timed gate's entries gets its due time and assignee back (its DUE entry, put again by 0002, too).
+    taken["0009"] = 1
+    for item in items(world):
+        if timed_entry(item, timed):
+            table().update_item(TableName=world.table, Key=a.key(item["pk"]["S"], item["sk"]["S"]), UpdateExpression="REMOVE due, assignee")
+            taken["0009"] += 1
     return taken
+
+
+def timed_entry(item: dict[str, Any], timed: str) -> bool:
+    return f"#{wiring.INBOX.prefix}#" in item["pk"]["S"] and item.get("runId", {}).get("S") == timed
 
 
 def test_the_backfills_list_what_was_written_before_the_listings_existed(services, history, world):
     tenant = world.tenant
     before = listings(services, tenant)
     # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
-    assert before["runs"] == before["found"] == before["named"] == before["inbox"] == before["workflows"] == []
+    assert before["runs"] == before["found"] == before["named"] == before["workflows"] == before["mine"] == []
+    # The timed gate's entries are there as the previous release wrote them: listed, but nobody's claim (mine is empty).
+    assert before["inbox"] == before["due"] == [history["timed"]]
     assert before["slack"] == {"U0ANA": None, "U0CARL": None}
     assert len(before["keys"]) == 1  # the member's key listings() itself made, after the taking back
 
@@ -162,12 +188,15 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     outcome = migrations.run_pending(services.store, "test", report=progress.append, clock=services.clock)
 
     assert outcome.complete
-    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
+    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]
     after = listings(services, tenant)
     assert after["runs"] == history["runs"]
     assert after["found"] == history["found"] == history["runs"]
     assert after["named"] == history["named"] == history["runs"]
     assert after["inbox"] == history["inbox"]
+    assert after["due"] == history["due"]
+    assert after["due"][0] == history["timed"]
+    assert after["mine"] == history["mine"] == [history["timed"]]
     assert after["workflows"] == history["workflows"]
     assert after["slack"] == history["slack"] == {"U0ANA": "ana", "U0CARL": "carl"}
     assert set(history["keys"]) <= set(after["keys"])
@@ -180,6 +209,19 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     assert written == history["taken"]
     assert history["taken"]["0001"] == RUNS
     assert history["taken"]["0008"] == 2
+
+
+def test_a_gate_claimed_or_released_since_its_head_was_read_keeps_what_that_wrote(services, history, world):
+    timed = history["timed"]
+    heads = [i for i in items(world) if i["sk"]["S"] == "RUN" and i["pk"]["S"] == run_pk(timed)]
+    # Olga lets the gate go after the migration read its run: the release's entries (nobody works it) win.
+    olga = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    services.claims.move(olga, timed, "gate", "release")
+    backfill = next(m for m in migrations.registered() if m.id == "0009")
+    assert backfill.apply(services.store, heads) == 0
+    entries = [i for i in items(world) if timed_entry(i, timed)]
+    assert any("#DUE#" in i["pk"]["S"] for i in entries)
+    assert all("assignee" not in i and "due" in i for i in entries)
 
 
 def test_a_migration_run_again_writes_nothing(services, history, world):
@@ -245,6 +287,7 @@ def test_status_names_each_migration_and_its_state(services, history):
         "0006 run search": "not started",
         "0007 run retention": "not started",
         "0008 slack users": "not started",
+        "0009 inbox due and assignee": "not started",
     }
     migrations.run_pending(services.store, "test", clock=services.clock)
     assert {row["state"] for row in migrations.status(services.store)} == {"done"}

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.domain.budgets import TRANSACT_MAX_ITEMS
 from interlude.store import attributes as a
 from interlude.store.inbox import InboxIndex
 from interlude.store.layout import RUN_SK
@@ -191,17 +192,61 @@ class MigrationStore:
     def put_missing(self, items: list[a.Item]) -> int:
         """Put those of `items` whose key names no item yet (an index entry is written once: a backfill that runs
         again, or meets an entry its own writer made, writes nothing); how many it put."""
-        wanted = {(i[wiring.PARTITION_KEY]["S"], i[wiring.SORT_KEY]["S"]): i for i in items}
-        found: set[tuple[str, str]] = set()
-        pending = [a.key(pk, sk) for pk, sk in wanted]
+        found = self._stored(items, "pk, sk")
+        put = [item for item in items if _key_of(item) not in found]
+        InboxIndex(self.table, self.client).batch_write([{"PutRequest": {"Item": item}} for item in put])
+        return len(put)
+
+    def differing(self, items: list[a.Item], fields: tuple[str, ...]) -> list[a.Item]:
+        """Those of `items` whose key names no item yet, or one that differs from it on one of `fields` (absent in
+        one and not the other included)."""
+        names = {f"#f{i}": name for i, name in enumerate(fields)}
+        found = self._stored(items, ", ".join(["pk", "sk", *names]), names)
+        return [i for i in items if (got := found.get(_key_of(i))) is None or any(got.get(f) != i.get(f) for f in fields)]
+
+    def put_while_unmoved(self, pk: str, version: int, items: list[a.Item]) -> bool:
+        """Put `items` on condition that the run head at `pk` is still at `version` (False, nothing put: a transition
+        wrote it since, and what it wrote wins). One transaction per TRANSACT_MAX_ITEMS - 1 items, each checking."""
+        check = {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": a.key(pk, RUN_SK),
+                "ConditionExpression": "#version = :version",
+                "ExpressionAttributeNames": {"#version": "version"},
+                "ExpressionAttributeValues": {":version": a.n(version)},
+            }
+        }
+        step = TRANSACT_MAX_ITEMS - 1
+        for start in range(0, len(items), step):
+            puts = [{"Put": {"TableName": self.table, "Item": item}} for item in items[start : start + step]]
+            try:
+                self.client.transact_write_items(TransactItems=[check, *puts])
+            except ClientError as exc:
+                reasons = exc.response.get("CancellationReasons") or []
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    return False
+                raise
+        return True
+
+    def _stored(
+        self, items: list[a.Item], projection: str, names: dict[str, str] | None = None
+    ) -> dict[tuple[str, str], a.Item]:
+        """The stored items at `items`' keys (those that exist), by key, projected."""
+        found: dict[tuple[str, str], a.Item] = {}
+        pending = [a.key(pk, sk) for pk, sk in dict.fromkeys(_key_of(i) for i in items)]
         while pending:
             batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
-            request: dict[str, Any] = {self.table: {"Keys": batch, "ProjectionExpression": "pk, sk"}}
+            keys: dict[str, Any] = {"Keys": batch, "ProjectionExpression": projection}
+            if names:
+                keys["ExpressionAttributeNames"] = names
+            request: dict[str, Any] = {self.table: keys}
             while request:
                 got = self.client.batch_get_item(RequestItems=request)
                 for item in got.get("Responses", {}).get(self.table) or []:
-                    found.add((item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]))
+                    found[_key_of(item)] = item
                 request = got.get("UnprocessedKeys") or {}
-        put = [item for key, item in wanted.items() if key not in found]
-        InboxIndex(self.table, self.client).batch_write([{"PutRequest": {"Item": item}} for item in put])
-        return len(put)
+        return found
+
+
+def _key_of(item: a.Item) -> tuple[str, str]:
+    return item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]
