@@ -161,7 +161,10 @@ def expiry_days(services, effect_id: str, run_id: str) -> tuple[float, float]:
 
 
 def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(services, admin, aws, receiver, tenant):
-    # Given a tenant with the default retention, an action performed
+    # Given a tenant that keeps finished runs 1 day and effects the default 14, an action performed (its run finishes:
+    # the retention turn gives the run's items the run's expiry, and effect records only ever a later one)
+    services.tenants.put_settings(tenant, TenantSettings(retentionDays=1), "ops")
+    lambda_runtime.fresh_instances()
     run_id = approved_run(services, admin, workflow(receiver.url()))
     settle(aws)
     effect_id = state_of(services, run_id).outputs["refund"]["effectId"]
@@ -170,7 +173,7 @@ def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(servic
         assert 13.99 < days <= 14
 
     # When the tenant keeps effects for 90 days (a worker applies it within its cache time: a fresh one here)
-    services.tenants.put_settings(tenant, TenantSettings(effectRetentionDays=90), "ops")
+    services.tenants.put_settings(tenant, TenantSettings(retentionDays=1, effectRetentionDays=90), "ops")
     lambda_runtime.fresh_instances()
     later = approved_run(services, admin, workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}"), "o-2")
     settle(aws)
