@@ -274,6 +274,16 @@ def test_the_inbox_over_http_and_in_the_terminal(api: Api, stack_info) -> None:
     as_json = run_cli("inbox", "--url", api.base_url, "--key", api.api_key, "--workflow", workflow, "--json")
     listed = json.loads(as_json.stdout)["interrupts"]
     assert len(listed) == 0  # the admin is not on the approvers list
+    # Ordered and filtered across the whole inbox (issue 29 item 3): the approver claims one of the two gates left.
+    assert api.call("POST", f"/runs/{wire(runs[1])}/interrupts/gate/claim", key=key).status_code == 200
+
+    def inbox(*options: str) -> list[str]:
+        shown = run_cli("inbox", "--url", api.base_url, "--key", key, "--workflow", workflow, "--json", *options)
+        return [i["runId"] for i in json.loads(shown.stdout)["interrupts"]]
+
+    assert inbox("--sort", "oldest") == [runs[1], runs[2]]
+    assert inbox("--claim", "mine") == [runs[1]]
+    assert inbox("--claim", "unclaimed", "--sort", "newest") == [runs[2]]
     error_of(api.call("GET", "/interrupts?status=resolved"), 400, "validation_error")
 
 

@@ -95,7 +95,8 @@ def render_table(items: list[dict[str, Any]], steps: StepIds | None = None) -> s
 def _inbox(args: argparse.Namespace) -> int:
     client = Client.of(args)
     query = {"status": "pending", "limit": str(args.limit)}
-    for name, value in (("kind", args.kind), ("workflowId", args.workflow), ("runId", args.run)):
+    named = (("kind", args.kind), ("workflowId", args.workflow), ("runId", args.run), ("sort", args.sort), ("claim", args.claim))
+    for name, value in named:
         if value:
             query[name] = value
     items: list[dict[str, Any]] = []
@@ -159,6 +160,9 @@ def add_commands(sub: Any) -> None:
     inbox.add_argument("--kind")
     inbox.add_argument("--workflow")
     inbox.add_argument("--run")
+    # Checked by the service (app/inbox.py ORDERS, CLAIMS): an unknown one is refused naming it.
+    inbox.add_argument("--sort", help="newest (the default), oldest, or due (soonest deadline first, then those with none)")
+    inbox.add_argument("--claim", help="mine (gates you claimed or were assigned) or unclaimed (gates nobody works)")
     inbox.add_argument("--limit", type=int, default=25)
     inbox.add_argument("--all", action="store_true", help="follow the cursor to the end")
     inbox.set_defaults(func=_inbox, in_process=False)
