@@ -171,15 +171,23 @@ def slack_posts(slack: Receiver, path: str, count: int = 1) -> list[dict[str, An
     return until(found, WAIT_S, 0.2)
 
 
-def assert_documented_shape(message: dict[str, Any], title: str) -> str:
-    """docs/api.md "People are asked": text, then a header, a section, an optional comment field and an actions
-    block: Approve and Reject (the gate offers accept and reject), then one URL button to the page."""
-    header, section, comment, actions = message["blocks"]
-    assert (comment["type"], comment["optional"], comment["element"]["type"]) == ("input", True, "plain_text_input")
+def assert_documented_shape(message: dict[str, Any], title: str, bot_token: bool = False) -> str:
+    """docs/gates.md: text, then a header, a section and an actions block: Approve and Reject (the gate offers
+    accept and reject), then one URL button to the page. An incoming webhook's message has an optional comment field
+    above the buttons; a bot token's has a "Decide with a comment…" button (a modal) after Reject instead."""
+    if bot_token:
+        header, section, actions = message["blocks"]
+    else:
+        header, section, comment, actions = message["blocks"]
+        assert (comment["type"], comment["optional"], comment["element"]["type"]) == ("input", True, "plain_text_input")
     assert header == {"type": "header", "text": {"type": "plain_text", "text": f"Your decision is needed: {title}"}}
     assert section["type"] == "section"
     assert section["text"]["type"] == "mrkdwn"
-    approve, reject, button = actions["elements"]
+    if bot_token:
+        approve, reject, with_comment, button = actions["elements"]
+        assert (with_comment["action_id"], with_comment["text"]["text"]) == ("interlude-decide-with-comment", "Decide with a comment…")
+    else:
+        approve, reject, button = actions["elements"]
     assert [(b["action_id"], b["text"]["text"]) for b in (approve, reject)] == [
         ("interlude-approve", "Approve"),
         ("interlude-reject", "Reject"),
@@ -234,7 +242,7 @@ def test_a_bot_token_posts_a_direct_message_and_is_never_returned(stack, slack) 
     assert hits[0].headers["authorization"] == f"Bearer {token}"
     message = json.loads(hits[0].body)
     assert message["channel"] == "U0ERIN123"
-    assert_documented_shape(message, "Ship release 7?")
+    assert_documented_shape(message, "Ship release 7?", bot_token=True)
 
 
 def test_slack_settings_refusals(stack) -> None:
