@@ -76,7 +76,7 @@ def test_workflows_put_runs_start_wait_and_resolve_an_approval(api: Api, stack_i
         "interlude: --action refine needs --feedback"
     )
     refined = cli(stack_info, "resolve", run_id, "review", "--action", "refine", "--feedback", "say sorry").stdout
-    assert refined.strip() == f"{run_id}  review: refine recorded; run waiting-approval"
+    assert refined.strip() == f"{run_id}  review: refine recorded; run waiting for a decision"
     assert api.run(run_id)["variables"]["draft"]["changesAsked"] == "say sorry"
     assert "give one of --action, --answer" in one_line(cli(stack_info, "resolve", run_id, "review", check=False))
     assert "--comment go with --action" in one_line(
