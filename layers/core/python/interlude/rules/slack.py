@@ -263,15 +263,12 @@ def decision_modal(title: str, actions: list[str], value: str) -> dict[str, Any]
     options = [
         {"text": {"type": "plain_text", "text": ACTION_LABELS[a]}, "value": a} for a in ACTION_LABELS if a in actions
     ]
-    return {
-        "type": "modal",
-        "callback_id": MODAL_CALLBACK,
-        "private_metadata": value,
-        "title": {"type": "plain_text", "text": "Your decision"},
-        "submit": {"type": "plain_text", "text": "Send"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{escaped(title)[:2900]}*"}},
+    return modal(
+        MODAL_CALLBACK,
+        "Your decision",
+        value,
+        [
+            titled(title),
             {
                 "type": "input",
                 "block_id": DECISION_BLOCK,
@@ -280,7 +277,26 @@ def decision_modal(title: str, actions: list[str], value: str) -> dict[str, Any]
             },
             comment_input("Comment (optional)"),
         ],
+    )
+
+
+def modal(callback_id: str, heading: str, value: str, blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A modal view sent with "Send" and "Cancel"; `value` (a button_value) rides as its private_metadata to the
+    submission."""
+    return {
+        "type": "modal",
+        "callback_id": callback_id,
+        "private_metadata": value,
+        "title": {"type": "plain_text", "text": heading},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
     }
+
+
+def titled(title: str) -> dict[str, Any]:
+    """A modal's first block: the request's title in bold."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": f"*{escaped(title)[:2900]}*"}}
 
 
 def comment_input(label: str) -> dict[str, Any]:

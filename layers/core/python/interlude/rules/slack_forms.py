@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from interlude.rules.answer_schema import MISSING, Ask, Asked, as_written, asked, read, read_object, relabelled
-from interlude.rules.slack import FORM_CALLBACK, escaped
+from interlude.rules.slack import FORM_CALLBACK, escaped, modal, titled
 
 # Every input's action_id (its block_id names the question).
 VALUE_ACTION = "value"
@@ -77,21 +77,13 @@ def _options_fit(values: Sequence[Any]) -> bool:
 def form_modal(title: str, spec: Asked, value: str) -> dict[str, Any]:
     """The modal an "Answer…" click opens: the request's title, then one input block per question; `value`
     (rules.slack.button_value) is carried as private_metadata to the submission."""
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": f"*{escaped(title)[:2900]}*"}}]
+    blocks: list[dict[str, Any]] = [titled(title)]
     for ask in spec.asks:
         if ask.kind == "group":
             blocks += [_input(p, f"{ask.label}: {p.label}") for p in ask.parts if p.kind != "fixed"]
         elif ask.kind != "fixed":
             blocks.append(_input(ask, ask.label))
-    return {
-        "type": "modal",
-        "callback_id": FORM_CALLBACK,
-        "private_metadata": value,
-        "title": {"type": "plain_text", "text": "Your answer"},
-        "submit": {"type": "plain_text", "text": "Send"},
-        "close": {"type": "plain_text", "text": "Cancel"},
-        "blocks": blocks,
-    }
+    return modal(FORM_CALLBACK, "Your answer", value, blocks)
 
 
 def _input(ask: Ask, label: str) -> dict[str, Any]:

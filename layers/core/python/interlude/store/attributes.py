@@ -76,3 +76,11 @@ def unpacked_json(attribute: Mapping[str, Any]) -> bytes | str:
 def unpacked(attribute: Mapping[str, Any]) -> Any:
     """Read a `packed` attribute (bytes from boto3, base64 text in a Lambda stream event) or a JSON string."""
     return json.loads(unpacked_json(attribute))
+
+
+def first_condition_failed(exc: Exception) -> bool:
+    """Whether a cancelled TransactWriteItems failed on its first item's condition (its caller's check of what it
+    read): nothing was written, and the caller's view is stale."""
+    response = getattr(exc, "response", None) or {}
+    reasons = response.get("CancellationReasons") or []
+    return bool(reasons) and reasons[0].get("Code") == "ConditionalCheckFailed"

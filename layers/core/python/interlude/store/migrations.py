@@ -222,8 +222,7 @@ class MigrationStore:
             try:
                 self.client.transact_write_items(TransactItems=[check, *puts])
             except ClientError as exc:
-                reasons = exc.response.get("CancellationReasons") or []
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                if a.first_condition_failed(exc):
                     return False
                 raise
         return True

@@ -290,8 +290,7 @@ class TenantRecords:
         try:
             self.client.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            reasons = exc.response.get("CancellationReasons") or []
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+            if a.first_condition_failed(exc):
                 return False
             raise
         return True
