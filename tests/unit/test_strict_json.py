@@ -56,13 +56,13 @@ def test_a_body_says_how_it_wrote_the_numbers_python_writes_back_otherwise_bound
     from interlude.api.page.text import Written, as_written, cell_of, spelled
 
     raw = '{"a": 1.50, "b": 1e3, "c": 12345678901234567890, "d": 0.1000, "e": 2.5, "f": 1.5000, "g": -0.0, "h": 7}'
-    written = strict_json.spellings(raw)
+    written = written_numbers.spellings(raw)
     # Only what reads back otherwise, the first spelling of a value winning; integers are kept exactly anyway
     assert written == {"1.5": "1.50", "1000.0": "1e3", "0.1": "0.1000"}
-    assert strict_json.spellings('{"n": 12, "s": "1.50"}') == {}
+    assert written_numbers.spellings('{"n": 12, "s": "1.50"}') == {}
     many = "[" + ", ".join(f"{i}.50" for i in range(100)) + ", 3." + "0" * 60 + "]"
-    assert len(strict_json.spellings(many)) == written_numbers.MAX_SPELLINGS
-    assert "3.0" not in strict_json.spellings("[3." + "0" * 60 + "]")
+    assert len(written_numbers.spellings(many)) == written_numbers.MAX_SPELLINGS
+    assert "3.0" not in written_numbers.spellings("[3." + "0" * 60 + "]")
     # Shown as written, computed with as the number it is
     value = spelled(strict_json.loads(raw), written)
     assert [as_written(value[k]) for k in "abcdeh"] == ["1.50", "1e3", "12345678901234567890", "0.1000", "2.5", "7"]

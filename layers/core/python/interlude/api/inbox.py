@@ -8,7 +8,6 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 
 from interlude.api.http import app, json_response, parsed, principal_for, query_int, raw_body, required_body
 from interlude.api.routes import route
-from interlude.api.strict_json import spellings
 from interlude.app import audit_entries as audit
 from interlude.app import inbox as approver_inbox
 from interlude.composition import services
@@ -16,6 +15,7 @@ from interlude.domain.errors import Invalid, UnsupportedMedia
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.answers.inbox import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
 from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.domain.written_numbers import spellings
 from interlude.wiring import JSON, MERGE_PATCH
 
 

@@ -29,10 +29,10 @@ from interlude.api.http import (
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
-from interlude.api.strict_json import spellings
 from interlude.app import streams as streaming
 from interlude.composition import services
 from interlude.domain.errors import Forbidden
+from interlude.domain.written_numbers import spellings
 from interlude.engine.run import iso
 from interlude.faces.modulex import frames
 from interlude.faces.modulex.operations import ModulexFace, not_found

@@ -33,7 +33,6 @@ from interlude.api.http import (
 )
 from interlude.api.idempotency import keyed
 from interlude.api.routes import route
-from interlude.api.strict_json import spellings
 from interlude.app.snapshots import snapshot
 from interlude.composition import services
 from interlude.config import settings
@@ -53,6 +52,7 @@ from interlude.domain.models.responses import (
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
+from interlude.domain.written_numbers import spellings
 from interlude.engine.events import ENGINE_VERSION, EVENT_LOG_SCHEMA_VERSION
 from interlude.rules import audit as audit_rules
 from interlude.rules.interrupts.decide import REF_KINDS

@@ -16,8 +16,6 @@ import math
 import sys
 from typing import Any, NamedTuple
 
-from interlude.domain import written_numbers
-
 # The largest magnitude a JSON number may have: what an IEEE 754 double holds (RFC 7493 I-JSON, section 2.2).
 MAX_NUMBER = sys.float_info.max
 # Deep enough for any real document; shallow enough that copying and serialising never recurses out.
@@ -110,8 +108,3 @@ def loads(raw: str, max_depth: int = MAX_DEPTH) -> Any:
         raise StrictJsonError(f"the body is not valid JSON: {exc}", "body") from None
     _check(value, [], max_depth)
     return value
-
-
-# -- numbers as their caller wrote them (docs/adr/0119): domain/spellings.py, which the workers use as well --------
-
-spellings = written_numbers.spellings

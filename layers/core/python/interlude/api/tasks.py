@@ -9,7 +9,6 @@ from aws_lambda_powertools.event_handler.api_gateway import Response
 from interlude.adapters.scheduler import scheduler as scheduler_
 from interlude.api.http import OPENWOP_VERSION, json_response, parsed, principal_for, raw_body
 from interlude.api.routes import route
-from interlude.api.strict_json import spellings
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.models.tasks import (
@@ -21,6 +20,7 @@ from interlude.domain.models.tasks import (
     TaskHeld,
     TaskSettled,
 )
+from interlude.domain.written_numbers import spellings
 from interlude.engine.deadlines import Deadline
 
 

@@ -41,7 +41,6 @@ from interlude.api.page.graph import GraphNode
 from interlude.api.page.names import names_of
 from interlude.api.page.text import spelled
 from interlude.api.routes import route
-from interlude.api.strict_json import spellings
 from interlude.app.facts import display_name as directory_name
 from interlude.app.facts import entry_of
 from interlude.app.tenant_facts import tenant_settings
@@ -55,6 +54,7 @@ from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintLinkRequest, MintTokenRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.domain.written_numbers import spellings
 from interlude.engine.visits import interrupt_key, visit_of
 from interlude.rules.auth import RESOLVE_SCOPE
 from interlude.rules.interrupts.delegation import NOT_A_VOTE

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 from interlude.domain.models.run import state_from_json, state_json
 from interlude.rules import run_search
 from interlude.store import attributes as a
-from interlude.store.layout import RUN_SK
-from interlude.store.migrations import MigrationStore, Scan
+from interlude.store.migrations import RUN_HEADS, MigrationStore
 from interlude.store.run_items import search_entries
 from interlude.store.workflow_reads import WorkflowNames
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from interlude.store.facade import Store
 
 DESCRIPTION = "finds every run by its tags and title: a run created before run search existed gets its entries"
-SCAN = Scan("sk = :run", {":run": RUN_SK}, {"#state": "state", "#version": "version"}, "pk, sk, #state, #version")
+SCAN = RUN_HEADS
 
 
 def apply(store: Store, heads: list[a.Item]) -> int:

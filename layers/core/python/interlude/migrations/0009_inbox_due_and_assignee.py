@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING
 from interlude.domain.models.run import state_from_json
 from interlude.store import attributes as a
 from interlude.store.inbox import Entry
-from interlude.store.layout import RUN_SK
-from interlude.store.migrations import MigrationStore, Scan
+from interlude.store.migrations import RUN_HEADS, MigrationStore
 
 if TYPE_CHECKING:
     from interlude.store.facade import Store
 
 DESCRIPTION = "puts each open gate's deadline and assignee on its inbox entries: one opened before the inbox sorted by due time gets them"
-SCAN = Scan("sk = :run", {":run": RUN_SK}, {"#state": "state", "#version": "version"}, "pk, sk, #state, #version")
+SCAN = RUN_HEADS
 # What an entry says of its gate that the previous release did not write.
 FIELDS = ("due", "assignee")
 

@@ -39,6 +39,11 @@ class Scan(NamedTuple):
     projection: str | None = None
 
 
+# Every run head with its state and version: the scan of the migrations that rewrite what a run's state implies, on
+# condition the run has not moved since (0006, 0009).
+RUN_HEADS = Scan("sk = :run", {":run": RUN_SK}, {"#state": "state", "#version": "version"}, "pk, sk, #state, #version")
+
+
 class LeaseLost(Exception):
     """Another runner took the migration over (this one's lease lapsed): stop, writing nothing more."""
 

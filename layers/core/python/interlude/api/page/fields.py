@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from interlude.api import strict_json
+from interlude.domain import written_numbers
 from interlude.rules import answer_schema
 from interlude.rules.answer_schema import MISSING, Ask, as_written, first_posted, fixed_value
 
@@ -204,6 +205,6 @@ JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
 def typed_spellings(posted: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """How a person typed a form's numbers, kept as `strict_json.spellings` keeps a body's (RunState.writtenNumbers)."""
+    """How a person typed a form's numbers, kept as `written_numbers.spellings` keeps a body's (RunState.writtenNumbers)."""
     typed = [v.strip() for values in posted.values() for v in values if JSON_NUMBER.fullmatch(v.strip())]
-    return strict_json.spellings("[" + ",".join(typed) + "]") if typed else {}
+    return written_numbers.spellings("[" + ",".join(typed) + "]") if typed else {}

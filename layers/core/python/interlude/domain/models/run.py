@@ -176,7 +176,7 @@ class RunState(Mutable):
     # The tenant usage shard this run's open-runs claim went to (interlude.store.limits), released there.
     usageShard: int = 0
     # How the request that started the run wrote the numbers Python writes back otherwise (`1.50`, `1e3`), by the text
-    # Python writes (api/strict_json.spellings): a page shows a number as its caller wrote it (docs/adr/0119). Never
+    # Python writes (domain/written_numbers.spellings): a page shows a number as its caller wrote it (docs/adr/0119). Never
     # answered by the API; left out of the document while empty.
     writtenNumbers: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
