@@ -54,14 +54,15 @@ def main() -> None:
         "AWS_SECRET_ACCESS_KEY": "bench",
     }
     from interlude.adapters import sdk_clients, sdk_data
+    from interlude.config.runtime import SDK_DATA_ENV
 
     with tempfile.TemporaryDirectory(prefix="client-creation-") as layer:
         packaged = {
             **env,
-            sdk_clients.PACKAGED_MODELS_ENV: str(Path(layer) / sdk_clients.PACKAGED_MODELS),
+            SDK_DATA_ENV: str(Path(layer) / sdk_clients.PACKAGED_MODELS),
             "PYTHONPATH": str(ROOT / "layers" / "core" / "python"),
         }
-        sdk_data.write(Path(packaged[sdk_clients.PACKAGED_MODELS_ENV]))
+        sdk_data.write(Path(packaged[SDK_DATA_ENV]))
         found = [{**_probe(PROBE, env), **_probe(PACKAGED_PROBE, packaged)} for _ in range(rounds)]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"rounds={rounds}, CPU ms of one DynamoDB client, medians; load average {load}")

@@ -90,9 +90,10 @@ def child_env(endpoint: str, cache: str, sdk_data: bool) -> dict[str, str]:
     )
     if sdk_data:
         from interlude.adapters import sdk_clients, sdk_data
+        from interlude.config.runtime import SDK_DATA_ENV
 
-        env[sdk_clients.PACKAGED_MODELS_ENV] = str(Path(cache) / sdk_clients.PACKAGED_MODELS)
-        sdk_data.write(Path(env[sdk_clients.PACKAGED_MODELS_ENV]))
+        env[SDK_DATA_ENV] = str(Path(cache) / sdk_clients.PACKAGED_MODELS)
+        sdk_data.write(Path(env[SDK_DATA_ENV]))
     return env
 
 

@@ -17,6 +17,7 @@ from botocore import xform_name
 from interlude import config
 from interlude.adapters import sdk_clients, sdk_data
 from interlude.composition import Services
+from interlude.config.runtime import SDK_DATA_ENV
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.facade import Store
@@ -78,7 +79,7 @@ def test_every_service_the_functions_make_a_client_of_is_in_the_layers_data() ->
 
 def test_a_client_from_the_layers_data_finds_the_endpoint_botocores_own_data_gives(packaged, monkeypatch) -> None:
     # The layer's endpoints.json keeps only the six services' entries: their endpoints resolve as before, everywhere.
-    monkeypatch.setenv(sdk_clients.PACKAGED_MODELS_ENV, str(packaged))
+    monkeypatch.setenv(SDK_DATA_ENV, str(packaged))
     config.forget()
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     sdk_clients.use_packaged_models()
@@ -92,7 +93,7 @@ def test_a_client_from_the_layers_data_finds_the_endpoint_botocores_own_data_giv
 def test_a_run_is_created_and_decided_through_a_session_that_reads_only_the_layers_data(
     world, packaged, monkeypatch
 ) -> None:
-    monkeypatch.setenv(sdk_clients.PACKAGED_MODELS_ENV, str(packaged))
+    monkeypatch.setenv(SDK_DATA_ENV, str(packaged))
     config.forget()  # read as a process starting with it would
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     sdk_clients.use_packaged_models()

@@ -23,13 +23,11 @@ import botocore
 import botocore.loaders
 import botocore.session
 
-from interlude.config.runtime import SDK_DATA_ENV, runtime_settings
+from interlude.config.runtime import runtime_settings
 
 POWERTOOLS_PARAMETERS = "aws_lambda_powertools.utilities.parameters.base"
 # The directory of the layer's SDK data, beside botocore in the layer (/opt/python); absent from a development venv.
 PACKAGED_MODELS = "interlude_sdk_data"
-# Where else to find it (the benches and tests that write one of their own).
-PACKAGED_MODELS_ENV = SDK_DATA_ENV
 
 
 def packaged_models() -> Path | None:
