@@ -194,3 +194,42 @@ def test_the_timeouts_sweep_publishes_and_the_api_verifies_through_the_bucket_wi
     got = lambda_runtime.invoke("api", event)
     assert got["statusCode"] == 200
     assert json.loads(got["body"])["chainValid"] is False
+
+
+def marker_key(chain: int = 0) -> dict[str, Any]:
+    return {"pk": {"S": items.head_pk("t1", chain)}, "sk": {"S": items.PENDING_SK}}
+
+
+def test_settling_a_chain_is_one_conditional_delete_that_a_later_wait_refuses(services, monkeypatch):
+    """The sweep takes an anchored chain off the pending index with one Delete (no transaction); an entry appended
+    after the head it anchored started a wait of its own, and that wait's marker stays."""
+    entries(services, 3)
+    calls: list[str] = []
+    services.store.client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    swept(services, monkeypatch)
+    assert calls[-1] == "DeleteItem"
+    assert calls.count("TransactWriteItems") == 1  # the checkpoint's own
+    assert list(services.store.audit_log.pending_chains()) == []
+
+    entries(services, 2)
+    services.audit.checkpoint("t1", 0)
+    anchored = services.store.audit_log.head("t1", 0)
+    assert anchored.seq == anchored.checkpoint_seq
+    services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="late", scopes=["runs:read"]))
+    assert services.store.audit_log.settle("t1", 0, anchored) is False
+    assert list(services.store.audit_log.pending_chains()) == [("t1", 0)]
+    swept(services, monkeypatch)
+    assert list(services.store.audit_log.pending_chains()) == []
+    assert verified(services)["chainValid"] is True
+
+
+def test_a_marker_written_before_it_named_its_wait_is_settled_on_condition_of_the_head(services, monkeypatch):
+    entries(services, 2)
+    marker = table().get_item(TableName=TABLE, Key=marker_key())["Item"]
+    table().put_item(TableName=TABLE, Item={k: v for k, v in marker.items() if k != items.MARKER_FROM})
+    services.audit.checkpoint("t1", 0)
+    anchored = services.store.audit_log.head("t1", 0)
+    services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="late", scopes=["runs:read"]))
+    assert services.store.audit_log.settle("t1", 0, anchored) is False  # the head moved past the one anchored
+    swept(services, monkeypatch)
+    assert list(services.store.audit_log.pending_chains()) == []

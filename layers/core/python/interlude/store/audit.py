@@ -5,7 +5,8 @@
   head        T#{tenant}#AUDITHEAD#{chain:03}  AUDITHEAD     seq, hash (of entry seq), checkpointSeq, pendingSince
   pending     T#{tenant}#AUDITHEAD#{chain:03}  PENDING       on the `inbox` GSI (gsi1pk AUDIT#PENDING#{shard}, gsi1sk
                                                              {tenant}#{chain:03}) while an entry waits for a checkpoint
-                                                             or the chain's head for its tenant's anchor
+                                                             or the chain's head for its tenant's anchor; fromSeq: the
+                                                             wait's first entry
 
 An entry goes to the chain its run (or key, or else its tenant) hashes to (`chain_of`), so a run's entries form
 one chain in order. Each chain is an RFC 0218 log of its own: sequence from 1, prevHash, checkpoints over its own
@@ -15,8 +16,8 @@ action it records, so an action and its entry land together or not at all. A con
 first makes the transaction fail on the head alone; the head it failed on comes back with the failure (ALL_OLD),
 so the append places its entry after that one without reading again (APPEND_RETRIES). The pending marker is
 written only by the append that starts a chain's wait for a checkpoint and removed by the sweep once a checkpoint
-anchors all of it and the tenant's anchor holds that head (`settle`): one GSI write per checkpoint interval, not one
-per append. Entries live in partitions that are only
+anchors all of it and the tenant's anchor holds that head (`settle`, one conditional Delete): one GSI write per
+checkpoint interval, not one per append. Entries live in partitions that are only
 ever Put into (every deployed role is denied UpdateItem and DeleteItem on them: wiring.APPEND_ONLY_PARTITIONS);
 docs/scale.md has the ceilings.
 """
@@ -42,6 +43,8 @@ PENDING_SK = "PENDING"
 # How an append's items are labelled among a transaction's items (a failed condition names its label).
 ENTRY_LABEL = "AUDIT#ENTRY"
 PENDING_LABEL = "AUDIT#PENDING"
+# The pending marker's attribute naming the first entry of the wait that wrote it.
+MARKER_FROM = "fromSeq"
 APPEND_LABELS = frozenset({HEAD_SK, ENTRY_LABEL, PENDING_LABEL})
 # Chains waiting for a checkpoint are spread over this many index partitions (the sweep reads each).
 PENDING_SHARDS = 8
@@ -135,6 +138,8 @@ def append_items(
             **a.key(head_pk(draft.tenant, chain), PENDING_SK),
             index.partition_key: a.s(pending_shard(draft.tenant, chain)),
             index.sort_key: a.s(f"{draft.tenant}#{chain:03d}"),
+            # The wait's first entry: `settle` removes the marker only while no later wait has written it again.
+            MARKER_FROM: a.n(seq),
         }
         items.append((PENDING_LABEL, {"Put": {"Item": marker}}))
     written = Head(seq, digest, head.checkpoint_seq, head.pending_since if head.pending_since is not None else now_epoch)
@@ -278,7 +283,29 @@ class AuditLog:
 
     def settle(self, tenant: str, chain: int, head: Head) -> bool:
         """Take the chain off the pending index: every entry up to `head` is checkpointed and its tenant's anchor holds
-        that head. False (the marker stays) when the head moved meanwhile."""
+        that head. False (the marker stays) when an entry was appended after it.
+
+        One conditional Delete (1 WRU and the index's delete): the marker names the first entry of the wait that wrote
+        it, and an entry after `head` always starts a wait of its own (the checkpoint that anchored `head` removed the
+        head's pendingSince, and an append that read the head before that checkpoint fails on its checkpointSeq and
+        reads it again), so it has written the marker again naming an entry past `head`. A marker written before it
+        named its entry is settled as it was then, on condition of the head in the same transaction."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=a.key(head_pk(tenant, chain), PENDING_SK),
+                ConditionExpression=f"{MARKER_FROM} <= :s",
+                ExpressionAttributeValues={":s": a.n(head.seq)},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as failed:
+            marker = failed.response.get("Item")
+            if marker is None or MARKER_FROM in marker:
+                return False  # gone already, or a later wait's
+            return self._settle_unnamed(tenant, chain, head)
+        return True
+
+    def _settle_unnamed(self, tenant: str, chain: int, head: Head) -> bool:
         try:
             self.client.transact_write_items(
                 TransactItems=[
