@@ -52,8 +52,13 @@ def construct_default(name: str) -> int:
 OUTBOX_CONSUMER = next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE)
 # The consumers that take a batch's runs side by side, and their batch sizes (dispatch: ADR 0111; callbacks: issue 31).
 SIDE_BY_SIDE = {OUTBOX_CONSUMER: wiring.OUTBOX_BATCH_SIZE, "callbacks": wiring.CALLBACK_BATCH_SIZE}
-# Their concurrency as wiring declares it from the goal.
-GOAL_DERIVED = {OUTBOX_CONSUMER: "wiring.OUTBOX_CONCURRENCY", "callbacks": "wiring.CALLBACK_CONCURRENCY"}
+# Their concurrency as wiring declares it from the goal, and the Scheduler target's reservation (one deadline an
+# invocation).
+GOAL_DERIVED = {
+    OUTBOX_CONSUMER: "wiring.OUTBOX_CONCURRENCY",
+    "callbacks": "wiring.CALLBACK_CONCURRENCY",
+    wiring.SCHEDULES.target: "wiring.TIMEOUTS_CONCURRENCY",
+}
 
 
 def batched_s(inv: dict[str, Any]) -> float:
@@ -253,9 +258,14 @@ def outbox_rows(found: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def goal_concurrency(found: dict[str, Any], function: str) -> tuple[int, int, bool]:
-    """(concurrency `function` needs at the goal's pace for its heaviest lifecycle, what wiring gives it, covered)."""
+    """(concurrency `function` needs at the goal's pace for its heaviest lifecycle, what wiring gives it: its queue's
+    maximum concurrency, or for a function no queue feeds its reservation; covered)."""
     needed = math.ceil(GOAL_DEPLOYMENT * max(v["busy_s"].get(function, 0.0) for v in found.values()))
-    given = wiring.function(function).max_concurrency or construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
+    spec = wiring.function(function)
+    if spec.consumes:
+        given = spec.max_concurrency or construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
+    else:
+        given = spec.reserved_concurrency or 0
     return needed, given, given >= needed
 
 
@@ -296,11 +306,16 @@ def main() -> None:
     print(f"\ndispatch, a batch consumer ({wiring.OUTBOX_BATCH_SIZE} records a batch, no batching window; runs side by side):")
     for name, figures in outbox_rows(found):
         print(f"  ({name}) {figures}")
+    print("What the goal needs of the functions whose concurrency wiring derives from it:")
     for function, source in GOAL_DERIVED.items():
         needed, given, covered = goal_concurrency(found, function)
-        print(f"  at {GOAL_DEPLOYMENT:,} lifecycles/s {function} needs {needed} concurrent invocations (full batches of "
-              f"{SIDE_BY_SIDE[function]}, runs side by side); its queue's maximum concurrency is {given} ({source}): "
-              f"{'covered' if covered else 'NOT covered'}")
+        if function in SIDE_BY_SIDE:
+            how = f"full batches of {SIDE_BY_SIDE[function]}, runs side by side"
+            held = "its queue's maximum concurrency"
+        else:
+            how, held = "one deadline an invocation", "its reservation"
+        print(f"  at {GOAL_DEPLOYMENT:,} lifecycles/s {function} needs {needed} concurrent invocations ({how}); {held} "
+              f"is {given} ({source}): {'covered' if covered else 'NOT covered'}")
     rps = measured["tenant_requests_per_second"]
     print("\nSQS standard queues have no throughput quota (nearly unlimited requests/s): their consumers' concurrency binds.")
     print(f"\nPolicy, not capacity: a tenant's default limit is {rps} requests/s (INTERLUDE_TENANT_REQUESTS_PER_SECOND; per tenant in its settings).")

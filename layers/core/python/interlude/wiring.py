@@ -160,6 +160,11 @@ OUTBOX_CONCURRENCY = 200
 # bench/ceiling.py prints what the goal needs from the measured seconds a lifecycle's notices hold the function at full
 # batches and checks this covers it. No reservation: notices wait in their queue, not in the account's pool.
 CALLBACK_CONCURRENCY = 250
+# timeouts' reservation, from the same goal (issue 31): one deadline per invocation (Scheduler invokes it once per
+# schedule), so bench/ceiling.py prints what 2,000 timed-out gates a second need from the measured seconds lifecycle (c)
+# holds it (≈ 32 ms: 64 at the last measurement) and checks this covers it, with room for the audit sweep and
+# reminders. Reserved where a deployment states its account quota, so held API requests cannot make deadlines late.
+TIMEOUTS_CONCURRENCY = 80
 
 FUNCTIONS: tuple[Function, ...] = (
     Function(
@@ -307,14 +312,14 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:Query",
             # A timeout closes an interrupt: its inbox index entries go (interlude.store.inbox).
             "dynamodb:BatchWriteItem",
-            # The audit sweep's checkpoint takes a quiet chain off the pending index: a Delete in its transaction
-            # (interlude.store.audit.AuditLog.put_checkpoint).
+            # The audit sweep takes an anchored chain off the pending index: a conditional Delete of its marker
+            # (interlude.store.audit.AuditLog.settle).
             "dynamodb:DeleteItem",
             # Reminders read the delegations of a gate's approvers in batches
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
-        reserved_concurrency=5,
+        reserved_concurrency=TIMEOUTS_CONCURRENCY,
         # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names. The daily
         # retention sweep's schedule queues the sweep's first turn on the migrations queue.
         sends_to=("notifications", "migrations"),
