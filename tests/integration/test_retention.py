@@ -428,7 +428,8 @@ def test_the_local_ttl_pump_reads_a_bounded_slice_of_the_table_each_tick_and_del
 
 def unfinished_retention(world: Any, run_id: str) -> None:
     """The run as a retention turn that never finished leaves it (its message dead-lettered): the head and what the
-    ending transaction wrote expire, the items written before do not, and the head says nothing of a turn done."""
+    ending transaction wrote expire, the items written before (its listing entry too) do not, and the head has no mark
+    of a turn done (as a release that marked heads left it too)."""
     client = boto3.client("dynamodb")
     head = client.get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)["Item"]
     without_expiry(world, run_id)
@@ -441,32 +442,59 @@ def unfinished_retention(world: Any, run_id: str) -> None:
     )
 
 
+def unfinished_restamp(world: Any, run_id: str, expires: int) -> None:
+    """The run as a re-stamp whose turn never finished leaves it: the head has the new expiry (and says its turn is
+    under way), every other item keeps the one it had."""
+    boto3.client("dynamodb").update_item(
+        TableName=world.table,
+        Key=a.key(run_pk(run_id), "RUN"),
+        UpdateExpression="SET #ttl = :ttl, #retained = :restamping",
+        ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE, "#retained": retention_store.RETAINED},
+        ExpressionAttributeValues={":ttl": a.n(expires), ":restamping": a.n(retention_store.RESTAMPING)},
+    )
+
+
+def daily_sweep(world: Any) -> None:
+    """The deployment's daily schedule fires and the sweep's turns are taken by the migrate function."""
+    assert lambda_runtime.invoke("timeouts", dict(wiring.RETENTION_SWEEP.input)) == {"queued": True}
+    retention_turns(world)
+
+
+def expiries(world: Any, run_id: str) -> set[int | None]:
+    return {int(i[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in i else None for i in items_of(world, run_id)}
+
+
 def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_sweep(services, world):
     key = new_api_key(services)
     run_id = finished_run(services, world, key, "swept")
+    waiting = call("POST", "/runs", key, {"workflowId": "swept"}).json()["runId"]
+    Stream(world.table).settle()
     retention_turns(world)
     expires = end_of(run_id, key) + 90 * DAY_S
-    # A whole retention turn marks the head with the expiry it gave every item
-    head = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
-    assert int(head[retention_store.RETAINED]["N"]) == expires
+    assert expiries(world, run_id) == {expires}
     # Given a finished run whose retention turn never finished: its earlier items carry no expiry
     unfinished_retention(world, run_id)
-    assert any(wiring.TTL_ATTRIBUTE not in item for item in items_of(world, run_id))
-    # When the deployment's daily schedule fires and the sweep's turns are taken by the migrate function
-    assert lambda_runtime.invoke("timeouts", dict(wiring.RETENTION_SWEEP.input)) == {"queued": True}
-    retention_turns(world)
-    # Then every item of the run carries its expiry, and the head says its retention is done
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {expires}
-    head = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
-    assert int(head[retention_store.RETAINED]["N"]) == expires
-    # When it happens again and the sweep's turns have no time past a page of 10 items
+    assert None in expiries(world, run_id)
+    # When the deployment's daily sweep runs
+    daily_sweep(world)
+    # Then every item of the run carries its expiry, and nothing of the run still waiting does
+    assert expiries(world, run_id) == {expires}
+    assert expiries(world, waiting) == {None}
+    # Given a re-stamp of the run whose turn never finished: the head has its new expiry, the other items the old
+    unfinished_restamp(world, run_id, expires - 60 * DAY_S)
+    # When the daily sweep runs
+    daily_sweep(world)
+    # Then every item of the run carries the new expiry
+    assert expiries(world, run_id) == {expires - 60 * DAY_S}
+    # When the turn never finishes again and the sweep's turns have no time past a page of 10 items
     unfinished_retention(world, run_id)
     turns = 0
     while not sweeps.sweep(services.store, "test", start=turns == 0, more_time=lambda: False, page_items=10):
         turns += 1
     # Then the pass went on turn after turn from where the last stopped, and found the run all the same
     assert turns >= 1
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {expires}
+    assert expiries(world, run_id) == {expires - 60 * DAY_S}
+    assert expiries(world, waiting) == {None}
 
 
 def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a_resumable_job(

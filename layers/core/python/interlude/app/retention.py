@@ -4,15 +4,16 @@ chain is never given one (docs/operations.md, "Retention").
 
 The job's first turn is taken by dispatch, in the batch of the event-log item that ends a run or runs one again
 (`on_events`, interlude.composition); a run that needs more turns has them from the migrations queue (functions/
-migrate). A turn stamps the head first, then pages through the
-run's partition stamping each item whose ttl is not the head's (and the effect records its ledger names, the tasks its
-event batches requested), then the listing entry, and checks after each page that the run has not moved meanwhile
-(else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a turn
-repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries carry a
-provisional expiry from their creation: the job writes them again only for a run that ends too late for it
-(rules/run_search.stamped_at_end). A turn that finishes marks the head with the expiry it gave every item
-(`retentionStamped`), so a run whose turns never finished (their message dead-lettered) is found by the retention
-sweep. Reasons: ADRs 0115, 0118.
+migrate). A turn stamps the head first (the transaction that ends a run has done so already, with every item it
+wrote), then pages through the run's partition stamping each item whose ttl is not the head's (and the effect records
+its ledger names, the tasks its event batches requested), and checks after each page that the run has not moved
+meanwhile (else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a
+turn repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries carry
+a provisional expiry from their creation: the job writes them again only for a run that ends too late for it
+(rules/run_search.stamped_at_end). The listing entry is stamped last: a finished run whose entry has no expiry has a
+turn to finish, which the retention sweep finds (their message dead-lettered, a deploy cut them short), so a run's
+first retention needs no mark of its own. A head whose expiry changed after its items had theirs (a re-stamp) carries
+`retentionStamped`, and a turn that finishes sets it to the expiry it gave every item. Reasons: ADRs 0115, 0118.
 """
 
 from __future__ import annotations
@@ -98,13 +99,15 @@ class RunRetention:
             after = last
             if not has_time():
                 return after
-        self.store.set_listing_ttl(run.state, target)
         if searched:
             later = run_search.metadata_families(run.state, self.searchable(run.state.tenant))
             self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
-        if target is not None:
-            # Done: the head says so (the sweep looks for finished runs without it: interlude.migrations.sweeps). A
-            # run that moved meanwhile is left unmarked; its move queued its own turn.
+        # Last: the listing entry's expiry says the turn is whole (the sweep looks for finished runs whose entry has
+        # none: interlude.migrations.sweeps).
+        self.store.set_listing_ttl(run.state, target)
+        if target is not None and run.stamped is not None and run.stamped != target:
+            # A re-stamped head (its entry had an expiry already): the head says so. A run that moved meanwhile is
+            # left unmarked; its move queued its own turn.
             self.store.mark_retained(run_id, run.version, target)
         return None
 
@@ -179,7 +182,7 @@ class Restamp:
             target = run_expiry(run.state.completedAt, days, self.clock())
             if run.ttl == target:
                 return False
-            if not self.store.expire_head(run_id, run.version, target):
+            if not self.store.expire_head(run_id, run.version, target, restamped=True):
                 continue  # it moved meanwhile: read again
             try:
                 self.retention.turn(run_id, None, lambda: True)

@@ -5,9 +5,12 @@ It is a migration that starts over: the same Scan, checkpoint, lease and pages a
 (interlude.migrations), under the checkpoint `retention-sweep`, never among the registered ones. The deployment's
 daily schedule (wiring.RETENTION_SWEEP) queues a turn that `start`s a pass when the last one is done; a turn pages
 while it has time and queues the next (a turn out of time goes on from the checkpoint's position, as a migration does;
-a chain of turns that died is taken on by the next day's turn once its lease lapsed). A head selected is a finished
-run whose `retentionStamped` (the expiry its last whole retention turn gave every item: store/retention.py) is not
-its `ttl`: its retention turn is taken here, inline, as migration 0007 does for runs ended before retention existed.
+a chain of turns that died is taken on by the next day's turn once its lease lapsed). A finished run is selected
+when its retention turn never finished: by its run listing entry, which a whole turn gives an expiry last (an entry
+without one names an open run, nearly always: its head's status is read, 0.5 read units, and an open run is left as
+it is), or by its head, when it has no expiry (ended before retention existed) or has a `retentionStamped` that is
+not its `ttl` (re-stamped since its end: store/retention.py). Its retention turn is taken here, inline, as migration
+0007 does for runs ended before retention existed.
 A unit of a replay (a delivery, a notification) reopened more than STUCK_AFTER_S ago whose new round never began (its
 replay stopped between its reopen and its send) is queued again (interlude.app.replay.Replay.requeue). A tenant's
 re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
@@ -46,13 +49,11 @@ FINISHED_FILTER = "sk = :run AND #status IN (:completed, :failed, :cancelled)"
 
 def retain_heads(store: Store, heads: list[a.Item]) -> int:
     """Each finished run of `heads` (keys of run heads) retained whole, inline; how many were."""
-    retention, _ = _jobs(store)
-    retained = 0
-    for head in heads:
-        run_id = run_id_of(head[wiring.PARTITION_KEY]["S"])
-        if run_id is not None and retention.turn(run_id, None, lambda: True) is None:
-            retained += 1
-    return retained
+    return _retained(_jobs(store)[0], [run_id_of(head[wiring.PARTITION_KEY]["S"]) for head in heads])
+
+
+def _retained(retention: RunRetention, run_ids: list[str | None]) -> int:
+    return sum(run_id is not None and retention.turn(run_id, None, lambda: True) is None for run_id in run_ids)
 
 
 def _swept(store: Store, items: list[a.Item]) -> int:
@@ -60,7 +61,7 @@ def _swept(store: Store, items: list[a.Item]) -> int:
     where no queue was at hand: the CLI) taken on inline, and replayed units never queued queued
     (interlude.app.replay.Replay.requeue); how many were."""
     jobs = [i for i in items if i[wiring.SORT_KEY]["S"] == RESTAMP_SK]
-    _, restamp = _jobs(store)
+    retention, restamp = _jobs(store)
     for job in jobs:
         restamp.turn(job[wiring.PARTITION_KEY]["S"].split("#")[1], None, lambda: True)
     units = [i for i in items if i[wiring.SORT_KEY]["S"].startswith("N")]
@@ -72,7 +73,19 @@ def _swept(store: Store, items: list[a.Item]) -> int:
             services().replay.requeue(run_id, unit[wiring.SORT_KEY]["S"])
         except Exception:  # noqa: BLE001 - one unit's failure (no queue where the CLI runs) stops no other's
             logger.exception("a replayed unit could not be queued", extra={"runId": run_id})
-    return retain_heads(store, [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]) + len(jobs) + len(units)
+    heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
+    # The runs named by listing entries without an expiry: open ones, nearly always (or a head gone: a creation
+    # refused after its entry was put); only the finished are retained.
+    listed = [i["runId"]["S"] for i in items if is_listing_entry(i[wiring.PARTITION_KEY]["S"]) and "runId" in i]
+    finished: list[str | None] = list(retention.store.finished_among(listed)) if listed else []
+    return _retained(retention, heads + finished) + len(jobs) + len(units)
+
+
+def is_listing_entry(pk: str) -> bool:
+    """The partition of a run listing entry (store/item_index.index_pk: `T#{tenant}#RUNS#{shard}`), not the run
+    search's or the inbox's, whatever a tenant's workflow or tag is called."""
+    parts = pk.split("#")
+    return len(parts) == 4 and parts[0] == "T" and parts[2] == wiring.RUN_INDEX.prefix
 
 
 def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
@@ -104,12 +117,21 @@ def daily_sweep(now: datetime) -> Migration:
         "retention_sweep",
         "finished runs whose retention never finished are retained; replays stopped before their send are queued",
         Scan(
-            f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR attribute_not_exists(#retained) OR #retained <> #ttl))"
+            f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR (attribute_exists(#retained) AND #retained <> #ttl)))"
+            " OR (contains(pk, :listing) AND attribute_exists(runId) AND attribute_not_exists(#ttl))"
             " OR (sk = :restamp AND #state = :running)"
             " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)",
-            {**FINISHED, ":restamp": RESTAMP_SK, ":running": RUNNING, ":unit": "N", ":pending": PENDING, ":stuck": stuck_before},
+            {
+                **FINISHED,
+                ":listing": f"#{wiring.RUN_INDEX.prefix}#",
+                ":restamp": RESTAMP_SK,
+                ":running": RUNNING,
+                ":unit": "N",
+                ":pending": PENDING,
+                ":stuck": stuck_before,
+            },
             {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
-            "pk, sk",
+            "pk, sk, runId",
         ),
         _swept,
     )

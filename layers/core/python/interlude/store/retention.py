@@ -3,11 +3,14 @@
 
   run head      T#{tenant}#R#{run}   RUN   ttl: when the run expires (its end + the tenant's retentionDays), written
                                            by the transaction that ends it (or by the job, for a run ended before);
-                                           retentionStamped: the ttl the job's last whole turn gave every item
+                                           retentionStamped (only on a head re-stamped since its end, or marked by an
+                                           earlier release): the ttl the job's last whole turn gave every item, 0
+                                           while a re-stamp's turn is under way
   run items     T#{tenant}#R#{run}   *     ttl = the head's (event batches, interrupts, callback and webhook deliveries,
                                            notifications, the effect ledger: never shortened, so a ledger entry keeps
                                            its own at least 14 days past its effect)
-  listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl = the head's
+  listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl = the head's, written by a turn's last step: a
+                                                             finished run whose entry has none has a turn to finish
   search        T#{tenant}#RUNX#{family}#{shard}  (same)     ttl: a provisional one written with each entry (the
                                                              run's creation + retentionDays + 90 days), the head's
                                                              only for a run ending too late for it (run_search.
@@ -36,11 +39,11 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.domain.ids import tenant_of
-from interlude.domain.models.run import RunState
+from interlude.domain.models.run import TERMINAL_STATUSES, RunState
 from interlude.store import attributes as a
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.item_index import index_pk
-from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.layout import RUN_SK, run_id_of, run_pk
 from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
 from interlude.store.table import Table
@@ -49,9 +52,12 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
-# The head's record that the run's retention is done: the expiry its last whole turn gave every item. A head whose
-# `ttl` differs (or that has none of the two) is a finished run whose retention is yet to be done.
+_STATUS = {"#pk": wiring.PARTITION_KEY, "#status": "status"}
+# The head's record that a re-stamped run's retention is done: the expiry its last whole turn gave every item (0 while
+# the turn is under way). A head that has one and whose `ttl` differs is a finished run whose retention is yet to be
+# done. A run's first retention needs none: its listing entry's `ttl`, written last, says it is done (ADR 0118).
 RETAINED = "retentionStamped"
+RESTAMPING = 0
 
 
 RESTAMP_SK = "RESTAMP"
@@ -84,6 +90,8 @@ class RetainedRun:
     state: RunState
     version: int
     ttl: int | None
+    # RETAINED, when the head has one.
+    stamped: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,21 +111,50 @@ class RetentionStore(Table):
         if item is None:
             return None
         state, version = head_of(item)
-        return RetainedRun(state, version, _number(item, wiring.TTL_ATTRIBUTE))
+        return RetainedRun(state, version, _number(item, wiring.TTL_ATTRIBUTE), _number(item, RETAINED))
 
-    def expire_head(self, run_id: str, version: int, ttl: int) -> bool:
-        """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read)."""
+    def finished_among(self, run_ids: list[str]) -> list[str]:
+        """Those of `run_ids` whose head says the run finished (completed, failed, cancelled); a head gone is left out.
+        Eventually consistent reads of the status alone: what the daily sweep reads of each run its listing names
+        without an expiry (an open run, nearly always)."""
+        finished: list[str] = []
+        for start in range(0, len(run_ids), 100):
+            keys = [a.key(run_pk(run_id), RUN_SK) for run_id in dict.fromkeys(run_ids[start : start + 100])]
+            request: dict[str, Any] = {
+                self.table: {"Keys": keys, "ProjectionExpression": "#pk, #status", "ExpressionAttributeNames": _STATUS}
+            }
+            while request:
+                got = self.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.table, []):
+                    run_id = run_id_of(item[wiring.PARTITION_KEY]["S"])
+                    if run_id is not None and item.get("status", {}).get("S") in TERMINAL_STATUSES:
+                        finished.append(run_id)
+                request = got.get("UnprocessedKeys") or {}
+        return finished
+
+    def expire_head(self, run_id: str, version: int, ttl: int, restamped: bool = False) -> bool:
+        """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read).
+        `restamped`: a finished run's expiry changed, its items not yet: the head's RETAINED says so until the turn
+        that gives them the new one is whole, so the daily sweep finds a turn that never finished."""
+        if not restamped:
+            return self._update(
+                a.key(run_pk(run_id), RUN_SK),
+                "SET #ttl = :ttl",
+                "#version = :version",
+                {"#version": "version", **_TTL},
+                {":version": a.n(version), ":ttl": a.n(ttl)},
+            )
         return self._update(
             a.key(run_pk(run_id), RUN_SK),
-            "SET #ttl = :ttl",
+            "SET #ttl = :ttl, #retained = :restamping",
             "#version = :version",
-            {"#version": "version", **_TTL},
-            {":version": a.n(version), ":ttl": a.n(ttl)},
+            {"#version": "version", "#retained": RETAINED, **_TTL},
+            {":version": a.n(version), ":ttl": a.n(ttl), ":restamping": a.n(RESTAMPING)},
         )
 
     def mark_retained(self, run_id: str, version: int, ttl: int) -> bool:
-        """The head records that every item of the run was given `ttl` (RETAINED), on condition that the run is still
-        at `version` with that expiry (False: it moved since)."""
+        """The head records that every item of the run was given `ttl` (RETAINED: a head that has one), on condition
+        that the run is still at `version` with that expiry (False: it moved since)."""
         return self._update(
             a.key(run_pk(run_id), RUN_SK),
             "SET #retained = :ttl",
