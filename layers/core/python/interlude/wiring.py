@@ -377,7 +377,8 @@ FUNCTIONS: tuple[Function, ...] = (
         batch_size=1,
         # The daily sweep queues a replayed delivery or notification whose replay stopped before its send.
         sends_to=("migrations", "callbacks", "notifications"),
-        # Checkpoints (Query, UpdateItem), the pages of a Scan, which index items are missing (BatchGetItem) and their
+        # Checkpoints (Query, UpdateItem), the pages of a Scan, which index items are missing and the status of the runs
+        # the retention sweep finds listed without an expiry (BatchGetItem), the missing index items'
         # puts (BatchWriteItem); a workflow's latest version and record (Query, GetItem), its pointer and catalogue entry
         # (PutItem), a key's listing (UpdateItem). A run's retention (interlude.app.retention): its head (GetItem), its
         # partition's pages (Query), each item's ttl (UpdateItem); the tenant's settings (GetItem). A directory entry's
