@@ -84,7 +84,7 @@ def test_a_batch_reads_each_runs_head_once_for_all_its_records_and_handlers(serv
 
 def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records(services, admin, monkeypatch, tenant):
     # Given two resolved gate runs, two event items each, in one batch, and the first item of the first run failing
-    # once (its usage cannot be metered: the last outbox handler)
+    # once (its callback notice cannot be queued)
     first, second = gate_runs(services, admin, 2)
     records = Stream(TABLE).take()
     event = outbox_event(records)
@@ -95,11 +95,9 @@ def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records
     faults = []
 
     def failing_once(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "TransactWriteItems" and not faults:
-            keys = [next(iter(op.values())).get("Key") or {} for op in params["TransactItems"]]
-            if any("#METERED#" in k.get("pk", {}).get("S", "") and k["sk"]["S"] == first for k in keys):
-                faults.append(operation)
-                raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, operation)
+        if operation == "SendMessageBatch" and not faults and first in json.dumps(params["Entries"]):
+            faults.append(operation)
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, operation)
         return original(client, operation, params)
 
     monkeypatch.setattr(BaseClient, "_make_api_call", failing_once)
@@ -114,7 +112,7 @@ def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records
     assert all(by_message[m] == second for m in by_message if m not in failed)
 
     # And when SQS hands the two reported messages out again, they succeed, and each run counts once in its tenant's
-    # usage: one lifecycle and one decision a run
+    # usage (billed by the run's own transactions, whatever the outbox's deliveries): one lifecycle and one decision
     again = {"Records": [r for r in event["Records"] if r["messageId"] in failed]}
     assert lambda_runtime.invoke("dispatch", again) == {"batchItemFailures": []}
     usage = TenantRecords(services.store).usage([tenant], services.clock().strftime("%Y-%m"))[tenant]

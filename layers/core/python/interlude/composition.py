@@ -512,8 +512,8 @@ class Services:
             _when(concerns.requests_child_or_ends_run, lambda: self.sub_workflows.on_events),
             _when(concerns.requests_or_cancels_task, lambda: self.tasks.on_events),
             _when(concerns.ends_or_reruns_run, lambda: self.retention.on_events),
-            # Last: a handler above that fails has its record delivered again, which would count its usage twice.
-            partial(tenant_usage, self),
+            # Last: a handler above that fails has its record delivered again, which emits its usage metric again.
+            tenant_usage,
         )
 
     def handle_outbox_batch(

@@ -1,43 +1,30 @@
-"""Per-tenant usage (issue 30 item 6), metered where the work is done: one EMF metric, TenantUsage{tenant, measure}
-(interlude.adapters.metrics), and the tenant's usage document of the month (interlude.store.tenants), which billing
-reads through the operator surface.
+"""Per-tenant usage (issue 30 item 6): one EMF metric, TenantUsage{tenant, measure} (interlude.adapters.metrics), and
+the tenant's usage of the month (interlude.store.tenants), which billing reads through the operator surface.
 
-Measures: `lifecycles`, the runs started; `decisions`, the interrupts resolved by someone (a timeout is no decision);
-`storageBytes`, the size, as compact JSON, of the run history written (the bulk of what a tenant stores); these three
-counted by the dispatch outbox, once per event item; `notifications`, the notifications sent, counted by the notify
-worker. Each is counted once: an event item delivered again (the stream and SQS deliver at least once) is known by its
-run's record of the items counted (interlude.store.tenants.TenantRecords.meter_once), and the notify worker answers
-`sent` once per notification (its ledger).
+Measures (rules/usage.py): `lifecycles`, `decisions` and `storageBytes` are billed by the run's own transactions, on
+the open-runs counter item its create or its end writes anyway (store/transitions.py, docs/adr/0122), exactly once;
+this module only emits their metric, from the dispatch outbox, once per delivery of an event item (a metric, not a
+bill: an item delivered twice emits twice). `notifications`, the notifications sent, are counted by the notify
+worker, which answers `sent` once per notification (its ledger), on the month's usage parts.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from interlude.adapters import metrics
 from interlude.domain.clock import Clock
 from interlude.domain.ids import tenant_of
+from interlude.rules import usage
 from interlude.store.table import Table
 from interlude.store.tenants import TenantRecords
 
-UNITS = {"storageBytes": "Bytes"}
+UNITS = {usage.STORAGE_BYTES: "Bytes"}
 
 
-def on_events(service: Any, run_id: str, events: list[dict[str, Any]]) -> None:
-    """The dispatch outbox's handler: what one event item of a run adds to its tenant's usage."""
-    resolved = [e for e in events if e.get("type") == "interrupt.resolved"]
-    counts = {
-        "lifecycles": sum(1 for e in events if e.get("type") == "run.started"),
-        "decisions": sum(1 for e in resolved if (e.get("payload") or {}).get("reason") != "timeout"),
-        "storageBytes": len(json.dumps(events, separators=(",", ":"), allow_nan=False).encode()),
-    }
-    sequence = max((e["sequence"] for e in events if isinstance(e.get("sequence"), int)), default=None)
-    if sequence is None:
-        return
-    tenant, now = tenant_of(run_id), service.clock()
-    if TenantRecords(service.store).meter_once(tenant, now.strftime("%Y-%m"), run_id, sequence, counts, int(now.timestamp())):
-        emit(tenant, counts)
+def on_events(run_id: str, events: list[dict[str, Any]]) -> None:
+    """The dispatch outbox's handler: the metric of what one event item of a run adds to its tenant's usage."""
+    emit(tenant_of(run_id), usage.measures(events))
 
 
 def count_notification(store: Table, clock: Clock, tenant: str, notification_id: str) -> None:

@@ -1,7 +1,9 @@
 """The counters behind per-tenant limits (rules in interlude/rules/limits.py; reasons in docs/adr/0017).
 
   request window  T#{tenant}#RATE[#{shard}]    W#{windowStart}   n: requests counted in that window; swept by TTL
-  usage           T#{tenant}[#USAGE#{shard}]   USAGE             openRuns (per shard), workflowVersions (shard 0)
+  usage           T#{tenant}[#USAGE#{shard}]   USAGE             openRuns (per shard), workflowVersions (shard 0), and
+                                                                 the month's billed measures of the runs that claimed or
+                                                                 released there (`{measure}@{YYYY-MM}`: rules/usage.py)
 
 Both are write-sharded once a tenant's limit is high enough to make one item hot (docs/scale.md): a window over
 RATE_PER_SHARD requests/s is split over ceil(limit / RATE_PER_SHARD) items, each request counted on a random one
@@ -20,13 +22,16 @@ Requests are counted by one conditional UpdateItem that refuses to count past th
 instances share one count; a warm instance counts them ahead, a lease of several at a time (app/limits.py).
 The usage counters change only inside the transaction that creates or ends a run or stores a workflow version
 (store/transitions.py, store/workflows.py), so they cannot drift from what they count: a claim is conditional on the quota, a release (a
-run ending) never is, so a run can always end.
+run ending) never is, so a run can always end. The same updates bill the tenant's usage of the month (docs/adr/0122):
+a create's claim adds its lifecycle and the history it wrote, an end's release what the run owed since (its decisions
+and history, kept on its head until then), so metering costs no write of its own and counts each run once.
 """
 
 from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -95,9 +100,11 @@ def roomiest_shard(counts: dict[int, int], limit: int) -> tuple[int, int] | None
     return (shard, part) if part > counts.get(shard, 0) else None
 
 
-def claim(tenant: str, counter: str, limit: int, shard: int = 0) -> tuple[str, dict[str, Any]]:
+def claim(
+    tenant: str, counter: str, limit: int, shard: int = 0, billed: Mapping[str, int] | None = None
+) -> tuple[str, dict[str, Any]]:
     """A transaction item adding one to `counter` on usage shard `shard`, on condition that it stays within
-    `limit` (that shard's part)."""
+    `limit` (that shard's part); and `billed` (attribute name: amount, rules/usage.month_attributes) with it."""
     update = {
         "Key": usage_key(tenant, shard),
         "UpdateExpression": "ADD #c :one",
@@ -105,19 +112,41 @@ def claim(tenant: str, counter: str, limit: int, shard: int = 0) -> tuple[str, d
         "ExpressionAttributeNames": {"#c": counter},
         "ExpressionAttributeValues": {":one": a.n(1), ":limit": a.n(limit)},
     }
-    return USAGE_SK, {"Update": update}
+    return USAGE_SK, {"Update": _adding(update, billed)}
 
 
-def release(tenant: str, counter: str, shard: int = 0) -> tuple[str, dict[str, Any]]:
+def release(
+    tenant: str, counter: str, shard: int = 0, billed: Mapping[str, int] | None = None
+) -> tuple[str, dict[str, Any]]:
     """A transaction item taking one from `counter` on the shard it was claimed on, unconditionally: ending a run
-    never waits on a quota."""
+    never waits on a quota; and `billed` with it."""
     update = {
         "Key": usage_key(tenant, shard),
         "UpdateExpression": "ADD #c :minus",
         "ExpressionAttributeNames": {"#c": counter},
         "ExpressionAttributeValues": {":minus": a.n(-1)},
     }
-    return USAGE_SK, {"Update": update}
+    return USAGE_SK, {"Update": _adding(update, billed)}
+
+
+def bill(tenant: str, shard: int, billed: Mapping[str, int]) -> tuple[str, dict[str, Any]]:
+    """A transaction item adding `billed` alone on usage shard `shard` (a run that starts and ends in one transition:
+    it claims and releases nothing)."""
+    update = {"Key": usage_key(tenant, shard), "ExpressionAttributeNames": {}, "ExpressionAttributeValues": {}}
+    return USAGE_SK, {"Update": _adding(update, billed)}
+
+
+def _adding(update: dict[str, Any], billed: Mapping[str, int] | None) -> dict[str, Any]:
+    """`update` also adding each of `billed` (attribute name: amount; the names are month-keyed, so placeholders)."""
+    adds = [f"#b{i} :b{i}" for i in range(len(billed or {}))]
+    if not adds:
+        return update
+    expression = update.get("UpdateExpression")
+    update["UpdateExpression"] = f"{expression}, {', '.join(adds)}" if expression else "ADD " + ", ".join(adds)
+    for i, (name, amount) in enumerate((billed or {}).items()):
+        update["ExpressionAttributeNames"][f"#b{i}"] = name
+        update["ExpressionAttributeValues"][f":b{i}"] = a.n(amount)
+    return update
 
 
 class LimitStore:

@@ -7,12 +7,15 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
                                                              it is done, its report); ttl once deleted
   held work  T#{tenant}#HELD             {destination}#{id}  what a worker was handed while the tenant was suspended:
                                                              a queue's message, or a deadline's schedule input
-  usage      T#{tenant}#METER#{part:02}  {YYYY-MM}           lifecycles, decisions, notifications, storageBytes of the
-                                                             month so far, in USAGE_PARTS parts summed on read (a
-                                                             busy tenant's counts spread over that many items)
-  metered    T#{tenant}#METERED#{part:02} {runId}            the event items of the run already counted (`seen`, their
-                                                             last sequences), so an item delivered twice counts once;
-                                                             ttl METERED_S after the last
+  usage      T#{tenant}#METER#{part:02}  {YYYY-MM}           notifications of the month so far (and, written before
+                                                             0122, every measure), in USAGE_PARTS parts summed on read
+                                                             (a busy tenant's counts spread over that many items)
+  billed     T#{tenant}[#USAGE#{shard}]  USAGE               the open-runs counter items (store/limits.py): beside
+                                                             openRuns, `{measure}@{YYYY-MM}`, the lifecycles,
+                                                             decisions and storageBytes the runs' own transactions
+                                                             billed there (docs/adr/0122), summed on read too
+  metered    T#{tenant}#METERED#{part:02} {runId}            written before 0122 (the event items of a run the outbox
+                                                             had counted); no longer read, gone by their TTL
   usage doc  T#{tenant}#METER            {YYYY-MM}           the month's usage, closed (closedAt) once it is over: the
                                                              one document per tenant and month billing reads
 
@@ -30,7 +33,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.rules import usage as billing
 from interlude.store import attributes as a
+from interlude.store import limits as counters
 from interlude.store.item_index import shard_of
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, tenant_of_pk
 from interlude.store.table import Table
@@ -43,9 +48,6 @@ MEASURES = ("lifecycles", "decisions", "notifications", "storageBytes")
 # BatchWriteItem takes at most 25 requests, BatchGetItem 100 keys.
 BATCH_WRITE_MAX = 25
 BATCH_GET_MAX = 100
-# How long a run's record of its counted event items outlives the last one (a duplicate comes within minutes; a run
-# quiet for longer simply starts a new record).
-METERED_S = 90 * 24 * 3600
 
 
 def record_key(tenant: str) -> a.Item:
@@ -58,10 +60,6 @@ def held_pk(tenant: str) -> str:
 
 def usage_key(tenant: str, part: int, month: str) -> a.Item:
     return a.key(f"T#{tenant}#METER#{part:02d}", month)
-
-
-def metered_key(tenant: str, run_id: str) -> a.Item:
-    return a.key(f"T#{tenant}#METERED#{usage_part(run_id):02d}", run_id)
 
 
 def closed_usage_key(tenant: str, month: str) -> a.Item:
@@ -256,35 +254,6 @@ class TenantRecords:
             ExpressionAttributeValues={f":{name}": a.n(value) for name, value in counted.items()},
         )
 
-    def meter_once(self, tenant: str, month: str, run_id: str, sequence: int, counts: dict[str, int], now_s: int) -> bool:
-        """`meter` for one event item of a run (its last `sequence`), exactly once: False when that item was counted
-        already (SQS and the stream deliver at least once, in any order)."""
-        counted = {name: value for name, value in counts.items() if value}
-        seen = {
-            "Update": {
-                "TableName": self.table,
-                "Key": metered_key(tenant, run_id),
-                "UpdateExpression": "ADD #seen :seq SET #ttl = :expires",
-                "ConditionExpression": "NOT contains(#seen, :sequence)",
-                "ExpressionAttributeNames": {"#seen": "seen", "#ttl": wiring.TTL_ATTRIBUTE},
-                "ExpressionAttributeValues": {
-                    ":seq": {"NS": [str(sequence)]},
-                    ":sequence": a.n(sequence),
-                    ":expires": a.n(now_s + METERED_S),
-                },
-            }
-        }
-        added = {
-            "Update": {
-                "TableName": self.table,
-                "Key": usage_key(tenant, usage_part(run_id), month),
-                "UpdateExpression": "ADD " + ", ".join(f"#{name} :{name}" for name in counted),
-                "ExpressionAttributeNames": {f"#{name}": name for name in counted},
-                "ExpressionAttributeValues": {f":{name}": a.n(value) for name, value in counted.items()},
-            }
-        }
-        return self._unless_first_fails([seen, added] if counted else [seen])
-
     def _unless_first_fails(self, items: list[dict[str, Any]]) -> bool:
         """Write `items` in one transaction; False (nothing written) when the first one's condition does not hold."""
         try:
@@ -297,31 +266,33 @@ class TenantRecords:
 
     def usage(self, tenants: list[str], month: str) -> dict[str, Usage]:
         """Each tenant's usage document of `month`: the closed one when the month was closed (`close_month`), else the
-        sum of its parts so far (every measure, 0 where nothing was counted)."""
-        parts: dict[str, dict[str, int]] = {tenant: dict.fromkeys(MEASURES, 0) for tenant in tenants}
-        closed: dict[str, Usage] = {}
+        sum so far of its usage parts and of what its open-runs counter items billed for the month (every measure, 0
+        where nothing was counted)."""
+        return {tenant: found.usage for tenant, found in self._month(tenants, month).items()}
+
+    def _month(self, tenants: list[str], month: str) -> dict[str, _Month]:
+        found = {tenant: _Month(month) for tenant in tenants}
         keys = [
             key
             for tenant in tenants
-            for key in (closed_usage_key(tenant, month), *(usage_key(tenant, p, month) for p in range(USAGE_PARTS)))
+            for key in (
+                closed_usage_key(tenant, month),
+                *(usage_key(tenant, p, month) for p in range(USAGE_PARTS)),
+                *(counters.usage_key(tenant, shard) for shard in range(counters.MAX_SHARDS)),
+            )
         ]
         for start in range(0, len(keys), BATCH_GET_MAX):
             request: dict[str, Any] = {self.table: {"Keys": keys[start : start + BATCH_GET_MAX]}}
             while request:
                 got = self.client.batch_get_item(RequestItems=request)
                 for item in got.get("Responses", {}).get(self.table) or []:
-                    tenant = tenant_of_pk(item["pk"]["S"])
-                    counts = {name: int(item[name]["N"]) if name in item else 0 for name in MEASURES}
-                    if "closedAt" in item:
-                        closed[tenant] = Usage(month, counts, item["closedAt"]["S"])
-                    else:
-                        parts[tenant] = {name: parts[tenant][name] + counts[name] for name in MEASURES}
+                    found[tenant_of_pk(item["pk"]["S"])].add(item)
                 request = got.get("UnprocessedKeys") or {}
-        return {tenant: closed.get(tenant) or Usage(month, parts[tenant], None) for tenant in tenants}
+        return found
 
     def close_month(self, tenant: str, usage: Usage, at: str) -> Usage:
-        """Store the month's usage as its one document, closed (never changed after), and remove its parts; the
-        document already closed when another reader closed it first."""
+        """Store the month's usage as its one document, closed (never changed after), and remove its parts and the
+        month's attributes of the counter items; the document already closed when another reader closed it first."""
         item = {**closed_usage_key(tenant, usage.month), "closedAt": a.s(at)}
         item.update({name: a.n(value) for name, value in usage.counts.items()})
         try:
@@ -331,7 +302,25 @@ class TenantRecords:
                 raise
             return self.usage([tenant], usage.month)[tenant]
         self.delete([usage_key(tenant, part, usage.month) for part in range(USAGE_PARTS)])
+        self._unbill(tenant, usage.month)
         return Usage(usage.month, usage.counts, at)
+
+    def _unbill(self, tenant: str, month: str) -> None:
+        """Remove `month`'s attributes from the counter items that hold some (each its own UpdateItem, on condition the
+        item is still there: a tenant's deletion may be removing it)."""
+        names = [billing.month_attribute(name, month) for name in billing.RUN_MEASURES]
+        for key in self._month([tenant], month)[tenant].billed_on:
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="REMOVE " + ", ".join(f"#m{i}" for i in range(len(names))),
+                    ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeNames={f"#m{i}": name for i, name in enumerate(names)},
+                )
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
 
     # -- a deletion's pages ----------------------------------------------------------------------------
 
@@ -369,6 +358,35 @@ class TenantRecords:
                 time.sleep(min(1.0, 0.02 * 2**attempt))
             else:
                 raise RuntimeError("the tenant's items could not be deleted (throttled); the deletion goes on later")
+
+
+class _Month:
+    """What one tenant's items hold of a month, as they are read: the closed document, or the sums of the usage parts
+    and of the counter items' billed attributes (and which counter items hold some)."""
+
+    def __init__(self, month: str) -> None:
+        self.month = month
+        self.counts = dict.fromkeys(MEASURES, 0)
+        self.closed: Usage | None = None
+        self.billed_on: list[a.Item] = []
+
+    def add(self, item: a.Item) -> None:
+        numbers = {name: int(value["N"]) for name, value in item.items() if "N" in value}
+        if item["sk"]["S"] == counters.USAGE_SK:
+            counts = billing.of_month(numbers, self.month)
+            if any(counts.values()):
+                self.billed_on.append(a.key(item["pk"]["S"], counters.USAGE_SK))
+        else:
+            counts = {name: numbers.get(name, 0) for name in MEASURES}
+            if "closedAt" in item:
+                self.closed = Usage(self.month, counts, item["closedAt"]["S"])
+                return
+        for name, value in counts.items():
+            self.counts[name] += value
+
+    @property
+    def usage(self) -> Usage:
+        return self.closed or Usage(self.month, self.counts, None)
 
 
 def _stored(item: a.Item) -> Stored:

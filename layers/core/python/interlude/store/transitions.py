@@ -2,7 +2,7 @@
 
 What a transition writes (store/run_items.py builds each item): the run head at its next version (conditional on the
 version read), a batch of its events, the interrupts it opened, voted on or closed, the tenant's open-runs counter
-when the run starts or ends, the tasks of visits an ending run stops waiting for, its external-event waiters and
+when the run starts or ends (billing its tenant's usage of the month on it: docs/adr/0122), the tasks of visits an ending run stops waiting for, its external-event waiters and
 conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
 audit entry recording it. Index entries (the inbox's, the run listing's) are plain writes before the transaction,
 never inside it, where each would bill twice (docs/adr/0034).
@@ -20,7 +20,7 @@ from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.effect_names import GATE_ASSIGNED, TASK
 from interlude.engine.events import to_docs
-from interlude.rules import run_search
+from interlude.rules import run_search, usage
 from interlude.rules.limits import QUOTA_EXCEEDED, quota_exceeded
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
@@ -74,7 +74,8 @@ class TransitionStore(TransactionalTable, RunStore):
         KeyAlreadyUsed when `answered`'s Idempotency-Key was committed by another request first.
 
         The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
-        past `open_runs_limit`, when given), a run that ends releases one (never refused). `audit`: the entry that
+        past `open_runs_limit`, when given), a run that ends releases one (never refused); either adds what the run
+        owes its tenant's usage of the month, which a transition that moves no counter keeps on the head. `audit`: the entry that
         records the transition (a decision, a vote, a cancel), appended in the same transaction. `expires`: a run that
         ends expires then (the table's TTL attribute, on every item this transaction writes of it: store/retention.py).
         """
@@ -82,8 +83,12 @@ class TransitionStore(TransactionalTable, RunStore):
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
-        # Before the head is built: a new run's usage shard is recorded on it, so its end releases there.
-        counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit)
+        # Before the head is built: a new run's usage shard is recorded on it, so its end releases there; and what the
+        # run owes its tenant's usage is billed on the counter item when one is written, else kept on the head.
+        owed = usage.summed(state.unbilled, usage.measures(docs))
+        billed = usage.month_attributes(owed, now_iso[:7])
+        counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit, billed)
+        state.unbilled = {} if counter is not None else owed
         closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
         items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires)
         if counter is not None:
@@ -93,13 +98,13 @@ class TransitionStore(TransactionalTable, RunStore):
         try:
             if quota is not None and counters.open_runs_shards(quota[1]) == 1:
                 # One shard: exact against every shard's count, read first (store/limits.py).
-                items = items[:-1] + [_claim_exactly(self, state, quota[1])]
+                items = items[:-1] + [_claim_exactly(self, state, quota[1], billed)]
             for spill in range(OPEN_RUNS_SPILLS + 1):
                 try:
                     self._transact(items, answered, quota, audit)
                     break
                 except DomainError as refused:
-                    moved = _claimed_elsewhere(self, refused, state, quota, spill)
+                    moved = _claimed_elsewhere(self, refused, state, quota, spill, billed)
                     if moved is None:
                         raise
                     # The head records the shard the run claims on: built again with it.
@@ -176,7 +181,7 @@ INBOX_ENTRY_LABEL = "INBOX"
 OPEN_RUNS_SPILLS = 2
 
 
-def _claim_exactly(table: TransactionalTable, state: RunState, limit: int) -> Labelled:
+def _claim_exactly(table: TransactionalTable, state: RunState, limit: int, billed: dict[str, int]) -> Labelled:
     """The claim of a quota of one shard: on shard 0, up to what every shard's count read now leaves; refused at once
     when they hold the whole quota."""
     cap = counters.exact_cap(counters.LimitStore(table.table, table.client).open_runs_by_shard(state.tenant), limit)
@@ -185,11 +190,16 @@ def _claim_exactly(table: TransactionalTable, state: RunState, limit: int) -> La
             counters.OPEN_RUNS, limit, f"this tenant has reached its limit of {limit} {QUOTA_NOUNS[counters.OPEN_RUNS]}"
         )
     state.usageShard = 0
-    return counters.claim(state.tenant, counters.OPEN_RUNS, cap, 0)
+    return counters.claim(state.tenant, counters.OPEN_RUNS, cap, 0, billed)
 
 
 def _claimed_elsewhere(
-    table: TransactionalTable, refused: DomainError, state: RunState, quota: tuple[str, int] | None, spill: int
+    table: TransactionalTable,
+    refused: DomainError,
+    state: RunState,
+    quota: tuple[str, int] | None,
+    spill: int,
+    billed: dict[str, int],
 ) -> Labelled | None:
     """The claim on another usage shard when `refused` was the open-runs quota on this one and another has room
     (recorded on the run as its shard); None when the refusal stands (the shards hold the whole quota)."""
@@ -202,22 +212,26 @@ def _claimed_elsewhere(
     if found is None:
         return None
     state.usageShard, part = found
-    return counters.claim(state.tenant, counters.OPEN_RUNS, part, state.usageShard)
+    return counters.claim(state.tenant, counters.OPEN_RUNS, part, state.usageShard, billed)
 
 
 def _open_runs_counter(
-    state: RunState, expected_version: int | None, reopened: bool, open_runs_limit: int | None
+    state: RunState, expected_version: int | None, reopened: bool, open_runs_limit: int | None, billed: dict[str, int]
 ) -> tuple[Labelled | None, tuple[str, int] | None]:
     """The transition's move of the tenant's open-runs counter and the quota it is refused by: a run created open,
     or a failed one running again (`reopened`: engine.run.retry_action), claims a place (on the usage shard it
-    records), one that ends releases its place (never refused)."""
+    records), one that ends releases its place (never refused); each adds `billed`, the usage the run owes. A run
+    that starts and ends in one transition moves no counter: the item of its shard bills its usage alone."""
+    limit = open_runs_limit if open_runs_limit is not None else 2**53
     if (expected_version is None or reopened) and not state.terminal:
-        limit = open_runs_limit if open_runs_limit is not None else 2**53
         state.usageShard, shard_limit = counters.open_runs_shard(state.runId, limit)
-        claim = counters.claim(state.tenant, counters.OPEN_RUNS, shard_limit, state.usageShard)
+        claim = counters.claim(state.tenant, counters.OPEN_RUNS, shard_limit, state.usageShard, billed)
         return claim, (counters.OPEN_RUNS, limit)
     if expected_version is not None and state.terminal:
-        return counters.release(state.tenant, counters.OPEN_RUNS, state.usageShard), None
+        return counters.release(state.tenant, counters.OPEN_RUNS, state.usageShard, billed), None
+    if expected_version is None and billed:
+        state.usageShard = counters.open_runs_shard(state.runId, limit)[0]
+        return counters.bill(state.tenant, state.usageShard, billed), None
     return None, None
 
 
