@@ -97,7 +97,7 @@ def test_stream_records_delivered_twice_and_out_of_order_change_nothing(world):
     assert [e["type"] for e in events].count("run.completed") == 1
     assert sorted(e["nodeId"] for e in events if e["type"] == "node.completed") == [f"n{i}" for i in range(7)]
     # And once every record was delivered (the last, run.completed's, was written by the loop's last round: its first
-    # delivery counts its tenant's usage), delivering the whole stream twice more, shuffled, changes no item
+    # delivery does its outbox work), delivering the whole stream twice more, shuffled, changes no item
     assert dispatch(stream_records(TABLE)) == {"batchItemFailures": []}
     before = sorted(json.dumps(i, sort_keys=True, default=bytes.hex) for i in all_items())
     doubled = stream_records(TABLE) * 2

@@ -1,5 +1,5 @@
 """A tenant's usage of a month (issue 30 item 6), billed by the runs' own transactions on the open-runs counter items
-(issue 31, docs/adr/0122): counted as the outbox counted it before, once whatever the outbox's deliveries, read
+(issue 31, docs/adr/0123): counted as the outbox counted it before, once whatever the outbox's deliveries, read
 together with the usage parts written before, and closed once the month is over."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def start(services: Services, admin: Any, fixture: str) -> str:
 
 
 def counted_by_the_outbox(services: Services, run_ids: list[str]) -> dict[str, int]:
-    """What the outbox counted of these runs before 0122: per event item stored, its `run.started` events, its
+    """What the outbox counted of these runs before 0123: per event item stored, its `run.started` events, its
     `interrupt.resolved` events not resolved by a timeout, and its events' size as compact JSON."""
     counts = {"lifecycles": 0, "decisions": 0, "storageBytes": 0}
     for run_id in run_ids:

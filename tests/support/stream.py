@@ -98,7 +98,7 @@ class Stream:
 
     def settle(self, rounds: int = 20) -> None:
         """Deliver every new record, then every record again (at-least-once), until no new event-log item appears (what
-        else the outbox writes, such as a tenant's usage counts, reaches no dispatch)."""
+        else the outbox writes, such as delivery records, reaches no dispatch)."""
         for _ in range(rounds):
             fresh = self.take()
             if not any(is_event_insert(record) for record in fresh):

@@ -2,7 +2,7 @@
 the tenant's usage of the month (interlude.store.tenants), which billing reads through the operator surface.
 
 Measures (rules/usage.py): `lifecycles`, `decisions` and `storageBytes` are billed by the run's own transactions, on
-the open-runs counter item its create or its end writes anyway (store/transitions.py, docs/adr/0122), exactly once;
+the open-runs counter item its create or its end writes anyway (store/transitions.py, docs/adr/0123), exactly once;
 this module only emits their metric, from the dispatch outbox, once per delivery of an event item (a metric, not a
 bill: an item delivered twice emits twice). `notifications`, the notifications sent, are counted by the notify
 worker, which answers `sent` once per notification (its ledger), on the month's usage parts.

@@ -1,5 +1,5 @@
 """What a run's events add to its tenant's usage (issue 30 item 6), decided without I/O: the measures a transaction
-bills on the tenant's open-runs counter items (store/transitions.py, docs/adr/0122) and the dispatch outbox emits as
+bills on the tenant's open-runs counter items (store/transitions.py, docs/adr/0123) and the dispatch outbox emits as
 the TenantUsage metric (adapters/tenant_usage.py).
 
   lifecycles    the runs started (`run.started`)
@@ -10,7 +10,7 @@ the TenantUsage metric (adapters/tenant_usage.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 LIFECYCLES, DECISIONS, STORAGE_BYTES = "lifecycles", "decisions", "storageBytes"
@@ -48,6 +48,6 @@ def month_attributes(counts: Mapping[str, int], month: str) -> dict[str, int]:
     return {month_attribute(name, month): value for name, value in counts.items() if value}
 
 
-def of_month(item_numbers: Mapping[str, int], month: str, names: Iterable[str] = RUN_MEASURES) -> dict[str, int]:
+def of_month(item_numbers: Mapping[str, int], month: str) -> dict[str, int]:
     """The measures of `month` among a counter item's numbers (by attribute name), 0 where none was billed."""
-    return {name: item_numbers.get(month_attribute(name, month), 0) for name in names}
+    return {name: item_numbers.get(month_attribute(name, month), 0) for name in RUN_MEASURES}

@@ -22,7 +22,7 @@ Requests are counted by one conditional UpdateItem that refuses to count past th
 instances share one count; a warm instance counts them ahead, a lease of several at a time (app/limits.py).
 The usage counters change only inside the transaction that creates or ends a run or stores a workflow version
 (store/transitions.py, store/workflows.py), so they cannot drift from what they count: a claim is conditional on the quota, a release (a
-run ending) never is, so a run can always end. The same updates bill the tenant's usage of the month (docs/adr/0122):
+run ending) never is, so a run can always end. The same updates bill the tenant's usage of the month (docs/adr/0123):
 a create's claim adds its lifecycle and the history it wrote, an end's release what the run owed since (its decisions
 and history, kept on its head until then), so metering costs no write of its own and counts each run once.
 """

@@ -8,13 +8,13 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
   held work  T#{tenant}#HELD             {destination}#{id}  what a worker was handed while the tenant was suspended:
                                                              a queue's message, or a deadline's schedule input
   usage      T#{tenant}#METER#{part:02}  {YYYY-MM}           notifications of the month so far (and, written before
-                                                             0122, every measure), in USAGE_PARTS parts summed on read
+                                                             0123, every measure), in USAGE_PARTS parts summed on read
                                                              (a busy tenant's counts spread over that many items)
   billed     T#{tenant}[#USAGE#{shard}]  USAGE               the open-runs counter items (store/limits.py): beside
                                                              openRuns, `{measure}@{YYYY-MM}`, the lifecycles,
                                                              decisions and storageBytes the runs' own transactions
-                                                             billed there (docs/adr/0122), summed on read too
-  metered    T#{tenant}#METERED#{part:02} {runId}            written before 0122 (the event items of a run the outbox
+                                                             billed there (docs/adr/0123), summed on read too
+  metered    T#{tenant}#METERED#{part:02} {runId}            written before 0123 (the event items of a run the outbox
                                                              had counted); no longer read, gone by their TTL
   usage doc  T#{tenant}#METER            {YYYY-MM}           the month's usage, closed (closedAt) once it is over: the
                                                              one document per tenant and month billing reads

@@ -2,7 +2,7 @@
 
 What a transition writes (store/run_items.py builds each item): the run head at its next version (conditional on the
 version read), a batch of its events, the interrupts it opened, voted on or closed, the tenant's open-runs counter
-when the run starts or ends (billing its tenant's usage of the month on it: docs/adr/0122), the tasks of visits an ending run stops waiting for, its external-event waiters and
+when the run starts or ends (billing its tenant's usage of the month on it: docs/adr/0123), the tasks of visits an ending run stops waiting for, its external-event waiters and
 conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
 audit entry recording it. Index entries (the inbox's, the run listing's) are plain writes before the transaction,
 never inside it, where each would bill twice (docs/adr/0034).
@@ -86,7 +86,7 @@ class TransitionStore(TransactionalTable, RunStore):
         # Before the head is built: a new run's usage shard is recorded on it, so its end releases there; and what the
         # run owes its tenant's usage is billed on the counter item when one is written, else kept on the head.
         owed = usage.summed(state.unbilled, usage.measures(docs))
-        billed = usage.month_attributes(owed, now_iso[:7])
+        billed = usage.month_attributes(owed, now_iso[:7])  # the month (YYYY-MM) of the transition
         counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit, billed)
         state.unbilled = {} if counter is not None else owed
         closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]

@@ -176,7 +176,7 @@ class RunState(Mutable):
     # The tenant usage shard this run's open-runs claim went to (interlude.store.limits), released there.
     usageShard: int = 0
     # What the run owes its tenant's usage since its counter item last billed it (decisions, storageBytes: rules/usage),
-    # billed by the transaction that ends it (store/transitions.py, docs/adr/0122). Left out of the document while empty.
+    # billed by the transaction that ends it (store/transitions.py, docs/adr/0123). Left out of the document while empty.
     unbilled: dict[str, int] = Field(default_factory=dict, exclude_if=lambda v: not v)
     # How the request that started the run wrote the numbers Python writes back otherwise (`1.50`, `1e3`), by the text
     # Python writes (domain/written_numbers.spellings): a page shows a number as its caller wrote it (docs/adr/0119). Never
