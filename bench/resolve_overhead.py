@@ -34,7 +34,6 @@ from _bench import admin_with_approval, offline_aws
 
 offline_aws(TABLE_NAME="bench")
 
-import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from interlude.composition import Services  # noqa: E402
@@ -42,6 +41,7 @@ from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
 from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.table import dynamodb_client  # noqa: E402
 
 GOAL = 3.0
 
@@ -102,7 +102,7 @@ class World:
 def world() -> Iterator[World]:
     moto_patches.apply()  # as the local stack and the suite run moto: a transaction costs what it touches
     with mock_aws():
-        client = boto3.client("dynamodb")
+        client = dynamodb_client()  # configured as the functions' (the resolve's and the put's alike)
         create_table(client, "bench")
         services = Services(Store("bench", client))
         principal, _bearer, workflow_id = admin_with_approval(services)

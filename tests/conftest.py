@@ -9,6 +9,9 @@ import pytest
 # Before the package is imported: every event the suite writes is checked against the OpenWOP schemas (a debug
 # switch that production leaves off; interlude.engine.events). Local stacks the suite starts inherit it.
 os.environ["INTERLUDE_VALIDATE_EVENTS"] = "1"
+# And every DynamoDB request the store sends is checked against the service's model by botocore before moto reads it
+# (the functions leave that check to DynamoDB; interlude.store.table).
+os.environ["INTERLUDE_VALIDATE_REQUESTS"] = "1"
 
 from interlude.composition import compose
 from interlude.config import forget as forget_settings

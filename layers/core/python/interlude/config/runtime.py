@@ -10,6 +10,7 @@ DEPLOYMENT_ENV = "INTERLUDE_DEPLOYMENT"
 VALIDATE_EVENTS_ENV = "INTERLUDE_VALIDATE_EVENTS"
 CLOCK_FILE_ENV = "INTERLUDE_CLOCK_FILE"
 SDK_DATA_ENV = "INTERLUDE_SDK_DATA"
+VALIDATE_REQUESTS_ENV = "INTERLUDE_VALIDATE_REQUESTS"
 
 
 def _powertools_true(raw: str) -> bool:
@@ -27,6 +28,9 @@ class RuntimeSettings(EnvironmentSettings):
     aws_endpoint_url: str = setting(("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"), default="")
     # Development: check every event against the OpenWOP schemas before it is written (interlude.engine.events).
     validate_events: bool = setting(VALIDATE_EVENTS_ENV, default=False)
+    # Development: botocore checks every DynamoDB request against the service's model before sending it, a check
+    # DynamoDB makes again on arrival (interlude.store.table); the functions leave it to DynamoDB.
+    validate_requests: bool = setting(VALIDATE_REQUESTS_ENV, default=False)
     # Development: a file whose number of seconds the process clock adds (interlude.domain.clock).
     clock_file: str = setting(CLOCK_FILE_ENV, default="")
     # Benches and tests: a directory of SDK data of their own, read instead of the layer's (interlude.adapters.sdk_clients).
