@@ -1,4 +1,4 @@
-"""The functions' DynamoDB client leaves the check of a request against the service's model to DynamoDB (ADR 0122);
+"""The functions' DynamoDB client leaves the check of a request against the service's model to DynamoDB (ADR 0124);
 the suite turns botocore's check back on, so a malformed request the store builds still fails a test under moto."""
 
 from __future__ import annotations

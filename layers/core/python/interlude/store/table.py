@@ -14,7 +14,7 @@ from interlude.store import item_formats
 def dynamodb_client() -> Any:
     """The DynamoDB client the functions use. botocore's check of each request against the service's model is left
     to DynamoDB, which makes it again on arrival and refuses a malformed request with a ValidationException: on
-    the client it is per parameter of every request, about a tenth of a resolve's instructions (docs/adr/0122).
+    the client it is per parameter of every request, about a tenth of a resolve's instructions (docs/adr/0124).
     The suite turns it on (INTERLUDE_VALIDATE_REQUESTS): moto checks less than DynamoDB."""
     return boto3.client("dynamodb", config=Config(parameter_validation=runtime_settings().validate_requests))
 
