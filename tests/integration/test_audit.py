@@ -554,3 +554,19 @@ def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did
     assert float(again["pendingSince"]["N"]) > float(after["pendingSince"]["N"]) - 1
     assert list(services.store.audit_log.pending_chains()) == [(tenant, 0)]
     assert services.audit.verify(tenant, 1, int(again["seq"]["N"]))["chainValid"] is True
+
+
+# A world of its own: the checkpoint sweep reads the pending chains of every tenant.
+@pytest.mark.private_world
+def test_the_sweep_reads_a_tenants_heads_once_however_many_of_its_chains_wait(services, tenant) -> None:
+    admin = signed_in(services)
+    for n in range(6):
+        services.keys.create_key(admin, CreateKeyRequest(subjectId=f"robot{n}", scopes=["runs:read"]))
+    waiting = len(list(services.store.audit_log.pending_chains()))
+    assert waiting > 1
+    calls: list[str] = []
+    services.store.client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    assert services.audit.checkpoint_pending() == 0  # none due yet
+    # The heads in batches of 100 keys (wiring.AUDIT_CHAINS of them), not one GetItem per waiting chain besides.
+    assert calls.count("BatchGetItem") == -(-wiring.AUDIT_CHAINS // 100)
+    assert "GetItem" not in calls

@@ -119,24 +119,31 @@ class AuditTrail:
         for tenant, chain in list(self.chains.pending_chains()):
             pending.setdefault(tenant, []).append(chain)
         for tenant, chains in pending.items():
+            # The tenant's heads, read once for the due checks and its anchor (a chain checkpointed here is read again):
+            # not one read per pending chain besides. An anchor holding a head a little older than the table's is sound
+            # (a verification reads the anchor first and expects the heads at or past it).
+            heads = self.chains.heads(tenant)
             for chain in chains:
-                head = self.chains.head(tenant, chain)
-                if not rules.checkpoint_due(head, time.time(), early_s):
+                head = heads.get(chain)
+                if head is None or not rules.checkpoint_due(head, time.time(), early_s):
                     continue
                 try:
-                    made += self.checkpoint(tenant, chain) is not None
+                    if self.checkpoint(tenant, chain) is not None:
+                        made += 1
+                        heads[chain] = self.chains.head(tenant, chain)
                 except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
                     caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
             try:
-                self.publish_anchor(tenant, chains)
+                self.publish_anchor(tenant, chains, heads)
             except Exception:  # noqa: BLE001 - the next sweep publishes it; the chains stay pending until then
                 caught(logger, "audit-anchor", "audit anchor of tenant %s failed", tenant)
         return made
 
-    def publish_anchor(self, tenant: str, pending: list[int]) -> None:
-        """Publish the tenant's anchor (every chain's head and last checkpoint, signed), then take off the pending index
-        each of the `pending` chains whose entries are all checkpointed: the anchor now holds that head (issue 26 S6)."""
-        heads = self.chains.heads(tenant)
+    def publish_anchor(self, tenant: str, pending: list[int], heads: dict[int, rules.Head] | None = None) -> None:
+        """Publish the tenant's anchor (every chain's head and last checkpoint, signed; `heads` as just read, else read
+        here), then take off the pending index each of the `pending` chains whose entries are all checkpointed: the
+        anchor now holds that head (issue 26 S6)."""
+        heads = self.chains.heads(tenant) if heads is None else heads
         key, published = self.signing_key(), self.anchors()
         if key is not None and published is not None:
             published.publish(tenant, rules.signed_anchor(key, rules.anchor_document(tenant, heads, _iso_now())))
