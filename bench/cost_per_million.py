@@ -222,10 +222,12 @@ def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
         waiting_sweeps = min(audit["interval_s"], 1 / lifecycles_per_s) / audit["sweep_every_s"]
         idle = {k: audit["idle_sweep"][0][k] for k in ("cpu_ms", "rru")}
         waiting = audit["waiting_sweep"][0]
+        # Its reads are the tenant's heads, one BatchGetItem key per chain: the bench runs one chain, a tenant has
+        # wiring.AUDIT_CHAINS (each holding a head once the tenant has been busy a while).
         extra = {
             **waiting,
             "cpu_ms": max(0.0, waiting["cpu_ms"] - idle["cpu_ms"]),
-            "rru": waiting["rru"] - idle["rru"],
+            "rru": (waiting["rru"] - idle["rru"]) * audit["chains"],
             "calls": subtract(waiting["calls"], audit["idle_sweep"][0]["calls"]),
             "billed": subtract(waiting["billed"], audit["idle_sweep"][0]["billed"]),
             "log_bytes": 0,
