@@ -126,3 +126,30 @@ def test_a_run_whose_outbox_items_are_delivered_twice_is_counted_once(services, 
 
     # Then the run is still counted once
     assert records.usage([tenant], month)[tenant] == billed
+
+
+def test_a_run_that_ends_the_next_month_bills_its_lifecycle_in_the_first_and_its_decision_in_the_second(world, tenant):
+    clock = Clock()
+    services = Services(Store(world.table), clock=clock)
+    voters = [signed_in(services, f"voter-{i}") for i in range(3)]
+    # Given a run of a gate three approvers decide, started in March
+    run_id = start(services, voters[0], "conformance-interrupt-quorum")
+    created = counted_by_the_outbox(services, [run_id])
+    # When the first vote comes in March (no decision yet: what it writes is owed on the run's head), and the other
+    # two in April, which decide the gate and end the run
+    services.decisions.resolve_interrupt(voters[0], run_id, "gate", {"action": "accept"})
+    assert services.store.get_run(run_id)[0].unbilled["storageBytes"] > 0
+    clock.moment = datetime(2026, 4, 2, 9, 0, tzinfo=UTC)
+    for voter in voters[1:]:
+        services.decisions.resolve_interrupt(voter, run_id, "gate", {"action": "accept"})
+    state = services.store.get_run(run_id)[0]
+    assert (state.status, state.unbilled) == ("completed", {})
+
+    # Then March bills its lifecycle and the history its create wrote; April, the month it ended, its decision and
+    # the rest of its history
+    records = TenantRecords(services.store)
+    march, april = (records.usage([tenant], month)[tenant].counts for month in (MONTH, "2026-04"))
+    assert (created["lifecycles"], created["decisions"]) == (1, 0)
+    assert march == {**created, "notifications": 0}
+    whole = counted_by_the_outbox(services, [run_id])
+    assert april == {"lifecycles": 0, "decisions": 1, "notifications": 0, "storageBytes": whole["storageBytes"] - created["storageBytes"]}
