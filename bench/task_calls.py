@@ -136,7 +136,7 @@ def main() -> None:
         queued()
         rows.append(("dispatch of a new run's records (the outbox makes its task)", counted.take()))
         token = claimed()
-        rows.append(("claim, one task ready (two checks scheduled)", counted.take()))
+        rows.append(("claim, one task ready (one check scheduled)", counted.take()))
         clock.advance(CLOCK, 5)
         services.tasks.heartbeat(worker, token, schedule)
         rows.append(("heartbeat, the lease past its last check (one more scheduled)", counted.take()))

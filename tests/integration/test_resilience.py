@@ -34,6 +34,7 @@ from interlude import wiring
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.composition import Services
 from interlude.domain import clock
+from interlude.engine.tasks import task_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import create_local_deadline_resources
@@ -189,11 +190,15 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def tenant_items(w: World, tenant: str) -> list[dict[str, Any]]:
-    pages = w.client("dynamodb").get_paginator("scan").paginate(
-        TableName=TABLE,
-        ConsistentRead=True,
-        FilterExpression="begins_with(pk, :tenant)",
-        ExpressionAttributeValues={":tenant": {"S": f"T#{tenant}#"}},
+    pages = (
+        w.client("dynamodb")
+        .get_paginator("scan")
+        .paginate(
+            TableName=TABLE,
+            ConsistentRead=True,
+            FilterExpression="begins_with(pk, :tenant)",
+            ExpressionAttributeValues={":tenant": {"S": f"T#{tenant}#"}},
+        )
     )
     return [a.plain(item) for page in pages for item in page["Items"]]
 
@@ -303,7 +308,9 @@ def _resolve_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     problems += [] if count == 1 else [f"{count} resolutions for one resolve"]
     # The decided gate's inbox entries leave when its record reaches dispatch, whatever stopped the request.
     w.settle()
-    left = [i for i in tenant_items(w, w.tenant) if f"#{wiring.INBOX.prefix}#" in i["pk"] and i.get("runId") == ctx["run"]]
+    left = [
+        i for i in tenant_items(w, w.tenant) if f"#{wiring.INBOX.prefix}#" in i["pk"] and i.get("runId") == ctx["run"]
+    ]
     return problems + ([] if not left else [f"{len(left)} inbox entries left for the decided gate"])
 
 
@@ -414,7 +421,9 @@ def _callback_act(w: World, ctx: dict[str, Any]) -> Any:
 
 
 def _callback_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
-    delivered = [hit for hit in w.receiver.hits if wire(ctx["run"]).encode() in hit.body or ctx["run"].encode() in hit.body]
+    delivered = [
+        hit for hit in w.receiver.hits if wire(ctx["run"]).encode() in hit.body or ctx["run"].encode() in hit.body
+    ]
     attempts = w.services.delivery_records.attempts(ctx["run"])
     problems = [] if delivered else ["the notice never reached the receiver"]
     if not any(at.get("status") == "succeeded" for at in attempts):
@@ -435,7 +444,9 @@ def _action_setup(w: World) -> dict[str, Any]:
     }
     assert w.api("PUT", "/workflows/refund", definition)["statusCode"] == 201
     run_id = w.start("refund")
-    w.services.decisions.resolve_interrupt(w.services.keys.authenticate(f"Bearer {w.api_key}"), run_id, "gate", {"action": "accept"})
+    w.services.decisions.resolve_interrupt(
+        w.services.keys.authenticate(f"Bearer {w.api_key}"), run_id, "gate", {"action": "accept"}
+    )
     w.settle()
     sqs = w.client("sqs")
     url = os.environ[wiring.queue("actions").url_env]
@@ -476,6 +487,113 @@ def _action_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     return problems
 
 
+# -- task workers: made by the outbox, claimed, completed (issue 31: plain writes in an order, not transactions) --
+
+TASK_WORKFLOW = {
+    "id": "drafts",
+    "name": "drafts",
+    "nodes": [
+        {
+            "id": "draft",
+            "typeId": "core.task",
+            "config": {"taskType": "summarise", "heartbeatTimeoutSeconds": 10, "retry_config": {"initial_interval": 0}},
+        }
+    ],
+    "edges": [],
+}
+
+
+def _task_run(w: World) -> dict[str, Any]:
+    assert w.api("PUT", "/workflows/drafts", TASK_WORKFLOW)["statusCode"] == 201
+    worker = new_api_key(w.services, subject="worker", tenant=w.tenant, scopes=["tasks:work"])
+    return {"run": w.start("drafts"), "worker": worker}
+
+
+def _task_call(w: World, ctx: dict[str, Any], path: str, body: Any) -> dict[str, Any]:
+    """A worker's call, sent again while it answers 5xx (what a worker does)."""
+    headers = {"authorization": f"Bearer {ctx['worker']}", "content-type": "application/json"}
+    for _ in range(MAX_RETRIES):
+        got = lambda_runtime.invoke("api", to_event("POST", path, headers, json.dumps(body).encode(), "127.0.0.1"))
+        if got["statusCode"] < 500:
+            return got
+    return got
+
+
+def _claim(w: World, ctx: dict[str, Any]) -> dict[str, Any]:
+    return _task_call(w, ctx, "/tasks:claim", {"queues": ["summarise"], "waitSeconds": 0})
+
+
+def _task_item(w: World, run_id: str) -> Any:
+    return w.services.tasks.tasks.get(task_id(run_id, "draft", 1))
+
+
+def _lapsed_then_claimed(w: World, ctx: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """A claim whose answer was lost holds the task until its check lapses it: the check fires, the task is claimed
+    again. ([problems], the claim's answer)."""
+    task = _task_item(w, ctx["run"])
+    checks = [b for b in _schedule_inputs(w, ctx["run"]) if b.get("purpose") == "task" and b["due"] == task.check_at]
+    if not checks:
+        return [f"a claimed task with no check pending at {task.check_at}"], {}
+    clock.advance(w.clock_file, task.check_at - clock.now().timestamp() + 1)
+    lambda_runtime.invoke("timeouts", checks[0])
+    return [], _claim(w, ctx)
+
+
+def _task_dispatch_setup(w: World) -> dict[str, Any]:
+    w.settle()
+    ctx = _task_run(w)
+    return {**ctx, "records": w.stream.take()}
+
+
+def _task_dispatch_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    claimed = _claim(w, ctx)
+    if claimed["statusCode"] != 200:
+        return [f"the task the outbox made is not handed out: {claimed['statusCode']} {(claimed['body'] or '')[:120]}"]
+    again = _claim(w, ctx)
+    return [] if again["statusCode"] == 204 else [f"a second claim answered {again['statusCode']}"]
+
+
+def _task_ready_setup(w: World) -> dict[str, Any]:
+    ctx = _task_run(w)
+    w.settle()
+    return ctx
+
+
+def _task_claim_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    problems: list[str] = []
+    if got["statusCode"] == 204:  # taken by a claim whose answer was lost
+        problems, got = _lapsed_then_claimed(w, ctx)
+    if problems or got["statusCode"] != 200:
+        return problems or [f"the ready task was never handed out: {got['statusCode']} {(got['body'] or '')[:120]}"]
+    again = _claim(w, ctx)
+    return [] if again["statusCode"] == 204 else [f"a task handed out twice ({again['statusCode']})"]
+
+
+def _task_claimed_setup(w: World) -> dict[str, Any]:
+    ctx = _task_ready_setup(w)
+    claimed = _claim(w, ctx)
+    assert claimed["statusCode"] == 200, claimed
+    return {**ctx, "token": json.loads(claimed["body"])["taskToken"]}
+
+
+def _task_complete_act(w: World, ctx: dict[str, Any]) -> Any:
+    return _task_call(w, ctx, f"/tasks/{wire(ctx['token'])}/complete", {"output": {"summary": "s"}})
+
+
+def _task_complete_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    if got["statusCode"] not in (200, 409):
+        return [f"complete answered {got['statusCode']} {got['body'][:120]}"]
+    # A completion recorded but not landed (409 to the retry) lands when the claim's check fires.
+    clock.advance(w.clock_file, 3600)
+    for body in _schedule_inputs(w, ctx["run"]):
+        lambda_runtime.invoke("timeouts", body)
+    w.settle()
+    done = [e for e in w.events(ctx["run"]) if e["type"] == "node.completed" and e.get("nodeId") == "draft"]
+    problems = [] if len(done) == 1 else [f"the task's node completed {len(done)} times"]
+    state, _ = w.services.store.get_run(ctx["run"])
+    return problems + ([] if state.status == "completed" else [f"the run is {state.status}"])
+
+
 OPERATIONS: dict[str, Operation] = {
     "createRun": Operation(_create_setup, _create_act, _create_check),
     "resolve": Operation(_gate, _resolve_act, _resolve_check),
@@ -485,6 +603,9 @@ OPERATIONS: dict[str, Operation] = {
     "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
     "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
     "action worker": Operation(_action_setup, _action_act, _action_check),
+    "task made by the outbox": Operation(_task_dispatch_setup, _dispatch_act, _task_dispatch_check),
+    "task claim": Operation(_task_ready_setup, _claim, _task_claim_check),
+    "task complete": Operation(_task_claimed_setup, _task_complete_act, _task_complete_check),
 }
 
 

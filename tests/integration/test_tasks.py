@@ -98,7 +98,12 @@ def test_a_task_is_claimed_once_completed_once_and_its_output_continues_the_run(
     got = claim(worker_key, "other", "summarise")
     assert got.status == 200
     task = got.body
-    assert (task["runId"], task["nodeId"], task["nodeType"], task["queue"]) == (run_id, "draft", "summarise", "summarise")
+    assert (task["runId"], task["nodeId"], task["nodeType"], task["queue"]) == (
+        run_id,
+        "draft",
+        "summarise",
+        "summarise",
+    )
     assert (task["input"], task["attempt"], task["heartbeatTimeoutSeconds"]) == ({"order": "o-1"}, 1, 60)
     # Delivered at least once, never to two claims at a time: the queue is empty now.
     assert claim(worker_key, "summarise").status == 204
@@ -124,7 +129,9 @@ def test_a_tasks_output_keeps_its_numbers_as_the_worker_wrote_them_for_the_pages
     run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
     token = claim(worker_key, "summarise").body["taskToken"]
-    done = call(worker_key, "POST", f"/tasks/{token}/complete", b'{"output": {"summary": "s", "fee": 2.50, "rate": 1e3}}')
+    done = call(
+        worker_key, "POST", f"/tasks/{token}/complete", b'{"output": {"summary": "s", "fee": 2.50, "rate": 1e3}}'
+    )
     assert done.status == 200
     state = state_of(services, run_id)
     assert state.outputs["draft"]["fee"] == 2.5
@@ -214,7 +221,9 @@ def test_a_retryable_failure_goes_back_to_its_queue_after_the_backoff_with_node_
     stale = call(worker_key, "POST", f"/tasks/{first['taskToken']}/complete", {"output": {}})
     assert (stale.status, stale.code) == (409, "interlude.task_not_claimed")
     # Attempts ran out: the node fails, and the run with it (no failure route).
-    last = call(worker_key, "POST", f"/tasks/{second['taskToken']}/fail", {"error": {"message": "no"}, "retryable": True})
+    last = call(
+        worker_key, "POST", f"/tasks/{second['taskToken']}/fail", {"error": {"message": "no"}, "retryable": True}
+    )
     assert last.body["status"] == "failed"
     state = state_of(services, run_id)
     assert (state.status, state.error["code"], state.failedNodeId) == ("failed", "interlude.task_failed", "draft")
@@ -262,7 +271,11 @@ def schedules_of(run_id: str) -> list[str]:
     """The names of the run's pending schedules in the local group (what the schedule pump would fire)."""
     client = boto3.client("scheduler")
     group = wiring.LOCAL_SCHEDULE_GROUP
-    names = [s["Name"] for page in client.get_paginator("list_schedules").paginate(GroupName=group) for s in page["Schedules"]]
+    names = [
+        s["Name"]
+        for page in client.get_paginator("list_schedules").paginate(GroupName=group)
+        for s in page["Schedules"]
+    ]
     inputs = {name: json.loads(client.get_schedule(Name=name, GroupName=group)["Target"]["Input"]) for name in names}
     return [name for name, body in inputs.items() if body.get("runId") == run_id]
 
@@ -274,7 +287,7 @@ def test_a_task_that_ends_leaves_no_check_to_fire(services, admin, worker_key, c
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
     pump = heartbeats(worker_key, held["taskToken"], clock_file, 3)
-    assert len(schedules_of(run_id)) >= 2  # the deadline's and the last heartbeat's at least
+    assert len(schedules_of(run_id)) == 2  # the last two heartbeats' (the first, the claim's, fired)
 
     # When its worker completes it (or fails it for good)
     if ends == "complete":
@@ -288,6 +301,32 @@ def test_a_task_that_ends_leaves_no_check_to_fire(services, admin, worker_key, c
     clock.advance(clock_file, 24 * 3600)
     assert pump.pump_once() == 0
     assert state_of(services, run_id).status == ("completed" if ends == "complete" else "failed")
+
+
+def test_a_claim_schedules_one_check_and_a_heartbeating_worker_still_loses_the_task_at_its_deadline(
+    services, admin, worker_key, clock_file
+):
+    # Given a task whose deadline comes 5 s after its first lease end
+    definition = task_workflow(timeoutSeconds=15, heartbeatTimeoutSeconds=10, retry_config={"max_attempts": 1})
+    run_id = started(services, admin, definition)
+    Stream(TABLE).settle()
+
+    # When a worker claims it: one check, at the lease's end (the deadline has none of its own)
+    held = claim(worker_key, "summarise").body
+    assert len(schedules_of(run_id)) == 1
+
+    # And heartbeats past its deadline
+    heartbeats(worker_key, held["taskToken"], clock_file, 2)
+    clock.advance(clock_file, 4)
+
+    # Then the chain of checks the heartbeats made reaches the deadline, and the node fails on time
+    assert SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).pump_once() >= 1
+    state = state_of(services, run_id)
+    assert (state.status, state.error["code"], state.error["details"]["reason"]) == (
+        "failed",
+        "interlude.task_timeout",
+        "timeout",
+    )
 
 
 def test_the_timeout_fails_the_node_with_task_timeout_when_no_attempt_is_left(services, admin, worker_key, clock_file):
@@ -374,7 +413,9 @@ def test_a_claim_reads_a_bounded_number_of_due_entries_whatever_the_queue_holds(
         assert store.create(task_id(f"{tenant}/run{i:04d}", "n", 1), f"{tenant}/run{i:04d}", "n", 1, request, now)
     store.create(task_id(f"{tenant}/later", "n", 1), f"{tenant}/later", "n", 1, request, now + 3600)
     queries: list[dict] = []
-    store.client.meta.events.register("provide-client-params.dynamodb.Query", lambda params, **_: queries.append(params))
+    store.client.meta.events.register(
+        "provide-client-params.dynamodb.Query", lambda params, **_: queries.append(params)
+    )
     due = store.ready(tenant, "busy", now)
     assert len(queries) == wiring.TASK_QUEUES.shards
     assert all(q["Limit"] == 5 for q in queries)
@@ -403,7 +444,9 @@ def test_a_check_that_fires_early_is_tried_again_and_one_after_a_heartbeat_chang
     tid, now = task_id(run_id, "draft", 1), clock.now().timestamp()
     with pytest.raises(NotDueYet):
         services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now + 60})
-    assert services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now - 1}) == 0
+    assert (
+        services.tasks.check({"runId": run_id, "purpose": "task", "interruptId": tid, "visit": 1, "due": now - 1}) == 0
+    )
     task = TaskStore(services.store).get(tid)
     assert task is not None
     assert (task.status, task.attempt) == ("claimed", 1)
@@ -508,7 +551,9 @@ def test_a_check_that_finds_a_recorded_outcome_of_a_cancelled_run_cancels_the_ta
     assert task_status(services, run_id) == "cancelled"
 
 
-def test_a_completion_whose_outcome_a_check_landed_first_is_still_answered_200(services, admin, worker_key, monkeypatch):
+def test_a_completion_whose_outcome_a_check_landed_first_is_still_answered_200(
+    services, admin, worker_key, monkeypatch
+):
     run_id = started(services, admin, task_workflow())
     Stream(TABLE).settle()
     held = claim(worker_key, "summarise").body
@@ -577,7 +622,12 @@ def test_a_run_cancelled_before_the_outbox_made_its_task_leaves_a_cancelled_task
     services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())  # before the outbox saw the request
     task = TaskStore(services.store).get(task_id(run_id, "draft", 1))
     assert task is not None
-    assert (task.status, task.attempt, task.queue, task.request["input"]) == ("cancelled", 1, "summarise", {"order": "o-1"})
+    assert (task.status, task.attempt, task.queue, task.request["input"]) == (
+        "cancelled",
+        1,
+        "summarise",
+        {"order": "o-1"},
+    )
     Stream(TABLE).settle()  # the request's record, then the cancel's: neither makes it ready
     assert task_status(services, run_id) == "cancelled"
     assert TaskStore(services.store).ready(tenant, "summarise", clock.now().timestamp()) == []
@@ -595,7 +645,9 @@ def test_a_retried_task_of_a_cancelled_run_leaves_the_ready_index_with_its_new_e
     assert (retried.status, retried.body["status"]) == (200, "retrying")
     store = TaskStore(services.store)
     later = clock.now().timestamp() + 3600
-    assert [(e.task_id, e.attempt) for e in store.ready(tenant, "summarise", later)] == [(task_id(run_id, "draft", 1), 2)]
+    assert [(e.task_id, e.attempt) for e in store.ready(tenant, "summarise", later)] == [
+        (task_id(run_id, "draft", 1), 2)
+    ]
     services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
     assert task_status(services, run_id) == "cancelled"
     stream.settle()

@@ -10,16 +10,18 @@ completed and failed by the tenant's workers, retried, and lapsed by their sched
 * The first outcome of a claim wins (one conditional write on the task item) and is recorded there, then lands on
   the run (app.actions.finish_action, which ignores a visit that no longer waits). A recorded outcome the run
   never heard (the request died between the two writes) lands when the claim's check fires.
-* Checks are one-time schedules (engine.deadlines purpose "task"): one at the claim's first lease end, one at its
-  deadline (timeoutSeconds after the claim), and one more whenever a heartbeat carries the lease past the last
-  check (at twice the heartbeat timeout, so a worker heartbeating often makes about one schedule per heartbeat
-  timeout). A check that finds the lease or the deadline passed lapses the attempt: like a retryable failure, the
-  task goes back to its queue at attempt + 1 after the retry_config's backoff (`node.retried`), or, with no
-  attempts left, the node fails with interlude.task_timeout. So a dead worker's task is claimed again within
-  about two heartbeat timeouts. Once a worker's outcome is on the run (completed, failed, or back in its queue),
-  the attempt's pending checks are deleted (issue 31, item 4): at most three (the deadline's, the last check and
-  the one before: each new check is more than a heartbeat timeout after the last). Their due times are rounded to
-  the millisecond the task item keeps, so the names made at the claim are the names made again from the item.
+* Checks are one-time schedules (engine.deadlines purpose "task"): one at the claim's first lease end (or at its
+  deadline, timeoutSeconds after the claim, when that comes first), and one more whenever a heartbeat carries the
+  lease past the last check (at twice the heartbeat timeout, never past the deadline, so a worker heartbeating often
+  makes about one schedule per heartbeat timeout and the chain ends at the deadline: issue 31, ADR 0125). A check
+  that finds the lease or the deadline passed lapses the attempt: like a retryable failure, the task goes back to
+  its queue at attempt + 1 after the retry_config's backoff (`node.retried`), or, with no attempts left, the node
+  fails with interlude.task_timeout. So a dead worker's task is claimed again within about two heartbeat timeouts.
+  Once a worker's outcome is on the run (completed, failed, or back in its queue), the attempt's pending checks are
+  deleted (issue 31, item 4): at most two (the last check and the one before: each new check is more than a
+  heartbeat timeout after the last). Their due times are rounded to the millisecond the task item keeps, so the
+  names made at the claim are the names made again from the item. (A claim made by a release before ADR 0125 also
+  scheduled its deadline's own check; completed by this one, that check fires once and changes nothing.)
 * A worker's call on a task whose run no longer waits for it answers 409 interlude.task_not_claimed with
   `status: cancelled`, and the task ends cancelled: the run's end cancelled the task item already, or (a completion
   recorded just before the run ended, landing just after) the outcome does not land and the task is cancelled
@@ -55,7 +57,7 @@ from interlude.store.transactions import LostRace
 if TYPE_CHECKING:
     from interlude.app.ports import ActionOutcomes, RunLedger, RunRecords, TaskRecords
     from interlude.rules import auth
-    from interlude.store.tasks import Task
+    from interlude.store.tasks import ReadyEntry, Task
 
 logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "tt1"
@@ -222,14 +224,21 @@ class Tasks:
                 lease = round(now + int(limits["heartbeatTimeoutSeconds"]), 3)
                 deadline = round(now + int(limits["timeoutSeconds"]), 3)
                 check_at = min(lease, deadline)
-                # Scheduled before the claim: a check that finds no claim of its attempt changes nothing.
+                # One check, scheduled before the claim (a check that finds no claim of its attempt changes nothing):
+                # the deadline is reached by the chain of checks the heartbeats make (see heartbeat).
                 schedule(task.run_id, _check(task, task.attempt, check_at))
-                if deadline > check_at:
-                    schedule(task.run_id, _check(task, task.attempt, deadline))
                 nonce = secrets.token_urlsafe(16)
                 if store.claim(entry, nonce, lease, deadline, check_at):
+                    self._drop_entry(entry)
                     return _claimed(task, nonce)
         return None
+
+    def _drop_entry(self, entry: ReadyEntry) -> None:
+        """The claimed task's entry leaves its queue; one left behind is dropped by the next claim that meets it."""
+        try:
+            self.tasks.drop(entry)
+        except Exception:
+            caught(logger, "task-entry-drop", "the ready entry of claimed task %s was not deleted", entry.task_id)
 
     def heartbeat(self, principal: auth.Principal, token: str, schedule: Schedule) -> dict[str, Any]:
         task, held = self._held(principal, token)
@@ -239,8 +248,9 @@ class Tasks:
         now = self.clock().timestamp()
         lease = now + beat_s
         check_at: float | None = None
-        if task.check_at < lease < task.deadline:
-            # The lease now outruns every check but the deadline's: one more, far enough out to serve a while.
+        if task.check_at < lease and task.check_at < task.deadline:
+            # The lease now outruns the last check: one more, far enough out to serve a while, and never past the
+            # deadline, so the chain of checks ends at the deadline (the claim schedules none of its own there).
             check_at = min(round(now + 2 * beat_s, 3), task.deadline)
             schedule(task.run_id, _check(task, task.attempt, check_at))
         if not self.tasks.heartbeat(task.task_id, held, lease, check_at, task.check_at):
@@ -337,7 +347,7 @@ class Tasks:
         what lands a recorded outcome the run never heard. One that cannot be deleted fires and changes nothing."""
         if unschedule is None:
             return
-        for due in sorted({task.deadline, task.check_at, task.previous_check_at} - {0.0}):
+        for due in sorted({task.check_at, task.previous_check_at} - {0.0}):
             try:
                 unschedule(task.run_id, _check(task, task.attempt, due))
             except Exception:

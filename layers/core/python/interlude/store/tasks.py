@@ -10,13 +10,23 @@ Items:
 
 The ready entry exists while its task is ready (wiring.TASK_QUEUES, sharded like the inbox: store/sharded.py). A
 claim reads each shard of each asked queue once, oldest first and only entries whose not-before has come (Limit
-CLAIM_READ), and takes a task with one transaction: the task ready -> claimed at the attempt the entry names, and
-the entry deleted. So two workers never hold one attempt, and a stale entry (the task moved on) fails the
-condition and is dropped. A run that ends while a task waits ends the task in its own transaction
-(store/task_items.abandoned_update), so a claim never takes it, and dispatch removes its ready entry (`retire`). Every later
-change of a claim (heartbeat, complete, fail, lapse) is conditional on status, attempt and, from a worker, the
-claim's nonce: one winner. Neither item starts with "E#": the stream
-filter never passes them.
+CLAIM_READ), and takes a task with one conditional write of the task item (ready -> claimed at the attempt the entry
+names), then deletes the entry. So two workers never hold one attempt: the task item decides, and an entry is only
+a pointer to it. Making and claiming a task are plain writes, not transactions (issue 31, ADR 0125), ordered so that
+a stop between the two leaves nothing wrong:
+  * made: the task item first (ready, naming its entry's key), then the entry. Stopped between, the task is ready
+    with no entry, and the outbox record that makes it comes again (dispatch fails it): `create` then finds the task
+    and puts its entry again.
+  * claimed: the task item first, then the entry deleted. Stopped between, the entry outlives its task's readiness,
+    and the next claim that meets it finds the task claimed (or at a later attempt) and drops it.
+A requeue (a retry) stays one transaction: its callers (a worker's failure, a lapsing check) find the task ready
+when they come again, with nothing to tell them its entry is missing. So every entry names a task item that exists
+(a claim meeting one whose task is gone drops it), and a claim never trusts an entry without reading its task.
+
+A run that ends while a task waits ends the task in its own transaction (store/task_items.abandoned_update), so a
+claim never takes it, and dispatch removes its ready entry (`retire`). Every later change of a claim (heartbeat,
+complete, fail, lapse) is conditional on status, attempt and, from a worker, the claim's nonce: one winner. Neither
+item starts with "E#": the stream filter never passes them.
 """
 
 from __future__ import annotations
@@ -59,6 +69,7 @@ class Task:
     # The check before the last (a heartbeat's new check keeps it): still pending, perhaps, when the task ends.
     previous_check_at: float = 0.0
     outcome: dict[str, Any] | None = None
+    ready_sk: str = ""
 
     @staticmethod
     def of(item: dict[str, Any]) -> Task:
@@ -78,6 +89,7 @@ class Task:
             check_at=float(plain.get("checkAt", 0)),
             previous_check_at=float(plain.get("previousCheckAt", 0)),
             outcome=json.loads(plain["outcome"]) if "outcome" in plain else None,
+            ready_sk=plain.get("readySk", ""),
         )
 
 
@@ -105,7 +117,8 @@ class TaskStore:
     # -- creation and the ready index ----------------------------------------------------------------
 
     def create(self, task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any], now: float) -> bool:
-        """The task, ready at attempt 1; False when it exists already (a redelivered request)."""
+        """The task, ready at attempt 1, then its ready entry; False when it existed already (a redelivered record),
+        whose entry is put again while it is ready (the first delivery may have stopped before its entry)."""
         entry = self._entry(task_id, request["queue"], 1, now)
         item: a.Item = {
             **a.key(task_pk(task_id), TASK_SK),
@@ -113,19 +126,23 @@ class TaskStore:
             "status": a.s("ready"),
             "readySk": entry["Item"][wiring.SORT_KEY],
         }
-        put: Any = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
         try:
-            self.client.transact_write_items(TransactItems=[{"Put": put}, {"Put": entry}])
+            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(sk)")
         except ClientError as exc:
             if exc.response["Error"]["Code"] not in FAILED_CONDITION:
                 raise
+            task = self.get(task_id)
+            if task is not None and task.status == "ready" and task.ready_sk:
+                # The same entry its item names: putting it again changes nothing when it is there.
+                self.client.put_item(**self._entry(task_id, task.queue, task.attempt, 0, task.ready_sk))
             return False
+        self.client.put_item(**entry)
         return True
 
-    def _entry(self, task_id: str, queue: str, attempt: int, not_before: float) -> Any:
+    def _entry(self, task_id: str, queue: str, attempt: int, not_before: float, sk: str = "") -> Any:
         tenant = task_id.split("/", 1)[0]
         pk = entry_pk(tenant, wiring.TASK_QUEUES, queue, task_id)
-        item = {**a.key(pk, ready_sk(not_before, task_id)), "taskId": a.s(task_id), "attempt": a.n(attempt)}
+        item = {**a.key(pk, sk or ready_sk(not_before, task_id)), "taskId": a.s(task_id), "attempt": a.n(attempt)}
         return {"TableName": self.table, "Item": item}
 
     def ready(self, tenant: str, queue: str, now: float) -> list[ReadyEntry]:
@@ -155,36 +172,21 @@ class TaskStore:
         return Task.of(item) if item else None
 
     def claim(self, entry: ReadyEntry, nonce: str, lease_until: float, deadline: float, check_at: float) -> bool:
-        """Take the entry's attempt (ready -> claimed) and remove the entry, in one transaction."""
-        update: Any = {
-            "TableName": self.table,
-            "Key": a.key(task_pk(entry.task_id), TASK_SK),
-            "UpdateExpression": "SET #st = :claimed, nonce = :nonce, leaseUntil = :lease, deadline = :deadline, "
-            "checkAt = :check REMOVE readySk",
-            "ConditionExpression": "#st = :ready AND attempt = :attempt",
-            "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": {
-                ":claimed": a.s("claimed"),
-                ":ready": a.s("ready"),
-                ":attempt": a.n(entry.attempt),
-                ":nonce": a.s(nonce),
-                ":lease": a.n(round(lease_until, 3)),
-                ":deadline": a.n(round(deadline, 3)),
-                ":check": a.n(round(check_at, 3)),
-            },
+        """Take the entry's attempt (ready -> claimed): one conditional write of the task item. The caller then drops
+        the entry (`drop`); an entry left behind is dropped by the next claim that meets it."""
+        values = {
+            ":claimed": a.s("claimed"),
+            ":ready": a.s("ready"),
+            ":attempt": a.n(entry.attempt),
+            ":nonce": a.s(nonce),
+            ":lease": a.n(round(lease_until, 3)),
+            ":deadline": a.n(round(deadline, 3)),
+            ":check": a.n(round(check_at, 3)),
         }
-        delete: Any = {
-            "TableName": self.table,
-            "Key": a.key(entry.pk, entry.sk),
-            "ConditionExpression": "attribute_exists(sk)",
-        }
-        try:
-            self.client.transact_write_items(TransactItems=[{"Update": update}, {"Delete": delete}])
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] not in FAILED_CONDITION:
-                raise
-            return False
-        return True
+        expression = (
+            "SET #st = :claimed, nonce = :nonce, leaseUntil = :lease, deadline = :deadline, checkAt = :check REMOVE readySk"
+        )
+        return self._update(entry.task_id, expression, "#st = :ready AND attempt = :attempt", {"#st": "status"}, values)
 
     @staticmethod
     def _held(claim: Claim, names: dict[str, str], values: dict[str, Any]) -> str:
