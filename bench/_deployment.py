@@ -230,9 +230,10 @@ class Meter:
             now = self._item(key)
             if answer is None:
                 record.failed_writes += 1
-            # A delete is billed by the item it removed; any other write by the item it leaves (or, refused, by the
-            # item it met: a failed conditional write is billed too).
-            billed = old if deleted or answer is None else now
+            # A delete is billed by the item it removed; a put or an update by the larger of the item it met and the
+            # item it leaves, as DynamoDB bills them (an update that shrinks an item pays for what it was); refused,
+            # by the item it met (a failed conditional write is billed too).
+            billed = old if deleted or answer is None else max(old or {}, now or {}, key=item_size)
             units = factor * math.ceil(item_size(billed or key) / 1024)
             pk, sk = key["pk"]["S"], key["sk"]["S"]
             kind = kind_of(pk, sk)
