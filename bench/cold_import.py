@@ -110,7 +110,8 @@ FLOORS: dict[str, tuple[str, ...]] = {
 FIRST_USE: tuple[tuple[str, str, str], ...] = (
     ("timeouts", "a deadline, reminder or task check", "module.run_services()"),  # the service, the engine, pydantic
     # The API's route modules load with the first request that matches one (api/app.py ROUTE_MODULES); the runs
-    # module (createRun, getRun, resolve, poll, cancel) and its answer models are what a lifecycle's requests load.
+    # module (createRun, getRun, poll, cancel; a resolve loads api/run_decisions.py) and its answer models are what a
+    # lifecycle's requests load.
     ("api", "a run route (POST /runs)", "from interlude.api import app\napp.load_routes('POST', '/runs')"),
     # Every record runs the whole outbox, so its first record loads every outbox handler (the composition's).
     ("dispatch", "its first record", "from interlude.composition import services; services().outbox"),

@@ -188,11 +188,25 @@ def test_each_route_module_registers_the_operations_the_api_function_loads_it_fo
     assert {r.operation for r in wiring.ROUTES} == set(app.MODULE_OF)
 
 
+# What a resolve leaves to the other run routes: the run lifecycle (createRun's inputs and callback checks, the run
+# search keys), the snapshots, the run routes' request bodies.
+NOT_FOR_A_RESOLVE = [
+    "interlude.api.runs",
+    "interlude.app.lifecycle",
+    "interlude.app.snapshots",
+    "interlude.domain.models.requests",
+    "interlude.rules.run_search",
+    "interlude.rules.inputs",
+    "interlude.rules.callback_url",
+]
+
+
 def test_a_request_loads_only_the_route_modules_its_path_matches():
     got = imported("api", then='from interlude.api import app\napp.load_routes("POST", "/runs/r-1/interrupts/gate")\n')
     modules = set(got["modules"])
-    assert "interlude.api.runs" in modules
+    assert "interlude.api.run_decisions" in modules
     assert not modules & {"interlude.api.console.routes", "interlude.api.modulex", "interlude.api.tokens", "interlude.api.inbox"}
+    assert among(modules, NOT_FOR_A_RESOLVE) == []
 
 
 def test_jinja2_loads_with_the_first_page_rendered_not_with_the_page_routes():
@@ -283,7 +297,7 @@ def test_a_path_matches_the_routes_api_gateway_would_match_it_to():
         module = app.MODULE_OF[r.operation]
         assert module in app.modules_for(r.method, path), (r.method, path)
         assert module in app.modules_for(r.method, path + "/"), (r.method, path + "/")
-    assert app.modules_for("POST", "/runs/r-1/interrupts/gate") == {"runs"}
+    assert app.modules_for("POST", "/runs/r-1/interrupts/gate") == {"run_decisions"}
     assert app.modules_for("DELETE", "/runs/r-1/interrupts/gate") == set()
     assert app.modules_for("POST", "/runs//interrupts/gate") == set()
     assert app.modules_for("POST", "/runs/r-1/interrupts/gate/more") == set()
@@ -307,7 +321,7 @@ def test_the_modulex_node_types_load_when_a_modulex_node_is_first_looked_up():
     assert "interlude.faces.modulex.nodetypes" in got["modules"]
 
 
-# What the run routes (createRun, getRun, resolve, poll, cancel) leave to the requests that use it: discovery's
+# What the run routes (createRun, getRun, poll, cancel) leave to the requests that use it: discovery's
 # capabilities (sub-workflows, webhook limits), the SSE routes, the webhook and delivery stores.
 NOT_FOR_A_RUN_REQUEST = [
     "interlude.app.subworkflows",
@@ -537,12 +551,12 @@ def test_the_dispatch_function_loads_no_key_check_decision_or_limit_rules():
 
 
 def test_the_api_checks_a_key_without_the_decision_rules():
-    """A key check (rules/auth.py) loads no decision rules; the run routes load them and the credential-material
+    """A key check (rules/auth.py) loads no decision rules; the resolve route loads them and the credential-material
     patterns a resolve uses. The tenant limits every request is admitted by load with the import."""
     modules = imported("api")["modules"]
     assert among(modules, ["interlude.rules.interrupts.decide"]) == []
     assert "interlude.app.limits" in modules
-    got = imported("api", then="from interlude.api import app\napp.load_routes('POST', '/runs')\n")
+    got = imported("api", then="from interlude.api import app\napp.load_routes('POST', '/runs/r-1/interrupts/gate')\n")
     assert {"interlude.rules.interrupts.decide", "interlude.rules.interrupts.secrets"} <= set(got["modules"])
 
 

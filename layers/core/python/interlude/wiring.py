@@ -1049,7 +1049,7 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "POST", "/runs/{runId}/interrupts/{nodeId}", "resolveInterruptByRun", "approvals:respond",
-        "Resolve the interrupt a node holds", module="runs",
+        "Resolve the interrupt a node holds", module="run_decisions",
         idempotency="with-effect", decides="run",
         request="interlude.domain.models.requests.ResolveInterruptRequest",
         answers=(Answer(200, "The decision recorded", "interlude.domain.models.responses.Resolution"),),

@@ -1,4 +1,4 @@
-"""The OpenWOP core routes: discovery, workflows, runs, the run-scoped resolve, keys."""
+"""The OpenWOP core routes: discovery, workflows, runs, keys (the run-scoped resolve: api/run_decisions.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,9 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
-# The services these routes call, which the composition builds at their first use: createRun and cancel run the
-# engine's run rules (app/lifecycle.py), a resolve reads the directory, delegations and the tenant's facts
-# (app/decisions.py) and refuses credential material in a resume value. Loaded with the routes, so a run request's
-# first use counts them.
-import interlude.app.decisions  # noqa: F401
+# The service these routes call, which the composition builds at their first use: createRun and cancel run the
+# engine's run rules (app/lifecycle.py). Loaded with the routes, so a run request's first use counts it.
 import interlude.app.lifecycle  # noqa: F401
-import interlude.rules.interrupts.secrets  # noqa: F401
 from interlude import __version__
 from interlude.api.http import (
     OPENWOP_VERSION,
@@ -27,7 +23,6 @@ from interlude.api.http import (
     query_int,
     raw_body,
     required_body,
-    resume_value_body,
     run_links,
     tagged_json,
 )
@@ -44,7 +39,6 @@ from interlude.domain.models.responses import (
     Capabilities,
     CreatedKey,
     EventPage,
-    Resolution,
     RunCancelled,
     RunCreated,
     WorkflowVersion,
@@ -254,20 +248,6 @@ def poll_run_events(runId: str) -> Response:
     # afterSequence is an exclusive cursor; omitted means "from the first event".
     page = services().runs.poll_events(principal, run_id, -1 if after is None else after, wait)
     return json_response(200, EventPage.model_validate(page))
-
-
-@route("resolveInterruptByRun")
-def resolve_interrupt_by_run(runId: str, nodeId: str) -> Response:
-    principal = principal_for("resolveInterruptByRun")
-    run_id = from_wire(runId)
-    node_id = check_author_id(unquote(nodeId), "nodeId")
-    resume_value = resume_value_body()
-    written = spellings(raw_body())
-    return resolved(services().decisions.resolve_interrupt(principal, run_id, node_id, resume_value, keyed(resolved), written_numbers=written))
-
-
-def resolved(outcome: dict[str, Any]) -> Response:
-    return json_response(200, Resolution.model_validate(outcome))
 
 
 @route("createKey")
