@@ -77,13 +77,21 @@ class RunRetention:
     def turn(self, run_id: str, after: str | None, has_time: Callable[[], bool]) -> str | None:
         """Retain the run's items from sort key `after` on while `has_time()`; None once the run is done with, else
         the key to go on after. Raises RunMoved when the run moved meanwhile (the turn is taken again)."""
-        run = self.store.retained_run(run_id)
+        # A turn from the start reads its first page before the head: nearly always the page holds the head.
+        first = self.store.items_page(run_id, None) if after is None else None
+        run = first.head if first is not None and first.head is not None else self.store.retained_run(run_id)
         if run is None:
             return None  # gone: deleted, or expired already
         target = self._target(run_id, run)
+        if first is not None and (first.head is None or target != run.ttl):
+            # A page is stamped only if it was read with the head, or after it and after any change of its expiry (a
+            # late writer that confirmed against the head before that change wrote before the page: it is read).
+            first = None
         searched = run_search.stamped_at_end(run.state, target)
         while True:
-            items, last = self.store.items_page(run_id, after)
+            page = first or self.store.items_page(run_id, after)
+            first = None
+            items, last = page.items, page.last
             for item in items:
                 self._retain(run_id, item.sk, item.ttl, item.effect_id, target)
                 for task in requested_tasks(run_id, item.events):

@@ -104,14 +104,22 @@ class RunItem:
     events: tuple[dict[str, Any], ...] = ()
 
 
+@dataclass(frozen=True)
+class RunPage:
+    items: list[RunItem]
+    # The key to go on after, when more may follow.
+    last: str | None
+    # The run's head, when the page read it.
+    head: RetainedRun | None = None
+
+
 class RetentionStore(Table):
     def retained_run(self, run_id: str) -> RetainedRun | None:
         got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK), ConsistentRead=True)
         item = got.get("Item")
         if item is None:
             return None
-        state, version = head_of(item)
-        return RetainedRun(state, version, _number(item, wiring.TTL_ATTRIBUTE), _number(item, RETAINED))
+        return _retained(item)
 
     def finished_among(self, run_ids: list[str]) -> list[str]:
         """Those of `run_ids` whose head says the run finished (completed, failed, cancelled); a head gone is left out.
@@ -221,14 +229,22 @@ class RetentionStore(Table):
         last = got.get("LastEvaluatedKey")
         return runs, last[wiring.SORT_KEY]["S"] if last else None
 
-    def items_page(self, run_id: str, after: str | None) -> tuple[list[RunItem], str | None]:
-        """A page of the run's items (its head left out), in key order after sort key `after`; and the last key read
-        when more may follow."""
+    def items_page(self, run_id: str, after: str | None) -> RunPage:
+        """A page of the run's items, in key order after sort key `after`; the last key read when more may follow; and
+        the head, when the page holds it (a Query bills every item it reads, the head too: a turn that finds it there
+        reads it no other way)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#pk = :pk",
-            "ProjectionExpression": "#sk, #ttl, events",
-            "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
+            "ProjectionExpression": "#sk, #ttl, events, #state, #version, #retained",
+            "ExpressionAttributeNames": {
+                "#pk": wiring.PARTITION_KEY,
+                "#sk": wiring.SORT_KEY,
+                "#state": "state",
+                "#version": "version",
+                "#retained": RETAINED,
+                **_TTL,
+            },
             "ExpressionAttributeValues": {":pk": a.s(run_pk(run_id))},
             "Limit": PAGE_ITEMS,
             # Strongly consistent: an item created before a change of the head's ttl that queued this turn is read
@@ -238,17 +254,18 @@ class RetentionStore(Table):
         if after is not None:
             kwargs["ExclusiveStartKey"] = a.key(run_pk(run_id), after)
         got = self.client.query(**kwargs)
-        items = []
+        items, head = [], None
         for item in got.get("Items") or []:
             sk = item[wiring.SORT_KEY]["S"]
             if sk == RUN_SK:
+                head = _retained(item)
                 continue
             # A ledger entry is keyed by its effect's opaque id (store/effects.py, ledger_sk).
             effect = f"{tenant_of(run_id)}/{sk.removeprefix(LEDGER_SK_PREFIX)}" if sk.startswith(LEDGER_SK_PREFIX) else None
             events = tuple(a.unpacked(item["events"])) if "events" in item else ()
             items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events))
         last = got.get("LastEvaluatedKey")
-        return items, last[wiring.SORT_KEY]["S"] if last else None
+        return RunPage(items, last[wiring.SORT_KEY]["S"] if last else None, head)
 
     def set_item_ttl(self, run_id: str, sk: str, ttl: int | None) -> None:
         """One item of the run's partition expires at `ttl` (None: never, its ttl removed); an item gone meanwhile
@@ -310,6 +327,11 @@ class RetentionStore(Table):
                 raise
             return False
         return True
+
+
+def _retained(head: dict[str, Any]) -> RetainedRun:
+    state, version = head_of(head)
+    return RetainedRun(state, version, _number(head, wiring.TTL_ATTRIBUTE), _number(head, RETAINED))
 
 
 def _number(item: Mapping[str, Any], name: str) -> int | None:
