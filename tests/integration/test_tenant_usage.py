@@ -12,6 +12,7 @@ from interlude.composition import Services
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
+from interlude.migrations import sweeps
 from interlude.store import attributes as a
 from interlude.store import limits as counters
 from interlude.store.facade import Store
@@ -96,7 +97,12 @@ def test_a_month_of_runs_is_counted_as_the_outbox_counted_it_with_no_outbox_and_
     # And a month spanning the upgrade is whole: what the release before counted on the usage parts adds to it
     records.meter(tenant, MONTH, "an-earlier-run", {"lifecycles": 1, "decisions": 1, "storageBytes": 100})
     spanning = records.usage([tenant], MONTH)[tenant].counts
-    assert spanning == {**usage.counts, "lifecycles": 7, "decisions": 3, "storageBytes": usage.counts["storageBytes"] + 100}
+    assert spanning == {
+        **usage.counts,
+        "lifecycles": 7,
+        "decisions": 3,
+        "storageBytes": usage.counts["storageBytes"] + 100,
+    }
 
     # When the month is closed, its document holds those counts, and the counter items keep their open runs but no
     # attribute of the closed month
@@ -152,4 +158,18 @@ def test_a_run_that_ends_the_next_month_bills_its_lifecycle_in_the_first_and_its
     assert (created["lifecycles"], created["decisions"]) == (1, 0)
     assert march == {**created, "notifications": 0}
     whole = counted_by_the_outbox(services, [run_id])
-    assert april == {"lifecycles": 0, "decisions": 1, "notifications": 0, "storageBytes": whole["storageBytes"] - created["storageBytes"]}
+    assert april == {
+        "lifecycles": 0,
+        "decisions": 1,
+        "notifications": 0,
+        "storageBytes": whole["storageBytes"] - created["storageBytes"],
+    }
+
+    # When nobody reads them and the daily sweep runs once both months are over
+    clock.moment = datetime(2026, 5, 2, 3, 0, tzinfo=UTC)
+    assert sweeps.sweep(services.store, "usage-test", start=True, clock=clock)
+    # Then it closed each with what it held, and the counter items keep no attribute of either
+    for month, counts in ((MONTH, march), ("2026-04", april)):
+        closed = records.usage([tenant], month)[tenant]
+        assert (closed.counts, closed.closed_at) == (counts, "2026-05-02T03:00:00.000Z")
+    assert not [name for item in counter_items(services, tenant) for name in item if "@" in name]

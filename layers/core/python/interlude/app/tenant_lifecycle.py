@@ -87,8 +87,28 @@ def month_of(moment: datetime) -> str:
     return moment.strftime("%Y-%m")
 
 
+def month_over(month: str, now: datetime) -> bool:
+    """Whether `month` (YYYY-MM; ValueError when it is not one) ended CLOSE_AFTER or longer before `now`."""
+    start = datetime.strptime(month, "%Y-%m").replace(tzinfo=now.tzinfo)
+    return now >= (start + timedelta(days=32)).replace(day=1) + CLOSE_AFTER
+
+
+def close_ended_months(records: TenantRecords, tenant: str, now: datetime) -> list[str]:
+    """Close each month the tenant's open-runs counter items still hold billed measures of, once it is over: the daily
+    sweep's part, so a tenant whose usage nobody reads keeps those items small (each month adds ≈ 65 bytes to each).
+    The months closed, oldest first."""
+    closed = []
+    for month in sorted(records.billed_months(tenant)):
+        if month_over(month, now):
+            records.close_month(tenant, records.usage([tenant], month)[tenant], iso(now))
+            closed.append(month)
+    return closed
+
+
 class TenantLifecycle:
-    def __init__(self, store: TransactionalTable, records: TenantRecords, outside: Outside, clock: Clock, grace_s: int) -> None:
+    def __init__(
+        self, store: TransactionalTable, records: TenantRecords, outside: Outside, clock: Clock, grace_s: int
+    ) -> None:
         self.store = store
         self.records = records
         self.outside = outside
@@ -114,9 +134,18 @@ class TenantLifecycle:
             self.store.transact([record, api_key_put(key_id, key)], entry)
         except Exception as exc:
             if self.records.lost_race(exc):
-                raise Conflict(f"tenant {tenant!r} exists already", {"tenant": tenant}, code="interlude.tenant_exists") from None
+                raise Conflict(
+                    f"tenant {tenant!r} exists already", {"tenant": tenant}, code="interlude.tenant_exists"
+                ) from None
             raise
-        return {"tenant": tenant, "status": ACTIVE, "createdAt": at, "keyId": key_id, "apiKey": api_key, "scopes": key["scopes"]}
+        return {
+            "tenant": tenant,
+            "status": ACTIVE,
+            "createdAt": at,
+            "keyId": key_id,
+            "apiKey": api_key,
+            "scopes": key["scopes"],
+        }
 
     def list(self, limit: int, after: str | None) -> dict[str, Any]:
         """Tenants in name order (a page of `limit`, after tenant `after`), each with its usage this month."""
@@ -181,7 +210,14 @@ class TenantLifecycle:
             # The month's usage so far goes into the report (the usage documents are the tenant's items, deleted too):
             # a suspended tenant's usage does not grow, so billing reads the last of it there.
             usage = self.records.usage([tenant], month_of(self.clock()))[tenant]
-            job = {"startedAt": iso(self.clock()), "phase": "waiting", "pass": 1, "items": 0, "apiKeys": 0, "usage": shown(usage)}
+            job = {
+                "startedAt": iso(self.clock()),
+                "phase": "waiting",
+                "pass": 1,
+                "items": 0,
+                "apiKeys": 0,
+                "usage": shown(usage),
+            }
             stored = self.records.put(stored, DELETING, {**stored.record, "deletion": job})
         try:
             return self._go_on(stored, more_time)
@@ -254,12 +290,11 @@ class TenantLifecycle:
         now = self.clock()
         month = month or month_of(now)
         try:
-            start = datetime.strptime(month, "%Y-%m").replace(tzinfo=now.tzinfo)
+            over = month_over(month, now)
         except ValueError:
             raise Invalid("month is YYYY-MM", {"field": "month"}) from None
         found = self.records.usage([tenant], month)[tenant]
-        next_month = (start + timedelta(days=32)).replace(day=1)
-        if found.closed_at is None and now >= next_month + CLOSE_AFTER:
+        if found.closed_at is None and over:
             found = self.records.close_month(tenant, found, iso(now))
         return {"tenant": tenant, **shown(found)}
 
@@ -272,7 +307,9 @@ class TenantLifecycle:
             raise NotFound(f"no tenant {tenant!r}", {"tenant": tenant})
         return stored
 
-    def _change(self, stored: Stored, status: str, record: dict[str, Any], action: str, details: dict[str, Any]) -> Stored:
+    def _change(
+        self, stored: Stored, status: str, record: dict[str, Any], action: str, details: dict[str, Any]
+    ) -> Stored:
         """The record's new status with its audit entry (in the tenant's own log), in one transaction."""
         entry = audit.entry(stored.tenant, OPERATOR, action, {"tenant": stored.tenant}, iso(self.clock()), details)
         try:
@@ -286,13 +323,19 @@ class TenantLifecycle:
 
 def deleting(tenant: str) -> Conflict:
     return Conflict(
-        f"tenant {tenant!r} is being deleted: nothing else can be done to it", {"tenant": tenant}, code="interlude.tenant_deleting"
+        f"tenant {tenant!r} is being deleted: nothing else can be done to it",
+        {"tenant": tenant},
+        code="interlude.tenant_deleting",
     )
 
 
 def described(stored: Stored) -> dict[str, Any]:
     shown_fields = ("createdAt", "suspendedAt", "reason", "resumedAt")
-    return {"tenant": stored.tenant, "status": stored.status, **{k: stored.record[k] for k in shown_fields if k in stored.record}}
+    return {
+        "tenant": stored.tenant,
+        "status": stored.status,
+        **{k: stored.record[k] for k in shown_fields if k in stored.record},
+    }
 
 
 def shown(usage: Usage) -> dict[str, Any]:

@@ -14,7 +14,9 @@ not its `ttl` (re-stamped since its end: store/retention.py). Its retention turn
 A unit of a replay (a delivery, a notification) reopened more than STUCK_AFTER_S ago whose new round never began (its
 replay stopped between its reopen and its send) is queued again (interlude.app.replay.Replay.requeue). A tenant's
 re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
-no queue was at hand) is taken on here too, inline.
+no queue was at hand) is taken on here too, inline. A tenant's open-runs counter items (where its runs bill their
+usage: docs/adr/0123) have their ended months closed (app/tenant_lifecycle.close_ended_months), so months nobody read
+do not pile up on them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 from interlude import __version__, wiring
 from interlude.app.retention import Restamp, RunRetention
 from interlude.app.tenant_facts import tenant_settings
+from interlude.app.tenant_lifecycle import close_ended_months
 from interlude.composition import services
 from interlude.domain import clock as clock_
 from interlude.domain.clock import Clock, iso
@@ -34,10 +37,12 @@ from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
 from interlude.migrations import PAGE_ITEMS, Migration, Progress, run_one
 from interlude.store import attributes as a
 from interlude.store.interactions import InteractionStore
-from interlude.store.layout import RUN_SK, run_id_of
+from interlude.store.layout import RUN_SK, run_id_of, tenant_of_pk
 from interlude.store.leases import PENDING
+from interlude.store.limits import USAGE_SK
 from interlude.store.migrations import MigrationStore, Scan
 from interlude.store.retention import RESTAMP_SK, RETAINED, RUNNING, RetentionStore
+from interlude.store.tenants import TenantRecords
 
 if TYPE_CHECKING:
     from interlude.store.facade import Store
@@ -56,7 +61,7 @@ def _retained(retention: RunRetention, run_ids: list[str | None]) -> int:
     return sum(run_id is not None and retention.turn(run_id, None, lambda: True) is None for run_id in run_ids)
 
 
-def _swept(store: Store, items: list[a.Item]) -> int:
+def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
     """A page of the sweep: run heads retained, re-stamp jobs still running (their turns' chain died, or a change made
     where no queue was at hand: the CLI) taken on inline, and replayed units never queued queued
     (interlude.app.replay.Replay.requeue); how many were."""
@@ -73,12 +78,36 @@ def _swept(store: Store, items: list[a.Item]) -> int:
             services().replay.requeue(run_id, unit[wiring.SORT_KEY]["S"])
         except Exception:  # noqa: BLE001 - one unit's failure (no queue where the CLI runs) stops no other's
             logger.exception("a replayed unit could not be queued", extra={"runId": run_id})
+    counters = {tenant_of_pk(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == USAGE_SK}
+    closed = _close_ended_months(store, counters, now)
     heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
     # The runs named by listing entries without an expiry: open ones, nearly always (or a head gone: a creation
     # refused after its entry was put); only the finished are retained.
     listed = [i["runId"]["S"] for i in items if is_listing_entry(i[wiring.PARTITION_KEY]["S"]) and "runId" in i]
     finished: list[str | None] = list(retention.store.finished_among(listed)) if listed else []
-    return _retained(retention, heads + finished) + len(jobs) + len(units)
+    return _retained(retention, heads + finished) + len(jobs) + len(units) + closed
+
+
+# The tenants whose ended months this process closed, and the day it did: a tenant has up to 32 counter items, each a
+# row of the sweep, so one pass would otherwise read its counters once per item.
+_months_closed: dict[str, str] = {}
+
+
+def _close_ended_months(store: Store, tenants: set[str], now: datetime) -> int:
+    """Each tenant's ended months closed (app/tenant_lifecycle.close_ended_months), once a day per process; how many
+    tenants had one."""
+    today, closed = now.date().isoformat(), 0
+    records = TenantRecords(store)
+    for tenant in sorted(tenants):
+        if _months_closed.get(tenant) == today:
+            continue
+        try:
+            closed += bool(close_ended_months(records, tenant, now))
+        except Exception:  # noqa: BLE001 - one tenant's months left for the next day stop no other's
+            logger.exception("a tenant's ended months could not be closed", extra={"tenant": tenant})
+            continue
+        _months_closed[tenant] = today
+    return closed
 
 
 def is_listing_entry(pk: str) -> bool:
@@ -115,12 +144,14 @@ def daily_sweep(now: datetime) -> Migration:
     return Migration(
         RETENTION_SWEEP_ID,
         "retention_sweep",
-        "finished runs whose retention never finished are retained; replays stopped before their send are queued",
+        "finished runs whose retention never finished are retained; replays stopped before their send are queued;"
+        " tenants' ended months of usage are closed",
         Scan(
             f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR (attribute_exists(#retained) AND #retained <> #ttl)))"
             " OR (contains(pk, :listing) AND attribute_exists(runId) AND attribute_not_exists(#ttl))"
             " OR (sk = :restamp AND #state = :running)"
-            " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)",
+            " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)"
+            " OR sk = :usage",
             {
                 **FINISHED,
                 ":listing": f"#{wiring.RUN_INDEX.prefix}#",
@@ -129,11 +160,12 @@ def daily_sweep(now: datetime) -> Migration:
                 ":unit": "N",
                 ":pending": PENDING,
                 ":stuck": stuck_before,
+                ":usage": USAGE_SK,
             },
             {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
             "pk, sk, runId",
         ),
-        _swept,
+        lambda store, items: _swept(store, items, now),
     )
 
 

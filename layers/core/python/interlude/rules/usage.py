@@ -10,7 +10,7 @@ the TenantUsage metric (adapters/tenant_usage.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 LIFECYCLES, DECISIONS, STORAGE_BYTES = "lifecycles", "decisions", "storageBytes"
@@ -51,3 +51,13 @@ def month_attributes(counts: Mapping[str, int], month: str) -> dict[str, int]:
 def of_month(item_numbers: Mapping[str, int], month: str) -> dict[str, int]:
     """The measures of `month` among a counter item's numbers (by attribute name), 0 where none was billed."""
     return {name: item_numbers.get(month_attribute(name, month), 0) for name in RUN_MEASURES}
+
+
+def billed_months(attribute_names: Iterable[str]) -> set[str]:
+    """The months (YYYY-MM) a counter item holds measures of, by its attributes' names."""
+    months = set()
+    for name in attribute_names:
+        measure, at, month = name.partition("@")
+        if at and measure in RUN_MEASURES:
+            months.add(month)
+    return months

@@ -27,6 +27,7 @@ the deletion's report and turns away work still in flight for the tenant until i
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,7 +182,12 @@ class TenantRecords:
 
     def register(self, tenant: str, created_at: str) -> bool:
         """An active record for a tenant that has none (a backfill: interlude.migrations); whether it had none."""
-        item = {**record_key(tenant), "status": a.s(ACTIVE), "version": a.n(1), "record": a.as_json({"createdAt": created_at})}
+        item = {
+            **record_key(tenant),
+            "status": a.s(ACTIVE),
+            "version": a.n(1),
+            "record": a.as_json({"createdAt": created_at}),
+        }
         try:
             self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
         except ClientError as exc:
@@ -281,14 +287,23 @@ class TenantRecords:
                 *(counters.usage_key(tenant, shard) for shard in range(counters.MAX_SHARDS)),
             )
         ]
+        for item in self._items(keys):
+            found[tenant_of_pk(item["pk"]["S"])].add(item)
+        return found
+
+    def billed_months(self, tenant: str) -> set[str]:
+        """The months the tenant's open-runs counter items still hold billed measures of (a closed month's are
+        removed when it is closed)."""
+        keys = [counters.usage_key(tenant, shard) for shard in range(counters.MAX_SHARDS)]
+        return {month for item in self._items(keys) for month in billing.billed_months(item)}
+
+    def _items(self, keys: list[a.Item]) -> Iterator[a.Item]:
         for start in range(0, len(keys), BATCH_GET_MAX):
             request: dict[str, Any] = {self.table: {"Keys": keys[start : start + BATCH_GET_MAX]}}
             while request:
                 got = self.client.batch_get_item(RequestItems=request)
-                for item in got.get("Responses", {}).get(self.table) or []:
-                    found[tenant_of_pk(item["pk"]["S"])].add(item)
+                yield from got.get("Responses", {}).get(self.table) or []
                 request = got.get("UnprocessedKeys") or {}
-        return found
 
     def close_month(self, tenant: str, usage: Usage, at: str) -> Usage:
         """Store the month's usage as its one document, closed (never changed after), and remove its parts and the
@@ -300,10 +315,14 @@ class TenantRecords:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-            return self.usage([tenant], usage.month)[tenant]
+            closed = self.usage([tenant], usage.month)[tenant]
+        else:
+            closed = Usage(usage.month, usage.counts, at)
+        # Done again after another reader's close too: one stopped between its document and this clean-up leaves
+        # parts and attributes the document already sums, which would otherwise stay on the counter items for good.
         self.delete([usage_key(tenant, part, usage.month) for part in range(USAGE_PARTS)])
         self._unbill(tenant, usage.month)
-        return Usage(usage.month, usage.counts, at)
+        return closed
 
     def _unbill(self, tenant: str, month: str) -> None:
         """Remove `month`'s attributes from the counter items that hold some (each its own UpdateItem, on condition the
@@ -350,7 +369,9 @@ class TenantRecords:
 
     def delete(self, keys: list[a.Item]) -> None:
         for start in range(0, len(keys), BATCH_WRITE_MAX):
-            pending: dict[str, Any] = {self.table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE_MAX]]}
+            pending: dict[str, Any] = {
+                self.table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE_MAX]]
+            }
             for attempt in range(10):
                 pending = self.client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
                 if not pending:
