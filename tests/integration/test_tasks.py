@@ -349,7 +349,7 @@ def test_completion_is_single_winner_at_the_store(services, admin, tenant):
     store = TaskStore(services.store)
     (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
     assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
-    assert not store.claim(entry, "n2", 1e12, 1e12, 1e12)  # the entry is gone and the task is claimed
+    assert not store.claim(entry, "n2", 1e12, 1e12, 1e12)  # a second claimant of the same entry loses at the task
     tid = task_id(run_id, "draft", 1)
     assert not store.settle(tid, Claim(1, "forged"), "completed", {"output": 1})
     assert store.settle(tid, Claim(1, "n1"), "completed", {"output": 1})
@@ -357,6 +357,21 @@ def test_completion_is_single_winner_at_the_store(services, admin, tenant):
     task = store.get(tid)
     assert task is not None
     assert (task.status, task.outcome) == ("completed", {"output": 1})
+
+
+def test_an_entry_its_claim_left_behind_is_dropped_by_the_next_claim_and_hands_out_nothing(
+    services, admin, worker_key, tenant
+):
+    # Given a claim that took its task and stopped before deleting the task's ready entry
+    started(services, admin, task_workflow())
+    Stream(TABLE).settle()
+    store = TaskStore(services.store)
+    (entry,) = store.ready(tenant, "summarise", clock.now().timestamp())
+    assert store.claim(entry, "n1", 1e12, 1e12, 1e12)
+
+    # When a worker claims, Then it gets nothing (the task is held) and the entry leaves the index
+    assert claim(worker_key, "summarise").status == 204
+    assert store.ready(tenant, "summarise", clock.now().timestamp()) == []
 
 
 def test_a_cancelled_run_cancels_its_task_and_the_holder_hears_409(services, admin, worker_key):
