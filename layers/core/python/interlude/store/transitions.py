@@ -108,7 +108,7 @@ class TransitionStore(TransactionalTable, RunStore):
                     if moved is None:
                         raise
                     # The head records the shard the run claims on: built again with it.
-                    items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed) + [moved]
+                    items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires) + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
             # Refused, so nothing was written; a run never created shares its entries with no other writer.
             if expected_version is None and undo:
