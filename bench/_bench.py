@@ -125,3 +125,15 @@ def print_paid_once(
         if whole:
             total_extra = [sum(r[0].values()) * 1000 - sum(r[1].values()) * 1000 for r in rounds]
             print(f"  {whole:<22} {'':7} {'':7} {statistics.median(total_extra):+8.1f}")
+
+
+def english_text(size: int, start: int = 0) -> str:
+    """`size` characters of English prose, as an approval's text or a brief would hold (the repository's copy of the
+    Apache License 2.0, its whitespace folded), from `start`: deflate shrinks it about 2.2 times, as it does such text.
+    Repeated filler ("Lorem ipsum …" × 35) would shrink 26 times and hide what a stored copy of a real text costs."""
+    prose = " ".join(
+        (Path(__file__).resolve().parent.parent / "tests/fixtures/openwop/LICENSE-Apache-2.0.txt").read_text().split()
+    )
+    if start + size > len(prose):
+        raise ValueError(f"the prose holds {len(prose)} characters")
+    return prose[start : start + size]

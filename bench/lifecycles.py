@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from _bench import offline_aws
+from _bench import english_text, offline_aws
 
 offline_aws(
     TABLE_NAME="bench",
@@ -55,7 +55,8 @@ from interlude import wiring  # noqa: E402
 # An API instance's pace at a busy tenant (requests/s it answers), and the deployment's lifecycles/s at each pace.
 BUSY_REQUESTS_PER_S = 25
 PACES = {"busy": 25.0, "quiet": 0.2}
-TWO_KB = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 35  # 2,030 bytes
+TWO_KB = english_text(2030, 2000)  # a gate's text: 2,030 bytes of prose (deflated ≈ 840 B)
+TWO_KB_BRIEF = english_text(2030, 6000)  # a run's 2 KB input, other prose (deflated ≈ 950 B)
 TASK_WORKFLOW = {
     "id": "bench-task",
     "name": "A task served by a worker",
@@ -137,7 +138,7 @@ def callback_lifecycle(deployment: Deployment, tenant: Tenant) -> None:
         deployment.request(
             "POST /runs",
             "/runs",
-            {"workflowId": TEXT_WORKFLOW["id"], "inputs": {"brief": TWO_KB}, "callbackUrl": deployment.receiver.url()},
+            {"workflowId": TEXT_WORKFLOW["id"], "inputs": {"brief": TWO_KB_BRIEF}, "callbackUrl": deployment.receiver.url()},
             tenant.admin,
         )
     )
