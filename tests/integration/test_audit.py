@@ -239,6 +239,10 @@ def test_a_checkpoint_signs_the_merkle_root_of_what_it_anchors_and_verification_
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
     assert services.audit.checkpoint_pending() == 1
     assert services.store.audit_log.head(tenant, 0).checkpoint_seq == 7
+    # Anchored, the chain stays on the index until MARKER_KEEP_SECONDS pass with no entry, then leaves it.
+    assert list(services.store.audit_log.pending_chains()) == [(tenant, 0)]
+    monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
+    assert services.audit.checkpoint_pending() == 0
     assert list(services.store.audit_log.pending_chains()) == []
 
     # An entry altered after its checkpoint: the root no longer matches, the signature still does.
@@ -487,6 +491,9 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     assert len(pending) == len(services.store.audit_log.heads(tenant))
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 0)
     assert services.audit.checkpoint_pending() == len(pending)
+    assert set(services.store.audit_log.pending_chains()) == pending  # kept for MARKER_KEEP_SECONDS
+    monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
+    assert services.audit.checkpoint_pending() == 0
     assert list(services.store.audit_log.pending_chains()) == []
     verified = services.audit.verify(tenant, 1, 100)
     assert verified["checkpointsValid"] is True
@@ -532,10 +539,10 @@ def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did
 
     robot(0)
     waiting = head_item()
-    assert set(waiting) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince"}
+    assert set(waiting) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince", "marked"}
     robot(1)
     after = head_item()
-    assert set(after) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince"}
+    assert set(after) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince", "marked"}
     assert int(after["seq"]["N"]) == int(waiting["seq"]["N"]) + 1
     assert after["hash"]["S"] == rules.entry_hash(log(services)[-1])
     assert float(after["pendingSince"]["N"]) == float(waiting["pendingSince"]["N"])
@@ -567,6 +574,7 @@ def test_the_sweep_reads_a_tenants_heads_once_however_many_of_its_chains_wait(se
     calls: list[str] = []
     services.store.client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     assert services.audit.checkpoint_pending() == 0  # none due yet
-    # The heads in batches of 100 keys (wiring.AUDIT_CHAINS of them), not one GetItem per waiting chain besides.
-    assert calls.count("BatchGetItem") == -(-wiring.AUDIT_CHAINS // 100)
+    # The waiting chains' heads in one BatchGetItem, then (for the anchor) every chain's in batches of 100 keys: not
+    # one GetItem per waiting chain.
+    assert calls.count("BatchGetItem") == 1 + -(-wiring.AUDIT_CHAINS // 100)
     assert "GetItem" not in calls

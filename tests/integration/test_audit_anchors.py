@@ -98,7 +98,10 @@ def test_the_sweep_publishes_every_chains_head_signed_under_object_lock_and_then
     published = s3.get_object(Bucket=BUCKET, Key=anchor_key("t1"))
     assert rules.anchored_heads(rules.public_key_b64(KEY), published["Body"].read(), "t1") == {0: rules.Anchored(5, rules.entry_hash(entry(5)), 5)}
     assert rules.anchored_heads(rules.public_key_b64(KEY), s3.get_object(Bucket=BUCKET, Key=anchor_key("t1"))["Body"].read(), "t2") is None
-    # Checkpointed and published: the chain leaves the sweep's work list until its next append.
+    # Checkpointed and published: the chain leaves the sweep's work list once quiet for MARKER_KEEP_SECONDS.
+    assert list(services.store.audit_log.pending_chains()) == [("t1", 0)]
+    monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
+    services.audit.checkpoint_pending()
     assert list(services.store.audit_log.pending_chains()) == []
     with pytest.raises(ClientError) as refused:  # no one takes a published version back
         s3.delete_object(Bucket=BUCKET, Key=anchor_key("t1"), VersionId=published["VersionId"])
@@ -200,36 +203,82 @@ def marker_key(chain: int = 0) -> dict[str, Any]:
     return {"pk": {"S": items.head_pk("t1", chain)}, "sk": {"S": items.PENDING_SK}}
 
 
-def test_settling_a_chain_is_one_conditional_delete_that_a_later_wait_refuses(services, monkeypatch):
-    """The sweep takes an anchored chain off the pending index with one Delete (no transaction); an entry appended
-    after the head it anchored started a wait of its own, and that wait's marker stays."""
+def marker_puts(services: Services) -> list[int]:
+    """Per TransactWriteItems from here on, how many pending markers it puts."""
+    puts: list[int] = []
+
+    def counted(params: dict[str, Any], **_: Any) -> None:
+        written = [op["Put"]["Item"] for op in params["TransactItems"] if "Put" in op]
+        puts.append(sum(1 for item in written if item["sk"]["S"] == items.PENDING_SK))
+
+    services.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", counted)
+    return puts
+
+
+def anchored_seq(services: Services) -> int:
+    published = table_s3().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["Body"].read()
+    heads = rules.anchored_heads(rules.public_key_b64(KEY), published, "t1")
+    assert heads is not None
+    return heads[0].seq
+
+
+def table_s3() -> Any:
+    return boto3.client("s3")
+
+
+def test_an_anchored_chain_keeps_its_marker_a_while_so_its_next_entries_write_none(services, monkeypatch):
     entries(services, 3)
+    swept(services, monkeypatch)
+    assert list(services.store.audit_log.pending_chains()) == [("t1", 0)]
+    # A sweep while nothing moved: the kept chain's head, the anchor read back; nothing written, nothing published.
     calls: list[str] = []
     services.store.client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
-    swept(services, monkeypatch)
-    assert calls[-1] == "DeleteItem"
-    assert calls.count("TransactWriteItems") == 1  # the checkpoint's own
-    assert list(services.store.audit_log.pending_chains()) == []
+    version = table_s3().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["VersionId"]
+    assert services.audit.checkpoint_pending() == 0
+    assert calls == ["Query"] * items.PENDING_SHARDS + ["BatchGetItem"]
+    assert table_s3().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["VersionId"] == version
 
-    entries(services, 2)
-    services.audit.checkpoint("t1", 0)
-    anchored = services.store.audit_log.head("t1", 0)
-    assert anchored.seq == anchored.checkpoint_seq
+    puts = marker_puts(services)
     services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="late", scopes=["runs:read"]))
-    assert services.store.audit_log.settle("t1", 0, anchored) is False
-    assert list(services.store.audit_log.pending_chains()) == [("t1", 0)]
+    assert puts and set(puts) == {0}  # the chain is marked already: no marker, no index write
     swept(services, monkeypatch)
-    assert list(services.store.audit_log.pending_chains()) == []
+    assert anchored_seq(services) == services.store.audit_log.head("t1", 0).seq
     assert verified(services)["chainValid"] is True
 
+    monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
+    services.audit.checkpoint_pending()
+    assert list(services.store.audit_log.pending_chains()) == []
+    puts.clear()
+    services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="later", scopes=["runs:read"]))
+    assert sum(puts) == 1  # settled: the next entry marks it again
+    assert list(services.store.audit_log.pending_chains()) == [("t1", 0)]
 
-def test_a_marker_written_before_it_named_its_wait_is_settled_on_condition_of_the_head(services, monkeypatch):
-    entries(services, 2)
-    marker = table().get_item(TableName=TABLE, Key=marker_key())["Item"]
-    table().put_item(TableName=TABLE, Item={k: v for k, v in marker.items() if k != items.MARKER_FROM})
-    services.audit.checkpoint("t1", 0)
-    anchored = services.store.audit_log.head("t1", 0)
-    services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="late", scopes=["runs:read"]))
-    assert services.store.audit_log.settle("t1", 0, anchored) is False  # the head moved past the one anchored
+
+def test_an_append_that_read_the_mark_before_the_chain_settled_writes_the_marker_again(services, monkeypatch):
+    admin = signed_in(services)
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
     swept(services, monkeypatch)
+    marked = services.store.audit_log.head("t1", 0)
+    assert marked.marked
+    monkeypatch.setattr(rules, "MARKER_KEEP_SECONDS", 0)
+    services.audit.checkpoint_pending()  # settled after the head was read
+    assert list(services.store.audit_log.pending_chains()) == []
+    puts = marker_puts(services)
+    services.store.hold_audit_head("t1", 0, marked)  # as a decision's read of its run and head would hold it
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="late", scopes=["runs:read"]))
+    assert puts == [0, 1]  # refused on the mark it read, then placed with the marker
+    assert list(services.store.audit_log.pending_chains()) == [("t1", 0)]
+
+
+def test_a_head_from_before_the_mark_keeps_its_marker_while_entries_wait_and_settles_at_once(services, monkeypatch):
+    entries(services, 2)
+    forget_the_mark = {"TableName": TABLE, "Key": head_key(), "UpdateExpression": "REMOVE marked, checkpointedAt"}
+    table().update_item(**forget_the_mark)
+    admin = signed_in(services)
+    puts = marker_puts(services)
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="late", scopes=["runs:read"]))
+    assert puts == [0]  # an entry waits (pendingSince): its marker is there, as then
+    swept(services, monkeypatch)
+    table().update_item(**forget_the_mark)
+    services.audit.checkpoint_pending()  # anchored when the mark was not kept: no time to wait out
     assert list(services.store.audit_log.pending_chains()) == []

@@ -662,13 +662,14 @@ BUCKET_READ_ACTIONS = ("s3:GetObject",)
 BUCKET_LIST_ACTIONS = ("s3:ListBucket",)
 # Issue 26 S6: each tenant's audit anchor, `{prefix}{tenant}.json` (interlude.adapters.audit_anchor): every chain's head
 # and last checkpoint, signed with the audit key, put by the checkpoint sweep (AUDIT_CHECKPOINT_SWEEP, the timeouts
-# function) and read by GET /audit/verify (api). The table's writers hold no other S3 action: none can rewrite it.
+# function) and read by GET /audit/verify (api) and by the sweep (whether it still holds every pending chain's head:
+# ADR 0122). The table's writers hold no other S3 action: none can rewrite it.
 AUDIT_ANCHOR_BUCKET = Bucket(
     name="AuditAnchors",
     env="AUDIT_ANCHOR_BUCKET",
     prefix="audit-anchors/",
     writers=("timeouts",),
-    readers=("api",),
+    readers=("api", "timeouts"),
     description="Interlude audit anchors: each tenant's chain heads and last checkpoints, signed; Object Lock",
 )
 BUCKETS: tuple[Bucket, ...] = (AUDIT_ANCHOR_BUCKET,)

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from interlude import wiring
 from interlude.app.caught import caught
 from interlude.domain.clock import instant
 from interlude.domain.errors import Invalid, NotFound, Unavailable
@@ -106,50 +107,77 @@ class AuditTrail:
             pending_since = instant(following["at"]).timestamp() if following is not None and at < head.seq else None
             if at < head.seq and pending_since is None:
                 pending_since = time.time()
-            if log.put_checkpoint(tenant, chain, head, made, pending_since):
+            if log.put_checkpoint(tenant, chain, head, made, pending_since, time.time()):
                 return made
         return None
 
     def checkpoint_pending(self, early_s: float = 0) -> int:
         """The periodic sweep (wiring.AUDIT_CHECKPOINT_SWEEP, every `early_s`): checkpoint every chain whose oldest
-        unanchored entry would pass the interval before the next sweep, then publish the anchor of each tenant with a
-        chain pending. Returns how many checkpoints it made."""
+        unanchored entry would pass the interval before the next sweep, publish the anchor of each tenant whose anchor
+        does not hold all its pending chains' heads yet, and take off the index the chains anchored and quiet for
+        MARKER_KEEP_SECONDS. Returns how many checkpoints it made."""
         made = 0
         pending: dict[str, list[int]] = {}
         for tenant, chain in list(self.chains.pending_chains()):
             pending.setdefault(tenant, []).append(chain)
         for tenant, chains in pending.items():
-            # The tenant's heads, read once for the due checks and its anchor (a chain checkpointed here is read again):
-            # not one read per pending chain besides. An anchor holding a head a little older than the table's is sound
-            # (a verification reads the anchor first and expects the heads at or past it).
-            heads = self.chains.heads(tenant)
-            for chain in chains:
-                head = heads.get(chain)
-                if head is None or not rules.checkpoint_due(head, time.time(), early_s):
-                    continue
-                try:
-                    if self.checkpoint(tenant, chain) is not None:
-                        made += 1
-                        heads[chain] = self.chains.head(tenant, chain)
-                except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
-                    caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
             try:
-                self.publish_anchor(tenant, chains, heads)
-            except Exception:  # noqa: BLE001 - the next sweep publishes it; the chains stay pending until then
-                caught(logger, "audit-anchor", "audit anchor of tenant %s failed", tenant)
+                made += self._sweep(tenant, chains, early_s)
+            except Exception:  # noqa: BLE001 - the next sweep tries again; the chains stay pending until then
+                caught(logger, "audit-anchor", "audit sweep of tenant %s failed", tenant)
         return made
 
+    def _sweep(self, tenant: str, chains: list[int], early_s: float) -> int:
+        # The pending chains' heads (every chain's when they are most of them: the anchor needs all), read once for the
+        # due checks; a chain checkpointed here is read again. An anchor holding a head a little older than the
+        # table's is sound (a verification reads the anchor first and expects the heads at or past it).
+        whole = 2 * len(chains) >= wiring.AUDIT_CHAINS
+        heads = self.chains.heads(tenant, None if whole else chains)
+        made = 0
+        for chain in chains:
+            head = heads.get(chain)
+            if head is None or not rules.checkpoint_due(head, time.time(), early_s):
+                continue
+            try:
+                if self.checkpoint(tenant, chain) is not None:
+                    made += 1
+                    heads[chain] = self.chains.head(tenant, chain)
+            except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
+                caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
+        # A chain kept on the index after it was anchored changes nothing: while every pending chain's head is the
+        # one the published anchor holds (one GET), the anchor stands and is not published again.
+        waiting = made > 0 or any(head.seq != head.checkpoint_seq for c, head in heads.items() if c in chains)
+        if waiting or not self._anchor_holds(tenant, {c: heads[c] for c in chains if c in heads}):
+            self.publish_anchor(tenant, chains, heads if whole else None)
+        else:
+            self._settle(tenant, chains, heads)
+        return made
+
+    def _anchor_holds(self, tenant: str, heads: dict[int, rules.Head]) -> bool:
+        key, published = self.public_key(), self.anchors()
+        if key is None or published is None:
+            return True  # nothing to publish: the chains settle as they are
+        raw = published.read(tenant)
+        anchored = rules.anchored_heads(key, raw, tenant) if raw is not None else None
+        if anchored is None:
+            return False
+        return all(anchored.get(c) == (h.seq, h.hash, h.checkpoint_seq) for c, h in heads.items())
+
     def publish_anchor(self, tenant: str, pending: list[int], heads: dict[int, rules.Head] | None = None) -> None:
-        """Publish the tenant's anchor (every chain's head and last checkpoint, signed; `heads` as just read, else read
-        here), then take off the pending index each of the `pending` chains whose entries are all checkpointed: the
-        anchor now holds that head (issue 26 S6)."""
+        """Publish the tenant's anchor (every chain's head and last checkpoint, signed; `heads`: every chain's as just
+        read, else read here), then take off the pending index each of the `pending` chains anchored and quiet for
+        MARKER_KEEP_SECONDS: the anchor now holds that head (issue 26 S6)."""
         heads = self.chains.heads(tenant) if heads is None else heads
         key, published = self.signing_key(), self.anchors()
         if key is not None and published is not None:
             published.publish(tenant, rules.signed_anchor(key, rules.anchor_document(tenant, heads, _iso_now())))
-        for chain in pending:
+        self._settle(tenant, pending, heads)
+
+    def _settle(self, tenant: str, chains: list[int], heads: dict[int, rules.Head]) -> None:
+        now = time.time()
+        for chain in chains:
             head = heads.get(chain)
-            if head is not None and head.seq == head.checkpoint_seq:
+            if head is not None and rules.settle_due(head, now):
                 self.chains.settle(tenant, chain, head)
 
     def verify(self, tenant: str, from_seq: int, to_seq: int, chain: int | None = None) -> dict[str, Any]:

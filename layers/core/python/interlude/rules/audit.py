@@ -25,6 +25,10 @@ import rfc8785
 # Entries a checkpoint anchors at most, and how long an entry waits for one at most (advertised in discovery).
 CHECKPOINT_INTERVAL_ENTRIES = 1000
 CHECKPOINT_INTERVAL_SECONDS = 300
+# A chain keeps its pending marker this long after a checkpoint anchored every entry and its tenant's anchor holds its
+# head (ADR 0122): an append meanwhile writes no marker, and the sweep takes the chain off the index only once this has
+# passed with none. At a quiet tenant's pace most chains see their next entry within it.
+MARKER_KEEP_SECONDS = 1800
 SIGNATURE_ALGORITHM = "ed25519"
 # An Ed25519 public key's DER SubjectPublicKeyInfo starts with these 12 bytes (base64 "MCowBQYDK2VwAyEA").
 _ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
@@ -145,6 +149,10 @@ class Head(NamedTuple):
     hash: str | None = None
     checkpoint_seq: int = 0
     pending_since: float | None = None
+    # Whether the chain's pending marker is written (the appends that find it so write none), and when a checkpoint
+    # last anchored every entry (epoch seconds; None while entries wait, or for a head written before it was kept).
+    marked: bool = False
+    checkpointed_at: float | None = None
 
 
 def checkpoint_due(head: Head, now: float, early_s: float = 0) -> bool:
@@ -155,6 +163,14 @@ def checkpoint_due(head: Head, now: float, early_s: float = 0) -> bool:
     if head.seq - head.checkpoint_seq >= CHECKPOINT_INTERVAL_ENTRIES:
         return True
     return head.pending_since is not None and now - head.pending_since >= CHECKPOINT_INTERVAL_SECONDS - early_s
+
+
+def settle_due(head: Head, now: float) -> bool:
+    """Whether the chain may leave the pending index (once its tenant's anchor holds this head): every entry anchored,
+    and none appended for MARKER_KEEP_SECONDS since."""
+    if head.seq == 0 or head.seq != head.checkpoint_seq:
+        return False
+    return head.checkpointed_at is None or now - head.checkpointed_at >= MARKER_KEEP_SECONDS
 
 
 def next_checkpoint_at(head: Head) -> int:

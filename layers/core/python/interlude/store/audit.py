@@ -2,11 +2,12 @@
 
   entry       T#{tenant}#AUDIT#{chain:03}      A#{seq:012}   entry: the JSON document that is hashed (rules/audit.py)
   checkpoint  T#{tenant}#AUDIT#{chain:03}      C#{at:012}    checkpoint id, atSequence, merkleRoot, signature, at
-  head        T#{tenant}#AUDITHEAD#{chain:03}  AUDITHEAD     seq, hash (of entry seq), checkpointSeq, pendingSince
+  head        T#{tenant}#AUDITHEAD#{chain:03}  AUDITHEAD     seq, hash (of entry seq), checkpointSeq, pendingSince,
+                                                             marked (the pending marker is written), checkpointedAt
   pending     T#{tenant}#AUDITHEAD#{chain:03}  PENDING       on the `inbox` GSI (gsi1pk AUDIT#PENDING#{shard}, gsi1sk
                                                              {tenant}#{chain:03}) while an entry waits for a checkpoint
-                                                             or the chain's head for its tenant's anchor; fromSeq: the
-                                                             wait's first entry
+                                                             or the chain's head for its tenant's anchor, and
+                                                             rules/audit.MARKER_KEEP_SECONDS after
 
 An entry goes to the chain its run (or key, or else its tenant) hashes to (`chain_of`), so a run's entries form
 one chain in order. Each chain is an RFC 0218 log of its own: sequence from 1, prevHash, checkpoints over its own
@@ -15,9 +16,10 @@ the head on condition that it still names the entry and checkpoint it read, in t
 action it records, so an action and its entry land together or not at all. A concurrent append that moved the head
 first makes the transaction fail on the head alone; the head it failed on comes back with the failure (ALL_OLD),
 so the append places its entry after that one without reading again (APPEND_RETRIES). The pending marker is
-written only by the append that starts a chain's wait for a checkpoint and removed by the sweep once a checkpoint
-anchors all of it and the tenant's anchor holds that head (`settle`, one conditional Delete): one GSI write per
-checkpoint interval, not one per append. Entries live in partitions that are only
+written only by an append that finds the head unmarked, and removed by the sweep (`settle`, with the head's mark, in
+one transaction) once a checkpoint anchors all of it, the tenant's anchor holds that head and no entry has come for
+MARKER_KEEP_SECONDS: at most one GSI write per checkpoint interval, not one per append, and at a quiet tenant's pace
+not one per decision (ADR 0122). Entries live in partitions that are only
 ever Put into (every deployed role is denied UpdateItem and DeleteItem on them: wiring.APPEND_ONLY_PARTITIONS);
 docs/scale.md has the ceilings.
 """
@@ -43,8 +45,6 @@ PENDING_SK = "PENDING"
 # How an append's items are labelled among a transaction's items (a failed condition names its label).
 ENTRY_LABEL = "AUDIT#ENTRY"
 PENDING_LABEL = "AUDIT#PENDING"
-# The pending marker's attribute naming the first entry of the wait that wrote it.
-MARKER_FROM = "fromSeq"
 APPEND_LABELS = frozenset({HEAD_SK, ENTRY_LABEL, PENDING_LABEL})
 # Chains waiting for a checkpoint are spread over this many index partitions (the sweep reads each).
 PENDING_SHARDS = 8
@@ -91,8 +91,15 @@ def head_of_plain(item: dict[str, Any] | None) -> Head:
     """The head from a failed condition's old image (store/attributes.plain)."""
     if not item or "seq" not in item:
         return Head()
-    since = item.get("pendingSince")
-    return Head(int(item["seq"]), str(item["hash"]), int(item.get("checkpointSeq") or 0), float(since) if since is not None else None)
+    since, anchored = item.get("pendingSince"), item.get("checkpointedAt")
+    return Head(
+        int(item["seq"]),
+        str(item["hash"]),
+        int(item.get("checkpointSeq") or 0),
+        float(since) if since is not None else None,
+        "marked" in item,
+        float(anchored) if anchored is not None else None,
+    )
 
 
 def append_items(
@@ -102,17 +109,19 @@ def append_items(
     seq = head.seq + 1
     text = canonical(draft.entry(seq, head.hash, chain))
     digest = hash_of(text)
-    # The head is written whole, on condition that it still names the entry and the checkpoint read (a checkpoint
-    # that anchored everything meanwhile removed the pending marker, which this append must then write again). Those
-    # two pin every attribute a head holds: hash moves only with seq (appends), pendingSince only with seq (an append
-    # sets it when absent) or with checkpointSeq (a checkpoint always moves it forward), and no head exists before its
-    # chain's first append (a checkpoint needs an entry to anchor). So the head the condition admits is the one read,
-    # and the Put leaves it as an update expression setting each field would (same write unit; a fifth of the
-    # update's work in the local stack's moto: docs/adr/0045).
+    # The head is written whole, on condition that it still names the entry, the checkpoint and the mark read. Those
+    # pin every attribute a head holds: hash moves only with seq (appends), pendingSince only with seq (an append sets
+    # it when absent) or with checkpointSeq (a checkpoint always moves it forward), checkpointedAt only with
+    # checkpointSeq, the mark only with seq (an append sets it) or by the sweep's settle (which removes the marker with
+    # it: an append that read the mark then fails here, and writes the marker when it tries again), and no head exists
+    # before its chain's first append. So the head the condition admits is the one read, and the Put leaves it as an
+    # update expression setting each field would (same write unit; a fifth of the update's work in the local stack's
+    # moto: docs/adr/0045). checkpointedAt is dropped: it only tells when a chain with no entry waiting was anchored.
     if head.seq == 0:
         condition, values = "attribute_not_exists(seq)", None
     else:
-        condition = "seq = :prev AND checkpointSeq = :cp"
+        mark = "attribute_exists(marked)" if head.marked else "attribute_not_exists(marked)"
+        condition = f"seq = :prev AND checkpointSeq = :cp AND {mark}"
         values = {":prev": a.n(head.seq), ":cp": a.n(head.checkpoint_seq)}
     since = head.pending_since if head.pending_since is not None else round(now_epoch, 3)
     move: dict[str, Any] = {
@@ -122,6 +131,7 @@ def append_items(
             "hash": a.s(digest),
             "pendingSince": a.n(since),
             "checkpointSeq": a.n(head.checkpoint_seq),
+            "marked": a.n(1),
         },
         "ConditionExpression": condition,
     }
@@ -132,17 +142,16 @@ def append_items(
         "ConditionExpression": "attribute_not_exists(sk)",
     }
     items: list[tuple[str, dict[str, Any]]] = [(HEAD_SK, {"Put": move}), (ENTRY_LABEL, {"Put": put})]
-    if head.pending_since is None:
+    # A head from before the mark was kept has its marker while an entry waits (pendingSince), as then.
+    if not head.marked and head.pending_since is None:
         index = wiring.INBOX_INDEX
         marker = {
             **a.key(head_pk(draft.tenant, chain), PENDING_SK),
             index.partition_key: a.s(pending_shard(draft.tenant, chain)),
             index.sort_key: a.s(f"{draft.tenant}#{chain:03d}"),
-            # The wait's first entry: `settle` removes the marker only while no later wait has written it again.
-            MARKER_FROM: a.n(seq),
         }
         items.append((PENDING_LABEL, {"Put": {"Item": marker}}))
-    written = Head(seq, digest, head.checkpoint_seq, head.pending_since if head.pending_since is not None else now_epoch)
+    written = Head(seq, digest, head.checkpoint_seq, head.pending_since if head.pending_since is not None else now_epoch, True)
     return items, written
 
 
@@ -155,9 +164,11 @@ class AuditLog:
         got = self.client.get_item(TableName=self.table, Key=a.key(head_pk(tenant, chain), HEAD_SK), ConsistentRead=True)
         return head_of(got.get("Item"))
 
-    def heads(self, tenant: str) -> dict[int, Head]:
-        """Every chain of the tenant that holds an entry, with its head (strongly consistent BatchGetItem)."""
-        keys = [a.key(head_pk(tenant, chain), HEAD_SK) for chain in range(wiring.AUDIT_CHAINS)]
+    def heads(self, tenant: str, chains: list[int] | None = None) -> dict[int, Head]:
+        """Every chain of the tenant (or of `chains`) that holds an entry, with its head (strongly consistent
+        BatchGetItem)."""
+        wanted = range(wiring.AUDIT_CHAINS) if chains is None else sorted(set(chains))
+        keys = [a.key(head_pk(tenant, chain), HEAD_SK) for chain in wanted]
         found: dict[int, Head] = {}
         for at in range(0, len(keys), 100):
             request: dict[str, Any] = {self.table: {"Keys": keys[at : at + 100], "ConsistentRead": True}}
@@ -239,17 +250,18 @@ class AuditLog:
         return int(items[0]["atSequence"]["N"]) if items else 0
 
     def put_checkpoint(
-        self, tenant: str, chain: int, head: Head, checkpoint: dict[str, Any], pending_since: float | None
+        self, tenant: str, chain: int, head: Head, checkpoint: dict[str, Any], pending_since: float | None, now_epoch: float
     ) -> bool:
         """Store a checkpoint and move the head's checkpointSeq to it; False when the head moved meanwhile (another
         checkpoint, or an append that this checkpoint would leave waiting without a pendingSince). The pending marker
-        stays: the chain's new head is yet to be published in its tenant's anchor (`settle` removes it then)."""
+        stays: the chain's new head is yet to be published in its tenant's anchor (`settle` removes it after)."""
         at = int(checkpoint["atSequence"])
         values: dict[str, Any] = {":at": a.n(at), ":p": a.n(head.checkpoint_seq)}
         condition = "(checkpointSeq = :p OR attribute_not_exists(checkpointSeq))" if head.checkpoint_seq == 0 else "checkpointSeq = :p"
         if pending_since is None:
             # Every entry anchored, unless an entry was appended meanwhile.
-            update = "SET checkpointSeq = :at REMOVE pendingSince"
+            update = "SET checkpointSeq = :at, checkpointedAt = :now REMOVE pendingSince"
+            values[":now"] = a.n(round(now_epoch, 3))
             condition += " AND seq = :at"
         else:
             update = "SET checkpointSeq = :at, pendingSince = :since"
@@ -283,36 +295,16 @@ class AuditLog:
 
     def settle(self, tenant: str, chain: int, head: Head) -> bool:
         """Take the chain off the pending index: every entry up to `head` is checkpointed and its tenant's anchor holds
-        that head. False (the marker stays) when an entry was appended after it.
-
-        One conditional Delete (1 WRU and the index's delete): the marker names the first entry of the wait that wrote
-        it, and an entry after `head` always starts a wait of its own (the checkpoint that anchored `head` removed the
-        head's pendingSince, and an append that read the head before that checkpoint fails on its checkpointSeq and
-        reads it again), so it has written the marker again naming an entry past `head`. A marker written before it
-        named its entry is settled as it was then, on condition of the head in the same transaction."""
-        try:
-            self.client.delete_item(
-                TableName=self.table,
-                Key=a.key(head_pk(tenant, chain), PENDING_SK),
-                ConditionExpression=f"{MARKER_FROM} <= :s",
-                ExpressionAttributeValues={":s": a.n(head.seq)},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except self.client.exceptions.ConditionalCheckFailedException as failed:
-            marker = failed.response.get("Item")
-            if marker is None or MARKER_FROM in marker:
-                return False  # gone already, or a later wait's
-            return self._settle_unnamed(tenant, chain, head)
-        return True
-
-    def _settle_unnamed(self, tenant: str, chain: int, head: Head) -> bool:
+        that head. The marker goes with the head's mark, on condition that the head is still `head` (an append that
+        read the mark fails on it, and writes the marker again). False (the marker stays) when the head moved."""
         try:
             self.client.transact_write_items(
                 TransactItems=[
                     {
-                        "ConditionCheck": {
+                        "Update": {
                             "TableName": self.table,
                             "Key": a.key(head_pk(tenant, chain), HEAD_SK),
+                            "UpdateExpression": "REMOVE marked",
                             "ConditionExpression": "seq = :s AND checkpointSeq = :s",
                             "ExpressionAttributeValues": {":s": a.n(head.seq)},
                         }
