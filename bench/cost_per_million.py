@@ -191,6 +191,26 @@ class Bill:
         return sum(line.quantity for line in self.infra if line.unit == "WRU")
 
 
+MARKER_KINDS = ("audit pending marker", "audit pending marker: GSI")
+
+
+def marker_kept(audit: dict[str, Any], lifecycles_per_s: float) -> float:
+    """How likely a decision finds its chain still marked (rules/audit.MARKER_KEEP_SECONDS, ADR 0122): its chain's
+    previous decision came within the wait for its checkpoint (at least the interval less a sweep) and the keep after
+    it. Decisions are taken as arriving at random over the tenant's chains, one per lifecycle at most."""
+    window = audit["interval_s"] - audit["sweep_every_s"] + audit.get("marker_keep_s", 0)
+    return 1 - math.exp(-lifecycles_per_s / audit["chains"] * window)
+
+
+def unmarked(inv: dict[str, Any], kept: float) -> dict[str, Any]:
+    """`inv` with its pending marker's units written only when its chain is not still marked."""
+    units = sum(inv["wru_by_kind"].get(kind, 0.0) for kind in MARKER_KINDS)
+    if not units:
+        return inv
+    kinds = {k: v * (1 - kept) if k in MARKER_KINDS else v for k, v in inv["wru_by_kind"].items()}
+    return {**inv, "wru": inv["wru"] - units * kept, "wru_by_kind": kinds}
+
+
 def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
     """The lifecycle's invocations at `pace`, with its share of the audit chain's marker, checkpoint and sweeps."""
     found = measured["lifecycles"][name]
@@ -199,7 +219,8 @@ def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
     quiet = found["quiet"]
     marker_invs = [i for i in quiet if i["wru_by_kind"].get("audit pending marker")]
     decisions = len(marker_invs)
-    out = [Share(i) for i in found[pace]]
+    kept = marker_kept(audit, lifecycles_per_s)
+    out = [Share(unmarked(i, kept)) for i in found[pace]]
     if decisions:
         # Decisions per chain per checkpoint interval at this pace (one tenant): each shares one marker, one checkpoint.
         per_interval = min(audit["interval_entries"], max(1.0, lifecycles_per_s / audit["chains"] * audit["interval_s"]))
@@ -212,10 +233,13 @@ def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
                 "rru": 0.0,
                 "log_bytes": 0,
                 "log_events": 0,
-                "wru": sum(i["wru_by_kind"].get("audit pending marker", 0) + i["wru_by_kind"].get("audit pending marker: GSI", 0) for i in marker_invs),
+                "wru": sum(i["wru_by_kind"].get(kind, 0) for i in marker_invs for kind in MARKER_KINDS),
             }
-            out.append(Share(marker, 1 / per_interval, request=False))  # its units: every decision's marker
+            # its units: every decision's marker, when its chain is not still marked
+            out.append(Share(marker, (1 - kept) / per_interval, request=False))
         out += [Share(i, decisions / per_interval, request=False) for i in audit["checkpoint"]]
+        # A chain leaves the pending index once for each marker written.
+        out += [Share(i, decisions * (1 - kept) / per_interval, request=False) for i in audit.get("settle", [])]
         # While a chain waits, every sweep (each minute) publishes the tenant's anchor: its extra over an idle sweep.
         # (the tenant has a chain waiting nearly always at either pace: one such sweep a minute, shared by the minute's
         # lifecycles, and never more than the sweeps of one decision's own wait)

@@ -219,10 +219,18 @@ def settled(deployment: Deployment) -> None:
 
 
 def audit_chain_settled(tenant: Tenant) -> None:
-    """The tenant's chains checkpointed and anchored (not counted): the next decision starts a chain's wait."""
+    """The tenant's chains checkpointed, anchored and off the pending index (not counted): the next decision starts a
+    chain's wait and writes its marker (how often a quiet decision finds its chain still marked is priced apart:
+    bench/cost_per_million.py)."""
+    from interlude.rules import audit as audit_rules
+
     for chain in range(wiring.AUDIT_CHAINS):
         tenant.services.audit.checkpoint(tenant.name, chain)
-    tenant.services.audit.publish_anchor(tenant.name, list(range(wiring.AUDIT_CHAINS)))
+    keep, audit_rules.MARKER_KEEP_SECONDS = audit_rules.MARKER_KEEP_SECONDS, 0
+    try:
+        tenant.services.audit.publish_anchor(tenant.name, list(range(wiring.AUDIT_CHAINS)))
+    finally:
+        audit_rules.MARKER_KEEP_SECONDS = keep
 
 
 def run_once(deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None]) -> tuple[list[Invocation], dict[str, Any]]:
@@ -389,6 +397,7 @@ def measure(rounds: int) -> dict[str, Any]:
             "chains": chains,
             "interval_s": audit_rules.CHECKPOINT_INTERVAL_SECONDS,
             "interval_entries": audit_rules.CHECKPOINT_INTERVAL_ENTRIES,
+            "marker_keep_s": audit_rules.MARKER_KEEP_SECONDS,
             "sweep_every_s": wiring.AUDIT_CHECKPOINT_SWEEP.every_s,
         },
         "counter_writes_per_request": {"busy": counter[BUSY_REQUESTS_PER_S], "quiet": counter[1]},
@@ -429,20 +438,21 @@ def measure_audit(deployment: Deployment, tenant: Tenant) -> dict[str, Any]:
     deployment.take()
     deployment.invoke(wiring.SCHEDULES.target, sweep, "schedule")
     waiting = deployment.take()
-    # The checkpoint's own work in the sweep that makes it: the checkpoint and its chain's head read again, then the
-    # chain taken off the pending index.
-    # The anchor that sweep publishes between the two is the waiting sweep's (one per tenant and sweep, however many
+    # The checkpoint's own work in the sweep that makes it (the checkpoint and its chain's head read again), and the
+    # chain taken off the pending index once quiet for MARKER_KEEP_SECONDS (a sweep that settles publishes nothing
+    # more). The anchor published between the two is the waiting sweep's (one per tenant and sweep, however many
     # chains it checkpoints), priced with it: not counted here again.
-    record = Invocation(wiring.SCHEDULES.target, "schedule")
+    checkpoint, settle = Invocation(wiring.SCHEDULES.target, "schedule"), Invocation(wiring.SCHEDULES.target, "schedule")
     audit, chains = tenant.services.audit, tenant.services.store.audit_log
     heads: dict[int, Any] = {}
-    timed(deployment, record, lambda: (audit.checkpoint(tenant.name, 0), heads.update({0: chains.head(tenant.name, 0)})))
+    timed(deployment, checkpoint, lambda: (audit.checkpoint(tenant.name, 0), heads.update({0: chains.head(tenant.name, 0)})))
     audit.publish_anchor(tenant.name, [], heads)
-    timed(deployment, record, lambda: chains.settle(tenant.name, 0, heads[0]))
+    timed(deployment, settle, lambda: chains.settle(tenant.name, 0, heads[0]))
     return {
         "idle_sweep": [as_dict(r, r.cpu_s * 1000) for r in idle],
         "waiting_sweep": [as_dict(r, r.cpu_s * 1000) for r in waiting],
-        "checkpoint": [as_dict(record, record.cpu_s * 1000)],
+        "checkpoint": [as_dict(checkpoint, checkpoint.cpu_s * 1000)],
+        "settle": [as_dict(settle, settle.cpu_s * 1000)],
     }
 
 
@@ -504,7 +514,12 @@ def main() -> None:
                 f"  {calls}"
             )
     audit = measured["audit"]
-    for label, key in (("idle audit sweep (every minute)", "idle_sweep"), ("audit sweep with a chain waiting", "waiting_sweep"), ("audit checkpoint", "checkpoint")):
+    for label, key in (
+        ("idle audit sweep (every minute)", "idle_sweep"),
+        ("audit sweep with a chain waiting", "waiting_sweep"),
+        ("audit checkpoint", "checkpoint"),
+        ("a quiet chain taken off the pending index", "settle"),
+    ):
         s = summarise(audit[key])
         print(f"\n{label}: {s['wru']:.1f} WRU, {s['rru']:.1f} RRU, CPU {s['cpu_ms']:.1f} ms, calls {dict(s['calls'])}")
     print(f"\nrequest-counter writes per authenticated request: {measured['counter_writes_per_request']}")
