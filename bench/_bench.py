@@ -37,8 +37,8 @@ class Calls:
             self.watch(client)
 
     def watch(self, emitter: Any) -> None:
-        """A client, or a boto3 Session (its events object) to count every client it makes."""
-        events = emitter.meta.events if hasattr(emitter, "meta") else emitter.events
+        """A client, or a botocore session (its event emitter) to count every client it makes."""
+        events = emitter.meta.events if hasattr(emitter, "meta") else emitter.get_component("event_emitter")
         events.register("before-call", self._count)
 
     def _count(self, model: Any, **_: Any) -> None:

@@ -331,6 +331,7 @@ class Deployment:
 
         import boto3
 
+        from interlude import sdk_clients
         from interlude.domain import clock
         from interlude.local import lambda_runtime
         from tests.support.moto_world import create_world
@@ -339,8 +340,8 @@ class Deployment:
 
         self.table = table
         self.invocations: list[Invocation] = []
-        # moto resets boto3's default session when it starts: the functions' clients come from the one it leaves.
-        boto3.setup_default_session()
+        # The functions' clients come from a session made after moto started (its stubber in place).
+        sdk_clients.forget_clients()
         self.clock_file = Path(tempfile.mkdtemp(prefix="interlude-bench-")) / "clock"
         clock.reset(self.clock_file)
         os.environ[clock.CLOCK_FILE_ENV] = str(self.clock_file)

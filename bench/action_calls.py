@@ -21,7 +21,7 @@ offline_aws(
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import wiring  # noqa: E402
+from interlude import sdk_clients, wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
 from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
@@ -40,10 +40,10 @@ COUNTED = ("dynamodb", "sqs", "secretsmanager")
 def main() -> None:
     receiver = Receiver().start()
     with mock_aws():
-        # moto resets boto3's default session when it starts: count on the session it leaves in place.
-        boto3.setup_default_session()
+        # A session made after moto started (its stubber in place): the one the functions' clients come from.
+        sdk_clients.forget_clients()
         calls = Calls(services=COUNTED, qualified=True)
-        calls.watch(boto3.DEFAULT_SESSION)
+        calls.watch(sdk_clients.session())
         create_table(boto3.client("dynamodb"), TABLE)
         urls = create_queues(boto3.client("sqs"), "bench")
         export_queue_urls(urls)

@@ -1,6 +1,6 @@
-"""Print what making a DynamoDB client costs, in CPU: from a new boto3 session (a cold process, or a SnapStart restore
+"""Print what making a DynamoDB client costs, in CPU: from a new botocore session (a cold process, or a SnapStart restore
 that drops the session whole) and from a new session handed the loader of one that already parsed the models (what
-interlude.adapters.sdk_clients.forget_clients does after a restore; ADR 0107). Medians over fresh interpreters; and from a new session of a process that reads only the SDK data the layer ships
+interlude.sdk_clients.forget_clients does after a restore; ADR 0107). Medians over fresh interpreters; and from a new session of a process that reads only the SDK data the layer ships
 (interlude.adapters.sdk_data, written here into a temporary directory; sdk_clients.use_packaged_models).
 Usage: .venv/bin/python bench/client_creation.py [rounds]
 """
@@ -19,28 +19,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core" / "python"))
 
 PROBE = r"""
-import json, time, boto3, botocore.session
-boto3.client("dynamodb")  # the process's first client: its session parses the models
-held = boto3.DEFAULT_SESSION
-boto3.DEFAULT_SESSION = None
+import json, time, botocore.session
+held = botocore.session.get_session()
+held.create_client("dynamodb")  # the process's first client: its session parses the models
 started = time.process_time()
-boto3.client("dynamodb")
+botocore.session.get_session().create_client("dynamodb")
 new_session = time.process_time() - started
 fresh = botocore.session.get_session()
-fresh.register_component("data_loader", held._session.get_component("data_loader"))
-boto3.setup_default_session(botocore_session=fresh)
+fresh.register_component("data_loader", held.get_component("data_loader"))
 started = time.process_time()
-boto3.client("dynamodb")
+fresh.create_client("dynamodb")
 print(json.dumps({"new": new_session, "kept": time.process_time() - started}))
 """
 PACKAGED_PROBE = r"""
 import json, time
-started = time.process_time()
-import boto3
-from interlude.adapters.sdk_clients import use_packaged_models
+from interlude import sdk_clients
 imported = time.process_time()
-use_packaged_models()
-boto3.client("dynamodb")
+sdk_clients.use_packaged_models()
+sdk_clients.client("dynamodb")
 print(json.dumps({"packaged": time.process_time() - imported}))
 """
 
@@ -53,7 +49,8 @@ def main() -> None:
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
     }
-    from interlude.adapters import sdk_clients, sdk_data
+    from interlude import sdk_clients
+    from interlude.adapters import sdk_data
     from interlude.config.runtime import SDK_DATA_ENV
 
     with tempfile.TemporaryDirectory(prefix="client-creation-") as layer:

@@ -89,7 +89,8 @@ def child_env(endpoint: str, cache: str, sdk_data: bool) -> dict[str, str]:
         PYTHONPATH=str(ROOT / "layers" / "core" / "python"),
     )
     if sdk_data:
-        from interlude.adapters import sdk_clients, sdk_data
+        from interlude import sdk_clients
+        from interlude.adapters import sdk_data
         from interlude.config.runtime import SDK_DATA_ENV
 
         env[SDK_DATA_ENV] = str(Path(cache) / sdk_clients.PACKAGED_MODELS)

@@ -34,7 +34,7 @@ offline_aws(
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude import wiring  # noqa: E402
+from interlude import sdk_clients, wiring  # noqa: E402
 from interlude.adapters.keyring_store import ensure_key_ring  # noqa: E402
 from interlude.api.tasks import schedule, unschedule  # noqa: E402
 from interlude.composition import Services  # noqa: E402
@@ -60,9 +60,9 @@ class Counted:
         self.read = self.written = 0
 
     def watch(self, session: Any) -> None:
-        session.events.register("before-call", self._call)
-        session.events.register("before-parameter-build.dynamodb", self._writes)
-        session.events.register("after-call.dynamodb", self._reads)
+        session.register("before-call", self._call)
+        session.register("before-parameter-build.dynamodb", self._writes)
+        session.register("after-call.dynamodb", self._reads)
 
     def _call(self, model: Any, **_: Any) -> None:
         services = model.service_model.endpoint_prefix
@@ -95,10 +95,10 @@ def main() -> None:
     clock.reset(CLOCK)
     os.environ[clock.CLOCK_FILE_ENV] = str(CLOCK)
     with mock_aws():
-        # moto resets boto3's default session when it starts: count on the session it leaves in place.
-        boto3.setup_default_session()
+        # A session made after moto started (its stubber in place): the one the functions' clients come from.
+        sdk_clients.forget_clients()
         counted = Counted()
-        counted.watch(boto3.DEFAULT_SESSION)
+        counted.watch(sdk_clients.session())
         create_table(boto3.client("dynamodb"), TABLE)
         urls = create_queues(boto3.client("sqs"), TABLE)
         for queue in wiring.QUEUES:

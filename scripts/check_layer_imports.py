@@ -21,7 +21,8 @@ from pathlib import Path
 
 import runtime_python
 
-from interlude.adapters import sdk_clients, sdk_data
+from interlude import sdk_clients
+from interlude.adapters import sdk_data
 from interlude.wiring import FUNCTIONS, Function
 from interlude_cdk.bytecode import INVALIDATION_MODE
 from interlude_cdk.layer import LOCK_FILE, stage_package

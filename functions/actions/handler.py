@@ -14,7 +14,6 @@ with collector_paused():
     from functools import cache
     from typing import Any
 
-    import boto3
     from aws_lambda_powertools import Logger
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
@@ -22,13 +21,12 @@ with collector_paused():
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from interlude import config
+    from interlude import config, sdk_clients
     from interlude.adapters import metrics
     from interlude.adapters.actions.worker import ActionWorker
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.leased_work import RetryLater
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.composition import compose, services
     from interlude.config.actions import action_settings
     from interlude.store.tenant_standing import TenantStanding, standing_of
@@ -37,7 +35,7 @@ with collector_paused():
     # Every failed message already had its visibility set to its backoff: a whole failed batch is no error. A
     # message that failed otherwise (not RetryLater) is logged and counted.
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
-    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
+    sdk_clients.use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
     compose()
     metrics.count_caught_errors()
     config.check()
@@ -51,8 +49,8 @@ def worker() -> ActionWorker:
         # The tenant's settings (and their model) load with the first effect recorded, not with the worker.
         retention_days=lambda tenant: wired.tenants.effect_retention_days(tenant),
         effects=wired.effect_records,
-        sqs=boto3.client("sqs"),
-        secrets=boto3.client("secretsmanager"),
+        sqs=sdk_clients.client("sqs"),
+        secrets=sdk_clients.client("secretsmanager"),
         settings=action_settings(),
     )
 

@@ -19,12 +19,10 @@ with collector_paused():
     from functools import cache
     from typing import Any
 
-    import boto3
     from aws_lambda_powertools import Logger
 
-    from interlude import config
+    from interlude import config, sdk_clients
     from interlude.adapters.scheduler import scheduler
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.adapters.tenant_outside import TenantOutside
     from interlude.app.tenant_lifecycle import TenantLifecycle
     from interlude.config import settings
@@ -37,7 +35,7 @@ with collector_paused():
 
     logger = Logger(service="interlude-admin")
     config.check()
-    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
+    sdk_clients.use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 MARGIN_MS = 60_000
 
@@ -46,7 +44,7 @@ MARGIN_MS = 60_000
 def lifecycle() -> TenantLifecycle:
     cfg = settings()
     store = TransactionalTable(cfg.table_name)
-    outside = TenantOutside(store, scheduler.from_env(), boto3.client("secretsmanager"), clock.now)
+    outside = TenantOutside(store, scheduler.from_env(), sdk_clients.client("secretsmanager"), clock.now)
     return TenantLifecycle(store, TenantRecords(store), outside, clock.now, cfg.tenant_deletion_grace_seconds)
 
 

@@ -11,9 +11,9 @@ from interlude.coldstart import collector_paused
 with collector_paused():
     from interlude import config
     from interlude.adapters import metrics
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.api.app import lambda_handler
     from interlude.composition import compose
+    from interlude.sdk_clients import use_packaged_models
 
     # Before any client is made: they read the layer's own copy of the SDK data (interlude/adapters/sdk_data.py).
     use_packaged_models()

@@ -8,7 +8,6 @@ with collector_paused():
     from functools import cache, partial
     from typing import Any
 
-    import boto3
     from aws_lambda_powertools import Logger
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
@@ -16,7 +15,7 @@ with collector_paused():
     from aws_lambda_powertools.utilities.batch import EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from interlude import config
+    from interlude import config, sdk_clients
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.delivery.retry import message_ids
@@ -24,7 +23,6 @@ with collector_paused():
     from interlude.adapters.delivery.worker import Worker
     from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.leased_work import RetryLater
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.config import settings
     from interlude.config.delivery import delivery_settings
     from interlude.config.secrets import created_secrets
@@ -40,7 +38,7 @@ with collector_paused():
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     metrics.count_caught_errors()
     config.check()
-    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
+    sdk_clients.use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 
 @cache
@@ -48,9 +46,9 @@ def worker() -> Worker:
     cfg, created = delivery_settings(), created_secrets()
     return Worker(
         deliveries=DeliveryStore(Table(settings().table_name)),
-        sqs=boto3.client("sqs"),
+        sqs=sdk_clients.client("sqs"),
         secrets=SecretCache(
-            boto3.client("secretsmanager"), cfg.secret_prefix, kms_key_id=created.kms_key_id, tags=created.tags
+            sdk_clients.client("secretsmanager"), cfg.secret_prefix, kms_key_id=created.kms_key_id, tags=created.tags
         ),
         settings=cfg,
     )

@@ -29,9 +29,9 @@ with collector_paused():
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor, side_by_side
     from interlude.adapters.held_work import admitted, message_body, queue_destination
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.app.dispatch import HeldBack
     from interlude.composition import compose, services
+    from interlude.sdk_clients import use_packaged_models
     from interlude.store.layout import run_id_of
     from interlude.store.stream import OutboxRecords
     from interlude.store.tenant_standing import TenantStanding, standing_of

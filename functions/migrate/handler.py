@@ -40,10 +40,10 @@ with collector_paused():
         queue_search_keys,
         queue_turn,
     )
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.app.search_keys import NotYet
     from interlude.composition import services
     from interlude.config import settings
+    from interlude.sdk_clients import use_packaged_models
     from interlude.store.facade import Store
     from interlude.store.migrations import LEASE_S
 

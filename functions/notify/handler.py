@@ -8,7 +8,6 @@ with collector_paused():
     from functools import cache
     from typing import Any
 
-    import boto3
     from aws_lambda_powertools import Logger
 
     # Before the batch utility: of Powertools' event data classes only its records' modules load (coldstart.py).
@@ -19,14 +18,13 @@ with collector_paused():
     # The key ring is one Secrets Manager secret: of Powertools' parameter providers only that one loads.
     lazy_package(PARAMETERS)
 
-    from interlude import config
+    from interlude import config, sdk_clients
     from interlude.adapters import metrics
     from interlude.adapters.batch import CountingBatchProcessor
     from interlude.adapters.held_work import admitted, message_body, queue_destination
     from interlude.adapters.keyring_store import load_key_ring
     from interlude.adapters.leased_work import RetryLater
     from interlude.adapters.notify.worker import Worker
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.adapters.tenant_usage import count_notification
     from interlude.config import settings
     from interlude.config.notify import notify_settings
@@ -40,7 +38,7 @@ with collector_paused():
     processor = CountingBatchProcessor(EventType.SQS, log=logger, retried=(RetryLater,), raise_on_entire_batch_failure=False)
     metrics.count_caught_errors()
     config.check()
-    use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
+    sdk_clients.use_packaged_models()  # before any client is made (the layer's SDK data: interlude/adapters/sdk_data.py)
 
 
 @cache
@@ -48,9 +46,9 @@ def worker() -> Worker:
     cfg = settings()
     return Worker(
         store=RunStore(cfg.table_name),
-        sqs=boto3.client("sqs"),
-        ses=boto3.client("sesv2"),
-        secrets=boto3.client("secretsmanager"),
+        sqs=sdk_clients.client("sqs"),
+        ses=sdk_clients.client("sesv2"),
+        secrets=sdk_clients.client("secretsmanager"),
         ring=lambda: load_key_ring(cfg.key_ring_secret, max_age_s=cfg.key_ring_cache_seconds),
         settings=notify_settings(),
     )

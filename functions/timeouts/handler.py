@@ -19,11 +19,11 @@ with collector_paused():
     from interlude import config, wiring
     from interlude.adapters import metrics
     from interlude.adapters.held_work import deadline_admitted
-    from interlude.adapters.sdk_clients import use_packaged_models
     from interlude.app.audit import AuditTrail
     from interlude.composition import Services, audit_trail, services
     from interlude.config import settings
     from interlude.domain import clock
+    from interlude.sdk_clients import use_packaged_models
     from interlude.store.tenant_standing import TenantStanding, standing_of
     from interlude.store.transactions import TransactionalTable
 

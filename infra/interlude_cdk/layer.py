@@ -29,7 +29,8 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 import interlude
-from interlude.adapters import sdk_clients, sdk_data
+from interlude import sdk_clients
+from interlude.adapters import sdk_data
 from interlude.api.page import templating
 from interlude_cdk import bytecode
 from interlude_cdk.bytecode import LayerBuildError

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from interlude import wiring
+from interlude import sdk_clients, wiring
 from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
@@ -101,7 +101,7 @@ def audit_sweep(tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, set[s
         ensure_signing_key("audit-key-iam-check")
         services = Services(Store(TABLE))
         services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
-        session = boto3._get_default_session()._session
+        session = sdk_clients.session()
         session.register("before-parameter-build", recorder.on_call)
         try:
             assert lambda_runtime.invoke("timeouts", dict(wiring.AUDIT_CHECKPOINT_SWEEP.input)) == {"checkpoints": 1}

@@ -30,7 +30,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from interlude import wiring
+from interlude import sdk_clients, wiring
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.composition import Services
 from interlude.domain import clock
@@ -163,9 +163,10 @@ def world(tmp_path: Path) -> Iterator[World]:
         clock.reset(clock_file)
         mp.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
         lambda_runtime.fresh_instances()
-        boto3.setup_default_session()
+        # A session of this world's own, which every client of the functions comes from: the faults are injected there.
+        sdk_clients.forget_clients()
         faults = Injector()
-        events = boto3.DEFAULT_SESSION.events
+        events = sdk_clients.session().get_component("event_emitter")
         events.register("before-call", faults.before)
         events.register("after-call", faults.after)
         create_table(boto3.client("dynamodb"), TABLE)

@@ -9,13 +9,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import botocore.session
 import pytest
 from botocore import xform_name
 
-from interlude import config
-from interlude.adapters import sdk_clients, sdk_data
+from interlude import config, sdk_clients
+from interlude.adapters import sdk_data
 from interlude.composition import Services
 from interlude.config.runtime import SDK_DATA_ENV
 from interlude.domain.models.requests import CreateRunRequest
@@ -81,12 +80,12 @@ def test_a_client_from_the_layers_data_finds_the_endpoint_botocores_own_data_giv
     # The layer's endpoints.json keeps only the six services' entries: their endpoints resolve as before, everywhere.
     monkeypatch.setenv(SDK_DATA_ENV, str(packaged))
     config.forget()
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    monkeypatch.setattr(sdk_clients, "_session", None)
     sdk_clients.use_packaged_models()
-    ours, botocores = boto3.DEFAULT_SESSION, boto3.Session(botocore_session=botocore.session.get_session())
+    ours, botocores = sdk_clients.session(), botocore.session.get_session()
     for service in sdk_data.SERVICES:
         for region in ("eu-west-3", "cn-north-1"):  # two partitions
-            mine, theirs = (s.client(service, region_name=region).meta for s in (ours, botocores))
+            mine, theirs = (s.create_client(service, region_name=region).meta for s in (ours, botocores))
             assert (mine.endpoint_url, mine.partition) == (theirs.endpoint_url, theirs.partition), (service, region)
 
 
@@ -95,7 +94,7 @@ def test_a_run_is_created_and_decided_through_a_session_that_reads_only_the_laye
 ) -> None:
     monkeypatch.setenv(SDK_DATA_ENV, str(packaged))
     config.forget()  # read as a process starting with it would
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    monkeypatch.setattr(sdk_clients, "_session", None)
     sdk_clients.use_packaged_models()
     services = Services(Store(world.table))
     # The store's client was made from the layer's model: DynamoDB's operations cut to the code's.

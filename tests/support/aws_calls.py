@@ -351,12 +351,14 @@ def install() -> None:
     directory = os.environ.get(LOG_DIR_ENV)
     if _installed is not None or not directory:
         return
-    import boto3
     import botocore.handlers
+
+    from interlude import sdk_clients
 
     _installed = Recorder(Path(directory))
     handler = ("before-parameter-build", _installed.on_call)
-    # Every botocore session registers the built-in handlers when it is made; boto3's default one may exist already.
+    # Every botocore session registers the built-in handlers when it is made; the functions' one may exist already.
     botocore.handlers.BUILTIN_HANDLERS.append(handler)
-    if boto3.DEFAULT_SESSION is not None:
-        boto3.DEFAULT_SESSION._session.register(*handler)
+    held = sdk_clients.held()
+    if held is not None:
+        held.register(*handler)

@@ -42,6 +42,9 @@ ENGINE_RUN_RULES = ["interlude.engine.run", "interlude.engine.registry", "interl
 # Modules each function must not load at import; a prefix names a package and everything in it.
 NOT_AT_IMPORT = {
     "api": [
+        # Clients come from botocore's session (interlude/sdk_clients.py): boto3 brings s3transfer and multiprocessing
+        "boto3",
+        "s3transfer",
         "interlude.adapters.delivery",  # the callback worker, its pinned HTTP client and signing
         "jsonschema",  # JSON Schemas load on first validation
         "interlude.api.openapi",  # /openapi.json is built when first asked for
@@ -63,6 +66,7 @@ NOT_AT_IMPORT = {
         "markupsafe",
     ],
     "callbacks": [
+        "boto3",  # interlude/sdk_clients.py
         "interlude.engine",
         "interlude.domain.models.run",
         "interlude.app",
@@ -73,6 +77,7 @@ NOT_AT_IMPORT = {
     # A record reads its run and runs the outbox; the engine's run rules and node types load only where a record moves
     # a run (a runnable one, a deadline already due, a child, a task's retry), and decisions' directory with a resolve.
     "dispatch": [
+        "boto3",  # interlude/sdk_clients.py
         "interlude.api",
         "interlude.adapters.delivery",
         "jsonschema",
@@ -84,6 +89,7 @@ NOT_AT_IMPORT = {
     # Issue 26, S5: the stream's one job is queueing each item's name on the outbox queue: nothing of the table's
     # layout, the runs or the outbox itself.
     "stream": [
+        "boto3",  # interlude/sdk_clients.py
         "interlude.store",
         "interlude.app",
         "interlude.engine",
@@ -104,6 +110,7 @@ NOT_AT_IMPORT = {
     ],
     # An action is one HTTP call whose outcome lands on its run (the engine); no callback or notification worker.
     "actions": [
+        "boto3",  # interlude/sdk_clients.py
         "interlude.api",
         "interlude.adapters.delivery.worker",
         "interlude.adapters.notify",
@@ -114,6 +121,7 @@ NOT_AT_IMPORT = {
     # The audit sweep (every minute, in every deployment) reads no run: the service, the engine and pydantic load with
     # the first deadline, reminder or task check.
     "timeouts": [
+        "boto3",  # interlude/sdk_clients.py
         "interlude.api",
         "interlude.adapters.delivery",
         "jsonschema",
@@ -191,6 +199,7 @@ def test_each_route_module_registers_the_operations_the_api_function_loads_it_fo
 # What a resolve leaves to the other run routes: the run lifecycle (createRun's inputs and callback checks, the run
 # search keys), the snapshots, the run routes' request bodies.
 NOT_FOR_A_RESOLVE = [
+    "boto3",
     "interlude.api.runs",
     "interlude.app.lifecycle",
     "interlude.app.snapshots",

@@ -13,12 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-import boto3
 import pytest
 import snapshot_restore_py
 from aws_lambda_powertools.utilities.parameters import SecretsProvider, base
 
-from interlude import composition
+from interlude import composition, sdk_clients
 from interlude.adapters import queues
 from interlude.api import app as api_app
 from interlude.api import idempotency, tokens
@@ -57,7 +56,7 @@ def initialized(monkeypatch):
         "surface": tokens.surface(),
         "records": idempotency.records(),
         "sqs": queues._sqs(),
-        "session": boto3._get_default_session(),
+        "session": sdk_clients.session(),
     }
     base.DEFAULT_PROVIDERS["secrets"] = SecretsProvider()
     console._last_ring_refetch[0] = time.monotonic()
@@ -96,14 +95,14 @@ def test_priming_builds_before_the_snapshot_what_a_first_request_would(monkeypat
 
 
 def test_a_restored_instance_makes_its_clients_from_the_models_parsed_before_the_snapshot(registered, initialized):
-    loader = initialized["session"]._session.get_component("data_loader")
-    credentials = initialized["session"]._session._credentials
+    loader = initialized["session"].get_component("data_loader")
+    credentials = initialized["session"]._credentials
     restore(registered)
-    session = boto3._get_default_session()
+    session = sdk_clients.session()
     assert session is not initialized["session"]
     # The parsed service models are shared (read-only data); credentials are resolved again by the new session
-    assert session._session.get_component("data_loader") is loader
-    assert session._session._credentials is None or session._session._credentials is not credentials
+    assert session.get_component("data_loader") is loader
+    assert session._credentials is None or session._credentials is not credentials
 
 
 def test_two_instances_restored_from_one_snapshot_draw_different_random_numbers(registered):
@@ -123,8 +122,8 @@ def test_two_instances_restored_from_one_snapshot_draw_different_random_numbers(
 
 def test_a_restore_drops_the_clients_and_caches_the_snapshot_holds(registered, initialized):
     restore(registered)
-    # boto3's default session (the snapshotted instance's credentials) and every client made from it
-    assert boto3.DEFAULT_SESSION is not initialized["session"]
+    # The SDK session (the snapshotted instance's credentials) and every client made from it
+    assert sdk_clients.held() is not initialized["session"]
     assert queues._sqs() is not initialized["sqs"]
     assert composition.services() is not initialized["service"]
     assert composition.services().store.client is not initialized["service"].store.client

@@ -10,11 +10,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from interlude import wiring
+from interlude import sdk_clients, wiring
 from interlude.config import settings
 from interlude.config.runtime import runtime_settings
 
@@ -60,7 +59,7 @@ def anchor_key(tenant: str) -> str:
 def _s3() -> Any:
     # Path-style addressing where an endpoint is configured (the local stack's moto answers on 127.0.0.1, where no
     # bucket host name resolves); AWS's own endpoints keep their default.
-    return boto3.client("s3", config=Config(s3={"addressing_style": "path"}) if _custom_endpoint() else None)
+    return sdk_clients.client("s3", config=Config(s3={"addressing_style": "path"}) if _custom_endpoint() else None)
 
 
 def _custom_endpoint() -> bool:

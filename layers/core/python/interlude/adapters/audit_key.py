@@ -11,10 +11,10 @@ import secrets
 from functools import lru_cache
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.utilities import parameters
 from botocore.exceptions import ClientError
 
+from interlude import sdk_clients
 from interlude.config import settings
 from interlude.rules.audit import signing_key
 
@@ -41,7 +41,7 @@ def _key_of(raw: str) -> Any:
 def ensure_signing_key(secret_name: str, client: Any = None) -> None:
     """Create the secret with a fresh seed when it does not exist yet (the local stack; a deployment's is made by
     CloudFormation)."""
-    client = client or boto3.client("secretsmanager")
+    client = client or sdk_clients.client("secretsmanager")
     try:
         client.describe_secret(SecretId=secret_name)
         return

@@ -11,11 +11,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from botocore.exceptions import ClientError
 
+from interlude import sdk_clients
 from interlude.rules.tokens.scheme import KeyRing
 
 DEFAULT_MAX_AGE_S = 60
@@ -47,7 +47,7 @@ def load_key_ring(
 
 def ensure_key_ring(secret_name: str, client: Any = None) -> KeyRing:
     """The stored ring, creating the secret with a freshly generated ring when it does not exist yet."""
-    client = client or boto3.client("secretsmanager")
+    client = client or sdk_clients.client("secretsmanager")
     try:
         return _read(client, secret_name)
     except ClientError as exc:
@@ -66,7 +66,7 @@ def ensure_key_ring(secret_name: str, client: Any = None) -> KeyRing:
 
 def rotate_key_ring(secret_name: str, client: Any = None) -> KeyRing:
     """Store a ring with a new signing kid; older kids stay so outstanding tokens keep verifying."""
-    client = client or boto3.client("secretsmanager")
+    client = client or sdk_clients.client("secretsmanager")
     ring = _read(client, secret_name).rotated()
     client.put_secret_value(SecretId=secret_name, SecretString=ring.to_json())
     return ring
@@ -74,7 +74,7 @@ def rotate_key_ring(secret_name: str, client: Any = None) -> KeyRing:
 
 def retire_key(secret_name: str, kid: str, client: Any = None) -> KeyRing:
     """Store a ring without `kid`, revoking every token signed under it (ValueError for the current kid)."""
-    client = client or boto3.client("secretsmanager")
+    client = client or sdk_clients.client("secretsmanager")
     ring = _read(client, secret_name).retired(kid)
     client.put_secret_value(SecretId=secret_name, SecretString=ring.to_json())
     return ring

@@ -7,8 +7,7 @@ import json
 from functools import cache
 from typing import Any
 
-import boto3
-
+from interlude import sdk_clients
 from interlude.config.queues import queue_settings
 
 TURN = {"v": 1, "kind": "migrations-turn"}
@@ -16,7 +15,7 @@ TURN = {"v": 1, "kind": "migrations-turn"}
 
 @cache
 def _sqs() -> Any:
-    return boto3.client("sqs")
+    return sdk_clients.client("sqs")
 
 
 def queue_turn(delay_s: int = 0) -> None:

@@ -11,14 +11,14 @@ import json
 from functools import cache
 from typing import Any
 
-import boto3
+from interlude import sdk_clients
 
 SQS_BATCH = 10  # SendMessageBatch's most entries per call
 
 
 @cache
 def _sqs() -> Any:
-    return boto3.client("sqs")
+    return sdk_clients.client("sqs")
 
 
 def send_messages(queue_url: str, messages: list[dict[str, Any]], what: str, tenant: str) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 
 import botocore
 
-# The directory's name on the layer's path (/opt/python): interlude.adapters.sdk_clients looks for it on sys.path.
-from interlude.adapters.sdk_clients import PACKAGED_MODELS
+# The directory's name on the layer's path (/opt/python): interlude.sdk_clients looks for it on sys.path.
+from interlude.sdk_clients import PACKAGED_MODELS
 
 # The services the functions make clients of (cli/ and local/ are not in the layer's functions' paths).
 SERVICES = ("dynamodb", "s3", "scheduler", "secretsmanager", "sesv2", "sqs")

@@ -9,9 +9,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
 from botocore.exceptions import ClientError
 
+from interlude import sdk_clients
 from interlude.config.delivery import delivery_settings
 from interlude.config.secrets import created_secrets
 from interlude.domain.ids import secret_name
@@ -96,7 +96,7 @@ def subscription_secrets() -> SubscriptionSecrets:
     """The deployment's subscription secrets: its prefix, and the key and tags it creates secrets with."""
     created = created_secrets()
     return SubscriptionSecrets(
-        boto3.client("secretsmanager"),
+        sdk_clients.client("secretsmanager"),
         delivery_settings().subscription_secret_prefix,
         kms_key_id=created.kms_key_id,
         tags=created.tags,

@@ -35,7 +35,7 @@ def before_snapshot() -> None:
 
     load_all_routes()
     # The services and their DynamoDB client: the client is made again after restore, from the models parsed here
-    # (adapters/sdk_clients.py keeps botocore's loader).
+    # (interlude/sdk_clients.py keeps botocore's loader).
     from interlude.composition import services
 
     services()
@@ -54,6 +54,6 @@ def after_restore() -> None:
     if console is not None:
         # The ring re-read's rate limit is a lease on the monotonic clock of the snapshotted instance.
         console._last_ring_refetch[0] = float("-inf")
-    from interlude.adapters.sdk_clients import forget_clients
+    from interlude.sdk_clients import forget_clients
 
     forget_clients()

@@ -33,7 +33,7 @@ class RuntimeSettings(EnvironmentSettings):
     validate_requests: bool = setting(VALIDATE_REQUESTS_ENV, default=False)
     # Development: a file whose number of seconds the process clock adds (interlude.domain.clock).
     clock_file: str = setting(CLOCK_FILE_ENV, default="")
-    # Benches and tests: a directory of SDK data of their own, read instead of the layer's (interlude.adapters.sdk_clients).
+    # Benches and tests: a directory of SDK data of their own, read instead of the layer's (interlude.sdk_clients).
     sdk_data: str = setting(SDK_DATA_ENV, default="")
 
 

@@ -107,7 +107,7 @@ def run_process_hook() -> None:
 # What every instance imports before its first invocation: the fork server an instance starts from has imported them
 # once (the libraries and the package's modules, nothing run), where each spawned instance imported them again
 # (≈ 1.5 s of CPU each; four api instances a stack). Each instance still runs its handler's initialisation itself.
-INSTANCE_IMPORTS = ("boto3", "jsonschema", "interlude.composition", "interlude.api.app", "interlude.store.facade")
+INSTANCE_IMPORTS = ("botocore.session", "jsonschema", "interlude.composition", "interlude.api.app", "interlude.store.facade")
 
 
 def instance_context() -> multiprocessing.context.BaseContext:

@@ -74,7 +74,7 @@ DEMO_WORKFLOW: dict[str, Any] = {
 
 
 def configure_environment(moto_endpoint: str, table_name: str) -> None:
-    """Point every boto3 client in this process (the handlers' too) at the local moto server."""
+    """Point every AWS client in this process (the handlers' too) at the local moto server."""
     export(
         {
             "AWS_ENDPOINT_URL": moto_endpoint,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import boto3
 from botocore.config import Config
 
+from interlude import sdk_clients
 from interlude.config.runtime import runtime_settings
 from interlude.store import item_formats
 
@@ -16,7 +16,7 @@ def dynamodb_client() -> Any:
     to DynamoDB, which makes it again on arrival and refuses a malformed request with a ValidationException: on
     the client it is per parameter of every request, about a tenth of a resolve's instructions (docs/adr/0124).
     The suite turns it on (INTERLUDE_VALIDATE_REQUESTS): moto checks less than DynamoDB."""
-    return boto3.client("dynamodb", config=Config(parameter_validation=runtime_settings().validate_requests))
+    return sdk_clients.client("dynamodb", config=Config(parameter_validation=runtime_settings().validate_requests))
 
 
 class Table:

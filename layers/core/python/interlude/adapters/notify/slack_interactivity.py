@@ -11,10 +11,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
+from interlude import sdk_clients
 from interlude.adapters.delivery.pinned_http import DeliveryFailed, post_pinned
 from interlude.adapters.notify.slack_settings import slack_secret_name, slack_signing_secret_name
 from interlude.config.notify import NotifySettings, notify_settings
@@ -115,4 +115,4 @@ class SlackApp:
 
 def slack_app(resolve: Resolver | None = None) -> SlackApp:
     """The deployment's: its Secrets Manager, its settings; `resolve` is the egress guard's host-name resolver."""
-    return SlackApp(boto3.client("secretsmanager"), notify_settings(), resolve)
+    return SlackApp(sdk_clients.client("secretsmanager"), notify_settings(), resolve)

@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
 from botocore.exceptions import ClientError
 
+from interlude import sdk_clients
 from interlude.config.notify import notify_settings
 from interlude.config.secrets import created_secrets
 from interlude.domain.ids import secret_name
@@ -39,7 +39,7 @@ def store_signing_secret(tenant: str, signing_secret: str, client: Any = None) -
 
 
 def _store(name: str, value: Mapping[str, Any], description: str, client: Any = None) -> None:
-    client = client or boto3.client("secretsmanager")
+    client = client or sdk_clients.client("secretsmanager")
     text = json.dumps(dict(value), separators=(",", ":"), allow_nan=False)
     try:
         client.put_secret_value(SecretId=name, SecretString=text)

@@ -1,4 +1,4 @@
-"""The EventBridge Scheduler adapter: create and delete one-time deadline schedules. The only boto3 here.
+"""The EventBridge Scheduler adapter: create and delete one-time deadline schedules. The only Scheduler client here.
 
 Every schedule is built the same way (shared/reference/reliability-bar.md §5.2): `at(...)` in UTC, flexible
 window OFF, ActionAfterCompletion DELETE, the retry policy and dead-letter queue wiring declares, targeting
@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import boto3
 from botocore.exceptions import ClientError
 
-from interlude import wiring
+from interlude import sdk_clients, wiring
 from interlude.adapters.scheduler.names import (
     LEGACY_PREFIXES,
     at_expression,
@@ -31,7 +30,7 @@ from interlude.engine.deadlines import Deadline
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, client: Any = None) -> None:
         self.settings = settings
-        self.client = client or boto3.client("scheduler")
+        self.client = client or sdk_clients.client("scheduler")
 
     def request(self, run_id: str, deadline: Deadline) -> dict[str, Any]:
         """The CreateSchedule request for a deadline (also what the infra and integration tests inspect)."""

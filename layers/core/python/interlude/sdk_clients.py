@@ -1,0 +1,83 @@
+"""The AWS SDK session every client of Interlude's is made from, and how to let go of it (an instance restored from a
+SnapStart snapshot).
+
+One botocore session per process (`session()`, `client()`): it keeps the credentials it first resolved and botocore's
+loader, the service models and endpoint rules it parsed. Powertools' parameter providers keep a client each and the
+values they fetched. A restored instance must make its clients again, under its own credentials and connections
+(interlude.api.snapstart); what it keeps is the loader, read-only data that made most of a client's cost (a DynamoDB
+client: ≈ 65 ms of CPU from a new session, ≈ 3.5 ms from one handed the loaded models; bench/client_creation.py).
+
+A botocore session, not boto3's default one: `boto3.client()` is that session's `create_client()`, but importing boto3
+imports s3transfer and with it multiprocessing, concurrent.futures and boto3's resource machinery, which nothing here
+uses: ≈ 60 modules and ≈ 11 ms of CPU in every cold start (bench/cold_resolve.py; ADR 0107 as amended). Beside the
+layers, like coldstart.py: the store's DynamoDB client and the adapters' clients come from the one session.
+
+The layer ships its own copy of the SDK data the functions read (infra/interlude_cdk/sdk_data.py: six services'
+models, DynamoDB's cut to the operations the code calls): a session that reads only that copy pays a fraction of that
+for its first client, most of it spent by botocore's own loader listing every service's directory and parsing
+DynamoDB's whole model and every service's endpoints.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import botocore
+import botocore.loaders
+import botocore.session
+
+from interlude.config.runtime import runtime_settings
+
+POWERTOOLS_PARAMETERS = "aws_lambda_powertools.utilities.parameters.base"
+# The directory of the layer's SDK data, beside botocore in the layer (/opt/python); absent from a development venv.
+PACKAGED_MODELS = "interlude_sdk_data"
+
+# Made at the first use, kept for the process (a module global, not a cache: interlude.local.lambda_runtime's
+# fresh_instances clears caches, and a new session would parse the models again).
+_session: botocore.session.Session | None = None
+
+
+def session() -> botocore.session.Session:
+    global _session
+    if _session is None:
+        _session = botocore.session.get_session()
+    return _session
+
+
+def held() -> botocore.session.Session | None:
+    """The session, if one is made (a harness that watches its calls registers on it)."""
+    return _session
+
+
+def client(service: str, **options: Any) -> Any:
+    return session().create_client(service, **options)
+
+
+def packaged_models() -> Path | None:
+    found = Path(runtime_settings().sdk_data or Path(botocore.__file__).parent.parent / PACKAGED_MODELS)
+    return found if found.is_dir() else None
+
+
+def use_packaged_models() -> None:
+    """Make the session read the SDK data the layer ships, and nothing else; where there is none (a development
+    checkout), or a session is made already (its clients are made), nothing changes."""
+    found = packaged_models()
+    if found is None or _session is not None:
+        return
+    loader = botocore.loaders.Loader(extra_search_paths=[str(found)], include_default_search_paths=False)
+    session().register_component("data_loader", loader)
+
+
+def forget_clients() -> None:
+    """Replace the session (its credentials, its clients' connections) with a new one that keeps the parsed models,
+    and drop Powertools' providers (their clients and values)."""
+    global _session
+    kept, _session = _session, None
+    if kept is not None:
+        session().register_component("data_loader", kept.get_component("data_loader"))
+    # Cleared only where loaded: nothing is imported to be cleared.
+    parameters = sys.modules.get(POWERTOOLS_PARAMETERS)
+    if parameters is not None:
+        parameters.clear_caches()
