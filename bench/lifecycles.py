@@ -16,7 +16,8 @@ over the rounds (the load average is printed beside it).
 
 Two paces, because some writes depend on the traffic, not on the lifecycle: busy (an API instance answering
 BUSY_REQUESTS_PER_S of the tenant: the request counter leased; the audit chain already waiting for its checkpoint)
-and quiet (every request counts itself; each decision starts its audit chain's wait and gets a checkpoint of its own).
+and quiet (every request counts itself; each decision gets a checkpoint of its own, and is measured starting its
+audit chain's wait: how often its chain is still marked from the one before is priced by bench/cost_per_million.py).
 The request counter's own writes are taken out of the invocations and priced per request at each pace
 (app/limits.py's leases, run here); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain
 waits, and the idle sweep every minute are measured through the `timeouts` function and the audit service.
