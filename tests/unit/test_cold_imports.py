@@ -201,6 +201,7 @@ def test_each_route_module_registers_the_operations_the_api_function_loads_it_fo
 NOT_FOR_A_RESOLVE = [
     "boto3",
     "interlude.api.runs",
+    "interlude.domain.models.responses",  # the run routes' answers (a resolve's: domain/models/answers/decisions.py)
     "interlude.app.lifecycle",
     "interlude.app.snapshots",
     "interlude.domain.models.requests",

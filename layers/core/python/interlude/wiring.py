@@ -1053,7 +1053,7 @@ ROUTES: tuple[Route, ...] = (
         "Resolve the interrupt a node holds", module="run_decisions",
         idempotency="with-effect", decides="run",
         request="interlude.domain.models.requests.ResolveInterruptRequest",
-        answers=(Answer(200, "The decision recorded", "interlude.domain.models.responses.Resolution"),),
+        answers=(Answer(200, "The decision recorded", "interlude.domain.models.answers.decisions.Resolution"),),
         errors=(*RUN_ERRORS, *DECISION_ERRORS),
     ),
     Route(
@@ -1088,7 +1088,7 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/interrupts/{token}", "resolveInterruptByToken", None, "Resolve through a signed token", module="tokens",
         idempotency="with-effect", decides="token",
         request="interlude.domain.models.requests.ResolveInterruptRequest", form=True,
-        answers=(Answer(200, "The decision recorded, or the page saying so", "interlude.domain.models.responses.Resolution"),),
+        answers=(Answer(200, "The decision recorded, or the page saying so", "interlude.domain.models.answers.decisions.Resolution"),),
         errors=(*TOKEN_ERRORS, *DECISION_ERRORS, "validation_error"), html_errors=True,
     ),
     Route(

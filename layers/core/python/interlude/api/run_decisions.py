@@ -22,7 +22,7 @@ from interlude.api.idempotency import keyed
 from interlude.api.routes import route
 from interlude.composition import services
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.responses import Resolution
+from interlude.domain.models.answers.decisions import Resolution
 from interlude.domain.written_numbers import spellings
 
 

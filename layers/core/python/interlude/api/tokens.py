@@ -49,8 +49,8 @@ from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id, from_wire, tenant_of
+from interlude.domain.models.answers.decisions import Resolution
 from interlude.domain.models.answers.tokens import MintedLink, MintedToken
-from interlude.domain.models.responses import Resolution
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.domain.models.tokens import MintLinkRequest, MintTokenRequest
 from interlude.domain.models.workflow import WorkflowDefinition

@@ -7,7 +7,7 @@ the interrupt payload keep their OpenWOP shapes: they travel as JSON objects her
 with the vendored OpenWOP schemas (interlude.domain.schemas).
 
 Here: the base, and the answers of the run routes (api/runs: discovery, workflows, createRun, getRun, poll,
-resolve, cancel, createKey), which a lifecycle's first request loads. Every other route area's answers are a module
+cancel, createKey), which a lifecycle's first request loads. Every other route area's answers are a module
 of `answers/` (inbox, keys, tokens, ...), loaded with the route module that answers them: a model class costs its
 module's import ≈ 0.5 ms to build even when its validator is deferred, and the first request to the run routes built
 all 43. New answers go into their area's module; `responses.X` still finds any of them (`__getattr__`, below).
@@ -118,12 +118,6 @@ class EventPage(Answer):
     isTerminal: bool
 
 
-class Resolution(Answer):
-    runId: str
-    nodeId: str
-    status: RunStatus
-
-
 class CreatedKey(Answer):
     keyId: str
     # The secret, shown once: only its hash is stored.
@@ -137,6 +131,7 @@ class CreatedKey(Answer):
 # The modules of answers/, for `responses.X` (api/contract.py names every answer so): any name not defined here is
 # looked up in them, in this order.
 ANSWER_AREAS = (
+    "decisions",
     "inbox",
     "keys",
     "tokens",
