@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from interlude import config
 from interlude.adapters import metrics
 from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
@@ -41,6 +42,8 @@ def in_lambda(monkeypatch):
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "interlude-dispatch")
     monkeypatch.setenv(metrics.DEPLOYMENT_ENV, "prod-eu")
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    # Fixtures made before this one (the moto world, the services' clients) may already have read the settings.
+    config.forget()
 
 
 def start(services: Services, fixture: str) -> str:

@@ -7,7 +7,7 @@ import json
 import boto3
 import pytest
 
-from interlude import composition
+from interlude import composition, config
 from interlude.adapters import metrics
 from interlude.api.app import count_response
 from interlude.store.facade import Store
@@ -18,6 +18,8 @@ def in_lambda(monkeypatch):
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "interlude-api")
     monkeypatch.setenv(metrics.DEPLOYMENT_ENV, "prod-eu")
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    # Fixtures made before this one may already have read the settings (their clients read the runtime's).
+    config.forget()
 
 
 def emitted(capsys) -> list[tuple[str, dict[str, str]]]:
