@@ -88,7 +88,7 @@ def main() -> None:
         rows.append(("actions, one failed attempt (released, retry scheduled)", calls.take()))
         for what, counted in rows:
             print(f"{what:62s} {fmt(counted)}")
-        print("(pump = local SQS mapping: ReceiveMessage/DeleteMessageBatch are what Lambda's poller does for free)")
+        print("(the functions' own calls; the local SQS mapping's ReceiveMessage/DeleteMessageBatch, what Lambda's poller does for free, are not counted)")
     receiver.close()
 
 

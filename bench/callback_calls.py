@@ -89,7 +89,7 @@ def main() -> None:
         rows.append(("callbacks, one failed attempt (retry scheduled)", calls.take()))
         for what, counted in rows:
             print(f"{what:70s} {fmt(counted)}")
-        print("(pump = local SQS mapping: ReceiveMessage/DeleteMessageBatch are what Lambda's poller does for free)")
+        print("(the functions' own calls; the local SQS mapping's ReceiveMessage/DeleteMessageBatch, what Lambda's poller does for free, are not counted)")
     receiver.close()
 
 
