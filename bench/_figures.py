@@ -131,9 +131,12 @@ def dispatch_table(measured: dict[str, Any]) -> str:
     out.append("")
     for function, source in GOAL_DERIVED.items():
         needed, given, covered = goal_concurrency(found, function)
-        out.append(f"At 2,000 lifecycles/s {function} needs {needed} concurrent invocations (full batches of "
-                   f"{SIDE_BY_SIDE[function]}, runs side by side); its queue's maximum concurrency is {given} (`{source}`): "
-                   f"{'covered' if covered else 'not covered'}.")
+        if function in SIDE_BY_SIDE:
+            how, held = f"full batches of {SIDE_BY_SIDE[function]}, runs side by side", "its queue's maximum concurrency"
+        else:
+            how, held = "one deadline an invocation", "its reservation"
+        out.append(f"At 2,000 lifecycles/s {function} needs {needed} concurrent invocations ({how}); {held} is {given} "
+                   f"(`{source}`): {'covered' if covered else 'not covered'}.")
     return "\n".join(out)
 
 
