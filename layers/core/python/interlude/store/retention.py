@@ -144,21 +144,12 @@ class RetentionStore(Table):
         """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read).
         `restamped`: a finished run's expiry changed, its items not yet: the head's RETAINED says so until the turn
         that gives them the new one is whole, so the daily sweep finds a turn that never finished."""
-        if not restamped:
-            return self._update(
-                a.key(run_pk(run_id), RUN_SK),
-                "SET #ttl = :ttl",
-                "#version = :version",
-                {"#version": "version", **_TTL},
-                {":version": a.n(version), ":ttl": a.n(ttl)},
-            )
-        return self._update(
-            a.key(run_pk(run_id), RUN_SK),
-            "SET #ttl = :ttl, #retained = :restamping",
-            "#version = :version",
-            {"#version": "version", "#retained": RETAINED, **_TTL},
-            {":version": a.n(version), ":ttl": a.n(ttl), ":restamping": a.n(RESTAMPING)},
-        )
+        expression = "SET #ttl = :ttl"
+        names, values = {"#version": "version", **_TTL}, {":version": a.n(version), ":ttl": a.n(ttl)}
+        if restamped:
+            expression += ", #retained = :restamping"
+            names["#retained"], values[":restamping"] = RETAINED, a.n(RESTAMPING)
+        return self._update(a.key(run_pk(run_id), RUN_SK), expression, "#version = :version", names, values)
 
     def mark_retained(self, run_id: str, version: int, ttl: int) -> bool:
         """The head records that every item of the run was given `ttl` (RETAINED: a head that has one), on condition
