@@ -294,8 +294,10 @@ class TenantRecords:
     def billed_months(self, tenant: str) -> set[str]:
         """The months the tenant's open-runs counter items still hold billed measures of (a closed month's are
         removed when it is closed)."""
-        keys = [counters.usage_key(tenant, shard) for shard in range(counters.MAX_SHARDS)]
-        return {month for item in self._items(keys) for month in billing.billed_months(item)}
+        return {month for item in self._counter_items(tenant) for month in billing.billed_months(item)}
+
+    def _counter_items(self, tenant: str) -> Iterator[a.Item]:
+        return self._items([counters.usage_key(tenant, shard) for shard in range(counters.MAX_SHARDS)])
 
     def _items(self, keys: list[a.Item]) -> Iterator[a.Item]:
         for start in range(0, len(keys), BATCH_GET_MAX):
@@ -328,11 +330,13 @@ class TenantRecords:
         """Remove `month`'s attributes from the counter items that hold some (each its own UpdateItem, on condition the
         item is still there: a tenant's deletion may be removing it)."""
         names = [billing.month_attribute(name, month) for name in billing.RUN_MEASURES]
-        for key in self._month([tenant], month)[tenant].billed_on:
+        for item in self._counter_items(tenant):
+            if month not in billing.billed_months(item):
+                continue
             try:
                 self.client.update_item(
                     TableName=self.table,
-                    Key=key,
+                    Key=a.key(item["pk"]["S"], counters.USAGE_SK),
                     UpdateExpression="REMOVE " + ", ".join(f"#m{i}" for i in range(len(names))),
                     ConditionExpression="attribute_exists(pk)",
                     ExpressionAttributeNames={f"#m{i}": name for i, name in enumerate(names)},
@@ -383,20 +387,17 @@ class TenantRecords:
 
 class _Month:
     """What one tenant's items hold of a month, as they are read: the closed document, or the sums of the usage parts
-    and of the counter items' billed attributes (and which counter items hold some)."""
+    and of the counter items' billed attributes."""
 
     def __init__(self, month: str) -> None:
         self.month = month
         self.counts = dict.fromkeys(MEASURES, 0)
         self.closed: Usage | None = None
-        self.billed_on: list[a.Item] = []
 
     def add(self, item: a.Item) -> None:
         numbers = {name: int(value["N"]) for name, value in item.items() if "N" in value}
         if item["sk"]["S"] == counters.USAGE_SK:
             counts = billing.of_month(numbers, self.month)
-            if any(counts.values()):
-                self.billed_on.append(a.key(item["pk"]["S"], counters.USAGE_SK))
         else:
             counts = {name: numbers.get(name, 0) for name in MEASURES}
             if "closedAt" in item:
