@@ -185,7 +185,7 @@ def shards_of(family: str, measured: dict[str, Any]) -> tuple[int, str]:
     if family in ("", "USAGE"):
         quota = measured["tenant_open_runs"]
         return open_runs_shards(quota), f"the default open-runs quota {quota:,} ÷ {OPEN_RUNS_PER_SHARD:,}"
-    if family in ("METER", "METERED"):
+    if family == "METER":
         return USAGE_PARTS, "store.tenants USAGE_PARTS"
     if family == "GSI AUDIT#PENDING":
         return PENDING_SHARDS, "store.audit PENDING_SHARDS"
