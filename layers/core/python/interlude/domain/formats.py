@@ -4,11 +4,13 @@ A stored item (or a stored document: the run head's state, RunState.v) carries i
 item without one is in format 1, and every kind of item is written in format 1 so far (the kinds: the docstrings of
 interlude.store's modules). A change that keeps every field's meaning (a new optional field, a new kind of item) is
 no new format: the previous release reads it and keeps the field (interlude.domain.models.Stored). A change it could
-not read is a new format of that kind (numbered across the table: the next number, whichever kind, so one READS
-covers every kind), shipped in two releases: the first reads it (READS goes up) and still writes the old one, the
-next writes it (setting `v` on that kind's items), so the release before every release reads what that release writes
-and a rollback of one release strands nothing (docs/operations.md, "Upgrades and rollbacks"). An item in a newer
-format than READS is refused, by name, wherever it is read (`interlude.item_too_new`), never misread.
+not read is a new format of that kind (numbered across the table: the next number, whichever kind, so one set
+covers every kind), shipped in two releases: the first reads it (its number joins READ_FORMATS) and still writes the
+old one, the next writes it (setting `v` on that kind's items), so the release before every release reads what that
+release writes and a rollback of one release strands nothing (docs/operations.md, "Upgrades and rollbacks"). An item
+in a format this release does not read is refused, by name, wherever it is read (`interlude.item_too_new`), never
+misread. The formats are a set, not a bound: numbers are handed out before their readers are built, and a reader
+that ships without an earlier number's must not claim to read it.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ FORMAT_FIELD = "v"
 # a version (item_too_new) rather than run it. Only versions that use conditions carry it; every other item is
 # written in format 1 as before.
 CONDITIONED_WORKFLOW = 2
-# The newest format this release reads, of any kind.
-READS = 2
+# The formats this release reads, of any kind (1: no `v`), and the newest of them.
+READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW})
+READS = max(READ_FORMATS)
 
 
 def check(kind: str, written_in: object) -> None:
-    """Refuse an item of `kind` whose format (its `v`, None when absent) is newer than this release reads."""
-    if written_in is None or (isinstance(written_in, int) and written_in <= READS):
+    """Refuse an item of `kind` whose format (its `v`, None when absent) this release does not read."""
+    if written_in is None or (isinstance(written_in, int) and written_in in READ_FORMATS):
         return
     raise Internal(
         f"a stored {kind} item is in format {written_in}, newer than this release of Interlude reads (up to {READS}):"
