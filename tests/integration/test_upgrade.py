@@ -267,4 +267,5 @@ def previous_release(work: Path, *args: Any) -> dict[str, Any]:
         [sys.executable, str(READER), *map(str, args)], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode in (0, 1), done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # Its answer is the one line it prints itself; the previous release's own log lines may come before or after it.
+    return next(json.loads(line) for line in reversed(done.stdout.splitlines()) if line.startswith('{"release"'))

@@ -198,7 +198,9 @@ class QueuePump(Pump):
     def stop(self) -> None:
         super().stop()
         if self._workers is not None:
-            self._workers.shutdown(wait=False, cancel_futures=True)
+            # Deliveries already running finish before the stack stops the parts they call (moto first of all): a
+            # delivery cut off by a stopped endpoint would log a failure the stack's user never caused.
+            self._workers.shutdown(wait=True, cancel_futures=True)
         if self._pool is not None:
             self._pool.stop()
 
