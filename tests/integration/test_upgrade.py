@@ -241,6 +241,7 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
         "items": [encoded(item) for page in scanned for item in page["Items"]],
         "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting"},
         "secrets": {env: secrets.get_secret_value(SecretId=up.world.env[env])["SecretString"] for env in dump["secrets"]},
+        "objects": bucket_objects(up.world.env),
     }
     path = tmp_path / "current.json.gz"
     path.write_bytes(gzip.compress(json.dumps(rolled_back).encode()))
@@ -253,6 +254,20 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert seen["seen"]["settings"]["eventRetentionHours"] == 72
     assert seen["seen"]["decided"] == "completed"
     assert seen["seen"]["audit"]["chainValid"] is True, json.dumps(seen["seen"]["audit"]["anomalies"])
+
+
+def bucket_objects(env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Every object of the deployment's buckets (the tenants' audit anchors), by the bucket's environment name: a
+    rollback keeps the buckets as it keeps the table."""
+    s3 = boto3.client("s3")
+    found: dict[str, dict[str, str]] = {}
+    for bucket in wiring.BUCKETS:
+        listed = s3.get_paginator("list_objects_v2").paginate(Bucket=env[bucket.env])
+        keys = [o["Key"] for page in listed for o in page.get("Contents", ())]
+        found[bucket.env] = {
+            k: base64.b64encode(s3.get_object(Bucket=env[bucket.env], Key=k)["Body"].read()).decode() for k in keys
+        }
+    return found
 
 
 def previous_release(work: Path, *args: Any) -> dict[str, Any]:

@@ -279,6 +279,24 @@ def restore_secrets(values: dict[str, str]) -> None:
         client.put_secret_value(SecretId=os.environ[env], SecretString=value)
 
 
+def restore_objects(buckets: dict[str, dict[str, str]]) -> None:
+    """The newer release's bucket objects (audit anchors) in place of what this stack's own start put there: a
+    rollback keeps the buckets, and an anchor this stack signed before the key ring was restored verifies nothing."""
+    import boto3
+
+    s3 = boto3.client("s3")
+    for env, objects in buckets.items():
+        bucket = os.environ.get(env, "")
+        if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:  # a release before the bucket reads none
+            continue
+        listed = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for key in [o["Key"] for page in listed for o in page.get("Contents", ())]:
+            if key not in objects:
+                s3.delete_object(Bucket=bucket, Key=key)
+        for key, body in objects.items():
+            s3.put_object(Bucket=bucket, Key=key, Body=base64.b64decode(body), ChecksumAlgorithm="SHA256")
+
+
 def queued() -> dict[str, list[str]]:
     """The bodies of the messages waiting on each queue (delivery was off: notices, actions, notifications)."""
     import boto3
@@ -313,6 +331,7 @@ def read(dump_path: Path) -> None:
     try:
         restore_secrets(dump["secrets"])
         load(dump["items"])
+        restore_objects(dump.get("objects") or {})
         seen = read_everything(api, dump)
     finally:
         stack.stop()
