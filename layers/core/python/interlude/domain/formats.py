@@ -27,8 +27,14 @@ FORMAT_FIELD = "v"
 # a version (item_too_new) rather than run it. Only versions that use conditions carry it; every other item is
 # written in format 1 as before.
 CONDITIONED_WORKFLOW = 2
+# Format 4: a run head whose state holds a large gate text or large inputs elsewhere (domain/head_parts.py, ADR 0127):
+# an open interrupt's `payload` keeps what the decision reads and `payloadDigest` names the whole, which the interrupt
+# item holds; the run's `inputs` are left empty and `inputsDigest` names them, which the run.started event holds. A
+# release that does not know it would decide and display the gate without its text and run templates against no
+# inputs, so it must refuse such a head. Only heads that hold something elsewhere carry it.
+HEAD_PARTS_ELSEWHERE = 4
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
-READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW})
+READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW, HEAD_PARTS_ELSEWHERE})
 READS = max(READ_FORMATS)
 
 

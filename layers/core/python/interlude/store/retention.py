@@ -321,6 +321,8 @@ class RetentionStore(Table):
 
 
 def _retained(head: dict[str, Any]) -> RetainedRun:
+    # Retention reads of a head its status, times, tags, metadata and gates' titles, none of which a format-4 head
+    # holds elsewhere (domain/head_parts.py): its other parts are not read back.
     state, version = head_of(head)
     return RetainedRun(state, version, _number(head, wiring.TTL_ATTRIBUTE), _number(head, RETAINED))
 

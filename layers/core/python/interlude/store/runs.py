@@ -10,7 +10,7 @@ from typing import Any
 from interlude import wiring
 from interlude.domain.models.run import RunState, state_from_json
 from interlude.store import attributes as a
-from interlude.store import item_index
+from interlude.store import head_parts, item_index
 from interlude.store.expiry import run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
 from interlude.store.table import Table
@@ -20,13 +20,15 @@ BATCH_GET_MAX = 100
 
 
 def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
+    """The state and version a head item holds, as it holds them: a format-4 head's parts held elsewhere are not
+    read (store/head_parts.complete reads them)."""
     return state_from_json(a.unpacked_json(item["state"])), int(item["version"]["N"])
 
 
 class RunStore(Table):
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
         item = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK)).get("Item")
-        return head_of(item) if item else None
+        return self.complete(head_of(item)) if item else None
 
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
         """The heads of `run_ids` (BatchGetItem, 100 keys a call); a run that is gone is left out."""
@@ -35,7 +37,13 @@ class RunStore(Table):
             run_id = run_id_of(item[wiring.PARTITION_KEY]["S"])
             if run_id is not None:
                 found[run_id] = head_of(item)
+        head_parts.complete(self.client, self.table, (state for state, _ in found.values()))
         return found
+
+    def complete(self, head: tuple[RunState, int]) -> tuple[RunState, int]:
+        """`head` with the parts it holds elsewhere read back (store/head_parts.py)."""
+        head_parts.complete(self.client, self.table, [head[0]])
+        return head
 
     def run_index(self, tenant: str, family: str | None = None) -> item_index.ItemIndexReader:
         """The run listing, or with a family the run search's entries of the runs that hold it (rules/run_search.py)."""

@@ -128,7 +128,8 @@ class SearchKeysStore(Table):
         return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
 
     def heads(self, run_ids: list[str]) -> list[tuple[RunState, int | None]]:
-        """The heads of `run_ids` that exist, each with its ttl (a finished run's: its entries are given the same)."""
+        """The heads of `run_ids` that exist, each with its ttl (a finished run's: its entries are given the same). Of a
+        format-4 head only its metadata is read here, which it never holds elsewhere (domain/head_parts.py)."""
         found: list[tuple[RunState, int | None]] = []
         for start in range(0, len(run_ids), BATCH_GET_MAX):
             keys = [a.key(run_pk(r), RUN_SK) for r in run_ids[start : start + BATCH_GET_MAX]]

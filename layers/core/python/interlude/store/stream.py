@@ -89,7 +89,9 @@ class OutboxRecords:
         it is gone: its run was deleted since), and the heads of their runs (a run that is gone is left out). One
         strongly consistent BatchGetItem (100 keys a call) for an outbox batch, read after every item it names was
         committed: each head is at least as new as its run's items."""
-        from interlude.store.runs import head_of  # the run model loads with the first batch, not at a cold start
+        # The run model loads with the first batch, not at a cold start.
+        from interlude.store import head_parts
+        from interlude.store.runs import head_of
 
         keys = [a.key(m["pk"], m["sk"]) for m in messages]
         runs = list(dict.fromkeys(r for r in (run_id_of(m["pk"]) for m in messages) if r is not None))
@@ -118,4 +120,5 @@ class OutboxRecords:
                 }
             )
         heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
+        head_parts.complete(self.client, self.table, (state for state, _ in heads.values()))
         return records, heads

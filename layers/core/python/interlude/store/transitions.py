@@ -45,7 +45,7 @@ class TransitionStore(TransactionalTable, RunStore):
         if not deciding:
             return super().get_run(run_id)
         item = self._get_run_and_audit_head(run_id)
-        return head_of(item) if item else None
+        return self.complete(head_of(item)) if item else None
 
     def _get_run_and_audit_head(self, run_id: str) -> dict[str, Any] | None:
         tenant, chain = tenant_of(run_id), audit_log.chain_of_member(run_id)

@@ -84,6 +84,9 @@ class OpenInterrupt(Mutable):
     assignee: str | None = Field(default=None, exclude_if=lambda v: v is None)
     assignedBy: str | None = Field(default=None, exclude_if=lambda v: v is None)
     assignedAt: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # Format 4 (domain/head_parts.py): set, `payload` holds only what the decision reads, and the whole payload, whose
+    # digest this is, is read from the interrupt item; None: `payload` is whole.
+    payloadDigest: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Delay(Mutable):
@@ -126,6 +129,10 @@ class RunState(Mutable):
     status: RunStatus = "pending"
     owner: dict[str, Any]
     inputs: dict[str, Any] = Field(default_factory=dict)
+    # Format 4 (domain/head_parts.py): the event batch (its last sequence) whose run.started event holds the inputs,
+    # on a head whose inputs may be left out of it; and, while they are left out (`inputs` empty), their digest.
+    inputsBatch: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    inputsDigest: str | None = Field(default=None, exclude_if=lambda v: v is None)
     configurable: dict[str, Any] | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)

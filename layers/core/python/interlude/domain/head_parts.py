@@ -1,0 +1,108 @@
+"""Format 4 of the run head (docs/adr/0127): a large gate text and large inputs held elsewhere, not in the head.
+
+The run head is written in every transition of its run, inside a transaction (2 WRU per started KB, by the larger of
+the item before and after), yet a gate's text and the run's inputs are already stored where they are written once:
+the gate's whole payload in its interrupt item (and its `interrupt.requested` event), the inputs in the run.started
+event of the run's first event batch. A head in format 4 keeps of an open gate's payload what its decision reads and
+the whole payload's digest (OpenInterrupt.payloadDigest), and of large inputs only the batch that holds them and their
+digest (RunState.inputsBatch, inputsDigest). Whatever reads a head reads the parts it needs back (store/head_parts.py):
+`held_elsewhere` says which, `completed` puts them back, after checking each against its digest.
+
+Only large parts leave the head: below PAYLOAD_TEXT_INLINE_MAX and INPUTS_INLINE_MAX bytes they stay, and a head that
+holds them reads nothing more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from interlude.domain import formats
+from interlude.domain.errors import Internal
+from interlude.domain.models.run import OpenInterrupt, RunState
+
+# The fields of a gate's `data` that only display it (no decision, notice routing or search reads them: ADR 0127),
+# by the gate's kind: the prose a page, a notice and an inbox row show.
+TEXT_FIELDS: dict[str, tuple[str, ...]] = {"approval": ("description", "artifactData")}
+# A gate's text (its TEXT_FIELDS, as compact JSON) up to this many bytes stays in the head; above it, it leaves. Each
+# started KB a transaction writes costs 2 WRU, and the head is written at least twice while the gate is open; reading
+# the text back costs one strongly consistent read of ≤ 4 KB (1 RRU, a fifth of a WRU) per page or notice that shows
+# it (ADR 0127 has the figures).
+PAYLOAD_TEXT_INLINE_MAX = 512
+# The run's inputs (compact JSON) up to this many bytes stay in the head; above it, they leave.
+INPUTS_INLINE_MAX = 512
+
+
+def digest(value: Any) -> str:
+    """The sha256 of `value` as canonical JSON (sorted keys, compact, ASCII): the same for the dict a transition held and
+    the one read back from an item's JSON."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=True))
+
+
+def decision_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the head keeps of a gate's payload when its text is large (the payload without its TEXT_FIELDS); None:
+    its text is small (or it has none), and the whole payload stays."""
+    data = payload.get("data")
+    if not isinstance(data, Mapping):
+        return None
+    text = {k: data[k] for k in TEXT_FIELDS.get(str(payload.get("kind")), ()) if k in data}
+    if not text or _size(text) <= PAYLOAD_TEXT_INLINE_MAX:
+        return None
+    return {**payload, "data": {k: v for k, v in data.items() if k not in text}}
+
+
+def lean(state: RunState) -> RunState:
+    """The state as a format-4 head holds it: each open gate's large text and the run's large inputs (when the head
+    knows the event batch that holds them) left out, with their digests; the state itself when nothing leaves (in its
+    format as read). A part already left out stays out."""
+    interrupts: dict[str, OpenInterrupt] = {}
+    for node_id, interrupt in state.interrupts.items():
+        kept = None if interrupt.payloadDigest is not None else decision_payload(interrupt.payload)
+        if kept is not None:
+            interrupts[node_id] = interrupt.model_copy(update={"payload": kept, "payloadDigest": digest(interrupt.payload)})
+    update: dict[str, Any] = {}
+    if interrupts:
+        update["interrupts"] = {**state.interrupts, **interrupts}
+    if state.inputsBatch is not None and state.inputsDigest is None and _size(state.inputs) > INPUTS_INLINE_MAX:
+        update.update(inputs={}, inputsDigest=digest(state.inputs))
+    if not update:
+        return state
+    return state.model_copy(update={**update, "v": max(state.v, formats.HEAD_PARTS_ELSEWHERE)})
+
+
+def held_elsewhere(state: RunState) -> tuple[list[str], int | None]:
+    """What `state` holds elsewhere: the keys of the interrupts whose payload is their interrupt item's, and the event
+    batch (its last sequence) whose run.started event holds the inputs (None: the inputs are here)."""
+    keys = [i.key for i in state.interrupts.values() if i.payloadDigest is not None]
+    return keys, state.inputsBatch if state.inputsDigest is not None else None
+
+
+def completed(state: RunState, payloads: Mapping[str, Any], started: Mapping[str, Any] | None) -> None:
+    """Put back into `state` (in place) what it holds elsewhere: `payloads` by interrupt key (the interrupt items'),
+    `started` the run.started event's payload (None: none was read). Each must match its digest: a part missing or
+    not the one the head names is a failure of this host (Internal), never shown or decided on."""
+    for interrupt in state.interrupts.values():
+        if interrupt.payloadDigest is not None:
+            interrupt.payload = _checked(state, f"interrupt {interrupt.key}", payloads.get(interrupt.key), interrupt.payloadDigest)
+            interrupt.payloadDigest = None
+    if state.inputsDigest is not None:
+        inputs = started.get("inputs") if started is not None else None
+        state.inputs = _checked(state, "inputs", inputs, state.inputsDigest)
+        state.inputsDigest = None
+
+
+def _checked(state: RunState, part: str, value: Any, expected: str) -> Any:
+    if isinstance(value, dict) and digest(value) == expected:
+        return value
+    raise Internal(
+        f"run {state.runId}: its head holds its {part} elsewhere, and what is stored there is "
+        + ("missing" if value is None else "not what the head names (its digest differs)"),
+        {"runId": state.runId, "part": part},
+    )

@@ -1,0 +1,185 @@
+"""Format 4 of the run head (domain/head_parts.py, docs/adr/0127), read in process (moto, the real api handler): a head
+whose gate text and inputs were left out of it, written exactly as the writer writes it (tests/support/head_parts.py),
+answers every route as the whole head did, is decided on, and runs its templates against its inputs."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+import boto3
+
+from interlude.adapters.notify.messages import RAISED, queue_message
+from interlude.composition import Services
+from interlude.domain import formats
+from interlude.domain.ids import from_wire
+from interlude.domain.models.principals import PrincipalEntry
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.local.http_gateway import to_event
+from interlude.store import attributes as a
+from interlude.store.facade import Store
+from interlude.store.layout import event_sk, interrupt_sk, run_pk
+from interlude.store.stream import OutboxRecords
+from tests.integration.conftest import new_api_key, signed_in
+from tests.integration.test_notify_worker import delivered, sent_mail, worker_for
+from tests.support.head_parts import write_format_4
+from tests.support.local_stack import wire
+from tests.support.modulex_example import worked_example
+from tests.support.moto_world import TABLE
+
+_WORDS = ("the", "gate", "asks", "whether", "a", "brief", "may", "go", "out", "to", "customer", "before", "noon", "with", "figures")
+
+
+def prose(size: int, seed: int) -> str:
+    """`size` bytes of varied words: a text that deflates as prose does (≈ 2.5×), not as a repeated phrase."""
+    pick = random.Random(seed)
+    text = ""
+    while len(text) < size:
+        text += pick.choice(_WORDS) + pick.choice((" ", " ", " ", ", ", ". "))
+    return text[:size]
+
+
+BRIEF = prose(2030, 6000)
+TEXT = prose(2030, 2000)
+FLOW = {
+    "nodes": [
+        {
+            "id": "gate",
+            "typeId": "core.approvalGate",
+            "config": {"title": "Approve the brief?", "description": TEXT + " {{inputs.brief}}", "actions": ["accept", "reject"]},
+        },
+        {"id": "after", "typeId": "core.transform", "config": {"outputs": {"sent": "{{inputs.brief}}"}}},
+    ],
+    "edges": [{"sourceNodeId": "gate", "targetNodeId": "after"}],
+}
+
+
+def http(method: str, path: str, key: str, body: Any = None, **headers: str) -> tuple[int, Any]:
+    sent = {"content-type": "application/json", "authorization": f"Bearer {key}", "host": "127.0.0.1", **headers}
+    raw = b"" if body is None else json.dumps(body).encode()
+    got = lambda_runtime.invoke("api", to_event(method, path, sent, raw, "127.0.0.1"))
+    text = got.get("body") or ""
+    try:
+        return got["statusCode"], json.loads(text)
+    except ValueError:
+        return got["statusCode"], text
+
+
+def answers(run_id: str, key: str) -> dict[str, Any]:
+    """What every route that shows a waiting run answers, less what differs on every call: the token and its fields
+    (each call mints one, and the page its form's CSRF value, nonce and the link's end), the export's time."""
+    run = wire(run_id)
+    minted = http("GET", f"/runs/{run}/interrupts/gate", key)
+    token = minted[1]["token"]
+    shown = {
+        "run": http("GET", f"/runs/{run}", key),
+        "interrupt": (minted[0], {k: v for k, v in minted[1].items() if k not in ("token", "url", "expiresAt")}),
+        "payload": http("GET", f"/interrupts/{token}", key),
+        "page": http("GET", f"/interrupts/{token}", key, accept="text/html"),
+        "inbox": http("GET", "/interrupts", key),
+        "export": http("GET", f"/runs/{run}/export", key),
+    }
+    page = shown["page"][1].replace(token, "TOKEN")
+    for minted_each_time in (r'nonce="[^"]*"', r'name="csrf" value="[^"]*"', r"works until [^<]*"):
+        page = re.sub(minted_each_time, "", page)
+    shown["page"] = (shown["page"][0], page)
+    del shown["export"][1]["exportedAt"]
+    return shown
+
+
+def test_a_format_4_head_answers_every_route_as_before_is_decided_and_runs_its_templates(services):
+    key = new_api_key(services)
+    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
+    status, created = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})
+    assert status == 201, created
+    run_id = created["runId"]
+    before = answers(run_id, key)
+    assert before["payload"][1]["data"]["description"] == f"{TEXT} {BRIEF}"
+
+    # The head as the format-4 writer writes it: the gate's text and the inputs are out of it
+    document = write_format_4(TABLE, run_id)
+    assert document["v"] == formats.HEAD_PARTS_ELSEWHERE
+    gate = document["interrupts"]["gate"]
+    assert "description" not in gate["payload"]["data"]
+    assert gate["payload"]["data"]["actions"] == ["accept", "reject"]
+    assert (document["inputs"], len(document["inputsDigest"]), len(gate["payloadDigest"])) == ({}, 64, 64)
+
+    assert answers(run_id, key) == before
+
+    status, _ = http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})
+    assert status == 200
+    status, run = http("GET", f"/runs/{wire(run_id)}", key)
+    assert (status, run["status"], run["inputs"]) == (200, "completed", {"brief": BRIEF})
+    assert run["variables"]["after"] == {"sent": BRIEF}
+
+
+def test_a_format_4_head_whose_part_is_not_the_one_it_names_is_refused_never_shown(services):
+    key = new_api_key(services)
+    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
+    document = write_format_4(TABLE, run_id)
+    client = boto3.client("dynamodb")
+    item_key = a.key(run_pk(run_id), interrupt_sk(document["interrupts"]["gate"]["key"]))
+    payload = a.unpacked(client.get_item(TableName=TABLE, Key=item_key, ConsistentRead=True)["Item"]["payload"])
+    payload["data"]["description"] = "another text"
+    client.update_item(
+        TableName=TABLE,
+        Key=item_key,
+        UpdateExpression="SET payload = :p",
+        ExpressionAttributeValues={":p": a.packed(payload)},
+    )
+
+    status, refused = http("GET", f"/runs/{wire(run_id)}", key)
+    assert (status, refused["error"]) == (500, "internal_error")
+
+
+def test_a_modulex_run_with_a_format_4_head_answers_as_before_and_resumes(services):
+    key = new_api_key(services)
+    request = {"request": "a refund " + BRIEF}
+    got = http("POST", "/workflows/run", key, {"workflow": worked_example(), "input": request})
+    assert got[0] == 200, got
+    thread = got[1]["run_id"]
+    before = http("GET", f"/workflows/state/{thread}", key)
+    assert before[0] == 200
+    document = write_format_4(TABLE, from_wire(thread))
+    assert document["inputs"] == {}
+
+    assert http("GET", f"/workflows/state/{thread}", key) == before
+    resumed = http("POST", f"/workflows/resume/{thread}", key, {"run_id": thread, "resume_value": {"approved": True}})
+    assert resumed[1]["status"] == "resumed"
+    assert http("GET", f"/workflows/state/{thread}", key)[1]["metadata"]["status"] == "completed"
+
+
+def test_the_mail_a_format_4_head_sends_tells_the_gates_whole_text(world, tenant):
+    services = Services(Store(TABLE))
+    admin = signed_in(services, "admin")
+    config = {"title": "Ship?", "description": TEXT, "approversList": ["ann"]}
+    nodes = [{"id": "review", "typeId": "core.approvalGate", "config": config}]
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": nodes, "edges": []}))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
+    services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
+    assert "description" not in write_format_4(TABLE, state.runId)["interrupts"]["review"]["payload"]["data"]
+
+    message = queue_message(tenant, state.runId, "review", state.interrupts["review"].interruptId, "ann", RAISED)
+    assert worker_for(services, world.queues).handle(delivered(world.queues, message)) == "sent"
+    (mail,) = sent_mail()
+    assert TEXT[:60] in mail.raw_data
+
+
+def test_dispatch_reads_a_format_4_head_whole_beside_its_records(services):
+    key = new_api_key(services)
+    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
+    document = write_format_4(TABLE, run_id)
+    batch = {"pk": run_pk(run_id), "sk": event_sk(document["inputsBatch"])}
+
+    records, heads = OutboxRecords(boto3.client("dynamodb"), TABLE).records_of([batch])
+
+    assert records[0] is not None
+    state, _ = heads[run_id]
+    assert state.inputs == {"brief": BRIEF}
+    assert state.interrupts["gate"].payload["data"]["description"] == f"{TEXT} {BRIEF}"

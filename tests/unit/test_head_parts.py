@@ -1,0 +1,84 @@
+"""Format 4 of the run head (domain/head_parts.py): what leaves the head, what stays, and what is put back."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlude.domain import formats, head_parts
+from interlude.domain.errors import Internal
+from interlude.domain.models.run import OpenInterrupt, RunState, state_from_json, state_json
+
+
+def gate(description: str, **data: object) -> OpenInterrupt:
+    payload = {
+        "kind": "approval",
+        "key": "gate:1",
+        "data": {"title": "Ship?", "description": description, "actions": ["accept", "reject"], **data},
+        "resumeSchema": {"type": "object"},
+    }
+    return OpenInterrupt(nodeId="gate", key="gate:1", interruptId="i-1", kind="approval", visit=1, payload=payload, raisedAt="t")
+
+
+def a_run(description: str, inputs: dict[str, object], batch: int | None = 3) -> RunState:
+    return RunState(
+        runId="t/r-1",
+        tenant="t",
+        workflowId="wf",
+        workflowVersion=1,
+        owner={"subjectId": "ann"},
+        inputs=inputs,
+        inputsBatch=batch,
+        createdAt="t",
+        interrupts={"gate": gate(description, approversList=["ann"])},
+    )
+
+
+LONG = "a sentence of the gate's prose, " * 40
+BIG_INPUTS = {"brief": "the brief, " * 100}
+
+
+def test_a_large_text_and_large_inputs_leave_the_head_and_what_the_decision_reads_stays():
+    state = a_run(LONG, BIG_INPUTS)
+    leaned = head_parts.lean(state)
+    kept = leaned.interrupts["gate"]
+    assert kept.payload["data"] == {"title": "Ship?", "actions": ["accept", "reject"], "approversList": ["ann"]}
+    assert kept.payload["resumeSchema"] == {"type": "object"}
+    assert kept.payloadDigest == head_parts.digest(state.interrupts["gate"].payload)
+    assert (leaned.inputs, leaned.inputsDigest, leaned.v) == ({}, head_parts.digest(BIG_INPUTS), formats.HEAD_PARTS_ELSEWHERE)
+    assert len(state_json(leaned)) < len(state_json(state)) - 2000
+    # The state that was leaned is left as it was.
+    assert state.interrupts["gate"].payloadDigest is None
+    assert state.inputs == BIG_INPUTS
+
+
+def test_small_parts_stay_and_a_head_that_keeps_everything_is_the_same_document():
+    state = a_run("Ship the release today?", {"order": "o-1"})
+    assert head_parts.lean(state) is state
+    assert head_parts.held_elsewhere(state) == ([], None)
+
+
+def test_inputs_stay_unless_the_head_names_the_batch_that_holds_them():
+    leaned = head_parts.lean(a_run(LONG, BIG_INPUTS, batch=None))
+    assert (leaned.inputs, leaned.inputsDigest) == (BIG_INPUTS, None)
+
+
+def test_what_a_format_4_head_holds_elsewhere_is_put_back_whole_after_the_document_round_trip():
+    state = a_run(LONG, BIG_INPUTS)
+    read = state_from_json(state_json(head_parts.lean(state)))
+    assert head_parts.held_elsewhere(read) == (["gate:1"], 3)
+    head_parts.completed(read, {"gate:1": state.interrupts["gate"].payload}, {"inputs": BIG_INPUTS, "workflowId": "wf"})
+    assert read.interrupts["gate"].payload == state.interrupts["gate"].payload
+    assert read.inputs == BIG_INPUTS
+    assert head_parts.held_elsewhere(read) == ([], None)
+    # Written again, the same parts leave again (the batch is still named).
+    assert head_parts.lean(read).inputsDigest == head_parts.digest(BIG_INPUTS)
+
+
+@pytest.mark.parametrize("stored", [None, "another text"])
+def test_a_part_missing_or_not_the_one_the_head_names_is_refused(stored):
+    state = a_run(LONG, {})
+    read = head_parts.lean(state)
+    payloads = {} if stored is None else {"gate:1": {**state.interrupts["gate"].payload, "data": {"description": stored}}}
+    with pytest.raises(Internal) as refused:
+        head_parts.completed(read, payloads, None)
+    assert refused.value.details == {"runId": "t/r-1", "part": "interrupt gate:1"}
