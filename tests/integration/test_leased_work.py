@@ -147,11 +147,13 @@ def test_a_delivery_records_each_attempt_on_its_own_item_and_keeps_the_latest_ro
     ref = KINDS["delivery"].ref(tenant)
     attempts = KEPT_ATTEMPTS + 2
     for number in range(1, attempts + 1):
-        claim = store.claim(ref, NOW + number, LEASE_S)
+        seen = store.look(ref, NOW + number)
+        assert (seen.outcome, seen.attempt) == ("open", number)
         status = "delivered" if number == attempts else "pending"
         record = {"noticeId": ref.notice_id, "attempt": number, "status": "failed" if status == "pending" else "succeeded"}
-        # When each attempt is settled: one conditional update, no transaction and no item of its own
-        assert store.settle(ref, claim.attempt, status, record, NOW + number, claim.held)
+        # When each attempt is recorded after it is made: one conditional update, no claim, no item of its own
+        assert store.record(ref, seen, status, record, NOW + number) == status
+        assert "leaseUntil" not in stored(store, ref)
 
     # Then the run's partition holds the delivery's item alone, and its history is the latest round, oldest first
     items = boto3.client("dynamodb").query(
@@ -176,13 +178,53 @@ def test_attempt_items_the_previous_release_wrote_are_read_beside_the_history_th
         boto3.client("dynamodb").put_item(TableName=TABLE, Item=item)
 
     # When this release makes its third attempt
-    claim = store.claim(ref, NOW, LEASE_S)
-    assert claim.attempt == 3
-    assert store.settle(ref, 3, "delivered", {"noticeId": ref.notice_id, "attempt": 3, "status": "succeeded"}, NOW, claim.held)
+    seen = store.look(ref, NOW)
+    assert seen.attempt == 3
+    assert store.record(ref, seen, "delivered", {"noticeId": ref.notice_id, "status": "succeeded"}, NOW) == "delivered"
 
     # Then the delivery's history (what the API, the console and a dead letter show) has every attempt, in order
     assert [(r["attempt"], r["status"]) for r in store.attempts(ref.run_id)] == [(1, "failed"), (2, "failed"), (3, "succeeded")]
     assert store.attempts(ref.run_id, ref.notice_id) == store.attempts(ref.run_id)
+
+
+def test_a_delivery_in_flight_from_the_previous_release_is_honoured_by_a_worker_that_records(services, tenant):
+    # Given a delivery attempt the previous release claimed, its lease running for another minute
+    kind = KINDS["delivery"]
+    store = DeliveryStore(services.store)
+    ref = kind.ref(tenant)
+    put_previous(kind, store, ref, status=a.s(kind.leased), attempts=a.n(1), leaseUntil=a.n(NOW + LEASE_S))
+
+    # When this release takes a copy of its message, it does not dial while the lease runs
+    busy = store.look(ref, NOW)
+    assert (busy.outcome, busy.retry_in_s) == ("busy", int(LEASE_S) + 1)
+
+    # And once the lease has run out it makes the next attempt and records it, the lease gone with it
+    seen = store.look(ref, NOW + LEASE_S + 1)
+    assert (seen.outcome, seen.attempt) == ("open", 2)
+    assert store.record(ref, seen, "delivered", {"noticeId": ref.notice_id, "status": "succeeded"}, NOW + LEASE_S + 2) == "delivered"
+    item = stored(store, ref)
+    assert (item["status"], item["attempts"], "leaseUntil" in item) == (a.s("delivered"), a.n(2), False)
+    # And the previous release's worker, back late, cannot settle the attempt it claimed
+    assert store.settle(ref, 1, "delivered", {}, NOW + LEASE_S + 3) is False
+
+
+@pytest.mark.parametrize("second", ["succeeded", "failed"])
+def test_two_copies_of_a_delivery_attempted_at_once_are_both_recorded_and_it_stays_delivered(services, tenant, second):
+    # Given two copies of a notice's message taken at the same moment: both find it open and both dial
+    store = DeliveryStore(services.store)
+    ref = KINDS["delivery"].ref(tenant)
+    first_seen, second_seen = store.look(ref, NOW), store.look(ref, NOW)
+    assert first_seen.attempt == second_seen.attempt == 1
+
+    # When the first records its success, then the second its own outcome
+    assert store.record(ref, first_seen, "delivered", {"noticeId": ref.notice_id, "status": "succeeded"}, NOW + 1) == "delivered"
+    outcome = "delivered" if second == "succeeded" else "pending"
+    ended = store.record(ref, second_seen, outcome, {"noticeId": ref.notice_id, "status": second}, NOW + 2)
+
+    # Then the notice stays delivered, and an operator sees both attempts, numbered in the order they were recorded
+    assert ended == "delivered"
+    assert [(r["attempt"], r["status"]) for r in store.attempts(ref.run_id)] == [(1, "succeeded"), (2, second)]
+    assert store.look(ref, NOW + 3).outcome == "settled"
 
 
 def ledger_pk(ledger: Ledger[Any], ref: Any) -> dict[str, str]:
@@ -220,8 +262,7 @@ def test_the_previous_release_reads_the_delivery_items_this_one_writes(services,
     run_id = f"{tenant}/r-1"
     for notice_id, status in (("delivered-1", "delivered"), ("pending-1", "pending")):
         ref = Notice(run_id, notice_id, "interrupt.requested")
-        claim = store.claim(ref, NOW, LEASE_S)
-        assert store.settle(ref, 1, status, {"noticeId": notice_id, "attempt": 1}, NOW, claim.held)
+        assert store.record(ref, store.look(ref, NOW), status, {"noticeId": notice_id}, NOW) == status
     items = boto3.client("dynamodb").query(
         TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": ledger_pk(store, ref)}
     )["Items"]

@@ -80,6 +80,10 @@ class LeasedWorker(ABC, Generic[W]):
     # Hide the message for the lease before attempting, so a worker killed mid-attempt leaves a message that
     # reappears once its lease has run out (a queue whose visibility timeout already covers the lease needs none).
     HIDE_FOR_LEASE: ClassVar[bool] = False
+    # Claim each attempt under a lease before making it, so two copies of a unit's message never attempt it at the
+    # same moment. A worker whose unit may be done twice (its far side deduplicates) records each attempt after it
+    # instead, in one write (store.leases.Ledger.record; ADR 0129).
+    CLAIMS: ClassVar[bool] = True
 
     @property
     @abstractmethod
@@ -97,7 +101,10 @@ class LeasedWorker(ABC, Generic[W]):
         work = self.receive(json.loads(record["body"]))
         if isinstance(work, str):
             return work
-        claim = self.ledger.claim(work.ref, self.clock(), work.lease_s)
+        if self.CLAIMS:
+            claim = self.ledger.claim(work.ref, self.clock(), work.lease_s)
+        else:
+            claim = self.ledger.look(work.ref, self.clock())
         if claim.outcome == "settled":
             return self.replay(work, claim)
         if claim.outcome == "busy":
@@ -111,7 +118,9 @@ class LeasedWorker(ABC, Generic[W]):
         in_round = round_attempt(claim)
         if attempted.final or in_round >= work.max_attempts:
             return self.dead_letter(work, claim, attempted)
-        self.ledger.settle(work.ref, claim.attempt, PENDING, attempted.kept, self.clock(), claim.held)
+        if self.write_outcome(work, claim, PENDING, attempted.kept) not in (PENDING, None):
+            # Another copy of the message settled the unit meanwhile (a worker that records): nothing left to retry.
+            return "duplicate"
         cfg = self.settings
         delay = backoff_s(in_round, cfg.backoff_base_s, cfg.backoff_cap_s, self.rand)
         if attempted.retry_after_s is not None:
@@ -123,8 +132,15 @@ class LeasedWorker(ABC, Generic[W]):
         return "duplicate"
 
     def settle(self, work: W, claim: Claim, status: str, kept: dict[str, Any]) -> str:
-        self.ledger.settle(work.ref, claim.attempt, status, kept, self.clock(), claim.held)
-        return status
+        ended = self.write_outcome(work, claim, status, kept)
+        return status if ended in (status, None) else "duplicate"
+
+    def write_outcome(self, work: W, claim: Claim, status: str, kept: dict[str, Any]) -> str | None:
+        """The attempt's outcome written (settled under the claim, or recorded): the status the unit holds after it;
+        None when it was not written (a claim that no longer stands, or a record that lost every round)."""
+        if self.CLAIMS:
+            return status if self.ledger.settle(work.ref, claim.attempt, status, kept, self.clock(), claim.held) else None
+        return self.ledger.record(work.ref, claim, status, kept, self.clock())
 
     def dead_letter(self, work: W, claim: Claim, attempted: Attempted) -> str:
         # The dead letter goes first: a crash after it leaves a duplicate dead letter, never a lost one.

@@ -440,7 +440,8 @@ class Replay:
 
 
 def stuck(held: dict[str, Any] | None) -> bool:
-    """Whether a unit was reopened and no attempt of its new round was claimed (its message may never have been queued)."""
+    """Whether a unit was reopened and no attempt of its new round was claimed or recorded (its message may never have
+    been queued)."""
     return (
         held is not None
         and held.get("status") == PENDING

@@ -1,7 +1,8 @@
 """Callback delivery records in the run's partition (the only DynamoDB access of callback delivery).
 
 Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with its runs):
-  notice state   N#{noticeId}               status pending|delivering|delivered|dead, attempts, leaseUntil, type;
+  notice state   N#{noticeId}               status pending|delivered|dead, attempts, type (delivering and leaseUntil:
+                                            an attempt the release before claimed, honoured until its lease ends);
                                             sequence (the event it reports) and webhookId (a subscription's
                                             delivery), written by the claim that creates it, so a replay can queue
                                             it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed;
@@ -9,12 +10,13 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
   attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs: written by
                                             releases before issue 31 (one item per attempt), read still, never written
 
-The notice state is a leased-work ledger item (store.leases): a worker claims an attempt (one conditional update:
-attempts + 1, a lease) before it dials, and settles it in one conditional update that records the attempt on the
-item (the new status, and its record appended to `history`). `delivered` is written only under the condition that
-this worker's claim still stands, so one notice has at most one successful delivery, however many copies of its SQS
-message exist; the same condition makes the history the claim read the history the settle extends. Neither item
-starts with "E#", so the stream filter never passes them.
+The notice state is a leased-work ledger item (store.leases) that is never claimed (ADR 0129): a worker reads it
+(consistently) before it dials, and a notice settled already is not dialled again; after the attempt one conditional
+update records it (attempts + 1, the new status, its record appended to `history`), under the condition that the
+attempts and status it read still stand, so the history it read is the history it extends and no record is lost.
+Two copies of a notice's message taken at the same moment may both dial (the receiver deduplicates by `webhook-id`);
+the second to record is recorded after the first, and a notice delivered stays delivered. Neither item starts with
+"E#", so the stream filter never passes them.
 """
 
 from __future__ import annotations
@@ -77,8 +79,9 @@ class DeliveryStore(Ledger[Notice]):
     def settling(
         self, ref: Notice, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any]
     ) -> Writes:
-        """The attempt's record appended to the item's (bounded) history, in the settle's own conditional update."""
-        return Writes(sets={HISTORY: a.packed([*held.get(HISTORY, ()), kept][-KEPT_ATTEMPTS:])})
+        """The attempt's record (under the number it is recorded as) appended to the item's bounded history, in the
+        write that records the attempt."""
+        return Writes(sets={HISTORY: a.packed([*held.get(HISTORY, ()), {**kept, "attempt": attempt}][-KEPT_ATTEMPTS:])})
 
     def attempts(self, run_id: str, notice_id: str | None = None) -> list[dict[str, Any]]:
         """Attempt records of a run (or of one notice), ordered by notice id and attempt number: each delivery's

@@ -13,6 +13,11 @@ conditional write, from dead only): pending again, its attempts kept, so its nex
 unit, and a new round of attempts (`reopenedFrom` records where the round starts; `round_attempt`). A unit is
 reopened at most a bounded number of times (the caller's), so its attempts stay bounded.
 
+A ledger whose work may be done twice at the same moment without harm (a delivery: its receiver deduplicates by the
+delivery's id) may skip the claim: `look` reads what a claim would, and `record` writes the attempt, once made, with
+its outcome in one conditional write (the attempts and status it read unchanged). Its item holds a lease only if the
+release before this one claimed it, and a lease it finds running is honoured as a claim's would be.
+
 Each ledger keeps its own item: its key, its status names, what a claim and a settle write besides the three
 attributes above (a delivery's settle: the attempt's record, in a bounded list on the item), and any companion
 write (the run's ledger entry of an effect), which makes the write a transaction. The status names are data, not
@@ -43,14 +48,18 @@ LOST = frozenset({"ConditionalCheckFailedException", "TransactionConflictExcepti
 REOPENED_FROM = "reopenedFrom"
 REOPENS = "reopens"
 REOPENED_AT = "reopenedAt"
+# Rounds of a record that lost its write to another copy's (each round reads the item again): three copies of one
+# message at the same moment.
+RECORD_ROUNDS = 3
 
 Ref = TypeVar("Ref")
 
 
 @dataclass(frozen=True)
 class Claim:
-    outcome: Literal["claimed", "settled", "busy"]
-    # claimed: the attempt this worker holds; settled: the attempts made.
+    # open: nothing holds it (what `look` finds; `claim` then claims it).
+    outcome: Literal["claimed", "open", "settled", "busy"]
+    # claimed, open: the attempt this worker holds or is to make; settled: the attempts made.
     attempt: int = 0
     # busy: seconds until the lease that holds it runs out.
     retry_in_s: int = 0
@@ -131,7 +140,9 @@ class Ledger(ABC, Generic[Ref]):
         item = got.get("Item")
         return a.plain(item) if item else None
 
-    def claim(self, ref: Ref, now: float, lease_s: float) -> Claim:
+    def look(self, ref: Ref, now: float) -> Claim:
+        """What a claim finds, without claiming: settled, busy (a lease that has not run out), or open (the attempt to
+        make next, and the item as read: {} when there is none)."""
         held = self.read(ref)
         if held is not None:
             if held.get("status") in self.SETTLED:
@@ -139,30 +150,74 @@ class Ledger(ABC, Generic[Ref]):
             lease = float(held.get("leaseUntil", 0))
             if held.get("status") == self.LEASED and lease > now:
                 return Claim("busy", retry_in_s=int(lease - now) + 1)
-        previous = int(held.get("attempts", 0)) if held else 0
-        writes = self.claiming(ref, previous + 1, now)
+        return Claim("open", attempt=int(held.get("attempts", 0)) + 1 if held else 1, held=held or {})
+
+    def claim(self, ref: Ref, now: float, lease_s: float) -> Claim:
+        seen = self.look(ref, now)
+        if seen.outcome != "open":
+            return seen
+        writes = self.claiming(ref, seen.attempt, now)
         sets = {
             "status": a.s(self.LEASED),
-            "attempts": a.n(previous + 1),
+            "attempts": a.n(seen.attempt),
             "leaseUntil": a.n(round(now + lease_s, 3)),
             **writes.sets,
         }
-        if held is None:
+        condition = "#attempts = :previous AND #status IN (:pending, :leased)"
+        values = {":previous": a.n(seen.attempt - 1), ":pending": a.s(PENDING), ":leased": a.s(self.LEASED)}
+        if not self._write_expiring(ref, seen.held, sets, writes, (), condition, values):
+            # Another copy of the message claimed it between this read and this write.
+            return Claim("busy", retry_in_s=1)
+        return Claim("claimed", attempt=seen.attempt, held=seen.held)
+
+    def record(self, ref: Ref, seen: Claim, status: str, kept: dict[str, Any], now: float) -> str | None:
+        """The attempt `seen` opened (`look`), made already, recorded with its outcome `status` and what it `kept`, in
+        one conditional write. Another copy of the unit's message may have recorded an attempt of its own meanwhile:
+        then this one is recorded after it (the item read again, the next attempt's number), and a unit that copy
+        settled stays settled unless this attempt succeeded. Returns the status the item holds; None if it could not
+        be recorded (a copy won every round, or the item is gone)."""
+        held, attempt = seen.held, seen.attempt
+        for _ in range(RECORD_ROUNDS):
+            was = str(held.get("status", ""))
+            ends = was if was in self.SETTLED and (status not in self.SETTLED or status == self.DEAD) else status
+            created = self.claiming(ref, attempt, now)
+            settled = self.settling(ref, attempt, ends, kept, now, held)
+            sets = {"status": a.s(ends), "attempts": a.n(attempt), **created.sets, **settled.sets}
+            writes = Writes(created=created.created, also=(*created.also, *settled.also))
+            condition = "#attempts = :previous AND #status = :was"
+            values = {":previous": a.n(attempt - 1), ":was": a.s(was)}
+            if self._write_expiring(ref, held, sets, writes, ("leaseUntil",), condition, values):
+                return ends
+            again = self.read(ref)
+            if again is None:
+                return None
+            held, attempt = again, int(again.get("attempts", 0)) + 1
+        return None
+
+    def _write_expiring(
+        self,
+        ref: Ref,
+        held: Mapping[str, Any],
+        sets: Mapping[str, Mapping[str, Any]],
+        writes: Writes,
+        removes: Sequence[str],
+        condition: str,
+        values: Mapping[str, Any],
+    ) -> bool:
+        """The write of a claim or a record: when `held` is {} it creates the item (with `writes.created` and its run's
+        expiry) unless it exists by now, else it is under `condition`; then the item's expiry is confirmed (created,
+        or found without one)."""
+        if not held:
             created = f"attribute_not_exists({wiring.SORT_KEY})"
             expires = self.expiring(ref)
             written = self._write(ref, {**sets, **writes.created, **expires}, (), created, {}, writes.also)
         else:
-            condition = "#attempts = :previous AND #status IN (:pending, :leased)"
-            values = {":previous": a.n(previous), ":pending": a.s(PENDING), ":leased": a.s(self.LEASED)}
-            written = self._write(ref, sets, (), condition, values, writes.also)
-            # An item left without an expiry (its creator stopped before confirming it) is confirmed by a later claim.
+            written = self._write(ref, sets, removes, condition, values, writes.also)
+            # An item left without an expiry (its creator stopped before confirming it) is confirmed by a later write.
             expires = {} if wiring.TTL_ATTRIBUTE not in held else {wiring.TTL_ATTRIBUTE: a.n(held[wiring.TTL_ATTRIBUTE])}
-        if not written:
-            # Another copy of the message claimed it between this read and this write.
-            return Claim("busy", retry_in_s=1)
-        if held is None or not expires:
+        if written and (not held or not expires):
             self.confirm_expiry(ref, expires)
-        return Claim("claimed", attempt=previous + 1, held=held or {})
+        return written
 
     def settle(
         self, ref: Ref, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any] | None = None

@@ -1,7 +1,8 @@
 """The callback delivery worker: one SQS message (one notice) per call, at least once, never lost.
 
-A leased worker (adapters.leased_work): the claim, the retries with backoff and the dead letter are the template's.
-One attempt checks the callback URL again with the egress guard (resolving the host anew), signs the exact body
+A leased worker (adapters.leased_work) that records each attempt after it rather than claiming it (one write per
+attempt, ADR 0129: a receiver deduplicates by `webhook-id`): the retries with backoff and the dead letter are the
+template's. One attempt checks the callback URL again with the egress guard (resolving the host anew), signs the exact body
 with Standard Webhooks headers, POSTs it over a connection pinned to the checked addresses, and records the
 attempt. The dead letter (identity and delivery history, no body, token or secret) goes to the DLQ.
 """
@@ -43,7 +44,9 @@ USER_AGENT = "interlude-callbacks/1"
 # subscription's delivery has no such exception (webhooks.md §Durability retries every failure, and a dead letter's
 # reason is retries_exhausted or payload_unprojectable): its 410 is retried like a 500.
 CALLBACK_FINAL_STATUSES = frozenset({410})
-# Lease beyond the attempt's own bounds, so a slow attempt is never claimed twice.
+# An attempt's bound with a margin (Work.lease_s): honoured as a claim's lease by the workers that claim; this one
+# claims nothing, and the callbacks queue's visibility timeout (540 s) is far beyond it, so a message is not handed
+# out again while its attempt runs.
 LEASE_MARGIN_S = 30.0
 
 
@@ -79,6 +82,8 @@ class Worker(LeasedWorker[Outgoing]):
     # deliveries' table), and their secrets (None: the deployment's, read from Secrets Manager when first needed).
     webhook_store: WebhookStore | None = None
     subscription_secret_cache: SubscriptionSecretCache | None = None
+
+    CLAIMS = False
 
     @property
     def ledger(self) -> DeliveryStore:
