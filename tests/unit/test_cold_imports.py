@@ -253,6 +253,39 @@ def test_the_powertools_package_is_whole_for_any_other_importer():
     )
     assert "aws_lambda_powertools.event_handler.appsync" in got["modules"]
 
+
+# What runs with the package `__init__`s the API leaves unrun (interlude/coldstart.py): importlib.metadata's (urllib3's
+# HTTP/2 opt-in, pydantic's plugin loader), botocore's documentation writer's.
+UNRUN_INITS = ["zipfile", "csv", "importlib.metadata._meta", "botocore.docs.service", "botocore.docs.client"]
+
+
+def test_a_resolve_runs_no_package_init_it_never_uses():
+    """A resolve's modules (its route module, a model's first validator, a DynamoDB client) with the SDK's and
+    pydantic's unused package `__init__`s left unrun."""
+    got = imported(
+        "api",
+        then="from interlude.api import app\napp.load_routes('POST', '/runs/r-1/interrupts/gate')\n"
+        "from interlude.domain.models.tenants import TenantSettings\nTenantSettings.model_validate({})\n"
+        "from interlude import sdk_clients\nsdk_clients.client('dynamodb')\n",
+    )
+    assert {"urllib3.http2.probe", "botocore.docs.docstring", "pydantic.plugin._loader"} <= set(got["modules"])
+    assert among(got["modules"], UNRUN_INITS) == []
+
+
+def test_the_packages_left_unrun_are_whole_for_any_other_caller():
+    """Their names answer as the packages ship them: a name their `__init__` defines runs it, once."""
+    got = imported(
+        "api",
+        then="import importlib.metadata, urllib3.http2, botocore.docs\n"
+        "from pydantic.plugin import _loader\n"
+        "assert [e for e in _loader.entry_points(group='console_scripts')]\n"
+        "assert importlib.metadata.version('pydantic')\n"
+        "from urllib3.http2 import inject_into_urllib3\n"
+        "assert callable(inject_into_urllib3) and botocore.docs.ServiceDocumenter\n",
+    )
+    assert {"importlib.metadata._meta", "botocore.docs.service"} <= set(got["modules"])
+
+
 TIMEOUTS_RUN_PATH = ["interlude.app.runs", "interlude.engine", "interlude.domain.models.run", "pydantic"]
 SWEEP = """
 import types

@@ -1,18 +1,19 @@
 """What every Lambda entry point does around its import, once per instance.
 
-`collector_paused()`: the cyclic collector does not walk what the import makes. `lazy_package()`: a Powertools
-package is registered without running its `__init__`, so importing one of its submodules loads that submodule alone
-(Powertools' `event_handler/__init__` imports every resolver it has, `utilities/data_classes/__init__` every event
-data class, about forty modules); the `__init__` still answers every name it defines, on first ask (PEP 562's
-module `__getattr__`), so another importer in the same process (a test, the local stack) sees the package as
-Powertools ships it.
+`collector_paused()`: the cyclic collector does not walk what the import makes. `lazy_package()`: a package
+(Powertools', the SDK's) is registered without running its `__init__`, so importing one of its submodules loads that
+submodule alone (Powertools' `event_handler/__init__` imports every resolver it has, `utilities/data_classes/__init__`
+every event data class, about forty modules); the `__init__` still answers every name it defines, on first ask
+(PEP 562's module `__getattr__`), so another importer in the same process (a test, the local stack) sees the package
+as it ships.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 # Powertools packages whose `__init__` imports far more than a function uses.
 # Every resolver Powertools has (AppSync's brings asyncio, Bedrock's, VPC Lattice's, ...); the API uses one.
@@ -23,6 +24,17 @@ DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
 # Every parameter provider (AppConfig, its extension, DynamoDB with boto3's condition builder, SSM); the key ring reads
 # one Secrets Manager secret (adapters/keyring_store.py), so its `secrets` module alone (and `base`) is what it uses.
 PARAMETERS = "aws_lambda_powertools.utilities.parameters"
+# Packages of the SDK's and pydantic's whose `__init__` no invocation needs, though what the functions import imports
+# the package or a submodule of it. urllib3's HTTP/2 opt-in (`urllib3.connection` imports `urllib3.http2.probe`; the
+# package's `__init__` imports importlib.metadata to check h2's version for an opt-in nothing here makes).
+URLLIB3_HTTP2 = "urllib3.http2"
+# Installed distributions' metadata (zipfile, csv, email's message classes, importlib.resources): pydantic's plugin
+# loader imports it with the first model's validator, and asks it nothing while plugins are disabled (every handler
+# sets PYDANTIC_DISABLE_PLUGINS).
+IMPORTLIB_METADATA = "importlib.metadata"
+# botocore's documentation writer (ServiceDocumenter, for boto3's docs): its `__init__` imports it, where a client's
+# lazy docstrings need only `botocore.docs.docstring` and what that imports.
+BOTOCORE_DOCS = "botocore.docs"
 
 
 @contextmanager
@@ -42,12 +54,15 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def lazy_package(name: str, *, by_name: bool = True) -> None:
+def lazy_package(name: str, *, by_name: bool = True, called: tuple[str, ...] = ()) -> None:
     """Register the package `name` without running its `__init__`, unless something imported it already.
 
     `by_name`: a name the `__init__` imports from one of its own submodules (`from .alb_event import ALBEvent`) is
     answered by importing that submodule alone. Any other name the package defines runs the whole `__init__`, once,
-    and is answered from it; a submodule's name imports that submodule."""
+    and is answered from it; a submodule's name imports that submodule. `called`: functions of the package's that an
+    importer takes by name but calls only on a path not taken here (pydantic's plugin loader takes importlib.metadata's
+    `entry_points`, and calls it only where plugins are enabled): each is answered with a function that runs the
+    `__init__` at its first call and calls the package's own."""
     # Imported here: an entry point imports this module before it pauses the collector, and whatever this module
     # imports at its top is made with the collector on (they load, paused, with the handler's first imports).
     import importlib
@@ -57,30 +72,51 @@ def lazy_package(name: str, *, by_name: bool = True) -> None:
     if name in sys.modules:
         return
     parent_name, _, child = name.rpartition(".")
-    parent = importlib.import_module(parent_name)
-    spec = importlib.util.find_spec(name)
+    if parent_name in sys.modules:
+        spec = importlib.util.find_spec(name)
+    else:
+        # Registered before its parent is imported, since the parent may import it while being imported itself
+        # (urllib3 imports urllib3.http2): found where the parent's spec says its submodules are.
+        import importlib.machinery
+
+        parent_spec = importlib.util.find_spec(parent_name)
+        locations = parent_spec.submodule_search_locations if parent_spec is not None else None
+        spec = importlib.machinery.PathFinder.find_spec(name, locations) if locations else None
     if spec is None or spec.loader is None or spec.origin is None:  # pragma: no cover - a runtime dependency
         return
     package = importlib.util.module_from_spec(spec)
     loader = spec.loader
     source_of = _names_imported_from_submodules(spec.origin) if by_name else {}
 
+    def whole() -> Any:
+        """The package as it ships: its own `__init__` run, once."""
+        if "__getattr__" in package.__dict__:
+            del package.__dict__["__getattr__"]
+            loader.exec_module(package)
+        return package
+
+    def deferred(attr: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(whole(), attr)(*args, **kwargs)
+
+        return call
+
     def __getattr__(attr: str) -> object:
         if attr in source_of:
             value = getattr(importlib.import_module(f"{name}.{source_of[attr]}"), attr)
             package.__dict__[attr] = value
             return value
+        if attr in called:
+            return deferred(attr)
         # A submodule (`event_handler.content_types`, which the shipped `__init__` would have imported): that one alone.
         if importlib.util.find_spec(f"{name}.{attr}") is not None:
             return importlib.import_module(f"{name}.{attr}")
         # Any other name: run the package's own __init__ once, then answer from it.
-        del package.__dict__["__getattr__"]
-        loader.exec_module(package)
-        return getattr(package, attr)
+        return getattr(whole(), attr)
 
     package.__dict__["__getattr__"] = __getattr__
     sys.modules[name] = package
-    parent.__dict__[child] = package
+    importlib.import_module(parent_name).__dict__[child] = package
 
 
 def _names_imported_from_submodules(init: str) -> dict[str, str]:

@@ -1,9 +1,20 @@
 """The HTTP face: powertools resolver, error envelope, auth; routes come from interlude.wiring.ROUTES."""
 
-from interlude.coldstart import DATA_CLASSES, EVENT_HANDLER, lazy_package
+from interlude.coldstart import (
+    BOTOCORE_DOCS,
+    DATA_CLASSES,
+    EVENT_HANDLER,
+    IMPORTLIB_METADATA,
+    URLLIB3_HTTP2,
+    lazy_package,
+)
 
 # Before any module of this package imports the resolver: only its own module loads, and of the event data classes
 # only the seven it imports by name (interlude/coldstart.py). The route modules import `Response` from
 # `event_handler.api_gateway` for the same reason (tests/unit/test_cold_imports.py).
 lazy_package(EVENT_HANDLER, by_name=False)
 lazy_package(DATA_CLASSES)
+# Before the store imports botocore (and with it urllib3): neither loads the package `__init__`s it never uses.
+lazy_package(URLLIB3_HTTP2, by_name=False)
+lazy_package(IMPORTLIB_METADATA, by_name=False, called=("entry_points",))
+lazy_package(BOTOCORE_DOCS, by_name=False)
