@@ -526,7 +526,8 @@ def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did
 ) -> None:
     """The head is put whole on condition of the seq and checkpoint read (store/audit.py): it must hold what setting
     its fields one by one did — pendingSince kept while the chain waits, set again after a checkpoint anchored
-    everything, checkpointSeq carried over, nothing else."""
+    everything, checkpointSeq carried over, when an append last moved it (appendedAt: a record delivered again looks
+    back no further, docs/adr/0128), nothing else."""
     admin = signed_in(services)
     client = boto3.client("dynamodb")
 
@@ -539,10 +540,11 @@ def test_an_append_writes_the_head_whole_exactly_as_moving_it_field_by_field_did
 
     robot(0)
     waiting = head_item()
-    assert set(waiting) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince", "marked"}
+    assert set(waiting) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince", "marked", "appendedAt"}
     robot(1)
     after = head_item()
-    assert set(after) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince", "marked"}
+    assert set(after) == {"pk", "sk", "seq", "hash", "checkpointSeq", "pendingSince", "marked", "appendedAt"}
+    assert float(after["appendedAt"]["N"]) >= float(waiting["appendedAt"]["N"])
     assert int(after["seq"]["N"]) == int(waiting["seq"]["N"]) + 1
     assert after["hash"]["S"] == rules.entry_hash(log(services)[-1])
     assert float(after["pendingSince"]["N"]) == float(waiting["pendingSince"]["N"])

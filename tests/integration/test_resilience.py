@@ -39,7 +39,9 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
+from interlude.rules.audit import entry_hash
 from interlude.store import attributes as a
+from interlude.store import audit as audit_log
 from interlude.store.effects import EffectStore
 from interlude.store.facade import Store
 from interlude.store.idempotency import IN_PROGRESS
@@ -47,6 +49,7 @@ from interlude.store.idempotency import SORT_KEY as IDEM_SK
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
 from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
+from tests.support.audit_drafts import drafts_on_event_batches
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
@@ -228,6 +231,27 @@ def partial_states(w: World) -> list[str]:
         open_in_head = {oi.key for oi in state.interrupts.values()}
         if open_items != open_in_head:
             problems.append(f"{run_id}: open interrupt items {open_items} but the head holds {open_in_head}")
+    return problems + audit_partial_states(w, items)
+
+
+def audit_partial_states(w: World, items: list[dict[str, Any]]) -> list[str]:
+    """Every way the tenant's audit chains are not whole: an entry missing, past its head or not chained to the one
+    before, or one event batch's draft chained twice."""
+    problems: list[str] = []
+    heads = {i["pk"].rsplit("#", 1)[1]: i for i in items if i["sk"] == audit_log.HEAD_SK}
+    for chain, head in heads.items():
+        pk = audit_log.log_pk(w.tenant, int(chain))
+        entries = sorted((i for i in items if i["pk"] == pk and i["sk"].startswith(audit_log.ENTRY_SK_PREFIX)), key=lambda i: i["sk"])
+        documents = [json.loads(i["entry"]) for i in entries]
+        if [d["seq"] for d in documents] != list(range(1, int(head["seq"]) + 1)):
+            problems.append(f"chain {chain}: entries {[d['seq'] for d in documents]} for head {head['seq']}")
+        if any(d["prevHash"] != entry_hash(before) for before, d in zip(documents, documents[1:], strict=False)):
+            problems.append(f"chain {chain}: an entry not chained to the one before")
+        if documents and documents[-1]["seq"] == head["seq"] and entry_hash(documents[-1]) != head["hash"]:
+            problems.append(f"chain {chain}: its head does not hold its last entry's hash")
+        sources = [i["source"] for i in entries if "source" in i]
+        if len(sources) != len(set(sources)):
+            problems.append(f"chain {chain}: an event batch's draft chained twice")
     return problems
 
 
@@ -376,6 +400,33 @@ def _dispatch_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     schedules = len(_schedule_inputs(w, ctx["run"]))
     problems = [] if schedules == 1 else [f"{schedules} schedules for one deadline"]
     return problems + ([] if _notices(w, ctx["run"]) else ["the interrupt's callback notice was never queued"])
+
+
+def _audit_setup(w: World) -> dict[str, Any]:
+    """Two runs whose chains differ, decided as format 5's writer writes a decision (its entry's draft on its event
+    batch): their records, for the appender (docs/adr/0128)."""
+    w.settle()
+    workflow = w.register("conformance-approval")
+    runs: dict[int, str] = {}
+    with drafts_on_event_batches():
+        while len(runs) < 2:
+            run_id = w.start(workflow)
+            runs.setdefault(audit_log.chain_of_member(run_id), run_id)
+        for run_id in runs.values():
+            body = {"resumeValue": {"action": "accept"}}
+            assert w.api("POST", f"/runs/{wire(run_id)}/interrupts/gate", body)["statusCode"] == 200
+    return {"runs": list(runs.values()), "records": w.stream.take()}
+
+
+def _audit_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    problems = []
+    log = w.services.store.audit_log
+    for run_id in ctx["runs"]:
+        chain = audit_log.chain_of_member(run_id)
+        entries = [e for _, e in log.entries(w.tenant, chain, 1, log.head(w.tenant, chain).seq)]
+        decided = [e for e in entries if e["action"] == "interrupt.decided" and e["target"]["runId"] == run_id]
+        problems += [] if len(decided) == 1 else [f"{len(decided)} entries for the decision of {run_id}"]
+    return problems
 
 
 def _timeout_setup(w: World) -> dict[str, Any]:
@@ -601,6 +652,8 @@ OPERATIONS: dict[str, Operation] = {
     "vote": Operation(_vote_setup, _resolve_act, _vote_check),
     "cancel": Operation(_gate, _cancel_act, _cancel_check),
     "dispatch": Operation(_dispatch_setup, _dispatch_act, _dispatch_check),
+    # A fault after the decisions, before their drafts are chained, and between the batch's two chains' writes.
+    "audit appender": Operation(_audit_setup, _dispatch_act, _audit_check),
     "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
     "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
     "action worker": Operation(_action_setup, _action_act, _action_check),

@@ -526,7 +526,9 @@ class Services:
         record) pairs with their runs' heads as read for the batch; answers the records that failed."""
         from interlude.app.dispatch import handle_batch
 
-        return handle_batch(batch, heads, self.store, self.outbox, self.held_runs, self._advance, concurrently)
+        return handle_batch(
+            batch, heads, self.store, self.outbox, self.held_runs, self._advance, concurrently, self.audit.append_drafts
+        )
 
     def _advance(self, run_id: str, got: tuple[RunState, int]) -> int:
         # The engine's run rules load with the first run a record leaves runnable (a step budget reached).

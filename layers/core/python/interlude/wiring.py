@@ -632,8 +632,9 @@ KEY_RING_SECRET = Secret(
 AUDIT_KEY_SECRET = Secret(
     name="AuditSigningKey",
     env="AUDIT_KEY_SECRET",
-    # timeouts: the periodic checkpoint sweep (AUDIT_CHECKPOINT_SWEEP).
-    readers=("api", "timeouts"),
+    # timeouts: the periodic checkpoint sweep (AUDIT_CHECKPOINT_SWEEP). dispatch: the appender on the stream
+    # checkpoints a chain its append makes due, as an append in a request does (docs/adr/0128).
+    readers=("api", "dispatch", "timeouts"),
     description="Interlude audit checkpoint signing key (Ed25519 seed); public key in discovery",
 )
 SECRETS: tuple[Secret, ...] = (KEY_RING_SECRET, AUDIT_KEY_SECRET)

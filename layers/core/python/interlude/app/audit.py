@@ -16,7 +16,7 @@ from interlude.app.caught import caught
 from interlude.domain.clock import instant
 from interlude.domain.errors import Invalid, NotFound, Unavailable
 from interlude.rules import audit as rules
-from interlude.store.audit import decode_before, encode_before
+from interlude.store.audit import chain_of, decode_before, encode_before
 
 if TYPE_CHECKING:
     # Annotations only: the timeouts function's checkpoint sweep loads this module and needs no run model.
@@ -70,6 +70,25 @@ class AuditTrail:
     def append(self, entry: AuditDraft) -> None:
         """Append an entry on its own (for an action that writes nothing else, e.g. a token mint)."""
         self.writes.transact([], entry)
+
+    def append_drafts(self, drafts: list[tuple[str, str, AuditDraft]]) -> dict[str, BaseException]:
+        """The appender on the stream (docs/adr/0128): chain the drafts a batch's event batches carry ((record id,
+        source, draft), in the batch's order), each chain's in one conditional write, a draft already appended by an
+        earlier delivery skipped. Answers the records whose chain's append failed (they go again, and to the
+        dead-letter queue after the queue's receives, as dispatch's records do)."""
+        by_chain: dict[tuple[str, int], list[tuple[str, str, AuditDraft]]] = {}
+        for record_id, source, draft in drafts:
+            by_chain.setdefault((draft.tenant, chain_of(draft)), []).append((record_id, source, draft))
+        failed: dict[str, BaseException] = {}
+        for (tenant, chain), placed in by_chain.items():
+            try:
+                written = self.chains.append_drafts(tenant, chain, [(d, source) for _, source, d in placed], time.time())
+            except Exception as exc:  # noqa: BLE001 - this chain's records go again; the other chains' stand
+                failed.update(dict.fromkeys((record_id for record_id, _, _ in placed), exc))
+                continue
+            if written is not None:
+                self.checkpoint_if_due(tenant, chain, written)
+        return failed
 
     def checkpoint_if_due(self, tenant: str, chain: int, head: rules.Head) -> None:
         """Checkpoint right after an append that makes one due (the periodic sweep catches the quiet chains): the

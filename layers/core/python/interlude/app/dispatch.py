@@ -12,6 +12,10 @@ A batch (issue 31 item 2) is taken run by run: each run's records in the order t
 and every handler is handed that head (HeldRuns) instead of reading its own: any head read after the record's
 transition committed is one the handlers already meet when a record comes late, so the batch's is as good as theirs.
 A record that fails is reported alone, and the records of its run after it with it (they go again in order).
+
+Before any record's handlers, the audit drafts the batch's event batches carry (format 5) are appended, each chain's
+in one write (`AuditAppender`: app/audit.py AuditTrail.append_drafts, docs/adr/0128): a record whose chain's append
+failed fails as a handler's failure does, before its handlers run.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from interlude.store.stream import closed_inbox_entries, stream_events
+from interlude.store.stream import carried_audit_draft, closed_inbox_entries, stream_events
 
 if TYPE_CHECKING:
     from interlude.app.ports import InboxEntries, RunRecords
@@ -37,6 +41,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 # Runs each of a list of jobs, side by side or not, and answers their results in the same order.
 Concurrently = Callable[[Callable[[T], R], list[T]], list[R]]
+# Appends a batch's audit drafts ((record id, source, draft)); answers the records whose append failed.
+AuditAppender = Callable[[list[tuple[str, str, "AuditDraft"]]], dict[str, BaseException]]
 
 
 class HeldBack(Exception):
@@ -134,10 +140,12 @@ def handle_batch(
     held: HeldRuns,
     advance: Advance,
     concurrently: Concurrently[Any, Any],
+    append_audit: AuditAppender,
 ) -> dict[str, BaseException]:
     """Dispatch `batch` ((record id, stream record) pairs); `heads`: the heads of its runs as read for it (a run
     missing is gone). Answers the records that failed: each with its exception (HeldBack behind a failed one)."""
     groups = runs_of(batch)
+    unaudited = _append_drafts(batch, append_audit)
 
     def run_group(run_id: str) -> dict[str, BaseException]:
         failed: dict[str, BaseException] = {}
@@ -146,6 +154,9 @@ def handle_batch(
             for record_id, record in groups[run_id]:
                 if failed:
                     failed[record_id] = HeldBack(f"an earlier record of run {run_id} failed in this batch")
+                    continue
+                if record_id in unaudited:
+                    failed[record_id] = unaudited[record_id]
                     continue
                 try:
                     handle_record(record, inbox, outbox, held, advance)
@@ -159,6 +170,21 @@ def handle_batch(
     for failed in concurrently(run_group, list(groups)):
         outcome.update(failed)
     return outcome
+
+
+def _append_drafts(batch: Sequence[tuple[str, dict[str, Any]]], append_audit: AuditAppender) -> dict[str, BaseException]:
+    """Append the audit drafts the batch's records carry; the records whose draft could not be read or appended."""
+    failed: dict[str, BaseException] = {}
+    drafts: list[tuple[str, str, AuditDraft]] = []
+    for record_id, record in batch:
+        try:
+            carried = carried_audit_draft(record)
+        except Exception as exc:  # noqa: BLE001 - this record alone fails (an item too new, a draft unreadable)
+            failed[record_id] = exc
+            continue
+        if carried is not None:
+            drafts.append((record_id, *carried))
+    return {**failed, **append_audit(drafts)} if drafts else failed
 
 
 def handle_record(

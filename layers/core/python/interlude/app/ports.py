@@ -330,6 +330,8 @@ class AuditChains(Protocol):
 
     def pending_chains(self) -> Iterator[tuple[str, int]]: ...
 
+    def append_drafts(self, tenant: str, chain: int, placed: list[tuple[AuditDraft, str]], now_epoch: float) -> Head | None: ...
+
 
 class Anchors(Protocol):
     """Where each tenant's signed audit anchor is published and read back (interlude.adapters.audit_anchor)."""

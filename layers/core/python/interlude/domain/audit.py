@@ -53,3 +53,25 @@ class AuditDraft:
             "details": self.details,
             "prevHash": prev_hash,
         }
+
+    def fields(self) -> dict[str, Any]:
+        """What a draft carried to the appender holds (an event batch's `audit`: docs/adr/0128)."""
+        return {
+            "tenant": self.tenant,
+            "action": self.action,
+            "actor": self.actor,
+            "target": self.target,
+            "at": self.at,
+            "details": self.details,
+        }
+
+    @classmethod
+    def of_fields(cls, fields: dict[str, Any]) -> AuditDraft:
+        return cls(
+            str(fields["tenant"]),
+            str(fields["action"]),
+            dict(fields["actor"]),
+            dict(fields["target"]),
+            str(fields["at"]),
+            dict(fields.get("details") or {}),
+        )

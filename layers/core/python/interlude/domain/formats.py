@@ -33,8 +33,12 @@ CONDITIONED_WORKFLOW = 2
 # release that does not know it would decide and display the gate without its text and run templates against no
 # inputs, so it must refuse such a head. Only heads that hold something elsewhere carry it.
 HEAD_PARTS_ELSEWHERE = 4
+# Format 5: an event batch that carries its transition's audit draft (`audit`) instead of the transition appending
+# to the audit chain itself; the appender on the stream (app/dispatch.py, store/audit.py) chains it (docs/adr/0128).
+# A release that does not know it would dispatch the batch and drop the draft: the action would never get its entry.
+AUDIT_DRAFT_ON_BATCH = 5
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
-READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW, HEAD_PARTS_ELSEWHERE})
+READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW, HEAD_PARTS_ELSEWHERE, AUDIT_DRAFT_ON_BATCH})
 READS = max(READ_FORMATS)
 
 

@@ -153,6 +153,8 @@ class Head(NamedTuple):
     # last anchored every entry (epoch seconds; None while entries wait, or for a head written before it was kept).
     marked: bool = False
     checkpointed_at: float | None = None
+    # When an append last moved the head (epoch seconds, the process clock); None for a head an older release wrote.
+    appended_at: float | None = None
 
 
 def checkpoint_due(head: Head, now: float, early_s: float = 0) -> bool:

@@ -22,6 +22,12 @@ MARKER_KEEP_SECONDS: at most one GSI write per checkpoint interval, not one per 
 not one per decision (ADR 0122). Entries live in partitions that are only
 ever Put into (every deployed role is denied UpdateItem and DeleteItem on them: wiring.APPEND_ONLY_PARTITIONS);
 docs/scale.md has the ceilings.
+
+An action with an event batch may carry its entry's draft on that item instead (`audit`, format 5: docs/adr/0128): the
+appender on the stream (`AuditLog.append_drafts`, from dispatch) chains a batch's drafts per chain in one conditional
+transaction, the head and up to MAX_ENTRIES_PER_APPEND entries. Each such entry names its `source` (the event batch's
+key) and every entry when it was `appended`, and the head when an append last moved it (`appendedAt`): a draft
+delivered again finds its entry among those appended since its action and is skipped, so each action has one entry.
 """
 
 from __future__ import annotations
@@ -29,11 +35,14 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from interlude import wiring
+from interlude.domain import clock
 from interlude.domain.audit import AuditDraft
+from interlude.domain.errors import Unavailable
+from interlude.domain.formats import AUDIT_DRAFT_ON_BATCH, FORMAT_FIELD
 from interlude.rules.audit import Head, canonical, hash_of
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
@@ -50,6 +59,16 @@ APPEND_LABELS = frozenset({HEAD_SK, ENTRY_LABEL, PENDING_LABEL})
 PENDING_SHARDS = 8
 # Appends that lose the head to a concurrent one are sent again this often before the action is refused as busy.
 APPEND_RETRIES = 8
+# An event batch's attribute holding the draft of the entry that records its transition (format 5).
+DRAFT_ATTRIBUTE = "audit"
+# The most entries one append from the stream writes: a transaction holds 100 items, with the head and the marker.
+MAX_ENTRIES_PER_APPEND = 98
+# How far apart two functions' clocks may be (an action's `at` against the appender's `appended`): Lambda's follow
+# Amazon Time Sync to well under a millisecond. An entry appended this long before a draft's action cannot be its.
+CLOCK_SLACK_S = 5.0
+# An entry from before `appended` was kept is timed by its action's `at` (the same transaction as its append), less
+# this: an action's request may spend a while (its retries) between taking `at` and committing.
+UNTIMED_ENTRY_SLACK_S = 60.0
 
 
 def chain_of(draft: AuditDraft) -> int:
@@ -91,7 +110,7 @@ def head_of_plain(item: dict[str, Any] | None) -> Head:
     """The head from a failed condition's old image (store/attributes.plain)."""
     if not item or "seq" not in item:
         return Head()
-    since, anchored = item.get("pendingSince"), item.get("checkpointedAt")
+    since, anchored, appended = item.get("pendingSince"), item.get("checkpointedAt"), item.get("appendedAt")
     return Head(
         int(item["seq"]),
         str(item["hash"]),
@@ -99,16 +118,53 @@ def head_of_plain(item: dict[str, Any] | None) -> Head:
         float(since) if since is not None else None,
         "marked" in item,
         float(anchored) if anchored is not None else None,
+        float(appended) if appended is not None else None,
     )
+
+
+def draft_attributes(draft: AuditDraft) -> a.Item:
+    """An event batch's attributes carrying the draft of its transition's entry, for the appender (format 5)."""
+    return {DRAFT_ATTRIBUTE: a.as_json(draft.fields()), FORMAT_FIELD: a.n(AUDIT_DRAFT_ON_BATCH)}
+
+
+def carried_draft(image: a.Item) -> AuditDraft | None:
+    """The draft an event batch carries (format 5), if it carries one."""
+    carried = image.get(DRAFT_ATTRIBUTE)
+    return AuditDraft.of_fields(json.loads(carried["S"])) if carried is not None else None
+
+
+def draft_source(pk: str, sk: str) -> str:
+    """What names the event batch a draft came on, on the entry appended from it."""
+    return f"{pk}/{sk}"
 
 
 def append_items(
     draft: AuditDraft, chain: int, head: Head, now_epoch: float
 ) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
     """The entry after `head` and the head's move to it, as labelled TransactWriteItems, and the head written."""
-    seq = head.seq + 1
-    text = canonical(draft.entry(seq, head.hash, chain))
-    digest = hash_of(text)
+    return chain_items(draft.tenant, chain, head, [(draft, None)], now_epoch)
+
+
+def chain_items(
+    tenant: str, chain: int, head: Head, placed: Sequence[tuple[AuditDraft, str | None]], now_epoch: float
+) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
+    """The entries of `placed` (each draft with the source it came from, None when its action appends it itself)
+    after `head`, in order, and the head's move to the last, as labelled TransactWriteItems; and the head written."""
+    appended = round(clock.now().timestamp(), 3)
+    seq, digest = head.seq, head.hash
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for draft, source in placed:
+        seq += 1
+        text = canonical(draft.entry(seq, digest, chain))
+        digest = hash_of(text)
+        entry: a.Item = {
+            **a.key(log_pk(tenant, chain), entry_sk(seq)),
+            "entry": a.s(text.decode("utf-8")),
+            "appended": a.n(appended),
+        }
+        if source is not None:
+            entry["source"] = a.s(source)
+        entries.append((ENTRY_LABEL, {"Put": {"Item": entry, "ConditionExpression": "attribute_not_exists(sk)"}}))
     # The head is written whole, on condition that it still names the entry, the checkpoint and the mark read. Those
     # pin every attribute a head holds: hash moves only with seq (appends), pendingSince only with seq (an append sets
     # it when absent) or with checkpointSeq (a checkpoint always moves it forward), checkpointedAt only with
@@ -126,32 +182,30 @@ def append_items(
     since = head.pending_since if head.pending_since is not None else round(now_epoch, 3)
     move: dict[str, Any] = {
         "Item": {
-            **a.key(head_pk(draft.tenant, chain), HEAD_SK),
+            **a.key(head_pk(tenant, chain), HEAD_SK),
             "seq": a.n(seq),
-            "hash": a.s(digest),
+            "hash": a.s(str(digest)),
             "pendingSince": a.n(since),
             "checkpointSeq": a.n(head.checkpoint_seq),
             "marked": a.n(1),
+            "appendedAt": a.n(appended),
         },
         "ConditionExpression": condition,
     }
     if values is not None:
         move["ExpressionAttributeValues"] = values
-    put = {
-        "Item": {**a.key(log_pk(draft.tenant, chain), entry_sk(seq)), "entry": a.s(text.decode("utf-8"))},
-        "ConditionExpression": "attribute_not_exists(sk)",
-    }
-    items: list[tuple[str, dict[str, Any]]] = [(HEAD_SK, {"Put": move}), (ENTRY_LABEL, {"Put": put})]
+    items: list[tuple[str, dict[str, Any]]] = [(HEAD_SK, {"Put": move}), *entries]
     # A head from before the mark was kept has its marker while an entry waits (pendingSince), as then.
     if not head.marked and head.pending_since is None:
         index = wiring.INBOX_INDEX
         marker = {
-            **a.key(head_pk(draft.tenant, chain), PENDING_SK),
-            index.partition_key: a.s(pending_shard(draft.tenant, chain)),
-            index.sort_key: a.s(f"{draft.tenant}#{chain:03d}"),
+            **a.key(head_pk(tenant, chain), PENDING_SK),
+            index.partition_key: a.s(pending_shard(tenant, chain)),
+            index.sort_key: a.s(f"{tenant}#{chain:03d}"),
         }
         items.append((PENDING_LABEL, {"Put": {"Item": marker}}))
-    written = Head(seq, digest, head.checkpoint_seq, head.pending_since if head.pending_since is not None else now_epoch, True)
+    pending = head.pending_since if head.pending_since is not None else now_epoch
+    written = Head(seq, digest, head.checkpoint_seq, pending, True, None, appended)
     return items, written
 
 
@@ -178,6 +232,74 @@ class AuditLog:
                     found[int(item[wiring.PARTITION_KEY]["S"].rsplit("#", 1)[1])] = head_of(item)
                 request = got.get("UnprocessedKeys") or {}
         return {chain: found[chain] for chain in sorted(found)}
+
+    def append_drafts(self, tenant: str, chain: int, placed: list[tuple[AuditDraft, str]], now_epoch: float) -> Head | None:
+        """Chain drafts carried on event batches (each with its source: `draft_source`), in order, skipping those
+        already appended (a record delivered again), in as few transactions as MAX_ENTRIES_PER_APPEND allows, each
+        the head's move on condition that it is the head read, and the entries. The head written; None when every
+        draft was appended before. Unavailable when other appends keep moving the head (the record goes again)."""
+        unique: dict[str, AuditDraft] = {}
+        for draft, source in placed:
+            unique.setdefault(source, draft)  # one record twice in a batch: one entry
+        waiting = [(draft, source) for source, draft in unique.items()]
+        since = min(clock.epoch_of(draft.at) for draft, _ in waiting) - CLOCK_SLACK_S
+        head, written, lost, checked = self.head(tenant, chain), None, 0, False
+        while waiting:
+            if not checked:
+                # Entries appended since the first of these actions, newest first: any of these sources among them
+                # was appended by an earlier delivery. Not read again while the head is the one this append wrote.
+                found = self.sources_since(tenant, chain, head, since, {source for _, source in waiting})
+                waiting = [(draft, source) for draft, source in waiting if source not in found]
+                checked = True
+                continue
+            chunk = waiting[:MAX_ENTRIES_PER_APPEND]
+            items, moved = chain_items(tenant, chain, head, chunk, now_epoch)
+            for _, op in items:
+                body = next(iter(op.values()))
+                body["TableName"] = self.table
+                body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            try:
+                self.client.transact_write_items(TransactItems=[op for _, op in items])
+            except self.client.exceptions.TransactionCanceledException as exc:
+                lost += 1
+                if lost > APPEND_RETRIES:
+                    raise Unavailable("the audit chain kept moving while appending; the record goes again") from exc
+                # Another append moved the head (its image comes with the failure) or held it (read again).
+                reasons = exc.response.get("CancellationReasons") or []
+                old = reasons[0].get("Item") if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" else None
+                head, checked = head_of(old) if old else self.head(tenant, chain), False
+                continue
+            head = written = moved
+            waiting = waiting[len(chunk) :]
+        return written
+
+    def sources_since(self, tenant: str, chain: int, head: Head, since: float, sources: set[str]) -> set[str]:
+        """Which of `sources` the chain's entries up to `head` name, reading back from the head only as far as the
+        entries appended at or after `since` (epoch seconds): none when the head was last moved before it."""
+        if not sources or head.seq == 0 or (head.appended_at is not None and head.appended_at < since):
+            return set()
+        found: set[str] = set()
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": a.s(log_pk(tenant, chain)),
+                ":lo": a.s(entry_sk(0)),
+                ":hi": a.s(entry_sk(head.seq)),
+            },
+            ScanIndexForward=False,
+            ConsistentRead=True,
+        )
+        for page in pages:
+            for item in page.get("Items") or []:
+                source = item.get("source", {}).get("S")
+                if source in sources:
+                    found.add(source)
+                    if found == sources:
+                        return found
+                if _appended(item) < since:
+                    return found
+        return found
 
     def entries(self, tenant: str, chain: int, first: int, last: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(sequence, entry) of the chain's stored entries in [first, last], ascending, the sequence read from the
@@ -332,6 +454,17 @@ class AuditLog:
                 for item in page.get("Items") or []:
                     tenant, chain = item[index.sort_key]["S"].rsplit("#", 1)
                     yield tenant, int(chain)
+
+
+def _appended(item: dict[str, Any]) -> float:
+    """When an entry was appended: its `appended`, else (an older release's) its action's `at`, less the slack."""
+    if "appended" in item:
+        return float(item["appended"]["N"])
+    at = _entry(item).get("at")
+    try:
+        return clock.epoch_of(at) - UNTIMED_ENTRY_SLACK_S if isinstance(at, str) else 0.0
+    except ValueError:
+        return 0.0
 
 
 def _entry(item: dict[str, Any]) -> dict[str, Any]:

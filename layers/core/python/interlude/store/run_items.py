@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
+from interlude.domain.audit import AuditDraft
 from interlude.domain.models.run import OpenInterrupt, RunState, state_json
 from interlude.store import attributes as a
+from interlude.store import audit as audit_log
 from interlude.store import item_index
 from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
 from interlude.store.transactions import Labelled
@@ -93,10 +95,16 @@ def head_write(state: RunState, expected_version: int | None, expires: int | Non
 
 
 def event_batch_put(
-    run_id: str, first_seq: int, docs: list[dict[str, Any]], closed_entries: a.Item, expires: int | None = None
+    run_id: str,
+    first_seq: int,
+    docs: list[dict[str, Any]],
+    closed_entries: a.Item,
+    expires: int | None = None,
+    audit: AuditDraft | None = None,
 ) -> Labelled:
     """The batch of the events one transition wrote, keyed by its last sequence; `closed_entries`: the inbox entries
-    of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record."""
+    of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record; `audit`: the entry
+    recording the transition, which the appender on the stream chains (format 5: store/audit.py)."""
     sk = event_sk(first_seq + len(docs) - 1)
     batch: a.Item = {
         **a.key(run_pk(run_id), sk),
@@ -105,6 +113,7 @@ def event_batch_put(
         "events": a.packed(docs),
         **closed_entries,
         **expiring(expires),
+        **(audit_log.draft_attributes(audit) if audit is not None else {}),
     }
     return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
 

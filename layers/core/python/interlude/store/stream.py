@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store import audit as audit_log
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
 from interlude.store.layout import RUN_SK, run_id_of, run_pk
 
 if TYPE_CHECKING:
+    from interlude.domain.audit import AuditDraft
     from interlude.domain.models.run import RunState
 
 # BatchGetItem reads at most 100 keys per call.
@@ -51,6 +53,18 @@ def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | 
         return None
     image = new_image(record)
     return run_id, a.unpacked(image["events"]) if "events" in image else []
+
+
+def carried_audit_draft(record: dict[str, Any]) -> tuple[str, AuditDraft] | None:
+    """(its source, the draft) of the audit entry a new event-log item carries for the appender (format 5); None
+    for any other record."""
+    if not is_event_insert(record):
+        return None
+    draft = audit_log.carried_draft(new_image(record))
+    if draft is None:
+        return None
+    keys = record["dynamodb"]["Keys"]
+    return audit_log.draft_source(keys[wiring.PARTITION_KEY]["S"], keys[wiring.SORT_KEY]["S"]), draft
 
 
 def closed_inbox_entries(record: dict[str, Any]) -> list[a.Item]:

@@ -38,11 +38,18 @@ if TYPE_CHECKING:  # the engine's run rules load where a run first moves, not wi
     from interlude.engine.run import Transition
 
 
+# Format 5's writer (docs/adr/0128): a transition that writes an event batch carries its audit entry's draft on it,
+# for the appender on the stream, instead of appending to the chain in its own transaction. Off in the release that
+# first reads format 5 (its appender chains what a later release left), on in the one after.
+AUDIT_DRAFTS_ON_BATCH = False
+
+
 class TransitionStore(TransactionalTable, RunStore):
     def get_run(self, run_id: str, deciding: bool = False) -> tuple[RunState, int] | None:
         """`deciding`: a decision follows, whose audit entry goes to the run's chain: that chain's head is read in the
-        same call (one strongly consistent BatchGetItem instead of a GetItem of the run and, later, one of the head)."""
-        if not deciding:
+        same call (one strongly consistent BatchGetItem instead of a GetItem of the run and, later, one of the head),
+        unless the decision's entry is chained from the stream (AUDIT_DRAFTS_ON_BATCH)."""
+        if not deciding or AUDIT_DRAFTS_ON_BATCH:
             return super().get_run(run_id)
         item = self._get_run_and_audit_head(run_id)
         return self.complete(head_of(item)) if item else None
@@ -90,7 +97,10 @@ class TransitionStore(TransactionalTable, RunStore):
         counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit, billed)
         state.unbilled = {} if counter is not None else owed
         closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
-        items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires)
+        carried = audit if AUDIT_DRAFTS_ON_BATCH and docs else None
+        if carried is not None:
+            audit = None  # chained from the stream, after the transaction
+        items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires, carried)
         if counter is not None:
             items.append(counter)
         inbox = InboxIndex(self.table, self.client)
@@ -108,7 +118,8 @@ class TransitionStore(TransactionalTable, RunStore):
                     if moved is None:
                         raise
                     # The head records the shard the run claims on: built again with it.
-                    items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires) + [moved]
+                    built = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires, carried)
+                    items = built + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
             # Refused, so nothing was written; a run never created shares its entries with no other writer.
             if expected_version is None and undo:
@@ -243,14 +254,16 @@ def transition_items(
     now_iso: str,
     closed: list[Entry],
     expires: int | None = None,
+    audit: AuditDraft | None = None,
 ) -> list[Labelled]:
     """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
-    the interrupts it closes, for dispatch to delete), interrupts, abandoned tasks, external-event waiters."""
+    the interrupts it closes, for dispatch to delete, and carrying `audit`, the draft of its audit entry, for the
+    appender on the stream), interrupts, abandoned tasks, external-event waiters."""
     state = transition.state
     pk = run_pk(state.runId)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
     if docs:
-        items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed), expires))
+        items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed), expires, audit))
     items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i)}) for i in transition.opened]
     items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
     items += [

@@ -1,0 +1,239 @@
+"""The audit chain appended from the stream (issue 31 item 3, docs/adr/0128): a decision written as format 5's writer
+writes it carries its entry's draft on its event batch, and the appender in dispatch chains a batch's drafts, each
+chain's in one conditional write, an entry once however often its record comes. This release still appends a decision
+in its own transaction; these tests write what the next one leaves (tests/support/audit_drafts.py), which this
+release's dispatch must chain (a rollback)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+from interlude import wiring
+from interlude.composition import Services
+from interlude.domain import clock
+from interlude.domain.audit import AuditDraft
+from interlude.domain.formats import AUDIT_DRAFT_ON_BATCH
+from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local import lambda_runtime
+from interlude.rules import audit as rules
+from interlude.store import audit as items
+from interlude.store.facade import Store
+from interlude.store.stream import record_run_id
+from tests.integration.conftest import signed_in
+from tests.support.audit_drafts import drafts_on_event_batches
+from tests.support.moto_world import TABLE
+from tests.support.stream import outbox_event, stream_records
+
+GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
+KEY = rules.signing_key(b"a test seed, never a deployment's")
+
+
+@pytest.fixture
+def services(world) -> Any:
+    return Services(Store(TABLE), audit_key=lambda: KEY)
+
+
+@pytest.fixture
+def drafts():
+    with drafts_on_event_batches():
+        yield
+
+
+def decided(services: Services, admin: Any, count: int = 1) -> list[str]:
+    """`count` runs of one approval gate, each decided (as the writer writes it, under `drafts`)."""
+    services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
+    runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId for _ in range(count)]
+    for run_id in runs:
+        services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    return runs
+
+
+def records_of(run_ids: list[str]) -> list[dict[str, Any]]:
+    """The stream records of these runs' items, as the mapping hands them over."""
+    return [r for r in stream_records(TABLE) if record_run_id(r) in run_ids]
+
+
+def dispatched(records: list[dict[str, Any]]) -> list[str]:
+    """Hand the records to the real dispatch handler as one outbox batch; the message ids it failed."""
+    answer = lambda_runtime.invoke("dispatch", outbox_event(records))
+    return [failure["itemIdentifier"] for failure in answer["batchItemFailures"]]
+
+
+def chain_items(tenant: str, chain: int) -> list[dict[str, Any]]:
+    """The chain's entry items as stored (up to its head), plain."""
+    log = items.AuditLog(TABLE, Store(TABLE).client)
+    head = log.head(tenant, chain)
+    got = log.client.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :a)",
+        ExpressionAttributeValues={":pk": {"S": items.log_pk(tenant, chain)}, ":a": {"S": items.ENTRY_SK_PREFIX}},
+        ConsistentRead=True,
+    )
+    found = [{k: next(iter(v.values())) for k, v in item.items()} for item in got["Items"]]
+    assert len(found) == head.seq, "an entry beyond its chain's head"
+    return found
+
+
+def decisions_of(tenant: str, run_id: str) -> list[dict[str, Any]]:
+    chain = items.chain_of_member(run_id)
+    entries = [json.loads(item["entry"]) for item in chain_items(tenant, chain)]
+    return [e for e in entries if e["action"] == "interrupt.decided" and e["target"]["runId"] == run_id]
+
+
+def test_a_decision_carries_its_draft_on_its_event_batch_and_is_chained_once_its_record_is_dispatched(
+    services, drafts, tenant
+) -> None:
+    admin = signed_in(services)
+    (run_id,) = decided(services, admin)
+    records = records_of([run_id])
+    # The decision's event batch carries the draft, in format 5, and its transaction wrote no entry
+    (carrying,) = [r for r in records if items.DRAFT_ATTRIBUTE in r["dynamodb"]["NewImage"]]
+    assert carrying["dynamodb"]["NewImage"]["v"] == {"N": str(AUDIT_DRAFT_ON_BATCH)}
+    assert decisions_of(tenant, run_id) == []
+    # ... which this release reads as any other event batch
+    assert "interrupt.resolved" in [e["type"] for e in services.store.read_events(run_id)]
+
+    assert dispatched(records) == []
+
+    (entry,) = decisions_of(tenant, run_id)
+    assert entry["actor"]["subjectId"] == "admin" and entry["details"]["outcome"] == "completed"
+    keys = carrying["dynamodb"]["Keys"]
+    chain = items.chain_of_member(run_id)
+    stored = [i for i in chain_items(tenant, chain) if json.loads(i["entry"]) == entry]
+    assert stored[0]["source"] == items.draft_source(keys["pk"]["S"], keys["sk"]["S"])
+    assert services.audit.verify(tenant, 0, 100, chain)["chainValid"] is True
+    listed = services.audit.entries_page(tenant, 50, None)["entries"]
+    assert entry in listed
+
+
+def test_a_redelivered_record_appends_nothing_twice_even_after_the_chain_moved_on(
+    services, drafts, tenant, clock_file, monkeypatch
+) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+    admin = signed_in(services)
+    (run_id,) = decided(services, admin)
+    records = records_of([run_id])
+    assert dispatched(records) == []
+    # Delivered again at once (the fast check cannot rule it out: the head moved since the decision) ...
+    assert dispatched(records) == []
+    # ... and again after other appends moved the chain on, well past the decision
+    clock.advance(clock_file, 600)
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="later", scopes=["runs:read"]))
+    assert dispatched(records) == []
+    assert len(decisions_of(tenant, run_id)) == 1
+    entries = [json.loads(i["entry"]) for i in chain_items(tenant, 0)]
+    assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+
+def transactions_on_chains(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    """Every TransactWriteItems that moves an audit chain's head from now on, by the number of entries it writes."""
+    writes: Counter[int] = Counter()
+    original = BaseClient._make_api_call
+
+    def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "TransactWriteItems":
+            keys = [next(iter(op.values())).get("Item", {}) for op in params["TransactItems"]]
+            if any(k.get("sk", {}).get("S") == items.HEAD_SK for k in keys):
+                writes[sum(k.get("sk", {}).get("S", "").startswith(items.ENTRY_SK_PREFIX) for k in keys)] += 1
+        return original(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
+    return writes
+
+
+def test_a_batchs_drafts_are_chained_per_chain_in_one_write_each(services, drafts, tenant, monkeypatch) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 2)
+    admin = signed_in(services)
+    runs = decided(services, admin, 5)
+    by_chain = Counter(items.chain_of_member(r) for r in runs)
+    writes = transactions_on_chains(monkeypatch)
+
+    assert dispatched(records_of(runs)) == []
+
+    # One write per chain, holding that chain's decisions
+    assert sorted(writes.elements()) == sorted(by_chain.values())
+    for run_id in runs:
+        assert len(decisions_of(tenant, run_id)) == 1
+    for chain in by_chain:
+        assert services.audit.verify(tenant, 0, 100, chain)["chainValid"] is True
+
+
+def test_a_chain_whose_append_fails_fails_its_records_alone_and_they_land_once_when_they_come_again(
+    services, drafts, tenant, monkeypatch
+) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 2)
+    admin = signed_in(services)
+    runs = decided(services, admin, 6)
+    chains = {items.chain_of_member(r) for r in runs}
+    assert chains == {0, 1}
+    records = records_of(runs)
+    real_append = items.AuditLog.append_drafts
+    appended: list[int] = []
+
+    def second_chain_fails(log: items.AuditLog, tenant: str, chain: int, placed: Any, now: float) -> Any:
+        appended.append(chain)
+        if len(appended) == 2:  # between two chains of a batch
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, "TransactWriteItems")
+        return real_append(log, tenant, chain, placed, now)
+
+    monkeypatch.setattr(items.AuditLog, "append_drafts", second_chain_fails)
+    failed = dispatched(records)
+
+    # The failed chain's decisions' records alone failed (the records of their runs after them would be held back)
+    failed_chain = appended[1]
+    carrying = {r["dynamodb"]["SequenceNumber"] for r in records if items.DRAFT_ATTRIBUTE in r["dynamodb"]["NewImage"]}
+    expected = {
+        r["dynamodb"]["SequenceNumber"]
+        for r in records
+        if r["dynamodb"]["SequenceNumber"] in carrying and items.chain_of_member(record_run_id(r)) == failed_chain
+    }
+    assert set(failed) == expected and expected
+    for run_id in runs:
+        assert len(decisions_of(tenant, run_id)) == (0 if items.chain_of_member(run_id) == failed_chain else 1)
+
+    monkeypatch.setattr(items.AuditLog, "append_drafts", real_append)
+    assert dispatched(records) == []
+    for run_id in runs:
+        assert len(decisions_of(tenant, run_id)) == 1
+    for chain in chains:
+        assert services.audit.verify(tenant, 0, 100, chain)["chainValid"] is True
+
+
+def draft(tenant: str, run_id: str, at: str) -> AuditDraft:
+    return AuditDraft(tenant, "interrupt.decided", {"subjectId": "someone"}, {"runId": run_id}, at, {})
+
+
+def test_two_appenders_on_one_chain_both_land_in_order(services, tenant, monkeypatch) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+    at = clock.iso(clock.now())
+    first = [(draft(tenant, "run-a", at), "source-a"), (draft(tenant, "run-b", at), "source-b")]
+    second = [(draft(tenant, "run-c", at), "source-c"), (draft(tenant, "run-a", at), "source-a")]
+    log = services.store.audit_log
+    other = items.AuditLog(TABLE, Store(TABLE).client)
+    real_head = items.AuditLog.head
+    reads: list[int] = []
+
+    def head_then_race(log_: items.AuditLog, tenant: str, chain: int) -> rules.Head:
+        head = real_head(log_, tenant, chain)
+        reads.append(chain)
+        if len(reads) == 1:
+            # The other appender writes between this one's read and its transaction.
+            other.append_drafts(tenant, chain, first, 0.0)
+        return head
+
+    monkeypatch.setattr(items.AuditLog, "head", head_then_race)
+    written = log.append_drafts(tenant, 0, second, 0.0)
+
+    entries = [json.loads(i["entry"]) for i in chain_items(tenant, 0)]
+    # Both landed, the second after the first, and the draft both carried (a record in two batches) once
+    assert [e["target"]["runId"] for e in entries] == ["run-a", "run-b", "run-c"]
+    assert written is not None and written.seq == 3
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
