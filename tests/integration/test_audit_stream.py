@@ -103,7 +103,8 @@ def test_a_decision_carries_its_draft_on_its_event_batch_and_is_chained_once_its
     assert dispatched(records) == []
 
     (entry,) = decisions_of(tenant, run_id)
-    assert entry["actor"]["subjectId"] == "admin" and entry["details"]["outcome"] == "completed"
+    assert entry["actor"]["subjectId"] == "admin"
+    assert entry["details"]["outcome"] == "completed"
     keys = carrying["dynamodb"]["Keys"]
     chain = items.chain_of_member(run_id)
     stored = [i for i in chain_items(tenant, chain) if json.loads(i["entry"]) == entry]
@@ -195,7 +196,8 @@ def test_a_chain_whose_append_fails_fails_its_records_alone_and_they_land_once_w
         for r in records
         if r["dynamodb"]["SequenceNumber"] in carrying and items.chain_of_member(record_run_id(r)) == failed_chain
     }
-    assert set(failed) == expected and expected
+    assert expected
+    assert set(failed) == expected
     for run_id in runs:
         assert len(decisions_of(tenant, run_id)) == (0 if items.chain_of_member(run_id) == failed_chain else 1)
 
@@ -235,5 +237,6 @@ def test_two_appenders_on_one_chain_both_land_in_order(services, tenant, monkeyp
     entries = [json.loads(i["entry"]) for i in chain_items(tenant, 0)]
     # Both landed, the second after the first, and the draft both carried (a record in two batches) once
     assert [e["target"]["runId"] for e in entries] == ["run-a", "run-b", "run-c"]
-    assert written is not None and written.seq == 3
+    assert written is not None
+    assert written.seq == 3
     assert services.audit.verify(tenant, 0, 100)["chainValid"] is True

@@ -31,6 +31,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
 from interlude import sdk_clients, wiring
+from interlude.adapters import batch
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.composition import Services
 from interlude.domain import clock
@@ -418,6 +419,17 @@ def _audit_setup(w: World) -> dict[str, Any]:
     return {"runs": list(runs.values()), "records": w.stream.take()}
 
 
+def _audit_act(w: World, ctx: dict[str, Any]) -> Any:
+    # The batch's runs one after the other (dispatch runs them on threads side by side): every attempt then makes the
+    # same calls in the same order, so a fault at call i is the same fault each time.
+    side_by_side = batch.side_by_side
+    batch.side_by_side = lambda job, items, workers: [job(item) for item in items]
+    try:
+        return _dispatch_act(w, ctx)
+    finally:
+        batch.side_by_side = side_by_side
+
+
 def _audit_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     problems = []
     log = w.services.store.audit_log
@@ -653,7 +665,7 @@ OPERATIONS: dict[str, Operation] = {
     "cancel": Operation(_gate, _cancel_act, _cancel_check),
     "dispatch": Operation(_dispatch_setup, _dispatch_act, _dispatch_check),
     # A fault after the decisions, before their drafts are chained, and between the batch's two chains' writes.
-    "audit appender": Operation(_audit_setup, _dispatch_act, _audit_check),
+    "audit appender": Operation(_audit_setup, _audit_act, _audit_check),
     "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
     "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
     "action worker": Operation(_action_setup, _action_act, _action_check),

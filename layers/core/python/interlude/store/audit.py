@@ -69,6 +69,8 @@ CLOCK_SLACK_S = 5.0
 # An entry from before `appended` was kept is timed by its action's `at` (the same transaction as its append), less
 # this: an action's request may spend a while (its retries) between taking `at` and committing.
 UNTIMED_ENTRY_SLACK_S = 60.0
+# Entries read back per page while looking for drafts appended before (≈ 5 KB: 2 RRU, strongly consistent).
+SOURCE_PAGE = 10
 
 
 def chain_of(draft: AuditDraft) -> int:
@@ -289,6 +291,8 @@ class AuditLog:
             },
             ScanIndexForward=False,
             ConsistentRead=True,
+            # A page is billed whole however few of its entries are looked at: small pages, as far back as needed.
+            PaginationConfig={"PageSize": SOURCE_PAGE},
         )
         for page in pages:
             for item in page.get("Items") or []:
