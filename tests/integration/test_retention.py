@@ -103,6 +103,21 @@ def is_search_entry(item: dict[str, Any]) -> bool:
     return f"#{wiring.RUN_SEARCH.prefix}#" in item["pk"]["S"]
 
 
+def is_index_entry(item: dict[str, Any]) -> bool:
+    """The run's listing or search entry: written with a provisional expiry (ADR 0131), not the run's own."""
+    return is_search_entry(item) or f"#{wiring.RUN_INDEX.prefix}#" in item["pk"]["S"]
+
+
+def own_items(world: Any, run_id: str) -> list[dict[str, Any]]:
+    """The run's items but its listing and search entries."""
+    return [i for i in items_of(world, run_id) if not is_index_entry(i)]
+
+
+def listing_expiry(world: Any, run_id: str) -> int | None:
+    (entry,) = [i for i in items_of(world, run_id) if is_index_entry(i) and not is_search_entry(i)]
+    return int(entry[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in entry else None
+
+
 @pytest.mark.private_world
 def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(clock_file, services, world, tenant):
     key = new_api_key(services)
@@ -114,9 +129,16 @@ def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(cloc
     assert started.status == 201, started.text
     run_id = started.json()["runId"]
     stream.settle()
-    # Given a gate that waits past its run's search entries' provisional expiry (its creation + 1 + 90 days)
+    # Given a gate that waits past its run's index entries' provisional expiry (its creation + 1 + 90 days), the
+    # deployment's daily sweep running on the way
+    provisional = listing_expiry(world, run_id)
+    assert provisional is not None
     ttl = TtlPump(world.table)
-    clock.advance(clock_file, (1 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S + 60)
+    clock.advance(clock_file, (1 + run_search.SEARCH_ENTRY_MARGIN_DAYS - run_search.LISTING_KEPT_DAYS) * DAY_S + 60)
+    daily_sweep(world)
+    # (which took its listing entry's expiry off, as it came near)
+    assert listing_expiry(world, run_id) is None
+    clock.advance(clock_file, run_search.LISTING_KEPT_DAYS * DAY_S)
     ttl.sweep()
     assert not [i for i in items_of(world, run_id) if is_search_entry(i)]
     # Then the run is still listed, though its tag no longer finds it
@@ -131,6 +153,26 @@ def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(cloc
     assert run_id in str(call("GET", "/runs?tags=long-wait", key).json())
     (entry,) = [i for i in items_of(world, run_id) if is_search_entry(i)]
     assert int(entry[wiring.TTL_ATTRIBUTE]["N"]) == end_of(run_id, key) + DAY_S
+    # and its listing entry expires with it
+    assert listing_expiry(world, run_id) == end_of(run_id, key) + DAY_S
+
+
+@pytest.mark.private_world
+def test_an_open_run_whose_listing_entry_expired_unswept_is_listed_again_by_the_next_sweep(clock_file, services, world):
+    key = new_api_key(services)
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.workflows.put_workflow(principal, "gate", WorkflowDefinition.model_validate(GATE))
+    run_id = call("POST", "/runs", key, {"workflowId": "gate"}).json()["runId"]
+    Stream(world.table).settle()
+    # Given a run still waiting when its listing entry's provisional expiry passed with no daily sweep near it
+    clock.advance(clock_file, (90 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S + 60)
+    TtlPump(world.table).sweep()
+    assert run_id not in str(call("GET", "/runs", key).json())
+    # When the daily sweep runs
+    daily_sweep(world)
+    # Then the run is listed again, its entry without an expiry
+    assert run_id in str(call("GET", "/runs", key).json())
+    assert listing_expiry(world, run_id) is None
 
 
 @pytest.mark.private_world
@@ -151,7 +193,7 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     ).get("Messages", [])
     assert [json.loads(m["Body"]).get("kind") for m in queued].count(RUN_RETENTION) == 0
     # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
-    ending = {i["sk"]["S"]: i for i in items_of(world, run_id) if wiring.TTL_ATTRIBUTE in i and not is_search_entry(i)}
+    ending = {i["sk"]["S"]: i for i in own_items(world, run_id) if wiring.TTL_ATTRIBUTE in i}
     assert "RUN" in ending
     assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in ending.values()} == {expires}
     # and once its retention job is taken, every item of the run carries it (a task run's task too)
@@ -168,10 +210,10 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     # the listing entry, and the search entries of the words of its workflow id ("gate") and its gate's title ("Ship it?")
     outside = sorted(i["pk"]["S"].split("#")[2] for i in items if i["pk"]["S"] != run_pk(run_id))
     assert outside == ["RUNS", "RUNX", "RUNX", "RUNX"]
-    searched = [i for i in items if is_search_entry(i)]
+    searched = [i for i in items if is_index_entry(i)]
     assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in items if item not in searched} == {expires}
-    # the search entries keep the provisional expiry they were written with (its creation + 2 + 90 days), which the
-    # run, ended within it, does not pass: the job wrote none of them
+    # the listing and search entries keep the provisional expiry they were written with (its creation + 2 + 90 days),
+    # which the run, ended within it, does not pass: the job wrote none of them
     (provisional,) = {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in searched}
     assert expires < provisional <= expires + run_search.SEARCH_ENTRY_MARGIN_DAYS * DAY_S
     # and a delivery made after the job (a late callback notice) is created with the same expiry
@@ -284,19 +326,23 @@ def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migra
     # When a run ends, its dispatch retaining one page of its items
     run_id = finished_run(services, world, key, "paged")
     expires = end_of(run_id, key) + 90 * DAY_S
-    own = [i for i in items_of(world, run_id) if not is_search_entry(i)]
-    assert any(wiring.TTL_ATTRIBUTE not in i for i in own)
+    queued = boto3.client("sqs").receive_message(
+        QueueUrl=world.queues["migrations"], MaxNumberOfMessages=10, VisibilityTimeout=0
+    ).get("Messages", [])
+    # (the rest queued for the migrate function, from where it stopped)
+    turns = [json.loads(m["Body"]) for m in queued]
+    assert {(t["kind"], "after" in t) for t in turns if t.get("runId") == run_id} == {(RUN_RETENTION, True)}
     # Then the turns the migrate function takes from where it stopped give every other item its expiry
     retention_turns(world)
-    own = [i for i in items_of(world, run_id) if not is_search_entry(i)]
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own} == {expires}
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
 
 
-def without_expiry(world, run_id: str) -> None:
+def without_expiry(world, run_id: str, listing: bool = True) -> None:
     """The run's items as a release before retention wrote them: no expiry (its search entries keep theirs, written
-    when they were: the job leaves them)."""
+    when they were: the job leaves them); its listing entry too, unless `listing` is False (as this release wrote it:
+    ADR 0131)."""
     client = boto3.client("dynamodb")
-    for item in [i for i in items_of(world, run_id) if not is_search_entry(i)]:
+    for item in [i for i in items_of(world, run_id) if not (is_search_entry(i) if listing else is_index_entry(i))]:
         client.update_item(
             TableName=world.table,
             Key={"pk": item["pk"], "sk": item["sk"]},
@@ -321,10 +367,12 @@ def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, wor
         # Then each turn stops after one page, the items before its cursor already done
         done = [i for i in items_of(world, run_id) if i["pk"]["S"] == run_pk(run_id) and i["sk"]["S"] <= after]
         assert all(wiring.TTL_ATTRIBUTE in i for i in done)
-    # and the turns together gave every item of the run, its head and listing entry too, one expiry
+    # and the turns together gave every item of the run, its head too, one expiry, and its listing entry one no sooner
     items = items_of(world, run_id)
     assert turns >= len([i for i in items if i["pk"]["S"] == run_pk(run_id)]) - 1
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items if not is_search_entry(i)} == {end_of(run_id, key) + 90 * DAY_S}
+    expires = end_of(run_id, key) + 90 * DAY_S
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
+    assert (listing_expiry(world, run_id) or 0) >= expires
 
 
 @pytest.mark.private_world
@@ -337,9 +385,10 @@ def test_runs_that_ended_before_retention_existed_get_their_expiry_from_a_migrat
     # When the deploy's migrations run
     assert migrations.run_pending(services.store, "deploy", clock=services.clock).complete
     # Then every item of the finished run expires the default 90 days after its end, and nothing of the waiting one
-    kept = [i for i in items_of(world, run_id) if not is_search_entry(i)]
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in kept} == {end_of(run_id, key) + 90 * DAY_S}
-    assert all(wiring.TTL_ATTRIBUTE not in i for i in items_of(world, waiting))
+    expires = end_of(run_id, key) + 90 * DAY_S
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
+    assert (listing_expiry(world, run_id) or 0) >= expires
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in own_items(world, waiting))
 
 
 def expiry_of(world: Any, run_id: str, sk: str) -> int | None:
@@ -365,7 +414,7 @@ def test_a_delivery_whose_ledger_read_the_head_before_the_run_ended_takes_its_ex
     # Then it carries the run's expiry all the same, as every other item of the run
     expires = end_of(run_id, key) + 90 * DAY_S
     assert expiry_of(world, run_id, "N#raced") == expires
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {expires}
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
 
 
 def test_a_delivery_created_by_a_worker_that_stopped_before_confirming_its_expiry_is_confirmed_by_the_next_claim(
@@ -426,13 +475,14 @@ def test_the_local_ttl_pump_reads_a_bounded_slice_of_the_table_each_tick_and_del
     assert [item["sk"]["S"] for item in left] == ["X#kept"]
 
 
-def unfinished_retention(world: Any, run_id: str) -> None:
+def unfinished_retention(world: Any, run_id: str, listing: bool = False) -> None:
     """The run as a retention turn that never finished leaves it (its message dead-lettered): the head and what the
-    ending transaction wrote expire, the items written before (its listing entry too) do not, and the head has no mark
-    of a turn done (as a release that marked heads left it too)."""
+    ending transaction wrote expire, the items written before do not (its listing entry keeps its provisional expiry;
+    `listing`: not, as a release before ADR 0131 wrote it), and the head has no mark of a turn done (as a release that
+    marked heads left it too)."""
     client = boto3.client("dynamodb")
     head = client.get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)["Item"]
-    without_expiry(world, run_id)
+    without_expiry(world, run_id, listing)
     client.update_item(
         TableName=world.table,
         Key=a.key(run_pk(run_id), "RUN"),
@@ -461,7 +511,8 @@ def daily_sweep(world: Any) -> None:
 
 
 def expiries(world: Any, run_id: str) -> set[int | None]:
-    return {int(i[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in i else None for i in items_of(world, run_id)}
+    """The expiries of the run's own items (its listing and search entries keep a provisional one: ADR 0131)."""
+    return {int(i[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in i else None for i in own_items(world, run_id)}
 
 
 def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_sweep(services, world):
@@ -486,14 +537,16 @@ def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_swee
     daily_sweep(world)
     # Then every item of the run carries the new expiry
     assert expiries(world, run_id) == {expires - 60 * DAY_S}
-    # When the turn never finishes again and the sweep's turns have no time past a page of 10 items
-    unfinished_retention(world, run_id)
+    # When the turn never finishes again, as a release before ADR 0131 left it (its listing entry without an expiry),
+    # and the sweep's turns have no time past a page of 10 items
+    unfinished_retention(world, run_id, listing=True)
     turns = 0
     while not sweeps.sweep(services.store, "test", start=turns == 0, more_time=lambda: False, page_items=10):
         turns += 1
     # Then the pass went on turn after turn from where the last stopped, and found the run all the same
     assert turns >= 1
     assert expiries(world, run_id) == {expires - 60 * DAY_S}
+    assert (listing_expiry(world, run_id) or 0) >= expires - 60 * DAY_S
     assert expiries(world, waiting) == {None}
 
 
@@ -507,14 +560,14 @@ def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a
     Stream(world.table).settle()
     retention_turns(world)
     for run_id in finished:
-        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 90 * DAY_S}
+        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {end_of(run_id, key) + 90 * DAY_S}
     # When the tenant keeps finished runs 30 days from now on, and the job it starts is taken
     assert call("PATCH", "/tenant/settings", key, {"retentionDays": 30}).status == 200
     retention_turns(world)
     # Then every item of the runs finished before expires 30 days after their end, and the waiting run is untouched
     for run_id in finished:
-        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 30 * DAY_S}
-    assert all(wiring.TTL_ATTRIBUTE not in i for i in items_of(world, waiting))
+        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {end_of(run_id, key) + 30 * DAY_S}
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in own_items(world, waiting))
     # and the settings show the job done, with what it saw and changed
     shown = call("GET", "/tenant/settings", key).json()["retentionRestamp"]
     assert {k: shown[k] for k in ("state", "days", "runsSeen", "runsRestamped")} == {
@@ -533,7 +586,7 @@ def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a
     assert progress == sorted(progress)
     assert len(progress) >= 3
     for run_id in finished:
-        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in items_of(world, run_id)} == {end_of(run_id, key) + 7 * DAY_S}
+        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {end_of(run_id, key) + 7 * DAY_S}
     shown = call("GET", "/tenant/settings", key).json()["retentionRestamp"]
     assert (shown["state"], shown["days"], shown["runsSeen"], shown["runsRestamped"]) == ("done", 7, 3, 2)
     # and the turn its change queued finds nothing left to do

@@ -8,12 +8,14 @@ migrate). A turn stamps the head first (the transaction that ends a run has done
 wrote), then pages through the run's partition stamping each item whose ttl is not the head's (and the effect records
 its ledger names, the tasks its event batches requested), and checks after each page that the run has not moved
 meanwhile (else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a
-turn repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries carry
-a provisional expiry from their creation: the job writes them again only for a run that ends too late for it
-(rules/run_search.stamped_at_end). The listing entry is stamped last: a finished run whose entry has no expiry has a
-turn to finish, which the retention sweep finds (their message dead-lettered, a deploy cut them short), so a run's
-first retention needs no mark of its own. A head whose expiry changed after its items had theirs (a re-stamp) carries
-`retentionStamped`, and a turn that finishes sets it to the expiry it gave every item. Reasons: ADRs 0115, 0118.
+turn repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries and
+its listing entry carry a provisional expiry from their creation: the job writes them again only for a run that ends
+too late for it (rules/run_search.stamped_at_end, listing_stamped_at_end), and does so first. What an item of the
+partition names (a task, an effect record, its gates' search entries) is stamped before the item, so a finished run
+whose items all have the expiry has had its turn whole: one with an item without it has a turn to finish, which the
+retention sweep finds (their message dead-lettered, a deploy cut them short), so a run's first retention needs no
+mark of its own. A head whose expiry changed after its items had theirs (a re-stamp) carries `retentionStamped`, and a
+turn that finishes sets it to the expiry it gave every item. Reasons: ADRs 0115, 0118, 0131.
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ class RunRetention:
         if after is not None:
             self.queue_turn(run_id, after)
 
-    def turn(self, run_id: str, after: str | None, has_time: Callable[[], bool]) -> str | None:
+    def turn(self, run_id: str, after: str | None, has_time: Callable[[], bool], listing: bool = False) -> str | None:
         """Retain the run's items from sort key `after` on while `has_time()`; None once the run is done with, else
-        the key to go on after. Raises RunMoved when the run moved meanwhile (the turn is taken again)."""
+        the key to go on after. Raises RunMoved when the run moved meanwhile (the turn is taken again). `listing`: its
+        listing entry is written whatever its provisional expiry (the daily sweep found it without one)."""
         # A turn from the start reads its first page before the head: nearly always the page holds the head.
         first = self.store.items_page(run_id, None) if after is None else None
         run = first.head if first is not None and first.head is not None else self.store.retained_run(run_id)
@@ -88,18 +91,31 @@ class RunRetention:
             # late writer that confirmed against the head before that change wrote before the page: it is read).
             first = None
         searched = run_search.stamped_at_end(run.state, target)
+        if after is None:
+            # First, what lies outside the run's partition and is the run's as a whole: its items, stamped after,
+            # say the turn is whole (the daily sweep looks for a finished run's items without an expiry:
+            # interlude.migrations.sweeps). The listing entry keeps its provisional expiry unless the run ended too
+            # late for it (or ended before it had one, or runs again).
+            if searched:
+                later = run_search.metadata_families(run.state, self.searchable(run.state.tenant))
+                self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
+            if target is None or listing or run.ttl is None or run_search.listing_stamped_at_end(run.state, target):
+                expiry = run_search.listing_expiry(run.state, target, self.clock().timestamp())
+                self.store.set_listing_ttl(run.state, expiry)
         while True:
             page = first or self.store.items_page(run_id, after)
             first = None
             items, last = page.items, page.last
             for item in items:
-                self._retain(run_id, item.sk, item.ttl, item.effect_id, target)
+                # What an item names before the item itself: once every item of the partition has the run's expiry,
+                # so has everything they name.
                 for task in requested_tasks(run_id, item.events):
                     self.store.set_task_ttl(task, target)
-                # The search entries of the words of the gates this batch opened (the run's own: at the end), when
-                # their provisional expiry does not do (rules/run_search.stamped_at_end).
+                # The search entries of the words of the gates this batch opened (the run's own: above), when their
+                # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):
                     self.store.put_search_entries(run.state, gates, target)
+                self._retain(run_id, item.sk, item.ttl, item.effect_id, target)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)
             if last is None:
@@ -107,15 +123,9 @@ class RunRetention:
             after = last
             if not has_time():
                 return after
-        if searched:
-            later = run_search.metadata_families(run.state, self.searchable(run.state.tenant))
-            self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
-        # Last: the listing entry's expiry says the turn is whole (the sweep looks for finished runs whose entry has
-        # none: interlude.migrations.sweeps).
-        self.store.set_listing_ttl(run.state, target)
         if target is not None and run.stamped is not None and run.stamped != target:
-            # A re-stamped head (its entry had an expiry already): the head says so. A run that moved meanwhile is
-            # left unmarked; its move queued its own turn.
+            # A re-stamped head: the head says its turn is whole. A run that moved meanwhile is left unmarked; its move
+            # queued its own turn.
             self.store.mark_retained(run_id, run.version, target)
         return None
 
@@ -141,9 +151,9 @@ class RunRetention:
             # A ledger entry (and its effect record) keeps its own expiry when that is later: never less than 14 days
             # past its effect (OpenWOP idempotency.md). A run that runs again leaves them as they are.
             if target is not None:
+                self.store.raise_effect_ttl(effect_id, target)
                 if ttl is None or ttl < target:
                     self.store.raise_ttl(run_id, sk, target)
-                self.store.raise_effect_ttl(effect_id, target)
             return
         if ttl != target:
             self.store.set_item_ttl(run_id, sk, target)

@@ -6,11 +6,13 @@ It is a migration that starts over: the same Scan, checkpoint, lease and pages a
 daily schedule (wiring.RETENTION_SWEEP) queues a turn that `start`s a pass when the last one is done; a turn pages
 while it has time and queues the next (a turn out of time goes on from the checkpoint's position, as a migration does;
 a chain of turns that died is taken on by the next day's turn once its lease lapsed). A finished run is selected
-when its retention turn never finished: by its run listing entry, which a whole turn gives an expiry last (an entry
-without one names an open run, nearly always: its head's status is read, 0.5 read units, and an open run is left as
-it is), or by its head, when it has no expiry (ended before retention existed) or has a `retentionStamped` that is
-not its `ttl` (re-stamped since its end: store/retention.py). Its retention turn is taken here, inline, as migration
-0007 does for runs ended before retention existed.
+when its retention turn never finished: by an item of its partition without an expiry, which a whole turn gives each
+one after what it names (such an item names an open run, nearly always: its head is read, 0.5 read units), or by a
+listing entry without one (written so before ADR 0131), or by its head, when it has no expiry (ended before
+retention existed) or has a `retentionStamped` that is not its `ttl` (re-stamped since its end: store/retention.py).
+Its retention turn is taken here, inline, as migration 0007 does for runs ended before retention existed. An open
+run whose listing entry's provisional expiry is near (rules/run_search.LISTING_KEPT_DAYS) has it taken off, or the
+entry put back, so it stays listed however long it waits (ADR 0131).
 A unit of a replay (a delivery, a notification) reopened more than STUCK_AFTER_S ago whose new round never began (its
 replay stopped between its reopen and its send) is queued again (interlude.app.replay.Replay.requeue). A tenant's
 re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
@@ -35,9 +37,10 @@ from interlude.domain import clock as clock_
 from interlude.domain.clock import Clock, iso
 from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
 from interlude.migrations import PAGE_ITEMS, Migration, Progress, run_one
+from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.interactions import InteractionStore
-from interlude.store.layout import RUN_SK, run_id_of, tenant_of_pk
+from interlude.store.layout import RUN_PARTITION, RUN_SK, run_id_of, tenant_of_pk
 from interlude.store.leases import PENDING
 from interlude.store.limits import USAGE_SK
 from interlude.store.migrations import MigrationStore, Scan
@@ -69,7 +72,8 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
     retention, restamp = _jobs(store)
     for job in jobs:
         restamp.turn(job[wiring.PARTITION_KEY]["S"].split("#")[1], None, lambda: True)
-    units = [i for i in items if i[wiring.SORT_KEY]["S"].startswith("N")]
+    stuck_before = iso(now - timedelta(seconds=STUCK_AFTER_S))
+    units = [i for i in items if _stuck(i, stuck_before)]
     for unit in units:
         run_id = run_id_of(unit[wiring.PARTITION_KEY]["S"])
         if run_id is None:
@@ -81,11 +85,23 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
     counters = {tenant_of_pk(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == USAGE_SK}
     closed = _close_ended_months(store, counters, now)
     heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
-    # The runs named by listing entries without an expiry: open ones, nearly always (or a head gone: a creation
-    # refused after its entry was put); only the finished are retained.
-    listed = [i["runId"]["S"] for i in items if is_listing_entry(i[wiring.PARTITION_KEY]["S"]) and "runId" in i]
-    finished: list[str | None] = list(retention.store.finished_among(listed)) if listed else []
-    return _retained(retention, heads + finished) + len(jobs) + len(units) + closed
+    # The runs named by an item without an expiry: an item of the run's partition (an open run, nearly always; else a
+    # finished run whose turn never finished: a turn gives them theirs last), or a listing entry (written so by a
+    # release before ADR 0131, or an open run's the sweep kept; or a head gone: a creation refused after its entry
+    # was put). The finished are retained, and an open run near its listing entry's provisional expiry keeps it listed.
+    unlisted = {i["runId"]["S"] for i in items if is_listing_entry(i[wiring.PARTITION_KEY]["S"]) and "runId" in i}
+    unstamped = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] != RUN_SK]
+    named = [r for r in dict.fromkeys([*unlisted, *unstamped]) if r is not None and r not in heads]
+    finished: list[str] = []
+    kept = 0
+    for run in retention.store.heads_among(named) if named else []:
+        expiry = run.state.searchExpiry
+        if run.state.terminal:
+            finished.append(run.state.runId)
+        elif expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
+            kept += retention.store.keep_listed(run.state)
+    swept = sum(retention.turn(run_id, None, lambda: True, listing=run_id in unlisted) is None for run_id in finished)
+    return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed
 
 
 # The tenants whose ended months this process closed, and the day it did: a tenant has up to 32 counter items, each a
@@ -108,6 +124,19 @@ def _close_ended_months(store: Store, tenants: set[str], now: datetime) -> int:
             continue
         _months_closed[tenant] = today
     return closed
+
+
+def _stuck(item: a.Item, stuck_before: str) -> bool:
+    """Whether a row of the sweep is a replayed unit whose new round never began (the Scan's test: a unit without an
+    expiry is a row for its run too)."""
+    plain = a.plain(item)
+    return (
+        str(plain[wiring.SORT_KEY]).startswith("N")
+        and plain.get("status") == PENDING
+        and str(plain.get("reopenedAt", stuck_before)) < stuck_before
+        and "attempts" in plain
+        and plain.get("attempts") == plain.get("reopenedFrom")
+    )
 
 
 def is_listing_entry(pk: str) -> bool:
@@ -149,12 +178,14 @@ def daily_sweep(now: datetime) -> Migration:
         Scan(
             f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR (attribute_exists(#retained) AND #retained <> #ttl)))"
             " OR (contains(pk, :listing) AND attribute_exists(runId) AND attribute_not_exists(#ttl))"
+            " OR (contains(pk, :run_items) AND sk <> :run AND attribute_not_exists(#ttl))"
             " OR (sk = :restamp AND #state = :running)"
             " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)"
             " OR sk = :usage",
             {
                 **FINISHED,
                 ":listing": f"#{wiring.RUN_INDEX.prefix}#",
+                ":run_items": f"#{RUN_PARTITION}#",
                 ":restamp": RESTAMP_SK,
                 ":running": RUNNING,
                 ":unit": "N",
@@ -163,7 +194,7 @@ def daily_sweep(now: datetime) -> Migration:
                 ":usage": USAGE_SK,
             },
             {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
-            "pk, sk, runId",
+            "pk, sk, runId, #status, reopenedAt, attempts, reopenedFrom",
         ),
         lambda store, items: _swept(store, items, now),
     )

@@ -59,6 +59,11 @@ WORD = "TOK#"
 # creation (ADR 0115, amendment). A run open longer drops out of the searches by tag, value and word once its entries
 # expire (the listing and the status and workflow filters still find it); the job writes them again when it ends.
 SEARCH_ENTRY_MARGIN_DAYS = 90
+# The run listing's entry is written once, with the same provisional expiry (issue 31, ADR 0131): the retention job
+# writes it only for a run that ends too late for it. An open run whose entry's provisional expiry is this near loses
+# it (the daily retention sweep: interlude.migrations.sweeps), so a run that waits longer stays listed; the job gives
+# its entry the run's own expiry when it ends (`listing_stamped_at_end`).
+LISTING_KEPT_DAYS = 30
 
 
 def words(text: str) -> list[str]:
@@ -149,6 +154,31 @@ def stamped_at_end(state: RunState, expires: int | None) -> bool:
     if state.searchExpiry is None:
         return True
     return expires is not None and expires > state.searchExpiry
+
+
+def listing_stamped_at_end(state: RunState, expires: int) -> bool:
+    """Whether the retention job writes the listing entry of a run that ended to expire at `expires`: its provisional
+    expiry (the search entries') would go before the run, or the run was open so near it that the daily sweep may
+    have taken it off (LISTING_KEPT_DAYS), or the run was created before entries had one."""
+    if state.searchExpiry is None:
+        return True
+    return expires > state.searchExpiry - LISTING_KEPT_DAYS * DAY_S
+
+
+def listing_expiry(state: RunState, expires: int | None, now_s: float) -> int | None:
+    """The expiry the retention job gives the run's listing entry when it writes it: never before the provisional one
+    (a later end of a run that runs again may write nothing: `listing_stamped_at_end`); for a run that runs again
+    (`expires` None), the provisional one while it is not near (else none: the daily sweep's rule)."""
+    provisional = state.searchExpiry
+    if expires is None:
+        return provisional if provisional is not None and not listing_kept_open(provisional, now_s) else None
+    return expires if provisional is None else max(expires, provisional)
+
+
+def listing_kept_open(provisional: int, now_s: float) -> bool:
+    """Whether an open run's listing entry whose provisional expiry is `provisional` is to lose it now (the daily
+    sweep), so that the run stays listed however long it waits."""
+    return provisional - now_s < LISTING_KEPT_DAYS * DAY_S
 
 
 def metadata_families(state: RunState, keys: Iterable[str]) -> list[str]:

@@ -38,17 +38,19 @@ from interlude import wiring
 
 RUN_SK = "RUN"
 INTERRUPT_SK_PREFIX = "I#"
+# The family part of a run partition's key (`T#{tenant}#R#{run}`).
+RUN_PARTITION = "R"
 
 
 def run_pk(run_id: str) -> str:
     tenant, opaque = run_id.split("/", 1)
-    return f"T#{tenant}#R#{opaque}"
+    return f"T#{tenant}#{RUN_PARTITION}#{opaque}"
 
 
 def run_id_of(pk: str) -> str | None:
     """run_pk's inverse; None for a partition key that is not a run's."""
     parts = pk.split("#")
-    if len(parts) != 4 or parts[0] != "T" or parts[2] != "R":
+    if len(parts) != 4 or parts[0] != "T" or parts[2] != RUN_PARTITION:
         return None
     return f"{parts[1]}/{parts[3]}"
 

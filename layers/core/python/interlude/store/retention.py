@@ -9,8 +9,11 @@
   run items     T#{tenant}#R#{run}   *     ttl = the head's (event batches, interrupts, callback and webhook deliveries,
                                            notifications, the effect ledger: never shortened, so a ledger entry keeps
                                            its own at least 14 days past its effect)
-  listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl = the head's, written by a turn's last step: a
-                                                             finished run whose entry has none has a turn to finish
+  listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl: the search entries' provisional one, written with
+                                                             the entry (ADR 0131), the head's (never less than the
+                                                             provisional) only for a run ending too late for it
+                                                             (run_search.listing_stamped_at_end); none for an open run
+                                                             the daily sweep found near it, or created before it
   search        T#{tenant}#RUNX#{family}#{shard}  (same)     ttl: a provisional one written with each entry (the
                                                              run's creation + retentionDays + 90 days), the head's
                                                              only for a run ending too late for it (run_search.
@@ -39,11 +42,11 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.domain.ids import tenant_of
-from interlude.domain.models.run import TERMINAL_STATUSES, RunState
+from interlude.domain.models.run import RunState
 from interlude.store import attributes as a
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.item_index import index_pk
-from interlude.store.layout import RUN_SK, run_id_of, run_pk
+from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
 from interlude.store.table import Table
@@ -52,7 +55,6 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
-_STATUS = {"#pk": wiring.PARTITION_KEY, "#status": "status"}
 # The head's record that a re-stamped run's retention is done: the expiry its last whole turn gave every item (0 while
 # the turn is under way). A head that has one and whose `ttl` differs is a finished run whose retention is yet to be
 # done. A run's first retention needs none: its listing entry's `ttl`, written last, says it is done (ADR 0118).
@@ -121,24 +123,34 @@ class RetentionStore(Table):
             return None
         return _retained(item)
 
-    def finished_among(self, run_ids: list[str]) -> list[str]:
-        """Those of `run_ids` whose head says the run finished (completed, failed, cancelled); a head gone is left out.
-        Eventually consistent reads of the status alone: what the daily sweep reads of each run its listing names
-        without an expiry (an open run, nearly always)."""
-        finished: list[str] = []
+    def heads_among(self, run_ids: list[str]) -> list[RetainedRun]:
+        """The heads of `run_ids` that are still there. Eventually consistent: what the daily sweep reads of each run it
+        finds by an item without an expiry (an open run, nearly always: 0.5 read units each)."""
+        heads: list[RetainedRun] = []
         for start in range(0, len(run_ids), 100):
             keys = [a.key(run_pk(run_id), RUN_SK) for run_id in dict.fromkeys(run_ids[start : start + 100])]
-            request: dict[str, Any] = {
-                self.table: {"Keys": keys, "ProjectionExpression": "#pk, #status", "ExpressionAttributeNames": _STATUS}
-            }
+            request: dict[str, Any] = {self.table: {"Keys": keys}}
             while request:
                 got = self.client.batch_get_item(RequestItems=request)
-                for item in got.get("Responses", {}).get(self.table, []):
-                    run_id = run_id_of(item[wiring.PARTITION_KEY]["S"])
-                    if run_id is not None and item.get("status", {}).get("S") in TERMINAL_STATUSES:
-                        finished.append(run_id)
+                heads += [_retained(item) for item in got.get("Responses", {}).get(self.table, [])]
                 request = got.get("UnprocessedKeys") or {}
-        return finished
+        return heads
+
+    def keep_listed(self, state: RunState) -> bool:
+        """The open run's listing entry without an expiry: its provisional one taken off, or the entry put back if it
+        expired already; whether it was written (one read of the entry, and a write only for one that has an expiry
+        or is gone)."""
+        listed = run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=run_entry_key(listed),
+            ProjectionExpression="#sk, #ttl",
+            ExpressionAttributeNames={"#sk": wiring.SORT_KEY, **_TTL},
+        )
+        if "Item" in got and wiring.TTL_ATTRIBUTE not in got["Item"]:
+            return False
+        self.client.put_item(TableName=self.table, Item=listed[1]["Put"]["Item"])
+        return True
 
     def expire_head(self, run_id: str, version: int, ttl: int, restamped: bool = False) -> bool:
         """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read).

@@ -21,11 +21,13 @@ from interlude.store.transactions import Labelled
 RUN_ENTRY_LABEL = "RUNS"
 
 
-def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str) -> Labelled:
+def run_entry(tenant: str, run_id: str, workflow_id: str, created_at: str, expires: int | None = None) -> Labelled:
     """(label, Put) of the run listing's entry for a run, written just before the transaction that creates the run
-    (removed again if it is refused; a listing skips an entry whose run head is missing)."""
+    (removed again if it is refused; a listing skips an entry whose run head is missing), expiring at `expires`: a new
+    run's provisional expiry, its search entries' (rules/run_search.listing_stamped_at_end)."""
     sort = f"{created_at}#{run_id.split('/', 1)[1]}"
     put = item_index.entry_put(tenant, wiring.RUN_INDEX, run_id, sort, {"runId": run_id, "workflowId": workflow_id})
+    put["Put"]["Item"].update(expiring(expires))
     return RUN_ENTRY_LABEL, put
 
 

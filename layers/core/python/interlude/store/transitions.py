@@ -154,7 +154,7 @@ class TransitionStore(TransactionalTable, RunStore):
         # title words of the gates the transition opens (left when a gate closes: a page reads the run's open gates).
         searched = run_search.gate_families(state, (i.payload for i in transition.opened))
         if expected_version is None:
-            listed = run_items.run_entry(state.tenant, state.runId, state.workflowId, state.createdAt)
+            listed = run_items.run_entry(state.tenant, state.runId, state.workflowId, state.createdAt, state.searchExpiry)
             puts.append(listed[1]["Put"]["Item"])
             keys.append(run_items.run_entry_key(listed))
             searched = run_search.creation_families(state) + searched
