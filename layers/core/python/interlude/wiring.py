@@ -1787,6 +1787,12 @@ class Schedules(NamedTuple):
 # api schedules the task checks (a claim, and a heartbeat that outruns the last check: interlude.app.tasks); admin hands
 # a resumed tenant's deferred deadlines back to the scheduler and deletes a deleted tenant's schedules (issue 30).
 SCHEDULES = Schedules(target="timeouts", managers=("dispatch", "api", "admin"))
+# Deadlines due in one second share schedules (ADR 0132): each is listed in one of this many partitions of its second
+# (interlude.store.due_index), and one schedule per second and shard invokes SCHEDULES.target with the partition. At
+# the goal's 2,000 timed-out gates a second: 250 writes a second to each partition (of 1,000 WRU/s), 8 schedule
+# invocations a second (of 1,000/s), and 250 deadlines an invocation, fired DUE_BUCKET_WORKERS at a time.
+DUE_INDEX_SHARDS = 8
+DUE_BUCKET_WORKERS = 10
 # Managers that also read a schedule (its input names its run): a deletion checks each schedule it found by its name's
 # tenant part before deleting it.
 SCHEDULE_READERS = ("admin",)

@@ -37,8 +37,13 @@ HEAD_PARTS_ELSEWHERE = 4
 # to the audit chain itself; the appender on the stream (app/dispatch.py, store/audit.py) chains it (docs/adr/0128).
 # A release that does not know it would dispatch the batch and drop the draft: the action would never get its entry.
 AUDIT_DRAFT_ON_BATCH = 5
+# Format 8: deadlines due in one second share schedules (ADR 0132): a due item (store/due_index.py) lists one deadline
+# in the partition of its second and shard, and a bucket schedule's input names that partition (its `v`) instead of a
+# deadline. A release that does not know them would take the bucket's invocation for a deadline naming no run and
+# fire nothing, so it must refuse both (the invocation then fails, and Scheduler retries it).
+DEADLINE_BUCKETS = 8
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
-READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW, HEAD_PARTS_ELSEWHERE, AUDIT_DRAFT_ON_BATCH})
+READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW, HEAD_PARTS_ELSEWHERE, AUDIT_DRAFT_ON_BATCH, DEADLINE_BUCKETS})
 READS = max(READ_FORMATS)
 
 

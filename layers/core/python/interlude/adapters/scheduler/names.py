@@ -25,7 +25,7 @@ def tenant_prefix(tenant: str) -> str:
 def schedule_name(run_id: str, deadline: Deadline) -> str:
     """One name per deadline occurrence: the same interrupt (or delay visit, or run) always maps to it,
     so creating it twice is a ConflictException, and deleting it needs nothing but the occurrence."""
-    return f"{tenant_prefix(tenant_of(run_id))}{_occurrence(deadline, run_id)}"
+    return f"{tenant_prefix(tenant_of(run_id))}{occurrence(deadline, run_id)}"
 
 
 # The names of the releases before 0.2.0: "il-<p>-<40 hex>", no tenant (issue 30: a schedule made then may still wait).
@@ -35,10 +35,10 @@ LEGACY_PREFIXES = tuple(f"{NAME_PREFIX}-{letter}-" for letter in "idrmt")
 
 def legacy_schedule_name(run_id: str, deadline: Deadline) -> str:
     """The name a release before 0.2.0 gave the same occurrence (its schedule is deleted under it: Scheduler.delete)."""
-    return f"{NAME_PREFIX}-{_occurrence(deadline, run_id)}"
+    return f"{NAME_PREFIX}-{occurrence(deadline, run_id)}"
 
 
-def _occurrence(deadline: Deadline, run_id: str) -> str:
+def occurrence(deadline: Deadline, run_id: str) -> str:
     """`<p>-<40 hex>`: the deadline's purpose letter and its occurrence's digest."""
     if deadline.purpose == "interrupt":
         identity = f"interrupt\x1f{deadline.interrupt_id}"
@@ -60,6 +60,17 @@ def handed_back_name(tenant: str, held_id: str) -> str:
     """The schedule a suspended tenant's deferred deadline is handed back to the scheduler under, at its resume: one per
     deferral (`held_id` names it), so handing it back twice is a ConflictException."""
     return f"{tenant_prefix(tenant)}h-{hashlib.sha256(held_id.encode()).hexdigest()[:40]}"
+
+
+# A bucket schedule's name (ADR 0132): one per second and shard of the due index, shared by every tenant. Its second part
+# is neither a tenant's 12 hex digits nor a legacy name's one letter, so no tenant's deletion lists it.
+BUCKET_PREFIX = f"{NAME_PREFIX}-due-"
+
+
+def bucket_schedule_name(second: int, shard: int) -> str:
+    """The schedule of the deadlines due in `second` listed in `shard` (interlude.store.due_index): creating it twice
+    is a ConflictException."""
+    return f"{BUCKET_PREFIX}{second}-{shard:02d}"
 
 
 def at_expression(due_epoch: float) -> str:

@@ -3,8 +3,9 @@
 Every schedule is built the same way (shared/reference/reliability-bar.md §5.2): `at(...)` in UTC, flexible
 window OFF, ActionAfterCompletion DELETE, the retry policy and dead-letter queue wiring declares, targeting
 the `timeouts` function through the scheduler's execution role, with the deadline (run, purpose, occurrence,
-due) as its input. Names are derived from the deadline, so a second create is a ConflictException (already
-there: fine) and a delete of a schedule that already fired is a ResourceNotFoundException (fine).
+due) as its input, or a bucket's: the second and shard of the due index whose deadlines it fires (ADR 0132). Names
+are derived from the deadline or the bucket, so a second create is a ConflictException (already there: fine) and a
+delete of a schedule that already fired is a ResourceNotFoundException (fine).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from interlude import sdk_clients, wiring
+from interlude.adapters.scheduler.buckets import bucket_input
 from interlude.adapters.scheduler.names import (
     LEGACY_PREFIXES,
     at_expression,
+    bucket_schedule_name,
     legacy_schedule_name,
     schedule_name,
     tenant_prefix,
@@ -64,6 +67,13 @@ class Scheduler:
     def ensure(self, run_id: str, deadline: Deadline) -> bool:
         """Create the deadline's schedule; False when it already exists."""
         return self._create(self.request(run_id, deadline))
+
+    def ensure_bucket(self, second: int, shard: int) -> bool:
+        """Create the schedule of the deadlines due in `second` listed in `shard`, at that second; False when it
+        already exists (made by another process, or by this one before)."""
+        name = bucket_schedule_name(second, shard)
+        body = bucket_input(second, shard)
+        return self._create(self._request(name, second, body, f"interlude deadlines due at {second}, shard {shard}"))
 
     def hand_back(self, name: str, body: dict[str, Any], due: float) -> bool:
         """Schedule `body` (a deadline's input, deferred while its tenant was suspended) to reach the target at `due`
