@@ -47,6 +47,7 @@ from interlude.store.effects import EffectStore
 from interlude.store.facade import Store
 from interlude.store.idempotency import IN_PROGRESS
 from interlude.store.idempotency import SORT_KEY as IDEM_SK
+from interlude.store.inbox import run_interrupts
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
 from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
@@ -227,9 +228,9 @@ def partial_states(w: World) -> list[str]:
         resolved = [e["payload"].get("interruptId") for e in events if e["type"] == "interrupt.resolved"]
         if len(resolved) != len(set(resolved)):
             problems.append(f"{run_id}: an interrupt resolved twice")
-        open_items = {i["sk"][len(INTERRUPT_SK_PREFIX):] for i in items
-                      if i["pk"] == pk and i["sk"].startswith(INTERRUPT_SK_PREFIX) and i.get("status") == "open"}  # fmt: skip
-        open_in_head = {oi.key for oi in state.interrupts.values()}
+        # Each item's status as every reader takes it: its own (format 1), or its close's event (format 3).
+        open_items = {d["interruptId"] for d in run_interrupts(w.services.store.client, TABLE, run_id) if d["status"] == "open"}
+        open_in_head = {oi.interruptId for oi in state.interrupts.values()}
         if open_items != open_in_head:
             problems.append(f"{run_id}: open interrupt items {open_items} but the head holds {open_in_head}")
     return problems + audit_partial_states(w, items)

@@ -1,8 +1,8 @@
 """Many pending interrupts in a moto table, fast: for the inbox scale test and bench/inbox_page_calls.py.
 
-Items are the store's own (store/run_items.interrupt_put: each interrupt item as a transition writes it, and its
-inbox entries as store/inbox.py makes them), written by BatchWriteItem (no run head, no events: a page reads
-neither); only the transport is shortened, straight into moto's backend.
+Items are the store's own (store/run_items: each interrupt item and its run's head as a transition writes them, and
+its inbox entries as store/inbox.py makes them), written by BatchWriteItem (no events: a page reads none); only the
+transport is shortened, straight into moto's backend.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from moto.dynamodb.models import dynamodb_backends
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.facade import Store
 from interlude.store.inbox import Entry, InboxIndex
-from interlude.store.run_items import interrupt_put
+from interlude.store.run_items import head_put, interrupt_put
 from tests.support.moto_world import current_account
 
 
@@ -54,14 +54,10 @@ def seed_like(store: Store, template: tuple[Any, Any], start: int, stop: int, pr
     for n in range(start, stop):
         run_id = f"{tenant}/{prefix}{n:015d}"
         at = (base + timedelta(milliseconds=n)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        opened.append(
-            (
-                state.model_copy(update={"runId": run_id}),
-                interrupt.model_copy(
-                    update={"interruptId": f"{tenant}/{prefix}i{n:015d}", "key": f"{run_id}:gate:1", "raisedAt": at}
-                ),
-            )
+        raised = interrupt.model_copy(
+            update={"interruptId": f"{tenant}/{prefix}i{n:015d}", "key": f"{run_id}:gate:1", "raisedAt": at}
         )
+        opened.append((state.model_copy(update={"runId": run_id, "interrupts": {raised.nodeId: raised}}), raised))
     index = InboxIndex(store.table, DirectWrites(store.client))
-    index.batch_write([{"PutRequest": {"Item": interrupt_put(state, i)["Item"]}} for state, i in opened])
+    index.batch_write([{"PutRequest": {"Item": item}} for state, i in opened for item in (head_put(state)["Item"], interrupt_put(state, i, 0)["Item"])])
     index.put(Entry.of(state.tenant, state.runId, state.workflowId, i) for state, i in opened)

@@ -154,13 +154,30 @@ class Decisions:
                 old = lost.interrupt_old_image()
                 if old is not None and old.get("status") != "open":
                     # The failed condition already tells the loser what won: no further read.
-                    raise Conflict(
-                        "another decision resolved this interrupt first",
-                        {"resolution": old.get("resolution")},
-                        code="interrupt_already_resolved",
-                    ) from None
+                    raise _resolved_first(old) from None
+                head = lost.head_old_image()
+                if interrupt.written_once and head is not None and not _holds(head, interrupt):
+                    # A format-3 gate has no status to fail on: the head's condition failed, and the head the winner
+                    # left no longer holds the gate. What won is the close's event, after what this attempt read.
+                    close = self.records.gate_close(state.runId, node_id, interrupt.interruptId, state.nextSeq)
+                    if close is not None:
+                        raise _resolved_first({"resolution": close[1]}) from None
                 state, version = self.runs.load_run(state.tenant, state.runId)
         raise busy("the run kept changing while resolving; retry")
+
+
+def _holds(head: dict[str, Any], interrupt: OpenInterrupt) -> bool:
+    """Whether a run head's image (as a failed condition returns it) holds `interrupt` open."""
+    held = ((head.get("state") or {}).get("interrupts") or {}).get(interrupt.nodeId) or {}
+    return bool(held.get("interruptId") == interrupt.interruptId)
+
+
+def _resolved_first(closed: dict[str, Any]) -> Conflict:
+    return Conflict(
+        "another decision resolved this interrupt first",
+        {"resolution": closed.get("resolution")},
+        code="interrupt_already_resolved",
+    )
 
 
 def resolution_of(node_id: str, transition: engine.Transition) -> dict[str, Any]:

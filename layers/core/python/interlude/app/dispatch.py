@@ -121,6 +121,11 @@ class HeldRuns:
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
         return self.store.closed_interrupt(run_id, key)
 
+    def gate_close(
+        self, run_id: str, node_id: str, interrupt_id: str, after_seq: int
+    ) -> tuple[str, dict[str, Any]] | None:
+        return self.store.gate_close(run_id, node_id, interrupt_id, after_seq)
+
 
 def runs_of(batch: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """(record id, stream record) pairs grouped by run, each run's in the batch's order; records of no run apart

@@ -62,6 +62,10 @@ class RunRecords(Protocol):
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None: ...
 
+    def gate_close(
+        self, run_id: str, node_id: str, interrupt_id: str, after_seq: int
+    ) -> tuple[str, dict[str, Any]] | None: ...
+
 
 class RunIndex(Protocol):
     """The tenant's run listing (one entry per run) and the heads it names."""

@@ -27,6 +27,12 @@ FORMAT_FIELD = "v"
 # a version (item_too_new) rather than run it. Only versions that use conditions carry it; every other item is
 # written in format 1 as before.
 CONDITIONED_WORKFLOW = 2
+# Format 3: an interrupt item written once, when its gate opens, and never again by its close (docs/adr/0126): no
+# `status`, no `resolution`, and `raisedSeq`, the first sequence of the events its opening wrote. Whether its gate is
+# open is the run head's (the gate is among its state's open interrupts, marked `itemFormat` 3 there); how it closed
+# is the close's event in the run's log from `raisedSeq` on (`interrupt.resolved`, or `node.cancelled`). A release
+# that does not know it would list the gate as open for ever and close it on a condition that never holds.
+GATE_STATUS_ON_HEAD = 3
 # Format 4: a run head whose state holds a large gate text or large inputs elsewhere (domain/head_parts.py, ADR 0127):
 # an open interrupt's `payload` keeps what the decision reads and `payloadDigest` names the whole, which the interrupt
 # item holds; the run's `inputs` are left empty and `inputsDigest` names them, which the run.started event holds. A
@@ -43,7 +49,9 @@ AUDIT_DRAFT_ON_BATCH = 5
 # fire nothing, so it must refuse both (the invocation then fails, and Scheduler retries it).
 DEADLINE_BUCKETS = 8
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
-READ_FORMATS = frozenset({1, CONDITIONED_WORKFLOW, HEAD_PARTS_ELSEWHERE, AUDIT_DRAFT_ON_BATCH, DEADLINE_BUCKETS})
+READ_FORMATS = frozenset(
+    {1, CONDITIONED_WORKFLOW, GATE_STATUS_ON_HEAD, HEAD_PARTS_ELSEWHERE, AUDIT_DRAFT_ON_BATCH, DEADLINE_BUCKETS}
+)
 READS = max(READ_FORMATS)
 
 
@@ -57,6 +65,11 @@ def check(kind: str, written_in: object) -> None:
         {"kind": kind, "format": written_in, "reads": READS},
         code="interlude.item_too_new",
     )
+
+
+# The format this release writes a new gate's interrupt item in (None: 1, no `v`). The tests write GATE_STATUS_ON_HEAD
+# (tests/support/gate_formats.py) through every reader before the release that writes it.
+INTERRUPT_ITEM_WRITTEN: int | None = None
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

@@ -11,8 +11,9 @@ this gate to (issue 14 item 4: written by the transition that records the delega
 deadline, sorted by when it is due (issue 29 item 3: the inbox's "due first" order). Each entry carries the gate's
 due time and who works it (`assignee`: put again, every entry of the gate, in the transaction that claims, releases
 or assigns it), so a page filters "mine" and "unclaimed" on the entries it reads. Entries are
-pointers: a page reads the interrupt items they name (one BatchGetItem) and lists only those still open, so the
-interrupt item stays the one truth of status, payload and votes.
+pointers: a page reads the interrupt items they name and their runs' heads (one BatchGetItem) and lists only those
+still open, so the interrupt item stays the one truth of payload and votes, and of status in format 1; a format-3
+item's gate is open while its head holds it (store/gate_closes.py).
 
 Entries are plain writes outside the run's transaction (BatchWriteItem: 1 unit each instead of 2), written
 before the transaction that opens the interrupt. The transaction that closes it names the entries on its event
@@ -34,8 +35,8 @@ from interlude import wiring
 from interlude.domain.clock import epoch_of, iso
 from interlude.rules.interrupts.approvers import approver_families
 from interlude.store import attributes as a
-from interlude.store import sharded
-from interlude.store.layout import INTERRUPT_SK_PREFIX, interrupt_sk, run_pk
+from interlude.store import gate_closes, sharded
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, interrupt_sk, run_pk
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -293,11 +294,13 @@ class InboxIndex:
         self, entries: list[a.Item], now_epoch: float
     ) -> tuple[list[dict[str, Any]], int, list[a.Item]]:
         """The interrupt items the entries name that are open, in the entries' order; the BatchGetItem calls
-        made; and the keys of entries to sweep."""
+        made; and the keys of entries to sweep. The heads of their runs are read in the same calls: a format-3 item's
+        gate is open while its head holds it (store/gate_closes.py)."""
         keys = [a.key(run_pk(e["runId"]["S"]), interrupt_sk(e["key"]["S"])) for e in entries]
+        heads = [a.key(pk, RUN_SK) for pk in dict.fromkeys(k[wiring.PARTITION_KEY]["S"] for k in keys)]
         got: dict[tuple[str, str], a.Item] = {}
         calls = 0
-        pending = [{wiring.PARTITION_KEY: k[wiring.PARTITION_KEY], wiring.SORT_KEY: k[wiring.SORT_KEY]} for k in keys]
+        pending = keys + heads
         while pending:
             batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
             request: dict[str, Any] = {self.table: {"Keys": batch}}
@@ -307,20 +310,31 @@ class InboxIndex:
                 for item in answer.get("Responses", {}).get(self.table, []):
                     got[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
                 request = answer.get("UnprocessedKeys") or {}
+        held: dict[str, set[str]] = {}
         out: list[dict[str, Any]] = []
         stale: list[a.Item] = []
         for entry, key in zip(entries, keys, strict=True):
-            item = got.get((key[wiring.PARTITION_KEY]["S"], key[wiring.SORT_KEY]["S"]))
+            pk = key[wiring.PARTITION_KEY]["S"]
+            item = got.get((pk, key[wiring.SORT_KEY]["S"]))
             entry_key = a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
             if item is None:
                 raised_at = entry[wiring.SORT_KEY]["S"].rsplit("#", 1)[0]
                 if now_epoch - epoch_of(raised_at) > ORPHAN_GRACE_S:
                     stale.append(entry_key)
                 continue
-            if item["status"]["S"] != "open":
+            doc = interrupt_document(item)
+            if gate_closes.written_once(doc):
+                if pk not in held:
+                    head = got.get((pk, RUN_SK))
+                    held[pk] = gate_closes.open_ids(head) if head else set()
+                is_open = doc["interruptId"] in held[pk]
+                doc["status"] = "open"
+            else:
+                is_open = doc.get("status") == "open"
+            if not is_open:
                 stale.append(entry_key)
                 continue
-            out.append(interrupt_document(item))
+            out.append(doc)
         return out, calls, stale
 
 
@@ -335,24 +349,29 @@ def interrupt_document(item: a.Item) -> dict[str, Any]:
 
 
 def run_interrupts(client: Any, table: str, run_id: str) -> list[dict[str, Any]]:
-    """Every interrupt the run raised, open or closed, oldest first (a run's export: app/run_export.py)."""
+    """Every interrupt the run raised, open or closed, with its status (and resolution once closed), oldest first
+    (a run's export: app/run_export.py). A format-3 item's are read from the run's events (store/gate_closes.py)."""
     pages = client.get_paginator("query").paginate(
         TableName=table,
         KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
         ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":i": a.s(interrupt_sk(""))},
     )
     docs = [interrupt_document(item) for page in pages for item in page.get("Items") or []]
+    once = [d for d in docs if gate_closes.written_once(d)]
+    if once:
+        found = gate_closes.closes(client, table, run_id, once)
+        docs = [gate_closes.with_close(d, found.get(d["interruptId"])) if d in once else d for d in docs]
     docs.sort(key=lambda d: sharded.entry_sk(d["raisedAt"], d["interruptId"]))
     return docs
 
 
 def run_open_interrupts(client: Any, table: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
     """The run's open interrupts, newest first, read from its own partition (bounded by the run's step budget),
-    and the Queries sent."""
+    and the calls sent: its format-3 items (no status) are those its head holds open, read once any is found."""
     pages = client.get_paginator("query").paginate(
         TableName=table,
         KeyConditionExpression="pk = :pk AND begins_with(sk, :i)",
-        FilterExpression="#st = :open",
+        FilterExpression="#st = :open OR attribute_not_exists(#st)",
         ExpressionAttributeNames={"#st": "status"},
         ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":i": a.s(interrupt_sk("")), ":open": a.s("open")},
     )
@@ -361,5 +380,14 @@ def run_open_interrupts(client: Any, table: str, run_id: str) -> tuple[list[dict
     for page in pages:
         calls += 1
         docs += [interrupt_document(item) for item in page.get("Items") or []]
+    if any(gate_closes.written_once(d) for d in docs):
+        head = client.get_item(TableName=table, Key=a.key(run_pk(run_id), RUN_SK)).get("Item")
+        calls += 1
+        held = gate_closes.open_ids(head) if head else set()
+        docs = [
+            {**d, "status": "open"} if gate_closes.written_once(d) else d
+            for d in docs
+            if not gate_closes.written_once(d) or d["interruptId"] in held
+        ]
     docs.sort(key=lambda d: sharded.entry_sk(d["raisedAt"], d["interruptId"]), reverse=True)
     return docs, calls

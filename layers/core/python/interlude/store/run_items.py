@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
+from interlude.domain import formats
 from interlude.domain.audit import AuditDraft
 from interlude.domain.models.run import OpenInterrupt, RunState, state_json
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
-from interlude.store import item_index
+from interlude.store import gate_closes, item_index
 from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
 from interlude.store.transactions import Labelled
 
@@ -120,10 +121,20 @@ def event_batch_put(
     return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
 
 
-def interrupt_put(state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
+def mark_written(state: RunState, opened: list[OpenInterrupt]) -> None:
+    """The head records the format each gate it opens has its item written in (OpenInterrupt.itemFormat), so that the
+    transition that closes it, by whichever release, knows whether the item has a status to set. The state's own
+    copy is marked (a commit that chains steps holds each step's copy of a gate opened early)."""
+    ids = {interrupt.interruptId for interrupt in opened}
+    for interrupt in [*opened, *state.interrupts.values()]:
+        if interrupt.interruptId in ids:
+            interrupt.itemFormat = formats.INTERRUPT_ITEM_WRITTEN
+
+
+def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int) -> dict[str, Any]:
+    """The gate's item, put by the transition that opens it; `raised_seq`: the first sequence of its events."""
     item: a.Item = {
         **a.key(run_pk(state.runId), interrupt_sk(interrupt.key)),
-        "status": a.s("open"),
         "interruptId": a.s(interrupt.interruptId),
         "nodeId": a.s(interrupt.nodeId),
         "kind": a.s(interrupt.kind),
@@ -132,6 +143,12 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
         "payload": a.packed(interrupt.payload),
         "raisedAt": a.s(interrupt.raisedAt),
     }
+    if interrupt.written_once:
+        # Its status is the head's, its close the run's events' from here on (store/gate_closes.py).
+        item[formats.FORMAT_FIELD] = a.n(formats.GATE_STATUS_ON_HEAD)
+        item[gate_closes.RAISED_SEQ] = a.n(raised_seq)
+    else:
+        item["status"] = a.s("open")
     if interrupt.deadline is not None:
         item["deadline"] = a.n(interrupt.deadline)
     if interrupt.votes:  # a fork's gate, opened with the votes its source had cast (engine/run.py carry_votes)
@@ -141,12 +158,25 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt) -> dict[str, Any]:
 
 
 def interrupt_votes(pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
-    return _while_open(pk, interrupt, "votes = :votes", {":votes": a.as_json([v.model_dump() for v in interrupt.votes])})
+    values = {":votes": a.as_json([v.model_dump() for v in interrupt.votes])}
+    if interrupt.written_once:
+        # No status to hold: the head's version condition, in the same transaction, says the gate is still open.
+        return {
+            "Key": a.key(pk, interrupt_sk(interrupt.key)),
+            "UpdateExpression": "SET votes = :votes",
+            "ConditionExpression": "attribute_exists(sk)",
+            "ExpressionAttributeValues": values,
+        }
+    return _while_open(pk, interrupt, "votes = :votes", values)
 
 
 def interrupt_close(
     pk: str, interrupt: OpenInterrupt, status: str, resolution: dict[str, Any] | None, expires: int | None = None
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
+    """The close of a gate's item in format 1 (its status, resolution and, when the run ends, ttl); None for a
+    format-3 item, which the close leaves as it is (the head and the close's event say it closed)."""
+    if interrupt.written_once:
+        return None
     values: a.Item = {":status": a.s(status), ":resolution": a.packed(resolution)}
     if expires is None:
         return _while_open(pk, interrupt, "#st = :status, resolution = :resolution", values)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
+from interlude.domain import formats
 from interlude.domain.models.run import RunState, state_from_json
 from interlude.store import attributes as a
-from interlude.store import head_parts, item_index
+from interlude.store import gate_closes, head_parts, item_index
 from interlude.store.expiry import run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
 from interlude.store.table import Table
@@ -95,15 +96,29 @@ class RunStore(Table):
 
     def closed_interrupt(self, run_id: str, key: str) -> dict[str, Any] | None:
         """The interrupt raised under `key`: {status, resolution?, raisedAt, interruptId, payload, votes?}; None if none
-        was. `votes` (JSON text) are those recorded while it was open, the one that closed it not among them."""
+        was. `votes` (JSON text) are those recorded while it was open, the one that closed it not among them. A
+        format-3 item's status and resolution are read from the run's events (store/gate_closes.py)."""
         got = self.client.get_item(
             TableName=self.table,
             Key=a.key(run_pk(run_id), interrupt_sk(key)),
-            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload, votes",
-            ExpressionAttributeNames={"#st": "status"},
+            ProjectionExpression="#st, resolution, raisedAt, interruptId, payload, votes, nodeId, #v, #seq",
+            ExpressionAttributeNames={"#st": "status", "#v": formats.FORMAT_FIELD, "#seq": gate_closes.RAISED_SEQ},
         )
         item = got.get("Item")
-        return a.plain(item) if item else None
+        if not item:
+            return None
+        doc = a.plain(item)
+        if not gate_closes.written_once(doc):
+            return doc
+        return gate_closes.with_close(doc, gate_closes.closes(self.client, self.table, run_id, [doc]).get(doc["interruptId"]))
+
+    def gate_close(
+        self, run_id: str, node_id: str, interrupt_id: str, after_seq: int
+    ) -> tuple[str, dict[str, Any]] | None:
+        """How a format-3 gate closed (status, resolution) by its events from `after_seq` on (a sequence its close came
+        at or after: the run's next one when the caller read the gate open); None: no close there."""
+        doc = {"nodeId": node_id, "interruptId": interrupt_id, gate_closes.RAISED_SEQ: after_seq}
+        return gate_closes.closes(self.client, self.table, run_id, [doc]).get(interrupt_id)
 
     def raised_any(self, run_id: str, keys: list[str]) -> bool:
         """Whether the run ever raised an interrupt under one of `keys` (open, resolved or cancelled alike)."""

@@ -57,6 +57,10 @@ class LostRace(Exception):
     def interrupt_old_image(self) -> dict[str, Any] | None:
         return next((old for sk, old in self.reasons if sk.startswith(INTERRUPT_SK_PREFIX)), None)
 
+    def head_old_image(self) -> dict[str, Any] | None:
+        """The run head as the winner left it (its state unpacked), when its condition failed."""
+        return next((old for sk, old in self.reasons if sk == RUN_SK), None)
+
 
 def approximate_size(item: a.Item) -> int:
     size = 0

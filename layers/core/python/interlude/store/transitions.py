@@ -261,15 +261,16 @@ def transition_items(
     appender on the stream), interrupts, abandoned tasks, external-event waiters."""
     state = transition.state
     pk = run_pk(state.runId)
+    run_items.mark_written(state, transition.opened)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
     if docs:
         items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed), expires, audit))
-    items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i)}) for i in transition.opened]
+    items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq)}) for i in transition.opened]
     items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
-    items += [
-        (interrupt_sk(c.interrupt.key), {"Update": run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)})
-        for c in transition.closed
-    ]
+    for c in transition.closed:
+        close = run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)
+        if close is not None:  # a format-3 gate's close writes nothing to its item
+            items.append((interrupt_sk(c.interrupt.key), {"Update": close}))
     # A gate claimed, released or assigned (engine.run.assign): every inbox entry of it says who works it now, in the
     # same transaction, so the inbox's "mine" and "unclaimed" read the entries alone (store/inbox.py).
     assigned = {e.node_id for e in transition.events if e.type == GATE_ASSIGNED}

@@ -87,6 +87,14 @@ class OpenInterrupt(Mutable):
     # Format 4 (domain/head_parts.py): set, `payload` holds only what the decision reads, and the whole payload, whose
     # digest this is, is read from the interrupt item; None: `payload` is whole.
     payloadDigest: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    # The format its interrupt item was written in (None: 1). A format-3 item (domain/formats.GATE_STATUS_ON_HEAD)
+    # carries no status: the gate's close writes nothing to it, whichever release closes it (store/run_items.py).
+    itemFormat: int | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def written_once(self) -> bool:
+        """Whether its item is in format 3: written when the gate opened, never by its close."""
+        return self.itemFormat == formats.GATE_STATUS_ON_HEAD
 
 
 class Delay(Mutable):
