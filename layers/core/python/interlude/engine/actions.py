@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from interlude.domain.budgets import BudgetExceeded, Meter, json_size
 from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
-from interlude.domain.models import FrozenStored
+from interlude.domain.models import FrozenStored, new_list
 from interlude.domain.templates import render
 from interlude.engine.effect_names import ACTION_REQUESTED as ACTION_REQUESTED
 from interlude.engine.nodetypes import NodeType
@@ -88,7 +88,7 @@ class HttpConfig(FrozenStored):
     # Any JSON value whose string leaves are templates; sent as application/json. None: no body.
     body: Any = None
     # The statuses that count as success; empty: any 2xx.
-    expectStatuses: list[int] = Field(default_factory=list, max_length=20)
+    expectStatuses: list[int] = Field(default_factory=new_list, max_length=20)
     responseBudgetBytes: int = Field(default=DEFAULT_RESPONSE_BUDGET_BYTES, ge=0, le=MAX_RESPONSE_BUDGET_BYTES)
     # The business identity of the effect (a template); None: keyed by the activity recipe (run, node, visit).
     effectKey: str | None = Field(default=None, min_length=1, max_length=MAX_EFFECT_KEY)

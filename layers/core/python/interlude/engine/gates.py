@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from interlude.domain.errors import run_error
 from interlude.domain.ids import AUTHOR_ID, derive_opaque
-from interlude.domain.models import FieldLabels, FrozenStored
+from interlude.domain.models import FieldLabels, FrozenStored, new_list
 from interlude.domain.templates import PROBE, references, render
 from interlude.engine.nodetypes import GateSpec, NodeType
 
@@ -247,7 +247,7 @@ def _is_confidence(value: Any) -> bool:
 
 class CredentialGateConfig(FrozenStored):
     provider: str = Field(pattern=AUTHOR_ID)
-    scopes: list[str] = Field(default_factory=list, max_length=100)
+    scopes: list[str] = Field(default_factory=new_list, max_length=100)
     reason: Literal["missing", "expired", "insufficient_scope"] = "missing"
     # Host-owned https URL that begins the authorization-code grant; never pre-authenticated, no token in it.
     connectUrl: str = Field(min_length=9, max_length=2048)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import Field
 
 from interlude.domain.budgets import MAX_REMINDER_MS, MAX_REMINDERS, Meter
-from interlude.domain.models import FieldLabels, FrozenStored
+from interlude.domain.models import FieldLabels, FrozenStored, new_list
 from interlude.domain.outcomes import APPROVAL_OUTPUT_FIELDS, approval_outcome
 from interlude.domain.templates import Dialect, referenced_nodes, render
 from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
@@ -41,11 +41,11 @@ class ApprovalGateConfig(FrozenStored):
     artifactData: Any = None
     requiredApprovals: int = Field(default=1, ge=1, le=100)
     rejectionPolicy: Literal["single-veto", "majority"] = "single-veto"
-    approversList: list[str] = Field(default_factory=list)
+    approversList: list[str] = Field(default_factory=new_list)
     overrideBypassesQuorum: bool = False
-    overridePrincipals: list[str] = Field(default_factory=list)
-    approverGroupRefs: list[str] = Field(default_factory=list)
-    approverRoleRefs: list[str] = Field(default_factory=list)
+    overridePrincipals: list[str] = Field(default_factory=new_list)
+    approverGroupRefs: list[str] = Field(default_factory=new_list)
+    approverRoleRefs: list[str] = Field(default_factory=new_list)
     audience: dict[str, list[str]] | None = None
     onTimeout: Literal["reject", "approve", "escalate"] | None = None
     timeoutMs: int = Field(default=0, ge=0)
@@ -54,7 +54,7 @@ class ApprovalGateConfig(FrozenStored):
     # Issue 14: reminders to those who have not voted, this long after the gate asks (else the tenant's settings),
     # and whom `onTimeout: escalate` notifies (else the tenant's override principals).
     remindersMs: list[Annotated[int, Field(ge=1000, le=MAX_REMINDER_MS)]] | None = Field(default=None, max_length=MAX_REMINDERS)
-    escalationPrincipals: list[str] = Field(default_factory=list, max_length=100)
+    escalationPrincipals: list[str] = Field(default_factory=new_list, max_length=100)
     # What a person reads for each field of artifactData, on the approval page, in the console and when editing it.
     fieldLabels: FieldLabels = Field(default_factory=dict)
 

@@ -35,6 +35,13 @@ class FrozenStored(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True, defer_build=True, json_schema_extra=CLOSED_SCHEMA)
 
 
+def new_list() -> list[Any]:
+    """A list field's default (`Field(default_factory=new_list)`), in place of `list`: building a model's validator,
+    pydantic asks each default factory's signature, and `list`'s is parsed from its text (inspect's tokenizer: ≈ 80 µs
+    a field, ≈ 2 ms for the first of a process), where a function's is read from its code (≈ 5 µs). ADR 0130."""
+    return []
+
+
 # A gate's `fieldLabels`: what a person reads for each field it shows or asks (its artifact's, its form's), by dotted
 # path ("refund.amount": "Amount to refund"); presentation only, never in the payload (api/page/names.py). Every gate
 # type's config takes it, checked alike at registration.

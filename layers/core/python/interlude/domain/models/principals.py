@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
 
 from interlude.domain.ids import SUBJECT_ID
-from interlude.domain.models import Answer, Closed, Stored
+from interlude.domain.models import Answer, Closed, Stored, new_list
 
 # Limits of a directory (docs/limits.md): every one is checked before anything is stored.
 MAX_DIRECTORY_PRINCIPALS = 10_000
@@ -67,8 +67,8 @@ class PrincipalEntry(Stored):
     displayName: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_CHARS, exclude_if=_unset)
     email: Email | None = Field(default=None, exclude_if=_unset)
     slackUserId: SlackUserId | None = Field(default=None, exclude_if=_unset)
-    groups: list[MembershipName] = Field(default_factory=list, max_length=MAX_GROUPS_PER_PRINCIPAL)
-    roles: list[MembershipName] = Field(default_factory=list, max_length=MAX_ROLES_PER_PRINCIPAL)
+    groups: list[MembershipName] = Field(default_factory=new_list, max_length=MAX_GROUPS_PER_PRINCIPAL)
+    roles: list[MembershipName] = Field(default_factory=new_list, max_length=MAX_ROLES_PER_PRINCIPAL)
     # IANA zone: deadlines in notifications and on the approval page are shown in it (UTC when unset).
     timeZone: str | None = Field(default=None, max_length=64, exclude_if=_unset)
     # Channels the principal is told through, in this order; unset: every channel they have an address for.

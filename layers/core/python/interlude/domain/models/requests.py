@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, Field
 
 from interlude.domain.ids import AUTHOR_ID, SUBJECT_ID
-from interlude.domain.models import Closed
+from interlude.domain.models import Closed, new_list
 from interlude.wiring import Scope
 
 
@@ -19,7 +19,7 @@ class CreateRunRequest(Closed):
     # Length and everything else are judged by the egress guard, whose refusal names the field (issue 6).
     callbackUrl: str | None = None
     configurable: dict[str, Any] | None = None
-    tags: list[str] = Field(default_factory=list, max_length=100)
+    tags: list[str] = Field(default_factory=new_list, max_length=100)
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Accepted by the schema but not offered by this host: refused with a clear message.
     residency: Any = None
@@ -61,8 +61,8 @@ class BulkCancelRequest(Closed):
 class CreateKeyRequest(Closed):
     subjectId: str = Field(pattern=SUBJECT_ID)
     scopes: list[Scope] = Field(min_length=1)
-    groups: list[str] = Field(default_factory=list, max_length=100)
-    roles: list[str] = Field(default_factory=list, max_length=100)
+    groups: list[str] = Field(default_factory=new_list, max_length=100)
+    roles: list[str] = Field(default_factory=new_list, max_length=100)
     kind: Literal["user", "agent", "workload"] = "user"
     # After this instant the key is refused (401 unauthenticated); with a time zone, in the future.
     expiresAt: AwareDatetime | None = None

@@ -13,6 +13,7 @@ from pydantic_core import PydanticSerializationError
 
 from interlude.domain import formats
 from interlude.domain.budgets import MAX_WRITTEN_NUMBERS
+from interlude.domain.models import new_list
 
 RunStatus = Literal[
     "pending",
@@ -58,8 +59,8 @@ class Vote(Mutable):
     at: str
     surface: str
     subject: dict[str, Any] | None = None
-    groups: list[str] = Field(default_factory=list)
-    roles: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=new_list)
+    roles: list[str] = Field(default_factory=new_list)
     resumeValue: Any = None
     # Delegation (issue 14 item 4). On a vote cast for another principal: who cast it (`principal` is whose vote it
     # is) and by which delegation ("interrupt" or "out-of-office"). On an `action: "delegate"` record: to whom.
@@ -78,7 +79,7 @@ class OpenInterrupt(Mutable):
     raisedAt: str
     # Epoch seconds, or None when the interrupt has no timeout.
     deadline: float | None = None
-    votes: list[Vote] = Field(default_factory=list)
+    votes: list[Vote] = Field(default_factory=new_list)
     # Issue 29 item 3: who works the gate now (a subject id), claimed by them or assigned by another (`assignedBy`),
     # and when. It narrows who is reminded, never who may decide.
     assignee: str | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -142,12 +143,12 @@ class RunState(Mutable):
     inputsBatch: int | None = Field(default=None, exclude_if=lambda v: v is None)
     inputsDigest: str | None = Field(default=None, exclude_if=lambda v: v is None)
     configurable: dict[str, Any] | None = None
-    tags: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=new_list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Run search (rules/run_search.py): the workflow's name (its title's words), and the metadata keys the tenant
     # declared searchable when the run was created (the run is indexed under those, and found by them only).
     workflowName: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    searchableMetadata: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    searchableMetadata: list[str] = Field(default_factory=new_list, exclude_if=lambda v: not v)
     # Issue 31: whether its title's words are indexed (the tenant's searchTitles at its creation), and the provisional
     # expiry its search entries are written with (epoch s). None: a run created before either existed (its entries
     # include its title words and carry no expiry until the retention job stamps them).
@@ -163,7 +164,7 @@ class RunState(Mutable):
     executed: int = 0
     nodes: dict[str, NodeState] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
-    queue: list[str] = Field(default_factory=list)
+    queue: list[str] = Field(default_factory=new_list)
     interrupts: dict[str, OpenInterrupt] = Field(default_factory=dict)
     # Conversations this run opened (core.conversationGate): id -> open | closing | closed.
     conversations: dict[str, str] = Field(default_factory=dict)
@@ -181,13 +182,13 @@ class RunState(Mutable):
     parentNodeId: str | None = None
     parentVisit: int | None = None
     depth: int = 0
-    children: list[str] = Field(default_factory=list)
+    children: list[str] = Field(default_factory=new_list)
     # Forks (engine/forks.py): the run this one was forked from; the source's decided gates and performed effects it
     # has not reached yet ({"gates": {...}, "effects": {...}}, each entry dropped when used); the runs forked from this
     # one (at most MAX_FORKS_PER_RUN, oldest first). Left out of the document while empty.
     fork: ForkOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
     recorded: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=lambda v: not any(v.values()))
-    forks: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+    forks: list[str] = Field(default_factory=new_list, exclude_if=lambda v: not v)
     # The tenant usage shard this run's open-runs claim went to (interlude.store.limits), released there.
     usageShard: int = 0
     # What the run owes its tenant's usage since its counter item last billed it (decisions, storageBytes: rules/usage),

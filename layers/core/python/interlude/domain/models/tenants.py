@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints
 
 from interlude.domain import budgets
-from interlude.domain.models import Closed, Stored, merge_patch_of
+from interlude.domain.models import Closed, Stored, merge_patch_of, new_list
 from interlude.domain.models.tokens import MAX_MINTED_LINK_LIFETIME_S
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
@@ -72,7 +72,7 @@ class TenantLimits(Stored):
 class TenantSettings(Stored):
     # Principals that release an approval gate alone where the gate sets overrideBypassesQuorum: a subjectId,
     # or `issuer|subjectId` to pin the issuer. Gates may name more in their own config.overridePrincipals.
-    overridePrincipals: list[PrincipalRef] = Field(default_factory=list, max_length=100)
+    overridePrincipals: list[PrincipalRef] = Field(default_factory=new_list, max_length=100)
     # How long an external event that matched no waiting interrupt is kept for one raised later.
     eventRetentionHours: int = Field(default=DEFAULT_EVENT_RETENTION_HOURS, ge=1, le=MAX_EVENT_RETENTION_HOURS)
     limits: TenantLimits = Field(default_factory=TenantLimits)
@@ -95,7 +95,7 @@ class TenantSettings(Stored):
     # the run's creation on, and for runs created before it was declared by a job (app/search_keys.py) (rules/run_search.py:
     # at most 10, each 1-64 of A-Z a-z 0-9 _ -).
     searchableMetadata: list[SearchableKey] = Field(
-        default_factory=list, max_length=budgets.MAX_SEARCHABLE_KEYS, exclude_if=_empty
+        default_factory=new_list, max_length=budgets.MAX_SEARCHABLE_KEYS, exclude_if=_empty
     )
     # Issue 31: the words of a run's title (its workflow's id and name, its gates' titles) indexed for `GET /runs?q=`,
     # from the run's creation on (a few write units per run). Left out: not indexed; `q` then reads the run listing

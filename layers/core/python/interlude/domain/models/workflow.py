@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from interlude.domain.ids import AUTHOR_ID, INLINE_WORKFLOW_PREFIX, MODULEX_METADATA
-from interlude.domain.models import FrozenStored
+from interlude.domain.models import FrozenStored, new_list
 
 TriggerRule = Literal["all_success", "any_success", "all_complete", "none_failed", "any_failed"]
 FAILURE_ADMITTING_RULES: frozenset[str] = frozenset({"all_complete", "any_failed"})
@@ -106,9 +106,9 @@ class WorkflowDefinition(FrozenStored):
     version: str | None = None
     description: str | None = None
     nodes: list[Node] = Field(min_length=1, max_length=500)
-    edges: list[Edge] = Field(default_factory=list, max_length=2000)
-    triggers: list[Trigger] = Field(default_factory=list)
-    variables: list[Variable] = Field(default_factory=list)
+    edges: list[Edge] = Field(default_factory=new_list, max_length=2000)
+    triggers: list[Trigger] = Field(default_factory=new_list)
+    variables: list[Variable] = Field(default_factory=new_list)
     channels: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from interlude.domain.ids import AUTHOR_ID_RE, INLINE_WORKFLOW_PREFIX, MODULEX_METADATA
+from interlude.domain.models import new_list
 from interlude.faces.modulex import nodes, tasks
 from interlude.faces.modulex.references import engine_id
 
@@ -98,7 +99,7 @@ class MxWorkflow(_Tolerant):
     metadata: MxMetadata = Field(default_factory=MxMetadata)
     config: MxConfig = Field(default_factory=MxConfig)
     nodes: list[MxNode] = Field(min_length=1, max_length=500)
-    edges: list[MxEdge] = Field(default_factory=list, max_length=2000)
+    edges: list[MxEdge] = Field(default_factory=new_list, max_length=2000)
     entry_point: str = "__start__"
 
 

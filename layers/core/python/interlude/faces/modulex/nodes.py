@@ -16,7 +16,7 @@ from pydantic import Field
 
 from interlude.domain.budgets import Meter
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
-from interlude.domain.models import FieldLabels, FrozenStored
+from interlude.domain.models import FieldLabels, FrozenStored, new_list
 from interlude.domain.templates import referenced_nodes
 from interlude.faces.modulex.expressions import ExpressionError, compare, compile_expression, contains, evaluate, truthy
 from interlude.faces.modulex.references import MISSING, REFERENCE, engine_id, lookup, render
@@ -33,7 +33,7 @@ class InterruptConfig(FrozenStored):
     message: str = ""  # may be empty (InterruptNodeConfig.message has no minimum length)
     resume_schema: dict[str, Any] | None = None
     examples: Any = None
-    data_keys: list[str] = Field(default_factory=list)  # deprecated: state keys snapshotted into `data`
+    data_keys: list[str] = Field(default_factory=new_list)  # deprecated: state keys snapshotted into `data`
     # Interlude's own: what a person reads for each field of its form and its data (a gate's fieldLabels).
     field_labels: FieldLabels = Field(default_factory=dict)
     # Interlude's own: whom the interrupt asks ({subjects, groups, roles}), notified as an approval's recipients are.
@@ -113,7 +113,7 @@ class Branch(FrozenStored):
 
 class ConditionalConfig(FrozenStored):
     condition_type: Literal["expression"] = "expression"
-    expression_branches: list[Branch] = Field(default_factory=list)
+    expression_branches: list[Branch] = Field(default_factory=new_list)
     # `expression` evaluates to a route name; `routes` maps it to a node.
     expression: str | None = None
     routes: dict[str, str] = Field(default_factory=dict)
@@ -248,7 +248,7 @@ class Operation(FrozenStored):
 class TransformerConfig(FrozenStored):
     # A reference (`{{node_x}}`, `{{input}}`) whose value the operations start from; omitted: the run input.
     source: str | None = None
-    operations: list[Operation] = Field(default_factory=list)
+    operations: list[Operation] = Field(default_factory=new_list)
 
 
 def check_transformer(cfg: TransformerConfig) -> list[str]:

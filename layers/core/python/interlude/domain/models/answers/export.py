@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from interlude.domain.models import new_list
 from interlude.domain.models.answers.effects import EffectRecord
 from interlude.domain.models.responses import Answer, Omitted, RunEventDoc, RunSnapshotDoc
 from interlude.domain.models.run import RunStatus
@@ -22,7 +23,7 @@ class RunDecision(Answer):
     raisedAt: str
     payload: Any = None
     resolution: Any = Omitted()
-    votes: list[dict[str, Any]] = Field(default_factory=list)
+    votes: list[dict[str, Any]] = Field(default_factory=new_list)
 
 
 class RunExport(Answer):
