@@ -359,6 +359,9 @@ FUNCTIONS: tuple[Function, ...] = (
         sends_to=("notifications-dlq",),
         table_actions=(
             "dynamodb:GetItem",
+            # A mail tells the gate's whole text: a format-4 head keeps only its digest, read with the interrupt item
+            # that holds it (store/head_parts, ADR 0127).
+            "dynamodb:BatchGetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",

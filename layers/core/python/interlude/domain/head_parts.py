@@ -43,7 +43,7 @@ def digest(value: Any) -> str:
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=True))
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False))
 
 
 def decision_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
