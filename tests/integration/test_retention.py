@@ -158,6 +158,39 @@ def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(cloc
 
 
 @pytest.mark.private_world
+def test_a_task_waiting_past_its_runs_provisional_expiry_is_kept_by_the_daily_sweep(clock_file, services, world):
+    key = new_api_key(services)
+    assert call("PATCH", "/tenant/settings", key, {"retentionDays": 1}).status == 200
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.workflows.put_workflow(principal, "task", WorkflowDefinition.model_validate(TASK))
+    stream = Stream(world.table)
+    run_id = call("POST", "/runs", key, {"workflowId": "task"}).json()["runId"]
+    stream.settle()
+    task_key = a.key(task_pk(task_id(run_id, "draft", 1)), TASK_SK)
+    client = boto3.client("dynamodb")
+    assert wiring.TTL_ATTRIBUTE in client.get_item(TableName=world.table, Key=task_key)["Item"]
+    # Given a task no worker claims until its run's provisional expiry has passed, the daily sweep running on the way
+    clock.advance(clock_file, (1 + run_search.SEARCH_ENTRY_MARGIN_DAYS - run_search.LISTING_KEPT_DAYS) * DAY_S + 60)
+    daily_sweep(world)
+    assert wiring.TTL_ATTRIBUTE not in client.get_item(TableName=world.table, Key=task_key)["Item"]
+    clock.advance(clock_file, run_search.LISTING_KEPT_DAYS * DAY_S)
+    TtlPump(world.table).sweep()
+    # When a worker claims it and completes it
+    claimed = call("POST", "/tasks:claim", key, {"queues": ["summarise"], "waitSeconds": 0})
+    assert claimed.status == 200, claimed.text
+    assert claimed.json()["runId"] == run_id
+    done = call("POST", f"/tasks/{claimed.json()['taskToken']}/complete", key, {"output": {"summary": "late"}})
+    assert done.status == 200, done.text
+    stream.settle()
+    retention_turns(world)
+    # Then its run completed, and the task expires with it
+    assert call("GET", f"/runs/{to_wire(run_id)}", key).json()["status"] == "completed"
+    expires = end_of(run_id, key) + DAY_S
+    assert int(client.get_item(TableName=world.table, Key=task_key)["Item"][wiring.TTL_ATTRIBUTE]["N"]) == expires
+    assert listing_expiry(world, run_id) == expires
+
+
+@pytest.mark.private_world
 def test_an_open_run_whose_listing_entry_expired_unswept_is_listed_again_by_the_next_sweep(clock_file, services, world):
     key = new_api_key(services)
     principal = services.keys.authenticate(f"Bearer {key}")
@@ -202,7 +235,9 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     task_item = boto3.client("dynamodb").get_item(
         TableName=world.table, Key=a.key(task_pk(task_id(task_run, "draft", 1)), TASK_SK), ConsistentRead=True
     )["Item"]
-    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == end_of(task_run, key) + 2 * DAY_S
+    # (its task keeps the provisional expiry it was made with, as the run's listing entry, which is later)
+    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == listing_expiry(world, task_run)
+    assert listing_expiry(world, task_run) > end_of(task_run, key) + 2 * DAY_S
     items = items_of(world, run_id)
     kinds = {item["sk"]["S"].split("#", 1)[0] for item in items}
     assert {"RUN", "E", "I"} <= kinds

@@ -264,7 +264,16 @@ class SubscriptionSecrets(Protocol):
 class TaskRecords(Protocol):
     """Task items and their queues' ready entries."""
 
-    def create(self, task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any], now: float) -> bool: ...
+    def create(
+        self,
+        task_id: str,
+        run_id: str,
+        node_id: str,
+        visit: int,
+        request: dict[str, Any],
+        now: float,
+        expires: int | None,
+    ) -> bool: ...
 
     def ready(self, tenant: str, queue: str, now: float) -> list[ReadyEntry]: ...
 

@@ -79,7 +79,8 @@ class RunRetention:
     def turn(self, run_id: str, after: str | None, has_time: Callable[[], bool], listing: bool = False) -> str | None:
         """Retain the run's items from sort key `after` on while `has_time()`; None once the run is done with, else
         the key to go on after. Raises RunMoved when the run moved meanwhile (the turn is taken again). `listing`: its
-        listing entry is written whatever its provisional expiry (the daily sweep found it without one)."""
+        listing entry and tasks are written whatever their provisional expiry (the daily sweep found the entry without
+        one: written so by a build before ADR 0131)."""
         # A turn from the start reads its first page before the head: nearly always the page holds the head.
         first = self.store.items_page(run_id, None) if after is None else None
         run = first.head if first is not None and first.head is not None else self.store.retained_run(run_id)
@@ -91,16 +92,18 @@ class RunRetention:
             # late writer that confirmed against the head before that change wrote before the page: it is read).
             first = None
         searched = run_search.stamped_at_end(run.state, target)
+        # The listing entry and the tasks keep the provisional expiry they were written with unless the run ended too
+        # late for it (or ended before it had one, or runs again: rules/run_search.listing_stamped_at_end).
+        outside = target is None or listing or run.ttl is None or run_search.listing_stamped_at_end(run.state, target)
+        expiry = run_search.listing_expiry(run.state, target, self.clock().timestamp()) if outside else None
         if after is None:
             # First, what lies outside the run's partition and is the run's as a whole: its items, stamped after,
             # say the turn is whole (the daily sweep looks for a finished run's items without an expiry:
-            # interlude.migrations.sweeps). The listing entry keeps its provisional expiry unless the run ended too
-            # late for it (or ended before it had one, or runs again).
+            # interlude.migrations.sweeps).
             if searched:
                 later = run_search.metadata_families(run.state, self.searchable(run.state.tenant))
                 self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
-            if target is None or listing or run.ttl is None or run_search.listing_stamped_at_end(run.state, target):
-                expiry = run_search.listing_expiry(run.state, target, self.clock().timestamp())
+            if outside:
                 self.store.set_listing_ttl(run.state, expiry)
         while True:
             page = first or self.store.items_page(run_id, after)
@@ -109,8 +112,8 @@ class RunRetention:
             for item in items:
                 # What an item names before the item itself: once every item of the partition has the run's expiry,
                 # so has everything they name.
-                for task in requested_tasks(run_id, item.events):
-                    self.store.set_task_ttl(task, target)
+                for task in requested_tasks(run_id, item.events) if outside else ():
+                    self.store.set_task_ttl(task, expiry)
                 # The search entries of the words of the gates this batch opened (the run's own: above), when their
                 # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):

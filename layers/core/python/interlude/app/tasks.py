@@ -164,7 +164,10 @@ class Tasks:
             pending = state.actions.get(payload["nodeId"])
             if state.terminal or pending is None or pending.visit != payload["visit"] or pending.kind != TASK:
                 continue  # settled before this record was handled
-            store.create(pending.effectId, run_id, payload["nodeId"], pending.visit, pending.request, now)
+            # With the run's provisional expiry, its listing entry's (rules/run_search.listing_stamped_at_end): the
+            # retention job gives it the run's only when the run ends too late for that one (ADR 0131).
+            node_id, expires = payload["nodeId"], state.searchExpiry
+            store.create(pending.effectId, run_id, node_id, pending.visit, pending.request, now, expires)
         for node_id in cancelled:
             node = state.nodes.get(node_id)
             if node is not None and node.visits:

@@ -12,7 +12,7 @@ listing entry without one (written so before ADR 0131), or by its head, when it 
 retention existed) or has a `retentionStamped` that is not its `ttl` (re-stamped since its end: store/retention.py).
 Its retention turn is taken here, inline, as migration 0007 does for runs ended before retention existed. An open
 run whose listing entry's provisional expiry is near (rules/run_search.LISTING_KEPT_DAYS) has it taken off, or the
-entry put back, so it stays listed however long it waits (ADR 0131).
+entry put back, so it stays listed however long it waits, and so do the tasks it waits for (ADR 0131).
 A unit of a replay (a delivery, a notification) reopened more than STUCK_AFTER_S ago whose new round never began (its
 replay stopped between its reopen and its send) is queued again (interlude.app.replay.Replay.requeue). A tenant's
 re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
@@ -36,6 +36,7 @@ from interlude.composition import services
 from interlude.domain import clock as clock_
 from interlude.domain.clock import Clock, iso
 from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
+from interlude.engine.effect_names import TASK
 from interlude.migrations import PAGE_ITEMS, Migration, Progress, run_one
 from interlude.rules import run_search
 from interlude.store import attributes as a
@@ -100,6 +101,8 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
             finished.append(run.state.runId)
         elif expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
             kept += retention.store.keep_listed(run.state)
+            waited = [p.effectId for p in run.state.actions.values() if p.kind == TASK]
+            kept += sum(retention.store.keep_task(task) for task in waited)
     swept = sum(retention.turn(run_id, None, lambda: True, listing=run_id in unlisted) is None for run_id in finished)
     return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed
 

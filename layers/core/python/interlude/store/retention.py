@@ -152,6 +152,21 @@ class RetentionStore(Table):
         self.client.put_item(TableName=self.table, Item=listed[1]["Put"]["Item"])
         return True
 
+    def keep_task(self, task_id: str) -> bool:
+        """The task an open run waits for without an expiry: its provisional one taken off (one read, and a write only
+        for one that has it); whether it was written. A task gone is left gone."""
+        key = a.key(task_pk(task_id), TASK_SK)
+        got = self.client.get_item(
+            TableName=self.table,
+            Key=key,
+            ProjectionExpression="#sk, #ttl",
+            ExpressionAttributeNames={"#sk": wiring.SORT_KEY, **_TTL},
+        )
+        if wiring.TTL_ATTRIBUTE not in got.get("Item", {}):
+            return False
+        self._set_ttl(key, None)
+        return True
+
     def expire_head(self, run_id: str, version: int, ttl: int, restamped: bool = False) -> bool:
         """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read).
         `restamped`: a finished run's expiry changed, its items not yet: the head's RETAINED says so until the turn

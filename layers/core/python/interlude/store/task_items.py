@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from interlude import wiring
 from interlude.domain.models.run import PendingAction
 from interlude.store import attributes as a
 
@@ -30,12 +31,17 @@ def task_fields(task_id: str, run_id: str, node_id: str, visit: int, request: di
     }
 
 
-def abandoned_update(run_id: str, node_id: str, pending: PendingAction) -> tuple[str, dict[str, Any]]:
+def abandoned_update(
+    run_id: str, node_id: str, pending: PendingAction, expires: int | None = None
+) -> tuple[str, dict[str, Any]]:
     """(label, TransactWriteItem) ending the task of a visit the run no longer waits for, in the transaction that
     ends the run: cancelled whatever it was (ready, claimed, or settled with an outcome that never landed). Written
     whole when the outbox has not made it yet (so it never will: the outbox makes no task for an ended run). No
-    condition: a condition failing here would refuse the run's own transition."""
+    condition: a condition failing here would refuse the run's own transition. `expires`: the run's expiry (a run
+    that ends) or its provisional one, which the task keeps (store/retention.py)."""
     fields = task_fields(pending.effectId, run_id, node_id, pending.visit, pending.request)
+    if expires is not None:
+        fields[wiring.TTL_ATTRIBUTE] = a.n(expires)
     names = {f"#{name}": name for name in fields}
     values = {f":{name}": value for name, value in fields.items()}
     kept = ", ".join(f"#{name} = if_not_exists(#{name}, :{name})" for name in fields)

@@ -116,15 +116,27 @@ class TaskStore:
 
     # -- creation and the ready index ----------------------------------------------------------------
 
-    def create(self, task_id: str, run_id: str, node_id: str, visit: int, request: dict[str, Any], now: float) -> bool:
+    def create(
+        self,
+        task_id: str,
+        run_id: str,
+        node_id: str,
+        visit: int,
+        request: dict[str, Any],
+        now: float,
+        expires: int | None = None,
+    ) -> bool:
         """The task, ready at attempt 1, then its ready entry; False when it existed already (a redelivered record),
-        whose entry is put again while it is ready (the first delivery may have stopped before its entry)."""
+        whose entry is put again while it is ready (the first delivery may have stopped before its entry). `expires`:
+        its run's provisional expiry (store/retention.py: the daily sweep takes it off the task of a run waiting near
+        it)."""
         entry = self._entry(task_id, request["queue"], 1, now)
         item: a.Item = {
             **a.key(task_pk(task_id), TASK_SK),
             **task_fields(task_id, run_id, node_id, visit, request),
             "status": a.s("ready"),
             "readySk": entry["Item"][wiring.SORT_KEY],
+            **({} if expires is None else {wiring.TTL_ATTRIBUTE: a.n(expires)}),
         }
         try:
             self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(sk)")
