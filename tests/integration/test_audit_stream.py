@@ -173,8 +173,9 @@ def test_a_chain_whose_append_fails_fails_its_records_alone_and_they_land_once_w
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 2)
     admin = signed_in(services)
     runs = decided(services, admin, 6)
-    chains = {items.chain_of_member(r) for r in runs}
-    assert chains == {0, 1}
+    while {items.chain_of_member(r) for r in runs} != {0, 1}:  # run ids are random: both chains, for sure
+        runs += decided(services, admin)
+    chains = {0, 1}
     records = records_of(runs)
     real_append = items.AuditLog.append_drafts
     appended: list[int] = []

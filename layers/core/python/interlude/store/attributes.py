@@ -54,7 +54,27 @@ def packed(value: Any) -> dict[str, bytes]:
     """Compact JSON, deflated, as a binary attribute: the large documents (run state, event batches,
     interrupt payloads) shrink about threefold, and DynamoDB bills writes per started kilobyte, twice
     inside a transaction."""
-    return packed_json(_COMPACT.encode(value).encode())
+    return packed_json(compact(value))
+
+
+def compact(value: Any) -> bytes:
+    """The compact JSON `packed` deflates."""
+    return _COMPACT.encode(value).encode()
+
+
+def packed_against(value: Any, dictionary: bytes) -> dict[str, str]:
+    """Compact JSON deflated against `dictionary` (zlib's preset dictionary): what the value repeats of it costs a few
+    bytes (an audit draft against the events it records: ≈ 140 B instead of ≈ 350). A string (base64), not a binary
+    attribute: every binary attribute reads as `packed` alone (`plain`), which this is not. Read with
+    `unpacked_against` and the same dictionary."""
+    packer = zlib.compressobj(6, zdict=dictionary)
+    return {"S": base64.b64encode(packer.compress(compact(value)) + packer.flush()).decode("ascii")}
+
+
+def unpacked_against(attribute: Mapping[str, Any], dictionary: bytes) -> Any:
+    inflater = zlib.decompressobj(zdict=dictionary)
+    raw = base64.b64decode(attribute["S"])
+    return json.loads(inflater.decompress(raw) + inflater.flush())
 
 
 def packed_json(raw: bytes) -> dict[str, bytes]:

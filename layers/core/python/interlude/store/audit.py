@@ -124,15 +124,21 @@ def head_of_plain(item: dict[str, Any] | None) -> Head:
     )
 
 
-def draft_attributes(draft: AuditDraft) -> a.Item:
-    """An event batch's attributes carrying the draft of its transition's entry, for the appender (format 5)."""
-    return {DRAFT_ATTRIBUTE: a.as_json(draft.fields()), FORMAT_FIELD: a.n(AUDIT_DRAFT_ON_BATCH)}
+def draft_attributes(draft: AuditDraft, events: bytes) -> a.Item:
+    """An event batch's attributes carrying the draft of its transition's entry, for the appender (format 5): deflated
+    against the batch's `events` (their compact JSON), whose ids, subject and values it repeats, so that it rarely
+    takes the item past a kilobyte it was under (a transaction bills 2 WRU per started kilobyte)."""
+    return {DRAFT_ATTRIBUTE: a.packed_against(draft.fields(), events), FORMAT_FIELD: a.n(AUDIT_DRAFT_ON_BATCH)}
 
 
 def carried_draft(image: a.Item) -> AuditDraft | None:
     """The draft an event batch carries (format 5), if it carries one."""
     carried = image.get(DRAFT_ATTRIBUTE)
-    return AuditDraft.of_fields(json.loads(carried["S"])) if carried is not None else None
+    if carried is None:
+        return None
+    events = a.unpacked_json(image["events"])
+    dictionary = events.encode() if isinstance(events, str) else events
+    return AuditDraft.of_fields(a.unpacked_against(carried, dictionary))
 
 
 def draft_source(pk: str, sk: str) -> str:

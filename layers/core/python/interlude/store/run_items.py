@@ -109,14 +109,15 @@ def event_batch_put(
     of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record; `audit`: the entry
     recording the transition, which the appender on the stream chains (format 5: store/audit.py)."""
     sk = event_sk(first_seq + len(docs) - 1)
+    events = a.compact(docs)
     batch: a.Item = {
         **a.key(run_pk(run_id), sk),
         "first": a.n(first_seq),
         "last": a.n(first_seq + len(docs) - 1),
-        "events": a.packed(docs),
+        "events": a.packed_json(events),
         **closed_entries,
         **expiring(expires),
-        **(audit_log.draft_attributes(audit) if audit is not None else {}),
+        **(audit_log.draft_attributes(audit, events) if audit is not None else {}),
     }
     return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
 
