@@ -84,3 +84,34 @@ def test_a_run_is_indexed_by_title_words_only_where_its_tenant_asks_and_its_entr
     legacy = plain.model_copy(update={"searchExpiry": None})
     assert "TOK#refund" in run_search.creation_families(legacy)
     assert run_search.stamped_at_end(legacy, ended_soon)
+
+
+def test_a_runs_listing_entry_keeps_its_provisional_expiry_unless_the_run_ends_or_waits_near_it() -> None:
+    from interlude.domain.models.run import RunState
+    from interlude.rules.limits import Limits
+    from interlude.rules.retention import DAY_S
+
+    created = datetime(2026, 12, 1, tzinfo=UTC)
+    start = int(created.timestamp())
+    limits = Limits(10, 10, 10, 1024, 10, retention_days=30)
+    state = RunState(
+        runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={},
+        createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits, created),
+    )
+    provisional = state.searchExpiry
+    assert provisional is not None
+    near = run_search.LISTING_KEPT_DAYS * DAY_S
+    # A run that ends within the margin less the sweep's window leaves its entry as it was written
+    assert not run_search.listing_stamped_at_end(state, provisional - near)
+    # one that ends later, or was created before entries had an expiry, has it written, never sooner than it was
+    assert run_search.listing_stamped_at_end(state, provisional - near + 1)
+    assert run_search.listing_expiry(state, provisional - near + 1, start) == provisional
+    assert run_search.listing_expiry(state, provisional + DAY_S, start) == provisional + DAY_S
+    legacy = state.model_copy(update={"searchExpiry": None})
+    assert run_search.listing_stamped_at_end(legacy, start + 31 * DAY_S)
+    assert run_search.listing_expiry(legacy, start + 31 * DAY_S, start) == start + 31 * DAY_S
+    # A run that runs again gets its provisional expiry back, or none once the daily sweep would take it off
+    assert run_search.listing_expiry(state, None, start) == provisional
+    assert not run_search.listing_kept_open(provisional, provisional - near)
+    assert run_search.listing_kept_open(provisional, provisional - near + 1)
+    assert run_search.listing_expiry(state, None, provisional - near + 1) is None
