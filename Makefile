@@ -111,7 +111,7 @@ preflight: venv node-deps
 
 # Issue 31's goals table, each figure beside its goal with a verdict, then issue 13's other figures (bench/summary.py;
 # several minutes). It rewrites the figures docs/scale.md prints (between its `bench:` markers).
-bench: venv
+bench: venv runtime-python
 	$(PY) bench/summary.py --write-docs
 
 # Every bench script in full, one after another.

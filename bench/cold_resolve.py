@@ -16,7 +16,10 @@ INTERLUDE_SDK_DATA; the layer has it beside botocore); with --botocore-data it r
 With --snapstart, each round also plays a SnapStart restore: a stand-in for the runtime's `snapshot_restore_py`
 records the hooks the handler registers; the import and the before-snapshot hooks (priming) run, untimed, as at
 publication; then the after-restore hooks and the first request are timed: what a restored instance pays.
-Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart] [--botocore-data]
+With --python PATH, the child (the API instance) runs on that interpreter: `make bench` passes the functions' runtime
+Python (.venv-runtime, made by `make runtime-python`), since a function's cold start is its runtime's, and the
+development Python is a stand-in that costs about a fifth more here (ADR 0130). DynamoDB (moto) stays in this process.
+Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart] [--botocore-data] [--python PATH]
 """
 
 from __future__ import annotations
@@ -122,8 +125,16 @@ def waiting_runs(count: int) -> tuple[list[str], str]:
     return [services.lifecycle.create_run(principal, request).runId for _ in range(count)], bearer
 
 
+def child_python() -> str:
+    """The API instance's interpreter: --python PATH, else this one."""
+    if "--python" in sys.argv:
+        return sys.argv[sys.argv.index("--python") + 1]
+    return sys.executable
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    python = child_python()
+    args = [a for a in sys.argv[1:] if not a.startswith("--") and a != python]
     rounds = int(args[0]) if args else 5
     snapstart = "--snapstart" in sys.argv
     sys.path.insert(0, str(ROOT))
@@ -148,7 +159,11 @@ def main() -> None:
         server.stop()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     data = "botocore's own SDK data" if "--botocore-data" in sys.argv else "the layer's SDK data"
-    print(f"rounds={rounds}, CPU ms (user + system) of a new API instance reading {data}, medians; load average {load}")
+    version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True)
+    print(
+        f"rounds={rounds}, CPU ms (user + system) of a new API instance on Python {version.stdout.strip()} reading {data},"
+        f" medians; load average {load}"
+    )
     cold = found["cold"]
     median = {k: statistics.median(r[k] * 1000 for r in cold) for k in ("start", "import", "request", "total")}
     print(
@@ -169,7 +184,7 @@ def main() -> None:
 
 def probe(run_id: str, bearer: str, env: dict[str, str]) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT / "functions" / "api"), run_id, bearer],
+        [child_python(), "-c", PROBE, str(ROOT / "functions" / "api"), run_id, bearer],
         capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
     )
     if done.returncode != 0:
