@@ -237,7 +237,7 @@ PREVIOUS_READS = """
 import base64, json, sys, types
 import boto3
 from moto import mock_aws
-from interlude.store.deliveries import DeliveryStore
+from interlude.store.deliveries import DeliveryStore, Notice
 given = json.load(sys.stdin)
 with mock_aws():
     client = boto3.client("dynamodb", region_name="us-east-1")
@@ -248,11 +248,12 @@ with mock_aws():
         client.put_item(TableName="t", Item={k: {"B": base64.b64decode(v["B"])} if "B" in v else v for k, v in item.items()})
     store = DeliveryStore(types.SimpleNamespace(client=client, table="t"))
     run = given["run"]
-    done = store.claim(run, "delivered-1", "interrupt.requested", given["now"], 60)
-    again = store.claim(run, "pending-1", "interrupt.requested", given["now"], 60)
-    store.finish(run, "pending-1", again.attempt, {"noticeId": "pending-1", "attempt": again.attempt}, "delivered")
+    delivered, pending = (Notice(run, notice, "interrupt.requested") for notice in ("delivered-1", "pending-1"))
+    done = store.look(delivered, given["now"])
+    again = store.look(pending, given["now"])
+    store.record(pending, again, "delivered", {"noticeId": "pending-1"}, given["now"])
     print(json.dumps({"done": [done.outcome, done.attempt], "again": [again.outcome, again.attempt],
-                      "status": store.notice(run, "pending-1")["status"], "attempts": store.attempts(run)}))
+                      "status": store.read(pending)["status"], "attempts": store.attempts(run)}))
 """
 
 
@@ -285,8 +286,10 @@ def test_the_previous_release_reads_the_delivery_items_this_one_writes(services,
     seen = json.loads(done.stdout.strip().splitlines()[-1])
 
     # Then it reads them as its own: the delivered one is not attempted again, the pending one is its next attempt
-    assert seen["done"] == ["done", 1]
-    assert seen["again"] == ["claimed", 2]
+    assert seen["done"][0] == "settled"
+    assert seen["again"] == ["open", 2]
     assert seen["status"] == "delivered"
-    # And it lists the attempts it made itself (the history this release keeps on the item is not its to read)
-    assert [r["attempt"] for r in seen["attempts"]] == [2]
+    # And it lists every attempt of both, this release's and its own
+    assert sorted((r["noticeId"], r["attempt"]) for r in seen["attempts"]) == [
+        ("delivered-1", 1), ("pending-1", 1), ("pending-1", 2)
+    ]
