@@ -1,6 +1,6 @@
 """Gates whose interrupt item is written once (format 3, docs/adr/0126), read through every surface: the item holds
 no status and the close writes nothing to it; the run head says which gates are open, the close's event how it
-closed. This release reads them and decides them, whichever release opened them (a rollback's)."""
+closed. A release that writes format 1 decides them too (the previous release's code, after a rollback)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,15 @@ import json
 from urllib.parse import urlsplit
 
 import boto3
-import pytest
 
 from interlude.domain import formats
-from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
-from interlude.rules.interrupts.decide import Resolver
 from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
 from tests.integration.test_store_and_dispatch import register
 from tests.integration.test_streams_and_modulex import aws, call, issue, openwop_run  # noqa: F401 (fixture)
-from tests.support.gate_formats import gates_written_once  # noqa: F401 (fixture)
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE
-
-pytestmark = pytest.mark.usefixtures("gates_written_once")
 
 
 def interrupt_item(run_id: str, node_id: str, visit: int = 1) -> dict:
@@ -64,20 +58,6 @@ def test_the_inbox_lists_an_open_gate_and_sweeps_its_entry_once_closed(services,
     swept = boto3.client("dynamodb").scan(TableName=TABLE, FilterExpression="begins_with(pk, :i)",
                                           ExpressionAttributeValues={":i": {"S": f"T#{admin.tenant}#INBOX#KIND#"}})  # fmt: skip
     assert swept["Items"] == []
-
-
-def test_a_losing_resolve_learns_the_winner_from_the_head_and_the_close_event(services, admin):
-    run_id = approval_run(services, admin)
-    stale_state, stale_version = services.store.get_run(run_id)
-    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
-    calls = []
-    services.store.client.meta.events.register("before-call.dynamodb", lambda **kw: calls.append(kw["model"].name))
-    with pytest.raises(DomainError) as lost:
-        services.decisions.resolve(stale_state, stale_version, "gate", {"action": "reject"}, Resolver(admin.subject, "run"))
-    assert lost.value.code == "interrupt_already_resolved"
-    assert lost.value.details["resolution"]["decision"] == "granted"
-    # The audit chain's head, the transaction that lost (the head as the winner left it), the close's event.
-    assert calls == ["GetItem", "TransactWriteItems", "Query"]
 
 
 def test_the_export_tells_each_gate_resolved_or_cancelled(services, admin):

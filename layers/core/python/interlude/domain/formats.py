@@ -67,9 +67,9 @@ def check(kind: str, written_in: object) -> None:
     )
 
 
-# The format this release writes a new gate's interrupt item in (None: 1, no `v`). The tests write GATE_STATUS_ON_HEAD
-# (tests/support/gate_formats.py) through every reader before the release that writes it.
-INTERRUPT_ITEM_WRITTEN: int | None = None
+# The format this release writes a new gate's interrupt item in (None: 1, no `v`): 3 from 0.3.0, whose previous release
+# (0.2.0) reads it and decides its gates (docs/adr/0126).
+INTERRUPT_ITEM_WRITTEN: int | None = GATE_STATUS_ON_HEAD
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

@@ -6,8 +6,11 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
   event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote; closedEntries: the
                                                           inbox entries of the interrupts it closed (dispatch
                                                           deletes them: store/inbox.py)
-  interrupt    T#{tenant}#R#{run}        I#{key}          payload, status, resolution (listed while open by the
-                                                          inbox entries of store/inbox.py)
+  interrupt    T#{tenant}#R#{run}        I#{key}          payload, votes, raisedSeq; written once, when its gate
+                                                          opens (v 3: open while the run head holds it, closed by
+                                                          the close's event: store/gate_closes.py; format 1 also
+                                                          held status and resolution); listed while open by the
+                                                          inbox entries of store/inbox.py
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition (store/workflows.py)
   latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
   modulex wf   T#{tenant}#W#{workflow}   MODULEX          a ModuleX-face workflow's record (store/modulex_records.py)
