@@ -38,6 +38,7 @@ KINDS: list[tuple[str, Callable[[str, str], bool]]] = [
     ("request counter", lambda pk, sk: "#RATE" in pk),
     ("inbox entries", lambda pk, sk: "#INBOX#" in pk),
     ("run index entry", lambda pk, sk: "#RUNS#" in pk),
+    ("due item", lambda pk, sk: pk.startswith("DL#")),
     ("open-runs counter", lambda pk, sk: sk == "USAGE"),
     ("audit pending marker", lambda pk, sk: "#AUDITHEAD" in pk and sk != "AUDITHEAD"),
     ("audit chain head", lambda pk, sk: "#AUDITHEAD" in pk),
@@ -105,6 +106,9 @@ class Invocation:
     records: int = 1
     # Run heads it read (a GetItem of one, each key of a BatchGetItem naming one).
     head_reads: int = 0
+    # A bucket schedule's (ADR 0132): its firing and its target's invocation serve every deadline due in one second and
+    # shard (`records` of them), not one lifecycle's.
+    bucket: bool = False
 
 
 class Meter:
@@ -463,8 +467,11 @@ class Deployment:
             firing = Invocation("scheduler", "schedule")
             firing.billed["scheduler:invocation"] += 1
             self.invocations.append(firing)
-            target = schedule["Target"]
-            self.invoke(wiring.SCHEDULES.target, json.loads(target.get("Input") or "{}"), "schedule")
+            body = json.loads(schedule["Target"].get("Input") or "{}")
+            answer = self.invoke(wiring.SCHEDULES.target, body, "schedule") or {}
+            if "dueSecond" in body:
+                for inv in (firing, self.invocations[-1]):
+                    inv.bucket, inv.records = True, max(1, int(answer.get("deadlines", 1)))
             if schedule.get("ActionAfterCompletion") == "DELETE":
                 with self.meter.excluding(), contextlib.suppress(Exception):
                     pump.client.delete_schedule(Name=schedule["Name"], GroupName=pump.group)

@@ -34,6 +34,7 @@ from _prices import CALL_MS, QUOTAS, VCPU_MB
 from cost_per_million import construct_source, duration_ms, is_lambda, measured_lifecycles, memory_mb
 
 from interlude import wiring
+from interlude.store.due_index import DUE_PK_PREFIX
 
 GOAL_DEPLOYMENT = 2000
 # Messages per SendMessageBatch (the stream reader's forward).
@@ -52,8 +53,8 @@ def construct_default(name: str) -> int:
 OUTBOX_CONSUMER = next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE)
 # The consumers that take a batch's runs side by side, and their batch sizes (dispatch: ADR 0111; callbacks: issue 31).
 SIDE_BY_SIDE = {OUTBOX_CONSUMER: wiring.OUTBOX_BATCH_SIZE, "callbacks": wiring.CALLBACK_BATCH_SIZE}
-# Their concurrency as wiring declares it from the goal, and the Scheduler target's reservation (one deadline an
-# invocation).
+# Their concurrency as wiring declares it from the goal, and the Scheduler target's reservation (a bucket's deadlines
+# side by side: ADR 0132).
 GOAL_DERIVED = {
     OUTBOX_CONSUMER: "wiring.OUTBOX_CONCURRENCY",
     "callbacks": "wiring.CALLBACK_CONCURRENCY",
@@ -71,6 +72,15 @@ def batched_s(inv: dict[str, Any]) -> float:
     return max(cpu, (cpu + waits) / SIDE_BY_SIDE[inv["function"]]) * records / 1000
 
 
+def bucket_batched_s(inv: dict[str, Any]) -> float:
+    """Seconds a bucket schedule's invocation (ADR 0132) holds its target per deadline when buckets are full (the goal's
+    pace): its deadlines fired wiring.DUE_BUCKET_WORKERS at a time, as batched_s takes a batch's runs."""
+    records = max(1, inv.get("records", 1))
+    cpu = inv["cpu_ms"] / min(1.0, memory_mb(inv["function"]) / VCPU_MB) / records
+    waits = duration_ms(inv) / records - cpu
+    return max(cpu, (cpu + waits) / wiring.DUE_BUCKET_WORKERS) * records / 1000
+
+
 def stream_batched_s(inv: dict[str, Any]) -> float:
     """Seconds `inv`'s records hold the stream reader when the stream hands it full batches (wiring.STREAM_BATCH_SIZE
     records, the goal's pace): its CPU per record, and its sends shared by the records of a SendMessageBatch (10)."""
@@ -86,8 +96,13 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     requests = wru = rru = 0.0
     gsi_wru = 0.0
     outbox = {"records": 0, "head_reads": 0, "cpu_ms": 0.0, "one_at_a_time_s": 0.0}
+    bucket_firings = 0
     for inv in invocations:
-        if inv["function"] == OUTBOX_CONSUMER:
+        if inv.get("bucket") and not is_lambda(inv):
+            bucket_firings += inv["billed"].get("scheduler:invocation", 0)
+        if inv.get("bucket") and is_lambda(inv):
+            busy_s[inv["function"]] += bucket_batched_s(inv)
+        elif inv["function"] == OUTBOX_CONSUMER:
             outbox["records"] += inv.get("records", 1)
             outbox["head_reads"] += inv.get("head_reads", 0)
             outbox["cpu_ms"] += inv["cpu_ms"]
@@ -108,7 +123,8 @@ def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:
         wru += inv["wru"] - gsi
     return {
         "busy_s": dict(busy_s), "billed": dict(billed), "requests": requests, "wru": wru, "gsi_wru": gsi_wru, "rru": rru,
-        "outbox": outbox,
+        "outbox": outbox, "bucket_firings": bucket_firings,
+        "due_wru": sum(u for inv in invocations for pk, u in inv["wru_by_partition"].items() if pk.startswith(DUE_PK_PREFIX)),
     }
 
 
@@ -155,8 +171,21 @@ def deployment_limits(found: dict[str, Any], reserved: bool) -> list[tuple[str, 
     for call, quota in (("scheduler:CreateSchedule", "scheduler_create_tps"), ("scheduler:DeleteSchedule", "scheduler_delete_tps"),
                         ("scheduler:invocation", "scheduler_invocations_tps")):
         n = found["billed"].get(call, 0)
+        if call == "scheduler:invocation":
+            n -= found["bucket_firings"]
         if n:
             limits.append((f"Scheduler {call.split(':')[1]}", q[quota] / n, f"{q[quota]:g}/s ÷ {n:g}"))
+    if found["bucket_firings"]:
+        # ADR 0132: a bucket's invocation fires every deadline due in its second and shard, so at any pace a second of
+        # deadlines takes at most DUE_INDEX_SHARDS invocations; their items spread over as many partitions.
+        shards = wiring.DUE_INDEX_SHARDS
+        enough = shards <= q["scheduler_invocations_tps"]
+        limits.append(("Scheduler invocation (bucket schedules)", math.inf if enough else 0.0,
+                       f"≤ {shards} a second at any pace, of {q['scheduler_invocations_tps']:g}/s"))
+    if found["due_wru"]:
+        limits.append((f"due index partitions ({wiring.DUE_INDEX_SHARDS} per second due)",
+                       q["partition_wru"] * wiring.DUE_INDEX_SHARDS / found["due_wru"],
+                       f"{q['partition_wru']:g} WRU/s × {wiring.DUE_INDEX_SHARDS} ÷ {found['due_wru']:g} WRU per lifecycle"))
     return limits
 
 
@@ -164,6 +193,8 @@ def family_of(pk: str) -> tuple[str, str] | None:
     """(family, kind of key) of a tenant-wide partition key, or None for one entity's own (a run's, a task's)."""
     gsi = pk.startswith("GSI ")
     rest = pk[4:] if gsi else pk.split("#", 2)[2] if pk.count("#") >= 2 else ""
+    if pk.startswith(DUE_PK_PREFIX):
+        return None  # the deployment's due index, not a tenant's (deployment_limits)
     if not gsi and rest.split("#", 1)[0] in ("R", "TK", "EF", "IDEM", "CONV", "EV", "W", "WH"):
         return None
     return ("GSI " if gsi else "") + re.sub(r"#\d+$", "", rest), "gsi" if gsi else "table"
@@ -313,7 +344,7 @@ def main() -> None:
             how = f"full batches of {SIDE_BY_SIDE[function]}, runs side by side"
             held = "its queue's maximum concurrency"
         else:
-            how, held = "one deadline an invocation", "its reservation"
+            how, held = f"a bucket's deadlines {wiring.DUE_BUCKET_WORKERS} at a time", "its reservation"
         print(f"  at {GOAL_DEPLOYMENT:,} lifecycles/s {function} needs {needed} concurrent invocations ({how}); {held} "
               f"is {given} ({source}): {'covered' if covered else 'NOT covered'}")
     rps = measured["tenant_requests_per_second"]

@@ -15,6 +15,7 @@ import pytest
 
 from interlude import wiring
 from interlude.local.stack import TABLE_NAME
+from interlude.store.due_index import DueIndex
 from interlude.store.layout import RUN_SK, run_pk
 from tests.support.local_stack import FIXTURES, Api, cli, running_stack, stack_client, until, wire
 
@@ -44,11 +45,18 @@ def advance(stack: dict, seconds: float) -> None:
 
 
 def schedule_inputs(scheduler) -> list[str]:
+    """Every schedule's input; for a bucket's (ADR 0132), the deadlines its partition of the due index lists."""
     listed = scheduler.list_schedules(GroupName=GROUP)["Schedules"]
+    table = stack_client({"motoEndpoint": scheduler.meta.endpoint_url}, "dynamodb")
     out = []
     for summary in listed:
         with contextlib.suppress(scheduler.exceptions.ResourceNotFoundException):
-            out.append(scheduler.get_schedule(Name=summary["Name"], GroupName=GROUP)["Target"]["Input"])
+            body = scheduler.get_schedule(Name=summary["Name"], GroupName=GROUP)["Target"]["Input"]
+            named = json.loads(body)
+            if "dueSecond" in named:
+                out += [json.dumps(d) for d in DueIndex(TABLE_NAME, table).due(named["dueSecond"], named["shard"])]
+            else:
+                out.append(body)
     return out
 
 
@@ -140,14 +148,15 @@ def test_the_pump_fires_the_schedule_when_the_clock_passes_it(api, deadline_stac
     assert [e["payload"]["action"] for e in api.events(run_id) if e["type"] == "interrupt.resolved"] == ["timeout"]
 
 
-def test_a_decision_in_time_wins_and_its_schedule_is_deleted(api, deadline_stack, scheduler):
+def test_a_decision_in_time_wins_and_its_deadline_fires_into_nothing(api, deadline_stack, scheduler):
     run_id = api.start(long_gate(api))["runId"]
     assert until(lambda: schedule_for(scheduler, run_id), WAIT_S)
     accepted = api.resolve(run_id, "gate", {"action": "accept"})
     assert accepted.status_code == 200, accepted.text
     assert accepted.json()["status"] == "completed"
-    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "resolving did not delete the schedule"
+    # Its bucket's schedule stays (ADR 0132), fires when the deadline passes, and finds the gate decided
     advance(deadline_stack, 601)
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "the deadline's bucket never fired"
     assert api.run(run_id)["status"] == "completed"
     resolved = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
     assert [e["payload"]["decision"] for e in resolved] == ["granted"]
@@ -167,14 +176,16 @@ def test_conformance_delay_runs_then_completes_after_its_delay(api, deadline_sta
     assert done["variables"]["wait"] == {"delayMs": 600_000}
 
 
-def test_conformance_cancellable_cancels_mid_delay(api, scheduler):
+def test_conformance_cancellable_cancels_mid_delay(api, deadline_stack, scheduler):
     run_id = api.start(api.fixture("conformance-cancellable"))["runId"]
     assert api.run(run_id)["status"] == "running"
     assert until(lambda: schedule_for(scheduler, run_id), WAIT_S)
     cancelled = api.call("POST", f"/runs/{wire(run_id)}/cancel", {"reason": "enough"})
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "cancelled"
-    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "cancelling did not delete the wake-up"
+    # The wake-up's bucket stays (ADR 0132) and, fired, finds the run cancelled
+    advance(deadline_stack, 2 * 24 * 3600)
+    assert until(lambda: not schedule_for(scheduler, run_id), WAIT_S), "the wake-up's bucket never fired"
     assert api.run(run_id)["status"] == "cancelled"
 
 

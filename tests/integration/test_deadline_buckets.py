@@ -21,15 +21,8 @@ from interlude.local.schedules import SchedulePump
 from interlude.store.due_index import DueIndex, due_pk, due_second
 from interlude.store.item_formats import check_item
 from tests.integration.test_deadlines import GROUP, PAST_LONG_S, TIMED_OUT
-from tests.integration.test_deadlines import world as deadlines_world  # noqa: F401 (the fixture below wraps it)
+from tests.integration.test_deadlines import world as world  # noqa: F401, PLC0414 (the fixture)
 from tests.support.moto_world import TABLE
-
-
-@pytest.fixture
-def world(deadlines_world):  # noqa: F811
-    # Settings read before the fixture named the clock file are read again (no dispatch runs here first to do it).
-    lambda_runtime.fresh_instances()
-    return deadlines_world
 
 
 def gated_runs(world, count: int) -> list:

@@ -11,7 +11,14 @@ import boto3
 import pytest
 
 from interlude import wiring
-from interlude.adapters.scheduler.names import LEGACY_PREFIXES, parse_at, schedule_name
+from interlude.adapters.scheduler.buckets import bucket_input
+from interlude.adapters.scheduler.names import (
+    LEGACY_PREFIXES,
+    bucket_schedule_name,
+    legacy_schedule_name,
+    occurrence,
+    parse_at,
+)
 from interlude.adapters.scheduler.scheduler import from_env
 from interlude.composition import Services
 from interlude.domain import clock
@@ -21,6 +28,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import deadlines
 from interlude.local import lambda_runtime
 from interlude.local.schedules import SchedulePump
+from interlude.store.due_index import DueIndex, bucket_of
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
@@ -76,6 +84,17 @@ class World:
         listed = self.scheduler.list_schedules(GroupName=GROUP)["Schedules"]
         return [self.scheduler.get_schedule(Name=s["Name"], GroupName=GROUP) for s in listed]
 
+    def listed(self, run_id: str) -> list[dict]:
+        """The run's deadlines in the due index, of every bucket that has a schedule now."""
+        index = DueIndex(TABLE, self.services.store.client)
+        return [
+            body
+            for schedule in self.schedules()
+            if "dueSecond" in (named := json.loads(schedule["Target"]["Input"]))
+            for body in index.due(named["dueSecond"], named["shard"])
+            if body["runId"] == run_id
+        ]
+
     def events(self, run_id: str) -> list[dict]:
         return self.services.store.read_events(run_id)
 
@@ -88,13 +107,15 @@ def world(world, monkeypatch, tmp_path):
     clock_file = tmp_path / "clock"
     clock.reset(clock_file)
     monkeypatch.setenv(clock.CLOCK_FILE_ENV, str(clock_file))
+    # The handlers read their settings again, this clock file among them, whatever read them before it was named.
+    lambda_runtime.fresh_instances()
     return World(clock_file, world.tenant)
 
 
 TIMED_OUT = {"nodeId": "gate", "kind": "approval", "action": "timeout", "decision": "rejected", "reason": "timeout"}
 
 
-def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and_dead_letters(world):
+def test_a_timed_gate_is_listed_in_the_due_index_under_one_bucket_schedule_with_the_declared_target_and_dead_letters(world):
     # Given a run of the 1500 ms timeout fixture
     workflow = world.register_long("conformance-approval-timeout")
     state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
@@ -105,14 +126,17 @@ def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and
     world.stream.seen.clear()
     world.settle()
 
-    # Then exactly one schedule exists, named from the interrupt, in the deployment's group
-    (schedule,) = world.schedules()
+    # Then the deadline is listed once, under its second and shard, and that bucket has exactly one schedule
     deadline = deadlines.Deadline("interrupt", interrupt.deadline, "gate", interrupt_id=interrupt.interruptId)
-    assert schedule["Name"] == schedule_name(state.runId, deadline)
+    second, shard = bucket_of(state.runId, occurrence(deadline, state.runId), interrupt.deadline)
+    assert DueIndex(TABLE, world.services.store.client).due(second, shard).count(deadline.as_input(state.runId)) == 1
+    (schedule,) = world.schedules()
+    assert schedule["Name"] == bucket_schedule_name(second, shard)
     assert schedule["GroupName"] == GROUP
     # a one-time, UTC, precise schedule that deletes itself after it fired, never before the deadline
     assert schedule["ScheduleExpression"].startswith("at(")
-    assert 0 <= parse_at(schedule["ScheduleExpression"]) - interrupt.deadline < 1
+    assert parse_at(schedule["ScheduleExpression"]) == second
+    assert 0 <= second - interrupt.deadline < 1
     assert schedule["ScheduleExpressionTimezone"] == "UTC"
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
     assert schedule["ActionAfterCompletion"] == "DELETE"
@@ -129,14 +153,11 @@ def test_a_timed_gate_gets_one_schedule_with_the_declared_target_input_group_and
         "MaximumRetryAttempts": wiring.SCHEDULES.max_retry_attempts,
         "MaximumEventAgeInSeconds": wiring.SCHEDULES.max_event_age_s,
     }
-    # and an input naming the run and the exact interrupt occurrence
-    assert json.loads(target["Input"]) == {
-        "runId": state.runId,
-        "purpose": "interrupt",
-        "nodeId": "gate",
-        "interruptId": interrupt.interruptId,
-        "due": interrupt.deadline,
-    }
+    # and an input naming the bucket; the listed deadline names the run and the exact interrupt occurrence
+    assert json.loads(target["Input"]) == bucket_input(second, shard)
+    assert world.listed(state.runId) == [
+        {"runId": state.runId, "purpose": "interrupt", "nodeId": "gate", "interruptId": interrupt.interruptId, "due": interrupt.deadline}
+    ]
 
 
 def test_the_gate_rejects_on_time_through_the_schedule_and_routes_as_approval_rejected(world):
@@ -189,8 +210,9 @@ def test_firing_twice_resolves_once(world):
     first = lambda_runtime.invoke("timeouts", body)
     second = lambda_runtime.invoke("timeouts", body)
 
+    # (the bucket may list other tests' deadlines due in the same second: the run's own events are what count)
     assert first["events"] > 0
-    assert second == {"events": 0}
+    assert second["events"] == 0
     assert len(world.resolved(state.runId)) == 1
 
 
@@ -201,17 +223,18 @@ def test_a_fire_after_a_human_decision_is_a_no_op_without_an_event(world):
     (schedule,) = world.schedules()
     body = json.loads(schedule["Target"]["Input"])
 
-    # A person accepts in time; the resolve's record deletes the schedule
+    # A person accepts in time; the bucket's schedule stays (nothing is deleted: ADR 0132)
     assert (
         world.services.decisions.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})["status"] == "completed"
     )
     world.settle()
-    assert world.schedules() == []
+    assert len(world.schedules()) == 1
     events_before = world.events(state.runId)
 
-    # When a late (or duplicate) firing arrives anyway
+    # When the bucket fires anyway (and again: a duplicate)
     world.advance(PAST_LONG_S)
-    assert lambda_runtime.invoke("timeouts", body) == {"events": 0}
+    lambda_runtime.invoke("timeouts", body)
+    lambda_runtime.invoke("timeouts", body)
 
     # Then nothing changed: no event, the decision stands
     assert world.events(state.runId) == events_before
@@ -326,8 +349,7 @@ def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
     state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "inputs": {"delayMs": 60_000}}))
     assert state.status == "running"
     world.settle()
-    (schedule,) = world.schedules()
-    assert json.loads(schedule["Target"]["Input"])["purpose"] == "delay"
+    assert [body["purpose"] for body in world.listed(state.runId)] == ["delay"]
     pump = SchedulePump(GROUP)
     # Half-way (by the injected clock; real time spent here is far below the margin) nothing fires
     world.advance(30)
@@ -341,13 +363,20 @@ def test_delay_fixture_sleeps_durably_and_wakes_through_its_schedule(world):
     assert world.schedules() == []
 
 
-def test_cancel_mid_delay_deletes_the_wake_up_schedule(world):
+def test_cancel_mid_delay_leaves_the_wake_up_to_find_nothing(world):
     workflow = world.register("conformance-cancellable")
     state = world.services.lifecycle.create_run(world.admin, CreateRunRequest.model_validate({"workflowId": workflow}))
     world.settle()
-    assert len(world.schedules()) == 1
+    assert [body["purpose"] for body in world.listed(state.runId)] == ["delay"]
     assert world.services.lifecycle.cancel_run(world.admin, state.runId, CancelRunRequest.model_validate({"reason": "enough"})).status == "cancelled"
     world.settle()
+    before = world.events(state.runId)
+    # When the wake-up's bucket fires after the cancel, the run stays cancelled and gets no event
+    world.advance(2 * 24 * 3600)
+    assert SchedulePump(GROUP).pump_once() == 1
+    world.settle()
+    assert world.events(state.runId) == before
+    assert world.services.store.get_run(state.runId)[0].status == "cancelled"
     assert world.schedules() == []
 
 
@@ -366,8 +395,7 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
         world.admin, CreateRunRequest.model_validate({"workflowId": workflow, "configurable": {"version": 1, "run": {"runTimeoutMs": 60_000}}})
     )
     world.settle()
-    purposes = sorted(json.loads(s["Target"]["Input"])["purpose"] for s in world.schedules())
-    assert purposes == ["interrupt", "run"]
+    assert sorted(body["purpose"] for body in world.listed(state.runId)) == ["interrupt", "run"]
     world.advance(61)
     assert SchedulePump(GROUP).pump_once() == 1
     world.settle()
@@ -377,7 +405,12 @@ def test_run_timeout_fails_the_run_and_cancels_its_gate_and_gate_schedule(world)
     types = [e["type"] for e in world.events(state.runId)]
     assert "node.cancelled" in types
     assert types[-1] == "run.failed"
-    # the gate's own schedule was deleted with the run; the run's schedule deleted itself after firing
+    # the run's bucket deleted itself after firing; the gate's fires at its time and finds nothing
+    assert [body["purpose"] for body in world.listed(state.runId)] == ["interrupt"]
+    world.advance(3600)
+    assert SchedulePump(GROUP).pump_once() == 1
+    world.settle()
+    assert [e["type"] for e in world.events(state.runId)][-1] == "run.failed"
     assert world.schedules() == []
 
 
@@ -450,39 +483,44 @@ def test_a_timed_out_gate_is_already_resolved_while_its_run_goes_on_and_a_plain_
     assert world.services.runs.load_run(world.tenant, state.runId)[0].status == "waiting-approval"
 
 
-def as_made_before_the_tenant_hash(world, schedule: dict) -> str:
-    """The schedule renamed as a release before 0.2.0 named it (no tenant in its name); that name."""
-    legacy = f"il-{schedule['Name'].split('-', 2)[2]}"
-    world.scheduler.delete_schedule(Name=schedule["Name"], GroupName=GROUP)
-    kept = {k: schedule[k] for k in ("ScheduleExpression", "ScheduleExpressionTimezone", "FlexibleTimeWindow", "Target")}
-    world.scheduler.create_schedule(Name=legacy, GroupName=GROUP, ActionAfterCompletion="DELETE", **kept)
+def as_made_before_the_tenant_hash(world, run_id: str, deadline: deadlines.Deadline) -> str:
+    """The deadline's schedule as a release before 0.2.0 made it (one per deadline, no tenant in its name); that name."""
+    scheduler = from_env()
+    assert scheduler is not None
+    legacy = legacy_schedule_name(run_id, deadline)
+    world.scheduler.create_schedule(**{**scheduler.request(run_id, deadline), "Name": legacy, "ClientToken": legacy})
     return legacy
 
 
-def test_a_schedule_made_before_names_carried_the_tenant_is_cancelled_by_a_decision_and_by_the_tenants_deletion(world):
+def test_schedules_earlier_releases_made_for_one_deadline_still_fire_and_the_tenants_deletion_finds_them(world):
     workflow = world.register_long("conformance-approval-timeout")
     start = CreateRunRequest.model_validate({"workflowId": workflow})
     state = world.services.lifecycle.create_run(world.admin, start)
     world.settle()
-    # Given the gate's schedule as a release before 0.2.0 made it: named without the tenant
-    (schedule,) = world.schedules()
-    legacy = as_made_before_the_tenant_hash(world, schedule)
+    # Given the gate's schedules as the releases before this one made them, beside its bucket's: one named without the
+    # tenant (before 0.2.0), one named with it (0.2.0)
+    (deadline,) = deadlines.pending(state)
+    legacy = as_made_before_the_tenant_hash(world, state.runId, deadline)
     assert legacy.startswith(LEGACY_PREFIXES)
     assert len(legacy) == len("il-i-") + 40
-    # When a person decides the gate after the upgrade
-    decided = world.services.decisions.resolve_interrupt(world.admin, state.runId, "gate", {"action": "accept"})
-    assert decided["status"] == "completed"
-    world.settle()
-    # Then its schedule is deleted all the same (it would have fired into a decided gate)
-    assert world.schedules() == []
-    # And a legacy schedule of the tenant's is found and deleted by the tenant's deletion, another tenant's kept
-    world.services.lifecycle.create_run(world.admin, start)
-    world.settle()
-    (schedule,) = world.schedules()
-    as_made_before_the_tenant_hash(world, schedule)
     scheduler = from_env()
     assert scheduler is not None
-    assert scheduler.delete_tenant_schedules(f"{world.tenant}-other") == 0
-    assert len(world.schedules()) == 1
-    assert scheduler.delete_tenant_schedules(world.tenant) == 1
+    assert scheduler.ensure(state.runId, deadline)
+    (bucket,) = [s["Name"] for s in world.schedules() if "dueSecond" in json.loads(s["Target"]["Input"])]
+    # When the deadline passes, all three fire: the gate times out once
+    world.advance(PAST_LONG_S)
+    assert SchedulePump(GROUP).pump_once() == 3
+    world.settle()
+    assert [r["reason"] for r in world.resolved(state.runId)] == ["timeout"]
     assert world.schedules() == []
+    # And a legacy schedule of the tenant's is found and deleted by the tenant's deletion; another tenant's deletion
+    # finds none, and no deletion touches a bucket (every tenant's)
+    other = world.services.lifecycle.create_run(world.admin, start)
+    world.settle()
+    (other_deadline,) = deadlines.pending(other)
+    as_made_before_the_tenant_hash(world, other.runId, other_deadline)
+    assert scheduler.delete_tenant_schedules(f"{world.tenant}-other") == 0
+    assert len(world.schedules()) == 2
+    assert scheduler.delete_tenant_schedules(world.tenant) == 1
+    assert [s["Name"] for s in world.schedules()] == [bucket_schedule_name(*bucket_of(other.runId, occurrence(other_deadline, other.runId), other_deadline.due))]
+    assert bucket.startswith("il-due-")

@@ -43,6 +43,7 @@ from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_
 from interlude.rules.audit import entry_hash
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
+from interlude.store.due_index import DueIndex
 from interlude.store.effects import EffectStore
 from interlude.store.facade import Store
 from interlude.store.idempotency import IN_PROGRESS
@@ -365,14 +366,18 @@ def _cancel_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
 
 
 def _schedule_inputs(w: World, run_id: str) -> list[dict[str, Any]]:
-    """The target input of every deadline schedule of the run."""
+    """The target input of every schedule that fires a deadline of the run: its own (a task's check), or its bucket's
+    (ADR 0132: one for each of the run's deadlines its partition of the due index lists)."""
     scheduler = w.client("scheduler")
+    index = DueIndex(TABLE, w.client("dynamodb"))
     inputs = []
     for listed in scheduler.list_schedules(GroupName=wiring.LOCAL_SCHEDULE_GROUP)["Schedules"]:
         got = scheduler.get_schedule(Name=listed["Name"], GroupName=wiring.LOCAL_SCHEDULE_GROUP)
         body = json.loads(got["Target"]["Input"])
         if body.get("runId") == run_id:
             inputs.append(body)
+        elif "dueSecond" in body:
+            inputs += [body for listed in index.due(body["dueSecond"], body["shard"]) if listed["runId"] == run_id]
     return inputs
 
 

@@ -469,8 +469,11 @@ class Services:
     @cached_property
     def deadline_schedules(self) -> DeadlineSchedules:
         from interlude.adapters.scheduler.outbox import DeadlineSchedules
+        from interlude.store.due_index import DueIndex
 
-        return DeadlineSchedules(self.held_runs, self.runs, self.definitions, self.clock)
+        return DeadlineSchedules(
+            self.held_runs, self.runs, self.definitions, self.clock, DueIndex(self.store.table, self.store.client)
+        )
 
     @cached_property
     def notification_outbox(self) -> NotificationOutbox:

@@ -4,13 +4,14 @@ deadline.
 
   due item   DL#{dueSecond}#{shard:02d}   {tenant}#{run}#{occurrence}   `deadline`: the input a schedule of the
                                                                        deadline's own would carry (Deadline.as_input),
-                                                                       v 8, ttl a day past its last retry
+                                                                       v 8, ttl past its schedule's last retry
+                                                                       and dead-letter stay
 
 `dueSecond` is the deadline rounded up to the second (never early: the bucket's schedule is `at(dueSecond)`), the shard
 a stable hash of the sort key. An item is written once, a plain Put (1 WRU: rewriting it is harmless), and never
 deleted: a deadline settled first (a person decided, the run ended) is found settled when its bucket fires, and
 applying it is then a no-op (Runs.fire_deadline decides from the run head, conditionally). Its ttl outlasts the bucket
-schedule's retries, so a retried invocation still finds every item.
+schedule's retries and its dead letter, so an invocation retried or sent again still finds every item.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from interlude.store.item_index import shard_of
 
 DUE_PK_PREFIX = "DL#"
 DEADLINE_ATTRIBUTE = "deadline"
-# A due item outlives the last retry of its bucket's schedule (Scheduler gives up after max_event_age_s) by an hour.
-KEPT_PAST_DUE_S = wiring.SCHEDULES.max_event_age_s + 3600
+# A due item outlives its bucket's schedule's retries (Scheduler gives up after max_event_age_s) and then its input's
+# stay in the dead-letter queue, so a bucket invoked again from there still finds every deadline it lists.
+KEPT_PAST_DUE_S = wiring.SCHEDULES.max_event_age_s + wiring.SCHEDULES.dead_letter_retention_s
 
 
 def due_second(due: float) -> int:
@@ -43,6 +45,11 @@ def due_sk(run_id: str, occurrence: str) -> str:
     return f"{tenant}#{run}#{occurrence}"
 
 
+def bucket_of(run_id: str, occurrence: str, due: float) -> tuple[int, int]:
+    """(dueSecond, shard): the bucket a deadline is listed in."""
+    return due_second(due), shard_of(due_sk(run_id, occurrence), wiring.DUE_INDEX_SHARDS)
+
+
 class DueIndex:
     def __init__(self, table: str, client: Any) -> None:
         self.table = table
@@ -52,13 +59,11 @@ class DueIndex:
         """List a deadline (its schedule input, naming `run_id` and its `due`) under its second; answers the bucket it
         went in, (dueSecond, shard). `occurrence` names the deadline within its run (the same one always maps to the
         same item)."""
-        second = due_second(float(deadline["due"]))
-        sk = due_sk(run_id, occurrence)
-        shard = shard_of(sk, wiring.DUE_INDEX_SHARDS)
+        second, shard = bucket_of(run_id, occurrence, float(deadline["due"]))
         self.client.put_item(
             TableName=self.table,
             Item={
-                **a.key(due_pk(second, shard), sk),
+                **a.key(due_pk(second, shard), due_sk(run_id, occurrence)),
                 DEADLINE_ATTRIBUTE: a.as_json(deadline),
                 FORMAT_FIELD: a.n(DEADLINE_BUCKETS),
                 wiring.TTL_ATTRIBUTE: a.n(second + KEPT_PAST_DUE_S),

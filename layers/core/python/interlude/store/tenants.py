@@ -37,6 +37,7 @@ from interlude import wiring
 from interlude.rules import usage as billing
 from interlude.store import attributes as a
 from interlude.store import limits as counters
+from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.item_index import shard_of
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, tenant_of_pk
 from interlude.store.table import Table
@@ -349,15 +350,18 @@ class TenantRecords:
 
     def scan_page(self, tenant: str, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
         """The keys of the tenant's items in one page of a whole-table Scan (consistent), after `position`: every item
-        under `T#{tenant}` and the tenant's API keys; (keys, items the page read, where the next page starts)."""
+        under `T#{tenant}`, the tenant's API keys and its runs' due items (store/due_index.py: in the deployment's
+        partitions, named by their sort key); (keys, items the page read, where the next page starts)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": "pk = :bare OR begins_with(pk, :own) OR (begins_with(pk, :keys) AND sk = :key "
-            "AND #tenant = :tenant)",
+            "AND #tenant = :tenant) OR (begins_with(pk, :due) AND begins_with(sk, :owndue))",
             "ExpressionAttributeNames": {"#tenant": "tenant"},
             "ExpressionAttributeValues": {
                 ":bare": a.s(f"T#{tenant}"),
                 ":own": a.s(f"T#{tenant}#"),
+                ":due": a.s(DUE_PK_PREFIX),
+                ":owndue": a.s(f"{tenant}#"),
                 ":keys": a.s(API_KEY_PK_PREFIX),
                 ":key": a.s(API_KEY_SK),
                 ":tenant": a.s(tenant),

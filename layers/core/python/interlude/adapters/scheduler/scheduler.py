@@ -29,11 +29,17 @@ from interlude.config.scheduler import SchedulerSettings, scheduler_settings
 from interlude.domain.ids import tenant_of
 from interlude.engine.deadlines import Deadline
 
+# The buckets a process remembers having made (ADR 0132: a bucket's create is made once per process, not once per
+# deadline); a day of one-second buckets in every shard at a busy pace is far more than a process meets.
+BUCKETS_REMEMBERED = 4096
+
 
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, client: Any = None) -> None:
         self.settings = settings
         self.client = client or sdk_clients.client("scheduler")
+        # (second, shard) of the bucket schedules this process made or found made.
+        self._buckets_made: set[tuple[int, int]] = set()
 
     def request(self, run_id: str, deadline: Deadline) -> dict[str, Any]:
         """The CreateSchedule request for a deadline (also what the infra and integration tests inspect)."""
@@ -70,10 +76,16 @@ class Scheduler:
 
     def ensure_bucket(self, second: int, shard: int) -> bool:
         """Create the schedule of the deadlines due in `second` listed in `shard`, at that second; False when it
-        already exists (made by another process, or by this one before)."""
+        already exists (made by another process, or by this process before: then no call is made)."""
+        if (second, shard) in self._buckets_made:
+            return False
         name = bucket_schedule_name(second, shard)
         body = bucket_input(second, shard)
-        return self._create(self._request(name, second, body, f"interlude deadlines due at {second}, shard {shard}"))
+        made = self._create(self._request(name, second, body, f"interlude deadlines due at {second}, shard {shard}"))
+        if len(self._buckets_made) >= BUCKETS_REMEMBERED:
+            self._buckets_made.clear()  # the buckets of seconds long past go with the rest: one call each, at worst
+        self._buckets_made.add((second, shard))
+        return made
 
     def hand_back(self, name: str, body: dict[str, Any], due: float) -> bool:
         """Schedule `body` (a deadline's input, deferred while its tenant was suspended) to reach the target at `due`
@@ -132,11 +144,12 @@ _cached: tuple[SchedulerSettings | None, Scheduler | None] = (None, None)
 
 
 def from_env() -> Scheduler | None:
-    """The process's Scheduler (None without one), rebuilt when its settings are read anew (tests switch them)."""
+    """The process's Scheduler (None without one), rebuilt when its settings are read anew (tests switch them, and a
+    fresh instance forgets the buckets it made: interlude.local.lambda_runtime.fresh_instances)."""
     global _cached
     settings = scheduler_settings()
     if settings is None:
         return None
-    if _cached[0] != settings or _cached[1] is None:
+    if _cached[0] is not settings or _cached[1] is None:
         _cached = (settings, Scheduler(settings))
     return _cached[1]
