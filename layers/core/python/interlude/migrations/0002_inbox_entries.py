@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from interlude.store import attributes as a
+from interlude.store import gate_closes
 from interlude.store.inbox import Entry
 from interlude.store.layout import INTERRUPT_SK_PREFIX
 from interlude.store.migrations import MigrationStore, Scan
@@ -15,9 +16,18 @@ if TYPE_CHECKING:
     from interlude.store.facade import Store
 
 DESCRIPTION = "lists every open gate in the approvers' inboxes: one opened before the inbox index existed gets its entries"
-SCAN = Scan("begins_with(sk, :i) AND #status = :open", {":i": INTERRUPT_SK_PREFIX, ":open": "open"}, {"#status": "status"})
+# Open format-1 items, and every format-3 item (no status: open while its run head holds it, ADR 0126).
+SCAN = Scan(
+    "begins_with(sk, :i) AND (#status = :open OR attribute_exists(#seq))",
+    {":i": INTERRUPT_SK_PREFIX, ":open": "open"},
+    {"#status": "status", "#seq": gate_closes.RAISED_SEQ},
+)
 
 
 def apply(store: Store, interrupts: list[a.Item]) -> int:
-    entries = [item for interrupt in interrupts for item in Entry.of_item(interrupt).items()]
+    once = [i for i in interrupts if gate_closes.RAISED_SEQ in i]
+    heads = store.get_runs([i["runId"]["S"] for i in once]) if once else {}
+    held = {oi.interruptId for state, _ in heads.values() for oi in state.interrupts.values()}
+    open_ = [i for i in interrupts if gate_closes.RAISED_SEQ not in i or i["interruptId"]["S"] in held]
+    entries = [item for interrupt in open_ for item in Entry.of_item(interrupt).items()]
     return MigrationStore(store.table, store.client).put_missing(entries)
