@@ -15,7 +15,7 @@ from openwop_client import OpenwopClient
 from interlude import wiring
 from interlude.local.stack import TABLE_NAME
 from interlude.store import audit as items
-from tests.support.local_stack import Api, cli, stack_client, tenant_admin_key
+from tests.support.local_stack import Api, cli, stack_client, tenant_admin_key, until
 
 
 @pytest.fixture
@@ -34,6 +34,9 @@ def decide_one(api: Api) -> str:
     assert api.put_workflow(workflow_id, {"nodes": nodes, "edges": []}).status_code == 201
     run_id = api.start(workflow_id)["runId"]
     assert api.resolve(run_id, "gate", {"action": "reject", "comment": "not today"}).status_code == 200
+    # The decision's entry is chained once its record reaches dispatch (docs/adr/0128).
+    listed = lambda: api.call("GET", "/audit?limit=10").json()["entries"]  # noqa: E731
+    assert until(lambda: any(e["action"] == "interrupt.decided" for e in listed()), timeout_s=20)
     return run_id
 
 

@@ -285,8 +285,13 @@ def test_a_notice_link_decides_exactly_what_the_creating_key_could_through_the_a
         return
     (resolved,) = [e for e in api.events(run_id) if e["type"] == "interrupt.resolved"]
     assert resolved["payload"]["resolvedBy"]["subjectId"] == subject
-    audit = api.call("GET", "/audit?limit=50").json()["entries"]
-    (decided,) = [e for e in audit if e["action"] == "interrupt.decided" and e["target"]["runId"] == run_id]
+
+    def decisions() -> list[dict]:
+        audit = api.call("GET", "/audit?limit=50").json()["entries"]
+        return [e for e in audit if e["action"] == "interrupt.decided" and e["target"]["runId"] == run_id]
+
+    # The decision's entry is chained once its record reaches dispatch (docs/adr/0128).
+    (decided,) = until(decisions, timeout_s=20)
     assert decided["actor"] == {"subjectId": subject, "surface": "token"}
 
 

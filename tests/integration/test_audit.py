@@ -1,5 +1,6 @@
 """Issue 16 item 5 and issue 13 item 1 in process (moto): every audited action appends to one of its tenant's hash
-chains (its run's, or its key's) in its own transaction, checkpoints are signed over the Merkle root of what they
+chains (its run's, or its key's), in its own transaction or, for a decision, a vote or a cancel, from its event batch's
+stream record (docs/adr/0128: these tests read such entries after handing the run's records to dispatch), checkpoints are signed over the Merkle root of what they
 anchor, and verification walks every chain and names what an altered, removed, reordered, moved or forged item
 breaks. Tests of one chain's mechanics run with wiring.AUDIT_CHAINS = 1 (`one_chain`), so every entry is in chain 0."""
 
@@ -11,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from interlude import wiring
+from interlude import composition, wiring
 from interlude.app import audit, audit_entries
 from interlude.composition import Services
 from interlude.domain.errors import DomainError
@@ -24,6 +25,7 @@ from interlude.store import audit as items
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in, tenant_of_test
 from tests.support.moto_world import TABLE
+from tests.support.stream import dispatch_runs
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
 QUORUM = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Two of us", "requiredApprovals": 2}}
@@ -44,6 +46,12 @@ def one_chain(monkeypatch) -> None:
 def run_waiting(services: Services, admin, definition=GATE) -> str:
     services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [definition], "edges": []}))
     return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId
+
+
+def decide(services: Services, principal, run_id: str, value: dict[str, Any]) -> None:
+    """Resolve the gate, then dispatch the run's record, whose appender chains the entry."""
+    services.decisions.resolve_interrupt(principal, run_id, "gate", value)
+    dispatch_runs(TABLE, run_id)
 
 
 def log(services: Services, tenant: str | None = None, chain: int = 0) -> list[dict[str, Any]]:
@@ -74,11 +82,12 @@ def test_every_audited_action_appends_one_entry_chained_to_the_one_before(
 ) -> None:
     admin = signed_in(services)
     run_id = run_waiting(services, admin, QUORUM)
-    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept", "comment": "fine by me"})
+    decide(services, admin, run_id, {"action": "accept", "comment": "fine by me"})
     other = signed_in(services, "bob")
-    services.decisions.resolve_interrupt(other, run_id, "gate", {"action": "accept"})
+    decide(services, other, run_id, {"action": "accept"})
     cancelled = run_waiting(services, admin)
     services.lifecycle.cancel_run(admin, cancelled, CancelRunRequest(reason="not needed"))
+    dispatch_runs(TABLE, cancelled)
     surface = services.token_surface(lambda _force: KeyRing.generate())
     minted_for = run_waiting(services, admin)
     surface.mint(admin, minted_for, "gate", "inspect")
@@ -157,12 +166,13 @@ def test_an_action_and_its_entry_land_together_or_not_at_all(services, one_chain
     admin = signed_in(services)
     run_id = run_waiting(services, admin)
     before = services.store.audit_log.head(tenant, 0).seq
-    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    decide(services, admin, run_id, {"action": "accept"})
     with pytest.raises(DomainError) as refused:
         services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
     assert refused.value.code == "interrupt_already_resolved"
     with pytest.raises(DomainError):
         services.lifecycle.cancel_run(admin, run_id, CancelRunRequest())
+    dispatch_runs(TABLE, run_id)
     # One decision recorded; the refused decision and cancel left nothing.
     assert [e["action"] for e in log(services)[before:]] == ["interrupt.decided"]
 
@@ -339,7 +349,7 @@ def decided_by_three(services: Services, admin) -> str:
     """A run whose chain gets three entries: two votes and the decision."""
     run_id = run_waiting(services, admin, THREE)
     for who in ("alice", "bob", "carol"):
-        services.decisions.resolve_interrupt(signed_in(services, who), run_id, "gate", {"action": "accept"})
+        decide(services, signed_in(services, who), run_id, {"action": "accept"})
     return run_id
 
 
@@ -358,7 +368,7 @@ def decided_in_distinct_chains(services: Services, admin, count: int) -> list[st
     assert len(chosen) == count
     for run_id in chosen.values():
         for voter in voters:
-            services.decisions.resolve_interrupt(voter, run_id, "gate", {"action": "accept"})
+            decide(services, voter, run_id, {"action": "accept"})
     return list(chosen.values())
 
 
@@ -481,9 +491,10 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     while items.chain_of_member(run_id) in services.store.audit_log.heads(tenant):
         run_id = run_waiting(services, admin, THREE)
     chain = items.chain_of_member(run_id)
-    services.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
+    # The appends are dispatch's (the process's services, which the in-process dispatch function uses).
+    composition.services().store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
     for approver in approvers:
-        services.decisions.resolve_interrupt(approver, run_id, "gate", {"action": "accept"})
+        decide(services, approver, run_id, {"action": "accept"})
     # Three appends to the run's chain: the first marked it as waiting, the other two wrote no marker (no GSI write).
     assert [marks for head, marks in writes if head == items.head_pk(tenant, chain)] == [1, 0, 0]
     pending = set(services.store.audit_log.pending_chains())
@@ -502,21 +513,24 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
     )
     # The next append to an anchored chain marks it again.
     monkeypatch.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", 300)
-    services.decisions.resolve_interrupt(admin, run_waiting(services, admin), "gate", {"action": "accept"})
+    decide(services, admin, run_waiting(services, admin), {"action": "accept"})
     assert len(list(services.store.audit_log.pending_chains())) == 1
 
 
-def test_a_decision_reads_its_run_and_its_chains_head_in_one_call(services, tenant) -> None:
+def test_a_decision_reads_its_run_alone_and_carries_its_entry_on_its_event_batch(services, tenant) -> None:
     admin = signed_in(services)
     run_id = run_waiting(services, admin)
     calls: list[str] = []
     services.store.client.meta.events.register(
-        "before-call.dynamodb", lambda model, params, **_: calls.append(model.name + ("(head)" if b"AUDITHEAD" in params["body"] else ""))
+        "before-call.dynamodb", lambda model, params, **_: calls.append(model.name + ("(audit)" if b"AUDIT" in params["body"] else ""))
     )
     services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
-    assert calls[0] == "BatchGetItem(head)"
-    assert "GetItem(head)" not in calls
-    assert [e["action"] for e in log(services, tenant, items.chain_of_member(run_id))][-1] == "interrupt.decided"
+    # The run read alone, one transaction, and nothing of the audit chain: its head neither read nor written
+    assert calls == ["GetItem", "TransactWriteItems"]
+    chain = items.chain_of_member(run_id)
+    assert "interrupt.decided" not in [e["action"] for e in log(services, tenant, chain)]
+    dispatch_runs(TABLE, run_id)
+    assert [e["action"] for e in log(services, tenant, chain)][-1] == "interrupt.decided"
 
 
 # A world of its own: the checkpoint sweep reads the pending chains of every tenant.

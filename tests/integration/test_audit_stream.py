@@ -1,8 +1,6 @@
-"""The audit chain appended from the stream (issue 31 item 3, docs/adr/0128): a decision written as format 5's writer
-writes it carries its entry's draft on its event batch, and the appender in dispatch chains a batch's drafts, each
-chain's in one conditional write, an entry once however often its record comes. This release still appends a decision
-in its own transaction; these tests write what the next one leaves (tests/support/audit_drafts.py), which this
-release's dispatch must chain (a rollback)."""
+"""The audit chain appended from the stream (issue 31 item 3, docs/adr/0128): a decision carries its entry's draft on
+its event batch (format 5), and the appender in dispatch chains a batch's drafts, each chain's in one conditional
+write, an entry once however often its record comes."""
 
 from __future__ import annotations
 
@@ -27,7 +25,6 @@ from interlude.store import audit as items
 from interlude.store.facade import Store
 from interlude.store.stream import record_run_id
 from tests.integration.conftest import signed_in
-from tests.support.audit_drafts import drafts_on_event_batches
 from tests.support.moto_world import TABLE
 from tests.support.stream import outbox_event, stream_records
 
@@ -40,14 +37,8 @@ def services(world) -> Any:
     return Services(Store(TABLE), audit_key=lambda: KEY)
 
 
-@pytest.fixture
-def drafts():
-    with drafts_on_event_batches():
-        yield
-
-
 def decided(services: Services, admin: Any, count: int = 1) -> list[str]:
-    """`count` runs of one approval gate, each decided (as the writer writes it, under `drafts`)."""
+    """`count` runs of one approval gate, each decided."""
     services.workflows.put_workflow(admin, "wf", WorkflowDefinition.model_validate({"nodes": [GATE], "edges": []}))
     runs = [services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf"})).runId for _ in range(count)]
     for run_id in runs:
@@ -88,7 +79,7 @@ def decisions_of(tenant: str, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_a_decision_carries_its_draft_on_its_event_batch_and_is_chained_once_its_record_is_dispatched(
-    services, drafts, tenant
+    services, tenant
 ) -> None:
     admin = signed_in(services)
     (run_id,) = decided(services, admin)
@@ -115,7 +106,7 @@ def test_a_decision_carries_its_draft_on_its_event_batch_and_is_chained_once_its
 
 
 def test_a_redelivered_record_appends_nothing_twice_even_after_the_chain_moved_on(
-    services, drafts, tenant, clock_file, monkeypatch
+    services, tenant, clock_file, monkeypatch
 ) -> None:
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
     admin = signed_in(services)
@@ -150,7 +141,7 @@ def transactions_on_chains(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return writes
 
 
-def test_a_batchs_drafts_are_chained_per_chain_in_one_write_each(services, drafts, tenant, monkeypatch) -> None:
+def test_a_batchs_drafts_are_chained_per_chain_in_one_write_each(services, tenant, monkeypatch) -> None:
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 2)
     admin = signed_in(services)
     runs = decided(services, admin, 5)
@@ -168,7 +159,7 @@ def test_a_batchs_drafts_are_chained_per_chain_in_one_write_each(services, draft
 
 
 def test_a_chain_whose_append_fails_fails_its_records_alone_and_they_land_once_when_they_come_again(
-    services, drafts, tenant, monkeypatch
+    services, tenant, monkeypatch
 ) -> None:
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 2)
     admin = signed_in(services)

@@ -17,6 +17,8 @@ from interlude.domain.ids import mint_opaque, tenant_bound
 from interlude.domain.models.workflow import WorkflowDefinition
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import wire
+from tests.support.moto_world import TABLE
+from tests.support.stream import dispatch_runs
 
 # Two approvals in a row, the second reached only when the first is accepted.
 TWO_GATES = {
@@ -285,7 +287,9 @@ def test_votes_cast_on_an_undecided_gate_are_carried_into_a_replay(services, gat
     with pytest.raises(WopError) as refused:
         ana.interrupts_resolve_by_run(again.runId, "sign", ResolveInterruptRequest(resumeValue={"action": "accept"}))
     assert (refused.value.status, refused.value.envelope.error) == (409, "interlude.vote_already_cast")
-    # And the fork's audit entry says the vote was carried, and who cast it
+    # And the fork's audit entry (chained once its record reaches dispatch: docs/adr/0128) says the vote was carried,
+    # and who cast it
+    dispatch_runs(TABLE, forked.runId)
     headers = {"Authorization": f"Bearer {new_api_key(services)}"}
     entries = requests.get(f"{gateway}/audit", headers=headers, timeout=10).json()["entries"]
     (made,) = [e for e in entries if e["action"] == "run.forked" and e["target"]["runId"] == forked.runId]

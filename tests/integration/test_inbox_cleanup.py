@@ -63,7 +63,7 @@ def test_a_resolve_writes_no_inbox_entry_and_dispatching_its_record_removes_them
     calls = calls_made(services.store.client)
     services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     # The request path: the run's read, the transaction; no BatchWriteItem, and no inbox key in the transaction
-    assert [name for name, _ in calls] == ["BatchGetItem", "TransactWriteItems"]
+    assert [name for name, _ in calls] == ["GetItem", "TransactWriteItems"]
     written = [next(iter(op.values())) for op in calls[1][1]["TransactItems"]]
     assert not [w for w in written if f"#{wiring.INBOX.prefix}#" in str(w.get("Key") or w.get("Item"))]
     # The entries stay until dispatch runs

@@ -52,7 +52,6 @@ from interlude.store.inbox import run_interrupts
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
 from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
-from tests.support.audit_drafts import drafts_on_event_batches
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
@@ -410,18 +409,17 @@ def _dispatch_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
 
 
 def _audit_setup(w: World) -> dict[str, Any]:
-    """Two runs whose chains differ, decided as format 5's writer writes a decision (its entry's draft on its event
-    batch): their records, for the appender (docs/adr/0128)."""
+    """Two runs whose chains differ, decided (each decision's entry a draft on its event batch): their records, for
+    the appender (docs/adr/0128)."""
     w.settle()
     workflow = w.register("conformance-approval")
     runs: dict[int, str] = {}
-    with drafts_on_event_batches():
-        while len(runs) < 2:
-            run_id = w.start(workflow)
-            runs.setdefault(audit_log.chain_of_member(run_id), run_id)
-        for run_id in runs.values():
-            body = {"resumeValue": {"action": "accept"}}
-            assert w.api("POST", f"/runs/{wire(run_id)}/interrupts/gate", body)["statusCode"] == 200
+    while len(runs) < 2:
+        run_id = w.start(workflow)
+        runs.setdefault(audit_log.chain_of_member(run_id), run_id)
+    for run_id in runs.values():
+        body = {"resumeValue": {"action": "accept"}}
+        assert w.api("POST", f"/runs/{wire(run_id)}/interrupts/gate", body)["statusCode"] == 200
     return {"runs": list(runs.values()), "records": w.stream.take()}
 
 

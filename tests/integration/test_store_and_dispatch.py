@@ -133,9 +133,10 @@ def test_a_losing_resolve_learns_the_winner_from_the_failed_condition(services, 
         services.decisions.resolve(stale_state, stale_version, "gate", {"action": "reject"}, _resolver(admin))
     assert lost.value.code == "interrupt_already_resolved"
     assert lost.value.details["resolution"]["decision"] == "granted"
-    # The audit chain's head (read to place the decision's entry), the transaction that lost (its failed condition
-    # returns the head the winner left, which no longer holds the gate), and the close's event (ADR 0126).
-    assert calls == ["GetItem", "TransactWriteItems", "Query"]
+    # The transaction that lost (its failed condition returns the head the winner left, which no longer holds the
+    # gate) and the close's event (ADR 0126); no audit chain's head (the decision's entry is a draft on its event
+    # batch, ADR 0128).
+    assert calls == ["TransactWriteItems", "Query"]
 
 
 def _resolver(principal: Principal):

@@ -15,7 +15,7 @@ import boto3
 from interlude.adapters.outbox_feed import message_group, queued
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import to_event_record
-from interlude.store.stream import is_event_insert
+from interlude.store.stream import is_event_insert, record_run_id
 
 OUTBOX_ARN = "arn:aws:sqs:us-east-1:123456789012:outbox"
 
@@ -106,3 +106,20 @@ class Stream:
             for records in (fresh, self.take(again=True)):
                 assert dispatch(records) == {"batchItemFailures": []}
         raise AssertionError("the runs did not settle")
+
+
+# The records `dispatch_runs` handed over already, by stream and sequence number.
+_handed: set[tuple[str, str]] = set()
+
+
+def dispatch_runs(table: str, *run_ids: str) -> None:
+    """Hand the runs' stream records not handed over yet by this function to the real dispatch handler, as one outbox
+    batch; it must fail none. Its audit appender chains the decisions' and votes' entries they carry (docs/adr/0128):
+    a test reads an action's entry after this, as a client reads it once its record is processed."""
+    fresh = [
+        r
+        for r in stream_records(table)
+        if record_run_id(r) in run_ids and (r["eventSourceARN"], r["dynamodb"]["SequenceNumber"]) not in _handed
+    ]
+    _handed.update((r["eventSourceARN"], r["dynamodb"]["SequenceNumber"]) for r in fresh)
+    assert dispatch(fresh) == {"batchItemFailures": []}

@@ -61,7 +61,7 @@ class Decisions:
         written_numbers: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         resolver = auth.run_resolver(principal, surface)
-        state, version = self.runs.load_run(principal.tenant, run_id, deciding=True)
+        state, version = self.runs.load_run(principal.tenant, run_id)
         return self.resolve(state, version, node_id, resume_value, resolver, keyed=keyed, written_numbers=written_numbers)
 
     def node_named(self, state: RunState, node_id: str) -> str:

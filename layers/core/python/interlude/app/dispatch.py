@@ -80,10 +80,10 @@ class HeldRuns:
     def release(self, run_id: str) -> None:
         self._held().pop(run_id, None)
 
-    def get_run(self, run_id: str, deciding: bool = False) -> tuple[RunState, int] | None:
+    def get_run(self, run_id: str) -> tuple[RunState, int] | None:
         held = self._held()
-        if deciding or run_id not in held:
-            return self.store.get_run(run_id, deciding)
+        if run_id not in held:
+            return self.store.get_run(run_id)
         if held[run_id] is _STALE:
             held[run_id] = self.store.get_run(run_id)
         head: tuple[RunState, int] | None = held[run_id]

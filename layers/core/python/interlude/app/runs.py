@@ -112,12 +112,11 @@ class Runs:
         committed(keyed, record)
         return transition
 
-    def load_run(self, principal_tenant: str, run_id: str, deciding: bool = False) -> tuple[RunState, int]:
-        """`deciding`: a decision follows (its audit chain's head is read with the run: Store.get_run)."""
+    def load_run(self, principal_tenant: str, run_id: str) -> tuple[RunState, int]:
         # The tenant check comes before any lookup, so a foreign id discloses nothing.
         if tenant_of(run_id) != principal_tenant:
             raise Forbidden("the run id belongs to another tenant", code="id_tenant_mismatch")
-        got = self.records.get_run(run_id, deciding)
+        got = self.records.get_run(run_id)
         if got is None:
             raise NotFound("no such run")
         return self.apply_deadlines(*got)

@@ -167,7 +167,7 @@ class SlackInteractions:
         decided it."""
         if tenant_of(run_id) != tenant:
             raise NotFound("no such run")
-        state, version = self.runs.load_run(tenant, run_id, deciding=True)
+        state, version = self.runs.load_run(tenant, run_id)
         resolver = Resolver(subject=personal_subject(tenant, principal_id), surface="slack")
         self.decisions.resolve(state, version, node_id, value, resolver, interrupt_id=interrupt_id)
         after, _ = self.runs.load_run(tenant, run_id)

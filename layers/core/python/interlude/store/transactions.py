@@ -76,9 +76,6 @@ class TransactionalTable(Table):
         # Called with (tenant, chain, head written) after every committed audit append (interlude.app.audit
         # checkpoints).
         self.after_audit: Callable[[str, int, Head], None] | None = None
-        # An audit chain's head read with the run a decision acts on (RunWrites.get_run(deciding=True)), for that
-        # decision's append: taken once; a stale one only costs the append a retry.
-        self._audit_head: tuple[tuple[str, int], Head] | None = None
 
     @cached_property
     def audit_log(self) -> audit_log.AuditLog:
@@ -89,10 +86,6 @@ class TransactionalTable(Table):
         transaction: the action and its audit entry land together or not at all. Raises LostRace when one of
         `items`' conditions fails."""
         self._transact(items, audit=audit)
-
-    def hold_audit_head(self, tenant: str, chain: int, head: Head) -> None:
-        """Keep a chain's head read beside something else, for the next append to that chain."""
-        self._audit_head = ((tenant, chain), head)
 
     def _transact(
         self,
@@ -112,7 +105,7 @@ class TransactionalTable(Table):
         self, items: list[Labelled], answered: AnsweredRecord | None, quota: tuple[str, int] | None, audit: AuditDraft
     ) -> None:
         chain = audit_log.chain_of(audit)
-        head = self._prefetched_head(audit.tenant, chain)
+        head: Head | None = None
         for _ in range(audit_log.APPEND_RETRIES):
             if head is None:
                 head = self.audit_log.head(audit.tenant, chain)
@@ -131,10 +124,6 @@ class TransactionalTable(Table):
                 self.after_audit(audit.tenant, chain, written)
             return
         raise Unavailable("the audit log kept moving while appending; retry", retry_after_s=1)
-
-    def _prefetched_head(self, tenant: str, chain: int) -> Head | None:
-        held, self._audit_head = self._audit_head, None
-        return held[1] if held is not None and held[0] == (tenant, chain) else None
 
     def _transact_once(
         self, items: list[Labelled], answered: AnsweredRecord | None, quota: tuple[str, int] | None

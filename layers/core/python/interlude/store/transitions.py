@@ -4,7 +4,7 @@ What a transition writes (store/run_items.py builds each item): the run head at 
 version read), a batch of its events, the interrupts it opened, voted on or closed, the tenant's open-runs counter
 when the run starts or ends (billing its tenant's usage of the month on it: docs/adr/0123), the tasks of visits an ending run stops waiting for, its external-event waiters and
 conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
-audit entry recording it. Index entries (the inbox's, the run listing's) are plain writes before the transaction,
+draft of the audit entry recording it, on the event batch (dispatch chains it: docs/adr/0128). Index entries (the inbox's, the run listing's) are plain writes before the transaction,
 never inside it, where each would bill twice (docs/adr/0034).
 """
 
@@ -16,21 +16,19 @@ from typing import TYPE_CHECKING, Any
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import DomainError
-from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.effect_names import GATE_ASSIGNED, TASK
 from interlude.engine.events import to_docs
 from interlude.rules import run_search, usage
 from interlude.rules.limits import QUOTA_EXCEEDED, quota_exceeded
 from interlude.store import attributes as a
-from interlude.store import audit as audit_log
 from interlude.store import limits as counters
 from interlude.store import run_items
 from interlude.store.idempotency import AnsweredRecord, KeyAlreadyUsed
 from interlude.store.inbox import Entry, InboxIndex, added_delegate_families, closed_entries
 from interlude.store.interactions import transition_items as interaction_items
 from interlude.store.layout import RUN_SK, interrupt_sk, run_pk
-from interlude.store.runs import RunStore, head_of
+from interlude.store.runs import RunStore
 from interlude.store.task_items import abandoned_update
 from interlude.store.transactions import QUOTA_NOUNS, Labelled, LostRace, TransactionalTable
 
@@ -38,35 +36,7 @@ if TYPE_CHECKING:  # the engine's run rules load where a run first moves, not wi
     from interlude.engine.run import Transition
 
 
-# Format 5's writer (docs/adr/0128): a transition that writes an event batch carries its audit entry's draft on it,
-# for the appender on the stream, instead of appending to the chain in its own transaction. Off in the release that
-# first reads format 5 (its appender chains what a later release left), on in the one after.
-AUDIT_DRAFTS_ON_BATCH = False
-
-
 class TransitionStore(TransactionalTable, RunStore):
-    def get_run(self, run_id: str, deciding: bool = False) -> tuple[RunState, int] | None:
-        """`deciding`: a decision follows, whose audit entry goes to the run's chain: that chain's head is read in the
-        same call (one strongly consistent BatchGetItem instead of a GetItem of the run and, later, one of the head),
-        unless the decision's entry is chained from the stream (AUDIT_DRAFTS_ON_BATCH)."""
-        if not deciding or AUDIT_DRAFTS_ON_BATCH:
-            return super().get_run(run_id)
-        item = self._get_run_and_audit_head(run_id)
-        return self.complete(head_of(item)) if item else None
-
-    def _get_run_and_audit_head(self, run_id: str) -> dict[str, Any] | None:
-        tenant, chain = tenant_of(run_id), audit_log.chain_of_member(run_id)
-        keys = {"run": a.key(run_pk(run_id), RUN_SK), "head": a.key(audit_log.head_pk(tenant, chain), audit_log.HEAD_SK)}
-        found: dict[str, dict[str, Any]] = {}
-        request: dict[str, Any] = {self.table: {"Keys": list(keys.values()), "ConsistentRead": True}}
-        while request:
-            got = self.client.batch_get_item(RequestItems=request)
-            for item in got.get("Responses", {}).get(self.table, []):
-                found["head" if item[wiring.SORT_KEY]["S"] == audit_log.HEAD_SK else "run"] = item
-            request = got.get("UnprocessedKeys") or {}
-        self.hold_audit_head(tenant, chain, audit_log.head_of(found.get("head")))
-        return found.get("run")
-
     def commit(
         self,
         transition: Transition,
@@ -83,7 +53,7 @@ class TransitionStore(TransactionalTable, RunStore):
         The tenant's open-runs counter moves in the same transaction: a run created open claims one (refused
         past `open_runs_limit`, when given), a run that ends releases one (never refused); either adds what the run
         owes its tenant's usage of the month, which a transition that moves no counter keeps on the head. `audit`: the entry that
-        records the transition (a decision, a vote, a cancel), appended in the same transaction. `expires`: a run that
+        records the transition (a decision, a vote, a cancel), its draft committed on the event batch. `expires`: a run that
         ends expires then (the table's TTL attribute, on every item this transaction writes of it: store/retention.py).
         """
         state = transition.state
@@ -97,9 +67,9 @@ class TransitionStore(TransactionalTable, RunStore):
         counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit, billed)
         state.unbilled = {} if counter is not None else owed
         closed = [Entry.of(state.tenant, state.runId, state.workflowId, c.interrupt) for c in transition.closed]
-        carried = audit if AUDIT_DRAFTS_ON_BATCH and docs else None
-        if carried is not None:
-            audit = None  # chained from the stream, after the transaction
+        # A transition that writes an event batch carries its audit entry's draft on it (format 5), for the appender
+        # on the stream to chain (docs/adr/0128); only one without (none that records a decision) appends in it.
+        carried, audit = (audit, None) if docs else (None, audit)
         items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires, carried)
         if counter is not None:
             items.append(counter)
