@@ -1,6 +1,7 @@
-"""Format 4 of the run head (domain/head_parts.py, docs/adr/0127), read in process (moto, the real api handler): a head
-whose gate text and inputs were left out of it, written exactly as the writer writes it (tests/support/head_parts.py),
-answers every route as the whole head did, is decided on, and runs its templates against its inputs."""
+"""Format 4 of the run head (domain/head_parts.py, docs/adr/0127), in process (moto, the real api handler): a run with
+a large gate text and large inputs is written with them out of its head, answers every route as a whole head (as the
+release before wrote it) does, is decided on, and runs its templates against its inputs; small ones stay, at no
+further read."""
 
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ from interlude.local.http_gateway import to_event
 from interlude.store import attributes as a
 from interlude.store.facade import Store
 from interlude.store.layout import event_sk, interrupt_sk, run_pk
+from interlude.store.runs import RunStore
 from interlude.store.stream import OutboxRecords
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_notify_worker import delivered, sent_mail, worker_for
-from tests.support.head_parts import write_format_4
+from tests.support.dynamodb_reads import counting
+from tests.support.head_parts import head_document, write_format_4, write_whole
 from tests.support.local_stack import wire
 from tests.support.modulex_example import worked_example
 from tests.support.moto_world import TABLE
@@ -91,30 +94,67 @@ def answers(run_id: str, key: str) -> dict[str, Any]:
     return shown
 
 
-def test_a_format_4_head_answers_every_route_as_before_is_decided_and_runs_its_templates(services):
+def test_a_format_4_head_answers_every_route_as_a_whole_head_does_is_decided_and_runs_its_templates(services):
     key = new_api_key(services)
     assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
     status, created = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})
     assert status == 201, created
     run_id = created["runId"]
-    before = answers(run_id, key)
-    assert before["payload"][1]["data"]["description"] == f"{TEXT} {BRIEF}"
 
-    # The head as the format-4 writer writes it: the gate's text and the inputs are out of it
-    document = write_format_4(TABLE, run_id)
+    # The head as this release wrote it: the gate's text (and the answer's schema) and the inputs are out of it
+    document = head_document(TABLE, run_id)
     assert document["v"] == formats.HEAD_PARTS_ELSEWHERE
     gate = document["interrupts"]["gate"]
-    assert "description" not in gate["payload"]["data"]
-    assert gate["payload"]["data"]["actions"] == ["accept", "reject"]
+    assert gate["payload"]["data"] == {
+        "artifactId": "gate",
+        "artifactType": "interlude.gate",
+        "title": "Approve the brief?",
+        "actions": ["accept", "reject"],
+    }
+    assert "resumeSchema" not in gate["payload"]
     assert (document["inputs"], len(document["inputsDigest"]), len(gate["payloadDigest"])) == ({}, 64, 64)
+    shown = answers(run_id, key)
+    assert shown["payload"][1]["data"]["description"] == f"{TEXT} {BRIEF}"
 
-    assert answers(run_id, key) == before
+    # The same run's head whole, as the release before wrote it, answers the same
+    assert write_whole(TABLE, run_id)["inputs"] == {"brief": BRIEF}
+    assert answers(run_id, key) == shown
 
+    write_format_4(TABLE, run_id)
     status, _ = http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})
     assert status == 200
     status, run = http("GET", f"/runs/{wire(run_id)}", key)
     assert (status, run["status"], run["inputs"]) == (200, "completed", {"brief": BRIEF})
     assert run["variables"]["after"] == {"sent": BRIEF}
+
+
+def test_small_parts_stay_in_the_head_and_nothing_more_is_read_for_it(services):
+    key = new_api_key(services)
+    gate = {**FLOW["nodes"][0], "config": {"title": "Ship?", "description": "{{inputs.brief}}"}}
+    small = {**FLOW, "nodes": [gate, FLOW["nodes"][1]]}
+    assert http("PUT", "/workflows/small", key, small)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "small", "inputs": {"brief": "a short brief"}})[1]["runId"]
+    document = head_document(TABLE, run_id)
+    assert document.get("v", 1) == 1
+    assert {"inputsBatch", "inputsDigest"}.isdisjoint(document)
+    assert document["interrupts"]["gate"]["payload"]["data"]["description"] == "a short brief"
+    runs = RunStore(TABLE)
+    with counting(runs.client) as reads:
+        assert runs.get_run(run_id) is not None
+    assert reads.calls == ["GetItem"]
+
+
+def test_a_format_4_head_is_read_whole_in_one_call_more(services):
+    key = new_api_key(services)
+    assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
+    runs = RunStore(TABLE)
+    with counting(runs.client) as reads:
+        got = runs.get_run(run_id)
+    assert got is not None
+    assert got[0].inputs == {"brief": BRIEF}
+    assert reads.calls == ["GetItem", "BatchGetItem"]
+    assert reads.items == 2  # the interrupt item and the run.started event's batch
 
 
 def test_a_format_4_head_whose_part_is_not_the_one_it_names_is_refused_never_shown(services):

@@ -29,7 +29,7 @@ import pytest
 from interlude import migrations, wiring
 from interlude.composition import Services
 from interlude.config import forget as forget_settings
-from interlude.domain import clock
+from interlude.domain import clock, formats
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
@@ -217,10 +217,19 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert migrations.run_pending(up.services.store, "deploy").complete
     # This release writes: new runs in several states (created by a key: the run records it), decisions, settings
     runs = up.runs
-    for name in ("new-waiting", "new-completed", "new-rejected", "new-cancelled", "new-quorum"):
+    for name in ("new-completed", "new-rejected", "new-cancelled", "new-quorum"):
         created = up.http("POST", "/runs", {"workflowId": "quorum" if name == "new-quorum" else "approve"})
         assert created[0] == 201, created
         runs[name] = created[1]["runId"]
+    # The gate decided on the rollback holds a long text and long inputs: its head is in format 4 (ADR 0127)
+    long_text = {"title": "Ship the long one?", "description": "A paragraph of the brief, read before shipping. " * 30}
+    long_gate = {"nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": long_text}], "edges": []}
+    assert up.http("PUT", "/workflows/approve-long", long_gate)[0] == 201
+    created = up.http("POST", "/runs", {"workflowId": "approve-long", "inputs": {"brief": "What to ship, and why. " * 50}})
+    assert created[0] == 201, created
+    runs["new-waiting"] = created[1]["runId"]
+    long_head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-waiting"]), "RUN"))
+    assert json.loads(zlib.decompress(long_head["Item"]["state"]["B"]))["v"] == formats.HEAD_PARTS_ELSEWHERE
     for name, action in (("new-completed", "accept"), ("new-rejected", "reject"), ("new-quorum", "accept")):
         assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": action}})[0] == 200
     assert up.http("POST", f"/runs/{wire(runs['new-cancelled'])}/cancel", {})[0] == 200

@@ -1,5 +1,6 @@
-"""A run head rewritten in format 4 (domain/head_parts.py), as the writer writes it: the large text of each open gate
-and the run's large inputs left out of the state, naming the interrupt items and the event batch that hold them."""
+"""A run head rewritten in place (same version): in format 4 (domain/head_parts.py) as the writer writes it, the large
+text of each open gate and the run's large inputs left out of the state, naming the interrupt items and the event
+batch that hold them; or whole, as a release before format 4 wrote it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import boto3
 
 from interlude.domain import head_parts
-from interlude.domain.models.run import state_from_json, state_json
+from interlude.domain.models.run import RunState, state_from_json, state_json
 from interlude.store import attributes as a
+from interlude.store import head_parts as held
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, run_pk
 
 
@@ -29,14 +31,37 @@ def started_batch(client: Any, table: str, run_id: str) -> int:
     )
 
 
+def head_document(table: str, run_id: str) -> dict[str, Any]:
+    """The state document the run's head holds, as stored."""
+    head = boto3.client("dynamodb").get_item(TableName=table, Key=a.key(run_pk(run_id), RUN_SK), ConsistentRead=True)
+    return dict(json.loads(a.unpacked_json(head["Item"]["state"])))
+
+
 def write_format_4(table: str, run_id: str) -> dict[str, Any]:
-    """Rewrite the run's head (same version) as a format-4 head; returns the state document written."""
+    """Rewrite the run's head as a format-4 head; returns the state document written."""
+    client = boto3.client("dynamodb")
+    return _rewrite(
+        table,
+        run_id,
+        lambda state: head_parts.lean(state.model_copy(update={"inputsBatch": started_batch(client, table, run_id)})),
+    )
+
+
+def write_whole(table: str, run_id: str) -> dict[str, Any]:
+    """Rewrite the run's head holding everything itself, in format 1; returns the state document written."""
+
+    def whole(state: RunState) -> RunState:
+        held.complete(boto3.client("dynamodb"), table, [state])
+        return state.model_copy(update={"v": 1, "inputsBatch": None})
+
+    return _rewrite(table, run_id, whole)
+
+
+def _rewrite(table: str, run_id: str, change: Any) -> dict[str, Any]:
     client = boto3.client("dynamodb")
     key = a.key(run_pk(run_id), RUN_SK)
     head = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
-    state = state_from_json(a.unpacked_json(head["state"]))
-    leaned = head_parts.lean(state.model_copy(update={"inputsBatch": started_batch(client, table, run_id)}))
-    document = state_json(leaned)
+    document = state_json(change(state_from_json(a.unpacked_json(head["state"]))))
     client.update_item(
         TableName=table,
         Key=key,
@@ -46,4 +71,3 @@ def write_format_4(table: str, run_id: str) -> dict[str, Any]:
         ExpressionAttributeValues={":state": a.packed_json(document), ":version": head["version"]},
     )
     return dict(json.loads(document))
-

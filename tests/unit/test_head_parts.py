@@ -42,7 +42,7 @@ def test_a_large_text_and_large_inputs_leave_the_head_and_what_the_decision_read
     leaned = head_parts.lean(state)
     kept = leaned.interrupts["gate"]
     assert kept.payload["data"] == {"title": "Ship?", "actions": ["accept", "reject"], "approversList": ["ann"]}
-    assert kept.payload["resumeSchema"] == {"type": "object"}
+    assert "resumeSchema" not in kept.payload  # the decision reads the whole payload back
     assert kept.payloadDigest == head_parts.digest(state.interrupts["gate"].payload)
     assert (leaned.inputs, leaned.inputsDigest, leaned.v) == ({}, head_parts.digest(BIG_INPUTS), formats.HEAD_PARTS_ELSEWHERE)
     assert len(state_json(leaned)) < len(state_json(state)) - 2000
@@ -82,3 +82,13 @@ def test_a_part_missing_or_not_the_one_the_head_names_is_refused(stored):
     with pytest.raises(Internal) as refused:
         head_parts.completed(read, payloads, None)
     assert refused.value.details == {"runId": "t/r-1", "part": "interrupt gate:1"}
+
+
+def test_the_head_names_the_first_batch_for_its_inputs_only_when_they_are_large():
+    started = [{"type": "run.started", "payload": {"inputs": BIG_INPUTS}}, {"type": "node.started", "payload": {}}]
+    assert head_parts.inputs_leave(a_run(LONG, BIG_INPUTS, batch=None), started)
+    small = [{"type": "run.started", "payload": {"inputs": {"order": "o-1"}}}]
+    assert not head_parts.inputs_leave(a_run(LONG, {"order": "o-1"}, batch=None), small)
+    # A later batch, or a run.started event that does not hold these inputs, is not named.
+    assert not head_parts.inputs_leave(a_run(LONG, BIG_INPUTS, batch=None), started[1:])
+    assert not head_parts.inputs_leave(a_run(LONG, {**BIG_INPUTS, "more": 1}, batch=None), started)

@@ -3,9 +3,10 @@
 The run head is written in every transition of its run, inside a transaction (2 WRU per started KB, by the larger of
 the item before and after), yet a gate's text and the run's inputs are already stored where they are written once:
 the gate's whole payload in its interrupt item (and its `interrupt.requested` event), the inputs in the run.started
-event of the run's first event batch. A head in format 4 keeps of an open gate's payload what its decision reads and
-the whole payload's digest (OpenInterrupt.payloadDigest), and of large inputs only the batch that holds them and their
-digest (RunState.inputsBatch, inputsDigest). Whatever reads a head reads the parts it needs back (store/head_parts.py):
+event of the run's first event batch. A head in format 4 keeps of an open gate's large payload what the reads of a head
+that put nothing back use (its title, approvers, audience, actions, quorum) and the whole payload's digest
+(OpenInterrupt.payloadDigest), and of large inputs only the batch that holds them and their digest
+(RunState.inputsBatch, inputsDigest). Whatever reads a head reads the parts it needs back (store/head_parts.py):
 `held_elsewhere` says which, `completed` puts them back, after checking each against its digest.
 
 Only large parts leave the head: below PAYLOAD_TEXT_INLINE_MAX and INPUTS_INLINE_MAX bytes they stay, and a head that
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from interlude.domain import formats
@@ -26,6 +27,9 @@ from interlude.domain.models.run import OpenInterrupt, RunState
 # The fields of a gate's `data` that only display it (no decision, notice routing or search reads them: ADR 0127),
 # by the gate's kind: the prose a page, a notice and an inbox row show.
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {"approval": ("description", "artifactData")}
+# What leaves the head with a large text besides: the answer's schema (≈ 600 B of JSON for an approval), which only the
+# decision reads, and the decision reads the whole payload back.
+LEAVES_WITH_TEXT = ("resumeSchema",)
 # A gate's text (its TEXT_FIELDS, as compact JSON) up to this many bytes stays in the head; above it, it leaves. Each
 # started KB a transaction writes costs 2 WRU, and the head is written at least twice while the gate is open; reading
 # the text back costs one strongly consistent read of ≤ 4 KB (1 RRU, a fifth of a WRU) per page or notice that shows
@@ -47,15 +51,28 @@ def _size(value: Any) -> int:
 
 
 def decision_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What the head keeps of a gate's payload when its text is large (the payload without its TEXT_FIELDS); None:
-    its text is small (or it has none), and the whole payload stays."""
+    """What the head keeps of a gate's payload when its text is large (the payload without its TEXT_FIELDS and what
+    LEAVES_WITH_TEXT); None: its text is small (or it has none), and the whole payload stays."""
     data = payload.get("data")
     if not isinstance(data, Mapping):
         return None
     text = {k: data[k] for k in TEXT_FIELDS.get(str(payload.get("kind")), ()) if k in data}
     if not text or _size(text) <= PAYLOAD_TEXT_INLINE_MAX:
         return None
-    return {**payload, "data": {k: v for k, v in data.items() if k not in text}}
+    kept = {k: v for k, v in payload.items() if k not in LEAVES_WITH_TEXT}
+    return {**kept, "data": {k: v for k, v in data.items() if k not in text}}
+
+
+def inputs_leave(state: RunState, docs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the run's inputs are large and the event docs of the batch a transition writes (the run's first) hold
+    them in its run.started event: the head then names that batch (RunState.inputsBatch) and leaves them to it. Heads
+    with small inputs name no batch (a head near a KB pays 2 WRU a write for the bytes)."""
+    started = next((d for d in docs if d.get("type") == "run.started"), None)
+    return (
+        started is not None
+        and (started.get("payload") or {}).get("inputs") == state.inputs
+        and _size(state.inputs) > INPUTS_INLINE_MAX
+    )
 
 
 def lean(state: RunState) -> RunState:

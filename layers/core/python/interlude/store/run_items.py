@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
-from interlude.domain import formats
+from interlude.domain import formats, head_parts
 from interlude.domain.audit import AuditDraft
 from interlude.domain.models.run import OpenInterrupt, RunState, state_json
 from interlude.store import attributes as a
@@ -51,11 +51,13 @@ def run_entry_key(entry: Labelled) -> a.Item:
 
 
 def head_attributes(state: RunState, version: int) -> a.Item:
+    """The head's attributes; its state in format 4 when a gate's text or the inputs are large (domain/head_parts.py:
+    held by the interrupt item and the run.started event, which are written with or before the head that names them)."""
     return {
         "version": a.n(version),
         "status": a.s(state.status),
         "workflowId": a.s(state.workflowId),
-        "state": a.packed_json(state_json(state)),
+        "state": a.packed_json(state_json(head_parts.lean(state))),
     }
 
 

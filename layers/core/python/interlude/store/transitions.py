@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
+from interlude.domain import head_parts
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import DomainError
 from interlude.domain.models.run import OpenInterrupt, RunState
@@ -60,6 +61,8 @@ class TransitionStore(TransactionalTable, RunStore):
         first_seq = state.nextSeq
         docs = to_docs(state.runId, transition.events, first_seq, now_iso)
         state.nextSeq = first_seq + len(docs)
+        if state.inputsBatch is None and head_parts.inputs_leave(state, docs):
+            state.inputsBatch = state.nextSeq - 1
         # Before the head is built: a new run's usage shard is recorded on it, so its end releases there; and what the
         # run owes its tenant's usage is billed on the counter item when one is written, else kept on the head.
         owed = usage.summed(state.unbilled, usage.measures(docs))
