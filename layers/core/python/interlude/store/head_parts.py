@@ -13,9 +13,8 @@ from interlude.domain import head_parts
 from interlude.domain.models.run import RunState
 from interlude.store import attributes as a
 from interlude.store.layout import event_sk, interrupt_sk, run_pk
+from interlude.store.table import batch_get
 
-# BatchGetItem reads at most 100 keys per call.
-BATCH_GET_MAX = 100
 _PARTS = {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, "#payload": "payload", "#events": "events"}
 
 
@@ -40,19 +39,8 @@ def complete(client: Any, table: str, states: Iterable[RunState]) -> None:
 
 
 def _read(client: Any, table: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], a.Item]:
-    found: dict[tuple[str, str], a.Item] = {}
-    for start in range(0, len(keys), BATCH_GET_MAX):
-        request: dict[str, Any] = {
-            table: {
-                "Keys": [a.key(pk, sk) for pk, sk in keys[start : start + BATCH_GET_MAX]],
-                "ConsistentRead": True,
-                "ProjectionExpression": ", ".join(_PARTS),
-                "ExpressionAttributeNames": _PARTS,
-            }
-        }
-        while request:
-            got = client.batch_get_item(RequestItems=request)
-            for item in got.get("Responses", {}).get(table) or []:
-                found[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
-            request = got.get("UnprocessedKeys") or {}
-    return found
+    items = batch_get(
+        client, table, [a.key(pk, sk) for pk, sk in keys],
+        ConsistentRead=True, ProjectionExpression=", ".join(_PARTS), ExpressionAttributeNames=_PARTS,
+    )
+    return {(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item for item in items}

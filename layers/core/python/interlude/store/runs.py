@@ -14,10 +14,7 @@ from interlude.store import attributes as a
 from interlude.store import gate_closes, head_parts, item_index
 from interlude.store.expiry import run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
-from interlude.store.table import Table
-
-# BatchGetItem reads at most 100 keys per call.
-BATCH_GET_MAX = 100
+from interlude.store.table import BATCH_GET_MAX, Table, batch_get
 
 
 def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
@@ -135,14 +132,5 @@ class RunStore(Table):
         return False
 
     def _batch_get(self, keys: list[a.Item]) -> list[dict[str, Any]]:
-        """The items of `keys` that exist (BatchGetItem, 100 keys a call, unprocessed keys asked again)."""
-        found: list[dict[str, Any]] = []
-        pending = keys
-        while pending:
-            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
-            request: dict[str, Any] = {self.table: {"Keys": batch}}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                found += got.get("Responses", {}).get(self.table) or []
-                request = got.get("UnprocessedKeys") or {}
-        return found
+        """The items of `keys` that exist."""
+        return list(batch_get(self.client, self.table, keys))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from botocore.config import Config
@@ -25,3 +26,18 @@ class Table:
         self.client = client or dynamodb_client()
         # Every answer of this client (the other stores share it) is refused if it holds an item too new to read.
         item_formats.watch(self.client)
+
+
+# BatchGetItem reads at most this many keys per call.
+BATCH_GET_MAX = 100
+
+
+def batch_get(client: Any, table: str, keys: list[dict[str, Any]], **read: Any) -> Iterator[dict[str, Any]]:
+    """The items of `keys` that exist, 100 keys a BatchGetItem, unprocessed keys asked again; `read` adds the
+    request's own options (ConsistentRead, ProjectionExpression, ExpressionAttributeNames)."""
+    for start in range(0, len(keys), BATCH_GET_MAX):
+        request: dict[str, Any] = {table: {"Keys": keys[start : start + BATCH_GET_MAX], **read}}
+        while request:
+            got = client.batch_get_item(RequestItems=request)
+            yield from got.get("Responses", {}).get(table) or ()
+            request = got.get("UnprocessedKeys") or {}
