@@ -28,14 +28,27 @@ appender on the stream (`AuditLog.append_drafts`, from dispatch) chains a batch'
 transaction, the head and up to MAX_ENTRIES_PER_APPEND entries. Each such entry names its `source` (the event batch's
 key) and every entry when it was `appended`, and the head when an append last moved it (`appendedAt`): a draft
 delivered again finds its entry among those appended since its action and is skipped, so each action has one entry.
+
+An entry may lie beyond its chain's head (docs/adr/0135): an append of plain writes (each entry put on its own, then
+the head moved) that stopped before moving the head leaves its entries there, orphans. No reader takes them for part of
+the chain (every read stops at the head), and every append that finds its entry's place taken while the head held
+reads what lies beyond (`orphans`): it ADOPTS the run of them that chains from the head (each the next sequence, its
+prevHash the hash before it: the draft of a committed action), moving the head over them with its own entries, and a
+draft it carries that an adopted orphan names (`source`) is not appended again. An entry beyond the head that does
+not chain from it was not written by an append (none chains from anything but the entry before it, which the head
+covers or an adopted orphan is), was never part of the chain and never could be (no append adopts it, so no head
+ever covers it): an append writes over it, on condition that it is still what was read and that the head has not
+moved, and logs what it was.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from interlude import wiring
@@ -43,7 +56,7 @@ from interlude.domain import clock
 from interlude.domain.audit import AuditDraft
 from interlude.domain.errors import Unavailable
 from interlude.domain.formats import AUDIT_DRAFT_ON_BATCH, FORMAT_FIELD
-from interlude.rules.audit import Head, canonical, hash_of
+from interlude.rules.audit import Head, canonical, entry_hash, hash_of
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
 
@@ -71,6 +84,10 @@ CLOCK_SLACK_S = 5.0
 UNTIMED_ENTRY_SLACK_S = 60.0
 # Entries read back per page while looking for drafts appended before (≈ 5 KB: 2 RRU, strongly consistent).
 SOURCE_PAGE = 10
+# The highest sequence an entry's key holds (entry_sk: twelve digits).
+LAST_SEQ = 10**12 - 1
+
+logger = logging.getLogger(__name__)
 
 
 def chain_of(draft: AuditDraft) -> int:
@@ -146,20 +163,61 @@ def draft_source(pk: str, sk: str) -> str:
     return f"{pk}/{sk}"
 
 
+@dataclass(frozen=True)
+class Orphans:
+    """What lies beyond a chain's head that was read: `seq` and `hash` are the last entry of the run that chains from
+    the head (the head's own when none does), which an append adopts; `sources` what those name, `since` when the
+    first was appended; `stale` the text of each entry past that run, by sequence, which an append writes over."""
+
+    seq: int
+    hash: str | None
+    sources: frozenset[str] = frozenset()
+    since: float | None = None
+    stale: dict[int, str] = field(default_factory=dict)
+
+    def adopts(self, head: Head) -> bool:
+        return self.seq > head.seq
+
+
+def orphans_of(head: Head, chain: int, beyond: Sequence[dict[str, Any]]) -> Orphans:
+    """The orphans among the entry items stored past `head` (ascending): the run that chains from it, and the rest."""
+    seq, digest, sources, since = head.seq, head.hash, set[str](), None
+    stale: dict[int, str] = {}
+    for item in beyond:
+        at, entry = _seq_of(item), _entry(item)
+        if not stale and at == seq + 1 and entry.get("seq") == at and entry.get("chain") == chain and entry.get("prevHash") == digest:
+            seq, digest = at, entry_hash(entry)
+            if "source" in item:
+                sources.add(item["source"]["S"])
+            if since is None and "appended" in item:
+                since = float(item["appended"]["N"])
+        else:
+            stale[at] = item["entry"]["S"]
+    return Orphans(seq, digest, frozenset(sources), since, stale)
+
+
 def append_items(
-    draft: AuditDraft, chain: int, head: Head, now_epoch: float
+    draft: AuditDraft, chain: int, head: Head, now_epoch: float, orphans: Orphans | None = None
 ) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
-    """The entry after `head` and the head's move to it, as labelled TransactWriteItems, and the head written."""
-    return chain_items(draft.tenant, chain, head, [(draft, None)], now_epoch)
+    """The entry after `head` (after the orphans it adopts) and the head's move to it, as labelled
+    TransactWriteItems, and the head written."""
+    return chain_items(draft.tenant, chain, head, [(draft, None)], now_epoch, orphans)
 
 
 def chain_items(
-    tenant: str, chain: int, head: Head, placed: Sequence[tuple[AuditDraft, str | None]], now_epoch: float
+    tenant: str,
+    chain: int,
+    head: Head,
+    placed: Sequence[tuple[AuditDraft, str | None]],
+    now_epoch: float,
+    orphans: Orphans | None = None,
 ) -> tuple[list[tuple[str, dict[str, Any]]], Head]:
     """The entries of `placed` (each draft with the source it came from, None when its action appends it itself)
-    after `head`, in order, and the head's move to the last, as labelled TransactWriteItems; and the head written."""
+    after `head`, or after the orphans read past it that it adopts, in order, and the head's move to the last, as
+    labelled TransactWriteItems; and the head written."""
     appended = round(clock.now().timestamp(), 3)
-    seq, digest = head.seq, head.hash
+    seq, digest = (orphans.seq, orphans.hash) if orphans is not None else (head.seq, head.hash)
+    stale = orphans.stale if orphans is not None else {}
     entries: list[tuple[str, dict[str, Any]]] = []
     for draft, source in placed:
         seq += 1
@@ -172,7 +230,15 @@ def chain_items(
         }
         if source is not None:
             entry["source"] = a.s(source)
-        entries.append((ENTRY_LABEL, {"Put": {"Item": entry, "ConditionExpression": "attribute_not_exists(sk)"}}))
+        put: dict[str, Any] = {"Item": entry, "ConditionExpression": "attribute_not_exists(sk)"}
+        if seq in stale:
+            # Not part of the chain (module docstring): written over while it is what was read, and the head (whose
+            # condition is in the same transaction) has not moved.
+            logger.warning("audit chain %s of tenant %s: entry %s did not chain from the head; written over: %s", chain, tenant, seq, stale[seq])
+            put["ConditionExpression"] = "#entry = :stale"
+            put["ExpressionAttributeNames"] = {"#entry": "entry"}
+            put["ExpressionAttributeValues"] = {":stale": a.s(stale[seq])}
+        entries.append((ENTRY_LABEL, {"Put": put}))
     # The head is written whole, on condition that it still names the entry, the checkpoint and the mark read. Those
     # pin every attribute a head holds: hash moves only with seq (appends), pendingSince only with seq (an append sets
     # it when absent) or with checkpointSeq (a checkpoint always moves it forward), checkpointedAt only with
@@ -187,7 +253,8 @@ def chain_items(
         mark = "attribute_exists(marked)" if head.marked else "attribute_not_exists(marked)"
         condition = f"seq = :prev AND checkpointSeq = :cp AND {mark}"
         values = {":prev": a.n(head.seq), ":cp": a.n(head.checkpoint_seq)}
-    since = head.pending_since if head.pending_since is not None else round(now_epoch, 3)
+    waiting_since = orphans.since if orphans is not None and orphans.adopts(head) and orphans.since is not None else now_epoch
+    since = head.pending_since if head.pending_since is not None else round(waiting_since, 3)
     move: dict[str, Any] = {
         "Item": {
             **a.key(head_pk(tenant, chain), HEAD_SK),
@@ -212,7 +279,7 @@ def chain_items(
             index.sort_key: a.s(f"{tenant}#{chain:03d}"),
         }
         items.append((PENDING_LABEL, {"Put": {"Item": marker}}))
-    pending = head.pending_since if head.pending_since is not None else now_epoch
+    pending = head.pending_since if head.pending_since is not None else waiting_since
     written = Head(seq, digest, head.checkpoint_seq, pending, True, None, appended)
     return items, written
 
@@ -252,16 +319,20 @@ class AuditLog:
         waiting = [(draft, source) for source, draft in unique.items()]
         since = min(clock.epoch_of(draft.at) for draft, _ in waiting) - CLOCK_SLACK_S
         head, written, lost, checked = self.head(tenant, chain), None, 0, False
-        while waiting:
+        orphans: Orphans | None = None
+        while waiting or (orphans is not None and orphans.adopts(head)):
             if not checked:
                 # Entries appended since the first of these actions, newest first: any of these sources among them
                 # was appended by an earlier delivery. Not read again while the head is the one this append wrote.
+                # Nor among the orphans it adopts (its own draft, put by a delivery that stopped before the head).
                 found = self.sources_since(tenant, chain, head, since, {source for _, source in waiting})
+                if orphans is not None:
+                    found |= orphans.sources
                 waiting = [(draft, source) for draft, source in waiting if source not in found]
                 checked = True
                 continue
             chunk = waiting[:MAX_ENTRIES_PER_APPEND]
-            items, moved = chain_items(tenant, chain, head, chunk, now_epoch)
+            items, moved = chain_items(tenant, chain, head, chunk, now_epoch, orphans)
             for _, op in items:
                 body = next(iter(op.values()))
                 body["TableName"] = self.table
@@ -272,14 +343,33 @@ class AuditLog:
                 lost += 1
                 if lost > APPEND_RETRIES:
                     raise Unavailable("the audit chain kept moving while appending; the record goes again") from exc
-                # Another append moved the head (its image comes with the failure) or held it (read again).
+                # Another append moved the head (its image comes with the failure) or held it (read again); or the
+                # head held and an entry's place was taken: what lies beyond the head is read, to adopt.
                 reasons = exc.response.get("CancellationReasons") or []
-                old = reasons[0].get("Item") if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" else None
+                moved_on = bool(reasons) and reasons[0].get("Code") == "ConditionalCheckFailed"
+                old = reasons[0].get("Item") if moved_on else None
                 head, checked = head_of(old) if old else self.head(tenant, chain), False
+                taken = any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[1:])
+                orphans = self.orphans(tenant, chain, head) if taken and not moved_on else None
                 continue
             head = written = moved
+            orphans = None
             waiting = waiting[len(chunk) :]
         return written
+
+    def orphans(self, tenant: str, chain: int, head: Head) -> Orphans:
+        """What lies beyond the chain's `head` (strongly consistent): the orphans an append adopts, and the stale."""
+        pages = self.client.get_paginator("query").paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={
+                ":pk": a.s(log_pk(tenant, chain)),
+                ":lo": a.s(entry_sk(head.seq + 1)),
+                ":hi": a.s(entry_sk(LAST_SEQ)),
+            },
+            ConsistentRead=True,
+        )
+        return orphans_of(head, chain, [item for page in pages for item in page.get("Items") or []])
 
     def sources_since(self, tenant: str, chain: int, head: Head, since: float, sources: set[str]) -> set[str]:
         """Which of `sources` the chain's entries up to `head` name, reading back from the head only as far as the
@@ -328,7 +418,7 @@ class AuditLog:
         )
         for page in pages:
             for item in page.get("Items") or []:
-                yield int(item[wiring.SORT_KEY]["S"].removeprefix(ENTRY_SK_PREFIX)), _entry(item)
+                yield _seq_of(item), _entry(item)
 
     def newest(self, tenant: str, chain: int, limit: int, before: int) -> tuple[list[dict[str, Any]], bool]:
         """Up to `limit` of the chain's entries below sequence `before`, newest first (each with its key's sequence
@@ -345,7 +435,7 @@ class AuditLog:
             Limit=limit,
         )
         items = got.get("Items") or []
-        entries = [{**_entry(item), "_seq": int(item[wiring.SORT_KEY]["S"].removeprefix(ENTRY_SK_PREFIX))} for item in items]
+        entries = [{**_entry(item), "_seq": _seq_of(item)} for item in items]
         return entries, "LastEvaluatedKey" in got
 
     def checkpoints(self, tenant: str, chain: int, first: int, last: int) -> list[dict[str, Any]]:
@@ -475,6 +565,10 @@ def _appended(item: dict[str, Any]) -> float:
         return clock.epoch_of(at) - UNTIMED_ENTRY_SLACK_S if isinstance(at, str) else 0.0
     except ValueError:
         return 0.0
+
+
+def _seq_of(item: dict[str, Any]) -> int:
+    return int(item[wiring.SORT_KEY]["S"].removeprefix(ENTRY_SK_PREFIX))
 
 
 def _entry(item: dict[str, Any]) -> dict[str, Any]:

@@ -106,18 +106,21 @@ class TransactionalTable(Table):
     ) -> None:
         chain = audit_log.chain_of(audit)
         head: Head | None = None
+        orphans: audit_log.Orphans | None = None
         for _ in range(audit_log.APPEND_RETRIES):
             if head is None:
                 head = self.audit_log.head(audit.tenant, chain)
-            appended, written = audit_log.append_items(audit, chain, head, time.time())
+            appended, written = audit_log.append_items(audit, chain, head, time.time(), orphans)
             try:
                 self._transact_once([*items, *appended], answered, quota)
             except LostRace as lost:
                 if {label for label, _ in lost.reasons} <= audit_log.APPEND_LABELS:
                     # Another append moved the head first: the failure carries the head it moved to (ALL_OLD), so the
-                    # entry is placed after it without reading again.
+                    # entry is placed after it without reading again. The head held but the entry's place was taken:
+                    # orphans lie beyond it (store/audit.py), read to be adopted.
                     moved = [old for label, old in lost.reasons if label == audit_log.HEAD_SK]
-                    head = audit_log.head_of_plain(moved[0]) if moved else None
+                    head = audit_log.head_of_plain(moved[0]) if moved else self.audit_log.head(audit.tenant, chain)
+                    orphans = None if moved else self.audit_log.orphans(audit.tenant, chain, head)
                     continue
                 raise
             if self.after_audit is not None:

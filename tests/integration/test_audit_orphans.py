@@ -1,0 +1,145 @@
+"""Entries beyond a chain's head (docs/adr/0135): an append of plain writes that stops after putting its entries and
+before moving the head leaves them there, orphans. No reader shows or verifies one as part of the chain; the next
+append adopts the run of them that chains from the head (an action's append in its own transaction, or the appender
+on the stream), a draft delivered again finds itself among them and is not appended twice, and an entry there that
+does not chain from the head is written over, never adopted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from interlude import wiring
+from interlude.composition import Services
+from interlude.domain import clock
+from interlude.domain.audit import AuditDraft
+from interlude.domain.models.requests import CreateKeyRequest
+from interlude.rules import audit as rules
+from interlude.store import audit as items
+from interlude.store.facade import Store
+from tests.integration.conftest import signed_in
+from tests.support.moto_world import TABLE
+
+KEY = rules.signing_key(b"a test seed, never a deployment's")
+
+
+@pytest.fixture
+def services(world, monkeypatch) -> Any:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+    return Services(Store(TABLE), audit_key=lambda: KEY)
+
+
+def draft(tenant: str, run_id: str) -> AuditDraft:
+    return AuditDraft(tenant, "interrupt.decided", {"subjectId": "someone"}, {"runId": run_id}, clock.iso(clock.now()), {})
+
+
+def orphaned(services: Services, tenant: str, placed: list[tuple[AuditDraft, str]]) -> None:
+    """Put the entries an append of `placed` after the head writes, and stop there: the head is not moved."""
+    log = services.store.audit_log
+    written, _ = items.chain_items(tenant, 0, log.head(tenant, 0), placed, clock.now().timestamp())
+    for label, op in written:
+        if label == items.ENTRY_LABEL:
+            log.client.put_item(TableName=TABLE, **op["Put"])
+
+
+def stored(services: Services, tenant: str) -> list[dict[str, Any]]:
+    """Every entry item of the chain, beyond its head too, plain."""
+    got = services.store.client.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :a)",
+        ExpressionAttributeValues={":pk": {"S": items.log_pk(tenant, 0)}, ":a": {"S": items.ENTRY_SK_PREFIX}},
+        ConsistentRead=True,
+    )
+    return [{k: next(iter(v.values())) for k, v in item.items()} for item in got["Items"]]
+
+
+def chained(services: Services, tenant: str) -> list[dict[str, Any]]:
+    """The chain's entries up to its head, each checked to be there and in sequence."""
+    head = services.store.audit_log.head(tenant, 0)
+    entries = [json.loads(item["entry"]) for item in stored(services, tenant)][: head.seq]
+    assert [e["seq"] for e in entries] == list(range(1, head.seq + 1))
+    return entries
+
+
+def test_an_orphan_is_neither_listed_nor_verified_until_an_append_adopts_it(services, tenant) -> None:
+    admin = signed_in(services)
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="first", scopes=["runs:read"]))
+    before = chained(services, tenant)
+    orphaned(services, tenant, [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")])
+
+    assert len(stored(services, tenant)) == len(before) + 2
+    listed = services.audit.entries_page(tenant, 50, None)
+    assert [e["target"].get("runId") for e in listed["entries"]] == [None] * len(before)
+    assert listed["chains"] == {"0": len(before)}
+    verified = services.audit.verify(tenant, 0, 100)
+    assert verified["chainValid"] is True
+    assert services.audit.checkpoint(tenant, 0) is not None
+    assert services.audit.verify(tenant, 0, 100)["checkpoints"][-1]["atSequence"] == len(before)
+
+    # An action appending in its own transaction finds the place taken, and adopts both
+    services.keys.create_key(admin, CreateKeyRequest(subjectId="second", scopes=["runs:read"]))
+
+    entries = chained(services, tenant)
+    assert [e["target"].get("runId") for e in entries[len(before) :]] == ["run-a", "run-b", None]
+    assert entries[-1]["action"] == "key.created"
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+    assert len(services.audit.entries_page(tenant, 50, None)["entries"]) == len(before) + 3
+
+
+def test_the_appender_adopts_orphans_and_skips_its_own_draft_among_them(services, tenant) -> None:
+    log = services.store.audit_log
+    first = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
+    orphaned(services, tenant, first)
+
+    # The record of run-b comes again (its delivery stopped after the puts) with run-c's after it
+    written = log.append_drafts(tenant, 0, [first[1], (draft(tenant, "run-c"), "source-c")], 0.0)
+
+    entries = chained(services, tenant)
+    assert [e["target"]["runId"] for e in entries] == ["run-a", "run-b", "run-c"]
+    assert written is not None
+    assert written.seq == 3
+    assert len(stored(services, tenant)) == 3
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+
+def test_a_record_whose_draft_is_an_orphan_only_moves_the_head(services, tenant) -> None:
+    log = services.store.audit_log
+    placed = [(draft(tenant, "run-a"), "source-a")]
+    orphaned(services, tenant, placed)
+
+    written = log.append_drafts(tenant, 0, placed, 0.0)
+
+    assert written is not None
+    assert written.seq == 1
+    assert [e["target"]["runId"] for e in chained(services, tenant)] == ["run-a"]
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+    # ... and once more: nothing left to do
+    assert log.append_drafts(tenant, 0, placed, 0.0) is None
+    assert len(stored(services, tenant)) == 1
+
+
+def test_an_entry_beyond_the_head_that_does_not_chain_from_it_is_written_over(services, tenant, caplog) -> None:
+    log = services.store.audit_log
+    log.append_drafts(tenant, 0, [(draft(tenant, "run-a"), "source-a")], 0.0)
+    # An entry at the next place whose prevHash is not the head's: no append wrote it
+    forged = draft(tenant, "forged").entry(2, "0" * 64, 0)
+    services.store.client.put_item(
+        TableName=TABLE,
+        Item={
+            **{k: {"S": v} for k, v in {"pk": items.log_pk(tenant, 0), "sk": items.entry_sk(2)}.items()},
+            "entry": {"S": rules.canonical(forged).decode()},
+            "source": {"S": "source-forged"},
+        },
+    )
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+    written = log.append_drafts(tenant, 0, [(draft(tenant, "run-b"), "source-b")], 0.0)
+
+    assert written is not None
+    assert written.seq == 2
+    assert [e["target"]["runId"] for e in chained(services, tenant)] == ["run-a", "run-b"]
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+    assert "did not chain from the head" in caplog.text
+    assert "forged" in caplog.text
