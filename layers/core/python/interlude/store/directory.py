@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 from interlude.rules.limits import quota_exceeded
 from interlude.store import attributes as a
 from interlude.store import limits as counters
-from interlude.store.table import Table
+from interlude.store.table import Table, batch_get
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -281,18 +281,11 @@ class DirectoryStore:
 
     def get_many(self, tenant: str, principal_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Entries by principal id (those that exist), with one BatchGetItem per 100 ids."""
-        found: dict[str, dict[str, Any]] = {}
-        ids = list(dict.fromkeys(principal_ids))
-        for start in range(0, len(ids), 100):
-            request: dict[str, Any] = {
-                self.table: {"Keys": [a.key(directory_pk(tenant), ENTRY_PREFIX + pid) for pid in ids[start : start + 100]]}
-            }
-            while request:
-                answer = self.client.batch_get_item(RequestItems=request)
-                for item in answer.get("Responses", {}).get(self.table, []):
-                    found[item["sk"]["S"][len(ENTRY_PREFIX) :]] = a.unpacked(item["entry"])
-                request = answer.get("UnprocessedKeys") or {}
-        return found
+        keys = [a.key(directory_pk(tenant), ENTRY_PREFIX + pid) for pid in dict.fromkeys(principal_ids)]
+        return {
+            item["sk"]["S"][len(ENTRY_PREFIX) :]: a.unpacked(item["entry"])
+            for item in batch_get(self.client, self.table, keys)
+        }
 
     def by_slack_user(self, tenant: str, slack_user_id: str) -> str | None:
         """The principal whose entry names this Slack user id, if one does."""

@@ -39,6 +39,7 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.rules.limits import Window
 from interlude.store import attributes as a
+from interlude.store.table import batch_get
 
 USAGE_SK = "USAGE"
 OPEN_RUNS = "openRuns"
@@ -192,18 +193,11 @@ class LimitStore:
     def usage_by_shard(self, tenant: str) -> dict[int, dict[str, int]]:
         """Each usage shard's counts (one strongly consistent BatchGetItem of every shard's item)."""
         keys = {usage_key(tenant, shard)["pk"]["S"]: shard for shard in range(MAX_SHARDS)}
-        request: dict[str, Any] = {
-            self.table: {"Keys": [usage_key(tenant, shard) for shard in range(MAX_SHARDS)], "ConsistentRead": True}
+        shards = [usage_key(tenant, shard) for shard in range(MAX_SHARDS)]
+        return {
+            keys[item["pk"]["S"]]: {name: int(item[name]["N"]) for name in (OPEN_RUNS, WORKFLOW_VERSIONS) if name in item}
+            for item in batch_get(self.client, self.table, shards, ConsistentRead=True)
         }
-        found: dict[int, dict[str, int]] = {}
-        while request:
-            got = self.client.batch_get_item(RequestItems=request)
-            for item in got.get("Responses", {}).get(self.table, []):
-                found[keys[item["pk"]["S"]]] = {
-                    name: int(item[name]["N"]) for name in (OPEN_RUNS, WORKFLOW_VERSIONS) if name in item
-                }
-            request = got.get("UnprocessedKeys") or {}
-        return found
 
     def open_runs_by_shard(self, tenant: str) -> dict[int, int]:
         return {shard: c.get(OPEN_RUNS, 0) for shard, c in self.usage_by_shard(tenant).items()}

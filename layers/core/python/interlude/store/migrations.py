@@ -21,13 +21,13 @@ from interlude.domain.budgets import TRANSACT_MAX_ITEMS
 from interlude.store import attributes as a
 from interlude.store.inbox import InboxIndex
 from interlude.store.layout import RUN_SK
+from interlude.store.table import batch_get
 
 MIGRATION_PK = "MIGRATION"
 RUNNING = "running"
 DONE = "done"
 # How long a claim holds without a page recorded (a page's scan and writes take seconds).
 LEASE_S = 120
-BATCH_GET_MAX = 100
 
 
 class Scan(NamedTuple):
@@ -236,20 +236,11 @@ class MigrationStore:
         self, items: list[a.Item], projection: str, names: dict[str, str] | None = None
     ) -> dict[tuple[str, str], a.Item]:
         """The stored items at `items`' keys (those that exist), by key, projected."""
-        found: dict[tuple[str, str], a.Item] = {}
-        pending = [a.key(pk, sk) for pk, sk in dict.fromkeys(_key_of(i) for i in items)]
-        while pending:
-            batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
-            keys: dict[str, Any] = {"Keys": batch, "ProjectionExpression": projection}
-            if names:
-                keys["ExpressionAttributeNames"] = names
-            request: dict[str, Any] = {self.table: keys}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                for item in got.get("Responses", {}).get(self.table) or []:
-                    found[_key_of(item)] = item
-                request = got.get("UnprocessedKeys") or {}
-        return found
+        keys = [a.key(pk, sk) for pk, sk in dict.fromkeys(_key_of(i) for i in items)]
+        read: dict[str, Any] = {"ProjectionExpression": projection}
+        if names:
+            read["ExpressionAttributeNames"] = names
+        return {_key_of(item): item for item in batch_get(self.client, self.table, keys, **read)}
 
 
 def _key_of(item: a.Item) -> tuple[str, str]:

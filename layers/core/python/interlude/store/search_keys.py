@@ -24,13 +24,12 @@ from interlude.store.inbox import InboxIndex
 from interlude.store.interactions import tenant_pk
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.runs import head_of
-from interlude.store.table import Table
+from interlude.store.table import Table, batch_get
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import RunState
 
 SEARCH_KEYS_SK = "SEARCHKEYS"
-BATCH_GET_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -131,15 +130,9 @@ class SearchKeysStore(Table):
         """The heads of `run_ids` that exist, each with its ttl (a finished run's: its entries are given the same). Of a
         format-4 head only its metadata is read here, which it never holds elsewhere (domain/head_parts.py)."""
         found: list[tuple[RunState, int | None]] = []
-        for start in range(0, len(run_ids), BATCH_GET_MAX):
-            keys = [a.key(run_pk(r), RUN_SK) for r in run_ids[start : start + BATCH_GET_MAX]]
-            request: dict[str, Any] = {self.table: {"Keys": keys}}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                for item in got.get("Responses", {}).get(self.table) or []:
-                    ttl = item.get(wiring.TTL_ATTRIBUTE)
-                    found.append((head_of(item)[0], int(ttl["N"]) if ttl else None))
-                request = got.get("UnprocessedKeys") or {}
+        for item in batch_get(self.client, self.table, [a.key(run_pk(r), RUN_SK) for r in run_ids]):
+            ttl = item.get(wiring.TTL_ATTRIBUTE)
+            found.append((head_of(item)[0], int(ttl["N"]) if ttl else None))
         return found
 
     def put(self, entries: list[a.Item]) -> None:

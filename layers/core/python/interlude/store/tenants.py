@@ -40,16 +40,15 @@ from interlude.store import limits as counters
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.item_index import shard_of
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, tenant_of_pk
-from interlude.store.table import Table
+from interlude.store.table import Table, batch_get
 
 REGISTRY_PK = "TENANTS"
 ACTIVE, SUSPENDED, DELETING, DELETED = "active", "suspended", "deleting", "deleted"
 STATUSES = (ACTIVE, SUSPENDED, DELETING, DELETED)
 USAGE_PARTS = 16
 MEASURES = ("lifecycles", "decisions", "notifications", "storageBytes")
-# BatchWriteItem takes at most 25 requests, BatchGetItem 100 keys.
+# BatchWriteItem takes at most 25 requests.
 BATCH_WRITE_MAX = 25
-BATCH_GET_MAX = 100
 
 
 def record_key(tenant: str) -> a.Item:
@@ -301,12 +300,7 @@ class TenantRecords:
         return self._items([counters.usage_key(tenant, shard) for shard in range(counters.MAX_SHARDS)])
 
     def _items(self, keys: list[a.Item]) -> Iterator[a.Item]:
-        for start in range(0, len(keys), BATCH_GET_MAX):
-            request: dict[str, Any] = {self.table: {"Keys": keys[start : start + BATCH_GET_MAX]}}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                yield from got.get("Responses", {}).get(self.table) or []
-                request = got.get("UnprocessedKeys") or {}
+        return batch_get(self.client, self.table, keys)
 
     def close_month(self, tenant: str, usage: Usage, at: str) -> Usage:
         """Store the month's usage as its one document, closed (never changed after), and remove its parts and the
