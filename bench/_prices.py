@@ -92,6 +92,23 @@ VCPU_MB = 1769
 # which the construct sets), each an empty long poll of SQS's longest wait, 20 s (SQS's long polling page).
 IDLE_POLLERS_PER_QUEUE = 5
 LONG_POLL_S = 20
+# What a batch holds at a pace (bench/cost_per_million.py's batch model), from the mappings' documented polling:
+# - the table stream: "Lambda polls shards in your DynamoDB stream for records at a base rate of 4 times per second",
+#   and "by default, Lambda invokes your function as soon as records are available" (Lambda developer guide,
+#   with-ddb.html: no batching window, wiring sets none); with a ParallelizationFactor a shard's records are taken in
+#   that many concurrent batches, a partition key's in order (services-ddb-params.html), so a poll's records of
+#   different runs spread over the lanes;
+# - an SQS queue: with no batching window "the lambda function will be invoked immediately with the records that are
+#   available" (the CDK's SqsEventSourceProps; MaximumBatchingWindowInSeconds defaults to 0, settable in whole seconds
+#   only: services-sqs-parameters.html), by "five batches at a time with five concurrent invocations" that scale up only
+#   while messages wait (services-sqs-scaling.html; IDLE_POLLERS_PER_QUEUE below): each poller holds its batch until its
+#   invocation returns (the mapping invokes synchronously and deletes a batch's messages after it), so a receive
+#   finds what arrived while every poller was busy, at least one message.
+STREAM_POLLS_PER_S = 4
+# DynamoDB "typically deletes expired items within two days of expiration", and until then they "still count towards
+# storage" (API_UpdateTimeToLive.html; ttl-expired-items.html): an expiring item is billed to its ttl and this much more
+# (the documented bound: an upper one).
+TTL_DELETION_LAG_DAYS = 2
 # A call's round trip from a function in the same region, p50: ESTIMATES (DynamoDB documents single-digit
 # milliseconds; the others are typical figures, not published ones). The duration model adds them to the CPU.
 CALL_MS: dict[str, float] = {
@@ -105,6 +122,9 @@ CALL_MS: dict[str, float] = {
     "dynamodb:TransactWriteItems": 15,
     "dynamodb:TransactGetItems": 8,
     "sqs:SendMessage": 10,
+    # The event source mapping's own requests: they hold the poller (its cycle), not the function.
+    "sqs:ReceiveMessage": 10,
+    "sqs:DeleteMessageBatch": 10,
     "sqs:SendMessageBatch": 12,
     "sqs:ChangeMessageVisibility": 8,
     "scheduler:CreateSchedule": 30,
@@ -114,7 +134,15 @@ CALL_MS: dict[str, float] = {
     "s3:GetObject": 15,
 }
 DEFAULT_CALL_MS = 10
-# An outbound HTTP request to a tenant's receiver (a callback notice): an ESTIMATE of a well-run receiver.
-OUTBOUND_HTTP_MS = 80
+# An outbound HTTP request to a tenant's receiver (a callback notice), as adapters/delivery/pinned_http.py makes it:
+# the egress guard's name lookup, then a fresh connection (nothing pooled, `Connection: close`): the TCP handshake, the
+# TLS handshake (1.3: one round trip; the floor is 1.2, two), the request and its answer; and the receiver's own time.
+# The round trip to a tenant's receiver and its time are ESTIMATES (a well-run receiver on the public internet, near
+# the region); the TLS context the POST builds costs CPU, measured apart (bench/lifecycles.py tls_context_cpu_ms).
+DNS_LOOKUP_MS = 2
+RECEIVER_RTT_MS = 20
+POST_ROUND_TRIPS = 3
+RECEIVER_MS = 20
+OUTBOUND_HTTP_MS = DNS_LOOKUP_MS + POST_ROUND_TRIPS * RECEIVER_RTT_MS + RECEIVER_MS
 # Lambda's own overhead per invocation (runtime hand-off), billed: an ESTIMATE.
 INVOKE_OVERHEAD_MS = 1

@@ -31,7 +31,7 @@ from collections import defaultdict
 from typing import Any
 
 from _prices import CALL_MS, QUOTAS, VCPU_MB
-from cost_per_million import construct_source, duration_ms, is_lambda, measured_lifecycles, memory_mb
+from cost_per_million import SIDE_BY_SIDE, construct_default, duration_ms, is_lambda, measured_lifecycles, memory_mb
 
 from interlude import wiring
 from interlude.store.due_index import DUE_PK_PREFIX
@@ -42,17 +42,7 @@ SEND_BATCH = 10
 GOAL_TENANT = 1000
 
 
-def construct_default(name: str) -> int:
-    """A default of interlude_cdk/props.py."""
-    found = re.search(rf"^{name} = (\d+)", construct_source("props"), re.M)
-    if found is None:
-        raise SystemExit(f"interlude_cdk/props.py no longer declares {name}: update this bench")
-    return int(found.group(1))
-
-
 OUTBOX_CONSUMER = next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE)
-# The consumers that take a batch's runs side by side, and their batch sizes (dispatch: ADR 0111; callbacks: issue 31).
-SIDE_BY_SIDE = {OUTBOX_CONSUMER: wiring.OUTBOX_BATCH_SIZE, "callbacks": wiring.CALLBACK_BATCH_SIZE}
 # Their concurrency as wiring declares it from the goal, and the Scheduler target's reservation (a bucket's deadlines
 # side by side: ADR 0132).
 GOAL_DERIVED = {

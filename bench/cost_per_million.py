@@ -6,15 +6,21 @@ invocation, AWS call, write and read unit and stored byte of each lifecycle, thr
 Priced at list prices (bench/_prices.py: each with its page and the date it was read):
 
 * infrastructure: HTTP API requests; Lambda requests and GB-seconds (duration = the measured CPU scaled to the
-  function's share of a vCPU, plus each AWS call's round trip and each outbound HTTP request: bench/_prices.py's
-  estimates); DynamoDB write and read units as counted, the request counter at the pace's writes per request, the key
-  and limits re-reads per cache period; SQS requests (the functions' and the event source mappings' receives and
-  deletes); Scheduler invocations; Secrets Manager and S3 calls; the audit chain's pending marker, checkpoint and the
-  sweeps that publish the tenant's anchor while it waits, shared over the decisions of a checkpoint interval; storage
-  while retained (the items the lifecycle leaves, measured, + 100 B each, for the default 90 days past the run's end,
-  after which TTL deletes them; the retention job's writes are counted with the rest); and the deployment's
-  fixed monthly costs (the pollers' empty receives, the audit sweep every minute, its secrets) spread over the month's
-  lifecycles at the pace;
+  function's share of a vCPU, the TLS context each callback POST builds included, plus each AWS call's round trip and
+  each outbound HTTP request's: bench/_prices.py's estimates, rounded up once per invocation); DynamoDB write and read
+  units as counted, the request counter at the pace's writes per request, the key and limits re-reads per cache period;
+  SQS requests (the functions' and the event source mappings' receives and deletes); Scheduler invocations; Secrets
+  Manager and S3 calls; the audit chain's pending marker, checkpoint and the sweeps that publish the tenant's anchor
+  while it waits, shared over the decisions of a checkpoint interval; storage while retained (each item the lifecycle
+  leaves, measured, + 100 B, from the run's end to its own expiry attribute as the lifecycle left it and TTL's deletion
+  lag after it; an item with none is kept for ever, priced for the default retention's 3 months and said so; the
+  retention job's writes are counted with the rest); and the deployment's fixed monthly costs (the pollers' empty
+  receives, the audit sweep every minute, its secrets) spread over the month's lifecycles at the pace;
+* what a batch holds at the pace (batch_sizes, from the deployed mappings and AWS's documented polling: bench/_prices.py):
+  an invocation of the stream reader, of a queue's consumer or of a bucket schedule's target, the mapping's receive and
+  delete, the stream's SendMessageBatch and the bucket's firing are shared by the records the batch holds, and the
+  batch's duration is billed once, its records side by side where the function takes them so; each record's own calls,
+  units and CPU stay whole. The quiet pace leaves each record alone in its batch;
 * observability: CloudWatch Logs ingestion and one month's storage of what the invocations wrote (measured) and of
   Lambda's platform records and the HTTP API's access log (estimated: bench/log_bytes.py), the dashboard; X-Ray traces
   at the construct's sampling rule (interlude_cdk/props.py TraceSampling's defaults, read from its source; the
@@ -50,12 +56,16 @@ from _prices import (  # noqa: E402
     LONG_POLL_S,
     OUTBOUND_HTTP_MS,
     PRICES,
+    QUOTAS,
     READ_ON,
+    STREAM_POLLS_PER_S,
+    TTL_DELETION_LAG_DAYS,
     VCPU_MB,
     price,
 )
 
 from interlude import wiring  # noqa: E402
+from interlude.adapters.queues import SQS_BATCH  # noqa: E402
 from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,13 +86,24 @@ TRACE_STARTING = ("http", "stream", "schedule")
 
 def measured_lifecycles(args: list[str]) -> dict[str, Any]:
     if "--measured" in args:
-        return json.loads(Path(args[args.index("--measured") + 1]).read_text())
+        return with_tls(json.loads(Path(args[args.index("--measured") + 1]).read_text()))
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench/lifecycles.py"), "--json"], capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise SystemExit(f"bench/lifecycles.py failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return with_tls(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def with_tls(measured: dict[str, Any]) -> dict[str, Any]:
+    """Each invocation that POSTed to a receiver given the CPU of the TLS context each https POST builds (measured apart:
+    the bench's receiver is plain http, so its invocations never built one)."""
+    per_post = measured.get("tls_context_cpu_ms", 0.0)
+    for found in measured["lifecycles"].values():
+        for pace in measured["paces"]:
+            for inv in found[pace]:
+                inv["tls_cpu_ms"] = inv.get("outbound_http", 0) * per_post
+    return measured
 
 
 def construct_source(module: str) -> str:
@@ -94,16 +115,41 @@ def construct_source(module: str) -> str:
     raise SystemExit(f"interlude_cdk/{module}.py is not where this bench looks: update construct_source")
 
 
+def construct_default(name: str) -> int:
+    """A default of interlude_cdk/props.py."""
+    found = re.search(rf"^{name} = (\d+)", construct_source("props"), re.M)
+    if found is None:
+        raise SystemExit(f"interlude_cdk/props.py no longer declares {name}: update this bench")
+    return int(found.group(1))
+
+
+STREAM_READER = next(spec.name for spec in wiring.FUNCTIONS if spec.reads_stream)
+
+
 def memory_mb(function: str) -> int:
     return wiring.function(function).memory_mb
 
 
-def duration_ms(inv: dict[str, Any]) -> float:
-    """Billed duration: the measured CPU at the function's share of a vCPU, plus its calls' and HTTP requests' round
-    trips (estimates), rounded up to Lambda's 1 ms."""
+def cpu_and_waits(inv: dict[str, Any]) -> tuple[float, float]:
+    """(ms of `inv`'s CPU at its function's share of a vCPU, the TLS contexts its POSTs build included; ms it waits on
+    its calls' and HTTP requests' round trips: estimates)."""
     share = min(1.0, memory_mb(inv["function"]) / VCPU_MB)
     waits = sum(CALL_MS.get(call, DEFAULT_CALL_MS) * n for call, n in inv["calls"].items())
-    return math.ceil(inv["cpu_ms"] / share + waits + inv["outbound_http"] * OUTBOUND_HTTP_MS + INVOKE_OVERHEAD_MS)
+    return (inv["cpu_ms"] + inv.get("tls_cpu_ms", 0.0)) / share, waits + inv["outbound_http"] * OUTBOUND_HTTP_MS
+
+
+def duration_ms(inv: dict[str, Any]) -> float:
+    """Billed duration of `inv` as one invocation: its CPU and its waits, rounded up to Lambda's 1 ms."""
+    return share_ms(inv, 1.0, 1)
+
+
+def share_ms(inv: dict[str, Any], units: float, lanes: int) -> float:
+    """`inv`'s share of the billed duration of one invocation holding `units` of work like it (a batch's records, a
+    bucket's deadlines), `lanes` of them side by side (their waits overlap; their CPU does not): the batch's duration,
+    rounded up to Lambda's 1 ms once, over `units`."""
+    cpu, waits = cpu_and_waits(inv)
+    batch = max(units * cpu, math.ceil(units / lanes) * (cpu + waits))
+    return math.ceil(batch + INVOKE_OVERHEAD_MS) / units
 
 
 def is_lambda(inv: dict[str, Any]) -> bool:
@@ -117,7 +163,7 @@ def log_bytes_of(inv: dict[str, Any], logs: dict[str, Any]) -> float:
         return 0.0
     own = inv["log_bytes"] + LOG_EVENT_OVERHEAD * inv["log_events"]
     access = logs["access_log_bytes"].get(inv["route"], 0) if inv["trigger"] == "http" else 0
-    return own + logs["platform_bytes_per_invocation"] + access
+    return own + logs["platform_bytes_per_invocation"] * inv.get("invocations", 1.0) + access
 
 
 def trace_sampling() -> tuple[float, float]:
@@ -191,6 +237,120 @@ class Bill:
         return sum(line.quantity for line in self.infra if line.unit == "WRU")
 
 
+# -- what a batch holds at a pace ----------------------------------------------------------------------------------
+
+# The queue consumers that take a batch's runs side by side (dispatch: ADR 0111; callbacks: issue 31), and their batch
+# sizes; any other consumer takes its batch's records one after another.
+SIDE_BY_SIDE = {
+    next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE): wiring.OUTBOX_BATCH_SIZE,
+    "callbacks": wiring.CALLBACK_BATCH_SIZE,
+}
+
+
+def at_least_one(mean: float) -> float:
+    """The records a non-empty batch holds when `mean` arrive on average in its interval (Poisson arrivals): a poll that
+    finds none invokes nothing."""
+    return mean / -math.expm1(-mean) if mean > 0 else 1.0
+
+
+def sqs_pollers(spec: wiring.Function) -> int:
+    """The batches an SQS mapping has in flight while its queue keeps up (services-sqs-scaling.html: five, never more
+    than its maximum concurrency, which the construct always sets: so never the two of its low-traffic optimisation)."""
+    maximum = spec.max_concurrency or construct_default("DEFAULT_SQS_MAX_CONCURRENCY")
+    return min(IDLE_POLLERS_PER_QUEUE, maximum)
+
+
+def sqs_batch(spec: wiring.Function, invs: list[dict[str, Any]], lifecycles_per_s: float) -> float:
+    """Messages a receive of `spec`'s mapping hands it at the pace, with no batching window (wiring sets none): what
+    arrived while each of its pollers was away (the receive, the invocation, the delete), at least one and at most the
+    batch size; the invocation's length is the batch's own, so the figure is solved for (a few rounds settle it)."""
+    records = sum(i["records"] for i in invs)
+    lanes = SIDE_BY_SIDE.get(spec.name, 1)
+    poll_ms = CALL_MS["sqs:ReceiveMessage"] + CALL_MS["sqs:DeleteMessageBatch"]
+    batch = 1.0
+    for _ in range(30):
+        held_ms = sum(share_ms(i, units(batch, i), lanes) * units(batch, i) for i in invs) / len(invs) + poll_ms
+        batch = min(float(spec.batch_size), max(1.0, lifecycles_per_s * records * held_ms / 1000 / sqs_pollers(spec)))
+    return batch
+
+
+def units(batch: float, inv: dict[str, Any]) -> float:
+    """Invocations like `inv` one batch of `batch` messages holds: at least the one (its records, one run's, arrived
+    together)."""
+    return max(1.0, batch / inv["records"])
+
+
+def stream_shards(measured: dict[str, Any], name: str, pace: str) -> int:
+    """The stream's shards: one per table partition, at least a new on-demand table's, and as many as the pace's writes
+    need at 1,000 WRU/s each (a floor: bench/ceiling.py's assumption)."""
+    wru = sum(i["wru"] for i in measured["lifecycles"][name][pace]) * measured["paces"][pace]
+    return max(int(QUOTAS["initial_partitions"].value), math.ceil(wru / QUOTAS["partition_wru"].value))
+
+
+def batch_sizes(measured: dict[str, Any], name: str, pace: str) -> dict[str, float]:
+    """Records one invocation holds at `pace`, per function a mapping or a bucket schedule invokes in the lifecycle (the
+    stream reader, each queue's consumer, the deadlines' target), from the deployed settings (interlude.wiring) and
+    the documented polling (bench/_prices.py): one lifecycle alone when the pace leaves each alone, more when not."""
+    found = measured["lifecycles"][name][pace]
+    per_s = measured["paces"][pace]
+    out: dict[str, float] = {}
+    streamed = sum(i["records"] for i in found if i["trigger"] == "stream")
+    if streamed:
+        # A poll of a shard takes what reached it since the last (4 a second), spread by run over its lanes.
+        lanes = stream_shards(measured, name, pace) * STREAM_POLLS_PER_S * wiring.STREAM_PARALLELIZATION
+        out[STREAM_READER] = min(float(wiring.STREAM_BATCH_SIZE), at_least_one(per_s * streamed / lanes))
+    for spec in wiring.FUNCTIONS:
+        invs = [i for i in found if i["function"] == spec.name and i["trigger"] == "sqs"]
+        if spec.consumes and invs:
+            out[spec.name] = sqs_batch(spec, invs, per_s)
+    due = sum(i["records"] for i in found if i.get("bucket") and is_lambda(i))
+    if due:
+        # ADR 0132: the deadlines due in one second spread over DUE_INDEX_SHARDS buckets, one invocation each.
+        shards = wiring.DUE_INDEX_SHARDS
+        out[wiring.SCHEDULES.target] = at_least_one(per_s * due / shards)
+    return out
+
+
+def batched(measured: dict[str, Any], name: str, pace: str) -> list[dict[str, Any]]:
+    """The lifecycle's invocations at `pace`, each with its share of what a batch's records share (batch_sizes): the
+    invocation (`invocations`), its billed duration (`billed_ms`), the mapping's receive and delete, the stream's
+    SendMessageBatch and the bucket schedule's firing (in `billed`). Its own calls, units, bytes and CPU stay whole."""
+    sizes = batch_sizes(measured, name, pace)
+    found = measured["lifecycles"][name][pace]
+    consumer_of = {f"poller:{spec.consumes}": spec.name for spec in wiring.FUNCTIONS if spec.consumes}
+    out = []
+    for at, inv in enumerate(found):
+        function = consumer_of.get(inv["function"], inv["function"])
+        if inv["trigger"] == "poller":
+            # The poller's receive and delete are those of the consumer's invocation right after it (bench/_deployment.py).
+            share = 1 / units(sizes[function], found[at + 1])
+            out.append({**inv, "billed": {k: v * share for k, v in inv["billed"].items()}})
+        elif inv.get("bucket"):
+            deadlines = sizes[wiring.SCHEDULES.target]
+            if is_lambda(inv):
+                share = inv["records"] / deadlines
+                out.append({**inv, "invocations": share, "billed_ms": share_ms(inv, deadlines, wiring.DUE_BUCKET_WORKERS)})
+            else:
+                out.append({**inv, "billed": {k: v * inv["records"] / deadlines for k, v in inv["billed"].items()}})
+        elif inv["trigger"] == "stream":
+            records = sizes[STREAM_READER]
+            sends = math.ceil(records / SQS_BATCH) / records
+            billed = {k: v * sends if k == "sqs:SendMessageBatch" else v for k, v in inv["billed"].items()}
+            out.append({**inv, "invocations": 1 / records, "billed_ms": stream_share_ms(inv, records), "billed": billed})
+        elif inv["trigger"] == "sqs" and function in sizes:
+            held = units(sizes[function], inv)
+            out.append({**inv, "invocations": 1 / held, "billed_ms": share_ms(inv, held, SIDE_BY_SIDE.get(function, 1))})
+        else:
+            out.append(inv)
+    return out
+
+
+def stream_share_ms(inv: dict[str, Any], records: float) -> float:
+    """A stream record's share of its batch's billed duration: its own CPU, and a SendMessageBatch per ten records."""
+    cpu, waits = cpu_and_waits(inv)
+    return math.ceil(records * cpu + math.ceil(records / SQS_BATCH) * waits + INVOKE_OVERHEAD_MS) / records
+
+
 MARKER_KINDS = ("audit pending marker", "audit pending marker: GSI")
 
 
@@ -220,7 +380,7 @@ def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
     marker_invs = [i for i in quiet if i["wru_by_kind"].get("audit pending marker")]
     decisions = len(marker_invs)
     kept = marker_kept(audit, lifecycles_per_s)
-    out = [Share(unmarked(i, kept)) for i in found[pace]]
+    out = [Share(unmarked(i, kept)) for i in batched(measured, name, pace)]
     if decisions:
         # Decisions per chain per checkpoint interval at this pace (one tenant): each shares one marker, one checkpoint.
         per_interval = min(audit["interval_entries"], max(1.0, lifecycles_per_s / audit["chains"] * audit["interval_s"]))
@@ -315,13 +475,20 @@ def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
     requests = total("", lambda s: 1 if s.request and s.inv["trigger"] == "http" else 0)
     authed = total("", lambda s: 1 if s.request and s.inv.get("authenticated") else 0)
     add(Line("HTTP API requests", requests, "requests", requests * price("http_api_request")))
-    invocations = total("", lambda s: 1 if is_lambda(s.inv) and s.request else 0)
-    add(Line("Lambda requests", invocations, "invocations", invocations * price("lambda_request"), by_function(parts)))
-    gb_s = total("", lambda s: duration_ms(s.inv) / 1000 * memory_mb(s.inv["function"]) / 1024 if is_lambda(s.inv) else 0)
-    ms = total("", lambda s: duration_ms(s.inv) if is_lambda(s.inv) else 0)
-    add(Line("Lambda duration", gb_s, "GB-s", gb_s * price("lambda_gb_second_arm"),
-             f"{ms:.0f} ms billed in all: CPU {total('cpu_ms'):.1f} ms measured, scaled to a {memory_mb('api')} MB share, + calls' round trips"))
+    invocations = total("", lambda s: s.inv.get("invocations", 1.0) if is_lambda(s.inv) and s.request else 0)
+    sizes = batch_sizes(measured, name, pace)
+    add(Line("Lambda requests", invocations, "invocations", invocations * price("lambda_request"),
+             f"{by_function(parts)}; records an invocation holds: {held(sizes)}"))
     counter = authed * measured["counter_writes_per_request"][pace]
+    # The request counter's own writes (priced per request below) hold the API function for their round trips too.
+    counter_ms = counter * CALL_MS["dynamodb:UpdateItem"]
+    ms = total("", lambda s: billed_ms(s.inv) if is_lambda(s.inv) else 0) + counter_ms
+    gb_s = total("", lambda s: billed_ms(s.inv) / 1000 * memory_mb(s.inv["function"]) / 1024 if is_lambda(s.inv) else 0)
+    gb_s += counter_ms / 1000 * memory_mb("api") / 1024
+    tls = total("", lambda s: s.inv.get("tls_cpu_ms", 0.0))
+    add(Line("Lambda duration", gb_s, "GB-s", gb_s * price("lambda_gb_second_arm"),
+             f"{ms:.0f} ms billed in all: CPU {total('cpu_ms'):.1f} ms measured (+ {tls:.1f} ms of TLS contexts), scaled "
+             f"to a {memory_mb('api')} MB share, + calls' round trips (a POST {OUTBOUND_HTTP_MS} ms), once per batch"))
     wru = total("wru")
     add(Line("DynamoDB writes", wru + counter, "WRU", (wru + counter) * price("dynamodb_wru"),
              f"{wru:g} as counted (GSI and the audit marker's share included) + request counter {counter:.2f} "
@@ -336,20 +503,22 @@ def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
             billed[call] += s.weight * n
     sqs = sum(n for call, n in billed.items() if call.startswith("sqs:"))
     pollers = total("", lambda s: sum(s.inv["billed"].values()) if s.inv["trigger"] == "poller" else 0)
-    add(Line("SQS requests", sqs, "requests", sqs * price("sqs_request"), f"{pollers:g} of them the event source mappings' receives and deletes"))
+    add(Line("SQS requests", sqs, "requests", sqs * price("sqs_request"),
+             f"{pollers:.3g} of them the event source mappings' receives and deletes, one of each per batch; the stream's "
+             "SendMessageBatch one per batch of ten"))
     scheduled = billed.get("scheduler:invocation", 0.0)
     creates = billed.get("scheduler:CreateSchedule", 0.0)
+    bucket = sizes.get(wiring.SCHEDULES.target)
+    shared = f"; a bucket schedule's firing shared by the {bucket:.2f} deadlines due in its second and shard" if bucket else ""
     add(Line("Scheduler invocations", scheduled, "invocations", scheduled * price("scheduler_invocation"),
-             f"{creates:g} schedules created, {billed.get('scheduler:DeleteSchedule', 0.0):g} deleted (API calls: free)"))
+             f"{creates:g} schedules created, {billed.get('scheduler:DeleteSchedule', 0.0):g} deleted (API calls: free){shared}"))
     secrets = sum(n for call, n in billed.items() if call.startswith("secretsmanager:"))
     add(Line("Secrets Manager calls", secrets, "calls", secrets * price("secrets_api_call"), "cached per instance: none in a warm lifecycle"))
     puts, gets = billed.get("s3:PutObject", 0.0), billed.get("s3:GetObject", 0.0)
     add(Line("S3 (audit anchors)", puts + gets, "requests", puts * price("s3_put") + gets * price("s3_get"), f"{puts:.3f} PUTs"))
     stored = measured["lifecycles"][name]["stored"]
-    gb_months = (stored["bytes"] + stored["indexed_bytes"]) / 1e9 * RETAINED_MONTHS
-    add(Line(f"DynamoDB storage, {DEFAULT_RETENTION_DAYS} days", gb_months, "GB-month", gb_months * price("dynamodb_storage_gb_month"),
-             f"{stored['items']} items, {stored['bytes']} B (+100 B each), {stored['indexed_bytes']} B indexed, kept "
-             f"{DEFAULT_RETENTION_DAYS} days past the run's end (the default retentionDays), then deleted by TTL (free)"))
+    gb_months, how = retained(stored)
+    add(Line("DynamoDB storage", gb_months, "GB-month", gb_months * price("dynamodb_storage_gb_month"), how))
     fixed_infra, fixed_observability = fixed_monthly(measured)
     fixed = sum(line.usd for line in fixed_infra)
     add(Line("deployment's fixed costs, shared", fixed, "$/mo", fixed / per_month,
@@ -365,7 +534,7 @@ def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
     starts: dict[str, float] = defaultdict(float)
     for s in parts:
         if s.request and s.inv["trigger"] in TRACE_STARTING and is_lambda(s.inv):
-            starts[s.inv["function"]] += s.weight
+            starts[s.inv["function"]] += s.weight * s.inv.get("invocations", 1.0)
     traces = sum(n * traced_share(lifecycles_per_s * n) for n in starts.values())
     result.observability.append(
         Line("X-Ray traces", traces, "traces", traces * price("xray_trace_recorded"),
@@ -380,8 +549,48 @@ def by_function(parts: list[Share]) -> str:
     counts: dict[str, float] = defaultdict(float)
     for s in parts:
         if is_lambda(s.inv) and s.request:
-            counts[s.inv["function"]] += s.weight
-    return ", ".join(f"{f} {n:g}" for f, n in counts.items())
+            counts[s.inv["function"]] += s.weight * s.inv.get("invocations", 1.0)
+    return ", ".join(f"{f} {n:.3g}" for f, n in counts.items())
+
+
+def held(sizes: dict[str, float]) -> str:
+    return ", ".join(f"{f} {n:.2f}" for f, n in sizes.items()) or "none batched"
+
+
+def billed_ms(inv: dict[str, Any]) -> float:
+    """`inv`'s billed duration: its share of its batch's (batched), else its own as one invocation."""
+    return float(inv["billed_ms"]) if "billed_ms" in inv else duration_ms(inv)
+
+
+def retained(stored: dict[str, Any]) -> tuple[float, str]:
+    """(GB-months a lifecycle's items are billed, how): each item the lifecycle left from the run's end to its own
+    expiry (its `ttl` as the lifecycle left it) and TTL's deletion lag after it; an item with no expiry is kept for ever,
+    priced here for the default retention's months (what every item was priced before each one's own was read)."""
+    items = stored.get("kept")
+    if items is None:  # a measurement from before items' own expiries were read
+        items = [{"bytes": stored["bytes"], "indexed_bytes": stored["indexed_bytes"], "kept_s": DEFAULT_RETENTION_DAYS * 86400.0}]
+    gb_months = 0.0
+    by_days: dict[str, int] = defaultdict(int)
+    forever = 0
+    for item in items:
+        size = item["bytes"] + item["indexed_bytes"]
+        if item["kept_s"] is None:
+            forever += size
+            months = RETAINED_MONTHS
+        else:
+            kept_s = max(0.0, item["kept_s"])
+            by_days[f"{kept_s / 86400:.0f}"] += size
+            months = (kept_s + TTL_DELETION_LAG_DAYS * 86400) / MONTH_S
+        gb_months += size / 1e9 * months
+    kept = ", ".join(f"{size} B {days} days" for days, size in sorted(by_days.items(), key=lambda x: -float(x[0])))
+    month = forever / 1e9 * price("dynamodb_storage_gb_month") * MILLION
+    how = (
+        f"{len(items)} items (+100 B each), kept past the run's end by their own ttl (+ TTL's lag, ≤ "
+        f"{TTL_DELETION_LAG_DAYS} days): {kept or 'none'}"
+        + (f"; {forever} B with no ttl, kept for ever: priced {RETAINED_MONTHS:.0f} months here, then ${month:.2f}/M "
+           "each month more" if forever else "")
+    )
+    return gb_months, how
 
 
 # -- the peers ---------------------------------------------------------------------------------------------------
@@ -568,6 +777,7 @@ def print_report(measured: dict[str, Any]) -> None:
                 f"{line.name} {line.low:.3g}" + (f"–{line.high:.3g}" if line.high != line.low else "") for line in lines
             )
             print(f"  {peer:<26} ${low:.2f}–{high:.2f} infrastructure, ${all_low:.2f}–{all_high:.2f} with logs   ({detail})")
+    print_batches(measured)
     held = 60 * memory_mb("api") / 1024 * price("lambda_gb_second_arm") * MILLION
     print(
         f"\nNot in these lifecycles: a client that follows a run by long poll or SSE, or a worker's claim that waits for a "
@@ -584,6 +794,23 @@ def print_report(measured: dict[str, Any]) -> None:
     print("\nGoals of issue 31 measured here:")
     for figure, now, goal, met in verdicts(priced(measured)):
         print(f"  {figure}: {now}; goal {goal}: {'met' if met else 'NOT MET'}")
+
+
+def print_batches(measured: dict[str, Any]) -> None:
+    print(
+        f"\nWhat an invocation holds at each pace (batch_sizes): the stream's records ({STREAM_POLLS_PER_S} polls a second of "
+        f"each of ≥ {QUOTAS['initial_partitions'].value:g} shards, {wiring.STREAM_PARALLELIZATION} lanes each, no batching "
+        f"window), each queue's messages ({IDLE_POLLERS_PER_QUEUE} pollers holding theirs through the invocation, no "
+        "batching window: what arrived meanwhile, at least one, at most the batch size; an upper bound, as Lambda may "
+        f"add pollers while messages wait), a bucket's deadlines (a second's spread over {wiring.DUE_INDEX_SHARDS} shards):"
+    )
+    for name in measured["lifecycles"]:
+        figures = []
+        for pace in measured["paces"]:
+            sizes = batch_sizes(measured, name, pace)
+            few = pace == "busy" and all(n < 2 for f, n in sizes.items() if f != wiring.SCHEDULES.target)
+            figures.append(f"{pace} {held(sizes)}" + (" (1–2: batches barely form at this pace)" if few else ""))
+        print(f"  ({name}) " + "; ".join(figures))
 
 
 def main() -> None:

@@ -248,14 +248,20 @@ def audit_chain_settled(tenant: Tenant) -> None:
 
 
 def run_once(deployment: Deployment, tenant: Tenant, lifecycle: Callable[[Deployment, Tenant], None]) -> tuple[list[Invocation], dict[str, Any]]:
+    from interlude.domain import clock
+
     before = deployment.meter.stored()
     held = {(i["pk"]["S"], i["sk"]["S"]): i for i in deployment.meter.items()}
     deployment.take()
     lifecycle(deployment, tenant)
+    # The run ended inside the lifecycle (its last transition, drained): each item's expiry is priced from here.
+    ended = clock.now().timestamp()
     settled(deployment)
     after = deployment.meter.stored()
     stored: dict[str, Any] = {"items": after[0] - before[0], "bytes": after[1] - before[1], "indexed_bytes": after[2] - before[2]}
-    stored["kinds"] = stored_kinds(held, deployment.meter.items())
+    items = deployment.meter.items()
+    stored["kept"] = kept_items(held, items, ended, deployment.meter.gsi_keys)
+    stored["kinds"] = stored_kinds(stored["kept"])
     return deployment.take(), stored
 
 
@@ -270,21 +276,54 @@ def item_kind(pk: str, sk: str) -> str:
     return parts[2] if len(parts) > 2 and parts[0] == "T" else parts[0]
 
 
-def stored_kinds(before: dict[tuple[str, str], Any], after: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def stored_kinds(kept: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Per kind of item the lifecycle added or grew: items, bytes as billed (+100 B each), and how many carry a ttl
     (deleted by DynamoDB's TTL once it passes)."""
     kinds: dict[str, dict[str, int]] = defaultdict(lambda: {"items": 0, "bytes": 0, "expiring": 0})
+    for item in kept:
+        kind = kinds[item["kind"]]
+        kind["items"] += item["new"]
+        kind["bytes"] += item["bytes"]
+        kind["expiring"] += item["kept_s"] is not None
+    return dict(kinds)
+
+
+def kept_items(
+    before: dict[tuple[str, str], Any], after: list[dict[str, Any]], ended: float, gsi_keys: list[str]
+) -> list[dict[str, Any]]:
+    """Each item the lifecycle added or grew, as DynamoDB bills its storage: its kind, the bytes it added (+100 B if new)
+    and as many again if an index holds it, and how long it is kept past the run's end by its own expiry attribute as the
+    lifecycle left it (`kept_s`: its `ttl` less the end; None: no expiry, kept for ever)."""
+    out = []
     for item in after:
         key = (item["pk"]["S"], item["sk"]["S"])
         old = before.get(key)
         grown = item_size(item) + 100 - (item_size(old) + 100 if old else 0)
         if old is not None and grown <= 0:
             continue
-        kind = kinds[item_kind(*key)]
-        kind["items"] += old is None
-        kind["bytes"] += grown
-        kind["expiring"] += wiring.TTL_ATTRIBUTE in item
-    return dict(kinds)
+        ttl = item.get(wiring.TTL_ATTRIBUTE, {}).get("N")
+        out.append({
+            "kind": item_kind(*key),
+            "new": old is None,
+            "bytes": grown,
+            "indexed_bytes": grown if any(k in item for k in gsi_keys) else 0,
+            "kept_s": None if ttl is None else float(ttl) - ended,
+        })
+    return out
+
+
+def tls_context_cpu_ms(rounds: int = 15) -> float:
+    """CPU of the TLS context a callback's POST builds for its https connection (adapters/delivery/pinned_http.py makes
+    one per request: nothing pooled), the median of `rounds`: the bench's receiver is plain http on 127.0.0.1, so the
+    measured invocations never build one."""
+    import ssl
+
+    spent = []
+    for _ in range(rounds):
+        started = time.thread_time()
+        ssl.create_default_context().minimum_version = ssl.TLSVersion.TLSv1_2
+        spent.append(time.thread_time() - started)
+    return statistics.median(spent) * 1000
 
 
 def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
@@ -420,6 +459,7 @@ def measure(rounds: int) -> dict[str, Any]:
         "tenant_open_runs": settings().tenant_open_runs,
         "caches_s": {"key": key_cache, "limits": limits_cache, "key_ring": settings().key_ring_cache_seconds},
         "logs": estimated_log_bytes(),
+        "tls_context_cpu_ms": tls_context_cpu_ms(),
     }
 
 

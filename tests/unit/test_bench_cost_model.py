@@ -1,0 +1,164 @@
+"""bench/cost_per_million.py's model of what a lifecycle is billed at a pace: what a batch holds (the stream's, each
+queue's, a bucket schedule's), each invocation's share of its batch, and storage from each item's own expiry. `make
+bench` prints the figures; these check the model on invocations made up here, so a rework cannot quietly price a busy
+pace one message per invocation again, or every item for the default retention."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import cost_per_million as cost  # noqa: E402
+from _prices import INVOKE_OVERHEAD_MS, OUTBOUND_HTTP_MS, TTL_DELETION_LAG_DAYS  # noqa: E402
+
+from interlude import wiring  # noqa: E402
+
+PACES = {"busy": 25.0, "quiet": 0.2}
+DISPATCH = next(spec.name for spec in wiring.FUNCTIONS if spec.consumes == wiring.OUTBOX_QUEUE)
+
+
+def invocation(function: str, trigger: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "function": function,
+        "trigger": trigger,
+        "route": "",
+        "cpu_ms": 5.0,
+        "calls": {},
+        "billed": {},
+        "wru": 0.0,
+        "rru": 0.0,
+        "wru_by_kind": {},
+        "wru_by_partition": {},
+        "records": 1,
+        "outbound_http": 0,
+        "bucket": False,
+        "log_bytes": 0,
+        "log_events": 0,
+        **overrides,
+    }
+
+
+def streamed_to(function: str, queue: str, **consumer: Any) -> list[dict[str, Any]]:
+    """One event record: the stream's forward, the mapping's receive and delete, the consumer's invocation."""
+    return [
+        invocation(cost.STREAM_READER, "stream", calls={"sqs:SendMessageBatch": 1}, billed={"sqs:SendMessageBatch": 1}),
+        invocation(f"poller:{queue}", "poller", cpu_ms=0.0, billed={"sqs:ReceiveMessage": 1, "sqs:DeleteMessageBatch": 1}),
+        invocation(function, "sqs", **consumer),
+    ]
+
+
+def measured(invocations: list[dict[str, Any]], stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    lifecycle = {"title": "made up", "busy": invocations, "quiet": invocations, "stored": stored or {}}
+    return {"paces": PACES, "lifecycles": {"x": lifecycle}}
+
+
+# A dispatch record that waits on its calls far longer than it computes (as dispatch does: reads, writes, a send).
+SLOW_DISPATCH = {"calls": {"dynamodb:GetItem": 10, "dynamodb:TransactWriteItems": 4, "sqs:SendMessageBatch": 1}}
+
+
+def test_a_quiet_pace_leaves_every_record_alone_in_its_batch() -> None:
+    found = measured(streamed_to(DISPATCH, wiring.OUTBOX_QUEUE, **SLOW_DISPATCH) * 2)
+    sizes = cost.batch_sizes(found, "x", "quiet")
+    assert sizes[DISPATCH] == 1.0
+    assert sizes[cost.STREAM_READER] == pytest.approx(1.0, abs=0.01)
+    shared = cost.batched(found, "x", "quiet")
+    assert sum(i.get("invocations", 1.0) for i in shared if i["trigger"] != "poller") == pytest.approx(4, abs=0.02)
+    assert sum(sum(i["billed"].values()) for i in shared if i["trigger"] == "poller") == pytest.approx(4, abs=0.02)
+
+
+def test_a_busy_queue_shares_its_receive_delete_and_invocation_over_what_a_batch_holds() -> None:
+    found = measured(streamed_to(DISPATCH, wiring.OUTBOX_QUEUE, **SLOW_DISPATCH) * 2)
+    held = cost.batch_sizes(found, "x", "busy")[DISPATCH]
+    assert 1.0 < held <= wiring.OUTBOX_BATCH_SIZE
+    shared = cost.batched(found, "x", "busy")
+    consumers = [i for i in shared if i["function"] == DISPATCH]
+    pollers = [i for i in shared if i["trigger"] == "poller"]
+    assert [i["invocations"] for i in consumers] == pytest.approx([1 / held, 1 / held])
+    assert [sum(i["billed"].values()) for i in pollers] == pytest.approx([2 / held, 2 / held])
+    # Their own work is not shared: each record's calls and CPU stay whole.
+    assert [i["calls"] for i in consumers] == [SLOW_DISPATCH["calls"]] * 2
+
+
+def test_a_batch_is_as_large_as_what_arrives_while_every_poller_is_busy() -> None:
+    spec = wiring.function(DISPATCH)
+    invs = [invocation(DISPATCH, "sqs", **SLOW_DISPATCH)]
+    slow = cost.sqs_batch(spec, invs, 25.0)
+    assert cost.sqs_batch(spec, invs, 50.0) > slow  # twice the messages, as many pollers
+    assert cost.sqs_batch(spec, invs, 1e6) == wiring.OUTBOX_BATCH_SIZE
+    assert cost.sqs_batch(spec, [invocation(DISPATCH, "sqs")], 25.0) == 1.0  # 5 ms each: a poller always waits
+
+
+def test_a_batch_is_billed_once_its_records_side_by_side_share_their_waits() -> None:
+    inv = invocation(DISPATCH, "sqs", **SLOW_DISPATCH)
+    cpu, waits = cost.cpu_and_waits(inv)
+    assert cost.duration_ms(inv) == math.ceil(cpu + waits + INVOKE_OVERHEAD_MS)
+    three = cost.share_ms(inv, 3, wiring.OUTBOX_BATCH_SIZE)
+    assert three == math.ceil(max(3 * cpu, cpu + waits) + INVOKE_OVERHEAD_MS) / 3
+    # One after another (a consumer that does not take runs side by side), nothing overlaps.
+    assert cost.share_ms(inv, 3, 1) == math.ceil(3 * (cpu + waits) + INVOKE_OVERHEAD_MS) / 3
+
+
+def test_the_streams_forward_is_one_send_per_batch_of_ten() -> None:
+    inv = invocation(cost.STREAM_READER, "stream", calls={"sqs:SendMessageBatch": 1})
+    cpu, waits = cost.cpu_and_waits(inv)
+    assert cost.stream_share_ms(inv, 2.0) == math.ceil(2 * cpu + waits + INVOKE_OVERHEAD_MS) / 2
+    found = measured(streamed_to(DISPATCH, wiring.OUTBOX_QUEUE) * 40)  # 80 records a lifecycle: many a poll
+    held = cost.batch_sizes(found, "x", "busy")[cost.STREAM_READER]
+    assert held > 1
+    forward = next(i for i in cost.batched(found, "x", "busy") if i["trigger"] == "stream")
+    assert forward["billed"]["sqs:SendMessageBatch"] == pytest.approx(math.ceil(held / 10) / held)
+
+
+def test_deadlines_due_in_one_second_share_their_buckets_firing() -> None:
+    firing = invocation("scheduler", "schedule", cpu_ms=0.0, bucket=True, billed={"scheduler:invocation": 1})
+    target = invocation(wiring.SCHEDULES.target, "schedule", bucket=True, calls={"dynamodb:TransactWriteItems": 1})
+    found = measured([firing, target])
+    due = PACES["busy"] / wiring.DUE_INDEX_SHARDS
+    deadlines = cost.batch_sizes(found, "x", "busy")[wiring.SCHEDULES.target]
+    assert deadlines == pytest.approx(due / (1 - math.exp(-due)))
+    assert cost.batch_sizes(found, "x", "quiet")[wiring.SCHEDULES.target] == pytest.approx(1.0, abs=0.02)
+    fired, invoked = cost.batched(found, "x", "busy")
+    assert fired["billed"]["scheduler:invocation"] == pytest.approx(1 / deadlines)
+    assert invoked["invocations"] == pytest.approx(1 / deadlines)
+
+
+def test_a_callbacks_post_is_billed_its_round_trips_and_the_tls_context_it_builds() -> None:
+    notice = invocation("callbacks", "sqs", outbound_http=2)
+    found = cost.with_tls({"paces": PACES, "tls_context_cpu_ms": 20.0, "lifecycles": {"x": {"busy": [notice], "quiet": [notice]}}})
+    assert notice["tls_cpu_ms"] == 40.0
+    cpu, waits = cost.cpu_and_waits(found["lifecycles"]["x"]["busy"][0])
+    share = min(1.0, wiring.function("callbacks").memory_mb / cost.VCPU_MB)
+    assert cpu == pytest.approx((5.0 + 40.0) / share)
+    assert waits == 2 * OUTBOUND_HTTP_MS
+
+
+def test_storage_is_priced_from_each_items_own_expiry_and_an_item_without_one_is_kept_for_ever() -> None:
+    day = 86400.0
+    stored = {
+        "kept": [
+            {"kind": "run head", "new": True, "bytes": 1000, "indexed_bytes": 0, "kept_s": 90 * day},
+            {"kind": "RUNS", "new": True, "bytes": 300, "indexed_bytes": 300, "kept_s": 180 * day},
+            {"kind": "RATE", "new": True, "bytes": 140, "indexed_bytes": 0, "kept_s": -5.0},  # expired before the end
+            {"kind": "AUDIT", "new": True, "bytes": 600, "indexed_bytes": 0, "kept_s": None},
+        ]
+    }
+    gb_months, how = cost.retained(stored)
+    lag = TTL_DELETION_LAG_DAYS * day
+    expected = (
+        1000 * (90 * day + lag) + 600 * (180 * day + lag) + 140 * lag
+    ) / cost.MONTH_S + 600 * cost.RETAINED_MONTHS
+    assert gb_months == pytest.approx(expected / 1e9)
+    assert "600 B with no ttl, kept for ever" in how
+    assert "1000 B 90 days" in how
+    assert "600 B 180 days" in how
+
+
+def test_a_measurement_without_items_expiries_keeps_every_item_the_default_retention() -> None:
+    gb_months, _ = cost.retained({"bytes": 3000, "indexed_bytes": 0})
+    assert gb_months == pytest.approx(3000 / 1e9 * (90 + TTL_DELETION_LAG_DAYS) * 86400 / cost.MONTH_S)
