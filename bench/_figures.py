@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _prices import price
+from _prices import TTL_DELETION_LAG_DAYS, price
 from ceiling import GOAL_DERIVED, SIDE_BY_SIDE, ceilings, goal_concurrency, outbox_rows
 from ceiling import verdict as ceiling_verdict
-from cost_per_million import RETAINED_MONTHS, bill, peer_total, peers, priced, verdicts
+from cost_per_million import RETAINED_MONTHS, bill, peer_total, peers, priced, retained, verdicts, with_tls
 
-from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
+from interlude import wiring
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = "`make bench` (`bench/summary.py --write-docs`)"
@@ -67,7 +67,7 @@ def lifecycles_table(measured: dict[str, Any]) -> str:
         invocations = sum(line.quantity for line in busy.infra if line.name == "Lambda requests")
         ranges = [peer_total(measured, peer, lines) for peer, lines in peers(measured, name).items()]
         out.append(
-            f"| ({name}) {found['title']} | {busy.wru():.1f} / {quiet.wru():.1f} | {rru:.1f} | {invocations:g} | "
+            f"| ({name}) {found['title']} | {busy.wru():.1f} / {quiet.wru():.1f} | {rru:.1f} | {invocations:.2f} | "
             f"${busy.infra_per_million:.2f} | ${busy.all_in_per_million:.2f} / ${quiet.all_in_per_million:.2f} | "
             + " | ".join(f"${low:.0f}–{high:.0f}" for low, high in ranges)
             + " |"
@@ -79,9 +79,10 @@ def storage_table(measured: dict[str, Any]) -> str:
     """Storage per run and per million lifecycles (issue 30 item 4), from the items each lifecycle left, measured."""
     out = [
         f"Storage each lifecycle leaves, measured ({stamp(measured)}; `bench/lifecycles.py`: every item the lifecycle "
-        "added or grew, each billed at its size + 100 B, GSI entries again), kept the default "
-        f"{DEFAULT_RETENTION_DAYS} days past the run's end and then deleted by TTL (free); a deployment doing a million "
-        f"lifecycles a month holds {RETAINED_MONTHS:.0f} months of them:",
+        "added or grew, each billed at its size + 100 B, GSI entries again), each kept from the run's end to its own "
+        f"`ttl` as the lifecycle left it and then deleted by TTL (free; within {TTL_DELETION_LAG_DAYS} days, billed till "
+        "then); a deployment doing a million lifecycles a month holds as many months of each item as it is kept, an item "
+        f"with no `ttl` (kept for ever) {RETAINED_MONTHS:.0f} months here and a month more each month:",
         "",
         "| Lifecycle | Items | Bytes per run | GB per million lifecycles | Held at 1 M a month ($/month) | Not expired (bytes) |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -93,7 +94,7 @@ def storage_table(measured: dict[str, Any]) -> str:
         kept = sum(k["bytes"] for k in (stored.get("kinds") or {}).values() if not k["expiring"])
         out.append(
             f"| ({name}) {found['title']} | {stored['items']} | {per_run:,} | {gb:.2f} | "
-            f"${gb * RETAINED_MONTHS * price('dynamodb_storage_gb_month'):.2f} | {kept:,} |"
+            f"${retained(stored)[0] * 1e6 * price('dynamodb_storage_gb_month'):.2f} | {kept:,} |"
         )
     kinds = measured["lifecycles"]["a"]["stored"].get("kinds") or {}
     if kinds:
@@ -134,7 +135,7 @@ def dispatch_table(measured: dict[str, Any]) -> str:
         if function in SIDE_BY_SIDE:
             how, held = f"full batches of {SIDE_BY_SIDE[function]}, runs side by side", "its queue's maximum concurrency"
         else:
-            how, held = "one deadline an invocation", "its reservation"
+            how, held = f"a bucket's deadlines {wiring.DUE_BUCKET_WORKERS} at a time", "its reservation"
         out.append(f"At 2,000 lifecycles/s {function} needs {needed} concurrent invocations ({how}); {held} is {given} "
                    f"(`{source}`): {'covered' if covered else 'not covered'}.")
     return "\n".join(out)
@@ -151,6 +152,7 @@ def replace_block(path: Path, name: str, text: str) -> bool:
 
 def write_docs(measured: dict[str, Any], results: list[dict[str, Any]]) -> list[str]:
     """The blocks rewritten (a document without a block's markers keeps what it has)."""
+    measured = with_tls(measured)
     blocks = (
         ("docs/scale.md", "goals", goals_table(measured, results)),
         ("docs/scale.md", "lifecycles", lifecycles_table(measured)),

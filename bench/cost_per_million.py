@@ -287,10 +287,11 @@ def stream_shards(measured: dict[str, Any], name: str, pace: str) -> int:
     return max(int(QUOTAS["initial_partitions"].value), math.ceil(wru / QUOTAS["partition_wru"].value))
 
 
-def batch_sizes(measured: dict[str, Any], name: str, pace: str) -> dict[str, float]:
+def batch_sizes(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = False) -> dict[str, float]:
     """Records one invocation holds at `pace`, per function a mapping or a bucket schedule invokes in the lifecycle (the
     stream reader, each queue's consumer, the deadlines' target), from the deployed settings (interlude.wiring) and
-    the documented polling (bench/_prices.py): one lifecycle alone when the pace leaves each alone, more when not."""
+    the documented polling (bench/_prices.py): one lifecycle alone when the pace leaves each alone, more when not.
+    `queues_alone`: each queue's message alone in its batch (the bound on the other side of sqs_batch's)."""
     found = measured["lifecycles"][name][pace]
     per_s = measured["paces"][pace]
     out: dict[str, float] = {}
@@ -302,7 +303,7 @@ def batch_sizes(measured: dict[str, Any], name: str, pace: str) -> dict[str, flo
     for spec in wiring.FUNCTIONS:
         invs = [i for i in found if i["function"] == spec.name and i["trigger"] == "sqs"]
         if spec.consumes and invs:
-            out[spec.name] = sqs_batch(spec, invs, per_s)
+            out[spec.name] = 1.0 if queues_alone else sqs_batch(spec, invs, per_s)
     due = sum(i["records"] for i in found if i.get("bucket") and is_lambda(i))
     if due:
         # ADR 0132: the deadlines due in one second spread over DUE_INDEX_SHARDS buckets, one invocation each.
@@ -311,11 +312,11 @@ def batch_sizes(measured: dict[str, Any], name: str, pace: str) -> dict[str, flo
     return out
 
 
-def batched(measured: dict[str, Any], name: str, pace: str) -> list[dict[str, Any]]:
+def batched(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = False) -> list[dict[str, Any]]:
     """The lifecycle's invocations at `pace`, each with its share of what a batch's records share (batch_sizes): the
     invocation (`invocations`), its billed duration (`billed_ms`), the mapping's receive and delete, the stream's
     SendMessageBatch and the bucket schedule's firing (in `billed`). Its own calls, units, bytes and CPU stay whole."""
-    sizes = batch_sizes(measured, name, pace)
+    sizes = batch_sizes(measured, name, pace, queues_alone)
     found = measured["lifecycles"][name][pace]
     consumer_of = {f"poller:{spec.consumes}": spec.name for spec in wiring.FUNCTIONS if spec.consumes}
     out = []
@@ -371,7 +372,7 @@ def unmarked(inv: dict[str, Any], kept: float) -> dict[str, Any]:
     return {**inv, "wru": inv["wru"] - units * kept, "wru_by_kind": kinds}
 
 
-def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
+def shares(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = False) -> list[Share]:
     """The lifecycle's invocations at `pace`, with its share of the audit chain's marker, checkpoint and sweeps."""
     found = measured["lifecycles"][name]
     audit = measured["audit"]
@@ -380,7 +381,7 @@ def shares(measured: dict[str, Any], name: str, pace: str) -> list[Share]:
     marker_invs = [i for i in quiet if i["wru_by_kind"].get("audit pending marker")]
     decisions = len(marker_invs)
     kept = marker_kept(audit, lifecycles_per_s)
-    out = [Share(unmarked(i, kept)) for i in batched(measured, name, pace)]
+    out = [Share(unmarked(i, kept)) for i in batched(measured, name, pace, queues_alone)]
     if decisions:
         # Decisions per chain per checkpoint interval at this pace (one tenant): each shares one marker, one checkpoint.
         per_interval = min(audit["interval_entries"], max(1.0, lifecycles_per_s / audit["chains"] * audit["interval_s"]))
@@ -462,10 +463,10 @@ def fixed_monthly(measured: dict[str, Any]) -> tuple[list[Line], list[Line]]:
     return infra, observability
 
 
-def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
+def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = False) -> Bill:
     lifecycles_per_s = measured["paces"][pace]
     per_month = lifecycles_per_s * MONTH_S
-    parts = shares(measured, name, pace)
+    parts = shares(measured, name, pace, queues_alone)
     result = Bill(name, pace)
     add = result.infra.append
 
@@ -476,7 +477,7 @@ def bill(measured: dict[str, Any], name: str, pace: str) -> Bill:
     authed = total("", lambda s: 1 if s.request and s.inv.get("authenticated") else 0)
     add(Line("HTTP API requests", requests, "requests", requests * price("http_api_request")))
     invocations = total("", lambda s: s.inv.get("invocations", 1.0) if is_lambda(s.inv) and s.request else 0)
-    sizes = batch_sizes(measured, name, pace)
+    sizes = batch_sizes(measured, name, pace, queues_alone)
     add(Line("Lambda requests", invocations, "invocations", invocations * price("lambda_request"),
              f"{by_function(parts)}; records an invocation holds: {held(sizes)}"))
     counter = authed * measured["counter_writes_per_request"][pace]
@@ -554,7 +555,13 @@ def by_function(parts: list[Share]) -> str:
 
 
 def held(sizes: dict[str, float]) -> str:
-    return ", ".join(f"{f} {n:.2f}" for f, n in sizes.items()) or "none batched"
+    """Each function's records an invocation holds; `full` where a queue's five pollers do not keep up even with full
+    batches (Lambda then adds pollers, and a batch holds less than its size)."""
+    def full(function: str, n: float) -> bool:
+        spec = wiring.function(function)
+        return bool(spec.consumes) and n >= spec.batch_size
+
+    return ", ".join(f"{f} {n:.2f}" + (" (full)" if full(f, n) else "") for f, n in sizes.items()) or "none batched"
 
 
 def billed_ms(inv: dict[str, Any]) -> float:
@@ -810,6 +817,8 @@ def print_batches(measured: dict[str, Any]) -> None:
             sizes = batch_sizes(measured, name, pace)
             few = pace == "busy" and all(n < 2 for f, n in sizes.items() if f != wiring.SCHEDULES.target)
             figures.append(f"{pace} {held(sizes)}" + (" (1–2: batches barely form at this pace)" if few else ""))
+        alone = bill(measured, name, "busy", queues_alone=True).infra_per_million
+        figures.append(f"busy with each queue's message alone in its batch: ${alone:.2f} infrastructure")
         print(f"  ({name}) " + "; ".join(figures))
 
 

@@ -76,6 +76,7 @@ def test_a_busy_queue_shares_its_receive_delete_and_invocation_over_what_a_batch
     found = measured(streamed_to(DISPATCH, wiring.OUTBOX_QUEUE, **SLOW_DISPATCH) * 2)
     held = cost.batch_sizes(found, "x", "busy")[DISPATCH]
     assert 1.0 < held <= wiring.OUTBOX_BATCH_SIZE
+    assert cost.batch_sizes(found, "x", "busy", queues_alone=True)[DISPATCH] == 1.0  # the bound printed beside it
     shared = cost.batched(found, "x", "busy")
     consumers = [i for i in shared if i["function"] == DISPATCH]
     pollers = [i for i in shared if i["trigger"] == "poller"]
