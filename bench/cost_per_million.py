@@ -263,13 +263,16 @@ def sqs_pollers(spec: wiring.Function) -> int:
 def sqs_batch(spec: wiring.Function, invs: list[dict[str, Any]], lifecycles_per_s: float) -> float:
     """Messages a receive of `spec`'s mapping hands it at the pace, with no batching window (wiring sets none): what
     arrived while each of its pollers was away (the receive, the invocation, the delete), at least one and at most the
-    batch size; the invocation's length is the batch's own, so the figure is solved for (a few rounds settle it)."""
+    batch size. The invocation is held for its round trips only (a batch's runs side by side overlap theirs): its CPU,
+    which moves with the machine's load, is left out, so the figure is as load-independent as the counts it divides (a
+    lower bound on the hold, so on the batch); the hold grows with the batch where runs go one after another, so the
+    figure is solved for (a few rounds settle it)."""
     records = sum(i["records"] for i in invs)
     lanes = SIDE_BY_SIDE.get(spec.name, 1)
     poll_ms = CALL_MS["sqs:ReceiveMessage"] + CALL_MS["sqs:DeleteMessageBatch"]
     batch = 1.0
     for _ in range(30):
-        held_ms = sum(share_ms(i, units(batch, i), lanes) * units(batch, i) for i in invs) / len(invs) + poll_ms
+        held_ms = sum(math.ceil(units(batch, i) / lanes) * cpu_and_waits(i)[1] for i in invs) / len(invs) + poll_ms
         batch = min(float(spec.batch_size), max(1.0, lifecycles_per_s * records * held_ms / 1000 / sqs_pollers(spec)))
     return batch
 
@@ -807,9 +810,10 @@ def print_batches(measured: dict[str, Any]) -> None:
     print(
         f"\nWhat an invocation holds at each pace (batch_sizes): the stream's records ({STREAM_POLLS_PER_S} polls a second of "
         f"each of ≥ {QUOTAS['initial_partitions'].value:g} shards, {wiring.STREAM_PARALLELIZATION} lanes each, no batching "
-        f"window), each queue's messages ({IDLE_POLLERS_PER_QUEUE} pollers holding theirs through the invocation, no "
-        "batching window: what arrived meanwhile, at least one, at most the batch size; an upper bound, as Lambda may "
-        f"add pollers while messages wait), a bucket's deadlines (a second's spread over {wiring.DUE_INDEX_SHARDS} shards):"
+        f"window), each queue's messages ({IDLE_POLLERS_PER_QUEUE} pollers holding theirs through the invocation's round "
+        "trips, no batching window: what arrived meanwhile, at least one, at most the batch size; Lambda may add "
+        "pollers while messages wait, hence the bound beside), a bucket's deadlines (a second's spread over "
+        f"{wiring.DUE_INDEX_SHARDS} shards):"
     )
     for name in measured["lifecycles"]:
         figures = []

@@ -92,7 +92,14 @@ def test_a_batch_is_as_large_as_what_arrives_while_every_poller_is_busy() -> Non
     slow = cost.sqs_batch(spec, invs, 25.0)
     assert cost.sqs_batch(spec, invs, 50.0) > slow  # twice the messages, as many pollers
     assert cost.sqs_batch(spec, invs, 1e6) == wiring.OUTBOX_BATCH_SIZE
-    assert cost.sqs_batch(spec, [invocation(DISPATCH, "sqs")], 25.0) == 1.0  # 5 ms each: a poller always waits
+    assert cost.sqs_batch(spec, [invocation(DISPATCH, "sqs")], 25.0) == 1.0  # no round trips: a poller always waits
+
+
+def test_what_a_batch_holds_does_not_move_with_the_machines_load() -> None:
+    """The requests it divides are counted (load-independent): the CPU measured under load does not move them."""
+    spec = wiring.function(DISPATCH)
+    light = cost.sqs_batch(spec, [invocation(DISPATCH, "sqs", cpu_ms=5.0, **SLOW_DISPATCH)], 25.0)
+    assert cost.sqs_batch(spec, [invocation(DISPATCH, "sqs", cpu_ms=50.0, **SLOW_DISPATCH)], 25.0) == light
 
 
 def test_a_batch_is_billed_once_its_records_side_by_side_share_their_waits() -> None:
