@@ -34,11 +34,10 @@ from _prices import CALL_MS, QUOTAS, VCPU_MB
 from cost_per_million import SIDE_BY_SIDE, construct_default, duration_ms, is_lambda, measured_lifecycles, memory_mb
 
 from interlude import wiring
+from interlude.adapters.queues import SQS_BATCH
 from interlude.store.due_index import DUE_PK_PREFIX
 
 GOAL_DEPLOYMENT = 2000
-# Messages per SendMessageBatch (the stream reader's forward).
-SEND_BATCH = 10
 GOAL_TENANT = 1000
 
 
@@ -73,11 +72,11 @@ def bucket_batched_s(inv: dict[str, Any]) -> float:
 
 def stream_batched_s(inv: dict[str, Any]) -> float:
     """Seconds `inv`'s records hold the stream reader when the stream hands it full batches (wiring.STREAM_BATCH_SIZE
-    records, the goal's pace): its CPU per record, and its sends shared by the records of a SendMessageBatch (10)."""
+    records, the goal's pace): its CPU per record, and its sends shared by the records of a SendMessageBatch (SQS_BATCH)."""
     records = max(1, inv.get("records", 1))
     cpu = inv["cpu_ms"] / min(1.0, memory_mb(inv["function"]) / VCPU_MB) / records
     waits = duration_ms(inv) / records - cpu
-    return (cpu + waits / min(SEND_BATCH, wiring.STREAM_BATCH_SIZE)) * records / 1000
+    return (cpu + waits / min(SQS_BATCH, wiring.STREAM_BATCH_SIZE)) * records / 1000
 
 
 def per_lifecycle(invocations: list[dict[str, Any]]) -> dict[str, Any]:

@@ -698,13 +698,14 @@ def peer_total(measured: dict[str, Any], peer: str, lines: list[PeerLine], all_i
 
 def lambda_figures(measured: dict[str, Any]) -> dict[str, float]:
     """Durations the peers' Lambda work takes, from Interlude's own measured work of the same kind: a notice's POST
-    (the callbacks function, per notice delivered) and a front door (an authenticated one-item read) plus one more
-    AWS call (SendTaskSuccess or its like: an estimate)."""
+    (the callbacks function, per notice delivered, without the TLS context Interlude builds for each POST: a peer's
+    function keeps its client's) and a front door (an authenticated one-item read) plus one more AWS call
+    (SendTaskSuccess or its like: an estimate)."""
     callbacks = [i for i in measured["lifecycles"]["a"]["busy"] if i["function"] == "callbacks"]
     delivered = sum(i["outbound_http"] for i in callbacks) or 1
     gets = [i for i in measured["lifecycles"]["b"]["busy"] if i["route"] == "GET /runs/{runId}"]
     return {
-        "notice_ms": sum(duration_ms(i) for i in callbacks) / delivered,
+        "notice_ms": sum(duration_ms({**i, "tls_cpu_ms": 0.0}) for i in callbacks) / delivered,
         "front_door_ms": min(duration_ms(i) for i in gets) + DEFAULT_CALL_MS * 2,
     }
 
