@@ -6,7 +6,7 @@ invocation, AWS call, write and read unit and stored byte of each lifecycle, thr
 Priced at list prices (bench/_prices.py: each with its page and the date it was read):
 
 * infrastructure: HTTP API requests; Lambda requests and GB-seconds (duration = the measured CPU scaled to the
-  function's share of a vCPU, the TLS context each callback POST builds included, plus each AWS call's round trip and
+  function's share of a vCPU, what each callback POST spends on its TLS context included, plus each AWS call's round trip and
   each outbound HTTP request's: bench/_prices.py's estimates, rounded up once per invocation); DynamoDB write and read
   units as counted, the request counter at the pace's writes per request, the key and limits re-reads per cache period;
   SQS requests (the functions' and the event source mappings' receives and deletes); Scheduler invocations; Secrets
@@ -96,8 +96,8 @@ def measured_lifecycles(args: list[str]) -> dict[str, Any]:
 
 
 def with_tls(measured: dict[str, Any]) -> dict[str, Any]:
-    """Each invocation that POSTed to a receiver given the CPU of the TLS context each https POST builds (measured apart:
-    the bench's receiver is plain http, so its invocations never built one)."""
+    """Each invocation that POSTed to a receiver given the CPU an https POST spends on its TLS context (measured apart:
+    the bench's receiver is plain http, so its invocations never made one; a process keeps its one since ADR 0136)."""
     per_post = measured.get("tls_context_cpu_ms", 0.0)
     for found in measured["lifecycles"].values():
         for pace in measured["paces"]:
@@ -698,8 +698,8 @@ def peer_total(measured: dict[str, Any], peer: str, lines: list[PeerLine], all_i
 
 def lambda_figures(measured: dict[str, Any]) -> dict[str, float]:
     """Durations the peers' Lambda work takes, from Interlude's own measured work of the same kind: a notice's POST
-    (the callbacks function, per notice delivered, without the TLS context Interlude builds for each POST: a peer's
-    function keeps its client's) and a front door (an authenticated one-item read) plus one more AWS call
+    (the callbacks function, per notice delivered, without what its POST spends on a TLS context: a peer's function
+    keeps its client's) and a front door (an authenticated one-item read) plus one more AWS call
     (SendTaskSuccess or its like: an estimate)."""
     callbacks = [i for i in measured["lifecycles"]["a"]["busy"] if i["function"] == "callbacks"]
     delivered = sum(i["outbound_http"] for i in callbacks) or 1
