@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from interlude.domain import formats, head_parts
@@ -92,3 +94,55 @@ def test_the_head_names_the_first_batch_for_its_inputs_only_when_they_are_large(
     # A later batch, or a run.started event that does not hold these inputs, is not named.
     assert not head_parts.inputs_leave(a_run(LONG, BIG_INPUTS, batch=None), started[1:])
     assert not head_parts.inputs_leave(a_run(LONG, {**BIG_INPUTS, "more": 1}, batch=None), started)
+
+
+# -- format 9: the events that repeat a gate's payload ------------------------------------------------------------
+
+
+def emitted(interrupt: OpenInterrupt) -> list[dict[str, object]]:
+    """The events a transition that opens `interrupt` emits (engine/run.py), as RunEventDocs."""
+    ids = {"runId": "t/r-1", "nodeId": interrupt.nodeId}
+    return [
+        {**ids, "sequence": 4, "type": "interrupt.requested", "payload": interrupt.payload, "timestamp": "t"},
+        {**ids, "sequence": 5, "type": "approval.requested", "payload": dict(interrupt.payload), "timestamp": "t"},
+        {**ids, "sequence": 6, "type": "node.suspended", "payload": {"key": interrupt.key}, "timestamp": "t"},
+    ]
+
+
+def test_events_that_repeat_a_large_gate_text_keep_what_a_head_keeps_and_are_put_back_as_they_were_emitted():
+    interrupt = gate(LONG)
+    docs = emitted(interrupt)
+    lean = head_parts.lean_events(docs, [interrupt])
+    assert lean is not None
+    held = {"key": "gate:1", "digest": head_parts.digest(interrupt.payload)}
+    assert [e.get(head_parts.EVENT_PAYLOAD_HELD) for e in lean] == [held, held, None]
+    assert lean[0]["payload"] == head_parts.decision_payload(interrupt.payload)
+    assert lean[2] == docs[2]
+    assert LONG not in json.dumps(lean)
+
+    stored = json.loads(json.dumps(lean))
+    assert head_parts.events_held(stored) == ["gate:1"]
+    filled = head_parts.events_filled("t/r-1", stored, {"gate:1": json.loads(json.dumps(interrupt.payload))})
+    assert json.dumps(filled) == json.dumps(docs)  # byte for byte: every key where it was
+    assert filled[0]["payload"] is not filled[1]["payload"]
+
+
+def test_small_texts_and_events_of_gates_not_opened_with_them_stay_whole():
+    small = gate("a short text")
+    assert head_parts.lean_events(emitted(small), [small]) is None
+    large = gate(LONG)
+    assert head_parts.lean_events(emitted(large), []) is None
+    # An event whose payload is not the gate's (a later change of it) keeps its own.
+    other = [{**e, "payload": {**e["payload"], "note": "changed"}} for e in emitted(large)[:1]]
+    assert head_parts.lean_events(other, [large]) is None
+
+
+def test_an_event_payload_held_elsewhere_that_is_missing_or_not_the_one_named_is_refused():
+    interrupt = gate(LONG)
+    lean = head_parts.lean_events(emitted(interrupt), [interrupt])
+    assert lean is not None
+    with pytest.raises(Internal, match="missing"):
+        head_parts.events_filled("t/r-1", [dict(e) for e in lean], {})
+    changed = {**interrupt.payload, "data": {**interrupt.payload["data"], "description": "another"}}
+    with pytest.raises(Internal, match="digest differs"):
+        head_parts.events_filled("t/r-1", [dict(e) for e in lean], {"gate:1": changed})

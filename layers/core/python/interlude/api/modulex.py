@@ -112,7 +112,7 @@ def listen(runId: str) -> Response:
         return written
 
     ended = streaming.follow(
-        lambda after: store.read_events(run_state.runId, after),
+        lambda after: store.read_events(run_state.runId, after, holder=run_state),
         -1 if last is None else last,
         run_state.terminal,
         bounds,

@@ -101,13 +101,13 @@ def stream_run_events(runId: str) -> Response:
 
     def read(after: int) -> list[dict[str, Any]]:
         if not values:
-            return svc.store.read_events(run_id, after)
+            return svc.store.read_events(run_id, after, holder=state)
         # A snapshot that matches its events exactly: read the head first, then only the events it covers.
         got = svc.store.get_run(run_id)
         if got is None:
             return []
         latest["head"] = got[0]
-        return [d for d in svc.store.read_events(run_id, after) if d["sequence"] <= got[0].nextSeq - 1]
+        return [d for d in svc.store.read_events(run_id, after, holder=got[0]) if d["sequence"] <= got[0].nextSeq - 1]
 
     def on_events(docs: list[dict[str, Any]]) -> int:
         if not values:

@@ -118,7 +118,7 @@ class Forks:
                     f"run {state.runId} has {state.nextSeq} events; a diff compares at most {run_diff.MAX_DIFF_EVENTS} a run",
                     {"runId": state.runId, "events": state.nextSeq, "maxEvents": run_diff.MAX_DIFF_EVENTS},
                 )
-        a, b = (self.records.read_events(state.runId, limit=run_diff.MAX_DIFF_EVENTS) for state in runs)
+        a, b = (self.records.read_events(state.runId, limit=run_diff.MAX_DIFF_EVENTS, holder=state) for state in runs)
         return run_diff.diff_runs(run_id, a, against, b)
 
     def _whole_log(self, source: RunState) -> list[dict[str, Any]]:
@@ -130,7 +130,7 @@ class Forks:
                 {"maxForks": MAX_FORKS_PER_RUN},
                 code="interlude.fork_limit_reached",
             )
-        events = self.records.read_events(source.runId)
+        events = self.records.read_events(source.runId, holder=source)
         if [e["sequence"] for e in events[:1]] != [0] or len(events) != source.nextSeq:
             raise Unprocessable(
                 "the source run's event log is no longer whole, so its history cannot be carried",

@@ -214,7 +214,8 @@ class Restamp:
 
 
 def requested_gates(events: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
-    """The payloads of the gates an event batch opened (`interrupt.requested`: their kind and data, the title there)."""
+    """The payloads of the gates an event batch opened (`interrupt.requested`: their kind and data, the title there; a
+    format-9 batch keeps all of them but a large text: domain/head_parts.py lean_events)."""
     return [e["payload"] for e in events if e.get("type") == "interrupt.requested" and isinstance(e.get("payload"), dict)]
 
 

@@ -63,7 +63,7 @@ class RunExports:
                 "the run's snapshot, decisions and effects alone pass what one export answers",
                 {"budget": "one export answer", "limit": MAX_ANSWER_BYTES, "unit": "bytes"},
             )
-        events = first_page(self.records.read_events(state.runId, after, limit=EVENTS_READ), room)
+        events = first_page(self.records.read_events(state.runId, after, limit=EVENTS_READ, holder=state), room)
         document["events"] = events
         document["complete"] = (events[-1]["sequence"] if events else after) >= state.nextSeq - 1
         return document

@@ -173,7 +173,7 @@ class Runs:
         delay = 0.2
         while True:
             state, _ = self.load_run(principal.tenant, run_id)
-            events = self.records.read_events(run_id, after)
+            events = self.records.read_events(run_id, after, holder=state)
             if events or state.terminal or time.monotonic() + delay > deadline:
                 return {
                     "runId": run_id,

@@ -48,9 +48,22 @@ AUDIT_DRAFT_ON_BATCH = 5
 # deadline. A release that does not know them would take the bucket's invocation for a deadline naming no run and
 # fire nothing, so it must refuse both (the invocation then fails, and Scheduler retries it).
 DEADLINE_BUCKETS = 8
+# Format 9: an event batch whose events that repeat a gate's large text (`interrupt.requested` and its kind's own type,
+# written with the gate's interrupt item) keep only what a format-4 head keeps of it and name the whole payload by the
+# interrupt's key and digest (domain/head_parts.py, docs/adr/0134); every read of stored events puts it back. A release
+# that does not know it would show, send and export those events without the gate's text, so it must refuse the batch.
+GATE_TEXT_OFF_EVENTS = 9
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
 READ_FORMATS = frozenset(
-    {1, CONDITIONED_WORKFLOW, GATE_STATUS_ON_HEAD, HEAD_PARTS_ELSEWHERE, AUDIT_DRAFT_ON_BATCH, DEADLINE_BUCKETS}
+    {
+        1,
+        CONDITIONED_WORKFLOW,
+        GATE_STATUS_ON_HEAD,
+        HEAD_PARTS_ELSEWHERE,
+        AUDIT_DRAFT_ON_BATCH,
+        DEADLINE_BUCKETS,
+        GATE_TEXT_OFF_EVENTS,
+    }
 )
 READS = max(READ_FORMATS)
 
@@ -70,6 +83,9 @@ def check(kind: str, written_in: object) -> None:
 # The format this release writes a new gate's interrupt item in (None: 1, no `v`): 3 from 0.3.0, whose previous release
 # (0.2.0) reads it and decides its gates (docs/adr/0126).
 INTERRUPT_ITEM_WRITTEN: int | None = GATE_STATUS_ON_HEAD
+# Whether an event batch that repeats a gate's large text is written in format 9 (without it): not before the release
+# after the one that first reads format 9 (0.3.0), whose previous release must read what it writes (docs/adr/0134).
+GATE_TEXT_OFF_EVENTS_WRITTEN = False
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

@@ -11,10 +11,17 @@ that put nothing back use (its title, approvers, audience, actions, quorum) and 
 
 Only large parts leave the head: below PAYLOAD_TEXT_INLINE_MAX and INPUTS_INLINE_MAX bytes they stay, and a head that
 holds them reads nothing more.
+
+Format 9 (docs/adr/0134) does the same for the events that repeat a gate's payload (`interrupt.requested` and its
+kind's own type), written in the transaction that puts the gate's interrupt item: an event batch in format 9 keeps of
+such an event the payload a head keeps (`decision_payload`) and names the whole (EVENT_PAYLOAD_HELD: the interrupt's
+key and the whole payload's digest). Every read of stored events puts it back (`events_filled`) before anyone sees an
+event: what a caller receives is the event as it was emitted.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -94,6 +101,46 @@ def lean(state: RunState) -> RunState:
     return state.model_copy(update={**update, "v": max(state.v, formats.HEAD_PARTS_ELSEWHERE)})
 
 
+# The field of a stored event (format 9) whose payload its gate's interrupt item holds: {"key": the interrupt's key,
+# "digest": the whole payload's}. Never seen by a caller: `events_filled` takes it off.
+EVENT_PAYLOAD_HELD = "payloadHeld"
+
+
+def lean_events(docs: Sequence[Mapping[str, Any]], opened: Sequence[OpenInterrupt]) -> list[dict[str, Any]] | None:
+    """The event docs as a format-9 batch holds them: each event whose payload is a gate's opened with them (its
+    interrupt item written in the same transaction) and whose text is large keeps the payload a format-4 head keeps and
+    names the whole; None when nothing leaves. The payload's key stays where it was, so a filled event is the event."""
+    by_node = {i.nodeId: i for i in opened}
+    lean: list[dict[str, Any]] = []
+    left = False
+    for doc in docs:
+        interrupt = by_node.get(str(doc.get("nodeId")))
+        kept = decision_payload(interrupt.payload) if interrupt is not None and doc.get("payload") == interrupt.payload else None
+        if interrupt is None or kept is None:
+            lean.append(dict(doc))
+            continue
+        left = True
+        lean.append({**doc, "payload": kept, EVENT_PAYLOAD_HELD: {"key": interrupt.key, "digest": digest(interrupt.payload)}})
+    return lean if left else None
+
+
+def events_held(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The keys of the interrupts whose items hold payloads of `events` (stored events, format 9)."""
+    return list(dict.fromkeys(str(e[EVENT_PAYLOAD_HELD]["key"]) for e in events if EVENT_PAYLOAD_HELD in e))
+
+
+def events_filled(run_id: str, events: list[dict[str, Any]], payloads: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`events` (stored events of run `run_id`, in place) with each payload held elsewhere put back from `payloads`
+    (the interrupt items' by key), each a copy of its own; a payload missing or not the one the event names is a failure
+    of this host (Internal), never shown or sent."""
+    for event in events:
+        held = event.pop(EVENT_PAYLOAD_HELD, None)
+        if held is not None:
+            payload = _checked(run_id, f"interrupt {held['key']}", payloads.get(held["key"]), held["digest"], "an event")
+            event["payload"] = copy.deepcopy(payload)
+    return events
+
+
 def held_elsewhere(state: RunState) -> tuple[list[str], int | None]:
     """What `state` holds elsewhere: the keys of the interrupts whose payload is their interrupt item's, and the event
     batch (its last sequence) whose run.started event holds the inputs (None: the inputs are here)."""
@@ -107,19 +154,19 @@ def completed(state: RunState, payloads: Mapping[str, Any], started: Mapping[str
     not the one the head names is a failure of this host (Internal), never shown or decided on."""
     for interrupt in state.interrupts.values():
         if interrupt.payloadDigest is not None:
-            interrupt.payload = _checked(state, f"interrupt {interrupt.key}", payloads.get(interrupt.key), interrupt.payloadDigest)
+            interrupt.payload = _checked(state.runId, f"interrupt {interrupt.key}", payloads.get(interrupt.key), interrupt.payloadDigest)
             interrupt.payloadDigest = None
     if state.inputsDigest is not None:
         inputs = started.get("inputs") if started is not None else None
-        state.inputs = _checked(state, "inputs", inputs, state.inputsDigest)
+        state.inputs = _checked(state.runId, "inputs", inputs, state.inputsDigest)
         state.inputsDigest = None
 
 
-def _checked(state: RunState, part: str, value: Any, expected: str) -> Any:
+def _checked(run_id: str, part: str, value: Any, expected: str, holder: str = "its head") -> Any:
     if isinstance(value, dict) and digest(value) == expected:
         return value
     raise Internal(
-        f"run {state.runId}: its head holds its {part} elsewhere, and what is stored there is "
-        + ("missing" if value is None else "not what the head names (its digest differs)"),
-        {"runId": state.runId, "part": part},
+        f"run {run_id}: {holder} holds its {part} elsewhere, and what is stored there is "
+        + ("missing" if value is None else "not what it names (its digest differs)"),
+        {"runId": run_id, "part": part},
     )

@@ -1,11 +1,12 @@
 """The parts a format-4 run head holds elsewhere (domain/head_parts.py), read back: the whole payloads of its gates from
 their interrupt items, its inputs from the event batch that holds its run.started event. One strongly consistent
 BatchGetItem for every head a read returns (each part was committed with or before the head that names it, and is
-never rewritten); a head that holds everything itself reads nothing more."""
+never rewritten); a head that holds everything itself reads nothing more. And the gate payloads format-9 event batches
+hold elsewhere (`filled_events`), from their interrupt items, for every read of stored events."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from interlude import wiring
@@ -36,6 +37,41 @@ def complete(client: Any, table: str, states: Iterable[RunState]) -> None:
         if batch is not None and "events" in (item := found.get((pk, event_sk(batch))) or {}):
             started = next((e.get("payload") for e in a.unpacked(item["events"]) if e.get("type") == "run.started"), None)
         head_parts.completed(state, payloads, started)
+
+
+def filled_events(
+    client: Any, table: str, run_id: str, events: list[dict[str, Any]], holder: RunState | None = None
+) -> list[dict[str, Any]]:
+    """`events` (stored events of run `run_id`, in place) with the gate payloads format-9 events hold elsewhere put back
+    (domain/head_parts.py events_filled; `holder`: the run's head as the caller read it, see `event_payloads`)."""
+    payloads = event_payloads(client, table, [(run_id, events)], {run_id: holder} if holder is not None else {})
+    return head_parts.events_filled(run_id, events, payloads[run_id]) if payloads else events
+
+
+def event_payloads(
+    client: Any, table: str, runs: Iterable[tuple[str, list[dict[str, Any]]]], holders: Mapping[str, RunState]
+) -> dict[str, dict[str, Any]]:
+    """By run, the gate payloads (by interrupt key) that the format-9 events of `runs` ((run id, stored events)) hold
+    elsewhere; a run whose events hold everything themselves is left out. Taken from `holders` (heads as their caller
+    read them whole: an open gate's payload is the one its events name) where they match, else from their interrupt
+    items, in one strongly consistent BatchGetItem for all of `runs` (none when the heads held them all)."""
+    payloads: dict[str, dict[str, Any]] = {}
+    wanted: list[tuple[str, str]] = []
+    for run_id, events in runs:
+        named = {held["key"]: held["digest"] for e in events if (held := e.get(head_parts.EVENT_PAYLOAD_HELD))}
+        if not named:
+            continue
+        holder = holders.get(run_id)
+        open_gates = [i for i in holder.interrupts.values() if i.payloadDigest is None] if holder is not None else []
+        have = payloads.setdefault(run_id, {})
+        have.update({i.key: i.payload for i in open_gates if i.key not in have and named.get(i.key) == head_parts.digest(i.payload)})
+        wanted += [(run_id, key) for key in named if key not in have and (run_id, key) not in wanted]
+    if wanted:
+        found = _read(client, table, list(dict.fromkeys((run_pk(r), interrupt_sk(k)) for r, k in wanted)))
+        for run_id, key in wanted:
+            if "payload" in (item := found.get((run_pk(run_id), interrupt_sk(key))) or {}):
+                payloads[run_id][key] = a.unpacked(item["payload"])
+    return payloads
 
 
 def _read(client: Any, table: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], a.Item]:

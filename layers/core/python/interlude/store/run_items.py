@@ -106,12 +106,16 @@ def event_batch_put(
     closed_entries: a.Item,
     expires: int | None = None,
     audit: AuditDraft | None = None,
+    opened: list[OpenInterrupt] | None = None,
 ) -> Labelled:
     """The batch of the events one transition wrote, keyed by its last sequence; `closed_entries`: the inbox entries
     of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record; `audit`: the entry
-    recording the transition, which the appender on the stream chains (format 5: store/audit.py)."""
+    recording the transition, which the appender on the stream chains (format 5: store/audit.py); `opened`: the gates
+    whose interrupt items the transition puts, which hold the large texts of their events in format 9
+    (domain/head_parts.py lean_events; read back by store/head_parts.py)."""
     sk = event_sk(first_seq + len(docs) - 1)
-    events = a.compact(docs)
+    lean = head_parts.lean_events(docs, opened) if opened and formats.GATE_TEXT_OFF_EVENTS_WRITTEN else None
+    events = a.compact(lean if lean is not None else docs)
     batch: a.Item = {
         **a.key(run_pk(run_id), sk),
         "first": a.n(first_seq),
@@ -121,6 +125,8 @@ def event_batch_put(
         **expiring(expires),
         **(audit_log.draft_attributes(audit, events) if audit is not None else {}),
     }
+    if lean is not None:
+        batch[formats.FORMAT_FIELD] = a.n(formats.GATE_TEXT_OFF_EVENTS)
     return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
 
 

@@ -49,8 +49,12 @@ class RunStore(Table):
             return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)
         return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_SEARCH, family)
 
-    def read_events(self, run_id: str, after_sequence: int = -1, limit: int | None = None) -> list[dict[str, Any]]:
-        """Events with sequence > after_sequence, in order. Batches are keyed by their last sequence."""
+    def read_events(
+        self, run_id: str, after_sequence: int = -1, limit: int | None = None, holder: RunState | None = None
+    ) -> list[dict[str, Any]]:
+        """Events with sequence > after_sequence, in order, as they were emitted (a gate's text a format-9 batch holds
+        elsewhere put back: store/head_parts.filled_events; `holder`, the run's head as the caller read it, has its open
+        gates' texts). Batches are keyed by their last sequence."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
@@ -65,8 +69,9 @@ class RunStore(Table):
             for item in page.get("Items") or []:
                 out.extend(e for e in a.unpacked(item["events"]) if e["sequence"] > after_sequence)
             if limit is not None and len(out) >= limit:
-                return out[:limit]  # no further page is fetched
-        return out
+                out = out[:limit]
+                break  # no further page is fetched
+        return head_parts.filled_events(self.client, self.table, run_id, out, holder)
 
     # -- interrupts ------------------------------------------------------------------------------------
 

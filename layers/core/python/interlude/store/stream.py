@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
+from interlude.domain import formats
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store.inbox import closed_entry_keys
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from interlude.domain.audit import AuditDraft
     from interlude.domain.models.run import RunState
 
+# What `OutboxRecords.records_of` adds to the record of a format-9 event batch: the gate payloads its events hold
+# elsewhere, by interrupt key, which `stream_events` puts back.
+HELD_PAYLOADS = "heldPayloads"
 # BatchGetItem reads at most 100 keys per call.
 BATCH_GET_MAX = 100
 
@@ -52,7 +56,17 @@ def stream_events(record: dict[str, Any]) -> tuple[str, list[dict[str, Any]]] | 
     if run_id is None:
         return None
     image = new_image(record)
-    return run_id, a.unpacked(image["events"]) if "events" in image else []
+    events: list[dict[str, Any]] = a.unpacked(image["events"]) if "events" in image else []
+    if _holds_gate_texts(image):
+        from interlude.domain.head_parts import events_filled  # the run model loads with the first such batch
+
+        events_filled(run_id, events, record.get(HELD_PAYLOADS) or {})
+    return run_id, events
+
+
+def _holds_gate_texts(image: a.Item) -> bool:
+    """Whether an event batch holds gate payloads elsewhere (format 9: domain/head_parts.py)."""
+    return (image.get(formats.FORMAT_FIELD) or {}).get("N") == str(formats.GATE_TEXT_OFF_EVENTS)
 
 
 def carried_audit_draft(record: dict[str, Any]) -> tuple[str, AuditDraft] | None:
@@ -135,4 +149,23 @@ class OutboxRecords:
             )
         heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
         head_parts.complete(self.client, self.table, (state for state, _ in heads.values()))
+        self._hold_gate_texts(records, {r: state for r, (state, _) in heads.items()})
         return records, heads
+
+    def _hold_gate_texts(self, records: list[dict[str, Any] | None], heads: dict[str, RunState]) -> None:
+        """Add to each record of a format-9 batch the gate payloads its events hold elsewhere (HELD_PAYLOADS): its run's
+        head holds an open gate's (no read); a closed gate's are read, one BatchGetItem for the records together."""
+        from interlude.store import head_parts
+
+        holding = [
+            (record, run_id, a.unpacked(image["events"]))
+            for record in records
+            if record is not None
+            and _holds_gate_texts(image := record["dynamodb"]["NewImage"])
+            and (run_id := record_run_id(record)) is not None
+        ]
+        if not holding:
+            return
+        payloads = head_parts.event_payloads(self.client, self.table, [(r, events) for _, r, events in holding], heads)
+        for record, run_id, _ in holding:
+            record[HELD_PAYLOADS] = payloads.get(run_id, {})

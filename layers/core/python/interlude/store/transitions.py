@@ -237,7 +237,10 @@ def transition_items(
     run_items.mark_written(state, transition.opened)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
     if docs:
-        items.append(run_items.event_batch_put(state.runId, first_seq, docs, closed_entries(closed), expires, audit))
+        batch = run_items.event_batch_put(
+            state.runId, first_seq, docs, closed_entries(closed), expires, audit, transition.opened
+        )
+        items.append(batch)
     items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq)}) for i in transition.opened]
     items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
     for c in transition.closed:

@@ -308,7 +308,10 @@ class WebhookStore:
         for item in got.get("Items") or []:
             for event in a.unpacked(item["events"]):
                 if event.get("sequence") == sequence:
-                    return dict(event)
+                    # The run model loads with a replay's read, not at the callbacks worker's cold start.
+                    from interlude.store.head_parts import filled_events
+
+                    return filled_events(self.client, self.table, run_id, [dict(event)])[0]
         return None
 
 
