@@ -234,7 +234,15 @@ def chain_items(
         if seq in stale:
             # Not part of the chain (module docstring): written over while it is what was read, and the head (whose
             # condition is in the same transaction) has not moved.
-            logger.warning("audit chain %s of tenant %s: entry %s did not chain from the head; written over: %s", chain, tenant, seq, stale[seq])
+            # No append writes such an entry (module docstring): ERROR, for the operator's search of caught errors.
+            logger.error(
+                "audit chain %s of tenant %s: entry %s did not chain from the head; written over: %s",
+                chain,
+                tenant,
+                seq,
+                stale[seq],
+                extra={"caughtError": "audit-stale-entry"},
+            )
             put["ConditionExpression"] = "#entry = :stale"
             put["ExpressionAttributeNames"] = {"#entry": "entry"}
             put["ExpressionAttributeValues"] = {":stale": a.s(stale[seq])}
