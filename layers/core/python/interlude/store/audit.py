@@ -166,13 +166,13 @@ def draft_source(pk: str, sk: str) -> str:
 @dataclass(frozen=True)
 class Orphans:
     """What lies beyond a chain's head that was read: `seq` and `hash` are the last entry of the run that chains from
-    the head (the head's own when none does), which an append adopts; `sources` what those name, `since` when the
-    first was appended; `stale` the text of each entry past that run, by sequence, which an append writes over."""
+    the head (the head's own when none does), which an append adopts; `sources` what those name; `stale` the text of
+    each entry past that run, by sequence, which an append writes over. An adopted entry joins the chain when the
+    head covers it: it waits for a checkpoint from then (`pendingSince`), as the append's own entries do."""
 
     seq: int
     hash: str | None
     sources: frozenset[str] = frozenset()
-    since: float | None = None
     stale: dict[int, str] = field(default_factory=dict)
 
     def adopts(self, head: Head) -> bool:
@@ -181,7 +181,7 @@ class Orphans:
 
 def orphans_of(head: Head, chain: int, beyond: Sequence[dict[str, Any]]) -> Orphans:
     """The orphans among the entry items stored past `head` (ascending): the run that chains from it, and the rest."""
-    seq, digest, sources, since = head.seq, head.hash, set[str](), None
+    seq, digest, sources = head.seq, head.hash, set[str]()
     stale: dict[int, str] = {}
     for item in beyond:
         at, entry = _seq_of(item), _entry(item)
@@ -189,11 +189,9 @@ def orphans_of(head: Head, chain: int, beyond: Sequence[dict[str, Any]]) -> Orph
             seq, digest = at, entry_hash(entry)
             if "source" in item:
                 sources.add(item["source"]["S"])
-            if since is None and "appended" in item:
-                since = float(item["appended"]["N"])
         else:
             stale[at] = item["entry"]["S"]
-    return Orphans(seq, digest, frozenset(sources), since, stale)
+    return Orphans(seq, digest, frozenset(sources), stale)
 
 
 def append_items(
@@ -261,8 +259,7 @@ def chain_items(
         mark = "attribute_exists(marked)" if head.marked else "attribute_not_exists(marked)"
         condition = f"seq = :prev AND checkpointSeq = :cp AND {mark}"
         values = {":prev": a.n(head.seq), ":cp": a.n(head.checkpoint_seq)}
-    waiting_since = orphans.since if orphans is not None and orphans.adopts(head) and orphans.since is not None else now_epoch
-    since = head.pending_since if head.pending_since is not None else round(waiting_since, 3)
+    since = head.pending_since if head.pending_since is not None else round(now_epoch, 3)
     move: dict[str, Any] = {
         "Item": {
             **a.key(head_pk(tenant, chain), HEAD_SK),
@@ -287,7 +284,7 @@ def chain_items(
             index.sort_key: a.s(f"{tenant}#{chain:03d}"),
         }
         items.append((PENDING_LABEL, {"Put": {"Item": marker}}))
-    pending = head.pending_since if head.pending_since is not None else waiting_since
+    pending = head.pending_since if head.pending_since is not None else now_epoch
     written = Head(seq, digest, head.checkpoint_seq, pending, True, None, appended)
     return items, written
 
