@@ -307,6 +307,34 @@ def test_no_model_field_defaults_to_the_list_type():
     )
 
 
+# Their services take types imported for checking only (TYPE_CHECKING), which a signature evaluated at definition
+# would need at runtime on 3.11; no cold start but a ModuleX route's loads them.
+POSTPONED_ANNOTATIONS_KEPT = {"interlude.faces.modulex.operations", "interlude.faces.modulex.workflows"}
+
+
+def test_models_are_defined_with_the_runtimes_own_annotations():
+    """A module that defines pydantic models does not postpone its annotations (`from __future__ import
+    annotations`, ADR 0137): pydantic would compile and evaluate each field's annotation from its text at class
+    creation, where the functions' Python (3.14) hands it the evaluated annotation (≈ a quarter of a model's cost)."""
+    imported(
+        "api",
+        then="import __future__\n"
+        "from pydantic import BaseModel\n"
+        "from interlude.api import app\n"
+        "from interlude.engine.registry import node_type\n"
+        "app.load_all_routes()\n"
+        "assert node_type('modulex.llm')\n"
+        "def subclasses(cls):\n"
+        "    for sub in cls.__subclasses__():\n"
+        "        yield sub\n"
+        "        yield from subclasses(sub)\n"
+        "models = [c for c in subclasses(BaseModel) if c.__module__.startswith('interlude')]\n"
+        "postponed = {m.__module__ for m in models if vars(sys.modules[m.__module__]).get('annotations') is"
+        " __future__.annotations}\n"
+        f"assert len(models) > 100 and postponed == {POSTPONED_ANNOTATIONS_KEPT!r}, postponed\n",
+    )
+
+
 TIMEOUTS_RUN_PATH = ["interlude.app.runs", "interlude.engine", "interlude.domain.models.run", "pydantic"]
 SWEEP = """
 import types

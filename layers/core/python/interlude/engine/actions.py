@@ -17,7 +17,6 @@ Secrets Manager; a JSON body of at most MAX_BODY_BYTES; a response budget of at 
 an effect key of at most MAX_EFFECT_KEY characters; 1..MAX_ATTEMPTS attempts of at most MAX_TIMEOUT_MS each.
 """
 
-from __future__ import annotations
 
 import json
 import re

@@ -10,11 +10,10 @@ Gate effects (`effects`): ("event", type, payload) appends an event; ("conversat
 conversation of the run ("open" also claims the id tenant-wide in the same transaction).
 """
 
-from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -103,7 +102,7 @@ class ConversationGateConfig(FrozenStored):
     fieldLabels: FieldLabels = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _coherent(self) -> ConversationGateConfig:
+    def _coherent(self) -> Self:
         if (self.turn is None) == (self.lifecycle is None):
             raise ValueError("set exactly one of turn (start|exchange|close) and lifecycle")
         if self.lifecycle is not None and not self.mockAutoResume:

@@ -3,7 +3,6 @@
 A task node computes its output at once; a gate node raises an interrupt and suspends the run.
 """
 
-from __future__ import annotations
 
 import hashlib
 import json

@@ -20,10 +20,9 @@ MAX_CHILDREN_PER_RUN children over its life. A visit past either fails its node
 MAX_MAPPING_ENTRIES entries.
 """
 
-from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -80,7 +79,7 @@ class SubWorkflowConfig(FrozenStored):
         return mapping
 
     @model_validator(mode="after")
-    def _one_source_per_input(self) -> SubWorkflowConfig:
+    def _one_source_per_input(self) -> Self:
         both = sorted(set(self.inputs) & set(self.inputMapping))
         if both:
             raise ValueError(f"child inputs {both} are set by both `inputs` and `inputMapping`; keep one")

@@ -16,7 +16,6 @@ DEFAULT_TIMEOUT_S) per attempt from its claim; heartbeatTimeoutSeconds 1..MAX_HE
 DEFAULT_HEARTBEAT_S); retry_config.max_attempts 1..MAX_ATTEMPTS (default DEFAULT_ATTEMPTS).
 """
 
-from __future__ import annotations
 
 import re
 from collections.abc import Mapping

@@ -1,7 +1,6 @@
 """What the operator surface (the `admin` function, issue 30 item 6) is asked: one closed request per operation, named
 by its `operation` (interlude.app.tenant_lifecycle does each)."""
 
-from __future__ import annotations
 
 from typing import Literal
 

@@ -5,10 +5,9 @@ directory entry of the same id are one person: group and role eligibility resolv
 through that person's personal link and one through their key are the same principal's.
 """
 
-from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator, model_validator
@@ -48,7 +47,7 @@ class OutOfOffice(Stored):
     model_config = {**Stored.model_config, "populate_by_name": True, "serialize_by_alias": True}
 
     @model_validator(mode="after")
-    def _ordered(self) -> OutOfOffice:
+    def _ordered(self) -> Self:
         if self.start is not None and self.until is not None and self.until <= self.start:
             raise ValueError("outOfOffice.until must be after outOfOffice.from")
         return self
@@ -142,7 +141,7 @@ class SlackSettings(Closed):
     botToken: str | None = Field(default=None, pattern=r"^xox[bpa]-[A-Za-z0-9-]{8,250}$")
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> SlackSettings:
+    def _exactly_one(self) -> Self:
         if (self.webhookUrl is None) == (self.botToken is None):
             raise ValueError("give exactly one of webhookUrl or botToken")
         return self

@@ -1,6 +1,5 @@
 """Replays of what failed (issue 30 item 5): request bodies and answers."""
 
-from __future__ import annotations
 
 from typing import Literal
 

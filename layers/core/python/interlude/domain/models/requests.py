@@ -1,6 +1,5 @@
 """Request bodies of the OpenWOP surface. All closed: an unknown field is a 400 validation_error."""
 
-from __future__ import annotations
 
 from typing import Any, Literal
 

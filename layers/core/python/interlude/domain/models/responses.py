@@ -13,7 +13,6 @@ module's import ≈ 0.5 ms to build even when its validator is deferred, and the
 all 43. New answers go into their area's module; `responses.X` still finds any of them (`__getattr__`, below).
 """
 
-from __future__ import annotations
 
 from importlib import import_module
 from typing import Annotated, Any, Literal

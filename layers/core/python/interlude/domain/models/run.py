@@ -1,12 +1,11 @@
 """A run's durable state: what the run head item holds (as JSON) between transitions."""
 
-from __future__ import annotations
 
 import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -199,7 +198,7 @@ class RunState(Mutable):
     # answered by the API; left out of the document while empty.
     writtenNumbers: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
-    def with_written_numbers(self, written: Mapping[str, str] | None) -> RunState:
+    def with_written_numbers(self, written: Mapping[str, str] | None) -> Self:
         """This state, also keeping how `written` (a decision's request or form) wrote its numbers; the first spelling
         of a value stays, and at most MAX_WRITTEN_NUMBERS are kept."""
         fresh = {k: v for k, v in (written or {}).items() if k not in self.writtenNumbers}

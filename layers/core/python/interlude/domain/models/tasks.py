@@ -1,6 +1,5 @@
 """Request and answer bodies of the task workers' routes (issue 15 item 2; README "Task workers")."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 

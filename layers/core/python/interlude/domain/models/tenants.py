@@ -1,7 +1,6 @@
 """Request bodies of the approver inbox, external events and credential grants (closed), and the tenant's settings
 (stored: closed only where a request sends them)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any
 

@@ -4,7 +4,6 @@ The limits are the documented ceilings of what one tenant may register (docs/lim
 hold the per-subscription ones, the store the per-tenant count.
 """
 
-from __future__ import annotations
 
 import base64
 import binascii

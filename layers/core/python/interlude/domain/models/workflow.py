@@ -1,7 +1,6 @@
 """An OpenWOP workflow definition, in the shape of shared/openwop/fixtures/*.json (closed at PUT /workflows/{id}: an
 unknown field is refused there; a stored version read by any release keeps what that release does not know)."""
 
-from __future__ import annotations
 
 from typing import Any, Literal
 

@@ -17,7 +17,6 @@ is an edge of its own: the node's failure (its worker fails the task) goes there
 success path never enters it (`_failure_edges`).
 """
 
-from __future__ import annotations
 
 import hashlib
 import json

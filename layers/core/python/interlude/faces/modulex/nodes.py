@@ -5,7 +5,6 @@ The engine registers them (engine/nodetypes.py) as `modulex.interrupt`, `modulex
 references keep their ModuleX spelling (`{{node_draft.subject}}`, `{{input.request}}`).
 """
 
-from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping

@@ -8,7 +8,6 @@ type), `timeoutSeconds` and `heartbeatTimeoutSeconds`; the node's own `retry_con
 node's output is its text (the worker's string, or its `{"text": ...}`), so `{{node_draft}}` is the draft.
 """
 
-from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial

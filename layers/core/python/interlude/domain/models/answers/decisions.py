@@ -4,7 +4,6 @@ Apart from interlude.domain.models.responses (which says why): a resolve's first
 the run routes' others.
 """
 
-from __future__ import annotations
 
 from interlude.domain.models import Answer
 from interlude.domain.models.run import RunStatus

@@ -1,7 +1,6 @@
 """What GET /runs/{runId}/export answers: a run whole, as one JSON document, for archiving before it expires
 (issue 30 item 4). Apart from interlude.domain.models.responses (which says why)."""
 
-from __future__ import annotations
 
 from typing import Any, Literal
 

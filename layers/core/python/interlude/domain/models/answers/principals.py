@@ -3,7 +3,6 @@
 Apart from interlude.domain.models.responses (which says why), so only the requests that answer them build them.
 """
 
-from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
