@@ -20,8 +20,10 @@ from tests.support.local_stack import Api, cli, stack_client, tenant_admin_key, 
 # The documented bound (docs/configuration.md, "Keys: revocation and expiry"): a key revoked elsewhere is refused
 # by a warm instance within 5 s.
 REVOCATION_BOUND_S = 5.0
-# Requests on a loaded machine take their own time on top of the bound (bench/key_and_limit_calls.py measures it).
-SLACK_S = 4.0
+# Requests sent once the bound has passed, each answered by whichever instance is free: more than the stack's four.
+PAST_THE_BOUND = 8
+# A key made to expire this soon: long enough that a loaded machine still creates it (a time already past is refused).
+BRIEF_KEY_S = 4
 
 
 def error_of(response: requests.Response, status: int, code: str) -> dict[str, Any]:
@@ -29,6 +31,16 @@ def error_of(response: requests.Response, status: int, code: str) -> dict[str, A
     body = response.json()
     assert body["error"] == code, body
     return body
+
+
+def refused_past_the_bound(api: Api, run_id: str, key: str, revoked_at: float) -> None:
+    """Every request sent once the bound has passed since the revocation (`revoked_at`, time.monotonic() once it was
+    answered: every instance's cached read of the key is older) is refused, whichever instance answers. The guarantee
+    itself, and not how long the requests before it took, which a loaded machine stretches past any slack."""
+    time.sleep(max(0.0, revoked_at + REVOCATION_BOUND_S - time.monotonic()))
+    for _ in range(PAST_THE_BOUND):
+        refused = error_of(api.call("GET", f"/runs/{wire(run_id)}", key=key), 401, "unauthenticated")
+        assert refused["message"] == "the API key is revoked"
 
 
 def tenant_api(stack_info: dict[str, str], name: str) -> Api:
@@ -126,21 +138,7 @@ def test_a_revoked_key_is_refused_at_once_here_and_within_the_bound_when_revoked
     assert revoked.status_code == 200, revoked.text
     assert revoked.json()["status"] == "revoked"
     assert revoked.json()["revokedAt"]
-    began = time.monotonic()
-    refused_everywhere = until(
-        lambda: all(
-            api.call("GET", f"/runs/{wire(run_id)}", key=victim["apiKey"]).status_code == 401 for _ in range(4)
-        ),
-        REVOCATION_BOUND_S + 2 * SLACK_S,
-    )
-    assert refused_everywhere
-    assert time.monotonic() - began <= REVOCATION_BOUND_S + SLACK_S
-    # Four refusals need not have met all four instances; past the bound, whichever instance answers refuses.
-    time.sleep(max(0.0, began + REVOCATION_BOUND_S - time.monotonic()))
-    for _ in range(7):
-        error_of(api.call("GET", f"/runs/{wire(run_id)}", key=victim["apiKey"]), 401, "unauthenticated")
-    refused = error_of(api.call("GET", f"/runs/{wire(run_id)}", key=victim["apiKey"]), 401, "unauthenticated")
-    assert refused["message"] == "the API key is revoked"
+    refused_past_the_bound(api, run_id, victim["apiKey"], time.monotonic())
     error_of(
         api.call("POST", f"/runs/{wire(run_id)}/interrupts/gate/tokens", {"intent": "resolve"}, key=victim["apiKey"]),
         401,
@@ -157,15 +155,7 @@ def test_a_revoked_key_is_refused_at_once_here_and_within_the_bound_when_revoked
     second = api.call("POST", "/keys", {"subjectId": "second", "scopes": ["runs:read"]}).json()
     assert api.call("GET", f"/runs/{wire(run_id)}", key=second["apiKey"]).status_code == 200
     cli(stack_info, "keys", "revoke", "--local", "--tenant", api.tenant, second["keyId"])
-    began = time.monotonic()
-    status = until(
-        lambda: all(
-            api.call("GET", f"/runs/{wire(run_id)}", key=second["apiKey"]).status_code == 401 for _ in range(4)
-        ),
-        REVOCATION_BOUND_S + 2 * SLACK_S,
-    )
-    assert status, "the revoked key still authenticated past the bound"
-    assert time.monotonic() - began <= REVOCATION_BOUND_S + SLACK_S
+    refused_past_the_bound(api, run_id, second["apiKey"], time.monotonic())
     # The CLI refuses another tenant's key by name.
     foreign = cli(stack_info, "keys", "revoke", "--local", "--tenant", other.tenant, second["keyId"], check=False)
     assert foreign.returncode != 0
@@ -179,10 +169,14 @@ def test_an_expired_key_is_refused_and_listed_as_expired(stack_info: dict[str, s
     naive = api.call("POST", "/keys", {"subjectId": "late", "scopes": ["runs:read"], "expiresAt": "2099-01-01T00:00:00"})
     error_of(naive, 400, "validation_error")
 
-    soon = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
-    made = api.call("POST", "/keys", {"subjectId": "brief", "scopes": ["keys:admin"], "expiresAt": soon}).json()
-    assert api.call("GET", "/keys", key=made["apiKey"]).status_code == 200
-    refused = until(lambda: api.call("GET", "/keys", key=made["apiKey"]).status_code == 401, 10)
+    soon = datetime.now(UTC) + timedelta(seconds=BRIEF_KEY_S)
+    made = api.call("POST", "/keys", {"subjectId": "brief", "scopes": ["keys:admin"], "expiresAt": soon.isoformat()})
+    assert made.status_code == 201, made.text
+    # Served until it expires: an answer received before then was accepted (a loaded machine may answer after it).
+    served = api.call("GET", "/keys", key=made.json()["apiKey"])
+    assert served.status_code == 200 or datetime.now(UTC) >= soon, served.text
+    made = made.json()
+    refused = until(lambda: api.call("GET", "/keys", key=made["apiKey"]).status_code == 401, 30)
     assert refused
     body = error_of(api.call("GET", "/keys", key=made["apiKey"]), 401, "unauthenticated")
     assert body["message"] == "the API key is expired"
