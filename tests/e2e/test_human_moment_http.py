@@ -264,7 +264,7 @@ def test_a_link_to_a_gate_that_timed_out_says_when_and_that_it_was_rejected_auto
     timed = {**APPROVAL, "nodes": [{**APPROVAL["nodes"][0], "config": {**APPROVAL["nodes"][0]["config"], "timeoutMs": 1000}}]}
     run_id = api.start(register(api, timed))["runId"]
     url = link(api, run_id, "review")
-    assert until(lambda: api.run(run_id)["status"] == "failed", timeout_s=10, interval_s=0.2)
+    assert until(lambda: api.run(run_id)["status"] == "failed", timeout_s=60, interval_s=0.2)
     read = text_of(requests.get(url, headers=HTML, timeout=30).text)
     assert "Timed out" in read
     assert re.search(r"Nobody decided in time: this request timed out on \w+ \d+ \w+ \d{4}, \d\d:\d\d UTC and was rejected automatically", read)

@@ -67,7 +67,7 @@ def local_ring(stack_info) -> KeyRing:
 
 def eventually(check):
     # The api re-reads the ring at most once a second locally; wait for that, never for a fixed time.
-    return until(check, timeout_s=8.0, interval_s=0.2)
+    return until(check, timeout_s=30.0, interval_s=0.2)
 
 
 def error(response: requests.Response) -> tuple[int, str]:

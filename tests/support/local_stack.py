@@ -84,7 +84,7 @@ class Api:
         assert got.status_code == 201, got.text
         return got.json()["apiKey"]
 
-    def wait_status(self, run_id: str, statuses: set[str], timeout_s: float = 10.0) -> dict[str, Any]:
+    def wait_status(self, run_id: str, statuses: set[str], timeout_s: float = 60.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while True:
             snap = self.run(run_id)
