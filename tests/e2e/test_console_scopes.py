@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from interlude import wiring
+from interlude.local.pump import IDLE_MAX_S
 from interlude.local.stack import TABLE_NAME
 from interlude.store.retention import RETAINED
 from tests.support.console import Console, gate_workflow
@@ -94,10 +95,12 @@ class Tenant:
         return sorted((item for page in pages for item in page["Items"]), key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
 
     def settled(self) -> list[dict[str, Any]]:
-        """The items once the stack's pumps have finished with them (two reads apart agree)."""
+        """The items once the stack's pumps have finished with them: two reads agree with every pump's poll between
+        them (an idle pump polls again within IDLE_MAX_S; reads closer than that may both come before it moves what
+        the last request left, and the refusal checked next would be blamed for its writes)."""
         before = self.items()
-        for _ in range(40):
-            time.sleep(0.25)
+        for _ in range(20):
+            time.sleep(IDLE_MAX_S + 0.1)
             now = self.items()
             if now == before:
                 return now
