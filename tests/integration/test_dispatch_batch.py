@@ -17,6 +17,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.store.stream import stream_events
 from interlude.store.tenants import TenantRecords
+from tests.integration.conftest import clear_of_a_month_end
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 from tests.support.stream import Stream, outbox_event
@@ -82,7 +83,10 @@ def test_a_batch_reads_each_runs_head_once_for_all_its_records_and_handlers(serv
     assert len(reads) == len(runs)
 
 
-def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records(services, admin, monkeypatch, tenant):
+def test_a_failing_record_fails_alone_and_holds_back_only_its_runs_later_records(
+    services, admin, monkeypatch, tenant, clock_file
+):
+    clear_of_a_month_end(clock_file)  # the runs' usage is read back by the clock's month
     # Given two resolved gate runs, two event items each, in one batch, and the first item of the first run failing
     # once (its callback notice cannot be queued)
     first, second = gate_runs(services, admin, 2)

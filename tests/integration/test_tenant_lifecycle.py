@@ -28,6 +28,7 @@ from interlude.local.sqs_pump import QueuePump
 from interlude.rules.slack import signature
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.facade import Store
+from tests.integration.conftest import clear_of_a_month_end
 from tests.support.stream import Stream, dispatch
 
 BASE_URL = "https://interlude.example.com"
@@ -337,6 +338,7 @@ def test_a_tenant_being_deleted_can_be_neither_resumed_nor_suspended(env, monkey
 
 
 def test_tenants_are_listed_with_their_usage_and_a_month_is_closed_once_over(env, clock_file):
+    clear_of_a_month_end(clock_file)
     tenant = Tenant(f"{env.tenant}-u")
     stream = Stream(wiring_table())
     run_id = tenant.start()
