@@ -402,13 +402,13 @@ def test_oversize_response_headers_are_refused(serve: Callable[..., LoopbackServ
 
 
 def test_a_closed_port_is_a_connect_failure() -> None:
+    # The port stays bound, never listening, while it is dialled: no other process can take it meanwhile.
     with socket.socket() as probe:
         probe.bind((LOOPBACK, 0))
-        free_port = probe.getsockname()[1]
-    target = CheckedTarget("http", LOOPBACK, free_port, "/", (LOOPBACK,))
+        target = CheckedTarget("http", LOOPBACK, probe.getsockname()[1], "/", (LOOPBACK,))
 
-    with pytest.raises(DeliveryFailed) as failed:
-        post_pinned(target, b"{}", {}, **LIMITS)
+        with pytest.raises(DeliveryFailed) as failed:
+            post_pinned(target, b"{}", {}, **LIMITS)
 
     assert failed.value.error_class == "connect"
 

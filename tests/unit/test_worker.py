@@ -318,14 +318,14 @@ def test_an_empty_claim_the_server_held_for_its_long_poll_is_followed_by_no_furt
 
 
 def test_an_unreachable_server_is_a_pause_not_a_crash():
+    # The port stays bound, never listening, while it is dialled: no other process can take it meanwhile.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    worker = quick_worker(f"http://127.0.0.1:{port}")
-    worker.handler("llm")(lambda config, input, context: "text")
+        worker = quick_worker(f"http://127.0.0.1:{probe.getsockname()[1]}")
+        worker.handler("llm")(lambda config, input, context: "text")
 
-    assert worker.run_once() is False
-    assert worker.error_backoff.failures == 1
+        assert worker.run_once() is False
+        assert worker.error_backoff.failures == 1
 
 
 def test_backoff_doubles_with_jitter_up_to_its_ceiling_and_resets():
