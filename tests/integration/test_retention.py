@@ -118,6 +118,31 @@ def listing_expiry(world: Any, run_id: str) -> int | None:
     return int(entry[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in entry else None
 
 
+def items_provisional(world: Any, run_id: str) -> int:
+    """The provisional expiry the run's own items are written with (its creation + retentionDays + the items' margin:
+    ADR 0133)."""
+    head = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)
+    provisional = run_search.items_expiry(a.unpacked(head["Item"]["state"])["searchExpiry"])
+    assert provisional is not None
+    return provisional
+
+
+def kept_until(world: Any, run_id: str, expires: int) -> None:
+    """Every own item of the run finished to expire at `expires` carries that expiry, or the later provisional one it
+    was written with (ADR 0133: the run ended within its margin, so the retention job wrote none of those)."""
+    held = expiries(world, run_id)
+    assert expires in held
+    assert held <= {expires, items_provisional(world, run_id)}, (held, expires)
+    assert items_provisional(world, run_id) > expires
+
+
+def open_items(world: Any, run_id: str) -> set[int | None]:
+    """The expiries an open run's own items carry: none, or the provisional one they were written with."""
+    held = expiries(world, run_id)
+    assert held <= {None, items_provisional(world, run_id)}, held
+    return held
+
+
 @pytest.mark.private_world
 def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(clock_file, services, world, tenant):
     key = new_api_key(services)
@@ -226,6 +251,8 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     ).get("Messages", [])
     assert [json.loads(m["Body"]).get("kind") for m in queued].count(RUN_RETENTION) == 0
     # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
+    # (a run kept two days has its items written without a provisional expiry, which would be near from the start:
+    # its creation + 2 + ITEMS_MARGIN_DAYS is less than LISTING_KEPT_DAYS away; the retention turn stamps them)
     ending = {i["sk"]["S"]: i for i in own_items(world, run_id) if wiring.TTL_ATTRIBUTE in i}
     assert "RUN" in ending
     assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in ending.values()} == {expires}
@@ -369,7 +396,7 @@ def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migra
     assert {(t["kind"], "after" in t) for t in turns if t.get("runId") == run_id} == {(RUN_RETENTION, True)}
     # Then the turns the migrate function takes from where it stopped give every other item its expiry
     retention_turns(world)
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
+    kept_until(world, run_id, expires)
 
 
 def without_expiry(world, run_id: str, listing: bool = True) -> None:
@@ -423,7 +450,7 @@ def test_runs_that_ended_before_retention_existed_get_their_expiry_from_a_migrat
     expires = end_of(run_id, key) + 90 * DAY_S
     assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
     assert (listing_expiry(world, run_id) or 0) >= expires
-    assert all(wiring.TTL_ATTRIBUTE not in i for i in own_items(world, waiting))
+    open_items(world, waiting)
 
 
 def expiry_of(world: Any, run_id: str, sk: str) -> int | None:
@@ -440,7 +467,7 @@ def test_a_delivery_whose_ledger_read_the_head_before_the_run_ended_takes_its_ex
     run_id = finished_run(services, world, key, "racing")
     retention_turns(world)
     # and a delivery whose ledger read the head just before the end (no expiry yet), and writes only now
-    monkeypatch.setattr(expiry, "run_expiry", lambda *_: {})
+    monkeypatch.setattr(expiry, "created_expiry", lambda *_: {})
     deliveries = DeliveryStore(Table(world.table))
     late = Notice(run_id, "raced", "run.completed")
     # When the delivery is created with what its ledger read
@@ -449,7 +476,7 @@ def test_a_delivery_whose_ledger_read_the_head_before_the_run_ended_takes_its_ex
     # Then it carries the run's expiry all the same, as every other item of the run
     expires = end_of(run_id, key) + 90 * DAY_S
     assert expiry_of(world, run_id, "N#raced") == expires
-    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {expires}
+    kept_until(world, run_id, expires)
 
 
 def test_a_delivery_created_by_a_worker_that_stopped_before_confirming_its_expiry_is_confirmed_by_the_next_claim(
@@ -463,7 +490,7 @@ def test_a_delivery_created_by_a_worker_that_stopped_before_confirming_its_expir
     deliveries = DeliveryStore(Table(world.table))
     notice = Notice(run_id, "stopped", "run.completed")
     with monkeypatch.context() as stale:
-        stale.setattr(expiry, "run_expiry", lambda *_: {})
+        stale.setattr(expiry, "created_expiry", lambda *_: {})
         stale.setattr(expiry, "confirm", lambda *_: None)
         assert deliveries.claim(notice, clock.now().timestamp(), 30).outcome == "claimed"
     assert expiry_of(world, run_id, "N#stopped") is None
@@ -557,15 +584,17 @@ def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_swee
     Stream(world.table).settle()
     retention_turns(world)
     expires = end_of(run_id, key) + 90 * DAY_S
-    assert expiries(world, run_id) == {expires}
-    # Given a finished run whose retention turn never finished: its earlier items carry no expiry
+    kept_until(world, run_id, expires)
+    # Given a finished run whose retention turn never finished: its earlier items carry no expiry (as a release
+    # before ADR 0133 wrote them)
     unfinished_retention(world, run_id)
     assert None in expiries(world, run_id)
     # When the deployment's daily sweep runs
     daily_sweep(world)
-    # Then every item of the run carries its expiry, and nothing of the run still waiting does
+    # Then every item of the run carries its expiry, and nothing of the run still waiting carries one but the
+    # provisional one it was written with
     assert expiries(world, run_id) == {expires}
-    assert expiries(world, waiting) == {None}
+    open_items(world, waiting)
     # Given a re-stamp of the run whose turn never finished: the head has its new expiry, the other items the old
     unfinished_restamp(world, run_id, expires - 60 * DAY_S)
     # When the daily sweep runs
@@ -582,7 +611,7 @@ def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_swee
     assert turns >= 1
     assert expiries(world, run_id) == {expires - 60 * DAY_S}
     assert (listing_expiry(world, run_id) or 0) >= expires - 60 * DAY_S
-    assert expiries(world, waiting) == {None}
+    open_items(world, waiting)
 
 
 def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a_resumable_job(
@@ -595,14 +624,14 @@ def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a
     Stream(world.table).settle()
     retention_turns(world)
     for run_id in finished:
-        assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {end_of(run_id, key) + 90 * DAY_S}
+        kept_until(world, run_id, end_of(run_id, key) + 90 * DAY_S)
     # When the tenant keeps finished runs 30 days from now on, and the job it starts is taken
     assert call("PATCH", "/tenant/settings", key, {"retentionDays": 30}).status == 200
     retention_turns(world)
     # Then every item of the runs finished before expires 30 days after their end, and the waiting run is untouched
     for run_id in finished:
         assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in own_items(world, run_id)} == {end_of(run_id, key) + 30 * DAY_S}
-    assert all(wiring.TTL_ATTRIBUTE not in i for i in own_items(world, waiting))
+    open_items(world, waiting)
     # and the settings show the job done, with what it saw and changed
     shown = call("GET", "/tenant/settings", key).json()["retentionRestamp"]
     assert {k: shown[k] for k in ("state", "days", "runsSeen", "runsRestamped")} == {
@@ -627,3 +656,132 @@ def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a
     # and the turn its change queued finds nothing left to do
     retention_turns(world)
     assert call("GET", "/tenant/settings", key).json()["retentionRestamp"] == shown
+
+
+def retention_mark(world: Any, run_id: str) -> int | None:
+    head = boto3.client("dynamodb").get_item(TableName=world.table, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)
+    value = head["Item"].get(retention_store.RETAINED)
+    return int(value["N"]) if value else None
+
+
+def open_gate_run(services: Any, world: Any, key: str, workflow: str) -> str:
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.workflows.put_workflow(principal, workflow, WorkflowDefinition.model_validate(GATE))
+    started = call("POST", "/runs", key, {"workflowId": workflow})
+    assert started.status == 201, started.text
+    Stream(world.table).settle()
+    return str(started.json()["runId"])
+
+
+def decide(world: Any, key: str, run_id: str) -> None:
+    decided = call("POST", f"/runs/{to_wire(run_id)}/interrupts/review", key, {"resumeValue": {"action": "accept"}})
+    assert decided.status == 200, decided.text
+    Stream(world.table).settle()
+    retention_turns(world)
+
+
+@pytest.mark.private_world
+def test_a_run_that_ends_within_its_items_margin_has_them_written_once_and_kept_past_its_retention(
+    clock_file, services, world, monkeypatch
+):
+    key = new_api_key(services)
+    run_id = open_gate_run(services, world, key, "soon")
+    # Given an open run: every item written so far carries its items' provisional expiry (its creation + the default
+    # 90 days + ITEMS_MARGIN_DAYS), a delivery made for it too, its head none
+    provisional = items_provisional(world, run_id)
+    assert open_items(world, run_id) == {None, provisional}
+    deliveries = DeliveryStore(Table(world.table))
+    notice = Notice(run_id, "opened", "interrupt.requested")
+    assert deliveries.claim(notice, clock.now().timestamp(), 30).outcome == "claimed"
+    assert expiry_of(world, run_id, "N#opened") == provisional
+    before = {i["sk"]["S"] for i in own_items(world, run_id)} - {"RUN"}
+    # When it is decided within the margin, and its retention turn taken
+    written: list[str] = []
+    stamp = retention_store.RetentionStore.set_item_ttl
+    monkeypatch.setattr(
+        retention_store.RetentionStore,
+        "set_item_ttl",
+        lambda store, run, sk, ttl: (written.append(sk), stamp(store, run, sk, ttl)),
+    )
+    decide(world, key, run_id)
+    # Then its turn wrote none of its items: each one written before the end keeps the provisional expiry, later than
+    # the run's, which the ending transaction gave what it wrote
+    assert written == []
+    expires = end_of(run_id, key) + 90 * DAY_S
+    kept_until(world, run_id, expires)
+    assert {expiry_of(world, run_id, sk) for sk in before} == {provisional}
+    assert retention_mark(world, run_id) is None
+    # When its retention is over, its head goes and no answer names it; its other items go at their provisional expiry
+    ttl = TtlPump(world.table)
+    clock.advance(clock_file, expires - int(clock.now().timestamp()) + 60)
+    ttl.sweep()
+    assert call("GET", f"/runs/{to_wire(run_id)}", key).status == 404
+    assert call("GET", f"/runs/{to_wire(run_id)}/events", key).status == 404
+    assert call("GET", f"/runs/{to_wire(run_id)}/export", key).status == 404
+    clock.advance(clock_file, provisional - expires)
+    ttl.sweep()
+    assert own_items(world, run_id) == []
+
+
+@pytest.mark.private_world
+def test_a_run_that_ends_past_its_items_margin_has_every_item_stamped_and_a_turn_cut_short_is_found_by_its_head(
+    clock_file, services, world
+):
+    key = new_api_key(services)
+    run_id = open_gate_run(services, world, key, "later")
+    provisional = items_provisional(world, run_id)
+    # Given a run decided past its items' margin (their provisional expiry is before its end + 90 days)
+    clock.advance(clock_file, (run_search.ITEMS_MARGIN_DAYS + 1) * DAY_S)
+    decide(world, key, run_id)
+    expires = end_of(run_id, key) + 90 * DAY_S
+    assert provisional < expires
+    # Then its retention turn gave every item the run's expiry, and the head says that turn is whole
+    assert expiries(world, run_id) == {expires}
+    assert retention_mark(world, run_id) == expires
+    # Given such a turn cut short: the head says it is under way (as the ending transaction wrote it), an item keeps
+    # the provisional expiry it was written with
+    client = boto3.client("dynamodb")
+    event = min(i["sk"]["S"] for i in own_items(world, run_id) if i["sk"]["S"].startswith("E#"))
+    client.update_item(
+        TableName=world.table,
+        Key=a.key(run_pk(run_id), event),
+        UpdateExpression="SET #ttl = :ttl",
+        ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+        ExpressionAttributeValues={":ttl": a.n(provisional)},
+    )
+    unfinished_restamp(world, run_id, expires)
+    # When the daily sweep runs
+    daily_sweep(world)
+    # Then every item of the run carries its expiry, and the head says the turn is whole
+    assert expiries(world, run_id) == {expires}
+    assert retention_mark(world, run_id) == expires
+
+
+@pytest.mark.private_world
+def test_a_run_waiting_past_its_items_provisional_expiry_keeps_every_item_through_the_daily_sweep(
+    clock_file, services, world
+):
+    key = new_api_key(services)
+    run_id = open_gate_run(services, world, key, "waits")
+    provisional = items_provisional(world, run_id)
+    events = call("GET", f"/runs/{to_wire(run_id)}/events/poll?timeout=1", key).json()["events"]
+    # Given a run still waiting as its items' provisional expiry comes near, the daily sweep running then
+    clock.advance(clock_file, provisional - int(clock.now().timestamp()) - run_search.LISTING_KEPT_DAYS * DAY_S + 60)
+    daily_sweep(world)
+    # Then its items lose it, and what is written for it from then on is written without one
+    assert open_items(world, run_id) == {None}
+    deliveries = DeliveryStore(Table(world.table))
+    notice = Notice(run_id, "near", "interrupt.requested")
+    assert deliveries.claim(notice, clock.now().timestamp(), 30).outcome == "claimed"
+    assert expiry_of(world, run_id, "N#near") is None
+    # When that expiry has long passed, DynamoDB's TTL running
+    clock.advance(clock_file, 2 * run_search.LISTING_KEPT_DAYS * DAY_S)
+    daily_sweep(world)
+    TtlPump(world.table).sweep()
+    # Then the run has every item still, its events whole
+    assert call("GET", f"/runs/{to_wire(run_id)}/events/poll?timeout=1", key).json()["events"] == events
+    # and when it is decided, every item takes its expiry, and its head says its turn is whole
+    decide(world, key, run_id)
+    expires = end_of(run_id, key) + 90 * DAY_S
+    assert expiries(world, run_id) == {expires}
+    assert retention_mark(world, run_id) == expires

@@ -115,3 +115,32 @@ def test_a_runs_listing_entry_keeps_its_provisional_expiry_unless_the_run_ends_o
     assert not run_search.listing_kept_open(provisional, provisional - near)
     assert run_search.listing_kept_open(provisional, provisional - near + 1)
     assert run_search.listing_expiry(state, None, provisional - near + 1) is None
+
+
+def test_a_runs_own_items_keep_their_provisional_expiry_unless_the_run_ends_past_it_or_waits_near_it() -> None:
+    from interlude.domain.models.run import RunState
+    from interlude.rules.limits import Limits
+    from interlude.rules.retention import DAY_S
+
+    created = datetime(2026, 12, 1, tzinfo=UTC)
+    start = int(created.timestamp())
+    limits = Limits(10, 10, 10, 1024, 10, retention_days=90)
+    state = RunState(
+        runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={},
+        createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits, created),
+    )
+    # The run's items are written to expire its creation + retentionDays + the items' margin
+    provisional = run_search.items_expiry(state.searchExpiry)
+    assert provisional == start + (90 + run_search.ITEMS_MARGIN_DAYS) * DAY_S
+    assert run_search.items_expiry(None) is None
+    # while that is not near; then without one (the daily sweep takes it off what has it)
+    near = run_search.LISTING_KEPT_DAYS * DAY_S
+    assert run_search.open_expiry(provisional, start) == provisional
+    assert run_search.open_expiry(provisional, provisional - near) == provisional
+    assert run_search.open_expiry(provisional, provisional - near + 1) is None
+    assert run_search.open_expiry(None, start) is None
+    # A run that ends within the margin keeps them; one that ends later, or has none, has every item written
+    ended_soon = start + run_search.ITEMS_MARGIN_DAYS * DAY_S + 90 * DAY_S
+    assert not run_search.items_stamped_at_end(provisional, ended_soon)
+    assert run_search.items_stamped_at_end(provisional, ended_soon + 1)
+    assert run_search.items_stamped_at_end(None, ended_soon)

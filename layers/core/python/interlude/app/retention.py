@@ -8,31 +8,35 @@ migrate). A turn stamps the head first (the transaction that ends a run has done
 wrote), then pages through the run's partition stamping each item whose ttl is not the head's (and the effect records
 its ledger names, the tasks its event batches requested), and checks after each page that the run has not moved
 meanwhile (else it starts over). A turn out of time answers where it stopped; the next turn goes on from there (and a
-turn repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries and
-its listing entry carry a provisional expiry from their creation: the job writes them again only for a run that ends
-too late for it (rules/run_search.stamped_at_end, listing_stamped_at_end), and does so first. What an item of the
-partition names (a task, an effect record, its gates' search entries) is stamped before the item, so a finished run
-whose items all have the expiry has had its turn whole: one with an item without it has a turn to finish, which the
-retention sweep finds (their message dead-lettered, a deploy cut them short), so a run's first retention needs no
-mark of its own. A head whose expiry changed after its items had theirs (a re-stamp) carries `retentionStamped`, and a
-turn that finishes sets it to the expiry it gave every item. Reasons: ADRs 0115, 0118, 0131.
+turn repeated does no write twice: an item already carrying the ttl is left as it is). The run's search entries, its
+listing entry and its own items written before its end carry a provisional expiry from their creation: the job
+writes them again only for a run that ends too late for it (rules/run_search.stamped_at_end, listing_stamped_at_end,
+items_stamped_at_end), the entries first; a run that ends within it has no item written but those without one (as an
+earlier release wrote them). What an item of the partition names (a task, an effect record, its gates' search
+entries) is stamped before the item, so a finished run whose items all have an expiry has had its turn whole: one
+with an item without it has a turn to finish, which the retention sweep finds (their message dead-lettered, a deploy
+cut them short). A turn that gives every item the run's expiry whatever it carries (a re-stamp; a run that ended too
+late for its items' provisional expiry, whose ending transaction says so) is told by the head's `retentionStamped`:
+0 while it is under way, the expiry it gave every item once it finished. Reasons: ADRs 0115, 0118, 0131, 0133.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from interlude.domain.clock import iso
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
 from interlude.rules import run_search
 from interlude.rules.retention import run_expiry
+from interlude.store.retention import RESTAMPING
 
 if TYPE_CHECKING:
     from typing import Any
 
     from interlude.domain.clock import Clock
-    from interlude.store.retention import RetainedRun, RetentionStore
+    from interlude.store.retention import RetainedRun, RetentionStore, RunItem
 
 # Run listing entries a page of a re-stamp job reads (each run: its head read, and if its expiry changes, its turn).
 RESTAMP_PAGE = 50
@@ -87,10 +91,19 @@ class RunRetention:
         if run is None:
             return None  # gone: deleted, or expired already
         target = self._target(run_id, run)
+        if target is not None and run.ttl is None and run.stamped is None:
+            # `_target` gave the head its expiry, and its mark when the turn writes every item.
+            late = run.provisional is not None and run_search.items_stamped_at_end(run.provisional, target)
+            run = replace(run, stamped=RESTAMPING if late else None)
         if first is not None and (first.head is None or target != run.ttl):
             # A page is stamped only if it was read with the head, or after it and after any change of its expiry (a
             # late writer that confirmed against the head before that change wrote before the page: it is read).
             first = None
+        # The run's items keep the provisional expiry they were written with when the run ended soon enough for it
+        # (ADR 0133: an item is written only if it has none, or one before the run's); else every item takes the
+        # run's, and the head says the turn is under way until it is whole (RETAINED: the ending transaction wrote 0).
+        whole = self._whole(run_id, run, target)
+        wanted, later_kept = self._wanted(run, target)
         searched = run_search.stamped_at_end(run.state, target)
         # The listing entry and the tasks keep the provisional expiry they were written with unless the run ended too
         # late for it (or ended before it had one, or runs again: rules/run_search.listing_stamped_at_end).
@@ -118,7 +131,7 @@ class RunRetention:
                 # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):
                     self.store.put_search_entries(run.state, gates, target)
-                self._retain(run_id, item.sk, item.ttl, item.effect_id, target)
+                self._retain(run_id, item, target, wanted, later_kept)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)
             if last is None:
@@ -126,11 +139,35 @@ class RunRetention:
             after = last
             if not has_time():
                 return after
-        if target is not None and run.stamped is not None and run.stamped != target:
-            # A re-stamped head: the head says its turn is whole. A run that moved meanwhile is left unmarked; its move
-            # queued its own turn.
+        if target is not None and whole:
+            # A re-stamped head, or a run ended too late for its items' provisional expiry: the head says its turn is
+            # whole. A run that moved meanwhile is left unmarked; its move queued its own turn.
             self.store.mark_retained(run_id, run.version, target)
         return None
+
+    def _whole(self, run_id: str, run: RetainedRun, target: int | None) -> bool:
+        """Whether the turn marks the head once it is whole: a turn that writes every item whatever it carries (a
+        re-stamp, or a run that ended too late for its items' provisional expiry). The head of such a turn says it is
+        under way from before its first write (the ending transaction's 0, or a re-stamp's); one that does not yet (the
+        run ended under an earlier release) is marked now, so that a turn cut short is found by the daily sweep."""
+        if target is None or run.stamped == target:
+            return False
+        if run.stamped is not None:
+            return True
+        if run.provisional is None or not run_search.items_stamped_at_end(run.provisional, target):
+            return False
+        if not self.store.expire_head(run_id, run.version, target, restamped=True):
+            raise RunMoved(run_id)
+        return True
+
+    def _wanted(self, run: RetainedRun, target: int | None) -> tuple[int | None, bool]:
+        """The expiry the turn gives an item of the run, and whether an item that carries a later one keeps it."""
+        if target is None:
+            # The run runs again: its items take the provisional expiry back, or none when it is near (the sweep's).
+            return run_search.open_expiry(run.provisional, self.clock().timestamp()), False
+        # A run that ended soon enough: an item written with the provisional expiry (never before the run's) keeps it.
+        soon = run.provisional is not None and not run_search.items_stamped_at_end(run.provisional, target)
+        return target, soon and run.stamped is None
 
     def _unmoved(self, run_id: str, run: RetainedRun) -> None:
         now = self.store.retained_run(run_id)
@@ -145,21 +182,24 @@ class RunRetention:
         if run.ttl is not None:
             return run.ttl
         ttl = run_expiry(run.state.completedAt, self.retention_days(run.state.tenant), self.clock())
-        if not self.store.expire_head(run_id, run.version, ttl):
+        # Ended too late for its items' provisional expiry: the head says the turn is under way (`_whole`).
+        late = run.provisional is not None and run_search.items_stamped_at_end(run.provisional, ttl)
+        if not self.store.expire_head(run_id, run.version, ttl, restamped=late):
             raise RunMoved(run_id)
         return ttl
 
-    def _retain(self, run_id: str, sk: str, ttl: int | None, effect_id: str | None, target: int | None) -> None:
-        if effect_id is not None:
+    def _retain(self, run_id: str, item: RunItem, target: int | None, wanted: int | None, later_kept: bool) -> None:
+        if item.effect_id is not None:
             # A ledger entry (and its effect record) keeps its own expiry when that is later: never less than 14 days
             # past its effect (OpenWOP idempotency.md). A run that runs again leaves them as they are.
             if target is not None:
-                self.store.raise_effect_ttl(effect_id, target)
-                if ttl is None or ttl < target:
-                    self.store.raise_ttl(run_id, sk, target)
+                self.store.raise_effect_ttl(item.effect_id, target)
+                if item.ttl is None or item.ttl < target:
+                    self.store.raise_ttl(run_id, item.sk, target)
             return
-        if ttl != target:
-            self.store.set_item_ttl(run_id, sk, target)
+        if item.ttl == wanted or (later_kept and item.ttl is not None and wanted is not None and item.ttl > wanted):
+            return
+        self.store.set_item_ttl(run_id, item.sk, wanted)
 
 
 class Restamp:

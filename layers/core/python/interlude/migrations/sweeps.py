@@ -7,12 +7,14 @@ daily schedule (wiring.RETENTION_SWEEP) queues a turn that `start`s a pass when 
 while it has time and queues the next (a turn out of time goes on from the checkpoint's position, as a migration does;
 a chain of turns that died is taken on by the next day's turn once its lease lapsed). A finished run is selected
 when its retention turn never finished: by an item of its partition without an expiry, which a whole turn gives each
-one after what it names (such an item names an open run, nearly always: its head is read, 0.5 read units), or by a
-listing entry without one (written so before ADR 0131), or by its head, when it has no expiry (ended before
-retention existed) or has a `retentionStamped` that is not its `ttl` (re-stamped since its end: store/retention.py).
-Its retention turn is taken here, inline, as migration 0007 does for runs ended before retention existed. An open
-run whose listing entry's provisional expiry is near (rules/run_search.LISTING_KEPT_DAYS) has it taken off, or the
-entry put back, so it stays listed however long it waits, and so do the tasks it waits for (ADR 0131).
+one after what it names (such an item may name an open run: its head is read, 0.5 read units), or by a listing entry
+without one (written so before ADR 0131), or by its head, when it has no expiry (ended before retention existed) or
+has a `retentionStamped` that is not its `ttl` (re-stamped since its end, or ended too late for its items'
+provisional expiry: store/retention.py). Its retention turn is taken here, inline, as migration 0007 does for runs
+ended before retention existed. Every open run's head is selected (read whole by the Scan already): one whose items'
+provisional expiry is near (rules/run_search.LISTING_KEPT_DAYS) has it taken off every item (one Query of its partition a day, a write once an
+item), so it keeps every item however long it waits (ADR 0133); one whose listing entry's is near has it taken off,
+or the entry put back, so it stays listed, and so do the tasks it waits for (ADR 0131).
 A unit of a replay (a delivery, a notification) reopened more than STUCK_AFTER_S ago whose new round never began (its
 replay stopped between its reopen and its send) is queued again (interlude.app.replay.Replay.requeue). A tenant's
 re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
@@ -45,14 +47,15 @@ from interlude.store.layout import RUN_PARTITION, RUN_SK, run_id_of, tenant_of_p
 from interlude.store.leases import PENDING
 from interlude.store.limits import USAGE_SK
 from interlude.store.migrations import MigrationStore, Scan
-from interlude.store.retention import RESTAMP_SK, RETAINED, RUNNING, RetentionStore
+from interlude.store.retention import RESTAMP_SK, RETAINED, RUNNING, RetentionStore, retained_head
 from interlude.store.tenants import TenantRecords
 
 if TYPE_CHECKING:
     from interlude.store.facade import Store
 
 logger = logging.getLogger(__name__)
-FINISHED = {":run": RUN_SK, ":completed": "completed", ":failed": "failed", ":cancelled": "cancelled"}
+FINISHED_STATUSES = ("completed", "failed", "cancelled")
+FINISHED = {":run": RUN_SK, **{f":{status}": status for status in FINISHED_STATUSES}}
 FINISHED_FILTER = "sk = :run AND #status IN (:completed, :failed, :cancelled)"
 
 
@@ -85,21 +88,29 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
             logger.exception("a replayed unit could not be queued", extra={"runId": run_id})
     counters = {tenant_of_pk(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == USAGE_SK}
     closed = _close_ended_months(store, counters, now)
-    heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
-    # The runs named by an item without an expiry: an item of the run's partition (an open run, nearly always; else a
-    # finished run whose turn never finished: a turn gives them theirs last), or a listing entry (written so by a
-    # release before ADR 0131, or an open run's the sweep kept; or a head gone: a creation refused after its entry
-    # was put). The finished are retained, and an open run near its listing entry's provisional expiry keeps it listed.
+    rows = [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
+    heads = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in rows if i.get("status", {}).get("S") in FINISHED_STATUSES]
+    waiting = [retained_head(i) for i in rows if i.get("status", {}).get("S") not in FINISHED_STATUSES]
+    # The runs named by an item without an expiry: an item of the run's partition (a finished run whose turn never
+    # finished: a turn gives them theirs after what they name; an open run's, written so by a release before ADR 0133
+    # or once the sweep keeps it), or a listing entry (written so by a release before ADR 0131, or an open run's the
+    # sweep kept; or a head gone: a creation refused after its entry was put); and every open run, by its head (ADR
+    # 0133). The finished are retained; an open run near its items' provisional expiry keeps every item, and near its
+    # listing entry's keeps it listed and the tasks it waits for.
     unlisted = {i["runId"]["S"] for i in items if is_listing_entry(i[wiring.PARTITION_KEY]["S"]) and "runId" in i}
     unstamped = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] != RUN_SK]
-    named = [r for r in dict.fromkeys([*unlisted, *unstamped]) if r is not None and r not in heads]
+    read = {run.state.runId for run in waiting}
+    named = [r for r in dict.fromkeys([*unlisted, *unstamped]) if r is not None and r not in heads and r not in read]
     finished: list[str] = []
     kept = 0
-    for run in retention.store.heads_among(named) if named else []:
+    for run in [*waiting, *(retention.store.heads_among(named) if named else [])]:
         expiry = run.state.searchExpiry
         if run.state.terminal:
             finished.append(run.state.runId)
-        elif expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
+            continue
+        if run.provisional is not None and run_search.listing_kept_open(run.provisional, now.timestamp()):
+            kept += retention.store.keep_items(run.state.runId)
+        if expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
             kept += retention.store.keep_listed(run.state)
             waited = [p.effectId for p in run.state.actions.values() if p.kind == TASK]
             kept += sum(retention.store.keep_task(task) for task in waited)
@@ -182,6 +193,7 @@ def daily_sweep(now: datetime) -> Migration:
             f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR (attribute_exists(#retained) AND #retained <> #ttl)))"
             " OR (contains(pk, :listing) AND attribute_exists(runId) AND attribute_not_exists(#ttl))"
             " OR (contains(pk, :run_items) AND sk <> :run AND attribute_not_exists(#ttl))"
+            " OR (sk = :run AND attribute_not_exists(#ttl))"
             " OR (sk = :restamp AND #state = :running)"
             " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)"
             " OR sk = :usage",
@@ -196,8 +208,15 @@ def daily_sweep(now: datetime) -> Migration:
                 ":stuck": stuck_before,
                 ":usage": USAGE_SK,
             },
-            {"#ttl": wiring.TTL_ATTRIBUTE, "#status": "status", "#retained": RETAINED, "#state": "state"},
-            "pk, sk, runId, #status, reopenedAt, attempts, reopenedFrom",
+            {
+                "#ttl": wiring.TTL_ATTRIBUTE,
+                "#status": "status",
+                "#retained": RETAINED,
+                "#state": "state",
+                "#version": "version",
+            },
+            # An open run's head is read here whole (a Scan is billed by what it reads, not what it answers).
+            "pk, sk, runId, #status, reopenedAt, attempts, reopenedFrom, #state, #version, #ttl, #retained",
         ),
         lambda store, items: _swept(store, items, now),
     )

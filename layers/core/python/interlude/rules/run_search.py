@@ -64,6 +64,14 @@ SEARCH_ENTRY_MARGIN_DAYS = 90
 # it (the daily retention sweep: interlude.migrations.sweeps), so a run that waits longer stays listed; the job gives
 # its entry the run's own expiry when it ends (`listing_stamped_at_end`).
 LISTING_KEPT_DAYS = 30
+# The run's own items written once, or whose last write is known (event batches, gates' items, deliveries and
+# notifications), are written with a provisional expiry too, this many days past the run's creation + retentionDays:
+# the retention job writes none of them for a run that ends within this many days of its creation (ADR 0133, which
+# chose it by cost: every finished run's items are stored this much longer, a run that ends later pays the job). An
+# open run's items lose it once it is LISTING_KEPT_DAYS near (the writers then write none; the daily sweep takes it
+# off what has it), so a run keeps every item however long it waits. It is derived, not stored (a head attribute would
+# put some heads over a 1 KB write unit): a release that changes it judges a run by the smaller of the two margins.
+ITEMS_MARGIN_DAYS = 7
 
 
 def words(text: str) -> list[str]:
@@ -173,6 +181,28 @@ def listing_expiry(state: RunState, expires: int | None, now_s: float) -> int | 
     if expires is None:
         return provisional if provisional is not None and not listing_kept_open(provisional, now_s) else None
     return expires if provisional is None else max(expires, provisional)
+
+
+def items_expiry(search_expiry: int | None) -> int | None:
+    """The provisional expiry of a run's own items (ITEMS_MARGIN_DAYS), from its search entries' (`RunState.
+    searchExpiry`, which its head holds): the run's creation + the retentionDays it was created under + the margin;
+    None for a run created before its search entries had one."""
+    if search_expiry is None:
+        return None
+    return search_expiry - (SEARCH_ENTRY_MARGIN_DAYS - ITEMS_MARGIN_DAYS) * DAY_S
+
+
+def open_expiry(provisional: int | None, now_s: float) -> int | None:
+    """What an item of an open run is written with: its provisional expiry while that is not near (else none: the
+    daily sweep keeps the run's items, `listing_kept_open`)."""
+    return provisional if provisional is not None and not listing_kept_open(provisional, now_s) else None
+
+
+def items_stamped_at_end(provisional: int | None, expires: int) -> bool:
+    """Whether the retention job of a run that ended to expire at `expires` writes the run's items whatever they were
+    written with (and marks its head while it does, so that a turn cut short is found: app/retention.py): the run
+    ended too late for their provisional expiry, or was created before they had one."""
+    return provisional is None or expires > provisional
 
 
 def listing_kept_open(provisional: int, now_s: float) -> bool:

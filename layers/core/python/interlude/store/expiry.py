@@ -1,14 +1,17 @@
-"""A finished run's expiry, as an item written into its partition after its end takes it (issue 30 item 4).
+"""A run's expiry, as an item written into its partition by a ledger takes it (issue 30 item 4, ADR 0133).
 
 The retention job (interlude.app.retention) gives every item a finished run has its expiry; an item written later (a
 callback delivery of `run.completed`, the attempt of a replayed dead letter, a late notification) is created with the
-head's `ttl` by its ledger (store/leases.py `expiring`), so nothing of the run outlives it. Apart from
-store/retention.py: the workers that write those items load neither the run model nor the job.
+head's `ttl` by its ledger (store/leases.py `expiring`), and one of an open run with the provisional expiry its head
+state names (rules/run_search.items_expiry) while that is not near, so a run that ends within it has nothing of its items to stamp. Apart
+from store/retention.py: the workers that write those items load neither the run model nor the job.
 
 Why no item is left without its expiry (ADR 0118). The head's `ttl` read before the item is written may be stale by
 the time it is written (the run ended between the two, and the job's page passed the item's key before it existed).
-So after creating the item its ledger reads the head again, strongly consistent (`confirm`), and while the head's
-`ttl` differs from what the item carries, gives the item the head's (set or taken off) and reads again. When the
+So after creating the item its ledger reads the head again, strongly consistent (`confirm`), and while what the head
+says the item is to carry differs from what it carries, gives the item that (set or taken off) and reads again: the
+head's `ttl`; or, while it has none, the provisional expiry or none; an item of a run that ended soon enough for its
+provisional expiry may keep that one, later than the run's (the retention job's own rule). When the
 confirmation returns, the item's `ttl` equals the head's as it was at a read made after the item's last write; a later
 change of the head's `ttl` (the run ending, running again, or re-stamped) queues a retention turn, which pages the
 partition with strongly consistent reads after that change, so it finds the item and stamps it. A crash between the
@@ -17,14 +20,22 @@ write and the confirmation leaves the unit's message to be taken again, and the 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from interlude import wiring
+from interlude.domain import clock
+from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.layout import RUN_SK, run_pk
 
+# The head's record that a retention turn is whole when the run's items alone cannot say so: the expiry the last whole
+# turn gave every item, 0 while a turn that writes every item is under way (a re-stamp, or a run that ended too late
+# for its items' provisional expiry: its ending transaction writes the 0). store/retention.py, ADRs 0118, 0133.
+RETAINED = "retentionStamped"
+RESTAMPING = 0
 # Rounds of a confirmation: each needs the head's ttl to change between its write and its read (a run ending, or
 # running again, within milliseconds); past them the claim fails and its message is taken again.
 CONFIRM_ROUNDS = 5
@@ -36,31 +47,73 @@ class ExpiryUnsettled(Exception):
 
 def run_expiry(client: Any, table: str, run_id: str) -> a.Item:
     """`{ttl: …}`: the run's head's expiry, once the run has finished and been given one; else `{}`."""
-    return _head_expiry(client, table, run_id, consistent=False) or {}
+    head = _head_expiry(client, table, run_id, consistent=False) or {}
+    return {wiring.TTL_ATTRIBUTE: head[wiring.TTL_ATTRIBUTE]} if wiring.TTL_ATTRIBUTE in head else {}
+
+
+def created_expiry(client: Any, table: str, run_id: str) -> a.Item:
+    """What a new item of the run is created with (`{ttl: …}` or `{}`): the head's expiry once the run has finished,
+    else its items' provisional one while that is not near (ADR 0133)."""
+    return _wanted(_head_expiry(client, table, run_id, consistent=False) or {}, clock.now().timestamp())[0]
+
+
+def _wanted(head: a.Item, now_s: float) -> tuple[a.Item, bool]:
+    """The expiry an item of the run whose head holds `head` is to carry, and whether a later one does as well (a
+    run that ended soon enough for its items' provisional expiry and whose turn writes only what has none or an
+    earlier one: app/retention.py)."""
+    provisional = run_search.items_expiry(_search_expiry(head))
+    if wiring.TTL_ATTRIBUTE not in head:
+        kept = run_search.open_expiry(provisional, now_s)
+        return ({} if kept is None else {wiring.TTL_ATTRIBUTE: a.n(kept)}), False
+    ttl = int(head[wiring.TTL_ATTRIBUTE]["N"])
+    soon = provisional is not None and not run_search.items_stamped_at_end(provisional, ttl)
+    return {wiring.TTL_ATTRIBUTE: head[wiring.TTL_ATTRIBUTE]}, soon and RETAINED not in head
+
+
+def _search_expiry(head: a.Item) -> int | None:
+    """The run's searchExpiry, read from the head's state JSON as it is (the run model is not loaded here)."""
+    if "state" not in head:
+        return None
+    value = json.loads(a.unpacked_json(head["state"])).get("searchExpiry")
+    return int(value) if value is not None else None
+
+
+def _settled(written: a.Item, wanted: a.Item, later_kept: bool) -> bool:
+    if written == wanted:
+        return True
+    if not later_kept or wiring.TTL_ATTRIBUTE not in written:
+        return False
+    return int(written[wiring.TTL_ATTRIBUTE]["N"]) >= int(wanted[wiring.TTL_ATTRIBUTE]["N"])
 
 
 def _head_expiry(client: Any, table: str, run_id: str, consistent: bool) -> a.Item | None:
-    """The head's `{ttl: …}` (`{}` while it has none); None when the head is gone (expired, or its tenant deleted)."""
+    """What the head holds of the run's expiry (its `ttl`, its retention mark, its state, which names its items'
+    provisional expiry: those it has; a GetItem is billed by the item's size whatever it projects); None when the
+    head is gone (expired, or its tenant deleted)."""
+    names = {"#pk": wiring.PARTITION_KEY, "#ttl": wiring.TTL_ATTRIBUTE, "#retained": RETAINED, "#state": "state"}
     got = client.get_item(
         TableName=table,
         Key=a.key(run_pk(run_id), RUN_SK),
-        ProjectionExpression="#pk, #ttl",
-        ExpressionAttributeNames={"#pk": wiring.PARTITION_KEY, "#ttl": wiring.TTL_ATTRIBUTE},
+        ProjectionExpression="#pk, #ttl, #retained, #state",
+        ExpressionAttributeNames=names,
         ConsistentRead=consistent,
     )
     if "Item" not in got:
         return None
-    value = got["Item"].get(wiring.TTL_ATTRIBUTE)
-    return {wiring.TTL_ATTRIBUTE: value} if value else {}
+    return {name: value for name, value in got["Item"].items() if name != wiring.PARTITION_KEY}
 
 
 def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item) -> None:
     """The item at `key`, written with `written` (`{ttl: …}` or `{}`), carries its run's expiry as the head holds it
-    now, and no later change of the head's can miss it (the module's docstring says why)."""
+    now (or, for a run that ended soon enough, a later one: its items' provisional expiry), and no later change of
+    the head's can miss it (the module's docstring says why)."""
     for _ in range(CONFIRM_ROUNDS):
         head = _head_expiry(client, table, run_id, consistent=True)
-        if head is None or head == written:
-            return  # settled; or the run is gone (the item keeps what it was written with)
+        if head is None:
+            return  # the run is gone (the item keeps what it was written with)
+        wanted, later_kept = _wanted(head, clock.now().timestamp())
+        if _settled(written, wanted, later_kept):
+            return
         names = {"#pk": wiring.PARTITION_KEY, "#ttl": wiring.TTL_ATTRIBUTE}
         update: dict[str, Any] = {
             "TableName": table,
@@ -68,8 +121,8 @@ def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item) 
             "ConditionExpression": "attribute_exists(#pk)",
             "ExpressionAttributeNames": names,
         }
-        if head:
-            update |= {"UpdateExpression": "SET #ttl = :ttl", "ExpressionAttributeValues": {":ttl": head[wiring.TTL_ATTRIBUTE]}}
+        if wanted:
+            update |= {"UpdateExpression": "SET #ttl = :ttl", "ExpressionAttributeValues": {":ttl": wanted[wiring.TTL_ATTRIBUTE]}}
         else:
             update["UpdateExpression"] = "REMOVE #ttl"
         try:
@@ -78,5 +131,5 @@ def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item) 
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
             return  # the item is gone meanwhile
-        written = head
+        written = wanted
     raise ExpiryUnsettled(run_id)

@@ -124,9 +124,10 @@ class Ledger(ABC, Generic[Ref]):
         return None
 
     def expiring(self, ref: Ref) -> a.Item:
-        """What a new item of this ledger is created with to expire: its run's expiry when the run has finished."""
+        """What a new item of this ledger is created with to expire: its run's expiry when the run has finished, else
+        its items' provisional one (store/expiry.created_expiry)."""
         run_id = self.run_of(ref)
-        return {} if run_id is None else expiry.run_expiry(self.client, self.table, run_id)
+        return {} if run_id is None else expiry.created_expiry(self.client, self.table, run_id)
 
     def confirm_expiry(self, ref: Ref, written: a.Item) -> None:
         """The item, just written with `written` as its expiry, made to carry its run's as the head holds it now

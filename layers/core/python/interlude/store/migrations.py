@@ -12,6 +12,7 @@ that page (its writes are idempotent), never skips one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
@@ -34,7 +35,8 @@ class Scan(NamedTuple):
     """The items a migration reads: a Scan's filter (and projection) over the whole table."""
 
     filter: str
-    values: dict[str, str]
+    # A string's value, or a number's (compared as a number).
+    values: Mapping[str, str | int]
     names: dict[str, str] = {}
     projection: str | None = None
 
@@ -164,7 +166,9 @@ class MigrationStore:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": scan.filter,
-            "ExpressionAttributeValues": {name: a.s(value) for name, value in scan.values.items()},
+            "ExpressionAttributeValues": {
+                name: a.n(value) if isinstance(value, int) else a.s(value) for name, value in scan.values.items()
+            },
             "Limit": limit,
         }
         if scan.names:

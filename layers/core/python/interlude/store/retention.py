@@ -3,12 +3,18 @@
 
   run head      T#{tenant}#R#{run}   RUN   ttl: when the run expires (its end + the tenant's retentionDays), written
                                            by the transaction that ends it (or by the job, for a run ended before);
-                                           retentionStamped (only on a head re-stamped since its end, or marked by an
-                                           earlier release): the ttl the job's last whole turn gave every item, 0
-                                           while a re-stamp's turn is under way
-  run items     T#{tenant}#R#{run}   *     ttl = the head's (event batches, interrupts, callback and webhook deliveries,
-                                           notifications, the effect ledger: never shortened, so a ledger entry keeps
-                                           its own at least 14 days past its effect)
+                                           its state's searchExpiry names the provisional expiry its items are
+                                           written with (run_search.items_expiry: the run's creation + retentionDays
+                                           + ITEMS_MARGIN_DAYS, ADR 0133);
+                                           retentionStamped (only on a head re-stamped since its end, ended too late
+                                           for its items' provisional expiry, or marked by an earlier release): the
+                                           ttl the job's last whole turn gave every item, 0 while that turn is under way
+  run items     T#{tenant}#R#{run}   *     ttl: the provisional one while the run is open and it is not near (none
+                                           once it is: the daily sweep takes it off), the run's once it ended (event
+                                           batches, interrupts, callback and webhook deliveries, notifications); one
+                                           written before the end keeps the later provisional one unless the run
+                                           ended too late for it or was re-stamped; the effect ledger's is never
+                                           shortened, so a ledger entry keeps its own at least 14 days past its effect
   listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl: the search entries' provisional one, written with
                                                              the entry (ADR 0131), the head's (never less than the
                                                              provisional) only for a run ending too late for it
@@ -27,7 +33,7 @@
                                                on), runsSeen, runsRestamped, startedAt, finishedAt
 
 A run that runs again (a failed run's action retried) loses its ttl on the head at once (store/run_items.head_write),
-and the job takes it off the other items again. An item written after the job (a late delivery) is created with the
+and the job gives the other items the provisional one again (none when it is near). An item written after the job (a late delivery) is created with the
 head's ttl by its ledger (store/expiry.py). Every write here is one UpdateItem of one item: no transaction, so a
 run of any size is retained in pages, each bounded, resumable from the last key done.
 """
@@ -43,7 +49,9 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import RunState
+from interlude.rules import run_search
 from interlude.store import attributes as a
+from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
@@ -55,11 +63,10 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
-# The head's record that a re-stamped run's retention is done: the expiry its last whole turn gave every item (0 while
-# the turn is under way). A head that has one and whose `ttl` differs is a finished run whose retention is yet to be
-# done. A run's first retention needs none: its listing entry's `ttl`, written last, says it is done (ADR 0118).
-RETAINED = "retentionStamped"
-RESTAMPING = 0
+# The head's record that a turn that writes every item is done (expiry.RETAINED): a head that has one and whose
+# `ttl` differs is a finished run whose retention is yet to be done (ADRs 0118, 0133).
+RETAINED = expiry.RETAINED
+RESTAMPING = expiry.RESTAMPING
 
 
 RESTAMP_SK = "RESTAMP"
@@ -94,6 +101,8 @@ class RetainedRun:
     ttl: int | None
     # RETAINED, when the head has one.
     stamped: int | None = None
+    # The provisional expiry the run's items are written with (rules/run_search.items_expiry), when it has one.
+    provisional: int | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,7 @@ class RetentionStore(Table):
         item = got.get("Item")
         if item is None:
             return None
-        return _retained(item)
+        return retained_head(item)
 
     def heads_among(self, run_ids: list[str]) -> list[RetainedRun]:
         """The heads of `run_ids` that are still there. Eventually consistent: what the daily sweep reads of each run it
@@ -132,7 +141,7 @@ class RetentionStore(Table):
             request: dict[str, Any] = {self.table: {"Keys": keys}}
             while request:
                 got = self.client.batch_get_item(RequestItems=request)
-                heads += [_retained(item) for item in got.get("Responses", {}).get(self.table, [])]
+                heads += [retained_head(item) for item in got.get("Responses", {}).get(self.table, [])]
                 request = got.get("UnprocessedKeys") or {}
         return heads
 
@@ -166,6 +175,34 @@ class RetentionStore(Table):
             return False
         self._set_ttl(key, None)
         return True
+
+    def keep_items(self, run_id: str) -> int:
+        """The open run's items without an expiry: each one with one (its provisional, written while it was not near)
+        has it taken off, a ledger entry of an effect aside (it keeps its own: store/effects.py); how many were. One
+        Query of the partition, and a write only for an item that has one."""
+        kept, after = 0, None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "#pk = :pk",
+                "FilterExpression": "attribute_exists(#ttl) AND #sk <> :run AND NOT begins_with(#sk, :ledger)",
+                "ProjectionExpression": "#sk",
+                "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
+                "ExpressionAttributeValues": {
+                    ":pk": a.s(run_pk(run_id)),
+                    ":run": a.s(RUN_SK),
+                    ":ledger": a.s(LEDGER_SK_PREFIX),
+                },
+            }
+            if after is not None:
+                kwargs["ExclusiveStartKey"] = after
+            got = self.client.query(**kwargs)
+            for item in got.get("Items") or []:
+                self._set_ttl(a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"]), None)
+                kept += 1
+            after = got.get("LastEvaluatedKey")
+            if after is None:
+                return kept
 
     def expire_head(self, run_id: str, version: int, ttl: int, restamped: bool = False) -> bool:
         """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read).
@@ -276,7 +313,7 @@ class RetentionStore(Table):
         for item in got.get("Items") or []:
             sk = item[wiring.SORT_KEY]["S"]
             if sk == RUN_SK:
-                head = _retained(item)
+                head = retained_head(item)
                 continue
             # A ledger entry is keyed by its effect's opaque id (store/effects.py, ledger_sk).
             effect = f"{tenant_of(run_id)}/{sk.removeprefix(LEDGER_SK_PREFIX)}" if sk.startswith(LEDGER_SK_PREFIX) else None
@@ -347,11 +384,12 @@ class RetentionStore(Table):
         return True
 
 
-def _retained(head: dict[str, Any]) -> RetainedRun:
+def retained_head(head: dict[str, Any]) -> RetainedRun:
     # Retention reads of a head its status, times, tags, metadata and gates' titles, none of which a format-4 head
     # holds elsewhere (domain/head_parts.py): its other parts are not read back.
     state, version = head_of(head)
-    return RetainedRun(state, version, _number(head, wiring.TTL_ATTRIBUTE), _number(head, RETAINED))
+    ttl, stamped = _number(head, wiring.TTL_ATTRIBUTE), _number(head, RETAINED)
+    return RetainedRun(state, version, ttl, stamped, run_search.items_expiry(state.searchExpiry))
 
 
 def _number(item: Mapping[str, Any], name: str) -> int | None:

@@ -12,9 +12,11 @@ from interlude import wiring
 from interlude.domain import formats, head_parts
 from interlude.domain.audit import AuditDraft
 from interlude.domain.models.run import OpenInterrupt, RunState, state_json
+from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store import gate_closes, item_index
+from interlude.store.expiry import RESTAMPING, RETAINED
 from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
 from interlude.store.transactions import Labelled
 
@@ -61,14 +63,25 @@ def head_attributes(state: RunState, version: int) -> a.Item:
     }
 
 
+def ending(state: RunState, expires: int | None) -> a.Item:
+    """What the head of a run written with `expires` carries of it: the TTL attribute, and the mark that its retention
+    turn is under way when that turn is to write every item (the run ended too late for their provisional expiry:
+    rules/run_search.items_stamped_at_end), so that a turn cut short is found by the daily sweep."""
+    provisional = run_search.items_expiry(state.searchExpiry)
+    if expires is None or provisional is None or not run_search.items_stamped_at_end(provisional, expires):
+        return expiring(expires)
+    return {**expiring(expires), RETAINED: a.n(RESTAMPING)}
+
+
 def expiring(expires: int | None) -> a.Item:
-    """The TTL attribute of an item a run's ending transition writes (issue 30 item 4); none while it runs."""
+    """The TTL attribute of an item of a run (issue 30 item 4): the run's expiry when the transition ends it, its
+    items' provisional one while it is open (ADR 0133); none when neither is known."""
     return {} if expires is None else {wiring.TTL_ATTRIBUTE: a.n(expires)}
 
 
 def head_put(state: RunState, expires: int | None = None) -> dict[str, Any]:
     """A new run head's Put, on condition that none exists."""
-    head = {**a.key(run_pk(state.runId), RUN_SK), **head_attributes(state, 1), **expiring(expires)}
+    head = {**a.key(run_pk(state.runId), RUN_SK), **head_attributes(state, 1), **ending(state, expires)}
     return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
@@ -78,7 +91,7 @@ def head_write(state: RunState, expected_version: int | None, expires: int | Non
     release added to it stays (a rollback's writes strand nothing: docs/operations.md, "Upgrades and rollbacks")."""
     if expected_version is None:
         return {"Put": head_put(state, expires)}
-    owned = list({**head_attributes(state, expected_version + 1), **expiring(expires)}.items())
+    owned = list({**head_attributes(state, expected_version + 1), **ending(state, expires)}.items())
     expression = "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned)))
     names = {"#version": "version", **{f"#h{i}": name for i, (name, _) in enumerate(owned)}}
     if not state.terminal:
@@ -140,9 +153,11 @@ def mark_written(state: RunState, opened: list[OpenInterrupt]) -> None:
             interrupt.itemFormat = formats.INTERRUPT_ITEM_WRITTEN
 
 
-def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int) -> dict[str, Any]:
-    """The gate's item, put by the transition that opens it; `raised_seq`: the first sequence of its events."""
+def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, expires: int | None = None) -> dict[str, Any]:
+    """The gate's item, put by the transition that opens it; `raised_seq`: the first sequence of its events;
+    `expires`: what the transition's event batch expires at (the run's items' provisional expiry, or the run's)."""
     item: a.Item = {
+        **expiring(expires),
         **a.key(run_pk(state.runId), interrupt_sk(interrupt.key)),
         "interruptId": a.s(interrupt.interruptId),
         "nodeId": a.s(interrupt.nodeId),

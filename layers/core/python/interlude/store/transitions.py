@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from interlude import wiring
 from interlude.domain import head_parts
 from interlude.domain.audit import AuditDraft
+from interlude.domain.clock import epoch_of
 from interlude.domain.errors import DomainError
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.effect_names import GATE_ASSIGNED, TASK
@@ -236,12 +237,15 @@ def transition_items(
     pk = run_pk(state.runId)
     run_items.mark_written(state, transition.opened)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
+    # What the transition's own items of the run expire at: the run's expiry when it ends, else the provisional one
+    # its items are written with (ADR 0133), so a run that ends soon has them stamped already.
+    kept = expires if expires is not None else run_search.open_expiry(run_search.items_expiry(state.searchExpiry), epoch_of(now_iso))
     if docs:
         batch = run_items.event_batch_put(
-            state.runId, first_seq, docs, closed_entries(closed), expires, audit, transition.opened
+            state.runId, first_seq, docs, closed_entries(closed), kept, audit, transition.opened
         )
         items.append(batch)
-    items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq)}) for i in transition.opened]
+    items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
     items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
     for c in transition.closed:
         close = run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)
