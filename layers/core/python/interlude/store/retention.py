@@ -55,6 +55,7 @@ from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
 from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.recoveries import RECOVERY_SK
 from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
 from interlude.store.table import Table
@@ -178,20 +179,24 @@ class RetentionStore(Table):
 
     def keep_items(self, run_id: str) -> int:
         """The open run's items without an expiry: each one with one (its provisional, written while it was not near)
-        has it taken off, a ledger entry of an effect aside (it keeps its own: store/effects.py); how many were. One
-        Query of the partition, and a write only for an item that has one."""
+        has it taken off, but a ledger entry of an effect and a recovery's record (each keeps its own: store/effects.py,
+        store/recoveries.py); how many were. One Query of the partition, and a write only for an item that has one."""
         kept, after = 0, None
         while True:
             kwargs: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "#pk = :pk",
-                "FilterExpression": "attribute_exists(#ttl) AND #sk <> :run AND NOT begins_with(#sk, :ledger)",
+                "FilterExpression": (
+                    "attribute_exists(#ttl) AND #sk <> :run AND NOT begins_with(#sk, :ledger)"
+                    " AND NOT begins_with(#sk, :recovery)"
+                ),
                 "ProjectionExpression": "#sk",
                 "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
                 "ExpressionAttributeValues": {
                     ":pk": a.s(run_pk(run_id)),
                     ":run": a.s(RUN_SK),
                     ":ledger": a.s(LEDGER_SK_PREFIX),
+                    ":recovery": a.s(RECOVERY_SK),
                 },
             }
             if after is not None:
