@@ -101,7 +101,7 @@ def tenant_secret(info: dict[str, str], tenant: str, command: str = "show") -> s
     return json.loads(out.stdout)["secret"]
 
 
-def deliveries(api: Api, run_id: str, count: int, timeout_s: float = 20.0) -> list[dict]:
+def deliveries(api: Api, run_id: str, count: int, timeout_s: float = 60.0) -> list[dict]:
     """The run's delivery attempts once there are `count` of them (or whatever is listed at the timeout)."""
     found: list[dict] = []
 
@@ -164,7 +164,7 @@ def test_a_receiver_verifies_every_notice_and_resolves_through_the_token_link(lo
     assert len(deliveries(api, run_id, 3)) == 3
 
 
-def wait_until_empty(sqs, queue_url: str, timeout_s: float = 20.0) -> None:
+def wait_until_empty(sqs, queue_url: str, timeout_s: float = 60.0) -> None:
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
 
     def drained() -> bool:

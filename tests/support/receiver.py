@@ -95,7 +95,7 @@ class Receiver:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def wait_for(self, count: int, timeout_s: float = 20.0) -> list[Received]:
+    def wait_for(self, count: int, timeout_s: float = 60.0) -> list[Received]:
         deadline = time.monotonic() + timeout_s
         while len(self.hits) < count and time.monotonic() < deadline:
             time.sleep(0.02)
