@@ -262,6 +262,10 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert seen["seen"]["listed"] == len([i for i in rolled_back["items"] if i["sk"]["S"] == "RUN"])
     assert seen["seen"]["settings"]["eventRetentionHours"] == 72
     assert seen["seen"]["decided"] == "completed"
+    # and its daily retention sweep, over this release's items born with a provisional expiry (ADR 0133), left every
+    # run as it answered it
+    assert seen["seen"]["swept"] is True
+    assert seen["seen"]["afterSweep"] == {**wrote, "new-waiting": "completed"}
     assert seen["seen"]["audit"]["chainValid"] is True, json.dumps(seen["seen"]["audit"]["anomalies"])
 
 

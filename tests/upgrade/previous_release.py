@@ -375,7 +375,20 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
     if decide:
         decided = api.ok("POST", f"/runs/{wire(runs[decide])}/interrupts/gate", {"resumeValue": {"action": "accept"}})
         seen["decided"] = (decided or {}).get("status")
+        # Then a whole pass of its daily retention sweep over the table (the newer release's runs, their items written
+        # with a provisional expiry: ADR 0133), and every run read again
+        seen["swept"] = retention_sweep()
+        seen["afterSweep"] = {name: (api.ok("GET", f"/runs/{wire(run)}") or {}).get("status") for name, run in runs.items()}
     return seen
+
+
+def retention_sweep() -> bool | None:
+    """A whole pass of the release's daily retention sweep, in this process (True once whole)."""
+    from interlude.local.stack import TABLE_NAME
+    from interlude.migrations import sweeps
+    from interlude.store.facade import Store
+
+    return sweeps.sweep(Store(TABLE_NAME), "rollback", start=True)
 
 
 def main() -> None:
