@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from datetime import UTC, datetime
 
 from tests.e2e.test_cli_operator import one_line_refusal
 from tests.support.local_stack import Api, cli, until, wire
@@ -20,13 +21,18 @@ def test_the_operator_creates_lists_suspends_resumes_and_deletes_a_tenant(stack_
     assert found, created
     tenant = Api(stack_info["baseUrl"], found.group(1), name)
     run_id = tenant.start(tenant.fixture("conformance-approval"))["runId"]
-    assert tenant.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
+    waiting = tenant.wait_status(run_id, {"waiting-approval"})
+    assert waiting["status"] == "waiting-approval"
+    # The month its lifecycle is billed to (the stack's clock is this machine's: the shared stack never moves it).
+    month = waiting["startedAt"][:7]
 
     # list: a table of tenants with this month's usage, in words a person reads
     def listed_with_its_run() -> str | None:
         shown = cli(stack_info, "tenants", "list", "--local").stdout
         row = next((line for line in shown.splitlines() if line.startswith(name)), "")
-        return shown if row.split()[1:2] == ["active"] and row.split()[3:4] == ["1"] else None
+        # Its run is this month's while the month it started in lasts; a month's end since lists none.
+        runs = [["1"]] if datetime.now(UTC).strftime("%Y-%m") == month else [["0"], ["1"]]
+        return shown if row.split()[1:2] == ["active"] and row.split()[3:4] in runs else None
 
     table = until(listed_with_its_run, 30)
     assert table.splitlines()[0].split() == [
@@ -50,7 +56,7 @@ def test_the_operator_creates_lists_suspends_resumes_and_deletes_a_tenant(stack_
 
     assert until(completed, 30)
     # usage: the month's document
-    usage = json.loads(cli(stack_info, "tenants", "usage", name, "--local", "--json").stdout)
+    usage = json.loads(cli(stack_info, "tenants", "usage", name, "--local", "--month", month, "--json").stdout)
     assert usage["tenant"] == name
     assert usage["lifecycles"] == 1
     # delete: the job goes on until it is done, then the report
