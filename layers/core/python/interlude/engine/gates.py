@@ -12,8 +12,7 @@ conversation of the run ("open" also claims the id tenant-wide in the same trans
 
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, Self
+from typing import Any, Literal, NamedTuple, Self
 
 from pydantic import Field, model_validator
 
@@ -44,16 +43,14 @@ DEFAULT_ESCALATION_THRESHOLD = 0.7
 Effect = tuple[Any, ...]
 
 
-@dataclass(frozen=True)
-class Passed:
+class Passed(NamedTuple):
     """The gate lets the node complete without asking anyone."""
 
     output: dict[str, Any]
     effects: tuple[Effect, ...] = ()
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(NamedTuple):
     error: dict[str, Any]
 
 

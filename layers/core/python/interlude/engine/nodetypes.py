@@ -7,7 +7,6 @@ A task node computes its output at once; a gate node raises an interrupt and sus
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import Field
@@ -92,8 +91,7 @@ class DelayConfig(FrozenStored):
     delayMs: int | None = Field(default=None, ge=0, le=MAX_DELAY_MS)
 
 
-@dataclass(frozen=True)
-class GateSpec:
+class GateSpec(NamedTuple):
     """What a gate asks: the InterruptPayload without its key."""
 
     kind: str

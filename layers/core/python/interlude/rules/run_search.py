@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude.domain import budgets
 from interlude.domain.clock import iso
@@ -398,8 +398,7 @@ def query_instant(text: str, field_name: str) -> str:
 # -- one parser, two spellings ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Spelling:
+class Spelling(NamedTuple):
     """What a face calls the listing's filters: GET /runs in OpenWOP's camelCase, ModuleX's GET /workflow-runs in
     snake_case. Both are parsed by parse_filters, under the same rules and limits; a refusal names the face's own
     parameter."""

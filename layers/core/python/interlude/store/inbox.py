@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude import wiring
 from interlude.domain.clock import epoch_of, iso
@@ -90,8 +90,7 @@ def added_delegate_families(interrupt: OpenInterrupt) -> list[str]:
     return [] if last.delegate in earlier else [f"P#{last.delegate}"]
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """What an entry names: enough to find the interrupt item, and to filter by kind before reading it."""
 
     tenant: str
@@ -174,8 +173,7 @@ def closed_entry_keys(image: a.Item) -> list[a.Item]:
     return [a.key(pk, sk) for pk, sk in a.unpacked(image[CLOSED_ENTRIES])]
 
 
-@dataclass(frozen=True)
-class EntryFilter:
+class EntryFilter(NamedTuple):
     """What a page keeps of the entries it reads, decided on the entries alone (before any interrupt is read)."""
 
     kind: str | None = None

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from botocore.exceptions import ClientError
 
@@ -76,8 +75,7 @@ class RecordChanged(Exception):
     """The record changed since it was read (another operator call): read it again."""
 
 
-@dataclass(frozen=True)
-class Stored:
+class Stored(NamedTuple):
     """A tenant's record as read: its status, the version its next change is conditional on, and the rest."""
 
     tenant: str
@@ -86,8 +84,7 @@ class Stored:
     record: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     """A tenant's usage document of a month (YYYY-MM): its counts, and when it was closed (None: still open)."""
 
     month: str
@@ -95,8 +92,7 @@ class Usage:
     closed_at: str | None
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     sk: str
     destination: str
     body: dict[str, Any]

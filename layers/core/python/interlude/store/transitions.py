@@ -10,7 +10,6 @@ never inside it, where each would bill twice (docs/adr/0034).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlude import wiring
@@ -156,7 +155,7 @@ def _added_entries(transition: Transition) -> list[Entry]:
 
     delegated = [(i, added_delegate_families(i)) for i in transition.updated]
     return [entry(i) for i in transition.opened] + [
-        replace(entry(i), families=tuple(added)) for i, added in delegated if added
+        entry(i)._replace(families=tuple(added)) for i, added in delegated if added
     ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, run_error
@@ -221,8 +221,7 @@ def _valid_by_construction(interrupt: OpenInterrupt, value: dict[str, Any], acti
     return value.keys() == {"action"} and interrupt.payload.get("resumeSchema") == approval_resume_schema(actions)
 
 
-@dataclass(frozen=True)
-class _Ballot:
+class _Ballot(NamedTuple):
     """A valid vote on an approval gate, before the quorum rules say what it does."""
 
     action: str

@@ -7,8 +7,7 @@ from the directory (an active `outOfOffice.delegate`) and reaches the rules as a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import OpenInterrupt
@@ -17,8 +16,7 @@ if TYPE_CHECKING:
 NOT_A_VOTE = ("ask", "delegate")
 
 
-@dataclass(frozen=True)
-class Delegator:
+class Delegator(NamedTuple):
     """A principal whose vote the caller may cast, with the membership recorded for it."""
 
     principal: str  # issuer|subjectId, as the principal's own vote would be recorded
