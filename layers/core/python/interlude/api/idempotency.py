@@ -42,9 +42,8 @@ import re
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools.event_handler.api_gateway import Response
 
@@ -139,11 +138,10 @@ def _replay(cached: CachedResponse) -> Response:
     return Response(status_code=cached.status, body=body, headers={**cached.headers, REPLAY_HEADER: "true"})
 
 
-@dataclass(frozen=True)
-class _KeyedRequest:
+class _KeyedRequest(NamedTuple):
     key: IdempotencyKey
     now_ms: int
-    sealed: list[CachedResponse] = field(default_factory=list)
+    sealed: list[CachedResponse]
 
 
 _current: ContextVar[_KeyedRequest | None] = ContextVar("interlude_keyed_request", default=None)
@@ -182,7 +180,7 @@ def _run_committed_with_effect(key: IdempotencyKey, handler: Callable[..., Respo
     found = records().find(key, now_ms=now)
     if found is not None:
         return _answer(found, key.digest, key.operation)
-    request = _KeyedRequest(key, now)
+    request = _KeyedRequest(key, now, [])
     token = _current.set(request)
     try:
         response = handler(**params)

@@ -8,7 +8,6 @@ the run's log records it (`interlude.vote-delegated`) beside the delegated vote 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +58,7 @@ class Delegation:
             if interrupt.kind == "approval":
                 resolver = with_directory(self.directory, state.tenant, interrupt.payload["data"], resolver)
             allowed = bool(tenant_settings(self.tenants, state.tenant).allowDelegation)
-            record = delegation(interrupt, replace(resolver, delegation_allowed=allowed), request.delegate, iso(now))
+            record = delegation(interrupt, resolver._replace(delegation_allowed=allowed), request.delegate, iso(now))
             build = partial(engine.delegate, state, definition, node_id, record, now)
             try:
                 self.runs.commit_or_fail(build, version, now, node_id)

@@ -6,7 +6,6 @@ A leaf the services share, so none imports another's module (the tenant's own fa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.tenant_facts import tenant_settings
@@ -91,7 +90,7 @@ def with_membership(directory: DirectoryRecords, tenant: str, resolver: Resolver
     entry = record["entry"]
     groups = tuple(sorted(set(resolver.groups) | set(entry.get("groups") or ())))
     roles = tuple(sorted(set(resolver.roles) | set(entry.get("roles") or ())))
-    return replace(resolver, groups=groups, roles=roles)
+    return resolver._replace(groups=groups, roles=roles)
 
 
 def recipients(directory: DirectoryRecords, tenant: str, data: dict[str, Any]) -> tuple[list[str], bool]:
@@ -154,7 +153,7 @@ def with_delegations(
     if not tenant_settings(tenants, tenant).allowDelegation:
         return resolver
     standing = standing_delegators(directory, tenant, data, resolver, now)
-    return replace(resolver, delegation_allowed=True, standing_delegators=standing)
+    return resolver._replace(delegation_allowed=True, standing_delegators=standing)
 
 
 def standing_delegators(

@@ -8,19 +8,18 @@ hands the store an AnsweredRecord to commit with the effect, and marks it sealed
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from interlude.store.idempotency import AnsweredRecord, CachedResponse, IdempotencyKey
 
 
-@dataclass(frozen=True)
-class KeyedWrite:
+class KeyedWrite(NamedTuple):
     key: IdempotencyKey
     now_ms: int
     render: Callable[[Any], CachedResponse]
-    # The committed answer, shared with every write mapped from this one (a face maps its own answer in).
-    sealed: list[CachedResponse] = field(default_factory=list)
+    # The committed answer, shared with every write mapped from this one (a face maps its own answer in): the
+    # request's own list (api/idempotency.py), which the edge reads once the operation returns or fails.
+    sealed: list[CachedResponse]
 
     def map(self, shape: Callable[[Any], Any]) -> KeyedWrite:
         """The same write, answering with what `shape` makes of the operation's result."""

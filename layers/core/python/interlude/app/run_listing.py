@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from interlude import wiring
@@ -97,11 +97,11 @@ class RunListing:
         anyway to answer. At most MAX_ROUNDS rounds and MAX_HEADS_PER_PAGE heads, whatever the tenant holds."""
         filters = filters or run_search.RunFilters()
         if workflow_id is not None:
-            filters = replace(filters, workflow_id=workflow_id)
+            filters = filters._replace(workflow_id=workflow_id)
         if status is not None:
-            filters = replace(filters, statuses=frozenset({status}))
+            filters = filters._replace(statuses=frozenset({status}))
         if filters.query and not self.limits.limits(tenant).search_titles:
-            filters = replace(filters, titles_indexed=False)  # `q` reads the listing, checked on each run's title
+            filters = filters._replace(titles_indexed=False)  # `q` reads the listing, checked on each run's title
         reader = self.records.run_index(tenant, filters.driving_family())
         below = filters.created_before
         if cursor is not None:

@@ -3,7 +3,6 @@ decision time: a leaf the services share (app/tenants.py writes them)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from interlude.domain.models.tenants import TenantSettings
@@ -24,7 +23,7 @@ def with_tenant_facts(records: TenantRecords, tenant: str, interrupt: OpenInterr
     data = interrupt.payload.get("data") or {}
     if interrupt.kind == "approval" and data.get("overrideBypassesQuorum"):
         settings = tenant_settings(records, tenant)
-        resolver = replace(resolver, tenant_override_principals=tuple(settings.overridePrincipals))
+        resolver = resolver._replace(tenant_override_principals=tuple(settings.overridePrincipals))
     if interrupt.kind == "credential":
-        resolver = replace(resolver, granted_scopes=records.get_grant(tenant, data["provider"]))
+        resolver = resolver._replace(granted_scopes=records.get_grant(tenant, data["provider"]))
     return resolver

@@ -9,9 +9,8 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from interlude.domain.clock import instant
 from interlude.domain.errors import Forbidden, Unauthenticated
@@ -34,8 +33,7 @@ def holds(scopes: frozenset[str], scope: str) -> bool:
     return scope in scopes or HELD_BY.get(scope) in scopes
 
 
-@dataclass(frozen=True)
-class Principal:
+class Principal(NamedTuple):
     key_id: str
     tenant: str
     subject: dict[str, Any]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude.domain import budgets
@@ -282,12 +282,11 @@ def metadata_problem(value: Any, field_name: str) -> None:
 # -- what a listing asks ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunFilters:
+class RunFilters(NamedTuple):
     """A run listing's filters, checked. Empty: every run."""
 
     tags: tuple[str, ...] = ()
-    metadata: Mapping[str, str] = field(default_factory=dict)
+    metadata: Mapping[str, str] = MappingProxyType({})
     created_after: str | None = None  # wire form (iso): at or after
     created_before: str | None = None  # wire form: strictly before
     statuses: frozenset[str] = frozenset()

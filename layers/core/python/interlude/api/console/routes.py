@@ -10,7 +10,6 @@ the refusal's status, never a server error.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import secrets
 import time
@@ -143,7 +142,7 @@ def signed_in() -> Signed:
             retry_after_s=admission.retry_after_s,
         )
     # The session's scopes bound what it may do, whatever the key record says now.
-    principal = dataclasses.replace(principal, scopes=principal.scopes & frozenset(found.scopes))
+    principal = principal._replace(scopes=principal.scopes & frozenset(found.scopes))
     frame = Frame(
         subject_id=str(found.subject.get("subjectId")),
         tenant=found.tenant,

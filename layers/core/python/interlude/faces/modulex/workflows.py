@@ -13,7 +13,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -523,7 +523,7 @@ def _row_filter(trigger: str | None) -> Callable[[RunState], bool] | None:
 
 def listing_key(filters: RunFilters, trigger: str | None) -> str:
     """Which listing a bookmark belongs to: the filters, hashed (a filter's value is caller-chosen text)."""
-    asked = {**asdict(filters), "statuses": sorted(filters.statuses), "metadata": sorted(filters.metadata.items())}
+    asked = {**filters._asdict(), "statuses": sorted(filters.statuses), "metadata": sorted(filters.metadata.items())}
     text = json.dumps([asked, trigger], separators=(",", ":"), allow_nan=False, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 

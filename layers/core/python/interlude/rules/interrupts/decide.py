@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 from interlude.domain import schemas
@@ -19,8 +19,7 @@ from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator, delegat
 from interlude.rules.interrupts.payloads import approval_resume_schema
 
 
-@dataclass(frozen=True)
-class Resolver:
+class Resolver(NamedTuple):
     """Who is answering, as authenticated, and through which surface."""
 
     subject: dict[str, Any] | None
@@ -48,8 +47,7 @@ class Resolver:
         return self.subject["subjectId"] if self.subject else None
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     # complete: the gate's node completes with resume_value; fail: it fails with error;
     # record: a vote (or `ask`) is stored and the gate stays open.
     outcome: Literal["complete", "fail", "record"]
@@ -58,7 +56,8 @@ class Decision:
     event: dict[str, Any]
     error: dict[str, Any] | None = None
     vote: Vote | None = None
-    extra_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # Events recorded after the decision's own, in order.
+    extra_events: Sequence[tuple[str, dict[str, Any]]] = ()
     # The node's output when it completes; None: the resume value itself. When it fails: the outcome the steps after
     # it read (an approval's, domain/outcomes.py); None: none.
     output: Any = None
