@@ -135,7 +135,9 @@ def test_calls_and_items_read_per_page_do_not_grow_with_the_pending_count(world)
 
 
 def test_walking_a_filtered_inbox_lists_every_pending_interrupt_once_newest_first(world):
-    services, _client, _templates, _broad, narrow = world
+    services, _client, templates, _broad, narrow = world
+    # The narrow approver's interrupts as the first test seeds them (the same items again), whichever test ran first.
+    seed_like(services.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
     seen: list[str] = []
     raised: list[str] = []
     query = {"limit": "100", "workflowId": "narrow"}
@@ -154,7 +156,10 @@ def test_walking_a_filtered_inbox_lists_every_pending_interrupt_once_newest_firs
 
 
 def test_a_cursor_is_bound_to_its_tenant_and_its_query(world):
-    services, _client, _templates, broad, _narrow = world
+    services, _client, templates, broad, _narrow = world
+    # Bulk interrupts enough for a page of two to have a next one, whichever test ran first (the first three the first
+    # test seeds: the same items again).
+    seed_like(services.store, templates["bulk"], 0, 3)
     cursor = page(services, broad, {"limit": "2", "workflowId": "bulk"})["nextCursor"]
     assert cursor is not None
     page(services, broad, {"limit": "2", "workflowId": "bulk", "cursor": cursor})
