@@ -20,7 +20,7 @@ from interlude.store.layout import RUN_SK, run_pk
 from tests.support.local_stack import FIXTURES, Api, cli, running_stack, stack_client, until, wire
 
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
-WAIT_S = 20.0
+WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
