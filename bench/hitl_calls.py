@@ -17,7 +17,7 @@ from moto import mock_aws  # noqa: E402
 from interlude import wiring  # noqa: E402
 from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
-from interlude.domain.models.tenants import PostEventRequest  # noqa: E402
+from interlude.domain.models.tenant_requests import PostEventRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
 from interlude.store.provisioning import create_table  # noqa: E402

@@ -17,7 +17,8 @@ from interlude.app import audit, audit_entries
 from interlude.composition import Services
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateKeyRequest, CreateRunRequest
-from interlude.domain.models.tenants import CredentialGrantRequest, TenantSettings
+from interlude.domain.models.tenant_requests import CredentialGrantRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules import audit as rules
 from interlude.rules.tokens.scheme import KeyRing

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from interlude.composition import Services
 from interlude.domain.errors import TooLarge
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
-from interlude.domain.models.tenants import CredentialGrantRequest
+from interlude.domain.models.tenant_requests import CredentialGrantRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine import run as engine
 from interlude.store.facade import Store

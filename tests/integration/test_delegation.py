@@ -15,7 +15,8 @@ from interlude.app.snapshots import snapshot
 from interlude.composition import Services
 from interlude.domain import schemas
 from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
-from interlude.domain.models.principals import MAX_DELEGATORS_PER_DELEGATE, DelegateVoteRequest, PrincipalEntry
+from interlude.domain.models.principal_requests import DelegateVoteRequest
+from interlude.domain.models.principals import MAX_DELEGATORS_PER_DELEGATE, PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition

@@ -14,7 +14,8 @@ from interlude.composition import Services
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import check_author_id
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
-from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.domain.models.tenant_requests import CredentialGrantRequest, PostEventRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.validation import parse
 from interlude.store.facade import Store

@@ -197,7 +197,7 @@ def queued(urls) -> dict[str, dict]:
 def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_open_ones(aws, monkeypatch, tenant):
     from datetime import timedelta
 
-    from interlude.domain.models.principals import DelegateVoteRequest
+    from interlude.domain.models.principal_requests import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
@@ -258,7 +258,7 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
 
 
 def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws, tenant):
-    from interlude.domain.models.principals import DelegateVoteRequest
+    from interlude.domain.models.principal_requests import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
     services = Services(Store(TABLE))
@@ -280,7 +280,7 @@ def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws, 
 
 
 def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_principal_again(aws, monkeypatch, tenant):
-    from interlude.domain.models.principals import DelegateVoteRequest
+    from interlude.domain.models.principal_requests import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])

@@ -64,6 +64,11 @@ NOT_AT_IMPORT = {
         "interlude.store.deliveries",  # GET /runs/{runId}/deliveries
         "jinja2",  # the pages' templates load with the first page rendered
         "markupsafe",
+        # Request bodies load with their routes (ADR 0137): the tenant settings' model, which every request reads,
+        # is apart from its surfaces' bodies, and the token lifetimes it is bounded by from the token routes' bodies.
+        "interlude.domain.models.tenant_requests",
+        "interlude.domain.models.principal_requests",
+        "interlude.domain.models.tokens",
     ],
     "callbacks": [
         "boto3",  # interlude/sdk_clients.py
@@ -205,6 +210,11 @@ NOT_FOR_A_RESOLVE = [
     "interlude.app.lifecycle",
     "interlude.app.snapshots",
     "interlude.domain.models.requests",
+    # The tenant, principal and token surfaces' request bodies (ADR 0137): a resolve reads the settings and the
+    # directory's entries, not what their routes take.
+    "interlude.domain.models.tenant_requests",
+    "interlude.domain.models.principal_requests",
+    "interlude.domain.models.tokens",
     "interlude.rules.run_search",
     "interlude.rules.inputs",
     "interlude.rules.callback_url",

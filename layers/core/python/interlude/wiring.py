@@ -1151,7 +1151,7 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/events", "postEvent", "events:write", "Deliver an external event by correlation", module="inbox",
         # One event may resolve waiters on several runs, each its own transaction.
         idempotency="claimed",
-        request="interlude.domain.models.tenants.PostEventRequest",
+        request="interlude.domain.models.tenant_requests.PostEventRequest",
         answers=(Answer(202, "Kept, and the waiting interrupts it resolved", "interlude.domain.models.responses.EventAccepted"),),
         errors=("runner_unavailable",),
     ),
@@ -1175,7 +1175,7 @@ ROUTES: tuple[Route, ...] = (
         # A conditional PutItem of the settings item over the settings read (merged again if they changed
         # meanwhile); a duplicate merges the same patch onto its own result, which writes nothing.
         idempotency="claimed",
-        request="interlude.domain.models.tenants.TenantSettingsPatch",
+        request="interlude.domain.models.tenant_requests.TenantSettingsPatch",
         answers=(Answer(200, "The settings stored, and those they replaced", "interlude.domain.models.responses.TenantSettingsAnswer"),),
         errors=("runner_unavailable",),
     ),
@@ -1184,7 +1184,7 @@ ROUTES: tuple[Route, ...] = (
         "Record that the tenant holds a credential grant (never the material)", module="inbox",
         # A plain PutItem of the grant item (last writer wins; a duplicate writes the same).
         idempotency="claimed",
-        request="interlude.domain.models.tenants.CredentialGrantRequest",
+        request="interlude.domain.models.tenant_requests.CredentialGrantRequest",
         answers=(Answer(200, "The grant recorded", "interlude.domain.models.responses.CredentialGrant"),),
         errors=("validation_error",),
     ),
@@ -1377,8 +1377,8 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/runs/{runId}/interrupts/{nodeId}/delegation", "delegateVote", "approvals:respond",
         "Hand the caller's vote on an approval gate to another principal", module="delegation",
         idempotency="claimed",
-        request="interlude.domain.models.principals.DelegateVoteRequest",
-        answers=(Answer(200, "The delegation recorded on the gate", "interlude.domain.models.principals.VoteDelegated"),),
+        request="interlude.domain.models.principal_requests.DelegateVoteRequest",
+        answers=(Answer(200, "The delegation recorded on the gate", "interlude.domain.models.principal_requests.VoteDelegated"),),
         errors=(
             *RUN_ERRORS, "interrupt_already_resolved", "interlude.vote_already_cast", "forbidden",
             "interlude.delegation_not_allowed",
@@ -1390,7 +1390,7 @@ ROUTES: tuple[Route, ...] = (
         Route(
             method, "/runs/{runId}/interrupts/{nodeId}/" + tail, operation, "approvals:respond", summary, module="claims",
             idempotency="claimed", request=request,
-            answers=(Answer(200, "Who works the gate now", "interlude.domain.models.principals.GateAssignment"),),
+            answers=(Answer(200, "Who works the gate now", "interlude.domain.models.principal_requests.GateAssignment"),),
             errors=(*RUN_ERRORS, "interrupt_already_resolved", "forbidden", "interlude.gate_claimed"),
         )
         for method, tail, operation, summary, request in (
@@ -1398,7 +1398,7 @@ ROUTES: tuple[Route, ...] = (
             ("DELETE", "claim", "releaseInterrupt", "Release a claimed gate: nobody works it", None),
             (
                 "PUT", "assignee", "assignInterrupt", "Assign an open gate to a person, or to nobody",
-                "interlude.domain.models.principals.AssignGateRequest",
+                "interlude.domain.models.principal_requests.AssignGateRequest",
             ),
         )
     ),
@@ -1461,7 +1461,7 @@ ROUTES: tuple[Route, ...] = (
         "Set the tenant's Slack incoming-webhook URL or bot token (stored in Secrets Manager, never returned)",
         module="notifications",
         idempotency="claimed",
-        request="interlude.domain.models.principals.SlackSettings",
+        request="interlude.domain.models.principal_requests.SlackSettings",
         answers=(Answer(200, "The credential stored (never returned)", "interlude.domain.models.responses.SlackConfigured"),),
     ),
     Route(
@@ -1469,7 +1469,7 @@ ROUTES: tuple[Route, ...] = (
         "Set the signing secret of the tenant's Slack app, which verifies clicks in its messages (never returned)",
         module="notifications",
         idempotency="claimed",
-        request="interlude.domain.models.principals.SlackSigningSecret",
+        request="interlude.domain.models.principal_requests.SlackSigningSecret",
         answers=(Answer(200, "The signing secret stored (never returned)", "interlude.domain.models.responses.SlackConfigured"),),
     ),
     # Issue 28 item 6 (interlude.api.slack): the tenant's Slack app's interactivity URL. No API key: the request is

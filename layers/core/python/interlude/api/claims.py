@@ -12,7 +12,7 @@ from interlude.api.http import json_response, parsed, principal_for
 from interlude.api.routes import route
 from interlude.composition import services
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.principals import AssignGateRequest, GateAssignment
+from interlude.domain.models.principal_requests import AssignGateRequest, GateAssignment
 from interlude.rules.interrupts.claims import Move
 
 

@@ -14,7 +14,8 @@ from interlude.composition import services
 from interlude.domain.errors import Invalid, UnsupportedMedia
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.answers.inbox import CredentialGrant, EventAccepted, Inbox, TenantSettingsAnswer
-from interlude.domain.models.tenants import CredentialGrantRequest, PostEventRequest, TenantSettings
+from interlude.domain.models.tenant_requests import CredentialGrantRequest, PostEventRequest
+from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.written_numbers import spellings
 from interlude.wiring import JSON, MERGE_PATCH
 

@@ -14,7 +14,7 @@ from interlude.composition import services
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import from_wire
 from interlude.domain.models.answers.notifications import RunNotifications, SlackConfigured
-from interlude.domain.models.principals import SlackSettings, SlackSigningSecret
+from interlude.domain.models.principal_requests import SlackSettings, SlackSigningSecret
 from interlude.rules.callback_url import check_callback_url
 
 

@@ -15,7 +15,7 @@ from interlude.app.facts import with_directory
 from interlude.app.retries import MAX_RACE_RETRIES, busy, closed_meanwhile
 from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import Clock, iso
-from interlude.domain.models.principals import DelegateVoteRequest
+from interlude.domain.models.principal_requests import DelegateVoteRequest
 from interlude.engine import run as engine
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import delegation

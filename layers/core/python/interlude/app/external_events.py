@@ -10,7 +10,7 @@ from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.clock import iso, iso_epoch
 from interlude.domain.errors import DomainError, Invalid
 from interlude.domain.ids import mint_opaque, tenant_of
-from interlude.domain.models.tenants import PostEventRequest
+from interlude.domain.models.tenant_requests import PostEventRequest
 from interlude.domain.written_numbers import OUTCOME_KEY as WRITTEN_NUMBERS
 from interlude.engine.events import raised_external_events
 from interlude.rules.auth import Principal

@@ -11,12 +11,8 @@ from interlude.domain.clock import iso
 from interlude.domain.errors import Invalid, Unavailable
 from interlude.domain.merge_patch import merge_patch
 from interlude.domain.models import keeping_unknown
-from interlude.domain.models.tenants import (
-    DEFAULT_RETENTION_DAYS,
-    MIN_EFFECT_RETENTION_DAYS,
-    CredentialGrantRequest,
-    TenantSettings,
-)
+from interlude.domain.models.tenant_requests import CredentialGrantRequest
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS, MIN_EFFECT_RETENTION_DAYS, TenantSettings
 from interlude.domain.validation import parse
 from interlude.store.interactions import SETTINGS_SK, SettingsRead, credential_grant_sk, grant_put, settings_put
 from interlude.store.transactions import LostRace

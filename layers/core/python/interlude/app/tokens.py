@@ -30,7 +30,7 @@ from interlude.domain.clock import Clock, iso_epoch
 from interlude.domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import OpenInterrupt, RunState
-from interlude.domain.models.tokens import DEFAULT_MINTED_LINK_LIFETIME_S, MAX_MINTED_LINK_LIFETIME_S
+from interlude.domain.token_lifetimes import DEFAULT_MINTED_LINK_LIFETIME_S, MAX_MINTED_LINK_LIFETIME_S
 from interlude.engine.visits import visit_of
 from interlude.rules.auth import RESOLVE_SCOPE, Principal, active_key, personal_subject
 from interlude.rules.interrupts.decide import Resolver

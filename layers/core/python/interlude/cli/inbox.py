@@ -137,7 +137,7 @@ def _tenant_settings(args: argparse.Namespace) -> int:
 def _credentials_grant(args: argparse.Namespace) -> int:
     from interlude.composition import Services
     from interlude.domain.ids import check_author_id
-    from interlude.domain.models.tenants import CredentialGrantRequest
+    from interlude.domain.models.tenant_requests import CredentialGrantRequest
     from interlude.domain.validation import parse
 
     services = Services(table_store(args))

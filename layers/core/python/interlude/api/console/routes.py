@@ -57,7 +57,7 @@ from interlude.config import settings
 from interlude.domain.clock import iso_epoch
 from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
-from interlude.domain.models.principals import AssignGateRequest
+from interlude.domain.models.principal_requests import AssignGateRequest
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest, ForkRunRequest
 from interlude.domain.models.run import PUBLIC_VOTE_FIELDS, OpenInterrupt, RunState
 from interlude.domain.models.webhooks import DEAD_LETTER_MAX_PAGE

@@ -2,13 +2,13 @@
 (stored: closed only where a request sends them)."""
 
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
 from interlude.domain import budgets
-from interlude.domain.models import Closed, Stored, merge_patch_of, new_list
-from interlude.domain.models.tokens import MAX_MINTED_LINK_LIFETIME_S
+from interlude.domain.models import Stored, new_list
+from interlude.domain.token_lifetimes import MAX_MINTED_LINK_LIFETIME_S
 
 DEFAULT_EVENT_RETENTION_HOURS = 24
 MAX_EVENT_RETENTION_HOURS = 14 * 24
@@ -38,7 +38,6 @@ MAX_REMINDER_MS = budgets.MAX_REMINDER_MS
 PrincipalRef = Annotated[
     str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f\x7f-\x9f]+$")
 ]
-ScopeName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 SearchableKey = Annotated[str, StringConstraints(pattern=budgets.SEARCHABLE_KEY)]
 
 
@@ -100,19 +99,3 @@ class TenantSettings(Stored):
     # from the run's creation on (a few write units per run). Left out: not indexed; `q` then reads the run listing
     # and checks each run's title on the head it reads anyway (ADR 0112, amendment).
     searchTitles: bool | None = Field(default=None, exclude_if=_unset)
-
-
-# PATCH /tenant/settings: only the fields to change; null takes a field back to its default.
-TenantSettingsPatch = merge_patch_of(TenantSettings)
-
-
-class PostEventRequest(Closed):
-    eventType: str = Field(min_length=1, max_length=256)
-    # Matched exactly (as a JSON value) against the correlation of waiting external-event interrupts.
-    correlation: dict[str, Any]
-    payload: Any = None
-
-
-class CredentialGrantRequest(Closed):
-    # That the tenant holds a grant for these scopes; the material itself stays with the provider/vault.
-    scopes: list[ScopeName] = Field(min_length=1, max_length=100)

@@ -7,13 +7,7 @@ from pydantic import Field, StringConstraints
 
 from interlude.domain.ids import SUBJECT_ID
 from interlude.domain.models import Closed
-
-# A token's lifetime unless the minter asks for less (the token scheme applies it).
-DEFAULT_LIFETIME_S = 30 * 60
-# A link minted for a named principal (issue 28 item 5): a day unless asked otherwise, never more than a week (a
-# tenant may lower that: TenantSettings.maxLinkLifetimeSeconds), never past the gate's own deadline.
-DEFAULT_MINTED_LINK_LIFETIME_S = 24 * 3600
-MAX_MINTED_LINK_LIFETIME_S = 7 * 24 * 3600
+from interlude.domain.token_lifetimes import DEFAULT_LIFETIME_S, MAX_MINTED_LINK_LIFETIME_S
 
 
 class MintTokenRequest(Closed):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interlude.domain.models.run import OpenInterrupt
-from interlude.domain.models.tokens import DEFAULT_LIFETIME_S
+from interlude.domain.token_lifetimes import DEFAULT_LIFETIME_S
 from interlude.rules.tokens.scheme import Intent, KeyRing, TokenClaims, mint, token_lifetime
 
 

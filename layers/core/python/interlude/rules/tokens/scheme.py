@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from interlude.domain.errors import DomainError, Expired, Unauthenticated
-from interlude.domain.models.tokens import DEFAULT_LIFETIME_S
+from interlude.domain.token_lifetimes import DEFAULT_LIFETIME_S
 
 Intent = Literal["resolve", "inspect"]
 INTENTS: frozenset[str] = frozenset(get_args(Intent))
