@@ -17,8 +17,11 @@ LIFECYCLES, DECISIONS, STORAGE_BYTES = "lifecycles", "decisions", "storageBytes"
 RUN_MEASURES = (LIFECYCLES, DECISIONS, STORAGE_BYTES)
 
 
-def measures(events: list[dict[str, Any]]) -> dict[str, int]:
-    """What one event item's events (or one transition's, the same list) add to each measure."""
+def measures(events: list[dict[str, Any]], storage_bytes: int | None = None) -> dict[str, int]:
+    """What one event item's events (or one transition's, the same list) add to each measure; `storage_bytes`: the size
+    of their compact JSON, when the caller has serialised them already (the store, which writes it)."""
+    if storage_bytes is None:
+        storage_bytes = len(json.dumps(events, separators=(",", ":"), allow_nan=False).encode()) if events else 0
     return {
         LIFECYCLES: sum(1 for e in events if e.get("type") == "run.started"),
         DECISIONS: sum(
@@ -26,7 +29,7 @@ def measures(events: list[dict[str, Any]]) -> dict[str, int]:
             for e in events
             if e.get("type") == "interrupt.resolved" and (e.get("payload") or {}).get("reason") != "timeout"
         ),
-        STORAGE_BYTES: len(json.dumps(events, separators=(",", ":"), allow_nan=False).encode()) if events else 0,
+        STORAGE_BYTES: storage_bytes,
     }
 
 

@@ -53,12 +53,12 @@ def run_entry_key(entry: Labelled) -> a.Item:
 
 
 def head_attributes(state: RunState, version: int) -> a.Item:
-    """The head's attributes; its state in format 4 when a gate's text or the inputs are large (domain/head_parts.py:
-    held by the interrupt item and the run.started event, which are written with or before the head that names them)."""
+    """The head's attributes a transition changes, `version` first; its state in format 4 when a gate's text or the
+    inputs are large (domain/head_parts.py: held by the interrupt item and the run.started event, which are written
+    with or before the head that names them)."""
     return {
         "version": a.n(version),
         "status": a.s(state.status),
-        "workflowId": a.s(state.workflowId),
         "state": a.packed_json(state_json(head_parts.lean(state))),
     }
 
@@ -81,7 +81,12 @@ def expiring(expires: int | None) -> a.Item:
 
 def head_put(state: RunState, expires: int | None = None) -> dict[str, Any]:
     """A new run head's Put, on condition that none exists."""
-    head = {**a.key(run_pk(state.runId), RUN_SK), **head_attributes(state, 1), **ending(state, expires)}
+    head = {
+        **a.key(run_pk(state.runId), RUN_SK),
+        "workflowId": a.s(state.workflowId),  # the run's for its life: written once
+        **head_attributes(state, 1),
+        **ending(state, expires),
+    }
     return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
@@ -93,7 +98,7 @@ def head_write(state: RunState, expected_version: int | None, expires: int | Non
         return {"Put": head_put(state, expires)}
     owned = list({**head_attributes(state, expected_version + 1), **ending(state, expires)}.items())
     expression = "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned)))
-    names = {"#version": "version", **{f"#h{i}": name for i, (name, _) in enumerate(owned)}}
+    names = {f"#h{i}": name for i, (name, _) in enumerate(owned)}
     if not state.terminal:
         # A finished run that runs again (a failed action retried) is kept until it ends anew (store/retention.py).
         expression += " REMOVE #ttl"
@@ -102,7 +107,7 @@ def head_write(state: RunState, expected_version: int | None, expires: int | Non
         "Update": {
             "Key": a.key(run_pk(state.runId), RUN_SK),
             "UpdateExpression": expression,
-            "ConditionExpression": "#version = :expected",
+            "ConditionExpression": "#h0 = :expected",  # #h0: `version`
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {
                 ":expected": a.n(expected_version),
@@ -120,15 +125,20 @@ def event_batch_put(
     expires: int | None = None,
     audit: AuditDraft | None = None,
     opened: list[OpenInterrupt] | None = None,
+    events_json: bytes | None = None,
 ) -> Labelled:
     """The batch of the events one transition wrote, keyed by its last sequence; `closed_entries`: the inbox entries
     of the interrupts it closed (store/inbox.py), which dispatch deletes from its stream record; `audit`: the entry
     recording the transition, which the appender on the stream chains (format 5: store/audit.py); `opened`: the gates
     whose interrupt items the transition puts, which hold the large texts of their events in format 9
-    (domain/head_parts.py lean_events; read back by store/head_parts.py)."""
+    (domain/head_parts.py lean_events; read back by store/head_parts.py); `events_json`: `docs`' compact JSON, when the
+    caller has it."""
     sk = event_sk(first_seq + len(docs) - 1)
     lean = head_parts.lean_events(docs, opened) if opened and formats.GATE_TEXT_OFF_EVENTS_WRITTEN else None
-    events = a.compact(lean if lean is not None else docs)
+    if lean is not None:
+        events = a.compact(lean)
+    else:
+        events = a.compact(docs) if events_json is None else events_json
     batch: a.Item = {
         **a.key(run_pk(run_id), sk),
         "first": a.n(first_seq),

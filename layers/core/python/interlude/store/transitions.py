@@ -65,7 +65,9 @@ class TransitionStore(TransactionalTable, RunStore):
             state.inputsBatch = state.nextSeq - 1
         # Before the head is built: a new run's usage shard is recorded on it, so its end releases there; and what the
         # run owes its tenant's usage is billed on the counter item when one is written, else kept on the head.
-        owed = usage.summed(state.unbilled, usage.measures(docs))
+        # The events' compact JSON, serialised once: the event batch holds it deflated and the usage bills its size.
+        events_json = a.compact(docs) if docs else b""
+        owed = usage.summed(state.unbilled, usage.measures(docs, len(events_json)))
         billed = usage.month_attributes(owed, now_iso[:7])  # the month (YYYY-MM) of the transition
         counter, quota = _open_runs_counter(state, expected_version, transition.reopened, open_runs_limit, billed)
         state.unbilled = {} if counter is not None else owed
@@ -73,7 +75,9 @@ class TransitionStore(TransactionalTable, RunStore):
         # A transition that writes an event batch carries its audit entry's draft on it (format 5), for the appender
         # on the stream to chain (docs/adr/0128); only one without (none that records a decision) appends in it.
         carried, audit = (audit, None) if docs else (None, audit)
-        items = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires, carried)
+        items = transition_items(
+            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json
+        )
         if counter is not None:
             items.append(counter)
         inbox = InboxIndex(self.table, self.client)
@@ -91,7 +95,9 @@ class TransitionStore(TransactionalTable, RunStore):
                     if moved is None:
                         raise
                     # The head records the shard the run claims on: built again with it.
-                    built = transition_items(transition, expected_version, first_seq, docs, now_iso, closed, expires, carried)
+                    built = transition_items(
+                        transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json
+                    )
                     items = built + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
             # Refused, so nothing was written; a run never created shares its entries with no other writer.
@@ -228,10 +234,12 @@ def transition_items(
     closed: list[Entry],
     expires: int | None = None,
     audit: AuditDraft | None = None,
+    events_json: bytes | None = None,
 ) -> list[Labelled]:
     """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
     the interrupts it closes, for dispatch to delete, and carrying `audit`, the draft of its audit entry, for the
-    appender on the stream), interrupts, abandoned tasks, external-event waiters."""
+    appender on the stream), interrupts, abandoned tasks, external-event waiters. `events_json`: `docs`' compact JSON,
+    when the caller has it."""
     state = transition.state
     pk = run_pk(state.runId)
     run_items.mark_written(state, transition.opened)
@@ -241,7 +249,7 @@ def transition_items(
     kept = expires if expires is not None else run_search.open_expiry(run_search.items_expiry(state.searchExpiry), epoch_of(now_iso))
     if docs:
         batch = run_items.event_batch_put(
-            state.runId, first_seq, docs, closed_entries(closed), kept, audit, transition.opened
+            state.runId, first_seq, docs, closed_entries(closed), kept, audit, transition.opened, events_json
         )
         items.append(batch)
     items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
