@@ -233,7 +233,13 @@ def settle(api: Api, made: dict[str, Any]) -> None:
     resting = {"waiting-approval", "waiting-input", "waiting-external", "running", "completed", "failed", "cancelled"}
     for run in made["runs"].values():
         api.wait_status(run, resting)
-    time.sleep(2)  # the outbox's last records (schedules, tasks, queued actions)
+    # The outbox's last records (schedules, tasks, queued actions) land after that: the dump waits until the table and
+    # the schedules read the same three times over 2 s (a fixed sleep missed them on a loaded machine), at most 60 s.
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (len(seen) < 3 or len(set(seen[-3:])) > 1):
+        time.sleep(1)
+        seen.append(json.dumps([table_items(), schedules()], sort_keys=True))
 
 
 def table_items() -> list[dict[str, Any]]:
