@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from interlude.api.errors import status_for_code, status_of
+from interlude.app.tenant_facts import tenant_settings
 from interlude.domain.errors import DomainError, Forbidden, Invalid, RateLimited
 from interlude.domain.models.tenants import TenantLimits, TenantSettings
 from interlude.domain.validation import parse
@@ -25,6 +26,25 @@ def test_a_tenants_own_limits_override_the_host_defaults_field_by_field() -> Non
     assert rules.effective(TenantLimits(), DEFAULTS) == DEFAULTS
     own = rules.effective(TenantLimits(requestsPerSecond=3, definitionNodes=2), DEFAULTS)
     assert (own.requests_per_second, own.definition_nodes, own.open_runs) == (3, 2, 1000)
+
+
+class _Settings:
+    def __init__(self, stored: dict[str, object] | None) -> None:
+        self.stored = stored
+
+    def get_settings(self, tenant: str) -> dict[str, object] | None:
+        return self.stored
+
+
+def test_a_tenant_that_stored_no_settings_reads_every_default_as_a_validated_model_holds_it() -> None:
+    """Built without the validator (ADR 0137), the same document, fields and answer as the model validated from {}."""
+    read = tenant_settings(_Settings(None), "t1")
+    validated = TenantSettings.model_validate({})
+    assert read == validated
+    assert read.model_fields_set == validated.model_fields_set == set()
+    assert read.model_dump_json() == validated.model_dump_json()
+    assert read.limits == TenantLimits()
+    assert tenant_settings(_Settings({"retentionDays": 7}), "t1").retentionDays == 7
 
 
 @pytest.mark.parametrize(

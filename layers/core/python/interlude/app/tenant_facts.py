@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 
 def tenant_settings(records: TenantRecords, tenant: str) -> TenantSettings:
     raw = records.get_settings(tenant)
-    return TenantSettings.model_validate(raw) if raw else TenantSettings()
+    # A tenant that stored none has every default, which is valid as declared: constructed without validation, so
+    # a process need not build the settings' validator for such a tenant (≈ 1.3 ms of a cold request, ADR 0137).
+    return TenantSettings.model_validate(raw) if raw else TenantSettings.model_construct()
 
 
 def with_tenant_facts(records: TenantRecords, tenant: str, interrupt: OpenInterrupt, resolver: Resolver) -> Resolver:
