@@ -75,8 +75,7 @@ class EventDraft(NamedTuple):
     payload: dict[str, Any]
 
 
-@dataclass
-class Closed:
+class Closed(NamedTuple):
     interrupt: OpenInterrupt
     status: str  # resolved | cancelled
     resolution: dict[str, Any] | None = None

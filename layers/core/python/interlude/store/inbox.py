@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -193,8 +192,7 @@ class EntryFilter(NamedTuple):
         return self.assignee is None or works == self.assignee
 
 
-@dataclass
-class InboxPage:
+class InboxPage(NamedTuple):
     interrupts: list[dict[str, Any]]
     cursor: str | None
     calls: int
