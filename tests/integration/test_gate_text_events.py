@@ -28,12 +28,6 @@ from tests.support.moto_world import TABLE
 
 
 @pytest.fixture
-def lean_writer(monkeypatch):
-    """This release's writer with format 9 written (the next release's)."""
-    monkeypatch.setattr(formats, "GATE_TEXT_OFF_EVENTS_WRITTEN", True)
-
-
-@pytest.fixture
 def short_streams(monkeypatch):
     # A stream of a waiting run ends within a second (tests/integration/test_streams_and_modulex.py).
     monkeypatch.setenv("INTERLUDE_STREAM_HOLD_SECONDS", "0.3")
@@ -83,7 +77,7 @@ def surfaces(run_id: str, key: str) -> dict[str, Any]:
     return shown
 
 
-def test_a_gates_large_text_is_stored_once_and_every_surface_answers_as_the_whole_batch_does(services, lean_writer, short_streams):
+def test_a_gates_large_text_is_stored_once_and_every_surface_answers_as_the_whole_batch_does(services, short_streams):
     key = new_api_key(services)
     run_id = gated_run(key)
 
@@ -125,7 +119,8 @@ def test_a_gates_large_text_is_stored_once_and_every_surface_answers_as_the_whol
 
 def test_the_modulex_face_answers_a_run_in_format_9_as_before(services, short_streams):
     key = new_api_key(services)
-    run_id = gated_run(key)  # written whole, as the release before format 9 writes it
+    run_id = gated_run(key)
+    assert write_whole(TABLE, run_id) == 1  # as the release before format 9 wrote it
     thread = wire(run_id)
 
     def views() -> dict[str, Any]:
@@ -139,7 +134,7 @@ def test_the_modulex_face_answers_a_run_in_format_9_as_before(services, short_st
     assert views() == before
 
 
-def test_small_gate_texts_stay_in_their_events(services, lean_writer):
+def test_small_gate_texts_stay_in_their_events(services):
     key = new_api_key(services)
     gate = {**FLOW["nodes"][0], "config": {"title": "Ship?", "description": "{{inputs.brief}}"}}
     assert http("PUT", "/workflows/small", key, {**FLOW, "nodes": [gate, FLOW["nodes"][1]]})[0] == 201
@@ -149,7 +144,7 @@ def test_small_gate_texts_stay_in_their_events(services, lean_writer):
     assert all(EVENT_PAYLOAD_HELD not in e for e in a.unpacked(batch["events"]))
 
 
-def test_a_read_that_holds_the_open_gate_reads_nothing_more_and_one_that_does_not_reads_its_item_once(services, lean_writer):
+def test_a_read_that_holds_the_open_gate_reads_nothing_more_and_one_that_does_not_reads_its_item_once(services):
     key = new_api_key(services)
     run_id = gated_run(key)
     runs = RunStore(TABLE)
@@ -173,7 +168,7 @@ def test_a_read_that_holds_the_open_gate_reads_nothing_more_and_one_that_does_no
     assert [stream_events(r) for r in records if r is not None] == [(run_id, held)]
 
 
-def test_a_format_9_event_whose_gate_item_is_not_the_one_it_names_is_refused_never_shown(services, lean_writer):
+def test_a_format_9_event_whose_gate_item_is_not_the_one_it_names_is_refused_never_shown(services):
     key = new_api_key(services)
     run_id = gated_run(key)
     client = boto3.client("dynamodb")

@@ -248,6 +248,14 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert up.http("PUT", "/tenant/settings", {"eventRetentionHours": 72, "retentionDays": 30})[0] == 200
     up.settle()
     wrote = {name: up.status(name) for name in runs}
+    # Its create's event batch leaves the long text to the gate's interrupt item (format 9, ADR 0134)
+    waiting_events = up.http("GET", f"/runs/{wire(runs['new-waiting'])}/events/poll")[1]["events"]
+    batches = boto3.client("dynamodb").query(
+        TableName=up.world.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-waiting"])), ":events": a.s(wiring.EVENT_ITEM_PREFIX)},
+    )["Items"]
+    assert [b.get(formats.FORMAT_FIELD) for b in batches] == [a.n(formats.GATE_TEXT_OFF_EVENTS)]
     # (the runs this release ended carry the expiry it gives a finished run: issue 30 item 4)
     head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-completed"]), "RUN"))
     assert wiring.TTL_ATTRIBUTE in head["Item"]
@@ -272,6 +280,7 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert seen["seen"]["runs"] == wrote
     assert seen["seen"]["listed"] == len([i for i in rolled_back["items"] if i["sk"]["S"] == "RUN"])
     assert seen["seen"]["settings"]["eventRetentionHours"] == 72
+    assert seen["seen"]["events"] == waiting_events
     assert seen["seen"]["decided"] == "completed"
     # and its daily retention sweep, over this release's items born with a provisional expiry (ADR 0133), left every
     # run as it answered it

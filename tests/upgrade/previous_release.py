@@ -379,6 +379,8 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
     }
     decide = dump["made"].get("decideOnRollback")
     if decide:
+        # Its events, the gate's long text among them (stored once since 0.4.0: ADR 0134), as this release answers them
+        seen["events"] = (api.ok("GET", f"/runs/{wire(runs[decide])}/events/poll") or {}).get("events")
         decided = api.ok("POST", f"/runs/{wire(runs[decide])}/interrupts/gate", {"resumeValue": {"action": "accept"}})
         seen["decided"] = (decided or {}).get("status")
         # Then a whole pass of its daily retention sweep over the table (the newer release's runs, their items written

@@ -83,9 +83,9 @@ def check(kind: str, written_in: object) -> None:
 # The format this release writes a new gate's interrupt item in (None: 1, no `v`): 3 from 0.3.0, whose previous release
 # (0.2.0) reads it and decides its gates (docs/adr/0126).
 INTERRUPT_ITEM_WRITTEN: int | None = GATE_STATUS_ON_HEAD
-# Whether an event batch that repeats a gate's large text is written in format 9 (without it): not before the release
-# after the one that first reads format 9 (0.3.0), whose previous release must read what it writes (docs/adr/0134).
-GATE_TEXT_OFF_EVENTS_WRITTEN = False
+# Whether an event batch that repeats a gate's large text is written in format 9 (without it): from 0.4.0, whose
+# previous release (0.3.0) reads it (docs/adr/0134).
+GATE_TEXT_OFF_EVENTS_WRITTEN = True
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

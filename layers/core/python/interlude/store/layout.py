@@ -3,7 +3,9 @@
 Item layout (keys are strings; every item carries its tenant in pk, an API key's in its record):
   run head     T#{tenant}#R#{run}        RUN              state JSON, status, version (store/runs.py reads it,
                                                           store/transitions.py moves it)
-  event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote; closedEntries: the
+  event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote (v 9: an event that
+                                                          repeats a large gate text names its interrupt item
+                                                          instead: store/head_parts.py); closedEntries: the
                                                           inbox entries of the interrupts it closed (dispatch
                                                           deletes them: store/inbox.py)
   interrupt    T#{tenant}#R#{run}        I#{key}          payload, votes, raisedSeq; written once, when its gate
