@@ -16,7 +16,7 @@ from interlude.domain.head_parts import EVENT_PAYLOAD_HELD
 from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.runs import RunStore
-from interlude.store.stream import OutboxRecords, stream_events
+from interlude.store.stream import OutboxRecords, carried_audit_draft, stream_events
 from interlude.store.webhooks import WebhookStore
 from tests.integration.conftest import new_api_key
 from tests.integration.test_head_parts import BRIEF, FLOW, TEXT, http
@@ -183,3 +183,25 @@ def test_a_format_9_event_whose_gate_item_is_not_the_one_it_names_is_refused_nev
     for read in (lambda: RunStore(TABLE).read_events(run_id), lambda: WebhookStore(TABLE, boto3.client("dynamodb")).read_event(run_id, 2)):
         with pytest.raises(Internal, match="its interrupt .* not what it names"):
             read()
+
+
+def test_a_decision_that_opens_a_gate_with_a_large_text_carries_its_audit_draft_on_the_format_9_batch(services, short_streams):
+    key = new_api_key(services)
+    second = {"id": "second", "typeId": "core.approvalGate", "config": {"title": "And again?", "description": TEXT}}
+    flow = {"nodes": [FLOW["nodes"][0], second], "edges": [{"sourceNodeId": "gate", "targetNodeId": "second"}]}
+    assert http("PUT", "/workflows/twice", key, flow)[0] == 201
+    run_id = http("POST", "/runs", key, {"workflowId": "twice", "inputs": {"brief": BRIEF}})[1]["runId"]
+    assert http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})[0] == 200
+
+    decided = event_batches(TABLE, run_id)[-1]
+    assert decided["v"] == {"N": str(formats.GATE_TEXT_OFF_EVENTS)}  # over the audit draft's 5
+    messages = [{"pk": decided["pk"]["S"], "sk": decided["sk"]["S"]}]
+    (record,), _ = OutboxRecords(boto3.client("dynamodb"), TABLE).records_of(messages)
+    draft = carried_audit_draft(record)
+    assert draft is not None
+    shown = surfaces(run_id, key)
+
+    assert write_whole(TABLE, run_id) == 2
+    (whole,), _ = OutboxRecords(boto3.client("dynamodb"), TABLE).records_of(messages)
+    assert carried_audit_draft(whole) == draft
+    assert surfaces(run_id, key) == shown

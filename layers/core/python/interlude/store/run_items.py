@@ -149,7 +149,9 @@ def event_batch_put(
         **(audit_log.draft_attributes(audit, events) if audit is not None else {}),
     }
     if lean is not None:
-        batch[formats.FORMAT_FIELD] = a.n(formats.GATE_TEXT_OFF_EVENTS)
+        # The newest format the batch is in: a release that reads 9 reads what an older one (5: the audit draft) adds.
+        carried = int(batch.get(formats.FORMAT_FIELD, {}).get("N", 1))
+        batch[formats.FORMAT_FIELD] = a.n(max(carried, formats.GATE_TEXT_OFF_EVENTS))
     return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
 
 
