@@ -115,6 +115,14 @@ def until(predicate: Callable[[], T], timeout_s: float, interval_s: float = 0.05
         time.sleep(interval_s)
 
 
+def quiesce(info: dict[str, str], timeout_s: float = 60.0) -> None:
+    """Wait until every background effect of what the running stack was asked so far has landed: its control endpoint
+    answers once each pump (the stream's, the queues', the schedules') has completed a poll begun after the call that
+    found nothing to move (interlude.local.pump.quiesce). Deterministic where repeated reads of the table only guess."""
+    got = requests.post(f"{info['controlEndpoint']}/quiesce", params={"timeoutSeconds": timeout_s}, timeout=timeout_s + 30)
+    assert got.status_code == 200, got.text
+
+
 def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """`interlude <args>` as a developer runs it from the repo; a failure fails the test unless `check` is off."""
     done = subprocess.run(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Sequence
 from typing import Self
 
 # An idle polling pump waits twice as long after each empty poll, up to this. Idle, a stack's pumps polled moto
@@ -10,12 +12,45 @@ from typing import Self
 # which the suite's stacks paid beside every test; what wakes them (wake_pumps) keeps the latency of real work.
 IDLE_MAX_S = 0.5
 _POLLING: set[Pump] = set()
+# How many times something may have changed (wake_pumps): quiesce's round is quiet only if it did not move.
+_changes = 0
+_changes_lock = threading.Lock()
+
+
+class NotQuiet(TimeoutError):
+    """quiesce's bound passed before the pumps were quiet."""
 
 
 def wake_pumps() -> None:
     """Something may have changed (a request was answered, a pump delivered): every polling pump polls now."""
+    global _changes
+    with _changes_lock:
+        _changes += 1
     for pump in list(_POLLING):
         pump.wake()
+
+
+def quiesce(pumps: Sequence[Pump], timeout_s: float) -> None:
+    """Return once every one of `pumps` has completed a poll begun after a round started that found nothing to move,
+    and nothing changed (wake_pumps) during that round: every effect of what was done before the call has landed.
+
+    A deterministic signal for tests, where reading the table twice a poll's interval apart is a guess a pump starved
+    of CPU defeats. Raises NotQuiet naming the pumps that had no such poll (stuck, failing, or kept busy) in time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with _changes_lock:
+            changes = _changes
+        begun = [pump.polls_begun() for pump in pumps]
+        for pump in pumps:
+            pump.wake()
+        late = [pump.name for pump, mark in zip(pumps, begun, strict=True) if not pump.empty_poll_after(mark, deadline)]
+        if late:
+            raise NotQuiet(f"no poll that found nothing to move within {timeout_s} s: {', '.join(late)}")
+        with _changes_lock:
+            if _changes == changes:
+                return
+        if time.monotonic() >= deadline:
+            raise NotQuiet(f"the stack kept changing for {timeout_s} s")
 
 
 class Pump:
@@ -24,6 +59,9 @@ class Pump:
     A pump that `backs_off` waits longer after each idle tick (up to IDLE_MAX_S) until woken; one that moved
     something wakes them all, since what it delivered may have written what another one carries. A recurring pump
     (a rate) does not back off and is not woken.
+
+    Each poll is numbered when it begins; the number of the last one that found nothing to move (returned 0, did not
+    fail, left nothing `in_flight`) is kept, so `empty_poll_after` tells whether one begun after a moment has ended so.
     """
 
     def __init__(self, name: str, interval_s: float, backs_off: bool = False) -> None:
@@ -33,6 +71,13 @@ class Pump:
         self._stop = threading.Event()
         self._woken = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._polls = threading.Condition()
+        self._begun = 0
+        self._last_empty = 0
+
+    @property
+    def name(self) -> str:
+        return self._thread.name
 
     def start(self) -> Self:
         if self.backs_off:
@@ -53,13 +98,34 @@ class Pump:
         """Deliver what is due; return how much moved."""
         raise NotImplementedError
 
+    def in_flight(self) -> bool:
+        """Whether work this pump handed on (to other threads) has not ended yet."""
+        return False
+
+    def polls_begun(self) -> int:
+        with self._polls:
+            return self._begun
+
+    def empty_poll_after(self, begun: int, deadline: float) -> bool:
+        """Wait until a poll numbered above `begun` has found nothing to move; False if `deadline` (monotonic) came."""
+        with self._polls:
+            return self._polls.wait_for(lambda: self._last_empty > begun, timeout=max(0.0, deadline - time.monotonic()))
+
     def _loop(self) -> None:
         wait = self.interval_s
         while not self._stop.is_set():
+            with self._polls:
+                self._begun += 1
+                number = self._begun
             try:
                 moved = self.pump_once()
+                empty = not moved and not self.in_flight()
             except Exception:  # a failed poll is retried on the next tick, as AWS's poller would
-                moved = 0
+                moved, empty = 0, False
+            if empty:
+                with self._polls:
+                    self._last_empty = number
+                    self._polls.notify_all()
             if moved:
                 self.idle.clear()
                 wait = self.interval_s

@@ -175,6 +175,8 @@ class QueuePump(Pump):
         self._free = list(range(concurrency))
         self._pool: InstancePool | None = None
         self._workers = ThreadPoolExecutor(concurrency, f"sqs-{function_name}") if concurrency > 1 else None
+        # Batches handed to the workers whose delivery has not ended.
+        self._handed_on = 0
 
     def pump_once(self) -> int:
         """Hand out as many batches as there are free instances; returns how many messages went."""
@@ -189,11 +191,25 @@ class QueuePump(Pump):
                 for m in messages:
                     del self.held[m["MessageId"]]
                 self.fair.taken(messages)
+                if self._workers is not None:
+                    self._handed_on += 1
             moved += len(messages)
             if self._workers is None:
                 self._deliver(messages, instance)
                 return moved
-            self._workers.submit(self._deliver, messages, instance)
+            self._workers.submit(self._handed_on_delivery, messages, instance)
+
+    def in_flight(self) -> bool:
+        with self._lock:
+            return self._handed_on > 0
+
+    def _handed_on_delivery(self, messages: list[dict[str, Any]], instance: int) -> None:
+        # Counted until all it does has ended (its deletes, its wake_pumps), so that a poll it outlives is not empty.
+        try:
+            self._deliver(messages, instance)
+        finally:
+            with self._lock:
+                self._handed_on -= 1
 
     def stop(self) -> None:
         super().stop()

@@ -17,12 +17,14 @@ from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import LOCAL_REGION
 from interlude.local.buckets import create_local_buckets
+from interlude.local.control import ControlApi
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
 from interlude.local.lambda_api import LambdaApi
 from interlude.local.lambda_runtime import invoke, run_process_hook
 from interlude.local.mailbox import verify_local_sender
 from interlude.local.moto_server import LockedMotoServer
+from interlude.local.pump import Pump, quiesce
 from interlude.local.pumps import StreamPump
 from interlude.local.recurring import RecurringPump
 from interlude.local.schedules import SchedulePump, create_local_deadline_resources
@@ -112,6 +114,8 @@ class LocalInfo:
     clock_file: str = ""
     # The operator surface's Lambda Invoke API (interlude.local.lambda_api): `interlude tenants --local` calls it.
     lambda_endpoint: str = ""
+    # The control endpoint (interlude.local.control): a test asks it whether the stack is quiet.
+    control_endpoint: str = ""
 
     def as_json(self) -> dict[str, str]:
         return {
@@ -121,6 +125,7 @@ class LocalInfo:
             "motoEndpoint": self.moto_endpoint,
             "clockFile": self.clock_file,
             "lambdaEndpoint": self.lambda_endpoint,
+            "controlEndpoint": self.control_endpoint,
         }
 
 
@@ -141,6 +146,7 @@ class LocalStack:
         self.ttl_pump: TtlPump | None = None
         self.queue_pumps: list[QueuePump] = []
         self.lambda_api: LambdaApi | None = None
+        self.control: ControlApi | None = None
         self.info: LocalInfo | None = None
 
     def start(self) -> LocalInfo:
@@ -173,6 +179,7 @@ class LocalStack:
         self.ttl_pump = TtlPump(TABLE_NAME).start()
         self.gateway.start()
         self.lambda_api = LambdaApi().start()
+        self.control = ControlApi(self.quiesce).start()
         self.info = LocalInfo(
             self.gateway.base_url,
             DEMO_TENANT,
@@ -180,11 +187,19 @@ class LocalStack:
             self.moto.endpoint,
             str(self.clock_file or ""),
             self.lambda_api.endpoint,
+            self.control.endpoint,
         )
         return self.info
 
+    def quiesce(self, timeout_s: float) -> None:
+        """Return once every effect of what the stack was asked before has landed: the stream, queue and schedule
+        pumps have each completed a poll begun after the call that found nothing to move (pump.quiesce). The TTL
+        sweep and the recurring schedules run on their clocks' periods and are not waited for."""
+        pumps: list[Pump] = [p for p in (self.pump, self.schedule_pump) if p is not None]
+        quiesce([*pumps, *self.queue_pumps], timeout_s)
+
     def stop(self) -> None:
-        for part in (self.lambda_api, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.ttl_pump, self.schedule_pump, self.pump, self.moto):
+        for part in (self.control, self.lambda_api, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.ttl_pump, self.schedule_pump, self.pump, self.moto):
             if part is not None:
                 part.stop()
 
