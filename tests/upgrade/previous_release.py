@@ -154,7 +154,7 @@ def write(out: Path) -> None:
     api.strict = True
     try:
         made = scenario(api)
-        settle(api, made)
+        settle(api, made, stack)
         if api.failures:
             sys.exit("the previous release refused:\n" + "\n".join(api.failures))
         dump = {
@@ -228,13 +228,17 @@ def until(attempt: Any, timeout_s: float = 30) -> Any:
         time.sleep(0.2)
 
 
-def settle(api: Api, made: dict[str, Any]) -> None:
+def settle(api: Api, made: dict[str, Any], stack: Any) -> None:
     """Wait until every run is where it stays (its stream records taken by dispatch: tasks and actions made)."""
     resting = {"waiting-approval", "waiting-input", "waiting-external", "running", "completed", "failed", "cancelled"}
     for run in made["runs"].values():
         api.wait_status(run, resting)
-    # The outbox's last records (schedules, tasks, queued actions) land after that: the dump waits until the table and
-    # the schedules read the same three times over 2 s (a fixed sleep missed them on a loaded machine), at most 60 s.
+    # The outbox's last records (schedules, tasks, queued actions) land after that. A release whose local stack has the
+    # quiet barrier (0.4.0 on) is asked; an older one's dump waits until the table and the schedules read the same
+    # three times over 2 s (a fixed sleep missed them on a loaded machine), at most 60 s.
+    if hasattr(stack, "quiesce"):
+        stack.quiesce(60)
+        return
     seen: list[str] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (len(seen) < 3 or len(set(seen[-3:])) > 1):
