@@ -485,6 +485,11 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
         puts = [op["Put"]["Item"] for op in params["TransactItems"] if "Put" in op]
         writes.append((heads[0] if heads else "", sum(1 for item in puts if item["sk"]["S"] == items.PENDING_SK)))
 
+    def moved(params: dict[str, Any], **_: Any) -> None:
+        # A marked head is moved on its own (docs/adr/0135): no marker with it.
+        if params["Key"]["sk"]["S"] == items.HEAD_SK:
+            writes.append((params["Key"]["pk"]["S"], 0))
+
     approvers = [signed_in(services, who) for who in ("alice", "bob", "carol")]
     # The run's chain must hold no earlier entry (a key's, drawn by its random id), or its first vote finds it
     # already marked: draw runs until one lands on a chain of its own.
@@ -493,7 +498,9 @@ def test_a_chain_waiting_for_a_checkpoint_is_marked_once_and_the_sweep_signs_eac
         run_id = run_waiting(services, admin, THREE)
     chain = items.chain_of_member(run_id)
     # The appends are dispatch's (the process's services, which the in-process dispatch function uses).
-    composition.services().store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
+    events = composition.services().store.client.meta.events
+    events.register("provide-client-params.dynamodb.TransactWriteItems", marked)
+    events.register("provide-client-params.dynamodb.UpdateItem", moved)
     for approver in approvers:
         decide(services, approver, run_id, {"action": "accept"})
     # Three appends to the run's chain: the first marked it as waiting, the other two wrote no marker (no GSI write).

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.composition import Services
@@ -145,3 +146,66 @@ def test_an_entry_beyond_the_head_that_does_not_chain_from_it_is_written_over(se
     assert line.levelname == "ERROR"
     assert "did not chain from the head" in line.getMessage()
     assert "forged" in line.getMessage()
+
+
+def marked_chain(services: Services, tenant: str) -> None:
+    """A chain with one entry, its head marked (on the checkpoint sweep's list): the next append is plain writes."""
+    services.store.audit_log.append_drafts(tenant, 0, [(draft(tenant, "run-0"), "source-0")], 0.0)
+    assert services.store.audit_log.head(tenant, 0).marked
+
+
+def test_an_appender_that_stops_before_the_head_leaves_orphans_its_record_adopts_when_it_comes_again(
+    services, tenant, monkeypatch
+) -> None:
+    marked_chain(services, tenant)
+    log = services.store.audit_log
+    placed = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
+    real_update = log.client.update_item
+
+    def stopped(**params: Any) -> Any:
+        raise ClientError({"Error": {"Code": "InternalServerError", "Message": "injected"}}, "UpdateItem")
+
+    monkeypatch.setattr(log.client, "update_item", stopped)
+    with pytest.raises(ClientError):
+        log.append_drafts(tenant, 0, placed, 0.0)
+
+    # Both entries were put, past the head, which no read shows
+    assert len(stored(services, tenant)) == 3
+    assert log.head(tenant, 0).seq == 1
+    assert [e["target"]["runId"] for e in services.audit.entries_page(tenant, 50, None)["entries"]] == ["run-0"]
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+    monkeypatch.setattr(log.client, "update_item", real_update)
+    written = log.append_drafts(tenant, 0, placed, 0.0)
+
+    assert written is not None
+    assert written.seq == 3
+    assert [e["target"]["runId"] for e in chained(services, tenant)] == ["run-0", "run-a", "run-b"]
+    assert len(stored(services, tenant)) == 3
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+
+def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
+    marked_chain(services, tenant)
+    log = services.store.audit_log
+    other = items.AuditLog(TABLE, Store(TABLE).client)
+    mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
+    theirs = [(draft(tenant, "run-c"), "source-c")]
+    real_put = log.client.put_item
+    puts: list[str] = []
+
+    def put_then_race(**params: Any) -> Any:
+        got = real_put(**params)
+        puts.append(params["Item"]["sk"]["S"])
+        if len(puts) == 1:
+            # The other appender runs whole between this one's first entry and its second: it adopts the first.
+            other.append_drafts(tenant, 0, theirs, 0.0)
+        return got
+
+    monkeypatch.setattr(log.client, "put_item", put_then_race)
+    log.append_drafts(tenant, 0, mine, 0.0)
+
+    entries = chained(services, tenant)
+    assert [e["target"]["runId"] for e in entries] == ["run-0", "run-a", "run-c", "run-b"]
+    assert len(stored(services, tenant)) == 4
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True

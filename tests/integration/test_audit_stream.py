@@ -125,33 +125,45 @@ def test_a_redelivered_record_appends_nothing_twice_even_after_the_chain_moved_o
     assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
 
 
-def transactions_on_chains(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
-    """Every TransactWriteItems that moves an audit chain's head from now on, by the number of entries it writes."""
-    writes: Counter[int] = Counter()
+def writes_on_chains(monkeypatch: pytest.MonkeyPatch) -> Counter[tuple[str, str]]:
+    """Every write to an audit chain from now on, by operation and the item it writes ("entry", "head")."""
+    writes: Counter[tuple[str, str]] = Counter()
     original = BaseClient._make_api_call
 
+    def kind(sk: str) -> str | None:
+        return "entry" if sk.startswith(items.ENTRY_SK_PREFIX) else "head" if sk == items.HEAD_SK else None
+
     def counting(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "TransactWriteItems":
-            keys = [next(iter(op.values())).get("Item", {}) for op in params["TransactItems"]]
-            if any(k.get("sk", {}).get("S") == items.HEAD_SK for k in keys):
-                writes[sum(k.get("sk", {}).get("S", "").startswith(items.ENTRY_SK_PREFIX) for k in keys)] += 1
+        bodies = [next(iter(op.values())) for op in params["TransactItems"]] if operation == "TransactWriteItems" else [params]
+        if operation in ("TransactWriteItems", "PutItem", "UpdateItem"):
+            for body in bodies:
+                written = kind((body.get("Item") or body.get("Key") or {}).get("sk", {}).get("S", ""))
+                if written is not None:
+                    writes[(operation, written)] += 1
         return original(client, operation, params)
 
     monkeypatch.setattr(BaseClient, "_make_api_call", counting)
     return writes
 
 
-def test_a_batchs_drafts_are_chained_per_chain_in_one_write_each(services, tenant, monkeypatch) -> None:
+def test_a_batchs_drafts_are_chained_per_chain_with_a_put_per_entry_and_one_move_of_the_head(
+    services, tenant, monkeypatch
+) -> None:
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 2)
     admin = signed_in(services)
+    # Both chains' heads made (and marked: on the checkpoint sweep's list) by a first batch
+    first = decided(services, admin, 2)
+    while {items.chain_of_member(r) for r in first} != {0, 1}:
+        first += decided(services, admin)
+    assert dispatched(records_of(first)) == []
     runs = decided(services, admin, 5)
     by_chain = Counter(items.chain_of_member(r) for r in runs)
-    writes = transactions_on_chains(monkeypatch)
+    writes = writes_on_chains(monkeypatch)
 
     assert dispatched(records_of(runs)) == []
 
-    # One write per chain, holding that chain's decisions
-    assert sorted(writes.elements()) == sorted(by_chain.values())
+    # Each entry one PutItem (1 WRU), each chain's head one UpdateItem (1 WRU), no transaction (2 WRU an item)
+    assert writes == {("PutItem", "entry"): len(runs), ("UpdateItem", "head"): len(by_chain)}
     for run_id in runs:
         assert len(decisions_of(tenant, run_id)) == 1
     for chain in by_chain:

@@ -35,6 +35,7 @@ from interlude.adapters import batch
 from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.composition import Services
 from interlude.domain import clock
+from interlude.domain.audit import AuditDraft
 from interlude.engine.tasks import task_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
@@ -423,6 +424,18 @@ def _audit_setup(w: World) -> dict[str, Any]:
     return {"runs": list(runs.values()), "records": w.stream.take()}
 
 
+def _audit_marked_setup(w: World) -> dict[str, Any]:
+    """The same, on chains that already hold an entry and are on the checkpoint sweep's list (marked), as a busy
+    tenant's are: each chain's entries are put one by one, then its head moved by one UpdateItem (docs/adr/0135), so
+    a fault between them leaves entries past the head for the record's next delivery to adopt."""
+    ctx = _audit_setup(w)
+    log = w.services.store.audit_log
+    for run_id in ctx["runs"]:
+        earlier = AuditDraft(w.tenant, "interrupt.voted", {"subjectId": "earlier"}, {"runId": run_id}, clock.iso(clock.now()), {})
+        log.append_drafts(w.tenant, audit_log.chain_of_member(run_id), [(earlier, f"earlier/{run_id}")], time.time())
+    return ctx
+
+
 def _audit_act(w: World, ctx: dict[str, Any]) -> Any:
     # The batch's runs one after the other (dispatch runs them on threads side by side): every attempt then makes the
     # same calls in the same order, so a fault at call i is the same fault each time.
@@ -670,6 +683,7 @@ OPERATIONS: dict[str, Operation] = {
     "dispatch": Operation(_dispatch_setup, _dispatch_act, _dispatch_check),
     # A fault after the decisions, before their drafts are chained, and between the batch's two chains' writes.
     "audit appender": Operation(_audit_setup, _audit_act, _audit_check),
+    "audit appender, chains marked": Operation(_audit_marked_setup, _audit_act, _audit_check),
     "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
     "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
     "action worker": Operation(_action_setup, _action_act, _action_check),

@@ -30,10 +30,12 @@ from interlude import migrations, wiring
 from interlude.composition import Services
 from interlude.config import forget as forget_settings
 from interlude.domain import clock, formats
+from interlude.domain.audit import AuditDraft
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
 from interlude.store import attributes as a
+from interlude.store import audit as audit_items
 from interlude.store import gate_closes
 from interlude.store.facade import Store
 from interlude.store.layout import run_pk
@@ -260,6 +262,17 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-completed"]), "RUN"))
     assert wiring.TTL_ATTRIBUTE in head["Item"]
 
+    # This release's appender stopped between an entry's put and its head's move (ADR 0135): an entry past the head of
+    # the chain of the gate the rollback decides, the draft of a committed action
+    tenant = dump["tenant"]
+    chain = audit_items.chain_of_member(runs["new-waiting"])
+    log = up.services.store.audit_log
+    orphan = AuditDraft(tenant, "interrupt.voted", {"subjectId": "orphan"}, {"runId": "orphan-run"}, clock.iso(clock.now()), {})
+    written, _ = audit_items.chain_items(tenant, chain, log.head(tenant, chain), [(orphan, "orphan/source")], time.time())
+    for label, op in written:
+        if label == audit_items.ENTRY_LABEL:
+            log.client.put_item(TableName=up.world.table, **op["Put"])
+
     # When the previous release is deployed again over that table (and the deployment's secrets) and reads it all
     secrets = boto3.client("secretsmanager")
     scanned = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=up.world.table)
@@ -287,6 +300,11 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert seen["seen"]["swept"] is True
     assert seen["seen"]["afterSweep"] == {**wrote, "new-waiting": "completed"}
     assert seen["seen"]["audit"]["chainValid"] is True, json.dumps(seen["seen"]["audit"]["anomalies"])
+    # ... not listing the entry past the head until its appender, chaining the decision, adopted it
+    listed = seen["seen"]["auditListed"]
+    assert listed.count(["interrupt.voted", "orphan-run"]) == 1
+    assert listed.count(["interrupt.decided", runs["new-waiting"]]) == 1
+    assert seen["seen"]["auditAfter"]["chainValid"] is True, json.dumps(seen["seen"]["auditAfter"]["anomalies"])
 
 
 def bucket_objects(env: dict[str, str]) -> dict[str, dict[str, str]]:

@@ -387,11 +387,22 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         seen["events"] = (api.ok("GET", f"/runs/{wire(runs[decide])}/events/poll") or {}).get("events")
         decided = api.ok("POST", f"/runs/{wire(runs[decide])}/interrupts/gate", {"resumeValue": {"action": "accept"}})
         seen["decided"] = (decided or {}).get("status")
+        # Its appender chains the decision's entry (after what the newer release left past that chain's head, which it
+        # adopts): the trail then lists both, and verifies.
+        until(lambda: (200 if decision_listed(api, runs[decide]) else 404, None))
+        listed = (api.ok("GET", "/audit?limit=200") or {}).get("entries") or []
+        seen["auditListed"] = [[e.get("action"), (e.get("target") or {}).get("runId")] for e in listed]
+        seen["auditAfter"] = api.ok("GET", "/audit/verify?fromSeq=0&toSeq=1000")
         # Then a whole pass of its daily retention sweep over the table (the newer release's runs, their items written
         # with a provisional expiry: ADR 0133), and every run read again
         seen["swept"] = retention_sweep()
         seen["afterSweep"] = {name: (api.ok("GET", f"/runs/{wire(run)}") or {}).get("status") for name, run in runs.items()}
     return seen
+
+
+def decision_listed(api: Api, run: str) -> bool:
+    listed = (api.ok("GET", "/audit?limit=200") or {}).get("entries") or []
+    return any(e.get("action") == "interrupt.decided" and (e.get("target") or {}).get("runId") == run for e in listed)
 
 
 def retention_sweep() -> bool | None:

@@ -73,9 +73,10 @@ class AuditTrail:
 
     def append_drafts(self, drafts: list[tuple[str, str, AuditDraft]]) -> dict[str, BaseException]:
         """The appender on the stream (docs/adr/0128): chain the drafts a batch's event batches carry ((record id,
-        source, draft), in the batch's order), each chain's in one conditional write, a draft already appended by an
-        earlier delivery skipped. Answers the records whose chain's append failed (they go again, and to the
-        dead-letter queue after the queue's receives, as dispatch's records do)."""
+        source, draft), in the batch's order), each chain's as plain conditional writes (its entries, then its head:
+        docs/adr/0135), a draft already appended by an earlier delivery skipped. Answers the records whose chain's
+        append failed (they go again, and to the dead-letter queue after the queue's receives, as dispatch's records
+        do)."""
         by_chain: dict[tuple[str, int], list[tuple[str, str, AuditDraft]]] = {}
         for record_id, source, draft in drafts:
             by_chain.setdefault((draft.tenant, chain_of(draft)), []).append((record_id, source, draft))

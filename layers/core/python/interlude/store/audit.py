@@ -24,13 +24,16 @@ ever Put into (every deployed role is denied UpdateItem and DeleteItem on them: 
 docs/scale.md has the ceilings.
 
 An action with an event batch may carry its entry's draft on that item instead (`audit`, format 5: docs/adr/0128): the
-appender on the stream (`AuditLog.append_drafts`, from dispatch) chains a batch's drafts per chain in one conditional
-transaction, the head and up to MAX_ENTRIES_PER_APPEND entries. Each such entry names its `source` (the event batch's
-key) and every entry when it was `appended`, and the head when an append last moved it (`appendedAt`): a draft
-delivered again finds its entry among those appended since its action and is skipped, so each action has one entry.
+appender on the stream (`AuditLog.append_drafts`, from dispatch) chains a batch's drafts per chain without a
+transaction (docs/adr/0135): each entry one conditional PutItem at the next sequence (never over an existing one: a
+second appender's put on a taken place fails, and it reads the head again), then the head moved over them by one
+conditional UpdateItem (on condition that it is the head read, and marked; an unmarked head is moved with its marker
+in one transaction). Each such entry names its `source` (the event batch's key) and every entry when it was
+`appended`, and the head when an append last moved it (`appendedAt`): a draft delivered again finds its entry among
+those appended since its action, or past the head, and is skipped, so each action has one entry.
 
-An entry may lie beyond its chain's head (docs/adr/0135): an append of plain writes (each entry put on its own, then
-the head moved) that stopped before moving the head leaves its entries there, orphans. No reader takes them for part of
+An entry may lie beyond its chain's head (docs/adr/0135): an append of plain writes that stopped before moving the
+head leaves its entries there, orphans. No reader takes them for part of
 the chain (every read stops at the head), and every append that finds its entry's place taken while the head held
 reads what lies beyond (`orphans`): it ADOPTS the run of them that chains from the head (each the next sequence, its
 prevHash the hash before it: the draft of a committed action), moving the head over them with its own entries, and a
@@ -74,7 +77,8 @@ PENDING_SHARDS = 8
 APPEND_RETRIES = 8
 # An event batch's attribute holding the draft of the entry that records its transition (format 5).
 DRAFT_ATTRIBUTE = "audit"
-# The most entries one append from the stream writes: a transaction holds 100 items, with the head and the marker.
+# The most entries one append from the stream writes before moving the head: the transaction of an append that writes
+# over a stale entry past the head holds 100 items, with the head and the marker.
 MAX_ENTRIES_PER_APPEND = 98
 # How far apart two functions' clocks may be (an action's `at` against the appender's `appended`): Lambda's follow
 # Amazon Time Sync to well under a millisecond. An entry appended this long before a draft's action cannot be its.
@@ -315,9 +319,10 @@ class AuditLog:
 
     def append_drafts(self, tenant: str, chain: int, placed: list[tuple[AuditDraft, str]], now_epoch: float) -> Head | None:
         """Chain drafts carried on event batches (each with its source: `draft_source`), in order, skipping those
-        already appended (a record delivered again), in as few transactions as MAX_ENTRIES_PER_APPEND allows, each
-        the head's move on condition that it is the head read, and the entries. The head written; None when every
-        draft was appended before. Unavailable when other appends keep moving the head (the record goes again)."""
+        already appended (a record delivered again, its entry in the chain or past its head), up to
+        MAX_ENTRIES_PER_APPEND at a time: each entry put on its own, then the head moved on condition that it is the
+        head read (`_append_plain`). The head written; None when every draft was appended before. Unavailable when
+        other appends keep moving the head (the record goes again)."""
         unique: dict[str, AuditDraft] = {}
         for draft, source in placed:
             unique.setdefault(source, draft)  # one record twice in a batch: one entry
@@ -338,6 +343,21 @@ class AuditLog:
                 continue
             chunk = waiting[:MAX_ENTRIES_PER_APPEND]
             items, moved = chain_items(tenant, chain, head, chunk, now_epoch, orphans)
+            # Plain writes, unless an entry past the head is written over: then in the head's transaction (its
+            # condition ties the overwrite to a place the head does not cover).
+            if not (orphans is not None and orphans.stale):
+                if self._append_plain(tenant, chain, head, items, moved):
+                    head = written = moved
+                    orphans = None
+                    waiting = waiting[len(chunk) :]
+                    continue
+                lost += 1
+                if lost > APPEND_RETRIES:
+                    raise Unavailable("the audit chain kept moving while appending; the record goes again")
+                # A place taken (orphans, or another append's entries) or the head moved: read both again.
+                head, checked = self.head(tenant, chain), False
+                orphans = self.orphans(tenant, chain, head)
+                continue
             for _, op in items:
                 body = next(iter(op.values()))
                 body["TableName"] = self.table
@@ -361,6 +381,53 @@ class AuditLog:
             orphans = None
             waiting = waiting[len(chunk) :]
         return written
+
+    def _append_plain(self, tenant: str, chain: int, head: Head, items: list[tuple[str, dict[str, Any]]], moved: Head) -> bool:
+        """Write an append's entries one conditional PutItem each, in order, then move the head over them (and the
+        orphans it adopts): a marked head by one conditional UpdateItem, 1 WRU an entry and 1 the head against 2 each
+        in a transaction (docs/adr/0135). An unmarked head (the chain off the pending index) is moved with its
+        marker in one transaction, as before: the sweep's `settle` takes both off together, which a marker put apart
+        from the head's move could not tell. False when an entry's place was taken or the head moved (or its mark
+        changed) since it was read: the entries put stay past the head, orphans the next append adopts (this one's,
+        when it tries again)."""
+        for label, op in items:
+            if label != ENTRY_LABEL:
+                continue
+            try:
+                self.client.put_item(TableName=self.table, **op["Put"])
+            except self.client.exceptions.ConditionalCheckFailedException:
+                return False
+        if not head.marked:
+            moves = [op for label, op in items if label != ENTRY_LABEL]
+            for op in moves:
+                next(iter(op.values()))["TableName"] = self.table
+            try:
+                self.client.transact_write_items(TransactItems=moves)
+            except self.client.exceptions.TransactionCanceledException:
+                return False
+            return True
+        values = {
+            ":read": a.n(head.seq),
+            ":seq": a.n(moved.seq),
+            ":hash": a.s(str(moved.hash)),
+            ":at": a.n(moved.appended_at or 0),
+            ":since": a.n(round(moved.pending_since or 0, 3)),
+        }
+        try:
+            # pendingSince stays when set (the oldest entry waiting); a checkpoint that took it since brings it back.
+            # checkpointSeq is the checkpoints' own (an UpdateItem leaves it), so a checkpoint in between stands.
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(head_pk(tenant, chain), HEAD_SK),
+                UpdateExpression="SET seq = :seq, #hash = :hash, appendedAt = :at, pendingSince = if_not_exists(pendingSince, :since)"
+                " REMOVE checkpointedAt",
+                ConditionExpression="seq = :read AND attribute_exists(marked)",
+                ExpressionAttributeNames={"#hash": "hash"},
+                ExpressionAttributeValues=values,
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def orphans(self, tenant: str, chain: int, head: Head) -> Orphans:
         """What lies beyond the chain's `head` (strongly consistent): the orphans an append adopts, and the stale."""
