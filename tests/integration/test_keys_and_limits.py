@@ -4,6 +4,7 @@ and a transaction that lost only to a concurrent one (TransactionConflict) sent 
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -211,3 +212,48 @@ def test_the_default_open_runs_quota_spreads_its_counter_a_full_shard_spills_and
     # And a run that ends gives its place back where it claimed it
     services.lifecycle.cancel_run(admin, runs[0], CancelRunRequest())
     assert services.limiter.counters.usage_by_shard(tenant)[7]["openRuns"] == 124
+
+
+def test_an_instances_first_request_of_a_tenant_reads_its_status_and_its_settings_in_one_call(
+    services, tenant, other_tenant
+) -> None:
+    """ADR 0137: a new instance trusts neither a tenant's status nor its limits, so its first request reads both in
+    one BatchGetItem (then the key's, the counter's and the route's own calls); what it read is what it applies."""
+    from interlude.api import http
+    from interlude.local import lambda_runtime
+    from interlude.local.http_gateway import to_event
+    from interlude.store.tenants import SUSPENDED, Stored, TenantRecords
+
+    services.tenants.put_settings(tenant, TenantSettings.model_validate({"limits": {"requestsPerSecond": 7}}), "ops")
+    TenantRecords(services.store).put(Stored(other_tenant, "active", 0, {}), SUSPENDED, {})
+    keys = {t: new_api_key(services, tenant=t) for t in (tenant, other_tenant)}
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def sent(model: Any, params: dict[str, Any], **_: Any) -> None:
+        body = params["body"]
+        calls.append((model.name, json.loads(body) if isinstance(body, bytes | str) else body))
+
+    http.services().store.client.meta.events.register("before-call.dynamodb", sent)
+
+    def first_request(of: str) -> dict[str, Any]:
+        calls.clear()
+        headers = {"authorization": f"Bearer {keys[of]}", "host": "127.0.0.1"}
+        answer: dict[str, Any] = lambda_runtime.invoke("api", to_event("GET", "/runs", headers, b"", "127.0.0.1"))
+        return answer
+
+    assert first_request(tenant)["statusCode"] == 200
+    tenant_reads = [(name, params) for name, params in calls if tenant in json.dumps(params) and name != "UpdateItem"]
+    batch = [params for name, params in tenant_reads if name == "BatchGetItem"]
+    assert len(batch) == 1, [name for name, _ in tenant_reads]
+    asked = {(k["pk"]["S"], k["sk"]["S"]) for k in batch[0]["RequestItems"][TABLE]["Keys"]}
+    assert asked == {("TENANTS", tenant), (f"T#{tenant}", "SETTINGS")}
+    assert not [name for name, params in tenant_reads if name == "GetItem" and "SETTINGS" in json.dumps(params)]
+    assert http.standing().knows(tenant)
+    assert http.services().limiter.limits(tenant).requests_per_second == 7
+    # A suspended tenant's first request is refused from the same one read.
+    refused = first_request(other_tenant)
+    assert refused["statusCode"] == 403, refused
+    assert "interlude.tenant_suspended" in refused["body"]
+    assert [name for name, params in calls if name == "BatchGetItem" and other_tenant in json.dumps(params)] == [
+        "BatchGetItem"
+    ]

@@ -169,6 +169,7 @@ def principal_for(operation: str) -> Principal:
     principal = app.context.get("principal")
     if principal is None:
         principal = services().keys.authenticate(app.current_event.headers.get("authorization"))
+        read_tenant_once(principal.tenant)
         standing().require_active(principal.tenant)
         admission = services().limiter.admit(principal)
         if not admission.allowed:
@@ -180,6 +181,16 @@ def principal_for(operation: str) -> Principal:
         # The Idempotency-Key layer and the handler both ask: one request is counted once.
         app.append_context(principal=principal)
     return authorize(principal, operation)
+
+
+def read_tenant_once(tenant: str) -> None:
+    """Where this instance trusts neither the tenant's status nor its limits (its first request of the tenant), both
+    are read in one call, not one each (ADR 0137); what it trusts already is not read again."""
+    limiter = services().limiter
+    if not standing().knows(tenant) and not limiter.knows(tenant):
+        status, settings = standing().statuses.status_and_settings(tenant)
+        standing().remember(tenant, status)
+        limiter.remember(tenant, settings)
 
 
 def scope_of(operation: str) -> str | None:

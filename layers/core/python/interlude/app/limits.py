@@ -9,9 +9,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from interlude.app.tenant_facts import tenant_settings
+from interlude.app.tenant_facts import settings_of, tenant_settings
 from interlude.config import settings
-from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS, TenantSettings
 from interlude.rules import limits as rules
 
 if TYPE_CHECKING:
@@ -122,7 +122,18 @@ class TenantLimiter:
         hit = self._cache.get(tenant)
         if hit is not None and hit[0] > time.monotonic():
             return hit
-        own = tenant_settings(self.records, tenant)
+        return self._keep(tenant, tenant_settings(self.records, tenant))
+
+    def knows(self, tenant: str) -> bool:
+        """Whether the tenant's limits in force are cached now (its next admission reads no settings)."""
+        hit = self._cache.get(tenant)
+        return hit is not None and hit[0] > time.monotonic()
+
+    def remember(self, tenant: str, settings: dict[str, Any] | None) -> None:
+        """Take the tenant's settings as just read elsewhere (`settings`, None: none stored) as its limits in force."""
+        self._keep(tenant, settings_of(settings))
+
+    def _keep(self, tenant: str, own: TenantSettings) -> tuple[float, rules.Limits, int]:
         found = (
             time.monotonic() + LIMITS_CACHE_SECONDS,
             rules.effective(own.limits, self.defaults)._replace(

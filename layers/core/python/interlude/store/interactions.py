@@ -35,6 +35,15 @@ def tenant_pk(tenant: str) -> str:
     return f"T#{tenant}"
 
 
+def settings_key(tenant: str) -> a.Item:
+    return a.key(tenant_pk(tenant), SETTINGS_SK)
+
+
+def settings_read(item: a.Item | None) -> SettingsRead:
+    """The settings a settings item holds (None: no item)."""
+    return SettingsRead(a.unpacked(item["settings"]), item["settings"]) if item else SettingsRead(None, None)
+
+
 def credential_grant_sk(provider: str) -> str:
     return f"CRED#{provider}"
 
@@ -146,9 +155,8 @@ class InteractionStore:
         return self.read_settings(tenant).settings
 
     def read_settings(self, tenant: str, *, consistent: bool = False) -> SettingsRead:
-        key = a.key(tenant_pk(tenant), SETTINGS_SK)
-        item = self.client.get_item(TableName=self.table, Key=key, ConsistentRead=consistent).get("Item")
-        return SettingsRead(a.unpacked(item["settings"]), item["settings"]) if item else SettingsRead(None, None)
+        item = self.client.get_item(TableName=self.table, Key=settings_key(tenant), ConsistentRead=consistent).get("Item")
+        return settings_read(item)
 
     def get_grant(self, tenant: str, provider: str) -> frozenset[str] | None:
         got = self.client.get_item(TableName=self.table, Key=a.key(tenant_pk(tenant), credential_grant_sk(provider)))

@@ -33,6 +33,8 @@ class TenantStatuses(Protocol):
 
     def status(self, tenant: str, consistent: bool = False) -> str | None: ...
 
+    def status_and_settings(self, tenant: str) -> tuple[str | None, dict[str, Any] | None]: ...
+
     def hold(self, tenant: str, destination: str, work_id: str, body: dict[str, Any], at: str) -> bool: ...
 
 
@@ -65,6 +67,11 @@ class TenantStanding:
             return known[1]
         return self._read(tenant, consistent=False)
 
+    def knows(self, tenant: str) -> bool:
+        """Whether a status of `tenant` is trusted now (its next `status` reads nothing)."""
+        known = self._known.get(tenant)
+        return known is not None and known[0] > self._monotonic()
+
     def require_active(self, tenant: str) -> None:
         """Refuse (403 interlude.tenant_suspended) a request of a tenant that is suspended or being deleted."""
         status = self.status(tenant)
@@ -91,7 +98,11 @@ class TenantStanding:
         self._known.pop(tenant, None)
 
     def _read(self, tenant: str, consistent: bool) -> str:
-        status = self.statuses.status(tenant, consistent=consistent) or ACTIVE
+        return self.remember(tenant, self.statuses.status(tenant, consistent=consistent))
+
+    def remember(self, tenant: str, read: str | None) -> str:
+        """Trust `read`, the registry's status of `tenant` as just read (None: no record), for cache_seconds."""
+        status = read or ACTIVE
         self._known[tenant] = (self._monotonic() + self.cache_seconds, status)
         self._known.move_to_end(tenant)
         if len(self._known) > CACHE_SIZE:

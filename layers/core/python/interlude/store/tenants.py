@@ -37,6 +37,7 @@ from interlude.rules import usage as billing
 from interlude.store import attributes as a
 from interlude.store import limits as counters
 from interlude.store.due_index import DUE_PK_PREFIX
+from interlude.store.interactions import settings_key, settings_read
 from interlude.store.item_index import shard_of
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, tenant_of_pk
 from interlude.store.table import Table, batch_get
@@ -123,6 +124,16 @@ class TenantRecords:
         )
         item = got.get("Item")
         return str(item["status"]["S"]) if item and "status" in item else None
+
+    def status_and_settings(self, tenant: str) -> tuple[str | None, dict[str, Any] | None]:
+        """The tenant's status (as `status` reads it) and its settings (as InteractionStore.get_settings reads them)
+        in one BatchGetItem: what a new instance's first request of a tenant asks of both (ADR 0137)."""
+        record, settings = record_key(tenant), settings_key(tenant)
+        read = {"ProjectionExpression": "pk, sk, #status, settings", "ExpressionAttributeNames": {"#status": "status"}}
+        found = {(i["pk"]["S"], i["sk"]["S"]): i for i in batch_get(self.client, self.table, [record, settings], **read)}
+        item = found.get((record["pk"]["S"], record["sk"]["S"]))
+        status = str(item["status"]["S"]) if item and "status" in item else None
+        return status, settings_read(found.get((settings["pk"]["S"], settings["sk"]["S"]))).settings
 
     def page(self, limit: int, after: str | None) -> tuple[list[Stored], str | None]:
         """Tenants in name order, `limit` at most, after tenant `after`; and the last one's name when more follow."""
