@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 
-from interlude.domain import formats
+from interlude.domain import clock, formats
 from interlude.domain.errors import Internal
 from interlude.domain.head_parts import EVENT_PAYLOAD_HELD
 from interlude.store import attributes as a
@@ -205,3 +205,27 @@ def test_a_decision_that_opens_a_gate_with_a_large_text_carries_its_audit_draft_
     (whole,), _ = OutboxRecords(boto3.client("dynamodb"), TABLE).records_of(messages)
     assert carried_audit_draft(whole) == draft
     assert surfaces(run_id, key) == shown
+
+
+def test_a_run_past_its_expiry_whose_gate_item_ttl_deleted_first_is_gone_not_broken(services, clock_file):
+    """DynamoDB deletes expired items within days and in no order, and reads return them until then: a finished run
+    whose gate item went before its head and events answers 404 as a run deleted whole does, never a 500."""
+    key = new_api_key(services)
+    run_id = gated_run(key)
+    run = wire(run_id)
+    assert http("POST", f"/runs/{run}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})[0] == 200
+    assert http("GET", f"/runs/{run}", key)[1]["status"] == "completed"
+    client = boto3.client("dynamodb")
+    head = client.get_item(TableName=TABLE, Key=a.key(run_pk(run_id), "RUN"), ConsistentRead=True)["Item"]
+    expires = int(head["ttl"]["N"])
+    named = next(e[EVENT_PAYLOAD_HELD] for e in a.unpacked(requested_batch(run_id)["events"]) if EVENT_PAYLOAD_HELD in e)
+    client.delete_item(TableName=TABLE, Key=a.key(run_pk(run_id), interrupt_sk(named["key"])))
+
+    # Before its expiry a missing gate item is this host's failure (as an altered one is, above)
+    with pytest.raises(Internal):
+        RunStore(TABLE).read_events(run_id)
+
+    clock.advance(clock_file, expires - clock.now().timestamp() + 1)
+    status, answer = http("GET", f"/runs/{run}/events/poll", key)
+    assert (status, answer["error"]) == (404, "not_found"), answer
+    assert http("GET", f"/runs/{run}/export", key)[0] == 404

@@ -8,13 +8,21 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
-from interlude.domain import formats
+from interlude.domain import clock, formats
+from interlude.domain.errors import Internal, NotFound
 from interlude.domain.models.run import RunState, state_from_json
 from interlude.store import attributes as a
 from interlude.store import gate_closes, head_parts, item_index
 from interlude.store.expiry import run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
 from interlude.store.table import BATCH_GET_MAX, Table, batch_get
+
+
+def past_expiry(item: dict[str, Any]) -> bool:
+    """Whether an item's expiry (the table's TTL attribute) has passed: DynamoDB deletes such items within days, in no
+    order, and reads return them until then."""
+    ttl = item.get(wiring.TTL_ATTRIBUTE)
+    return ttl is not None and int(ttl["N"]) <= clock.now().timestamp()
 
 
 def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
@@ -26,7 +34,14 @@ def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
 class RunStore(Table):
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
         item = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), RUN_SK)).get("Item")
-        return self.complete(head_of(item)) if item else None
+        if not item:
+            return None
+        try:
+            return self.complete(head_of(item))
+        except Internal:
+            if past_expiry(item):  # its parts deleted by TTL before it: the run is gone, not broken
+                return None
+            raise
 
     def get_runs(self, run_ids: list[str]) -> dict[str, tuple[RunState, int]]:
         """The heads of `run_ids` (BatchGetItem, 100 keys a call); a run that is gone is left out."""
@@ -65,13 +80,20 @@ class RunStore(Table):
             },
         }
         out: list[dict[str, Any]] = []
+        expired = False
         for page in self.client.get_paginator("query").paginate(**kwargs):
             for item in page.get("Items") or []:
                 out.extend(e for e in a.unpacked(item["events"]) if e["sequence"] > after_sequence)
+                expired = expired or past_expiry(item)
             if limit is not None and len(out) >= limit:
                 out = out[:limit]
                 break  # no further page is fetched
-        return head_parts.filled_events(self.client, self.table, run_id, out, holder)
+        try:
+            return head_parts.filled_events(self.client, self.table, run_id, out, holder)
+        except Internal:
+            if expired:  # a gate's item that held its text deleted by TTL before the batch: the run is gone
+                raise NotFound("no such run") from None
+            raise
 
     # -- interrupts ------------------------------------------------------------------------------------
 
