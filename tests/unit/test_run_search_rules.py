@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -10,6 +11,9 @@ from interlude.cli.client import CliError
 from interlude.cli.lifecycle import instant_of
 from interlude.domain.errors import Invalid
 from interlude.rules import run_search
+
+if TYPE_CHECKING:
+    from interlude.domain.models.run import RunState
 
 
 def test_a_title_is_split_into_whole_case_folded_words() -> None:
@@ -55,28 +59,32 @@ def test_the_cli_takes_a_time_a_date_or_a_time_ago() -> None:
         instant_of("last week", "--since", now)
 
 
-def test_a_run_is_indexed_by_title_words_only_where_its_tenant_asks_and_its_entries_expire_on_their_own() -> None:
+CREATED = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def created_run(retention_days: int, search_titles: bool = False, tags: list[str] | None = None) -> RunState:
+    """A run created at CREATED by a tenant that keeps finished runs `retention_days`, as its creation indexes it."""
     from interlude.domain.models.run import RunState
     from interlude.rules.limits import Limits
+
+    limits = Limits(10, 10, 10, 1024, 10, retention_days=retention_days)._replace(search_titles=search_titles)
+    return RunState(
+        runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={}, tags=tags or [],
+        createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits, CREATED),
+    )
+
+
+def test_a_run_is_indexed_by_title_words_only_where_its_tenant_asks_and_its_entries_expire_on_their_own() -> None:
     from interlude.rules.retention import DAY_S
 
-    created = datetime(2026, 12, 1, tzinfo=UTC)
-    limits = Limits(10, 10, 10, 1024, 10, retention_days=30)
-
-    def run(search_titles: bool) -> RunState:
-        return RunState(
-            runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={}, tags=["eu"],
-            createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits._replace(search_titles=search_titles), created),
-        )
-
-    plain, titled = run(False), run(True)
+    plain, titled = created_run(30, False, ["eu"]), created_run(30, True, ["eu"])
     assert run_search.creation_families(plain) == ["TAG#eu"]
     assert run_search.creation_families(titled) == ["TAG#eu", "TOK#refund", "TOK#approval"]
     assert run_search.gate_families(plain, [{"data": {"title": "Check the invoice"}}]) == []
     # Written with a provisional expiry: creation + retentionDays + the margin, which a run ending within the margin
     # does not pass (the retention job leaves its entries); one ending later has them written with its own.
-    assert plain.searchExpiry == int(created.timestamp()) + (30 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S
-    ended_soon = int(created.timestamp()) + 2 * DAY_S + 30 * DAY_S
+    assert plain.searchExpiry == int(CREATED.timestamp()) + (30 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S
+    ended_soon = int(CREATED.timestamp()) + 2 * DAY_S + 30 * DAY_S
     assert not run_search.stamped_at_end(plain, ended_soon)
     assert run_search.stamped_at_end(plain, plain.searchExpiry + 1)
     assert not run_search.stamped_at_end(plain, None)  # runs again: its entries keep their provisional expiry
@@ -87,17 +95,10 @@ def test_a_run_is_indexed_by_title_words_only_where_its_tenant_asks_and_its_entr
 
 
 def test_a_runs_listing_entry_keeps_its_provisional_expiry_unless_the_run_ends_or_waits_near_it() -> None:
-    from interlude.domain.models.run import RunState
-    from interlude.rules.limits import Limits
     from interlude.rules.retention import DAY_S
 
-    created = datetime(2026, 12, 1, tzinfo=UTC)
-    start = int(created.timestamp())
-    limits = Limits(10, 10, 10, 1024, 10, retention_days=30)
-    state = RunState(
-        runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={},
-        createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits, created),
-    )
+    start = int(CREATED.timestamp())
+    state = created_run(30)
     provisional = state.searchExpiry
     assert provisional is not None
     near = run_search.LISTING_KEPT_DAYS * DAY_S
@@ -118,17 +119,10 @@ def test_a_runs_listing_entry_keeps_its_provisional_expiry_unless_the_run_ends_o
 
 
 def test_a_runs_own_items_keep_their_provisional_expiry_unless_the_run_ends_past_it_or_waits_near_it() -> None:
-    from interlude.domain.models.run import RunState
-    from interlude.rules.limits import Limits
     from interlude.rules.retention import DAY_S
 
-    created = datetime(2026, 12, 1, tzinfo=UTC)
-    start = int(created.timestamp())
-    limits = Limits(10, 10, 10, 1024, 10, retention_days=90)
-    state = RunState(
-        runId="t1/r", tenant="t1", workflowId="refund-approval", workflowVersion=1, owner={},
-        createdAt="2026-12-01T00:00:00.000Z", **run_search.indexing(limits, created),
-    )
+    start = int(CREATED.timestamp())
+    state = created_run(90)
     # The run's items are written to expire its creation + retentionDays + the items' margin
     provisional = run_search.items_expiry(state.searchExpiry)
     assert provisional == start + (90 + run_search.ITEMS_MARGIN_DAYS) * DAY_S
