@@ -286,6 +286,9 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
+            # A webhook replay reads its event; a gate's text a format-9 event holds in its interrupt item is read
+            # back in one BatchGetItem (interlude.store.head_parts.event_payloads, ADR 0134).
+            "dynamodb:BatchGetItem",
         ),
         # TagResource: a secret is created with its deployment's tags (CREATED_SECRETS_TAGS_ENV), which needs it.
         secret_grants=(
