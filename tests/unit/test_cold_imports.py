@@ -296,15 +296,13 @@ def test_the_packages_left_unrun_are_whole_for_any_other_caller():
     assert {"importlib.metadata._meta", "botocore.docs.service"} <= set(got["modules"])
 
 
-def test_no_model_field_defaults_to_the_list_type():
-    """A list field defaults to `new_list`, not `list` (ADR 0130): pydantic asks each default factory's signature when
-    it builds a validator, and `list`'s is parsed from its text (≈ 80 µs a field, ≈ 2 ms the first time)."""
-    imported(
-        "api",
-        then="from pydantic import BaseModel\n"
+def every_model(*imports: str) -> str:
+    """Code that imports `imports`, loads every route and node type, and names `models`: each pydantic model class
+    Interlude defines (subclasses, deep)."""
+    return "".join(f"{line}\n" for line in imports) + (
+        "from pydantic import BaseModel\n"
         "from interlude.api import app\n"
         "from interlude.engine.registry import node_type\n"
-        "from interlude.faces.modulex import definition\n"
         "app.load_all_routes()\n"
         "assert node_type('modulex.llm')\n"
         "def subclasses(cls):\n"
@@ -312,7 +310,16 @@ def test_no_model_field_defaults_to_the_list_type():
         "        yield sub\n"
         "        yield from subclasses(sub)\n"
         "models = [c for c in subclasses(BaseModel) if c.__module__.startswith('interlude')]\n"
-        "listed = [f'{m.__qualname__}.{n}' for m in models for n, f in m.model_fields.items() if f.default_factory is list]\n"
+    )
+
+
+def test_no_model_field_defaults_to_the_list_type():
+    """A list field defaults to `new_list`, not `list` (ADR 0130): pydantic asks each default factory's signature when
+    it builds a validator, and `list`'s is parsed from its text (≈ 80 µs a field, ≈ 2 ms the first time)."""
+    imported(
+        "api",
+        then=every_model("from interlude.faces.modulex import definition")
+        + "listed = [f'{m.__qualname__}.{n}' for m in models for n, f in m.model_fields.items() if f.default_factory is list]\n"
         "assert len(models) > 100 and not listed, listed\n",
     )
 
@@ -328,18 +335,8 @@ def test_models_are_defined_with_the_runtimes_own_annotations():
     creation, where the functions' Python (3.14) hands it the evaluated annotation (≈ a quarter of a model's cost)."""
     imported(
         "api",
-        then="import __future__\n"
-        "from pydantic import BaseModel\n"
-        "from interlude.api import app\n"
-        "from interlude.engine.registry import node_type\n"
-        "app.load_all_routes()\n"
-        "assert node_type('modulex.llm')\n"
-        "def subclasses(cls):\n"
-        "    for sub in cls.__subclasses__():\n"
-        "        yield sub\n"
-        "        yield from subclasses(sub)\n"
-        "models = [c for c in subclasses(BaseModel) if c.__module__.startswith('interlude')]\n"
-        "postponed = {m.__module__ for m in models if vars(sys.modules[m.__module__]).get('annotations') is"
+        then=every_model("import __future__")
+        + "postponed = {m.__module__ for m in models if vars(sys.modules[m.__module__]).get('annotations') is"
         " __future__.annotations}\n"
         f"assert len(models) > 100 and postponed == {POSTPONED_ANNOTATIONS_KEPT!r}, postponed\n",
     )
