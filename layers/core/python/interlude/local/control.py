@@ -7,13 +7,12 @@ whether every background effect of its requests has landed instead of guessing f
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from interlude.local.http_gateway import LOOPBACK, STOP_POLL_S
+from interlude.local.http_gateway import LOOPBACK, LoopbackServer
 from interlude.local.pump import NotQuiet
 
 QUIESCE_PATH = "/quiesce"
@@ -56,28 +55,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
     def __init__(self, port: int, quiesce: Callable[[float], None]) -> None:
         super().__init__((LOOPBACK, port), _Handler)
         self.quiesce = quiesce
 
 
-class ControlApi:
+class ControlApi(LoopbackServer):
     def __init__(self, quiesce: Callable[[float], None], port: int = 0) -> None:
-        self.server = _Server(port, quiesce)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": STOP_POLL_S}, name="control-api", daemon=True
-        )
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://{LOOPBACK}:{self.server.server_port}"
-
-    def start(self) -> ControlApi:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(_Server(port, quiesce), "control-api")

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 from urllib.parse import parse_qsl, urlsplit
 
 from interlude import wiring
@@ -152,6 +152,29 @@ class _Server(ThreadingHTTPServer):
     verbose = False
     # The `api` function's instances; made when the gateway starts.
     instances: Instances | None = None
+
+
+class LoopbackServer:
+    """One of the local stack's HTTP surfaces: `server` (bound to LOOPBACK) served on a daemon thread named `name`."""
+
+    def __init__(self, server: ThreadingHTTPServer, name: str) -> None:
+        server.daemon_threads = True
+        self.server = server
+        self.thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": STOP_POLL_S}, name=name, daemon=True
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.server.server_port}"
+
+    def start(self) -> Self:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class Gateway:

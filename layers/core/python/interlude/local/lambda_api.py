@@ -7,13 +7,12 @@ in the stack's process (the stack's environment). It is not the API gateway: no 
 from __future__ import annotations
 
 import json
-import threading
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from interlude import wiring
-from interlude.local.http_gateway import LOOPBACK, STOP_POLL_S
+from interlude.local.http_gateway import LOOPBACK, LoopbackServer
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke
 from interlude.local.pump import wake_pumps
 
@@ -54,22 +53,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-class LambdaApi:
+class LambdaApi(LoopbackServer):
     def __init__(self, port: int = 0) -> None:
-        self.server = ThreadingHTTPServer((LOOPBACK, port), _Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": STOP_POLL_S}, name="lambda-api", daemon=True
-        )
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://{LOOPBACK}:{self.server.server_port}"
-
-    def start(self) -> LambdaApi:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(ThreadingHTTPServer((LOOPBACK, port), _Handler), "lambda-api")
