@@ -45,6 +45,13 @@ class ExpiryUnsettled(Exception):
     """The run's head changed its expiry in every round: the unit's message is taken again (and confirmed then)."""
 
 
+def past_expiry(item: dict[str, Any]) -> bool:
+    """Whether an item's expiry (the table's TTL attribute) has passed: DynamoDB deletes such items within days, in no
+    order, and reads return them until then."""
+    ttl = item.get(wiring.TTL_ATTRIBUTE)
+    return ttl is not None and int(ttl["N"]) <= clock.now().timestamp()
+
+
 def run_expiry(client: Any, table: str, run_id: str) -> a.Item:
     """`{ttl: …}`: the run's head's expiry, once the run has finished and been given one; else `{}`."""
     head = _head_expiry(client, table, run_id, consistent=False) or {}

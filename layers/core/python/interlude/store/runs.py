@@ -8,21 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from interlude import wiring
-from interlude.domain import clock, formats
+from interlude.domain import formats
 from interlude.domain.errors import Internal, NotFound
 from interlude.domain.models.run import RunState, state_from_json
 from interlude.store import attributes as a
 from interlude.store import gate_closes, head_parts, item_index
-from interlude.store.expiry import run_expiry
+from interlude.store.expiry import past_expiry, run_expiry
 from interlude.store.layout import LAST_EVENT_SK, RUN_SK, event_sk, interrupt_sk, run_id_of, run_pk
 from interlude.store.table import BATCH_GET_MAX, Table, batch_get
-
-
-def past_expiry(item: dict[str, Any]) -> bool:
-    """Whether an item's expiry (the table's TTL attribute) has passed: DynamoDB deletes such items within days, in no
-    order, and reads return them until then."""
-    ttl = item.get(wiring.TTL_ATTRIBUTE)
-    return ttl is not None and int(ttl["N"]) <= clock.now().timestamp()
 
 
 def head_of(item: dict[str, Any]) -> tuple[RunState, int]:
