@@ -62,6 +62,7 @@ from interlude.domain.formats import AUDIT_DRAFT_ON_BATCH, FORMAT_FIELD
 from interlude.rules.audit import Head, canonical, entry_hash, hash_of
 from interlude.store import attributes as a
 from interlude.store.item_index import shard_of
+from interlude.store.table import batch_get
 
 ENTRY_SK_PREFIX = "A#"
 CHECKPOINT_SK_PREFIX = "C#"
@@ -307,14 +308,10 @@ class AuditLog:
         BatchGetItem)."""
         wanted = range(wiring.AUDIT_CHAINS) if chains is None else sorted(set(chains))
         keys = [a.key(head_pk(tenant, chain), HEAD_SK) for chain in wanted]
-        found: dict[int, Head] = {}
-        for at in range(0, len(keys), 100):
-            request: dict[str, Any] = {self.table: {"Keys": keys[at : at + 100], "ConsistentRead": True}}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                for item in got.get("Responses", {}).get(self.table, []):
-                    found[int(item[wiring.PARTITION_KEY]["S"].rsplit("#", 1)[1])] = head_of(item)
-                request = got.get("UnprocessedKeys") or {}
+        found = {
+            int(item[wiring.PARTITION_KEY]["S"].rsplit("#", 1)[1]): head_of(item)
+            for item in batch_get(self.client, self.table, keys, ConsistentRead=True)
+        }
         return {chain: found[chain] for chain in sorted(found)}
 
     def append_drafts(self, tenant: str, chain: int, placed: list[tuple[AuditDraft, str]], now_epoch: float) -> Head | None:

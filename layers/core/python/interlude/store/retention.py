@@ -58,7 +58,7 @@ from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.recoveries import RECOVERY_SK
 from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
-from interlude.store.table import Table
+from interlude.store.table import Table, batch_get
 from interlude.store.task_items import TASK_SK, task_pk
 
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
@@ -136,15 +136,8 @@ class RetentionStore(Table):
     def heads_among(self, run_ids: list[str]) -> list[RetainedRun]:
         """The heads of `run_ids` that are still there. Eventually consistent: what the daily sweep reads of each run it
         finds by an item without an expiry (an open run, nearly always: 0.5 read units each)."""
-        heads: list[RetainedRun] = []
-        for start in range(0, len(run_ids), 100):
-            keys = [a.key(run_pk(run_id), RUN_SK) for run_id in dict.fromkeys(run_ids[start : start + 100])]
-            request: dict[str, Any] = {self.table: {"Keys": keys}}
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                heads += [retained_head(item) for item in got.get("Responses", {}).get(self.table, [])]
-                request = got.get("UnprocessedKeys") or {}
-        return heads
+        keys = [a.key(run_pk(run_id), RUN_SK) for run_id in dict.fromkeys(run_ids)]
+        return [retained_head(item) for item in batch_get(self.client, self.table, keys)]
 
     def keep_listed(self, state: RunState) -> bool:
         """The open run's listing entry without an expiry: its provisional one taken off, or the entry put back if it

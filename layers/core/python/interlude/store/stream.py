@@ -17,6 +17,7 @@ from interlude.store import audit as audit_log
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
 from interlude.store.layout import RUN_SK, run_id_of, run_pk
+from interlude.store.table import batch_get
 
 if TYPE_CHECKING:
     from interlude.domain.audit import AuditDraft
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
 # What `OutboxRecords.records_of` adds to the record of a format-9 event batch: the gate payloads its events hold
 # elsewhere, by interrupt key, which `stream_events` puts back.
 HELD_PAYLOADS = "heldPayloads"
-# BatchGetItem reads at most 100 keys per call.
-BATCH_GET_MAX = 100
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -123,19 +122,13 @@ class OutboxRecords:
 
         keys = [a.key(m["pk"], m["sk"]) for m in messages]
         runs = list(dict.fromkeys(r for r in (run_id_of(m["pk"]) for m in messages) if r is not None))
-        found: dict[tuple[str, str], a.Item] = {}
         wanted = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values()) + [
             a.key(run_pk(r), RUN_SK) for r in runs
         ]
-        for start in range(0, len(wanted), BATCH_GET_MAX):
-            request: dict[str, Any] = {
-                self.table: {"Keys": wanted[start : start + BATCH_GET_MAX], "ConsistentRead": True}
-            }
-            while request:
-                got = self.client.batch_get_item(RequestItems=request)
-                for item in got.get("Responses", {}).get(self.table) or []:
-                    found[(item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"])] = item
-                request = got.get("UnprocessedKeys") or {}
+        found = {
+            (item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item
+            for item in batch_get(self.client, self.table, wanted, ConsistentRead=True)
+        }
         records: list[dict[str, Any] | None] = []
         for message, key in zip(messages, keys, strict=True):
             item = found.get((key["pk"]["S"], key["sk"]["S"]))
