@@ -366,13 +366,22 @@ def marker_kept(audit: dict[str, Any], lifecycles_per_s: float) -> float:
     return 1 - math.exp(-lifecycles_per_s / audit["chains"] * window)
 
 
+HEAD_KIND = "audit chain head"
+
+
 def unmarked(inv: dict[str, Any], kept: float) -> dict[str, Any]:
-    """`inv` with its pending marker's units written only when its chain is not still marked."""
+    """`inv` with its pending marker's units written only when its chain is not still marked. The append measured
+    found its chain unmarked, so it moved the head in the marker's transaction (2 units a KB); a chain still marked
+    has its head moved by one plain UpdateItem (1 a KB: store/audit.py `_append_plain`, ADR 0135), so the head's
+    units are halved that often too."""
     units = sum(inv["wru_by_kind"].get(kind, 0.0) for kind in MARKER_KINDS)
     if not units:
         return inv
+    head = inv["wru_by_kind"].get(HEAD_KIND, 0.0)
     kinds = {k: v * (1 - kept) if k in MARKER_KINDS else v for k, v in inv["wru_by_kind"].items()}
-    return {**inv, "wru": inv["wru"] - units * kept, "wru_by_kind": kinds}
+    if head:
+        kinds[HEAD_KIND] = head * (1 - kept / 2)
+    return {**inv, "wru": inv["wru"] - units * kept - head * kept / 2, "wru_by_kind": kinds}
 
 
 def shares(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = False) -> list[Share]:
@@ -397,9 +406,13 @@ def shares(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = 
                 "rru": 0.0,
                 "log_bytes": 0,
                 "log_events": 0,
-                "wru": sum(i["wru_by_kind"].get(kind, 0) for i in marker_invs for kind in MARKER_KINDS),
+                "wru": sum(
+                    i["wru_by_kind"].get(HEAD_KIND, 0) / 2 + sum(i["wru_by_kind"].get(kind, 0) for kind in MARKER_KINDS)
+                    for i in marker_invs
+                ),
             }
-            # its units: every decision's marker, when its chain is not still marked
+            # its units: every decision's marker and its head's move in a transaction, when its chain is not still
+            # marked (the busy measurement's append found its chain marked: a plain UpdateItem of the head)
             out.append(Share(marker, (1 - kept) / per_interval, request=False))
         out += [Share(i, decisions / per_interval, request=False) for i in audit["checkpoint"]]
         # A chain leaves the pending index once for each marker written.

@@ -170,3 +170,14 @@ def test_storage_is_priced_from_each_items_own_expiry_and_an_item_without_one_is
 def test_a_measurement_without_items_expiries_keeps_every_item_the_default_retention() -> None:
     gb_months, _ = cost.retained({"bytes": 3000, "indexed_bytes": 0})
     assert gb_months == pytest.approx(3000 / 1e9 * (90 + TTL_DELETION_LAG_DAYS) * 86400 / cost.MONTH_S)
+
+
+def test_a_decision_whose_chain_is_still_marked_moves_its_head_by_a_plain_update_and_writes_no_marker() -> None:
+    # Measured starting its chain's wait: the head moved in the marker's transaction (2 units), the marker (2 + 1 GSI).
+    kinds = {"audit entry": 1.0, "audit chain head": 2.0, "audit pending marker": 2.0, "audit pending marker: GSI": 1.0}
+    append = invocation(DISPATCH, "sqs", wru=sum(kinds.values()), wru_by_kind=kinds)
+    assert cost.unmarked(append, 0.0) == append
+    still = cost.unmarked(append, 1.0)
+    assert still["wru_by_kind"] == {**kinds, "audit chain head": 1.0, "audit pending marker": 0.0, "audit pending marker: GSI": 0.0}
+    assert still["wru"] == 2.0  # the entry's put and the head's UpdateItem (store/audit.py _append_plain)
+    assert cost.unmarked(append, 0.75)["wru"] == pytest.approx(0.25 * 6.0 + 0.75 * 2.0)
