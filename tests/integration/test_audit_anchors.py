@@ -285,3 +285,31 @@ def test_a_head_from_before_the_mark_keeps_its_marker_while_entries_wait_and_set
     table().update_item(**forget_the_mark)
     services.audit.checkpoint_pending()  # anchored when the mark was not kept: no time to wait out
     assert list(services.store.audit_log.pending_chains()) == []
+
+
+def test_the_sweep_reads_the_heads_eventually_consistent_and_anchors_a_chain_it_checkpoints_without_reading_it_again(
+    services, monkeypatch
+):
+    entries(services, 3)
+    calls: list[str] = []
+    consistent: list[bool] = []
+    client = services.store.client
+    client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    client.meta.events.register(
+        "provide-client-params.dynamodb.BatchGetItem",
+        lambda params, **_: consistent.extend(bool(body.get("ConsistentRead")) for body in params["RequestItems"].values()),
+    )
+    swept(services, monkeypatch)
+    # The tenant's heads once, at half the units: the checkpoint reads its own chain's head strongly, and the anchor
+    # takes the head that checkpoint left.
+    assert consistent == [False]
+    assert calls.count("BatchGetItem") == 1
+    assert calls.count("GetItem") == 1
+    head = services.store.audit_log.head("t1", 0)
+    assert (head.seq, head.checkpoint_seq) == (3, 3)
+    assert anchored_seq(services) == 3
+    assert verified(services)["chainValid"] is True
+    # The next sweep finds the anchor holding the head it reads: nothing published again.
+    version = anchors_bucket().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["VersionId"]
+    services.audit.checkpoint_pending()
+    assert anchors_bucket().get_object(Bucket=BUCKET, Key=anchor_key("t1"))["VersionId"] == version

@@ -52,6 +52,14 @@ def test_a_checkpoint_is_due_after_the_interval_in_entries_or_in_time() -> None:
     assert rules.next_checkpoint_at(rules.Head(seq=2500, checkpoint_seq=1000)) == 2000
 
 
+def test_a_checkpoint_leaves_the_head_it_read_anchored_up_to_it_waiting_from_the_entry_after_or_not_at_all() -> None:
+    read = rules.Head(seq=1500, hash="h", checkpoint_seq=0, pending_since=10.0, marked=True, appended_at=20.0)
+    # Entries left beyond it (a checkpoint anchors at most CHECKPOINT_INTERVAL_ENTRIES): they wait from the next one's time.
+    assert rules.checkpointed(read, 1000, 15.0004, 30.0) == read._replace(checkpoint_seq=1000, pending_since=15.0)
+    # Every entry anchored: none waits, and when that happened is kept (the marker's keep counts from it).
+    assert rules.checkpointed(read, 1500, None, 30.0004) == read._replace(checkpoint_seq=1500, pending_since=None, checkpointed_at=30.0)
+
+
 def test_the_walk_names_each_anomaly_in_rfc_0218_shapes() -> None:
     drafts = [AuditDraft("t", "key.created", {"subjectId": "a"}, {"keyId": str(n)}, "2026-12-01T00:00:00Z") for n in range(4)]
     entries: dict[int, dict] = {}

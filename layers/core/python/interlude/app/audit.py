@@ -104,6 +104,11 @@ class AuditTrail:
     def checkpoint(self, tenant: str, chain: int, attempts: int = 5) -> dict[str, Any] | None:
         """Sign a checkpoint over the chain's entries no checkpoint anchors yet (at most CHECKPOINT_INTERVAL_ENTRIES);
         None when there are none, or no signing key."""
+        done = self._checkpoint(tenant, chain, attempts)
+        return done[0] if done is not None else None
+
+    def _checkpoint(self, tenant: str, chain: int, attempts: int = 5) -> tuple[dict[str, Any], rules.Head] | None:
+        """The checkpoint made, and the head it left as far as the head read tells (rules.checkpointed)."""
         key = self.signing_key()
         if key is None:
             return None
@@ -127,8 +132,9 @@ class AuditTrail:
             pending_since = instant(following["at"]).timestamp() if following is not None and at < head.seq else None
             if at < head.seq and pending_since is None:
                 pending_since = time.time()
-            if log.put_checkpoint(tenant, chain, head, made, pending_since, time.time()):
-                return made
+            now = time.time()
+            if log.put_checkpoint(tenant, chain, head, made, pending_since, now):
+                return made, rules.checkpointed(head, at, pending_since, now)
         return None
 
     def checkpoint_pending(self, early_s: float = 0) -> int:
@@ -149,26 +155,30 @@ class AuditTrail:
 
     def _sweep(self, tenant: str, chains: list[int], early_s: float) -> int:
         # The pending chains' heads (every chain's when they are most of them: the anchor needs all), read once for the
-        # due checks; a chain checkpointed here is read again. An anchor holding a head a little older than the
-        # table's is sound (a verification reads the anchor first and expects the heads at or past it).
+        # due checks and the anchor, eventually consistent (half the units of the read a quiet tenant's sweep makes each
+        # minute, 128 heads); a chain checkpointed here takes the head its checkpoint left. An anchor holding a head a
+        # little older than the table's is sound (a verification reads the anchor first and expects the heads at or past
+        # it; a head only moves forward); a checkpoint reads its chain's head strongly, and a settle is conditional on
+        # the head it was given, so neither acts on a stale one.
         whole = 2 * len(chains) >= wiring.AUDIT_CHAINS
-        heads = self.chains.heads(tenant, None if whole else chains)
+        heads = self.chains.heads(tenant, None if whole else chains, consistent=False)
         made = 0
         for chain in chains:
             head = heads.get(chain)
             if head is None or not rules.checkpoint_due(head, time.time(), early_s):
                 continue
             try:
-                if self.checkpoint(tenant, chain) is not None:
+                done = self._checkpoint(tenant, chain)
+                if done is not None:
                     made += 1
-                    heads[chain] = self.chains.head(tenant, chain)
+                    heads[chain] = done[1]
             except Exception:  # noqa: BLE001 - one chain's failure must not stop the others' checkpoints
                 caught(logger, "audit-checkpoint", "audit checkpoint of tenant %s chain %s failed", tenant, chain)
         # A chain kept on the index after it was anchored changes nothing: while every pending chain's head is the
         # one the published anchor holds (one GET), the anchor stands and is not published again.
         waiting = made > 0 or any(head.seq != head.checkpoint_seq for c, head in heads.items() if c in chains)
         if waiting or not self._anchor_holds(tenant, {c: heads[c] for c in chains if c in heads}):
-            self.publish_anchor(tenant, chains, heads if whole else None)
+            self.publish_anchor(tenant, chains, heads if whole else None, consistent=False)
         else:
             self._settle(tenant, chains, heads)
         return made
@@ -183,11 +193,13 @@ class AuditTrail:
             return False
         return all(anchored.get(c) == (h.seq, h.hash, h.checkpoint_seq) for c, h in heads.items())
 
-    def publish_anchor(self, tenant: str, pending: list[int], heads: dict[int, rules.Head] | None = None) -> None:
+    def publish_anchor(
+        self, tenant: str, pending: list[int], heads: dict[int, rules.Head] | None = None, consistent: bool = True
+    ) -> None:
         """Publish the tenant's anchor (every chain's head and last checkpoint, signed; `heads`: every chain's as just
-        read, else read here), then take off the pending index each of the `pending` chains anchored and quiet for
-        MARKER_KEEP_SECONDS: the anchor now holds that head (issue 26 S6)."""
-        heads = self.chains.heads(tenant) if heads is None else heads
+        read, else read here, `consistent` or not), then take off the pending index each of the `pending` chains
+        anchored and quiet for MARKER_KEEP_SECONDS: the anchor now holds that head (issue 26 S6)."""
+        heads = self.chains.heads(tenant, consistent=consistent) if heads is None else heads
         key, published = self.signing_key(), self.anchors()
         if key is not None and published is not None:
             published.publish(tenant, rules.signed_anchor(key, rules.anchor_document(tenant, heads, _iso_now())))

@@ -175,6 +175,14 @@ def settle_due(head: Head, now: float) -> bool:
     return head.checkpointed_at is None or now - head.checkpointed_at >= MARKER_KEEP_SECONDS
 
 
+def checkpointed(head: Head, at: int, pending_since: float | None, now: float) -> Head:
+    """The head a checkpoint at `at` leaves (store/audit.py `put_checkpoint`), as far as `head`, the one it read, tells:
+    an append since may have moved it on (an anchor holding this one is sound: a head is only ever at or past it)."""
+    if pending_since is None:
+        return head._replace(checkpoint_seq=at, pending_since=None, checkpointed_at=round(now, 3))
+    return head._replace(checkpoint_seq=at, pending_since=round(pending_since, 3))
+
+
 def next_checkpoint_at(head: Head) -> int:
     """The atSequence of the next checkpoint: every pending entry, at most CHECKPOINT_INTERVAL_ENTRIES of them."""
     return min(head.seq, head.checkpoint_seq + CHECKPOINT_INTERVAL_ENTRIES)
