@@ -13,16 +13,19 @@ from pydantic import ValidationError
 
 from interlude import wiring
 from interlude.composition import Services
+from interlude.domain import clock
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.engine.actions import provider_key
 from interlude.local import lambda_runtime
 from interlude.local.sqs_pump import QueuePump
+from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.effects import EFFECT_SK, effect_pk, ledger_sk
 from interlude.store.facade import Store
 from interlude.store.layout import run_pk
+from interlude.store.retention import RetentionStore
 from tests.integration.conftest import state_of
 from tests.support.moto_world import TABLE
 from tests.support.receiver import Receiver
@@ -180,6 +183,50 @@ def test_effect_records_and_the_ledger_expire_after_the_tenants_retention(servic
     effect_id = state_of(services, later).outputs["refund"]["effectId"]
     for days in expiry_days(services, effect_id, later):
         assert 89.99 < days <= 90
+
+
+def test_an_effect_of_a_run_that_ends_within_its_items_margin_is_kept_with_them_and_never_written_again(
+    services, admin, aws, receiver, clock_file, monkeypatch
+):
+    # (ADR 0142) The retention turn writes no effect record or ledger entry whose expiry is the run's or later
+    raised: list[str] = []
+    for name in ("raise_ttl", "raise_effect_ttl"):
+        monkeypatch.setattr(RetentionStore, name, lambda store, *args, name=name: raised.append(name))
+    definition = workflow(receiver.url(), effectKey="refund-{{inputs.orderId}}")
+    # Given a tenant that keeps runs the default 90 days and effects the default 14, an action performed
+    run_id = approved_run(services, admin, definition)
+    settle(aws)
+    state = state_of(services, run_id)
+    assert state.status == "completed"
+    effect_id = state.outputs["refund"]["effectId"]
+    # Then its effect record and ledger entry expire with the run's items (its creation + 90 + 7 days), later than
+    # the run itself, and its retention turn wrote neither
+    provisional = run_search.items_expiry(state.searchExpiry)
+    assert expiries(effect_id, run_id) == (provisional, provisional)
+    assert provisional > clock.epoch_of(state.completedAt) + 90 * 86400
+    assert raised == []
+
+    # When a run created a day later reuses the effect (the same business identity: no call)
+    clock.advance(clock_file, 86400)
+    later = approved_run(services, admin, definition)
+    settle(aws)
+    assert len(receiver.hits) == 1
+    later_state = state_of(services, later)
+    assert later_state.outputs["refund"]["effectId"] == effect_id
+    # Then its ledger entry expires with its own items, the shared record no sooner, and its turn wrote neither
+    later_provisional = run_search.items_expiry(later_state.searchExpiry)
+    assert later_provisional >= provisional + 86400
+    assert expiries(effect_id, later) == (later_provisional, later_provisional)
+    assert expiries(effect_id, run_id)[1] == provisional
+    assert raised == []
+
+
+def expiries(effect_id: str, run_id: str) -> tuple[int, int]:
+    """When the effect record and the run's ledger entry of it expire (epoch seconds)."""
+    client = boto3.client("dynamodb")
+    effect = client.get_item(TableName=TABLE, Key=a.key(effect_pk(effect_id), EFFECT_SK))["Item"]
+    ledger = client.get_item(TableName=TABLE, Key=a.key(run_pk(run_id), ledger_sk(effect_id)))["Item"]
+    return int(effect[wiring.TTL_ATTRIBUTE]["N"]), int(ledger[wiring.TTL_ATTRIBUTE]["N"])
 
 
 @pytest.mark.parametrize("days", [13, 367, 0, "14 days"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from interlude.app.ports import WaitingAction
 from interlude.app.retries import MAX_RACE_RETRIES, busy
 from interlude.config import DEFAULT_STEP_BUDGET
 from interlude.domain import clock as clock_
@@ -17,6 +18,7 @@ from interlude.domain.clock import Clock
 from interlude.domain.models.run import PendingAction
 from interlude.domain.written_numbers import split_outcome
 from interlude.engine import run as engine
+from interlude.rules import run_search
 from interlude.store.transactions import LostRace
 
 if TYPE_CHECKING:
@@ -41,6 +43,11 @@ class Actions:
 
     def pending_action(self, run_id: str, node_id: str, visit: int) -> PendingAction | None:
         """The action `node_id`'s visit `visit` waits on, or None (done, cancelled, the run over or gone)."""
+        waiting = self.waiting_action(run_id, node_id, visit)
+        return None if waiting is None else waiting.pending
+
+    def waiting_action(self, run_id: str, node_id: str, visit: int) -> WaitingAction | None:
+        """`pending_action`, with the run's items' provisional expiry as the same read of its head names it."""
         got = self.records.get_run(run_id)
         if got is None:
             return None
@@ -48,7 +55,8 @@ class Actions:
         pending = state.actions.get(node_id)
         if state.terminal or pending is None or pending.visit != visit:
             return None
-        return pending
+        provisional = run_search.items_expiry(state.searchExpiry)
+        return WaitingAction(pending, run_search.open_expiry(provisional, self.clock().timestamp()))
 
     def finish_action(self, run_id: str, node_id: str, visit: int, outcome: dict[str, Any]) -> int:
         """Land an action's outcome (`{"output": ...}` or `{"error": ...}`); returns the events written (0: nothing

@@ -9,7 +9,7 @@ services; any object with these methods serves (a test's fake as well as the Dyn
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -513,10 +513,20 @@ class SlackChannel(Protocol):
     def open_view(self, tenant: str, trigger_id: str, view: dict[str, Any]) -> bool: ...
 
 
+class WaitingAction(NamedTuple):
+    pending: PendingAction
+    # The run's items' provisional expiry while it is not near (rules/run_search.open_expiry), else None: what an item
+    # written for the action now is kept at least until, so that a run ending within its items' margin has no retention
+    # write for it (ADRs 0133, 0142).
+    items_expire: int | None
+
+
 class ActionOutcomes(Protocol):
     """Which action a node's visit waits on, and its outcome landed on the run (app/actions.py)."""
 
     def pending_action(self, run_id: str, node_id: str, visit: int) -> PendingAction | None: ...
+
+    def waiting_action(self, run_id: str, node_id: str, visit: int) -> WaitingAction | None: ...
 
     def finish_action(self, run_id: str, node_id: str, visit: int, outcome: dict[str, Any]) -> int: ...
 

@@ -40,6 +40,7 @@ from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_bound, tenant_of
 from interlude.engine import run as engine
 from interlude.engine.actions import provider_key
+from interlude.rules import run_search
 from interlude.rules.retention import effect_expiry
 from interlude.store import attributes as a
 from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
@@ -262,14 +263,15 @@ class Replay:
     # -- a core.http action -----------------------------------------------------------------------------------------
 
     def reopen_failed_effect(
-        self, run_id: str, node_id: str, effect_id: str, keying: str, now: datetime
+        self, run_id: str, node_id: str, effect_id: str, keying: str, now: datetime, items_expire: int | None = None
     ) -> dict[str, Any] | None:
         """The effect record of `run_id`'s action `node_id`, reopened if it failed, so the next attempt calls again
         (at most MAX_REPLAYS times: interlude.replay_limit_reached); the record as it was read (None: none). Otherwise
         the effect is pending or claimed (a retry whose run did not commit, or another run's work), completed (its
-        outcome lands without a call), or gone with its retention (a new effect record)."""
+        outcome lands without a call), or gone with its retention (a new effect record). `items_expire`: the run's
+        items' provisional expiry, which a reopen keeps the record and its ledger entry to at least (ADR 0142)."""
         effects = EffectStore(self.store)
-        expires = effect_expiry(now.timestamp(), self.retention_days(tenant_of(run_id)))
+        expires = effect_expiry(now.timestamp(), self.retention_days(tenant_of(run_id)), items_expire)
         entry = LedgerEntry(run_id, node_id, effect_id, keying, provider_key(effect_id), expires)
         held = effects.read(entry)
         if held is not None and held.get("status") == effects.DEAD:
@@ -294,7 +296,9 @@ class Replay:
             pending = build().state.actions.get(node_id)
             if pending is None:
                 raise Conflict("the action's request cannot be made again", {"nodeId": node_id}, code="interlude.action_not_retryable")
-            held = self.reopen_failed_effect(run_id, node_id, pending.effectId, pending.keying, now)
+            # The run runs again: its items take their provisional expiry back (app/retention.py), the effect too.
+            items_expire = run_search.open_expiry(run_search.items_expiry(state.searchExpiry), now.timestamp())
+            held = self.reopen_failed_effect(run_id, node_id, pending.effectId, pending.keying, now, items_expire)
             entry_draft = audit_log.entry(
                 principal.tenant,
                 audit_log.actor(principal, surface),

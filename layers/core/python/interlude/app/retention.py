@@ -191,11 +191,13 @@ class RunRetention:
     def _retain(self, run_id: str, item: RunItem, target: int | None, wanted: int | None, later_kept: bool) -> None:
         if item.effect_id is not None:
             # A ledger entry (and its effect record) keeps its own expiry when that is later: never less than 14 days
-            # past its effect (OpenWOP idempotency.md). A run that runs again leaves them as they are.
-            if target is not None:
+            # past its effect (OpenWOP idempotency.md), and written while the run was open, its items' provisional one
+            # when later (ADR 0142). Its effect record expires no sooner than it (written in the same transaction, or
+            # kept by a reusing run's worker: store/effects.py), so an entry that outlives the run says both do. A run
+            # that runs again leaves them as they are.
+            if target is not None and (item.ttl is None or item.ttl < target):
                 self.store.raise_effect_ttl(item.effect_id, target)
-                if item.ttl is None or item.ttl < target:
-                    self.store.raise_ttl(run_id, item.sk, target)
+                self.store.raise_ttl(run_id, item.sk, target)
             return
         if item.ttl == wanted or (later_kept and item.ttl is not None and wanted is not None and item.ttl > wanted):
             return

@@ -17,7 +17,10 @@ def run_expiry(completed_at: str | None, retention_days: int, now: datetime) -> 
     return int(ended) + retention_days * DAY_S
 
 
-def effect_expiry(written_s: float, retention_days: int) -> int:
+def effect_expiry(written_s: float, retention_days: int, items_expire: int | None = None) -> int:
     """When an effect record and its ledger entry written at `written_s` (epoch seconds) expire: the tenant's effect
-    retention (at least 14 days, TenantSettings.effectRetentionDays) from then, however the run they belong to ends."""
-    return int(written_s) + retention_days * DAY_S
+    retention (at least 14 days, TenantSettings.effectRetentionDays) from then, however the run they belong to ends;
+    or `items_expire` when that is later: the provisional expiry of the open run's items (ADR 0142: a run that ends
+    within its items' margin then has no retention write for them either)."""
+    own = int(written_s) + retention_days * DAY_S
+    return own if items_expire is None else max(own, items_expire)

@@ -8,7 +8,9 @@ Items:
                                                     state claimed|completed|released, at
 
 Both carry the table's TTL attribute, renewed by every write of them to `expires` (epoch seconds: the tenant's effect
-retention past the write, at least 14 days as OpenWOP idempotency.md asks), after which DynamoDB deletes them.
+retention past the write, at least 14 days as OpenWOP idempotency.md asks, or the open run's items' provisional expiry
+when later: ADR 0142), after which DynamoDB deletes them. An effect record expires no sooner than any ledger entry of
+it: both are written in one transaction, and a run that reuses another's record keeps it as long as its own entry.
 
 The effect item is keyed by the effect's id alone (not the run), so a business identity named by several runs is
 one record. It is a leased-work ledger item (store.leases): a worker claims an attempt before it calls (one
@@ -108,13 +110,34 @@ class EffectStore(Ledger[LedgerEntry]):
         the run's ledger showing it released until an attempt claims it."""
         return self._stamped(ref, attempts, PENDING, now, {})
 
-    def note_reuse(self, entry: LedgerEntry, attempt: int, status: str, now_iso: str) -> None:
+    def note_reuse(self, entry: LedgerEntry, attempt: int, status: str, now_iso: str, held: Mapping[str, Any]) -> None:
         """A run whose action found its effect settled already (a business identity another run performed):
-        its ledger shows the effect with the recorded state, once."""
+        its ledger shows the effect with the recorded state, once. `held`: the effect record as the claim read it.
+
+        The record is kept at least as long as the entry first (one write, only when its expiry is earlier: another
+        run's), so that no ledger entry outlives its effect record: the retention job writes neither when the entry's
+        expiry is the run's or later (app/retention.py, ADR 0142)."""
+        if int(held.get(wiring.TTL_ATTRIBUTE, 0)) < entry.expires:
+            self._keep_effect(entry)
         put = self._ledger_put(entry, attempt, LEDGER_STATE[status], now_iso)
         put["ConditionExpression"] = "attribute_not_exists(sk)"
         try:
             self.client.put_item(**put)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    def _keep_effect(self, entry: LedgerEntry) -> None:
+        """The effect record expires no sooner than `entry` (a record gone meanwhile is left gone)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=self.key(entry),
+                UpdateExpression="SET #ttl = :ttl",
+                ConditionExpression="attribute_exists(#sk) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)",
+                ExpressionAttributeNames={"#sk": wiring.SORT_KEY, "#ttl": wiring.TTL_ATTRIBUTE},
+                ExpressionAttributeValues={":ttl": a.n(entry.expires)},
+            )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise

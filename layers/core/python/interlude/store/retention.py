@@ -24,7 +24,8 @@
                                                              run's creation + retentionDays + 90 days), the head's
                                                              only for a run ending too late for it (run_search.
                                                              stamped_at_end) or created before it existed
-  effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's, never shortened
+  effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's with its ledger entry's, never
+                                                             shortened (none written when the entry's is later)
   task          T#{tenant}#TK#{opaque}   TASK                 ttl = the head's (each task an event batch names)
 
   re-stamp job T#{tenant}#RETENTION   RESTAMP  a change of the tenant's retentionDays given to its finished runs

@@ -94,11 +94,12 @@ class ActionWorker(LeasedWorker[Call]):
 
     def receive(self, message: dict[str, Any]) -> Call | str:
         run_id, node_id, visit = message["runId"], message["nodeId"], int(message["visit"])
-        pending = self.actions.pending_action(run_id, node_id, visit)
-        if pending is None:
+        waiting = self.actions.waiting_action(run_id, node_id, visit)
+        if waiting is None:
             logger.info("the visit no longer waits; message dropped", extra={"runId": run_id, "nodeId": node_id})
             return "stale"
-        expires = self._effects_expire(run_id)
+        pending = waiting.pending
+        expires = self._effects_expire(run_id, waiting.items_expire)
         entry = LedgerEntry(run_id, node_id, pending.effectId, pending.keying, provider_key(pending.effectId), expires)
         lease_s = self.settings.connect_timeout_s + pending.request["timeoutMs"] / 1000 + self.settings.lease_margin_s
         return Call(entry, f"effect {pending.effectId}", lease_s, int(pending.request["maxAttempts"]), pending, visit)
@@ -107,7 +108,7 @@ class ActionWorker(LeasedWorker[Call]):
         """Performed before (a redelivery, a crash after the call, or another run with the same business key)."""
         recorded = recorded_outcome(claim)
         status = "failed" if "error" in recorded else "completed"
-        self.effects.note_reuse(work.ref, claim.attempt, status, iso_epoch(self.clock()))
+        self.effects.note_reuse(work.ref, claim.attempt, status, iso_epoch(self.clock()), claim.held)
         self.actions.finish_action(work.ref.run_id, work.ref.node_id, work.visit, recorded)
         return "replayed"
 
@@ -124,15 +125,16 @@ class ActionWorker(LeasedWorker[Call]):
         """No dead-letter queue: the last attempt's failure is the effect's recorded outcome (`kept`)."""
         return self.settle(work, claim, "failed", attempted.kept)
 
-    def _effects_expire(self, run_id: str) -> int:
-        """When the effect record and ledger entry written now expire: the tenant's retention from now."""
+    def _effects_expire(self, run_id: str, items_expire: int | None) -> int:
+        """When the effect record and ledger entry written now expire: the tenant's retention from now, or the run's
+        items' provisional expiry (`items_expire`) when later."""
         tenant = tenant_of(run_id)
         hit = self._retention.get(tenant)
         if hit is None or hit[0] <= time.monotonic():
             days = self.retention_days(tenant)
             hit = (time.monotonic() + RETENTION_CACHE_S, days)
             self._retention[tenant] = hit
-        return effect_expiry(self.clock(), hit[1])
+        return effect_expiry(self.clock(), hit[1], items_expire)
 
     # -- one call -------------------------------------------------------------------------------
 
