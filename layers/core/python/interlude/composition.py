@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from interlude.app.keys import Keys
     from interlude.app.lifecycle import RunLifecycle
     from interlude.app.limits import TenantLimiter
+    from interlude.app.live import LiveFollowing
     from interlude.app.notifications import Notifications
-    from interlude.app.ports import AnchorsSource, HostResolver, SigningKeySource, SlackChannel
+    from interlude.app.ports import AnchorsSource, Connections, HostResolver, SigningKeySource, SlackChannel
     from interlude.app.replay import Replay
     from interlude.app.retention import Restamp, RunRetention
     from interlude.app.run_export import RunExports
@@ -464,6 +465,25 @@ class Services:
 
         return ModulexWorkflows(self.store, self.workflows, self.clock)
 
+    # -- following runs live (the WebSocket API: api/live.py, and the outbox) ----------------------------------
+
+    @cached_property
+    def live(self) -> LiveFollowing:
+        from interlude.app.live import LiveFollowing, LiveLimits
+        from interlude.store.live import LiveStore
+
+        cfg = settings()
+        limits = LiveLimits(cfg.live_connections_per_tenant, cfg.live_followers_per_run)
+        records = LiveStore(self.store.table, self.store.client)
+        return LiveFollowing(records, self.store, lambda: self.live_connections, self.clock, limits)
+
+    @cached_property
+    def live_connections(self) -> Connections:
+        """The WebSocket API's connections, through its management endpoint (made at the first send)."""
+        from interlude.adapters.live_connections import ApiGatewayConnections
+
+        return ApiGatewayConnections(settings().live_endpoint)
+
     # -- the dispatch function's outbox -------------------------------------------------------------------------
 
     @cached_property
@@ -515,6 +535,8 @@ class Services:
             _when(concerns.requests_child_or_ends_run, lambda: self.sub_workflows.on_events),
             _when(concerns.requests_or_cancels_task, lambda: self.tasks.on_events),
             _when(concerns.ends_or_reruns_run, lambda: self.retention.on_events),
+            # Where the deployment has a WebSocket API: each batch to the run's live followers (none: no read).
+            *((self.live.on_events,) if settings().live_endpoint else ()),
             # Last: a handler above that fails has its record delivered again, which emits its usage metric again.
             tenant_usage,
         )

@@ -681,6 +681,51 @@ AUDIT_ANCHOR_BUCKET = Bucket(
 )
 BUCKETS: tuple[Bucket, ...] = (AUDIT_ANCHOR_BUCKET,)
 
+# --- following a run live (API Gateway WebSocket API, ADR 0143) ---------------------------------------------
+
+
+class LiveApi(NamedTuple):
+    """A WebSocket API on which a client follows runs: it connects with an API key (as the SSE route takes it),
+    subscribes to runs by message and is sent each event batch as it commits, by `pushers` from the outbox, through
+    the API's management endpoint (post_to_connection). No function waits while a client does
+    (interlude.app.live)."""
+
+    name: str  # construct id
+    # The function every route of the API invokes (its $connect, $disconnect and message routes).
+    function: str
+    # Functions that send to connections: granted execute-api:ManageConnections on this API's stage alone.
+    pushers: tuple[str, ...]
+    # Carries the management endpoint (https://{api}.execute-api.{region}.amazonaws.com/{stage}) to `pushers`; unset:
+    # no WebSocket API, nothing is pushed and the outbox reads no subscription.
+    endpoint_env: str
+    stage: str
+    # The message routes, by the `action` a message names (the API's route selection: $request.body.action).
+    actions: tuple[str, ...]
+    # API Gateway closes a connection after 2 hours whatever it does: a connection's items expire then (and a
+    # little after, for clocks), so an item whose $disconnect never came leaves by TTL.
+    connection_ttl_s: int
+    # Runs one connection follows at once (its item lists them, so $disconnect finds each subscription).
+    runs_per_connection: int
+    # A message a client receives carries at most this much of the log: API Gateway bills a message per 32 KB.
+    message_bytes: int
+    # Its largest frame: an event larger than this is announced by its sequence only (read it over HTTP).
+    max_message_bytes: int
+
+
+LIVE_API = LiveApi(
+    name="LiveApi",
+    function="api",
+    pushers=("api", "dispatch"),
+    endpoint_env="LIVE_ENDPOINT",
+    stage="live",
+    actions=("subscribe", "unsubscribe"),
+    connection_ttl_s=2 * 3600 + 300,
+    runs_per_connection=20,
+    message_bytes=32 * 1024,
+    max_message_bytes=128 * 1024,
+)
+MANAGE_CONNECTIONS_ACTION = "execute-api:ManageConnections"
+
 # --- routes ----------------------------------------------------------------------------------------
 # Each route is declared here once, whole. API Gateway's routes and throttle classes (interlude_cdk), the local server,
 # the handler's registration and the import of its module (interlude.api.routes, interlude.api.app), Idempotency-Key

@@ -27,7 +27,7 @@ import botocore
 from interlude.sdk_clients import PACKAGED_MODELS
 
 # The services the functions make clients of (cli/ and local/ are not in the layer's functions' paths).
-SERVICES = ("dynamodb", "s3", "scheduler", "secretsmanager", "sesv2", "sqs")
+SERVICES = ("apigatewaymanagementapi", "dynamodb", "s3", "scheduler", "secretsmanager", "sesv2", "sqs")
 # The DynamoDB operations the code calls (store/, provisioning included); every other operation is left out.
 DYNAMODB_OPERATIONS = frozenset(
     {

@@ -78,6 +78,11 @@ def normalise_path(raw_path: str) -> str:
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path="requestContext.requestId")
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if (event.get("requestContext") or {}).get("connectionId"):
+        # The WebSocket API's routes (wiring.LIVE_API): loaded with the first of them, as a route module is.
+        from interlude.api.live import handle
+
+        return handle(event)
     if "rawPath" in event:
         event = {**event, "rawPath": normalise_path(event["rawPath"])}
         load_routes(str((event.get("requestContext") or {}).get("http", {}).get("method", "")).upper(), event["rawPath"])

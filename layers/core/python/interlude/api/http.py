@@ -169,18 +169,24 @@ def principal_for(operation: str) -> Principal:
     principal = app.context.get("principal")
     if principal is None:
         principal = services().keys.authenticate(app.current_event.headers.get("authorization"))
-        read_tenant_once(principal.tenant)
-        standing().require_active(principal.tenant)
-        admission = services().limiter.admit(principal)
-        if not admission.allowed:
-            raise RateLimited(
-                f"this tenant's limit of {admission.limit} requests per second was reached",
-                {"limit": admission.limit, "unit": "requests per second"},
-                retry_after_s=admission.retry_after_s,
-            )
+        admit(principal)
         # The Idempotency-Key layer and the handler both ask: one request is counted once.
         app.append_context(principal=principal)
     return authorize(principal, operation)
+
+
+def admit(principal: Principal) -> None:
+    """A request of `principal`'s (an API request, a live connection's message) counted against its tenant's rate,
+    the tenant active."""
+    read_tenant_once(principal.tenant)
+    standing().require_active(principal.tenant)
+    admission = services().limiter.admit(principal)
+    if not admission.allowed:
+        raise RateLimited(
+            f"this tenant's limit of {admission.limit} requests per second was reached",
+            {"limit": admission.limit, "unit": "requests per second"},
+            retry_after_s=admission.retry_after_s,
+        )
 
 
 def read_tenant_once(tenant: str) -> None:

@@ -69,6 +69,17 @@ class Keys:
             raise auth.unauthenticated(f"the API key this session signed in with is {status}")
         return auth.principal_from_record(record, key_id)
 
+    def connected_principal(self, key_id: str, tenant: str) -> auth.Principal:
+        """Who a live connection opened with key `key_id` acts as at each message: the key read as `authenticate`
+        reads it (a revocation reaches the connection's next message within KEY_CACHE_SECONDS)."""
+        record = self._key_record(key_id) if auth.KEY_ID_RE.fullmatch(key_id) else None
+        if record is None or record.get("tenant") != tenant:
+            raise auth.unauthenticated("the API key this connection opened with is not valid")
+        status = auth.key_status(record, self.clock())
+        if status != "active":
+            raise auth.unauthenticated(f"the API key this connection opened with is {status}")
+        return auth.principal_from_record(record, key_id)
+
     def _key_record(self, key_id: str) -> dict[str, Any] | None:
         cached = self._cache.get(key_id)
         if cached and cached[0] > time.monotonic():

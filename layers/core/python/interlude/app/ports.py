@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from interlude.store.inbox import EntryFilter, InboxPage
     from interlude.store.interactions import SettingsRead
     from interlude.store.item_index import ItemIndexReader
+    from interlude.store.live import LiveConnection
     from interlude.store.tasks import Claim, ReadyEntry, Task
 
 
@@ -543,3 +544,33 @@ class AuditAppends(Protocol):
 
 # The callbackUrl and webhook URL guards' host-name resolver (None: getaddrinfo); tests inject a fixed table.
 HostResolver = Callable[[str, int], list[str]]
+
+
+class LiveRecords(Protocol):
+    """The open WebSocket connections and the runs they follow (store/live.py)."""
+
+    def open_connection(self, tenant: str, connection_id: str, key_id: str, connected_at: str, expires: int) -> None: ...
+
+    def live_connection(self, connection_id: str) -> LiveConnection | None: ...
+
+    def close_connection(self, connection_id: str) -> None: ...
+
+    def open_connections(self, tenant: str, now: int) -> int: ...
+
+    def follower_count(self, run_id: str, now: int) -> int: ...
+
+    def follow(self, connection: LiveConnection, run_id: str, runs_limit: int) -> bool: ...
+
+    def unfollow(self, connection_id: str, run_id: str) -> None: ...
+
+    def followers(self, run_id: str) -> list[str]: ...
+
+    def drop_follower(self, run_id: str, connection_id: str) -> None: ...
+
+
+class Connections(Protocol):
+    """Sends to an open WebSocket connection (API Gateway's management API: adapters/live_connections.py)."""
+
+    def send(self, connection_id: str, data: bytes) -> bool:
+        """False when the connection is gone (API Gateway's GoneException)."""
+        ...

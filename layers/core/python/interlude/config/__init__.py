@@ -51,6 +51,11 @@ class Settings(EnvironmentSettings):
     tenant_workflow_versions: int = setting("INTERLUDE_TENANT_WORKFLOW_VERSIONS", default=1000)
     tenant_definition_bytes: int = setting("INTERLUDE_TENANT_DEFINITION_BYTES", default=256 * 1024)
     tenant_definition_nodes: int = setting("INTERLUDE_TENANT_DEFINITION_NODES", default=500)
+    # Following runs live over the WebSocket API (wiring.LIVE_API, docs/limits.md): its management endpoint ("": none
+    # deployed), the connections a tenant holds open at once and the connections that follow one run.
+    live_endpoint: str = setting(wiring.LIVE_API.endpoint_env, default="")
+    live_connections_per_tenant: int = setting("INTERLUDE_LIVE_CONNECTIONS_PER_TENANT", default=500)
+    live_followers_per_run: int = setting("INTERLUDE_LIVE_FOLLOWERS_PER_RUN", default=50)
     # GET /runs/{runId}/ancestry and its discovery advertisement (interlude.app.subworkflows.ancestry_capability):
     # off, the route answers 404 not_found and discovery names no multiAgent family.
     ancestry_endpoint: bool = setting("INTERLUDE_ANCESTRY_ENDPOINT", default=True)

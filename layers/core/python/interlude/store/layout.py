@@ -1,6 +1,6 @@
 """The table's key layout: the partition and sort keys of the run, workflow, key and console items.
 
-Item layout (keys are strings; every item carries its tenant in pk, an API key's in its record):
+Item layout (keys are strings; every item carries its tenant in pk, an API key's and a live connection's in its record):
   run head     T#{tenant}#R#{run}        RUN              state JSON, status, version (store/runs.py reads it,
                                                           store/transitions.py moves it)
   event batch  T#{tenant}#R#{run}        E#{lastSeq:012}  the RunEventDocs one transition wrote (v 9: an event that
@@ -29,6 +29,12 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
                                                           cursor), with a ttl (faces/modulex/workflows.py)
   idempotency  T#{ns}#IDEM#{op}#{key}    IDEM             store/idempotency.py; committed with the effect when
                                                           the write carries an AnsweredRecord
+  live         LIVE#{connectionId}       CONN             an open WebSocket connection (wiring.LIVE_API): tenant, keyId,
+  connection                                              the runs it follows; listed per tenant on the inbox index
+                                                          (gsi1pk T#{tenant}#LIVE) to count them; ttl: API Gateway's
+                                                          2-hour limit (store/live.py)
+  follower     T#{tenant}#FOLLOW#{run}   {connectionId}   a connection following the run: the outbox sends it each
+                                                          event batch (app/live.py); ttl as its connection's
 The other families keep their layout beside their code: the inbox (store/inbox.py), tasks (store/tasks.py), the
 audit chains (store/audit.py), the limits' counters (store/limits.py), effects, deliveries and notifications
 (store/effects.py, deliveries.py, notifications.py), waiters and grants (store/interactions.py). What each costs and
@@ -123,3 +129,24 @@ def keys_index_pk(tenant: str) -> str:
 
 def console_session_pk(tenant: str, session_id: str) -> str:
     return f"T#{tenant}#CONSOLE#{session_id}"
+
+
+# -- following runs live (wiring.LIVE_API)
+
+LIVE_CONNECTION_PK_PREFIX = "LIVE#"
+LIVE_CONNECTION_SK = "CONN"
+
+
+def live_connection_pk(connection_id: str) -> str:
+    # Not under the tenant: API Gateway's $disconnect names the connection alone (the item names its tenant).
+    return f"{LIVE_CONNECTION_PK_PREFIX}{connection_id}"
+
+
+def live_index_pk(tenant: str) -> str:
+    """A tenant's open connections on the inbox GSI (overloaded as for its keys)."""
+    return f"T#{tenant}#LIVE"
+
+
+def followers_pk(run_id: str) -> str:
+    tenant, opaque = run_id.split("/", 1)
+    return f"T#{tenant}#FOLLOW#{opaque}"

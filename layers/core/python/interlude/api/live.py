@@ -1,0 +1,89 @@
+"""The WebSocket API's routes (wiring.LIVE_API, ADR 0143): $connect, $disconnect and the messages, in API Gateway's
+WebSocket event shapes, answered by the api function.
+
+Every surface authorizes exactly as its API route does: following a run is `GET /runs/{runId}/events`
+(streamRunEvents) by another transport, so $connect takes what that route takes (`Authorization: Bearer <API key>`),
+admits it against the tenant's rate and requires the route's scope, and each message does so again with the key the
+connection opened with (read as every request reads it: a revoked key's next message is refused), its run read as
+the route reads it (another tenant's run is refused as there). A refused $connect is answered with the route's
+status, which API Gateway returns to the client's handshake; a refused message with an `error` message on the
+connection (interlude.app.live).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from interlude import wiring
+from interlude.api.errors import reply
+from interlude.api.http import admit, authorize
+from interlude.composition import services
+from interlude.domain.errors import DomainError, Invalid
+from interlude.domain.ids import from_wire
+
+# The API route a live connection follows runs as: its scope, its checks.
+FOLLOWS_AS = "streamRunEvents"
+OK = {"statusCode": 200}
+
+
+def handle(event: dict[str, Any]) -> dict[str, Any]:
+    context = event["requestContext"]
+    connection_id = str(context["connectionId"])
+    kind = context.get("eventType")
+    if kind == "CONNECT":
+        return connect(event, connection_id)
+    if kind == "DISCONNECT":
+        services().live.disconnect(connection_id)
+        return OK
+    return message(event.get("body"), connection_id)
+
+
+def connect(event: dict[str, Any], connection_id: str) -> dict[str, Any]:
+    headers = {name.lower(): value for name, value in (event.get("headers") or {}).items()}
+    try:
+        principal = services().keys.authenticate(headers.get("authorization"))
+        admit(principal)
+        services().live.connect(authorize(principal, FOLLOWS_AS), connection_id)
+    except DomainError as refused:
+        status, body, answer_headers = reply(refused, "openwop")
+        return {"statusCode": status, "headers": answer_headers, "body": json.dumps(body, allow_nan=False)}
+    return OK
+
+
+def message(body: str | None, connection_id: str) -> dict[str, Any]:
+    live = services().live
+    run_id: str | None = None
+    try:
+        action, wire_run_id, after = parsed(body)
+        run_id = from_wire(wire_run_id)
+        connection = live.connection(connection_id)
+        principal = services().keys.connected_principal(connection.key_id, connection.tenant)
+        admit(principal)
+        authorize(principal, FOLLOWS_AS)
+        if action == "subscribe":
+            state, _ = services().runs.load_run(principal.tenant, run_id)
+            live.subscribe(connection, state, after)
+        else:
+            live.unsubscribe(connection, run_id)
+    except DomainError as refused:
+        live.error(connection_id, refused.code, refused.message, refused.details, run_id)
+    return OK
+
+
+def parsed(body: str | None) -> tuple[str, str, int]:
+    """(action, runId as sent, after) of a message: `{"action": "subscribe", "runId": "...", "after": 41}`."""
+    try:
+        message = json.loads(body or "")
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        raise Invalid("a message is a JSON object naming its action", {"actions": list(wiring.LIVE_API.actions)})
+    action, run_id, after = message.get("action"), message.get("runId"), message.get("after", -1)
+    if action not in wiring.LIVE_API.actions:
+        raise Invalid(f"no action {action!r}", {"field": "action", "actions": list(wiring.LIVE_API.actions)})
+    if not isinstance(run_id, str) or not run_id:
+        raise Invalid("runId names the run to follow", {"field": "runId"})
+    if isinstance(after, bool) or not isinstance(after, int) or after < -1:
+        raise Invalid("after is the last sequence the client has (-1: none)", {"field": "after"})
+    return action, run_id, after

@@ -1,0 +1,245 @@
+"""Following a run live over the WebSocket API (ADR 0143): the real api function's $connect, message and $disconnect
+routes in API Gateway's event shapes, and the real dispatch handler sending each event batch, through the local
+gateway's management API (the functions' own botocore client), against moto. A connection here is the gateway's
+record of one: what the functions send to it is what a client would receive."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from interlude import wiring
+from interlude.app.live import LiveFollowing, LiveLimits
+from interlude.domain.errors import Forbidden
+from interlude.domain.ids import to_wire
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local.lambda_runtime import fresh_instances
+from interlude.local.live_gateway import LiveGateway, request_context
+from interlude.store.live import LiveStore
+from tests.integration.conftest import InProcessApi, new_api_key, signed_in
+from tests.support.local_stack import FIXTURES
+from tests.support.moto_world import TABLE
+from tests.support.stream import dispatch_runs
+
+GATE_EVENTS = ["run.started", "node.started", "interrupt.requested", "approval.requested", "node.suspended"]
+END_EVENTS = ["interrupt.resolved", "approval.granted", "node.resumed", "node.completed", "run.completed"]
+
+
+class Connection:
+    """What the gateway sends to one open connection, as the client would read it."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+
+    def send(self, text: str) -> None:
+        self.received.append(json.loads(text))
+
+    def events(self) -> list[dict[str, Any]]:
+        return [event for message in self.received if message["type"] == "events" for event in message["events"]]
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [message for message in self.received if message["type"] == kind]
+
+
+class Live:
+    def __init__(self, gateway: LiveGateway) -> None:
+        self.gateway = gateway
+        self.api = InProcessApi()
+        self.count = 0
+
+    def connect(self, api_key: str | None) -> tuple[str, dict[str, Any]]:
+        """(connection id, the $connect route's answer); the connection is open when it answered 200."""
+        self.count += 1
+        connection_id = f"conn{self.count}="
+        headers = {"Host": "127.0.0.1", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+        answer = self.api.invoke(
+            {"headers": headers, "isBase64Encoded": False, "requestContext": self._context(connection_id, "$connect", "CONNECT")}
+        )
+        if answer["statusCode"] == 200:
+            self.gateway.open[connection_id] = Connection()  # type: ignore[assignment]
+        return connection_id, answer
+
+    def connection(self, connection_id: str) -> Connection:
+        return self.gateway.open[connection_id]  # type: ignore[return-value]
+
+    def say(self, connection_id: str, **message: Any) -> None:
+        body = json.dumps(message)
+        context = {**self._context(connection_id, str(message.get("action")), "MESSAGE"), "messageId": "m"}
+        assert self.api.invoke({"body": body, "isBase64Encoded": False, "requestContext": context}) == {"statusCode": 200}
+
+    def disconnect(self, connection_id: str) -> None:
+        self.gateway.open.pop(connection_id, None)
+        context = self._context(connection_id, "$disconnect", "DISCONNECT")
+        assert self.api.invoke({"isBase64Encoded": False, "requestContext": context}) == {"statusCode": 200}
+
+    def _context(self, connection_id: str, route_key: str, kind: str) -> dict[str, Any]:
+        return request_context(connection_id, route_key, kind, "127.0.0.1")
+
+
+@pytest.fixture
+def live(world, monkeypatch) -> Iterator[Live]:
+    gateway = LiveGateway(InProcessApi().invoke).start()
+    monkeypatch.setenv(wiring.LIVE_API.endpoint_env, gateway.endpoint)
+    yield Live(gateway)
+    gateway.stop()
+
+
+def gated_run(services) -> str:
+    admin = signed_in(services)
+    definition = json.loads((FIXTURES / "conformance-approval.json").read_text())
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    state = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": definition["id"]}))
+    return state.runId
+
+
+def resolve(services, run_id: str) -> None:
+    services.decisions.resolve_interrupt(signed_in(services), run_id, "gate", {"action": "accept"})
+
+
+def followers(run_id: str) -> list[str]:
+    return LiveStore(TABLE).followers(run_id)
+
+
+def test_a_follower_has_the_log_replayed_then_each_batch_as_it_commits_and_is_dropped_when_the_run_ends(services, live):
+    run_id = gated_run(services)
+    dispatch_runs(TABLE, run_id)
+    connection_id, answer = live.connect(new_api_key(services, scopes=["runs:read"]))
+    assert answer == {"statusCode": 200}
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    connection = live.connection(connection_id)
+    assert connection.received[0] == {"type": "subscribed", "runId": to_wire(run_id), "after": -1, "following": True}
+    assert [e["type"] for e in connection.events()] == GATE_EVENTS
+    assert followers(run_id) == [connection_id]
+
+    resolve(services, run_id)
+    dispatch_runs(TABLE, run_id)
+    assert [e["type"] for e in connection.events()] == GATE_EVENTS + END_EVENTS
+    assert [e["sequence"] for e in connection.events()] == list(range(10))
+    # The run ended: its followers are dropped with its last batch, and the connection follows nothing.
+    assert followers(run_id) == []
+    record = LiveStore(TABLE).live_connection(connection_id)
+    assert record is not None
+    assert record.runs == frozenset()
+
+
+def test_a_subscription_after_a_sequence_replays_only_what_follows_it_and_a_finished_run_is_not_followed(services, live):
+    run_id = gated_run(services)
+    resolve(services, run_id)
+    connection_id, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id), after=6)
+    connection = live.connection(connection_id)
+    assert connection.received[0]["following"] is False
+    assert [e["sequence"] for e in connection.events()] == [7, 8, 9]
+    assert followers(run_id) == []
+
+
+def test_connect_is_refused_as_the_sse_route_refuses_a_request(services, live):
+    _, answer = live.connect(None)
+    assert answer["statusCode"] == 401
+    assert json.loads(answer["body"])["error"] == "unauthenticated"
+    _, answer = live.connect(new_api_key(services, scopes=["workflows:read"]))
+    assert answer["statusCode"] == 403
+    assert json.loads(answer["body"])["details"] == {"scopeRequired": "runs:read"}
+
+
+def test_each_message_is_authorized_with_the_connections_key_and_the_run_read_as_the_route_reads_it(
+    services, other_tenant, live
+):
+    run_id = gated_run(services)
+    foreign = new_api_key(services, scopes=["runs:read"], tenant=other_tenant)
+    connection_id, _ = live.connect(foreign)
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    live.say(connection_id, action="follow", runId=to_wire(run_id))
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id), after="7")
+    errors = live.connection(connection_id).of_type("error")
+    assert [(e["code"], e.get("details")) for e in errors] == [
+        ("id_tenant_mismatch", None),
+        ("validation_error", {"field": "action", "actions": list(wiring.LIVE_API.actions)}),
+        ("validation_error", {"field": "after"}),
+    ]
+    assert followers(run_id) == []
+
+    key = new_api_key(services, subject="reader", scopes=["runs:read"])
+    connection_id, _ = live.connect(key)
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.keys.revoke_key(principal.tenant, principal.key_id)
+    fresh_instances()  # the api function's instance: every instance's cache of the key expires within 5 s
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    assert [e["code"] for e in live.connection(connection_id).of_type("error")] == ["unauthenticated"]
+
+
+def test_the_tenants_connections_and_a_runs_followers_are_limited(services, live, monkeypatch):
+    monkeypatch.setenv("INTERLUDE_LIVE_CONNECTIONS_PER_TENANT", "2")
+    monkeypatch.setenv("INTERLUDE_LIVE_FOLLOWERS_PER_RUN", "1")
+    run_id = gated_run(services)
+    key = new_api_key(services, scopes=["runs:read"])
+    first, _ = live.connect(key)
+    second, _ = live.connect(key)
+    _, refused = live.connect(key)
+    assert refused["statusCode"] == 403
+    body = json.loads(refused["body"])
+    assert (body["error"], body["details"]) == ("interlude.quota_exceeded", {"quota": "liveConnections", "limit": 2})
+
+    live.say(first, action="subscribe", runId=to_wire(run_id))
+    live.say(second, action="subscribe", runId=to_wire(run_id))
+    (error,) = live.connection(second).of_type("error")
+    assert (error["code"], error["details"]) == ("interlude.quota_exceeded", {"quota": "runFollowers", "limit": 1})
+    assert followers(run_id) == [first]
+
+    # A connection that closes frees its place, and its follower's.
+    live.disconnect(first)
+    assert followers(run_id) == []
+    live.say(second, action="subscribe", runId=to_wire(run_id))
+    assert followers(run_id) == [second]
+    third, answer = live.connect(key)
+    assert answer == {"statusCode": 200}
+
+
+def test_a_connection_follows_at_most_its_limit_of_runs(services, world):
+    sent: list[bytes] = []
+
+    class Sink:
+        def send(self, connection_id: str, data: bytes) -> bool:
+            sent.append(data)
+            return True
+
+    following = LiveFollowing(LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1))
+    principal = signed_in(services)
+    following.connect(principal, "c1=")
+    connection = following.connection("c1=")
+    first, second = gated_run(services), gated_run(services)
+    following.subscribe(connection, services.store.get_run(first)[0], -1)
+    with pytest.raises(Forbidden) as refused:
+        following.subscribe(following.connection("c1="), services.store.get_run(second)[0], -1)
+    assert (refused.value.code, refused.value.details) == (
+        "interlude.quota_exceeded",
+        {"quota": "runsPerConnection", "limit": 1},
+    )
+    # Following the same run again is no second run.
+    following.subscribe(following.connection("c1="), services.store.get_run(first)[0], 3)
+    following.unsubscribe(following.connection("c1="), first)
+    following.subscribe(following.connection("c1="), services.store.get_run(second)[0], -1)
+    assert followers(second) == ["c1="]
+    assert followers(first) == []
+
+
+def test_a_gone_connection_is_dropped_by_the_batch_that_finds_it_gone(services, live):
+    run_id = gated_run(services)
+    stays, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
+    goes, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
+    for connection_id in (stays, goes):
+        live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    del live.gateway.open[goes]  # closed without a $disconnect reaching the api function: API Gateway answers 410
+    dispatch_runs(TABLE, run_id)
+    assert followers(run_id) == [stays]
+    # The batch the replay held is sent again (at least once): the client skips it by sequence.
+    assert [e["sequence"] for e in live.connection(stays).events()] == [0, 1, 2, 3, 4] * 2
+
+
+def test_without_a_websocket_api_the_outbox_reads_no_followers(services, monkeypatch):
+    monkeypatch.delenv(wiring.LIVE_API.endpoint_env, raising=False)
+    assert services.live.on_events not in services.outbox
