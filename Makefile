@@ -55,10 +55,13 @@ node-deps: $(NODE_STAMP)
 dev: venv
 	$(PY) -m interlude.cli dev --port $(PORT)
 
-# The lint contracts run first: a layer importing upward fails the build before any test runs.
+# The lint contracts run first: a layer importing upward fails the build before any test runs. Lint, the system's
+# packages, Node's and the runtime Python need nothing of one another (only .venv): they run side by side, mostly
+# waiting on downloads, each one's output printed whole when it ends.
 # Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
 # Then each handler's import from its layers alone, and the unit and integration suites, on the runtime's Python.
-test: lint system-deps node-deps runtime-python
+test: venv
+	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target lint system-deps node-deps runtime-python
 	@echo "== The whole suite on the development Python ($$($(PY) -V))"
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
 	$(PY) scripts/check_layer_imports.py

@@ -4,6 +4,9 @@
 # Debian's /usr/bin/chromium through Playwright).
 # Idempotent; uses Debian's packages (CI runs as root on a fresh machine).
 set -euo pipefail
+# One at a time: `make test` runs this (system-deps) beside node-deps, which runs it too when npm is missing; the
+# second waits here, then finds everything installed.
+if command -v flock >/dev/null 2>&1; then exec {lock}<"$0" && flock "$lock"; fi
 
 need=()
 command -v node >/dev/null 2>&1 || need+=(nodejs)
