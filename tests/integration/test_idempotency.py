@@ -23,6 +23,7 @@ from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
 from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim, Existing, IdempotencyStore
+from interlude.store.layout import INTERRUPT_SK_PREFIX, run_id_of
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE
@@ -191,6 +192,12 @@ def run_heads() -> int:
     return sum(item["sk"]["S"] == "RUN" for item in items)
 
 
+def gate_runs() -> list[str | None]:
+    """The runs of the table's gate items, one per item."""
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    return [run_id_of(item["pk"]["S"]) for item in items if item["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
+
+
 # A world of its own: it counts every run head of the table.
 @pytest.mark.private_world
 @pytest.mark.parametrize("error", [None, EndpointConnectionError(endpoint_url="http://127.0.0.1:1")])
@@ -350,6 +357,8 @@ def test_concurrent_duplicate_create_runs_start_one_run_and_both_answer_it(api_k
     assert loser["headers"][REPLAY] == "true"
     assert loser["body"] == winner["body"]
     assert run_heads() == 1
+    # The loser's gate item, put before its transaction (docs/adr/0139), was taken back with its index entries.
+    assert gate_runs() == [json.loads(winner["body"])["runId"]]
 
 
 def test_concurrent_duplicate_resolves_decide_once_and_both_answer_the_decision(api_key):

@@ -9,7 +9,8 @@ retries as it would: the same Idempotency-Key for API calls, redelivery for the 
 queue. A call added to a handler later is a new injection point without touching this file.
 
 Whole means: each run's event log is contiguous and matches its head, every interrupt item has its run head and
-agrees with it, no idempotency record is left in flight, no interrupt is resolved twice, and the operation's own
+agrees with it (or, put by a creation whose transaction never came, is read by nothing and expires: docs/adr/0139),
+no idempotency record is left in flight, no interrupt is resolved twice, and the operation's own
 outcome happened exactly once. `pytest -s` prints the points tried and the partial states found per operation.
 """
 
@@ -218,7 +219,7 @@ def partial_states(w: World) -> list[str]:
     heads = {i["pk"] for i in items if i["sk"] == RUN_SK}
     for item in items:
         if item["sk"].startswith(INTERRUPT_SK_PREFIX) and item["pk"] not in heads:
-            problems.append(f"interrupt item without its run head: {item['pk']} {item['sk']}")
+            problems += headless_gate_problems(w, item)
     for pk in heads:
         run_id = run_id_of(pk)
         assert run_id is not None
@@ -235,6 +236,24 @@ def partial_states(w: World) -> list[str]:
         if open_items != open_in_head:
             problems.append(f"{run_id}: open interrupt items {open_items} but the head holds {open_in_head}")
     return problems + audit_partial_states(w, items)
+
+
+def headless_gate_problems(w: World, item: dict[str, Any]) -> list[str]:
+    """How an interrupt item without its run head is not whole. A new run's gates are put before the transaction that
+    creates it (docs/adr/0139): one whose transaction never came leaves them, whole only if they go by themselves
+    (the run's provisional expiry) and no reader shows them (each trusts a gate only with its head)."""
+    where = f"{item['pk']} {item['sk']}"
+    run_id = run_id_of(item["pk"])
+    assert run_id is not None
+    problems = [] if wiring.TTL_ATTRIBUTE in item else [f"interrupt item without its run head, never expiring: {where}"]
+    principal = w.services.keys.authenticate(f"Bearer {w.api_key}")
+    listed = [*w.services.inbox.inbox(principal, 100, {}, None)["interrupts"],
+              *w.services.inbox.inbox(principal, 100, {"runId": run_id}, None)["interrupts"]]  # fmt: skip
+    if any(i["runId"] == run_id for i in listed):
+        problems.append(f"interrupt item without its run head, listed in the inbox: {where}")
+    if (got := w.api("GET", f"/runs/{wire(run_id)}"))["statusCode"] != 404:
+        problems.append(f"interrupt item without its run head, its run answered {got['statusCode']}: {where}")
+    return problems
 
 
 def audit_partial_states(w: World, items: list[dict[str, Any]]) -> list[str]:
@@ -732,3 +751,22 @@ def test_a_fault_at_every_aws_call_then_the_retry_leaves_the_state_whole(name, t
     TALLY[name] = (tried, len(found))
     print(f"\nresilience {name}: {len(calls)} AWS calls, {tried} injection points, {len(found)} partial states")
     assert found == []
+
+
+def test_a_create_stopped_between_its_gates_put_and_its_transaction_leaves_nothing_readable(tmp_path):
+    """The point between a new run's plain puts (its gate among its index entries) and the transaction that creates it
+    (docs/adr/0139): the process stops there, the client's retry creates the run, and what the first attempt put is
+    a gate without its run head that nothing reads and that expires (partial_states says so)."""
+    op = OPERATIONS["createRun"]
+    with world(tmp_path) as w:
+        calls, clean = attempt(w, op, None)
+        assert clean == [], clean
+        at = calls.index("DynamoDB.TransactWriteItems")
+        assert calls[at - 1] == "DynamoDB.BatchWriteItem"
+        _, problems = attempt(w, op, (at, "before", "connection"))
+        assert problems == []
+        items = tenant_items(w, w.tenant)
+        heads = {i["pk"] for i in items if i["sk"] == RUN_SK}
+        left = [i for i in items if i["sk"].startswith(INTERRUPT_SK_PREFIX) and i["pk"] not in heads]
+        assert len(left) == 1
+        assert len(heads) == 1

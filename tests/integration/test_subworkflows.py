@@ -4,6 +4,7 @@ delivered twice. The child starts once, its outcome lands on the parent once, th
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from interlude.app.snapshots import snapshot
 from interlude.composition import Services
 from interlude.config import Settings
+from interlude.domain.clock import instant
 from interlude.domain.errors import Forbidden, NotFound
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -128,6 +130,25 @@ def test_cancelling_the_parent_cancels_the_child_and_closes_its_gate(services, a
     assert child.status == "cancelled"
     assert child.interrupts == {}
     assert state_of(services, run_id).status == "cancelled"
+
+
+def test_two_deliveries_racing_to_start_the_child_leave_the_winners_gate_item(services, admin, monkeypatch):
+    run_id = started(services, admin)
+    Stream(TABLE).settle()
+    child_id = child_run_id(run_id, "spawn", 1)
+    gate = state_of(services, child_id).interrupts["gate"]
+    # A second delivery of the request that read no child before the first committed: it builds the same child (its
+    # id is derived from the parent's step) a moment later, and loses the head's condition.
+    sub_workflows = services.sub_workflows
+    read = sub_workflows.records.get_run
+    monkeypatch.setattr(sub_workflows.records, "get_run", lambda r: None if r == child_id else read(r))
+    monkeypatch.setattr(sub_workflows, "clock", lambda: instant(gate.raisedAt) + timedelta(seconds=5))
+    sub_workflows.start_child(run_id, {"nodeId": "spawn", "visit": 1, "childRunId": child_id})
+    # The gate's item is the winner's, put in its transaction: the loser's never overwrote it nor took it back.
+    item = services.store.closed_interrupt(child_id, gate.key)
+    assert item is not None
+    assert (item["raisedAt"], item["status"]) == (gate.raisedAt, "open")
+    assert services.inbox.inbox(admin, 25, {"runId": child_id}, None)["interrupts"][0]["raisedAt"] == gate.raisedAt
 
 
 def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(services, admin, tenant):

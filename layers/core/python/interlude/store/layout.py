@@ -12,7 +12,9 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
                                                           opens (v 3: open while the run head holds it, closed by
                                                           the close's event: store/gate_closes.py; format 1 also
                                                           held status and resolution); listed while open by the
-                                                          inbox entries of store/inbox.py
+                                                          inbox entries of store/inbox.py; a new run's put just
+                                                          before the transaction that creates it, a later one's
+                                                          in the transaction (store/transitions.py)
   workflow     T#{tenant}#W#{workflow}   V#{version:08}   immutable definition (store/workflows.py)
   latest       T#{tenant}#W#{workflow}   LATEST           the latest version's number (createRun reads only this)
   modulex wf   T#{tenant}#W#{workflow}   MODULEX          a ModuleX-face workflow's record (store/modulex_records.py)

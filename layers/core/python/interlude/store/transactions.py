@@ -70,6 +70,12 @@ def approximate_size(item: a.Item) -> int:
     return size
 
 
+def within_one_item(written: a.Item) -> None:
+    """Refuse as TooLarge, before anything is sent, what one stored item cannot hold (a put's item, an update's values)."""
+    if approximate_size(written) > MAX_ITEM_BYTES:
+        raise TooLarge("the run's state would exceed what one stored item can hold (400 KB)", dict(ITEM_BUDGET))
+
+
 class TransactionalTable(Table):
     def __init__(self, table_name: str, client: Any = None) -> None:
         super().__init__(table_name, client)
@@ -160,8 +166,8 @@ class TransactionalTable(Table):
             body["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             # What an update sets counts toward its item as much as what a put writes (the run head is updated).
             written = body.get("Item") or body.get("ExpressionAttributeValues")
-            if written and approximate_size(written) > MAX_ITEM_BYTES:
-                raise TooLarge("the run's state would exceed what one stored item can hold (400 KB)", dict(ITEM_BUDGET))
+            if written:
+                within_one_item(written)
         # The items are built by hand in the low-level shape (store/attributes.py), as plain dicts.
         return cast("list[TransactWriteItemTypeDef]", [op for _, op in items])
 

@@ -1,11 +1,12 @@
 """A run moved: each transition the engine makes is written as one conditional TransactWriteItems.
 
 What a transition writes (store/run_items.py builds each item): the run head at its next version (conditional on the
-version read), a batch of its events, the interrupts it opened, voted on or closed, the tenant's open-runs counter
+version read), a batch of its events, the interrupts it opened (but a new run's), voted on or closed, the tenant's open-runs counter
 when the run starts or ends (billing its tenant's usage of the month on it: docs/adr/0123), the tasks of visits an ending run stops waiting for, its external-event waiters and
 conversation claims (store/interactions.py), and with it, when given, the request's Idempotency-Key record and the
 draft of the audit entry recording it, on the event batch (dispatch chains it: docs/adr/0128). Index entries (the inbox's, the run listing's) are plain writes before the transaction,
-never inside it, where each would bill twice (docs/adr/0034).
+never inside it, where each would bill twice (docs/adr/0034); so are the gates' items of a run created with a fresh
+id, which no other writer can write (docs/adr/0139).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from interlude.store.interactions import transition_items as interaction_items
 from interlude.store.layout import RUN_SK, interrupt_sk, run_pk
 from interlude.store.runs import RunStore
 from interlude.store.task_items import abandoned_update
-from interlude.store.transactions import QUOTA_NOUNS, Labelled, LostRace, TransactionalTable
+from interlude.store.transactions import QUOTA_NOUNS, Labelled, LostRace, TransactionalTable, within_one_item
 
 if TYPE_CHECKING:  # the engine's run rules load where a run first moves, not with the store (the dispatch function)
     from interlude.engine.run import Transition
@@ -75,13 +76,15 @@ class TransitionStore(TransactionalTable, RunStore):
         # A transition that writes an event batch carries its audit entry's draft on it (format 5), for the appender
         # on the stream to chain (docs/adr/0128); only one without (none that records a decision) appends in it.
         carried, audit = (audit, None) if docs else (None, audit)
+        before = gates_put_before(transition, expected_version)
         items = transition_items(
-            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json
+            transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before
         )
         if counter is not None:
             items.append(counter)
+        gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires)] if before else []
         inbox = InboxIndex(self.table, self.client)
-        undo = self._put_entries_before(inbox, transition, expected_version)
+        undo = self._put_entries_before(inbox, transition, expected_version, gates)
         try:
             if quota is not None and counters.open_runs_shards(quota[1]) == 1:
                 # One shard: exact against every shard's count, read first (store/limits.py).
@@ -96,11 +99,11 @@ class TransitionStore(TransactionalTable, RunStore):
                         raise
                     # The head records the shard the run claims on: built again with it.
                     built = transition_items(
-                        transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json
+                        transition, expected_version, first_seq, docs, now_iso, closed, expires, carried, events_json, before
                     )
                     items = built + [moved]
         except (LostRace, DomainError, KeyAlreadyUsed):
-            # Refused, so nothing was written; a run never created shares its entries with no other writer.
+            # Refused, so nothing was written; a run never created shares its entries and gates with no other writer.
             if expected_version is None and undo:
                 inbox.batch_write([{"DeleteRequest": {"Key": key}} for key in undo])
             raise
@@ -117,15 +120,17 @@ class TransitionStore(TransactionalTable, RunStore):
         self._transact([(RUN_SK, run_items.head_write(state, expected_version))])
 
     def _put_entries_before(
-        self, inbox: InboxIndex, transition: Transition, expected_version: int | None
+        self, inbox: InboxIndex, transition: Transition, expected_version: int | None, gates: list[a.Item]
     ) -> list[a.Item]:
         """Put the index entries the transition adds, before its transaction: the inbox entries of the interrupts it
-        opens (and of a gate's new delegates), and a new run's listing entry. Their keys, to remove them again if the
-        transaction is refused. Closed interrupts' entries are deleted by dispatch from the event batch's image
-        (docs/adr/0048)."""
+        opens (and of a gate's new delegates), and a new run's listing entry, and `gates`, a new run's gates' items
+        (`gates_put_before`). Their keys, to remove them again if the transaction is refused. Closed interrupts'
+        entries are deleted by dispatch from the event batch's image (docs/adr/0048)."""
         state = transition.state
-        puts: list[a.Item] = []
-        keys: list[a.Item] = []
+        for gate in gates:
+            within_one_item(gate)  # refused before anything is written, as the transaction refuses it
+        puts: list[a.Item] = list(gates)
+        keys: list[a.Item] = [_key_of(gate) for gate in gates]
         for entry in _added_entries(transition):
             puts += entry.items()
             keys += entry.index_keys()
@@ -140,7 +145,7 @@ class TransitionStore(TransactionalTable, RunStore):
         for item in run_items.search_entries(state, searched):
             puts.append(item)
             if expected_version is None:
-                keys.append({k: item[k] for k in (wiring.PARTITION_KEY, wiring.SORT_KEY)})
+                keys.append(_key_of(item))
         if puts:
             inbox.batch_write([{"PutRequest": {"Item": item}} for item in puts])
         return keys
@@ -148,6 +153,20 @@ class TransitionStore(TransactionalTable, RunStore):
     def delete_inbox_entries(self, keys: list[a.Item]) -> None:
         """Delete inbox index entries by key (those a closing transition named: store/inbox.py); idempotent."""
         InboxIndex(self.table, self.client).delete_keys(keys)
+
+
+def _key_of(item: a.Item) -> a.Item:
+    return {k: item[k] for k in (wiring.PARTITION_KEY, wiring.SORT_KEY)}
+
+
+def gates_put_before(transition: Transition, expected_version: int | None) -> bool:
+    """Whether the items of the gates the transition opens are plain puts before its transaction (1 WRU per KB, not 2),
+    with its index entries, rather than conditional puts inside it: only when it creates a run whose id was minted for
+    it, which no other writer can hold, so its own puts are the only ones and a refusal takes them back (docs/adr/0139).
+    A child run's id is derived from its parent's step (engine/subworkflows.child_run_id), and redeliveries of the
+    request race to create it; a later transition's gate key (node and visit) is open to every transition racing from
+    the same version: both keep the condition that only the winner meets."""
+    return expected_version is None and transition.state.parentRunId is None
 
 
 def _added_entries(transition: Transition) -> list[Entry]:
@@ -235,24 +254,30 @@ def transition_items(
     expires: int | None = None,
     audit: AuditDraft | None = None,
     events_json: bytes | None = None,
+    gates_before: bool = False,
 ) -> list[Labelled]:
     """(label, TransactWriteItem) for everything one transition writes: head, events (naming the inbox entries of
     the interrupts it closes, for dispatch to delete, and carrying `audit`, the draft of its audit entry, for the
-    appender on the stream), interrupts, abandoned tasks, external-event waiters. `events_json`: `docs`' compact JSON,
-    when the caller has it."""
+    appender on the stream), interrupts (those it opens unless `gates_before`: put before it, `gates_put_before`),
+    abandoned tasks, external-event waiters. `events_json`: `docs`' compact JSON, when the caller has it."""
     state = transition.state
     pk = run_pk(state.runId)
     run_items.mark_written(state, transition.opened)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
-    # What the transition's own items of the run expire at: the run's expiry when it ends, else the provisional one
-    # its items are written with (ADR 0133), so a run that ends soon has them stamped already.
-    kept = expires if expires is not None else run_search.open_expiry(run_search.items_expiry(state.searchExpiry), epoch_of(now_iso))
     if docs:
         batch = run_items.event_batch_put(
-            state.runId, first_seq, docs, closed_entries(closed), kept, audit, transition.opened, events_json
+            state.runId,
+            first_seq,
+            docs,
+            closed_entries(closed),
+            _items_expiry(state, now_iso, expires),
+            audit,
+            transition.opened,
+            events_json,
         )
         items.append(batch)
-    items += [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
+    if not gates_before:
+        items += opened_items(transition, first_seq, now_iso, expires)
     items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
     for c in transition.closed:
         close = run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)
@@ -272,3 +297,20 @@ def transition_items(
     items += [abandoned_update(state.runId, n, p, ended) for n, p in transition.abandoned if p.kind == TASK]
     # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
     return items + interaction_items(transition, now_iso)
+
+
+def opened_items(transition: Transition, first_seq: int, now_iso: str, expires: int | None = None) -> list[Labelled]:
+    """(label, conditional Put) of the items of the gates the transition opens, expiring as its event batch does."""
+    state = transition.state
+    run_items.mark_written(state, transition.opened)  # the format they are written in, which the head records
+    kept = _items_expiry(state, now_iso, expires)
+    return [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
+
+
+def _items_expiry(state: RunState, now_iso: str, expires: int | None) -> int | None:
+    """What the transition's own items of the run expire at: the run's expiry when it ends, else the provisional one
+    its items are written with (ADR 0133), so a run that ends soon has them stamped already, and the gates of a run
+    whose creation never committed go by themselves."""
+    if expires is not None:
+        return expires
+    return run_search.open_expiry(run_search.items_expiry(state.searchExpiry), epoch_of(now_iso))

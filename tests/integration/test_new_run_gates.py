@@ -1,0 +1,125 @@
+"""A new run's gates are plain puts before the transaction that creates it, beside its index entries (docs/adr/0139):
+billed 1 write unit per KB instead of 2, and read as before. A creation refused takes them back; one that stopped
+before its transaction leaves a gate that no reader shows, that expires by itself and that is in no later run's way."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+import pytest
+
+from interlude import migrations, wiring
+from interlude.domain.errors import DomainError, NotFound
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.domain.models.tenants import TenantSettings
+from interlude.rules import run_search
+from interlude.store import attributes as a
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from tests.integration.test_store_and_dispatch import register
+from tests.support.moto_world import TABLE
+
+DAY_S = 86_400
+
+
+@contextmanager
+def sent(client: Any, operation: str) -> Iterator[list[dict[str, Any]]]:
+    """The parameters of every `operation` call the client makes inside the block."""
+    calls: list[dict[str, Any]] = []
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        calls.append(params)
+
+    client.meta.events.register(f"provide-client-params.dynamodb.{operation}", hook)
+    try:
+        yield calls
+    finally:
+        client.meta.events.unregister(f"provide-client-params.dynamodb.{operation}", hook)
+
+
+def create(services, admin, workflow: str) -> str:
+    return services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow})).runId
+
+
+def tenant_items(tenant: str) -> list[dict[str, Any]]:
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(
+        TableName=TABLE, FilterExpression="begins_with(pk, :t)", ExpressionAttributeValues={":t": {"S": f"T#{tenant}#"}}
+    )
+    return [item for page in pages for item in page["Items"]]
+
+
+def gate_items(tenant: str) -> list[dict[str, Any]]:
+    return [i for i in tenant_items(tenant) if i["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
+
+
+def test_a_new_runs_gate_is_put_with_its_entries_before_its_transaction_and_read_as_before(services, admin):
+    workflow = register(services, admin, "conformance-approval")
+    client = services.store.client
+    with sent(client, "BatchWriteItem") as batches, sent(client, "TransactWriteItems") as transactions:
+        run_id = create(services, admin, workflow)
+    state, _ = services.store.get_run(run_id)
+    put = [r["PutRequest"]["Item"] for b in batches for r in b["RequestItems"][TABLE] if "PutRequest" in r]
+    [gate] = [i for i in put if i["sk"]["S"].startswith(INTERRUPT_SK_PREFIX)]
+    assert gate["sk"]["S"] == INTERRUPT_SK_PREFIX + state.interrupts["gate"].key
+    # One BatchWriteItem still: the gate joins the run's inbox, listing and search entries.
+    assert len(batches) == 1
+    [transaction] = transactions
+    written = [next(iter(op.values())) for op in transaction["TransactItems"]]
+    assert not [w for w in written if w.get("Item", w.get("Key", {})).get("sk", {}).get("S", "").startswith(INTERRUPT_SK_PREFIX)]
+    # With the run's items' provisional expiry (ADR 0133), as the event batch the transaction put.
+    assert gate[wiring.TTL_ATTRIBUTE]["N"] == str(run_search.items_expiry(state.searchExpiry))
+    # Read as every gate is: listed, open, decided.
+    assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [run_id]
+    assert services.store.closed_interrupt(run_id, state.interrupts["gate"].key)["status"] == "open"
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    assert services.store.get_run(run_id)[0].status == "completed"
+
+
+def test_a_creation_refused_takes_its_gate_back_with_its_entries(services, admin):
+    workflow = register(services, admin, "conformance-approval")
+    kept = create(services, admin, workflow)
+    services.tenants.put_settings(admin.tenant, TenantSettings.model_validate({"limits": {"openRuns": 1}}), "admin")
+    services.limiter.forget(admin.tenant)
+    with pytest.raises(DomainError) as refused:
+        create(services, admin, workflow)
+    assert refused.value.code == "interlude.quota_exceeded"
+    assert [run_id_of(i["pk"]["S"]) for i in gate_items(admin.tenant)] == [kept]
+    assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [kept]
+
+
+def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_nothing_and_in_no_ones_way(
+    services, admin, monkeypatch
+):
+    workflow = register(services, admin, "conformance-approval")
+
+    def stopped(*_: Any, **__: Any) -> None:
+        raise RuntimeError("the process stopped between the creation's puts and its transaction")
+
+    with monkeypatch.context() as m:
+        m.setattr(services.store, "_transact", stopped)
+        with pytest.raises(RuntimeError):
+            create(services, admin, workflow)
+    [orphan] = gate_items(admin.tenant)
+    run_id = run_id_of(orphan["pk"]["S"])
+    assert not [i for i in tenant_items(admin.tenant) if i["sk"]["S"] == RUN_SK]
+    # It goes by itself: the run's provisional expiry, its creation + retentionDays (90) + 7 days.
+    assert 97 * DAY_S - 60 < int(orphan[wiring.TTL_ATTRIBUTE]["N"]) - time.time() <= 97 * DAY_S
+    # No reader trusts a gate without its run head.
+    with pytest.raises(NotFound):
+        services.runs.load_run(admin.tenant, run_id)
+    with pytest.raises(NotFound):
+        services.run_exports.export(admin, run_id)
+    assert services.inbox.inbox(admin, 25, {}, None)["interrupts"] == []
+    assert services.inbox.inbox(admin, 25, {"runId": run_id}, None)["interrupts"] == []
+    assert services.run_listing.list_runs(admin.tenant, 10, None).runs == []
+    backfill = next(m for m in migrations.registered() if m.id == "0002")
+    assert backfill.apply(services.store, [orphan]) == 0
+    # And a later run is created, listed and decided as if it were not there.
+    later = create(services, admin, workflow)
+    assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [later]
+    assert [r.runId for r in services.run_listing.list_runs(admin.tenant, 10, None).runs] == [later]
+    services.decisions.resolve_interrupt(admin, later, "gate", {"action": "accept"})
+    assert a.plain(orphan) in [a.plain(i) for i in gate_items(admin.tenant)]
