@@ -183,9 +183,33 @@ def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(cloc
 
 
 @pytest.mark.private_world
+def test_a_task_run_that_ends_within_its_items_margin_has_its_task_kept_with_them_and_never_written_again(
+    clock_file, services, world, monkeypatch
+):
+    written: list[str] = []
+    stamp = retention_store.RetentionStore.set_task_ttl
+    monkeypatch.setattr(
+        retention_store.RetentionStore,
+        "set_task_ttl",
+        lambda store, task, ttl: (written.append(task), stamp(store, task, ttl)),
+    )
+    key = new_api_key(services)
+    # Given a run of a task (the default 90 days' retention), claimed and completed at once
+    run_id = finished_task_run(services, world, key)
+    retention_turns(world)
+    # Then its task was made with the run's items' provisional expiry (ADR 0142), later than the run's own, and its
+    # retention turn did not write it
+    task_item = boto3.client("dynamodb").get_item(
+        TableName=world.table, Key=a.key(task_pk(task_id(run_id, "draft", 1)), TASK_SK), ConsistentRead=True
+    )["Item"]
+    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == items_provisional(world, run_id)
+    kept_until(world, run_id, end_of(run_id, key) + 90 * DAY_S)
+    assert written == []
+
+
+@pytest.mark.private_world
 def test_a_task_waiting_past_its_runs_provisional_expiry_is_kept_by_the_daily_sweep(clock_file, services, world):
     key = new_api_key(services)
-    assert call("PATCH", "/tenant/settings", key, {"retentionDays": 1}).status == 200
     principal = services.keys.authenticate(f"Bearer {key}")
     services.workflows.put_workflow(principal, "task", WorkflowDefinition.model_validate(TASK))
     stream = Stream(world.table)
@@ -193,9 +217,11 @@ def test_a_task_waiting_past_its_runs_provisional_expiry_is_kept_by_the_daily_sw
     stream.settle()
     task_key = a.key(task_pk(task_id(run_id, "draft", 1)), TASK_SK)
     client = boto3.client("dynamodb")
-    assert wiring.TTL_ATTRIBUTE in client.get_item(TableName=world.table, Key=task_key)["Item"]
-    # Given a task no worker claims until its run's provisional expiry has passed, the daily sweep running on the way
-    clock.advance(clock_file, (1 + run_search.SEARCH_ENTRY_MARGIN_DAYS - run_search.LISTING_KEPT_DAYS) * DAY_S + 60)
+    provisional = items_provisional(world, run_id)
+    assert int(client.get_item(TableName=world.table, Key=task_key)["Item"][wiring.TTL_ATTRIBUTE]["N"]) == provisional
+    # Given a task no worker claims until its run's items' provisional expiry has passed, the daily sweep running on
+    # the way
+    clock.advance(clock_file, provisional - int(clock.now().timestamp()) - run_search.LISTING_KEPT_DAYS * DAY_S + 60)
     daily_sweep(world)
     assert wiring.TTL_ATTRIBUTE not in client.get_item(TableName=world.table, Key=task_key)["Item"]
     clock.advance(clock_file, run_search.LISTING_KEPT_DAYS * DAY_S)
@@ -210,7 +236,7 @@ def test_a_task_waiting_past_its_runs_provisional_expiry_is_kept_by_the_daily_sw
     retention_turns(world)
     # Then its run completed, and the task expires with it
     assert call("GET", f"/runs/{to_wire(run_id)}", key).json()["status"] == "completed"
-    expires = end_of(run_id, key) + DAY_S
+    expires = end_of(run_id, key) + 90 * DAY_S
     assert int(client.get_item(TableName=world.table, Key=task_key)["Item"][wiring.TTL_ATTRIBUTE]["N"]) == expires
     assert listing_expiry(world, run_id) == expires
 
@@ -262,9 +288,8 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     task_item = boto3.client("dynamodb").get_item(
         TableName=world.table, Key=a.key(task_pk(task_id(task_run, "draft", 1)), TASK_SK), ConsistentRead=True
     )["Item"]
-    # (its task keeps the provisional expiry it was made with, as the run's listing entry, which is later)
-    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == listing_expiry(world, task_run)
-    assert listing_expiry(world, task_run) > end_of(task_run, key) + 2 * DAY_S
+    # (its task was made without an expiry, as the run's own items were: ADR 0142)
+    assert int(task_item[wiring.TTL_ATTRIBUTE]["N"]) == end_of(task_run, key) + 2 * DAY_S
     items = items_of(world, run_id)
     kinds = {item["sk"]["S"].split("#", 1)[0] for item in items}
     assert {"RUN", "E", "I"} <= kinds

@@ -138,3 +138,21 @@ def test_a_runs_own_items_keep_their_provisional_expiry_unless_the_run_ends_past
     assert not run_search.items_stamped_at_end(provisional, ended_soon)
     assert run_search.items_stamped_at_end(provisional, ended_soon + 1)
     assert run_search.items_stamped_at_end(None, ended_soon)
+
+
+def test_a_runs_tasks_are_written_at_its_end_when_its_items_are_or_when_it_ended_with_their_expiry_near() -> None:
+    from interlude.domain.clock import iso_epoch
+    from interlude.rules.retention import DAY_S
+
+    start = int(CREATED.timestamp())
+    provisional = run_search.items_expiry(created_run(90).searchExpiry)
+    assert provisional is not None
+    near = provisional - run_search.LISTING_KEPT_DAYS * DAY_S
+    # A run whose items keep their provisional expiry (it ended within the margin) leaves its tasks, made with it
+    assert not run_search.tasks_stamped_at_end(provisional, True, iso_epoch(start + DAY_S))
+    assert not run_search.tasks_stamped_at_end(provisional, True, iso_epoch(near))
+    # unless it ended with that expiry near: a task made then, or kept by the daily sweep, has none
+    assert run_search.tasks_stamped_at_end(provisional, True, iso_epoch(near + 1))
+    # A run whose every item is written (ended past the margin, re-stamped, running again) has its tasks written
+    assert run_search.tasks_stamped_at_end(provisional, False, iso_epoch(start + DAY_S))
+    assert run_search.tasks_stamped_at_end(None, True, iso_epoch(start + DAY_S))

@@ -84,7 +84,7 @@ class RunRetention:
         """Retain the run's items from sort key `after` on while `has_time()`; None once the run is done with, else
         the key to go on after. Raises RunMoved when the run moved meanwhile (the turn is taken again). `listing`: its
         listing entry and tasks are written whatever their provisional expiry (the daily sweep found the entry without
-        one: written so by a build before ADR 0131)."""
+        one: written so by a build before ADR 0131, whose tasks had none either)."""
         # A turn from the start reads its first page before the head: nearly always the page holds the head.
         first = self.store.items_page(run_id, None) if after is None else None
         run = first.head if first is not None and first.head is not None else self.store.retained_run(run_id)
@@ -105,10 +105,14 @@ class RunRetention:
         whole = self._whole(run_id, run, target)
         wanted, later_kept = self._wanted(run, target)
         searched = run_search.stamped_at_end(run.state, target)
-        # The listing entry and the tasks keep the provisional expiry they were written with unless the run ended too
-        # late for it (or ended before it had one, or runs again: rules/run_search.listing_stamped_at_end).
+        # The listing entry keeps the provisional expiry it was written with unless the run ended too late for it (or
+        # ended before it had one, or runs again: rules/run_search.listing_stamped_at_end).
         outside = target is None or listing or run.ttl is None or run_search.listing_stamped_at_end(run.state, target)
         expiry = run_search.listing_expiry(run.state, target, self.clock().timestamp()) if outside else None
+        # The tasks keep the provisional expiry they were written with, the run's items' (ADR 0142), as those items
+        # do; a task may have none where an item would say so by its attribute, so they are written too when the run
+        # ended with that expiry near (rules/run_search.tasks_stamped_at_end).
+        tasks = listing or run.ttl is None or run_search.tasks_stamped_at_end(run.provisional, later_kept, run.state.completedAt)
         if after is None:
             # First, what lies outside the run's partition and is the run's as a whole: its items, stamped after,
             # say the turn is whole (the daily sweep looks for a finished run's items without an expiry:
@@ -125,8 +129,8 @@ class RunRetention:
             for item in items:
                 # What an item names before the item itself: once every item of the partition has the run's expiry,
                 # so has everything they name.
-                for task in requested_tasks(run_id, item.events) if outside else ():
-                    self.store.set_task_ttl(task, expiry)
+                for task in requested_tasks(run_id, item.events) if tasks else ():
+                    self.store.set_task_ttl(task, wanted)
                 # The search entries of the words of the gates this batch opened (the run's own: above), when their
                 # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):

@@ -51,6 +51,7 @@ from interlude.engine import run as engine
 from interlude.engine.deadlines import Deadline, NotDueYet
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
 from interlude.engine.tasks import RetryConfig, text_output
+from interlude.rules import run_search
 from interlude.store.tasks import Claim
 from interlude.store.transactions import LostRace
 
@@ -164,9 +165,10 @@ class Tasks:
             pending = state.actions.get(payload["nodeId"])
             if state.terminal or pending is None or pending.visit != payload["visit"] or pending.kind != TASK:
                 continue  # settled before this record was handled
-            # With the run's provisional expiry, its listing entry's (rules/run_search.listing_stamped_at_end): the
-            # retention job gives it the run's only when the run ends too late for that one (ADR 0131).
-            node_id, expires = payload["nodeId"], state.searchExpiry
+            # With the run's items' provisional expiry, none when it is near (rules/run_search.open_expiry): the
+            # retention job gives it the run's only when it does to those items (ADRs 0131, 0142).
+            node_id = payload["nodeId"]
+            expires = run_search.open_expiry(run_search.items_expiry(state.searchExpiry), now)
             store.create(pending.effectId, run_id, node_id, pending.visit, pending.request, now, expires)
         for node_id in cancelled:
             node = state.nodes.get(node_id)

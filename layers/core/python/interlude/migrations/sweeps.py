@@ -95,8 +95,8 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
     # finished: a turn gives them theirs after what they name; an open run's, written so by a release before ADR 0133
     # or once the sweep keeps it), or a listing entry (written so by a release before ADR 0131, or an open run's the
     # sweep kept; or a head gone: a creation refused after its entry was put); and every open run, by its head (ADR
-    # 0133). The finished are retained; an open run near its items' provisional expiry keeps every item, and near its
-    # listing entry's keeps it listed and the tasks it waits for.
+    # 0133). The finished are retained; an open run near its items' provisional expiry keeps every item and the tasks it
+    # waits for, and near its listing entry's keeps it listed.
     unlisted = {i["runId"]["S"] for i in items if is_listing_entry(i[wiring.PARTITION_KEY]["S"]) and "runId" in i}
     unstamped = [run_id_of(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] != RUN_SK]
     read = {run.state.runId for run in waiting}
@@ -109,11 +109,13 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
             finished.append(run.state.runId)
             continue
         if run.provisional is not None and run_search.listing_kept_open(run.provisional, now.timestamp()):
+            # The tasks it waits for were made with its items' provisional expiry (ADR 0142; an earlier release's with
+            # its listing entry's, later: kept from here on too).
             kept += retention.store.keep_items(run.state.runId)
-        if expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
-            kept += retention.store.keep_listed(run.state)
             waited = [p.effectId for p in run.state.actions.values() if p.kind == TASK]
             kept += sum(retention.store.keep_task(task) for task in waited)
+        if expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
+            kept += retention.store.keep_listed(run.state)
     swept = sum(retention.turn(run_id, None, lambda: True, listing=run_id in unlisted) is None for run_id in finished)
     return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed
 

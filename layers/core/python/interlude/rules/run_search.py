@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude.domain import budgets
-from interlude.domain.clock import iso
+from interlude.domain.clock import epoch_of, iso
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND, check_author_id
 from interlude.rules.retention import DAY_S
@@ -203,6 +203,17 @@ def items_stamped_at_end(provisional: int | None, expires: int) -> bool:
     written with (and marks its head while it does, so that a turn cut short is found: app/retention.py): the run
     ended too late for their provisional expiry, or was created before they had one."""
     return provisional is None or expires > provisional
+
+
+def tasks_stamped_at_end(provisional: int | None, later_kept: bool, completed_at: str | None) -> bool:
+    """Whether the retention job of a finished run (or one that runs again) writes the tasks it requested, which are
+    made with its items' provisional expiry `provisional` while that is not near, else with none (ADR 0142): when it
+    writes every item of the run whatever it carries (`later_kept` False: the run runs again, ended too late for the
+    provisional expiry, or is re-stamped), or when the run ended with that expiry near (a task made then, or kept by
+    the daily sweep, has none; a task made earlier has one, so this is what the job cannot tell without a read)."""
+    if not later_kept or provisional is None:
+        return True
+    return completed_at is None or listing_kept_open(provisional, epoch_of(completed_at))
 
 
 def listing_kept_open(provisional: int, now_s: float) -> bool:

@@ -26,7 +26,9 @@
                                                              stamped_at_end) or created before it existed
   effect        T#{tenant}#EF#{opaque}   EFFECT               ttl raised to the head's with its ledger entry's, never
                                                              shortened (none written when the entry's is later)
-  task          T#{tenant}#TK#{opaque}   TASK                 ttl = the head's (each task an event batch names)
+  task          T#{tenant}#TK#{opaque}   TASK                 ttl: the run's items' provisional one (none when it is
+                                                             near), kept as those items keep theirs; else the head's
+                                                             (each task an event batch names)
 
   re-stamp job T#{tenant}#RETENTION   RESTAMP  a change of the tenant's retentionDays given to its finished runs
                                                (app/retention.Restamp): days, generation (the change's instant),

@@ -38,7 +38,7 @@ def abandoned_update(
     ends the run: cancelled whatever it was (ready, claimed, or settled with an outcome that never landed). Written
     whole when the outbox has not made it yet (so it never will: the outbox makes no task for an ended run). No
     condition: a condition failing here would refuse the run's own transition. `expires`: the run's expiry (a run
-    that ends) or its provisional one, which the task keeps (store/retention.py)."""
+    that ends) or its items' provisional one, which the task keeps (store/retention.py)."""
     fields = task_fields(pending.effectId, run_id, node_id, pending.visit, pending.request)
     if expires is not None:
         fields[wiring.TTL_ATTRIBUTE] = a.n(expires)

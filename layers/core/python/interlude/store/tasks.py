@@ -128,8 +128,8 @@ class TaskStore:
     ) -> bool:
         """The task, ready at attempt 1, then its ready entry; False when it existed already (a redelivered record),
         whose entry is put again while it is ready (the first delivery may have stopped before its entry). `expires`:
-        its run's provisional expiry (store/retention.py: the daily sweep takes it off the task of a run waiting near
-        it)."""
+        its run's items' provisional expiry (store/retention.py: the daily sweep takes it off the task of a run waiting
+        near it)."""
         entry = self._entry(task_id, request["queue"], 1, now)
         item: a.Item = {
             **a.key(task_pk(task_id), TASK_SK),

@@ -293,8 +293,7 @@ def transition_items(
         for item in Entry.of(state.tenant, state.runId, state.workflowId, u).items()
     ]
     # The tasks of visits the run stopped waiting for end with it (store/task_items.py).
-    ended = expires if expires is not None else state.searchExpiry
-    items += [abandoned_update(state.runId, n, p, ended) for n, p in transition.abandoned if p.kind == TASK]
+    items += [abandoned_update(state.runId, n, p, kept) for n, p in transition.abandoned if p.kind == TASK]
     # External-event waiters and conversation claims (store/interactions.py) travel in the same transaction.
     return items + interaction_items(transition, now_iso)
 
