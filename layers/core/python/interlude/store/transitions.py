@@ -264,13 +264,14 @@ def transition_items(
     pk = run_pk(state.runId)
     run_items.mark_written(state, transition.opened)
     items: list[Labelled] = [(RUN_SK, run_items.head_write(state, expected_version, expires))]
+    kept = _items_expiry(state, now_iso, expires)
     if docs:
         batch = run_items.event_batch_put(
             state.runId,
             first_seq,
             docs,
             closed_entries(closed),
-            _items_expiry(state, now_iso, expires),
+            kept,
             audit,
             transition.opened,
             events_json,
