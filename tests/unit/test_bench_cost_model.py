@@ -181,3 +181,17 @@ def test_a_decision_whose_chain_is_still_marked_moves_its_head_by_a_plain_update
     assert still["wru_by_kind"] == {**kinds, "audit chain head": 1.0, "audit pending marker": 0.0, "audit pending marker: GSI": 0.0}
     assert still["wru"] == 2.0  # the entry's put and the head's UpdateItem (store/audit.py _append_plain)
     assert cost.unmarked(append, 0.75)["wru"] == pytest.approx(0.25 * 6.0 + 0.75 * 2.0)
+
+
+AUDIT = {"chains": 128, "interval_s": 300, "interval_entries": 1000, "marker_keep_s": 1800, "sweep_every_s": 60}
+
+
+def test_a_checkpoint_anchors_every_decision_its_chain_gets_while_the_first_one_waits() -> None:
+    # The first entry waits 240-300 s (the first sweep past the interval less a sweep): 270 on average.
+    assert cost.checkpoint_wait_s(AUDIT) == 270
+    # Quiet: the decision that starts the wait and the 0.2/128 a second that reach its chain meanwhile.
+    assert cost.decisions_per_checkpoint(AUDIT, 0.2) == pytest.approx(1 + 0.2 / 128 * 270)
+    assert cost.decisions_per_checkpoint(AUDIT, 1e-9) == pytest.approx(1.0)
+    assert cost.decisions_per_checkpoint({**AUDIT, "chains": 1}, 25.0) == 1000  # at most CHECKPOINT_INTERVAL_ENTRIES
+    # A decision finds its chain marked when another reached it within the wait and the keep after it.
+    assert cost.marker_kept(AUDIT, 0.2) == pytest.approx(1 - math.exp(-0.2 / 128 * (270 + 1800)))
