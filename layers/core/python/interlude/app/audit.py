@@ -104,10 +104,10 @@ class AuditTrail:
     def checkpoint(self, tenant: str, chain: int, attempts: int = 5) -> dict[str, Any] | None:
         """Sign a checkpoint over the chain's entries no checkpoint anchors yet (at most CHECKPOINT_INTERVAL_ENTRIES);
         None when there are none, or no signing key."""
-        done = self._checkpoint(tenant, chain, attempts)
+        done = self.checkpoint_made(tenant, chain, attempts)
         return done[0] if done is not None else None
 
-    def _checkpoint(self, tenant: str, chain: int, attempts: int = 5) -> tuple[dict[str, Any], rules.Head] | None:
+    def checkpoint_made(self, tenant: str, chain: int, attempts: int = 5) -> tuple[dict[str, Any], rules.Head] | None:
         """The checkpoint made, and the head it left as far as the head read tells (rules.checkpointed)."""
         key = self.signing_key()
         if key is None:
@@ -168,7 +168,7 @@ class AuditTrail:
             if head is None or not rules.checkpoint_due(head, time.time(), early_s):
                 continue
             try:
-                done = self._checkpoint(tenant, chain)
+                done = self.checkpoint_made(tenant, chain)
                 if done is not None:
                     made += 1
                     heads[chain] = done[1]
