@@ -109,6 +109,9 @@ class Invocation:
     # A bucket schedule's (ADR 0132): its firing and its target's invocation serve every deadline due in one second and
     # shard (`records` of them), not one lifecycle's.
     bucket: bool = False
+    # Secrets it read through a warm instance's cache ("{name}@{max_age_s}": Powertools' get_secret), which fetches one
+    # once per max_age: the bench's warm instances hold them, so a pace's fetches are priced per use (cost_per_million).
+    secrets: Counter[str] = field(default_factory=Counter)
 
 
 class Meter:
@@ -194,6 +197,29 @@ class Meter:
                 with self._lock:
                     self.excluded += spent
             self._local.depth = depth - 1
+
+    def secret_read(self, name: str, max_age_s: float) -> None:
+        if self.current is not None:
+            self.current.secrets[f"{name}@{max_age_s:g}"] += 1
+
+    @contextlib.contextmanager
+    def secrets_counted(self) -> Iterator[None]:
+        """Every read of a secret through Powertools' cache (the key ring, the audit key) counted on the invocation
+        recorded with the cache period it asks for, and held for the run instead (so a slow machine's clock puts no
+        fetch in a measured lifecycle: a pace's fetches are priced per read, bench/cost_per_million.py)."""
+        from aws_lambda_powertools.utilities import parameters
+
+        real = parameters.get_secret
+
+        def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+            self.secret_read(name, float(kwargs.get("max_age") or 5))
+            return real(name, *args, **{**kwargs, "max_age": 24 * 3600})
+
+        parameters.get_secret = counted  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            parameters.get_secret = real  # type: ignore[assignment]
 
     @contextlib.contextmanager
     def recording(self, record: Invocation) -> Iterator[Invocation]:

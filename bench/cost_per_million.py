@@ -457,6 +457,28 @@ def subtract(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0) > 0}
 
 
+def secret_fetches(measured: dict[str, Any], parts: list[Share], pace: str) -> float:
+    """GetSecretValue calls per lifecycle at `pace`: a warm instance fetches a secret once per its cache period (the
+    key ring's 60 s, the audit key's 3,600 s: the `@` of each read the bench counted) however often it reads it. Busy,
+    an instance at BUSY_REQUESTS_PER_S uses of it; quiet, one instance of each function reading it at the pace's uses
+    (at 0.2 lifecycles/s, a function reading the key ring once a lifecycle fetches it for one lifecycle in 12)."""
+    uses: dict[tuple[str, str], float] = defaultdict(float)
+    for s in parts:
+        for key, n in s.inv.get("secrets", {}).items():
+            uses[(s.inv["function"], key)] += s.weight * n
+    fetched = 0.0
+    for (_, key), n in uses.items():
+        max_age = float(key.rsplit("@", 1)[1])
+        per_s = measured["busy_requests_per_s"] if pace == "busy" else measured["paces"][pace] * n
+        fetched += n * min(1.0, 1 / (per_s * max_age))
+    return fetched
+
+
+def secrets_read(parts: list[Share]) -> str:
+    read = sorted({(s.inv["function"], key.rsplit("@", 1)[1]) for s in parts for key in s.inv.get("secrets", {})})
+    return ", ".join(f"{function} one cached {age} s" for function, age in read) or "none read"
+
+
 def rereads_per_request(measured: dict[str, Any], pace: str, authed: float) -> float:
     """Strongly consistent GetItems of the key and the tenant's limits per authenticated request, one per cache period
     per instance: busy, an instance at BUSY_REQUESTS_PER_S; quiet, one instance answering the tenant's requests."""
@@ -544,8 +566,11 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     shared = f"; a bucket schedule's firing shared by the {bucket:.2f} deadlines due in its second and shard" if bucket else ""
     add(Line("Scheduler invocations", scheduled, "invocations", scheduled * price("scheduler_invocation"),
              f"{creates:g} schedules created, {billed.get('scheduler:DeleteSchedule', 0.0):g} deleted (API calls: free){shared}"))
-    secrets = sum(n for call, n in billed.items() if call.startswith("secretsmanager:"))
-    add(Line("Secrets Manager calls", secrets, "calls", secrets * price("secrets_api_call"), "cached per instance: none in a warm lifecycle"))
+    fetched = secret_fetches(measured, parts, pace)
+    secrets = sum(n for call, n in billed.items() if call.startswith("secretsmanager:")) + fetched
+    add(Line("Secrets Manager calls", secrets, "calls", secrets * price("secrets_api_call"),
+             f"GetSecretValue once per instance per cache period of each secret read ({secrets_read(parts)}): "
+             f"{fetched:.3g} a lifecycle at this pace"))
     puts, gets = billed.get("s3:PutObject", 0.0), billed.get("s3:GetObject", 0.0)
     add(Line("S3 (audit anchors)", puts + gets, "requests", puts * price("s3_put") + gets * price("s3_get"), f"{puts:.3f} PUTs"))
     stored = measured["lifecycles"][name]["stored"]

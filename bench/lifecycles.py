@@ -358,6 +358,7 @@ def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
         "records": record.records,
         "head_reads": record.head_reads,
         "bucket": record.bucket,
+        "secrets": dict(record.secrets),
         "authenticated": record.function == "api" and record.route not in UNAUTHENTICATED_ROUTES,
     }
 
@@ -433,17 +434,18 @@ def measure(rounds: int) -> dict[str, Any]:
     with mock_aws():
         deployment = Deployment("bench")
         try:
-            tenant = Tenant(deployment)
-            found: dict[str, Any] = {}
-            for name, (title, lifecycle) in LIFECYCLES.items():
-                run_once(deployment, tenant, lifecycle)  # a warm instance of every function: first use paid
-                busy, stored = measured_rounds(deployment, tenant, lifecycle, rounds)
-                # The quiet pace's CPU is a median over as many rounds as the busy pace's: one sample at this machine's
-                # load can be several times the work's (a 135 ms dispatch of (d) priced its quiet lifecycle 2.2× busy).
-                quiet, _ = measured_rounds(deployment, tenant, lifecycle, rounds, lambda: audit_chain_settled(tenant))
-                found[name] = {"title": title, "busy": busy, "quiet": quiet, "stored": stored}
-            audit = measure_audit(deployment, tenant)
-            counter = {pace: counter_writes_per_request(tenant.services, pace) for pace in (BUSY_REQUESTS_PER_S, 1)}
+            with deployment.meter.secrets_counted():
+                tenant = Tenant(deployment)
+                found: dict[str, Any] = {}
+                for name, (title, lifecycle) in LIFECYCLES.items():
+                    run_once(deployment, tenant, lifecycle)  # a warm instance of every function: first use paid
+                    busy, stored = measured_rounds(deployment, tenant, lifecycle, rounds)
+                    # The quiet pace's CPU is a median over as many rounds as the busy pace's: one sample at this
+                    # machine's load can be several times the work's (a 135 ms dispatch priced (d) quiet 2.2× busy).
+                    quiet, _ = measured_rounds(deployment, tenant, lifecycle, rounds, lambda: audit_chain_settled(tenant))
+                    found[name] = {"title": title, "busy": busy, "quiet": quiet, "stored": stored}
+                audit = measure_audit(deployment, tenant)
+                counter = {pace: counter_writes_per_request(tenant.services, pace) for pace in (BUSY_REQUESTS_PER_S, 1)}
         finally:
             deployment.close()
     wiring.AUDIT_CHAINS = chains
@@ -500,14 +502,21 @@ def measure_audit(deployment: Deployment, tenant: Tenant) -> dict[str, Any]:
     deployment.take()
     deployment.invoke(wiring.SCHEDULES.target, sweep, "schedule")
     waiting = deployment.take()
-    # The checkpoint's own work in the sweep that makes it (the checkpoint and its chain's head read again), and the
+    # The checkpoint's own work in the sweep that makes it (the anchor then takes the head it left), and the
     # chain taken off the pending index once quiet for MARKER_KEEP_SECONDS (a sweep that settles publishes nothing
     # more). The anchor published between the two is the waiting sweep's (one per tenant and sweep, however many
     # chains it checkpoints), priced with it: not counted here again.
     checkpoint, settle = Invocation(wiring.SCHEDULES.target, "schedule"), Invocation(wiring.SCHEDULES.target, "schedule")
     audit, chains = tenant.services.audit, tenant.services.store.audit_log
     heads: dict[int, Any] = {}
-    timed(deployment, checkpoint, lambda: (audit.checkpoint(tenant.name, 0), heads.update({0: chains.head(tenant.name, 0)})))
+
+    def checkpointed() -> None:
+        made = audit.checkpoint_made(tenant.name, 0)
+        if made is None:
+            raise SystemExit("the bench's waiting chain had nothing to checkpoint")
+        heads[0] = made[1]
+
+    timed(deployment, checkpoint, checkpointed)
     audit.publish_anchor(tenant.name, [], heads)
     timed(deployment, settle, lambda: chains.settle(tenant.name, 0, heads[0]))
     return {

@@ -195,3 +195,15 @@ def test_a_checkpoint_anchors_every_decision_its_chain_gets_while_the_first_one_
     assert cost.decisions_per_checkpoint({**AUDIT, "chains": 1}, 25.0) == 1000  # at most CHECKPOINT_INTERVAL_ENTRIES
     # A decision finds its chain marked when another reached it within the wait and the keep after it.
     assert cost.marker_kept(AUDIT, 0.2) == pytest.approx(1 - math.exp(-0.2 / 128 * (270 + 1800)))
+
+
+def test_a_secret_read_through_an_instances_cache_is_fetched_once_per_its_cache_period_at_the_pace() -> None:
+    api = invocation("api", "http", secrets={"interlude/key-ring@60": 1})
+    found = {**measured([api]), "busy_requests_per_s": 25, "audit": AUDIT}
+    busy, quiet = (cost.shares(found, "x", pace) for pace in ("busy", "quiet"))
+    assert cost.secret_fetches(found, busy, "busy") == pytest.approx(1 / (25 * 60))
+    # Quiet: one instance reads it at 0.2 a second, and fetches it again once a minute: one lifecycle in 12.
+    assert cost.secret_fetches(found, quiet, "quiet") == pytest.approx(1 / 12)
+    # Read once a minute or less, every read is a fetch.
+    assert cost.secret_fetches({**found, "paces": {**PACES, "quiet": 0.001}}, quiet, "quiet") == 1.0
+    assert "api one cached 60 s" in cost.secrets_read(quiet)
