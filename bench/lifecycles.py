@@ -16,11 +16,12 @@ over the rounds (the load average is printed beside it).
 
 Two paces, because some writes depend on the traffic, not on the lifecycle: busy (an API instance answering
 BUSY_REQUESTS_PER_S of the tenant: the request counter leased; the audit chain already waiting for its checkpoint)
-and quiet (every request counts itself; each decision gets a checkpoint of its own, and is measured starting its
-audit chain's wait: how often its chain is still marked from the one before is priced by bench/cost_per_million.py).
-The request counter's own writes are taken out of the invocations and priced per request at each pace
-(app/limits.py's leases, run here); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain
-waits, and the idle sweep every minute are measured through the `timeouts` function and the audit service.
+and quiet (every request counts itself; each decision is measured starting its audit chain's wait: how often its chain
+is still marked from the one before, and how many decisions its checkpoint anchors, are priced by
+bench/cost_per_million.py). The request counter's own writes are taken out of the invocations and priced per request
+at each pace (app/limits.py's leases, run here), as are the secrets read through an instance's cache (held for the
+run, counted per read); the audit checkpoint, the sweep that publishes a tenant's anchor while a chain waits, and the
+idle sweep every minute are measured through the `timeouts` function and the audit service.
 
 Usage: .venv/bin/python bench/lifecycles.py [rounds] [--json]
 """
