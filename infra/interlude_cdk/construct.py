@@ -21,6 +21,7 @@ from interlude_cdk.callbacks import CallbackDelivery
 from interlude_cdk.deadlines import Deadlines
 from interlude_cdk.functions import Functions
 from interlude_cdk.layer import CoreLayers
+from interlude_cdk.live import LiveFront
 from interlude_cdk.observability import Observability
 from interlude_cdk.props import InterludeProps
 from interlude_cdk.secrets import Secrets
@@ -34,7 +35,7 @@ class Interlude(Construct):
     """Interlude's whole deployment. Keyword arguments are InterludeProps' fields (see there for defaults).
 
     Stack outputs (fixed logical ids, read by the `interlude` CLI): ApiUrl, TableName, KeyRingSecret,
-    WebhookSecretPrefix, AlarmTopic.
+    WebhookSecretPrefix, AlarmTopic, LiveUrl.
     """
 
     OUTPUT_API_URL = wiring.OUTPUT_API_URL
@@ -73,6 +74,17 @@ class Interlude(Construct):
             handler=self.functions.invoked[wiring.ROUTES_FUNCTION],
             throttles=props.throttles,
             domain=props.domain,
+            log_retention=props.log_retention,
+            encryption_key=key,
+            removal_policy=props.removal_policy,
+        )
+        self.live = LiveFront(
+            self,
+            "Live",
+            handler=self.functions.invoked[wiring.LIVE_API.function],
+            pushers={name: self.functions.by_name[name] for name in wiring.LIVE_API.pushers},
+            # A connection's messages are reads (a subscribe reads the run and its log).
+            throttle=props.throttles.reads,
             log_retention=props.log_retention,
             encryption_key=key,
             removal_policy=props.removal_policy,
@@ -197,6 +209,7 @@ class Interlude(Construct):
                 "Name prefix of this deployment's per-tenant webhook signing secrets",
             ),
             self.OUTPUT_ALARM_TOPIC: (self.alarm_topic.topic_arn, "SNS topic every alarm notifies"),
+            wiring.OUTPUT_LIVE_URL: (self.live.url, "WebSocket URL on which clients follow runs live (docs/api.md)"),
             wiring.OUTPUT_ADMIN_FUNCTION: (
                 self.functions.by_name[wiring.OPERATOR_FUNCTION].function_name,
                 "The operator surface (interlude tenants): invoke it with lambda:InvokeFunction",

@@ -74,10 +74,11 @@ def body(synth: Synth) -> bytes:
 
 def test_every_functions_resource_policy_fits_lambdas_limit(app):
     assert limits.lambda_resource_policy_findings(app.template_json, deployment(app.stack)) == []
-    # And the API's permission is one statement, however many routes there are (finding 1)
+    # And each API's permission is one statement, however many routes there are (finding 1): the HTTP API's and the
+    # WebSocket API's (wiring.LIVE_API)
     policies = limits.lambda_resource_policies(app.template_json, deployment(app.stack))
     (api_policy,) = [policy for (function, _), policy in policies.items() if function == app.function_id(wiring.ROUTES_FUNCTION)]
-    assert len(json.loads(api_policy)["Statement"]) == 1
+    assert len(json.loads(api_policy)["Statement"]) == 2
 
 
 def test_every_functions_environment_fits_lambdas_limit(app):

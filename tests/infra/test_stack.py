@@ -229,7 +229,8 @@ def test_stream_mapping_feeds_only_new_event_items_to_the_reader(synth):
 
 def test_one_route_per_wiring_route_all_on_the_routes_function(synth):
     # Given the HTTP API / When its routes are read
-    routes = list(synth.of_type("AWS::ApiGatewayV2::Route").values())
+    http_api = {"Ref": synth.logical_id(synth.interlude.api.http_api)}
+    routes = [r for r in synth.of_type("AWS::ApiGatewayV2::Route").values() if r["Properties"]["ApiId"] == http_api]
     route_keys = [route["Properties"]["RouteKey"] for route in routes]
 
     # Then there is exactly one route per API Gateway route key of the wiring (a custom method after a parameter shares
@@ -250,10 +251,11 @@ def test_api_gateway_may_invoke_the_routes_function_through_one_permission_for_t
     # Given the Lambda permissions / Then exactly one lets API Gateway invoke the routes function: any stage, method
     # and path of this API, and no other API (one per route would exceed Lambda's policy size: issue 25, finding 1)
     function_arn = {"Fn::GetAtt": [synth.function_id(wiring.ROUTES_FUNCTION), "Arn"]}
+    http_api = {"Ref": synth.logical_id(synth.interlude.api.http_api)}
     (permission,) = [
         p["Properties"]
         for p in synth.of_type("AWS::Lambda::Permission").values()
-        if p["Properties"]["FunctionName"] == function_arn
+        if p["Properties"]["FunctionName"] == function_arn and http_api in p["Properties"]["SourceArn"]["Fn::Join"][1]
     ]
     assert permission["Principal"] == "apigateway.amazonaws.com"
     assert permission["Action"] == "lambda:InvokeFunction"
@@ -277,8 +279,7 @@ def test_api_gateway_may_invoke_the_routes_function_through_one_permission_for_t
 
 def test_default_stage_throttles_and_logs_without_raw_paths(synth):
     # Given the API's stage / Then it deploys itself, throttles, and writes access logs keyed by route
-    (stage,) = synth.of_type("AWS::ApiGatewayV2::Stage").values()
-    props = stage["Properties"]
+    props = synth.resources[synth.logical_id(synth.interlude.api.stage)]["Properties"]
     assert props["StageName"] == "$default"
     assert props["AutoDeploy"] is True
     assert props["DefaultRouteSettings"]["ThrottlingRateLimit"] > 0

@@ -218,10 +218,14 @@ def test_snap_start_publishes_the_api_and_the_http_api_invokes_its_alias(tuned):
     alias_id = tuned.stack.get_logical_id(alias.node.default_child)
     assert tuned.resources[alias_id]["Properties"]["Name"] == "live"
     assert "ProvisionedConcurrencyConfig" not in tuned.resources[alias_id]["Properties"]
+    http_api = {"Ref": tuned.logical_id(tuned.interlude.api.http_api)}
     integrations = tuned.of_type("AWS::ApiGatewayV2::Integration").values()
     assert integrations
     for integration in integrations:
-        assert integration["Properties"]["IntegrationUri"] == {"Ref": alias_id}
+        if integration["Properties"]["ApiId"] == http_api:
+            assert integration["Properties"]["IntegrationUri"] == {"Ref": alias_id}
+        else:  # the WebSocket API's (wiring.LIVE_API), by the alias's invocation path
+            assert {"Ref": alias_id} in integration["Properties"]["IntegrationUri"]["Fn::Join"][1]
     # API Gateway may invoke the alias it calls
     permissions = [p["Properties"] for p in tuned.of_type("AWS::Lambda::Permission").values()]
     assert any(p["FunctionName"] == {"Ref": alias_id} for p in permissions)

@@ -250,6 +250,12 @@ def requests_of(service: str, op: str, params: dict[str, Any]) -> list[dict[str,
                 {"action": "iam:PassRole", "resource": _named("role", SCHEDULER_ROLE_ENV, role), "context": passed}
             )
         return out
+    if service == "execute-api" and "ConnectionId" in params:
+        # API Gateway's management API: every operation on a connection is authorized as ManageConnections, on
+        # `{api}/{stage}/{method}/@connections/{id}` of the API the endpoint (wiring.LIVE_API.endpoint_env) names.
+        method = {"PostToConnection": "POST", "GetConnection": "GET", "DeleteConnection": "DELETE"}[op]
+        rest = f"/{method}/@connections/{params['ConnectionId']}"
+        return [{"action": wiring.MANAGE_CONNECTIONS_ACTION, "resource": resource("connection", wiring.LIVE_API.endpoint_env, rest=rest)}]
     if service == "s3" and "Bucket" in params:
         return _s3_requests(op, params)
     if service == "ses" and op in ("SendEmail", "SendRawEmail"):

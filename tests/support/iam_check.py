@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tests.support.aws_calls import KMS_KEY_ENV, SES_CONFIGURATION_ENV, SES_IDENTITY_ENV, TABLE_ENV
 from tests.support.cfn_intrinsics import SECRET_SUFFIX, STREAM_LABEL, Intrinsics
@@ -166,10 +167,17 @@ class Deployment(Intrinsics):
             "ses-identity": lambda: self.arn("ses", f"identity/{value}"),
             "ses-configuration-set": lambda: self.arn("ses", f"configuration-set/{value}"),
             "bucket": lambda: f"arn:{self.partition}:s3:::{value}{rest}",
+            "connection": lambda: self.arn("execute-api", _api_and_stage(value) + rest),
         }
         if kind not in arns:
             raise LookupError(f"a {kind} named {value!r}, which this check cannot place")
         return arns[kind]()
+
+
+def _api_and_stage(endpoint: str) -> str:
+    """`{api}/{stage}` of a WebSocket API's management endpoint, https://{api}.execute-api.{region}.{suffix}/{stage}."""
+    url = urlsplit(endpoint)
+    return f"{(url.hostname or '').split('.', 1)[0]}{url.path.rstrip('/')}"
 
 
 # -- the evaluation ---------------------------------------------------------------------------------------

@@ -1798,6 +1798,8 @@ ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 # --- stack outputs (the `interlude` CLI finds a deployment's parts through them: --stack NAME) -----------
 
 OUTPUT_API_URL = "ApiUrl"
+# The WebSocket API clients follow runs live on (LIVE_API): wss://{api}.execute-api.{region}.amazonaws.com/{stage}.
+OUTPUT_LIVE_URL = "LiveUrl"
 OUTPUT_TABLE_NAME = "TableName"
 OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
 OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
