@@ -22,6 +22,7 @@ from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
 from interlude.local.lambda_api import LambdaApi
 from interlude.local.lambda_runtime import invoke, run_process_hook
+from interlude.local.live_gateway import LiveGateway
 from interlude.local.mailbox import verify_local_sender
 from interlude.local.moto_server import LockedMotoServer
 from interlude.local.pump import Pump, quiesce
@@ -116,6 +117,8 @@ class LocalInfo:
     lambda_endpoint: str = ""
     # The control endpoint (interlude.local.control): a test asks it whether the stack is quiet.
     control_endpoint: str = ""
+    # The WebSocket API on which clients follow runs live (interlude.local.live_gateway).
+    live_url: str = ""
 
     def as_json(self) -> dict[str, str]:
         return {
@@ -126,6 +129,7 @@ class LocalInfo:
             "clockFile": self.clock_file,
             "lambdaEndpoint": self.lambda_endpoint,
             "controlEndpoint": self.control_endpoint,
+            "liveUrl": self.live_url,
         }
 
 
@@ -140,6 +144,7 @@ class LocalStack:
         self.verbose = verbose
         self.moto: LockedMotoServer | None = None
         self.gateway: Gateway | None = None
+        self.live: LiveGateway | None = None
         self.pump: StreamPump | None = None
         self.schedule_pump: SchedulePump | None = None
         self.recurring_pumps: list[RecurringPump] = []
@@ -167,6 +172,10 @@ class LocalStack:
         # Links in callback notices point at this stack: its port is known once the gateway is bound.
         self.gateway = Gateway(self.port, self.verbose)
         export({PUBLIC_BASE_URL_ENV: self.gateway.base_url})
+        # The WebSocket API's connections go to the gateway's api instances; its management endpoint is where every
+        # function sends to them (bound now, so each function's environment has it from its start).
+        self.live = LiveGateway(self._invoke_api)
+        export({wiring.LIVE_API.endpoint_env: self.live.endpoint})
         # The environment is complete: what the seed read is read again from it, as a new instance would.
         config.forget()
         self.queue_pumps = start_queue_pumps(queue_urls)
@@ -178,6 +187,7 @@ class LocalStack:
         # DynamoDB's TTL, played on the process clock (finished runs expire: issue 30 item 4).
         self.ttl_pump = TtlPump(TABLE_NAME).start()
         self.gateway.start()
+        self.live.start()
         self.lambda_api = LambdaApi().start()
         self.control = ControlApi(self.quiesce).start()
         self.info = LocalInfo(
@@ -188,8 +198,13 @@ class LocalStack:
             str(self.clock_file or ""),
             self.lambda_api.endpoint,
             self.control.endpoint,
+            self.live.url,
         )
         return self.info
+
+    def _invoke_api(self, event: dict[str, Any]) -> Any:
+        assert self.gateway is not None and self.gateway.server.instances is not None
+        return self.gateway.server.instances.invoke(event)
 
     def quiesce(self, timeout_s: float) -> None:
         """Return once every effect of what the stack was asked before has landed: the stream, queue and schedule
@@ -199,7 +214,7 @@ class LocalStack:
         quiesce([*pumps, *self.queue_pumps], timeout_s)
 
     def stop(self) -> None:
-        for part in (self.control, self.lambda_api, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.ttl_pump, self.schedule_pump, self.pump, self.moto):
+        for part in (self.control, self.lambda_api, self.live, self.gateway, *self.queue_pumps, *self.recurring_pumps, self.ttl_pump, self.schedule_pump, self.pump, self.moto):
             if part is not None:
                 part.stop()
 
