@@ -203,7 +203,8 @@ class LocalStack:
         return self.info
 
     def _invoke_api(self, event: dict[str, Any]) -> Any:
-        assert self.gateway is not None and self.gateway.server.instances is not None
+        assert self.gateway is not None
+        assert self.gateway.server.instances is not None
         return self.gateway.server.instances.invoke(event)
 
     def quiesce(self, timeout_s: float) -> None:
