@@ -5,6 +5,7 @@ same run byte for byte as a release before format 9 wrote it, reading no more wh
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import boto3
@@ -13,6 +14,7 @@ import pytest
 from interlude.domain import clock, formats
 from interlude.domain.errors import Internal
 from interlude.domain.head_parts import EVENT_PAYLOAD_HELD
+from interlude.domain.ids import from_wire
 from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.runs import RunStore
@@ -24,6 +26,7 @@ from tests.integration.test_streams_and_modulex import call
 from tests.support.dynamodb_reads import counting
 from tests.support.gate_text_events import event_batches, write_lean, write_whole
 from tests.support.local_stack import wire
+from tests.support.modulex_example import INSTRUCTIONS, instructed_example, worked_example
 from tests.support.moto_world import TABLE
 
 
@@ -132,6 +135,53 @@ def test_the_modulex_face_answers_a_run_in_format_9_as_before(services, short_st
     before = views()
     assert write_lean(TABLE, run_id) == 1
     assert views() == before
+
+
+def test_a_modulex_gates_large_message_is_stored_once_and_the_face_answers_as_before(services, short_streams):
+    # (ADR 0142) A message with a large text of its own: the reviewer's instructions before the draft
+    key = new_api_key(services)
+    created = call("POST", "/workflows/run", key, {"workflow": instructed_example(), "input": {"request": "a refund"}})
+    assert created.status == 200, created.text
+    thread = created.json()["run_id"]
+    run_id = from_wire(thread)
+    # The head and the create's batch keep the gate's title words, not its message, which its interrupt item holds
+    batch = requested_batch(run_id)
+    assert batch["v"] == {"N": str(formats.GATE_TEXT_OFF_EVENTS)}
+    held = [e for e in a.unpacked(batch["events"]) if EVENT_PAYLOAD_HELD in e]
+    assert held
+    assert {e["payload"]["data"]["title"] for e in held} == {"check the tone figures and promises before this"}
+    assert "the promises" not in a.unpacked_json(batch["events"]).decode()
+    head = boto3.client("dynamodb").get_item(TableName=TABLE, Key=a.key(run_pk(run_id), "RUN"))["Item"]
+    assert "the promises" not in a.unpacked_json(head["state"]).decode()
+
+    def views() -> dict[str, Any]:
+        return {
+            "state": http("GET", f"/workflows/state/{thread}", key),
+            "listen": sse_events(f"/workflows/listen/{thread}", key),
+            "stored events": RunStore(TABLE).read_events(run_id),
+        }
+
+    # And every view of it answers as the batch written whole does, the message whole in it
+    lean = views()
+    assert json.dumps(f"{INSTRUCTIONS}\n\nDear customer, about a refund")[1:-1] in json.dumps(lean["listen"])
+    assert write_whole(TABLE, run_id) == 1
+    assert views() == lean
+    # and it is found by its title's words, and resumed
+    assert run_id in str(http("GET", "/runs?q=tone+promises", key))
+    resumed = call("POST", f"/workflows/resume/{thread}", key, {"run_id": thread, "resume_value": {"approved": True}})
+    assert resumed.json()["status"] == "resumed", resumed.text
+
+
+def test_a_modulex_message_that_repeats_what_the_run_holds_stays_in_its_events(services):
+    # The worked example's message renders the draft, which the run holds already (the draft's output, in the same
+    # batch and the head): stored with it, a repeat costs next to nothing, and the gate's reads read nothing more
+    key = new_api_key(services)
+    request = "a refund of the order, " * 60
+    created = call("POST", "/workflows/run", key, {"workflow": worked_example(), "input": {"request": request}})
+    assert created.status == 200, created.text
+    batch = requested_batch(from_wire(created.json()["run_id"]))
+    assert "v" not in batch
+    assert all(EVENT_PAYLOAD_HELD not in e for e in a.unpacked(batch["events"]))
 
 
 def test_small_gate_texts_stay_in_their_events(services):

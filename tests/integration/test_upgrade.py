@@ -31,6 +31,7 @@ from interlude.composition import Services
 from interlude.config import forget as forget_settings
 from interlude.domain import clock, formats
 from interlude.domain.audit import AuditDraft
+from interlude.domain.ids import from_wire
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
@@ -40,6 +41,7 @@ from interlude.store import gate_closes
 from interlude.store.facade import Store
 from interlude.store.layout import run_pk
 from tests.support.local_stack import wire
+from tests.support.modulex_example import instructed_example
 from tests.support.stream import Stream
 
 PREVIOUS = Path(__file__).resolve().parents[1] / "upgrade" / "previous"
@@ -246,6 +248,11 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     runs["new-waiting"] = created[1]["runId"]
     long_head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-waiting"]), "RUN"))
     assert json.loads(zlib.decompress(long_head["Item"]["state"]["B"]))["v"] == formats.HEAD_PARTS_ELSEWHERE
+    # A ModuleX gate whose message is large: its head and its create's batch hold its title's words (ADR 0142)
+    asked = {"workflow": instructed_example(), "input": {"request": "a refund"}}
+    created = up.http("POST", "/workflows/run", asked)
+    assert created[0] == 200, created
+    runs["new-modulex"] = from_wire(created[1]["run_id"])
     for name, action in (("new-completed", "accept"), ("new-rejected", "reject"), ("new-quorum", "accept")):
         assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": action}})[0] == 200
     assert up.http("POST", f"/runs/{wire(runs['new-cancelled'])}/cancel", {})[0] == 200
@@ -261,6 +268,13 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
         ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-waiting"])), ":events": a.s(wiring.EVENT_ITEM_PREFIX)},
     )["Items"]
     assert [b.get(formats.FORMAT_FIELD) for b in batches] == [a.n(formats.GATE_TEXT_OFF_EVENTS)]
+    modulex_events = up.http("GET", f"/runs/{wire(runs['new-modulex'])}/events/poll")[1]["events"]
+    modulex_batches = boto3.client("dynamodb").query(
+        TableName=up.world.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-modulex"])), ":events": a.s(wiring.EVENT_ITEM_PREFIX)},
+    )["Items"]
+    assert a.n(formats.GATE_TEXT_OFF_EVENTS) in [b.get(formats.FORMAT_FIELD) for b in modulex_batches]
     # (the runs this release ended carry the expiry it gives a finished run: issue 30 item 4)
     head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-completed"]), "RUN"))
     assert wiring.TTL_ATTRIBUTE in head["Item"]
@@ -297,6 +311,7 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert seen["seen"]["listed"] == len([i for i in rolled_back["items"] if i["sk"]["S"] == "RUN"])
     assert seen["seen"]["settings"]["eventRetentionHours"] == 72
     assert seen["seen"]["events"] == waiting_events
+    assert seen["seen"]["modulexEvents"] == modulex_events
     assert seen["seen"]["decided"] == "completed"
     # and its daily retention sweep, over this release's items born with a provisional expiry (ADR 0133), left every
     # run as it answered it

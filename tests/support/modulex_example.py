@@ -93,3 +93,14 @@ DRAFT = "Dear customer, about {request}: it is done."
 
 def worked_example() -> dict[str, Any]:
     return copy.deepcopy(WORKED_EXAMPLE)
+
+
+# A reviewer's instructions before the draft: a message with large text of its own (not a repeat of what the run holds).
+INSTRUCTIONS = "Check the tone, the figures and the promises before this goes out. " * 12
+
+
+def instructed_example() -> dict[str, Any]:
+    """The worked example whose interrupt's message holds the reviewer's instructions (INSTRUCTIONS) before the draft."""
+    flow = worked_example()
+    flow["nodes"][1]["interrupt_config"]["message"] = INSTRUCTIONS + "\n\n{{node_draft}}"
+    return flow

@@ -8,7 +8,9 @@ import pytest
 
 from interlude.domain import formats, head_parts
 from interlude.domain.errors import Internal
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.domain.models.run import OpenInterrupt, RunState, state_from_json, state_json
+from interlude.rules import run_search
 
 
 def gate(description: str, **data: object) -> OpenInterrupt:
@@ -146,3 +148,63 @@ def test_an_event_payload_held_elsewhere_that_is_missing_or_not_the_one_named_is
     changed = {**interrupt.payload, "data": {**interrupt.payload["data"], "description": "another"}}
     with pytest.raises(Internal, match="digest differs"):
         head_parts.events_filled("t/r-1", [dict(e) for e in lean], {"gate:1": changed})
+
+
+def modulex_gate(message: str) -> OpenInterrupt:
+    """A ModuleX interrupt as faces/modulex/nodes.py raises it (kind `custom`), its message rendered."""
+    shown = {
+        "message": message,
+        "data": {},
+        "resume_schema": {"type": "object"},
+        "examples": {"ok": {"approved": True}},
+    }
+    payload = {"kind": "custom", "key": "ask:1", "data": {"customKind": MODULEX_INTERRUPT_KIND, "payload": shown}}
+    return OpenInterrupt(
+        nodeId="ask", key="ask:1", interruptId="i-2", kind="custom", visit=1, payload=payload, raisedAt="t"
+    )
+
+
+def test_a_modulex_gates_large_message_leaves_the_head_and_its_events_its_title_words_stay():
+    draft = "Approve sending this draft? Dear customer, about your refundRequest: it is done. " + "More words. " * 60
+    interrupt = modulex_gate(draft)
+    kept = head_parts.decision_payload(interrupt.payload)
+    # What the face shows leaves; the message's searchable words stay as the gate's title, found the same by the index
+    assert kept == {
+        "kind": "custom",
+        "key": "ask:1",
+        "data": {"customKind": MODULEX_INTERRUPT_KIND, "title": "approve sending this draft dear customer about your"},
+    }
+    assert run_search.gate_words(kept) == run_search.gate_words(interrupt.payload)
+    # in the head (format 4) and in the events that repeat it (format 9), each put back whole
+    state = a_run("short", {}).model_copy(update={"interrupts": {"ask": interrupt}})
+    leaned = head_parts.lean(state)
+    assert leaned.interrupts["ask"].payload == kept
+    assert leaned.interrupts["ask"].payloadDigest == head_parts.digest(interrupt.payload)
+    lean = head_parts.lean_events(emitted(interrupt), [interrupt])
+    assert lean is not None
+    assert draft not in json.dumps(lean)
+    filled = head_parts.events_filled("t/r-1", json.loads(json.dumps(lean)), {"ask:1": interrupt.payload})
+    assert json.dumps(filled) == json.dumps(emitted(interrupt))
+
+
+def test_a_modulex_gates_small_message_or_one_without_words_stays_whole():
+    assert head_parts.decision_payload(modulex_gate("Send it?").payload) is None
+    # A large message of no searchable word leaves without a title, as the whole payload has none
+    kept = head_parts.decision_payload(modulex_gate("- " * 400).payload)
+    assert kept is not None
+    assert kept["data"] == {"customKind": MODULEX_INTERRUPT_KIND}
+    assert run_search.gate_words(kept) == run_search.gate_words(modulex_gate("- " * 400).payload) == []
+
+
+def test_a_modulex_message_that_repeats_a_text_the_document_holds_stays_whole():
+    draft = "Dear customer, about your refund: it is done. " * 40
+    interrupt = modulex_gate(f"Approve sending this draft?\n\n{draft}")
+    # The draft is the output of a node of the run (the head holds it; deflate stores the repeat for a few bytes)
+    assert head_parts.decision_payload(interrupt.payload, [draft]) is None
+    state = a_run("short", {}).model_copy(update={"interrupts": {"ask": interrupt}, "outputs": {"draft": {"text": draft}}})
+    assert head_parts.lean(state).interrupts["ask"].payloadDigest is None
+    # and in a batch whose node.completed event holds it
+    done = {"runId": "t/r-1", "nodeId": "draft", "sequence": 3, "type": "node.completed", "payload": {"output": draft}}
+    assert head_parts.lean_events([done, *emitted(interrupt)], [interrupt]) is None
+    # Without it, the message is the gate's own text, and leaves
+    assert head_parts.lean_events(emitted(interrupt), [interrupt]) is not None

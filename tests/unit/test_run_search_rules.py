@@ -9,6 +9,7 @@ import pytest
 
 from interlude.cli.client import CliError
 from interlude.cli.lifecycle import instant_of
+from interlude.domain import title_words
 from interlude.domain.errors import Invalid
 from interlude.rules import run_search
 
@@ -21,7 +22,7 @@ def test_a_title_is_split_into_whole_case_folded_words() -> None:
         "refund", "approval", "check", "the", "invoice", "2150", "eur", "zürich",
     ]
     assert run_search.name_words("refund-approval", "Refund approval") == ["refund", "approval"]
-    assert run_search.words("x" * 40) == ["x" * run_search.MAX_WORD_LENGTH]
+    assert run_search.words("x" * 40) == ["x" * title_words.MAX_WORD_LENGTH]
 
 
 def test_a_query_asks_every_word_it_holds() -> None:

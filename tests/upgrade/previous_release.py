@@ -381,6 +381,9 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         "modulexRun": (api.ok("GET", f"/workflow-runs/{wire(runs['modulex'])}", **modulex) or {}).get("status"),
         "audit": api.ok("GET", "/audit/verify?fromSeq=0&toSeq=1000"),
     }
+    if "new-modulex" in runs:
+        # A ModuleX gate's large message, stored once since 0.4.0 (ADR 0142): its events as this release answers them
+        seen["modulexEvents"] = (api.ok("GET", f"/runs/{wire(runs['new-modulex'])}/events/poll") or {}).get("events")
     decide = dump["made"].get("decideOnRollback")
     if decide:
         # Its events, the gate's long text among them (stored once since 0.4.0: ADR 0134), as this release answers them

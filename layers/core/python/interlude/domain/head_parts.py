@@ -24,16 +24,25 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from interlude.domain import formats
 from interlude.domain.errors import Internal
+from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.title_words import MAX_TITLE_WORDS, words
 
 # The fields of a gate's `data` that only display it (no decision, notice routing or search reads them: ADR 0127),
 # by the gate's kind: the prose a page, a notice and an inbox row show.
 TEXT_FIELDS: dict[str, tuple[str, ...]] = {"approval": ("description", "artifactData")}
+# A ModuleX interrupt (kind `custom`, faces/modulex/nodes.py interrupt_data) holds what its face shows under this key of
+# its data: its `message` (rendered from the node's template when it opens, often the draft it asks about), the state
+# it snapshots, its resume schema and examples (ADR 0142).
+MODULEX_KIND = "custom"
+MODULEX_TEXT = "payload"
+# A text of the document this long or longer that a ModuleX message repeats is not counted as the message's own.
+REPEAT_MIN = 64
 # What leaves the head with a large text besides: the answer's schema (≈ 600 B of JSON for an approval), which only the
 # decision reads, and the decision reads the whole payload back.
 LEAVES_WITH_TEXT = ("resumeSchema",)
@@ -57,17 +66,63 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False))
 
 
-def decision_payload(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+def decision_payload(payload: Mapping[str, Any], held: Iterable[str] = ()) -> dict[str, Any] | None:
     """What the head keeps of a gate's payload when its text is large (the payload without its TEXT_FIELDS and what
-    LEAVES_WITH_TEXT); None: its text is small (or it has none), and the whole payload stays."""
+    LEAVES_WITH_TEXT; a ModuleX interrupt's: `modulex_kept`, `held` the texts the document holds besides); None: its
+    text is small (or it has none), and the whole payload stays."""
     data = payload.get("data")
     if not isinstance(data, Mapping):
         return None
-    text = {k: data[k] for k in TEXT_FIELDS.get(str(payload.get("kind")), ()) if k in data}
-    if not text or _size(text) <= PAYLOAD_TEXT_INLINE_MAX:
+    if payload.get("kind") == MODULEX_KIND and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+        kept_data = modulex_kept(data, held)
+    else:
+        text = {k: data[k] for k in TEXT_FIELDS.get(str(payload.get("kind")), ()) if k in data}
+        large = bool(text) and _size(text) > PAYLOAD_TEXT_INLINE_MAX
+        kept_data = {k: v for k, v in data.items() if k not in text} if large else None
+    if kept_data is None:
         return None
     kept = {k: v for k, v in payload.items() if k not in LEAVES_WITH_TEXT}
-    return {**kept, "data": {k: v for k, v in data.items() if k not in text}}
+    return {**kept, "data": kept_data}
+
+
+def modulex_kept(data: Mapping[str, Any], held: Iterable[str] = ()) -> dict[str, Any] | None:
+    """What the head keeps of a ModuleX interrupt's `custom` data when what its face shows (MODULEX_TEXT: the rendered
+    message, the state snapshot, the resume schema and examples, none of which a decision reads) is large: the data
+    without it, and its message's searchable words as the gate's title (`title`, which rules/run_search.gate_title
+    reads before the message), so a read that puts nothing back (retention's search entries, from stored events) finds
+    the same words. None: it is small, or its words would not read back the same (the whole payload stays).
+
+    Large means large less what the message repeats of `held` (texts the document holds besides: a `{{node}}`
+    reference renders a node's output, which the head and the batch hold already, and deflate stores a repeat as a
+    back-reference of a few bytes): such a message costs the document next to nothing, and leaving it would cost every
+    read of the gate one read more (ADR 0142)."""
+    shown = data.get(MODULEX_TEXT)
+    if not isinstance(shown, Mapping):
+        return None
+    message = shown.get("message")
+    own = message if isinstance(message, str) else ""
+    for text in held:
+        if len(text) >= REPEAT_MIN:
+            own = own.replace(text, "")
+    if _size({**shown, "message": own}) <= PAYLOAD_TEXT_INLINE_MAX:
+        return None
+    found = words(message)[:MAX_TITLE_WORDS] if isinstance(message, str) else []
+    title = " ".join(found)
+    if words(title) != found:
+        return None
+    kept = {k: v for k, v in data.items() if k != MODULEX_TEXT}
+    return {**kept, "title": title} if title else kept
+
+
+def texts(value: Any) -> list[str]:
+    """Every string `value` holds (in its lists and objects), at least REPEAT_MIN long."""
+    if isinstance(value, str):
+        return [value] if len(value) >= REPEAT_MIN else []
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return [t for item in value for t in texts(item)]
+    return []
 
 
 def inputs_leave(state: RunState, docs: Sequence[Mapping[str, Any]]) -> bool:
@@ -88,7 +143,7 @@ def lean(state: RunState) -> RunState:
     format as read). A part already left out stays out."""
     interrupts: dict[str, OpenInterrupt] = {}
     for node_id, interrupt in state.interrupts.items():
-        kept = None if interrupt.payloadDigest is not None else decision_payload(interrupt.payload)
+        kept = None if interrupt.payloadDigest is not None else decision_payload(interrupt.payload, texts(state.outputs))
         if kept is not None:
             interrupts[node_id] = interrupt.model_copy(update={"payload": kept, "payloadDigest": digest(interrupt.payload)})
     update: dict[str, Any] = {}
@@ -111,11 +166,12 @@ def lean_events(docs: Sequence[Mapping[str, Any]], opened: Sequence[OpenInterrup
     interrupt item written in the same transaction) and whose text is large keeps the payload a format-4 head keeps and
     names the whole; None when nothing leaves. The payload's key stays where it was, so a filled event is the event."""
     by_node = {i.nodeId: i for i in opened}
+    held = texts([d.get("payload") for d in docs if by_node.get(str(d.get("nodeId"))) is None])
     lean: list[dict[str, Any]] = []
     left = False
     for doc in docs:
         interrupt = by_node.get(str(doc.get("nodeId")))
-        kept = decision_payload(interrupt.payload) if interrupt is not None and doc.get("payload") == interrupt.payload else None
+        kept = decision_payload(interrupt.payload, held) if interrupt is not None and doc.get("payload") == interrupt.payload else None
         if interrupt is None or kept is None:
             lean.append(dict(doc))
             continue

@@ -21,6 +21,7 @@ from interlude.domain import budgets
 from interlude.domain.clock import epoch_of, iso
 from interlude.domain.errors import Invalid
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND, check_author_id
+from interlude.domain.title_words import MAX_TITLE_WORDS, MIN_WORD_LENGTH, words
 from interlude.rules.retention import DAY_S
 
 if TYPE_CHECKING:
@@ -36,18 +37,11 @@ MAX_METADATA_VALUE_LENGTH = 256
 MAX_QUERY_LENGTH = 128
 MAX_QUERY_WORDS = 5
 MAX_QUERY_TAGS = 10
-# Words of one title that are indexed (the workflow's id and name together; each gate's title), and a word's length:
-# longer words are cut to it, in the index and in a query alike.
-MAX_TITLE_WORDS = 8
-MAX_WORD_LENGTH = 32
-MIN_WORD_LENGTH = 2
 MAX_STORED_NAME = 256
 
 # A tag is printable text without a comma: a listing names several tags comma-separated (`tags=a,b`), the way an
 # HTTP API joins a repeated parameter.
 _TAG_RE = re.compile(rf"^[^,\x00-\x1f\x7f-\x9f]{{1,{MAX_TAG_LENGTH}}}$")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_WORD = re.compile(r"[^\W_]+")
 
 # The families of the run search index (wiring.RUN_SEARCH): `TAG#{tag}`, `MD#{key}#{value}`, `TOK#{word}`.
 TAG = "TAG#"
@@ -72,13 +66,6 @@ LISTING_KEPT_DAYS = 30
 # off what has it), so a run keeps every item however long it waits. It is derived, not stored (a head attribute would
 # put some heads over a 1 KB write unit): a release that changes it judges a run by the smaller of the two margins.
 ITEMS_MARGIN_DAYS = 7
-
-
-def words(text: str) -> list[str]:
-    """A title's searchable words, in order, each once: split at anything not a letter or digit and between
-    camelCase parts, case-folded, at least MIN_WORD_LENGTH long, cut to MAX_WORD_LENGTH."""
-    found = (w[:MAX_WORD_LENGTH] for w in _WORD.findall(_CAMEL.sub(" ", text).casefold()))
-    return list(dict.fromkeys(w for w in found if len(w) >= MIN_WORD_LENGTH))
 
 
 def stored_name(workflow_name: str | None) -> str | None:
