@@ -73,7 +73,7 @@ def decision_payload(payload: Mapping[str, Any], held: Iterable[str] = ()) -> di
     data = payload.get("data")
     if not isinstance(data, Mapping):
         return None
-    if payload.get("kind") == MODULEX_KIND and data.get("customKind") == MODULEX_INTERRUPT_KIND:
+    if modulex(payload):
         kept_data = modulex_kept(data, held)
     else:
         text = {k: data[k] for k in TEXT_FIELDS.get(str(payload.get("kind")), ()) if k in data}
@@ -114,6 +114,12 @@ def modulex_kept(data: Mapping[str, Any], held: Iterable[str] = ()) -> dict[str,
     return {**kept, "title": title} if title else kept
 
 
+def modulex(payload: Mapping[str, Any]) -> bool:
+    """Whether the gate is a ModuleX interrupt's (faces/modulex/nodes.py interrupt_data)."""
+    data = payload.get("data")
+    return payload.get("kind") == MODULEX_KIND and isinstance(data, Mapping) and data.get("customKind") == MODULEX_INTERRUPT_KIND
+
+
 def texts(value: Any) -> list[str]:
     """Every string `value` holds (in its lists and objects), at least REPEAT_MIN long."""
     if isinstance(value, str):
@@ -143,7 +149,10 @@ def lean(state: RunState) -> RunState:
     format as read). A part already left out stays out."""
     interrupts: dict[str, OpenInterrupt] = {}
     for node_id, interrupt in state.interrupts.items():
-        kept = None if interrupt.payloadDigest is not None else decision_payload(interrupt.payload, texts(state.outputs))
+        if interrupt.payloadDigest is not None:
+            continue
+        # What a ModuleX message may repeat (walked only for such a gate: every head write of a run leans it)
+        kept = decision_payload(interrupt.payload, texts(state.outputs) if modulex(interrupt.payload) else ())
         if kept is not None:
             interrupts[node_id] = interrupt.model_copy(update={"payload": kept, "payloadDigest": digest(interrupt.payload)})
     update: dict[str, Any] = {}
@@ -166,7 +175,8 @@ def lean_events(docs: Sequence[Mapping[str, Any]], opened: Sequence[OpenInterrup
     interrupt item written in the same transaction) and whose text is large keeps the payload a format-4 head keeps and
     names the whole; None when nothing leaves. The payload's key stays where it was, so a filled event is the event."""
     by_node = {i.nodeId: i for i in opened}
-    held = texts([d.get("payload") for d in docs if by_node.get(str(d.get("nodeId"))) is None])
+    asks = any(modulex(i.payload) for i in opened)
+    held = texts([d.get("payload") for d in docs if by_node.get(str(d.get("nodeId"))) is None]) if asks else []
     lean: list[dict[str, Any]] = []
     left = False
     for doc in docs:
