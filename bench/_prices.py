@@ -21,6 +21,8 @@ class Price(NamedTuple):
 
 PRICES: dict[str, Price] = {
     "http_api_request": Price(1.00 / 1e6, "request", "aws.amazon.com/api-gateway/pricing (HTTP APIs, first 300 M)"),
+    "apigw_ws_message": Price(1.00 / 1e6, "message (32 KB)", "aws.amazon.com/api-gateway/pricing (WebSocket APIs, first 1 B messages)"),
+    "apigw_ws_connection_minute": Price(0.25 / 1e6, "connection-minute", "aws.amazon.com/api-gateway/pricing (WebSocket APIs)"),
     "lambda_request": Price(0.20 / 1e6, "request", "aws.amazon.com/lambda/pricing"),
     # Arm (Graviton) duration, first tier; the page renders it client-side: read through git.mcrn.ar's copy of the
     # table ("arm64 $0.0000133334 / GB-s") and the api-evangelist transcription of the page (2026-09-20).

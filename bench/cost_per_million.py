@@ -75,6 +75,29 @@ MONTH_S = 30 * 24 * 3600
 # hundred bytes of it).
 RETAINED_MONTHS = DEFAULT_RETENTION_DAYS * 24 * 3600 / MONTH_S
 MILLION = 1e6
+# Following a run live over the WebSocket API (ADR 0143): the table calls each step makes, as
+# tests/integration/test_live.py counts them through the real handlers (it fails when these drift), and the units
+# they cost. A connection's item is on the inbox index (its tenant's connections are counted there): each write of it
+# is 2 WRU. Reads are a few hundred bytes: a consistent GetItem 1 RRU, a Query 0.5 (the log's, 1: its batches).
+LIVE_FOLLOWING_CALLS: dict[str, list[str]] = {
+    # The tenant's open connections counted (index Query), the connection's item put.
+    "connect": ["PutItem", "Query"],
+    # The connection's item and the run head read; the run's followers counted and its log read (Queries); the run
+    # added to the connection's item and the tenant's request counter moved (UpdateItems); the follower put.
+    "subscribe": ["GetItem", "GetItem", "PutItem", "Query", "Query", "UpdateItem", "UpdateItem"],
+    # dispatch: the run's followers read; at the run's end each follower deleted and taken off its connection's item.
+    "the run's last batch, to its one follower": ["DeleteItem", "Query", "UpdateItem"],
+    "a batch of a run nobody follows": ["Query"],
+    "disconnect": ["DeleteItem"],
+}
+LIVE_FOLLOWING_UNITS: dict[str, tuple[float, float]] = {  # (WRU, RRU)
+    "connect": (2, 0.5),
+    "subscribe": (2 + 1 + 1, 1 + 1 + 0.5 + 1),
+    "the run's last batch, to its one follower": (1 + 2, 0.5),
+    "disconnect": (2, 0),
+}
+# A batch of a run nobody follows: what every event batch of every run costs where the WebSocket API is deployed.
+LIVE_UNFOLLOWED_BATCH_RRU = 0.5
 LOG_EVENT_OVERHEAD = 26
 # Goals of issue 31 (below Lambda durable functions, as that issue priced them).
 GOALS_INFRA = {"a": 26.0, "b": 21.0, "c": 17.0, "d": 20.0}
@@ -610,6 +633,45 @@ def by_function(parts: list[Share]) -> str:
     return ", ".join(f"{f} {n:.3g}" for f, n in counts.items())
 
 
+def live_following(minutes: float, pushed_batches: int = 1) -> list[Line]:
+    """One client following one run for `minutes` over the WebSocket API (ADR 0143), per lifecycle followed: it
+    connects, subscribes (its replay in one message), receives `pushed_batches` batches from dispatch and
+    disconnects. Nothing is held while it waits: API Gateway keeps the connection."""
+    api_mb = memory_mb("api") / 1024
+    invocations = 3  # $connect, subscribe, $disconnect: each a few table calls (LIVE_FOLLOWING_CALLS)
+    calls = sum(len(LIVE_FOLLOWING_CALLS[step]) for step in ("connect", "subscribe", "disconnect"))
+    api_ms = invocations * INVOKE_OVERHEAD_MS + (calls + 2) * DEFAULT_CALL_MS  # + the two sends of the subscribe
+    # dispatch's share: each pushed batch's send (one POST) and its follower's writes at the run's end.
+    pushes_ms = pushed_batches * DEFAULT_CALL_MS + len(LIVE_FOLLOWING_CALLS["the run's last batch, to its one follower"]) * DEFAULT_CALL_MS
+    messages = 1 + 2 + pushed_batches  # the subscribe in; `subscribed` and the replay out; each pushed batch
+    wru = sum(units[0] for units in LIVE_FOLLOWING_UNITS.values())
+    rru = sum(units[1] for units in LIVE_FOLLOWING_UNITS.values())
+    return [
+        Line("API Gateway WebSocket connection-minutes", minutes, "minutes", minutes * price("apigw_ws_connection_minute")),
+        Line("API Gateway WebSocket messages", messages, "messages", messages * price("apigw_ws_message"),
+             "each at most 32 KB of events (app/live.py)"),
+        Line("Lambda requests (api)", invocations, "requests", invocations * price("lambda_request")),
+        Line("Lambda duration (api, dispatch's sends)", (api_ms + pushes_ms) / 1000 * api_mb, "GB-s",
+             (api_ms + pushes_ms) / 1000 * api_mb * price("lambda_gb_second_arm"), f"{DEFAULT_CALL_MS} ms a call"),
+        Line("DynamoDB writes", wru, "WRU", wru * price("dynamodb_wru"), "a connection's item is indexed: 2 WRU a write"),
+        Line("DynamoDB reads", rru, "RRU", rru * price("dynamodb_rru")),
+    ]
+
+
+def print_live_following(held_per_minute: float) -> None:
+    """Following a run live over the WebSocket API, beside the held Lambda (issue 31 item 4)."""
+    print("\nFollowing a run live over the WebSocket API instead (ADR 0143; per million lifecycles followed, one batch "
+          "pushed after the subscription):")
+    for minutes in (1, 10):
+        lines = live_following(minutes)
+        total = sum(line.usd for line in lines) * MILLION
+        detail = "; ".join(f"{line.name} ${line.usd * MILLION:.2f}" for line in lines)
+        print(f"  {minutes:>2} minute(s): ${total:.2f} (held Lambda: ${minutes * held_per_minute:,.0f})   ({detail})")
+    every_batch = LIVE_UNFOLLOWED_BATCH_RRU * price("dynamodb_rru") * MILLION
+    print(f"  with the API deployed, every event batch of every run reads its followers: ${every_batch:.4f} per million "
+          f"batches ({LIVE_UNFOLLOWED_BATCH_RRU} RRU), followed or not")
+
+
 def held(sizes: dict[str, float]) -> str:
     """Each function's records an invocation holds; `full` where a queue's five pollers do not keep up even with full
     batches (Lambda then adds pollers, and a batch holds less than its size)."""
@@ -848,6 +910,7 @@ def print_report(measured: dict[str, Any]) -> None:
         f"task, holds an API invocation while it waits: ${held:.0f} per million lifecycles per minute held "
         f"({memory_mb('api')} MB; a 10-minute decision followed live: ${10 * held:,.0f})."
     )
+    print_live_following(held)
     infra, observability = fixed_monthly(measured)
     print("\nThe deployment's own monthly costs, whatever its traffic (shared over the lifecycles above):")
     for line in infra + observability:

@@ -13,6 +13,7 @@ import pytest
 
 from interlude import wiring
 from interlude.app.live import LiveFollowing, LiveLimits
+from interlude.composition import services as handler_services
 from interlude.domain.errors import Forbidden
 from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
@@ -243,3 +244,47 @@ def test_a_gone_connection_is_dropped_by_the_batch_that_finds_it_gone(services, 
 def test_without_a_websocket_api_the_outbox_reads_no_followers(services, monkeypatch):
     monkeypatch.delenv(wiring.LIVE_API.endpoint_env, raising=False)
     assert services.live.on_events not in services.outbox
+
+
+class DynamoCalls:
+    """The DynamoDB operations made through these clients, by name."""
+
+    def __init__(self, *clients: Any) -> None:
+        self.ops: list[str] = []
+        for client in clients:
+            client.meta.events.register("before-call.dynamodb", self.called)
+
+    def called(self, model: Any, **_: Any) -> None:
+        self.ops.append(model.name)
+
+    def take(self) -> list[str]:
+        taken, self.ops = sorted(self.ops), []
+        return taken
+
+
+def test_what_following_a_run_costs_in_table_calls(services, live):
+    """bench/cost_per_million.py prices following a run over the WebSocket API from these calls (LIVE_FOLLOWING_CALLS
+    there), made by a warm api function (the key and the tenant's settings read before) and by dispatch."""
+    from bench.cost_per_million import LIVE_FOLLOWING_CALLS
+
+    run_id = gated_run(services)
+    key = new_api_key(services, scopes=["runs:read"])
+    warm, _ = live.connect(key)
+    live.say(warm, action="subscribe", runId=to_wire(run_id))
+    live.say(warm, action="unsubscribe", runId=to_wire(run_id))
+    live.disconnect(warm)
+    function = handler_services()
+    calls = DynamoCalls(function.store.client)
+    connection_id, _ = live.connect(key)
+    measured = {"connect": calls.take()}
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    measured["subscribe"] = calls.take()
+    resolve(services, run_id)
+    function.live.on_events(run_id, services.store.read_events(run_id, 4))
+    measured["the run's last batch, to its one follower"] = calls.take()
+    function.live.on_events(run_id, services.store.read_events(run_id, 4))
+    measured["a batch of a run nobody follows"] = calls.take()
+    assert live.connection(connection_id).events()[-1]["type"] == "run.completed"
+    live.disconnect(connection_id)
+    measured["disconnect"] = calls.take()
+    assert measured == LIVE_FOLLOWING_CALLS
