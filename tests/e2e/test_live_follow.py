@@ -54,20 +54,6 @@ def test_a_client_follows_a_run_from_its_creation_through_its_decision_to_its_en
     assert seen[max(seen)]["type"] == "run.completed"
 
 
-def test_a_subscription_after_the_last_event_of_a_finished_run_gets_nothing_more(api, stack_info):
-    workflow = api.fixture("conformance-approval")
-    run_id = api.start(workflow)["runId"]
-    assert api.resolve(run_id, "gate", {"action": "accept"}).status_code == 200
-    last = api.events(run_id)[-1]["sequence"]
-    with following(stack_info["liveUrl"], api.new_key(["runs:read"])) as live:
-        live.send(json.dumps({"action": "subscribe", "runId": wire(run_id), "after": last}))
-        assert json.loads(live.recv(timeout=RECEIVE_S))["following"] is False
-        foreign = wire("another-tenant/" + run_id.split("/", 1)[1])
-        live.send(json.dumps({"action": "subscribe", "runId": foreign}))
-        refused = json.loads(live.recv(timeout=RECEIVE_S))
-        assert (refused["type"], refused["code"]) == ("error", "id_tenant_mismatch")
-
-
 @pytest.mark.parametrize(("scopes", "status"), [(None, 401), (["workflows:read"], 403)])
 def test_a_handshake_is_refused_as_the_sse_route_refuses_a_request(api, stack_info, scopes, status):
     key = api.new_key(scopes) if scopes else "not-a-key"

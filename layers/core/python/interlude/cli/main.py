@@ -41,6 +41,7 @@ def _dev(args: argparse.Namespace) -> int:
     print(f"Interlude is running at {info.base_url}  (tenant {info.tenant!r}; data lives in this process only)")
     print(f"  admin key: {info.api_key}")
     print(f"  console:   {info.base_url}/console  (sign in with the admin key)")
+    print(f"  live:      {info.live_url}  (follow runs over a WebSocket: docs/api.md)")
     print(f"  state:     {args.state_file}  (baseUrl, tenant, apiKey)")
     print("  try:")
     print(
