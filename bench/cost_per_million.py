@@ -592,8 +592,8 @@ def bill(measured: dict[str, Any], name: str, pace: str, queues_alone: bool = Fa
     fetched = secret_fetches(measured, parts, pace)
     secrets = sum(n for call, n in billed.items() if call.startswith("secretsmanager:")) + fetched
     add(Line("Secrets Manager calls", secrets, "calls", secrets * price("secrets_api_call"),
-             f"GetSecretValue once per instance per cache period of each secret read ({secrets_read(parts)}): "
-             f"{fetched:.3g} a lifecycle at this pace"))
+             f"GetSecretValue once per instance per cache period of each secret read ({secrets_read(parts)}): busy an "
+             "instance's reads share it, quiet one instance reads it a few times a period"))
     puts, gets = billed.get("s3:PutObject", 0.0), billed.get("s3:GetObject", 0.0)
     add(Line("S3 (audit anchors)", puts + gets, "requests", puts * price("s3_put") + gets * price("s3_get"), f"{puts:.3f} PUTs"))
     stored = measured["lifecycles"][name]["stored"]
