@@ -102,7 +102,7 @@ def resolve(services, run_id: str) -> None:
 
 
 def followers(run_id: str) -> list[str]:
-    return LiveStore(TABLE).followers(run_id)
+    return [follower.connection_id for follower in LiveStore(TABLE).followers(run_id)]
 
 
 def test_a_follower_has_the_log_replayed_then_each_batch_as_it_commits_and_is_dropped_when_the_run_ends(services, live):
@@ -173,6 +173,29 @@ def test_each_message_is_authorized_with_the_connections_key_and_the_run_read_as
     assert [e["code"] for e in live.connection(connection_id).of_type("error")] == ["unauthenticated"]
 
 
+def test_a_revoked_keys_subscriptions_end_at_the_next_batch_as_its_requests_are_refused(services, live):
+    """docs/configuration.md, "Keys: revocation and expiry": a revoked key is refused everywhere within 5 s, so what
+    its connection follows stops too: the batch after the revocation is not sent to it, an error is."""
+    run_id = gated_run(services)
+    dispatch_runs(TABLE, run_id)
+    key = new_api_key(services, subject="reader", scopes=["runs:read"])
+    connection_id, _ = live.connect(key)
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    connection = live.connection(connection_id)
+    principal = services.keys.authenticate(f"Bearer {key}")
+    services.keys.revoke_key(principal.tenant, principal.key_id)
+    fresh_instances()  # dispatch's instance: its cache of the key expires within 5 s
+
+    resolve(services, run_id)
+    dispatch_runs(TABLE, run_id)
+    assert [e["type"] for e in connection.events()] == GATE_EVENTS
+    assert [(e["code"], e["runId"]) for e in connection.of_type("error")] == [("unauthenticated", to_wire(run_id))]
+    assert followers(run_id) == []
+    record = LiveStore(TABLE).live_connection(connection_id)
+    assert record is not None
+    assert record.runs == frozenset()
+
+
 def test_the_tenants_connections_and_a_runs_followers_are_limited(services, live, monkeypatch):
     monkeypatch.setenv("INTERLUDE_LIVE_CONNECTIONS_PER_TENANT", "2")
     monkeypatch.setenv("INTERLUDE_LIVE_FOLLOWERS_PER_RUN", "1")
@@ -208,7 +231,9 @@ def test_a_connection_follows_at_most_its_limit_of_runs(services, world):
             sent.append(data)
             return True
 
-    following = LiveFollowing(LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1))
+    following = LiveFollowing(
+        LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1), services.keys.connected_principal
+    )
     principal = signed_in(services)
     following.connect(principal, "c1=")
     connection = following.connection("c1=")

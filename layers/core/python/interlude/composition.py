@@ -475,7 +475,9 @@ class Services:
         cfg = settings()
         limits = LiveLimits(cfg.live_connections_per_tenant, cfg.live_followers_per_run)
         records = LiveStore(self.store.table, self.store.client)
-        return LiveFollowing(records, self.store, lambda: self.live_connections, self.clock, limits)
+        return LiveFollowing(
+            records, self.store, lambda: self.live_connections, self.clock, limits, self.keys.connected_principal
+        )
 
     @cached_property
     def live_connections(self) -> Connections:

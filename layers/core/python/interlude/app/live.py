@@ -6,7 +6,9 @@ recorded as a follower of the run first, and the log after `after` is read and s
 in between is in the replay and may come again from the outbox, never missed. From then on the outbox sends each
 event batch of the run as it commits (`on_events`, an outbox handler in `dispatch`), through API Gateway's management
 API; a connection that has gone (GoneException) is dropped. When the run ends its followers are dropped after its
-last batch is sent: a run that runs again is followed by subscribing again.
+last batch is sent: a run that runs again is followed by subscribing again. Each batch goes to a follower only while
+the key its connection opened with is valid, read as every request reads it: a key revoked or expired since is told
+so (`error`) instead, and its subscription ends, within the bound a revocation reaches requests in.
 
 Each message is JSON with a `type`: `subscribed` {runId, after, following}, `events` {runId, events: [RunEventDoc]},
 `tooLarge` {runId, sequence} (an event larger than API Gateway's frame: read it over HTTP), `unsubscribed` {runId},
@@ -23,8 +25,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude import wiring
 from interlude.domain.clock import Clock, iso
-from interlude.domain.errors import Forbidden, Unauthenticated
-from interlude.domain.ids import to_wire
+from interlude.domain.errors import DomainError, Forbidden, Unauthenticated
+from interlude.domain.ids import tenant_of, to_wire
 from interlude.engine.events import RUN_END_EVENTS
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class LiveFollowing:
         connections: Callable[[], Connections],
         clock: Clock,
         limits: LiveLimits,
+        key_holder: Callable[[str, str], auth.Principal],
     ) -> None:
         self.records = records
         self.runs = runs
@@ -61,6 +64,9 @@ class LiveFollowing:
         self.connections = connections
         self.clock = clock
         self.limits = limits
+        # Who (key id, tenant) acts as, refused (a DomainError) once the key is revoked or expired: Keys.
+        # connected_principal, through the cache every request's key is read through.
+        self.key_holder = key_holder
 
     def connect(self, principal: auth.Principal, connection_id: str) -> None:
         """Record the connection of an authenticated, admitted key holding the SSE route's scope."""
@@ -116,7 +122,15 @@ class LiveFollowing:
         if not followers:
             return
         ended = any(event.get("type") in RUN_END_EVENTS for event in events)
-        for connection_id in followers:
+        tenant = tenant_of(run_id)
+        for connection_id, key_id in followers:
+            try:
+                self.key_holder(key_id, tenant)
+            except DomainError as refused:
+                # As the key's next request or message is refused: nothing more of the run is sent to it.
+                self.error(connection_id, refused.code, refused.message, refused.details, run_id)
+                self.records.unfollow(connection_id, run_id)
+                continue
             if not self._send_events(connection_id, run_id, events):
                 self.records.drop_follower(run_id, connection_id)
             elif ended:

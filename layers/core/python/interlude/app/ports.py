@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from interlude.store.inbox import EntryFilter, InboxPage
     from interlude.store.interactions import SettingsRead
     from interlude.store.item_index import ItemIndexReader
-    from interlude.store.live import LiveConnection
+    from interlude.store.live import Follower, LiveConnection
     from interlude.store.tasks import Claim, ReadyEntry, Task
 
 
@@ -563,7 +563,7 @@ class LiveRecords(Protocol):
 
     def unfollow(self, connection_id: str, run_id: str) -> None: ...
 
-    def followers(self, run_id: str) -> list[str]: ...
+    def followers(self, run_id: str) -> list[Follower]: ...
 
     def drop_follower(self, run_id: str, connection_id: str) -> None: ...
 

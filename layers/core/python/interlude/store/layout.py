@@ -36,7 +36,8 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
                                                           (gsi1pk T#{tenant}#LIVE) to count them; ttl: API Gateway's
                                                           2-hour limit (store/live.py)
   follower     T#{tenant}#FOLLOW#{run}   {connectionId}   a connection following the run: the outbox sends it each
-                                                          event batch (app/live.py); ttl as its connection's
+                                                          event batch while keyId, its connection's key, is valid
+                                                          (app/live.py); ttl as its connection's
 The other families keep their layout beside their code: the inbox (store/inbox.py), tasks (store/tasks.py), the
 audit chains (store/audit.py), the limits' counters (store/limits.py), effects, deliveries and notifications
 (store/effects.py, deliveries.py, notifications.py), waiters and grants (store/interactions.py). What each costs and

@@ -34,6 +34,12 @@ class LiveConnection(NamedTuple):
     runs: frozenset[str]
 
 
+class Follower(NamedTuple):
+    connection_id: str
+    # The key its connection opened with: each batch is sent only while that key is valid (app/live.py).
+    key_id: str
+
+
 class LiveStore(Table):
     def open_connection(self, tenant: str, connection_id: str, key_id: str, connected_at: str, expires: int) -> None:
         item = {
@@ -106,6 +112,7 @@ class LiveStore(Table):
             return False
         item = {
             **a.key(followers_pk(run_id), connection.connection_id),
+            "keyId": a.s(connection.key_id),
             wiring.TTL_ATTRIBUTE: a.n(connection.expires),
         }
         self.client.put_item(TableName=self.table, Item=item)
@@ -126,17 +133,18 @@ class LiveStore(Table):
                 raise
             # the connection closed meanwhile: nothing lists the run
 
-    def followers(self, run_id: str) -> list[str]:
+    def followers(self, run_id: str) -> list[Follower]:
         """The connections that follow the run (eventually consistent: one that subscribed a moment ago may be missed
-        here, and has the event from its replay instead: app/live.py)."""
-        out: list[str] = []
+        here, and has the event from its replay instead: app/live.py). A follower without a key id ("": written before
+        followers named it) is one no key holds: dropped by the next batch, its client subscribing again."""
+        out: list[Follower] = []
         for page in self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :p",
             ExpressionAttributeValues={":p": a.s(followers_pk(run_id))},
-            ProjectionExpression="sk",
+            ProjectionExpression="sk, keyId",
         ):
-            out += [item["sk"]["S"] for item in page.get("Items") or ()]
+            out += [Follower(item["sk"]["S"], (item.get("keyId") or {}).get("S", "")) for item in page.get("Items") or ()]
         return out
 
     def drop_follower(self, run_id: str, connection_id: str) -> None:
