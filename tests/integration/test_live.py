@@ -253,6 +253,34 @@ def test_a_connection_follows_at_most_its_limit_of_runs(services, world):
     assert followers(first) == []
 
 
+def test_a_run_that_ends_while_its_subscription_is_made_is_not_left_followed(services, world):
+    """The run's last batch may be dispatched between the subscriber's read of the run and its follower's write: the
+    replay then holds the run's end, and nothing else would drop the follower or free the connection's place."""
+    sent: list[dict[str, Any]] = []
+
+    class Sink:
+        def send(self, connection_id: str, data: bytes) -> bool:
+            sent.append(json.loads(data))
+            return True
+
+    following = LiveFollowing(
+        LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1), services.keys.connected_principal
+    )
+    following.connect(signed_in(services), "c1=")
+    run_id = gated_run(services)
+    read_open = services.store.get_run(run_id)[0]
+    resolve(services, run_id)
+    dispatch_runs(TABLE, run_id)  # the run's last batch: nobody follows it yet
+
+    following.subscribe(following.connection("c1="), read_open, -1)
+    assert sent[0]["following"] is False
+    assert sent[-1]["events"][-1]["type"] == "run.completed"
+    assert followers(run_id) == []
+    assert following.connection("c1=").runs == frozenset()
+    # Its place is free: the connection's one run may be another.
+    following.subscribe(following.connection("c1="), services.store.get_run(gated_run(services))[0], -1)
+
+
 def test_a_gone_connection_is_dropped_by_the_batch_that_finds_it_gone(services, live):
     run_id = gated_run(services)
     stays, _ = live.connect(new_api_key(services, scopes=["runs:read"]))

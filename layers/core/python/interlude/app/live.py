@@ -101,6 +101,11 @@ class LiveFollowing:
             )
         # After the follower is written: what commits from now on is sent by the outbox too.
         events = self.runs.read_events(run_id, after, holder=state)
+        if following and any(event.get("type") in RUN_END_EVENTS for event in events):
+            # The run ended after the edge read it: its last batch may have gone before the follower was written, and
+            # nothing else would drop the follower. The replay holds the end.
+            following = False
+            self.records.unfollow(connection.connection_id, run_id)
         sent = self.send(
             connection.connection_id,
             {"type": "subscribed", "runId": to_wire(run_id), "after": after, "following": following},
