@@ -15,7 +15,7 @@ from interlude import wiring
 from interlude.app.live import LiveFollowing, LiveLimits
 from interlude.composition import services as handler_services
 from interlude.domain.errors import Forbidden
-from interlude.domain.ids import to_wire
+from interlude.domain.ids import mint_opaque, tenant_bound, to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.lambda_runtime import fresh_instances
@@ -171,6 +171,29 @@ def test_each_message_is_authorized_with_the_connections_key_and_the_run_read_as
     fresh_instances()  # the api function's instance: every instance's cache of the key expires within 5 s
     live.say(connection_id, action="subscribe", runId=to_wire(run_id))
     assert [e["code"] for e in live.connection(connection_id).of_type("error")] == ["unauthenticated"]
+
+
+def test_a_malformed_frame_a_missing_run_and_a_closed_connection_are_each_answered_with_their_error(services, live):
+    connection_id, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
+    live.api.invoke(
+        {
+            "body": "{not json",
+            "isBase64Encoded": False,
+            "requestContext": {**request_context(connection_id, "$default", "MESSAGE", "127.0.0.1"), "messageId": "m"},
+        }
+    )
+    live.say(connection_id, action="subscribe")
+    missing = to_wire(tenant_bound(signed_in(services).tenant, mint_opaque()))
+    live.say(connection_id, action="subscribe", runId=missing)
+    LiveStore(TABLE).close_connection(connection_id)  # its $disconnect handled before a message still on its way
+    live.say(connection_id, action="subscribe", runId=missing)
+    errors = live.connection(connection_id).of_type("error")
+    assert [(e["code"], e.get("details"), e.get("runId")) for e in errors] == [
+        ("validation_error", {"actions": list(wiring.LIVE_API.actions)}, None),
+        ("validation_error", {"field": "runId"}, None),
+        ("not_found", None, missing),
+        ("unauthenticated", None, missing),
+    ]
 
 
 def test_a_revoked_keys_subscriptions_end_at_the_next_batch_as_its_requests_are_refused(services, live):
