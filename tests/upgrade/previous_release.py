@@ -340,6 +340,12 @@ def read(dump_path: Path) -> None:
     api = Api(info.base_url, dump["apiKey"])
     try:
         restore_secrets(dump["secrets"])
+        # This stack's functions read its own fresh secrets as it started (its seeding, its first sweep) and cache them
+        # (Powertools, an hour for the audit key): a checkpoint its sweep then signed over the newer release's chains
+        # would carry a key the deployment does not hold. A rollback's instances start after the secrets it keeps.
+        from interlude.local.lambda_runtime import fresh_instances
+
+        fresh_instances()
         load(dump["items"])
         restore_objects(dump.get("objects") or {})
         seen = read_everything(api, dump)
