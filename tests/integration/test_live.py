@@ -310,9 +310,14 @@ def test_a_gone_connection_is_dropped_by_the_batch_that_finds_it_gone(services, 
     goes, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
     for connection_id in (stays, goes):
         live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    other_run = gated_run(services)
+    live.say(goes, action="subscribe", runId=to_wire(other_run))
     del live.gateway.open[goes]  # closed without a $disconnect reaching the api function: API Gateway answers 410
     dispatch_runs(TABLE, run_id)
     assert followers(run_id) == [stays]
+    # The connection is dropped whole: its place in the tenant's count and its following of every run.
+    assert LiveStore(TABLE).live_connection(goes) is None
+    assert followers(other_run) == []
     # The batch the replay held is sent again (at least once): the client skips it by sequence.
     assert [e["sequence"] for e in live.connection(stays).events()] == [0, 1, 2, 3, 4] * 2
 

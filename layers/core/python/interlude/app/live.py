@@ -5,10 +5,11 @@ A client connects (its key authenticated and admitted as for the SSE route, by t
 recorded as a follower of the run first, and the log after `after` is read and sent second: an event that commits
 in between is in the replay and may come again from the outbox, never missed. From then on the outbox sends each
 event batch of the run as it commits (`on_events`, an outbox handler in `dispatch`), through API Gateway's management
-API; a connection that has gone (GoneException) is dropped. When the run ends its followers are dropped after its
-last batch is sent: a run that runs again is followed by subscribing again. Each batch goes to a follower only while
-the key its connection opened with is valid, read as every request reads it: a key revoked or expired since is told
-so (`error`) instead, and its subscription ends, within the bound a revocation reaches requests in.
+API; a connection that has gone (GoneException) is dropped, with its followers of every run. When the run ends,
+its followers are dropped after its last batch is sent: a run that runs again is followed by subscribing again. Each
+batch goes to a follower only while the key its connection opened with is valid, read as every request reads it: a
+key revoked or expired since is told so (`error`) instead, and its subscription ends, within the bound a revocation
+reaches requests in.
 
 Each message is JSON with a `type`: `subscribed` {runId, after, following}, `events` {runId, events: [RunEventDoc]},
 `tooLarge` {runId, sequence} (an event larger than API Gateway's frame: read it over HTTP), `unsubscribed` {runId},
@@ -137,7 +138,10 @@ class LiveFollowing:
                 self.records.unfollow(connection_id, run_id)
                 continue
             if not self._send_events(connection_id, run_id, events):
+                # Gone (its $disconnect may never come): the connection is dropped whole, its place in the tenant's
+                # count and every run's follower with it; this run's too, should its item be gone already.
                 self.records.drop_follower(run_id, connection_id)
+                self.records.close_connection(connection_id)
             elif ended:
                 self.records.unfollow(connection_id, run_id)
 
