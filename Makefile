@@ -57,16 +57,20 @@ dev: venv
 
 # The lint contracts run first: a layer importing upward fails the build before any test runs. Lint, the system's
 # packages, Node's and the runtime Python need nothing of one another (only .venv): they run side by side, mostly
-# waiting on downloads, each one's output printed whole when it ends.
+# waiting on downloads, each one's output printed whole when it ends; each handler's import from its layers alone
+# (layer-imports) as soon as the runtime Python and Node.js are there.
 # Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
-# Then each handler's import from its layers alone, and the unit and integration suites, on the runtime's Python.
+# Then the unit and integration suites on the runtime's Python.
 test: venv
-	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target lint system-deps node-deps runtime-python
+	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target lint system-deps node-deps layer-imports
 	@echo "== The whole suite on the development Python ($$($(PY) -V))"
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
-	$(PY) scripts/check_layer_imports.py
 	@echo "== The unit and integration suites on the functions' runtime Python ($$($(RUNTIME_VENV)/bin/python -V))"
 	$(RUNTIME_VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q tests/unit tests/integration
+
+.PHONY: layer-imports
+layer-imports: runtime-python node-deps
+	$(PY) scripts/check_layer_imports.py
 
 # ruff, then the import contracts of pyproject.toml's [tool.importlinter] over this checkout's package.
 lint: venv
