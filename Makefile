@@ -61,10 +61,15 @@ dev: venv
 # (layer-imports) as soon as the runtime Python and Node.js are there.
 # Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
 # Then the unit and integration suites on the runtime's Python.
+# RUNTIME_ONLY files test the functions as Lambda runs them, on the runtime's Python: what a cold start imports,
+# every handler's retries under a fault at each AWS call, a deploy over the previous release's table. They run in that
+# second pass only, not again on a Python no function runs on; `make test-unit` and `test-integration` still run them
+# on the development Python.
+RUNTIME_ONLY := tests/unit/test_cold_imports.py tests/integration/test_resilience.py tests/integration/test_upgrade.py
 test: venv
 	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target lint system-deps node-deps layer-imports
-	@echo "== The whole suite on the development Python ($$($(PY) -V))"
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q
+	@echo "== The whole suite on the development Python ($$($(PY) -V)), but RUNTIME_ONLY"
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q $(addprefix --ignore=,$(RUNTIME_ONLY))
 	@echo "== The unit and integration suites on the functions' runtime Python ($$($(RUNTIME_VENV)/bin/python -V))"
 	$(RUNTIME_VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q tests/unit tests/integration
 
