@@ -83,8 +83,9 @@ LIVE_FOLLOWING_CALLS: dict[str, list[str]] = {
     # The tenant's open connections counted (index Query), the connection's item put.
     "connect": ["PutItem", "Query"],
     # The connection's item and the run head read; the run's followers counted and its log read (Queries); the run
-    # added to the connection's item and the tenant's request counter moved (UpdateItems); the follower put.
-    "subscribe": ["GetItem", "GetItem", "PutItem", "Query", "Query", "UpdateItem", "UpdateItem"],
+    # added to the connection's item (UpdateItem); the follower put. (Each $connect and message is admitted against the
+    # tenant's rate as a request is: its counter's writes, a lease's every few requests, are priced with the requests.)
+    "subscribe": ["GetItem", "GetItem", "PutItem", "Query", "Query", "UpdateItem"],
     # dispatch: the run's followers read; at the run's end each follower deleted and taken off its connection's item.
     "the run's last batch, to its one follower": ["DeleteItem", "Query", "UpdateItem"],
     "a batch of a run nobody follows": ["Query"],
@@ -92,7 +93,7 @@ LIVE_FOLLOWING_CALLS: dict[str, list[str]] = {
 }
 LIVE_FOLLOWING_UNITS: dict[str, tuple[float, float]] = {  # (WRU, RRU)
     "connect": (2, 0.5),
-    "subscribe": (2 + 1 + 1, 1 + 1 + 0.5 + 1),
+    "subscribe": (2 + 1, 1 + 1 + 0.5 + 1),
     "the run's last batch, to its one follower": (1 + 2, 0.5),
     "disconnect": (2, 0),
 }
