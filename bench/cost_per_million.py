@@ -669,8 +669,11 @@ def print_live_following(held_per_minute: float) -> None:
         detail = "; ".join(f"{line.name} ${line.usd * MILLION:.2f}" for line in lines)
         print(f"  {minutes:>2} minute(s): ${total:.2f} (held Lambda: ${minutes * held_per_minute:,.0f})   ({detail})")
     every_batch = LIVE_UNFOLLOWED_BATCH_RRU * price("dynamodb_rru") * MILLION
+    # The Query is a round trip the record holds dispatch for: the lifecycle benches run without LIVE_ENDPOINT.
+    held_s = DEFAULT_CALL_MS / 1000 * memory_mb("dispatch") / 1024 * price("lambda_gb_second_arm") * MILLION
     print(f"  with the API deployed, every event batch of every run reads its followers: ${every_batch:.4f} per million "
-          f"batches ({LIVE_UNFOLLOWED_BATCH_RRU} RRU), followed or not")
+          f"batches ({LIVE_UNFOLLOWED_BATCH_RRU} RRU) and ${held_s:.4f} of dispatch's time ({DEFAULT_CALL_MS} ms), "
+          "followed or not")
 
 
 def held(sizes: dict[str, float]) -> str:
