@@ -20,6 +20,7 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.local.live_gateway import LiveGateway, request_context
+from interlude.store.layout import run_pk
 from interlude.store.limits import rate_pk
 from interlude.store.live import LiveStore
 from tests.integration.conftest import InProcessApi, new_api_key, signed_in, tenant_of_test
@@ -100,6 +101,13 @@ def gated_run(services) -> str:
 
 def resolve(services, run_id: str) -> None:
     services.decisions.resolve_interrupt(signed_in(services), run_id, "gate", {"action": "accept"})
+
+
+class Sink:
+    """A connection that is always open and keeps nothing."""
+
+    def send(self, connection_id: str, data: bytes) -> bool:
+        return True
 
 
 def followers(run_id: str) -> list[str]:
@@ -303,6 +311,30 @@ def test_a_run_that_ends_while_its_subscription_is_made_is_not_left_followed(ser
     assert following.connection("c1=").runs == frozenset()
     # Its place is free: the connection's one run may be another.
     following.subscribe(following.connection("c1="), services.store.get_run(gated_run(services))[0], -1)
+
+
+def test_the_replay_reads_the_log_strongly_so_a_batch_dispatch_sent_before_the_follower_showed_is_in_it(services, world):
+    """dispatch reads a run's followers eventually consistent: a batch that commits as a client subscribes may miss
+    a follower written a moment before, and then only the replay, read after that write, holds it. An eventually
+    consistent read of the log could miss that batch too (a run's last: the client would wait for ever)."""
+    following = LiveFollowing(
+        LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 10), services.keys.connected_principal
+    )
+    following.connect(signed_in(services), "c1=")
+    run_id = gated_run(services)
+    reads: list[dict[str, Any]] = []
+
+    def log_read(params: dict[str, Any], **_: Any) -> None:
+        if params.get("ExpressionAttributeValues", {}).get(":pk") == {"S": run_pk(run_id)}:
+            reads.append(params)
+
+    client = services.store.client
+    client.meta.events.register("provide-client-params.dynamodb.Query", log_read)
+    try:
+        following.subscribe(following.connection("c1="), services.store.get_run(run_id)[0], -1)
+    finally:
+        client.meta.events.unregister("provide-client-params.dynamodb.Query", log_read)
+    assert [read.get("ConsistentRead") for read in reads] == [True]
 
 
 def test_a_gone_connection_is_dropped_by_the_batch_that_finds_it_gone(services, live):

@@ -110,9 +110,14 @@ class HeldRuns:
         self.store.rewrite_head(state, expected_version)
 
     def read_events(
-        self, run_id: str, after_sequence: int = -1, limit: int | None = None, holder: RunState | None = None
+        self,
+        run_id: str,
+        after_sequence: int = -1,
+        limit: int | None = None,
+        holder: RunState | None = None,
+        consistent: bool = False,
     ) -> list[dict[str, Any]]:
-        return self.store.read_events(run_id, after_sequence, limit, holder)
+        return self.store.read_events(run_id, after_sequence, limit, holder, consistent)
 
     def raised_any(self, run_id: str, keys: list[str]) -> bool:
         return self.store.raised_any(run_id, keys)

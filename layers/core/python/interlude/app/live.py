@@ -100,8 +100,10 @@ class LiveFollowing:
             raise quota_exceeded(
                 "runsPerConnection", limit, f"this connection follows its limit of {limit} runs: unsubscribe from one"
             )
-        # After the follower is written: what commits from now on is sent by the outbox too.
-        events = self.runs.read_events(run_id, after, holder=state)
+        # After the follower is written: what commits from now on is sent by the outbox too. Read strongly: the outbox
+        # reads the followers eventually consistent, so a batch that commits as the follower is written may be sent
+        # only here.
+        events = self.runs.read_events(run_id, after, holder=state, consistent=True)
         if following and any(event.get("type") in RUN_END_EVENTS for event in events):
             # The run ended after the edge read it: its last batch may have gone before the follower was written, and
             # nothing else would drop the follower. The replay holds the end.

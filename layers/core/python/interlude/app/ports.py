@@ -56,7 +56,12 @@ class RunRecords(Protocol):
     def rewrite_head(self, state: RunState, expected_version: int) -> None: ...
 
     def read_events(
-        self, run_id: str, after_sequence: int = -1, limit: int | None = None, holder: RunState | None = None
+        self,
+        run_id: str,
+        after_sequence: int = -1,
+        limit: int | None = None,
+        holder: RunState | None = None,
+        consistent: bool = False,
     ) -> list[dict[str, Any]]: ...
 
     def raised_any(self, run_id: str, keys: list[str]) -> bool: ...

@@ -58,12 +58,19 @@ class RunStore(Table):
         return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_SEARCH, family)
 
     def read_events(
-        self, run_id: str, after_sequence: int = -1, limit: int | None = None, holder: RunState | None = None
+        self,
+        run_id: str,
+        after_sequence: int = -1,
+        limit: int | None = None,
+        holder: RunState | None = None,
+        consistent: bool = False,
     ) -> list[dict[str, Any]]:
         """Events with sequence > after_sequence, in order, as they were emitted (a gate's text a format-9 batch holds
         elsewhere put back: store/head_parts.filled_events; `holder`, the run's head as the caller read it, has its open
-        gates' texts). Batches are keyed by their last sequence."""
+        gates' texts). Batches are keyed by their last sequence. `consistent`: every batch committed before the read
+        (twice the read units), not only those the read's replica has."""
         kwargs: dict[str, Any] = {
+            "ConsistentRead": consistent,
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
             "ExpressionAttributeValues": {
