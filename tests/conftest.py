@@ -76,6 +76,8 @@ LONGEST_FIRST = (
     "tests/e2e/test_tenants_cli.py",
     "tests/unit/test_cold_imports.py",
     "tests/integration/test_resilience.py",
+    # The runtime pass only (RUNTIME_ONLY, Makefile), where collection put it fourth from last: 39 s alone (load 11).
+    "tests/integration/test_upgrade.py",
     "tests/e2e/test_console_scopes.py",
     "tests/e2e/test_replay.py",
     "tests/e2e/test_callbacks.py",
