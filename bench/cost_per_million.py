@@ -78,27 +78,30 @@ MILLION = 1e6
 # Following a run live over the WebSocket API (ADR 0143): the table calls each step makes, as
 # tests/integration/test_live.py counts them through the real handlers (it fails when these drift), and the units
 # they cost. A connection's item is on the inbox index (its tenant's connections are counted there): each write of it
-# is 2 WRU. Reads are a few hundred bytes: a consistent GetItem 1 RRU, a Query 0.5 (the log's, 1: its batches).
+# is 2 WRU. Reads are a few hundred bytes: a consistent GetItem 1 RRU, a Query 0.5.
 LIVE_FOLLOWING_CALLS: dict[str, list[str]] = {
     # The tenant's open connections counted (index Query), the connection's item put.
     "connect": ["PutItem", "Query"],
-    # The connection's item and the run head read; the run's followers counted and its log read (Queries); the run
-    # added to the connection's item (UpdateItem); the follower put. (Each $connect and message is admitted against the
-    # tenant's rate as a request is: its counter's writes, a lease's every few requests, are priced with the requests.)
-    "subscribe": ["GetItem", "GetItem", "PutItem", "Query", "Query", "UpdateItem"],
-    # dispatch: the run's followers read; at the run's end each follower deleted and taken off its connection's item.
-    "the run's last batch, to its one follower": ["DeleteItem", "Query", "UpdateItem"],
-    "a batch of a run nobody follows": ["Query"],
+    # The connection's item and the run head read, the log read (Query); the run's first follower: the conditional
+    # update that holds the run's limit finds no followers item, which is put; the run added to the connection's item.
+    # (Each $connect and message is admitted against the tenant's rate as a request is: its counter's writes, a
+    # lease's every few requests, are priced with the requests.)
+    "subscribe": ["GetItem", "GetItem", "PutItem", "Query", "UpdateItem", "UpdateItem"],
+    # The outbox: the run's followers read (in dispatch, in the BatchGetItem of the batch's run heads: no call of its
+    # own); at the run's end each follower taken off the run's item and the run off its connection's item.
+    "the run's last batch, to its one follower": ["GetItem", "UpdateItem", "UpdateItem"],
+    "a batch of a run nobody follows": ["GetItem"],
     "disconnect": ["DeleteItem"],
 }
 LIVE_FOLLOWING_UNITS: dict[str, tuple[float, float]] = {  # (WRU, RRU)
     "connect": (2, 0.5),
-    "subscribe": (2 + 1, 1 + 1 + 0.5 + 1),
-    "the run's last batch, to its one follower": (1 + 2, 0.5),
+    "subscribe": (1 + 1 + 2, 1 + 1 + 0.5),  # the refused update is billed as a write
+    "the run's last batch, to its one follower": (1 + 2, 1),
     "disconnect": (2, 0),
 }
-# A batch of a run nobody follows: what every event batch of every run costs where the WebSocket API is deployed.
-LIVE_UNFOLLOWED_BATCH_RRU = 0.5
+# A batch of a run nobody follows: what every event batch of every run costs where the WebSocket API is deployed
+# (its followers key in the batch's strongly consistent BatchGetItem: no call, no time of its own).
+LIVE_UNFOLLOWED_BATCH_RRU = 1.0
 LOG_EVENT_OVERHEAD = 26
 # Goals of issue 31 (below Lambda durable functions, as that issue priced them).
 GOALS_INFRA = {"a": 26.0, "b": 21.0, "c": 17.0, "d": 20.0}
@@ -642,8 +645,10 @@ def live_following(minutes: float, pushed_batches: int = 1) -> list[Line]:
     invocations = 3  # $connect, subscribe, $disconnect: each a few table calls (LIVE_FOLLOWING_CALLS)
     calls = sum(len(LIVE_FOLLOWING_CALLS[step]) for step in ("connect", "subscribe", "disconnect"))
     api_ms = invocations * INVOKE_OVERHEAD_MS + (calls + 2) * DEFAULT_CALL_MS  # + the two sends of the subscribe
-    # dispatch's share: each pushed batch's send (one POST) and its follower's writes at the run's end.
-    pushes_ms = pushed_batches * DEFAULT_CALL_MS + len(LIVE_FOLLOWING_CALLS["the run's last batch, to its one follower"]) * DEFAULT_CALL_MS
+    # dispatch's share: each pushed batch's send (one POST) and its follower's writes at the run's end (its read is the
+    # batch's own BatchGetItem).
+    writes = [op for op in LIVE_FOLLOWING_CALLS["the run's last batch, to its one follower"] if op != "GetItem"]
+    pushes_ms = (pushed_batches + len(writes)) * DEFAULT_CALL_MS
     messages = 1 + 2 + pushed_batches  # the subscribe in; `subscribed` and the replay out; each pushed batch
     wru = sum(units[0] for units in LIVE_FOLLOWING_UNITS.values())
     rru = sum(units[1] for units in LIVE_FOLLOWING_UNITS.values())
@@ -669,11 +674,9 @@ def print_live_following(held_per_minute: float) -> None:
         detail = "; ".join(f"{line.name} ${line.usd * MILLION:.2f}" for line in lines)
         print(f"  {minutes:>2} minute(s): ${total:.2f} (held Lambda: ${minutes * held_per_minute:,.0f})   ({detail})")
     every_batch = LIVE_UNFOLLOWED_BATCH_RRU * price("dynamodb_rru") * MILLION
-    # The Query is a round trip the record holds dispatch for: the lifecycle benches run without LIVE_ENDPOINT.
-    held_s = DEFAULT_CALL_MS / 1000 * memory_mb("dispatch") / 1024 * price("lambda_gb_second_arm") * MILLION
-    print(f"  with the API deployed, every event batch of every run reads its followers: ${every_batch:.4f} per million "
-          f"batches ({LIVE_UNFOLLOWED_BATCH_RRU} RRU) and ${held_s:.4f} of dispatch's time ({DEFAULT_CALL_MS} ms), "
-          "followed or not")
+    print(f"  with the API deployed, every event batch of every run reads its followers with its run head: "
+          f"${every_batch:.4f} per million batches ({LIVE_UNFOLLOWED_BATCH_RRU:g} RRU, no call of its own), followed "
+          "or not")
 
 
 def held(sizes: dict[str, float]) -> str:

@@ -57,7 +57,8 @@ def standing() -> TenantStanding:
 @cache
 def outbox_records() -> OutboxRecords:
     store = services().store
-    return OutboxRecords(store.client, store.table)
+    # With a WebSocket API (wiring.LIVE_API), each run's live followers are read with its head, for app/live.py.
+    return OutboxRecords(store.client, store.table, followers=bool(config.settings().live_endpoint))
 
 
 def dispatched(records: list[dict[str, Any]]) -> dict[str, BaseException]:

@@ -381,14 +381,16 @@ class DynamoCalls:
 
 def test_what_following_a_run_costs_in_table_calls(services, live):
     """bench/cost_per_million.py prices following a run over the WebSocket API from these calls (LIVE_FOLLOWING_CALLS
-    there), made by a warm api function (the key and the tenant's settings read before) and by dispatch."""
+    there), made by a warm api function (the key and the tenant's settings read before) for a run's first follower,
+    and by the outbox (the followers read here alone; in dispatch, with the batch's run heads)."""
     from bench.cost_per_million import LIVE_FOLLOWING_CALLS
 
     run_id = gated_run(services)
     key = new_api_key(services, scopes=["runs:read"])
     warm, _ = live.connect(key)
-    live.say(warm, action="subscribe", runId=to_wire(run_id))
-    live.say(warm, action="unsubscribe", runId=to_wire(run_id))
+    warm_run = gated_run(services)
+    live.say(warm, action="subscribe", runId=to_wire(warm_run))
+    live.say(warm, action="unsubscribe", runId=to_wire(warm_run))
     live.disconnect(warm)
     function = handler_services()
     calls = DynamoCalls(function.store.client)
@@ -405,3 +407,22 @@ def test_what_following_a_run_costs_in_table_calls(services, live):
     live.disconnect(connection_id)
     measured["disconnect"] = calls.take()
     assert measured == LIVE_FOLLOWING_CALLS
+
+
+def test_dispatch_reads_a_runs_followers_with_its_batch_not_on_their_own(services, live):
+    run_id = gated_run(services)
+    dispatch_runs(TABLE, run_id)
+    connection_id, _ = live.connect(new_api_key(services, scopes=["runs:read"]))
+    live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    own_reads: list[str] = []
+
+    def read_alone(params: dict[str, Any], model: Any, **_: Any) -> None:
+        named = [(params.get("Key") or {}).get("pk"), (params.get("ExpressionAttributeValues") or {}).get(":p")]
+        if model.name in ("GetItem", "Query") and any("#FOLLOW#" in str((v or {}).get("S")) for v in named):
+            own_reads.append(model.name)
+
+    handler_services().store.client.meta.events.register("before-parameter-build.dynamodb", read_alone)
+    resolve(services, run_id)
+    dispatch_runs(TABLE, run_id)
+    assert live.connection(connection_id).events()[-1]["type"] == "run.completed"
+    assert own_reads == []

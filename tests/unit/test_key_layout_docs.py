@@ -27,7 +27,7 @@ def test_the_printed_layout_is_the_one_layout_py_builds():
         layout.catalogue_pk("{tenant}"): "{workflow}",
         layout.listing_bookmark_pk("{tenant}", "{listing}"): "{offset:012}",
         layout.live_connection_pk("{connectionId}"): layout.LIVE_CONNECTION_SK,
-        layout.followers_pk("{tenant}/{run}"): "{connectionId}",
+        layout.followers_pk("{tenant}/{run}"): layout.FOLLOWERS_SK,
     }
     rows = [line.split() for line in key_layout.block().splitlines()]
     printed = {(words[i], words[i + 1]) for words in rows for i in range(len(words) - 1)}

@@ -476,7 +476,14 @@ class Services:
         limits = LiveLimits(cfg.live_connections_per_tenant, cfg.live_followers_per_run)
         records = LiveStore(self.store.table, self.store.client)
         return LiveFollowing(
-            records, self.store, lambda: self.live_connections, self.clock, limits, self.keys.connected_principal
+            records,
+            self.store,
+            lambda: self.live_connections,
+            self.clock,
+            limits,
+            self.keys.connected_principal,
+            # dispatch's batch read them with its runs' heads (OutboxRecords(followers=True)); built there alone.
+            lambda run_id: self.held_runs.held_followers(run_id),
         )
 
     @cached_property

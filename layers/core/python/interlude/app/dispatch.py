@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from interlude.store.stream import carried_audit_draft, closed_inbox_entries, stream_events
+from interlude.store.stream import HELD_FOLLOWERS, carried_audit_draft, closed_inbox_entries, stream_events
 
 if TYPE_CHECKING:
     from interlude.app.ports import InboxEntries, RunRecords
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from interlude.domain.models.run import RunState
     from interlude.engine.run import Transition
     from interlude.store.idempotency import AnsweredRecord
+    from interlude.store.live import Follower
 
 # (run id, the RunEventDocs of one transition) -> None. Each must be idempotent.
 OutboxHandler = Callable[[str, list[dict[str, Any]]], None]
@@ -79,6 +80,25 @@ class HeldRuns:
 
     def release(self, run_id: str) -> None:
         self._held().pop(run_id, None)
+        self._followers().pop(run_id, None)
+
+    def _followers(self) -> dict[str, Any]:
+        followers: dict[str, Any] | None = getattr(self._local, "followers", None)
+        if followers is None:
+            followers = self._local.followers = {}
+        return followers
+
+    def hold_followers(self, run_id: str, followers: list[Follower] | None) -> None:
+        """The run's live followers as read with its batch (None: not read, the deployment has no WebSocket API)."""
+        if followers is None:
+            self._followers().pop(run_id, None)
+        else:
+            self._followers()[run_id] = followers
+
+    def held_followers(self, run_id: str) -> list[Follower] | None:
+        """The run's live followers as read with this thread's batch; None: not read with it (read them yourself)."""
+        held: list[Follower] | None = self._followers().get(run_id)
+        return held
 
     def get_run(self, run_id: str) -> tuple[RunState, int] | None:
         held = self._held()
@@ -210,6 +230,8 @@ def handle_record(
     if found is None:
         return
     run_id, events = found
+    if isinstance(records, HeldRuns):
+        records.hold_followers(run_id, record.get(HELD_FOLLOWERS))
     # Off the resolve's request path (docs/adr/0048, "Closed interrupts leave the inbox by the stream"); a
     # failure raises, so the record is delivered again.
     inbox.delete_inbox_entries(closed_inbox_entries(record))

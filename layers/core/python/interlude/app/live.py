@@ -14,8 +14,8 @@ reaches requests in.
 Each message is JSON with a `type`: `subscribed` {runId, after, following}, `events` {runId, events: [RunEventDoc]},
 `tooLarge` {runId, sequence} (an event larger than API Gateway's frame: read it over HTTP), `unsubscribed` {runId},
 `error` {code, message, details?, runId?}. Events come in order of their `sequence`, at least once: a client skips
-what it has, and one that finds a gap (a batch that failed and goes again, a follower written a moment before an
-eventually consistent read of the followers) subscribes again with `after` set to the last it has.
+what it has, and one that finds a gap (a batch that failed and goes again later) subscribes again with `after` set
+to the last it has.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from interlude.app.ports import Connections, LiveRecords, RunRecords
     from interlude.domain.models.run import RunState
     from interlude.rules import auth
-    from interlude.store.live import LiveConnection
+    from interlude.store.live import Follower, LiveConnection
 
 
 class LiveLimits(NamedTuple):
@@ -58,6 +58,7 @@ class LiveFollowing:
         clock: Clock,
         limits: LiveLimits,
         key_holder: Callable[[str, str], auth.Principal],
+        held_followers: Callable[[str], list[Follower] | None] = lambda run_id: None,
     ) -> None:
         self.records = records
         self.runs = runs
@@ -68,6 +69,8 @@ class LiveFollowing:
         # Who (key id, tenant) acts as, refused (a DomainError) once the key is revoked or expired: Keys.
         # connected_principal, through the cache every request's key is read through.
         self.key_holder = key_holder
+        # A run's followers as dispatch read them with its batch (app/dispatch.HeldRuns); None: read them here.
+        self.held_followers = held_followers
 
     def connect(self, principal: auth.Principal, connection_id: str) -> None:
         """Record the connection of an authenticated, admitted key holding the SSE route's scope."""
@@ -91,17 +94,22 @@ class LiveFollowing:
         """Follow `state`'s run (as the edge read it for the caller) from sequence `after` on (-1: from the start)."""
         run_id = state.runId
         following = not state.terminal
-        if following and run_id not in connection.runs:
-            limit = self.limits.followers_per_run
-            if self.records.follower_count(run_id, int(self.clock().timestamp())) >= limit:
-                raise quota_exceeded("runFollowers", limit, f"this run has its limit of {limit} live followers")
-        if following and not self.records.follow(connection, run_id, self.limits.runs_per_connection):
-            limit = self.limits.runs_per_connection
-            raise quota_exceeded(
-                "runsPerConnection", limit, f"this connection follows its limit of {limit} runs: unsubscribe from one"
+        if following:
+            expires = int(self.clock().timestamp()) + wiring.LIVE_API.connection_ttl_s
+            limits = self.limits
+            refused = self.records.follow(
+                connection, run_id, limits.runs_per_connection, limits.followers_per_run, expires
             )
-        # After the follower is written: what commits from now on is sent by the outbox too. Read strongly: the outbox
-        # reads the followers eventually consistent, so a batch that commits as the follower is written may be sent
+            if refused == "runFollowers":
+                limit = limits.followers_per_run
+                raise quota_exceeded(refused, limit, f"this run has its limit of {limit} live followers")
+            if refused is not None:
+                limit = limits.runs_per_connection
+                raise quota_exceeded(
+                    refused, limit, f"this connection follows its limit of {limit} runs: unsubscribe from one"
+                )
+        # After the follower is written: what commits from now on is sent by the outbox too. Read strongly: a batch
+        # that committed just before the follower was written, whose dispatch read the followers without it, is sent
         # only here.
         events = self.runs.read_events(run_id, after, holder=state, consistent=True)
         if following and any(event.get("type") in RUN_END_EVENTS for event in events):
@@ -126,7 +134,9 @@ class LiveFollowing:
     def on_events(self, run_id: str, events: list[dict[str, Any]]) -> None:
         """The outbox handler: the batch to every connection that follows the run (idempotent as a handler must be:
         a batch sent again is one its followers skip by sequence)."""
-        followers = self.records.followers(run_id)
+        followers = self.held_followers(run_id)
+        if followers is None:
+            followers = self.records.followers(run_id)
         if not followers:
             return
         ended = any(event.get("type") in RUN_END_EVENTS for event in events)

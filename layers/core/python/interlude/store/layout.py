@@ -35,9 +35,10 @@ Item layout (keys are strings; every item carries its tenant in pk, an API key's
   connection                                              the runs it follows; listed per tenant on the inbox index
                                                           (gsi1pk T#{tenant}#LIVE) to count them; ttl: API Gateway's
                                                           2-hour limit (store/live.py)
-  follower     T#{tenant}#FOLLOW#{run}   {connectionId}   a connection following the run: the outbox sends it each
-                                                          event batch while keyId, its connection's key, is valid
-                                                          (app/live.py); ttl as its connection's
+  followers    T#{tenant}#FOLLOW#{run}   FOLLOWERS        the connections following the run, {connectionId: keyId}:
+                                                          read with each event batch's run head by the outbox, which
+                                                          sends them the batch while each key is valid (app/live.py);
+                                                          ttl: its latest subscription's + API Gateway's 2 hours
 The other families keep their layout beside their code: the inbox (store/inbox.py), tasks (store/tasks.py), the
 audit chains (store/audit.py), the limits' counters (store/limits.py), effects, deliveries and notifications
 (store/effects.py, deliveries.py, notifications.py), waiters and grants (store/interactions.py). What each costs and
@@ -138,6 +139,7 @@ def console_session_pk(tenant: str, session_id: str) -> str:
 
 LIVE_CONNECTION_PK_PREFIX = "LIVE#"
 LIVE_CONNECTION_SK = "CONN"
+FOLLOWERS_SK = "FOLLOWERS"
 
 
 def live_connection_pk(connection_id: str) -> str:

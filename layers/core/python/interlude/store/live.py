@@ -2,10 +2,11 @@
 
 A connection's item (`LIVE#{connectionId}`, CONN) names its tenant, the key it connected with and the runs it
 follows; it is listed per tenant on the inbox index, so the tenant's open connections are counted by one Query. A
-follower item (`T#{tenant}#FOLLOW#{run}`, {connectionId}) is what the outbox reads for each event batch of the run:
-one Query of a partition that is empty unless someone follows the run. Both expire with the connection (API
-Gateway closes every connection after two hours), so an item whose $disconnect never came leaves by TTL and is not
-counted after it expires.
+run's followers item (`T#{tenant}#FOLLOW#{run}`, FOLLOWERS) maps each connection that follows the run to its key:
+the outbox reads it in the BatchGetItem that reads each batch's run heads (store/stream.py), so a batch of a run
+nobody follows costs no call of its own, and a subscription is added by one conditional write that holds the run's
+limit of followers. Both expire with the connections (API Gateway closes every connection after two hours), so an
+item whose $disconnect never came leaves by TTL and is not counted after it expires.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from botocore.exceptions import ClientError
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.layout import (
+    FOLLOWERS_SK,
     LIVE_CONNECTION_SK,
     followers_pk,
     live_connection_pk,
@@ -80,13 +82,6 @@ class LiveStore(Table):
             ExpressionAttributeValues={":p": a.s(live_index_pk(tenant)), ":now": a.n(now)},
         )
 
-    def follower_count(self, run_id: str, now: int) -> int:
-        return self._count(
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeNames={"#t": wiring.TTL_ATTRIBUTE},
-            ExpressionAttributeValues={":p": a.s(followers_pk(run_id)), ":now": a.n(now)},
-        )
-
     def _count(self, **query: Any) -> int:
         count = 0
         for page in self.client.get_paginator("query").paginate(
@@ -95,8 +90,14 @@ class LiveStore(Table):
             count += int(page.get("Count") or 0)
         return count
 
-    def follow(self, connection: LiveConnection, run_id: str, runs_limit: int) -> bool:
-        """The connection follows the run from now on; False when it follows `runs_limit` runs already (or is gone)."""
+    def follow(
+        self, connection: LiveConnection, run_id: str, runs_limit: int, followers_limit: int, expires: int
+    ) -> str | None:
+        """The connection follows the run from now on: None; else the limit that refused it, `runFollowers` (the run
+        has `followers_limit` followers) or `runsPerConnection` (the connection follows `runs_limit` runs, or is gone).
+        `expires`: the latest any follower's connection may live (the followers item's ttl)."""
+        if not self._add_follower(connection, run_id, followers_limit, expires):
+            return "runFollowers"
         try:
             self.client.update_item(
                 TableName=self.table,
@@ -109,14 +110,37 @@ class LiveStore(Table):
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
-            return False
-        item = {
-            **a.key(followers_pk(run_id), connection.connection_id),
-            "keyId": a.s(connection.key_id),
-            wiring.TTL_ATTRIBUTE: a.n(connection.expires),
-        }
-        self.client.put_item(TableName=self.table, Item=item)
-        return True
+            self.drop_follower(run_id, connection.connection_id)
+            return "runsPerConnection"
+        return None
+
+    def _add_follower(self, connection: LiveConnection, run_id: str, limit: int, expires: int) -> bool:
+        """One conditional write while the run has followers (its item), the limit in its condition; the run's first
+        follower puts the item. False: the run has `limit` followers."""
+        key = a.key(followers_pk(run_id), FOLLOWERS_SK)
+        for _ in range(2):  # a first follower put meanwhile by another subscription: join it
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET #f.#c = :k, #t = :e",
+                    ConditionExpression="attribute_exists(#f) AND (size(#f) < :n OR attribute_exists(#f.#c))",
+                    ExpressionAttributeNames={"#f": FOLLOWERS, "#c": connection.connection_id, "#t": wiring.TTL_ATTRIBUTE},
+                    ExpressionAttributeValues={":k": a.s(connection.key_id), ":e": a.n(expires), ":n": a.n(limit)},
+                )
+                return True
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+            item = {**key, FOLLOWERS: {"M": {connection.connection_id: a.s(connection.key_id)}}, wiring.TTL_ATTRIBUTE: a.n(expires)}
+            try:
+                self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+                return True
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+            # the item is there: the update found the run's followers full, or another subscription put it meanwhile
+        return False
 
     def unfollow(self, connection_id: str, run_id: str) -> None:
         self.drop_follower(run_id, connection_id)
@@ -134,21 +158,38 @@ class LiveStore(Table):
             # the connection closed meanwhile: nothing lists the run
 
     def followers(self, run_id: str) -> list[Follower]:
-        """The connections that follow the run (eventually consistent: one that subscribed a moment ago may be missed
-        here, and has the event from its replay instead: app/live.py). A follower without a key id ("": written before
-        followers named it) is one no key holds: dropped by the next batch, its client subscribing again."""
-        out: list[Follower] = []
-        for page in self.client.get_paginator("query").paginate(
-            TableName=self.table,
-            KeyConditionExpression="pk = :p",
-            ExpressionAttributeValues={":p": a.s(followers_pk(run_id))},
-            ProjectionExpression="sk, keyId",
-        ):
-            out += [Follower(item["sk"]["S"], (item.get("keyId") or {}).get("S", "")) for item in page.get("Items") or ()]
-        return out
+        """The connections that follow the run (strongly consistent: what a batch read with its run head finds too)."""
+        got = self.client.get_item(
+            TableName=self.table, Key=a.key(followers_pk(run_id), FOLLOWERS_SK), ConsistentRead=True
+        )
+        return followers_of(got.get("Item"))
 
     def drop_follower(self, run_id: str, connection_id: str) -> None:
-        self.client.delete_item(TableName=self.table, Key=a.key(followers_pk(run_id), connection_id))
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=a.key(followers_pk(run_id), FOLLOWERS_SK),
+                UpdateExpression="REMOVE #f.#c",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#f": FOLLOWERS, "#c": connection_id},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            # the run has no followers item (expired, or never followed)
+
+
+FOLLOWERS = "followers"
+
+
+def followers_key(run_id: str) -> a.Item:
+    return a.key(followers_pk(run_id), FOLLOWERS_SK)
+
+
+def followers_of(item: a.Item | None) -> list[Follower]:
+    """The followers a run's followers item names (None: the run has none)."""
+    held = ((item or {}).get(FOLLOWERS) or {}).get("M") or {}
+    return [Follower(connection_id, key["S"]) for connection_id, key in sorted(held.items())]
 
 
 def _connection(connection_id: str, item: dict[str, Any]) -> LiveConnection:

@@ -17,6 +17,7 @@ from interlude.store import audit as audit_log
 from interlude.store.inbox import closed_entry_keys
 from interlude.store.item_formats import check_item
 from interlude.store.layout import RUN_SK, run_id_of, run_pk
+from interlude.store.live import followers_key, followers_of
 from interlude.store.table import batch_get
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 # What `OutboxRecords.records_of` adds to the record of a format-9 event batch: the gate payloads its events hold
 # elsewhere, by interrupt key, which `stream_events` puts back.
 HELD_PAYLOADS = "heldPayloads"
+# The record's run's live followers as read with its head (store/live.py), where the deployment has a WebSocket API.
+HELD_FOLLOWERS = "heldFollowers"
 
 
 def matches(pattern: Any, value: Any) -> bool:
@@ -105,9 +108,11 @@ def record_run_id(record: dict[str, Any]) -> str | None:
 class OutboxRecords:
     """The stream records the outbox queue's messages name, read back from the table."""
 
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, followers: bool = False) -> None:
         self.client = client
         self.table = table
+        # Read each run's live followers with its head (the deployment has a WebSocket API: wiring.LIVE_API).
+        self.followers = followers
 
     def records_of(
         self, messages: list[dict[str, Any]]
@@ -125,6 +130,8 @@ class OutboxRecords:
         wanted = list({(k["pk"]["S"], k["sk"]["S"]): k for k in keys}.values()) + [
             a.key(run_pk(r), RUN_SK) for r in runs
         ]
+        if self.followers:
+            wanted += [followers_key(r) for r in runs]
         found = {
             (item[wiring.PARTITION_KEY]["S"], item[wiring.SORT_KEY]["S"]): item
             for item in batch_get(self.client, self.table, wanted, ConsistentRead=True)
@@ -141,6 +148,12 @@ class OutboxRecords:
                 }
             )
         heads = {r: head_of(found[(run_pk(r), RUN_SK)]) for r in runs if (run_pk(r), RUN_SK) in found}
+        if self.followers:
+            for record in records:
+                run_id = record_run_id(record) if record is not None else None
+                if record is not None and run_id is not None:
+                    key = followers_key(run_id)
+                    record[HELD_FOLLOWERS] = followers_of(found.get((key["pk"]["S"], key["sk"]["S"])))
         head_parts.complete(self.client, self.table, (state for state, _ in heads.values()))
         self._hold_gate_texts(records, {r: state for r, (state, _) in heads.items()})
         return records, heads
