@@ -8,6 +8,7 @@ replaces the execute-api URL.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import jsii
 from aws_cdk import Acknowledgment, RemovalPolicy, Validations
@@ -92,7 +93,7 @@ class HttpFront(Construct):
             throttle=apigw.ThrottleSettings(
                 rate_limit=throttles.reads.rate_limit, burst_limit=throttles.reads.burst_limit
             ),
-            access_log_settings=_AccessLogSettings(self.access_logs),
+            access_log_settings=AccessLogSettings(self.access_logs, ACCESS_LOG_FIELDS),
         )
 
     def _throttle_routes(self, throttles: Throttles) -> None:
@@ -151,10 +152,14 @@ class HttpFront(Construct):
 
 
 @jsii.implements(apigw.IAccessLogSettings)
-class _AccessLogSettings:
+class AccessLogSettings:
+    """A stage's access log: `fields` (name -> $context variable), one JSON line a request, to `log_group` (the HTTP
+    API's and the WebSocket API's: interlude_cdk.live)."""
+
     # IAccessLogSettings is a jsii interface (not a struct), so it needs a class rather than a dict.
-    def __init__(self, log_group: logs.ILogGroup) -> None:
+    def __init__(self, log_group: logs.ILogGroup, fields: Mapping[str, str]) -> None:
         self._destination = apigw.LogGroupLogDestination(log_group)
+        self._fields = dict(fields)
 
     @property
     def destination(self) -> apigw.IAccessLogDestination:
@@ -162,4 +167,4 @@ class _AccessLogSettings:
 
     @property
     def format(self) -> apigw_v1.AccessLogFormat:
-        return apigw_v1.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS))
+        return apigw_v1.AccessLogFormat.custom(json.dumps(self._fields))

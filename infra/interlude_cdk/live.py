@@ -5,11 +5,7 @@ management endpoint in LIVE_API.endpoint_env."""
 
 from __future__ import annotations
 
-import json
-
-import jsii
 from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
-from aws_cdk import aws_apigateway as apigw_v1
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -18,6 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from interlude import wiring
+from interlude_cdk.api import AccessLogSettings
 from interlude_cdk.functions import nag_resource
 from interlude_cdk.props import RouteThrottle
 
@@ -89,7 +86,7 @@ class LiveFront(Construct):
             stage_name=spec.stage,
             auto_deploy=True,
             throttle=apigw.ThrottleSettings(rate_limit=throttle.rate_limit, burst_limit=throttle.burst_limit),
-            access_log_settings=_AccessLogSettings(self.access_logs),
+            access_log_settings=AccessLogSettings(self.access_logs, ACCESS_LOG_FIELDS),
         )
         # Sending alone (POST @connections/{id}): neither reading a connection's details nor closing one.
         self.send_arn = Stack.of(self).format_arn(
@@ -133,17 +130,3 @@ class _LambdaProxy(apigw.WebSocketRouteIntegration):
             f"{self._handler.function_arn}/invocations"
         )
         return apigw.WebSocketRouteIntegrationConfig(type=apigw.WebSocketIntegrationType.AWS_PROXY, uri=uri)
-
-
-@jsii.implements(apigw.IAccessLogSettings)
-class _AccessLogSettings:
-    def __init__(self, log_group: logs.ILogGroup) -> None:
-        self._destination = apigw.LogGroupLogDestination(log_group)
-
-    @property
-    def destination(self) -> apigw.IAccessLogDestination:
-        return self._destination
-
-    @property
-    def format(self) -> apigw_v1.AccessLogFormat:
-        return apigw_v1.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS))
