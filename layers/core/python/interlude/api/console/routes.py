@@ -29,6 +29,7 @@ from interlude.api.console.pages import Frame, Notice
 from interlude.api.errors import status_of
 from interlude.api.http import (
     OPENWOP_VERSION,
+    admit,
     app,
     authorize,
     base_url,
@@ -55,7 +56,7 @@ from interlude.app.snapshots import snapshot as run_snapshot
 from interlude.composition import services
 from interlude.config import settings
 from interlude.domain.clock import iso_epoch
-from interlude.domain.errors import DomainError, Invalid, RateLimited, Unauthenticated
+from interlude.domain.errors import DomainError, Invalid, Unauthenticated
 from interlude.domain.ids import check_author_id, from_wire
 from interlude.domain.models.principal_requests import AssignGateRequest
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest, ForkRunRequest
@@ -133,14 +134,7 @@ def signed_in() -> Signed:
     principal = services().keys.signed_in_principal(
         found.key_id, found.tenant, str(found.subject.get("subjectId")), found.nonce
     )
-    standing().require_active(principal.tenant)
-    admission = services().limiter.admit(principal)
-    if not admission.allowed:
-        raise RateLimited(
-            f"this tenant's limit of {admission.limit} requests per second was reached",
-            {"limit": admission.limit, "unit": "requests per second"},
-            retry_after_s=admission.retry_after_s,
-        )
+    admit(principal)
     # The session's scopes bound what it may do, whatever the key record says now.
     principal = principal._replace(scopes=principal.scopes & frozenset(found.scopes))
     frame = Frame(
