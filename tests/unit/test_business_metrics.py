@@ -18,6 +18,8 @@ def in_lambda(monkeypatch):
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "interlude-api")
     monkeypatch.setenv(metrics.DEPLOYMENT_ENV, "prod-eu")
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    # What every deployed function is given (the outbox reads its settings: whether a live API is deployed).
+    monkeypatch.setenv("TABLE_NAME", "metrics")
     # Fixtures made before this one may already have read the settings (their clients read the runtime's).
     config.forget()
 
