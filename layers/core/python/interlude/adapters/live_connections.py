@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from interlude import sdk_clients
+
+log = logging.getLogger(__name__)
 
 
 class ApiGatewayConnections:
@@ -18,7 +21,16 @@ class ApiGatewayConnections:
         try:
             self.client.post_to_connection(ConnectionId=connection_id, Data=data)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] != "GoneException":
-                raise
-            return False
+            if exc.response["Error"]["Code"] == "GoneException":
+                return False
+            self._not_sent(connection_id, exc)
+        except BotoCoreError as exc:
+            self._not_sent(connection_id, exc)
         return True
+
+    @staticmethod
+    def _not_sent(connection_id: str, exc: Exception) -> None:
+        # A live follower's push is best-effort: a refusal other than a gone connection (throttled past botocore's
+        # retries, a permission missing) must not fail the outbox record and hold the run's other work with it. The
+        # follower stays: it sees a gap in the sequence numbers and subscribes again after the last it holds.
+        log.error("a live connection was not sent to", extra={"connectionId": connection_id, "error": repr(exc)})
