@@ -20,6 +20,7 @@ from interlude.engine.subworkflows import MAX_DEPTH, child_run_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.store.facade import Store
+from interlude.store.inbox import InboxIndex
 from tests.integration.conftest import new_api_key, state_of
 from tests.support.local_stack import wire
 from tests.support.moto_world import TABLE
@@ -143,12 +144,23 @@ def test_two_deliveries_racing_to_start_the_child_leave_the_winners_gate_item(se
     read = sub_workflows.records.get_run
     monkeypatch.setattr(sub_workflows.records, "get_run", lambda r: None if r == child_id else read(r))
     monkeypatch.setattr(sub_workflows, "clock", lambda: instant(gate.raisedAt) + timedelta(seconds=5))
+    # and stops after its refusal, before it takes back its entries (put with its own time): they name the winner's gate
+    puts = InboxIndex.batch_write
+    monkeypatch.setattr(InboxIndex, "batch_write", lambda self, requests: puts(self, [r for r in requests if "PutRequest" in r]))
     sub_workflows.start_child(run_id, {"nodeId": "spawn", "visit": 1, "childRunId": child_id})
+    monkeypatch.setattr(InboxIndex, "batch_write", puts)
     # The gate's item is the winner's, put in its transaction: the loser's never overwrote it nor took it back.
     item = services.store.closed_interrupt(child_id, gate.key)
     assert item is not None
     assert (item["raisedAt"], item["status"]) == (gate.raisedAt, "open")
     assert services.inbox.inbox(admin, 25, {"runId": child_id}, None)["interrupts"][0]["raisedAt"] == gate.raisedAt
+    # and the page that reads the gate's entries, the winner's and the loser's, lists it once (BatchGetItem refuses a
+    # repeated key); the child is in the run listing
+    key = new_api_key(services)
+    _, inbox = http(key, "GET", "/interrupts?limit=100")
+    assert [i["runId"] for i in inbox["interrupts"]].count(child_id) == 1
+    _, listing = http(key, "GET", "/runs?limit=100")
+    assert child_id in [r["runId"] for r in listing["runs"]]
 
 
 def test_ancestry_names_the_immediate_parent_and_refuses_foreign_or_unknown_runs(services, admin, tenant):

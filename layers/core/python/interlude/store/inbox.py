@@ -296,7 +296,9 @@ class InboxIndex:
         heads = [a.key(pk, RUN_SK) for pk in dict.fromkeys(k[wiring.PARTITION_KEY]["S"] for k in keys)]
         got: dict[tuple[str, str], a.Item] = {}
         calls = 0
-        pending = keys + heads
+        # Two entries may name one interrupt (a losing transition's, put before it with its own time, outlives it until
+        # the gate closes): BatchGetItem refuses a repeated key, and the page lists the interrupt once.
+        pending = [a.key(*pair) for pair in dict.fromkeys((k[wiring.PARTITION_KEY]["S"], k[wiring.SORT_KEY]["S"]) for k in keys)] + heads
         while pending:
             batch, pending = pending[:BATCH_GET_MAX], pending[BATCH_GET_MAX:]
             request: dict[str, Any] = {self.table: {"Keys": batch}}
@@ -309,8 +311,11 @@ class InboxIndex:
         held: dict[str, set[str]] = {}
         out: list[dict[str, Any]] = []
         stale: list[a.Item] = []
+        listed: set[tuple[str, str]] = set()
         for entry, key in zip(entries, keys, strict=True):
             pk = key[wiring.PARTITION_KEY]["S"]
+            if (pk, key[wiring.SORT_KEY]["S"]) in listed:
+                continue
             item = got.get((pk, key[wiring.SORT_KEY]["S"]))
             entry_key = a.key(entry[wiring.PARTITION_KEY]["S"], entry[wiring.SORT_KEY]["S"])
             if item is None:
@@ -330,6 +335,7 @@ class InboxIndex:
             if not is_open:
                 stale.append(entry_key)
                 continue
+            listed.add((pk, key[wiring.SORT_KEY]["S"]))
             out.append(doc)
         return out, calls, stale
 
