@@ -261,7 +261,8 @@ def test_an_expired_link_names_the_request_and_whom_to_ask(api: Api) -> None:
 
 
 def test_a_link_to_a_gate_that_timed_out_says_when_and_that_it_was_rejected_automatically(api: Api) -> None:
-    timed = {**APPROVAL, "nodes": [{**APPROVAL["nodes"][0], "config": {**APPROVAL["nodes"][0]["config"], "timeoutMs": 1000}}]}
+    # Long enough for the link to be minted while the gate is open on a loaded machine (a closed gate's mint is a 409).
+    timed = {**APPROVAL, "nodes": [{**APPROVAL["nodes"][0], "config": {**APPROVAL["nodes"][0]["config"], "timeoutMs": 3000}}]}
     run_id = api.start(register(api, timed))["runId"]
     url = link(api, run_id, "review")
     assert until(lambda: api.run(run_id)["status"] == "failed", timeout_s=60, interval_s=0.2)
