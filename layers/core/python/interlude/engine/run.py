@@ -121,12 +121,15 @@ class _Step:
         now: datetime,
         step_budget: int = DEFAULT_STEP_BUDGET,
         spent: int = 0,
+        owned: bool = False,
     ) -> None:
         """`workflow` None: a step that only closes the run (cancel), which executes and routes nothing. `spent`:
-        waits an earlier step of the same commit wrote and closed (deadlines.expire chains steps)."""
+        waits an earlier step of the same commit wrote and closed (deadlines.expire chains steps). `owned`: the caller
+        hands `state` over (it read it for this step alone and builds no other step from it), so it is not copied."""
         # A copy: the caller's state stays as loaded (a failed commit builds again from it). Dumped and validated by
         # pydantic-core, about five times faster than model_copy(deep=True)'s Python walk on the hot path.
-        self.t = Transition(state=type(state).model_validate(state.model_dump(round_trip=True)))
+        copied = state if owned else type(state).model_validate(state.model_dump(round_trip=True))
+        self.t = Transition(state=copied)
         self.s = self.t.state
         self._wf = workflow
         self.now = now
@@ -703,10 +706,11 @@ def resolve(
     step_budget: int = DEFAULT_STEP_BUDGET,
     halt: dict[str, Any] | None = None,
     spent: int = 0,
+    owned: bool = False,
 ) -> Transition:
     """`halt`: the decision lands (interrupt closed, node settled), then the run fails with this error instead of
-    continuing (what would follow could not be committed). `spent`: as _Step's."""
-    step = _Step(state, workflow, now, step_budget, spent)
+    continuing (what would follow could not be committed). `spent`, `owned`: as _Step's."""
+    step = _Step(state, workflow, now, step_budget, spent, owned)
     step.halting = halt is not None
     s = step.s
     interrupt = s.interrupts[node_id]
