@@ -66,18 +66,10 @@ dev: venv
 # second pass only, not again on a Python no function runs on; `make test-unit` and `test-integration` still run them
 # on the development Python.
 RUNTIME_ONLY := tests/unit/test_cold_imports.py tests/integration/test_resilience.py tests/integration/test_upgrade.py
-# The two passes run side by side, each one's output printed whole when it ends: the development pass keeps its two
-# workers busy only part of the time (its end-to-end files wait on local stacks and browsers), and the runtime pass
-# fills those waits (docs/adr/0144).
 test: venv
 	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target lint system-deps node-deps layer-imports
-	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target suite-development suite-runtime
-
-.PHONY: suite-development suite-runtime
-suite-development:
 	@echo "== The whole suite on the development Python ($$($(PY) -V)), but RUNTIME_ONLY"
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q $(addprefix --ignore=,$(RUNTIME_ONLY))
-suite-runtime:
 	@echo "== The unit and integration suites on the functions' runtime Python ($$($(RUNTIME_VENV)/bin/python -V))"
 	$(RUNTIME_VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q tests/unit tests/integration
 
