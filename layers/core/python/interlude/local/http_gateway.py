@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 import uuid
@@ -152,6 +153,28 @@ class _Server(ThreadingHTTPServer):
     verbose = False
     # The `api` function's instances; made when the gateway starts.
     instances: Instances | None = None
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A loopback surface's request handler that answers JSON and logs nothing: the Lambda Invoke API, the control
+    endpoint, the WebSocket gateway's management API (the API gateway's own handler logs when verbose)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def answer(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        """`body` as JSON (none: an empty answer) with `headers`."""
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 class LoopbackServer:

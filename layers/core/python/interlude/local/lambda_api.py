@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import traceback
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 from interlude import wiring
-from interlude.local.http_gateway import LOOPBACK, LoopbackServer
+from interlude.local.http_gateway import LOOPBACK, JsonHandler, LoopbackServer
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke
 from interlude.local.pump import wake_pumps
 
@@ -20,18 +19,14 @@ INVOKE_PATH = f"/2015-03-31/functions/{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUN
 MAX_PAYLOAD = 6 * 1024 * 1024
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JsonHandler):
     server_version = "interlude-local-lambda"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(min(length, MAX_PAYLOAD))
         if self.path.split("?", 1)[0] != INVOKE_PATH:
-            self._answer(404, {"Type": "User", "message": "Function not found"}, {"x-amzn-ErrorType": "ResourceNotFoundException"})
+            self.answer(404, {"Type": "User", "message": "Function not found"}, {"x-amzn-ErrorType": "ResourceNotFoundException"})
             return
         try:
             result = invoke(wiring.OPERATOR_FUNCTION, json.loads(raw or b"{}"))
@@ -40,17 +35,7 @@ class _Handler(BaseHTTPRequestHandler):
             result = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": traceback.format_exc().splitlines()}
             headers = {"X-Amz-Function-Error": "Unhandled"}
         wake_pumps()  # what it wrote (a resume's handed-back work) goes on now
-        self._answer(200, result, headers)
-
-    def _answer(self, status: int, body: Any, headers: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.answer(200, result, headers)
 
 
 class LambdaApi(LoopbackServer):

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
@@ -23,7 +23,7 @@ from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
 from interlude import wiring
-from interlude.local.http_gateway import LOOPBACK, LoopbackServer
+from interlude.local.http_gateway import LOOPBACK, JsonHandler, LoopbackServer
 
 CONNECTIONS_PATH = "/@connections/"
 # API Gateway's route selection expression for the API: $request.body.action.
@@ -136,35 +136,24 @@ def route_of(text: str) -> str:
     return action if action in wiring.LIVE_API.actions else DEFAULT_ROUTE
 
 
-class _ManagementHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _ManagementHandler(JsonHandler):
     server_version = "interlude-local-live"
     server: _ManagementServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        return
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         data = self.rfile.read(int(self.headers.get("content-length") or 0))
         path = unquote(self.path)
         if CONNECTIONS_PATH not in path:
-            self._answer(404, "NotFoundException", "only POST /@connections/{connectionId}")
+            self._refuse(404, "NotFoundException", "only POST /@connections/{connectionId}")
             return
         connection_id = path.split(CONNECTIONS_PATH, 1)[1]
         if not self.server.gateway.send(connection_id, data):
-            self._answer(410, "GoneException", None)
+            self._refuse(410, "GoneException", None)
             return
-        self._answer(200, None, None)
+        self.answer(200)
 
-    def _answer(self, status: int, error: str | None, message: str | None) -> None:
-        body = json.dumps({"message": message}, allow_nan=False).encode() if error else b""
-        self.send_response(status)
-        if error:
-            self.send_header("x-amzn-ErrorType", error)
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    def _refuse(self, status: int, error: str, message: str | None) -> None:
+        self.answer(status, {"message": message}, {"x-amzn-ErrorType": error})
 
 
 class _ManagementServer(ThreadingHTTPServer):
