@@ -18,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from interlude import wiring
-from interlude_cdk.functions import nag_resource
+from interlude_cdk.functions import acknowledge_run_time_resources
 
 LOCK_MODES = ("COMPLIANCE", "GOVERNANCE")
 # S3's bounds on a default retention in days (PutObjectLockConfiguration).
@@ -91,14 +91,11 @@ class AuditAnchors(Construct):
                 )
             )
         for name in {*spec.writers, *spec.readers}:
-            role = functions[name].role
-            assert role is not None
-            Validations.of(role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_resource(self, objects)}]",
-                    reason="One anchor object per tenant, named by the tenant at run time: the grant is the objects "
-                    "under this one prefix of this one bucket, and nothing else.",
-                )
+            acknowledge_run_time_resources(
+                functions[name],
+                objects,
+                "One anchor object per tenant, named by the tenant at run time: the grant is the objects under this one "
+                "prefix of this one bucket, and nothing else.",
             )
             functions[name].add_environment(spec.env, self.bucket.bucket_name)
         CfnOutput(self, OUTPUT_BUCKET, value=self.bucket.bucket_name, description=spec.description).override_logical_id(OUTPUT_BUCKET)

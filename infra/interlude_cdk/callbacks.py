@@ -23,7 +23,12 @@ from constructs import Construct
 
 from interlude import wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
-from interlude_cdk.functions import acknowledge_dead_letter_queue, nag_resource, pascal_case, queue_encryption
+from interlude_cdk.functions import (
+    acknowledge_dead_letter_queue,
+    acknowledge_run_time_resources,
+    pascal_case,
+    queue_encryption,
+)
 
 
 class CallbackDelivery(Construct):
@@ -113,13 +118,11 @@ class CallbackDelivery(Construct):
             )
             function.add_to_role_policy(iam.PolicyStatement(actions=list(actions), resources=[arn]))
             function.add_environment(key, prefix)
-            assert function.role is not None
-            Validations.of(function.role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_resource(self, arn)}]",
-                    reason="One signing secret per tenant (or per webhook subscription), created at run time: the "
-                    "grant is every secret under this one name prefix and nothing else.",
-                )
+            acknowledge_run_time_resources(
+                function,
+                arn,
+                "One signing secret per tenant (or per webhook subscription), created at run time: the grant is every "
+                "secret under this one name prefix and nothing else.",
             )
         if wiring.creates_secrets(spec):
             # The function role's key grant (interlude_cdk.functions.KEY_USE_ACTIONS: Encrypt, GenerateDataKey,

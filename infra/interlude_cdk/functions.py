@@ -328,6 +328,15 @@ def acknowledge_dead_letter_queue(queue: sqs.Queue, reason: str) -> None:
         Validations.of(queue).acknowledge(Acknowledgment(id=rule, reason=reason))
 
 
+def acknowledge_run_time_resources(function: lambda_.Function, arn: str, reason: str) -> None:
+    """cdk-nag's IAM5 on `function`'s role for `arn`, a grant over resources named at run time (its last part a
+    wildcard): `reason` says what the wildcard spans."""
+    role = function.role
+    assert role is not None
+    finding = f"AwsSolutions-IAM5[Resource::{nag_resource(role, arn)}]"
+    Validations.of(role).acknowledge(Acknowledgment(id=finding, reason=reason))
+
+
 def nag_resource(scope: Construct, arn: str) -> str:
     """An ARN as cdk-nag spells it in a finding: concrete parts as they are, each reference as <LogicalId>."""
     resolved = Stack.of(scope).resolve(arn)

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from interlude import wiring
 from interlude_cdk.api import AccessLogSettings
-from interlude_cdk.functions import nag_resource
+from interlude_cdk.functions import acknowledge_run_time_resources
 from interlude_cdk.props import RouteThrottle
 
 # A WebSocket stage's access log: the connection and route, never a message's body.
@@ -99,13 +99,11 @@ class LiveFront(Construct):
             function.add_to_role_policy(
                 iam.PolicyStatement(actions=[wiring.MANAGE_CONNECTIONS_ACTION], resources=[self.send_arn])
             )
-            assert function.role is not None
-            Validations.of(function.role).acknowledge(
-                Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{nag_resource(self, self.send_arn)}]",
-                    reason="Connections are opened by clients at run time: the grant is sending to any connection of "
-                    "this one WebSocket API's one stage, and nothing else.",
-                )
+            acknowledge_run_time_resources(
+                function,
+                self.send_arn,
+                "Connections are opened by clients at run time: the grant is sending to any connection of this one "
+                "WebSocket API's one stage, and nothing else.",
             )
             function.add_environment(spec.endpoint_env, self.stage.callback_url)
         for child in self.web_socket_api.node.find_all():
