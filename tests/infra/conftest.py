@@ -80,6 +80,12 @@ def as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def execute_api_arn(api, path: str) -> dict:
+    """An execute-api ARN of the API `api` (its reference in the template) as the synthesized template joins it."""
+    parts = ["arn:", {"Ref": "AWS::Partition"}, ":execute-api:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}]
+    return {"Fn::Join": ["", [*parts, ":", api, path]]}
+
+
 def actions_on(statements: list[dict], resource) -> set[str]:
     """The actions the statements allow on exactly `resource` (as the template names it)."""
     return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from interlude import wiring
-from tests.infra.conftest import as_list
+from tests.infra.conftest import as_list, execute_api_arn
 
 
 def live_api(synth) -> dict:
@@ -53,22 +53,7 @@ def test_the_stage_throttles_and_logs_connections_without_message_bodies(synth):
 
 
 def test_only_the_pushers_may_send_to_connections_and_only_on_this_apis_stage(synth):
-    send = {
-        "Fn::Join": [
-            "",
-            [
-                "arn:",
-                {"Ref": "AWS::Partition"},
-                ":execute-api:",
-                {"Ref": "AWS::Region"},
-                ":",
-                {"Ref": "AWS::AccountId"},
-                ":",
-                live_api(synth),
-                f"/{wiring.LIVE_API.stage}/POST/@connections/*",
-            ],
-        ]
-    }
+    send = execute_api_arn(live_api(synth), f"/{wiring.LIVE_API.stage}/POST/@connections/*")
     for spec in wiring.FUNCTIONS:
         granted = [
             s

@@ -14,7 +14,7 @@ from cfnlint.api import ManualArgs, lint
 
 from interlude import wiring
 from interlude.api.page import approval, templating
-from tests.infra.conftest import actions_on, as_list
+from tests.infra.conftest import actions_on, as_list, execute_api_arn
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -259,22 +259,7 @@ def test_api_gateway_may_invoke_the_routes_function_through_one_permission_for_t
     ]
     assert permission["Principal"] == "apigateway.amazonaws.com"
     assert permission["Action"] == "lambda:InvokeFunction"
-    assert permission["SourceArn"] == {
-        "Fn::Join": [
-            "",
-            [
-                "arn:",
-                {"Ref": "AWS::Partition"},
-                ":execute-api:",
-                {"Ref": "AWS::Region"},
-                ":",
-                {"Ref": "AWS::AccountId"},
-                ":",
-                {"Ref": synth.logical_id(synth.interlude.api.http_api)},
-                "/*/*/*",
-            ],
-        ]
-    }
+    assert permission["SourceArn"] == execute_api_arn({"Ref": synth.logical_id(synth.interlude.api.http_api)}, "/*/*/*")
 
 
 def test_default_stage_throttles_and_logs_without_raw_paths(synth):

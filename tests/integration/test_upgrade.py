@@ -111,6 +111,15 @@ class Upgraded:
             pass
 
 
+def event_batches(up: Upgraded, run_id: str) -> list[dict[str, Any]]:
+    """The run's event batch items as stored."""
+    return boto3.client("dynamodb").query(
+        TableName=up.world.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+        ExpressionAttributeValues={":pk": a.s(run_pk(run_id)), ":events": a.s(wiring.EVENT_ITEM_PREFIX)},
+    )["Items"]
+
+
 def at(clock_file: Path, epoch: float) -> None:
     """This process's clock (and its handlers') at `epoch`: the offset file holds how far from the real time."""
     clock_file.write_text(repr(epoch - time.time()))
@@ -262,18 +271,10 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     wrote = {name: up.status(name) for name in runs}
     # Its create's event batch leaves the long text to the gate's interrupt item (format 9, ADR 0134)
     waiting_events = up.http("GET", f"/runs/{wire(runs['new-waiting'])}/events/poll")[1]["events"]
-    batches = boto3.client("dynamodb").query(
-        TableName=up.world.table,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
-        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-waiting"])), ":events": a.s(wiring.EVENT_ITEM_PREFIX)},
-    )["Items"]
+    batches = event_batches(up, runs["new-waiting"])
     assert [b.get(formats.FORMAT_FIELD) for b in batches] == [a.n(formats.GATE_TEXT_OFF_EVENTS)]
     modulex_events = up.http("GET", f"/runs/{wire(runs['new-modulex'])}/events/poll")[1]["events"]
-    modulex_batches = boto3.client("dynamodb").query(
-        TableName=up.world.table,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
-        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-modulex"])), ":events": a.s(wiring.EVENT_ITEM_PREFIX)},
-    )["Items"]
+    modulex_batches = event_batches(up, runs["new-modulex"])
     assert a.n(formats.GATE_TEXT_OFF_EVENTS) in [b.get(formats.FORMAT_FIELD) for b in modulex_batches]
     # (the runs this release ended carry the expiry it gives a finished run: issue 30 item 4)
     head = boto3.client("dynamodb").get_item(TableName=up.world.table, Key=a.key(run_pk(runs["new-completed"]), "RUN"))
