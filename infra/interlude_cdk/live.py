@@ -35,7 +35,8 @@ ACCESS_LOG_FIELDS = {
 ROUTE_SELECTION = "$request.body.action"
 AUTHORIZED_BY_FUNCTION = (
     "The api function authorizes every route of the WebSocket API itself, as GET /runs/{runId}/events: $connect "
-    "takes an API key holding runs:read (Authorization: Bearer), each message is authorized again with that key."
+    "takes an API key holding runs:read (Authorization: Bearer, or a browser's key subprotocol), each message is "
+    "authorized again with that key."
 )
 
 

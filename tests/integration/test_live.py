@@ -6,10 +6,13 @@ record of one: what the functions send to it is what a client would receive."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from interlude import wiring
 from interlude.app.live import LiveFollowing, LiveLimits
@@ -53,12 +56,15 @@ class Live:
         self.gateway = gateway
         self.api = InProcessApi()
         self.count = 0
+        self.disconnected = threading.Event()
 
-    def connect(self, api_key: str | None) -> tuple[str, dict[str, Any]]:
+    def connect(self, api_key: str | None, protocols: list[str] | None = None) -> tuple[str, dict[str, Any]]:
         """(connection id, the $connect route's answer); the connection is open when it answered 200."""
         self.count += 1
         connection_id = f"conn{self.count}="
         headers = {"Host": "127.0.0.1", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+        if protocols:
+            headers["Sec-WebSocket-Protocol"] = ", ".join(protocols)
         answer = self.api.invoke(
             {"headers": headers, "isBase64Encoded": False, "requestContext": self._context(connection_id, "$connect", "CONNECT")}
         )
@@ -85,9 +91,20 @@ class Live:
 
 @pytest.fixture
 def live(world, monkeypatch) -> Iterator[Live]:
-    gateway = LiveGateway(InProcessApi().invoke).start()
+    api = InProcessApi()
+    disconnected = threading.Event()
+
+    def invoke(event: dict[str, Any]) -> Any:
+        answer = api.invoke(event)
+        if event["requestContext"]["eventType"] == "DISCONNECT":
+            disconnected.set()  # a real client's connection closed: its $disconnect is done
+        return answer
+
+    gateway = LiveGateway(invoke).start()
     monkeypatch.setenv(wiring.LIVE_API.endpoint_env, gateway.endpoint)
-    yield Live(gateway)
+    following = Live(gateway)
+    following.disconnected = disconnected
+    yield following
     gateway.stop()
 
 
@@ -154,6 +171,75 @@ def test_connect_is_refused_as_the_sse_route_refuses_a_request(services, live):
     _, answer = live.connect(new_api_key(services, scopes=["workflows:read"]))
     assert answer["statusCode"] == 403
     assert json.loads(answer["body"])["details"] == {"scopeRequired": "runs:read"}
+
+
+# A safety net for a recv that would otherwise wait for ever: no assertion is timed.
+RECEIVE_S = 30
+
+
+def browser_protocols(*keys: str) -> list[Any]:
+    """What a browser offers: `new WebSocket(url, ["interlude.live.v1", "interlude.key." + key])`."""
+    live = wiring.LIVE_API
+    return [live.protocol, *(live.key_protocol + key for key in keys)]
+
+
+def test_a_browser_connects_with_its_key_as_a_subprotocol_and_the_answer_echoes_the_protocol_not_the_key(
+    services, live
+):
+    """Browsers cannot set Authorization on a handshake (ADR 0146): the real client offers what a browser offers,
+    through the local gateway, which passes the $connect answer's subprotocol on as API Gateway does."""
+    run_id = gated_run(services)
+    key = new_api_key(services, scopes=["runs:read"])
+    with connect(live.gateway.url, subprotocols=browser_protocols(key), open_timeout=RECEIVE_S) as browser:
+        assert browser.subprotocol == wiring.LIVE_API.protocol
+        browser.send(json.dumps({"action": "subscribe", "runId": to_wire(run_id)}))
+        subscribed = json.loads(browser.recv(timeout=RECEIVE_S))
+        assert (subscribed["type"], subscribed["following"]) == ("subscribed", True)
+        replayed = json.loads(browser.recv(timeout=RECEIVE_S))
+        assert [e["type"] for e in replayed["events"]] == GATE_EVENTS
+        assert len(followers(run_id)) == 1
+    assert live.disconnected.wait(RECEIVE_S)
+    assert followers(run_id) == []  # its $disconnect dropped it
+
+
+@pytest.mark.parametrize(
+    ("protocols", "authorization", "status", "error"),
+    [
+        (["wrong-key"], False, 401, "unauthenticated"),
+        (["valid-key"], True, 400, "validation_error"),  # two credentials: Authorization and a key subprotocol
+        (["valid-key", "valid-key"], False, 400, "validation_error"),
+        ([], False, 403, "forbidden"),  # a key without runs:read
+    ],
+)
+def test_a_handshake_with_a_key_subprotocol_is_refused_as_the_sse_route_refuses_a_request(
+    services, live, protocols, authorization, status, error
+):
+    valid = new_api_key(services, scopes=["runs:read"] if protocols else ["workflows:read"])
+    keys = [valid if name == "valid-key" else name for name in protocols] or [valid]
+    headers = {"Authorization": f"Bearer {valid}"} if authorization else None
+    with pytest.raises(InvalidStatus) as refused:
+        connect(live.gateway.url, subprotocols=browser_protocols(*keys), additional_headers=headers)
+    assert refused.value.response.status_code == status
+    body = json.loads(refused.value.response.body)
+    assert body["error"] == error
+    if status == 400:
+        assert body["details"] == {"field": "Sec-WebSocket-Protocol", "protocols": [wiring.LIVE_API.protocol]}
+
+
+def test_a_key_subprotocol_without_the_protocol_to_echo_is_refused_and_authorization_alone_echoes_it_when_offered(
+    services, live
+):
+    key = new_api_key(services, scopes=["runs:read"])
+    _, answer = live.connect(None, protocols=[wiring.LIVE_API.key_protocol + key])
+    assert answer["statusCode"] == 400
+    assert json.loads(answer["body"])["details"] == {
+        "field": "Sec-WebSocket-Protocol",
+        "protocols": [wiring.LIVE_API.protocol],
+    }
+    _, answer = live.connect(key, protocols=["other", wiring.LIVE_API.protocol])
+    assert answer == {"statusCode": 200, "headers": {"Sec-WebSocket-Protocol": wiring.LIVE_API.protocol}}
+    _, answer = live.connect(key, protocols=["other"])
+    assert answer == {"statusCode": 200}
 
 
 def test_each_message_is_authorized_with_the_connections_key_and_the_run_read_as_the_route_reads_it(

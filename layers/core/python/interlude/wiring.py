@@ -710,6 +710,10 @@ class LiveApi(NamedTuple):
     message_bytes: int
     # Its largest frame: an event larger than this is announced by its sequence only (read it over HTTP).
     max_message_bytes: int
+    # A browser cannot set Authorization on a handshake: it offers the key as the subprotocol `{key_protocol}{key}`
+    # beside `protocol`, the one $connect echoes (a browser drops a connection whose answer names none it offered).
+    protocol: str = "interlude.live.v1"
+    key_protocol: str = "interlude.key."
 
 
 LIVE_API = LiveApi(

@@ -2,7 +2,8 @@
 WebSocket event shapes, answered by the api function.
 
 Every surface authorizes exactly as its API route does: following a run is `GET /runs/{runId}/events`
-(streamRunEvents) by another transport, so $connect takes what that route takes (`Authorization: Bearer <API key>`),
+(streamRunEvents) by another transport, so $connect takes what that route takes (`Authorization: Bearer <API key>`,
+or from a browser, which cannot set that header on a handshake, the key as a subprotocol: `handshake_credential`),
 admits it against the tenant's rate and requires the route's scope, and each message does so again with the key the
 connection opened with (read as every request reads it: a revoked key's next message is refused), its run read as
 the route reads it (another tenant's run is refused as there). A refused $connect is answered with the route's
@@ -25,6 +26,7 @@ from interlude.domain.ids import from_wire
 # The API route a live connection follows runs as: its scope, its checks.
 FOLLOWS_AS = "streamRunEvents"
 OK = {"statusCode": 200}
+PROTOCOL_HEADER = "Sec-WebSocket-Protocol"
 
 
 def handle(event: dict[str, Any]) -> dict[str, Any]:
@@ -42,13 +44,34 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
 def connect(event: dict[str, Any], connection_id: str) -> dict[str, Any]:
     headers = {name.lower(): value for name, value in (event.get("headers") or {}).items()}
     try:
-        principal = services().keys.authenticate(headers.get("authorization"))
+        authorization, protocol = handshake_credential(headers)
+        principal = services().keys.authenticate(authorization)
         admit(principal)
         services().live.connect(authorize(principal, FOLLOWS_AS), connection_id)
     except DomainError as refused:
         status, body, answer_headers = reply(refused, "openwop")
         return {"statusCode": status, "headers": answer_headers, "body": json.dumps(body, allow_nan=False)}
-    return OK
+    # API Gateway answers the handshake with this header: the protocol the client offered, never its key.
+    return {**OK, "headers": {PROTOCOL_HEADER: protocol}} if protocol else OK
+
+
+def handshake_credential(headers: dict[str, str]) -> tuple[str | None, str | None]:
+    """(the Authorization value to authenticate, the subprotocol to echo) of a handshake. A browser offers
+    `Sec-WebSocket-Protocol: interlude.live.v1, interlude.key.<API key>` (ADR 0146): the key travels in a header, as
+    Authorization does, never in the URL that access logs and proxies record; the answer echoes `interlude.live.v1`."""
+    live = wiring.LIVE_API
+    offered = [value.strip() for value in (headers.get(PROTOCOL_HEADER.lower()) or "").split(",") if value.strip()]
+    protocol = live.protocol if live.protocol in offered else None
+    keys = [value.removeprefix(live.key_protocol) for value in offered if value.startswith(live.key_protocol)]
+    if not keys:
+        return headers.get("authorization"), protocol
+    field = {"field": PROTOCOL_HEADER, "protocols": [live.protocol]}
+    if len(keys) > 1 or headers.get("authorization"):
+        raise Invalid("a handshake carries one API key: Authorization or one key subprotocol", field)
+    if protocol is None:
+        # The answer must echo a protocol the client offered; the key is one it must never echo.
+        raise Invalid(f"offer the subprotocol {live.protocol} beside the key", field)
+    return f"Bearer {keys[0]}", protocol
 
 
 def message(body: str | None, connection_id: str) -> dict[str, Any]:

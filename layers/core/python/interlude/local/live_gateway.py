@@ -2,7 +2,8 @@
 connections invoke the api function with API Gateway's WebSocket event shapes ($connect with the handshake's
 headers, a message routed by its `action`, $disconnect), and the management API the functions send through
 (`POST /{stage}/@connections/{connectionId}`: 410 GoneException for a connection that is not open, as API Gateway
-answers). A $connect answered with a status other than 2xx refuses the handshake with that status."""
+answers). A $connect answered with a status other than 2xx refuses the handshake with that status; a 2xx answer's
+`Sec-WebSocket-Protocol` header is the subprotocol the handshake's answer names, as API Gateway passes it on."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
+from websockets.typing import Subprotocol
 
 from interlude import wiring
 from interlude.local.http_gateway import LOOPBACK, JsonHandler, LoopbackServer
@@ -36,8 +38,17 @@ class LiveGateway:
         self.invoke = invoke
         self.open: dict[str, ServerConnection] = {}
         self._ids: dict[uuid.UUID, str] = {}
+        # The subprotocol each accepted handshake's $connect answered with, until the handshake's answer names it.
+        self._protocols: dict[uuid.UUID, Subprotocol] = {}
         self._lock = threading.Lock()
-        self.server: Server = serve(self._serve, LOOPBACK, port, process_request=self._connect, compression=None)
+        self.server: Server = serve(
+            self._serve,
+            LOOPBACK,
+            port,
+            process_request=self._connect,
+            select_subprotocol=self._protocol,
+            compression=None,
+        )
         self.thread = threading.Thread(target=self.server.serve_forever, name="live-gateway", daemon=True)
         self.management = LoopbackServer(_ManagementServer(self), "live-management")
 
@@ -86,9 +97,18 @@ class LiveGateway:
             body = str(answer.get("body") or "").encode()
             headers = Headers({"Content-Type": "application/json", "Content-Length": str(len(body))})
             return Response(status, HTTPStatus(status).phrase, headers, body)
+        protocol = {name.lower(): value for name, value in (answer.get("headers") or {}).items()}.get(
+            "sec-websocket-protocol"
+        )
         with self._lock:
             self._ids[connection.id] = connection_id
+            if protocol:
+                self._protocols[connection.id] = Subprotocol(protocol)
         return None
+
+    def _protocol(self, connection: ServerConnection, offered: Any) -> Subprotocol | None:
+        with self._lock:
+            return self._protocols.pop(connection.id, None)
 
     def _serve(self, connection: ServerConnection) -> None:
         with self._lock:
