@@ -40,7 +40,14 @@ def test_a_client_follows_a_run_from_its_creation_through_its_decision_to_its_en
     with following(stack_info["liveUrl"], reader) as live:
         live.send(json.dumps({"action": "subscribe", "runId": wire(run_id)}))
         messages, replayed = events_until(live, "node.suspended")
-        assert messages[0] == {"type": "subscribed", "runId": wire(run_id), "after": -1, "following": True}
+        assert messages[0] == {
+            "type": "subscribed",
+            "runId": wire(run_id),
+            "after": -1,
+            "following": True,
+            "lastSequence": replayed[-1]["sequence"],
+            "more": False,
+        }
         assert [e["sequence"] for e in replayed] == list(range(len(replayed)))
 
         assert api.resolve(run_id, "gate", {"action": "accept"}).status_code == 200

@@ -138,7 +138,14 @@ def test_a_follower_has_the_log_replayed_then_each_batch_as_it_commits_and_is_dr
     assert answer == {"statusCode": 200}
     live.say(connection_id, action="subscribe", runId=to_wire(run_id))
     connection = live.connection(connection_id)
-    assert connection.received[0] == {"type": "subscribed", "runId": to_wire(run_id), "after": -1, "following": True}
+    assert connection.received[0] == {
+        "type": "subscribed",
+        "runId": to_wire(run_id),
+        "after": -1,
+        "following": True,
+        "lastSequence": 4,
+        "more": False,
+    }
     assert [e["type"] for e in connection.events()] == GATE_EVENTS
     assert followers(run_id) == [connection_id]
 
@@ -339,6 +346,39 @@ def test_the_tenants_connections_and_a_runs_followers_are_limited(services, live
     assert followers(run_id) == [second]
     third, answer = live.connect(key)
     assert answer == {"statusCode": 200}
+
+
+def test_a_replay_stops_at_its_bound_and_says_where_the_next_subscription_goes_on_from(services, world):
+    """As an SSE request stops at 4 MiB (budgets.MAX_ANSWER_BYTES), so does a replay: here at 700 bytes,
+    a few of the gate's five events; each subscription again after `lastSequence` goes on, none sends an event twice."""
+    sent: list[dict[str, Any]] = []
+
+    class Sink:
+        def send(self, connection_id: str, data: bytes) -> bool:
+            sent.append(json.loads(data))
+            return True
+
+    limits = LiveLimits(10, 10, 10, replay_bytes=700)
+    following = LiveFollowing(
+        LiveStore(TABLE), services.store, Sink, services.clock, limits, services.keys.connected_principal
+    )
+    following.connect(signed_in(services), "c1=")
+    run_id = gated_run(services)
+    replays: list[tuple[Any, ...]] = []
+    after = -1
+    while not replays or replays[-1][2]:
+        sent.clear()
+        following.subscribe(following.connection("c1="), services.store.get_run(run_id)[0], after)
+        subscribed, *messages = sent
+        sequences = [e["sequence"] for m in messages for e in m["events"]]
+        assert subscribed["following"] is True
+        assert subscribed["lastSequence"] == (sequences[-1] if sequences else after)
+        replays.append((after, sequences, subscribed["more"]))
+        after = subscribed["lastSequence"]
+    assert len(replays) >= 3
+    assert [sequence for _, sequences, _ in replays for sequence in sequences] == list(range(5))
+    assert [more for _, _, more in replays] == [True] * (len(replays) - 1) + [False]
+    assert followers(run_id) == ["c1="]  # one follower all along
 
 
 def test_a_connection_follows_at_most_its_limit_of_runs(services, world):

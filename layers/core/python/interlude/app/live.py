@@ -11,7 +11,10 @@ batch goes to a follower only while the key its connection opened with is valid,
 key revoked or expired since is told so (`error`) instead, and its subscription ends, within the bound a revocation
 reaches requests in.
 
-Each message is JSON with a `type`: `subscribed` {runId, after, following}, `events` {runId, events: [RunEventDoc]},
+A replay carries at most budgets.MAX_ANSWER_BYTES of events, as one SSE request does: `subscribed` says where it stops
+(`lastSequence`) and whether the log holds more (`more`: subscribe again with `after` = `lastSequence`).
+
+Each message is JSON with a `type`: `subscribed` {runId, after, following, lastSequence, more}, `events` {runId, events: [RunEventDoc]},
 `tooLarge` {runId, sequence} (an event larger than API Gateway's frame: read it over HTTP), `unsubscribed` {runId},
 `error` {code, message, details?, runId?}. Events come in order of their `sequence`, at least once: a client skips
 what it has, and one that finds a gap (a batch that failed and goes again later) subscribes again with `after` set
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude import wiring
+from interlude.domain.budgets import MAX_ANSWER_BYTES, first_page
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import DomainError, Forbidden, Unauthenticated
 from interlude.domain.ids import tenant_of, to_wire
@@ -43,6 +47,8 @@ class LiveLimits(NamedTuple):
     connections_per_tenant: int
     followers_per_run: int
     runs_per_connection: int = wiring.LIVE_API.runs_per_connection
+    # The events one subscription's replay sends (compact JSON), as one SSE request's: the rest on a subscribe again.
+    replay_bytes: int = MAX_ANSWER_BYTES
 
 
 def quota_exceeded(quota: str, limit: int, message: str) -> Forbidden:
@@ -111,17 +117,22 @@ class LiveFollowing:
         # After the follower is written: what commits from now on is sent by the outbox too. Read strongly: a batch
         # that committed just before the follower was written, whose dispatch read the followers without it, is sent
         # only here.
-        events = self.runs.read_events(run_id, after, holder=state, consistent=True)
-        if following and any(event.get("type") in RUN_END_EVENTS for event in events):
+        logged = self.runs.read_events(run_id, after, holder=state, consistent=True)
+        if following and any(event.get("type") in RUN_END_EVENTS for event in logged):
             # The run ended after the edge read it: its last batch may have gone before the follower was written, and
-            # nothing else would drop the follower. The replay holds the end.
+            # nothing else would drop the follower. The log holds the end (this replay, or the next subscription's).
             following = False
             self.records.unfollow(connection.connection_id, run_id)
-        sent = self.send(
-            connection.connection_id,
-            {"type": "subscribed", "runId": to_wire(run_id), "after": after, "following": following},
-        )
-        if sent:
+        events = first_page(logged, self.limits.replay_bytes) if logged else logged
+        subscribed = {
+            "type": "subscribed",
+            "runId": to_wire(run_id),
+            "after": after,
+            "following": following,
+            "lastSequence": events[-1]["sequence"] if events else after,
+            "more": len(events) < len(logged),
+        }
+        if self.send(connection.connection_id, subscribed):
             self._send_events(connection.connection_id, run_id, events)
 
     def unsubscribe(self, connection: LiveConnection, run_id: str) -> None:
