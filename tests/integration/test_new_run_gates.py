@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -16,6 +17,7 @@ from interlude import migrations, wiring
 from interlude.domain.errors import DomainError, NotFound
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
+from interlude.migrations import sweeps
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
@@ -123,3 +125,47 @@ def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_not
     assert [r.runId for r in services.run_listing.list_runs(admin.tenant, 10, None).runs] == [later]
     services.decisions.resolve_interrupt(admin, later, "gate", {"action": "accept"})
     assert a.plain(orphan) in [a.plain(i) for i in gate_items(admin.tenant)]
+
+
+def test_a_short_retention_tenants_new_gate_expires_with_its_entries_and_takes_the_runs_expiry_when_it_ends(
+    services, admin, monkeypatch
+):
+    # Given a tenant that keeps finished runs a week: its runs' items' provisional expiry (creation + 7 + 7 days) is
+    # near from the start, so they are written without one (ADR 0133)
+    services.tenants.put_settings(admin.tenant, TenantSettings.model_validate({"retentionDays": 7}), "admin")
+    services.limiter.forget(admin.tenant)
+    workflow = register(services, admin, "conformance-approval")
+
+    def stopped(*_: Any, **__: Any) -> None:
+        raise RuntimeError("the process stopped between the creation's puts and its transaction")
+
+    # When a creation stops between its puts and its transaction
+    with monkeypatch.context() as m:
+        m.setattr(services.store, "_transact", stopped)
+        with pytest.raises(RuntimeError):
+            create(services, admin, workflow)
+    [orphan] = gate_items(admin.tenant)
+    # Then the gate it left goes by itself with the listing and search entries put beside it (creation + 7 + 90 days)
+    indexes = (f"#{wiring.RUN_INDEX.prefix}#", f"#{wiring.RUN_SEARCH.prefix}#")
+    entries = [i for i in tenant_items(admin.tenant) if any(index in i["pk"]["S"] for index in indexes)]
+    assert entries
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in entries} == {int(orphan[wiring.TTL_ATTRIBUTE]["N"])}
+    assert 97 * DAY_S - 60 < int(orphan[wiring.TTL_ATTRIBUTE]["N"]) - time.time() <= 97 * DAY_S
+    # And a run created whole has its gate with that expiry too, which the daily sweep leaves while it is far (a write
+    # a day for nothing: the run is decided within weeks, or the sweep takes it off once near)
+    run_id = create(services, admin, workflow)
+    state, _ = services.store.get_run(run_id)
+    [gate] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    assert gate[wiring.TTL_ATTRIBUTE]["N"] == str(state.searchExpiry)
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
+    with sent(services.store.client, "UpdateItem") as updates, sent(services.store.client, "PutItem") as puts:
+        sweeps.daily_sweep(datetime.now(UTC)).apply(services.store, [head])
+    assert (updates, puts) == ([], [])
+    assert gate in gate_items(admin.tenant)
+    # When it is decided and its retention turn taken
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
+    assert services.retention.turn(run_id, None, lambda: True) is None
+    # Then its gate expires with the run (its end + 7 days), not the later expiry it was put with
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK), ConsistentRead=True)
+    [gate] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    assert gate[wiring.TTL_ATTRIBUTE] == head["Item"][wiring.TTL_ATTRIBUTE]

@@ -37,12 +37,15 @@ from interlude.adapters.keyring_store import ensure_key_ring
 from interlude.composition import Services
 from interlude.domain import clock
 from interlude.domain.audit import AuditDraft
+from interlude.domain.models.tenants import DEFAULT_RETENTION_DAYS, TenantSettings
 from interlude.engine.tasks import task_id
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
+from interlude.rules import run_search
 from interlude.rules.audit import entry_hash
+from interlude.rules.retention import DAY_S
 from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store.due_index import DueIndex
@@ -115,6 +118,8 @@ class World:
     clock_file: Path
     faults: Injector
     tenant: str = TENANT
+    # The retentionDays each attempt's tenant is given (None: the default).
+    retention_days: int | None = None
     clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
@@ -241,11 +246,17 @@ def partial_states(w: World) -> list[str]:
 def headless_gate_problems(w: World, item: dict[str, Any]) -> list[str]:
     """How an interrupt item without its run head is not whole. A new run's gates are put before the transaction that
     creates it (docs/adr/0139): one whose transaction never came leaves them, whole only if they go by themselves
-    (the run's provisional expiry) and no reader shows them (each trusts a gate only with its head)."""
+    (the run's provisional expiry, or its search entries' when that was near from the start: docs/adr/0147) and no
+    reader shows them (each trusts a gate only with its head)."""
     where = f"{item['pk']} {item['sk']}"
     run_id = run_id_of(item["pk"])
     assert run_id is not None
-    problems = [] if wiring.TTL_ATTRIBUTE in item else [f"interrupt item without its run head, never expiring: {where}"]
+    days = (w.retention_days or DEFAULT_RETENTION_DAYS) + run_search.SEARCH_ENTRY_MARGIN_DAYS
+    if wiring.TTL_ATTRIBUTE not in item:
+        problems = [f"interrupt item without its run head, never expiring: {where}"]
+    else:
+        left = int(item[wiring.TTL_ATTRIBUTE]) - clock.now().timestamp()
+        problems = [] if left <= days * DAY_S else [f"interrupt item without its run head, expiring in {left:.0f} s: {where}"]
     principal = w.services.keys.authenticate(f"Bearer {w.api_key}")
     listed = [*w.services.inbox.inbox(principal, 100, {}, None)["interrupts"],
               *w.services.inbox.inbox(principal, 100, {"runId": run_id}, None)["interrupts"]]  # fmt: skip
@@ -722,6 +733,8 @@ def attempt(w: World, op: Operation, at: tuple[int, str, str] | None) -> tuple[l
     attempt makes the same calls as the first; (its AWS calls, the partial states)."""
     w.tenant = f"t{uuid.uuid4().hex[:12]}"
     w.api_key = new_api_key(w.services, tenant=w.tenant)
+    if w.retention_days is not None:
+        w.services.tenants.put_settings(w.tenant, TenantSettings(retentionDays=w.retention_days), "resilience")
     ctx = op.setup(w)
     lambda_runtime.fresh_instances()
     w.faults.calls.clear()
@@ -761,17 +774,21 @@ def test_a_fault_at_every_aws_call_then_the_retry_leaves_the_state_whole(name, t
 def test_a_create_stopped_between_its_gates_put_and_its_transaction_leaves_nothing_readable(tmp_path):
     """The point between a new run's plain puts (its gate among its index entries) and the transaction that creates it
     (docs/adr/0139): the process stops there, the client's retry creates the run, and what the first attempt put is
-    a gate without its run head that nothing reads and that expires (partial_states says so)."""
+    a gate without its run head that nothing reads and that expires (partial_states says so), in a tenant keeping its
+    runs the default 90 days and in one keeping them a week (its runs' items' provisional expiry near from the start:
+    docs/adr/0147)."""
     op = OPERATIONS["createRun"]
     with world(tmp_path) as w:
         calls, clean = attempt(w, op, None)
         assert clean == [], clean
         at = calls.index("DynamoDB.TransactWriteItems")
         assert calls[at - 1] == "DynamoDB.BatchWriteItem"
-        _, problems = attempt(w, op, (at, "before", "connection"))
-        assert problems == []
-        items = tenant_items(w, w.tenant)
-        heads = {i["pk"] for i in items if i["sk"] == RUN_SK}
-        left = [i for i in items if i["sk"].startswith(INTERRUPT_SK_PREFIX) and i["pk"] not in heads]
-        assert len(left) == 1
-        assert len(heads) == 1
+        for days in (None, 7):
+            w.retention_days = days
+            _, problems = attempt(w, op, (at, "before", "connection"))
+            assert problems == []
+            items = tenant_items(w, w.tenant)
+            heads = {i["pk"] for i in items if i["sk"] == RUN_SK}
+            left = [i for i in items if i["sk"].startswith(INTERRUPT_SK_PREFIX) and i["pk"] not in heads]
+            assert len(left) == 1
+            assert len(heads) == 1

@@ -278,7 +278,8 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     assert [json.loads(m["Body"]).get("kind") for m in queued].count(RUN_RETENTION) == 0
     # Then the transaction that ended it gave what it wrote its expiry (its end plus two days), the head among them
     # (a run kept two days has its items written without a provisional expiry, which would be near from the start:
-    # its creation + 2 + ITEMS_MARGIN_DAYS is less than LISTING_KEPT_DAYS away; the retention turn stamps them)
+    # its creation + 2 + ITEMS_MARGIN_DAYS is less than LISTING_KEPT_DAYS away, and its gate, put before the creating
+    # transaction, with its search entries': ADR 0147; the retention turn stamps them)
     ending = {i["sk"]["S"]: i for i in own_items(world, run_id) if wiring.TTL_ATTRIBUTE in i}
     assert "RUN" in ending
     assert {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in ending.values()} == {expires}

@@ -135,7 +135,7 @@ class RunRetention:
                 # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):
                     self.store.put_search_entries(run.state, gates, target)
-                self._retain(run_id, item, target, wanted, later_kept)
+                self._retain(run_id, item, target, wanted, run.provisional if later_kept else None)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)
             if last is None:
@@ -192,7 +192,10 @@ class RunRetention:
             raise RunMoved(run_id)
         return ttl
 
-    def _retain(self, run_id: str, item: RunItem, target: int | None, wanted: int | None, later_kept: bool) -> None:
+    def _retain(self, run_id: str, item: RunItem, target: int | None, wanted: int | None, kept_to: int | None) -> None:
+        """`kept_to`: the latest expiry an item keeps rather than `wanted` (the provisional one it was written with, when
+        the run ended soon enough for it); a later one (a gate put before its creating transaction with its search
+        entries' expiry, store/transitions.opened_items) takes `wanted`."""
         if item.effect_id is not None:
             # A ledger entry (and its effect record) keeps its own expiry when that is later: never less than 14 days
             # past its effect (OpenWOP idempotency.md), and written while the run was open, its items' provisional one
@@ -203,7 +206,7 @@ class RunRetention:
                 self.store.raise_effect_ttl(item.effect_id, target)
                 self.store.raise_ttl(run_id, item.sk, target)
             return
-        if item.ttl == wanted or (later_kept and item.ttl is not None and wanted is not None and item.ttl > wanted):
+        if item.ttl == wanted or (kept_to is not None and item.ttl is not None and wanted is not None and wanted < item.ttl <= kept_to):
             return
         self.store.set_item_ttl(run_id, item.sk, wanted)
 

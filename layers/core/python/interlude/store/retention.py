@@ -14,7 +14,10 @@
                                            batches, interrupts, callback and webhook deliveries, notifications); one
                                            written before the end keeps the later provisional one unless the run
                                            ended too late for it or was re-stamped; the effect ledger's is never
-                                           shortened, so a ledger entry keeps its own at least 14 days past its effect
+                                           shortened, so a ledger entry keeps its own at least 14 days past its effect;
+                                           a new run's gate put before its creating transaction when the provisional
+                                           one was near: the search entries' (ADR 0147), taken off by the sweep once
+                                           near, the run's once it ended
   listing       T#{tenant}#RUNS#{shard}  {createdAt}#{run}    ttl: the search entries' provisional one, written with
                                                              the entry (ADR 0131), the head's (never less than the
                                                              provisional) only for a run ending too late for it
@@ -43,6 +46,7 @@ run of any size is retained in pages, each bounded, resumable from the last key 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +57,7 @@ from interlude import wiring
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import RunState
 from interlude.rules import run_search
+from interlude.rules.retention import DAY_S
 from interlude.store import attributes as a
 from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
@@ -173,18 +178,22 @@ class RetentionStore(Table):
         self._set_ttl(key, None)
         return True
 
-    def keep_items(self, run_id: str) -> int:
-        """The open run's items without an expiry: each one with one (its provisional, written while it was not near)
-        has it taken off, but a ledger entry of an effect and a recovery's record (each keeps its own: store/effects.py,
-        store/recoveries.py); how many were. One Query of the partition, and a write only for an item that has one."""
+    def keep_items(self, run_id: str, now_s: float) -> int:
+        """The open run's items without an expiry: each one with one that is near (its provisional, written while it was
+        not; run_search.listing_kept_open) has it taken off, but a ledger entry of an effect and a recovery's record
+        (each keeps its own: store/effects.py, store/recoveries.py); how many were. One Query of the partition, and a
+        write only for an item that has one. An expiry not near is left to a later day's sweep: a gate put before the
+        creating transaction of a run whose provisional expiry was near from the start carries a far one
+        (store/transitions.opened_items), which a run decided within weeks never has written."""
         kept, after = 0, None
+        # run_search.listing_kept_open's bound: an expiry this early is near.
+        near = math.ceil(now_s) + run_search.LISTING_KEPT_DAYS * DAY_S
         while True:
             kwargs: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "#pk = :pk",
                 "FilterExpression": (
-                    "attribute_exists(#ttl) AND #sk <> :run AND NOT begins_with(#sk, :ledger)"
-                    " AND NOT begins_with(#sk, :recovery)"
+                    "#ttl < :near AND #sk <> :run AND NOT begins_with(#sk, :ledger) AND NOT begins_with(#sk, :recovery)"
                 ),
                 "ProjectionExpression": "#sk",
                 "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
@@ -193,6 +202,7 @@ class RetentionStore(Table):
                     ":run": a.s(RUN_SK),
                     ":ledger": a.s(LEDGER_SK_PREFIX),
                     ":recovery": a.s(RECOVERY_SK),
+                    ":near": a.n(near),
                 },
             }
             if after is not None:

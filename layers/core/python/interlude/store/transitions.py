@@ -82,7 +82,7 @@ class TransitionStore(TransactionalTable, RunStore):
         )
         if counter is not None:
             items.append(counter)
-        gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires)] if before else []
+        gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, True)] if before else []
         inbox = InboxIndex(self.table, self.client)
         undo = self._put_entries_before(inbox, transition, expected_version, gates)
         try:
@@ -299,11 +299,21 @@ def transition_items(
     return items + interaction_items(transition, now_iso)
 
 
-def opened_items(transition: Transition, first_seq: int, now_iso: str, expires: int | None = None) -> list[Labelled]:
-    """(label, conditional Put) of the items of the gates the transition opens, expiring as its event batch does."""
+def opened_items(
+    transition: Transition, first_seq: int, now_iso: str, expires: int | None = None, before: bool = False
+) -> list[Labelled]:
+    """(label, conditional Put) of the items of the gates the transition opens, expiring as its event batch does; put
+    `before` the transaction that creates the run (`gates_put_before`), never without an expiry."""
     state = transition.state
     run_items.mark_written(state, transition.opened)  # the format they are written in, which the head records
     kept = _items_expiry(state, now_iso, expires)
+    if before and kept is None:
+        # The run's items' provisional expiry is near from its creation (retentionDays ≤ 22, ADR 0133): a gate whose
+        # transaction never came would be an orphan for ever. It takes the search entries' put beside it (creation +
+        # retentionDays + 90 days): an orphan goes with them; an open run's is far from the daily sweep, which takes
+        # an expiry off only when near; the retention turn gives it the run's (it keeps no later one than the
+        # provisional). docs/adr/0147.
+        kept = state.searchExpiry
     return [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
 
 
