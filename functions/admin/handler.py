@@ -22,6 +22,7 @@ with collector_paused():
     from aws_lambda_powertools import Logger
 
     from interlude import config, sdk_clients
+    from interlude.adapters.live_connections import ApiGatewayConnections
     from interlude.adapters.scheduler import scheduler
     from interlude.adapters.tenant_outside import TenantOutside
     from interlude.app.tenant_lifecycle import TenantLifecycle
@@ -44,7 +45,8 @@ MARGIN_MS = 60_000
 def lifecycle() -> TenantLifecycle:
     cfg = settings()
     store = TransactionalTable(cfg.table_name)
-    outside = TenantOutside(store, scheduler.from_env(), sdk_clients.client("secretsmanager"), clock.now)
+    connections = ApiGatewayConnections(cfg.live_endpoint) if cfg.live_endpoint else None
+    outside = TenantOutside(store, scheduler.from_env(), sdk_clients.client("secretsmanager"), clock.now, connections)
     return TenantLifecycle(store, TenantRecords(store), outside, clock.now, cfg.tenant_deletion_grace_seconds)
 
 

@@ -82,7 +82,7 @@ class Interlude(Construct):
             self,
             "Live",
             handler=self.functions.invoked[wiring.LIVE_API.function],
-            pushers={name: self.functions.by_name[name] for name in wiring.LIVE_API.pushers},
+            managers={name: self.functions.by_name[name] for name in wiring.LIVE_API.managers},
             # A connection's messages are reads (a subscribe reads the run and its log).
             throttle=props.throttles.reads,
             log_retention=props.log_retention,

@@ -1,7 +1,7 @@
 """The WebSocket API on which clients follow runs live (wiring.LIVE_API, ADR 0143): its $connect, $disconnect,
 $default and message routes all invoke the api function, which authorizes them as GET /runs/{runId}/events; the
-functions that send to connections are granted execute-api:ManageConnections on this API's stage alone and find its
-management endpoint in LIVE_API.endpoint_env."""
+functions that manage connections (LIVE_API.managers) are granted execute-api:ManageConnections on this API's stage
+for their methods alone and find its management endpoint in LIVE_API.endpoint_env."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class LiveFront(Construct):
         construct_id: str,
         *,
         handler: lambda_.IFunction,
-        pushers: dict[str, lambda_.Function],
+        managers: dict[str, lambda_.Function],
         throttle: RouteThrottle,
         log_retention: logs.RetentionDays,
         encryption_key: kms.IKey | None,
@@ -89,23 +89,25 @@ class LiveFront(Construct):
             throttle=apigw.ThrottleSettings(rate_limit=throttle.rate_limit, burst_limit=throttle.burst_limit),
             access_log_settings=AccessLogSettings(self.access_logs, ACCESS_LOG_FIELDS),
         )
-        # Sending alone (POST @connections/{id}): neither reading a connection's details nor closing one.
-        self.send_arn = Stack.of(self).format_arn(
-            service="execute-api",
-            resource=self.web_socket_api.api_id,
-            resource_name=f"{spec.stage}/POST/@connections/*",
-        )
-        for name in spec.pushers:
-            function = pushers[name]
-            function.add_to_role_policy(
-                iam.PolicyStatement(actions=[wiring.MANAGE_CONNECTIONS_ACTION], resources=[self.send_arn])
-            )
-            acknowledge_run_time_resources(
-                function,
-                self.send_arn,
-                "Connections are opened by clients at run time: the grant is sending to any connection of this one "
-                "WebSocket API's one stage, and nothing else.",
-            )
+        for name, methods in spec.managers.items():
+            function = managers[name]
+            # Each function's methods alone (POST @connections/{id} sends; DELETE closes one).
+            arns = [
+                Stack.of(self).format_arn(
+                    service="execute-api",
+                    resource=self.web_socket_api.api_id,
+                    resource_name=f"{spec.stage}/{method}/@connections/*",
+                )
+                for method in methods
+            ]
+            function.add_to_role_policy(iam.PolicyStatement(actions=[wiring.MANAGE_CONNECTIONS_ACTION], resources=arns))
+            for arn in arns:
+                acknowledge_run_time_resources(
+                    function,
+                    arn,
+                    "Connections are opened by clients at run time: the grant is this method on any connection of this "
+                    "one WebSocket API's one stage, and nothing else.",
+                )
             function.add_environment(spec.endpoint_env, self.stage.callback_url)
         for child in self.web_socket_api.node.find_all():
             if isinstance(child, apigw.CfnRoute):

@@ -52,16 +52,17 @@ def test_the_stage_throttles_and_logs_connections_without_message_bodies(synth):
     assert not [value for value in log_format.values() if "body" in value.lower()]
 
 
-def test_only_the_pushers_may_send_to_connections_and_only_on_this_apis_stage(synth):
-    send = execute_api_arn(live_api(synth), f"/{wiring.LIVE_API.stage}/POST/@connections/*")
+def test_only_the_managers_may_manage_connections_each_by_its_own_methods_and_only_on_this_apis_stage(synth):
     for spec in wiring.FUNCTIONS:
         granted = [
             s
             for s in synth.statements(spec.name)
             if any(action.startswith("execute-api:") for action in as_list(s["Action"]))
         ]
-        if spec.name in wiring.LIVE_API.pushers:
-            assert [(s["Action"], s["Resource"]) for s in granted] == [(wiring.MANAGE_CONNECTIONS_ACTION, send)]
+        if spec.name in wiring.LIVE_API.managers:
+            methods = wiring.LIVE_API.managers[spec.name]
+            arns = [execute_api_arn(live_api(synth), f"/{wiring.LIVE_API.stage}/{m}/@connections/*") for m in methods]
+            assert [(s["Action"], as_list(s["Resource"])) for s in granted] == [(wiring.MANAGE_CONNECTIONS_ACTION, arns)]
             endpoint = synth.env(spec.name)[wiring.LIVE_API.endpoint_env]["Fn::Join"][1]
             assert endpoint[:2] == ["https://", live_api(synth)]
             assert endpoint[-1] == f"/{wiring.LIVE_API.stage}"

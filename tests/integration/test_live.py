@@ -40,9 +40,14 @@ class Connection:
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
+        self.closed = False
 
     def send(self, text: str) -> None:
         self.received.append(json.loads(text))
+
+    def close(self) -> None:
+        """Closed by the management API's DELETE (the client's side of it is no matter here)."""
+        self.closed = True
 
     def events(self) -> list[dict[str, Any]]:
         return [event for message in self.received if message["type"] == "events" for event in message["events"]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlencode
@@ -23,12 +24,16 @@ from interlude.domain.ids import to_wire
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
+from interlude.local.live_gateway import LiveGateway
 from interlude.local.schedules import SchedulePump
 from interlude.local.sqs_pump import QueuePump
 from interlude.rules.slack import signature
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.facade import Store
-from tests.integration.conftest import clear_of_a_month_end
+from interlude.store.layout import followers_pk, live_connection_pk
+from interlude.store.live import LiveStore
+from tests.integration.conftest import InProcessApi, clear_of_a_month_end
+from tests.integration.test_live import Live
 from tests.support.stream import Stream, dispatch
 
 BASE_URL = "https://interlude.example.com"
@@ -48,6 +53,16 @@ def env(world, monkeypatch, clock_file):
         monkeypatch.setenv(name, value)
     lambda_runtime.fresh_instances()
     return world
+
+
+@pytest.fixture
+def live(env, monkeypatch) -> Iterator[Live]:
+    """The WebSocket API's gateway, its management endpoint in every function's environment (the admin function's too)."""
+    gateway = LiveGateway(InProcessApi().invoke).start()
+    monkeypatch.setenv(wiring.LIVE_API.endpoint_env, gateway.endpoint)
+    lambda_runtime.fresh_instances()
+    yield Live(gateway)
+    gateway.stop()
 
 
 def operator(operation: str, **request: Any) -> dict[str, Any]:
@@ -405,7 +420,9 @@ def steps(allowed: int):
 # A world of its own: the deletion sweeps the whole table, which the shared world fills with every other test's tenants
 # (pages of 20 items across all of them made it hundreds of calls, near the loop's bound of 500).
 @pytest.mark.private_world
-def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goes_on_from_its_checkpoint(env, monkeypatch):
+def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goes_on_from_its_checkpoint(
+    env, monkeypatch, live
+):
     from interlude.app import tenant_lifecycle
     from interlude.domain.models.requests import CreateKeyRequest
     from interlude.domain.models.webhooks import RegisterWebhookRequest
@@ -426,8 +443,13 @@ def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goe
     gone.services.webhooks.register(gone.principal, hook)
     gone.services.keys.issue_key(gone.name, CreateKeyRequest(subjectId="bob", scopes=["runs:read"]))
     console_session(gone.key)
+    # and a live connection following a waiting run (its item keyed by the connection alone), and one of the other's
+    following, _ = live.connect(gone.key)
+    live.say(following, action="subscribe", runId=to_wire(waiting))
+    their_connection, _ = live.connect(kept.key)
     before = naming(gone.name)
     assert len(before) > 20
+    assert {live_connection_pk(following), followers_pk(waiting)} <= {item["pk"]["S"] for item in before}
     assert secrets_naming(gone.name)
     # (the timed gate's deadline: listed in the due index, under a bucket schedule every tenant shares)
     assert any(item["pk"]["S"].startswith(DUE_PK_PREFIX) for item in before)
@@ -444,7 +466,11 @@ def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goe
     assert {a.get("phase") for a in answers[:-1]} >= {"schedules", "secrets", "items"}
     # and the report counts what was there
     report = answers[-1]["report"]
-    assert (report["apiKeys"], report["secrets"], report["schedules"]) == (2, 1, 0)
+    assert (report["apiKeys"], report["secrets"], report["schedules"], report["liveConnections"]) == (2, 1, 0, 1)
+    # and its live connection was closed through the management API (the other tenant's stays open and recorded)
+    assert live.connection(following).closed
+    assert not live.connection(their_connection).closed
+    assert LiveStore(wiring_table()).live_connection(their_connection) is not None
     assert (report["usage"]["lifecycles"], report["usage"]["decisions"]) == (3, 1)
     assert report["items"] >= len(before) - 1  # everything but the registry's record, which stays as the tombstone
     # and nothing of the tenant is left: no item anywhere in the table but the tombstone, no secret, no schedule

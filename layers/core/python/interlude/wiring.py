@@ -686,16 +686,17 @@ BUCKETS: tuple[Bucket, ...] = (AUDIT_ANCHOR_BUCKET,)
 
 class LiveApi(NamedTuple):
     """A WebSocket API on which a client follows runs: it connects with an API key (as the SSE route takes it),
-    subscribes to runs by message and is sent each event batch as it commits, by `pushers` from the outbox, through
+    subscribes to runs by message and is sent each event batch as it commits, by dispatch from the outbox, through
     the API's management endpoint (post_to_connection). No function waits while a client does
     (interlude.app.live)."""
 
     name: str  # construct id
     # The function every route of the API invokes (its $connect, $disconnect and message routes).
     function: str
-    # Functions that send to connections: granted execute-api:ManageConnections on this API's stage alone.
-    pushers: tuple[str, ...]
-    # Carries the management endpoint (https://{api}.execute-api.{region}.amazonaws.com/{stage}) to `pushers`; unset:
+    # Functions that manage connections, each granted execute-api:ManageConnections on this API's stage for the
+    # management API's methods named here alone: POST sends to a connection, DELETE closes one.
+    managers: dict[str, tuple[str, ...]]
+    # Carries the management endpoint (https://{api}.execute-api.{region}.amazonaws.com/{stage}) to `managers`; unset:
     # no WebSocket API, nothing is pushed and the outbox reads no subscription.
     endpoint_env: str
     stage: str
@@ -719,7 +720,8 @@ class LiveApi(NamedTuple):
 LIVE_API = LiveApi(
     name="LiveApi",
     function="api",
-    pushers=("api", "dispatch"),
+    # The api function sends a replay, dispatch each batch; admin closes a deleted tenant's connections.
+    managers={"api": ("POST",), "dispatch": ("POST",), "admin": ("DELETE",)},
     endpoint_env="LIVE_ENDPOINT",
     stage="live",
     actions=("subscribe", "unsubscribe"),

@@ -1,5 +1,5 @@
-"""Sending to the WebSocket API's connections through its management endpoint (wiring.LIVE_API: API Gateway's
-`POST /@connections/{connectionId}`, the local stack's gateway on loopback alike)."""
+"""Sending to and closing the WebSocket API's connections through its management endpoint (wiring.LIVE_API: API
+Gateway's `POST` and `DELETE /@connections/{connectionId}`, the local stack's gateway on loopback alike)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,21 @@ class ApiGatewayConnections:
         except BotoCoreError as exc:
             self._not_sent(connection_id, exc)
         return True
+
+    def close(self, connection_id: str) -> bool:
+        try:
+            self.client.delete_connection(ConnectionId=connection_id)
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "GoneException":
+                return False
+            refused: Exception = exc
+        except BotoCoreError as exc:
+            refused = exc
+        # Left open, a connection ends within API Gateway's 2 hours, and its messages are refused meanwhile (its key
+        # and items are gone with its tenant): a deletion goes on.
+        log.error("a live connection was not closed", extra={"connectionId": connection_id, "error": repr(refused)})
+        return False
 
     @staticmethod
     def _not_sent(connection_id: str, exc: Exception) -> None:

@@ -1,6 +1,6 @@
 """What a tenant holds outside the table, for its lifecycle (issue 30 item 6; interlude.app.tenant_lifecycle.Outside):
-where the work held while it was suspended goes back at its resume, and its schedules and secrets, which its deletion
-removes.
+where the work held while it was suspended goes back at its resume, and its schedules, secrets and open live
+connections, which its deletion removes.
 
 Held work names its destination: `queue:{name}` (a wiring.QUEUES message, sent again under the tenant's group) or
 `deadline` (a schedule's input, handed back to the scheduler due at once, under a name of its own per deferral).
@@ -19,6 +19,7 @@ from interlude.adapters.queues import send_grouped
 from interlude.adapters.scheduler.names import handed_back_name
 from interlude.adapters.scheduler.scheduler import Scheduler
 from interlude.adapters.subscription_secrets import subscription_secrets
+from interlude.app.ports import Connections
 from interlude.config.actions import action_settings
 from interlude.config.delivery import delivery_settings
 from interlude.config.notify import notify_settings
@@ -59,11 +60,15 @@ def queue_url(queue: str) -> str:
 
 
 class TenantOutside:
-    def __init__(self, store: Table, scheduler: Scheduler | None, secrets: Any, clock: Clock) -> None:
+    def __init__(
+        self, store: Table, scheduler: Scheduler | None, secrets: Any, clock: Clock, connections: Connections | None
+    ) -> None:
         self.store = store
         self.scheduler = scheduler
         self.secrets = secrets
         self.clock = clock
+        # The WebSocket API's management API (None: the deployment has no WebSocket API).
+        self.connections = connections
 
     def hand_back(self, tenant: str, held: Held) -> None:
         if held.destination == DEADLINE_DESTINATION:
@@ -96,3 +101,8 @@ class TenantOutside:
                 continue
         return sorted(names)
 
+    def close_connections(self, connection_ids: list[str]) -> int:
+        """Close each connection (a deleted tenant's); how many were open."""
+        if self.connections is None:
+            return 0
+        return sum(self.connections.close(connection_id) for connection_id in connection_ids)

@@ -574,8 +574,12 @@ class LiveRecords(Protocol):
 
 
 class Connections(Protocol):
-    """Sends to an open WebSocket connection (API Gateway's management API: adapters/live_connections.py)."""
+    """Sends to and closes open WebSocket connections (API Gateway's management API: adapters/live_connections.py)."""
 
     def send(self, connection_id: str, data: bytes) -> bool:
         """False when the connection is gone (API Gateway's GoneException)."""
+        ...
+
+    def close(self, connection_id: str) -> bool:
+        """False when it was not closed: gone already, or the close refused (logged)."""
         ...

@@ -10,8 +10,8 @@ which `interlude tenants` invokes; docs/operations.md, "Tenants").
   queues, deferred deadlines to the scheduler, due at once);
 * delete (a suspended tenant only): a job that goes on from its checkpoint at each call until it is done: it waits for
   work already in flight to end, deletes the tenant's schedules and secrets, then every item the tenant has in the
-  table (whole-table scans, page by page, until one finds nothing), and leaves its record as a tombstone holding the
-  report;
+  table (whole-table scans, page by page, until one finds nothing), closing each live connection whose item it deletes,
+  and leaves its record as a tombstone holding the report;
 * usage: a tenant's usage document of a month (closed once the month is over).
 
 Dependencies, declared: the table's transactions (each with an audit entry), the tenants' records, `Outside` (what a tenant
@@ -31,7 +31,7 @@ from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE
 from interlude.rules import auth
 from interlude.store.api_keys import api_key_put
-from interlude.store.layout import API_KEY_PK_PREFIX
+from interlude.store.layout import API_KEY_PK_PREFIX, LIVE_CONNECTION_PK_PREFIX
 from interlude.store.tenants import (
     ACTIVE,
     DELETED,
@@ -75,6 +75,8 @@ class Outside(Protocol):
     def delete_schedules(self, tenant: str) -> int: ...
 
     def delete_secrets(self, tenant: str) -> list[str]: ...
+
+    def close_connections(self, connection_ids: list[str]) -> int: ...
 
 
 def checked_tenant(tenant: Any) -> str:
@@ -247,6 +249,11 @@ class TenantLifecycle:
                 keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS)
                 self.records.delete(keys)
                 job["items"] += len(keys)
+                live = LIVE_CONNECTION_PK_PREFIX
+                connections = [k["pk"]["S"].removeprefix(live) for k in keys if k["pk"]["S"].startswith(live)]
+                if connections:
+                    # Their items are gone: the $disconnect each close brings finds nothing left to delete.
+                    job["liveConnections"] = job.get("liveConnections", 0) + self.outside.close_connections(connections)
                 job["apiKeys"] += sum(1 for key in keys if key["pk"]["S"].startswith(API_KEY_PK_PREFIX))
                 job["scanned"] = job.get("scanned", 0) + scanned
                 job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)
@@ -271,6 +278,7 @@ class TenantLifecycle:
             "apiKeys": job["apiKeys"],
             "schedules": job.get("schedules", 0),
             "secrets": len(job.get("secrets", [])),
+            "liveConnections": job.get("liveConnections", 0),
             "passes": job["pass"],
             "itemsRead": job.get("scanned", 0),
             "usage": job.get("usage"),

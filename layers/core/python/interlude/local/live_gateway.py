@@ -1,8 +1,8 @@
 """The local stack's WebSocket API (wiring.LIVE_API), playing API Gateway on loopback: a WebSocket server whose
 connections invoke the api function with API Gateway's WebSocket event shapes ($connect with the handshake's
 headers, a message routed by its `action`, $disconnect), and the management API the functions send through
-(`POST /{stage}/@connections/{connectionId}`: 410 GoneException for a connection that is not open, as API Gateway
-answers). A $connect answered with a status other than 2xx refuses the handshake with that status; a 2xx answer's
+(`POST /{stage}/@connections/{connectionId}`; `DELETE` closes the connection, whose $disconnect follows; 410
+GoneException for a connection that is not open, as API Gateway answers). A $connect answered with a status other than 2xx refuses the handshake with that status; a 2xx answer's
 `Sec-WebSocket-Protocol` header is the subprotocol the handshake's answer names, as API Gateway passes it on."""
 
 from __future__ import annotations
@@ -80,6 +80,14 @@ class LiveGateway:
             connection.send(data.decode())
         except ConnectionClosed:
             return False
+        return True
+
+    def close(self, connection_id: str) -> bool:
+        with self._lock:
+            connection = self.open.get(connection_id)
+        if connection is None:
+            return False
+        connection.close()  # its handler's loop ends, and invokes $disconnect
         return True
 
     # -- API Gateway's side of a connection ------------------------------------------------------------------
@@ -162,15 +170,27 @@ class _ManagementHandler(JsonHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         data = self.rfile.read(int(self.headers.get("content-length") or 0))
+        connection_id = self._connection_id()
+        if connection_id is not None:
+            self._answer(self.server.gateway.send(connection_id, data), 200)
+
+    def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
+        connection_id = self._connection_id()
+        if connection_id is not None:
+            self._answer(self.server.gateway.close(connection_id), 204)
+
+    def _connection_id(self) -> str | None:
         path = unquote(self.path)
         if CONNECTIONS_PATH not in path:
-            self._refuse(404, "NotFoundException", "only POST /@connections/{connectionId}")
-            return
-        connection_id = path.split(CONNECTIONS_PATH, 1)[1]
-        if not self.server.gateway.send(connection_id, data):
+            self._refuse(404, "NotFoundException", "only /@connections/{connectionId}")
+            return None
+        return path.split(CONNECTIONS_PATH, 1)[1]
+
+    def _answer(self, found: bool, status: int) -> None:
+        if found:
+            self.answer(status)
+        else:
             self._refuse(410, "GoneException", None)
-            return
-        self.answer(200)
 
     def _refuse(self, status: int, error: str, message: str | None) -> None:
         self.answer(status, {"message": message}, {"x-amzn-ErrorType": error})

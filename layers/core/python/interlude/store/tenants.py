@@ -20,7 +20,7 @@ while a tenant is suspended, its usage meters, and the pages of its items a dele
                                                              one document per tenant and month billing reads
 
 The registry is the operator's: its partition is no tenant's, so a tenant's deletion, which removes every item under
-`T#{tenant}` and the tenant's API keys (`K#…`, found by their `tenant`), leaves the record as the tombstone that keeps
+`T#{tenant}`, the tenant's API keys (`K#…`) and its live connections (`LIVE#…`, each found by its `tenant`), leaves the record as the tombstone that keeps
 the deletion's report and turns away work still in flight for the tenant until it expires.
 """
 
@@ -39,7 +39,13 @@ from interlude.store import limits as counters
 from interlude.store.due_index import DUE_PK_PREFIX
 from interlude.store.interactions import settings_key, settings_read
 from interlude.store.item_index import shard_of
-from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, tenant_of_pk
+from interlude.store.layout import (
+    API_KEY_PK_PREFIX,
+    API_KEY_SK,
+    LIVE_CONNECTION_PK_PREFIX,
+    LIVE_CONNECTION_SK,
+    tenant_of_pk,
+)
 from interlude.store.table import Table, batch_get
 
 REGISTRY_PK = "TENANTS"
@@ -351,12 +357,14 @@ class TenantRecords:
 
     def scan_page(self, tenant: str, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
         """The keys of the tenant's items in one page of a whole-table Scan (consistent), after `position`: every item
-        under `T#{tenant}`, the tenant's API keys and its runs' due items (store/due_index.py: in the deployment's
+        under `T#{tenant}` (its runs' followers items among them), the tenant's API keys and live connections (each
+        keyed by its own id, naming its tenant) and its runs' due items (store/due_index.py: in the deployment's
         partitions, named by their sort key); (keys, items the page read, where the next page starts)."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": "pk = :bare OR begins_with(pk, :own) OR (begins_with(pk, :keys) AND sk = :key "
-            "AND #tenant = :tenant) OR (begins_with(pk, :due) AND begins_with(sk, :owndue))",
+            "AND #tenant = :tenant) OR (begins_with(pk, :live) AND sk = :conn AND #tenant = :tenant) "
+            "OR (begins_with(pk, :due) AND begins_with(sk, :owndue))",
             "ExpressionAttributeNames": {"#tenant": "tenant"},
             "ExpressionAttributeValues": {
                 ":bare": a.s(f"T#{tenant}"),
@@ -365,6 +373,8 @@ class TenantRecords:
                 ":owndue": a.s(f"{tenant}#"),
                 ":keys": a.s(API_KEY_PK_PREFIX),
                 ":key": a.s(API_KEY_SK),
+                ":live": a.s(LIVE_CONNECTION_PK_PREFIX),
+                ":conn": a.s(LIVE_CONNECTION_SK),
                 ":tenant": a.s(tenant),
             },
             "ProjectionExpression": "pk, sk",
