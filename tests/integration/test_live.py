@@ -23,7 +23,8 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.lambda_runtime import fresh_instances
 from interlude.local.live_gateway import LiveGateway, request_context
-from interlude.store.layout import run_pk
+from interlude.store import attributes as a
+from interlude.store.layout import LIVE_CONNECTION_SK, live_connection_pk, run_pk
 from interlude.store.limits import rate_pk
 from interlude.store.live import LiveStore
 from tests.integration.conftest import InProcessApi, new_api_key, signed_in, tenant_of_test
@@ -384,6 +385,40 @@ def test_a_replay_stops_at_its_bound_and_says_where_the_next_subscription_goes_o
     assert [sequence for _, sequences, _ in replays for sequence in sequences] == list(range(5))
     assert [more for _, _, more in replays] == [True] * (len(replays) - 1) + [False]
     assert followers(run_id) == ["c1="]  # one follower all along
+
+
+def test_a_run_at_its_limit_drops_the_followers_whose_connections_are_gone_before_it_refuses_one(
+    services, live, monkeypatch
+):
+    """A client that left without a $disconnect reaching the api function, and one whose connection's item expired
+    (API Gateway closed it after 2 hours; TTL deletes the item within days), held their places until a push found
+    them gone: now the subscription that finds the run full frees them first."""
+    monkeypatch.setenv("INTERLUDE_LIVE_FOLLOWERS_PER_RUN", "2")
+    run_id = gated_run(services)
+    key = new_api_key(services, scopes=["runs:read"])
+    left, expired, stays, joins, refused = (live.connect(key)[0] for _ in range(5))
+    for connection_id in (left, expired):
+        live.say(connection_id, action="subscribe", runId=to_wire(run_id))
+    del live.gateway.open[left]  # the management API answers 410 for it
+    services.store.client.update_item(
+        TableName=TABLE,
+        Key=a.key(live_connection_pk(expired), LIVE_CONNECTION_SK),
+        UpdateExpression="SET #t = :past",
+        ExpressionAttributeNames={"#t": wiring.TTL_ATTRIBUTE},
+        ExpressionAttributeValues={":past": a.n(int(services.clock().timestamp()) - 1)},
+    )
+
+    live.say(stays, action="subscribe", runId=to_wire(run_id))
+    assert live.connection(stays).of_type("error") == []
+    assert followers(run_id) == [stays]
+    # The gone connection is dropped whole (its place in the tenant's count too), as a push finding it gone drops it.
+    assert LiveStore(TABLE).live_connection(left) is None
+    # Both followers' connections are open: the next is refused.
+    live.say(joins, action="subscribe", runId=to_wire(run_id))
+    live.say(refused, action="subscribe", runId=to_wire(run_id))
+    (error,) = live.connection(refused).of_type("error")
+    assert (error["code"], error["details"]) == ("interlude.quota_exceeded", {"quota": "runFollowers", "limit": 2})
+    assert followers(run_id) == sorted([stays, joins])
 
 
 def test_a_connection_follows_at_most_its_limit_of_runs(services, world):

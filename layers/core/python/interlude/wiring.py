@@ -694,7 +694,8 @@ class LiveApi(NamedTuple):
     # The function every route of the API invokes (its $connect, $disconnect and message routes).
     function: str
     # Functions that manage connections, each granted execute-api:ManageConnections on this API's stage for the
-    # management API's methods named here alone: POST sends to a connection, DELETE closes one.
+    # management API's methods named here alone: POST sends to a connection, GET reads whether it is open, DELETE
+    # closes it.
     managers: dict[str, tuple[str, ...]]
     # Carries the management endpoint (https://{api}.execute-api.{region}.amazonaws.com/{stage}) to `managers`; unset:
     # no WebSocket API, nothing is pushed and the outbox reads no subscription.
@@ -720,8 +721,9 @@ class LiveApi(NamedTuple):
 LIVE_API = LiveApi(
     name="LiveApi",
     function="api",
-    # The api function sends a replay, dispatch each batch; admin closes a deleted tenant's connections.
-    managers={"api": ("POST",), "dispatch": ("POST",), "admin": ("DELETE",)},
+    # The api function sends a replay and, at a run's limit of followers, reads whether each is open; dispatch sends
+    # each batch; admin closes a deleted tenant's connections.
+    managers={"api": ("POST", "GET"), "dispatch": ("POST",), "admin": ("DELETE",)},
     endpoint_env="LIVE_ENDPOINT",
     stage="live",
     actions=("subscribe", "unsubscribe"),

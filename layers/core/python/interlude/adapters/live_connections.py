@@ -1,5 +1,5 @@
-"""Sending to and closing the WebSocket API's connections through its management endpoint (wiring.LIVE_API: API
-Gateway's `POST` and `DELETE /@connections/{connectionId}`, the local stack's gateway on loopback alike)."""
+"""Sending to, reading and closing the WebSocket API's connections through its management endpoint (wiring.LIVE_API:
+API Gateway's `POST`, `GET` and `DELETE /@connections/{connectionId}`, the local stack's gateway on loopback alike)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,22 @@ class ApiGatewayConnections:
         except BotoCoreError as exc:
             self._not_sent(connection_id, exc)
         return True
+
+    def is_open(self, connection_id: str) -> bool:
+        try:
+            self.client.get_connection(ConnectionId=connection_id)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "GoneException":
+                return False
+            self._not_read(connection_id, exc)
+        except BotoCoreError as exc:
+            self._not_read(connection_id, exc)
+        return True
+
+    @staticmethod
+    def _not_read(connection_id: str, exc: Exception) -> None:
+        # Taken as open: a follower's place is freed only when API Gateway says its connection is gone.
+        log.error("a live connection was not read", extra={"connectionId": connection_id, "error": repr(exc)})
 
     def close(self, connection_id: str) -> bool:
         try:

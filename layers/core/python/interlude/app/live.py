@@ -3,7 +3,8 @@
 A client connects (its key authenticated and admitted as for the SSE route, by the edge: api/live.py), then sends
 `subscribe` naming a run and, optionally, the last sequence it has (`after`, as SSE's Last-Event-ID). The connection is
 recorded as a follower of the run first, and the log after `after` is read and sent second: an event that commits
-in between is in the replay and may come again from the outbox, never missed. From then on the outbox sends each
+in between is in the replay and may come again from the outbox, never missed (a subscription that finds the run's
+followers at their limit first drops those whose connections are gone). From then on the outbox sends each
 event batch of the run as it commits (`on_events`, an outbox handler in `dispatch`), through API Gateway's management
 API; a connection that has gone (GoneException) is dropped, with its followers of every run. When the run ends,
 its followers are dropped after its last batch is sent: a run that runs again is followed by subscribing again. Each
@@ -106,6 +107,10 @@ class LiveFollowing:
             refused = self.records.follow(
                 connection, run_id, limits.runs_per_connection, limits.followers_per_run, expires
             )
+            if refused == "runFollowers" and self._drop_dead_followers(run_id, connection.connection_id):
+                refused = self.records.follow(
+                    connection, run_id, limits.runs_per_connection, limits.followers_per_run, expires
+                )
             if refused == "runFollowers":
                 limit = limits.followers_per_run
                 raise quota_exceeded(refused, limit, f"this run has its limit of {limit} live followers")
@@ -134,6 +139,20 @@ class LiveFollowing:
         }
         if self.send(connection.connection_id, subscribed):
             self._send_events(connection.connection_id, run_id, events)
+
+    def _drop_dead_followers(self, run_id: str, own: str) -> bool:
+        """Drop the run's followers whose connections are gone, as a push that found them gone would (a client that
+        left without a $disconnect reaching us holds a place until then): those whose items are gone or expired, then
+        those API Gateway says are gone. Whether any place was freed. Only at the run's limit: a read of its
+        followers, one BatchGetItem and a GetConnection per follower whose item is there."""
+        others = [follower.connection_id for follower in self.records.followers(run_id) if follower.connection_id != own]
+        recorded = self.records.recorded_connections(others, int(self.clock().timestamp()))
+        connections = self.connections()
+        dead = [c for c in others if c not in recorded or not connections.is_open(c)]
+        for connection_id in dead:
+            self.records.drop_follower(run_id, connection_id)
+            self.records.close_connection(connection_id)
+        return bool(dead)
 
     def unsubscribe(self, connection: LiveConnection, run_id: str) -> None:
         self.records.unfollow(connection.connection_id, run_id)

@@ -562,6 +562,8 @@ class LiveRecords(Protocol):
 
     def open_connections(self, tenant: str, now: int) -> int: ...
 
+    def recorded_connections(self, connection_ids: list[str], now: int) -> set[str]: ...
+
     def follow(
         self, connection: LiveConnection, run_id: str, runs_limit: int, followers_limit: int, expires: int
     ) -> str | None: ...
@@ -578,6 +580,10 @@ class Connections(Protocol):
 
     def send(self, connection_id: str, data: bytes) -> bool:
         """False when the connection is gone (API Gateway's GoneException)."""
+        ...
+
+    def is_open(self, connection_id: str) -> bool:
+        """False when the connection is gone (its client left without a $disconnect reaching us, or it closed)."""
         ...
 
     def close(self, connection_id: str) -> bool:

@@ -1,7 +1,7 @@
 """The local stack's WebSocket API (wiring.LIVE_API), playing API Gateway on loopback: a WebSocket server whose
 connections invoke the api function with API Gateway's WebSocket event shapes ($connect with the handshake's
 headers, a message routed by its `action`, $disconnect), and the management API the functions send through
-(`POST /{stage}/@connections/{connectionId}`; `DELETE` closes the connection, whose $disconnect follows; 410
+(`POST /{stage}/@connections/{connectionId}`; `GET` reads it; `DELETE` closes it, its $disconnect following; 410
 GoneException for a connection that is not open, as API Gateway answers). A $connect answered with a status other than 2xx refuses the handshake with that status; a 2xx answer's
 `Sec-WebSocket-Protocol` header is the subprotocol the handshake's answer names, as API Gateway passes it on."""
 
@@ -81,6 +81,10 @@ class LiveGateway:
         except ConnectionClosed:
             return False
         return True
+
+    def is_open(self, connection_id: str) -> bool:
+        with self._lock:
+            return connection_id in self.open
 
     def close(self, connection_id: str) -> bool:
         with self._lock:
@@ -173,6 +177,15 @@ class _ManagementHandler(JsonHandler):
         connection_id = self._connection_id()
         if connection_id is not None:
             self._answer(self.server.gateway.send(connection_id, data), 200)
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        connection_id = self._connection_id()
+        if connection_id is None:
+            return
+        if self.server.gateway.is_open(connection_id):
+            self.answer(200, {"identity": {"sourceIp": LOOPBACK}})
+        else:
+            self._refuse(410, "GoneException", None)
 
     def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
         connection_id = self._connection_id()

@@ -19,12 +19,13 @@ from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store.layout import (
     FOLLOWERS_SK,
+    LIVE_CONNECTION_PK_PREFIX,
     LIVE_CONNECTION_SK,
     followers_pk,
     live_connection_pk,
     live_index_pk,
 )
-from interlude.store.table import Table
+from interlude.store.table import Table, batch_get
 
 
 class LiveConnection(NamedTuple):
@@ -81,6 +82,16 @@ class LiveStore(Table):
             ExpressionAttributeNames={"#p": wiring.INBOX_INDEX.partition_key, "#t": wiring.TTL_ATTRIBUTE},
             ExpressionAttributeValues={":p": a.s(live_index_pk(tenant)), ":now": a.n(now)},
         )
+
+    def recorded_connections(self, connection_ids: list[str], now: int) -> set[str]:
+        """Those of the connections whose items are there and not expired (one BatchGetItem for a run's followers)."""
+        keys = [a.key(live_connection_pk(connection_id), LIVE_CONNECTION_SK) for connection_id in connection_ids]
+        read = {"ProjectionExpression": "pk, #t", "ExpressionAttributeNames": {"#t": wiring.TTL_ATTRIBUTE}}
+        return {
+            item["pk"]["S"].removeprefix(LIVE_CONNECTION_PK_PREFIX)
+            for item in batch_get(self.client, self.table, keys, ConsistentRead=True, **read)
+            if int(item[wiring.TTL_ATTRIBUTE]["N"]) > now
+        }
 
     def _count(self, **query: Any) -> int:
         count = 0
