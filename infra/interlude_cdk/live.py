@@ -91,7 +91,7 @@ class LiveFront(Construct):
         )
         for name, methods in spec.managers.items():
             function = managers[name]
-            # Each function's methods alone (POST @connections/{id} sends; DELETE closes one).
+            # Each function's methods alone (POST @connections/{id} sends, GET reads whether it is open, DELETE closes it).
             arns = [
                 Stack.of(self).format_arn(
                     service="execute-api",

@@ -15,9 +15,9 @@ reaches requests in.
 A replay carries at most budgets.MAX_ANSWER_BYTES of events, as one SSE request does: `subscribed` says where it stops
 (`lastSequence`) and whether the log holds more (`more`: subscribe again with `after` = `lastSequence`).
 
-Each message is JSON with a `type`: `subscribed` {runId, after, following, lastSequence, more}, `events` {runId, events: [RunEventDoc]},
-`tooLarge` {runId, sequence} (an event larger than API Gateway's frame: read it over HTTP), `unsubscribed` {runId},
-`error` {code, message, details?, runId?}. Events come in order of their `sequence`, at least once: a client skips
+Each message is JSON with a `type`: `subscribed` {runId, after, following, lastSequence, more}, `events` {runId,
+events: [RunEventDoc]}, `tooLarge` {runId, sequence} (an event larger than API Gateway's frame: read it over HTTP),
+`unsubscribed` {runId}, `error` {code, message, details?, runId?}. Events come in order of their `sequence`, at least once: a client skips
 what it has, and one that finds a gap (a batch that failed and goes again later) subscribes again with `after` set
 to the last it has.
 """

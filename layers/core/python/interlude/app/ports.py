@@ -576,7 +576,7 @@ class LiveRecords(Protocol):
 
 
 class Connections(Protocol):
-    """Sends to and closes open WebSocket connections (API Gateway's management API: adapters/live_connections.py)."""
+    """Sends to, reads and closes WebSocket connections (API Gateway's management API: adapters/live_connections.py)."""
 
     def send(self, connection_id: str, data: bytes) -> bool:
         """False when the connection is gone (API Gateway's GoneException)."""
