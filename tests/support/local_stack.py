@@ -206,7 +206,9 @@ def stack_client(info: dict[str, str], service: str) -> Any:
 
 
 class LocalStackProcess:
-    def __init__(self, tmp: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, extra_env: dict[str, str] | None = None, own_group: bool = False) -> None:
+        """`own_group`: the stack leads a process group of its own (its instances and fork server in it), as a shell
+        job or `timeout` runs it, so a signal can be sent to the whole group."""
         self.state_file = tmp / "local.json"
         self.log = (tmp / "local-stack.log").open("w")
         env = {**os.environ, **(extra_env or {})}
@@ -217,6 +219,7 @@ class LocalStackProcess:
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            process_group=0 if own_group else None,
         )
 
     def wait(self, timeout_s: float = 120.0) -> dict[str, str]:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import multiprocessing
+import queue
 import signal
 import sys
 import threading
 import uuid
-from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -110,7 +112,7 @@ def run_process_hook() -> None:
 INSTANCE_IMPORTS = ("botocore.session", "jsonschema", "interlude.composition", "interlude.api.app", "interlude.store.facade")
 
 
-def instance_context() -> multiprocessing.context.BaseContext:
+def instance_context() -> multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext:
     """Instances start from a fork server that has INSTANCE_IMPORTS (and the process hook's module) imported: a
     fresh process forked from a clean one (the stack's own threads are never forked), its state its own from then."""
     if "forkserver" not in multiprocessing.get_all_start_methods():  # Windows
@@ -121,10 +123,24 @@ def instance_context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _start_instance() -> None:
+def _serve(name: str, connection: Connection) -> None:
+    """An instance: runs the process hook, then each invocation its connection hands it, answering (ok, value)."""
     # Ctrl-C reaches the whole process group; the stack stops its instances itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_process_hook()
+    while True:
+        try:
+            event = connection.recv()
+        except EOFError:
+            return  # the stack went away
+        try:
+            answer: tuple[bool, Any] = (True, invoke(name, event))
+        except Exception as problem:  # noqa: BLE001 - the caller raises it, as a Lambda invocation's error
+            answer = (False, problem)
+        try:
+            connection.send(answer)
+        except Exception as problem:  # noqa: BLE001 - an answer that does not pickle is the caller's error
+            connection.send((False, RuntimeError(f"the {name} instance could not answer: {problem!r}")))
 
 
 class InstancePool:
@@ -132,38 +148,92 @@ class InstancePool:
 
     Powertools keeps the current event on class attributes, so two requests served by threads of one process
     could read each other's headers and body; separate processes cannot. Start it after the environment is set:
-    the instances inherit it.
+    the instances inherit it. Each instance has a pipe of its own, on which it takes one invocation at a time: an
+    instance that dies (killed, or a SIGTERM sent to the stack's whole process group reaching it) ends the
+    invocation it held with an error at once and serves no more; a multiprocessing.Pool would have left that
+    invocation unanswered for ever, and its stop waiting on a lock the dead instance held.
     """
 
     def __init__(self, name: str, size: int | None = None) -> None:
         self.name = name
-        size = size or local_stack_settings().instances
-        self._pool = instance_context().Pool(processes=size, initializer=_start_instance)
+        self._context = instance_context()
+        self._idle: queue.SimpleQueue[_Instance | None] = queue.SimpleQueue()
+        self._instances: list[_Instance] = []
         self._lock = threading.Lock()
-        self._waiting: set[Future[Any]] = set()
+        self._waiting = 0
+        self._stopped = False
+        try:
+            for _ in range(size or local_stack_settings().instances):
+                self._instances.append(self._started())
+        except BaseException:
+            self.stop()
+            raise
+        for instance in self._instances:
+            self._idle.put(instance)
+
+    def _started(self) -> _Instance:
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(target=_serve, args=(self.name, theirs), name=f"{self.name}-instance", daemon=True)
+        process.start()
+        theirs.close()  # the instance's end is its own alone: its death is our end's EOF
+        return _Instance(process, ours)
+
+    def _replace(self, dead: _Instance) -> None:
+        """A new instance for one that died, as Lambda starts another; none once the pool stops, or when the fork
+        server died with it (a signal to the stack's whole process group: the stack is stopping)."""
+        dead.process.join()
+        dead.connection.close()
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                fresh = self._started()
+            except (OSError, EOFError):  # the fork server refused, or died while it forked
+                return
+            self._instances[self._instances.index(dead)] = fresh
+        self._idle.put(fresh)
 
     def invoke(self, event: dict[str, Any]) -> Any:
-        answer: Future[Any] = Future()
         with self._lock:
-            self._waiting.add(answer)
+            self._waiting += 1
         try:
-            self._pool.apply_async(invoke, (self.name, event), callback=answer.set_result, error_callback=answer.set_exception)
-            return answer.result()
+            instance = self._idle.get()
+            if instance is None:
+                self._idle.put(None)  # the next caller is told too
+                raise RuntimeError(f"the {self.name} instances stopped")
+            try:
+                instance.connection.send(event)
+                ok, value = instance.connection.recv()
+            except (EOFError, OSError) as lost:
+                # The instance died with the invocation (the pool stopped it, or it was killed): Lambda's answer too.
+                self._replace(instance)
+                raise RuntimeError(f"the {self.name} instances stopped") from lost
+            self._idle.put(instance)
+            if not ok:
+                raise value
+            return value
         finally:
             with self._lock:
-                self._waiting.discard(answer)
+                self._waiting -= 1
 
     @property
     def waiting(self) -> int:
         """Invocations sent and not yet answered."""
-        return len(self._waiting)
+        return self._waiting
 
     def stop(self) -> None:
-        self._pool.terminate()
-        self._pool.join()
-        # A terminated pool never answers what it was running: the callers still waiting (a queue pump's thread,
-        # which the interpreter joins at exit) are told, or a stack stopped mid-batch would never exit.
+        # Callers waiting for an instance are told; callers an instance is serving are told by its end (EOF).
         with self._lock:
-            for answer in self._waiting:
-                if not answer.done():
-                    answer.set_exception(RuntimeError(f"the {self.name} instances stopped"))
+            self._stopped = True
+        self._idle.put(None)
+        for instance in self._instances:
+            instance.process.terminate()
+        for instance in self._instances:
+            instance.process.join()
+            instance.connection.close()
+
+
+@dataclass(frozen=True)
+class _Instance:
+    process: BaseProcess
+    connection: Connection
