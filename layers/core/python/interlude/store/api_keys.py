@@ -7,14 +7,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.domain.audit import AuditDraft
 from interlude.domain.clock import epoch_of
 from interlude.store import attributes as a
 from interlude.store.idempotency import AnsweredRecord
 from interlude.store.layout import API_KEY_PK_PREFIX, API_KEY_SK, api_key_pk, keys_index_pk
+from interlude.store.table import conditionally
 from interlude.store.transactions import LostRace, TransactionalTable
 
 # A revoked or expired key's item is swept this long after (it still answers 401 until then, and lists as such).
@@ -54,20 +53,15 @@ class ApiKeyStore(TransactionalTable):
         whether it had none."""
         listing = _key_listing(key_id, record)
         names = {f"#i{i}": name for i, name in enumerate(listing)}
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(api_key_pk(key_id), API_KEY_SK),
-                UpdateExpression="SET " + ", ".join(f"#i{i} = :i{i}" for i in range(len(listing))),
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#i0)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={f":i{i}": value for i, value in enumerate(listing.values())},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(api_key_pk(key_id), API_KEY_SK),
+            UpdateExpression="SET " + ", ".join(f"#i{i} = :i{i}" for i in range(len(listing))),
+            ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#i0)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={f":i{i}": value for i, value in enumerate(listing.values())},
+        ) is not None
 
     def get_api_key(self, key_id: str) -> dict[str, Any] | None:
         # Strongly consistent: a key revoked before this read is seen revoked.
@@ -121,16 +115,12 @@ class ApiKeyStore(TransactionalTable):
             "ExpressionAttributeValues": {":at": a.s(at), ":ttl": a.n(int(epoch_of(at)) + KEY_RETENTION_S)},
         }
         try:
-            if audit is None:
-                self.client.update_item(TableName=self.table, **update)
-            else:
+            if audit is not None:
                 self._transact([(API_KEY_SK, {"Update": update})], audit=audit)
+            elif conditionally(self.client.update_item, TableName=self.table, **update) is None:
+                return self.get_api_key(key_id)  # revoked meanwhile, as below
         except LostRace:
             return self.get_api_key(key_id)  # revoked meanwhile: report the instant that won
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return self.get_api_key(key_id)
         return {**record, "revokedAt": at}
 
 

@@ -28,13 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.domain.clock import iso_epoch
 from interlude.store import attributes as a
 from interlude.store.layout import run_pk
 from interlude.store.leases import PENDING, Claim, Ledger, Writes
+from interlude.store.table import conditionally
 
 EFFECT_SK = "EFFECT"
 LEDGER_SK_PREFIX = "X#"
@@ -121,26 +120,19 @@ class EffectStore(Ledger[LedgerEntry]):
             self._keep_effect(entry)
         put = self._ledger_put(entry, attempt, LEDGER_STATE[status], now_iso)
         put["ConditionExpression"] = "attribute_not_exists(sk)"
-        try:
-            self.client.put_item(**put)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        conditionally(self.client.put_item, **put)
 
     def _keep_effect(self, entry: LedgerEntry) -> None:
         """The effect record expires no sooner than `entry` (a record gone meanwhile is left gone)."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=self.key(entry),
-                UpdateExpression="SET #ttl = :ttl",
-                ConditionExpression="attribute_exists(#sk) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)",
-                ExpressionAttributeNames={"#sk": wiring.SORT_KEY, "#ttl": wiring.TTL_ATTRIBUTE},
-                ExpressionAttributeValues={":ttl": a.n(entry.expires)},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=self.key(entry),
+            UpdateExpression="SET #ttl = :ttl",
+            ConditionExpression="attribute_exists(#sk) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)",
+            ExpressionAttributeNames={"#sk": wiring.SORT_KEY, "#ttl": wiring.TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":ttl": a.n(entry.expires)},
+        )
 
     def ledger(self, run_id: str) -> list[dict[str, Any]]:
         """The run's effect records, in effect-id order."""

@@ -23,13 +23,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.domain import clock
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.layout import RUN_SK, run_pk
+from interlude.store.table import conditionally
 
 # The head's record that a retention turn is whole when the run's items alone cannot say so: the expiry the last whole
 # turn gave every item, 0 while a turn that writes every item is under way (a re-stamp, or a run that ended too late
@@ -132,11 +131,7 @@ def confirm(client: Any, table: str, run_id: str, key: a.Item, written: a.Item) 
             update |= {"UpdateExpression": "SET #ttl = :ttl", "ExpressionAttributeValues": {":ttl": wanted[wiring.TTL_ATTRIBUTE]}}
         else:
             update["UpdateExpression"] = "REMOVE #ttl"
-        try:
-            client.update_item(**update)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        if conditionally(client.update_item, **update) is None:
             return  # the item is gone meanwhile
         written = wanted
     raise ExpiryUnsettled(run_id)

@@ -31,6 +31,7 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store.table import conditionally
 
 RETENTION_SECONDS = 24 * 3600
 SORT_KEY = "IDEM"
@@ -202,43 +203,35 @@ class IdempotencyStore:
 
     def complete(self, claim: Claim, response: CachedResponse, *, now_ms: int) -> bool:
         """Store the final response; False if this request no longer owns the claim (its lease was taken)."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(claim.pk, SORT_KEY),
-                UpdateExpression="SET #status = :completed, #response = :response, #ttl = :ttl REMOVE #lease",
-                ConditionExpression="#owner = :owner AND #status = :inprogress",
-                ExpressionAttributeNames={
-                    "#status": "status",
-                    "#response": "response",
-                    "#ttl": wiring.TTL_ATTRIBUTE,
-                    "#lease": "leaseUntil",
-                    "#owner": "owner",
-                },
-                ExpressionAttributeValues={
-                    ":completed": a.s(COMPLETED),
-                    ":inprogress": a.s(IN_PROGRESS),
-                    ":response": a.s(response.to_json()),
-                    ":ttl": a.n(now_ms // 1000 + RETENTION_SECONDS),
-                    ":owner": a.s(claim.owner),
-                },
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(claim.pk, SORT_KEY),
+            UpdateExpression="SET #status = :completed, #response = :response, #ttl = :ttl REMOVE #lease",
+            ConditionExpression="#owner = :owner AND #status = :inprogress",
+            ExpressionAttributeNames={
+                "#status": "status",
+                "#response": "response",
+                "#ttl": wiring.TTL_ATTRIBUTE,
+                "#lease": "leaseUntil",
+                "#owner": "owner",
+            },
+            ExpressionAttributeValues={
+                ":completed": a.s(COMPLETED),
+                ":inprogress": a.s(IN_PROGRESS),
+                ":response": a.s(response.to_json()),
+                ":ttl": a.n(now_ms // 1000 + RETENTION_SECONDS),
+                ":owner": a.s(claim.owner),
+            },
+        ) is not None
 
     def release(self, claim: Claim) -> None:
         """Drop an in-flight claim whose outcome is not cached, so a retry with the same key executes."""
-        try:
-            self.client.delete_item(
-                TableName=self.table,
-                Key=a.key(claim.pk, SORT_KEY),
-                ConditionExpression="#owner = :owner AND #status = :inprogress",
-                ExpressionAttributeNames={"#owner": "owner", "#status": "status"},
-                ExpressionAttributeValues={":owner": a.s(claim.owner), ":inprogress": a.s(IN_PROGRESS)},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        conditionally(
+            self.client.delete_item,
+            TableName=self.table,
+            Key=a.key(claim.pk, SORT_KEY),
+            ConditionExpression="#owner = :owner AND #status = :inprogress",
+            ExpressionAttributeNames={"#owner": "owner", "#status": "status"},
+            ExpressionAttributeValues={":owner": a.s(claim.owner), ":inprogress": a.s(IN_PROGRESS)},
+        )

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.domain.clock import epoch_of
 from interlude.rules.interrupts.correlation import correlation_hash
 from interlude.store import attributes as a
+from interlude.store.table import conditionally
 
 if TYPE_CHECKING:  # annotations only: the callbacks function imports the store without the run model or engine
     from interlude.domain.models.run import OpenInterrupt
@@ -205,16 +204,11 @@ class InteractionStore:
 
     def claim_event(self, tenant: str, hash_: str, sk: str, interrupt_id: str) -> bool:
         """Mark a kept event as used by one interrupt; False when another claim came first."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(events_pk(tenant, hash_), sk),
-                UpdateExpression="SET consumedBy = :by",
-                ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
-                ExpressionAttributeValues={":by": a.s(interrupt_id)},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(events_pk(tenant, hash_), sk),
+            UpdateExpression="SET consumedBy = :by",
+            ConditionExpression="attribute_exists(sk) AND attribute_not_exists(consumedBy)",
+            ExpressionAttributeValues={":by": a.s(interrupt_id)},
+        ) is not None

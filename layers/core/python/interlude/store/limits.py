@@ -34,12 +34,10 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.rules.limits import Window
 from interlude.store import attributes as a
-from interlude.store.table import batch_get
+from interlude.store.table import batch_get, conditionally
 
 USAGE_SK = "USAGE"
 OPEN_RUNS = "openRuns"
@@ -165,25 +163,21 @@ class LimitStore:
         limit = share(limit, shards, shard)
         if requests > limit:
             return None
-        try:
-            got = self.client.update_item(
-                TableName=self.table,
-                Key=a.key(rate_pk(tenant, shard), f"W#{window.start}"),
-                UpdateExpression="ADD n :k SET #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(n) OR n <= :room",
-                ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":k": a.n(requests),
-                    ":room": a.n(limit - requests),
-                    ":ttl": a.n(window.expires_at),
-                },
-                ReturnValues="UPDATED_NEW",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return None
-            raise
-        return int(got["Attributes"]["n"]["N"])
+        got = conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(rate_pk(tenant, shard), f"W#{window.start}"),
+            UpdateExpression="ADD n :k SET #ttl = :ttl",
+            ConditionExpression="attribute_not_exists(n) OR n <= :room",
+            ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
+            ExpressionAttributeValues={
+                ":k": a.n(requests),
+                ":room": a.n(limit - requests),
+                ":ttl": a.n(window.expires_at),
+            },
+            ReturnValues="UPDATED_NEW",
+        )
+        return None if got is None else int(got["Attributes"]["n"]["N"])
 
     def usage(self, tenant: str) -> dict[str, int]:
         """The sums over every usage shard (one BatchGetItem: a lowered limit leaves runs on higher shards)."""

@@ -22,7 +22,7 @@ from interlude.domain.budgets import TRANSACT_MAX_ITEMS
 from interlude.store import attributes as a
 from interlude.store.inbox import InboxIndex
 from interlude.store.layout import RUN_SK
-from interlude.store.table import batch_get
+from interlude.store.table import batch_get, conditionally
 
 MIGRATION_PK = "MIGRATION"
 RUNNING = "running"
@@ -68,51 +68,42 @@ class MigrationStore:
     def claim(self, migration_id: str, owner: str, now: float, release: str) -> dict[str, Any] | None:
         """Hold `migration_id` for `owner` (started now if never before); its checkpoint, or None when it is done or
         another runner holds it."""
-        try:
-            got = self.client.update_item(
-                TableName=self.table,
-                Key=a.key(MIGRATION_PK, migration_id),
-                UpdateExpression="SET #owner = :me, leaseUntil = :until, #release = :release, "
-                "#state = if_not_exists(#state, :running), startedAt = if_not_exists(startedAt, :now), "
-                "scanned = if_not_exists(scanned, :zero), written = if_not_exists(written, :zero)",
-                ConditionExpression="attribute_not_exists(pk) OR (#state <> :done AND "
-                "(attribute_not_exists(leaseUntil) OR leaseUntil < :now OR #owner = :me))",
-                ExpressionAttributeNames={"#owner": "owner", "#state": "state", "#release": "release"},
-                ExpressionAttributeValues={
-                    ":me": a.s(owner),
-                    ":until": a.n(now + LEASE_S),
-                    ":release": a.s(release),
-                    ":running": a.s(RUNNING),
-                    ":done": a.s(DONE),
-                    ":now": a.n(now),
-                    ":zero": a.n(0),
-                },
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return None
-            raise
-        return a.plain(got["Attributes"])
+        got = conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(MIGRATION_PK, migration_id),
+            UpdateExpression="SET #owner = :me, leaseUntil = :until, #release = :release, "
+            "#state = if_not_exists(#state, :running), startedAt = if_not_exists(startedAt, :now), "
+            "scanned = if_not_exists(scanned, :zero), written = if_not_exists(written, :zero)",
+            ConditionExpression="attribute_not_exists(pk) OR (#state <> :done AND "
+            "(attribute_not_exists(leaseUntil) OR leaseUntil < :now OR #owner = :me))",
+            ExpressionAttributeNames={"#owner": "owner", "#state": "state", "#release": "release"},
+            ExpressionAttributeValues={
+                ":me": a.s(owner),
+                ":until": a.n(now + LEASE_S),
+                ":release": a.s(release),
+                ":running": a.s(RUNNING),
+                ":done": a.s(DONE),
+                ":now": a.n(now),
+                ":zero": a.n(0),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return None if got is None else a.plain(got["Attributes"])
 
     def start_over(self, migration_id: str, at: str) -> bool:
         """A migration done starts a new pass from the table's start (a recurring one: the retention sweep), its
         counts from zero; False when it is not done (a pass is under way, or none began: the claim starts it)."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(MIGRATION_PK, migration_id),
-                UpdateExpression="SET #state = :running, startedAt = :at, scanned = :zero, written = :zero "
-                "REMOVE finishedAt, #position",
-                ConditionExpression="#state = :done",
-                ExpressionAttributeNames={"#state": "state", "#position": "position"},
-                ExpressionAttributeValues={":running": a.s(RUNNING), ":done": a.s(DONE), ":at": a.s(at), ":zero": a.n(0)},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(MIGRATION_PK, migration_id),
+            UpdateExpression="SET #state = :running, startedAt = :at, scanned = :zero, written = :zero "
+            "REMOVE finishedAt, #position",
+            ConditionExpression="#state = :done",
+            ExpressionAttributeNames={"#state": "state", "#position": "position"},
+            ExpressionAttributeValues={":running": a.s(RUNNING), ":done": a.s(DONE), ":at": a.s(at), ":zero": a.n(0)},
+        ) is not None
 
     def record_page(
         self, migration_id: str, owner: str, position: a.Item | None, scanned: int, written: int, now: float
@@ -146,19 +137,17 @@ class MigrationStore:
     def _update(
         self, migration_id: str, owner: str, expression: str, names: dict[str, str], values: dict[str, Any]
     ) -> None:
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(MIGRATION_PK, migration_id),
-                UpdateExpression=expression,
-                ConditionExpression="#owner = :me",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise LeaseLost(migration_id) from None
-            raise
+        written = conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(MIGRATION_PK, migration_id),
+            UpdateExpression=expression,
+            ConditionExpression="#owner = :me",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+        if written is None:
+            raise LeaseLost(migration_id)
 
     def scan_page(self, scan: Scan, position: a.Item | None, limit: int) -> tuple[list[a.Item], int, a.Item | None]:
         """One page of the items `scan` selects, after `position`: (items, how many the page read, where the next
@@ -183,20 +172,15 @@ class MigrationStore:
     def name_run(self, pk: str, version: int, state: bytes) -> bool:
         """A run head's state, now holding its workflow's name (migration 0006), on condition that the run has not
         moved since it was read (False: a transition wrote it first, from the state it read, without the name)."""
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(pk, RUN_SK),
-                UpdateExpression="SET #state = :state",
-                ConditionExpression="#version = :version",
-                ExpressionAttributeNames={"#state": "state", "#version": "version"},
-                ExpressionAttributeValues={":state": a.packed_json(state), ":version": a.n(version)},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(pk, RUN_SK),
+            UpdateExpression="SET #state = :state",
+            ConditionExpression="#version = :version",
+            ExpressionAttributeNames={"#state": "state", "#version": "version"},
+            ExpressionAttributeValues={":state": a.packed_json(state), ":version": a.n(version)},
+        ) is not None
 
     def put_missing(self, items: list[a.Item]) -> int:
         """Put those of `items` whose key names no item yet (an index entry is written once: a backfill that runs

@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.store import attributes as a
+from interlude.store.table import conditionally
 
 RECOVERY_SK = "RECOVERY"
 # A running job none of whose turns recorded anything for this long may be replaced by a new one: past the API's
@@ -70,19 +69,14 @@ class RecoveryStore:
             "updatedAt": a.n(int(now)),
             wiring.TTL_ATTRIBUTE: a.n(int(now) + KEPT_S),
         }
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(sk) OR #running = :no OR updatedAt < :stale",
-                ExpressionAttributeNames={"#running": "running"},
-                ExpressionAttributeValues={":no": {"BOOL": False}, ":stale": a.n(int(now) - STALE_S)},
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return conditionally(
+            self.client.put_item,
+            TableName=self.table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(sk) OR #running = :no OR updatedAt < :stale",
+            ExpressionAttributeNames={"#running": "running"},
+            ExpressionAttributeValues={":no": {"BOOL": False}, ":stale": a.n(int(now) - STALE_S)},
+        ) is not None
 
     def record_turn(self, key: a.Item, turn: int, record: dict[str, Any], cursor: str | None, now: float) -> bool:
         """Turn `turn` (the turns taken before it) recorded with the job's record and the next turn's start; False
@@ -100,20 +94,15 @@ class RecoveryStore:
         else:
             expression = sets + ", #cursor = :cursor"
             values[":cursor"] = a.s(cursor)
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=key,
-                UpdateExpression=expression,
-                ConditionExpression="turn = :turn",
-                ExpressionAttributeNames={"#record": "record", "#running": "running", "#cursor": "cursor"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=key,
+            UpdateExpression=expression,
+            ConditionExpression="turn = :turn",
+            ExpressionAttributeNames={"#record": "record", "#running": "running", "#cursor": "cursor"},
+            ExpressionAttributeValues=values,
+        ) is not None
 
     # -- a run's dead ledger items --------------------------------------------------------------------------------
 

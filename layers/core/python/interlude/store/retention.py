@@ -51,8 +51,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import RunState
@@ -66,7 +64,7 @@ from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.recoveries import RECOVERY_SK
 from interlude.store.run_items import run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
-from interlude.store.table import Table, batch_get
+from interlude.store.table import Table, batch_get, conditionally
 from interlude.store.task_items import TASK_SK, task_pk
 
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
@@ -386,13 +384,7 @@ class RetentionStore(Table):
         }
         if values:
             kwargs["ExpressionAttributeValues"] = values
-        try:
-            self.client.update_item(**kwargs)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return conditionally(self.client.update_item, **kwargs) is not None
 
 
 def retained_head(head: dict[str, Any]) -> RetainedRun:

@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from interlude import wiring
 from interlude.store import attributes as a
 from interlude.store import item_index
@@ -24,7 +22,7 @@ from interlude.store.inbox import InboxIndex
 from interlude.store.interactions import tenant_pk
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.runs import head_of
-from interlude.store.table import Table, batch_get
+from interlude.store.table import Table, batch_get, conditionally
 
 if TYPE_CHECKING:
     from interlude.domain.models.run import RunState
@@ -108,20 +106,15 @@ class SearchKeysStore(Table):
                 sets.append(f"#{name} = :{name}")
                 values[f":{name}"] = a.s(value)
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=a.key(tenant_pk(tenant), SEARCH_KEYS_SK),
-                UpdateExpression=expression,
-                ConditionExpression="generation = :generation",
-                ExpressionAttributeNames={"#after": "after", "#doneAt": "doneAt"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=a.key(tenant_pk(tenant), SEARCH_KEYS_SK),
+            UpdateExpression=expression,
+            ConditionExpression="generation = :generation",
+            ExpressionAttributeNames={"#after": "after", "#doneAt": "doneAt"},
+            ExpressionAttributeValues=values,
+        ) is not None
 
     def run_listing(self, tenant: str) -> item_index.ItemIndexReader:
         return item_index.ItemIndexReader(self.client, self.table, tenant, wiring.RUN_INDEX)

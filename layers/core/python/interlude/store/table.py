@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from interlude import sdk_clients
 from interlude.config.runtime import runtime_settings
@@ -26,6 +27,17 @@ class Table:
         self.client = client or dynamodb_client()
         # Every answer of this client (the other stores share it) is refused if it holds an item too new to read.
         item_formats.watch(self.client)
+
+
+def conditionally(write: Callable[..., dict[str, Any]], /, **request: Any) -> dict[str, Any] | None:
+    """The answer of one conditional write (`write(**request)`: the client's PutItem, UpdateItem or DeleteItem), or
+    None when its condition failed, so nothing was written; any other error is raised."""
+    try:
+        return write(**request)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
+        return None
 
 
 # BatchGetItem reads at most this many keys per call.

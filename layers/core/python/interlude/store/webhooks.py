@@ -30,6 +30,7 @@ from interlude.store import attributes as a
 from interlude.store.interactions import tenant_pk
 from interlude.store.layout import event_sk, run_pk
 from interlude.store.recoveries import count_up_to
+from interlude.store.table import conditionally
 
 SUBSCRIPTION_SK_PREFIX = "WH#"
 SECRET_VERSION = "sv"
@@ -121,19 +122,14 @@ class WebhookStore:
             condition = f"attribute_exists(sk) AND attribute_not_exists({SECRET_VERSION})"
         else:
             values[":expected"] = a.s(expected)
-        try:
-            self.client.update_item(
-                TableName=self.table,
-                Key=subscription_key(webhook_id),
-                UpdateExpression=f"SET {SECRET_VERSION} = :version",
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return conditionally(
+            self.client.update_item,
+            TableName=self.table,
+            Key=subscription_key(webhook_id),
+            UpdateExpression=f"SET {SECRET_VERSION} = :version",
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        ) is not None
 
     def of_tenant(self, tenant: str) -> list[dict[str, Any]]:
         """Every subscription of the tenant (at most the limit: one page)."""

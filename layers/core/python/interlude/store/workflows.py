@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from interlude.domain import formats
 from interlude.store import attributes as a
 from interlude.store import limits as counters
 from interlude.store.catalogue import catalogue_put
 from interlude.store.layout import WORKFLOW_LATEST_SK, WORKFLOW_VERSION_SK_PREFIX, workflow_pk, workflow_version_sk
 from interlude.store.modulex_records import record_put
+from interlude.store.table import conditionally
 from interlude.store.transactions import Labelled, LostRace, TransactionalTable
 from interlude.store.workflow_reads import read_workflow
 
@@ -118,12 +117,9 @@ class WorkflowStore(TransactionalTable):
             ConsistentRead=True,
         ).get("Item")
         if pointer is None or int(pointer["version"]["N"]) < version:
-            try:
-                self.client.put_item(TableName=self.table, **latest_pointer(tenant, workflow_id, version))
-                written += 1
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                    raise  # else moved past `version` meanwhile
+            latest = latest_pointer(tenant, workflow_id, version)
+            # Not written when it moved past `version` meanwhile.
+            written += conditionally(self.client.put_item, TableName=self.table, **latest) is not None
         if entry is not None:
             self.client.put_item(TableName=self.table, **catalogue_put(tenant, workflow_id, entry)[1]["Put"])
             written += 1
