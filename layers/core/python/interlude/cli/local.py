@@ -61,7 +61,7 @@ def use_local_stack(args: argparse.Namespace) -> bool:
     """With --local, point the AWS clients made from now on at the local stack; whether it did."""
     if not args.local:
         return False
-    from interlude.local.stack import TABLE_NAME, configure_environment
+    from interlude.local.environment import TABLE_NAME, configure_environment
 
     configure_environment(local_state(args)["motoEndpoint"], TABLE_NAME)
     return True
@@ -75,7 +75,7 @@ def table_store(args: argparse.Namespace) -> Store:
     from interlude.store.facade import Store
 
     if use_local_stack(args):
-        from interlude.local.stack import TABLE_NAME
+        from interlude.local.environment import TABLE_NAME
 
         return Store(TABLE_NAME)
     table = args.table or cli_settings().table_name or stack_output(args, wiring.OUTPUT_TABLE_NAME)

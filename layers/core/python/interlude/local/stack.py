@@ -11,13 +11,13 @@ import boto3
 
 from interlude import config, wiring
 from interlude.config.delivery import PUBLIC_BASE_URL_ENV
-from interlude.config.local import export, export_defaults, unset
+from interlude.config.local import export
 from interlude.domain import clock
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.workflow import WorkflowDefinition
-from interlude.local import LOCAL_REGION
 from interlude.local.buckets import create_local_buckets
 from interlude.local.control import ControlApi
+from interlude.local.environment import TABLE_NAME, configure_environment
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
 from interlude.local.lambda_api import LambdaApi
@@ -35,7 +35,6 @@ from interlude.store.facade import Store
 from interlude.store.provisioning import create_table
 
 DEMO_TENANT = "demo"
-TABLE_NAME = "interlude-local"
 
 DEMO_WORKFLOW: dict[str, Any] = {
     "name": "Publish a post after approval",
@@ -74,36 +73,6 @@ DEMO_WORKFLOW: dict[str, Any] = {
     ],
     "variables": [{"name": "title", "type": "string", "defaultValue": "Hello, Interlude"}],
 }
-
-
-def configure_environment(moto_endpoint: str, table_name: str) -> None:
-    """Point every AWS client in this process (the handlers' too) at the local moto server."""
-    export(
-        {
-            "AWS_ENDPOINT_URL": moto_endpoint,
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": LOCAL_REGION,
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-            "TABLE_NAME": table_name,
-            "POWERTOOLS_SERVICE_NAME": "interlude",
-            "POWERTOOLS_METRICS_NAMESPACE": "Interlude",
-        }
-    )
-    unset("AWS_PROFILE")
-    export_defaults(
-        {
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-            # A test suite drives one tenant far faster than a person would: the local stack's default rate is the
-            # ceiling (a tenant may still set its own lower; an environment that sets the variable wins).
-            "INTERLUDE_TENANT_REQUESTS_PER_SECOND": "500",
-            # A tenant's deletion waits for work in flight to end; on one machine that is seconds, not a function's
-            # timeout.
-            "INTERLUDE_TENANT_DELETION_GRACE_SECONDS": "5",
-        }
-    )
-    # Settings read before (an import reads the engine's debug switch) are read again from this environment.
-    config.forget()
 
 
 @dataclass
