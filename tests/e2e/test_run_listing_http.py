@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import openwop_client
 import pytest
 from openwop_client import OpenwopClient
 from openwop_client.errors import WopError
 
-from tests.support.local_stack import Api, tenant_admin_key, wire
+from interlude.local.environment import TABLE_NAME
+from tests.support.local_stack import Api, stack_client, tenant_admin_key, wire
+from tests.support.seeded_runs import seed_runs
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +54,19 @@ def test_discovery_advertises_run_list(api: Api) -> None:
     }
 
 
-def test_the_client_pages_through_40_runs_with_filters(api: Api, client: OpenwopClient) -> None:
+def test_the_client_pages_through_40_runs_with_filters(
+    api: Api, client: OpenwopClient, stack_info: dict[str, str]
+) -> None:
     # Small pages over 40 runs cross as many page boundaries as large pages over many more runs would (the page
     # sizes are chosen so that each walk, filtered or not, ends on a partial page after three or more full ones).
+    # The runs are written as the store writes them (a head and a listing entry each), 24 waiting then 16 completed,
+    # a millisecond apart: the subject is the reader (40 runs made through the API cost the stack seconds).
     approval = api.fixture("conformance-approval")
     noop = api.fixture("conformance-noop")
-    waiting = [api.start(approval)["runId"] for _ in range(24)]
-    done = [api.start(noop)["runId"] for _ in range(16)]
-    for run_id in done:
-        api.wait_status(run_id, {"completed"})
+    dynamodb = stack_client(stack_info, "dynamodb")
+    began = datetime.now(UTC) - timedelta(minutes=1)
+    waiting = seed_runs(dynamodb, TABLE_NAME, api.tenant, approval, 24, began, status="waiting-approval")
+    done = seed_runs(dynamodb, TABLE_NAME, api.tenant, noop, 16, began + timedelta(milliseconds=24))
     mine = set(waiting + done)
     everything, pages = walk(client, 6)
     assert mine <= set(everything)

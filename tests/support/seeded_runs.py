@@ -14,9 +14,9 @@ from interlude import wiring
 from interlude.composition import Services
 from interlude.domain.clock import iso
 from interlude.domain.ids import mint_opaque, tenant_bound
-from interlude.domain.models.run import OpenInterrupt, RunState
+from interlude.domain.models.run import OpenInterrupt, RunState, RunStatus
 from interlude.domain.models.tenants import TenantSettings
-from interlude.rules import run_search
+from interlude.rules import auth, run_search
 from interlude.store.facade import Store
 from interlude.store.inbox import InboxIndex
 from interlude.store.provisioning import create_table
@@ -24,9 +24,17 @@ from interlude.store.run_items import head_put, run_entry, search_entries
 from tests.support.moto_world import current_account
 
 
-def seed_runs(client: Any, table: str, tenant: str, workflow_id: str, count: int, first: datetime) -> list[str]:
-    """`count` completed runs of `workflow_id` (version 1), created a millisecond apart from `first`: their ids,
-    oldest first. Written 25 items to a BatchWriteItem; the dispatch stream ignores heads and entries."""
+def seed_subject(tenant: str) -> dict[str, str]:
+    """Who started the seeded runs: an API key's subject, as a run created through the API holds it."""
+    return {"issuer": auth.ISSUER, "subjectId": "seed", "tenant": tenant, "lane": "api-key", "kind": "user"}
+
+
+def seed_runs(
+    client: Any, table: str, tenant: str, workflow_id: str, count: int, first: datetime, status: RunStatus = "completed"
+) -> list[str]:
+    """`count` runs of `workflow_id` (version 1) in `status` (their heads and run listing entries: what a listing
+    reads), created a millisecond apart from `first`: their ids, oldest first. Written 25 items to a BatchWriteItem;
+    the dispatch stream ignores heads and entries."""
     run_ids: list[str] = []
     requests = []
     for i in range(count):
@@ -36,11 +44,11 @@ def seed_runs(client: Any, table: str, tenant: str, workflow_id: str, count: int
             tenant=tenant,
             workflowId=workflow_id,
             workflowVersion=1,
-            status="completed",
-            owner={"tenant": tenant, "subject": {"subjectId": "seed"}},
+            status=status,
+            owner={"tenant": tenant, "subject": seed_subject(tenant)},
             createdAt=at,
             startedAt=at,
-            completedAt=at,
+            completedAt=at if status == "completed" else None,
         )
         run_ids.append(state.runId)
         requests.append({"PutRequest": {"Item": head_put(state)["Item"]}})
