@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from modulex import Modulex
 from modulex._exceptions import BadRequestError, NotFoundError, ValidationError
 
-from tests.support.local_stack import Api
+from interlude.local.environment import TABLE_NAME
+from tests.support.local_stack import Api, stack_client, tenant_admin_key
 from tests.support.modulex_example import worked_example
+from tests.support.seeded_runs import seed_runs
 
 
 def sdk(api: Api) -> Modulex:
@@ -114,13 +118,17 @@ def got_definition(api: Api, workflow_id: str) -> dict:
     return api.call("GET", f"/workflows/{workflow_id}").json()["definition"]
 
 
-def test_list_runs_and_iter_runs_page_with_filters(api: Api) -> None:
+def test_list_runs_and_iter_runs_page_with_filters(stack_info: dict[str, str]) -> None:
+    # A tenant of its own, its runs written as the store writes them (a head and a listing entry each): the subject
+    # is the reader (50 runs made through the API cost the stack seconds).
+    name = f"mxlist-{uuid.uuid4().hex[:8]}"
+    api = Api(stack_info["baseUrl"], tenant_admin_key(stack_info, name), name)
     approval = api.fixture("conformance-approval")
     noop = api.fixture("conformance-noop")
-    waiting = [api.start(approval)["runId"] for _ in range(30)]
-    done = [api.start(noop)["runId"] for _ in range(20)]
-    for run_id in done:
-        api.wait_status(run_id, {"completed"})
+    dynamodb = stack_client(stack_info, "dynamodb")
+    began = datetime.now(UTC) - timedelta(minutes=1)
+    waiting = seed_runs(dynamodb, TABLE_NAME, name, approval, 30, began, status="waiting-approval")
+    done = seed_runs(dynamodb, TABLE_NAME, name, noop, 20, began + timedelta(milliseconds=30))
 
     async def scenario() -> None:
         async with sdk(api) as client:
