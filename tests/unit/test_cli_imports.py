@@ -63,3 +63,13 @@ def test_a_command_that_runs_the_service_here_still_composes_it(tmp_path):
     got = run("keys", "list", "--tenant", "t1", "--table", "absent", "--state-file", str(tmp_path / "absent.json"))
     assert "interlude.composition" in got["modules"]
     assert "interlude.app.keys" in got["modules"]
+
+
+def test_a_local_command_finds_the_stack_without_loading_it(tmp_path):
+    # `--local` reaches the running stack's AWS through its state file: moto's server and the stack's gateways stay
+    # in `interlude dev` (loading them cost each such command about a second of CPU).
+    got = run("tenants", "list", "--local", "--state-file", str(tmp_path / "absent.json"))
+    assert got["code"] != 0
+    assert "interlude.local.environment" in got["modules"]
+    heavy = ("moto", "werkzeug", "interlude.local.stack", "interlude.local.http_gateway", "interlude.local.live_gateway")
+    assert [m for m in got["modules"] if any(m == h or m.startswith(h + ".") for h in heavy)] == []
