@@ -15,7 +15,6 @@ from urllib.parse import parse_qsl, urlsplit
 from interlude import wiring
 from interlude.local import LOCAL_ACCOUNT, mailbox
 from interlude.local.lambda_runtime import InstancePool
-from interlude.local.pump import wake_pumps
 
 MAX_BODY = 2_000_000
 LOOPBACK = "127.0.0.1"
@@ -110,8 +109,6 @@ class _Handler(BaseHTTPRequestHandler):
                 "headers": {"Content-Type": "application/json"},
                 "body": '{"message":"Internal Server Error"}',
             }
-        # What the request wrote reaches the stream and the queues now, not after an idle pump's next poll.
-        wake_pumps()
         self._answer(result)
 
     def _answer(self, result: dict[str, Any]) -> None:

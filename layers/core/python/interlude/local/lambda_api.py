@@ -13,7 +13,6 @@ from http.server import ThreadingHTTPServer
 from interlude import wiring
 from interlude.local.http_gateway import LOOPBACK, JsonHandler, LoopbackServer
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke
-from interlude.local.pump import wake_pumps
 
 INVOKE_PATH = f"/2015-03-31/functions/{FUNCTION_NAME_PREFIX}{wiring.OPERATOR_FUNCTION}/invocations"
 MAX_PAYLOAD = 6 * 1024 * 1024
@@ -34,7 +33,6 @@ class _Handler(JsonHandler):
         except Exception as exc:  # what Lambda answers for a function that raised
             result = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": traceback.format_exc().splitlines()}
             headers = {"X-Amz-Function-Error": "Unhandled"}
-        wake_pumps()  # what it wrote (a resume's handed-back work) goes on now
         self.answer(200, result, headers)
 
 
