@@ -1,0 +1,72 @@
+"""The local stack's moto server wakes its pumps on every write it serves, whoever makes it, and on no read: a client
+polling a run costs the stack no round of polls, and what anything writes is carried at once (interlude.local.
+moto_server)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from interlude.local.moto_server import LockedMotoServer, changes_something
+from interlude.local.pump import Pump
+
+# Long enough that a poll within the test's waits comes only from a wake, never from the pump's own interval.
+NEVER_S = 600.0
+NO_WAKE_S = 0.3
+
+
+class Counting(Pump):
+    def __init__(self) -> None:
+        super().__init__("counting", interval_s=NEVER_S, backs_off=True)
+        self.polled = threading.Semaphore(0)
+
+    def pump_once(self) -> int:
+        self.polled.release()
+        return 0
+
+
+@pytest.fixture
+def table_and_pump() -> Iterator[tuple[object, Counting]]:
+    server = LockedMotoServer().start()
+    client = boto3.client("dynamodb", endpoint_url=server.endpoint, region_name="us-east-1",
+                          aws_access_key_id="local", aws_secret_access_key="local")  # fmt: skip
+    client.create_table(TableName="t", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")  # fmt: skip
+    pump = Counting().start()
+    assert pump.polled.acquire(timeout=10)  # its first poll, on starting
+    try:
+        yield client, pump
+    finally:
+        pump.stop()
+        server.stop()
+
+
+def test_a_write_wakes_the_pumps_and_a_read_does_not(table_and_pump) -> None:
+    client, pump = table_and_pump
+    client.put_item(TableName="t", Item={"pk": {"S": "a"}})
+    assert pump.polled.acquire(timeout=10), "a PutItem did not wake the pump"
+    client.get_item(TableName="t", Key={"pk": {"S": "a"}})
+    client.query(TableName="t", KeyConditionExpression="pk = :a", ExpressionAttributeValues={":a": {"S": "a"}})
+    assert not pump.polled.acquire(timeout=NO_WAKE_S), "a read woke the pump"
+    client.transact_write_items(TransactItems=[{"Delete": {"TableName": "t", "Key": {"pk": {"S": "a"}}}}])
+    assert pump.polled.acquire(timeout=10), "a transaction did not wake the pump"
+
+
+@pytest.mark.parametrize(
+    ("environ", "changes"),
+    [
+        ({"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.UpdateItem", "REQUEST_METHOD": "POST"}, True),
+        ({"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.BatchGetItem", "REQUEST_METHOD": "POST"}, False),
+        ({"HTTP_X_AMZ_TARGET": "DynamoDBStreams_20120810.GetRecords", "REQUEST_METHOD": "POST"}, False),
+        ({"HTTP_X_AMZ_TARGET": "AmazonSQS.SendMessageBatch", "REQUEST_METHOD": "POST"}, True),
+        ({"HTTP_X_AMZ_TARGET": "AmazonSQS.ReceiveMessage", "REQUEST_METHOD": "POST"}, False),
+        ({"REQUEST_METHOD": "POST", "PATH_INFO": "/schedules/s"}, True),  # Scheduler, a REST protocol
+        ({"REQUEST_METHOD": "DELETE", "PATH_INFO": "/schedules/s"}, True),
+        ({"REQUEST_METHOD": "GET", "PATH_INFO": "/schedules"}, False),
+    ],
+)
+def test_what_counts_as_a_write(environ, changes) -> None:
+    assert changes_something(environ) is changes
