@@ -22,6 +22,13 @@ def admin(api: Api) -> Console:
     return Console(api).signed_in(api.api_key)
 
 
+@pytest.fixture(scope="module")
+def admin_proof(admin: Console) -> str:
+    """The admin session's form proof, read once: the same on every page for the session's life (an HMAC of its
+    nonce), and the inbox page it is read from is the shared tenant's, which every module's waiting runs fill."""
+    return admin.proof()
+
+
 def waiting_run(api: Api, **config) -> str:
     run = api.start(gate_workflow(api, **config))
     assert api.wait_status(run["runId"], {"waiting-approval"})["status"] == "waiting-approval"
@@ -106,9 +113,9 @@ def test_sign_in_needs_the_forms_proof_and_this_site(api: Api) -> None:
     assert SESSION not in console.session.cookies
 
 
-def test_a_form_without_the_sessions_proof_changes_nothing(api: Api, admin: Console) -> None:
+def test_a_form_without_the_sessions_proof_changes_nothing(api: Api, admin: Console, admin_proof: str) -> None:
     run_id = waiting_run(api)
-    proof = admin.proof()
+    proof = admin_proof
     forged = admin.post(decide_path(run_id), {"csrf": "0" * 64, "action": "accept"})
     no_proof = admin.post(decide_path(run_id), {"action": "accept"})
     cross_site = admin.post(
@@ -123,10 +130,10 @@ def test_a_form_without_the_sessions_proof_changes_nothing(api: Api, admin: Cons
     assert api.run(run_id)["status"] == "waiting-approval"
 
 
-def test_a_decision_in_the_console_is_a_vote_like_any_other(api: Api, admin: Console) -> None:
+def test_a_decision_in_the_console_is_a_vote_like_any_other(api: Api, admin: Console, admin_proof: str) -> None:
     run_id = waiting_run(api, requiredApprovals=2)
 
-    got = admin.post(decide_path(run_id), {"csrf": admin.proof(), "action": "accept", "feedback": "fine by me"})
+    got = admin.post(decide_path(run_id), {"csrf": admin_proof, "action": "accept", "feedback": "fine by me"})
 
     assert got.status_code == 200
     assert "Your vote was counted" in got.text
@@ -134,7 +141,7 @@ def test_a_decision_in_the_console_is_a_vote_like_any_other(api: Api, admin: Con
     assert (vote["action"], vote["surface"]) == ("accept", "console")
     assert vote["principal"].endswith("|demo-admin")
     # The same rules as every surface: one vote per principal, whichever surface it came from
-    again = admin.post(decide_path(run_id), {"csrf": admin.proof(), "action": "accept"})
+    again = admin.post(decide_path(run_id), {"csrf": admin_proof, "action": "accept"})
     assert again.status_code == 409
     assert "already voted" in again.text
     assert api.resolve(run_id, "review", {"action": "accept"}).status_code == 409
@@ -147,9 +154,9 @@ def test_a_decision_in_the_console_is_a_vote_like_any_other(api: Api, admin: Con
     assert "by second-approver" in run_page.text
 
 
-def test_a_form_answer_that_is_not_allowed_is_a_page_not_a_decision(api: Api, admin: Console) -> None:
+def test_a_form_answer_that_is_not_allowed_is_a_page_not_a_decision(api: Api, admin: Console, admin_proof: str) -> None:
     run_id = waiting_run(api)
-    got = admin.post(decide_path(run_id), {"csrf": admin.proof(), "action": "edit-accept"})
+    got = admin.post(decide_path(run_id), {"csrf": admin_proof, "action": "edit-accept"})
     assert got.status_code == 400
     assert "Choose one of the buttons" in got.text
     assert api.run(run_id)["status"] == "waiting-approval"
@@ -264,9 +271,9 @@ def sign_in_page_for(api: Api, session_cookie: str) -> requests.Response:
     )
 
 
-def test_keys_are_created_shown_once_and_revoked_from_the_console(api: Api, admin: Console) -> None:
+def test_keys_are_created_shown_once_and_revoked_from_the_console(api: Api, admin: Console, admin_proof: str) -> None:
     subject = f"bot-{uuid.uuid4().hex[:6]}"
-    created = admin.post("/console/keys", {"csrf": admin.proof(), "subjectId": subject, "scope": ["runs:read"]})
+    created = admin.post("/console/keys", {"csrf": admin_proof, "subjectId": subject, "scope": ["runs:read"]})
     assert created.status_code == 201
     key = re.search(r'id="new-key">(il_[^<]+)<', created.text).group(1)
     assert api.call("GET", f"/runs/{UNKNOWN_RUN}", key=key).status_code == 404
@@ -278,7 +285,7 @@ def test_keys_are_created_shown_once_and_revoked_from_the_console(api: Api, admi
     assert revoked.status_code == 200
     assert "Key revoked" in revoked.text
     assert until(lambda: api.call("GET", f"/runs/{UNKNOWN_RUN}", key=key).status_code == 401, timeout_s=30)
-    refused = admin.post("/console/keys", {"csrf": admin.proof(), "subjectId": "x", "scope": ["no:such"]})
+    refused = admin.post("/console/keys", {"csrf": admin_proof, "subjectId": "x", "scope": ["no:such"]})
     assert refused.status_code == 400
 
 
@@ -322,7 +329,7 @@ def test_a_saved_copy_of_the_cookie_is_refused_after_sign_out_on_every_instance(
     assert sign_in_page_for(api, saved).status_code == 401
 
 
-def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: Console) -> None:
+def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: Console, admin_proof: str) -> None:
     run_id = waiting_run(api)
     page = admin.get(f"/console/runs/{wire(run_id)}")
     assert page.status_code == 200
@@ -336,13 +343,13 @@ def test_a_run_page_shows_status_graph_timeline_and_open_gates(api: Api, admin: 
     assert len(PROOF.findall(page.text)) == page.text.count("<form")
 
     # Cancelling asks once more, and changes nothing until it is confirmed
-    asked = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id, "reason": "wrong amount"})
+    asked = admin.post("/console/runs/cancel", {"csrf": admin_proof, "runId": run_id, "reason": "wrong amount"})
     assert asked.status_code == 200
     assert "Cancel this run?" in asked.text
     assert "It cannot be undone. Reason: wrong amount" in asked.text
     assert 'name="confirm" value="yes"' in asked.text
     assert api.run(run_id)["status"] == "waiting-approval"
-    cancelled = admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id, "confirm": "yes"})
+    cancelled = admin.post("/console/runs/cancel", {"csrf": admin_proof, "runId": run_id, "confirm": "yes"})
     assert cancelled.status_code == 200
     assert "Cancelled 1 of 1" in cancelled.text
     assert api.run(run_id)["status"] == "cancelled"
@@ -356,7 +363,7 @@ def test_the_services_address_leads_to_the_console(api: Api) -> None:
 REFRESH = re.compile(r'<meta http-equiv="refresh" content="(\d+)">')
 
 
-def test_a_page_following_a_moving_run_refreshes_itself_without_script(api: Api, admin: Console) -> None:
+def test_a_page_following_a_moving_run_refreshes_itself_without_script(api: Api, admin: Console, admin_proof: str) -> None:
     run_id = waiting_run(api)
     path = f"/console/runs/{wire(run_id)}"
     # Someone who may decide the gate is typing into its form: no reload unless asked for.
@@ -376,18 +383,18 @@ def test_a_page_following_a_moving_run_refreshes_itself_without_script(api: Api,
     assert REFRESH.search(watcher.get("/console/runs").text) is None
     assert REFRESH.search(watcher.get("/console/runs?live=on").text) is not None
     # An ended run has nothing to follow.
-    admin.post("/console/runs/cancel", {"csrf": admin.proof(), "runId": run_id, "confirm": "yes"})
+    admin.post("/console/runs/cancel", {"csrf": admin_proof, "runId": run_id, "confirm": "yes"})
     assert REFRESH.search(watcher.get(path + "?live=on").text) is None
 
 
-def test_a_steps_input_and_output_are_read_on_the_run_page(api: Api, admin: Console) -> None:
+def test_a_steps_input_and_output_are_read_on_the_run_page(api: Api, admin: Console, admin_proof: str) -> None:
     workflow_id = gate_workflow(
         api, artifactData={"amount": "{{inputs.amount}}"}, fieldLabels={"amount": "Amount to refund"}
     )
     run_id = api.start(workflow_id, inputs={"amount": 2150})["runId"]
     assert api.wait_status(run_id, {"waiting-approval"})["status"] == "waiting-approval"
     decided = admin.post(
-        decide_path(run_id), {"csrf": admin.proof(), "action": "accept", "feedback": "fine", "back": "run"}
+        decide_path(run_id), {"csrf": admin_proof, "action": "accept", "feedback": "fine", "back": "run"}
     )
     assert decided.status_code == 200
     assert api.wait_status(run_id, {"completed"})["status"] == "completed"
@@ -422,7 +429,7 @@ def test_the_inbox_filters_as_get_interrupts_does(api: Api, admin: Console) -> N
     assert "Sort must be one of" in refused.text
 
 
-def test_a_run_is_started_from_the_form_its_workflows_inputs_draw(api: Api, admin: Console) -> None:
+def test_a_run_is_started_from_the_form_its_workflows_inputs_draw(api: Api, admin: Console, admin_proof: str) -> None:
     workflow_id = refund_workflow(api)
     page = admin.get(f"/console/workflows/{workflow_id}").text
     start = page[page.index('id="start-heading"'):]
@@ -431,13 +438,13 @@ def test_a_run_is_started_from_the_form_its_workflows_inputs_draw(api: Api, admi
     assert '<option value="EUR" selected>' in start
     action = f"/console/workflows/{workflow_id}/runs"
 
-    refused = admin.post(action, {"csrf": admin.proof(), "f1": "EUR", "tags": "urgent"})
+    refused = admin.post(action, {"csrf": admin_proof, "f1": "EUR", "tags": "urgent"})
     assert refused.status_code == 400
     assert "The run was not started" in refused.text
     assert 'id="start-f0-error"' in refused.text
     assert ">urgent</textarea>" in refused.text  # nothing typed is lost
 
-    started = admin.post(action, {"csrf": admin.proof(), "f0": "2150.50", "f1": "USD", "tags": "urgent\nq4"})
+    started = admin.post(action, {"csrf": admin_proof, "f0": "2150.50", "f1": "USD", "tags": "urgent\nq4"})
     assert started.status_code == 201
     assert "Run started" in started.text
     # The amount as it was typed, on the run's page (the API's answer is JSON's number)
@@ -452,13 +459,13 @@ def test_a_run_is_started_from_the_form_its_workflows_inputs_draw(api: Api, admi
     assert reader.post(action, {"csrf": reader.proof("/console/workflows"), "f0": "1"}).status_code == 403
 
 
-def test_a_failed_run_is_redriven_and_any_run_forked_from_its_page(api: Api, admin: Console) -> None:
+def test_a_failed_run_is_redriven_and_any_run_forked_from_its_page(api: Api, admin: Console, admin_proof: str) -> None:
     source = failed_run(api)
     page = admin.get(f"/console/runs/{wire(source)}").text
     assert "Redrive from call" in page
     assert page.index("Failed at call") < page.index("<dt>Status</dt>")
 
-    redriven = admin.post(f"/console/runs/{wire(source)}/redrive", {"csrf": admin.proof()})
+    redriven = admin.post(f"/console/runs/{wire(source)}/redrive", {"csrf": admin_proof})
     assert redriven.status_code == 201, redriven.text[:500]
     assert "Redriven: a new run" in redriven.text
     assert f'Redriven from <a href="/console/runs/{wire(source)}" class="mono">{source}</a>' in redriven.text
@@ -468,15 +475,15 @@ def test_a_failed_run_is_redriven_and_any_run_forked_from_its_page(api: Api, adm
 
     # Any run forks; a branch past the end of the log is refused in words, nothing started
     waiting = waiting_run(api)
-    replayed = admin.post(f"/console/runs/{wire(waiting)}/fork", {"csrf": admin.proof(), "mode": "replay"})
+    replayed = admin.post(f"/console/runs/{wire(waiting)}/fork", {"csrf": admin_proof, "mode": "replay"})
     assert replayed.status_code == 201
     assert "Replayed from" in replayed.text
-    past = admin.post(f"/console/runs/{wire(waiting)}/fork", {"csrf": admin.proof(), "mode": "branch", "fromSeq": "999"})
+    past = admin.post(f"/console/runs/{wire(waiting)}/fork", {"csrf": admin_proof, "mode": "branch", "fromSeq": "999"})
     assert past.status_code == 422
     assert "Nothing was started" in past.text
     assert "past the source run" in past.text
     # A waiting run is not redriven
-    refused = admin.post(f"/console/runs/{wire(waiting)}/redrive", {"csrf": admin.proof()})
+    refused = admin.post(f"/console/runs/{wire(waiting)}/redrive", {"csrf": admin_proof})
     assert refused.status_code == 409
     assert "only a failed run is redriven" in refused.text
     # As on the API, forking needs runs:read besides runs:create
