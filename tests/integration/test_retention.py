@@ -603,6 +603,8 @@ def expiries(world: Any, run_id: str) -> set[int | None]:
     return {int(i[wiring.TTL_ATTRIBUTE]["N"]) if wiring.TTL_ATTRIBUTE in i else None for i in own_items(world, run_id)}
 
 
+# The sweep reads every item of the table: in the shared world, every item each earlier test of the process wrote.
+@pytest.mark.private_world
 def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_sweep(services, world):
     key = new_api_key(services)
     run_id = finished_run(services, world, key, "swept")
