@@ -407,6 +407,7 @@ def test_an_export_pages_its_events_and_refuses_what_it_cannot_hold(services, wo
     assert call("GET", f"/runs/{to_wire(run_id)}/export", reader).status == 403
 
 
+@pytest.mark.private_world  # items_of scans the table
 def test_a_run_with_more_items_than_dispatch_retains_has_the_rest_from_the_migrations_queue(services, world, monkeypatch):
     # Given pages of one item
     monkeypatch.setattr(retention_store, "PAGE_ITEMS", 1)
@@ -439,6 +440,7 @@ def without_expiry(world, run_id: str, listing: bool = True) -> None:
         )
 
 
+@pytest.mark.private_world  # items_of scans the table
 def test_a_retention_turn_out_of_time_is_taken_on_where_it_stopped(services, world, monkeypatch):
     key = new_api_key(services)
     run_id = finished_run(services, world, key, "turns")
@@ -642,6 +644,7 @@ def test_a_run_whose_retention_turn_never_finished_is_retained_by_the_daily_swee
     open_items(world, waiting)
 
 
+@pytest.mark.private_world  # items_of scans the table
 def test_a_change_of_retention_days_is_given_to_the_runs_finished_before_it_by_a_resumable_job(
     services, world, tenant, monkeypatch
 ):
