@@ -264,19 +264,48 @@ def test_the_powertools_package_is_whole_for_any_other_importer():
     assert "aws_lambda_powertools.event_handler.appsync" in got["modules"]
 
 
-# What runs with the package `__init__`s the API leaves unrun (interlude/coldstart.py): importlib.metadata's (urllib3's
-# HTTP/2 opt-in, pydantic's plugin loader), botocore's documentation writer's.
-UNRUN_INITS = ["zipfile", "csv", "importlib.metadata._meta", "botocore.docs.service", "botocore.docs.client"]
+# What runs with the package `__init__`s and modules the API leaves unrun (interlude/coldstart.py): importlib.metadata's
+# (urllib3's HTTP/2 opt-in, pydantic's plugin loader), botocore's documentation writer's, its reST writer's (a client's
+# lazy docstrings), dateutil's date parser's (botocore's timestamps and credential expiries as text).
+UNRUN_INITS = [
+    "zipfile",
+    "csv",
+    "importlib.metadata._meta",
+    "botocore.docs.service",
+    "botocore.docs.client",
+    "botocore.docs.bcdoc.docstringparser",
+    "botocore.docs.bcdoc.style",
+    "html.parser",
+    "dateutil.parser._parser",
+    "dateutil.parser.isoparser",
+]
+
+
+# Modules the API registers unrun (interlude/coldstart.py), each with a name its body defines: absent while unrun.
+UNRUN_MODULES = {
+    "configparser": "RawConfigParser",
+    "gzip": "GzipFile",
+    "dateutil.parser": "parser",
+    "botocore.docs.bcdoc.restdoc": "DocumentStructure",
+}
+
+
+def ran(modules: dict[str, str]) -> str:
+    """Code that asserts none of `modules` ran its body."""
+    return f"ran = [m for m, name in {modules!r}.items() if name in vars(sys.modules[m])]\nassert ran == [], ran\n"
 
 
 def test_a_resolve_runs_no_package_init_it_never_uses():
     """A resolve's modules (its route module, a model's first validator, a DynamoDB client) with the SDK's and
-    pydantic's unused package `__init__`s left unrun."""
+    pydantic's unused package `__init__`s and modules left unrun."""
     got = imported(
         "api",
         then="from interlude.api import app\napp.load_routes('POST', '/runs/r-1/interrupts/gate')\n"
         "from interlude.domain.models.tenants import TenantSettings\nTenantSettings.model_validate({})\n"
-        "from interlude import sdk_clients\nsdk_clients.client('dynamodb')\n",
+        + ran(UNRUN_MODULES)
+        # botocore's own models are gzipped JSON (a function reads the layer's plain copy: interlude/adapters/sdk_data.py)
+        + "from interlude import sdk_clients\nsdk_clients.client('dynamodb')\n"
+        + ran({m: name for m, name in UNRUN_MODULES.items() if m != "gzip"}),
     )
     assert {"urllib3.http2.probe", "botocore.docs.docstring", "pydantic.plugin._loader"} <= set(got["modules"])
     assert among(got["modules"], UNRUN_INITS) == []
@@ -291,9 +320,19 @@ def test_the_packages_left_unrun_are_whole_for_any_other_caller():
         "assert [e for e in _loader.entry_points(group='console_scripts')]\n"
         "assert importlib.metadata.version('pydantic')\n"
         "from urllib3.http2 import inject_into_urllib3\n"
-        "assert callable(inject_into_urllib3) and botocore.docs.ServiceDocumenter\n",
+        "assert callable(inject_into_urllib3) and botocore.docs.ServiceDocumenter\n"
+        "import botocore.credentials, dateutil.parser\n"
+        "assert botocore.credentials.parse('2026-12-06T12:00:00Z').hour == 12\n"
+        "assert dateutil.parser.parse('2026-12-06').day == 6 and dateutil.parser.isoparse('2026-12-06').month == 12\n"
+        "from interlude import sdk_clients\n"
+        "assert 'get_item(' in sdk_clients.client('dynamodb').get_item.__doc__.expandtabs()\n"
+        "from botocore.docs.bcdoc.restdoc import DocumentStructure, ReSTDocument\n"
+        "assert isinstance(DocumentStructure('d'), ReSTDocument)\n"
+        "import configparser, gzip\n"
+        "assert gzip.decompress(gzip.compress(b'x')) == b'x' and configparser.RawConfigParser().sections() == []\n",
     )
     assert {"importlib.metadata._meta", "botocore.docs.service"} <= set(got["modules"])
+    assert {"botocore.docs.bcdoc.docstringparser", "dateutil.parser._parser"} <= set(got["modules"])
 
 
 def every_model(*imports: str) -> str:

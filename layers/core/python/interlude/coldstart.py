@@ -35,6 +35,19 @@ IMPORTLIB_METADATA = "importlib.metadata"
 # botocore's documentation writer (ServiceDocumenter, for boto3's docs): its `__init__` imports it, where a client's
 # lazy docstrings need only `botocore.docs.docstring` and what that imports.
 BOTOCORE_DOCS = "botocore.docs"
+# Modules (not packages) registered the same way, their names taken by an importer at import and called only on a path
+# a resolve never takes. botocore's reST writer (with its docstring parser, html.parser and the style module): a
+# client's lazy docstrings import `DocumentStructure` and call it when a docstring is read (help(), pydoc).
+BOTOCORE_RESTDOC = "botocore.docs.bcdoc.restdoc"
+# dateutil's date parser (calendar, locale, its parser tables): botocore parses a timestamp with it only where a
+# response or a credential's expiry carries one as text; none of the DynamoDB calls a resolve makes does.
+DATEUTIL_PARSER = "dateutil.parser"
+# Standard-library modules imported for a path a resolve never takes. configparser: botocore reads the shared config
+# and credentials files with it, where one exists (a Lambda instance has none). gzip: Powertools' JMESPath function
+# `powertools_base64_gzip`, botocore's request compression (no DynamoDB operation compresses) and its loader's
+# gzipped models (the layer's SDK data is plain JSON).
+CONFIGPARSER = "configparser"
+GZIP = "gzip"
 
 
 @contextmanager
@@ -55,7 +68,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def lazy_package(name: str, *, by_name: bool = True, called: tuple[str, ...] = ()) -> None:
-    """Register the package `name` without running its `__init__`, unless something imported it already.
+    """Register the package `name` without running its `__init__`, unless something imported it already (a module
+    `name`: without running it).
 
     `by_name`: a name the `__init__` imports from one of its own submodules (`from .alb_event import ALBEvent`) is
     answered by importing that submodule alone. Any other name the package defines runs the whole `__init__`, once,
@@ -72,7 +86,7 @@ def lazy_package(name: str, *, by_name: bool = True, called: tuple[str, ...] = (
     if name in sys.modules:
         return
     parent_name, _, child = name.rpartition(".")
-    if parent_name in sys.modules:
+    if not parent_name or parent_name in sys.modules:
         spec = importlib.util.find_spec(name)
     else:
         # Registered before its parent is imported, since the parent may import it while being imported itself
@@ -102,6 +116,9 @@ def lazy_package(name: str, *, by_name: bool = True, called: tuple[str, ...] = (
         return call
 
     def __getattr__(attr: str) -> object:
+        if attr == "__path__":
+            # A module has none (the import system asks, for every `from module import name`), a package its own.
+            raise AttributeError(attr)
         if attr in source_of:
             value = getattr(importlib.import_module(f"{name}.{source_of[attr]}"), attr)
             package.__dict__[attr] = value
@@ -109,14 +126,15 @@ def lazy_package(name: str, *, by_name: bool = True, called: tuple[str, ...] = (
         if attr in called:
             return deferred(attr)
         # A submodule (`event_handler.content_types`, which the shipped `__init__` would have imported): that one alone.
-        if importlib.util.find_spec(f"{name}.{attr}") is not None:
+        if spec.submodule_search_locations is not None and importlib.util.find_spec(f"{name}.{attr}") is not None:
             return importlib.import_module(f"{name}.{attr}")
         # Any other name: run the package's own __init__ once, then answer from it.
         return getattr(whole(), attr)
 
     package.__dict__["__getattr__"] = __getattr__
     sys.modules[name] = package
-    importlib.import_module(parent_name).__dict__[child] = package
+    if parent_name:
+        importlib.import_module(parent_name).__dict__[child] = package
 
 
 def _names_imported_from_submodules(init: str) -> dict[str, str]:
