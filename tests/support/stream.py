@@ -7,6 +7,7 @@ message of each record, so a test drives dispatch exactly as the queue would, wi
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -54,17 +55,23 @@ def stream_records(table: str, after: str | None = None, clients: tuple[Any, Any
     arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     records = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        position = (
-            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
-            if after
-            else {"ShardIteratorType": "TRIM_HORIZON"}
-        )
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], **position)
-        iterator = it["ShardIterator"]
-        # A read answers at most 1,000 records: follow the shard until it has no more.
-        while iterator and (got := streams.get_records(ShardIterator=iterator, Limit=1000))["Records"]:
-            records += got["Records"]
-            iterator = got.get("NextShardIterator")
+        records += shard_records(streams, arn, shard["ShardId"], after)
+    return records
+
+
+def shard_records(streams: Any, arn: str, shard_id: str, after: str | None) -> list[dict]:
+    """The shard's records (after sequence number `after`, when given), shaped as the mapping hands them to dispatch."""
+    position = (
+        {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
+        if after
+        else {"ShardIteratorType": "TRIM_HORIZON"}
+    )
+    iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard_id, **position)["ShardIterator"]
+    records = []
+    # A read answers at most 1,000 records: follow the shard until it has no more.
+    while iterator and (got := streams.get_records(ShardIterator=iterator, Limit=1000))["Records"]:
+        records += got["Records"]
+        iterator = got.get("NextShardIterator")
     return [{**r, "eventSourceARN": arn} for r in records]
 
 
@@ -108,18 +115,33 @@ class Stream:
         raise AssertionError("the runs did not settle")
 
 
-# The records `dispatch_runs` handed over already, by stream and sequence number.
-_handed: set[tuple[str, str]] = set()
+# What `dispatch_runs` read of each stream shard and has not handed over yet (records of runs no call named so far), and
+# the last sequence number it read there, so that each call reads only what is new: moto answers slowly per record.
+# Keyed by the shard's first sequence number too: the shared world drops a test's records by moving it on.
+_unhanded: dict[tuple[str, str, str], tuple[str, list[dict]]] = {}
+
+
+@functools.cache
+def _stream_clients() -> tuple[Any, Any]:
+    # A boto3 client costs ≈ 20 ms of CPU to build; moto serves each call from the account current at the call.
+    return boto3.client("dynamodbstreams"), boto3.client("dynamodb")
 
 
 def dispatch_runs(table: str, *run_ids: str) -> None:
     """Hand the runs' stream records not handed over yet by this function to the real dispatch handler, as one outbox
     batch; it must fail none. Its audit appender chains the decisions' and votes' entries they carry (docs/adr/0128):
     a test reads an action's entry after this, as a client reads it once its record is processed."""
-    fresh = [
-        r
-        for r in stream_records(table)
-        if record_run_id(r) in run_ids and (r["eventSourceARN"], r["dynamodb"]["SequenceNumber"]) not in _handed
-    ]
-    _handed.update((r["eventSourceARN"], r["dynamodb"]["SequenceNumber"]) for r in fresh)
+    streams, dynamodb = _stream_clients()
+    arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    fresh: list[dict] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        key = (arn, shard["ShardId"], shard["SequenceNumberRange"]["StartingSequenceNumber"])
+        last, pending = _unhanded.get(key, ("", []))
+        read = shard_records(streams, arn, shard["ShardId"], last or None)
+        pending = pending + read
+        last = read[-1]["dynamodb"]["SequenceNumber"] if read else last
+        fresh += [r for r in pending if record_run_id(r) in run_ids]
+        for stale in [k for k in _unhanded if k[:2] == key[:2] and k != key]:
+            del _unhanded[stale]
+        _unhanded[key] = (last, [r for r in pending if record_run_id(r) not in run_ids])
     assert dispatch(fresh) == {"batchItemFailures": []}
