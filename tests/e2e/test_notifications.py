@@ -11,16 +11,15 @@ import json
 import os
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from tests.support.browser import CHROMIUM, chromium
 from tests.support.local_stack import Api, cli, quiesce, running_stack, tenant_admin_key, until, wire
 from tests.support.receiver import Receiver
 
-CHROMIUM = Path("/usr/bin/chromium")
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/interrupts/[A-Za-z0-9._~-]+")
 # A loaded machine: every wait polls with a generous bound.
 WAIT_S = 60.0
@@ -97,7 +96,6 @@ def advance_clock(stack: dict[str, str], seconds: float) -> None:
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists() and not os.environ.get("CI"), reason="Debian's chromium is not installed")
 def test_three_principals_are_mailed_personal_links_and_their_votes_complete_the_quorum(stack) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
     api = tenant_api(stack, "mail")
     tag = uuid.uuid4().hex[:6]
     emails = {who: f"{who}-{tag}@example.com" for who in ("alice", "bob", "carol")}
@@ -131,21 +129,16 @@ def test_three_principals_are_mailed_personal_links_and_their_votes_complete_the
     assert page.status_code == 200
     assert "Open your decision page" in page.text
 
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox", "--disable-gpu"], headless=True
-        )
-        try:
-            for who, said in (("alice", "Your vote was counted"), ("bob", "Your vote was counted"), ("carol", "Decision recorded")):
-                context = browser.new_context()
-                tab = context.new_page()
-                tab.goto(links[who][0])
-                tab.get_by_role("button", name="Approve", exact=True).click()
-                tab.wait_for_load_state()
-                assert tab.get_by_role("heading", level=1).first.inner_text() == said
-                context.close()
-        finally:
-            browser.close()
+    # Each principal in a browser context of their own, in the suite's Chromium with its flags (no background work).
+    with chromium() as browser:
+        for who, said in (("alice", "Your vote was counted"), ("bob", "Your vote was counted"), ("carol", "Decision recorded")):
+            context = browser.new_context()
+            tab = context.new_page()
+            tab.goto(links[who][0])
+            tab.get_by_role("button", name="Approve", exact=True).click()
+            tab.wait_for_load_state()
+            assert tab.get_by_role("heading", level=1).first.inner_text() == said
+            context.close()
 
     assert api.wait_status(run_id, {"completed"}, timeout_s=WAIT_S)["status"] == "completed"
     voters = {
