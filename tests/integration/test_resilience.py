@@ -30,6 +30,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
+from moto.dynamodb.models import dynamodb_backends
 
 from interlude import sdk_clients, wiring
 from interlude.adapters import batch
@@ -58,6 +59,7 @@ from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
 from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import FIXTURES, wire
+from tests.support.moto_world import current_account
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
 
@@ -203,17 +205,12 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def tenant_items(w: World, tenant: str) -> list[dict[str, Any]]:
-    pages = (
-        w.client("dynamodb")
-        .get_paginator("scan")
-        .paginate(
-            TableName=TABLE,
-            ConsistentRead=True,
-            FilterExpression="begins_with(pk, :tenant)",
-            ExpressionAttributeValues={":tenant": {"S": f"T#{tenant}#"}},
-        )
-    )
-    return [a.plain(item) for page in pages for item in page["Items"]]
+    """Every item of the tenant, read from moto's table by partition key: a Scan read the whole table, which grows by
+    a tenant per attempt (a third of a long operation's time went to it)."""
+    table = dynamodb_backends[current_account()][w.client("dynamodb").meta.region_name].get_table(TABLE)
+    prefix = f"T#{tenant}#"
+    return [a.plain(item.to_json()["Attributes"]) for pk, by_sk in table.items.items() if pk.value.startswith(prefix)
+            for item in by_sk.values()]  # fmt: skip
 
 
 def partial_states(w: World) -> list[str]:
