@@ -182,10 +182,12 @@ class InstancePool:
         """A new instance for one that died, as Lambda starts another; none once the pool stops, or when the fork
         server died with it (a signal to the stack's whole process group: the stack is stopping)."""
         dead.process.join()
-        dead.connection.close()
+        # Under the lock, as stop() closes its ends: two threads closing one connection at once close its descriptor
+        # twice (EBADF, or another file's descriptor reused meanwhile).
         with self._lock:
             if self._stopped:
                 return
+            dead.connection.close()
             try:
                 fresh = self._started()
             except (OSError, EOFError):  # the fork server refused, or died while it forked
@@ -230,7 +232,9 @@ class InstancePool:
             instance.process.terminate()
         for instance in self._instances:
             instance.process.join()
-            instance.connection.close()
+        with self._lock:
+            for instance in self._instances:
+                instance.connection.close()
 
 
 @dataclass(frozen=True)
