@@ -62,15 +62,20 @@ dev: venv
 # (layer-imports) as soon as the runtime Python and Node.js are there.
 # Whole files per worker, in the order tests/conftest.py puts them (the longest first), so both finish together.
 # Then the unit and integration suites on the runtime's Python.
-# RUNTIME_ONLY files test the functions as Lambda runs them, on the runtime's Python: what a cold start imports,
-# every handler's retries under a fault at each AWS call, a deploy over the previous release's table. They run in that
-# second pass only, not again on a Python no function runs on; `make test-unit` and `test-integration` still run them
-# on the development Python.
-RUNTIME_ONLY := tests/unit/test_cold_imports.py tests/integration/test_resilience.py tests/integration/test_upgrade.py
+# The integration suite runs the functions' own code in-process, as Lambda runs it (its handlers on moto): on the
+# runtime's Python alone, in the second pass, as the cold-import checks (RUNTIME_ONLY) do. The first pass runs every
+# other file: the unit suite (both Pythons), the e2e suite (the same functions behind the local stack, on the
+# development Python) and tests/infra, and the integration files whose subject runs on the development machine
+# (DEVELOPMENT_SIDE: the CLI against a deployment, the local stack's instance pool and moto, the IAM check's tools).
+# `make test-integration` still runs the whole integration suite on the development Python (ADR 0149).
+RUNTIME_ONLY := tests/unit/test_cold_imports.py
+DEVELOPMENT_SIDE := tests/integration/test_cli_deployment.py tests/integration/test_instance_pool.py \
+  tests/integration/test_moto_patches.py tests/integration/test_moto_world.py tests/integration/test_iam_check.py
 test: venv
 	@$(MAKE) --no-print-directory --jobs=4 --output-sync=target lint system-deps node-deps layer-imports
-	@echo "== The whole suite on the development Python ($$($(PY) -V)), but RUNTIME_ONLY"
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q $(addprefix --ignore=,$(RUNTIME_ONLY))
+	@echo "== The unit, e2e and infra suites on the development Python ($$($(PY) -V)), but RUNTIME_ONLY"
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q $(addprefix --ignore=,$(RUNTIME_ONLY)) \
+	  tests/unit tests/e2e tests/infra $(DEVELOPMENT_SIDE)
 	@echo "== The unit and integration suites on the functions' runtime Python ($$($(RUNTIME_VENV)/bin/python -V))"
 	$(RUNTIME_VENV)/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q tests/unit tests/integration
 
