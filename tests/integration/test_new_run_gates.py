@@ -92,10 +92,8 @@ def test_a_creation_refused_takes_its_gate_back_with_its_entries(services, admin
     assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [kept]
 
 
-def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_nothing_and_in_no_ones_way(
-    services, admin, monkeypatch
-):
-    workflow = register(services, admin, "conformance-approval")
+def stopped_creation(services: Any, admin: Any, workflow: str, monkeypatch: Any) -> dict[str, Any]:
+    """The gate item a creation leaves when its process stops between its puts and its transaction."""
 
     def stopped(*_: Any, **__: Any) -> None:
         raise RuntimeError("the process stopped between the creation's puts and its transaction")
@@ -105,6 +103,14 @@ def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_not
         with pytest.raises(RuntimeError):
             create(services, admin, workflow)
     [orphan] = gate_items(admin.tenant)
+    return orphan
+
+
+def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_nothing_and_in_no_ones_way(
+    services, admin, monkeypatch
+):
+    workflow = register(services, admin, "conformance-approval")
+    orphan = stopped_creation(services, admin, workflow, monkeypatch)
     run_id = run_id_of(orphan["pk"]["S"])
     assert not [i for i in tenant_items(admin.tenant) if i["sk"]["S"] == RUN_SK]
     # It goes by itself: the run's provisional expiry, its creation + retentionDays (90) + 7 days.
@@ -135,16 +141,8 @@ def test_a_short_retention_tenants_new_gate_expires_with_its_entries_and_takes_t
     services.tenants.put_settings(admin.tenant, TenantSettings.model_validate({"retentionDays": 7}), "admin")
     services.limiter.forget(admin.tenant)
     workflow = register(services, admin, "conformance-approval")
-
-    def stopped(*_: Any, **__: Any) -> None:
-        raise RuntimeError("the process stopped between the creation's puts and its transaction")
-
     # When a creation stops between its puts and its transaction
-    with monkeypatch.context() as m:
-        m.setattr(services.store, "_transact", stopped)
-        with pytest.raises(RuntimeError):
-            create(services, admin, workflow)
-    [orphan] = gate_items(admin.tenant)
+    orphan = stopped_creation(services, admin, workflow, monkeypatch)
     # Then the gate it left goes by itself with the listing and search entries put beside it (creation + 7 + 90 days)
     indexes = (f"#{wiring.RUN_INDEX.prefix}#", f"#{wiring.RUN_SEARCH.prefix}#")
     entries = [i for i in tenant_items(admin.tenant) if any(index in i["pk"]["S"] for index in indexes)]

@@ -4,6 +4,7 @@ API Gateway's `POST`, `GET` and `DELETE /@connections/{connectionId}`, the local
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -18,25 +19,22 @@ class ApiGatewayConnections:
         self.client = client or sdk_clients.client("apigatewaymanagementapi", endpoint_url=endpoint)
 
     def send(self, connection_id: str, data: bytes) -> bool:
-        try:
-            self.client.post_to_connection(ConnectionId=connection_id, Data=data)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "GoneException":
-                return False
-            self._not_sent(connection_id, exc)
-        except BotoCoreError as exc:
-            self._not_sent(connection_id, exc)
-        return True
+        return self._not_gone(lambda: self.client.post_to_connection(ConnectionId=connection_id, Data=data), connection_id, self._not_sent)
 
     def is_open(self, connection_id: str) -> bool:
+        return self._not_gone(lambda: self.client.get_connection(ConnectionId=connection_id), connection_id, self._not_read)
+
+    @staticmethod
+    def _not_gone(call: Callable[[], Any], connection_id: str, on_error: Callable[[str, Exception], None]) -> bool:
+        """False when API Gateway answers that the connection is gone; any other failure goes to `on_error`."""
         try:
-            self.client.get_connection(ConnectionId=connection_id)
+            call()
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "GoneException":
                 return False
-            self._not_read(connection_id, exc)
+            on_error(connection_id, exc)
         except BotoCoreError as exc:
-            self._not_read(connection_id, exc)
+            on_error(connection_id, exc)
         return True
 
     @staticmethod
