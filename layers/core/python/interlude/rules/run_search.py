@@ -11,6 +11,7 @@ run listing itself, yields. What a page reads and why it stays bounded: docs/sca
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -206,7 +207,12 @@ def tasks_stamped_at_end(provisional: int | None, later_kept: bool, completed_at
 def listing_kept_open(provisional: int, now_s: float) -> bool:
     """Whether an open run's listing entry whose provisional expiry is `provisional` is to lose it now (the daily
     sweep), so that the run stays listed however long it waits."""
-    return provisional - now_s < LISTING_KEPT_DAYS * DAY_S
+    return provisional < near_expiries(now_s)
+
+
+def near_expiries(now_s: float) -> int:
+    """An open run's expiry earlier than this is near (LISTING_KEPT_DAYS): the daily sweep takes it off."""
+    return math.ceil(now_s) + LISTING_KEPT_DAYS * DAY_S
 
 
 def metadata_families(state: RunState, keys: Iterable[str]) -> list[str]:

@@ -46,7 +46,6 @@ run of any size is retained in pages, each bounded, resumable from the last key 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +54,6 @@ from interlude import wiring
 from interlude.domain.ids import tenant_of
 from interlude.domain.models.run import RunState
 from interlude.rules import run_search
-from interlude.rules.retention import DAY_S
 from interlude.store import attributes as a
 from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
@@ -184,8 +182,7 @@ class RetentionStore(Table):
         creating transaction of a run whose provisional expiry was near from the start carries a far one
         (store/transitions.opened_items), which a run decided within weeks never has written."""
         kept, after = 0, None
-        # run_search.listing_kept_open's bound: an expiry this early is near.
-        near = math.ceil(now_s) + run_search.LISTING_KEPT_DAYS * DAY_S
+        near = run_search.near_expiries(now_s)
         while True:
             kwargs: dict[str, Any] = {
                 "TableName": self.table,

@@ -82,7 +82,7 @@ class TransitionStore(TransactionalTable, RunStore):
         )
         if counter is not None:
             items.append(counter)
-        gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, True)] if before else []
+        gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
         inbox = InboxIndex(self.table, self.client)
         undo = self._put_entries_before(inbox, transition, expected_version, gates)
         try:
