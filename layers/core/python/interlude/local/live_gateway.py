@@ -180,12 +180,8 @@ class _ManagementHandler(JsonHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         connection_id = self._connection_id()
-        if connection_id is None:
-            return
-        if self.server.gateway.is_open(connection_id):
-            self.answer(200, {"identity": {"sourceIp": LOOPBACK}})
-        else:
-            self._refuse(410, "GoneException", None)
+        if connection_id is not None:
+            self._answer(self.server.gateway.is_open(connection_id), 200, {"identity": {"sourceIp": LOOPBACK}})
 
     def do_DELETE(self) -> None:  # noqa: N802 - stdlib name
         connection_id = self._connection_id()
@@ -199,9 +195,9 @@ class _ManagementHandler(JsonHandler):
             return None
         return path.split(CONNECTIONS_PATH, 1)[1]
 
-    def _answer(self, found: bool, status: int) -> None:
+    def _answer(self, found: bool, status: int, body: Any = None) -> None:
         if found:
-            self.answer(status)
+            self.answer(status, body)
         else:
             self._refuse(410, "GoneException", None)
 
