@@ -32,3 +32,15 @@ def test_the_printed_layout_is_the_one_layout_py_builds():
     rows = [line.split() for line in key_layout.block().splitlines()]
     printed = {(words[i], words[i + 1]) for words in rows for i in range(len(words) - 1)}
     assert [pair for pair in built.items() if pair not in printed] == []
+
+
+def test_keyed_ids_reads_back_the_ids_the_key_and_connection_keys_were_made_of():
+    """A tenant's deletion closes the connections and counts the keys it deleted by the ids their keys hold
+    (app/tenant_lifecycle.py): the inverse of api_key_pk and live_connection_pk, whatever else the page held."""
+    keys = [
+        {"pk": {"S": layout.api_key_pk("k1")}, "sk": {"S": layout.API_KEY_SK}},
+        {"pk": {"S": layout.live_connection_pk("c#1=")}, "sk": {"S": layout.LIVE_CONNECTION_SK}},
+        {"pk": {"S": layout.run_pk("acme/r1")}, "sk": {"S": layout.RUN_SK}},
+        {"pk": {"S": layout.followers_pk("acme/r1")}, "sk": {"S": layout.FOLLOWERS_SK}},
+    ]
+    assert layout.keyed_ids(keys) == layout.KeyedIds(connections=["c#1="], api_keys=["k1"])

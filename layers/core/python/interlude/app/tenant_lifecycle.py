@@ -31,7 +31,7 @@ from interlude.domain.errors import Conflict, Invalid, NotFound, Unavailable
 from interlude.domain.ids import TENANT_RE
 from interlude.rules import auth
 from interlude.store.api_keys import api_key_put
-from interlude.store.layout import API_KEY_PK_PREFIX, LIVE_CONNECTION_PK_PREFIX
+from interlude.store.layout import keyed_ids
 from interlude.store.tenants import (
     ACTIVE,
     DELETED,
@@ -249,12 +249,12 @@ class TenantLifecycle:
                 keys, scanned, position = self.records.scan_page(tenant, job.get("position"), SCAN_PAGE_ITEMS)
                 self.records.delete(keys)
                 job["items"] += len(keys)
-                live = LIVE_CONNECTION_PK_PREFIX
-                connections = [k["pk"]["S"].removeprefix(live) for k in keys if k["pk"]["S"].startswith(live)]
-                if connections:
+                held = keyed_ids(keys)
+                if held.connections:
                     # Their items are gone: the $disconnect each close brings finds nothing left to delete.
-                    job["liveConnections"] = job.get("liveConnections", 0) + self.outside.close_connections(connections)
-                job["apiKeys"] += sum(1 for key in keys if key["pk"]["S"].startswith(API_KEY_PK_PREFIX))
+                    closed = self.outside.close_connections(held.connections)
+                    job["liveConnections"] = job.get("liveConnections", 0) + closed
+                job["apiKeys"] += len(held.api_keys)
                 job["scanned"] = job.get("scanned", 0) + scanned
                 job[f"pass{job['pass']}"] = job.get(f"pass{job['pass']}", 0) + len(keys)
                 job.pop("position", None)

@@ -47,6 +47,9 @@ where its ceiling is: docs/scale.md, "Access patterns".
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
 from interlude import wiring
 
 # -- the run partition: head, event batches, interrupts (and the deliveries, notifications and ledger of its effects)
@@ -145,6 +148,22 @@ FOLLOWERS_SK = "FOLLOWERS"
 def live_connection_pk(connection_id: str) -> str:
     # Not under the tenant: API Gateway's $disconnect names the connection alone (the item names its tenant).
     return f"{LIVE_CONNECTION_PK_PREFIX}{connection_id}"
+
+
+class KeyedIds(NamedTuple):
+    """The items among a tenant's that are keyed by their own id rather than under the tenant, by that id."""
+
+    connections: list[str]
+    api_keys: list[str]
+
+
+def keyed_ids(keys: Iterable[dict[str, Any]]) -> KeyedIds:
+    """The live connections and API keys that `keys` (items' keys, as DynamoDB answers them) name."""
+    pks = [key[wiring.PARTITION_KEY]["S"] for key in keys]
+    return KeyedIds(
+        [pk.removeprefix(LIVE_CONNECTION_PK_PREFIX) for pk in pks if pk.startswith(LIVE_CONNECTION_PK_PREFIX)],
+        [pk.removeprefix(API_KEY_PK_PREFIX) for pk in pks if pk.startswith(API_KEY_PK_PREFIX)],
+    )
 
 
 def live_index_pk(tenant: str) -> str:
