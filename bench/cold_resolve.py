@@ -19,13 +19,23 @@ publication; then the after-restore hooks and the first request are timed: what 
 With --python PATH, the child (the API instance) runs on that interpreter: `make bench` passes the functions' runtime
 Python (.venv-runtime, made by `make runtime-python`), since a function's cold start is its runtime's, and the
 development Python is a stand-in that costs about a fifth more here (ADR 0130). DynamoDB (moto) stays in this process.
+
+With --instructions, the same cold resolve (one more round, no SnapStart) is also counted under valgrind's callgrind:
+instructions executed from the process's start to the answer, split at the same marks (each mark a run stopped there),
+with PYTHONHASHSEED fixed. The timed medians move with what else the machine runs (the same instructions measured 245
+ms at load 0.8 and 333 ms at load 1.3, ADR 0145); the count does not, so it is the figure to compare two trees by.
+It needs valgrind on the PATH and adds about a minute. --profile DIR (implies --instructions) keeps callgrind's
+profiles there (callgrind.start, callgrind.import, callgrind.answer) for callgrind_annotate.
 Usage: .venv/bin/python bench/cold_resolve.py [rounds] [--snapstart] [--botocore-data] [--python PATH]
+       [--instructions] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +50,8 @@ GOAL_RESTORED_MS = 60
 PROBE = r"""
 import json, os, sys, time, types, uuid
 started = time.process_time()  # the interpreter's start, site imports included
+if os.environ.get("BENCH_EXIT_AT") == "start":
+    os._exit(0)
 restore_hooks, snapshot_hooks = [], []
 if os.environ.get("BENCH_SNAPSTART"):
     # The managed runtime's module, as functions/api/handler.py imports it: hooks recorded, run below.
@@ -51,6 +63,8 @@ sys.path.insert(0, sys.argv[1])
 import importlib
 handler = importlib.import_module("handler")
 imported = time.process_time()
+if os.environ.get("BENCH_EXIT_AT") == "import":
+    os._exit(0)
 for hook, a, k in snapshot_hooks:
     hook(*a, **k)
 primed = time.process_time()
@@ -71,7 +85,8 @@ answer = handler.lambda_handler(event, context)
 answered = time.process_time()
 assert answer["statusCode"] == 200, answer
 print(json.dumps({"start": started, "import": imported - started, "prime": primed - imported,
-                  "request": answered - primed, "total": answered}))
+                  "request": answered - primed, "total": answered}), flush=True)
+os._exit(0)  # the answer is the end of what is measured: the interpreter's teardown is not counted (--instructions)
 """
 
 
@@ -125,18 +140,27 @@ def waiting_runs(count: int) -> tuple[list[str], str]:
     return [services.lifecycle.create_run(principal, request).runId for _ in range(count)], bearer
 
 
+def option_value(option: str) -> str | None:
+    return sys.argv[sys.argv.index(option) + 1] if option in sys.argv else None
+
+
 def child_python() -> str:
-    """The API instance's interpreter: --python PATH, else this one."""
-    if "--python" in sys.argv:
-        return sys.argv[sys.argv.index("--python") + 1]
-    return sys.executable
+    """The API instance's interpreter: --python PATH (a relative one from where the bench was started: the child runs
+    in the temporary directory), else this one."""
+    given = option_value("--python")
+    return os.path.abspath(given) if given and os.sep in given else given or sys.executable
 
 
 def main() -> None:
     python = child_python()
-    args = [a for a in sys.argv[1:] if not a.startswith("--") and a != python]
+    values = {option_value(option) for option in ("--python", "--profile")}
+    args = [a for a in sys.argv[1:] if not a.startswith("--") and a not in values]
     rounds = int(args[0]) if args else 5
     snapstart = "--snapstart" in sys.argv
+    count = "--instructions" in sys.argv or "--profile" in sys.argv
+    profile_dir = option_value("--profile")
+    if count and shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind on the PATH")
     sys.path.insert(0, str(ROOT))
     from interlude.local.moto_server import LockedMotoServer
 
@@ -145,9 +169,10 @@ def main() -> None:
         AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
         AWS_DEFAULT_REGION="us-east-1", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled", TABLE_NAME="bench",
     )
+    counted: dict[str, int] = {}
     try:
         variants = [("cold", {})] + ([("restored", {"BENCH_SNAPSTART": "1"})] if snapstart else [])
-        runs, bearer = waiting_runs(1 + rounds * len(variants))
+        runs, bearer = waiting_runs(1 + rounds * len(variants) + (1 if count else 0))
         found: dict[str, list[dict[str, float]]] = {name: [] for name, _ in variants}
         with tempfile.TemporaryDirectory(prefix="cold-resolve-pyc-") as cache:
             env = child_env(server.endpoint, cache, sdk_data="--botocore-data" not in sys.argv)
@@ -155,9 +180,14 @@ def main() -> None:
             for _ in range(rounds):
                 for name, extra in variants:
                     found[name].append(probe(runs.pop(), bearer, {**env, **extra}))
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())  # the timed rounds' (callgrind's own runs follow)
+            if count:
+                # The same cold resolve, stopped at each mark: only the last one resolves its run.
+                for mark in ("start", "import", "answer"):
+                    out = str(Path(profile_dir) / f"callgrind.{mark}") if profile_dir else os.devnull
+                    counted[mark] = instructions(runs[-1], bearer, env, mark, out)
     finally:
         server.stop()
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     data = "botocore's own SDK data" if "--botocore-data" in sys.argv else "the layer's SDK data"
     version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True)
     print(
@@ -171,6 +201,13 @@ def main() -> None:
         f"{median['start']:.0f}, handler import {median['import']:.0f}, first request {median['request']:.0f}); "
         f"goal ≤ {GOAL_COLD_MS} ms: {'met' if median['total'] <= GOAL_COLD_MS else 'NOT MET'}"
     )
+    if counted:
+        total, start, imported = counted["answer"], counted["start"], counted["import"]
+        print(
+            f"  instructions of the same cold resolve (callgrind, one round; load-independent): {total / 1e6:,.0f} M "
+            f"from process start to the answer (interpreter start {start / 1e6:,.0f}, handler import "
+            f"{(imported - start) / 1e6:,.0f}, first request {(total - imported) / 1e6:,.0f})"
+        )
     if snapstart:
         restored = found["restored"]
         request = statistics.median(r["request"] * 1000 for r in restored)
@@ -182,15 +219,28 @@ def main() -> None:
         )
 
 
+def probe_command(run_id: str, bearer: str) -> list[str]:
+    return [child_python(), "-c", PROBE, str(ROOT / "functions" / "api"), run_id, bearer]
+
+
 def probe(run_id: str, bearer: str, env: dict[str, str]) -> dict[str, float]:
-    done = subprocess.run(
-        [child_python(), "-c", PROBE, str(ROOT / "functions" / "api"), run_id, bearer],
-        capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
-    )
+    done = subprocess.run(probe_command(run_id, bearer), capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def instructions(run_id: str, bearer: str, env: dict[str, str], exit_at: str = "answer", out: str = os.devnull) -> int:
+    """Instructions the child executes from its process start to `exit_at` ("import": the handler imported; "answer":
+    the resolve answered), counted under callgrind; `out`: where callgrind writes its profile."""
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *probe_command(run_id, bearer)]
+    env = {**env, "PYTHONHASHSEED": "0", "BENCH_EXIT_AT": exit_at}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    found = re.findall(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or not found:
+        raise SystemExit(done.stderr[-3000:])
+    return int(found[-1])
 
 
 if __name__ == "__main__":
