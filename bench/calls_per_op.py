@@ -16,8 +16,8 @@ offline_aws(TABLE_NAME="bench")
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from interlude.app.keys import Keys  # noqa: E402
 from interlude.composition import Services  # noqa: E402
+from interlude.config import settings  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.interrupts.decide import Resolver  # noqa: E402
@@ -114,7 +114,7 @@ def main() -> None:
     for name, auth, op, read_bytes in rows:
         print(f"{name.ljust(width)}  {fmt(auth).ljust(20)}  {fmt(op)}  ({read_bytes} B)")
     print(
-        f"\nAn active key is cached per process for {Keys.KEY_CACHE_SECONDS:g} s (Keys.KEY_CACHE_SECONDS), so a warm "
+        f"\nAn active key is cached per process for {settings().key_cache_seconds:g} s (key_cache_seconds), so a warm "
         "function pays 0 auth calls per request within it and one GetItem per instance per period after."
     )
 

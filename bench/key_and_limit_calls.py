@@ -25,9 +25,9 @@ from moto import mock_aws  # noqa: E402
 
 from interlude import wiring  # noqa: E402
 from interlude.api import http  # noqa: E402
-from interlude.app.keys import Keys  # noqa: E402
 from interlude.app.limits import LIMITS_CACHE_SECONDS  # noqa: E402
 from interlude.composition import Services  # noqa: E402
+from interlude.config import settings  # noqa: E402
 from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
@@ -89,7 +89,7 @@ def main() -> None:
         print(f"   authentication + limits: {sum(auth_calls.values()) / requests:.4f} DynamoDB calls per request")
         print(
             f"   expected: 1 UpdateItem per lease (this instance's pace a second, at most a quarter of the limit)"
-            f" + 1/({Keys.KEY_CACHE_SECONDS:.0f} s x rate) key reads"
+            f" + 1/({settings().key_cache_seconds:g} s x rate) key reads"
             f" + 1/({LIMITS_CACHE_SECONDS:.0f} s x rate) settings reads per request"
         )
 
@@ -113,7 +113,7 @@ def main() -> None:
         except DomainError:
             here = "refused at once"
         print(f"2. revocation: the revoking instance: {here}; another warm instance refused it after {bound:.2f} s")
-        print(f"   (bound: KEY_CACHE_SECONDS = {Keys.KEY_CACHE_SECONDS:.0f} s; the read is strongly consistent)")
+        print(f"   (bound: key_cache_seconds = {settings().key_cache_seconds:g} s; the read is strongly consistent)")
 
         # 3. Quotas inside the operations' own transactions.
         print("3. quotas: calls of one operation (the counter travels inside the transaction)")

@@ -36,6 +36,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -420,16 +421,18 @@ def counter_writes_per_request(services: Any, pace: float, windows: int = 10) ->
 
 
 def measure(rounds: int) -> dict[str, Any]:
+    from interlude.app import keys as app_keys
     from interlude.app import limits as app_limits
-    from interlude.app.keys import Keys
     from interlude.config import settings
     from interlude.rules import audit as audit_rules
 
     chains = wiring.AUDIT_CHAINS
-    key_cache, limits_cache = Keys.KEY_CACHE_SECONDS, app_limits.LIMITS_CACHE_SECONDS
+    key_cache, limits_cache = settings().key_cache_seconds, app_limits.LIMITS_CACHE_SECONDS
     # The key and the tenant's limits are re-read once per cache period per instance: held for the run (so a slow
-    # machine's clock puts no re-read in a measured lifecycle) and priced per request at each pace instead.
-    Keys.KEY_CACHE_SECONDS = app_limits.LIMITS_CACHE_SECONDS = 3600.0
+    # machine's clock puts no re-read in a measured lifecycle; the key cache's clock stands still) and priced per
+    # request at each pace instead.
+    app_keys.time = SimpleNamespace(monotonic=lambda: 0.0)  # type: ignore[assignment]
+    app_limits.LIMITS_CACHE_SECONDS = 3600.0
     # One chain, so the busy pace's "already waiting for its checkpoint" holds for every lifecycle of the run.
     wiring.AUDIT_CHAINS = 1
     with mock_aws():

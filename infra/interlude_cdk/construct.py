@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from interlude import __version__, migrations, wiring
-from interlude.config import ENVIRONMENT
+from interlude.config import DEFAULT_KEY_CACHE_SECONDS, ENVIRONMENT
 from interlude.config.notify import SES_CONFIGURATION_SET_ENV, SES_FROM_ADDRESS_ENV
 from interlude_cdk.api import HttpFront
 from interlude_cdk.audit_anchor import AuditAnchors
@@ -121,6 +121,11 @@ class Interlude(Construct):
         if not props.ancestry_endpoint:
             # The one switch the route and the discovery document both read (interlude.app.subworkflows).
             self.functions.by_name[wiring.ROUTES_FUNCTION].add_environment(ENVIRONMENT["ancestry_endpoint"], "off")
+        if props.key_cache_seconds != DEFAULT_KEY_CACHE_SECONDS:
+            # The api function reads every key: its routes, its console and its live connections (app/keys.py).
+            self.functions.by_name[wiring.ROUTES_FUNCTION].add_environment(
+                ENVIRONMENT["key_cache_seconds"], f"{props.key_cache_seconds:g}"
+            )
         self.tracing = Tracing(self, "Tracing", sampling=props.trace_sampling) if props.trace_sampling else None
         self.alarm_topic = props.alarm_topic or self._create_topic(key)
         self.observability = Observability(

@@ -21,6 +21,7 @@ from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_sns as sns
 
 from interlude import wiring
+from interlude.config import DEFAULT_KEY_CACHE_SECONDS, key_cache_seconds
 
 # Lambda keeps this much of an account's concurrency quota unreserved (all of it when the quota is smaller):
 # reservations and provisioned concurrency together fit in `quota - 100` ("Configuring reserved concurrency").
@@ -189,6 +190,10 @@ class InterludeProps:
     # s3:BypassGovernanceRetention can: for a stack you tear down while testing).
     audit_anchor_retention_days: int = 365
     audit_anchor_lock_mode: Literal["COMPLIANCE", "GOVERNANCE"] = "COMPLIANCE"
+    # How long an api instance trusts an API key it read as active (0-60 s): a key revoked elsewhere is refused by
+    # every instance within it (at once by the one that revoked it); each instance reads each key in use once per
+    # period (docs/configuration.md, "Keys: revocation and expiry").
+    key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS
 
     def __post_init__(self) -> None:
         names = {spec.name for spec in wiring.FUNCTIONS}
@@ -204,6 +209,10 @@ class InterludeProps:
                 raise ValueError(f"{prop} names no function of wiring.FUNCTIONS: {sorted(unknown)}")
         if self.log_level.upper() not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        try:
+            key_cache_seconds(self.key_cache_seconds)
+        except ValueError as refused:
+            raise ValueError(f"key_cache_seconds {refused}") from None
         for name, memory in self.memory_mb.items():
             if not MEMORY_RANGE_MB[0] <= memory <= MEMORY_RANGE_MB[1]:
                 raise ValueError(f"memory_mb[{name!r}] must be {MEMORY_RANGE_MB[0]}-{MEMORY_RANGE_MB[1]}, not {memory}")

@@ -5,10 +5,16 @@ import pytest
 from tests.support.browser import chromium
 from tests.support.local_stack import Api, running_stack
 
-# The shared stack trusts a tenant's status for a second, not five, and waits a second, not five, for work in flight
-# before a deletion reads the table: a suspension, a resume and a deletion (tests/e2e/test_tenants_cli.py) are then
-# seen in about a second; the rules under test are the same, only the periods are shorter.
-SHARED_STACK_ENV = {"INTERLUDE_TENANT_STATUS_CACHE_SECONDS": "1", "INTERLUDE_TENANT_DELETION_GRACE_SECONDS": "1"}
+# The shared stack trusts a tenant's status and an API key it read for a second, not five, and waits a second, not
+# five, for work in flight before a deletion reads the table: a suspension, a resume, a deletion (tests/e2e/
+# test_tenants_cli.py) and a revocation (test_keys_and_limits.py, test_console_http.py) are then seen in about a
+# second; the rules under test are the same, only the periods are shorter.
+KEY_CACHE_SECONDS = 1.0
+SHARED_STACK_ENV = {
+    "INTERLUDE_TENANT_STATUS_CACHE_SECONDS": "1",
+    "INTERLUDE_TENANT_DELETION_GRACE_SECONDS": "1",
+    "INTERLUDE_KEY_CACHE_SECONDS": f"{KEY_CACHE_SECONDS:g}",
+}
 
 
 # One local stack per worker serves every module that asks for nothing the others must not see; each module makes

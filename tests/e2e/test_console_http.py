@@ -170,7 +170,8 @@ def test_revoking_the_key_ends_its_session(api: Api, admin: Console) -> None:
 
     assert api.call("DELETE", f"/keys/{key_id}").status_code == 200
 
-    # Every instance refuses it within the keys service's cache bound (KEY_CACHE_SECONDS; slack for a loaded box).
+    # Every instance refuses it within the keys service's cache bound (the stack's key_cache_seconds; slack for a
+    # loaded box).
     def refused() -> str | None:
         got = console.get("/console/inbox")
         return got.text if got.status_code == 401 else None

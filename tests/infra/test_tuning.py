@@ -113,6 +113,8 @@ RESERVED = sum(spec.reserved_concurrency or 0 for spec in wiring.FUNCTIONS)
         ({"memory_mb": {"apii": 1024}}, "names no function"),
         ({"function_overrides": {"nope": print}}, "names no function"),
         ({"log_level": "VERBOSE"}, "log_level must be one of"),
+        ({"key_cache_seconds": 61}, "key_cache_seconds must be 0-60 seconds, not 61"),
+        ({"key_cache_seconds": -1}, "key_cache_seconds must be 0-60 seconds, not -1"),
         ({"security_groups": [object()]}, "need a vpc"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
@@ -170,6 +172,7 @@ def tuned(tmp_path_factory, prebuilt_layer) -> Synth:
             security_groups=[group],
             function_overrides={"notify": more_storage},
             trace_sampling=TraceSampling(fixed_rate=0.2, reservoir_per_s=2),
+            key_cache_seconds=1.5,
         )
         # Both cdk-nag packs: an unacknowledged finding (a VPC role's network actions, say) fails the synthesis
         apply_checks(app)
@@ -240,6 +243,15 @@ def test_the_queue_maximum_concurrency_is_the_deployments(tuned):
         held = reserved or DEFAULT_SQS_MAX_CONCURRENCY if own is None else min(own, reserved or own)
         wanted = SQS_MAX.get(name, held)
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": wanted}, name
+
+
+def test_the_key_cache_bound_reaches_the_function_that_reads_keys(tuned, synth):
+    """A revocation's bound across instances is the deployment's: the api function (every route, the console, live
+    connections) is told it; a deployment that keeps the default tells no function (interlude.config's default)."""
+    for spec in wiring.FUNCTIONS:
+        given = function_props(tuned, spec.name)["Environment"]["Variables"].get("INTERLUDE_KEY_CACHE_SECONDS")
+        assert given == ("1.5" if spec.name == wiring.ROUTES_FUNCTION else None), spec.name
+        assert "INTERLUDE_KEY_CACHE_SECONDS" not in function_props(synth, spec.name)["Environment"]["Variables"]
 
 
 def test_a_function_override_sees_the_built_function_and_its_changes_reach_the_template(tuned):

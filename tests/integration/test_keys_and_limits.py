@@ -15,6 +15,7 @@ from interlude.app import keys as keys_module
 from interlude.app import limits as app_limits
 from interlude.app.limits import RequestLeases
 from interlude.composition import Services
+from interlude.config import forget
 from interlude.domain.errors import DomainError
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
@@ -45,8 +46,8 @@ def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_o
     with pytest.raises(DomainError) as here:
         services.keys.authenticate(f"Bearer {api_key}")
     assert here.value.message == "the API key is revoked"
-    # The other instance trusted its read for KEY_CACHE_SECONDS, and not a moment longer.
-    cache_clock[0] += other_instance.keys.KEY_CACHE_SECONDS - 0.001
+    # The other instance trusted its read for the deployment's key_cache_seconds, and not a moment longer.
+    cache_clock[0] += other_instance.keys.cache_seconds - 0.001
     other_instance.keys.authenticate(f"Bearer {api_key}")
     cache_clock[0] += 0.001
     with pytest.raises(DomainError):
@@ -55,6 +56,13 @@ def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_o
     with pytest.raises(DomainError) as foreign:
         services.keys.revoke_key(other_tenant, key_id)
     assert foreign.value.code == "not_found"
+
+
+def test_the_keys_service_trusts_a_key_for_the_deployments_bound(monkeypatch) -> None:
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("INTERLUDE_KEY_CACHE_SECONDS", "0.25")
+    forget()
+    assert Services(Store(TABLE)).keys.cache_seconds == 0.25
 
 
 def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(services, tenant, other_tenant) -> None:

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -24,8 +25,8 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
 from interlude import wiring
+from interlude.app import keys as app_keys
 from interlude.app import limits as app_limits
-from interlude.app.keys import Keys
 from interlude.composition import Services
 from interlude.config import forget as forget_settings
 from interlude.domain.models.requests import CreateRunRequest
@@ -479,7 +480,7 @@ def test_a_lifecycle_through_the_api_and_dispatch_costs_the_same_beside_10_and_4
     monkeypatch.setattr(Table, "all_items", counting_walk)
     # The key and the tenant's limits are re-read every few seconds: on a slow machine a step could pay a re-read
     # the other world's did not. Held for the test, each world reads them the same number of times.
-    monkeypatch.setattr(Keys, "KEY_CACHE_SECONDS", 3600.0)
+    monkeypatch.setattr(app_keys, "time", SimpleNamespace(monotonic=lambda: 0.0))  # the key cache's clock stands still
     monkeypatch.setattr(app_limits, "LIMITS_CACHE_SECONDS", 3600.0)
     # And every request counts into one rate window: a step that opened a new window item would copy one item less.
     window = limit_rules.window_of(time.time())

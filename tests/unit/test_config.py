@@ -120,6 +120,18 @@ def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
     assert ActionSettings.from_env(both).ca_file == "/actions.pem"
 
 
+def test_the_key_cache_bound_is_a_number_of_seconds_within_its_range_or_the_cold_start_stops():
+    """The API-key revocation bound (docs/configuration.md): 5 s unless the deployment chose, 0 (every request reads
+    its key) to 60; out of range it is refused, not held at the nearest end, as the construct refuses it at synth."""
+    assert Settings.from_env({"TABLE_NAME": "t"}).key_cache_seconds == 5.0
+    assert Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_KEY_CACHE_SECONDS": "0.25"}).key_cache_seconds == 0.25
+    assert Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_KEY_CACHE_SECONDS": "0"}).key_cache_seconds == 0
+    for raw, says in (("90", "must be 0-60 seconds, not 90"), ("-1", "must be 0-60 seconds, not -1"), ("5s", "not a number")):
+        with pytest.raises(ConfigError) as refused:
+            Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_KEY_CACHE_SECONDS": raw})
+        assert str(refused.value) == f"INTERLUDE_KEY_CACHE_SECONDS={raw!r}: {says}"
+
+
 def test_the_cli_and_the_local_stack_read_their_variables_as_every_group_does():
     shell = CliSettings.from_env({"INTERLUDE_URL": "http://127.0.0.1:9", "INTERLUDE_PORT": "9000", "INTERLUDE_DEBUG": "yes"})
     assert (shell.url, shell.api_key, shell.port, shell.debug) == ("http://127.0.0.1:9", "", 9000, True)

@@ -179,7 +179,7 @@ class Services:
     def keys(self) -> Keys:
         from interlude.app.keys import Keys
 
-        return Keys(self.store, self.clock)
+        return Keys(self.store, self.clock, settings().key_cache_seconds)
 
     @cached_property
     def limiter(self) -> TenantLimiter:

@@ -1,8 +1,8 @@
 """API keys: authenticating a bearer key (with a short, bounded cache), issuing, listing and revoking keys.
 
-Revocation reaches the instance that revokes at once and every other warm instance within KEY_CACHE_SECONDS, the
-time a key found active is trusted without reading it again (docs/configuration.md, "Keys: revocation and
-expiry"; docs/adr/0017).
+Revocation reaches the instance that revokes at once and every other warm instance within `cache_seconds`, the
+time a key found active is trusted without reading it again: the deployment's `key_cache_seconds` (interlude.config,
+5 s unless it chose; docs/configuration.md, "Keys: revocation and expiry"; docs/adr/0017).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.app import audit_entries as audit
 from interlude.app.idempotency import KeyedWrite, answered, committed
+from interlude.config import DEFAULT_KEY_CACHE_SECONDS
 from interlude.domain.clock import Clock, iso
 from interlude.domain.errors import Forbidden, Invalid, NotFound
 from interlude.rules import auth
@@ -30,16 +31,16 @@ MAX_KEYS_LIMIT = 100
 class Keys:
     """Bearer keys checked (through a bounded cache), issued, listed and revoked; console sessions signed in with one."""
 
-    # How long an active key is trusted without reading it again: the bound on revocation across instances.
-    KEY_CACHE_SECONDS = 5.0
     # An unknown, revoked or expired key stays refused, so that answer may be kept longer.
     REFUSED_KEY_CACHE_SECONDS = 30.0
     # Every well-formed key id is cached, known or not, so the cache is bounded like the workflow cache.
     KEY_CACHE_SIZE = 1024
 
-    def __init__(self, records: KeyRecords, clock: Clock) -> None:
+    def __init__(self, records: KeyRecords, clock: Clock, cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS) -> None:
         self.records = records
         self.clock = clock
+        # How long an active key is trusted without reading it again: the bound on revocation across instances.
+        self.cache_seconds = cache_seconds
         self._cache: OrderedDict[str, tuple[float, dict[str, Any] | None]] = OrderedDict()
 
     def authenticate(self, authorization: str | None) -> auth.Principal:
@@ -57,7 +58,7 @@ class Keys:
     def signed_in_principal(self, key_id: str, tenant: str, subject_id: str, session_id: str) -> auth.Principal:
         """Who console session `session_id`, signed in with key `key_id`, acts as while the session is open and the
         key active. The session is read at every request (one GetItem), so a sign-out ends it at once everywhere;
-        the key through the same cached read as `authenticate`, so a revocation ends it within KEY_CACHE_SECONDS
+        the key through the same cached read as `authenticate`, so a revocation ends it within `cache_seconds`
         on every instance (at once on the one that revoked)."""
         if not self.records.console_session_open(tenant, session_id, key_id):
             raise auth.unauthenticated("this session was signed out")
@@ -71,7 +72,7 @@ class Keys:
 
     def connected_principal(self, key_id: str, tenant: str) -> auth.Principal:
         """Who a live connection opened with key `key_id` acts as at each message: the key read as `authenticate`
-        reads it (a revocation reaches the connection's next message within KEY_CACHE_SECONDS)."""
+        reads it (a revocation reaches the connection's next message within `cache_seconds`)."""
         record = self._key_record(key_id) if auth.KEY_ID_RE.fullmatch(key_id) else None
         if record is None or record.get("tenant") != tenant:
             raise auth.unauthenticated("the API key this connection opened with is not valid")
@@ -86,7 +87,7 @@ class Keys:
             return cached[1]
         record = self.records.get_api_key(key_id)
         active = record is not None and auth.key_status(record, self.clock()) == "active"
-        ttl = self.KEY_CACHE_SECONDS if active else self.REFUSED_KEY_CACHE_SECONDS
+        ttl = self.cache_seconds if active else self.REFUSED_KEY_CACHE_SECONDS
         self._cache[key_id] = (time.monotonic() + ttl, record)
         self._cache.move_to_end(key_id)
         if len(self._cache) > self.KEY_CACHE_SIZE:

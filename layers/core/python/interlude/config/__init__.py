@@ -10,19 +10,44 @@ from interlude import wiring
 from interlude.config.reading import ConfigError, EnvironmentSettings, cached, forget, setting, variables
 
 __all__ = [
+    "DEFAULT_KEY_CACHE_SECONDS",
     "DEFAULT_STEP_BUDGET",
+    "KEY_CACHE_SECONDS_RANGE",
     "ENVIRONMENT",
     "MAX_STREAM_HOLD_SECONDS",
     "ConfigError",
     "Settings",
     "check",
     "forget",
+    "key_cache_seconds",
     "settings",
 ]
 
 MAX_STREAM_HOLD_SECONDS = 25.0
 # Node executions per transaction by default (the engine's default too; declared here so config imports no engine).
 DEFAULT_STEP_BUDGET = 200
+# How long an instance trusts an API key it read as active (app/keys.py): the bound on a revocation's reach to the
+# other instances, which a deployment chooses within this range (the construct's `key_cache_seconds`). 0: every
+# request reads its key; a minute at most, so that no choice leaves a revoked key working for long.
+DEFAULT_KEY_CACHE_SECONDS = 5.0
+KEY_CACHE_SECONDS_RANGE = (0.0, 60.0)
+
+
+def key_cache_seconds(seconds: float) -> float:
+    """`seconds` as a key cache bound, or ValueError saying the range it is outside of (the cold start's and the
+    construct's one check)."""
+    low, high = KEY_CACHE_SECONDS_RANGE
+    if not low <= seconds <= high:
+        raise ValueError(f"must be {low:g}-{high:g} seconds, not {seconds:g}")
+    return seconds
+
+
+def _key_cache_seconds(raw: str) -> float:
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError("not a number") from None
+    return key_cache_seconds(seconds)
 
 
 class Settings(EnvironmentSettings):
@@ -64,6 +89,10 @@ class Settings(EnvironmentSettings):
     # before it reads the table for the tenant's items (longer than any function's timeout but the migrations').
     tenant_status_cache_seconds: float = setting("INTERLUDE_TENANT_STATUS_CACHE_SECONDS", default=5.0)
     tenant_deletion_grace_seconds: int = setting("INTERLUDE_TENANT_DELETION_GRACE_SECONDS", default=180)
+    # The API-key revocation bound (DEFAULT_KEY_CACHE_SECONDS); a value outside its range stops the cold start.
+    key_cache_seconds: float = setting(
+        "INTERLUDE_KEY_CACHE_SECONDS", default=DEFAULT_KEY_CACHE_SECONDS, parse=_key_cache_seconds
+    )
 
 
 # Field -> the environment variable that sets it (the construct sets INTERLUDE_ANCESTRY_ENDPOINT by it).

@@ -1,7 +1,7 @@
 """The console's routes (wiring.ROUTES, operations `console*`): a session from the cookie, the services, a page.
 
 Every request reads its session's item (sign-out deletes it: a copy of the cookie is refused at once, everywhere)
-and re-reads the key it signed in with (the keys service's cached read, KEY_CACHE_SECONDS): a revoked or expired
+and re-reads the key it signed in with (the keys service's cached read, the deployment's key_cache_seconds): a revoked or expired
 key ends the session on the instance that revoked it at once and on every other within that bound. Every page and
 form holds the scope of the API operation it performs (wiring.Route.acts_as, api.http.authorize). Every form post
 must come from the console itself (Origin/Sec-Fetch-Site) and carry the session's proof. A refusal is a page with
