@@ -167,3 +167,50 @@ def test_a_short_retention_tenants_new_gate_expires_with_its_entries_and_takes_t
     head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK), ConsistentRead=True)
     [gate] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
     assert gate[wiring.TTL_ATTRIBUTE] == head["Item"][wiring.TTL_ATTRIBUTE]
+
+
+def inbox_entries(tenant: str, run_id: str) -> list[dict[str, Any]]:
+    return [i for i in tenant_items(tenant) if "#INBOX#" in i["pk"]["S"] and i.get("runId", {}).get("S") == run_id]
+
+
+@pytest.mark.parametrize("retention_days", [None, 7])
+def test_a_new_runs_inbox_entries_expire_with_its_gate_and_lose_that_expiry_with_it_while_it_waits(
+    services, admin, monkeypatch, retention_days
+):
+    """docs/adr/0154: the inbox entries a creation puts before its transaction carry its gate's expiry, so those a
+    creation stopped before its transaction leaves go by themselves; a run that waits longer than that has them kept
+    by the daily sweep that keeps its gate, once, in the same pass."""
+    if retention_days is not None:
+        services.tenants.put_settings(admin.tenant, TenantSettings(retentionDays=retention_days), "admin")
+        services.limiter.forget(admin.tenant)
+    workflow = register(services, admin, "conformance-approval")
+    # A creation stopped before its transaction leaves entries that expire with the gate it left
+    orphan = stopped_creation(services, admin, workflow, monkeypatch)
+    left = inbox_entries(admin.tenant, run_id_of(orphan["pk"]["S"]))
+    assert left
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in left} == {orphan[wiring.TTL_ATTRIBUTE]["N"]}
+    # A run created whole has its entries with its gate's expiry too, the entries' put costing nothing more
+    run_id = create(services, admin, workflow)
+    [gate] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    entries = inbox_entries(admin.tenant, run_id)
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]}
+    # When the run still waits on the day the daily sweep finds its gate's expiry near (less than 30 days away)
+    waited = datetime.fromtimestamp(int(gate[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S, UTC)
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
+    with sent(services.store.client, "UpdateItem") as updates:
+        sweeps.daily_sweep(waited).apply(services.store, [head])
+    # Then its entries lose that expiry with the gate's (and its other items', as before), one write each, the entries
+    # before their gate; the stopped creation's are left to expire
+    written = [u["Key"]["pk"]["S"] + u["Key"]["sk"]["S"] for u in updates]
+    listed = [key for key in written if "#INBOX#" in key]
+    assert sorted(listed) == sorted(i["pk"]["S"] + i["sk"]["S"] for i in entries)
+    assert written.index(gate["pk"]["S"] + gate["sk"]["S"]) > max(written.index(key) for key in listed)
+    [kept] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    assert wiring.TTL_ATTRIBUTE not in kept
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in inbox_entries(admin.tenant, run_id))
+    assert all(wiring.TTL_ATTRIBUTE in i for i in inbox_entries(admin.tenant, run_id_of(orphan["pk"]["S"])))
+    # And the gate is still listed, and the next day's sweep writes nothing more
+    assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [run_id]
+    with sent(services.store.client, "UpdateItem") as again:
+        sweeps.daily_sweep(datetime.fromtimestamp(waited.timestamp() + DAY_S, UTC)).apply(services.store, [head])
+    assert again == []

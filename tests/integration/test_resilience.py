@@ -55,7 +55,7 @@ from interlude.store.facade import Store
 from interlude.store.idempotency import IN_PROGRESS
 from interlude.store.idempotency import SORT_KEY as IDEM_SK
 from interlude.store.inbox import run_interrupts
-from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of, run_pk
 from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import FIXTURES, wire
@@ -222,6 +222,7 @@ def partial_states(w: World) -> list[str]:
     for item in items:
         if item["sk"].startswith(INTERRUPT_SK_PREFIX) and item["pk"] not in heads:
             problems += headless_gate_problems(w, item)
+    problems += headless_items_never_expiring(items, heads)
     for pk in heads:
         run_id = run_id_of(pk)
         assert run_id is not None
@@ -262,6 +263,22 @@ def headless_gate_problems(w: World, item: dict[str, Any]) -> list[str]:
     if (got := w.api("GET", f"/runs/{wire(run_id)}"))["statusCode"] != 404:
         problems.append(f"interrupt item without its run head, its run answered {got['statusCode']}: {where}")
     return problems
+
+
+def headless_items_never_expiring(items: list[dict[str, Any]], heads: set[str]) -> list[str]:
+    """Items of a run without its head (a create stopped before its transaction left them: its gates, its listing,
+    search and inbox entries, each naming the run) that would stay for ever: every one must expire by itself
+    (docs/adr/0139, 0147, 0154), whether or not a reader ever meets it."""
+
+    def run_of(item: dict[str, Any]) -> str | None:
+        named = item.get("runId")
+        return named if isinstance(named, str) else run_id_of(item["pk"])
+
+    return [
+        f"item of a run without its head, never expiring: {i['pk']} {i['sk']}"
+        for i in items
+        if (run := run_of(i)) is not None and run_pk(run) not in heads and wiring.TTL_ATTRIBUTE not in i
+    ]
 
 
 def audit_partial_states(w: World, items: list[dict[str, Any]]) -> list[str]:
@@ -789,3 +806,9 @@ def test_a_create_stopped_between_its_gates_put_and_its_transaction_leaves_nothi
             left = [i for i in items if i["sk"].startswith(INTERRUPT_SK_PREFIX) and i["pk"] not in heads]
             assert len(left) == 1
             assert len(heads) == 1
+            # Beside its gate, its inbox entries (one per family the gate is listed under) are left, each expiring
+            # with the gate (docs/adr/0154): nothing of the stopped create stays for ever (partial_states says so).
+            orphan = run_id_of(left[0]["pk"])
+            entries = [i for i in items if "#INBOX#" in i["pk"] and i.get("runId") == orphan]
+            assert entries
+            assert {i[wiring.TTL_ATTRIBUTE] for i in entries} == {left[0][wiring.TTL_ATTRIBUTE]}

@@ -32,6 +32,10 @@
   task          T#{tenant}#TK#{opaque}   TASK                 ttl: the run's items' provisional one (none when it is
                                                              near), kept as those items keep theirs; else the head's
                                                              (each task an event batch names)
+  inbox         T#{tenant}#INBOX#…       (store/inbox.py)     ttl: a new run's gate's, put with it before its creating
+                                                             transaction (ADR 0154), taken off by the sweep before the
+                                                             gate's while it is open; none for a later gate's; every
+                                                             entry deleted when its gate closes
 
   re-stamp job T#{tenant}#RETENTION   RESTAMP  a change of the tenant's retentionDays given to its finished runs
                                                (app/retention.Restamp): days, generation (the change's instant),
@@ -46,7 +50,7 @@ run of any size is retained in pages, each bounded, resumable from the last key 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +61,7 @@ from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
+from interlude.store.inbox import Entry
 from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.recoveries import RECOVERY_SK
@@ -68,6 +73,10 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
+_GATE_NAMES = {
+    f"#g{i}": name
+    for i, name in enumerate(("runId", "interruptId", "raisedAt", "kind", "workflowId", "payload", "deadline", "votes"))
+}
 # The head's record that a turn that writes every item is done (expiry.RETAINED): a head that has one and whose
 # `ttl` differs is a finished run whose retention is yet to be done (ADRs 0118, 0133).
 RETAINED = expiry.RETAINED
@@ -174,13 +183,16 @@ class RetentionStore(Table):
         self._set_ttl(key, None)
         return True
 
-    def keep_items(self, run_id: str, now_s: float) -> int:
+    def keep_items(self, run_id: str, now_s: float, entries_of: Collection[str] = ()) -> int:
         """The open run's items without an expiry: each one with one that is near (its provisional, written while it was
         not; run_search.listing_kept_open) has it taken off, but a ledger entry of an effect and a recovery's record
         (each keeps its own: store/effects.py, store/recoveries.py); how many were. One Query of the partition, and a
         write only for an item that has one. An expiry not near is left to a later day's sweep: a gate put before the
         creating transaction of a run whose provisional expiry was near from the start carries a far one
-        (store/transitions.opened_items), which a run decided within weeks never has written."""
+        (store/transitions.opened_items), which a run decided within weeks never has written. The gates of
+        `entries_of` (interrupt ids: those the run's creation opened, still open) have their inbox entries' expiry,
+        written with the gate's (store/transitions.gates_expiry), taken off first: once the gate has none, no later
+        sweep finds them (docs/adr/0154)."""
         kept, after = 0, None
         near = run_search.near_expiries(now_s)
         while True:
@@ -190,8 +202,9 @@ class RetentionStore(Table):
                 "FilterExpression": (
                     "#ttl < :near AND #sk <> :run AND NOT begins_with(#sk, :ledger) AND NOT begins_with(#sk, :recovery)"
                 ),
-                "ProjectionExpression": "#sk",
-                "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL},
+                # A gate's attributes its inbox entries' keys are made of (store/inbox.Entry.of_item).
+                "ProjectionExpression": "#sk, " + ", ".join(_GATE_NAMES),
+                "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL, **_GATE_NAMES},
                 "ExpressionAttributeValues": {
                     ":pk": a.s(run_pk(run_id)),
                     ":run": a.s(RUN_SK),
@@ -204,6 +217,10 @@ class RetentionStore(Table):
                 kwargs["ExclusiveStartKey"] = after
             got = self.client.query(**kwargs)
             for item in got.get("Items") or []:
+                if item.get("interruptId", {}).get("S") in entries_of:
+                    for key in Entry.of_item(item).index_keys():
+                        self._set_ttl(key, None)
+                        kept += 1
                 self._set_ttl(a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"]), None)
                 kept += 1
             after = got.get("LastEvaluatedKey")

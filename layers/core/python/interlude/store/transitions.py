@@ -84,7 +84,9 @@ class TransitionStore(TransactionalTable, RunStore):
             items.append(counter)
         gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
         inbox = InboxIndex(self.table, self.client)
-        undo = self._put_entries_before(inbox, transition, expected_version, gates)
+        # A new run's inbox entries expire with its gates' items (docs/adr/0154): an orphan goes with its gate.
+        entries_expiry = gates_expiry(state, now_iso, expires, before) if expected_version is None else None
+        undo = self._put_entries_before(inbox, transition, expected_version, gates, entries_expiry)
         try:
             if quota is not None and counters.open_runs_shards(quota[1]) == 1:
                 # One shard: exact against every shard's count, read first (store/limits.py).
@@ -120,19 +122,24 @@ class TransitionStore(TransactionalTable, RunStore):
         self._transact([(RUN_SK, run_items.head_write(state, expected_version))])
 
     def _put_entries_before(
-        self, inbox: InboxIndex, transition: Transition, expected_version: int | None, gates: list[a.Item]
+        self,
+        inbox: InboxIndex,
+        transition: Transition,
+        expected_version: int | None,
+        gates: list[a.Item],
+        entries_expiry: int | None = None,
     ) -> list[a.Item]:
         """Put the index entries the transition adds, before its transaction: the inbox entries of the interrupts it
-        opens (and of a gate's new delegates), and a new run's listing entry, and `gates`, a new run's gates' items
-        (`gates_put_before`). Their keys, to remove them again if the transaction is refused. Closed interrupts'
-        entries are deleted by dispatch from the event batch's image (docs/adr/0048)."""
+        opens (and of a gate's new delegates), expiring at `entries_expiry` when given, and a new run's listing entry,
+        and `gates`, a new run's gates' items (`gates_put_before`). Their keys, to remove them again if the transaction
+        is refused. Closed interrupts' entries are deleted by dispatch from the event batch's image (docs/adr/0048)."""
         state = transition.state
         for gate in gates:
             within_one_item(gate)  # refused before anything is written, as the transaction refuses it
         puts: list[a.Item] = list(gates)
         keys: list[a.Item] = [_key_of(gate) for gate in gates]
         for entry in _added_entries(transition):
-            puts += entry.items()
+            puts += [{**item, **run_items.expiring(entries_expiry)} for item in entry.items()]
             keys += entry.index_keys()
         # The run search's entries (rules/run_search.py): a new run's tags, searchable metadata and name words; the
         # title words of the gates the transition opens (left when a gate closes: a page reads the run's open gates).
@@ -306,6 +313,14 @@ def opened_items(
     `before` the transaction that creates the run (`gates_put_before`), never without an expiry."""
     state = transition.state
     run_items.mark_written(state, transition.opened)  # the format they are written in, which the head records
+    kept = gates_expiry(state, now_iso, expires, before)
+    return [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
+
+
+def gates_expiry(state: RunState, now_iso: str, expires: int | None, before: bool) -> int | None:
+    """What the items of the gates a transition opens expire at (and a new run's inbox entries of them, put before
+    its transaction: docs/adr/0154): the run's items' (`_items_expiry`); put `before` the transaction that creates
+    the run, never none."""
     kept = _items_expiry(state, now_iso, expires)
     if before and kept is None:
         # The run's items' provisional expiry is near from its creation (retentionDays ≤ 22, ADR 0133): a gate whose
@@ -314,7 +329,7 @@ def opened_items(
         # an expiry off only when near; the retention turn gives it the run's (it keeps no later one than the
         # provisional). docs/adr/0147.
         kept = state.searchExpiry
-    return [(interrupt_sk(i.key), {"Put": run_items.interrupt_put(state, i, first_seq, kept)}) for i in transition.opened]
+    return kept
 
 
 def _items_expiry(state: RunState, now_iso: str, expires: int | None) -> int | None:
