@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from interlude.composition import Services
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
@@ -135,6 +137,9 @@ def test_a_run_whose_outbox_items_are_delivered_twice_is_counted_once(services, 
     assert records.usage([tenant], month)[tenant] == billed
 
 
+# A world of its own: the daily sweep reads every item of the table, in the shared world every item each earlier test
+# of the process wrote.
+@pytest.mark.private_world
 def test_a_run_that_ends_the_next_month_bills_its_lifecycle_in_the_first_and_its_decision_in_the_second(world, tenant):
     clock = Clock()
     services = Services(Store(world.table), clock=clock)
