@@ -268,6 +268,9 @@ class CrashingOutbox(ReplayOutbox):
         raise Crash
 
 
+# A world of its own: the daily sweep reads every item of the table, in the shared world every item each earlier test
+# of the process wrote (and would queue another test's stopped replay).
+@pytest.mark.private_world
 def test_a_replay_that_stopped_between_its_reopen_and_its_send_is_queued_by_the_daily_sweep(
     services, admin, aws, receiver, clock
 ):
