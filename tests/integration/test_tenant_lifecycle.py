@@ -317,6 +317,9 @@ def test_a_suspended_tenants_work_is_held_then_goes_on_after_resume_and_its_defe
     assert tenant.status(waiting) == "completed"
 
 
+# A world of its own: the deletion it completes reads the whole table (store/tenants.py), in the shared world every item
+# each earlier test of the process wrote.
+@pytest.mark.private_world
 def test_operator_refusals_name_their_codes(env):
     tenant = Tenant(f"{env.tenant}-r")
     # A tenant made twice
