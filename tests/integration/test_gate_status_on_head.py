@@ -9,10 +9,12 @@ from urllib.parse import urlsplit
 
 import boto3
 
+from interlude import wiring
 from interlude.domain import formats
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
 from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
+from interlude.store.sharded import family_pks
 from tests.integration.test_store_and_dispatch import register
 from tests.integration.test_streams_and_modulex import aws, call, issue, openwop_run  # noqa: F401 (fixture)
 from tests.support.local_stack import wire
@@ -24,6 +26,17 @@ def interrupt_item(run_id: str, node_id: str, visit: int = 1) -> dict:
 
     key = a.key(run_pk(run_id), interrupt_sk(interrupt_key(run_id, node_id, visit)))
     return a.plain(boto3.client("dynamodb").get_item(TableName=TABLE, Key=key, ConsistentRead=True)["Item"])
+
+
+def approval_entries(tenant: str) -> list[dict]:
+    """The tenant's inbox entries in the approval kind's family, the kind of every gate these tests open (a Query of
+    each of its partitions)."""
+    client = boto3.client("dynamodb")
+    pages = (
+        client.query(TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)})
+        for pk in family_pks(tenant, wiring.INBOX, "KIND#approval")
+    )
+    return [item for page in pages for item in page["Items"]]
 
 
 def approval_run(services, admin, name: str = "conformance-approval") -> str:
@@ -49,15 +62,14 @@ def test_the_inbox_lists_an_open_gate_and_sweeps_its_entry_once_closed(services,
     run_id = approval_run(services, admin)
     listed = services.inbox.inbox(admin, 25, {}, None)["interrupts"]
     assert [i["runId"] for i in listed] == [run_id]
+    assert [e["runId"]["S"] for e in approval_entries(admin.tenant)] == [run_id]
     assert services.inbox.inbox(admin, 25, {"runId": run_id}, None)["interrupts"][0]["nodeId"] == "gate"
     services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     # Before dispatch deletes its entries, a page reads the head: the gate is not open, its entries are swept.
     assert services.inbox.inbox(admin, 25, {}, None)["interrupts"] == []
     assert services.inbox.inbox(admin, 25, {"kind": "approval"}, None)["interrupts"] == []
     assert services.inbox.inbox(admin, 25, {"runId": run_id}, None)["interrupts"] == []
-    swept = boto3.client("dynamodb").scan(TableName=TABLE, FilterExpression="begins_with(pk, :i)",
-                                          ExpressionAttributeValues={":i": {"S": f"T#{admin.tenant}#INBOX#KIND#"}})  # fmt: skip
-    assert swept["Items"] == []
+    assert approval_entries(admin.tenant) == []
 
 
 def test_the_export_tells_each_gate_resolved_or_cancelled(services, admin):
