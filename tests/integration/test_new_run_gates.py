@@ -47,6 +47,7 @@ def create(services, admin, workflow: str) -> str:
 
 
 def tenant_items(tenant: str) -> list[dict[str, Any]]:
+    """Every item of the tenant, of any family: a scan, which reads the whole table (a test's own world only)."""
     pages = boto3.client("dynamodb").get_paginator("scan").paginate(
         TableName=TABLE, FilterExpression="begins_with(pk, :t)", ExpressionAttributeValues={":t": {"S": f"T#{tenant}#"}}
     )
@@ -80,6 +81,8 @@ def test_a_new_runs_gate_is_put_with_its_entries_before_its_transaction_and_read
     assert services.store.get_run(run_id)[0].status == "completed"
 
 
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
 def test_a_creation_refused_takes_its_gate_back_with_its_entries(services, admin):
     workflow = register(services, admin, "conformance-approval")
     kept = create(services, admin, workflow)
@@ -106,6 +109,8 @@ def stopped_creation(services: Any, admin: Any, workflow: str, monkeypatch: Any)
     return orphan
 
 
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
 def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_nothing_and_in_no_ones_way(
     services, admin, monkeypatch
 ):
@@ -133,6 +138,8 @@ def test_a_gate_left_by_a_creation_stopped_before_its_transaction_is_read_by_not
     assert a.plain(orphan) in [a.plain(i) for i in gate_items(admin.tenant)]
 
 
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
 def test_a_short_retention_tenants_new_gate_expires_with_its_entries_and_takes_the_runs_expiry_when_it_ends(
     services, admin, monkeypatch
 ):
