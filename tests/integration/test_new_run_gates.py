@@ -180,6 +180,8 @@ def inbox_entries(tenant: str, run_id: str) -> list[dict[str, Any]]:
     return [i for i in tenant_items(tenant) if "#INBOX#" in i["pk"]["S"] and i.get("runId", {}).get("S") == run_id]
 
 
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
 @pytest.mark.parametrize("retention_days", [None, 7])
 def test_a_new_runs_inbox_entries_expire_with_its_gate_and_lose_that_expiry_with_it_while_it_waits(
     services, admin, monkeypatch, retention_days
