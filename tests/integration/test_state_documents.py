@@ -12,6 +12,7 @@ from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.layout import RUN_SK, run_pk
 from tests.integration.conftest import signed_in
+from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 
 
@@ -36,8 +37,9 @@ def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(services):
     run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "wf", "inputs": inputs}))
     run_id = run.runId
 
-    # The head as the store wrote it before: json.dumps(model_dump(mode="json"), sort_keys=True), deflated.
-    current = json.loads(zlib.decompress(head(run_id)["state"]["B"]))
+    # The head as the store wrote it before: json.dumps(model_dump(mode="json"), sort_keys=True), deflated, every
+    # field at its default written out.
+    current = services.store.get_run(run_id)[0].model_dump(mode="json")
     old = zlib.compress(json.dumps(current, separators=(",", ":"), sort_keys=True).encode(), 6)
     boto3.client("dynamodb").update_item(
         TableName=TABLE,
@@ -56,7 +58,43 @@ def test_a_head_written_in_the_old_form_is_resolved_and_rewritten(services):
     assert state.outputs["after"] == {"zeta": "é😀", "alpha": 1e-05}
     written = zlib.decompress(head(run_id)["state"]["B"])
     # Now the declared order, ASCII-escaped as before, and the same document as Python's encoder would make.
-    assert written.startswith(b'{"v":1,"runId":')
+    assert written.startswith(b'{"runId":')
     assert written.isascii()
-    assert json.loads(written) == state.model_dump(mode="json")
-    assert len(written) == len(json.dumps(state.model_dump(mode="json"), separators=(",", ":")))
+    # Less the fields at their defaults (docs/adr/0153), which read back as they were.
+    assert json.loads(written) == state.model_dump(mode="json", exclude_defaults=True)
+    assert len(written) == len(json.dumps(state.model_dump(mode="json", exclude_defaults=True), separators=(",", ":")))
+
+
+def stored_size(item: dict) -> int:
+    """An item's size as DynamoDB bills its writes: each attribute's name and value (strings and binaries by their
+    bytes, numbers ≈ one byte per two digits + 1)."""
+
+    def value_size(typed: dict) -> int:
+        ((kind, value),) = typed.items()
+        if kind == "N":
+            return (len(value.lstrip("-").replace(".", "").lstrip("0")) + 1) // 2 + 1
+        return len(value if isinstance(value, bytes) else value.encode())
+
+    return sum(len(name.encode()) + value_size(typed) for name, typed in item.items())
+
+
+def test_a_timed_gates_head_with_a_callback_url_is_written_under_one_kilobyte(services, monkeypatch):
+    # Given the conformance timed gate (its answer schema and text held by the head) and a run of it with a callback URL
+    monkeypatch.setenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS", "1")
+    monkeypatch.setenv("PUBLIC_BASE_URL", "https://interlude.example.com")
+    admin = signed_in(services, "admin")
+    definition = json.loads((FIXTURES / "conformance-approval-timeout.json").read_text())
+    definition["nodes"][0]["config"]["timeoutMs"] = 600_000
+    services.workflows.put_workflow(admin, definition["id"], WorkflowDefinition.model_validate(definition))
+    request = {"workflowId": definition["id"], "callbackUrl": "http://127.0.0.1:38097/interlude/hook"}
+    run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate(request)).runId
+    # Then its waiting head leaves its fields at their defaults out and is one write unit (two in its transactions),
+    # where the whole document made it 1,046 B (ADR 0153)
+    stored = head(run_id)
+    document = json.loads(zlib.decompress(stored["state"]["B"]))
+    assert not {"completedAt", "error", "parentRunId", "deadline", "delays"} & set(document)
+    assert stored_size(stored) < 1024 - 64
+    # And it reads back whole: each left-out field at its default, the gate open until its deadline
+    state = services.store.get_run(run_id)[0]
+    assert (state.completedAt, state.error, state.parentRunId, state.delays) == (None, None, None, {})
+    assert state.interrupts["gate"].deadline is not None

@@ -98,8 +98,9 @@ def a_state(rng: random.Random) -> RunState:
 
 
 def reference(state: RunState) -> str:
-    """What the store wrote and the budget measured before: json.dumps of model_dump(mode="json")."""
-    return OLD_ENCODER.encode(state.model_dump(mode="json"))
+    """What the store writes and the budget measures: json.dumps of model_dump(mode="json") less the fields at their
+    defaults (docs/adr/0153)."""
+    return OLD_ENCODER.encode(state.model_dump(mode="json", exclude_defaults=True))
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -113,7 +114,9 @@ def test_varied_states_round_trip_exactly_at_the_size_the_budget_measures(seed):
         # Same values in the same types: 1 and 1.0, None and an absent field, large ints, floats to the bit.
         assert repr(back.model_dump()) == repr(state.model_dump())
         assert json.loads(made) == json.loads(reference(state))
-        assert len(made) == len(reference(state)) == json_size(state.model_dump(mode="json"), 1 << 40, depth=1 << 10)
+        assert len(made) == len(reference(state)) == json_size(
+            state.model_dump(mode="json", exclude_defaults=True), 1 << 40, depth=1 << 10
+        )
         assert made.isascii()
 
 
@@ -182,14 +185,14 @@ def later_release_fields(doc: dict[str, Any]) -> None:
     doc["delays"]["d"]["calendar"] = "business-days"
     for interrupt in doc["interrupts"].values():
         interrupt["priority"] = "high"
-        for vote in interrupt["votes"]:
+        for vote in interrupt.get("votes", ()):
             vote["weight"] = 0.5
 
 
 def test_fields_a_later_release_wrote_are_read_and_written_back_whole():
     # Given a run head a later release wrote: fields this release does not know, at every level
     docs = (json.loads(reference(a_state(random.Random(seed)))) for seed in range(100))
-    doc = next(d for d in docs if d["delays"] and any(i["votes"] for i in d["interrupts"].values()))
+    doc = next(d for d in docs if d.get("delays") and any(i.get("votes") for i in d.get("interrupts", {}).values()))
     later_release_fields(doc)
     # When this release reads it and writes it back (either encoder, as a transition does)
     state = state_from_json(json.dumps(doc).encode())
@@ -220,6 +223,26 @@ def test_a_typical_state_is_written_by_pydantic_core_in_declared_order():
         "outputs": {"b": 1, "a": "é", "c": [0.5, 1e-4, 2e16]},
     })
     made = state_json(state)
-    assert made == state.model_dump_json(ensure_ascii=True).encode()
-    assert made.startswith(b'{"v":1,"runId":"t/r"')
+    assert made == state.model_dump_json(ensure_ascii=True, exclude_defaults=True).encode()
+    assert made.startswith(b'{"runId":"t/r"')
     assert list(state_from_json(made).outputs) == ["b", "a", "c"]
+
+
+def test_fields_at_their_defaults_are_left_out_and_read_back_as_the_previous_release_reads_them():
+    # Given a waiting run's head with the fields a run only sometimes sets at their defaults (parent, error, deadline,
+    # completion, empty maps and lists, a node's unset counters, a gate's missing deadline and votes)
+    state = a_state(random.Random(5)).model_copy(
+        update={"configurable": None, "error": None, "deadline": None, "delays": {}, "completedAt": None}
+    )
+    made = state_json(state)
+    document = json.loads(made)
+    # Then the document holds none of them (0.3.0's RunState, the same model, fills each from its default)
+    for field in ("v", "configurable", "error", "deadline", "delays", "completedAt", "parentRunId", "children", "actions"):
+        assert field not in document
+    assert "activatedAt" not in document["nodes"]["g0"]
+    assert "settledAt" not in json.loads(reference(state))["nodes"]["g0"]
+    # And it reads back as the whole state, every field at its default as written before
+    back = state_from_json(made)
+    assert back == state
+    assert back.model_dump(mode="json") == state.model_dump(mode="json")
+    assert len(made) < len(json.dumps(state.model_dump(mode="json"), separators=(",", ":"))) - 200
