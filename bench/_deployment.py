@@ -94,6 +94,9 @@ class Invocation:
     wru: float = 0.0
     rru: float = 0.0
     wru_by_kind: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # The largest item of each kind it wrote, in bytes as billed (the image a write is billed by): how near the next KB,
+    # where a write costs a unit more (two in a transaction), each kind is.
+    largest_by_kind: dict[str, int] = field(default_factory=dict)
     # Write units by partition key (the base table's and each GSI's), for the hot-partition ceilings.
     wru_by_partition: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     failed_writes: int = 0
@@ -264,11 +267,13 @@ class Meter:
             # item it leaves, as DynamoDB bills them (an update that shrinks an item pays for what it was); refused,
             # by the item it met (a failed conditional write is billed too).
             billed = old if deleted or answer is None else max(old or {}, now or {}, key=item_size)
-            units = factor * math.ceil(item_size(billed or key) / 1024)
+            size = item_size(billed or key)
+            units = factor * math.ceil(size / 1024)
             pk, sk = key["pk"]["S"], key["sk"]["S"]
             kind = kind_of(pk, sk)
             record.wru += units
             record.wru_by_kind[kind] += units
+            record.largest_by_kind[kind] = max(size, record.largest_by_kind.get(kind, 0))
             record.wru_by_partition[pk] += units
             for gsi_key in self.gsi_keys:
                 indexed = [i for i in (old, now) if i is not None and gsi_key in i]

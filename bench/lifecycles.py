@@ -351,6 +351,7 @@ def as_dict(record: Invocation, cpu_ms: float) -> dict[str, Any]:
         "wru": record.wru - counter - record.wru_by_kind.get("request counter: GSI", 0.0),
         "rru": record.rru,
         "wru_by_kind": dict(kinds),
+        "largest_by_kind": {k: v for k, v in record.largest_by_kind.items() if not k.startswith("request counter")},
         "wru_by_partition": {pk: u for pk, u in record.wru_by_partition.items() if "#RATE" not in pk},
         "failed_writes": record.failed_writes,
         "log_bytes": sum(len(line) for line in record.log_lines),
@@ -543,12 +544,16 @@ def summarise(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     calls: Counter[str] = Counter()
     by_function: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    largest: dict[str, int] = {}
     for inv in invocations:
         calls.update(inv["calls"])
         if inv["trigger"] != "poller":
             by_function[inv["function"]] += 1
         kinds.update(inv["wru_by_kind"])
+        for kind, size in inv.get("largest_by_kind", {}).items():
+            largest[kind] = max(size, largest.get(kind, 0))
     return {
+        "largest": largest,
         "calls": calls,
         "invocations": by_function,
         "wru": sum(i["wru"] for i in invocations),
@@ -556,6 +561,15 @@ def summarise(invocations: list[dict[str, Any]]) -> dict[str, Any]:
         "kinds": kinds,
         "cpu_ms": sum(i["cpu_ms"] for i in invocations),
     }
+
+
+def item_sizes(largest: dict[str, int]) -> str:
+    """Each kind's largest item as `1,666 B (382 B to 2 KB)`, largest first: an item a few bytes over a KB costs a
+    write unit more (two in a transaction) than one a few bytes under it (docs/adr/0153)."""
+    return ", ".join(
+        f"{kind} {size:,} B ({-size % 1024 or 1024} B to {-(-size // 1024) or 1} KB)"
+        for kind, size in sorted(largest.items(), key=lambda kv: -kv[1])
+    )
 
 
 def main() -> None:
@@ -580,6 +594,7 @@ def main() -> None:
             f"CPU {busy['cpu_ms']:.0f} ms in all"
         )
         print(f"  write units by item kind: {', '.join(f'{k} {v:g}' for k, v in busy['kinds'].most_common())}")
+        print(f"  largest item written by kind (billed size, and the room left under its next KB): {item_sizes(busy['largest'])}")
         print(f"  stored after it: {found['stored']['items']} items, {found['stored']['bytes']} B")
         for inv in found["busy"]:
             what = inv["route"] or inv["trigger"]
