@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.sqs.models import Message
 
 from interlude import wiring
 from interlude.app import keys as app_keys
@@ -172,6 +173,29 @@ def test_a_transaction_and_a_query_cost_the_same_at_10_and_2000_other_items(work
     assert transaction["__deepcopy__"] <= 2 * 2  # each updated item: moto's stream image and its undo copy
     assert query["__deepcopy__"] == 4  # the items returned
     assert large == small
+
+
+def scan_page_work(work: Counter[str], others: int) -> Counter[str]:
+    """What the second page of a paged Scan (the local TTL's read) makes moto compare and copy."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        fill(client, others)
+        first = client.scan(TableName=TABLE, Limit=3)
+        work.clear()
+        page = client.scan(TableName=TABLE, Limit=5, ExclusiveStartKey=first["LastEvaluatedKey"])
+        assert page["Count"] == 5
+        assert "LastEvaluatedKey" in page
+        return Counter(work)
+
+
+def test_a_scan_page_costs_the_same_in_a_table_of_10_and_of_2000_items(work):
+    """moto sorted the whole table and compared every item up to the page's start for each page: each tick of the
+    local TTL (four pages) held the stack's moto for seconds beside 5,000 runs."""
+    moto_patches.apply()
+    small = scan_page_work(work, 10)
+    assert scan_page_work(work, 2000) == small
+    assert small["__deepcopy__"] == 5  # the items returned
 
 
 def test_a_failed_condition_cancels_every_item_with_its_reason_and_old_image(ddb):
@@ -400,6 +424,55 @@ def test_one_update_text_serves_many_items_and_a_bad_one_is_refused_every_time(d
         assert refused.value.response["Error"]["Code"] == "ValidationException"
 
 
+# -- SQS: a call costs the messages it moves -------------------------------------------------------------------------
+
+
+def queue_call_work(others: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, Counter[str]]:
+    """How many looks at a message (its visibility, its delay, its receipt handles) each call a queue pump makes costs
+    moto: ten messages sent behind `others` queued ones, then ten received, kept invisible and deleted."""
+    looks: Counter[str] = Counter()
+    for name in ("visible", "delayed"):
+        counted = getattr(Message, name)
+        monkeypatch.setattr(Message, name, property(lambda m, f=counted.fget, n=name: looks.update([n]) or f(m)))
+    handles = Message.had_receipt_handle
+    monkeypatch.setattr(Message, "had_receipt_handle", lambda m, h: looks.update(["handle"]) or handles(m, h))
+    steps: dict[str, Counter[str]] = {}
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="costs", Attributes={"VisibilityTimeout": "360"})["QueueUrl"]
+        for start in range(0, others, 10):
+            batch = [{"Id": str(i), "MessageBody": f"m{i}"} for i in range(start, min(others, start + 10))]
+            sqs.send_message_batch(QueueUrl=url, Entries=batch)
+        looks.clear()
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "last"} for i in range(10)])
+        steps["send"] = Counter(looks)
+        looks.clear()
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+        assert sorted(m["Body"] for m in got) == sorted(f"m{i}" for i in range(10))  # the oldest
+        steps["receive"] = Counter(looks)
+        looks.clear()
+        entries: Any = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 360} for i, m in enumerate(got)]
+        sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)
+        steps["change visibility"] = Counter(looks)
+        looks.clear()
+        done = sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": e["Id"], "ReceiptHandle": e["ReceiptHandle"]} for e in entries])
+        assert len(done["Successful"]) == 10
+        steps["delete"] = Counter(looks)
+    return steps
+
+
+def test_a_queue_call_examines_the_same_messages_in_a_queue_of_10_and_of_300(monkeypatch):
+    """SQS costs the same per message however long the queue; moto looked at every message of the queue for each
+    message sent, received or deleted (the outbox of 5,000 seeded runs held the local stack's moto for minutes).
+    Messages in flight before the ones a receive takes still cost a look each: as many as the consumers hold."""
+    moto_patches.apply()
+    small = queue_call_work(10, monkeypatch)
+    large = queue_call_work(300, monkeypatch)
+    assert large == small
+    assert small["send"] == Counter()  # a send reads one attribute, not the queue's counts
+    assert small["delete"]["handle"] == 0  # a receipt handle finds its message at once
+
+
 # -- a whole lifecycle ------------------------------------------------------------------------------
 
 
@@ -472,10 +545,10 @@ def test_a_lifecycle_through_the_api_and_dispatch_costs_the_same_beside_10_and_4
     walks, copies and compares as many items whatever the table holds."""
     walked = Table.all_items  # moto_patches' partition-scoped version; index queries and scans walk every item
 
-    def counting_walk(self: Table) -> list[Item]:
-        items = walked(self)
-        work["items walked"] += len(items)
-        return items
+    def counting_walk(self: Table) -> Iterator[Item]:
+        for item in walked(self):  # a Scan's items come as moto's loop takes them
+            work["items walked"] += 1
+            yield item
 
     monkeypatch.setattr(Table, "all_items", counting_walk)
     # The key and the tenant's limits are re-read every few seconds: on a slow machine a step could pay a re-read

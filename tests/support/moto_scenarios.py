@@ -1,4 +1,5 @@
-"""DynamoDB operations whose answers moto_patches must not change, run in a fresh interpreter with or without them.
+"""DynamoDB and SQS operations whose answers moto_patches must not change, run in a fresh interpreter with or without
+them.
 
 `python -m tests.support.moto_scenarios [--patched]` prints, as JSON, every answer (or error: code, message,
 cancellation reasons), then the table and the stream records the operations left. Each operation runs twice, on
@@ -723,6 +724,95 @@ def sizes_as_counted(table: str = TABLE) -> list[bool]:
     return counted
 
 
+QUEUE_TIMES = ("SentTimestamp", "ApproximateFirstReceiveTimestamp", "CreatedTimestamp", "LastModifiedTimestamp")
+
+
+class SqsAnswers:
+    """Answers of SQS calls, each message id and receipt handle named by when it first appeared (moto draws them at
+    random) and the clock's times left out."""
+
+    def __init__(self) -> None:
+        self.client = boto3.client("sqs")
+        self.names: dict[str, str] = {}
+        self.answers: list[Any] = []
+
+    def call(self, method: str, **kwargs: Any) -> dict[str, Any]:
+        got = answer(self.client, method, kwargs)
+        self.answers.append(self._named(got))
+        return got.get("ok", {})
+
+    def _named(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self._name(v) if k in ("MessageId", "ReceiptHandle") else self._named(v)
+                    for k, v in value.items() if k not in QUEUE_TIMES}
+        if isinstance(value, list):
+            return [self._named(v) for v in value]
+        return value
+
+    def _name(self, value: str) -> str:
+        return self.names.setdefault(value, f"#{len(self.names)}")
+
+
+def sqs_scenario() -> list[Any]:
+    """Sends, receives (some past the redrive policy's count), visibility changes and deletes, with valid, earlier,
+    deleted and unknown receipt handles, and the queue's attributes between them."""
+    sqs = SqsAnswers()
+    dlq = sqs.call("create_queue", QueueName="scenario-dlq")["QueueUrl"]
+    dlq_arn = sqs.client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
+    url = sqs.call("create_queue", QueueName="scenario", Attributes={"VisibilityTimeout": "30", "RedrivePolicy": redrive})[
+        "QueueUrl"
+    ]
+    sqs.call("create_queue", QueueName="scenario", Attributes={"VisibilityTimeout": "31"})
+    entries = [{"Id": str(i), "MessageBody": f"m{i}", "MessageGroupId": f"g{i % 3}"} for i in range(8)]
+    sqs.call("send_message_batch", QueueUrl=url, Entries=entries)
+    sqs.call("send_message", QueueUrl=url, MessageBody="later", DelaySeconds=600)
+    everything = ["MessageGroupId", "ApproximateReceiveCount", "SenderId"]
+    for names in (["All"], ["MessageRetentionPeriod", "RedrivePolicy"], ["ApproximateNumberOfMessages"], ["Nope"]):
+        sqs.call("get_queue_attributes", QueueUrl=url, AttributeNames=names)
+    first = sqs.call("receive_message", QueueUrl=url, MaxNumberOfMessages=3, MessageSystemAttributeNames=everything)
+    handles = [m["ReceiptHandle"] for m in first["Messages"]]
+    again = sqs.call("receive_message", QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=0)
+    sqs.call("receive_message", QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=0)  # the same two again
+    earlier = [m["ReceiptHandle"] for m in again["Messages"]]
+    sqs.call("get_queue_attributes", QueueUrl=url, AttributeNames=["All"])
+    sqs.call("change_message_visibility", QueueUrl=url, ReceiptHandle=handles[0], VisibilityTimeout=0)
+    sqs.call("change_message_visibility", QueueUrl=url, ReceiptHandle=earlier[0], VisibilityTimeout=0)
+    sqs.call("change_message_visibility", QueueUrl=url, ReceiptHandle=handles[1], VisibilityTimeout=43201)
+    sqs.call("change_message_visibility", QueueUrl=url, ReceiptHandle="unknown", VisibilityTimeout=0)
+    batch = [{"Id": "a", "ReceiptHandle": handles[1], "VisibilityTimeout": 0}, {"Id": "b", "ReceiptHandle": "x", "VisibilityTimeout": 0}]
+    sqs.call("change_message_visibility_batch", QueueUrl=url, Entries=batch)
+    sqs.call("delete_message", QueueUrl=url, ReceiptHandle=handles[2])
+    sqs.call("delete_message", QueueUrl=url, ReceiptHandle=handles[2])  # deleted already: accepted again
+    sqs.call("delete_message", QueueUrl=url, ReceiptHandle=earlier[1])  # an earlier handle of a message received since
+    sqs.call("delete_message", QueueUrl=url, ReceiptHandle="unknown")
+    # the message received twice goes to the dead letters instead
+    rest = sqs.call("receive_message", QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=everything)
+    entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(rest["Messages"])]
+    sqs.call("delete_message_batch", QueueUrl=url, Entries=[*entries, {"Id": "gone", "ReceiptHandle": "unknown"}])
+    sqs.call("receive_message", QueueUrl=dlq, MaxNumberOfMessages=10, MessageSystemAttributeNames=everything)
+    for queue in (url, dlq):
+        sqs.call("get_queue_attributes", QueueUrl=queue, AttributeNames=["All"])
+    return sqs.answers
+
+
+def paged_scans(client: Any, table: str) -> list[Any]:
+    """The table scanned in pages of a few items (each page's answer, its LastEvaluatedKey the next one's start), with
+    and without a filter and a projection, and a page starting at a key no item has."""
+    pages: list[Any] = []
+    for extra in ({"Limit": 3}, {"Limit": 4, "FilterExpression": "attribute_exists(events)", "ProjectionExpression": "pk, sk"}):
+        start: dict[str, Any] | None = None
+        while True:
+            got = answer(client, "scan", {"TableName": table, **extra, **({"ExclusiveStartKey": start} if start else {})})
+            pages.append(got)
+            start = got.get("ok", {}).get("LastEvaluatedKey")
+            if not start:
+                break
+    absent = {"pk": s("first#m"), "sk": s("zz")} if table == TABLE else {"id": s("first#m")}
+    pages.append(answer(client, "scan", {"TableName": table, "Limit": 5, "ExclusiveStartKey": absent}))
+    return pages
+
+
 def scenarios() -> dict[str, Any]:
     with mock_aws():
         client = boto3.client("dynamodb")
@@ -757,6 +847,8 @@ def scenarios() -> dict[str, Any]:
             "images stream": stream_records(client, IMAGES),
             "sizes counted as at creation": sizes_as_counted(),
             "images sizes counted as at creation": sizes_as_counted(IMAGES),
+            "sqs": sqs_scenario(),
+            "paged scans": paged_scans(client, TABLE) + paged_scans(client, FLAT),
         }
 
 

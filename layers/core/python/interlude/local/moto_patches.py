@@ -1,12 +1,15 @@
 """moto's DynamoDB made to cost what the touched items cost, for the local stack and in-process tests only.
 
-moto 5.x deep-copies every table a `TransactWriteItems` names once per item (its rollback), and its table
-Query sorts and reads every item of the table to find one partition: a lifecycle gets slower with every run
-the table holds. The deployed product uses DynamoDB itself and never imports this module.
+moto 5.x deep-copies every table a `TransactWriteItems` names once per item (its rollback), its table
+Query sorts and reads every item of the table to find one partition, and each page of a Scan sorts the whole table
+and walks it up to the page's start: a lifecycle gets slower with every run the table holds, and so does each tick of
+the local TTL. The deployed product uses DynamoDB itself and never imports this module.
 
-Both patches keep moto's observable behaviour (same checks in the same order, same errors and
+The patches keep moto's observable behaviour (same checks in the same order, same errors and
 CancellationReasons, same stream records): the transaction keeps moto's loop but remembers only the items it
-writes (and how long each stream was) to undo them, and the Query reads only the partition its key names.
+writes (and how long each stream was) to undo them, the Query reads only the partition its key names, and a Scan page
+starts at the partition of its ExclusiveStartKey (partitions ordered by their keys' values, as moto compares them)
+and sorts only the partitions it reaches.
 A transaction entry's condition is evaluated once, before its write (moto evaluated it again inside the write, on
 the same item under the same lock), and an update expression is parsed once per distinct text (moto parsed it
 twice per request; the parsed tree is only read or deep-copied by moto's validator, never changed).
@@ -37,6 +40,7 @@ import inspect
 import json
 import re
 import weakref
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -78,18 +82,24 @@ from moto.dynamodb.parsing.validators import (
 )
 from moto.moto_api._internal import mock_random
 
+from interlude.local import moto_sqs_patches
+
 _original_query = Table.query
+_original_scan = Table.scan
 _original_all_items = Table.all_items
 _QUERY_SIGNATURE = inspect.signature(_original_query)
+_SCAN_SIGNATURE = inspect.signature(_original_scan)
 # The (table, hash key) a table Query is reading while it runs: `all_items` answers with that partition only.
 _partition: ContextVar[tuple[Table, DynamoType | tuple[str, DynamoType]] | None] = ContextVar(
     "moto_query_partition", default=None
 )
+# The (table, ExclusiveStartKey) a table Scan is reading while it runs: `all_items` answers from that key on.
+_scan_from: ContextVar[tuple[Table, dict[str, Any] | None] | None] = ContextVar("moto_scan_from", default=None)
 _applied = False
 
 
 def apply() -> None:
-    """Patch moto's DynamoDB in this process (idempotent)."""
+    """Patch moto's DynamoDB, and its SQS (moto_sqs_patches), in this process (idempotent)."""
     global _applied
     if _applied:
         return
@@ -97,6 +107,7 @@ def apply() -> None:
     DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
     DynamoDBBackend.update_item = _update_item  # type: ignore[method-assign]
     Table.query = _query  # type: ignore[method-assign]
+    Table.scan = _scan  # type: ignore[method-assign]
     Table.all_items = _all_items  # type: ignore[method-assign]
     UpdateExpressionParser.make = classmethod(_parsed_update_expression)
     DepthFirstTraverser.nodes_to_be_processed = _nodes_to_be_processed
@@ -121,6 +132,7 @@ def apply() -> None:
     dynamodb_responses.dynamo_to_dict = _dynamo_to_dict
     JSONParser._parse_shape = _parse_json_shape  # type: ignore[method-assign]
     JSONParser._parse_map = _parse_json_map  # type: ignore[method-assign]
+    moto_sqs_patches.apply()
     _applied = True
 
 
@@ -180,7 +192,43 @@ def _unsorted_items(self: Table) -> Iterator[Item]:
             yield partition  # type: ignore[misc]  # moto types `items` for range tables only
 
 
+def _scan(self: Table, *args: Any, **kwargs: Any) -> Any:
+    bound = _SCAN_SIGNATURE.bind(self, *args, **kwargs).arguments
+    if bound.get("index_name"):
+        return _original_scan(self, *args, **kwargs)
+    # moto's table path sorts every item of the table by key (DynamoType comparisons), then walks and compares them up
+    # to the start key, for each page: a Scan read in pages (the local TTL's) cost the table's size per page.
+    token = _scan_from.set((self, bound.get("exclusive_start_key")))
+    try:
+        return _original_scan(self, *args, **kwargs)
+    finally:
+        _scan_from.reset(token)
+
+
+def _cast_value(key: DynamoType) -> Any:
+    return key.cast_value
+
+
+def _items_from(self: Table, start: dict[str, Any] | None) -> Iterator[Item]:
+    """The table's items in moto's order (hash key, then range key: DynamoType compares cast values), from the
+    partition of `start` on, each partition sorted when the scan reaches it (moto's loop skips the items up to
+    `start` itself and stops at its page's end)."""
+    hashes = sorted(self.items, key=_cast_value)
+    if start is not None and self.hash_key_attr in start:
+        first = DynamoType(start[self.hash_key_attr]).cast_value
+        hashes = hashes[bisect_left(hashes, first, key=_cast_value) :]
+    for hash_key in hashes:
+        partition = self.items[hash_key]
+        if not self.range_key_attr:
+            yield partition  # type: ignore[misc]  # moto types `items` for range tables only
+        else:
+            yield from sorted(partition.values(), key=lambda item: item.range_key.cast_value)
+
+
 def _all_items(self: Table) -> list[Item]:
+    scan = _scan_from.get()
+    if scan is not None and scan[0] is self:
+        return _items_from(self, scan[1])  # type: ignore[return-value]  # moto's scan only iterates it
     scope = _partition.get()
     if scope is None or scope[0] is not self:
         return _original_all_items(self)
