@@ -11,8 +11,12 @@ instructions executed instead of CPU time (load-independent; a timed ratio moves
 shared machine): each resolve runs inside `itertools.starmap` and each put inside `itertools.filterfalse`, whose
 inclusive counts callgrind_annotate prints. It needs valgrind (with callgrind_annotate) on the PATH and an
 interpreter built with symbols. With --profile FILE, callgrind collects inside the resolves alone and keeps its profile
-there (per C function; `callgrind_annotate --inclusive=yes FILE`).
-Usage: .venv/bin/python bench/resolve_overhead.py [rounds] | --instructions [rounds] [--profile FILE]
+there (per C function; `callgrind_annotate --inclusive=yes FILE`). With --split, each side's figure is parted into
+botocore's handling of its calls, moto's, and the rest (Interlude's own work), each call run inside a C function of its
+own (itertools' `takewhile`/`accumulate` for the client, `dropwhile`/`groupby` for moto's handler of it), and the bench
+prints what the goal leaves the resolve's own work once its calls are paid (the wrappers add a few thousand instructions
+a call to both sides).
+Usage: .venv/bin/python bench/resolve_overhead.py [rounds] | --instructions [rounds] [--profile FILE | --split]
 """
 
 from __future__ import annotations
@@ -150,9 +154,55 @@ def main() -> None:
     print(f"                                          {', '.join(calls)}; a floor the design's calls set)")
 
 
-def counted_rounds(rounds: int) -> None:
+# While a counted round runs: which side's calls go through which C functions (--split), else None.
+_SPLIT_SIDE: dict[str, str | None] = {"side": None}
+# The C functions a side's client calls and moto's handling of them run inside, and what callgrind_annotate names them.
+# None of them runs elsewhere inside a resolve or a put (docs/adr/0140), and callgrind collects inside those alone.
+_SPLIT_WRAPPERS = {"resolve": ("takewhile_next", "dropwhile_next"), "put": ("accumulate_next", "groupby_next")}
+
+
+def _split_calls() -> None:
+    """Run every client call of a counted side inside itertools' `takewhile` (the resolve's) or `accumulate` (the put's),
+    and moto's handling of it inside `dropwhile` or `groupby`, so that callgrind's inclusive counts of those C functions
+    part each side."""
+    from botocore.client import BaseClient
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    def through(run: Any, side: str, client: bool) -> Any:
+        answer: list[Any] = []
+
+        def keep(_: object) -> None:  # falsy: each C function below calls it once and stops there
+            answer.append(run())
+
+        if side == "resolve":
+            list(itertools.takewhile(keep, (0,))) if client else list(itertools.dropwhile(keep, (0,)))
+        elif client:
+            list(itertools.accumulate((0, 0), lambda _, __: keep(0)))
+        else:
+            list(itertools.groupby((0,), key=keep))
+        return answer[0]
+
+    make_api_call, handle = BaseClient._make_api_call, BotocoreStubber.__call__
+
+    def api_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        side = _SPLIT_SIDE["side"]
+        run = lambda: make_api_call(self, *args, **kwargs)  # noqa: E731
+        return run() if side is None else through(run, side, True)
+
+    def moto_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        side = _SPLIT_SIDE["side"]
+        run = lambda: handle(self, *args, **kwargs)  # noqa: E731
+        return run() if side is None else through(run, side, False)
+
+    BaseClient._make_api_call = api_call
+    BotocoreStubber.__call__ = moto_call
+
+
+def counted_rounds(rounds: int, split: bool = False) -> None:
     """The rounds main() times, each resolve inside itertools.starmap and each put inside itertools.filterfalse (run
-    under callgrind by counted())."""
+    under callgrind by counted()); `split`: their calls parted as _split_calls says."""
+    if split:
+        _split_calls()
     with world() as bench:
         # Each call's name, by the lightest handler (the put's one call runs it too).
         calls: list[str] = []
@@ -165,13 +215,16 @@ def counted_rounds(rounds: int) -> None:
                 bench.put(i)
                 continue
             calls.clear()
+            _SPLIT_SIDE["side"] = "resolve" if split else None
             list(itertools.starmap(bench.resolve, [(run_id,)]))
             patterns[", ".join(calls)] += 1
+            _SPLIT_SIDE["side"] = "put" if split else None
             list(itertools.filterfalse(bench.put, [i]))
+            _SPLIT_SIDE["side"] = None
     print("; ".join(f"{pattern} ×{times}" for pattern, times in patterns.items()))
 
 
-def counted(rounds: int, profile: str | None = None) -> None:
+def counted(rounds: int, profile: str | None = None, split: bool = False) -> None:
     """`profile`: where to keep the resolves' own profile (callgrind collecting inside them alone), for
     `callgrind_annotate --inclusive=yes`; the figures are the same."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
@@ -181,8 +234,10 @@ def counted(rounds: int, profile: str | None = None) -> None:
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
         if profile:
             command.insert(2, "--toggle-collect=starmap_next")
+        elif split:  # the rounds' resolves and puts alone: their C wrappers run nowhere else in them
+            command[2:2] = ["--toggle-collect=starmap_next", "--toggle-collect=filterfalse_next"]
         calls = subprocess.run(
-            [*command, "--counted-rounds", str(rounds)],
+            [*command, "--counted-rounds", str(rounds), *(["--split"] if split else [])],
             check=True,
             capture_output=True,
             env={**os.environ, "PYTHONHASHSEED": "0"},
@@ -195,7 +250,8 @@ def counted(rounds: int, profile: str | None = None) -> None:
             text=True,
         ).stdout
     totals: dict[str, int] = {}
-    for name in ("starmap_next",) if profile else ("starmap_next", "filterfalse_next"):
+    names = ("starmap_next",) if profile else ("starmap_next", "filterfalse_next")
+    for name in names + (sum(_SPLIT_WRAPPERS.values(), ()) if split else ()):
         found = re.search(r"^\s*([\d,]+) .*:" + name + r" ", annotated, re.MULTILINE)
         if found is None:
             sys.exit(f"callgrind_annotate names no {name}: an interpreter without symbols?")
@@ -214,14 +270,33 @@ def counted(rounds: int, profile: str | None = None) -> None:
     verdict = "meets" if ratio <= GOAL else "misses"
     print(f"  resolve ÷ put_item              {ratio:5.2f}×   (goal ≤ {GOAL:.0f}×: {verdict}; instructions, not time)")
     print(f"  calls per resolve               {calls}")
+    if split:
+        print_split(rounds, totals)
+
+
+def print_split(rounds: int, totals: dict[str, int]) -> None:
+    """Each side's instructions parted: botocore's handling of its calls, moto's (the test double's), and the rest
+    (Interlude's own work, for the resolve); and what the goal leaves Interlude's own work once the calls are paid."""
+    parts: dict[str, tuple[float, float, float]] = {}
+    for side, total in (("resolve", "starmap_next"), ("put", "filterfalse_next")):
+        client, moto = (totals[name] / rounds for name in _SPLIT_WRAPPERS[side])
+        parts[side] = (client - moto, moto, totals[total] / rounds - client)
+    print("  parted (--split; M instructions)   botocore      moto      the rest")
+    for side, (botocore, moto, rest) in parts.items():
+        print(f"    {side:<31}{botocore / 1e6:9.2f}{moto / 1e6:10.2f}{rest / 1e6:12.2f}")
+    put = sum(parts["put"])
+    left = GOAL * put - parts["resolve"][0] - parts["resolve"][1]
+    print(
+        f"  the goal leaves the resolve's own work {left / 1e6:.2f} M once its calls are paid ({GOAL:.0f} × the put less them)"
+    )
 
 
 if __name__ == "__main__":
     if "--counted-rounds" in sys.argv:
-        counted_rounds(int(sys.argv[sys.argv.index("--counted-rounds") + 1]))
+        counted_rounds(int(sys.argv[sys.argv.index("--counted-rounds") + 1]), "--split" in sys.argv)
     elif "--instructions" in sys.argv:
         rest = sys.argv[sys.argv.index("--instructions") + 1 :]
         kept = rest[rest.index("--profile") + 1] if "--profile" in rest else None
-        counted(int(rest[0]) if rest and rest[0].isdigit() else 40, kept)
+        counted(int(rest[0]) if rest and rest[0].isdigit() else 40, kept, "--split" in rest)
     else:
         main()
