@@ -246,3 +246,44 @@ def test_fields_at_their_defaults_are_left_out_and_read_back_as_the_previous_rel
     assert back == state
     assert back.model_dump(mode="json") == state.model_dump(mode="json")
     assert len(made) < len(json.dumps(state.model_dump(mode="json"), separators=(",", ":"))) - 200
+
+
+# Every default of the run head's document as 0.3.0 declares them (its domain/models/run.py): a head leaves out what
+# equals one, so a default changed would change what every stored head means (docs/adr/0153): a format change.
+DEFAULTS_SINCE_0_3_0 = {
+    "RunState": {
+        "v": 1, "status": "pending", "inputs": {}, "inputsBatch": None, "inputsDigest": None, "configurable": None,
+        "tags": [], "metadata": {}, "workflowName": None, "searchableMetadata": [], "searchTitles": False,
+        "searchExpiry": None, "callbackUrl": None, "createdByKey": None, "startedAt": None, "completedAt": None,
+        "step": 0, "executed": 0, "nodes": {}, "outputs": {}, "queue": [], "interrupts": {}, "conversations": {},
+        "delays": {}, "deadline": None, "actions": {}, "error": None, "failedNodeId": None, "nextSeq": 0,
+        "parentRunId": None, "parentNodeId": None, "parentVisit": None, "depth": 0, "children": [], "fork": None,
+        "recorded": {}, "forks": [], "usageShard": 0, "unbilled": {}, "writtenNumbers": {},
+    },
+    "NodeState": {"status": "pending", "visits": 0, "activatedAt": -1, "settledAt": -1, "routes": None},
+    "OpenInterrupt": {
+        "deadline": None, "votes": [], "assignee": None, "assignedBy": None, "assignedAt": None,
+        "payloadDigest": None, "itemFormat": None,
+    },
+    "Vote": {
+        "subject": None, "groups": [], "roles": [], "resumeValue": None, "castBy": None, "delegation": None,
+        "delegate": None,
+    },
+    "Delay": {},
+    "PendingAction": {},
+    "ForkOrigin": {"redrive": False},
+}
+
+
+def test_the_documents_defaults_are_the_ones_heads_were_written_without():
+    from interlude.domain.models import run
+
+    declared = {
+        name: {
+            field: info.default_factory() if info.default_factory else info.default  # type: ignore[call-arg]
+            for field, info in getattr(run, name).model_fields.items()
+            if not info.is_required()
+        }
+        for name in DEFAULTS_SINCE_0_3_0
+    }
+    assert declared == DEFAULTS_SINCE_0_3_0

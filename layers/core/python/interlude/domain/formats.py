@@ -3,7 +3,9 @@
 A stored item (or a stored document: the run head's state, RunState.v) carries its format in `v`, a whole number; an
 item without one is in format 1, and every kind of item is written in format 1 so far (the kinds: the docstrings of
 interlude.store's modules). A change that keeps every field's meaning (a new optional field, a new kind of item) is
-no new format: the previous release reads it and keeps the field (interlude.domain.models.Stored). A change it could
+no new format: the previous release reads it and keeps the field (interlude.domain.models.Stored). A field's default
+is part of its format: the run head's state leaves out the fields at their defaults (docs/adr/0153), so a default
+changed would change what every such head already stored means. A change it could
 not read is a new format of that kind (numbered across the table: the next number, whichever kind, so one set
 covers every kind), shipped in two releases: the first reads it (its number joins READ_FORMATS) and still writes the
 old one, the next writes it (setting `v` on that kind's items), so the release before every release reads what that
