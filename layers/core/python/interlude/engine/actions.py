@@ -21,7 +21,7 @@ an effect key of at most MAX_EFFECT_KEY characters; 1..MAX_ATTEMPTS attempts of 
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -30,7 +30,8 @@ from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
 from interlude.domain.models import FrozenStored, new_list
 from interlude.domain.templates import render
 from interlude.engine.effect_names import ACTION_REQUESTED as ACTION_REQUESTED
-from interlude.engine.nodetypes import NodeType
+from interlude.engine.nodetypes import ActionSpec as ActionSpec
+from interlude.engine.nodetypes import Keying, NodeType
 
 MAX_URL_LENGTH = 2048
 MAX_HEADERS = 20
@@ -65,7 +66,6 @@ RESERVED_HEADERS = frozenset(
         "idempotency-key",
     }
 )
-Keying = Literal["business-identity", "activity-recipe"]
 
 
 def _header_names(names: Mapping[str, Any], what: str) -> None:
@@ -115,15 +115,6 @@ class HttpConfig(FrozenStored):
         if any(not 100 <= status <= 599 for status in value):
             raise ValueError("expectStatuses holds HTTP statuses (100-599)")
         return value
-
-
-class ActionSpec(NamedTuple):
-    """What an action node's visit asks the worker to do: the rendered request and the effect's identity."""
-
-    kind: str
-    effect_id: str
-    keying: Keying
-    request: dict[str, Any]
 
 
 def effect_identity(run_id: str, node_id: str, visit: int, business_key: str | None) -> tuple[str, Keying]:

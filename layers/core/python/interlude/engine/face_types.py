@@ -1,8 +1,8 @@
 """Node types a face registers on first use, by typeId prefix (interlude.composition: "modulex."): an entry point
 whose requests never run or check such a node (an OpenWOP definition's) never imports the face's modules.
 
-Apart from engine/registry.py, which imports every built-in node type, so that an entry point joins a face at start
-without loading the engine's node types (the dispatch function's records run none; docs/adr/0058, "The worker
+Apart from engine/registry.py (which registers the built-in types of the gates', actions' and tasks' modules here too,
+ADR 0151), so that an entry point joins a face at start without loading the engine's node types (the dispatch function's records run none; docs/adr/0058, "The worker
 functions' cold imports").
 """
 

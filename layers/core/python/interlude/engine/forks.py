@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from interlude.domain.outcomes import approval_outcome
 from interlude.engine import kind_events
-from interlude.engine.actions import ACTION_REQUESTED
-from interlude.engine.effect_names import CHILD_REQUESTED, TASK
+from interlude.engine.effect_names import ACTION_REQUESTED, CHILD_REQUESTED, TASK
 
 if TYPE_CHECKING:
     from interlude.rules.interrupts.decide import Decision

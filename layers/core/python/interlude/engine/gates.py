@@ -12,7 +12,7 @@ conversation of the run ("open" also claims the id tenant-wide in the same trans
 
 
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -20,7 +20,7 @@ from interlude.domain.errors import run_error
 from interlude.domain.ids import AUTHOR_ID, derive_opaque
 from interlude.domain.models import FieldLabels, FrozenStored, new_list
 from interlude.domain.templates import PROBE, references, render
-from interlude.engine.nodetypes import GateSpec, NodeType
+from interlude.engine.nodetypes import Effect, Failed, GateSpec, NodeType, Passed
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.
 CREDENTIAL_RESUME_SCHEMA: dict[str, Any] = {
@@ -40,18 +40,6 @@ LOW_CONFIDENCE_RESUME_SCHEMA: dict[str, Any] = {
     },
 }
 DEFAULT_ESCALATION_THRESHOLD = 0.7
-Effect = tuple[Any, ...]
-
-
-class Passed(NamedTuple):
-    """The gate lets the node complete without asking anyone."""
-
-    output: dict[str, Any]
-    effects: tuple[Effect, ...] = ()
-
-
-class Failed(NamedTuple):
-    error: dict[str, Any]
 
 
 def _check_schema(schema: dict[str, Any] | None) -> None:

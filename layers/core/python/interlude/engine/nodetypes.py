@@ -113,6 +113,35 @@ class GateSpec(NamedTuple):
         return payload
 
 
+Effect = tuple[Any, ...]
+
+
+class Passed(NamedTuple):
+    """The gate lets the node complete without asking anyone (engine/gates.py)."""
+
+    output: dict[str, Any]
+    effects: tuple[Effect, ...] = ()
+
+
+class Failed(NamedTuple):
+    """The gate fails the node (engine/gates.py)."""
+
+    error: dict[str, Any]
+
+
+Keying = Literal["business-identity", "activity-recipe"]
+
+
+class ActionSpec(NamedTuple):
+    """What an action node's visit asks the worker to do: the rendered request and the effect's identity
+    (engine/actions.py, engine/tasks.py, engine/subworkflows.py)."""
+
+    kind: str
+    effect_id: str
+    keying: Keying
+    request: dict[str, Any]
+
+
 class NodeType(NamedTuple):
     type_id: str
     config_model: type[FrozenStored]

@@ -1,21 +1,41 @@
-"""Every node type the engine runs, by typeId: the types of engine/nodetypes.py and the gates of engine/gates.py,
-plus the types a face registers (interlude.composition registers the ModuleX ones; the engine imports no face).
+"""Every node type the engine runs, by typeId: the types of engine/nodetypes.py and engine/subworkflows.py, the
+gates of engine/gates.py, the actions of engine/actions.py and the tasks of engine/tasks.py (those three modules on
+first lookup), plus the types a face registers (interlude.composition registers the ModuleX ones; the engine imports
+no face).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib import import_module
 
-from interlude.engine.actions import ACTION_TYPES
 from interlude.engine.face_types import LAZY as _LAZY
 from interlude.engine.face_types import LAZY_LOCK as _LAZY_LOCK
 from interlude.engine.face_types import register_lazily as register_lazily
-from interlude.engine.gates import GATES
 from interlude.engine.nodetypes import CORE_TYPES, NodeType
 from interlude.engine.subworkflows import SUBWORKFLOW_TYPES
-from interlude.engine.tasks import TASK_TYPES
 
-NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *GATES, *ACTION_TYPES, *SUBWORKFLOW_TYPES, *TASK_TYPES)}
+NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *SUBWORKFLOW_TYPES)}
+
+# Built-in types whose modules (their config models, their helpers) load the first time one of their typeIds is looked
+# up, as a face's do: a request that runs and checks none of them (a decision on an approval, the engine's run rules
+# imported with it) never defines them (ADR 0151). typeId -> (module, the tuple of its types).
+LATER_BUILT_INS = {
+    "core.conversationGate": ("interlude.engine.gates", "GATES"),
+    "core.confidenceGate": ("interlude.engine.gates", "GATES"),
+    "core.credentialGate": ("interlude.engine.gates", "GATES"),
+    "core.http": ("interlude.engine.actions", "ACTION_TYPES"),
+    "core.task": ("interlude.engine.tasks", "TASK_TYPES"),
+}
+
+
+def _built_in(type_id: str) -> Iterable[NodeType]:
+    module, types = LATER_BUILT_INS[type_id]
+    return [t for t in getattr(import_module(module), types) if t.type_id == type_id]
+
+
+for _type_id in LATER_BUILT_INS:
+    register_lazily(_type_id, lambda type_id=_type_id: _built_in(type_id))
 
 
 def register(types: Iterable[NodeType]) -> None:

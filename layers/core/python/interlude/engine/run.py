@@ -39,11 +39,9 @@ from interlude.domain.models.run import (
 from interlude.domain.models.workflow import FAILURE_ADMITTING_RULES, Node, WorkflowDefinition
 from interlude.domain.templates import PROBE
 from interlude.engine import forks, kind_events
-from interlude.engine.actions import ACTION_REQUESTED, ActionSpec
-from interlude.engine.effect_names import GATE_ASSIGNED, NODE_RETRIED, RERUN_REASON, TASK
-from interlude.engine.gates import Failed, Passed
+from interlude.engine.effect_names import ACTION_REQUESTED, GATE_ASSIGNED, NODE_RETRIED, RERUN_REASON, TASK
 from interlude.engine.growth import unbounded_growth
-from interlude.engine.nodetypes import GateSpec, bind_inputs, recorded_inputs
+from interlude.engine.nodetypes import ActionSpec, Failed, GateSpec, Passed, bind_inputs, recorded_inputs
 from interlude.engine.registry import known_type_ids
 from interlude.engine.registry import node_type as registered_type
 from interlude.engine.subworkflows import (

@@ -32,9 +32,8 @@ from interlude.domain.models import FrozenStored
 from interlude.domain.models.run import RunState
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.domain.templates import MISSING, lookup
-from interlude.engine.actions import ActionSpec
 from interlude.engine.effect_names import CHILD_REQUESTED as CHILD_REQUESTED
-from interlude.engine.nodetypes import NodeType, bind_inputs
+from interlude.engine.nodetypes import ActionSpec, NodeType, bind_inputs
 
 SUBWORKFLOW = "subWorkflow"
 MAX_DEPTH = 5

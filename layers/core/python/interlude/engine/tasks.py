@@ -26,11 +26,10 @@ from pydantic import Field, model_validator
 from interlude.domain.budgets import Meter
 from interlude.domain.models import FrozenStored
 from interlude.domain.templates import render
-from interlude.engine.actions import ActionSpec
 from interlude.engine.effect_names import NODE_RETRIED as NODE_RETRIED
 from interlude.engine.effect_names import TASK as TASK
 from interlude.engine.effect_names import task_id as task_id
-from interlude.engine.nodetypes import NodeType
+from interlude.engine.nodetypes import ActionSpec, NodeType
 
 QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 DEFAULT_TIMEOUT_S = 300
