@@ -218,6 +218,12 @@ NOT_FOR_A_RESOLVE = [
     "interlude.rules.run_search",
     "interlude.rules.inputs",
     "interlude.rules.callback_url",
+    # The built-in node types a decision on an approval neither runs nor checks (engine/registry.py LATER_BUILT_INS,
+    # ADR 0151), and the directory's models, read where a gate names a group, role or delegate (app/facts.py).
+    "interlude.engine.gates",
+    "interlude.engine.actions",
+    "interlude.engine.tasks",
+    "interlude.domain.models.principals",
 ]
 
 
@@ -227,6 +233,31 @@ def test_a_request_loads_only_the_route_modules_its_path_matches():
     assert "interlude.api.run_decisions" in modules
     assert not modules & {"interlude.api.console.routes", "interlude.api.modulex", "interlude.api.tokens", "interlude.api.inbox"}
     assert among(modules, NOT_FOR_A_RESOLVE) == []
+
+
+def test_what_a_resolve_leaves_out_answers_when_asked():
+    """A tenant with no limits of its own builds no TenantLimits validator (its settings' limits are constructed), and
+    the node types registered for first lookup (engine/registry.py) load with it: the same types, each from its
+    module's own declaration, as when every one is listed."""
+    got = imported(
+        "api",
+        then="from interlude.api import app\napp.load_routes('POST', '/runs/r-1/interrupts/gate')\n"
+        "from interlude.domain.models.tenants import TenantLimits, TenantSettings\n"
+        "settings = TenantSettings.model_construct()\n"
+        "assert not TenantLimits.__pydantic_complete__ and settings.limits.model_dump() == {}\n"
+        "assert TenantSettings.model_validate({}).limits == settings.limits == TenantLimits()\n"
+        "from interlude.engine import registry\n"
+        "later = [m for m, _ in registry.LATER_BUILT_INS.values() if m in sys.modules]\n"
+        "assert later == [], later\n"
+        "assert registry.node_type('core.http').type_id == 'core.http' and registry.is_gate('core.credentialGate')\n"
+        "import importlib\n"
+        "for type_id, (module, types) in registry.LATER_BUILT_INS.items():\n"
+        "    declared = {t.type_id: t for t in getattr(importlib.import_module(module), types)}\n"
+        "    assert registry.node_type(type_id) is declared[type_id], type_id\n"
+        "    assert {t for t, (m, _) in registry.LATER_BUILT_INS.items() if m == module} == set(declared), module\n"
+        "assert set(registry.LATER_BUILT_INS) <= set(registry.known_type_ids())\n",
+    )
+    assert {"interlude.engine.gates", "interlude.engine.actions", "interlude.engine.tasks"} <= set(got["modules"])
 
 
 def test_jinja2_loads_with_the_first_page_rendered_not_with_the_page_routes():
@@ -341,9 +372,9 @@ def every_model(*imports: str) -> str:
     return "".join(f"{line}\n" for line in imports) + (
         "from pydantic import BaseModel\n"
         "from interlude.api import app\n"
-        "from interlude.engine.registry import node_type\n"
+        "from interlude.engine.registry import known_type_ids, node_type\n"
         "app.load_all_routes()\n"
-        "assert node_type('modulex.llm')\n"
+        "assert node_type('modulex.llm') and known_type_ids()\n"
         "def subclasses(cls):\n"
         "    for sub in cls.__subclasses__():\n"
         "        yield sub\n"

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from interlude.app.tenant_facts import tenant_settings
-from interlude.domain.models.principals import MAX_DELEGATORS_PER_DELEGATE, OutOfOffice, PrincipalEntry
 from interlude.rules import auth
 from interlude.rules.interrupts.decide import binding_refs, eligible, named_by
 from interlude.rules.interrupts.delegation import Delegator, has_cast
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from interlude.app.ports import DirectoryRecords, TenantRecords
+    from interlude.domain.models.principals import PrincipalEntry
     from interlude.domain.models.run import OpenInterrupt
     from interlude.rules.interrupts.decide import Resolver
 
@@ -28,10 +28,14 @@ MAX_RECIPIENTS = 100
 
 
 # -- the directory --------------------------------------------------------------------------------------------
+# The directory's models (domain/models/principals.py) are imported where an entry or a delegation is read: a decision
+# on a gate that names no group, role or delegate reads none, and its route module then defines none (ADR 0151).
 
 
 def entry_of(directory: DirectoryRecords, tenant: str, principal_id: str) -> PrincipalEntry | None:
     """The directory entry of a principal, or None (what the approval page and notifications read)."""
+    from interlude.domain.models.principals import PrincipalEntry
+
     record = directory.get(tenant, principal_id)
     return PrincipalEntry.model_validate(record["entry"]) if record else None
 
@@ -44,6 +48,8 @@ def display_name(directory: DirectoryRecords, tenant: str, principal_id: str) ->
 
 def display_names(directory: DirectoryRecords, tenant: str, principal_ids: Iterable[str]) -> dict[str, str]:
     """`display_name` of each of these principals, with one BatchGetItem per 100 of them."""
+    from interlude.domain.models.principals import PrincipalEntry
+
     ids = sorted(set(principal_ids))
     found = directory.get_many(tenant, ids) if ids else {}
     names = {pid: PrincipalEntry.model_validate(entry).displayName for pid, entry in found.items()}
@@ -57,6 +63,8 @@ def delegators_of(
     the delegate), each with the membership their entry records, in principal id order."""
     if delegate is None:
         return ()
+    from interlude.domain.models.principals import MAX_DELEGATORS_PER_DELEGATE, OutOfOffice
+
     found = []
     for record in directory.delegations(tenant, delegate, MAX_DELEGATORS_PER_DELEGATE):
         period = OutOfOffice.model_validate(
