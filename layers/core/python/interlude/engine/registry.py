@@ -6,7 +6,7 @@ no face).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import import_module
 
 from interlude.engine.face_types import LAZY as _LAZY
@@ -29,13 +29,16 @@ LATER_BUILT_INS = {
 }
 
 
-def _built_in(type_id: str) -> Iterable[NodeType]:
-    module, types = LATER_BUILT_INS[type_id]
-    return [t for t in getattr(import_module(module), types) if t.type_id == type_id]
+def _built_in(type_id: str) -> Callable[[], Iterable[NodeType]]:
+    def load() -> Iterable[NodeType]:
+        module, types = LATER_BUILT_INS[type_id]
+        return [t for t in getattr(import_module(module), types) if t.type_id == type_id]
+
+    return load
 
 
 for _type_id in LATER_BUILT_INS:
-    register_lazily(_type_id, lambda type_id=_type_id: _built_in(type_id))
+    register_lazily(_type_id, _built_in(_type_id))
 
 
 def register(types: Iterable[NodeType]) -> None:
