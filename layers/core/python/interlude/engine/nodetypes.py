@@ -275,7 +275,8 @@ def _delay(cfg: DelayConfig, scope: Mapping[str, Any], inputs: Mapping[str, Any]
     return value
 
 
-# engine/registry.py joins these with the gates of engine/gates.py into NODE_TYPES; faces register theirs there.
+# engine/registry.py joins these with the sub-workflow's into NODE_TYPES, and registers the gates', actions' and tasks'
+# for their first lookup; faces register theirs there.
 CORE_TYPES: tuple[NodeType, ...] = (
     NodeType("core.noop", NoopConfig, compute=_noop, fields=lambda cfg: frozenset()),
     NodeType(
