@@ -26,29 +26,44 @@ from interlude.local.pump import Pump
 
 
 class SchedulePump(Pump):
+    """Each poll lists the group's schedules (ListSchedules: names, states and modification dates) and reads with
+    GetSchedule only those it has not read at their current modification date: a poll of a group holding thousands of
+    schedules (deadline buckets, task checks) costs its list pages, not a GetSchedule per schedule."""
+
     def __init__(self, group: str, interval_s: float = 0.1) -> None:
         super().__init__("schedule-pump", interval_s, backs_off=True)
         self.group = group
         self.client = boto3.client("scheduler")
         self.sqs = boto3.client("sqs")
         self._attempts: dict[str, int] = {}
+        # name -> (LastModificationDate, the schedule as GetSchedule answered then, its `at` time or None)
+        self._read: dict[str, tuple[Any, Mapping[str, Any], float | None]] = {}
         self.fired = 0
         self.dead_lettered = 0
 
     def due_schedules(self) -> list[Mapping[str, Any]]:
         now = clock.now().timestamp()
         out: list[Mapping[str, Any]] = []
+        listed: set[str] = set()
         pages = self.client.get_paginator("list_schedules").paginate(GroupName=self.group)
         for summary in (s for page in pages for s in page.get("Schedules", [])):
+            name = summary["Name"]
+            listed.add(name)
             if summary.get("State", "ENABLED") != "ENABLED":
                 continue
-            try:
-                schedule = self.client.get_schedule(Name=summary["Name"], GroupName=self.group)
-            except ClientError:
-                continue  # deleted meanwhile
-            at = parse_at(schedule.get("ScheduleExpression", ""))
+            known = self._read.get(name)
+            if known is None or known[0] != summary.get("LastModificationDate"):
+                try:
+                    got = self.client.get_schedule(Name=name, GroupName=self.group)
+                except ClientError:
+                    continue  # deleted meanwhile
+                known = (got.get("LastModificationDate"), got, parse_at(got.get("ScheduleExpression", "")))
+                self._read[name] = known
+            _, schedule, at = known
             if at is not None and at <= now:
                 out.append(schedule)
+        for gone in self._read.keys() - listed:
+            del self._read[gone]
         return out
 
     def pump_once(self) -> int:
