@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from interlude.local.moto_server import LockedMotoServer, changes_something
-from interlude.local.pump import Pump
+from interlude.local.moto_server import LockedMotoServer, changes_something, written_service
+from interlude.local.pump import DYNAMODB, SCHEDULER, SQS, Pump
 
 # Long enough that a poll within the test's waits comes only from a wake, never from the pump's own interval.
 NEVER_S = 600.0
@@ -19,8 +19,8 @@ NO_WAKE_S = 0.3
 
 
 class Counting(Pump):
-    def __init__(self) -> None:
-        super().__init__("counting", interval_s=NEVER_S, backs_off=True)
+    def __init__(self, carries: str | None = None) -> None:
+        super().__init__(f"counting-{carries}", interval_s=NEVER_S, backs_off=True, carries=carries)
         self.polled = threading.Semaphore(0)
 
     def pump_once(self) -> int:
@@ -53,6 +53,45 @@ def test_a_write_wakes_the_pumps_and_a_read_does_not(table_and_pump) -> None:
     assert not pump.polled.acquire(timeout=NO_WAKE_S), "a read woke the pump"
     client.transact_write_items(TransactItems=[{"Delete": {"TableName": "t", "Key": {"pk": {"S": "a"}}}}])
     assert pump.polled.acquire(timeout=10), "a transaction did not wake the pump"
+
+
+def test_a_write_wakes_only_the_pumps_that_carry_its_service() -> None:
+    """While the stack is busy, every pump woken by every write polled back to back: a table's write wakes the stream's
+    pump, not the queues'; a queue's write the queues' pumps."""
+    server = LockedMotoServer().start()
+    kwargs = {"endpoint_url": server.endpoint, "region_name": "us-east-1", "aws_access_key_id": "l", "aws_secret_access_key": "l"}
+    table, sqs = boto3.client("dynamodb", **kwargs), boto3.client("sqs", **kwargs)
+    # moto's backends outlive a server in this process: names of this test's own
+    table.create_table(TableName="by-service", KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")  # fmt: skip
+    url = sqs.create_queue(QueueName="by-service")["QueueUrl"]
+    stream, queue = Counting(DYNAMODB).start(), Counting(SQS).start()
+    try:
+        assert stream.polled.acquire(timeout=10)
+        assert queue.polled.acquire(timeout=10)
+        table.put_item(TableName="by-service", Item={"pk": {"S": "a"}})
+        assert stream.polled.acquire(timeout=10), "a PutItem did not wake the stream's pump"
+        assert not queue.polled.acquire(timeout=NO_WAKE_S), "a PutItem woke a queue's pump"
+        sqs.send_message(QueueUrl=url, MessageBody="m")
+        assert queue.polled.acquire(timeout=10), "a SendMessage did not wake the queue's pump"
+        assert not stream.polled.acquire(timeout=NO_WAKE_S), "a SendMessage woke the stream's pump"
+    finally:
+        stream.stop()
+        queue.stop()
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("environ", "service"),
+    [
+        ({"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.TransactWriteItems"}, DYNAMODB),
+        ({"HTTP_X_AMZ_TARGET": "AmazonSQS.DeleteMessageBatch"}, SQS),
+        ({"REQUEST_METHOD": "PUT", "PATH_INFO": "/schedules/s"}, SCHEDULER),
+        ({"HTTP_X_AMZ_TARGET": "secretsmanager.PutSecretValue"}, None),
+    ],
+)
+def test_which_pumps_a_write_is_for(environ, service) -> None:
+    assert written_service(environ) == service
 
 
 @pytest.mark.parametrize(

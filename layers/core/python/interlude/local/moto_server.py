@@ -11,7 +11,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from interlude.local import moto_patches
 from interlude.local.http_gateway import LOOPBACK, STOP_POLL_S
-from interlude.local.pump import wake_pumps
+from interlude.local.pump import DYNAMODB, OTHER, SCHEDULER, SQS, wake_pumps
 
 # Operations that change nothing a pump carries (the stream, a queue, the schedules): the JSON protocols' read
 # operations by name, and every GET or HEAD of the REST ones.
@@ -23,6 +23,19 @@ def changes_something(environ: dict[str, Any]) -> bool:
     if target:
         return not target.rpartition(".")[2].startswith(_READ_PREFIXES)
     return environ.get("REQUEST_METHOD") not in ("GET", "HEAD")
+
+
+def written_service(environ: dict[str, Any]) -> str | None:
+    """Which pumps a write may give something to move: the table's (its stream), the queues', the schedules'; None for
+    any other service's, which no pump carries."""
+    target = environ.get("HTTP_X_AMZ_TARGET") or ""
+    if target.startswith("DynamoDB_"):
+        return DYNAMODB
+    if target.startswith("AmazonSQS."):
+        return SQS
+    if str(environ.get("PATH_INFO", "")).startswith("/schedules"):
+        return SCHEDULER
+    return None
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -58,10 +71,11 @@ class LockedMotoServer:
                 if close:
                     close()
                 # Every write reaches moto here, whoever makes it (an API instance, a pump's delivery, a test or the
-                # CLI): the pumps carry it now rather than at their next idle poll, and nothing else wakes them, so a
-                # read (a client polling a run) costs the stack no round of polls.
+                # CLI): the pumps that carry it do so now rather than at their next idle poll, and nothing else wakes
+                # them, so a read (a client polling a run) costs the stack no round of polls. Only those: while the
+                # stack is busy every pump woken by every write polled back to back (a third of its CPU).
                 if changes_something(environ):
-                    wake_pumps()
+                    wake_pumps(written_service(environ) or OTHER)
 
     @property
     def endpoint(self) -> str:

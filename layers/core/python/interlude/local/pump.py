@@ -12,6 +12,8 @@ from typing import Self
 # which the suite's stacks paid beside every test; what wakes them (wake_pumps) keeps the latency of real work.
 IDLE_MAX_S = 0.5
 _POLLING: set[Pump] = set()
+# The services whose writes the pumps carry (the table's stream, the queues, the schedules), and any other.
+DYNAMODB, SQS, SCHEDULER, OTHER = "dynamodb", "sqs", "scheduler", "other"
 # How many times something may have changed (wake_pumps): quiesce's round is quiet only if it did not move.
 _changes = 0
 _changes_lock = threading.Lock()
@@ -21,13 +23,15 @@ class NotQuiet(TimeoutError):
     """quiesce's bound passed before the pumps were quiet."""
 
 
-def wake_pumps() -> None:
-    """Something may have changed (a request was answered, a pump delivered): every polling pump polls now."""
+def wake_pumps(service: str | None = None) -> None:
+    """Something may have changed (a request was answered, a pump delivered): every polling pump polls now, or, when
+    the change was a write to `service`, those that carry that service's changes (and those that name none)."""
     global _changes
     with _changes_lock:
         _changes += 1
     for pump in list(_POLLING):
-        pump.wake()
+        if service is None or pump.carries in (None, service):
+            pump.wake()
 
 
 def quiesce(pumps: Sequence[Pump], timeout_s: float) -> None:
@@ -56,17 +60,22 @@ def quiesce(pumps: Sequence[Pump], timeout_s: float) -> None:
 class Pump:
     """A daemon thread calling `pump_once` until stopped; an idle or failed tick waits `interval_s`.
 
-    A pump that `backs_off` waits longer after each idle tick (up to IDLE_MAX_S) until woken; one that moved
-    something wakes them all, since what it delivered may have written what another one carries. A recurring pump
-    (a rate) does not back off and is not woken.
+    A pump that `backs_off` waits longer after each idle tick (up to `idle_max_s`) until woken: by a write to the
+    service it `carries` (moto's server), or by any change when it names none. A recurring pump (a rate) does not
+    back off and is not woken.
 
     Each poll is numbered when it begins; the number of the last one that found nothing to move (returned 0, did not
     fail, left nothing `in_flight`) is kept, so `empty_poll_after` tells whether one begun after a moment has ended so.
     """
 
-    def __init__(self, name: str, interval_s: float, backs_off: bool = False) -> None:
+    def __init__(
+        self, name: str, interval_s: float, backs_off: bool = False, carries: str | None = None, idle_max_s: float = IDLE_MAX_S
+    ) -> None:
         self.interval_s = interval_s
         self.backs_off = backs_off
+        self.idle_max_s = idle_max_s
+        # The service whose writes may give this pump something to move (moto_server.written_service); None: any.
+        self.carries = carries
         self.idle = threading.Event()
         self._stop = threading.Event()
         self._woken = threading.Event()
@@ -130,9 +139,11 @@ class Pump:
                 self.idle.clear()
                 wait = self.interval_s
                 if self.backs_off:
-                    wake_pumps()
+                    # What it delivered wrote through moto's server, which wakes the pumps that carry it; a change all
+                    # the same for quiesce.
+                    wake_pumps(self.carries)
                 continue
             self.idle.set()
             woken = self._woken.wait(wait) if self.backs_off else self._stop.wait(wait)
             self._woken.clear()
-            wait = self.interval_s if woken or not self.backs_off else min(wait * 2, max(IDLE_MAX_S, self.interval_s))
+            wait = self.interval_s if woken or not self.backs_off else min(wait * 2, max(self.idle_max_s, self.interval_s))

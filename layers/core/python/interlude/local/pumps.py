@@ -13,16 +13,21 @@ import boto3
 from interlude import wiring
 from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import invoke
-from interlude.local.pump import Pump
+from interlude.local.pump import DYNAMODB, Pump
 from interlude.store.stream import is_event_insert
 
 # The function the table stream invokes (one only: interlude_cdk refuses two).
 STREAM_READER = next(fn.name for fn in wiring.FUNCTIONS if fn.reads_stream)
 
 
+# Only a write to the table makes a stream record, and moto's server wakes this pump on each: idle, it need not look
+# twice a second (what time alone brings, a queue's message visible again or a schedule due, the other pumps find).
+STREAM_IDLE_MAX_S = 10.0
+
+
 class StreamPump(Pump):
     def __init__(self, table_name: str, interval_s: float = 0.05) -> None:
-        super().__init__("stream-pump", interval_s, backs_off=True)
+        super().__init__("stream-pump", interval_s, backs_off=True, carries=DYNAMODB, idle_max_s=STREAM_IDLE_MAX_S)
         self.table_name = table_name
         self.streams = boto3.client("dynamodbstreams")
         self.dynamodb = boto3.client("dynamodb")

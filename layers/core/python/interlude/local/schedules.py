@@ -22,7 +22,7 @@ from interlude.adapters.scheduler.names import parse_at
 from interlude.domain import clock
 from interlude.local import LOCAL_ACCOUNT
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke, local_function_arn
-from interlude.local.pump import Pump
+from interlude.local.pump import SCHEDULER, Pump
 
 
 class SchedulePump(Pump):
@@ -31,7 +31,7 @@ class SchedulePump(Pump):
     schedules (deadline buckets, task checks) costs its list pages, not a GetSchedule per schedule."""
 
     def __init__(self, group: str, interval_s: float = 0.1) -> None:
-        super().__init__("schedule-pump", interval_s, backs_off=True)
+        super().__init__("schedule-pump", interval_s, backs_off=True, carries=SCHEDULER)
         self.group = group
         self.client = boto3.client("scheduler")
         self.sqs = boto3.client("sqs")

@@ -24,7 +24,7 @@ from interlude import wiring
 from interlude.config.local import export, local_stack_settings
 from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import InstancePool, invoke
-from interlude.local.pump import Pump, wake_pumps
+from interlude.local.pump import SQS, Pump, wake_pumps
 
 
 def physical_name(prefix: str, queue: wiring.Queue) -> str:
@@ -157,7 +157,7 @@ class QueuePump(Pump):
         concurrency: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(f"sqs-pump-{function_name}", interval_s, backs_off=True)
+        super().__init__(f"sqs-pump-{function_name}", interval_s, backs_off=True, carries=SQS)
         self.function_name = function_name
         self.queue_url = queue_url
         self.sqs = boto3.client("sqs")
@@ -250,7 +250,7 @@ class QueuePump(Pump):
                     Entries=[{"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(done)],
                 )
         if self._workers is not None:
-            wake_pumps()  # a free instance: the next batch goes now, not at the next idle poll
+            wake_pumps(SQS)  # a free instance: the next batch goes now, not at the next idle poll
 
     def _fill(self) -> None:
         """Receive what is visible, up to BUFFERED held; renew the visibility of what has been held a while."""
