@@ -3,7 +3,10 @@
 A real run leaves items in its own partition (state, event batches, interrupt), a run-index entry, and while its
 interrupt is open one inbox entry per family. Copying those items with every id renamed gives a table that holds
 what the same number of real runs would (minus their audit entries, which chain and cannot be copied), at the
-cost of one BatchWriteItem per 25 items instead of a create and a resolve per run. bench/local_load.py seeds the
+cost of one BatchWriteItem per 25 items instead of a create and a resolve per run. A copy's event batches leave out
+the audit drafts they carried: an existing run's entries were appended when its actions happened, and thousands of
+drafts dated from one burst make each append from the stream read back every entry appended since (store/audit.py,
+sources_since), which is not what a table of existing runs costs. bench/local_load.py seeds the
 local stack with it; tests/integration/test_moto_patches.py measures a lifecycle beside small and large tables.
 """
 
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import secrets
 from typing import Any
+
+from interlude.store.audit import DRAFT_ATTRIBUTE
 
 BATCH_WRITE_MAX = 25
 
@@ -38,7 +43,10 @@ class RunCopies:
         for n in range(count):
             ids, items = self.templates[(self.written + n) % len(self.templates)]
             fresh = {x: secrets.token_urlsafe(18) for x in ids}
-            pending += [{k: {"S": renamed(v["S"], fresh)} if "S" in v else v for k, v in i.items()} for i in items]
+            pending += [
+                {k: {"S": renamed(v["S"], fresh)} if "S" in v else v for k, v in i.items() if k != DRAFT_ATTRIBUTE}
+                for i in items
+            ]
         for start in range(0, len(pending), BATCH_WRITE_MAX):
             batch = [{"PutRequest": {"Item": i}} for i in pending[start : start + BATCH_WRITE_MAX]]
             self.client.batch_write_item(RequestItems={self.table: batch})
