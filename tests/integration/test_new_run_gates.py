@@ -223,3 +223,53 @@ def test_a_new_runs_inbox_entries_expire_with_its_gate_and_lose_that_expiry_with
     with sent(services.store.client, "UpdateItem") as again:
         sweeps.daily_sweep(datetime.fromtimestamp(waited.timestamp() + DAY_S, UTC)).apply(services.store, [head])
     assert again == []
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_that_expiry_with_it_while_it_waits(
+    services, admin, monkeypatch
+):
+    """docs/adr/0154: a decision that moves its run on to a new gate puts that gate's inbox entries before its
+    transaction, with the gate's expiry: those of a decision stopped in between go by themselves, those of the gate
+    it opens are kept by the daily sweep with their gate."""
+    workflow = register(services, admin, "conformance-approval-reject-loopback")
+    run_id = create(services, admin, workflow)
+    first = {i["sk"]["S"] for i in inbox_entries(admin.tenant, run_id)}
+
+    def stopped(*_: Any, **__: Any) -> None:
+        raise RuntimeError("the process stopped between the decision's puts and its transaction")
+
+    # A reject loops back to the gate: a new visit, whose entries are put before the transaction that opens it
+    with monkeypatch.context() as m:
+        m.setattr(services.store, "_transact", stopped)
+        with pytest.raises(RuntimeError):
+            services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
+    state, _ = services.store.get_run(run_id)
+    provisional = str(run_search.items_expiry(state.searchExpiry))
+    orphans = [i for i in inbox_entries(admin.tenant, run_id) if i["sk"]["S"] not in first]
+    assert orphans
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in orphans} == {provisional}
+    # The decision made whole opens the gate again, its item and its entries expiring alike
+    services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
+    state, _ = services.store.get_run(run_id)
+    reopened = state.interrupts["gate"]
+    [gate] = [i for i in gate_items(admin.tenant) if i.get("interruptId", {}).get("S") == reopened.interruptId]
+    entries = [i for i in inbox_entries(admin.tenant, run_id) if i["sk"]["S"].endswith(reopened.interruptId)]
+    entries = [i for i in entries if i["sk"]["S"].startswith(reopened.raisedAt)]
+    assert entries
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {provisional}
+    # When the run still waits on the day the daily sweep finds that expiry near, its open gate's entries lose it
+    # before the gate, one write each; the stopped decision's are left to expire
+    waited = datetime.fromtimestamp(int(provisional) - 29 * DAY_S, UTC)
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
+    with sent(services.store.client, "UpdateItem") as updates:
+        sweeps.daily_sweep(waited).apply(services.store, [head])
+    written = [u["Key"]["pk"]["S"] + u["Key"]["sk"]["S"] for u in updates]
+    listed = [key for key in written if "#INBOX#" in key]
+    assert sorted(listed) == sorted(i["pk"]["S"] + i["sk"]["S"] for i in entries)
+    assert written.index(gate["pk"]["S"] + gate["sk"]["S"]) > max(written.index(key) for key in listed)
+    kept = {i["sk"]["S"]: i for i in inbox_entries(admin.tenant, run_id)}
+    assert all(wiring.TTL_ATTRIBUTE not in kept[i["sk"]["S"]] for i in entries)
+    assert all(wiring.TTL_ATTRIBUTE in kept[i["sk"]["S"]] for i in orphans)
+    assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [run_id]

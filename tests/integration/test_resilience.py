@@ -54,7 +54,7 @@ from interlude.store.effects import EffectStore
 from interlude.store.facade import Store
 from interlude.store.idempotency import IN_PROGRESS
 from interlude.store.idempotency import SORT_KEY as IDEM_SK
-from interlude.store.inbox import run_interrupts
+from interlude.store.inbox import due_of, run_interrupts
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of, run_pk
 from interlude.store.provisioning import create_table
 from tests.integration.conftest import new_api_key
@@ -223,6 +223,7 @@ def partial_states(w: World) -> list[str]:
         if item["sk"].startswith(INTERRUPT_SK_PREFIX) and item["pk"] not in heads:
             problems += headless_gate_problems(w, item)
     problems += headless_items_never_expiring(items, heads)
+    problems += unwritten_gates_entries_never_expiring(items, heads)
     for pk in heads:
         run_id = run_id_of(pk)
         assert run_id is not None
@@ -278,6 +279,27 @@ def headless_items_never_expiring(items: list[dict[str, Any]], heads: set[str]) 
         f"item of a run without its head, never expiring: {i['pk']} {i['sk']}"
         for i in items
         if (run := run_of(i)) is not None and run_pk(run) not in heads and wiring.TTL_ATTRIBUTE not in i
+    ]
+
+
+def unwritten_gates_entries_never_expiring(items: list[dict[str, Any]], heads: set[str]) -> list[str]:
+    """Inbox entries of a run that has its head, of a gate it never wrote (a transition that opens one puts them
+    before its transaction: stopped in between, or refused, it leaves them; its retry opens the gate raised at another
+    instant, under other keys) that would stay for ever: every one must expire by itself (docs/adr/0154)."""
+    written = {
+        f"{at}#{gate['interruptId']}"
+        for gate in items
+        if gate["sk"].startswith(INTERRUPT_SK_PREFIX)
+        for at in (gate.get("raisedAt"), due_of(gate.get("deadline")))
+        if at is not None
+    }
+    return [
+        f"inbox entry of a gate never written, never expiring: {i['pk']} {i['sk']}"
+        for i in items
+        if f"#{wiring.INBOX.prefix}#" in i["pk"]
+        and run_pk(i["runId"]) in heads
+        and i["sk"] not in written
+        and wiring.TTL_ATTRIBUTE not in i
     ]
 
 
@@ -569,8 +591,13 @@ def _action_setup(w: World) -> dict[str, Any]:
         "nodes": [
             {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Refund?"}},
             {"id": "refund", "typeId": "core.http", "config": {"url": w.receiver.url(), "body": {"order": order}}},
+            # The action's completion opens a gate: its inbox entries are put before that transaction (docs/adr/0154).
+            {"id": "confirm", "typeId": "core.approvalGate", "config": {"title": "Refunded?"}},
         ],
-        "edges": [{"id": "g-r", "sourceNodeId": "gate", "targetNodeId": "refund"}],
+        "edges": [
+            {"id": "g-r", "sourceNodeId": "gate", "targetNodeId": "refund"},
+            {"id": "r-c", "sourceNodeId": "refund", "targetNodeId": "confirm"},
+        ],
     }
     assert w.api("PUT", "/workflows/refund", definition)["statusCode"] == 201
     run_id = w.start("refund")

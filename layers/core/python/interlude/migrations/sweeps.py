@@ -111,9 +111,9 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
         if run.provisional is not None and run_search.listing_kept_open(run.provisional, now.timestamp()):
             # The tasks it waits for were made with its items' provisional expiry (ADR 0142; an earlier release's with
             # its listing entry's, later: kept from here on too).
-            # The gates its creation opened, still open, carry inbox entries expiring with them (docs/adr/0154).
-            created = [i.interruptId for i in run.state.interrupts.values() if i.raisedAt == run.state.createdAt]
-            kept += retention.store.keep_items(run.state.runId, now.timestamp(), created)
+            # Its open gates' inbox entries expire with them (docs/adr/0154).
+            gates = [i.interruptId for i in run.state.interrupts.values()]
+            kept += retention.store.keep_items(run.state.runId, now.timestamp(), gates)
             waited = [p.effectId for p in run.state.actions.values() if p.kind == TASK]
             kept += sum(retention.store.keep_task(task) for task in waited)
         if expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):

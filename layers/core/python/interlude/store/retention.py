@@ -190,9 +190,9 @@ class RetentionStore(Table):
         write only for an item that has one. An expiry not near is left to a later day's sweep: a gate put before the
         creating transaction of a run whose provisional expiry was near from the start carries a far one
         (store/transitions.opened_items), which a run decided within weeks never has written. The gates of
-        `entries_of` (interrupt ids: those the run's creation opened, still open) have their inbox entries' expiry,
-        written with the gate's (store/transitions.gates_expiry), taken off first: once the gate has none, no later
-        sweep finds them (docs/adr/0154)."""
+        `entries_of` (interrupt ids: the run's open gates) have their inbox entries' expiry, written with the gate's
+        (store/transitions.gates_expiry), taken off first: once the gate has none, no later sweep finds them
+        (docs/adr/0154)."""
         kept, after = 0, None
         near = run_search.near_expiries(now_s)
         while True:

@@ -84,8 +84,9 @@ class TransitionStore(TransactionalTable, RunStore):
             items.append(counter)
         gates = [put["Put"]["Item"] for _, put in opened_items(transition, first_seq, now_iso, expires, before=True)] if before else []
         inbox = InboxIndex(self.table, self.client)
-        # A new run's inbox entries expire with its gates' items (docs/adr/0154): an orphan goes with its gate.
-        entries_expiry = gates_expiry(state, now_iso, expires, before) if expected_version is None else None
+        # The inbox entries of the gates it opens expire with the gates' items (docs/adr/0154): those of a transition
+        # stopped before its transaction, or refused, go with the gate it never wrote.
+        entries_expiry = gates_expiry(state, now_iso, expires, before)
         undo = self._put_entries_before(inbox, transition, expected_version, gates, entries_expiry)
         try:
             if quota is not None and counters.open_runs_shards(quota[1]) == 1:
@@ -318,9 +319,9 @@ def opened_items(
 
 
 def gates_expiry(state: RunState, now_iso: str, expires: int | None, before: bool) -> int | None:
-    """What the items of the gates a transition opens expire at (and a new run's inbox entries of them, put before
-    its transaction: docs/adr/0154): the run's items' (`_items_expiry`); put `before` the transaction that creates
-    the run, never none."""
+    """What the items of the gates a transition opens expire at, and their inbox entries, put before its transaction
+    (docs/adr/0154): the run's items' (`_items_expiry`); put `before` the transaction that creates the run, never
+    none."""
     kept = _items_expiry(state, now_iso, expires)
     if before and kept is None:
         # The run's items' provisional expiry is near from its creation (retentionDays ≤ 22, ADR 0133): a gate whose
