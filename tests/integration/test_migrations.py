@@ -33,6 +33,7 @@ from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import until
 from tests.support.modulex_example import worked_example
+from tests.support.moto_world import create_world, private_account
 from tests.support.queues import queued
 from tests.support.receiver import Receiver
 
@@ -55,10 +56,13 @@ SLACK_PEOPLE = {"ana": {"slackUserId": "U0ANA", "email": "ana@example.com"}, "bo
 pytestmark = pytest.mark.private_world
 
 
+START = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+
+
 @pytest.fixture
 def moments() -> list[datetime]:
     """The service's clock: its last moment is now (a test appends a later one to move time on)."""
-    return [datetime(2026, 12, 5, 12, 0, tzinfo=UTC)]
+    return [START]
 
 
 @pytest.fixture
@@ -78,17 +82,21 @@ def items(world: Any) -> list[dict[str, Any]]:
     return [item for page in pages for item in page["Items"]]
 
 
+def batch_write(world: Any, requests: list[dict[str, Any]]) -> None:
+    for start in range(0, len(requests), 25):  # BatchWriteItem's most
+        answered = table().batch_write_item(RequestItems={world.table: requests[start : start + 25]})
+        assert not answered.get("UnprocessedItems")
+
+
 def delete(world: Any, keep: Any) -> int:
     gone = [{"DeleteRequest": {"Key": a.key(i["pk"]["S"], i["sk"]["S"])}} for i in items(world) if not keep(i)]
-    for start in range(0, len(gone), 25):  # BatchWriteItem's most
-        answered = table().batch_write_item(RequestItems={world.table: gone[start : start + 25]})
-        assert not answered.get("UnprocessedItems")
+    batch_write(world, gone)
     return len(gone)
 
 
 def listings(services: Services, tenant: str) -> dict[str, Any]:
     """What each listing shows the tenant: its runs, the gates in an ops member's inbox, its workflows, its keys."""
-    member = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    member = signed_in(services, "olga", tenant=tenant, groups=["ops"], scopes=["approvals:respond", "runs:read"])
     return {
         "runs": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100).runs),
         "found": sorted(s.runId for s in services.run_listing.list_runs(tenant, 100, filters=RunFilters(query=("ship",))).runs),
@@ -105,12 +113,33 @@ def listings(services: Services, tenant: str) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="module")
+def made_history() -> dict[str, Any]:
+    """The history, made once for the module in an account of its own (making it cost each test seconds of setup):
+    what the listings showed, and every item of its table once taken back (`items`)."""
+    with private_account(), pytest.MonkeyPatch.context() as env:
+        world = create_world()
+        for name, value in world.env.items():
+            env.setenv(name, value)
+        moments = [START]
+        made = make_history(Services(Store(world.table), clock=lambda: moments[-1]), world, moments)
+        made.update(tenant=world.tenant, items=items(world), moments=moments[1:])
+    return made
+
+
 @pytest.fixture
-def history(services, world, moments) -> dict[str, Any]:
+def history(made_history, world, moments) -> dict[str, Any]:
     """A tenant with runs waiting at a gate, an OpenWOP and a ModuleX workflow and keys, as the listings show them,
-    then taken back to before the listings existed (`taken`: how many index items of each migration went)."""
+    then taken back to before the listings existed (`taken`: how many index items of each migration went): the
+    module's history, written into the test's own world as it was, at the moment it was made."""
+    batch_write(world, [{"PutRequest": {"Item": item}} for item in made_history["items"]])
+    moments.extend(made_history["moments"])
+    return made_history
+
+
+def make_history(services: Services, world: Any, moments: list[datetime]) -> dict[str, Any]:
     tenant = world.tenant
-    admin = signed_in(services)
+    admin = signed_in(services, tenant=tenant)
     services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATED))
     services.modulex_workflows.create(
         admin, {"workflow_schema": worked_example(), "name": "Refunds", "category": "finance", "visibility": "private"}
@@ -118,12 +147,12 @@ def history(services, world, moments) -> dict[str, Any]:
     services.workflows.put_workflow(admin, "timed", WorkflowDefinition.model_validate(TIMED))
     # The oldest run waits at the timed gate: due first lists it first, newest first last.
     timed = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "timed"})).runId
-    olga = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    olga = signed_in(services, "olga", tenant=tenant, groups=["ops"], scopes=["approvals:respond", "runs:read"])
     services.claims.move(olga, timed, "gate", "claim")
     moments.append(moments[-1] + timedelta(minutes=1))
     for _ in range(RUNS - 1):
         services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "ship"}))
-    new_api_key(services, "second")
+    new_api_key(services, "second", tenant=tenant)
     for pid, entry in SLACK_PEOPLE.items():
         services.directory.put_principal(tenant, pid, PrincipalEntry.model_validate(entry), "admin")
     listed = listings(services, tenant)
@@ -179,8 +208,8 @@ def timed_entry(item: dict[str, Any], timed: str) -> bool:
     return f"#{wiring.INBOX.prefix}#" in item["pk"]["S"] and item.get("runId", {}).get("S") == timed
 
 
-def test_the_backfills_list_what_was_written_before_the_listings_existed(services, history, world):
-    tenant = world.tenant
+def test_the_backfills_list_what_was_written_before_the_listings_existed(services, history):
+    tenant = history["tenant"]
     before = listings(services, tenant)
     # Given: the listings show none of it (the tenant's first key listed aside: made before the test took keys back)
     assert before["runs"] == before["found"] == before["named"] == before["workflows"] == before["mine"] == []
@@ -220,7 +249,7 @@ def test_a_gate_claimed_or_released_since_its_head_was_read_keeps_what_that_wrot
     timed = history["timed"]
     heads = [i for i in items(world) if i["sk"]["S"] == "RUN" and i["pk"]["S"] == run_pk(timed)]
     # Olga lets the gate go after the migration read its run: the release's entries (nobody works it) win.
-    olga = signed_in(services, "olga", groups=["ops"], scopes=["approvals:respond", "runs:read"])
+    olga = signed_in(services, "olga", tenant=history["tenant"], groups=["ops"], scopes=["approvals:respond", "runs:read"])
     services.claims.move(olga, timed, "gate", "release")
     backfill = next(m for m in migrations.registered() if m.id == "0009")
     assert backfill.apply(services.store, heads) == 0
@@ -236,7 +265,7 @@ def test_a_migration_run_again_writes_nothing(services, history, world):
     progress: list[migrations.Progress] = []
     assert migrations.run_pending(services.store, "again", report=progress.append, clock=services.clock).complete
     assert sum(p.written for p in progress) == 0
-    assert listings(services, world.tenant)["runs"] == history["runs"]
+    assert listings(services, history["tenant"])["runs"] == history["runs"]
 
 
 def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services, history, world, moments):
@@ -268,7 +297,7 @@ def test_a_migration_stopped_after_any_page_goes_on_from_its_checkpoint(services
     assert done["scanned"] == sum(p.scanned for p in progress if p.migration.id == "0001")
     assert "position" not in done
     assert "owner" not in done
-    assert listings(services, world.tenant)["runs"] == history["runs"]
+    assert listings(services, history["tenant"])["runs"] == history["runs"]
 
 
 def test_a_runner_that_lost_its_lease_writes_nothing_more(services, history, world):
@@ -352,7 +381,7 @@ def test_a_deploy_queues_a_turn_and_the_queue_runs_every_migration_through_the_f
     finally:
         receiver.close()
     assert {row["state"] for row in migrations.status(services.store)} == {"done"}
-    assert listings(services, world.tenant)["runs"] == history["runs"]
+    assert listings(services, history["tenant"])["runs"] == history["runs"]
     assert queued(world.queues["migrations"]) == []
 
 
