@@ -227,12 +227,17 @@ def test_a_new_runs_inbox_entries_expire_with_its_gate_and_lose_that_expiry_with
 
 # A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
 @pytest.mark.private_world
+@pytest.mark.parametrize("retention_days", [None, 7])
 def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_that_expiry_with_it_while_it_waits(
-    services, admin, monkeypatch
+    services, admin, monkeypatch, retention_days
 ):
     """docs/adr/0154: a decision that moves its run on to a new gate puts that gate's inbox entries before its
-    transaction, with the gate's expiry: those of a decision stopped in between go by themselves, those of the gate
-    it opens are kept by the daily sweep with their gate."""
+    transaction, with the gate's expiry (the run's items' provisional one, or its search entries' while that is near:
+    a week's retention), so those of a decision stopped in between go by themselves; those of the gate it opens are
+    kept by the daily sweep with their gate."""
+    if retention_days is not None:
+        services.tenants.put_settings(admin.tenant, TenantSettings(retentionDays=retention_days), "admin")
+        services.limiter.forget(admin.tenant)
     workflow = register(services, admin, "conformance-approval-reject-loopback")
     run_id = create(services, admin, workflow)
     first = {i["sk"]["S"] for i in inbox_entries(admin.tenant, run_id)}
@@ -246,10 +251,10 @@ def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_th
         with pytest.raises(RuntimeError):
             services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
     state, _ = services.store.get_run(run_id)
-    provisional = str(run_search.items_expiry(state.searchExpiry))
+    expiry = str(run_search.items_expiry(state.searchExpiry) if retention_days is None else state.searchExpiry)
     orphans = [i for i in inbox_entries(admin.tenant, run_id) if i["sk"]["S"] not in first]
     assert orphans
-    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in orphans} == {provisional}
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in orphans} == {expiry}
     # The decision made whole opens the gate again, its item and its entries expiring alike
     services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
     state, _ = services.store.get_run(run_id)
@@ -258,10 +263,10 @@ def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_th
     entries = [i for i in inbox_entries(admin.tenant, run_id) if i["sk"]["S"].endswith(reopened.interruptId)]
     entries = [i for i in entries if i["sk"]["S"].startswith(reopened.raisedAt)]
     assert entries
-    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {provisional}
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {expiry}
     # When the run still waits on the day the daily sweep finds that expiry near, its open gate's entries lose it
     # before the gate, one write each; the stopped decision's are left to expire
-    waited = datetime.fromtimestamp(int(provisional) - 29 * DAY_S, UTC)
+    waited = datetime.fromtimestamp(int(expiry) - 29 * DAY_S, UTC)
     head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
     with sent(services.store.client, "UpdateItem") as updates:
         sweeps.daily_sweep(waited).apply(services.store, [head])

@@ -194,8 +194,8 @@ class RunRetention:
 
     def _retain(self, run_id: str, item: RunItem, target: int | None, wanted: int | None, kept_to: int | None) -> None:
         """`kept_to`: the latest expiry an item keeps rather than `wanted` (the provisional one it was written with, when
-        the run ended soon enough for it); a later one (a gate put before its creating transaction with its search
-        entries' expiry, store/transitions.opened_items) takes `wanted`."""
+        the run ended soon enough for it); a later one (a gate written with its search entries' expiry while the
+        provisional one was near, store/transitions.gates_expiry) takes `wanted`."""
         if item.effect_id is not None:
             # A ledger entry (and its effect record) keeps its own expiry when that is later: never less than 14 days
             # past its effect (OpenWOP idempotency.md), and written while the run was open, its items' provisional one

@@ -187,9 +187,9 @@ class RetentionStore(Table):
         """The open run's items without an expiry: each one with one that is near (its provisional, written while it was
         not; run_search.listing_kept_open) has it taken off, but a ledger entry of an effect and a recovery's record
         (each keeps its own: store/effects.py, store/recoveries.py); how many were. One Query of the partition, and a
-        write only for an item that has one. An expiry not near is left to a later day's sweep: a gate put before the
-        creating transaction of a run whose provisional expiry was near from the start carries a far one
-        (store/transitions.opened_items), which a run decided within weeks never has written. The gates of
+        write only for an item that has one. An expiry not near is left to a later day's sweep: a gate written while the
+        run's provisional expiry was near carries its search entries', a far one (store/transitions.gates_expiry),
+        which a run decided within weeks never has written. The gates of
         `entries_of` (interrupt ids: the run's open gates) have their inbox entries' expiry, written with the gate's
         (store/transitions.gates_expiry), taken off first: once the gate has none, no later sweep finds them
         (docs/adr/0154)."""

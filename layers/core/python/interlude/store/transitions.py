@@ -320,16 +320,16 @@ def opened_items(
 
 def gates_expiry(state: RunState, now_iso: str, expires: int | None, before: bool) -> int | None:
     """What the items of the gates a transition opens expire at, and their inbox entries, put before its transaction
-    (docs/adr/0154): the run's items' (`_items_expiry`); put `before` the transaction that creates the run, never
-    none."""
+    (docs/adr/0154): the run's items' (`_items_expiry`), else its search entries' while that is not near; put
+    `before` the transaction that creates the run, never none."""
     kept = _items_expiry(state, now_iso, expires)
-    if before and kept is None:
-        # The run's items' provisional expiry is near from its creation (retentionDays ≤ 22, ADR 0133): a gate whose
-        # transaction never came would be an orphan for ever. It takes the search entries' put beside it (creation +
-        # retentionDays + 90 days): an orphan goes with them; an open run's is far from the daily sweep, which takes
-        # an expiry off only when near; the retention turn gives it the run's (it keeps no later one than the
-        # provisional). docs/adr/0147.
-        kept = state.searchExpiry
+    if kept is None:
+        # The run's items' provisional expiry is near (from its creation with retentionDays ≤ 22, ADR 0133, or the run
+        # has waited): a gate whose transaction never came, or its entries, would be orphans for ever. They take the
+        # search entries' (creation + retentionDays + 90 days), never near at a creation: an orphan goes then; an open
+        # run's is far from the daily sweep, which takes an expiry off only when near; the retention turn gives it the
+        # run's (it keeps no later one than the provisional). docs/adr/0147, 0154.
+        kept = state.searchExpiry if before else run_search.open_expiry(state.searchExpiry, epoch_of(now_iso))
     return kept
 
 
