@@ -698,6 +698,19 @@ def test_no_interrupt_of_any_kind_accepts_credential_material(wf_and_node):
     assert (error.code, error.details["field"]) == ("validation_error", "resumeValue")
 
 
+def test_no_string_shorter_than_the_shortest_credential_shape_could_be_one():
+    """A string under SHORTEST_MATCH characters is not searched (the patterns compile at the first longer one): no
+    pattern matches fewer characters, and each of SECRETS' shapes is still found at its shortest."""
+    import re._parser
+
+    from interlude.rules.interrupts import secrets
+
+    shortest = min(re._parser.parse(pattern, flags).getwidth()[0] for pattern, flags in secrets.VALUE_PATTERNS)
+    assert shortest == secrets.SHORTEST_MATCH
+    assert credential_material({"comment": "basic abcdefgh"}) == "/comment"
+    assert credential_material({"comment": "basic abcdefg"}) is None
+
+
 def test_ordinary_values_are_not_mistaken_for_secrets():
     for value in (
         {"action": "accept", "comment": "looks good, ship it"},

@@ -12,6 +12,7 @@ header, a JWT, a PEM private key, an Interlude API key, or a well-known provider
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 _KEY_RE = re.compile(
@@ -20,17 +21,23 @@ _KEY_RE = re.compile(
     r"credentials?|cookie|set[-_]?cookie|otp|totp[-_]?secret|aws[-_]?secret[-_]?access[-_]?key)$",
     re.IGNORECASE,
 )
-_VALUE_RES = (
-    re.compile(r"^\s*(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}\s*$", re.IGNORECASE),
-    re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWT
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r"\bil_[0-9a-f]{16}_[A-Za-z0-9_-]{43}\b"),  # an Interlude API key
-    re.compile(r"\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),
-    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"),
+# The shapes of a credential in a string, each with its flags. Compiled the first time a string long enough to hold
+# one is checked: a resume value of short strings (an approval's `{"action": "accept"}`) compiles none of them, which
+# the first decision of every new instance did (ADR 0151).
+VALUE_PATTERNS: tuple[tuple[str, int], ...] = (
+    (r"^\s*(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}\s*$", re.IGNORECASE),
+    (r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", 0),  # JWT
+    (r"-----BEGIN [A-Z ]*PRIVATE KEY-----", 0),
+    (r"\bil_[0-9a-f]{16}_[A-Za-z0-9_-]{43}\b", 0),  # an Interlude API key
+    (r"\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}", 0),
+    (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", 0),
+    (r"\bsk-[A-Za-z0-9_-]{20,}", 0),
+    (r"\b(AKIA|ASIA)[0-9A-Z]{16}\b", 0),
+    (r"\bya29\.[A-Za-z0-9_-]{20,}", 0),
 )
+# The fewest characters any of them matches ("basic" and a space before an 8-character token); a shorter string holds
+# none (tests/unit/test_interrupt_rules.py checks it against the patterns).
+SHORTEST_MATCH = 14
 MAX_DEPTH = 64
 
 
@@ -57,6 +64,11 @@ def _walk(value: Any, path: str, depth: int) -> str | None:
             if found is not None:
                 return found
         return None
-    if isinstance(value, str) and any(r.search(value) for r in _VALUE_RES):
+    if isinstance(value, str) and len(value) >= SHORTEST_MATCH and any(r.search(value) for r in _value_res()):
         return path or "/"
     return None
+
+
+@cache
+def _value_res() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(pattern, flags) for pattern, flags in VALUE_PATTERNS)
