@@ -1,4 +1,5 @@
-"""The gates that complete the interrupt kinds: conversations, low confidence and credentials.
+"""The gates that complete the interrupt kinds: clarifications, custom and external-event interrupts, conversations,
+low confidence and credentials (an approval's is engine/nodetypes.py's, beside the run rules that every decision loads).
 
 Each `ask` returns what the node does on this visit: a GateSpec (suspend), a `Passed` (complete at once, e.g.
 a confidence at or above the threshold) or a `Failed` (e.g. an exchange on a conversation that is not open).
@@ -16,11 +17,13 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from interlude.domain.budgets import Meter
 from interlude.domain.errors import run_error
 from interlude.domain.ids import AUTHOR_ID, derive_opaque
 from interlude.domain.models import FieldLabels, FrozenStored, new_list
 from interlude.domain.templates import PROBE, references, render
 from interlude.engine.nodetypes import Effect, Failed, GateSpec, NodeType, Passed
+from interlude.rules.interrupts.payloads import clarification_resume_schema
 
 # The fixed resumeSchema of a credential interrupt (suspend-request.schema.json, RFC 0199): exactly this.
 CREDENTIAL_RESUME_SCHEMA: dict[str, Any] = {
@@ -65,6 +68,52 @@ def _mint_conversation_id(node_id: str, scope: Mapping[str, Any]) -> str:
     # Derived from (run, node, visit): unique across the tenant because run ids are; the conversation item
     # written with the transition (attribute_not_exists) makes the uniqueness a checked invariant.
     return "conv-" + derive_opaque("conversation", run["runId"], node_id, str(run["visit"]))
+
+
+# -- core.clarificationGate and core.interrupt ------------------------------------------------------
+
+
+class Question(FrozenStored):
+    id: str = Field(min_length=1, max_length=128)
+    question: str = Field(min_length=1, max_length=10000)
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+
+
+class ClarificationGateConfig(FrozenStored):
+    questions: list[Question] = Field(min_length=1, max_length=100)
+    contextType: str | None = None
+    timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
+    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
+    audience: dict[str, list[str]] | None = None
+
+
+class InterruptConfig(FrozenStored):
+    kind: Literal["custom", "external-event"]
+    data: dict[str, Any]
+    resumeSchema: dict[str, Any] | None = None
+    timeoutMs: int = Field(default=0, ge=0)
+    fieldLabels: FieldLabels = Field(default_factory=dict)
+    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
+    audience: dict[str, list[str]] | None = None
+
+
+def _clarification(node_id: str, cfg: ClarificationGateConfig, scope: Mapping[str, Any]) -> GateSpec:
+    meter = Meter(what="the interrupt's data")
+    questions = []
+    for q in cfg.questions:
+        item: dict[str, Any] = {"id": q.id, "question": render(q.question, scope, meter=meter)}
+        if q.schema_ is not None:
+            item["schema"] = q.schema_
+        questions.append(item)
+    data: dict[str, Any] = {"questions": questions}
+    if cfg.contextType:
+        data["contextType"] = cfg.contextType
+    return GateSpec("clarification", data, clarification_resume_schema(questions), cfg.timeoutMs)
+
+
+def _interrupt(node_id: str, cfg: InterruptConfig, scope: Mapping[str, Any]) -> GateSpec:
+    return GateSpec(cfg.kind, render(cfg.data, scope), cfg.resumeSchema, cfg.timeoutMs)
 
 
 # -- core.conversationGate ------------------------------------------------------------------------
@@ -253,6 +302,13 @@ def _credential(node_id: str, cfg: CredentialGateConfig, scope: Mapping[str, Any
 
 
 GATES: tuple[NodeType, ...] = (
+    NodeType(
+        "core.clarificationGate",
+        ClarificationGateConfig,
+        ask=_clarification,
+        fields=lambda cfg: frozenset(q.id for q in cfg.questions),
+    ),
+    NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
     NodeType("core.conversationGate", ConversationGateConfig, ask=_conversation),
     NodeType(
         "core.confidenceGate",

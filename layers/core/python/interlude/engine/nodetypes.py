@@ -15,7 +15,7 @@ from interlude.domain.budgets import MAX_REMINDER_MS, MAX_REMINDERS, Meter
 from interlude.domain.models import FieldLabels, FrozenStored, new_list
 from interlude.domain.outcomes import APPROVAL_OUTPUT_FIELDS, approval_outcome
 from interlude.domain.templates import Dialect, referenced_nodes, render
-from interlude.rules.interrupts.payloads import approval_resume_schema, clarification_resume_schema
+from interlude.rules.interrupts.payloads import approval_resume_schema
 
 Action = Literal["accept", "reject", "refine", "edit-accept", "ask"]
 DEFAULT_ACTIONS: tuple[Action, ...] = ("accept", "reject")
@@ -55,31 +55,6 @@ class ApprovalGateConfig(FrozenStored):
     escalationPrincipals: list[str] = Field(default_factory=new_list, max_length=100)
     # What a person reads for each field of artifactData, on the approval page, in the console and when editing it.
     fieldLabels: FieldLabels = Field(default_factory=dict)
-
-
-class Question(FrozenStored):
-    id: str = Field(min_length=1, max_length=128)
-    question: str = Field(min_length=1, max_length=10000)
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-
-
-class ClarificationGateConfig(FrozenStored):
-    questions: list[Question] = Field(min_length=1, max_length=100)
-    contextType: str | None = None
-    timeoutMs: int = Field(default=0, ge=0)
-    fieldLabels: FieldLabels = Field(default_factory=dict)
-    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
-    audience: dict[str, list[str]] | None = None
-
-
-class InterruptConfig(FrozenStored):
-    kind: Literal["custom", "external-event"]
-    data: dict[str, Any]
-    resumeSchema: dict[str, Any] | None = None
-    timeoutMs: int = Field(default=0, ge=0)
-    fieldLabels: FieldLabels = Field(default_factory=dict)
-    # Whom the gate asks (notified like an approval's recipients): {subjects, groups, roles}, the approval's `audience`.
-    audience: dict[str, list[str]] | None = None
 
 
 # Longest a core.delay may sleep (30 days); EventBridge Scheduler one-time schedules have no nearer limit.
@@ -206,24 +181,6 @@ def _refine_routed(cfg: ApprovalGateConfig) -> list[tuple[str, Any]]:
     return [("refine", approval_outcome({"refineFeedback": {"scope": "whole", "text": ""}}, "refine"))]
 
 
-def _clarification(node_id: str, cfg: ClarificationGateConfig, scope: Mapping[str, Any]) -> GateSpec:
-    meter = Meter(what="the interrupt's data")
-    questions = []
-    for q in cfg.questions:
-        item: dict[str, Any] = {"id": q.id, "question": render(q.question, scope, meter=meter)}
-        if q.schema_ is not None:
-            item["schema"] = q.schema_
-        questions.append(item)
-    data: dict[str, Any] = {"questions": questions}
-    if cfg.contextType:
-        data["contextType"] = cfg.contextType
-    return GateSpec("clarification", data, clarification_resume_schema(questions), cfg.timeoutMs)
-
-
-def _interrupt(node_id: str, cfg: InterruptConfig, scope: Mapping[str, Any]) -> GateSpec:
-    return GateSpec(cfg.kind, render(cfg.data, scope), cfg.resumeSchema, cfg.timeoutMs)
-
-
 def _noop(cfg: NoopConfig, scope: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
@@ -293,12 +250,5 @@ CORE_TYPES: tuple[NodeType, ...] = (
         fields=lambda cfg: APPROVAL_OUTPUT_FIELDS,
         routed_only=_refine_routed,
     ),
-    NodeType(
-        "core.clarificationGate",
-        ClarificationGateConfig,
-        ask=_clarification,
-        fields=lambda cfg: frozenset(q.id for q in cfg.questions),
-    ),
-    NodeType("core.interrupt", InterruptConfig, ask=_interrupt),
     NodeType("core.delay", DelayConfig, wait=_delay, fields=lambda cfg: frozenset({"delayMs"})),
 )

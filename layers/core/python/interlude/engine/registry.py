@@ -21,6 +21,8 @@ NODE_TYPES: dict[str, NodeType] = {t.type_id: t for t in (*CORE_TYPES, *SUBWORKF
 # up, as a face's do: a request that runs and checks none of them (a decision on an approval, the engine's run rules
 # imported with it) never defines them (ADR 0151). typeId -> (module, the tuple of its types).
 LATER_BUILT_INS = {
+    "core.clarificationGate": ("interlude.engine.gates", "GATES"),
+    "core.interrupt": ("interlude.engine.gates", "GATES"),
     "core.conversationGate": ("interlude.engine.gates", "GATES"),
     "core.confidenceGate": ("interlude.engine.gates", "GATES"),
     "core.credentialGate": ("interlude.engine.gates", "GATES"),
