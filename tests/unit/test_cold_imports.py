@@ -236,9 +236,10 @@ def test_a_request_loads_only_the_route_modules_its_path_matches():
 
 
 def test_what_a_resolve_leaves_out_answers_when_asked():
-    """A tenant with no limits of its own builds no TenantLimits validator (its settings' limits are constructed), and
-    the node types registered for first lookup (engine/registry.py) load with it: the same types, each from its
-    module's own declaration, as when every one is listed."""
+    """A tenant with no limits of its own builds no TenantLimits validator (its settings' limits are constructed), an
+    approval's short resume value compiles no credential pattern, and the node types registered for first lookup
+    (engine/registry.py) load with it: the same types, each from its module's own declaration, as when every one is
+    listed."""
     got = imported(
         "api",
         then="from interlude.api import app\napp.load_routes('POST', '/runs/r-1/interrupts/gate')\n"
@@ -246,6 +247,9 @@ def test_what_a_resolve_leaves_out_answers_when_asked():
         "settings = TenantSettings.model_construct()\n"
         "assert not TenantLimits.__pydantic_complete__ and settings.limits.model_dump() == {}\n"
         "assert TenantSettings.model_validate({}).limits == settings.limits == TenantLimits()\n"
+        "from interlude.rules.interrupts import secrets\n"
+        "assert secrets.credential_material({'action': 'accept'}) is None\n"
+        "assert secrets._value_res.cache_info().currsize == 0 and secrets.credential_material('Bearer abcdefghijklmnop')\n"
         "from interlude.engine import registry\n"
         "later = [m for m, _ in registry.LATER_BUILT_INS.values() if m in sys.modules]\n"
         "assert later == [], later\n"
