@@ -15,6 +15,7 @@ import boto3
 from interlude.adapters.notify.messages import RAISED, queue_message
 from interlude.composition import Services
 from interlude.domain import formats
+from interlude.domain.head_parts import EVENT_PAYLOAD_HELD
 from interlude.domain.ids import from_wire
 from interlude.domain.models.principals import PrincipalEntry
 from interlude.domain.models.requests import CreateRunRequest
@@ -29,8 +30,9 @@ from interlude.store.stream import OutboxRecords
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_notify_worker import delivered, sent_mail, worker_for
 from tests.support.dynamodb_reads import counting
+from tests.support.gate_text_events import event_batches
 from tests.support.head_parts import head_document, write_format_4, write_whole
-from tests.support.local_stack import wire
+from tests.support.local_stack import FIXTURES, wire
 from tests.support.modulex_example import worked_example
 from tests.support.moto_world import TABLE
 
@@ -224,3 +226,41 @@ def test_dispatch_reads_a_format_4_head_whole_beside_its_records(services):
     state, _ = heads[run_id]
     assert state.inputs == {"brief": BRIEF}
     assert state.interrupts["gate"].payload["data"]["description"] == f"{TEXT} {BRIEF}"
+
+
+APACHE = " ".join((FIXTURES / "LICENSE-Apache-2.0.txt").read_text().split())  # prose that deflates as a text does
+
+
+def created_units(key: str, size: int) -> tuple[int, str]:
+    """The write units a run's create spends on its own items (its head and event batch in the transaction, 2 per
+    started KB; its interrupt item put plainly, 1), by their stored sizes, for a gate text of `size` bytes; the run."""
+    config = {"title": "Approve the brief?", "actions": ["accept", "reject"], **({"description": APACHE[:size]} if size else {})}
+    assert http("PUT", "/workflows/sized", key, {"nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": config}], "edges": []})[0] == 201
+    status, created = http("POST", "/runs", key, {"workflowId": "sized"})
+    assert status == 201, created
+    items = boto3.client("dynamodb").query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(run_pk(created["runId"]))}
+    )["Items"]
+    factor = {"RUN": 2, "E#": 2, "I#": 1}
+    kinds = [(i, "RUN" if i["sk"]["S"] == "RUN" else i["sk"]["S"][:2]) for i in items]
+    units = [factor[kind] * a.billed_units(a.billed_size(item)) for item, kind in kinds if kind in factor]
+    assert len(units) == 3, [i["sk"]["S"] for i in items]
+    return sum(units), created["runId"]
+
+
+def test_a_gate_text_costs_the_create_no_more_units_than_a_larger_one_does(services):
+    # Below the large-text threshold (512 B) a text of 256–480 B used to stay in the head and the batch and carry them
+    # over a KB: 13–15 WRU against 11 at 512 B (docs/adr/0153). Now it leaves whichever it would carry over.
+    key = new_api_key(services)
+    sizes = (0, 192, 256, 352, 416, 480, 512, 768)
+    units = [created_units(key, size)[0] for size in sizes]
+    assert units == sorted(units), dict(zip(sizes, units, strict=True))
+    # A text held out of the batch below the threshold (the head keeps it: no read more while the gate is open) is
+    # decided on, and the closed gate's events read it back whole from its interrupt item
+    _, run_id = created_units(key, 448)
+    stored = [e for b in event_batches(TABLE, run_id) for e in a.unpacked(b["events"])]
+    assert [e["type"] for e in stored if EVENT_PAYLOAD_HELD in e] == ["interrupt.requested", "approval.requested"]
+    assert head_document(TABLE, run_id)["interrupts"]["gate"]["payload"]["data"]["description"] == APACHE[:448]
+    assert http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})[0] == 200
+    events = RunStore(TABLE).read_events(run_id)
+    assert next(e for e in events if e["type"] == "interrupt.requested")["payload"]["data"]["description"] == APACHE[:448]

@@ -53,6 +53,9 @@ LEAVES_WITH_TEXT = ("resumeSchema",)
 PAYLOAD_TEXT_INLINE_MAX = 512
 # The run's inputs (compact JSON) up to this many bytes stay in the head; above it, they leave.
 INPUTS_INLINE_MAX = 512
+# A gate's text of any size leaves the head or the event batch that would hold it where leaving it makes that item
+# cost a unit less (store/run_items.py: a smaller text is then read back as a large one is; docs/adr/0153).
+ANY_TEXT = 0
 
 
 def digest(value: Any) -> str:
@@ -66,18 +69,20 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False))
 
 
-def decision_payload(payload: Mapping[str, Any], held: Iterable[str] = ()) -> dict[str, Any] | None:
+def decision_payload(
+    payload: Mapping[str, Any], held: Iterable[str] = (), inline_max: int = PAYLOAD_TEXT_INLINE_MAX
+) -> dict[str, Any] | None:
     """What the head keeps of a gate's payload when its text is large (the payload without its TEXT_FIELDS and what
     LEAVES_WITH_TEXT; a ModuleX interrupt's: `modulex_kept`, `held` the texts the document holds besides); None: its
-    text is small (or it has none), and the whole payload stays."""
+    text is small (or it has none), and the whole payload stays. Large: over `inline_max` bytes."""
     data = payload.get("data")
     if not isinstance(data, Mapping):
         return None
     if modulex(payload):
-        kept_data = modulex_kept(data, held)
+        kept_data = modulex_kept(data, held, inline_max)
     else:
         text = {k: data[k] for k in TEXT_FIELDS.get(str(payload.get("kind")), ()) if k in data}
-        large = bool(text) and _size(text) > PAYLOAD_TEXT_INLINE_MAX
+        large = bool(text) and _size(text) > inline_max
         kept_data = {k: v for k, v in data.items() if k not in text} if large else None
     if kept_data is None:
         return None
@@ -85,7 +90,9 @@ def decision_payload(payload: Mapping[str, Any], held: Iterable[str] = ()) -> di
     return {**kept, "data": kept_data}
 
 
-def modulex_kept(data: Mapping[str, Any], held: Iterable[str] = ()) -> dict[str, Any] | None:
+def modulex_kept(
+    data: Mapping[str, Any], held: Iterable[str] = (), inline_max: int = PAYLOAD_TEXT_INLINE_MAX
+) -> dict[str, Any] | None:
     """What the head keeps of a ModuleX interrupt's `custom` data when what its face shows (MODULEX_TEXT: the rendered
     message, the state snapshot, the resume schema and examples, none of which a decision reads) is large: the data
     without it, and its message's searchable words as the gate's title (`title`, which rules/run_search.gate_title
@@ -104,7 +111,7 @@ def modulex_kept(data: Mapping[str, Any], held: Iterable[str] = ()) -> dict[str,
     for text in held:
         if len(text) >= REPEAT_MIN:
             own = own.replace(text, "")
-    if _size({**shown, "message": own}) <= PAYLOAD_TEXT_INLINE_MAX:
+    if _size({**shown, "message": own}) <= inline_max:
         return None
     found = words(message)[:MAX_TITLE_WORDS] if isinstance(message, str) else []
     title = " ".join(found)
@@ -143,16 +150,16 @@ def inputs_leave(state: RunState, docs: Sequence[Mapping[str, Any]]) -> bool:
     )
 
 
-def lean(state: RunState) -> RunState:
-    """The state as a format-4 head holds it: each open gate's large text and the run's large inputs (when the head
-    knows the event batch that holds them) left out, with their digests; the state itself when nothing leaves (in its
-    format as read). A part already left out stays out."""
+def lean(state: RunState, text_inline_max: int = PAYLOAD_TEXT_INLINE_MAX) -> RunState:
+    """The state as a format-4 head holds it: each open gate's large text (over `text_inline_max` bytes) and the run's
+    large inputs (when the head knows the event batch that holds them) left out, with their digests; the state itself
+    when nothing leaves (in its format as read). A part already left out stays out."""
     interrupts: dict[str, OpenInterrupt] = {}
     for node_id, interrupt in state.interrupts.items():
         if interrupt.payloadDigest is not None:
             continue
         # What a ModuleX message may repeat (walked only for such a gate: every head write of a run leans it)
-        kept = decision_payload(interrupt.payload, texts(state.outputs) if modulex(interrupt.payload) else ())
+        kept = decision_payload(interrupt.payload, texts(state.outputs) if modulex(interrupt.payload) else (), text_inline_max)
         if kept is not None:
             interrupts[node_id] = interrupt.model_copy(update={"payload": kept, "payloadDigest": digest(interrupt.payload)})
     update: dict[str, Any] = {}
@@ -170,10 +177,13 @@ def lean(state: RunState) -> RunState:
 EVENT_PAYLOAD_HELD = "payloadHeld"
 
 
-def lean_events(docs: Sequence[Mapping[str, Any]], opened: Sequence[OpenInterrupt]) -> list[dict[str, Any]] | None:
+def lean_events(
+    docs: Sequence[Mapping[str, Any]], opened: Sequence[OpenInterrupt], text_inline_max: int = PAYLOAD_TEXT_INLINE_MAX
+) -> list[dict[str, Any]] | None:
     """The event docs as a format-9 batch holds them: each event whose payload is a gate's opened with them (its
-    interrupt item written in the same transaction) and whose text is large keeps the payload a format-4 head keeps and
-    names the whole; None when nothing leaves. The payload's key stays where it was, so a filled event is the event."""
+    interrupt item written in the same transaction) and whose text is large (over `text_inline_max` bytes) keeps the
+    payload a format-4 head keeps and names the whole; None when nothing leaves. The payload's key stays where it was,
+    so a filled event is the event."""
     by_node = {i.nodeId: i for i in opened}
     asks = any(modulex(i.payload) for i in opened)
     held = texts([d.get("payload") for d in docs if by_node.get(str(d.get("nodeId"))) is None]) if asks else []
@@ -181,7 +191,11 @@ def lean_events(docs: Sequence[Mapping[str, Any]], opened: Sequence[OpenInterrup
     left = False
     for doc in docs:
         interrupt = by_node.get(str(doc.get("nodeId")))
-        kept = decision_payload(interrupt.payload, held) if interrupt is not None and doc.get("payload") == interrupt.payload else None
+        kept = (
+            decision_payload(interrupt.payload, held, text_inline_max)
+            if interrupt is not None and doc.get("payload") == interrupt.payload
+            else None
+        )
         if interrupt is None or kept is None:
             lean.append(dict(doc))
             continue

@@ -118,6 +118,35 @@ def unpacked(attribute: Mapping[str, Any]) -> Any:
     return json.loads(unpacked_json(attribute))
 
 
+def billed_size(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """`item`'s size as DynamoDB bills a write of it: each attribute's name and value (a number by its digits, two to a
+    byte, plus one; a map's and a list's 3 bytes and 1 per element besides their contents)."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
+
+
+def billed_units(size: int) -> int:
+    """The units a plain write of an item of `size` bytes costs (one per started KB, at least one)."""
+    return max(1, -(-size // 1024))
+
+
+def _value_size(value: Mapping[str, Any]) -> int:
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode("utf-8", "surrogatepass"))
+    if kind == "B":
+        return len(v)
+    if kind == "N":
+        digits = v.lstrip("-").replace(".", "").lstrip("0").split("e")[0].split("E")[0]
+        return (len(digits) + 1) // 2 + 1
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + _value_size(x) + 1 for k, x in v.items())
+    if kind == "L":
+        return 3 + sum(_value_size(x) + 1 for x in v)
+    if kind in ("SS", "NS", "BS"):
+        return sum(len(x) if isinstance(x, bytes) else len(str(x).encode()) for x in v)
+    return 1  # BOOL, NULL
+
+
 def first_condition_failed(exc: Exception) -> bool:
     """Whether a cancelled TransactWriteItems failed on its first item's condition (its caller's check of what it
     read): nothing was written, and the caller's view is stale."""

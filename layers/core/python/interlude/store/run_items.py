@@ -6,6 +6,7 @@ into the transition's one transaction. The bench and test loaders write the same
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from interlude import wiring
@@ -52,15 +53,35 @@ def run_entry_key(entry: Labelled) -> a.Item:
     return {wiring.PARTITION_KEY: item[wiring.PARTITION_KEY], wiring.SORT_KEY: item[wiring.SORT_KEY]}
 
 
-def head_attributes(state: RunState, version: int) -> a.Item:
+def head_attributes(state: RunState, version: int, rest: a.Item) -> a.Item:
     """The head's attributes a transition changes, `version` first; its state in format 4 when a gate's text or the
     inputs are large (domain/head_parts.py: held by the interrupt item and the run.started event, which are written
-    with or before the head that names them)."""
-    return {
-        "version": a.n(version),
-        "status": a.s(state.status),
-        "state": a.packed_json(state_json(head_parts.lean(state))),
-    }
+    with or before the head that names them), or when an open gate's smaller text leaving makes the head (with `rest`,
+    the attributes the write sets besides) a KB smaller: `fewer_units`."""
+    owned: a.Item = {"version": a.n(version), "status": a.s(state.status), "state": a.packed_json(state_json(head_parts.lean(state)))}
+    return fewer_units(owned, rest, lambda: _leanest_state(state))
+
+
+def _leanest_state(state: RunState) -> a.Item | None:
+    leanest = head_parts.lean(state, head_parts.ANY_TEXT)
+    return {"state": a.packed_json(state_json(leanest))} if leanest is not state else None
+
+
+def fewer_units(item: a.Item, rest: a.Item, leaner: Callable[[], a.Item | None]) -> a.Item:
+    """`item` (the attributes a write sets, `rest` the others the item holds), or it with the attributes `leaner` makes
+    (an open gate's text of any size held by its interrupt item, not here) when they make the item a KB smaller: each
+    started KB is a unit of a plain write (two in a transaction), and a text that grows past its head's or its batch's
+    boundary below the large-text threshold would otherwise cost more than a larger text does (docs/adr/0153). A KB
+    smaller only: the text held elsewhere costs a read of its interrupt item where a read needs it whole. Nothing more
+    is built for an item of a KB or less."""
+    size = a.billed_size(item) + a.billed_size(rest)
+    if size <= 1024:
+        return item
+    changed = leaner()
+    if changed is None:
+        return item
+    lean = {**item, **changed}
+    return lean if a.billed_units(a.billed_size(lean) + a.billed_size(rest)) < a.billed_units(size) else item
 
 
 def ending(state: RunState, expires: int | None) -> a.Item:
@@ -81,12 +102,12 @@ def expiring(expires: int | None) -> a.Item:
 
 def head_put(state: RunState, expires: int | None = None) -> dict[str, Any]:
     """A new run head's Put, on condition that none exists."""
-    head = {
+    rest = {
         **a.key(run_pk(state.runId), RUN_SK),
         "workflowId": a.s(state.workflowId),  # the run's for its life: written once
-        **head_attributes(state, 1),
         **ending(state, expires),
     }
+    head = {**rest, **head_attributes(state, 1, rest)}
     return {"Item": head, "ConditionExpression": "attribute_not_exists(pk)"}
 
 
@@ -96,7 +117,8 @@ def head_write(state: RunState, expected_version: int | None, expires: int | Non
     release added to it stays (a rollback's writes strand nothing: docs/operations.md, "Upgrades and rollbacks")."""
     if expected_version is None:
         return {"Put": head_put(state, expires)}
-    owned = list({**head_attributes(state, expected_version + 1), **ending(state, expires)}.items())
+    rest = {**a.key(run_pk(state.runId), RUN_SK), "workflowId": a.s(state.workflowId), **ending(state, expires)}
+    owned = list({**head_attributes(state, expected_version + 1, rest), **ending(state, expires)}.items())
     expression = "SET " + ", ".join(f"#h{i} = :h{i}" for i in range(len(owned)))
     names = {f"#h{i}": name for i, (name, _) in enumerate(owned)}
     if not state.terminal:
@@ -134,25 +156,37 @@ def event_batch_put(
     (domain/head_parts.py lean_events; read back by store/head_parts.py); `events_json`: `docs`' compact JSON, when the
     caller has it."""
     sk = event_sk(first_seq + len(docs) - 1)
-    lean = head_parts.lean_events(docs, opened) if opened and formats.GATE_TEXT_OFF_EVENTS_WRITTEN else None
-    if lean is not None:
-        events = a.compact(lean)
-    else:
-        events = a.compact(docs) if events_json is None else events_json
-    batch: a.Item = {
-        **a.key(run_pk(run_id), sk),
-        "first": a.n(first_seq),
-        "last": a.n(first_seq + len(docs) - 1),
-        "events": a.packed_json(events),
-        **closed_entries,
-        **expiring(expires),
-        **(audit_log.draft_attributes(audit, events) if audit is not None else {}),
-    }
-    if lean is not None:
-        # The newest format the batch is in: a release that reads 9 reads what an older one (5: the audit draft) adds.
-        carried = int(batch.get(formats.FORMAT_FIELD, {}).get("N", 1))
-        batch[formats.FORMAT_FIELD] = a.n(max(carried, formats.GATE_TEXT_OFF_EVENTS))
-    return sk, {"Put": {"Item": batch, "ConditionExpression": "attribute_not_exists(sk)"}}
+    holds = bool(opened) and formats.GATE_TEXT_OFF_EVENTS_WRITTEN
+    key = a.key(run_pk(run_id), sk)
+
+    def written(lean: list[dict[str, Any]] | None) -> a.Item:
+        if lean is not None:
+            events = a.compact(lean)
+        else:
+            events = a.compact(docs) if events_json is None else events_json
+        batch: a.Item = {
+            "first": a.n(first_seq),
+            "last": a.n(first_seq + len(docs) - 1),
+            "events": a.packed_json(events),
+            **closed_entries,
+            **expiring(expires),
+            **(audit_log.draft_attributes(audit, events) if audit is not None else {}),
+        }
+        if lean is not None:
+            # The newest format the batch is in: a release that reads 9 reads what an older one (5: the audit draft) adds.
+            carried = int(batch.get(formats.FORMAT_FIELD, {}).get("N", 1))
+            batch[formats.FORMAT_FIELD] = a.n(max(carried, formats.GATE_TEXT_OFF_EVENTS))
+        return batch
+
+    def leanest() -> a.Item | None:
+        lean = head_parts.lean_events(docs, opened or [], head_parts.ANY_TEXT)
+        return written(lean) if lean is not None else None
+
+    large = head_parts.lean_events(docs, opened or []) if holds else None
+    batch = written(large)
+    if holds and large is None:
+        batch = fewer_units(batch, key, leanest)
+    return sk, {"Put": {"Item": {**key, **batch}, "ConditionExpression": "attribute_not_exists(sk)"}}
 
 
 def mark_written(state: RunState, opened: list[OpenInterrupt]) -> None:
