@@ -208,3 +208,17 @@ def test_a_modulex_message_that_repeats_a_text_the_document_holds_stays_whole():
     assert head_parts.lean_events([done, *emitted(interrupt)], [interrupt]) is None
     # Without it, the message is the gate's own text, and leaves
     assert head_parts.lean_events(emitted(interrupt), [interrupt]) is not None
+
+
+def test_an_items_billed_size_counts_names_and_values_as_dynamodb_does():
+    from interlude.store import attributes as a
+
+    item = {
+        "pk": a.s("T#é"),  # 4 bytes of UTF-8
+        "n": a.n(12345),  # 5 digits: 3 bytes + 1
+        "b": {"B": b"\x00" * 10},
+        "m": {"M": {"k": a.s("v")}},  # 3 + (1 + 1 + 1)
+        "l": {"L": [a.n(7), {"BOOL": True}]},  # 3 + (2 + 1) + (1 + 1)
+    }
+    assert a.billed_size(item) == (2 + 4) + (1 + 4) + (1 + 10) + (1 + 6) + (1 + 8)
+    assert [a.billed_units(size) for size in (0, 1024, 1025, 2048, 2049)] == [1, 1, 2, 2, 3]
