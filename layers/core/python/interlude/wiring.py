@@ -346,6 +346,9 @@ FUNCTIONS: tuple[Function, ...] = (
             # The transition runs on past the action: a gate it reaches opens there, its inbox index entries with it
             # (interlude.store.inbox).
             "dynamodb:BatchWriteItem",
+            # A run head that holds an open gate's text in its interrupt item (format 4: any text that would carry the
+            # head over a KB, ADR 0153) is read back with it in one BatchGetItem (interlude.store.head_parts).
+            "dynamodb:BatchGetItem",
         ),
         # Auth headers by reference: read, never written.
         secret_grants=(("ACTION_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
