@@ -180,6 +180,21 @@ def inbox_entries(tenant: str, run_id: str) -> list[dict[str, Any]]:
     return [i for i in tenant_items(tenant) if "#INBOX#" in i["pk"]["S"] and i.get("runId", {}).get("S") == run_id]
 
 
+def swept_entries_before_their_gate(
+    services: Any, gate: dict[str, Any], entries: list[dict[str, Any]], when: datetime
+) -> dict[str, Any]:
+    """The daily sweep at `when` over the gate's run: it writes each of the gate's open `entries` once, all before the
+    gate itself (so a sweep stopped between them never leaves a kept gate whose entries still expire). The run's head."""
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
+    with sent(services.store.client, "UpdateItem") as updates:
+        sweeps.daily_sweep(when).apply(services.store, [head])
+    written = [u["Key"]["pk"]["S"] + u["Key"]["sk"]["S"] for u in updates]
+    listed = [key for key in written if "#INBOX#" in key]
+    assert sorted(listed) == sorted(i["pk"]["S"] + i["sk"]["S"] for i in entries)
+    assert written.index(gate["pk"]["S"] + gate["sk"]["S"]) > max(written.index(key) for key in listed)
+    return head
+
+
 # A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
 @pytest.mark.private_world
 @pytest.mark.parametrize("retention_days", [None, 7])
@@ -205,15 +220,9 @@ def test_a_new_runs_inbox_entries_expire_with_its_gate_and_lose_that_expiry_with
     assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]}
     # When the run still waits on the day the daily sweep finds its gate's expiry near (less than 30 days away)
     waited = datetime.fromtimestamp(int(gate[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S, UTC)
-    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
-    with sent(services.store.client, "UpdateItem") as updates:
-        sweeps.daily_sweep(waited).apply(services.store, [head])
     # Then its entries lose that expiry with the gate's (and its other items', as before), one write each, the entries
     # before their gate; the stopped creation's are left to expire
-    written = [u["Key"]["pk"]["S"] + u["Key"]["sk"]["S"] for u in updates]
-    listed = [key for key in written if "#INBOX#" in key]
-    assert sorted(listed) == sorted(i["pk"]["S"] + i["sk"]["S"] for i in entries)
-    assert written.index(gate["pk"]["S"] + gate["sk"]["S"]) > max(written.index(key) for key in listed)
+    head = swept_entries_before_their_gate(services, gate, entries, waited)
     [kept] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
     assert wiring.TTL_ATTRIBUTE not in kept
     assert all(wiring.TTL_ATTRIBUTE not in i for i in inbox_entries(admin.tenant, run_id))
@@ -267,13 +276,7 @@ def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_th
     # When the run still waits on the day the daily sweep finds that expiry near, its open gate's entries lose it
     # before the gate, one write each; the stopped decision's are left to expire
     waited = datetime.fromtimestamp(int(expiry) - 29 * DAY_S, UTC)
-    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
-    with sent(services.store.client, "UpdateItem") as updates:
-        sweeps.daily_sweep(waited).apply(services.store, [head])
-    written = [u["Key"]["pk"]["S"] + u["Key"]["sk"]["S"] for u in updates]
-    listed = [key for key in written if "#INBOX#" in key]
-    assert sorted(listed) == sorted(i["pk"]["S"] + i["sk"]["S"] for i in entries)
-    assert written.index(gate["pk"]["S"] + gate["sk"]["S"]) > max(written.index(key) for key in listed)
+    swept_entries_before_their_gate(services, gate, entries, waited)
     kept = {i["sk"]["S"]: i for i in inbox_entries(admin.tenant, run_id)}
     assert all(wiring.TTL_ATTRIBUTE not in kept[i["sk"]["S"]] for i in entries)
     assert all(wiring.TTL_ATTRIBUTE in kept[i["sk"]["S"]] for i in orphans)
