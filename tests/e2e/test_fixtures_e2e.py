@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from interlude.engine.registry import NODE_TYPES
+from interlude.engine.registry import known_type_ids
 from tests.support.local_stack import FIXTURES, Api, wire
 
 OWNED_ELSEWHERE = {"conformance-approval-timeout", "conformance-approval-timeout-approve"}
@@ -225,7 +225,7 @@ DRIVERS: dict[str, Callable[[Api, str], None]] = {
 
 def missing_types(name: str) -> list[str]:
     definition = json.loads((FIXTURES / f"{name}.json").read_text())
-    return sorted({n["typeId"] for n in definition["nodes"]} - set(NODE_TYPES))
+    return sorted({n["typeId"] for n in definition["nodes"]} - set(known_type_ids()))
 
 
 @pytest.mark.parametrize("name", ALL_FIXTURES)
