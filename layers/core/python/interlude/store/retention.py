@@ -32,10 +32,11 @@
   task          T#{tenant}#TK#{opaque}   TASK                 ttl: the run's items' provisional one (none when it is
                                                              near), kept as those items keep theirs; else the head's
                                                              (each task an event batch names)
-  inbox         T#{tenant}#INBOX#…       (store/inbox.py)     ttl: a new run's gate's, put with it before its creating
-                                                             transaction (ADR 0154), taken off by the sweep before the
-                                                             gate's while it is open; none for a later gate's; every
-                                                             entry deleted when its gate closes
+  inbox         T#{tenant}#INBOX#…       (store/inbox.py)     ttl: its gate's, put before the transaction that opens
+                                                             the gate (ADR 0154), taken off by the sweep before the
+                                                             gate's while it is open; none once claimed or assigned
+                                                             (put again in that transaction); every entry deleted
+                                                             when its gate closes
 
   re-stamp job T#{tenant}#RETENTION   RESTAMP  a change of the tenant's retentionDays given to its finished runs
                                                (app/retention.Restamp): days, generation (the change's instant),
