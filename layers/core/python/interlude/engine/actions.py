@@ -30,8 +30,7 @@ from interlude.domain.ids import derive_opaque, tenant_bound, tenant_of
 from interlude.domain.models import FrozenStored, new_list
 from interlude.domain.templates import render
 from interlude.engine.effect_names import ACTION_REQUESTED as ACTION_REQUESTED
-from interlude.engine.nodetypes import ActionSpec as ActionSpec
-from interlude.engine.nodetypes import Keying, NodeType
+from interlude.engine.nodetypes import ActionSpec, Keying, NodeType
 
 MAX_URL_LENGTH = 2048
 MAX_HEADERS = 20

@@ -16,8 +16,7 @@ from typing import Any
 from pydantic import Field
 
 from interlude.domain.budgets import Meter
-from interlude.engine.actions import ActionSpec
-from interlude.engine.nodetypes import NodeType
+from interlude.engine.nodetypes import ActionSpec, NodeType
 from interlude.engine.tasks import RetryConfig, TaskLimits, TaskSpec, action_of
 from interlude.faces.modulex.references import MODULEX, modulex_id, render
 
