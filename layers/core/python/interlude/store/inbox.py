@@ -120,6 +120,9 @@ class Entry(NamedTuple):
             interrupt.assignee,
         )
 
+    # The interrupt item's attributes `of_item` reads (a Query that hands it items projects these).
+    SOURCE_ATTRIBUTES = ("runId", "interruptId", "raisedAt", "kind", "workflowId", "payload", "deadline", "votes")
+
     @classmethod
     def of_item(cls, item: a.Item) -> Entry:
         """The entry of an interrupt as its item holds it (store/run_items.interrupt_put): what a backfill writes for an

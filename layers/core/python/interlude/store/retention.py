@@ -74,10 +74,7 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
-_GATE_NAMES = {
-    f"#g{i}": name
-    for i, name in enumerate(("runId", "interruptId", "raisedAt", "kind", "workflowId", "payload", "deadline", "votes"))
-}
+_GATE_NAMES = {f"#g{i}": name for i, name in enumerate(Entry.SOURCE_ATTRIBUTES)}
 # The head's record that a turn that writes every item is done (expiry.RETAINED): a head that has one and whose
 # `ttl` differs is a finished run whose retention is yet to be done (ADRs 0118, 0133).
 RETAINED = expiry.RETAINED
@@ -203,7 +200,7 @@ class RetentionStore(Table):
                 "FilterExpression": (
                     "#ttl < :near AND #sk <> :run AND NOT begins_with(#sk, :ledger) AND NOT begins_with(#sk, :recovery)"
                 ),
-                # A gate's attributes its inbox entries' keys are made of (store/inbox.Entry.of_item).
+                # A gate's attributes its inbox entries' keys are made of (Entry.of_item).
                 "ProjectionExpression": "#sk, " + ", ".join(_GATE_NAMES),
                 "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL, **_GATE_NAMES},
                 "ExpressionAttributeValues": {
