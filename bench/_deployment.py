@@ -27,7 +27,6 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -59,26 +58,12 @@ def kind_of(pk: str, sk: str) -> str:
     return next((name for name, test in KINDS if test(pk, sk)), f"other ({other})")
 
 
-def attr_size(value: dict[str, Any]) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "N":
-        digits = len(str(Decimal(v)).replace("-", "").replace(".", "").lstrip("0")) or 1
-        return math.ceil(digits / 2) + 1
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + attr_size(x) + 1 for k, x in v.items())
-    if kind == "L":
-        return 3 + sum(attr_size(x) + 1 for x in v)
-    if kind == "B":
-        return len(v)
-    if kind in ("SS", "NS", "BS"):
-        return sum(len(str(x)) for x in v)
-    return 1  # BOOL, NULL
-
-
 def item_size(item: dict[str, Any]) -> int:
-    return sum(len(k.encode()) + attr_size(v) for k, v in item.items())
+    """The item's size as DynamoDB bills it: the store's own reckoning (store/attributes.billed_size), imported here
+    as this module imports Interlude, when first used."""
+    from interlude.store.attributes import billed_size
+
+    return billed_size(item)
 
 
 @dataclass

@@ -5,7 +5,7 @@ A lifecycle here is an approval run: created (the transition that starts the gat
 resolved. Each transition writes its events as one batch item (store/run_items.event_batch_put: compact JSON,
 deflated) inside the commit's TransactWriteItems, which DynamoDB bills at 2 write units per started KB of the item.
 The item is built by the store's own code from the engine's own transition and sized as DynamoDB sizes items
-(bench/_deployment.attr_size), once as written and once with the recorded inputs taken out of node.started: the
+(store/attributes.billed_size), once as written and once with the recorded inputs taken out of node.started: the
 difference is the cost. The units of one batch step by 2 where its size crosses a KB, so a step's extra bytes cost
 either nothing or 2 units in one run; `expected` is their average over runs, 2 units per KB of extra bytes. Counted
 figures: they do not depend on the machine.
