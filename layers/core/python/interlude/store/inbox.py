@@ -89,6 +89,10 @@ def added_delegate_families(interrupt: OpenInterrupt) -> list[str]:
     return [] if last.delegate in earlier else [f"P#{last.delegate}"]
 
 
+# The interrupt item's attributes Entry.of_item reads (a Query that hands it items projects these).
+ENTRY_SOURCE_ATTRIBUTES = ("runId", "interruptId", "raisedAt", "kind", "workflowId", "payload", "deadline", "votes")
+
+
 class Entry(NamedTuple):
     """What an entry names: enough to find the interrupt item, and to filter by kind before reading it."""
 
@@ -119,9 +123,6 @@ class Entry(NamedTuple):
             due,
             interrupt.assignee,
         )
-
-    # The interrupt item's attributes `of_item` reads (a Query that hands it items projects these).
-    SOURCE_ATTRIBUTES = ("runId", "interruptId", "raisedAt", "kind", "workflowId", "payload", "deadline", "votes")
 
     @classmethod
     def of_item(cls, item: a.Item) -> Entry:

@@ -62,7 +62,7 @@ from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
-from interlude.store.inbox import Entry
+from interlude.store.inbox import ENTRY_SOURCE_ATTRIBUTES, Entry
 from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.recoveries import RECOVERY_SK
@@ -74,7 +74,7 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
-_GATE_NAMES = {f"#g{i}": name for i, name in enumerate(Entry.SOURCE_ATTRIBUTES)}
+_GATE_NAMES = {f"#g{i}": name for i, name in enumerate(ENTRY_SOURCE_ATTRIBUTES)}
 # The head's record that a turn that writes every item is done (expiry.RETAINED): a head that has one and whose
 # `ttl` differs is a finished run whose retention is yet to be done (ADRs 0118, 0133).
 RETAINED = expiry.RETAINED
