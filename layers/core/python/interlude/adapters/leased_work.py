@@ -67,6 +67,9 @@ class Attempted:
     retry_after_s: int | None = None
     # The failure's class, for RetryLater's text.
     why: str = ""
+    # The failed attempt's number within its round, when the worker counts it (a bundle's: its pending notice's own);
+    # None: the claim's (round_attempt).
+    in_round: int | None = None
 
 
 W = TypeVar("W", bound=Work[Any])
@@ -115,7 +118,7 @@ class LeasedWorker(ABC, Generic[W]):
         if attempted.status is not None:
             return self.settle(work, claim, attempted.status, attempted.kept)
         # A unit reopened after its dead letter (store.leases.Ledger.reopen) has a round of attempts of its own.
-        in_round = round_attempt(claim)
+        in_round = round_attempt(claim) if attempted.in_round is None else attempted.in_round
         if attempted.final or in_round >= work.max_attempts:
             return self.dead_letter(work, claim, attempted)
         if self.write_outcome(work, claim, PENDING, attempted.kept) not in (PENDING, None):

@@ -43,6 +43,9 @@ class ReplayOutbox:
         built = callback_notices.build_notices(state, events, minter, delivery_settings().public_base_url)
         return [callback_notices.queue_message(state.tenant, state.callbackUrl, n) for n in built]
 
+    def bundled(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return callback_notices.bundle_message(messages)
+
     def notification(self, tenant: str, run_id: str, record: dict[str, Any]) -> dict[str, Any]:
         """A notification's message made from its record (an item written before messages were kept with it)."""
         return notification_message(

@@ -5,7 +5,9 @@ Replays ride the leased-work mechanism (store.leases, adapters.leased_work), not
 reopened (dead -> pending, one conditional write; its attempts kept, a new round of attempts) and its message queued
 again, so its worker claims the next attempt of the same unit. A delivery keeps its id, which is the `webhook-id` its
 receiver deduplicates by; and of any number of replays asked for at once, one reopen wins and the others are refused,
-so a dead letter is sent again once. A webhook dead letter leaves the subscription's dead-letter listing in the reopen's
+so a dead letter is sent again once. A transition's callback notices delivered together (format 10, ADR 0155) are
+replayed together, whichever of their ids is named: their one record is reopened and every notice not delivered gets a
+round of its own, in order. A webhook dead letter leaves the subscription's dead-letter listing in the reopen's
 transaction (and comes back, newly dated, if the new round fails too). A unit is replayed at most MAX_REPLAYS times.
 
 A recovery replays every dead letter of a scope (a subscription's between `since` and `until`, a run's callback
@@ -43,7 +45,7 @@ from interlude.engine.actions import provider_key
 from interlude.rules import run_search
 from interlude.rules.retention import effect_expiry
 from interlude.store import attributes as a
-from interlude.store.deliveries import DeliveryStore, Notice, notice_sk
+from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk, reopened_parts
 from interlude.store.effects import EffectStore, LedgerEntry
 from interlude.store.layout import run_pk
 from interlude.store.leases import PENDING, REOPENED_AT, REOPENED_FROM, Ledger, Reopened, Writes
@@ -90,6 +92,8 @@ class Outbox(Protocol):
     def notice_id(self, run_id: str, sequence: int) -> str: ...
 
     def notices(self, state: RunState, events: list[dict[str, Any]]) -> list[dict[str, Any]]: ...
+
+    def bundled(self, messages: list[dict[str, Any]]) -> dict[str, Any]: ...
 
     def notification(self, tenant: str, run_id: str, record: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -171,7 +175,13 @@ class Replay:
         ref = Notice(state.runId, notice_id, "")
         held = self.deliveries.read(ref)
         if held is None:
-            return Reopened("missing")
+            # A notice delivered in a bundle (format 10) that is not its first: the bundle is replayed.
+            found = self.deliveries.bundle_of(state.runId, notice_id)
+            if found is None:
+                return Reopened("missing")
+            ref, held = found
+        if held.get(BUNDLE):
+            return self._bundle(state, held)
         sequence = self._sequence(state.runId, held, lambda e: self.outbox.notice_id(state.runId, e["sequence"]) == notice_id)
         event = self.webhooks.read_event(state.runId, sequence)
         messages = [m for m in self.outbox.notices(state, [event] if event else []) if m["notice"]["id"] == notice_id]
@@ -180,6 +190,31 @@ class Replay:
         reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS)
         self._queue(self.deliveries, ref, reopened, "callbacks", state.tenant, messages)
         return reopened
+
+    def _bundle(self, state: RunState, held: dict[str, Any]) -> Reopened:
+        """A dead bundle of notices (format 10) reopened, each notice not delivered with a round of its own, and its
+        message queued again (its delivered notices are not dialled again)."""
+        parts = held[BUNDLE]
+        ref = bundle_ref(state.runId, parts)
+        message = self._bundle_message(state, parts, allow_links=True)
+        if message is None:
+            raise Unrebuildable("an event the notices report makes no callback notice any more")
+        writes = Writes(sets={BUNDLE: a.packed(reopened_parts(parts))})
+        reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS, writes)
+        self._queue(self.deliveries, ref, reopened, "callbacks", state.tenant, [message])
+        return reopened
+
+    def _bundle_message(self, state: RunState, parts: list[dict[str, Any]], allow_links: bool) -> dict[str, Any] | None:
+        """A bundle's message made again from the events its notices report; None when one of them is gone, or (not
+        `allow_links`) would mint a decision link."""
+        events = [self.webhooks.read_event(state.runId, int(p["sequence"])) for p in parts]
+        if any(e is None or (not allow_links and e.get("type") == "interrupt.requested") for e in events):
+            return None
+        ids = [p["id"] for p in parts]
+        made = {m["notice"]["id"]: m for m in self.outbox.notices(state, [e for e in events if e is not None])}
+        if any(i not in made for i in ids):
+            return None
+        return self.outbox.bundled([made[i] for i in ids])
 
     def _notification(self, state: RunState, notification_id: str, held: dict[str, Any] | None) -> Reopened:
         ref = Notification(state.runId, notification_id, {})
@@ -246,9 +281,15 @@ class Replay:
         got = self.deliveries.read(ref)
         if got is None or not stuck(got):
             return "moved"
-        event = self.webhooks.read_event(run_id, int(got["sequence"])) if "sequence" in got else None
+        alone = "sequence" in got and not got.get(BUNDLE)
+        event = self.webhooks.read_event(run_id, int(got["sequence"])) if alone else None
         messages: list[dict[str, Any]] = []
-        if event is not None and "webhookId" in got:
+        if got.get(BUNDLE):
+            ref = bundle_ref(run_id, got[BUNDLE])
+            head = self.store.get_run(run_id)
+            bundle = self._bundle_message(head[0], got[BUNDLE], allow_links=False) if head else None
+            messages = [bundle] if bundle else []
+        elif event is not None and "webhookId" in got:
             reported = {"sequence": event["sequence"], "eventId": event["eventId"], "type": event["type"]}
             messages = [self.outbox.webhook_delivery(got["webhookId"], run_id, reported)]
         elif event is not None and event.get("type") != "interrupt.requested" and (head := self.store.get_run(run_id)):

@@ -55,6 +55,12 @@ DEADLINE_BUCKETS = 8
 # interrupt's key and digest (domain/head_parts.py, docs/adr/0134); every read of stored events puts it back. A release
 # that does not know it would show, send and export those events without the gate's text, so it must refuse the batch.
 GATE_TEXT_OFF_EVENTS = 9
+# Format 10: one callback delivery for the notices of one transition (docs/adr/0155): a queued message with `notices`
+# (in order) where it had one `notice`, and one delivery record (store/deliveries.py) under its first notice's id whose
+# `notices` say which were delivered, which died and each one's attempts, with every notice's attempt records in its
+# history. A release that does not know them would fail the message on its missing `notice` until the queue dropped it
+# into its dead letters, and read the record as one notice's: the others would never be delivered nor replayed.
+NOTICE_BUNDLES = 10
 # The formats this release reads, of any kind (1: no `v`), and the newest of them.
 READ_FORMATS = frozenset(
     {
@@ -65,6 +71,7 @@ READ_FORMATS = frozenset(
         AUDIT_DRAFT_ON_BATCH,
         DEADLINE_BUCKETS,
         GATE_TEXT_OFF_EVENTS,
+        NOTICE_BUNDLES,
     }
 )
 READS = max(READ_FORMATS)
@@ -88,6 +95,9 @@ INTERRUPT_ITEM_WRITTEN: int | None = GATE_STATUS_ON_HEAD
 # Whether an event batch that repeats a gate's large text is written in format 9 (without it): from 0.4.0, whose
 # previous release (0.3.0) reads it (docs/adr/0134).
 GATE_TEXT_OFF_EVENTS_WRITTEN = True
+# Whether a transition's callback notices (two or more) are queued as one message and delivered under one record, in
+# format 10: from 0.5.0, whose previous release (0.4.0) reads them (docs/adr/0155).
+NOTICE_BUNDLES_WRITTEN = False
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:

@@ -7,6 +7,12 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
                                             delivery), written by the claim that creates it, so a replay can queue
                                             it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed;
                                             history: the records of its last KEPT_ATTEMPTS attempts (packed)
+  notice bundle  N#{noticeId}               (format 10, ADR 0155) the notices of one transition to one receiver, under
+                                            its first notice's id: the notice state's attributes, with `v` 10 and
+                                            `notices` (packed, in order): each one's id, type, sequence, tries (its
+                                            attempts), since (its tries before its round) and status (delivered|dead;
+                                            absent: pending); `status` and `attempts` are the bundle's (settled once
+                                            every notice is), `history` every notice's last KEPT_ATTEMPTS records
   attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs: written by
                                             releases before issue 31 (one item per attempt), read still, never written
 
@@ -17,6 +23,11 @@ attempts and status it read still stand, so the history it read is the history i
 Two copies of a notice's message taken at the same moment may both dial (the receiver deduplicates by `webhook-id`);
 the second to record is recorded after the first, and a notice delivered stays delivered. Neither item starts with
 "E#", so the stream filter never passes them.
+
+A bundle's attempt dials its notices in order, each only once the ones before it are settled (delivered, or dead after
+their own round of attempts): a notice delivered is not dialled again by a later attempt, and each notice's attempts,
+round and dead letter are its own, as a notice's alone are. Its record applies each POST's record to the notices as
+the write reads them (`applied`), so a record written after another copy's extends it.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlude import wiring
+from interlude.domain import formats
 from interlude.store import attributes as a
 from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Writes
@@ -34,6 +46,8 @@ from interlude.store.leases import Ledger, Writes
 KEPT_ATTEMPTS = wiring.CALLBACK_MAX_ATTEMPTS
 HISTORY = "history"
 NOTICE_SK_PREFIX = "N#"
+BUNDLE = "notices"
+DELIVERED = "delivered"
 
 
 def notice_sk(notice_id: str) -> str:
@@ -55,6 +69,9 @@ class Notice:
     # The sequence of the event it reports, and the subscription (None: a callback notice); kept on the item.
     sequence: int | None = None
     webhook_id: str | None = None
+    # The notices of one transition delivered together under the first one's id (format 10): (id, type, sequence)
+    # of each, in order; () for a notice delivered alone.
+    bundled: tuple[tuple[str, str, int | None], ...] = ()
 
 
 class DeliveryStore(Ledger[Notice]):
@@ -74,14 +91,37 @@ class DeliveryStore(Ledger[Notice]):
             created["sequence"] = a.n(ref.sequence)
         if ref.webhook_id is not None:
             created["webhookId"] = a.s(ref.webhook_id)
+        if ref.bundled:
+            created[formats.FORMAT_FIELD] = a.n(formats.NOTICE_BUNDLES)
         return Writes(sets={"type": a.s(ref.type)}, created=created)
 
     def settling(
         self, ref: Notice, attempt: int, status: str, kept: dict[str, Any], now: float, held: Mapping[str, Any]
     ) -> Writes:
         """The attempt's record (under the number it is recorded as) appended to the item's bounded history, in the
-        write that records the attempt."""
+        write that records the attempt; a bundle's: each of its POSTs' records, and its notices as they left."""
+        if ref.bundled:
+            notices, records = applied(bundle_parts(ref, held), kept["records"])
+            history = latest_per_notice([*held.get(HISTORY, ()), *records])
+            return Writes(sets={BUNDLE: a.packed(notices), HISTORY: a.packed(history)})
         return Writes(sets={HISTORY: a.packed([*held.get(HISTORY, ()), {**kept, "attempt": attempt}][-KEPT_ATTEMPTS:])})
+
+    def read(self, ref: Notice) -> dict[str, Any] | None:
+        held = super().read(ref)
+        if held is not None:
+            formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
+        return held
+
+    def bundle_of(self, run_id: str, notice_id: str) -> tuple[Notice, dict[str, Any]] | None:
+        """The bundle (format 10) a notice of the run was delivered in, and its item (plain); None: in none. A notice
+        that is not its bundle's first has no item of its own: its run's notice items are read to find it."""
+        for item in self._query(a.s(run_pk(run_id)), NOTICE_SK_PREFIX):
+            held = a.plain(item)
+            formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
+            parts = held.get(BUNDLE) or []
+            if any(p["id"] == notice_id for p in parts):
+                return bundle_ref(run_id, parts), held
+        return None
 
     def attempts(self, run_id: str, notice_id: str | None = None) -> list[dict[str, Any]]:
         """Attempt records of a run (or of one notice), ordered by notice id and attempt number: each delivery's
@@ -92,6 +132,8 @@ class DeliveryStore(Ledger[Notice]):
         else:
             got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), notice_sk(notice_id)))
             states = [got["Item"]] if "Item" in got else []
+        for item in states:
+            formats.check("callback delivery", a.plain(item).get(formats.FORMAT_FIELD))
         found = {
             (r.get("noticeId", ""), int(r.get("attempt", 0))): r
             for r in [a.unpacked(item["record"]) for item in self._query(pk, attempt_sk_prefix(notice_id))]
@@ -106,6 +148,63 @@ class DeliveryStore(Ledger[Notice]):
             ExpressionAttributeValues={":pk": pk, ":prefix": a.s(prefix)},
         )
         return [item for page in pages for item in page.get("Items") or []]
+
+
+def bundle_ref(run_id: str, parts: list[dict[str, Any]]) -> Notice:
+    """The delivery of a bundle's notices (`parts`: its item's `notices`, or its message's notices), by its first."""
+    bundled = tuple((str(p["id"]), str(p["type"]), p.get("sequence")) for p in parts)
+    return Notice(run_id, bundled[0][0], bundled[0][1], bundled[0][2], bundled=bundled)
+
+
+def bundle_parts(ref: Notice, held: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A bundle's notices as its item `held` keeps them (new ones for an item not written yet), each its own copy."""
+    if held.get(BUNDLE):
+        return [dict(p) for p in held[BUNDLE]]
+    return [
+        {"id": notice_id, "type": kind, **({"sequence": sequence} if sequence is not None else {}), "tries": 0, "since": 0}
+        for notice_id, kind, sequence in ref.bundled
+    ]
+
+
+def applied(parts: list[dict[str, Any]], records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A bundle's notices after an attempt's POST records (`final`: its notice is dead), and the records, each numbered
+    as its notice's next try. A notice delivered stays delivered."""
+    notices = [dict(p) for p in parts]
+    by_id = {p["id"]: p for p in notices}
+    numbered = []
+    for record in records:
+        part = by_id[record["noticeId"]]
+        part["tries"] = int(part.get("tries", 0)) + 1
+        numbered.append({**record, "attempt": part["tries"]})
+        if record.get("status") == "succeeded":
+            part["status"] = DELIVERED
+        elif record.get("final") and part.get("status") != DELIVERED:
+            part["status"] = DeliveryStore.DEAD
+    return notices, numbered
+
+
+def bundle_status(parts: list[dict[str, Any]]) -> str | None:
+    """A bundle's status once every notice is settled (delivered: all were), None while one is pending."""
+    if any(not p.get("status") for p in parts):
+        return None
+    return DELIVERED if all(p["status"] == DELIVERED for p in parts) else DeliveryStore.DEAD
+
+
+def latest_per_notice(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A bundle's attempt records, oldest first, less each notice's older than its last KEPT_ATTEMPTS."""
+    kept: list[dict[str, Any]] = []
+    for record in reversed(history):
+        if sum(k.get("noticeId") == record.get("noticeId") for k in kept) < KEPT_ATTEMPTS:
+            kept.append(record)
+    return kept[::-1]
+
+
+def reopened_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A dead bundle's notices as a replay reopens them: every one not delivered pending again, for a round of its own."""
+    return [
+        part if part.get("status") == DELIVERED else {**{k: v for k, v in part.items() if k != "status"}, "since": part.get("tries", 0)}
+        for part in parts
+    ]
 
 
 # The fields of an attempt record a tenant sees (GET deliveries, the dead letter); the rest is bookkeeping.

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from interlude.domain import formats
 from interlude.domain.ids import derive_opaque, to_wire
 from interlude.domain.models.run import OpenInterrupt, RunState
 from interlude.engine.events import RUN_END_EVENTS
@@ -125,3 +126,22 @@ def _key_of(state: RunState, node_id: str, interrupt_id: str | None) -> str | No
 
 def queue_message(tenant: str, callback_url: str, notice: dict[str, Any]) -> dict[str, Any]:
     return {"v": 1, "tenant": tenant, "callbackUrl": callback_url, "notice": notice}
+
+
+def queue_messages(tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages that deliver one transition's notices: one for them all (format 10, ADR 0155: one delivery, its
+    notices in order) once this release writes it, else one each."""
+    if len(notices) > 1 and formats.NOTICE_BUNDLES_WRITTEN:
+        return [bundle_message([queue_message(tenant, callback_url, n) for n in notices])]
+    return [queue_message(tenant, callback_url, n) for n in notices]
+
+
+def bundle_message(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """One message (format 10) for the notices of `messages` (one transition's, to one callbackUrl), in order."""
+    first = messages[0]
+    return {
+        formats.FORMAT_FIELD: formats.NOTICE_BUNDLES,
+        "tenant": first["tenant"],
+        "callbackUrl": first["callbackUrl"],
+        "notices": [m["notice"] for m in messages],
+    }

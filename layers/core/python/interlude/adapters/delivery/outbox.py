@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from interlude.adapters.delivery.notices import TokenMinter, build_notices, queue_message, wants_notices
+from interlude.adapters.delivery.notices import TokenMinter, build_notices, queue_messages, wants_notices
 from interlude.adapters.queues import send_messages
 from interlude.config.delivery import delivery_settings
 from interlude.domain.models.run import OpenInterrupt, RunState
@@ -67,4 +67,4 @@ def callback_notices(
 
 
 def send_notices(queue_url: str, tenant: str, callback_url: str, notices: list[dict[str, Any]]) -> None:
-    send_messages(queue_url, [queue_message(tenant, callback_url, n) for n in notices], "delivery message", tenant)
+    send_messages(queue_url, queue_messages(tenant, callback_url, notices), "delivery message", tenant)

@@ -14,8 +14,11 @@ from urllib.parse import urlsplit
 def message_ids(body: str) -> dict[str, str]:
     """`runId` and `noticeId` of a queued message (as far as it has them): what its log lines are correlated by."""
     try:
-        notice = json.loads(body).get("notice") or {}
-    except (ValueError, AttributeError):
+        message = json.loads(body)
+        notice = message.get("notice") or (message.get("notices") or [{}])[0]
+    except (ValueError, AttributeError, IndexError, KeyError, TypeError):
+        return {}
+    if not isinstance(notice, dict):
         return {}
     ids = {"runId": notice.get("runId"), "noticeId": notice.get("id")}
     return {k: v for k, v in ids.items() if isinstance(v, str)}

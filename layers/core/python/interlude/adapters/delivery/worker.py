@@ -1,10 +1,13 @@
-"""The callback delivery worker: one SQS message (one notice) per call, at least once, never lost.
+"""The callback delivery worker: one SQS message (one notice, or a transition's notices) per call, at least once, never
+lost.
 
 A leased worker (adapters.leased_work) that records each attempt after it rather than claiming it (one write per
 attempt, ADR 0129: a receiver deduplicates by `webhook-id`): the retries with backoff and the dead letter are the
 template's. One attempt checks the callback URL again with the egress guard (resolving the host anew), signs the exact body
 with Standard Webhooks headers, POSTs it over a connection pinned to the checked addresses, and records the
-attempt. The dead letter (identity and delivery history, no body, token or secret) goes to the DLQ.
+attempt. The dead letter (identity and delivery history, no body, token or secret) goes to the DLQ. A message may carry
+the notices of one transition (format 10, ADR 0155): one delivery whose attempt dials each notice not settled yet, in
+order (store/deliveries.py), each with its own `webhook-id`, attempts and dead letter.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -32,9 +35,20 @@ from interlude.adapters.leased_work import Attempted, LeasedWorker, Work, retry_
 from interlude.adapters.subscription_secrets import subscription_secrets
 from interlude.app.caught import caught
 from interlude.config.delivery import DeliverySettings
+from interlude.domain import formats
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
-from interlude.store.deliveries import DeliveryStore, Notice, public_attempts
+from interlude.store.deliveries import (
+    BUNDLE,
+    HISTORY,
+    DeliveryStore,
+    Notice,
+    applied,
+    bundle_parts,
+    bundle_ref,
+    bundle_status,
+    public_attempts,
+)
 from interlude.store.leases import Claim
 from interlude.store.webhooks import WebhookStore
 
@@ -67,6 +81,8 @@ class Outgoing(Work[Notice]):
     dead: Callable[[list[dict[str, Any]], bool], None]
     # Statuses that end the delivery at once (dead-lettered, never retried).
     final_statuses: frozenset[int] = frozenset()
+    # A bundle's notices (format 10), each an Outgoing of its own, dialled in order; () for one notice alone.
+    parts: tuple[Outgoing, ...] = ()
 
 
 @dataclass
@@ -104,7 +120,13 @@ class Worker(LeasedWorker[Outgoing]):
     def receive(self, message: dict[str, Any]) -> Outgoing | str:
         if message.get("kind") == MESSAGE_KIND:
             return self._webhook(message)
-        notice = message["notice"]
+        formats.check("callback message", message.get(formats.FORMAT_FIELD))
+        if BUNDLE in message:
+            return self._bundle(message)
+        return self._notice(message, message["notice"])
+
+    def _notice(self, message: dict[str, Any], notice: dict[str, Any]) -> Outgoing:
+        """A callback notice of `message` (the notice it carries, or one of its bundle's)."""
         tenant = message["tenant"]
 
         def signed(timestamp: int) -> tuple[bytes, dict[str, str]]:
@@ -112,7 +134,8 @@ class Worker(LeasedWorker[Outgoing]):
             return body.encode(), webhook_headers(self.secrets.signing_secrets(tenant), notice["id"], timestamp, body)
 
         def dead(history: list[dict[str, Any]], unprojectable: bool) -> None:
-            self._to_dlq(dead_letter(message, public_attempts(history), iso_epoch(self.clock())))
+            alone = {k: v for k, v in message.items() if k != BUNDLE}
+            self._to_dlq(dead_letter({**alone, "notice": notice}, public_attempts(history), iso_epoch(self.clock())))
 
         fields = {"noticeId": notice["id"], "webhookId": notice["id"], "type": notice["type"]}
         if notice.get("nodeId"):
@@ -120,6 +143,14 @@ class Worker(LeasedWorker[Outgoing]):
         label = f"notice {notice['id']}"
         ref = Notice(notice["runId"], notice["id"], notice["type"], notice.get("sequence"))
         return self._outgoing(ref, label, message["callbackUrl"], fields, signed, dead, CALLBACK_FINAL_STATUSES)
+
+    def _bundle(self, message: dict[str, Any]) -> Outgoing:
+        """The notices of one transition (format 10): one delivery, its notices dialled in order (`attempt`)."""
+        parts = tuple(self._notice(message, notice) for notice in message[BUNDLE])
+        first = parts[0]
+        ref = bundle_ref(first.ref.run_id, list(message[BUNDLE]))
+        # Its attempt may dial every notice: its bound is theirs together.
+        return replace(first, ref=ref, label=f"notices {ref.notice_id}+", lease_s=first.lease_s * len(parts), parts=parts)
 
     def _webhook(self, message: dict[str, Any]) -> Outgoing | str:
         """A webhook subscription's delivery: only while the subscription exists, of the event as persisted."""
@@ -182,6 +213,8 @@ class Worker(LeasedWorker[Outgoing]):
 
     def attempt(self, work: Outgoing, claim: Claim) -> Attempted:
         """One guarded, signed, pinned POST, and its attempt record."""
+        if work.parts:
+            return self._attempt_bundle(work, claim)
         started = self.clock()
         record: dict[str, Any] = {**work.fields, "attempt": claim.attempt, "at": iso_epoch(started)}
         retry_after, final = self._post(work, record)
@@ -189,6 +222,32 @@ class Worker(LeasedWorker[Outgoing]):
         if record["status"] == "succeeded":
             return Attempted("delivered", record)
         return Attempted(None, record, final=final, retry_after_s=retry_after, why=record["errorClass"])
+
+    def _attempt_bundle(self, work: Outgoing, claim: Claim) -> Attempted:
+        """A POST of each notice not settled yet, in order, until one fails and may be tried again: a notice whose
+        round of attempts ran out (or that failed for good) is dead-lettered on its own, and the next one is dialled."""
+        notices = bundle_parts(work.ref, claim.held)
+        records: list[dict[str, Any]] = []
+        for part, outgoing in zip(notices, work.parts, strict=True):
+            if part.get("status"):
+                continue
+            started = self.clock()
+            record: dict[str, Any] = {**outgoing.fields, "attempt": int(part["tries"]) + 1, "at": iso_epoch(started)}
+            retry_after, final = self._post(outgoing, record)
+            record["elapsedMs"] = int((self.clock() - started) * 1000)
+            records.append(record)
+            if record["status"] == "succeeded":
+                continue
+            in_round = record["attempt"] - int(part.get("since", 0))
+            if not final and in_round < work.max_attempts:
+                kept = {"records": records}
+                return Attempted(None, kept, retry_after_s=retry_after, why=record["errorClass"], in_round=in_round)
+            # Its dead letter before the write that records it: a crash between leaves a duplicate, never none.
+            record["final"] = True
+            earlier = [r for r in claim.held.get(HISTORY, ()) if r.get("noticeId") == part["id"]]
+            outgoing.dead([*earlier, record], False)
+        status = bundle_status(applied(notices, records)[0])
+        return Attempted(status, {"records": records})
 
     def _post(self, outgoing: Outgoing, attempt_record: dict[str, Any]) -> tuple[int | None, bool]:
         """Fills `attempt_record` with the outcome; (Retry-After seconds, final)."""
