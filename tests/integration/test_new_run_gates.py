@@ -14,6 +14,8 @@ import boto3
 import pytest
 
 from interlude import migrations, wiring
+from interlude.domain import clock
+from interlude.domain.clock import epoch_of
 from interlude.domain.errors import DomainError, NotFound
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
@@ -236,20 +238,23 @@ def test_a_new_runs_inbox_entries_expire_with_its_gate_and_lose_that_expiry_with
 
 # A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
 @pytest.mark.private_world
-@pytest.mark.parametrize("retention_days", [None, 7])
+@pytest.mark.parametrize(("retention_days", "long_open"), [(None, False), (7, False), (None, True)])
 def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_that_expiry_with_it_while_it_waits(
-    services, admin, monkeypatch, retention_days
+    services, admin, monkeypatch, clock_file, retention_days, long_open
 ):
     """docs/adr/0154: a decision that moves its run on to a new gate puts that gate's inbox entries before its
     transaction, with the gate's expiry (the run's items' provisional one, or its search entries' while that is near:
-    a week's retention), so those of a decision stopped in between go by themselves; those of the gate it opens are
-    kept by the daily sweep with their gate."""
+    a week's retention, or one as far from the decision once that is near too: a run open longer than retentionDays +
+    60 days), so those of a decision stopped in between go by themselves; those of the gate it opens are kept by the
+    daily sweep with their gate."""
     if retention_days is not None:
         services.tenants.put_settings(admin.tenant, TenantSettings(retentionDays=retention_days), "admin")
         services.limiter.forget(admin.tenant)
     workflow = register(services, admin, "conformance-approval-reject-loopback")
     run_id = create(services, admin, workflow)
     first = {i["sk"]["S"] for i in inbox_entries(admin.tenant, run_id)}
+    if long_open:
+        clock.advance(clock_file, (90 + run_search.SEARCH_ENTRY_MARGIN_DAYS - run_search.LISTING_KEPT_DAYS + 1) * DAY_S)
 
     def stopped(*_: Any, **__: Any) -> None:
         raise RuntimeError("the process stopped between the decision's puts and its transaction")
@@ -260,10 +265,15 @@ def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_th
         with pytest.raises(RuntimeError):
             services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
     state, _ = services.store.get_run(run_id)
-    expiry = str(run_search.items_expiry(state.searchExpiry) if retention_days is None else state.searchExpiry)
+
+    def expiry(raised_at: str) -> str:
+        if long_open:
+            return str(int(epoch_of(raised_at)) + run_search.SEARCH_ENTRY_MARGIN_DAYS * DAY_S)
+        return str(run_search.items_expiry(state.searchExpiry) if retention_days is None else state.searchExpiry)
+
     orphans = [i for i in inbox_entries(admin.tenant, run_id) if i["sk"]["S"] not in first]
     assert orphans
-    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in orphans} == {expiry}
+    assert all(i[wiring.TTL_ATTRIBUTE]["N"] == expiry(i["sk"]["S"].split("#")[0]) for i in orphans)
     # The decision made whole opens the gate again, its item and its entries expiring alike
     services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "reject"})
     state, _ = services.store.get_run(run_id)
@@ -272,12 +282,35 @@ def test_the_inbox_entries_of_a_gate_a_decision_opens_expire_with_it_and_lose_th
     entries = [i for i in inbox_entries(admin.tenant, run_id) if i["sk"]["S"].endswith(reopened.interruptId)]
     entries = [i for i in entries if i["sk"]["S"].startswith(reopened.raisedAt)]
     assert entries
-    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {expiry}
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {expiry(reopened.raisedAt)}
     # When the run still waits on the day the daily sweep finds that expiry near, its open gate's entries lose it
     # before the gate, one write each; the stopped decision's are left to expire
-    waited = datetime.fromtimestamp(int(expiry) - 29 * DAY_S, UTC)
+    waited = datetime.fromtimestamp(int(expiry(reopened.raisedAt)) - 29 * DAY_S, UTC)
     swept_entries_before_their_gate(services, gate, entries, waited)
     kept = {i["sk"]["S"]: i for i in inbox_entries(admin.tenant, run_id)}
     assert all(wiring.TTL_ATTRIBUTE not in kept[i["sk"]["S"]] for i in entries)
     assert all(wiring.TTL_ATTRIBUTE in kept[i["sk"]["S"]] for i in orphans)
     assert [i["runId"] for i in services.inbox.inbox(admin, 25, {}, None)["interrupts"]] == [run_id]
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_the_daily_sweep_writes_no_inbox_entry_of_a_claimed_gate_which_carries_none(services, admin):
+    """docs/adr/0154: a claim puts every inbox entry of its gate again, without an expiry, and its gate's item records
+    that; so the daily sweep that keeps the gate on the day its expiry is near writes the gate alone, not each entry
+    for nothing too."""
+    workflow = register(services, admin, "conformance-approval")
+    run_id = create(services, admin, workflow)
+    services.claims.move(admin, run_id, "gate", "claim")
+    [gate] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    entries = inbox_entries(admin.tenant, run_id)
+    assert entries
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in entries)
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(gate["pk"]["S"], RUN_SK))["Item"]
+    waited = datetime.fromtimestamp(int(gate[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S, UTC)
+    with sent(services.store.client, "UpdateItem") as updates:
+        sweeps.daily_sweep(waited).apply(services.store, [head])
+    written = [u["Key"]["sk"]["S"] for u in updates]
+    assert gate["sk"]["S"] in written
+    assert not [u for u in updates if "#INBOX#" in u["Key"]["pk"]["S"]]
+    assert [i["runId"] for i in services.inbox.inbox(admin, 25, {"assignee": "me"}, None)["interrupts"]] == [run_id]

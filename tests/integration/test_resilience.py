@@ -283,9 +283,19 @@ def headless_items_never_expiring(items: list[dict[str, Any]], heads: set[str]) 
 
 
 def unwritten_gates_entries_never_expiring(items: list[dict[str, Any]], heads: set[str]) -> list[str]:
-    """Inbox entries of a run that has its head, of a gate it never wrote (a transition that opens one puts them
-    before its transaction: stopped in between, or refused, it leaves them; its retry opens the gate raised at another
-    instant, under other keys) that would stay for ever: every one must expire by itself (docs/adr/0154)."""
+    """Inbox entries of a run that has its head, of a gate it never wrote, that would stay for ever: every one must
+    expire by itself (docs/adr/0154)."""
+    return [
+        f"inbox entry of a gate never written, never expiring: {i['pk']} {i['sk']}"
+        for i in unwritten_gates_entries(items, heads)
+        if wiring.TTL_ATTRIBUTE not in i
+    ]
+
+
+def unwritten_gates_entries(items: list[dict[str, Any]], heads: set[str]) -> list[dict[str, Any]]:
+    """Inbox entries of a run that has its head, of a gate it never wrote: a transition that opens one puts them
+    before its transaction; stopped in between, or refused, it leaves them, and its retry opens the gate raised at
+    another instant, under other keys."""
     written = {
         f"{at}#{gate['interruptId']}"
         for gate in items
@@ -294,12 +304,7 @@ def unwritten_gates_entries_never_expiring(items: list[dict[str, Any]], heads: s
         if at is not None
     }
     return [
-        f"inbox entry of a gate never written, never expiring: {i['pk']} {i['sk']}"
-        for i in items
-        if f"#{wiring.INBOX.prefix}#" in i["pk"]
-        and run_pk(i["runId"]) in heads
-        and i["sk"] not in written
-        and wiring.TTL_ATTRIBUTE not in i
+        i for i in items if f"#{wiring.INBOX.prefix}#" in i["pk"] and run_pk(i["runId"]) in heads and i["sk"] not in written
     ]
 
 
@@ -615,6 +620,16 @@ def _action_setup(w: World) -> dict[str, Any]:
     return {"run": run_id, "order": order, "record": to_event_record(message, arn)}
 
 
+def _long_open_action_setup(w: World) -> dict[str, Any]:
+    """The action worker's run kept open past retentionDays + 60 days before its action completes: its items' and its
+    search entries' expiries are near, so the gate the action opens takes one from the transition's instant
+    (docs/adr/0154, store/transitions.gates_expiry)."""
+    ctx = _action_setup(w)
+    waited = (w.retention_days or DEFAULT_RETENTION_DAYS) + run_search.SEARCH_ENTRY_MARGIN_DAYS - run_search.LISTING_KEPT_DAYS
+    clock.advance(w.clock_file, (waited + 1) * DAY_S)
+    return ctx
+
+
 def _action_act(w: World, ctx: dict[str, Any]) -> Any:
     # As for callbacks: a message comes back once the lease its claim hid it for has run out.
     worker = lambda_runtime.handler_module("actions").worker()
@@ -839,3 +854,23 @@ def test_a_create_stopped_between_its_gates_put_and_its_transaction_leaves_nothi
             entries = [i for i in items if "#INBOX#" in i["pk"] and i.get("runId") == orphan]
             assert entries
             assert {i[wiring.TTL_ATTRIBUTE] for i in entries} == {left[0][wiring.TTL_ATTRIBUTE]}
+
+
+def test_a_transition_of_a_long_open_run_stopped_before_its_transaction_leaves_entries_that_expire(tmp_path):
+    """The point between a later transition's plain puts (the inbox entries of the gate it opens) and its transaction,
+    in a run open longer than its search entries' expiry allows (a long-open run is allowed): stopped there, the retry
+    opens the gate at another instant, and what the first attempt put expires by itself (partial_states), however old
+    the run (docs/adr/0154)."""
+    op = Operation(_long_open_action_setup, _action_act, _action_check)
+    with world(tmp_path) as w:
+        calls, clean = attempt(w, op, None)
+        assert clean == [], clean
+        at = next(i for i, call in enumerate(calls) if call == "DynamoDB.TransactWriteItems" and calls[i - 1] == "DynamoDB.BatchWriteItem")
+        _, problems = attempt(w, op, (at, "before", "connection"))
+        assert problems == []
+        items = tenant_items(w, w.tenant)
+        left = unwritten_gates_entries(items, {i["pk"] for i in items if i["sk"] == RUN_SK})
+        assert left, "the stopped transition left no entry"
+        # Not near: the daily sweep leaves them, and they go by themselves.
+        near = run_search.near_expiries(clock.now().timestamp())
+        assert all(int(i[wiring.TTL_ATTRIBUTE]) >= near for i in left), left

@@ -6,8 +6,10 @@ import pytest
 
 from interlude.adapters.notify.messages import reminds
 from interlude.domain.errors import Conflict
-from interlude.domain.models.run import OpenInterrupt
+from interlude.domain.models.run import OpenInterrupt, Vote
 from interlude.rules.interrupts.claims import next_assignee
+from interlude.store import run_items
+from interlude.store.run_items import ENTRIES_UNEXPIRING, entries_unexpiring
 
 
 def gate(assignee: str | None = None, assigned_by: str | None = None) -> OpenInterrupt:
@@ -63,3 +65,18 @@ def test_an_open_gate_stored_before_claims_reads_as_nobody_working_it():
     }
     assert OpenInterrupt.model_validate(stored).assignee is None
     assert "assignee" not in OpenInterrupt.model_validate(stored).model_dump()
+
+
+def test_a_claimed_gates_item_says_its_inbox_entries_carry_no_expiry_until_a_vote_is_added():
+    """docs/adr/0154: the claim's transaction puts every entry of the gate again without an expiry, and records on the
+    gate's item how many votes it held then; a vote or a delegation since (which may put a delegate's entries with an
+    expiry, by any release) makes the daily sweep write them all again."""
+    claimed = gate("ana", "ana")
+    update = run_items.interrupt_votes("pk", claimed, entries_unexpiring=True)
+    item = {"votes": update["ExpressionAttributeValues"][":votes"], ENTRIES_UNEXPIRING: update["ExpressionAttributeValues"][":votes_held"]}
+    assert f"{ENTRIES_UNEXPIRING} = :votes_held" in update["UpdateExpression"]
+    assert entries_unexpiring(item)
+    claimed.votes.append(Vote(principal="bo", action="delegate", delegate="cy", at="t", surface="api"))
+    assert not entries_unexpiring({**item, "votes": run_items.interrupt_votes("pk", claimed)["ExpressionAttributeValues"][":votes"]})
+    assert ENTRIES_UNEXPIRING not in run_items.interrupt_votes("pk", claimed)["UpdateExpression"]
+    assert not entries_unexpiring({"votes": item["votes"]})

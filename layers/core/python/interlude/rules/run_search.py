@@ -210,6 +210,14 @@ def listing_kept_open(provisional: int, now_s: float) -> bool:
     return provisional < near_expiries(now_s)
 
 
+def late_gate_expiry(now_s: float) -> int:
+    """What a gate opened in an open run whose search entries' expiry is near already (a run older than retentionDays
+    + 60 days) expires at, with its inbox entries (store/transitions.gates_expiry): as far from now as those entries'
+    was from the run's creation's retention end, so never near when written; the daily sweep takes it off when it is
+    near while the gate is open (docs/adr/0154)."""
+    return int(now_s) + SEARCH_ENTRY_MARGIN_DAYS * DAY_S
+
+
 def near_expiries(now_s: float) -> int:
     """An open run's expiry earlier than this is near (LISTING_KEPT_DAYS): the daily sweep takes it off."""
     return math.ceil(now_s) + LISTING_KEPT_DAYS * DAY_S

@@ -35,8 +35,10 @@
   inbox         T#{tenant}#INBOX#…       (store/inbox.py)     ttl: its gate's, put before the transaction that opens
                                                              the gate (ADR 0154), taken off by the sweep before the
                                                              gate's while it is open; none once claimed or assigned
-                                                             (put again in that transaction); every entry deleted
-                                                             when its gate closes
+                                                             (put again in that transaction, which the gate's item
+                                                             records: run_items.ENTRIES_UNEXPIRING, so the sweep
+                                                             writes none of them); every entry deleted when its gate
+                                                             closes
 
   re-stamp job T#{tenant}#RETENTION   RESTAMP  a change of the tenant's retentionDays given to its finished runs
                                                (app/retention.Restamp): days, generation (the change's instant),
@@ -66,7 +68,7 @@ from interlude.store.inbox import ENTRY_SOURCE_ATTRIBUTES, Entry
 from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
 from interlude.store.recoveries import RECOVERY_SK
-from interlude.store.run_items import run_entry, run_entry_key, search_entries
+from interlude.store.run_items import ENTRIES_UNEXPIRING, entries_unexpiring, run_entry, run_entry_key, search_entries
 from interlude.store.runs import head_of
 from interlude.store.table import Table, batch_get, conditionally
 from interlude.store.task_items import TASK_SK, task_pk
@@ -74,7 +76,7 @@ from interlude.store.task_items import TASK_SK, task_pk
 # Items a page of the run's partition reads (keys, ttl and an event batch's events; a page reads at most 1 MB).
 PAGE_ITEMS = 200
 _TTL = {"#ttl": wiring.TTL_ATTRIBUTE}
-_GATE_NAMES = {f"#g{i}": name for i, name in enumerate(ENTRY_SOURCE_ATTRIBUTES)}
+_GATE_NAMES = {f"#g{i}": name for i, name in enumerate((*ENTRY_SOURCE_ATTRIBUTES, ENTRIES_UNEXPIRING))}
 # The head's record that a turn that writes every item is done (expiry.RETAINED): a head that has one and whose
 # `ttl` differs is a finished run whose retention is yet to be done (ADRs 0118, 0133).
 RETAINED = expiry.RETAINED
@@ -186,11 +188,13 @@ class RetentionStore(Table):
         not; run_search.listing_kept_open) has it taken off, but a ledger entry of an effect and a recovery's record
         (each keeps its own: store/effects.py, store/recoveries.py); how many were. One Query of the partition, and a
         write only for an item that has one. An expiry not near is left to a later day's sweep: a gate written while the
-        run's provisional expiry was near carries its search entries', a far one (store/transitions.gates_expiry),
+        run's provisional expiry was near carries its search entries', a far one, or once that was near one 90 days from
+        its opening (store/transitions.gates_expiry),
         which a run decided within weeks never has written. The gates of
         `entries_of` (interrupt ids: the run's open gates) have their inbox entries' expiry, written with the gate's
         (store/transitions.gates_expiry), taken off first: once the gate has none, no later sweep finds them
-        (docs/adr/0154)."""
+        (docs/adr/0154); but not a gate's whose item says none of them has one (run_items.entries_unexpiring: put again
+        by a claim, release or assignment)."""
         kept, after = 0, None
         near = run_search.near_expiries(now_s)
         while True:
@@ -200,7 +204,8 @@ class RetentionStore(Table):
                 "FilterExpression": (
                     "#ttl < :near AND #sk <> :run AND NOT begins_with(#sk, :ledger) AND NOT begins_with(#sk, :recovery)"
                 ),
-                # A gate's attributes its inbox entries' keys are made of (Entry.of_item).
+                # A gate's attributes its inbox entries' keys are made of (Entry.of_item), and whether they carry an
+                # expiry (run_items.entries_unexpiring).
                 "ProjectionExpression": "#sk, " + ", ".join(_GATE_NAMES),
                 "ExpressionAttributeNames": {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, **_TTL, **_GATE_NAMES},
                 "ExpressionAttributeValues": {
@@ -215,7 +220,7 @@ class RetentionStore(Table):
                 kwargs["ExclusiveStartKey"] = after
             got = self.client.query(**kwargs)
             for item in got.get("Items") or []:
-                if item.get("interruptId", {}).get("S") in entries_of:
+                if item.get("interruptId", {}).get("S") in entries_of and not entries_unexpiring(item):
                     for key in Entry.of_item(item).index_keys():
                         self._set_ttl(key, None)
                         kept += 1

@@ -6,6 +6,7 @@ into the transition's one transaction. The bench and test loaders write the same
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -227,17 +228,40 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, ex
     return {"Item": item, "ConditionExpression": "attribute_not_exists(sk)"}
 
 
-def interrupt_votes(pk: str, interrupt: OpenInterrupt) -> dict[str, Any]:
+# On a gate's item: how many votes it held when a transaction last put all its inbox entries again without an expiry
+# (a claim, release or assignment: store/transitions.transition_items). While it still holds that many, no entry of it
+# carries an expiry, so the daily sweep that keeps the gate writes none of them (store/retention.keep_items). A vote
+# or a delegation since (which may have put a new delegate's entries with one) makes them differ, whichever release
+# wrote it.
+ENTRIES_UNEXPIRING = "entriesUnexpiring"
+
+
+def interrupt_votes(pk: str, interrupt: OpenInterrupt, entries_unexpiring: bool = False) -> dict[str, Any]:
+    """The update of an open gate's item a transition makes: its votes; `entries_unexpiring`, when the transaction puts
+    every inbox entry of the gate again without an expiry (ENTRIES_UNEXPIRING)."""
     values = {":votes": a.as_json([v.model_dump() for v in interrupt.votes])}
+    sets = "votes = :votes"
+    if entries_unexpiring:
+        sets += f", {ENTRIES_UNEXPIRING} = :votes_held"
+        values[":votes_held"] = a.n(len(interrupt.votes))
     if interrupt.written_once:
         # No status to hold: the head's version condition, in the same transaction, says the gate is still open.
         return {
             "Key": a.key(pk, interrupt_sk(interrupt.key)),
-            "UpdateExpression": "SET votes = :votes",
+            "UpdateExpression": f"SET {sets}",
             "ConditionExpression": "attribute_exists(sk)",
             "ExpressionAttributeValues": values,
         }
-    return _while_open(pk, interrupt, "votes = :votes", values)
+    return _while_open(pk, interrupt, sets, values)
+
+
+def entries_unexpiring(gate: a.Item) -> bool:
+    """Whether no inbox entry of the gate whose item is `gate` carries an expiry (ENTRIES_UNEXPIRING)."""
+    plain = a.plain(gate)
+    if ENTRIES_UNEXPIRING not in plain:
+        return False
+    votes = json.loads(plain["votes"]) if isinstance(plain.get("votes"), str) else plain.get("votes") or []
+    return int(plain[ENTRIES_UNEXPIRING]) == len(votes)
 
 
 def interrupt_close(

@@ -287,14 +287,17 @@ def transition_items(
         items.append(batch)
     if not gates_before:
         items += opened_items(transition, first_seq, now_iso, expires)
-    items += [(interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u)}) for u in transition.updated]
+    # A gate claimed, released or assigned (engine.run.assign): every inbox entry of it says who works it now, in the
+    # same transaction, so the inbox's "mine" and "unclaimed" read the entries alone (store/inbox.py). They are put
+    # without an expiry, which its item records for the daily sweep (run_items.ENTRIES_UNEXPIRING).
+    assigned = {e.node_id for e in transition.events if e.type == GATE_ASSIGNED}
+    items += [
+        (interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u, u.nodeId in assigned)}) for u in transition.updated
+    ]
     for c in transition.closed:
         close = run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)
         if close is not None:  # a format-3 gate's close writes nothing to its item
             items.append((interrupt_sk(c.interrupt.key), {"Update": close}))
-    # A gate claimed, released or assigned (engine.run.assign): every inbox entry of it says who works it now, in the
-    # same transaction, so the inbox's "mine" and "unclaimed" read the entries alone (store/inbox.py).
-    assigned = {e.node_id for e in transition.events if e.type == GATE_ASSIGNED}
     items += [
         (INBOX_ENTRY_LABEL, {"Put": {"Item": item}})
         for u in transition.updated
@@ -320,16 +323,21 @@ def opened_items(
 
 def gates_expiry(state: RunState, now_iso: str, expires: int | None, before: bool) -> int | None:
     """What the items of the gates a transition opens expire at, and their inbox entries, put before its transaction
-    (docs/adr/0154): the run's items' (`_items_expiry`), else its search entries' while that is not near; put
-    `before` the transaction that creates the run, never none."""
+    (docs/adr/0154): the run's items' (`_items_expiry`), else its search entries' while that is not near, else one as
+    far from now (`run_search.late_gate_expiry`); none only for a run created before its items had an expiry, whose
+    items the daily sweep never keeps."""
     kept = _items_expiry(state, now_iso, expires)
-    if kept is None:
+    if kept is None and state.searchExpiry is not None:
         # The run's items' provisional expiry is near (from its creation with retentionDays ≤ 22, ADR 0133, or the run
         # has waited): a gate whose transaction never came, or its entries, would be orphans for ever. They take the
         # search entries' (creation + retentionDays + 90 days), never near at a creation: an orphan goes then; an open
         # run's is far from the daily sweep, which takes an expiry off only when near; the retention turn gives it the
-        # run's (it keeps no later one than the provisional). docs/adr/0147, 0154.
-        kept = state.searchExpiry if before else run_search.open_expiry(state.searchExpiry, epoch_of(now_iso))
+        # run's (it keeps no later one than the provisional). Once that is near too (a run older than retentionDays +
+        # 60 days), one as far from the transition's instant. docs/adr/0147, 0154.
+        now_s = epoch_of(now_iso)
+        kept = state.searchExpiry if before else run_search.open_expiry(state.searchExpiry, now_s)
+        if kept is None:
+            kept = run_search.late_gate_expiry(now_s)
     return kept
 
 
