@@ -8,6 +8,7 @@ checked on the props alone, before anything is synthesized.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from aws_cdk import App
@@ -56,6 +57,16 @@ def test_the_default_queue_mappings_have_a_maximum_concurrency(synth, name):
 
 def test_dispatch_is_polled_at_the_concurrency_its_goal_needs_not_the_default():
     assert InterludeProps().sqs_max_concurrencies()["dispatch"] == wiring.OUTBOX_CONCURRENCY > DEFAULT_SQS_MAX_CONCURRENCY
+
+
+def test_the_concurrency_wiring_derives_from_the_goal_covers_what_the_last_bench_says_it_needs():
+    """bench/ceiling.py's verdicts as `make bench` last printed them into docs/scale.md: at the per-deployment goal,
+    each function whose concurrency wiring derives from it needs at most what wiring gives it."""
+    printed = (PROJECT_ROOT / "docs" / "scale.md").read_text()
+    needs = re.findall(r"(\w+) needs (\d+) concurrent invocations .*? \(`wiring\.(\w+)`\)", printed)
+    assert {function for function, _, _ in needs} == {"dispatch", "callbacks", "timeouts"}
+    for function, needed, name in needs:
+        assert getattr(wiring, name) >= int(needed), (function, needed, name)
 
 
 def test_a_stated_quota_brings_wirings_reservations_and_the_queue_maximum_follows_them():

@@ -154,8 +154,11 @@ CALLBACK_BATCH_SIZE = 4
 OUTBOX_QUEUE = "outbox"
 OUTBOX_BATCH_SIZE = 10
 # dispatch's concurrency, from the per-deployment goal (2,000 lifecycles/s): bench/ceiling.py prints what the goal
-# needs from the measured seconds a lifecycle holds dispatch (≈ 100 at full batches) and checks this covers it.
-OUTBOX_CONCURRENCY = 200
+# needs from the measured seconds a lifecycle holds dispatch at full batches (≈ 116 ms for lifecycle (a): 232) and
+# checks this covers it; about 30% above that, as callbacks' is, for the CPU a busier or quieter host measures
+# (docs/adr/0158). Its queue's maximum and, where a deployment states its account's quota,
+# its reservation: the one place it is set.
+OUTBOX_CONCURRENCY = 300
 # callbacks' concurrency, from the same goal (issue 31): a batch's notices are delivered side by side by run, and
 # bench/ceiling.py prints what the goal needs from the measured seconds a lifecycle's notices hold the function at full
 # batches and checks this covers it. No reservation: notices wait in their queue, not in the account's pool.
