@@ -18,8 +18,9 @@ from interlude.domain import formats
 from interlude.domain.errors import Conflict, Internal
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.local.sqs_pump import QueuePump
 from interlude.store import attributes as a
-from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, notice_sk, reopened_parts
+from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk, reopened_parts
 from interlude.store.facade import Store
 from interlude.store.layout import run_pk
 from interlude.store.leases import Writes
@@ -207,18 +208,39 @@ def test_a_notice_gone_for_good_does_not_hold_back_the_next_and_a_recovery_sends
     assert bundle_of(aws, run_id)["status"] == "delivered"
 
 
+def test_notices_queued_as_one_delivery_and_again_one_by_one_keep_their_records_apart(
+    services, admin, aws, receiver, monkeypatch, bundled
+):
+    # Given a transition's notices queued as one delivery, whose first attempt delivered the decision's notice only
+    run_id, stream, _ = resolved_run(services, admin, aws, receiver, [200, 500])
+    QueuePump("callbacks", aws.queues["callbacks"]).pump_once()
+    # And the same stream record handled again by the release before, which queues each notice alone
+    monkeypatch.setattr(formats, "NOTICE_BUNDLES_WRITTEN", False)
+    stream.pump(again=True)
+
+    # When every message is delivered
+    drain(aws.queues)
+
+    # Then each notice reached the receiver, and the delivery of both and each one's own are recorded apart
+    assert {json.loads(h.body)["type"] for h in receiver.hits[1:]} == set(RESOLVE_NOTICES)
+    bundle = bundle_of(aws, run_id)
+    assert (bundle["status"], [n["status"] for n in bundle[BUNDLE]]) == ("delivered", ["delivered", "delivered"])
+    alone = [i for i in notice_items(aws, run_id) if BUNDLE not in i and i["type"] != "interrupt.requested"]
+    assert sorted((i["type"], i["status"]) for i in alone) == [("interrupt.resolved", "delivered"), ("run.completed", "delivered")]
+
+
 def test_a_bundle_reopened_but_never_queued_is_queued_by_the_sweep(services, admin, aws, receiver, bundled):
     # Given a dead bundle reopened by a replay that stopped before it queued its message
     run_id, _, _ = resolved_run(services, admin, aws, receiver, [200] + [500] * MAX_ATTEMPTS)
     drain(aws.queues)
     held = bundle_of(aws, run_id)
     store = DeliveryStore(services.store)
-    ref = Notice(run_id, held[BUNDLE][0]["id"], "")
+    ref = bundle_ref(run_id, held[BUNDLE])
     writes = Writes(sets={BUNDLE: a.packed(reopened_parts(held[BUNDLE]))})
     assert store.reopen(ref, held, "2026-12-06T00:00:00Z", 20, writes).outcome == "reopened"
 
     # When the sweep finds it, and the queue is played
-    assert services.replay.requeue(run_id, notice_sk(ref.notice_id)) == "queued"
+    assert services.replay.requeue(run_id, store.key(ref)["sk"]["S"]) == "queued"
     drain(aws.queues)
 
     # Then its undelivered notice alone was sent again

@@ -461,7 +461,7 @@ class Replay:
                 return 0, len(items), None
             state = got[0]
             for item in items:
-                # N#{noticeId}, NT#{notificationId}
+                # N#{noticeId}, N#{noticeId}+ (a bundle: its key's unit reads it), NT#{notificationId}
                 unit = item["sk"].split("#", 1)[1]
                 if family == "callback-deliveries":
                     outcomes.append(self._settled(partial(self._callback, state, unit)))

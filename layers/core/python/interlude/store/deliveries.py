@@ -7,8 +7,10 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
                                             delivery), written by the claim that creates it, so a replay can queue
                                             it again (app.replay); reopenedFrom, reopens, reopenedAt once replayed;
                                             history: the records of its last KEPT_ATTEMPTS attempts (packed)
-  notice bundle  N#{noticeId}               (format 10, ADR 0155) the notices of one transition to one receiver, under
-                                            its first notice's id: the notice state's attributes, with `v` 10 and
+  notice bundle  N#{noticeId}+              (format 10, ADR 0155) the notices of one transition to one receiver, under
+                                            its first notice's id and a "+" no id holds (so a message of that notice
+                                            alone, queued by a release that writes no bundles, keeps its own notice
+                                            state beside it and neither is read for the other): the notice state's attributes, with `v` 10 and
                                             `notices` (packed, in order): each one's id, type, sequence, tries (its
                                             attempts), since (its tries before its round) and status (delivered|dead;
                                             absent: pending); `status` and `attempts` are the bundle's (settled once
@@ -47,6 +49,8 @@ KEPT_ATTEMPTS = wiring.CALLBACK_MAX_ATTEMPTS
 HISTORY = "history"
 NOTICE_SK_PREFIX = "N#"
 BUNDLE = "notices"
+# After a bundle's first notice's id in its key: a character no notice id has ([A-Za-z0-9_-]).
+BUNDLE_SK_SUFFIX = "+"
 DELIVERED = "delivered"
 
 
@@ -80,7 +84,7 @@ class DeliveryStore(Ledger[Notice]):
     DEAD = "dead"
 
     def key(self, ref: Notice) -> a.Item:
-        return a.key(run_pk(ref.run_id), notice_sk(ref.notice_id))
+        return a.key(run_pk(ref.run_id), notice_sk(ref.notice_id) + (BUNDLE_SK_SUFFIX if ref.bundled else ""))
 
     def run_of(self, ref: Notice) -> str:
         return ref.run_id
@@ -113,8 +117,8 @@ class DeliveryStore(Ledger[Notice]):
         return held
 
     def bundle_of(self, run_id: str, notice_id: str) -> tuple[Notice, dict[str, Any]] | None:
-        """The bundle (format 10) a notice of the run was delivered in, and its item (plain); None: in none. A notice
-        that is not its bundle's first has no item of its own: its run's notice items are read to find it."""
+        """The bundle (format 10) a notice of the run was delivered in, and its item (plain); None: in none. Its key
+        names its first notice with a suffix, and a later notice not at all: the run's notice items are read."""
         for item in self._query(a.s(run_pk(run_id)), NOTICE_SK_PREFIX):
             held = a.plain(item)
             formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
