@@ -23,14 +23,20 @@ class NotQuiet(TimeoutError):
     """quiesce's bound passed before the pumps were quiet."""
 
 
-def wake_pumps(service: str | None = None) -> None:
-    """Something may have changed (a request was answered, a pump delivered): every polling pump polls now, or, when
-    the change was a write to `service`, those that carry that service's changes (and those that name none)."""
+def note_change() -> None:
+    """Something may have changed: quiesce's round in progress is not quiet."""
     global _changes
     with _changes_lock:
         _changes += 1
+
+
+def wake_pumps(service: str | None = None, target: str | None = None) -> None:
+    """Something may have changed (a request was answered, a pump delivered): every polling pump polls now, or, when
+    the change was a write to `service`, those that carry that service's changes (and those that name none); when it
+    was a write to one `target` of it (a queue), only the pumps of that target among them."""
+    note_change()
     for pump in list(_POLLING):
-        if service is None or pump.carries in (None, service):
+        if (service is None or pump.carries in (None, service)) and (target is None or pump.target in (None, target)):
             pump.wake()
 
 
@@ -76,6 +82,8 @@ class Pump:
         self.idle_max_s = idle_max_s
         # The service whose writes may give this pump something to move (moto_server.written_service); None: any.
         self.carries = carries
+        # Which one of that service's resources (a queue's name) it carries; None: all of them.
+        self.target: str | None = None
         self.idle = threading.Event()
         self._stop = threading.Event()
         self._woken = threading.Event()
@@ -106,6 +114,15 @@ class Pump:
     def pump_once(self) -> int:
         """Deliver what is due; return how much moved."""
         raise NotImplementedError
+
+    def sleep_s(self, backoff_s: float) -> float | None:
+        """How long an idle poll may sleep before time alone can give this pump something to move (a hidden message
+        visible again, a schedule due); None: only a wake can. By default the back-off (`backoff_s`): unknown."""
+        return backoff_s
+
+    def _idle_wait(self, seconds: float | None) -> bool:
+        """Sleep `seconds` (None: until woken); whether it was woken."""
+        return self._woken.wait(seconds)
 
     def in_flight(self) -> bool:
         """Whether work this pump handed on (to other threads) has not ended yet."""
@@ -139,11 +156,15 @@ class Pump:
                 self.idle.clear()
                 wait = self.interval_s
                 if self.backs_off:
-                    # What it delivered wrote through moto's server, which wakes the pumps that carry it; a change all
+                    # What it delivered wrote through moto's server, which woke the pumps that carry it; a change all
                     # the same for quiesce.
-                    wake_pumps(self.carries)
+                    note_change()
                 continue
             self.idle.set()
-            woken = self._woken.wait(wait) if self.backs_off else self._stop.wait(wait)
+            if not self.backs_off:
+                self._stop.wait(wait)
+                continue
+            # A failed poll retries after the back-off; an empty one sleeps until something can be due, or a wake.
+            woken = self._idle_wait(wait if not empty else self.sleep_s(wait))
             self._woken.clear()
-            wait = self.interval_s if woken or not self.backs_off else min(wait * 2, max(self.idle_max_s, self.interval_s))
+            wait = self.interval_s if woken else min(wait * 2, max(self.idle_max_s, self.interval_s))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.local import LOCAL_REGION
@@ -32,6 +33,9 @@ class StreamPump(Pump):
         self.streams = boto3.client("dynamodbstreams")
         self.dynamodb = boto3.client("dynamodb")
         self._arn: str | None = None
+        # The stream's shards, described once: a local table's stream keeps its one shard (described again if a
+        # shard's iterator is refused).
+        self._shards: list[str] = []
         self._iterators: dict[str, str | None] = {}
         self._retries: dict[str, int] = {}
         self.delivered = 0
@@ -40,10 +44,12 @@ class StreamPump(Pump):
         if self._arn is None:
             self._arn = self.dynamodb.describe_table(TableName=self.table_name)["Table"]["LatestStreamArn"]
         arn = self._arn
-        shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+        if not self._shards:
+            self._shards = [
+                s["ShardId"] for s in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+            ]
         moved = 0
-        for shard in shards:
-            sid = shard["ShardId"]
+        for sid in self._shards:
             # A fresh iterator after the last sequence seen, every poll: moto restores a deep copy of the table
             # (its stream shard included) when a transaction is cancelled, which orphans any iterator kept
             # from before, so a kept NextShardIterator would stop seeing records after the first lost race.
@@ -53,7 +59,11 @@ class StreamPump(Pump):
                 if last
                 else {"ShardIteratorType": "TRIM_HORIZON"}
             )
-            iterator = self.streams.get_shard_iterator(StreamArn=arn, ShardId=sid, **position)["ShardIterator"]
+            try:
+                iterator = self.streams.get_shard_iterator(StreamArn=arn, ShardId=sid, **position)["ShardIterator"]
+            except ClientError:
+                self._shards = []
+                raise
             got = self.streams.get_records(ShardIterator=iterator, Limit=wiring.STREAM_BATCH_SIZE)
             all_records = got.get("Records", [])
             records = [r for r in all_records if is_event_insert(r)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from interlude import wiring
 from interlude.local.lambda_runtime import invoke
-from interlude.local.pump import Pump, wake_pumps
+from interlude.local.pump import Pump, note_change
 
 
 class RecurringPump(Pump):
@@ -18,5 +18,5 @@ class RecurringPump(Pump):
     def pump_once(self) -> int:
         invoke(wiring.SCHEDULES.target, dict(self.schedule.input))
         self.invocations += 1
-        wake_pumps()  # what the sweep queued or wrote is carried now
+        note_change()  # what the sweep queued or wrote woke the pumps that carry it (moto_server)
         return 0  # then wait a whole period, as the deployed rate does

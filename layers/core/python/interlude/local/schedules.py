@@ -11,6 +11,7 @@ DeadLetterConfig queue and the schedule is deleted.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,16 +20,26 @@ from botocore.exceptions import ClientError
 
 from interlude import wiring
 from interlude.adapters.scheduler.names import parse_at
+from interlude.config.runtime import runtime_settings
 from interlude.domain import clock
 from interlude.local import LOCAL_ACCOUNT
 from interlude.local.lambda_runtime import FUNCTION_NAME_PREFIX, invoke, local_function_arn
 from interlude.local.pump import SCHEDULER, Pump
 
+# Scheduler fires an `at(...)` schedule once its second has passed; the pump wakes this much after, not before it.
+DUE_MARGIN_S = 0.01
+# While a schedule waits and the process clock has an offset file, how often an idle pump re-reads the offset (a file
+# read, no call to moto): `interlude clock advance` moves it without a write that would wake the pump.
+CLOCK_CHECK_S = 0.5
+
 
 class SchedulePump(Pump):
     """Each poll lists the group's schedules (ListSchedules: names, states and modification dates) and reads with
     GetSchedule only those it has not read at their current modification date: a poll of a group holding thousands of
-    schedules (deadline buckets, task checks) costs its list pages, not a GetSchedule per schedule."""
+    schedules (deadline buckets, task checks) costs its list pages, not a GetSchedule per schedule.
+
+    Idle, it sleeps until the earliest `at` time among the schedules it read (none: until woken); a Scheduler write to
+    moto's server wakes it sooner, and so does the process clock's offset moving."""
 
     def __init__(self, group: str, interval_s: float = 0.1) -> None:
         super().__init__("schedule-pump", interval_s, backs_off=True, carries=SCHEDULER)
@@ -40,6 +51,7 @@ class SchedulePump(Pump):
         self._read: dict[str, tuple[Any, Mapping[str, Any], float | None]] = {}
         self.fired = 0
         self.dead_lettered = 0
+        self._offset = 0.0
 
     def due_schedules(self) -> list[Mapping[str, Any]]:
         now = clock.now().timestamp()
@@ -50,6 +62,7 @@ class SchedulePump(Pump):
             name = summary["Name"]
             listed.add(name)
             if summary.get("State", "ENABLED") != "ENABLED":
+                self._read.pop(name, None)  # never due while disabled; read again once enabled
                 continue
             known = self._read.get(name)
             if known is None or known[0] != summary.get("LastModificationDate"):
@@ -65,6 +78,23 @@ class SchedulePump(Pump):
         for gone in self._read.keys() - listed:
             del self._read[gone]
         return out
+
+    def sleep_s(self, backoff_s: float) -> float | None:
+        self._offset = clock.offset_seconds()  # what the sleep's length assumed
+        now = clock.now().timestamp()
+        due = min((at for _, _, at in self._read.values() if at is not None and at > now), default=None)
+        return None if due is None else due - now + DUE_MARGIN_S
+
+    def _idle_wait(self, seconds: float | None) -> bool:
+        if seconds is None or not runtime_settings().clock_file:
+            return super()._idle_wait(seconds)
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if super()._idle_wait(min(left, CLOCK_CHECK_S)):
+                return True
+            if clock.offset_seconds() != self._offset:
+                return True  # what is due moved with the clock
+        return False
 
     def pump_once(self) -> int:
         fired = 0

@@ -26,6 +26,9 @@ from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import InstancePool, invoke
 from interlude.local.pump import SQS, Pump, wake_pumps
 
+# moto shows a message again once its visibility time has passed (strictly): the pump wakes this much after it.
+VISIBLE_MARGIN_S = 0.01
+
 
 def physical_name(prefix: str, queue: wiring.Queue) -> str:
     return f"{prefix}-{queue.name}"
@@ -156,10 +159,16 @@ class QueuePump(Pump):
         batch_size: int = 1,
         concurrency: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        next_visible: Callable[[str], float | None] | None = None,
     ) -> None:
         super().__init__(f"sqs-pump-{function_name}", interval_s, backs_off=True, carries=SQS)
         self.function_name = function_name
         self.queue_url = queue_url
+        # Woken by a write to its own queue only (moto_server.written_queue).
+        self.queue_name = self.target = queue_url.rstrip("/").rpartition("/")[2]
+        # When the earliest hidden message of a queue (by name) becomes visible, epoch seconds (LockedMotoServer's);
+        # None: not known, and an idle pump backs off as any other.
+        self.next_visible = next_visible
         self.sqs = boto3.client("sqs")
         attributes = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "VisibilityTimeout"])
         self.queue_arn = attributes["Attributes"]["QueueArn"]
@@ -202,6 +211,20 @@ class QueuePump(Pump):
     def in_flight(self) -> bool:
         with self._lock:
             return self._handed_on > 0
+
+    def sleep_s(self, backoff_s: float) -> float | None:
+        """Until a message hidden now (in flight, failed and hidden for a while, or delayed) becomes visible, or one it
+        holds needs its visibility renewed; what is sent meanwhile wakes it."""
+        if self.next_visible is None:
+            return backoff_s
+        moments = []
+        with self._lock:
+            if self.held:
+                moments.append(min(at for _, at in self.held.values()) + self.visibility_s / 2 - self.clock())
+        visible = self.next_visible(self.queue_name)
+        if visible is not None:
+            moments.append(visible - time.time() + VISIBLE_MARGIN_S)
+        return max(0.0, min(moments)) if moments else None
 
     def _handed_on_delivery(self, messages: list[dict[str, Any]], instance: int) -> None:
         # Counted until all it does has ended (its deletes, its wake_pumps), so that a poll it outlives is not empty.
@@ -250,7 +273,7 @@ class QueuePump(Pump):
                     Entries=[{"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(done)],
                 )
         if self._workers is not None:
-            wake_pumps(SQS)  # a free instance: the next batch goes now, not at the next idle poll
+            wake_pumps(SQS, self.target)  # a free instance: the next batch goes now, not at the next idle poll
 
     def _fill(self) -> None:
         """Receive what is visible, up to BUFFERED held; renew the visibility of what has been held a while."""
@@ -284,13 +307,22 @@ class QueuePump(Pump):
                 return
 
 
-def start_queue_pumps(urls: dict[str, str]) -> list[QueuePump]:
-    """A pump per queue a function consumes; with delivery off, the outbox's alone (it calls out to nobody)."""
+def start_queue_pumps(
+    urls: dict[str, str], next_visible: Callable[[str], float | None] | None = None
+) -> list[QueuePump]:
+    """A pump per queue a function consumes; with delivery off, the outbox's alone (it calls out to nobody).
+    `next_visible`: when a queue's earliest hidden message becomes visible (LockedMotoServer.next_visible)."""
     switches = local_stack_settings()
     pumps = []
     for fn in wiring.FUNCTIONS:
         if not fn.consumes or not (switches.callback_delivery or fn.consumes == wiring.OUTBOX_QUEUE):
             continue
-        pump = QueuePump(fn.name, urls[fn.consumes], batch_size=fn.batch_size, concurrency=switches.queue_concurrency)
+        pump = QueuePump(
+            fn.name,
+            urls[fn.consumes],
+            batch_size=fn.batch_size,
+            concurrency=switches.queue_concurrency,
+            next_visible=next_visible,
+        )
         pumps.append(pump.start())
     return pumps

@@ -147,7 +147,7 @@ class LocalStack:
         export({wiring.LIVE_API.endpoint_env: self.live.endpoint})
         # The environment is complete: what the seed read is read again from it, as a new instance would.
         config.forget()
-        self.queue_pumps = start_queue_pumps(queue_urls)
+        self.queue_pumps = start_queue_pumps(queue_urls, self.moto.next_visible)
         # As each deploy does: the first turn of the table's migrations, which the queue's pump then takes.
         invoke(wiring.DEPLOY_TRIGGER, {})
         self.pump = StreamPump(TABLE_NAME).start()
