@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -244,3 +245,58 @@ def test_two_appenders_on_one_chain_both_land_in_order(services, tenant, monkeyp
     assert written is not None
     assert written.seq == 3
     assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+
+def entries_read(log: items.AuditLog) -> list[int]:
+    """The entries each Query of `log`'s chains returns from now on, a count per page."""
+    pages: list[int] = []
+
+    def after(model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        if model.name == "Query":
+            pages.append(len(parsed.get("Items") or []))
+
+    log.client.meta.events.register("after-call.dynamodb", after)
+    return pages
+
+
+def test_in_a_backlog_an_appender_reads_back_only_what_it_does_not_know_and_still_skips_a_record_delivered_again(
+    services, tenant, monkeypatch
+) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+    # Decisions taken ten minutes ago, reaching the appenders one batch each: every append's check goes back to then
+    at = clock.iso(clock.now() - timedelta(seconds=600))
+    backlog = [(draft(tenant, f"run-{i}", at), f"source-{i}") for i in range(6)]
+    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE).client)
+    for one in backlog[:3]:
+        log.append_drafts(tenant, 0, [one], 0.0)
+    other.append_drafts(tenant, 0, [backlog[3]], 0.0)
+    pages = entries_read(log)
+
+    # run-1's record delivered again, and run-3's (appended by the other appender) with run-4's: neither twice
+    assert log.append_drafts(tenant, 0, [backlog[1]], 0.0) is None
+    log.append_drafts(tenant, 0, [backlog[3], backlog[4]], 0.0)
+    log.append_drafts(tenant, 0, [backlog[5]], 0.0)
+
+    # The first check read the entry the other appender put; none read an entry again
+    assert sum(pages) == 1
+    entries = [json.loads(i["entry"]) for i in chain_items(tenant, 0)]
+    assert [e["target"]["runId"] for e in entries] == [f"run-{i}" for i in range(6)]
+    assert services.audit.verify(tenant, 0, 100)["chainValid"] is True
+
+
+def test_an_appender_does_not_take_a_chain_begun_again_for_the_one_it_knew(services, tenant, monkeypatch) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+    at = clock.iso(clock.now())
+    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE).client)
+    log.append_drafts(tenant, 0, [(draft(tenant, "run-a", at), "source-a")], 0.0)
+    # The tenant's items removed (its deletion) and its chain begun again by another appender, past where it was
+    for item in chain_items(tenant, 0):
+        log.client.delete_item(TableName=TABLE, Key={"pk": {"S": item["pk"]}, "sk": {"S": item["sk"]}})
+    log.client.delete_item(TableName=TABLE, Key={"pk": {"S": items.head_pk(tenant, 0)}, "sk": {"S": items.HEAD_SK}})
+    other.append_drafts(tenant, 0, [(draft(tenant, "run-x", at), "source-x"), (draft(tenant, "run-y", at), "source-y")], 0.0)
+
+    # The draft the first appender knew in the old chain is not in this one: appended
+    written = log.append_drafts(tenant, 0, [(draft(tenant, "run-a", at), "source-a")], 0.0)
+
+    assert written is not None
+    assert [json.loads(i["entry"])["target"]["runId"] for i in chain_items(tenant, 0)] == ["run-x", "run-y", "run-a"]

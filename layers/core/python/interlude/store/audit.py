@@ -49,9 +49,12 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from interlude import wiring
@@ -91,6 +94,9 @@ UNTIMED_ENTRY_SLACK_S = 60.0
 SOURCE_PAGE = 10
 # The highest sequence an entry's key holds (entry_sk: twelve digits).
 LAST_SEQ = 10**12 - 1
+# The most entries an appender knows (`KnownEntries`) over all its chains: ≈ 0.2 KB each in memory, 4 MB in all. A
+# dispatch backlog of this many entries per instance is not read back again by each append (docs/adr/0156).
+KNOWN_ENTRIES = 20_000
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +172,36 @@ def carried_draft(image: a.Item) -> AuditDraft | None:
 def draft_source(pk: str, sk: str) -> str:
     """What names the event batch a draft came on, on the entry appended from it."""
     return f"{pk}/{sk}"
+
+
+# An entry as the check for drafts appended before reads it: (sequence, `appended`, source or None).
+Row = tuple[int, float, str | None]
+
+
+@dataclass
+class KnownEntries:
+    """The newest entries of a chain that its appender read back or put itself, contiguous up to a head it read or
+    moved (`top`, the hash there `top_hash`), oldest first: what the check for drafts appended before reads back
+    from the head otherwise (docs/adr/0156). An entry at or under a head is never written again (its partition is only
+    Put into, and an append writes over an entry only past the head it read), so these stay what the table holds as
+    long as the chain read is the one known: its head is the top, or the entry after the top names the top's hash."""
+
+    top: int
+    top_hash: str
+    rows: deque[Row]
+
+    @property
+    def bottom(self) -> int:
+        return self.rows[0][0] if self.rows else self.top + 1
+
+    def under(self, head: Head) -> bool:
+        """Whether `head` may be this chain's now: at the top (the same hash) or past it."""
+        return self.top < head.seq or (self.top == head.seq and self.top_hash == head.hash)
+
+    def extend(self, head: Head, rows: Iterable[Row]) -> None:
+        """The entries after the top, oldest first, up to `head`."""
+        self.rows.extend(rows)
+        self.top, self.top_hash = head.seq, str(head.hash)
 
 
 @dataclass(frozen=True)
@@ -298,6 +334,11 @@ class AuditLog:
     def __init__(self, table: str, client: Any) -> None:
         self.table = table
         self.client = client
+        # By (tenant, chain), the least recently used first: what this appender knows of each chain's newest entries,
+        # and how many entries that is. A thread takes a chain's out while it reads or appends, and puts it back.
+        self._known: OrderedDict[tuple[str, int], KnownEntries] = OrderedDict()
+        self._known_held = 0
+        self._known_lock = threading.Lock()
 
     def head(self, tenant: str, chain: int) -> Head:
         got = self.client.get_item(TableName=self.table, Key=a.key(head_pk(tenant, chain), HEAD_SK), ConsistentRead=True)
@@ -344,6 +385,7 @@ class AuditLog:
             # condition ties the overwrite to a place the head does not cover).
             if not (orphans is not None and orphans.stale):
                 if self._append_plain(tenant, chain, head, items, moved):
+                    self._know_appended(tenant, chain, chunk, head, moved)
                     head = written = moved
                     orphans = None
                     waiting = waiting[len(chunk) :]
@@ -374,6 +416,7 @@ class AuditLog:
                 taken = any(r.get("Code") == "ConditionalCheckFailed" for r in reasons[1:])
                 orphans = self.orphans(tenant, chain, head) if taken and not moved_on else None
                 continue
+            self._know_appended(tenant, chain, chunk, head, moved)
             head = written = moved
             orphans = None
             waiting = waiting[len(chunk) :]
@@ -442,33 +485,106 @@ class AuditLog:
 
     def sources_since(self, tenant: str, chain: int, head: Head, since: float, sources: set[str]) -> set[str]:
         """Which of `sources` the chain's entries up to `head` name, reading back from the head only as far as the
-        entries appended at or after `since` (epoch seconds): none when the head was last moved before it."""
+        entries appended at or after `since` (epoch seconds): none when the head was last moved before it. The entries
+        this appender knows (`KnownEntries`) are not read again: only those appended since, and any below them."""
         if not sources or head.seq == 0 or (head.appended_at is not None and head.appended_at < since):
             return set()
+        known = self._take_known(tenant, chain)
+        if known is not None and not known.under(head):
+            known = None  # not this chain's entries (it began again: its tenant deleted and made anew)
         found: set[str] = set()
+
+        def seen(row: Row) -> bool:
+            """Note an entry, newest first; True once those below cannot matter."""
+            _, appended, source = row
+            if source is not None and source in sources:
+                found.add(source)
+                if found == sources:
+                    return True
+            return appended < since
+
+        newer = known.top + 1 if known is not None else 1
+        read: list[Row] = []  # newest first
+        done, lowest = False, None
+        for item in self._back(tenant, chain, head.seq, newer):
+            read.append(_row(item))
+            lowest = item
+            if seen(read[-1]):
+                done = True
+                break
+        if known is not None and (read[-1][0] if read else head.seq + 1) == newer:
+            # Every entry appended since is read: they continue the known ones if the lowest names the top's hash as
+            # its prevHash (or, none appended, the head is the top).
+            if (head.hash if lowest is None else _entry(lowest).get("prevHash")) != known.top_hash:
+                return self.sources_since(tenant, chain, head, since, sources)  # not this chain's: read as if unknown
+            known.extend(head, reversed(read))
+            if not done:
+                done = any(seen(row) for row in islice(reversed(known.rows), len(read), None))
+        else:
+            known = KnownEntries(head.seq, str(head.hash), deque(reversed(read)))
+        if not done:
+            # Below the known entries: a draft delivered again older than they are.
+            older: list[Row] = []
+            for item in self._back(tenant, chain, known.bottom - 1, 1):
+                older.append(_row(item))
+                if seen(older[-1]):
+                    break
+            known.rows.extendleft(older)
+        self._remember(tenant, chain, known)
+        return found
+
+    def _back(self, tenant: str, chain: int, top: int, bottom: int) -> Iterator[dict[str, Any]]:
+        """The chain's entry items from sequence `top` down to `bottom`, newest first, in small pages (a page is billed
+        whole however few of its entries are looked at)."""
+        if top < bottom:
+            return
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
             ExpressionAttributeValues={
                 ":pk": a.s(log_pk(tenant, chain)),
-                ":lo": a.s(entry_sk(0)),
-                ":hi": a.s(entry_sk(head.seq)),
+                ":lo": a.s(entry_sk(bottom)),
+                ":hi": a.s(entry_sk(top)),
             },
             ScanIndexForward=False,
             ConsistentRead=True,
-            # A page is billed whole however few of its entries are looked at: small pages, as far back as needed.
             PaginationConfig={"PageSize": SOURCE_PAGE},
         )
         for page in pages:
-            for item in page.get("Items") or []:
-                source = item.get("source", {}).get("S")
-                if source in sources:
-                    found.add(source)
-                    if found == sources:
-                        return found
-                if _appended(item) < since:
-                    return found
-        return found
+            yield from page.get("Items") or []
+
+    def _know_appended(self, tenant: str, chain: int, placed: Sequence[tuple[AuditDraft, str]], base: Head, moved: Head) -> None:
+        """Know the entries of `placed` this appender put after `base` and moved the head over (to `moved`), after
+        those known below them when they continue them."""
+        first = moved.seq - len(placed) + 1
+        rows = [(seq, float(moved.appended_at or 0), source) for seq, (_, source) in enumerate(placed, first)]
+        known = self._take_known(tenant, chain)
+        if known is not None and known.top == base.seq == first - 1 and known.top_hash == base.hash:
+            known.extend(moved, rows)
+        else:
+            known = KnownEntries(moved.seq, str(moved.hash), deque(rows))
+        self._remember(tenant, chain, known)
+
+    def _take_known(self, tenant: str, chain: int) -> KnownEntries | None:
+        with self._known_lock:
+            known = self._known.pop((tenant, chain), None)
+            if known is not None:
+                self._known_held -= len(known.rows)
+            return known
+
+    def _remember(self, tenant: str, chain: int, known: KnownEntries) -> None:
+        """Keep `known` as the chain's, the most recently used: past KNOWN_ENTRIES in all, the least recently used
+        chains' are forgotten, then this one's oldest entries."""
+        with self._known_lock:
+            kept = self._known.pop((tenant, chain), None)  # another thread's, kept meanwhile: this one is as good
+            self._known_held -= len(kept.rows) if kept is not None else 0
+            while self._known and (self._known_held + len(known.rows) > KNOWN_ENTRIES or len(self._known) >= KNOWN_ENTRIES):
+                _, dropped = self._known.popitem(last=False)
+                self._known_held -= len(dropped.rows)
+            while len(known.rows) > KNOWN_ENTRIES:
+                known.rows.popleft()
+            self._known[(tenant, chain)] = known
+            self._known_held += len(known.rows)
 
     def entries(self, tenant: str, chain: int, first: int, last: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(sequence, entry) of the chain's stored entries in [first, last], ascending, the sequence read from the
@@ -634,6 +750,11 @@ def _appended(item: dict[str, Any]) -> float:
         return clock.epoch_of(at) - UNTIMED_ENTRY_SLACK_S if isinstance(at, str) else 0.0
     except ValueError:
         return 0.0
+
+
+def _row(item: dict[str, Any]) -> Row:
+    source = item.get("source")
+    return _seq_of(item), _appended(item), source["S"] if source is not None else None
 
 
 def _seq_of(item: dict[str, Any]) -> int:
