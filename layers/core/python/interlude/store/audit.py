@@ -54,7 +54,6 @@ import zlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 from interlude import wiring
@@ -94,7 +93,7 @@ UNTIMED_ENTRY_SLACK_S = 60.0
 SOURCE_PAGE = 10
 # The highest sequence an entry's key holds (entry_sk: twelve digits).
 LAST_SEQ = 10**12 - 1
-# The most entries an appender knows (`KnownEntries`) over all its chains: ≈ 0.2 KB each in memory, 4 MB in all. A
+# The most entries an appender knows (`KnownEntries`) over all its chains: ≈ 0.3 KB each in memory, 6 MB in all. A
 # dispatch backlog of this many entries per instance is not read back again by each append (docs/adr/0156).
 KNOWN_ENTRIES = 20_000
 
@@ -178,17 +177,19 @@ def draft_source(pk: str, sk: str) -> str:
 Row = tuple[int, float, str | None]
 
 
-@dataclass
 class KnownEntries:
     """The newest entries of a chain that its appender read back or put itself, contiguous up to a head it read or
-    moved (`top`, the hash there `top_hash`), oldest first: what the check for drafts appended before reads back
-    from the head otherwise (docs/adr/0156). An entry at or under a head is never written again (its partition is only
-    Put into, and an append writes over an entry only past the head it read), so these stay what the table holds as
-    long as the chain read is the one known: its head is the top, or the entry after the top names the top's hash."""
+    moved (`top`, the hash there `top_hash`), oldest first, with the sequence of each source they name: what the check
+    for drafts appended before reads back from the head otherwise (docs/adr/0156). An entry at or under a head is never
+    written again (its partition is only Put into, and an append writes over an entry only past the head it read), so
+    these stay what the table holds while the chain is the one known: its head is the top, or the entry after the top
+    names the top's hash."""
 
-    top: int
-    top_hash: str
-    rows: deque[Row]
+    def __init__(self, top: int, top_hash: str, rows: Iterable[Row]) -> None:
+        self.top, self.top_hash = top, top_hash
+        self.rows: deque[Row] = deque()
+        self.sources: dict[str, int] = {}
+        self.extend_older(reversed(list(rows)))
 
     @property
     def bottom(self) -> int:
@@ -198,10 +199,29 @@ class KnownEntries:
         """Whether `head` may be this chain's now: at the top (the same hash) or past it."""
         return self.top < head.seq or (self.top == head.seq and self.top_hash == head.hash)
 
+    def reach_back(self, since: float) -> bool:
+        """Whether an entry appended at or after `since` may lie below these (none of them was appended before it)."""
+        return not self.rows or self.rows[0][1] >= since
+
     def extend(self, head: Head, rows: Iterable[Row]) -> None:
         """The entries after the top, oldest first, up to `head`."""
-        self.rows.extend(rows)
+        for row in rows:
+            self.rows.append(row)
+            if row[2] is not None:
+                self.sources[row[2]] = row[0]
         self.top, self.top_hash = head.seq, str(head.hash)
+
+    def extend_older(self, rows: Iterable[Row]) -> None:
+        """The entries below the bottom, newest first."""
+        for row in rows:
+            self.rows.appendleft(row)
+            if row[2] is not None:
+                self.sources.setdefault(row[2], row[0])
+
+    def drop_oldest(self) -> None:
+        seq, _, source = self.rows.popleft()
+        if source is not None and self.sources.get(source) == seq:
+            del self.sources[source]
 
 
 @dataclass(frozen=True)
@@ -486,7 +506,8 @@ class AuditLog:
     def sources_since(self, tenant: str, chain: int, head: Head, since: float, sources: set[str]) -> set[str]:
         """Which of `sources` the chain's entries up to `head` name, reading back from the head only as far as the
         entries appended at or after `since` (epoch seconds): none when the head was last moved before it. The entries
-        this appender knows (`KnownEntries`) are not read again: only those appended since, and any below them."""
+        this appender knows (`KnownEntries`) are not read again: only those appended since, and any below them that
+        may have been appended after `since`."""
         if not sources or head.seq == 0 or (head.appended_at is not None and head.appended_at < since):
             return set()
         known = self._take_known(tenant, chain)
@@ -495,13 +516,11 @@ class AuditLog:
         found: set[str] = set()
 
         def seen(row: Row) -> bool:
-            """Note an entry, newest first; True once those below cannot matter."""
+            """Note an entry read, newest first; True once those below cannot matter."""
             _, appended, source = row
             if source is not None and source in sources:
                 found.add(source)
-                if found == sources:
-                    return True
-            return appended < since
+            return found == sources or appended < since
 
         newer = known.top + 1 if known is not None else 1
         read: list[Row] = []  # newest first
@@ -519,9 +538,11 @@ class AuditLog:
                 return self.sources_since(tenant, chain, head, since, sources)  # not this chain's: read as if unknown
             known.extend(head, reversed(read))
             if not done:
-                done = any(seen(row) for row in islice(reversed(known.rows), len(read), None))
+                # Any draft a known entry names is in the chain, whenever it was appended.
+                found |= {source for source in sources if source in known.sources}
+                done = found == sources or not known.reach_back(since)
         else:
-            known = KnownEntries(head.seq, str(head.hash), deque(reversed(read)))
+            known = KnownEntries(head.seq, str(head.hash), reversed(read))
         if not done:
             # Below the known entries: a draft delivered again older than they are.
             older: list[Row] = []
@@ -529,7 +550,7 @@ class AuditLog:
                 older.append(_row(item))
                 if seen(older[-1]):
                     break
-            known.rows.extendleft(older)
+            known.extend_older(older)
         self._remember(tenant, chain, known)
         return found
 
@@ -562,7 +583,7 @@ class AuditLog:
         if known is not None and known.top == base.seq == first - 1 and known.top_hash == base.hash:
             known.extend(moved, rows)
         else:
-            known = KnownEntries(moved.seq, str(moved.hash), deque(rows))
+            known = KnownEntries(moved.seq, str(moved.hash), rows)
         self._remember(tenant, chain, known)
 
     def _take_known(self, tenant: str, chain: int) -> KnownEntries | None:
@@ -582,7 +603,7 @@ class AuditLog:
                 _, dropped = self._known.popitem(last=False)
                 self._known_held -= len(dropped.rows)
             while len(known.rows) > KNOWN_ENTRIES:
-                known.rows.popleft()
+                known.drop_oldest()
             self._known[(tenant, chain)] = known
             self._known_held += len(known.rows)
 
