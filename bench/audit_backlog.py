@@ -8,7 +8,8 @@ GetItem and the Query past the head (orphans) apart. Cases, each on a chain of i
   in order      one appender, the k drafts each in its own batch, in order;
   redelivered   the same, and every 10th batch carries again the draft appended 5 batches before (its record
                 delivered again after a failure further on: skipped, never appended twice);
-  two appenders the same drafts alternating between two appenders (two dispatch instances on one chain);
+  2 appenders   the same drafts taking turns between two appenders (two dispatch instances on one chain);
+  10 appenders  and between ten;
   cold          every batch appended by a new appender (a new instance each time: what a cold start pays, and what
                 every append paid before docs/adr/0156: k(k-1)/2 entries read; up to COLD_UP_TO drafts, as moto
                 takes minutes over the million entries of k = 1,000).
@@ -44,6 +45,7 @@ BACKLOG_S = 600.0
 REDELIVER_EVERY = 10
 REDELIVER_BACK = 5
 COLD_UP_TO = 100
+APPENDERS = {"2 appenders": 2, "10 appenders": 10}
 TABLE = "bench"
 
 
@@ -101,14 +103,14 @@ def batches(placed: list[tuple[AuditDraft, str]], redelivered: bool) -> list[lis
 def run_case(client: Any, reads: ChainReads, case: str, k: int) -> tuple[Counter[str], float]:
     tenant = f"{case.replace(' ', '')}{k}"
     placed = backlog(tenant, k)
-    logs = [items.AuditLog(TABLE, client), items.AuditLog(TABLE, client)]
+    logs = [items.AuditLog(TABLE, client) for _ in range(APPENDERS.get(case, 1))]
     reads.take()
     started = time.process_time()
     for i, batch in enumerate(batches(placed, case == "redelivered")):
         if case == "cold":
             log = items.AuditLog(TABLE, client)
         else:
-            log = logs[i % 2] if case == "two appenders" else logs[0]
+            log = logs[i % len(logs)]
         log.append_drafts(tenant, 0, batch, time.time())
     cpu = time.process_time() - started
     counts = reads.take()
@@ -131,7 +133,7 @@ def main() -> None:
         reads = ChainReads(client)
         print("audit appender, one chain, k drafts taken 10 min ago, one per dispatch batch (moto in-process)")
         print(f"{'case':<14} {'k':>6} {'head GetItem':>12} {'back: pages':>12} {'entries':>9} {'RRU':>8} {'RRU/append':>11} {'past head':>10} {'CPU s':>7}")
-        for case in ("in order", "redelivered", "two appenders", "cold"):
+        for case in ("in order", "redelivered", *APPENDERS, "cold"):
             for k in sizes:
                 if case == "cold" and k > COLD_UP_TO:
                     continue
