@@ -1,12 +1,13 @@
 """Issue 26, S1: every console page and form holds the scope of the API operation it performs (wiring.Route.acts_as),
 walked over every console route wiring declares, so a new page or form cannot escape: a session whose key lacks the
-scope is refused and nothing in its tenant changes; a session whose key holds only that scope acts, and is answered
-with a page, never a refusal after the fact."""
+scope is refused and nothing in its tenant changes (every partition the form could write, read by Query: `Tenant.items`);
+a session whose key holds only that scope acts, and is answered with a page, never a refusal after the fact."""
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -14,7 +15,13 @@ import pytest
 
 from interlude import wiring
 from interlude.local.stack import TABLE_NAME
+from interlude.store.audit import chain_of_member, head_pk, log_pk
+from interlude.store.effects import LEDGER_SK_PREFIX, effect_pk
+from interlude.store.inbox import Entry
+from interlude.store.layout import INTERRUPT_SK_PREFIX, keys_index_pk, run_pk
+from interlude.store.limits import MAX_SHARDS, usage_key
 from interlude.store.retention import RETAINED
+from interlude.store.table import batch_get
 from tests.support.console import Console, gate_workflow
 from tests.support.dead_letters import dead_letter_behind_the_api, dead_notification_behind_the_api
 from tests.support.local_stack import Api, quiesce, stack_client, tenant_admin_key, wire
@@ -33,7 +40,7 @@ def scope_of(route: wiring.Route) -> str:
 
 
 class Tenant:
-    """A tenant of its own, so that "nothing changed" can be read off all of its items."""
+    """A tenant of its own, so that "nothing changed" can be read off its items (its runs, keys and chains, no other's)."""
 
     def __init__(self, stack_info: dict[str, str]) -> None:
         self.name = f"cscope-{uuid.uuid4().hex[:8]}"
@@ -78,25 +85,58 @@ class Tenant:
         dead_notification_behind_the_api(self.stack_info, run_id)
         return run_id
 
-    def items(self) -> list[dict[str, Any]]:
-        """Every item of the tenant but its request-rate counters (each request counts)."""
-        pages = self.dynamodb.get_paginator("scan").paginate(
-            TableName=TABLE_NAME,
-            FilterExpression="(pk = :t OR begins_with(pk, :tp) OR tenant = :tenant) AND NOT begins_with(pk, :rate)",
-            ExpressionAttributeValues={
-                ":t": {"S": f"T#{self.name}"},
-                ":tp": {"S": f"T#{self.name}#"},
-                ":tenant": {"S": self.name},
-                ":rate": {"S": f"T#{self.name}#RATE"},
-            },
-        )
-        return sorted((item for page in pages for item in page["Items"]), key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+    def items(self, path: str, form: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Every item of the tenant the console form posting `form` to `path` may change, each partition read by Query,
+        never by a Scan of the stack's table, which every earlier module's items make dearer (docs/testing.md; ADR
+        0148): the tenant's own partition (its settings, webhooks, first usage shard), catalogue and workflows, and
+        usage shards (a run created or ended moves its open-runs count); each webhook's dead letters; for each run the
+        form names (in its path or fields) its items, its gates' inbox entries and its effects; the audit chains of
+        those runs, of a key the path names and of the tenant; and for a form on keys, every key of the tenant (by the
+        keys' index, which moto reads whole). But its request-rate counters (each request counts)."""
+        tenant = f"T#{self.name}"
+        own = self.partition(tenant)
+        catalogue = self.partition(f"{tenant}#WFS")
+        found = [*own, *catalogue]
+        partitions = [f"{tenant}#W#{i['sk']['S']}" for i in catalogue]
+        partitions += [f"{tenant}#WH#{i['sk']['S'].removeprefix('WH#')}" for i in own if i["sk"]["S"].startswith("WH#")]
+        named = [f"{self.name}/{opaque}" for opaque in re.findall(rf"/console/runs/{re.escape(self.name)}~2F([^/]+)", path)]
+        named += [form["runId"]] if "runId" in form else []
+        for run in named:
+            items = self.partition(run_pk(run))
+            found += items
+            for item in items:
+                if item["sk"]["S"].startswith(INTERRUPT_SK_PREFIX):
+                    partitions += [key["pk"]["S"] for key in Entry.of_item(item).index_keys()]
+                elif item["sk"]["S"].startswith(LEDGER_SK_PREFIX):
+                    partitions.append(effect_pk(f"{self.name}/{item['sk']['S'].removeprefix(LEDGER_SK_PREFIX)}"))
+        members = [*named, *re.findall(r"/console/keys/([^/]+)/", path), self.name]
+        partitions += [pk(self.name, chain) for chain in sorted({chain_of_member(m) for m in members}) for pk in (log_pk, head_pk)]
+        for pk in dict.fromkeys(partitions):
+            found += self.partition(pk)
+        keys = [usage_key(self.name, shard) for shard in range(1, MAX_SHARDS)]
+        if path.startswith("/console/keys"):
+            pages = self.dynamodb.get_paginator("query").paginate(
+                TableName=TABLE_NAME,
+                IndexName=wiring.INBOX_INDEX.name,
+                KeyConditionExpression="#gpk = :gpk",
+                ExpressionAttributeNames={"#gpk": wiring.INBOX_INDEX.partition_key},
+                ExpressionAttributeValues={":gpk": {"S": keys_index_pk(self.name)}},
+            )
+            keys += [{"pk": i["pk"], "sk": i["sk"]} for page in pages for i in page["Items"]]
+        found += batch_get(self.dynamodb, TABLE_NAME, keys)
+        return sorted(found, key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
 
-    def settled(self) -> list[dict[str, Any]]:
+    def partition(self, pk: str) -> list[dict[str, Any]]:
+        pages = self.dynamodb.get_paginator("query").paginate(
+            TableName=TABLE_NAME, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}}
+        )
+        return [item for page in pages for item in page["Items"]]
+
+    def settled(self, path: str, form: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The items once the stack's pumps have finished with them (the stack's quiet barrier): read any earlier, a
         pump may still move what the last request left, and the refusal checked next would be blamed for its writes."""
         quiesce(self.stack_info)
-        return self.items()
+        return self.items(path, form)
 
 
 def unexpiring(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -174,7 +214,7 @@ def test_a_form_whose_scope_the_session_lacks_changes_nothing(tenant: Tenant, ro
     path, form = FORMS[route.operation](tenant, held)
     # Every signed-in page carries the proof (its sign-out form), a refusal page too.
     proof = lacking.proof()
-    before = tenant.settled()
+    before = tenant.settled(path, form)
 
     got = lacking.post(path, {"csrf": proof, **form})
 
@@ -182,7 +222,7 @@ def test_a_form_whose_scope_the_session_lacks_changes_nothing(tenant: Tenant, ro
     assert "Not allowed" in got.text
     assert "lacks the scope" in got.text
     assert scope in got.text
-    assert unexpiring(tenant.items()) == unexpiring(before), f"{route.operation} changed the tenant's items while refusing"
+    assert unexpiring(tenant.items(path, form)) == unexpiring(before), f"{route.operation} changed the tenant's items while refusing"
 
     # The same form from a session whose key holds only that scope (and what its API route needs besides) acts, and
     # is answered with a page: on the same target, which the refusal left as it was (asserted above); a form that
@@ -190,10 +230,10 @@ def test_a_form_whose_scope_the_session_lacks_changes_nothing(tenant: Tenant, ro
     only = tenant.console((scope, *ALSO_NEEDS.get(route.operation, ())))
     if "scope" in form:
         path, form = FORMS[route.operation](tenant, (scope,))
-    before = tenant.settled()
+    before = tenant.settled(path, form)
     done = only.post(path, {"csrf": only.proof(), **form})
     assert done.status_code in (200, 201), (route.operation, done.text[:300])
-    assert tenant.items() != before, f"{route.operation} did nothing with its scope"
+    assert tenant.items(path, form) != before, f"{route.operation} did nothing with its scope"
 
 
 @pytest.mark.parametrize("route", [r for r in ACTING if r.method == "GET"], ids=lambda r: r.operation)
