@@ -300,3 +300,20 @@ def test_an_appender_does_not_take_a_chain_begun_again_for_the_one_it_knew(servi
 
     assert written is not None
     assert [json.loads(i["entry"])["target"]["runId"] for i in chain_items(tenant, 0)] == ["run-x", "run-y", "run-a"]
+
+
+def test_a_record_delivered_again_older_than_every_entry_its_appender_knows_is_found_below_them(
+    services, tenant, monkeypatch
+) -> None:
+    monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
+    now = clock.now()
+    earlier = (draft(tenant, "run-a", clock.iso(now - timedelta(seconds=600))), "source-a")
+    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE).client)
+    other.append_drafts(tenant, 0, [earlier], 0.0)
+    # An action a minute on: the chain's head moved before it, so this appender reads nothing back, and knows only its own
+    log.append_drafts(tenant, 0, [(draft(tenant, "run-b", clock.iso(now + timedelta(seconds=60))), "source-b")], 0.0)
+
+    # run-a's record comes again to this appender
+    assert log.append_drafts(tenant, 0, [earlier], 0.0) is None
+
+    assert [json.loads(i["entry"])["target"]["runId"] for i in chain_items(tenant, 0)] == ["run-a", "run-b"]

@@ -5,8 +5,9 @@ interrupt is open one inbox entry per family. Copying those items with every id 
 what the same number of real runs would (minus their audit entries, which chain and cannot be copied), at the
 cost of one BatchWriteItem per 25 items instead of a create and a resolve per run. A copy's event batches leave out
 the audit drafts they carried: an existing run's entries were appended when its actions happened, and thousands of
-drafts dated from one burst make each append from the stream read back every entry appended since (store/audit.py,
-sources_since), which is not what a table of existing runs costs. bench/local_load.py seeds the
+drafts dated from one burst would be appended after seeding (a write each, and for a dispatch instance that does not
+know the chain yet, a read back over every entry appended since: store/audit.py, sources_since, docs/adr/0156),
+which is not what a table of existing runs costs. bench/local_load.py seeds the
 local stack with it; tests/integration/test_moto_patches.py measures a lifecycle beside small and large tables.
 """
 
