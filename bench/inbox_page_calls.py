@@ -2,7 +2,7 @@
 
 Pages: unfiltered, filtered by workflowId, by kind, for an approver eligible for only 3 of them, and for the
 out-of-office delegate of a directory principal eligible for those 3 (issue 14 item 4); oldest first, due first, and
-"unclaimed" and "mine" (issue 29 item 3). The real
+"unclaimed" and "mine" (issue 29 item 3); then the pages a kind=approval walk takes past newer gates of another kind. The real
 services and store run against moto in-process; the pending interrupts are written in bulk through the store's
 own open-interrupt write path (tests/support/inbox_seed.py). Goal (issue 13): the same reads at every size.
 Usage: .venv/bin/python bench/inbox_page_calls.py
@@ -30,6 +30,7 @@ from tests.support.inbox_seed import gated_workflow, seed_like  # noqa: E402
 SIZES = (10, 5_000, 20_000)
 LIMIT = 25
 NARROW = 3
+OTHER_KINDS = 5_000
 
 
 class Reads:
@@ -78,6 +79,7 @@ def main() -> None:
             "workflowId=bulk": (broad, {"workflowId": "bulk"}),
             "kind=approval": (broad, {"kind": "approval"}),
             f"approver eligible for {NARROW}": (narrow, {}),
+            f"kind=approval, eligible for {NARROW}": (narrow, {"kind": "approval"}),
             "their out-of-office delegate": (signed_in(services, "dele", []), {}),
             # Issue 29 item 3: the whole inbox's orders and claim filters.
             "sort=oldest": (broad, {"sort": "oldest"}),
@@ -95,12 +97,35 @@ def main() -> None:
                 reads.take()
                 listed = services.inbox.inbox(principal, LIMIT, filters, None)["interrupts"]
                 figures[name].append((*reads.take(), len(listed)))
+        # A tenant whose newest pending gates are of another kind, open to anyone: on ANY, which a kind=approval page
+        # reads (the caller's own families, docs/adr/0160), skipping them page after page until its approvals.
+        asked = templates["bulk"][1].model_copy(update={"kind": "clarification"})
+        seed_like(services.store, (templates["bulk"][0], asked), 30_000, 30_000 + OTHER_KINDS, prefix="asked")
+        walked = walk_until(services, broad, {"kind": "approval"}, LIMIT, reads)
     print(f"Inbox page (limit {LIMIT}): DynamoDB calls / items read / interrupts listed, at {', '.join(f'{s:,}' for s in SIZES)} pending")
     for name, row in figures.items():
         cells = "   ".join(f"{c:3d} / {i:4d} / {n:3d}" for c, i, n in row)
         flat = "flat" if row[1][:2] == row[2][:2] and row[0][0] == row[1][0] else "GROWS"
         print(f"  {name:28s} {cells}   ({flat}; goal: the same at every size)")
     print("  (at 10 pending a page reads what there is; from the page size per partition on, the reads stop growing)")
+    pages, calls, items = walked
+    print(
+        f"kind=approval with {OTHER_KINDS:,} newer gates of another kind pending: {pages} pages, {calls} calls, "
+        f"{items:,} items read to list the first {LIMIT} approvals (every page before them short, with a cursor)"
+    )
+
+
+def walk_until(services: Services, principal: Any, filters: dict[str, str], wanted: int, reads: Reads) -> tuple[int, int, int]:
+    """Pages, DynamoDB calls and items read until `wanted` interrupts are listed (or the inbox ends)."""
+    reads.take()
+    pages = listed = 0
+    cursor = None
+    while listed < wanted:
+        got = services.inbox.inbox(principal, LIMIT, filters, cursor)
+        pages, listed, cursor = pages + 1, listed + len(got["interrupts"]), got["nextCursor"]
+        if cursor is None:
+            break
+    return (pages, *reads.take())
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import boto3
 from interlude import wiring
 from interlude.domain import formats
 from interlude.domain.models.requests import CancelRunRequest, CreateRunRequest
+from interlude.rules.interrupts.approvers import ANYONE
 from interlude.store import attributes as a
 from interlude.store.layout import interrupt_sk, run_pk
 from interlude.store.sharded import family_pks
@@ -29,12 +30,12 @@ def interrupt_item(run_id: str, node_id: str, visit: int = 1) -> dict:
 
 
 def approval_entries(tenant: str) -> list[dict]:
-    """The tenant's inbox entries in the approval kind's family, the kind of every gate these tests open (a Query of
-    each of its partitions)."""
+    """The tenant's inbox entries in the family of gates open to anyone, as every gate these tests open is (a Query
+    of each of its partitions): what an unfiltered page and a `kind=approval` page read."""
     client = boto3.client("dynamodb")
     pages = (
         client.query(TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)})
-        for pk in family_pks(tenant, wiring.INBOX, "KIND#approval")
+        for pk in family_pks(tenant, wiring.INBOX, ANYONE)
     )
     return [item for page in pages for item in page["Items"]]
 

@@ -16,7 +16,7 @@ from interlude.rules.auth import Principal, run_resolver
 from interlude.rules.interrupts.decide import Resolver, eligible, named_by, resolver_families
 from interlude.rules.interrupts.delegation import NOT_A_VOTE, Delegator
 from interlude.store import sharded
-from interlude.store.inbox import EntryFilter
+from interlude.store.inbox import EntryFilter, kind_family
 from interlude.store.layout import run_pk
 
 if TYPE_CHECKING:
@@ -102,12 +102,12 @@ def _on_behalf_of(
 def families(filters: dict[str, str], membership: _Membership) -> list[str]:
     """The index families a page reads: the filter's own key when there is one, else every family the caller may
     be eligible through (its key's and its directory entry's groups and roles) and, where the tenant allows
-    delegation, those of each principal whose out-of-office delegate the caller is. Whatever the key does not decide
-    is checked on the page's few entries."""
+    delegation, those of each principal whose out-of-office delegate the caller is; `kind=approval` reads the latter
+    too (store/inbox.kind_family). Whatever the key does not decide is checked on the page's few entries."""
     if "workflowId" in filters:
         return [f"WF#{filters['workflowId']}"]
-    if "kind" in filters:
-        return [f"KIND#{filters['kind']}"]
+    if "kind" in filters and (family := kind_family(filters["kind"])) is not None:
+        return [family]
     own = resolver_families(membership.joined())
     if not membership.delegators() or not membership.delegation_allowed():
         return own

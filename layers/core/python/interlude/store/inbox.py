@@ -54,6 +54,15 @@ CLOSED_ENTRIES = "closedEntries"
 
 # The family of every gate with a deadline, sorted by it (its entries' sort key is the due time, not the raising).
 DUE_FAMILY = "DUE"
+# The kind a `kind` page finds in the caller's own families: every approval is listed under the refs that may decide
+# it, else ANY (approver_families), which the caller's unfiltered page reads, so KIND#approval holds nothing more that
+# the caller may decide (docs/adr/0160).
+OWN_FAMILIES_KIND = "approval"
+
+
+def kind_family(kind: str) -> str | None:
+    """The family a page filtered by `kind` reads; None: the caller's own families (OWN_FAMILIES_KIND)."""
+    return None if kind == OWN_FAMILIES_KIND else f"KIND#{kind}"
 
 
 def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any], due: str | None = None) -> list[str]:

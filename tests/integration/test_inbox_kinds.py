@@ -1,0 +1,85 @@
+"""A `kind=approval` inbox page reads the caller's own families, not `KIND#approval` (docs/adr/0160): every approval
+the caller may decide is listed under their subject, groups and roles or ANY, so the page finds approvals that have no
+KIND entry (what the release after 0.4.0 writes), and walks, short page after short page, past newer gates of other
+kinds on ANY. Real moto table of its own; gates seeded as tests/support/inbox_seed.py writes them."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude import wiring
+from interlude.api.inbox import inbox_query
+from interlude.composition import Services
+from interlude.domain.models.requests import CreateRunRequest
+from interlude.store import attributes as a
+from interlude.store.facade import Store
+from interlude.store.inbox import InboxIndex
+from interlude.store.provisioning import create_table
+from interlude.store.sharded import family_pks
+from tests.integration.conftest import signed_in
+from tests.support.inbox_seed import gated_workflow, seed_like
+
+TABLE = "interlude-inbox-kinds"
+APPROVALS = 3  # seeded, besides the fixture's own run
+OTHERS = 40  # gates of another kind, open to anyone, raised after the seeded approvals
+LIMIT = 2
+
+
+@pytest.fixture(scope="module")
+def world():
+    with pytest.MonkeyPatch.context() as env, mock_aws():
+        env.setenv("TABLE_NAME", TABLE)
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, TABLE)
+        services = Services(Store(TABLE, client))
+        admin = signed_in(services, "admin")
+        services.workflows.put_workflow(admin, "narrow", gated_workflow("narrow"))
+        run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "narrow"}))
+        state, _ = services.store.get_run(run.runId)
+        gate = state.interrupts["gate"]
+        seed_like(services.store, (state, gate), 0, APPROVALS, prefix="narrow")
+        asked = gate.model_copy(update={"kind": "clarification", "payload": {**gate.payload, "kind": "clarification"}})
+        seed_like(services.store, (state, asked), 100, 100 + OTHERS, prefix="asked")
+        yield services, client, signed_in(services, "nina", groups=["narrow"])
+
+
+def walk(services, principal, query: dict[str, str]) -> list[list[dict]]:
+    """Every page of `query`, cursor after cursor."""
+    pages: list[list[dict]] = []
+    cursor = None
+    while True:
+        got = services.inbox.inbox(principal, *inbox_query({**query, **({"cursor": cursor} if cursor else {})}))
+        pages.append(got["interrupts"])
+        cursor = got["nextCursor"]
+        if cursor is None:
+            return pages
+
+
+def test_a_kind_page_of_approvals_lists_those_without_a_kind_entry_walking_short_pages_past_other_kinds(world):
+    services, client, nina = world
+    # As the next release writes them: no approval has an entry in KIND#approval.
+    kind_entries = [
+        a.key(item["pk"]["S"], item["sk"]["S"])
+        for pk in family_pks(nina.tenant, wiring.INBOX, "KIND#approval")
+        for item in client.query(
+            TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)}
+        )["Items"]
+    ]
+    assert len(kind_entries) == 1 + APPROVALS
+    InboxIndex(TABLE, client).delete_keys(kind_entries)
+
+    everything = [i for page in walk(services, nina, {"limit": "100"}) for i in page]
+    approvals = [i["interruptId"] for i in everything if i["kind"] == "approval"]
+    assert len(approvals) == 1 + APPROVALS
+    assert len(everything) == 1 + APPROVALS + OTHERS
+
+    pages = walk(services, nina, {"limit": str(LIMIT), "kind": "approval"})
+    listed = [i for page in pages for i in page]
+    # Every approval once, newest first across the pages, none of the other kind.
+    assert [i["interruptId"] for i in listed] == approvals
+    assert {i["kind"] for i in listed} == {"approval"}
+    # The newer gates of the other kind were read and skipped: pages came back short, each with a cursor.
+    assert any(len(page) < LIMIT for page in pages[:-1])
+    assert len(pages) > (1 + APPROVALS) / LIMIT + 1
