@@ -17,12 +17,15 @@ from interlude import migrations, wiring
 from interlude.domain import clock
 from interlude.domain.clock import epoch_of
 from interlude.domain.errors import DomainError, NotFound
+from interlude.domain.models.principal_requests import DelegateVoteRequest
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
+from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.migrations import sweeps
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from tests.integration.conftest import signed_in
 from tests.integration.test_store_and_dispatch import register
 from tests.support.moto_world import TABLE
 
@@ -314,3 +317,40 @@ def test_the_daily_sweep_writes_no_inbox_entry_of_a_claimed_gate_which_carries_n
     assert gate["sk"]["S"] in written
     assert not [u for u in updates if "#INBOX#" in u["Key"]["pk"]["S"]]
     assert [i["runId"] for i in services.inbox.inbox(admin, 25, {"assignee": "me"}, None)["interrupts"]] == [run_id]
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_a_delegation_after_the_sweep_kept_its_gate_gives_the_gate_its_delegates_entries_expiry(
+    services, admin, clock_file
+):
+    """docs/adr/0154: a new delegate's inbox entries are put before the delegation's transaction with the gates'
+    expiry of now; a gate the daily sweep kept already has none, so no later sweep would find it to keep them. The
+    delegation gives the gate's item that expiry when it has none, and the sweep keeps both on the day it is near."""
+    services.tenants.put_settings(admin.tenant, TenantSettings(allowDelegation=True), "admin")
+    services.limiter.forget(admin.tenant)
+    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["alice", "bob"]}}
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+    run_id = create(services, admin, "ship")
+    [item] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(item["pk"]["S"], RUN_SK))["Item"]
+    # The run still waits on the day its gate's expiry is near: the sweep takes it off the gate and its entries
+    kept_on = int(item[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S
+    sweeps.daily_sweep(datetime.fromtimestamp(kept_on, UTC)).apply(services.store, [head])
+    assert wiring.TTL_ATTRIBUTE not in next(i for i in gate_items(admin.tenant) if i["sk"] == item["sk"])
+    # When an approver hands her vote to another that day
+    clock.advance(clock_file, kept_on - time.time() + 60)
+    alice = signed_in(services, "alice", admin.tenant)
+    services.delegation.delegate_vote(alice, run_id, "gate", DelegateVoteRequest(delegate="dave"))
+    # Then the delegate's entries carry the gates' expiry of now (the run's search entries'), and so does the gate
+    state, _ = services.store.get_run(run_id)
+    delegates = [i for i in inbox_entries(admin.tenant, run_id) if "#INBOX#P#dave#" in i["pk"]["S"]]
+    assert delegates
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in delegates} == {str(state.searchExpiry)}
+    [item] = [i for i in gate_items(admin.tenant) if i["sk"] == item["sk"]]
+    assert item[wiring.TTL_ATTRIBUTE]["N"] == str(state.searchExpiry)
+    # And the sweep on the day that is near takes it off the delegate's entries, then off the gate
+    swept_entries_before_their_gate(
+        services, item, inbox_entries(admin.tenant, run_id), datetime.fromtimestamp(state.searchExpiry - 29 * DAY_S, UTC)
+    )
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in inbox_entries(admin.tenant, run_id))

@@ -236,23 +236,34 @@ def interrupt_put(state: RunState, interrupt: OpenInterrupt, raised_seq: int, ex
 ENTRIES_UNEXPIRING = "entriesUnexpiring"
 
 
-def interrupt_votes(pk: str, interrupt: OpenInterrupt, entries_unexpiring: bool = False) -> dict[str, Any]:
+def interrupt_votes(
+    pk: str, interrupt: OpenInterrupt, entries_unexpiring: bool = False, entries_expiry: int | None = None
+) -> dict[str, Any]:
     """The update of an open gate's item a transition makes: its votes; `entries_unexpiring`, when the transaction puts
-    every inbox entry of the gate again without an expiry (ENTRIES_UNEXPIRING)."""
+    every inbox entry of the gate again without an expiry (ENTRIES_UNEXPIRING); `entries_expiry`, what the entries of
+    a new delegate it put before it expire at, which the item takes if it has none (the daily sweep took it off while
+    the gate waited): the sweep finds the gate again by it, and takes it off those entries before they go (ADR 0154)."""
     values = {":votes": a.as_json([v.model_dump() for v in interrupt.votes])}
     sets = "votes = :votes"
     if entries_unexpiring:
         sets += f", {ENTRIES_UNEXPIRING} = :votes_held"
         values[":votes_held"] = a.n(len(interrupt.votes))
+    if entries_expiry is not None:
+        sets += ", #ttl = if_not_exists(#ttl, :entries_expiry)"
+        values[":entries_expiry"] = a.n(entries_expiry)
     if interrupt.written_once:
         # No status to hold: the head's version condition, in the same transaction, says the gate is still open.
-        return {
+        update: dict[str, Any] = {
             "Key": a.key(pk, interrupt_sk(interrupt.key)),
             "UpdateExpression": f"SET {sets}",
             "ConditionExpression": "attribute_exists(sk)",
             "ExpressionAttributeValues": values,
         }
-    return _while_open(pk, interrupt, sets, values)
+    else:
+        update = _while_open(pk, interrupt, sets, values)
+    if entries_expiry is not None:
+        update["ExpressionAttributeNames"] = {**update.get("ExpressionAttributeNames", {}), "#ttl": wiring.TTL_ATTRIBUTE}
+    return update
 
 
 def entries_unexpiring(gate: a.Item) -> bool:

@@ -291,8 +291,19 @@ def transition_items(
     # same transaction, so the inbox's "mine" and "unclaimed" read the entries alone (store/inbox.py). They are put
     # without an expiry, which its item records for the daily sweep (run_items.ENTRIES_UNEXPIRING).
     assigned = {e.node_id for e in transition.events if e.type == GATE_ASSIGNED}
+    # A new delegate's entries, put before the transaction with the gates' expiry of now (`commit`), give it to the
+    # gate's item if the daily sweep took its own off: else no sweep would find the gate to keep them (ADR 0154).
+    delegated = gates_expiry(state, now_iso, expires, gates_before)
     items += [
-        (interrupt_sk(u.key), {"Update": run_items.interrupt_votes(pk, u, u.nodeId in assigned)}) for u in transition.updated
+        (
+            interrupt_sk(u.key),
+            {
+                "Update": run_items.interrupt_votes(
+                    pk, u, u.nodeId in assigned, delegated if added_delegate_families(u) else None
+                )
+            },
+        )
+        for u in transition.updated
     ]
     for c in transition.closed:
         close = run_items.interrupt_close(pk, c.interrupt, c.status, c.resolution, expires)
