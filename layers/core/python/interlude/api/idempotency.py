@@ -32,8 +32,6 @@ Per request carrying the header:
 Keys are never logged.
 """
 
-from __future__ import annotations
-
 import base64
 import functools
 import hashlib

@@ -9,8 +9,6 @@ Refused, each naming the field (a `/`-joined path into the document, `body` for 
   which nothing downstream can store.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import sys

@@ -5,8 +5,6 @@ before it commits (the transition is decided, the answer follows from it). So th
 hands the store an AnsweredRecord to commit with the effect, and marks it sealed once the commit succeeded.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -21,7 +19,7 @@ class KeyedWrite(NamedTuple):
     # request's own list (api/idempotency.py), which the edge reads once the operation returns or fails.
     sealed: list[CachedResponse]
 
-    def map(self, shape: Callable[[Any], Any]) -> KeyedWrite:
+    def map(self, shape: Callable[[Any], Any]) -> "KeyedWrite":
         """The same write, answering with what `shape` makes of the operation's result."""
         return KeyedWrite(self.key, self.now_ms, lambda result: self.render(shape(result)), self.sealed)
 

@@ -12,8 +12,6 @@ Rendering spends from a budgets.Meter before it builds each piece, so a template
 references stops at the budget (BudgetExceeded) instead of building the whole output first.
 """
 
-from __future__ import annotations
-
 import json
 import re
 from collections.abc import Callable, Mapping

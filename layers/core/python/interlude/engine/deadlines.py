@@ -18,8 +18,6 @@ scheduler's worker, a resolve and a read all converge on the same outcome, and a
 (a deadline that was applied is no longer in the state).
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -83,7 +81,7 @@ def from_input(body: dict[str, Any]) -> Deadline | None:
         return None
 
 
-def pending(state: RunState) -> list[Deadline]:
+def pending(state: "RunState") -> list[Deadline]:
     """Every deadline the run still waits on, earliest first."""
     if state.terminal:
         return []
@@ -98,17 +96,17 @@ def pending(state: RunState) -> list[Deadline]:
     return sorted(out, key=lambda d: (d.due, d.purpose != "run"))
 
 
-def due(state: RunState, now: datetime) -> list[Deadline]:
+def due(state: "RunState", now: datetime) -> list[Deadline]:
     moment = now.timestamp()
     return [d for d in pending(state) if d.due <= moment]
 
 
-def is_pending(state: RunState, deadline: Deadline) -> bool:
+def is_pending(state: "RunState", deadline: Deadline) -> bool:
     """True while this exact occurrence (not a later visit of the same node) is still waiting."""
     return deadline in pending(state)
 
 
-def timeout_decision(interrupt: OpenInterrupt) -> Decision:
+def timeout_decision(interrupt: "OpenInterrupt") -> "Decision":
     """What an elapsed timeout does to an open interrupt: never a grant."""
     from interlude.rules.interrupts.decide import Decision
 
@@ -130,12 +128,12 @@ def timeout_decision(interrupt: OpenInterrupt) -> Decision:
 
 
 def expire(
-    state: RunState,
-    workflow: WorkflowDefinition,
+    state: "RunState",
+    workflow: "WorkflowDefinition",
     now: datetime,
     step_budget: int = DEFAULT_STEP_BUDGET,
     halt: dict[str, Any] | None = None,
-) -> Transition:
+) -> "Transition":
     """Apply every deadline passed at `now`; a Transition with no events when none has. `halt`: fail the run
     instead (what the deadlines would set off could not be committed)."""
     # The engine's run rules load with the first deadline applied: which deadlines a run has (`pending`, `due`) is
@@ -159,8 +157,8 @@ def expire(
 
 
 def _apply(
-    state: RunState, workflow: WorkflowDefinition, deadline: Deadline, now: datetime, step_budget: int, spent: int
-) -> Transition:
+    state: "RunState", workflow: "WorkflowDefinition", deadline: Deadline, now: datetime, step_budget: int, spent: int
+) -> "Transition":
     from interlude.engine.run import _Step, resolve
 
     if deadline.purpose == "interrupt":
@@ -179,7 +177,7 @@ def _apply(
     return step.t
 
 
-def _chain(first: Transition, second: Transition) -> Transition:
+def _chain(first: "Transition", second: "Transition") -> "Transition":
     """Two transitions in a row as one commit (the second started from the first's state). An interrupt the first
     opened and the second closed (a delay woke a gate, then the run timed out in the same pass) is dropped as the
     engine drops one a single step opens and closes (run.drop_transient)."""

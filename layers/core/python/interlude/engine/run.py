@@ -4,8 +4,6 @@ Each returns a Transition (new state, event drafts, interrupts opened and closed
 input, so a caller can retry on a lost race by reading again and deciding again.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -291,7 +289,7 @@ class _Step:
         self.land(node_id, ids, spec.kind, decision)
         return True
 
-    def land(self, node_id: str, ids: dict[str, Any], kind: str, decision: Decision) -> None:
+    def land(self, node_id: str, ids: dict[str, Any], kind: str, decision: "Decision") -> None:
         """A gate's decision lands: interrupt.resolved (and its kind's twin), the decision's own events, the node
         settled as the decision says."""
         resolved = {**ids, **decision.event}
@@ -699,7 +697,7 @@ def resolve(
     state: RunState,
     workflow: WorkflowDefinition,
     node_id: str,
-    decision: Decision,
+    decision: "Decision",
     now: datetime,
     step_budget: int = DEFAULT_STEP_BUDGET,
     halt: dict[str, Any] | None = None,

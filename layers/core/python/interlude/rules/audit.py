@@ -12,8 +12,6 @@
   short, its head rolled back or its last checkpoint removed since, unnoticed.
 """
 
-from __future__ import annotations
-
 import base64
 import hashlib
 import json

@@ -3,8 +3,6 @@
 The secret carries 256 random bits, so a fast hash is enough (no password stretching needed).
 """
 
-from __future__ import annotations
-
 import hashlib
 import hmac
 import re
@@ -151,7 +149,7 @@ def personal_subject(tenant: str, principal_id: str) -> dict[str, Any]:
     return {"issuer": ISSUER, "subjectId": principal_id, "tenant": tenant, "lane": "session", "kind": "user"}
 
 
-def run_resolver(principal: Principal, surface: Literal["run", "console"] = "run") -> Resolver:
+def run_resolver(principal: Principal, surface: Literal["run", "console"] = "run") -> "Resolver":
     """The principal deciding an interrupt with its key (its subject, groups and roles): on the run-scoped API,
     or in the operator console signed in with that key."""
     # The decision rules load with the first decision, not with every key check (dispatch and most requests).

@@ -3,8 +3,6 @@ definition fits. The store keeps the counters (interlude/store/limits.py); the A
 `429` + `Retry-After` (rate) or `403 interlude.quota_exceeded` (quotas). Reasons: docs/adr/0017.
 """
 
-from __future__ import annotations
-
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -34,7 +32,7 @@ class Limits(NamedTuple):
     retention_days: int = 90  # domain.models.tenants.DEFAULT_RETENTION_DAYS (not imported: a cold start builds no models)
 
 
-def effective(own: TenantLimits, defaults: Limits) -> Limits:
+def effective(own: "TenantLimits", defaults: Limits) -> Limits:
     return Limits(
         requests_per_second=own.requestsPerSecond or defaults.requests_per_second,
         open_runs=own.openRuns or defaults.open_runs,

@@ -8,8 +8,6 @@ small entry per family, interlude.store.item_index reads them newest first); the
 run listing itself, yields. What a page reads and why it stays bounded: docs/scale.md, "Run search".
 """
 
-from __future__ import annotations
-
 import json
 import math
 import re
@@ -94,7 +92,7 @@ def gate_words(payload: Mapping[str, Any]) -> list[str]:
     return words(title)[:MAX_TITLE_WORDS] if title else []
 
 
-def title_words(state: RunState) -> set[str]:
+def title_words(state: "RunState") -> set[str]:
     """Every word the run's title holds now: its workflow's id and name, and each open gate's title."""
     found = set(name_words(state.workflowId, state.workflowName))
     for interrupt in state.interrupts.values():
@@ -128,7 +126,7 @@ def metadata_family(key: str, text: str) -> str:
     return f"{METADATA}{key}#{text}"
 
 
-def indexing(limits: Limits, now: datetime) -> dict[str, Any]:
+def indexing(limits: "Limits", now: datetime) -> dict[str, Any]:
     """What a new run records of how it is searched (RunState's searchTitles and searchExpiry): whether its tenant
     indexes its title's words, and the provisional expiry of its search entries, from now."""
     return {
@@ -137,13 +135,13 @@ def indexing(limits: Limits, now: datetime) -> dict[str, Any]:
     }
 
 
-def titles_indexed(state: RunState) -> bool:
+def titles_indexed(state: "RunState") -> bool:
     """Whether the run's title words have entries: its tenant's choice when it was created (runs created before the
     choice existed were all indexed by them)."""
     return state.searchTitles or state.searchExpiry is None
 
 
-def stamped_at_end(state: RunState, expires: int | None) -> bool:
+def stamped_at_end(state: "RunState", expires: int | None) -> bool:
     """Whether the retention job writes the run's search entries with the run's expiry `expires` (None: the run
     runs again): only those of a run created before their provisional expiry existed, or of a run that ends too late
     for it (its entries would go before the run; perhaps gone already, so the job puts them anew)."""
@@ -152,7 +150,7 @@ def stamped_at_end(state: RunState, expires: int | None) -> bool:
     return expires is not None and expires > state.searchExpiry
 
 
-def listing_stamped_at_end(state: RunState, expires: int) -> bool:
+def listing_stamped_at_end(state: "RunState", expires: int) -> bool:
     """Whether the retention job writes the listing entry of a run that ended to expire at `expires`: its provisional
     expiry (the search entries') would go before the run, or the run was open so near it that the daily sweep may
     have taken it off (LISTING_KEPT_DAYS), or the run was created before entries had one."""
@@ -161,7 +159,7 @@ def listing_stamped_at_end(state: RunState, expires: int) -> bool:
     return expires > state.searchExpiry - LISTING_KEPT_DAYS * DAY_S
 
 
-def listing_expiry(state: RunState, expires: int | None, now_s: float) -> int | None:
+def listing_expiry(state: "RunState", expires: int | None, now_s: float) -> int | None:
     """The expiry the retention job gives the run's listing entry when it writes it: never before the provisional one
     (a later end of a run that runs again may write nothing: `listing_stamped_at_end`); for a run that runs again
     (`expires` None), the provisional one while it is not near (else none: the daily sweep's rule)."""
@@ -223,7 +221,7 @@ def near_expiries(now_s: float) -> int:
     return math.ceil(now_s) + LISTING_KEPT_DAYS * DAY_S
 
 
-def metadata_families(state: RunState, keys: Iterable[str]) -> list[str]:
+def metadata_families(state: "RunState", keys: Iterable[str]) -> list[str]:
     """The families of `keys` (declared searchable after the run was created) the run holds an indexable value of:
     what the search-keys job (app/search_keys.py) indexes an older run under, and its retention stamps."""
     return [
@@ -233,7 +231,7 @@ def metadata_families(state: RunState, keys: Iterable[str]) -> list[str]:
     ]
 
 
-def creation_families(state: RunState) -> list[str]:
+def creation_families(state: "RunState") -> list[str]:
     """The families a run is listed under from its creation on: each tag, each searchable metadata key it holds
     (those its tenant declared when it was created: `state.searchableMetadata`), each word of its workflow's id and
     name."""
@@ -247,7 +245,7 @@ def creation_families(state: RunState) -> list[str]:
     return families
 
 
-def gate_families(state: RunState, payloads: Iterable[Mapping[str, Any]]) -> list[str]:
+def gate_families(state: "RunState", payloads: Iterable[Mapping[str, Any]]) -> list[str]:
     """The word families gates opened now add: the words of their titles the run's name does not hold already.
     Never taken back when a gate closes: a page checks the run's open gates (title_words) before listing it."""
     if not titles_indexed(state):
@@ -326,7 +324,7 @@ class RunFilters(NamedTuple):
         """Whether a run's head must be read to decide (its entry holds only its id, workflow id and creation)."""
         return bool(self.tags or self.metadata or self.statuses or self.query)
 
-    def accepts(self, state: RunState) -> bool:
+    def accepts(self, state: "RunState") -> bool:
         """Whether the run matches every filter (creation bounds and workflow ids narrow the index read itself)."""
         if self.workflow_id is not None and state.workflowId != self.workflow_id:
             return False

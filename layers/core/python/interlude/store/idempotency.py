@@ -21,8 +21,6 @@ Two ways to write a record:
 Keys are never logged.
 """
 
-from __future__ import annotations
-
 import json
 import secrets
 from typing import Any, NamedTuple, cast
@@ -63,7 +61,7 @@ class CachedResponse(NamedTuple):
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
 
     @staticmethod
-    def from_json(text: str) -> CachedResponse:
+    def from_json(text: str) -> "CachedResponse":
         doc = json.loads(text)
         return CachedResponse(int(doc["status"]), dict(doc["headers"]), doc["body"], bool(doc.get("isBase64")))
 

@@ -22,8 +22,6 @@ may name an interrupt not open (yet, any more, or never: a lost race): pages ski
 interrupts that closed and of ones still absent after ORPHAN_GRACE_S. Reasons: docs/adr/0024 and 0048.
 """
 
-from __future__ import annotations
-
 import json
 import time
 from collections.abc import Iterable
@@ -75,7 +73,7 @@ def due_of(deadline: float | None) -> str | None:
     return iso(datetime.fromtimestamp(float(deadline), UTC)) if deadline is not None else None
 
 
-def delegate_families(interrupt: OpenInterrupt) -> list[str]:
+def delegate_families(interrupt: "OpenInterrupt") -> list[str]:
     """`P#{delegate}` for each delegation recorded on the gate: the delegate's page reads their own `P#` family, so
     a gate handed to them is listed there at no extra read."""
     return _delegates_of((v.action, v.delegate) for v in interrupt.votes)
@@ -85,7 +83,7 @@ def _delegates_of(votes: Iterable[tuple[str, str | None]]) -> list[str]:
     return list(dict.fromkeys(f"P#{delegate}" for action, delegate in votes if action == "delegate" and delegate))
 
 
-def added_delegate_families(interrupt: OpenInterrupt) -> list[str]:
+def added_delegate_families(interrupt: "OpenInterrupt") -> list[str]:
     """The delegate family a transition that updated the gate adds to its entries: only a delegation record naming
     a delegate no earlier record named. A transition appends at most one vote, last (engine.run.resolve records a
     vote, engine.run.delegate a delegation), so every other update (a quorum's later votes) adds none."""
@@ -117,7 +115,7 @@ class Entry(NamedTuple):
     assignee: str | None = None
 
     @classmethod
-    def of(cls, tenant: str, run_id: str, workflow_id: str, interrupt: OpenInterrupt) -> Entry:
+    def of(cls, tenant: str, run_id: str, workflow_id: str, interrupt: "OpenInterrupt") -> "Entry":
         due = due_of(interrupt.deadline)
         families = interrupt_families(interrupt.kind, workflow_id, interrupt.payload, due) + delegate_families(interrupt)
         return cls(
@@ -134,7 +132,7 @@ class Entry(NamedTuple):
         )
 
     @classmethod
-    def of_item(cls, item: a.Item) -> Entry:
+    def of_item(cls, item: a.Item) -> "Entry":
         """The entry of an interrupt as its item holds it (store/run_items.interrupt_put): what a backfill writes for an
         interrupt opened before the index existed (interlude.migrations)."""
         plain = a.plain(item)

@@ -11,8 +11,6 @@
 Waiters and conversation claims are written inside the run's transition transaction (transition_items).
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from interlude import wiring
@@ -38,7 +36,7 @@ def settings_key(tenant: str) -> a.Item:
     return a.key(tenant_pk(tenant), SETTINGS_SK)
 
 
-def settings_read(item: a.Item | None) -> SettingsRead:
+def settings_read(item: a.Item | None) -> "SettingsRead":
     """The settings a settings item holds (None: no item)."""
     return SettingsRead(a.unpacked(item["settings"]), item["settings"]) if item else SettingsRead(None, None)
 
@@ -55,7 +53,7 @@ def events_pk(tenant: str, hash_: str) -> str:
     return f"T#{tenant}#EV#{hash_}"
 
 
-def waiter_key(tenant: str, interrupt: OpenInterrupt) -> dict[str, Any] | None:
+def waiter_key(tenant: str, interrupt: "OpenInterrupt") -> dict[str, Any] | None:
     if interrupt.kind != "external-event":
         return None
     data = interrupt.payload["data"]
@@ -63,7 +61,7 @@ def waiter_key(tenant: str, interrupt: OpenInterrupt) -> dict[str, Any] | None:
     return a.key(events_pk(tenant, hash_), f"W#{interrupt.interruptId}")
 
 
-def transition_items(transition: Transition, now_iso: str) -> list[tuple[str, dict[str, Any]]]:
+def transition_items(transition: "Transition", now_iso: str) -> list[tuple[str, dict[str, Any]]]:
     """The HITL items one transition writes with the run: waiters opened/closed, conversation claims."""
     state = transition.state
     items: list[tuple[str, dict[str, Any]]] = []

@@ -10,8 +10,6 @@ sort key, and one sort key is the whole position: the next round reads every sha
 that key and the tenant it was minted for (interlude.store.item_index.encode_position).
 """
 
-from __future__ import annotations
-
 import base64
 import hashlib
 import json

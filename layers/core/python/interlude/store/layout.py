@@ -45,8 +45,6 @@ audit chains (store/audit.py), the limits' counters (store/limits.py), effects, 
 where its ceiling is: docs/scale.md, "Access patterns".
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 

@@ -24,8 +24,6 @@ The registry is the operator's: its partition is no tenant's, so a tenant's dele
 the deletion's report and turns away work still in flight for the tenant until it expires.
 """
 
-from __future__ import annotations
-
 import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -289,7 +287,7 @@ class TenantRecords:
         where nothing was counted)."""
         return {tenant: found.usage for tenant, found in self._month(tenants, month).items()}
 
-    def _month(self, tenants: list[str], month: str) -> dict[str, _Month]:
+    def _month(self, tenants: list[str], month: str) -> "dict[str, _Month]":
         found = {tenant: _Month(month) for tenant in tenants}
         keys = [
             key

@@ -3,8 +3,6 @@
 Rules: shared/reference/openwop-notes.md §1.1 (Approval, Approver enforcement, §Rejection).
 """
 
-from __future__ import annotations
-
 import functools
 import json
 from collections.abc import Sequence

@@ -5,8 +5,6 @@ recorded on the gate as a vote record with `action: "delegate"` (it casts nothin
 from the directory (an active `outOfOffice.delegate`) and reaches the rules as a `Delegator` the service found.
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
@@ -26,16 +24,16 @@ class Delegator(NamedTuple):
     via: Literal["interrupt", "out-of-office"]
 
 
-def has_cast(interrupt: OpenInterrupt, principal: str) -> bool:
+def has_cast(interrupt: "OpenInterrupt", principal: str) -> bool:
     """Whether `principal`'s vote is in, cast by them or for them."""
     return any(v.principal == principal and v.action not in NOT_A_VOTE for v in interrupt.votes)
 
 
-def has_delegated(interrupt: OpenInterrupt, principal: str) -> bool:
+def has_delegated(interrupt: "OpenInterrupt", principal: str) -> bool:
     return any(v.principal == principal and v.action == "delegate" for v in interrupt.votes)
 
 
-def delegated_to(interrupt: OpenInterrupt, subject_id: str | None) -> list[Delegator]:
+def delegated_to(interrupt: "OpenInterrupt", subject_id: str | None) -> list[Delegator]:
     """The principals who delegated their vote on this gate to `subject_id`, in the order they did."""
     if subject_id is None:
         return []
@@ -46,18 +44,18 @@ def delegated_to(interrupt: OpenInterrupt, subject_id: str | None) -> list[Deleg
     ]
 
 
-def vote_in(interrupt: OpenInterrupt, subject_id: str) -> bool:
+def vote_in(interrupt: "OpenInterrupt", subject_id: str) -> bool:
     """Whether the vote of the principal with this subjectId is in, cast by them or for them by a delegate."""
     return any(v.action not in NOT_A_VOTE and (v.subject or {}).get("subjectId") == subject_id for v in interrupt.votes)
 
 
-def handed_over(interrupt: OpenInterrupt, subject_id: str) -> bool:
+def handed_over(interrupt: "OpenInterrupt", subject_id: str) -> bool:
     """Whether the principal with this subjectId handed their vote on this gate to a delegate."""
     return any(v.action == "delegate" and (v.subject or {}).get("subjectId") == subject_id for v in interrupt.votes)
 
 
 def still_asked(
-    interrupt: OpenInterrupt, subject_id: str, for_self: bool, on_behalf_of: list[str], delegation_allowed: bool = True
+    interrupt: "OpenInterrupt", subject_id: str, for_self: bool, on_behalf_of: list[str], delegation_allowed: bool = True
 ) -> bool:
     """Whether a reminder to `subject_id` asks for anything not yet cast: their own vote (when asked for it, and
     neither cast nor handed over; a vote handed over is theirs again where the tenant no longer allows delegation)
