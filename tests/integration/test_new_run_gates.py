@@ -354,3 +354,19 @@ def test_a_delegation_after_the_sweep_kept_its_gate_gives_the_gate_its_delegates
         services, item, inbox_entries(admin.tenant, run_id), datetime.fromtimestamp(state.searchExpiry - 29 * DAY_S, UTC)
     )
     assert all(wiring.TTL_ATTRIBUTE not in i for i in inbox_entries(admin.tenant, run_id))
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_the_retention_turn_of_a_run_that_runs_again_leaves_its_open_gates_expiry_with_their_entries(services, admin):
+    """docs/adr/0154: the turn of a run that runs again (a failed run's action retried) gives its items the provisional
+    expiry back, none when near (a week's retention); a gate it holds open keeps the one its opening gave it and its
+    inbox entries, which the daily sweep takes off both once near."""
+    services.tenants.put_settings(admin.tenant, TenantSettings(retentionDays=7), "admin")
+    services.limiter.forget(admin.tenant)
+    run_id = create(services, admin, register(services, admin, "conformance-approval"))
+    [gate] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    assert services.retention.turn(run_id, None, lambda: True) is None
+    [kept] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    assert kept[wiring.TTL_ATTRIBUTE] == gate[wiring.TTL_ATTRIBUTE]
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in inbox_entries(admin.tenant, run_id)} == {gate[wiring.TTL_ATTRIBUTE]["N"]}

@@ -30,6 +30,7 @@ from interlude.domain.clock import iso
 from interlude.engine.effect_names import ACTION_REQUESTED, TASK, task_id
 from interlude.rules import run_search
 from interlude.rules.retention import run_expiry
+from interlude.store.layout import interrupt_sk
 from interlude.store.retention import RESTAMPING
 
 if TYPE_CHECKING:
@@ -122,6 +123,10 @@ class RunRetention:
                 self.store.put_search_entries(run.state, run_search.creation_families(run.state) + later, target)
             if outside:
                 self.store.set_listing_ttl(run.state, expiry)
+        # A run that runs again keeps, on each gate it holds open, the expiry that gate's opening gave it and its inbox
+        # entries (store/transitions.gates_expiry): taken off the gate alone, it would leave the entries to expire
+        # while no daily sweep finds the gate (docs/adr/0154). The sweep takes it off both once near.
+        open_gates = {interrupt_sk(i.key) for i in run.state.interrupts.values()} if target is None else set()
         while True:
             page = first or self.store.items_page(run_id, after)
             first = None
@@ -135,7 +140,8 @@ class RunRetention:
                 # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):
                     self.store.put_search_entries(run.state, gates, target)
-                self._retain(run_id, item, target, wanted, run.provisional if later_kept else None)
+                if item.sk not in open_gates:
+                    self._retain(run_id, item, target, wanted, run.provisional if later_kept else None)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)
             if last is None:
