@@ -80,17 +80,17 @@ def main() -> None:
         services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
         rows.append(("dispatch, transition deciding and ending the run (2 notices)", dispatch()))
         pump.pump_once()
-        rows.append(("callbacks, batch of 2 successful deliveries (warm secret)", calls.take()))
+        rows.append(("callbacks, its 2 notices delivered: one message, one record (warm secret; ADR 0155)", calls.take()))
         dispatch(again=True)
         pump.pump_once()
-        rows.append(("callbacks, batch of 3 duplicate messages (already delivered)", calls.take()))
+        rows.append(("callbacks, both transitions' messages again (already delivered)", calls.take()))
         receiver.script[:] = [500]
         run(receiver.url())
         dispatch()
         pump.pump_once()
         rows.append(("callbacks, one failed attempt (retry scheduled)", calls.take()))
         for what, counted in rows:
-            print(f"{what:70s} {fmt(counted)}")
+            print(f"{what:84s} {fmt(counted)}")
         print("(the functions' own calls; the local SQS mapping's ReceiveMessage/DeleteMessageBatch, what Lambda's poller does for free, are not counted)")
     receiver.close()
 

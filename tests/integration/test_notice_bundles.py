@@ -10,12 +10,14 @@ import json
 import boto3
 import pytest
 
+from interlude import wiring
 from interlude.adapters.delivery.worker import Worker
 from interlude.api.console.routes import any_dead_notice
 from interlude.composition import Services
 from interlude.config.delivery import delivery_settings
 from interlude.domain import formats
 from interlude.domain.errors import Conflict, Internal
+from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.sqs_pump import QueuePump
@@ -24,6 +26,8 @@ from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref
 from interlude.store.facade import Store
 from interlude.store.layout import run_pk
 from interlude.store.leases import Writes
+from tests.integration.conftest import new_api_key
+from tests.integration.test_tenant_lifecycle import call
 from tests.support.local_stack import FIXTURES
 from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver, delivering_to_loopback
@@ -127,6 +131,9 @@ def test_a_transitions_notices_are_one_message_and_one_record_each_posted_in_ord
     if written:
         bundle = bundle_of(aws, run_id)
         assert (bundle["v"], bundle["status"], bundle["attempts"]) == (formats.NOTICE_BUNDLES, "delivered", 1)
+        # It expires with its run, as every delivery record (its run ended before it was created)
+        head = boto3.client("dynamodb").get_item(TableName=aws.table, Key=a.key(run_pk(run_id), "RUN"))["Item"]
+        assert bundle[wiring.TTL_ATTRIBUTE] == int(head[wiring.TTL_ATTRIBUTE]["N"])
         assert [(n["type"], n["status"], n["tries"]) for n in bundle[BUNDLE]] == [
             ("interrupt.resolved", "delivered", 1),
             ("run.completed", "delivered", 1),
@@ -197,6 +204,14 @@ def test_a_notice_gone_for_good_does_not_hold_back_the_next_and_a_recovery_sends
     assert (dead["type"], dead["attempts"]) == ("interrupt.resolved", 1)
     bundle = bundle_of(aws, run_id)
     assert (bundle["status"], [n["status"] for n in bundle[BUNDLE]]) == ("dead", ["dead", "delivered"])
+    # And GET /runs/{runId}/deliveries (the CLI's and the console's listing) shows each notice's attempt
+    listed = call("GET", f"/runs/{to_wire(run_id)}/deliveries", new_api_key(services))
+    assert listed.status == 200
+    assert sorted((d["type"], d["status"], d.get("httpStatus")) for d in listed.json()["deliveries"]) == [
+        ("interrupt.requested", "succeeded", 200),
+        ("interrupt.resolved", "failed", 410),
+        ("run.completed", "succeeded", 200),
+    ]
 
     # When the run's dead callback deliveries are recovered
     recovered = services.replay.recover_run(admin, run_id, "callback-deliveries")

@@ -588,6 +588,28 @@ def _callback_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
     return problems
 
 
+def _bundle_setup(w: World) -> dict[str, Any]:
+    """A run whose gate is decided as it ends: the decision's and the end's notices, one message (format 10)."""
+    run_id = w.start(w.register("conformance-approval"), callbackUrl=w.receiver.url())
+    w.settle()
+    _notices(w, run_id)  # the gate's own notice, taken
+    decided = w.api("POST", f"/runs/{wire(run_id)}/interrupts/gate", {"resumeValue": {"action": "accept"}})
+    assert decided["statusCode"] == 200, decided
+    w.settle()
+    (record,) = _notices(w, run_id)
+    assert len(json.loads(record["body"])["notices"]) == 2
+    return {"run": run_id, "record": record}
+
+
+def _bundle_check(w: World, ctx: dict[str, Any], got: Any) -> list[str]:
+    sent = {json.loads(hit.body)["type"] for hit in w.receiver.hits if wire(ctx["run"]).encode() in hit.body or ctx["run"].encode() in hit.body}
+    problems = [] if sent == {"interrupt.resolved", "run.completed"} else [f"the receiver got {sorted(sent)}"]
+    succeeded = {at["type"] for at in w.services.delivery_records.attempts(ctx["run"]) if at.get("status") == "succeeded"}
+    if succeeded != {"interrupt.resolved", "run.completed"}:
+        problems.append(f"delivered attempts recorded for {sorted(succeeded)}")
+    return problems
+
+
 def _action_setup(w: World) -> dict[str, Any]:
     order = uuid.uuid4().hex
     definition = {
@@ -777,6 +799,7 @@ OPERATIONS: dict[str, Operation] = {
     "audit appender, chains marked": Operation(_audit_marked_setup, _audit_act, _audit_check),
     "timeout worker": Operation(_timeout_setup, _timeout_act, _timeout_check),
     "callback worker": Operation(_callback_setup, _callback_act, _callback_check),
+    "callback worker, a transition's notices": Operation(_bundle_setup, _callback_act, _bundle_check),
     "action worker": Operation(_action_setup, _action_act, _action_check),
     "task made by the outbox": Operation(_task_dispatch_setup, _dispatch_act, _task_dispatch_check),
     "task claim": Operation(_task_ready_setup, _claim, _task_claim_check),

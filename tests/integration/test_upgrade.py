@@ -42,6 +42,8 @@ from interlude.store.facade import Store
 from interlude.store.layout import run_pk
 from tests.support.local_stack import wire
 from tests.support.modulex_example import instructed_example
+from tests.support.queues import drain, queued
+from tests.support.receiver import Receiver, delivering_to_loopback
 from tests.support.stream import Stream
 
 PREVIOUS = Path(__file__).resolve().parents[1] / "upgrade" / "previous"
@@ -239,9 +241,55 @@ def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> 
     assert (status, verified["chainValid"], verified["anomalies"]) == (200, True, []), verified
 
 
-def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_path: Path) -> None:
+@pytest.fixture
+def receiver():
+    started = Receiver().start()
+    yield started
+    started.close()
+
+
+def notices_in_one_delivery(up: Upgraded, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Two runs whose gate is decided as they end, each decision's and end's notices one delivery (format 10, ADR
+    0155): the first's dead (its receiver took the decision's notice and refused the end's every time), the second's
+    still queued. What the rollback is handed of them: the runs' names and the queued message."""
+    for name, value in delivering_to_loopback(2).items():
+        monkeypatch.setenv(name, value)
+    forget_settings()
+    lambda_runtime.fresh_instances()
+    runs = up.runs
+    for name in ("new-notices-dead", "new-notices-queued"):
+        created = up.http("POST", "/runs", {"workflowId": "approve", "callbackUrl": receiver.url()})
+        assert created[0] == 201, created
+        runs[name] = created[1]["runId"]
+    up.settle()
+    drain(up.world.queues)  # the gates' own notices, delivered
+    receiver.script[:] = [200, 500, 500]
+    for name in ("new-notices-dead", "new-notices-queued"):
+        assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": "accept"}})[0] == 200
+        up.settle()
+        if name == "new-notices-dead":
+            drain(up.world.queues)
+    (message,) = queued(up.world.queues["callbacks"])
+    assert [n["type"] for n in json.loads(message["Body"])["notices"]] == ["interrupt.resolved", "run.completed"]
+    dead = up.services.store.client.query(
+        TableName=up.world.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+        ExpressionAttributeValues={":pk": a.s(run_pk(runs["new-notices-dead"])), ":n": a.s("N#")},
+    )["Items"]
+    # (the gate's notice alone in format 1; the decision's and the end's one record, in format 10)
+    assert sorted((i["status"]["S"], i.get(formats.FORMAT_FIELD)) for i in dead) == [
+        ("dead", a.n(formats.NOTICE_BUNDLES)),
+        ("delivered", None),
+    ]
+    return {"noticeRuns": {"dead": "new-notices-dead", "queued": "new-notices-queued"}, "callbacksQueued": [message["Body"]]}
+
+
+def test_the_previous_release_reads_what_this_one_wrote(
+    upgraded: Upgraded, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     up, dump = upgraded, upgraded.dump
     assert migrations.run_pending(up.services.store, "deploy").complete
+    notices = notices_in_one_delivery(up, receiver, monkeypatch)
     # This release writes: new runs in several states (created by a key: the run records it), decisions, settings
     runs = up.runs
     for name in ("new-completed", "new-rejected", "new-cancelled", "new-quorum"):
@@ -298,12 +346,13 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
         **dump,
         "writtenAt": time.time() + float(up.clock_file.read_text()),
         "items": [encoded(item) for page in scanned for item in page["Items"]],
-        "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting"},
+        "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting", **notices},
         "secrets": {env: secrets.get_secret_value(SecretId=up.world.env[env])["SecretString"] for env in dump["secrets"]},
         "objects": bucket_objects(up.world.env),
     }
     path = tmp_path / "current.json.gz"
     path.write_bytes(gzip.compress(json.dumps(rolled_back).encode()))
+    posted = len(receiver.hits)
     seen = previous_release(tmp_path, "read", path)
 
     # Then it answered everything, as this release left it, and decided the gate this release opened
@@ -324,6 +373,22 @@ def test_the_previous_release_reads_what_this_one_wrote(upgraded: Upgraded, tmp_
     assert listed.count(["interrupt.voted", "orphan-run"]) == 1
     assert listed.count(["interrupt.decided", runs["new-waiting"]]) == 1
     assert seen["seen"]["auditAfter"]["chainValid"] is True, json.dumps(seen["seen"]["auditAfter"]["anomalies"])
+    # It listed each notice of a delivery this release made of a transition's notices, sent the dead one again by its
+    # id, and delivered the one still queued, each notice its own POST (beside them, its own dispatch queued every
+    # notice of the table it loaded again, one by one, under the same ids: each kept its own record)
+    rolled = seen["seen"]["notices"]
+    assert rolled["listed"] == [
+        ["interrupt.requested", 1, "succeeded"],
+        ["interrupt.resolved", 1, "succeeded"],
+        ["run.completed", 1, "failed"],
+        ["run.completed", 2, "failed"],
+    ]
+    assert rolled["replayed"] == "queued"
+    assert rolled["bundles"] == {"new-notices-dead": ["delivered"], "new-notices-queued": ["delivered"]}
+    assert rolled["delivered"] == {"new-notices-dead": True, "new-notices-queued": True}
+    sent = {(json.loads(h.body)["runId"], json.loads(h.body)["type"]) for h in receiver.hits[posted:]}
+    for name in ("new-notices-dead", "new-notices-queued"):
+        assert {(runs[name], "interrupt.resolved"), (runs[name], "run.completed")} <= sent
 
 
 def bucket_objects(env: dict[str, str]) -> dict[str, dict[str, str]]:

@@ -336,6 +336,8 @@ def decoded(item: dict[str, Any]) -> dict[str, Any]:
 def read(dump_path: Path) -> None:
     dump = json.loads(gzip.decompress(dump_path.read_bytes()))
     work = Path(tempfile.mkdtemp(prefix="previous-release-"))
+    # Its callbacks worker delivers what the newer release left to the test's receiver (on 127.0.0.1), at once.
+    os.environ.update({"INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1", "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0"})
     stack, info = start_stack(work, offset_s=dump["writtenAt"] - time.time())
     api = Api(info.base_url, dump["apiKey"])
     try:
@@ -406,7 +408,56 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         # with a provisional expiry: ADR 0133), and every run read again
         seen["swept"] = retention_sweep()
         seen["afterSweep"] = {name: (api.ok("GET", f"/runs/{wire(run)}") or {}).get("status") for name, run in runs.items()}
+    if dump["made"].get("noticeRuns"):
+        seen["notices"] = notices_delivered(api, runs, dump["made"]["noticeRuns"], dump["made"]["callbacksQueued"])
     return seen
+
+
+def notices_delivered(api: Api, runs: dict[str, str], named: dict[str, str], bodies: list[str]) -> dict[str, Any]:
+    """A transition's notices the newer release made one delivery of (format 10, since 0.5.0): the dead one's attempts
+    listed and its dead notice sent again by its id, the queued one's message delivered, by this release's worker
+    (with what its own dispatch queued again of the loaded table's events: notices one by one, delivered beside)."""
+    import boto3
+
+    from interlude import wiring
+    from interlude.local.sqs_pump import QueuePump
+
+    def attempts(name: str) -> list[dict[str, Any]]:
+        return (api.ok("GET", f"/runs/{wire(runs[name])}/deliveries") or {}).get("deliveries") or []
+
+    dead = attempts(named["dead"])
+    found: dict[str, Any] = {"listed": sorted([a["type"], a["attempt"], a["status"]] for a in dead)}
+    refused = [a["noticeId"] for a in dead if a.get("final") and a["status"] != "succeeded"]
+    replayed = api.ok("POST", f"/runs/{wire(runs[named['dead']])}/deliveries/{refused[0]}/retry") if refused else None
+    found["replayed"] = (replayed or {}).get("status")
+    url = os.environ[wiring.queue("callbacks").url_env]
+    for body in bodies:
+        boto3.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+    pump = QueuePump("callbacks", url)
+    for _ in range(50):
+        if not pump.pump_once():
+            break
+    found["delivered"] = {
+        name: {a["type"] for a in attempts(name) if a["status"] == "succeeded"} >= {"interrupt.resolved", "run.completed"}
+        for name in named.values()
+    }
+    found["bundles"] = {name: bundle_statuses(runs[name]) for name in named.values()}
+    return found
+
+
+def bundle_statuses(run_id: str) -> list[str]:
+    """The statuses of the run's delivery records of a transition's notices (their key ends in "+")."""
+    import boto3
+
+    from interlude.local.stack import TABLE_NAME
+    from interlude.store.layout import run_pk
+
+    got = boto3.client("dynamodb").query(
+        TableName=TABLE_NAME,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":n": {"S": "N#"}},
+    )["Items"]
+    return [item["status"]["S"] for item in got if item["sk"]["S"].endswith("+")]
 
 
 def decision_listed(api: Api, run: str) -> bool:

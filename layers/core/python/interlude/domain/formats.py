@@ -97,7 +97,7 @@ INTERRUPT_ITEM_WRITTEN: int | None = GATE_STATUS_ON_HEAD
 GATE_TEXT_OFF_EVENTS_WRITTEN = True
 # Whether a transition's callback notices (two or more) are queued as one message and delivered under one record, in
 # format 10: from 0.5.0, whose previous release (0.4.0) reads them (docs/adr/0155).
-NOTICE_BUNDLES_WRITTEN = False
+NOTICE_BUNDLES_WRITTEN = True
 
 
 def workflow_version_format(definition: Mapping[str, Any]) -> int | None:
