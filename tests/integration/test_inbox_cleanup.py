@@ -36,6 +36,10 @@ def world(world):
     return services, admin, Stream(TABLE)
 
 
+# The gate's entries: ANY (it names no approver) and its workflow's; an approval has none in its kind's (ADR 0160).
+GATE_ENTRIES = 2
+
+
 def entries() -> list[dict]:
     # A scan is fine in a test: it sees every entry, whichever partition it is on.
     items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
@@ -59,7 +63,7 @@ def test_a_resolve_writes_no_inbox_entry_and_dispatching_its_record_removes_them
     run_id = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "one"})).runId
     stream.settle()
     opened = entries()
-    assert len(opened) == 3  # anyone, the workflow, the kind
+    assert len(opened) == GATE_ENTRIES
     calls = calls_made(services.store.client)
     services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     # The request path: the run's read, the transaction; no BatchWriteItem, and no inbox key in the transaction
@@ -90,7 +94,7 @@ def test_the_closing_record_names_the_entries_and_a_redelivered_one_changes_noth
     for again in (closing, stream.take(again=True)):
         assert dispatch(again) == {"batchItemFailures": []}
     assert boto3.client("dynamodb").scan(TableName=TABLE)["Items"] == before
-    assert len(opened) == 3
+    assert len(opened) == GATE_ENTRIES
     assert entries() == []
 
 
@@ -107,7 +111,7 @@ def test_a_process_that_stops_after_the_commit_leaves_the_entries_to_the_record(
         services.decisions.resolve_interrupt(admin, run_id, "gate", {"action": "accept"})
     services.store.client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", stop)
     assert state_of(services, run_id).status == "completed"
-    assert len(entries()) == 3
+    assert len(entries()) == GATE_ENTRIES
     stream.settle()
     assert entries() == []
 
@@ -130,7 +134,7 @@ def test_a_failed_delete_fails_the_record_and_its_redelivery_removes_the_entries
     # The closing record alone is reported back (the mapping retries it), and the entries are still there
     (closing,) = [r for r in records if CLOSED_ENTRIES in r["dynamodb"].get("NewImage", {})]
     assert failed == {"batchItemFailures": [{"itemIdentifier": closing["dynamodb"]["SequenceNumber"]}]}
-    assert len(entries()) == 3
+    assert len(entries()) == GATE_ENTRIES
     assert dispatch(records) == {"batchItemFailures": []}
     assert entries() == []
 
@@ -142,12 +146,12 @@ def test_a_cancel_closes_the_gate_and_its_record_removes_the_entries(world):
     calls = calls_made(services.store.client)
     services.lifecycle.cancel_run(admin, run_id, CancelRunRequest.model_validate({"reason": "no longer needed"}))
     assert "BatchWriteItem" not in [name for name, _ in calls]
-    assert len(entries()) == 3
+    assert len(entries()) == GATE_ENTRIES
     # Before dispatch ran, the cancelled gate is not pending (the page reads the interrupt's status) and the page
     # sweeps the entries it met (its families' only); the record delivered afterwards deletes the rest, and
     # deleting the swept ones again fails nothing
     assert pending(services, admin) == []
-    assert 0 < len(entries()) < 3
+    assert 0 < len(entries()) < GATE_ENTRIES
     stream.settle()
     assert entries() == []
 

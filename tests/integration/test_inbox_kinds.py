@@ -1,6 +1,6 @@
 """A `kind=approval` inbox page reads the caller's own families, not `KIND#approval` (docs/adr/0160): every approval
 the caller may decide is listed under their subject, groups and roles or ANY, so the page finds approvals that have no
-KIND entry (what the release after 0.4.0 writes), and walks, short page after short page, past newer gates of other
+KIND entry (none since 0.5.0), and walks, short page after short page, past newer gates of other
 kinds on ANY. Real moto table of its own; gates seeded as tests/support/inbox_seed.py writes them."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.store import attributes as a
 from interlude.store.facade import Store
-from interlude.store.inbox import InboxIndex
 from interlude.store.provisioning import create_table
 from interlude.store.sharded import family_pks
 from tests.integration.conftest import signed_in
@@ -57,18 +56,22 @@ def walk(services, principal, query: dict[str, str]) -> list[list[dict]]:
             return pages
 
 
-def test_a_kind_page_of_approvals_lists_those_without_a_kind_entry_walking_short_pages_past_other_kinds(world):
-    services, client, nina = world
-    # As the next release writes them: no approval has an entry in KIND#approval.
-    kind_entries = [
-        a.key(item["pk"]["S"], item["sk"]["S"])
-        for pk in family_pks(nina.tenant, wiring.INBOX, "KIND#approval")
+def kind_entries(client, tenant: str, kind: str) -> list[dict]:
+    """The tenant's entries in `kind`'s family (a Query of each of its partitions)."""
+    return [
+        item
+        for pk in family_pks(tenant, wiring.INBOX, f"KIND#{kind}")
         for item in client.query(
             TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(pk)}
         )["Items"]
     ]
-    assert len(kind_entries) == 1 + APPROVALS
-    InboxIndex(TABLE, client).delete_keys(kind_entries)
+
+
+def test_a_kind_page_of_approvals_lists_them_without_a_kind_entry_walking_short_pages_past_other_kinds(world):
+    services, client, nina = world
+    # No approval has an entry in KIND#approval; the other kind keeps its own.
+    assert kind_entries(client, nina.tenant, "approval") == []
+    assert len(kind_entries(client, nina.tenant, "clarification")) == OTHERS
 
     everything = [i for page in walk(services, nina, {"limit": "100"}) for i in page]
     approvals = [i["interruptId"] for i in everything if i["kind"] == "approval"]
@@ -83,3 +86,10 @@ def test_a_kind_page_of_approvals_lists_those_without_a_kind_entry_walking_short
     # The newer gates of the other kind were read and skipped: pages came back short, each with a cursor.
     assert any(len(page) < LIMIT for page in pages[:-1])
     assert len(pages) > (1 + APPROVALS) / LIMIT + 1
+
+
+def test_a_kind_page_of_another_kind_reads_its_kind_family(world):
+    services, _client, nina = world
+    pages = walk(services, nina, {"limit": "25", "kind": "clarification"})
+    assert [len(page) for page in pages] == [25, OTHERS - 25]
+    assert {i["kind"] for page in pages for i in page} == {"clarification"}

@@ -29,6 +29,7 @@ from interlude.store.directory import DirectoryStore
 from interlude.store.facade import Store
 from interlude.store.layout import catalogue_pk, run_pk, workflow_pk
 from interlude.store.migrations import LEASE_S, LeaseLost, MigrationStore
+from interlude.store.sharded import entry_pk
 from interlude.store.tenants import TenantRecords
 from tests.integration.conftest import new_api_key, signed_in
 from tests.support.local_stack import until
@@ -166,6 +167,13 @@ def take_back(world: Any, tenant: str, timed: str) -> dict[str, int]:
     runs, entries = f"T#{tenant}#{wiring.RUN_INDEX.prefix}#", f"T#{tenant}#{wiring.INBOX.prefix}#"
     searched = f"T#{tenant}#{wiring.RUN_SEARCH.prefix}#"
     workflows = (catalogue_pk(tenant), "LATEST")
+    # 0.4.0 gave each approval an entry in KIND#approval too, which no release reads since (ADR 0160): the waiting
+    # gates', as their opening wrote them (nobody working them)
+    by_kind = [
+        {**{k: v for k, v in i.items() if k != "assignee"}, "pk": a.s(entry_pk(tenant, wiring.INBOX, "KIND#approval", i["sk"]["S"].split("#", 1)[1]))}
+        for i in items(world)
+        if i["pk"]["S"].startswith(f"T#{tenant}#{wiring.INBOX.prefix}#WF#")
+    ]
     taken = {
         "0001": delete(world, lambda i: not i["pk"]["S"].startswith(runs)),
         # The timed gate's entries as the previous release wrote them: none in the DUE family, no due, no assignee.
@@ -201,6 +209,9 @@ def take_back(world: Any, tenant: str, timed: str) -> dict[str, int]:
         if timed_entry(item, timed):
             table().update_item(TableName=world.table, Key=a.key(item["pk"]["S"], item["sk"]["S"]), UpdateExpression="REMOVE due, assignee")
             taken["0009"] += 1
+    batch_write(world, [{"PutRequest": {"Item": item}} for item in by_kind])
+    taken["0010"] = len(by_kind)
+    assert taken["0010"] == RUNS
     return taken
 
 
@@ -222,7 +233,7 @@ def test_the_backfills_list_what_was_written_before_the_listings_existed(service
     outcome = migrations.run_pending(services.store, "test", report=progress.append, clock=services.clock)
 
     assert outcome.complete
-    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]
+    assert outcome.finished == [m.id for m in migrations.registered()] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"]
     after = listings(services, tenant)
     assert after["runs"] == history["runs"]
     assert after["found"] == history["found"] == history["runs"]
@@ -322,6 +333,7 @@ def test_status_names_each_migration_and_its_state(services, history):
         "0007 run retention": "not started",
         "0008 slack users": "not started",
         "0009 inbox due and assignee": "not started",
+        "0010 approval kind entries": "not started",
     }
     migrations.run_pending(services.store, "test", clock=services.clock)
     assert {row["state"] for row in migrations.status(services.store)} == {"done"}

@@ -178,6 +178,11 @@ def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> 
     # The migrations run, as a deploy runs them
     outcome = migrations.run_pending(up.services.store, "deploy")
     assert outcome.complete
+    # ... the last deleting the approvals' entries in their kind's family, which no release reads since 0.4.0 (ADR 0160)
+    by_kind = f"#{wiring.INBOX.prefix}#KIND#approval#"
+    assert any(by_kind in i["pk"]["S"] for i in dump["items"])
+    scanned = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=up.world.table)
+    assert not [i for page in scanned for i in page["Items"] if by_kind in i["pk"]["S"]]
 
     # Every run the previous release wrote is listed, and each workflow by what the listing filters on
     heads = {i["pk"]["S"] for i in dump["items"] if i["sk"]["S"] == "RUN"}
@@ -360,6 +365,8 @@ def test_the_previous_release_reads_what_this_one_wrote(
     assert seen["seen"]["runs"] == wrote
     assert seen["seen"]["listed"] == len([i for i in rolled_back["items"] if i["sk"]["S"] == "RUN"])
     assert seen["seen"]["settings"]["eventRetentionHours"] == 72
+    # A kind filter lists the gate this release opened, which has no entry in its kind's family (ADR 0160)
+    assert runs["new-waiting"] in seen["seen"]["approvals"]
     assert seen["seen"]["events"] == waiting_events
     assert seen["seen"]["modulexEvents"] == modulex_events
     assert seen["seen"]["decided"] == "completed"

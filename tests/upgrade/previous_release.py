@@ -382,6 +382,8 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         "runs": {name: (snapshot or {}).get("status") for name, snapshot in snapshots.items()},
         "listed": len(listed.get("runs") or []),
         "inbox": len(inbox.get("interrupts") or []),
+        # What a kind filter lists: since 0.5.0 an approval has no entry in its kind's family (ADR 0160)
+        "approvals": [i["runId"] for i in (api.ok("GET", "/interrupts?kind=approval&limit=100") or {}).get("interrupts") or []],
         "workflows": len((api.ok("GET", "/workflows?page_size=100", **modulex) or {}).get("workflows") or []),
         "keys": len((api.ok("GET", "/keys?limit=100") or {}).get("keys") or []),
         "settings": (api.ok("GET", "/tenant/settings") or {}).get("settings"),

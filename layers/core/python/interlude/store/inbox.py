@@ -6,7 +6,8 @@
 
 
 One entry per family an open interrupt belongs to: ANY or each approver ref that binds on it (`P#`, `G#`,
-`ROLE#`: rules.interrupts.approvers.approver_families), `WF#{workflowId}` and `KIND#{kind}`, and `P#{delegate}` for each principal an approver handed their vote on
+`ROLE#`: rules.interrupts.approvers.approver_families), `WF#{workflowId}` and, but for an approval, `KIND#{kind}` (a
+`kind=approval` page reads the caller's own families: kind_family, docs/adr/0160), and `P#{delegate}` for each principal an approver handed their vote on
 this gate to (issue 14 item 4: written by the transition that records the delegation), and `DUE` for a gate with a
 deadline, sorted by when it is due (issue 29 item 3: the inbox's "due first" order). Each entry carries the gate's
 due time and who works it (`assignee`: put again, every entry of the gate, in the transaction that claims, releases
@@ -53,8 +54,8 @@ CLOSED_ENTRIES = "closedEntries"
 # The family of every gate with a deadline, sorted by it (its entries' sort key is the due time, not the raising).
 DUE_FAMILY = "DUE"
 # The kind a `kind` page finds in the caller's own families: every approval is listed under the refs that may decide
-# it, else ANY (approver_families), which the caller's unfiltered page reads, so KIND#approval holds nothing more that
-# the caller may decide (docs/adr/0160).
+# it, else ANY (approver_families), which the caller's unfiltered page reads, so an approval needs no KIND entry
+# (docs/adr/0160: 2 WRU less per approval, and per claim, release or assignment).
 OWN_FAMILIES_KIND = "approval"
 
 
@@ -64,7 +65,9 @@ def kind_family(kind: str) -> str | None:
 
 
 def interrupt_families(kind: str, workflow_id: str, payload: dict[str, Any], due: str | None = None) -> list[str]:
-    families = [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}", f"KIND#{kind}"]
+    families = [*approver_families(kind, payload.get("data") or {}), f"WF#{workflow_id}"]
+    if (by_kind := kind_family(kind)) is not None:
+        families.append(by_kind)
     return families + [DUE_FAMILY] if due is not None else families
 
 
