@@ -16,16 +16,11 @@ from _bench import offline_aws
 
 offline_aws(TABLE_NAME="bench")
 
-import boto3  # noqa: E402
-from moto import mock_aws  # noqa: E402
-
 from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.principals import PrincipalEntry  # noqa: E402
-from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
+from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.domain.models.tenants import TenantSettings  # noqa: E402
-from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
-from tests.support.inbox_seed import gated_workflow, seed_like  # noqa: E402
+from tests.support.inbox_seed import gate_template, seed_like, table_of_its_own  # noqa: E402
 
 SIZES = (10, 5_000, 20_000)
 LIMIT = 25
@@ -58,17 +53,9 @@ def signed_in(services: Services, subject: str, groups: list[str]) -> Any:
 
 
 def main() -> None:
-    with mock_aws():
-        client = boto3.client("dynamodb")
-        create_table(client, "bench")
-        services = Services(Store("bench", client))
+    with table_of_its_own("bench") as (services, client):
         admin = signed_in(services, "admin", [])
-        templates = {}
-        for wid, group in (("bulk", "others"), ("narrow", "narrow")):
-            services.workflows.put_workflow(admin, wid, gated_workflow(group))
-            run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
-            state, _ = services.store.get_run(run.runId)
-            templates[wid] = (state, state.interrupts["gate"])
+        templates = {wid: gate_template(services, admin, wid, group) for wid, group in (("bulk", "others"), ("narrow", "narrow"))}
         seed_like(services.store, templates["narrow"], 0, NARROW - 1, prefix="narrow")
         broad, narrow = signed_in(services, "broad", ["others"]), signed_in(services, "nina", ["narrow"])
         services.tenants.put_settings("bench", TenantSettings(allowDelegation=True), "admin")
@@ -116,15 +103,8 @@ def walk_past_other_kinds() -> tuple[int, int, int]:
     reads (the caller's own families, docs/adr/0160), skipping them page after page until its approvals. Its own small
     table: moto's Query costs time in proportion to the table, and the walk sends hundreds. Pages, DynamoDB calls and
     items read until the first LIMIT approvals are listed."""
-    with mock_aws():
-        client = boto3.client("dynamodb")
-        create_table(client, "bench")
-        services = Services(Store("bench", client))
-        admin = signed_in(services, "admin", [])
-        services.workflows.put_workflow(admin, "bulk", gated_workflow("others"))
-        run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "bulk"}))
-        state = services.store.get_run(run.runId)[0]
-        gate = state.interrupts["gate"]
+    with table_of_its_own("bench") as (services, client):
+        state, gate = gate_template(services, signed_in(services, "admin", []), "bulk", "others")
         seed_like(services.store, (state, gate), 0, 2 * LIMIT)
         asked = gate.model_copy(update={"kind": "clarification"})
         seed_like(services.store, (state, asked), 10_000, 10_000 + OTHER_KINDS, prefix="asked")

@@ -5,20 +5,14 @@ kinds on ANY. Real moto table of its own; gates seeded as tests/support/inbox_se
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.composition import Services
-from interlude.domain.models.requests import CreateRunRequest
 from interlude.store import attributes as a
-from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
 from interlude.store.sharded import family_pks
 from tests.integration.conftest import signed_in
-from tests.support.inbox_seed import gated_workflow, seed_like
+from tests.support.inbox_seed import gate_template, seed_like, table_of_its_own
 
 TABLE = "interlude-inbox-kinds"
 APPROVALS = 3  # seeded, besides the fixture's own run
@@ -28,16 +22,8 @@ LIMIT = 2
 
 @pytest.fixture(scope="module")
 def world():
-    with pytest.MonkeyPatch.context() as env, mock_aws():
-        env.setenv("TABLE_NAME", TABLE)
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, TABLE)
-        services = Services(Store(TABLE, client))
-        admin = signed_in(services, "admin")
-        services.workflows.put_workflow(admin, "narrow", gated_workflow("narrow"))
-        run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "narrow"}))
-        state, _ = services.store.get_run(run.runId)
-        gate = state.interrupts["gate"]
+    with table_of_its_own(TABLE) as (services, client):
+        state, gate = gate_template(services, signed_in(services, "admin"), "narrow", "narrow")
         seed_like(services.store, (state, gate), 0, APPROVALS, prefix="narrow")
         asked = gate.model_copy(update={"kind": "clarification", "payload": {**gate.payload, "kind": "clarification"}})
         seed_like(services.store, (state, asked), 100, 100 + OTHERS, prefix="asked")

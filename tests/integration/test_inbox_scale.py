@@ -7,21 +7,15 @@ and the items they return are counted with botocore's event hooks around each pa
 
 from __future__ import annotations
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from interlude import wiring
 from interlude.api.inbox import inbox_query
-from interlude.composition import Services
 from interlude.domain.errors import DomainError
 from interlude.domain.models.principals import PrincipalEntry
-from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.tenants import TenantSettings
-from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
 from tests.integration.conftest import signed_in
-from tests.support.inbox_seed import gated_workflow, seed_like
+from tests.support.inbox_seed import gate_template, seed_like, table_of_its_own
 
 TABLE = "interlude-inbox-scale"
 SIZES = (10, 5_000, 20_000)
@@ -51,19 +45,9 @@ class CallCounter:
 # A world of its own: thousands of seeded interrupts would grow the shared table for every later test.
 @pytest.fixture(scope="module")
 def world():
-    with pytest.MonkeyPatch.context() as env, mock_aws():
-        env.setenv("TABLE_NAME", TABLE)
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, TABLE)
-        services = Services(Store(TABLE, client))
+    with table_of_its_own(TABLE) as (services, client):
         admin = signed_in(services, "admin")
-        services.workflows.put_workflow(admin, "bulk", gated_workflow("others"))
-        services.workflows.put_workflow(admin, "narrow", gated_workflow("narrow"))
-        templates = {}
-        for wid in ("bulk", "narrow"):
-            run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": wid}))
-            state, _ = services.store.get_run(run.runId)
-            templates[wid] = (state, state.interrupts["gate"])
+        templates = {wid: gate_template(services, admin, wid, group) for wid, group in (("bulk", "others"), ("narrow", "narrow"))}
         broad = signed_in(services, "broad", groups=["others"])
         narrow = signed_in(services, "nina", groups=["narrow"])
         # olga (directory: group `narrow`) is out of office with dele as her delegate (issue 14 item 4)

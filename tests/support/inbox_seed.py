@@ -1,4 +1,4 @@
-"""Many pending interrupts in a moto table, fast: for the inbox scale test and bench/inbox_page_calls.py.
+"""Many pending interrupts in a moto table, fast: for the inbox scale and kinds tests and bench/inbox_page_calls.py.
 
 Items are the store's own (store/run_items: each interrupt item and its run's head as a transition writes them, and
 its inbox entries as store/inbox.py makes them), put straight into moto's table (tests/support/seeded_runs.put_straight:
@@ -8,12 +8,22 @@ each: a page reads no events).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
+import pytest
+from moto import mock_aws
+
+from interlude.composition import Services
+from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
+from interlude.rules.auth import Principal
 from interlude.store.facade import Store
 from interlude.store.inbox import Entry
+from interlude.store.provisioning import create_table
 from interlude.store.run_items import head_put, interrupt_put
 from tests.support.seeded_runs import put_straight
 
@@ -23,6 +33,28 @@ def gated_workflow(group: str) -> WorkflowDefinition:
     config = {"title": "t", "approverGroupRefs": [group]}
     node = {"id": "gate", "typeId": "core.approvalGate", "config": config}
     return WorkflowDefinition.model_validate({"nodes": [node], "edges": []})
+
+
+@contextmanager
+def table_of_its_own(table: str) -> Iterator[tuple[Services, Any]]:
+    """The services and a DynamoDB client over a moto table named `table` (TABLE_NAME too), alone in its own moto:
+    thousands of seeded gates would grow a shared table for every later test, and moto's Query costs in proportion to
+    the table."""
+    with pytest.MonkeyPatch.context() as env, mock_aws():
+        env.setenv("TABLE_NAME", table)
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, table)
+        yield Services(Store(table, client)), client
+
+
+def gate_template(services: Services, admin: Principal, workflow_id: str, group: str) -> tuple[Any, Any]:
+    """A run of `workflow_id` (put as gated_workflow(`group`)) and its open gate: what seed_like copies."""
+    services.workflows.put_workflow(admin, workflow_id, gated_workflow(group))
+    run = services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": workflow_id}))
+    got = services.store.get_run(run.runId)
+    assert got is not None
+    state = got[0]
+    return state, state.interrupts["gate"]
 
 
 def seed_like(store: Store, template: tuple[Any, Any], start: int, stop: int, prefix: str = "bulk") -> None:
