@@ -153,7 +153,6 @@ def _unix_time(dt: datetime | None = None) -> float:
     return (delta.days * 86400) + (delta.seconds + (delta.microseconds / 1e6))
 
 
-
 _original_make = UpdateExpressionParser.make
 
 

@@ -17,7 +17,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from interlude.local import LOCAL_ACCOUNT, LOCAL_REGION, moto_patches
 from interlude.local.http_gateway import LOOPBACK, STOP_POLL_S
-from interlude.local.pump import DYNAMODB, OTHER, SCHEDULER, SQS, note_change, wake_pumps
+from interlude.local.pump import DYNAMODB, OTHER, SCHEDULER, SQS, note_change, queue_name, wake_pumps
 
 # Operations that change nothing a pump carries (the stream, a queue, the schedules): the JSON protocols' read
 # operations by name, and every GET or HEAD of the REST ones.
@@ -41,7 +41,7 @@ def written_queue(body: bytes) -> str | None:
         url = json.loads(body).get("QueueUrl")
     except (ValueError, AttributeError):
         return None
-    return str(url).rstrip("/").rpartition("/")[2] if url else None
+    return queue_name(str(url)) if url else None
 
 
 def written_service(environ: dict[str, Any]) -> str | None:

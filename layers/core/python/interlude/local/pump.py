@@ -14,7 +14,7 @@ IDLE_MAX_S = 0.5
 _POLLING: set[Pump] = set()
 # The services whose writes the pumps carry (the table's stream, the queues, the schedules), and any other.
 DYNAMODB, SQS, SCHEDULER, OTHER = "dynamodb", "sqs", "scheduler", "other"
-# How many times something may have changed (wake_pumps): quiesce's round is quiet only if it did not move.
+# How many times something may have changed (note_change): quiesce's round is quiet only if it did not move.
 _changes = 0
 _changes_lock = threading.Lock()
 
@@ -40,9 +40,14 @@ def wake_pumps(service: str | None = None, target: str | None = None) -> None:
             pump.wake()
 
 
+def queue_name(queue_url: str) -> str:
+    """The name a queue's URL ends with: the `target` of its pump, which a write naming that URL wakes."""
+    return queue_url.rstrip("/").rpartition("/")[2]
+
+
 def quiesce(pumps: Sequence[Pump], timeout_s: float) -> None:
     """Return once every one of `pumps` has completed a poll begun after a round started that found nothing to move,
-    and nothing changed (wake_pumps) during that round: every effect of what was done before the call has landed.
+    and nothing changed (note_change) during that round: every effect of what was done before the call has landed.
 
     A deterministic signal for tests, where reading the table twice a poll's interval apart is a guess a pump starved
     of CPU defeats. Raises NotQuiet naming the pumps that had no such poll (stuck, failing, or kept busy) in time."""

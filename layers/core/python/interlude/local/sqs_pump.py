@@ -24,7 +24,7 @@ from interlude import wiring
 from interlude.config.local import export, local_stack_settings
 from interlude.local import LOCAL_REGION
 from interlude.local.lambda_runtime import InstancePool, invoke
-from interlude.local.pump import SQS, Pump, wake_pumps
+from interlude.local.pump import SQS, Pump, queue_name, wake_pumps
 
 # moto shows a message again once its visibility time has passed (strictly): the pump wakes this much after it.
 VISIBLE_MARGIN_S = 0.01
@@ -173,7 +173,7 @@ class QueuePump(Pump):
         self.function_name = function_name
         self.queue_url = queue_url
         # Woken by a write to its own queue only (moto_server.written_queue).
-        self.queue_name = self.target = queue_url.rstrip("/").rpartition("/")[2]
+        self.queue_name = self.target = queue_name(queue_url)
         # When the earliest hidden message of a queue (by name) becomes visible, epoch seconds (LockedMotoServer's);
         # None: not known, and an idle pump backs off as any other.
         self.next_visible = next_visible
