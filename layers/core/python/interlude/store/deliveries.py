@@ -10,11 +10,12 @@ Items (pk is the run's, T#{tenant}#R#{run}, so a tenant's deliveries live with i
   notice bundle  N#{noticeId}+              (format 10, ADR 0155) the notices of one transition to one receiver, under
                                             its first notice's id and a "+" no id holds (so a message of that notice
                                             alone, queued by a release that writes no bundles, keeps its own notice
-                                            state beside it and neither is read for the other): the notice state's attributes, with `v` 10 and
-                                            `notices` (packed, in order): each one's id, type, sequence, tries (its
-                                            attempts), since (its tries before its round) and status (delivered|dead;
-                                            absent: pending); `status` and `attempts` are the bundle's (settled once
-                                            every notice is), `history` every notice's last KEPT_ATTEMPTS records
+                                            state beside it and neither is read for the other): the notice state's
+                                            attributes, with `v` 10 and `notices` (packed, in order): each one's
+                                            id, type, sequence, tries (its attempts), since (its tries before its
+                                            round) and status (delivered|dead; absent: pending); `status` and
+                                            `attempts` are the bundle's (settled once every notice is), `history`
+                                            every notice's last KEPT_ATTEMPTS records
   attempt        D#{noticeId}#{attempt:03}  status succeeded|failed, httpStatus, errorClass, at, elapsedMs: written by
                                             releases before issue 31 (one item per attempt), read still, never written
 
