@@ -188,10 +188,9 @@ class RetentionStore(Table):
         not; run_search.listing_kept_open) has it taken off, but a ledger entry of an effect and a recovery's record
         (each keeps its own: store/effects.py, store/recoveries.py); how many were. One Query of the partition, and a
         write only for an item that has one. An expiry not near is left to a later day's sweep: a gate written while the
-        run's provisional expiry was near carries its search entries', a far one, or once that was near one 90 days from
-        its opening (store/transitions.gates_expiry),
-        which a run decided within weeks never has written. The gates of
-        `entries_of` (interrupt ids: the run's open gates) have their inbox entries' expiry, written with the gate's
+        run's provisional expiry was near carries its search entries', a far one, or, once that is near too, one 90 days
+        from its opening (store/transitions.gates_expiry), which a run decided within weeks never has written. The gates
+        of `entries_of` (interrupt ids: the run's open gates) have their inbox entries' expiry, written with the gate's
         (store/transitions.gates_expiry), taken off first: once the gate has none, no later sweep finds them
         (docs/adr/0154); but not a gate's whose item says none of them has one (run_items.entries_unexpiring: put again
         by a claim, release or assignment)."""
