@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 
 def message_ids(body: str) -> dict[str, str]:
-    """`runId` and `noticeId` of a queued message (as far as it has them): what its log lines are correlated by."""
+    """`runId` and `noticeId` of a queued message (as far as it has them; a transition's notices delivered together,
+    format 10: its first notice's): what its log lines are correlated by."""
     try:
         message = json.loads(body)
         notice = message.get("notice") or (message.get("notices") or [{}])[0]
