@@ -114,7 +114,7 @@ class DeliveryStore(Ledger[Notice]):
     def read(self, ref: Notice) -> dict[str, Any] | None:
         held = super().read(ref)
         if held is not None:
-            formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
+            check_format(held)
         return held
 
     def bundle_of(self, run_id: str, notice_id: str) -> tuple[Notice, dict[str, Any]] | None:
@@ -122,7 +122,7 @@ class DeliveryStore(Ledger[Notice]):
         names its first notice with a suffix, and a later notice not at all: the run's notice items are read."""
         for item in self._query(a.s(run_pk(run_id)), NOTICE_SK_PREFIX):
             held = a.plain(item)
-            formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
+            check_format(held)
             parts = held.get(BUNDLE) or []
             if any(p["id"] == notice_id for p in parts):
                 return bundle_ref(run_id, parts), held
@@ -138,7 +138,7 @@ class DeliveryStore(Ledger[Notice]):
             got = self.client.get_item(TableName=self.table, Key=a.key(run_pk(run_id), notice_sk(notice_id)))
             states = [got["Item"]] if "Item" in got else []
         for item in states:
-            formats.check("callback delivery", a.plain(item).get(formats.FORMAT_FIELD))
+            check_format(a.plain(item))
         found = {
             (r.get("noticeId", ""), int(r.get("attempt", 0))): r
             for r in [a.unpacked(item["record"]) for item in self._query(pk, attempt_sk_prefix(notice_id))]
@@ -153,6 +153,11 @@ class DeliveryStore(Ledger[Notice]):
             ExpressionAttributeValues={":pk": pk, ":prefix": a.s(prefix)},
         )
         return [item for page in pages for item in page.get("Items") or []]
+
+
+def check_format(held: Mapping[str, Any]) -> None:
+    """Refuse a delivery record (plain) in a format this release does not read (a bundle's is 10)."""
+    formats.check("callback delivery", held.get(formats.FORMAT_FIELD))
 
 
 def bundle_ref(run_id: str, parts: list[dict[str, Any]]) -> Notice:
