@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +17,7 @@ os.environ["INTERLUDE_VALIDATE_REQUESTS"] = "1"
 from interlude.composition import compose
 from interlude.config import forget as forget_settings
 from interlude.local import moto_patches
+from tests.support.receiver import Receiver
 
 # Every AWS call the tests make is checked against its function's role in the synthesized template (issue 25).
 pytest_plugins = ("tests.support.iam_plugin",)
@@ -61,6 +63,14 @@ def _settings_read_afresh():
     # The package reads its settings once per process, as a Lambda instance does (interlude.config): each test reads
     # them from the environment it sets, as a new instance would.
     forget_settings()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A callback receiver on 127.0.0.1 (tests/support/receiver.py), answering 200 until a test scripts it."""
+    started = Receiver().start()
+    yield started
+    started.close()
 
 
 # `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: each xdist worker takes whole files, in the

@@ -57,13 +57,6 @@ def loopback(tmp_path_factory):
         yield api, info
 
 
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
-
-
 # --- the guard at createRun -----------------------------------------------------------------------
 
 

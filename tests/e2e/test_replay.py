@@ -58,13 +58,6 @@ def api(stack):
 
 
 @pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
-
-
-@pytest.fixture
 def subscription(api, receiver):
     made = api.call("POST", "/webhooks", {"url": receiver.url(), "events": ["interrupt.requested"]})
     assert made.status_code == 201, made.text

@@ -17,7 +17,7 @@ from interlude import wiring
 from interlude.domain import schemas
 from interlude.local.stack import TABLE_NAME
 from tests.support.local_stack import Api, running_stack, stack_client, tenant_admin_key, until
-from tests.support.receiver import Receiver, delivering_to_loopback
+from tests.support.receiver import delivering_to_loopback
 
 WORKFLOW = {
     "nodes": [
@@ -39,13 +39,6 @@ def stack(tmp_path_factory):
         api = Api.of(info)
         assert api.put_workflow("wh", WORKFLOW).status_code == 201
         yield api, info
-
-
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
 
 
 def client(api: Api, key: str | None = None) -> OpenwopClient:

@@ -51,13 +51,6 @@ def services(aws) -> Services:
     return Services(Store(TABLE))
 
 
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
-
-
 
 def start_gate_run(services, admin, callback_url: str) -> str:
     definition = json.loads((FIXTURES / "conformance-approval.json").read_text())

@@ -30,7 +30,7 @@ from tests.integration.conftest import new_api_key
 from tests.integration.test_tenant_lifecycle import call
 from tests.support.local_stack import FIXTURES
 from tests.support.queues import drain, queued
-from tests.support.receiver import Receiver, delivering_to_loopback
+from tests.support.receiver import delivering_to_loopback
 from tests.support.stream import Stream
 
 MAX_ATTEMPTS = 2
@@ -54,13 +54,6 @@ def bundled(monkeypatch):
 @pytest.fixture
 def services(aws) -> Services:
     return Services(Store(aws.table))
-
-
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
 
 
 def on_queue(url: str) -> int:

@@ -67,13 +67,6 @@ def services(aws, clock) -> Services:
     return Services(Store(aws.table), clock=clock)
 
 
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
-
-
 def deliver(aws) -> None:
     Stream(aws.table).pump()
     drain(aws.queues)

@@ -246,13 +246,6 @@ def test_the_previous_releases_table_is_taken_over_whole(upgraded: Upgraded) -> 
     assert (status, verified["chainValid"], verified["anomalies"]) == (200, True, []), verified
 
 
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
-
-
 def notices_in_one_delivery(up: Upgraded, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Two runs whose gate is decided as they end, each decision's and end's notices one delivery (format 10, ADR
     0155): the first's dead (its receiver took the decision's notice and refused the end's every time), the second's

@@ -36,7 +36,7 @@ from tests.support.egress import fake_resolve
 from tests.support.local_stack import FIXTURES
 from tests.support.moto_world import TABLE
 from tests.support.queues import drain, queued
-from tests.support.receiver import Receiver, delivering_to_loopback
+from tests.support.receiver import delivering_to_loopback
 from tests.support.stream import Stream
 
 MAX_ATTEMPTS = 3
@@ -56,13 +56,6 @@ def aws(world, monkeypatch):
 @pytest.fixture
 def services(aws) -> Services:
     return Services(Store(TABLE))
-
-
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.close()
 
 
 
