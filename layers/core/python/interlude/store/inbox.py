@@ -7,13 +7,13 @@
 
 One entry per family an open interrupt belongs to: ANY or each approver ref that binds on it (`P#`, `G#`,
 `ROLE#`: rules.interrupts.approvers.approver_families), `WF#{workflowId}` and, but for an approval, `KIND#{kind}` (a
-`kind=approval` page reads the caller's own families: kind_family, docs/adr/0160), and `P#{delegate}` for each principal an approver handed their vote on
-this gate to (issue 14 item 4: written by the transition that records the delegation), and `DUE` for a gate with a
-deadline, sorted by when it is due (issue 29 item 3: the inbox's "due first" order). Each entry carries the gate's
-due time and who works it (`assignee`: put again, every entry of the gate, in the transaction that claims, releases
-or assigns it), so a page filters "mine" and "unclaimed" on the entries it reads. Entries are
-pointers: a page reads the interrupt items they name and their runs' heads (one BatchGetItem) and lists only those
-still open, so the interrupt item stays the one truth of payload and votes, and of status in format 1; a format-3
+`kind=approval` page reads the caller's own families: kind_family, docs/adr/0160), and `P#{delegate}` for each
+principal an approver handed their vote on this gate to (issue 14 item 4: written by the transition that records the
+delegation), and `DUE` for a gate with a deadline, sorted by when it is due (issue 29 item 3: the inbox's "due first"
+order). Each entry carries the gate's due time and who works it (`assignee`: put again, every entry of the gate, in the
+transaction that claims, releases or assigns it), so a page filters "mine" and "unclaimed" on the entries it reads.
+Entries are pointers: a page reads the interrupt items they name and their runs' heads (one BatchGetItem) and lists only
+those still open, so the interrupt item stays the one truth of payload and votes, and of status in format 1; a format-3
 item's gate is open while its head holds it (store/gate_closes.py).
 
 Entries are plain writes outside the run's transaction (BatchWriteItem: 1 unit each instead of 2), written
