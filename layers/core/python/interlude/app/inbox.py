@@ -100,10 +100,10 @@ def _on_behalf_of(
 
 
 def families(filters: dict[str, str], membership: _Membership) -> list[str]:
-    """The index families a page reads: the filter's own key when there is one, else every family the caller may
-    be eligible through (its key's and its directory entry's groups and roles) and, where the tenant allows
-    delegation, those of each principal whose out-of-office delegate the caller is; `kind=approval` reads the latter
-    too (store/inbox.kind_family). Whatever the key does not decide is checked on the page's few entries."""
+    """The index families a page reads: the filter's own key when there is one (`kind=approval` has none:
+    store/inbox.kind_family), else every family the caller may be eligible through (its key's and its directory
+    entry's groups and roles) and, where the tenant allows delegation, those of each principal whose out-of-office
+    delegate the caller is. Whatever the key does not decide is checked on the page's few entries."""
     if "workflowId" in filters:
         return [f"WF#{filters['workflowId']}"]
     if "kind" in filters and (family := kind_family(filters["kind"])) is not None:
