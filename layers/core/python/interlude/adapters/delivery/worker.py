@@ -1,5 +1,4 @@
-"""The callback delivery worker: one SQS message (one notice, or a transition's notices) per call, at least once, never
-lost.
+"""The callback delivery worker: one SQS message (a notice or a transition's notices) a call, at least once, never lost.
 
 A leased worker (adapters.leased_work) that records each attempt after it rather than claiming it (one write per
 attempt, ADR 0129: a receiver deduplicates by `webhook-id`): the retries with backoff and the dead letter are the
