@@ -22,8 +22,8 @@ from tests.support.moto_world import TABLE
 from tests.support.queues import queued
 from tests.support.stream import Stream, dispatch
 
-# The webhook tests' world (the loopback switch on), services and receiver.
-aws, services, receiver = test_webhooks.aws, test_webhooks.services, test_webhooks.receiver
+# The webhook tests' world (the loopback switch on) and services; `receiver` is the suite's (tests/conftest.py).
+aws, services = test_webhooks.aws, test_webhooks.services
 
 
 def group_of(message: dict) -> str:
