@@ -100,7 +100,7 @@ NEWER_PAGE = 100
 LAST_SEQ = 10**12 - 1
 # The most entries an appender knows (`KnownEntries`) over all its chains: ≈ 0.3 KB each in memory, 6 MB in all. A
 # dispatch backlog of this many entries per instance is not read back again by each append (docs/adr/0156). It bounds
-# the chains known too (an empty chain's record counts as one), so many chains of few entries stay bounded as well.
+# the number of chains known too, so many chains of few entries stay bounded as well.
 KNOWN_ENTRIES = 20_000
 
 logger = logging.getLogger(__name__)
