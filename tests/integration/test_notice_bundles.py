@@ -21,8 +21,9 @@ from interlude.domain.ids import to_wire
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.sqs_pump import QueuePump
+from interlude.rules.notice_bundles import reopened_parts
 from interlude.store import attributes as a
-from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk, reopened_parts
+from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk
 from interlude.store.facade import Store
 from interlude.store.layout import run_pk
 from interlude.store.leases import Writes

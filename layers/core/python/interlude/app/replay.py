@@ -42,10 +42,10 @@ from interlude.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from interlude.domain.ids import tenant_bound, tenant_of
 from interlude.engine import run as engine
 from interlude.engine.actions import provider_key
-from interlude.rules import run_search
+from interlude.rules import notice_bundles, run_search
 from interlude.rules.retention import effect_expiry
 from interlude.store import attributes as a
-from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk, reopened_parts
+from interlude.store.deliveries import BUNDLE, DeliveryStore, Notice, bundle_ref, notice_sk
 from interlude.store.effects import EffectStore, LedgerEntry
 from interlude.store.layout import run_pk
 from interlude.store.leases import PENDING, REOPENED_AT, REOPENED_FROM, Ledger, Reopened, Writes
@@ -199,7 +199,7 @@ class Replay:
         message = self._bundle_message(state, parts, allow_links=True)
         if message is None:
             raise Unrebuildable("an event the notices report makes no callback notice any more")
-        writes = Writes(sets={BUNDLE: a.packed(reopened_parts(parts))})
+        writes = Writes(sets={BUNDLE: a.packed(notice_bundles.reopened_parts(parts))})
         reopened = self.deliveries.reopen(ref, held, self.now_iso(), MAX_REPLAYS, writes)
         self._queue(self.deliveries, ref, reopened, "callbacks", state.tenant, [message])
         return reopened

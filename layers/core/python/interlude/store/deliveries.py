@@ -30,7 +30,7 @@ the second to record is recorded after the first, and a notice delivered stays d
 A bundle's attempt dials its notices in order, each only once the ones before it are settled (delivered, or dead after
 their own round of attempts): a notice delivered is not dialled again by a later attempt, and each notice's attempts,
 round and dead letter are its own, as a notice's alone are. Its record applies each POST's record to the notices as
-the write reads them (`applied`), so a record written after another copy's extends it.
+the write reads them (rules/notice_bundles.applied), so a record written after another copy's extends it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any
 
 from interlude import wiring
 from interlude.domain import formats
+from interlude.rules import notice_bundles
 from interlude.store import attributes as a
 from interlude.store.layout import run_pk
 from interlude.store.leases import Ledger, Writes
@@ -52,7 +53,6 @@ NOTICE_SK_PREFIX = "N#"
 BUNDLE = "notices"
 # After a bundle's first notice's id in its key: a character no notice id has ([A-Za-z0-9_-]).
 BUNDLE_SK_SUFFIX = "+"
-DELIVERED = "delivered"
 
 
 def notice_sk(notice_id: str) -> str:
@@ -82,7 +82,7 @@ class Notice:
 class DeliveryStore(Ledger[Notice]):
     LEASED = "delivering"
     SETTLED = ("delivered", "dead")
-    DEAD = "dead"
+    DEAD = notice_bundles.DEAD
 
     def key(self, ref: Notice) -> a.Item:
         return a.key(run_pk(ref.run_id), notice_sk(ref.notice_id) + (BUNDLE_SK_SUFFIX if ref.bundled else ""))
@@ -106,8 +106,8 @@ class DeliveryStore(Ledger[Notice]):
         """The attempt's record (under the number it is recorded as) appended to the item's bounded history, in the
         write that records the attempt; a bundle's: each of its POSTs' records, and its notices as they left."""
         if ref.bundled:
-            notices, records = applied(bundle_parts(ref, held), kept["records"])
-            history = latest_per_notice([*held.get(HISTORY, ()), *records])
+            notices, records = notice_bundles.applied(bundle_parts(ref, held), kept["records"])
+            history = notice_bundles.latest_per_notice([*held.get(HISTORY, ()), *records], KEPT_ATTEMPTS)
             return Writes(sets={BUNDLE: a.packed(notices), HISTORY: a.packed(history)})
         return Writes(sets={HISTORY: a.packed([*held.get(HISTORY, ()), {**kept, "attempt": attempt}][-KEPT_ATTEMPTS:])})
 
@@ -173,47 +173,6 @@ def bundle_parts(ref: Notice, held: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {"id": notice_id, "type": kind, **({"sequence": sequence} if sequence is not None else {}), "tries": 0, "since": 0}
         for notice_id, kind, sequence in ref.bundled
-    ]
-
-
-def applied(parts: list[dict[str, Any]], records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A bundle's notices after an attempt's POST records (`final`: its notice is dead), and the records, each numbered
-    as its notice's next try. A notice delivered stays delivered."""
-    notices = [dict(p) for p in parts]
-    by_id = {p["id"]: p for p in notices}
-    numbered = []
-    for record in records:
-        part = by_id[record["noticeId"]]
-        part["tries"] = int(part.get("tries", 0)) + 1
-        numbered.append({**record, "attempt": part["tries"]})
-        if record.get("status") == "succeeded":
-            part["status"] = DELIVERED
-        elif record.get("final") and part.get("status") != DELIVERED:
-            part["status"] = DeliveryStore.DEAD
-    return notices, numbered
-
-
-def bundle_status(parts: list[dict[str, Any]]) -> str | None:
-    """A bundle's status once every notice is settled (delivered: all were), None while one is pending."""
-    if any(not p.get("status") for p in parts):
-        return None
-    return DELIVERED if all(p["status"] == DELIVERED for p in parts) else DeliveryStore.DEAD
-
-
-def latest_per_notice(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A bundle's attempt records, oldest first, less each notice's older than its last KEPT_ATTEMPTS."""
-    kept: list[dict[str, Any]] = []
-    for record in reversed(history):
-        if sum(k.get("noticeId") == record.get("noticeId") for k in kept) < KEPT_ATTEMPTS:
-            kept.append(record)
-    return kept[::-1]
-
-
-def reopened_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A dead bundle's notices as a replay reopens them: every one not delivered pending again, for a round of its own."""
-    return [
-        part if part.get("status") == DELIVERED else {**{k: v for k, v in part.items() if k != "status"}, "since": part.get("tries", 0)}
-        for part in parts
     ]
 
 

@@ -37,15 +37,14 @@ from interlude.config.delivery import DeliverySettings
 from interlude.domain import formats
 from interlude.domain.clock import iso_epoch
 from interlude.rules.egress import EgressRefused, Resolver, check_url
+from interlude.rules.notice_bundles import applied, bundle_status
 from interlude.store.deliveries import (
     BUNDLE,
     HISTORY,
     DeliveryStore,
     Notice,
-    applied,
     bundle_parts,
     bundle_ref,
-    bundle_status,
     public_attempts,
 )
 from interlude.store.leases import Claim
@@ -214,10 +213,7 @@ class Worker(LeasedWorker[Outgoing]):
         """One guarded, signed, pinned POST, and its attempt record."""
         if work.parts:
             return self._attempt_bundle(work, claim)
-        started = self.clock()
-        record: dict[str, Any] = {**work.fields, "attempt": claim.attempt, "at": iso_epoch(started)}
-        retry_after, final = self._post(work, record)
-        record["elapsedMs"] = int((self.clock() - started) * 1000)
+        record, retry_after, final = self._dial(work, claim.attempt)
         if record["status"] == "succeeded":
             return Attempted("delivered", record)
         return Attempted(None, record, final=final, retry_after_s=retry_after, why=record["errorClass"])
@@ -230,10 +226,7 @@ class Worker(LeasedWorker[Outgoing]):
         for part, outgoing in zip(notices, work.parts, strict=True):
             if part.get("status"):
                 continue
-            started = self.clock()
-            record: dict[str, Any] = {**outgoing.fields, "attempt": int(part["tries"]) + 1, "at": iso_epoch(started)}
-            retry_after, final = self._post(outgoing, record)
-            record["elapsedMs"] = int((self.clock() - started) * 1000)
+            record, retry_after, final = self._dial(outgoing, int(part["tries"]) + 1)
             records.append(record)
             if record["status"] == "succeeded":
                 continue
@@ -247,6 +240,14 @@ class Worker(LeasedWorker[Outgoing]):
             outgoing.dead([*earlier, record], False)
         status = bundle_status(applied(notices, records)[0])
         return Attempted(status, {"records": records})
+
+    def _dial(self, outgoing: Outgoing, attempt: int) -> tuple[dict[str, Any], int | None, bool]:
+        """One POST of `outgoing` as its attempt number `attempt`: its record, its Retry-After seconds, whether final."""
+        started = self.clock()
+        record: dict[str, Any] = {**outgoing.fields, "attempt": attempt, "at": iso_epoch(started)}
+        retry_after, final = self._post(outgoing, record)
+        record["elapsedMs"] = int((self.clock() - started) * 1000)
+        return record, retry_after, final
 
     def _post(self, outgoing: Outgoing, attempt_record: dict[str, Any]) -> tuple[int | None, bool]:
         """Fills `attempt_record` with the outcome; (Retry-After seconds, final)."""
