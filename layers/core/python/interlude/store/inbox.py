@@ -139,7 +139,7 @@ class Entry(NamedTuple):
         """The entry of an interrupt as its item holds it (store/run_items.interrupt_put): what a backfill writes for an
         interrupt opened before the index existed (interlude.migrations)."""
         plain = a.plain(item)
-        votes = json.loads(plain["votes"]) if isinstance(plain.get("votes"), str) else plain.get("votes") or []
+        votes = gate_votes(plain)
         delegates = _delegates_of((v.get("action", ""), v.get("delegate")) for v in votes)
         due = due_of(plain.get("deadline"))
         families = interrupt_families(plain["kind"], plain["workflowId"], plain["payload"], due) + delegates
@@ -358,10 +358,14 @@ def interrupt_document(item: a.Item) -> dict[str, Any]:
     """An interrupt item as plain JSON (its votes parsed), without its keys."""
     skip = {wiring.PARTITION_KEY, wiring.SORT_KEY, wiring.INBOX_INDEX.partition_key, wiring.INBOX_INDEX.sort_key}
     doc = a.plain({k: v for k, v in item.items() if k not in skip})
-    doc.setdefault("votes", [])
-    if isinstance(doc["votes"], str):
-        doc["votes"] = json.loads(doc["votes"])
+    doc["votes"] = gate_votes(doc)
     return doc
+
+
+def gate_votes(plain: dict[str, Any]) -> list[dict[str, Any]]:
+    """The votes of an interrupt item read plain (a JSON text as store/run_items writes it; none: [])."""
+    votes = plain.get("votes")
+    return json.loads(votes) if isinstance(votes, str) else votes or []
 
 
 def run_interrupts(client: Any, table: str, run_id: str) -> list[dict[str, Any]]:

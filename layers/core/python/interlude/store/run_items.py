@@ -6,7 +6,6 @@ into the transition's one transaction. The bench and test loaders write the same
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from interlude.store import attributes as a
 from interlude.store import audit as audit_log
 from interlude.store import gate_closes, item_index
 from interlude.store.expiry import RESTAMPING, RETAINED
+from interlude.store.inbox import gate_votes
 from interlude.store.layout import RUN_SK, event_sk, interrupt_sk, run_pk
 from interlude.store.transactions import Labelled
 
@@ -271,8 +271,7 @@ def entries_unexpiring(gate: a.Item) -> bool:
     plain = a.plain(gate)
     if ENTRIES_UNEXPIRING not in plain:
         return False
-    votes = json.loads(plain["votes"]) if isinstance(plain.get("votes"), str) else plain.get("votes") or []
-    return int(plain[ENTRIES_UNEXPIRING]) == len(votes)
+    return int(plain[ENTRIES_UNEXPIRING]) == len(gate_votes(plain))
 
 
 def interrupt_close(
