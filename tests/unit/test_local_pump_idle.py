@@ -104,6 +104,31 @@ def test_an_idle_schedule_pump_sleeps_until_its_next_schedule_and_wakes_when_the
     config.forget()
 
 
+def test_a_schedule_that_came_due_after_the_poll_read_the_clock_is_polled_again_not_slept_past(tmp_path, monkeypatch) -> None:
+    # The clock moved between a poll and its sleep (`interlude clock advance` right after a schedule was read): the
+    # schedule is due, not in the future, and no write will come to wake the pump.
+    clock_file = tmp_path / "clock"
+    clock.reset(clock_file)
+    monkeypatch.setenv(CLOCK_FILE_ENV, str(clock_file))
+    config.forget()
+    with mock_aws():
+        client = boto3.client("scheduler", region_name="us-east-1")
+        client.create_schedule_group(Name="raced")
+        client.create_schedule(
+            Name="in-a-minute",
+            GroupName="raced",
+            ScheduleExpression=f"at({clock.iso_epoch(clock.now().timestamp() + 60)[:19]})",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target={"Arn": local_function_arn("timeouts"), "RoleArn": "arn:aws:iam::123456789012:role/r", "Input": "{}"},
+        )
+        pump = SchedulePump("raced")
+        assert pump.due_schedules() == []
+        clock.advance(clock_file, 120)
+        assert pump.sleep_s(0.5) == 0.5
+        assert [s["Name"] for s in pump.due_schedules()] == ["in-a-minute"]
+    config.forget()
+
+
 def test_an_idle_stream_poll_costs_an_iterator_and_a_read(monkeypatch) -> None:
     """The stream's shards are described once; each later poll asks an iterator and reads from it."""
     with mock_aws():

@@ -82,7 +82,11 @@ class SchedulePump(Pump):
     def sleep_s(self, backoff_s: float) -> float | None:
         self._offset = clock.offset_seconds()  # what the sleep's length assumed
         now = clock.now().timestamp()
-        due = min((at for _, _, at in self._read.values() if at is not None and at > now), default=None)
+        due = min((at for _, _, at in self._read.values() if at is not None), default=None)
+        if due is not None and due <= now:
+            # Due since the poll read the clock (the clock moved, or time passed, between the two): poll again after
+            # the back-off, as before a sleep until a wake would miss it.
+            return backoff_s
         return None if due is None else due - now + DUE_MARGIN_S
 
     def _idle_wait(self, seconds: float | None) -> bool:
