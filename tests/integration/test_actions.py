@@ -418,3 +418,41 @@ def test_the_response_is_kept_within_its_budget(services, admin, aws, receiver, 
 
     output = state_of(services, run_id).outputs["refund"]
     assert (output["body"], output["truncated"]) == (body, truncated)
+
+
+def test_a_failed_run_retried_while_a_change_of_retention_is_given_to_it_keeps_none_of_that_expiry(
+    services, admin, aws, receiver, monkeypatch
+):
+    """A re-stamp (a change of retentionDays given to the runs finished before it, app/retention.Restamp) writes the
+    run's items page by page: a run that runs again meanwhile, whose own retention turn gave its items their open
+    expiry first, must not keep the re-stamp's, which would delete its event batches while it runs."""
+    monkeypatch.delenv("INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS")
+    failing = workflow(receiver.url())
+    failing["nodes"], failing["edges"] = failing["nodes"][:2], failing["edges"][:1]
+    run_id = approved_run(services, admin, failing)
+    settle(aws)
+    assert state_of(services, run_id).status == "failed"
+    # Given the tenant's retention made 30 days, and the failed action retried (its transition, then its own retention
+    # turn) while the re-stamp writes the run's first item
+    services.tenants.put_settings(admin.tenant, TenantSettings(retentionDays=30), "admin")
+    services.limiter.forget(admin.tenant)
+    store = services.retention.store
+    write_ttl = store.set_item_ttl
+
+    def retried_first(run: str, sk: str, ttl: int | None) -> None:
+        monkeypatch.setattr(store, "set_item_ttl", write_ttl)
+        services.replay.retry_action(admin, run_id, "refund")
+        assert services.retention.turn(run_id, None, lambda: True) is None
+        write_ttl(run, sk, ttl)
+
+    monkeypatch.setattr(store, "set_item_ttl", retried_first)
+    services.restamp.turn(admin.tenant, None, lambda: True)
+    # Then the running run's event batches carry their provisional expiry (its creation + 90 + 7 days), not its end's
+    state = state_of(services, run_id)
+    assert state.status == "running"
+    got = boto3.client("dynamodb").query(
+        TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": a.s(run_pk(run_id))}
+    )["Items"]
+    batches = [i for i in got if i["sk"]["S"].startswith(wiring.EVENT_ITEM_PREFIX)]
+    assert len(batches) > 1
+    assert {int(i[wiring.TTL_ATTRIBUTE]["N"]) for i in batches} == {run_search.items_expiry(state.searchExpiry)}

@@ -250,22 +250,32 @@ class Restamp:
                 return False
 
     def _restamp(self, run_id: str, days: int) -> bool:
-        """The finished run's expiry made its end plus `days`, every item of it with it; whether it changed."""
+        """The finished run's expiry made its end plus `days`, every item of it with it; whether it changed. A turn
+        that found the run moved (it ran again, or ended anew) may have written the expiry after the turn its move
+        queued was taken: the run's turn is taken again, whatever the run is now (running: its items get their open
+        expiry back)."""
+        changed = moved = False
         for _ in range(3):
             run = self.store.retained_run(run_id)
-            if run is None or not run.state.terminal:
-                return False  # gone, or running: it takes the period in force when it ends
-            target = run_expiry(run.state.completedAt, days, self.clock())
-            if run.ttl == target:
-                return False
-            if not self.store.expire_head(run_id, run.version, target, restamped=True):
-                continue  # it moved meanwhile: read again
+            if run is None:
+                return changed  # gone
+            if run.state.terminal:
+                target = run_expiry(run.state.completedAt, days, self.clock())
+                if run.ttl != target:
+                    if not self.store.expire_head(run_id, run.version, target, restamped=True):
+                        continue  # it moved before anything was written: read again
+                    changed = True
+                elif not moved:
+                    return changed
+            elif not moved:
+                return changed  # running: it takes the period in force when it ends
             try:
                 self.retention.turn(run_id, None, lambda: True)
             except RunMoved:
+                moved = True
                 continue
-            return True
-        return False  # it kept moving: its moves queued its turns, and the daily sweep finds what they left
+            return changed
+        return changed  # it kept moving: its moves queued its turns, and the daily sweep finds what they left
 
 
 def requested_gates(events: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
