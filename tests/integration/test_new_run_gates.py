@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ import boto3
 import pytest
 
 from interlude import migrations, wiring
+from interlude.app.retention import RunMoved
 from interlude.domain import clock
 from interlude.domain.clock import epoch_of
 from interlude.domain.errors import DomainError, NotFound
@@ -25,6 +27,7 @@ from interlude.migrations import sweeps
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
+from interlude.store.retention import RunPage
 from tests.integration.conftest import signed_in
 from tests.integration.test_store_and_dispatch import register
 from tests.support.moto_world import TABLE
@@ -370,3 +373,46 @@ def test_the_retention_turn_of_a_run_that_runs_again_leaves_its_open_gates_expir
     [kept] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
     assert kept[wiring.TTL_ATTRIBUTE] == gate[wiring.TTL_ATTRIBUTE]
     assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in inbox_entries(admin.tenant, run_id)} == {gate[wiring.TTL_ATTRIBUTE]["N"]}
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_a_gate_opened_while_a_retention_turn_pages_through_its_run_keeps_its_expiry_with_its_entries(
+    services, admin, monkeypatch
+):
+    """A retention turn reads the run's head, then its items: a gate a transition opens in between is on the page and
+    among none of the open gates the turn read. With its expiry taken off (a week's retention: the run's items'
+    provisional one is near), its inbox entries would keep theirs while no sweep finds the gate (docs/adr/0154): it is
+    left as its opening wrote it, and the turn taken again after the move knows it open."""
+    services.tenants.put_settings(admin.tenant, TenantSettings(retentionDays=7), "admin")
+    services.limiter.forget(admin.tenant)
+    gates = [{"id": g, "typeId": "core.approvalGate", "config": {"title": g}} for g in ("first", "second")]
+    edges = [{"sourceNodeId": "first", "targetNodeId": "second"}]
+    services.workflows.put_workflow(admin, "twice", WorkflowDefinition.model_validate({"nodes": gates, "edges": edges}))
+    run_id = create(services, admin, "twice")
+    store = services.retention.store
+    read_page, read_head = store.items_page, store.retained_run
+
+    # Given a run of more items before its head than a page holds: its first page holds no head, read after it
+    def first_page_without_head(run: str, after: str | None) -> RunPage:
+        monkeypatch.setattr(store, "items_page", read_page)
+        return replace(read_page(run, after), head=None)
+
+    # And its first gate decided (the second opened) just after the turn read the head
+    def head_then_decided(run: str) -> Any:
+        monkeypatch.setattr(store, "retained_run", read_head)
+        head = read_head(run)
+        services.decisions.resolve_interrupt(admin, run_id, "first", {"action": "accept"})
+        return head
+
+    monkeypatch.setattr(store, "items_page", first_page_without_head)
+    monkeypatch.setattr(store, "retained_run", head_then_decided)
+    with pytest.raises(RunMoved):
+        services.retention.turn(run_id, None, lambda: True)
+    assert services.retention.turn(run_id, None, lambda: True) is None
+    # Then the second gate expires with its inbox entries (the first gate's went when it closed), as its opening wrote
+    state, _ = services.store.get_run(run_id)
+    [gate] = [i for i in gate_items(admin.tenant) if i["sk"]["S"] == INTERRUPT_SK_PREFIX + state.interrupts["second"].key]
+    entries = inbox_entries(admin.tenant, run_id)
+    assert entries
+    assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {str(state.searchExpiry)}

@@ -140,7 +140,11 @@ class RunRetention:
                 # provisional expiry does not do (rules/run_search.stamped_at_end).
                 if searched and (gates := run_search.gate_families(run.state, requested_gates(item.events))):
                     self.store.put_search_entries(run.state, gates, target)
-                if item.sk not in open_gates:
+                # A gate opened after the head was read (by the transition at its next sequence) is not known open
+                # or closed: left as its opening wrote it, with its inbox entries; the check below finds the move, and
+                # the turn taken again knows it.
+                opened_since = item.raised is not None and item.raised >= run.state.nextSeq
+                if item.sk not in open_gates and not opened_since:
                     self._retain(run_id, item, target, wanted, run.provisional if later_kept else None)
             # The run moved (it ran again, or ended anew): its next turn starts over with what it is now.
             self._unmoved(run_id, run)

@@ -64,6 +64,7 @@ from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store import expiry
 from interlude.store.effects import EFFECT_SK, LEDGER_SK_PREFIX, effect_pk
+from interlude.store.gate_closes import RAISED_SEQ
 from interlude.store.inbox import ENTRY_SOURCE_ATTRIBUTES, Entry
 from interlude.store.item_index import index_pk
 from interlude.store.layout import RUN_SK, run_pk
@@ -127,6 +128,8 @@ class RunItem:
     effect_id: str | None = None
     # An event batch's events (the tasks the run requested are named there).
     events: tuple[dict[str, Any], ...] = ()
+    # A gate's item (format 3): the first sequence of the events of the transition that opened it.
+    raised: int | None = None
 
 
 @dataclass(frozen=True)
@@ -316,13 +319,14 @@ class RetentionStore(Table):
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#pk = :pk",
-            "ProjectionExpression": "#sk, #ttl, events, #state, #version, #retained",
+            "ProjectionExpression": "#sk, #ttl, events, #state, #version, #retained, #raised",
             "ExpressionAttributeNames": {
                 "#pk": wiring.PARTITION_KEY,
                 "#sk": wiring.SORT_KEY,
                 "#state": "state",
                 "#version": "version",
                 "#retained": RETAINED,
+                "#raised": RAISED_SEQ,
                 **_TTL,
             },
             "ExpressionAttributeValues": {":pk": a.s(run_pk(run_id))},
@@ -343,7 +347,7 @@ class RetentionStore(Table):
             # A ledger entry is keyed by its effect's opaque id (store/effects.py, ledger_sk).
             effect = f"{tenant_of(run_id)}/{sk.removeprefix(LEDGER_SK_PREFIX)}" if sk.startswith(LEDGER_SK_PREFIX) else None
             events = tuple(a.unpacked(item["events"])) if "events" in item else ()
-            items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events))
+            items.append(RunItem(sk, _number(item, wiring.TTL_ATTRIBUTE), effect, events, _number(item, RAISED_SEQ)))
         last = got.get("LastEvaluatedKey")
         return RunPage(items, last[wiring.SORT_KEY]["S"] if last else None, head)
 
