@@ -35,6 +35,7 @@ from interlude.domain.ids import from_wire
 from interlude.local import lambda_runtime
 from interlude.local.http_gateway import to_event
 from interlude.local.sqs_pump import QueuePump
+from interlude.migrations import sweeps
 from interlude.store import attributes as a
 from interlude.store import audit as audit_items
 from interlude.store import gate_closes
@@ -133,6 +134,22 @@ def load(table: str, items: list[dict[str, Any]]) -> None:
         pending = {table: [{"PutRequest": {"Item": decoded(i)}} for i in items[start : start + 25]]}
         while pending:
             pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+def scanned_items(table: str) -> list[dict[str, Any]]:
+    return [i for page in boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table) for i in page["Items"]]
+
+
+def replaced(table: str, items: list[dict[str, Any]]) -> None:
+    """The table made `items` (encoded): what another release left in it."""
+    kept = {(i["pk"]["S"], i["sk"]["S"]) for i in items}
+    gone = [a.key(i["pk"]["S"], i["sk"]["S"]) for i in scanned_items(table) if (i["pk"]["S"], i["sk"]["S"]) not in kept]
+    client = boto3.client("dynamodb")
+    for start in range(0, len(gone), 25):
+        pending = {table: [{"DeleteRequest": {"Key": key}} for key in gone[start : start + 25]]}
+        while pending:
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    load(table, items)
 
 
 def decoded(item: dict[str, Any]) -> dict[str, Any]:
@@ -308,6 +325,9 @@ def test_the_previous_release_reads_what_this_one_wrote(
     created = up.http("POST", "/workflows/run", asked)
     assert created[0] == 200, created
     runs["new-modulex"] = from_wire(created[1]["run_id"])
+    created = up.http("POST", "/runs", {"workflowId": "approve"})
+    assert created[0] == 201, created
+    runs["new-claimed"] = created[1]["runId"]
     for name, action in (("new-completed", "accept"), ("new-rejected", "reject"), ("new-quorum", "accept")):
         assert up.http("POST", f"/runs/{wire(runs[name])}/interrupts/gate", {"resumeValue": {"action": action}})[0] == 200
     assert up.http("POST", f"/runs/{wire(runs['new-cancelled'])}/cancel", {})[0] == 200
@@ -344,7 +364,7 @@ def test_the_previous_release_reads_what_this_one_wrote(
         **dump,
         "writtenAt": time.time() + float(up.clock_file.read_text()),
         "items": [encoded(item) for page in scanned for item in page["Items"]],
-        "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting", **notices},
+        "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting", "claimOnRollback": "new-claimed", **notices},
         "secrets": {env: secrets.get_secret_value(SecretId=up.world.env[env])["SecretString"] for env in dump["secrets"]},
         "objects": bucket_objects(up.world.env),
     }
@@ -389,6 +409,21 @@ def test_the_previous_release_reads_what_this_one_wrote(
     sent = {(json.loads(h.body)["runId"], json.loads(h.body)["type"]) for h in receiver.hits[posted:]}
     for name in ("new-notices-dead", "new-notices-queued"):
         assert {(runs[name], "interrupt.resolved"), (runs[name], "run.completed")} <= sent
+
+    # When this release is deployed again over the table the rollback left, decides the gate the rollback claimed
+    # (whose entry in the approval kind's family the claim put again, without an expiry, after migration 0010 ran), and
+    # its daily retention sweep passes
+    assert seen["seen"]["claimed"] is True
+    replaced(up.world.table, seen["seen"]["table"])
+    up.stream.take()  # what the previous release's dispatch took
+    lambda_runtime.fresh_instances()
+    assert migrations.run_pending(up.services.store, "deploy").complete
+    decided = up.http("POST", f"/runs/{wire(runs['new-claimed'])}/interrupts/gate", {"resumeValue": {"action": "accept"}})
+    assert decided[0] == 200, decided
+    up.settle()
+    assert sweeps.sweep(up.services.store, "upgrade", start=True) is True
+    # Then no approval's entry is left in its kind's family (ADR 0160), where nothing would ever delete it
+    assert not [i for i in scanned_items(up.world.table) if f"#{wiring.INBOX.prefix}#KIND#approval#" in i["pk"]["S"]]
 
 
 def bucket_objects(env: dict[str, str]) -> dict[str, dict[str, str]]:

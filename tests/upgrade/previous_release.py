@@ -412,6 +412,13 @@ def read_everything(api: Api, dump: dict[str, Any]) -> dict[str, Any]:
         seen["afterSweep"] = {name: (api.ok("GET", f"/runs/{wire(run)}") or {}).get("status") for name, run in runs.items()}
     if dump["made"].get("noticeRuns"):
         seen["notices"] = notices_delivered(api, runs, dump["made"]["noticeRuns"], dump["made"]["callbacksQueued"])
+    claim = dump["made"].get("claimOnRollback")
+    if claim:
+        # A gate of the newer release claimed here: the claim puts every entry of the gate again, without an expiry
+        # (0.4.0's: one in the approval kind's family too, ADR 0160); the newer release, deployed again over the table
+        # as this leaves it, decides the gate
+        seen["claimed"] = api.ok("POST", f"/runs/{wire(runs[claim])}/interrupts/gate/claim") is not None
+        seen["table"] = table_items()
     return seen
 
 

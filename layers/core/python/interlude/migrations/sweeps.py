@@ -20,14 +20,18 @@ replay stopped between its reopen and its send) is queued again (interlude.app.r
 re-stamp job still running (app/retention.Restamp: its chain of turns died, or the change was made where
 no queue was at hand) is taken on here too, inline. A tenant's open-runs counter items (where its runs bill their
 usage: docs/adr/0123) have their ended months closed (app/tenant_lifecycle.close_ended_months), so months nobody read
-do not pile up on them.
+do not pile up on them. Approvals' inbox entries in their kind's family are deleted as migration 0010 deletes them (ADR
+0160): a rollback to 0.4.0 writes them again after 0010 ran, its claims without an expiry, and no close of a later
+release deletes them.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from interlude import __version__, wiring
@@ -86,6 +90,9 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
             services().replay.requeue(run_id, unit[wiring.SORT_KEY]["S"])
         except Exception:  # noqa: BLE001 - one unit's failure (no queue where the CLI runs) stops no other's
             logger.exception("a replayed unit could not be queued", extra={"runId": run_id})
+    kind = approval_kind_entries()
+    by_kind = [i for i in items if str(kind.SCAN.values[":family"]) in i[wiring.PARTITION_KEY]["S"]]
+    deleted = kind.apply(store, by_kind) if by_kind else 0
     counters = {tenant_of_pk(i[wiring.PARTITION_KEY]["S"]) for i in items if i[wiring.SORT_KEY]["S"] == USAGE_SK}
     closed = _close_ended_months(store, counters, now)
     rows = [i for i in items if i[wiring.SORT_KEY]["S"] == RUN_SK]
@@ -119,7 +126,7 @@ def _swept(store: Store, items: list[a.Item], now: datetime) -> int:
         if expiry is not None and run_search.listing_kept_open(expiry, now.timestamp()):
             kept += retention.store.keep_listed(run.state)
     swept = sum(retention.turn(run_id, None, lambda: True, listing=run_id in unlisted) is None for run_id in finished)
-    return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed
+    return _retained(retention, heads) + swept + kept + len(jobs) + len(units) + closed + deleted
 
 
 # The tenants whose ended months this process closed, and the day it did: a tenant has up to 32 counter items, each a
@@ -185,14 +192,20 @@ def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
 STUCK_AFTER_S = 900
 
 
+def approval_kind_entries() -> ModuleType:
+    """Migration 0010, which the sweep takes again on every pass (imported when a pass runs: migrate's cold start)."""
+    return importlib.import_module(f"{__package__}.0010_approval_kind_entries")
+
+
 def daily_sweep(now: datetime) -> Migration:
     """The sweep's pass as of `now`: what it selects, and what it does with each page."""
     stuck_before = iso(now - timedelta(seconds=STUCK_AFTER_S))
+    kind = approval_kind_entries().SCAN
     return Migration(
         RETENTION_SWEEP_ID,
         "retention_sweep",
         "finished runs whose retention never finished are retained; replays stopped before their send are queued;"
-        " tenants' ended months of usage are closed",
+        " tenants' ended months of usage are closed; approvals' inbox entries in their kind's family are deleted",
         Scan(
             f"({FINISHED_FILTER} AND (attribute_not_exists(#ttl) OR (attribute_exists(#retained) AND #retained <> #ttl)))"
             " OR (contains(pk, :listing) AND attribute_exists(runId) AND attribute_not_exists(#ttl))"
@@ -200,7 +213,8 @@ def daily_sweep(now: datetime) -> Migration:
             " OR (sk = :run AND attribute_not_exists(#ttl))"
             " OR (sk = :restamp AND #state = :running)"
             " OR (begins_with(sk, :unit) AND #status = :pending AND reopenedAt < :stuck AND attempts = reopenedFrom)"
-            " OR sk = :usage",
+            " OR sk = :usage"
+            f" OR {kind.filter}",
             {
                 **FINISHED,
                 ":listing": f"#{wiring.RUN_INDEX.prefix}#",
@@ -211,6 +225,7 @@ def daily_sweep(now: datetime) -> Migration:
                 ":pending": PENDING,
                 ":stuck": stuck_before,
                 ":usage": USAGE_SK,
+                **kind.values,
             },
             {
                 "#ttl": wiring.TTL_ATTRIBUTE,
