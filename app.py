@@ -8,7 +8,8 @@ Context (-c key=value), each optional:
   alarmTopicArn                     an existing SNS topic for every alarm (default: a topic is created)
   accountConcurrencyQuota           the account's Lambda concurrency quota: wiring's reservations are made only
                                     when it is stated and can hold them (default: none, as a fresh account needs)
-  existingTableName, existingTableStreamArn   run on a restored table (docs/operations.md, "Restore")
+  existingTableName, existingTableStreamArn, existingEntriesTableName
+                                    run on restored tables (docs/operations.md, "Restore")
 Everything else is a prop of the Interlude construct: a deployment that needs more builds its own app
 (examples/customer-app).
 """
@@ -51,7 +52,9 @@ def _props_from_context(stack: InterludeStack) -> dict:
         props["account_concurrency_quota"] = int(context("accountConcurrencyQuota"))
     if context("existingTableName"):
         props["existing_table"] = ExistingTable(
-            table_name=context("existingTableName"), stream_arn=context("existingTableStreamArn")
+            table_name=context("existingTableName"),
+            stream_arn=context("existingTableStreamArn"),
+            entries_table_name=context("existingEntriesTableName"),
         )
     return props
 

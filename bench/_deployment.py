@@ -366,6 +366,7 @@ class Deployment:
         clock.reset(self.clock_file)
         os.environ[clock.CLOCK_FILE_ENV] = str(self.clock_file)
         world = create_world(self.table)
+        self.entries_table = world.entries_table
         os.environ.update(world.env)
         self.queues = world.queues
         self.receiver = Receiver().start()

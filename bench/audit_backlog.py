@@ -28,7 +28,7 @@ from typing import Any
 
 from _bench import offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -38,7 +38,7 @@ from interlude.domain.audit import AuditDraft  # noqa: E402
 from interlude.store import attributes as a  # noqa: E402
 from interlude.store import audit as items  # noqa: E402
 from interlude.store.layout import event_sk, run_pk  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 
 SIZES = (10, 100, 1_000)
 BACKLOG_S = 600.0
@@ -129,7 +129,7 @@ def main() -> None:
     sizes = [int(x) for x in sys.argv[1:]] or list(SIZES)
     with mock_aws():
         client = boto3.client("dynamodb")
-        create_table(client, TABLE)
+        create_tables(client, TABLE)
         reads = ChainReads(client)
         print("audit appender, one chain, k drafts taken 10 min ago, one per dispatch batch (moto in-process)")
         print(f"{'case':<14} {'k':>6} {'head GetItem':>12} {'back: pages':>12} {'entries':>9} {'RRU':>8} {'RRU/append':>11} {'past head':>10} {'CPU s':>7}")

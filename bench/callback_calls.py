@@ -12,7 +12,7 @@ from collections import Counter
 from _bench import Calls, fmt, offline_aws
 
 offline_aws(
-    TABLE_NAME="interlude-test",
+    TABLE_NAME="interlude-test", ENTRIES_TABLE_NAME="interlude-test-entries",
     PUBLIC_BASE_URL="https://interlude.example.com",
     INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS="1",
     INTERLUDE_CALLBACK_BACKOFF_BASE_S="0",
@@ -31,8 +31,8 @@ from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest 
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
-from tests.integration.test_callbacks import TABLE  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
+from tests.integration.test_callbacks import ENTRIES_TABLE, TABLE  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 from tests.support.stream import Stream  # noqa: E402
@@ -49,11 +49,11 @@ def main() -> None:
         sdk_clients.forget_clients()
         calls = Calls(services=COUNTED, qualified=True)
         calls.watch(sdk_clients.session())
-        create_table(boto3.client("dynamodb"), TABLE)
+        create_tables(boto3.client("dynamodb"), TABLE)
         urls = create_queues(boto3.client("sqs"), "bench")
         export_queue_urls(urls)
         ensure_key_ring("bench/token-keys")
-        services = Services(Store(TABLE))
+        services = Services(Store(TABLE, ENTRIES_TABLE))
         created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         admin = services.keys.authenticate(f"Bearer {created['apiKey']}")
         definition = json.loads(FIXTURE.read_text())

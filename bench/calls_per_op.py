@@ -11,7 +11,7 @@ from typing import Any
 
 from _bench import Calls, admin_with_approval, fmt, offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -22,7 +22,7 @@ from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.interrupts.decide import Resolver  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 
 
 class BytesRead:
@@ -44,8 +44,8 @@ class BytesRead:
 def main() -> None:
     with mock_aws():
         client = boto3.client("dynamodb")
-        create_table(client, "bench")
-        services = Services(Store("bench", client))
+        create_tables(client, "bench")
+        services = Services(Store("bench", "bench-entries", client))
         calls = Calls(client)
         read = BytesRead(client)
         principal, bearer, workflow_id = admin_with_approval(services)

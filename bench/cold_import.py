@@ -132,6 +132,7 @@ FIRST_USE: tuple[tuple[str, str, str], ...] = (
 PROBE = """
 import importlib, os, sys, time
 os.environ.setdefault("TABLE_NAME", "bench")
+os.environ.setdefault("ENTRIES_TABLE_NAME", "bench-entries")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 def load():

@@ -98,7 +98,7 @@ def child_env(endpoint: str, cache: str, sdk_data: bool) -> dict[str, str]:
         AWS_SECRET_ACCESS_KEY="bench",
         AWS_DEFAULT_REGION="us-east-1",
         AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled",
-        TABLE_NAME="bench",
+        TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries",
         LOG_LEVEL="INFO",
         POWERTOOLS_SERVICE_NAME="interlude",
         AWS_LAMBDA_FUNCTION_NAME="interlude-api",
@@ -125,12 +125,12 @@ def waiting_runs(count: int) -> tuple[list[str], str]:
     from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest
     from interlude.domain.models.workflow import WorkflowDefinition
     from interlude.store.facade import Store
-    from interlude.store.provisioning import create_table
+    from interlude.store.provisioning import create_tables
     from tests.support.local_stack import FIXTURES
 
     compose()
-    create_table(boto3.client("dynamodb"), "bench")
-    services = Services(Store("bench"))
+    create_tables(boto3.client("dynamodb"), "bench")
+    services = Services(Store("bench", "bench-entries"))
     created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
     bearer = f"Bearer {created['apiKey']}"
     principal = services.keys.authenticate(bearer)
@@ -167,7 +167,7 @@ def main() -> None:
     server = LockedMotoServer().start()
     os.environ.update(
         AWS_ENDPOINT_URL=server.endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-        AWS_DEFAULT_REGION="us-east-1", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled", TABLE_NAME="bench",
+        AWS_DEFAULT_REGION="us-east-1", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled", TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries",
     )
     counted: dict[str, int] = {}
     try:

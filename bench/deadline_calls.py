@@ -14,7 +14,7 @@ from pathlib import Path
 
 from _bench import Calls, fmt, offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -28,7 +28,7 @@ from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
 
@@ -40,9 +40,9 @@ def main() -> None:
         from interlude.local.schedules import SchedulePump, create_local_deadline_resources
 
         client = boto3.client("dynamodb")
-        create_table(client, "bench")
+        create_tables(client, "bench")
         os.environ.update(create_local_deadline_resources())
-        services = Services(Store("bench", client))
+        services = Services(Store("bench", "bench-entries", client))
         sched = scheduler_module.Scheduler(scheduler_module.SchedulerSettings.from_env())
         scheduler_module._cached = (sched.settings, sched)
         calls = Calls(client, sched.client, qualified=True)

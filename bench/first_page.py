@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = r"""
 import importlib.util, json, os, sys, time
 root = sys.argv[1]
-os.environ.update(AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench")
+os.environ.update(AWS_DEFAULT_REGION="us-east-1", TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 spec = importlib.util.spec_from_file_location("handler", os.path.join(root, "functions/api/handler.py"))
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)

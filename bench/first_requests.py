@@ -24,7 +24,7 @@ import importlib.util, json, os, sys, time, types, uuid
 from urllib.parse import quote
 root = sys.argv[1]
 os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-                  TABLE_NAME="bench")
+                  TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 os.environ.pop("AWS_ENDPOINT_URL", None)
 from moto import mock_aws
 mock_aws().start()
@@ -34,11 +34,11 @@ from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import moto_patches
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables
 moto_patches.apply()
 client = boto3.client("dynamodb")
-create_table(client, "bench")
-key = Services(Store("bench", client)).keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
+create_tables(client, "bench")
+key = Services(Store("bench", "bench-entries", client)).keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
 definition = json.loads(open(os.path.join(root, "tests/fixtures/openwop/conformance-approval.json")).read())
 spec = importlib.util.spec_from_file_location("handler", os.path.join(root, "functions/api/handler.py"))
 module = importlib.util.module_from_spec(spec)

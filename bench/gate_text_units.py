@@ -15,7 +15,7 @@ from typing import Any
 
 from _bench import english_text, offline_aws
 
-offline_aws(TABLE_NAME="bench", PUBLIC_BASE_URL="https://interlude.example.com", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries", PUBLIC_BASE_URL="https://interlude.example.com", AWS_ACCOUNT_ID_ENDPOINT_MODE="disabled")
 
 from _deployment import Deployment, Invocation  # noqa: E402
 from lifecycles import Tenant, created, ok, wire  # noqa: E402

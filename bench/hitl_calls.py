@@ -9,7 +9,7 @@ from collections import Counter
 
 from _bench import offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -20,13 +20,13 @@ from interlude.domain.models.requests import CreateKeyRequest, CreateRunRequest 
 from interlude.domain.models.tenant_requests import PostEventRequest  # noqa: E402
 from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 
 
 def main() -> None:
     with mock_aws():
-        create_table(boto3.client("dynamodb"), "bench")
-        services = Services(Store("bench"))
+        create_tables(boto3.client("dynamodb"), "bench")
+        services = Services(Store("bench", "bench-entries"))
         counter: Counter[str] = Counter()
         services.store.client.meta.events.register(
             "before-call.dynamodb", lambda model, **_: counter.update([model.name])

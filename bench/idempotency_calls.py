@@ -14,7 +14,7 @@ from collections import Counter
 
 from _bench import offline_aws
 
-offline_aws(TABLE_NAME="bench", POWERTOOLS_LOG_LEVEL="ERROR")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries", POWERTOOLS_LOG_LEVEL="ERROR")
 
 import boto3  # noqa: E402
 from _deployment import Invocation, Meter  # noqa: E402
@@ -25,7 +25,7 @@ from interlude.api import http  # noqa: E402
 from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 from tests.support.local_stack import FIXTURES, wire  # noqa: E402
 
 FIXTURE = FIXTURES / "conformance-approval.json"
@@ -33,7 +33,7 @@ FIXTURE = FIXTURES / "conformance-approval.json"
 
 def main() -> None:
     with mock_aws():
-        create_table(boto3.client("dynamodb"), "bench")
+        create_tables(boto3.client("dynamodb"), "bench")
         services = http.services()
         created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         meter = Meter("bench")

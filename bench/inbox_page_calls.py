@@ -14,7 +14,7 @@ from typing import Any
 
 from _bench import offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.principals import PrincipalEntry  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 
 from _bench import offline_aws
 
-offline_aws(TABLE_NAME="bench", POWERTOOLS_LOG_LEVEL="ERROR", INTERLUDE_TENANT_REQUESTS_PER_SECOND="500")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries", POWERTOOLS_LOG_LEVEL="ERROR", INTERLUDE_TENANT_REQUESTS_PER_SECOND="500")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -33,7 +33,7 @@ from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local import lambda_runtime  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 from tests.support.local_stack import FIXTURES  # noqa: E402
 
 SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 12.0
@@ -41,7 +41,7 @@ SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 12.0
 
 def main() -> None:
     with mock_aws():
-        create_table(boto3.client("dynamodb"), "bench")
+        create_tables(boto3.client("dynamodb"), "bench")
         services = http.services()
         created = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         calls: Counter[str] = Counter()
@@ -94,7 +94,7 @@ def main() -> None:
         )
 
         # 2. Revocation bound: instance A trusts the key it read; instance B revokes it.
-        instance_a, instance_b = Services(Store("bench")), Services(Store("bench"))
+        instance_a, instance_b = Services(Store("bench", "bench-entries")), Services(Store("bench", "bench-entries"))
         victim = instance_b.keys.issue_key("bench", CreateKeyRequest(subjectId="victim", scopes=["runs:read"]))
         bearer = f"Bearer {victim['apiKey']}"
         instance_a.keys.authenticate(bearer)

@@ -43,7 +43,7 @@ from urllib.parse import quote, urlsplit
 from _bench import english_text, offline_aws
 
 offline_aws(
-    TABLE_NAME="bench",
+    TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries",
     PUBLIC_BASE_URL="https://interlude.example.com",
     INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS="1",
     INTERLUDE_CALLBACK_BACKOFF_BASE_S="0",
@@ -95,7 +95,7 @@ class Tenant:
         from interlude.store.facade import Store
         from tests.support.local_stack import FIXTURES
 
-        self.services = Services(Store(deployment.table))
+        self.services = Services(Store(deployment.table, deployment.entries_table))
         self.name = "bench"
         admin = self.services.keys.issue_key(self.name, CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         worker = self.services.keys.issue_key(self.name, CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))

@@ -38,7 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
-from interlude.local.stack import TABLE_NAME, configure_environment
+from interlude.local.stack import ENTRIES_TABLE_NAME, TABLE_NAME, configure_environment
 from interlude.store.facade import Store
 from tests.support.local_stack import Api, LocalStackProcess, quiesce, wire
 from tests.support.run_copies import RunCopies
@@ -83,9 +83,9 @@ class Seeder:
     TEMPLATES = 10
 
     def __init__(self, info: dict[str, str]) -> None:
-        configure_environment(info["motoEndpoint"], TABLE_NAME)
+        configure_environment(info["motoEndpoint"], TABLE_NAME, ENTRIES_TABLE_NAME)
         self.client = boto3.client("dynamodb", config=SEED_CLIENT)
-        self.services = Services(Store(TABLE_NAME, self.client))
+        self.services = Services(Store(TABLE_NAME, ENTRIES_TABLE_NAME, self.client))
         self.principal = self.services.keys.authenticate(f"Bearer {info['apiKey']}")
         self.copies: RunCopies | None = None
         self.count = 0

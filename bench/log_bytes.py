@@ -54,7 +54,7 @@ def construct_default_log_level() -> str:
 LOG_LEVEL = construct_default_log_level()
 TRACE_HEADER = "Root=1-674d6f2a-0123456789abcdef01234567;Parent=0123456789abcdef;Sampled=1;Lineage=1:a1b2c3d4:0"
 offline_aws(
-    TABLE_NAME="bench",
+    TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries",
     LOG_LEVEL=LOG_LEVEL,
     POWERTOOLS_SERVICE_NAME="interlude",  # infra/interlude_cdk/functions.py SERVICE_NAME
     INTERLUDE_DEPLOYMENT="Interlude",  # the default stack name, which names the deployment
@@ -291,15 +291,15 @@ def measure() -> dict[str, Any]:
     from interlude.local.schedules import create_local_deadline_resources
     from interlude.local.sqs_pump import create_queues, export_queue_urls
     from interlude.store.facade import Store
-    from interlude.store.provisioning import create_table
+    from interlude.store.provisioning import create_tables
 
     with mock_aws():
         client = boto3.client("dynamodb")
-        create_table(client, "bench")
+        create_tables(client, "bench")
         os.environ.update(prepare_local_key_ring())
         os.environ.update(create_local_deadline_resources())
         export_queue_urls(create_queues(boto3.client("sqs"), "bench"))
-        admin_with_approval(Services(Store("bench", client)))
+        admin_with_approval(Services(Store("bench", "bench-entries", client)))
         created = http.services().keys.issue_key(
             "bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES))
         )

@@ -38,7 +38,7 @@ from typing import Any
 
 from _bench import admin_with_approval, offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 from moto import mock_aws  # noqa: E402
 
@@ -47,7 +47,7 @@ from interlude.composition import Services  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 from interlude.store.table import dynamodb_client  # noqa: E402
 
 GOAL = 3.0
@@ -117,8 +117,8 @@ def world() -> Iterator[World]:
     app_limits.LIMITS_CACHE_SECONDS = 3600.0
     with mock_aws():
         client = dynamodb_client()  # configured as the functions' (the resolve's and the put's alike)
-        create_table(client, "bench")
-        services = Services(Store("bench", client))
+        create_tables(client, "bench")
+        services = Services(Store("bench", "bench-entries", client))
         principal, _bearer, workflow_id = admin_with_approval(services)
         yield World(client, services, principal, workflow_id)
 

@@ -14,7 +14,7 @@ from collections import Counter
 
 from _bench import offline_aws
 
-offline_aws(TABLE_NAME="search-100")
+offline_aws(TABLE_NAME="search-100", ENTRIES_TABLE_NAME="search-100-entries")
 
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
@@ -22,6 +22,7 @@ from moto import mock_aws  # noqa: E402
 from interlude.composition import Services  # noqa: E402
 from interlude.local import moto_patches  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
+from interlude.store.provisioning import entries_table_beside  # noqa: E402
 from tests.support.dynamodb_reads import counting  # noqa: E402
 from tests.support.seeded_runs import SEARCH_FILTERS, SEARCH_TENANT, seed_search_tables  # noqa: E402
 
@@ -39,7 +40,7 @@ def main() -> None:
         for name, filters in SEARCH_FILTERS.items():
             cells = []
             for size in SIZES:
-                listing = Services(Store(tables[size], client)).run_listing
+                listing = Services(Store(tables[size], entries_table_beside(tables[size]), client)).run_listing
                 with counting(client) as reads:
                     page = listing.list_runs(SEARCH_TENANT, LIMIT, filters=filters)
                 calls = ", ".join(f"{n} {op}" for op, n in sorted(Counter(reads.calls).items()))

@@ -22,7 +22,7 @@ from typing import Any
 
 from _bench import english_text, offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 from _deployment import item_size  # noqa: E402
 

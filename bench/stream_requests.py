@@ -16,7 +16,7 @@ from collections import Counter
 from _bench import offline_aws
 
 offline_aws(
-    TABLE_NAME="bench",
+    TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries",
     INTERLUDE_STREAM_HOLD_SECONDS="2",
     INTERLUDE_STREAM_LINGER_SECONDS="0.2",
     POWERTOOLS_LOG_LEVEL="ERROR",
@@ -32,7 +32,7 @@ from interlude.domain.models.requests import CreateKeyRequest  # noqa: E402
 from interlude.local.http_gateway import to_event  # noqa: E402
 from interlude.local.lambda_runtime import invoke  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 from tests.support.local_stack import wire  # noqa: E402
 
 GATES = {
@@ -44,11 +44,11 @@ GATES = {
 
 def main() -> None:
     with mock_aws():
-        create_table(boto3.client("dynamodb"), "bench")
+        create_tables(boto3.client("dynamodb"), "bench")
         api_client = http.services().store.client
         counter: Counter[str] = Counter()
         api_client.meta.events.register("before-call.dynamodb", lambda model, **_: counter.update([model.name]))
-        key = Services(Store("bench")).keys.issue_key("b", CreateKeyRequest(subjectId="a", scopes=list(wiring.ALL_SCOPES)))
+        key = Services(Store("bench", "bench-entries")).keys.issue_key("b", CreateKeyRequest(subjectId="a", scopes=list(wiring.ALL_SCOPES)))
 
         def call(method: str, path: str, body=None, **headers: str) -> dict:
             h = {"authorization": f"Bearer {key['apiKey']}", "content-type": "application/json", "host": "x", **headers}

@@ -23,7 +23,7 @@ from _bench import offline_aws
 
 CLOCK = Path(tempfile.mkdtemp(prefix="interlude-bench-")) / "clock"
 offline_aws(
-    TABLE_NAME="interlude-test",
+    TABLE_NAME="interlude-test", ENTRIES_TABLE_NAME="interlude-test-entries",
     PUBLIC_BASE_URL="https://interlude.example.com",
     KEY_RING_SECRET="bench/token-keys",
     INTERLUDE_LOCAL_CALLBACK_DELIVERY="off",
@@ -45,8 +45,8 @@ from interlude.domain.models.workflow import WorkflowDefinition  # noqa: E402
 from interlude.local.schedules import create_local_deadline_resources  # noqa: E402
 from interlude.local.sqs_pump import create_queues, export_queue_urls  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
-from tests.integration.test_tasks import TABLE, task_workflow  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
+from tests.integration.test_tasks import ENTRIES_TABLE, TABLE, task_workflow  # noqa: E402
 from tests.support.stream import Stream, dispatch  # noqa: E402
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
@@ -99,14 +99,14 @@ def main() -> None:
         sdk_clients.forget_clients()
         counted = Counted()
         counted.watch(sdk_clients.session())
-        create_table(boto3.client("dynamodb"), TABLE)
+        create_tables(boto3.client("dynamodb"), TABLE)
         urls = create_queues(boto3.client("sqs"), TABLE)
         for queue in wiring.QUEUES:
             os.environ[queue.url_env] = urls[queue.name]
         export_queue_urls(urls)
         os.environ.update(create_local_deadline_resources())
         ensure_key_ring("bench/token-keys")
-        services = Services(Store(TABLE))
+        services = Services(Store(TABLE, ENTRIES_TABLE))
         admin_key = services.keys.issue_key("bench", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES)))
         admin = services.keys.authenticate(f"Bearer {admin_key['apiKey']}")
         worker_key = services.keys.issue_key("bench", CreateKeyRequest(subjectId="worker", scopes=["tasks:work"]))

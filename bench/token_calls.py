@@ -11,7 +11,7 @@ import time
 
 from _bench import Calls, admin_with_approval, fmt, offline_aws
 
-offline_aws(TABLE_NAME="bench")
+offline_aws(TABLE_NAME="bench", ENTRIES_TABLE_NAME="bench-entries")
 
 import boto3  # noqa: E402
 from aws_lambda_powertools.utilities import parameters  # noqa: E402
@@ -25,7 +25,7 @@ from interlude.domain.errors import DomainError  # noqa: E402
 from interlude.domain.models.requests import CreateRunRequest  # noqa: E402
 from interlude.rules.tokens import verify  # noqa: E402
 from interlude.store.facade import Store  # noqa: E402
-from interlude.store.provisioning import create_table  # noqa: E402
+from interlude.store.provisioning import create_tables  # noqa: E402
 
 SECRET = "bench/token-keys"
 
@@ -43,11 +43,11 @@ def main() -> None:
         dynamo = boto3.client("dynamodb")
         secrets = boto3.client("secretsmanager")
         calls.watch(dynamo)
-        create_table(dynamo, "bench")
+        create_tables(dynamo, "bench")
         ensure_key_ring(SECRET, client=secrets)
         provider = parameters.SecretsProvider(boto3_client=secrets)
         calls.watch(secrets)
-        services = Services(Store("bench", dynamo))
+        services = Services(Store("bench", "bench-entries", dynamo))
         surface = services.token_surface(lambda force: load_key_ring(SECRET, force_fetch=force, provider=provider))
         principal, _bearer, workflow_id = admin_with_approval(services)
         run_id = services.lifecycle.create_run(principal, CreateRunRequest.model_validate({"workflowId": workflow_id})).runId

@@ -8,7 +8,8 @@ release is tagged, from a clone that has its tags (`git fetch --tags`): the test
 a shallow CI clone runs it from what is committed here.
 
   interlude.tar.gz   `git archive` of the tag's layers/core/python/interlude and functions/ (what its local stack runs)
-  table.json.gz      tests/upgrade/previous_release.py `write`, run with that package first on PYTHONPATH
+  table.json.gz      tests/upgrade/previous_release.py `write`, run with that package first on PYTHONPATH: the
+                     release's tables (`items`; `entriesItems`, the second table's, from a release that has one)
 """
 
 from __future__ import annotations

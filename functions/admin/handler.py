@@ -44,7 +44,7 @@ MARGIN_MS = 60_000
 @cache
 def lifecycle() -> TenantLifecycle:
     cfg = settings()
-    store = TransactionalTable(cfg.table_name)
+    store = TransactionalTable(cfg.table_name, cfg.entries_table_name)
     connections = ApiGatewayConnections(cfg.live_endpoint) if cfg.live_endpoint else None
     outside = TenantOutside(store, scheduler.from_env(), sdk_clients.client("secretsmanager"), clock.now, connections)
     return TenantLifecycle(store, TenantRecords(store), outside, clock.now, cfg.tenant_deletion_grace_seconds)

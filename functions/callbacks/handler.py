@@ -42,10 +42,16 @@ with collector_paused():
 
 
 @cache
+def tables() -> Table:
+    cfg = settings()
+    return Table(cfg.table_name, cfg.entries_table_name)
+
+
+@cache
 def worker() -> Worker:
     cfg, created = delivery_settings(), created_secrets()
     return Worker(
-        deliveries=DeliveryStore(Table(settings().table_name)),
+        deliveries=DeliveryStore(tables()),
         sqs=sdk_clients.client("sqs"),
         secrets=SecretCache(
             sdk_clients.client("secretsmanager"), cfg.secret_prefix, kms_key_id=created.kms_key_id, tags=created.tags
@@ -56,7 +62,7 @@ def worker() -> Worker:
 
 @cache
 def standing() -> TenantStanding:
-    return standing_of(Table(settings().table_name), clock.now)
+    return standing_of(tables(), clock.now)
 
 
 def deliver(record: dict[str, Any]) -> str:

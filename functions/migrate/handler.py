@@ -61,7 +61,8 @@ RESOURCE_ID = "interlude-migrations"
 
 @cache
 def store() -> Store:
-    return Store(settings().table_name)
+    cfg = settings()
+    return Store(cfg.table_name, cfg.entries_table_name)
 
 
 def report(progress: migrations.Progress) -> None:

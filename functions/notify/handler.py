@@ -45,7 +45,7 @@ with collector_paused():
 def worker() -> Worker:
     cfg = settings()
     return Worker(
-        store=RunStore(cfg.table_name),
+        store=RunStore(cfg.table_name, cfg.entries_table_name),
         sqs=sdk_clients.client("sqs"),
         ses=sdk_clients.client("sesv2"),
         secrets=sdk_clients.client("secretsmanager"),

@@ -43,7 +43,8 @@ def audit() -> AuditTrail:
 
 @cache
 def sweep_store() -> TransactionalTable:
-    return TransactionalTable(settings().table_name)
+    cfg = settings()
+    return TransactionalTable(cfg.table_name, cfg.entries_table_name)
 
 
 @cache

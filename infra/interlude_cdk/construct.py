@@ -34,12 +34,13 @@ DEPLOYMENT_TAG = "interlude:deployment"
 class Interlude(Construct):
     """Interlude's whole deployment. Keyword arguments are InterludeProps' fields (see there for defaults).
 
-    Stack outputs (fixed logical ids, read by the `interlude` CLI): ApiUrl, TableName, KeyRingSecret,
+    Stack outputs (fixed logical ids, read by the `interlude` CLI): ApiUrl, TableName, EntriesTableName, KeyRingSecret,
     WebhookSecretPrefix, AlarmTopic, LiveUrl.
     """
 
     OUTPUT_API_URL = wiring.OUTPUT_API_URL
     OUTPUT_TABLE_NAME = wiring.OUTPUT_TABLE_NAME
+    OUTPUT_ENTRIES_TABLE_NAME = wiring.OUTPUT_ENTRIES_TABLE_NAME
     OUTPUT_KEY_RING_SECRET = wiring.OUTPUT_KEY_RING_SECRET
     OUTPUT_WEBHOOK_SECRET_PREFIX = wiring.OUTPUT_WEBHOOK_SECRET_PREFIX
     OUTPUT_ALARM_TOPIC = "AlarmTopic"
@@ -63,6 +64,7 @@ class Interlude(Construct):
             self,
             "Functions",
             table=self.data.table,
+            entries_table=self.data.entries_table,
             index_arns=self.data.index_arns,
             layers=self.core_layers.layers,
             props=props,
@@ -135,7 +137,7 @@ class Interlude(Construct):
             topic=self.alarm_topic,
             functions=self.functions.by_name,
             api=self.api,
-            table=self.data.table,
+            tables=(self.data.table, self.data.entries_table),
             dead_letter_queues=self.dead_letter_queues(),
             dashboard=props.dashboard,
         )
@@ -204,7 +206,11 @@ class Interlude(Construct):
     def _outputs(self) -> None:
         outputs = {
             self.OUTPUT_API_URL: (self.api.url, "Base URL of the HTTP API"),
-            self.OUTPUT_TABLE_NAME: (self.data.table.table_name, "The single DynamoDB table"),
+            self.OUTPUT_TABLE_NAME: (self.data.table.table_name, "The DynamoDB table"),
+            self.OUTPUT_ENTRIES_TABLE_NAME: (
+                self.data.entries_table.table_name,
+                "The second DynamoDB table: inbox entries and delivery records",
+            ),
             self.OUTPUT_KEY_RING_SECRET: (
                 self.secrets.by_name[wiring.KEY_RING_SECRET.name].secret_arn,
                 "Token key ring secret (interlude tokens rotate|retire)",

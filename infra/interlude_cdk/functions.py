@@ -77,6 +77,7 @@ class Functions(Construct):
         construct_id: str,
         *,
         table: dynamodb.ITable,
+        entries_table: dynamodb.ITable,
         index_arns: list[str],
         layers: list[lambda_.ILayerVersion],
         props: InterludeProps,
@@ -85,6 +86,7 @@ class Functions(Construct):
         super().__init__(scope, construct_id)
         self._deployment = deployment
         self._table = table
+        self._entries_table = entries_table
         self._index_arns = index_arns
         self._layers = layers
         self._props = props
@@ -236,6 +238,15 @@ class Functions(Construct):
                     ),
                 ]
             )
+        if spec.entries_table_actions:
+            # No audit partition lives there: nothing to deny (wiring.APPEND_ONLY_PARTITIONS).
+            policies["EntriesTable"] = iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        actions=list(spec.entries_table_actions), resources=[self._entries_table.table_arn]
+                    )
+                ]
+            )
         if spec.unscoped_actions:
             # Listings IAM scopes to no resource (wiring.Function.unscoped_actions): what they find is acted on under
             # the role's scoped statements only.
@@ -252,7 +263,8 @@ class Functions(Construct):
 
     def _environment(self) -> dict[str, str]:
         return {
-            "TABLE_NAME": self._table.table_name,
+            wiring.TABLE_NAME_ENV: self._table.table_name,
+            wiring.ENTRIES_TABLE_NAME_ENV: self._entries_table.table_name,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "LOG_LEVEL": self._props.log_level.upper(),
             # Business metrics (interlude.adapters.metrics) are dimensioned by the deployment.

@@ -1,7 +1,7 @@
 """Alarms that reach someone, and one dashboard (cdk-monitoring-constructs).
 
 Every alarm notifies the alarm topic, and every alarm but two pages on one evaluation period: errors and throttles
-of every function, the outbox's iterator age, every dead-letter queue from its first message, the table's throttled
+of every function, the outbox's iterator age, every dead-letter queue from its first message, the tables' throttled
 requests, and per function the failures a Lambda error never shows: records a worker failed (RecordFailures),
 errors the code caught and carried on from (CaughtErrors; both emitted by the functions, interlude.adapters.metrics)
 and ERROR log lines (a metric filter on its log group). The two sustained alarms (SUSTAINED) are statistical: the
@@ -72,7 +72,7 @@ class Observability(Construct):
         topic: sns.ITopic,
         functions: Mapping[str, lambda_.Function],
         api: HttpFront,
-        table: dynamodb.ITable,
+        tables: tuple[dynamodb.ITable, ...],
         dead_letter_queues: Mapping[str, sqs.IQueue],
         dashboard: bool,
     ) -> None:
@@ -102,11 +102,12 @@ class Observability(Construct):
             self._watch_function(spec, functions[spec.name])
         self._watch_api(api)
         never = {CRITICAL: ThrottledEventsThreshold(max_throttled_events_threshold=0)}
-        self.facade.monitor_dynamo_table(
-            table=table,
-            add_read_throttled_events_count_alarm=never,
-            add_write_throttled_events_count_alarm=never,
-        )
+        for table in tables:
+            self.facade.monitor_dynamo_table(
+                table=table,
+                add_read_throttled_events_count_alarm=never,
+                add_write_throttled_events_count_alarm=never,
+            )
         for name, queue in dead_letter_queues.items():
             self.facade.monitor_sqs_queue(
                 queue=queue,

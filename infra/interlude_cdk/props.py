@@ -56,16 +56,19 @@ class CustomDomain:
 
 @dataclass(frozen=True, kw_only=True)
 class ExistingTable:
-    """A table that already holds Interlude's data (a point-in-time restore, a table kept from a torn-down stack).
+    """Tables that already hold Interlude's data (a point-in-time restore, tables kept from a torn-down stack).
 
-    The stack then creates no table. The table must have wiring's key schema and inbox index (a restore keeps
-    them); its stream (NEW_IMAGE) and TTL (attribute `ttl`) must be switched on before deploy (a restore drops
-    both: docs/operations.md, "Restore").
+    The stack then creates no table. The tables must have wiring's key schema, the first its inbox index (a restore
+    keeps them); the first's stream (NEW_IMAGE) and both tables' TTL (attribute `ttl`) must be switched on before
+    deploy (a restore drops both: docs/operations.md, "Restore").
     """
 
     table_name: str
     # The table's latest stream ARN (`aws dynamodb describe-table ... --query Table.LatestStreamArn`).
     stream_arn: str
+    # The second table (wiring.ENTRIES_TABLE), restored to the same instant as the first (docs/operations.md,
+    # "Restore"); None only for a table of a release that had no second table: the stack then creates a new one.
+    entries_table_name: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,8 @@
-"""The single DynamoDB table: keys, indexes, TTL and stream all come from interlude.wiring.
+"""The deployment's two DynamoDB tables (wiring.TABLES): keys, indexes, TTL and stream all come from interlude.wiring.
+The second (wiring.ENTRIES_TABLE, docs/adr/0161) holds the inbox entries and the delivery records, beside the first,
+as the first is kept: on demand, TTL, point-in-time recovery, the same key, the same deletion protection.
 
-Or an existing table (a point-in-time restore): imported by name and stream, never modified by the stack.
+Or existing tables (a point-in-time restore): imported by name (and the first's stream), never modified by the stack.
 """
 
 from __future__ import annotations
@@ -28,47 +30,64 @@ class DataTable(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.imported = existing is not None
+        self.table: dynamodb.ITable
+        self.entries_table: dynamodb.ITable
         if existing is not None:
-            self.table: dynamodb.ITable = dynamodb.Table.from_table_attributes(
+            self.table = dynamodb.Table.from_table_attributes(
                 self,
                 wiring.TABLE_LOGICAL_NAME,
                 table_name=existing.table_name,
                 table_stream_arn=existing.stream_arn,
                 encryption_key=encryption_key,
             )
-            return
-        self.table = self._build_table(removal_policy, encryption_key)
-        for index in wiring.GLOBAL_INDEXES:
-            self._add_index(index)
+        else:
+            built = self._build_table(wiring.TABLE, removal_policy, encryption_key)
+            for index in wiring.GLOBAL_INDEXES:
+                self._add_index(built, index)
+            self.table = built
+        if existing is not None and existing.entries_table_name is not None:
+            self.entries_table = dynamodb.Table.from_table_attributes(
+                self,
+                wiring.ENTRIES_TABLE_LOGICAL_NAME,
+                table_name=existing.entries_table_name,
+                encryption_key=encryption_key,
+            )
+        else:
+            # A restore of a release that had one table (ExistingTable without entries_table_name) gets a new one.
+            self.entries_table = self._build_table(wiring.ENTRIES_TABLE, removal_policy, encryption_key)
 
     @property
     def index_arns(self) -> list[str]:
         return [f"{self.table.table_arn}/index/{index.name}" for index in wiring.GLOBAL_INDEXES]
 
-    def _build_table(self, removal_policy: RemovalPolicy, key: kms.IKey | None) -> dynamodb.Table:
-        encryption = {}
+    def _build_table(
+        self, spec: wiring.TableSpec, removal_policy: RemovalPolicy, key: kms.IKey | None
+    ) -> dynamodb.Table:
+        options: dict = {}
         if key is not None:
-            encryption = {"encryption": dynamodb.TableEncryption.CUSTOMER_MANAGED, "encryption_key": key}
+            options |= {"encryption": dynamodb.TableEncryption.CUSTOMER_MANAGED, "encryption_key": key}
+        if spec.stream_view is not None:
+            options["stream"] = dynamodb.StreamViewType[spec.stream_view]
         return dynamodb.Table(
             self,
-            wiring.TABLE_LOGICAL_NAME,
+            spec.logical_name,
             partition_key=_key_attribute(wiring.PARTITION_KEY),
             sort_key=_key_attribute(wiring.SORT_KEY),
             billing_mode=self.BILLING,
             time_to_live_attribute=wiring.TTL_ATTRIBUTE,
-            stream=dynamodb.StreamViewType[wiring.STREAM_VIEW],
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
-            # The table holds every tenant's runs and their audit trail: unless the deployment says otherwise
-            # (a test stack), it outlives the stack and refuses deletion.
+            # The tables hold every tenant's runs, their audit trail and their open gates' entries: unless the
+            # deployment says otherwise (a test stack), they outlive the stack and refuse deletion.
             deletion_protection=removal_policy == RemovalPolicy.RETAIN,
             removal_policy=removal_policy,
-            **encryption,
+            **options,
         )
 
-    def _add_index(self, index: wiring.GlobalIndex) -> None:
-        self.table.add_global_secondary_index(
+    @staticmethod
+    def _add_index(table: dynamodb.Table, index: wiring.GlobalIndex) -> None:
+        table.add_global_secondary_index(
             index_name=index.name,
             partition_key=_key_attribute(index.partition_key),
             sort_key=_key_attribute(index.sort_key),

@@ -51,6 +51,12 @@ class Synth:
     def table_id(self) -> str:
         return self.logical_id(self.interlude.data.table)
 
+    def entries_table_id(self) -> str:
+        return self.logical_id(self.interlude.data.entries_table)
+
+    def table(self, logical_id: str) -> dict:
+        return self.resources[logical_id]
+
     def function_id(self, name: str) -> str:
         return self.logical_id(self.interlude.functions.by_name[name])
 

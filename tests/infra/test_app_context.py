@@ -10,6 +10,7 @@ from interlude import wiring
 from tests.infra.conftest import OFFLINE_AWS, as_list
 
 TABLE = "interlude-restored-20261201"
+ENTRIES_TABLE = "interlude-restored-entries-20261201"
 STREAM = f"arn:aws:dynamodb:us-east-1:111111111111:table/{TABLE}/stream/2026-12-01T10:00:00.000"
 CERTIFICATE = "arn:aws:acm:us-east-1:111111111111:certificate/00000000-0000-0000-0000-000000000000"
 TOPIC = "arn:aws:sns:us-east-1:111111111111:pager"
@@ -22,6 +23,7 @@ def restored(tmp_path_factory, prebuilt_layer):
         "stackName": "InterludeRestored",
         "existingTableName": TABLE,
         "existingTableStreamArn": STREAM,
+        "existingEntriesTableName": ENTRIES_TABLE,
         "domainName": "hitl.example.org",
         "certificateArn": CERTIFICATE,
         "alarmTopicArn": TOPIC,
@@ -36,15 +38,16 @@ def restored(tmp_path_factory, prebuilt_layer):
         return stack, app.synth().get_stack_by_name(stack.stack_name).template
 
 
-def test_a_restored_table_is_used_in_place_and_never_created(restored):
+def test_restored_tables_are_used_in_place_and_never_created(restored):
     stack, template = restored
     resources = template["Resources"]
-    # Then the stack owns no table: the restored one outlives any change to the stack
+    # Then the stack owns no table: the restored ones outlive any change to the stack
     assert not [r for r in resources.values() if r["Type"] == "AWS::DynamoDB::Table"]
-    # And every function works on it, and dispatch reads its stream
+    # And every function works on both, and dispatch reads the first's stream
     for spec in wiring.FUNCTIONS:
         function = resources[stack.get_logical_id(stack.interlude.functions.by_name[spec.name].node.default_child)]
-        assert function["Properties"]["Environment"]["Variables"]["TABLE_NAME"] == TABLE
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert (variables["TABLE_NAME"], variables[wiring.ENTRIES_TABLE_NAME_ENV]) == (TABLE, ENTRIES_TABLE)
     (mapping,) = [
         r["Properties"]
         for r in resources.values()

@@ -57,12 +57,14 @@ def test_the_custom_domain_fronts_the_api_and_every_link(customer):
 def test_the_customer_key_encrypts_the_table_queues_secret_and_logs(customer):
     _, stack, template = customer
     key_arn = arn(stack, stack.key)
-    (table,) = of_type(template, "AWS::DynamoDB::Table").values()
-    assert table["Properties"]["SSESpecification"] == {
-        "KMSMasterKeyId": key_arn,
-        "SSEEnabled": True,
-        "SSEType": "KMS",
-    }
+    tables = of_type(template, "AWS::DynamoDB::Table").values()
+    assert len(tables) == len(wiring.TABLES)
+    for table in tables:
+        assert table["Properties"]["SSESpecification"] == {
+            "KMSMasterKeyId": key_arn,
+            "SSEEnabled": True,
+            "SSEType": "KMS",
+        }
     queues = of_type(template, "AWS::SQS::Queue")
     # wiring.QUEUES, the stream's dead-letter queue, the schedules' and the timeouts function's failure queue
     assert len(queues) == len(wiring.QUEUES) + 3

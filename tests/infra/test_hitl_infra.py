@@ -54,8 +54,7 @@ def test_the_api_queries_the_inbox_index_and_the_outbox_queries_kept_events(synt
 
 
 def test_kept_events_expire_through_the_tables_ttl_and_the_inbox_index_projects_everything(synth):  # noqa: F811
-    (table,) = synth.of_type("AWS::DynamoDB::Table").values()
-    props = table["Properties"]
+    props = synth.table(synth.table_id())["Properties"]
     assert props["TimeToLiveSpecification"] == {"AttributeName": wiring.TTL_ATTRIBUTE, "Enabled": True}
     inbox = next(i for i in props["GlobalSecondaryIndexes"] if i["IndexName"] == wiring.INBOX_INDEX.name)
     assert inbox["Projection"] == {"ProjectionType": "ALL"}

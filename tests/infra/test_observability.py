@@ -78,14 +78,14 @@ def test_the_api_alarms_on_its_5xx_rate_and_on_the_p99_of_routes_that_answer_at_
     assert metric_filter["Properties"]["MetricTransformations"][0]["MetricValue"] == "$.responseLatency"
 
 
-def test_the_table_alarms_on_throttled_reads_and_writes(synth):
-    table = {"Ref": synth.table_id()}
-    names = {
-        metric["MetricName"]
-        for _, _, metric in alarm_metrics(synth)
-        if metric.get("Namespace") == "AWS/DynamoDB" and dimension(metric, "TableName") == table
-    }
-    assert {"ReadThrottleEvents", "WriteThrottleEvents"} <= names
+def test_both_tables_alarm_on_throttled_reads_and_writes(synth):
+    for table in ({"Ref": synth.table_id()}, {"Ref": synth.entries_table_id()}):
+        names = {
+            metric["MetricName"]
+            for _, _, metric in alarm_metrics(synth)
+            if metric.get("Namespace") == "AWS/DynamoDB" and dimension(metric, "TableName") == table
+        }
+        assert {"ReadThrottleEvents", "WriteThrottleEvents"} <= names
 
 
 def test_every_dead_letter_queue_alarms_on_its_first_message(synth):

@@ -34,22 +34,40 @@ STREAM_READ_ACTIONS = {
 # --- table ---------------------------------------------------------------------------------------------
 
 
-def test_table_keys_and_attribute_definitions_match_wiring(synth):
-    # Given the synthesized template / When the table is read / Then its keys are wiring's, nothing else
-    (table,) = synth.of_type("AWS::DynamoDB::Table").values()
+def test_the_two_tables_keys_and_attribute_definitions_match_wiring(synth):
+    # Given the synthesized template / When the tables are read / Then there are wiring's two, their keys wiring's
+    tables = synth.of_type("AWS::DynamoDB::Table")
+    assert set(tables) == {synth.table_id(), synth.entries_table_id()}
+    for logical_id, spec in ((synth.table_id(), wiring.TABLE), (synth.entries_table_id(), wiring.ENTRIES_TABLE)):
+        props = tables[logical_id]["Properties"]
+        assert props["KeySchema"] == [
+            {"AttributeName": wiring.PARTITION_KEY, "KeyType": "HASH"},
+            {"AttributeName": wiring.SORT_KEY, "KeyType": "RANGE"},
+        ]
+        definitions = [(d["AttributeName"], d["AttributeType"]) for d in props["AttributeDefinitions"]]
+        assert sorted(definitions) == sorted(wiring.key_attributes(spec))
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_the_second_table_is_kept_as_the_first_without_stream_or_index(synth):
+    # Given the synthesized second table (inbox entries, delivery records: docs/adr/0161)
+    first = synth.table(synth.table_id())
+    table = synth.table(synth.entries_table_id())
     props = table["Properties"]
-    assert props["KeySchema"] == [
-        {"AttributeName": wiring.PARTITION_KEY, "KeyType": "HASH"},
-        {"AttributeName": wiring.SORT_KEY, "KeyType": "RANGE"},
-    ]
-    definitions = [(d["AttributeName"], d["AttributeType"]) for d in props["AttributeDefinitions"]]
-    assert sorted(definitions) == sorted(wiring.key_attributes())
-    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    # Then it has TTL, point-in-time recovery, deletion protection and the first's encryption and policies
+    assert props["TimeToLiveSpecification"] == {"AttributeName": wiring.TTL_ATTRIBUTE, "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert props["DeletionProtectionEnabled"] is True
+    assert props.get("SSESpecification") == first["Properties"].get("SSESpecification")
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    # And no stream (nothing of it invokes a function) and no global index
+    assert "StreamSpecification" not in props
+    assert "GlobalSecondaryIndexes" not in props
 
 
 def test_table_indexes_ttl_stream_and_protection(synth):
     # Given the synthesized table / Then GSIs, TTL, stream and recovery settings follow wiring
-    (table,) = synth.of_type("AWS::DynamoDB::Table").values()
+    table = synth.table(synth.table_id())
     props = table["Properties"]
     indexes = {index["IndexName"]: index for index in props["GlobalSecondaryIndexes"]}
     assert set(indexes) == {index.name for index in wiring.GLOBAL_INDEXES}
@@ -82,6 +100,7 @@ def test_function_runtime_architecture_handler_and_environment(synth, spec):
     assert props["Timeout"] == spec.timeout_s
     base = {
         "TABLE_NAME": {"Ref": synth.table_id()},
+        wiring.ENTRIES_TABLE_NAME_ENV: {"Ref": synth.entries_table_id()},
         "POWERTOOLS_SERVICE_NAME": "interlude",
         "LOG_LEVEL": "INFO",
         # business metrics are dimensioned by the deployment (interlude.adapters.metrics)
@@ -164,8 +183,10 @@ def test_role_table_actions_are_exactly_wirings(synth, spec):
     table_arn = {"Fn::GetAtt": [synth.table_id(), "Arn"]}
     stream_arn = {"Fn::GetAtt": [synth.table_id(), "StreamArn"]}
 
-    # Then the table gets exactly wiring's actions, and so does every index
+    # Then the table gets exactly wiring's actions, and so does every index, and the second table its own
     assert actions_on(statements, table_arn) == set(spec.table_actions)
+    entries_arn = {"Fn::GetAtt": [synth.entries_table_id(), "Arn"]}
+    assert actions_on(statements, entries_arn) == set(spec.entries_table_actions)
     for index in wiring.GLOBAL_INDEXES:
         index_arn = {"Fn::Join": ["", [table_arn, f"/index/{index.name}"]]}
         assert actions_on(statements, index_arn) == set(spec.table_actions)
@@ -174,7 +195,9 @@ def test_role_table_actions_are_exactly_wirings(synth, spec):
     # And no DynamoDB action is granted anywhere else or through a wildcard
     allowed = [s for s in statements if s.get("Effect", "Allow") == "Allow"]
     all_dynamodb = {a for s in allowed for a in as_list(s["Action"]) if a.startswith("dynamodb:")}
-    assert all_dynamodb == set(spec.table_actions) | (STREAM_READ_ACTIONS if spec.reads_stream else set())
+    assert all_dynamodb == set(spec.table_actions) | set(spec.entries_table_actions) | (
+        STREAM_READ_ACTIONS if spec.reads_stream else set()
+    )
     assert not [a for s in statements for a in as_list(s["Action"]) if "*" in a]
     for statement in statements:
         if any(a.startswith("dynamodb:") for a in as_list(statement["Action"])):
@@ -280,6 +303,7 @@ def test_outputs_have_stable_names(synth):
     # Given the outputs / Then the API URL and table name sit under fixed logical ids
     outputs = synth.template_json["Outputs"]
     assert outputs[Interlude.OUTPUT_TABLE_NAME]["Value"] == {"Ref": synth.table_id()}
+    assert outputs[wiring.OUTPUT_ENTRIES_TABLE_NAME]["Value"] == {"Ref": synth.entries_table_id()}
     url_parts = outputs[Interlude.OUTPUT_API_URL]["Value"]["Fn::Join"][1]
     assert url_parts[0] == "https://"
     assert url_parts[1] == {"Ref": synth.logical_id(synth.interlude.api.http_api)}

@@ -40,7 +40,7 @@ def test_stream_and_modulex_routes_are_served_by_the_api_function(synth):
 
 def test_the_api_function_outlives_a_held_stream_request_within_the_gateway_limit(synth):
     props = synth.resources[synth.function_id("api")]["Properties"]
-    defaults = Settings(table_name="t", step_budget=1, max_poll_seconds=1, key_ring_secret="s")
+    defaults = Settings(table_name="t", entries_table_name="e", step_budget=1, max_poll_seconds=1, key_ring_secret="s")
     held = max(defaults.stream_hold_seconds, RESUMABLE_FLOOR_SECONDS) + defaults.stream_linger_seconds
     assert held < props["Timeout"] < API_GATEWAY_LIMIT_S
 

@@ -100,7 +100,7 @@ def tenant_of_test() -> str:
 
 @pytest.fixture
 def services(world) -> Services:
-    return Services(Store(world.table))
+    return Services(Store(world.table, world.entries_table))
 
 
 @pytest.fixture

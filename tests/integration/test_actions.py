@@ -27,7 +27,7 @@ from interlude.store.facade import Store
 from interlude.store.layout import run_pk
 from interlude.store.retention import RetentionStore
 from tests.integration.conftest import state_of
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
 
@@ -47,7 +47,7 @@ def aws(world, monkeypatch):
 
 @pytest.fixture
 def services(aws) -> Services:
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 @pytest.fixture

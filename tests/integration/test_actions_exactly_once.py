@@ -33,12 +33,13 @@ from interlude.local.moto_server import LockedMotoServer
 from interlude.local.sqs_pump import create_queues, export_queue_urls, to_event_record
 from interlude.local.stack import configure_environment
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables, entries_table_beside
 from tests.integration.conftest import signed_in
 from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
 
 TABLE = "interlude-once"
+ENTRIES_TABLE = entries_table_beside(TABLE)
 REPO = Path(__file__).resolve().parents[2]
 # The killed attempt's claim runs out after connect (2 s) + the node's timeout (3 s) + this margin.
 LEASE_MARGIN_S = "1"
@@ -72,7 +73,7 @@ def world():
     saved = dict(os.environ)
     moto = LockedMotoServer().start()
     try:
-        configure_environment(moto.endpoint, TABLE)
+        configure_environment(moto.endpoint, TABLE, ENTRIES_TABLE)
         os.environ.update(
             {
                 "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
@@ -84,7 +85,7 @@ def world():
             }
         )
         lambda_runtime.fresh_instances()
-        create_table(boto3.client("dynamodb"), TABLE)
+        create_tables(boto3.client("dynamodb"), TABLE, ENTRIES_TABLE)
         urls = create_queues(boto3.client("sqs"), TABLE)
         export_queue_urls(urls)
         ensure_key_ring("interlude-once/token-keys")
@@ -125,7 +126,7 @@ def test_an_approved_action_is_performed_once_through_duplicates_and_a_killed_wo
     # requests 200, and a run whose approval gates a refund call
     receiver = Receiver(script=[("sleep", 60)], answer=b'{"refundId":"r-1"}', answer_type="application/json").start()
     try:
-        services = Services(Store(TABLE))
+        services = Services(Store(TABLE, ENTRIES_TABLE))
         admin = signed_in(services, tenant="t1")
         definition = json.loads(json.dumps(WORKFLOW).replace("RECEIVER", receiver.url("/refunds")))
         services.workflows.put_workflow(admin, "refund", WorkflowDefinition.model_validate(definition))

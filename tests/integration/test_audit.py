@@ -25,7 +25,7 @@ from interlude.rules.tokens.scheme import KeyRing
 from interlude.store import audit as items
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in, tenant_of_test
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import dispatch_runs
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
@@ -36,7 +36,7 @@ KEY = rules.signing_key(b"a test seed, never a deployment's")
 @pytest.fixture
 def services(world) -> Any:
     # A fixed key instead of the deployment's secret the composition reads by default.
-    return Services(Store(TABLE), audit_key=lambda: KEY)
+    return Services(Store(TABLE, ENTRIES_TABLE), audit_key=lambda: KEY)
 
 
 @pytest.fixture
@@ -200,7 +200,7 @@ def test_an_append_that_loses_the_head_to_another_is_placed_after_it_without_rea
     services, one_chain, tenant
 ) -> None:
     admin = signed_in(services)
-    other_instance = Services(Store(TABLE))
+    other_instance = Services(Store(TABLE, ENTRIES_TABLE))
     real_head = items.AuditLog.head
     reads: list[int] = []
 
@@ -336,7 +336,7 @@ def test_the_timeouts_function_sweeps_the_checkpoints_of_quiet_tenants_with_the_
     assert lambda_runtime.invoke("timeouts", sweep) == {"checkpoints": 1}
     assert services.store.audit_log.head(tenant, 0).checkpoint_seq == 2
     # With the key the function read: the composition's default source, the deployment's secret.
-    verified = Services(Store(TABLE)).audit.verify(tenant, 1, 2)
+    verified = Services(Store(TABLE, ENTRIES_TABLE)).audit.verify(tenant, 1, 2)
     assert verified["checkpointsValid"] is True
     assert verified["checkpoints"][0]["atSequence"] == 2
 

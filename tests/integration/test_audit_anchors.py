@@ -24,10 +24,11 @@ from interlude.local.http_gateway import to_event
 from interlude.rules import audit as rules
 from interlude.store import audit as items
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables, entries_table_beside
 from tests.integration.conftest import new_api_key, signed_in
 
 TABLE = "interlude-anchor-test"
+ENTRIES_TABLE = entries_table_beside(TABLE)
 BUCKET = "interlude-anchor-test"
 KEY = rules.signing_key(b"a test seed, never a deployment's")
 SWEEP = dict(wiring.AUDIT_CHECKPOINT_SWEEP.input)
@@ -36,13 +37,14 @@ SWEEP = dict(wiring.AUDIT_CHECKPOINT_SWEEP.input)
 # A world of its own: the checkpoint sweep reads the pending chains of every tenant.
 @pytest.fixture
 def services(monkeypatch) -> Iterator[Services]:
-    monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv(wiring.TABLE_NAME_ENV, TABLE)
+    monkeypatch.setenv(wiring.ENTRIES_TABLE_NAME_ENV, ENTRIES_TABLE)
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)  # every entry in chain 0
     with mock_aws():
-        create_table(boto3.client("dynamodb"), TABLE)
+        create_tables(boto3.client("dynamodb"), TABLE, ENTRIES_TABLE)
         ensure_locked_bucket(BUCKET, retention_days=1)
         # A fixed key and the test's bucket instead of the deployment's the composition reads by default.
-        yield Services(Store(TABLE), audit_key=lambda: KEY, anchors=lambda: S3Anchors(BUCKET))
+        yield Services(Store(TABLE, ENTRIES_TABLE), audit_key=lambda: KEY, anchors=lambda: S3Anchors(BUCKET))
 
 
 def entries(services: Services, count: int) -> None:

@@ -21,7 +21,7 @@ from interlude.rules import audit as rules
 from interlude.store import audit as items
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 KEY = rules.signing_key(b"a test seed, never a deployment's")
 
@@ -29,7 +29,7 @@ KEY = rules.signing_key(b"a test seed, never a deployment's")
 @pytest.fixture
 def services(world, monkeypatch) -> Any:
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
-    return Services(Store(TABLE), audit_key=lambda: KEY)
+    return Services(Store(TABLE, ENTRIES_TABLE), audit_key=lambda: KEY)
 
 
 def draft(tenant: str, run_id: str) -> AuditDraft:
@@ -188,7 +188,7 @@ def test_an_appender_that_stops_before_the_head_leaves_orphans_its_record_adopts
 def test_two_plain_appenders_interleaved_on_one_chain_both_land_once_in_order(services, tenant, monkeypatch) -> None:
     marked_chain(services, tenant)
     log = services.store.audit_log
-    other = items.AuditLog(TABLE, Store(TABLE).client)
+    other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     mine = [(draft(tenant, "run-a"), "source-a"), (draft(tenant, "run-b"), "source-b")]
     theirs = [(draft(tenant, "run-c"), "source-c")]
     real_put = log.client.put_item

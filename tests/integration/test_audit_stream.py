@@ -26,7 +26,7 @@ from interlude.store import audit as items
 from interlude.store.facade import Store
 from interlude.store.stream import record_run_id
 from tests.integration.conftest import signed_in
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import outbox_event, stream_records
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
@@ -35,7 +35,7 @@ KEY = rules.signing_key(b"a test seed, never a deployment's")
 
 @pytest.fixture
 def services(world) -> Any:
-    return Services(Store(TABLE), audit_key=lambda: KEY)
+    return Services(Store(TABLE, ENTRIES_TABLE), audit_key=lambda: KEY)
 
 
 def decided(services: Services, admin: Any, count: int = 1) -> list[str]:
@@ -60,7 +60,7 @@ def dispatched(records: list[dict[str, Any]]) -> list[str]:
 
 def chain_items(tenant: str, chain: int) -> list[dict[str, Any]]:
     """The chain's entry items as stored (up to its head), plain."""
-    log = items.AuditLog(TABLE, Store(TABLE).client)
+    log = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     head = log.head(tenant, chain)
     got = log.client.query(
         TableName=TABLE,
@@ -224,7 +224,7 @@ def test_two_appenders_on_one_chain_both_land_in_order(services, tenant, monkeyp
     first = [(draft(tenant, "run-a", at), "source-a"), (draft(tenant, "run-b", at), "source-b")]
     second = [(draft(tenant, "run-c", at), "source-c"), (draft(tenant, "run-a", at), "source-a")]
     log = services.store.audit_log
-    other = items.AuditLog(TABLE, Store(TABLE).client)
+    other = items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     real_head = items.AuditLog.head
     reads: list[int] = []
 
@@ -266,7 +266,7 @@ def test_in_a_backlog_an_appender_reads_back_only_what_it_does_not_know_and_stil
     # Decisions taken ten minutes ago, reaching the appenders one batch each: every append's check goes back to then
     at = clock.iso(clock.now() - timedelta(seconds=600))
     backlog = [(draft(tenant, f"run-{i}", at), f"source-{i}") for i in range(6)]
-    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE).client)
+    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     for one in backlog[:3]:
         log.append_drafts(tenant, 0, [one], 0.0)
     other.append_drafts(tenant, 0, [backlog[3]], 0.0)
@@ -287,7 +287,7 @@ def test_in_a_backlog_an_appender_reads_back_only_what_it_does_not_know_and_stil
 def test_an_appender_does_not_take_a_chain_begun_again_for_the_one_it_knew(services, tenant, monkeypatch) -> None:
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
     at = clock.iso(clock.now())
-    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE).client)
+    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     log.append_drafts(tenant, 0, [(draft(tenant, "run-a", at), "source-a")], 0.0)
     # The tenant's items removed (its deletion) and its chain begun again by another appender, past where it was
     for item in chain_items(tenant, 0):
@@ -308,7 +308,7 @@ def test_a_record_delivered_again_older_than_every_entry_its_appender_knows_is_f
     monkeypatch.setattr(wiring, "AUDIT_CHAINS", 1)
     now = clock.now()
     earlier = (draft(tenant, "run-a", clock.iso(now - timedelta(seconds=600))), "source-a")
-    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE).client)
+    log, other = services.store.audit_log, items.AuditLog(TABLE, Store(TABLE, ENTRIES_TABLE).client)
     other.append_drafts(tenant, 0, [earlier], 0.0)
     # An action a minute on: the chain's head moved before it, so this appender reads nothing back, and knows only its own
     log.append_drafts(tenant, 0, [(draft(tenant, "run-b", clock.iso(now + timedelta(seconds=60))), "source-b")], 0.0)

@@ -26,7 +26,7 @@ from tests.integration.conftest import tenant_of_test
 from tests.support.egress import FAKE_DNS, REFUSED, fake_resolve, needs_lookup
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.logs import function_log
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.queues import drain, queued
 from tests.support.receiver import Receiver, delivering_to_loopback, verify
 from tests.support.stream import Stream, dispatch
@@ -48,7 +48,7 @@ def aws(world, monkeypatch):
 
 @pytest.fixture
 def services(aws) -> Services:
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 
@@ -204,7 +204,7 @@ def worker_for(resolve, allow_loopback: bool) -> Worker:
     settings = DeliverySettings.from_env()
     settings = DeliverySettings(**{**settings.__dict__, "allow_loopback": allow_loopback})
     return Worker(
-        deliveries=DeliveryStore(Store(TABLE)),
+        deliveries=DeliveryStore(Store(TABLE, ENTRIES_TABLE)),
         sqs=boto3.client("sqs"),
         secrets=SecretCache(boto3.client("secretsmanager"), settings.secret_prefix),
         settings=settings,

@@ -67,6 +67,7 @@ def aws():
     key_arn = clients["kms"].create_key(Description="the customer's key")["KeyMetadata"]["Arn"]
     outputs = {
         wiring.OUTPUT_TABLE_NAME: "prod-table",
+        wiring.OUTPUT_ENTRIES_TABLE_NAME: "prod-entries-table",
         wiring.OUTPUT_KEY_RING_SECRET: RING,
         wiring.OUTPUT_WEBHOOK_SECRET_PREFIX: PREFIX,
         wiring.OUTPUT_WEBHOOK_SECRET_TAGS: json.dumps(TAGS),
@@ -103,6 +104,12 @@ def test_an_unknown_stack_is_named_with_its_region(aws):
 def test_a_stack_without_the_needed_output_says_which(aws):
     done, _ = run_cli("webhooks", "secret", "show", "--stack", "Old", "--tenant", "acme", **aws)
     assert_one_line_error(done, "stack 'Old' has no output 'WebhookSecretPrefix'")
+
+
+def test_a_table_command_on_a_stack_without_the_second_table_says_so_rather_than_use_the_first(aws):
+    # A stack of a release before 0.5.0 has one table: the CLI never takes the second to be the first.
+    done, _ = run_cli("keys", "list", "--stack", "Old", "--tenant", "acme", **aws)
+    assert_one_line_error(done, "stack 'Old' has no output 'EntriesTableName'")
 
 
 def test_without_any_deployment_named_the_cli_says_how_to_name_one(aws):

@@ -32,7 +32,7 @@ from interlude.store.due_index import DueIndex, bucket_of
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import Stream, dispatch
 
 GROUP = wiring.LOCAL_SCHEDULE_GROUP
@@ -46,7 +46,7 @@ class World:
     def __init__(self, clock_file: Path, tenant: str) -> None:
         self.clock_file = clock_file
         self.tenant = tenant
-        self.services = Services(Store(TABLE))
+        self.services = Services(Store(TABLE, ENTRIES_TABLE))
         self.scheduler = boto3.client("scheduler")
         self.stream = Stream(TABLE)
         self.admin = signed_in(self.services)

@@ -40,7 +40,7 @@ class Clock:
 
 @pytest.fixture
 def services(world) -> Services:
-    return Services(Store(world.table), clock=Clock())
+    return Services(Store(world.table, world.entries_table), clock=Clock())
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ class Clock:
 
 @pytest.fixture
 def services(world) -> Services:
-    return Services(Store(world.table), clock=Clock())
+    return Services(Store(world.table, world.entries_table), clock=Clock())
 
 
 def entry(**fields) -> PrincipalEntry:

@@ -28,7 +28,7 @@ from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
 from tests.support.logs import function_log
-from tests.support.moto_world import KEY_RING_SECRET, TABLE
+from tests.support.moto_world import ENTRIES_TABLE, KEY_RING_SECRET, TABLE
 from tests.support.stream import Stream, outbox_event
 
 DEPLOYMENT = "failures-test"
@@ -54,7 +54,7 @@ def aws(world, monkeypatch):
 @pytest.fixture
 def services(aws) -> Services:
     lambda_runtime.fresh_instances()
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 def as_function(monkeypatch, name: str) -> str:

@@ -27,7 +27,7 @@ from tests.support.dynamodb_reads import counting
 from tests.support.gate_text_events import event_batches, write_lean, write_whole
 from tests.support.local_stack import wire
 from tests.support.modulex_example import INSTRUCTIONS, instructed_example, worked_example
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def sse_events(path: str, key: str) -> list[Any]:
 def surfaces(run_id: str, key: str) -> dict[str, Any]:
     """Every answer built from the run's stored events, less the export's time."""
     run = wire(run_id)
-    events = RunStore(TABLE).read_events(run_id)
+    events = RunStore(TABLE, ENTRIES_TABLE).read_events(run_id)
     requested = next(e["sequence"] for e in events if e["type"] == "interrupt.requested")
     shown: dict[str, Any] = {
         "stored events": events,
@@ -158,7 +158,7 @@ def test_a_modulex_gates_large_message_is_stored_once_and_the_face_answers_as_be
         return {
             "state": http("GET", f"/workflows/state/{thread}", key),
             "listen": sse_events(f"/workflows/listen/{thread}", key),
-            "stored events": RunStore(TABLE).read_events(run_id),
+            "stored events": RunStore(TABLE, ENTRIES_TABLE).read_events(run_id),
         }
 
     # And every view of it answers as the batch written whole does, the message whole in it
@@ -197,7 +197,7 @@ def test_small_gate_texts_stay_in_their_events(services):
 def test_a_read_that_holds_the_open_gate_reads_nothing_more_and_one_that_does_not_reads_its_item_once(services):
     key = new_api_key(services)
     run_id = gated_run(key)
-    runs = RunStore(TABLE)
+    runs = RunStore(TABLE, ENTRIES_TABLE)
     state, _ = runs.get_run(run_id) or pytest.fail("no run")
 
     with counting(runs.client) as reads:
@@ -230,7 +230,7 @@ def test_a_format_9_event_whose_gate_item_is_not_the_one_it_names_is_refused_nev
         TableName=TABLE, Key=item_key, UpdateExpression="SET payload = :p", ExpressionAttributeValues={":p": a.packed(payload)}
     )
 
-    for read in (lambda: RunStore(TABLE).read_events(run_id), lambda: WebhookStore(TABLE, boto3.client("dynamodb")).read_event(run_id, 2)):
+    for read in (lambda: RunStore(TABLE, ENTRIES_TABLE).read_events(run_id), lambda: WebhookStore(TABLE, boto3.client("dynamodb")).read_event(run_id, 2)):
         with pytest.raises(Internal, match="its interrupt .* not what it names"):
             read()
 
@@ -273,7 +273,7 @@ def test_a_run_past_its_expiry_whose_gate_item_ttl_deleted_first_is_gone_not_bro
 
     # Before its expiry a missing gate item is this host's failure (as an altered one is, above)
     with pytest.raises(Internal):
-        RunStore(TABLE).read_events(run_id)
+        RunStore(TABLE, ENTRIES_TABLE).read_events(run_id)
 
     clock.advance(clock_file, expires - clock.now().timestamp() + 1)
     status, answer = http("GET", f"/runs/{run}/events/poll", key)

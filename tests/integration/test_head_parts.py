@@ -34,7 +34,7 @@ from tests.support.gate_text_events import event_batches
 from tests.support.head_parts import head_document, write_format_4, write_whole
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.modulex_example import worked_example
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 _WORDS = ("the", "gate", "asks", "whether", "a", "brief", "may", "go", "out", "to", "customer", "before", "noon", "with", "figures")
 
@@ -141,7 +141,7 @@ def test_small_parts_stay_in_the_head_and_nothing_more_is_read_for_it(services):
     assert document.get("v", 1) == 1
     assert {"inputsBatch", "inputsDigest"}.isdisjoint(document)
     assert document["interrupts"]["gate"]["payload"]["data"]["description"] == "a short brief"
-    runs = RunStore(TABLE)
+    runs = RunStore(TABLE, ENTRIES_TABLE)
     with counting(runs.client) as reads:
         assert runs.get_run(run_id) is not None
     assert reads.calls == ["GetItem"]
@@ -151,7 +151,7 @@ def test_a_format_4_head_is_read_whole_in_one_call_more(services):
     key = new_api_key(services)
     assert http("PUT", "/workflows/brief", key, FLOW)[0] == 201
     run_id = http("POST", "/runs", key, {"workflowId": "brief", "inputs": {"brief": BRIEF}})[1]["runId"]
-    runs = RunStore(TABLE)
+    runs = RunStore(TABLE, ENTRIES_TABLE)
     with counting(runs.client) as reads:
         got = runs.get_run(run_id)
     assert got is not None
@@ -198,7 +198,7 @@ def test_a_modulex_run_with_a_format_4_head_answers_as_before_and_resumes(servic
 
 
 def test_the_mail_a_format_4_head_sends_tells_the_gates_whole_text(world, tenant):
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     admin = signed_in(services, "admin")
     config = {"title": "Ship?", "description": TEXT, "approversList": ["ann"]}
     nodes = [{"id": "review", "typeId": "core.approvalGate", "config": config}]
@@ -262,5 +262,5 @@ def test_a_gate_text_costs_the_create_no_more_units_than_a_larger_one_does(servi
     assert [e["type"] for e in stored if EVENT_PAYLOAD_HELD in e] == ["interrupt.requested", "approval.requested"]
     assert head_document(TABLE, run_id)["interrupts"]["gate"]["payload"]["data"]["description"] == APACHE[:448]
     assert http("POST", f"/runs/{wire(run_id)}/interrupts/gate", key, {"resumeValue": {"action": "accept"}})[0] == 200
-    events = RunStore(TABLE).read_events(run_id)
+    events = RunStore(TABLE, ENTRIES_TABLE).read_events(run_id)
     assert next(e for e in events if e["type"] == "interrupt.requested")["payload"]["data"]["description"] == APACHE[:448]

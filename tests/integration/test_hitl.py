@@ -40,7 +40,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def services(world, clock) -> Services:
-    return Services(Store(world.table), clock=clock)
+    return Services(Store(world.table, world.entries_table), clock=clock)
 
 
 def external(node_id="wait", correlation=None, event_type="order.paid") -> dict:

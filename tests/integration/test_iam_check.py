@@ -19,7 +19,7 @@ from interlude.domain.models.requests import CreateKeyRequest
 from interlude.local import lambda_runtime
 from interlude.rules import audit as rules
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables, entries_table_beside
 from tests.integration.conftest import signed_in
 from tests.support.aws_calls import Recorder
 from tests.support.iam_check import SIMULATOR_PACKAGE, Deployment, check, read_records, summary_lines
@@ -27,6 +27,7 @@ from tests.support.iam_check import SIMULATOR_PACKAGE, Deployment, check, read_r
 pytestmark = pytest.mark.skipif(not SIMULATOR_PACKAGE.exists(), reason="the IAM simulator: `make node-deps`")
 
 TABLE = "interlude-iam-check"
+ENTRIES_TABLE = entries_table_beside(TABLE)
 TABLE_ARN = {"Fn::GetAtt": ["Table", "Arn"]}
 INDEX_ARN = {"Fn::Join": ["", [TABLE_ARN, f"/index/{wiring.INBOX_INDEX.name}"]]}
 APPEND_ONLY = {
@@ -43,6 +44,7 @@ def template(function: str, statements: list[dict[str, Any]], environment: dict[
     attached = [s for s in statements if s not in table_actions]
     resources: dict[str, Any] = {
         "Table": {"Type": "AWS::DynamoDB::Table", "Properties": {}},
+        "EntriesTable": {"Type": "AWS::DynamoDB::Table", "Properties": {}},
         "AuditKey": {"Type": "AWS::SecretsManager::Secret", "Properties": {}},
         "Group": {"Type": "AWS::Scheduler::ScheduleGroup", "Properties": {}},
         "SchedulerRole": {"Type": "AWS::IAM::Role", "Properties": {}},
@@ -91,15 +93,16 @@ def audit_sweep(tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, set[s
     directory = tmp_path_factory.mktemp("calls")
     recorder = Recorder(directory)
     with pytest.MonkeyPatch.context() as env, mock_aws():
-        env.setenv("TABLE_NAME", TABLE)
+        env.setenv(wiring.TABLE_NAME_ENV, TABLE)
+        env.setenv(wiring.ENTRIES_TABLE_NAME_ENV, ENTRIES_TABLE)
         env.setenv(wiring.AUDIT_KEY_SECRET.env, "audit-key-iam-check")
         env.setattr(wiring, "AUDIT_CHAINS", 1)
         env.setattr(rules, "CHECKPOINT_INTERVAL_SECONDS", wiring.AUDIT_CHECKPOINT_SWEEP.every_s)
         env.setattr(rules, "MARKER_KEEP_SECONDS", 0)  # the chain leaves the index in the same sweep
         lambda_runtime.fresh_instances()
-        create_table(boto3.client("dynamodb"), TABLE)
+        create_tables(boto3.client("dynamodb"), TABLE, ENTRIES_TABLE)
         ensure_signing_key("audit-key-iam-check")
-        services = Services(Store(TABLE))
+        services = Services(Store(TABLE, ENTRIES_TABLE))
         services.keys.create_key(signed_in(services), CreateKeyRequest(subjectId="robot", scopes=["runs:read"]))
         session = sdk_clients.session()
         session.register("before-parameter-build", recorder.on_call)
@@ -141,6 +144,8 @@ def request(action: str, found: dict[str, str], keys: list[str] | None = None, *
 
 
 TABLE_RESOURCE = {"kind": "table", "env": "TABLE_NAME"}
+ENTRIES_RESOURCE = {"kind": "table", "env": wiring.ENTRIES_TABLE_NAME_ENV}
+BOTH_TABLES = {"TABLE_NAME": {"Ref": "Table"}, wiring.ENTRIES_TABLE_NAME_ENV: {"Ref": "EntriesTable"}}
 
 
 def denied(deployment: Deployment, *calls: dict[str, Any]) -> list[tuple[str, str]]:
@@ -158,6 +163,30 @@ def test_an_explicit_deny_wins_over_an_allow_and_any_key_of_a_batch_brings_it_in
     assert denied(role, batch) == [("dynamodb:BatchWriteItem", "ExplicitlyDenied")]
     # a Put is not among the denied actions: the audit log is appended to
     assert denied(role, request("dynamodb:PutItem", TABLE_RESOURCE, ["T#t1#AUDIT#007"])) == []
+
+
+def test_a_call_on_the_second_table_is_checked_against_its_arn_and_denied_without_a_grant_there():
+    # Given a role granted BatchWriteItem on the first table only, and one granted it on the second table too
+    first_only = template("timeouts", [table_grant(["dynamodb:BatchWriteItem"])], BOTH_TABLES)
+    on_both = template(
+        "timeouts",
+        [
+            table_grant(["dynamodb:BatchWriteItem"]),
+            {"Effect": "Allow", "Action": "dynamodb:BatchWriteItem", "Resource": {"Fn::GetAtt": ["EntriesTable", "Arn"]}},
+        ],
+        BOTH_TABLES,
+    )
+    entries = request("dynamodb:BatchWriteItem", ENTRIES_RESOURCE, ["T#t1#INBOX#ANY#03"])
+    # When inbox entries are written to the second table: the first table's grant does not cover it
+    (denial,) = check([first_only], [entries], {}).denials
+    assert (denial.action, denial.reason) == ("dynamodb:BatchWriteItem", "ImplicitlyDenied")
+    assert denial.resource == "arn:aws:dynamodb:eu-west-1:111111111111:table/EntriesTable"
+    # and the second table's grant does
+    assert denied(on_both, entries) == []
+    # while that grant gives nothing on the first
+    assert denied(on_both, request("dynamodb:GetItem", TABLE_RESOURCE, ["a"])) == [
+        ("dynamodb:GetItem", "ImplicitlyDenied")
+    ]
 
 
 def test_action_names_match_whatever_their_case_and_wildcards_match_actions():

@@ -26,7 +26,7 @@ from interlude.store.idempotency import RETENTION_SECONDS, CachedResponse, Claim
 from interlude.store.layout import INTERRUPT_SK_PREFIX, run_id_of
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 REPLAY = "OpenWOP-Idempotent-Replay"
 APPROVAL = {
@@ -49,7 +49,7 @@ def logs() -> Iterator[io.StringIO]:
 
 @pytest.fixture
 def api_key(world) -> str:
-    return new_api_key(Services(Store(TABLE)))
+    return new_api_key(Services(Store(TABLE, ENTRIES_TABLE)))
 
 
 def call(method: str, path: str, api_key: str, body: Any = None, key: str | None = None) -> dict[str, Any]:
@@ -75,7 +75,7 @@ RESUME = {"resumeValue": {"action": "accept"}}
 
 
 def resolved_count(run_id: str) -> int:
-    return sum(e["type"] == "interrupt.resolved" for e in Store(TABLE).read_events(run_id))
+    return sum(e["type"] == "interrupt.resolved" for e in Store(TABLE, ENTRIES_TABLE).read_events(run_id))
 
 
 def fail_once(operation: str) -> list[int]:
@@ -169,7 +169,7 @@ def test_a_failed_completion_on_a_claimed_route_still_answers_and_keeps_the_key_
     again = call("PUT", "/workflows/ship", api_key, APPROVAL, key)
     assert again["statusCode"] == 409
     assert json.loads(again["body"])["error"] == "idempotency_in_flight"
-    assert Store(TABLE).latest_workflow(tenant, "ship")[0] == 1
+    assert Store(TABLE, ENTRIES_TABLE).latest_workflow(tenant, "ship")[0] == 1
     assert "storing the idempotent response failed" in logs.getvalue()
     assert key not in logs.getvalue()
 
@@ -237,7 +237,7 @@ def test_a_create_run_that_died_after_its_commit_is_replayed_on_retry(api_key):
     assert retried["headers"][REPLAY] == "true"
     assert run_heads() == 1
     run_id = json.loads(retried["body"])["runId"]
-    assert Store(TABLE).get_run(run_id) is not None
+    assert Store(TABLE, ENTRIES_TABLE).get_run(run_id) is not None
 
 
 def test_a_resolve_that_died_after_its_commit_answers_its_own_decision_on_retry(api_key):

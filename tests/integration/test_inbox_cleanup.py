@@ -20,7 +20,7 @@ from interlude.engine.run import Closed, Transition
 from interlude.store.facade import Store
 from interlude.store.inbox import CLOSED_ENTRIES
 from tests.integration.conftest import signed_in, state_of
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import Stream, dispatch
 
 # Worlds of their own: each test counts the inbox entries by scanning the whole table.
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.private_world
 
 @pytest.fixture
 def world(world):
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     admin = signed_in(services, "admin")
     gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "t"}}
     services.workflows.put_workflow(admin, "one", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))

@@ -25,7 +25,7 @@ from interlude.store import limits as counters_module
 from interlude.store.facade import Store
 from interlude.store.limits import LimitStore
 from tests.integration.conftest import new_api_key, signed_in
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 GATE = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship it?"}}
 
@@ -36,7 +36,7 @@ def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_o
     # The instances' cache clock, moved by the test: how long the calls between take (a loaded machine's) moves nothing.
     cache_clock = [1_000.0]
     monkeypatch.setattr(keys_module, "time", SimpleNamespace(monotonic=lambda: cache_clock[0]))
-    other_instance = Services(Store(TABLE))
+    other_instance = Services(Store(TABLE, ENTRIES_TABLE))
     api_key = new_api_key(services, "robot")
     key_id = api_key[3:19]
     assert other_instance.keys.authenticate(f"Bearer {api_key}").subject["subjectId"] == "robot"
@@ -60,9 +60,10 @@ def test_a_key_revoked_by_one_instance_is_refused_there_at_once_and_by_another_o
 
 def test_the_keys_service_trusts_a_key_for_the_deployments_bound(monkeypatch) -> None:
     monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", ENTRIES_TABLE)
     monkeypatch.setenv("INTERLUDE_KEY_CACHE_SECONDS", "0.25")
     forget()
-    assert Services(Store(TABLE)).keys.cache_seconds == 0.25
+    assert Services(Store(TABLE, ENTRIES_TABLE)).keys.cache_seconds == 0.25
 
 
 def test_the_request_counter_stops_at_the_limit_and_counts_no_refusal(services, tenant, other_tenant) -> None:

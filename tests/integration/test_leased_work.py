@@ -246,7 +246,7 @@ with mock_aws():
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}])
     for item in given["items"]:
         client.put_item(TableName="t", Item={k: {"B": base64.b64decode(v["B"])} if "B" in v else v for k, v in item.items()})
-    store = DeliveryStore(types.SimpleNamespace(client=client, table="t"))
+    store = DeliveryStore(types.SimpleNamespace(client=client, table="t", entries_table="t-entries"))
     run = given["run"]
     delivered, pending = (Notice(run, notice, "interrupt.requested") for notice in ("delivered-1", "pending-1"))
     done = store.look(delivered, given["now"])

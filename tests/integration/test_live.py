@@ -29,7 +29,7 @@ from interlude.store.limits import rate_pk
 from interlude.store.live import LiveStore
 from tests.integration.conftest import InProcessApi, new_api_key, signed_in, tenant_of_test
 from tests.support.local_stack import FIXTURES
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import dispatch_runs
 
 GATE_EVENTS = ["run.started", "node.started", "interrupt.requested", "approval.requested", "node.suspended"]
@@ -134,7 +134,7 @@ class Sink:
 
 
 def followers(run_id: str) -> list[str]:
-    return [follower.connection_id for follower in LiveStore(TABLE).followers(run_id)]
+    return [follower.connection_id for follower in LiveStore(TABLE, ENTRIES_TABLE).followers(run_id)]
 
 
 def test_a_follower_has_the_log_replayed_then_each_batch_as_it_commits_and_is_dropped_when_the_run_ends(services, live):
@@ -161,7 +161,7 @@ def test_a_follower_has_the_log_replayed_then_each_batch_as_it_commits_and_is_dr
     assert [e["sequence"] for e in connection.events()] == list(range(10))
     # The run ended: its followers are dropped with its last batch, and the connection follows nothing.
     assert followers(run_id) == []
-    record = LiveStore(TABLE).live_connection(connection_id)
+    record = LiveStore(TABLE, ENTRIES_TABLE).live_connection(connection_id)
     assert record is not None
     assert record.runs == frozenset()
 
@@ -293,7 +293,7 @@ def test_a_malformed_frame_a_missing_run_and_a_closed_connection_are_each_answer
     live.say(connection_id, action="subscribe")
     missing = to_wire(tenant_bound(signed_in(services).tenant, mint_opaque()))
     live.say(connection_id, action="subscribe", runId=missing)
-    LiveStore(TABLE).close_connection(connection_id)  # its $disconnect handled before a message still on its way
+    LiveStore(TABLE, ENTRIES_TABLE).close_connection(connection_id)  # its $disconnect handled before a message still on its way
     live.say(connection_id, action="subscribe", runId=missing)
     errors = live.connection(connection_id).of_type("error")
     assert [(e["code"], e.get("details"), e.get("runId")) for e in errors] == [
@@ -322,7 +322,7 @@ def test_a_revoked_keys_subscriptions_end_at_the_next_batch_as_its_requests_are_
     assert [e["type"] for e in connection.events()] == GATE_EVENTS
     assert [(e["code"], e["runId"]) for e in connection.of_type("error")] == [("unauthenticated", to_wire(run_id))]
     assert followers(run_id) == []
-    record = LiveStore(TABLE).live_connection(connection_id)
+    record = LiveStore(TABLE, ENTRIES_TABLE).live_connection(connection_id)
     assert record is not None
     assert record.runs == frozenset()
 
@@ -367,7 +367,7 @@ def test_a_replay_stops_at_its_bound_and_says_where_the_next_subscription_goes_o
 
     limits = LiveLimits(10, 10, 10, replay_bytes=700)
     following = LiveFollowing(
-        LiveStore(TABLE), services.store, Sink, services.clock, limits, services.keys.connected_principal
+        LiveStore(TABLE, ENTRIES_TABLE), services.store, Sink, services.clock, limits, services.keys.connected_principal
     )
     following.connect(signed_in(services), "c1=")
     run_id = gated_run(services)
@@ -413,7 +413,7 @@ def test_a_run_at_its_limit_drops_the_followers_whose_connections_are_gone_befor
     assert live.connection(stays).of_type("error") == []
     assert followers(run_id) == [stays]
     # The gone connection is dropped whole (its place in the tenant's count too), as a push finding it gone drops it.
-    assert LiveStore(TABLE).live_connection(left) is None
+    assert LiveStore(TABLE, ENTRIES_TABLE).live_connection(left) is None
     # (A run full of open connections refuses: test_the_tenants_connections_and_a_runs_followers_are_limited.)
 
 
@@ -426,7 +426,7 @@ def test_a_connection_follows_at_most_its_limit_of_runs(services, world):
             return True
 
     following = LiveFollowing(
-        LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1), services.keys.connected_principal
+        LiveStore(TABLE, ENTRIES_TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1), services.keys.connected_principal
     )
     principal = signed_in(services)
     following.connect(principal, "c1=")
@@ -458,7 +458,7 @@ def test_a_run_that_ends_while_its_subscription_is_made_is_not_left_followed(ser
             return True
 
     following = LiveFollowing(
-        LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1), services.keys.connected_principal
+        LiveStore(TABLE, ENTRIES_TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 1), services.keys.connected_principal
     )
     following.connect(signed_in(services), "c1=")
     run_id = gated_run(services)
@@ -480,7 +480,7 @@ def test_the_replay_reads_the_log_strongly_so_a_batch_dispatch_sent_before_the_f
     a follower written a moment before, and then only the replay, read after that write, holds it. An eventually
     consistent read of the log could miss that batch too (a run's last: the client would wait for ever)."""
     following = LiveFollowing(
-        LiveStore(TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 10), services.keys.connected_principal
+        LiveStore(TABLE, ENTRIES_TABLE), services.store, Sink, services.clock, LiveLimits(10, 10, 10), services.keys.connected_principal
     )
     following.connect(signed_in(services), "c1=")
     run_id = gated_run(services)
@@ -511,7 +511,7 @@ def test_a_gone_connection_is_dropped_by_the_batch_that_finds_it_gone(services, 
     dispatch_runs(TABLE, run_id)
     assert followers(run_id) == [stays]
     # The connection is dropped whole: its place in the tenant's count and its following of every run.
-    assert LiveStore(TABLE).live_connection(goes) is None
+    assert LiveStore(TABLE, ENTRIES_TABLE).live_connection(goes) is None
     assert followers(other_run) == []
     # The batch the replay held is sent again (at least once): the client skips it by sequence.
     assert [e["sequence"] for e in live.connection(stays).events()] == [0, 1, 2, 3, 4] * 2

@@ -68,7 +68,7 @@ def moments() -> list[datetime]:
 
 @pytest.fixture
 def services(world, moments) -> Services:
-    return Services(Store(world.table), clock=lambda: moments[-1])
+    return Services(Store(world.table, world.entries_table), clock=lambda: moments[-1])
 
 
 @functools.cache
@@ -123,7 +123,7 @@ def made_history() -> dict[str, Any]:
         for name, value in world.env.items():
             env.setenv(name, value)
         moments = [START]
-        made = make_history(Services(Store(world.table), clock=lambda: moments[-1]), world, moments)
+        made = make_history(Services(Store(world.table, world.entries_table), clock=lambda: moments[-1]), world, moments)
         made.update(tenant=world.tenant, items=items(world), moments=moments[1:])
     return made
 

@@ -39,7 +39,7 @@ from interlude.local.stack import DEMO_WORKFLOW
 from interlude.rules import limits as limit_rules
 from interlude.store import audit as audit_items
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_table, create_tables, entries_table_beside
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.run_copies import RunCopies
@@ -502,13 +502,13 @@ def lifecycle_work(
     monkeypatch.setattr(audit_items, "chain_of_member", lambda member: chains.setdefault(member, len(chains)))
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, table)
+        entries = create_tables(client, table)[1]
         # The queues dispatch sends to (a completed run's retention turn, issue 30 item 4): SQS, not counted here.
         queues = create_queues(boto3.client("sqs", region_name="us-east-1"), table)
         for queue in wiring.QUEUES:
             monkeypatch.setenv(queue.url_env, queues[queue.name])
         forget_settings()
-        services = Services(Store(table, client))
+        services = Services(Store(table, entries, client))
         bearer = new_api_key(services, tenant="demo")
         principal = services.keys.authenticate(f"Bearer {bearer}")
         services.workflows.put_workflow(principal, "demo-approval", WorkflowDefinition.model_validate(DEMO_WORKFLOW))
@@ -564,9 +564,11 @@ def test_a_lifecycle_through_the_api_and_dispatch_costs_the_same_beside_10_and_4
     # And every request counts into one rate window: a step that opened a new window item would copy one item less.
     window = limit_rules.window_of(time.time())
     monkeypatch.setattr(limit_rules, "window_of", lambda _now: window)
-    monkeypatch.setenv("TABLE_NAME", "lifecycle-10")
+    monkeypatch.setenv(wiring.TABLE_NAME_ENV, "lifecycle-10")
+    monkeypatch.setenv(wiring.ENTRIES_TABLE_NAME_ENV, entries_table_beside("lifecycle-10"))
     small = lifecycle_work(work, 10, 0, monkeypatch)
-    monkeypatch.setenv("TABLE_NAME", "lifecycle-400")
+    monkeypatch.setenv(wiring.TABLE_NAME_ENV, "lifecycle-400")
+    monkeypatch.setenv(wiring.ENTRIES_TABLE_NAME_ENV, entries_table_beside("lifecycle-400"))
     large = lifecycle_work(work, 400, 1, monkeypatch)
     for step, cost in small.items():
         assert large[step]["items walked"] == cost["items walked"], step

@@ -23,7 +23,7 @@ GATE = {"nodes": [{"id": "gate", "typeId": "core.approvalGate", "config": {"titl
 
 
 def test_a_test_sees_no_stream_record_or_message_an_earlier_one_left(world) -> None:
-    services = Services(Store(world.table))
+    services = Services(Store(world.table, world.entries_table))
     admin = signed_in(services)
     services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate(GATE))
     services.lifecycle.create_run(admin, CreateRunRequest(workflowId="ship"))
@@ -46,7 +46,7 @@ def test_a_mock_opened_inside_the_shared_world_starts_empty_and_leaves_nothing(w
         assert boto3.client("dynamodb").list_tables()["TableNames"] == []
         create_table(boto3.client("dynamodb"), "its-own")
     tables = dynamodb.list_tables()["TableNames"]
-    assert world.table in tables
+    assert {world.table, world.entries_table} <= set(tables)
     assert "its-own" not in tables
 
 
@@ -62,5 +62,5 @@ def test_a_test_that_removes_part_of_the_shared_world_is_named_and_the_next_gets
 @pytest.mark.private_world
 def test_a_private_world_is_made_as_the_shared_one_in_an_account_of_its_own(world) -> None:
     assert moto_world.current_account() != moto_world.DEFAULT_ACCOUNT_ID
-    assert boto3.client("dynamodb").list_tables()["TableNames"] == [world.table]
+    assert boto3.client("dynamodb").list_tables()["TableNames"] == sorted([world.table, world.entries_table])
     assert stream_records(world.table) == []

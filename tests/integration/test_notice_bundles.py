@@ -54,7 +54,7 @@ def bundled(monkeypatch):
 
 @pytest.fixture
 def services(aws) -> Services:
-    return Services(Store(aws.table))
+    return Services(Store(aws.table, aws.entries_table))
 
 
 def on_queue(url: str) -> int:

@@ -23,7 +23,7 @@ from interlude.rules.auth import run_resolver
 from interlude.rules.tokens.scheme import KeyRing
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
-from tests.support.moto_world import SENDER, TABLE, current_account
+from tests.support.moto_world import ENTRIES_TABLE, SENDER, TABLE, current_account
 from tests.support.receiver import Receiver
 
 
@@ -95,7 +95,7 @@ def sent_mail() -> list:
 
 
 def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     run_id, node, interrupt = open_gate(services)
     services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     worker = worker_for(services, aws)
@@ -125,7 +125,7 @@ def test_one_mail_per_recipient_however_often_the_message_comes(aws, tenant):
 
 
 def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws, slack, tenant):
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     run_id, node, interrupt = open_gate(services)
     services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com", slackUserId="U0ANN1234"), "admin"
     )
@@ -150,7 +150,7 @@ def test_a_failing_slack_post_is_retried_then_dead_lettered_without_content(aws,
 
 
 def test_nothing_is_sent_for_a_settled_gate_and_a_reminder_skips_who_voted(aws, tenant):
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     run_id, node, interrupt = open_gate(services)
     services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     services.directory.put_principal(tenant, "ben", PrincipalEntry(email="ben@example.com"), "admin")
@@ -166,7 +166,7 @@ def test_nothing_is_sent_for_a_settled_gate_and_a_reminder_skips_who_voted(aws, 
 
 
 def test_without_a_from_address_mail_is_not_configured_and_nothing_retries(aws, tenant):
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     run_id, node, interrupt = open_gate(services)
     services.directory.put_principal(tenant, "ann", PrincipalEntry(email="ann@example.com"), "admin")
     worker = worker_for(services, aws, from_address="")
@@ -201,7 +201,7 @@ def test_reminders_skip_votes_cast_on_someones_behalf_and_remind_delegates_of_op
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
     admin = signed_in(services, "admin")
     config = {"title": "Ship?", "approversList": ["ann", "ben", "cat", "fay"], "requiredApprovals": 4}
@@ -261,7 +261,7 @@ def test_the_worker_reminds_a_delegate_only_while_a_vote_they_hold_is_open(aws, 
     from interlude.domain.models.principal_requests import DelegateVoteRequest
     from interlude.domain.models.tenants import TenantSettings
 
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
     run_id, node, interrupt = open_gate(services)  # ann and ben, both needed
     for pid in ("ann", "ben"):
@@ -284,7 +284,7 @@ def test_without_the_tenants_permission_a_vote_handed_over_is_asked_of_its_princ
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
     run_id, node, interrupt = open_gate(services)
     for pid in ("ann", "ben"):
@@ -307,7 +307,7 @@ def test_an_out_of_office_delegate_is_told_when_the_gate_asks(aws, monkeypatch, 
     from interlude.domain.models.tenants import TenantSettings
 
     monkeypatch.setenv(wiring.queue("notifications").url_env, aws["notifications"])
-    services = Services(Store(TABLE))
+    services = Services(Store(TABLE, ENTRIES_TABLE))
     services.tenants.put_settings(tenant, TenantSettings(allowDelegation=True), "admin")
     now = services.clock()
     period = {"from": (now - timedelta(hours=1)).isoformat(), "until": (now + timedelta(days=1)).isoformat()}

@@ -64,7 +64,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def services(aws, clock) -> Services:
-    return Services(Store(aws.table), clock=clock)
+    return Services(Store(aws.table, aws.entries_table), clock=clock)
 
 
 def deliver(aws) -> None:
@@ -183,7 +183,7 @@ def test_a_recovery_cut_off_is_refused_while_it_may_run_then_taken_over_sending_
 
 def test_a_dead_notification_retried_sends_again_only_the_channel_that_failed(world, tenant):
     # Given a notification whose Slack post failed every attempt (its mail went out), so it was dead-lettered
-    services = Services(Store(world.table))
+    services = Services(Store(world.table, world.entries_table))
     slack = Receiver(script=[500, 500]).start()
     try:
         run_id, node, interrupt = notify.open_gate(services)

@@ -56,7 +56,7 @@ from interlude.store.idempotency import IN_PROGRESS
 from interlude.store.idempotency import SORT_KEY as IDEM_SK
 from interlude.store.inbox import due_of, run_interrupts
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of, run_pk
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables, entries_table_beside
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import FIXTURES, wire
 from tests.support.moto_world import current_account
@@ -64,6 +64,7 @@ from tests.support.receiver import Receiver
 from tests.support.stream import Stream, dispatch
 
 TABLE = "interlude-test"
+ENTRIES_TABLE = entries_table_beside(TABLE)
 TENANT = "t1"
 MAX_RETRIES = 4
 LONG_MS = 600_000
@@ -163,7 +164,8 @@ def world(tmp_path: Path) -> Iterator[World]:
     receiver = Receiver().start()
     with pytest.MonkeyPatch.context() as mp, mock_aws():
         env = {
-            "TABLE_NAME": TABLE,
+            wiring.TABLE_NAME_ENV: TABLE,
+            wiring.ENTRIES_TABLE_NAME_ENV: ENTRIES_TABLE,
             "PUBLIC_BASE_URL": "https://interlude.example.com",
             "INTERLUDE_DEV_ALLOW_LOOPBACK_CALLBACKS": "1",
             "INTERLUDE_CALLBACK_BACKOFF_BASE_S": "0",
@@ -183,7 +185,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         events = sdk_clients.session().get_component("event_emitter")
         events.register("before-call", faults.before)
         events.register("after-call", faults.after)
-        create_table(boto3.client("dynamodb"), TABLE)
+        create_tables(boto3.client("dynamodb"), TABLE, ENTRIES_TABLE)
         urls = create_queues(boto3.client("sqs"), TABLE)
         for queue in wiring.QUEUES:
             mp.setenv(queue.url_env, urls[queue.name])
@@ -191,7 +193,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         for name, value in create_local_deadline_resources().items():
             mp.setenv(name, value)
         ensure_key_ring(env["KEY_RING_SECRET"])
-        services = Services(Store(TABLE))
+        services = Services(Store(TABLE, ENTRIES_TABLE))
         try:
             yield World(services, new_api_key(services, tenant=TENANT), receiver, Stream(TABLE), clock_file, faults)
         finally:

@@ -158,7 +158,7 @@ def test_a_run_that_outlives_its_search_entries_is_found_again_once_it_ends(cloc
     # deployment's daily sweep running on the way
     provisional = listing_expiry(world, run_id)
     assert provisional is not None
-    ttl = TtlPump(world.table)
+    ttl = TtlPump(world.table, world.entries_table)
     clock.advance(clock_file, (1 + run_search.SEARCH_ENTRY_MARGIN_DAYS - run_search.LISTING_KEPT_DAYS) * DAY_S + 60)
     daily_sweep(world)
     # (which took its listing entry's expiry off, as it came near)
@@ -225,7 +225,7 @@ def test_a_task_waiting_past_its_runs_provisional_expiry_is_kept_by_the_daily_sw
     daily_sweep(world)
     assert wiring.TTL_ATTRIBUTE not in client.get_item(TableName=world.table, Key=task_key)["Item"]
     clock.advance(clock_file, run_search.LISTING_KEPT_DAYS * DAY_S)
-    TtlPump(world.table).sweep()
+    TtlPump(world.table, world.entries_table).sweep()
     # When a worker claims it and completes it
     claimed = call("POST", "/tasks:claim", key, {"queues": ["summarise"], "waitSeconds": 0})
     assert claimed.status == 200, claimed.text
@@ -250,7 +250,7 @@ def test_an_open_run_whose_listing_entry_expired_unswept_is_listed_again_by_the_
     Stream(world.table).settle()
     # Given a run still waiting when its listing entry's provisional expiry passed with no daily sweep near it
     clock.advance(clock_file, (90 + run_search.SEARCH_ENTRY_MARGIN_DAYS) * DAY_S + 60)
-    TtlPump(world.table).sweep()
+    TtlPump(world.table, world.entries_table).sweep()
     assert run_id not in str(call("GET", "/runs", key).json())
     # When the daily sweep runs
     daily_sweep(world)
@@ -305,7 +305,7 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     (provisional,) = {int(item[wiring.TTL_ATTRIBUTE]["N"]) for item in searched}
     assert expires < provisional <= expires + run_search.SEARCH_ENTRY_MARGIN_DAYS * DAY_S
     # and a delivery made after the job (a late callback notice) is created with the same expiry
-    deliveries = DeliveryStore(Table(world.table))
+    deliveries = DeliveryStore(Table(world.table, world.entries_table))
     late = Notice(run_id, "late-notice", "run.completed")
     claim = deliveries.claim(late, clock.now().timestamp(), 30)
     assert deliveries.settle(late, claim.attempt, "delivered", {"noticeId": "late-notice"}, clock.now().timestamp())
@@ -331,7 +331,7 @@ def test_a_finished_run_expires_after_its_retention_its_export_is_whole_and_the_
     entries = services.audit.entries_page(tenant, 100, None)["entries"]
     assert any(run_id in str(entry) for entry in entries)
     # When a day passes, DynamoDB's TTL (the local stack's pump) keeps the run
-    ttl = TtlPump(world.table)
+    ttl = TtlPump(world.table, world.entries_table)
     clock.advance(clock_file, DAY_S)
     ttl.sweep()
     assert call("GET", f"/runs/{to_wire(run_id)}", key).status == 200
@@ -496,7 +496,7 @@ def test_a_delivery_whose_ledger_read_the_head_before_the_run_ended_takes_its_ex
     retention_turns(world)
     # and a delivery whose ledger read the head just before the end (no expiry yet), and writes only now
     monkeypatch.setattr(expiry, "created_expiry", lambda *_: {})
-    deliveries = DeliveryStore(Table(world.table))
+    deliveries = DeliveryStore(Table(world.table, world.entries_table))
     late = Notice(run_id, "raced", "run.completed")
     # When the delivery is created with what its ledger read
     claim = deliveries.claim(late, clock.now().timestamp(), 30)
@@ -515,7 +515,7 @@ def test_a_delivery_created_by_a_worker_that_stopped_before_confirming_its_expir
     retention_turns(world)
     # Given a delivery created without the run's expiry (its ledger read the head before the end) by a worker that
     # stopped before confirming it
-    deliveries = DeliveryStore(Table(world.table))
+    deliveries = DeliveryStore(Table(world.table, world.entries_table))
     notice = Notice(run_id, "stopped", "run.completed")
     with monkeypatch.context() as stale:
         stale.setattr(expiry, "created_expiry", lambda *_: {})
@@ -529,22 +529,21 @@ def test_a_delivery_created_by_a_worker_that_stopped_before_confirming_its_expir
     assert expiry_of(world, run_id, "N#stopped") == end_of(run_id, key) + 90 * DAY_S
 
 
-def test_the_local_ttl_pump_reads_a_bounded_slice_of_the_table_each_tick_and_deletes_within_a_pass(
+def test_the_local_ttl_pump_reads_a_bounded_slice_of_the_tables_each_tick_and_deletes_within_a_pass(
     world, tenant, monkeypatch
 ):
     client = boto3.client("dynamodb")
     now = int(clock.now().timestamp())
-    # Given two expired items and one still kept, among the shared table's items
-    for sk, ttl in (("X#expired-1", now - 10), ("X#expired-2", now - 1), ("X#kept", now + DAY_S)):
-        client.put_item(
-            TableName=world.table, Item={**a.key(f"T#{tenant}#TTLPUMP", sk), wiring.TTL_ATTRIBUTE: a.n(ttl)}
-        )
+    # Given two expired items and one still kept in each of the shared tables, among their items
+    for table in (world.table, world.entries_table):
+        for sk, ttl in (("X#expired-1", now - 10), ("X#expired-2", now - 1), ("X#kept", now + DAY_S)):
+            client.put_item(TableName=table, Item={**a.key(f"T#{tenant}#TTLPUMP", sk), wiring.TTL_ATTRIBUTE: a.n(ttl)})
     table_items = client.describe_table(TableName=world.table)["Table"]["ItemCount"] or client.scan(
         TableName=world.table, Select="COUNT"
     )["Count"]
     monkeypatch.setattr(ttl_pump, "PAGE_ITEMS", 100)
-    pump = TtlPump(world.table)
-    # When the pump ticks, a page a tick, until its pass over the table is whole
+    pump = TtlPump(world.table, world.entries_table)
+    # When the pump ticks, a page a tick, until its pass over both tables is whole
     ticks = 0
     while True:
         before = pump.scanned
@@ -552,17 +551,18 @@ def test_the_local_ttl_pump_reads_a_bounded_slice_of_the_table_each_tick_and_del
         ticks += 1
         # Then no tick reads more than its page, however large the table
         assert pump.scanned - before <= 100
-        if pump.position is None:
+        if pump.position is None and pump.current == 0:
             break
     assert ticks >= table_items // 100
-    # and within the pass, the expired items are gone and the kept one stays
-    left = client.query(
-        TableName=world.table,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": a.s(f"T#{tenant}#TTLPUMP")},
-        ConsistentRead=True,
-    )["Items"]
-    assert [item["sk"]["S"] for item in left] == ["X#kept"]
+    # and within the pass, the expired items of both tables are gone and the kept ones stay
+    for table in (world.table, world.entries_table):
+        left = client.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": a.s(f"T#{tenant}#TTLPUMP")},
+            ConsistentRead=True,
+        )["Items"]
+        assert [item["sk"]["S"] for item in left] == ["X#kept"], table
 
 
 def unfinished_retention(world: Any, run_id: str, listing: bool = False) -> None:
@@ -721,7 +721,7 @@ def test_a_run_that_ends_within_its_items_margin_has_them_written_once_and_kept_
     # 90 days + ITEMS_MARGIN_DAYS), a delivery made for it too, its head none
     provisional = items_provisional(world, run_id)
     assert open_items(world, run_id) == {None, provisional}
-    deliveries = DeliveryStore(Table(world.table))
+    deliveries = DeliveryStore(Table(world.table, world.entries_table))
     notice = Notice(run_id, "opened", "interrupt.requested")
     assert deliveries.claim(notice, clock.now().timestamp(), 30).outcome == "claimed"
     assert expiry_of(world, run_id, "N#opened") == provisional
@@ -743,7 +743,7 @@ def test_a_run_that_ends_within_its_items_margin_has_them_written_once_and_kept_
     assert {expiry_of(world, run_id, sk) for sk in before} == {provisional}
     assert retention_mark(world, run_id) is None
     # When its retention is over, its head goes and no answer names it; its other items go at their provisional expiry
-    ttl = TtlPump(world.table)
+    ttl = TtlPump(world.table, world.entries_table)
     clock.advance(clock_file, expires - int(clock.now().timestamp()) + 60)
     ttl.sweep()
     assert call("GET", f"/runs/{to_wire(run_id)}", key).status == 404
@@ -801,14 +801,14 @@ def test_a_run_waiting_past_its_items_provisional_expiry_keeps_every_item_throug
     daily_sweep(world)
     # Then its items lose it, and what is written for it from then on is written without one
     assert open_items(world, run_id) == {None}
-    deliveries = DeliveryStore(Table(world.table))
+    deliveries = DeliveryStore(Table(world.table, world.entries_table))
     notice = Notice(run_id, "near", "interrupt.requested")
     assert deliveries.claim(notice, clock.now().timestamp(), 30).outcome == "claimed"
     assert expiry_of(world, run_id, "N#near") is None
     # When that expiry has long passed, DynamoDB's TTL running
     clock.advance(clock_file, 2 * run_search.LISTING_KEPT_DAYS * DAY_S)
     daily_sweep(world)
-    TtlPump(world.table).sweep()
+    TtlPump(world.table, world.entries_table).sweep()
     # Then the run has every item still, its events whole
     assert call("GET", f"/runs/{to_wire(run_id)}/events/poll?timeout=1", key).json()["events"] == events
     # and when it is decided, every item takes its expiry, and its head says its turn is whole

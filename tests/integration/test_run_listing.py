@@ -21,7 +21,7 @@ from interlude.rules.run_search import RunFilters
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.seeded_runs import seed_runs
 
 
@@ -32,7 +32,7 @@ def client(world):
 
 @pytest.fixture
 def services(client) -> Services:
-    return Services(Store(TABLE, client))
+    return Services(Store(TABLE, ENTRIES_TABLE, client))
 
 
 def register(services: Services, principal, workflow_id: str, fixture: str) -> None:

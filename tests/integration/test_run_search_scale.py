@@ -24,6 +24,7 @@ from interlude.domain.ids import to_wire
 from interlude.faces.modulex import workflows as mxw
 from interlude.rules.run_search import RunFilters
 from interlude.store.facade import Store
+from interlude.store.provisioning import entries_table_beside
 from tests.support.dynamodb_reads import counting
 from tests.support.seeded_runs import SEARCH_FILTERS, SEARCH_TENANT, seed_search_tables, shaped_run
 
@@ -37,12 +38,13 @@ HEAD_READS_BOUND = run_listing.MAX_HEADS_PER_PAGE // run_listing.BATCH_GET_MAX +
 @pytest.fixture(scope="module")
 def listings():
     with pytest.MonkeyPatch.context() as env, mock_aws():
-        env.setenv("TABLE_NAME", "search-100")
+        env.setenv(wiring.TABLE_NAME_ENV, "search-100")
+        env.setenv(wiring.ENTRIES_TABLE_NAME_ENV, entries_table_beside("search-100"))
         client = boto3.client("dynamodb", region_name="us-east-1")
         found: dict[int, tuple[RunListing, object, Services]] = {}
         for size, table in seed_search_tables(client, SIZES).items():
             own = boto3.client("dynamodb", region_name="us-east-1")
-            services = Services(Store(table, own))
+            services = Services(Store(table, entries_table_beside(table), own))
             found[size] = (services.run_listing, own, services)
         # What was built stays to the end of the module: the collector need not walk it again at every collection.
         gc.freeze()

@@ -96,7 +96,7 @@ def test_a_run_is_created_and_decided_through_a_session_that_reads_only_the_laye
     config.forget()  # read as a process starting with it would
     monkeypatch.setattr(sdk_clients, "_session", None)
     sdk_clients.use_packaged_models()
-    services = Services(Store(world.table))
+    services = Services(Store(world.table, world.entries_table))
     # The store's client was made from the layer's model: DynamoDB's operations cut to the code's.
     assert set(services.store.client.meta.service_model.operation_names) == sdk_data.DYNAMODB_OPERATIONS
     admin = signed_in(services)

@@ -39,7 +39,7 @@ from interlude.rules.slack import signature
 from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key, signed_in
 from tests.integration.test_notify_worker import queued, worker_for
-from tests.support.moto_world import TABLE, current_account
+from tests.support.moto_world import ENTRIES_TABLE, TABLE, current_account
 from tests.support.receiver import Receiver
 
 PUBLIC_BASE = "http://127.0.0.1:9"
@@ -65,7 +65,7 @@ def slack(world, monkeypatch):
 
 @pytest.fixture
 def services(world) -> Services:
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 def http(method: str, path: str, body: bytes = b"", **headers: str) -> tuple[int, Any]:
@@ -94,7 +94,7 @@ def with_signing_secret(tenant: str) -> str:
 
 
 def _services() -> Services:
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 def gate_run(services: Services, tenant: str, **config: Any) -> tuple[str, str]:
@@ -473,7 +473,7 @@ def test_a_gate_withdrawn_with_its_run_says_so_in_slack_and_webhook_messages_are
 
     # A gate nobody decided in time: its message says when it timed out, in the recipient's zone.
     _, run_id, _ = asked(services, world, slack, {"timeZone": "Europe/Paris"}, timeoutMs=60_000)
-    later = Services(Store(TABLE), clock=lambda: datetime.now(UTC) + timedelta(minutes=2))
+    later = Services(Store(TABLE, ENTRIES_TABLE), clock=lambda: datetime.now(UTC) + timedelta(minutes=2))
     later.runs.apply_deadlines(*services.store.get_run(run_id))
     (update,) = closed_notices(services, world, slack, run_id).values()
     assert update["text"].startswith("Rejected automatically: timed out at ")

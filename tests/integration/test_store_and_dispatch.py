@@ -20,7 +20,7 @@ from interlude.rules.auth import Principal
 from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.local_stack import FIXTURES
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import dispatch, stream_records
 
 
@@ -68,7 +68,7 @@ def test_lifecycle_events_are_contiguous_schema_valid_and_one_item_per_transitio
 
 def budgeted_chain_run() -> tuple[Services, Any]:
     """Seven noops in a row under a step budget of two: only dispatch can finish the run."""
-    services = Services(Store(TABLE), step_budget=2)
+    services = Services(Store(TABLE, ENTRIES_TABLE), step_budget=2)
     admin = signed_in(services)
     chain = {
         "nodes": [{"id": f"n{i}", "typeId": "core.noop"} for i in range(7)],

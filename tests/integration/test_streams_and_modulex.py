@@ -20,7 +20,7 @@ from interlude.store.facade import Store
 from tests.integration.conftest import new_api_key
 from tests.support.local_stack import wire
 from tests.support.modulex_example import worked_example
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 GATE = {
     "nodes": [
@@ -41,7 +41,7 @@ def aws(world, monkeypatch):
     monkeypatch.setenv("INTERLUDE_STREAM_HOLD_SECONDS", "0.6")
     monkeypatch.setenv("INTERLUDE_STREAM_LINGER_SECONDS", "0.05")
     monkeypatch.setenv("INTERLUDE_STREAM_RETRY_MS", "150")
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 def issue(services: Services, tenant: str | None = None, scopes=wiring.ALL_SCOPES, **extra) -> str:

@@ -23,7 +23,7 @@ from interlude.store.facade import Store
 from interlude.store.inbox import InboxIndex
 from tests.integration.conftest import new_api_key, state_of
 from tests.support.local_stack import wire
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import Stream
 
 
@@ -32,7 +32,7 @@ def services(world, monkeypatch):
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 CHILD = {
@@ -221,6 +221,7 @@ def test_discovery_and_the_ancestry_route_agree_from_one_switch(services, admin,
 
 def test_a_switch_is_read_by_its_words(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", ENTRIES_TABLE)
     for word, served in (("off", False), ("FALSE", False), ("0", False), ("on", True), ("true", True)):
         monkeypatch.setenv("INTERLUDE_ANCESTRY_ENDPOINT", word)
         assert Settings.from_env().ancestry_endpoint is served

@@ -25,7 +25,7 @@ from interlude.store.facade import Store
 from interlude.store.tasks import Claim, TaskStore
 from tests.integration.conftest import new_api_key, state_of
 from tests.support.modulex_example import worked_example
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.stream import Stream
 
 
@@ -34,7 +34,7 @@ def services(world, monkeypatch, clock_file):
     env = {"PUBLIC_BASE_URL": "https://interlude.example.com", "INTERLUDE_LOCAL_CALLBACK_DELIVERY": "off"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 @pytest.fixture

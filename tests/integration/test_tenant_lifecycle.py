@@ -120,7 +120,7 @@ class Tenant:
         created = operator("create", tenant=name, subjectId="ops-admin")
         assert created["status"] == "active", created
         self.name, self.key, self.key_id = name, created["apiKey"], created["keyId"]
-        self.services = Services(Store(wiring_table()))
+        self.services = Services(Store(*wiring_tables()))
         self.principal = self.services.keys.authenticate(f"Bearer {self.key}")
         self.services.workflows.put_workflow(self.principal, "gate", WorkflowDefinition.model_validate(GATE))
         self.services.workflows.put_workflow(self.principal, "timed", WorkflowDefinition.model_validate(TIMED_GATE))
@@ -138,10 +138,14 @@ class Tenant:
         return status
 
 
-def wiring_table() -> str:
+def wiring_tables() -> tuple[str, str]:
     from interlude.config import settings
 
-    return settings().table_name
+    return settings().table_name, settings().entries_table_name
+
+
+def wiring_table() -> str:
+    return wiring_tables()[0]
 
 
 # -- the console, as a browser signs in ---------------------------------------------------------------------------
@@ -473,7 +477,7 @@ def test_a_deleted_tenant_leaves_no_item_secret_or_schedule_and_its_deletion_goe
     # and its live connection was closed through the management API (the other tenant's stays open and recorded)
     assert live.connection(following).closed
     assert not live.connection(their_connection).closed
-    assert LiveStore(wiring_table()).live_connection(their_connection) is not None
+    assert LiveStore(*wiring_tables()).live_connection(their_connection) is not None
     assert (report["usage"]["lifecycles"], report["usage"]["decisions"]) == (3, 1)
     assert report["items"] >= len(before) - 1  # everything but the registry's record, which stays as the tombstone
     # and nothing of the tenant is left: no item anywhere in the table but the tombstone, no secret, no schedule

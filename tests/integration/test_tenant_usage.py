@@ -71,7 +71,7 @@ def counter_items(services: Services, tenant: str) -> list[dict[str, Any]]:
 
 def test_a_month_of_runs_is_counted_as_the_outbox_counted_it_with_no_outbox_and_closed_whole(world, tenant):
     clock = Clock()
-    services = Services(Store(world.table), clock=clock)
+    services = Services(Store(world.table, world.entries_table), clock=clock)
     admin = signed_in(services)
     # Given, in one month, a run decided (accepted), one rejected, one that times out, one cancelled, one still
     # waiting and one that starts and ends in its create (a noop), and no outbox delivery at all
@@ -142,7 +142,7 @@ def test_a_run_whose_outbox_items_are_delivered_twice_is_counted_once(services, 
 @pytest.mark.private_world
 def test_a_run_that_ends_the_next_month_bills_its_lifecycle_in_the_first_and_its_decision_in_the_second(world, tenant):
     clock = Clock()
-    services = Services(Store(world.table), clock=clock)
+    services = Services(Store(world.table, world.entries_table), clock=clock)
     voters = [signed_in(services, f"voter-{i}") for i in range(3)]
     # Given a run of a gate three approvers decide, started in March
     run_id = start(services, voters[0], "conformance-interrupt-quorum")

@@ -34,7 +34,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def services(world, clock) -> Services:
-    return Services(Store(world.table), clock=clock)
+    return Services(Store(world.table, world.entries_table), clock=clock)
 
 
 @pytest.fixture

@@ -74,6 +74,8 @@ def upgraded(world, dump, tmp_path, monkeypatch) -> Upgraded:
     forget_settings()
     at(clock_file, dump["writtenAt"] + 60)
     load(world.table, dump["items"])
+    # A release with two tables (0.5.0 on) dumped its second's items too; one of a single table, none.
+    load(world.entries_table, dump.get("entriesItems") or [])
     secrets = boto3.client("secretsmanager")
     for env, value in dump["secrets"].items():  # the deployment's secrets outlive its releases
         secrets.put_secret_value(SecretId=world.env[env], SecretString=value)
@@ -91,7 +93,7 @@ class Upgraded:
         self.dump = dump
         self.clock_file = clock_file
         self.stream = stream
-        self.services = Services(Store(world.table))
+        self.services = Services(Store(world.table, world.entries_table))
         self.tenant: str = dump["tenant"]
         self.admin: str = dump["apiKey"]
         self.runs: dict[str, str] = dump["made"]["runs"]
@@ -359,11 +361,13 @@ def test_the_previous_release_reads_what_this_one_wrote(
 
     # When the previous release is deployed again over that table (and the deployment's secrets) and reads it all
     secrets = boto3.client("secretsmanager")
-    scanned = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=up.world.table)
+    scan = boto3.client("dynamodb").get_paginator("scan").paginate
     rolled_back = {
         **dump,
         "writtenAt": time.time() + float(up.clock_file.read_text()),
-        "items": [encoded(item) for page in scanned for item in page["Items"]],
+        "items": [encoded(item) for page in scan(TableName=up.world.table) for item in page["Items"]],
+        # The second table's (docs/adr/0161): a release with one table refuses a dump whose second holds any.
+        "entriesItems": [encoded(item) for page in scan(TableName=up.world.entries_table) for item in page["Items"]],
         "made": {**dump["made"], "runs": runs, "decideOnRollback": "new-waiting", "claimOnRollback": "new-claimed", **notices},
         "secrets": {env: secrets.get_secret_value(SecretId=up.world.env[env])["SecretString"] for env in dump["secrets"]},
         "objects": bucket_objects(up.world.env),
@@ -445,7 +449,7 @@ def previous_release(work: Path, *args: Any) -> dict[str, Any]:
     with tarfile.open(ARCHIVE) as archive:
         archive.extractall(work / "previous", filter="data")
     root = work / "previous"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INTERLUDE_", "TABLE_NAME", "MOTO_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "INTERLUDE_", "TABLE_NAME", "ENTRIES_TABLE_NAME", "MOTO_"))}
     env["PYTHONPATH"] = str(root / "layers" / "core" / "python")
     env["INTERLUDE_LOCAL_INSTANCES"] = "1"  # one api instance: the reads come one at a time
     done = subprocess.run(

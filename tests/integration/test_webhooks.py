@@ -34,7 +34,7 @@ from interlude.store.facade import Store
 from tests.integration.conftest import signed_in
 from tests.support.egress import fake_resolve
 from tests.support.local_stack import FIXTURES
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 from tests.support.queues import drain, queued
 from tests.support.receiver import delivering_to_loopback
 from tests.support.stream import Stream
@@ -55,7 +55,7 @@ def aws(world, monkeypatch):
 
 @pytest.fixture
 def services(aws) -> Services:
-    return Services(Store(TABLE))
+    return Services(Store(TABLE, ENTRIES_TABLE))
 
 
 

@@ -13,7 +13,7 @@ from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.store.facade import Store
 from interlude.store.layout import workflow_pk, workflow_version_sk
 from tests.support.local_stack import FIXTURES
-from tests.support.moto_world import TABLE
+from tests.support.moto_world import ENTRIES_TABLE, TABLE
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def client(world):
 
 @pytest.fixture
 def services(client) -> Services:
-    return Services(Store(TABLE, client))
+    return Services(Store(TABLE, ENTRIES_TABLE, client))
 
 
 def raw_definition(title: str) -> dict:
@@ -61,7 +61,7 @@ def test_a_warm_create_run_reads_only_the_latest_version_pointer(services, admin
 def test_create_run_starts_the_latest_version_registered_even_by_another_process(services, admin, client):
     services.workflows.put_workflow(admin, "conformance-approval", definition("v1"))
     assert services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 1
-    other = Services(Store(TABLE, client))  # another function instance registers v2
+    other = Services(Store(TABLE, ENTRIES_TABLE, client))  # another function instance registers v2
     other.workflows.put_workflow(admin, "conformance-approval", definition("v2"))
     assert services.lifecycle.create_run(admin, CreateRunRequest.model_validate({"workflowId": "conformance-approval"})).workflowVersion == 2
     assert services.workflows.get_workflow(admin, "conformance-approval")["version"] == 2

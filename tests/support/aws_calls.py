@@ -42,9 +42,11 @@ LOG_DIR_ENV = "INTERLUDE_AWS_CALL_LOG"
 PROCESS_HOOK = "tests.support.aws_calls:install"
 
 # Where a function finds each resource: environment variables, with the default its code falls back to.
-TABLE_ENV = "TABLE_NAME"
+TABLE_ENV = wiring.TABLE_NAME_ENV
+# The second table (wiring.ENTRIES_TABLE): a call on it is checked against the entries table's ARN.
+TABLE_ENVS = tuple(spec.env for spec in wiring.TABLES)
 QUEUE_ENVS = tuple(q.url_env for q in wiring.QUEUES)
-_DEFAULTS = Settings(table_name="")
+_DEFAULTS = Settings(table_name="", entries_table_name="")
 SECRET_ENVS = {
     wiring.KEY_RING_SECRET.env: _DEFAULTS.key_ring_secret,
     wiring.AUDIT_KEY_SECRET.env: _DEFAULTS.audit_key_secret,
@@ -101,9 +103,10 @@ def _env(var: str, default: str = "") -> str:
 
 
 def _table(name: str, rest: str = "") -> dict[str, str]:
-    return (
-        resource("table", TABLE_ENV, rest=rest) if name == _env(TABLE_ENV) else resource("table", name=name, rest=rest)
-    )
+    for var in TABLE_ENVS:
+        if name and name == _env(var):
+            return resource("table", var, rest=rest)
+    return resource("table", name=name, rest=rest)
 
 
 def _queue(url: str) -> dict[str, str]:

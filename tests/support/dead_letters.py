@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from interlude import wiring
 from interlude.adapters.delivery.subscriptions import dead_letter_record, webhook_message
 from interlude.domain.ids import mint_opaque, secret_name, tenant_bound, tenant_of
-from interlude.local.stack import TABLE_NAME
+from interlude.local.stack import ENTRIES_TABLE_NAME, TABLE_NAME
 from interlude.store.deliveries import DeliveryStore, Notice
 from interlude.store.notifications import Notification, NotificationStore
 from interlude.store.webhooks import WebhookStore
@@ -41,7 +41,7 @@ def dead_letter_behind_the_api(stack_info: dict[str, str], run_id: str) -> tuple
     message = webhook_message(webhook_id, run_id, event)
     now = time.time()
     webhooks.put_dead_letter(dead_letter_record(message, 1, "retries_exhausted", 500, now))
-    ledger = DeliveryStore(SimpleNamespace(client=client, table=TABLE_NAME))
+    ledger = DeliveryStore(SimpleNamespace(client=client, table=TABLE_NAME, entries_table=ENTRIES_TABLE_NAME))
     ref = Notice(run_id, message["deliveryId"], event["type"], MISSING_SEQUENCE, webhook_id)
     claim = ledger.claim(ref, now, 60)
     attempt = {"noticeId": message["deliveryId"], "subscriptionId": webhook_id, "type": event["type"], "attempt": 1}

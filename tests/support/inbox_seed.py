@@ -17,13 +17,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from interlude import wiring
 from interlude.composition import Services
 from interlude.domain.models.requests import CreateRunRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.rules.auth import Principal
 from interlude.store.facade import Store
 from interlude.store.inbox import Entry
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables
 from interlude.store.run_items import head_put, interrupt_put
 from tests.support.seeded_runs import put_straight
 
@@ -37,14 +38,15 @@ def gated_workflow(group: str) -> WorkflowDefinition:
 
 @contextmanager
 def table_of_its_own(table: str) -> Iterator[tuple[Services, Any]]:
-    """The services and a DynamoDB client over a moto table named `table` (TABLE_NAME too), alone in its own moto:
+    """The services and a DynamoDB client over moto tables named after `table` (TABLE_NAME and ENTRIES_TABLE_NAME too), alone in its own moto:
     thousands of seeded gates would grow a shared table for every later test, and moto's Query costs in proportion to
     the table."""
     with pytest.MonkeyPatch.context() as env, mock_aws():
-        env.setenv("TABLE_NAME", table)
         client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, table)
-        yield Services(Store(table, client)), client
+        names = create_tables(client, table)
+        env.setenv(wiring.TABLE_NAME_ENV, names[0])
+        env.setenv(wiring.ENTRIES_TABLE_NAME_ENV, names[1])
+        yield Services(Store(*names, client)), client
 
 
 def gate_template(services: Services, admin: Principal, workflow_id: str, group: str) -> tuple[Any, Any]:

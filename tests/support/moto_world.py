@@ -3,7 +3,7 @@
 Starting moto, loading botocore's service models into a new session and creating the table, queues, schedule group
 and secrets cost seconds a test; tenant isolation is a product guarantee, so tests that each act as a tenant of their
 own can share one world safely. The world is made once, as the local stack makes its own (interlude.local.stack):
-the table, every queue of wiring.QUEUES, the schedule group, the key ring and audit key secrets, a verified sender,
+both tables, every queue of wiring.QUEUES, the schedule group, the key ring and audit key secrets, a verified sender,
 the audit anchors' bucket. Between two tests it forgets what the previous test left in flight, which no tenant boundary separates: the table's
 stream records, the queued messages, the schedules and the mail sent (moto has no API to trim a stream or empty an
 outbox, and lets a queue be purged once a minute, so this reaches into its models). The table keeps every tenant's
@@ -39,9 +39,10 @@ from interlude.config.notify import SES_FROM_ADDRESS_ENV
 from interlude.local import LOCAL_REGION
 from interlude.local.schedules import create_local_deadline_resources
 from interlude.local.sqs_pump import create_queues
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables, entries_table_beside
 
 TABLE = "interlude-test"
+ENTRIES_TABLE = entries_table_beside(TABLE)
 KEY_RING_SECRET = "interlude-test/token-keys"
 AUDIT_KEY_SECRET = "interlude-test/audit-key"
 SENDER = "approvals@example.com"
@@ -63,10 +64,11 @@ def new_tenant() -> str:
 
 @dataclass
 class World:
-    """What one test sees of a moto world: the table, the queues (wiring name -> URL), its own tenant, and the
+    """What one test sees of a moto world: the tables, the queues (wiring name -> URL), its own tenant, and the
     environment the functions find them through."""
 
     table: str
+    entries_table: str
     queues: dict[str, str]
     env: dict[str, str]
     tenant: str = field(default_factory=new_tenant)
@@ -76,7 +78,7 @@ class World:
 def create_world(table: str = TABLE) -> World:
     """The local stack's resources, named for the tests, in the current account."""
     serialise_moto()
-    create_table(boto3.client("dynamodb"), table)
+    entries_table = create_tables(boto3.client("dynamodb"), table)[1]
     queues = create_queues(boto3.client("sqs"), table)
     secrets = boto3.client("secretsmanager")
     ensure_key_ring(KEY_RING_SECRET, client=secrets)
@@ -87,7 +89,8 @@ def create_world(table: str = TABLE) -> World:
     for name in buckets.values():
         ensure_locked_bucket(name, retention_days=1)
     env = {
-        "TABLE_NAME": table,
+        wiring.TABLE_NAME_ENV: table,
+        wiring.ENTRIES_TABLE_NAME_ENV: entries_table,
         wiring.KEY_RING_SECRET.env: KEY_RING_SECRET,
         wiring.AUDIT_KEY_SECRET.env: AUDIT_KEY_SECRET,
         SES_FROM_ADDRESS_ENV: SENDER,
@@ -95,7 +98,7 @@ def create_world(table: str = TABLE) -> World:
         **create_local_deadline_resources(),
         **buckets,
     }
-    return World(table, queues, env)
+    return World(table, entries_table, queues, env)
 
 
 _moto_lock = threading.RLock()
@@ -142,7 +145,7 @@ def shared_world() -> World:
     fresh tenant, with nothing in flight from an earlier test."""
     made = _shared_resources()
     _forget_in_flight(made)
-    return World(made.table, dict(made.queues), dict(made.env))
+    return World(made.table, made.entries_table, dict(made.queues), dict(made.env))
 
 
 def check_left_intact(world: World) -> None:
@@ -172,7 +175,7 @@ def _missing(world: World, account: str = DEFAULT_ACCOUNT_ID) -> list[str]:
     groups = scheduler_backends[account][LOCAL_REGION].schedule_groups
     buckets = s3_backends[account]["aws"].buckets
     group = world.env[wiring.SCHEDULES.environment[0]]
-    missing = [f"the table {world.table}"] if world.table not in tables else []
+    missing = [f"the table {name}" for name in (world.table, world.entries_table) if name not in tables]
     missing += [f"the queue {url}" for url in world.queues.values() if url.rsplit("/", 1)[1] not in queues]
     missing += [
         f"the secret {name}"

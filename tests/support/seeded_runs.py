@@ -19,7 +19,7 @@ from interlude.domain.models.tenants import TenantSettings
 from interlude.rules import auth, run_search
 from interlude.store.facade import Store
 from interlude.store.inbox import InboxIndex
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables
 from interlude.store.run_items import head_put, run_entry, search_entries
 from tests.support.moto_world import current_account
 
@@ -157,8 +157,8 @@ def seed_search_tables(client: Any, sizes: tuple[int, ...]) -> dict[int, str]:
     tables = {}
     for size in sizes:
         tables[size] = f"search-{size}"
-        create_table(client, tables[size])
+        entries = create_tables(client, tables[size])[1]
         put_straight(client, tables[size], [item for items in runs[:size] for item in items])
         # The tenant indexes its runs' title words: `q` reads their entries (SEARCH_FILTERS also asks without).
-        Services(Store(tables[size], client)).tenants.put_settings(SEARCH_TENANT, TenantSettings(searchTitles=True), "seed")
+        Services(Store(tables[size], entries, client)).tenants.put_settings(SEARCH_TENANT, TenantSettings(searchTitles=True), "seed")
     return tables

@@ -9,12 +9,14 @@ from interlude import wiring
 from tests.support.aws_calls import requests_of, shape
 
 TABLE = "interlude-unit"
+ENTRIES_TABLE = "interlude-unit-entries"
 QUEUE_URL = "http://127.0.0.1:5000/123456789012/interlude-unit-notifications"
 
 
 @pytest.fixture(autouse=True)
 def environment(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", ENTRIES_TABLE)
     monkeypatch.setenv(wiring.queue("notifications").url_env, QUEUE_URL)
     monkeypatch.setenv(wiring.SCHEDULES.environment[0], "local-deadlines")
     monkeypatch.setenv(wiring.SCHEDULES.environment[2], "arn:aws:iam::123456789012:role/local-scheduler")
@@ -70,6 +72,17 @@ def test_a_query_names_its_index_and_the_partition_it_reads():
         "resource": {"kind": "table", "env": "TABLE_NAME", "rest": "/index/inbox"},
         "keys": ["T#t1#KEYS"],
     }
+
+
+def test_a_call_on_the_second_table_is_recorded_as_found_through_its_variable():
+    (got,) = requests_of("dynamodb", "GetItem", {"TableName": ENTRIES_TABLE, "Key": key("T#t1#R#r1")})
+    assert got["resource"] == {"kind": "table", "env": wiring.ENTRIES_TABLE_NAME_ENV}
+    writes = {TABLE: [{"PutRequest": {"Item": key("a")}}], ENTRIES_TABLE: [{"PutRequest": {"Item": key("b")}}]}
+    got_both = requests_of("dynamodb", "BatchWriteItem", {"RequestItems": writes})
+    assert [g["resource"] for g in got_both] == [
+        {"kind": "table", "env": wiring.TABLE_NAME_ENV},
+        {"kind": "table", "env": wiring.ENTRIES_TABLE_NAME_ENV},
+    ]
 
 
 def test_a_table_no_variable_names_is_recorded_by_its_name():

@@ -20,6 +20,7 @@ def in_lambda(monkeypatch):
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     # What every deployed function is given (the outbox reads its settings: whether a live API is deployed).
     monkeypatch.setenv("TABLE_NAME", "metrics")
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "metrics-entries")
     # Fixtures made before this one may already have read the settings (their clients read the runtime's).
     config.forget()
 
@@ -61,7 +62,7 @@ def test_the_outbox_counts_interrupts_raised_and_decided_by_kind_and_outcome(in_
         ("InterruptsDecided", {"deployment": "prod-eu", "kind": "input", "outcome": "timeout"}),
     ]
     # And the outbox runs it for every event item on the stream
-    outbox = composition.Services(Store("metrics", boto3.client("dynamodb", region_name="us-east-1"))).outbox
+    outbox = composition.Services(Store("metrics", "metrics-entries", boto3.client("dynamodb", region_name="us-east-1"))).outbox
     assert [handler for handler in outbox if getattr(handler, "func", None) is metrics.on_events]
 
 

@@ -60,7 +60,10 @@ def test_an_http_client_command_composes_nothing(argv, tmp_path):
 
 
 def test_a_command_that_runs_the_service_here_still_composes_it(tmp_path):
-    got = run("keys", "list", "--tenant", "t1", "--table", "absent", "--state-file", str(tmp_path / "absent.json"))
+    got = run(
+        "keys", "list", "--tenant", "t1", "--table", "absent", "--entries-table", "absent-entries",
+        "--state-file", str(tmp_path / "absent.json"),
+    )
     assert "interlude.composition" in got["modules"]
     assert "interlude.app.keys" in got["modules"]
 

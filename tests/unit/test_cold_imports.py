@@ -146,6 +146,7 @@ def imported(function: str, then: str = "") -> dict[str, list[str]]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "layers" / "core" / "python"), os.environ.get("PYTHONPATH", "")]),
         "TABLE_NAME": "cold-imports",
+        "ENTRIES_TABLE_NAME": "cold-imports-entries",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     handler = ROOT / "functions" / function / "handler.py"
@@ -448,8 +449,8 @@ from interlude.adapters.audit_key import ensure_signing_key
 from interlude.config import settings
 from interlude.domain.audit import AuditDraft
 from interlude.rules import audit as rules
-from interlude.store.provisioning import create_table
-create_table(boto3.client("dynamodb"), "cold-imports")
+from interlude.store.provisioning import create_tables
+create_tables(boto3.client("dynamodb"), "cold-imports")
 ensure_signing_key(settings().audit_key_secret)
 module.audit().writes.transact([], AuditDraft("t1", "key.created", {"subjectId": "op"}, {"keyId": "k1"}, "2026-12-01T00:00:00Z"))
 rules.CHECKPOINT_INTERVAL_SECONDS = 0
@@ -613,9 +614,8 @@ from interlude import wiring
 from interlude.composition import Services
 from interlude.domain.models.requests import CreateKeyRequest
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
-create_table(boto3.client("dynamodb"), "cold-imports")
-key = Services(Store("cold-imports", boto3.client("dynamodb"))).keys.issue_key(
+from interlude.store.provisioning import create_tables
+key = Services(Store(*create_tables(boto3.client("dynamodb"), "cold-imports"), boto3.client("dynamodb"))).keys.issue_key(
     "t1", CreateKeyRequest(subjectId="admin", scopes=list(wiring.ALL_SCOPES))
 )
 definition = {"id": "w1", "name": "w", "version": "1.0", "nodes": [{"id": "n", "typeId": "core.noop"}], "edges": []}

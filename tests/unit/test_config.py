@@ -22,6 +22,8 @@ PACKAGE = ROOT / "layers" / "core" / "python" / "interlude"
 # interlude.config reads the environment for everything, the CLI's shell variables and the local stack's switches
 # (config.local) included, and writes the functions' environment for the local stack.
 MAY_READ_THE_ENVIRONMENT = ("config",)
+# Both tables named, as every function's environment names them.
+TABLES = {"TABLE_NAME": "t", "ENTRIES_TABLE_NAME": "e"}
 IMPORT_HANDLER = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
@@ -54,7 +56,7 @@ def test_no_module_outside_config_reads_the_environment():
 
 
 def cold_start(function: str, **variables: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLUDE_") and k != "TABLE_NAME"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLUDE_") and k not in TABLES}
     env |= {"PYTHONPATH": str(PACKAGE.parent), "AWS_DEFAULT_REGION": "us-east-1", **variables}
     handler = ROOT / "functions" / function / "handler.py"
     return subprocess.run(
@@ -76,7 +78,7 @@ def cold_start(function: str, **variables: str) -> subprocess.CompletedProcess[s
     ],
 )
 def test_a_malformed_variable_stops_the_cold_start_naming_it(function, variable, value, reason):
-    started = cold_start(function, TABLE_NAME="t", **{variable: value})
+    started = cold_start(function, **TABLES, **{variable: value})
     assert started.returncode != 0
     assert f"ConfigError: {variable}={value!r}: {reason}" in started.stderr
 
@@ -85,15 +87,23 @@ def test_a_cold_start_names_every_problem_of_every_group_at_once():
     started = cold_start("notify", INTERLUDE_NOTIFY_MAX_ATTEMPTS="eight")
     assert started.returncode != 0
     last = started.stderr.strip().splitlines()[-1]
-    assert last.endswith("TABLE_NAME is not set; INTERLUDE_NOTIFY_MAX_ATTEMPTS='eight': not a whole number")
-    assert cold_start("notify", TABLE_NAME="t").returncode == 0
+    assert last.endswith(
+        "TABLE_NAME is not set; ENTRIES_TABLE_NAME is not set; INTERLUDE_NOTIFY_MAX_ATTEMPTS='eight': not a whole number"
+    )
+    assert cold_start("notify", **TABLES).returncode == 0
+
+
+def test_a_cold_start_without_the_second_tables_name_stops_rather_than_use_the_first():
+    started = cold_start("dispatch", TABLE_NAME="t")
+    assert started.returncode != 0
+    assert started.stderr.strip().splitlines()[-1].endswith("ENTRIES_TABLE_NAME is not set")
 
 
 def test_every_problem_of_a_group_is_named_at_once():
     with pytest.raises(ConfigError) as refused:
         Settings.from_env({"INTERLUDE_STEP_BUDGET": "x", "INTERLUDE_STREAM_RETRY_MS": "1.5"})
     assert str(refused.value) == (
-        "TABLE_NAME is not set; INTERLUDE_STEP_BUDGET='x': not a whole number; "
+        "TABLE_NAME is not set; ENTRIES_TABLE_NAME is not set; INTERLUDE_STEP_BUDGET='x': not a whole number; "
         "INTERLUDE_STREAM_RETRY_MS='1.5': not a whole number"
     )
 
@@ -113,7 +123,7 @@ def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
     assert read.backoff_cap_s == 12 * 3600  # SQS's longest visibility timeout
     assert read.allow_loopback is True
     assert read.ca_file is None
-    assert Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_STREAM_HOLD_SECONDS": "60"}).stream_hold_seconds == 25
+    assert Settings.from_env({**TABLES, "INTERLUDE_STREAM_HOLD_SECONDS": "60"}).stream_hold_seconds == 25
     # The actions' CA bundle falls back to the callbacks' one.
     assert ActionSettings.from_env({"INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}).ca_file == "/ca.pem"
     both = {"INTERLUDE_ACTION_CA_FILE": "/actions.pem", "INTERLUDE_CALLBACK_CA_FILE": "/ca.pem"}
@@ -123,12 +133,12 @@ def test_values_are_parsed_by_type_bounded_and_an_empty_variable_is_unset():
 def test_the_key_cache_bound_is_a_number_of_seconds_within_its_range_or_the_cold_start_stops():
     """The API-key revocation bound (docs/configuration.md): 5 s unless the deployment chose, 0 (every request reads
     its key) to 60; out of range it is refused, not held at the nearest end, as the construct refuses it at synth."""
-    assert Settings.from_env({"TABLE_NAME": "t"}).key_cache_seconds == 5.0
-    assert Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_KEY_CACHE_SECONDS": "0.25"}).key_cache_seconds == 0.25
-    assert Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_KEY_CACHE_SECONDS": "0"}).key_cache_seconds == 0
+    assert Settings.from_env(TABLES).key_cache_seconds == 5.0
+    assert Settings.from_env({**TABLES, "INTERLUDE_KEY_CACHE_SECONDS": "0.25"}).key_cache_seconds == 0.25
+    assert Settings.from_env({**TABLES, "INTERLUDE_KEY_CACHE_SECONDS": "0"}).key_cache_seconds == 0
     for raw, says in (("90", "must be 0-60 seconds, not 90"), ("-1", "must be 0-60 seconds, not -1"), ("5s", "not a number")):
         with pytest.raises(ConfigError) as refused:
-            Settings.from_env({"TABLE_NAME": "t", "INTERLUDE_KEY_CACHE_SECONDS": raw})
+            Settings.from_env({**TABLES, "INTERLUDE_KEY_CACHE_SECONDS": raw})
         assert str(refused.value) == f"INTERLUDE_KEY_CACHE_SECONDS={raw!r}: {says}"
 
 
@@ -146,6 +156,7 @@ def test_the_cli_and_the_local_stack_read_their_variables_as_every_group_does():
 
 def test_settings_are_read_once_per_process_until_forgotten(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", "first")
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "first-entries")
     read = config.settings()
     monkeypatch.setenv("TABLE_NAME", "second")
     assert config.settings() is read
@@ -159,7 +170,7 @@ def test_the_variables_a_cold_start_requires_are_exactly_those_without_a_default
 
     groups = EnvironmentSettings.__subclasses__()
     needed = {name for group in groups for name in required(group)}
-    assert "TABLE_NAME" in needed
+    assert {"TABLE_NAME", "ENTRIES_TABLE_NAME"} <= needed
     for group in groups:
         if required(group):
             with pytest.raises(ConfigError):

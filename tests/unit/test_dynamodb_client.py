@@ -40,7 +40,7 @@ def test_the_functions_client_sends_a_request_botocore_would_refuse_and_the_suit
     monkeypatch, settings_forgotten
 ):
     monkeypatch.delenv(VALIDATE_REQUESTS_ENV)
-    assert sent_or_refused(Table("t").client) == "sent"  # DynamoDB refuses it on arrival (a ValidationException)
+    assert sent_or_refused(Table("t", "e").client) == "sent"  # DynamoDB refuses it on arrival (a ValidationException)
     monkeypatch.setenv(VALIDATE_REQUESTS_ENV, "1")
     config.forget()
-    assert sent_or_refused(Table("t").client) == "refused by botocore"
+    assert sent_or_refused(Table("t", "e").client) == "refused by botocore"

@@ -30,6 +30,7 @@ def version(text: str) -> tuple[int, ...]:
 
 def test_the_version_is_semantic_and_shown_by_the_cli_and_discovery(capsys, monkeypatch) -> None:
     monkeypatch.setenv("TABLE_NAME", "discovery-reads-no-table")  # settings are read; the table is not
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "discovery-reads-no-table-entries")
     assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
     with pytest.raises(SystemExit) as done:
         main(["--version"])

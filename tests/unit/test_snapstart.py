@@ -33,6 +33,7 @@ def hooks(monkeypatch) -> tuple[list, list]:
     """The (before-snapshot, after-restore) hooks the api handler registers when it is imported (in its environment:
     its table)."""
     monkeypatch.setenv("TABLE_NAME", "snapshotted")
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "snapshotted-entries")
     monkeypatch.setattr(snapshot_restore_py, "_before_snapshot_registry", [])
     monkeypatch.setattr(snapshot_restore_py, "_after_restore_registry", [])
     spec = importlib.util.spec_from_file_location("api_handler_under_test", API_HANDLER)
@@ -50,6 +51,7 @@ def registered(hooks) -> list:
 def initialized(monkeypatch):
     """What an api instance holds once initialized (the state a snapshot captures)."""
     monkeypatch.setenv("TABLE_NAME", "snapshotted")
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "snapshotted-entries")
     settings.cache_clear()
     held = {
         "service": composition.services(),
@@ -78,6 +80,7 @@ def test_the_api_handler_registers_its_priming_and_restore_hooks(hooks):
 
 def test_priming_builds_before_the_snapshot_what_a_first_request_would(monkeypatch):
     monkeypatch.setenv("TABLE_NAME", "snapshotted")
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "snapshotted-entries")
     settings.cache_clear()
     composition.services.cache_clear()
     try:

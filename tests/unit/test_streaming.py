@@ -143,7 +143,7 @@ def test_a_batch_that_writes_no_frame_does_not_start_the_linger():
 
 def test_resumable_clients_get_the_rfc0247_floor_and_the_api_timeout_leaves_room():
     assert streaming.Bounds(2, 0.1, 100).for_resumable().hold_s >= 15
-    defaults = Settings(table_name="t", step_budget=1, max_poll_seconds=1, key_ring_secret="s")
+    defaults = Settings(table_name="t", entries_table_name="e", step_budget=1, max_poll_seconds=1, key_ring_secret="s")
     assert defaults.stream_hold_seconds + defaults.stream_linger_seconds < function("api").timeout_s
     assert function("api").timeout_s > streaming.RESUMABLE_FLOOR_SECONDS
 

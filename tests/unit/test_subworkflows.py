@@ -234,6 +234,8 @@ def test_the_advertised_families_fit_the_discovery_schema(monkeypatch):
     from interlude.config import settings
 
     monkeypatch.setenv("TABLE_NAME", "t")
+
+    monkeypatch.setenv("ENTRIES_TABLE_NAME", "t-entries")
     settings.cache_clear()
     multi_agent = ancestry_capability()
     assert multi_agent is not None

@@ -4,9 +4,11 @@ its HTTP API only, so it keeps working whatever this release changes.
 
   write OUT   runs the previous release's local stack and leaves runs in every state (waiting at each gate kind,
               sleeping, running a task and an action, a parent waiting on its child, failed, completed,
-              cancelled), a ModuleX workflow, settings, a directory entry and keys; then writes every table item,
-              every pending schedule and what it made to OUT (gzipped JSON). scripts/refresh_upgrade_dump.py runs it.
-  read DUMP   loads a table the current release wrote (the test's dump of it) into the previous release's local stack,
+              cancelled), a ModuleX workflow, settings, a directory entry and keys; then writes every table item
+              (`items`; a release with a second table, 0.5.0 on: its items too, `entriesItems`), every pending
+              schedule and what it made to OUT (gzipped JSON). scripts/refresh_upgrade_dump.py runs it.
+  read DUMP   loads the tables the current release wrote (the test's dump of them) into the previous release's local
+              stack (a dump without `entriesItems`, of a release with one table, loads the first alone),
               at the dump's moment, and reads everything through its API as an operator and an approver would, then
               decides one gate; prints what it saw, and exits 1 naming every request that was not answered 2xx.
 """
@@ -164,6 +166,7 @@ def write(out: Path) -> None:
             "apiKey": info.api_key,
             "made": made,
             "items": table_items(),
+            **({"entriesItems": table_items(tables()[1])} if len(tables()) > 1 else {}),
             "schedules": schedules(),
             "queued": queued(),
             "secrets": secrets(),
@@ -243,15 +246,21 @@ def settle(api: Api, made: dict[str, Any], stack: Any) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (len(seen) < 3 or len(set(seen[-3:])) > 1):
         time.sleep(1)
-        seen.append(json.dumps([table_items(), schedules()], sort_keys=True))
+        seen.append(json.dumps([[table_items(name) for name in tables()], schedules()], sort_keys=True))
 
 
-def table_items() -> list[dict[str, Any]]:
+def tables() -> tuple[str, ...]:
+    """The names of the release's local tables: the first, and the second where the release has one (0.5.0 on)."""
+    from interlude.local import stack
+
+    second = getattr(stack, "ENTRIES_TABLE_NAME", None)
+    return (stack.TABLE_NAME, second) if second else (stack.TABLE_NAME,)
+
+
+def table_items(table: str | None = None) -> list[dict[str, Any]]:
     import boto3
 
-    from interlude.local.stack import TABLE_NAME
-
-    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=TABLE_NAME)
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table or tables()[0])
     return [encoded(item) for page in pages for item in page.get("Items") or []]
 
 
@@ -348,7 +357,12 @@ def read(dump_path: Path) -> None:
         from interlude.local.lambda_runtime import fresh_instances
 
         fresh_instances()
-        load(dump["items"])
+        load(dump["items"], tables()[0])
+        second = dump.get("entriesItems") or []
+        if second and len(tables()) < 2:
+            api.failures.append(f"this release has one table: the {len(second)} items of the dump's second it cannot read")
+        elif second:
+            load(second, tables()[1])
         restore_objects(dump.get("objects") or {})
         seen = read_everything(api, dump)
     finally:
@@ -357,15 +371,13 @@ def read(dump_path: Path) -> None:
     sys.exit(1 if api.failures else 0)
 
 
-def load(items: list[dict[str, Any]]) -> None:
+def load(items: list[dict[str, Any]], table: str) -> None:
     import boto3
-
-    from interlude.local.stack import TABLE_NAME
 
     client = boto3.client("dynamodb")
     for start in range(0, len(items), 25):
         batch = [{"PutRequest": {"Item": decoded(item)}} for item in items[start : start + 25]]
-        pending = {TABLE_NAME: batch}
+        pending = {table: batch}
         while pending:
             pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
 
@@ -455,17 +467,21 @@ def notices_delivered(api: Api, runs: dict[str, str], named: dict[str, str], bod
 
 
 def bundle_statuses(run_id: str) -> list[str]:
-    """The statuses of the run's delivery records of a transition's notices (their key ends in "+")."""
+    """The statuses of the run's delivery records of a transition's notices (their key ends in "+"), in whichever of
+    the release's tables they are."""
     import boto3
 
-    from interlude.local.stack import TABLE_NAME
     from interlude.store.layout import run_pk
 
-    got = boto3.client("dynamodb").query(
-        TableName=TABLE_NAME,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
-        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":n": {"S": "N#"}},
-    )["Items"]
+    got = [
+        item
+        for table in tables()
+        for item in boto3.client("dynamodb").query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :n)",
+            ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":n": {"S": "N#"}},
+        )["Items"]
+    ]
     return [item["status"]["S"] for item in got if item["sk"]["S"].endswith("+")]
 
 
@@ -476,11 +492,11 @@ def decision_listed(api: Api, run: str) -> bool:
 
 def retention_sweep() -> bool | None:
     """A whole pass of the release's daily retention sweep, in this process (True once whole)."""
-    from interlude.local.stack import TABLE_NAME
     from interlude.migrations import sweeps
     from interlude.store.facade import Store
 
-    return sweeps.sweep(Store(TABLE_NAME), "rollback", start=True)
+    # A release with two tables takes both names (its Store's), one with one table the first alone.
+    return sweeps.sweep(Store(*tables()), "rollback", start=True)
 
 
 def main() -> None:

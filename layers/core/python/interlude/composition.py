@@ -205,7 +205,7 @@ class Services:
         from interlude.app.tenants import Tenants
         from interlude.store.retention import RetentionStore
 
-        restamps = RestampJobs(RetentionStore(self.store.table, self.store.client))
+        restamps = RestampJobs(RetentionStore(self.store.table, self.store.entries_table, self.store.client))
         return Tenants(self.interactions, self.store, self.limiter, self.clock, self.search_keys, restamps)
 
     @cached_property
@@ -223,7 +223,7 @@ class Services:
         def declared(tenant: str) -> list[str]:
             return tenant_settings(self.interactions, tenant).searchableMetadata
 
-        store = SearchKeysStore(self.store.table, self.store.client)
+        store = SearchKeysStore(self.store.table, self.store.entries_table, self.store.client)
         return SearchKeys(store, declared, self.clock, queue, LIMITS_CACHE_SECONDS)
 
     @cached_property
@@ -393,7 +393,7 @@ class Services:
         from interlude.app.retention import Restamp
         from interlude.store.retention import RetentionStore
 
-        store = RetentionStore(self.store.table, self.store.client)
+        store = RetentionStore(self.store.table, self.store.entries_table, self.store.client)
         return Restamp(store, self.retention, self.clock, wiring.RUN_INDEX.shards)
 
     @cached_property
@@ -403,7 +403,7 @@ class Services:
         from interlude.store.retention import RetentionStore
 
         return RunRetention(
-            RetentionStore(self.store.table, self.store.client),
+            RetentionStore(self.store.table, self.store.entries_table, self.store.client),
             self.limiter.retention_days,
             self.clock,
             lambda tenant: self.limiter.limits(tenant).searchable_metadata,
@@ -474,7 +474,7 @@ class Services:
 
         cfg = settings()
         limits = LiveLimits(cfg.live_connections_per_tenant, cfg.live_followers_per_run)
-        records = LiveStore(self.store.table, self.store.client)
+        records = LiveStore(self.store.table, self.store.entries_table, self.store.client)
         return LiveFollowing(
             records,
             self.store,
@@ -586,7 +586,7 @@ def services() -> Services:
     from interlude.store.facade import Store
 
     cfg = settings()
-    return Services(Store(cfg.table_name), step_budget=cfg.step_budget)
+    return Services(Store(cfg.table_name, cfg.entries_table_name), step_budget=cfg.step_budget)
 
 
 def audit_trail(table: TransactionalTable) -> AuditTrail:

@@ -13,13 +13,23 @@ from typing import Any, Literal, NamedTuple, get_args
 # `from __future__ import annotations`: a NamedTuple's field annotations given as strings are each compiled into a
 # ForwardRef when its class is made (on Python 3.11, 14 M instructions: 60 % of this module's import).
 
-# --- the table -------------------------------------------------------------------------------------
+# --- the tables ------------------------------------------------------------------------------------
 
 TABLE_LOGICAL_NAME = "Table"
+OUTPUT_TABLE_NAME = "TableName"
+TABLE_NAME_ENV = "TABLE_NAME"
+# Both tables' key schema and TTL attribute.
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "ttl"
 STREAM_VIEW = "NEW_IMAGE"
+# The second table (docs/adr/0161): the items a run's transaction condition never reads, written apart from it (the
+# inbox entries, the callback and webhook delivery records), so that a lifecycle's writes are shared between two
+# tables' 40,000 WRU/s each. Its key schema and TTL are the first's; no stream (nothing of it invokes a function) and no
+# global index (those families are read by key and by Query on their partition).
+ENTRIES_TABLE_LOGICAL_NAME = "EntriesTable"
+OUTPUT_ENTRIES_TABLE_NAME = "EntriesTableName"
+ENTRIES_TABLE_NAME_ENV = "ENTRIES_TABLE_NAME"
 
 
 class GlobalIndex(NamedTuple):
@@ -66,10 +76,29 @@ RUN_SEARCH = ItemIndex(name="run-search", prefix="RUNX", shards=16)
 ITEM_INDEXES = (RUN_INDEX, INBOX, TASK_QUEUES, RUN_SEARCH)
 
 
-def key_attributes() -> list[tuple[str, str]]:
-    """Every attribute that appears in a key schema, with its DynamoDB type ("S" throughout)."""
+class TableSpec(NamedTuple):
+    """One table of a deployment, as the construct, the local stack and the tests create it (pk/sk strings, TTL
+    attribute TTL_ATTRIBUTE, on demand)."""
+
+    logical_name: str
+    # The stack output holding its name (the `interlude` CLI's --stack finds it there).
+    output: str
+    # The functions' environment variable holding its name.
+    env: str
+    # Its stream's view type (None: no stream).
+    stream_view: str | None
+    global_indexes: tuple[GlobalIndex, ...]
+
+
+TABLE = TableSpec(TABLE_LOGICAL_NAME, OUTPUT_TABLE_NAME, TABLE_NAME_ENV, STREAM_VIEW, GLOBAL_INDEXES)
+ENTRIES_TABLE = TableSpec(ENTRIES_TABLE_LOGICAL_NAME, OUTPUT_ENTRIES_TABLE_NAME, ENTRIES_TABLE_NAME_ENV, None, ())
+TABLES = (TABLE, ENTRIES_TABLE)
+
+
+def key_attributes(spec: TableSpec = TABLE) -> list[tuple[str, str]]:
+    """Every attribute that appears in the table's key schemas, with its DynamoDB type ("S" throughout)."""
     names = [PARTITION_KEY, SORT_KEY]
-    for index in GLOBAL_INDEXES:
+    for index in spec.global_indexes:
         names += [index.partition_key, index.sort_key]
     return [(name, "S") for name in names]
 
@@ -119,6 +148,9 @@ class Function(NamedTuple):
     timeout_s: int = 29
     # DynamoDB actions this function's role is granted on the table (least privilege).
     table_actions: tuple[str, ...] = ()
+    # And on the second table (ENTRIES_TABLE): the verbs the families kept there (inbox entries, delivery records)
+    # need from this function, each one it has on the first table for those items; none if it touches neither.
+    entries_table_actions: tuple[str, ...] = ()
     reads_stream: bool = False
     description: str = ""
     # Queues (QUEUES names) this function may send to; each one's URL arrives in the queue's `url_env`.
@@ -189,6 +221,17 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:ConditionCheckItem",
             # The inbox index's entries (written around each transition), the interrupts an inbox page names and the
             # run heads a run listing page shows (GET /runs, GET /workflow-runs).
+            "dynamodb:BatchWriteItem",
+            "dynamodb:BatchGetItem",
+        ),
+        # Inbox entries: written around each transition and deleted when stale (BatchWriteItem), put by a claim's or
+        # an assignment's transaction (PutItem), read by an inbox page (Query); delivery records: listed and read
+        # (Query, GetItem, BatchGetItem) and reopened by a replay (UpdateItem).
+        entries_table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
             "dynamodb:BatchWriteItem",
             "dynamodb:BatchGetItem",
         ),
@@ -264,6 +307,15 @@ FUNCTIONS: tuple[Function, ...] = (
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
+        # Inbox entries: put around a transition and deleted once an event closes their gate (BatchWriteItem), put by
+        # an assignment's transaction (PutItem); a retention turn reads the run's delivery records and sets their
+        # expiry (Query, UpdateItem).
+        entries_table_actions=(
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+            "dynamodb:BatchWriteItem",
+        ),
         # migrations: a run that ended (or runs again) has its items' expiry set by a retention turn taken here
         # (interlude.app.retention); one with more items than a page goes on from that queue, in the migrate function.
         sends_to=("callbacks", "actions", "notifications", "migrations"),
@@ -292,6 +344,14 @@ FUNCTIONS: tuple[Function, ...] = (
             # A webhook replay reads its event; a gate's text a format-9 event holds in its interrupt item is read
             # back in one BatchGetItem (interlude.store.head_parts.event_payloads, ADR 0134).
             "dynamodb:BatchGetItem",
+        ),
+        # Delivery records: read before a dial (GetItem), created by the claim and updated with each attempt (PutItem,
+        # UpdateItem); a webhook replay lists a run's (Query).
+        entries_table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
         ),
         # TagResource: a secret is created with its deployment's tags (CREATED_SECRETS_TAGS_ENV), which needs it.
         secret_grants=(
@@ -325,6 +385,9 @@ FUNCTIONS: tuple[Function, ...] = (
             # (interlude.store.directory.DirectoryStore.get_many).
             "dynamodb:BatchGetItem",
         ),
+        # A timeout closes a gate, an escalation reassigns one: their inbox entries go or are put (BatchWriteItem, and
+        # PutItem in an assignment's transaction).
+        entries_table_actions=("dynamodb:PutItem", "dynamodb:BatchWriteItem"),
         reserved_concurrency=TIMEOUTS_CONCURRENCY,
         # A reminder's schedule (issue 14) fires here too: it queues the reminders of the gate it names. The daily
         # retention sweep's schedule queues the sweep's first turn on the migrations queue.
@@ -353,6 +416,8 @@ FUNCTIONS: tuple[Function, ...] = (
             # head over a KB, ADR 0153) is read back with it in one BatchGetItem (interlude.store.head_parts).
             "dynamodb:BatchGetItem",
         ),
+        # A gate the transition reaches opens with its inbox entries (BatchWriteItem).
+        entries_table_actions=("dynamodb:BatchWriteItem",),
         # Auth headers by reference: read, never written.
         secret_grants=(("ACTION_SECRET_PREFIX", ("secretsmanager:GetSecretValue",)),),
         reserved_concurrency=10,
@@ -406,6 +471,17 @@ FUNCTIONS: tuple[Function, ...] = (
             "dynamodb:BatchGetItem",
             "dynamodb:BatchWriteItem",
         ),
+        # Inbox entries' backfills (which exist: BatchGetItem; the missing put: BatchWriteItem; read and rewritten:
+        # Query, PutItem, UpdateItem); a run's retention sets its delivery records' and entries' expiry (Query,
+        # UpdateItem); the daily sweep reads a replayed delivery (GetItem) it queues again.
+        entries_table_actions=(
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+            "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",
+        ),
     ),
 )
 
@@ -444,6 +520,8 @@ FUNCTIONS += (
             "dynamodb:BatchWriteItem",
             "dynamodb:BatchGetItem",
         ),
+        # A tenant's deletion reads the second table whole too and deletes the tenant's items there in batches.
+        entries_table_actions=("dynamodb:Scan", "dynamodb:BatchWriteItem"),
         # A resume hands the work held while the tenant was suspended back to the queue it came from.
         sends_to=(OUTBOX_QUEUE, "callbacks", "actions", "notifications"),
         # A deletion finds the tenant's secrets under each prefix (ListSecrets) and deletes them.
@@ -1814,7 +1892,7 @@ ALL_SCOPES: tuple[Scope, ...] = get_args(Scope)
 OUTPUT_API_URL = "ApiUrl"
 # The WebSocket API clients follow runs live on (LIVE_API): wss://{api}.execute-api.{region}.amazonaws.com/{stage}.
 OUTPUT_LIVE_URL = "LiveUrl"
-OUTPUT_TABLE_NAME = "TableName"
+# OUTPUT_TABLE_NAME, OUTPUT_ENTRIES_TABLE_NAME: the tables' (above).
 OUTPUT_KEY_RING_SECRET = "KeyRingSecret"
 OUTPUT_WEBHOOK_SECRET_PREFIX = "WebhookSecretPrefix"
 # What `interlude webhooks secret show|rotate` creates a tenant's secret with, as the callbacks function does

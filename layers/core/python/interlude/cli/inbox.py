@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from interlude.cli.client import Client, StepIds, add_endpoint_args
-from interlude.cli.local import add_local_args, table_store
+from interlude.cli.local import add_table_args, table_store
 from interlude.domain.ids import MODULEX_INTERRUPT_KIND
 
 COLUMNS = ("RAISED", "WAITS FOR", "WORKFLOW", "RUN", "STEP", "SUMMARY", "VOTES")
@@ -150,8 +150,7 @@ def _credentials_grant(args: argparse.Namespace) -> int:
 
 def _table_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", required=True)
-    parser.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    add_local_args(parser)
+    add_table_args(parser)
 
 
 def add_commands(sub: Any) -> None:

@@ -57,28 +57,46 @@ def add_local_args(parser: argparse.ArgumentParser) -> None:
     add_state_file_arg(parser)
 
 
+def add_table_args(parser: argparse.ArgumentParser) -> None:
+    """--table and --entries-table (a deployment's two tables, wiring.TABLES), --stack and --local."""
+    parser.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME, else --stack's)")
+    parser.add_argument(
+        "--entries-table", help="the deployment's second DynamoDB table (default: $ENTRIES_TABLE_NAME, else --stack's)"
+    )
+    add_local_args(parser)
+
+
 def use_local_stack(args: argparse.Namespace) -> bool:
     """With --local, point the AWS clients made from now on at the local stack; whether it did."""
     if not args.local:
         return False
-    from interlude.local.environment import TABLE_NAME, configure_environment
+    from interlude.local.environment import ENTRIES_TABLE_NAME, TABLE_NAME, configure_environment
 
-    configure_environment(local_state(args)["motoEndpoint"], TABLE_NAME)
+    configure_environment(local_state(args)["motoEndpoint"], TABLE_NAME, ENTRIES_TABLE_NAME)
     return True
 
 
 def table_store(args: argparse.Namespace) -> Store:
-    """The Store of the local stack (--local), else of --table or $TABLE_NAME, else of --stack's table."""
+    """The Store of the local stack (--local), else of --table and --entries-table (or $TABLE_NAME and
+    $ENTRIES_TABLE_NAME), else of --stack's tables. Both tables are named, or the command stops: the second is never
+    taken to be the first."""
     from interlude import wiring
     from interlude.cli.deployment import stack_output
     from interlude.config.local import cli_settings
     from interlude.store.facade import Store
 
     if use_local_stack(args):
-        from interlude.local.environment import TABLE_NAME
+        from interlude.local.environment import ENTRIES_TABLE_NAME, TABLE_NAME
 
-        return Store(TABLE_NAME)
-    table = args.table or cli_settings().table_name or stack_output(args, wiring.OUTPUT_TABLE_NAME)
+        return Store(TABLE_NAME, ENTRIES_TABLE_NAME)
+    settings = cli_settings()
+    table = args.table or settings.table_name or stack_output(args, wiring.OUTPUT_TABLE_NAME)
     if not table:
         sys.exit("interlude: name the deployment with --stack (or the table with --table / TABLE_NAME, or --local)")
-    return Store(table)
+    entries = args.entries_table or settings.entries_table_name or stack_output(args, wiring.OUTPUT_ENTRIES_TABLE_NAME)
+    if not entries:
+        sys.exit(
+            "interlude: name the deployment's second table too: --stack, or --entries-table / ENTRIES_TABLE_NAME "
+            "(its stack output EntriesTableName)"
+        )
+    return Store(table, entries)

@@ -12,7 +12,7 @@ import urllib.error
 from pathlib import Path
 
 from interlude import __version__, wiring
-from interlude.cli.local import STATE_FILE, add_local_args, add_state_file_arg, local_state, table_store
+from interlude.cli.local import STATE_FILE, add_state_file_arg, add_table_args, local_state, table_store
 from interlude.cli.operate import add_key_endpoint_args
 from interlude.config.local import cli_settings
 
@@ -168,8 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--roles", default="")
     create.add_argument("--kind", default="user", choices=["user", "agent", "workload"])
     create.add_argument("--expires-at", help="ISO 8601 instant with a time zone after which the key is refused")
-    create.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    add_local_args(create)
+    add_table_args(create)
     add_key_endpoint_args(create)
     create.set_defaults(func=_keys_create, in_process=False)  # composes itself with --tenant
 
@@ -177,16 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
     listing.add_argument("--limit", type=int, default=100, choices=range(1, 101), metavar="1..100")
     listing.add_argument("--cursor", help="the cursor a previous page printed")
-    listing.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    add_local_args(listing)
+    add_table_args(listing)
     add_key_endpoint_args(listing)
     listing.set_defaults(func=_keys_list, in_process=False)
 
     revoke = keys.add_parser("revoke", help="revoke a key of the tenant (refused everywhere within 5 s)")
     revoke.add_argument("--tenant", help="act on the table for this tenant (else: over HTTP, the key's tenant)")
     revoke.add_argument("key_id", metavar="KEY_ID", help="the keyId (the 16 hex digits after il_)")
-    revoke.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    add_local_args(revoke)
+    add_table_args(revoke)
     add_key_endpoint_args(revoke)
     revoke.set_defaults(func=_keys_revoke, in_process=False)
 

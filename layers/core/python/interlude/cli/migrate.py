@@ -13,14 +13,13 @@ import socket
 import sys
 
 from interlude.cli.client import table
-from interlude.cli.local import add_local_args, table_store
+from interlude.cli.local import add_table_args, table_store
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     migrate = sub.add_parser("migrate", help="run the table's pending migrations (a deploy runs them by itself)")
     migrate.add_argument("--status", action="store_true", help="show where each migration stands; run none")
-    migrate.add_argument("--table", help="DynamoDB table (default: $TABLE_NAME)")
-    add_local_args(migrate)
+    add_table_args(migrate)
     migrate.set_defaults(func=_migrate)
 
 

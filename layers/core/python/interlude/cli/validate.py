@@ -20,7 +20,7 @@ from interlude.rules.limits import Limits, check_definition
 
 def default_limits() -> Limits:
     """The host's default definition quotas (no deployment is asked: a tenant's own may be lower or higher)."""
-    defaults = Settings(table_name="")
+    defaults = Settings(table_name="", entries_table_name="")
     return Limits(
         requests_per_second=defaults.tenant_requests_per_second,
         open_runs=defaults.tenant_open_runs,

@@ -51,7 +51,9 @@ def _key_cache_seconds(raw: str) -> float:
 
 
 class Settings(EnvironmentSettings):
-    table_name: str = setting("TABLE_NAME")
+    table_name: str = setting(wiring.TABLE_NAME_ENV)
+    # The second table (wiring.ENTRIES_TABLE, docs/adr/0161): required as the first is, never assumed to be the first.
+    entries_table_name: str = setting(wiring.ENTRIES_TABLE_NAME_ENV)
     # Node executions per transaction; the rest continues through the table stream.
     step_budget: int = setting("INTERLUDE_STEP_BUDGET", default=DEFAULT_STEP_BUDGET)
     # Longest a poll request may wait, bounded by API Gateway's 30 s integration timeout.

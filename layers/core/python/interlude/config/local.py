@@ -26,7 +26,8 @@ class CliSettings(EnvironmentSettings):
     api_key: str = setting("INTERLUDE_API_KEY", default="")
     # A deployment, found by its stack's outputs; or its table or key ring named outright.
     stack: str = setting(STACK_ENV, default="")
-    table_name: str = setting("TABLE_NAME", default="")
+    table_name: str = setting(wiring.TABLE_NAME_ENV, default="")
+    entries_table_name: str = setting(wiring.ENTRIES_TABLE_NAME_ENV, default="")
     key_ring_secret: str = setting(wiring.KEY_RING_SECRET.env, default="")
     # `interlude dev`'s port.
     port: int = setting("INTERLUDE_PORT", default=8080)

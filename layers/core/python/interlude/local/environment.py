@@ -4,14 +4,15 @@ their web frameworks into every such command: about a second of CPU each)."""
 
 from __future__ import annotations
 
-from interlude import config
+from interlude import config, wiring
 from interlude.config.local import export, export_defaults, unset
 from interlude.local import LOCAL_REGION
 
 TABLE_NAME = "interlude-local"
+ENTRIES_TABLE_NAME = f"{TABLE_NAME}-entries"
 
 
-def configure_environment(moto_endpoint: str, table_name: str) -> None:
+def configure_environment(moto_endpoint: str, table_name: str, entries_table_name: str) -> None:
     """Point every AWS client in this process (the handlers' too) at the local moto server."""
     export(
         {
@@ -20,7 +21,8 @@ def configure_environment(moto_endpoint: str, table_name: str) -> None:
             "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_DEFAULT_REGION": LOCAL_REGION,
             "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-            "TABLE_NAME": table_name,
+            wiring.TABLE_NAME_ENV: table_name,
+            wiring.ENTRIES_TABLE_NAME_ENV: entries_table_name,
             "POWERTOOLS_SERVICE_NAME": "interlude",
             "POWERTOOLS_METRICS_NAMESPACE": "Interlude",
         }

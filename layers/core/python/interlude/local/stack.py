@@ -17,7 +17,7 @@ from interlude.domain.models.requests import CreateKeyRequest
 from interlude.domain.models.workflow import WorkflowDefinition
 from interlude.local.buckets import create_local_buckets
 from interlude.local.control import ControlApi
-from interlude.local.environment import TABLE_NAME, configure_environment
+from interlude.local.environment import ENTRIES_TABLE_NAME, TABLE_NAME, configure_environment
 from interlude.local.http_gateway import Gateway
 from interlude.local.keyring import prepare_local_key_ring
 from interlude.local.lambda_api import LambdaApi
@@ -32,7 +32,7 @@ from interlude.local.schedules import SchedulePump, create_local_deadline_resour
 from interlude.local.sqs_pump import QueuePump, create_queues, export_queue_urls, start_queue_pumps
 from interlude.local.ttl import TtlPump
 from interlude.store.facade import Store
-from interlude.store.provisioning import create_table
+from interlude.store.provisioning import create_tables
 
 DEMO_TENANT = "demo"
 
@@ -126,8 +126,8 @@ class LocalStack:
     def start(self) -> LocalInfo:
         run_process_hook()
         self.moto = LockedMotoServer(self.moto_port).start()
-        configure_environment(self.moto.endpoint, TABLE_NAME)
-        create_table(boto3.client("dynamodb"), TABLE_NAME)
+        configure_environment(self.moto.endpoint, TABLE_NAME, ENTRIES_TABLE_NAME)
+        create_tables(boto3.client("dynamodb"), TABLE_NAME, ENTRIES_TABLE_NAME)
         export(prepare_local_key_ring())
         export(create_local_buckets())
         export(create_local_deadline_resources())
@@ -137,7 +137,7 @@ class LocalStack:
         if self.clock_file is not None:
             clock.reset(self.clock_file)
             export({clock.CLOCK_FILE_ENV: str(self.clock_file)})
-        api_key = seed(Store(TABLE_NAME))
+        api_key = seed(Store(TABLE_NAME, ENTRIES_TABLE_NAME))
         # Links in callback notices point at this stack: its port is known once the gateway is bound.
         self.gateway = Gateway(self.port, self.verbose)
         export({PUBLIC_BASE_URL_ENV: self.gateway.base_url})
@@ -154,7 +154,7 @@ class LocalStack:
         self.schedule_pump = SchedulePump(wiring.LOCAL_SCHEDULE_GROUP).start()
         self.recurring_pumps = [RecurringPump(schedule).start() for schedule in wiring.RECURRING_SCHEDULES]
         # DynamoDB's TTL, played on the process clock (finished runs expire: issue 30 item 4).
-        self.ttl_pump = TtlPump(TABLE_NAME).start()
+        self.ttl_pump = TtlPump(TABLE_NAME, ENTRIES_TABLE_NAME).start()
         self.gateway.start()
         self.live.start()
         self.lambda_api = LambdaApi().start()

@@ -7,7 +7,8 @@ table's stream as a REMOVE record. Here the time is the process clock (interlude
 advance` and a test's clock file count), and the table is swept a bounded slice at a time: each tick reads at most
 PAGES_PER_TICK pages of PAGE_ITEMS items of a Scan, going on where the last tick stopped and starting over at the
 table's end, so a large local table costs each tick the same (a pass over it takes more ticks: an item is deleted
-within a pass, as the service deletes within days). Each expired item is deleted conditionally (an item whose ttl was
+within a pass, as the service deletes within days). A deployment's two tables (wiring.TABLES) are swept one after the
+other, a pass being one over both. Each expired item is deleted conditionally (an item whose ttl was
 renewed meanwhile stays, as it would), and moto's stream records the REMOVE. The stream's filter (wiring.STREAM_FILTER)
 passes INSERTs only, so no function sees it, as deployed.
 """
@@ -32,12 +33,16 @@ _NAMES = {"#pk": wiring.PARTITION_KEY, "#sk": wiring.SORT_KEY, "#ttl": wiring.TT
 
 
 class TtlPump(Pump):
-    def __init__(self, table_name: str, interval_s: float = SWEEP_EVERY_S) -> None:
+    """Sweeps each of `table_names` (a deployment's tables: wiring.TABLES) in turn; a pass is one over all of them."""
+
+    def __init__(self, *table_names: str, interval_s: float = SWEEP_EVERY_S) -> None:
         super().__init__("ttl-pump", interval_s)
-        self.table_name = table_name
+        self.table_names = table_names
         self.client = boto3.client("dynamodb")
         self.deleted = 0
-        # Where the next tick's Scan goes on (None: at the table's start), and the items it read so far.
+        # The table the next tick's Scan reads and where in it it goes on (None: at its start), and the items read so
+        # far.
+        self.current = 0
         self.position: dict[str, Any] | None = None
         self.scanned = 0
 
@@ -46,7 +51,7 @@ class TtlPump(Pump):
         return 0  # a tick a period, whatever it found (a pump that moved something would poll again at once)
 
     def tick(self, pages: int = PAGES_PER_TICK) -> int:
-        """At most `pages` pages of the table swept, from where the last tick stopped; how many items were deleted."""
+        """At most `pages` pages of the tables swept, from where the last tick stopped; how many items were deleted."""
         deleted = 0
         for _ in range(pages):
             found, more = self._page()
@@ -56,8 +61,8 @@ class TtlPump(Pump):
         return deleted
 
     def sweep(self) -> int:
-        """A whole pass of the table from its start (what a test wants after moving the clock); how many were deleted."""
-        self.position = None
+        """A whole pass of the tables from the first's start (after a test moved the clock); how many were deleted."""
+        self.current, self.position = 0, None
         deleted, more = self._page()
         while more:
             found, more = self._page()
@@ -67,8 +72,9 @@ class TtlPump(Pump):
     def _page(self) -> tuple[int, bool]:
         """A page of the Scan from `position`, its expired items deleted: (how many, whether the pass goes on)."""
         now = {":now": {"N": str(int(clock.now().timestamp()))}}
+        table = self.table_names[self.current]
         kwargs: dict[str, Any] = {
-            "TableName": self.table_name,
+            "TableName": table,
             "FilterExpression": "#ttl < :now",
             "ProjectionExpression": "#pk, #sk",
             "ExpressionAttributeNames": _NAMES,
@@ -84,7 +90,7 @@ class TtlPump(Pump):
         for item in got.get("Items") or []:
             try:
                 self.client.delete_item(
-                    TableName=self.table_name,
+                    TableName=table,
                     Key=item,
                     ConditionExpression="#ttl < :now",
                     ExpressionAttributeNames={"#ttl": wiring.TTL_ATTRIBUTE},
@@ -96,4 +102,7 @@ class TtlPump(Pump):
                 continue  # renewed since the scan read it
             deleted += 1
         self.deleted += deleted
-        return deleted, self.position is not None
+        if self.position is not None:
+            return deleted, True
+        self.current = (self.current + 1) % len(self.table_names)
+        return deleted, self.current != 0

@@ -182,7 +182,7 @@ def _jobs(store: Store) -> tuple[RunRetention, Restamp]:
             days[tenant] = tenant_settings(settings, tenant).retentionDays or DEFAULT_RETENTION_DAYS
         return days[tenant]
 
-    retained = RetentionStore(store.table, store.client)
+    retained = RetentionStore(store.table, store.entries_table, store.client)
     retention = RunRetention(retained, retention_days, clock_.now)
     return retention, Restamp(retained, retention, clock_.now, wiring.RUN_INDEX.shards)
 

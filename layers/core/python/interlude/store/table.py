@@ -1,4 +1,4 @@
-"""A handle on the table: its name and the DynamoDB client every store on it shares."""
+"""A handle on the tables: their names and the DynamoDB client every store on them shares."""
 
 from __future__ import annotations
 
@@ -22,8 +22,15 @@ def dynamodb_client() -> Any:
 
 
 class Table:
-    def __init__(self, table_name: str, client: Any = None) -> None:
+    """The deployment's two tables (wiring.TABLES): `table`, and `entries_table`, the second, where the items a run's
+    transaction condition never reads are kept (docs/adr/0161). Both names are required: a deployment must never
+    write the second table's items to the first for want of its name."""
+
+    def __init__(self, table_name: str, entries_table_name: str, client: Any = None) -> None:
+        if not isinstance(entries_table_name, str) or not entries_table_name:
+            raise TypeError(f"the second table's name is required, not {entries_table_name!r}")
         self.table = table_name
+        self.entries_table = entries_table_name
         self.client = client or dynamodb_client()
         # Every answer of this client (the other stores share it) is refused if it holds an item too new to read.
         item_formats.watch(self.client)

@@ -77,8 +77,8 @@ def within_one_item(written: a.Item) -> None:
 
 
 class TransactionalTable(Table):
-    def __init__(self, table_name: str, client: Any = None) -> None:
-        super().__init__(table_name, client)
+    def __init__(self, table_name: str, entries_table_name: str, client: Any = None) -> None:
+        super().__init__(table_name, entries_table_name, client)
         # Called with (tenant, chain, head written) after every committed audit append (interlude.app.audit
         # checkpoints).
         self.after_audit: Callable[[str, int, Head], None] | None = None

@@ -1,0 +1,29 @@
+"""The deployment's two tables (docs/adr/0161), declared once in wiring and required by every store."""
+
+from __future__ import annotations
+
+import pytest
+
+from interlude import wiring
+from interlude.store.table import Table
+
+
+def test_the_second_table_is_declared_beside_the_first_with_no_stream_and_no_index():
+    assert wiring.TABLES == (wiring.TABLE, wiring.ENTRIES_TABLE)
+    second = wiring.ENTRIES_TABLE
+    assert (second.logical_name, second.output, second.env) == ("EntriesTable", "EntriesTableName", "ENTRIES_TABLE_NAME")
+    assert (second.stream_view, second.global_indexes) == (None, ())
+    assert wiring.key_attributes(second) == [(wiring.PARTITION_KEY, "S"), (wiring.SORT_KEY, "S")]
+
+
+@pytest.mark.parametrize("spec", wiring.FUNCTIONS, ids=lambda spec: spec.name)
+def test_a_function_has_on_the_second_table_only_verbs_it_has_on_the_first(spec):
+    # The moved families' items are worked on there as they were on the first table: no new verb comes with the move.
+    assert set(spec.entries_table_actions) <= set(spec.table_actions)
+
+
+def test_a_store_refuses_to_start_without_the_second_tables_name():
+    # Never the first table's items' home by default: a deployment must not write entries there for want of a name.
+    for missing in ("", None, object()):  # object(): a client passed where the name goes (the one-table signature)
+        with pytest.raises(TypeError, match="the second table's name is required"):
+            Table("interlude", missing)  # type: ignore[arg-type]
