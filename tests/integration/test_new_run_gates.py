@@ -27,7 +27,7 @@ from interlude.migrations import sweeps
 from interlude.rules import run_search
 from interlude.store import attributes as a
 from interlude.store.layout import INTERRUPT_SK_PREFIX, RUN_SK, run_id_of
-from interlude.store.retention import RunPage
+from interlude.store.retention import RetentionStore, RunPage
 from tests.integration.conftest import signed_in
 from tests.integration.test_store_and_dispatch import register
 from tests.support.moto_world import TABLE
@@ -416,3 +416,44 @@ def test_a_gate_opened_while_a_retention_turn_pages_through_its_run_keeps_its_ex
     entries = inbox_entries(admin.tenant, run_id)
     assert entries
     assert {i[wiring.TTL_ATTRIBUTE]["N"] for i in entries} == {gate[wiring.TTL_ATTRIBUTE]["N"]} == {str(state.searchExpiry)}
+
+
+# A world of its own: it reads every item of its tenant, wherever it is (a scan of the whole table).
+@pytest.mark.private_world
+def test_a_delegation_while_the_daily_sweep_keeps_its_gate_leaves_no_entry_expiring_under_a_gate_without_one(
+    services, admin, clock_file, monkeypatch
+):
+    """docs/adr/0154: the daily sweep reads an open run's gates, then takes the expiry off each one's inbox entries and
+    then off the gate. A delegation between its read and its writes puts the delegate's entries with the gates' expiry
+    of now (the gate has one still, so it keeps it): were the gate's taken off, those entries would expire while it
+    waits and no later sweep would find the gate."""
+    services.tenants.put_settings(admin.tenant, TenantSettings(allowDelegation=True), "admin")
+    services.limiter.forget(admin.tenant)
+    gate = {"id": "gate", "typeId": "core.approvalGate", "config": {"title": "Ship?", "approversList": ["alice", "bob"]}}
+    services.workflows.put_workflow(admin, "ship", WorkflowDefinition.model_validate({"nodes": [gate], "edges": []}))
+    run_id = create(services, admin, "ship")
+    [item] = [i for i in gate_items(admin.tenant) if run_id_of(i["pk"]["S"]) == run_id]
+    head = services.store.client.get_item(TableName=TABLE, Key=a.key(item["pk"]["S"], RUN_SK))["Item"]
+    kept_on = int(item[wiring.TTL_ATTRIBUTE]["N"]) - 29 * DAY_S
+    clock.advance(clock_file, kept_on - time.time())
+    write_ttl = RetentionStore._set_ttl
+
+    # Given an approver who hands her vote to another once the sweep read the run's gate
+    def delegated_first(store: RetentionStore, key: a.Item, ttl: int | None) -> None:
+        monkeypatch.setattr(RetentionStore, "_set_ttl", write_ttl)
+        alice = signed_in(services, "alice", admin.tenant)
+        services.delegation.delegate_vote(alice, run_id, "gate", DelegateVoteRequest(delegate="dave"))
+        write_ttl(store, key, ttl)
+
+    monkeypatch.setattr(RetentionStore, "_set_ttl", delegated_first)
+    # When the sweep passes on the day its gate's expiry is near
+    sweeps.daily_sweep(datetime.fromtimestamp(kept_on, UTC)).apply(services.store, [head])
+    # Then the gate keeps an expiry (for the next day's sweep) as long as one of its entries does
+    [item] = [i for i in gate_items(admin.tenant) if i["sk"] == item["sk"]]
+    assert [i for i in inbox_entries(admin.tenant, run_id) if "#INBOX#P#dave#" in i["pk"]["S"]]
+    if wiring.TTL_ATTRIBUTE not in item:
+        assert all(wiring.TTL_ATTRIBUTE not in i for i in inbox_entries(admin.tenant, run_id))
+    # And the next day's sweep takes it off all of them
+    clock.advance(clock_file, DAY_S)
+    sweeps.daily_sweep(datetime.fromtimestamp(kept_on + DAY_S, UTC)).apply(services.store, [head])
+    assert all(wiring.TTL_ATTRIBUTE not in i for i in [*inbox_entries(admin.tenant, run_id), *gate_items(admin.tenant)])

@@ -196,7 +196,7 @@ class RetentionStore(Table):
         of `entries_of` (interrupt ids: the run's open gates) have their inbox entries' expiry, written with the gate's
         (store/transitions.gates_expiry), taken off first: once the gate has none, no later sweep finds them
         (docs/adr/0154); but not a gate's whose item says none of them has one (run_items.entries_unexpiring: put again
-        by a claim, release or assignment)."""
+        by a claim, release or assignment). The gate's own is taken off only while it holds the votes read (`_keep_gate`)."""
         kept, after = 0, None
         near = run_search.near_expiries(now_s)
         while True:
@@ -222,15 +222,27 @@ class RetentionStore(Table):
                 kwargs["ExclusiveStartKey"] = after
             got = self.client.query(**kwargs)
             for item in got.get("Items") or []:
+                key = a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"])
                 if item.get("interruptId", {}).get("S") in entries_of and not entries_unexpiring(item):
-                    for key in Entry.of_item(item).index_keys():
-                        self._set_ttl(key, None)
+                    for entry_key in Entry.of_item(item).index_keys():
+                        self._set_ttl(entry_key, None)
                         kept += 1
-                self._set_ttl(a.key(run_pk(run_id), item[wiring.SORT_KEY]["S"]), None)
+                    kept += self._keep_gate(key, item.get("votes"))
+                    continue
+                self._set_ttl(key, None)
                 kept += 1
             after = got.get("LastEvaluatedKey")
             if after is None:
                 return kept
+
+    def _keep_gate(self, key: a.Item, votes: dict[str, Any] | None) -> bool:
+        """The open gate's expiry taken off, after its entries', on condition that its votes are still `votes` (as read
+        with it): a delegation since put its delegate's entries, which those did not include, with the gates' expiry of
+        then, and the gate keeps its own (near) for the next day's sweep, which reads it with them (docs/adr/0154)."""
+        names = {"#pk": wiring.PARTITION_KEY, "#votes": "votes", **_TTL}
+        if votes is None:
+            return self._update(key, "REMOVE #ttl", "attribute_exists(#pk) AND attribute_not_exists(#votes)", names, {})
+        return self._update(key, "REMOVE #ttl", "attribute_exists(#pk) AND #votes = :votes", names, {":votes": votes})
 
     def expire_head(self, run_id: str, version: int, ttl: int, restamped: bool = False) -> bool:
         """The head's ttl, on condition that the run is still at `version` (False: it moved since it was read).
